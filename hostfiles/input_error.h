@@ -1,0 +1,54 @@
+#pragma once
+
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace ddl::hostfiles {
+
+/// A place in user input: a file name, an option ("-H") or an environment variable
+/// ("$SLURM_TASKS_PER_NODE"), with a 1-based line and column (0 when unknown) and the text of
+/// that line, so that an error can show it with a caret.
+struct Position {
+  std::string source;
+  int line = 0;
+  int column = 0;
+  std::string line_text;
+
+  /// "hosts.txt:3:7", "hosts.txt:3", or "hosts.txt" when line/column are unknown.
+  std::string str() const;
+};
+
+/// A mistake in user input (a host list, hostfile, rankfile or batch-system variable). what() is
+/// the complete, user-facing message:
+///
+///   hosts.txt:3:7: unknown key 'slot' (did you mean 'slots'?)
+///     node1 slot=4
+///           ^~~~
+///
+/// The first line is "<position>: <message>"; when the position has line text, the line follows,
+/// indented by two spaces, with a caret under `column` and tildes for the rest of `length`.
+class InputError : public std::runtime_error {
+ public:
+  InputError(Position where, std::string message, int length = 1);
+
+  const Position& where() const { return where_; }
+  /// The message alone, without position or caret lines.
+  const std::string& message() const { return message_; }
+
+ private:
+  Position where_;
+  std::string message_;
+};
+
+/// The candidate closest to `word` by edit distance, if it is close enough to be a likely typo
+/// (distance <= 2, and less than the word's length). Comparison ignores ASCII case.
+std::optional<std::string> closest_match(std::string_view word,
+                                         std::span<const std::string_view> candidates);
+
+/// " (did you mean 'X'?)" for the closest candidate, or "" when none is close.
+std::string did_you_mean(std::string_view word, std::span<const std::string_view> candidates);
+
+}  // namespace ddl::hostfiles
