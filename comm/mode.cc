@@ -1,1 +1,129 @@
-// (being written)
+#include "comm/mode.h"
+
+#include <charconv>
+#include <limits>
+#include <sstream>
+
+namespace ddl::comm {
+
+namespace {
+
+constexpr std::string_view kLetters = "rbnmcp";
+constexpr size_t kMaxDims = 8;
+
+std::string_view trim(std::string_view s) {
+  const auto first = s.find_first_not_of(" \t\n");
+  if (first == std::string_view::npos) return {};
+  const auto last = s.find_last_not_of(" \t\n");
+  return s.substr(first, last - first + 1);
+}
+
+[[noreturn]] void fail(std::string_view text, const std::string& what) {
+  throw ModeError("invalid mode '" + std::string(text) + "': " + what);
+}
+
+std::string join_dims(const std::vector<int>& dims, std::string_view sep) {
+  std::string s;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (i) s += sep;
+    s += std::to_string(dims[i]);
+  }
+  return s;
+}
+
+}  // namespace
+
+int64_t Mode::ranks() const {
+  if (dims.empty()) return 0;
+  int64_t product = 1;
+  for (int d : dims)
+    product *= d;
+  return product;
+}
+
+std::string Mode::str() const {
+  std::string s(1, static_cast<char>(algorithm));
+  if (!dims.empty()) s += ":" + join_dims(dims, "x");
+  return s;
+}
+
+Mode Mode::resolved(int ranks) const {
+  if (!dims.empty()) return *this;
+  return Mode{algorithm, {ranks}};
+}
+
+Mode parse_mode(std::string_view raw) {
+  const std::string_view text = trim(raw);
+  if (text.empty()) fail(raw, "it is empty; use a letter (r, b, n, m, c or p), e.g. 'p:6x2x1x1'");
+  const char letter = text[0];
+  if (kLetters.find(letter) == std::string_view::npos) {
+    fail(text, "unknown algorithm '" + std::string(1, letter) +
+                   "'; use one of r (ring), b (enhanced NCCL), n (NCCL), m (MPI), c (RCS), "
+                   "p (pick the best)");
+  }
+  Mode mode{static_cast<Algorithm>(letter), {}};
+  if (text.size() == 1) return mode;
+  if (text[1] != ':') {
+    fail(text, "expected ':' after the letter, as in '" + std::string(1, letter) + ":4x2'");
+  }
+  std::string_view rest = text.substr(2);
+  if (rest.empty()) fail(text, "no dimensions after ':'; write them as '4x2', innermost first");
+  int64_t product = 1;
+  size_t index = 0;
+  while (true) {
+    ++index;
+    const size_t x = rest.find('x');
+    const std::string_view field = rest.substr(0, x);
+    if (field.empty()) fail(text, "dimension " + std::to_string(index) + " is empty");
+    int value = 0;
+    const auto [end, ec] = std::from_chars(field.data(), field.data() + field.size(), value);
+    if (ec == std::errc::result_out_of_range) {
+      fail(text,
+           "dimension " + std::to_string(index) + " '" + std::string(field) + "' is too large");
+    }
+    if (ec != std::errc() || end != field.data() + field.size() || value < 0) {
+      fail(text,
+           "dimension " + std::to_string(index) + " '" + std::string(field) + "' is not a number");
+    }
+    if (value == 0) {
+      fail(text, "dimension " + std::to_string(index) + " is 0; each dimension must be at least 1");
+    }
+    mode.dims.push_back(value);
+    if (mode.dims.size() > kMaxDims) {
+      fail(text, "more than " + std::to_string(kMaxDims) + " dimensions");
+    }
+    product *= value;
+    if (product > std::numeric_limits<int32_t>::max()) {
+      fail(text, "the dimensions multiply to more than 2147483647 ranks");
+    }
+    if (x == std::string_view::npos) break;
+    rest = rest.substr(x + 1);
+  }
+  return mode;
+}
+
+void check_mode_fits(const Mode& mode, int ranks, std::string_view job_detail) {
+  if (mode.dims.empty() || mode.ranks() == ranks) return;
+  std::ostringstream msg;
+  msg << "mode '" << mode.str() << "' describes " << mode.ranks() << " ranks";
+  if (mode.dims.size() > 1) msg << " (" << join_dims(mode.dims, " x ") << ")";
+  msg << ", but the job has " << ranks;
+  if (!job_detail.empty()) msg << " (" << job_detail << ")";
+  msg << "; make the dimensions multiply to " << ranks << " or change the number of ranks";
+  throw ModeError(msg.str());
+}
+
+Mode mode_from_ddl_options(std::string_view options) {
+  std::istringstream in{std::string(options)};
+  std::string word;
+  while (in >> word) {
+    if (word == "-mode" || word == "--mode") {
+      std::string value;
+      if (!(in >> value)) throw ModeError("DDL_OPTIONS: '-mode' needs a value, e.g. -mode p:6x2");
+      return parse_mode(value);
+    }
+  }
+  return Mode{};
+}
+
+}  // namespace ddl::comm

@@ -1,1 +1,255 @@
-// (being written)
+#include "ddlrun/options.h"
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <map>
+#include <span>
+
+#include "ddl_config.h"
+#include "hostfiles/input_error.h"
+#include "launcher/choose.h"
+
+namespace ddl::cli {
+
+namespace {
+
+/// IBM ddlrun and mpirun spellings, rewritten to ours before CLI11 sees them.
+const std::map<std::string, std::string, std::less<>> kAliases = {
+    {"--H", "-H"},           {"-mode", "--mode"},         {"-accelerators", "--accelerators"},
+    {"-mpiarg", "--mpiarg"}, {"-rankfile", "--rankfile"}, {"-rf", "--rankfile"},
+    {"-np", "--np"},         {"-hostfile", "--hostfile"},
+};
+
+/// Validators whose messages say what is wrong and what is allowed (CLI11 adds "--option: ").
+std::string positive_integer(const std::string& value) {
+  int n = 0;
+  const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+  if (ec != std::errc() || end != value.data() + value.size() || n < 1) {
+    return "'" + value + "' is not a whole number of at least 1";
+  }
+  return {};
+}
+
+std::string positive_seconds(const std::string& value) {
+  char* end = nullptr;
+  const double d = std::strtod(value.c_str(), &end);
+  if (value.empty() || *end != '\0' || !(d > 0) || !std::isfinite(d)) {
+    return "'" + value + "' is not a number of seconds above 0";
+  }
+  return {};
+}
+
+CLI::Validator one_of(std::string what, std::vector<std::string_view> names) {
+  return CLI::Validator(
+      [what, names](std::string& value) -> std::string {
+        if (std::find(names.begin(), names.end(), value) != names.end()) return {};
+        std::string list;
+        for (std::string_view n : names)
+          list += (list.empty() ? "" : ", ") + std::string(n);
+        return "unknown " + what + " '" + value + "'" + hostfiles::did_you_mean(value, names) +
+               "; use one of " + list;
+      },
+      "");
+}
+
+/// CLI11's formatter, with ddlrun's usage line (the program and its arguments follow options).
+class Formatter : public CLI::Formatter {
+ public:
+  std::string make_usage(const CLI::App*, std::string) const override {
+    return "Usage: ddlrun [options] [--] program [args...]\n";
+  }
+};
+
+/// The application with every option bound to `o`. The help text comes from here too.
+std::unique_ptr<CLI::App> make_app(Options& o) {
+  auto app = std::make_unique<CLI::App>(
+      "Run a data-parallel training program on every GPU of one or many hosts.\n"
+      "The program is the first argument ddlrun does not recognise; it and its arguments\n"
+      "are passed through untouched. See man ddlrun(1).",
+      "ddlrun");
+  app->formatter(std::make_shared<Formatter>());
+  app->set_help_flag("-h,--help", "Print this help and exit");
+  app->set_version_flag("--version", std::string("ddlrun ") + DDL_VERSION,
+                        "Print the version and exit");
+  app->get_formatter()->column_width(34);
+
+  app->add_option("-H,--hosts", o.hosts,
+                  "Hosts: host[:slots],... with [ipv6]:slots and node[01-04] ranges; "
+                  "repeats add slots (IBM: --H)")
+      ->type_name("LIST")
+      ->allow_extra_args(false)
+      ->group("Hosts and ranks");
+  app->add_option("--hostfile", o.hostfile,
+                  "Open MPI (host slots=N), MPICH (host:N) or plain hostfile")
+      ->type_name("FILE")
+      ->group("Hosts and ranks");
+  app->add_option("-n,--np", o.np, "Total number of ranks (default: every slot or GPU)")
+      ->type_name("N")
+      ->check(positive_integer)
+      ->group("Hosts and ranks");
+  app->add_option("-a,--accelerators", o.accelerators, "Ranks (GPUs) per host (IBM: -accelerators)")
+      ->type_name("N")
+      ->check(positive_integer)
+      ->group("Hosts and ranks");
+  app->add_option("--rankfile", o.rankfile,
+                  "Open MPI rankfile that places every rank (IBM: -rankfile, -rf)")
+      ->type_name("FILE")
+      ->group("Hosts and ranks");
+  app->add_option("-m,--mode", o.mode,
+                  "DDL mode <r|b|n|m|c|p>[:d1xd2x...], innermost first (IBM: -mode)")
+      ->type_name("MODE")
+      ->group("Communication");
+  app->add_flag("--tcp", o.tcp, "Use TCP between hosts instead of InfiniBand verbs")
+      ->group("Communication");
+  app->add_option("--topology-file", o.topology_file,
+                  "Where to write the topology file the runtime reads")
+      ->type_name("FILE")
+      ->group("Communication");
+
+  std::string launchers;
+  for (std::string_view n : launcher::kind_names())
+    launchers += (launchers.empty() ? "" : "|") + std::string(n);
+  app->add_option("--launcher", o.launcher, "How to start ranks: " + launchers + " (default auto)")
+      ->type_name("NAME")
+      ->check(one_of("launcher", {launcher::kind_names().begin(), launcher::kind_names().end()}))
+      ->group("Launching");
+  app->add_option("--mpiarg", o.mpiargs,
+                  "Extra arguments for mpirun, split like a shell (IBM: -mpiarg)")
+      ->type_name("ARGS")
+      ->allow_extra_args(false)
+      ->group("Launching");
+  app->add_option("-x", o.exports, "Export VAR (from this environment) or VAR=VAL to every rank")
+      ->type_name("VAR[=VAL]")
+      ->allow_extra_args(false)
+      ->group("Launching");
+  app->add_option("--timeout", o.timeout, "Stop the whole job after this many seconds (exit 124)")
+      ->type_name("SECONDS")
+      ->check(positive_seconds)
+      ->group("Launching");
+
+  app->add_flag("--dry-run", o.dry_run, "Print the whole plan and start nothing")->group("Output");
+  app->add_option_function<std::string>(
+         "--output",
+         [&o](const std::string& name) {
+           o.output = name == "json"   ? OutputFormat::kJson
+                      : name == "yaml" ? OutputFormat::kYaml
+                                       : OutputFormat::kText;
+         },
+         "Format of the plan: text|yaml|json (default text)")
+      ->type_name("FORMAT")
+      ->check(one_of("format", {"text", "yaml", "json"}))
+      ->group("Output");
+  app->add_flag("-v,--verbose", o.verbosity,
+                "More diagnostics on stderr; repeat for more (-vv, -vvv)")
+      ->group("Output");
+  app->add_flag("-q,--quiet", o.quiet, "Print errors only")->group("Output");
+  return app;
+}
+
+/// How one argument before the program reads: an option taking a value, a flag, or unknown.
+enum class ArgKind { kTakesValue, kFlag, kUnknown };
+
+ArgKind classify(const CLI::App& app, const std::string& name) {
+  const CLI::Option* opt = app.get_option_no_throw(name);
+  if (opt == nullptr) return ArgKind::kUnknown;
+  return opt->get_expected_max() == 0 ? ArgKind::kFlag : ArgKind::kTakesValue;
+}
+
+[[noreturn]] void unknown_option(const CLI::App& app, const std::string& arg) {
+  std::vector<std::string> longs;
+  std::vector<std::string_view> candidates;
+  for (const CLI::Option* opt : app.get_options()) {
+    for (const std::string& l : opt->get_lnames())
+      longs.push_back("--" + l);
+    for (const std::string& s : opt->get_snames())
+      longs.push_back("-" + s);
+  }
+  for (const auto& [alias, _] : kAliases)
+    longs.push_back(alias);
+  for (const std::string& s : longs)
+    candidates.push_back(s);
+  const std::string name = arg.substr(0, arg.find('='));
+  throw UsageError("unknown option '" + name + "'" + hostfiles::did_you_mean(name, candidates) +
+                   "; see ddlrun --help (to run a program whose name starts with '-', put -- "
+                   "before it)");
+}
+
+}  // namespace
+
+ParsedCommandLine parse_command_line(const std::vector<std::string>& args) {
+  ParsedCommandLine result;
+  Options& o = result.options;
+  auto app = make_app(o);
+
+  // Split ddlrun's own arguments from the program, rewriting IBM spellings on the way. The
+  // program starts at the first argument that is neither an option nor an option's value.
+  std::vector<std::string> own;
+  size_t i = 0;
+  for (; i < args.size(); ++i) {
+    std::string arg = args[i];
+    if (arg == "--") {
+      ++i;
+      break;
+    }
+    if (arg.size() < 2 || arg[0] != '-') break;
+    const size_t eq = arg.find('=');
+    const std::string name = arg.substr(0, eq);
+    if (auto alias = kAliases.find(name); alias != kAliases.end()) {
+      arg = alias->second + (eq == std::string::npos ? "" : arg.substr(eq));
+    }
+    own.push_back(arg);
+    if (arg.rfind("--", 0) == 0) {
+      const std::string long_name = arg.substr(0, arg.find('='));
+      const ArgKind kind = classify(*app, long_name);
+      if (kind == ArgKind::kUnknown) unknown_option(*app, arg);
+      if (kind == ArgKind::kTakesValue && arg.find('=') == std::string::npos) {
+        if (i + 1 >= args.size()) throw UsageError("option " + long_name + " needs a value");
+        own.push_back(args[++i]);
+      }
+      continue;
+    }
+    // Short options: "-H host", "-Hhost", "-vv", "-n4".
+    const ArgKind kind = classify(*app, arg.substr(0, 2));
+    if (kind == ArgKind::kUnknown) unknown_option(*app, arg);
+    if (kind == ArgKind::kTakesValue && arg.size() == 2) {
+      if (i + 1 >= args.size()) throw UsageError("option " + arg + " needs a value");
+      own.push_back(args[++i]);
+    } else if (kind == ArgKind::kFlag) {
+      for (size_t k = 2; k < arg.size(); ++k) {
+        if (classify(*app, std::string("-") + arg[k]) != ArgKind::kFlag) unknown_option(*app, arg);
+      }
+    }
+  }
+  o.program.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
+
+  try {
+    std::vector<std::string> reversed(own.rbegin(), own.rend());
+    app->parse(reversed);
+  } catch (const CLI::CallForHelp&) {
+    result.exit_code = 0;
+    result.text = app->help();
+    return result;
+  } catch (const CLI::CallForVersion&) {
+    result.exit_code = 0;
+    result.text = std::string("ddlrun ") + DDL_VERSION + "\n";
+    return result;
+  } catch (const CLI::ParseError& e) {
+    throw UsageError(e.what());
+  }
+  if (o.program.empty()) {
+    throw UsageError("no program to run; usage: ddlrun [options] [--] program [args...]");
+  }
+  if (o.quiet && o.verbosity > 0) throw UsageError("-q and -v contradict each other; give one");
+  return result;
+}
+
+std::string help_text() {
+  Options o;
+  return make_app(o)->help();
+}
+
+}  // namespace ddl::cli

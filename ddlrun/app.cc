@@ -1,0 +1,78 @@
+#include "ddlrun/app.h"
+
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
+
+#include <ostream>
+
+#include "comm/mode.h"
+#include "ddlrun/options.h"
+#include "ddlrun/plan.h"
+#include "ddlrun/report.h"
+#include "hostfiles/input_error.h"
+#include "mapper/placement.h"
+
+namespace ddl::cli {
+
+namespace {
+
+/// Diagnostics go to `err` through spdlog: warnings by default, -v info, -vv debug, -vvv
+/// trace, -q errors only.
+std::shared_ptr<spdlog::logger> make_logger(const Options& o, std::ostream& err) {
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(err, /*force_flush=*/true);
+  auto logger = std::make_shared<spdlog::logger>("ddlrun", sink);
+  logger->set_pattern("ddlrun: %l: %v");
+  spdlog::level::level_enum level = spdlog::level::warn;
+  if (o.quiet) level = spdlog::level::err;
+  if (o.verbosity == 1) level = spdlog::level::info;
+  if (o.verbosity == 2) level = spdlog::level::debug;
+  if (o.verbosity >= 3) level = spdlog::level::trace;
+  logger->set_level(level);
+  return logger;
+}
+
+}  // namespace
+
+int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
+        hostfiles::GetEnv getenv_fn, void* env_context) {
+  auto error = [&](const std::string& what, int status) {
+    err << "ddlrun: error: " << what << "\n";
+    return status;
+  };
+  try {
+    ParsedCommandLine parsed = parse_command_line(args);
+    if (parsed.exit_code) {
+      out << parsed.text;
+      return *parsed.exit_code;
+    }
+    const Options& o = parsed.options;
+    auto log = make_logger(o, err);
+    const JobPlan plan = make_plan(o, getenv_fn, env_context);
+    for (const std::string& w : plan.warnings)
+      log->warn("{}", w);
+    log->info("{} ranks on {}; hosts from {}", plan.placement.ranks, plan.placement.describe(),
+              plan.hosts_from);
+    log->info("launcher {}: {}", launcher::to_string(plan.launcher.kind), plan.launcher.reason);
+    if (o.dry_run) {
+      out << render_plan(plan, o);
+      return kExitOk;
+    }
+    return error(
+        "this build of ddlrun can plan jobs but not start them yet (the launcher is not "
+        "built); run with --dry-run to see the plan",
+        kExitFailure);
+  } catch (const UsageError& e) {
+    return error(e.what(), kExitUsage);
+  } catch (const hostfiles::InputError& e) {
+    return error(e.what(), kExitUsage);
+  } catch (const comm::ModeError& e) {
+    return error(e.what(), kExitUsage);
+  } catch (const mapper::PlacementError& e) {
+    return error(e.what(), kExitUsage);
+  } catch (const std::exception& e) {
+    return error(std::string("internal error: ") + e.what() + " (please report this)",
+                 kExitFailure);
+  }
+}
+
+}  // namespace ddl::cli

@@ -1,0 +1,58 @@
+#pragma once
+
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace ddl::cli {
+
+enum class OutputFormat { kText, kYaml, kJson };
+
+/// Everything the command line says, as given; nothing here is resolved or validated against
+/// hosts. Passed by value to the parts that need it (no globals set from flags).
+struct Options {
+  std::vector<std::string> hosts;  ///< each -H/--hosts value, in order
+  std::string hostfile;
+  std::optional<int> np;
+  std::optional<int> accelerators;
+  std::optional<std::string> mode;
+  std::string rankfile;
+  std::string launcher = "auto";
+  std::vector<std::string> mpiargs;  ///< each --mpiarg value, unsplit
+  std::vector<std::string> exports;  ///< each -x value: "VAR" or "VAR=VAL"
+  bool tcp = false;
+  bool dry_run = false;
+  OutputFormat output = OutputFormat::kText;
+  std::string topology_file;
+  int verbosity = 0;  ///< number of -v
+  bool quiet = false;
+  std::optional<double> timeout;     ///< seconds
+  std::vector<std::string> program;  ///< the program and its arguments, untouched
+};
+
+/// A command-line mistake; what() is the message without the "ddlrun: error: " prefix.
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// The result of parsing: either options to run with, or text to print and an exit code
+/// (--help, --version).
+struct ParsedCommandLine {
+  Options options;
+  std::optional<int> exit_code;  ///< set when ddlrun should print `text` and exit
+  std::string text;
+};
+
+/// Parses ddlrun's arguments (without argv[0]). The program is the first argument that is
+/// neither an option nor an option's value; it and everything after it are kept untouched, as is
+/// everything after "--". IBM ddlrun's spellings are accepted before the program: -mode,
+/// -accelerators, -mpiarg, -rankfile, -rf, -np, -hostfile, --H. Throws UsageError for unknown
+/// options (with a suggestion), bad values, and a missing program.
+ParsedCommandLine parse_command_line(const std::vector<std::string>& args);
+
+/// The --help text.
+std::string help_text();
+
+}  // namespace ddl::cli

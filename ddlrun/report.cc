@@ -1,0 +1,303 @@
+#include "ddlrun/report.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <cstdio>
+#include <sstream>
+
+#include "ddl_config.h"
+#include "ddlrun/shell_words.h"
+
+namespace ddl::cli {
+
+namespace {
+
+void json_string(std::string& out, const std::string& s) {
+  out += '"';
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      default:
+        if (c < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          out += buf;
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  out += '"';
+}
+
+std::string number(double d) {
+  std::ostringstream s;
+  s.precision(17);
+  s << d;
+  return s.str();
+}
+
+void json(std::string& out, const Value& value, int indent) {
+  const std::string pad(static_cast<size_t>(indent + 2), ' ');
+  const std::string close(static_cast<size_t>(indent), ' ');
+  std::visit(
+      [&](const auto& x) {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, std::nullptr_t>) {
+          out += "null";
+        } else if constexpr (std::is_same_v<T, bool>) {
+          out += x ? "true" : "false";
+        } else if constexpr (std::is_same_v<T, int64_t>) {
+          out += std::to_string(x);
+        } else if constexpr (std::is_same_v<T, double>) {
+          out += number(x);
+        } else if constexpr (std::is_same_v<T, std::string>) {
+          json_string(out, x);
+        } else if constexpr (std::is_same_v<T, Value::List>) {
+          if (x.empty()) {
+            out += "[]";
+            return;
+          }
+          out += "[\n";
+          for (size_t i = 0; i < x.size(); ++i) {
+            out += pad;
+            json(out, x[i], indent + 2);
+            out += i + 1 < x.size() ? ",\n" : "\n";
+          }
+          out += close + "]";
+        } else {
+          if (x.empty()) {
+            out += "{}";
+            return;
+          }
+          out += "{\n";
+          for (size_t i = 0; i < x.size(); ++i) {
+            out += pad;
+            json_string(out, x[i].first);
+            out += ": ";
+            json(out, x[i].second, indent + 2);
+            out += i + 1 < x.size() ? ",\n" : "\n";
+          }
+          out += close + "}";
+        }
+      },
+      value.v);
+}
+
+/// True when `s` reads back from YAML as this same string without quotes: it starts with a
+/// letter or '/', holds only letters, digits and "._/-", and is not a YAML 1.1 boolean or null.
+bool plain_yaml(const std::string& s) {
+  static const std::array<std::string_view, 10> kReserved = {"y",   "n",    "yes",   "no",   "on",
+                                                             "off", "true", "false", "null", "~"};
+  if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '/')) return false;
+  std::string lower;
+  for (char c : s) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) &&
+        std::string_view("._/-").find(c) == std::string_view::npos) {
+      return false;
+    }
+    lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  return std::find(kReserved.begin(), kReserved.end(), lower) == kReserved.end();
+}
+
+void yaml(YAML::Emitter& out, const Value& value) {
+  std::visit(
+      [&](const auto& x) {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, std::nullptr_t>) {
+          out << YAML::Null;
+        } else if constexpr (std::is_same_v<T, bool>) {
+          out << x;
+        } else if constexpr (std::is_same_v<T, int64_t>) {
+          out << x;
+        } else if constexpr (std::is_same_v<T, double>) {
+          out << number(x);
+        } else if constexpr (std::is_same_v<T, std::string>) {
+          if (plain_yaml(x)) {
+            out << x;
+          } else {
+            out << YAML::DoubleQuoted << x;
+          }
+        } else if constexpr (std::is_same_v<T, Value::List>) {
+          out << YAML::BeginSeq;
+          for (const Value& item : x)
+            yaml(out, item);
+          out << YAML::EndSeq;
+        } else {
+          out << YAML::BeginMap;
+          for (const auto& [k, item] : x) {
+            out << YAML::Key << k << YAML::Value;
+            yaml(out, item);
+          }
+          out << YAML::EndMap;
+        }
+      },
+      value.v);
+}
+
+Value strings(const std::vector<std::string>& words) {
+  Value::List list;
+  for (const std::string& w : words)
+    list.emplace_back(w);
+  return list;
+}
+
+std::string rank_range(const mapper::HostRanks& r) {
+  if (r.count == 0) return "-";
+  if (r.count == 1) return std::to_string(r.first_rank);
+  return std::to_string(r.first_rank) + "-" + std::to_string(r.first_rank + r.count - 1);
+}
+
+std::string mode_text(const JobPlan& plan) {
+  std::string s = plan.mode.str();
+  if (!plan.mode_given) {
+    s += " (default: one ring over all " + std::to_string(plan.placement.ranks) + " ranks)";
+  }
+  return s;
+}
+
+std::string render_text(const JobPlan& plan, const Options& o) {
+  std::ostringstream out;
+  out << "ddlrun " << DDL_VERSION << " dry run: nothing is started\n\n";
+  out << "hosts (" << plan.hosts.size() << ", " << plan.hosts.total_slots() << " slots, from "
+      << plan.hosts_from << "):\n";
+  // Column widths follow the longest entry of each column.
+  std::vector<std::array<std::string, 4>> rows = {{"HOST", "SLOTS", "RANKS", "SOURCE"}};
+  for (size_t i = 0; i < plan.hosts.size(); ++i) {
+    const hostfiles::Host& h = plan.hosts.hosts()[i];
+    std::string slots = std::to_string(h.slots);
+    if (h.max_slots) slots += " (max " + std::to_string(*h.max_slots) + ")";
+    std::string source = h.origin;
+    if (h.kind != hostfiles::SourceKind::kHostsOption &&
+        h.kind != hostfiles::SourceKind::kDefault) {
+      source += " (" + std::string(hostfiles::to_string(h.kind)) + ")";
+    }
+    rows.push_back({h.name, slots, rank_range(plan.placement.hosts[i]), source});
+  }
+  std::array<size_t, 4> width{};
+  for (const auto& row : rows) {
+    for (size_t c = 0; c < 4; ++c)
+      width[c] = std::max(width[c], row[c].size());
+  }
+  for (const auto& row : rows) {
+    out << "  ";
+    for (size_t c = 0; c < 4; ++c) {
+      out << row[c];
+      if (c < 3) out << std::string(width[c] - row[c].size() + 2, ' ');
+    }
+    out << "\n";
+  }
+  out << "\n";
+  out << "ranks:     " << plan.placement.ranks << " (" << plan.placement.describe() << ")\n";
+  out << "mode:      " << mode_text(plan) << "\n";
+  out << "launcher:  " << launcher::to_string(plan.launcher.kind) << " (" << plan.launcher.reason
+      << ")\n";
+  out << "transport: " << (o.tcp ? "tcp (--tcp)" : "default (InfiniBand when present, else TCP)")
+      << "\n";
+  if (!o.topology_file.empty()) out << "topology:  " << o.topology_file << "\n";
+  if (o.timeout) out << "timeout:   " << number(*o.timeout) << " s\n";
+  if (!plan.mpiargs.empty()) out << "mpiargs:   " << quote_shell_words(plan.mpiargs) << "\n";
+  out << "env:       DDL_OPTIONS=\"-mode " << plan.mode.str() << "\"";
+  for (const auto& [k, v] : plan.exports)
+    out << " " << k << "=" << quote_shell_word(v);
+  out << "\n";
+  out << "command:   " << quote_shell_words(plan.program) << "\n";
+  out << "argv:      ";
+  for (size_t i = 0; i < plan.program.size(); ++i) {
+    std::string quoted;
+    json_string(quoted, plan.program[i]);
+    out << (i ? ", " : "[") << quoted;
+  }
+  out << "]\n";
+  return out.str();
+}
+
+}  // namespace
+
+std::string to_json(const Value& value) {
+  std::string out;
+  json(out, value, 0);
+  return out + "\n";
+}
+
+std::string to_yaml(const Value& value) {
+  YAML::Emitter out;
+  yaml(out, value);
+  return std::string(out.c_str()) + "\n";
+}
+
+Value plan_document(const JobPlan& plan, const Options& o) {
+  Value::List hosts;
+  for (size_t i = 0; i < plan.hosts.size(); ++i) {
+    const hostfiles::Host& h = plan.hosts.hosts()[i];
+    const mapper::HostRanks& r = plan.placement.hosts[i];
+    Value::List ranks;
+    for (int k = 0; k < r.count; ++k)
+      ranks.emplace_back(r.first_rank + k);
+    hosts.emplace_back(Value::Map{
+        {"name", h.name},
+        {"slots", h.slots},
+        {"max_slots", h.max_slots ? Value(*h.max_slots) : Value()},
+        {"ranks", std::move(ranks)},
+        {"source", std::string(hostfiles::to_string(h.kind))},
+        {"origin", h.origin},
+    });
+  }
+  Value::List dims;
+  for (int d : plan.mode.dims)
+    dims.emplace_back(d);
+  Value::Map env{{"DDL_OPTIONS", "-mode " + plan.mode.str()}};
+  for (const auto& [k, v] : plan.exports)
+    env.emplace_back(k, v);
+  return Value::Map{
+      {"ddlrun", DDL_VERSION},
+      {"dry_run", true},
+      {"hosts_from", plan.hosts_from},
+      {"hosts", std::move(hosts)},
+      {"ranks", plan.placement.ranks},
+      {"mode", Value::Map{{"string", plan.mode.str()},
+                          {"algorithm", std::string(1, static_cast<char>(plan.mode.algorithm))},
+                          {"dims", std::move(dims)},
+                          {"given", plan.mode_given}}},
+      {"launcher", Value::Map{{"name", std::string(launcher::to_string(plan.launcher.kind))},
+                              {"reason", plan.launcher.reason}}},
+      {"tcp", o.tcp},
+      {"topology_file", o.topology_file.empty() ? Value() : Value(o.topology_file)},
+      {"timeout", o.timeout ? Value(*o.timeout) : Value()},
+      {"mpiargs", strings(plan.mpiargs)},
+      {"environment", std::move(env)},
+      {"program", strings(plan.program)},
+  };
+}
+
+std::string render_plan(const JobPlan& plan, const Options& o) {
+  switch (o.output) {
+    case OutputFormat::kJson:
+      return to_json(plan_document(plan, o));
+    case OutputFormat::kYaml:
+      return to_yaml(plan_document(plan, o));
+    case OutputFormat::kText:
+      break;
+  }
+  return render_text(plan, o);
+}
+
+}  // namespace ddl::cli

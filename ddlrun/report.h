@@ -1,0 +1,43 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "ddlrun/options.h"
+#include "ddlrun/plan.h"
+
+namespace ddl::cli {
+
+/// A small document tree that prints as YAML or JSON with the same content and key order.
+struct Value {
+  using List = std::vector<Value>;
+  using Map = std::vector<std::pair<std::string, Value>>;
+  std::variant<std::nullptr_t, bool, int64_t, double, std::string, List, Map> v;
+
+  Value() : v(nullptr) {}
+  Value(bool b) : v(b) {}
+  Value(int i) : v(int64_t{i}) {}
+  Value(int64_t i) : v(i) {}
+  Value(double d) : v(d) {}
+  Value(const char* s) : v(std::string(s)) {}
+  Value(std::string s) : v(std::move(s)) {}
+  Value(List l) : v(std::move(l)) {}
+  Value(Map m) : v(std::move(m)) {}
+};
+
+/// JSON text, indented by two spaces, ending with a newline.
+std::string to_json(const Value& value);
+/// YAML text (block style), ending with a newline.
+std::string to_yaml(const Value& value);
+
+/// The plan as a document: ddlrun version, hosts (name, slots, max_slots, ranks, kind,
+/// origin), ranks, mode, launcher and reason, program, exports, mpiargs and settings.
+Value plan_document(const JobPlan& plan, const Options& options);
+
+/// The dry run's output in the chosen format.
+std::string render_plan(const JobPlan& plan, const Options& options);
+
+}  // namespace ddl::cli

@@ -1,0 +1,268 @@
+// End-to-end tests of ddlrun's command line through ddl::cli::run(), with a test environment.
+#include "ddlrun/app.h"
+
+#include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
+
+namespace ddl::cli {
+namespace {
+
+using Env = std::map<std::string, std::string>;
+
+std::optional<std::string> test_getenv(const char* name, void* context) {
+  const Env& env = *static_cast<const Env*>(context);
+  auto it = env.find(name);
+  if (it == env.end()) return std::nullopt;
+  return it->second;
+}
+
+struct Result {
+  int status;
+  std::string out;
+  std::string err;
+};
+
+Result ddlrun(std::vector<std::string> args, Env env = {}) {
+  std::ostringstream out, err;
+  const int status = run(args, out, err, test_getenv, &env);
+  return {status, out.str(), err.str()};
+}
+
+std::string write_file(const std::string& name, const std::string& text) {
+  const std::string path = ::testing::TempDir() + "/" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(AppTest, DryRunPrintsHostTableAndArgv) {
+  const Result r =
+      ddlrun({"--dry-run", "-H", "node[01-03]:2", "python", "train.py", "a b", "$X;y"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  EXPECT_EQ(r.out,
+            "ddlrun 0.1.0 dry run: nothing is started\n"
+            "\n"
+            "hosts (3, 6 slots, from -H):\n"
+            "  HOST    SLOTS  RANKS  SOURCE\n"
+            "  node01  2      0-1    -H\n"
+            "  node02  2      2-3    -H\n"
+            "  node03  2      4-5    -H\n"
+            "\n"
+            "ranks:     6 (3 hosts x 2)\n"
+            "mode:      p:6 (default: one ring over all 6 ranks)\n"
+            "launcher:  ssh (some hosts are remote and no batch system was found)\n"
+            "transport: default (InfiniBand when present, else TCP)\n"
+            "env:       DDL_OPTIONS=\"-mode p:6\"\n"
+            "command:   python train.py 'a b' '$X;y'\n"
+            "argv:      [\"python\", \"train.py\", \"a b\", \"$X;y\"]\n");
+}
+
+TEST(AppTest, DryRunOnLocalhostChoosesLocalLauncher) {
+  const Result r = ddlrun({"--dry-run", "-H", "localhost:4", "-m", "r:2x2", "-x", "A=1", "sh"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("  localhost  4      0-3    -H\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("mode:      r:2x2\n"), std::string::npos);
+  EXPECT_NE(r.out.find("launcher:  local (every host is this host)\n"), std::string::npos);
+  EXPECT_NE(r.out.find("env:       DDL_OPTIONS=\"-mode r:2x2\" A=1\n"), std::string::npos);
+}
+
+TEST(AppTest, HostfileSourcesAreShown) {
+  const std::string path =
+      write_file("app_hosts.txt", "# cluster\nn1 slots=4 max_slots=8\nn2 slots=4\n");
+  const Result r = ddlrun({"--dry-run", "--hostfile", path, "-n", "6", "prog"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("n1    4 (max 8)  0-3    " + path + ":2 (openmpi-hostfile)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("n2    4          4-5    " + path + ":3 (openmpi-hostfile)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("ranks:     6 (2 hosts: 4+2)"), std::string::npos);
+}
+
+TEST(AppTest, YamlAndJsonCarryTheSamePlan) {
+  const std::vector<std::string> base = {"--dry-run", "-H",   "a:2,b:2", "-m",  "p:2x2",
+                                         "--tcp",     "prog", "--flag",  "007", "true"};
+  std::vector<std::string> yaml_args = base, json_args = base;
+  yaml_args.insert(yaml_args.begin(), {"--output", "yaml"});
+  json_args.insert(json_args.begin(), {"--output=json"});
+  const Result y = ddlrun(yaml_args);
+  const Result j = ddlrun(json_args);
+  ASSERT_EQ(y.status, 0) << y.err;
+  ASSERT_EQ(j.status, 0) << j.err;
+  // JSON is YAML, so one reader checks both documents field by field.
+  for (const std::string& text : {y.out, j.out}) {
+    const YAML::Node doc = YAML::Load(text);
+    EXPECT_EQ(doc["ranks"].as<int>(), 4);
+    EXPECT_EQ(doc["hosts"].size(), 2u);
+    EXPECT_EQ(doc["hosts"][1]["name"].as<std::string>(), "b");
+    EXPECT_EQ(doc["hosts"][1]["ranks"][1].as<int>(), 3);
+    EXPECT_TRUE(doc["hosts"][1]["max_slots"].IsNull());
+    EXPECT_EQ(doc["hosts"][0]["source"].as<std::string>(), "-H");
+    EXPECT_EQ(doc["mode"]["string"].as<std::string>(), "p:2x2");
+    EXPECT_EQ(doc["mode"]["dims"][0].as<int>(), 2);
+    EXPECT_EQ(doc["launcher"]["name"].as<std::string>(), "ssh");
+    EXPECT_TRUE(doc["tcp"].as<bool>());
+    EXPECT_EQ(doc["environment"]["DDL_OPTIONS"].as<std::string>(), "-mode p:2x2");
+    // Strings that look like numbers or booleans stay strings.
+    EXPECT_EQ(doc["program"][2].as<std::string>(), "007");
+    EXPECT_EQ(doc["program"][3].as<std::string>(), "true");
+  }
+  EXPECT_NE(y.out.find("\"007\""), std::string::npos) << y.out;
+  EXPECT_NE(
+      j.out.find("\"program\": [\n    \"prog\",\n    \"--flag\",\n    \"007\",\n    \"true\"\n  ]"),
+      std::string::npos)
+      << j.out;
+}
+
+TEST(AppTest, ModeMustMatchRankCount) {
+  const Result r = ddlrun({"--dry-run", "-H", "a:4,b:4", "-mode", "p:6x2x1x1", "prog"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(r.err,
+            "ddlrun: error: mode 'p:6x2x1x1' describes 12 ranks (6 x 2 x 1 x 1), but the job has 8 "
+            "(2 hosts x 4); make the dimensions multiply to 8 or change the number of ranks\n");
+}
+
+TEST(AppTest, IbmSummitStyleCommandLine) {
+  const Result r =
+      ddlrun({"--dry-run", "--H", "g28n14,g28n15", "-accelerators", "6", "-mode", "p:6x2x1x1",
+              "-mpiarg", "-x NCCL_DEBUG", "python", "tf_cnn_benchmarks.py"},
+             {});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("ranks:     12 (2 hosts x 6)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("mpiargs:   -x NCCL_DEBUG"), std::string::npos);
+  EXPECT_EQ(r.err,
+            "ddlrun: warning: --mpiarg is used only by the mpirun launcher; this job uses ssh\n");
+}
+
+TEST(AppTest, HostListErrorsShowTheCaret) {
+  const Result r = ddlrun({"--dry-run", "-H", "node[5-2]", "prog"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(r.err.rfind("ddlrun: error: -H:1:", 0), 0u) << r.err;
+  EXPECT_NE(r.err.find("\n  node[5-2]\n"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("^"), std::string::npos);
+}
+
+TEST(AppTest, MissingHostfileIsAClearError) {
+  const Result r = ddlrun({"--dry-run", "--hostfile", "/nonexistent/hosts", "prog"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("/nonexistent/hosts"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("No such file or directory"), std::string::npos) << r.err;
+}
+
+TEST(AppTest, HostsAndHostfileTogetherIsAnError) {
+  const Result r = ddlrun({"--dry-run", "-H", "a", "--hostfile", "h", "prog"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(r.err, "ddlrun: error: both -H and --hostfile name hosts; give one of them\n");
+}
+
+TEST(AppTest, RepeatedHostsOptionsMerge) {
+  const Result r = ddlrun({"--dry-run", "-H", "a,a", "-H", "b,a", "--output", "json", "prog"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const YAML::Node doc = YAML::Load(r.out);
+  EXPECT_EQ(doc["hosts"][0]["slots"].as<int>(), 3);
+  EXPECT_EQ(doc["hosts"][1]["slots"].as<int>(), 1);
+}
+
+TEST(AppTest, DefaultIsThisHostWithOneSlot) {
+  const Result r = ddlrun({"--dry-run", "--output", "yaml", "prog"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const YAML::Node doc = YAML::Load(r.out);
+  EXPECT_EQ(doc["hosts"].size(), 1u);
+  EXPECT_EQ(doc["hosts"][0]["name"].as<std::string>(), "localhost");
+  EXPECT_EQ(doc["hosts"][0]["source"].as<std::string>(), "default");
+  EXPECT_EQ(doc["launcher"]["name"].as<std::string>(), "local");
+  EXPECT_EQ(doc["ranks"].as<int>(), 1);
+}
+
+TEST(AppTest, LsfAllocationDropsTheBatchNodeAndPicksJsrun) {
+  const Env env = {{"LSB_JOBID", "1234"}, {"LSB_MCPU_HOSTS", "batch1 1 a26n15 42 b07n01 42"}};
+  const Result r = ddlrun({"--dry-run", "-a", "6", "--output", "yaml", "python", "t.py"}, env);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const YAML::Node doc = YAML::Load(r.out);
+  ASSERT_EQ(doc["hosts"].size(), 2u);
+  EXPECT_EQ(doc["hosts"][0]["name"].as<std::string>(), "a26n15");
+  EXPECT_EQ(doc["hosts"][0]["slots"].as<int>(), 42);
+  EXPECT_EQ(doc["hosts_from"].as<std::string>(), "$LSB_MCPU_HOSTS");
+  EXPECT_EQ(doc["ranks"].as<int>(), 12);
+  EXPECT_EQ(doc["launcher"]["name"].as<std::string>(), "jsrun");
+}
+
+TEST(AppTest, SlurmAllocationPicksSrun) {
+  const Env env = {{"SLURM_JOB_ID", "77"},
+                   {"SLURM_JOB_NODELIST", "gpu[1-3]"},
+                   {"SLURM_TASKS_PER_NODE", "2(x2),1"}};
+  const Result r = ddlrun({"--dry-run", "--output", "json", "prog"}, env);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const YAML::Node doc = YAML::Load(r.out);
+  EXPECT_EQ(doc["ranks"].as<int>(), 5);
+  EXPECT_EQ(doc["hosts"][2]["name"].as<std::string>(), "gpu3");
+  EXPECT_EQ(doc["launcher"]["name"].as<std::string>(), "srun");
+}
+
+TEST(AppTest, RankfileNamesTheHosts) {
+  const std::string path = write_file(
+      "app_ranks.txt", "rank 0=n1 slot=0:0-6\nrank 1=n1 slot=1:0-6\nrank 2=n2 slot=0:*\n");
+  const Result r = ddlrun({"--dry-run", "--rankfile", path, "--output", "json", "prog"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const YAML::Node doc = YAML::Load(r.out);
+  EXPECT_EQ(doc["ranks"].as<int>(), 3);
+  EXPECT_EQ(doc["hosts"][0]["slots"].as<int>(), 2);
+  EXPECT_EQ(doc["hosts"][1]["name"].as<std::string>(), "n2");
+  const Result bad = ddlrun({"--dry-run", "--rankfile", path, "-H", "n1:2", "prog"});
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_EQ(bad.err,
+            "ddlrun: error: " + path +
+                ": host 'n2' is not among the hosts of -H; add it there or change the rankfile\n");
+  const Result np = ddlrun({"--dry-run", "--rankfile", path, "-n", "2", "prog"});
+  EXPECT_EQ(np.err, "ddlrun: error: -n 2 disagrees with the 3 ranks of " + path +
+                        "; drop -n or change the rankfile\n");
+}
+
+TEST(AppTest, ExportsReadTheEnvironmentAndWarnWhenUnset) {
+  const Result r =
+      ddlrun({"--dry-run", "-x", "HOME", "-x", "NOPE", "-x", "V=a b", "prog"}, {{"HOME", "/root"}});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find(" HOME=/root V='a b'\n"), std::string::npos) << r.out;
+  EXPECT_EQ(
+      r.err,
+      "ddlrun: warning: -x NOPE: NOPE is not set in ddlrun's environment, so it is not exported\n");
+  const Result bad = ddlrun({"--dry-run", "-x", "1X=2", "prog"});
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_EQ(bad.err,
+            "ddlrun: error: -x 1X=2: '1X' is not a variable name (letters, digits and '_', not "
+            "starting with a digit)\n");
+}
+
+TEST(AppTest, VerboseExplainsTheLauncherOnStderr) {
+  const Result r = ddlrun({"-v", "--dry-run", "-H", "localhost:2", "prog"});
+  ASSERT_EQ(r.status, 0);
+  EXPECT_NE(r.err.find("ddlrun: info: launcher local: every host is this host\n"),
+            std::string::npos)
+      << r.err;
+  const Result q = ddlrun({"-q", "--dry-run", "-x", "NOPE", "prog"});
+  EXPECT_EQ(q.err, "");
+}
+
+TEST(AppTest, WithoutDryRunSaysLaunchingIsNotBuiltYet) {
+  const Result r = ddlrun({"-H", "localhost:2", "true"});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("--dry-run"), std::string::npos);
+}
+
+TEST(AppTest, UsageErrorsExitTwo) {
+  const Result r = ddlrun({"--dryrun", "prog"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(r.err.rfind("ddlrun: error: unknown option '--dryrun' (did you mean '--dry-run'?)", 0),
+            0u);
+}
+
+}  // namespace
+}  // namespace ddl::cli

@@ -1,0 +1,155 @@
+#include "ddlrun/options.h"
+
+#include <gtest/gtest.h>
+
+namespace ddl::cli {
+namespace {
+
+using Args = std::vector<std::string>;
+
+Options parse(const Args& args) {
+  ParsedCommandLine p = parse_command_line(args);
+  EXPECT_FALSE(p.exit_code.has_value());
+  return p.options;
+}
+
+std::string usage_error(const Args& args) {
+  try {
+    parse_command_line(args);
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(OptionsTest, ProgramIsTheFirstUnknownArgumentAndPassesThroughUntouched) {
+  const Options o = parse({"-H", "a,b", "-v", "python", "train.py", "-v", "--lr", "0.1", "a b",
+                           "$HOME", "x;y", "'q'", "--"});
+  EXPECT_EQ(o.hosts, (Args{"a,b"}));
+  EXPECT_EQ(o.verbosity, 1);
+  EXPECT_EQ(o.program,
+            (Args{"python", "train.py", "-v", "--lr", "0.1", "a b", "$HOME", "x;y", "'q'", "--"}));
+}
+
+TEST(OptionsTest, DoubleDashEndsOptions) {
+  const Options o = parse({"-n", "2", "--", "-weird-program", "--dry-run"});
+  EXPECT_EQ(o.np, 2);
+  EXPECT_FALSE(o.dry_run);
+  EXPECT_EQ(o.program, (Args{"-weird-program", "--dry-run"}));
+}
+
+TEST(OptionsTest, EveryOption) {
+  const Options o = parse({"-H",
+                           "a:2",
+                           "--hosts=b",
+                           "--hostfile",
+                           "h.txt",
+                           "-n",
+                           "4",
+                           "-a",
+                           "2",
+                           "-m",
+                           "p:2x2",
+                           "--rankfile",
+                           "r.txt",
+                           "--launcher",
+                           "ssh",
+                           "--mpiarg",
+                           "-mca btl tcp",
+                           "-x",
+                           "FOO",
+                           "-x",
+                           "BAR=1 2",
+                           "--tcp",
+                           "--dry-run",
+                           "--output",
+                           "json",
+                           "--topology-file",
+                           "t.yaml",
+                           "-vv",
+                           "--timeout",
+                           "1.5",
+                           "prog"});
+  EXPECT_EQ(o.hosts, (Args{"a:2", "b"}));
+  EXPECT_EQ(o.hostfile, "h.txt");
+  EXPECT_EQ(o.np, 4);
+  EXPECT_EQ(o.accelerators, 2);
+  EXPECT_EQ(o.mode, "p:2x2");
+  EXPECT_EQ(o.rankfile, "r.txt");
+  EXPECT_EQ(o.launcher, "ssh");
+  EXPECT_EQ(o.mpiargs, (Args{"-mca btl tcp"}));
+  EXPECT_EQ(o.exports, (Args{"FOO", "BAR=1 2"}));
+  EXPECT_TRUE(o.tcp);
+  EXPECT_TRUE(o.dry_run);
+  EXPECT_EQ(o.output, OutputFormat::kJson);
+  EXPECT_EQ(o.topology_file, "t.yaml");
+  EXPECT_EQ(o.verbosity, 2);
+  EXPECT_EQ(o.timeout, 1.5);
+  EXPECT_EQ(o.program, (Args{"prog"}));
+}
+
+TEST(OptionsTest, IbmSpellingsKeepWorking) {
+  const Options o = parse({"--H", "h1,h2", "-mode", "p:4x2", "-accelerators", "4", "-mpiarg",
+                           "-mca x y", "-rankfile", "rf", "python", "-mode", "keep"});
+  EXPECT_EQ(o.hosts, (Args{"h1,h2"}));
+  EXPECT_EQ(o.mode, "p:4x2");
+  EXPECT_EQ(o.accelerators, 4);
+  EXPECT_EQ(o.mpiargs, (Args{"-mca x y"}));
+  EXPECT_EQ(o.rankfile, "rf");
+  EXPECT_EQ(o.program, (Args{"python", "-mode", "keep"}));  // not rewritten after the program
+  EXPECT_EQ(parse({"-rf", "r2", "-np", "3", "-hostfile", "hf", "-mode=r", "p"}).rankfile, "r2");
+  EXPECT_EQ(parse({"-np", "3", "p"}).np, 3);
+  EXPECT_EQ(parse({"-mode=r:2", "p"}).mode, "r:2");
+}
+
+TEST(OptionsTest, ShortOptionForms) {
+  const Options o = parse({"-Hnode1", "-n4", "-vvv", "prog"});
+  EXPECT_EQ(o.hosts, (Args{"node1"}));
+  EXPECT_EQ(o.np, 4);
+  EXPECT_EQ(o.verbosity, 3);
+  EXPECT_EQ(o.program, (Args{"prog"}));
+}
+
+TEST(OptionsTest, HelpAndVersionExitZero) {
+  ParsedCommandLine help = parse_command_line({"--help"});
+  ASSERT_EQ(help.exit_code, 0);
+  EXPECT_NE(help.text.find("Usage: ddlrun [options] [--] program [args...]"), std::string::npos);
+  EXPECT_EQ(help.text, help_text());
+  ParsedCommandLine version = parse_command_line({"--version"});
+  ASSERT_EQ(version.exit_code, 0);
+  EXPECT_EQ(version.text.rfind("ddlrun ", 0), 0u);
+}
+
+TEST(OptionsTest, UsageErrors) {
+  EXPECT_EQ(usage_error({"--dryrun", "p"}),
+            "unknown option '--dryrun' (did you mean '--dry-run'?); see ddlrun --help (to run a "
+            "program whose name starts with '-', put -- before it)");
+  EXPECT_EQ(usage_error({"--acelerators=4", "p"}),
+            "unknown option '--acelerators' (did you mean '--accelerators'?); see ddlrun --help "
+            "(to run a program whose name starts with '-', put -- before it)");
+  EXPECT_EQ(usage_error({"-Z", "p"}),
+            "unknown option '-Z' (did you mean '-h'?); see ddlrun --help (to run a program whose "
+            "name starts with '-', put -- before it)");
+  EXPECT_EQ(usage_error({"-vZ", "p"}).substr(0, 22), "unknown option '-vZ' (");
+  EXPECT_EQ(usage_error({"-H", "a"}),
+            "no program to run; usage: ddlrun [options] [--] program [args...]");
+  EXPECT_EQ(usage_error({"-H"}), "option -H needs a value");
+  EXPECT_EQ(usage_error({"--hostfile"}), "option --hostfile needs a value");
+  EXPECT_EQ(usage_error({"-n", "0", "p"}), "--np: '0' is not a whole number of at least 1");
+  EXPECT_EQ(usage_error({"-a", "x", "p"}),
+            "--accelerators: 'x' is not a whole number of at least 1");
+  EXPECT_EQ(usage_error({"--timeout", "-1", "p"}),
+            "--timeout: '-1' is not a number of seconds above 0");
+  EXPECT_EQ(usage_error({"--launcher", "mpirn", "p"}),
+            "--launcher: unknown launcher 'mpirn' (did you mean 'mpirun'?); use one of auto, "
+            "local, ssh, mpirun, pmix, srun, jsrun");
+  EXPECT_EQ(usage_error({"--launcher", "mpiexec", "p"}),
+            "--launcher: unknown launcher 'mpiexec'; use one of auto, local, ssh, mpirun, pmix, "
+            "srun, jsrun");
+  EXPECT_EQ(usage_error({"--output", "xml", "p"}),
+            "--output: unknown format 'xml' (did you mean 'yaml'?); use one of text, yaml, json");
+  EXPECT_EQ(usage_error({"-q", "-v", "p"}), "-q and -v contradict each other; give one");
+}
+
+}  // namespace
+}  // namespace ddl::cli
