@@ -1,1 +1,263 @@
-// (being written)
+#include "hostfiles/host_list.h"
+
+#include <cerrno>
+#include <charconv>
+#include <climits>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <system_error>
+
+#include "hostfiles/parse_util.h"
+
+namespace ddl::hostfiles {
+
+std::string_view to_string(SourceKind kind) {
+  switch (kind) {
+    case SourceKind::kDefault:
+      return "default";
+    case SourceKind::kHostsOption:
+      return "-H";
+    case SourceKind::kOpenMpiHostfile:
+      return "openmpi-hostfile";
+    case SourceKind::kMpichHostfile:
+      return "mpich-hostfile";
+    case SourceKind::kPlainHostfile:
+      return "plain-hostfile";
+    case SourceKind::kLsfHostfile:
+      return "lsf-hostfile";
+    case SourceKind::kLsfMcpuHosts:
+      return "lsf-mcpu-hosts";
+    case SourceKind::kSlurm:
+      return "slurm";
+    case SourceKind::kRankfile:
+      return "rankfile";
+  }
+  return "unknown";
+}
+
+namespace {
+
+bool gave_count(const Host& host) {
+  return host.slots_given || host.max_slots.has_value();
+}
+
+}  // namespace
+
+void HostList::add(Host host, const Position& where) {
+  std::string key = detail::lowercase(host.name);
+  const auto it = index_.find(key);
+  if (it == index_.end()) {
+    index_.emplace(std::move(key), hosts_.size());
+    hosts_.push_back(std::move(host));
+    return;
+  }
+  Host& first = hosts_[it->second];
+  if (gave_count(first) || gave_count(host)) {
+    std::string message = "host '" + host.name + "' is already listed";
+    if (!first.origin.empty()) message += " at " + first.origin;
+    if (first.name != host.name) message += " (as '" + first.name + "')";
+    throw InputError(where, message + ": list each host once, with all its slots");
+  }
+  const int64_t slots = int64_t{first.slots} + int64_t{host.slots};
+  if (slots > detail::kMaxSlots) {
+    throw InputError(where, "host '" + first.name + "' has more than " +
+                                std::to_string(detail::kMaxSlots) + " slots: list it fewer times");
+  }
+  first.slots = static_cast<int>(slots);
+}
+
+int HostList::total_slots() const {
+  int64_t total = 0;
+  for (const Host& h : hosts_) {
+    total += h.slots;
+    if (total >= INT_MAX) return INT_MAX;
+  }
+  return static_cast<int>(total);
+}
+
+const Host* HostList::find(std::string_view name) const {
+  const auto it = index_.find(detail::lowercase(name));
+  return it == index_.end() ? nullptr : &hosts_[it->second];
+}
+
+bool is_launch_node_name(std::string_view name) {
+  return detail::starts_with_nocase(name, "batch") || detail::starts_with_nocase(name, "login");
+}
+
+std::optional<std::string> process_getenv(const char* name, void* /*context*/) {
+  const char* value = std::getenv(name);
+  if (value == nullptr) return std::nullopt;
+  return std::string(value);
+}
+
+namespace {
+
+/// Every Slurm node with one slot, when $SLURM_TASKS_PER_NODE is not set.
+HostList slurm_nodes_alone(std::string_view nodelist) {
+  const Position where{"$SLURM_JOB_NODELIST", 1, 1, std::string(nodelist)};
+  HostList list;
+  for (std::string& name : expand_hostlist(nodelist, where)) {
+    list.add(
+        Host{std::move(name), 1, std::nullopt, false, SourceKind::kSlurm, "$SLURM_JOB_NODELIST"},
+        where);
+  }
+  return list;
+}
+
+}  // namespace
+
+std::optional<HostList> allocation_from_environment(GetEnv getenv_fn, void* context) {
+  if (getenv_fn == nullptr) getenv_fn = process_getenv;
+  // An empty variable counts as unset.
+  const auto get = [&](const char* name) -> std::optional<std::string> {
+    std::optional<std::string> value = getenv_fn(name, context);
+    if (value && value->empty()) return std::nullopt;
+    return value;
+  };
+  if (get("LSB_JOBID")) {
+    if (const auto path = get("LSB_DJOB_HOSTFILE")) {
+      std::string text;
+      int error = 0;
+      if (!detail::read_text_file(*path, text, error)) {
+        throw InputError(Position{"$LSB_DJOB_HOSTFILE", 0, 0, {}},
+                         "cannot read '" + *path + "': " + detail::error_text(error));
+      }
+      return parse_lsf_djob_hostfile(text, *path);
+    }
+    if (const auto value = get("LSB_MCPU_HOSTS")) return parse_lsf_mcpu_hosts(*value);
+    if (const auto value = get("LSB_HOSTS")) return parse_lsf_hosts(*value);
+  }
+  if (get("SLURM_JOB_ID")) {
+    if (const auto nodelist = get("SLURM_JOB_NODELIST")) {
+      if (const auto tasks = get("SLURM_TASKS_PER_NODE")) return parse_slurm(*nodelist, *tasks);
+      return slurm_nodes_alone(*nodelist);
+    }
+  }
+  return std::nullopt;
+}
+
+namespace detail {
+
+std::string show_char(char c) {
+  if (c >= 0x20 && c < 0x7f) return std::string("'") + c + "'";
+  static constexpr char kHex[] = "0123456789abcdef";
+  const auto u = static_cast<unsigned char>(c);
+  return std::string("'\\x") + kHex[u >> 4] + kHex[u & 0xf] + "'";
+}
+
+std::vector<Word> split_words(std::string_view text) {
+  std::vector<Word> words;
+  size_t i = 0;
+  while (i < text.size()) {
+    if (is_space(text[i])) {
+      ++i;
+      continue;
+    }
+    const size_t start = i;
+    while (i < text.size() && !is_space(text[i])) {
+      ++i;
+    }
+    words.push_back(Word{text.substr(start, i - start), start});
+  }
+  return words;
+}
+
+int parse_count(std::string_view token, std::string_view label, const Position& base,
+                size_t offset) {
+  const std::string name(label);
+  if (token.empty()) fail(base, offset, "missing " + name + ": write a whole number such as 4");
+  const std::string shown(token);
+  if (token.front() == '-' && all_digits(token.substr(1))) {
+    fail(base, offset, name + " '" + shown + "' is negative: write a whole number of at least 1",
+         token.size());
+  }
+  if (!all_digits(token)) {
+    fail(base, offset, "invalid " + name + " '" + shown + "': write a whole number such as 4",
+         token.size());
+  }
+  uint64_t value = 0;
+  const auto [end, ec] = std::from_chars(token.data(), token.data() + token.size(), value);
+  if (ec != std::errc() || end != token.data() + token.size() || value > kMaxSlots) {
+    fail(base, offset,
+         name + " '" + shown + "' is too large: use at most " + std::to_string(kMaxSlots),
+         token.size());
+  }
+  return static_cast<int>(value);
+}
+
+int parse_slot_count(std::string_view token, const Position& base, size_t offset) {
+  const int slots = parse_count(token, "slot count", base, offset);
+  if (slots == 0) {
+    fail(base, offset, "slot count must be at least 1: leave the host out to give it no ranks",
+         token.size());
+  }
+  return slots;
+}
+
+void bad_host_char(std::string_view name, size_t index, const Position& base, size_t offset) {
+  const char c = name[index];
+  std::string message =
+      "invalid character " + show_char(c) + " in host name '" + std::string(name) + "': ";
+  message += c == '@' ? "give the user name in ~/.ssh/config instead"
+                      : "use letters, digits, '-', '.' and '_'";
+  fail(base, offset + index, std::move(message));
+}
+
+void check_host_name(std::string_view name, const Position& base, size_t offset) {
+  if (name.empty()) fail(base, offset, "empty host name: give a name or an address");
+  for (size_t i = 0; i < name.size(); ++i) {
+    if (!is_host_char(name[i])) bad_host_char(name, i, base, offset);
+  }
+  if (name.front() == '-') {
+    fail(base, offset,
+         "host name '" + std::string(name) +
+             "' starts with '-': check for an option given where a host was expected",
+         name.size());
+  }
+  if (name.size() > kMaxHostNameLength) {
+    fail(base, offset,
+         "host name is longer than " + std::to_string(kMaxHostNameLength) +
+             " characters: use a shorter name or the address",
+         name.size());
+  }
+}
+
+bool read_text_file(const std::string& path, std::string& text, int& error) {
+  errno = 0;
+  std::FILE* file = std::fopen(path.c_str(), "rb");
+  if (file == nullptr) {
+    error = errno != 0 ? errno : EIO;
+    return false;
+  }
+  text.clear();
+  std::vector<char> buffer(size_t{1} << 16);
+  bool ok = true;
+  for (;;) {
+    const size_t n = std::fread(buffer.data(), 1, buffer.size(), file);
+    text.append(buffer.data(), n);
+    if (text.size() > kMaxFileBytes) {
+      error = EFBIG;
+      ok = false;
+      break;
+    }
+    if (n < buffer.size()) {
+      if (std::ferror(file)) {
+        error = errno != 0 ? errno : EIO;
+        ok = false;
+      }
+      break;
+    }
+  }
+  std::fclose(file);
+  if (!ok) text.clear();
+  return ok;
+}
+
+std::string error_text(int error) {
+  return std::generic_category().message(error);
+}
+
+}  // namespace detail
+
+}  // namespace ddl::hostfiles

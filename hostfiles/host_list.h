@@ -3,6 +3,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "hostfiles/input_error.h"
@@ -45,17 +46,20 @@ class HostList {
   /// - both entries without a count (bare names): the slots add up ("-H a,a,b" gives a 2 slots);
   /// - otherwise, if either entry gave a count (slots=, :N) the repeat is a conflict and throws
   ///   InputError at `where`, naming the earlier origin and the fix ("list each host once").
-  /// Host names compare without regard to ASCII case.
+  /// Host names compare without regard to ASCII case. Merged slots above 1,048,576 throw.
   void add(Host host, const Position& where);
 
   const std::vector<Host>& hosts() const { return hosts_; }
   size_t size() const { return hosts_.size(); }
   bool empty() const { return hosts_.empty(); }
+  /// The sum of all hosts' slots (INT_MAX when it would be larger).
   int total_slots() const;
+  /// The host of that name, ignoring ASCII case; nullptr when not listed.
   const Host* find(std::string_view name) const;
 
  private:
   std::vector<Host> hosts_;
+  std::unordered_map<std::string, size_t> index_;  ///< lowercased name -> index in hosts_
 };
 
 /// Expands a Slurm-style host list: "node[01-04,07],gpu[1-2]" -> node01 node02 node03 node04
@@ -74,7 +78,8 @@ HostList parse_hosts_option(std::string_view text, std::string_view source = "-H
 
 /// Parses a hostfile; the format is recognised per line:
 ///   Open MPI: "host slots=4 max_slots=8" ("max-slots=" too; unknown keys are errors with a
-///             suggestion, slots=0 and max_slots < slots are errors);
+///             suggestion, slots=0 and max_slots < slots are errors; max_slots alone also
+///             sets the slots, as Open MPI does);
 ///   MPICH:    "host:4";
 ///   plain:    "host" (repeats add slots).
 /// '#' starts a comment; blank lines are skipped. Host names may use Slurm bracket ranges.
@@ -96,6 +101,10 @@ HostList parse_lsf_mcpu_hosts(std::string_view value);
 /// it is a launch node. `source` is the file's path.
 HostList parse_lsf_djob_hostfile(std::string_view text, std::string_view source);
 
+/// $LSB_HOSTS: "batch1 a26n15 a26n15 ..."; one word per slot. The first host is dropped when it
+/// is a launch node. Hosts get SourceKind::kLsfHostfile (the same one-entry-per-slot list).
+HostList parse_lsf_hosts(std::string_view value);
+
 /// $SLURM_TASKS_PER_NODE: "2(x3),1" -> {2, 2, 2, 1}.
 std::vector<int> parse_slurm_tasks_per_node(std::string_view value);
 
@@ -107,7 +116,9 @@ using GetEnv = std::optional<std::string> (*)(const char* name, void* context);
 
 /// The allocation of the batch job this process runs in: LSF when $LSB_JOBID is set
 /// ($LSB_DJOB_HOSTFILE first, else $LSB_MCPU_HOSTS, else $LSB_HOSTS), else Slurm when
-/// $SLURM_JOB_ID and $SLURM_JOB_NODELIST are set; nullopt outside a batch job.
+/// $SLURM_JOB_ID and $SLURM_JOB_NODELIST are set; nullopt outside a batch job. An empty variable
+/// counts as unset; an LSF job without any of the three host variables is treated as no LSF
+/// job; without $SLURM_TASKS_PER_NODE each Slurm node gets 1 slot (slots_given false).
 std::optional<HostList> allocation_from_environment(GetEnv getenv_fn, void* context = nullptr);
 
 /// The real process environment, for allocation_from_environment.

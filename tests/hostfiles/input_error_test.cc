@@ -1,0 +1,75 @@
+#include "hostfiles/input_error.h"
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <string_view>
+
+namespace ddl::hostfiles {
+namespace {
+
+constexpr std::array<std::string_view, 3> kKeys = {"slots", "max_slots", "max-slots"};
+
+TEST(PositionTest, StrShowsWhatIsKnown) {
+  EXPECT_EQ((Position{"hosts.txt", 3, 7, "x"}.str()), "hosts.txt:3:7");
+  EXPECT_EQ((Position{"hosts.txt", 3, 0, "x"}.str()), "hosts.txt:3");
+  EXPECT_EQ((Position{"hosts.txt", 0, 0, {}}.str()), "hosts.txt");
+  EXPECT_EQ((Position{"hosts.txt", 0, 5, {}}.str()), "hosts.txt");
+}
+
+TEST(InputErrorTest, ShowsLineAndCaretWithTildes) {
+  const InputError e(Position{"hosts.txt", 3, 7, "node1 slot=4"},
+                     "unknown key 'slot' (did you mean 'slots'?)", 4);
+  EXPECT_STREQ(e.what(),
+               "hosts.txt:3:7: unknown key 'slot' (did you mean 'slots'?)\n"
+               "  node1 slot=4\n"
+               "        ^~~~");
+  EXPECT_EQ(e.message(), "unknown key 'slot' (did you mean 'slots'?)");
+  EXPECT_EQ(e.where().line, 3);
+  EXPECT_EQ(e.where().column, 7);
+}
+
+TEST(InputErrorTest, KeepsTabsSoTheCaretLinesUp) {
+  const InputError e(Position{"h", 1, 3, "\t\tx"}, "bad");
+  EXPECT_STREQ(e.what(), "h:1:3: bad\n  \t\tx\n  \t\t^");
+}
+
+TEST(InputErrorTest, CaretMayPointPastTheEndOfTheLine) {
+  const InputError e(Position{"-H", 1, 3, "a,"}, "empty host name");
+  EXPECT_STREQ(e.what(), "-H:1:3: empty host name\n  a,\n    ^");
+}
+
+TEST(InputErrorTest, NoCaretWithoutLineTextOrColumn) {
+  EXPECT_STREQ(InputError(Position{"hosts.txt", 0, 0, {}}, "no hosts").what(),
+               "hosts.txt: no hosts");
+  EXPECT_STREQ(InputError(Position{"hosts.txt", 2, 0, "a b"}, "bad").what(), "hosts.txt:2: bad");
+}
+
+TEST(InputErrorTest, IsARuntimeError) {
+  try {
+    throw InputError(Position{"x", 1, 1, "y"}, "boom");
+  } catch (const std::runtime_error& e) {
+    EXPECT_STREQ(e.what(), "x:1:1: boom\n  y\n  ^");
+  }
+}
+
+TEST(ClosestMatchTest, FindsTyposIgnoringCase) {
+  EXPECT_EQ(closest_match("slot", kKeys), "slots");
+  EXPECT_EQ(closest_match("SLOTS", kKeys), "slots");
+  EXPECT_EQ(closest_match("max_slot", kKeys), "max_slots");
+  EXPECT_EQ(closest_match("maxslots", kKeys), "max_slots");
+}
+
+TEST(ClosestMatchTest, IgnoresWordsThatAreTooFar) {
+  EXPECT_EQ(closest_match("user", kKeys), std::nullopt);
+  EXPECT_EQ(closest_match("b", std::array<std::string_view, 1>{"a"}), std::nullopt);
+  EXPECT_EQ(closest_match("ab", std::array<std::string_view, 1>{"a"}), "a");
+}
+
+TEST(DidYouMeanTest, FormatsTheSuggestion) {
+  EXPECT_EQ(did_you_mean("slot", kKeys), " (did you mean 'slots'?)");
+  EXPECT_EQ(did_you_mean("cpus", kKeys), "");
+}
+
+}  // namespace
+}  // namespace ddl::hostfiles
