@@ -60,7 +60,7 @@ JobPlan make_plan(const Options& o, GetEnv getenv_fn, void* env_context) {
     // A rankfile places every rank itself; its hosts must be among the listed ones, if any.
     const hostfiles::Rankfile rankfile = hostfiles::read_rankfile(o.rankfile);
     const bool listed = !o.hosts.empty() || !o.hostfile.empty();
-    hostfiles::HostList ranked = hostfiles::hosts_of(rankfile, &hosts);
+    hostfiles::HostList ranked = hostfiles::hosts_of(rankfile, &hosts, o.rankfile);
     if (listed) {
       for (const hostfiles::Host& h : ranked.hosts()) {
         if (hosts.find(h.name) == nullptr) {

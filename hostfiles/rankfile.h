@@ -33,8 +33,7 @@ struct RankfileEntry {
   std::vector<SlotSpec> slots;  ///< socket groups are separated by ';' in the file
   int line = 0;                 ///< line in the file it was read from (0 when built in code)
   bool operator==(const RankfileEntry& o) const {
-    return rank == o.rank && host == o.host && relative_node == o.relative_node &&
-           slots == o.slots;
+    return rank == o.rank && host == o.host && relative_node == o.relative_node && slots == o.slots;
   }
 };
 
@@ -62,6 +61,12 @@ std::string format_slots(const std::vector<SlotSpec>& slots);
 
 /// The hosts a rankfile names, in order of first appearance, each with one slot per rank.
 /// Relative nodes ("+n1") refer to `allocation` (an error when it has too few hosts).
+/// "First appearance" follows rank order. Errors and origins are positioned as
+/// "rankfile:<line>"; the overload below names the file.
 HostList hosts_of(const Rankfile& rankfile, const HostList* allocation = nullptr);
+
+/// As above, with `source` (the rankfile's path) in errors and in each host's origin
+/// ("ranks.txt:3", the line of the host's first rank).
+HostList hosts_of(const Rankfile& rankfile, const HostList* allocation, std::string_view source);
 
 }  // namespace ddl::hostfiles
