@@ -11,37 +11,15 @@
 #include <string>
 #include <vector>
 
+#include "tests/hostfiles/test_util.h"
+
 namespace ddl::hostfiles {
 namespace {
 
+using test::describe;
+using test::error_of;
+
 using ::testing::ElementsAre;
-
-/// Every field of a host, for comparing whole lists with readable failures.
-std::string describe(const Host& h) {
-  std::string s = h.name + " slots=" + std::to_string(h.slots);
-  if (h.max_slots) s += " max=" + std::to_string(*h.max_slots);
-  s += h.slots_given ? " given " : " counted ";
-  s += std::string(to_string(h.kind)) + " " + h.origin;
-  return s;
-}
-
-std::vector<std::string> describe(const HostList& list) {
-  std::vector<std::string> out;
-  for (const Host& h : list.hosts()) {
-    out.push_back(describe(h));
-  }
-  return out;
-}
-
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "no error";
-}
 
 Host bare(std::string name, std::string origin = "-H") {
   return Host{std::move(name), 1, std::nullopt, false, SourceKind::kHostsOption, std::move(origin)};

@@ -7,37 +7,22 @@
 #include <vector>
 
 #include "hostfiles/host_list.h"
+#include "tests/hostfiles/test_util.h"
 
 namespace ddl::hostfiles {
 namespace {
 
+using test::describe;
+using test::error_of;
+
 using ::testing::ElementsAre;
 
-/// Every field of a host, for comparing whole lists with readable failures.
-std::string describe(const Host& h) {
-  std::string s = h.name + " slots=" + std::to_string(h.slots);
-  if (h.max_slots) s += " max=" + std::to_string(*h.max_slots);
-  s += h.slots_given ? " given " : " counted ";
-  s += std::string(to_string(h.kind)) + " " + h.origin;
-  return s;
-}
-
 std::vector<std::string> parse(const std::string& text) {
-  std::vector<std::string> out;
-  const HostList list = parse_hostfile(text, "hosts.txt");
-  for (const Host& h : list.hosts()) {
-    out.push_back(describe(h));
-  }
-  return out;
+  return describe(parse_hostfile(text, "hosts.txt"));
 }
 
-std::string error_of(const std::string& text) {
-  try {
-    parse_hostfile(text, "hosts.txt");
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "no error";
+std::string hostfile_error(const std::string& text) {
+  return error_of([&] { parse_hostfile(text, "hosts.txt"); });
 }
 
 /// Writes `text` to a fresh file under the test temp dir and returns its path.
@@ -126,40 +111,40 @@ TEST(HostfileTest, RangesAndAddresses) {
 // Errors.
 
 TEST(HostfileTest, UnknownKeyWithSuggestion) {
-  EXPECT_EQ(error_of("node0\nnode1\nnode1 slot=4\n"),
+  EXPECT_EQ(hostfile_error("node0\nnode1\nnode1 slot=4\n"),
             "hosts.txt:3:7: unknown key 'slot' (did you mean 'slots'?)\n"
             "  node1 slot=4\n"
             "        ^~~~");
-  EXPECT_EQ(error_of("n max_slot=4\n"),
+  EXPECT_EQ(hostfile_error("n max_slot=4\n"),
             "hosts.txt:1:3: unknown key 'max_slot' (did you mean 'max_slots'?)\n"
             "  n max_slot=4\n"
             "    ^~~~~~~~");
 }
 
 TEST(HostfileTest, UnknownKeyWithoutSuggestion) {
-  EXPECT_EQ(error_of("n user=bob\n"),
+  EXPECT_EQ(hostfile_error("n user=bob\n"),
             "hosts.txt:1:3: unknown key 'user': use slots=N or max_slots=N\n"
             "  n user=bob\n"
             "    ^~~~");
 }
 
 TEST(HostfileTest, MissingKey) {
-  EXPECT_EQ(error_of("n =4\n"),
+  EXPECT_EQ(hostfile_error("n =4\n"),
             "hosts.txt:1:3: missing key before '=4': write slots=N or max_slots=N\n"
             "  n =4\n"
             "    ^~");
 }
 
 TEST(HostfileTest, WordsThatAreNotKeys) {
-  EXPECT_EQ(error_of("n 4\n"),
+  EXPECT_EQ(hostfile_error("n 4\n"),
             "hosts.txt:1:3: unexpected '4' after the host name (did you mean 'slots=4'?)\n"
             "  n 4\n"
             "    ^");
-  EXPECT_EQ(error_of("n slots = 4\n"),
+  EXPECT_EQ(hostfile_error("n slots = 4\n"),
             "hosts.txt:1:3: 'slots' needs a value: write 'slots=4' with no spaces\n"
             "  n slots = 4\n"
             "    ^~~~~");
-  EXPECT_EQ(error_of("n1 n2\n"),
+  EXPECT_EQ(hostfile_error("n1 n2\n"),
             "hosts.txt:1:4: unexpected 'n2' after the host name: give one host per line, then "
             "slots=N or max_slots=N\n"
             "  n1 n2\n"
@@ -167,61 +152,61 @@ TEST(HostfileTest, WordsThatAreNotKeys) {
 }
 
 TEST(HostfileTest, LineWithoutHost) {
-  EXPECT_EQ(error_of("  slots=4\n"),
+  EXPECT_EQ(hostfile_error("  slots=4\n"),
             "hosts.txt:1:3: missing host name before 'slots=4': start the line with the host\n"
             "    slots=4\n"
             "    ^~~~~~~");
 }
 
 TEST(HostfileTest, BadNumbers) {
-  EXPECT_EQ(error_of("n slots=four\n"),
+  EXPECT_EQ(hostfile_error("n slots=four\n"),
             "hosts.txt:1:9: invalid slot count 'four': write a whole number such as 4\n"
             "  n slots=four\n"
             "          ^~~~");
-  EXPECT_EQ(error_of("n slots=4x\n"),
+  EXPECT_EQ(hostfile_error("n slots=4x\n"),
             "hosts.txt:1:9: invalid slot count '4x': write a whole number such as 4\n"
             "  n slots=4x\n"
             "          ^~");
-  EXPECT_EQ(error_of("n slots=-4\n"),
+  EXPECT_EQ(hostfile_error("n slots=-4\n"),
             "hosts.txt:1:9: slot count '-4' is negative: write a whole number of at least 1\n"
             "  n slots=-4\n"
             "          ^~");
-  EXPECT_EQ(error_of("n slots=\n"),
+  EXPECT_EQ(hostfile_error("n slots=\n"),
             "hosts.txt:1:9: missing slot count: write a whole number such as 4\n"
             "  n slots=\n"
             "          ^");
-  EXPECT_EQ(error_of("n:x\n"),
+  EXPECT_EQ(hostfile_error("n:x\n"),
             "hosts.txt:1:3: invalid slot count 'x': write a whole number such as 4\n"
             "  n:x\n"
             "    ^");
-  EXPECT_EQ(error_of("n slots=4 max_slots=lots\n"),
+  EXPECT_EQ(hostfile_error("n slots=4 max_slots=lots\n"),
             "hosts.txt:1:21: invalid max_slots 'lots': write a whole number such as 4\n"
             "  n slots=4 max_slots=lots\n"
             "                      ^~~~");
 }
 
 TEST(HostfileTest, NumbersTooLarge) {
-  EXPECT_EQ(error_of("n slots=18446744073709551617\n"),
+  EXPECT_EQ(hostfile_error("n slots=18446744073709551617\n"),
             "hosts.txt:1:9: slot count '18446744073709551617' is too large: use at most 1048576\n"
             "  n slots=18446744073709551617\n"
             "          ^~~~~~~~~~~~~~~~~~~~");
-  EXPECT_EQ(error_of("n slots=2000000\n"),
+  EXPECT_EQ(hostfile_error("n slots=2000000\n"),
             "hosts.txt:1:9: slot count '2000000' is too large: use at most 1048576\n"
             "  n slots=2000000\n"
             "          ^~~~~~~");
-  EXPECT_EQ(error_of("n:1048577\n"),
+  EXPECT_EQ(hostfile_error("n:1048577\n"),
             "hosts.txt:1:3: slot count '1048577' is too large: use at most 1048576\n"
             "  n:1048577\n"
             "    ^~~~~~~");
 }
 
 TEST(HostfileTest, ZeroSlots) {
-  EXPECT_EQ(error_of("n slots=0\n"),
+  EXPECT_EQ(hostfile_error("n slots=0\n"),
             "hosts.txt:1:9: slot count must be at least 1: leave the host out to give it no "
             "ranks\n"
             "  n slots=0\n"
             "          ^");
-  EXPECT_EQ(error_of("n max_slots=0\n"),
+  EXPECT_EQ(hostfile_error("n max_slots=0\n"),
             "hosts.txt:1:13: max_slots must be at least 1: leave the host out to give it no "
             "ranks\n"
             "  n max_slots=0\n"
@@ -229,38 +214,38 @@ TEST(HostfileTest, ZeroSlots) {
 }
 
 TEST(HostfileTest, MaxSlotsBelowSlots) {
-  EXPECT_EQ(error_of("n slots=4 max_slots=2\n"),
+  EXPECT_EQ(hostfile_error("n slots=4 max_slots=2\n"),
             "hosts.txt:1:21: max_slots 2 is less than slots 4: raise max_slots or lower slots\n"
             "  n slots=4 max_slots=2\n"
             "                      ^");
-  EXPECT_EQ(error_of("n:8 max-slots=2\n"),
+  EXPECT_EQ(hostfile_error("n:8 max-slots=2\n"),
             "hosts.txt:1:15: max_slots 2 is less than slots 8: raise max_slots or lower slots\n"
             "  n:8 max-slots=2\n"
             "                ^");
 }
 
 TEST(HostfileTest, CountTwiceOnOneLine) {
-  EXPECT_EQ(error_of("n:4 slots=4\n"),
+  EXPECT_EQ(hostfile_error("n:4 slots=4\n"),
             "hosts.txt:1:5: both ':4' and 'slots=' give a slot count: keep one\n"
             "  n:4 slots=4\n"
             "      ^~~~~~~");
-  EXPECT_EQ(error_of("n slots=4 slots=2\n"),
+  EXPECT_EQ(hostfile_error("n slots=4 slots=2\n"),
             "hosts.txt:1:11: 'slots' is given twice: keep one\n"
             "  n slots=4 slots=2\n"
             "            ^~~~~~~");
-  EXPECT_EQ(error_of("n max_slots=4 max-slots=5\n"),
+  EXPECT_EQ(hostfile_error("n max_slots=4 max-slots=5\n"),
             "hosts.txt:1:15: 'max_slots' is given twice: keep one\n"
             "  n max_slots=4 max-slots=5\n"
             "                ^~~~~~~~~~~");
 }
 
 TEST(HostfileTest, DuplicateWithCountsNamesTheFirstLine) {
-  EXPECT_EQ(error_of("n1 slots=4\nn2\nn1 slots=4\n"),
+  EXPECT_EQ(hostfile_error("n1 slots=4\nn2\nn1 slots=4\n"),
             "hosts.txt:3:1: host 'n1' is already listed at hosts.txt:1: list each host once, "
             "with all its slots\n"
             "  n1 slots=4\n"
             "  ^");
-  EXPECT_EQ(error_of("n1\n  N1:2\n"),
+  EXPECT_EQ(hostfile_error("n1\n  N1:2\n"),
             "hosts.txt:2:3: host 'N1' is already listed at hosts.txt:1 (as 'n1'): list each "
             "host once, with all its slots\n"
             "    N1:2\n"
@@ -268,40 +253,40 @@ TEST(HostfileTest, DuplicateWithCountsNamesTheFirstLine) {
 }
 
 TEST(HostfileTest, InvalidHostNames) {
-  EXPECT_EQ(error_of("a/b slots=2\n"),
+  EXPECT_EQ(hostfile_error("a/b slots=2\n"),
             "hosts.txt:1:2: invalid character '/' in host name 'a/b': use letters, digits, "
             "'-', '.' and '_'\n"
             "  a/b slots=2\n"
             "   ^");
-  EXPECT_EQ(error_of("user@node1\n"),
+  EXPECT_EQ(hostfile_error("user@node1\n"),
             "hosts.txt:1:5: invalid character '@' in host name 'user@node1': give the user "
             "name in ~/.ssh/config instead\n"
             "  user@node1\n"
             "      ^");
-  EXPECT_EQ(error_of("fe80::1 slots=2\n"),
+  EXPECT_EQ(hostfile_error("fe80::1 slots=2\n"),
             "hosts.txt:1:1: IPv6 address 'fe80::1' needs brackets: write '[fe80::1]'\n"
             "  fe80::1 slots=2\n"
             "  ^~~~~~~");
 }
 
 TEST(HostfileTest, TabsAreKeptUnderTheCaret) {
-  EXPECT_EQ(error_of("\tn\tslot=2\n"),
+  EXPECT_EQ(hostfile_error("\tn\tslot=2\n"),
             "hosts.txt:1:4: unknown key 'slot' (did you mean 'slots'?)\n"
             "  \tn\tslot=2\n"
             "  \t \t^~~~");
 }
 
 TEST(HostfileTest, RangeErrorsPointIntoTheLine) {
-  EXPECT_EQ(error_of("ok\n  node[5-2] slots=2\n"),
+  EXPECT_EQ(hostfile_error("ok\n  node[5-2] slots=2\n"),
             "hosts.txt:2:8: range '5-2' counts down from 5 to 2: write 'node[2-5]'\n"
             "    node[5-2] slots=2\n"
             "         ^~~");
 }
 
 TEST(HostfileTest, NoHosts) {
-  EXPECT_EQ(error_of(""),
+  EXPECT_EQ(hostfile_error(""),
             "hosts.txt: no hosts in hostfile: list one host per line, such as 'node1 slots=4'");
-  EXPECT_EQ(error_of("# nothing yet\n\n   \n"),
+  EXPECT_EQ(hostfile_error("# nothing yet\n\n   \n"),
             "hosts.txt: no hosts in hostfile: list one host per line, such as 'node1 slots=4'");
 }
 

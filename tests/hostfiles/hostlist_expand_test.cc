@@ -5,21 +5,14 @@
 #include <vector>
 
 #include "hostfiles/host_list.h"
+#include "tests/hostfiles/test_util.h"
 
 namespace ddl::hostfiles {
 namespace {
 
-using ::testing::ElementsAre;
+using test::error_of;
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "no error";
-}
+using ::testing::ElementsAre;
 
 /// Expands `text` as the whole of line 1 of "$SLURM_JOB_NODELIST".
 std::vector<std::string> expand(const std::string& text) {

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "hostfiles/host_list.h"
+#include "tests/hostfiles/test_util.h"
 
 namespace ddl::hostfiles {
 namespace {
@@ -21,12 +22,7 @@ std::vector<std::string> slots_of(const HostList& list) {
 }
 
 std::string error_of(const std::string& text, std::string_view source = "-H") {
-  try {
-    parse_hosts_option(text, source);
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "no error";
+  return test::error_of([&] { parse_hosts_option(text, source); });
 }
 
 TEST(HostsOptionTest, BareNames) {

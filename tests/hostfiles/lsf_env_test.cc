@@ -5,33 +5,15 @@
 #include <vector>
 
 #include "hostfiles/host_list.h"
+#include "tests/hostfiles/test_util.h"
 
 namespace ddl::hostfiles {
 namespace {
 
+using test::describe;
+using test::error_of;
+
 using ::testing::ElementsAre;
-
-/// Every field of a host, for comparing whole lists with readable failures.
-std::vector<std::string> describe(const HostList& list) {
-  std::vector<std::string> out;
-  for (const Host& h : list.hosts()) {
-    std::string s = h.name + " slots=" + std::to_string(h.slots);
-    if (h.max_slots) s += " max=" + std::to_string(*h.max_slots);
-    s += h.slots_given ? " given " : " counted ";
-    out.push_back(s + std::string(to_string(h.kind)) + " " + h.origin);
-  }
-  return out;
-}
-
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "no error";
-}
 
 std::string mcpu_error(const std::string& value) {
   return error_of([&] { parse_lsf_mcpu_hosts(value); });

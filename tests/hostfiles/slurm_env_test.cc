@@ -5,21 +5,14 @@
 #include <vector>
 
 #include "hostfiles/host_list.h"
+#include "tests/hostfiles/test_util.h"
 
 namespace ddl::hostfiles {
 namespace {
 
-using ::testing::ElementsAre;
+using test::error_of;
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "no error";
-}
+using ::testing::ElementsAre;
 
 std::string tasks_error(const std::string& value) {
   return error_of([&] { parse_slurm_tasks_per_node(value); });
