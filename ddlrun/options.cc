@@ -21,7 +21,8 @@ namespace {
 const std::map<std::string, std::string, std::less<>> kAliases = {
     {"--H", "-H"},           {"-mode", "--mode"},         {"-accelerators", "--accelerators"},
     {"-mpiarg", "--mpiarg"}, {"-rankfile", "--rankfile"}, {"-rf", "--rankfile"},
-    {"-np", "--np"},         {"-hostfile", "--hostfile"},
+    {"-np", "--np"},         {"-hostfile", "--hostfile"}, {"-nodes", "--nodes"},
+    {"-racks", "--racks"},   {"-aisles", "--aisles"},
 };
 
 /// Validators whose messages say what is wrong and what is allowed (CLI11 adds "--option: ").
@@ -104,6 +105,26 @@ std::unique_ptr<CLI::App> make_app(Options& o) {
       ->type_name("MODE")
       ->group("Communication");
   app->add_flag("--tcp", o.tcp, "Use TCP between hosts instead of InfiniBand verbs")
+      ->group("Communication");
+  app->add_option("--nic", o.nic,
+                  "Interfaces to use, as NCCL_SOCKET_IFNAME: prefixes, ^ excludes, = exact")
+      ->type_name("FILTER")
+      ->group("Communication");
+  app->add_option("--nodes", o.nodes, "Hosts per rack, the ring's second dimension (IBM: -nodes)")
+      ->type_name("N")
+      ->check(positive_integer)
+      ->group("Communication");
+  app->add_option("--racks", o.racks, "Racks per aisle, the third dimension (IBM: -racks)")
+      ->type_name("N")
+      ->check(positive_integer)
+      ->group("Communication");
+  app->add_option("--aisles", o.aisles, "Aisles, the fourth dimension; checked (IBM: -aisles)")
+      ->type_name("N")
+      ->check(positive_integer)
+      ->group("Communication");
+  app->add_option("--topology-conf", o.topology_conf,
+                  "Slurm topology.conf naming each host's switch (rack)")
+      ->type_name("FILE")
       ->group("Communication");
   app->add_option("--topology-file", o.topology_file,
                   "Where to write the topology file the runtime reads")

@@ -22,6 +22,11 @@ struct Options {
   std::vector<std::string> mpiargs;  ///< each --mpiarg value, unsplit
   std::vector<std::string> exports;  ///< each -x value: "VAR" or "VAR=VAL"
   bool tcp = false;
+  std::string nic;            ///< --nic, NCCL_SOCKET_IFNAME syntax
+  std::optional<int> nodes;   ///< --nodes: hosts per rack
+  std::optional<int> racks;   ///< --racks: racks per aisle
+  std::optional<int> aisles;  ///< --aisles: checked against the layout
+  std::string topology_conf;  ///< --topology-conf: Slurm topology.conf for racks
   bool dry_run = false;
   OutputFormat output = OutputFormat::kText;
   std::string topology_file;

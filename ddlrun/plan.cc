@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <tuple>
 
 #include "ddlrun/shell_words.h"
 #include "hostfiles/rankfile.h"
+#include "mapper/racks.h"
 
 namespace ddl::cli {
 
@@ -49,6 +51,58 @@ std::pair<hostfiles::HostList, std::string> resolve_hosts(const Options& o, GetE
   return {std::move(list), "default (no -H, --hostfile or batch job)"};
 }
 
+/// The mode's dimensions when -m gave none: IBM's four fields (ranks per host x hosts per rack x
+/// racks per aisle x aisles) when every host runs the same number of ranks, else one ring.
+std::pair<comm::Mode, std::string> resolve_dims(const Options& o,
+                                                const mapper::SlotPlacement& placement,
+                                                comm::Mode mode) {
+  std::vector<std::string> used;
+  int per_host = 0;
+  bool even = true;
+  for (const mapper::HostRanks& h : placement.hosts) {
+    if (h.count == 0) continue;
+    used.push_back(h.host);
+    even = even && (per_host == 0 || per_host == h.count);
+    per_host = h.count;
+  }
+  const bool racks_asked = o.nodes || o.racks || o.aisles || !o.topology_conf.empty();
+  if (!mode.dims.empty()) {
+    if (racks_asked) {
+      throw UsageError("-m " + mode.str() +
+                       " gives the dimensions itself; drop --nodes, --racks, --aisles and "
+                       "--topology-conf, or the dimensions from -m");
+    }
+    return {std::move(mode), "given with -m"};
+  }
+  if (!even) {
+    if (racks_asked) {
+      throw UsageError("racks need the same number of ranks on every host, but this job has " +
+                       placement.describe() + "; change -n or the slots");
+    }
+    return {mode.resolved(placement.ranks), "one ring: hosts run different numbers of ranks"};
+  }
+  std::optional<int> hosts_per_rack = o.nodes;
+  std::string reason = "ranks per host x hosts per rack x racks per aisle x aisles";
+  try {
+    if (!o.topology_conf.empty()) {
+      if (o.nodes) throw UsageError("give --nodes or --topology-conf, not both");
+      hosts_per_rack =
+          mapper::hosts_per_rack_from(used, mapper::read_slurm_topology(o.topology_conf));
+      reason += ", racks from " + o.topology_conf;
+    }
+    mode.dims = mapper::ring_dims(per_host, static_cast<int>(used.size()), hosts_per_rack, o.racks);
+  } catch (const mapper::RackError& e) {
+    throw UsageError(e.what());
+  }
+  if (o.aisles && *o.aisles != mode.dims[3]) {
+    throw UsageError(
+        "--aisles " + std::to_string(*o.aisles) + " disagrees with the layout, which has " +
+        std::to_string(mode.dims[3]) + " (" + std::to_string(used.size()) + " hosts in racks of " +
+        std::to_string(mode.dims[1]) + ", " + std::to_string(mode.dims[2]) + " racks per aisle)");
+  }
+  return {std::move(mode), reason};
+}
+
 }  // namespace
 
 JobPlan make_plan(const Options& o, GetEnv getenv_fn, void* env_context) {
@@ -84,9 +138,14 @@ JobPlan make_plan(const Options& o, GetEnv getenv_fn, void* env_context) {
       mapper::PlacementRequest{o.rankfile.empty() ? o.accelerators : std::nullopt, o.np});
 
   plan.mode_given = o.mode.has_value();
-  const comm::Mode mode = o.mode ? comm::parse_mode(*o.mode) : comm::Mode{};
+  comm::Mode mode = o.mode ? comm::parse_mode(*o.mode) : comm::Mode{};
   comm::check_mode_fits(mode, plan.placement.ranks, plan.placement.describe());
-  plan.mode = mode.resolved(plan.placement.ranks);
+  std::tie(plan.mode, plan.mode_reason) = resolve_dims(o, plan.placement, std::move(mode));
+  try {
+    plan.nic = mapper::parse_nic_filter(o.nic);
+  } catch (const mapper::NicFilterError& e) {
+    throw UsageError(e.what());
+  }
 
   const std::vector<std::string> local_names = launcher::local_host_names();
   launcher::Situation situation;

@@ -9,6 +9,7 @@
 #include "ddlrun/options.h"
 #include "hostfiles/host_list.h"
 #include "launcher/choose.h"
+#include "mapper/nic_filter.h"
 #include "mapper/placement.h"
 
 namespace ddl::cli {
@@ -22,6 +23,8 @@ struct JobPlan {
   mapper::SlotPlacement placement;
   comm::Mode mode;  ///< resolved: dims always present
   bool mode_given = false;
+  std::string mode_reason;  ///< why these dimensions, for the report
+  mapper::NicFilter nic;
   launcher::Choice launcher;
   std::vector<std::pair<std::string, std::string>> exports;  ///< -x, in order, values resolved
   std::vector<std::string> mpiargs;                          ///< --mpiarg, split into words

@@ -168,10 +168,7 @@ std::string rank_range(const mapper::HostRanks& r) {
 
 std::string mode_text(const JobPlan& plan) {
   std::string s = plan.mode.str();
-  if (!plan.mode_given) {
-    s += " (default: one ring over all " + std::to_string(plan.placement.ranks) + " ranks)";
-  }
-  return s;
+  return s + " (" + plan.mode_reason + ")";
 }
 
 std::string render_text(const JobPlan& plan, const Options& o) {
@@ -212,6 +209,7 @@ std::string render_text(const JobPlan& plan, const Options& o) {
       << ")\n";
   out << "transport: " << (o.tcp ? "tcp (--tcp)" : "default (InfiniBand when present, else TCP)")
       << "\n";
+  if (!plan.nic.names.empty()) out << "nic:       " << plan.nic.str() << "\n";
   if (!o.topology_file.empty()) out << "topology:  " << o.topology_file << "\n";
   if (o.timeout) out << "timeout:   " << number(*o.timeout) << " s\n";
   if (!plan.mpiargs.empty()) out << "mpiargs:   " << quote_shell_words(plan.mpiargs) << "\n";
@@ -276,7 +274,9 @@ Value plan_document(const JobPlan& plan, const Options& o) {
       {"mode", Value::Map{{"string", plan.mode.str()},
                           {"algorithm", std::string(1, static_cast<char>(plan.mode.algorithm))},
                           {"dims", std::move(dims)},
-                          {"given", plan.mode_given}}},
+                          {"given", plan.mode_given},
+                          {"reason", plan.mode_reason}}},
+      {"nic", plan.nic.names.empty() ? Value() : Value(plan.nic.str())},
       {"launcher", Value::Map{{"name", std::string(launcher::to_string(plan.launcher.kind))},
                               {"reason", plan.launcher.reason}}},
       {"tcp", o.tcp},

@@ -55,10 +55,10 @@ TEST(AppTest, DryRunPrintsHostTableAndArgv) {
             "  node03  2      4-5    -H\n"
             "\n"
             "ranks:     6 (3 hosts x 2)\n"
-            "mode:      p:6 (default: one ring over all 6 ranks)\n"
+            "mode:      p:2x3x1x1 (ranks per host x hosts per rack x racks per aisle x aisles)\n"
             "launcher:  ssh (some hosts are remote and no batch system was found)\n"
             "transport: default (InfiniBand when present, else TCP)\n"
-            "env:       DDL_OPTIONS=\"-mode p:6\"\n"
+            "env:       DDL_OPTIONS=\"-mode p:2x3x1x1\"\n"
             "command:   python train.py 'a b' '$X;y'\n"
             "argv:      [\"python\", \"train.py\", \"a b\", \"$X;y\"]\n");
 }
@@ -67,7 +67,7 @@ TEST(AppTest, DryRunOnLocalhostChoosesLocalLauncher) {
   const Result r = ddlrun({"--dry-run", "-H", "localhost:4", "-m", "r:2x2", "-x", "A=1", "sh"});
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("  localhost  4      0-3    -H\n"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("mode:      r:2x2\n"), std::string::npos);
+  EXPECT_NE(r.out.find("mode:      r:2x2 (given with -m)\n"), std::string::npos);
   EXPECT_NE(r.out.find("launcher:  local (every host is this host)\n"), std::string::npos);
   EXPECT_NE(r.out.find("env:       DDL_OPTIONS=\"-mode r:2x2\" A=1\n"), std::string::npos);
 }
@@ -249,6 +249,63 @@ TEST(AppTest, VerboseExplainsTheLauncherOnStderr) {
       << r.err;
   const Result q = ddlrun({"-q", "--dry-run", "-x", "NOPE", "prog"});
   EXPECT_EQ(q.err, "");
+}
+
+TEST(AppTest, DefaultModeFollowsIbmFourFields) {
+  auto mode_of = [](std::vector<std::string> args) {
+    args.insert(args.begin(), {"--dry-run", "--output", "json"});
+    args.push_back("prog");
+    const Result r = ddlrun(args);
+    EXPECT_EQ(r.status, 0) << r.err;
+    return YAML::Load(r.out)["mode"]["string"].as<std::string>();
+  };
+  EXPECT_EQ(mode_of({"-H", "n[01-18]", "-a", "6"}), "p:6x18x1x1");
+  EXPECT_EQ(mode_of({"-H", "n[01-36]", "-a", "6", "--nodes", "18"}), "p:6x18x2x1");
+  EXPECT_EQ(mode_of({"-H", "n[01-36]", "-a", "6", "-nodes", "9", "-racks", "2", "-aisles", "2"}),
+            "p:6x9x2x2");
+  EXPECT_EQ(mode_of({"-H", "a:4,b:2"}), "p:6");  // uneven hosts: one ring
+  EXPECT_EQ(mode_of({"-H", "a:4,b:4", "-n", "6"}), "p:6");
+  EXPECT_EQ(mode_of({"-H", "a:4,b:4", "-m", "r"}), "r:4x2x1x1");
+}
+
+TEST(AppTest, RacksFromSlurmTopologyConf) {
+  const std::string conf = write_file(
+      "app_topology.conf", "SwitchName=s1 Nodes=n[01-02]\nSwitchName=s2 Nodes=n[03-04]\n");
+  const Result r = ddlrun({"--dry-run", "-H", "n[01-04]:2", "--topology-conf", conf, "prog"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("mode:      p:2x2x2x1 (ranks per host x hosts per rack x racks per aisle x "
+                       "aisles, racks from " +
+                       conf + ")\n"),
+            std::string::npos)
+      << r.out;
+  const Result uneven = ddlrun({"--dry-run", "-H", "n[01-03]", "--topology-conf", conf, "prog"});
+  EXPECT_EQ(uneven.status, 2);
+  EXPECT_EQ(uneven.err,
+            "ddlrun: error: switches hold different numbers of this job's hosts ('s1': 2, 's2': "
+            "1); the ring layout needs equal racks: use whole racks, or give --nodes or -m\n");
+}
+
+TEST(AppTest, RackOptionErrors) {
+  EXPECT_EQ(ddlrun({"--dry-run", "-H", "n[1-18]", "--nodes", "4", "p"}).err,
+            "ddlrun: error: 18 hosts do not split into racks of 4 (--nodes 4); give a --nodes "
+            "that divides 18\n");
+  EXPECT_EQ(ddlrun({"--dry-run", "-H", "n[1-4]", "--nodes", "2", "--aisles", "3", "p"}).err,
+            "ddlrun: error: --aisles 3 disagrees with the layout, which has 1 (4 hosts in racks of "
+            "2, 2 racks per aisle)\n");
+  EXPECT_EQ(ddlrun({"--dry-run", "-H", "n[1-4]", "-m", "p:4", "--nodes", "2", "p"}).err,
+            "ddlrun: error: -m p:4 gives the dimensions itself; drop --nodes, --racks, --aisles "
+            "and --topology-conf, or the dimensions from -m\n");
+  EXPECT_EQ(ddlrun({"--dry-run", "-H", "a:2,b:1", "--nodes", "1", "p"}).err,
+            "ddlrun: error: racks need the same number of ranks on every host, but this job has 2 "
+            "hosts: 2+1; change -n or the slots\n");
+}
+
+TEST(AppTest, NicFilterIsCheckedAndShown) {
+  const Result r = ddlrun({"--dry-run", "--nic", "^=docker0,lo", "prog"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("nic:       ^=docker0,lo\n"), std::string::npos) << r.out;
+  EXPECT_EQ(ddlrun({"--dry-run", "--nic", "ib,,eth", "prog"}).err,
+            "ddlrun: error: --nic 'ib,,eth': name 2 is empty; remove the extra ','\n");
 }
 
 TEST(AppTest, WithoutDryRunSaysLaunchingIsNotBuiltYet) {

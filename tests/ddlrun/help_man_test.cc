@@ -119,7 +119,8 @@ TEST(HelpManTest, EveryHelpOptionIsInTheManPage) {
 
 TEST(HelpManTest, IbmSpellingsAreInTheManPage) {
   const std::string man = read(std::string(DDL_SOURCE_DIR) + "/man/ddlrun.1");
-  for (const char* ibm : {"--H", "-mode", "-accelerators", "-mpiarg", "-rankfile", "-rf"}) {
+  for (const char* ibm : {"--H", "-mode", "-accelerators", "-mpiarg", "-rankfile", "-rf", "-nodes",
+                          "-racks", "-aisles"}) {
     EXPECT_NE(man.find(roff(ibm)), std::string::npos) << ibm;
   }
 }
