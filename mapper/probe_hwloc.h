@@ -1,0 +1,56 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include "mapper/inventory.h"
+
+namespace ddl::mapper {
+
+/// What to probe.
+struct ProbeOptions {
+  /// An hwloc XML recording to read instead of this host ("lstopo --of xml x.xml"); empty: probe
+  /// this host. A recording yields only what it recorded: no addresses, speeds or
+  /// $CUDA_VISIBLE_DEVICES, and NVML is not asked.
+  std::string xml_path;
+  /// For this host: ask NVML (libnvidia-ml.so.1, when installed) for GPU UUIDs, names and NVLink.
+  bool use_nvml = true;
+};
+
+/// This host's hardware could not be read (or the XML could not be loaded). what() names the
+/// file or call that failed, the reason, and what to do.
+class ProbeError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// Something that finds out a host's inventory. The hwloc prober below reads this host or an XML
+/// recording; tests and the launcher can pass others (a fixed inventory, one read over ssh).
+class Prober {
+ public:
+  virtual ~Prober() = default;
+  /// Throws ProbeError when the hardware cannot be read.
+  virtual Inventory probe() = 0;
+};
+
+/// A prober that asks hwloc (I/O objects kept), then, on a live host, NVML and the kernel
+/// (/sys/class/net, /sys/class/infiniband, getifaddrs) for what hwloc does not record.
+std::unique_ptr<Prober> make_hwloc_prober(ProbeOptions options);
+
+/// The same, once: make_hwloc_prober(options)->probe().
+Inventory probe_hwloc(const ProbeOptions& options);
+
+/// Whether a PCI device is a GPU, from its class and vendor and whether a GPU runtime (CUDA,
+/// NVML, RSMI, or OpenCL/Level Zero) showed an OS device for it:
+///  - a CUDA, NVML or RSMI device: yes;
+///  - class 0x0302 (3D controller, any vendor): yes;
+///  - NVIDIA (0x10de) with any display class 0x03xx: yes; AMD (0x1002) class 0x0380: yes;
+///  - an OpenCL or Level Zero device on anything but a VGA-class (0x0300) chip: yes;
+///  - anything else, notably the VGA chips of servers (Matrox 0x102b, ASPEED 0x1a03, ATI ES1000)
+///    and laptops' integrated graphics: no.
+bool is_gpu_pci_device(std::uint16_t class_id, std::uint16_t vendor_id, bool has_compute_osdev,
+                       bool has_opencl_osdev);
+
+}  // namespace ddl::mapper
