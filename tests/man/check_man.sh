@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
 # Checks a man page: it must render without warnings from man-db and groff, and its rendered
-# text must hold the sections every ddlrun man page needs.
-# Usage: tests/man/check_man.sh man/ddlrun.1
+# text must hold the given sections (by default those of a section-1 page).
+# Usage: tests/man/check_man.sh man/ddlrun.1 [SECTION...]
 set -u -o pipefail
 
-if [[ $# -ne 1 ]]; then
-  echo "usage: $0 MANPAGE" >&2
+if [[ $# -lt 1 ]]; then
+  echo "usage: $0 MANPAGE [SECTION...]" >&2
   exit 2
 fi
 page=$1
+shift
+sections=("$@")
+if ((${#sections[@]} == 0)); then
+  sections=(NAME SYNOPSIS DESCRIPTION OPTIONS "EXIT STATUS" ENVIRONMENT EXAMPLES)
+fi
 if [[ ! -r $page ]]; then
   echo "check_man: cannot read '$page'" >&2
   exit 2
@@ -49,7 +54,7 @@ fi
 if [[ -z $text ]]; then
   fail "rendered text is empty"
 fi
-for section in NAME SYNOPSIS DESCRIPTION OPTIONS "EXIT STATUS" ENVIRONMENT EXAMPLES; do
+for section in "${sections[@]}"; do
   if ! grep -qx -- "$section" <<<"$text"; then
     fail "section '$section' is missing from the rendered text"
   fi
