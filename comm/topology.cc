@@ -94,10 +94,10 @@ bool parse_cpu_ranges(std::string_view text, std::vector<CpuSet::Range>& ranges,
     const std::string_view last_text =
         dash == std::string_view::npos ? first_text : trim(item.substr(dash + 1));
     CpuSet::Range range;
-    for (const auto& [text, value] :
+    for (const auto& [number, value] :
          {std::pair{first_text, &range.first}, {last_text, &range.last}}) {
-      if (!parse_int(text, *value) || *value < 0) {
-        why = quote(text) + " is not a PU index";
+      if (!parse_int(number, *value) || *value < 0) {
+        why = quote(number) + " is not a PU index";
         return false;
       }
     }
@@ -665,9 +665,9 @@ void validate_read(const Topology& t, const std::string& source) {
 // literal key text and reads values in place. Full-line comments and blank lines are skipped.
 // At the first thing it does not expect (another layout, another key order, an escape, an unknown
 // field from a newer minor version, a malformed value) it gives up and returns nothing, and the
-// text goes to the yaml-cpp reader, which accepts any YAML spelling and words the errors. The one
-// thing it decides itself is a version line naming another major version: it throws the same
-// message the yaml-cpp reader would.
+// text goes to the yaml-cpp reader, which accepts any YAML spelling and words the errors. Before
+// anything else, both readers look at the first line: one naming another major version (in any
+// quoting) is refused at once, since such a file may not even be YAML this reader understands.
 
 namespace {
 
@@ -745,10 +745,6 @@ class Lines {
   size_t pos_ = 0;
 };
 
-bool starts_with(std::string_view s, std::string_view prefix) {
-  return s.substr(0, prefix.size()) == prefix;
-}
-
 bool quoted_field(std::string_view line, std::string_view key, std::string& value) {
   Cursor c(line);
   return c.lit(key) && c.quoted(value) && c.at_end();
@@ -805,7 +801,7 @@ bool fast_ring(std::string_view line, Ring& ring) {
 
 // Reads "version: ..." in any quoting and throws when it names another major version.
 void sniff_version(std::string_view line, const std::string& source) {
-  if (!starts_with(line, "version:")) return;
+  if (!line.starts_with("version:")) return;
   std::string_view value = trim(line.substr(8));
   if (value.size() >= 2 && (value.front() == '"' || value.front() == '\'') &&
       value.back() == value.front()) {
@@ -835,13 +831,13 @@ std::optional<Topology> parse_fast(std::string_view text, const std::string& sou
   }
 
   if (!lines.next(line) || line != "hosts:") return std::nullopt;
-  while (lines.peek(line) && starts_with(line, "  - ")) {
+  while (lines.peek(line) && line.starts_with("  - ")) {
     lines.next(line);
     if (!fast_host(line, t.hosts.emplace_back())) return std::nullopt;
   }
 
   if (!lines.next(line) || line != "ranks:") return std::nullopt;
-  while (lines.peek(line) && starts_with(line, "  - ")) {
+  while (lines.peek(line) && line.starts_with("  - ")) {
     lines.next(line);
     if (!fast_rank(line, t.ranks.emplace_back(), scratch)) return std::nullopt;
   }
@@ -856,7 +852,7 @@ std::optional<Topology> parse_fast(std::string_view text, const std::string& sou
     }
     if (!lines.next(line) || line != "    rings:") return std::nullopt;
     auto& rings = t.rings.emplace_back();
-    while (lines.peek(line) && starts_with(line, "      - ")) {
+    while (lines.peek(line) && line.starts_with("      - ")) {
       lines.next(line);
       if (!fast_ring(line, rings.emplace_back())) return std::nullopt;
     }
