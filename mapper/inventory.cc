@@ -9,6 +9,7 @@
 #include <limits>
 #include <map>
 
+#include "comm/topology.h"
 #include "hostfiles/input_error.h"
 
 namespace ddl::mapper {
@@ -61,20 +62,6 @@ bool parse_hex(std::string_view s, unsigned long max, unsigned long& out) {
   return ec == std::errc() && end == s.data() + s.size() && out <= max;
 }
 
-bool parse_nonnegative(std::string_view s, long long& out) {
-  if (s.empty() || s[0] == '-' || s[0] == '+') return false;
-  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
-  return ec == std::errc() && end == s.data() + s.size();
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
-    s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t'))
-    s.remove_suffix(1);
-  return s;
-}
-
 }  // namespace
 
 std::string_view to_string(NicKind kind) {
@@ -90,46 +77,15 @@ std::string_view to_string(NicKind kind) {
 }
 
 std::string format_cpu_list(std::span<const int> cpus) {
-  std::vector<int> sorted(cpus.begin(), cpus.end());
-  std::sort(sorted.begin(), sorted.end());
-  sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
-  std::string out;
-  for (size_t i = 0; i < sorted.size();) {
-    size_t j = i;
-    while (j + 1 < sorted.size() && sorted[j + 1] == sorted[j] + 1)
-      ++j;
-    if (!out.empty()) out += ',';
-    out += std::to_string(sorted[i]);
-    if (j > i) out += '-' + std::to_string(sorted[j]);
-    i = j + 1;
-  }
-  return out;
+  return comm::CpuSet::of(std::vector<int>(cpus.begin(), cpus.end())).str();
 }
 
 std::optional<std::vector<int>> parse_cpu_list(std::string_view text) {
-  text = trim(text);
-  std::vector<int> cpus;
-  if (text.empty()) return cpus;
-  constexpr long long kMax = std::numeric_limits<int>::max();
-  while (true) {
-    const size_t comma = text.find(',');
-    const std::string_view item = trim(text.substr(0, comma));
-    const size_t dash = item.find('-');
-    long long lo = 0;
-    long long hi = 0;
-    if (!parse_nonnegative(trim(item.substr(0, dash)), lo)) return std::nullopt;
-    hi = lo;
-    if (dash != std::string_view::npos && !parse_nonnegative(trim(item.substr(dash + 1)), hi))
-      return std::nullopt;
-    if (hi < lo || hi > kMax || hi - lo > (1 << 20)) return std::nullopt;
-    for (long long c = lo; c <= hi; ++c)
-      cpus.push_back(static_cast<int>(c));
-    if (comma == std::string_view::npos) break;
-    text.remove_prefix(comma + 1);
+  try {
+    return comm::CpuSet::parse(text).pus();
+  } catch (const comm::TopologyError&) {
+    return std::nullopt;
   }
-  std::sort(cpus.begin(), cpus.end());
-  cpus.erase(std::unique(cpus.begin(), cpus.end()), cpus.end());
-  return cpus;
 }
 
 std::optional<std::string> normalize_pci_bus_id(std::string_view text) {

@@ -163,11 +163,14 @@ std::string to_yaml(const Inventory& inventory);
 /// mismatched ddlrun version is not silently ignored. Throws InventoryError.
 Inventory inventory_from_yaml(std::string_view text, std::string_view source);
 
-/// Linux's CPU list syntax for ascending or unordered indexes: {0,1,2,3,8} -> "0-3,8".
+/// Linux's CPU list syntax for ascending or unordered indexes: {0,1,2,3,8} -> "0-3,8". The same
+/// text comm::CpuSet writes into topology files (it does the work); throws comm::TopologyError
+/// for an index below 0 or above 1048575.
 std::string format_cpu_list(std::span<const int> cpus);
 
-/// Parses "0-3,8" (the inverse of format_cpu_list); "" is the empty list. Returns the indexes
-/// ascending and without repeats, or nullopt when the text is not a CPU list.
+/// Parses "0-3,8" (the inverse of format_cpu_list) with comm::CpuSet::parse; "" is the empty
+/// list. Returns the indexes ascending and without repeats, or nullopt when the text is not a
+/// CPU list or names an index above 1048575.
 std::optional<std::vector<int>> parse_cpu_list(std::string_view text);
 
 /// "0000:04:00.0" from "00000000:04:00.0", "0000:04:00.0" or "04:00.0" (any case); nullopt when
