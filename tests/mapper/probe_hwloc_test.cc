@@ -170,13 +170,15 @@ TEST(ProbeXmlTest, CpuOnlyLaptop) {
 TEST(ProbeXmlTest, SummitNode) {
   const Inventory inv = probe_xml("summit-ac922.xml");
   EXPECT_EQ(inv.hostname, "a01n01");
-  EXPECT_EQ(inv.core_count(), 44);
-  EXPECT_EQ(inv.pu_count(), 176);
-  EXPECT_EQ(cpus(inv), (Strings{"pkg 0: 22 cores, pus 0-87, first core 0:0-3",
-                                "pkg 1: 22 cores, pus 88-175, first core 22:88-91"}));
-  EXPECT_EQ(inv.packages[1].cores.back().pus, (std::vector<int>{172, 173, 174, 175}));
+  // The recording is from inside a job: one core per socket is isolated for the system
+  // (PUs 84-87 and 172-175 are not in the allowed cpuset), so 21 usable cores per socket.
+  EXPECT_EQ(inv.core_count(), 42);
+  EXPECT_EQ(inv.pu_count(), 168);
+  EXPECT_EQ(cpus(inv), (Strings{"pkg 0: 21 cores, pus 0-83, first core 0:0-3",
+                                "pkg 1: 21 cores, pus 88-171, first core 22:88-91"}));
+  EXPECT_EQ(inv.packages[1].cores.back().pus, (std::vector<int>{168, 169, 170, 171}));
   EXPECT_EQ(numa(inv),
-            (Strings{"0 pkg=0 pus=0-87 mem=274877906944", "1 pkg=1 pus=88-175 mem=274877906944"}));
+            (Strings{"0 pkg=0 pus=0-83 mem=274877906944", "1 pkg=1 pus=88-171 mem=274877906944"}));
   // Six V100 as bare PCI devices, three per socket behind one PCIe switch; the ASPEED VGA chip
   // is not a GPU.
   EXPECT_EQ(gpus(inv), (Strings{"0004:04:00.0 numa=0 pkg=0 switch=0004:00:00.0",
