@@ -11,6 +11,7 @@
 #include "ddlrun/report.h"
 #include "hostfiles/input_error.h"
 #include "mapper/placement.h"
+#include "mapper/probe_hwloc.h"
 
 namespace ddl::cli {
 
@@ -34,7 +35,7 @@ std::shared_ptr<spdlog::logger> make_logger(const Options& o, std::ostream& err)
 }  // namespace
 
 int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
-        hostfiles::GetEnv getenv_fn, void* env_context) {
+        hostfiles::GetEnv getenv_fn, void* env_context, const RemoteProbe& remote) {
   auto error = [&](const std::string& what, int status) {
     err << "ddlrun: error: " << what << "\n";
     return status;
@@ -47,12 +48,20 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
     }
     const Options& o = parsed.options;
     auto log = make_logger(o, err);
-    const JobPlan plan = make_plan(o, getenv_fn, env_context);
+    if (o.probe) {
+      out << mapper::to_yaml(mapper::probe_hwloc(mapper::ProbeOptions{}));
+      return kExitOk;
+    }
+    const JobPlan plan = make_plan(o, getenv_fn, env_context, remote);
     for (const std::string& w : plan.warnings)
       log->warn("{}", w);
     log->info("{} ranks on {}; hosts from {}", plan.placement.ranks, plan.placement.describe(),
               plan.hosts_from);
     log->info("launcher {}: {}", launcher::to_string(plan.launcher.kind), plan.launcher.reason);
+    if (!o.topology_file.empty()) {
+      comm::write_topology_file(plan.topology, o.topology_file);
+      log->info("topology file written to {}", o.topology_file);
+    }
     if (o.dry_run) {
       out << render_plan(plan, o);
       return kExitOk;
@@ -69,6 +78,10 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
     return error(e.what(), kExitUsage);
   } catch (const mapper::PlacementError& e) {
     return error(e.what(), kExitUsage);
+  } catch (const mapper::ProbeError& e) {
+    return error(e.what(), kExitFailure);
+  } catch (const comm::TopologyError& e) {
+    return error(e.what(), kExitFailure);
   } catch (const std::exception& e) {
     return error(std::string("internal error: ") + e.what() + " (please report this)",
                  kExitFailure);

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "ddlrun/plan.h"
 #include "hostfiles/host_list.h"
 
 namespace ddl::cli {
@@ -16,9 +17,11 @@ inline constexpr int kExitUsage = 2;    ///< bad command line, host list, file o
 inline constexpr int kExitTimeout = 124;
 
 /// Runs ddlrun with `args` (without argv[0]): results go to `out`, diagnostics to `err`, the
-/// environment is read through `getenv_fn`. Returns the exit status. Catches every error once
-/// and prints it as "ddlrun: error: <message>".
+/// environment is read through `getenv_fn`, and other hosts' hardware through `remote` (ssh by
+/// default). Returns the exit status. Catches every error once and prints it as
+/// "ddlrun: error: <message>".
 int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
-        hostfiles::GetEnv getenv_fn = hostfiles::process_getenv, void* env_context = nullptr);
+        hostfiles::GetEnv getenv_fn = hostfiles::process_getenv, void* env_context = nullptr,
+        const RemoteProbe& remote = {});
 
 }  // namespace ddl::cli

@@ -131,6 +131,31 @@ std::unique_ptr<CLI::App> make_app(Options& o) {
       ->type_name("FILE")
       ->group("Communication");
 
+  app->add_option("--host-xml", o.host_xml,
+                  "Plan HOST from an hwloc XML file instead of probing it; HOST may be a "
+                  "pattern: '*=node.xml'")
+      ->type_name("HOST=FILE")
+      ->allow_extra_args(false)
+      ->group("Hardware");
+  app->add_flag("--no-probe", o.no_probe,
+                "Do not look at the hosts' hardware: ranks by slots, no GPU, CPU or NIC binding")
+      ->group("Hardware");
+  app->add_option("--ssh-config", o.ssh_config,
+                  "ssh client configuration to read instead of ~/.ssh/config (as ssh -F)")
+      ->type_name("FILE")
+      ->group("Hardware");
+  app->add_option("--connect-timeout", o.connect_timeout,
+                  "Seconds to wait for each host's ssh connection (default 10)")
+      ->type_name("SECONDS")
+      ->check(positive_seconds)
+      ->group("Hardware");
+  app->add_flag("--probe", o.probe, "Print this host's hardware as YAML and exit")
+      ->group("Hardware");
+  app->add_option("--job-id", o.job_id,
+                  "Job id for the topology file (default: $LSB_JOBID, $SLURM_JOB_ID, or made up)")
+      ->type_name("ID")
+      ->group("Communication");
+
   std::string launchers;
   for (std::string_view n : launcher::kind_names())
     launchers += (launchers.empty() ? "" : "|") + std::string(n);
@@ -261,7 +286,21 @@ ParsedCommandLine parse_command_line(const std::vector<std::string>& args) {
   } catch (const CLI::ParseError& e) {
     throw UsageError(e.what());
   }
-  if (o.program.empty()) {
+  if (o.probe && !o.program.empty()) {
+    throw UsageError("--probe prints this host's hardware and runs nothing; drop " +
+                     o.program.front() + " or --probe");
+  }
+  if (o.probe && o.dry_run) throw UsageError("--probe and --dry-run contradict each other");
+  if (o.no_probe && !o.host_xml.empty()) {
+    throw UsageError("--no-probe ignores hardware, but --host-xml describes it; give one of them");
+  }
+  for (const std::string& x : o.host_xml) {
+    const size_t eq = x.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == x.size()) {
+      throw UsageError("--host-xml " + x + ": expected HOST=FILE (or '*=FILE' for every host)");
+    }
+  }
+  if (o.program.empty() && !o.probe) {
     throw UsageError("no program to run; usage: ddlrun [options] [--] program [args...]");
   }
   if (o.quiet && o.verbosity > 0) throw UsageError("-q and -v contradict each other; give one");

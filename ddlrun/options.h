@@ -30,7 +30,13 @@ struct Options {
   bool dry_run = false;
   OutputFormat output = OutputFormat::kText;
   std::string topology_file;
-  int verbosity = 0;  ///< number of -v
+  std::string job_id;                     ///< --job-id; empty: from the batch system, else made up
+  std::vector<std::string> host_xml;      ///< each --host-xml value: "HOST=FILE", "*=FILE"
+  bool probe = false;                     ///< --probe: print this host's inventory and exit
+  bool no_probe = false;                  ///< --no-probe: place by slots, hardware unknown
+  std::string ssh_config;                 ///< --ssh-config: instead of ~/.ssh/config
+  std::optional<double> connect_timeout;  ///< --connect-timeout seconds, for probing over ssh
+  int verbosity = 0;                      ///< number of -v
   bool quiet = false;
   std::optional<double> timeout;     ///< seconds
   std::vector<std::string> program;  ///< the program and its arguments, untouched

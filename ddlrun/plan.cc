@@ -1,11 +1,16 @@
 #include "ddlrun/plan.h"
 
+#include <fnmatch.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <climits>
 #include <stdexcept>
 #include <tuple>
 
 #include "ddlrun/shell_words.h"
 #include "hostfiles/rankfile.h"
+#include "mapper/probe_hwloc.h"
 #include "mapper/racks.h"
 
 namespace ddl::cli {
@@ -55,7 +60,7 @@ std::pair<hostfiles::HostList, std::string> resolve_hosts(const Options& o, GetE
 /// racks per aisle x aisles) when every host runs the same number of ranks, else one ring.
 std::pair<comm::Mode, std::string> resolve_dims(const Options& o,
                                                 const mapper::SlotPlacement& placement,
-                                                comm::Mode mode) {
+                                                comm::Mode mode, std::optional<int> per_socket) {
   std::vector<std::string> used;
   int per_host = 0;
   bool even = true;
@@ -94,27 +99,137 @@ std::pair<comm::Mode, std::string> resolve_dims(const Options& o,
   } catch (const mapper::RackError& e) {
     throw UsageError(e.what());
   }
-  if (o.aisles && *o.aisles != mode.dims[3]) {
-    throw UsageError(
-        "--aisles " + std::to_string(*o.aisles) + " disagrees with the layout, which has " +
-        std::to_string(mode.dims[3]) + " (" + std::to_string(used.size()) + " hosts in racks of " +
-        std::to_string(mode.dims[1]) + ", " + std::to_string(mode.dims[2]) + " racks per aisle)");
+  if (per_socket && per_host % *per_socket == 0) {
+    // Sockets whose GPUs share no NVLink: reduce inside each socket first, then across them.
+    mode.dims[0] = *per_socket;
+    mode.dims.insert(mode.dims.begin() + 1, per_host / *per_socket);
+    reason =
+        "GPUs per socket x sockets x hosts per rack x racks per aisle x aisles: no NVLink "
+        "between sockets" +
+        reason.substr(reason.find(" x aisles") + 9);
+  }
+  const size_t off = mode.dims.size() - 4;  // 1 with the socket dimension
+  if (o.aisles && *o.aisles != mode.dims[3 + off]) {
+    throw UsageError("--aisles " + std::to_string(*o.aisles) +
+                     " disagrees with the layout, which has " + std::to_string(mode.dims[3 + off]) +
+                     " (" + std::to_string(used.size()) + " hosts in racks of " +
+                     std::to_string(mode.dims[1 + off]) + ", " +
+                     std::to_string(mode.dims[2 + off]) + " racks per aisle)");
   }
   return {std::move(mode), reason};
 }
 
+/// This program's path, to run it as the probe on other hosts.
+std::string self_path() {
+  char buf[PATH_MAX];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string("ddlrun");
+}
+
+/// The --host-xml file for `host`: an exact name beats a pattern; among several, the last wins.
+const std::string* xml_for(const std::vector<std::pair<std::string, std::string>>& host_xml,
+                           const std::string& host) {
+  const std::string* exact = nullptr;
+  const std::string* pattern = nullptr;
+  for (const auto& [pat, file] : host_xml) {
+    if (pat == host) {
+      exact = &file;
+    } else if (::fnmatch(pat.c_str(), host.c_str(), 0) == 0) {
+      pattern = &file;
+    }
+  }
+  return exact ? exact : pattern;
+}
+
+/// Each host's hardware: from --host-xml, this host's hwloc, or `remote`. Fills
+/// plan.inventories and plan.hardware_from; throws ProbeError listing every host that failed.
+void gather_hardware(const Options& o, JobPlan& plan, const RemoteProbe& remote) {
+  if (o.no_probe) {
+    for (const hostfiles::Host& h : plan.hosts.hosts())
+      plan.hardware_from[h.name] = "not probed";
+    return;
+  }
+  std::vector<std::pair<std::string, std::string>> host_xml;
+  for (const std::string& x : o.host_xml) {
+    const size_t eq = x.find('=');
+    host_xml.emplace_back(x.substr(0, eq), x.substr(eq + 1));
+  }
+  std::map<std::string, mapper::Inventory> by_file;
+  std::optional<mapper::Inventory> self;
+  std::vector<std::string> remote_hosts;
+  const std::vector<std::string> local_names = launcher::local_host_names();
+  for (const hostfiles::Host& h : plan.hosts.hosts()) {
+    if (const std::string* file = xml_for(host_xml, h.name)) {
+      auto it = by_file.find(*file);
+      if (it == by_file.end()) {
+        mapper::ProbeOptions po;
+        po.xml_path = *file;
+        try {
+          it = by_file.emplace(*file, mapper::probe_hwloc(po)).first;
+        } catch (const mapper::ProbeError& e) {
+          throw UsageError("--host-xml " + *file + ": " + e.what());
+        }
+      }
+      plan.inventories[h.name] = it->second;
+      plan.hardware_from[h.name] = *file;
+    } else if (launcher::is_local_host(h.name, local_names)) {
+      if (!self) self = mapper::probe_hwloc(mapper::ProbeOptions{});
+      plan.inventories[h.name] = *self;
+      plan.hardware_from[h.name] = "this host";
+    } else {
+      remote_hosts.push_back(h.name);
+    }
+  }
+  if (remote_hosts.empty()) return;
+  const std::vector<mapper::HostProbe> results =
+      remote ? remote(remote_hosts)
+             : mapper::probe_hosts_ssh(remote_hosts, ssh_probe_options(o, plan.job_id));
+  const std::string failures = mapper::format_probe_failures(results);
+  if (!failures.empty()) throw mapper::ProbeError(failures);
+  for (const mapper::HostProbe& r : results) {
+    plan.inventories[r.host] = *r.inventory;
+    plan.hardware_from[r.host] = r.cached ? "ssh (cached)" : "ssh";
+  }
+}
+
+std::string job_id_of(const Options& o, GetEnv getenv_fn, void* env_context) {
+  if (!o.job_id.empty()) return o.job_id;
+  for (const char* name : {"LSB_JOBID", "SLURM_JOB_ID"}) {
+    if (auto v = getenv_fn(name, env_context); v && !v->empty()) return *v;
+  }
+  return "ddlrun-" + std::to_string(::getpid());
+}
+
 }  // namespace
 
-JobPlan make_plan(const Options& o, GetEnv getenv_fn, void* env_context) {
+mapper::SshProbeOptions ssh_probe_options(const Options& o, const std::string& job_id) {
+  mapper::SshProbeOptions s;
+  s.probe_path = self_path();
+  s.remote_command = quote_shell_word(s.probe_path) + " --probe";
+  s.ssh_config = o.ssh_config;
+  if (o.connect_timeout) {
+    s.connect_timeout = std::chrono::milliseconds(static_cast<int64_t>(*o.connect_timeout * 1000));
+  }
+  // Only a batch job's id names a cache that later ddlrun commands of the job can share.
+  if (job_id.rfind("ddlrun-", 0) != 0) s.job_id = job_id;
+  return s;
+}
+
+JobPlan make_plan(const Options& o, GetEnv getenv_fn, void* env_context,
+                  const RemoteProbe& remote) {
   JobPlan plan;
   plan.program = o.program;
 
   auto [hosts, from] = resolve_hosts(o, getenv_fn, env_context);
+  std::optional<hostfiles::Rankfile> rankfile;
   if (!o.rankfile.empty()) {
     // A rankfile places every rank itself; its hosts must be among the listed ones, if any.
-    const hostfiles::Rankfile rankfile = hostfiles::read_rankfile(o.rankfile);
+    rankfile = hostfiles::read_rankfile(o.rankfile);
     const bool listed = !o.hosts.empty() || !o.hostfile.empty();
-    hostfiles::HostList ranked = hostfiles::hosts_of(rankfile, &hosts, o.rankfile);
+    hostfiles::HostList ranked = hostfiles::hosts_of(*rankfile, &hosts, o.rankfile);
+    for (hostfiles::RankfileEntry& e : rankfile->entries) {  // "+n2": the allocation's third
+      if (e.relative_node) e.host = hosts.hosts()[static_cast<size_t>(*e.relative_node)].name;
+    }
     if (listed) {
       for (const hostfiles::Host& h : ranked.hosts()) {
         if (hosts.find(h.name) == nullptr) {
@@ -123,9 +238,9 @@ JobPlan make_plan(const Options& o, GetEnv getenv_fn, void* env_context) {
         }
       }
     }
-    if (o.np && *o.np != static_cast<int>(rankfile.entries.size())) {
+    if (o.np && *o.np != static_cast<int>(rankfile->entries.size())) {
       throw UsageError("-n " + std::to_string(*o.np) + " disagrees with the " +
-                       std::to_string(rankfile.entries.size()) + " ranks of " + o.rankfile +
+                       std::to_string(rankfile->entries.size()) + " ranks of " + o.rankfile +
                        "; drop -n or change the rankfile");
     }
     hosts = std::move(ranked);
@@ -133,19 +248,37 @@ JobPlan make_plan(const Options& o, GetEnv getenv_fn, void* env_context) {
   }
   plan.hosts = std::move(hosts);
   plan.hosts_from = std::move(from);
-  plan.placement = mapper::place_by_slots(
-      plan.hosts,
-      mapper::PlacementRequest{o.rankfile.empty() ? o.accelerators : std::nullopt, o.np});
-
-  plan.mode_given = o.mode.has_value();
-  comm::Mode mode = o.mode ? comm::parse_mode(*o.mode) : comm::Mode{};
-  comm::check_mode_fits(mode, plan.placement.ranks, plan.placement.describe());
-  std::tie(plan.mode, plan.mode_reason) = resolve_dims(o, plan.placement, std::move(mode));
+  plan.job_id = job_id_of(o, getenv_fn, env_context);
   try {
     plan.nic = mapper::parse_nic_filter(o.nic);
   } catch (const mapper::NicFilterError& e) {
     throw UsageError(e.what());
   }
+  gather_hardware(o, plan, remote);
+
+  mapper::PlaceRequest request;
+  request.ranks_per_host = o.rankfile.empty() ? o.accelerators : std::nullopt;
+  request.total_ranks = o.np;
+  request.tcp = o.tcp;
+  request.nic = plan.nic;
+  if (rankfile) {
+    request.rankfile = &*rankfile;
+    request.rankfile_path = o.rankfile;
+  }
+  std::map<std::string, const mapper::Inventory*> inventories;
+  for (const auto& [name, inv] : plan.inventories)
+    inventories[name] = &inv;
+  plan.placed = mapper::place(plan.hosts, inventories, request);
+  plan.placement = plan.placed.slots();
+  for (const std::string& note : plan.placed.notes)
+    plan.warnings.push_back(note);
+
+  plan.mode_given = o.mode.has_value();
+  comm::Mode mode = o.mode ? comm::parse_mode(*o.mode) : comm::Mode{};
+  comm::check_mode_fits(mode, plan.placement.ranks, plan.placement.describe());
+  std::tie(plan.mode, plan.mode_reason) =
+      resolve_dims(o, plan.placement, std::move(mode), mapper::socket_ring_size(plan.placed));
+  plan.topology = mapper::make_topology(plan.placed, plan.mode, plan.job_id);
 
   const std::vector<std::string> local_names = launcher::local_host_names();
   launcher::Situation situation;

@@ -1,16 +1,21 @@
 #pragma once
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "comm/mode.h"
+#include "comm/topology.h"
 #include "ddlrun/options.h"
 #include "hostfiles/host_list.h"
 #include "launcher/choose.h"
+#include "mapper/inventory.h"
 #include "mapper/nic_filter.h"
+#include "mapper/place.h"
 #include "mapper/placement.h"
+#include "mapper/probe_ssh.h"
 
 namespace ddl::cli {
 
@@ -19,8 +24,16 @@ namespace ddl::cli {
 /// runs with. The dry run prints this.
 struct JobPlan {
   hostfiles::HostList hosts;
-  std::string hosts_from;  ///< "-H", "--hostfile hosts.txt", "$LSB_MCPU_HOSTS", ...
-  mapper::SlotPlacement placement;
+  std::string hosts_from;           ///< "-H", "--hostfile hosts.txt", "$LSB_MCPU_HOSTS", ...
+  mapper::SlotPlacement placement;  ///< ranks per host
+  /// Each host's hardware, by host name; hosts not probed (--no-probe) are missing.
+  std::map<std::string, mapper::Inventory> inventories;
+  /// Where each host's hardware came from: "this host", "ssh", "ssh (cached)", "node.xml",
+  /// "not probed".
+  std::map<std::string, std::string> hardware_from;
+  mapper::Placement placed;  ///< every rank's GPU, CPUs and NIC
+  comm::Topology topology;   ///< what the topology file holds
+  std::string job_id;
   comm::Mode mode;  ///< resolved: dims always present
   bool mode_given = false;
   std::string mode_reason;  ///< why these dimensions, for the report
@@ -35,9 +48,20 @@ struct JobPlan {
 /// Reads the process environment (or a test's). Returns nullopt for unset variables.
 using GetEnv = hostfiles::GetEnv;
 
-/// Resolves `options` into a plan, reading hostfiles, rankfiles and batch-system variables.
-/// Host precedence: -H, --hostfile, the rankfile's hosts, the batch allocation, this host.
-/// Throws hostfiles::InputError, mapper::PlacementError, comm::ModeError or UsageError.
-JobPlan make_plan(const Options& options, GetEnv getenv_fn, void* env_context);
+/// Finds out the hardware of hosts that are neither this host nor given by --host-xml: one
+/// result per host, in order. The default runs `ddlrun --probe` on each over ssh, in parallel.
+using RemoteProbe = std::function<std::vector<mapper::HostProbe>(const std::vector<std::string>&)>;
+
+/// Resolves `options` into a plan, reading hostfiles, rankfiles and batch-system variables, and
+/// each host's hardware (--host-xml, this host's hwloc, `remote` for the others, nothing with
+/// --no-probe). Host precedence: -H, --hostfile, the rankfile's hosts, the batch allocation,
+/// this host. Throws hostfiles::InputError, mapper::PlacementError, mapper::ProbeError (hosts
+/// that could not be probed, all in one message), comm::ModeError or UsageError.
+JobPlan make_plan(const Options& options, GetEnv getenv_fn, void* env_context,
+                  const RemoteProbe& remote = {});
+
+/// The ssh probe options `options` ask for: ddlrun itself (`--probe`) as the remote command,
+/// --ssh-config, --connect-timeout, and the job id for the probe cache.
+mapper::SshProbeOptions ssh_probe_options(const Options& options, const std::string& job_id);
 
 }  // namespace ddl::cli

@@ -166,6 +166,66 @@ std::string rank_range(const mapper::HostRanks& r) {
   return std::to_string(r.first_rank) + "-" + std::to_string(r.first_rank + r.count - 1);
 }
 
+/// Rows as columns two spaces apart, each as wide as its longest entry; the last not padded.
+void table(std::ostream& out, const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> width;
+  for (const auto& row : rows) {
+    width.resize(std::max(width.size(), row.size()));
+    for (size_t c = 0; c < row.size(); ++c)
+      width[c] = std::max(width[c], row[c].size());
+  }
+  for (const auto& row : rows) {
+    std::string line = "  ";
+    for (size_t c = 0; c < row.size(); ++c) {
+      line += row[c];
+      if (c + 1 < row.size()) line += std::string(width[c] - row[c].size() + 2, ' ');
+    }
+    while (!line.empty() && line.back() == ' ')
+      line.pop_back();
+    out << line << "\n";
+  }
+}
+
+/// One line per rank: host, local rank, GPU, CPUs, NIC and address.
+void rank_table(std::ostream& out, const JobPlan& plan) {
+  std::vector<std::vector<std::string>> rows = {
+      {"RANK", "HOST", "LOCAL", "GPU", "BUS ID", "CPUS", "NIC", "ADDRESS"}};
+  rows.reserve(plan.placed.ranks.size() + 1);
+  const auto dash = [](const std::string& s) { return s.empty() ? std::string("-") : s; };
+  for (const comm::RankPlacement& r : plan.placed.ranks) {
+    rows.push_back({std::to_string(r.rank), plan.placed.topology_hosts[r.host].name,
+                    std::to_string(r.local_rank), r.gpu < 0 ? "-" : std::to_string(r.gpu),
+                    dash(r.gpu_bus_id), dash(r.cpus.str()), dash(r.nic), dash(r.address)});
+  }
+  table(out, rows);
+}
+
+std::string ring_text(const comm::Ring& ring) {
+  std::string s = "[";
+  for (size_t i = 0; i < ring.size(); ++i)
+    s += (i ? " " : "") + std::to_string(ring[i]);
+  return s + "]";
+}
+
+/// Each dimension's rings: the first few of each, and how many more.
+void ring_lines(std::ostream& out, const comm::Topology& t) {
+  constexpr size_t kShown = 6;
+  for (size_t d = 0; d < t.rings.size(); ++d) {
+    const auto& rings = t.rings[d];
+    const size_t size = rings.empty() ? 0 : rings[0].size();
+    if (size == 1) {
+      out << "  dim " << d << ": size 1, nothing to reduce\n";
+      continue;
+    }
+    out << "  dim " << d << ": " << rings.size() << (rings.size() == 1 ? " ring" : " rings")
+        << " of " << size << ":";
+    for (size_t i = 0; i < rings.size() && i < kShown; ++i)
+      out << " " << ring_text(rings[i]);
+    if (rings.size() > kShown) out << " ... (" << rings.size() - kShown << " more)";
+    out << "\n";
+  }
+}
+
 std::string mode_text(const JobPlan& plan) {
   std::string s = plan.mode.str();
   return s + " (" + plan.mode_reason + ")";
@@ -176,8 +236,8 @@ std::string render_text(const JobPlan& plan, const Options& o) {
   out << "ddlrun " << DDL_VERSION << " dry run: nothing is started\n\n";
   out << "hosts (" << plan.hosts.size() << ", " << plan.hosts.total_slots() << " slots, from "
       << plan.hosts_from << "):\n";
-  // Column widths follow the longest entry of each column.
-  std::vector<std::array<std::string, 4>> rows = {{"HOST", "SLOTS", "RANKS", "SOURCE"}};
+  std::vector<std::vector<std::string>> rows = {
+      {"HOST", "SLOTS", "RANKS", "GPUS", "CORES", "HARDWARE FROM", "SOURCE"}};
   for (size_t i = 0; i < plan.hosts.size(); ++i) {
     const hostfiles::Host& h = plan.hosts.hosts()[i];
     std::string slots = std::to_string(h.slots);
@@ -187,30 +247,33 @@ std::string render_text(const JobPlan& plan, const Options& o) {
         h.kind != hostfiles::SourceKind::kDefault) {
       source += " (" + std::string(hostfiles::to_string(h.kind)) + ")";
     }
-    rows.push_back({h.name, slots, rank_range(plan.placement.hosts[i]), source});
-  }
-  std::array<size_t, 4> width{};
-  for (const auto& row : rows) {
-    for (size_t c = 0; c < 4; ++c)
-      width[c] = std::max(width[c], row[c].size());
-  }
-  for (const auto& row : rows) {
-    out << "  ";
-    for (size_t c = 0; c < 4; ++c) {
-      out << row[c];
-      if (c < 3) out << std::string(width[c] - row[c].size() + 2, ' ');
+    std::string gpus = "-", cores = "-", from = "not probed";
+    if (auto it = plan.inventories.find(h.name); it != plan.inventories.end()) {
+      gpus = std::to_string(mapper::usable_gpus(it->second).size());
+      cores = std::to_string(it->second.core_count());
     }
-    out << "\n";
+    if (auto it = plan.hardware_from.find(h.name); it != plan.hardware_from.end())
+      from = it->second;
+    rows.push_back({h.name, slots, rank_range(plan.placement.hosts[i]), gpus, cores, from, source});
   }
+  table(out, rows);
   out << "\n";
   out << "ranks:     " << plan.placement.ranks << " (" << plan.placement.describe() << ")\n";
+  rank_table(out, plan);
+  out << "\n";
   out << "mode:      " << mode_text(plan) << "\n";
+  out << "rings:\n";
+  ring_lines(out, plan.topology);
+  out << "job id:    " << plan.job_id << "\n";
   out << "launcher:  " << launcher::to_string(plan.launcher.kind) << " (" << plan.launcher.reason
       << ")\n";
   out << "transport: " << (o.tcp ? "tcp (--tcp)" : "default (InfiniBand when present, else TCP)")
       << "\n";
   if (!plan.nic.names.empty()) out << "nic:       " << plan.nic.str() << "\n";
-  if (!o.topology_file.empty()) out << "topology:  " << o.topology_file << "\n";
+  out << "topology:  "
+      << (o.topology_file.empty() ? std::string("not written (--topology-file FILE keeps it)")
+                                  : "written to " + o.topology_file)
+      << "\n";
   if (o.timeout) out << "timeout:   " << number(*o.timeout) << " s\n";
   if (!plan.mpiargs.empty()) out << "mpiargs:   " << quote_shell_words(plan.mpiargs) << "\n";
   out << "env:       DDL_OPTIONS=\"-mode " << plan.mode.str() << "\"";
@@ -250,6 +313,15 @@ Value plan_document(const JobPlan& plan, const Options& o) {
     Value::List ranks;
     for (int k = 0; k < r.count; ++k)
       ranks.emplace_back(r.first_rank + k);
+    Value hardware;
+    if (auto it = plan.inventories.find(h.name); it != plan.inventories.end()) {
+      hardware = Value::Map{
+          {"gpus", static_cast<int>(mapper::usable_gpus(it->second).size())},
+          {"cores", it->second.core_count()},
+          {"threads", it->second.pu_count()},
+          {"from", plan.hardware_from.at(h.name)},
+      };
+    }
     hosts.emplace_back(Value::Map{
         {"name", h.name},
         {"slots", h.slots},
@@ -257,8 +329,39 @@ Value plan_document(const JobPlan& plan, const Options& o) {
         {"ranks", std::move(ranks)},
         {"source", std::string(hostfiles::to_string(h.kind))},
         {"origin", h.origin},
+        {"capacity", plan.placed.hosts[i].capacity_from},
+        {"hardware", std::move(hardware)},
     });
   }
+  Value::List placement;
+  placement.reserve(plan.placed.ranks.size());
+  for (const comm::RankPlacement& r : plan.placed.ranks) {
+    placement.emplace_back(Value::Map{
+        {"rank", r.rank},
+        {"host", plan.placed.topology_hosts[r.host].name},
+        {"local_rank", r.local_rank},
+        {"gpu", r.gpu < 0 ? Value() : Value(r.gpu)},
+        {"gpu_bus_id", r.gpu_bus_id.empty() ? Value() : Value(r.gpu_bus_id)},
+        {"gpu_uuid", r.gpu_uuid.empty() ? Value() : Value(r.gpu_uuid)},
+        {"cpus", r.cpus.str()},
+        {"nic", r.nic.empty() ? Value() : Value(r.nic)},
+        {"address", r.address.empty() ? Value() : Value(r.address)},
+    });
+  }
+  Value::List rings;
+  for (const auto& dimension : plan.topology.rings) {
+    Value::List d;
+    for (const comm::Ring& ring : dimension) {
+      Value::List members;
+      for (int m : ring)
+        members.emplace_back(m);
+      d.emplace_back(std::move(members));
+    }
+    rings.emplace_back(std::move(d));
+  }
+  Value::List notes;
+  for (const std::string& w : plan.warnings)
+    notes.emplace_back(w);
   Value::List dims;
   for (int d : plan.mode.dims)
     dims.emplace_back(d);
@@ -271,11 +374,14 @@ Value plan_document(const JobPlan& plan, const Options& o) {
       {"hosts_from", plan.hosts_from},
       {"hosts", std::move(hosts)},
       {"ranks", plan.placement.ranks},
+      {"job_id", plan.job_id},
+      {"placement", std::move(placement)},
       {"mode", Value::Map{{"string", plan.mode.str()},
                           {"algorithm", std::string(1, static_cast<char>(plan.mode.algorithm))},
                           {"dims", std::move(dims)},
                           {"given", plan.mode_given},
                           {"reason", plan.mode_reason}}},
+      {"rings", std::move(rings)},
       {"nic", plan.nic.names.empty() ? Value() : Value(plan.nic.str())},
       {"launcher", Value::Map{{"name", std::string(launcher::to_string(plan.launcher.kind))},
                               {"reason", plan.launcher.reason}}},
@@ -285,6 +391,7 @@ Value plan_document(const JobPlan& plan, const Options& o) {
       {"mpiargs", strings(plan.mpiargs)},
       {"environment", std::move(env)},
       {"program", strings(plan.program)},
+      {"notes", std::move(notes)},
   };
 }
 

@@ -734,6 +734,53 @@ Placement place(const hostfiles::HostList& hosts,
   return out;
 }
 
+std::optional<int> socket_ring_size(const Placement& placement) {
+  std::optional<int> size;
+  bool any = false;
+  for (const HostUse& h : placement.hosts) {
+    if (h.count == 0) continue;
+    any = true;
+    const Inventory* inv = h.inventory;
+    if (!inv) return std::nullopt;
+    std::vector<std::optional<int>> package_at;  // of each rank, in ring order
+    for (int local : h.ring_order) {
+      const int g = placement.ranks[h.ranks[local]].gpu;
+      if (g < 0) return std::nullopt;
+      const Gpu& gpu = inv->gpus[g];
+      const bool nvml = std::any_of(gpu.os_devices.begin(), gpu.os_devices.end(),
+                                    [](const std::string& d) { return d.rfind("nvml", 0) == 0; });
+      if (!nvml && gpu.nvlink_peers.empty()) return std::nullopt;  // links unknown
+      if (gpu.nvlink_cpu || gpu.nvlink_switch) return std::nullopt;
+      const std::optional<int> p = package_of(*inv, gpu.locality);
+      if (!p) return std::nullopt;
+      for (int peer : gpu.nvlink_peers) {
+        if (peer < static_cast<int>(inv->gpus.size()) &&
+            package_of(*inv, inv->gpus[peer].locality) != p) {
+          return std::nullopt;
+        }
+      }
+      package_at.push_back(p);
+    }
+    // Blocks of equal size, one package each, every package once.
+    int k = 1;
+    while (k < static_cast<int>(package_at.size()) && package_at[k] == package_at[0])
+      ++k;
+    if (k < 2 || k == static_cast<int>(package_at.size()) || package_at.size() % k != 0)
+      return std::nullopt;
+    std::vector<std::optional<int>> seen;
+    for (size_t b = 0; b < package_at.size(); b += k) {
+      for (size_t i = b; i < b + k; ++i) {
+        if (package_at[i] != package_at[b]) return std::nullopt;
+      }
+      if (std::find(seen.begin(), seen.end(), package_at[b]) != seen.end()) return std::nullopt;
+      seen.push_back(package_at[b]);
+    }
+    if (size && *size != k) return std::nullopt;
+    size = k;
+  }
+  return any ? size : std::nullopt;
+}
+
 comm::Topology make_topology(const Placement& placement, const comm::Mode& mode,
                              const std::string& job_id) {
   comm::Topology t;

@@ -79,6 +79,13 @@ Placement place(const hostfiles::HostList& hosts,
 comm::Topology make_topology(const Placement& placement, const comm::Mode& mode,
                              const std::string& job_id);
 
+/// The GPUs per socket, when the innermost ring should stay inside a socket rather than span the
+/// host: every used host runs the same number k >= 2 of GPU ranks on each of two or more
+/// sockets, its ring order keeps each socket's ranks together, and the probe knows the GPUs'
+/// links (NVML) and found no NVLink between sockets, to the CPUs (POWER's NVLink and X-Bus join
+/// the sockets) or to an NVSwitch. Otherwise nullopt: one innermost ring per host.
+std::optional<int> socket_ring_size(const Placement& placement);
+
 /// The order in which a ring should visit `gpus` (indexes into inventory.gpus): the cycle of
 /// least cost, where NVLink (or a shared NVSwitch) costs 1, the same PCIe switch 2, the same
 /// package 4 and crossing packages 8; the given order when it is among the cheapest. Exact up to

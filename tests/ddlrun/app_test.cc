@@ -2,13 +2,18 @@
 #include "ddlrun/app.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <regex>
 #include <sstream>
+
+#include "comm/topology.h"
+#include "mapper/probe_hwloc.h"
 
 namespace ddl::cli {
 namespace {
@@ -28,10 +33,48 @@ struct Result {
   std::string err;
 };
 
-Result ddlrun(std::vector<std::string> args, Env env = {}) {
+/// A stand-in for probing over ssh (a test double: no sshd here; tests/netns has the real one):
+/// hosts named in `hardware` answer with that recording, the others fail with `why`.
+struct FakeRemote {
+  std::map<std::string, std::string> hardware;  ///< host -> topologies/<file>
+  std::string why = "connection refused (fake)";
+  std::vector<std::string> asked;
+
+  std::vector<mapper::HostProbe> operator()(const std::vector<std::string>& hosts) {
+    std::vector<mapper::HostProbe> out;
+    for (const std::string& h : hosts) {
+      asked.push_back(h);
+      mapper::HostProbe p;
+      p.host = h;
+      if (auto it = hardware.find(h); it != hardware.end()) {
+        mapper::ProbeOptions o;
+        o.xml_path = std::string(DDL_TEST_DATA_DIR) + "/topologies/" + it->second;
+        p.inventory = mapper::probe_hwloc(o);
+      } else {
+        p.error = why;
+      }
+      out.push_back(std::move(p));
+    }
+    return out;
+  }
+};
+
+/// Runs ddlrun in-process. Tests about host lists, modes and options plan by slots
+/// (--no-probe) unless they look at hardware (--host-xml, or `remote` given).
+Result ddlrun(std::vector<std::string> args, Env env = {}, FakeRemote* remote = nullptr) {
   std::ostringstream out, err;
-  const int status = run(args, out, err, test_getenv, &env);
+  if (!remote && std::find(args.begin(), args.end(), "--host-xml") == args.end() &&
+      std::find(args.begin(), args.end(), "--probe") == args.end()) {
+    args.insert(args.begin(), "--no-probe");
+  }
+  RemoteProbe probe;
+  if (remote) probe = [remote](const std::vector<std::string>& h) { return (*remote)(h); };
+  const int status = run(args, out, err, test_getenv, &env, probe);
   return {status, out.str(), err.str()};
+}
+
+std::string topology(const std::string& name) {
+  return std::string(DDL_TEST_DATA_DIR) + "/topologies/" + name;
 }
 
 std::string write_file(const std::string& name, const std::string& text) {
@@ -41,23 +84,38 @@ std::string write_file(const std::string& name, const std::string& text) {
 }
 
 TEST(AppTest, DryRunPrintsHostTableAndArgv) {
-  const Result r =
-      ddlrun({"--dry-run", "-H", "node[01-03]:2", "python", "train.py", "a b", "$X;y"});
+  const Result r = ddlrun(
+      {"--dry-run", "--job-id", "j1", "-H", "node[01-03]:2", "python", "train.py", "a b", "$X;y"});
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(r.err, "");
   EXPECT_EQ(r.out,
             "ddlrun 0.1.0 dry run: nothing is started\n"
             "\n"
             "hosts (3, 6 slots, from -H):\n"
-            "  HOST    SLOTS  RANKS  SOURCE\n"
-            "  node01  2      0-1    -H\n"
-            "  node02  2      2-3    -H\n"
-            "  node03  2      4-5    -H\n"
+            "  HOST    SLOTS  RANKS  GPUS  CORES  HARDWARE FROM  SOURCE\n"
+            "  node01  2      0-1    -     -      not probed     -H\n"
+            "  node02  2      2-3    -     -      not probed     -H\n"
+            "  node03  2      4-5    -     -      not probed     -H\n"
             "\n"
             "ranks:     6 (3 hosts x 2)\n"
+            "  RANK  HOST    LOCAL  GPU  BUS ID  CPUS  NIC  ADDRESS\n"
+            "  0     node01  0      -    -       -     -    -\n"
+            "  1     node01  1      -    -       -     -    -\n"
+            "  2     node02  0      -    -       -     -    -\n"
+            "  3     node02  1      -    -       -     -    -\n"
+            "  4     node03  0      -    -       -     -    -\n"
+            "  5     node03  1      -    -       -     -    -\n"
+            "\n"
             "mode:      p:2x3x1x1 (ranks per host x hosts per rack x racks per aisle x aisles)\n"
+            "rings:\n"
+            "  dim 0: 3 rings of 2: [0 1] [2 3] [4 5]\n"
+            "  dim 1: 2 rings of 3: [0 2 4] [1 3 5]\n"
+            "  dim 2: size 1, nothing to reduce\n"
+            "  dim 3: size 1, nothing to reduce\n"
+            "job id:    j1\n"
             "launcher:  ssh (some hosts are remote and no batch system was found)\n"
             "transport: default (InfiniBand when present, else TCP)\n"
+            "topology:  not written (--topology-file FILE keeps it)\n"
             "env:       DDL_OPTIONS=\"-mode p:2x3x1x1\"\n"
             "command:   python train.py 'a b' '$X;y'\n"
             "argv:      [\"python\", \"train.py\", \"a b\", \"$X;y\"]\n");
@@ -66,7 +124,9 @@ TEST(AppTest, DryRunPrintsHostTableAndArgv) {
 TEST(AppTest, DryRunOnLocalhostChoosesLocalLauncher) {
   const Result r = ddlrun({"--dry-run", "-H", "localhost:4", "-m", "r:2x2", "-x", "A=1", "sh"});
   ASSERT_EQ(r.status, 0) << r.err;
-  EXPECT_NE(r.out.find("  localhost  4      0-3    -H\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  localhost  4      0-3    -     -      not probed     -H\n"),
+            std::string::npos)
+      << r.out;
   EXPECT_NE(r.out.find("mode:      r:2x2 (given with -m)\n"), std::string::npos);
   EXPECT_NE(r.out.find("launcher:  local (every host is this host)\n"), std::string::npos);
   EXPECT_NE(r.out.find("env:       DDL_OPTIONS=\"-mode r:2x2\" A=1\n"), std::string::npos);
@@ -77,10 +137,12 @@ TEST(AppTest, HostfileSourcesAreShown) {
       write_file("app_hosts.txt", "# cluster\nn1 slots=4 max_slots=8\nn2 slots=4\n");
   const Result r = ddlrun({"--dry-run", "--hostfile", path, "-n", "6", "prog"});
   ASSERT_EQ(r.status, 0) << r.err;
-  EXPECT_NE(r.out.find("n1    4 (max 8)  0-3    " + path + ":2 (openmpi-hostfile)"),
+  EXPECT_NE(r.out.find("n1    4 (max 8)  0-3    -     -      not probed     " + path +
+                       ":2 (openmpi-hostfile)"),
             std::string::npos)
       << r.out;
-  EXPECT_NE(r.out.find("n2    4          4-5    " + path + ":3 (openmpi-hostfile)"),
+  EXPECT_NE(r.out.find("n2    4          4-5    -     -      not probed     " + path +
+                       ":3 (openmpi-hostfile)"),
             std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("ranks:     6 (2 hosts: 4+2)"), std::string::npos);
@@ -319,6 +381,136 @@ TEST(AppTest, UsageErrorsExitTwo) {
   EXPECT_EQ(r.status, 2);
   EXPECT_EQ(r.err.rfind("ddlrun: error: unknown option '--dryrun' (did you mean '--dry-run'?)", 0),
             0u);
+}
+
+TEST(AppTest, HostXmlPlansSummitOffline) {
+  const Result r = ddlrun({"--dry-run", "--job-id", "j2", "--host-xml",
+                           "*=" + topology("summit-ac922.xml"), "-H", "a01n[01-02]", "prog"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  const std::string xml = topology("summit-ac922.xml");
+  EXPECT_NE(r.out.find("  a01n01  1      0-5    6     42     " + xml + "  -H\n"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("ranks:     12 (2 hosts x 6)\n"
+                       "  RANK  HOST    LOCAL  GPU  BUS ID        CPUS     NIC     ADDRESS\n"
+                       "  0     a01n01  0      0    0004:04:00.0  0-27     mlx5_0  -\n"
+                       "  1     a01n01  1      1    0004:05:00.0  28-55    mlx5_1  -\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("  11    a01n02  5      5    0035:05:00.0  144-171  mlx5_2  -\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("mode:      p:6x2x1x1 "), std::string::npos);
+  EXPECT_NE(r.out.find("  dim 0: 2 rings of 6: [0 1 2 3 4 5] [6 7 8 9 10 11]\n"
+                       "  dim 1: 6 rings of 2: [0 6] [1 7] [2 8] [3 9] [4 10] [5 11]\n"),
+            std::string::npos)
+      << r.out;
+}
+
+TEST(AppTest, HostXmlExactNameBeatsPatternAndDocumentHasPlacement) {
+  const Result r = ddlrun({"--dry-run", "--output", "yaml", "--host-xml",
+                           "b=" + topology("gpu8-nic-per-pair.xml"), "--host-xml",
+                           "*=" + topology("summit-ac922.xml"), "-H", "a,b", "-a", "6", "prog"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const YAML::Node doc = YAML::Load(r.out);
+  EXPECT_EQ(doc["hosts"][0]["hardware"]["gpus"].as<int>(), 6);
+  EXPECT_EQ(doc["hosts"][1]["hardware"]["gpus"].as<int>(), 8);
+  EXPECT_EQ(doc["hosts"][1]["hardware"]["from"].as<std::string>(),
+            topology("gpu8-nic-per-pair.xml"));
+  EXPECT_EQ(doc["hosts"][1]["capacity"].as<std::string>(), "-a 6");
+  ASSERT_EQ(doc["placement"].size(), 12u);
+  EXPECT_EQ(doc["placement"][6]["host"].as<std::string>(), "b");
+  EXPECT_EQ(doc["placement"][6]["gpu_bus_id"].as<std::string>(), "0000:04:00.0");
+  EXPECT_EQ(doc["placement"][6]["nic"].as<std::string>(), "mlx5_0");
+  EXPECT_EQ(doc["rings"][1][0][1].as<int>(), 6);
+  EXPECT_EQ(doc["notes"][0].as<std::string>(), "hosts differ in GPUs: a has 6 GPUs, b has 8 GPUs");
+  // Without -a the differing GPU counts are refused.
+  const Result refused =
+      ddlrun({"--dry-run", "--host-xml", "b=" + topology("gpu8-nic-per-pair.xml"), "--host-xml",
+              "*=" + topology("summit-ac922.xml"), "-H", "a,b", "prog"});
+  EXPECT_EQ(refused.status, 2);
+  EXPECT_EQ(refused.err,
+            "ddlrun: error: the hosts have different numbers of GPUs: a has 6 GPUs, b has 8 GPUs; "
+            "give -a 6 to run that many ranks on every host, or leave out the hosts that differ\n");
+}
+
+TEST(AppTest, HostXmlErrors) {
+  EXPECT_EQ(ddlrun({"--dry-run", "--host-xml", "summit.xml", "prog"}).err,
+            "ddlrun: error: --host-xml summit.xml: expected HOST=FILE (or '*=FILE' for every "
+            "host)\n");
+  const Result missing = ddlrun({"--dry-run", "--host-xml", "*=/nonexistent/n.xml", "prog"});
+  EXPECT_EQ(missing.status, 2);
+  EXPECT_EQ(missing.err.rfind("ddlrun: error: --host-xml /nonexistent/n.xml: ", 0), 0u)
+      << missing.err;
+  EXPECT_EQ(ddlrun({"--dry-run", "--no-probe", "--host-xml", "*=x.xml", "prog"}).err,
+            "ddlrun: error: --no-probe ignores hardware, but --host-xml describes it; give one of "
+            "them\n");
+}
+
+TEST(AppTest, RemoteHostsAreProbedAndFailuresReportedTogether) {
+  FakeRemote remote;
+  remote.hardware = {{"n1", "summit-ac922.xml"}};
+  const Result bad = ddlrun({"--dry-run", "-H", "n1,n2,n3,n2", "prog"}, {}, &remote);
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_EQ(bad.out, "");
+  EXPECT_EQ(bad.err.rfind("ddlrun: error: cannot probe 2 of 3 hosts:\n", 0), 0u) << bad.err;
+  EXPECT_NE(bad.err.find("  n2: connection refused (fake)\n"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("  n3: connection refused (fake)\n"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("--host-xml"), std::string::npos) << bad.err;
+
+  remote.hardware = {{"n1", "summit-ac922.xml"}, {"n2", "summit-ac922.xml"}};
+  remote.asked.clear();
+  const Result ok = ddlrun(
+      {"--dry-run", "-H", "n1,n2,localhost", "-a", "1", "--output", "yaml", "prog"}, {}, &remote);
+  ASSERT_EQ(ok.status, 0) << ok.err;
+  EXPECT_EQ(remote.asked, (std::vector<std::string>{"n1", "n2"}));  // this host is not asked
+  const YAML::Node doc = YAML::Load(ok.out);
+  EXPECT_EQ(doc["hosts"][0]["hardware"]["from"].as<std::string>(), "ssh");
+  EXPECT_EQ(doc["hosts"][2]["hardware"]["from"].as<std::string>(), "this host");
+}
+
+TEST(AppTest, TopologyFileIsWrittenOwnerOnlyAndReadsBack) {
+  const std::string path = ::testing::TempDir() + "/app_topology.yaml";
+  std::filesystem::remove(path);
+  const Result r =
+      ddlrun({"--dry-run", "--job-id", "77", "--host-xml", "*=" + topology("gpu8-nic-per-pair.xml"),
+              "-H", "d[1-2]", "--topology-file", path, "--output", "json", "prog"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  struct stat st {};
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  const comm::Topology t = comm::read_topology_file(path);
+  EXPECT_EQ(t.job_id, "77");
+  EXPECT_EQ(t.ranks.size(), 16u);
+  EXPECT_EQ(t.mode.str(), "p:8x2x1x1");
+  EXPECT_EQ(t.hosts[1].name, "d2");
+  EXPECT_EQ(t.find_rank(9)->gpu_bus_id, "0000:05:00.0");
+  EXPECT_EQ(t.find_rank(9)->nic, "mlx5_0");
+  EXPECT_EQ(YAML::Load(r.out)["topology_file"].as<std::string>(), path);
+  // An unwritable place is a clear error, exit 1.
+  const Result bad = ddlrun({"--dry-run", "--topology-file", "/nonexistent/dir/t.yaml", "prog"});
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_NE(bad.err.find("/nonexistent/dir/t.yaml"), std::string::npos) << bad.err;
+}
+
+TEST(AppTest, ProbePrintsThisHostAndRunsNothing) {
+  const Result r = ddlrun({"--probe"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("version: 1\nhostname: ", 0), 0u) << r.out;
+  EXPECT_EQ(ddlrun({"--probe", "prog"}).err,
+            "ddlrun: error: --probe prints this host's hardware and runs nothing; drop prog or "
+            "--probe\n");
+}
+
+TEST(AppTest, ThisHostIsProbedWithHwloc) {
+  FakeRemote remote;
+  const Result r =
+      ddlrun({"--dry-run", "-H", "localhost:2", "--output", "yaml", "prog"}, {}, &remote);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(remote.asked.empty());
+  const YAML::Node doc = YAML::Load(r.out);
+  EXPECT_EQ(doc["hosts"][0]["hardware"]["from"].as<std::string>(), "this host");
+  EXPECT_GE(doc["hosts"][0]["hardware"]["cores"].as<int>(), 1);
 }
 
 }  // namespace

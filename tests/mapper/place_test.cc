@@ -346,5 +346,37 @@ TEST(PlaceTest, RankfilePlacesAndIsChecked) {
             "ranks.txt:1: rank 0 is on host 'c', which is not among the job's hosts");
 }
 
+TEST(PlaceTest, SocketRingsWhenSocketsShareNoNvlink) {
+  // The 8-GPU node as NVML would see a PCIe-only variant of it: GPUs known, no NVLink at all.
+  Inventory pcie = recording("gpu8-nic-per-pair.xml");
+  for (Gpu& g : pcie.gpus)
+    g.os_devices = {"nvml" + std::to_string(g.index)};
+  Placement p = place(hosts({"a", "b"}), all_are({"a", "b"}, pcie), {});
+  EXPECT_EQ(socket_ring_size(p), 4);
+  // Recordings without link information (bare PCI devices) keep one ring per host.
+  p = place(hosts({"a", "b"}), all_are({"a", "b"}, recording("gpu8-nic-per-pair.xml")), {});
+  EXPECT_EQ(socket_ring_size(p), std::nullopt);
+  // NVLink between the sockets (the DGX-1 cube-mesh): one ring per host.
+  Inventory mesh = pcie;
+  mesh.gpus[3].nvlink_peers = {7};
+  mesh.gpus[7].nvlink_peers = {3};
+  p = place(hosts({"a"}), all_are({"a"}, mesh), {});
+  EXPECT_EQ(socket_ring_size(p), std::nullopt);
+  // POWER: NVLink to the CPUs, whose X-Bus joins the sockets; one ring per host.
+  p = place(hosts({"m"}), all_are({"m"}, recording("power8gpudistances.xml")), {});
+  EXPECT_EQ(socket_ring_size(p), std::nullopt);
+  // One GPU per socket is no socket ring.
+  PlaceRequest r;
+  r.ranks_per_host = 2;
+  p = place(hosts({"a"}), all_are({"a"}, pcie), r);
+  EXPECT_EQ(socket_ring_size(p), std::nullopt);
+  // The rings then stay inside sockets: p:4x2x2x1x1.
+  p = place(hosts({"a", "b"}), all_are({"a", "b"}, pcie), {});
+  const comm::Topology t = make_topology(p, comm::parse_mode("p:4x2x2x1x1"), "s");
+  EXPECT_EQ(t.rings[0][1], (comm::Ring{4, 5, 6, 7}));
+  EXPECT_EQ(t.rings[1][0], (comm::Ring{0, 4}));
+  EXPECT_EQ(t.rings[2][0], (comm::Ring{0, 8}));
+}
+
 }  // namespace
 }  // namespace ddl::mapper
