@@ -284,7 +284,13 @@ ParsedCommandLine parse_command_line(const std::vector<std::string>& args) {
     result.text = std::string("ddlrun ") + DDL_VERSION + "\n";
     return result;
   } catch (const CLI::ParseError& e) {
-    throw UsageError(e.what());
+    // CLI11 says "--np: At Most 1 required but received 2" for an option given twice.
+    const std::string what = e.what();
+    const size_t at = what.find(": At Most 1 required but received");
+    if (at != std::string::npos) {
+      throw UsageError(what.substr(0, at) + " is given more than once; give it once");
+    }
+    throw UsageError(what);
   }
   if (o.probe && !o.program.empty()) {
     throw UsageError("--probe prints this host's hardware and runs nothing; drop " +

@@ -151,5 +151,29 @@ TEST(OptionsTest, UsageErrors) {
   EXPECT_EQ(usage_error({"-q", "-v", "p"}), "-q and -v contradict each other; give one");
 }
 
+TEST(OptionsTest, HardwareOptions) {
+  const Options o = parse({"--host-xml", "*=a.xml", "--host-xml=n1=b.xml", "--ssh-config", "cfg",
+                           "--connect-timeout", "2.5", "--job-id", "j9", "prog"});
+  EXPECT_EQ(o.host_xml, (Args{"*=a.xml", "n1=b.xml"}));
+  EXPECT_EQ(o.ssh_config, "cfg");
+  EXPECT_EQ(o.connect_timeout, 2.5);
+  EXPECT_EQ(o.job_id, "j9");
+  EXPECT_FALSE(o.no_probe);
+  EXPECT_TRUE(parse({"--no-probe", "prog"}).no_probe);
+  const ParsedCommandLine probe = parse_command_line({"--probe"});
+  EXPECT_TRUE(probe.options.probe);
+  EXPECT_TRUE(probe.options.program.empty());
+  EXPECT_EQ(usage_error({"--probe", "--dry-run"}), "--probe and --dry-run contradict each other");
+  EXPECT_EQ(usage_error({"--host-xml", "=a.xml", "p"}),
+            "--host-xml =a.xml: expected HOST=FILE (or '*=FILE' for every host)");
+  EXPECT_EQ(usage_error({"--connect-timeout", "0", "p"}),
+            "--connect-timeout: '0' is not a number of seconds above 0");
+}
+
+TEST(OptionsTest, OptionGivenTwice) {
+  EXPECT_EQ(usage_error({"-n", "2", "--np", "3", "p"}),
+            "--np is given more than once; give it once");
+}
+
 }  // namespace
 }  // namespace ddl::cli
