@@ -50,12 +50,13 @@ std::optional<int> package_of_pu(const Inventory& inv, int pu) {
 std::string describe_groups(const std::vector<std::pair<std::string, std::string>>& host_values,
                             const std::string& what_one, const std::string& what_many) {
   std::vector<std::pair<std::string, std::vector<std::string>>> groups;  // value -> hosts
-  for (const auto& [host, value] : host_values) {
-    auto it = std::find_if(groups.begin(), groups.end(), [&](auto& g) { return g.first == value; });
+  for (const auto& hv : host_values) {
+    auto it = std::find_if(groups.begin(), groups.end(),
+                           [&](const auto& g) { return g.first == hv.second; });
     if (it == groups.end()) {
-      groups.push_back({value, {host}});
+      groups.push_back({hv.second, {hv.first}});
     } else {
-      it->second.push_back(host);
+      it->second.push_back(hv.first);
     }
   }
   std::string s;
