@@ -665,7 +665,10 @@ void validate_read(const Topology& t, const std::string& source) {
 // literal key text and reads values in place. Full-line comments and blank lines are skipped.
 // At the first thing it does not expect (another layout, another key order, an escape, an unknown
 // field from a newer minor version, a malformed value) it gives up and returns nothing, and the
-// text goes to the yaml-cpp reader, which accepts any YAML spelling and words the errors. Before
+// text goes to the yaml-cpp reader, which accepts any YAML spelling and words the errors. It also
+// gives up on texts that only look like its layout: a key with no entries under it ("hosts:"
+// alone is null to YAML, not an empty list) and a NUL among the first bytes (which yaml-cpp takes
+// for UTF-16 or UTF-32), so that whatever it takes, both readers read alike. Before
 // anything else, both readers look at the first line: one naming another major version (in any
 // quoting) is refused at once, since such a file may not even be YAML this reader understands.
 
@@ -815,6 +818,8 @@ std::optional<Topology> parse_fast(std::string_view text, const std::string& sou
   std::string_view line;
   if (!lines.next(line)) return std::nullopt;
   sniff_version(line, source);
+  // yaml-cpp guesses the encoding from the first bytes and reads "#\0..." as UTF-16.
+  if (text.substr(0, 4).find('\0') != std::string_view::npos) return std::nullopt;
 
   std::string scratch;
   if (!quoted_field(line, "version: ", scratch)) return std::nullopt;
@@ -835,12 +840,15 @@ std::optional<Topology> parse_fast(std::string_view text, const std::string& sou
     lines.next(line);
     if (!fast_host(line, t.hosts.emplace_back())) return std::nullopt;
   }
+  // A key with no entries below it is null to YAML, not an empty list.
+  if (t.hosts.empty()) return std::nullopt;
 
   if (!lines.next(line) || line != "ranks:") return std::nullopt;
   while (lines.peek(line) && line.starts_with("  - ")) {
     lines.next(line);
     if (!fast_rank(line, t.ranks.emplace_back(), scratch)) return std::nullopt;
   }
+  if (t.ranks.empty()) return std::nullopt;
 
   if (!lines.next(line) || line != "ring_orders:") return std::nullopt;
   while (lines.next(line)) {
@@ -856,7 +864,9 @@ std::optional<Topology> parse_fast(std::string_view text, const std::string& sou
       lines.next(line);
       if (!fast_ring(line, rings.emplace_back())) return std::nullopt;
     }
+    if (rings.empty()) return std::nullopt;
   }
+  if (t.rings.empty()) return std::nullopt;
   return t;
 }
 

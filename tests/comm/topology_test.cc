@@ -374,6 +374,57 @@ TEST(TopologyFormatTest, SkipsCommentsAndBlankLinesInTheWrittenLayout) {
   EXPECT_EQ(parse_topology_fast(text, "t.yaml"), small_topology());
 }
 
+// The smallest plan in the written layout: one host, one rank, one ring.
+constexpr std::string_view kOneRankText = R"(version: "1.0"
+job_id: "j"
+mode: "r:1"
+hosts:
+  - {index: 0, name: "n", address: "", nics: []}
+ranks:
+  - {rank: 0, local_rank: 0, host: 0, gpu: -1, gpu_bus_id: "", gpu_uuid: "", cpus: "", nic: "", address: ""}
+ring_orders:
+  - dimension: 0
+    rings:
+      - [0]
+)";
+
+// Regression (the readers must agree, as fuzz_topology checks): the fast reader took a key with
+// no entries under it for an empty list and failed validation, where yaml-cpp reads null.
+TEST(TopologyFormatTest, AKeyWithoutEntriesIsNotAnEmptyList) {
+  ASSERT_NE(parse_topology_fast(kOneRankText, "t.yaml"), std::nullopt);
+  const std::string host = "  - {index: 0, name: \"n\", address: \"\", nics: []}\n";
+  const std::string rank =
+      "  - {rank: 0, local_rank: 0, host: 0, gpu: -1, gpu_bus_id: \"\", gpu_uuid: \"\", cpus: "
+      "\"\", nic: \"\", address: \"\"}\n";
+  const struct {
+    std::string text;
+    std::string error;
+  } cases[] = {
+      {replaced(kOneRankText, host, ""),
+       "topology.yaml:5:1: hosts: expected a sequence, got nothing"},
+      {replaced(kOneRankText, rank, ""),
+       "topology.yaml:7:1: ranks: expected a sequence, got nothing"},
+      {replaced(kOneRankText, "      - [0]\n", ""),
+       "topology.yaml:11:1: ring_orders[0].rings: expected a sequence, got nothing"},
+      {replaced(kOneRankText, "  - dimension: 0\n    rings:\n      - [0]\n", ""),
+       "topology.yaml:9:1: ring_orders: expected a sequence, got nothing"},
+  };
+  for (const auto& c : cases) {
+    EXPECT_EQ(parse_topology_fast(c.text, "t.yaml"), std::nullopt) << c.text;
+    EXPECT_EQ(parse_error(c.text), c.error);
+  }
+}
+
+// Regression (the readers must agree, as fuzz_topology checks): yaml-cpp reads a text whose first
+// bytes hold a NUL as UTF-16, so a first comment line "#\0" must not let the fast reader take it.
+TEST(TopologyFormatTest, ANulAmongTheFirstBytesGoesToYamlCpp) {
+  const std::string text = std::string("#\0\n", 3) + std::string(kOneRankText);
+  EXPECT_EQ(parse_topology_fast(text, "t.yaml"), std::nullopt);
+  EXPECT_EQ(parse_error(text),
+            "topology.yaml: expected a mapping with the keys version, job_id, mode, hosts, ranks "
+            "and ring_orders, got nothing; is this a ddlrun topology file?");
+}
+
 // ---------------------------------------------------------------------------------------------
 // Versions
 
