@@ -217,6 +217,14 @@ TEST(InventoryErrorTest, NotYaml) {
             "node1:3:1: not valid YAML: end of sequence flow not found" + std::string(kFix));
 }
 
+TEST(InventoryErrorTest, NotUtf8) {
+  // YAML is Unicode text; bytes that are not UTF-8 would not survive a round trip.
+  const std::string got = error_of(with("hostname: \"null\"", "hostname: \"\xe2x\""));
+  EXPECT_NE(got.find("field 'hostname': not UTF-8 text (byte 0xe2 at position 1)"),
+            std::string::npos)
+      << got;
+}
+
 TEST(InventoryErrorTest, Empty) {
   EXPECT_EQ(error_of(""), "node1: empty inventory" + std::string(kFix));
 }
