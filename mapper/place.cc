@@ -567,6 +567,7 @@ Placement place(const hostfiles::HostList& hosts,
     }
   } else {
     int64_t capacity = 0;
+    bool slots_count = false;  // some host's capacity is its slots: more slots would help
     std::vector<int> room(hosts.size());
     for (size_t i = 0; i < hosts.size(); ++i) {
       const hostfiles::Host& h = hosts.hosts()[i];
@@ -591,15 +592,20 @@ Placement place(const hostfiles::HostList& hosts,
       } else {
         room[i] = h.slots;
         use.capacity_from = plural(h.slots, "slot");
+        slots_count = true;
       }
       capacity += room[i];
     }
     const int64_t wanted = request.total_ranks.value_or(capacity);
     if (wanted > capacity) {
+      const std::string per = request.ranks_per_host
+                                  ? " (-a " + std::to_string(*request.ranks_per_host) + " per host)"
+                                  : "";
       throw PlacementError("-n " + std::to_string(wanted) + " asks for more ranks than the " +
                            plural(static_cast<int>(hosts.size()), "host") +
                            (hosts.size() == 1 ? " has" : " have") +
-                           " places for: " + std::to_string(capacity) + "; add hosts, or lower -n");
+                           " places for: " + std::to_string(capacity) + per + "; add hosts" +
+                           (slots_count ? " or slots (-H host:N)" : "") + ", or lower -n");
     }
     if (capacity > INT_MAX / 2) throw PlacementError("too many ranks: " + std::to_string(capacity));
     int next = 0;

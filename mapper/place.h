@@ -49,7 +49,7 @@ struct Placement {
   std::vector<comm::Host> topology_hosts;  ///< used hosts, with the NICs the ranks may use
   std::vector<std::string> notes;          ///< what the user should know (heterogeneity, binding)
 
-  /// The counts per host, as place_by_slots gives them (for the mode and the report).
+  /// The counts per host (for the mode and the report).
   SlotPlacement slots() const;
 };
 

@@ -1,19 +1,10 @@
 #pragma once
 
-#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
-#include "hostfiles/host_list.h"
-
 namespace ddl::mapper {
-
-/// What the user asked for: -a (ranks per host) and -n (total ranks).
-struct PlacementRequest {
-  std::optional<int> ranks_per_host;  ///< -a/--accelerators; overrides each host's slots
-  std::optional<int> total_ranks;     ///< -n/--np; caps the total, filling hosts in order
-};
 
 /// The ranks one host runs: [first_rank, first_rank + count).
 struct HostRanks {
@@ -22,9 +13,9 @@ struct HostRanks {
   int count = 0;
 };
 
-/// Ranks placed on hosts by slot count, before any hardware is known: hosts are filled in
-/// order, each up to its capacity (its slots, or -a), until -n ranks are placed. Consecutive
-/// ranks share a host, so the innermost ring dimension stays inside hosts.
+/// How many ranks each host runs (place() in place.h decides): hosts are filled in order, each
+/// up to its capacity, until -n ranks are placed. Consecutive ranks share a host, so the
+/// innermost ring dimension stays inside hosts.
 struct SlotPlacement {
   std::vector<HostRanks> hosts;  ///< one per host of the list, in order; count 0 when unused
   int ranks = 0;
@@ -38,9 +29,5 @@ class PlacementError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
-
-/// Places ranks by slots. Throws PlacementError when -n asks for more ranks than the hosts
-/// have places for, or when the list is empty.
-SlotPlacement place_by_slots(const hostfiles::HostList& hosts, const PlacementRequest& request);
 
 }  // namespace ddl::mapper

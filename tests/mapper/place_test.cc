@@ -378,5 +378,63 @@ TEST(PlaceTest, SocketRingsWhenSocketsShareNoNvlink) {
   EXPECT_EQ(t.rings[2][0], (comm::Ring{0, 8}));
 }
 
+// Hosts whose hardware is unknown (not probed) are filled by slots, in order.
+
+std::vector<int> counts(const SlotPlacement& p) {
+  std::vector<int> c;
+  for (const HostRanks& h : p.hosts)
+    c.push_back(h.count);
+  return c;
+}
+
+TEST(PlaceBySlotsTest, OneRankPerSlotByDefault) {
+  const SlotPlacement p = place(hosts({"a", "b"}, 4, true), {}, {}).slots();
+  EXPECT_EQ(p.ranks, 8);
+  EXPECT_EQ(counts(p), (std::vector<int>{4, 4}));
+  EXPECT_EQ(p.hosts[1].host, "b");
+  EXPECT_EQ(p.hosts[1].first_rank, 4);
+  EXPECT_EQ(p.describe(), "2 hosts x 4");
+  EXPECT_EQ(place(hosts({"a"}), {}, {}).slots().describe(), "1 host x 1");
+}
+
+TEST(PlaceBySlotsTest, AcceleratorsOverrideSlots) {
+  PlaceRequest r;
+  r.ranks_per_host = 6;
+  const SlotPlacement p = place(hosts({"a", "b"}, 42, true), {}, r).slots();
+  EXPECT_EQ(p.ranks, 12);
+  EXPECT_EQ(counts(p), (std::vector<int>{6, 6}));
+}
+
+TEST(PlaceBySlotsTest, NpFillsHostsInOrder) {
+  PlaceRequest r;
+  r.total_ranks = 6;
+  const SlotPlacement p = place(hosts({"a", "b", "c"}, 4, true), {}, r).slots();
+  EXPECT_EQ(p.ranks, 6);
+  EXPECT_EQ(counts(p), (std::vector<int>{4, 2, 0}));
+  EXPECT_EQ(p.hosts[2].first_rank, 6);
+  EXPECT_EQ(p.describe(), "2 hosts: 4+2");
+}
+
+TEST(PlaceBySlotsTest, TooManyRanksIsAnError) {
+  PlaceRequest r;
+  r.total_ranks = 5;
+  EXPECT_EQ(error_of([&] {
+              place(hosts({"a", "b"}, 2, true), {}, r);
+            }),
+            "-n 5 asks for more ranks than the 2 hosts have places for: 4; add hosts or slots "
+            "(-H host:N), or lower -n");
+  // With -a, slots do not count, so more of them would not help.
+  r.total_ranks = 3;
+  r.ranks_per_host = 2;
+  EXPECT_EQ(error_of([&] { place(hosts({"a"}, 8, true), {}, r); }),
+            "-n 3 asks for more ranks than the 1 host has places for: 2 (-a 2 per host); add "
+            "hosts, or lower -n");
+}
+
+TEST(PlaceBySlotsTest, EmptyListIsAnError) {
+  EXPECT_EQ(error_of([&] { place(HostList{}, {}, {}); }),
+            "no hosts to place ranks on; name them with -H or --hostfile");
+}
+
 }  // namespace
 }  // namespace ddl::mapper
