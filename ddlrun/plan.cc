@@ -141,9 +141,11 @@ const std::string* xml_for(const std::vector<std::pair<std::string, std::string>
   return exact ? exact : pattern;
 }
 
-/// Each host's hardware: from --host-xml, this host's hwloc, or `remote`. Fills
-/// plan.inventories and plan.hardware_from; throws ProbeError listing every host that failed.
-void gather_hardware(const Options& o, JobPlan& plan, const RemoteProbe& remote) {
+/// Each host's hardware: from --host-xml, this host's hwloc (hosts named in `local_names`), or
+/// `remote`. Fills plan.inventories and plan.hardware_from; throws ProbeError listing every host
+/// that failed.
+void gather_hardware(const Options& o, JobPlan& plan, const RemoteProbe& remote,
+                     const std::vector<std::string>& local_names) {
   if (o.no_probe) {
     for (const hostfiles::Host& h : plan.hosts.hosts())
       plan.hardware_from[h.name] = "not probed";
@@ -157,7 +159,6 @@ void gather_hardware(const Options& o, JobPlan& plan, const RemoteProbe& remote)
   std::map<std::string, mapper::Inventory> by_file;
   std::optional<mapper::Inventory> self;
   std::vector<std::string> remote_hosts;
-  const std::vector<std::string> local_names = launcher::local_host_names();
   for (const hostfiles::Host& h : plan.hosts.hosts()) {
     if (const std::string* file = xml_for(host_xml, h.name)) {
       auto it = by_file.find(*file);
@@ -254,7 +255,9 @@ JobPlan make_plan(const Options& o, GetEnv getenv_fn, void* env_context,
   } catch (const mapper::NicFilterError& e) {
     throw UsageError(e.what());
   }
-  gather_hardware(o, plan, remote);
+  // This host's names and addresses, read once: which hosts to probe here, and the launcher.
+  const std::vector<std::string> local_names = launcher::local_host_names();
+  gather_hardware(o, plan, remote, local_names);
 
   mapper::PlaceRequest request;
   request.ranks_per_host = o.rankfile.empty() ? o.accelerators : std::nullopt;
@@ -280,7 +283,6 @@ JobPlan make_plan(const Options& o, GetEnv getenv_fn, void* env_context,
       resolve_dims(o, plan.placement, std::move(mode), mapper::socket_ring_size(plan.placed));
   plan.topology = mapper::make_topology(plan.placed, plan.mode, plan.job_id);
 
-  const std::vector<std::string> local_names = launcher::local_host_names();
   launcher::Situation situation;
   situation.in_lsf_job = getenv_fn("LSB_JOBID", env_context).has_value();
   situation.in_slurm_job = getenv_fn("SLURM_JOB_ID", env_context).has_value();
