@@ -6,10 +6,12 @@
 #include <ostream>
 
 #include "comm/mode.h"
+#include "ddlrun/launch.h"
 #include "ddlrun/options.h"
 #include "ddlrun/plan.h"
 #include "ddlrun/report.h"
 #include "hostfiles/input_error.h"
+#include "launcher/backend.h"
 #include "mapper/placement.h"
 #include "mapper/probe_hwloc.h"
 
@@ -66,10 +68,9 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
       out << render_plan(plan, o);
       return kExitOk;
     }
-    return error(
-        "this build of ddlrun can plan jobs but not start them yet (the launcher is not "
-        "built); run with --dry-run to see the plan",
-        kExitFailure);
+    return launch(plan, o, *log);
+  } catch (const launcher::LaunchError& e) {
+    return error(e.what(), e.status());
   } catch (const UsageError& e) {
     return error(e.what(), kExitUsage);
   } catch (const hostfiles::InputError& e) {

@@ -177,6 +177,21 @@ std::unique_ptr<CLI::App> make_app(Options& o) {
       ->check(positive_seconds)
       ->group("Launching");
 
+  app->add_option("--kill-grace", o.kill_grace,
+                  "Seconds a stopped job's ranks get between SIGTERM and SIGKILL (default 3)")
+      ->type_name("SECONDS")
+      ->check(positive_seconds)
+      ->group("Launching");
+  app->add_option("--output-dir", o.output_dir,
+                  "Write each rank's output to DIR/rank.N/stdout and stderr instead")
+      ->type_name("DIR")
+      ->group("Output");
+  app->add_option("--tag-output", o.tag_output,
+                  "Label of each output line: auto ([3] on a terminal, else mpi), rank ([3]), "
+                  "mpi ([1,3]<stdout>:), none")
+      ->type_name("STYLE")
+      ->check(one_of("style", {"auto", "rank", "mpi", "none"}))
+      ->group("Output");
   app->add_flag("--dry-run", o.dry_run, "Print the whole plan and start nothing")->group("Output");
   app->add_option_function<std::string>(
          "--output",

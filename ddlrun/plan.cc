@@ -119,13 +119,6 @@ std::pair<comm::Mode, std::string> resolve_dims(const Options& o,
   return {std::move(mode), reason};
 }
 
-/// This program's path, to run it as the probe on other hosts.
-std::string self_path() {
-  char buf[PATH_MAX];
-  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string("ddlrun");
-}
-
 /// The --host-xml file for `host`: an exact name beats a pattern; among several, the last wins.
 const std::string* xml_for(const std::vector<std::pair<std::string, std::string>>& host_xml,
                            const std::string& host) {
@@ -202,6 +195,12 @@ std::string job_id_of(const Options& o, GetEnv getenv_fn, void* env_context) {
 }
 
 }  // namespace
+
+std::string self_path() {
+  char buf[PATH_MAX];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string("ddlrun");
+}
 
 mapper::SshProbeOptions ssh_probe_options(const Options& o, const std::string& job_id) {
   mapper::SshProbeOptions s;

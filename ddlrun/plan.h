@@ -60,6 +60,10 @@ using RemoteProbe = std::function<std::vector<mapper::HostProbe>(const std::vect
 JobPlan make_plan(const Options& options, GetEnv getenv_fn, void* env_context,
                   const RemoteProbe& remote = {});
 
+/// This program's absolute path (/proc/self/exe): what other hosts run, as `ddlrun --probe`
+/// and `ddlrun --agent`, and what external launchers run as each rank (`--rank-exec`).
+std::string self_path();
+
 /// The ssh probe options `options` ask for: ddlrun itself (`--probe`) as the remote command,
 /// --ssh-config, --connect-timeout, and the job id for the probe cache.
 mapper::SshProbeOptions ssh_probe_options(const Options& options, const std::string& job_id);

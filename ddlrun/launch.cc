@@ -1,0 +1,146 @@
+// From a plan to a running job: the Job the backends share, the backend for the chosen
+// launcher, the output sink, and the supervisor.
+
+#include "ddlrun/launch.h"
+
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "launcher/factory.h"
+#include "launcher/process.h"
+
+namespace ddl::cli {
+
+namespace {
+
+/// The number of cores whose hardware threads meet `cpus`, from the host's inventory; 0 when
+/// the host was not probed.
+int cores_in(const mapper::Inventory* inventory, const comm::CpuSet& cpus) {
+  if (inventory == nullptr || cpus.empty()) return 0;
+  int n = 0;
+  for (const mapper::Package& p : inventory->packages) {
+    for (const mapper::Core& c : p.cores) {
+      for (int pu : c.pus) {
+        if (cpus.contains(pu)) {
+          ++n;
+          break;
+        }
+      }
+    }
+  }
+  return n;
+}
+
+/// A private (0700) temporary directory for the job's files, removed on destruction.
+class WorkDir {
+ public:
+  explicit WorkDir(const std::string& job_id) {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string safe;
+    for (char c : job_id)
+      safe.push_back(std::isalnum(static_cast<unsigned char>(c)) || c == '-' ? c : '_');
+    std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/ddlrun." + safe + ".XXXXXX";
+    if (mkdtemp(pattern.data()) == nullptr) {
+      throw launcher::LaunchError("cannot create a temporary directory like " + pattern + ": " +
+                                  std::strerror(errno) + " (set TMPDIR to a writable directory)");
+    }
+    path_ = pattern;
+  }
+  ~WorkDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+std::unique_ptr<launcher::Backend> make_backend(const JobPlan& plan, const launcher::Job& job,
+                                                const launcher::LaunchOptions& lo) {
+  using launcher::Kind;
+  switch (plan.launcher.kind) {
+    case Kind::kLocal:
+      return launcher::make_local_backend(job, lo);
+    case Kind::kSsh:
+    case Kind::kMpirun:
+    case Kind::kSrun:
+    case Kind::kPmix:
+      throw launcher::LaunchError("the " + std::string(to_string(plan.launcher.kind)) +
+                                  " launcher is not built yet");
+    case Kind::kJsrun:
+      throw launcher::LaunchError(
+          "the jsrun launcher (LSF) is not built yet; inside an LSF job use --launcher ssh or "
+          "--launcher mpirun");
+    case Kind::kAuto:
+      break;
+  }
+  throw launcher::LaunchError("no launcher was chosen (internal error, please report this)");
+}
+
+}  // namespace
+
+launcher::Job make_job(const JobPlan& plan, const std::string& topology_path) {
+  launcher::Job job;
+  job.topology = plan.topology;
+  job.argv = plan.program;
+  job.exports = plan.exports;
+  job.topology_path = topology_path;
+  job.token = launcher::make_token();
+  job.cores.assign(plan.topology.ranks.size(), 0);
+  for (const comm::RankPlacement& r : plan.topology.ranks) {
+    const comm::Host* h = plan.topology.find_host(r.host);
+    const mapper::Inventory* inv = nullptr;
+    if (h != nullptr) {
+      if (auto it = plan.inventories.find(h->name); it != plan.inventories.end()) inv = &it->second;
+    }
+    if (r.rank >= 0 && static_cast<size_t>(r.rank) < job.cores.size()) {
+      job.cores[r.rank] = cores_in(inv, r.cpus);
+    }
+  }
+  return job;
+}
+
+launcher::TagStyle tag_style(const std::string& name) {
+  if (name == "rank") return launcher::TagStyle::kTerminal;
+  if (name == "mpi") return launcher::TagStyle::kOpenMpi;
+  if (name == "none") return launcher::TagStyle::kNone;
+  return launcher::TagStyle::kAuto;
+}
+
+int launch(const JobPlan& plan, const Options& o, spdlog::logger& log) {
+  WorkDir work(plan.job_id);
+  std::string topology_path = o.topology_file;
+  if (topology_path.empty()) {
+    topology_path = work.path() + "/topology.yaml";
+    comm::write_topology_file(plan.topology, topology_path);
+  } else if (topology_path.front() != '/') {
+    topology_path = std::filesystem::absolute(topology_path).string();
+  }
+  const launcher::Job job = make_job(plan, topology_path);
+
+  launcher::LaunchOptions lo;
+  lo.ddlrun_path = self_path();
+  lo.ssh = ssh_probe_options(o, plan.job_id);
+  lo.mpiargs = plan.mpiargs;
+  lo.work_dir = work.path();
+  lo.environ = launcher::current_environment();
+  lo.verbosity = o.verbosity;
+  std::unique_ptr<launcher::Backend> backend = make_backend(plan, job, lo);
+
+  std::unique_ptr<launcher::OutputSink> sink =
+      o.output_dir.empty() ? launcher::make_terminal_sink(tag_style(o.tag_output))
+                           : launcher::make_directory_sink(o.output_dir);
+  launcher::SuperviseOptions so;
+  so.kill_grace = std::chrono::milliseconds(static_cast<int64_t>(o.kill_grace * 1000));
+  if (o.timeout) so.timeout = std::chrono::milliseconds(static_cast<int64_t>(*o.timeout * 1000));
+  log.info("starting {} ranks through {}", plan.topology.ranks.size(), backend->name());
+  return launcher::supervise(*backend, &plan.topology, so, *sink);
+}
+
+}  // namespace ddl::cli

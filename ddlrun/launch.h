@@ -1,0 +1,30 @@
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "ddlrun/options.h"
+#include "ddlrun/plan.h"
+#include "launcher/job.h"
+#include "launcher/supervise.h"
+
+namespace spdlog {
+class logger;
+}
+
+namespace ddl::cli {
+
+/// The launcher's view of `plan`: topology, program, -x exports, a fresh token, each rank's
+/// core count from its host's inventory, and `topology_path` as where ranks read the plan.
+launcher::Job make_job(const JobPlan& plan, const std::string& topology_path);
+
+/// The --tag-output value as a style ("auto", "rank", "mpi", "none").
+launcher::TagStyle tag_style(const std::string& name);
+
+/// Starts the planned job with the chosen backend and supervises it until it ends: writes the
+/// topology file (to --topology-file, else into a private temporary directory removed
+/// afterwards), builds the backend, and returns supervise()'s exit status. Throws
+/// launcher::LaunchError when the job cannot start.
+int launch(const JobPlan& plan, const Options& options, spdlog::logger& log);
+
+}  // namespace ddl::cli

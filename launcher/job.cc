@@ -1,0 +1,217 @@
+// What a rank is told, and the job as bytes for the agents.
+//
+// rank_environment() is the single place that decides the variables every rank starts with, so
+// the local launcher, the ssh agents and `ddlrun --rank-exec` (under mpirun, srun, prterun and
+// jsrun) give a program the same environment. encode_job()/decode_job() carry a Job to an agent
+// as length-prefixed fields: every string travels byte for byte (quotes, newlines, NULs), so
+// arguments arrive exactly as given.
+
+#include "launcher/job.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstring>
+#include <stdexcept>
+
+namespace ddl::launcher {
+
+namespace {
+
+void put_u32(std::string& out, uint32_t v) {
+  for (int shift = 24; shift >= 0; shift -= 8)
+    out.push_back(static_cast<char>((v >> shift) & 0xff));
+}
+
+void put_str(std::string& out, const std::string& s) {
+  put_u32(out, static_cast<uint32_t>(s.size()));
+  out += s;
+}
+
+/// Reads what the put_* functions wrote; throws on anything short or out of range.
+class Reader {
+ public:
+  explicit Reader(const std::string& bytes) : bytes_(bytes) {}
+  uint32_t u32() {
+    need(4);
+    uint32_t v = 0;
+    for (int i = 0; i < 4; ++i)
+      v = (v << 8) | static_cast<unsigned char>(bytes_[pos_++]);
+    return v;
+  }
+  int i32() { return static_cast<int32_t>(u32()); }
+  std::string str() {
+    const uint32_t n = u32();
+    need(n);
+    std::string s = bytes_.substr(pos_, n);
+    pos_ += n;
+    return s;
+  }
+  /// A count of items that each take at least `min_bytes`: bounded by what is left.
+  uint32_t count(size_t min_bytes) {
+    const uint32_t n = u32();
+    if (n > (bytes_.size() - pos_) / std::max<size_t>(min_bytes, 1)) {
+      throw std::runtime_error("malformed job: a count of " + std::to_string(n) +
+                               " exceeds the data");
+    }
+    return n;
+  }
+  bool done() const { return pos_ == bytes_.size(); }
+
+ private:
+  void need(size_t n) const {
+    if (bytes_.size() - pos_ < n) throw std::runtime_error("malformed job: truncated");
+  }
+  const std::string& bytes_;
+  size_t pos_ = 0;
+};
+
+}  // namespace
+
+std::vector<EnvVar> rank_environment(const Job& job, int rank, const Rendezvous& rendezvous,
+                                     const std::string& topology_path, bool inherited_omp) {
+  const comm::Topology& t = job.topology;
+  const comm::RankPlacement* r = t.find_rank(rank);
+  if (r == nullptr) {
+    throw comm::TopologyError("rank " + std::to_string(rank) + " is not in the topology of job " +
+                              t.job_id + " (it has " + std::to_string(t.ranks.size()) + " ranks)");
+  }
+  int local_size = 0;
+  for (const comm::RankPlacement& p : t.ranks)
+    local_size += p.host == r->host ? 1 : 0;
+  const std::string size = std::to_string(t.ranks.size());
+  std::vector<EnvVar> env = {
+      {"DDL_RANK", std::to_string(rank)},
+      {"DDL_SIZE", size},
+      {"DDL_LOCAL_RANK", std::to_string(r->local_rank)},
+      {"DDL_LOCAL_SIZE", std::to_string(local_size)},
+      {"DDL_HOST_INDEX", std::to_string(r->host)},
+      {"DDL_NUM_HOSTS", std::to_string(t.hosts.size())},
+      {"DDL_GPU", std::to_string(r->gpu)},
+      {"DDL_CPUS", r->cpus.str()},
+      {"DDL_JOB_ID", t.job_id},
+      {"DDL_TOPOLOGY_FILE", topology_path},
+      {"DDL_RENDEZVOUS", rendezvous.address + ":" + std::to_string(rendezvous.ddl_port)},
+      {"DDL_JOB_TOKEN", job.token},
+      {"DDL_OPTIONS", "-mode " + t.mode.str()},
+      {"RANK", std::to_string(rank)},
+      {"LOCAL_RANK", std::to_string(r->local_rank)},
+      {"WORLD_SIZE", size},
+      {"LOCAL_WORLD_SIZE", std::to_string(local_size)},
+      {"GROUP_RANK", std::to_string(r->host)},
+      {"ROLE_RANK", std::to_string(rank)},
+      {"ROLE_WORLD_SIZE", size},
+      {"MASTER_ADDR", rendezvous.address},
+      {"MASTER_PORT", std::to_string(rendezvous.master_port)},
+  };
+  if (!inherited_omp && !r->cpus.empty()) {
+    int cores = static_cast<size_t>(rank) < job.cores.size() ? job.cores[rank] : 0;
+    if (cores <= 0) cores = r->cpus.size();
+    env.emplace_back("OMP_NUM_THREADS", std::to_string(cores));
+  }
+  for (const EnvVar& e : job.exports) {
+    bool replaced = false;
+    for (EnvVar& have : env) {
+      if (have.first == e.first) {
+        have.second = e.second;
+        replaced = true;
+      }
+    }
+    if (!replaced) env.push_back(e);
+  }
+  return env;
+}
+
+std::string encode_job(const Job& job) {
+  std::string out = "DDLJOB1";
+  put_str(out, comm::format_topology(job.topology));
+  put_u32(out, static_cast<uint32_t>(job.argv.size()));
+  for (const std::string& a : job.argv)
+    put_str(out, a);
+  put_u32(out, static_cast<uint32_t>(job.exports.size()));
+  for (const EnvVar& e : job.exports) {
+    put_str(out, e.first);
+    put_str(out, e.second);
+  }
+  put_str(out, job.topology_path);
+  put_str(out, job.token);
+  put_u32(out, static_cast<uint32_t>(job.cores.size()));
+  for (int c : job.cores)
+    put_u32(out, static_cast<uint32_t>(c));
+  return out;
+}
+
+Job decode_job(const std::string& bytes) {
+  if (bytes.rfind("DDLJOB1", 0) != 0) throw std::runtime_error("malformed job: bad header");
+  const std::string body = bytes.substr(7);
+  Reader in(body);
+  Job job;
+  job.topology = comm::parse_topology(in.str(), "the job's topology");
+  for (uint32_t n = in.count(4); n > 0; --n)
+    job.argv.push_back(in.str());
+  for (uint32_t n = in.count(8); n > 0; --n) {
+    std::string k = in.str();
+    job.exports.emplace_back(std::move(k), in.str());
+  }
+  job.topology_path = in.str();
+  job.token = in.str();
+  for (uint32_t n = in.count(4); n > 0; --n)
+    job.cores.push_back(in.i32());
+  if (!in.done()) throw std::runtime_error("malformed job: trailing bytes");
+  return job;
+}
+
+int free_tcp_port() {
+  const int fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int port = 0;
+  if (fd >= 0) {
+    sockaddr_in6 a{};
+    a.sin6_family = AF_INET6;
+    a.sin6_addr = in6addr_any;
+    socklen_t len = sizeof a;
+    if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+        getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
+      port = ntohs(a.sin6_port);
+    }
+    close(fd);
+    if (port != 0) return port;
+  }
+  const int fd4 = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd4 < 0) return 0;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_ANY);
+  socklen_t len = sizeof a;
+  if (bind(fd4, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      getsockname(fd4, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
+    port = ntohs(a.sin_port);
+  }
+  close(fd4);
+  return port;
+}
+
+std::string make_token() {
+  unsigned char raw[32] = {};
+  const int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  size_t got = 0;
+  while (fd >= 0 && got < sizeof raw) {
+    const ssize_t n = read(fd, raw + got, sizeof raw - got);
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  if (fd >= 0) close(fd);
+  if (got < sizeof raw) throw std::runtime_error("cannot read /dev/urandom for the job's token");
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : raw) {
+    out.push_back(kHex[c >> 4]);
+    out.push_back(kHex[c & 15]);
+  }
+  return out;
+}
+
+}  // namespace ddl::launcher

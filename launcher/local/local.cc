@@ -1,0 +1,139 @@
+// The local backend: every rank forked on this host by a ProcessSet, with the environment of
+// rank_environment(), bound to its CPU set. The rendezvous ports are free ports of this host.
+
+#include <algorithm>
+
+#include "launcher/factory.h"
+#include "launcher/process.h"
+
+namespace ddl::launcher {
+
+namespace {
+
+bool has_variable(const std::vector<std::string>& env, std::string_view name) {
+  return std::any_of(env.begin(), env.end(), [&](const std::string& e) {
+    return e.size() > name.size() && e.compare(0, name.size(), name) == 0 && e[name.size()] == '=';
+  });
+}
+
+class LocalBackend : public Backend {
+ public:
+  LocalBackend(const Job& job, const LaunchOptions& options) : job_(job), options_(options) {}
+  ~LocalBackend() override { finish(); }
+
+  std::string_view name() const override { return "local"; }
+
+  std::vector<int> start(EventQueue& events) override {
+    procs_ = std::make_unique<ProcessSet>(events);
+    const comm::Topology& t = job_.topology;
+    std::vector<comm::RankPlacement> ranks = t.ranks;
+    std::sort(ranks.begin(), ranks.end(),
+              [](const auto& a, const auto& b) { return a.rank < b.rank; });
+    Rendezvous rv;
+    const comm::Host* host0 = ranks.empty() ? nullptr : t.find_host(ranks.front().host);
+    rv.address = host0 != nullptr && !host0->address.empty() ? host0->address : "127.0.0.1";
+    rv.master_port = free_tcp_port();
+    do {
+      rv.ddl_port = free_tcp_port();
+    } while (rv.ddl_port != 0 && rv.ddl_port == rv.master_port);
+    const std::vector<std::string> base =
+        options_.environ.empty() ? current_environment() : options_.environ;
+    const bool inherited_omp = has_variable(base, "OMP_NUM_THREADS");
+    std::vector<int> started;
+    try {
+      for (const comm::RankPlacement& r : ranks) {
+        SpawnSpec spec;
+        spec.argv = job_.argv;
+        spec.env = merge_environment(
+            base, rank_environment(job_, r.rank, rv, job_.topology_path, inherited_omp));
+        spec.cpus = r.cpus;
+        spec.pipe_stdin = r.rank == 0;
+        const comm::Host* h = t.find_host(r.host);
+        procs_->start(r.rank, spec, h != nullptr ? h->name : "localhost");
+        started.push_back(r.rank);
+      }
+    } catch (...) {
+      procs_->finish();
+      throw;
+    }
+    return started;
+  }
+
+  void signal(int sig) override {
+    if (procs_) procs_->signal(sig);
+  }
+  void write_stdin(std::string_view data) override {
+    if (procs_) procs_->write_stdin(0, data);
+  }
+  void close_stdin() override {
+    if (procs_) procs_->close_stdin(0);
+  }
+  void finish() override {
+    if (procs_) procs_->finish();
+  }
+
+ private:
+  Job job_;
+  LaunchOptions options_;
+  std::unique_ptr<ProcessSet> procs_;
+};
+
+class CommandBackend : public Backend {
+ public:
+  CommandBackend(std::string name, std::vector<std::string> argv, std::vector<EnvVar> env,
+                 const LaunchOptions& options)
+      : name_(std::move(name)), argv_(std::move(argv)), env_(std::move(env)), options_(options) {}
+  ~CommandBackend() override { finish(); }
+
+  std::string_view name() const override { return name_; }
+
+  std::vector<int> start(EventQueue& events) override {
+    procs_ = std::make_unique<ProcessSet>(events);
+    SpawnSpec spec;
+    spec.argv = argv_;
+    spec.env = merge_environment(
+        options_.environ.empty() ? current_environment() : options_.environ, env_);
+    spec.pipe_stdin = true;
+    try {
+      procs_->start(-1, spec, "");
+    } catch (...) {
+      procs_->finish();
+      throw;
+    }
+    return {-1};
+  }
+  void signal(int sig) override {
+    if (procs_) procs_->signal(sig);
+  }
+  void write_stdin(std::string_view data) override {
+    if (procs_) procs_->write_stdin(-1, data);
+  }
+  void close_stdin() override {
+    if (procs_) procs_->close_stdin(-1);
+  }
+  void finish() override {
+    if (procs_) procs_->finish();
+  }
+
+ private:
+  std::string name_;
+  std::vector<std::string> argv_;
+  std::vector<EnvVar> env_;
+  LaunchOptions options_;
+  std::unique_ptr<ProcessSet> procs_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_local_backend(const Job& job, const LaunchOptions& options) {
+  return std::make_unique<LocalBackend>(job, options);
+}
+
+std::unique_ptr<Backend> make_command_backend(std::string name, std::vector<std::string> argv,
+                                              std::vector<EnvVar> env,
+                                              const LaunchOptions& options) {
+  return std::make_unique<CommandBackend>(std::move(name), std::move(argv), std::move(env),
+                                          options);
+}
+
+}  // namespace ddl::launcher

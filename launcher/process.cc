@@ -1,0 +1,478 @@
+// Starting processes on this host and watching them.
+//
+// How it works: start() resolves the program on the PATH the process will have, builds argv,
+// envp and the CPU mask before fork() (the child of a threaded process may only make
+// async-signal-safe calls), forks, and in the child sets its own process group,
+// PR_SET_PDEATHSIG, default signal handling, the CPU mask and the pipes, then execs. A
+// close-on-exec "status" pipe tells the parent whether exec succeeded: it reads EOF when it did,
+// or the failing step and errno when it did not, so a failure is reported before start()
+// returns. The I/O thread polls a wake pipe, every output pipe, every stdin pipe with data to
+// write, and a pidfd per process. Output is cut into lines; a process's kExit is sent after it
+// is reaped and its pipes have been drained of what is already in them, so its last lines come
+// before its exit.
+
+#include "launcher/process.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+extern char** environ;
+
+namespace ddl::launcher {
+
+namespace {
+
+constexpr size_t kMaxLine = 64 * 1024;
+
+std::string errno_text(int err) {
+  return std::strerror(err);
+}
+
+void set_nonblocking(int fd) {
+  const int flags = fcntl(fd, F_GETFL);
+  if (flags >= 0) fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+}
+
+void close_fd(int& fd) {
+  if (fd >= 0) close(fd);
+  fd = -1;
+}
+
+/// What the child reports through the status pipe when a step fails.
+struct ChildFailure {
+  int step = 0;  // 1: bind CPUs, 2: exec, 3: set up
+  int err = 0;
+};
+
+}  // namespace
+
+struct ProcessSet::Proc {
+  int id = -1;
+  pid_t pid = -1;
+  int pidfd = -1;
+  int out = -1;
+  int err = -1;
+  int in = -1;
+  std::string out_buf;
+  std::string err_buf;
+  std::string in_queue;
+  bool close_in = false;
+  bool reaped = false;
+};
+
+std::vector<std::string> current_environment() {
+  std::vector<std::string> env;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e)
+    env.emplace_back(*e);
+  return env;
+}
+
+std::vector<std::string> merge_environment(const std::vector<std::string>& base,
+                                           const std::vector<EnvVar>& add) {
+  std::vector<std::string> env;
+  for (const std::string& e : base) {
+    const std::string name = e.substr(0, e.find('='));
+    bool replaced = false;
+    for (const EnvVar& a : add)
+      replaced = replaced || a.first == name;
+    if (!replaced) env.push_back(e);
+  }
+  for (const EnvVar& a : add)
+    env.push_back(a.first + "=" + a.second);
+  return env;
+}
+
+std::string resolve_program(const std::string& program, const std::vector<std::string>& env,
+                            std::string_view where) {
+  const std::string prefix = where.empty() ? "" : std::string(where) + ": ";
+  if (program.empty()) throw LaunchError(prefix + "the program name is empty", 127);
+  auto check = [&](const std::string& path) -> int {
+    struct stat st {};
+    if (stat(path.c_str(), &st) != 0) return errno;
+    if (S_ISDIR(st.st_mode)) return EISDIR;
+    if (access(path.c_str(), X_OK) != 0) return errno;
+    return 0;
+  };
+  if (program.find('/') != std::string::npos) {
+    const int e = check(program);
+    if (e == 0) return program;
+    if (e == ENOENT || e == ENOTDIR) {
+      throw LaunchError(prefix + "cannot run '" + program + "': no such file", 127);
+    }
+    throw LaunchError(prefix + "cannot run '" + program + "': " + errno_text(e) +
+                          (e == EACCES ? " (is it executable? chmod +x)" : ""),
+                      126);
+  }
+  std::string path = "/usr/local/bin:/usr/bin:/bin";
+  for (const std::string& e : env) {
+    if (e.rfind("PATH=", 0) == 0) path = e.substr(5);
+  }
+  int denied = 0;
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t end = path.find(':', start);
+    if (end == std::string::npos) end = path.size();
+    std::string dir = path.substr(start, end - start);
+    if (dir.empty()) dir = ".";
+    const std::string candidate = dir + "/" + program;
+    const int e = check(candidate);
+    if (e == 0) return candidate;
+    if (e == EACCES) denied = e;
+    start = end + 1;
+  }
+  if (denied != 0) {
+    throw LaunchError(prefix + "cannot run '" + program + "': found on PATH but not executable",
+                      126);
+  }
+  throw LaunchError(prefix + "cannot run '" + program + "': not found on PATH (" + path + ")", 127);
+}
+
+ProcessSet::ProcessSet(EventQueue& events) : events_(events) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) {
+    throw LaunchError("cannot create a pipe: " + errno_text(errno));
+  }
+  wake_read_ = fds[0];
+  wake_write_ = fds[1];
+}
+
+ProcessSet::~ProcessSet() {
+  finish();
+  close_fd(wake_read_);
+  close_fd(wake_write_);
+}
+
+void ProcessSet::wake() {
+  const char c = 0;
+  [[maybe_unused]] ssize_t n = write(wake_write_, &c, 1);
+}
+
+void ProcessSet::start(int id, const SpawnSpec& spec, std::string_view where) {
+  if (spec.argv.empty()) throw LaunchError(std::string(where) + ": no program to run");
+  const std::string path = resolve_program(spec.argv[0], spec.env, where);
+  std::vector<char*> argv;
+  for (const std::string& a : spec.argv)
+    argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  std::vector<char*> envp;
+  for (const std::string& e : spec.env)
+    envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  cpu_set_t* mask = nullptr;
+  size_t mask_size = 0;
+  if (!spec.cpus.empty()) {
+    const int max_pu = spec.cpus.ranges().back().last;
+    mask = CPU_ALLOC(max_pu + 1);
+    mask_size = CPU_ALLOC_SIZE(max_pu + 1);
+    CPU_ZERO_S(mask_size, mask);
+    for (int pu : spec.cpus.pus())
+      CPU_SET_S(pu, mask_size, mask);
+  }
+  struct MaskGuard {
+    cpu_set_t* m;
+    ~MaskGuard() {
+      if (m) CPU_FREE(m);
+    }
+  } guard{mask};
+
+  int out[2], err[2], in[2] = {-1, -1}, status[2];
+  if (pipe2(out, O_CLOEXEC) != 0) throw LaunchError("cannot create a pipe: " + errno_text(errno));
+  if (pipe2(err, O_CLOEXEC) != 0) {
+    close(out[0]);
+    close(out[1]);
+    throw LaunchError("cannot create a pipe: " + errno_text(errno));
+  }
+  if (spec.pipe_stdin) {
+    if (pipe2(in, O_CLOEXEC) != 0) in[0] = in[1] = -1;
+  } else {
+    in[0] = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  }
+  if (pipe2(status, O_CLOEXEC) != 0)
+    throw LaunchError("cannot create a pipe: " + errno_text(errno));
+
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid < 0) {
+    const int e = errno;
+    for (int fd : {out[0], out[1], err[0], err[1], in[0], in[1], status[0], status[1]})
+      if (fd >= 0) close(fd);
+    throw LaunchError(std::string(where) + ": cannot fork: " + errno_text(e));
+  }
+  if (pid == 0) {
+    ChildFailure f{3, 0};
+    setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    for (int s = 1; s < NSIG; ++s) {
+      if (s != SIGKILL && s != SIGSTOP) sigaction(s, &dfl, nullptr);
+    }
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    if ((in[0] >= 0 && dup2(in[0], 0) < 0) || dup2(out[1], 1) < 0 || dup2(err[1], 2) < 0) {
+      f.err = errno;
+      [[maybe_unused]] ssize_t n = write(status[1], &f, sizeof f);
+      _exit(127);
+    }
+    if (mask != nullptr && sched_setaffinity(0, mask_size, mask) != 0) {
+      f = {1, errno};
+      [[maybe_unused]] ssize_t n = write(status[1], &f, sizeof f);
+      _exit(127);
+    }
+    execve(path.c_str(), argv.data(), envp.data());
+    f = {2, errno};
+    [[maybe_unused]] ssize_t n = write(status[1], &f, sizeof f);
+    _exit(127);
+  }
+  setpgid(pid, pid);  // also here, so that signal() reaches the group before the child runs
+  close(out[1]);
+  close(err[1]);
+  if (in[0] >= 0) close(in[0]);
+  close(status[1]);
+  ChildFailure f{};
+  ssize_t got;
+  do {
+    got = read(status[0], &f, sizeof f);
+  } while (got < 0 && errno == EINTR);
+  close(status[0]);
+  if (got == static_cast<ssize_t>(sizeof f)) {
+    int ignored;
+    waitpid(pid, &ignored, 0);
+    close(out[0]);
+    close(err[0]);
+    if (in[1] >= 0) close(in[1]);
+    const std::string prefix = where.empty() ? "" : std::string(where) + ": ";
+    if (f.step == 1) {
+      throw LaunchError(prefix + "cannot bind '" + spec.argv[0] + "' to CPUs " + spec.cpus.str() +
+                        ": " + errno_text(f.err) +
+                        " (are those CPUs online and allowed here? see --no-probe)");
+    }
+    throw LaunchError(prefix + "cannot run '" + spec.argv[0] + "': " + errno_text(f.err),
+                      f.err == ENOENT ? 127 : 126);
+  }
+
+  auto p = std::make_unique<Proc>();
+  p->id = id;
+  p->pid = pid;
+  p->pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+  p->out = out[0];
+  p->err = err[0];
+  p->in = in[1];
+  set_nonblocking(p->out);
+  set_nonblocking(p->err);
+  if (p->in >= 0) set_nonblocking(p->in);
+  {
+    std::lock_guard lock(mutex_);
+    procs_[id] = std::move(p);
+    if (!io_.joinable()) io_ = std::thread([this] { io_loop(); });
+  }
+  wake();
+}
+
+void ProcessSet::signal(int sig) {
+  std::lock_guard lock(mutex_);
+  for (auto& [id, p] : procs_) {
+    if (!p->reaped) kill(-p->pid, sig);
+  }
+}
+
+void ProcessSet::write_stdin(int id, std::string_view data) {
+  {
+    std::lock_guard lock(mutex_);
+    auto it = procs_.find(id);
+    if (it == procs_.end() || it->second->in < 0) return;
+    it->second->in_queue.append(data);
+  }
+  wake();
+}
+
+void ProcessSet::close_stdin(int id) {
+  {
+    std::lock_guard lock(mutex_);
+    auto it = procs_.find(id);
+    if (it == procs_.end()) return;
+    it->second->close_in = true;
+  }
+  wake();
+}
+
+int ProcessSet::running() const {
+  std::lock_guard lock(mutex_);
+  int n = 0;
+  for (const auto& [id, p] : procs_)
+    n += p->reaped ? 0 : 1;
+  return n;
+}
+
+void ProcessSet::finish() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+    // Reaped leaders too: what they left behind in their group (a background child) goes with
+    // them. A group id cannot be reused while the group has members.
+    for (auto& [id, p] : procs_)
+      kill(-p->pid, SIGKILL);
+  }
+  wake();
+  if (io_.joinable()) io_.join();
+  std::lock_guard lock(mutex_);
+  for (auto& [id, p] : procs_) {
+    if (!p->reaped) {
+      int st;
+      waitpid(p->pid, &st, 0);
+      p->reaped = true;
+    }
+    close_fd(p->pidfd);
+    close_fd(p->out);
+    close_fd(p->err);
+    close_fd(p->in);
+  }
+}
+
+void ProcessSet::io_loop() {
+  auto emit_lines = [this](int id, Stream stream, std::string& buf, bool eof) {
+    size_t start = 0;
+    for (;;) {
+      const size_t nl = buf.find('\n', start);
+      if (nl == std::string::npos) break;
+      events_.push(Event{Event::Type::kOutput, id, -1, stream, buf.substr(start, nl - start), {}});
+      start = nl + 1;
+    }
+    buf.erase(0, start);
+    while (buf.size() >= kMaxLine) {
+      events_.push(Event{Event::Type::kOutput, id, -1, stream, buf.substr(0, kMaxLine), {}});
+      buf.erase(0, kMaxLine);
+    }
+    if (eof && !buf.empty()) {
+      events_.push(Event{Event::Type::kOutput, id, -1, stream, buf, {}});
+      buf.clear();
+    }
+  };
+  // Reads what `fd` has now; returns false (and closes it) at EOF or on an error.
+  auto drain = [&](Proc& p, int& fd, Stream stream) {
+    std::string& buf = stream == Stream::kStdout ? p.out_buf : p.err_buf;
+    char chunk[65536];
+    for (;;) {
+      const ssize_t n = read(fd, chunk, sizeof chunk);
+      if (n > 0) {
+        buf.append(chunk, static_cast<size_t>(n));
+        emit_lines(p.id, stream, buf, false);
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && errno == EAGAIN) return;
+      emit_lines(p.id, stream, buf, true);
+      close_fd(fd);
+      return;
+    }
+  };
+
+  for (;;) {
+    std::vector<pollfd> fds;
+    std::vector<std::pair<Proc*, int>> owners;  // what each pollfd is: 0 out, 1 err, 2 in, 3 pid
+    {
+      std::lock_guard lock(mutex_);
+      bool all_reaped = true;
+      for (auto& [id, p] : procs_)
+        all_reaped = all_reaped && p->reaped;
+      if (stopping_ && all_reaped) return;
+      fds.push_back({wake_read_, POLLIN, 0});
+      owners.emplace_back(nullptr, -1);
+      for (auto& [id, p] : procs_) {
+        if (p->out >= 0) {
+          fds.push_back({p->out, POLLIN, 0});
+          owners.emplace_back(p.get(), 0);
+        }
+        if (p->err >= 0) {
+          fds.push_back({p->err, POLLIN, 0});
+          owners.emplace_back(p.get(), 1);
+        }
+        if (p->in >= 0 && (!p->in_queue.empty() || p->close_in)) {
+          if (p->in_queue.empty()) {
+            close_fd(p->in);
+          } else {
+            fds.push_back({p->in, POLLOUT, 0});
+            owners.emplace_back(p.get(), 2);
+          }
+        }
+        if (!p->reaped && p->pidfd >= 0) {
+          fds.push_back({p->pidfd, POLLIN, 0});
+          owners.emplace_back(p.get(), 3);
+        }
+      }
+    }
+    // Without a pidfd (old kernels) we look for exits every 50 ms.
+    const int rc = poll(fds.data(), fds.size(), 50);
+    if (rc < 0 && errno != EINTR) return;
+    std::lock_guard lock(mutex_);
+    if (fds[0].revents != 0) {
+      char junk[256];
+      while (read(wake_read_, junk, sizeof junk) > 0) {
+      }
+    }
+    for (size_t i = 1; i < fds.size(); ++i) {
+      Proc& p = *owners[i].first;
+      const short re = fds[i].revents;
+      if (re == 0) continue;
+      switch (owners[i].second) {
+        case 0:
+          if (p.out >= 0) drain(p, p.out, Stream::kStdout);
+          break;
+        case 1:
+          if (p.err >= 0) drain(p, p.err, Stream::kStderr);
+          break;
+        case 2: {
+          if (p.in < 0) break;
+          if (re & (POLLERR | POLLHUP)) {
+            p.in_queue.clear();
+            close_fd(p.in);
+            break;
+          }
+          const ssize_t n = write(p.in, p.in_queue.data(), p.in_queue.size());
+          if (n > 0) p.in_queue.erase(0, static_cast<size_t>(n));
+          if (n < 0 && errno != EAGAIN && errno != EINTR) {
+            p.in_queue.clear();
+            close_fd(p.in);
+          }
+          break;
+        }
+        default:
+          break;
+      }
+    }
+    // Exits: by pidfd, or by polling waitpid when there is none.
+    for (auto& [id, p] : procs_) {
+      if (p->reaped) continue;
+      int st = 0;
+      const pid_t r = waitpid(p->pid, &st, WNOHANG);
+      if (r != p->pid) continue;
+      p->reaped = true;
+      close_fd(p->pidfd);
+      if (p->out >= 0) drain(*p, p->out, Stream::kStdout);
+      if (p->err >= 0) drain(*p, p->err, Stream::kStderr);
+      emit_lines(p->id, Stream::kStdout, p->out_buf, true);
+      emit_lines(p->id, Stream::kStderr, p->err_buf, true);
+      ExitStatus status;
+      if (WIFSIGNALED(st)) {
+        status.signal = WTERMSIG(st);
+      } else {
+        status.code = WEXITSTATUS(st);
+      }
+      events_.push(Event{Event::Type::kExit, p->id, -1, Stream::kStdout, {}, status});
+    }
+  }
+}
+
+}  // namespace ddl::launcher

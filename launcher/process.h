@@ -1,0 +1,85 @@
+#pragma once
+
+#include <sys/types.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "comm/topology.h"
+#include "launcher/backend.h"
+#include "launcher/job.h"
+
+namespace ddl::launcher {
+
+/// One process to start on this host.
+struct SpawnSpec {
+  std::vector<std::string> argv;  ///< argv[0] is looked up on the PATH of `env` when bare
+  std::vector<std::string> env;   ///< the whole environment, "NAME=value" each
+  comm::CpuSet cpus;              ///< bind to these PUs; empty: inherit ddlrun's
+  bool pipe_stdin = false;        ///< a pipe (write_stdin); otherwise /dev/null
+};
+
+/// The process environment as "NAME=value" strings, with `add` set (replacing same names).
+std::vector<std::string> merge_environment(const std::vector<std::string>& base,
+                                           const std::vector<EnvVar>& add);
+
+/// This process's environment as "NAME=value" strings.
+std::vector<std::string> current_environment();
+
+/// The path execve should run for `program` with `env`'s PATH: `program` itself when it holds
+/// a '/', else the first executable match on PATH. Throws LaunchError (status 127 when not
+/// found, 126 when found but not executable) naming `where` (a host): "node1: cannot run
+/// 'trian.py': not found on PATH (/usr/bin:/bin)".
+std::string resolve_program(const std::string& program, const std::vector<std::string>& env,
+                            std::string_view where);
+
+/// Starts processes on this host and reports their output lines and exits as Events.
+///
+/// Each process gets its own process group (signals reach its children too), PR_SET_PDEATHSIG
+/// (it is killed if the thread that started it dies, so a SIGKILLed ddlrun or agent leaves no
+/// rank), default signal dispositions and an empty signal mask, its CPU set, and pipes for
+/// stdout and stderr. One I/O thread polls every pipe and a pidfd per process: it splits output
+/// into lines (a line over 64 KiB is cut), sends each as a kOutput event, and sends kExit once a
+/// process has ended and its pipes are drained.
+class ProcessSet {
+ public:
+  explicit ProcessSet(EventQueue& events);
+  /// Kills (SIGKILL, whole group) whatever still runs and reaps it.
+  ~ProcessSet();
+  ProcessSet(const ProcessSet&) = delete;
+  ProcessSet& operator=(const ProcessSet&) = delete;
+
+  /// Starts `spec` as process `id` (a global rank, or -1); the I/O thread starts with the first.
+  /// Throws LaunchError when it cannot be started (fork or exec failed), naming `where`.
+  void start(int id, const SpawnSpec& spec, std::string_view where);
+  /// Sends `signal` to the process group of every process not yet reaped.
+  void signal(int signal);
+  /// Queues data for process `id`'s stdin (when it has a pipe); written as it reads.
+  void write_stdin(int id, std::string_view data);
+  /// Closes process `id`'s stdin once what was queued is written.
+  void close_stdin(int id);
+  /// How many processes have not been reaped yet.
+  int running() const;
+  /// SIGKILLs what still runs, waits for the I/O thread. Idempotent.
+  void finish();
+
+ private:
+  struct Proc;
+  void io_loop();
+  void wake();
+
+  EventQueue& events_;
+  mutable std::mutex mutex_;
+  std::map<int, std::unique_ptr<Proc>> procs_;
+  int wake_read_ = -1;
+  int wake_write_ = -1;
+  bool stopping_ = false;
+  std::thread io_;
+};
+
+}  // namespace ddl::launcher

@@ -1,0 +1,335 @@
+// Supervising a job: one loop over the backend's events.
+//
+// How it works: supervise() blocks SIGINT, SIGTERM and SIGHUP before the backend starts any
+// thread (so every thread inherits the mask and none is interrupted), and a signal thread takes
+// them with sigtimedwait() and queues them as events. A stdin thread forwards ddlrun's stdin to
+// rank 0. The loop takes one event at a time, with a deadline that is the earliest of the job's
+// timeout and the end of the kill grace:
+//   output       -> the sink (and the rank's last lines, for the summary)
+//   exit         -> a failure (status != 0 or a signal) that comes first names the culprit
+//                   and starts the stop: SIGTERM to every process, SIGKILL after the grace
+//   host lost    -> the same, for every rank of that host that had not ended
+//   signal       -> forwarded; the stop starts; a second SIGINT sends SIGKILL at once
+//   timeout      -> the stop starts; exit status 124
+// The loop ends when every process the backend started has ended. Only the first cause of the
+// stop counts for the exit status; ranks that die of our SIGTERM afterwards do not.
+
+#include "launcher/supervise.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <set>
+#include <thread>
+
+namespace ddl::launcher {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+void write_all(int fd, std::string_view text) {
+  while (!text.empty()) {
+    const ssize_t n = write(fd, text.data(), text.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    text.remove_prefix(static_cast<size_t>(n));
+  }
+}
+
+class TerminalSink : public OutputSink {
+ public:
+  explicit TerminalSink(TagStyle style) : style_(style) {
+    if (style_ == TagStyle::kAuto) style_ = isatty(1) ? TagStyle::kTerminal : TagStyle::kOpenMpi;
+  }
+  void line(int rank, Stream stream, std::string_view text) override {
+    std::string out;
+    if (rank >= 0) {
+      switch (style_) {
+        case TagStyle::kTerminal:
+          out = "[" + std::to_string(rank) + "] ";
+          break;
+        case TagStyle::kOpenMpi:
+          out = "[1," + std::to_string(rank) + "]<" +
+                (stream == Stream::kStdout ? "stdout" : "stderr") + ">:";
+          break;
+        default:
+          break;
+      }
+    }
+    out.append(text);
+    out.push_back('\n');
+    write_all(stream == Stream::kStdout ? 1 : 2, out);
+  }
+  void note(std::string_view text) override {
+    std::string out(text);
+    out.push_back('\n');
+    write_all(2, out);
+  }
+
+ private:
+  TagStyle style_;
+};
+
+class DirectorySink : public OutputSink {
+ public:
+  explicit DirectorySink(std::string dir) : dir_(std::move(dir)) {
+    if (mkdir(dir_.c_str(), 0755) != 0 && errno != EEXIST) {
+      throw LaunchError("--output-dir " + dir_ + ": cannot create it: " + std::strerror(errno));
+    }
+  }
+  ~DirectorySink() override {
+    for (auto& [key, fd] : files_)
+      close(fd);
+  }
+  void line(int rank, Stream stream, std::string_view text) override {
+    const auto key = std::make_pair(rank, stream);
+    auto it = files_.find(key);
+    if (it == files_.end()) {
+      const std::string sub =
+          dir_ + "/" + (rank >= 0 ? "rank." + std::to_string(rank) : "launcher");
+      mkdir(sub.c_str(), 0755);
+      const std::string path = sub + (stream == Stream::kStdout ? "/stdout" : "/stderr");
+      const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      if (fd < 0) {
+        note("ddlrun: warning: cannot write " + path + ": " + std::strerror(errno));
+      }
+      it = files_.emplace(key, fd).first;
+    }
+    if (it->second < 0) return;
+    std::string out(text);
+    out.push_back('\n');
+    write_all(it->second, out);
+  }
+  void note(std::string_view text) override {
+    std::string out(text);
+    out.push_back('\n');
+    write_all(2, out);
+  }
+
+ private:
+  std::string dir_;
+  std::map<std::pair<int, Stream>, int> files_;
+};
+
+std::string seconds(std::chrono::milliseconds ms) {
+  const double s = static_cast<double>(ms.count()) / 1000.0;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g s", s);
+  return buf;
+}
+
+}  // namespace
+
+std::unique_ptr<OutputSink> make_terminal_sink(TagStyle style) {
+  return std::make_unique<TerminalSink>(style);
+}
+
+std::unique_ptr<OutputSink> make_directory_sink(const std::string& dir) {
+  return std::make_unique<DirectorySink>(dir);
+}
+
+std::string signal_name(int sig) {
+  if (const char* abbrev = sigabbrev_np(sig)) return std::string("SIG") + abbrev;
+  return "signal " + std::to_string(sig);
+}
+
+int supervise(Backend& backend, const comm::Topology* topology, const SuperviseOptions& options,
+              OutputSink& sink) {
+  EventQueue events;
+  sigset_t stop_signals, old_mask;
+  sigemptyset(&stop_signals);
+  for (int s : {SIGINT, SIGTERM, SIGHUP})
+    sigaddset(&stop_signals, s);
+  if (options.handle_signals) pthread_sigmask(SIG_BLOCK, &stop_signals, &old_mask);
+  signal(SIGPIPE, SIG_IGN);
+
+  std::atomic<bool> done{false};
+  std::thread signal_thread;
+  std::thread stdin_thread;
+  auto cleanup = [&] {
+    done = true;
+    if (signal_thread.joinable()) signal_thread.join();
+    if (stdin_thread.joinable()) stdin_thread.join();
+    backend.finish();
+    if (options.handle_signals) pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
+  };
+
+  std::vector<int> waiting;
+  try {
+    waiting = backend.start(events);
+  } catch (...) {
+    cleanup();
+    throw;
+  }
+  if (options.handle_signals) {
+    signal_thread = std::thread([&] {
+      const timespec slice{0, 100'000'000};
+      while (!done) {
+        const int s = sigtimedwait(&stop_signals, nullptr, &slice);
+        if (s > 0) events.push(Event{Event::Type::kSignal, -1, -1, Stream::kStdout, {}, {0, s}});
+      }
+    });
+  }
+  bool forward_stdin = options.stdin_fd >= 0;
+  if (forward_stdin && isatty(options.stdin_fd) && tcgetpgrp(options.stdin_fd) != getpgrp()) {
+    forward_stdin = false;  // in the background: reading the terminal would stop us
+  }
+  if (forward_stdin) {
+    stdin_thread = std::thread([&] {
+      char buf[65536];
+      while (!done) {
+        pollfd p{options.stdin_fd, POLLIN, 0};
+        const int rc = poll(&p, 1, 100);
+        if (rc <= 0) continue;
+        const ssize_t n = read(options.stdin_fd, buf, sizeof buf);
+        if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+        if (n <= 0) break;
+        backend.write_stdin(std::string_view(buf, static_cast<size_t>(n)));
+      }
+      backend.close_stdin();
+    });
+  } else {
+    backend.close_stdin();
+  }
+
+  std::set<int> running(waiting.begin(), waiting.end());
+  const size_t total = running.size();
+  std::map<int, std::deque<std::string>> tails;
+  auto who = [&](int rank) {
+    if (rank < 0) return std::string(backend.name());
+    std::string s = "rank " + std::to_string(rank);
+    if (topology != nullptr) {
+      if (const comm::RankPlacement* r = topology->find_rank(rank)) {
+        if (const comm::Host* h = topology->find_host(r->host)) s += " (" + h->name + ")";
+      }
+    }
+    return s;
+  };
+
+  std::optional<int> exit_status;  // set by the first cause of the stop
+  bool stopping = false;
+  int interrupts = 0;
+  constexpr Clock::time_point kNever = Clock::time_point::max();
+  Clock::time_point kill_at = kNever;
+  const Clock::time_point timeout_at = options.timeout ? Clock::now() + *options.timeout : kNever;
+  auto begin_stop = [&](int status) {
+    if (!exit_status) exit_status = status;
+    if (stopping) return;
+    stopping = true;
+    backend.signal(SIGTERM);
+    kill_at = Clock::now() + options.kill_grace;
+  };
+  auto show_tail = [&](int rank) {
+    auto it = tails.find(rank);
+    if (it == tails.end() || it->second.empty()) return;
+    sink.note("ddlrun: last lines of " + who(rank) + ":");
+    for (const std::string& l : it->second)
+      sink.note("  " + l);
+  };
+
+  while (!running.empty()) {
+    Clock::time_point deadline = std::min(Clock::now() + std::chrono::hours(24), kill_at);
+    if (!stopping) deadline = std::min(deadline, timeout_at);
+    std::optional<Event> e = events.pop(deadline);
+    if (!e) {
+      const Clock::time_point now = Clock::now();
+      if (now >= kill_at) {
+        sink.note("ddlrun: " + std::to_string(running.size()) + " of " + std::to_string(total) +
+                  " processes still running " + seconds(options.kill_grace) +
+                  " after SIGTERM; sending SIGKILL");
+        backend.signal(SIGKILL);
+        kill_at = kNever;
+      }
+      if (!stopping && now >= timeout_at) {
+        sink.note("ddlrun: the job timed out after " + seconds(*options.timeout) +
+                  " (--timeout); stopping " + std::to_string(running.size()) + " processes");
+        begin_stop(124);
+      }
+      continue;
+    }
+    switch (e->type) {
+      case Event::Type::kOutput: {
+        sink.line(e->rank, e->stream, e->data);
+        auto& tail = tails[e->rank];
+        tail.push_back(e->data.size() > 300 ? e->data.substr(0, 300) + "..." : e->data);
+        while (static_cast<int>(tail.size()) > options.tail_lines)
+          tail.pop_front();
+        break;
+      }
+      case Event::Type::kExit: {
+        if (running.erase(e->rank) == 0) break;
+        if (e->status.failed() && !stopping) {
+          const std::string how = e->status.signal != 0
+                                      ? "was killed by " + signal_name(e->status.signal)
+                                      : "exited with status " + std::to_string(e->status.code);
+          sink.note("ddlrun: " + who(e->rank) + " " + how +
+                    (running.empty() ? std::string()
+                                     : "; stopping the other " + std::to_string(running.size()) +
+                                           " processes"));
+          show_tail(e->rank);
+          begin_stop(e->status.shell_code());
+        }
+        break;
+      }
+      case Event::Type::kHostFailure: {
+        std::string host_name = "host " + std::to_string(e->host);
+        std::vector<int> lost;
+        for (int r : running) {
+          const comm::RankPlacement* p = topology ? topology->find_rank(r) : nullptr;
+          if (p != nullptr && p->host == e->host) lost.push_back(r);
+        }
+        if (topology != nullptr) {
+          if (const comm::Host* h = topology->find_host(e->host)) host_name = h->name;
+        }
+        for (int r : lost)
+          running.erase(r);
+        if (!stopping) {
+          sink.note("ddlrun: " + host_name + ": " + e->data +
+                    (running.empty() ? std::string()
+                                     : "; stopping the other " + std::to_string(running.size()) +
+                                           " processes"));
+          begin_stop(e->status.code != 0 ? e->status.code : 1);
+        }
+        break;
+      }
+      case Event::Type::kSignal: {
+        const int s = e->status.signal;
+        if (s == SIGINT && ++interrupts >= 2) {
+          sink.note("ddlrun: second interrupt: killing every process now");
+          if (!exit_status) exit_status = 128 + s;
+          stopping = true;
+          backend.signal(SIGKILL);
+          kill_at = kNever;
+          break;
+        }
+        if (!stopping) {
+          sink.note("ddlrun: got " + signal_name(s) + "; passing it to " +
+                    std::to_string(running.size()) + " processes" +
+                    (s == SIGINT ? " (interrupt again to kill them at once)" : ""));
+        }
+        if (!exit_status) exit_status = 128 + s;
+        backend.signal(s);
+        if (!stopping) {
+          stopping = true;
+          kill_at = Clock::now() + options.kill_grace;
+        }
+        break;
+      }
+      case Event::Type::kWake:
+        break;
+    }
+  }
+  cleanup();
+  return exit_status.value_or(0);
+}
+
+}  // namespace ddl::launcher
