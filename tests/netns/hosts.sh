@@ -1,35 +1,52 @@
 # shellcheck shell=bash
-# Fake hosts for tests that need other machines: each is a network namespace joined to this one
-# by a veth pair, with its own hostname (a UTS namespace) and its own sshd. Source this file:
+# Fake hosts for tests that need other machines: each is a network namespace on a bridge shared
+# with this one, with its own hostname (a UTS namespace), its own /tmp and /etc/hosts (a mount
+# namespace) and its own sshd. Source this file:
 #
 #   source tests/netns/hosts.sh
 #   netns_up 3 || exit $?      # 77 (skip) when not root, or without ip netns or sshd
 #   ssh -F "$NETNS_SSH_CONFIG" node2 hostname      # prints node2
 #   netns_down                 # also done on EXIT, INT and TERM
 #
-# Host k (1..31) is the ssh alias node<k>, hostname node<k>, address 10.200.R.(8k+2)/29 with
-# this side at 10.200.R.(8k+1); R is a /24 of 10.200.0.0/16 that no other run uses (chosen under
-# a lock), and the namespaces are ddlt<pid>-<k>, so runs in parallel do not meet. Traffic stays
-# on loopback and these veth links. Each sshd takes root's key logins only (the key made here).
+# Host k (1..31) is the ssh alias node<k>, hostname node<k>, address 10.200.R.(8k+2)/24; this
+# side is 10.200.R.1/24 on a bridge (dt<pid>br) that holds every host's veth, so the hosts reach
+# this one and each other (rank to rank) without routing. R is a /24 of 10.200.0.0/16 that no
+# other run uses (chosen under a lock), the namespaces are ddlt<pid>-<k>, so runs in parallel do
+# not meet. Traffic stays on loopback and this bridge; nothing is forwarded. Each host's
+# /etc/hosts names node1..nodeN and "ddlrun-head" (this side). Each sshd takes root's key logins
+# only (the key made here).
+#
+# A host's mount and UTS namespaces are held by a process of their own (outside its network
+# namespace, so `ip netns pids` lists sshd and what it started only): stopping and restarting
+# sshd keeps the host's /tmp, and netns_exec works while sshd is stopped.
 #
 # After netns_up:
-#   NETNS_DIR          temporary directory holding everything below; removed by netns_down
+#   NETNS_DIR          directory under /run/ddlrun-netns holding everything below (every host
+#                      sees it: it is not under /tmp); removed by netns_down
 #   NETNS_SSH_CONFIG   ssh config: Host node<k> -> HostName, User root, IdentityFile,
 #                      UserKnownHostsFile (ssh -F, or ddlrun --ssh-config)
 #   NETNS_KNOWN_HOSTS  known_hosts with every host's key (by address)
 #   NETNS_KEY          the private key that logs in as root on every host
 #   NETNS_HOSTS        array of the aliases: node1 .. nodeN
+#   NETNS_HOST_ADDR    this side's address on the bridge (10.200.R.1), which every host reaches
+#   NETNS_NET          the hosts' network, 10.200.R.0/24 (for --mca oob_tcp_if_include and such)
+#   NETNS_BRIDGE       the bridge's name
 # and the functions below (K is a host number).
 
 NETNS_PREFIX="ddlt$$"
+NETNS_ROOT=/run/ddlrun-netns
 NETNS_DIR=""
 NETNS_SSH_CONFIG=""
 NETNS_KNOWN_HOSTS=""
 NETNS_KEY=""
 NETNS_HOSTS=()
+NETNS_HOST_ADDR=""
+NETNS_NET=""
+NETNS_BRIDGE="dt$$br"
 _netns_net=""        # "10.200.R"
 _netns_count=0
-declare -A _netns_pid=()
+declare -A _netns_pid=()     # host -> its sshd
+declare -A _netns_holder=()  # host -> the process holding its mount and UTS namespaces
 
 _netns_say() { echo "netns: $*" >&2; }
 
@@ -41,7 +58,7 @@ _netns_missing() {
   fi
   if [[ ! -x /usr/sbin/sshd ]]; then echo "no /usr/sbin/sshd (install openssh-server)"; return; fi
   local tool
-  for tool in unshare nsenter flock ssh-keygen; do
+  for tool in unshare nsenter flock ssh-keygen mount; do
     command -v "$tool" >/dev/null || { echo "no $tool"; return; }
   done
   if [[ $(getent shadow root 2>/dev/null | cut -d: -f2) == '!'* ]]; then
@@ -51,29 +68,87 @@ _netns_missing() {
     echo "cannot create network namespaces here"; return
   fi
   ip netns del "${NETNS_PREFIX}-probe"
+  if ! unshare --mount --propagation private -- mount -t tmpfs tmpfs /tmp 2>/dev/null; then
+    echo "cannot make mount namespaces with their own /tmp here"; return
+  fi
+  if ! ip link add "${NETNS_PREFIX}probe" type bridge 2>/dev/null; then
+    echo "cannot create bridges here"; return
+  fi
+  ip link del "${NETNS_PREFIX}probe"
 }
 
 netns_ns() { echo "${NETNS_PREFIX}-$1"; }                  # the namespace of host K
 netns_addr() { echo "${_netns_net}.$((8 * $1 + 2))"; }    # host K's address
-netns_spare_addr() { echo "${_netns_net}.$((8 * $1 + 3))"; }  # on K's link, never answers
+netns_spare_addr() { echo "${_netns_net}.$((8 * $1 + 3))"; }  # on the bridge, never answers
 netns_sshd_pid() { echo "${_netns_pid[$1]:-}"; }           # host K's sshd, empty once stopped
 netns_hostkey() { echo "$NETNS_DIR/node$1/ssh_host_ed25519_key"; }
+netns_veth() { echo "dt$$n$1"; }                           # host K's interface (inside it)
 
-# Runs a command in host K's network, UTS and mount namespaces (as its sshd sees them).
+# Runs a command in host K's network, UTS and mount namespaces (as its sshd sees them: its
+# hostname, its /tmp), whether or not its sshd runs.
 netns_exec() {
   local k=$1
   shift
-  nsenter --target "${_netns_pid[$k]}" --net --uts --mount -- "$@"
+  nsenter --net="/run/netns/$(netns_ns "$k")" --target "${_netns_holder[$k]}" --uts --mount -- "$@"
+}
+
+# Prints the processes in host K, one PID a line: all in its network namespace but its sshd
+# (the listener; the sessions it forked count). Empty when nothing runs there.
+netns_pids() {
+  local k=$1 sshd=${_netns_pid[$1]:-}
+  ip netns pids "$(netns_ns "$k")" 2>/dev/null | while read -r pid; do
+    [[ $pid == "$sshd" ]] || echo "$pid"
+  done
+}
+
+# Shapes host K's link both ways with a token bucket: netns_shape K 1gbit [BURST]; RATE "off"
+# takes it away. BURST (tc's units, default 1mb) must hold at least RATE/HZ.
+netns_shape() {
+  local k=$1 rate=$2 burst=${3:-1mb} ns
+  ns=$(netns_ns "$k")
+  if [[ $rate == off ]]; then
+    tc qdisc del dev "dt$$h$k" root 2>/dev/null
+    ip netns exec "$ns" tc qdisc del dev "$(netns_veth "$k")" root 2>/dev/null
+    return 0
+  fi
+  tc qdisc replace dev "dt$$h$k" root tbf rate "$rate" burst "$burst" latency 50ms &&
+    ip netns exec "$ns" tc qdisc replace dev "$(netns_veth "$k")" root tbf rate "$rate" \
+      burst "$burst" latency 50ms
+}
+
+# Starts the process that holds host K's UTS and mount namespaces: hostname node<k>, a tmpfs
+# on /tmp, its own /etc/hosts, and /sys showing its network namespace's interfaces.
+_netns_start_holder() {
+  local k=$1 dir="$NETNS_DIR/node$1"
+  rm -f "$dir/holder.ready"
+  # shellcheck disable=SC2016  # $1..$5 are the inner bash's
+  unshare --uts --mount --propagation private -- bash -c '
+    hostname "$1" && mount -t tmpfs -o mode=1777 "tmpfs-$1" /tmp &&
+      mount --bind "$2" /etc/hosts &&
+      nsenter --net="$3" -- mount -t sysfs "sysfs-$1" /sys &&
+      : >"$4" && exec -a "$5" sleep infinity' \
+    bash "node$k" "$NETNS_DIR/etc_hosts" "/run/netns/$(netns_ns "$k")" "$dir/holder.ready" \
+    "$(netns_ns "$k")-holder" </dev/null >/dev/null 2>"$dir/holder.log" &
+  _netns_holder[$k]=$!
+  local i
+  for ((i = 0; i < 100; i++)); do
+    [[ -e $dir/holder.ready ]] && return 0
+    if ! kill -0 "${_netns_holder[$k]}" 2>/dev/null; then break; fi
+    sleep 0.02
+  done
+  _netns_say "the namespaces of node$k could not be made:"
+  cat "$dir/holder.log" >&2
+  return 1
 }
 
 # Starts host K's sshd (netns_up does), and waits until it listens.
 netns_start_sshd() {
   local k=$1 dir="$NETNS_DIR/node$1"
   rm -f "$dir/sshd.pid"
-  # shellcheck disable=SC2016  # $1..$3 are the inner sh's
-  ip netns exec "$(netns_ns "$k")" unshare --uts -- \
-    sh -c 'hostname "$1" && exec /usr/sbin/sshd -D -f "$2" -E "$3"' \
-    sh "node$k" "$dir/sshd_config" "$dir/sshd.log" </dev/null &
+  # nsenter itself, not netns_exec (a function: $! would be a subshell); it execs sshd (it
+  # forks only to enter a PID namespace), so $! is sshd.
+  nsenter --net="/run/netns/$(netns_ns "$k")" --target "${_netns_holder[$k]}" --uts --mount -- \
+    /usr/sbin/sshd -D -f "$dir/sshd_config" -E "$dir/sshd.log" </dev/null &
   _netns_pid[$k]=$!
   local i
   for ((i = 0; i < 100; i++)); do  # sshd writes its PidFile once it listens
@@ -86,7 +161,7 @@ netns_start_sshd() {
   return 1
 }
 
-# Stops host K's sshd: connecting to it is then refused.
+# Stops host K's sshd: connecting to it is then refused. What its sessions started runs on.
 netns_stop_sshd() {
   local k=$1 pid=${_netns_pid[$1]:-}
   [[ -n $pid ]] || return 0
@@ -96,9 +171,10 @@ netns_stop_sshd() {
 }
 
 # Deletes what runs that were killed outright (SIGKILL, a CTest timeout) left: namespaces
-# ddlt<pid>-<k> whose <pid> is gone, with the processes in them, and their directories.
+# ddlt<pid>-<k> whose <pid> is gone, with the processes in them, their holders, bridges and
+# directories.
 _netns_reap_stale() {
-  local ns pid pids
+  local ns pid pids holder args link
   for ns in $(ip netns list | cut -d' ' -f1 | grep -E '^ddlt[0-9]+-[0-9]+$'); do
     pid=${ns#ddlt}
     pid=${pid%%-*}
@@ -107,7 +183,25 @@ _netns_reap_stale() {
     # shellcheck disable=SC2086
     [[ -z $pids ]] || kill -KILL $pids 2>/dev/null
     ip netns del "$ns" 2>/dev/null
-    rm -rf "${TMPDIR:-/tmp}/ddlt$pid".*
+  done
+  while read -r holder args; do  # holders are named ddlt<pid>-<k>-holder
+    [[ $args =~ ^ddlt([0-9]+)-[0-9]+-holder ]] || continue
+    pid=${BASH_REMATCH[1]}
+    if [[ $pid == "$$" ]] || kill -0 "$pid" 2>/dev/null; then continue; fi
+    kill -KILL "$holder" 2>/dev/null
+  done < <(ps -eo pid=,args=)
+  for link in $(ip -o link show type bridge | awk -F': ' '{ print $2 }' | grep -E '^dt[0-9]+br$'); do
+    pid=${link#dt}
+    pid=${pid%br}
+    if [[ $pid == "$$" ]] || kill -0 "$pid" 2>/dev/null; then continue; fi
+    ip link del "$link" 2>/dev/null
+  done
+  for link in "$NETNS_ROOT"/ddlt*; do
+    [[ -d $link ]] || continue
+    pid=${link##*/ddlt}
+    pid=${pid%%.*}
+    if [[ $pid == "$$" ]] || kill -0 "$pid" 2>/dev/null; then continue; fi
+    rm -rf "$link"
   done
 }
 
@@ -120,7 +214,8 @@ netns_up() {
   trap netns_down EXIT
   trap 'netns_down; exit 130' INT
   trap 'netns_down; exit 143' TERM
-  NETNS_DIR=$(mktemp -d "${TMPDIR:-/tmp}/ddlt$$.XXXXXX") || return 1
+  [[ -d $NETNS_ROOT ]] || mkdir -m 700 "$NETNS_ROOT" || return 1
+  NETNS_DIR=$(mktemp -d "$NETNS_ROOT/ddlt$$.XXXXXX") || return 1
   chmod 700 "$NETNS_DIR"
   NETNS_SSH_CONFIG="$NETNS_DIR/ssh_config"
   NETNS_KNOWN_HOSTS="$NETNS_DIR/known_hosts"
@@ -147,16 +242,31 @@ netns_up() {
     _netns_say "no free /24 left in 10.200.0.0/16"; netns_down; return 1
   fi
   _netns_net="10.200.$r"
+  # shellcheck disable=SC2034  # for the tests that source this file
+  NETNS_NET="10.200.$r.0/24"
+  NETNS_HOST_ADDR="10.200.$r.1"
+  _netns_count=-1  # from here on, netns_down deletes the bridge
+  # The bridge: bridged frames skip iptables (nf_call_iptables 0, whatever br_netfilter's
+  # defaults), and it has no port but our veths, so nothing leaves it.
+  if ! { ip link add "$NETNS_BRIDGE" type bridge &&
+    { ip link set "$NETNS_BRIDGE" type bridge nf_call_iptables 0 nf_call_ip6tables 0 \
+      nf_call_arptables 0 2>/dev/null || true; } &&
+    ip addr add "$NETNS_HOST_ADDR/24" dev "$NETNS_BRIDGE" &&
+    ip link set "$NETNS_BRIDGE" up; }; then
+    exec {_netns_lock}>&-
+    _netns_say "cannot set up the bridge $NETNS_BRIDGE"; netns_down; return 1
+  fi
   for ((k = 1; k <= n; k++)); do
-    local ns veth_here="dt$$h$k" veth_there="dt$$n$k"
+    local ns veth_here="dt$$h$k" veth_there
     ns=$(netns_ns "$k")
+    veth_there=$(netns_veth "$k")
     if ! { ip netns add "$ns" &&
       _netns_count=$k &&
       ip link add "$veth_here" type veth peer name "$veth_there" &&
       ip link set "$veth_there" netns "$ns" &&
-      ip addr add "${_netns_net}.$((8 * k + 1))/29" dev "$veth_here" &&
+      ip link set "$veth_here" master "$NETNS_BRIDGE" &&
       ip link set "$veth_here" up &&
-      ip -n "$ns" addr add "$(netns_addr "$k")/29" dev "$veth_there" &&
+      ip -n "$ns" addr add "$(netns_addr "$k")/24" dev "$veth_there" &&
       ip -n "$ns" link set "$veth_there" up &&
       ip -n "$ns" link set lo up; }; then
       exec {_netns_lock}>&-
@@ -164,6 +274,13 @@ netns_up() {
     fi
   done
   exec {_netns_lock}>&-  # closing it releases the lock
+
+  {
+    printf '127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n'
+    printf '%s\tddlrun-head\n' "$NETNS_HOST_ADDR"
+    for ((k = 1; k <= n; k++)); do printf '%s\tnode%d\n' "$(netns_addr "$k")" "$k"; done
+  } >"$NETNS_DIR/etc_hosts"
+  chmod 644 "$NETNS_DIR/etc_hosts"
 
   for ((k = 1; k <= n; k++)); do
     local dir="$NETNS_DIR/node$k" addr
@@ -187,6 +304,7 @@ X11Forwarding no
 PrintMotd no
 PrintLastLog no
 MaxStartups 100
+MaxSessions 100
 EOF
     echo "$addr $(cut -d' ' -f1-2 "$dir/ssh_host_ed25519_key.pub")" >>"$NETNS_KNOWN_HOSTS"
     cat >>"$NETNS_SSH_CONFIG" <<EOF
@@ -202,13 +320,15 @@ Host node$k
 
 EOF
     NETNS_HOSTS+=("node$k")
+    _netns_start_holder "$k" || { netns_down; return 1; }
     netns_start_sshd "$k" || { netns_down; return 1; }
   done
   return 0
 }
 
-# Undoes netns_up: ends every process in our namespaces (sshd and its sessions), deletes the
-# namespaces (and so the veth pairs) and the directory. Safe to call twice.
+# Undoes netns_up: ends every process in our namespaces (sshd and its sessions) and their
+# holders, deletes the namespaces (and so the veth pairs), the bridge and the directory. Safe
+# to call twice.
 netns_down() {
   local k ns pids i
   for ((k = 1; k <= _netns_count; k++)); do
@@ -221,9 +341,15 @@ netns_down() {
       kill -s "$( ((i < 10)) && echo TERM || echo KILL)" $pids 2>/dev/null
       sleep 0.1
     done
+    if [[ -n ${_netns_holder[$k]:-} ]]; then
+      kill -KILL "${_netns_holder[$k]}" 2>/dev/null
+      wait "${_netns_holder[$k]}" 2>/dev/null
+      _netns_holder[$k]=""
+    fi
     ip netns del "$ns" 2>/dev/null
     ip link del "dt$$h$k" 2>/dev/null
   done
+  if ((_netns_count != 0)); then ip link del "$NETNS_BRIDGE" 2>/dev/null; fi
   _netns_count=0
   if [[ -n $NETNS_DIR && -d $NETNS_DIR ]]; then rm -rf "$NETNS_DIR"; fi
   NETNS_DIR=""
