@@ -1,0 +1,33 @@
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "launcher/external.h"
+#include "launcher/factory.h"
+#include "launcher/job.h"
+
+namespace ddl::launcher::mpirun {
+
+/// What make_mpirun_backend runs: Open MPI's mpirun, the rankfile it reads, and the variables
+/// to set in its environment (forwarded by name with -x, so no value is on the command line).
+struct Command {
+  std::vector<std::string> argv;  ///< {"mpirun", ...,  ddlrun, "--rank-exec", "--", program...}
+  std::string rankfile;           ///< the text to write at the path given to mpirun_command
+  std::vector<EnvVar> env;        ///< JobEnvironment::set
+};
+
+/// Builds the mpirun command for `job` (Open MPI 4.1). The rankfile has one line per rank, in
+/// rank order (4.1 refuses any other order): `rank R=HOST slot=CPUS`, HOST the plan's host
+/// name and CPUS the rank's CPU set as OS (physical) PU numbers, which
+/// `--mca rmaps_rank_file_physical 1 --use-hwthread-cpus` makes mpirun read as exactly those
+/// hardware threads. A rankfile always binds, so when any rank has no CPU set its line says
+/// `slot=0`, Open MPI's binding is turned off (`--mca rtc ^hwloc`, `--oversubscribe`) and
+/// `ddlrun --rank-exec` binds the ranks that have one. Then `-x NAME` for every name of
+/// `env`, `--allow-run-as-root` when `as_root` and options.environ sets both
+/// OMPI_ALLOW_RUN_AS_ROOT=1 and OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1, ssh settings as
+/// `--mca plm_rsh_args`, options.mpiargs as they are, and the rank command. Pure.
+Command mpirun_command(const Job& job, const LaunchOptions& options, const JobEnvironment& env,
+                       const std::string& rankfile_path, bool as_root);
+
+}  // namespace ddl::launcher::mpirun
