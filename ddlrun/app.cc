@@ -12,6 +12,8 @@
 #include "ddlrun/report.h"
 #include "hostfiles/input_error.h"
 #include "launcher/backend.h"
+#include "launcher/factory.h"
+#include "launcher/rank_exec.h"
 #include "mapper/placement.h"
 #include "mapper/probe_hwloc.h"
 
@@ -42,6 +44,12 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
     err << "ddlrun: error: " << what << "\n";
     return status;
   };
+  // The modes ddlrun runs in on behalf of another ddlrun: agent of the ssh launcher, and the
+  // wrapper of each rank under mpirun/srun/prterun/jsrun.
+  if (!args.empty() && args.front() == "--agent") launcher::run_agent(0, 1);
+  if (!args.empty() && args.front() == "--rank-exec") {
+    return launcher::rank_exec_main(std::vector<std::string>(args.begin() + 1, args.end()));
+  }
   try {
     ParsedCommandLine parsed = parse_command_line(args);
     if (parsed.exit_code) {

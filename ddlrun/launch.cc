@@ -68,6 +68,7 @@ std::unique_ptr<launcher::Backend> make_backend(const JobPlan& plan, const launc
     case Kind::kLocal:
       return launcher::make_local_backend(job, lo);
     case Kind::kSsh:
+      return launcher::make_ssh_backend(job, lo);
     case Kind::kMpirun:
     case Kind::kSrun:
     case Kind::kPmix:

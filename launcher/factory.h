@@ -40,6 +40,11 @@ std::unique_ptr<Backend> make_local_backend(const Job& job, const LaunchOptions&
 /// connection to ddlrun drops.
 std::unique_ptr<Backend> make_ssh_backend(const Job& job, const LaunchOptions& options);
 
+/// `ddlrun --agent`: the per-host side of the ssh backend, speaking the agent protocol
+/// (ssh/protocol.h) on `in_fd` and `out_fd`. Never returns: exits with 0 when its ranks ran
+/// (their statuses went up the channel), else non-zero.
+[[noreturn]] void run_agent(int in_fd, int out_fd);
+
 /// Runs Open MPI's mpirun with a rankfile written from the plan (mpirun/).
 std::unique_ptr<Backend> make_mpirun_backend(const Job& job, const LaunchOptions& options);
 

@@ -18,59 +18,12 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "launcher/wire.h"
+
 namespace ddl::launcher {
 
-namespace {
-
-void put_u32(std::string& out, uint32_t v) {
-  for (int shift = 24; shift >= 0; shift -= 8)
-    out.push_back(static_cast<char>((v >> shift) & 0xff));
-}
-
-void put_str(std::string& out, const std::string& s) {
-  put_u32(out, static_cast<uint32_t>(s.size()));
-  out += s;
-}
-
-/// Reads what the put_* functions wrote; throws on anything short or out of range.
-class Reader {
- public:
-  explicit Reader(const std::string& bytes) : bytes_(bytes) {}
-  uint32_t u32() {
-    need(4);
-    uint32_t v = 0;
-    for (int i = 0; i < 4; ++i)
-      v = (v << 8) | static_cast<unsigned char>(bytes_[pos_++]);
-    return v;
-  }
-  int i32() { return static_cast<int32_t>(u32()); }
-  std::string str() {
-    const uint32_t n = u32();
-    need(n);
-    std::string s = bytes_.substr(pos_, n);
-    pos_ += n;
-    return s;
-  }
-  /// A count of items that each take at least `min_bytes`: bounded by what is left.
-  uint32_t count(size_t min_bytes) {
-    const uint32_t n = u32();
-    if (n > (bytes_.size() - pos_) / std::max<size_t>(min_bytes, 1)) {
-      throw std::runtime_error("malformed job: a count of " + std::to_string(n) +
-                               " exceeds the data");
-    }
-    return n;
-  }
-  bool done() const { return pos_ == bytes_.size(); }
-
- private:
-  void need(size_t n) const {
-    if (bytes_.size() - pos_ < n) throw std::runtime_error("malformed job: truncated");
-  }
-  const std::string& bytes_;
-  size_t pos_ = 0;
-};
-
-}  // namespace
+using wire::put_str;
+using wire::put_u32;
 
 std::vector<EnvVar> rank_environment(const Job& job, int rank, const Rendezvous& rendezvous,
                                      const std::string& topology_path, bool inherited_omp) {
@@ -147,8 +100,7 @@ std::string encode_job(const Job& job) {
 
 Job decode_job(const std::string& bytes) {
   if (bytes.rfind("DDLJOB1", 0) != 0) throw std::runtime_error("malformed job: bad header");
-  const std::string body = bytes.substr(7);
-  Reader in(body);
+  wire::Reader in(std::string_view(bytes).substr(7), "job");
   Job job;
   job.topology = comm::parse_topology(in.str(), "the job's topology");
   for (uint32_t n = in.count(4); n > 0; --n)
@@ -161,7 +113,7 @@ Job decode_job(const std::string& bytes) {
   job.token = in.str();
   for (uint32_t n = in.count(4); n > 0; --n)
     job.cores.push_back(in.i32());
-  if (!in.done()) throw std::runtime_error("malformed job: trailing bytes");
+  in.expect_done();
   return job;
 }
 

@@ -534,17 +534,23 @@ std::string probe_command(const SshProbeOptions& options) {
   return options.remote_command.empty() ? shell_quote(options.probe_path) : options.remote_command;
 }
 
-Inventory probe_host_ssh(const std::string& host, const SshProbeOptions& options) {
+void SshSessionFree::operator()(ssh_session_struct* s) const {
+  SessionFree{}(s);
+}
+
+SshSession open_ssh_session(const std::string& host, const SshProbeOptions& options,
+                            std::string* endpoint_out) {
   init_libssh();
   if (host.empty()) throw ProbeError("empty host name");
-  const std::string command = probe_command(options);
-  if (command.empty()) throw ProbeError("no command to run: the path of ddlrun-probe is not set");
+  // Stateless, so one for every session; it must outlive them.
+  static ssh_callbacks_struct callbacks = [] {
+    ssh_callbacks_struct c{};
+    c.auth_function = refuse_passphrase;
+    ssh_callbacks_init(&c);
+    return c;
+  }();
 
-  ssh_callbacks_struct callbacks{};  // outlives the session
-  callbacks.auth_function = refuse_passphrase;
-  ssh_callbacks_init(&callbacks);
-
-  const Session session(ssh_new());
+  SshSession session(ssh_new());
   ssh_session s = session.get();
   if (s == nullptr) throw ProbeError("cannot create an ssh session (out of memory)");
   ssh_set_callbacks(s, &callbacks);
@@ -602,8 +608,17 @@ Inventory probe_host_ssh(const std::string& host, const SshProbeOptions& options
   check_host_key(s, host, host_name, port, options.host_key_policy);
   std::string user = get_option(s, SSH_OPTIONS_USER);
   authenticate(s, host, (user.empty() ? "" : user + "@") + endpoint);
-  return inventory_from_probe_output(host, command,
-                                     run_command(s, command, endpoint, options.command_timeout));
+  if (endpoint_out != nullptr) *endpoint_out = endpoint;
+  return session;
+}
+
+Inventory probe_host_ssh(const std::string& host, const SshProbeOptions& options) {
+  const std::string command = probe_command(options);
+  if (command.empty()) throw ProbeError("no command to run: the path of ddlrun-probe is not set");
+  std::string endpoint;
+  const SshSession session = open_ssh_session(host, options, &endpoint);
+  return inventory_from_probe_output(
+      host, command, run_command(session.get(), command, endpoint, options.command_timeout));
 }
 
 Inventory inventory_from_probe_output(std::string_view host, std::string_view command,

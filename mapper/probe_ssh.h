@@ -14,6 +14,8 @@
 #include "mapper/inventory.h"
 #include "mapper/probe_hwloc.h"
 
+struct ssh_session_struct;
+
 namespace ddl::mapper {
 
 // Learning the hardware of other hosts: ddlrun runs `ddlrun-probe` on each host over ssh (libssh,
@@ -70,6 +72,20 @@ std::string probe_command(const SshProbeOptions& options);
 /// host in front: "connection refused (10.200.3.2:22)". Thread-safe; frees every libssh object
 /// on every path.
 Inventory probe_host_ssh(const std::string& host, const SshProbeOptions& options);
+
+/// Disconnects and frees a libssh session.
+struct SshSessionFree {
+  void operator()(ssh_session_struct* s) const;
+};
+/// A connected, logged-in libssh session; used by one thread at a time.
+using SshSession = std::unique_ptr<ssh_session_struct, SshSessionFree>;
+
+/// Steps 1-4 of probe_host_ssh: connects to `host` (the config's HostName and Port), checks its
+/// host key and logs in with keys. Throws ProbeError with the reason alone ("connection refused
+/// (10.200.3.2:22)"). `endpoint`, when given, receives "address:port" for messages. The ssh
+/// launcher uses it to run ddlrun's agent.
+SshSession open_ssh_session(const std::string& host, const SshProbeOptions& options,
+                            std::string* endpoint = nullptr);
 
 /// What a remote command did.
 struct RemoteOutput {

@@ -1,0 +1,287 @@
+// `ddlrun --agent`: the per-host side of the ssh launcher (protocol.h).
+//
+// How it works: the agent says hello (its host name, the address ddlrun reached it at from
+// $SSH_CONNECTION, and two free ports for the rendezvous should rank 0 live here), then reads
+// the job. It writes the topology file into a private directory, checks that the program can
+// be run here, and says ready or why not. On "go" it starts this host's ranks with a
+// ProcessSet (the same code as the local launcher: environment, CPU binding, process groups,
+// PR_SET_PDEATHSIG) and from then on relays their lines and exits up the channel while a
+// reader thread applies signals and stdin coming down. If the channel closes first, ddlrun is
+// gone: the ranks get SIGTERM, then SIGKILL after two seconds, and the agent exits.
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+
+#include "launcher/factory.h"
+#include "launcher/process.h"
+#include "launcher/ssh/protocol.h"
+#include "launcher/wire.h"
+
+namespace ddl::launcher {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr auto kLostGrace = std::chrono::seconds(2);
+
+class Agent {
+ public:
+  Agent(int in_fd, int out_fd) : in_(in_fd), out_(out_fd) {}
+  ~Agent() {
+    if (!dir_.empty()) {
+      std::error_code ec;
+      std::filesystem::remove_all(dir_, ec);
+    }
+  }
+
+  int run();
+
+ private:
+  /// Sends one frame; false when the channel is gone.
+  bool send(ssh::FrameType type, int32_t id, std::string_view payload = {}) {
+    const std::string bytes = ssh::encode_frame(type, id, payload);
+    std::lock_guard lock(out_mutex_);
+    std::string_view rest = bytes;
+    while (!rest.empty()) {
+      const ssize_t n = write(out_, rest.data(), rest.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return false;
+      rest.remove_prefix(static_cast<size_t>(n));
+    }
+    return true;
+  }
+  /// Blocks for the next frame from ddlrun; nullopt when the channel closed.
+  std::optional<ssh::Frame> receive() {
+    for (;;) {
+      if (auto f = reader_.next()) return f;
+      char buf[65536];
+      const ssize_t n = read(in_, buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return std::nullopt;
+      reader_.feed(std::string_view(buf, static_cast<size_t>(n)));
+    }
+  }
+  int fail(int status, const std::string& message) {
+    send(ssh::FrameType::kFailure, status, message);
+    return status;
+  }
+
+  int in_;
+  int out_;
+  std::mutex out_mutex_;
+  ssh::FrameReader reader_;
+  std::string dir_;
+};
+
+std::string host_name() {
+  char buf[256] = {};
+  gethostname(buf, sizeof buf - 1);
+  return buf;
+}
+
+/// The address this host was reached at: the third field of $SSH_CONNECTION.
+std::string reached_address() {
+  const char* c = std::getenv("SSH_CONNECTION");
+  if (c == nullptr) return "";
+  std::string s(c);
+  size_t pos = 0;
+  for (int field = 0; field < 2; ++field) {
+    pos = s.find(' ', pos);
+    if (pos == std::string::npos) return "";
+    ++pos;
+  }
+  return s.substr(pos, s.find(' ', pos) - pos);
+}
+
+int Agent::run() {
+  signal(SIGPIPE, SIG_IGN);
+  const int master_port = free_tcp_port();
+  int ddl_port = free_tcp_port();
+  while (ddl_port != 0 && ddl_port == master_port)
+    ddl_port = free_tcp_port();
+  std::string hello;
+  wire::put_str(hello, host_name());
+  wire::put_str(hello, reached_address());
+  wire::put_u32(hello, static_cast<uint32_t>(master_port));
+  wire::put_u32(hello, static_cast<uint32_t>(ddl_port));
+  if (!send(ssh::FrameType::kHello, 0, hello)) return 1;
+
+  std::optional<ssh::Frame> f;
+  try {
+    f = receive();
+  } catch (const std::exception& e) {
+    return fail(1, e.what());
+  }
+  if (!f) return 1;  // ddlrun gave up before sending the job (another host failed)
+  if (f->type != ssh::FrameType::kJob) return fail(1, "expected the job first");
+  const int host_index = f->id;
+  Job job;
+  Rendezvous rv;
+  try {
+    wire::Reader in(f->payload, "job frame");
+    job = decode_job(in.str());
+    rv.address = in.str();
+    rv.master_port = static_cast<int>(in.u32());
+    rv.ddl_port = static_cast<int>(in.u32());
+    in.expect_done();
+  } catch (const std::exception& e) {
+    return fail(1, std::string("cannot read the job: ") + e.what() +
+                       " (is ddlrun the same version on every host?)");
+  }
+  const comm::Host* me = job.topology.find_host(host_index);
+  const std::string where = me != nullptr ? me->name : host_name();
+
+  // The topology file, private to this job.
+  const char* tmp = std::getenv("TMPDIR");
+  std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/ddlrun-agent.XXXXXX";
+  if (mkdtemp(pattern.data()) == nullptr) {
+    return fail(
+        1, where + ": cannot create a directory like " + pattern + ": " + std::strerror(errno));
+  }
+  dir_ = pattern;
+  const std::string topology_path = dir_ + "/topology.yaml";
+  std::vector<comm::RankPlacement> mine;
+  for (const comm::RankPlacement& r : job.topology.ranks) {
+    if (r.host == host_index) mine.push_back(r);
+  }
+  std::sort(mine.begin(), mine.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
+  std::vector<SpawnSpec> specs;
+  try {
+    comm::write_topology_file(job.topology, topology_path);
+    const std::vector<std::string> base = current_environment();
+    const bool inherited_omp = std::any_of(base.begin(), base.end(), [](const std::string& e) {
+      return e.rfind("OMP_NUM_THREADS=", 0) == 0;
+    });
+    for (const comm::RankPlacement& r : mine) {
+      SpawnSpec spec;
+      spec.argv = job.argv;
+      spec.env =
+          merge_environment(base, rank_environment(job, r.rank, rv, topology_path, inherited_omp));
+      spec.cpus = r.cpus;
+      spec.pipe_stdin = r.rank == 0;
+      specs.push_back(std::move(spec));
+    }
+    if (!specs.empty()) resolve_program(job.argv.at(0), specs.front().env, "");
+  } catch (const LaunchError& e) {
+    return fail(e.status(), e.what());
+  } catch (const std::exception& e) {
+    return fail(1, where + ": " + e.what());
+  }
+  if (!send(ssh::FrameType::kReady, 0)) return 1;
+  try {
+    f = receive();
+  } catch (const std::exception& e) {
+    return fail(1, e.what());
+  }
+  if (!f || f->type != ssh::FrameType::kGo) return 1;  // another host was not ready
+
+  EventQueue events;
+  ProcessSet procs(events);
+  size_t started = 0;
+  try {
+    for (size_t i = 0; i < mine.size(); ++i) {
+      procs.start(mine[i].rank, specs[i], "");
+      ++started;
+    }
+  } catch (const LaunchError& e) {
+    procs.finish();
+    for (size_t i = 0; i < started; ++i) {
+      std::string status;
+      wire::put_u32(status, 0);
+      wire::put_u32(status, SIGKILL);
+      send(ssh::FrameType::kExit, mine[i].rank, status);
+    }
+    return fail(e.status(), e.what());
+  }
+
+  // Down the channel: signals and stdin; its end means ddlrun is gone.
+  std::thread reader([&] {
+    for (;;) {
+      std::optional<ssh::Frame> cmd;
+      try {
+        cmd = receive();
+      } catch (const std::exception&) {
+        cmd.reset();
+      }
+      if (!cmd) break;
+      switch (cmd->type) {
+        case ssh::FrameType::kSignal:
+          procs.signal(cmd->id);
+          break;
+        case ssh::FrameType::kStdin:
+          procs.write_stdin(0, cmd->payload);
+          break;
+        case ssh::FrameType::kStdinEof:
+          procs.close_stdin(0);
+          break;
+        default:
+          break;
+      }
+    }
+    events.push(Event{Event::Type::kHostFailure, -1, host_index, Stream::kStdout, {}, {}});
+  });
+  reader.detach();  // it blocks in read(); the process exits under it
+
+  size_t running = mine.size();
+  bool lost = false;
+  Clock::time_point kill_at = Clock::time_point::max();
+  while (running > 0) {
+    const Clock::time_point deadline = std::min(kill_at, Clock::now() + std::chrono::hours(24));
+    std::optional<Event> e = events.pop(deadline);
+    if (!e) {
+      if (Clock::now() >= kill_at) break;
+      continue;
+    }
+    switch (e->type) {
+      case Event::Type::kOutput:
+        if (!lost) {
+          send(e->stream == Stream::kStdout ? ssh::FrameType::kStdout : ssh::FrameType::kStderr,
+               e->rank, e->data);
+        }
+        break;
+      case Event::Type::kExit: {
+        --running;
+        std::string status;
+        wire::put_u32(status, static_cast<uint32_t>(e->status.code));
+        wire::put_u32(status, static_cast<uint32_t>(e->status.signal));
+        if (!lost) send(ssh::FrameType::kExit, e->rank, status);
+        break;
+      }
+      case Event::Type::kHostFailure:
+        if (!lost) {
+          lost = true;
+          procs.signal(SIGTERM);
+          kill_at = Clock::now() + kLostGrace;
+        }
+        break;
+      default:
+        break;
+    }
+  }
+  procs.finish();
+  if (!lost) send(ssh::FrameType::kDone, 0);
+  return lost ? 1 : 0;
+}
+
+}  // namespace
+
+void run_agent(int in_fd, int out_fd) {
+  int status;
+  {
+    Agent agent(in_fd, out_fd);
+    status = agent.run();
+  }
+  // The reader thread may still block in read(): leave without unwinding it.
+  std::fflush(nullptr);
+  _exit(status);
+}
+
+}  // namespace ddl::launcher

@@ -1,0 +1,472 @@
+// The ssh backend: ddlrun's own multi-host launcher.
+//
+// How it works: one thread per host that has ranks. Each connects with libssh (the mapper's
+// open_ssh_session: ssh config, keys only, strict host keys, connect timeout), runs
+// `ddlrun --agent` in an exec channel and waits for its hello. start() waits for every hello:
+// if a host failed, every channel is closed (so the agents that did start exit) and one
+// LaunchError lists each failed host with its reason. Then the job goes to every agent with
+// the rendezvous of rank 0's host (the address ddlrun reached it at, and its free ports); each
+// agent checks the program and writes its topology file; only when all are ready do they get
+// "go", so a program missing on one host starts nothing anywhere. From then on each thread
+// turns frames into events (lines, exits) and writes queued frames (signals, stdin) between
+// reads. A channel that closes before its agent said "done" is a lost host.
+
+#include <libssh/libssh.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "launcher/factory.h"
+#include "launcher/ssh/protocol.h"
+#include "launcher/wire.h"
+
+namespace ddl::launcher {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr int kPollMs = 20;
+
+std::string shell_quote(const std::string& word) {
+  if (!word.empty() && word.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                              "0123456789@%_+=:,./-") == std::string::npos) {
+    return word;
+  }
+  std::string out = "'";
+  for (char c : word)
+    out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+struct ChannelFree {
+  void operator()(ssh_channel c) const {
+    if (ssh_channel_is_open(c)) ssh_channel_close(c);
+    ssh_channel_free(c);
+  }
+};
+using Channel = std::unique_ptr<ssh_channel_struct, ChannelFree>;
+
+/// Where a host's conversation stands.
+enum class Phase { kConnecting, kHello, kReady, kRunning, kDone, kFailed };
+
+struct HostConn {
+  int index = 0;
+  std::string name;
+  std::vector<int> ranks;
+  Phase phase = Phase::kConnecting;
+  std::string error;  ///< kFailed: why
+  int status = 1;     ///< kFailed: ddlrun's exit status for it
+  // The hello.
+  std::string reached_address;
+  int master_port = 0;
+  int ddl_port = 0;
+  std::string job_frame;  ///< set by start() when the job may be sent
+  bool go = false;
+  std::string outgoing;  ///< frames to write (signals, stdin)
+  std::thread thread;
+};
+
+class SshBackend : public Backend {
+ public:
+  SshBackend(const Job& job, const LaunchOptions& options) : job_(job), options_(options) {
+    for (const comm::Host& h : job_.topology.hosts) {
+      auto c = std::make_unique<HostConn>();
+      c->index = h.index;
+      c->name = h.name;
+      for (const comm::RankPlacement& r : job_.topology.ranks) {
+        if (r.host == h.index) c->ranks.push_back(r.rank);
+      }
+      if (!c->ranks.empty()) hosts_.push_back(std::move(c));
+    }
+  }
+  ~SshBackend() override { finish(); }
+
+  std::string_view name() const override { return "ssh"; }
+
+  std::vector<int> start(EventQueue& events) override {
+    events_ = &events;
+    for (auto& h : hosts_) {
+      HostConn* c = h.get();
+      c->thread = std::thread([this, c] { converse(*c); });
+    }
+    const auto connect_limit = options_.ssh.connect_timeout * 4 + std::chrono::seconds(5);
+    if (!wait_for(Phase::kHello, connect_limit)) {
+      throw_failures("cannot start the job on");
+    }
+    // The rendezvous lives on rank 0's host.
+    const HostConn* first = nullptr;
+    for (const auto& h : hosts_) {
+      if (std::find(h->ranks.begin(), h->ranks.end(), 0) != h->ranks.end()) first = h.get();
+    }
+    if (first == nullptr) first = hosts_.front().get();
+    Rendezvous rv;
+    const comm::Host* host0 = job_.topology.find_host(first->index);
+    rv.address = !first->reached_address.empty() ? first->reached_address
+                 : host0 != nullptr              ? host0->address
+                                                 : first->name;
+    rv.master_port = first->master_port;
+    rv.ddl_port = first->ddl_port;
+    const std::string job_bytes = encode_job(job_);
+    {
+      std::lock_guard lock(mutex_);
+      for (auto& h : hosts_) {
+        std::string payload;
+        wire::put_str(payload, job_bytes);
+        wire::put_str(payload, rv.address);
+        wire::put_u32(payload, static_cast<uint32_t>(rv.master_port));
+        wire::put_u32(payload, static_cast<uint32_t>(rv.ddl_port));
+        h->job_frame = ssh::encode_frame(ssh::FrameType::kJob, h->index, payload);
+      }
+    }
+    changed_.notify_all();
+    if (!wait_for(Phase::kReady, options_.ssh.command_timeout)) {
+      throw_failures("cannot start the job on");
+    }
+    std::vector<int> ranks;
+    {
+      std::lock_guard lock(mutex_);
+      for (auto& h : hosts_) {
+        h->go = true;
+        ranks.insert(ranks.end(), h->ranks.begin(), h->ranks.end());
+      }
+    }
+    changed_.notify_all();
+    std::sort(ranks.begin(), ranks.end());
+    return ranks;
+  }
+
+  void signal(int sig) override {
+    {
+      std::lock_guard lock(mutex_);
+      for (auto& h : hosts_)
+        h->outgoing += ssh::encode_frame(ssh::FrameType::kSignal, sig, {});
+    }
+  }
+  void write_stdin(std::string_view data) override {
+    std::lock_guard lock(mutex_);
+    if (HostConn* h = rank0_host())
+      h->outgoing += ssh::encode_frame(ssh::FrameType::kStdin, 0, data);
+  }
+  void close_stdin() override {
+    std::lock_guard lock(mutex_);
+    if (HostConn* h = rank0_host())
+      h->outgoing += ssh::encode_frame(ssh::FrameType::kStdinEof, 0, {});
+  }
+  void finish() override {
+    {
+      std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    changed_.notify_all();
+    for (auto& h : hosts_) {
+      if (h->thread.joinable()) h->thread.join();
+    }
+  }
+
+ private:
+  HostConn* rank0_host() {
+    for (auto& h : hosts_) {
+      if (std::find(h->ranks.begin(), h->ranks.end(), 0) != h->ranks.end()) return h.get();
+    }
+    return nullptr;
+  }
+
+  /// Waits until every host reached `phase` (or went past it) or one failed; false on a
+  /// failure or after `limit`, when the failure has been recorded.
+  bool wait_for(Phase phase, std::chrono::milliseconds limit) {
+    std::unique_lock lock(mutex_);
+    const bool all = changed_.wait_for(lock, limit, [&] {
+      bool every = true;
+      for (auto& h : hosts_) {
+        if (h->phase == Phase::kFailed) return true;
+        every = every && static_cast<int>(h->phase) >= static_cast<int>(phase);
+      }
+      return every;
+    });
+    bool failed = false;
+    for (auto& h : hosts_) {
+      if (h->phase == Phase::kFailed) failed = true;
+    }
+    if (!all) {
+      for (auto& h : hosts_) {
+        if (static_cast<int>(h->phase) < static_cast<int>(phase) && h->phase != Phase::kFailed) {
+          h->phase = Phase::kFailed;
+          h->error =
+              "no answer from its agent after " +
+              std::to_string(std::chrono::duration_cast<std::chrono::seconds>(limit).count()) +
+              " s";
+        }
+      }
+      return false;
+    }
+    if (failed) {
+      // Give the others a moment to report theirs too, so one message names every host.
+      changed_.wait_for(lock, std::chrono::milliseconds(300), [&] {
+        for (auto& h : hosts_) {
+          if (h->phase != Phase::kFailed && static_cast<int>(h->phase) < static_cast<int>(phase))
+            return false;
+        }
+        return true;
+      });
+    }
+    return !failed;
+  }
+
+  [[noreturn]] void throw_failures(const std::string& what) {
+    std::string message;
+    int status = 1;
+    int failed = 0;
+    {
+      std::lock_guard lock(mutex_);
+      for (auto& h : hosts_) {
+        if (h->phase != Phase::kFailed) continue;
+        ++failed;
+        message += "\n  " + h->name + ": " + h->error;
+        if (status == 1) status = h->status;
+      }
+    }
+    finish();
+    const std::string head =
+        what + " " + std::to_string(failed) + " of " + std::to_string(hosts_.size()) + " hosts:";
+    std::string next;
+    if (status == 127) {
+      next = "\ninstall the program on those hosts at the same path, or give its full path";
+    } else if (status == 1) {
+      next =
+          "\nfix them (each must pass 'ssh -o BatchMode=yes HOST ddlrun --version'), or leave "
+          "them out of the host list";
+    }
+    throw LaunchError(head + message + next, status);
+  }
+
+  void fail(HostConn& c, const std::string& error, int status = 1) {
+    {
+      std::lock_guard lock(mutex_);
+      if (c.phase == Phase::kFailed) return;
+      c.phase = Phase::kFailed;
+      c.error = error;
+      c.status = status;
+    }
+    changed_.notify_all();
+  }
+
+  void set_phase(HostConn& c, Phase p) {
+    {
+      std::lock_guard lock(mutex_);
+      c.phase = p;
+    }
+    changed_.notify_all();
+  }
+
+  /// One host's whole conversation, on its own thread.
+  void converse(HostConn& c) {
+    mapper::SshSession session;
+    std::string endpoint;
+    try {
+      session = mapper::open_ssh_session(c.name, options_.ssh, &endpoint);
+    } catch (const std::exception& e) {
+      fail(c, e.what());
+      return;
+    }
+    ssh_session s = session.get();
+    Channel ch(ssh_channel_new(s));
+    const std::string command = shell_quote(options_.ddlrun_path) + " --agent";
+    if (!ch || ssh_channel_open_session(ch.get()) != SSH_OK ||
+        ssh_channel_request_exec(ch.get(), command.c_str()) != SSH_OK) {
+      fail(c, "cannot run '" + command + "' on " + endpoint + ": " + ssh_get_error(s));
+      return;
+    }
+    ssh::FrameReader reader;
+    std::string err_line;
+    bool running = false;
+    std::vector<int> unfinished = c.ranks;
+    // Reads what the agent has sent; returns false when the channel has ended.
+    auto pump = [&](int wait_ms) {
+      int avail = ssh_channel_poll_timeout(ch.get(), wait_ms, 0);
+      if (avail == SSH_ERROR) return false;
+      char buf[65536];
+      bool eof = avail == SSH_EOF;
+      while (avail > 0) {
+        const int n = ssh_channel_read_nonblocking(ch.get(), buf, sizeof buf, 0);
+        if (n == SSH_ERROR) return false;
+        if (n <= 0) {
+          eof = eof || n == SSH_EOF;
+          break;
+        }
+        reader.feed(std::string_view(buf, static_cast<size_t>(n)));
+      }
+      for (;;) {  // the agent's own stderr: one note per line
+        const int n = ssh_channel_read_nonblocking(ch.get(), buf, sizeof buf, 1);
+        if (n <= 0) break;
+        err_line.append(buf, static_cast<size_t>(n));
+        size_t nl;
+        while ((nl = err_line.find('\n')) != std::string::npos) {
+          events_->push(Event{Event::Type::kOutput,
+                              -1,
+                              c.index,
+                              Stream::kStderr,
+                              c.name + ": " + err_line.substr(0, nl),
+                              {}});
+          err_line.erase(0, nl + 1);
+        }
+      }
+      return !(eof || ssh_channel_is_eof(ch.get()));
+    };
+    auto write_frames = [&](const std::string& bytes) {
+      size_t off = 0;
+      while (off < bytes.size()) {
+        const int n = ssh_channel_write(ch.get(), bytes.data() + off,
+                                        static_cast<uint32_t>(bytes.size() - off));
+        if (n <= 0) return false;
+        off += static_cast<size_t>(n);
+      }
+      return true;
+    };
+    const auto lost = [&](const std::string& why) {
+      if (!running) {
+        fail(c, why);
+      } else if (!unfinished.empty()) {
+        events_->push(Event{Event::Type::kHostFailure, -1, c.index, Stream::kStdout, why, {}});
+      }
+    };
+    // finish() while ranks still run (ddlrun is giving up): SIGKILL them, and close the
+    // channel after a grace even if the agent does not answer (it then kills them itself).
+    Clock::time_point stop_deadline = Clock::time_point::max();
+
+    try {
+      bool open = true;
+      while (open) {
+        // What to send now, under the lock.
+        std::string to_send;
+        bool stopping;
+        {
+          std::lock_guard lock(mutex_);
+          stopping = stop_;
+          if (c.phase == Phase::kHello && !c.job_frame.empty()) {
+            to_send = std::move(c.job_frame);
+            c.job_frame.clear();
+          }
+          if (c.phase == Phase::kReady && c.go) {
+            to_send = ssh::encode_frame(ssh::FrameType::kGo, 0, {});
+            c.phase = Phase::kRunning;
+            running = true;
+          }
+          if (running) {
+            to_send += c.outgoing;
+            c.outgoing.clear();
+          }
+        }
+        if (stopping && (!running || unfinished.empty())) break;
+        if (stopping && stop_deadline == Clock::time_point::max()) {
+          stop_deadline = Clock::now() + std::chrono::seconds(3);
+          to_send += ssh::encode_frame(ssh::FrameType::kSignal, SIGKILL, {});
+        }
+        if (Clock::now() >= stop_deadline) break;
+        if (!to_send.empty() && !write_frames(to_send)) {
+          lost("lost the connection to " + endpoint + " (" + ssh_get_error(s) + ")");
+          break;
+        }
+        open = pump(kPollMs);
+        while (auto f = reader.next()) {
+          switch (f->type) {
+            case ssh::FrameType::kHello: {
+              wire::Reader in(f->payload, "hello");
+              in.str();  // its host name
+              const std::string reached = in.str();
+              const int mp = static_cast<int>(in.u32());
+              const int dp = static_cast<int>(in.u32());
+              {
+                std::lock_guard lock(mutex_);
+                c.reached_address = reached;
+                c.master_port = mp;
+                c.ddl_port = dp;
+              }
+              set_phase(c, Phase::kHello);
+              break;
+            }
+            case ssh::FrameType::kReady:
+              set_phase(c, Phase::kReady);
+              break;
+            case ssh::FrameType::kFailure:
+              if (running) {
+                events_->push(Event{Event::Type::kHostFailure,
+                                    -1,
+                                    c.index,
+                                    Stream::kStdout,
+                                    f->payload,
+                                    {f->id, 0}});
+                unfinished.clear();
+              } else {
+                fail(c, f->payload, f->id);
+              }
+              break;
+            case ssh::FrameType::kStdout:
+            case ssh::FrameType::kStderr:
+              events_->push(
+                  Event{Event::Type::kOutput,
+                        f->id,
+                        c.index,
+                        f->type == ssh::FrameType::kStdout ? Stream::kStdout : Stream::kStderr,
+                        std::move(f->payload),
+                        {}});
+              break;
+            case ssh::FrameType::kExit: {
+              wire::Reader in(f->payload, "exit");
+              ExitStatus st;
+              st.code = in.i32();
+              st.signal = in.i32();
+              unfinished.erase(std::remove(unfinished.begin(), unfinished.end(), f->id),
+                               unfinished.end());
+              events_->push(Event{Event::Type::kExit, f->id, c.index, Stream::kStdout, {}, st});
+              break;
+            }
+            case ssh::FrameType::kDone:
+              open = false;
+              break;
+            default:
+              throw std::runtime_error("unexpected frame from the agent");
+          }
+        }
+      }
+      if (!open && !unfinished.empty()) {
+        std::string why = "the connection to its agent closed";
+        if (!err_line.empty()) why += " (" + err_line + ")";
+        if (!running && c.phase == Phase::kConnecting) {
+          why = "'" + command + "' exited before it said hello";
+          const int status = ssh_channel_get_exit_status(ch.get());
+          if (status == 127) {
+            why +=
+                " (exit status 127: ddlrun is not installed at " + options_.ddlrun_path + " there)";
+          } else if (status >= 0) {
+            why += " (exit status " + std::to_string(status) + ")";
+          }
+        }
+        lost(why);
+      }
+    } catch (const std::exception& e) {
+      lost(std::string("protocol error: ") + e.what());
+    }
+    if (!running) fail(c, "stopped before the job started");
+  }
+
+  Job job_;
+  LaunchOptions options_;
+  std::vector<std::unique_ptr<HostConn>> hosts_;
+  EventQueue* events_ = nullptr;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  bool stop_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_ssh_backend(const Job& job, const LaunchOptions& options) {
+  return std::make_unique<SshBackend>(job, options);
+}
+
+}  // namespace ddl::launcher
