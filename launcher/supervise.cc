@@ -120,6 +120,11 @@ class DirectorySink : public OutputSink {
   std::map<std::pair<int, Stream>, int> files_;
 };
 
+/// "the other 3 processes", "the other process".
+std::string others(size_t n) {
+  return n == 1 ? "the other process" : "the other " + std::to_string(n) + " processes";
+}
+
 std::string seconds(std::chrono::milliseconds ms) {
   const double s = static_cast<double>(ms.count()) / 1000.0;
   char buf[32];
@@ -272,9 +277,7 @@ int supervise(Backend& backend, const comm::Topology* topology, const SuperviseO
                                       ? "was killed by " + signal_name(e->status.signal)
                                       : "exited with status " + std::to_string(e->status.code);
           sink.note("ddlrun: " + who(e->rank) + " " + how +
-                    (running.empty() ? std::string()
-                                     : "; stopping the other " + std::to_string(running.size()) +
-                                           " processes"));
+                    (running.empty() ? std::string() : "; stopping " + others(running.size())));
           show_tail(e->rank);
           begin_stop(e->status.shell_code());
         }
@@ -294,9 +297,7 @@ int supervise(Backend& backend, const comm::Topology* topology, const SuperviseO
           running.erase(r);
         if (!stopping) {
           sink.note("ddlrun: " + host_name + ": " + e->data +
-                    (running.empty() ? std::string()
-                                     : "; stopping the other " + std::to_string(running.size()) +
-                                           " processes"));
+                    (running.empty() ? std::string() : "; stopping " + others(running.size())));
           begin_stop(e->status.code != 0 ? e->status.code : 1);
         }
         break;

@@ -1,0 +1,176 @@
+#include "launcher/job.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "launcher/ssh/protocol.h"
+
+namespace ddl::launcher {
+namespace {
+
+/// Two hosts, three ranks: 0 and 1 on host 0 (bound), 2 on host 1 (unbound).
+Job sample_job() {
+  Job job;
+  comm::Topology& t = job.topology;
+  t.job_id = "job-7";
+  t.hosts = {{0, "n1", "10.200.0.2", {}}, {1, "n2", "10.200.0.3", {}}};
+  t.ranks = {
+      {0, 0, 0, 0, "", "", comm::CpuSet::parse("0-3"), "", ""},
+      {1, 1, 0, 1, "", "", comm::CpuSet::parse("4-7"), "", ""},
+      {2, 0, 1, -1, "", "", comm::CpuSet(), "", ""},
+  };
+  t.mode = comm::parse_mode("p:1x3");
+  t.rings = comm::default_rings({1, 3});
+  job.argv = {"python3", "train.py", "--lr", "0.1 0.2", "$(rm -rf /); echo 'x'\n"};
+  job.exports = {{"FOO", "bar"}, {"RANK", "overridden"}};
+  job.topology_path = "/tmp/topo.yaml";
+  job.token = "abc123";
+  job.cores = {2, 4, 0};
+  return job;
+}
+
+std::map<std::string, std::string> as_map(const std::vector<EnvVar>& env) {
+  return {env.begin(), env.end()};
+}
+
+TEST(RankEnvironmentTest, GivesDdlAndTorchrunVariables) {
+  Job job = sample_job();
+  job.exports.clear();
+  const Rendezvous rv{"10.200.0.2", 29500, 29501};
+  auto env = as_map(rank_environment(job, 1, rv, "/p/topo.yaml", false));
+  EXPECT_EQ(env["DDL_RANK"], "1");
+  EXPECT_EQ(env["DDL_SIZE"], "3");
+  EXPECT_EQ(env["DDL_LOCAL_RANK"], "1");
+  EXPECT_EQ(env["DDL_LOCAL_SIZE"], "2");
+  EXPECT_EQ(env["DDL_HOST_INDEX"], "0");
+  EXPECT_EQ(env["DDL_NUM_HOSTS"], "2");
+  EXPECT_EQ(env["DDL_GPU"], "1");
+  EXPECT_EQ(env["DDL_CPUS"], "4-7");
+  EXPECT_EQ(env["DDL_JOB_ID"], "job-7");
+  EXPECT_EQ(env["DDL_TOPOLOGY_FILE"], "/p/topo.yaml");
+  EXPECT_EQ(env["DDL_RENDEZVOUS"], "10.200.0.2:29501");
+  EXPECT_EQ(env["DDL_JOB_TOKEN"], "abc123");
+  EXPECT_EQ(env["DDL_OPTIONS"], "-mode p:1x3");
+  EXPECT_EQ(env["RANK"], "1");
+  EXPECT_EQ(env["LOCAL_RANK"], "1");
+  EXPECT_EQ(env["WORLD_SIZE"], "3");
+  EXPECT_EQ(env["LOCAL_WORLD_SIZE"], "2");
+  EXPECT_EQ(env["GROUP_RANK"], "0");
+  EXPECT_EQ(env["MASTER_ADDR"], "10.200.0.2");
+  EXPECT_EQ(env["MASTER_PORT"], "29500");
+  EXPECT_EQ(env["OMP_NUM_THREADS"], "4");  // cores, not PUs
+}
+
+TEST(RankEnvironmentTest, OmpThreadsOnlyWhenBoundAndNotSetByTheUser) {
+  Job job = sample_job();
+  const Rendezvous rv{"a", 1, 2};
+  EXPECT_EQ(as_map(rank_environment(job, 2, rv, "t", false)).count("OMP_NUM_THREADS"), 0u);
+  EXPECT_EQ(as_map(rank_environment(job, 0, rv, "t", true)).count("OMP_NUM_THREADS"), 0u);
+  job.cores.clear();  // unknown cores: the PUs count
+  EXPECT_EQ(as_map(rank_environment(job, 0, rv, "t", false))["OMP_NUM_THREADS"], "4");
+}
+
+TEST(RankEnvironmentTest, ExportsWinAndKeepTheirOrder) {
+  const std::vector<EnvVar> env = rank_environment(sample_job(), 2, {"a", 1, 2}, "t", false);
+  auto m = as_map(env);
+  EXPECT_EQ(m["RANK"], "overridden");
+  EXPECT_EQ(m["FOO"], "bar");
+  EXPECT_EQ(env.back(), (EnvVar{"FOO", "bar"}));
+}
+
+TEST(RankEnvironmentTest, UnknownRankNamesTheJob) {
+  try {
+    rank_environment(sample_job(), 9, {"a", 1, 2}, "t", false);
+    FAIL();
+  } catch (const comm::TopologyError& e) {
+    EXPECT_STREQ(e.what(), "rank 9 is not in the topology of job job-7 (it has 3 ranks)");
+  }
+}
+
+TEST(EncodeJobTest, RoundTripsEveryByte) {
+  Job job = sample_job();
+  job.argv.push_back(std::string("nul\0inside", 10));
+  const Job back = decode_job(encode_job(job));
+  EXPECT_EQ(back.topology, job.topology);
+  EXPECT_EQ(back.argv, job.argv);
+  EXPECT_EQ(back.exports, job.exports);
+  EXPECT_EQ(back.topology_path, job.topology_path);
+  EXPECT_EQ(back.token, job.token);
+  EXPECT_EQ(back.cores, job.cores);
+}
+
+TEST(EncodeJobTest, RefusesDamagedBytes) {
+  const std::string bytes = encode_job(sample_job());
+  EXPECT_THROW(decode_job("nonsense"), std::runtime_error);
+  try {
+    decode_job(bytes.substr(0, 40));  // inside the topology text
+    FAIL();
+  } catch (const std::runtime_error& e) {
+    EXPECT_STREQ(e.what(), "malformed job: truncated");
+  }
+  try {
+    decode_job(bytes.substr(0, bytes.size() - 3));  // inside the list of cores
+    FAIL();
+  } catch (const std::runtime_error& e) {
+    EXPECT_STREQ(e.what(), "malformed job: a count of 3 exceeds the data");
+  }
+  try {
+    decode_job(bytes + "x");
+    FAIL();
+  } catch (const std::runtime_error& e) {
+    EXPECT_STREQ(e.what(), "malformed job: trailing bytes");
+  }
+}
+
+TEST(TokenTest, SixtyFourHexDigitsAndFresh) {
+  const std::string a = make_token(), b = make_token();
+  EXPECT_EQ(a.size(), 64u);
+  EXPECT_EQ(a.find_first_not_of("0123456789abcdef"), std::string::npos);
+  EXPECT_NE(a, b);
+}
+
+TEST(FreePortTest, IsAPort) {
+  const int p = free_tcp_port();
+  EXPECT_GT(p, 0);
+  EXPECT_LT(p, 65536);
+}
+
+TEST(FrameTest, SplitsAStreamIntoFrames) {
+  const std::string a = ssh::encode_frame(ssh::FrameType::kStdout, 3, "hello\n'world'");
+  const std::string b = ssh::encode_frame(ssh::FrameType::kSignal, -1, "");
+  const std::string stream = a + b;
+  ssh::FrameReader r;
+  for (size_t i = 0; i < stream.size(); ++i) {  // a byte at a time, as a slow channel would
+    r.feed(stream.substr(i, 1));
+    if (i + 1 < a.size()) {
+      EXPECT_FALSE(r.next().has_value());
+    }
+  }
+  auto f1 = r.next();
+  ASSERT_TRUE(f1);
+  EXPECT_EQ(f1->type, ssh::FrameType::kStdout);
+  EXPECT_EQ(f1->id, 3);
+  EXPECT_EQ(f1->payload, "hello\n'world'");
+  auto f2 = r.next();
+  ASSERT_TRUE(f2);
+  EXPECT_EQ(f2->type, ssh::FrameType::kSignal);
+  EXPECT_EQ(f2->id, -1);
+  EXPECT_FALSE(r.next());
+}
+
+TEST(FrameTest, ForeignBytesSayWhatToCheck) {
+  ssh::FrameReader r;
+  r.feed("Welcome to node1!\n");
+  try {
+    r.next();
+    FAIL();
+  } catch (const std::runtime_error& e) {
+    EXPECT_STREQ(e.what(),
+                 "unexpected byte 87 from the agent (is something printing on its stdout, such "
+                 "as a login script?)");
+  }
+}
+
+}  // namespace
+}  // namespace ddl::launcher

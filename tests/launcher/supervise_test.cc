@@ -1,0 +1,187 @@
+// The supervisor against a recording fake backend (processes are simulated: the test decides
+// when each "exits" and which signals "kill" it).
+
+#include "launcher/supervise.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <mutex>
+#include <set>
+#include <thread>
+
+namespace ddl::launcher {
+namespace {
+
+using namespace std::chrono_literals;
+
+class FakeBackend : public Backend {
+ public:
+  explicit FakeBackend(std::vector<int> ranks, std::set<int> deadly = {SIGTERM, SIGKILL})
+      : ranks_(std::move(ranks)), deadly_(std::move(deadly)) {}
+  std::string_view name() const override { return "fake"; }
+  std::vector<int> start(EventQueue& events) override {
+    events_ = &events;
+    for (auto& s : script_)
+      events.push(s);
+    running_ = std::set<int>(ranks_.begin(), ranks_.end());
+    for (auto& s : script_)
+      if (s.type == Event::Type::kExit) running_.erase(s.rank);
+    return ranks_;
+  }
+  void signal(int sig) override {
+    std::lock_guard lock(mutex_);
+    signals.push_back(sig);
+    if (deadly_.count(sig) == 0) return;
+    for (int r : running_)
+      events_->push(Event{Event::Type::kExit, r, -1, Stream::kStdout, {}, {0, sig}});
+    running_.clear();
+  }
+  void write_stdin(std::string_view) override {}
+  void close_stdin() override {}
+  void finish() override { finished = true; }
+
+  std::vector<Event> script_;  ///< pushed at start
+  std::vector<int> signals;
+  bool finished = false;
+
+ private:
+  std::vector<int> ranks_;
+  std::set<int> deadly_;
+  std::set<int> running_;
+  EventQueue* events_ = nullptr;
+  std::mutex mutex_;
+};
+
+class RecordingSink : public OutputSink {
+ public:
+  void line(int rank, Stream stream, std::string_view text) override {
+    lines.push_back(std::to_string(rank) + (stream == Stream::kStdout ? " out " : " err ") +
+                    std::string(text));
+  }
+  void note(std::string_view text) override { notes.emplace_back(text); }
+  std::vector<std::string> lines, notes;
+};
+
+comm::Topology three_ranks() {
+  comm::Topology t;
+  t.job_id = "j";
+  t.hosts = {{0, "n1", "a", {}}, {1, "n2", "b", {}}};
+  t.ranks = {{0, 0, 0, -1, "", "", {}, "", ""},
+             {1, 1, 0, -1, "", "", {}, "", ""},
+             {2, 0, 1, -1, "", "", {}, "", ""}};
+  return t;
+}
+
+SuperviseOptions quiet_options() {
+  SuperviseOptions o;
+  o.handle_signals = false;
+  o.stdin_fd = -1;
+  o.kill_grace = 200ms;
+  o.tail_lines = 2;
+  return o;
+}
+
+Event out(int rank, std::string text) {
+  return {Event::Type::kOutput, rank, -1, Stream::kStdout, std::move(text), {}};
+}
+Event exit_of(int rank, int code, int sig = 0) {
+  return {Event::Type::kExit, rank, -1, Stream::kStdout, {}, {code, sig}};
+}
+
+TEST(SuperviseTest, AllSucceed) {
+  FakeBackend b({0, 1, 2});
+  b.script_ = {out(0, "hi"), exit_of(0, 0), exit_of(1, 0), out(2, "bye"), exit_of(2, 0)};
+  RecordingSink sink;
+  const comm::Topology t = three_ranks();
+  EXPECT_EQ(supervise(b, &t, quiet_options(), sink), 0);
+  EXPECT_EQ(sink.lines, (std::vector<std::string>{"0 out hi", "2 out bye"}));
+  EXPECT_TRUE(sink.notes.empty());
+  EXPECT_TRUE(b.signals.empty());
+  EXPECT_TRUE(b.finished);
+}
+
+TEST(SuperviseTest, FirstFailureStopsTheRestAndNamesTheRank) {
+  FakeBackend b({0, 1, 2});
+  b.script_ = {out(2, "a"), out(2, "b"), out(2, "Traceback: boom"), exit_of(2, 7)};
+  RecordingSink sink;
+  const comm::Topology t = three_ranks();
+  EXPECT_EQ(supervise(b, &t, quiet_options(), sink), 7);
+  EXPECT_EQ(b.signals, (std::vector<int>{SIGTERM}));
+  EXPECT_EQ(sink.notes, (std::vector<std::string>{
+                            "ddlrun: rank 2 (n2) exited with status 7; stopping the other 2 "
+                            "processes",
+                            "ddlrun: last lines of rank 2 (n2):", "  b", "  Traceback: boom"}));
+}
+
+TEST(SuperviseTest, ASignalledRankGivesOneTwentyEightPlusN) {
+  FakeBackend b({0, 1, 2});
+  b.script_ = {exit_of(1, 0, SIGKILL)};
+  RecordingSink sink;
+  const comm::Topology t = three_ranks();
+  EXPECT_EQ(supervise(b, &t, quiet_options(), sink), 137);
+  EXPECT_EQ(sink.notes.at(0),
+            "ddlrun: rank 1 (n1) was killed by SIGKILL; stopping the other 2 processes");
+}
+
+TEST(SuperviseTest, SigkillAfterTheGrace) {
+  FakeBackend b({0, 1}, {SIGKILL});  // they ignore SIGTERM
+  b.script_ = {exit_of(0, 3)};
+  b.script_.push_back(exit_of(0, 3));
+  RecordingSink sink;
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(supervise(b, nullptr, quiet_options(), sink), 3);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 200ms);
+  EXPECT_EQ(b.signals, (std::vector<int>{SIGTERM, SIGKILL}));
+  EXPECT_EQ(sink.notes.back(),
+            "ddlrun: 1 of 2 processes still running 0.2 s after SIGTERM; sending SIGKILL");
+}
+
+TEST(SuperviseTest, TimeoutGivesOneTwentyFour) {
+  FakeBackend b({0, 1});
+  SuperviseOptions o = quiet_options();
+  o.timeout = 100ms;
+  RecordingSink sink;
+  EXPECT_EQ(supervise(b, nullptr, o, sink), 124);
+  EXPECT_EQ(sink.notes.at(0),
+            "ddlrun: the job timed out after 0.1 s (--timeout); stopping 2 processes");
+}
+
+TEST(SuperviseTest, LostHostEndsTheJob) {
+  FakeBackend b({0, 1, 2});
+  b.script_ = {{Event::Type::kHostFailure, -1, 1, Stream::kStdout, "connection reset", {}}};
+  RecordingSink sink;
+  const comm::Topology t = three_ranks();
+  EXPECT_EQ(supervise(b, &t, quiet_options(), sink), 1);
+  EXPECT_EQ(sink.notes.at(0), "ddlrun: n2: connection reset; stopping the other 2 processes");
+  EXPECT_EQ(b.signals, (std::vector<int>{SIGTERM}));
+}
+
+TEST(SuperviseTest, InterruptIsForwardedAndASecondKills) {
+  FakeBackend b({0, 1}, {SIGKILL});
+  const Event sigint{Event::Type::kSignal, -1, -1, Stream::kStdout, {}, {0, SIGINT}};
+  b.script_ = {sigint, sigint};
+  RecordingSink sink;
+  EXPECT_EQ(supervise(b, nullptr, quiet_options(), sink), 130);
+  EXPECT_EQ(b.signals, (std::vector<int>{SIGINT, SIGKILL}));
+  EXPECT_EQ(sink.notes, (std::vector<std::string>{
+                            "ddlrun: got SIGINT; passing it to 2 processes (interrupt again to "
+                            "kill them at once)",
+                            "ddlrun: second interrupt: killing every process now"}));
+}
+
+TEST(SuperviseTest, LaterFailuresDoNotChangeTheStatus) {
+  FakeBackend b({0, 1, 2}, {});
+  b.script_ = {exit_of(0, 5), exit_of(1, 9), exit_of(2, 0, SIGTERM)};
+  RecordingSink sink;
+  EXPECT_EQ(supervise(b, nullptr, quiet_options(), sink), 5);
+  EXPECT_EQ(sink.notes.size(), 1u);
+}
+
+TEST(SignalNameTest, Names) {
+  EXPECT_EQ(signal_name(SIGKILL), "SIGKILL");
+  EXPECT_EQ(signal_name(SIGINT), "SIGINT");
+}
+
+}  // namespace
+}  // namespace ddl::launcher
