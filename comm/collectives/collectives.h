@@ -1,0 +1,90 @@
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "comm/transport/link.h"
+
+namespace ddl::comm {
+
+/// Element types of the collectives (ddl.h's DDL_FLOAT32 ... in the same order).
+enum class DataType { kFloat32, kFloat64, kFloat16, kBFloat16, kInt32, kInt64, kUint8 };
+/// Reductions (ddl.h's DDL_SUM ... in the same order). kAvg sums, then divides by the number
+/// of ranks (integer types: truncating division).
+enum class ReduceOp { kSum, kAvg, kMin, kMax, kProd };
+
+/// Bytes per element.
+size_t type_size(DataType type);
+/// "float32", "bfloat16", ...; "sum", "avg", ...
+std::string_view to_string(DataType type);
+std::string_view to_string(ReduceOp op);
+
+/// dst[i] = op(dst[i], src[i]) for `count` elements (kAvg reduces as kSum). float16 and
+/// bfloat16 are widened to float, reduced, and rounded to nearest even. Vectorised where the
+/// compiler can.
+void reduce_into(void* dst, const void* src, size_t count, DataType type, ReduceOp op);
+/// buf[i] /= divisor, for kAvg's last step.
+void divide(void* buf, size_t count, DataType type, int divisor);
+
+/// The ranks one algorithm runs over, in ring order, with a link to each member: a ring of one
+/// dimension, or the whole job. Built by the communicator from its links.
+class Group {
+ public:
+  /// `members` are global ranks in ring order; `self` is this rank's index in them; `link`
+  /// gives the Link to a member's global rank (never called for self).
+  Group(std::vector<int> members, int self, std::function<transport::Link&(int global_rank)> link,
+        std::chrono::milliseconds timeout)
+      : members_(std::move(members)), self_(self), link_(std::move(link)), timeout_(timeout) {}
+
+  int size() const { return static_cast<int>(members_.size()); }
+  int rank() const { return self_; }  ///< this rank's index in the group
+  int global(int index) const { return members_[index]; }
+  /// The link to member `index` (0..size-1, not rank()).
+  transport::Link& link(int index) const { return link_(members_[index]); }
+  std::chrono::milliseconds timeout() const { return timeout_; }
+
+ private:
+  std::vector<int> members_;
+  int self_;
+  std::function<transport::Link&(int)> link_;
+  std::chrono::milliseconds timeout_;
+};
+
+/// The boundaries of `count` elements cut into `parts` nearly equal chunks: chunk i is
+/// [offsets[i], offsets[i+1]); the first count % parts chunks have one more element.
+std::vector<size_t> partition(size_t count, int parts);
+
+// The algorithms. All are in place on `buf` (out of place is a copy first, done by the caller),
+// work for any count including 0 and counts not divisible by the group size, and give bitwise
+// identical results on every member (each element is reduced in one fixed order).
+// Each throws transport::TransportError naming the peer that failed.
+
+/// Ring allreduce: reduce-scatter then allgather around the ring (2(n-1) steps), each chunk
+/// pipelined in slices so sending and reducing overlap.
+void ring_allreduce(const Group& g, void* buf, size_t count, DataType type, ReduceOp op);
+/// Recursive doubling (non-powers of two fold the extra ranks in first): log2(n) steps of the
+/// whole buffer; for small messages.
+void recursive_doubling_allreduce(const Group& g, void* buf, size_t count, DataType type,
+                                  ReduceOp op);
+/// The multi-dimensional allreduce of the PowerAI DDL paper: reduce-scatter along dims[0]
+/// (innermost), then along dims[1] on the chunk this rank owns, ..., then allgather back out
+/// from the outermost dimension to the innermost. Every group of `dims` must contain this rank.
+void multi_ring_allreduce(std::span<const Group* const> dims, void* buf, size_t count,
+                          DataType type, ReduceOp op);
+/// Ring reduce-scatter: afterwards member i holds the reduced chunk i of partition(count, n)
+/// at its place in `buf` (the rest of `buf` is scratch).
+void ring_reduce_scatter(const Group& g, void* buf, size_t count, DataType type, ReduceOp op);
+/// Ring allgather: member i contributes chunk i of partition(count, n) (already at its place
+/// in `buf`); afterwards every member holds all of `buf`.
+void ring_allgather(const Group& g, void* buf, size_t count, DataType type);
+/// Broadcast of `bytes` from member `root` (pipelined along the ring).
+void ring_broadcast(const Group& g, void* buf, size_t bytes, int root);
+/// Returns once every member has entered (dissemination barrier).
+void barrier(const Group& g);
+
+}  // namespace ddl::comm

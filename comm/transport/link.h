@@ -1,0 +1,83 @@
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <span>
+#include <stdexcept>
+#include <string>
+
+namespace ddl::comm::transport {
+
+// Transports move bytes between two ranks. A Link is one peer's duplex, reliable, ordered byte
+// stream; a Device makes Links (it listens, publishes an address through the bootstrap, and
+// connects). tcp/ and shm/ implement both with the same file set; the collectives see only
+// Link and exchange(). Nothing here blocks forever: every wait has a deadline and every
+// failure names the peer.
+
+/// The peer is gone (connection reset, closed, timed out) or a transport call failed. what()
+/// names the peer rank (and its host when known) and the reason, e.g.
+/// "rank 3 (node2): connection reset by peer".
+class TransportError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// One peer's byte stream. Not thread-safe: one collective uses a Link at a time.
+class Link {
+ public:
+  virtual ~Link() = default;
+  /// The peer's global rank.
+  virtual int peer() const = 0;
+  /// "rank 3 (node2)": for messages.
+  virtual std::string peer_name() const = 0;
+  /// Hands over up to `n` bytes without blocking; returns how many were taken (0 when the link
+  /// is full). Throws TransportError when the peer is gone.
+  virtual size_t send_some(const void* data, size_t n) = 0;
+  /// Takes up to `n` bytes that have arrived, without blocking; returns how many (0 when none).
+  /// Throws TransportError when the peer is gone (EOF included).
+  virtual size_t recv_some(void* data, size_t n) = 0;
+  /// A file descriptor to poll() (POLLIN: data to receive, POLLOUT: room to send), or -1 when
+  /// the link cannot be polled (shared memory) and exchange() should spin and yield.
+  virtual int poll_fd() const = 0;
+};
+
+/// Sends `send` to `to` and receives `recv` from `from` at the same time, so that two ranks
+/// sending to each other (or a ring) never deadlock; either side may be empty (its link may
+/// then be null). Returns when both are complete. Throws TransportError naming the peer when
+/// a link fails or `timeout` passes without progress.
+void exchange(Link* to, std::span<const std::byte> send, Link* from, std::span<std::byte> recv,
+              std::chrono::milliseconds timeout);
+
+/// Makes Links of one kind for one rank.
+class Device {
+ public:
+  virtual ~Device() = default;
+  /// "tcp", "shm".
+  virtual std::string_view kind() const = 0;
+  /// What peers need to reach this rank, published through the bootstrap before connect().
+  virtual std::string address() const = 0;
+  /// A Link to `peer`, whose address() is `peer_address`. Both sides call it; the one with the
+  /// lower rank initiates. Blocks until connected or `timeout`. Throws TransportError.
+  virtual std::unique_ptr<Link> connect(int peer, const std::string& peer_name,
+                                        const std::string& peer_address,
+                                        std::chrono::milliseconds timeout) = 0;
+};
+
+/// What a Device is created with.
+struct DeviceOptions {
+  int rank = 0;
+  std::string job_id;  ///< names shared-memory segments
+  /// The job's secret: a connection that does not present it is dropped (tcp).
+  std::string token;
+  /// tcp: the address to listen on ("" = any); the mapper's choice for this rank.
+  std::string bind_address;
+  /// tcp: sockets per peer, data striped across them (1 = one stream).
+  int streams = 1;
+};
+
+/// The transports' factories (tcp/tcp.cc, shm/shm.cc). Throw TransportError.
+std::unique_ptr<Device> make_tcp_device(const DeviceOptions& options);
+std::unique_ptr<Device> make_shm_device(const DeviceOptions& options);
+
+}  // namespace ddl::comm::transport
