@@ -53,6 +53,10 @@ std::string encode_cores(const std::vector<int>& cores);
 /// The inverse of encode_cores; an empty vector for "" or for text it did not write.
 std::vector<int> decode_cores(std::string_view text);
 
+/// Writes `text` to `path` (mode 0600, replacing it). Throws LaunchError naming `launcher`
+/// ("mpirun launcher"), the file and the system's reason.
+void write_work_file(const std::string& path, const std::string& text, std::string_view launcher);
+
 /// `argv` as one POSIX shell command line (words quoted only when needed), for -v.
 std::string shell_join(const std::vector<std::string>& argv);
 

@@ -18,6 +18,7 @@
 
 #include "launcher/rank_exec.h"
 
+#include <fcntl.h>
 #include <sched.h>
 #include <unistd.h>
 
@@ -31,6 +32,7 @@
 #include <set>
 
 #include "comm/topology.h"
+#include "launcher/backend.h"
 #include "launcher/external.h"
 #include "launcher/job.h"
 
@@ -357,6 +359,30 @@ std::vector<std::string> rank_exec_command(const std::string& ddlrun_path,
   std::vector<std::string> out = {ddlrun_path, "--rank-exec", "--"};
   out.insert(out.end(), argv.begin(), argv.end());
   return out;
+}
+
+void write_work_file(const std::string& path, const std::string& text, std::string_view launcher) {
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  bool ok = fd >= 0;
+  size_t done = 0;
+  while (ok && done < text.size()) {
+    const ssize_t n = write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    ok = n > 0;
+    done += ok ? static_cast<size_t>(n) : 0;
+  }
+  int err = errno;
+  if (fd >= 0 && close(fd) != 0 && ok) {
+    ok = false;
+    err = errno;
+  }
+  if (!ok) {
+    const size_t slash = path.rfind('/');
+    throw LaunchError(std::string(launcher) + ": cannot write " + path + ": " + std::strerror(err) +
+                      " (check the free space and permissions of " +
+                      (slash == std::string::npos ? std::string(".") : path.substr(0, slash)) +
+                      ")");
+  }
 }
 
 std::string shell_join(const std::vector<std::string>& argv) {

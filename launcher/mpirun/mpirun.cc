@@ -16,7 +16,6 @@
 
 #include "launcher/mpirun/mpirun.h"
 
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -119,26 +118,7 @@ std::unique_ptr<Backend> make_mpirun_backend(const Job& job, const LaunchOptions
   mpirun::Command command = mpirun::mpirun_command(job, options, env, rankfile_path, as_root);
   command.argv[0] = mpirun;
 
-  const int fd = open(rankfile_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  bool ok = fd >= 0;
-  const char* data = command.rankfile.data();
-  size_t left = command.rankfile.size();
-  while (ok && left > 0) {
-    const ssize_t n = write(fd, data, left);
-    if (n < 0 && errno == EINTR) continue;
-    ok = n > 0;
-    if (ok) {
-      data += n;
-      left -= static_cast<size_t>(n);
-    }
-  }
-  const int err = errno;
-  if (fd >= 0 && close(fd) != 0 && ok) ok = false;
-  if (!ok) {
-    throw LaunchError("mpirun launcher: cannot write the rankfile " + rankfile_path + ": " +
-                      std::strerror(err) + " (check the space and permissions of " +
-                      options.work_dir + ")");
-  }
+  write_work_file(rankfile_path, command.rankfile, "mpirun launcher");
   if (options.verbosity > 0) {
     std::cerr << "ddlrun: rankfile " << rankfile_path << ":\n" << command.rankfile;
     std::cerr << "ddlrun: mpirun command: " << shell_join(command.argv) << std::endl;

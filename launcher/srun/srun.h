@@ -1,0 +1,48 @@
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "launcher/external.h"
+#include "launcher/factory.h"
+#include "launcher/job.h"
+
+namespace ddl::launcher::srun {
+
+/// What make_srun_backend runs: srun, the SLURM_HOSTFILE it reads, and its environment.
+struct Command {
+  std::vector<std::string> argv;  ///< {"srun", ..., ddlrun, "--rank-exec", "--", program...}
+  /// One host per rank, in rank order (--distribution=arbitrary reads it from $SLURM_HOSTFILE).
+  std::string hostfile;
+  /// JobEnvironment::set, then SLURM_HOSTFILE=<hostfile_path>.
+  std::vector<EnvVar> env;
+  /// Why the MPI plugin is not pmix, for a warning; empty when it is.
+  std::string note;
+};
+
+/// The MPI plugins that `srun --mpi=list` printed ("pmix", "pmi2", "none", ...).
+std::vector<std::string> parse_mpi_list(std::string_view output);
+
+/// Throws LaunchError unless ddlrun runs inside a Slurm allocation ($SLURM_JOB_ID and
+/// $SLURM_JOB_NODELIST in `environ`) that holds every host of the plan, by name.
+void check_allocation(const Job& job, const std::vector<std::string>& environ);
+
+/// Builds the srun command for `job`:
+///   srun --mpi=pmix -N <hosts> -n <ranks> [--ntasks-per-node=<n> when every host has n]
+///        --distribution=arbitrary --cpu-bind=... [--overcommit] [--gpus-per-node=<g>
+///        --gpu-bind=none] --kill-on-bad-exit=1 --export=ALL,<names> ddlrun --rank-exec --
+///        program args...
+/// Ranks go to hosts exactly as planned through the hostfile. CPU binding: `map_cpu:` (one PU
+/// each) or `mask_cpu:` per Slurm local id (the rank's position among its host's ranks in
+/// rank order) when every host gets the same list; otherwise `none`, and `ddlrun --rank-exec`
+/// binds each rank itself. Ranks without a CPU set mean the hosts are oversubscribed:
+/// `--cpu-bind=none --overcommit`. When the allocation has GPUs ($SLURM_JOB_GPUS or
+/// $SLURM_GPUS_ON_NODE) and ranks use GPUs, the step asks for the most GPUs a host uses and
+/// every rank sees all of them (as under the local backend; $DDL_GPU names its own). The MPI
+/// plugin is pmix when `mpi_plugins` has it, else pmi2, else none (with `note` saying so).
+/// Pure.
+Command srun_command(const Job& job, const LaunchOptions& options, const JobEnvironment& env,
+                     const std::string& hostfile_path, const std::vector<std::string>& mpi_plugins);
+
+}  // namespace ddl::launcher::srun

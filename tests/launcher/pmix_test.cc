@@ -1,0 +1,75 @@
+#include "launcher/pmix/pmix.h"
+
+#include <gtest/gtest.h>
+
+namespace ddl::launcher::pmix {
+namespace {
+
+TEST(PmixTest, PrterunPlacesByRankfileAndForwardsVariablesByName) {
+  Job job;
+  job.topology.job_id = "ddlrun-3";
+  job.topology.hosts = {{0, "a", "", {}}, {1, "b", "", {}}};
+  job.topology.ranks.resize(2);
+  job.topology.ranks[0].rank = 1;
+  job.topology.ranks[0].host = 1;
+  job.topology.ranks[0].cpus = comm::CpuSet::parse("2-3");
+  job.topology.ranks[1].rank = 0;
+  job.topology.mode = comm::parse_mode("r");
+  job.argv = {"prog", "x;y"};
+  job.topology_path = "/t";
+  job.token = "secret";
+  LaunchOptions o;
+  o.ddlrun_path = "/bin/ddlrun";
+  o.mpiargs = {"--display", "map"};
+  const Command c = prterun_command(job, o, job_environment(job, {"a", 1, 2}, o.environ), "/w/rf");
+  EXPECT_EQ(c.rankfile,
+            "# ddlrun job ddlrun-3: placement only (--bind-to none); ddlrun --rank-exec binds "
+            "each rank\nrank 0=a slot=0\nrank 1=b slot=2-3\n");
+  const std::vector<std::string> want = {"prterun",
+                                         "--np",
+                                         "2",
+                                         "--map-by",
+                                         "rankfile:file=/w/rf",
+                                         "--bind-to",
+                                         "none",
+                                         "-x",
+                                         "DDL_TOPOLOGY_FILE",
+                                         "-x",
+                                         "DDL_JOB_TOKEN",
+                                         "-x",
+                                         "DDL_RENDEZVOUS",
+                                         "-x",
+                                         "MASTER_ADDR",
+                                         "-x",
+                                         "MASTER_PORT",
+                                         "-x",
+                                         "DDL_OPTIONS",
+                                         "--display",
+                                         "map",
+                                         "/bin/ddlrun",
+                                         "--rank-exec",
+                                         "--",
+                                         "prog",
+                                         "x;y"};
+  EXPECT_EQ(c.argv, want);
+  for (const std::string& w : c.argv)
+    EXPECT_EQ(w.find("secret"), std::string::npos);
+}
+
+TEST(PmixTest, MissingPrterunNamesWhatToInstall) {
+  Job job;
+  LaunchOptions o;
+  o.environ = {"PATH=/nonexistent-ddl"};
+  try {
+    make_pmix_backend(job, o);
+    FAIL();
+  } catch (const LaunchError& e) {
+    EXPECT_STREQ(e.what(),
+                 "pmix launcher: prterun is not on $PATH; install PRRTE "
+                 "(https://github.com/openpmix/prrte; Debian 12 does not package it) and put its "
+                 "bin directory on $PATH, or use --launcher mpirun or --launcher ssh");
+  }
+}
+
+}  // namespace
+}  // namespace ddl::launcher::pmix
