@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "comm/bootstrap/bootstrap.h"
 #include "launcher/factory.h"
 #include "launcher/process.h"
 
@@ -132,6 +133,13 @@ int launch(const JobPlan& plan, const Options& o, spdlog::logger& log) {
   lo.work_dir = work.path();
   lo.environ = launcher::current_environment();
   lo.verbosity = o.verbosity;
+  // ddlrun's own launchers serve the runtime's rendezvous; the others have PMIx.
+  std::unique_ptr<comm::RendezvousServer> rendezvous;
+  if (plan.launcher.kind == launcher::Kind::kLocal || plan.launcher.kind == launcher::Kind::kSsh) {
+    rendezvous = std::make_unique<comm::RendezvousServer>(
+        job.token, static_cast<int>(plan.topology.ranks.size()));
+    lo.rendezvous_port = rendezvous->port();
+  }
   std::unique_ptr<launcher::Backend> backend = make_backend(plan, job, lo);
 
   std::unique_ptr<launcher::OutputSink> sink =

@@ -29,6 +29,9 @@ struct LaunchOptions {
   /// The environment ddlrun runs in, "NAME=value" each (what external launchers inherit).
   std::vector<std::string> environ;
   int verbosity = 0;
+  /// The port of ddlrun's rendezvous server (comm::RendezvousServer) for the local and ssh
+  /// backends; 0: none (the ranks bootstrap through PMIx or are alone).
+  int rendezvous_port = 0;
 };
 
 /// Forks and execs every rank on this host: its own process group, its CPU set, its

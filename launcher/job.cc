@@ -22,6 +22,16 @@
 
 namespace ddl::launcher {
 
+namespace {
+
+/// "host:port", with an IPv6 address in brackets.
+std::string host_port(const std::string& host, int port) {
+  const bool v6 = host.find(':') != std::string::npos && host.front() != '[';
+  return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
+}
+
+}  // namespace
+
 using wire::put_str;
 using wire::put_u32;
 
@@ -48,7 +58,9 @@ std::vector<EnvVar> rank_environment(const Job& job, int rank, const Rendezvous&
       {"DDL_CPUS", r->cpus.str()},
       {"DDL_JOB_ID", t.job_id},
       {"DDL_TOPOLOGY_FILE", topology_path},
-      {"DDL_RENDEZVOUS", rendezvous.address + ":" + std::to_string(rendezvous.ddl_port)},
+      {"DDL_RENDEZVOUS",
+       host_port(rendezvous.ddl_address.empty() ? rendezvous.address : rendezvous.ddl_address,
+                 rendezvous.ddl_port)},
       {"DDL_JOB_TOKEN", job.token},
       {"DDL_OPTIONS", "-mode " + t.mode.str()},
       {"RANK", std::to_string(rank)},

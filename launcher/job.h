@@ -36,13 +36,17 @@ struct Rendezvous {
   std::string address;  ///< rank 0's host, as other hosts reach it
   int master_port = 0;  ///< $MASTER_PORT (torch.distributed's store)
   int ddl_port = 0;     ///< $DDL_RENDEZVOUS's port (libddl's bootstrap)
+  /// $DDL_RENDEZVOUS's host: where ddlrun's rendezvous server is reached from the rank's
+  /// host; empty: `address`.
+  std::string ddl_address = {};
 };
 
 /// The variables rank `rank` of `job` starts with, added to (and overriding) the environment
 /// it inherits:
 ///   DDL_RANK, DDL_SIZE, DDL_LOCAL_RANK, DDL_LOCAL_SIZE, DDL_HOST_INDEX, DDL_NUM_HOSTS,
 ///   DDL_GPU (-1: none), DDL_CPUS (its CPU set, "" when unbound), DDL_JOB_ID,
-///   DDL_TOPOLOGY_FILE (topology_path), DDL_RENDEZVOUS (address:ddl_port), DDL_JOB_TOKEN,
+///   DDL_TOPOLOGY_FILE (topology_path), DDL_RENDEZVOUS (ddl_address or address, ":",
+///   ddl_port), DDL_JOB_TOKEN,
 ///   DDL_OPTIONS="-mode <mode>" (IBM's spelling);
 ///   RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, ROLE_RANK, ROLE_WORLD_SIZE,
 ///   MASTER_ADDR, MASTER_PORT (torchrun's contract);

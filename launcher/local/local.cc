@@ -33,9 +33,8 @@ class LocalBackend : public Backend {
     const comm::Host* host0 = ranks.empty() ? nullptr : t.find_host(ranks.front().host);
     rv.address = host0 != nullptr && !host0->address.empty() ? host0->address : "127.0.0.1";
     rv.master_port = free_tcp_port();
-    do {
-      rv.ddl_port = free_tcp_port();
-    } while (rv.ddl_port != 0 && rv.ddl_port == rv.master_port);
+    rv.ddl_address = "127.0.0.1";
+    rv.ddl_port = options_.rendezvous_port;
     const std::vector<std::string> base =
         options_.environ.empty() ? current_environment() : options_.environ;
     const bool inherited_omp = has_variable(base, "OMP_NUM_THREADS");

@@ -87,13 +87,14 @@ std::string host_name() {
   return buf;
 }
 
-/// The address this host was reached at: the third field of $SSH_CONNECTION.
-std::string reached_address() {
+/// Field `index` of $SSH_CONNECTION ("client-address client-port server-address
+/// server-port"): 0 is where ddlrun connected from, 2 the address this host was reached at.
+std::string ssh_connection_field(int index) {
   const char* c = std::getenv("SSH_CONNECTION");
   if (c == nullptr) return "";
   std::string s(c);
   size_t pos = 0;
-  for (int field = 0; field < 2; ++field) {
+  for (int field = 0; field < index; ++field) {
     pos = s.find(' ', pos);
     if (pos == std::string::npos) return "";
     ++pos;
@@ -109,7 +110,7 @@ int Agent::run() {
     ddl_port = free_tcp_port();
   std::string hello;
   wire::put_str(hello, host_name());
-  wire::put_str(hello, reached_address());
+  wire::put_str(hello, ssh_connection_field(2));
   wire::put_u32(hello, static_cast<uint32_t>(master_port));
   wire::put_u32(hello, static_cast<uint32_t>(ddl_port));
   if (!send(ssh::FrameType::kHello, 0, hello)) return 1;
@@ -131,7 +132,9 @@ int Agent::run() {
     rv.address = in.str();
     rv.master_port = static_cast<int>(in.u32());
     rv.ddl_port = static_cast<int>(in.u32());
+    rv.ddl_address = in.str();
     in.expect_done();
+    if (rv.ddl_address.empty()) rv.ddl_address = ssh_connection_field(0);
   } catch (const std::exception& e) {
     return fail(1, std::string("cannot read the job: ") + e.what() +
                        " (is ddlrun the same version on every host?)");

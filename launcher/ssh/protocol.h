@@ -12,7 +12,8 @@ namespace ddl::launcher::ssh {
 // (wire.h). The conversation:
 //
 //   agent  -> H  hello: payload = hostname, the address ddlrun reached it at, two free ports
-//   ddlrun -> J  job: id = this host's index; payload = encoded Job, rendezvous address, ports
+//   ddlrun -> J  job: id = this host's index; payload = encoded Job, rendezvous address, ports,
+//                and the address of ddlrun's rendezvous server ("": where ddlrun came from)
 //   agent  -> K  ready (program found, topology file written)   or   F failure (id = status)
 //   ddlrun -> G  go: start the ranks
 //   agent  -> O / R  a line of rank `id`'s stdout / stderr

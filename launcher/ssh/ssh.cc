@@ -110,7 +110,8 @@ class SshBackend : public Backend {
                  : host0 != nullptr              ? host0->address
                                                  : first->name;
     rv.master_port = first->master_port;
-    rv.ddl_port = first->ddl_port;
+    // ddlrun's rendezvous server; each agent fills in the address ddlrun came from.
+    rv.ddl_port = options_.rendezvous_port;
     const std::string job_bytes = encode_job(job_);
     {
       std::lock_guard lock(mutex_);
@@ -120,6 +121,7 @@ class SshBackend : public Backend {
         wire::put_str(payload, rv.address);
         wire::put_u32(payload, static_cast<uint32_t>(rv.master_port));
         wire::put_u32(payload, static_cast<uint32_t>(rv.ddl_port));
+        wire::put_str(payload, rv.ddl_address);
         h->job_frame = ssh::encode_frame(ssh::FrameType::kJob, h->index, payload);
       }
     }

@@ -37,7 +37,7 @@ std::map<std::string, std::string> as_map(const std::vector<EnvVar>& env) {
 TEST(RankEnvironmentTest, GivesDdlAndTorchrunVariables) {
   Job job = sample_job();
   job.exports.clear();
-  const Rendezvous rv{"10.200.0.2", 29500, 29501};
+  const Rendezvous rv{"10.200.0.2", 29500, 29501, ""};
   auto env = as_map(rank_environment(job, 1, rv, "/p/topo.yaml", false));
   EXPECT_EQ(env["DDL_RANK"], "1");
   EXPECT_EQ(env["DDL_SIZE"], "3");
@@ -62,9 +62,15 @@ TEST(RankEnvironmentTest, GivesDdlAndTorchrunVariables) {
   EXPECT_EQ(env["OMP_NUM_THREADS"], "4");  // cores, not PUs
 }
 
+TEST(RankEnvironmentTest, RendezvousServerAddressWhenGiven) {
+  const Rendezvous rv{"10.200.0.2", 29500, 41000, "fe80::1"};
+  EXPECT_EQ(as_map(rank_environment(sample_job(), 0, rv, "t", false))["DDL_RENDEZVOUS"],
+            "[fe80::1]:41000");
+}
+
 TEST(RankEnvironmentTest, OmpThreadsOnlyWhenBoundAndNotSetByTheUser) {
   Job job = sample_job();
-  const Rendezvous rv{"a", 1, 2};
+  const Rendezvous rv{"a", 1, 2, ""};
   EXPECT_EQ(as_map(rank_environment(job, 2, rv, "t", false)).count("OMP_NUM_THREADS"), 0u);
   EXPECT_EQ(as_map(rank_environment(job, 0, rv, "t", true)).count("OMP_NUM_THREADS"), 0u);
   job.cores.clear();  // unknown cores: the PUs count
@@ -72,7 +78,7 @@ TEST(RankEnvironmentTest, OmpThreadsOnlyWhenBoundAndNotSetByTheUser) {
 }
 
 TEST(RankEnvironmentTest, ExportsWinAndKeepTheirOrder) {
-  const std::vector<EnvVar> env = rank_environment(sample_job(), 2, {"a", 1, 2}, "t", false);
+  const std::vector<EnvVar> env = rank_environment(sample_job(), 2, {"a", 1, 2, ""}, "t", false);
   auto m = as_map(env);
   EXPECT_EQ(m["RANK"], "overridden");
   EXPECT_EQ(m["FOO"], "bar");
@@ -81,7 +87,7 @@ TEST(RankEnvironmentTest, ExportsWinAndKeepTheirOrder) {
 
 TEST(RankEnvironmentTest, UnknownRankNamesTheJob) {
   try {
-    rank_environment(sample_job(), 9, {"a", 1, 2}, "t", false);
+    rank_environment(sample_job(), 9, {"a", 1, 2, ""}, "t", false);
     FAIL();
   } catch (const comm::TopologyError& e) {
     EXPECT_STREQ(e.what(), "rank 9 is not in the topology of job job-7 (it has 3 ranks)");

@@ -1,0 +1,71 @@
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ddl::comm {
+
+// How ranks find each other before any transport exists: an allgather of short strings (each
+// rank's transport addresses). Three ways, chosen by ddl_init():
+//   pmix        under any PMIx server (mpirun, srun --mpi=pmix, prterun, jsrun): PMIx_Put,
+//               Commit, Fence with data collection, Get of every rank's key;
+//   rendezvous  ddlrun's own server ($DDL_RENDEZVOUS), which admits only clients that present
+//               the job's token ($DDL_JOB_TOKEN);
+//   memory      threads of one process (tests).
+
+/// The other ranks could not be reached, did not come, or said something unexpected. what()
+/// names the missing ranks and the next step.
+class BootstrapError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class Bootstrap {
+ public:
+  virtual ~Bootstrap() = default;
+  /// "pmix", "rendezvous", "memory".
+  virtual std::string_view kind() const = 0;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  /// Every rank's `value`, indexed by rank; every rank must call it the same number of times.
+  /// Throws BootstrapError naming the ranks that did not come within `timeout`.
+  virtual std::vector<std::string> allgather(const std::string& value,
+                                             std::chrono::milliseconds timeout) = 0;
+};
+
+/// A client of ddlrun's rendezvous server at `address` ("host:port"), presenting `token`.
+/// Connects (retrying until `timeout`), says who it is. Throws BootstrapError.
+std::unique_ptr<Bootstrap> make_rendezvous_bootstrap(const std::string& address,
+                                                     const std::string& token, int rank, int size,
+                                                     std::chrono::milliseconds timeout);
+
+/// The PMIx client of this process (PMIx_Init); nullptr when no PMIx server is around
+/// ($PMIX_NAMESPACE unset or PMIx_Init fails). rank() and size() come from PMIx.
+std::unique_ptr<Bootstrap> make_pmix_bootstrap();
+
+/// Threads of one process: `size` bootstraps that share one table (tests).
+std::vector<std::unique_ptr<Bootstrap>> make_memory_bootstraps(int size);
+
+/// ddlrun's side of the rendezvous: listens on every address (port 0: any free port), admits
+/// connections that present `token` within a few seconds (others are dropped), and answers each
+/// allgather round once all `size` ranks have sent their value. Runs on its own thread until
+/// destroyed.
+class RendezvousServer {
+ public:
+  RendezvousServer(std::string token, int size, int port = 0);
+  ~RendezvousServer();
+  RendezvousServer(const RendezvousServer&) = delete;
+  RendezvousServer& operator=(const RendezvousServer&) = delete;
+  /// The port it listens on.
+  int port() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace ddl::comm

@@ -1,0 +1,492 @@
+// The rendezvous served by ddlrun, and its client in every rank.
+//
+// How it works: a rank connects to ddlrun's server over TCP and sends "DDLRV1", the job's token,
+// its rank and the job size; a connection that does not do so within 5 s, or presents another
+// token, or a rank out of range or already taken, is closed. Each allgather is a round: the rank
+// sends the round number, how long it is willing to wait and its value; once every rank has
+// sent that round, the server answers each with all values (status 0). If the first rank to
+// arrive has waited longer than it said it would, or a rank's connection closes, the server
+// answers everyone waiting with status 1 and a message naming the ranks that are missing, so
+// that no rank hangs and every rank can say who did not come.
+//
+// The memory bootstrap (threads in one process) keeps the rounds in a shared table.
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <condition_variable>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "comm/bootstrap/bootstrap.h"
+
+namespace ddl::comm {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr std::string_view kMagic = "DDLRV1";
+constexpr uint32_t kMaxValue = 1u << 20;
+
+void put_u32(std::string& out, uint32_t v) {
+  for (int shift = 24; shift >= 0; shift -= 8)
+    out.push_back(static_cast<char>((v >> shift) & 0xff));
+}
+uint32_t get_u32(const char* p) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; ++i)
+    v = (v << 8) | static_cast<unsigned char>(p[i]);
+  return v;
+}
+
+/// "rank 3", "ranks 1, 4 and 7", "ranks 0-5 and 9".
+std::string rank_list(const std::vector<int>& ranks) {
+  std::vector<std::string> parts;
+  for (size_t i = 0; i < ranks.size();) {
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1)
+      ++j;
+    parts.push_back(j > i + 1 ? std::to_string(ranks[i]) + "-" + std::to_string(ranks[j])
+                              : std::to_string(ranks[i]));
+    if (j == i + 1) parts.push_back(std::to_string(ranks[j]));
+    i = j + 1;
+  }
+  std::string s = ranks.size() == 1 ? "rank " : "ranks ";
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (i > 0) s += i + 1 == parts.size() ? " and " : ", ";
+    s += parts[i];
+  }
+  return s;
+}
+
+std::string seconds_text(std::chrono::milliseconds ms) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g s", static_cast<double>(ms.count()) / 1000.0);
+  return buf;
+}
+
+bool write_all(int fd, std::string_view data) {
+  while (!data.empty()) {
+    const ssize_t n = send(fd, data.data(), data.size(), MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) {
+      pollfd p{fd, POLLOUT, 0};
+      poll(&p, 1, 1000);
+      continue;
+    }
+    if (n <= 0) return false;
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
+}
+
+/// Reads exactly n bytes before `deadline`; false on EOF, error or timeout.
+bool read_exact(int fd, char* out, size_t n, Clock::time_point deadline) {
+  while (n > 0) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0) return false;
+    pollfd p{fd, POLLIN, 0};
+    const int rc = poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), 1000)));
+    if (rc < 0 && errno != EINTR) return false;
+    if (rc <= 0) continue;
+    const ssize_t got = recv(fd, out, n, 0);
+    if (got < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (got <= 0) return false;
+    out += got;
+    n -= static_cast<size_t>(got);
+  }
+  return true;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Client
+
+class RendezvousClient : public Bootstrap {
+ public:
+  RendezvousClient(int fd, std::string address, int rank, int size)
+      : fd_(fd), address_(std::move(address)), rank_(rank), size_(size) {}
+  ~RendezvousClient() override { close(fd_); }
+  std::string_view kind() const override { return "rendezvous"; }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+
+  std::vector<std::string> allgather(const std::string& value,
+                                     std::chrono::milliseconds timeout) override {
+    std::string msg;
+    put_u32(msg, round_++);
+    put_u32(msg, static_cast<uint32_t>(timeout.count()));
+    put_u32(msg, static_cast<uint32_t>(value.size()));
+    msg += value;
+    if (!write_all(fd_, msg)) throw lost();
+    // The server answers by itself when the wait is over; our own deadline is a backstop.
+    const Clock::time_point deadline = Clock::now() + timeout + std::chrono::seconds(10);
+    char head[8];
+    if (!read_exact(fd_, head, 8, deadline)) throw lost();
+    const uint32_t status = get_u32(head), n = get_u32(head + 4);
+    if (status != 0) {
+      if (n > kMaxValue) throw lost();
+      std::string message(n, '\0');
+      if (!read_exact(fd_, message.data(), n, deadline)) throw lost();
+      throw BootstrapError(message);
+    }
+    if (n != static_cast<uint32_t>(size_)) throw lost();
+    std::vector<std::string> values(size_);
+    for (auto& v : values) {
+      char len[4];
+      if (!read_exact(fd_, len, 4, deadline)) throw lost();
+      const uint32_t l = get_u32(len);
+      if (l > kMaxValue) throw lost();
+      v.resize(l);
+      if (!read_exact(fd_, v.data(), l, deadline)) throw lost();
+    }
+    return values;
+  }
+
+ private:
+  BootstrapError lost() const {
+    return BootstrapError("rank " + std::to_string(rank_) + ": lost the rendezvous at " + address_ +
+                          " (did ddlrun stop?)");
+  }
+  int fd_;
+  std::string address_;
+  int rank_;
+  int size_;
+  uint32_t round_ = 0;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Memory
+
+struct MemoryTable {
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::map<uint32_t, std::vector<std::optional<std::string>>> rounds;
+};
+
+class MemoryBootstrap : public Bootstrap {
+ public:
+  MemoryBootstrap(std::shared_ptr<MemoryTable> table, int rank, int size)
+      : table_(std::move(table)), rank_(rank), size_(size) {}
+  std::string_view kind() const override { return "memory"; }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::vector<std::string> allgather(const std::string& value,
+                                     std::chrono::milliseconds timeout) override {
+    std::unique_lock lock(table_->mutex);
+    auto& slots = table_->rounds[round_];
+    slots.resize(size_);
+    slots[rank_] = value;
+    table_->changed.notify_all();
+    const bool all = table_->changed.wait_for(lock, timeout, [&] {
+      return std::all_of(slots.begin(), slots.end(), [](const auto& s) { return s.has_value(); });
+    });
+    if (!all) {
+      std::vector<int> missing;
+      for (int r = 0; r < size_; ++r)
+        if (!slots[r]) missing.push_back(r);
+      throw BootstrapError(rank_list(missing) + " did not join within " + seconds_text(timeout));
+    }
+    std::vector<std::string> out;
+    for (const auto& s : slots)
+      out.push_back(*s);
+    ++round_;
+    return out;
+  }
+
+ private:
+  std::shared_ptr<MemoryTable> table_;
+  int rank_;
+  int size_;
+  uint32_t round_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Bootstrap> make_rendezvous_bootstrap(const std::string& address,
+                                                     const std::string& token, int rank, int size,
+                                                     std::chrono::milliseconds timeout) {
+  const size_t colon = address.rfind(':');
+  if (colon == std::string::npos || colon == 0) {
+    throw BootstrapError("rank " + std::to_string(rank) + ": $DDL_RENDEZVOUS '" + address +
+                         "' is not HOST:PORT");
+  }
+  std::string host = address.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
+  const std::string port = address.substr(colon + 1);
+  const Clock::time_point deadline = Clock::now() + timeout;
+  std::string last_error = "no address";
+  for (;;) {
+    addrinfo hints{};
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* list = nullptr;
+    const int gai = getaddrinfo(host.c_str(), port.c_str(), &hints, &list);
+    if (gai != 0) {
+      throw BootstrapError("rank " + std::to_string(rank) + ": cannot resolve the rendezvous " +
+                           address + ": " + gai_strerror(gai));
+    }
+    for (addrinfo* a = list; a != nullptr; a = a->ai_next) {
+      const int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+      if (fd < 0) continue;
+      if (connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
+        freeaddrinfo(list);
+        const int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        std::string hello(kMagic);
+        put_u32(hello, static_cast<uint32_t>(token.size()));
+        hello += token;
+        put_u32(hello, static_cast<uint32_t>(rank));
+        put_u32(hello, static_cast<uint32_t>(size));
+        if (!write_all(fd, hello)) {
+          close(fd);
+          throw BootstrapError("rank " + std::to_string(rank) + ": the rendezvous at " + address +
+                               " closed the connection");
+        }
+        return std::make_unique<RendezvousClient>(fd, address, rank, size);
+      }
+      last_error = std::strerror(errno);
+      close(fd);
+    }
+    freeaddrinfo(list);
+    if (Clock::now() >= deadline) {
+      throw BootstrapError("rank " + std::to_string(rank) + ": cannot reach the rendezvous at " +
+                           address + " within " + seconds_text(timeout) + ": " + last_error +
+                           " (is ddlrun still running, and is that address reachable from "
+                           "this host?)");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+std::vector<std::unique_ptr<Bootstrap>> make_memory_bootstraps(int size) {
+  auto table = std::make_shared<MemoryTable>();
+  std::vector<std::unique_ptr<Bootstrap>> out;
+  for (int r = 0; r < size; ++r)
+    out.push_back(std::make_unique<MemoryBootstrap>(table, r, size));
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Server
+
+struct RendezvousServer::State {
+  std::string token;
+  int size = 0;
+  int listen_fd = -1;
+  int port = 0;
+  int wake[2] = {-1, -1};
+  std::atomic<bool> stop{false};
+  std::thread thread;
+
+  struct Client {
+    int fd = -1;
+    int rank = -1;  ///< -1 until the hello was read
+    Clock::time_point admitted_by;
+    std::string in;
+    bool waiting = false;
+    uint32_t round = 0;
+    Clock::time_point wait_until;
+    std::string value;
+  };
+  std::vector<Client> clients;
+  std::vector<int> by_rank;  ///< client index of each rank, -1 when not connected
+  uint32_t round = 0;        ///< the round being gathered
+
+  void answer_error(const std::string& message) {
+    std::string msg;
+    put_u32(msg, 1);
+    put_u32(msg, static_cast<uint32_t>(message.size()));
+    msg += message;
+    for (Client& c : clients) {
+      if (c.waiting) {
+        write_all(c.fd, msg);
+        c.waiting = false;
+      }
+    }
+  }
+
+  std::vector<int> missing() const {
+    std::vector<int> out;
+    for (int r = 0; r < size; ++r) {
+      const int i = by_rank[r];
+      if (i < 0 || !clients[i].waiting || clients[i].round != round) out.push_back(r);
+    }
+    return out;
+  }
+
+  void try_complete() {
+    if (!missing().empty()) return;
+    std::string msg;
+    put_u32(msg, 0);
+    put_u32(msg, static_cast<uint32_t>(size));
+    for (int r = 0; r < size; ++r) {
+      const std::string& v = clients[by_rank[r]].value;
+      put_u32(msg, static_cast<uint32_t>(v.size()));
+      msg += v;
+    }
+    for (int r = 0; r < size; ++r) {
+      Client& c = clients[by_rank[r]];
+      write_all(c.fd, msg);
+      c.waiting = false;
+    }
+    ++round;
+  }
+
+  /// Parses what a client sent; false to drop it.
+  bool consume(Client& c) {
+    if (c.rank < 0) {
+      const size_t need_head = kMagic.size() + 4;
+      if (c.in.size() < need_head) return true;
+      if (c.in.compare(0, kMagic.size(), kMagic) != 0) return false;
+      const uint32_t tlen = get_u32(c.in.data() + kMagic.size());
+      if (tlen > 4096) return false;
+      if (c.in.size() < need_head + tlen + 8) return true;
+      if (c.in.compare(need_head, tlen, token) != 0) return false;
+      const uint32_t rank = get_u32(c.in.data() + need_head + tlen);
+      const uint32_t n = get_u32(c.in.data() + need_head + tlen + 4);
+      if (n != static_cast<uint32_t>(size) || rank >= static_cast<uint32_t>(size) ||
+          by_rank[rank] >= 0) {
+        return false;
+      }
+      c.rank = static_cast<int>(rank);
+      c.in.erase(0, need_head + tlen + 8);
+    }
+    while (c.in.size() >= 12) {
+      const uint32_t r = get_u32(c.in.data()), wait_ms = get_u32(c.in.data() + 4),
+                     len = get_u32(c.in.data() + 8);
+      if (len > kMaxValue) return false;
+      if (c.in.size() < 12 + len) return true;
+      c.round = r;
+      c.value = c.in.substr(12, len);
+      c.waiting = true;
+      c.wait_until = Clock::now() + std::chrono::milliseconds(wait_ms);
+      c.in.erase(0, 12 + len);
+    }
+    return true;
+  }
+
+  void run() {
+    while (!stop) {
+      std::vector<pollfd> fds = {{wake[0], POLLIN, 0}, {listen_fd, POLLIN, 0}};
+      for (const Client& c : clients)
+        fds.push_back({c.fd, POLLIN, 0});
+      poll(fds.data(), fds.size(), 200);
+      if (stop) break;
+      if (fds[1].revents & POLLIN) {
+        const int fd = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd >= 0) {
+          Client c;
+          c.fd = fd;
+          c.admitted_by = Clock::now() + std::chrono::seconds(5);
+          clients.push_back(std::move(c));
+        }
+      }
+      std::vector<size_t> drop;
+      for (size_t i = 0; i + 2 < fds.size(); ++i) {
+        Client& c = clients[i];
+        bool ok = true;
+        if (fds[i + 2].revents != 0) {
+          char buf[65536];
+          const ssize_t n = recv(c.fd, buf, sizeof buf, 0);
+          if (n > 0) {
+            c.in.append(buf, static_cast<size_t>(n));
+            const int before = c.rank;
+            ok = consume(c);
+            if (ok && before < 0 && c.rank >= 0) by_rank[c.rank] = static_cast<int>(i);
+          } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+            ok = false;
+          }
+        }
+        if (ok && c.rank < 0 && Clock::now() > c.admitted_by) ok = false;
+        if (!ok) drop.push_back(i);
+      }
+      for (auto it = drop.rbegin(); it != drop.rend(); ++it) {
+        Client& c = clients[*it];
+        const int rank = c.rank;
+        close(c.fd);
+        if (rank >= 0) by_rank[rank] = -1;
+        clients.erase(clients.begin() + static_cast<std::ptrdiff_t>(*it));
+        for (int r = 0; r < size; ++r)
+          if (by_rank[r] > static_cast<int>(*it)) --by_rank[r];
+        if (rank >= 0) {
+          answer_error("rank " + std::to_string(rank) +
+                       " left the rendezvous (its process ended or lost its connection)");
+        }
+      }
+      try_complete();
+      // The first rank to give up decides: everyone waiting hears who is missing.
+      for (const Client& c : clients) {
+        if (c.waiting && Clock::now() > c.wait_until) {
+          const std::vector<int> m = missing();
+          answer_error(rank_list(m) + (m.size() == 1 ? " has" : " have") +
+                       " not joined the rendezvous in time (did they start? see their output)");
+          break;
+        }
+      }
+    }
+  }
+};
+
+RendezvousServer::RendezvousServer(std::string token, int size, int port)
+    : state_(std::make_unique<State>()) {
+  State& s = *state_;
+  s.token = std::move(token);
+  s.size = size;
+  s.by_rank.assign(size, -1);
+  s.listen_fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (s.listen_fd < 0)
+    throw BootstrapError(std::string("rendezvous: socket: ") + std::strerror(errno));
+  const int zero = 0, one = 1;
+  setsockopt(s.listen_fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
+  setsockopt(s.listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in6 a{};
+  a.sin6_family = AF_INET6;
+  a.sin6_addr = in6addr_any;
+  a.sin6_port = htons(static_cast<uint16_t>(port));
+  socklen_t len = sizeof a;
+  if (bind(s.listen_fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      listen(s.listen_fd, 1024) != 0 ||
+      getsockname(s.listen_fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    const int e = errno;
+    close(s.listen_fd);
+    throw BootstrapError("rendezvous: cannot listen on port " + std::to_string(port) + ": " +
+                         std::strerror(e));
+  }
+  s.port = ntohs(a.sin6_port);
+  if (pipe2(s.wake, O_CLOEXEC) != 0) {
+    close(s.listen_fd);
+    throw BootstrapError(std::string("rendezvous: pipe: ") + std::strerror(errno));
+  }
+  s.thread = std::thread([&s] { s.run(); });
+}
+
+RendezvousServer::~RendezvousServer() {
+  State& s = *state_;
+  s.stop = true;
+  [[maybe_unused]] ssize_t n = write(s.wake[1], "x", 1);
+  s.thread.join();
+  for (auto& c : s.clients)
+    close(c.fd);
+  close(s.listen_fd);
+  close(s.wake[0]);
+  close(s.wake[1]);
+}
+
+int RendezvousServer::port() const {
+  return state_->port;
+}
+
+}  // namespace ddl::comm
