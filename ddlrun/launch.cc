@@ -71,10 +71,11 @@ std::unique_ptr<launcher::Backend> make_backend(const JobPlan& plan, const launc
     case Kind::kSsh:
       return launcher::make_ssh_backend(job, lo);
     case Kind::kMpirun:
+      return launcher::make_mpirun_backend(job, lo);
     case Kind::kSrun:
+      return launcher::make_srun_backend(job, lo);
     case Kind::kPmix:
-      throw launcher::LaunchError("the " + std::string(to_string(plan.launcher.kind)) +
-                                  " launcher is not built yet");
+      return launcher::make_pmix_backend(job, lo);
     case Kind::kJsrun:
       throw launcher::LaunchError(
           "the jsrun launcher (LSF) is not built yet; inside an LSF job use --launcher ssh or "
