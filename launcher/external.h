@@ -18,8 +18,10 @@ namespace ddl::launcher {
 /// The job-wide variables of a job started by an external launcher.
 struct JobEnvironment {
   /// Variables to set in the launcher's own environment (values never go on a command line):
-  /// DDL_TOPOLOGY_FILE, DDL_JOB_TOKEN, DDL_RENDEZVOUS, MASTER_ADDR, MASTER_PORT, DDL_OPTIONS,
-  /// DDL_CORES (when known), DDL_EXPORTS (when there are exports), then job.exports. Each
+  /// DDL_TOPOLOGY_FILE, DDL_JOB_TOKEN, DDL_RENDEZVOUS (only when ddlrun serves the
+  /// rendezvous: rendezvous.ddl_port != 0), MASTER_ADDR, MASTER_PORT, DDL_OPTIONS,
+  /// DDL_CORES (when known), DDL_TOPOLOGY_TEXT (see below), DDL_EXPORTS (when there are
+  /// exports), then job.exports. Each
   /// name once; the last value given for a name wins.
   std::vector<EnvVar> set;
   /// Every name the launcher must forward to the ranks (`-x NAME`, `--export=ALL,NAME`): the
@@ -34,15 +36,25 @@ inline constexpr std::string_view kExportsVariable = "DDL_EXPORTS";
 /// The cores of each rank's CPU set (Job::cores), run-length encoded as "count*cores" runs
 /// joined by ',' ("6*7,6*7" or "12*7"), so OMP_NUM_THREADS counts cores, not threads.
 inline constexpr std::string_view kCoresVariable = "DDL_CORES";
+/// The topology file's text, for jobs on more than one host whose file is at most
+/// kInlineTopologyMax bytes: a rank on a host without the file at $DDL_TOPOLOGY_FILE writes
+/// it there (the copy stays after the job). Larger plans need the path on a shared file
+/// system.
+inline constexpr std::string_view kTopologyTextVariable = "DDL_TOPOLOGY_TEXT";
+/// Below the kernel's limit on one environment string (128 KiB).
+inline constexpr size_t kInlineTopologyMax = 96 * 1024;
 
 /// The job-wide variables for `job` with `rendezvous`; `environ` ("NAME=value" each) is the
 /// environment ddlrun runs in.
 JobEnvironment job_environment(const Job& job, const Rendezvous& rendezvous,
                                const std::vector<std::string>& environ);
 
-/// Where the ranks meet: rank 0's host (its address, else its name) and two ports free on
-/// this host. When rank 0 runs elsewhere the ports are only likely to be free there.
-Rendezvous external_rendezvous(const Job& job);
+/// Where the ranks meet: MASTER_ADDR is rank 0's host (its address, else its name) and
+/// MASTER_PORT a port free on this host (when rank 0 runs elsewhere, only likely to be free
+/// there). libddl's bootstrap: ddlrun's rendezvous server on this host when
+/// `rendezvous_port` (LaunchOptions::rendezvous_port) is not 0, else none (ddl_port 0: the
+/// ranks bootstrap through the launcher's PMIx).
+Rendezvous external_rendezvous(const Job& job, int rendezvous_port);
 
 /// What each rank runs: {ddlrun_path, "--rank-exec", "--", program, args...}.
 std::vector<std::string> rank_exec_command(const std::string& ddlrun_path,

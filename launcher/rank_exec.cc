@@ -20,6 +20,7 @@
 
 #include <fcntl.h>
 #include <sched.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -127,6 +128,26 @@ void bind_to(const comm::CpuSet& cpus, const std::string& who) {
   }
 }
 
+/// Writes the topology text that came in $DDL_TOPOLOGY_TEXT on a host that lacks the file, at
+/// `path` (its directory created 0700; concurrent ranks each write a complete file and rename
+/// it into place). Not Open MPI's session directory: the first rank to exit removes it.
+/// Returns where it is.
+std::string copy_topology(const std::string& text, const std::string& path,
+                          const std::string& who) {
+  const comm::Topology t = comm::parse_topology(text, "$" + std::string(kTopologyTextVariable));
+  std::string where = path;
+  if (const size_t slash = path.rfind('/'); slash != std::string::npos && slash > 0) {
+    const std::string dir = path.substr(0, slash);
+    if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+      throw Failure{who + ": cannot create " + dir +
+                    " for the topology file: " + std::strerror(errno) +
+                    " (put the topology file on a shared file system with --topology-file)"};
+    }
+  }
+  comm::write_topology_file(t, where);
+  return where;
+}
+
 int run(const std::vector<std::string>& args) {
   size_t first = 0;
   if (first < args.size() && args[first] == "--rank-exec") ++first;
@@ -149,7 +170,12 @@ int run(const std::vector<std::string>& args) {
   Job job;
   job.argv = argv;
   job.topology_path = required("DDL_TOPOLOGY_FILE", who);
+  const std::optional<std::string> text = get(std::string(kTopologyTextVariable).c_str());
+  unsetenv(std::string(kTopologyTextVariable).c_str());
   try {
+    if (text && access(job.topology_path.c_str(), F_OK) != 0) {
+      job.topology_path = copy_topology(*text, job.topology_path, who);
+    }
     job.topology = comm::read_topology_file(job.topology_path);
   } catch (const comm::TopologyError& e) {
     throw Failure{who + ": " + e.what() +
@@ -161,19 +187,31 @@ int run(const std::vector<std::string>& args) {
   Rendezvous rendezvous;
   rendezvous.address = required("MASTER_ADDR", who);
   const std::string master_port = required("MASTER_PORT", who);
-  const std::string meet = required("DDL_RENDEZVOUS", who);
-  const size_t colon = meet.rfind(':');
   const std::optional<int> mport = parse_int(master_port);
-  const std::optional<int> dport = colon == std::string::npos
-                                       ? std::nullopt
-                                       : parse_int(std::string_view(meet).substr(colon + 1));
-  if (!mport || !dport) {
-    throw Failure{who + ": malformed $" + std::string(!mport ? "MASTER_PORT" : "DDL_RENDEZVOUS") +
-                  " '" + (!mport ? master_port : meet) +
-                  "' (expected a port, or address:port); unset it and let ddlrun set it"};
+  if (!mport) {
+    throw Failure{who + ": malformed $MASTER_PORT '" + master_port +
+                  "' (expected a port); unset it and let ddlrun set it"};
   }
   rendezvous.master_port = *mport;
-  rendezvous.ddl_port = *dport;
+  // $DDL_RENDEZVOUS is there only when ddlrun serves the rendezvous; otherwise the ranks
+  // bootstrap through PMIx and it stays unset.
+  const std::optional<std::string> meet = get("DDL_RENDEZVOUS");
+  if (meet) {
+    const size_t colon = meet->rfind(':');
+    const std::optional<int> dport = colon == std::string::npos
+                                         ? std::nullopt
+                                         : parse_int(std::string_view(*meet).substr(colon + 1));
+    if (!dport || colon == 0) {
+      throw Failure{who + ": malformed $DDL_RENDEZVOUS '" + *meet +
+                    "' (expected host:port); unset it and let ddlrun set it"};
+    }
+    std::string host = meet->substr(0, colon);
+    if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+      host = host.substr(1, host.size() - 2);
+    }
+    rendezvous.ddl_address = host;
+    rendezvous.ddl_port = *dport;
+  }
 
   if (std::optional<std::string> names = get(std::string(kExportsVariable).c_str())) {
     size_t pos = 0;
@@ -204,6 +242,7 @@ int run(const std::vector<std::string>& args) {
   }
   for (const EnvVar& e :
        rank_environment(job, *rank, rendezvous, job.topology_path, inherited_omp)) {
+    if (e.first == "DDL_RENDEZVOUS" && !meet) continue;
     if (setenv(e.first.c_str(), e.second.c_str(), 1) != 0) {
       throw Failure{who + ": cannot set $" + e.first + ": " + std::strerror(errno)};
     }
@@ -312,12 +351,22 @@ JobEnvironment job_environment(const Job& job, const Rendezvous& rendezvous,
   };
   set("DDL_TOPOLOGY_FILE", job.topology_path);
   set("DDL_JOB_TOKEN", job.token);
-  set("DDL_RENDEZVOUS", rendezvous.address + ":" + std::to_string(rendezvous.ddl_port));
+  if (rendezvous.ddl_port != 0) {
+    const std::string& host =
+        rendezvous.ddl_address.empty() ? rendezvous.address : rendezvous.ddl_address;
+    const bool v6 = host.find(':') != std::string::npos;
+    set("DDL_RENDEZVOUS",
+        (v6 ? "[" + host + "]" : host) + ":" + std::to_string(rendezvous.ddl_port));
+  }
   set("MASTER_ADDR", rendezvous.address);
   set("MASTER_PORT", std::to_string(rendezvous.master_port));
   set("DDL_OPTIONS", "-mode " + job.topology.mode.str());
   if (std::string cores = encode_cores(job.cores); !cores.empty()) {
     set(std::string(kCoresVariable), cores);
+  }
+  if (job.topology.hosts.size() > 1) {
+    std::string text = comm::format_topology(job.topology);
+    if (text.size() <= kInlineTopologyMax) set(std::string(kTopologyTextVariable), text);
   }
   if (!job.exports.empty()) {
     std::string names;
@@ -342,15 +391,18 @@ JobEnvironment job_environment(const Job& job, const Rendezvous& rendezvous,
   return out;
 }
 
-Rendezvous external_rendezvous(const Job& job) {
+Rendezvous external_rendezvous(const Job& job, int rendezvous_port) {
   Rendezvous r;
   const comm::RankPlacement* zero = job.topology.find_rank(0);
   const comm::Host* host = zero == nullptr ? nullptr : job.topology.find_host(zero->host);
   if (host != nullptr) r.address = host->address.empty() ? host->name : host->address;
   r.master_port = free_tcp_port();
-  do {
-    r.ddl_port = free_tcp_port();
-  } while (r.ddl_port != 0 && r.ddl_port == r.master_port);
+  if (rendezvous_port != 0) {
+    char name[256] = {};
+    gethostname(name, sizeof name - 1);
+    r.ddl_address = name;
+    r.ddl_port = rendezvous_port;
+  }
   return r;
 }
 

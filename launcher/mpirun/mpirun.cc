@@ -43,6 +43,18 @@ std::string ssh_args(const mapper::SshProbeOptions& ssh) {
   return words.empty() ? "" : shell_join(words);
 }
 
+/// The MCA parameters that `words` (--mpiarg) set: Open MPI refuses one given twice, so the
+/// user's setting replaces ddlrun's.
+std::vector<std::string> mca_names(const std::vector<std::string>& words) {
+  std::vector<std::string> names;
+  for (size_t i = 0; i + 1 < words.size(); ++i) {
+    if (words[i] == "--mca" || words[i] == "-mca" || words[i] == "--gmca" || words[i] == "-gmca") {
+      names.push_back(words[i + 1]);
+    }
+  }
+  return names;
+}
+
 }  // namespace
 
 Command mpirun_command(const Job& job, const LaunchOptions& options, const JobEnvironment& env,
@@ -74,17 +86,26 @@ Command mpirun_command(const Job& job, const LaunchOptions& options, const JobEn
                   " slot=" + (r->cpus.empty() ? "0" : r->cpus.str()) + "\n";
   }
 
+  const std::vector<std::string> user_mca = mca_names(options.mpiargs);
+  auto mca = [&](std::vector<std::string>& argv, const std::string& name,
+                 const std::string& value) {
+    if (std::find(user_mca.begin(), user_mca.end(), name) == user_mca.end()) {
+      argv.insert(argv.end(), {"--mca", name, value});
+    }
+  };
   std::vector<std::string>& a = c.argv;
   a.push_back("mpirun");
   const bool root_allowed = environ_value(options.environ, "OMPI_ALLOW_RUN_AS_ROOT") == "1" &&
                             environ_value(options.environ, "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM") == "1";
   if (as_root && root_allowed) a.push_back("--allow-run-as-root");
-  a.insert(a.end(), {"-n", std::to_string(ranks.size()), "--rankfile", rankfile_path, "--mca",
-                     "rmaps_rank_file_physical", "1", "--use-hwthread-cpus"});
-  if (any_unbound) a.insert(a.end(), {"--mca", "rtc", "^hwloc", "--oversubscribe"});
-  if (std::string rsh = ssh_args(options.ssh); !rsh.empty()) {
-    a.insert(a.end(), {"--mca", "plm_rsh_args", rsh});
+  a.insert(a.end(), {"-n", std::to_string(ranks.size()), "--rankfile", rankfile_path});
+  mca(a, "rmaps_rank_file_physical", "1");
+  a.push_back("--use-hwthread-cpus");
+  if (any_unbound) {
+    mca(a, "rtc", "^hwloc");
+    a.push_back("--oversubscribe");
   }
+  if (std::string rsh = ssh_args(options.ssh); !rsh.empty()) mca(a, "plm_rsh_args", rsh);
   for (const std::string& name : env.names)
     a.insert(a.end(), {"-x", name});
   a.insert(a.end(), options.mpiargs.begin(), options.mpiargs.end());
@@ -114,7 +135,8 @@ std::unique_ptr<Backend> make_mpirun_backend(const Job& job, const LaunchOptions
     throw LaunchError("mpirun launcher: no work directory for the rankfile (internal error)");
   }
   const std::string rankfile_path = options.work_dir + "/rankfile";
-  const JobEnvironment env = job_environment(job, external_rendezvous(job), options.environ);
+  const JobEnvironment env =
+      job_environment(job, external_rendezvous(job, options.rendezvous_port), options.environ);
   mpirun::Command command = mpirun::mpirun_command(job, options, env, rankfile_path, as_root);
   command.argv[0] = mpirun;
 

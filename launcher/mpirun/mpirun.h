@@ -26,7 +26,8 @@ struct Command {
 /// `ddlrun --rank-exec` binds the ranks that have one. Then `-x NAME` for every name of
 /// `env`, `--allow-run-as-root` when `as_root` and options.environ sets both
 /// OMPI_ALLOW_RUN_AS_ROOT=1 and OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1, ssh settings as
-/// `--mca plm_rsh_args`, options.mpiargs as they are, and the rank command. Pure.
+/// `--mca plm_rsh_args`, options.mpiargs as they are (an MCA parameter they set replaces
+/// ddlrun's, which mpirun would refuse twice), and the rank command. Pure.
 Command mpirun_command(const Job& job, const LaunchOptions& options, const JobEnvironment& env,
                        const std::string& rankfile_path, bool as_root);
 

@@ -62,7 +62,8 @@ std::unique_ptr<Backend> make_pmix_backend(const Job& job, const LaunchOptions& 
     throw LaunchError("pmix launcher: no work directory for the rankfile (internal error)");
   }
   const std::string rankfile_path = options.work_dir + "/rankfile";
-  const JobEnvironment env = job_environment(job, external_rendezvous(job), options.environ);
+  const JobEnvironment env =
+      job_environment(job, external_rendezvous(job, options.rendezvous_port), options.environ);
   pmix::Command command = pmix::prterun_command(job, options, env, rankfile_path);
   command.argv[0] = prterun;
   write_work_file(rankfile_path, command.rankfile, "pmix launcher");

@@ -22,6 +22,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <iostream>
 #include <map>
@@ -52,6 +53,39 @@ std::string join(const std::vector<std::string>& words, char sep) {
   std::string out;
   for (const std::string& w : words)
     out += (out.empty() ? "" : std::string(1, sep)) + w;
+  return out;
+}
+
+/// The CPUs Slurm gave the job on each node: $SLURM_JOB_CPUS_PER_NODE ("72(x2),36") against
+/// $SLURM_JOB_NODELIST. Empty when either is missing or malformed.
+std::map<std::string, int> allocated_cpus(const std::vector<std::string>& environ) {
+  const std::optional<std::string> list = environ_value(environ, "SLURM_JOB_NODELIST");
+  const std::optional<std::string> cpus = environ_value(environ, "SLURM_JOB_CPUS_PER_NODE");
+  if (!list || !cpus) return {};
+  std::vector<std::string> nodes;
+  try {
+    nodes = hostfiles::expand_hostlist(*list, {});
+  } catch (const std::exception&) {
+    return {};
+  }
+  std::vector<int> counts;
+  size_t pos = 0;
+  while (pos < cpus->size()) {
+    size_t end = cpus->find(',', pos);
+    if (end == std::string::npos) end = cpus->size();
+    const std::string item = cpus->substr(pos, end - pos);
+    pos = end + 1;
+    int n = 0, times = 1;
+    if (std::sscanf(item.c_str(), "%d(x%d)", &n, &times) < 1 || n <= 0 || times <= 0 ||
+        counts.size() + static_cast<size_t>(times) > nodes.size()) {
+      return {};
+    }
+    counts.insert(counts.end(), static_cast<size_t>(times), n);
+  }
+  if (counts.size() != nodes.size()) return {};
+  std::map<std::string, int> out;
+  for (size_t i = 0; i < nodes.size(); ++i)
+    out[nodes[i]] = counts[i];
   return out;
 }
 
@@ -132,12 +166,17 @@ Command srun_command(const Job& job, const LaunchOptions& options, const JobEnvi
   auto has = [&](std::string_view p) {
     return std::find(mpi_plugins.begin(), mpi_plugins.end(), p) != mpi_plugins.end();
   };
+  bool served = false;
+  for (const EnvVar& e : env.set)
+    served = served || e.first == "DDL_RENDEZVOUS";
   if (!has("pmix")) {
     mpi = has("pmi2") ? "pmi2" : "none";
     c.note = "this Slurm has no PMIx plugin (srun --mpi=list: " +
              (mpi_plugins.empty() ? std::string("nothing") : join(mpi_plugins, ' ')) +
              "); starting ranks with --mpi=" + mpi +
-             " (ddlrun's ranks need no PMIx; MPI programs may)";
+             (served ? " (libddl bootstraps through ddlrun's rendezvous server instead)"
+                     : " (libddl bootstraps through PMIx: its ranks will not find each other; "
+                       "use a Slurm built with PMIx, or --launcher mpirun or --launcher ssh)");
   }
 
   std::vector<std::string>& a = c.argv;
@@ -150,9 +189,31 @@ Command srun_command(const Job& job, const LaunchOptions& options, const JobEnvi
   if (per_host != 0) a.push_back("--ntasks-per-node=" + std::to_string(per_host));
   a.push_back("--distribution=arbitrary");
 
+  // Slurm binds only inside the CPUs it gave the job: a plan that uses more of a host (made
+  // from the whole host's hardware) is bound by ddlrun --rank-exec instead.
+  const std::map<std::string, int> allocated = allocated_cpus(options.environ);
+  bool fits = true;
+  for (const auto& [host, list] : by_host) {
+    const comm::Host* h = t.find_host(host);
+    comm::CpuSet used;
+    for (const comm::RankPlacement* r : list) {
+      for (const comm::CpuSet::Range& range : r->cpus.ranges())
+        used.add(range.first, range.last);
+    }
+    auto it = h == nullptr ? allocated.end() : allocated.find(h->name);
+    if (it != allocated.end() && used.size() > it->second && fits && !any_unbound) {
+      fits = false;
+      c.note += std::string(c.note.empty() ? "" : "; ") + "the plan binds " +
+                std::to_string(list.size()) + " ranks to " + std::to_string(used.size()) +
+                " CPUs of " + h->name + ", but Slurm job gave " + std::to_string(it->second) +
+                " there; Slurm will not bind them and ddlrun --rank-exec binds each rank itself "
+                "(ask salloc/sbatch for --exclusive or enough -c to let Slurm bind)";
+    }
+  }
+
   // One binding list for every host, by local id, or none.
   std::string bind = "none";
-  if (!any_unbound && !by_host.empty()) {
+  if (!any_unbound && fits && !by_host.empty()) {
     const std::vector<const comm::RankPlacement*>& first = by_host.begin()->second;
     bool same = true;
     for (const auto& [host, list] : by_host) {
@@ -265,7 +326,8 @@ std::unique_ptr<Backend> make_srun_backend(const Job& job, const LaunchOptions& 
     throw LaunchError("srun launcher: no work directory for the host file (internal error)");
   }
   const std::string hostfile_path = options.work_dir + "/slurm_hostfile";
-  const JobEnvironment env = job_environment(job, external_rendezvous(job), options.environ);
+  const JobEnvironment env =
+      job_environment(job, external_rendezvous(job, options.rendezvous_port), options.environ);
   srun::Command command =
       srun::srun_command(job, options, env, hostfile_path, srun::parse_mpi_list(list));
   command.argv[0] = srun;

@@ -17,7 +17,8 @@ struct Command {
   std::string hostfile;
   /// JobEnvironment::set, then SLURM_HOSTFILE=<hostfile_path>.
   std::vector<EnvVar> env;
-  /// Why the MPI plugin is not pmix, for a warning; empty when it is.
+  /// Why the MPI plugin is not pmix, or why Slurm does not bind, for a warning; empty when
+  /// neither.
   std::string note;
 };
 
@@ -36,7 +37,9 @@ void check_allocation(const Job& job, const std::vector<std::string>& environ);
 /// Ranks go to hosts exactly as planned through the hostfile. CPU binding: `map_cpu:` (one PU
 /// each) or `mask_cpu:` per Slurm local id (the rank's position among its host's ranks in
 /// rank order) when every host gets the same list; otherwise `none`, and `ddlrun --rank-exec`
-/// binds each rank itself. Ranks without a CPU set mean the hosts are oversubscribed:
+/// binds each rank itself; the same when the plan uses more CPUs of a host than
+/// $SLURM_JOB_CPUS_PER_NODE gives the job there (Slurm refuses to bind outside them; `note`
+/// says so). Ranks without a CPU set mean the hosts are oversubscribed:
 /// `--cpu-bind=none --overcommit`. When the allocation has GPUs ($SLURM_JOB_GPUS or
 /// $SLURM_GPUS_ON_NODE) and ranks use GPUs, the step asks for the most GPUs a host uses and
 /// every rank sees all of them (as under the local backend; $DDL_GPU names its own). The MPI

@@ -78,6 +78,8 @@ TEST(MpirunTest, BoundRanksGetAPhysicalRankfileAndEveryVariableByName) {
                                          "-x",
                                          "DDL_OPTIONS",
                                          "-x",
+                                         "DDL_TOPOLOGY_TEXT",
+                                         "-x",
                                          "PATH",
                                          "/opt/ddl/bin/ddlrun",
                                          "--rank-exec",
@@ -92,8 +94,45 @@ TEST(MpirunTest, BoundRanksGetAPhysicalRankfileAndEveryVariableByName) {
                                         {"DDL_RENDEZVOUS", "10.200.0.1:29501"},
                                         {"MASTER_ADDR", "10.200.0.1"},
                                         {"MASTER_PORT", "29500"},
-                                        {"DDL_OPTIONS", "-mode r:2x2"}};
+                                        {"DDL_OPTIONS", "-mode r:2x2"},
+                                        {"DDL_TOPOLOGY_TEXT", comm::format_topology(job.topology)}};
   EXPECT_EQ(c.env, want_env);
+}
+
+TEST(MpirunTest, AnMcaParameterInMpiargsReplacesDdlruns) {
+  const Job job = two_by_two({"", "", "", ""});
+  LaunchOptions o = options();
+  o.ssh.port = 2222;
+  o.mpiargs = {"--mca", "plm_rsh_args", "-F cfg", "-mca", "rtc", "hwloc"};
+  const Command c =
+      mpirun_command(job, o, job_environment(job, rendezvous(), {}), "/w/rankfile", false);
+  const std::vector<std::string> want = {"mpirun",
+                                         "-n",
+                                         "4",
+                                         "--rankfile",
+                                         "/w/rankfile",
+                                         "--mca",
+                                         "rmaps_rank_file_physical",
+                                         "1",
+                                         "--use-hwthread-cpus",
+                                         "--oversubscribe",
+                                         "-x"};
+  EXPECT_EQ(std::vector<std::string>(c.argv.begin(), c.argv.begin() + 11), want);
+  EXPECT_EQ(std::count(c.argv.begin(), c.argv.end(), "plm_rsh_args"), 1);
+  EXPECT_EQ(std::count(c.argv.begin(), c.argv.end(), "rtc"), 1);
+}
+
+TEST(MpirunTest, RendezvousOnlyWhenDdlrunServesOne) {
+  const Job job = two_by_two({"0", "1", "0", "1"});
+  Rendezvous r = rendezvous();
+  r.ddl_port = 0;
+  JobEnvironment env = job_environment(job, r, {});
+  for (const EnvVar& e : env.set)
+    EXPECT_NE(e.first, "DDL_RENDEZVOUS");
+  r.ddl_address = "fe80::1";
+  r.ddl_port = 7000;
+  env = job_environment(job, r, {});
+  EXPECT_EQ(env.set[2], (EnvVar{"DDL_RENDEZVOUS", "[fe80::1]:7000"}));
 }
 
 TEST(MpirunTest, TheTokenIsNeverOnTheCommandLine) {
@@ -201,6 +240,8 @@ TEST(MpirunTest, MpiargsSshSettingsAndExportsPassThrough) {
                                          "-x",
                                          "DDL_CORES",
                                          "-x",
+                                         "DDL_TOPOLOGY_TEXT",
+                                         "-x",
                                          "DDL_EXPORTS",
                                          "-x",
                                          "NCCL_DEBUG",
@@ -228,6 +269,7 @@ TEST(MpirunTest, MpiargsSshSettingsAndExportsPassThrough) {
                                         {"MASTER_PORT", "1234"},
                                         {"DDL_OPTIONS", "-mode r:2x2"},
                                         {"DDL_CORES", "4*2"},
+                                        {"DDL_TOPOLOGY_TEXT", comm::format_topology(job.topology)},
                                         {"DDL_EXPORTS", "NCCL_DEBUG MASTER_PORT"},
                                         {"NCCL_DEBUG", "INFO"}};
   EXPECT_EQ(env.set, want_env);

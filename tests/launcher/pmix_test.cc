@@ -44,6 +44,8 @@ TEST(PmixTest, PrterunPlacesByRankfileAndForwardsVariablesByName) {
                                          "MASTER_PORT",
                                          "-x",
                                          "DDL_OPTIONS",
+                                         "-x",
+                                         "DDL_TOPOLOGY_TEXT",
                                          "--display",
                                          "map",
                                          "/bin/ddlrun",

@@ -157,6 +157,35 @@ TEST_F(RankExecTest, SetsTheRanksEnvironmentAndExecsTheProgramWithItsArguments) 
   EXPECT_EQ(read_file(out + ".args"), "a b\n'q\"\n$(x);y\n");
 }
 
+TEST_F(RankExecTest, RendezvousStaysUnsetUnderPmixAndKeepsAnIpv6Address) {
+  auto env = launcher_env(write_topology({}));
+  env.erase("DDL_RENDEZVOUS");
+  const std::string out = (dir_ / "out").string();
+  const std::vector<std::string> args = {
+      "sh", "-c", "echo \"${DDL_RENDEZVOUS-unset} $MASTER_ADDR:$MASTER_PORT\" > \"$0\"", out};
+  Outcome o = run_rank_exec(env, args);
+  EXPECT_EQ(o.status, 0) << o.err;
+  EXPECT_EQ(read_file(out), "unset 127.0.0.1:29500\n");
+  env["DDL_RENDEZVOUS"] = "[fe80::1]:7000";
+  o = run_rank_exec(env, args);
+  EXPECT_EQ(o.status, 0) << o.err;
+  EXPECT_EQ(read_file(out), "[fe80::1]:7000 127.0.0.1:29500\n");
+}
+
+TEST_F(RankExecTest, AHostWithoutTheTopologyFileWritesItFromTheEnvironment) {
+  const std::string text = read_file(write_topology({}));
+  auto env = launcher_env((dir_ / "elsewhere" / "topology.yaml").string());
+  env["DDL_TOPOLOGY_TEXT"] = text;
+  const std::string out = (dir_ / "out").string();
+  const std::vector<std::string> args = {
+      "sh", "-c", "echo \"$DDL_TOPOLOGY_FILE ${DDL_TOPOLOGY_TEXT-unset}\" > \"$0\"", out};
+  Outcome o = run_rank_exec(env, args);
+  EXPECT_EQ(o.status, 0) << o.err;
+  EXPECT_EQ(read_file(out), (dir_ / "elsewhere" / "topology.yaml").string() + " unset\n");
+  EXPECT_EQ(read_file(dir_ / "elsewhere" / "topology.yaml"), text);
+  EXPECT_EQ(fs::status(dir_ / "elsewhere").permissions() & fs::perms::all, fs::perms::owner_all);
+}
+
 TEST_F(RankExecTest, BindsToItsCpuSetAndCountsCoresForOpenMp) {
   const comm::CpuSet mine = my_cpus();
   ASSERT_FALSE(mine.empty());
@@ -240,7 +269,7 @@ TEST_F(RankExecTest, ErrorsNameTheVariableOrFileAndTheNextStep) {
   o = run_rank_exec(bad_port, {"--", "true"});
   EXPECT_EQ(o.err,
             "ddlrun --rank-exec: error: rank 1: malformed $DDL_RENDEZVOUS '127.0.0.1' (expected "
-            "a port, or address:port); unset it and let ddlrun set it\n");
+            "host:port); unset it and let ddlrun set it\n");
 
   auto too_big = env;
   too_big["OMPI_COMM_WORLD_RANK"] = "2";

@@ -34,7 +34,8 @@ LaunchOptions options() {
   return o;
 }
 
-const Rendezvous kRendezvous{"node01", 1000, 1001};
+/// No rendezvous server: the ranks bootstrap through PMIx.
+const Rendezvous kRendezvous{"node01", 1000, 0};
 const std::vector<std::string> kPlugins = {"pmix", "none", "cray_shasta", "pmi2"};
 
 std::vector<std::string> tail_after(const std::vector<std::string>& argv, size_t from) {
@@ -57,7 +58,7 @@ TEST(SrunTest, SameCpuSetsOnEveryHostBindByLocalId) {
                                          "--cpu-bind=mask_cpu:0xF,0xF0",
                                          "--kill-on-bad-exit=1",
                                          "--export=ALL,DDL_TOPOLOGY_FILE,DDL_JOB_TOKEN,"
-                                         "DDL_RENDEZVOUS,MASTER_ADDR,MASTER_PORT,DDL_OPTIONS",
+                                         "MASTER_ADDR,MASTER_PORT,DDL_OPTIONS,DDL_TOPOLOGY_TEXT",
                                          "/usr/bin/ddlrun",
                                          "--rank-exec",
                                          "--",
@@ -95,6 +96,22 @@ TEST(SrunTest, DifferentListsPerHostOrUnboundRanksLeaveBindingToRankExec) {
   EXPECT_EQ(std::vector<std::string>(c.argv.begin() + 6, c.argv.begin() + 11), want);
 }
 
+TEST(SrunTest, PlansBeyondTheAllocatedCpusAreBoundByRankExec) {
+  const Job job = job_of(2, 2, {"0", "1", "0", "1"});
+  LaunchOptions o = options();
+  o.environ.push_back("SLURM_JOB_CPUS_PER_NODE=2,1");
+  Command c = srun_command(job, o, job_environment(job, kRendezvous, o.environ), "/w/h", kPlugins);
+  EXPECT_EQ(c.argv[8], "--cpu-bind=none");
+  EXPECT_EQ(c.note,
+            "the plan binds 2 ranks to 2 CPUs of node02, but Slurm job gave 1 there; Slurm will "
+            "not bind them and ddlrun --rank-exec binds each rank itself (ask salloc/sbatch for "
+            "--exclusive or enough -c to let Slurm bind)");
+  o.environ.back() = "SLURM_JOB_CPUS_PER_NODE=2(x2)";
+  c = srun_command(job, o, job_environment(job, kRendezvous, o.environ), "/w/h", kPlugins);
+  EXPECT_EQ(c.argv[8], "--cpu-bind=map_cpu:0,1");
+  EXPECT_EQ(c.note, "");
+}
+
 TEST(SrunTest, UnevenHostsGetNoTasksPerNode) {
   Job job = job_of(2, 2, {"0", "1", "0", "1"});
   job.topology.ranks.pop_back();
@@ -127,12 +144,16 @@ TEST(SrunTest, FallsBackWithoutPmixAndSaysSo) {
   EXPECT_EQ(c.argv[1], "--mpi=pmi2");
   EXPECT_EQ(c.note,
             "this Slurm has no PMIx plugin (srun --mpi=list: none pmi2); starting ranks with "
-            "--mpi=pmi2 (ddlrun's ranks need no PMIx; MPI programs may)");
-  c = srun_command(job, o, env, "/w/h", {});
+            "--mpi=pmi2 (libddl bootstraps through PMIx: its ranks will not find each other; use a "
+            "Slurm built with PMIx, or --launcher mpirun or --launcher ssh)");
+  Rendezvous served = kRendezvous;
+  served.ddl_address = "launch";
+  served.ddl_port = 1001;
+  c = srun_command(job, o, job_environment(job, served, o.environ), "/w/h", {});
   EXPECT_EQ(c.argv[1], "--mpi=none");
   EXPECT_EQ(c.note,
             "this Slurm has no PMIx plugin (srun --mpi=list: nothing); starting ranks with "
-            "--mpi=none (ddlrun's ranks need no PMIx; MPI programs may)");
+            "--mpi=none (libddl bootstraps through ddlrun's rendezvous server instead)");
 }
 
 TEST(SrunTest, ParsesMpiListOfSlurm22AndOlder) {
