@@ -134,9 +134,10 @@ int launch(const JobPlan& plan, const Options& o, spdlog::logger& log) {
   lo.work_dir = work.path();
   lo.environ = launcher::current_environment();
   lo.verbosity = o.verbosity;
-  // ddlrun's own launchers serve the runtime's rendezvous; the others have PMIx.
+  // ddlrun serves the runtime's rendezvous: the bootstrap of its own launchers, and the
+  // fallback under external ones whose ranks find no PMIx server (srun --mpi=pmi2).
   std::unique_ptr<comm::RendezvousServer> rendezvous;
-  if (plan.launcher.kind == launcher::Kind::kLocal || plan.launcher.kind == launcher::Kind::kSsh) {
+  {
     rendezvous = std::make_unique<comm::RendezvousServer>(
         job.token, static_cast<int>(plan.topology.ranks.size()));
     lo.rendezvous_port = rendezvous->port();
