@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# How long starting (and ending) a job of `true` takes through ddlrun, side by side with Open
+# MPI's mpirun doing the same: 4 ranks on this host, and 6 ranks on 3 fake hosts (network
+# namespaces with their own sshd, tests/netns/hosts.sh) through `ddlrun --launcher ssh`,
+# `ddlrun --launcher mpirun` and plain mpirun over the same ssh. Prints the median and the
+# minimum of N runs in milliseconds, and each ddlrun row's median over its mpirun row's.
+# Timed with hyperfine when it is installed (shell start-up subtracted), else with a loop.
+#
+# Usage: bench/launch_bench.sh [--quick] [-n N] [--ddlrun PATH] [--shape RATE] [--no-netns]
+#   --quick        2 runs, no warm-up (the bench.launch_smoke test)
+#   -n N           runs per command (default 20)
+#   --ddlrun PATH  the binary (default build/ddlrun/ddlrun)
+#   --shape RATE   shape each fake host's link with tc tbf (e.g. 1gbit)
+#   --no-netns     this host only (the fake hosts need root)
+# Exit status: 0, 1 when a command failed (its row says how), 2 bad usage, 77 when not root
+# with --quick (the smoke test is skipped then).
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+runs=20 warmup=2 quick=0 netns=1 shape=""
+ddlrun="$here/../build/ddlrun/ddlrun"
+while (($#)); do
+  case $1 in
+    --quick) quick=1 runs=2 warmup=0 ;;
+    -n) runs=${2:?-n takes a number}; shift ;;
+    --ddlrun) ddlrun=${2:?--ddlrun takes a path}; shift ;;
+    --shape) shape=${2:?--shape takes a rate}; shift ;;
+    --no-netns) netns=0 ;;
+    -h | --help) sed -n '2,/^set /{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
+    *) echo "launch_bench: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+[[ $runs =~ ^[1-9][0-9]*$ ]] || { echo "launch_bench: -n takes a positive number" >&2; exit 2; }
+if [[ ! -x $ddlrun ]]; then
+  echo "launch_bench: no ddlrun at $ddlrun (build it, or give --ddlrun PATH)" >&2
+  exit 2
+fi
+ddlrun=$(realpath "$ddlrun")
+if ((quick)) && [[ $(id -u) -ne 0 ]]; then
+  echo "launch_bench: skipped: not root (mpirun's and the fake hosts' set-up need it)"
+  exit 77
+fi
+if ! command -v mpirun >/dev/null; then
+  echo "launch_bench: no mpirun (install openmpi-bin)" >&2
+  exit 1
+fi
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1  # mpirun as root
+work=$(mktemp -d "${TMPDIR:-/tmp}/launch_bench.XXXXXX") || exit 1
+trap 'rm -rf "$work"' EXIT
+failed=0
+rows=()
+
+# measure LABEL BASELINE_LABEL CMD...: runs CMD once to check it works (its failure is shown in
+# the row), then `runs` times; adds a row "label|median|min|baseline".
+declare -A median=() minimum=()
+measure() {
+  local label=$1 base=$2 rc
+  shift 2
+  "$@" </dev/null >"$work/out" 2>&1
+  rc=$?
+  if ((rc != 0)); then
+    failed=1
+    rows+=("$label|failed, exit $rc: $(grep -v '^$' "$work/out" | head -n1 | cut -c1-70)||")
+    return
+  fi
+  if command -v hyperfine >/dev/null; then
+    local cmd
+    cmd=$(printf '%q ' "$@")
+    hyperfine --style none --runs "$runs" --warmup "$warmup" --export-csv "$work/t.csv" \
+      --command-name x -- "$cmd" >/dev/null 2>"$work/hf.err" || {
+      failed=1
+      rows+=("$label|hyperfine failed: $(head -n1 "$work/hf.err")||")
+      return
+    }
+    # command,mean,stddev,median,user,system,min,max (seconds)
+    IFS=, read -r _ _ _ med _ _ min _ < <(sed -n 2p "$work/t.csv")
+    median[$label]=$(awk -v s="$med" 'BEGIN { printf "%.1f", s * 1000 }')
+    minimum[$label]=$(awk -v s="$min" 'BEGIN { printf "%.1f", s * 1000 }')
+  else
+    local i t0 t1
+    : >"$work/times"
+    for ((i = 0; i < warmup; i++)); do "$@" </dev/null >/dev/null 2>&1; done
+    for ((i = 0; i < runs; i++)); do
+      t0=$(date +%s%N)
+      "$@" </dev/null >/dev/null 2>&1
+      t1=$(date +%s%N)
+      echo $((t1 - t0)) >>"$work/times"
+    done
+    median[$label]=$(sort -n "$work/times" | awk '{ v[NR] = $1 } END {
+      m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "%.1f", m / 1e6 }')
+    minimum[$label]=$(sort -n "$work/times" | awk 'NR == 1 { printf "%.1f", $1 / 1e6 }')
+  fi
+  rows+=("$label|${median[$label]}|${minimum[$label]}|$base")
+}
+
+print_rows() {
+  local row label med min base ratio
+  printf '%-56s %10s %10s %7s\n' "$1" "median ms" "min ms" "ratio"
+  for row in "${rows[@]}"; do
+    IFS='|' read -r label med min base <<<"$row"
+    ratio=""
+    if [[ -n $base && -n ${median[$base]:-} && -n $min ]]; then
+      ratio=$(awk -v a="$med" -v b="${median[$base]}" 'BEGIN { printf "%.2fx", a / b }')
+    fi
+    if [[ -z $min ]]; then
+      printf '%-56s %s\n' "$label" "$med"
+    else
+      printf '%-56s %10s %10s %7s\n' "$label" "$med" "$min" "$ratio"
+    fi
+  done
+  rows=()
+}
+
+timer=loop
+command -v hyperfine >/dev/null && timer="hyperfine $(hyperfine --version | cut -d' ' -f2)"
+echo "launch_bench: $runs runs each (timer: $timer); $(nproc) CPUs; $(mpirun --version | head -n1)"
+echo
+
+# This host: 4 ranks.
+measure "mpirun -np 4 --oversubscribe true" "" mpirun -np 4 --oversubscribe true
+measure "ddlrun -H localhost:4 true" "mpirun -np 4 --oversubscribe true" \
+  "$ddlrun" -H localhost:4 true
+measure "  the same, --no-probe" "mpirun -np 4 --oversubscribe true" \
+  "$ddlrun" --no-probe -H localhost:4 true
+print_rows "this host, 4 ranks"
+
+if ((netns)); then
+  # shellcheck source=SCRIPTDIR/../tests/netns/hosts.sh
+  source "$here/../tests/netns/hosts.sh"
+  netns_up 3
+  rc=$?
+  if ((rc == 77)); then
+    echo
+    echo "(no fake hosts here: see above; --no-netns leaves them out)"
+  elif ((rc != 0)); then
+    failed=1
+  else
+    trap 'netns_down; rm -rf "$work"' EXIT
+    unset SSH_AUTH_SOCK
+    export HOME="$NETNS_DIR/home"  # no user ssh config or probe cache
+    mkdir -p "$HOME"
+    if [[ -n $shape ]]; then
+      for k in 1 2 3; do netns_shape "$k" "$shape" || failed=1; done
+    fi
+    hosts=node1:2,node2:2,node3:2
+    mca=(--mca plm_rsh_args "-F $NETNS_SSH_CONFIG" --mca oob_tcp_if_include "$NETNS_NET"
+      --mca btl_tcp_if_include "$NETNS_NET")
+    base="mpirun (ssh) -H $hosts -np 6 true"
+    echo
+    measure "$base" "" mpirun "${mca[@]}" -H "$hosts" -np 6 true
+    measure "ddlrun --launcher ssh -H $hosts true" "$base" \
+      "$ddlrun" --launcher ssh --ssh-config "$NETNS_SSH_CONFIG" -H "$hosts" true
+    measure "  the same, --no-probe" "$base" \
+      "$ddlrun" --launcher ssh --no-probe --ssh-config "$NETNS_SSH_CONFIG" -H "$hosts" true
+    measure "ddlrun --launcher mpirun -H $hosts true" "$base" \
+      "$ddlrun" --launcher mpirun --ssh-config "$NETNS_SSH_CONFIG" \
+      --mpiarg "$(printf '%q ' "${mca[@]}")" -H "$hosts" true
+    print_rows "3 namespace hosts over ssh, 6 ranks${shape:+, links shaped to $shape}"
+  fi
+fi
+trap - EXIT
+[[ -n ${NETNS_DIR:-} ]] && netns_down
+rm -rf "$work"
+exit "$failed"
