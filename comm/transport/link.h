@@ -74,6 +74,8 @@ struct DeviceOptions {
   std::string bind_address;
   /// tcp: sockets per peer, data striped across them (1 = one stream).
   int streams = 1;
+  /// shm: bytes of each direction's ring (rounded up to a power of two, at least 4 KiB).
+  size_t shm_bytes = 4u << 20;
 };
 
 /// The transports' factories (tcp/tcp.cc, shm/shm.cc). Throw TransportError.

@@ -1,0 +1,115 @@
+// exchange(): one send and one receive progressed together.
+//
+// How it works: each turn offers the unsent rest to `to->send_some()` and room for the rest to
+// `from->recv_some()`; neither blocks, so two ranks sending to each other (or every rank of a
+// ring sending to the next) all make progress at once. When a turn moves no byte the caller
+// waits: if every side still pending has a file descriptor, poll() sleeps on them (POLLOUT for
+// the send, POLLIN for the receive, both on one descriptor when `to == from`) until one is
+// ready or the deadline; if a side has no descriptor (shared memory), it spins with
+// sched_yield() for a few microseconds and then naps for a few microseconds more each time,
+// at most kMaxNap. The deadline moves on with every byte: the timeout is "no progress for
+// `timeout`", and the error names the peer that is being waited for (the sender when the
+// receive is pending, else the receiver).
+
+#include <poll.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+
+#include "comm/transport/link.h"
+
+namespace ddl::comm::transport {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+/// How long a spinning exchange() yields before it starts to nap, and its longest nap.
+constexpr auto kSpinFor = std::chrono::microseconds(50);
+constexpr auto kMaxNap = std::chrono::microseconds(200);
+
+/// "30 s", "0.2 s".
+std::string seconds_text(std::chrono::milliseconds d) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g s", static_cast<double>(d.count()) / 1000.0);
+  return buf;
+}
+
+}  // namespace
+
+void exchange(Link* to, std::span<const std::byte> send, Link* from, std::span<std::byte> recv,
+              std::chrono::milliseconds timeout) {
+  size_t sent = 0;
+  size_t got = 0;
+  auto last_progress = Clock::now();
+  auto idle_since = last_progress;
+  bool idle = false;
+  while (sent < send.size() || got < recv.size()) {
+    size_t moved = 0;
+    if (sent < send.size()) {
+      const size_t n = to->send_some(send.data() + sent, send.size() - sent);
+      sent += n;
+      moved += n;
+    }
+    if (got < recv.size()) {
+      const size_t n = from->recv_some(recv.data() + got, recv.size() - got);
+      got += n;
+      moved += n;
+    }
+    if (sent == send.size() && got == recv.size()) break;
+    const auto now = Clock::now();
+    if (moved > 0) {
+      last_progress = now;
+      idle = false;
+      continue;
+    }
+    const bool sending = sent < send.size();
+    const bool receiving = got < recv.size();
+    if (now - last_progress >= timeout) {
+      const Link* waited_for = receiving ? from : to;
+      throw TransportError(waited_for->peer_name() + ": no progress for " + seconds_text(timeout));
+    }
+    const int send_fd = sending ? to->poll_fd() : -2;
+    const int recv_fd = receiving ? from->poll_fd() : -2;
+    if (send_fd != -1 && recv_fd != -1) {
+      pollfd fds[2];
+      nfds_t nfds = 0;
+      if (sending) fds[nfds++] = pollfd{send_fd, POLLOUT, 0};
+      if (receiving) {
+        if (sending && recv_fd == send_fd) {
+          fds[0].events |= POLLIN;
+        } else {
+          fds[nfds++] = pollfd{recv_fd, POLLIN, 0};
+        }
+      }
+      const auto left =
+          std::chrono::ceil<std::chrono::milliseconds>(timeout - (now - last_progress));
+      const int wait_ms = static_cast<int>(std::clamp<long long>(left.count(), 1, 1000));
+      if (::poll(fds, nfds, wait_ms) < 0 && errno != EINTR) {
+        throw TransportError((receiving ? from : to)->peer_name() +
+                             ": poll: " + std::strerror(errno));
+      }
+      continue;
+    }
+    // A side without a descriptor: spin, yield, then nap a little longer each time.
+    if (!idle) {
+      idle = true;
+      idle_since = now;
+    }
+    const auto idle_for = now - idle_since;
+    if (idle_for < kSpinFor) {
+      sched_yield();
+    } else {
+      const auto nap = std::min<Clock::duration>(kMaxNap, idle_for / 8);
+      const timespec ts{
+          0, static_cast<long>(std::chrono::duration_cast<std::chrono::nanoseconds>(nap).count())};
+      nanosleep(&ts, nullptr);
+    }
+  }
+}
+
+}  // namespace ddl::comm::transport

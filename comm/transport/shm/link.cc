@@ -1,0 +1,129 @@
+// A shared-memory link: two single-producer single-consumer byte rings in one segment.
+//
+// How it works: send_some() reads the consumer's `tail` (acquire), copies as many bytes as fit
+// into the free part of its ring (two memcpy()s when they wrap) and publishes them by storing
+// `head` (release); recv_some() mirrors it. Each ring has one writer and one reader, so no
+// lock is needed. The link cannot be polled: when a call moves nothing, exchange() spins and
+// naps, and the link checks every kCheckEvery whether the peer has closed its link or whether
+// its process has exited (a pidfd when the peer is another process, else kill(pid, 0)); bytes
+// already in the ring are still delivered first. The lower rank unlinks the segment's name
+// when it closes a link its peer never attached to.
+
+#include "comm/transport/shm/link.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+namespace ddl::comm::transport::shm {
+
+namespace {
+
+constexpr auto kCheckEvery = std::chrono::milliseconds(50);
+
+int open_pidfd(int pid) {
+#ifdef SYS_pidfd_open
+  return static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+#else
+  (void)pid;
+  return -1;
+#endif
+}
+
+}  // namespace
+
+ShmLink::ShmLink(Segment* segment, int side, int peer, std::string peer_name, int peer_pid,
+                 std::string name)
+    : segment_(segment),
+      side_(side),
+      peer_(peer),
+      peer_name_(std::move(peer_name)),
+      peer_pid_(peer_pid),
+      name_(std::move(name)),
+      mask_(segment->capacity - 1) {
+  auto* data = reinterpret_cast<std::byte*>(segment) + kDataOffset;
+  out_ = data + side * segment->capacity;
+  in_ = data + (1 - side) * segment->capacity;
+  if (peer_pid_ != getpid()) pidfd_ = open_pidfd(peer_pid_);
+}
+
+ShmLink::~ShmLink() {
+  segment_->closed[side_].store(1, std::memory_order_release);
+  if (side_ == 0 && segment_->attached.load(std::memory_order_acquire) == 0) {
+    shm_unlink(name_.c_str());
+  }
+  munmap(segment_, segment_size(segment_->capacity));
+  if (pidfd_ >= 0) close(pidfd_);
+}
+
+void ShmLink::check_peer(bool receiving) {
+  const auto now = std::chrono::steady_clock::now();
+  if (now < next_check_) return;
+  next_check_ = now + kCheckEvery;
+  if (segment_->closed[1 - side_].load(std::memory_order_acquire) != 0) {
+    // Bytes it wrote before closing are still for us.
+    const RingControl& r = segment_->rings[1 - side_];
+    if (!receiving ||
+        r.head.load(std::memory_order_acquire) == r.tail.load(std::memory_order_relaxed)) {
+      throw TransportError(peer_name_ + ": the peer closed the link");
+    }
+    return;
+  }
+  bool exited = false;
+  if (pidfd_ >= 0) {
+    pollfd p{pidfd_, POLLIN, 0};
+    exited = ::poll(&p, 1, 0) > 0;
+  } else if (peer_pid_ != getpid()) {
+    exited = kill(peer_pid_, 0) != 0 && errno == ESRCH;
+  }
+  if (exited) throw TransportError(peer_name_ + ": the process has exited");
+}
+
+size_t ShmLink::send_some(const void* data, size_t n) {
+  if (n == 0) return 0;
+  if (segment_->closed[1 - side_].load(std::memory_order_acquire) != 0) {
+    throw TransportError(peer_name_ + ": the peer closed the link");
+  }
+  RingControl& r = segment_->rings[side_];
+  const uint64_t head = r.head.load(std::memory_order_relaxed);
+  const uint64_t tail = r.tail.load(std::memory_order_acquire);
+  const size_t room = segment_->capacity - static_cast<size_t>(head - tail);
+  if (room == 0) {
+    check_peer(false);
+    return 0;
+  }
+  const size_t k = std::min(n, room);
+  const size_t at = static_cast<size_t>(head & mask_);
+  const size_t first = std::min(k, segment_->capacity - at);
+  std::memcpy(out_ + at, data, first);
+  std::memcpy(out_, static_cast<const std::byte*>(data) + first, k - first);
+  r.head.store(head + k, std::memory_order_release);
+  return k;
+}
+
+size_t ShmLink::recv_some(void* data, size_t n) {
+  if (n == 0) return 0;
+  RingControl& r = segment_->rings[1 - side_];
+  const uint64_t tail = r.tail.load(std::memory_order_relaxed);
+  const uint64_t head = r.head.load(std::memory_order_acquire);
+  const size_t ready = static_cast<size_t>(head - tail);
+  if (ready == 0) {
+    check_peer(true);
+    return 0;
+  }
+  const size_t k = std::min(n, ready);
+  const size_t at = static_cast<size_t>(tail & mask_);
+  const size_t first = std::min(k, segment_->capacity - at);
+  std::memcpy(data, in_ + at, first);
+  std::memcpy(static_cast<std::byte*>(data) + first, in_, k - first);
+  r.tail.store(tail + k, std::memory_order_release);
+  return k;
+}
+
+}  // namespace ddl::comm::transport::shm

@@ -1,0 +1,48 @@
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace ddl::comm::transport::tcp {
+
+// The handshake that opens every TCP connection between two ranks (see hello.cc).
+
+/// A SHA-256 digest.
+using Digest = std::array<uint8_t, 32>;
+/// The acceptor's random challenge.
+using Nonce = std::array<uint8_t, 16>;
+
+/// SHA-256 of `data` (FIPS 180-4).
+Digest sha256(std::string_view data);
+
+/// What the initiator proves it knows the token with: SHA-256(token, nonce, from, to).
+Digest hello_proof(std::string_view token, const Nonce& nonce, int from, int to);
+
+/// The acceptor's first message: magic, its rank, a fresh nonce.
+constexpr size_t kChallengeSize = 8 + 4 + 16;
+/// The initiator's answer: magic, its rank, its proof.
+constexpr size_t kHelloSize = 8 + 4 + 32;
+/// The acceptor's last byte, sent when the hello is right.
+constexpr char kAccepted = 'K';
+
+struct Challenge {
+  int acceptor = 0;
+  Nonce nonce{};
+};
+struct Hello {
+  int initiator = 0;
+  Digest proof{};
+};
+
+/// A nonce from getrandom().
+Nonce random_nonce();
+std::string encode(const Challenge& c);
+std::string encode(const Hello& h);
+/// std::nullopt when `bytes` (exactly k...Size long) does not start with the magic.
+std::optional<Challenge> decode_challenge(std::string_view bytes);
+std::optional<Hello> decode_hello(std::string_view bytes);
+
+}  // namespace ddl::comm::transport::tcp

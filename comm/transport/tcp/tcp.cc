@@ -1,0 +1,419 @@
+// The TCP transport: a listening device and one socket per pair of ranks.
+//
+// How it works: the device binds a listening socket to DeviceOptions::bind_address (or to any
+// address) on an ephemeral port and publishes "ip:port", the ip being the bind address or the
+// first address of an interface that is up and not loopback (127.0.0.1 when there is none),
+// so that peers in other network namespaces can reach it. IPv6 addresses are written "[ip]".
+//
+// For each pair the lower rank initiates: it connects (retrying until the deadline while the
+// peer refuses) and answers the acceptor's challenge with a proof of the job token (hello.cc).
+// The higher rank's device runs one acceptor thread from its creation: it accepts every
+// connection, sends the challenge, checks the answer (5 s at most per connection, many at
+// once), closes the connections that fail it and files the others by the initiator's rank.
+// connect() on the higher rank waits on that file for its peer, so connections that arrive
+// for another peer, or before anyone asks, wait for their own connect() call; connect() may be
+// called from several threads. A connection the acceptor closes is seen by the initiator as a
+// refused handshake.
+//
+// DeviceOptions::streams is accepted but one socket per peer is used: Link::poll_fd() offers
+// one descriptor, and striping would need one per direction and stream.
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <condition_variable>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "comm/transport/link.h"
+#include "comm/transport/tcp/hello.h"
+#include "comm/transport/tcp/link.h"
+
+namespace ddl::comm::transport {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using tcp::kSocketBuffer;
+
+/// How long the acceptor gives a new connection to present its hello.
+constexpr auto kHelloTime = std::chrono::seconds(5);
+
+/// "30 s", "0.5 s".
+std::string seconds_text(std::chrono::milliseconds d) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g s", static_cast<double>(d.count()) / 1000.0);
+  return buf;
+}
+
+std::string errno_text(int e) {
+  return std::strerror(e);
+}
+
+/// Milliseconds left until `deadline`, for poll(): at least 0, at most 1000.
+int wait_ms(Clock::time_point deadline) {
+  const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
+  return static_cast<int>(std::clamp<long long>(left.count(), 0, 1000));
+}
+
+/// Splits "1.2.3.4:5" or "[fe80::1]:5" into host and port.
+std::pair<std::string, std::string> split_address(const std::string& a) {
+  const size_t colon = a.rfind(':');
+  if (colon == std::string::npos) return {a, ""};
+  std::string host = a.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  return {host, a.substr(colon + 1)};
+}
+
+/// The first IPv4 address of an interface that is up and not loopback; "127.0.0.1" when none.
+std::string default_address() {
+  ifaddrs* list = nullptr;
+  std::string found = "127.0.0.1";
+  if (getifaddrs(&list) != 0) return found;
+  for (ifaddrs* i = list; i != nullptr; i = i->ifa_next) {
+    if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET) continue;
+    if ((i->ifa_flags & IFF_UP) == 0 || (i->ifa_flags & IFF_LOOPBACK) != 0) continue;
+    char text[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr, text, sizeof text);
+    found = text;
+    break;
+  }
+  freeifaddrs(list);
+  return found;
+}
+
+void set_buffers(int fd) {
+  setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &kSocketBuffer, sizeof kSocketBuffer);
+  setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &kSocketBuffer, sizeof kSocketBuffer);
+}
+
+/// Compares digests in time that does not depend on where they differ.
+bool same_digest(const tcp::Digest& a, const tcp::Digest& b) {
+  uint8_t diff = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    diff |= static_cast<uint8_t>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+class TcpDevice : public Device {
+ public:
+  explicit TcpDevice(const DeviceOptions& o);
+  ~TcpDevice() override;
+  TcpDevice(const TcpDevice&) = delete;
+  TcpDevice& operator=(const TcpDevice&) = delete;
+
+  std::string_view kind() const override { return "tcp"; }
+  std::string address() const override { return address_; }
+  std::unique_ptr<Link> connect(int peer, const std::string& peer_name,
+                                const std::string& peer_address,
+                                std::chrono::milliseconds timeout) override;
+
+ private:
+  /// A connection the acceptor has challenged and waits to hear from.
+  struct Incoming {
+    int fd;
+    tcp::Nonce nonce;
+    std::string in;
+    Clock::time_point deadline;
+  };
+
+  void accept_loop();
+  void accept_new(std::vector<Incoming>& incoming);
+  /// Reads more of `c`'s hello; true when `c` is done with (filed or closed).
+  bool read_hello(Incoming& c);
+  int initiate(int peer, const std::string& name, const std::string& address,
+               std::chrono::milliseconds timeout);
+  void handshake(int fd, int peer, const std::string& name, const std::string& address,
+                 Clock::time_point deadline);
+
+  int rank_;
+  std::string token_;
+  int listen_fd_ = -1;
+  int wake_fd_ = -1;  ///< eventfd that stops the acceptor
+  std::string address_;
+  std::mutex mutex_;
+  std::condition_variable arrived_;
+  std::map<int, int> accepted_;  ///< checked connections by initiator rank, not yet claimed
+  std::thread acceptor_;
+};
+
+TcpDevice::TcpDevice(const DeviceOptions& o) : rank_(o.rank), token_(o.token) {
+  const std::string who = "rank " + std::to_string(rank_);
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICHOST;
+  const char* node = o.bind_address.empty() ? nullptr : o.bind_address.c_str();
+  hints.ai_family = node == nullptr ? AF_INET : AF_UNSPEC;
+  addrinfo* list = nullptr;
+  const int rc = getaddrinfo(node, "0", &hints, &list);
+  if (rc != 0) {
+    throw TransportError(who + ": cannot listen on '" + o.bind_address + "': " + gai_strerror(rc));
+  }
+  int err = 0;
+  for (addrinfo* a = list; a != nullptr && listen_fd_ < 0; a = a->ai_next) {
+    const int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) {
+      err = errno;
+      continue;
+    }
+    const int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    set_buffers(fd);  // inherited by accepted sockets, before the window is agreed
+    if (bind(fd, a->ai_addr, a->ai_addrlen) == 0 && listen(fd, 1024) == 0) {
+      listen_fd_ = fd;
+      sockaddr_storage ss{};
+      socklen_t len = sizeof ss;
+      getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len);
+      char host[NI_MAXHOST], port[NI_MAXSERV];
+      getnameinfo(reinterpret_cast<sockaddr*>(&ss), len, host, sizeof host, port, sizeof port,
+                  NI_NUMERICHOST | NI_NUMERICSERV);
+      std::string h = node == nullptr ? default_address() : host;
+      if (h.find(':') != std::string::npos) h = "[" + h + "]";
+      address_ = h + ":" + port;
+    } else {
+      err = errno;
+      ::close(fd);
+    }
+  }
+  freeaddrinfo(list);
+  if (listen_fd_ < 0) {
+    throw TransportError(who + ": cannot listen on '" + o.bind_address + "': " + errno_text(err) +
+                         " (is it an address of this host?)");
+  }
+  wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (wake_fd_ < 0) {
+    const int e = errno;
+    ::close(listen_fd_);
+    throw TransportError(who + ": eventfd: " + errno_text(e));
+  }
+  acceptor_ = std::thread([this] { accept_loop(); });
+}
+
+TcpDevice::~TcpDevice() {
+  const uint64_t one = 1;
+  if (::write(wake_fd_, &one, sizeof one) < 0) {
+    // The eventfd cannot be full; the acceptor also stops at its next wake-up.
+  }
+  acceptor_.join();
+  ::close(wake_fd_);
+  ::close(listen_fd_);
+  for (auto& [rank, fd] : accepted_)
+    ::close(fd);
+}
+
+void TcpDevice::accept_loop() {
+  std::vector<Incoming> incoming;
+  std::vector<pollfd> fds;
+  for (;;) {
+    fds.assign({pollfd{wake_fd_, POLLIN, 0}, pollfd{listen_fd_, POLLIN, 0}});
+    Clock::time_point next = Clock::now() + std::chrono::seconds(1);
+    for (const Incoming& c : incoming) {
+      fds.push_back(pollfd{c.fd, POLLIN, 0});
+      next = std::min(next, c.deadline);
+    }
+    if (::poll(fds.data(), fds.size(), wait_ms(next)) < 0 && errno != EINTR) return;
+    if (fds[0].revents != 0) break;
+    // Hellos first (fds[2..] match `incoming` as it was), then new connections.
+    const auto now = Clock::now();
+    std::vector<Incoming> still;
+    for (size_t i = 0; i < incoming.size(); ++i) {
+      Incoming& c = incoming[i];
+      if (fds[i + 2].revents != 0 && read_hello(c)) continue;
+      if (now >= c.deadline) {
+        ::close(c.fd);
+        continue;
+      }
+      still.push_back(std::move(c));
+    }
+    incoming = std::move(still);
+    if (fds[1].revents != 0) accept_new(incoming);
+  }
+  for (const Incoming& c : incoming)
+    ::close(c.fd);
+}
+
+void TcpDevice::accept_new(std::vector<Incoming>& incoming) {
+  for (;;) {
+    const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) return;  // EAGAIN, or an error of one connection: the next poll() tells
+    Incoming c{fd, tcp::random_nonce(), "", Clock::now() + kHelloTime};
+    const std::string challenge = tcp::encode(tcp::Challenge{rank_, c.nonce});
+    // A fresh socket has room for a few bytes: a short send means a broken connection.
+    if (::send(fd, challenge.data(), challenge.size(), MSG_NOSIGNAL) !=
+        static_cast<ssize_t>(challenge.size())) {
+      ::close(fd);
+      continue;
+    }
+    incoming.push_back(std::move(c));
+  }
+}
+
+bool TcpDevice::read_hello(Incoming& c) {
+  char buf[tcp::kHelloSize];
+  const ssize_t k = ::recv(c.fd, buf, tcp::kHelloSize - c.in.size(), MSG_DONTWAIT);
+  if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return false;
+  if (k <= 0) {
+    ::close(c.fd);
+    return true;
+  }
+  c.in.append(buf, static_cast<size_t>(k));
+  if (c.in.size() < tcp::kHelloSize) return false;
+  const auto hello = tcp::decode_hello(c.in);
+  // Only lower ranks initiate; the proof binds the token to this nonce and both ranks.
+  const bool good =
+      hello && hello->initiator >= 0 && hello->initiator < rank_ &&
+      same_digest(hello->proof, tcp::hello_proof(token_, c.nonce, hello->initiator, rank_));
+  if (!good || ::send(c.fd, &tcp::kAccepted, 1, MSG_NOSIGNAL) != 1) {
+    ::close(c.fd);
+    return true;
+  }
+  tcp::tune_socket(c.fd);
+  {
+    std::lock_guard lock(mutex_);
+    auto [it, fresh] = accepted_.try_emplace(hello->initiator, c.fd);
+    if (!fresh) {  // the peer connected again (a retry): the newest connection wins
+      ::close(it->second);
+      it->second = c.fd;
+    }
+  }
+  arrived_.notify_all();
+  return true;
+}
+
+std::unique_ptr<Link> TcpDevice::connect(int peer, const std::string& peer_name,
+                                         const std::string& peer_address,
+                                         std::chrono::milliseconds timeout) {
+  if (peer == rank_) throw TransportError(peer_name + ": a rank cannot connect to itself");
+  if (peer > rank_) {
+    return std::make_unique<tcp::TcpLink>(initiate(peer, peer_name, peer_address, timeout), peer,
+                                          peer_name);
+  }
+  std::unique_lock lock(mutex_);
+  if (!arrived_.wait_for(lock, timeout, [&] { return accepted_.count(peer) != 0; })) {
+    throw TransportError(peer_name + ": no connection from the peer within " +
+                         seconds_text(timeout) + " (is it running, with this job's token?)");
+  }
+  const int fd = accepted_[peer];
+  accepted_.erase(peer);
+  return std::make_unique<tcp::TcpLink>(fd, peer, peer_name);
+}
+
+int TcpDevice::initiate(int peer, const std::string& name, const std::string& address,
+                        std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  const auto [host, port] = split_address(address);
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  addrinfo* list = nullptr;
+  const int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &list);
+  if (rc != 0 || port.empty()) {
+    throw TransportError(name + ": cannot resolve its address '" + address +
+                         "': " + (rc != 0 ? gai_strerror(rc) : "no port"));
+  }
+  std::unique_ptr<addrinfo, void (*)(addrinfo*)> owned(list, freeaddrinfo);
+  std::string last = "timed out";
+  for (;;) {
+    for (addrinfo* a = list; a != nullptr; a = a->ai_next) {
+      const int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+      if (fd < 0) {
+        last = errno_text(errno);
+        continue;
+      }
+      set_buffers(fd);
+      int err = 0;
+      if (::connect(fd, a->ai_addr, a->ai_addrlen) != 0) err = errno;
+      if (err == EINPROGRESS) {
+        pollfd p{fd, POLLOUT, 0};
+        while (::poll(&p, 1, wait_ms(deadline)) == 0 && Clock::now() < deadline) {
+        }
+        socklen_t len = sizeof err;
+        if (p.revents == 0) {
+          err = ETIMEDOUT;
+        } else {
+          getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+        }
+      }
+      if (err == 0) {
+        try {
+          handshake(fd, peer, name, address, deadline);
+        } catch (...) {
+          ::close(fd);
+          throw;
+        }
+        tcp::tune_socket(fd);
+        return fd;
+      }
+      last = errno_text(err);
+      ::close(fd);
+    }
+    if (Clock::now() >= deadline) {
+      throw TransportError(name + ": cannot connect to " + address + " within " +
+                           seconds_text(timeout) + ": " + last);
+    }
+    std::this_thread::sleep_for(
+        std::min<Clock::duration>(std::chrono::milliseconds(50), deadline - Clock::now()));
+  }
+}
+
+void TcpDevice::handshake(int fd, int peer, const std::string& name, const std::string& address,
+                          Clock::time_point deadline) {
+  // Reads exactly `n` bytes; false on end of file.
+  auto read_exact = [&](size_t n) {
+    std::string in;
+    while (in.size() < n) {
+      pollfd p{fd, POLLIN, 0};
+      if (Clock::now() >= deadline) {
+        throw TransportError(name + ": no answer from " + address + " during the handshake");
+      }
+      if (::poll(&p, 1, wait_ms(deadline)) <= 0) continue;
+      char buf[64];
+      const ssize_t k = ::recv(fd, buf, std::min(n - in.size(), sizeof buf), MSG_DONTWAIT);
+      if (k < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+      if (k <= 0) return std::optional<std::string>();
+      in.append(buf, static_cast<size_t>(k));
+    }
+    return std::optional<std::string>(std::move(in));
+  };
+  const auto bytes = read_exact(tcp::kChallengeSize);
+  const auto challenge = bytes ? tcp::decode_challenge(*bytes) : std::nullopt;
+  if (!challenge) {
+    throw TransportError(name + ": " + address + " is not a ddl TCP transport");
+  }
+  if (challenge->acceptor != peer) {
+    throw TransportError(name + ": " + address + " is the address of rank " +
+                         std::to_string(challenge->acceptor));
+  }
+  const std::string hello =
+      tcp::encode(tcp::Hello{rank_, tcp::hello_proof(token_, challenge->nonce, rank_, peer)});
+  if (::send(fd, hello.data(), hello.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(hello.size())) {
+    throw TransportError(name + ": the connection broke during the handshake");
+  }
+  const auto answer = read_exact(1);
+  if (!answer || (*answer)[0] != tcp::kAccepted) {
+    throw TransportError(name +
+                         ": the peer refused this rank's hello (is the job token the same?)");
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<Device> make_tcp_device(const DeviceOptions& options) {
+  return std::make_unique<TcpDevice>(options);
+}
+
+}  // namespace ddl::comm::transport
