@@ -1,0 +1,283 @@
+// Element-wise reduction kernels: what every allreduce does to the bytes it receives.
+//
+// How it works. reduce_into(dst, src) computes dst[i] = op(dst[i], src[i]); the left operand
+// is always the one already in place, so an algorithm that fixes which buffer is `dst` fixes
+// the reduction order, and with it the bits of the result. Each (type, op) pair has its own
+// plain loop over `count` elements with no calls and no aliasing (`__restrict`), which GCC and
+// Clang auto-vectorise at -O2/-O3.
+//
+// Integers wrap: sums and products of int32/int64 are computed in the unsigned type of the same
+// width (defined behaviour, the same bits as two's complement), uint8 wraps modulo 256.
+//
+// Floats: min and max propagate NaN (a NaN in either operand gives a NaN) and otherwise keep
+// the left operand on ties, so max(+0, -0) is +0 and the result never depends on anything but
+// the operands' order.
+//
+// float16 and bfloat16 are widened to float a block at a time (kBlock elements on the stack),
+// reduced as float, and narrowed back with round-to-nearest-even. Widening is exact. Narrowing
+// keeps infinities, turns overflow into infinity, rounds subnormals correctly, and turns any
+// NaN into a quiet NaN of the same sign.
+//
+// divide() is kAvg's last step, applied once to a fully reduced sum: floats divide by the
+// divisor in their own precision (float16/bfloat16 through float, then rounded), integers
+// truncate toward zero.
+
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+#include "comm/collectives/collectives.h"
+
+namespace ddl::comm {
+namespace {
+
+constexpr size_t kBlock = 512;
+
+// --- float16 / bfloat16 <-> float -------------------------------------------------------
+
+inline float half_to_float(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t exp = (h >> 10) & 0x1fu;
+  const uint32_t mant = h & 0x3ffu;
+  uint32_t bits;
+  if (exp == 0x1f) {
+    bits = sign | 0x7f800000u | (mant << 13);  // inf, or NaN with its payload
+  } else if (exp != 0) {
+    bits = sign | ((exp + 112) << 23) | (mant << 13);
+  } else {
+    // Zero or subnormal: mant * 2^-24, exact in float.
+    const float magnitude = static_cast<float>(mant) * 0x1p-24f;
+    bits = sign | std::bit_cast<uint32_t>(magnitude);
+  }
+  return std::bit_cast<float>(bits);
+}
+
+inline uint16_t float_to_half(float f) {
+  uint32_t x = std::bit_cast<uint32_t>(f);
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  x &= 0x7fffffffu;
+  if (x > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);   // NaN: quiet
+  if (x >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // >= 65520: inf
+  if (x < 0x38800000u) {
+    // Result is subnormal or zero: adding 0.5f lines the half's subnormal bits up with the
+    // float's low mantissa bits, and the float addition rounds them to nearest even.
+    const float shifted = std::bit_cast<float>(x) + 0.5f;
+    return static_cast<uint16_t>(sign | (std::bit_cast<uint32_t>(shifted) - 0x3f000000u));
+  }
+  // Normal: rebias the exponent and round the 13 dropped bits to nearest even.
+  const uint32_t odd = (x >> 13) & 1u;
+  x += (static_cast<uint32_t>(15 - 127) << 23) + 0xfffu + odd;
+  return static_cast<uint16_t>(sign | (x >> 13));
+}
+
+inline float bf16_to_float(uint16_t b) {
+  return std::bit_cast<float>(static_cast<uint32_t>(b) << 16);
+}
+
+inline uint16_t float_to_bf16(float f) {
+  const uint32_t x = std::bit_cast<uint32_t>(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);  // NaN
+  const uint32_t odd = (x >> 16) & 1u;
+  return static_cast<uint16_t>((x + 0x7fffu + odd) >> 16);  // overflow rounds to inf
+}
+
+// --- the operations ------------------------------------------------------------------------
+
+template <typename T>
+struct Sum {
+  static T apply(T a, T b) { return a + b; }
+};
+template <typename T>
+struct Prod {
+  static T apply(T a, T b) { return a * b; }
+};
+template <typename T>
+inline bool is_nan(T x) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return x != x;
+  } else {
+    return false;
+  }
+}
+// A NaN in a gives a, a NaN in b gives b, ties keep a.
+template <typename T>
+struct Min {
+  static T apply(T a, T b) { return (!is_nan(a) && (b < a || is_nan(b))) ? b : a; }
+};
+template <typename T>
+struct Max {
+  static T apply(T a, T b) { return (!is_nan(a) && (b > a || is_nan(b))) ? b : a; }
+};
+
+template <typename T, template <typename> class Op>
+void reduce_loop(T* __restrict dst, const T* __restrict src, size_t count) {
+  for (size_t i = 0; i < count; ++i)
+    dst[i] = Op<T>::apply(dst[i], src[i]);
+}
+
+template <typename T>
+void reduce_typed(void* dst, const void* src, size_t count, ReduceOp op) {
+  auto* d = static_cast<T*>(dst);
+  const auto* s = static_cast<const T*>(src);
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAvg:
+      return reduce_loop<T, Sum>(d, s, count);
+    case ReduceOp::kProd:
+      return reduce_loop<T, Prod>(d, s, count);
+    case ReduceOp::kMin:
+      return reduce_loop<T, Min>(d, s, count);
+    case ReduceOp::kMax:
+      return reduce_loop<T, Max>(d, s, count);
+  }
+}
+
+// Signed integers: sum and product wrap, done in the unsigned type of the same width.
+template <typename T>
+void reduce_signed(void* dst, const void* src, size_t count, ReduceOp op) {
+  using U = std::make_unsigned_t<T>;
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAvg:
+    case ReduceOp::kProd:
+      return reduce_typed<U>(dst, src, count, op);
+    case ReduceOp::kMin:
+    case ReduceOp::kMax:
+      return reduce_typed<T>(dst, src, count, op);
+  }
+}
+
+// float16/bfloat16: a block at a time through float.
+template <float (*Widen)(uint16_t), uint16_t (*Narrow)(float)>
+void reduce_narrow(void* dst, const void* src, size_t count, ReduceOp op) {
+  auto* d = static_cast<uint16_t*>(dst);
+  const auto* s = static_cast<const uint16_t*>(src);
+  float a[kBlock];
+  float b[kBlock];
+  for (size_t start = 0; start < count; start += kBlock) {
+    const size_t n = std::min(kBlock, count - start);
+    for (size_t i = 0; i < n; ++i)
+      a[i] = Widen(d[start + i]);
+    for (size_t i = 0; i < n; ++i)
+      b[i] = Widen(s[start + i]);
+    reduce_typed<float>(a, b, n, op);
+    for (size_t i = 0; i < n; ++i)
+      d[start + i] = Narrow(a[i]);
+  }
+}
+
+template <typename T>
+void divide_typed(void* buf, size_t count, int divisor) {
+  auto* p = static_cast<T*>(buf);
+  const T by = static_cast<T>(divisor);
+  for (size_t i = 0; i < count; ++i)
+    p[i] = static_cast<T>(p[i] / by);
+}
+
+template <float (*Widen)(uint16_t), uint16_t (*Narrow)(float)>
+void divide_narrow(void* buf, size_t count, int divisor) {
+  auto* p = static_cast<uint16_t*>(buf);
+  const float by = static_cast<float>(divisor);
+  for (size_t i = 0; i < count; ++i)
+    p[i] = Narrow(Widen(p[i]) / by);
+}
+
+}  // namespace
+
+size_t type_size(DataType type) {
+  switch (type) {
+    case DataType::kFloat32:
+    case DataType::kInt32:
+      return 4;
+    case DataType::kFloat64:
+    case DataType::kInt64:
+      return 8;
+    case DataType::kFloat16:
+    case DataType::kBFloat16:
+      return 2;
+    case DataType::kUint8:
+      return 1;
+  }
+  throw std::invalid_argument("unknown data type " + std::to_string(static_cast<int>(type)));
+}
+
+std::string_view to_string(DataType type) {
+  switch (type) {
+    case DataType::kFloat32:
+      return "float32";
+    case DataType::kFloat64:
+      return "float64";
+    case DataType::kFloat16:
+      return "float16";
+    case DataType::kBFloat16:
+      return "bfloat16";
+    case DataType::kInt32:
+      return "int32";
+    case DataType::kInt64:
+      return "int64";
+    case DataType::kUint8:
+      return "uint8";
+  }
+  return "unknown";
+}
+
+std::string_view to_string(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+      return "sum";
+    case ReduceOp::kAvg:
+      return "avg";
+    case ReduceOp::kMin:
+      return "min";
+    case ReduceOp::kMax:
+      return "max";
+    case ReduceOp::kProd:
+      return "prod";
+  }
+  return "unknown";
+}
+
+void reduce_into(void* dst, const void* src, size_t count, DataType type, ReduceOp op) {
+  switch (type) {
+    case DataType::kFloat32:
+      return reduce_typed<float>(dst, src, count, op);
+    case DataType::kFloat64:
+      return reduce_typed<double>(dst, src, count, op);
+    case DataType::kFloat16:
+      return reduce_narrow<half_to_float, float_to_half>(dst, src, count, op);
+    case DataType::kBFloat16:
+      return reduce_narrow<bf16_to_float, float_to_bf16>(dst, src, count, op);
+    case DataType::kInt32:
+      return reduce_signed<int32_t>(dst, src, count, op);
+    case DataType::kInt64:
+      return reduce_signed<int64_t>(dst, src, count, op);
+    case DataType::kUint8:
+      return reduce_typed<uint8_t>(dst, src, count, op);
+  }
+}
+
+void divide(void* buf, size_t count, DataType type, int divisor) {
+  if (divisor == 1) return;
+  switch (type) {
+    case DataType::kFloat32:
+      return divide_typed<float>(buf, count, divisor);
+    case DataType::kFloat64:
+      return divide_typed<double>(buf, count, divisor);
+    case DataType::kFloat16:
+      return divide_narrow<half_to_float, float_to_half>(buf, count, divisor);
+    case DataType::kBFloat16:
+      return divide_narrow<bf16_to_float, float_to_bf16>(buf, count, divisor);
+    case DataType::kInt32:
+      return divide_typed<int32_t>(buf, count, divisor);
+    case DataType::kInt64:
+      return divide_typed<int64_t>(buf, count, divisor);
+    case DataType::kUint8:
+      return divide_typed<uint8_t>(buf, count, divisor);
+  }
+}
+
+}  // namespace ddl::comm

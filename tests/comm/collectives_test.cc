@@ -1,0 +1,533 @@
+#include "comm/collectives/collectives.h"
+
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/comm/link_pair.h"
+
+namespace ddl::comm {
+namespace {
+
+using std::chrono::milliseconds;
+using testing::Mesh;
+using testing::message;
+using testing::run_ranks;
+
+constexpr DataType kTypes[] = {DataType::kFloat32,  DataType::kFloat64, DataType::kFloat16,
+                               DataType::kBFloat16, DataType::kInt32,   DataType::kInt64,
+                               DataType::kUint8};
+constexpr ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMin, ReduceOp::kMax,
+                             ReduceOp::kProd};
+constexpr size_t kCounts[] = {0, 1, 2, 3, 7, 64, 1000};
+
+bool is_float(DataType t) {
+  return t == DataType::kFloat32 || t == DataType::kFloat64 || t == DataType::kFloat16 ||
+         t == DataType::kBFloat16;
+}
+
+// --- inputs and the reference --------------------------------------------------------------
+//
+// Float inputs are chosen so that every partial sum and product is exact in every float type
+// (quarters in [-2, 2], products of +-1, 2, 1/2): whatever order an algorithm reduces in, the
+// exact result is the reference, and kAvg's one division rounds the same way here and there.
+// Integer inputs are hashes over the whole range: sums and products wrap, which any order
+// gives alike.
+
+uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+double float_input(int r, size_t i, ReduceOp op) {
+  static const double kFactors[] = {1, -1, 2, 0.5, -0.5, 1};
+  switch (op) {
+    case ReduceOp::kProd:
+      return kFactors[(i * 5 + r * 3 + i / 7) % 6];
+    case ReduceOp::kMin:
+    case ReduceOp::kMax:
+      return static_cast<double>(static_cast<int>(mix(i * 64 + r) % 101) - 50) * 0.5;
+    default:
+      return static_cast<double>(static_cast<int>((i * 7 + r * 13) % 17) - 8) * 0.25;
+  }
+}
+
+int64_t int_input(DataType t, int r, size_t i) {
+  const uint64_t h = mix(i * 1000003 + r);
+  if (t == DataType::kInt32) return static_cast<int32_t>(static_cast<uint32_t>(h));
+  if (t == DataType::kUint8) return static_cast<int64_t>(h & 0xff);
+  return static_cast<int64_t>(h);
+}
+
+// v rounded to nearest even with `digits` significant bits (v normal or zero).
+double round_to(double v, int digits) {
+  if (v == 0 || std::isinf(v)) return v;
+  const int e = std::ilogb(v);
+  return std::ldexp(std::nearbyint(std::ldexp(v, digits - 1 - e)), e - (digits - 1));
+}
+
+void encode_float(double v, DataType t, std::byte* out) {
+  switch (t) {
+    case DataType::kFloat32: {
+      const float f = static_cast<float>(v);
+      std::memcpy(out, &f, 4);
+      return;
+    }
+    case DataType::kFloat64:
+      std::memcpy(out, &v, 8);
+      return;
+    case DataType::kFloat16: {
+      const _Float16 h = static_cast<_Float16>(v);
+      std::memcpy(out, &h, 2);
+      return;
+    }
+    default: {
+      const uint32_t x = std::bit_cast<uint32_t>(static_cast<float>(round_to(v, 8)));
+      const uint16_t b = static_cast<uint16_t>(x >> 16);
+      std::memcpy(out, &b, 2);
+      return;
+    }
+  }
+}
+
+void encode_int(int64_t v, DataType t, std::byte* out) {
+  if (t == DataType::kInt32) {
+    const int32_t x = static_cast<int32_t>(v);
+    std::memcpy(out, &x, 4);
+  } else if (t == DataType::kInt64) {
+    std::memcpy(out, &v, 8);
+  } else {
+    *out = static_cast<std::byte>(v & 0xff);
+  }
+}
+
+std::vector<std::byte> input(int r, size_t count, DataType t, ReduceOp op) {
+  const size_t size = type_size(t);
+  std::vector<std::byte> buf(count * size);
+  for (size_t i = 0; i < count; ++i) {
+    if (is_float(t)) {
+      encode_float(float_input(r, i, op), t, &buf[i * size]);
+    } else {
+      encode_int(int_input(t, r, i), t, &buf[i * size]);
+    }
+  }
+  return buf;
+}
+
+std::vector<std::byte> reference(int n, size_t count, DataType t, ReduceOp op) {
+  const size_t size = type_size(t);
+  std::vector<std::byte> out(count * size);
+  for (size_t i = 0; i < count; ++i) {
+    if (is_float(t)) {
+      double acc = float_input(0, i, op);
+      for (int r = 1; r < n; ++r) {
+        const double v = float_input(r, i, op);
+        if (op == ReduceOp::kSum || op == ReduceOp::kAvg) acc += v;
+        if (op == ReduceOp::kProd) acc *= v;
+        if (op == ReduceOp::kMin) acc = std::min(acc, v);
+        if (op == ReduceOp::kMax) acc = std::max(acc, v);
+      }
+      if (op == ReduceOp::kAvg) acc /= n;
+      encode_float(acc, t, &out[i * size]);
+      continue;
+    }
+    uint64_t acc = static_cast<uint64_t>(int_input(t, 0, i));
+    for (int r = 1; r < n; ++r) {
+      const int64_t v = int_input(t, r, i);
+      if (op == ReduceOp::kSum || op == ReduceOp::kAvg) acc += static_cast<uint64_t>(v);
+      if (op == ReduceOp::kProd) acc *= static_cast<uint64_t>(v);
+      if (op == ReduceOp::kMin) acc = static_cast<uint64_t>(std::min<int64_t>(acc, v));
+      if (op == ReduceOp::kMax) acc = static_cast<uint64_t>(std::max<int64_t>(acc, v));
+    }
+    int64_t result = static_cast<int64_t>(acc);
+    if (op == ReduceOp::kAvg) {
+      if (t == DataType::kInt32) result = static_cast<int32_t>(static_cast<uint32_t>(acc)) / n;
+      if (t == DataType::kInt64) result = static_cast<int64_t>(acc) / n;
+      if (t == DataType::kUint8) result = static_cast<int64_t>(acc & 0xff) / n;
+    }
+    encode_int(result, t, &out[i * size]);
+  }
+  return out;
+}
+
+// --- running the algorithms ----------------------------------------------------------------
+
+enum class Algo { kRing, kRecursiveDoubling, kMultiRing };
+
+struct Case {
+  Algo algo;
+  std::vector<int> dims;  // multi-ring: innermost first; otherwise {ranks}
+  int ranks() const { return std::accumulate(dims.begin(), dims.end(), 1, std::multiplies<>()); }
+  std::string name() const {
+    std::string s = algo == Algo::kRing                ? "ring_"
+                    : algo == Algo::kRecursiveDoubling ? "rd_"
+                                                       : "multiring_";
+    for (size_t d = 0; d < dims.size(); ++d)
+      s += (d ? "x" : "") + std::to_string(dims[d]);
+    return s;
+  }
+};
+
+// Rank r's ring along each dimension of a grid, rank = c0 + d0 (c1 + d1 (c2 + ...)).
+std::vector<Group> grid_groups(Mesh& mesh, int r, const std::vector<int>& dims,
+                               milliseconds timeout) {
+  std::vector<Group> groups;
+  int stride = 1;
+  for (int d : dims) {
+    const int c = (r / stride) % d;
+    std::vector<int> members;
+    for (int j = 0; j < d; ++j)
+      members.push_back(r + (j - c) * stride);
+    groups.push_back(mesh.group(r, members, timeout));
+    stride *= d;
+  }
+  return groups;
+}
+
+void allreduce(Mesh& mesh, int r, const Case& c, void* buf, size_t count, DataType t, ReduceOp op,
+               milliseconds timeout = std::chrono::seconds(10)) {
+  switch (c.algo) {
+    case Algo::kRing:
+      return ring_allreduce(mesh.world(r, timeout), buf, count, t, op);
+    case Algo::kRecursiveDoubling:
+      return recursive_doubling_allreduce(mesh.world(r, timeout), buf, count, t, op);
+    case Algo::kMultiRing: {
+      const auto groups = grid_groups(mesh, r, c.dims, timeout);
+      std::vector<const Group*> dims;
+      for (const Group& g : groups)
+        dims.push_back(&g);
+      return multi_ring_allreduce(dims, buf, count, t, op);
+    }
+  }
+}
+
+std::string describe(const Case& c, DataType t, ReduceOp op, size_t count) {
+  return c.name() + " " + std::string(to_string(t)) + " " + std::string(to_string(op)) + " count " +
+         std::to_string(count);
+}
+
+// Every rank's result equals the reference, bit for bit (so all ranks agree).
+void expect_results(const Case& c, DataType t, ReduceOp op, size_t count,
+                    const std::vector<std::vector<std::byte>>& results) {
+  const auto want = reference(c.ranks(), count, t, op);
+  const size_t size = type_size(t);
+  for (size_t r = 0; r < results.size(); ++r) {
+    if (results[r] == want) continue;
+    size_t i = 0;
+    while (i < count && std::memcmp(&results[r][i * size], &want[i * size], size) == 0)
+      ++i;
+    ADD_FAILURE() << describe(c, t, op, count) << ": rank " << r << " differs at element " << i;
+    return;
+  }
+}
+
+// --- the grid: algorithms x ranks x types x ops x counts -----------------------------------
+
+class AllreduceGridTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(AllreduceGridTest, EveryTypeOpAndCountMatchesTheReferenceOnEveryRank) {
+  const Case c = GetParam();
+  const int n = c.ranks();
+  Mesh mesh(n);
+  struct Combo {
+    DataType t;
+    ReduceOp op;
+    size_t count;
+  };
+  std::vector<Combo> combos;
+  for (DataType t : kTypes) {
+    for (ReduceOp op : kOps) {
+      for (size_t count : kCounts)
+        combos.push_back({t, op, count});
+    }
+  }
+  // results[k][r]: combo k on rank r. Every rank runs every combo in the same order.
+  std::vector<std::vector<std::vector<std::byte>>> results(combos.size(),
+                                                           std::vector<std::vector<std::byte>>(n));
+  const auto errors = run_ranks(n, [&](int r) {
+    for (size_t k = 0; k < combos.size(); ++k) {
+      auto buf = input(r, combos[k].count, combos[k].t, combos[k].op);
+      allreduce(mesh, r, c, buf.data(), combos[k].count, combos[k].t, combos[k].op,
+                std::chrono::seconds(5));
+      results[k][r] = std::move(buf);
+    }
+  });
+  for (int r = 0; r < n; ++r)
+    ASSERT_FALSE(errors[r]) << "rank " << r << ": " << message(errors[r]);
+  for (size_t k = 0; k < combos.size(); ++k) {
+    expect_results(c, combos[k].t, combos[k].op, combos[k].count, results[k]);
+  }
+}
+
+std::vector<Case> grid_cases() {
+  std::vector<Case> cases;
+  for (int n = 1; n <= 9; ++n) {
+    cases.push_back({Algo::kRing, {n}});
+    cases.push_back({Algo::kRecursiveDoubling, {n}});
+    cases.push_back({Algo::kMultiRing, {n}});
+  }
+  for (const auto& dims : std::vector<std::vector<int>>{
+           {2, 2}, {2, 3}, {3, 2}, {1, 4}, {4, 1}, {2, 4}, {3, 3}, {2, 2, 2}, {1, 3, 3}}) {
+    cases.push_back({Algo::kMultiRing, dims});
+  }
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Collectives, AllreduceGridTest, ::testing::ValuesIn(grid_cases()),
+                         [](const auto& info) { return info.param.name(); });
+
+// A few million-element runs: many slices, chunks not divisible by the ranks.
+TEST(CollectiveTest, LargeCountsMatchTheReference) {
+  const size_t kBig = (1u << 20) + 3;
+  struct Big {
+    Case c;
+    DataType t;
+    ReduceOp op;
+  };
+  const Big bigs[] = {
+      {{Algo::kRing, {4}}, DataType::kFloat32, ReduceOp::kSum},
+      {{Algo::kRing, {7}}, DataType::kBFloat16, ReduceOp::kAvg},
+      {{Algo::kRecursiveDoubling, {3}}, DataType::kInt32, ReduceOp::kSum},
+      {{Algo::kMultiRing, {2, 3}}, DataType::kFloat16, ReduceOp::kMax},
+      {{Algo::kMultiRing, {2, 2, 2}}, DataType::kFloat64, ReduceOp::kProd},
+  };
+  for (const Big& b : bigs) {
+    const int n = b.c.ranks();
+    Mesh mesh(n);
+    std::vector<std::vector<std::byte>> results(n);
+    const auto errors = run_ranks(n, [&](int r) {
+      results[r] = input(r, kBig, b.t, b.op);
+      allreduce(mesh, r, b.c, results[r].data(), kBig, b.t, b.op);
+    });
+    for (int r = 0; r < n; ++r)
+      ASSERT_FALSE(errors[r]) << message(errors[r]);
+    expect_results(b.c, b.t, b.op, kBig, results);
+  }
+}
+
+// Random floats (inexact sums): each algorithm agrees bitwise across ranks, and multi-ring
+// equals the flat ring to rounding.
+TEST(CollectiveTest, InexactFloatSumsAgreeAcrossRanksAndAlgorithms) {
+  const size_t count = 100'003;
+  const int n = 6;
+  Mesh mesh(n);
+  auto data = [](int r, size_t i) {
+    return static_cast<float>(static_cast<double>(mix(i * 7 + r) % 2000001) / 1e6 - 1.0);
+  };
+  std::vector<std::vector<float>> ring(n), multi(n);
+  const auto errors = run_ranks(n, [&](int r) {
+    ring[r].resize(count);
+    for (size_t i = 0; i < count; ++i)
+      ring[r][i] = data(r, i);
+    multi[r] = ring[r];
+    allreduce(mesh, r, {Algo::kRing, {6}}, ring[r].data(), count, DataType::kFloat32,
+              ReduceOp::kSum);
+    allreduce(mesh, r, {Algo::kMultiRing, {3, 2}}, multi[r].data(), count, DataType::kFloat32,
+              ReduceOp::kSum);
+  });
+  for (int r = 0; r < n; ++r)
+    ASSERT_FALSE(errors[r]) << message(errors[r]);
+  for (int r = 1; r < n; ++r) {
+    EXPECT_EQ(0, std::memcmp(ring[r].data(), ring[0].data(), count * 4)) << "ring, rank " << r;
+    EXPECT_EQ(0, std::memcmp(multi[r].data(), multi[0].data(), count * 4)) << "multi, rank " << r;
+  }
+  for (size_t i = 0; i < count; ++i) {
+    double exact = 0;
+    for (int r = 0; r < n; ++r)
+      exact += data(r, i);
+    ASSERT_NEAR(ring[0][i], exact, 1e-5) << i;
+    ASSERT_NEAR(multi[0][i], exact, 1e-5) << i;
+  }
+}
+
+// --- reduce-scatter, allgather, broadcast, barrier ------------------------------------------
+
+TEST(CollectiveTest, ReduceScatterLeavesChunkIOnMemberI) {
+  for (int n = 1; n <= 9; ++n) {
+    for (size_t count : {0, 1, 5, 64, 1001, 300'007}) {
+      for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg}) {
+        Mesh mesh(n);
+        std::vector<std::vector<std::byte>> results(n);
+        const auto errors = run_ranks(n, [&](int r) {
+          results[r] = input(r, count, DataType::kFloat32, op);
+          ring_reduce_scatter(mesh.world(r), results[r].data(), count, DataType::kFloat32, op);
+        });
+        for (int r = 0; r < n; ++r)
+          ASSERT_FALSE(errors[r]) << message(errors[r]);
+        const auto want = reference(n, count, DataType::kFloat32, op);
+        const auto offsets = partition(count, n);
+        for (int r = 0; r < n; ++r) {
+          EXPECT_EQ(0, std::memcmp(results[r].data() + offsets[r] * 4, want.data() + offsets[r] * 4,
+                                   (offsets[r + 1] - offsets[r]) * 4))
+              << "n " << n << " count " << count << " rank " << r << " " << to_string(op);
+        }
+      }
+    }
+  }
+}
+
+TEST(CollectiveTest, AllgatherPutsEveryChunkInPlace) {
+  for (int n = 1; n <= 9; ++n) {
+    for (size_t count : {0, 1, 2, 9, 1000, 300'007}) {
+      Mesh mesh(n);
+      const auto offsets = partition(count, n);
+      std::vector<std::vector<int64_t>> bufs(n);
+      const auto errors = run_ranks(n, [&](int r) {
+        bufs[r].assign(count, -1);
+        for (size_t i = offsets[r]; i < offsets[r + 1]; ++i)
+          bufs[r][i] = int_input(DataType::kInt64, r, i);
+        ring_allgather(mesh.world(r), bufs[r].data(), count, DataType::kInt64);
+      });
+      for (int r = 0; r < n; ++r)
+        ASSERT_FALSE(errors[r]) << message(errors[r]);
+      for (int r = 0; r < n; ++r) {
+        for (int owner = 0; owner < n; ++owner) {
+          for (size_t i = offsets[owner]; i < offsets[owner + 1]; ++i) {
+            ASSERT_EQ(bufs[r][i], int_input(DataType::kInt64, owner, i))
+                << "n " << n << " count " << count << " rank " << r << " element " << i;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(CollectiveTest, BroadcastFromEveryRoot) {
+  for (int n = 1; n <= 9; ++n) {
+    Mesh mesh(n);  // one mesh for all roots and sizes: streams stay in step
+    for (int root = 0; root < n; ++root) {
+      for (size_t bytes : {size_t{0}, size_t{1}, size_t{1000}, size_t{(600 << 10) + 7}}) {
+        std::vector<std::vector<uint8_t>> bufs(n);
+        const auto errors = run_ranks(n, [&](int r) {
+          bufs[r].resize(bytes);
+          for (size_t i = 0; i < bytes; ++i)
+            bufs[r][i] = static_cast<uint8_t>(mix(i * 16 + r));
+          ring_broadcast(mesh.world(r), bufs[r].data(), bytes, root);
+        });
+        for (int r = 0; r < n; ++r)
+          ASSERT_FALSE(errors[r]) << message(errors[r]);
+        for (int r = 0; r < n; ++r) {
+          for (size_t i = 0; i < bytes; ++i) {
+            ASSERT_EQ(bufs[r][i], static_cast<uint8_t>(mix(i * 16 + root)))
+                << "n " << n << " root " << root << " bytes " << bytes << " rank " << r;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(CollectiveTest, BarrierWaitsForTheLastRankToEnter) {
+  using Clock = std::chrono::steady_clock;
+  for (int n = 1; n <= 9; ++n) {
+    Mesh mesh(n);
+    for (int late = 0; late < n; late += 3) {
+      std::vector<Clock::time_point> left(n);
+      Clock::time_point entered;
+      const auto errors = run_ranks(n, [&](int r) {
+        if (r == late) {
+          std::this_thread::sleep_for(milliseconds(100));
+          entered = Clock::now();
+        }
+        barrier(mesh.world(r));
+        left[r] = Clock::now();
+      });
+      for (int r = 0; r < n; ++r)
+        ASSERT_FALSE(errors[r]) << message(errors[r]);
+      for (int r = 0; r < n; ++r) {
+        EXPECT_GE(left[r], entered) << "n " << n << " late " << late << " rank " << r;
+      }
+    }
+    // Many in a row stay in step.
+    const auto errors = run_ranks(n, [&](int r) {
+      for (int k = 0; k < 50; ++k)
+        barrier(mesh.world(r));
+    });
+    for (int r = 0; r < n; ++r)
+      ASSERT_FALSE(errors[r]) << message(errors[r]);
+  }
+}
+
+// --- failures --------------------------------------------------------------------------------
+
+TEST(CollectiveTest, APeerThatFailsMidAllreduceIsNamedByTheOthers) {
+  const int n = 4;
+  const size_t count = 1 << 20;
+  Mesh mesh(n);
+  mesh.link(2, 3).fail_after(300'000);  // rank 2 dies after sending ~300 kB to rank 3
+  const auto errors = run_ranks(n, [&](int r) {
+    std::vector<float> buf(count, 1.0f);
+    try {
+      ring_allreduce(mesh.world(r, milliseconds(1500)), buf.data(), count, DataType::kFloat32,
+                     ReduceOp::kSum);
+    } catch (...) {
+      if (r == 2) {
+        for (int p = 0; p < n; ++p) {
+          if (p != r) mesh.link(r, p).close();  // the process is gone: all its links close
+        }
+      }
+      throw;
+    }
+  });
+  EXPECT_EQ(message(errors[2]), "rank 3 (thread): injected failure");
+  // Rank 3 receives from rank 2: it sees the end of the stream, in the transport's words.
+  EXPECT_EQ(message(errors[3]), "rank 2 (thread): the connection was closed by the peer");
+  for (int r = 0; r < n; ++r) {
+    ASSERT_TRUE(errors[r]) << "rank " << r << " did not fail";
+    EXPECT_THROW(std::rethrow_exception(errors[r]), transport::TransportError) << "rank " << r;
+  }
+}
+
+TEST(CollectiveTest, TwoRanksNameEachOtherWhenOneFails) {
+  for (Algo algo : {Algo::kRing, Algo::kRecursiveDoubling}) {
+    Mesh mesh(2);
+    mesh.link(1, 0).fail_after(1000);
+    const auto errors = run_ranks(2, [&](int r) {
+      std::vector<int32_t> buf(100'000, r);
+      try {
+        allreduce(mesh, r, {algo, {2}}, buf.data(), buf.size(), DataType::kInt32, ReduceOp::kSum,
+                  milliseconds(1500));
+      } catch (...) {
+        if (r == 1) mesh.link(1, 0).close();
+        throw;
+      }
+    });
+    EXPECT_EQ(message(errors[1]), "rank 0 (thread): injected failure");
+    EXPECT_EQ(message(errors[0]).rfind("rank 1 (thread): ", 0), 0u) << message(errors[0]);
+  }
+}
+
+// Not run by default: build/tests/comm_test --gtest_also_run_disabled_tests
+//   --gtest_filter='*Timing*'
+TEST(CollectiveTest, DISABLED_Timing64MiBFloat32) {
+  const size_t count = 16u << 20;  // 64 MiB of float32
+  for (int n : {2, 4}) {
+    Mesh mesh(n);
+    std::vector<std::vector<float>> bufs(n, std::vector<float>(count, 1.0f));
+    for (Case c : {Case{Algo::kRing, {n}}, Case{Algo::kMultiRing, {2, n / 2}},
+                   Case{Algo::kRecursiveDoubling, {n}}}) {
+      const auto start = std::chrono::steady_clock::now();
+      const auto errors = run_ranks(n, [&](int r) {
+        allreduce(mesh, r, c, bufs[r].data(), count, DataType::kFloat32, ReduceOp::kSum);
+      });
+      const double s =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      for (int r = 0; r < n; ++r)
+        ASSERT_FALSE(errors[r]) << message(errors[r]);
+      std::printf("%s: 64 MiB float32 sum in %.3f s (%.2f GB/s algorithm bandwidth)\n",
+                  c.name().c_str(), s, 64.0 * (1 << 20) / s / 1e9);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ddl::comm

@@ -1,0 +1,197 @@
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "comm/collectives/collectives.h"
+
+namespace ddl::comm {
+namespace {
+
+uint16_t bits(_Float16 h) {
+  return std::bit_cast<uint16_t>(h);
+}
+_Float16 half(uint16_t b) {
+  return std::bit_cast<_Float16>(b);
+}
+uint16_t bf16_bits(float f) {
+  return static_cast<uint16_t>(std::bit_cast<uint32_t>(f) >> 16);
+}
+float bf16(uint16_t b) {
+  return std::bit_cast<float>(static_cast<uint32_t>(b) << 16);
+}
+
+TEST(ReduceTest, TypeSizesAndNames) {
+  EXPECT_EQ(type_size(DataType::kFloat32), 4u);
+  EXPECT_EQ(type_size(DataType::kFloat64), 8u);
+  EXPECT_EQ(type_size(DataType::kFloat16), 2u);
+  EXPECT_EQ(type_size(DataType::kBFloat16), 2u);
+  EXPECT_EQ(type_size(DataType::kInt32), 4u);
+  EXPECT_EQ(type_size(DataType::kInt64), 8u);
+  EXPECT_EQ(type_size(DataType::kUint8), 1u);
+  EXPECT_EQ(to_string(DataType::kBFloat16), "bfloat16");
+  EXPECT_EQ(to_string(DataType::kUint8), "uint8");
+  EXPECT_EQ(to_string(ReduceOp::kAvg), "avg");
+  EXPECT_EQ(to_string(ReduceOp::kProd), "prod");
+}
+
+TEST(ReduceTest, PartitionGivesTheFirstChunksTheRemainder) {
+  EXPECT_EQ(partition(10, 3), (std::vector<size_t>{0, 4, 7, 10}));
+  EXPECT_EQ(partition(2, 4), (std::vector<size_t>{0, 1, 2, 2, 2}));
+  EXPECT_EQ(partition(0, 2), (std::vector<size_t>{0, 0, 0}));
+  EXPECT_EQ(partition(5, 1), (std::vector<size_t>{0, 5}));
+  EXPECT_THROW(partition(5, 0), std::invalid_argument);
+}
+
+TEST(ReduceTest, Float32EveryOp) {
+  std::vector<float> a{1, -2, 3.5f, 0}, b{2, 5, -1, -0.0f};
+  auto run = [&](ReduceOp op) {
+    auto d = a;
+    reduce_into(d.data(), b.data(), d.size(), DataType::kFloat32, op);
+    return d;
+  };
+  EXPECT_EQ(run(ReduceOp::kSum), (std::vector<float>{3, 3, 2.5f, 0}));
+  EXPECT_EQ(run(ReduceOp::kAvg), (std::vector<float>{3, 3, 2.5f, 0}));  // avg sums
+  EXPECT_EQ(run(ReduceOp::kProd), (std::vector<float>{2, -10, -3.5f, -0.0f}));
+  EXPECT_EQ(run(ReduceOp::kMin), (std::vector<float>{1, -2, -1, 0}));
+  EXPECT_EQ(run(ReduceOp::kMax), (std::vector<float>{2, 5, 3.5f, 0}));
+}
+
+TEST(ReduceTest, MinMaxPropagateNanAndKeepTheLeftOperandOnTies) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (ReduceOp op : {ReduceOp::kMin, ReduceOp::kMax}) {
+    std::vector<float> d{nan, 1, 0.0f, -0.0f};
+    const std::vector<float> s{1, nan, -0.0f, 0.0f};
+    reduce_into(d.data(), s.data(), d.size(), DataType::kFloat32, op);
+    EXPECT_TRUE(std::isnan(d[0])) << to_string(op);
+    EXPECT_TRUE(std::isnan(d[1])) << to_string(op);
+    EXPECT_FALSE(std::signbit(d[2])) << to_string(op);
+    EXPECT_TRUE(std::signbit(d[3])) << to_string(op);
+  }
+  std::vector<double> d{1, std::numeric_limits<double>::infinity()};
+  const std::vector<double> s{std::numeric_limits<double>::quiet_NaN(), 5};
+  reduce_into(d.data(), s.data(), 2, DataType::kFloat64, ReduceOp::kMax);
+  EXPECT_TRUE(std::isnan(d[0]));
+  EXPECT_EQ(d[1], std::numeric_limits<double>::infinity());
+}
+
+TEST(ReduceTest, IntegersWrap) {
+  std::vector<int32_t> a{INT32_MAX, INT32_MIN, 7, -3}, b{1, -1, -9, 4};
+  reduce_into(a.data(), b.data(), 4, DataType::kInt32, ReduceOp::kSum);
+  EXPECT_EQ(a, (std::vector<int32_t>{INT32_MIN, INT32_MAX, -2, 1}));
+  std::vector<int64_t> c{INT64_MAX, -5}, e{2, 3};
+  reduce_into(c.data(), e.data(), 2, DataType::kInt64, ReduceOp::kProd);
+  EXPECT_EQ(c, (std::vector<int64_t>{-2, -15}));
+  std::vector<uint8_t> u{250, 3, 200}, v{10, 9, 100};
+  reduce_into(u.data(), v.data(), 3, DataType::kUint8, ReduceOp::kSum);
+  EXPECT_EQ(u, (std::vector<uint8_t>{4, 12, 44}));
+  std::vector<int32_t> m{-5, 5}, n{3, -3};
+  reduce_into(m.data(), n.data(), 2, DataType::kInt32, ReduceOp::kMin);
+  EXPECT_EQ(m, (std::vector<int32_t>{-5, -3}));
+}
+
+TEST(ReduceTest, DivideTruncatesIntegersAndRoundsFloats) {
+  std::vector<int32_t> i{7, -7, 9};
+  divide(i.data(), 3, DataType::kInt32, 2);
+  EXPECT_EQ(i, (std::vector<int32_t>{3, -3, 4}));
+  std::vector<uint8_t> u{255, 1};
+  divide(u.data(), 2, DataType::kUint8, 4);
+  EXPECT_EQ(u, (std::vector<uint8_t>{63, 0}));
+  std::vector<float> f{1, 10};
+  divide(f.data(), 2, DataType::kFloat32, 3);
+  EXPECT_EQ(f, (std::vector<float>{1.0f / 3, 10.0f / 3}));
+  std::vector<uint16_t> h{bits(1), bits(10)};
+  divide(h.data(), 2, DataType::kFloat16, 3);
+  EXPECT_EQ(h[0], bits(static_cast<_Float16>(1.0 / 3)));
+  EXPECT_EQ(h[1], bits(static_cast<_Float16>(10.0 / 3)));
+}
+
+// Every float16 pair from a spread of bit patterns, against the compiler's _Float16 (which
+// rounds to nearest even).
+TEST(ReduceTest, Float16MatchesTheCompilersArithmetic) {
+  std::vector<uint16_t> patterns;
+  for (uint32_t b = 0; b < 0x10000; b += 97)
+    patterns.push_back(static_cast<uint16_t>(b));
+  for (uint16_t b :
+       {0x0000, 0x8000, 0x0001, 0x03ff, 0x0400, 0x7bff, 0x7c00, 0xfc00, 0x3c00, 0x3c01, 0xbc00}) {
+    patterns.push_back(b);
+  }
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax}) {
+    std::vector<uint16_t> dst, src;
+    for (uint16_t x : patterns) {
+      for (size_t k = 0; k < patterns.size(); k += 7) {
+        dst.push_back(x);
+        src.push_back(patterns[k]);
+      }
+    }
+    std::vector<uint16_t> got = dst;
+    reduce_into(got.data(), src.data(), got.size(), DataType::kFloat16, op);
+    for (size_t i = 0; i < got.size(); ++i) {
+      const float a = static_cast<float>(half(dst[i]));
+      const float b = static_cast<float>(half(src[i]));
+      float want = 0;
+      if (op == ReduceOp::kSum) want = a + b;
+      if (op == ReduceOp::kProd) want = a * b;
+      if (op == ReduceOp::kMin) want = (std::isnan(a) || (!(b < a) && !std::isnan(b))) ? a : b;
+      if (op == ReduceOp::kMax) want = (std::isnan(a) || (!(b > a) && !std::isnan(b))) ? a : b;
+      const _Float16 w = static_cast<_Float16>(want);
+      if (std::isnan(static_cast<float>(w))) {
+        ASSERT_TRUE(std::isnan(static_cast<float>(half(got[i]))))
+            << to_string(op) << " " << dst[i] << " " << src[i];
+      } else {
+        ASSERT_EQ(got[i], bits(w)) << to_string(op) << " " << std::hex << dst[i] << " " << src[i];
+      }
+    }
+  }
+}
+
+TEST(ReduceTest, Float16RoundsToNearestEvenAndOverflowsToInf) {
+  // 1 + 2^-11 is halfway between 1 and 1 + 2^-10: rounds to 1 (even).
+  std::vector<uint16_t> d{bits(1), bits(1), bits(65504), bits(-65504), bits(0x1p-13)};
+  const std::vector<uint16_t> s{bits(0x1p-11), bits(0x1.8p-11), bits(16), bits(-16), bits(0x1p-24)};
+  reduce_into(d.data(), s.data(), d.size(), DataType::kFloat16, ReduceOp::kSum);
+  EXPECT_EQ(d[0], bits(1));
+  EXPECT_EQ(d[1], bits(1 + 0x1p-10));
+  EXPECT_EQ(d[2], 0x7c00);  // 65520 rounds up to inf
+  EXPECT_EQ(d[3], 0xfc00);
+  EXPECT_EQ(d[4], bits(0x1p-13));  // 2^-13 + half an ulp: tie, to even
+  // Subnormal results: 2^-24 / 2 and 3 * 2^-24 / 2 are ties, to 0 and to 2 * 2^-24.
+  std::vector<uint16_t> sub{0x0001, 0x0003, 0x8003};
+  divide(sub.data(), sub.size(), DataType::kFloat16, 2);
+  EXPECT_EQ(sub, (std::vector<uint16_t>{0x0000, 0x0002, 0x8002}));
+}
+
+TEST(ReduceTest, BFloat16RoundsToNearestEvenKeepsNanAndInf) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<uint16_t> d{bf16_bits(1),   bf16_bits(1),   bf16_bits(3.3895314e38f),
+                          bf16_bits(inf), bf16_bits(nan), bf16_bits(-2)};
+  const std::vector<uint16_t> s{bf16_bits(0x1p-8), bf16_bits(0x1.8p-8), bf16_bits(3.3895314e38f),
+                                bf16_bits(-inf),   bf16_bits(1),        bf16_bits(0.5)};
+  reduce_into(d.data(), s.data(), d.size(), DataType::kBFloat16, ReduceOp::kSum);
+  EXPECT_EQ(bf16(d[0]), 1.0f);            // tie to even
+  EXPECT_EQ(bf16(d[1]), 1.0f + 0x1p-7f);  // above the tie: up
+  EXPECT_EQ(bf16(d[2]), inf);             // overflow
+  EXPECT_TRUE(std::isnan(bf16(d[3])));    // inf + -inf
+  EXPECT_TRUE(std::isnan(bf16(d[4])));
+  EXPECT_EQ(bf16(d[5]), -1.5f);
+}
+
+TEST(ReduceTest, LongBuffersUseEveryBlock) {
+  const size_t n = 5000;  // several float16 blocks and a tail
+  std::vector<uint16_t> d(n), s(n);
+  for (size_t i = 0; i < n; ++i) {
+    d[i] = bits(static_cast<_Float16>(i % 100));
+    s[i] = bits(static_cast<_Float16>(i % 7));
+  }
+  reduce_into(d.data(), s.data(), n, DataType::kFloat16, ReduceOp::kSum);
+  for (size_t i = 0; i < n; ++i) {
+    ASSERT_EQ(d[i], bits(static_cast<_Float16>(i % 100 + i % 7))) << i;
+  }
+}
+
+}  // namespace
+}  // namespace ddl::comm
