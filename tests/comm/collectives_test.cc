@@ -1,12 +1,15 @@
 #include "comm/collectives/collectives.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <bit>
 #include <chrono>
 #include <cmath>
 #include <cstring>
 #include <numeric>
+#include <ostream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -528,6 +531,145 @@ TEST(CollectiveTest, DISABLED_Timing64MiBFloat32) {
     }
   }
 }
+
+// --- over the real transports -----------------------------------------------------------
+//
+// The same algorithms over TCP (loopback) and shared-memory links between threads, each rank
+// with its own Device, every pair connected.
+
+struct Transport {
+  std::string name;
+  std::unique_ptr<transport::Device> (*make)(const transport::DeviceOptions&);
+  std::string closed;  ///< what a receive says when the peer has closed its link
+};
+
+std::ostream& operator<<(std::ostream& os, const Transport& t) {
+  return os << t.name;
+}
+
+class RealTransportTest : public ::testing::TestWithParam<Transport> {
+ protected:
+  void connect(int n) {
+    static std::atomic<int> jobs{0};
+    const std::string job =
+        "collectives-test-" + std::to_string(getpid()) + "-" + std::to_string(jobs++);
+    devices_.clear();
+    links_.clear();
+    links_.resize(n);
+    for (auto& row : links_) row.resize(n);
+    for (int r = 0; r < n; ++r) {
+      transport::DeviceOptions o;
+      o.rank = r;
+      o.job_id = job;
+      o.token = "secret";
+      if (GetParam().name == "tcp") o.bind_address = "127.0.0.1";
+      devices_.push_back(GetParam().make(o));
+    }
+    // Each rank connects to its peers in ascending order: every rank meets the pairs in one
+    // global order, so no two wait on each other.
+    const auto errors = run_ranks(n, [&](int r) {
+      for (int p = 0; p < n; ++p) {
+        if (p == r) continue;
+        links_[r][p] = devices_[r]->connect(p, "rank " + std::to_string(p) + " (test)",
+                                            devices_[p]->address(), std::chrono::seconds(10));
+      }
+    });
+    for (int r = 0; r < n; ++r)
+      ASSERT_FALSE(errors[r]) << message(errors[r]);
+  }
+
+  Group group(int r, std::vector<int> members, milliseconds timeout = std::chrono::seconds(10)) {
+    int self = 0;
+    for (size_t i = 0; i < members.size(); ++i) {
+      if (members[i] == r) self = static_cast<int>(i);
+    }
+    return Group(
+        std::move(members), self,
+        [this, r](int p) -> transport::Link& {
+          if (fail_ && r == fail_rank_ && p == fail_peer_) return *fail_;
+          return *links_[r][p];
+        },
+        timeout);
+  }
+  Group world(int r, milliseconds timeout = std::chrono::seconds(10)) {
+    std::vector<int> all(links_.size());
+    std::iota(all.begin(), all.end(), 0);
+    return group(r, all, timeout);
+  }
+
+  std::vector<std::unique_ptr<transport::Device>> devices_;
+  std::vector<std::vector<std::unique_ptr<transport::Link>>> links_;
+  std::unique_ptr<testing::FailAfter> fail_;
+  int fail_rank_ = -1;
+  int fail_peer_ = -1;
+};
+
+TEST_P(RealTransportTest, EveryCollectiveMatchesTheReference) {
+  const int n = 4;
+  connect(n);
+  const size_t big = (1u << 20) + 3;
+  std::vector<std::vector<std::byte>> ring(n), multi(n), rd(n);
+  std::vector<std::vector<uint8_t>> bcast(n);
+  const auto errors = run_ranks(n, [&](int r) {
+    ring[r] = input(r, big, DataType::kFloat32, ReduceOp::kSum);
+    ring_allreduce(world(r), ring[r].data(), big, DataType::kFloat32, ReduceOp::kSum);
+
+    multi[r] = input(r, 1001, DataType::kBFloat16, ReduceOp::kAvg);
+    const Group inner = group(r, {r & ~1, r | 1});
+    const Group outer = group(r, {r & 1, (r & 1) + 2});
+    const Group* dims[] = {&inner, &outer};
+    multi_ring_allreduce(dims, multi[r].data(), 1001, DataType::kBFloat16, ReduceOp::kAvg);
+
+    rd[r] = input(r, 77, DataType::kInt64, ReduceOp::kProd);
+    recursive_doubling_allreduce(world(r), rd[r].data(), 77, DataType::kInt64, ReduceOp::kProd);
+
+    bcast[r].assign((600 << 10) + 7, static_cast<uint8_t>(r));
+    ring_broadcast(world(r), bcast[r].data(), bcast[r].size(), 2);
+    barrier(world(r));
+  });
+  for (int r = 0; r < n; ++r)
+    ASSERT_FALSE(errors[r]) << "rank " << r << ": " << message(errors[r]);
+  expect_results({Algo::kRing, {4}}, DataType::kFloat32, ReduceOp::kSum, big, ring);
+  expect_results({Algo::kMultiRing, {2, 2}}, DataType::kBFloat16, ReduceOp::kAvg, 1001, multi);
+  expect_results({Algo::kRecursiveDoubling, {4}}, DataType::kInt64, ReduceOp::kProd, 77, rd);
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(bcast[r], std::vector<uint8_t>(bcast[r].size(), 2)) << "rank " << r;
+  }
+}
+
+TEST_P(RealTransportTest, APeerThatFailsMidAllreduceIsNamedByItsNeighbour) {
+  const int n = 4;
+  connect(n);
+  fail_rank_ = 2;
+  fail_peer_ = 3;
+  fail_ = std::make_unique<testing::FailAfter>(*links_[2][3], 300'000);
+  const auto errors = run_ranks(n, [&](int r) {
+    std::vector<float> buf(1 << 20, 1.0f);
+    try {
+      ring_allreduce(world(r, milliseconds(1500)), buf.data(), buf.size(), DataType::kFloat32,
+                     ReduceOp::kSum);
+    } catch (...) {
+      if (r == 2) {
+        for (auto& link : links_[2])
+          link.reset();  // its process is gone
+      }
+      throw;
+    }
+  });
+  EXPECT_EQ(message(errors[2]), "rank 3 (test): injected failure");
+  EXPECT_EQ(message(errors[3]), "rank 2 (test): " + GetParam().closed);
+  for (int r = 0; r < n; ++r) {
+    ASSERT_TRUE(errors[r]) << "rank " << r << " did not fail";
+    EXPECT_THROW(std::rethrow_exception(errors[r]), transport::TransportError) << "rank " << r;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Collectives, RealTransportTest,
+                         ::testing::Values(Transport{"tcp", transport::make_tcp_device,
+                                                     "the connection was closed by the peer"},
+                                           Transport{"shm", transport::make_shm_device,
+                                                     "the peer closed the link"}),
+                         [](const auto& info) { return info.param.name; });
 
 }  // namespace
 }  // namespace ddl::comm

@@ -80,6 +80,27 @@ class SocketLink : public transport::Link {
   size_t fail_after_ = static_cast<size_t>(-1);
 };
 
+/// Wraps a real link; once `bytes` have been sent through it, the next send throws as if the
+/// rank had failed (the test then destroys the rank's links, as its process's exit would).
+class FailAfter : public transport::Link {
+ public:
+  FailAfter(transport::Link& inner, size_t bytes) : inner_(inner), left_(bytes) {}
+  int peer() const override { return inner_.peer(); }
+  std::string peer_name() const override { return inner_.peer_name(); }
+  size_t send_some(const void* data, size_t n) override {
+    if (left_ == 0) throw transport::TransportError(peer_name() + ": injected failure");
+    const size_t k = inner_.send_some(data, std::min(n, left_));
+    left_ -= k;
+    return k;
+  }
+  size_t recv_some(void* data, size_t n) override { return inner_.recv_some(data, n); }
+  int poll_fd() const override { return inner_.poll_fd(); }
+
+ private:
+  transport::Link& inner_;
+  size_t left_;
+};
+
 /// n ranks, every pair joined by a socketpair. link(a, b) is rank a's end towards rank b.
 class Mesh {
  public:
