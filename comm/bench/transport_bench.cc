@@ -5,8 +5,9 @@
 // one kind, trade addresses over pipes and connect. For every size, "one-way" is rank 0
 // sending `iterations` messages that rank 1 receives, closed by a one-byte answer; "exchange"
 // is both ranks sending and receiving a message at once through exchange(), and counts the
-// bytes of one direction. Each size runs once untimed first. Nothing is checked; run it by
-// hand: transport_bench [--quick].
+// bytes of one direction. Each size runs once untimed first. TCP runs with one socket per
+// link and again striped over --streams sockets (default 4). Nothing is checked; run it by
+// hand: transport_bench [--quick] [--streams N].
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -15,6 +16,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -74,7 +76,7 @@ void both_ways(Link& link, std::vector<std::byte>& out, std::vector<std::byte>& 
 }
 
 /// Runs every size over one kind of link; rank 0 prints.
-void run(const char* kind, Link& link, int rank, bool quick) {
+void run(const std::string& kind, Link& link, int rank, bool quick) {
   const size_t max = quick ? (1u << 20) : (64u << 20);
   std::vector<std::byte> out(max, std::byte{1});
   std::vector<std::byte> in(max);
@@ -91,7 +93,7 @@ void run(const char* kind, Link& link, int rank, bool quick) {
     const double t2 = std::chrono::duration<double>(Clock::now() - start).count();
     if (rank == 0) {
       const double bytes = static_cast<double>(size) * iterations;
-      std::printf("%-5s %8s %8d %14.2f %14.2f\n", kind, size_text(size).c_str(), iterations,
+      std::printf("%-6s %8s %8d %14.2f %14.2f\n", kind.c_str(), size_text(size).c_str(), iterations,
                   bytes / t1 / 1e9, bytes / t2 / 1e9);
       std::fflush(stdout);
     }
@@ -99,15 +101,20 @@ void run(const char* kind, Link& link, int rank, bool quick) {
 }
 
 /// One rank's side: for each kind, a device, the other's address over the pipes, a link.
-void rank_main(int rank, int read_fd, int write_fd, bool quick) {
+void rank_main(int rank, int read_fd, int write_fd, bool quick, int streams) {
   const std::string job = "transport-bench-" + std::to_string(rank == 0 ? getpid() : getppid());
-  for (const char* kind : {"tcp", "shm"}) {
+  for (int run_streams : {1, streams, 0}) {  // 0: shared memory
+    if (run_streams == streams && streams == 1) continue;
     DeviceOptions o;
     o.rank = rank;
     o.job_id = job;
     o.token = "bench";
     o.bind_address = "127.0.0.1";
-    auto device = std::string(kind) == "tcp" ? make_tcp_device(o) : make_shm_device(o);
+    o.streams = std::max(run_streams, 1);
+    auto device = run_streams > 0 ? make_tcp_device(o) : make_shm_device(o);
+    const std::string kind = run_streams == 0   ? "shm"
+                             : run_streams == 1 ? "tcp"
+                                                : "tcp*" + std::to_string(run_streams);
     put_line(write_fd, device->address());
     const std::string peer = get_line(read_fd);
     auto link =
@@ -119,10 +126,18 @@ void rank_main(int rank, int read_fd, int write_fd, bool quick) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
-  if (argc > 1 && !quick) {
-    std::fprintf(stderr, "usage: transport_bench [--quick]\n");
-    return 2;
+  bool quick = false;
+  int streams = 4;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--quick") == 0) {
+      quick = true;
+    } else if (std::strcmp(argv[i], "--streams") == 0 && i + 1 < argc &&
+               std::atoi(argv[i + 1]) > 0) {
+      streams = std::atoi(argv[++i]);
+    } else {
+      std::fprintf(stderr, "usage: transport_bench [--quick] [--streams N]\n");
+      return 2;
+    }
   }
   int to_child[2], to_parent[2];
   if (pipe(to_child) != 0 || pipe(to_parent) != 0) {
@@ -140,11 +155,11 @@ int main(int argc, char** argv) {
     if (rank == 0) {
       std::printf(
           "two processes on this host; GB/s = 1e9 bytes/s, exchange counts one direction\n");
-      std::printf("%-5s %8s %8s %14s %14s\n", "kind", "size", "iters", "one-way GB/s",
+      std::printf("%-6s %8s %8s %14s %14s\n", "kind", "size", "iters", "one-way GB/s",
                   "exchange GB/s");
-      rank_main(0, to_parent[0], to_child[1], quick);
+      rank_main(0, to_parent[0], to_child[1], quick, streams);
     } else {
-      rank_main(1, to_child[0], to_parent[1], quick);
+      rank_main(1, to_child[0], to_parent[1], quick, streams);
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "transport_bench: error: rank %d: %s\n", rank, e.what());

@@ -73,8 +73,8 @@ void exchange(Link* to, std::span<const std::byte> send, Link* from, std::span<s
       const Link* waited_for = receiving ? from : to;
       throw TransportError(waited_for->peer_name() + ": no progress for " + seconds_text(timeout));
     }
-    const int send_fd = sending ? to->poll_fd() : -2;
-    const int recv_fd = receiving ? from->poll_fd() : -2;
+    const int send_fd = sending ? to->send_poll_fd() : -2;
+    const int recv_fd = receiving ? from->recv_poll_fd() : -2;
     if (send_fd != -1 && recv_fd != -1) {
       pollfd fds[2];
       nfds_t nfds = 0;

@@ -40,6 +40,10 @@ class Link {
   /// A file descriptor to poll() (POLLIN: data to receive, POLLOUT: room to send), or -1 when
   /// the link cannot be polled (shared memory) and exchange() should spin and yield.
   virtual int poll_fd() const = 0;
+  /// The descriptors to poll for room to send (POLLOUT) and for data to receive (POLLIN) when
+  /// they differ by direction (a link striped over several sockets); -1 as for poll_fd().
+  virtual int send_poll_fd() const { return poll_fd(); }
+  virtual int recv_poll_fd() const { return poll_fd(); }
 };
 
 /// Sends `send` to `to` and receives `recv` from `from` at the same time, so that two ranks

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <future>
@@ -33,21 +34,23 @@ std::string name_of(int rank) {
   return "rank " + std::to_string(rank) + " (test)";
 }
 
-/// Bytes that differ by rank, size and position.
+/// Bytes that differ by rank, size and position (xorshift64, eight bytes a step).
 std::vector<std::byte> pattern(int rank, size_t size) {
   std::vector<std::byte> v(size);
-  uint32_t x = static_cast<uint32_t>(rank * 7919 + size) | 1;
-  for (size_t i = 0; i < size; ++i) {
+  uint64_t x = (static_cast<uint64_t>(rank) * 7919 + size) | 1;
+  for (size_t i = 0; i < size; i += 8) {
     x ^= x << 13;
-    x ^= x >> 17;
-    x ^= x << 5;
-    v[i] = static_cast<std::byte>(x);
+    x ^= x >> 7;
+    x ^= x << 17;
+    std::memcpy(v.data() + i, &x, std::min<size_t>(8, size - i));
   }
   return v;
 }
 
 struct Kind {
   std::string name;
+  std::string device;  ///< Device::kind()
+  int streams;         ///< DeviceOptions::streams
   std::unique_ptr<Device> (*make)(const DeviceOptions&);
   /// What connect() on the waiting side says when its peer never comes (0.3 s).
   std::string no_peer;
@@ -65,7 +68,8 @@ std::unique_ptr<Device> make(const Kind& kind, int rank, const std::string& job,
   o.rank = rank;
   o.job_id = job;
   o.token = token;
-  if (kind.name == "tcp") o.bind_address = "127.0.0.1";
+  o.streams = kind.streams;
+  if (kind.device == "tcp") o.bind_address = "127.0.0.1";
   return kind.make(o);
 }
 
@@ -156,7 +160,7 @@ class TransportTest : public ::testing::TestWithParam<Kind> {
 
 TEST_P(TransportTest, ThreadsExchangeExactBytesAtEverySize) {
   connect_pair();
-  EXPECT_EQ(a_->kind(), GetParam().name);
+  EXPECT_EQ(a_->kind(), GetParam().device);
   EXPECT_EQ(la_->peer(), 1);
   EXPECT_EQ(lb_->peer_name(), "rank 0 (test)");
   for (size_t size : kSizes) {
@@ -250,7 +254,7 @@ TEST_P(TransportTest, ExchangeTimeoutNamesThePeerWaitedFor) {
     EXPECT_STREQ(e.what(), "rank 1 (test): no progress for 0.2 s");
   }
   // A send that cannot finish names the receiver.
-  const auto big = pattern(0, 64u << 20);
+  const std::vector<std::byte> big(64u << 20);
   try {
     exchange(lb_.get(), big, nullptr, {}, 200ms);
     ADD_FAILURE() << "no timeout";
@@ -263,7 +267,7 @@ TEST_P(TransportTest, ConnectTimeoutNamesThePeer) {
   auto d = make(GetParam(), 1, fresh_job());
   const auto start = std::chrono::steady_clock::now();
   try {
-    d->connect(0, "rank 0 (nowhere)", GetParam().name == "tcp" ? "127.0.0.1:1" : "1", 300ms);
+    d->connect(0, "rank 0 (nowhere)", GetParam().device == "tcp" ? "127.0.0.1:1" : "1", 300ms);
     ADD_FAILURE() << "connected";
   } catch (const TransportError& e) {
     EXPECT_EQ(std::string(e.what()), GetParam().no_peer);
@@ -279,23 +283,26 @@ TEST_P(TransportTest, ClosedPeerLinkIsAnError) {
     exchange(nullptr, {}, la_.get(), recv, 2s);
     ADD_FAILURE() << "no error";
   } catch (const TransportError& e) {
-    EXPECT_EQ(std::string(e.what()), GetParam().name == "tcp"
+    EXPECT_EQ(std::string(e.what()), GetParam().device == "tcp"
                                          ? "rank 1 (test): the connection was closed by the peer"
                                          : "rank 1 (test): the peer closed the link");
   }
 }
 
+const std::string kTcpNoPeer =
+    "rank 0 (nowhere): no connection from the peer within 0.3 s (is it running, with this job's "
+    "token?)";
+const std::string kTcpKilled = "rank 1 (test): the connection was closed by the peer";
+
 INSTANTIATE_TEST_SUITE_P(
     Kinds, TransportTest,
-    ::testing::Values(
-        Kind{"tcp", make_tcp_device,
-             "rank 0 (nowhere): no connection from the peer within 0.3 s (is it running, with "
-             "this job's token?)",
-             "rank 1 (test): the connection was closed by the peer"},
-        Kind{"shm", make_shm_device,
-             "rank 0 (nowhere): no shared-memory segment from the peer within 0.3 s (is it "
-             "running on this host?)",
-             "rank 1 (test): the process has exited"}),
+    ::testing::Values(Kind{"tcp", "tcp", 1, make_tcp_device, kTcpNoPeer, kTcpKilled},
+                      // Striped over 3 sockets (256 KiB stripes), so that stripes wrap unevenly.
+                      Kind{"tcp3", "tcp", 3, make_tcp_device, kTcpNoPeer, kTcpKilled},
+                      Kind{"shm", "shm", 1, make_shm_device,
+                           "rank 0 (nowhere): no shared-memory segment from the peer within 0.3 s "
+                           "(is it running on this host?)",
+                           "rank 1 (test): the process has exited"}),
     [](const auto& info) { return info.param.name; });
 
 // TCP only.
@@ -370,6 +377,20 @@ TEST(TcpTest, OnlyAWrongTokenMeansTheAcceptorTimesOut) {
     EXPECT_STREQ(e.what(),
                  "rank 0 (test): no connection from the peer within 0.5 s (is it running, with "
                  "this job's token?)");
+  }
+}
+
+TEST(TcpTest, InitiatorTimeoutNamesThePeerAndTheAddress) {
+  DeviceOptions o;
+  o.bind_address = "127.0.0.1";
+  auto d = make_tcp_device(o);
+  try {
+    d->connect(2, "rank 2 (nowhere)", "127.0.0.1:1", 300ms);
+    ADD_FAILURE() << "connected";
+  } catch (const TransportError& e) {
+    EXPECT_STREQ(
+        e.what(),
+        "rank 2 (nowhere): cannot connect to 127.0.0.1:1 within 0.3 s: Connection refused");
   }
 }
 

@@ -2,7 +2,8 @@
 //
 // How it works: the acceptor speaks first, sending "DDLTCP1\0", its rank and a 16-byte nonce
 // from getrandom(). The initiator checks that it reached the rank it meant to, then answers
-// "DDLTCP1\0", its own rank and SHA-256(token || nonce || its rank || acceptor's rank). The
+// "DDLTCP1\0", its own rank, which stream of how many this connection is, and
+// SHA-256(token || nonce || its rank || acceptor's rank || stream || streams). The
 // acceptor computes the same digest and, when it matches, sends one byte ('K'); otherwise it
 // closes the connection. The token never crosses the network and a recorded hello is useless
 // against the next nonce; this keeps out stray, stale and foreign processes, not an attacker
@@ -81,6 +82,11 @@ void put_u32(std::string& out, uint32_t v) {
     out.push_back(static_cast<char>((v >> shift) & 0xff));
 }
 
+void put_u16(std::string& out, uint16_t v) {
+  out.push_back(static_cast<char>(v >> 8));
+  out.push_back(static_cast<char>(v & 0xff));
+}
+
 uint32_t get_u32(std::string_view in, size_t at) {
   uint32_t v = 0;
   for (size_t i = 0; i < 4; ++i)
@@ -118,11 +124,12 @@ Digest sha256(std::string_view data) {
   return out;
 }
 
-Digest hello_proof(std::string_view token, const Nonce& nonce, int from, int to) {
+Digest hello_proof(std::string_view token, const Nonce& nonce, int from, int to, int stream,
+                   int streams) {
   std::string m(token);
   m.append(reinterpret_cast<const char*>(nonce.data()), nonce.size());
-  put_u32(m, static_cast<uint32_t>(from));
-  put_u32(m, static_cast<uint32_t>(to));
+  for (int v : {from, to, stream, streams})
+    put_u32(m, static_cast<uint32_t>(v));
   return sha256(m);
 }
 
@@ -148,6 +155,8 @@ std::string encode(const Challenge& c) {
 std::string encode(const Hello& h) {
   std::string out(kMagic, sizeof kMagic);
   put_u32(out, static_cast<uint32_t>(h.initiator));
+  put_u16(out, static_cast<uint16_t>(h.stream));
+  put_u16(out, static_cast<uint16_t>(h.streams));
   out.append(reinterpret_cast<const char*>(h.proof.data()), h.proof.size());
   return out;
 }
@@ -164,7 +173,9 @@ std::optional<Hello> decode_hello(std::string_view bytes) {
   if (bytes.size() != kHelloSize || !has_magic(bytes)) return std::nullopt;
   Hello h;
   h.initiator = static_cast<int>(get_u32(bytes, 8));
-  std::memcpy(h.proof.data(), bytes.data() + 12, h.proof.size());
+  h.stream = static_cast<int>(get_u32(bytes, 12) >> 16);
+  h.streams = static_cast<int>(get_u32(bytes, 12) & 0xffff);
+  std::memcpy(h.proof.data(), bytes.data() + 16, h.proof.size());
   return h;
 }
 

@@ -18,13 +18,15 @@ using Nonce = std::array<uint8_t, 16>;
 /// SHA-256 of `data` (FIPS 180-4).
 Digest sha256(std::string_view data);
 
-/// What the initiator proves it knows the token with: SHA-256(token, nonce, from, to).
-Digest hello_proof(std::string_view token, const Nonce& nonce, int from, int to);
+/// What the initiator proves it knows the token with:
+/// SHA-256(token, nonce, from, to, stream, streams).
+Digest hello_proof(std::string_view token, const Nonce& nonce, int from, int to, int stream,
+                   int streams);
 
 /// The acceptor's first message: magic, its rank, a fresh nonce.
 constexpr size_t kChallengeSize = 8 + 4 + 16;
-/// The initiator's answer: magic, its rank, its proof.
-constexpr size_t kHelloSize = 8 + 4 + 32;
+/// The initiator's answer: magic, its rank, the connection's stream index and count, its proof.
+constexpr size_t kHelloSize = 8 + 4 + 2 + 2 + 32;
 /// The acceptor's last byte, sent when the hello is right.
 constexpr char kAccepted = 'K';
 
@@ -34,6 +36,8 @@ struct Challenge {
 };
 struct Hello {
   int initiator = 0;
+  int stream = 0;   ///< which of the link's sockets this connection is
+  int streams = 1;  ///< how many sockets the link has
   Digest proof{};
 };
 

@@ -1,10 +1,13 @@
-// A TCP link: one socket, used without blocking.
+// A TCP link: one or more sockets, used without blocking.
 //
-// How it works: send_some() and recv_some() are one send()/recv() each with MSG_DONTWAIT;
-// EAGAIN means "nothing now" (0) and exchange() then polls the socket. MSG_NOSIGNAL keeps a
-// closed peer from raising SIGPIPE. End of file, a reset or any other error is final: it
-// becomes a TransportError naming the peer, and the socket is not used again. A link is one
-// stream: DeviceOptions::streams is not striped across sockets (see tcp.cc).
+// How it works: the link's byte stream is cut into stripes of kStripe bytes, dealt to its
+// sockets in turn (stripe i on socket i % n), so that a large send runs over n connections
+// while both sides know, from their byte counts alone, which socket comes next. send_some()
+// and recv_some() go stripe by stripe with send()/recv() and MSG_DONTWAIT until a socket takes
+// or gives less than asked; EAGAIN means "nothing now" and exchange() then polls the socket of
+// the current stripe (send_poll_fd(), recv_poll_fd()). With one socket this is plain TCP.
+// MSG_NOSIGNAL keeps a closed peer from raising SIGPIPE. End of file, a reset or any other
+// error is final: it becomes a TransportError naming the peer.
 
 #include "comm/transport/tcp/link.h"
 
@@ -14,6 +17,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -27,11 +31,12 @@ void tune_socket(int fd) {
   fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
 }
 
-TcpLink::TcpLink(int fd, int peer, std::string peer_name)
-    : fd_(fd), peer_(peer), peer_name_(std::move(peer_name)) {}
+TcpLink::TcpLink(std::vector<int> fds, int peer, std::string peer_name)
+    : fds_(std::move(fds)), peer_(peer), peer_name_(std::move(peer_name)) {}
 
 TcpLink::~TcpLink() {
-  ::close(fd_);
+  for (int fd : fds_)
+    ::close(fd);
 }
 
 void TcpLink::fail(const char* call, int error) const {
@@ -47,26 +52,42 @@ void TcpLink::fail(const char* call, int error) const {
 }
 
 size_t TcpLink::send_some(const void* data, size_t n) {
-  if (n == 0) return 0;
-  for (;;) {
-    const ssize_t k = ::send(fd_, data, n, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (k >= 0) return static_cast<size_t>(k);
-    if (errno == EINTR) continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
-    fail("send", errno);
+  const auto* p = static_cast<const char*>(data);
+  size_t done = 0;
+  while (done < n) {
+    const size_t want =
+        fds_.size() == 1 ? n - done : std::min<uint64_t>(n - done, kStripe - sent_ % kStripe);
+    const ssize_t k = ::send(fds_[stream_of(sent_)], p + done, want, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (k < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      fail("send", errno);
+    }
+    done += static_cast<size_t>(k);
+    sent_ += static_cast<uint64_t>(k);
+    if (static_cast<size_t>(k) < want) break;
   }
+  return done;
 }
 
 size_t TcpLink::recv_some(void* data, size_t n) {
-  if (n == 0) return 0;
-  for (;;) {
-    const ssize_t k = ::recv(fd_, data, n, MSG_DONTWAIT);
-    if (k > 0) return static_cast<size_t>(k);
+  auto* p = static_cast<char*>(data);
+  size_t done = 0;
+  while (done < n) {
+    const size_t want =
+        fds_.size() == 1 ? n - done : std::min<uint64_t>(n - done, kStripe - received_ % kStripe);
+    const ssize_t k = ::recv(fds_[stream_of(received_)], p + done, want, MSG_DONTWAIT);
     if (k == 0) fail("recv", 0);
-    if (errno == EINTR) continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
-    fail("recv", errno);
+    if (k < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      fail("recv", errno);
+    }
+    done += static_cast<size_t>(k);
+    received_ += static_cast<uint64_t>(k);
+    if (static_cast<size_t>(k) < want) break;
   }
+  return done;
 }
 
 }  // namespace ddl::comm::transport::tcp

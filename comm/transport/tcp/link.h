@@ -1,16 +1,18 @@
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "comm/transport/link.h"
 
 namespace ddl::comm::transport::tcp {
 
-/// One connected, non-blocking socket to a peer (see link.cc).
+/// A peer's byte stream over one or more connected, non-blocking sockets (see link.cc).
 class TcpLink : public Link {
  public:
-  /// Takes ownership of `fd`, which has passed the handshake.
-  TcpLink(int fd, int peer, std::string peer_name);
+  /// Takes ownership of `fds`, which have passed the handshake, in stream order.
+  TcpLink(std::vector<int> fds, int peer, std::string peer_name);
   ~TcpLink() override;
   TcpLink(const TcpLink&) = delete;
   TcpLink& operator=(const TcpLink&) = delete;
@@ -19,14 +21,24 @@ class TcpLink : public Link {
   std::string peer_name() const override { return peer_name_; }
   size_t send_some(const void* data, size_t n) override;
   size_t recv_some(void* data, size_t n) override;
-  int poll_fd() const override { return fd_; }
+  /// The only socket; -1 when there are several (see send_poll_fd(), recv_poll_fd()).
+  int poll_fd() const override { return fds_.size() == 1 ? fds_[0] : -1; }
+  int send_poll_fd() const override { return fds_[stream_of(sent_)]; }
+  int recv_poll_fd() const override { return fds_[stream_of(received_)]; }
 
  private:
+  /// The socket that carries the byte at `offset` of the stream.
+  size_t stream_of(uint64_t offset) const { return (offset / kStripe) % fds_.size(); }
   [[noreturn]] void fail(const char* call, int error) const;
 
-  int fd_;
+  /// Bytes sent on one socket before the next takes over.
+  static constexpr uint64_t kStripe = 256 * 1024;
+
+  std::vector<int> fds_;
   int peer_;
   std::string peer_name_;
+  uint64_t sent_ = 0;      ///< bytes sent so far
+  uint64_t received_ = 0;  ///< bytes received so far
 };
 
 /// The options every link's socket gets: non-blocking, TCP_NODELAY, kSocketBuffer buffers.

@@ -15,8 +15,9 @@
 // called from several threads. A connection the acceptor closes is seen by the initiator as a
 // refused handshake.
 //
-// DeviceOptions::streams is accepted but one socket per peer is used: Link::poll_fd() offers
-// one descriptor, and striping would need one per direction and stream.
+// With DeviceOptions::streams = n > 1 the initiator opens n connections to the peer, each
+// hello saying which of how many it is; the acceptor hands a link over once all n have
+// arrived, and the link stripes its bytes across them (link.cc). The initiator's count wins.
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>
@@ -50,6 +51,8 @@ using tcp::kSocketBuffer;
 
 /// How long the acceptor gives a new connection to present its hello.
 constexpr auto kHelloTime = std::chrono::seconds(5);
+/// The most sockets one link may have.
+constexpr int kMaxStreams = 64;
 
 /// "30 s", "0.5 s".
 std::string seconds_text(std::chrono::milliseconds d) {
@@ -135,23 +138,36 @@ class TcpDevice : public Device {
   void accept_new(std::vector<Incoming>& incoming);
   /// Reads more of `c`'s hello; true when `c` is done with (filed or closed).
   bool read_hello(Incoming& c);
-  int initiate(int peer, const std::string& name, const std::string& address,
-               std::chrono::milliseconds timeout);
+  /// The connections of a link to `peer`, as the initiator.
+  std::vector<int> initiate(int peer, const std::string& name, const std::string& address,
+                            std::chrono::milliseconds timeout);
+  /// Connection `stream` of a link to `peer`, as the initiator.
+  int initiate_one(int peer, const std::string& name, const std::string& address,
+                   std::chrono::milliseconds timeout, Clock::time_point deadline, int stream);
   void handshake(int fd, int peer, const std::string& name, const std::string& address,
-                 Clock::time_point deadline);
+                 Clock::time_point deadline, int stream);
+
+  /// The checked connections from one initiator, by stream index.
+  struct Arrived {
+    int streams = 1;
+    std::map<int, int> fds;
+    bool complete() const { return static_cast<int>(fds.size()) == streams; }
+  };
 
   int rank_;
   std::string token_;
+  int streams_;
   int listen_fd_ = -1;
   int wake_fd_ = -1;  ///< eventfd that stops the acceptor
   std::string address_;
   std::mutex mutex_;
   std::condition_variable arrived_;
-  std::map<int, int> accepted_;  ///< checked connections by initiator rank, not yet claimed
+  std::map<int, Arrived> accepted_;  ///< by initiator rank, not yet claimed
   std::thread acceptor_;
 };
 
-TcpDevice::TcpDevice(const DeviceOptions& o) : rank_(o.rank), token_(o.token) {
+TcpDevice::TcpDevice(const DeviceOptions& o)
+    : rank_(o.rank), token_(o.token), streams_(std::clamp(o.streams, 1, kMaxStreams)) {
   const std::string who = "rank " + std::to_string(rank_);
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
@@ -211,8 +227,10 @@ TcpDevice::~TcpDevice() {
   acceptor_.join();
   ::close(wake_fd_);
   ::close(listen_fd_);
-  for (auto& [rank, fd] : accepted_)
-    ::close(fd);
+  for (auto& [rank, arrived] : accepted_) {
+    for (auto& [stream, fd] : arrived.fds)
+      ::close(fd);
+  }
 }
 
 void TcpDevice::accept_loop() {
@@ -250,7 +268,13 @@ void TcpDevice::accept_new(std::vector<Incoming>& incoming) {
   for (;;) {
     const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) return;  // EAGAIN, or an error of one connection: the next poll() tells
-    Incoming c{fd, tcp::random_nonce(), "", Clock::now() + kHelloTime};
+    Incoming c{fd, {}, "", Clock::now() + kHelloTime};
+    try {
+      c.nonce = tcp::random_nonce();
+    } catch (const TransportError&) {
+      ::close(fd);  // no randomness, no challenge: the initiator sees a refused handshake
+      continue;
+    }
     const std::string challenge = tcp::encode(tcp::Challenge{rank_, c.nonce});
     // A fresh socket has room for a few bytes: a short send means a broken connection.
     if (::send(fd, challenge.data(), challenge.size(), MSG_NOSIGNAL) !=
@@ -275,8 +299,10 @@ bool TcpDevice::read_hello(Incoming& c) {
   const auto hello = tcp::decode_hello(c.in);
   // Only lower ranks initiate; the proof binds the token to this nonce and both ranks.
   const bool good =
-      hello && hello->initiator >= 0 && hello->initiator < rank_ &&
-      same_digest(hello->proof, tcp::hello_proof(token_, c.nonce, hello->initiator, rank_));
+      hello && hello->initiator >= 0 && hello->initiator < rank_ && hello->streams >= 1 &&
+      hello->streams <= kMaxStreams && hello->stream < hello->streams &&
+      same_digest(hello->proof, tcp::hello_proof(token_, c.nonce, hello->initiator, rank_,
+                                                 hello->stream, hello->streams));
   if (!good || ::send(c.fd, &tcp::kAccepted, 1, MSG_NOSIGNAL) != 1) {
     ::close(c.fd);
     return true;
@@ -284,7 +310,13 @@ bool TcpDevice::read_hello(Incoming& c) {
   tcp::tune_socket(c.fd);
   {
     std::lock_guard lock(mutex_);
-    auto [it, fresh] = accepted_.try_emplace(hello->initiator, c.fd);
+    Arrived& a = accepted_[hello->initiator];
+    if (a.streams != hello->streams) {  // a new set of connections replaces an old one
+      for (auto& [stream, fd] : a.fds)
+        ::close(fd);
+      a = Arrived{hello->streams, {}};
+    }
+    auto [it, fresh] = a.fds.try_emplace(hello->stream, c.fd);
     if (!fresh) {  // the peer connected again (a retry): the newest connection wins
       ::close(it->second);
       it->second = c.fd;
@@ -303,18 +335,39 @@ std::unique_ptr<Link> TcpDevice::connect(int peer, const std::string& peer_name,
                                           peer_name);
   }
   std::unique_lock lock(mutex_);
-  if (!arrived_.wait_for(lock, timeout, [&] { return accepted_.count(peer) != 0; })) {
+  const auto ready = [&] {
+    auto it = accepted_.find(peer);
+    return it != accepted_.end() && it->second.complete();
+  };
+  if (!arrived_.wait_for(lock, timeout, ready)) {
     throw TransportError(peer_name + ": no connection from the peer within " +
                          seconds_text(timeout) + " (is it running, with this job's token?)");
   }
-  const int fd = accepted_[peer];
+  std::vector<int> fds;
+  for (auto& [stream, fd] : accepted_[peer].fds)
+    fds.push_back(fd);
   accepted_.erase(peer);
-  return std::make_unique<tcp::TcpLink>(fd, peer, peer_name);
+  return std::make_unique<tcp::TcpLink>(std::move(fds), peer, peer_name);
 }
 
-int TcpDevice::initiate(int peer, const std::string& name, const std::string& address,
-                        std::chrono::milliseconds timeout) {
+std::vector<int> TcpDevice::initiate(int peer, const std::string& name, const std::string& address,
+                                     std::chrono::milliseconds timeout) {
   const auto deadline = Clock::now() + timeout;
+  std::vector<int> fds;
+  try {
+    for (int s = 0; s < streams_; ++s)
+      fds.push_back(initiate_one(peer, name, address, timeout, deadline, s));
+  } catch (...) {
+    for (int fd : fds)
+      ::close(fd);
+    throw;
+  }
+  return fds;
+}
+
+int TcpDevice::initiate_one(int peer, const std::string& name, const std::string& address,
+                            std::chrono::milliseconds timeout, Clock::time_point deadline,
+                            int stream) {
   const auto [host, port] = split_address(address);
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
@@ -350,7 +403,7 @@ int TcpDevice::initiate(int peer, const std::string& name, const std::string& ad
       }
       if (err == 0) {
         try {
-          handshake(fd, peer, name, address, deadline);
+          handshake(fd, peer, name, address, deadline, stream);
         } catch (...) {
           ::close(fd);
           throw;
@@ -371,7 +424,7 @@ int TcpDevice::initiate(int peer, const std::string& name, const std::string& ad
 }
 
 void TcpDevice::handshake(int fd, int peer, const std::string& name, const std::string& address,
-                          Clock::time_point deadline) {
+                          Clock::time_point deadline, int stream) {
   // Reads exactly `n` bytes; false on end of file.
   auto read_exact = [&](size_t n) {
     std::string in;
@@ -398,8 +451,9 @@ void TcpDevice::handshake(int fd, int peer, const std::string& name, const std::
     throw TransportError(name + ": " + address + " is the address of rank " +
                          std::to_string(challenge->acceptor));
   }
-  const std::string hello =
-      tcp::encode(tcp::Hello{rank_, tcp::hello_proof(token_, challenge->nonce, rank_, peer)});
+  const std::string hello = tcp::encode(
+      tcp::Hello{rank_, stream, streams_,
+                 tcp::hello_proof(token_, challenge->nonce, rank_, peer, stream, streams_)});
   if (::send(fd, hello.data(), hello.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(hello.size())) {
     throw TransportError(name + ": the connection broke during the handshake");
   }
