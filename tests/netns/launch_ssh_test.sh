@@ -296,14 +296,12 @@ for L in "${launchers[@]}"; do
     grep -q ghost "$out/$L.ghost.$probe.err" || fail "$L.ghost.$probe: ghost not named" "$out/$L.ghost.$probe.err"
     (($(cat "$out/$L.ghost.$probe.ms") < 15000)) ||
       fail "$L.ghost.$probe: took $(cat "$out/$L.ghost.$probe.ms") ms with --connect-timeout 1"
+    no_leftovers "$L.ghost.$probe"
     run "$L.refused.$probe" "$L" "${extra[@]}" --connect-timeout 1 -H node1,node3 true
     expect_rc "$L.refused.$probe" 1
     grep -q node3 "$out/$L.refused.$probe.err" ||
       fail "$L.refused.$probe: node3 not named" "$out/$L.refused.$probe.err"
-  done
-  for k in 1 2; do
-    left=$(netns_pids "$k")
-    [[ -z $left ]] || fail "$L.unreachable: processes left on node$k: $left"
+    no_leftovers "$L.refused.$probe"
   done
 done
 
