@@ -1,0 +1,491 @@
+// The communicator: identity, wiring, and the choice of algorithm for each collective.
+//
+// How it works: init_from_environment() finds the rank and size from whichever launcher
+// started the process, reads the topology file when ddlrun wrote one, and picks the bootstrap
+// (PMIx when a PMIx server is around, else ddlrun's rendezvous, else a job of one). The
+// Communicator then publishes its transport addresses through the bootstrap and connects to
+// its ring neighbours (every dimension's, and the flat ring's) in one global order of pairs, so
+// no two ranks wait on each other in a cycle; other peers are connected on first use. Shared
+// memory serves peers on the same host, TCP the others.
+//
+// Allreduce chooses, unless DDL_ALGO or the mode letter says otherwise: recursive doubling
+// below DDL_SMALL_BYTES (latency), the multi-dimensional ring when the topology has two or more
+// dimensions with more than one rank (the PowerAI DDL algorithm), else the flat ring. The
+// algorithms divide for kAvg themselves (once, on the piece each rank owns). DDL_CHECK=tol also
+// gathers every rank's input, reduces it in rank order, and compares each element of the result
+// with that reference.
+
+#include "comm/core/communicator.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <set>
+
+#include "comm/mode.h"
+
+namespace ddl::comm {
+
+namespace {
+
+/// A job of one rank: the allgather is the value itself.
+class SingleBootstrap : public Bootstrap {
+ public:
+  std::string_view kind() const override { return "single"; }
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  std::vector<std::string> allgather(const std::string& value, std::chrono::milliseconds) override {
+    return {value};
+  }
+};
+
+std::string this_host() {
+  char buf[256] = {};
+  gethostname(buf, sizeof buf - 1);
+  return buf;
+}
+
+const char* env(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? v : nullptr;
+}
+
+int parse_int(const char* name, const char* value) {
+  char* end = nullptr;
+  errno = 0;
+  const long v = std::strtol(value, &end, 10);
+  if (errno != 0 || end == value || *end != '\0' || v < 0 || v > (1L << 30)) {
+    throw BootstrapError(std::string("$") + name + " is '" + value + "', not a rank number");
+  }
+  return static_cast<int>(v);
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  for (;;) {
+    const size_t end = s.find(sep, start);
+    out.push_back(s.substr(start, end - start));
+    if (end == std::string::npos) return out;
+    start = end + 1;
+  }
+}
+
+/// Element `i` of `buf` as a double, for DDL_CHECK.
+double element(const void* buf, size_t i, DataType type) {
+  switch (type) {
+    case DataType::kFloat32:
+      return static_cast<const float*>(buf)[i];
+    case DataType::kFloat64:
+      return static_cast<const double*>(buf)[i];
+    case DataType::kInt32:
+      return static_cast<const int32_t*>(buf)[i];
+    case DataType::kInt64:
+      return static_cast<double>(static_cast<const int64_t*>(buf)[i]);
+    case DataType::kUint8:
+      return static_cast<const uint8_t*>(buf)[i];
+    case DataType::kFloat16:
+    case DataType::kBFloat16: {
+      // Widen through the runtime's own reduction: 0 + x is exact.
+      float out = 0;
+      uint16_t bits = static_cast<const uint16_t*>(buf)[i];
+      if (type == DataType::kBFloat16) {
+        const uint32_t w = static_cast<uint32_t>(bits) << 16;
+        std::memcpy(&out, &w, sizeof out);
+        return out;
+      }
+      const uint32_t sign = (bits >> 15) & 1, exp = (bits >> 10) & 31, mant = bits & 1023;
+      double v;
+      if (exp == 0) {
+        v = std::ldexp(static_cast<double>(mant), -24);
+      } else if (exp == 31) {
+        v = mant != 0 ? NAN : INFINITY;
+      } else {
+        v = std::ldexp(static_cast<double>(mant | 1024), static_cast<int>(exp) - 25);
+      }
+      return sign ? -v : v;
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+Identity identity_from_environment() {
+  static const std::pair<const char*, const char*> kSources[] = {
+      {"DDL_RANK", "DDL_SIZE"},
+      {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+      {"JSM_NAMESPACE_RANK", "JSM_NAMESPACE_SIZE"},
+      {"SLURM_PROCID", "SLURM_NTASKS"},
+      {"PMI_RANK", "PMI_SIZE"},
+  };
+  for (const auto& [rank_var, size_var] : kSources) {
+    const char* r = env(rank_var);
+    if (r == nullptr) continue;
+    const char* s = env(size_var);
+    if (s == nullptr) {
+      throw BootstrapError(std::string("$") + rank_var + " is set but $" + size_var +
+                           " is not; start the program with ddlrun");
+    }
+    Identity id{parse_int(rank_var, r), parse_int(size_var, s), rank_var};
+    if (id.size < 1 || id.rank >= id.size) {
+      throw BootstrapError(std::string("$") + rank_var + "=" + r + " is not below $" + size_var +
+                           "=" + s);
+    }
+    return id;
+  }
+  return {};
+}
+
+CommOptions options_from_environment() {
+  CommOptions o;
+  auto number = [](const char* name, const char* v) {
+    char* end = nullptr;
+    const double d = std::strtod(v, &end);
+    if (end == v || *end != '\0' || !(d >= 0) || !std::isfinite(d)) {
+      throw std::invalid_argument(std::string("$") + name + " is '" + v +
+                                  "'; expected a number of at least 0");
+    }
+    return d;
+  };
+  if (const char* v = env("DDL_TIMEOUT")) {
+    o.timeout = std::chrono::milliseconds(static_cast<int64_t>(number("DDL_TIMEOUT", v) * 1000));
+  }
+  if (const char* v = env("DDL_OPTIONS")) {
+    try {
+      if (mode_from_ddl_options(v).algorithm == Algorithm::kRing) o.algo = AllreduceAlgo::kRing;
+    } catch (const ModeError&) {
+      // ddlrun checked the mode; a hand-written DDL_OPTIONS with a bad one is ignored here.
+    }
+  }
+  if (const char* v = env("DDL_ALGO")) {
+    const std::string a = v;
+    if (a == "auto") {
+      o.algo = AllreduceAlgo::kAuto;
+    } else if (a == "ring") {
+      o.algo = AllreduceAlgo::kRing;
+    } else if (a == "multiring") {
+      o.algo = AllreduceAlgo::kMultiRing;
+    } else if (a == "rd") {
+      o.algo = AllreduceAlgo::kRecursiveDoubling;
+    } else {
+      throw std::invalid_argument("$DDL_ALGO is '" + a + "'; expected auto, ring, multiring or rd");
+    }
+  }
+  if (const char* v = env("DDL_SMALL_BYTES")) {
+    o.small_bytes = static_cast<size_t>(number("DDL_SMALL_BYTES", v));
+  }
+  if (const char* v = env("DDL_BUCKET_BYTES")) {
+    o.bucket_bytes = std::max<size_t>(1, static_cast<size_t>(number("DDL_BUCKET_BYTES", v)));
+  }
+  if (const char* v = env("DDL_CHECK")) o.check = number("DDL_CHECK", v);
+  return o;
+}
+
+Communicator::Communicator(std::unique_ptr<Bootstrap> bootstrap, std::optional<Topology> topology,
+                           CommOptions options, std::string token)
+    : rank_(bootstrap->rank()),
+      size_(bootstrap->size()),
+      bootstrap_kind_(bootstrap->kind()),
+      options_(options) {
+  const std::string who = "rank " + std::to_string(rank_);
+  const RankPlacement* me = nullptr;
+  if (topology) {
+    if (static_cast<int>(topology->ranks.size()) != size_) {
+      throw TopologyError(who + ": the topology file describes " +
+                          std::to_string(topology->ranks.size()) +
+                          " ranks, but the launcher started " + std::to_string(size_) +
+                          " (was it written for another job?)");
+    }
+    me = topology->find_rank(rank_);
+    if (me == nullptr) throw TopologyError(who + ": not in the topology file");
+    gpu_ = me->gpu;
+  }
+  std::string value = this_host() + "\n";
+  if (size_ > 1) {
+    transport::DeviceOptions d;
+    d.rank = rank_;
+    d.job_id = topology ? topology->job_id : (env("DDL_JOB_ID") ? env("DDL_JOB_ID") : "ddl");
+    d.token = token;
+    d.bind_address = me != nullptr ? me->address : "";
+    try {
+      tcp_ = transport::make_tcp_device(d);
+    } catch (const transport::TransportError&) {
+      d.bind_address.clear();  // the mapper's address is not on this host (an offline plan)
+      tcp_ = transport::make_tcp_device(d);
+    }
+    shm_ = transport::make_shm_device(d);
+    value += tcp_->address() + "\n" + shm_->address();
+  }
+  const std::vector<std::string> all = bootstrap->allgather(value, options_.timeout);
+  bootstrap_ = std::move(bootstrap);
+  for (const std::string& v : all) {
+    std::vector<std::string> f = split(v, '\n');
+    f.resize(3);
+    hosts_.push_back(f[0]);
+    tcp_addresses_.push_back(f[1]);
+    shm_addresses_.push_back(f[2]);
+  }
+  // Same host: by the topology's host index, else by host name.
+  host_of_.resize(size_);
+  for (int r = 0; r < size_; ++r) {
+    const RankPlacement* p = topology ? topology->find_rank(r) : nullptr;
+    host_of_[r] = p != nullptr ? "#" + std::to_string(p->host) : hosts_[r];
+  }
+  local_rank_ = 0;
+  local_size_ = 0;
+  for (int r = 0; r < size_; ++r) {
+    if (host_of_[r] != host_of_[rank_]) continue;
+    if (r < rank_) ++local_rank_;
+    ++local_size_;
+  }
+  if (me != nullptr) local_rank_ = me->local_rank;
+
+  auto link_fn = [this](int peer) -> transport::Link& { return link(peer); };
+  std::vector<int> all_ranks(size_);
+  for (int r = 0; r < size_; ++r)
+    all_ranks[r] = r;
+  flat_ = std::make_unique<Group>(all_ranks, rank_, link_fn, options_.timeout);
+  if (topology) {
+    for (const std::vector<Ring>& rings : topology->rings) {
+      for (const Ring& ring : rings) {
+        auto it = std::find(ring.begin(), ring.end(), rank_);
+        if (it == ring.end() || ring.size() < 2) continue;
+        dims_.push_back(std::make_unique<Group>(ring, static_cast<int>(it - ring.begin()), link_fn,
+                                                options_.timeout));
+      }
+    }
+  }
+  // Ring neighbours now, in one global order of pairs.
+  if (size_ > 1) {
+    std::set<int> peers;
+    auto neighbours = [&](const Group& g) {
+      if (g.size() < 2) return;
+      peers.insert(g.global((g.rank() + 1) % g.size()));
+      peers.insert(g.global((g.rank() + g.size() - 1) % g.size()));
+    };
+    neighbours(*flat_);
+    for (const auto& g : dims_)
+      neighbours(*g);
+    for (int p : peers)
+      link(p);
+  }
+}
+
+Communicator::~Communicator() = default;
+
+std::string Communicator::peer_name(int peer) const {
+  std::string s = "rank " + std::to_string(peer);
+  if (peer >= 0 && peer < static_cast<int>(hosts_.size())) s += " (" + hosts_[peer] + ")";
+  return s;
+}
+
+transport::Link& Communicator::link(int peer) {
+  std::lock_guard lock(links_mutex_);
+  auto it = links_.find(peer);
+  if (it != links_.end()) return *it->second;
+  const bool local = host_of_[peer] == host_of_[rank_];
+  transport::Device& dev = local ? *shm_ : *tcp_;
+  auto l = dev.connect(peer, peer_name(peer), local ? shm_addresses_[peer] : tcp_addresses_[peer],
+                       options_.timeout);
+  transport::Link& ref = *l;
+  links_[peer] = std::move(l);
+  return ref;
+}
+
+void Communicator::allreduce_locked(void* buf, size_t count, DataType type, ReduceOp op) {
+  if (size_ == 1 || count == 0) return;
+  const size_t bytes = count * type_size(type);
+  AllreduceAlgo algo = options_.algo;
+  if (algo == AllreduceAlgo::kAuto) {
+    if (bytes < options_.small_bytes) {
+      algo = AllreduceAlgo::kRecursiveDoubling;
+    } else if (dims_.size() >= 2) {
+      algo = AllreduceAlgo::kMultiRing;
+    } else {
+      algo = AllreduceAlgo::kRing;
+    }
+  }
+  switch (algo) {
+    case AllreduceAlgo::kRecursiveDoubling:
+      recursive_doubling_allreduce(*flat_, buf, count, type, op);
+      break;
+    case AllreduceAlgo::kMultiRing:
+      if (!dims_.empty()) {
+        std::vector<const Group*> dims;
+        for (const auto& g : dims_)
+          dims.push_back(g.get());
+        multi_ring_allreduce(dims, buf, count, type, op);
+        break;
+      }
+      [[fallthrough]];
+    default:
+      ring_allreduce(*flat_, buf, count, type, op);
+      break;
+  }
+}
+
+void Communicator::allreduce(const void* send, void* recv, size_t count, DataType type,
+                             ReduceOp op) {
+  if (count > 0 && (send == nullptr || recv == nullptr)) {
+    throw ArgumentError("allreduce: a null buffer for " + std::to_string(count) + " elements");
+  }
+  std::lock_guard lock(collective_mutex_);
+  const size_t bytes = count * type_size(type);
+  std::vector<std::byte> reference;
+  if (options_.check && size_ > 1 && count > 0) {
+    // Every rank's input, reduced in rank order.
+    std::vector<std::byte> inputs(bytes * size_);
+    std::memcpy(inputs.data() + bytes * rank_, send, bytes);
+    ring_allgather(*flat_, inputs.data(), count * size_, type);
+    reference.assign(inputs.begin(), inputs.begin() + static_cast<std::ptrdiff_t>(bytes));
+    for (int r = 1; r < size_; ++r)
+      reduce_into(reference.data(), inputs.data() + bytes * r, count, type, op);
+    if (op == ReduceOp::kAvg) divide(reference.data(), count, type, size_);
+  }
+  if (send != recv && count > 0) std::memmove(recv, send, bytes);
+  allreduce_locked(recv, count, type, op);
+  if (!reference.empty()) {
+    const double tol = *options_.check;
+    for (size_t i = 0; i < count; ++i) {
+      const double got = element(recv, i, type), want = element(reference.data(), i, type);
+      if (std::isnan(got) && std::isnan(want)) continue;
+      if (!(std::fabs(got - want) <= tol * std::max(1.0, std::fabs(want)))) {
+        char buf[256];
+        std::snprintf(buf, sizeof buf,
+                      "rank %d: DDL_CHECK: allreduce element %zu of %zu is %.9g, the reference "
+                      "is %.9g (tolerance %g)",
+                      rank_, i, count, got, want, tol);
+        throw CheckError(buf);
+      }
+    }
+  }
+}
+
+void Communicator::allreduce_n(void* const* buffers, const size_t* counts, size_t n, DataType type,
+                               ReduceOp op) {
+  if (n > 0 && (buffers == nullptr || counts == nullptr)) {
+    throw ArgumentError("allreduce_n: null buffer or count list");
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (counts[i] > 0 && buffers[i] == nullptr) {
+      throw ArgumentError("allreduce_n: buffer " + std::to_string(i) + " is null");
+    }
+  }
+  std::lock_guard lock(collective_mutex_);
+  const size_t ts = type_size(type);
+  const size_t bucket_elems = std::max<size_t>(1, options_.bucket_bytes / ts);
+  std::vector<std::byte> fused;
+  size_t i = 0;
+  while (i < n) {
+    // A bucket: consecutive buffers up to bucket_bytes (a larger buffer goes alone, in place).
+    if (counts[i] >= bucket_elems) {
+      allreduce_locked(buffers[i], counts[i], type, op);
+      ++i;
+      continue;
+    }
+    size_t j = i, total = 0;
+    while (j < n && counts[j] < bucket_elems && total + counts[j] <= bucket_elems)
+      total += counts[j++];
+    fused.resize(total * ts);
+    size_t off = 0;
+    for (size_t k = i; k < j; ++k) {
+      if (counts[k] > 0) std::memcpy(fused.data() + off, buffers[k], counts[k] * ts);
+      off += counts[k] * ts;
+    }
+    allreduce_locked(fused.data(), total, type, op);
+    off = 0;
+    for (size_t k = i; k < j; ++k) {
+      if (counts[k] > 0) std::memcpy(buffers[k], fused.data() + off, counts[k] * ts);
+      off += counts[k] * ts;
+    }
+    i = j;
+  }
+}
+
+void Communicator::broadcast(void* buf, size_t count, DataType type, int root) {
+  if (root < 0 || root >= size_) {
+    throw ArgumentError("broadcast: root " + std::to_string(root) + " is not a rank (0.." +
+                        std::to_string(size_ - 1) + ")");
+  }
+  if (count > 0 && buf == nullptr) throw ArgumentError("broadcast: a null buffer");
+  std::lock_guard lock(collective_mutex_);
+  if (size_ == 1 || count == 0) return;
+  ring_broadcast(*flat_, buf, count * type_size(type), root);
+}
+
+void Communicator::allgather(const void* send, void* recv, size_t count, DataType type) {
+  if (count > 0 && (send == nullptr || recv == nullptr)) {
+    throw ArgumentError("allgather: a null buffer");
+  }
+  std::lock_guard lock(collective_mutex_);
+  const size_t bytes = count * type_size(type);
+  auto* out = static_cast<std::byte*>(recv);
+  if (count > 0 && out + bytes * rank_ != send) std::memmove(out + bytes * rank_, send, bytes);
+  if (size_ == 1 || count == 0) return;
+  ring_allgather(*flat_, recv, count * size_, type);
+}
+
+void Communicator::reduce_scatter(const void* send, void* recv, size_t recv_count, DataType type,
+                                  ReduceOp op) {
+  if (recv_count > 0 && (send == nullptr || recv == nullptr)) {
+    throw ArgumentError("reduce_scatter: a null buffer");
+  }
+  std::lock_guard lock(collective_mutex_);
+  const size_t bytes = recv_count * type_size(type);
+  if (recv_count == 0) return;
+  std::vector<std::byte> scratch(bytes * size_);
+  std::memcpy(scratch.data(), send, scratch.size());
+  if (size_ > 1) ring_reduce_scatter(*flat_, scratch.data(), recv_count * size_, type, op);
+  std::memcpy(recv, scratch.data() + bytes * rank_, bytes);
+}
+
+void Communicator::barrier() {
+  std::lock_guard lock(collective_mutex_);
+  if (size_ > 1) comm::barrier(*flat_);
+}
+
+std::unique_ptr<Communicator> init_from_environment() {
+  const Identity id = identity_from_environment();
+  const CommOptions options = options_from_environment();
+  std::unique_ptr<Bootstrap> bootstrap = make_pmix_bootstrap();
+  if (bootstrap != nullptr && !id.source.empty() &&
+      (bootstrap->rank() != id.rank || bootstrap->size() != id.size)) {
+    throw BootstrapError("PMIx says rank " + std::to_string(bootstrap->rank()) + " of " +
+                         std::to_string(bootstrap->size()) + ", but $" + id.source + " says " +
+                         std::to_string(id.rank) + " of " + std::to_string(id.size));
+  }
+  const char* token = env("DDL_JOB_TOKEN");
+  if (bootstrap == nullptr) {
+    const char* single = env("DDL_ALLOW_SINGLE");
+    if (id.source.empty()) {
+      if (single == nullptr || std::string(single) != "1") {
+        throw BootstrapError(
+            "this process was not started by a launcher (none of DDL_RANK, "
+            "OMPI_COMM_WORLD_RANK, PMIX_RANK, JSM_NAMESPACE_RANK, SLURM_PROCID is set); run "
+            "it with ddlrun, or set DDL_ALLOW_SINGLE=1 to run it as a job of one rank");
+      }
+      bootstrap = std::make_unique<SingleBootstrap>();
+    } else if (id.size == 1) {
+      bootstrap = std::make_unique<SingleBootstrap>();
+    } else {
+      const char* rv = env("DDL_RENDEZVOUS");
+      if (rv == nullptr || token == nullptr) {
+        throw BootstrapError("rank " + std::to_string(id.rank) + " of " + std::to_string(id.size) +
+                             " (from $" + id.source +
+                             "): no PMIx server and no $DDL_RENDEZVOUS/$DDL_JOB_TOKEN to meet "
+                             "the other ranks; start the program with ddlrun");
+      }
+      bootstrap = make_rendezvous_bootstrap(rv, token, id.rank, id.size, options.timeout);
+    }
+  }
+  std::optional<Topology> topology;
+  if (const char* path = env("DDL_TOPOLOGY_FILE")) topology = read_topology_file(path);
+  return std::make_unique<Communicator>(std::move(bootstrap), std::move(topology), options,
+                                        token != nullptr ? token : "");
+}
+
+}  // namespace ddl::comm

@@ -1,0 +1,127 @@
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "comm/bootstrap/bootstrap.h"
+#include "comm/collectives/collectives.h"
+#include "comm/topology.h"
+#include "comm/transport/link.h"
+
+namespace ddl::comm {
+
+/// A bad argument to a collective (null buffer, root out of range). what() says which.
+class ArgumentError : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+/// DDL_CHECK found a result that differs from the reference.
+class CheckError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// Which allreduce algorithm to use (DDL_ALGO, or the mode string's letter).
+enum class AllreduceAlgo { kAuto, kRing, kMultiRing, kRecursiveDoubling };
+
+/// What the environment says, resolved (see from_environment()).
+struct CommOptions {
+  std::chrono::milliseconds timeout{60'000};  ///< DDL_TIMEOUT seconds: init and every transfer
+  AllreduceAlgo algo = AllreduceAlgo::kAuto;  ///< DDL_ALGO=auto|ring|multiring|rd
+  size_t small_bytes = 64 * 1024;             ///< DDL_SMALL_BYTES: below, recursive doubling
+  std::optional<double> check;                ///< DDL_CHECK=tol: compare with a reference
+  size_t bucket_bytes = 64u << 20;            ///< DDL_BUCKET_BYTES: allreduce_n's fusion
+};
+
+/// The ranks of one job, wired together: the C, C++ and Python APIs all sit on this.
+///
+/// Wiring: each rank makes a shared-memory device and a TCP device, publishes
+/// "host|tcp-address|shm-address" through the bootstrap, and learns everyone's. Links are made
+/// on first use (shared memory to ranks on the same host, TCP to the others), so a rank only
+/// connects to the peers its algorithms talk to: ring neighbours in each dimension and
+/// recursive-doubling partners. The rings come from the topology file; without one, every
+/// rank is in one ring in rank order.
+///
+/// Collectives are serialised by a mutex; every rank must call them in the same order.
+class Communicator {
+ public:
+  /// Wires up the job. `topology` (from the topology file) must match the bootstrap's rank and
+  /// size; without it hosts are told apart by host name. Throws BootstrapError,
+  /// transport::TransportError, TopologyError.
+  Communicator(std::unique_ptr<Bootstrap> bootstrap, std::optional<Topology> topology,
+               CommOptions options, std::string token);
+  ~Communicator();
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  int local_rank() const { return local_rank_; }
+  int local_size() const { return local_size_; }
+  int gpu() const { return gpu_; }
+  const CommOptions& options() const { return options_; }
+  /// "rendezvous", "pmix", "memory", "single".
+  std::string_view bootstrap_kind() const { return bootstrap_kind_; }
+
+  void allreduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op);
+  void allreduce_n(void* const* buffers, const size_t* counts, size_t n, DataType type,
+                   ReduceOp op);
+  void broadcast(void* buf, size_t count, DataType type, int root);
+  void allgather(const void* send, void* recv, size_t count, DataType type);
+  void reduce_scatter(const void* send, void* recv, size_t recv_count, DataType type, ReduceOp op);
+  void barrier();
+
+ private:
+  transport::Link& link(int peer);
+  void allreduce_locked(void* buf, size_t count, DataType type, ReduceOp op);
+  std::string peer_name(int peer) const;
+
+  int rank_ = 0;
+  int size_ = 1;
+  int local_rank_ = 0;
+  int local_size_ = 1;
+  int gpu_ = -1;
+  std::string bootstrap_kind_;
+  CommOptions options_;
+  std::unique_ptr<Bootstrap> bootstrap_;    ///< kept: PMIx finalises with it
+  std::vector<std::string> hosts_;          ///< each rank's host name
+  std::vector<std::string> host_of_;        ///< what tells hosts apart, by rank
+  std::vector<std::string> tcp_addresses_;  ///< each rank's TCP device address
+  std::vector<std::string> shm_addresses_;
+  std::unique_ptr<transport::Device> tcp_;
+  std::unique_ptr<transport::Device> shm_;
+  std::mutex links_mutex_;
+  std::map<int, std::unique_ptr<transport::Link>> links_;
+  std::unique_ptr<Group> flat_;               ///< every rank, in rank order
+  std::vector<std::unique_ptr<Group>> dims_;  ///< this rank's ring in each dimension (size > 1)
+  std::mutex collective_mutex_;
+};
+
+/// Where this process's rank and the job's size come from.
+struct Identity {
+  int rank = -1;
+  int size = 0;
+  std::string source;  ///< "DDL_RANK", "OMPI_COMM_WORLD_RANK", ...; "" when none was found
+};
+
+/// The first of DDL_RANK/DDL_SIZE, OMPI_COMM_WORLD_RANK/SIZE, JSM_NAMESPACE_RANK/SIZE,
+/// SLURM_PROCID/SLURM_NTASKS, PMI_RANK/PMI_SIZE that is set. Throws BootstrapError when a rank
+/// is set without a size or either is not a number.
+Identity identity_from_environment();
+
+/// CommOptions from DDL_TIMEOUT, DDL_ALGO, DDL_SMALL_BYTES, DDL_CHECK, DDL_BUCKET_BYTES and the
+/// algorithm letter of DDL_OPTIONS' -mode ("r" means ring). Throws std::invalid_argument naming
+/// the variable and its bad value.
+CommOptions options_from_environment();
+
+/// What ddl_init() does: identity, topology file ($DDL_TOPOLOGY_FILE), bootstrap (PMIx when a
+/// PMIx server is around, else ddlrun's rendezvous from $DDL_RENDEZVOUS and $DDL_JOB_TOKEN, else
+/// a job of one when DDL_ALLOW_SINGLE=1 or the size is 1), then the Communicator.
+std::unique_ptr<Communicator> init_from_environment();
+
+}  // namespace ddl::comm

@@ -1,0 +1,213 @@
+// The C API (ddl.h) over one process-wide Communicator.
+//
+// How it works: every entry point catches every exception and turns it into a status code,
+// keeping the message for ddl_last_error() in a thread-local string. The communicator is
+// created by ddl_init() and destroyed by ddl_finalize(), under a mutex; the collectives take a
+// shared reference to it so that finalize cannot pull it from under a running one.
+
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "comm/core/communicator.h"
+#include "ddl/ddl.h"
+
+namespace {
+
+using ddl::comm::Communicator;
+
+std::mutex g_mutex;
+std::shared_ptr<Communicator> g_comm;
+thread_local std::string g_last_error;
+
+std::shared_ptr<Communicator> current() {
+  std::lock_guard lock(g_mutex);
+  return g_comm;
+}
+
+template <typename Fn>
+ddl_status_t guarded(Fn&& fn) {
+  g_last_error.clear();
+  try {
+    return fn();
+  } catch (const ddl::comm::ArgumentError& e) {
+    g_last_error = e.what();
+    return DDL_ERR_ARGUMENT;
+  } catch (const ddl::comm::BootstrapError& e) {
+    g_last_error = e.what();
+    return DDL_ERR_BOOTSTRAP;
+  } catch (const ddl::comm::transport::TransportError& e) {
+    g_last_error = e.what();
+    return DDL_ERR_TRANSPORT;
+  } catch (const ddl::comm::TopologyError& e) {
+    g_last_error = e.what();
+    return DDL_ERR_TOPOLOGY;
+  } catch (const ddl::comm::CheckError& e) {
+    g_last_error = e.what();
+    return DDL_ERR_CHECK;
+  } catch (const std::invalid_argument& e) {
+    g_last_error = e.what();
+    return DDL_ERR_ARGUMENT;
+  } catch (const std::exception& e) {
+    g_last_error = std::string("internal error: ") + e.what();
+    return DDL_ERR_INTERNAL;
+  }
+}
+
+/// Runs `fn(comm)` on the current communicator, or fails with DDL_ERR_STATE.
+template <typename Fn>
+ddl_status_t with_comm(const char* what, Fn&& fn) {
+  return guarded([&]() -> ddl_status_t {
+    std::shared_ptr<Communicator> c = current();
+    if (!c) {
+      g_last_error = std::string(what) + ": call ddl_init() first";
+      return DDL_ERR_STATE;
+    }
+    fn(*c);
+    return DDL_SUCCESS;
+  });
+}
+
+bool valid(ddl_datatype_t t) {
+  return t >= DDL_FLOAT32 && t <= DDL_UINT8;
+}
+bool valid(ddl_op_t o) {
+  return o >= DDL_SUM && o <= DDL_PROD;
+}
+
+ddl_status_t bad_type_or_op(const char* what, bool type_ok) {
+  g_last_error = std::string(what) + (type_ok ? ": unknown reduction" : ": unknown data type");
+  return DDL_ERR_ARGUMENT;
+}
+
+ddl::comm::DataType type_of(ddl_datatype_t t) {
+  return static_cast<ddl::comm::DataType>(t);
+}
+ddl::comm::ReduceOp op_of(ddl_op_t o) {
+  return static_cast<ddl::comm::ReduceOp>(o);
+}
+
+}  // namespace
+
+extern "C" {
+
+ddl_status_t ddl_init(void) {
+  return guarded([]() -> ddl_status_t {
+    std::lock_guard lock(g_mutex);
+    if (g_comm) {
+      g_last_error = "ddl_init: already initialised (call ddl_finalize() first)";
+      return DDL_ERR_STATE;
+    }
+    g_comm = ddl::comm::init_from_environment();
+    return DDL_SUCCESS;
+  });
+}
+
+ddl_status_t ddl_finalize(void) {
+  return guarded([]() -> ddl_status_t {
+    std::shared_ptr<Communicator> c;
+    {
+      std::lock_guard lock(g_mutex);
+      if (!g_comm) {
+        g_last_error = "ddl_finalize: not initialised";
+        return DDL_ERR_STATE;
+      }
+      c = std::move(g_comm);
+    }
+    c.reset();
+    return DDL_SUCCESS;
+  });
+}
+
+int ddl_initialized(void) {
+  return current() ? 1 : 0;
+}
+
+int ddl_rank(void) {
+  auto c = current();
+  return c ? c->rank() : -1;
+}
+int ddl_size(void) {
+  auto c = current();
+  return c ? c->size() : -1;
+}
+int ddl_local_rank(void) {
+  auto c = current();
+  return c ? c->local_rank() : -1;
+}
+int ddl_local_size(void) {
+  auto c = current();
+  return c ? c->local_size() : -1;
+}
+int ddl_local_gpu(void) {
+  auto c = current();
+  return c ? c->gpu() : -1;
+}
+
+ddl_status_t ddl_allreduce(const void* send, void* recv, size_t count, ddl_datatype_t type,
+                           ddl_op_t op) {
+  if (!valid(type) || !valid(op)) return bad_type_or_op("ddl_allreduce", valid(type));
+  return with_comm("ddl_allreduce", [&](Communicator& c) {
+    c.allreduce(send, recv, count, type_of(type), op_of(op));
+  });
+}
+
+ddl_status_t ddl_allreduce_n(void* const* buffers, const size_t* counts, size_t n,
+                             ddl_datatype_t type, ddl_op_t op) {
+  if (!valid(type) || !valid(op)) return bad_type_or_op("ddl_allreduce_n", valid(type));
+  return with_comm("ddl_allreduce_n", [&](Communicator& c) {
+    c.allreduce_n(buffers, counts, n, type_of(type), op_of(op));
+  });
+}
+
+ddl_status_t ddl_bcast(void* buf, size_t count, ddl_datatype_t type, int root) {
+  if (!valid(type)) return bad_type_or_op("ddl_bcast", false);
+  return with_comm("ddl_bcast",
+                   [&](Communicator& c) { c.broadcast(buf, count, type_of(type), root); });
+}
+
+ddl_status_t ddl_allgather(const void* send, void* recv, size_t count, ddl_datatype_t type) {
+  if (!valid(type)) return bad_type_or_op("ddl_allgather", false);
+  return with_comm("ddl_allgather",
+                   [&](Communicator& c) { c.allgather(send, recv, count, type_of(type)); });
+}
+
+ddl_status_t ddl_reduce_scatter(const void* send, void* recv, size_t recv_count,
+                                ddl_datatype_t type, ddl_op_t op) {
+  if (!valid(type) || !valid(op)) return bad_type_or_op("ddl_reduce_scatter", valid(type));
+  return with_comm("ddl_reduce_scatter", [&](Communicator& c) {
+    c.reduce_scatter(send, recv, recv_count, type_of(type), op_of(op));
+  });
+}
+
+ddl_status_t ddl_barrier(void) {
+  return with_comm("ddl_barrier", [&](Communicator& c) { c.barrier(); });
+}
+
+const char* ddl_error_string(ddl_status_t status) {
+  switch (status) {
+    case DDL_SUCCESS:
+      return "success";
+    case DDL_ERR_ARGUMENT:
+      return "invalid argument";
+    case DDL_ERR_STATE:
+      return "not initialised, or initialised twice";
+    case DDL_ERR_BOOTSTRAP:
+      return "the ranks could not find each other";
+    case DDL_ERR_TRANSPORT:
+      return "a peer failed or timed out";
+    case DDL_ERR_TOPOLOGY:
+      return "the topology file is missing, unreadable or does not match the job";
+    case DDL_ERR_CHECK:
+      return "DDL_CHECK found a wrong result";
+    case DDL_ERR_INTERNAL:
+      return "internal error";
+  }
+  return "unknown status";
+}
+
+const char* ddl_last_error(void) {
+  return g_last_error.c_str();
+}
+
+}  // extern "C"

@@ -1,0 +1,192 @@
+// The communicator with threads as ranks: memory bootstrap, real shared-memory and TCP links,
+// with and without a topology (and so with the flat ring and the multi-dimensional rings).
+
+#include "comm/core/communicator.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <thread>
+
+namespace ddl::comm {
+namespace {
+
+using namespace std::chrono_literals;
+
+/// A topology of `hosts` hosts x `per_host` ranks, host-major, rings by default_rings.
+Topology grid(int per_host, int hosts, const std::string& job) {
+  Topology t;
+  t.job_id = job;
+  for (int h = 0; h < hosts; ++h)
+    t.hosts.push_back({h, "h" + std::to_string(h), "127.0.0.1", {}});
+  for (int r = 0; r < per_host * hosts; ++r)
+    t.ranks.push_back({r, r % per_host, r / per_host, -1, "", "", {}, "", ""});
+  t.mode = parse_mode("p:" + std::to_string(per_host) + "x" + std::to_string(hosts));
+  t.rings = default_rings({per_host, hosts});
+  return t;
+}
+
+/// Runs `body(comm)` on `n` threads, each with its own Communicator.
+void run_ranks(int n, const std::optional<Topology>& topology, CommOptions options,
+               const std::function<void(Communicator&)>& body) {
+  auto boots = make_memory_bootstraps(n);
+  std::vector<std::thread> threads;
+  std::vector<std::string> errors(n);
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        Communicator c(std::move(boots[r]), topology, options, "token");
+        body(c);
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads)
+    t.join();
+  for (int r = 0; r < n; ++r)
+    EXPECT_EQ(errors[r], "") << "rank " << r;
+}
+
+CommOptions fast(AllreduceAlgo algo = AllreduceAlgo::kAuto) {
+  CommOptions o;
+  o.timeout = 20s;
+  o.algo = algo;
+  return o;
+}
+
+void check_allreduce_sum(Communicator& c, size_t count) {
+  std::vector<float> v(count);
+  for (size_t i = 0; i < count; ++i)
+    v[i] = static_cast<float>((c.rank() + 1) * static_cast<int>(i % 13));
+  std::vector<float> out(count);
+  c.allreduce(v.data(), out.data(), count, DataType::kFloat32, ReduceOp::kSum);
+  const float tri = static_cast<float>(c.size() * (c.size() + 1) / 2);
+  for (size_t i = 0; i < count; ++i) {
+    ASSERT_EQ(out[i], tri * static_cast<float>(i % 13)) << "element " << i << " rank " << c.rank();
+  }
+}
+
+TEST(CommunicatorTest, FlatRingOverSharedMemory) {
+  run_ranks(4, std::nullopt, fast(), [](Communicator& c) {
+    EXPECT_EQ(c.size(), 4);
+    EXPECT_EQ(c.local_size(), 4);  // one host name
+    EXPECT_EQ(c.local_rank(), c.rank());
+    for (size_t n : {0ul, 1ul, 5ul, 1000ul, 300001ul})
+      check_allreduce_sum(c, n);
+  });
+}
+
+TEST(CommunicatorTest, MultiRingAcrossTcpHostsAndSharedMemory) {
+  const Topology t = grid(2, 3, "job-multi-" + std::to_string(getpid()));
+  for (AllreduceAlgo algo : {AllreduceAlgo::kMultiRing, AllreduceAlgo::kRing,
+                             AllreduceAlgo::kRecursiveDoubling, AllreduceAlgo::kAuto}) {
+    run_ranks(6, t, fast(algo), [](Communicator& c) {
+      EXPECT_EQ(c.local_size(), 2);
+      EXPECT_EQ(c.local_rank(), c.rank() % 2);
+      for (size_t n : {0ul, 1ul, 7ul, 100003ul})
+        check_allreduce_sum(c, n);
+    });
+  }
+}
+
+TEST(CommunicatorTest, EveryCollective) {
+  run_ranks(3, std::nullopt, fast(), [](Communicator& c) {
+    const int n = c.size(), r = c.rank();
+    // avg of doubles, min/max of int64
+    double d = r;
+    c.allreduce(&d, &d, 1, DataType::kFloat64, ReduceOp::kAvg);
+    EXPECT_EQ(d, 1.0);
+    int64_t m[2] = {r, -r};
+    c.allreduce(m, m, 2, DataType::kInt64, ReduceOp::kMax);
+    EXPECT_EQ(m[0], n - 1);
+    EXPECT_EQ(m[1], 0);
+    // allreduce_n with a bucket smaller than some buffers
+    std::vector<int32_t> a(10, r), b(3, 1), big(5000, r);
+    void* bufs[] = {a.data(), b.data(), big.data()};
+    size_t counts[] = {a.size(), b.size(), big.size()};
+    c.allreduce_n(bufs, counts, 3, DataType::kInt32, ReduceOp::kSum);
+    EXPECT_EQ(a[9], 3);
+    EXPECT_EQ(b[0], 3);
+    EXPECT_EQ(big[4999], 3);
+    // broadcast
+    std::vector<uint8_t> msg(777, static_cast<uint8_t>(r == 2 ? 9 : 0));
+    c.broadcast(msg.data(), msg.size(), DataType::kUint8, 2);
+    EXPECT_EQ(msg[776], 9);
+    // allgather
+    int32_t mine[2] = {r, 10 * r};
+    std::vector<int32_t> all(2 * n);
+    c.allgather(mine, all.data(), 2, DataType::kInt32);
+    EXPECT_EQ(all, (std::vector<int32_t>{0, 0, 1, 10, 2, 20}));
+    // reduce_scatter
+    std::vector<float> in(2 * n);
+    for (int i = 0; i < 2 * n; ++i)
+      in[i] = static_cast<float>(i);
+    float out[2];
+    c.reduce_scatter(in.data(), out, 2, DataType::kFloat32, ReduceOp::kSum);
+    EXPECT_EQ(out[0], static_cast<float>(n * 2 * r));
+    EXPECT_EQ(out[1], static_cast<float>(n * (2 * r + 1)));
+    c.barrier();
+    EXPECT_THROW(c.broadcast(msg.data(), 1, DataType::kUint8, 3), ArgumentError);
+  });
+}
+
+TEST(CommunicatorTest, CheckCatchesNothingWhenResultsAreRight) {
+  CommOptions o = fast();
+  o.check = 0.0;
+  run_ranks(2, std::nullopt, o, [](Communicator& c) { check_allreduce_sum(c, 4099); });
+}
+
+TEST(CommunicatorTest, TopologyOfAnotherJobIsRefused) {
+  const Topology t = grid(2, 2, "j");
+  auto boots = make_memory_bootstraps(3);
+  try {
+    Communicator c(std::move(boots[0]), t, fast(), "x");
+    FAIL();
+  } catch (const TopologyError& e) {
+    EXPECT_STREQ(e.what(),
+                 "rank 0: the topology file describes 4 ranks, but the launcher started 3 (was "
+                 "it written for another job?)");
+  }
+}
+
+TEST(IdentityTest, NotLaunchedSaysHowToRun) {
+  for (const char* v : {"DDL_RANK", "OMPI_COMM_WORLD_RANK", "JSM_NAMESPACE_RANK", "SLURM_PROCID",
+                        "PMI_RANK", "PMIX_NAMESPACE", "DDL_ALLOW_SINGLE"}) {
+    if (std::getenv(v) != nullptr) GTEST_SKIP() << v << " is set";
+  }
+  try {
+    init_from_environment();
+    FAIL();
+  } catch (const BootstrapError& e) {
+    EXPECT_STREQ(e.what(),
+                 "this process was not started by a launcher (none of DDL_RANK, "
+                 "OMPI_COMM_WORLD_RANK, PMIX_RANK, JSM_NAMESPACE_RANK, SLURM_PROCID is set); run "
+                 "it with ddlrun, or set DDL_ALLOW_SINGLE=1 to run it as a job of one rank");
+  }
+  setenv("DDL_ALLOW_SINGLE", "1", 1);
+  auto c = init_from_environment();
+  unsetenv("DDL_ALLOW_SINGLE");
+  EXPECT_EQ(c->size(), 1);
+  float x = 3;
+  c->allreduce(&x, &x, 1, DataType::kFloat32, ReduceOp::kSum);
+  EXPECT_EQ(x, 3);
+}
+
+TEST(OptionsTest, BadValuesNameTheVariable) {
+  setenv("DDL_ALGO", "fast", 1);
+  try {
+    options_from_environment();
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "$DDL_ALGO is 'fast'; expected auto, ring, multiring or rd");
+  }
+  unsetenv("DDL_ALGO");
+  setenv("DDL_OPTIONS", "-mode r:2x2", 1);
+  EXPECT_EQ(options_from_environment().algo, AllreduceAlgo::kRing);
+  unsetenv("DDL_OPTIONS");
+}
+
+}  // namespace
+}  // namespace ddl::comm

@@ -1,0 +1,113 @@
+/* A C program that every rank of a real job runs (tests/comm_mp/run_check.sh starts it through ddlrun
+ * and mpirun): it checks identity and every collective against values it can compute itself,
+ * and prints one line "rank R of N ok <bootstrap-independent summary>" or exits 1 with the
+ * failure. Written in C to keep ddl.h honest as a C header. */
+#include <ddl/ddl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int failures = 0;
+
+#define CHECK(cond, ...)                                  \
+  do {                                                    \
+    if (!(cond)) {                                        \
+      fprintf(stderr, "rank %d: check failed: ", ddl_rank()); \
+      fprintf(stderr, __VA_ARGS__);                       \
+      fprintf(stderr, "\n");                              \
+      ++failures;                                         \
+    }                                                     \
+  } while (0)
+
+static void ok(ddl_status_t s, const char* what) {
+  if (s != DDL_SUCCESS) {
+    fprintf(stderr, "rank %d: %s failed: %s: %s\n", ddl_rank(), what, ddl_error_string(s),
+            ddl_last_error());
+    exit(1);
+  }
+}
+
+int main(int argc, char** argv) {
+  size_t big = argc > 1 ? (size_t)strtoull(argv[1], NULL, 10) : 1000003;
+  ok(ddl_init(), "ddl_init");
+  const int rank = ddl_rank(), size = ddl_size();
+  CHECK(rank >= 0 && rank < size, "rank %d of %d", rank, size);
+  const char* env_rank = getenv("RANK");
+  if (env_rank) CHECK(atoi(env_rank) == rank, "RANK=%s but ddl_rank()=%d", env_rank, rank);
+  CHECK(ddl_local_rank() >= 0 && ddl_local_rank() < ddl_local_size(), "local rank");
+
+  /* allreduce sum/max/min/avg of float32 over an odd count, out of place and in place */
+  float* in = malloc(big * sizeof(float));
+  float* out = malloc(big * sizeof(float));
+  for (size_t i = 0; i < big; ++i) in[i] = (float)(rank + 1) * (float)(i % 7);
+  ok(ddl_allreduce(in, out, big, DDL_FLOAT32, DDL_SUM), "allreduce sum");
+  const float tri = (float)size * (float)(size + 1) / 2.0f;
+  for (size_t i = 0; i < big; ++i) {
+    if (out[i] != tri * (float)(i % 7)) {
+      CHECK(0, "sum element %zu: %g != %g", i, out[i], tri * (float)(i % 7));
+      break;
+    }
+  }
+  ok(ddl_allreduce(in, in, big, DDL_FLOAT32, DDL_MAX), "allreduce max in place");
+  for (size_t i = 0; i < big; ++i) {
+    if (in[i] != (float)size * (float)(i % 7)) {
+      CHECK(0, "max element %zu: %g", i, in[i]);
+      break;
+    }
+  }
+  /* small messages (latency path) with int64 and min */
+  int64_t small[3] = {rank, -rank, 100 + rank};
+  ok(ddl_allreduce(small, small, 3, DDL_INT64, DDL_MIN), "allreduce min");
+  CHECK(small[0] == 0 && small[1] == -(size - 1) && small[2] == 100, "min %lld %lld %lld",
+        (long long)small[0], (long long)small[1], (long long)small[2]);
+  double avg = rank;
+  ok(ddl_allreduce(&avg, &avg, 1, DDL_FLOAT64, DDL_AVG), "allreduce avg");
+  CHECK(avg == (size - 1) / 2.0, "avg %g", avg);
+
+  /* allreduce_n: three buffers fused */
+  int32_t a[5], b[1], c[1000];
+  for (int i = 0; i < 5; ++i) a[i] = rank;
+  b[0] = 1;
+  for (int i = 0; i < 1000; ++i) c[i] = i;
+  void* bufs[3] = {a, b, c};
+  size_t counts[3] = {5, 1, 1000};
+  ok(ddl_allreduce_n(bufs, counts, 3, DDL_INT32, DDL_SUM), "allreduce_n");
+  CHECK(a[4] == size * (size - 1) / 2 && b[0] == size && c[999] == 999 * size, "allreduce_n");
+
+  /* broadcast from the last rank */
+  uint8_t msg[300];
+  memset(msg, rank == size - 1 ? 7 : 0, sizeof msg);
+  ok(ddl_bcast(msg, sizeof msg, DDL_UINT8, size - 1), "bcast");
+  CHECK(msg[0] == 7 && msg[299] == 7, "bcast %d", msg[0]);
+
+  /* allgather of (rank, rank*rank) */
+  int32_t mine[2] = {rank, rank * rank};
+  int32_t* all = malloc(sizeof(int32_t) * 2 * (size_t)size);
+  ok(ddl_allgather(mine, all, 2, DDL_INT32), "allgather");
+  for (int r = 0; r < size; ++r) CHECK(all[2 * r] == r && all[2 * r + 1] == r * r, "allgather %d", r);
+
+  /* reduce_scatter: element j of chunk r is r + j from every rank */
+  const size_t per = 3;
+  float* rs_in = malloc(sizeof(float) * per * (size_t)size);
+  float rs_out[3];
+  for (int r = 0; r < size; ++r)
+    for (size_t j = 0; j < per; ++j) rs_in[(size_t)r * per + j] = (float)(r + (int)j);
+  ok(ddl_reduce_scatter(rs_in, rs_out, per, DDL_FLOAT32, DDL_SUM), "reduce_scatter");
+  for (size_t j = 0; j < per; ++j)
+    CHECK(rs_out[j] == (float)(size * (rank + (int)j)), "reduce_scatter %zu: %g", j, rs_out[j]);
+
+  ok(ddl_barrier(), "barrier");
+  /* errors are status codes with a message */
+  CHECK(ddl_bcast(msg, 1, DDL_UINT8, size) == DDL_ERR_ARGUMENT, "bad root accepted");
+  CHECK(strstr(ddl_last_error(), "root") != NULL, "message: %s", ddl_last_error());
+
+  ok(ddl_finalize(), "ddl_finalize");
+  CHECK(ddl_rank() == -1, "rank after finalize");
+  if (failures == 0) printf("rank %d of %d ok\n", rank, size);
+  free(in);
+  free(out);
+  free(all);
+  free(rs_in);
+  return failures == 0 ? 0 : 1;
+}
