@@ -1,7 +1,8 @@
 # shellcheck shell=bash
 # Fake hosts for tests that need other machines: each is a network namespace on a bridge shared
-# with this one, with its own hostname (a UTS namespace), its own /tmp and /etc/hosts (a mount
-# namespace) and its own sshd. Source this file:
+# with this one, with its own hostname (a UTS namespace), its own /tmp, /etc/hosts and root's
+# home (a mount namespace; the home starts empty, as on a fresh host: none of this machine's
+# dotfiles run at each ssh login) and its own sshd. Source this file:
 #
 #   source tests/netns/hosts.sh
 #   netns_up 3 || exit $?      # 77 (skip) when not root, or without ip netns or sshd
@@ -117,18 +118,21 @@ netns_shape() {
 }
 
 # Starts the process that holds host K's UTS and mount namespaces: hostname node<k>, a tmpfs
-# on /tmp, its own /etc/hosts, and /sys showing its network namespace's interfaces.
+# on /tmp and on root's home, its own /etc/hosts, and /sys showing its network namespace's
+# interfaces.
 _netns_start_holder() {
   local k=$1 dir="$NETNS_DIR/node$1"
   rm -f "$dir/holder.ready"
-  # shellcheck disable=SC2016  # $1..$5 are the inner bash's
+  # shellcheck disable=SC2016  # $1..$6 are the inner bash's
   unshare --uts --mount --propagation private -- bash -c '
     hostname "$1" && mount -t tmpfs -o mode=1777 "tmpfs-$1" /tmp &&
+      mount -t tmpfs -o mode=700 "home-$1" "$6" &&
       mount --bind "$2" /etc/hosts &&
       nsenter --net="$3" -- mount -t sysfs "sysfs-$1" /sys &&
       : >"$4" && exec -a "$5" sleep infinity' \
     bash "node$k" "$NETNS_DIR/etc_hosts" "/run/netns/$(netns_ns "$k")" "$dir/holder.ready" \
-    "$(netns_ns "$k")-holder" </dev/null >/dev/null 2>"$dir/holder.log" &
+    "$(netns_ns "$k")-holder" "$(getent passwd root | cut -d: -f6)" \
+    </dev/null >/dev/null 2>"$dir/holder.log" &
   _netns_holder[$k]=$!
   local i
   for ((i = 0; i < 100; i++)); do
