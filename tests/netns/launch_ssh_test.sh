@@ -2,8 +2,9 @@
 # Starts real jobs on fake hosts (hosts.sh: network namespaces on one bridge, each with its own
 # hostname, /tmp and sshd) through `ddlrun --launcher ssh`, and through `--launcher mpirun` when
 # Open MPI's mpirun is installed, and checks what the ranks and the user see:
-#   - every rank's variables (RANK, LOCAL_RANK, WORLD_SIZE, GROUP_RANK, DDL_HOST_INDEX, ...)
-#     match the host it runs on, and its output comes back tagged with its rank;
+#   - every rank's variables (RANK, LOCAL_RANK, WORLD_SIZE, GROUP_RANK, DDL_HOST_INDEX, ...,
+#     -x VAR=VAL and -x VAR) match the host it runs on, and its output comes back tagged with
+#     its rank;
 #   - ranks on other hosts reach MASTER_ADDR:MASTER_PORT (rank 0's host), over TCP;
 #   - a rank that exits 7 makes the job exit 7; a rank killed with SIGKILL on one host brings
 #     the job down everywhere within 5 s with 137; SIGINT to ddlrun, and --timeout with a rank
@@ -56,6 +57,7 @@ $NETNS_NET --mca btl_tcp_if_include $NETNS_NET")
   fi
   printf '%s\n' "${args[@]}"
 }
+export DDLT_FROM_HERE="from here"  # -x DDLT_FROM_HERE passes it on
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1  # mpirun refuses root otherwise
 
 alive() { [[ -e /proc/$1 ]] && [[ $(ps -o stat= -p "$1" 2>/dev/null) != Z* ]]; }
@@ -157,19 +159,21 @@ for L in "${launchers[@]}"; do
 
   # Every rank's variables, its host and its tag; rank-to-rank TCP to MASTER_ADDR:MASTER_PORT.
   # shellcheck disable=SC2016  # expanded by each rank's shell
-  run "$L.env" "$L" -H "$hosts" sh -c 'echo "vars host=$(hostname) RANK=$RANK LOCAL_RANK=$LOCAL_RANK \
+  run "$L.env" "$L" -x 'DDLT_SET=a b' -x DDLT_FROM_HERE -H "$hosts" sh -c 'echo "vars \
+host=$(hostname) RANK=$RANK LOCAL_RANK=$LOCAL_RANK \
 WORLD_SIZE=$WORLD_SIZE LOCAL_WORLD_SIZE=$LOCAL_WORLD_SIZE GROUP_RANK=$GROUP_RANK \
 DDL_RANK=$DDL_RANK DDL_SIZE=$DDL_SIZE DDL_LOCAL_RANK=$DDL_LOCAL_RANK \
 DDL_LOCAL_SIZE=$DDL_LOCAL_SIZE DDL_HOST_INDEX=$DDL_HOST_INDEX DDL_NUM_HOSTS=$DDL_NUM_HOSTS \
 DDL_GPU=$DDL_GPU token=${#DDL_JOB_TOKEN} topo=$(test -r "$DDL_TOPOLOGY_FILE" && echo ok) \
 rdv=${DDL_RENDEZVOUS:+set} master=${MASTER_ADDR:+set}:${MASTER_PORT:+set} job=${DDL_JOB_ID:+set} \
-options=${DDL_OPTIONS:+set}"'
+options=${DDL_OPTIONS:+set} x=$DDLT_SET/$DDLT_FROM_HERE"'
   expect_rc "$L.env" 0
   for r in 0 1 2 3 4 5; do
     h=$((r / 2)) l=$((r % 2))
     want="vars host=node$((h + 1)) RANK=$r LOCAL_RANK=$l WORLD_SIZE=6 LOCAL_WORLD_SIZE=2 \
 GROUP_RANK=$h DDL_RANK=$r DDL_SIZE=6 DDL_LOCAL_RANK=$l DDL_LOCAL_SIZE=2 DDL_HOST_INDEX=$h \
-DDL_NUM_HOSTS=3 DDL_GPU=-1 token=64 topo=ok rdv=set master=set:set job=set options=set"
+DDL_NUM_HOSTS=3 DDL_GPU=-1 token=64 topo=ok rdv=set master=set:set job=set options=set \
+x=a b/from here"
     untag "$L.env" | grep -Fxq -- "$want" || fail "$L.env: rank $r: no line '$want'" "$out/$L.env"
     if [[ $L == ssh ]]; then
       grep -q "^\[1,$r\]<stdout>:vars host=[^ ]* RANK=$r " "$out/$L.env" ||
