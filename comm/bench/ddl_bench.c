@@ -1,0 +1,82 @@
+/* ddl-bench: libddl's collectives timed and checked, in nccl-tests' layout. Every rank runs it:
+ *
+ *   ddlrun -H localhost:4 build/comm/bench/ddl-bench -b 8 -e 256M -f 2 -t float32 -o sum \
+ *     -w 5 -n 20
+ *
+ * and rank 0 prints, per message size: size (bytes), count, type, op, time (us, mean of the
+ * timed collectives, the slowest rank's), algbw (GB/s = size / time), busbw (algbw times
+ * 2(n-1)/n for allreduce, (n-1)/n for allgather and reducescatter, 1 for bcast) and #wrong
+ * (elements that differ from the exact result, checked after the timed loop). -a picks
+ * allreduce, allgather, reducescatter or bcast; -h lists every option.
+ *
+ * How it works: ddl_init() (timed; the "init" line shows the slowest rank's), then bench_run()
+ * (bench_common.h) with a backend whose run is one ddl_ call. Allreduce runs out of place (send
+ * -> recv), so the values stay those of the pattern however many times it runs.
+ */
+#include <ddl/ddl.h>
+#include <stdio.h>
+
+#include "bench_common.h"
+
+/* Writes "CALL: ddl_last_error()" into err when status is not DDL_SUCCESS; returns status. */
+static int ddl_error(ddl_status_t status, const char* call, char* err, size_t err_len) {
+  if (status == DDL_SUCCESS) return 0;
+  snprintf(err, err_len, "%s: %s (%s)", call, ddl_last_error(), ddl_error_string(status));
+  return (int)status;
+}
+
+static int ddl_run(void* ctx, bench_coll coll, const void* send, void* recv, size_t count,
+                   bench_type type, bench_op op, char* err, size_t err_len) {
+  (void)ctx;
+  ddl_datatype_t t = (ddl_datatype_t)type;
+  switch (coll) {
+    case BENCH_ALLREDUCE:
+      return ddl_error(ddl_allreduce(send, recv, count, t, (ddl_op_t)op), "ddl_allreduce", err,
+                       err_len);
+    case BENCH_ALLGATHER:
+      return ddl_error(ddl_allgather(send, recv, count, t), "ddl_allgather", err, err_len);
+    case BENCH_REDUCESCATTER:
+      return ddl_error(ddl_reduce_scatter(send, recv, count, t, (ddl_op_t)op), "ddl_reduce_scatter",
+                       err, err_len);
+    case BENCH_BCAST:
+      return ddl_error(ddl_bcast((void*)send, count, t, 0), "ddl_bcast", err, err_len);
+    case BENCH_COLL_COUNT:
+      break;
+  }
+  snprintf(err, err_len, "unknown collective %d", (int)coll);
+  return 1;
+}
+
+static int ddl_run_barrier(void* ctx, char* err, size_t err_len) {
+  (void)ctx;
+  return ddl_error(ddl_barrier(), "ddl_barrier", err, err_len);
+}
+
+int main(int argc, char** argv) {
+  bench_options o;
+  int status = bench_parse_options(argc, argv, "ddl-bench", &o, NULL);
+  if (status != 0) return status == 1 ? 0 : 2;
+
+  double start = bench_now_us();
+  ddl_status_t init = ddl_init();
+  o.init_ms = (bench_now_us() - start) / 1e3;
+  o.init_what = "ddl_init";
+  if (init != DDL_SUCCESS) {
+    fprintf(stderr, "ddl-bench: error: ddl_init: %s (%s)\n", ddl_last_error(),
+            ddl_error_string(init));
+    return 1;
+  }
+
+  bench_backend b = {0};
+  b.rank = ddl_rank();
+  b.nranks = ddl_size();
+  b.name = "ddl";
+  b.run = ddl_run;
+  b.barrier = ddl_run_barrier;
+  b.types = (1u << BENCH_TYPE_COUNT) - 1;
+  b.ops = (1u << BENCH_OP_COUNT) - 1;
+  b.colls = (1u << BENCH_COLL_COUNT) - 1;
+  status = bench_run(&o, &b, stdout);
+  ddl_finalize();
+  return status;
+}
