@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <bit>
 #include <chrono>
@@ -369,8 +370,9 @@ TEST(CollectiveTest, ReduceScatterLeavesChunkIOnMemberI) {
         const auto want = reference(n, count, DataType::kFloat32, op);
         const auto offsets = partition(count, n);
         for (int r = 0; r < n; ++r) {
-          EXPECT_EQ(0, std::memcmp(results[r].data() + offsets[r] * 4, want.data() + offsets[r] * 4,
-                                   (offsets[r + 1] - offsets[r]) * 4))
+          EXPECT_TRUE(std::equal(results[r].begin() + offsets[r] * 4,
+                                 results[r].begin() + offsets[r + 1] * 4,
+                                 want.begin() + offsets[r] * 4))
               << "n " << n << " count " << count << " rank " << r << " " << to_string(op);
         }
       }
@@ -556,7 +558,8 @@ class RealTransportTest : public ::testing::TestWithParam<Transport> {
     devices_.clear();
     links_.clear();
     links_.resize(n);
-    for (auto& row : links_) row.resize(n);
+    for (auto& row : links_)
+      row.resize(n);
     for (int r = 0; r < n; ++r) {
       transport::DeviceOptions o;
       o.rank = r;
@@ -635,6 +638,25 @@ TEST_P(RealTransportTest, EveryCollectiveMatchesTheReference) {
   for (int r = 0; r < n; ++r) {
     EXPECT_EQ(bcast[r], std::vector<uint8_t>(bcast[r].size(), 2)) << "rank " << r;
   }
+}
+
+TEST_P(RealTransportTest, RecursiveDoublingFoldsAnOddRankCount) {
+  const int n = 3;
+  connect(n);
+  std::vector<double> avg(n);
+  std::vector<std::vector<std::byte>> sums(n);
+  const auto errors = run_ranks(n, [&](int r) {
+    avg[r] = r;
+    recursive_doubling_allreduce(world(r), &avg[r], 1, DataType::kFloat64, ReduceOp::kAvg);
+    sums[r] = input(r, 1000, DataType::kFloat32, ReduceOp::kSum);
+    recursive_doubling_allreduce(world(r), sums[r].data(), 1000, DataType::kFloat32,
+                                 ReduceOp::kSum);
+  });
+  for (int r = 0; r < n; ++r)
+    ASSERT_FALSE(errors[r]) << "rank " << r << ": " << message(errors[r]);
+  for (int r = 0; r < n; ++r)
+    EXPECT_EQ(avg[r], 1.0) << "rank " << r;
+  expect_results({Algo::kRecursiveDoubling, {3}}, DataType::kFloat32, ReduceOp::kSum, 1000, sums);
 }
 
 TEST_P(RealTransportTest, APeerThatFailsMidAllreduceIsNamedByItsNeighbour) {
