@@ -686,6 +686,27 @@ TEST_P(RealTransportTest, APeerThatFailsMidAllreduceIsNamedByItsNeighbour) {
   }
 }
 
+// Not run by default: build/tests/comm_test --gtest_also_run_disabled_tests
+//   --gtest_filter='*RealTransport*Timing*'
+TEST_P(RealTransportTest, DISABLED_Timing64MiBFloat32) {
+  const int n = 4;
+  connect(n);
+  const size_t count = 16u << 20;
+  std::vector<std::vector<float>> bufs(n, std::vector<float>(count, 1.0f));
+  for (int round = 0; round < 2; ++round) {  // the first round also maps the buffers
+    const auto start = std::chrono::steady_clock::now();
+    const auto errors = run_ranks(n, [&](int r) {
+      ring_allreduce(world(r), bufs[r].data(), count, DataType::kFloat32, ReduceOp::kSum);
+    });
+    const double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    for (int r = 0; r < n; ++r)
+      ASSERT_FALSE(errors[r]) << message(errors[r]);
+    std::printf("%s ring_4 round %d: 64 MiB float32 sum in %.3f s\n", GetParam().name.c_str(),
+                round, s);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Collectives, RealTransportTest,
                          ::testing::Values(Transport{"tcp", transport::make_tcp_device,
                                                      "the connection was closed by the peer"},
