@@ -95,6 +95,8 @@ launcher::Job make_job(const JobPlan& plan, const std::string& topology_path) {
   job.exports = plan.exports;
   job.topology_path = topology_path;
   job.token = launcher::make_token();
+  std::error_code ec;
+  job.cwd = std::filesystem::current_path(ec).string();
   job.cores.assign(plan.topology.ranks.size(), 0);
   for (const comm::RankPlacement& r : plan.topology.ranks) {
     const comm::Host* h = plan.topology.find_host(r.host);

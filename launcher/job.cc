@@ -104,6 +104,7 @@ std::string encode_job(const Job& job) {
   }
   put_str(out, job.topology_path);
   put_str(out, job.token);
+  put_str(out, job.cwd);
   put_u32(out, static_cast<uint32_t>(job.cores.size()));
   for (int c : job.cores)
     put_u32(out, static_cast<uint32_t>(c));
@@ -123,6 +124,7 @@ Job decode_job(const std::string& bytes) {
   }
   job.topology_path = in.str();
   job.token = in.str();
+  job.cwd = in.str();
   for (uint32_t n = in.count(4); n > 0; --n)
     job.cores.push_back(in.i32());
   in.expect_done();

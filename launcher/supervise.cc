@@ -152,7 +152,7 @@ int supervise(Backend& backend, const comm::Topology* topology, const SuperviseO
   EventQueue events;
   sigset_t stop_signals, old_mask;
   sigemptyset(&stop_signals);
-  for (int s : {SIGINT, SIGTERM, SIGHUP})
+  for (int s : {SIGINT, SIGTERM, SIGHUP, SIGUSR2})
     sigaddset(&stop_signals, s);
   if (options.handle_signals) pthread_sigmask(SIG_BLOCK, &stop_signals, &old_mask);
   signal(SIGPIPE, SIG_IGN);
@@ -160,10 +160,23 @@ int supervise(Backend& backend, const comm::Topology* topology, const SuperviseO
   std::atomic<bool> done{false};
   std::thread signal_thread;
   std::thread stdin_thread;
+  // Wakes the stdin thread at the end (it polls this pipe beside stdin).
+  int wake[2] = {-1, -1};
+  if (pipe2(wake, O_CLOEXEC) != 0) wake[0] = wake[1] = -1;
   auto cleanup = [&] {
     done = true;
-    if (signal_thread.joinable()) signal_thread.join();
+    // SIGUSR2 is in the signal thread's set only to end its wait now rather than at its next
+    // timeout; it is never passed on.
+    if (signal_thread.joinable()) {
+      pthread_kill(signal_thread.native_handle(), SIGUSR2);
+      signal_thread.join();
+    }
+    if (wake[1] >= 0) {
+      [[maybe_unused]] ssize_t n = write(wake[1], "x", 1);
+    }
     if (stdin_thread.joinable()) stdin_thread.join();
+    for (int fd : wake)
+      if (fd >= 0) close(fd);
     backend.finish();
     if (options.handle_signals) pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
   };
@@ -180,7 +193,9 @@ int supervise(Backend& backend, const comm::Topology* topology, const SuperviseO
       const timespec slice{0, 100'000'000};
       while (!done) {
         const int s = sigtimedwait(&stop_signals, nullptr, &slice);
-        if (s > 0) events.push(Event{Event::Type::kSignal, -1, -1, Stream::kStdout, {}, {0, s}});
+        if (s > 0 && s != SIGUSR2) {
+          events.push(Event{Event::Type::kSignal, -1, -1, Stream::kStdout, {}, {0, s}});
+        }
       }
     });
   }
@@ -192,9 +207,9 @@ int supervise(Backend& backend, const comm::Topology* topology, const SuperviseO
     stdin_thread = std::thread([&] {
       char buf[65536];
       while (!done) {
-        pollfd p{options.stdin_fd, POLLIN, 0};
-        const int rc = poll(&p, 1, 100);
-        if (rc <= 0) continue;
+        pollfd p[2] = {{options.stdin_fd, POLLIN, 0}, {wake[0], POLLIN, 0}};
+        const int rc = poll(p, wake[0] >= 0 ? 2 : 1, 100);
+        if (rc <= 0 || p[1].revents != 0) continue;
         const ssize_t n = read(options.stdin_fd, buf, sizeof buf);
         if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
         if (n <= 0) break;

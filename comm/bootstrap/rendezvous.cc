@@ -31,6 +31,7 @@
 #include <thread>
 
 #include "comm/bootstrap/bootstrap.h"
+#include "comm/core/quiet_thread.h"
 
 namespace ddl::comm {
 
@@ -470,7 +471,7 @@ RendezvousServer::RendezvousServer(std::string token, int size, int port)
     close(s.listen_fd);
     throw BootstrapError(std::string("rendezvous: pipe: ") + std::strerror(errno));
   }
-  s.thread = std::thread([&s] { s.run(); });
+  s.thread = quiet_thread([&s] { s.run(); });
 }
 
 RendezvousServer::~RendezvousServer() {

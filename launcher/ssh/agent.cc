@@ -139,6 +139,12 @@ int Agent::run() {
     return fail(1, std::string("cannot read the job: ") + e.what() +
                        " (is ddlrun the same version on every host?)");
   }
+  // Ranks start where ddlrun was started, when that directory exists here too.
+  if (!job.cwd.empty() && chdir(job.cwd.c_str()) != 0) {
+    const char* home = std::getenv("HOME");
+    if (home != nullptr) [[maybe_unused]]
+      int ignored = chdir(home);
+  }
   const comm::Host* me = job.topology.find_host(host_index);
   const std::string where = me != nullptr ? me->name : host_name();
 

@@ -4,6 +4,8 @@
 #include "comm/core/communicator.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <functional>
@@ -149,6 +151,65 @@ TEST(CommunicatorTest, TopologyOfAnotherJobIsRefused) {
                  "rank 0: the topology file describes 4 ranks, but the launcher started 3 (was "
                  "it written for another job?)");
   }
+}
+
+// Ranks as processes over the real rendezvous: one dies after wiring up, and the others, inside
+// an allreduce, fail with an error that names it instead of hanging.
+TEST(CommunicatorProcessTest, PeerDeathIsNamed) {
+  const int n = 3;
+  RendezvousServer server("tok", n);
+  const Topology t = grid(1, 3, "job-death-" + std::to_string(getpid()));  // 3 hosts: TCP
+  std::vector<pid_t> kids;
+  std::vector<int> pipes;
+  for (int r = 0; r < n; ++r) {
+    int fds[2];
+    ASSERT_EQ(pipe(fds), 0);
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      close(fds[0]);
+      std::string result = "ok";
+      try {
+        CommOptions o = fast(AllreduceAlgo::kRing);
+        o.timeout = 5s;
+        Communicator c(make_rendezvous_bootstrap("127.0.0.1:" + std::to_string(server.port()),
+                                                 "tok", r, n, 5s),
+                       t, o, "tok");
+        c.barrier();
+        if (r == 2) _exit(3);
+        std::vector<float> v(1 << 20, 1.0f);
+        c.allreduce(v.data(), v.data(), v.size(), DataType::kFloat32, ReduceOp::kSum);
+      } catch (const std::exception& e) {
+        result = e.what();
+      }
+      [[maybe_unused]] ssize_t w = write(fds[1], result.data(), result.size());
+      _exit(0);
+    }
+    close(fds[1]);
+    kids.push_back(pid);
+    pipes.push_back(fds[0]);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  for (int r = 0; r < n; ++r) {
+    int status;
+    waitpid(kids[r], &status, 0);
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 8s);
+  for (int r : {0, 1}) {
+    std::string text;
+    char buf[512];
+    ssize_t k;
+    while ((k = read(pipes[r], buf, sizeof buf)) > 0)
+      text.append(buf, static_cast<size_t>(k));
+    // Rank 1 talks to rank 2 directly; rank 0 may learn of it through rank 1's silence.
+    EXPECT_NE(text.find("rank "), std::string::npos) << "rank " << r << ": " << text;
+    EXPECT_NE(text, "ok") << "rank " << r;
+    if (r == 1) {
+      EXPECT_NE(text.find("rank 2"), std::string::npos) << text;
+    }
+  }
+  for (int fd : pipes)
+    close(fd);
 }
 
 TEST(IdentityTest, NotLaunchedSaysHowToRun) {

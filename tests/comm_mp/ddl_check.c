@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int failures = 0;
 
@@ -36,6 +37,13 @@ int main(int argc, char** argv) {
   const char* env_rank = getenv("RANK");
   if (env_rank) CHECK(atoi(env_rank) == rank, "RANK=%s but ddl_rank()=%d", env_rank, rank);
   CHECK(ddl_local_rank() >= 0 && ddl_local_rank() < ddl_local_size(), "local rank");
+
+  /* DDL_CHECK_DIE_RANK=R: rank R leaves just before the first allreduce (a test of failure). */
+  const char* die = getenv("DDL_CHECK_DIE_RANK");
+  if (die != NULL && atoi(die) == rank) {
+    fprintf(stderr, "rank %d: leaving on purpose (DDL_CHECK_DIE_RANK)\n", rank);
+    _exit(9);
+  }
 
   /* allreduce sum/max/min/avg of float32 over an odd count, out of place and in place */
   float* in = malloc(big * sizeof(float));

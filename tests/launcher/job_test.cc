@@ -26,6 +26,7 @@ Job sample_job() {
   job.exports = {{"FOO", "bar"}, {"RANK", "overridden"}};
   job.topology_path = "/tmp/topo.yaml";
   job.token = "abc123";
+  job.cwd = "/home/u/run 1";
   job.cores = {2, 4, 0};
   return job;
 }
@@ -103,6 +104,7 @@ TEST(EncodeJobTest, RoundTripsEveryByte) {
   EXPECT_EQ(back.exports, job.exports);
   EXPECT_EQ(back.topology_path, job.topology_path);
   EXPECT_EQ(back.token, job.token);
+  EXPECT_EQ(back.cwd, job.cwd);
   EXPECT_EQ(back.cores, job.cores);
 }
 

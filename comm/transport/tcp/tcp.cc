@@ -38,6 +38,7 @@
 #include <thread>
 #include <vector>
 
+#include "comm/core/quiet_thread.h"
 #include "comm/transport/link.h"
 #include "comm/transport/tcp/hello.h"
 #include "comm/transport/tcp/link.h"
@@ -216,7 +217,7 @@ TcpDevice::TcpDevice(const DeviceOptions& o)
     ::close(listen_fd_);
     throw TransportError(who + ": eventfd: " + errno_text(e));
   }
-  acceptor_ = std::thread([this] { accept_loop(); });
+  acceptor_ = quiet_thread([this] { accept_loop(); });
 }
 
 TcpDevice::~TcpDevice() {
