@@ -9,7 +9,8 @@
 #   - a rank that exits 7 makes the job exit 7; a rank killed with SIGKILL on one host brings
 #     the job down everywhere within 5 s with 137; SIGINT to ddlrun, and --timeout with a rank
 #     that ignores SIGTERM, leave no process on any host;
-#   - an unreachable host (an address that never answers, a stopped sshd) is named, exit 1; a
+#   - an unreachable host (an address that never answers, a stopped sshd) is named, exit 1
+#     (under mpirun with --no-probe, mpirun's own ssh reports it and its status 255 is kept); a
 #     program missing on one host is named with that host, exit 127;
 #   - arguments with spaces, quotes, $(), ;, a newline, globs and an empty one arrive byte for
 #     byte, and none of them runs on any host.
@@ -296,6 +297,16 @@ for L in "${launchers[@]}"; do
     extra=()
     [[ $probe == no-probe ]] && extra=(--no-probe)
     run "$L.ghost.$probe" "$L" "${extra[@]}" --connect-timeout 1 -H node1,ghost true
+    if [[ $L == mpirun && $probe == no-probe ]]; then
+      # Nothing of ddlrun's touches the hosts: mpirun's own ssh fails, names the address, and
+      # its status (255) is the job's.
+      expect_rc "$L.ghost.$probe" 255
+      no_leftovers "$L.ghost.$probe"
+      run "$L.refused.$probe" "$L" "${extra[@]}" --connect-timeout 1 -H node1,node3 true
+      expect_rc "$L.refused.$probe" 255
+      no_leftovers "$L.refused.$probe"
+      continue
+    fi
     expect_rc "$L.ghost.$probe" 1
     grep -q ghost "$out/$L.ghost.$probe.err" || fail "$L.ghost.$probe: ghost not named" "$out/$L.ghost.$probe.err"
     (($(cat "$out/$L.ghost.$probe.ms") < 15000)) ||
