@@ -464,9 +464,9 @@ std::unique_ptr<Communicator> init_from_environment() {
     if (id.source.empty()) {
       if (single == nullptr || std::string(single) != "1") {
         throw BootstrapError(
-            "this process was not started by a launcher (none of DDL_RANK, "
-            "OMPI_COMM_WORLD_RANK, PMIX_RANK, JSM_NAMESPACE_RANK, SLURM_PROCID is set); run "
-            "it with ddlrun, or set DDL_ALLOW_SINGLE=1 to run it as a job of one rank");
+            "this process was not started by a launcher (no PMIx server, and none of "
+            "DDL_RANK, OMPI_COMM_WORLD_RANK, JSM_NAMESPACE_RANK, SLURM_PROCID, PMI_RANK is "
+            "set); run it with ddlrun, or set DDL_ALLOW_SINGLE=1 to run it as a job of one rank");
       }
       bootstrap = std::make_unique<SingleBootstrap>();
     } else if (id.size == 1) {

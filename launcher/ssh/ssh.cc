@@ -336,6 +336,8 @@ class SshBackend : public Backend {
         events_->push(Event{Event::Type::kHostFailure, -1, c.index, Stream::kStdout, why, {}});
       }
     };
+    bool write_failed = false;
+    std::string write_error;
     // finish() while ranks still run (ddlrun is giving up): SIGKILL them, and close the
     // channel after a grace even if the agent does not answer (it then kills them itself).
     Clock::time_point stop_deadline = Clock::time_point::max();
@@ -369,9 +371,11 @@ class SshBackend : public Backend {
           to_send += ssh::encode_frame(ssh::FrameType::kSignal, SIGKILL, {});
         }
         if (Clock::now() >= stop_deadline) break;
-        if (!to_send.empty() && !write_frames(to_send)) {
-          lost("lost the connection to " + endpoint + " (" + ssh_get_error(s) + ")");
-          break;
+        // A write can fail because the agent has already finished (its last frames are still
+        // to be read): stop writing, and let reading decide whether anything was lost.
+        if (!to_send.empty() && !write_failed && !write_frames(to_send)) {
+          write_failed = true;
+          write_error = ssh_get_error(s);
         }
         open = pump(kPollMs);
         while (auto f = reader.next()) {
@@ -437,6 +441,7 @@ class SshBackend : public Backend {
       }
       if (!open && !unfinished.empty()) {
         std::string why = "the connection to its agent closed";
+        if (write_failed) why = "lost the connection to " + endpoint + " (" + write_error + ")";
         if (!err_line.empty()) why += " (" + err_line + ")";
         if (!running && c.phase == Phase::kConnecting) {
           why = "'" + command + "' exited before it said hello";

@@ -222,9 +222,10 @@ TEST(IdentityTest, NotLaunchedSaysHowToRun) {
     FAIL();
   } catch (const BootstrapError& e) {
     EXPECT_STREQ(e.what(),
-                 "this process was not started by a launcher (none of DDL_RANK, "
-                 "OMPI_COMM_WORLD_RANK, PMIX_RANK, JSM_NAMESPACE_RANK, SLURM_PROCID is set); run "
-                 "it with ddlrun, or set DDL_ALLOW_SINGLE=1 to run it as a job of one rank");
+                 "this process was not started by a launcher (no PMIx server, and none of "
+                 "DDL_RANK, OMPI_COMM_WORLD_RANK, JSM_NAMESPACE_RANK, SLURM_PROCID, PMI_RANK is "
+                 "set); run it with ddlrun, or set DDL_ALLOW_SINGLE=1 to run it as a job of one "
+                 "rank");
   }
   setenv("DDL_ALLOW_SINGLE", "1", 1);
   auto c = init_from_environment();
