@@ -1,0 +1,118 @@
+// ddl._ddl: the Python binding of libddl (the package `ddl` in python/ddl/ wraps it).
+//
+// How it works: every collective here takes raw addresses (Python ints), an element count and
+// the ddl_datatype_t/ddl_op_t codes; the package's Python layer checks the arrays or tensors
+// (contiguous, writable, one dtype, the right sizes) and passes their data pointers, so nothing
+// is copied and numpy arrays and torch tensors (bfloat16 included) share one path. The GIL is
+// released while a call communicates, so other Python threads run meanwhile. A failed call
+// raises ddl.Error (a RuntimeError) whose text is the runtime's message (ddl_last_error(), read
+// on the calling thread after the GIL is back) and whose `status` is the ddl_status_t code.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "ddl/ddl.h"
+#include "ddl/ddl.hpp"
+
+namespace py = pybind11;
+
+namespace {
+
+/// The address a Python int names, as a pointer.
+void* as_pointer(std::uintptr_t address) {
+  return reinterpret_cast<void*>(address);
+}
+
+/// Runs `call` (a ddl_ function returning ddl_status_t) without the GIL; throws ddl::Error on
+/// failure with the runtime's message.
+template <typename Call>
+void communicate(Call call) {
+  ddl_status_t status;
+  {
+    py::gil_scoped_release release;
+    status = call();
+  }
+  ddl::check(status);
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_ddl, m) {
+  m.doc() = "libddl's C API over raw addresses; use the package `ddl`, not this module";
+
+  static py::exception<ddl::Error> error(m, "Error", PyExc_RuntimeError);
+  py::register_exception_translator([](std::exception_ptr thrown) {
+    try {
+      if (thrown) std::rethrow_exception(thrown);
+    } catch (const ddl::Error& e) {
+      py::object instance = py::reinterpret_borrow<py::object>(error.ptr())(e.what());
+      instance.attr("status") = static_cast<int>(e.status());
+      PyErr_SetObject(error.ptr(), instance.ptr());
+    }
+  });
+
+  m.def("init", [] { communicate([] { return ddl_init(); }); });
+  m.def("finalize", [] { ddl::check(ddl_finalize()); });
+  m.def("initialized", [] { return ddl_initialized() != 0; });
+  m.def("rank", &ddl_rank);
+  m.def("size", &ddl_size);
+  m.def("local_rank", &ddl_local_rank);
+  m.def("local_size", &ddl_local_size);
+  m.def("local_gpu", &ddl_local_gpu);
+
+  m.def(
+      "allreduce",
+      [](std::uintptr_t send, std::uintptr_t recv, std::size_t count, int type, int op) {
+        communicate([&] {
+          return ddl_allreduce(as_pointer(send), as_pointer(recv), count,
+                               static_cast<ddl_datatype_t>(type), static_cast<ddl_op_t>(op));
+        });
+      },
+      py::arg("send"), py::arg("recv"), py::arg("count"), py::arg("type"), py::arg("op"));
+  m.def(
+      "allreduce_n",
+      [](const std::vector<std::uintptr_t>& buffers, const std::vector<std::size_t>& counts,
+         int type, int op) {
+        if (buffers.size() != counts.size()) {
+          throw py::value_error("allreduce_n: as many counts as buffers are needed");
+        }
+        std::vector<void*> pointers;
+        pointers.reserve(buffers.size());
+        for (std::uintptr_t address : buffers)
+          pointers.push_back(as_pointer(address));
+        communicate([&] {
+          return ddl_allreduce_n(pointers.data(), counts.data(), pointers.size(),
+                                 static_cast<ddl_datatype_t>(type), static_cast<ddl_op_t>(op));
+        });
+      },
+      py::arg("buffers"), py::arg("counts"), py::arg("type"), py::arg("op"));
+  m.def(
+      "bcast",
+      [](std::uintptr_t buf, std::size_t count, int type, int root) {
+        communicate([&] {
+          return ddl_bcast(as_pointer(buf), count, static_cast<ddl_datatype_t>(type), root);
+        });
+      },
+      py::arg("buf"), py::arg("count"), py::arg("type"), py::arg("root"));
+  m.def(
+      "allgather",
+      [](std::uintptr_t send, std::uintptr_t recv, std::size_t count, int type) {
+        communicate([&] {
+          return ddl_allgather(as_pointer(send), as_pointer(recv), count,
+                               static_cast<ddl_datatype_t>(type));
+        });
+      },
+      py::arg("send"), py::arg("recv"), py::arg("count"), py::arg("type"));
+  m.def(
+      "reduce_scatter",
+      [](std::uintptr_t send, std::uintptr_t recv, std::size_t recv_count, int type, int op) {
+        communicate([&] {
+          return ddl_reduce_scatter(as_pointer(send), as_pointer(recv), recv_count,
+                                    static_cast<ddl_datatype_t>(type), static_cast<ddl_op_t>(op));
+        });
+      },
+      py::arg("send"), py::arg("recv"), py::arg("recv_count"), py::arg("type"), py::arg("op"));
+  m.def("barrier", [] { communicate([] { return ddl_barrier(); }); });
+}

@@ -1,0 +1,176 @@
+"""Every ddl collective on every dtype, numpy and torch, in place and out of place.
+
+How it works: run as a real job (tests/python/run_job.sh starts it under ddlrun). Rank r fills
+its arrays from r and the element index so every result is an exact small integer in every
+dtype (fp16/bf16 included); each rank checks its own results and prints "rank R of N ok". Torch
+tensors are checked too when torch is importable.
+"""
+
+import sys
+
+import numpy as np
+
+import ddl
+
+try:
+    import torch
+except ImportError:
+    torch = None
+
+R, N = ddl.rank(), ddl.size()
+COUNTS = (1, 7, 1000, 100003)  # a single element, odd sizes, large enough for the ring paths
+NUMPY_TYPES = [np.float32, np.float64, np.float16, np.int32, np.int64, np.uint8]
+TORCH_TYPES = [] if torch is None else [
+    torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int32, torch.int64,
+    torch.uint8,
+]
+
+
+def arange_mod(n, k):
+    return np.arange(n, dtype=np.int64) % k
+
+
+def make(values, dtype):
+    """values (int64 numpy) as an array or tensor of dtype."""
+    if isinstance(dtype, type):
+        return values.astype(dtype)
+    return torch.from_numpy(values.copy()).to(dtype)
+
+
+def as_int64(x):
+    if isinstance(x, np.ndarray):
+        return x.astype(np.int64)
+    return x.to(torch.float64).numpy().astype(np.int64)
+
+
+def expect(what, got, want):
+    got = as_int64(got)
+    if got.shape != want.shape or not np.array_equal(got, want):
+        bad = np.flatnonzero(got.reshape(-1) != want.reshape(-1))[:5] if got.shape == want.shape else []
+        sys.exit(f"rank {R}: {what}: got {got.reshape(-1)[:8]}... want {want.reshape(-1)[:8]}... "
+                 f"(shapes {got.shape} {want.shape}, first bad {list(bad)})")
+
+
+def check_allreduce(dtype):
+    for n in COUNTS:
+        k = arange_mod(n, 5)
+        # x_r = 2r + k + 1: sum, avg, min and max are exact integers.
+        wants = {
+            "sum": N * (N - 1) + N * (k + 1),
+            "avg": (N - 1) + (k + 1),
+            "min": k + 1,
+            "max": 2 * (N - 1) + k + 1,
+        }
+        for op, want in wants.items():
+            x = make(2 * R + k + 1, dtype)
+            same = ddl.allreduce(x, op=op)
+            assert same is x
+            expect(f"allreduce {op} {dtype} n={n} in place", x, want)
+            x = make(2 * R + k + 1, dtype)
+            out = make(np.zeros(n, np.int64), dtype)
+            assert ddl.allreduce(x, op=op, out=out) is out
+            expect(f"allreduce {op} {dtype} n={n} out=", out, want)
+            expect(f"allreduce {op} {dtype} n={n} input unchanged", x, 2 * R + k + 1)
+        # y_r = 1 or 2: the product is a small power of two.
+        i = np.arange(n)
+        y = make(1 + (i + R) % 2, dtype)
+        ones = sum(((i + r) % 2) for r in range(N))
+        ddl.allreduce(y, op="prod")
+        expect(f"allreduce prod {dtype} n={n}", y, 2 ** ones)
+
+
+def check_allreduce_n(dtypes):
+    sizes = [3, 1000, 1, 65537]
+    items, wants = [], []
+    for j, n in enumerate(sizes):
+        dtype = dtypes[j % len(dtypes)]
+        k = arange_mod(n, 5)
+        items.append(make(2 * R + k + 1 + j, dtype))
+        wants.append(N * (N - 1) + N * (k + 1 + j))
+    assert ddl.allreduce_n(items) is items
+    for j, (x, want) in enumerate(zip(items, wants)):
+        expect(f"allreduce_n item {j} {dtypes}", x, want)
+
+
+def check_broadcast(dtype):
+    for root in range(N):
+        for n in COUNTS:
+            x = make(np.full(n, R) + arange_mod(n, 3), dtype)
+            assert ddl.broadcast(x, root) is x
+            expect(f"broadcast {dtype} root={root} n={n}", x, root + arange_mod(n, 3))
+
+
+def check_allgather(dtype):
+    for n in (1, 7, 20000):
+        x = make(np.full(n, R) + arange_mod(n, 4), dtype)
+        out = ddl.allgather(x)
+        assert type(out) is type(x) and out.dtype == x.dtype
+        want = np.concatenate([np.full(n, r) + arange_mod(n, 4) for r in range(N)])
+        expect(f"allgather {dtype} n={n}", out, want)
+    x = make(np.full((2, 3), R), dtype)
+    out = ddl.allgather(x)
+    expect(f"allgather 2-d {dtype}", out, np.repeat(np.arange(N), 6).reshape(2 * N, 3))
+
+
+def check_reduce_scatter(dtype):
+    for chunk in (1, 5, 30001):
+        n = chunk * N
+        k = arange_mod(n, 5)
+        x = make(2 * R + k + 1, dtype)
+        for op, want in (("sum", N * (N - 1) + N * (k + 1)), ("max", 2 * (N - 1) + k + 1)):
+            out = ddl.reduce_scatter(x, op=op)
+            expect(f"reduce_scatter {op} {dtype} chunk={chunk}", out,
+                   want[R * chunk:(R + 1) * chunk])
+    x = make(np.ones((N * 2, 3), np.int64), dtype)
+    expect(f"reduce_scatter 2-d {dtype}", ddl.reduce_scatter(x), np.full((2, 3), N))
+
+
+def check_errors():
+    def raises(kind, call):
+        try:
+            call()
+        except kind:
+            return
+        sys.exit(f"rank {R}: {call} did not raise {kind.__name__}")
+
+    a = np.zeros((4, 4), np.float32)
+    raises(ValueError, lambda: ddl.allreduce(a[:, 1]))  # not contiguous
+    raises(TypeError, lambda: ddl.allreduce(np.zeros(3, np.complex64)))
+    raises(TypeError, lambda: ddl.allreduce([1.0, 2.0]))
+    raises(ValueError, lambda: ddl.allreduce(a, op="mean"))
+    raises(ValueError, lambda: ddl.allreduce(a, out=np.zeros(3, np.float32)))
+    ro = np.zeros(3, np.float32)
+    ro.flags.writeable = False
+    raises(ValueError, lambda: ddl.allreduce(ro))
+    raises(ValueError, lambda: ddl.reduce_scatter(np.zeros(N * 2 + 1, np.float32)))
+    if torch is not None:
+        raises(ValueError, lambda: ddl.allreduce(torch.zeros(4, 4).t()))
+        raises(TypeError, lambda: ddl.allreduce(torch.zeros(3, dtype=torch.complex64)))
+    # A bad root is the runtime's to refuse, on every rank alike: ddl.Error with its message.
+    try:
+        ddl.broadcast(np.zeros(3, np.float32), root=N)
+    except ddl.Error as e:
+        assert e.status == 1 and str(e), (e.status, str(e))
+    else:
+        sys.exit(f"rank {R}: broadcast with root {N} did not raise ddl.Error")
+
+
+def main():
+    assert 0 <= R < N and 0 <= ddl.local_rank() < ddl.local_size()
+    for dtype in NUMPY_TYPES + TORCH_TYPES:
+        check_allreduce(dtype)
+        check_broadcast(dtype)
+        check_allgather(dtype)
+        check_reduce_scatter(dtype)
+    check_allreduce_n([np.float32])
+    check_allreduce_n([np.float64, np.int32, np.uint8])  # mixed dtypes in one call
+    if torch is not None:
+        check_allreduce_n([torch.bfloat16])
+        check_allreduce_n([torch.float32, np.float32, torch.int64])  # numpy and torch mixed
+    check_errors()
+    ddl.barrier()
+    print(f"rank {R} of {N} ok", flush=True)
+    ddl.finalize()
+
+
+main()
