@@ -1,0 +1,179 @@
+"""ddl.torch: Horovod-style data parallelism for PyTorch scripts, over ddl's collectives.
+
+How it works: every rank runs the same script on its own shard of the data (DistributedSampler,
+by ddl.rank()). The model starts identical everywhere (broadcast_parameters from rank 0), and
+DistributedOptimizer averages the gradients over the ranks before each step: step() gathers
+every parameter's .grad and reduces them in place with one ddl.allreduce_n call (libddl fuses
+them into large buckets), so each rank applies the same update to the same weights. libddl's
+results are bitwise identical on every rank, so the weights stay bitwise identical. All of it is
+plain Python over ddl's zero-copy calls on CPU tensors.
+
+    import ddl, ddl.torch as dt
+    model = Net()
+    opt = dt.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=dt.scale_lr(0.01)))
+    dt.broadcast_parameters(model.state_dict(), root_rank=0)
+    dt.broadcast_optimizer_state(opt, root_rank=0)
+    for x, y in DataLoader(data, batch_size=32, sampler=dt.DistributedSampler(data)):
+        opt.zero_grad(); loss_fn(model(x), y).backward(); opt.step()
+"""
+
+import io
+import math
+
+import numpy
+import torch
+
+import ddl
+
+__all__ = [
+    "DistributedOptimizer", "DistributedSampler", "allreduce_metric", "broadcast_object",
+    "broadcast_optimizer_state", "broadcast_parameters", "scale_lr",
+]
+
+
+def scale_lr(lr):
+    """The learning rate for size() ranks of the same per-rank batch: lr * ddl.size()."""
+    return lr * ddl.size()
+
+
+def _tensors(params):
+    """The tensors of a state_dict, a named_parameters() list or an iterable of tensors."""
+    if isinstance(params, dict):
+        return list(params.values())
+    out = []
+    for item in params:
+        out.append(item[1] if isinstance(item, tuple) else item)
+    return out
+
+
+def broadcast_parameters(params, root_rank=0):
+    """Copies root_rank's tensors into every rank's, in place (model.state_dict(),
+    model.named_parameters() or model.parameters())."""
+    with torch.no_grad():
+        for tensor in _tensors(params):
+            if tensor.is_contiguous():
+                ddl.broadcast(tensor.data if tensor.requires_grad else tensor, root_rank)
+            else:
+                copy = tensor.contiguous()
+                ddl.broadcast(copy, root_rank)
+                tensor.copy_(copy)
+
+
+def broadcast_object(obj, root_rank=0):
+    """root_rank's obj on every rank (serialised with torch.save, so tensors travel too)."""
+    if ddl.rank() == root_rank:
+        buffer = io.BytesIO()
+        torch.save(obj, buffer)
+        data = numpy.frombuffer(buffer.getvalue(), dtype=numpy.uint8).copy()
+        length = numpy.array([data.size], dtype=numpy.int64)
+    else:
+        length = numpy.zeros(1, dtype=numpy.int64)
+    ddl.broadcast(length, root_rank)
+    if ddl.rank() != root_rank:
+        data = numpy.empty(int(length[0]), dtype=numpy.uint8)
+    ddl.broadcast(data, root_rank)
+    if ddl.rank() == root_rank:
+        return obj
+    return torch.load(io.BytesIO(data.tobytes()))
+
+
+def broadcast_optimizer_state(optimizer, root_rank=0):
+    """Gives every rank root_rank's optimizer state (momentum buffers, step counts, learning
+    rates), so a run resumed from rank 0's checkpoint continues identically everywhere."""
+    state = broadcast_object(optimizer.state_dict(), root_rank)
+    if ddl.rank() != root_rank:
+        optimizer.load_state_dict(state)
+
+
+def allreduce_metric(value, op="avg"):
+    """value (a number or a tensor) reduced over every rank: a float for a number, a new
+    tensor for a tensor. The mean by default (op: sum, avg, min, max, prod)."""
+    if isinstance(value, torch.Tensor):
+        out = value.detach().to("cpu").contiguous().clone()
+        if out.dtype not in (torch.float32, torch.float64, torch.float16, torch.bfloat16):
+            out = out.to(torch.float64)
+        return ddl.allreduce(out, op=op)
+    cell = numpy.array([float(value)], dtype=numpy.float64)
+    ddl.allreduce(cell, op=op)
+    return float(cell[0])
+
+
+class DistributedOptimizer:
+    """Wraps a torch.optim optimizer: step() first averages every parameter's gradient over the
+    ranks (one fused ddl.allreduce_n), then takes the wrapped optimizer's step.
+
+    Every rank must have gradients for the same parameters. op="sum" sums instead of averaging.
+    Everything else (zero_grad, param_groups, state_dict, ...) is the wrapped optimizer's."""
+
+    def __init__(self, optimizer, named_parameters=None, op="avg"):
+        self.optimizer = optimizer
+        self.op = op
+        del named_parameters  # accepted for Horovod's signature; the groups name the parameters
+
+    def __getattr__(self, name):
+        return getattr(self.optimizer, name)
+
+    def synchronize(self):
+        """Averages the gradients now (step() does it unless already done since backward)."""
+        grads, copies = [], []
+        for group in self.optimizer.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                if p.grad.is_contiguous():
+                    grads.append(p.grad)
+                else:
+                    copy = p.grad.contiguous()
+                    grads.append(copy)
+                    copies.append((p.grad, copy))
+        if grads:
+            ddl.allreduce_n(grads, op=self.op)
+        for grad, copy in copies:
+            grad.copy_(copy)
+
+    def step(self, closure=None):
+        self.synchronize()
+        return self.optimizer.step(closure)
+
+    def zero_grad(self, set_to_none=False):
+        return self.optimizer.zero_grad(set_to_none=set_to_none)
+
+    def state_dict(self):
+        return self.optimizer.state_dict()
+
+    def load_state_dict(self, state):
+        return self.optimizer.load_state_dict(state)
+
+
+class DistributedSampler(torch.utils.data.Sampler):
+    """Rank ddl.rank()'s share of a dataset's indices: every size()-th index of one permutation
+    (the same on every rank: seed + epoch), padded by wrapping so each rank gets the same count.
+    Call set_epoch(e) before each epoch to reshuffle."""
+
+    def __init__(self, dataset, shuffle=True, seed=0, drop_last=False):
+        self.length = dataset if isinstance(dataset, int) else len(dataset)
+        self.shuffle, self.seed, self.drop_last, self.epoch = shuffle, seed, drop_last, 0
+        self.rank, self.size = ddl.rank(), ddl.size()
+        if drop_last:
+            self.per_rank = self.length // self.size
+        else:
+            self.per_rank = math.ceil(self.length / self.size)
+
+    def set_epoch(self, epoch):
+        self.epoch = epoch
+
+    def __iter__(self):
+        if self.shuffle:
+            generator = torch.Generator()
+            generator.manual_seed(self.seed + self.epoch)
+            indices = torch.randperm(self.length, generator=generator).tolist()
+        else:
+            indices = list(range(self.length))
+        total = self.per_rank * self.size
+        if total > len(indices):
+            indices += (indices * math.ceil(total / max(len(indices), 1)))[:total - len(indices)]
+        indices = indices[:total]
+        return iter(indices[self.rank:total:self.size])
+
+    def __len__(self):
+        return self.per_rank
