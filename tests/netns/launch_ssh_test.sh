@@ -184,6 +184,25 @@ x=a b/from here"
   [[ $(untag "$L.env" | grep -c '^vars ') == 6 ]] || fail "$L.env: not 6 lines" "$out/$L.env"
   no_leftovers "$L.env"
 
+  # Binding: each rank runs on exactly the CPUs the plan gave it (DDL_CPUS), and the two ranks
+  # of a host do not share one.
+  # shellcheck disable=SC2016
+  run "$L.bind" "$L" -H "$hosts" sh -c 'echo "bind $(hostname) $RANK [$DDL_CPUS] \
+[$(sed -n "s/^Cpus_allowed_list:[[:space:]]*//p" /proc/self/status)]"'
+  expect_rc "$L.bind" 0
+  for r in 0 1 2 3 4 5; do
+    line=$(untag "$L.bind" | grep "^bind node$((r / 2 + 1)) $r ")
+    cpus=$(sed -E 's/^bind [^ ]+ [0-9]+ \[([^]]*)\].*/\1/' <<<"$line")
+    allowed=$(sed -E 's/.*\] \[([^]]*)\]$/\1/' <<<"$line")
+    [[ -n $cpus && $cpus == "$allowed" ]] ||
+      fail "$L.bind: rank $r planned [$cpus] but runs on [$allowed]" "$out/$L.bind"
+    eval "cpus_$r=\$cpus"
+  done
+  for h in 0 1 2; do
+    a="cpus_$((2 * h))" b="cpus_$((2 * h + 1))"
+    [[ ${!a} != "${!b}" ]] || fail "$L.bind: both ranks of node$((h + 1)) on [${!a}]" "$out/$L.bind"
+  done
+
   # shellcheck disable=SC2016
   run "$L.tcp" "$L" -H "$hosts" python3 -c '
 import os, socket, time
