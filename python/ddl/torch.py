@@ -6,7 +6,9 @@ DistributedOptimizer averages the gradients over the ranks before each step: ste
 every parameter's .grad and reduces them in place with one ddl.allreduce_n call (libddl fuses
 them into large buckets), so each rank applies the same update to the same weights. libddl's
 results are bitwise identical on every rank, so the weights stay bitwise identical. All of it is
-plain Python over ddl's zero-copy calls on CPU tensors.
+plain Python over ddl's zero-copy calls on CPU tensors. Importing this module also registers
+the torch.distributed backend "ddl" (_torch_backend.py) for scripts that use
+init_process_group("ddl") and DistributedDataParallel instead.
 
     import ddl, ddl.torch as dt
     model = Net()
@@ -177,3 +179,13 @@ class DistributedSampler(torch.utils.data.Sampler):
 
     def __len__(self):
         return self.per_rank
+
+
+def _register_backend():
+    """init_process_group("ddl") (python/ddl/_torch_backend.py)."""
+    from . import _torch_backend
+
+    _torch_backend.register()
+
+
+_register_backend()

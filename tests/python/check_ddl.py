@@ -7,6 +7,8 @@ tensors are checked too when torch is importable.
 """
 
 import sys
+import threading
+import time
 
 import numpy as np
 
@@ -155,6 +157,23 @@ def check_errors():
         sys.exit(f"rank {R}: broadcast with root {N} did not raise ddl.Error")
 
 
+def check_gil_released():
+    """Rank 0 waits in a barrier on another thread while the others sleep: its main thread
+    must keep running Python meanwhile (the GIL is released while ddl communicates)."""
+    if R != 0:
+        time.sleep(0.5)
+        ddl.barrier()
+        return
+    waiter = threading.Thread(target=ddl.barrier)
+    waiter.start()
+    spins = 0
+    while waiter.is_alive():
+        spins += 1
+    waiter.join()
+    if spins < 1000:
+        sys.exit(f"rank 0: only {spins} loops of Python ran during a barrier: the GIL was held")
+
+
 def main():
     assert 0 <= R < N and 0 <= ddl.local_rank() < ddl.local_size()
     for dtype in NUMPY_TYPES + TORCH_TYPES:
@@ -168,6 +187,8 @@ def main():
         check_allreduce_n([torch.bfloat16])
         check_allreduce_n([torch.float32, np.float32, torch.int64])  # numpy and torch mixed
     check_errors()
+    if N > 1:
+        check_gil_released()
     ddl.barrier()
     print(f"rank {R} of {N} ok", flush=True)
     ddl.finalize()
