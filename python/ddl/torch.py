@@ -7,8 +7,9 @@ every parameter's .grad and reduces them in place with one ddl.allreduce_n call 
 them into large buckets), so each rank applies the same update to the same weights. libddl's
 results are bitwise identical on every rank, so the weights stay bitwise identical. All of it is
 plain Python over ddl's zero-copy calls on CPU tensors. Importing this module also registers
-the torch.distributed backend "ddl" (_torch_backend.py) for scripts that use
-init_process_group("ddl") and DistributedDataParallel instead.
+the torch.distributed backend "ddl" (a C++ ProcessGroup over libddl, the extension
+ddl._torch_pg) for scripts that use init_process_group("ddl") and DistributedDataParallel
+instead.
 
     import ddl, ddl.torch as dt
     model = Net()
@@ -181,11 +182,26 @@ class DistributedSampler(torch.utils.data.Sampler):
         return self.per_rank
 
 
-def _register_backend():
-    """init_process_group("ddl") (python/ddl/_torch_backend.py)."""
-    from . import _torch_backend
+def _create_process_group(store, rank, size, timeout):
+    """init_process_group("ddl")'s creator: the C++ ProcessGroupDdl (python/process_group_ddl.h)
+    over the job ddl.init() joins. The store and timeout are not needed: libddl finds the job
+    from the launcher's variables, and DDL_TIMEOUT bounds its start and every transfer."""
+    del store, timeout
+    try:
+        from . import _torch_pg
+    except ImportError as e:
+        raise RuntimeError(
+            "ddl backend: the extension ddl._torch_pg was not built (it needs libtorch-dev when "
+            f"ddlrun is built: run scripts/setup, then rebuild): {e}") from None
+    ddl.init()
+    return _torch_pg.ProcessGroupDdl(rank, size)
 
-    _torch_backend.register()
+
+def _register_backend():
+    """Makes init_process_group("ddl") create ProcessGroupDdl, where torch has distributed."""
+    dist = torch.distributed
+    if dist.is_available() and not hasattr(dist.Backend, "DDL"):
+        dist.Backend.register_backend("ddl", _create_process_group)
 
 
 _register_backend()

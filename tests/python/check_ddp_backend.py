@@ -20,6 +20,12 @@ def main():
     torch.set_num_threads(1)
     dist.init_process_group(sys.argv[1] if len(sys.argv) > 1 else "ddl")
     rank, n = dist.get_rank(), dist.get_world_size()
+    if sys.argv[1:] == ["ddl"]:  # the C++ ProcessGroup (ddl._torch_pg), not a Python one
+        from ddl import _torch_pg
+
+        group = dist.distributed_c10d._get_default_group()
+        assert type(group) is _torch_pg.ProcessGroupDdl, type(group)
+        assert group.name() == "ddl", group.name()
 
     x = torch.full((1000,), float(rank + 1))
     dist.all_reduce(x)

@@ -1,0 +1,372 @@
+#include "process_group_ddl.h"
+
+#include <ATen/core/ivalue.h>
+#include <c10/core/GradMode.h>
+
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <utility>
+
+#include "ddl/ddl.h"
+#include "ddl/ddl.hpp"
+
+namespace ddl::python {
+namespace {
+
+/// The process's one worker: runs queued collectives in the order they were queued. Never
+/// destroyed: the interpreter may exit while it waits for more.
+class CollectiveQueue {
+ public:
+  static CollectiveQueue& instance() {
+    static CollectiveQueue* queue = new CollectiveQueue;
+    return *queue;
+  }
+
+  void push(c10::intrusive_ptr<WorkDdl> work, std::function<void()> run) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      items_.push_back({std::move(work), std::move(run)});
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  struct Item {
+    c10::intrusive_ptr<WorkDdl> work;
+    std::function<void()> run;
+  };
+
+  CollectiveQueue() {
+    std::thread([this] { loop(); }).detach();
+  }
+
+  void loop() {
+    // Outputs are written in place; autograd has no part in a collective.
+    c10::AutoGradMode no_grad(false);
+    for (;;) {
+      Item item;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        cv_.wait(lock, [this] { return !items_.empty(); });
+        item = std::move(items_.front());
+        items_.pop_front();
+      }
+      std::exception_ptr error;
+      try {
+        item.run();
+      } catch (...) {
+        error = std::current_exception();
+      }
+      item.run = nullptr;  // lets go of the input tensors before anyone learns it is done
+      item.work->complete(error);
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<Item> items_;
+};
+
+/// Throws ddl::Error for a failed libddl call: "ddl backend: <what>: <the runtime's message>".
+void call(const char* what, ddl_status_t status) {
+  if (status == DDL_SUCCESS) return;
+  std::string message = ddl_last_error();
+  if (message.empty()) message = ddl_error_string(status);
+  // libddl's message may already name the collective ("broadcast: root 9 is not a rank").
+  const std::string prefix = std::string(what) + ": ";
+  if (message.rfind(prefix, 0) != 0) message = prefix + message;
+  throw ddl::Error(status, "ddl backend: " + message);
+}
+
+ddl_datatype_t datatype_of(const at::Tensor& tensor, const char* what) {
+  switch (tensor.scalar_type()) {
+    case at::kFloat:
+      return DDL_FLOAT32;
+    case at::kDouble:
+      return DDL_FLOAT64;
+    case at::kHalf:
+      return DDL_FLOAT16;
+    case at::kBFloat16:
+      return DDL_BFLOAT16;
+    case at::kInt:
+      return DDL_INT32;
+    case at::kLong:
+      return DDL_INT64;
+    case at::kByte:
+      return DDL_UINT8;
+    default:
+      TORCH_CHECK(false, "ddl backend: ", what, ": dtype ", tensor.scalar_type(),
+                  " is not supported (it takes float32, float64, float16, bfloat16, int32, int64 "
+                  "and uint8)");
+  }
+}
+
+constexpr const char* kOpsTaken = " is not supported (it takes SUM, AVG, PRODUCT, MIN and MAX)";
+
+ddl_op_t op_of(const c10d::ReduceOp& op, const char* what) {
+  switch (static_cast<c10d::ReduceOp::RedOpType>(op)) {
+    case c10d::ReduceOp::SUM:
+      return DDL_SUM;
+    case c10d::ReduceOp::AVG:
+      return DDL_AVG;
+    case c10d::ReduceOp::PRODUCT:
+      return DDL_PROD;
+    case c10d::ReduceOp::MIN:
+      return DDL_MIN;
+    case c10d::ReduceOp::MAX:
+      return DDL_MAX;
+    case c10d::ReduceOp::BAND:
+      TORCH_CHECK(false, "ddl backend: ", what, ": reduce op BAND", kOpsTaken);
+    case c10d::ReduceOp::BOR:
+      TORCH_CHECK(false, "ddl backend: ", what, ": reduce op BOR", kOpsTaken);
+    case c10d::ReduceOp::BXOR:
+      TORCH_CHECK(false, "ddl backend: ", what, ": reduce op BXOR", kOpsTaken);
+    case c10d::ReduceOp::PREMUL_SUM:
+      TORCH_CHECK(false, "ddl backend: ", what, ": reduce op PREMUL_SUM", kOpsTaken);
+    default:
+      TORCH_CHECK(false, "ddl backend: ", what, ": reduce op ",
+                  static_cast<int>(static_cast<c10d::ReduceOp::RedOpType>(op)), kOpsTaken);
+  }
+}
+
+/// A dense CPU tensor of a supported dtype, or a c10::Error saying what is wrong.
+void check_tensor(const at::Tensor& tensor, const char* what) {
+  TORCH_CHECK(tensor.defined(), "ddl backend: ", what, ": an undefined tensor");
+  TORCH_CHECK(!tensor.is_cuda(), "ddl backend: ", what, ": a tensor on ", tensor.device(),
+              "; this ddl backend takes CPU tensors only (libddl's NCCL path is not built in): "
+              "move it to the CPU, or use backend \"nccl\" for CUDA tensors");
+  TORCH_CHECK(tensor.device().is_cpu(), "ddl backend: ", what, ": a tensor on ", tensor.device(),
+              "; it takes CPU tensors");
+  TORCH_CHECK(tensor.layout() == at::kStrided, "ddl backend: ", what, ": a ", tensor.layout(),
+              " tensor; it takes dense tensors");
+  datatype_of(tensor, what);
+}
+
+/// The single tensor of a one-tensor list.
+void check_one(size_t n, const char* what) {
+  TORCH_CHECK(n == 1, "ddl backend: ", what, ": takes one tensor per process, got ", n);
+}
+
+/// `tensor` itself when contiguous, else a contiguous copy (see write_back).
+at::Tensor contiguous_of(const at::Tensor& tensor) {
+  return tensor.is_contiguous() ? tensor : tensor.contiguous();
+}
+
+/// Copies `contiguous` into `tensor` unless it is `tensor` itself.
+void write_back(at::Tensor& tensor, const at::Tensor& contiguous) {
+  if (!contiguous.is_same(tensor)) tensor.copy_(contiguous);
+}
+
+}  // namespace
+
+WorkDdl::WorkDdl(int rank, c10d::OpType type, std::vector<at::Tensor> outputs)
+    : c10d::Work(rank, type),
+      outputs_(std::move(outputs)),
+      future_(
+          c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {
+}
+
+void WorkDdl::complete(std::exception_ptr error) {
+  finish(error);
+  if (error) {
+    future_->setError(error);
+  } else {
+    future_->markCompleted(c10::IValue(outputs_));
+  }
+}
+
+ProcessGroupDdl::ProcessGroupDdl(int rank, int size) : c10d::ProcessGroup(rank, size) {
+  TORCH_CHECK(ddl_initialized(),
+              "ddl backend: libddl is not initialised; call ddl.init() before creating the "
+              "group (init_process_group(\"ddl\") does it after `import ddl.torch`)");
+  TORCH_CHECK(ddl_rank() == rank && ddl_size() == size, "ddl backend: torch asks for rank ", rank,
+              " of ", size, " but the job is rank ", ddl_rank(), " of ", ddl_size(),
+              "; libddl's collectives span the whole job, so a ddl group must hold every rank "
+              "(use gloo for smaller groups)");
+  init();
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::enqueue(c10d::OpType type,
+                                                        std::vector<at::Tensor> outputs,
+                                                        std::function<void()> run) {
+  auto work = c10::make_intrusive<WorkDdl>(rank_, type, std::move(outputs));
+  CollectiveQueue::instance().push(work, std::move(run));
+  return work;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::broadcast(std::vector<at::Tensor>& tensors,
+                                                          const c10d::BroadcastOptions& opts) {
+  check_one(tensors.size(), "broadcast");
+  check_tensor(tensors[0], "broadcast");
+  TORCH_CHECK(opts.rootTensor == 0, "ddl backend: broadcast: root tensor ", opts.rootTensor,
+              " of a list of one");
+  const int root = static_cast<int>(opts.rootRank);  // libddl checks it is a rank
+  return enqueue(c10d::OpType::BROADCAST, tensors, [tensor = tensors[0], root]() mutable {
+    at::Tensor buffer = contiguous_of(tensor);
+    call("broadcast",
+         ddl_bcast(buffer.data_ptr(), buffer.numel(), datatype_of(buffer, "broadcast"), root));
+    write_back(tensor, buffer);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::allreduce(std::vector<at::Tensor>& tensors,
+                                                          const c10d::AllreduceOptions& opts) {
+  check_one(tensors.size(), "allreduce");
+  check_tensor(tensors[0], "allreduce");
+  const ddl_op_t op = op_of(opts.reduceOp, "allreduce");
+  return enqueue(c10d::OpType::ALLREDUCE, tensors, [tensor = tensors[0], op]() mutable {
+    at::Tensor buffer = contiguous_of(tensor);
+    call("allreduce", ddl_allreduce(buffer.data_ptr(), buffer.data_ptr(), buffer.numel(),
+                                    datatype_of(buffer, "allreduce"), op));
+    write_back(tensor, buffer);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::allreduce_coalesced(
+    std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
+  const char* what = "allreduce_coalesced";
+  TORCH_CHECK(!tensors.empty(), "ddl backend: ", what, ": no tensors");
+  for (const at::Tensor& tensor : tensors) {
+    check_tensor(tensor, what);
+    TORCH_CHECK(tensor.scalar_type() == tensors[0].scalar_type(), "ddl backend: ", what,
+                ": tensors of dtypes ", tensors[0].scalar_type(), " and ", tensor.scalar_type(),
+                "; it takes tensors of one dtype");
+  }
+  const ddl_op_t op = op_of(opts.reduceOp, what);
+  return enqueue(c10d::OpType::ALLREDUCE_COALESCED, tensors, [tensors, op, what]() mutable {
+    std::vector<at::Tensor> buffers;
+    std::vector<void*> pointers;
+    std::vector<size_t> counts;
+    for (const at::Tensor& tensor : tensors) {
+      buffers.push_back(contiguous_of(tensor));
+      pointers.push_back(buffers.back().data_ptr());
+      counts.push_back(buffers.back().numel());
+    }
+    call(what, ddl_allreduce_n(pointers.data(), counts.data(), pointers.size(),
+                               datatype_of(tensors[0], what), op));
+    for (size_t i = 0; i < tensors.size(); ++i)
+      write_back(tensors[i], buffers[i]);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::reduce(std::vector<at::Tensor>& tensors,
+                                                       const c10d::ReduceOptions& opts) {
+  check_one(tensors.size(), "reduce");
+  check_tensor(tensors[0], "reduce");
+  const ddl_op_t op = op_of(opts.reduceOp, "reduce");
+  const bool root = opts.rootRank == rank_;
+  return enqueue(c10d::OpType::REDUCE, tensors, [tensor = tensors[0], op, root]() mutable {
+    at::Tensor buffer = contiguous_of(tensor);
+    // Only the root's tensor takes the result; the others reduce into scratch.
+    at::Tensor result = root ? buffer : at::empty_like(buffer);
+    call("reduce", ddl_allreduce(buffer.data_ptr(), result.data_ptr(), buffer.numel(),
+                                 datatype_of(buffer, "reduce"), op));
+    if (root) write_back(tensor, buffer);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::allgather(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions&) {
+  const char* what = "allgather";
+  check_one(inputs.size(), what);
+  check_one(outputs.size(), what);
+  const at::Tensor& input = inputs[0];
+  check_tensor(input, what);
+  TORCH_CHECK(outputs[0].size() == static_cast<size_t>(size_), "ddl backend: ", what, ": ",
+              outputs[0].size(), " output tensors for ", size_, " ranks");
+  for (const at::Tensor& output : outputs[0]) {
+    check_tensor(output, what);
+    TORCH_CHECK(output.scalar_type() == input.scalar_type() && output.numel() == input.numel(),
+                "ddl backend: ", what, ": an output of ", output.numel(), " ", output.scalar_type(),
+                " for an input of ", input.numel(), " ", input.scalar_type());
+  }
+  return enqueue(
+      c10d::OpType::ALLGATHER, outputs[0], [input, outputs = outputs[0], what]() mutable {
+        at::Tensor buffer = contiguous_of(input);
+        const int64_t n = buffer.numel();
+        at::Tensor gathered =
+            at::empty({n * static_cast<int64_t>(outputs.size())}, buffer.options());
+        call(what,
+             ddl_allgather(buffer.data_ptr(), gathered.data_ptr(), n, datatype_of(buffer, what)));
+        for (size_t i = 0; i < outputs.size(); ++i) {
+          outputs[i].copy_(
+              gathered.narrow(0, static_cast<int64_t>(i) * n, n).view(outputs[i].sizes()));
+        }
+      });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::_allgather_base(at::Tensor& output,
+                                                                at::Tensor& input,
+                                                                const c10d::AllgatherOptions&) {
+  const char* what = "_allgather_base";
+  check_tensor(input, what);
+  check_tensor(output, what);
+  TORCH_CHECK(
+      output.scalar_type() == input.scalar_type() && output.numel() == input.numel() * size_,
+      "ddl backend: ", what, ": the output must hold ", size_, " x ", input.numel(), " ",
+      input.scalar_type(), ", not ", output.numel(), " ", output.scalar_type());
+  return enqueue(c10d::OpType::_ALLGATHER_BASE, {output}, [input, output, what]() mutable {
+    at::Tensor in = contiguous_of(input);
+    at::Tensor out = contiguous_of(output);
+    call(what, ddl_allgather(in.data_ptr(), out.data_ptr(), in.numel(), datatype_of(in, what)));
+    write_back(output, out);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::reduce_scatter(
+    std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  const char* what = "reduce_scatter";
+  check_one(outputs.size(), what);
+  check_one(inputs.size(), what);
+  const at::Tensor& output = outputs[0];
+  check_tensor(output, what);
+  TORCH_CHECK(inputs[0].size() == static_cast<size_t>(size_), "ddl backend: ", what, ": ",
+              inputs[0].size(), " input tensors for ", size_, " ranks");
+  for (const at::Tensor& input : inputs[0]) {
+    check_tensor(input, what);
+    TORCH_CHECK(input.scalar_type() == output.scalar_type() && input.numel() == output.numel(),
+                "ddl backend: ", what, ": an input of ", input.numel(), " ", input.scalar_type(),
+                " for an output of ", output.numel(), " ", output.scalar_type());
+  }
+  const ddl_op_t op = op_of(opts.reduceOp, what);
+  return enqueue(c10d::OpType::REDUCE_SCATTER, outputs,
+                 [output = outputs[0], inputs = inputs[0], op, what]() mutable {
+                   std::vector<at::Tensor> flat;
+                   for (const at::Tensor& input : inputs)
+                     flat.push_back(input.reshape({-1}));
+                   at::Tensor all = at::cat(flat);
+                   at::Tensor out = contiguous_of(output);
+                   call(what, ddl_reduce_scatter(all.data_ptr(), out.data_ptr(), out.numel(),
+                                                 datatype_of(out, what), op));
+                   write_back(output, out);
+                 });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::_reduce_scatter_base(
+    at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
+  const char* what = "_reduce_scatter_base";
+  check_tensor(input, what);
+  check_tensor(output, what);
+  TORCH_CHECK(
+      output.scalar_type() == input.scalar_type() && input.numel() == output.numel() * size_,
+      "ddl backend: ", what, ": the input must hold ", size_, " x ", output.numel(), " ",
+      output.scalar_type(), ", not ", input.numel(), " ", input.scalar_type());
+  const ddl_op_t op = op_of(opts.reduceOp, what);
+  return enqueue(c10d::OpType::_REDUCE_SCATTER_BASE, {output}, [input, output, op, what]() mutable {
+    at::Tensor in = contiguous_of(input);
+    at::Tensor out = contiguous_of(output);
+    call(what, ddl_reduce_scatter(in.data_ptr(), out.data_ptr(), out.numel(),
+                                  datatype_of(out, what), op));
+    write_back(output, out);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::barrier(const c10d::BarrierOptions&) {
+  return enqueue(c10d::OpType::BARRIER, {}, [] { call("barrier", ddl_barrier()); });
+}
+
+}  // namespace ddl::python

@@ -1,0 +1,77 @@
+// ProcessGroupDdl: c10d's ProcessGroup (libtorch 1.13) over libddl, the torch.distributed
+// backend "ddl" (the extension ddl._torch_pg; `import ddl.torch` registers it).
+//
+// How it works: a call checks its tensors on the caller's thread (CPU, one supported dtype, the
+// sizes the collective needs) and throws c10::Error for a user mistake; otherwise it queues the
+// collective and returns a WorkDdl at once. One worker thread per process runs the queue in
+// order, whatever group a collective came from, so every rank calls libddl in the order the
+// program issued the collectives (libddl's rule). A contiguous tensor is handed to libddl as it
+// is (zero-copy); any other is copied to a contiguous one and back. When a collective ends the
+// worker completes its WorkDdl: wait() returns (or rethrows the runtime's error, a ddl::Error
+// whose text is libddl's message) and its Future (what DistributedDataParallel's reducer and
+// comm hooks wait on) holds the output tensors or the error.
+//
+// libddl's collectives span the whole job, so a group must hold every rank of the job.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+#include <vector>
+
+namespace ddl::python {
+
+/// One queued collective: done (successfully or not) once the worker has run it.
+class WorkDdl : public c10d::Work {
+ public:
+  WorkDdl(int rank, c10d::OpType type, std::vector<at::Tensor> outputs);
+
+  std::vector<at::Tensor> result() override { return outputs_; }
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+
+  /// Called by the worker: marks the work done and completes the future (with `error`, if any).
+  void complete(std::exception_ptr error);
+
+ private:
+  std::vector<at::Tensor> outputs_;
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+};
+
+/// The "ddl" backend: CPU tensors through libddl (which must be initialised, by ddl.init()).
+class ProcessGroupDdl : public c10d::ProcessGroup {
+ public:
+  /// Throws c10::Error when libddl is not initialised or its rank and size differ from these.
+  ProcessGroupDdl(int rank, int size);
+
+  const std::string getBackendName() const override { return "ddl"; }
+
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                           const c10d::BroadcastOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts) override;
+  /// One fused libddl allreduce_n when every tensor is contiguous and of one dtype.
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
+      std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) override;
+  /// An allreduce whose result only the root keeps.
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors,
+                                        const c10d::ReduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                           std::vector<at::Tensor>& inputs,
+                                           const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
+      at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+
+ private:
+  /// Queues `run` (which calls libddl and throws ddl::Error on failure) on the worker.
+  c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, std::vector<at::Tensor> outputs,
+                                         std::function<void()> run);
+};
+
+}  // namespace ddl::python

@@ -1,0 +1,18 @@
+// ddl._torch_pg: ProcessGroupDdl (process_group_ddl.h) for Python, a subclass of torch's own
+// torch.distributed.ProcessGroup type, so c10d (DistributedDataParallel included) takes it as
+// any other group. `import ddl.torch` registers it as the backend "ddl".
+#include <torch/csrc/utils/pybind.h>
+
+#include "process_group_ddl.h"
+
+namespace py = pybind11;
+
+PYBIND11_MODULE(_torch_pg, m) {
+  m.doc() = "The torch.distributed backend \"ddl\" (a C++ ProcessGroup over libddl)";
+  // torch's ProcessGroup type must be known to pybind11 before it is named as a base.
+  py::module::import("torch.distributed");
+  py::class_<ddl::python::ProcessGroupDdl, c10d::ProcessGroup,
+             c10::intrusive_ptr<ddl::python::ProcessGroupDdl>>(m, "ProcessGroupDdl")
+      .def(py::init<int, int>(), py::arg("rank"), py::arg("size"),
+           "The group of every rank of the job; libddl must be initialised (ddl.init())");
+}
