@@ -13,7 +13,12 @@
 // dimensions with more than one rank (the PowerAI DDL algorithm), else the flat ring. The
 // algorithms divide for kAvg themselves (once, on the piece each rank owns). DDL_CHECK=tol also
 // gathers every rank's input, reduces it in rank order, and compares each element of the result
-// with that reference.
+// with that reference (host buffers only).
+//
+// GPU buffers go to the device runtime (NCCL): the flat ring's NCCL allreduce, or, when the
+// multi-dimensional ring would be chosen for host memory, device::multi_dim_allreduce over one
+// NCCL communicator per dimension. Broadcast, allgather and reduce-scatter use the job's NCCL
+// communicator; barrier always runs on the host transports.
 
 #include "comm/core/communicator.h"
 
@@ -24,6 +29,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <set>
+#include <span>
 
 #include "comm/mode.h"
 
@@ -273,6 +279,8 @@ Communicator::Communicator(std::unique_ptr<Bootstrap> bootstrap, std::optional<T
     for (int p : peers)
       link(p);
   }
+  // The GPU runtime (NCCL), when there is one: loaded now rather than on the first collective.
+  device_ = options_.device ? options_.device : device::load_nccl(nullptr);
 }
 
 Communicator::~Communicator() = default;
@@ -294,6 +302,59 @@ transport::Link& Communicator::link(int peer) {
   transport::Link& ref = *l;
   links_[peer] = std::move(l);
   return ref;
+}
+
+bool Communicator::on_device(const char* what, std::span<const void* const> buffers) {
+  if (!device_) return false;
+  int on = 0, off = 0;
+  for (const void* b : buffers) {
+    if (b == nullptr) continue;
+    (device_->is_device_pointer(b) ? on : off)++;
+  }
+  if (on > 0 && off > 0) {
+    throw ArgumentError(std::string(what) +
+                        ": one buffer is GPU memory and another is host memory; pass both on "
+                        "the GPU or both in host memory");
+  }
+  return on > 0;
+}
+
+device::Comm& Communicator::device_flat() {
+  if (device_flat_) return *device_flat_;
+  const int gpu = gpu_ >= 0 ? gpu_ : local_rank_;
+  // Member 0 of each ring makes the ring's NCCL id; the host transports carry it round.
+  auto join = [&](const Group& g) {
+    std::string id(device_->id_bytes(), '\0');
+    if (g.rank() == 0) id = device_->new_id();
+    if (g.size() > 1) ring_broadcast(g, id.data(), id.size(), 0);
+    return device_->join(id, g.size(), g.rank(), gpu, options_.timeout);
+  };
+  std::unique_ptr<device::Comm> flat = join(*flat_);
+  std::vector<std::unique_ptr<device::Comm>> dims;
+  for (const auto& g : dims_)
+    dims.push_back(join(*g));
+  device_dims_ = std::move(dims);
+  device_flat_ = std::move(flat);
+  return *device_flat_;
+}
+
+void Communicator::device_allreduce(const void* send, void* recv, size_t count, DataType type,
+                                    ReduceOp op) {
+  device::Comm& flat = device_flat();
+  if (count == 0) return;
+  const size_t bytes = count * type_size(type);
+  const bool multi =
+      !device_dims_.empty() && (options_.algo == AllreduceAlgo::kMultiRing ||
+                                (options_.algo == AllreduceAlgo::kAuto &&
+                                 device_dims_.size() >= 2 && bytes >= options_.small_bytes));
+  if (!multi) {
+    flat.allreduce(send, recv, count, type, op);
+    return;
+  }
+  std::vector<device::Comm*> dims;
+  for (const auto& c : device_dims_)
+    dims.push_back(c.get());
+  device::multi_dim_allreduce(dims, flat, send, recv, count, type, op);
 }
 
 void Communicator::allreduce_locked(void* buf, size_t count, DataType type, ReduceOp op) {
@@ -334,6 +395,10 @@ void Communicator::allreduce(const void* send, void* recv, size_t count, DataTyp
     throw ArgumentError("allreduce: a null buffer for " + std::to_string(count) + " elements");
   }
   std::lock_guard lock(collective_mutex_);
+  if (const void* b[] = {send, recv}; count > 0 && on_device("allreduce", b)) {
+    device_allreduce(send, recv, count, type, op);
+    return;
+  }
   const size_t bytes = count * type_size(type);
   std::vector<std::byte> reference;
   if (options_.check && size_ > 1 && count > 0) {
@@ -376,6 +441,12 @@ void Communicator::allreduce_n(void* const* buffers, const size_t* counts, size_
     }
   }
   std::lock_guard lock(collective_mutex_);
+  if (n > 0 && on_device("allreduce_n", std::vector<const void*>(buffers, buffers + n))) {
+    // NCCL fuses small operations itself; each buffer is one allreduce, in place.
+    for (size_t k = 0; k < n; ++k)
+      if (counts[k] > 0) device_allreduce(buffers[k], buffers[k], counts[k], type, op);
+    return;
+  }
   const size_t ts = type_size(type);
   const size_t bucket_elems = std::max<size_t>(1, options_.bucket_bytes / ts);
   std::vector<std::byte> fused;
@@ -413,6 +484,10 @@ void Communicator::broadcast(void* buf, size_t count, DataType type, int root) {
   }
   if (count > 0 && buf == nullptr) throw ArgumentError("broadcast: a null buffer");
   std::lock_guard lock(collective_mutex_);
+  if (const void* b[] = {buf}; count > 0 && on_device("broadcast", b)) {
+    device_flat().broadcast(buf, count, type, root);
+    return;
+  }
   if (size_ == 1 || count == 0) return;
   ring_broadcast(*flat_, buf, count * type_size(type), root);
 }
@@ -422,6 +497,10 @@ void Communicator::allgather(const void* send, void* recv, size_t count, DataTyp
     throw ArgumentError("allgather: a null buffer");
   }
   std::lock_guard lock(collective_mutex_);
+  if (const void* b[] = {send, recv}; count > 0 && on_device("allgather", b)) {
+    device_flat().allgather(send, recv, count, type);
+    return;
+  }
   const size_t bytes = count * type_size(type);
   auto* out = static_cast<std::byte*>(recv);
   if (count > 0 && out + bytes * rank_ != send) std::memmove(out + bytes * rank_, send, bytes);
@@ -435,8 +514,12 @@ void Communicator::reduce_scatter(const void* send, void* recv, size_t recv_coun
     throw ArgumentError("reduce_scatter: a null buffer");
   }
   std::lock_guard lock(collective_mutex_);
-  const size_t bytes = recv_count * type_size(type);
   if (recv_count == 0) return;
+  if (const void* b[] = {send, recv}; on_device("reduce_scatter", b)) {
+    device_flat().reduce_scatter(send, recv, recv_count, type, op);
+    return;
+  }
+  const size_t bytes = recv_count * type_size(type);
   std::vector<std::byte> scratch(bytes * size_);
   std::memcpy(scratch.data(), send, scratch.size());
   if (size_ > 1) ring_reduce_scatter(*flat_, scratch.data(), recv_count * size_, type, op);

@@ -5,12 +5,14 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "comm/bootstrap/bootstrap.h"
 #include "comm/collectives/collectives.h"
+#include "comm/device/device.h"
 #include "comm/topology.h"
 #include "comm/transport/link.h"
 
@@ -38,6 +40,9 @@ struct CommOptions {
   size_t small_bytes = 64 * 1024;             ///< DDL_SMALL_BYTES: below, recursive doubling
   std::optional<double> check;                ///< DDL_CHECK=tol: compare with a reference
   size_t bucket_bytes = 64u << 20;            ///< DDL_BUCKET_BYTES: allreduce_n's fusion
+  /// The runtime for GPU buffers; null: NCCL, loaded by the constructor when present (tests
+  /// pass a stand-in). DDL_NCCL=0 turns NCCL off.
+  std::shared_ptr<device::Runtime> device;
 };
 
 /// The ranks of one job, wired together: the C, C++ and Python APIs all sit on this.
@@ -48,6 +53,11 @@ struct CommOptions {
 /// connects to the peers its algorithms talk to: ring neighbours in each dimension and
 /// recursive-doubling partners. The rings come from the topology file; without one, every
 /// rank is in one ring in rank order.
+///
+/// GPU buffers (when the NCCL path is built and a GPU is present) go to NCCL instead: one NCCL
+/// communicator for the whole job and one per ring of the topology, made on the first
+/// collective on GPU memory (each ring's first member makes the id, the host transports carry
+/// it). A collective's buffers must be all on the GPU or all in host memory.
 ///
 /// Collectives are serialised by a mutex; every rank must call them in the same order.
 class Communicator {
@@ -80,6 +90,11 @@ class Communicator {
   transport::Link& link(int peer);
   void allreduce_locked(void* buf, size_t count, DataType type, ReduceOp op);
   std::string peer_name(int peer) const;
+  /// Whether the buffers are GPU memory; throws ArgumentError when one is and another is not.
+  bool on_device(const char* what, std::span<const void* const> buffers);
+  /// The NCCL communicators, made on first use.
+  device::Comm& device_flat();
+  void device_allreduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op);
 
   int rank_ = 0;
   int size_ = 1;
@@ -100,6 +115,9 @@ class Communicator {
   std::unique_ptr<Group> flat_;               ///< every rank, in rank order
   std::vector<std::unique_ptr<Group>> dims_;  ///< this rank's ring in each dimension (size > 1)
   std::mutex collective_mutex_;
+  std::shared_ptr<device::Runtime> device_;                 ///< null: host buffers only
+  std::unique_ptr<device::Comm> device_flat_;               ///< every rank
+  std::vector<std::unique_ptr<device::Comm>> device_dims_;  ///< one per dims_ entry
 };
 
 /// Where this process's rank and the job's size come from.

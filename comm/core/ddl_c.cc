@@ -42,6 +42,9 @@ ddl_status_t guarded(Fn&& fn) {
   } catch (const ddl::comm::TopologyError& e) {
     g_last_error = e.what();
     return DDL_ERR_TOPOLOGY;
+  } catch (const ddl::comm::device::DeviceError& e) {
+    g_last_error = e.what();
+    return DDL_ERR_DEVICE;
   } catch (const ddl::comm::CheckError& e) {
     g_last_error = e.what();
     return DDL_ERR_CHECK;
@@ -202,6 +205,8 @@ const char* ddl_error_string(ddl_status_t status) {
       return "DDL_CHECK found a wrong result";
     case DDL_ERR_INTERNAL:
       return "internal error";
+    case DDL_ERR_DEVICE:
+      return "a GPU collective failed (NCCL or CUDA)";
   }
   return "unknown status";
 }

@@ -25,7 +25,8 @@ typedef enum {
   DDL_ERR_TRANSPORT = 4, /* a peer failed or timed out (names it) */
   DDL_ERR_TOPOLOGY = 5,  /* the topology file is missing, unreadable or does not match */
   DDL_ERR_CHECK = 6,     /* DDL_CHECK found a result that differs from the reference */
-  DDL_ERR_INTERNAL = 7
+  DDL_ERR_INTERNAL = 7,
+  DDL_ERR_DEVICE = 8 /* NCCL or CUDA failed on GPU buffers, or an NCCL peer timed out */
 } ddl_status_t;
 
 typedef enum {
