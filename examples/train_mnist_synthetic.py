@@ -10,10 +10,13 @@ its own shard of each epoch with DistributedSampler, starts from rank 0's weight
 the ranks before every step; the learning rate is scaled by the number of ranks. Rank 0 prints
 the mean loss of each epoch (over every rank). At the end each rank checks that the loss fell
 and that its weights are bitwise identical to every other rank's (the element-wise max and min
-over the ranks both equal its own), then prints "rank R of N ok".
+over the ranks both equal its own), prints its host and a digest of its weights, then prints
+"rank R of N ok".
 """
 
 import argparse
+import hashlib
+import socket
 import sys
 import time
 
@@ -98,6 +101,8 @@ def main():
         sys.exit(f"rank {rank}: weights differ from another rank's")
     if len(losses) > 1 and not losses[-1] < 0.5 * losses[0]:
         sys.exit(f"rank {rank}: the loss did not fall enough: {losses}")
+    digest = hashlib.sha256(weights.numpy().tobytes()).hexdigest()[:16]
+    print(f"rank {rank} on {socket.gethostname()}: weights sha256 {digest}", flush=True)
     print(f"rank {rank} of {size} ok", flush=True)
 
 

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# torch.distributed's "ddl" backend (the C++ ProcessGroup over libddl) against "gloo" from Python,
+# in one job of 4 local ranks: all_reduce time and bus bandwidth per message size, and the step
+# time of the same DistributedDataParallel model on the same batches, with ddl's over gloo's.
+# How it works: bench/ddp_compare.py runs as every rank under
+#   ddlrun -H localhost:N --no-probe /usr/bin/python3 bench/ddp_compare.py ...
+# with the build tree's package ddl on PYTHONPATH; each rank holds both backends (gloo the
+# default group, ddl a second group of the same ranks) and measures them round by round. It
+# checks every all_reduce result, that DDP's weights end bitwise identical on every rank for each
+# backend, and that the two backends' weights agree within float tolerance.
+#
+# Usage: bench/ddp_compare.sh [--build DIR] [--ranks N] [--python PY] [ddp_compare.py options]
+#   --build DIR   the build directory holding ddlrun and python/ddl (default build)
+#   --ranks N     ranks on this host (default 4)
+#   --python PY   the interpreter with torch (default /usr/bin/python3)
+#   --quick       (ddp_compare.py) 3 sizes, 3 calls, 4 steps, 1 round: the bench.ddp_smoke test
+#   --sizes 4K,1M,..  --iters N  --steps N  --rounds N  --hidden N  --batch N   (ddp_compare.py)
+# Exit status: 0 when the job ran and every check passed, 1 when a check failed or the job did
+# not run, 2 bad usage, 77 when the interpreter has no torch or the ddl backend was not built.
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+build="$here/../build" ranks=4 python=/usr/bin/python3
+args=()
+while (($#)); do
+  case $1 in
+    --build) build=${2:?--build takes a directory}; shift ;;
+    --ranks) ranks=${2:?--ranks takes a count}; shift ;;
+    --python) python=${2:?--python takes an interpreter}; shift ;;
+    -h | --help) sed -n '2,/^set /{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
+    *) args+=("$1") ;;
+  esac
+  shift
+done
+build=$(cd "$build" 2>/dev/null && pwd) || {
+  echo "ddp_compare: no build directory (build ddlrun, or give --build DIR)" >&2
+  exit 2
+}
+ddlrun="$build/ddlrun/ddlrun"
+if [[ ! -x $ddlrun ]]; then
+  echo "ddp_compare: no $ddlrun (build it: cmake --build $build, or give --build DIR)" >&2
+  exit 2
+fi
+if ! "$python" -c 'import torch' 2>/dev/null; then
+  echo "ddp_compare: $python cannot import torch (scripts/setup installs python3-torch): skipped"
+  exit 77
+fi
+if ! compgen -G "$build/python/ddl/_torch_pg*.so" >/dev/null; then
+  echo "ddp_compare: no $build/python/ddl/_torch_pg*.so, the ddl backend (it is built when" \
+    "libtorch-dev is installed: scripts/setup, then rebuild): skipped"
+  exit 77
+fi
+"$ddlrun" --tag-output none -H "localhost:$ranks" --no-probe -x "PYTHONPATH=$build/python" \
+  "$python" "$here/ddp_compare.py" "${args[@]}"
+status=$?
+if ((status != 0)); then
+  echo "ddp_compare: the job exited with $status" >&2
+  exit 1
+fi
