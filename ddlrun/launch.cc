@@ -14,6 +14,7 @@
 #include "comm/bootstrap/bootstrap.h"
 #include "launcher/factory.h"
 #include "launcher/process.h"
+#include "lsf/jsrun.h"
 
 namespace ddl::cli {
 
@@ -62,7 +63,8 @@ class WorkDir {
   std::string path_;
 };
 
-std::unique_ptr<launcher::Backend> make_backend(const JobPlan& plan, const launcher::Job& job,
+std::unique_ptr<launcher::Backend> make_backend(const JobPlan& plan, const Options& o,
+                                                const launcher::Job& job,
                                                 const launcher::LaunchOptions& lo) {
   using launcher::Kind;
   switch (plan.launcher.kind) {
@@ -76,10 +78,13 @@ std::unique_ptr<launcher::Backend> make_backend(const JobPlan& plan, const launc
       return launcher::make_srun_backend(job, lo);
     case Kind::kPmix:
       return launcher::make_pmix_backend(job, lo);
-    case Kind::kJsrun:
-      throw launcher::LaunchError(
-          "the jsrun launcher (LSF) is not built yet; inside an LSF job use --launcher ssh or "
-          "--launcher mpirun");
+    case Kind::kJsrun: {
+      lsf::JsrunOptions jo;
+      jo.mode = lsf::parse_jsrun_mode(o.jsrun_mode);
+      jo.smpiargs = o.smpiargs;
+      jo.usable_pus = lsf::usable_pus(plan.inventories);
+      return lsf::make_jsrun_backend(job, lo, jo);
+    }
     case Kind::kAuto:
       break;
   }
@@ -144,7 +149,7 @@ int launch(const JobPlan& plan, const Options& o, spdlog::logger& log) {
         job.token, static_cast<int>(plan.topology.ranks.size()));
     lo.rendezvous_port = rendezvous->port();
   }
-  std::unique_ptr<launcher::Backend> backend = make_backend(plan, job, lo);
+  std::unique_ptr<launcher::Backend> backend = make_backend(plan, o, job, lo);
 
   std::unique_ptr<launcher::OutputSink> sink =
       o.output_dir.empty() ? launcher::make_terminal_sink(tag_style(o.tag_output))

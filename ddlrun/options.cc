@@ -168,6 +168,16 @@ std::unique_ptr<CLI::App> make_app(Options& o) {
       ->type_name("ARGS")
       ->allow_extra_args(false)
       ->group("Launching");
+  app->add_option("--jsrun-mode", o.jsrun_mode,
+                  "How the jsrun launcher describes the job: erf (a resource file, default) or rs "
+                  "(resource sets, for sites where ERF is broken)")
+      ->type_name("erf|rs")
+      ->check(one_of("jsrun mode", {"erf", "rs"}))
+      ->group("Launching");
+  app->add_option("--smpiargs", o.smpiargs, "Passed to jsrun as --smpiargs ARGS (e.g. \"-gpu\")")
+      ->type_name("ARGS")
+      ->allow_extra_args(false)
+      ->group("Launching");
   app->add_option("-x", o.exports, "Export VAR (from this environment) or VAR=VAL to every rank")
       ->type_name("VAR[=VAL]")
       ->allow_extra_args(false)

@@ -20,6 +20,8 @@ struct Options {
   std::string rankfile;
   std::string launcher = "auto";
   std::vector<std::string> mpiargs;  ///< each --mpiarg value, unsplit
+  std::string jsrun_mode = "erf";    ///< --jsrun-mode: erf (resource file) or rs (resource sets)
+  std::string smpiargs;              ///< --smpiargs: jsrun's --smpiargs value; empty: none
   std::vector<std::string> exports;  ///< each -x value: "VAR" or "VAR=VAL"
   bool tcp = false;
   std::string nic;            ///< --nic, NCCL_SOCKET_IFNAME syntax

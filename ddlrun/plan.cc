@@ -10,6 +10,8 @@
 
 #include "ddlrun/shell_words.h"
 #include "hostfiles/rankfile.h"
+#include "launcher/process.h"
+#include "lsf/probe_jsrun.h"
 #include "mapper/probe_hwloc.h"
 #include "mapper/racks.h"
 
@@ -138,7 +140,7 @@ const std::string* xml_for(const std::vector<std::pair<std::string, std::string>
 /// `remote`. Fills plan.inventories and plan.hardware_from; throws ProbeError listing every host
 /// that failed.
 void gather_hardware(const Options& o, JobPlan& plan, const RemoteProbe& remote,
-                     const std::vector<std::string>& local_names) {
+                     const std::string& remote_name, const std::vector<std::string>& local_names) {
   if (o.no_probe) {
     for (const hostfiles::Host& h : plan.hosts.hosts())
       plan.hardware_from[h.name] = "not probed";
@@ -182,7 +184,7 @@ void gather_hardware(const Options& o, JobPlan& plan, const RemoteProbe& remote,
   if (!failures.empty()) throw mapper::ProbeError(failures);
   for (const mapper::HostProbe& r : results) {
     plan.inventories[r.host] = *r.inventory;
-    plan.hardware_from[r.host] = r.cached ? "ssh (cached)" : "ssh";
+    plan.hardware_from[r.host] = r.cached ? remote_name + " (cached)" : remote_name;
   }
 }
 
@@ -256,7 +258,21 @@ JobPlan make_plan(const Options& o, GetEnv getenv_fn, void* env_context,
   }
   // This host's names and addresses, read once: which hosts to probe here, and the launcher.
   const std::vector<std::string> local_names = launcher::local_host_names();
-  gather_hardware(o, plan, remote, local_names);
+  // Inside an LSF job whose ranks jsrun starts, jsrun also reaches the compute hosts to probe
+  // them, where ssh may be refused (Summit).
+  RemoteProbe probe = remote;
+  std::string probed_by = "ssh";
+  if (!probe && getenv_fn("LSB_JOBID", env_context) &&
+      (o.launcher == "auto" || o.launcher == "jsrun")) {
+    probe = [](const std::vector<std::string>& hosts) {
+      lsf::JsrunProbeOptions jo;
+      jo.ddlrun_path = self_path();
+      jo.environ = launcher::current_environment();
+      return lsf::probe_hosts_jsrun(hosts, jo);
+    };
+    probed_by = "jsrun";
+  }
+  gather_hardware(o, plan, probe, probed_by, local_names);
 
   mapper::PlaceRequest request;
   request.ranks_per_host = o.rankfile.empty() ? o.accelerators : std::nullopt;

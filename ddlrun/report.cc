@@ -9,7 +9,10 @@
 #include <sstream>
 
 #include "ddl_config.h"
+#include "ddlrun/launch.h"
 #include "ddlrun/shell_words.h"
+#include "launcher/process.h"
+#include "lsf/jsrun.h"
 
 namespace ddl::cli {
 
@@ -231,6 +234,55 @@ std::string mode_text(const JobPlan& plan) {
   return s + " (" + plan.mode_reason + ")";
 }
 
+/// What the jsrun launcher would run for `plan`: its command and ERF (empty in the
+/// resource-set form), or why it cannot be built. The dry run names ddlrun "ddlrun" and the
+/// private work directory "<work-dir>", so that its text is the same on every machine; the
+/// variables it forwards depend on ddlrun's environment (PATH, PYTHONPATH, ...).
+struct JsrunPreview {
+  std::vector<std::string> argv;
+  std::string erf;
+  std::string error;
+};
+
+inline constexpr const char* kErfPreviewPath = "<work-dir>/ddlrun.erf";
+
+JsrunPreview jsrun_preview(const JobPlan& plan, const Options& o) {
+  JsrunPreview p;
+  try {
+    const launcher::Job job = make_job(plan, "<work-dir>/topology.yaml");
+    launcher::LaunchOptions lo;
+    lo.ddlrun_path = "ddlrun";
+    lo.environ = launcher::current_environment();
+    lsf::JsrunOptions jo;
+    jo.mode = lsf::parse_jsrun_mode(o.jsrun_mode);
+    jo.smpiargs = o.smpiargs;
+    jo.usable_pus = lsf::usable_pus(plan.inventories);
+    // A rendezvous port so that the names match a real run (ddlrun serves the rendezvous).
+    const launcher::JobEnvironment env =
+        launcher::job_environment(job, launcher::external_rendezvous(job, 1), lo.environ);
+    lsf::Command c = lsf::jsrun_command(job, lo, env, kErfPreviewPath, jo);
+    p.argv = std::move(c.argv);
+    p.erf = std::move(c.erf);
+  } catch (const std::exception& e) {
+    p.error = e.what();
+  }
+  return p;
+}
+
+void jsrun_text(std::ostream& out, const JobPlan& plan, const Options& o) {
+  const JsrunPreview p = jsrun_preview(plan, o);
+  if (!p.error.empty()) {
+    out << "jsrun:     cannot be built: " << p.error << "\n";
+    return;
+  }
+  out << "jsrun:     " << quote_shell_words(p.argv) << "\n";
+  if (p.erf.empty()) return;
+  out << "erf:       " << kErfPreviewPath << "\n";
+  std::istringstream lines(p.erf);
+  for (std::string line; std::getline(lines, line);)
+    out << "  " << line << "\n";
+}
+
 std::string render_text(const JobPlan& plan, const Options& o) {
   std::ostringstream out;
   out << "ddlrun " << DDL_VERSION << " dry run: nothing is started\n\n";
@@ -267,6 +319,7 @@ std::string render_text(const JobPlan& plan, const Options& o) {
   out << "job id:    " << plan.job_id << "\n";
   out << "launcher:  " << launcher::to_string(plan.launcher.kind) << " (" << plan.launcher.reason
       << ")\n";
+  if (plan.launcher.kind == launcher::Kind::kJsrun) jsrun_text(out, plan, o);
   out << "transport: " << (o.tcp ? "tcp (--tcp)" : "default (InfiniBand when present, else TCP)")
       << "\n";
   if (!plan.nic.names.empty()) out << "nic:       " << plan.nic.str() << "\n";
@@ -368,6 +421,15 @@ Value plan_document(const JobPlan& plan, const Options& o) {
   Value::Map env{{"DDL_OPTIONS", "-mode " + plan.mode.str()}};
   for (const auto& [k, v] : plan.exports)
     env.emplace_back(k, v);
+  Value jsrun;
+  if (plan.launcher.kind == launcher::Kind::kJsrun) {
+    const JsrunPreview p = jsrun_preview(plan, o);
+    jsrun = Value::Map{{"mode", o.jsrun_mode},
+                       {"command", p.error.empty() ? strings(p.argv) : Value()},
+                       {"erf_file", p.erf.empty() ? Value() : Value(kErfPreviewPath)},
+                       {"erf", p.erf.empty() ? Value() : Value(p.erf)},
+                       {"error", p.error.empty() ? Value() : Value(p.error)}};
+  }
   return Value::Map{
       {"ddlrun", DDL_VERSION},
       {"dry_run", true},
@@ -385,6 +447,7 @@ Value plan_document(const JobPlan& plan, const Options& o) {
       {"nic", plan.nic.names.empty() ? Value() : Value(plan.nic.str())},
       {"launcher", Value::Map{{"name", std::string(launcher::to_string(plan.launcher.kind))},
                               {"reason", plan.launcher.reason}}},
+      {"jsrun", std::move(jsrun)},
       {"tcp", o.tcp},
       {"topology_file", o.topology_file.empty() ? Value() : Value(o.topology_file)},
       {"timeout", o.timeout ? Value(*o.timeout) : Value()},

@@ -1,0 +1,266 @@
+// The jsrun backend: the job as one jsrun launch inside an LSF job (Summit and its kin).
+//
+// How it works. jsrun starts tasks in resource sets on the compute nodes of the LSF job. The
+// default form is an explicit resource file (ERF): erf_text() writes one line per rank with
+// its host (by name), its CPUs and its GPU, exactly as the plan placed them, so jsrun binds
+// each rank and numbers it as ddlrun did. CPUs are written in jsrun's logical indexing (the
+// position of a hardware thread among the host's usable ones, which skips the cores LSF keeps
+// for the system) when every host's inventory is known, else as OS numbers with
+// `cpu_index_using: physical`. Because ERF broke on Summit after its RHEL 8 upgrade, the
+// resource-set form is offered too: one set per host holding that host's ranks, cores and
+// GPUs, unbound inside it; each rank (`ddlrun --rank-exec`, which reads $JSM_NAMESPACE_RANK)
+// binds itself to its planned CPUs and takes its planned GPU. In both forms the job-wide
+// variables (external.h) sit in jsrun's environment and are named with `-E NAME`, so no value
+// (the job token above all) appears on a command line.
+
+#include "lsf/jsrun.h"
+
+#include <algorithm>
+#include <iostream>
+#include <map>
+#include <set>
+#include <utility>
+
+#include "hostfiles/host_list.h"
+#include "hostfiles/input_error.h"
+
+namespace ddl::lsf {
+
+using launcher::LaunchError;
+
+namespace {
+
+/// The CPU list in ERF syntax: "0-27" or "0-3,8-11".
+std::string erf_cpus(const comm::CpuSet& cpus) {
+  std::string out;
+  for (const comm::CpuSet::Range& r : cpus.ranges()) {
+    out += out.empty() ? "" : ",";
+    out += std::to_string(r.first);
+    if (r.last != r.first) out += "-" + std::to_string(r.last);
+  }
+  return out;
+}
+
+/// The ranks of `job` in rank order.
+std::vector<const comm::RankPlacement*> by_rank(const launcher::Job& job) {
+  std::vector<const comm::RankPlacement*> ranks;
+  for (const comm::RankPlacement& r : job.topology.ranks)
+    ranks.push_back(&r);
+  std::sort(
+      ranks.begin(), ranks.end(),
+      [](const comm::RankPlacement* a, const comm::RankPlacement* b) { return a->rank < b->rank; });
+  return ranks;
+}
+
+std::string host_name(const launcher::Job& job, int index) {
+  const comm::Host* h = job.topology.find_host(index);
+  return h != nullptr ? h->name : "?";
+}
+
+/// jsrun fills resource sets host by host in the LSF job's order: the plan's hosts, in their
+/// rank order, must be the first compute hosts of $LSB_MCPU_HOSTS in that order.
+void check_host_order(const launcher::Job& job, const std::vector<int>& order,
+                      const std::vector<std::string>& environ) {
+  const std::optional<std::string> mcpu = launcher::environ_value(environ, "LSB_MCPU_HOSTS");
+  if (!mcpu) return;
+  std::vector<std::string> lsf;
+  try {
+    const hostfiles::HostList list = hostfiles::parse_lsf_mcpu_hosts(*mcpu);
+    for (const hostfiles::Host& h : list.hosts())
+      lsf.push_back(h.name);
+  } catch (const hostfiles::InputError&) {
+    return;  // ddlrun read its hosts elsewhere (-H); the message below would mislead
+  }
+  std::string planned, expected;
+  bool same = order.size() <= lsf.size();
+  for (size_t i = 0; i < order.size(); ++i) {
+    const std::string name = host_name(job, order[i]);
+    planned += (i ? " " : "") + name;
+    if (i < lsf.size()) expected += (i ? " " : "") + lsf[i];
+    same = same && i < lsf.size() && lsf[i] == name;
+  }
+  if (!same) {
+    throw LaunchError("jsrun launcher: resource sets fill the LSF job's hosts in its order (" +
+                      expected + "), but the plan's hosts are " + planned +
+                      "; use --jsrun-mode erf, or drop -H/--hostfile");
+  }
+}
+
+}  // namespace
+
+JsrunMode parse_jsrun_mode(const std::string& text) {
+  if (text == "erf") return JsrunMode::kErf;
+  if (text == "rs") return JsrunMode::kResourceSets;
+  throw LaunchError("unknown jsrun mode '" + text +
+                    "'; use --jsrun-mode erf (an explicit resource file) or --jsrun-mode rs "
+                    "(resource sets)");
+}
+
+std::map<std::string, std::vector<int>> usable_pus(
+    const std::map<std::string, mapper::Inventory>& inventories) {
+  std::map<std::string, std::vector<int>> out;
+  for (const auto& [name, inventory] : inventories) {
+    std::vector<int>& pus = out[name];
+    for (const mapper::Package& p : inventory.packages) {
+      const std::vector<int> more = p.pus();
+      pus.insert(pus.end(), more.begin(), more.end());
+    }
+    std::sort(pus.begin(), pus.end());
+    pus.erase(std::unique(pus.begin(), pus.end()), pus.end());
+  }
+  return out;
+}
+
+std::string erf_text(const launcher::Job& job, const JsrunOptions& options) {
+  const std::vector<const comm::RankPlacement*> ranks = by_rank(job);
+  bool logical = !job.topology.hosts.empty();
+  for (const comm::Host& h : job.topology.hosts)
+    logical = logical && options.usable_pus.count(h.name) != 0;
+
+  // Unbound ranks (an oversubscribed plan) share all of their host's threads, and ranks that
+  // share a GPU share it: the preamble has to allow both, or jsrun refuses the file.
+  bool unbound = false;
+  std::set<std::pair<int, int>> gpus_seen;
+  bool shared_gpu = false;
+  for (const comm::RankPlacement* r : ranks) {
+    unbound = unbound || r->cpus.empty();
+    if (r->gpu >= 0) shared_gpu = !gpus_seen.insert({r->host, r->gpu}).second || shared_gpu;
+  }
+  std::string out = "cpu_index_using: " + std::string(logical ? "logical" : "physical") + "\n";
+  if (unbound) out += "overlapping_rs: allow\noversubscribe_cpu: allow\n";
+  if (shared_gpu) out += "oversubscribe_gpu: allow\n";
+  for (const comm::RankPlacement* r : ranks) {
+    const std::string host = host_name(job, r->host);
+    comm::CpuSet cpus = r->cpus;
+    if (cpus.empty()) {
+      auto it = options.usable_pus.find(host);
+      if (it == options.usable_pus.end()) {
+        throw LaunchError("jsrun launcher: rank " + std::to_string(r->rank) + " on " + host +
+                          " has no CPU set and the host's hardware is unknown (--no-probe), but "
+                          "every line of an ERF needs CPUs; let ddlrun probe the hosts, give "
+                          "--host-xml, or use --jsrun-mode rs");
+      }
+      cpus = comm::CpuSet::of(it->second);
+    }
+    if (logical) {
+      const std::vector<int>& usable = options.usable_pus.at(host);
+      comm::CpuSet mapped;
+      for (int pu : cpus.pus()) {
+        auto it = std::lower_bound(usable.begin(), usable.end(), pu);
+        if (it == usable.end() || *it != pu) {
+          throw LaunchError("jsrun launcher: rank " + std::to_string(r->rank) +
+                            " is planned on CPU " + std::to_string(pu) + " of " + host +
+                            ", which is not among the host's usable hardware threads; "
+                            "check the host's hardware (--host-xml) or use --jsrun-mode rs");
+        }
+        mapped.add(static_cast<int>(it - usable.begin()));
+      }
+      cpus = mapped;
+    }
+    std::string fields = "hostname: " + host + "; cpu: {" + erf_cpus(cpus) + "}";
+    if (r->gpu >= 0) fields += "; gpu: {" + std::to_string(r->gpu) + "}";
+    out += "rank: " + std::to_string(r->rank) + ": { " + fields + " } : app 0\n";
+  }
+  return out;
+}
+
+Command jsrun_command(const launcher::Job& job, const launcher::LaunchOptions& options,
+                      const launcher::JobEnvironment& env, const std::string& erf_path,
+                      const JsrunOptions& jsrun) {
+  Command c;
+  std::vector<std::string>& a = c.argv;
+  a.push_back("jsrun");
+  if (jsrun.mode == JsrunMode::kErf) {
+    c.erf = erf_text(job, jsrun);
+    a.insert(a.end(), {"--erf_input", erf_path});
+  } else {
+    // One resource set per host, hosts in the plan's order, each a block of consecutive ranks.
+    const std::vector<const comm::RankPlacement*> ranks = by_rank(job);
+    std::vector<int> order;  // host indices in the order their blocks start
+    std::map<int, int> count;
+    int previous = -1;
+    for (const comm::RankPlacement* r : ranks) {
+      if (r->host != previous) {
+        if (count.count(r->host) != 0) {
+          throw LaunchError("jsrun launcher: the plan puts non-consecutive ranks on " +
+                            host_name(job, r->host) + " (rank " + std::to_string(r->rank) +
+                            "), which resource sets cannot express; use --jsrun-mode erf");
+        }
+        order.push_back(r->host);
+        previous = r->host;
+      }
+      ++count[r->host];
+    }
+    if (order.empty()) throw LaunchError("jsrun launcher: the plan has no ranks (internal error)");
+    const int per_host = count[order.front()];
+    check_host_order(job, order, options.environ);
+    for (int h : order) {
+      if (count[h] != per_host) {
+        throw LaunchError(
+            "jsrun launcher: resource sets need the same number of ranks on every host, but " +
+            host_name(job, order.front()) + " has " + std::to_string(per_host) + " and " +
+            host_name(job, h) + " has " + std::to_string(count[h]) +
+            "; use --jsrun-mode erf, or -np/--accelerators for an even plan");
+      }
+    }
+    // Each set is its whole host, unbound: each rank binds itself to its planned CPUs (a set of
+    // N cores would be the host's first N, not necessarily the planned ones) and sees every
+    // GPU, $DDL_GPU naming its own, as under ddlrun's other launchers.
+    a.insert(a.end(),
+             {"-n", std::to_string(order.size()), "-r", "1", "-a", std::to_string(per_host), "-c",
+              "ALL_CPUS", "-g", "ALL_GPUS", "-b", "none", "-d", "packed"});
+  }
+  if (!jsrun.smpiargs.empty()) a.insert(a.end(), {"--smpiargs", jsrun.smpiargs});
+
+  std::vector<std::string> names = env.names;
+  for (const char* n : {"LSB_JOBID", "LSB_MCPU_HOSTS"}) {
+    if (launcher::environ_value(options.environ, n) &&
+        std::find(names.begin(), names.end(), n) == names.end()) {
+      names.emplace_back(n);
+    }
+  }
+  for (const std::string& n : names)
+    a.insert(a.end(), {"-E", n});
+  for (const std::string& w : launcher::rank_exec_command(options.ddlrun_path, job.argv))
+    a.push_back(w);
+  c.env = env.set;
+  return c;
+}
+
+void check_allocation(const std::vector<std::string>& environ) {
+  const std::optional<std::string> id = launcher::environ_value(environ, "LSB_JOBID");
+  if (!id || id->empty()) {
+    throw LaunchError(
+        "jsrun launcher: not inside an LSF job ($LSB_JOBID is not set); run ddlrun inside a "
+        "bsub script or `bsub -Is`, or use --launcher ssh or --launcher mpirun");
+  }
+}
+
+std::unique_ptr<launcher::Backend> make_jsrun_backend(const launcher::Job& job,
+                                                      const launcher::LaunchOptions& options,
+                                                      const JsrunOptions& jsrun) {
+  check_allocation(options.environ);
+  const std::string path = launcher::find_in_path(
+      "jsrun", launcher::environ_value(options.environ, "PATH").value_or("/usr/bin:/bin"));
+  if (path.empty()) {
+    throw LaunchError(
+        "jsrun launcher: jsrun is not on $PATH; load the site's jsrun (Summit: it is in "
+        "/opt/ibm/jsm/bin), or use --launcher ssh or --launcher mpirun");
+  }
+  if (options.work_dir.empty()) {
+    throw LaunchError("jsrun launcher: no work directory for the ERF (internal error)");
+  }
+  const std::string erf_path = options.work_dir + "/ddlrun.erf";
+  const launcher::JobEnvironment env = launcher::job_environment(
+      job, launcher::external_rendezvous(job, options.rendezvous_port), options.environ);
+  Command command = jsrun_command(job, options, env, erf_path, jsrun);
+  command.argv[0] = path;
+  if (!command.erf.empty()) launcher::write_work_file(erf_path, command.erf, "jsrun launcher");
+  if (options.verbosity > 0) {
+    std::cerr << "ddlrun: jsrun command: " << launcher::shell_join(command.argv) << std::endl;
+  }
+  return launcher::make_command_backend("jsrun", std::move(command.argv), std::move(command.env),
+                                        options);
+}
+
+}  // namespace ddl::lsf

@@ -1,0 +1,88 @@
+#!/bin/bash
+# Real launches (not dry runs) of Summit plans through ddlrun's jsrun launcher: inside
+# simulated LSF jobs of 2 and 18 Summit nodes (tests/lsf/lsf_env.sh), ddlrun writes its ERF and
+# runs the jsrun test double (tests/lsf/bin/jsrun) with Summit's hardware, which checks the ERF
+# or the resource-set flags strictly and, in its check-only mode, prints where each rank would
+# run instead of running it (this machine is no Summit node). Each rank's host, hardware threads
+# (jsrun's logical numbering mapped back to OS numbers) and GPU must be the plan's (the
+# topology file), and the variables forwarded with -E must include the runtime's and LSF's.
+#   check_launch.sh DDLRUN TESTS_DIR
+set -uo pipefail
+
+ddlrun=$1 tests=$(cd "$2" && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+export LSF_TEST_DIR=$work
+. "$tests/lsf/lsf_env.sh"
+lsf_summit_hardware
+export PATH=$tests/lsf/bin:$PATH PYTHONPATH=/ccs/proj/ddl/python LD_LIBRARY_PATH=/opt/ibm/lib
+export JSRUN_DOUBLE_CHECK_ONLY=1
+failed=0
+
+# The placement the plan gives, one line per rank as the double prints it.
+planned() {
+  /usr/bin/python3 - "$1" "$2" <<'PY'
+import re, sys
+path, mode = sys.argv[1], sys.argv[2]
+hosts, ranks = {}, []
+for line in open(path):
+    m = re.match(r'\s+- \{index: (\d+), name: "([^"]+)"', line)
+    if m:
+        hosts[m.group(1)] = m.group(2)
+    m = re.match(r'\s+- \{rank: (\d+), local_rank: \d+, host: (\d+), gpu: (-?\d+), .*cpus: "([^"]*)"', line)
+    if m:
+        ranks.append(m.groups())
+for r, h, gpu, cpus in ranks:
+    if mode == "rs":  # each set is its whole host
+        cpus, gpu = "0-83,88-171", "0-5"
+    print(f"rank {r}: host {hosts[h]} cpus {cpus or '-'} gpus {gpu if gpu != '-1' else '-'}")
+PY
+}
+
+for nodes in 2 18; do
+  for mode in erf rs; do
+    (
+      lsf_job "$nodes"
+      out=$("$ddlrun" --host-xml "*=$tests/topologies/summit-ac922.xml" --jsrun-mode "$mode" \
+        --smpiargs=-gpu --topology-file "$work/plan.topology" python train.py 2>&1)
+      status=$?
+      if ((status != 0)); then
+        echo "FAIL $nodes nodes, $mode: ddlrun exited with $status:" >&2
+        echo "$out" >&2
+        exit 1
+      fi
+      want=$(planned "$work/plan.topology" "$mode")
+      got=$(grep '^rank ' <<<"$out")
+      if [[ $got != "$want" || $(grep -c . <<<"$got") != $((nodes * 6)) ]]; then
+        echo "FAIL $nodes nodes, $mode: jsrun would place the ranks elsewhere than planned:" >&2
+        diff <(echo "$want") <(echo "$got") | head -20 >&2
+        exit 1
+      fi
+      env_line=$(grep '^env: ' <<<"$out")
+      for name in DDL_TOPOLOGY_FILE DDL_JOB_TOKEN DDL_RENDEZVOUS DDL_OPTIONS PATH PYTHONPATH \
+        LD_LIBRARY_PATH LSB_JOBID LSB_MCPU_HOSTS; do
+        if [[ " ${env_line#env: } " != *" $name "* ]]; then
+          echo "FAIL $nodes nodes, $mode: $name is not forwarded: $env_line" >&2
+          exit 1
+        fi
+      done
+      echo "$nodes nodes, $mode: $((nodes * 6)) ranks where the plan puts them"
+    ) || failed=1
+  done
+done
+
+# What the double refuses reaches the user with jsrun's status: an ERF needing more GPUs than
+# the (simulated) hosts have.
+(
+  lsf_job 2
+  export JSRUN_DOUBLE_GPUS=4
+  out=$("$ddlrun" --host-xml "*=$tests/topologies/summit-ac922.xml" python train.py 2>&1)
+  status=$?
+  if ((status != 1)) || [[ $out != *"ddlrun.erf:6: GPU 4 is out of range: host a01n01 has 4 GPUs (0-3)"* ]]; then
+    echo "FAIL jsrun's refusal (status $status):" >&2
+    echo "$out" >&2
+    exit 1
+  fi
+  echo "jsrun's refusal reaches the user: ${out##*error: }"
+) || failed=1
+exit $failed
