@@ -2,8 +2,10 @@
 
 #include <ATen/core/ivalue.h>
 #include <c10/core/GradMode.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
 
 #include <condition_variable>
+#include <cstdlib>
 #include <deque>
 #include <mutex>
 #include <thread>
@@ -14,6 +16,13 @@
 
 namespace ddl::python {
 namespace {
+
+/// Whether libddl takes GPU buffers (built with its NCCL path: DDL_HAVE_NCCL in CMake).
+#ifdef DDL_PG_WITH_NCCL
+constexpr bool kWithNccl = true;
+#else
+constexpr bool kWithNccl = false;
+#endif
 
 /// The process's one worker: runs queued collectives in the order they were queued. Never
 /// destroyed: the interpreter may exit while it waits for more.
@@ -69,8 +78,24 @@ class CollectiveQueue {
   std::deque<Item> items_;
 };
 
-/// Throws ddl::Error for a failed libddl call: "ddl backend: <what>: <the runtime's message>".
-void call(const char* what, ddl_status_t status) {
+/// For a CUDA tensor: waits until what the calling thread queued on its current stream of the
+/// tensor's device has run. libddl's NCCL runs on streams of its own and each call returns once
+/// its result is in place, so this is all the ordering a GPU buffer needs: before a collective,
+/// for the kernels that wrote its inputs (on the caller's stream, or the worker's copies); after
+/// it, for the worker's copies into the caller's tensors.
+void settle(const at::Tensor& tensor) {
+  if (!tensor.is_cuda()) return;
+  c10::impl::VirtualGuardImpl guard(tensor.device().type());
+  guard.getStream(tensor.device()).synchronize();
+}
+
+/// Runs `libddl_call` (a ddl_ function on buffers of `on`'s device) once the worker's copies
+/// into them have run (settle); throws ddl::Error when it fails: "ddl backend: <what>: <the
+/// runtime's message>".
+template <typename Call>
+void call(const char* what, const at::Tensor& on, Call libddl_call) {
+  settle(on);
+  const ddl_status_t status = libddl_call();
   if (status == DDL_SUCCESS) return;
   std::string message = ddl_last_error();
   if (message.empty()) message = ddl_error_string(status);
@@ -131,14 +156,28 @@ ddl_op_t op_of(const c10d::ReduceOp& op, const char* what) {
   }
 }
 
-/// A dense CPU tensor of a supported dtype, or a c10::Error saying what is wrong.
-void check_tensor(const at::Tensor& tensor, const char* what) {
+/// A dense tensor of a supported dtype, on the CPU (or on a GPU when libddl was built with its
+/// NCCL path and DDL_NCCL is not 0), on the same device as `first` when given; or a c10::Error
+/// saying what is wrong.
+void check_tensor(const at::Tensor& tensor, const char* what, const at::Tensor* first = nullptr) {
   TORCH_CHECK(tensor.defined(), "ddl backend: ", what, ": an undefined tensor");
-  TORCH_CHECK(!tensor.is_cuda(), "ddl backend: ", what, ": a tensor on ", tensor.device(),
-              "; this ddl backend takes CPU tensors only (libddl's NCCL path is not built in): "
-              "move it to the CPU, or use backend \"nccl\" for CUDA tensors");
-  TORCH_CHECK(tensor.device().is_cpu(), "ddl backend: ", what, ": a tensor on ", tensor.device(),
-              "; it takes CPU tensors");
+  if (tensor.is_cuda()) {
+    TORCH_CHECK(kWithNccl, "ddl backend: ", what, ": a tensor on ", tensor.device(),
+                "; this libddl was built without its NCCL path (no CUDA and NCCL headers when "
+                "it was built), so the ddl backend takes CPU tensors only: move it to the CPU, "
+                "or rebuild ddlrun where CUDA and NCCL are installed");
+    const char* nccl = std::getenv("DDL_NCCL");
+    TORCH_CHECK(nccl == nullptr || std::string(nccl) != "0", "ddl backend: ", what,
+                ": a tensor on ", tensor.device(),
+                " but DDL_NCCL=0 keeps GPU buffers away from libddl's NCCL path: unset it, or "
+                "move the tensor to the CPU");
+  } else {
+    TORCH_CHECK(tensor.device().is_cpu(), "ddl backend: ", what, ": a tensor on ", tensor.device(),
+                "; it takes CPU and CUDA tensors");
+  }
+  TORCH_CHECK(first == nullptr || tensor.device() == first->device(), "ddl backend: ", what,
+              ": tensors on ", first->device(), " and ", tensor.device(),
+              "; the tensors of one call must be on one device");
   TORCH_CHECK(tensor.layout() == at::kStrided, "ddl backend: ", what, ": a ", tensor.layout(),
               " tensor; it takes dense tensors");
   datatype_of(tensor, what);
@@ -156,7 +195,9 @@ at::Tensor contiguous_of(const at::Tensor& tensor) {
 
 /// Copies `contiguous` into `tensor` unless it is `tensor` itself.
 void write_back(at::Tensor& tensor, const at::Tensor& contiguous) {
-  if (!contiguous.is_same(tensor)) tensor.copy_(contiguous);
+  if (contiguous.is_same(tensor)) return;
+  tensor.copy_(contiguous);
+  settle(tensor);
 }
 
 }  // namespace
@@ -191,6 +232,8 @@ ProcessGroupDdl::ProcessGroupDdl(int rank, int size) : c10d::ProcessGroup(rank, 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::enqueue(c10d::OpType type,
                                                         std::vector<at::Tensor> outputs,
                                                         std::function<void()> run) {
+  // The kernels that wrote a GPU tensor ran on this thread's stream; the worker's are others.
+  if (!outputs.empty()) settle(outputs[0]);
   auto work = c10::make_intrusive<WorkDdl>(rank_, type, std::move(outputs));
   CollectiveQueue::instance().push(work, std::move(run));
   return work;
@@ -205,8 +248,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::broadcast(std::vector<at::Tensor
   const int root = static_cast<int>(opts.rootRank);  // libddl checks it is a rank
   return enqueue(c10d::OpType::BROADCAST, tensors, [tensor = tensors[0], root]() mutable {
     at::Tensor buffer = contiguous_of(tensor);
-    call("broadcast",
-         ddl_bcast(buffer.data_ptr(), buffer.numel(), datatype_of(buffer, "broadcast"), root));
+    call("broadcast", buffer, [&] {
+      return ddl_bcast(buffer.data_ptr(), buffer.numel(), datatype_of(buffer, "broadcast"), root);
+    });
     write_back(tensor, buffer);
   });
 }
@@ -218,8 +262,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::allreduce(std::vector<at::Tensor
   const ddl_op_t op = op_of(opts.reduceOp, "allreduce");
   return enqueue(c10d::OpType::ALLREDUCE, tensors, [tensor = tensors[0], op]() mutable {
     at::Tensor buffer = contiguous_of(tensor);
-    call("allreduce", ddl_allreduce(buffer.data_ptr(), buffer.data_ptr(), buffer.numel(),
-                                    datatype_of(buffer, "allreduce"), op));
+    call("allreduce", buffer, [&] {
+      return ddl_allreduce(buffer.data_ptr(), buffer.data_ptr(), buffer.numel(),
+                           datatype_of(buffer, "allreduce"), op);
+    });
     write_back(tensor, buffer);
   });
 }
@@ -229,7 +275,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::allreduce_coalesced(
   const char* what = "allreduce_coalesced";
   TORCH_CHECK(!tensors.empty(), "ddl backend: ", what, ": no tensors");
   for (const at::Tensor& tensor : tensors) {
-    check_tensor(tensor, what);
+    check_tensor(tensor, what, &tensors[0]);
     TORCH_CHECK(tensor.scalar_type() == tensors[0].scalar_type(), "ddl backend: ", what,
                 ": tensors of dtypes ", tensors[0].scalar_type(), " and ", tensor.scalar_type(),
                 "; it takes tensors of one dtype");
@@ -244,8 +290,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::allreduce_coalesced(
       pointers.push_back(buffers.back().data_ptr());
       counts.push_back(buffers.back().numel());
     }
-    call(what, ddl_allreduce_n(pointers.data(), counts.data(), pointers.size(),
-                               datatype_of(tensors[0], what), op));
+    call(what, tensors[0], [&] {
+      return ddl_allreduce_n(pointers.data(), counts.data(), pointers.size(),
+                             datatype_of(tensors[0], what), op);
+    });
     for (size_t i = 0; i < tensors.size(); ++i)
       write_back(tensors[i], buffers[i]);
   });
@@ -261,8 +309,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::reduce(std::vector<at::Tensor>& 
     at::Tensor buffer = contiguous_of(tensor);
     // Only the root's tensor takes the result; the others reduce into scratch.
     at::Tensor result = root ? buffer : at::empty_like(buffer);
-    call("reduce", ddl_allreduce(buffer.data_ptr(), result.data_ptr(), buffer.numel(),
-                                 datatype_of(buffer, "reduce"), op));
+    call("reduce", buffer, [&] {
+      return ddl_allreduce(buffer.data_ptr(), result.data_ptr(), buffer.numel(),
+                           datatype_of(buffer, "reduce"), op);
+    });
     if (root) write_back(tensor, buffer);
   });
 }
@@ -278,7 +328,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::allgather(
   TORCH_CHECK(outputs[0].size() == static_cast<size_t>(size_), "ddl backend: ", what, ": ",
               outputs[0].size(), " output tensors for ", size_, " ranks");
   for (const at::Tensor& output : outputs[0]) {
-    check_tensor(output, what);
+    check_tensor(output, what, &input);
     TORCH_CHECK(output.scalar_type() == input.scalar_type() && output.numel() == input.numel(),
                 "ddl backend: ", what, ": an output of ", output.numel(), " ", output.scalar_type(),
                 " for an input of ", input.numel(), " ", input.scalar_type());
@@ -289,12 +339,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::allgather(
         const int64_t n = buffer.numel();
         at::Tensor gathered =
             at::empty({n * static_cast<int64_t>(outputs.size())}, buffer.options());
-        call(what,
-             ddl_allgather(buffer.data_ptr(), gathered.data_ptr(), n, datatype_of(buffer, what)));
+        call(what, buffer, [&] {
+          return ddl_allgather(buffer.data_ptr(), gathered.data_ptr(), n,
+                               datatype_of(buffer, what));
+        });
         for (size_t i = 0; i < outputs.size(); ++i) {
           outputs[i].copy_(
               gathered.narrow(0, static_cast<int64_t>(i) * n, n).view(outputs[i].sizes()));
         }
+        settle(gathered);
       });
 }
 
@@ -303,7 +356,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::_allgather_base(at::Tensor& outp
                                                                 const c10d::AllgatherOptions&) {
   const char* what = "_allgather_base";
   check_tensor(input, what);
-  check_tensor(output, what);
+  check_tensor(output, what, &input);
   TORCH_CHECK(
       output.scalar_type() == input.scalar_type() && output.numel() == input.numel() * size_,
       "ddl backend: ", what, ": the output must hold ", size_, " x ", input.numel(), " ",
@@ -311,7 +364,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::_allgather_base(at::Tensor& outp
   return enqueue(c10d::OpType::_ALLGATHER_BASE, {output}, [input, output, what]() mutable {
     at::Tensor in = contiguous_of(input);
     at::Tensor out = contiguous_of(output);
-    call(what, ddl_allgather(in.data_ptr(), out.data_ptr(), in.numel(), datatype_of(in, what)));
+    call(what, in, [&] {
+      return ddl_allgather(in.data_ptr(), out.data_ptr(), in.numel(), datatype_of(in, what));
+    });
     write_back(output, out);
   });
 }
@@ -327,7 +382,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::reduce_scatter(
   TORCH_CHECK(inputs[0].size() == static_cast<size_t>(size_), "ddl backend: ", what, ": ",
               inputs[0].size(), " input tensors for ", size_, " ranks");
   for (const at::Tensor& input : inputs[0]) {
-    check_tensor(input, what);
+    check_tensor(input, what, &output);
     TORCH_CHECK(input.scalar_type() == output.scalar_type() && input.numel() == output.numel(),
                 "ddl backend: ", what, ": an input of ", input.numel(), " ", input.scalar_type(),
                 " for an output of ", output.numel(), " ", output.scalar_type());
@@ -340,8 +395,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::reduce_scatter(
                      flat.push_back(input.reshape({-1}));
                    at::Tensor all = at::cat(flat);
                    at::Tensor out = contiguous_of(output);
-                   call(what, ddl_reduce_scatter(all.data_ptr(), out.data_ptr(), out.numel(),
-                                                 datatype_of(out, what), op));
+                   call(what, all, [&] {
+                     return ddl_reduce_scatter(all.data_ptr(), out.data_ptr(), out.numel(),
+                                               datatype_of(out, what), op);
+                   });
                    write_back(output, out);
                  });
 }
@@ -350,7 +407,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::_reduce_scatter_base(
     at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
   const char* what = "_reduce_scatter_base";
   check_tensor(input, what);
-  check_tensor(output, what);
+  check_tensor(output, what, &input);
   TORCH_CHECK(
       output.scalar_type() == input.scalar_type() && input.numel() == output.numel() * size_,
       "ddl backend: ", what, ": the input must hold ", size_, " x ", output.numel(), " ",
@@ -359,14 +416,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::_reduce_scatter_base(
   return enqueue(c10d::OpType::_REDUCE_SCATTER_BASE, {output}, [input, output, op, what]() mutable {
     at::Tensor in = contiguous_of(input);
     at::Tensor out = contiguous_of(output);
-    call(what, ddl_reduce_scatter(in.data_ptr(), out.data_ptr(), out.numel(),
-                                  datatype_of(out, what), op));
+    call(what, in, [&] {
+      return ddl_reduce_scatter(in.data_ptr(), out.data_ptr(), out.numel(), datatype_of(out, what),
+                                op);
+    });
     write_back(output, out);
   });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::barrier(const c10d::BarrierOptions&) {
-  return enqueue(c10d::OpType::BARRIER, {}, [] { call("barrier", ddl_barrier()); });
+  return enqueue(c10d::OpType::BARRIER, {},
+                 [] { call("barrier", at::Tensor(), [] { return ddl_barrier(); }); });
 }
 
 }  // namespace ddl::python
