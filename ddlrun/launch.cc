@@ -76,8 +76,8 @@ std::unique_ptr<launcher::Backend> make_backend(const JobPlan& plan, const Optio
       return launcher::make_mpirun_backend(job, lo);
     case Kind::kSrun:
       return launcher::make_srun_backend(job, lo);
-    case Kind::kPmix:
-      return launcher::make_pmix_backend(job, lo);
+    case Kind::kPrterun:
+      return launcher::make_prterun_backend(job, lo);
     case Kind::kJsrun: {
       lsf::JsrunOptions jo;
       jo.mode = lsf::parse_jsrun_mode(o.jsrun_mode);
@@ -86,6 +86,7 @@ std::unique_ptr<launcher::Backend> make_backend(const JobPlan& plan, const Optio
       return lsf::make_jsrun_backend(job, lo, jo);
     }
     case Kind::kAuto:
+    case Kind::kPmix:  // choose() made them local, ssh, srun or jsrun
       break;
   }
   throw launcher::LaunchError("no launcher was chosen (internal error, please report this)");

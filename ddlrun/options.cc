@@ -159,7 +159,10 @@ std::unique_ptr<CLI::App> make_app(Options& o) {
   std::string launchers;
   for (std::string_view n : launcher::kind_names())
     launchers += (launchers.empty() ? "" : "|") + std::string(n);
-  app->add_option("--launcher", o.launcher, "How to start ranks: " + launchers + " (default auto)")
+  app->add_option("--launcher", o.launcher,
+                  "How to start ranks: " + launchers +
+                      " (default auto: jsrun in LSF, srun in Slurm, else pmix: ddlrun's own "
+                      "local or ssh launcher, serving PMIx to the ranks)")
       ->type_name("NAME")
       ->check(one_of("launcher", {launcher::kind_names().begin(), launcher::kind_names().end()}))
       ->group("Launching");

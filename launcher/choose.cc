@@ -13,8 +13,8 @@ namespace ddl::launcher {
 
 namespace {
 
-constexpr std::array<std::string_view, 7> kNames = {"auto", "local", "ssh",  "mpirun",
-                                                    "pmix", "srun",  "jsrun"};
+constexpr std::array<std::string_view, 8> kNames = {"auto", "local",   "ssh",  "mpirun",
+                                                    "pmix", "prterun", "srun", "jsrun"};
 
 bool iequals(std::string_view a, std::string_view b) {
   return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](char x, char y) {
@@ -41,6 +41,15 @@ std::span<const std::string_view> kind_names() {
 }
 
 Choice choose(Kind requested, const Situation& s) {
+  if (requested == Kind::kPmix) {
+    return s.all_hosts_local
+               ? Choice{Kind::kLocal,
+                        "asked for with --launcher pmix: ddlrun's own launcher with its PMIx "
+                        "server (local: every host is this host)"}
+               : Choice{Kind::kSsh,
+                        "asked for with --launcher pmix: ddlrun's own launcher with its PMIx "
+                        "server (ssh: some hosts are remote)"};
+  }
   if (requested != Kind::kAuto) {
     return {requested, "asked for with --launcher " + std::string(to_string(requested))};
   }

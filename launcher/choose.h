@@ -8,10 +8,12 @@
 
 namespace ddl::launcher {
 
-/// The launcher backends (--launcher).
-enum class Kind { kAuto, kLocal, kSsh, kMpirun, kPmix, kSrun, kJsrun };
+/// The launcher backends (--launcher). kPmix names ddlrun's own launchers (local, ssh), which
+/// always serve PMIx to their ranks when they can; choose() resolves it to one of them.
+/// kPrterun is PRRTE's prterun.
+enum class Kind { kAuto, kLocal, kSsh, kMpirun, kPmix, kPrterun, kSrun, kJsrun };
 
-/// "auto", "local", "ssh", "mpirun", "pmix", "srun", "jsrun".
+/// "auto", "local", "ssh", "mpirun", "pmix", "prterun", "srun", "jsrun".
 std::string_view to_string(Kind kind);
 /// The inverse of to_string; nullopt for an unknown name.
 std::optional<Kind> kind_from_string(std::string_view name);
@@ -31,8 +33,9 @@ struct Choice {
   std::string reason;
 };
 
-/// Resolves `requested`: a named backend is kept; `auto` picks jsrun inside an LSF job, srun
-/// inside a Slurm job, local when every host is this host, and ssh otherwise.
+/// Resolves `requested`: a named backend is kept, except pmix, which becomes local when every
+/// host is this host and ssh otherwise (each with its PMIx server); `auto` picks jsrun inside
+/// an LSF job, srun inside a Slurm job, and otherwise what pmix picks.
 Choice choose(Kind requested, const Situation& situation);
 
 /// The names this host answers to: "localhost", its host name (full and short), and the

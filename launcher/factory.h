@@ -12,7 +12,8 @@
 namespace ddl::launcher {
 
 // The one factory of each backend. ddlrun includes this header only; each backend's folder
-// holds its implementation (local/, ssh/, mpirun/, srun/, pmix/; jsrun lives in lsf/).
+// holds its implementation (local/, ssh/, mpirun/, srun/, prterun/; jsrun lives in lsf/). The
+// local and ssh backends serve PMIx through pmix_server/.
 
 /// What the backends that start ranks through another program (mpirun, srun, prterun, jsrun)
 /// and the ssh backend need besides the job.
@@ -32,6 +33,9 @@ struct LaunchOptions {
   /// The port of ddlrun's rendezvous server (comm::RendezvousServer) for the local and ssh
   /// backends; 0: none (the ranks bootstrap through PMIx or are alone).
   int rendezvous_port = 0;
+  /// The local and ssh backends serve PMIx to their ranks (pmix_server/): ddlrun or each
+  /// agent runs a PMIx server, and every rank is its client.
+  bool pmix_server = true;
 };
 
 /// Forks and execs every rank on this host: its own process group, its CPU set, its
@@ -54,8 +58,9 @@ std::unique_ptr<Backend> make_mpirun_backend(const Job& job, const LaunchOptions
 /// Runs `srun --mpi=pmix` inside a Slurm allocation (srun/).
 std::unique_ptr<Backend> make_srun_backend(const Job& job, const LaunchOptions& options);
 
-/// Runs PRRTE's prterun (pmix/); LaunchError naming the package to install when it is missing.
-std::unique_ptr<Backend> make_pmix_backend(const Job& job, const LaunchOptions& options);
+/// Runs PRRTE's prterun (prterun/); LaunchError naming the package to install when it is
+/// missing.
+std::unique_ptr<Backend> make_prterun_backend(const Job& job, const LaunchOptions& options);
 
 /// Runs one launcher program (`argv`, with `env` added to options.environ) as the job's single
 /// process (rank -1, called `name` in messages): the base of the mpirun, srun, prterun and

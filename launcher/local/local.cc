@@ -1,9 +1,12 @@
 // The local backend: every rank forked on this host by a ProcessSet, with the environment of
 // rank_environment(), bound to its CPU set. The rendezvous ports are free ports of this host.
+// ddlrun serves PMIx to its ranks (pmix_server/): one server, so a fence is complete as soon
+// as the PMIx library has every rank's contribution, and no data is ever on another host.
 
 #include <algorithm>
 
 #include "launcher/factory.h"
+#include "launcher/pmix_server/server.h"
 #include "launcher/process.h"
 
 namespace ddl::launcher {
@@ -16,7 +19,7 @@ bool has_variable(const std::vector<std::string>& env, std::string_view name) {
   });
 }
 
-class LocalBackend : public Backend {
+class LocalBackend : public Backend, private pmix_server::Host {
  public:
   LocalBackend(const Job& job, const LaunchOptions& options) : job_(job), options_(options) {}
   ~LocalBackend() override { finish(); }
@@ -24,6 +27,7 @@ class LocalBackend : public Backend {
   std::string_view name() const override { return "local"; }
 
   std::vector<int> start(EventQueue& events) override {
+    events_ = &events;
     procs_ = std::make_unique<ProcessSet>(events);
     const comm::Topology& t = job_.topology;
     std::vector<comm::RankPlacement> ranks = t.ranks;
@@ -40,11 +44,21 @@ class LocalBackend : public Backend {
     const bool inherited_omp = has_variable(base, "OMP_NUM_THREADS");
     std::vector<int> started;
     try {
+      if (options_.pmix_server && !ranks.empty()) {
+        pmix_ = pmix_server::Server::start("", *this);
+        std::vector<int> hosts;
+        for (const comm::Host& h : t.hosts)
+          hosts.push_back(h.index);
+        pmix_->register_job(job_, hosts);
+      }
       for (const comm::RankPlacement& r : ranks) {
         SpawnSpec spec;
         spec.argv = job_.argv;
-        spec.env = merge_environment(
-            base, rank_environment(job_, r.rank, rv, job_.topology_path, inherited_omp));
+        std::vector<EnvVar> env =
+            rank_environment(job_, r.rank, rv, job_.topology_path, inherited_omp);
+        if (pmix_)
+          pmix_server::add_environment(env, pmix_->fork_environment(r.rank), job_.exports, base);
+        spec.env = merge_environment(base, env);
         spec.cpus = r.cpus;
         spec.pipe_stdin = r.rank == 0;
         const comm::Host* h = t.find_host(r.host);
@@ -53,6 +67,7 @@ class LocalBackend : public Backend {
       }
     } catch (...) {
       procs_->finish();
+      pmix_.reset();
       throw;
     }
     return started;
@@ -69,12 +84,28 @@ class LocalBackend : public Backend {
   }
   void finish() override {
     if (procs_) procs_->finish();
+    pmix_.reset();
   }
 
  private:
+  // pmix_server::Host, on PMIx's thread. One host: its contribution is the whole fence.
+  void fence(pmix_server::Contribution c, pmix_server::DataDone done) override {
+    done(0, std::move(c.data));
+  }
+  void abort(int rank, int status, const std::string& message) override {
+    for (Event& e : pmix_server::abort_events(rank, status, message))
+      events_->push(std::move(e));
+  }
+  void direct_modex(int, pmix_server::DataDone done) override {
+    done(kNotFound, {});  // every rank is local: the PMIx library has all there is
+  }
+  static constexpr int kNotFound = -46;  // PMIX_ERR_NOT_FOUND
+
   Job job_;
   LaunchOptions options_;
+  EventQueue* events_ = nullptr;
   std::unique_ptr<ProcessSet> procs_;
+  std::unique_ptr<pmix_server::Server> pmix_;
 };
 
 class CommandBackend : public Backend {

@@ -1,22 +1,22 @@
-// The pmix backend: the job as one PRRTE prterun process (the PMIx reference runtime).
+// The prterun backend: the job as one PRRTE prterun process (the PMIx reference runtime).
 //
 // How it works. prterun_command() writes a rankfile (one `rank R=HOST slot=...` line per
 // rank, in rank order) that places every rank on its planned host, turns PRRTE's own binding
 // off, and forwards the job-wide variables by name with `-x`; each rank runs
 // `ddlrun --rank-exec`, which finds its rank in $PMIX_RANK, sets the rank's variables and
-// binds itself to its CPU set. make_pmix_backend() looks for prterun on $PATH first: Debian 12
+// binds itself to its CPU set. make_prterun_backend() looks for prterun on $PATH first: Debian 12
 // does not package PRRTE, so there it fails with a LaunchError that says what to install and
 // which launchers work instead. Untested against a real prterun for that reason; the command
 // follows PRRTE 3's documented options.
 
-#include "launcher/pmix/pmix.h"
+#include "launcher/prterun/prterun.h"
 
 #include <algorithm>
 #include <iostream>
 
 namespace ddl::launcher {
 
-namespace pmix {
+namespace prterun {
 
 Command prterun_command(const Job& job, const LaunchOptions& options, const JobEnvironment& env,
                         const std::string& rankfile_path) {
@@ -52,21 +52,21 @@ Command prterun_command(const Job& job, const LaunchOptions& options, const JobE
   return c;
 }
 
-}  // namespace pmix
+}  // namespace prterun
 
-std::unique_ptr<Backend> make_pmix_backend(const Job& job, const LaunchOptions& options) {
+std::unique_ptr<Backend> make_prterun_backend(const Job& job, const LaunchOptions& options) {
   const std::string prterun =
       find_in_path("prterun", environ_value(options.environ, "PATH").value_or("/usr/bin:/bin"));
-  if (prterun.empty()) throw LaunchError(pmix::kPrterunMissing);
+  if (prterun.empty()) throw LaunchError(prterun::kPrterunMissing);
   if (options.work_dir.empty()) {
-    throw LaunchError("pmix launcher: no work directory for the rankfile (internal error)");
+    throw LaunchError("prterun launcher: no work directory for the rankfile (internal error)");
   }
   const std::string rankfile_path = options.work_dir + "/rankfile";
   const JobEnvironment env =
       job_environment(job, external_rendezvous(job, options.rendezvous_port), options.environ);
-  pmix::Command command = pmix::prterun_command(job, options, env, rankfile_path);
+  prterun::Command command = prterun::prterun_command(job, options, env, rankfile_path);
   command.argv[0] = prterun;
-  write_work_file(rankfile_path, command.rankfile, "pmix launcher");
+  write_work_file(rankfile_path, command.rankfile, "prterun launcher");
   if (options.verbosity > 0) {
     std::cerr << "ddlrun: prterun command: " << shell_join(command.argv) << std::endl;
   }

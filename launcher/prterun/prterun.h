@@ -7,9 +7,9 @@
 #include "launcher/factory.h"
 #include "launcher/job.h"
 
-namespace ddl::launcher::pmix {
+namespace ddl::launcher::prterun {
 
-/// What make_pmix_backend runs: PRRTE's prterun, the rankfile it reads, and its environment.
+/// What make_prterun_backend runs: PRRTE's prterun, the rankfile it reads, and its environment.
 struct Command {
   std::vector<std::string> argv;  ///< {"prterun", ..., ddlrun, "--rank-exec", "--", program...}
   std::string rankfile;           ///< `rank R=HOST slot=...` per rank, in rank order
@@ -18,9 +18,9 @@ struct Command {
 
 /// The message of the LaunchError thrown when prterun is not on $PATH.
 inline constexpr const char* kPrterunMissing =
-    "pmix launcher: prterun is not on $PATH; install PRRTE (https://github.com/openpmix/prrte; "
+    "prterun launcher: prterun is not on $PATH; install PRRTE (https://github.com/openpmix/prrte; "
     "Debian 12 does not package it) and put its bin directory on $PATH, or use --launcher "
-    "mpirun or --launcher ssh";
+    "pmix (ddlrun's own PMIx server) or --launcher mpirun";
 
 /// Builds the prterun command for `job` (PRRTE 3):
 ///   prterun --np <ranks> --map-by rankfile:file=<rankfile_path> --bind-to none
@@ -31,4 +31,4 @@ inline constexpr const char* kPrterunMissing =
 Command prterun_command(const Job& job, const LaunchOptions& options, const JobEnvironment& env,
                         const std::string& rankfile_path);
 
-}  // namespace ddl::launcher::pmix
+}  // namespace ddl::launcher::prterun

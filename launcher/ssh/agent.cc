@@ -8,19 +8,28 @@
 // PR_SET_PDEATHSIG) and from then on relays their lines and exits up the channel while a
 // reader thread applies signals and stdin coming down. If the channel closes first, ddlrun is
 // gone: the ranks get SIGTERM, then SIGKILL after two seconds, and the agent exits.
+//
+// The agent is also its host's PMIx server (pmix_server/): it registers the job before the
+// ranks start and gives each its PMIx variables. When this host's ranks have all entered a
+// fence it sends their contribution up (C) and completes the fence when ddlrun sends the
+// combined data of every host (B); a Get of data that no fence collected asks ddlrun (Q),
+// which asks the rank's own agent and passes its answer (P) back; PMIx_Abort goes up as A.
 
 #include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <mutex>
 #include <thread>
 
 #include "launcher/factory.h"
+#include "launcher/pmix_server/server.h"
 #include "launcher/process.h"
 #include "launcher/ssh/protocol.h"
 #include "launcher/wire.h"
@@ -32,10 +41,11 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr auto kLostGrace = std::chrono::seconds(2);
 
-class Agent {
+class Agent : private pmix_server::Host {
  public:
   Agent(int in_fd, int out_fd) : in_(in_fd), out_(out_fd) {}
   ~Agent() {
+    pmix_.reset();
     if (!dir_.empty()) {
       std::error_code ec;
       std::filesystem::remove_all(dir_, ec);
@@ -74,12 +84,86 @@ class Agent {
     return status;
   }
 
+  // pmix_server::Host, on PMIx's thread: up the channel; the answers come to the reader.
+  void fence(pmix_server::Contribution c, pmix_server::DataDone done) override {
+    {
+      std::lock_guard lock(pmix_mutex_);
+      fences_[c.key] = std::move(done);
+    }
+    send(ssh::FrameType::kFence, host_index_,
+         ssh::encode(ssh::FenceFrame{c.key, c.participants, c.timeout_s, std::move(c.data)}));
+  }
+  void abort(int rank, int status, const std::string& message) override {
+    send(ssh::FrameType::kAbort, rank, ssh::encode(ssh::AbortFrame{status, message}));
+  }
+  void direct_modex(int rank, pmix_server::DataDone done) override {
+    int id;
+    {
+      std::lock_guard lock(pmix_mutex_);
+      id = next_modex_++;
+      modex_[id] = std::move(done);
+    }
+    send(ssh::FrameType::kModexRequest, id, ssh::encode(ssh::ModexRequest{host_index_, rank}));
+  }
+  /// A PMIx frame from ddlrun (on the reader thread).
+  void pmix_frame(const ssh::Frame& f);
+
   int in_;
   int out_;
   std::mutex out_mutex_;
   ssh::FrameReader reader_;
   std::string dir_;
+  int host_index_ = 0;
+  std::mutex pmix_mutex_;
+  std::unique_ptr<pmix_server::Server> pmix_;            ///< guarded by pmix_mutex_ once ranks run
+  std::map<std::string, pmix_server::DataDone> fences_;  ///< by key: waiting for ddlrun
+  std::map<int, pmix_server::DataDone> modex_;           ///< by request id
+  int next_modex_ = 0;
 };
+
+void Agent::pmix_frame(const ssh::Frame& f) {
+  pmix_server::DataDone done;
+  int status = 0;
+  std::string data;
+  switch (f.type) {
+    case ssh::FrameType::kFenceResult: {
+      ssh::FenceResultFrame r = ssh::decode_fence_result(f.payload);
+      std::lock_guard lock(pmix_mutex_);
+      auto it = fences_.find(r.key);
+      if (it == fences_.end()) return;
+      done = std::move(it->second);
+      fences_.erase(it);
+      status = r.status;
+      data = std::move(r.data);
+      break;
+    }
+    case ssh::FrameType::kModexResponse: {
+      ssh::ModexResponse r = ssh::decode_modex_response(f.payload);
+      std::lock_guard lock(pmix_mutex_);
+      auto it = modex_.find(f.id);
+      if (it == modex_.end()) return;
+      done = std::move(it->second);
+      modex_.erase(it);
+      status = r.status;
+      data = std::move(r.data);
+      break;
+    }
+    case ssh::FrameType::kModexRequest: {
+      const ssh::ModexRequest q = ssh::decode_modex_request(f.payload);
+      const int id = f.id;
+      std::lock_guard lock(pmix_mutex_);
+      if (!pmix_) return;
+      pmix_->local_modex(q.rank, [this, id, host = q.host](int st, std::string bytes) {
+        send(ssh::FrameType::kModexResponse, id,
+             ssh::encode(ssh::ModexResponse{host, st, std::move(bytes)}));
+      });
+      return;
+    }
+    default:
+      return;
+  }
+  done(status, std::move(data));
+}
 
 std::string host_name() {
   char buf[256] = {};
@@ -124,6 +208,7 @@ int Agent::run() {
   if (!f) return 1;  // ddlrun gave up before sending the job (another host failed)
   if (f->type != ssh::FrameType::kJob) return fail(1, "expected the job first");
   const int host_index = f->id;
+  host_index_ = host_index;
   Job job;
   Rendezvous rv;
   try {
@@ -165,6 +250,8 @@ int Agent::run() {
   std::vector<SpawnSpec> specs;
   try {
     comm::write_topology_file(job.topology, topology_path);
+    pmix_ = pmix_server::Server::start(dir_, *this);
+    pmix_->register_job(job, {host_index});
     const std::vector<std::string> base = current_environment();
     const bool inherited_omp = std::any_of(base.begin(), base.end(), [](const std::string& e) {
       return e.rfind("OMP_NUM_THREADS=", 0) == 0;
@@ -172,8 +259,9 @@ int Agent::run() {
     for (const comm::RankPlacement& r : mine) {
       SpawnSpec spec;
       spec.argv = job.argv;
-      spec.env =
-          merge_environment(base, rank_environment(job, r.rank, rv, topology_path, inherited_omp));
+      std::vector<EnvVar> env = rank_environment(job, r.rank, rv, topology_path, inherited_omp);
+      pmix_server::add_environment(env, pmix_->fork_environment(r.rank), job.exports, base);
+      spec.env = merge_environment(base, env);
       spec.cpus = r.cpus;
       spec.pipe_stdin = r.rank == 0;
       specs.push_back(std::move(spec));
@@ -231,6 +319,15 @@ int Agent::run() {
         case ssh::FrameType::kStdinEof:
           procs.close_stdin(0);
           break;
+        case ssh::FrameType::kFenceResult:
+        case ssh::FrameType::kModexRequest:
+        case ssh::FrameType::kModexResponse:
+          try {
+            pmix_frame(*cmd);
+          } catch (const std::exception& e) {
+            std::fprintf(stderr, "ddlrun agent: %s\n", e.what());
+          }
+          break;
         default:
           break;
       }
@@ -276,6 +373,13 @@ int Agent::run() {
     }
   }
   procs.finish();
+  {
+    std::unique_ptr<pmix_server::Server> server;
+    {
+      std::lock_guard lock(pmix_mutex_);
+      server = std::move(pmix_);
+    }
+  }
   if (!lost) send(ssh::FrameType::kDone, 0);
   return lost ? 1 : 0;
 }

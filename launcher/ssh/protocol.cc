@@ -10,7 +10,7 @@ namespace ddl::launcher::ssh {
 
 namespace {
 constexpr uint32_t kMaxPayload = 256u << 20;
-constexpr std::string_view kTypes = "HJKFGORXDSIE";
+constexpr std::string_view kTypes = "HJKFGORXDSIECBAQP";
 }  // namespace
 
 std::string encode_frame(FrameType type, int32_t id, std::string_view payload) {
@@ -20,6 +20,109 @@ std::string encode_frame(FrameType type, int32_t id, std::string_view payload) {
   wire::put_u32(out, static_cast<uint32_t>(id));
   wire::put_str(out, payload);
   return out;
+}
+
+std::string encode(const FenceFrame& f) {
+  std::string out;
+  wire::put_str(out, f.key);
+  wire::put_u32(out, static_cast<uint32_t>(f.participants.size()));
+  for (int r : f.participants)
+    wire::put_u32(out, static_cast<uint32_t>(r));
+  wire::put_u32(out, static_cast<uint32_t>(f.timeout_s));
+  wire::put_str(out, f.data);
+  return out;
+}
+
+std::string encode(const FenceResultFrame& f) {
+  std::string out;
+  wire::put_str(out, f.key);
+  wire::put_u32(out, static_cast<uint32_t>(f.status));
+  wire::put_str(out, f.data);
+  wire::put_str(out, f.error);
+  return out;
+}
+
+std::string encode(const AbortFrame& f) {
+  std::string out;
+  wire::put_u32(out, static_cast<uint32_t>(f.status));
+  wire::put_str(out, f.message);
+  return out;
+}
+
+std::string encode(const ModexRequest& f) {
+  std::string out;
+  wire::put_u32(out, static_cast<uint32_t>(f.host));
+  wire::put_u32(out, static_cast<uint32_t>(f.rank));
+  return out;
+}
+
+std::string encode(const ModexResponse& f) {
+  std::string out;
+  wire::put_u32(out, static_cast<uint32_t>(f.host));
+  wire::put_u32(out, static_cast<uint32_t>(f.status));
+  wire::put_str(out, f.data);
+  return out;
+}
+
+namespace {
+/// A non-negative number (a rank, a host, seconds).
+int index_from(wire::Reader& in, const char* what) {
+  const int v = in.i32();
+  if (v < 0) throw std::runtime_error(std::string("malformed ") + what + ": a negative index");
+  return v;
+}
+}  // namespace
+
+FenceFrame decode_fence(std::string_view payload) {
+  wire::Reader in(payload, "fence frame");
+  FenceFrame f;
+  f.key = in.str();
+  const uint32_t n = in.count(4);
+  for (uint32_t i = 0; i < n; ++i)
+    f.participants.push_back(index_from(in, "fence frame"));
+  f.timeout_s = index_from(in, "fence frame");
+  f.data = in.str();
+  in.expect_done();
+  return f;
+}
+
+FenceResultFrame decode_fence_result(std::string_view payload) {
+  wire::Reader in(payload, "fence result frame");
+  FenceResultFrame f;
+  f.key = in.str();
+  f.status = in.i32();
+  f.data = in.str();
+  f.error = in.str();
+  in.expect_done();
+  return f;
+}
+
+AbortFrame decode_abort(std::string_view payload) {
+  wire::Reader in(payload, "abort frame");
+  AbortFrame f;
+  f.status = in.i32();
+  f.message = in.str();
+  in.expect_done();
+  return f;
+}
+
+ModexRequest decode_modex_request(std::string_view payload) {
+  wire::Reader in(payload, "modex request frame");
+  ModexRequest f;
+  f.host = index_from(in, "modex request frame");
+  f.rank = index_from(in, "modex request frame");
+  in.expect_done();
+  return f;
+}
+
+ModexResponse decode_modex_response(std::string_view payload) {
+  wire::Reader in(payload, "modex response frame");
+  ModexResponse f;
+  f.host = index_from(in, "modex response frame");
+  f.status = in.i32();
+  f.data = in.str();
+  in.expect_done();
+  return f;
 }
 
 std::optional<Frame> FrameReader::next() {

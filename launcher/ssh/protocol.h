@@ -4,6 +4,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace ddl::launcher::ssh {
 
@@ -20,6 +21,13 @@ namespace ddl::launcher::ssh {
 //   agent  -> X  rank `id` ended: payload = exit code, signal
 //   agent  -> D  every rank of this host has ended; the agent exits
 //   ddlrun -> S  send signal `id` to every rank;  I stdin data for rank 0;  E close its stdin
+// and, for the PMIx server each agent runs (pmix_server/):
+//   agent  -> C  fence contribution (FenceFrame): this host's ranks have all entered fence `key`
+//   ddlrun -> B  fence result (FenceResultFrame): every host has contributed (or time is up)
+//   agent  -> A  rank `id` called PMIx_Abort: payload = status, message
+//   agent  -> Q  direct modex request `id` (ModexRequest): the data of a rank on another host
+//   ddlrun -> Q  the same request, to the rank's host (host = the asking host)
+//   agent  -> P  the answer (ModexResponse; host = the asking host), passed on by ddlrun
 // When the channel closes before D, the agent SIGTERMs its ranks, SIGKILLs them after a grace,
 // removes its files and exits: a lost or killed ddlrun leaves nothing behind.
 
@@ -36,6 +44,11 @@ enum class FrameType : char {
   kSignal = 'S',
   kStdin = 'I',
   kStdinEof = 'E',
+  kFence = 'C',
+  kFenceResult = 'B',
+  kAbort = 'A',
+  kModexRequest = 'Q',
+  kModexResponse = 'P',
 };
 
 struct Frame {
@@ -43,6 +56,57 @@ struct Frame {
   int32_t id = 0;
   std::string payload;
 };
+
+/// A fence contribution (C): the fence's key, its participants (empty: every rank), its
+/// PMIX_TIMEOUT in seconds (0: none) and the host's collected data.
+struct FenceFrame {
+  std::string key;
+  std::vector<int> participants;
+  int timeout_s = 0;
+  std::string data;
+  bool operator==(const FenceFrame&) const = default;
+};
+/// A fence's result (B): its key, the PMIx status (0: success), the combined data, and why it
+/// failed.
+struct FenceResultFrame {
+  std::string key;
+  int status = 0;
+  std::string data;
+  std::string error;
+  bool operator==(const FenceResultFrame&) const = default;
+};
+/// An abort (A): PMIx_Abort's status and message.
+struct AbortFrame {
+  int status = 0;
+  std::string message;
+  bool operator==(const AbortFrame&) const = default;
+};
+/// A direct modex request (Q): the host asking, and the rank whose data it wants.
+struct ModexRequest {
+  int host = 0;
+  int rank = 0;
+  bool operator==(const ModexRequest&) const = default;
+};
+/// A direct modex answer (P): the host that asked, the PMIx status, the rank's data.
+struct ModexResponse {
+  int host = 0;
+  int status = 0;
+  std::string data;
+  bool operator==(const ModexResponse&) const = default;
+};
+
+/// Payloads and back; the decoders throw std::runtime_error("malformed <frame>: ...") on short,
+/// long or out-of-range input.
+std::string encode(const FenceFrame& f);
+std::string encode(const FenceResultFrame& f);
+std::string encode(const AbortFrame& f);
+std::string encode(const ModexRequest& f);
+std::string encode(const ModexResponse& f);
+FenceFrame decode_fence(std::string_view payload);
+FenceResultFrame decode_fence_result(std::string_view payload);
+AbortFrame decode_abort(std::string_view payload);
+ModexRequest decode_modex_request(std::string_view payload);
+ModexResponse decode_modex_response(std::string_view payload);
 
 /// The bytes of one frame.
 std::string encode_frame(FrameType type, int32_t id, std::string_view payload);

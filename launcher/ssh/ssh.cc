@@ -10,6 +10,14 @@
 // "go", so a program missing on one host starts nothing anywhere. From then on each thread
 // turns frames into events (lines, exits) and writes queued frames (signals, stdin) between
 // reads. A channel that closes before its agent said "done" is a lost host.
+//
+// PMIx across hosts: each agent is its host's PMIx server. ddlrun joins the hosts' fence
+// contributions in one FenceCombiner (any host's thread adds what its agent sent, and the
+// last one sends the combined data down to every host taking part; every thread checks the
+// fences' timeouts as it polls), passes direct modex requests to the rank's host and the
+// answers back, and turns a PMIx_Abort into the rank's failure (pmix_server::abort_events).
+// Data is collected when the ranks ask for it (PMIX_COLLECT_DATA); otherwise a Get of another
+// host's key is a direct modex.
 
 #include <libssh/libssh.h>
 #include <signal.h>
@@ -22,6 +30,8 @@
 #include <thread>
 
 #include "launcher/factory.h"
+#include "launcher/pmix_server/fence.h"
+#include "launcher/pmix_server/server.h"
 #include "launcher/ssh/protocol.h"
 #include "launcher/wire.h"
 
@@ -90,6 +100,7 @@ class SshBackend : public Backend {
 
   std::vector<int> start(EventQueue& events) override {
     events_ = &events;
+    fences_ = std::make_unique<pmix_server::FenceCombiner>(pmix_server::make_layout(job_.topology));
     for (auto& h : hosts_) {
       HostConn* c = h.get();
       c->thread = std::thread([this, c] { converse(*c); });
@@ -218,6 +229,76 @@ class SshBackend : public Backend {
     }
     return !failed;
   }
+
+  /// The connection to host `index`, or nullptr.
+  HostConn* host_by_index(int index) {
+    for (auto& h : hosts_) {
+      if (h->index == index) return h.get();
+    }
+    return nullptr;
+  }
+
+  /// Sends a finished fence to its hosts (mutex_ held); a failed one is also a note.
+  void deliver(const pmix_server::FenceResult& r) {
+    const std::string frame =
+        ssh::encode_frame(ssh::FrameType::kFenceResult, 0,
+                          ssh::encode(ssh::FenceResultFrame{r.key, r.status, r.data, r.error}));
+    for (int h : r.hosts) {
+      if (HostConn* c = host_by_index(h)) c->outgoing += frame;
+    }
+    if (r.status != 0) {
+      events_->push(Event{Event::Type::kOutput, -1, -1, Stream::kStderr, "ddlrun: " + r.error, {}});
+    }
+  }
+
+  /// A PMIx frame from host `c`'s agent.
+  void pmix_frame(HostConn& c, const ssh::Frame& f) {
+    switch (f.type) {
+      case ssh::FrameType::kFence: {
+        ssh::FenceFrame in = ssh::decode_fence(f.payload);
+        pmix_server::Contribution contribution{std::move(in.key), std::move(in.participants),
+                                               in.timeout_s, std::move(in.data)};
+        std::lock_guard lock(mutex_);
+        if (auto done = fences_->add(c.index, std::move(contribution), Clock::now())) {
+          deliver(*done);
+        }
+        break;
+      }
+      case ssh::FrameType::kAbort: {
+        const ssh::AbortFrame a = ssh::decode_abort(f.payload);
+        for (Event& e : pmix_server::abort_events(f.id, a.status, a.message)) {
+          e.host = c.index;
+          events_->push(std::move(e));
+        }
+        break;
+      }
+      case ssh::FrameType::kModexRequest: {
+        ssh::ModexRequest q = ssh::decode_modex_request(f.payload);
+        q.host = c.index;
+        const comm::RankPlacement* r = job_.topology.find_rank(q.rank);
+        std::lock_guard lock(mutex_);
+        HostConn* owner = r != nullptr ? host_by_index(r->host) : nullptr;
+        if (owner == nullptr) {
+          c.outgoing += ssh::encode_frame(ssh::FrameType::kModexResponse, f.id,
+                                          ssh::encode(ssh::ModexResponse{c.index, kNotFound, {}}));
+        } else {
+          owner->outgoing += ssh::encode_frame(ssh::FrameType::kModexRequest, f.id, ssh::encode(q));
+        }
+        break;
+      }
+      case ssh::FrameType::kModexResponse: {
+        const ssh::ModexResponse a = ssh::decode_modex_response(f.payload);
+        std::lock_guard lock(mutex_);
+        if (HostConn* asker = host_by_index(a.host)) {
+          asker->outgoing += ssh::encode_frame(ssh::FrameType::kModexResponse, f.id, f.payload);
+        }
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  static constexpr int kNotFound = -46;  // PMIX_ERR_NOT_FOUND
 
   [[noreturn]] void throw_failures(const std::string& what) {
     std::string message;
@@ -361,6 +442,8 @@ class SshBackend : public Backend {
             running = true;
           }
           if (running) {
+            for (const pmix_server::FenceResult& r : fences_->expire(Clock::now()))
+              deliver(r);
             to_send += c.outgoing;
             c.outgoing.clear();
           }
@@ -434,6 +517,12 @@ class SshBackend : public Backend {
             case ssh::FrameType::kDone:
               open = false;
               break;
+            case ssh::FrameType::kFence:
+            case ssh::FrameType::kAbort:
+            case ssh::FrameType::kModexRequest:
+            case ssh::FrameType::kModexResponse:
+              pmix_frame(c, *f);
+              break;
             default:
               throw std::runtime_error("unexpected frame from the agent");
           }
@@ -465,6 +554,7 @@ class SshBackend : public Backend {
   LaunchOptions options_;
   std::vector<std::unique_ptr<HostConn>> hosts_;
   EventQueue* events_ = nullptr;
+  std::unique_ptr<pmix_server::FenceCombiner> fences_;  ///< guarded by mutex_
   std::mutex mutex_;
   std::condition_variable changed_;
   bool stop_ = false;

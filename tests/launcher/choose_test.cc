@@ -13,7 +13,7 @@ TEST(ChooseTest, NamesRoundTrip) {
     EXPECT_EQ(to_string(*kind), name);
   }
   EXPECT_FALSE(kind_from_string("mpiexec").has_value());
-  EXPECT_EQ(kind_names().size(), 7u);
+  EXPECT_EQ(kind_names().size(), 8u);
 }
 
 TEST(ChooseTest, AutoPrefersBatchSystemsThenLocalThenSsh) {
@@ -33,6 +33,20 @@ TEST(ChooseTest, NamedLauncherIsKept) {
   const Choice c = choose(Kind::kMpirun, {true, true, true});
   EXPECT_EQ(c.kind, Kind::kMpirun);
   EXPECT_EQ(c.reason, "asked for with --launcher mpirun");
+}
+
+TEST(ChooseTest, PmixIsDdlrunsOwnLauncherWithItsServer) {
+  const Choice local = choose(Kind::kPmix, {true, true, true});
+  EXPECT_EQ(local.kind, Kind::kLocal);
+  EXPECT_EQ(local.reason,
+            "asked for with --launcher pmix: ddlrun's own launcher with its PMIx server (local: "
+            "every host is this host)");
+  const Choice ssh = choose(Kind::kPmix, {false, false, false});
+  EXPECT_EQ(ssh.kind, Kind::kSsh);
+  EXPECT_EQ(ssh.reason,
+            "asked for with --launcher pmix: ddlrun's own launcher with its PMIx server (ssh: "
+            "some hosts are remote)");
+  EXPECT_EQ(choose(Kind::kPrterun, {false, false, true}).kind, Kind::kPrterun);
 }
 
 TEST(ChooseTest, LocalHostNamesIncludeThisHostAndLoopback) {

@@ -1,11 +1,11 @@
-#include "launcher/pmix/pmix.h"
+#include "launcher/prterun/prterun.h"
 
 #include <gtest/gtest.h>
 
-namespace ddl::launcher::pmix {
+namespace ddl::launcher::prterun {
 namespace {
 
-TEST(PmixTest, PrterunPlacesByRankfileAndForwardsVariablesByName) {
+TEST(PrterunTest, PrterunPlacesByRankfileAndForwardsVariablesByName) {
   Job job;
   job.topology.job_id = "ddlrun-3";
   job.topology.hosts = {{0, "a", "", {}}, {1, "b", "", {}}};
@@ -58,20 +58,21 @@ TEST(PmixTest, PrterunPlacesByRankfileAndForwardsVariablesByName) {
     EXPECT_EQ(w.find("secret"), std::string::npos);
 }
 
-TEST(PmixTest, MissingPrterunNamesWhatToInstall) {
+TEST(PrterunTest, MissingPrterunNamesWhatToInstall) {
   Job job;
   LaunchOptions o;
   o.environ = {"PATH=/nonexistent-ddl"};
   try {
-    make_pmix_backend(job, o);
+    make_prterun_backend(job, o);
     FAIL();
   } catch (const LaunchError& e) {
     EXPECT_STREQ(e.what(),
-                 "pmix launcher: prterun is not on $PATH; install PRRTE "
+                 "prterun launcher: prterun is not on $PATH; install PRRTE "
                  "(https://github.com/openpmix/prrte; Debian 12 does not package it) and put its "
-                 "bin directory on $PATH, or use --launcher mpirun or --launcher ssh");
+                 "bin directory on $PATH, or use --launcher pmix (ddlrun's own PMIx server) or "
+                 "--launcher mpirun");
   }
 }
 
 }  // namespace
-}  // namespace ddl::launcher::pmix
+}  // namespace ddl::launcher::prterun

@@ -1,0 +1,458 @@
+// ddlrun's PMIx server (server.h): PMIx_server_init, the job's namespace and clients, and the
+// upcalls handed to the launcher's Host.
+
+#include "launcher/pmix_server/server.h"
+
+#include <pmix.h>
+#include <pmix_server.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <mutex>
+
+#include "launcher/backend.h"
+
+namespace ddl::launcher::pmix_server {
+
+struct Server::Impl {
+  Host* host = nullptr;
+  std::string nspace;
+  JobLayout layout;
+  std::vector<int> local;  ///< this host's ranks
+  mutable std::mutex mutex;
+  std::map<int, ClientState> states;
+  std::map<std::string, int> fences_seen;  ///< by participants: fences so far
+  /// False once the server is going: callbacks from the Host that come later are dropped.
+  std::shared_ptr<std::atomic<bool>> alive = std::make_shared<std::atomic<bool>>(true);
+};
+
+namespace {
+
+// PMIx's upcalls carry no context of ours: the job of this process's server. PMIx is
+// initialized once per process and never finalized: PMIx 4.2 cannot start a server again in
+// a process where PMIx_server_finalize ran (its listener thread aborts on a closed fd), and
+// ddlrun's tests run several jobs in one process.
+std::mutex g_mutex;
+std::shared_ptr<Server::Impl> g_impl;
+bool g_initialized = false;
+std::string g_owned_dir;  ///< the directory made for PMIx's files when none was given
+
+std::shared_ptr<Server::Impl> current() {
+  std::lock_guard lock(g_mutex);
+  return g_impl;
+}
+
+void remove_owned_dir() {
+  std::error_code ec;
+  if (!g_owned_dir.empty()) std::filesystem::remove_all(g_owned_dir, ec);
+}
+
+std::string status_text(pmix_status_t rc) {
+  return PMIx_Error_string(rc);
+}
+
+/// Waits for a PMIx operation that reports through a pmix_op_cbfunc_t.
+struct Waiter {
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool done = false;
+  pmix_status_t status = PMIX_SUCCESS;
+
+  static void callback(pmix_status_t status, void* cbdata) {
+    auto* w = static_cast<Waiter*>(cbdata);
+    {
+      std::lock_guard lock(w->mutex);
+      w->status = status;
+      w->done = true;
+    }
+    w->cv.notify_all();
+  }
+  /// `rc` is what the call returned.
+  pmix_status_t wait(pmix_status_t rc) {
+    if (rc == PMIX_OPERATION_SUCCEEDED) return PMIX_SUCCESS;
+    if (rc != PMIX_SUCCESS) return rc;
+    std::unique_lock lock(mutex);
+    cv.wait(lock, [this] { return done; });
+    return status;
+  }
+};
+
+void set_state(const pmix_proc_t* proc, ClientState state) {
+  std::shared_ptr<Server::Impl> s = current();
+  if (s == nullptr || proc == nullptr) return;
+  std::lock_guard lock(s->mutex);
+  s->states[static_cast<int>(proc->rank)] = state;
+}
+
+pmix_status_t on_connected(const pmix_proc_t* proc, void*, pmix_op_cbfunc_t cbfunc, void* cbdata) {
+  set_state(proc, ClientState::kConnected);
+  if (cbfunc != nullptr) cbfunc(PMIX_SUCCESS, cbdata);
+  return PMIX_SUCCESS;
+}
+
+pmix_status_t on_finalized(const pmix_proc_t* proc, void*, pmix_op_cbfunc_t cbfunc, void* cbdata) {
+  set_state(proc, ClientState::kFinalized);
+  if (cbfunc != nullptr) cbfunc(PMIX_SUCCESS, cbdata);
+  return PMIX_SUCCESS;
+}
+
+pmix_status_t on_abort(const pmix_proc_t* proc, void*, int status, const char msg[], pmix_proc_t[],
+                       size_t, pmix_op_cbfunc_t cbfunc, void* cbdata) {
+  // Every process of the job goes (what ddlrun does on any failure), whichever `procs` named.
+  if (std::shared_ptr<Server::Impl> s = current(); s != nullptr && proc != nullptr) {
+    s->host->abort(static_cast<int>(proc->rank), status, msg != nullptr ? msg : "");
+  }
+  if (cbfunc != nullptr) cbfunc(PMIX_SUCCESS, cbdata);
+  return PMIX_SUCCESS;
+}
+
+void release_blob(void* cbdata) {
+  std::free(cbdata);
+}
+
+/// A DataDone that hands the bytes to PMIx's modex callback (PMIx frees them through
+/// release_blob), unless the server has gone meanwhile.
+DataDone modex_done(const std::shared_ptr<std::atomic<bool>>& alive, pmix_modex_cbfunc_t cbfunc,
+                    void* cbdata) {
+  return [alive, cbfunc, cbdata](int status, std::string bytes) {
+    if (!*alive || cbfunc == nullptr) return;
+    char* copy = nullptr;
+    if (!bytes.empty()) {
+      copy = static_cast<char*>(std::malloc(bytes.size()));
+      std::memcpy(copy, bytes.data(), bytes.size());
+    }
+    cbfunc(status, copy, bytes.size(), cbdata, release_blob, copy);
+  };
+}
+
+int timeout_of(const pmix_info_t info[], size_t ninfo) {
+  for (size_t i = 0; i < ninfo; ++i) {
+    if (!PMIX_CHECK_KEY(&info[i], PMIX_TIMEOUT)) continue;
+    const pmix_value_t& v = info[i].value;
+    switch (v.type) {
+      case PMIX_INT:
+        return v.data.integer;
+      case PMIX_INT32:
+        return v.data.int32;
+      case PMIX_UINT32:
+        return static_cast<int>(v.data.uint32);
+      default:
+        return 0;
+    }
+  }
+  return 0;
+}
+
+pmix_status_t on_fence(const pmix_proc_t procs[], size_t nprocs, const pmix_info_t info[],
+                       size_t ninfo, char* data, size_t ndata, pmix_modex_cbfunc_t cbfunc,
+                       void* cbdata) {
+  std::shared_ptr<Server::Impl> s = current();
+  if (s == nullptr) return PMIX_ERR_NOT_AVAILABLE;
+  Contribution c;
+  bool all = nprocs == 0;
+  for (size_t i = 0; i < nprocs; ++i) {
+    if (procs[i].rank == PMIX_RANK_WILDCARD) all = true;
+    c.participants.push_back(static_cast<int>(procs[i].rank));
+  }
+  std::sort(c.participants.begin(), c.participants.end());
+  c.participants.erase(std::unique(c.participants.begin(), c.participants.end()),
+                       c.participants.end());
+  if (all) c.participants.clear();
+  std::string signature = all ? "*" : "";
+  for (size_t i = 0; !all && i < c.participants.size(); ++i)
+    signature += (i > 0 ? "," : "") + std::to_string(c.participants[i]);
+  {
+    std::lock_guard lock(s->mutex);
+    c.key = signature + "#" + std::to_string(s->fences_seen[signature]++);
+  }
+  c.timeout_s = timeout_of(info, ninfo);
+  if (data != nullptr && ndata > 0) c.data.assign(data, ndata);
+  s->host->fence(std::move(c), modex_done(s->alive, cbfunc, cbdata));
+  return PMIX_SUCCESS;
+}
+
+pmix_status_t on_direct_modex(const pmix_proc_t* proc, const pmix_info_t[], size_t,
+                              pmix_modex_cbfunc_t cbfunc, void* cbdata) {
+  std::shared_ptr<Server::Impl> s = current();
+  if (s == nullptr || proc == nullptr) return PMIX_ERR_NOT_AVAILABLE;
+  if (s->nspace != proc->nspace) return PMIX_ERR_NOT_FOUND;
+  s->host->direct_modex(static_cast<int>(proc->rank), modex_done(s->alive, cbfunc, cbdata));
+  return PMIX_SUCCESS;
+}
+
+void dmodex_response(pmix_status_t status, char* data, size_t size, void* cbdata) {
+  std::unique_ptr<DataDone> done(static_cast<DataDone*>(cbdata));
+  (*done)(status, data != nullptr ? std::string(data, size) : std::string());
+}
+
+}  // namespace
+
+void add_environment(std::vector<EnvVar>& env, std::vector<EnvVar> pmix,
+                     const std::vector<EnvVar>& exports, const std::vector<std::string>& base) {
+  for (EnvVar& v : pmix) {
+    const bool exported = std::any_of(exports.begin(), exports.end(),
+                                      [&](const EnvVar& x) { return x.first == v.first; });
+    const bool inherited = v.first.rfind("OMPI_MCA_", 0) == 0 &&
+                           std::any_of(base.begin(), base.end(), [&](const std::string& e) {
+                             return e.rfind(v.first + "=", 0) == 0;
+                           });
+    if (!exported && !inherited) env.push_back(std::move(v));
+  }
+}
+
+std::vector<Event> abort_events(int rank, int status, const std::string& message) {
+  Event line;
+  line.type = Event::Type::kOutput;
+  line.rank = rank;
+  line.stream = Stream::kStderr;
+  line.data = "PMIx_Abort(status " + std::to_string(status) + ")" +
+              (message.empty() ? std::string() : ": " + message);
+  Event exit;
+  exit.type = Event::Type::kExit;
+  exit.rank = rank;
+  exit.status.code = status != 0 ? status : 1;
+  return {line, exit};
+}
+
+std::unique_ptr<Server> Server::start(const std::string& tmpdir, Host& host) {
+  std::lock_guard lock(g_mutex);
+  if (g_impl != nullptr) {
+    throw LaunchError("a PMIx server already serves a job in this process (internal error)");
+  }
+  if (!g_initialized) {
+    static pmix_server_module_t module = [] {
+      pmix_server_module_t m;
+      std::memset(&m, 0, sizeof m);
+      m.client_connected = on_connected;
+      m.client_finalized = on_finalized;
+      m.abort = on_abort;
+      m.fence_nb = on_fence;
+      m.direct_modex = on_direct_modex;
+      return m;
+    }();
+    std::string dir = tmpdir;
+    if (dir.empty()) {
+      const char* t = std::getenv("TMPDIR");
+      dir = std::string(t != nullptr && *t != '\0' ? t : "/tmp") + "/ddlrun-pmix.XXXXXX";
+      if (mkdtemp(dir.data()) == nullptr) {
+        throw LaunchError("cannot create a directory like " + dir + " for the PMIx server: " +
+                          std::strerror(errno) + " (set TMPDIR to a writable directory)");
+      }
+      g_owned_dir = dir;
+      std::atexit(remove_owned_dir);
+    }
+    pmix_info_t info[3];
+    for (pmix_info_t& i : info)
+      PMIX_INFO_CONSTRUCT(&i);
+    bool no = false;
+    PMIX_INFO_LOAD(&info[0], PMIX_SERVER_TOOL_SUPPORT, &no, PMIX_BOOL);
+    PMIX_INFO_LOAD(&info[1], PMIX_SERVER_TMPDIR, dir.c_str(), PMIX_STRING);
+    PMIX_INFO_LOAD(&info[2], PMIX_SYSTEM_TMPDIR, dir.c_str(), PMIX_STRING);
+    const pmix_status_t rc = PMIx_server_init(&module, info, 3);
+    for (pmix_info_t& i : info)
+      PMIX_INFO_DESTRUCT(&i);
+    if (rc != PMIX_SUCCESS) {
+      throw LaunchError("cannot start the PMIx server (files in " + dir +
+                        "): PMIx_server_init: " + status_text(rc));
+    }
+    g_initialized = true;
+  }
+  std::unique_ptr<Server> server(new Server());
+  server->impl_ = std::make_shared<Impl>();
+  server->impl_->host = &host;
+  g_impl = server->impl_;
+  return server;
+}
+
+Server::~Server() {
+  if (!impl_) return;
+  *impl_->alive = false;
+  {
+    std::lock_guard lock(g_mutex);
+    g_impl.reset();
+  }
+  if (!nspace_.empty()) {
+    for (int r : impl_->local) {
+      pmix_proc_t proc;
+      PMIX_PROC_LOAD(&proc, nspace_.c_str(), static_cast<pmix_rank_t>(r));
+      PMIx_server_deregister_client(&proc, nullptr, nullptr);
+    }
+    // Not forever: when PMIx does not answer, the waiter is left to it (it may still call).
+    auto* w = new Waiter;
+    PMIx_server_deregister_nspace(nspace_.c_str(), Waiter::callback, w);
+    bool answered;
+    {
+      std::unique_lock lock(w->mutex);
+      answered = w->cv.wait_for(lock, std::chrono::seconds(5), [&] { return w->done; });
+    }
+    if (answered) delete w;
+  }
+}
+
+void Server::register_job(const Job& job, const std::vector<int>& host_indices) {
+  Impl& s = *impl_;
+  s.layout = make_layout(job.topology);
+  const JobLayout::Node* me = nullptr;
+  for (int h : host_indices) {
+    const JobLayout::Node* n = s.layout.node(h);
+    if (n == nullptr) continue;
+    if (me == nullptr) me = n;
+    s.local.insert(s.local.end(), n->ranks.begin(), n->ranks.end());
+  }
+  std::sort(s.local.begin(), s.local.end());
+  if (me == nullptr) {
+    throw LaunchError("PMIx server: this host has no ranks in job " + job.topology.job_id +
+                      " (internal error)");
+  }
+  s.nspace = "ddlrun." + (job.topology.job_id.empty() ? std::string("job") : job.topology.job_id);
+  if (s.nspace.size() > PMIX_MAX_NSLEN) s.nspace.resize(PMIX_MAX_NSLEN);
+  {
+    std::lock_guard lock(s.mutex);
+    for (int r : s.local)
+      s.states[r] = ClientState::kNotConnected;
+  }
+
+  void* list = PMIx_Info_list_start();
+  auto add = [](void* l, const char* key, const void* value, pmix_data_type_t type) {
+    const pmix_status_t rc = PMIx_Info_list_add(l, key, value, type);
+    if (rc != PMIX_SUCCESS) {
+      throw LaunchError(std::string("PMIx server: cannot describe the job (") + key +
+                        "): " + status_text(rc));
+    }
+  };
+  const uint32_t size = static_cast<uint32_t>(s.layout.size());
+  const uint32_t num_nodes = static_cast<uint32_t>(s.layout.nodes.size());
+  const uint32_t local_size = static_cast<uint32_t>(s.local.size());
+  const uint32_t one = 1;
+  const uint32_t zero = 0;
+  const pmix_rank_t leader = static_cast<pmix_rank_t>(s.local.front());
+  std::string peers;
+  for (int r : s.local)
+    peers += (peers.empty() ? "" : ",") + std::to_string(r);
+  char* node_map = nullptr;
+  char* proc_map = nullptr;
+  pmix_status_t rc = PMIx_generate_regex(s.layout.node_list().c_str(), &node_map);
+  if (rc == PMIX_SUCCESS) rc = PMIx_generate_ppn(s.layout.proc_list().c_str(), &proc_map);
+  if (rc != PMIX_SUCCESS) {
+    std::free(node_map);
+    PMIx_Info_list_release(list);
+    throw LaunchError("PMIx server: cannot encode the node map: " + status_text(rc));
+  }
+  try {
+    add(list, PMIX_JOBID, job.topology.job_id.c_str(), PMIX_STRING);
+    add(list, PMIX_UNIV_SIZE, &size, PMIX_UINT32);
+    add(list, PMIX_JOB_SIZE, &size, PMIX_UINT32);
+    add(list, PMIX_MAX_PROCS, &size, PMIX_UINT32);
+    add(list, PMIX_JOB_NUM_APPS, &one, PMIX_UINT32);
+    add(list, PMIX_APP_SIZE, &size, PMIX_UINT32);
+    add(list, PMIX_NUM_NODES, &num_nodes, PMIX_UINT32);
+    add(list, PMIX_NODE_MAP, node_map, PMIX_REGEX);
+    add(list, PMIX_PROC_MAP, proc_map, PMIX_REGEX);
+    add(list, PMIX_HOSTNAME, me->name.c_str(), PMIX_STRING);
+    add(list, PMIX_LOCAL_PEERS, peers.c_str(), PMIX_STRING);
+    add(list, PMIX_LOCAL_SIZE, &local_size, PMIX_UINT32);
+    add(list, PMIX_NODE_SIZE, &local_size, PMIX_UINT32);
+    add(list, PMIX_LOCALLDR, &leader, PMIX_PROC_RANK);
+    for (int r = 0; r < s.layout.size(); ++r) {
+      const JobLayout::Node& node = s.layout.nodes[s.layout.node_of[r]];
+      const pmix_rank_t rank = static_cast<pmix_rank_t>(r);
+      const uint16_t local_rank = static_cast<uint16_t>(s.layout.local_rank[r]);
+      const uint32_t node_id = static_cast<uint32_t>(s.layout.node_of[r]);
+      void* proc = PMIx_Info_list_start();
+      add(proc, PMIX_RANK, &rank, PMIX_PROC_RANK);
+      add(proc, PMIX_APPNUM, &zero, PMIX_UINT32);
+      add(proc, PMIX_APP_RANK, &rank, PMIX_PROC_RANK);
+      add(proc, PMIX_GLOBAL_RANK, &rank, PMIX_PROC_RANK);
+      add(proc, PMIX_LOCAL_RANK, &local_rank, PMIX_UINT16);
+      add(proc, PMIX_NODE_RANK, &local_rank, PMIX_UINT16);
+      add(proc, PMIX_NODEID, &node_id, PMIX_UINT32);
+      add(proc, PMIX_HOSTNAME, node.name.c_str(), PMIX_STRING);
+      pmix_data_array_t darray;
+      PMIx_Info_list_convert(proc, &darray);
+      PMIx_Info_list_release(proc);
+      add(list, PMIX_PROC_DATA, &darray, PMIX_DATA_ARRAY);
+      PMIX_DATA_ARRAY_DESTRUCT(&darray);
+    }
+  } catch (...) {
+    std::free(node_map);
+    std::free(proc_map);
+    PMIx_Info_list_release(list);
+    throw;
+  }
+  std::free(node_map);
+  std::free(proc_map);
+  pmix_data_array_t all;
+  PMIx_Info_list_convert(list, &all);
+  PMIx_Info_list_release(list);
+  Waiter w;
+  rc = w.wait(PMIx_server_register_nspace(s.nspace.c_str(), static_cast<int>(local_size),
+                                          static_cast<pmix_info_t*>(all.array), all.size,
+                                          Waiter::callback, &w));
+  PMIX_DATA_ARRAY_DESTRUCT(&all);
+  if (rc != PMIX_SUCCESS) {
+    throw LaunchError("PMIx server: cannot register namespace " + s.nspace + ": " +
+                      status_text(rc));
+  }
+  nspace_ = s.nspace;
+  for (int r : s.local) {
+    pmix_proc_t proc;
+    PMIX_PROC_LOAD(&proc, s.nspace.c_str(), static_cast<pmix_rank_t>(r));
+    Waiter wc;
+    rc = wc.wait(
+        PMIx_server_register_client(&proc, getuid(), getgid(), nullptr, Waiter::callback, &wc));
+    if (rc != PMIX_SUCCESS) {
+      throw LaunchError("PMIx server: cannot register rank " + std::to_string(r) + ": " +
+                        status_text(rc));
+    }
+  }
+}
+
+std::vector<EnvVar> Server::fork_environment(int rank) {
+  pmix_proc_t proc;
+  PMIX_PROC_LOAD(&proc, nspace_.c_str(), static_cast<pmix_rank_t>(rank));
+  char** env = nullptr;
+  const pmix_status_t rc = PMIx_server_setup_fork(&proc, &env);
+  std::vector<EnvVar> out;
+  for (char** e = env; e != nullptr && *e != nullptr; ++e) {
+    const std::string var(*e);
+    const size_t eq = var.find('=');
+    if (eq != std::string::npos) out.emplace_back(var.substr(0, eq), var.substr(eq + 1));
+    std::free(*e);
+  }
+  std::free(env);
+  // Open MPI 4.1 takes a process that no orted started for a singleton unless its "schizo"
+  // recognizes the launcher (Slurm, Flux, ALPS, JSM only); without schizo/orte it uses ess/pmi,
+  // the PMIx client, as under srun.
+  out.emplace_back("OMPI_MCA_schizo", "^orte");
+  if (rc != PMIX_SUCCESS) {
+    throw LaunchError("PMIx server: cannot prepare rank " + std::to_string(rank) +
+                      "'s environment: " + status_text(rc));
+  }
+  return out;
+}
+
+void Server::local_modex(int rank, DataDone done) {
+  pmix_proc_t proc;
+  PMIX_PROC_LOAD(&proc, nspace_.c_str(), static_cast<pmix_rank_t>(rank));
+  auto* cb = new DataDone(std::move(done));
+  const pmix_status_t rc = PMIx_server_dmodex_request(&proc, dmodex_response, cb);
+  if (rc != PMIX_SUCCESS) {
+    std::unique_ptr<DataDone> owned(cb);
+    (*owned)(rc, {});
+  }
+}
+
+ClientState Server::state(int rank) const {
+  std::lock_guard lock(impl_->mutex);
+  auto it = impl_->states.find(rank);
+  return it == impl_->states.end() ? ClientState::kNotConnected : it->second;
+}
+
+}  // namespace ddl::launcher::pmix_server

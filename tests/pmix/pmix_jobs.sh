@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# PMIx and MPI programs started by ddlrun's own PMIx server, without mpirun:
+#   pmix_jobs.sh local DDLRUN PMIX_CLIENT [MPI_PROGRAM]   4 ranks on this host
+#   pmix_jobs.sh netns DDLRUN PMIX_CLIENT [MPI_PROGRAM]   3 namespace hosts x 2 ranks (ssh);
+#                                                          skips (77) unless root
+# Each run: pmix_client with a collecting fence and with a non-collecting one (Gets of other
+# hosts' keys by direct modex), the MPI program (MPI_Init/Allreduce/Finalize), PMIx_Abort from
+# one rank (the job ends everywhere with its status 7 and message), and a fence that one rank
+# never enters (it fails after the timeout, naming that rank).
+set -uo pipefail
+mode=$1 ddlrun=$2 client=$3 mpi=${4:-}
+here=$(cd "$(dirname "$0")" && pwd)
+failed=0
+
+if [[ $mode == netns ]]; then
+  # shellcheck source=../netns/hosts.sh
+  source "$here/../netns/hosts.sh"
+  netns_up 3 || exit $?
+  n=6
+  where=(--launcher pmix -H node1:2,node2:2,node3:2 --no-probe --ssh-config "$NETNS_SSH_CONFIG")
+  # One rank on node2, so that the rank missing from the fence is the whole of its host.
+  where_skip=(--launcher pmix -H node1:2,node2:1,node3:2 --no-probe
+    --ssh-config "$NETNS_SSH_CONFIG")
+  skip_rank=2 skip_n=5 skip_where="rank 2 (node2)"
+  abort_where="rank 3 (node2)"
+  mpi_env=(-x "OMPI_MCA_btl_tcp_if_include=$NETNS_NET")
+else
+  n=4
+  where=(--launcher pmix -H localhost:4 --no-probe)
+  where_skip=()
+  abort_where="rank 3 (localhost)"
+  mpi_env=()
+fi
+
+pass() { echo "PASS $1"; }
+fail() {
+  echo "FAIL $1"
+  failed=1
+}
+
+# Runs a job whose every rank must print `pattern R`; prints its output.
+every_rank() {
+  local what=$1 pattern=$2
+  shift 2
+  echo "== $what"
+  local out status r
+  out=$("$ddlrun" --tag-output none --timeout 60 "$@" 2>&1)
+  status=$?
+  echo "$out" | tail -n "$((n + 4))"
+  if ((status != 0)); then
+    fail "$what: ddlrun exited with $status"
+    return
+  fi
+  for ((r = 0; r < n; r++)); do
+    if ! grep -q "${pattern/RANK/$r}" <<<"$out"; then
+      fail "$what: rank $r did not report"
+      return
+    fi
+  done
+  pass "$what"
+}
+
+every_rank "pmix_client, collecting fence" "pmix_client: rank RANK of $n, .*collecting fence, $n keys ok" \
+  "${where[@]}" "$client" collect
+every_rank "pmix_client, non-collecting fence (direct modex)" \
+  "pmix_client: rank RANK of $n, .*non-collecting fence, $n keys ok" \
+  "${where[@]}" "$client" nocollect
+if [[ -n $mpi ]]; then
+  every_rank "Open MPI program without mpirun" "mpi_allreduce: rank RANK of $n on .*: sum .* ok" \
+    "${where[@]}" "${mpi_env[@]}" "$mpi"
+else
+  echo "(no MPI program: mpicc was not found when this was built)"
+fi
+
+echo "== PMIx_Abort from rank 3"
+out=$(PMIX_CLIENT_ABORT=3 "$ddlrun" --tag-output none --timeout 60 --kill-grace 2 \
+  -x PMIX_CLIENT_ABORT "${where[@]}" "$client" 2>&1)
+status=$?
+echo "$out" | tail -n 8
+if ((status != 7)); then
+  fail "abort: ddlrun exited with $status, not 7"
+elif ! grep -qx "ddlrun: $abort_where exited with status 7; stopping the other $((n - 1)) processes" <<<"$out" ||
+  ! grep -qx "  PMIx_Abort(status 7): rank 3 gives up" <<<"$out"; then
+  fail "abort: ddlrun did not name rank 3, its status and its message"
+else
+  pass "PMIx_Abort ends the job with status 7"
+fi
+
+if ((${#where_skip[@]} > 0)); then
+  echo "== a fence that rank $skip_rank never enters"
+  start=$SECONDS
+  out=$(PMIX_CLIENT_SKIP=$skip_rank PMIX_CLIENT_TIMEOUT=3 "$ddlrun" --tag-output none \
+    --timeout 60 --kill-grace 2 -x PMIX_CLIENT_SKIP -x PMIX_CLIENT_TIMEOUT "${where_skip[@]}" \
+    "$client" 2>&1)
+  status=$?
+  echo "$out" | tail -n 8
+  want="ddlrun: a PMIx fence of all $skip_n ranks timed out after 3 s waiting for $skip_where: it never entered the fence (is it stuck, or does it skip the call?)"
+  if ((status == 0)); then
+    fail "missing rank: the job succeeded"
+  elif ! grep -qxF "$want" <<<"$out"; then
+    fail "missing rank: no line '$want'"
+  elif ((SECONDS - start > 30)); then
+    fail "missing rank: the job took $((SECONDS - start)) s"
+  else
+    pass "a fence missing rank $skip_rank fails naming it (status $status)"
+  fi
+fi
+
+if [[ $mode == netns ]]; then
+  sleep 1
+  for k in 1 2 3; do
+    left=$(netns_pids "$k")
+    if [[ -n $left ]]; then
+      fail "processes left on node$k: $left"
+    fi
+  done
+fi
+exit "$failed"
