@@ -1,15 +1,17 @@
 // ProcessGroupDdl: c10d's ProcessGroup (libtorch 1.13) over libddl, the torch.distributed
 // backend "ddl" (the extension ddl._torch_pg; `import ddl.torch` registers it).
 //
-// How it works: a call checks its tensors on the caller's thread (CPU, one supported dtype, the
-// sizes the collective needs) and throws c10::Error for a user mistake; otherwise it queues the
-// collective and returns a WorkDdl at once. One worker thread per process runs the queue in
-// order, whatever group a collective came from, so every rank calls libddl in the order the
-// program issued the collectives (libddl's rule). A contiguous tensor is handed to libddl as it
-// is (zero-copy); any other is copied to a contiguous one and back. When a collective ends the
-// worker completes its WorkDdl: wait() returns (or rethrows the runtime's error, a ddl::Error
+// How it works: a call checks its tensors on the caller's thread (one device, one supported
+// dtype, the sizes the collective needs) and throws c10::Error for a user mistake; otherwise it
+// queues the collective and returns a WorkDdl at once. One worker thread per process runs the
+// queue in order, whatever group a collective came from, so every rank calls libddl in the
+// order the program issued the collectives (libddl's rule). A contiguous tensor is handed to libddl
+// as it is (zero-copy); any other is copied to a contiguous one and back. When a collective ends
+// the worker completes its WorkDdl: wait() returns (or rethrows the runtime's error, a ddl::Error
 // whose text is libddl's message) and its Future (what DistributedDataParallel's reducer and
-// comm hooks wait on) holds the output tensors or the error.
+// comm hooks wait on) holds the output tensors or the error. CUDA tensors go to libddl too (it
+// sends GPU buffers through NCCL) when libddl was built with its NCCL path; the caller's stream
+// is synchronised before the collective is queued, the worker's around each libddl call.
 //
 // libddl's collectives span the whole job, so a group must hold every rank of the job.
 #pragma once
@@ -38,7 +40,7 @@ class WorkDdl : public c10d::Work {
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 
-/// The "ddl" backend: CPU tensors through libddl (which must be initialised, by ddl.init()).
+/// The "ddl" backend: tensors through libddl (which must be initialised, by ddl.init()).
 class ProcessGroupDdl : public c10d::ProcessGroup {
  public:
   /// Throws c10::Error when libddl is not initialised or its rank and size differ from these.
