@@ -180,7 +180,12 @@ void gather_hardware(const Options& o, JobPlan& plan, const RemoteProbe& remote,
   const std::vector<mapper::HostProbe> results =
       remote ? remote(remote_hosts)
              : mapper::probe_hosts_ssh(remote_hosts, ssh_probe_options(o, plan.job_id));
-  const std::string failures = mapper::format_probe_failures(results);
+  std::string failures = mapper::format_probe_failures(results);
+  if (const size_t ssh = failures.find("(each must pass 'ssh -o BatchMode=yes HOST true')");
+      ssh != std::string::npos && remote_name == "jsrun") {
+    failures.replace(ssh, failures.find(')', ssh) + 1 - ssh,
+                     "(jsrun must run 'ddlrun --probe' on each; try 'jsrun -n 1 hostname')");
+  }
   if (!failures.empty()) throw mapper::ProbeError(failures);
   for (const mapper::HostProbe& r : results) {
     plan.inventories[r.host] = *r.inventory;

@@ -85,4 +85,41 @@ done
   fi
   echo "jsrun's refusal reaches the user: ${out##*error: }"
 ) || failed=1
+# -H overrides LSF's hosts (the ERF names only those); resource sets cannot skip LSF's first
+# host; a misspelt --jsrun-mode; the plan document names the jsrun command and the ERF.
+(
+  lsf_job 2
+  xml=$tests/topologies/summit-ac922.xml
+  out=$("$ddlrun" -H a01n02 --host-xml "*=$xml" true 2>&1)
+  if [[ $? != 0 || $(grep -c '^rank .*: host a01n02 ' <<<"$out") != 6 ]]; then
+    echo "FAIL -H a01n02 inside the LSF job:" >&2
+    echo "$out" >&2
+    exit 1
+  fi
+  out=$("$ddlrun" -H a01n02 --host-xml "*=$xml" --jsrun-mode rs true 2>&1)
+  status=$?
+  want="ddlrun: error: jsrun launcher: resource sets fill the LSF job's hosts in its order (a01n01), but the plan's hosts are a01n02; use --jsrun-mode erf, or drop -H/--hostfile"
+  if [[ $status != 1 || $out != "$want" ]]; then
+    echo "FAIL -H a01n02 --jsrun-mode rs: $out" >&2
+    exit 1
+  fi
+  out=$("$ddlrun" --jsrun-mode ERF true 2>&1)
+  status=$?
+  want="ddlrun: error: --jsrun-mode: unknown jsrun mode 'ERF' (did you mean 'erf'?); use one of erf, rs"
+  if [[ $status != 2 || $out != "$want" ]]; then
+    echo "FAIL --jsrun-mode ERF: $out" >&2
+    exit 1
+  fi
+  "$ddlrun" --dry-run --output yaml --host-xml "*=$xml" --smpiargs=-gpu true >"$work/plan.yaml" &&
+    /usr/bin/python3 - "$work/plan.yaml" <<'PY' || exit 1
+import sys, yaml
+j = yaml.safe_load(open(sys.argv[1]))["jsrun"]
+assert j["mode"] == "erf" and j["error"] is None, j
+assert j["command"][:5] == ["jsrun", "--erf_input", "<work-dir>/ddlrun.erf", "--smpiargs", "-gpu"], j
+lines = j["erf"].splitlines()
+assert lines[0] == "cpu_index_using: logical" and len(lines) == 13, lines
+assert lines[4] == "rank: 3: { hostname: a01n01; cpu: {84-111}; gpu: {3} } : app 0", lines[4]
+PY
+  echo "-H inside LSF, its limit under resource sets, --jsrun-mode errors, the plan document: ok"
+) || failed=1
 exit $failed
