@@ -371,6 +371,81 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::_allgather_base(at::Tensor& outp
   });
 }
 
+c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::gather(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::GatherOptions& opts) {
+  const char* what = "gather";
+  check_one(inputs.size(), what);
+  const at::Tensor& input = inputs[0];
+  check_tensor(input, what);
+  const bool root = opts.rootRank == rank_;
+  TORCH_CHECK(outputs.size() == (root ? 1u : 0u), "ddl backend: ", what, ": ", outputs.size(),
+              " output lists on ", root ? "the root" : "a rank that is not the root", " (it takes ",
+              root ? "one" : "none", ")");
+  std::vector<at::Tensor> parts = root ? outputs[0] : std::vector<at::Tensor>();
+  TORCH_CHECK(!root || parts.size() == static_cast<size_t>(size_), "ddl backend: ", what, ": ",
+              parts.size(), " output tensors for ", size_, " ranks");
+  for (const at::Tensor& part : parts) {
+    check_tensor(part, what, &input);
+    TORCH_CHECK(part.scalar_type() == input.scalar_type() && part.numel() == input.numel(),
+                "ddl backend: ", what, ": an output of ", part.numel(), " ", part.scalar_type(),
+                " for an input of ", input.numel(), " ", input.scalar_type());
+  }
+  if (!root) settle(input);  // enqueue settles the outputs, which only the root has
+  return enqueue(c10d::OpType::GATHER, parts, [input, parts, what]() mutable {
+    at::Tensor buffer = contiguous_of(input);
+    const int64_t n = buffer.numel();
+    at::Tensor gathered = at::empty({n * ddl_size()}, buffer.options());
+    call(what, buffer, [&] {
+      return ddl_allgather(buffer.data_ptr(), gathered.data_ptr(), n, datatype_of(buffer, what));
+    });
+    for (size_t i = 0; i < parts.size(); ++i) {
+      parts[i].copy_(gathered.narrow(0, static_cast<int64_t>(i) * n, n).view(parts[i].sizes()));
+    }
+    settle(gathered);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::scatter(
+    std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+    const c10d::ScatterOptions& opts) {
+  const char* what = "scatter";
+  check_one(outputs.size(), what);
+  const at::Tensor& output = outputs[0];
+  check_tensor(output, what);
+  const bool root = opts.rootRank == rank_;
+  const int root_rank = static_cast<int>(opts.rootRank);
+  TORCH_CHECK(inputs.size() == (root ? 1u : 0u), "ddl backend: ", what, ": ", inputs.size(),
+              " input lists on ", root ? "the root" : "a rank that is not the root", " (it takes ",
+              root ? "one" : "none", ")");
+  std::vector<at::Tensor> parts = root ? inputs[0] : std::vector<at::Tensor>();
+  TORCH_CHECK(!root || parts.size() == static_cast<size_t>(size_), "ddl backend: ", what, ": ",
+              parts.size(), " input tensors for ", size_, " ranks");
+  for (const at::Tensor& part : parts) {
+    check_tensor(part, what, &output);
+    TORCH_CHECK(part.scalar_type() == output.scalar_type() && part.numel() == output.numel(),
+                "ddl backend: ", what, ": an input of ", part.numel(), " ", part.scalar_type(),
+                " for an output of ", output.numel(), " ", output.scalar_type());
+  }
+  const int rank = rank_;
+  return enqueue(c10d::OpType::SCATTER, outputs, [output, parts, root_rank, rank, what]() mutable {
+    const int64_t n = output.numel();
+    at::Tensor all;
+    if (parts.empty()) {
+      all = at::empty({n * ddl_size()}, output.options());
+    } else {
+      std::vector<at::Tensor> flat;
+      for (const at::Tensor& part : parts)
+        flat.push_back(part.reshape({-1}));
+      all = at::cat(flat);
+    }
+    call(what, all,
+         [&] { return ddl_bcast(all.data_ptr(), all.numel(), datatype_of(all, what), root_rank); });
+    output.copy_(all.narrow(0, rank * n, n).view(output.sizes()));
+    settle(output);
+  });
+}
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::reduce_scatter(
     std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
     const c10d::ReduceScatterOptions& opts) {

@@ -1,9 +1,9 @@
 """The C++ torch.distributed backend "ddl" (ddl._torch_pg) op by op, as an N-rank job.
 
 How it works: init_process_group("ddl"), then every collective torch.distributed routes to a
-ProcessGroup (all_reduce with each ReduceOp, all_reduce_coalesced, reduce, broadcast, all_gather,
-all_gather_into_tensor, reduce_scatter, reduce_scatter_tensor, barrier) on every dtype the backend
-takes, on contiguous and non-contiguous tensors. Rank r's values are small integers, so every
+ProcessGroup (all_reduce with each ReduceOp, all_reduce_coalesced, reduce, broadcast,
+all_gather, all_gather_into_tensor, gather, scatter, reduce_scatter, reduce_scatter_tensor,
+barrier) on every dtype the backend takes, on contiguous and non-contiguous tensors. Rank r's values are small integers, so every
 result is exact in every dtype (float16 and bfloat16 included). Then the work objects: async
 calls return before the peers have joined (rank 1 sleeps first), wait in any order, run in the
 order issued, and their futures hold the outputs and take .then() callbacks; DDP with the
@@ -99,6 +99,18 @@ def check_other_ops(rank, n):
         dist.all_gather_into_tensor(flat, mine.to(dtype))
         expect(f"all_gather_into_tensor {dtype}", flat,
                torch.cat([torch.arange(6) % 3 + r for r in range(n)]))
+        # gather and scatter, to and from the first and the last rank.
+        for root in (0, n - 1):
+            parts = [torch.zeros(2, 3, dtype=dtype) for _ in range(n)] if rank == root else None
+            dist.gather(mine.to(dtype), parts, dst=root)
+            for r, part in enumerate(parts or []):
+                expect(f"gather {dtype} root {root} part {r}", part,
+                       (torch.arange(6) % 3 + r).reshape(2, 3))
+            out = torch.zeros(2, 3, dtype=dtype)
+            parts = ([torch.full((2, 3), 2 * r + root, dtype=dtype) for r in range(n)]
+                     if rank == root else None)
+            dist.scatter(out, parts, src=root)
+            expect(f"scatter {dtype} root {root}", out, torch.full((2, 3), 2 * rank + root))
         # reduce_scatter: rank r's input i is (i + 1) * (r + 1); this rank gets chunk `rank`.
         inputs = [torch.full((4,), (i + 1) * (rank + 1), dtype=dtype) for i in range(n)]
         out = torch.zeros(4, dtype=dtype)
