@@ -269,10 +269,12 @@ JobPlan make_plan(const Options& o, GetEnv getenv_fn, void* env_context,
   std::string probed_by = "ssh";
   if (!probe && getenv_fn("LSB_JOBID", env_context) &&
       (o.launcher == "auto" || o.launcher == "jsrun")) {
-    probe = [](const std::vector<std::string>& hosts) {
+    probe = [job_id =
+                 ssh_probe_options(o, plan.job_id).job_id](const std::vector<std::string>& hosts) {
       lsf::JsrunProbeOptions jo;
       jo.ddlrun_path = self_path();
       jo.environ = launcher::current_environment();
+      jo.job_id = job_id;  // the probe cache the ssh probe keeps too
       return lsf::probe_hosts_jsrun(hosts, jo);
     };
     probed_by = "jsrun";

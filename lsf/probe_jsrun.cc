@@ -21,6 +21,7 @@
 #include <charconv>
 #include <cstring>
 #include <map>
+#include <mutex>
 
 #include "hostfiles/host_list.h"
 #include "hostfiles/input_error.h"
@@ -225,52 +226,71 @@ std::vector<mapper::HostProbe> parse_jsrun_probe(const std::vector<std::string>&
 
 std::vector<mapper::HostProbe> probe_hosts_jsrun(const std::vector<std::string>& hosts,
                                                  const JsrunProbeOptions& options) {
-  std::vector<mapper::HostProbe> results;
-  auto fail_all = [&](const std::string& why) {
-    for (const std::string& h : hosts)
-      results.push_back(mapper::HostProbe{h, std::nullopt, why, false});
-    return results;
-  };
+  // The job's compute hosts, or why jsrun cannot probe any of them.
+  std::vector<std::string> compute;
+  std::string why_not;
   struct Env {
     const std::vector<std::string>* environ;
   } env{&options.environ};
-  std::optional<hostfiles::HostList> allocation;
   try {
-    allocation = hostfiles::allocation_from_environment(
+    const std::optional<hostfiles::HostList> allocation = hostfiles::allocation_from_environment(
         [](const char* name, void* context) {
           return launcher::environ_value(*static_cast<Env*>(context)->environ, name);
         },
         &env);
-  } catch (const hostfiles::InputError& e) {
-    return fail_all(std::string("cannot read the LSF job's hosts: ") + e.what());
-  }
-  if (!allocation || !launcher::environ_value(options.environ, "LSB_JOBID")) {
-    return fail_all("not inside an LSF job, so jsrun cannot probe it");
-  }
-  std::vector<std::string> missing;
-  for (const std::string& h : hosts) {
-    if (allocation->find(h) == nullptr) missing.push_back(h);
-  }
-  std::string path = "jsrun";  // a fake RunCommand gets it unresolved
-  if (!options.run) {
-    path = launcher::find_in_path(
-        "jsrun", launcher::environ_value(options.environ, "PATH").value_or("/usr/bin:/bin"));
-    if (path.empty()) return fail_all("jsrun is not on $PATH, so it cannot probe the host");
-  }
-  std::vector<std::string> argv = jsrun_probe_command(options.ddlrun_path, allocation->size());
-  const std::string command = launcher::shell_join(argv);
-  argv[0] = path;
-  const mapper::RemoteOutput output = options.run
-                                          ? options.run(argv, options.environ)
-                                          : spawn_and_read(argv, options.environ, options.timeout);
-  results = parse_jsrun_probe(hosts, command, output);
-  for (mapper::HostProbe& r : results) {
-    if (std::find(missing.begin(), missing.end(), r.host) != missing.end()) {
-      r.inventory.reset();
-      r.error = "not a compute host of this LSF job, so jsrun cannot reach it";
+    if (!allocation || !launcher::environ_value(options.environ, "LSB_JOBID")) {
+      why_not = "not inside an LSF job, so jsrun cannot probe it";
+    } else {
+      for (const hostfiles::Host& h : allocation->hosts())
+        compute.push_back(h.name);
     }
+  } catch (const hostfiles::InputError& e) {
+    why_not = std::string("cannot read the LSF job's hosts: ") + e.what();
   }
-  return results;
+
+  // One jsrun step for every host that is not cached, run by whichever host asks first.
+  struct Step {
+    std::once_flag once;
+    std::map<std::string, mapper::HostProbe> by_host;
+  } step;
+  auto run_step = [&] {
+    std::string path = "jsrun";  // a fake RunCommand gets it unresolved
+    if (!options.run) {
+      path = launcher::find_in_path(
+          "jsrun", launcher::environ_value(options.environ, "PATH").value_or("/usr/bin:/bin"));
+    }
+    std::vector<mapper::HostProbe> results;
+    if (path.empty()) {
+      for (const std::string& h : compute) {
+        results.push_back(
+            {h, std::nullopt, "jsrun is not on $PATH, so it cannot probe the host", false});
+      }
+    } else {
+      std::vector<std::string> argv = jsrun_probe_command(options.ddlrun_path, compute.size());
+      const std::string command = launcher::shell_join(argv);
+      argv[0] = path;
+      const mapper::RemoteOutput output =
+          options.run ? options.run(argv, options.environ)
+                      : spawn_and_read(argv, options.environ, options.timeout);
+      results = parse_jsrun_probe(compute, command, output);
+    }
+    for (mapper::HostProbe& r : results)
+      step.by_host.emplace(r.host, std::move(r));
+  };
+  mapper::SshProbeOptions cache;
+  cache.job_id = options.job_id;
+  cache.cache_dir = options.cache_dir;
+  mapper::RemoteProber prober(cache, [&](const std::string& host) -> mapper::Inventory {
+    if (!why_not.empty()) throw mapper::ProbeError(why_not);
+    if (std::find(compute.begin(), compute.end(), host) == compute.end()) {
+      throw mapper::ProbeError("not a compute host of this LSF job, so jsrun cannot reach it");
+    }
+    std::call_once(step.once, run_step);
+    const mapper::HostProbe& r = step.by_host.at(host);
+    if (!r.ok()) throw mapper::ProbeError(r.error);
+    return *r.inventory;
+  });
+  return prober.probe(hosts);
 }
 
 }  // namespace ddl::lsf

@@ -28,6 +28,11 @@ struct JsrunProbeOptions {
   std::vector<std::string> environ;            ///< ddlrun's environment (LSB_*, PATH)
   std::chrono::milliseconds timeout{120'000};  ///< for the whole jsrun step
   RunCommand run;                              ///< empty: spawn it
+  /// The LSF job's id for the disk cache the ssh probe uses too
+  /// (mapper::probe_cache_path): hosts found there are not probed again, and later ddlrun
+  /// commands of the job reuse what this one found. Empty: no disk cache.
+  std::string job_id;
+  std::string cache_dir;  ///< empty: mapper::default_probe_cache_dir()
 };
 
 /// The jsrun step that probes `hosts` compute hosts:
@@ -43,10 +48,11 @@ std::vector<mapper::HostProbe> parse_jsrun_probe(const std::vector<std::string>&
                                                  std::string_view command,
                                                  const mapper::RemoteOutput& output);
 
-/// Probes `hosts` through jsrun inside the LSF job of options.environ: checks that each is a
-/// compute host of the job ($LSB_MCPU_HOSTS or $LSB_HOSTS, else $LSB_DJOB_HOSTFILE), runs
-/// jsrun_probe_command for all the job's compute hosts, and parses it. Never throws for a host
-/// that fails; its HostProbe says why.
+/// Probes `hosts` through jsrun inside the LSF job of options.environ: each must be a compute
+/// host of the job ($LSB_DJOB_HOSTFILE, $LSB_MCPU_HOSTS or $LSB_HOSTS); those not in the job's
+/// disk cache are probed by one run of jsrun_probe_command over all the job's compute hosts
+/// (through mapper::RemoteProber, which keeps the cache). Never throws for a host that fails;
+/// its HostProbe says why.
 std::vector<mapper::HostProbe> probe_hosts_jsrun(const std::vector<std::string>& hosts,
                                                  const JsrunProbeOptions& options);
 

@@ -13,13 +13,14 @@
 #                                cores at 84-87 and 172-175 are isolated for the system), SMT4,
 #                                6 GPUs
 #
-# The hostfile goes to $LSF_TEST_DIR (a directory the caller owns).
+# The hostfile goes to $LSF_TEST_DIR (a directory the caller owns), and so does ddlrun's probe
+# cache for the job (XDG_CACHE_HOME), so that every test probes afresh.
 
 lsf_job() {
   local n=$1 prefix=${2:-a01n} slots=${3:-42}
   local batch=batch3 i host
   : "${LSF_TEST_DIR:?set LSF_TEST_DIR to a scratch directory}"
-  export LSB_JOBID=${LSB_JOBID:-424242}
+  export LSB_JOBID=${LSB_JOBID:-424242} XDG_CACHE_HOME=$LSF_TEST_DIR/cache
   export LSB_JOBNAME=ddlrun-test LSB_QUEUE=batch LSB_SUB_HOST=login1 LSB_EXEC_CLUSTER=summit
   LSB_MCPU_HOSTS="$batch 1"
   LSB_HOSTS=$batch

@@ -7,6 +7,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "mapper/inventory.h"
 
 namespace ddl::lsf {
@@ -109,6 +111,33 @@ TEST(JsrunProbe, RunsOneStepForTheWholeJob) {
   ASSERT_EQ(results.size(), 2u);
   EXPECT_TRUE(results[0].ok()) << results[0].error;
   EXPECT_EQ(results[1].error, "not a compute host of this LSF job, so jsrun cannot reach it");
+}
+
+TEST(JsrunProbe, LaterCommandsOfTheJobReadTheCache) {
+  char dir[] = "/tmp/probe_jsrun_test.XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  JsrunProbeOptions o;
+  o.environ = {"LSB_JOBID=7", "LSB_MCPU_HOSTS=batch1 1 a01n01 42 a01n02 42"};
+  o.job_id = "7";
+  o.cache_dir = std::string(dir) + "/cache";
+  int runs = 0;
+  o.run = [&](const std::vector<std::string>&, const std::vector<std::string>&) {
+    ++runs;
+    mapper::RemoteOutput out;
+    out.out = prepended(0, mapper::to_yaml(inventory_named("a01n01"))) +
+              prepended(1, mapper::to_yaml(inventory_named("a01n02")));
+    return out;
+  };
+  auto first = probe_hosts_jsrun({"a01n01", "a01n02"}, o);
+  ASSERT_TRUE(first[0].ok() && first[1].ok()) << first[0].error << first[1].error;
+  EXPECT_FALSE(first[0].cached);
+  EXPECT_EQ(runs, 1) << "one jsrun step for both hosts";
+  auto again = probe_hosts_jsrun({"a01n02"}, o);
+  ASSERT_TRUE(again[0].ok()) << again[0].error;
+  EXPECT_TRUE(again[0].cached);
+  EXPECT_EQ(again[0].inventory->hostname, "a01n02");
+  EXPECT_EQ(runs, 1) << "a cached host is not probed again";
+  std::filesystem::remove_all(dir);
 }
 
 TEST(JsrunProbe, OutsideAnLsfJob) {

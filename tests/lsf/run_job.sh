@@ -95,6 +95,16 @@ if [[ $(id -u) == 0 ]] && command -v unshare >/dev/null; then
   else
     echo "probed through jsrun, then 4 ranks of ddl_check ok"
   fi
+  # A later ddlrun of the same job reads the probe cache: no jsrun step.
+  : >"$JSRUN_DOUBLE_LOG"
+  out=$("$ddlrun" --dry-run true 2>&1)
+  if [[ $? != 0 || $(grep -c '  jsrun (cached)  ' <<<"$out") != 2 || -s $JSRUN_DOUBLE_LOG ]]; then
+    echo "FAIL the second ddlrun of the job did not use the probe cache:" >&2
+    echo "$out" >&2
+    cat "$JSRUN_DOUBLE_LOG" >&2
+    failed=1
+  fi
+  export XDG_CACHE_HOME=$work/cache2  # a fresh cache for what follows
   out=$("$ddlrun" --dry-run true 2>&1)
   status=$?
   if ((status != 1)) || [[ $out != *"c01n02: no probe task of 'jsrun -n 2 -r 1 -a 1 -c ALL_CPUS -g ALL_GPUS -b none --stdio_mode prepended -E PATH $ddlrun --probe' reported this host (tasks reported: $(hostname -s))"*"fix them (jsrun must run 'ddlrun --probe' on each; try 'jsrun -n 1 hostname'), leave them out of the host list"* ]]; then
