@@ -26,6 +26,12 @@ constexpr bool kWithNccl = false;
 
 /// The process's one worker: runs queued collectives in the order they were queued. Never
 /// destroyed: the interpreter may exit while it waits for more.
+///
+/// The worker never lets go of a tensor itself: a tensor made in Python may need the GIL to be
+/// freed, and a thread that asks for the GIL while the interpreter shuts down is ended on the
+/// spot (std::terminate, from a destructor). So a finished collective (its work, which holds
+/// the output tensors, and its closure, which holds the inputs) is kept until the next push(),
+/// which frees it on the caller's thread.
 class CollectiveQueue {
  public:
   static CollectiveQueue& instance() {
@@ -34,12 +40,14 @@ class CollectiveQueue {
   }
 
   void push(c10::intrusive_ptr<WorkDdl> work, std::function<void()> run) {
+    std::vector<Item> finished;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       items_.push_back({std::move(work), std::move(run)});
+      finished.swap(finished_);
     }
     cv_.notify_one();
-  }
+  }  // `finished` is freed here, on the caller's thread
 
  private:
   struct Item {
@@ -68,14 +76,18 @@ class CollectiveQueue {
       } catch (...) {
         error = std::current_exception();
       }
-      item.run = nullptr;  // lets go of the input tensors before anyone learns it is done
       item.work->complete(error);
+      // The caller may have let go of the work and its tensors already: they go to finished_,
+      // not out of scope here.
+      std::lock_guard<std::mutex> lock(mutex_);
+      finished_.push_back(std::move(item));
     }
   }
 
   std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<Item> items_;
+  std::vector<Item> finished_;  ///< run, not yet freed (see push())
 };
 
 /// For a CUDA tensor: waits until what the calling thread queued on its current stream of the
