@@ -258,8 +258,9 @@ JsrunPreview jsrun_preview(const JobPlan& plan, const Options& o) {
     jo.smpiargs = o.smpiargs;
     jo.usable_pus = lsf::usable_pus(plan.inventories);
     // A rendezvous port so that the names match a real run (ddlrun serves the rendezvous).
+    lo.work_dir = "<work-dir>";
     const launcher::JobEnvironment env =
-        launcher::job_environment(job, launcher::external_rendezvous(job, 1), lo.environ);
+        lsf::jsrun_environment(job, launcher::external_rendezvous(job, 1), lo);
     lsf::Command c = lsf::jsrun_command(job, lo, env, kErfPreviewPath, jo);
     p.argv = std::move(c.argv);
     p.erf = std::move(c.erf);

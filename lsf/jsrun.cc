@@ -2,16 +2,20 @@
 //
 // How it works. jsrun starts tasks in resource sets on the compute nodes of the LSF job. The
 // default form is an explicit resource file (ERF): erf_text() writes one line per rank with
-// its host (by name), its CPUs and its GPU, exactly as the plan placed them, so jsrun binds
-// each rank and numbers it as ddlrun did. CPUs are written in jsrun's logical indexing (the
-// position of a hardware thread among the host's usable ones, which skips the cores LSF keeps
-// for the system) when every host's inventory is known, else as OS numbers with
-// `cpu_index_using: physical`. Because ERF broke on Summit after its RHEL 8 upgrade, the
-// resource-set form is offered too: one set per host holding that host's ranks, cores and
-// GPUs, unbound inside it; each rank (`ddlrun --rank-exec`, which reads $JSM_NAMESPACE_RANK)
-// binds itself to its planned CPUs and takes its planned GPU. In both forms the job-wide
-// variables (external.h) sit in jsrun's environment and are named with `-E NAME`, so no value
-// (the job token above all) appears on a command line.
+// its host (by name) and its CPUs exactly as the plan placed them, so jsrun binds each rank
+// and numbers it as ddlrun did. CPUs are written in jsrun's logical indexing (the position of
+// a hardware thread among the host's usable ones, which skips the cores LSF keeps for the
+// system) when every host's inventory is known, else as OS numbers with
+// `cpu_index_using: physical`. GPUs are the exception: jsrun renumbers a set's GPUs from 0 for
+// its tasks, while libddl and $DDL_GPU use the host's numbering, so each rank's set holds its
+// host's GPUs from 0 to the highest its host uses, and $DDL_GPU picks its own, as under every
+// other launcher. Because ERF broke on Summit after its RHEL 8 upgrade, the resource-set form
+// is offered too: one set per host holding the whole host, unbound inside it; each rank
+// (`ddlrun --rank-exec`, which reads $JSM_NAMESPACE_RANK) binds itself to its planned CPUs.
+// In both forms the job-wide variables (external.h) sit in jsrun's environment and are named
+// with `-E NAME`, so no value (the job token above all) appears on a command line, and the
+// topology travels in $DDL_TOPOLOGY_TEXT, since ddlrun runs on the launch node, where no rank
+// runs.
 
 #include "lsf/jsrun.h"
 
@@ -117,18 +121,24 @@ std::string erf_text(const launcher::Job& job, const JsrunOptions& options) {
   for (const comm::Host& h : job.topology.hosts)
     logical = logical && options.usable_pus.count(h.name) != 0;
 
-  // Unbound ranks (an oversubscribed plan) share all of their host's threads, and ranks that
-  // share a GPU share it: the preamble has to allow both, or jsrun refuses the file.
+  // Each host's GPUs as its ranks number them: 0 to the highest one they use (see jsrun.h).
+  // Unbound ranks (an oversubscribed plan) share all of their host's threads, and a host's
+  // ranks share its GPUs: the preamble has to allow that, or jsrun refuses the file.
   bool unbound = false;
-  std::set<std::pair<int, int>> gpus_seen;
-  bool shared_gpu = false;
+  std::map<int, int> top_gpu;  // by host index
+  std::map<int, int> gpu_ranks;
   for (const comm::RankPlacement* r : ranks) {
     unbound = unbound || r->cpus.empty();
-    if (r->gpu >= 0) shared_gpu = !gpus_seen.insert({r->host, r->gpu}).second || shared_gpu;
+    if (r->gpu < 0) continue;
+    top_gpu[r->host] = std::max(top_gpu[r->host], r->gpu);
+    ++gpu_ranks[r->host];
   }
+  bool shared_gpus = false;
+  for (const auto& [host, n] : gpu_ranks)
+    shared_gpus = shared_gpus || n > 1 || top_gpu[host] > 0;
   std::string out = "cpu_index_using: " + std::string(logical ? "logical" : "physical") + "\n";
-  if (unbound) out += "overlapping_rs: allow\noversubscribe_cpu: allow\n";
-  if (shared_gpu) out += "oversubscribe_gpu: allow\n";
+  if (unbound || shared_gpus) out += "overlapping_rs: allow\n";
+  if (unbound) out += "oversubscribe_cpu: allow\n";
   for (const comm::RankPlacement* r : ranks) {
     const std::string host = host_name(job, r->host);
     comm::CpuSet cpus = r->cpus;
@@ -158,10 +168,37 @@ std::string erf_text(const launcher::Job& job, const JsrunOptions& options) {
       cpus = mapped;
     }
     std::string fields = "hostname: " + host + "; cpu: {" + erf_cpus(cpus) + "}";
-    if (r->gpu >= 0) fields += "; gpu: {" + std::to_string(r->gpu) + "}";
+    if (auto g = top_gpu.find(r->host); g != top_gpu.end()) {
+      fields +=
+          "; gpu: {" + std::string(g->second > 0 ? "0-" : "") + std::to_string(g->second) + "}";
+    }
     out += "rank: " + std::to_string(r->rank) + ": { " + fields + " } : app 0\n";
   }
   return out;
+}
+
+launcher::JobEnvironment jsrun_environment(const launcher::Job& job,
+                                           const launcher::Rendezvous& rendezvous,
+                                           const launcher::LaunchOptions& options) {
+  launcher::JobEnvironment env = launcher::job_environment(job, rendezvous, options.environ);
+  const bool private_file =
+      !options.work_dir.empty() && job.topology_path.rfind(options.work_dir + "/", 0) == 0;
+  if (!private_file) return env;  // the user's file, on a shared file system
+  const std::string text = comm::format_topology(job.topology);
+  if (text.size() > launcher::kInlineTopologyMax) {
+    throw LaunchError("jsrun launcher: the plan's topology (" + std::to_string(text.size()) +
+                      " bytes) is too large to hand to the ranks in their environment, and only "
+                      "this node has ddlrun's copy; put it on a shared file system with "
+                      "--topology-file FILE (Summit: under $MEMBERWORK)");
+  }
+  const std::string name(launcher::kTopologyTextVariable);
+  for (const launcher::EnvVar& e : env.set) {
+    if (e.first == name) return env;
+  }
+  // job_environment inlines it only for several hosts; here none of them is this one.
+  env.set.emplace_back(name, text);
+  env.names.insert(env.names.begin() + static_cast<ptrdiff_t>(env.set.size()) - 1, name);
+  return env;
 }
 
 Command jsrun_command(const launcher::Job& job, const launcher::LaunchOptions& options,
@@ -251,8 +288,8 @@ std::unique_ptr<launcher::Backend> make_jsrun_backend(const launcher::Job& job,
     throw LaunchError("jsrun launcher: no work directory for the ERF (internal error)");
   }
   const std::string erf_path = options.work_dir + "/ddlrun.erf";
-  const launcher::JobEnvironment env = launcher::job_environment(
-      job, launcher::external_rendezvous(job, options.rendezvous_port), options.environ);
+  const launcher::JobEnvironment env =
+      jsrun_environment(job, launcher::external_rendezvous(job, options.rendezvous_port), options);
   Command command = jsrun_command(job, options, env, erf_path, jsrun);
   command.argv[0] = path;
   if (!command.erf.empty()) launcher::write_work_file(erf_path, command.erf, "jsrun launcher");

@@ -50,15 +50,28 @@ struct Command {
   std::vector<launcher::EnvVar> env;
 };
 
+/// What the ranks are told under jsrun: launcher::job_environment, and the topology's text in
+/// $DDL_TOPOLOGY_TEXT whenever ddlrun's copy is in its private work directory
+/// (options.work_dir), even for one host: ddlrun runs on the launch node, where no rank runs, so
+/// each rank writes the text at $DDL_TOPOLOGY_FILE on its host. Throws launcher::LaunchError
+/// when the text is too large for the environment (launcher::kInlineTopologyMax) and only
+/// ddlrun's host has the file. Pure.
+launcher::JobEnvironment jsrun_environment(const launcher::Job& job,
+                                           const launcher::Rendezvous& rendezvous,
+                                           const launcher::LaunchOptions& options);
+
 /// The ERF for `job`:
 ///   cpu_index_using: logical|physical
-///   rank: 0: { hostname: a26n15; cpu: {0-27}; gpu: {0} } : app 0
-/// one line per rank in rank order; `gpu` left out for ranks without one; no `mem` (ddlrun
-/// does not divide memory; jsrun gives each rank its host's). An unbound rank (an
-/// oversubscribed plan) gets all of its host's usable threads, with `overlapping_rs: allow`
-/// and `oversubscribe_cpu: allow` in the preamble; a GPU shared by ranks adds
-/// `oversubscribe_gpu: allow`. Throws launcher::LaunchError for a CPU that is not among its
-/// host's usable threads, and for an unbound rank on a host whose threads are unknown
+///   rank: 0: { hostname: a26n15; cpu: {0-27}; gpu: {0-5} } : app 0
+/// one line per rank in rank order; no `mem` (ddlrun does not divide memory; jsrun gives each
+/// rank its host's). `gpu` is not the rank's GPU alone but GPUs 0 to the highest its host's
+/// ranks use: jsrun shows a rank the GPUs of its resource set renumbered from 0, while the
+/// ranks (libddl, $DDL_GPU) number GPUs as the host does, as under every other launcher; the
+/// sets then share GPUs, so the preamble says `overlapping_rs: allow`. It is left out on hosts
+/// whose ranks use no GPU. An unbound rank (an oversubscribed plan) gets all of its host's
+/// usable threads, with `overlapping_rs: allow` and `oversubscribe_cpu: allow`. Throws
+/// launcher::LaunchError for a CPU that is not among its host's usable threads, and for an unbound
+/// rank on a host whose threads are unknown
 /// (--no-probe). Pure.
 std::string erf_text(const launcher::Job& job, const JsrunOptions& options);
 

@@ -49,7 +49,7 @@ summit_example() {
 if ! summit_example 18 summit_tf_cnn_benchmarks.lsf; then
   fail "summit_tf_cnn_benchmarks.lsf on 18 nodes:"
   cat "$work/out" >&2
-elif [[ $(grep -c '^rank .*: host a01n.. cpus .* gpus [0-5]$' "$work/out") != 108 ]] ||
+elif [[ $(grep -c '^rank .*: host a01n.. cpus .* gpus 0-5$' "$work/out") != 108 ]] ||
   ! grep -q '^ranks:     108 (18 hosts x 6)$' tf_cnn_ddl.424242.plan ||
   ! grep -q '^mode:      p:6x18x1x1 ' tf_cnn_ddl.424242.plan ||
   ! grep -q '^ddlrun: jsrun command: .*/jsrun --erf_input ' "$work/out"; then
@@ -62,7 +62,7 @@ fi
 if ! summit_example 2 summit_pytorch.lsf; then
   fail "summit_pytorch.lsf on 2 nodes:"
   cat "$work/out" >&2
-elif [[ $(grep -c '^rank .*: host a01n0[12] cpus .* gpus [0-5]$' "$work/out") != 12 ]] ||
+elif [[ $(grep -c '^rank .*: host a01n0[12] cpus .* gpus 0-5$' "$work/out") != 12 ]] ||
   ! grep -q 'train_mnist_synthetic.py", "--epochs", "4"\]$' "$work/out"; then
   fail "summit_pytorch.lsf: not 12 ranks of the training script:"
   cat "$work/out" >&2

@@ -32,10 +32,14 @@ for line in open(path):
     m = re.match(r'\s+- \{rank: (\d+), local_rank: \d+, host: (\d+), gpu: (-?\d+), .*cpus: "([^"]*)"', line)
     if m:
         ranks.append(m.groups())
+top = {}  # each host's highest GPU: every rank of the host sees GPUs 0 to it
+for r, h, gpu, cpus in ranks:
+    top[h] = max(top.get(h, -1), int(gpu))
 for r, h, gpu, cpus in ranks:
     if mode == "rs":  # each set is its whole host
-        cpus, gpu = "0-83,88-171", "0-5"
-    print(f"rank {r}: host {hosts[h]} cpus {cpus or '-'} gpus {gpu if gpu != '-1' else '-'}")
+        cpus = "0-83,88-171"
+    gpus = "-" if top[h] < 0 else "0" if top[h] == 0 else f"0-{top[h]}"
+    print(f"rank {r}: host {hosts[h]} cpus {cpus or '-'} gpus {gpus}")
 PY
 }
 
@@ -78,7 +82,7 @@ done
   export JSRUN_DOUBLE_GPUS=4
   out=$("$ddlrun" --host-xml "*=$tests/topologies/summit-ac922.xml" python train.py 2>&1)
   status=$?
-  if ((status != 1)) || [[ $out != *"ddlrun.erf:6: GPU 4 is out of range: host a01n01 has 4 GPUs (0-3)"* ]]; then
+  if ((status != 1)) || [[ $out != *"ddlrun.erf:3: GPU 4 is out of range: host a01n01 has 4 GPUs (0-3)"* ]]; then
     echo "FAIL jsrun's refusal (status $status):" >&2
     echo "$out" >&2
     exit 1
@@ -117,8 +121,9 @@ j = yaml.safe_load(open(sys.argv[1]))["jsrun"]
 assert j["mode"] == "erf" and j["error"] is None, j
 assert j["command"][:5] == ["jsrun", "--erf_input", "<work-dir>/ddlrun.erf", "--smpiargs", "-gpu"], j
 lines = j["erf"].splitlines()
-assert lines[0] == "cpu_index_using: logical" and len(lines) == 13, lines
-assert lines[4] == "rank: 3: { hostname: a01n01; cpu: {84-111}; gpu: {3} } : app 0", lines[4]
+assert lines[:2] == ["cpu_index_using: logical", "overlapping_rs: allow"], lines
+assert len(lines) == 14, lines
+assert lines[5] == "rank: 3: { hostname: a01n01; cpu: {84-111}; gpu: {0-5} } : app 0", lines[5]
 PY
   echo "-H inside LSF, its limit under resource sets, --jsrun-mode errors, the plan document: ok"
 ) || failed=1

@@ -6,6 +6,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
+#include "launcher/external.h"
 #include "mapper/probe_hwloc.h"
 
 namespace ddl::lsf {
@@ -82,6 +85,76 @@ std::string error_of(const std::function<void()>& f) {
   return "(no error)";
 }
 
+/// The value of `name` in `env`, or "(unset)".
+std::string value_of(const launcher::JobEnvironment& env, const std::string& name) {
+  for (const launcher::EnvVar& e : env.set) {
+    if (e.first == name) return e.second;
+  }
+  return "(unset)";
+}
+
+bool names(const launcher::JobEnvironment& env, const std::string& name) {
+  return std::find(env.names.begin(), env.names.end(), name) != env.names.end();
+}
+
+launcher::Job with_topology(launcher::Job job, const std::string& path) {
+  job.topology_path = path;
+  job.token = "abc";
+  return job;
+}
+
+TEST(JsrunEnvironment, OneHostStillGetsTheTopologyInline) {
+  const launcher::Job job =
+      with_topology(make_job({"a01n01"}, 6, kSummitCpus), "/tmp/w/topology.yaml");
+  launcher::LaunchOptions lo = launch_options({"PATH=/usr/bin"});
+  lo.work_dir = "/tmp/w";
+  const launcher::JobEnvironment env =
+      jsrun_environment(job, launcher::Rendezvous{"a01n01", 1234, 0}, lo);
+  EXPECT_EQ(value_of(env, "DDL_TOPOLOGY_FILE"), "/tmp/w/topology.yaml");
+  const std::string text = value_of(env, "DDL_TOPOLOGY_TEXT");
+  ASSERT_NE(text, "(unset)") << "one host, but not this one: the ranks need the text";
+  EXPECT_EQ(text, comm::format_topology(job.topology));
+  EXPECT_THAT(env.names, ElementsAre("DDL_TOPOLOGY_FILE", "DDL_JOB_TOKEN", "MASTER_ADDR",
+                                     "MASTER_PORT", "DDL_OPTIONS", "DDL_TOPOLOGY_TEXT", "PATH"));
+}
+
+TEST(JsrunEnvironment, SeveralHostsOnce) {
+  const launcher::Job job =
+      with_topology(make_job({"a01n01", "a01n02"}, 6, kSummitCpus), "/tmp/w/topology.yaml");
+  launcher::LaunchOptions lo = launch_options({});
+  lo.work_dir = "/tmp/w";
+  const launcher::JobEnvironment env =
+      jsrun_environment(job, launcher::Rendezvous{"a01n01", 1234, 0}, lo);
+  EXPECT_EQ(std::count(env.names.begin(), env.names.end(), "DDL_TOPOLOGY_TEXT"), 1);
+  EXPECT_EQ(value_of(env, "DDL_TOPOLOGY_TEXT"), comm::format_topology(job.topology));
+}
+
+TEST(JsrunEnvironment, ASharedTopologyFileIsNotInlined) {
+  const launcher::Job job =
+      with_topology(make_job({"a01n01"}, 6, kSummitCpus), "/gpfs/me/plan.topology");
+  launcher::LaunchOptions lo = launch_options({});
+  lo.work_dir = "/tmp/w";
+  const launcher::JobEnvironment env =
+      jsrun_environment(job, launcher::Rendezvous{"a01n01", 1234, 0}, lo);
+  EXPECT_EQ(value_of(env, "DDL_TOPOLOGY_FILE"), "/gpfs/me/plan.topology");
+  EXPECT_FALSE(names(env, "DDL_TOPOLOGY_TEXT"));
+}
+
+TEST(JsrunEnvironment, TooLargeForTheEnvironment) {
+  std::vector<std::string> hosts;
+  for (int i = 0; i < 200; ++i)
+    hosts.push_back("a" + std::to_string(1000 + i));
+  const launcher::Job job = with_topology(make_job(hosts, 6, kSummitCpus), "/tmp/w/t.yaml");
+  launcher::LaunchOptions lo = launch_options({});
+  lo.work_dir = "/tmp/w";
+  const std::string error = error_of([&] { jsrun_environment(job, {"a1000", 1, 0}, lo); });
+  EXPECT_THAT(error, ::testing::MatchesRegex(
+                         "jsrun launcher: the plan's topology \\([0-9]+ bytes\\) is too large to "
+                         "hand to the ranks in their environment, and only this node has "
+                         "ddlrun's copy; put it on a shared file system with --topology-file "
+                         "FILE \\(Summit: under \\$MEMBERWORK\\)"));
+}
+
 TEST(JsrunMode, Parses) {
   EXPECT_EQ(parse_jsrun_mode("erf"), JsrunMode::kErf);
   EXPECT_EQ(parse_jsrun_mode("rs"), JsrunMode::kResourceSets);
@@ -104,19 +177,20 @@ TEST(ErfText, SummitNodeInLogicalIndexing) {
   const launcher::Job job = make_job({"a01n01"}, 6, kSummitCpus);
   EXPECT_EQ(erf_text(job, summit_options({"a01n01"})),
             "cpu_index_using: logical\n"
-            "rank: 0: { hostname: a01n01; cpu: {0-27}; gpu: {0} } : app 0\n"
-            "rank: 1: { hostname: a01n01; cpu: {28-55}; gpu: {1} } : app 0\n"
-            "rank: 2: { hostname: a01n01; cpu: {56-83}; gpu: {2} } : app 0\n"
-            "rank: 3: { hostname: a01n01; cpu: {84-111}; gpu: {3} } : app 0\n"
-            "rank: 4: { hostname: a01n01; cpu: {112-139}; gpu: {4} } : app 0\n"
-            "rank: 5: { hostname: a01n01; cpu: {140-167}; gpu: {5} } : app 0\n");
+            "overlapping_rs: allow\n"
+            "rank: 0: { hostname: a01n01; cpu: {0-27}; gpu: {0-5} } : app 0\n"
+            "rank: 1: { hostname: a01n01; cpu: {28-55}; gpu: {0-5} } : app 0\n"
+            "rank: 2: { hostname: a01n01; cpu: {56-83}; gpu: {0-5} } : app 0\n"
+            "rank: 3: { hostname: a01n01; cpu: {84-111}; gpu: {0-5} } : app 0\n"
+            "rank: 4: { hostname: a01n01; cpu: {112-139}; gpu: {0-5} } : app 0\n"
+            "rank: 5: { hostname: a01n01; cpu: {140-167}; gpu: {0-5} } : app 0\n");
 }
 
 TEST(ErfText, PhysicalWhenAHostsThreadsAreUnknown) {
   const launcher::Job job = make_job({"a01n01", "a01n02"}, 6, kSummitCpus);
   const std::string erf = erf_text(job, summit_options({"a01n01"}));
   EXPECT_THAT(erf, ::testing::StartsWith("cpu_index_using: physical\n"));
-  EXPECT_THAT(erf, HasSubstr("rank: 9: { hostname: a01n02; cpu: {88-115}; gpu: {3} } : app 0\n"));
+  EXPECT_THAT(erf, HasSubstr("rank: 9: { hostname: a01n02; cpu: {88-115}; gpu: {0-5} } : app 0\n"));
 }
 
 TEST(ErfText, RanksInRankOrderWhateverTheTopologysOrder) {
@@ -138,14 +212,33 @@ TEST(ErfText, SplitCpuSetsAndNoGpu) {
 
 TEST(ErfText, UnboundRanksShareTheirHostsThreads) {
   launcher::Job job = make_job({"a01n01"}, 2, {"", ""});
-  job.topology.ranks[1].gpu = 0;
+  job.topology.ranks[1].gpu = -1;
   EXPECT_EQ(erf_text(job, summit_options({"a01n01"})),
             "cpu_index_using: logical\n"
             "overlapping_rs: allow\n"
             "oversubscribe_cpu: allow\n"
-            "oversubscribe_gpu: allow\n"
             "rank: 0: { hostname: a01n01; cpu: {0-167}; gpu: {0} } : app 0\n"
             "rank: 1: { hostname: a01n01; cpu: {0-167}; gpu: {0} } : app 0\n");
+}
+
+TEST(ErfText, EachHostsRanksSeeItsGpusAsTheHostNumbersThem) {
+  // One rank on GPU 0 of n1 sees GPU 0 alone; the ranks of n2 (on GPUs 2 and 4) see 0-4, so
+  // that GPU 4 is CUDA device 4 for them as for libddl; n3 uses no GPU.
+  launcher::Job job = make_job({"n1", "n2", "n3"}, 2, {"0-3", "4-7"});
+  job.topology.ranks[1].gpu = -1;
+  job.topology.ranks[2].gpu = 2;
+  job.topology.ranks[3].gpu = 4;
+  job.topology.ranks[4].gpu = -1;
+  job.topology.ranks[5].gpu = -1;
+  EXPECT_EQ(erf_text(job, {}),
+            "cpu_index_using: physical\n"
+            "overlapping_rs: allow\n"
+            "rank: 0: { hostname: n1; cpu: {0-3}; gpu: {0} } : app 0\n"
+            "rank: 1: { hostname: n1; cpu: {4-7}; gpu: {0} } : app 0\n"
+            "rank: 2: { hostname: n2; cpu: {0-3}; gpu: {0-4} } : app 0\n"
+            "rank: 3: { hostname: n2; cpu: {4-7}; gpu: {0-4} } : app 0\n"
+            "rank: 4: { hostname: n3; cpu: {0-3} } : app 0\n"
+            "rank: 5: { hostname: n3; cpu: {4-7} } : app 0\n");
 }
 
 TEST(ErfText, UnboundRankOnUnknownHardwareIsAnError) {

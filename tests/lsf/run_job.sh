@@ -80,11 +80,13 @@ else
 fi
 
 # Without --host-xml, ddlrun probes the compute hosts through jsrun (no ssh): the double runs
-# each probe task under its host's name (JSRUN_DOUBLE_HOSTNAME=1, root only), and the job runs
-# on what the probes found. Without those names the probes cannot be told apart: an error.
+# each task as on its own node (JSRUN_DOUBLE_NODES=1, root only: the host's name, the host's
+# own /tmp), and the job runs on what the probes found, every rank reading the topology from
+# its environment since ddlrun's copy is not on its node, on 2 nodes and on 1. Without the
+# hosts' names the probes cannot be told apart: an error.
 if [[ $(id -u) == 0 ]] && command -v unshare >/dev/null; then
   : >"$JSRUN_DOUBLE_LOG"
-  out=$(JSRUN_DOUBLE_HOSTNAME=1 "$ddlrun" --tag-output none -v "$check" 2>&1)
+  out=$(JSRUN_DOUBLE_NODES=1 "$ddlrun" --tag-output none -v "$check" 2>&1)
   status=$?
   if ((status != 0)) || [[ $(grep -c ' of 4 ok$' <<<"$out") != 4 ]] ||
     ! grep -q '"--probe"' "$JSRUN_DOUBLE_LOG"; then
@@ -94,6 +96,20 @@ if [[ $(id -u) == 0 ]] && command -v unshare >/dev/null; then
     failed=1
   else
     echo "probed through jsrun, then 4 ranks of ddl_check ok"
+  fi
+  out=$(
+    export LSB_JOBID=424243 LSF_TEST_DIR=$work/one
+    mkdir -p "$LSF_TEST_DIR"
+    lsf_job 1 c02n 2
+    JSRUN_DOUBLE_NODES=1 "$ddlrun" --tag-output none "$check" 2>&1
+  )
+  status=$?
+  if ((status != 0)) || [[ $(grep -c ' of 2 ok$' <<<"$out") != 2 ]]; then
+    echo "FAIL one compute node, apart from ddlrun's (status $status):" >&2
+    echo "$out" >&2
+    failed=1
+  else
+    echo "one compute node apart from ddlrun's node: 2 ranks of ddl_check ok"
   fi
   # A later ddlrun of the same job reads the probe cache: no jsrun step.
   : >"$JSRUN_DOUBLE_LOG"
