@@ -1,5 +1,7 @@
 """`import ddl` outside a job: the package imports, the first call raises ddl.Error with the
-runtime's "run it with ddlrun" message, and DDL_ALLOW_SINGLE=1 makes a job of one rank.
+runtime's "run it with ddlrun" message, and DDL_ALLOW_SINGLE=1 makes a job of one rank. The
+same for init_process_group("ddl") (when torch and ddl._torch_pg are there), and a group whose
+size is not the job's is refused with both sizes named.
 
 How it works: each case runs a child /usr/bin/python3 (this interpreter) with the launchers'
 variables removed from its environment, so it is not part of any job, and checks its output.
@@ -54,6 +56,58 @@ assert ddl.initialized() and ddl.size() == 1
 print("single ok")
 """
 
+TORCH_GROUP = """
+import sys
+import torch, torch.distributed as dist
+import ddl.torch
+size = int(sys.argv[1]) if len(sys.argv) > 1 else 1
+try:
+    dist.init_process_group("ddl", store=dist.HashStore(), rank=0, world_size=size)
+except RuntimeError as e:
+    print("error", e)
+    sys.exit(0)
+group = dist.distributed_c10d._get_default_group()
+print(type(group).__name__, group.size())
+t = torch.arange(5.0)
+dist.all_reduce(t, op=dist.ReduceOp.AVG)
+assert t.tolist() == [0, 1, 2, 3, 4]
+work = dist.broadcast(t, src=0, async_op=True)
+work.wait()
+assert work.is_completed()
+dist.barrier()
+dist.destroy_process_group()
+print("torch single ok")
+"""
+
+
+def has_torch_backend():
+    code = "import torch.distributed, ddl._torch_pg"
+    return subprocess.run([sys.executable, "-c", code], capture_output=True).returncode == 0
+
+
+def check_torch(failures):
+    if not has_torch_backend():
+        print("check_import: no torch or no ddl._torch_pg: the ddl backend's cases skipped")
+        return
+    status, out = run(TORCH_GROUP)
+    print(out, end="")
+    if status != 0 or "error" not in out or "run it with ddlrun" not in out:
+        failures.append('init_process_group("ddl") not launched: want a RuntimeError naming '
+                        "ddlrun")
+    status, out = run(TORCH_GROUP, DDL_ALLOW_SINGLE="1")
+    print(out, end="")
+    if status != 0 or "ProcessGroupDdl 1" not in out or "torch single ok" not in out:
+        failures.append('init_process_group("ddl") with DDL_ALLOW_SINGLE=1: want a working '
+                        "group of one")
+    status, out = run(TORCH_GROUP.replace("int(sys.argv[1]) if len(sys.argv) > 1 else 1", "2"),
+                      DDL_ALLOW_SINGLE="1")
+    print(out, end="")
+    want = ("error ddl backend: torch asks for rank 0 of 2 but the job is rank 0 of 1; libddl's "
+            "collectives span the whole job, so a ddl group must hold every rank (use gloo for "
+            "smaller groups)")
+    if status != 0 or want not in out:
+        failures.append(f"a group of 2 in a job of 1: want {want!r}")
+
 
 def main():
     failures = []
@@ -67,6 +121,7 @@ def main():
     print(out, end="")
     if status != 0 or "0 1 0 1 -1" not in out or "single ok" not in out:
         failures.append("DDL_ALLOW_SINGLE=1: want a working job of one rank")
+    check_torch(failures)
     for failure in failures:
         print("check_import:", failure, file=sys.stderr)
     sys.exit(1 if failures else 0)
