@@ -70,9 +70,8 @@ launcher::JobEnvironment jsrun_environment(const launcher::Job& job,
 /// sets then share GPUs, so the preamble says `overlapping_rs: allow`. It is left out on hosts
 /// whose ranks use no GPU. An unbound rank (an oversubscribed plan) gets all of its host's
 /// usable threads, with `overlapping_rs: allow` and `oversubscribe_cpu: allow`. Throws
-/// launcher::LaunchError for a CPU that is not among its host's usable threads, and for an unbound
-/// rank on a host whose threads are unknown
-/// (--no-probe). Pure.
+/// launcher::LaunchError for a CPU that is not among its host's usable threads, and for an
+/// unbound rank on a host whose threads are unknown (--no-probe). Pure.
 std::string erf_text(const launcher::Job& job, const JsrunOptions& options);
 
 /// Builds the jsrun command for `job`:

@@ -145,26 +145,16 @@ mapper::RemoteOutput spawn_and_read(const std::vector<std::string>& argv,
 
 }  // namespace
 
-std::vector<std::string> jsrun_probe_command(const std::string& ddlrun_path, size_t hosts) {
-  return {"jsrun",
-          "-n",
-          std::to_string(hosts),
-          "-r",
-          "1",
-          "-a",
-          "1",
-          "-c",
-          "ALL_CPUS",
-          "-g",
-          "ALL_GPUS",
-          "-b",
-          "none",
-          "--stdio_mode",
-          "prepended",
-          "-E",
-          "PATH",
-          ddlrun_path,
-          "--probe"};
+std::vector<std::string> jsrun_probe_command(const std::string& ddlrun_path, size_t hosts,
+                                             const std::vector<std::string>& environ) {
+  std::vector<std::string> argv = {"jsrun", "-n", std::to_string(hosts), "-r", "1", "-a", "1"};
+  argv.insert(argv.end(), {"-c", "ALL_CPUS", "-g", "ALL_GPUS", "-b", "none"});
+  argv.insert(argv.end(), {"--stdio_mode", "prepended", "-E", "PATH"});
+  if (launcher::environ_value(environ, "LD_LIBRARY_PATH")) {
+    argv.insert(argv.end(), {"-E", "LD_LIBRARY_PATH"});
+  }
+  argv.insert(argv.end(), {ddlrun_path, "--probe"});
+  return argv;
 }
 
 std::vector<mapper::HostProbe> parse_jsrun_probe(const std::vector<std::string>& hosts,
@@ -266,7 +256,8 @@ std::vector<mapper::HostProbe> probe_hosts_jsrun(const std::vector<std::string>&
             {h, std::nullopt, "jsrun is not on $PATH, so it cannot probe the host", false});
       }
     } else {
-      std::vector<std::string> argv = jsrun_probe_command(options.ddlrun_path, compute.size());
+      std::vector<std::string> argv =
+          jsrun_probe_command(options.ddlrun_path, compute.size(), options.environ);
       const std::string command = launcher::shell_join(argv);
       argv[0] = path;
       const mapper::RemoteOutput output =

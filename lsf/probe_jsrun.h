@@ -37,8 +37,10 @@ struct JsrunProbeOptions {
 
 /// The jsrun step that probes `hosts` compute hosts:
 ///   jsrun -n <hosts> -r 1 -a 1 -c ALL_CPUS -g ALL_GPUS -b none --stdio_mode prepended
-///         -E PATH <ddlrun> --probe
-std::vector<std::string> jsrun_probe_command(const std::string& ddlrun_path, size_t hosts);
+///         -E PATH [-E LD_LIBRARY_PATH] <ddlrun> --probe
+/// LD_LIBRARY_PATH is forwarded when `environ` (ddlrun's) has it.
+std::vector<std::string> jsrun_probe_command(const std::string& ddlrun_path, size_t hosts,
+                                             const std::vector<std::string>& environ);
 
 /// One result per entry of `hosts`, from the output of the step (`output.out`: lines
 /// "RANK: text"): a host gets the inventory whose hostname (short) is its name (short), else

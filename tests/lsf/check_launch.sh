@@ -89,14 +89,23 @@ done
   fi
   echo "jsrun's refusal reaches the user: ${out##*error: }"
 ) || failed=1
-# -H overrides LSF's hosts (the ERF names only those); resource sets cannot skip LSF's first
-# host; a misspelt --jsrun-mode; the plan document names the jsrun command and the ERF.
+# -H and --hostfile override LSF's hosts (the ERF names only those); resource sets cannot skip
+# LSF's first host; a misspelt --jsrun-mode; the plan document names the jsrun command and the
+# ERF.
 (
   lsf_job 2
   xml=$tests/topologies/summit-ac922.xml
   out=$("$ddlrun" -H a01n02 --host-xml "*=$xml" true 2>&1)
   if [[ $? != 0 || $(grep -c '^rank .*: host a01n02 ' <<<"$out") != 6 ]]; then
     echo "FAIL -H a01n02 inside the LSF job:" >&2
+    echo "$out" >&2
+    exit 1
+  fi
+  echo a01n02 >"$work/hosts.txt"
+  out=$("$ddlrun" --hostfile "$work/hosts.txt" --host-xml "*=$xml" true 2>&1)
+  if [[ $? != 0 || $(grep -c '^rank .*: host a01n02 ' <<<"$out") != 6 ||
+    $(grep -c '^rank ' <<<"$out") != 6 ]]; then
+    echo "FAIL --hostfile inside the LSF job:" >&2
     echo "$out" >&2
     exit 1
   fi
@@ -125,6 +134,6 @@ assert lines[:2] == ["cpu_index_using: logical", "overlapping_rs: allow"], lines
 assert len(lines) == 14, lines
 assert lines[5] == "rank: 3: { hostname: a01n01; cpu: {84-111}; gpu: {0-5} } : app 0", lines[5]
 PY
-  echo "-H inside LSF, its limit under resource sets, --jsrun-mode errors, the plan document: ok"
+  echo "-H and --hostfile inside LSF, -H under resource sets, --jsrun-mode errors, the plan document: ok"
 ) || failed=1
 exit $failed

@@ -40,10 +40,14 @@ std::string prepended(int rank, const std::string& text) {
 const std::string kCommand = "jsrun -n 2 ... ddlrun --probe";
 
 TEST(JsrunProbe, Command) {
-  EXPECT_THAT(jsrun_probe_command("/sw/ddlrun", 18),
+  EXPECT_THAT(jsrun_probe_command("/sw/ddlrun", 18, {"PATH=/bin"}),
               ElementsAre("jsrun", "-n", "18", "-r", "1", "-a", "1", "-c", "ALL_CPUS", "-g",
                           "ALL_GPUS", "-b", "none", "--stdio_mode", "prepended", "-E", "PATH",
                           "/sw/ddlrun", "--probe"));
+  EXPECT_THAT(jsrun_probe_command("/sw/ddlrun", 2, {"LD_LIBRARY_PATH=/sw/lib"}),
+              ElementsAre("jsrun", "-n", "2", "-r", "1", "-a", "1", "-c", "ALL_CPUS", "-g",
+                          "ALL_GPUS", "-b", "none", "--stdio_mode", "prepended", "-E", "PATH", "-E",
+                          "LD_LIBRARY_PATH", "/sw/ddlrun", "--probe"));
 }
 
 TEST(JsrunProbe, MatchesTasksToHostsByName) {

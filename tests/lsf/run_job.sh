@@ -123,7 +123,7 @@ if [[ $(id -u) == 0 ]] && command -v unshare >/dev/null; then
   export XDG_CACHE_HOME=$work/cache2  # a fresh cache for what follows
   out=$("$ddlrun" --dry-run true 2>&1)
   status=$?
-  if ((status != 1)) || [[ $out != *"c01n02: no probe task of 'jsrun -n 2 -r 1 -a 1 -c ALL_CPUS -g ALL_GPUS -b none --stdio_mode prepended -E PATH $ddlrun --probe' reported this host (tasks reported: $(hostname -s))"*"fix them (jsrun must run 'ddlrun --probe' on each; try 'jsrun -n 1 hostname'), leave them out of the host list"* ]]; then
+  if ((status != 1)) || [[ $out != *"c01n02: no probe task of 'jsrun -n 2 -r 1 -a 1 -c ALL_CPUS -g ALL_GPUS -b none --stdio_mode prepended -E PATH "*"$ddlrun --probe' reported this host (tasks reported: $(hostname -s))"*"fix them (jsrun must run 'ddlrun --probe' on each; try 'jsrun -n 1 hostname'), leave them out of the host list"* ]]; then
     echo "FAIL probes that all report this machine's name (status $status):" >&2
     echo "$out" >&2
     failed=1
