@@ -321,7 +321,9 @@ bool Communicator::on_device(const char* what, std::span<const void* const> buff
 
 device::Comm& Communicator::device_flat() {
   if (device_flat_) return *device_flat_;
-  const int gpu = gpu_ >= 0 ? gpu_ : local_rank_;
+  // The topology's GPU (a host index) as this process's CUDA sees it, else the local rank.
+  const int gpu =
+      gpu_ >= 0 ? device::visible_device(gpu_, env("CUDA_VISIBLE_DEVICES")) : local_rank_;
   // Member 0 of each ring makes the ring's NCCL id; the host transports carry it round.
   auto join = [&](const Group& g) {
     std::string id(device_->id_bytes(), '\0');

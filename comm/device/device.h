@@ -65,6 +65,12 @@ class Runtime {
                                      std::chrono::milliseconds timeout) = 0;
 };
 
+/// The CUDA device number of host GPU `gpu` (the topology file's index, as the mapper numbers
+/// GPUs) for a process whose $CUDA_VISIBLE_DEVICES is `visible` (nullptr: unset): its position
+/// in that list when the list names it, 0 when the list names a single GPU (a launcher such as
+/// jsrun or srun gave the rank its own), else `gpu` unchanged.
+int visible_device(int gpu, const char* visible);
+
 /// NCCL and the CUDA runtime, loaded with dlopen on first use (libddl does not link them, so it
 /// runs where they are not installed). Returns nullptr, with `why` saying what was missing, when
 /// libddl was built without the NCCL path, when $DDL_NCCL is 0, or when libnccl.so.2,

@@ -16,9 +16,24 @@
 // that is the average over the job (rounded once per step). Integer kAvg takes one allreduce on
 // the whole job instead, since truncated averages of averages are not the truncated average.
 
+#include <sstream>
+#include <string>
+#include <vector>
+
 #include "comm/device/device.h"
 
 namespace ddl::comm::device {
+
+int visible_device(int gpu, const char* visible) {
+  if (visible == nullptr || *visible == '\0') return gpu;
+  std::vector<std::string> entries;
+  std::istringstream in(visible);
+  for (std::string e; std::getline(in, e, ',');)
+    entries.push_back(e);
+  for (size_t i = 0; i < entries.size(); ++i)
+    if (entries[i] == std::to_string(gpu)) return static_cast<int>(i);
+  return entries.size() == 1 ? 0 : gpu;
+}
 
 void multi_dim_allreduce(std::span<Comm* const> dims, Comm& flat, const void* send, void* recv,
                          size_t count, DataType type, ReduceOp op) {

@@ -515,6 +515,15 @@ TEST(DeviceCommunicatorTest, DeviceErrorsReachTheCaller) {
             "joined");
 }
 
+TEST(DeviceRuntimeTest, TheTopologysGpuAsCudaSeesIt) {
+  EXPECT_EQ(device::visible_device(3, nullptr), 3);
+  EXPECT_EQ(device::visible_device(3, ""), 3);
+  EXPECT_EQ(device::visible_device(3, "3"), 0);      // jsrun/srun: the rank's own GPU
+  EXPECT_EQ(device::visible_device(3, "2,3,5"), 1);  // a subset that holds it
+  EXPECT_EQ(device::visible_device(4, "1"), 0);      // one GPU, whatever its number
+  EXPECT_EQ(device::visible_device(4, "0,1"), 4);    // not in the list: left to CUDA's error
+}
+
 TEST(DeviceRuntimeTest, NcclLoadsOrSaysWhyNot) {
   std::string why;
   std::shared_ptr<device::Runtime> nccl = device::load_nccl(&why);
