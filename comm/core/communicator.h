@@ -37,7 +37,7 @@ enum class AllreduceAlgo { kAuto, kRing, kMultiRing, kRecursiveDoubling };
 struct CommOptions {
   std::chrono::milliseconds timeout{60'000};  ///< DDL_TIMEOUT seconds: init and every transfer
   AllreduceAlgo algo = AllreduceAlgo::kAuto;  ///< DDL_ALGO=auto|ring|multiring|rd
-  size_t small_bytes = 64 * 1024;             ///< DDL_SMALL_BYTES: below, recursive doubling
+  size_t small_bytes = 16 * 1024;             ///< DDL_SMALL_BYTES: below, recursive doubling
   std::optional<double> check;                ///< DDL_CHECK=tol: compare with a reference
   size_t bucket_bytes = 64u << 20;            ///< DDL_BUCKET_BYTES: allreduce_n's fusion
   /// The runtime for GPU buffers; null: NCCL, loaded by the constructor when present (tests
