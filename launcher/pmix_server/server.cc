@@ -74,15 +74,29 @@ struct Waiter {
     }
     w->cv.notify_all();
   }
-  /// `rc` is what the call returned.
-  pmix_status_t wait(pmix_status_t rc) {
-    if (rc == PMIX_OPERATION_SUCCEEDED) return PMIX_SUCCESS;
-    if (rc != PMIX_SUCCESS) return rc;
-    std::unique_lock lock(mutex);
-    cv.wait(lock, [this] { return done; });
-    return status;
-  }
 };
+
+/// Runs `call` (which starts the operation with the callback and its data, and returns what
+/// PMIx returned) and waits for its answer: PMIX_ERR_TIMEOUT when none came within `limit`,
+/// in which case the waiter is left to PMIx, which may still answer.
+template <typename Call>
+pmix_status_t wait_op(Call call, std::chrono::seconds limit = std::chrono::seconds(30)) {
+  auto* w = new Waiter;
+  const pmix_status_t rc = call(&Waiter::callback, static_cast<void*>(w));
+  if (rc != PMIX_SUCCESS) {
+    delete w;
+    return rc == PMIX_OPERATION_SUCCEEDED ? PMIX_SUCCESS : rc;
+  }
+  bool answered;
+  {
+    std::unique_lock lock(w->mutex);
+    answered = w->cv.wait_for(lock, limit, [w] { return w->done; });
+  }
+  if (!answered) return PMIX_ERR_TIMEOUT;
+  const pmix_status_t status = w->status;
+  delete w;
+  return status;
+}
 
 void set_state(const pmix_proc_t* proc, ClientState state) {
   std::shared_ptr<Server::Impl> s = current();
@@ -248,6 +262,10 @@ std::unique_ptr<Server> Server::start(const std::string& tmpdir, Host& host) {
       g_owned_dir = dir;
       std::atexit(remove_owned_dir);
     }
+    // The job's data stays in the server (gds "hash"), not in shared-memory stores (ds21,
+    // ds12) whose process-shared locks a rank killed at the wrong moment leaves held. PMIx
+    // reads this once, here (PMIX_MCA_gds in ddlrun's environment wins).
+    setenv("PMIX_MCA_gds", "hash", 0);
     pmix_info_t info[3];
     for (pmix_info_t& i : info)
       PMIX_INFO_CONSTRUCT(&i);
@@ -284,15 +302,12 @@ Server::~Server() {
       PMIX_PROC_LOAD(&proc, nspace_.c_str(), static_cast<pmix_rank_t>(r));
       PMIx_server_deregister_client(&proc, nullptr, nullptr);
     }
-    // Not forever: when PMIx does not answer, the waiter is left to it (it may still call).
-    auto* w = new Waiter;
-    PMIx_server_deregister_nspace(nspace_.c_str(), Waiter::callback, w);
-    bool answered;
-    {
-      std::unique_lock lock(w->mutex);
-      answered = w->cv.wait_for(lock, std::chrono::seconds(5), [&] { return w->done; });
-    }
-    if (answered) delete w;
+    wait_op(
+        [&](pmix_op_cbfunc_t cb, void* data) {
+          PMIx_server_deregister_nspace(nspace_.c_str(), cb, data);
+          return PMIX_SUCCESS;
+        },
+        std::chrono::seconds(5));
   }
 }
 
@@ -391,10 +406,10 @@ void Server::register_job(const Job& job, const std::vector<int>& host_indices) 
   pmix_data_array_t all;
   PMIx_Info_list_convert(list, &all);
   PMIx_Info_list_release(list);
-  Waiter w;
-  rc = w.wait(PMIx_server_register_nspace(s.nspace.c_str(), static_cast<int>(local_size),
-                                          static_cast<pmix_info_t*>(all.array), all.size,
-                                          Waiter::callback, &w));
+  rc = wait_op([&](pmix_op_cbfunc_t cb, void* data) {
+    return PMIx_server_register_nspace(s.nspace.c_str(), static_cast<int>(local_size),
+                                       static_cast<pmix_info_t*>(all.array), all.size, cb, data);
+  });
   PMIX_DATA_ARRAY_DESTRUCT(&all);
   if (rc != PMIX_SUCCESS) {
     throw LaunchError("PMIx server: cannot register namespace " + s.nspace + ": " +
@@ -404,9 +419,9 @@ void Server::register_job(const Job& job, const std::vector<int>& host_indices) 
   for (int r : s.local) {
     pmix_proc_t proc;
     PMIX_PROC_LOAD(&proc, s.nspace.c_str(), static_cast<pmix_rank_t>(r));
-    Waiter wc;
-    rc = wc.wait(
-        PMIx_server_register_client(&proc, getuid(), getgid(), nullptr, Waiter::callback, &wc));
+    rc = wait_op([&](pmix_op_cbfunc_t cb, void* data) {
+      return PMIx_server_register_client(&proc, getuid(), getgid(), nullptr, cb, data);
+    });
     if (rc != PMIX_SUCCESS) {
       throw LaunchError("PMIx server: cannot register rank " + std::to_string(r) + ": " +
                         status_text(rc));
