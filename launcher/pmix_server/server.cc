@@ -302,12 +302,10 @@ Server::~Server() {
       PMIX_PROC_LOAD(&proc, nspace_.c_str(), static_cast<pmix_rank_t>(r));
       PMIx_server_deregister_client(&proc, nullptr, nullptr);
     }
-    wait_op(
-        [&](pmix_op_cbfunc_t cb, void* data) {
-          PMIx_server_deregister_nspace(nspace_.c_str(), cb, data);
-          return PMIX_SUCCESS;
-        },
-        std::chrono::seconds(5));
+    // Not waited for: PMIx handles requests in order, so a later job's registration comes
+    // after it, and a process that exits next (an agent) need not wait for a PMIx thread
+    // that may still be busy with a rank killed halfway through connecting.
+    PMIx_server_deregister_nspace(nspace_.c_str(), nullptr, nullptr);
   }
 }
 

@@ -38,6 +38,25 @@ fail() {
   failed=1
 }
 
+# no_leftovers NAME: on namespace hosts, nothing runs once a job is over (3 s to go away).
+no_leftovers() {
+  [[ $mode == netns ]] || return 0
+  local k i left
+  for k in 1 2 3; do
+    for ((i = 0; i < 30; i++)); do
+      left=$(netns_pids "$k")
+      [[ -z $left ]] && break
+      sleep 0.1
+    done
+    if [[ -n $left ]]; then
+      # shellcheck disable=SC2086
+      fail "$1: processes left on node$k: $(ps -o pid=,etimes=,args= -p "$(echo $left | tr ' ' ,)" | tr '\n' ';')"
+      # shellcheck disable=SC2086
+      kill -KILL $left 2>/dev/null # so that the next check starts clean
+    fi
+  done
+}
+
 # Runs a job whose every rank must print `pattern R`; prints its output.
 every_rank() {
   local what=$1 pattern=$2
@@ -49,6 +68,7 @@ every_rank() {
   echo "$out" | tail -n "$((n + 4))"
   if ((status != 0)); then
     fail "$what: ddlrun exited with $status"
+    no_leftovers "$what"
     return
   fi
   for ((r = 0; r < n; r++)); do
@@ -58,6 +78,7 @@ every_rank() {
     fi
   done
   pass "$what"
+  no_leftovers "$what"
 }
 
 every_rank "pmix_client, collecting fence" "pmix_client: rank RANK of $n, .*collecting fence, $n keys ok" \
@@ -85,6 +106,7 @@ elif ! grep -qx "ddlrun: $abort_where exited with status 7; stopping the other $
 else
   pass "PMIx_Abort ends the job with status 7"
 fi
+no_leftovers "abort"
 
 if ((${#where_skip[@]} > 0)); then
   echo "== a fence that rank $skip_rank never enters"
@@ -104,15 +126,6 @@ if ((${#where_skip[@]} > 0)); then
   else
     pass "a fence missing rank $skip_rank fails naming it (status $status)"
   fi
-fi
-
-if [[ $mode == netns ]]; then
-  sleep 1
-  for k in 1 2 3; do
-    left=$(netns_pids "$k")
-    if [[ -n $left ]]; then
-      fail "processes left on node$k: $left"
-    fi
-  done
+  no_leftovers "missing rank"
 fi
 exit "$failed"
