@@ -25,13 +25,16 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <thread>
 
+#include "launcher/external.h"
 #include "launcher/factory.h"
 #include "launcher/pmix_server/fence.h"
 #include "launcher/pmix_server/server.h"
+#include "launcher/process.h"
 #include "launcher/ssh/protocol.h"
 #include "launcher/wire.h"
 
@@ -100,7 +103,8 @@ class SshBackend : public Backend {
 
   std::vector<int> start(EventQueue& events) override {
     events_ = &events;
-    fences_ = std::make_unique<pmix_server::FenceCombiner>(pmix_server::make_layout(job_.topology));
+    fences_ = std::make_unique<pmix_server::FenceCombiner>(pmix_server::make_layout(job_.topology),
+                                                           default_fence_timeout());
     for (auto& h : hosts_) {
       HostConn* c = h.get();
       c->thread = std::thread([this, c] { converse(*c); });
@@ -228,6 +232,19 @@ class SshBackend : public Backend {
       });
     }
     return !failed;
+  }
+
+  /// $DDL_PMIX_FENCE_TIMEOUT (seconds) of ddlrun's environment: how long a fence that
+  /// carries no PMIX_TIMEOUT waits for the other hosts; 0 (or unset): forever.
+  std::chrono::milliseconds default_fence_timeout() const {
+    const std::optional<std::string> v =
+        environ_value(options_.environ.empty() ? current_environment() : options_.environ,
+                      "DDL_PMIX_FENCE_TIMEOUT");
+    if (!v || v->empty()) return std::chrono::milliseconds(0);
+    char* end = nullptr;
+    const double seconds = std::strtod(v->c_str(), &end);
+    if (end == nullptr || *end != '\0' || !(seconds > 0)) return std::chrono::milliseconds(0);
+    return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
   }
 
   /// The connection to host `index`, or nullptr.

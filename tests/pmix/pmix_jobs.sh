@@ -108,24 +108,32 @@ else
 fi
 no_leftovers "abort"
 
-if ((${#where_skip[@]} > 0)); then
-  echo "== a fence that rank $skip_rank never enters"
+# missing_rank WHAT TIMEOUT_VAR: rank $skip_rank never enters the fence; the fence's timeout (3 s)
+# comes from the ranks' PMIX_TIMEOUT (PMIX_CLIENT_TIMEOUT) or from ddlrun's
+# DDL_PMIX_FENCE_TIMEOUT.
+missing_rank() {
+  local what=$1 var=$2 start out status want
+  echo "== $what"
   start=$SECONDS
-  out=$(PMIX_CLIENT_SKIP=$skip_rank PMIX_CLIENT_TIMEOUT=3 "$ddlrun" --tag-output none \
-    --timeout 60 --kill-grace 2 -x PMIX_CLIENT_SKIP -x PMIX_CLIENT_TIMEOUT "${where_skip[@]}" \
-    "$client" 2>&1)
+  out=$(env "$var=3" PMIX_CLIENT_SKIP=$skip_rank "$ddlrun" --tag-output none --timeout 60 \
+    --kill-grace 2 -x PMIX_CLIENT_SKIP -x PMIX_CLIENT_TIMEOUT "${where_skip[@]}" "$client" 2>&1)
   status=$?
   echo "$out" | tail -n 8
   want="ddlrun: a PMIx fence of all $skip_n ranks timed out after 3 s waiting for $skip_where: it never entered the fence (is it stuck, or does it skip the call?)"
   if ((status == 0)); then
-    fail "missing rank: the job succeeded"
+    fail "$what: the job succeeded"
   elif ! grep -qxF "$want" <<<"$out"; then
-    fail "missing rank: no line '$want'"
+    fail "$what: no line '$want'"
   elif ((SECONDS - start > 30)); then
-    fail "missing rank: the job took $((SECONDS - start)) s"
+    fail "$what: the job took $((SECONDS - start)) s"
   else
-    pass "a fence missing rank $skip_rank fails naming it (status $status)"
+    pass "$what: the fence fails naming rank $skip_rank (status $status)"
   fi
-  no_leftovers "missing rank"
+  no_leftovers "$what"
+}
+
+if ((${#where_skip[@]} > 0)); then
+  missing_rank "a rank missing from a fence with PMIX_TIMEOUT" PMIX_CLIENT_TIMEOUT
+  missing_rank "a rank missing from a fence, DDL_PMIX_FENCE_TIMEOUT" DDL_PMIX_FENCE_TIMEOUT
 fi
 exit "$failed"
