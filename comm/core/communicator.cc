@@ -278,6 +278,17 @@ Communicator::Communicator(std::unique_ptr<Bootstrap> bootstrap, std::optional<T
       neighbours(*g);
     for (int p : peers)
       link(p);
+    // One byte each way with every neighbour: a link is whole only once both sides have
+    // attached (a shared-memory segment's name is gone when its creator closes), so no rank
+    // may leave init, and perhaps finalise at once, before its neighbours have attached.
+    // Sends never block (the byte fits in any link's buffer), so the order does not matter.
+    const std::byte hello{1};
+    for (int p : peers)
+      transport::exchange(&link(p), {&hello, 1}, nullptr, {}, options_.timeout);
+    for (int p : peers) {
+      std::byte got{};
+      transport::exchange(nullptr, {}, &link(p), {&got, 1}, options_.timeout);
+    }
   }
   // The GPU runtime (NCCL), when there is one: loaded now rather than on the first collective.
   device_ = options_.device ? options_.device : device::load_nccl(nullptr);
