@@ -15,7 +15,9 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
+#include <random>
 #include <stdexcept>
 
 #include "launcher/wire.h"
@@ -131,33 +133,75 @@ Job decode_job(const std::string& bytes) {
   return job;
 }
 
-int free_tcp_port() {
+namespace {
+
+/// Whether `port` can be bound on the wildcard address now (IPv6 dual-stack, else IPv4).
+bool port_is_free(int port) {
   const int fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  int port = 0;
   if (fd >= 0) {
     sockaddr_in6 a{};
     a.sin6_family = AF_INET6;
     a.sin6_addr = in6addr_any;
-    socklen_t len = sizeof a;
-    if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+    a.sin6_port = htons(static_cast<uint16_t>(port));
+    const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    close(fd);
+    return ok;
+  }
+  const int fd4 = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd4 < 0) return false;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_ANY);
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  const bool ok = bind(fd4, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  close(fd4);
+  return ok;
+}
+
+/// A port the kernel hands out by itself (bind to port 0), 0 when none.
+int ephemeral_port() {
+  for (int family : {AF_INET6, AF_INET}) {
+    const int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) continue;
+    sockaddr_storage a{};
+    a.ss_family = static_cast<sa_family_t>(family);
+    socklen_t len = family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
+    int port = 0;
+    if (bind(fd, reinterpret_cast<sockaddr*>(&a), len) == 0 &&
         getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
-      port = ntohs(a.sin6_port);
+      port = family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&a)->sin6_port)
+                                : ntohs(reinterpret_cast<sockaddr_in*>(&a)->sin_port);
     }
     close(fd);
     if (port != 0) return port;
   }
-  const int fd4 = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd4 < 0) return 0;
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_ANY);
-  socklen_t len = sizeof a;
-  if (bind(fd4, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-      getsockname(fd4, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
-    port = ntohs(a.sin_port);
+  return 0;
+}
+
+}  // namespace
+
+int free_tcp_port() {
+  // The port is released before the rank that serves it binds it (torch's store, seconds
+  // later), so it is taken below the kernel's ephemeral range: no socket bound to port 0 and
+  // no outgoing connection can be given it meanwhile, as could happen with an ephemeral one
+  // on a busy host (two jobs then meet at one store and wait for each other forever).
+  int low = 32768;
+  if (FILE* f = std::fopen("/proc/sys/net/ipv4/ip_local_port_range", "r")) {
+    int lo = 0, hi = 0;
+    if (std::fscanf(f, "%d %d", &lo, &hi) == 2 && lo > 0) low = lo;
+    std::fclose(f);
   }
-  close(fd4);
-  return port;
+  constexpr int kFirst = 20000;
+  if (low > kFirst + 1000) {
+    std::random_device seed;
+    std::mt19937 pick(seed());
+    std::uniform_int_distribution<int> port(kFirst, low - 1);
+    for (int tries = 0; tries < 64; ++tries) {
+      const int p = port(pick);
+      if (port_is_free(p)) return p;
+    }
+  }
+  return ephemeral_port();
 }
 
 std::string make_token() {

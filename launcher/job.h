@@ -65,8 +65,10 @@ std::vector<EnvVar> rank_environment(const Job& job, int rank, const Rendezvous&
 std::string encode_job(const Job& job);
 Job decode_job(const std::string& bytes);
 
-/// A free TCP port on this host (bound to the wildcard address, then released), 0 when the
-/// system gives none.
+/// A free TCP port on this host (checked by binding the wildcard address, then released),
+/// chosen at random below the kernel's ephemeral port range so that nothing on the host is
+/// handed it by the kernel before its user binds it; an ephemeral port when that range leaves
+/// no room; 0 when the system gives none.
 int free_tcp_port();
 
 /// 32 random bytes as 64 hex digits (from /dev/urandom).

@@ -1,7 +1,11 @@
 #include "launcher/job.h"
 
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <cstdio>
 #include <map>
 
 #include "launcher/ssh/protocol.h"
@@ -138,10 +142,29 @@ TEST(TokenTest, SixtyFourHexDigitsAndFresh) {
   EXPECT_NE(a, b);
 }
 
-TEST(FreePortTest, IsAPort) {
-  const int p = free_tcp_port();
-  EXPECT_GT(p, 0);
-  EXPECT_LT(p, 65536);
+TEST(FreePortTest, IsAFreePortBelowTheEphemeralRange) {
+  int low = 0, high = 0;
+  if (FILE* f = std::fopen("/proc/sys/net/ipv4/ip_local_port_range", "r")) {
+    ASSERT_EQ(std::fscanf(f, "%d %d", &low, &high), 2);
+    std::fclose(f);
+  }
+  for (int i = 0; i < 20; ++i) {
+    const int p = free_tcp_port();
+    EXPECT_GT(p, 0);
+    EXPECT_LT(p, 65536);
+    if (low > 21000) {
+      EXPECT_GE(p, 20000);
+      EXPECT_LT(p, low) << "the kernel could hand port " << p << " to another socket";
+    }
+    // Free: it can be bound and listened on at once.
+    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<uint16_t>(p));
+    EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0) << p;
+    close(fd);
+  }
 }
 
 TEST(FrameTest, SplitsAStreamIntoFrames) {
