@@ -52,10 +52,15 @@ elif ! grep -qE "ddlrun: rank 3 \(node2\) exited with status 9|rank 3 \(node2\):
 else
   echo "PASS peer killed mid-allreduce (status $status)"
 fi
+# Nothing may stay on any host; an sshd session ends a moment after its agent, so 3 s to go.
 for k in 1 2 3; do
   left=$(netns_pids "$k")
+  for ((i = 0; i < 30 && ${#left} > 0; i++)); do
+    sleep 0.1
+    left=$(netns_pids "$k")
+  done
   if [[ -n $left ]]; then
-    echo "FAIL processes left on node$k: $left"
+    echo "FAIL processes left on node$k: $(ps -o pid=,args= -p "${left//$'\n'/,}")"
     failed=1
   fi
 done
