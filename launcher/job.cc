@@ -135,45 +135,26 @@ Job decode_job(const std::string& bytes) {
 
 namespace {
 
-/// Whether `port` can be bound on the wildcard address now (IPv6 dual-stack, else IPv4).
-bool port_is_free(int port) {
-  const int fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd >= 0) {
-    sockaddr_in6 a{};
-    a.sin6_family = AF_INET6;
-    a.sin6_addr = in6addr_any;
-    a.sin6_port = htons(static_cast<uint16_t>(port));
-    const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-    close(fd);
-    return ok;
-  }
-  const int fd4 = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd4 < 0) return false;
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_ANY);
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  const bool ok = bind(fd4, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-  close(fd4);
-  return ok;
-}
-
-/// A port the kernel hands out by itself (bind to port 0), 0 when none.
-int ephemeral_port() {
+/// Binds a TCP socket to the wildcard address at `port` (0: the kernel picks), IPv6 dual-stack
+/// first, else IPv4, and returns the port it got, 0 when neither family binds. The socket is
+/// closed again.
+int bind_wildcard(int port) {
   for (int family : {AF_INET6, AF_INET}) {
     const int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) continue;
     sockaddr_storage a{};
-    a.ss_family = static_cast<sa_family_t>(family);
     socklen_t len = family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
-    int port = 0;
+    auto* v6 = reinterpret_cast<sockaddr_in6*>(&a);
+    auto* v4 = reinterpret_cast<sockaddr_in*>(&a);
+    a.ss_family = static_cast<sa_family_t>(family);
+    (family == AF_INET6 ? v6->sin6_port : v4->sin_port) = htons(static_cast<uint16_t>(port));
+    int got = 0;
     if (bind(fd, reinterpret_cast<sockaddr*>(&a), len) == 0 &&
         getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
-      port = family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&a)->sin6_port)
-                                : ntohs(reinterpret_cast<sockaddr_in*>(&a)->sin_port);
+      got = ntohs(family == AF_INET6 ? v6->sin6_port : v4->sin_port);
     }
     close(fd);
-    if (port != 0) return port;
+    if (got != 0) return got;
   }
   return 0;
 }
@@ -198,10 +179,10 @@ int free_tcp_port() {
     std::uniform_int_distribution<int> port(kFirst, low - 1);
     for (int tries = 0; tries < 64; ++tries) {
       const int p = port(pick);
-      if (port_is_free(p)) return p;
+      if (bind_wildcard(p) == p) return p;
     }
   }
-  return ephemeral_port();
+  return bind_wildcard(0);
 }
 
 std::string make_token() {

@@ -454,7 +454,8 @@ void Communicator::allreduce_n(void* const* buffers, const size_t* counts, size_
     }
   }
   std::lock_guard lock(collective_mutex_);
-  if (n > 0 && on_device("allreduce_n", std::vector<const void*>(buffers, buffers + n))) {
+  if (n > 0 && device_ &&
+      on_device("allreduce_n", std::vector<const void*>(buffers, buffers + n))) {
     // NCCL fuses small operations itself; each buffer is one allreduce, in place.
     for (size_t k = 0; k < n; ++k)
       if (counts[k] > 0) device_allreduce(buffers[k], buffers[k], counts[k], type, op);
