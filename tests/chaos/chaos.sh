@@ -1,0 +1,323 @@
+#!/usr/bin/env bash
+# The chaos suite: random faults during a real libddl allreduce loop (chaos_loop.c), through
+# the local launcher (4 ranks on this host) and the ssh launcher (3 namespace hosts x 2 ranks,
+# tests/netns/hosts.sh, real sshd), and what every run must show afterwards.
+#
+#   chaos.sh DDLRUN CHAOS_LOOP [--runs N] [--launchers "local ssh"] [--faults "kind ..."]
+#            [--seed S] [--seconds S]
+#
+# Without --runs it runs each fault kind once per launcher (the CTest sample); with --runs N it
+# runs N faults, cycling through the kinds, victims and delays chosen at random (--seed).
+#
+# How it works: each run starts ddlrun on the loop, waits until every rank has written its pid
+# file (so it is past ddl_init and in the loop), waits a random 0.2-1.5 s, injects the fault,
+# and waits for ddlrun to end. Then it checks:
+#   - time: from the fault to ddlrun's exit, within the fault's bound (5 s; DDL_TIMEOUT + 5 s
+#     for a stalled rank; the agents' heartbeat deadline + 5 s for a frozen agent or a lost
+#     link);
+#   - exit status: the documented one (137 for a SIGKILLed rank, non-zero for the other
+#     failures, 0 where the fault must not fail the job);
+#   - blame: ddlrun's stderr names the faulty rank ("rank R") or host ("nodeK");
+#   - leftovers, within 5 s of the end (of the SIGKILL, for a killed ddlrun): no rank and no
+#     rank's child (each rank forks a `sleep`) alive, no process in any host's namespace but
+#     its sshd, no /tmp/ddlrun* on any host nor on this one, no new /dev/shm/ddl-* segment;
+#   - memory: ddlrun's peak resident size under 64 MiB (sampled every 0.1 s).
+# A frozen agent (SIGSTOP) cannot clean up while frozen: the suite SIGCONTs it once ddlrun has
+# ended, as an operator would, and then expects its host clean within 5 s. A lost link comes
+# back once the host's agent has had its deadline to clean up on its own.
+# It prints one line per run and the figures: runs, faults by kind, worst time to tear down,
+# leftovers found. Exits 1 when any check failed, 77 when it can run nothing here.
+set -uo pipefail
+ddlrun=$(realpath "$1")
+loop=$(realpath "$2")
+shift 2
+runs=0
+launchers="local ssh"
+faults=""
+seed=$$
+seconds=3
+while (($#)); do
+  case $1 in
+    --runs) runs=$2; shift 2 ;;
+    --launchers) launchers=$2; shift 2 ;;
+    --faults) faults=$2; shift 2 ;;
+    --seed) seed=$2; shift 2 ;;
+    --seconds) seconds=$2; shift 2 ;;
+    *) echo "chaos.sh: unknown option $1" >&2; exit 2 ;;
+  esac
+done
+RANDOM=$seed
+timeout_s=${CHAOS_DDL_TIMEOUT:-5}  # DDL_TIMEOUT the ranks get
+lost_s=${CHAOS_LOST_S:-10}         # how long a silent host may take to be declared lost
+kinds_local="kill_rank stop_rank kill_ddlrun close_stdout slow_reader fast_stdin"
+kinds_ssh="kill_rank stop_rank kill_agent stop_agent kill_ddlrun link_down close_stdout \
+slow_reader fast_stdin"
+
+have_ssh=0
+if [[ " $launchers " == *" ssh "* ]]; then
+  # shellcheck source=SCRIPTDIR/../netns/hosts.sh
+  source "$(dirname "$0")/../netns/hosts.sh"
+  if netns_up 3; then
+    have_ssh=1
+    unset SSH_AUTH_SOCK
+    export HOME="$NETNS_DIR/home"
+    mkdir -p "$HOME"
+  else
+    rc=$?
+    [[ $rc == 77 ]] || exit 1
+    launchers=${launchers//ssh/}
+    echo "chaos: no namespace hosts here; local launcher only"
+  fi
+fi
+[[ -n ${launchers// /} ]] || exit 77
+work=$(mktemp -d "${NETNS_DIR:-/tmp}/chaos.XXXXXX")
+[[ -n ${NETNS_DIR:-} ]] || trap 'rm -rf "$work"' EXIT
+
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+# alive PID [NAME]: PID runs (not a zombie) and its command line holds NAME.
+alive() {
+  [[ -r /proc/$1/stat ]] || return 1
+  [[ $(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null) != Z ]] || return 1
+  [[ -z ${2:-} ]] || tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null | grep -q -- "$2"
+}
+rss_kib() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0; }
+tmp_entries() { find /tmp -maxdepth 1 -name 'ddlrun*' 2>/dev/null | sort; }
+shm_entries() { find /dev/shm -maxdepth 1 -name 'ddl-*' 2>/dev/null | sort; }
+
+declare -A runs_of=() passed_of=() worst_of=()
+total=0 failed=0 left_procs=0 left_files=0 left_shm=0
+failures=()
+
+# The hosts of launcher $1 and their ranks, as ddlrun options.
+job_args() {
+  if [[ $1 == local ]]; then
+    printf '%s\n' --launcher local -H localhost:4 --no-probe
+  else
+    printf '%s\n' --launcher ssh --ssh-config "$NETNS_SSH_CONFIG" -H node1:2,node2:2,node3:2
+  fi
+}
+nranks() { [[ $1 == local ]] && echo 4 || echo 6; }
+
+# host_of_rank R: the host name in rank R's pid file.
+host_of_rank() { awk '{ print $3 }' "$dir/pid.$1" 2>/dev/null; }
+# agent_pid K: host K's `ddlrun --agent`.
+agent_pid() {
+  local pid
+  for pid in $(netns_pids "$1"); do
+    if alive "$pid" "--agent"; then echo "$pid"; return; fi
+  done
+}
+
+# inject KIND LAUNCHER: the fault; sets `victim` (what must be named) and `bound` (ms).
+inject() {
+  local kind=$1 launcher=$2 n r k
+  n=$(nranks "$launcher")
+  r=$((RANDOM % n))
+  k=$((RANDOM % 3 + 1))
+  bound=5000
+  case $kind in
+    kill_rank) victim="rank $r"; kill -KILL "$(awk '{ print $1 }' "$dir/pid.$r")" ;;
+    stop_rank)
+      victim="rank $r"; bound=$(((timeout_s + 5) * 1000))
+      kill -STOP "$(awk '{ print $1 }' "$dir/pid.$r")" ;;
+    kill_agent) victim="node$k"; kill -KILL "$(agent_pid "$k")" ;;
+    stop_agent)
+      victim="node$k"; bound=$(((lost_s + 5) * 1000)); stopped_agent=$(agent_pid "$k")
+      kill -STOP "$stopped_agent" ;;
+    kill_ddlrun) victim=""; kill -KILL "$job_pid" ;;
+    link_down)
+      victim="node$k"; down_host=$k
+      bound=$(((lost_s > timeout_s ? lost_s : timeout_s) * 1000 + 5000))
+      ip -n "$(netns_ns "$k")" link set "$(netns_veth "$k")" down ;;
+    close_stdout | slow_reader | fast_stdin) victim="" ;;  # set up at the start
+  esac
+}
+
+# The exit statuses KIND may end with (a regex).
+expected_status() {
+  case $1 in
+    kill_rank) echo '^137$' ;;
+    kill_ddlrun) echo '^137$' ;;  # ddlrun's own death
+    close_stdout | slow_reader | fast_stdin) echo '^0$' ;;
+    *) echo '^([1-9][0-9]*)$' ;;
+  esac
+}
+
+# check_leftovers LAUNCHER DEADLINE_MS: waits until nothing of the job is left or the deadline;
+# counts and removes what is left, and prints what it was.
+check_leftovers() {
+  local launcher=$1 deadline=$2 f pid child what=""
+  local pids=()
+  for f in "$dir"/pid.*; do
+    [[ -e $f ]] || continue
+    read -r pid child _ <"$f"
+    pids+=("$pid" "$child")
+  done
+  while :; do
+    what=""
+    for pid in "${pids[@]}"; do
+      alive "$pid" && what+=" $pid($(tr '\0' ' ' <"/proc/$pid/cmdline" | cut -c1-40))"
+    done
+    if ((have_ssh)) && [[ $launcher == ssh ]]; then
+      for k in 1 2 3; do
+        for pid in $(netns_pids "$k"); do what+=" node$k:$pid($(tr '\0' ' ' \
+          <"/proc/$pid/cmdline" 2>/dev/null | cut -c1-40))"; done
+      done
+    fi
+    [[ -z $what ]] && break
+    (($(now_ms) >= deadline)) && break
+    sleep 0.1
+  done
+  local procs=0 files=0 shm=0
+  if [[ -n $what ]]; then
+    procs=$(wc -w <<<"$what")
+    for pid in "${pids[@]}"; do alive "$pid" && kill -KILL "$pid" 2>/dev/null; done
+    if [[ $launcher == ssh ]]; then
+      for k in 1 2 3; do
+        # shellcheck disable=SC2046
+        kill -CONT $(netns_pids "$k") 2>/dev/null
+        # shellcheck disable=SC2046
+        kill -KILL $(netns_pids "$k") 2>/dev/null
+      done
+    fi
+    echo "    left running:$what"
+  fi
+  local t
+  t=$(comm -13 <(echo "$tmp_before") <(tmp_entries))
+  if [[ -n $t ]]; then
+    files=$(wc -l <<<"$t"); echo "    left in /tmp here: $t" | tr '\n' ' '; echo; rm -rf $t
+  fi
+  if [[ $launcher == ssh ]]; then
+    for k in 1 2 3; do
+      t=$(netns_exec "$k" sh -c 'ls -d /tmp/ddlrun* 2>/dev/null')
+      if [[ -n $t ]]; then
+        files=$((files + $(wc -l <<<"$t"))); echo "    left in node$k:/tmp: $t" | tr '\n' ' '
+        echo; netns_exec "$k" sh -c 'rm -rf /tmp/ddlrun*'
+      fi
+    done
+  fi
+  t=$(comm -13 <(echo "$shm_before") <(shm_entries))
+  if [[ -n $t ]]; then
+    shm=$(wc -l <<<"$t"); echo "    left in /dev/shm: $t" | tr '\n' ' '; echo; rm -f $t
+  fi
+  left_procs=$((left_procs + procs)) left_files=$((left_files + files))
+  left_shm=$((left_shm + shm))
+  ((procs + files + shm == 0))
+}
+
+# one_run INDEX LAUNCHER KIND
+one_run() {
+  local i=$1 launcher=$2 kind=$3 n rc=0 problems=() started fault_at end_at took peak=0
+  dir="$work/run.$i"
+  mkdir -p "$dir"
+  n=$(nranks "$launcher")
+  victim="" bound=5000 stopped_agent="" down_host=""
+  tmp_before=$(tmp_entries) shm_before=$(shm_entries)
+  local args
+  mapfile -t args < <(job_args "$launcher")
+  local env=(-x "CHAOS_DIR=$dir" -x "CHAOS_SECONDS=$seconds" -x "DDL_TIMEOUT=$timeout_s")
+  case $kind in
+    close_stdout) env+=(-x CHAOS_CLOSE_STDOUT=1) ;;
+    slow_reader) env+=(-x CHAOS_PRINT_EVERY=1 -x CHAOS_PRINT_BYTES=8000) ;;
+  esac
+  export CHAOS_DIR=$dir CHAOS_SECONDS=$seconds DDL_TIMEOUT=$timeout_s
+  case $kind in
+    slow_reader)
+      "$ddlrun" "${args[@]}" "${env[@]}" "$loop" 2>"$dir/err" \
+        > >(sleep 3; cat >/dev/null) </dev/null &
+      ;;
+    fast_stdin) "$ddlrun" "${args[@]}" "${env[@]}" "$loop" >"$dir/out" 2>"$dir/err" < <(yes) & ;;
+    *) "$ddlrun" "${args[@]}" "${env[@]}" "$loop" >"$dir/out" 2>"$dir/err" </dev/null & ;;
+  esac
+  job_pid=$!
+  started=$(now_ms)
+  local ok=1
+  while (($(ls "$dir"/pid.* 2>/dev/null | grep -cv tmp) < n)); do
+    if ! alive "$job_pid" || (($(now_ms) - started > 30000)); then ok=0; break; fi
+    sleep 0.05
+  done
+  if ((!ok)); then
+    problems+=("the job did not start: $(head -c 300 "$dir/err" | tr '\n' ' ')")
+    fault_at=$(now_ms)
+  else
+    sleep "0.$((RANDOM % 13 + 2))"
+    fault_at=$(now_ms)
+    inject "$kind" "$launcher"
+  fi
+  local limit=$((fault_at + bound + 15000 + seconds * 1000))
+  while alive "$job_pid"; do
+    local r
+    r=$(rss_kib "$job_pid")
+    ((r > peak)) && peak=$r
+    if (($(now_ms) > limit)); then
+      problems+=("ddlrun still ran $(((limit - fault_at) / 1000)) s after the fault")
+      kill -KILL "$job_pid" 2>/dev/null
+      break
+    fi
+    sleep 0.1
+  done
+  wait "$job_pid"
+  rc=$?
+  end_at=$(now_ms)
+  took=$((end_at - fault_at))
+  [[ $kind == kill_ddlrun ]] && took=0
+  case $kind in
+    close_stdout | slow_reader | fast_stdin) ;;  # no fault to end: the loop's own end
+    *) ((took <= bound)) || problems+=("ended ${took} ms after the fault (bound ${bound} ms)") ;;
+  esac
+  [[ $rc =~ $(expected_status "$kind") ]] || problems+=("exit status $rc")
+  if [[ -n $victim ]] && ! grep -q "$victim\b" "$dir/err"; then
+    problems+=("stderr does not name $victim: $(grep '^ddlrun' "$dir/err" | head -3 | tr '\n' ' ')")
+  fi
+  ((peak < 65536)) || problems+=("ddlrun's resident size reached $((peak / 1024)) MiB")
+  [[ -n $stopped_agent ]] && kill -CONT "$stopped_agent" 2>/dev/null
+  local leftover_deadline=$(($(now_ms) + 5000))
+  [[ -n $down_host ]] && leftover_deadline=$((fault_at + (lost_s + 5) * 1000))
+  if ! check_leftovers "$launcher" "$leftover_deadline" >"$dir/leftovers"; then
+    problems+=("leftovers: $(tr '\n' ' ' <"$dir/leftovers")")
+  fi
+  [[ -n $down_host ]] && ip -n "$(netns_ns "$down_host")" link set "$(netns_veth "$down_host")" up
+  local key="$launcher/$kind"
+  runs_of[$key]=$((${runs_of[$key]:-0} + 1))
+  total=$((total + 1))
+  ((took > ${worst_of[$key]:-0})) && worst_of[$key]=$took
+  if ((${#problems[@]} == 0)); then
+    passed_of[$key]=$((${passed_of[$key]:-0} + 1))
+    printf 'ok   %3d %-6s %-12s %-8s exit %3d, down in %5d ms, peak %3d MiB\n' "$i" \
+      "$launcher" "$kind" "${victim:--}" "$rc" "$took" $((peak / 1024))
+  else
+    failed=$((failed + 1))
+    printf 'FAIL %3d %-6s %-12s %-8s exit %3d, down in %5d ms\n' "$i" "$launcher" "$kind" \
+      "${victim:--}" "$rc" "$took"
+    local p
+    for p in "${problems[@]}"; do echo "       $p"; done
+    sed -n '/^ddlrun/p' "$dir/err" | head -5 | sed 's/^/       | /'
+    failures+=("$i $key")
+  fi
+}
+
+# The plan: each (launcher, kind) once, or --runs N cycling through them.
+plan=()
+for l in $launchers; do
+  if [[ $l == local ]]; then ks=$kinds_local; else ks=$kinds_ssh; fi
+  for k in $ks; do
+    [[ -z $faults || " $faults " == *" $k "* ]] && plan+=("$l $k")
+  done
+done
+((${#plan[@]})) || { echo "chaos.sh: no fault kind left to run" >&2; exit 2; }
+((runs > 0)) || runs=${#plan[@]}
+echo "chaos: $runs runs, seed $seed, DDL_TIMEOUT=$timeout_s, lost after ${lost_s} s"
+for ((i = 0; i < runs; i++)); do
+  entry=${plan[$((i % ${#plan[@]}))]}
+  one_run "$i" ${entry}
+done
+
+echo "chaos: figures"
+printf '  %-20s %5s %7s %16s\n' "launcher/fault" runs passed "worst teardown"
+for key in $(printf '%s\n' "${!runs_of[@]}" | sort); do
+  printf '  %-20s %5d %7d %13d ms\n' "$key" "${runs_of[$key]}" "${passed_of[$key]:-0}" \
+    "${worst_of[$key]:-0}"
+done
+echo "  runs $total, failed $failed; leftovers found: $left_procs processes, $left_files temp" \
+  "files, $left_shm shm segments"
+((failed == 0))

@@ -1,0 +1,15 @@
+# The chaos suite (tests/chaos/chaos.sh): each fault kind once per launcher during a real
+# libddl allreduce loop (tests/chaos/chaos_loop.c): SIGKILL/SIGSTOP of a rank, of a host's agent
+# and of ddlrun, a host's link set down, a rank closing its stdout, a slow reader, a fast stdin
+# producer; local launcher (4 ranks) and ssh launcher (3 namespace hosts x 2 ranks, skipped
+# without root). bench/chaos.sh runs the same for 100+ runs.
+add_executable(chaos_loop chaos/chaos_loop.c)
+target_link_libraries(chaos_loop PRIVATE ddl)
+add_test(NAME chaos.sample_local
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/chaos/chaos.sh $<TARGET_FILE:ddlrun>
+                 $<TARGET_FILE:chaos_loop> --launchers local)
+add_test(NAME chaos.sample_ssh
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/chaos/chaos.sh $<TARGET_FILE:ddlrun>
+                 $<TARGET_FILE:chaos_loop> --launchers ssh)
+set_tests_properties(chaos.sample_local chaos.sample_ssh PROPERTIES SKIP_RETURN_CODE 77
+                     TIMEOUT 300)
