@@ -184,6 +184,15 @@ x=a b/from here"
   [[ $(untag "$L.env" | grep -c '^vars ') == 6 ]] || fail "$L.env: not 6 lines" "$out/$L.env"
   no_leftovers "$L.env"
 
+  # A variable of ddlrun's environment that is not exported with -x does not reach ranks on
+  # other hosts: they start with their login environment there (ddlrun.1, ENVIRONMENT).
+  # shellcheck disable=SC2016
+  DDLT_NOT_EXPORTED=leaked run "$L.noexport" "$L" -H "$hosts" \
+    sh -c 'echo "noexport ${DDLT_NOT_EXPORTED:-unset}"'
+  expect_rc "$L.noexport" 0
+  [[ $(untag "$L.noexport" | grep -cx 'noexport unset') == 6 ]] ||
+    fail "$L.noexport: a variable not given with -x reached a remote rank" "$out/$L.noexport"
+
   # Binding: each rank runs on exactly the CPUs the plan gave it (DDL_CPUS), and the two ranks
   # of a host do not share one.
   # shellcheck disable=SC2016
