@@ -18,25 +18,135 @@
 // 2i. Every element is reduced along one fixed tree, so all members agree bitwise. kAvg sums,
 // then every member divides by n (the same operation on the same bits).
 //
-// One scratch buffer of the message's size is allocated per call.
+// With a signature (signature.h) every message is a frame: a fixed header (a magic number, the
+// payload's length and the sender's verdict on the members' calls), then the payload. The
+// receiver reads the header first and then takes exactly as many payload bytes as it announces,
+// so members whose counts differ stay in step; it merges the sender's verdict into its own and
+// folds the payload in only while no mismatch is known and the length is its own. The pattern
+// carries every member's verdict to every member (the fold's result goes back to 2i with the
+// final verdict), so all members throw MismatchError, or none. A mismatch costs nothing more:
+// the same messages run to the end, their payloads ignored.
+//
+// The messages live in two buffers per thread (this member's [header | data] and the
+// partner's), grown on first use and kept; `buf` is copied in at the start and out at the end.
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
 #include "comm/collectives/collectives.h"
+#include "comm/collectives/signature.h"
 
 namespace ddl::comm {
+namespace {
+
+constexpr uint32_t kMagic = 0x53'4c'44'44;  // "DDLS"
+/// A larger announced payload cannot be a collective's: the stream is out of step.
+constexpr uint64_t kMaxPayload = uint64_t{1} << 40;
+
+/// What precedes a payload when signatures are checked.
+struct Header {
+  uint32_t magic = kMagic;
+  uint32_t reserved = 0;
+  uint64_t payload_bytes = 0;
+  Verdict verdict;
+};
+
+/// One call's messages: this member's [header | data] and room for a partner's.
+class Messages {
+ public:
+  Messages(const Group& g, const void* buf, size_t bytes, const Signature* sig)
+      : g_(g), header_bytes_(sig != nullptr ? sizeof(Header) : 0), bytes_(bytes) {
+    thread_local std::vector<std::byte> out, in;
+    out.resize(std::max(out.size(), header_bytes_ + bytes));
+    in.resize(std::max(in.size(), header_bytes_ + bytes));
+    out_ = out.data();
+    in_ = in.data();
+    if (bytes > 0) std::memcpy(mine(), buf, bytes);
+    if (sig != nullptr) verdict_ = Verdict::of(g.global(g.rank()), *sig);
+  }
+
+  /// This member's data, reduced in place.
+  std::byte* mine() { return out_ + header_bytes_; }
+  /// The last payload received.
+  std::byte* theirs() { return in_ + header_bytes_; }
+
+  /// Sends this member's message to `to` and receives `from`'s (either may be null). True when
+  /// the received payload may be used: it has this member's length and no mismatch is known.
+  bool exchange(transport::Link* to, transport::Link* from) {
+    const auto timeout = g_.timeout();
+    std::span<const std::byte> send;
+    if (to != nullptr) send = {out_, header_bytes_ + bytes_};
+    if (header_bytes_ == 0 || from == nullptr) {
+      if (header_bytes_ > 0) write_header();
+      transport::exchange(to, send, from, {in_, from != nullptr ? bytes_ : 0}, timeout);
+      return true;
+    }
+    if (to != nullptr) write_header();
+    bool usable = false;
+    transport::exchange(to, send, from, {in_, header_bytes_}, timeout,
+                        [&](std::span<const std::byte> got) -> std::span<std::byte> {
+                          Header h;
+                          std::memcpy(&h, got.data(), sizeof h);
+                          if (h.magic != kMagic || h.payload_bytes > kMaxPayload) {
+                            throw transport::TransportError(
+                                from->peer_name() +
+                                ": sent bytes that are not a collective's message (its calls "
+                                "are out of step with this rank's)");
+                          }
+                          verdict_.merge(h.verdict);
+                          usable = h.payload_bytes == bytes_ && !verdict_.mismatch();
+                          if (h.payload_bytes == bytes_) return {theirs(), bytes_};
+                          drain_.resize(h.payload_bytes);
+                          return drain_;
+                        });
+    return usable;
+  }
+
+  /// Throws MismatchError when the members' calls differ, else copies the result to `buf`.
+  void finish(void* buf) {
+    if (verdict_.mismatch()) throw MismatchError(verdict_.message());
+    if (bytes_ > 0) std::memcpy(buf, mine(), bytes_);
+  }
+
+ private:
+  void write_header() {
+    Header h;
+    h.payload_bytes = bytes_;
+    h.verdict = verdict_;
+    std::memcpy(out_, &h, sizeof h);
+  }
+
+  const Group& g_;
+  size_t header_bytes_;
+  size_t bytes_;
+  std::byte* out_;
+  std::byte* in_;
+  std::vector<std::byte> drain_;
+  Verdict verdict_;
+};
+
+}  // namespace
 
 void recursive_doubling_allreduce(const Group& g, void* buf, size_t count, DataType type,
-                                  ReduceOp op) {
+                                  ReduceOp op, const Signature* sig) {
   const int n = g.size();
-  if (n == 1 || count == 0) return;
+  if (n == 1 || (count == 0 && sig == nullptr)) return;
   const size_t bytes = count * type_size(type);
-  auto* data = static_cast<std::byte*>(buf);
-  std::vector<std::byte> scratch(bytes);
-  const std::span<std::byte> in(scratch);
-  const std::span<const std::byte> out(data, bytes);
-  const auto timeout = g.timeout();
+  Messages m(g, buf, bytes, sig);
+  // mine = op(lower member's data, higher member's data), the same expression on both sides.
+  auto fold = [&](bool partner_is_higher) {
+    if (partner_is_higher) {
+      reduce_into(m.mine(), m.theirs(), count, type, op);
+    } else {
+      reduce_into(m.theirs(), m.mine(), count, type, op);
+      std::memcpy(m.mine(), m.theirs(), bytes);
+    }
+  };
+  auto finish = [&] {
+    m.finish(buf);
+    if (op == ReduceOp::kAvg && count > 0) divide(buf, count, type, n);
+  };
 
   int p = 1;
   while (p * 2 <= n)
@@ -47,14 +157,12 @@ void recursive_doubling_allreduce(const Group& g, void* buf, size_t count, DataT
   // Fold: member 2i hands its data to 2i + 1 and waits for the result.
   if (r < 2 * extra) {
     if (r % 2 == 0) {
-      transport::exchange(&g.link(r + 1), out, nullptr, {}, timeout);
-      transport::exchange(nullptr, {}, &g.link(r + 1), {data, bytes}, timeout);
-      if (op == ReduceOp::kAvg) divide(buf, count, type, n);
+      m.exchange(&g.link(r + 1), nullptr);
+      if (m.exchange(nullptr, &g.link(r + 1))) std::memcpy(m.mine(), m.theirs(), bytes);
+      finish();
       return;
     }
-    transport::exchange(nullptr, {}, &g.link(r - 1), in, timeout);
-    reduce_into(scratch.data(), data, count, type, op);  // op(x[2i], x[2i+1])
-    std::memcpy(data, scratch.data(), bytes);
+    if (m.exchange(nullptr, &g.link(r - 1))) fold(false);  // op(x[2i], x[2i+1])
   }
 
   const int virt = r < 2 * extra ? r / 2 : r - extra;
@@ -62,17 +170,11 @@ void recursive_doubling_allreduce(const Group& g, void* buf, size_t count, DataT
   for (int mask = 1; mask < p; mask *= 2) {
     const int partner = real(virt ^ mask);
     transport::Link& link = g.link(partner);
-    transport::exchange(&link, out, &link, in, timeout);
-    if (partner > r) {
-      reduce_into(data, scratch.data(), count, type, op);
-    } else {
-      reduce_into(scratch.data(), data, count, type, op);
-      std::memcpy(data, scratch.data(), bytes);
-    }
+    if (m.exchange(&link, &link)) fold(partner > r);
   }
 
-  if (r < 2 * extra) transport::exchange(&g.link(r - 1), out, nullptr, {}, timeout);
-  if (op == ReduceOp::kAvg) divide(buf, count, type, n);
+  if (r < 2 * extra) m.exchange(&g.link(r - 1), nullptr);
+  finish();
 }
 
 }  // namespace ddl::comm

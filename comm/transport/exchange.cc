@@ -11,6 +11,10 @@
 // longer each time, at most kMaxNap. The deadline moves on with every byte: the timeout is "no
 // progress for `timeout`", and the error names the peer that is being waited for (the sender when
 // the receive is pending, else the receiver).
+//
+// A frame (the overload with `rest`) is received in two parts within the same loop: the fixed
+// header, then, once it is complete, the span `rest(header)` returns; so a message whose
+// length only its header tells costs no extra turn.
 
 #include <poll.h>
 #include <sched.h>
@@ -46,12 +50,18 @@ std::string seconds_text(std::chrono::milliseconds d) {
 
 void exchange(Link* to, std::span<const std::byte> send, Link* from, std::span<std::byte> recv,
               std::chrono::milliseconds timeout) {
+  exchange(to, send, from, recv, timeout, FrameRest());
+}
+
+void exchange(Link* to, std::span<const std::byte> send, Link* from, std::span<std::byte> recv,
+              std::chrono::milliseconds timeout, const FrameRest& rest) {
+  bool header_done = !rest;  // no frame: `recv` is all there is
   size_t sent = 0;
   size_t got = 0;
   auto last_progress = Clock::now();
   auto idle_since = last_progress;
   bool idle = false;
-  while (sent < send.size() || got < recv.size()) {
+  while (sent < send.size() || got < recv.size() || !header_done) {
     size_t moved = 0;
     if (sent < send.size()) {
       const size_t n = to->send_some(send.data() + sent, send.size() - sent);
@@ -62,6 +72,15 @@ void exchange(Link* to, std::span<const std::byte> send, Link* from, std::span<s
       const size_t n = from->recv_some(recv.data() + got, recv.size() - got);
       got += n;
       moved += n;
+    }
+    if (got == recv.size() && !header_done) {
+      // The frame's header is in: the rest goes where it says, in the same loop.
+      header_done = true;
+      recv = rest(recv);
+      got = 0;
+      last_progress = Clock::now();
+      idle = false;
+      continue;
     }
     if (sent == send.size() && got == recv.size()) break;
     const auto now = Clock::now();

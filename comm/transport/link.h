@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <span>
 #include <stdexcept>
@@ -52,6 +53,18 @@ class Link {
 /// a link fails or `timeout` passes without progress.
 void exchange(Link* to, std::span<const std::byte> send, Link* from, std::span<std::byte> recv,
               std::chrono::milliseconds timeout);
+
+/// What exchange() receives after a frame's header: called with the header once all of it has
+/// arrived, it returns where the rest of the frame goes (its length says how much; empty for
+/// nothing). It may throw; exchange() passes that on.
+using FrameRest = std::function<std::span<std::byte>(std::span<const std::byte> header)>;
+
+/// exchange() of a frame whose length the receiver learns from its header: receives `header`
+/// bytes, then as many as `rest(header)` asks for, while `send` goes out. A receiver that does
+/// not know the sender's length in advance still never waits for bytes that will not come nor
+/// leaves any in the link.
+void exchange(Link* to, std::span<const std::byte> send, Link* from, std::span<std::byte> header,
+              std::chrono::milliseconds timeout, const FrameRest& rest);
 
 /// Makes Links of one kind for one rank.
 class Device {
