@@ -83,24 +83,11 @@ class Messages {
       return true;
     }
     if (to != nullptr) write_header();
-    bool usable = false;
+    from_ = from;
+    // Captures one pointer, so std::function keeps it without allocating.
     transport::exchange(to, send, from, {in_, header_bytes_}, timeout,
-                        [&](std::span<const std::byte> got) -> std::span<std::byte> {
-                          Header h;
-                          std::memcpy(&h, got.data(), sizeof h);
-                          if (h.magic != kMagic || h.payload_bytes > kMaxPayload) {
-                            throw transport::TransportError(
-                                from->peer_name() +
-                                ": sent bytes that are not a collective's message (its calls "
-                                "are out of step with this rank's)");
-                          }
-                          verdict_.merge(h.verdict);
-                          usable = h.payload_bytes == bytes_ && !verdict_.mismatch();
-                          if (h.payload_bytes == bytes_) return {theirs(), bytes_};
-                          drain_.resize(h.payload_bytes);
-                          return drain_;
-                        });
-    return usable;
+                        [this](std::span<const std::byte> got) { return payload_after(got); });
+    return usable_;
   }
 
   /// Throws MismatchError when the members' calls differ, else copies the result to `buf`.
@@ -110,6 +97,22 @@ class Messages {
   }
 
  private:
+  /// Reads a received header: merges its verdict, and returns where its payload goes.
+  std::span<std::byte> payload_after(std::span<const std::byte> got) {
+    Header h;
+    std::memcpy(&h, got.data(), sizeof h);
+    if (h.magic != kMagic || h.payload_bytes > kMaxPayload) {
+      throw transport::TransportError(from_->peer_name() +
+                                      ": sent bytes that are not a collective's message (its "
+                                      "calls are out of step with this rank's)");
+    }
+    verdict_.merge(h.verdict);
+    usable_ = h.payload_bytes == bytes_ && !verdict_.mismatch();
+    if (h.payload_bytes == bytes_) return {theirs(), bytes_};
+    drain_.resize(h.payload_bytes);
+    return drain_;
+  }
+
   void write_header() {
     Header h;
     h.payload_bytes = bytes_;
@@ -124,6 +127,8 @@ class Messages {
   std::byte* in_;
   std::vector<std::byte> drain_;
   Verdict verdict_;
+  transport::Link* from_ = nullptr;  ///< the sender of the frame being received
+  bool usable_ = false;              ///< whether its payload may be used
 };
 
 }  // namespace

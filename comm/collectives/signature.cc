@@ -106,6 +106,11 @@ Verdict Verdict::of(int rank, const Signature& s) {
 
 void Verdict::merge(const Verdict& v) {
   if (v.first_rank < 0) return;
+  if (other_rank < 0 && v.other_rank < 0 && first == v.first) {
+    // Every call the same so far (the common case): only the lowest rank changes.
+    if (first_rank < 0 || v.first_rank < first_rank) first_rank = v.first_rank;
+    return;
+  }
   Verdict low = *this, high = v;
   if (first_rank < 0 || v.first_rank < first_rank) std::swap(low, high);
   // high's lowest rank differing from low's call: its first rank if that call differs, else

@@ -7,7 +7,9 @@ place, ``allreduce(x, out=y)`` writes ``y``. The first call of anything initiali
 (``init()``), which finds the job from the launcher's variables; a script not started by ddlrun
 (or mpirun, srun, ...) gets ``ddl.Error`` with the runtime's message, unless DDL_ALLOW_SINGLE=1
 makes it a job of one rank. Every rank must make the same calls in the same order with the same
-sizes, as with the C API (libddl(3)).
+sizes, as with the C API (libddl(3)): when they do not, the call raises ``ddl.MismatchError`` (a
+``ddl.Error``, status ``ERR_MISMATCH``) on every rank, naming two ranks and their calls, and so
+does every later one.
 
     import numpy as np, ddl
     grad = np.ones(1000, dtype=np.float32)
@@ -16,12 +18,12 @@ sizes, as with the C API (libddl(3)).
 """
 
 from . import _ddl
-from ._ddl import Error
+from ._ddl import ERR_MISMATCH, Error, MismatchError
 
 __all__ = [
-    "Error", "init", "finalize", "initialized", "rank", "size", "local_rank", "local_size",
-    "local_gpuid", "allreduce", "allreduce_n", "broadcast", "allgather", "reduce_scatter",
-    "barrier",
+    "Error", "MismatchError", "ERR_MISMATCH", "init", "finalize", "initialized", "rank", "size",
+    "local_rank", "local_size", "local_gpuid", "allreduce", "allreduce_n", "broadcast",
+    "allgather", "reduce_scatter", "barrier",
 ]
 
 # ddl_datatype_t and ddl_op_t (ddl/ddl.h).
