@@ -18,20 +18,25 @@
 // 2i. Every element is reduced along one fixed tree, so all members agree bitwise. kAvg sums,
 // then every member divides by n (the same operation on the same bits).
 //
-// With a signature (signature.h) every message is a frame: a fixed header (a magic number, the
-// payload's length and the sender's verdict on the members' calls), then the payload. The
-// receiver reads the header first and then takes exactly as many payload bytes as it announces,
-// so members whose counts differ stay in step; it merges the sender's verdict into its own and
-// folds the payload in only while no mismatch is known and the length is its own. The pattern
-// carries every member's verdict to every member (the fold's result goes back to 2i with the
-// final verdict), so all members throw MismatchError, or none. A mismatch costs nothing more:
-// the same messages run to the end, their payloads ignored.
+// With a signature (signature.h) every message is a frame: a header, then the payload. The
+// check runs in two phases so that the common case stays small. In the first, the header is
+// 24 bytes: the payload's length and a summary that merges like signature.h's Verdict but
+// holds hashes (the lowest rank heard from, the hash of its signature, and whether any
+// signature heard of hashes otherwise), so a small allreduce's frame stays within a cache line
+// or two. The receiver reads the header, then exactly as many payload bytes as it announces, so
+// members whose counts differ stay in step; it folds the payload in only while no difference is
+// known and the length is its own. The pattern carries every member's summary to every member,
+// so all members end knowing whether any signature differs. Only then, and only on a
+// difference, a second phase runs the same pattern without payload and with the full Verdict
+// in each header (88 bytes), so that every member can name the same two ranks and their calls;
+// then all members throw MismatchError. A mismatch costs one more pass of short messages.
 //
 // The messages live in two buffers per thread (this member's [header | data] and the
 // partner's), grown on first use and kept; `buf` is copied in at the start and out at the end.
 
 #include <algorithm>
 #include <cstring>
+#include <stdexcept>
 #include <vector>
 
 #include "comm/collectives/collectives.h"
@@ -40,30 +45,68 @@
 namespace ddl::comm {
 namespace {
 
-constexpr uint32_t kMagic = 0x53'4c'44'44;  // "DDLS"
+constexpr uint32_t kMagicSummary = 0x53'4c'44'44;  // "DDLS"
+constexpr uint32_t kMagicVerdict = 0x56'4c'44'44;  // "DDLV"
+constexpr uint32_t kDiffers = 1;                   ///< Summary flag: a signature hashes otherwise
 /// A larger announced payload cannot be a collective's: the stream is out of step.
 constexpr uint64_t kMaxPayload = uint64_t{1} << 40;
 
-/// What precedes a payload when signatures are checked.
-struct Header {
-  uint32_t magic = kMagic;
+/// The first phase's header: a Verdict of hashes.
+struct SummaryHeader {
+  uint32_t magic = kMagicSummary;
+  uint16_t flags = 0;
+  uint16_t reserved = 0;
+  int32_t first_rank = -1;  ///< the lowest rank heard from
+  uint32_t reserved2 = 0;
+  uint64_t payload_bytes = 0;
+  uint64_t first_hash = 0;  ///< hash() of first_rank's signature
+};
+static_assert(sizeof(SummaryHeader) == 32);
+
+/// The second phase's header: the full Verdict.
+struct VerdictHeader {
+  uint32_t magic = kMagicVerdict;
   uint32_t reserved = 0;
   uint64_t payload_bytes = 0;
   Verdict verdict;
 };
 
+/// A 64-bit hash of a signature's bytes (five words, each mixed in by a multiply and a shift:
+/// cheap, and any one differing word changes it).
+uint64_t hash(const Signature& s) {
+  uint64_t words[sizeof s / 8];
+  std::memcpy(words, &s, sizeof s);
+  uint64_t h = 0x9e3779b97f4a7c15u;
+  for (uint64_t w : words) {
+    h = (h ^ w) * 0xbf58476d1ce4e5b9u;
+    h ^= h >> 31;
+  }
+  return h;
+}
+
+/// How a call's messages are framed.
+enum class Framing { kNone, kSummary, kVerdict };
+
 /// One call's messages: this member's [header | data] and room for a partner's.
 class Messages {
  public:
-  Messages(const Group& g, const void* buf, size_t bytes, const Signature* sig)
-      : g_(g), header_bytes_(sig != nullptr ? sizeof(Header) : 0), bytes_(bytes) {
+  Messages(const Group& g, const void* buf, size_t bytes, const Signature* sig, Framing framing)
+      : g_(g), framing_(sig != nullptr ? framing : Framing::kNone), bytes_(bytes) {
+    header_bytes_ = framing_ == Framing::kSummary   ? sizeof(SummaryHeader)
+                    : framing_ == Framing::kVerdict ? sizeof(VerdictHeader)
+                                                    : 0;
     thread_local std::vector<std::byte> out, in;
     out.resize(std::max(out.size(), header_bytes_ + bytes));
     in.resize(std::max(in.size(), header_bytes_ + bytes));
     out_ = out.data();
     in_ = in.data();
     if (bytes > 0) std::memcpy(mine(), buf, bytes);
-    if (sig != nullptr) verdict_ = Verdict::of(g.global(g.rank()), *sig);
+    if (sig != nullptr) {
+      const int me = g.global(g.rank());
+      if (framing_ == Framing::kVerdict) verdict_ = Verdict::of(me, *sig);
+      first_rank_ = me;
+      first_hash_ = hash(*sig);
+    }
   }
 
   /// This member's data, reduced in place.
@@ -72,87 +115,108 @@ class Messages {
   std::byte* theirs() { return in_ + header_bytes_; }
 
   /// Sends this member's message to `to` and receives `from`'s (either may be null). True when
-  /// the received payload may be used: it has this member's length and no mismatch is known.
+  /// the received payload may be used: it has this member's length and no difference is known.
   bool exchange(transport::Link* to, transport::Link* from) {
     const auto timeout = g_.timeout();
     std::span<const std::byte> send;
-    if (to != nullptr) send = {out_, header_bytes_ + bytes_};
+    if (to != nullptr) {
+      write_header();
+      send = {out_, header_bytes_ + bytes_};
+    }
     if (header_bytes_ == 0 || from == nullptr) {
-      if (header_bytes_ > 0) write_header();
       transport::exchange(to, send, from, {in_, from != nullptr ? bytes_ : 0}, timeout);
       return true;
     }
-    if (to != nullptr) write_header();
     from_ = from;
-    // Captures one pointer, so std::function keeps it without allocating.
-    transport::exchange(to, send, from, {in_, header_bytes_}, timeout,
-                        [this](std::span<const std::byte> got) { return payload_after(got); });
+    // The header alone first: a sender's shorter frame may be followed by its next one. The
+    // lambda captures one pointer, so std::function keeps it without allocating.
+    transport::exchange(to, send, from, {in_, header_bytes_}, header_bytes_, timeout,
+                        [this](std::span<const std::byte> got) { return frame_after(got); });
     return usable_;
   }
 
-  /// Throws MismatchError when the members' calls differ, else copies the result to `buf`.
+  /// Whether any member's signature differs (known to every member at the end of the pattern).
+  bool differs() const { return framing_ == Framing::kVerdict ? verdict_.mismatch() : differs_; }
+  const Verdict& verdict() const { return verdict_; }
+
+  /// Copies the result to `buf`.
   void finish(void* buf) {
-    if (verdict_.mismatch()) throw MismatchError(verdict_.message());
     if (bytes_ > 0) std::memcpy(buf, mine(), bytes_);
   }
 
  private:
-  /// Reads a received header: merges its verdict, and returns where its payload goes.
-  std::span<std::byte> payload_after(std::span<const std::byte> got) {
-    Header h;
-    std::memcpy(&h, got.data(), sizeof h);
-    if (h.magic != kMagic || h.payload_bytes > kMaxPayload) {
+  /// Reads a received header: merges what it knows, and returns where the whole frame goes.
+  std::span<std::byte> frame_after(std::span<const std::byte> got) {
+    uint64_t payload = 0;
+    uint32_t magic = 0;
+    std::memcpy(&magic, got.data(), sizeof magic);
+    if (framing_ == Framing::kSummary && magic == kMagicSummary) {
+      SummaryHeader h;
+      std::memcpy(&h, got.data(), sizeof h);
+      payload = h.payload_bytes;
+      // The two sides' lowest ranks' signatures differ, or one side knew of a difference.
+      if (h.first_hash != first_hash_ || (h.flags & kDiffers) != 0) differs_ = true;
+      if (h.first_rank < first_rank_) {
+        first_rank_ = h.first_rank;
+        first_hash_ = h.first_hash;
+      }
+    } else if (framing_ == Framing::kVerdict && magic == kMagicVerdict) {
+      VerdictHeader h;
+      std::memcpy(&h, got.data(), sizeof h);
+      payload = h.payload_bytes;
+      verdict_.merge(h.verdict);
+    } else {
+      payload = kMaxPayload + 1;
+    }
+    if (payload > kMaxPayload) {
       throw transport::TransportError(from_->peer_name() +
                                       ": sent bytes that are not a collective's message (its "
                                       "calls are out of step with this rank's)");
     }
-    verdict_.merge(h.verdict);
-    usable_ = h.payload_bytes == bytes_ && !verdict_.mismatch();
-    if (h.payload_bytes == bytes_) return {theirs(), bytes_};
-    drain_.resize(h.payload_bytes);
+    usable_ = payload == bytes_ && !differs();
+    if (payload == bytes_) return {in_, header_bytes_ + bytes_};
+    drain_.resize(header_bytes_ + payload);
     return drain_;
   }
 
   void write_header() {
-    Header h;
-    h.payload_bytes = bytes_;
-    h.verdict = verdict_;
-    std::memcpy(out_, &h, sizeof h);
+    if (framing_ == Framing::kSummary) {
+      SummaryHeader h;
+      h.flags = differs_ ? kDiffers : 0;
+      h.first_rank = first_rank_;
+      h.payload_bytes = bytes_;
+      h.first_hash = first_hash_;
+      std::memcpy(out_, &h, sizeof h);
+    } else if (framing_ == Framing::kVerdict) {
+      VerdictHeader h;
+      h.payload_bytes = bytes_;
+      h.verdict = verdict_;
+      std::memcpy(out_, &h, sizeof h);
+    }
   }
 
   const Group& g_;
-  size_t header_bytes_;
+  Framing framing_;
+  size_t header_bytes_ = 0;
   size_t bytes_;
   std::byte* out_;
   std::byte* in_;
   std::vector<std::byte> drain_;
-  Verdict verdict_;
+  Verdict verdict_;                  ///< kVerdict
+  int32_t first_rank_ = -1;          ///< kSummary: the lowest rank heard from
+  uint64_t first_hash_ = 0;          ///< kSummary: its signature's hash
+  bool differs_ = false;             ///< kSummary: whether any signature heard of hashes otherwise
   transport::Link* from_ = nullptr;  ///< the sender of the frame being received
   bool usable_ = false;              ///< whether its payload may be used
 };
 
-}  // namespace
+/// What a step does with a received payload.
+enum class Use { kTakeResult, kFoldAsLeft, kFoldAsRight };
 
-void recursive_doubling_allreduce(const Group& g, void* buf, size_t count, DataType type,
-                                  ReduceOp op, const Signature* sig) {
+/// Recursive doubling's pattern over `m`: `use(how)` combines each usable payload received.
+template <typename UseFn>
+void pattern(const Group& g, Messages& m, UseFn&& use) {
   const int n = g.size();
-  if (n == 1 || (count == 0 && sig == nullptr)) return;
-  const size_t bytes = count * type_size(type);
-  Messages m(g, buf, bytes, sig);
-  // mine = op(lower member's data, higher member's data), the same expression on both sides.
-  auto fold = [&](bool partner_is_higher) {
-    if (partner_is_higher) {
-      reduce_into(m.mine(), m.theirs(), count, type, op);
-    } else {
-      reduce_into(m.theirs(), m.mine(), count, type, op);
-      std::memcpy(m.mine(), m.theirs(), bytes);
-    }
-  };
-  auto finish = [&] {
-    m.finish(buf);
-    if (op == ReduceOp::kAvg && count > 0) divide(buf, count, type, n);
-  };
-
   int p = 1;
   while (p * 2 <= n)
     p *= 2;
@@ -163,11 +227,10 @@ void recursive_doubling_allreduce(const Group& g, void* buf, size_t count, DataT
   if (r < 2 * extra) {
     if (r % 2 == 0) {
       m.exchange(&g.link(r + 1), nullptr);
-      if (m.exchange(nullptr, &g.link(r + 1))) std::memcpy(m.mine(), m.theirs(), bytes);
-      finish();
+      if (m.exchange(nullptr, &g.link(r + 1))) use(Use::kTakeResult);
       return;
     }
-    if (m.exchange(nullptr, &g.link(r - 1))) fold(false);  // op(x[2i], x[2i+1])
+    if (m.exchange(nullptr, &g.link(r - 1))) use(Use::kFoldAsRight);  // op(x[2i], x[2i+1])
   }
 
   const int virt = r < 2 * extra ? r / 2 : r - extra;
@@ -175,11 +238,48 @@ void recursive_doubling_allreduce(const Group& g, void* buf, size_t count, DataT
   for (int mask = 1; mask < p; mask *= 2) {
     const int partner = real(virt ^ mask);
     transport::Link& link = g.link(partner);
-    if (m.exchange(&link, &link)) fold(partner > r);
+    if (m.exchange(&link, &link)) use(partner > r ? Use::kFoldAsLeft : Use::kFoldAsRight);
   }
 
   if (r < 2 * extra) m.exchange(&g.link(r - 1), nullptr);
-  finish();
+}
+
+/// The second phase: the full verdicts, so that every member names the same two calls.
+[[noreturn]] void throw_mismatch(const Group& g, const Signature& sig) {
+  Messages m(g, nullptr, 0, &sig, Framing::kVerdict);
+  pattern(g, m, [](Use) {});
+  if (!m.verdict().mismatch()) {
+    throw std::logic_error("signatures hash apart but compare equal");
+  }
+  throw MismatchError(m.verdict().message());
+}
+
+}  // namespace
+
+void recursive_doubling_allreduce(const Group& g, void* buf, size_t count, DataType type,
+                                  ReduceOp op, const Signature* sig) {
+  const int n = g.size();
+  if (n == 1 || (count == 0 && sig == nullptr)) return;
+  const size_t bytes = count * type_size(type);
+  Messages m(g, buf, bytes, sig, Framing::kSummary);
+  // mine = op(lower member's data, higher member's data), the same expression on both sides.
+  pattern(g, m, [&](Use how) {
+    switch (how) {
+      case Use::kTakeResult:
+        std::memcpy(m.mine(), m.theirs(), bytes);
+        break;
+      case Use::kFoldAsLeft:
+        reduce_into(m.mine(), m.theirs(), count, type, op);
+        break;
+      case Use::kFoldAsRight:
+        reduce_into(m.theirs(), m.mine(), count, type, op);
+        std::memcpy(m.mine(), m.theirs(), bytes);
+        break;
+    }
+  });
+  if (m.differs()) throw_mismatch(g, *sig);
+  m.finish(buf);
+  if (op == ReduceOp::kAvg && count > 0) divide(buf, count, type, n);
 }
 
 }  // namespace ddl::comm

@@ -3,8 +3,9 @@
 // How it works. Each collective call of a communicator gets a Signature: its kind, element
 // count, type, reduction, root, route, and its number in the communicator's sequence of calls.
 // Every member starts a verdict over itself (Verdict::of) and the first messages of the call
-// carry each sender's verdict in a fixed-size header (recursive_doubling.cc): a receiver merges
-// the sender's verdict into its own. Recursive doubling's pattern, with the fold of a non-power
+// carry each sender's verdict in a small header (recursive_doubling.cc: hashed in the first
+// pass, in full in a second pass that runs only when the hashes differ): a receiver merges the
+// sender's verdict into its own. Recursive doubling's pattern, with the fold of a non-power
 // of two and the result sent back, carries every member's verdict to every member, so all end
 // with the verdict over the whole group and either all go on or all throw MismatchError with
 // the same text. For small allreduces the headers ride on the data messages themselves

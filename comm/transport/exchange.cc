@@ -12,9 +12,9 @@
 // progress for `timeout`", and the error names the peer that is being waited for (the sender when
 // the receive is pending, else the receiver).
 //
-// A frame (the overload with `rest`) is received in two parts within the same loop: the fixed
-// header, then, once it is complete, the span `rest(header)` returns; so a message whose
-// length only its header tells costs no extra turn.
+// A frame (the overload with `rest`) is received as if it had the length the receiver expects;
+// once its header is in, `rest` says how long it really is (and where it goes), still in the
+// same loop: a frame of the expected length costs nothing more than a plain exchange.
 
 #include <poll.h>
 #include <sched.h>
@@ -50,11 +50,11 @@ std::string seconds_text(std::chrono::milliseconds d) {
 
 void exchange(Link* to, std::span<const std::byte> send, Link* from, std::span<std::byte> recv,
               std::chrono::milliseconds timeout) {
-  exchange(to, send, from, recv, timeout, FrameRest());
+  exchange(to, send, from, recv, 0, timeout, FrameRest());
 }
 
 void exchange(Link* to, std::span<const std::byte> send, Link* from, std::span<std::byte> recv,
-              std::chrono::milliseconds timeout, const FrameRest& rest) {
+              size_t header_bytes, std::chrono::milliseconds timeout, const FrameRest& rest) {
   bool header_done = !rest;  // no frame: `recv` is all there is
   size_t sent = 0;
   size_t got = 0;
@@ -73,11 +73,13 @@ void exchange(Link* to, std::span<const std::byte> send, Link* from, std::span<s
       got += n;
       moved += n;
     }
-    if (got == recv.size() && !header_done) {
-      // The frame's header is in: the rest goes where it says, in the same loop.
+    if (!header_done && got >= header_bytes) {
+      // The frame's header is in: the frame goes where it says, in the same loop.
       header_done = true;
-      recv = rest(recv);
-      got = 0;
+      const std::span<std::byte> frame = rest(recv.first(got));
+      got = std::min(got, frame.size());
+      if (frame.data() != recv.data()) std::memmove(frame.data(), recv.data(), got);
+      recv = frame;
       last_progress = Clock::now();
       idle = false;
       continue;
