@@ -26,3 +26,17 @@ if(TARGET ddl_torch_pg)
                          TIMEOUT 120)
   endforeach()
 endif()
+
+# A rank that never calls ddl_init is named, with its host, by the others (PMIx: ddlrun's own
+# server, through the local and pmix launchers; the rendezvous).
+add_test(NAME comm.missing_rank_local_pmix
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/comm_mp/check_missing_rank.sh $<TARGET_FILE:ddlrun>
+                 $<TARGET_FILE:init_finalize> pmix --launcher local)
+add_test(NAME comm.missing_rank_pmix
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/comm_mp/check_missing_rank.sh $<TARGET_FILE:ddlrun>
+                 $<TARGET_FILE:init_finalize> pmix --launcher pmix)
+add_test(NAME comm.missing_rank_rendezvous
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/comm_mp/check_missing_rank.sh $<TARGET_FILE:ddlrun>
+                 $<TARGET_FILE:init_finalize> rendezvous --launcher local)
+set_tests_properties(comm.missing_rank_local_pmix comm.missing_rank_pmix
+                     comm.missing_rank_rendezvous PROPERTIES TIMEOUT 60)

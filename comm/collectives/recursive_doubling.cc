@@ -47,21 +47,20 @@ namespace {
 
 constexpr uint32_t kMagicSummary = 0x53'4c'44'44;  // "DDLS"
 constexpr uint32_t kMagicVerdict = 0x56'4c'44'44;  // "DDLV"
-constexpr uint32_t kDiffers = 1;                   ///< Summary flag: a signature hashes otherwise
+constexpr uint64_t kDiffers = 1;                   ///< Summary flag: a signature hashes otherwise
 /// A larger announced payload cannot be a collective's: the stream is out of step.
 constexpr uint64_t kMaxPayload = uint64_t{1} << 40;
 
-/// The first phase's header: a Verdict of hashes.
+/// The first phase's header: a Verdict of hashes, 24 bytes (an 8-byte payload makes a 32-byte
+/// frame, so that back-to-back frames never straddle a cache line).
 struct SummaryHeader {
   uint32_t magic = kMagicSummary;
-  uint16_t flags = 0;
-  uint16_t reserved = 0;
-  int32_t first_rank = -1;  ///< the lowest rank heard from
-  uint32_t reserved2 = 0;
-  uint64_t payload_bytes = 0;
-  uint64_t first_hash = 0;  ///< hash() of first_rank's signature
+  int32_t first_rank = -1;   ///< the lowest rank heard from
+  uint64_t flags_bytes = 0;  ///< flags << 56 | the payload's length
+  uint64_t first_hash = 0;   ///< hash() of first_rank's signature
 };
-static_assert(sizeof(SummaryHeader) == 32);
+static_assert(sizeof(SummaryHeader) == 24);
+constexpr int kFlagsShift = 56;
 
 /// The second phase's header: the full Verdict.
 struct VerdictHeader {
@@ -153,9 +152,11 @@ class Messages {
     if (framing_ == Framing::kSummary && magic == kMagicSummary) {
       SummaryHeader h;
       std::memcpy(&h, got.data(), sizeof h);
-      payload = h.payload_bytes;
+      payload = h.flags_bytes & ((uint64_t{1} << kFlagsShift) - 1);
       // The two sides' lowest ranks' signatures differ, or one side knew of a difference.
-      if (h.first_hash != first_hash_ || (h.flags & kDiffers) != 0) differs_ = true;
+      if (h.first_hash != first_hash_ || ((h.flags_bytes >> kFlagsShift) & kDiffers) != 0) {
+        differs_ = true;
+      }
       if (h.first_rank < first_rank_) {
         first_rank_ = h.first_rank;
         first_hash_ = h.first_hash;
@@ -182,9 +183,8 @@ class Messages {
   void write_header() {
     if (framing_ == Framing::kSummary) {
       SummaryHeader h;
-      h.flags = differs_ ? kDiffers : 0;
       h.first_rank = first_rank_;
-      h.payload_bytes = bytes_;
+      h.flags_bytes = (differs_ ? kDiffers << kFlagsShift : 0) | bytes_;
       h.first_hash = first_hash_;
       std::memcpy(out_, &h, sizeof h);
     } else if (framing_ == Framing::kVerdict) {

@@ -80,9 +80,7 @@ void exchange(Link* to, std::span<const std::byte> send, Link* from, std::span<s
       got = std::min(got, frame.size());
       if (frame.data() != recv.data()) std::memmove(frame.data(), recv.data(), got);
       recv = frame;
-      last_progress = Clock::now();
-      idle = false;
-      continue;
+      if (got < recv.size()) continue;  // the rest may be there already: no clock, no wait
     }
     if (sent == send.size() && got == recv.size()) break;
     const auto now = Clock::now();
