@@ -7,7 +7,9 @@
 // released while a call communicates, so other Python threads run meanwhile. A failed call
 // raises ddl.Error (a RuntimeError) whose text is the runtime's message (ddl_last_error(), read
 // on the calling thread after the GIL is back) and whose `status` is the ddl_status_t code;
-// ddl.MismatchError, a subclass, when the ranks' calls did not match (DDL_ERR_MISMATCH).
+// ddl.MismatchError, a subclass, when the ranks' calls did not match (DDL_ERR_MISMATCH). A
+// signal handler's exception (KeyboardInterrupt) that is pending when a call fails is raised
+// instead: under Ctrl-C every rank is interrupted and the failures are its consequences.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -49,6 +51,10 @@ PYBIND11_MODULE(_ddl, m) {
     try {
       if (thrown) std::rethrow_exception(thrown);
     } catch (const ddl::Error& e) {
+      // A signal that came meanwhile (Ctrl-C) is what the caller hears: the failure is then
+      // most likely its consequence (the peers were interrupted too), and an error raised
+      // while the handler's KeyboardInterrupt is pending makes the interpreter dump both.
+      if (PyErr_CheckSignals() != 0) return;
       // By status, so that the torch backend's errors (thrown as ddl::Error) map the same way.
       const py::handle type =
           e.status() == DDL_ERR_MISMATCH ? py::handle(mismatch) : py::handle(error);

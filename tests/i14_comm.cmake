@@ -40,3 +40,14 @@ add_test(NAME comm.missing_rank_rendezvous
                  $<TARGET_FILE:init_finalize> rendezvous --launcher local)
 set_tests_properties(comm.missing_rank_local_pmix comm.missing_rank_pmix
                      comm.missing_rank_rendezvous PROPERTIES TIMEOUT 60)
+
+# Ctrl-C (SIGINT to ddlrun) of 4 Python ranks in an allreduce loop: status 130, at most one line
+# per rank, no traceback or interpreter dump (numpy through `import ddl`, and the torch backend).
+if(TARGET ddl_python)
+  foreach(what numpy torch)
+    add_test(NAME python.sigint_${what}_4
+             COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/python/check_sigint.sh $<TARGET_FILE:ddlrun>
+                     ${PROJECT_BINARY_DIR}/python ${Python3_EXECUTABLE} ${what})
+    set_tests_properties(python.sigint_${what}_4 PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120)
+  endforeach()
+endif()

@@ -17,6 +17,8 @@ does every later one.
     print(ddl.rank(), ddl.size(), grad[0])
 """
 
+import sys
+
 from . import _ddl
 from ._ddl import ERR_MISMATCH, Error, MismatchError
 
@@ -36,9 +38,33 @@ _OPS = {"sum": 0, "avg": 1, "min": 2, "max": 3, "prod": 4}
 
 
 def init():
-    """Joins the job (ddl_init); does nothing when already initialised."""
+    """Joins the job (ddl_init); does nothing when already initialised.
+
+    Also makes an uncaught KeyboardInterrupt (Ctrl-C, which ddlrun passes to every rank) end
+    the rank with one line, "rank R: interrupted (KeyboardInterrupt)", instead of a traceback
+    from every rank, unless the program set its own sys.excepthook. The exit is still by SIGINT
+    (status 130 under ddlrun), and ``except KeyboardInterrupt`` works as always.
+    """
     if not _ddl.initialized():
         _ddl.init()
+        if sys.excepthook is sys.__excepthook__:
+            sys.excepthook = _one_line_interrupt(_ddl.rank(), sys.excepthook)
+
+
+def _one_line_interrupt(rank, previous):
+    """An excepthook that reports an uncaught KeyboardInterrupt in one line."""
+
+    def hook(kind, value, tb):
+        if issubclass(kind, KeyboardInterrupt):
+            try:
+                print(f"rank {rank}: interrupted (KeyboardInterrupt)", file=sys.stderr,
+                      flush=True)
+            except (OSError, ValueError):
+                pass  # stderr closed: nothing to say it on
+            return
+        previous(kind, value, tb)
+
+    return hook
 
 
 def finalize():
