@@ -31,8 +31,9 @@
 // in each header (88 bytes), so that every member can name the same two ranks and their calls;
 // then all members throw MismatchError. A mismatch costs one more pass of short messages.
 //
-// The messages live in two buffers per thread (this member's [header | data] and the
-// partner's), grown on first use and kept; `buf` is copied in at the start and out at the end.
+// The messages live in two buffers (this member's [header | data] and the partner's): in the
+// call's own frame for small messages, else per thread, grown on first use and kept; `buf` is
+// copied in at the start and out at the end.
 
 #include <algorithm>
 #include <cstring>
@@ -94,11 +95,16 @@ class Messages {
     header_bytes_ = framing_ == Framing::kSummary   ? sizeof(SummaryHeader)
                     : framing_ == Framing::kVerdict ? sizeof(VerdictHeader)
                                                     : 0;
-    thread_local std::vector<std::byte> out, in;
-    out.resize(std::max(out.size(), header_bytes_ + bytes));
-    in.resize(std::max(in.size(), header_bytes_ + bytes));
-    out_ = out.data();
-    in_ = in.data();
+    if (header_bytes_ + bytes <= kInlineBytes) {
+      out_ = inline_out_;
+      in_ = inline_in_;
+    } else {
+      thread_local std::vector<std::byte> out, in;
+      out.resize(std::max(out.size(), header_bytes_ + bytes));
+      in.resize(std::max(in.size(), header_bytes_ + bytes));
+      out_ = out.data();
+      in_ = in.data();
+    }
     if (bytes > 0) std::memcpy(mine(), buf, bytes);
     if (sig != nullptr) {
       const int me = g.global(g.rank());
@@ -195,6 +201,10 @@ class Messages {
     }
   }
 
+  /// Small messages (the latency-bound ones) live in the object itself.
+  static constexpr size_t kInlineBytes = 256;
+  alignas(64) std::byte inline_out_[kInlineBytes];
+  alignas(64) std::byte inline_in_[kInlineBytes];
   const Group& g_;
   Framing framing_;
   size_t header_bytes_ = 0;
