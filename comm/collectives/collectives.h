@@ -89,6 +89,11 @@ void ring_reduce_scatter(const Group& g, void* buf, size_t count, DataType type,
 void ring_allgather(const Group& g, void* buf, size_t count, DataType type);
 /// Broadcast of `bytes` from member `root` (pipelined along the ring).
 void ring_broadcast(const Group& g, void* buf, size_t bytes, int root);
+/// Broadcast of `bytes` from member `root` over recursive doubling's pattern, checking `sig`
+/// in the same messages (a MismatchError on every member when the members' differ): log2(n)
+/// steps, for small messages.
+void recursive_doubling_broadcast(const Group& g, void* buf, size_t bytes, int root,
+                                  const Signature& sig);
 /// Returns once every member has entered (dissemination barrier).
 void barrier(const Group& g);
 

@@ -91,7 +91,10 @@ enum class Framing { kNone, kSummary, kVerdict };
 class Messages {
  public:
   Messages(const Group& g, const void* buf, size_t bytes, const Signature* sig, Framing framing)
-      : g_(g), framing_(sig != nullptr ? framing : Framing::kNone), bytes_(bytes) {
+      : g_(g),
+        framing_(sig != nullptr ? framing : Framing::kNone),
+        bytes_(bytes),
+        sent_bytes_(bytes) {
     header_bytes_ = framing_ == Framing::kSummary   ? sizeof(SummaryHeader)
                     : framing_ == Framing::kVerdict ? sizeof(VerdictHeader)
                                                     : 0;
@@ -118,6 +121,8 @@ class Messages {
   std::byte* mine() { return out_ + header_bytes_; }
   /// The last payload received.
   std::byte* theirs() { return in_ + header_bytes_; }
+  /// Whether this member's messages carry its payload (with framing only; by default they do).
+  void send_payload(bool yes) { sent_bytes_ = yes && framing_ != Framing::kNone ? bytes_ : 0; }
 
   /// Sends this member's message to `to` and receives `from`'s (either may be null). True when
   /// the received payload may be used: it has this member's length and no difference is known.
@@ -126,7 +131,7 @@ class Messages {
     std::span<const std::byte> send;
     if (to != nullptr) {
       write_header();
-      send = {out_, header_bytes_ + bytes_};
+      send = {out_, header_bytes_ + sent_bytes_};
     }
     if (header_bytes_ == 0 || from == nullptr) {
       transport::exchange(to, send, from, {in_, from != nullptr ? bytes_ : 0}, timeout);
@@ -190,12 +195,12 @@ class Messages {
     if (framing_ == Framing::kSummary) {
       SummaryHeader h;
       h.first_rank = first_rank_;
-      h.flags_bytes = (differs_ ? kDiffers << kFlagsShift : 0) | bytes_;
+      h.flags_bytes = (differs_ ? kDiffers << kFlagsShift : 0) | sent_bytes_;
       h.first_hash = first_hash_;
       std::memcpy(out_, &h, sizeof h);
     } else if (framing_ == Framing::kVerdict) {
       VerdictHeader h;
-      h.payload_bytes = bytes_;
+      h.payload_bytes = sent_bytes_;
       h.verdict = verdict_;
       std::memcpy(out_, &h, sizeof h);
     }
@@ -208,7 +213,8 @@ class Messages {
   const Group& g_;
   Framing framing_;
   size_t header_bytes_ = 0;
-  size_t bytes_;
+  size_t bytes_;       ///< this member's payload, and the length of a usable received one
+  size_t sent_bytes_;  ///< what it sends: bytes_, or 0 (a broadcast's member without the data)
   std::byte* out_;
   std::byte* in_;
   std::vector<std::byte> drain_;
@@ -290,6 +296,24 @@ void recursive_doubling_allreduce(const Group& g, void* buf, size_t count, DataT
   if (m.differs()) throw_mismatch(g, *sig);
   m.finish(buf);
   if (op == ReduceOp::kAvg && count > 0) divide(buf, count, type, n);
+}
+
+void recursive_doubling_broadcast(const Group& g, void* buf, size_t bytes, int root,
+                                  const Signature& sig) {
+  if (g.size() == 1) return;
+  // The same pattern: a member sends the data once it holds it (the root from the start), and
+  // takes the first copy it receives; it reaches every member as every verdict does.
+  bool have = g.rank() == root;
+  Messages m(g, buf, bytes, &sig, Framing::kSummary);
+  m.send_payload(have);
+  pattern(g, m, [&](Use) {
+    if (have) return;
+    std::memcpy(m.mine(), m.theirs(), bytes);
+    have = true;
+    m.send_payload(true);
+  });
+  if (m.differs()) throw_mismatch(g, sig);
+  m.finish(buf);
 }
 
 }  // namespace ddl::comm

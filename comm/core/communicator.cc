@@ -585,9 +585,16 @@ void Communicator::broadcast(void* buf, size_t count, DataType type, int root) {
       device_flat().broadcast(buf, count, type, root);
       return;
     }
+    const size_t bytes = count * type_size(type);
+    if (size_ > 1 && count > 0 && bytes < options_.small_bytes) {
+      // Small: the data rides on the check's own messages.
+      sig.route = Route::kRecursiveDoubling;
+      recursive_doubling_broadcast(*flat_, buf, bytes, root, sig);
+      return;
+    }
     verify(sig);
     if (size_ == 1 || count == 0) return;
-    ring_broadcast(*flat_, buf, count * type_size(type), root);
+    ring_broadcast(*flat_, buf, bytes, root);
   });
 }
 
