@@ -17,10 +17,10 @@
 //
 // Every collective call is numbered and its signature (kind, count, type, reduction, root,
 // number, route) compared across all ranks before its data is used (signature.h): a small
-// allreduce's recursive doubling carries it in its own messages, every other call runs
-// check_signatures() on the flat group first (which is all a barrier does). A MismatchError
-// then makes the communicator refuse every later call with the same message: its links may
-// hold bytes of calls that did not match.
+// allreduce or broadcast carries it in its own messages (recursive doubling), every other
+// call runs check_signatures() on the flat group first (which is all a barrier does). A
+// MismatchError then makes the communicator refuse every later call with the same message: its
+// links may hold bytes of calls that did not match.
 //
 // GPU buffers go to the device runtime (NCCL): the flat ring's NCCL allreduce, or, when the
 // multi-dimensional ring would be chosen for host memory, device::multi_dim_allreduce over one
@@ -457,11 +457,11 @@ void Communicator::allreduce(const void* send, void* recv, size_t count, DataTyp
     }
     const size_t bytes = count * type_size(type);
     std::vector<std::byte> reference;
-    Signature* unchecked = &sig;
+    Signature* to_check = &sig;  // null once checked
     if (options_.check && size_ > 1 && count > 0) {
       // Every rank's input, reduced in rank order (once the ranks agree on the call).
       verify(sig);
-      unchecked = nullptr;
+      to_check = nullptr;
       std::vector<std::byte> inputs(bytes * size_);
       std::memcpy(inputs.data() + bytes * rank_, send, bytes);
       ring_allgather(*flat_, inputs.data(), count * size_, type);
@@ -471,7 +471,7 @@ void Communicator::allreduce(const void* send, void* recv, size_t count, DataTyp
       if (op == ReduceOp::kAvg) divide(reference.data(), count, type, size_);
     }
     if (send != recv && count > 0) std::memmove(recv, send, bytes);
-    allreduce_locked(recv, count, type, op, unchecked);
+    allreduce_locked(recv, count, type, op, to_check);
     if (!reference.empty()) compare_with_reference(recv, reference.data(), count, type);
   });
 }
