@@ -5,6 +5,7 @@
 #   check_missing_rank.sh DDLRUN INIT_FINALIZE pmix|rendezvous [ddlrun options...]
 # pmix: the ranks are clients of ddlrun's PMIx server (the local launcher's default);
 # rendezvous: the ranks' PMIx variables are removed, so they meet at ddlrun's rendezvous.
+# shellcheck disable=SC2016  # $0 and $DDL_RANK are the rank shell's, expanded there
 set -uo pipefail
 ddlrun=$1 prog=$2 how=$3
 shift 3
@@ -19,7 +20,6 @@ else
     -u PMIX_SERVER_URI21 "$0"'
 fi
 start=$SECONDS
-# shellcheck disable=SC2016  # expanded by the rank's shell
 out=$(DDL_TIMEOUT=2 timeout 60 "$ddlrun" --tag-output none -H localhost:3 --no-probe "$@" \
   sh -c 'if [ "$DDL_RANK" = 1 ]; then exec sleep 30; fi; '"$wrap" "$prog" 2>&1)
 status=$?
