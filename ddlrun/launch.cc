@@ -146,8 +146,15 @@ int launch(const JobPlan& plan, const Options& o, spdlog::logger& log) {
   // fallback under external ones whose ranks find no PMIx server (srun --mpi=pmi2).
   std::unique_ptr<comm::RendezvousServer> rendezvous;
   {
+    // Each rank's host, so that the server's failures name where the missing ranks are.
+    std::vector<std::string> hosts(plan.topology.ranks.size());
+    for (const comm::RankPlacement& r : plan.topology.ranks) {
+      const comm::Host* h = plan.topology.find_host(r.host);
+      if (h != nullptr && r.rank >= 0 && static_cast<size_t>(r.rank) < hosts.size())
+        hosts[r.rank] = h->name;
+    }
     rendezvous = std::make_unique<comm::RendezvousServer>(
-        job.token, static_cast<int>(plan.topology.ranks.size()));
+        job.token, static_cast<int>(plan.topology.ranks.size()), 0, std::move(hosts));
     lo.rendezvous_port = rendezvous->port();
   }
   std::unique_ptr<launcher::Backend> backend = make_backend(plan, o, job, lo);

@@ -6,7 +6,10 @@
 // is copied and numpy arrays and torch tensors (bfloat16 included) share one path. The GIL is
 // released while a call communicates, so other Python threads run meanwhile. A failed call
 // raises ddl.Error (a RuntimeError) whose text is the runtime's message (ddl_last_error(), read
-// on the calling thread after the GIL is back) and whose `status` is the ddl_status_t code.
+// on the calling thread after the GIL is back) and whose `status` is the ddl_status_t code;
+// ddl.MismatchError, a subclass, when the ranks' calls did not match (DDL_ERR_MISMATCH). A
+// signal handler's exception (KeyboardInterrupt) that is pending when a call fails is raised
+// instead: under Ctrl-C every rank is interrupted and the failures are its consequences.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -43,15 +46,24 @@ PYBIND11_MODULE(_ddl, m) {
   m.doc() = "libddl's C API over raw addresses; use the package `ddl`, not this module";
 
   static py::exception<ddl::Error> error(m, "Error", PyExc_RuntimeError);
+  static py::exception<ddl::MismatchError> mismatch(m, "MismatchError", error.ptr());
   py::register_exception_translator([](std::exception_ptr thrown) {
     try {
       if (thrown) std::rethrow_exception(thrown);
     } catch (const ddl::Error& e) {
-      py::object instance = py::reinterpret_borrow<py::object>(error.ptr())(e.what());
+      // A signal that came meanwhile (Ctrl-C) is what the caller hears: the failure is then
+      // most likely its consequence (the peers were interrupted too), and an error raised
+      // while the handler's KeyboardInterrupt is pending makes the interpreter dump both.
+      if (PyErr_CheckSignals() != 0) return;
+      // By status, so that the torch backend's errors (thrown as ddl::Error) map the same way.
+      const py::handle type =
+          e.status() == DDL_ERR_MISMATCH ? py::handle(mismatch) : py::handle(error);
+      py::object instance = py::reinterpret_borrow<py::object>(type)(e.what());
       instance.attr("status") = static_cast<int>(e.status());
-      PyErr_SetObject(error.ptr(), instance.ptr());
+      PyErr_SetObject(type.ptr(), instance.ptr());
     }
   });
+  m.attr("ERR_MISMATCH") = static_cast<int>(DDL_ERR_MISMATCH);
 
   m.def("init", [] { communicate([] { return ddl_init(); }); });
   m.def("finalize", [] { ddl::check(ddl_finalize()); });

@@ -37,6 +37,10 @@ class Bootstrap {
                                              std::chrono::milliseconds timeout) = 0;
 };
 
+/// "rank 3", "ranks 1, 4 and 5-7" (`ranks` ascending); with `hosts` (each rank's host, by rank)
+/// grouped by host in the order of their first rank: "ranks 1 and 3 (node1), rank 4 (node2)".
+std::string rank_list(const std::vector<int>& ranks, const std::vector<std::string>& hosts = {});
+
 /// A client of ddlrun's rendezvous server at `address` ("host:port"), presenting `token`.
 /// Connects (retrying until `timeout`), says who it is. Throws BootstrapError.
 std::unique_ptr<Bootstrap> make_rendezvous_bootstrap(const std::string& address,
@@ -52,11 +56,12 @@ std::vector<std::unique_ptr<Bootstrap>> make_memory_bootstraps(int size);
 
 /// ddlrun's side of the rendezvous: listens on every address (port 0: any free port), admits
 /// connections that present `token` within a few seconds (others are dropped), and answers each
-/// allgather round once all `size` ranks have sent their value. Runs on its own thread until
-/// destroyed.
+/// allgather round once all `size` ranks have sent their value. Its failures name the missing
+/// ranks, with their hosts when `hosts` gives each rank's (by rank). Runs on its own thread
+/// until destroyed.
 class RendezvousServer {
  public:
-  RendezvousServer(std::string token, int size, int port = 0);
+  RendezvousServer(std::string token, int size, int port = 0, std::vector<std::string> hosts = {});
   ~RendezvousServer();
   RendezvousServer(const RendezvousServer&) = delete;
   RendezvousServer& operator=(const RendezvousServer&) = delete;

@@ -6,7 +6,9 @@
 // scope), commits, fences with data collection and a timeout, then gets every rank's key.
 
 #include <pmix.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -47,6 +49,15 @@ class PmixBootstrap : public Bootstrap {
     PMIX_INFO_DESTRUCT(&info[0]);
     PMIX_INFO_DESTRUCT(&info[1]);
     if (rc != PMIX_SUCCESS) {
+      const std::vector<int> missing = missing_here(key);
+      if (!missing.empty()) {
+        throw BootstrapError("rank " + std::to_string(me_.rank) + ": " +
+                             rank_list(missing, std::vector<std::string>(size_, host_name())) +
+                             " did not reach ddl_init within " + std::to_string(seconds) +
+                             " s (PMIx_Fence: " + PMIx_Error_string(rc) +
+                             (missing.size() == 1 ? "; did it start? see its output)"
+                                                  : "; did they start? see their output)"));
+      }
       fail("the ranks did not all reach ddl_init within " + std::to_string(seconds) +
                " s (PMIx_Fence)",
            rc);
@@ -68,6 +79,61 @@ class PmixBootstrap : public Bootstrap {
   }
 
  private:
+  /// The ranks on this node (PMIX_LOCAL_PEERS) that have not published `key`, i.e. never
+  /// reached this round: this node's PMIx server holds what its clients committed, so asking
+  /// it without waiting (PMIX_IMMEDIATE) tells. Ranks on other nodes cannot be told this way
+  /// (their launcher names them: ddlrun's ssh launcher does).
+  std::vector<int> missing_here(const std::string& key) const {
+    std::vector<int> missing;
+    pmix_proc_t wildcard;
+    PMIX_PROC_LOAD(&wildcard, me_.nspace, PMIX_RANK_WILDCARD);
+    pmix_value_t* peers = nullptr;
+    if (PMIx_Get(&wildcard, PMIX_LOCAL_PEERS, nullptr, 0, &peers) != PMIX_SUCCESS ||
+        peers == nullptr || peers->type != PMIX_STRING || peers->data.string == nullptr) {
+      if (peers != nullptr) PMIX_VALUE_RELEASE(peers);
+      return missing;
+    }
+    const std::string list = peers->data.string;
+    PMIX_VALUE_RELEASE(peers);
+    pmix_info_t info;
+    PMIX_INFO_CONSTRUCT(&info);
+    bool immediate = true;
+    PMIX_INFO_LOAD(&info, PMIX_IMMEDIATE, &immediate, PMIX_BOOL);
+    size_t at = 0;
+    while (at < list.size()) {
+      size_t end = list.find(',', at);
+      if (end == std::string::npos) end = list.size();
+      const int r = std::atoi(list.substr(at, end - at).c_str());
+      at = end + 1;
+      if (r == static_cast<int>(me_.rank) || r < 0 || r >= size_) continue;
+      pmix_proc_t peer;
+      PMIX_PROC_LOAD(&peer, me_.nspace, static_cast<pmix_rank_t>(r));
+      pmix_value_t* got = nullptr;
+      if (PMIx_Get(&peer, key.c_str(), &info, 1, &got) != PMIX_SUCCESS) missing.push_back(r);
+      if (got != nullptr) PMIX_VALUE_RELEASE(got);
+    }
+    PMIX_INFO_DESTRUCT(&info);
+    std::sort(missing.begin(), missing.end());
+    return missing;
+  }
+
+  /// This rank's host as its launcher names it (PMIX_HOSTNAME), else gethostname().
+  std::string host_name() const {
+    pmix_value_t* got = nullptr;
+    std::string name;
+    if (PMIx_Get(&me_, PMIX_HOSTNAME, nullptr, 0, &got) == PMIX_SUCCESS && got != nullptr &&
+        got->type == PMIX_STRING && got->data.string != nullptr) {
+      name = got->data.string;
+    }
+    if (got != nullptr) PMIX_VALUE_RELEASE(got);
+    if (name.empty()) {
+      char buf[256] = {};
+      gethostname(buf, sizeof buf - 1);
+      name = buf;
+    }
+    return name;
+  }
+
   [[noreturn]] void fail(const std::string& what, pmix_status_t rc) const {
     throw BootstrapError("rank " + std::to_string(me_.rank) + ": " + what + ": " +
                          PMIx_Error_string(rc));

@@ -53,24 +53,6 @@ uint32_t get_u32(const char* p) {
 }
 
 /// "rank 3", "ranks 1, 4 and 7", "ranks 0-5 and 9".
-std::string rank_list(const std::vector<int>& ranks) {
-  std::vector<std::string> parts;
-  for (size_t i = 0; i < ranks.size();) {
-    size_t j = i;
-    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1)
-      ++j;
-    parts.push_back(j > i + 1 ? std::to_string(ranks[i]) + "-" + std::to_string(ranks[j])
-                              : std::to_string(ranks[i]));
-    if (j == i + 1) parts.push_back(std::to_string(ranks[j]));
-    i = j + 1;
-  }
-  std::string s = ranks.size() == 1 ? "rank " : "ranks ";
-  for (size_t i = 0; i < parts.size(); ++i) {
-    if (i > 0) s += i + 1 == parts.size() ? " and " : ", ";
-    s += parts[i];
-  }
-  return s;
-}
 
 std::string seconds_text(std::chrono::milliseconds ms) {
   char buf[32];
@@ -286,6 +268,7 @@ std::vector<std::unique_ptr<Bootstrap>> make_memory_bootstraps(int size) {
 struct RendezvousServer::State {
   std::string token;
   int size = 0;
+  std::vector<std::string> hosts;  ///< each rank's host, for messages; may be empty
   int listen_fd = -1;
   int port = 0;
   int wake[2] = {-1, -1};
@@ -423,7 +406,7 @@ struct RendezvousServer::State {
         for (int r = 0; r < size; ++r)
           if (by_rank[r] > static_cast<int>(*it)) --by_rank[r];
         if (rank >= 0) {
-          answer_error("rank " + std::to_string(rank) +
+          answer_error(rank_list({rank}, hosts) +
                        " left the rendezvous (its process ended or lost its connection)");
         }
       }
@@ -432,7 +415,7 @@ struct RendezvousServer::State {
       for (const Client& c : clients) {
         if (c.waiting && Clock::now() > c.wait_until) {
           const std::vector<int> m = missing();
-          answer_error(rank_list(m) + (m.size() == 1 ? " has" : " have") +
+          answer_error(rank_list(m, hosts) + (m.size() == 1 ? " has" : " have") +
                        " not joined the rendezvous in time (did they start? see their output)");
           break;
         }
@@ -441,11 +424,13 @@ struct RendezvousServer::State {
   }
 };
 
-RendezvousServer::RendezvousServer(std::string token, int size, int port)
+RendezvousServer::RendezvousServer(std::string token, int size, int port,
+                                   std::vector<std::string> hosts)
     : state_(std::make_unique<State>()) {
   State& s = *state_;
   s.token = std::move(token);
   s.size = size;
+  s.hosts = std::move(hosts);
   s.by_rank.assign(size, -1);
   s.listen_fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (s.listen_fd < 0)

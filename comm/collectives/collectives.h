@@ -12,6 +12,8 @@
 
 namespace ddl::comm {
 
+struct Signature;  // signature.h
+
 /// Element types of the collectives (ddl.h's DDL_FLOAT32 ... in the same order).
 enum class DataType { kFloat32, kFloat64, kFloat16, kBFloat16, kInt32, kInt64, kUint8 };
 /// Reductions (ddl.h's DDL_SUM ... in the same order). kAvg sums, then divides by the number
@@ -68,9 +70,12 @@ std::vector<size_t> partition(size_t count, int parts);
 /// pipelined in slices so sending and reducing overlap.
 void ring_allreduce(const Group& g, void* buf, size_t count, DataType type, ReduceOp op);
 /// Recursive doubling (non-powers of two fold the extra ranks in first): log2(n) steps of the
-/// whole buffer; for small messages.
+/// whole buffer; for small messages. With `sig`, every message also carries the sender's
+/// verdict on the members' signatures (signature.h) and the call throws MismatchError on every
+/// member when they differ (`buf` is then left as it was); members may then pass different
+/// counts.
 void recursive_doubling_allreduce(const Group& g, void* buf, size_t count, DataType type,
-                                  ReduceOp op);
+                                  ReduceOp op, const Signature* sig = nullptr);
 /// The multi-dimensional allreduce of the PowerAI DDL paper: reduce-scatter along dims[0]
 /// (innermost), then along dims[1] on the chunk this rank owns, ..., then allgather back out
 /// from the outermost dimension to the innermost. Every group of `dims` must contain this rank.
@@ -84,6 +89,11 @@ void ring_reduce_scatter(const Group& g, void* buf, size_t count, DataType type,
 void ring_allgather(const Group& g, void* buf, size_t count, DataType type);
 /// Broadcast of `bytes` from member `root` (pipelined along the ring).
 void ring_broadcast(const Group& g, void* buf, size_t bytes, int root);
+/// Broadcast of `bytes` from member `root` over recursive doubling's pattern, checking `sig`
+/// in the same messages (a MismatchError on every member when the members' differ): log2(n)
+/// steps, for small messages.
+void recursive_doubling_broadcast(const Group& g, void* buf, size_t bytes, int root,
+                                  const Signature& sig);
 /// Returns once every member has entered (dissemination barrier).
 void barrier(const Group& g);
 

@@ -15,6 +15,13 @@
 // gathers every rank's input, reduces it in rank order, and compares each element of the result
 // with that reference (host buffers only).
 //
+// Every collective call is numbered and its signature (kind, count, type, reduction, root,
+// number, route) compared across all ranks before its data is used (signature.h): a small
+// allreduce or broadcast carries it in its own messages (recursive doubling), every other
+// call runs check_signatures() on the flat group first (which is all a barrier does). A
+// MismatchError then makes the communicator refuse every later call with the same message: its
+// links may hold bytes of calls that did not match.
+//
 // GPU buffers go to the device runtime (NCCL): the flat ring's NCCL allreduce, or, when the
 // multi-dimensional ring would be chosen for host memory, device::multi_dim_allreduce over one
 // NCCL communicator per dimension. Broadcast, allgather and reduce-scatter use the job's NCCL
@@ -370,8 +377,38 @@ void Communicator::device_allreduce(const void* send, void* recv, size_t count, 
   device::multi_dim_allreduce(dims, flat, send, recv, count, type, op);
 }
 
-void Communicator::allreduce_locked(void* buf, size_t count, DataType type, ReduceOp op) {
-  if (size_ == 1 || count == 0) return;
+template <typename Body>
+void Communicator::collective(Body&& body) {
+  std::lock_guard lock(collective_mutex_);
+  ++seq_;
+  if (!poisoned_.empty()) throw MismatchError(poisoned_);
+  try {
+    body();
+  } catch (const MismatchError& e) {
+    poisoned_ = e.what();
+    throw;
+  }
+}
+
+Signature Communicator::signature(CollectiveKind kind, size_t count, DataType type, ReduceOp op,
+                                  int root) const {
+  Signature s;
+  s.seq = seq_;
+  s.kind = kind;
+  s.count = count;
+  s.type = static_cast<uint8_t>(type);
+  s.op = static_cast<uint8_t>(op);
+  s.root = root;
+  return s;
+}
+
+void Communicator::verify(const Signature& sig) {
+  if (size_ > 1) check_signatures(*flat_, sig);
+}
+
+void Communicator::allreduce_locked(void* buf, size_t count, DataType type, ReduceOp op,
+                                    Signature* sig) {
+  if (size_ == 1) return;
   const size_t bytes = count * type_size(type);
   AllreduceAlgo algo = options_.algo;
   if (algo == AllreduceAlgo::kAuto) {
@@ -383,166 +420,232 @@ void Communicator::allreduce_locked(void* buf, size_t count, DataType type, Redu
       algo = AllreduceAlgo::kRing;
     }
   }
-  switch (algo) {
-    case AllreduceAlgo::kRecursiveDoubling:
-      recursive_doubling_allreduce(*flat_, buf, count, type, op);
-      break;
-    case AllreduceAlgo::kMultiRing:
-      if (!dims_.empty()) {
-        std::vector<const Group*> dims;
-        for (const auto& g : dims_)
-          dims.push_back(g.get());
-        multi_ring_allreduce(dims, buf, count, type, op);
-        break;
-      }
-      [[fallthrough]];
-    default:
-      ring_allreduce(*flat_, buf, count, type, op);
-      break;
+  if (algo == AllreduceAlgo::kMultiRing && dims_.empty()) algo = AllreduceAlgo::kRing;
+  if (algo == AllreduceAlgo::kRecursiveDoubling) {
+    // The signature rides on the data's own messages.
+    if (sig != nullptr) sig->route = Route::kRecursiveDoubling;
+    recursive_doubling_allreduce(*flat_, buf, count, type, op, sig);
+    return;
+  }
+  if (sig != nullptr) {
+    sig->route = algo == AllreduceAlgo::kMultiRing ? Route::kMultiRing : Route::kRing;
+    verify(*sig);
+  }
+  if (count == 0) return;
+  if (algo == AllreduceAlgo::kMultiRing) {
+    std::vector<const Group*> dims;
+    for (const auto& g : dims_)
+      dims.push_back(g.get());
+    multi_ring_allreduce(dims, buf, count, type, op);
+  } else {
+    ring_allreduce(*flat_, buf, count, type, op);
   }
 }
 
 void Communicator::allreduce(const void* send, void* recv, size_t count, DataType type,
                              ReduceOp op) {
-  if (count > 0 && (send == nullptr || recv == nullptr)) {
-    throw ArgumentError("allreduce: a null buffer for " + std::to_string(count) + " elements");
-  }
-  std::lock_guard lock(collective_mutex_);
-  if (const void* b[] = {send, recv}; count > 0 && on_device("allreduce", b)) {
-    device_allreduce(send, recv, count, type, op);
-    return;
-  }
-  const size_t bytes = count * type_size(type);
-  std::vector<std::byte> reference;
-  if (options_.check && size_ > 1 && count > 0) {
-    // Every rank's input, reduced in rank order.
-    std::vector<std::byte> inputs(bytes * size_);
-    std::memcpy(inputs.data() + bytes * rank_, send, bytes);
-    ring_allgather(*flat_, inputs.data(), count * size_, type);
-    reference.assign(inputs.begin(), inputs.begin() + static_cast<std::ptrdiff_t>(bytes));
-    for (int r = 1; r < size_; ++r)
-      reduce_into(reference.data(), inputs.data() + bytes * r, count, type, op);
-    if (op == ReduceOp::kAvg) divide(reference.data(), count, type, size_);
-  }
-  if (send != recv && count > 0) std::memmove(recv, send, bytes);
-  allreduce_locked(recv, count, type, op);
-  if (!reference.empty()) {
-    const double tol = *options_.check;
-    for (size_t i = 0; i < count; ++i) {
-      const double got = element(recv, i, type), want = element(reference.data(), i, type);
-      if (std::isnan(got) && std::isnan(want)) continue;
-      if (!(std::fabs(got - want) <= tol * std::max(1.0, std::fabs(want)))) {
-        char buf[256];
-        std::snprintf(buf, sizeof buf,
-                      "rank %d: DDL_CHECK: allreduce element %zu of %zu is %.9g, the reference "
-                      "is %.9g (tolerance %g)",
-                      rank_, i, count, got, want, tol);
-        throw CheckError(buf);
-      }
+  collective([&] {
+    if (count > 0 && (send == nullptr || recv == nullptr)) {
+      throw ArgumentError("allreduce: a null buffer for " + std::to_string(count) + " elements");
+    }
+    Signature sig = signature(CollectiveKind::kAllreduce, count, type, op);
+    if (const void* b[] = {send, recv}; count > 0 && on_device("allreduce", b)) {
+      sig.route = Route::kDevice;
+      verify(sig);
+      device_allreduce(send, recv, count, type, op);
+      return;
+    }
+    const size_t bytes = count * type_size(type);
+    std::vector<std::byte> reference;
+    Signature* to_check = &sig;  // null once checked
+    if (options_.check && size_ > 1 && count > 0) {
+      // Every rank's input, reduced in rank order (once the ranks agree on the call).
+      verify(sig);
+      to_check = nullptr;
+      std::vector<std::byte> inputs(bytes * size_);
+      std::memcpy(inputs.data() + bytes * rank_, send, bytes);
+      ring_allgather(*flat_, inputs.data(), count * size_, type);
+      reference.assign(inputs.begin(), inputs.begin() + static_cast<std::ptrdiff_t>(bytes));
+      for (int r = 1; r < size_; ++r)
+        reduce_into(reference.data(), inputs.data() + bytes * r, count, type, op);
+      if (op == ReduceOp::kAvg) divide(reference.data(), count, type, size_);
+    }
+    if (send != recv && count > 0) std::memmove(recv, send, bytes);
+    allreduce_locked(recv, count, type, op, to_check);
+    if (!reference.empty()) compare_with_reference(recv, reference.data(), count, type);
+  });
+}
+
+void Communicator::compare_with_reference(const void* got_buf, const void* want_buf, size_t count,
+                                          DataType type) const {
+  const double tol = *options_.check;
+  for (size_t i = 0; i < count; ++i) {
+    const double got = element(got_buf, i, type), want = element(want_buf, i, type);
+    if (std::isnan(got) && std::isnan(want)) continue;
+    if (!(std::fabs(got - want) <= tol * std::max(1.0, std::fabs(want)))) {
+      char buf[256];
+      std::snprintf(buf, sizeof buf,
+                    "rank %d: DDL_CHECK: allreduce element %zu of %zu is %.9g, the reference "
+                    "is %.9g (tolerance %g)",
+                    rank_, i, count, got, want, tol);
+      throw CheckError(buf);
     }
   }
 }
 
 void Communicator::allreduce_n(void* const* buffers, const size_t* counts, size_t n, DataType type,
                                ReduceOp op) {
-  if (n > 0 && (buffers == nullptr || counts == nullptr)) {
-    throw ArgumentError("allreduce_n: null buffer or count list");
-  }
-  for (size_t i = 0; i < n; ++i) {
-    if (counts[i] > 0 && buffers[i] == nullptr) {
-      throw ArgumentError("allreduce_n: buffer " + std::to_string(i) + " is null");
+  collective([&] {
+    if (n > 0 && (buffers == nullptr || counts == nullptr)) {
+      throw ArgumentError("allreduce_n: null buffer or count list");
     }
-  }
-  std::lock_guard lock(collective_mutex_);
-  if (n > 0 && device_ &&
-      on_device("allreduce_n", std::vector<const void*>(buffers, buffers + n))) {
-    // NCCL fuses small operations itself; each buffer is one allreduce, in place.
-    for (size_t k = 0; k < n; ++k)
-      if (counts[k] > 0) device_allreduce(buffers[k], buffers[k], counts[k], type, op);
-    return;
-  }
-  const size_t ts = type_size(type);
-  const size_t bucket_elems = std::max<size_t>(1, options_.bucket_bytes / ts);
-  std::vector<std::byte> fused;
-  size_t i = 0;
-  while (i < n) {
-    // A bucket: consecutive buffers up to bucket_bytes (a larger buffer goes alone, in place).
-    if (counts[i] >= bucket_elems) {
-      allreduce_locked(buffers[i], counts[i], type, op);
-      ++i;
-      continue;
+    for (size_t i = 0; i < n; ++i) {
+      if (counts[i] > 0 && buffers[i] == nullptr) {
+        throw ArgumentError("allreduce_n: buffer " + std::to_string(i) + " is null");
+      }
     }
-    size_t j = i, total = 0;
-    while (j < n && counts[j] < bucket_elems && total + counts[j] <= bucket_elems)
-      total += counts[j++];
-    fused.resize(total * ts);
-    size_t off = 0;
-    for (size_t k = i; k < j; ++k) {
-      if (counts[k] > 0) std::memcpy(fused.data() + off, buffers[k], counts[k] * ts);
-      off += counts[k] * ts;
+    const size_t ts = type_size(type);
+    const size_t bucket_elems = std::max<size_t>(1, options_.bucket_bytes / ts);
+    Signature sig = allreduce_n_signature(counts, n, type, op, bucket_elems);
+    if (n > 0 && device_ &&
+        on_device("allreduce_n", std::vector<const void*>(buffers, buffers + n))) {
+      // NCCL fuses small operations itself; each buffer is one allreduce, in place.
+      sig.route = Route::kDevice;
+      verify(sig);
+      for (size_t k = 0; k < n; ++k)
+        if (counts[k] > 0) device_allreduce(buffers[k], buffers[k], counts[k], type, op);
+      return;
     }
-    allreduce_locked(fused.data(), total, type, op);
-    off = 0;
-    for (size_t k = i; k < j; ++k) {
-      if (counts[k] > 0) std::memcpy(buffers[k], fused.data() + off, counts[k] * ts);
-      off += counts[k] * ts;
+    if (n == 0) verify(sig);
+    std::vector<std::byte> fused;
+    size_t i = 0;
+    while (i < n) {
+      // A bucket: consecutive buffers up to bucket_bytes (a larger buffer goes alone, in
+      // place). Every bucket carries the call's signature (the same on every rank when the
+      // first bucket's was).
+      Signature bucket_sig = sig;
+      if (counts[i] >= bucket_elems) {
+        allreduce_locked(buffers[i], counts[i], type, op, &bucket_sig);
+        ++i;
+        continue;
+      }
+      size_t j = i, total = 0;
+      while (j < n && counts[j] < bucket_elems && total + counts[j] <= bucket_elems)
+        total += counts[j++];
+      fused.resize(total * ts);
+      size_t off = 0;
+      for (size_t k = i; k < j; ++k) {
+        if (counts[k] > 0) std::memcpy(fused.data() + off, buffers[k], counts[k] * ts);
+        off += counts[k] * ts;
+      }
+      allreduce_locked(fused.data(), total, type, op, &bucket_sig);
+      off = 0;
+      for (size_t k = i; k < j; ++k) {
+        if (counts[k] > 0) std::memcpy(buffers[k], fused.data() + off, counts[k] * ts);
+        off += counts[k] * ts;
+      }
+      i = j;
     }
-    i = j;
+  });
+}
+
+Signature Communicator::allreduce_n_signature(const size_t* counts, size_t n, DataType type,
+                                              ReduceOp op, size_t bucket_elems) const {
+  // FNV-1a over the counts and the bucket size: ranks that cut the same total differently
+  // would reduce one buffer's elements into another's.
+  uint64_t hash = 0xcbf29ce484222325u, total = 0;
+  auto mix = [&hash](uint64_t v) {
+    for (int b = 0; b < 8; ++b) {
+      hash ^= (v >> (8 * b)) & 0xff;
+      hash *= 0x100000001b3u;
+    }
+  };
+  for (size_t k = 0; k < n; ++k) {
+    mix(counts[k]);
+    total += counts[k];
   }
+  mix(bucket_elems);
+  Signature sig = signature(CollectiveKind::kAllreduceN, total, type, op);
+  sig.buffers = static_cast<uint32_t>(n);
+  sig.layout = hash;
+  return sig;
 }
 
 void Communicator::broadcast(void* buf, size_t count, DataType type, int root) {
-  if (root < 0 || root >= size_) {
-    throw ArgumentError("broadcast: root " + std::to_string(root) + " is not a rank (0.." +
-                        std::to_string(size_ - 1) + ")");
-  }
-  if (count > 0 && buf == nullptr) throw ArgumentError("broadcast: a null buffer");
-  std::lock_guard lock(collective_mutex_);
-  if (const void* b[] = {buf}; count > 0 && on_device("broadcast", b)) {
-    device_flat().broadcast(buf, count, type, root);
-    return;
-  }
-  if (size_ == 1 || count == 0) return;
-  ring_broadcast(*flat_, buf, count * type_size(type), root);
+  collective([&] {
+    if (root < 0 || root >= size_) {
+      throw ArgumentError("broadcast: root " + std::to_string(root) + " is not a rank (0.." +
+                          std::to_string(size_ - 1) + ")");
+    }
+    if (count > 0 && buf == nullptr) throw ArgumentError("broadcast: a null buffer");
+    Signature sig = signature(CollectiveKind::kBroadcast, count, type, ReduceOp::kSum, root);
+    if (const void* b[] = {buf}; count > 0 && on_device("broadcast", b)) {
+      sig.route = Route::kDevice;
+      verify(sig);
+      device_flat().broadcast(buf, count, type, root);
+      return;
+    }
+    const size_t bytes = count * type_size(type);
+    if (size_ > 1 && count > 0 && bytes < options_.small_bytes) {
+      // Small: the data rides on the check's own messages.
+      sig.route = Route::kRecursiveDoubling;
+      recursive_doubling_broadcast(*flat_, buf, bytes, root, sig);
+      return;
+    }
+    verify(sig);
+    if (size_ == 1 || count == 0) return;
+    ring_broadcast(*flat_, buf, bytes, root);
+  });
 }
 
 void Communicator::allgather(const void* send, void* recv, size_t count, DataType type) {
-  if (count > 0 && (send == nullptr || recv == nullptr)) {
-    throw ArgumentError("allgather: a null buffer");
-  }
-  std::lock_guard lock(collective_mutex_);
-  if (const void* b[] = {send, recv}; count > 0 && on_device("allgather", b)) {
-    device_flat().allgather(send, recv, count, type);
-    return;
-  }
-  const size_t bytes = count * type_size(type);
-  auto* out = static_cast<std::byte*>(recv);
-  if (count > 0 && out + bytes * rank_ != send) std::memmove(out + bytes * rank_, send, bytes);
-  if (size_ == 1 || count == 0) return;
-  ring_allgather(*flat_, recv, count * size_, type);
+  collective([&] {
+    if (count > 0 && (send == nullptr || recv == nullptr)) {
+      throw ArgumentError("allgather: a null buffer");
+    }
+    Signature sig = signature(CollectiveKind::kAllgather, count, type, ReduceOp::kSum);
+    if (const void* b[] = {send, recv}; count > 0 && on_device("allgather", b)) {
+      sig.route = Route::kDevice;
+      verify(sig);
+      device_flat().allgather(send, recv, count, type);
+      return;
+    }
+    verify(sig);
+    const size_t bytes = count * type_size(type);
+    auto* out = static_cast<std::byte*>(recv);
+    if (count > 0 && out + bytes * rank_ != send) std::memmove(out + bytes * rank_, send, bytes);
+    if (size_ == 1 || count == 0) return;
+    ring_allgather(*flat_, recv, count * size_, type);
+  });
 }
 
 void Communicator::reduce_scatter(const void* send, void* recv, size_t recv_count, DataType type,
                                   ReduceOp op) {
-  if (recv_count > 0 && (send == nullptr || recv == nullptr)) {
-    throw ArgumentError("reduce_scatter: a null buffer");
-  }
-  std::lock_guard lock(collective_mutex_);
-  if (recv_count == 0) return;
-  if (const void* b[] = {send, recv}; on_device("reduce_scatter", b)) {
-    device_flat().reduce_scatter(send, recv, recv_count, type, op);
-    return;
-  }
-  const size_t bytes = recv_count * type_size(type);
-  std::vector<std::byte> scratch(bytes * size_);
-  std::memcpy(scratch.data(), send, scratch.size());
-  if (size_ > 1) ring_reduce_scatter(*flat_, scratch.data(), recv_count * size_, type, op);
-  std::memcpy(recv, scratch.data() + bytes * rank_, bytes);
+  collective([&] {
+    if (recv_count > 0 && (send == nullptr || recv == nullptr)) {
+      throw ArgumentError("reduce_scatter: a null buffer");
+    }
+    Signature sig = signature(CollectiveKind::kReduceScatter, recv_count, type, op);
+    if (const void* b[] = {send, recv}; recv_count > 0 && on_device("reduce_scatter", b)) {
+      sig.route = Route::kDevice;
+      verify(sig);
+      device_flat().reduce_scatter(send, recv, recv_count, type, op);
+      return;
+    }
+    verify(sig);
+    if (recv_count == 0) return;
+    const size_t bytes = recv_count * type_size(type);
+    std::vector<std::byte> scratch(bytes * size_);
+    std::memcpy(scratch.data(), send, scratch.size());
+    if (size_ > 1) ring_reduce_scatter(*flat_, scratch.data(), recv_count * size_, type, op);
+    std::memcpy(recv, scratch.data() + bytes * rank_, bytes);
+  });
 }
 
 void Communicator::barrier() {
-  std::lock_guard lock(collective_mutex_);
-  if (size_ > 1) comm::barrier(*flat_);
+  // Checking the signatures is a barrier: no rank leaves before every rank's has arrived.
+  collective(
+      [&] { verify(signature(CollectiveKind::kBarrier, 0, DataType::kUint8, ReduceOp::kSum)); });
 }
 
 std::unique_ptr<Communicator> init_from_environment() {

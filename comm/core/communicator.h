@@ -12,6 +12,7 @@
 
 #include "comm/bootstrap/bootstrap.h"
 #include "comm/collectives/collectives.h"
+#include "comm/collectives/signature.h"
 #include "comm/device/device.h"
 #include "comm/topology.h"
 #include "comm/transport/link.h"
@@ -59,7 +60,11 @@ struct CommOptions {
 /// collective on GPU memory (each ring's first member makes the id, the host transports carry
 /// it). A collective's buffers must be all on the GPU or all in host memory.
 ///
-/// Collectives are serialised by a mutex; every rank must call them in the same order.
+/// Collectives are serialised by a mutex; every rank must call them in the same order. Each
+/// call is numbered (from 1, calls refused for a bad argument included) and its signature
+/// (kind, count, type, reduction, root, number) is compared across the ranks in the call's
+/// first messages (signature.h): when they differ the call throws MismatchError on every rank,
+/// naming two ranks and their calls, and so does every later collective of this communicator.
 class Communicator {
  public:
   /// Wires up the job. `topology` (from the topology file) must match the bootstrap's rank and
@@ -88,7 +93,22 @@ class Communicator {
 
  private:
   transport::Link& link(int peer);
-  void allreduce_locked(void* buf, size_t count, DataType type, ReduceOp op);
+  /// Runs one collective call: serialised, numbered, refused once a mismatch was found, and
+  /// remembering a MismatchError it throws.
+  template <typename Body>
+  void collective(Body&& body);
+  /// The signature of the call being made.
+  Signature signature(CollectiveKind kind, size_t count, DataType type, ReduceOp op,
+                      int root = -1) const;
+  /// Compares `sig` across the ranks; throws MismatchError on every rank when it differs.
+  void verify(const Signature& sig);
+  /// In place on host memory; with `sig`, the call's signature is checked on the way (at no
+  /// extra message for recursive doubling), else the caller has checked it.
+  void allreduce_locked(void* buf, size_t count, DataType type, ReduceOp op, Signature* sig);
+  Signature allreduce_n_signature(const size_t* counts, size_t n, DataType type, ReduceOp op,
+                                  size_t bucket_elems) const;
+  /// DDL_CHECK: throws CheckError naming the first element of `got` off `want`.
+  void compare_with_reference(const void* got, const void* want, size_t count, DataType type) const;
   std::string peer_name(int peer) const;
   /// Whether the buffers are GPU memory; throws ArgumentError when one is and another is not.
   bool on_device(const char* what, std::span<const void* const> buffers);
@@ -115,6 +135,8 @@ class Communicator {
   std::unique_ptr<Group> flat_;               ///< every rank, in rank order
   std::vector<std::unique_ptr<Group>> dims_;  ///< this rank's ring in each dimension (size > 1)
   std::mutex collective_mutex_;
+  uint64_t seq_ = 0;      ///< collective calls made, under collective_mutex_
+  std::string poisoned_;  ///< the mismatch that made this communicator unusable; "" when none
   std::shared_ptr<device::Runtime> device_;                 ///< null: host buffers only
   std::unique_ptr<device::Comm> device_flat_;               ///< every rank
   std::vector<std::unique_ptr<device::Comm>> device_dims_;  ///< one per dims_ entry

@@ -45,6 +45,9 @@ ddl_status_t guarded(Fn&& fn) {
   } catch (const ddl::comm::device::DeviceError& e) {
     g_last_error = e.what();
     return DDL_ERR_DEVICE;
+  } catch (const ddl::comm::MismatchError& e) {
+    g_last_error = e.what();
+    return DDL_ERR_MISMATCH;
   } catch (const ddl::comm::CheckError& e) {
     g_last_error = e.what();
     return DDL_ERR_CHECK;
@@ -207,6 +210,8 @@ const char* ddl_error_string(ddl_status_t status) {
       return "internal error";
     case DDL_ERR_DEVICE:
       return "a GPU collective failed (NCCL or CUDA)";
+    case DDL_ERR_MISMATCH:
+      return "the ranks called different collectives";
   }
   return "unknown status";
 }

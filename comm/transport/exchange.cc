@@ -11,6 +11,10 @@
 // longer each time, at most kMaxNap. The deadline moves on with every byte: the timeout is "no
 // progress for `timeout`", and the error names the peer that is being waited for (the sender when
 // the receive is pending, else the receiver).
+//
+// A frame (the overload with `rest`) is received as if it had the length the receiver expects;
+// once its header is in, `rest` says how long it really is (and where it goes), still in the
+// same loop: a frame of the expected length costs nothing more than a plain exchange.
 
 #include <poll.h>
 #include <sched.h>
@@ -46,12 +50,18 @@ std::string seconds_text(std::chrono::milliseconds d) {
 
 void exchange(Link* to, std::span<const std::byte> send, Link* from, std::span<std::byte> recv,
               std::chrono::milliseconds timeout) {
+  exchange(to, send, from, recv, 0, timeout, FrameRest());
+}
+
+void exchange(Link* to, std::span<const std::byte> send, Link* from, std::span<std::byte> recv,
+              size_t header_bytes, std::chrono::milliseconds timeout, const FrameRest& rest) {
+  bool header_done = !rest;  // no frame: `recv` is all there is
   size_t sent = 0;
   size_t got = 0;
   auto last_progress = Clock::now();
   auto idle_since = last_progress;
   bool idle = false;
-  while (sent < send.size() || got < recv.size()) {
+  while (sent < send.size() || got < recv.size() || !header_done) {
     size_t moved = 0;
     if (sent < send.size()) {
       const size_t n = to->send_some(send.data() + sent, send.size() - sent);
@@ -62,6 +72,15 @@ void exchange(Link* to, std::span<const std::byte> send, Link* from, std::span<s
       const size_t n = from->recv_some(recv.data() + got, recv.size() - got);
       got += n;
       moved += n;
+    }
+    if (!header_done && got >= header_bytes) {
+      // The frame's header is in: the frame goes where it says, in the same loop.
+      header_done = true;
+      const std::span<std::byte> frame = rest(recv.first(got));
+      got = std::min(got, frame.size());
+      if (frame.data() != recv.data()) std::memmove(frame.data(), recv.data(), got);
+      recv = frame;
+      if (got < recv.size()) continue;  // the rest may be there already: no clock, no wait
     }
     if (sent == send.size() && got == recv.size()) break;
     const auto now = Clock::now();

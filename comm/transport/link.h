@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <span>
 #include <stdexcept>
@@ -52,6 +53,20 @@ class Link {
 /// a link fails or `timeout` passes without progress.
 void exchange(Link* to, std::span<const std::byte> send, Link* from, std::span<std::byte> recv,
               std::chrono::milliseconds timeout);
+
+/// Where a frame goes, decided once its header is in: called with the bytes received so far
+/// (the header, perhaps more), it returns the span for the whole frame: the one it was given,
+/// cut to the frame's length, or another buffer (the bytes so far are copied there). It may
+/// throw; exchange() passes that on.
+using FrameRest = std::function<std::span<std::byte>(std::span<const std::byte> so_far)>;
+
+/// exchange() of a frame whose length the receiver learns from its header: receives into
+/// `recv` (room for the frame it expects) and, once `header_bytes` have arrived, asks `rest`
+/// where the whole frame goes, all in one loop. A frame of the expected length costs what a
+/// plain exchange() costs. A shorter one must be the last the sender sends on the link for now
+/// (bytes after it may have been taken); a longer one continues in the span `rest` returns.
+void exchange(Link* to, std::span<const std::byte> send, Link* from, std::span<std::byte> recv,
+              size_t header_bytes, std::chrono::milliseconds timeout, const FrameRest& rest);
 
 /// Makes Links of one kind for one rank.
 class Device {

@@ -7,7 +7,9 @@ place, ``allreduce(x, out=y)`` writes ``y``. The first call of anything initiali
 (``init()``), which finds the job from the launcher's variables; a script not started by ddlrun
 (or mpirun, srun, ...) gets ``ddl.Error`` with the runtime's message, unless DDL_ALLOW_SINGLE=1
 makes it a job of one rank. Every rank must make the same calls in the same order with the same
-sizes, as with the C API (libddl(3)).
+sizes, as with the C API (libddl(3)): when they do not, the call raises ``ddl.MismatchError`` (a
+``ddl.Error``, status ``ERR_MISMATCH``) on every rank, naming two ranks and their calls, and so
+does every later one.
 
     import numpy as np, ddl
     grad = np.ones(1000, dtype=np.float32)
@@ -15,13 +17,15 @@ sizes, as with the C API (libddl(3)).
     print(ddl.rank(), ddl.size(), grad[0])
 """
 
+import sys
+
 from . import _ddl
-from ._ddl import Error
+from ._ddl import ERR_MISMATCH, Error, MismatchError
 
 __all__ = [
-    "Error", "init", "finalize", "initialized", "rank", "size", "local_rank", "local_size",
-    "local_gpuid", "allreduce", "allreduce_n", "broadcast", "allgather", "reduce_scatter",
-    "barrier",
+    "Error", "MismatchError", "ERR_MISMATCH", "init", "finalize", "initialized", "rank", "size",
+    "local_rank", "local_size", "local_gpuid", "allreduce", "allreduce_n", "broadcast",
+    "allgather", "reduce_scatter", "barrier",
 ]
 
 # ddl_datatype_t and ddl_op_t (ddl/ddl.h).
@@ -34,9 +38,33 @@ _OPS = {"sum": 0, "avg": 1, "min": 2, "max": 3, "prod": 4}
 
 
 def init():
-    """Joins the job (ddl_init); does nothing when already initialised."""
+    """Joins the job (ddl_init); does nothing when already initialised.
+
+    Also makes an uncaught KeyboardInterrupt (Ctrl-C, which ddlrun passes to every rank) end
+    the rank with one line, "rank R: interrupted (KeyboardInterrupt)", instead of a traceback
+    from every rank, unless the program set its own sys.excepthook. The exit is still by SIGINT
+    (status 130 under ddlrun), and ``except KeyboardInterrupt`` works as always.
+    """
     if not _ddl.initialized():
         _ddl.init()
+        if sys.excepthook is sys.__excepthook__:
+            sys.excepthook = _one_line_interrupt(_ddl.rank(), sys.excepthook)
+
+
+def _one_line_interrupt(rank, previous):
+    """An excepthook that reports an uncaught KeyboardInterrupt in one line."""
+
+    def hook(kind, value, tb):
+        if issubclass(kind, KeyboardInterrupt):
+            try:
+                print(f"rank {rank}: interrupted (KeyboardInterrupt)", file=sys.stderr,
+                      flush=True)
+            except (OSError, ValueError):
+                pass  # stderr closed: nothing to say it on
+            return
+        previous(kind, value, tb)
+
+    return hook
 
 
 def finalize():

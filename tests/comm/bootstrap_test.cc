@@ -81,6 +81,26 @@ TEST(RendezvousTest, MissingRanksAreNamed) {
   }
 }
 
+TEST(RendezvousTest, MissingRanksAreNamedWithTheirHosts) {
+  RendezvousServer server("t", 6, 0, {"a", "b", "a", "a", "b", "c"});
+  auto b = make_rendezvous_bootstrap(address_of(server), "t", 0, 6, 5s);
+  try {
+    b->allgather("x", 300ms);
+    FAIL();
+  } catch (const BootstrapError& e) {
+    EXPECT_STREQ(e.what(),
+                 "ranks 1 and 4 (b), ranks 2 and 3 (a), rank 5 (c) have not joined the "
+                 "rendezvous in time (did they start? see their output)");
+  }
+}
+
+TEST(RankListTest, GroupsByHostOnlyWhenEveryHostIsKnown) {
+  EXPECT_EQ(rank_list({1, 2, 3, 7}), "ranks 1-3 and 7");
+  EXPECT_EQ(rank_list({4}, {"h0", "h1", "h2", "h3", "h4"}), "rank 4 (h4)");
+  EXPECT_EQ(rank_list({0, 1, 3}, {"x", "y", "x", "x"}), "ranks 0 and 3 (x), rank 1 (y)");
+  EXPECT_EQ(rank_list({0, 5}, {"x", "y"}), "ranks 0 and 5");  // rank 5's host unknown
+}
+
 TEST(RendezvousTest, ARankThatLeavesIsNamed) {
   RendezvousServer server("t", 2);
   auto waiting = std::async(std::launch::async, [&] {

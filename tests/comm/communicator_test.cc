@@ -97,6 +97,24 @@ TEST(CommunicatorTest, EveryCollective) {
   });
 }
 
+TEST(CommunicatorTest, SmallBroadcastsReachEveryRankFromEveryRoot) {
+  // Below DDL_SMALL_BYTES the data rides on recursive doubling's messages: every rank count
+  // (powers of two and not, so every place of the root in the fold), every root.
+  for (int n = 2; n <= 7; ++n) {
+    run_ranks(n, std::nullopt, fast(), [n](Communicator& c) {
+      for (int root = 0; root < n; ++root) {
+        for (size_t count : {size_t{1}, size_t{1000}}) {
+          std::vector<int32_t> v(count, c.rank() == root ? 100 + root : -1);
+          v[count - 1] = c.rank() == root ? 7 * root : -2;
+          c.broadcast(v.data(), count, DataType::kInt32, root);
+          ASSERT_EQ(v[count - 1], 7 * root) << "root " << root << " count " << count;
+          ASSERT_EQ(v[0], count > 1 ? 100 + root : 7 * root) << "root " << root;
+        }
+      }
+    });
+  }
+}
+
 TEST(CommunicatorTest, CheckCatchesNothingWhenResultsAreRight) {
   CommOptions o = fast();
   o.check = 0.0;

@@ -22,6 +22,7 @@
 #include <set>
 #include <thread>
 
+#include "comm/collectives/signature.h"
 #include "comm/core/communicator.h"
 #include "ranks.h"
 
@@ -513,6 +514,40 @@ TEST(DeviceCommunicatorTest, DeviceErrorsReachTheCaller) {
   EXPECT_EQ(errors[1],
             "rank 1 of an NCCL ring of 2 on GPU 1: ncclCommInitRankConfig: not every member "
             "joined");
+}
+
+TEST(DeviceCommunicatorTest, MismatchesAreCaughtBeforeNcclIsCalled) {
+  // Rank 1 passes another count on the GPU, then (a new job) host memory where rank 0 passes
+  // GPU memory: both fail on both ranks with the same text, and NCCL is never called.
+  auto dev = std::make_shared<FakeDevice>();
+  CommOptions o = fast();
+  o.device = dev;
+  const std::string tail =
+      " (every rank must make the same calls in the same order; this communicator now fails "
+      "every call)";
+  for (bool host_on_rank_1 : {false, true}) {
+    std::vector<std::string> errors(2);
+    run_ranks(2, std::nullopt, o, [&](Communicator& c) {
+      std::vector<float> v(5);
+      if (c.rank() == 0 || !host_on_rank_1) dev->on_device(v.data());
+      const size_t count = c.rank() == 1 && !host_on_rank_1 ? 5 : 4;
+      try {
+        c.allreduce(v.data(), v.data(), count, DataType::kFloat32, ReduceOp::kSum);
+      } catch (const MismatchError& e) {
+        errors[c.rank()] = e.what();
+      }
+    });
+    const std::string want =
+        host_on_rank_1
+            ? "collective mismatch: rank 0 called allreduce(count=4, float32, sum, "
+              "algorithm=nccl on GPU memory) #1 but rank 1 called allreduce(count=4, float32, "
+              "sum, algorithm=rd) #1"
+            : "collective mismatch: rank 0 called allreduce(count=4, float32, sum) #1 but rank "
+              "1 called allreduce(count=5, float32, sum) #1";
+    EXPECT_EQ(errors[0], want + tail);
+    EXPECT_EQ(errors[1], want + tail);
+  }
+  EXPECT_EQ(dev->log.take(), std::vector<std::string>{});
 }
 
 TEST(DeviceRuntimeTest, TheTopologysGpuAsCudaSeesIt) {

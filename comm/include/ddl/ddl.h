@@ -26,7 +26,10 @@ typedef enum {
   DDL_ERR_TOPOLOGY = 5,  /* the topology file is missing, unreadable or does not match */
   DDL_ERR_CHECK = 6,     /* DDL_CHECK found a result that differs from the reference */
   DDL_ERR_INTERNAL = 7,
-  DDL_ERR_DEVICE = 8 /* NCCL or CUDA failed on GPU buffers, or an NCCL peer timed out */
+  DDL_ERR_DEVICE = 8,  /* NCCL or CUDA failed on GPU buffers, or an NCCL peer timed out */
+  DDL_ERR_MISMATCH = 9 /* the ranks called different collectives, or with a different count,
+                          type, reduction or root (names two ranks and their calls); every
+                          later collective fails the same way */
 } ddl_status_t;
 
 typedef enum {

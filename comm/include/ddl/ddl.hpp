@@ -26,11 +26,20 @@ class Error : public std::runtime_error {
   ddl_status_t status_;
 };
 
-/// Throws Error for anything but DDL_SUCCESS.
+/// DDL_ERR_MISMATCH: the ranks called different collectives (or with a different count, type,
+/// reduction or root); what() names two ranks and their calls. The session is unusable after it.
+class MismatchError : public Error {
+ public:
+  explicit MismatchError(const std::string& what) : Error(DDL_ERR_MISMATCH, what) {}
+};
+
+/// Throws Error (MismatchError for DDL_ERR_MISMATCH) for anything but DDL_SUCCESS.
 inline void check(ddl_status_t status) {
   if (status != DDL_SUCCESS) {
-    const std::string message = ddl_last_error();
-    throw Error(status, message.empty() ? ddl_error_string(status) : message);
+    std::string message = ddl_last_error();
+    if (message.empty()) message = ddl_error_string(status);
+    if (status == DDL_ERR_MISMATCH) throw MismatchError(message);
+    throw Error(status, message);
   }
 }
 
