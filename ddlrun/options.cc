@@ -1,5 +1,7 @@
 #include "ddlrun/options.h"
 
+#include <sys/stat.h>
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <array>
@@ -338,6 +340,12 @@ ParsedCommandLine parse_command_line(const std::vector<std::string>& args) {
     throw UsageError("no program to run; usage: ddlrun [options] [--] program [args...]");
   }
   if (o.quiet && o.verbosity > 0) throw UsageError("-q and -v contradict each other; give one");
+  struct stat st {};
+  if (!o.output_dir.empty() && stat(o.output_dir.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
+    throw UsageError("--output-dir " + o.output_dir +
+                     ": exists and is not a directory; name a directory (ddlrun creates it "
+                     "when missing)");
+  }
   return result;
 }
 

@@ -8,8 +8,11 @@
 // the rendezvous of rank 0's host (the address ddlrun reached it at, and its free ports); each
 // agent checks the program and writes its topology file; only when all are ready do they get
 // "go", so a program missing on one host starts nothing anywhere. From then on each thread
-// turns frames into events (lines, exits) and writes queued frames (signals, stdin) between
-// reads. A channel that closes before its agent said "done" is a lost host.
+// turns frames into events (output, exits) and writes queued frames (signals, stdin) between
+// reads. While the supervisor's event queue is output_full() a thread does not read its
+// channel (it goes on writing): ssh's window then stops the agent, and the agent stops reading
+// its ranks. Stdin goes in a window (protocol.h: Z) so no side queues more than
+// kStdinWindow of it. A channel that closes before its agent said "done" is a lost host.
 //
 // PMIx across hosts: each agent is its host's PMIx server. ddlrun joins the hosts' fence
 // contributions in one FenceCombiner (any host's thread adds what its agent sent, and the
@@ -165,14 +168,29 @@ class SshBackend : public Backend {
     }
   }
   void write_stdin(std::string_view data) override {
-    std::lock_guard lock(mutex_);
-    if (HostConn* h = rank0_host())
-      h->outgoing += ssh::encode_frame(ssh::FrameType::kStdin, 0, data);
+    std::unique_lock lock(mutex_);
+    HostConn* h = rank0_host();
+    while (h != nullptr && !data.empty()) {
+      // Waits for window; gives up when the stdin or the host is gone.
+      changed_.wait(lock, [&] {
+        return stdin_window_ > 0 || stop_ || stdin_closed_ || h->phase >= Phase::kDone;
+      });
+      if (stdin_window_ == 0) return;
+      const size_t n = std::min(stdin_window_, data.size());
+      h->outgoing += ssh::encode_frame(ssh::FrameType::kStdin, 0, data.substr(0, n));
+      stdin_window_ -= n;
+      data.remove_prefix(n);
+    }
   }
   void close_stdin() override {
-    std::lock_guard lock(mutex_);
-    if (HostConn* h = rank0_host())
-      h->outgoing += ssh::encode_frame(ssh::FrameType::kStdinEof, 0, {});
+    {
+      std::lock_guard lock(mutex_);
+      if (stdin_closed_) return;
+      stdin_closed_ = true;
+      if (HostConn* h = rank0_host())
+        h->outgoing += ssh::encode_frame(ssh::FrameType::kStdinEof, 0, {});
+    }
+    changed_.notify_all();
   }
   void finish() override {
     {
@@ -264,7 +282,8 @@ class SshBackend : public Backend {
       if (HostConn* c = host_by_index(h)) c->outgoing += frame;
     }
     if (r.status != 0) {
-      events_->push(Event{Event::Type::kOutput, -1, -1, Stream::kStderr, "ddlrun: " + r.error, {}});
+      events_->push(
+          Event{Event::Type::kOutput, -1, -1, Stream::kStderr, "ddlrun: " + r.error + "\n", {}});
     }
   }
 
@@ -410,7 +429,7 @@ class SshBackend : public Backend {
                               -1,
                               c.index,
                               Stream::kStderr,
-                              c.name + ": " + err_line.substr(0, nl),
+                              c.name + ": " + err_line.substr(0, nl + 1),
                               {}});
           err_line.erase(0, nl + 1);
         }
@@ -477,7 +496,12 @@ class SshBackend : public Backend {
           write_failed = true;
           write_error = ssh_get_error(s);
         }
-        open = pump(kPollMs);
+        // Output only while the supervisor has room for it (its events go on meanwhile).
+        if (running && events_->output_full()) {
+          events_->wait_for_room(Clock::now() + std::chrono::milliseconds(kPollMs));
+        } else {
+          open = pump(kPollMs);
+        }
         while (auto f = reader.next()) {
           switch (f->type) {
             case ssh::FrameType::kHello: {
@@ -534,6 +558,12 @@ class SshBackend : public Backend {
             case ssh::FrameType::kDone:
               open = false;
               break;
+            case ssh::FrameType::kStdinCredit: {
+              std::lock_guard lock(mutex_);
+              stdin_window_ += static_cast<size_t>(std::max(f->id, 0));
+            }
+              changed_.notify_all();
+              break;
             case ssh::FrameType::kFence:
             case ssh::FrameType::kAbort:
             case ssh::FrameType::kModexRequest:
@@ -575,6 +605,8 @@ class SshBackend : public Backend {
   std::mutex mutex_;
   std::condition_variable changed_;
   bool stop_ = false;
+  size_t stdin_window_ = ssh::kStdinWindow;  ///< stdin bytes rank 0's agent can take now
+  bool stdin_closed_ = false;
 };
 
 }  // namespace
