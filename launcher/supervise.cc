@@ -191,21 +191,23 @@ int supervise(Backend& backend, const comm::Topology* topology, const SuperviseO
   bool drop_output = false;
   bool output_failed = false;
   std::set<int> ended;  // ranks that exited while output of theirs was still queued
+  // Stdout closed or full: the stop starts (this loop then ends without waiting to write).
+  const auto check_output = [&] {
+    if (output_failed) return;
+    if (const std::optional<OutputFailure> f = sink.failure()) {
+      output_failed = drop_output = true;
+      sink.note("ddlrun: " + f->message +
+                (running.empty() ? std::string()
+                                 : "; stopping " + std::to_string(running.size()) + " processes"));
+      begin_stop(f->status);
+    }
+  };
 
   while (!running.empty() ||
          (!drop_output && (events.has_output() || !ended.empty() || !sink.written()))) {
     Clock::time_point deadline = std::min(Clock::now() + std::chrono::hours(24), kill_at);
     if (!stopping) deadline = std::min(deadline, timeout_at);
-    if (!output_failed) {
-      if (const std::optional<OutputFailure> f = sink.failure()) {
-        output_failed = drop_output = true;
-        sink.note("ddlrun: " + f->message +
-                  (running.empty()
-                       ? std::string()
-                       : "; stopping " + std::to_string(running.size()) + " processes"));
-        begin_stop(f->status);
-      }
-    }
+    check_output();
     std::optional<Event> e = events.pop(deadline, drop_output || sink.ready());
     if (!e) {
       const Clock::time_point now = Clock::now();
@@ -309,6 +311,8 @@ int supervise(Backend& backend, const comm::Topology* topology, const SuperviseO
   // What a stalled reader has not taken a second after the stop is abandoned.
   for (int r : ended)
     sink.end(r);
+  sink.flush(Clock::now() + std::chrono::seconds(1));
+  check_output();  // a write that failed after the loop's last look
   sink.flush(Clock::now() + std::chrono::seconds(1));
   stop_waking();
   cleanup();
