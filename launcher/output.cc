@@ -237,8 +237,12 @@ class TerminalSink : public OutputSink {
       bytes.remove_prefix(nl + 1);
     }
     part.append(bytes);
-    for (; part.size() >= kMaxLine; part.erase(0, kMaxLine))
-      out += prefix + part.substr(0, kMaxLine) + "\n";
+    if (part.size() >= kMaxLine) {
+      size_t at = 0;
+      for (; part.size() - at >= kMaxLine; at += kMaxLine)
+        out.append(prefix).append(part, at, kMaxLine).push_back('\n');
+      part.erase(0, at);
+    }
     put(stream, std::move(out));
   }
   void end(int rank) override {
