@@ -25,6 +25,7 @@
 #include <cstring>
 #include <mutex>
 #include <thread>
+#include <utility>
 
 namespace ddl::launcher {
 
@@ -221,8 +222,12 @@ class TerminalSink : public OutputSink {
     if (!same_file(1, 2)) err_ = std::make_unique<Writer>();
   }
   void output(int rank, Stream stream, std::string_view bytes) override {
-    if (rank < 0 || style_ == TagStyle::kNone) {
+    if (rank < 0) {
       put(stream, std::string(bytes));
+      return;
+    }
+    if (style_ == TagStyle::kNone) {
+      untagged(rank, stream, bytes);
       return;
     }
     // Whole lines go out with their tag; the rest waits for its newline (or is cut).
@@ -249,7 +254,11 @@ class TerminalSink : public OutputSink {
     for (Stream stream : {Stream::kStdout, Stream::kStderr}) {
       auto it = partial_.find({rank, stream});
       if (it == partial_.end()) continue;
-      if (!it->second.empty()) put(stream, tag(style_, rank, stream) + it->second + "\n");
+      if (style_ == TagStyle::kNone) {
+        put(stream, std::move(it->second));
+      } else if (!it->second.empty()) {
+        put(stream, tag(style_, rank, stream) + it->second + "\n");
+      }
       partial_.erase(it);
     }
   }
@@ -277,6 +286,21 @@ class TerminalSink : public OutputSink {
   }
 
  private:
+  /// Bytes unchanged, but whole lines while they are under 64 KiB, so that ranks that write
+  /// a line in pieces (a block-buffered stdout) do not mix their lines.
+  void untagged(int rank, Stream stream, std::string_view bytes) {
+    std::string& part = partial_[{rank, stream}];
+    const size_t nl = bytes.rfind('\n');
+    if (nl == std::string_view::npos) {
+      part.append(bytes);
+      if (part.size() >= kMaxLine) put(stream, std::exchange(part, {}));
+      return;
+    }
+    std::string out = std::exchange(part, {});
+    out.append(bytes.substr(0, nl + 1));
+    part.assign(bytes.substr(nl + 1));
+    put(stream, std::move(out));
+  }
   Writer& writer(Stream stream) { return stream == Stream::kStderr && err_ ? *err_ : out_; }
   void put(Stream stream, std::string bytes) {
     writer(stream).put(stream == Stream::kStdout ? 1 : 2, std::move(bytes), true);

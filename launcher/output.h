@@ -56,8 +56,9 @@ class OutputSink {
 
 /// Output to ddlrun's stdout and stderr (fds 1 and 2). Tagged styles split it into lines (a
 /// line over 64 KiB is cut, an unfinished last line ends with the rank) and write each line
-/// whole, so lines of different ranks never mix; kNone passes bytes on unchanged, as they are
-/// read (a rank's partial lines may then meet another's). Rank -1 is never tagged. At most
+/// whole, so lines of different ranks never mix; kNone passes bytes on unchanged, in whole lines
+/// while they are under 64 KiB (longer ones in pieces; an unfinished last one when its rank
+/// ends). Rank -1 (the launcher process) is never tagged and passes as read. At most
 /// 1 MiB waits to be written (more for ddlrun's notes); a write error on stdout is a failure():
 /// EPIPE gives status 141 (128 + SIGPIPE), others 1.
 std::unique_ptr<OutputSink> make_terminal_sink(TagStyle style);

@@ -83,7 +83,8 @@ struct HostConn {
   int ddl_port = 0;
   std::string job_frame;  ///< set by start() when the job may be sent
   bool go = false;
-  std::string outgoing;  ///< frames to write (signals, stdin)
+  std::string outgoing;      ///< frames to write (signals, PMIx)
+  std::string stdin_frames;  ///< stdin to write after `outgoing` (at most kStdinWindow)
   std::thread thread;
 };
 
@@ -177,7 +178,7 @@ class SshBackend : public Backend {
       });
       if (stdin_window_ == 0) return;
       const size_t n = std::min(stdin_window_, data.size());
-      h->outgoing += ssh::encode_frame(ssh::FrameType::kStdin, 0, data.substr(0, n));
+      h->stdin_frames += ssh::encode_frame(ssh::FrameType::kStdin, 0, data.substr(0, n));
       stdin_window_ -= n;
       data.remove_prefix(n);
     }
@@ -188,7 +189,7 @@ class SshBackend : public Backend {
       if (stdin_closed_) return;
       stdin_closed_ = true;
       if (HostConn* h = rank0_host())
-        h->outgoing += ssh::encode_frame(ssh::FrameType::kStdinEof, 0, {});
+        h->stdin_frames += ssh::encode_frame(ssh::FrameType::kStdinEof, 0, {});
     }
     changed_.notify_all();
   }
@@ -480,8 +481,11 @@ class SshBackend : public Backend {
           if (running) {
             for (const pmix_server::FenceResult& r : fences_->expire(Clock::now()))
               deliver(r);
+            // Control first: stdin never holds a signal or a fence result back.
             to_send += c.outgoing;
             c.outgoing.clear();
+            to_send += c.stdin_frames;
+            c.stdin_frames.clear();
           }
         }
         if (stopping && (!running || unfinished.empty())) break;

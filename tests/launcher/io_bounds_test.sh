@@ -5,16 +5,21 @@
 #     stays under 64 MiB, and SIGTERM ends the job within 5 s with 143;
 #   - `yes` ranks into `head -1`: the job ends within 5 s with 141 and says stdout is closed;
 #   - `yes | ddlrun ... sleep`: ddlrun's (and the agents') VmRSS stays under 64 MiB, exit 0;
+#     5 MB on stdin reach rank 0 byte for byte;
 #   - --tag-output none and --output-dir pass 200,000 bytes of binary (NUL bytes, no newline
-#     at the end) byte for byte (cmp);
+#     at the end) byte for byte (cmp), and --tag-output none keeps lines that two ranks write
+#     in pieces whole;
 #   - stdout on /dev/full: exit 1 and "cannot write standard output: No space left on device";
 #   - --output-dir naming a file: exit 2 before any rank runs.
 #
-# Usage: io_bounds_test.sh DDLRUN local|ssh   (ssh: exit 77, skipped, when not root or without
-# ip netns or sshd)
+#   - a libddl job with `yes` on its stdin runs (stdin never holds back PMIx or control frames).
+#
+# Usage: io_bounds_test.sh DDLRUN local|ssh [DDL_CHECK]   (ssh: exit 77, skipped, when not root
+# or without ip netns or sshd)
 set -uo pipefail
 ddlrun=$(realpath "$1")
 mode=$2
+check=${3:+$(realpath "$3")}  # tests/comm_mp's ddl_check, when given
 limit_kb=$((64 * 1024))
 fails=0
 fail() {
@@ -126,12 +131,35 @@ rc=$?
 kill "$producer" 2>/dev/null
 wait "$producer" 2>/dev/null
 
+# ... and what rank 0 does read arrives whole, past every window and queue bound.
+head -c 5000000 /dev/urandom >"$work/stdin.data"
+"$ddlrun" "${args[@]}" "${two[@]}" sh -c "[ \$RANK = 0 ] && cat >$work/stdin.got; exit 0" \
+  <"$work/stdin.data" || fail "5 MB on stdin: exit $?"
+cmp "$work/stdin.data" "$work/stdin.got" || fail "5 MB on stdin: rank 0 read other bytes"
+
+# ... and never holds back the job's own traffic: a libddl job (PMIx fences through the
+# agents, then an allreduce) with yes on stdin runs as it would without.
+if [[ -n $check ]]; then
+  t0=$(now_ms)
+  timeout 60 "$ddlrun" "${args[@]}" "${two[@]}" --tag-output none "$check" < <(yes 2>/dev/null) \
+    >"$work/check.out" 2>&1
+  rc=$?
+  echo "libddl job with yes on stdin: exit $rc after $(($(now_ms) - t0)) ms"
+  ((rc == 0)) || { fail "libddl job with yes on stdin: exit $rc"; sed 's/^/    | /' "$work/check.out"; }
+fi
+
 # 4. Bytes unchanged: binary, NUL bytes, no newline at the end, a 200,000-byte "line".
 head -c 200000 /dev/urandom | tr -d '\n' >"$work/data"
 printf 'a\0b' >>"$work/data"
 "$ddlrun" "${args[@]}" "${one[@]}" --tag-output none cat "$work/data" >"$work/none.out" ||
   fail "--tag-output none: exit $?"
 cmp "$work/data" "$work/none.out" || fail "--tag-output none changed the bytes"
+# ... in whole lines, though, when ranks write their lines in pieces.
+"$ddlrun" "${args[@]}" "${two[@]}" --tag-output none sh -c \
+  'for i in $(seq 300); do printf "rank$RANK-"; sleep 0.001; printf "line$i\n"; done' \
+  >"$work/pieces.out" || fail "lines in pieces: exit $?"
+n=$(grep -c -E '^rank[01]-line[0-9]+$' "$work/pieces.out")
+((n == 600)) || { fail "lines in pieces: $n of 600 whole"; grep -v -m5 -E '^rank[01]-line[0-9]+$' "$work/pieces.out"; }
 "$ddlrun" "${args[@]}" "${two[@]}" --output-dir "$work/dir" sh -c "cat $work/data; cat $work/data >&2" ||
   fail "--output-dir: exit $?"
 for f in rank.0/stdout rank.0/stderr rank.1/stdout rank.1/stderr; do
