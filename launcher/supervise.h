@@ -27,12 +27,17 @@ struct SuperviseOptions {
 };
 
 /// Runs the job: starts `backend`, prints output through `sink`, and ends the whole job when one
-/// process fails (exit status other than 0, or a signal), when a host is lost, on --timeout, or
-/// when ddlrun gets SIGINT/SIGTERM/SIGHUP: SIGTERM to every process, SIGKILL after kill_grace.
-/// `topology` names each rank's host in messages (may be null). Returns ddlrun's exit status:
-/// 0 when every process exited 0, else the first failed process's (128+N for signal N), 124 on
-/// timeout, 128+N when ddlrun was stopped by signal N, 1 when a host was lost. LaunchError from
-/// backend.start() is not caught.
+/// process fails (exit status other than 0, or a signal), when a host is lost, on --timeout,
+/// when the sink fails (stdout closed or full), or when ddlrun gets SIGINT/SIGTERM/SIGHUP:
+/// SIGTERM to every process, SIGKILL after kill_grace. Never blocks on the sink: output waits in
+/// the event queue while the sink is not ready() (its producers then stop reading), and is
+/// dropped once ddlrun got a signal or kill_grace after a stop began. Returns when every
+/// process has ended and its output is written (or dropped, or a second after the stop when the
+/// reader still does not read). `topology` names each rank's host in messages (may be null).
+/// Returns ddlrun's exit status: 0 when every process exited 0, else the first failed process's
+/// (128+N for signal N), 124 on timeout, 128+N when ddlrun was stopped by signal N, 1 when a
+/// host was lost, the sink's failure() status (141: stdout closed, 1: other write errors).
+/// LaunchError from backend.start() is not caught.
 int supervise(Backend& backend, const comm::Topology* topology, const SuperviseOptions& options,
               OutputSink& sink);
 
