@@ -40,8 +40,11 @@ std::shared_ptr<spdlog::logger> make_logger(const Options& o, std::ostream& err)
 
 int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
         hostfiles::GetEnv getenv_fn, void* env_context, const RemoteProbe& remote) {
+  // Host names, paths and program names come from the user and from other hosts: what ddlrun
+  // prints of them goes through hostfiles::printable, so that no control byte reaches the
+  // terminal raw.
   auto error = [&](const std::string& what, int status) {
-    err << "ddlrun: error: " << what << "\n";
+    err << "ddlrun: error: " << hostfiles::printable(what) << "\n";
     return status;
   };
   // The modes ddlrun runs in on behalf of another ddlrun: agent of the ssh launcher, and the
@@ -64,16 +67,17 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
     }
     const JobPlan plan = make_plan(o, getenv_fn, env_context, remote);
     for (const std::string& w : plan.warnings)
-      log->warn("{}", w);
-    log->info("{} ranks on {}; hosts from {}", plan.placement.ranks, plan.placement.describe(),
-              plan.hosts_from);
+      log->warn("{}", hostfiles::printable(w));
+    log->info("{} ranks on {}; hosts from {}", plan.placement.ranks,
+              hostfiles::printable(plan.placement.describe()),
+              hostfiles::printable(plan.hosts_from));
     log->info("launcher {}: {}", launcher::to_string(plan.launcher.kind), plan.launcher.reason);
     if (!o.topology_file.empty()) {
       comm::write_topology_file(plan.topology, o.topology_file);
-      log->info("topology file written to {}", o.topology_file);
+      log->info("topology file written to {}", hostfiles::printable(o.topology_file));
     }
     if (o.dry_run) {
-      out << render_plan(plan, o);
+      out << hostfiles::printable(render_plan(plan, o));
       return kExitOk;
     }
     return launch(plan, o, *log);

@@ -212,6 +212,22 @@ TEST(AppTest, HostListErrorsShowTheCaret) {
   EXPECT_NE(r.err.find("^"), std::string::npos);
 }
 
+TEST(AppTest, ControlBytesFromAHostfileNeverReachTheTerminalRaw) {
+  const std::string path = write_file("ctl_hosts.txt", "node1\nno\x1b[2Jde slots=2\n");
+  const Result r = ddlrun({"--dry-run", "--hostfile", path, "prog"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(r.err, "ddlrun: error: " + path +
+                       ":2:3: invalid character '\\x1b' in host name 'no\\x1b[2Jde': use letters, "
+                       "digits, '-', '.' and '_'\n"
+                       "  no\\x1b[2Jde slots=2\n"
+                       "    ^~~~\n");
+  // A path given on the command line is escaped the same way.
+  const Result p = ddlrun({"--dry-run", "--hostfile", "/nonexistent/\x1b]0;t\x07", "prog"});
+  EXPECT_EQ(p.err,
+            "ddlrun: error: /nonexistent/\\x1b]0;t\\x07: cannot read hostfile: No such file or "
+            "directory\n");
+}
+
 TEST(AppTest, MissingHostfileIsAClearError) {
   const Result r = ddlrun({"--dry-run", "--hostfile", "/nonexistent/hosts", "prog"});
   EXPECT_EQ(r.status, 2);
