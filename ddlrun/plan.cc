@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <filesystem>
 #include <stdexcept>
 #include <tuple>
 
@@ -337,6 +338,17 @@ JobPlan make_plan(const Options& o, GetEnv getenv_fn, void* env_context,
         plan.mpiargs.push_back(std::move(w));
     } catch (const std::invalid_argument& e) {
       throw UsageError(std::string("--mpiarg: ") + e.what());
+    }
+  }
+  if (!o.wdir.empty()) {
+    std::error_code ec;
+    plan.wdir = std::filesystem::absolute(o.wdir, ec).lexically_normal().string();
+    if (plan.wdir.size() > 1 && plan.wdir.back() == '/') plan.wdir.pop_back();
+    if (plan.launcher.kind != launcher::Kind::kLocal &&
+        plan.launcher.kind != launcher::Kind::kSsh) {
+      plan.warnings.push_back("--wdir is used by the local and ssh launchers only; this job uses " +
+                              std::string(launcher::to_string(plan.launcher.kind)) +
+                              ", whose ranks start where it puts them");
     }
   }
   if (!plan.mpiargs.empty() && plan.launcher.kind != launcher::Kind::kMpirun) {

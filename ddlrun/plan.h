@@ -42,6 +42,9 @@ struct JobPlan {
   std::vector<std::pair<std::string, std::string>> exports;  ///< -x, in order, values resolved
   std::vector<std::string> mpiargs;                          ///< --mpiarg, split into words
   std::vector<std::string> program;
+  /// --wdir made absolute (against ddlrun's directory): where ranks start on every host;
+  /// empty: ddlrun's own directory.
+  std::string wdir;
   std::vector<std::string> warnings;  ///< things the user should hear about, not fatal
 };
 

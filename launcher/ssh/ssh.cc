@@ -76,6 +76,7 @@ struct HostConn {
   int status = 1;     ///< kFailed: ddlrun's exit status for it
   // The hello.
   std::string reached_address;
+  bool answered = false;  ///< its agent said hello: the ssh login worked
   int master_port = 0;
   int ddl_port = 0;
   std::string job_frame;  ///< set by start() when the job may be sent
@@ -321,11 +322,13 @@ class SshBackend : public Backend {
     std::string message;
     int status = 1;
     int failed = 0;
+    bool unreached = false;  // some host failed before its agent answered
     {
       std::lock_guard lock(mutex_);
       for (auto& h : hosts_) {
         if (h->phase != Phase::kFailed) continue;
         ++failed;
+        unreached = unreached || !h->answered;
         message += "\n  " + h->name + ": " + h->error;
         if (status == 1) status = h->status;
       }
@@ -336,7 +339,7 @@ class SshBackend : public Backend {
     std::string next;
     if (status == 127) {
       next = "\ninstall the program on those hosts at the same path, or give its full path";
-    } else if (status == 1) {
+    } else if (status == 1 && unreached) {
       next =
           "\nfix them (each must pass 'ssh -o BatchMode=yes HOST ddlrun --version'), or leave "
           "them out of the host list";
@@ -489,6 +492,7 @@ class SshBackend : public Backend {
               {
                 std::lock_guard lock(mutex_);
                 c.reached_address = reached;
+                c.answered = true;
                 c.master_port = mp;
                 c.ddl_port = dp;
               }

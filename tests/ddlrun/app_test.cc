@@ -228,6 +228,23 @@ TEST(AppTest, ControlBytesFromAHostfileNeverReachTheTerminalRaw) {
             "directory\n");
 }
 
+TEST(AppTest, WdirIsMadeAbsoluteShownAndWarnedAboutUnderExternalLaunchers) {
+  const std::string here = std::filesystem::current_path().string();
+  for (const char* spelling : {"--wdir", "-wdir", "--wd"}) {
+    const Result r = ddlrun({"--dry-run", "-H", "a,b", spelling, "run/../data/", "prog"});
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.out.find("\nwdir:      " + here + "/data\n"), std::string::npos) << r.out;
+    EXPECT_EQ(r.err, "");
+  }
+  const Result none = ddlrun({"--dry-run", "-H", "a,b", "prog"});
+  EXPECT_EQ(none.out.find("wdir:"), std::string::npos) << none.out;
+  const Result mpirun =
+      ddlrun({"--dry-run", "-H", "a,b", "--launcher", "mpirun", "--wdir", "/data", "prog"});
+  EXPECT_EQ(mpirun.err,
+            "ddlrun: warning: --wdir is used by the local and ssh launchers only; this job uses "
+            "mpirun, whose ranks start where it puts them\n");
+}
+
 TEST(AppTest, MissingHostfileIsAClearError) {
   const Result r = ddlrun({"--dry-run", "--hostfile", "/nonexistent/hosts", "prog"});
   EXPECT_EQ(r.status, 2);

@@ -1,0 +1,7 @@
+# Issue 14 (reliability), hosts: working directories, machine identity, descriptors and logins.
+# Tests across network namespaces (tests/netns/hosts.sh) are skipped (77) unless root.
+
+# --wdir and a working directory missing on one host (ssh launcher), and --wdir locally.
+add_test(NAME launcher.wdir_netns
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/netns/wdir_test.sh $<TARGET_FILE:ddlrun>)
+set_tests_properties(launcher.wdir_netns PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 60)
