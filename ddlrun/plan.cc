@@ -13,6 +13,7 @@
 #include "hostfiles/rankfile.h"
 #include "launcher/process.h"
 #include "lsf/probe_jsrun.h"
+#include "mapper/machine.h"
 #include "mapper/probe_hwloc.h"
 #include "mapper/racks.h"
 
@@ -194,6 +195,20 @@ void gather_hardware(const Options& o, JobPlan& plan, const RemoteProbe& remote,
   }
 }
 
+/// Refuses a machine listed under two names (machine.h): by the identity its probes found, else
+/// by being this host or the same address. Throws mapper::PlacementError naming both.
+void check_distinct_machines(const JobPlan& plan, const std::vector<std::string>& local_names) {
+  std::vector<mapper::NamedHost> named;
+  named.reserve(plan.hosts.size());
+  for (const hostfiles::Host& h : plan.hosts.hosts()) {
+    mapper::NamedHost n{h.name, h.origin, {}, launcher::is_local_host(h.name, local_names)};
+    if (auto it = plan.inventories.find(h.name); it != plan.inventories.end())
+      n.identity = it->second.identity;
+    named.push_back(std::move(n));
+  }
+  mapper::check_distinct_machines(named);
+}
+
 std::string job_id_of(const Options& o, GetEnv getenv_fn, void* env_context) {
   if (!o.job_id.empty()) return o.job_id;
   for (const char* name : {"LSB_JOBID", "SLURM_JOB_ID"}) {
@@ -281,6 +296,7 @@ JobPlan make_plan(const Options& o, GetEnv getenv_fn, void* env_context,
     probed_by = "jsrun";
   }
   gather_hardware(o, plan, probe, probed_by, local_names);
+  check_distinct_machines(plan, local_names);
 
   mapper::PlaceRequest request;
   request.ranks_per_host = o.rankfile.empty() ? o.accelerators : std::nullopt;

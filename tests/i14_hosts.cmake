@@ -5,3 +5,9 @@
 add_test(NAME launcher.wdir_netns
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/netns/wdir_test.sh $<TARGET_FILE:ddlrun>)
 set_tests_properties(launcher.wdir_netns PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 60)
+
+# One machine under two names (node1 and its address, an ssh-config alias) is refused; the
+# namespace hosts, which share machine and boot id, stay distinct.
+add_test(NAME ddlrun.same_machine_netns
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/netns/same_machine_test.sh $<TARGET_FILE:ddlrun>)
+set_tests_properties(ddlrun.same_machine_netns PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 60)

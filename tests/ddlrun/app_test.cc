@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -243,6 +244,27 @@ TEST(AppTest, WdirIsMadeAbsoluteShownAndWarnedAboutUnderExternalLaunchers) {
   EXPECT_EQ(mpirun.err,
             "ddlrun: warning: --wdir is used by the local and ssh launchers only; this job uses "
             "mpirun, whose ranks start where it puts them\n");
+}
+
+TEST(AppTest, OneMachineUnderTwoNamesIsRefusedNamingBoth) {
+  // Without probing: both names are this host.
+  const Result r = ddlrun({"--dry-run", "-H", "localhost:2,127.0.0.1:2", "prog"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(r.err,
+            "ddlrun: error: '127.0.0.1' (-H) and 'localhost' (-H) are the same machine: both are "
+            "this host; list each machine once, under one name, with all its slots\n");
+  // Probed: the identity hwloc's probe of this host found, named by its host name.
+  FakeRemote remote;
+  const std::string path = write_file("same_machine.txt", "localhost slots=1\n127.0.0.2\n");
+  const Result p = ddlrun({"--dry-run", "--hostfile", path, "prog"}, {}, &remote);
+  EXPECT_EQ(p.status, 2);
+  char host[256] = {};
+  ASSERT_EQ(gethostname(host, sizeof host - 1), 0);
+  EXPECT_EQ(p.err, "ddlrun: error: '127.0.0.2' (" + path + ":2) and 'localhost' (" + path +
+                       ":1) are the same machine: their probes found one machine (the same "
+                       "machine id, boot id and network namespace, host name '" +
+                       host + "'); list each machine once, under one name, with all its slots\n");
+  EXPECT_TRUE(remote.asked.empty());
 }
 
 TEST(AppTest, MissingHostfileIsAClearError) {
