@@ -2,6 +2,7 @@
 
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 
 #include <ostream>
 
@@ -36,6 +37,16 @@ std::shared_ptr<spdlog::logger> make_logger(const Options& o, std::ostream& err)
   return logger;
 }
 
+/// Raises the soft limit on open files to the hard one: ddlrun keeps a connection (and, with
+/// the ssh launcher, a session) per host, and 1,024 would run out at a few hundred hosts, as
+/// mpirun's daemons also raise it. Agents and rank wrappers start here too.
+void raise_open_files_limit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
+  limit.rlim_cur = limit.rlim_max;
+  setrlimit(RLIMIT_NOFILE, &limit);
+}
+
 }  // namespace
 
 int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
@@ -47,6 +58,7 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
     err << "ddlrun: error: " << hostfiles::printable(what) << "\n";
     return status;
   };
+  raise_open_files_limit();
   // The modes ddlrun runs in on behalf of another ddlrun: agent of the ssh launcher, and the
   // wrapper of each rank under mpirun/srun/prterun/jsrun.
   if (!args.empty() && args.front() == "--agent") launcher::run_agent(0, 1);

@@ -179,9 +179,17 @@ void gather_hardware(const Options& o, JobPlan& plan, const RemoteProbe& remote,
     }
   }
   if (remote_hosts.empty()) return;
-  const std::vector<mapper::HostProbe> results =
-      remote ? remote(remote_hosts)
-             : mapper::probe_hosts_ssh(remote_hosts, ssh_probe_options(o, plan.job_id));
+  std::vector<mapper::HostProbe> results;
+  if (remote) {
+    results = remote(remote_hosts);
+  } else {
+    mapper::SshProbeOptions so = ssh_probe_options(o, plan.job_id);
+    if (!o.dry_run) {  // the ssh launcher runs each agent through its probe's session
+      plan.sessions = std::make_shared<mapper::SshSessions>();
+      so.keep_sessions = plan.sessions;
+    }
+    results = mapper::probe_hosts_ssh(remote_hosts, so);
+  }
   std::string failures = mapper::format_probe_failures(results);
   if (const size_t ssh = failures.find("(each must pass 'ssh -o BatchMode=yes HOST true')");
       ssh != std::string::npos && remote_name == "jsrun") {
@@ -330,6 +338,7 @@ JobPlan make_plan(const Options& o, GetEnv getenv_fn, void* env_context,
         return h.count == 0 || launcher::is_local_host(h.host, local_names);
       });
   plan.launcher = launcher::choose(*launcher::kind_from_string(o.launcher), situation);
+  if (plan.launcher.kind != launcher::Kind::kSsh) plan.sessions.reset();  // closes them
 
   for (const std::string& x : o.exports) {
     const size_t eq = x.find('=');

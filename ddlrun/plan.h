@@ -2,6 +2,7 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -46,6 +47,9 @@ struct JobPlan {
   /// empty: ddlrun's own directory.
   std::string wdir;
   std::vector<std::string> warnings;  ///< things the user should hear about, not fatal
+  /// The sessions the ssh probe logged in with, kept for the ssh launcher (one login per
+  /// host); null when nothing was probed over ssh, for a dry run, or another launcher.
+  std::shared_ptr<mapper::SshSessions> sessions;
 };
 
 /// Reads the process environment (or a test's). Returns nullopt for unset variables.

@@ -11,3 +11,9 @@ set_tests_properties(launcher.wdir_netns PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 
 add_test(NAME ddlrun.same_machine_netns
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/netns/same_machine_test.sh $<TARGET_FILE:ddlrun>)
 set_tests_properties(ddlrun.same_machine_netns PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 60)
+
+# 8 namespace hosts: a soft open-files limit of 24 is raised and the job runs; one ssh login
+# per host for probe and launch; a hard limit too low is named as such, never as a host key.
+add_test(NAME launcher.descriptors_netns
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/netns/descriptors_test.sh $<TARGET_FILE:ddlrun>)
+set_tests_properties(launcher.descriptors_netns PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 90)

@@ -1,7 +1,9 @@
 // The ssh backend: ddlrun's own multi-host launcher.
 //
-// How it works: one thread per host that has ranks. Each connects with libssh (the mapper's
-// open_ssh_session: ssh config, keys only, strict host keys, connect timeout), runs
+// How it works: one thread per host that has ranks. Each takes the session its host's probe
+// logged in with (so a host sees one login per job), or connects with libssh (the mapper's
+// open_ssh_session: ssh config, keys only, strict host keys, connect timeout; at most
+// ssh.max_parallel logins at once), runs
 // `ddlrun --agent` in an exec channel and waits for its hello. start() waits for every hello:
 // if a host failed, every channel is closed (so the agents that did start exit) and one
 // LaunchError lists each failed host with its reason. Then the job goes to every agent with
@@ -28,6 +30,7 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <semaphore>
 #include <thread>
 
 #include "launcher/external.h"
@@ -87,7 +90,8 @@ struct HostConn {
 
 class SshBackend : public Backend {
  public:
-  SshBackend(const Job& job, const LaunchOptions& options) : job_(job), options_(options) {
+  SshBackend(const Job& job, const LaunchOptions& options)
+      : job_(job), options_(options), logins_(std::max(options.ssh.max_parallel, 1)) {
     for (const comm::Host& h : job_.topology.hosts) {
       auto c = std::make_unique<HostConn>();
       c->index = h.index;
@@ -366,12 +370,30 @@ class SshBackend : public Backend {
     changed_.notify_all();
   }
 
+  /// Host `name`'s session: the one its probe logged in with (SshProbeOptions::keep_sessions),
+  /// so that each host sees one login; else a new login, at most ssh.max_parallel at once.
+  mapper::SshSession open_session(const std::string& name, std::string& endpoint) {
+    if (options_.ssh.keep_sessions) {
+      mapper::SshSessions::Kept kept = options_.ssh.keep_sessions->take(name);
+      if (kept.session && ssh_is_connected(kept.session.get())) {
+        endpoint = std::move(kept.endpoint);
+        return std::move(kept.session);
+      }
+    }
+    logins_.acquire();
+    struct Release {
+      std::counting_semaphore<>& logins;
+      ~Release() { logins.release(); }
+    } release{logins_};
+    return mapper::open_ssh_session(name, options_.ssh, &endpoint);
+  }
+
   /// One host's whole conversation, on its own thread.
   void converse(HostConn& c) {
     mapper::SshSession session;
     std::string endpoint;
     try {
-      session = mapper::open_ssh_session(c.name, options_.ssh, &endpoint);
+      session = open_session(c.name, endpoint);
     } catch (const std::exception& e) {
       fail(c, e.what());
       return;
@@ -573,6 +595,7 @@ class SshBackend : public Backend {
 
   Job job_;
   LaunchOptions options_;
+  std::counting_semaphore<> logins_;  ///< logins in flight, at most ssh.max_parallel
   std::vector<std::unique_ptr<HostConn>> hosts_;
   EventQueue* events_ = nullptr;
   std::unique_ptr<pmix_server::FenceCombiner> fences_;  ///< guarded by mutex_
