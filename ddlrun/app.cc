@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
 
+#include <cstdlib>
 #include <ostream>
 
 #include "comm/mode.h"
@@ -47,6 +48,21 @@ void raise_open_files_limit() {
   setrlimit(RLIMIT_NOFILE, &limit);
 }
 
+/// `ddlrun --probe-agent`, what the ssh probe runs when the ssh launcher will follow: this
+/// host's inventory, a line "...", then the agent on the same channel (one login shell per
+/// host for probe and launch; mapper::SshProbeOptions::keep_command).
+[[noreturn]] void probe_then_agent(std::ostream& out, std::ostream& err) {
+  try {
+    std::string text = mapper::to_yaml(mapper::probe_hwloc(mapper::ProbeOptions{}));
+    if (text.empty() || text.back() != '\n') text += '\n';
+    out << text << "...\n" << std::flush;
+  } catch (const std::exception& e) {
+    err << "ddlrun: error: " << hostfiles::printable(e.what()) << "\n" << std::flush;
+    std::exit(kExitFailure);
+  }
+  launcher::run_agent(0, 1);
+}
+
 }  // namespace
 
 int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
@@ -62,6 +78,7 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   // The modes ddlrun runs in on behalf of another ddlrun: agent of the ssh launcher, and the
   // wrapper of each rank under mpirun/srun/prterun/jsrun.
   if (!args.empty() && args.front() == "--agent") launcher::run_agent(0, 1);
+  if (!args.empty() && args.front() == "--probe-agent") probe_then_agent(out, err);
   if (!args.empty() && args.front() == "--rank-exec") {
     return launcher::rank_exec_main(std::vector<std::string>(args.begin() + 1, args.end()));
   }

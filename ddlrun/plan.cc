@@ -140,9 +140,11 @@ const std::string* xml_for(const std::vector<std::pair<std::string, std::string>
 
 /// Each host's hardware: from --host-xml, this host's hwloc (hosts named in `local_names`), or
 /// `remote`. Fills plan.inventories and plan.hardware_from; throws ProbeError listing every host
-/// that failed.
+/// that failed. Unless this is a dry run, the ssh probe's sessions are kept in plan.sessions,
+/// and when `ssh_follows` each host's agent starts in its probe's channel.
 void gather_hardware(const Options& o, JobPlan& plan, const RemoteProbe& remote,
-                     const std::string& remote_name, const std::vector<std::string>& local_names) {
+                     const std::string& remote_name, const std::vector<std::string>& local_names,
+                     bool ssh_follows) {
   if (o.no_probe) {
     for (const hostfiles::Host& h : plan.hosts.hosts())
       plan.hardware_from[h.name] = "not probed";
@@ -187,6 +189,12 @@ void gather_hardware(const Options& o, JobPlan& plan, const RemoteProbe& remote,
     if (!o.dry_run) {  // the ssh launcher runs each agent through its probe's session
       plan.sessions = std::make_shared<mapper::SshSessions>();
       so.keep_sessions = plan.sessions;
+      // Each agent starts right after its probe, in the same login shell, when the ssh
+      // launcher is the one that will run the job (else the kept channels are closed and the
+      // agents, given no job, exit).
+      if (ssh_follows) {
+        so.keep_command = quote_shell_word(self_path()) + " --probe-agent";
+      }
     }
     results = mapper::probe_hosts_ssh(remote_hosts, so);
   }
@@ -303,7 +311,14 @@ JobPlan make_plan(const Options& o, GetEnv getenv_fn, void* env_context,
     };
     probed_by = "jsrun";
   }
-  gather_hardware(o, plan, probe, probed_by, local_names);
+  // Hosts probed over ssh are remote, so the ssh launcher follows unless a batch system's does.
+  launcher::Situation remote_situation;
+  remote_situation.in_lsf_job = getenv_fn("LSB_JOBID", env_context).has_value();
+  remote_situation.in_slurm_job = getenv_fn("SLURM_JOB_ID", env_context).has_value();
+  const bool ssh_follows =
+      launcher::choose(*launcher::kind_from_string(o.launcher), remote_situation).kind ==
+      launcher::Kind::kSsh;
+  gather_hardware(o, plan, probe, probed_by, local_names, ssh_follows);
   check_distinct_machines(plan, local_names);
 
   mapper::PlaceRequest request;

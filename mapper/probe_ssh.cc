@@ -556,6 +556,10 @@ void SshSessionFree::operator()(ssh_session_struct* s) const {
   SessionFree{}(s);
 }
 
+void SshChannelFree::operator()(ssh_channel_struct* c) const {
+  ChannelFree{}(c);
+}
+
 SshSession open_ssh_session(const std::string& host, const SshProbeOptions& options,
                             std::string* endpoint_out) {
   init_libssh();
@@ -641,7 +645,61 @@ SshSession open_ssh_session(const std::string& host, const SshProbeOptions& opti
   return session;
 }
 
+/// Runs `command` (keep_command) and reads its stdout up to the line "..." that ends the
+/// inventory; the channel stays open. Output that ends first is judged as a probe's.
+Inventory probe_and_keep(const std::string& host, const SshProbeOptions& options,
+                         SshSession session, const std::string& endpoint) {
+  ssh_session s = session.get();
+  const std::string& command = options.keep_command;
+  SshChannel ch(ssh_channel_new(s));
+  if (!ch) throw ProbeError("cannot open a channel to " + endpoint + ": " + session_error(s));
+  if (ssh_channel_open_session(ch.get()) != SSH_OK) {
+    throw ProbeError("cannot open a session on " + endpoint + ": " + session_error(s));
+  }
+  if (ssh_channel_request_exec(ch.get(), command.c_str()) != SSH_OK) {
+    throw ProbeError("cannot run '" + command + "' on " + endpoint + ": " + session_error(s));
+  }
+  RemoteOutput out;
+  const Clock::time_point deadline = Clock::now() + options.command_timeout;
+  static constexpr std::string_view kEnd = "\n...\n";
+  for (;;) {
+    const int n_out = drain(s, ch.get(), 0, out.out, kMaxStdout + 1);
+    const int n_err = drain(s, ch.get(), 1, out.err, kMaxStderr);
+    if (const std::size_t end = out.out.find(kEnd); end != std::string::npos) {
+      Inventory inventory = inventory_from_probe_output(
+          host, command, RemoteOutput{0, {}, out.out.substr(0, end + 1), out.err});
+      options.keep_sessions->put(host,
+                                 SshSessions::Kept{std::move(session), endpoint, std::move(ch),
+                                                   out.out.substr(end + kEnd.size()), command});
+      return inventory;
+    }
+    if (out.out.size() > kMaxStdout) {
+      throw ProbeError("'" + command + "' printed more than " + std::to_string(kMaxStdout >> 20) +
+                       " MiB; that is not an inventory");
+    }
+    if (ssh_channel_is_eof(ch.get()) || (n_out < 0 && n_err < 0)) break;
+    if (n_out > 0 || n_err > 0) continue;
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0) {
+      throw ProbeError("timed out after " + seconds_text(options.command_timeout) +
+                       " waiting for '" + command + "' to print the inventory");
+    }
+    const int wait = static_cast<int>(std::min<std::int64_t>(left.count(), kPollSliceMs));
+    if (ssh_channel_poll_timeout(ch.get(), wait, 0) == SSH_ERROR) {
+      throw ProbeError("reading from the remote command failed: " + session_error(s));
+    }
+  }
+  out.exit_status = ssh_channel_get_exit_status(ch.get());
+  return inventory_from_probe_output(host, command, out);
+}
+
 Inventory probe_host_ssh(const std::string& host, const SshProbeOptions& options) {
+  if (options.keep_sessions && !options.keep_command.empty()) {
+    std::string endpoint;
+    SshSession session = open_ssh_session(host, options, &endpoint);
+    return probe_and_keep(host, options, std::move(session), endpoint);
+  }
   const std::string command = probe_command(options);
   if (command.empty()) throw ProbeError("no command to run: the path of ddlrun-probe is not set");
   std::string endpoint;
@@ -649,7 +707,8 @@ Inventory probe_host_ssh(const std::string& host, const SshProbeOptions& options
   Inventory inventory = inventory_from_probe_output(
       host, command, run_command(session.get(), command, endpoint, options.command_timeout));
   if (options.keep_sessions) {
-    options.keep_sessions->put(host, SshSessions::Kept{std::move(session), std::move(endpoint)});
+    options.keep_sessions->put(
+        host, SshSessions::Kept{std::move(session), std::move(endpoint), {}, {}, {}});
   }
   return inventory;
 }

@@ -15,6 +15,7 @@
 #include "mapper/probe_hwloc.h"
 
 struct ssh_session_struct;
+struct ssh_channel_struct;
 
 namespace ddl::mapper {
 
@@ -67,6 +68,11 @@ struct SshProbeOptions {
   /// ssh launcher runs its agent through it instead of logging in again (one login per host);
   /// null: sessions are closed after the probe.
   std::shared_ptr<SshSessions> keep_sessions;
+  /// With keep_sessions: a command to run instead of probe_command() that prints the inventory
+  /// and a line "...", then goes on as ddlrun's agent on the same channel (`ddlrun
+  /// --probe-agent`); the channel is kept open with the session, so that each host pays for
+  /// one login and one login shell. Empty: the probe command, and the session alone is kept.
+  std::string keep_command;
 };
 
 /// The command run on each host: remote_command, else probe_path (shell-quoted when needed).
@@ -85,6 +91,12 @@ struct SshSessionFree {
 };
 /// A connected, logged-in libssh session; used by one thread at a time.
 using SshSession = std::unique_ptr<ssh_session_struct, SshSessionFree>;
+/// Closes and frees a libssh channel.
+struct SshChannelFree {
+  void operator()(ssh_channel_struct* c) const;
+};
+/// An open exec channel of an SshSession (freed before its session).
+using SshChannel = std::unique_ptr<ssh_channel_struct, SshChannelFree>;
 
 /// Steps 1-4 of probe_host_ssh: connects to `host` (the config's HostName and Port), checks its
 /// host key and logs in with keys. Throws ProbeError with the reason alone ("connection refused
@@ -102,6 +114,11 @@ class SshSessions {
   struct Kept {
     SshSession session;
     std::string endpoint;
+    /// The channel of keep_command, its agent running (empty when the probe command ran):
+    /// and what it sent after the inventory, the start of the agent's first frame.
+    SshChannel channel;
+    std::string pending;
+    std::string command;  ///< what runs on `channel`, for messages
   };
   /// Keeps `session` for `host`, replacing (and closing) one kept before.
   void put(const std::string& host, Kept kept);

@@ -372,12 +372,14 @@ class SshBackend : public Backend {
 
   /// Host `name`'s session: the one its probe logged in with (SshProbeOptions::keep_sessions),
   /// so that each host sees one login; else a new login, at most ssh.max_parallel at once.
-  mapper::SshSession open_session(const std::string& name, std::string& endpoint) {
+  /// When the probe's channel already runs the agent (`ddlrun --probe-agent`), that too, with
+  /// the bytes the agent sent after the inventory.
+  mapper::SshSessions::Kept open_session(const std::string& name) {
     if (options_.ssh.keep_sessions) {
       mapper::SshSessions::Kept kept = options_.ssh.keep_sessions->take(name);
-      if (kept.session && ssh_is_connected(kept.session.get())) {
-        endpoint = std::move(kept.endpoint);
-        return std::move(kept.session);
+      if (kept.session && ssh_is_connected(kept.session.get()) &&
+          (!kept.channel || ssh_channel_is_open(kept.channel.get()))) {
+        return kept;
       }
     }
     logins_.acquire();
@@ -385,28 +387,33 @@ class SshBackend : public Backend {
       std::counting_semaphore<>& logins;
       ~Release() { logins.release(); }
     } release{logins_};
-    return mapper::open_ssh_session(name, options_.ssh, &endpoint);
+    mapper::SshSessions::Kept fresh;
+    fresh.session = mapper::open_ssh_session(name, options_.ssh, &fresh.endpoint);
+    return fresh;
   }
 
   /// One host's whole conversation, on its own thread.
   void converse(HostConn& c) {
-    mapper::SshSession session;
-    std::string endpoint;
+    mapper::SshSessions::Kept kept;
     try {
-      session = open_session(c.name, endpoint);
+      kept = open_session(c.name);
     } catch (const std::exception& e) {
       fail(c, e.what());
       return;
     }
+    const mapper::SshSession session = std::move(kept.session);
+    const std::string endpoint = kept.endpoint;
     ssh_session s = session.get();
-    Channel ch(ssh_channel_new(s));
-    const std::string command = shell_quote(options_.ddlrun_path) + " --agent";
-    if (!ch || ssh_channel_open_session(ch.get()) != SSH_OK ||
-        ssh_channel_request_exec(ch.get(), command.c_str()) != SSH_OK) {
+    Channel ch(kept.channel.release());  // the probe's, its agent running; freed before `session`
+    const std::string command = ch ? kept.command : shell_quote(options_.ddlrun_path) + " --agent";
+    if (!ch &&
+        (!(ch = Channel(ssh_channel_new(s))) || ssh_channel_open_session(ch.get()) != SSH_OK ||
+         ssh_channel_request_exec(ch.get(), command.c_str()) != SSH_OK)) {
       fail(c, "cannot run '" + command + "' on " + endpoint + ": " + ssh_get_error(s));
       return;
     }
     ssh::FrameReader reader;
+    reader.feed(kept.pending);
     std::string err_line;
     bool running = false;
     std::vector<int> unfinished = c.ranks;

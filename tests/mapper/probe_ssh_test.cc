@@ -153,8 +153,8 @@ TEST(DescriptorExhaustion, IsSeenWhenEveryDescriptorIsTaken) {
 TEST(SshSessions, KeepsOneSessionPerHostUntilTaken) {
   SshSessions kept;
   EXPECT_EQ(kept.take("node1").session, nullptr);
-  kept.put("node1", SshSessions::Kept{SshSession(ssh_new()), "10.0.0.1:22"});
-  kept.put("node2", SshSessions::Kept{SshSession(ssh_new()), "10.0.0.2:22"});
+  kept.put("node1", SshSessions::Kept{SshSession(ssh_new()), "10.0.0.1:22", {}, {}, {}});
+  kept.put("node2", SshSessions::Kept{SshSession(ssh_new()), "10.0.0.2:22", {}, {}, {}});
   EXPECT_EQ(kept.size(), 2u);
   SshSessions::Kept one = kept.take("node1");
   EXPECT_NE(one.session, nullptr);

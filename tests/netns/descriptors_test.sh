@@ -4,7 +4,8 @@
 #     limit to the hard one at start (it used to fail with a false "unknown host key" for 7
 #     hosts and "Too many open files" for one);
 #   - each host sees one ssh login for probe and launch together (its sshd's "Accepted
-#     publickey" lines), not one for each;
+#     publickey" lines), not one for each, and one login shell (.bashrc runs once: the agent
+#     starts in the probe's channel);
 #   - with a hard limit too low (ulimit -n 12) every host's failure says so, with the limit and
 #     the fix, and none says "unknown host key".
 #
@@ -31,6 +32,12 @@ fail() {
 hosts=$(IFS=,; echo "${NETNS_HOSTS[*]}")
 args=(--ssh-config "$NETNS_SSH_CONFIG" --launcher ssh --tag-output none -H "$hosts")
 logins() { grep -c "Accepted publickey" "$NETNS_DIR/node$1/sshd.log"; }
+# Each login shell (one per command ssh runs) counts itself in the host's own /tmp.
+root_home=$(getent passwd root | cut -d: -f6)
+for k in $(seq 1 8); do
+  netns_exec "$k" sh -c "echo 'echo x >>/tmp/login-shells' >'$root_home/.bashrc'"
+done
+shells() { netns_exec "$1" sh -c 'cat /tmp/login-shells 2>/dev/null' | wc -l; }
 declare -A before=()
 for k in $(seq 1 8); do before[$k]=$(logins "$k"); done
 "$ddlrun" "${args[@]}" true >"$out/plain" 2>"$out/plain.err"
@@ -40,6 +47,8 @@ for k in $(seq 1 8); do
   n=$(($(logins "$k") - before[$k]))
   ((n == 1)) || fail "node$k: $n ssh logins for one job (probe and launch), not 1" \
     "$NETNS_DIR/node$k/sshd.log"
+  n=$(shells "$k")
+  ((n == 1)) || fail "node$k: $n login shells for one job (probe and agent), not 1"
 done
 
 (ulimit -Sn 24 && "$ddlrun" "${args[@]}" hostname) >"$out/soft" 2>"$out/soft.err"
