@@ -17,3 +17,9 @@ set_tests_properties(ddlrun.same_machine_netns PROPERTIES SKIP_RETURN_CODE 77 TI
 add_test(NAME launcher.descriptors_netns
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/netns/descriptors_test.sh $<TARGET_FILE:ddlrun>)
 set_tests_properties(launcher.descriptors_netns PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 90)
+
+# bench/launch_compare.sh once, small (2 namespace hosts, no .bashrc sleep), so it keeps working.
+add_test(NAME bench.launch_compare_smoke
+         COMMAND ${PROJECT_SOURCE_DIR}/bench/launch_compare.sh -n 1 --hosts 2 --sleep 0
+                 --ddlrun $<TARGET_FILE:ddlrun>)
+set_tests_properties(bench.launch_compare_smoke PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120)

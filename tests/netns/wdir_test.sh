@@ -51,6 +51,14 @@ expected="ddlrun: error: cannot start the job on 1 of 2 hosts:
 [[ $(cat "$out/missing.err") == "$expected" ]] ||
   fail "missing: message is not the expected one" "$out/missing.err"
 ls "$out"/ran.* >/dev/null 2>&1 && fail "missing: a rank ran: $(ls "$out"/ran.*)"
+# The same with probing: each agent then starts in its probe's channel (ddlrun --probe-agent).
+(cd "$only_here" && "$ddlrun" --launcher ssh --ssh-config "$NETNS_SSH_CONFIG" -H node1,node2 ./prog) \
+  >"$out/missing_probed" 2>"$out/missing_probed.err"
+rc=$?
+[[ $rc == 1 ]] || fail "missing, probed: exit $rc, not 1" "$out/missing_probed.err"
+[[ $(cat "$out/missing_probed.err") == "$expected" ]] ||
+  fail "missing, probed: message is not the expected one" "$out/missing_probed.err"
+ls "$out"/ran.* >/dev/null 2>&1 && fail "missing, probed: a rank ran: $(ls "$out"/ran.*)"
 
 # 2. --wdir names a directory every host has: ./prog runs there on both hosts.
 for spelling in --wdir -wdir --wd; do
