@@ -24,7 +24,7 @@ const std::map<std::string, std::string, std::less<>> kAliases = {
     {"--H", "-H"},           {"-mode", "--mode"},         {"-accelerators", "--accelerators"},
     {"-mpiarg", "--mpiarg"}, {"-rankfile", "--rankfile"}, {"-rf", "--rankfile"},
     {"-np", "--np"},         {"-hostfile", "--hostfile"}, {"-nodes", "--nodes"},
-    {"-racks", "--racks"},   {"-aisles", "--aisles"},
+    {"-racks", "--racks"},   {"-aisles", "--aisles"},     {"-wdir", "--wdir"},
 };
 
 /// Validators whose messages say what is wrong and what is allowed (CLI11 adds "--option: ").
@@ -186,6 +186,11 @@ std::unique_ptr<CLI::App> make_app(Options& o) {
   app->add_option("-x", o.exports, "Export VAR (from this environment) or VAR=VAL to every rank")
       ->type_name("VAR[=VAL]")
       ->allow_extra_args(false)
+      ->group("Launching");
+  app->add_option("--wdir,--wd", o.wdir,
+                  "Directory ranks start in on every host (default: this one, which must then "
+                  "exist on every host; mpirun: -wdir)")
+      ->type_name("DIR")
       ->group("Launching");
   app->add_option("--timeout", o.timeout, "Stop the whole job after this many seconds (exit 124)")
       ->type_name("SECONDS")

@@ -57,7 +57,7 @@ void close_fd(int& fd) {
 
 /// What the child reports through the status pipe when a step fails.
 struct ChildFailure {
-  int step = 0;  // 1: bind CPUs, 2: exec, 3: set up
+  int step = 0;  // 1: bind CPUs, 2: exec, 3: set up, 4: enter the working directory
   int err = 0;
 };
 
@@ -96,6 +96,22 @@ std::vector<std::string> merge_environment(const std::vector<std::string>& base,
   for (const EnvVar& a : add)
     env.push_back(a.first + "=" + a.second);
   return env;
+}
+
+std::string working_directory_problem(const std::string& dir) {
+  struct stat st {};
+  int e = 0;
+  if (stat(dir.c_str(), &st) != 0) {
+    e = errno;
+  } else if (!S_ISDIR(st.st_mode)) {
+    e = ENOTDIR;
+  } else if (access(dir.c_str(), X_OK) != 0) {
+    e = errno;
+  }
+  if (e == 0) return "";
+  const std::string what = e == ENOENT ? "is missing" : "cannot be entered";
+  return "working directory " + dir + " " + what + " (" + errno_text(e) +
+         "): create it there, or give --wdir DIR naming a directory every host has";
 }
 
 std::string resolve_program(const std::string& program, const std::vector<std::string>& env,
@@ -166,7 +182,16 @@ void ProcessSet::wake() {
 
 void ProcessSet::start(int id, const SpawnSpec& spec, std::string_view where) {
   if (spec.argv.empty()) throw LaunchError(std::string(where) + ": no program to run");
-  const std::string path = resolve_program(spec.argv[0], spec.env, where);
+  if (!spec.cwd.empty()) {
+    if (const std::string problem = working_directory_problem(spec.cwd); !problem.empty()) {
+      throw LaunchError(where.empty() ? problem : std::string(where) + ": " + problem);
+    }
+  }
+  // A relative program path ("./train") names a file of the directory the process starts in.
+  const bool relative = spec.argv[0].find('/') != std::string::npos && spec.argv[0][0] != '/';
+  const std::string path =
+      resolve_program(relative && !spec.cwd.empty() ? spec.cwd + "/" + spec.argv[0] : spec.argv[0],
+                      spec.env, where);
   std::vector<char*> argv;
   for (const std::string& a : spec.argv)
     argv.push_back(const_cast<char*>(a.c_str()));
@@ -233,6 +258,11 @@ void ProcessSet::start(int id, const SpawnSpec& spec, std::string_view where) {
       [[maybe_unused]] ssize_t n = write(status[1], &f, sizeof f);
       _exit(127);
     }
+    if (!spec.cwd.empty() && chdir(spec.cwd.c_str()) != 0) {
+      f = {4, errno};
+      [[maybe_unused]] ssize_t n = write(status[1], &f, sizeof f);
+      _exit(127);
+    }
     if (mask != nullptr && sched_setaffinity(0, mask_size, mask) != 0) {
       f = {1, errno};
       [[maybe_unused]] ssize_t n = write(status[1], &f, sizeof f);
@@ -265,6 +295,10 @@ void ProcessSet::start(int id, const SpawnSpec& spec, std::string_view where) {
       throw LaunchError(prefix + "cannot bind '" + spec.argv[0] + "' to CPUs " + spec.cpus.str() +
                         ": " + errno_text(f.err) +
                         " (are those CPUs online and allowed here? see --no-probe)");
+    }
+    if (f.step == 4) {
+      throw LaunchError(prefix + "cannot enter working directory " + spec.cwd + ": " +
+                        errno_text(f.err));
     }
     throw LaunchError(prefix + "cannot run '" + spec.argv[0] + "': " + errno_text(f.err),
                       f.err == ENOENT ? 127 : 126);

@@ -24,7 +24,13 @@ struct SpawnSpec {
   std::vector<std::string> env;   ///< the whole environment, "NAME=value" each
   comm::CpuSet cpus;              ///< bind to these PUs; empty: inherit ddlrun's
   bool pipe_stdin = false;        ///< a pipe (write_stdin); otherwise /dev/null
+  std::string cwd;                ///< the directory it starts in; empty: this process's
 };
+
+/// Why processes cannot start in directory `dir` on this host, or "" when they can: "working
+/// directory /data/run is missing (No such file or directory): create it there, or give --wdir
+/// DIR naming a directory every host has". The text names neither the host nor the program.
+std::string working_directory_problem(const std::string& dir);
 
 /// The process environment as "NAME=value" strings, with `add` set (replacing same names).
 std::vector<std::string> merge_environment(const std::vector<std::string>& base,

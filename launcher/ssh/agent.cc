@@ -190,6 +190,19 @@ std::string ssh_connection_field(int index) {
   return s.substr(pos, s.find(' ', pos) - pos);
 }
 
+/// Enters the directory the job's ranks start in (ddlrun's own, or --wdir), which must exist
+/// here: a missing one is reported before anything starts on any host, never replaced by the
+/// login directory (a relative "./train" would then fail as "no such file" without saying
+/// why). Returns the problem, or "" once entered.
+std::string enter_working_directory(const Job& job) {
+  if (job.cwd.empty()) return "";
+  if (std::string problem = working_directory_problem(job.cwd); !problem.empty()) return problem;
+  if (chdir(job.cwd.c_str()) != 0) {
+    return "cannot enter working directory " + job.cwd + ": " + std::strerror(errno);
+  }
+  return "";
+}
+
 int Agent::run() {
   signal(SIGPIPE, SIG_IGN);
   const int master_port = free_tcp_port();
@@ -228,11 +241,8 @@ int Agent::run() {
     return fail(1, std::string("cannot read the job: ") + e.what() +
                        " (is ddlrun the same version on every host?)");
   }
-  // Ranks start where ddlrun was started, when that directory exists here too.
-  if (!job.cwd.empty() && chdir(job.cwd.c_str()) != 0) {
-    const char* home = std::getenv("HOME");
-    if (home != nullptr) [[maybe_unused]]
-      int ignored = chdir(home);
+  if (const std::string problem = enter_working_directory(job); !problem.empty()) {
+    return fail(1, problem);
   }
   const comm::Host* me = job.topology.find_host(host_index);
   const std::string where = me != nullptr ? me->name : host_name();

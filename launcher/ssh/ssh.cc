@@ -1,7 +1,9 @@
 // The ssh backend: ddlrun's own multi-host launcher.
 //
-// How it works: one thread per host that has ranks. Each connects with libssh (the mapper's
-// open_ssh_session: ssh config, keys only, strict host keys, connect timeout), runs
+// How it works: one thread per host that has ranks. Each takes the session its host's probe
+// logged in with (so a host sees one login per job), or connects with libssh (the mapper's
+// open_ssh_session: ssh config, keys only, strict host keys, connect timeout; at most
+// ssh.max_parallel logins at once), runs
 // `ddlrun --agent` in an exec channel and waits for its hello. start() waits for every hello:
 // if a host failed, every channel is closed (so the agents that did start exit) and one
 // LaunchError lists each failed host with its reason. Then the job goes to every agent with
@@ -31,6 +33,7 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <semaphore>
 #include <thread>
 
 #include "launcher/external.h"
@@ -79,6 +82,7 @@ struct HostConn {
   int status = 1;     ///< kFailed: ddlrun's exit status for it
   // The hello.
   std::string reached_address;
+  bool answered = false;  ///< its agent said hello: the ssh login worked
   int master_port = 0;
   int ddl_port = 0;
   std::string job_frame;  ///< set by start() when the job may be sent
@@ -90,7 +94,8 @@ struct HostConn {
 
 class SshBackend : public Backend {
  public:
-  SshBackend(const Job& job, const LaunchOptions& options) : job_(job), options_(options) {
+  SshBackend(const Job& job, const LaunchOptions& options)
+      : job_(job), options_(options), logins_(std::max(options.ssh.max_parallel, 1)) {
     for (const comm::Host& h : job_.topology.hosts) {
       auto c = std::make_unique<HostConn>();
       c->index = h.index;
@@ -341,11 +346,13 @@ class SshBackend : public Backend {
     std::string message;
     int status = 1;
     int failed = 0;
+    bool unreached = false;  // some host failed before its agent answered
     {
       std::lock_guard lock(mutex_);
       for (auto& h : hosts_) {
         if (h->phase != Phase::kFailed) continue;
         ++failed;
+        unreached = unreached || !h->answered;
         message += "\n  " + h->name + ": " + h->error;
         if (status == 1) status = h->status;
       }
@@ -356,7 +363,7 @@ class SshBackend : public Backend {
     std::string next;
     if (status == 127) {
       next = "\ninstall the program on those hosts at the same path, or give its full path";
-    } else if (status == 1) {
+    } else if (status == 1 && unreached) {
       next =
           "\nfix them (each must pass 'ssh -o BatchMode=yes HOST ddlrun --version'), or leave "
           "them out of the host list";
@@ -383,25 +390,50 @@ class SshBackend : public Backend {
     changed_.notify_all();
   }
 
+  /// Host `name`'s session: the one its probe logged in with (SshProbeOptions::keep_sessions),
+  /// so that each host sees one login; else a new login, at most ssh.max_parallel at once.
+  /// When the probe's channel already runs the agent (`ddlrun --probe-agent`), that too, with
+  /// the bytes the agent sent after the inventory.
+  mapper::SshSessions::Kept open_session(const std::string& name) {
+    if (options_.ssh.keep_sessions) {
+      mapper::SshSessions::Kept kept = options_.ssh.keep_sessions->take(name);
+      if (kept.session && ssh_is_connected(kept.session.get()) &&
+          (!kept.channel || ssh_channel_is_open(kept.channel.get()))) {
+        return kept;
+      }
+    }
+    logins_.acquire();
+    struct Release {
+      std::counting_semaphore<>& logins;
+      ~Release() { logins.release(); }
+    } release{logins_};
+    mapper::SshSessions::Kept fresh;
+    fresh.session = mapper::open_ssh_session(name, options_.ssh, &fresh.endpoint);
+    return fresh;
+  }
+
   /// One host's whole conversation, on its own thread.
   void converse(HostConn& c) {
-    mapper::SshSession session;
-    std::string endpoint;
+    mapper::SshSessions::Kept kept;
     try {
-      session = mapper::open_ssh_session(c.name, options_.ssh, &endpoint);
+      kept = open_session(c.name);
     } catch (const std::exception& e) {
       fail(c, e.what());
       return;
     }
+    const mapper::SshSession session = std::move(kept.session);
+    const std::string endpoint = kept.endpoint;
     ssh_session s = session.get();
-    Channel ch(ssh_channel_new(s));
-    const std::string command = shell_quote(options_.ddlrun_path) + " --agent";
-    if (!ch || ssh_channel_open_session(ch.get()) != SSH_OK ||
-        ssh_channel_request_exec(ch.get(), command.c_str()) != SSH_OK) {
+    Channel ch(kept.channel.release());  // the probe's, its agent running; freed before `session`
+    const std::string command = ch ? kept.command : shell_quote(options_.ddlrun_path) + " --agent";
+    if (!ch &&
+        (!(ch = Channel(ssh_channel_new(s))) || ssh_channel_open_session(ch.get()) != SSH_OK ||
+         ssh_channel_request_exec(ch.get(), command.c_str()) != SSH_OK)) {
       fail(c, "cannot run '" + command + "' on " + endpoint + ": " + ssh_get_error(s));
       return;
     }
     ssh::FrameReader reader;
+    reader.feed(kept.pending);
     std::string err_line;
     bool running = false;
     std::vector<int> unfinished = c.ranks;
@@ -517,6 +549,7 @@ class SshBackend : public Backend {
               {
                 std::lock_guard lock(mutex_);
                 c.reached_address = reached;
+                c.answered = true;
                 c.master_port = mp;
                 c.ddl_port = dp;
               }
@@ -603,6 +636,7 @@ class SshBackend : public Backend {
 
   Job job_;
   LaunchOptions options_;
+  std::counting_semaphore<> logins_;  ///< logins in flight, at most ssh.max_parallel
   std::vector<std::unique_ptr<HostConn>> hosts_;
   EventQueue* events_ = nullptr;
   std::unique_ptr<pmix_server::FenceCombiner> fences_;  ///< guarded by mutex_
