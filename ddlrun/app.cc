@@ -2,7 +2,9 @@
 
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 
+#include <cstdlib>
 #include <ostream>
 
 #include "comm/mode.h"
@@ -36,17 +38,47 @@ std::shared_ptr<spdlog::logger> make_logger(const Options& o, std::ostream& err)
   return logger;
 }
 
+/// Raises the soft limit on open files to the hard one: ddlrun keeps a connection (and, with
+/// the ssh launcher, a session) per host, and 1,024 would run out at a few hundred hosts, as
+/// mpirun's daemons also raise it. Agents and rank wrappers start here too.
+void raise_open_files_limit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
+  limit.rlim_cur = limit.rlim_max;
+  setrlimit(RLIMIT_NOFILE, &limit);
+}
+
+/// `ddlrun --probe-agent`, what the ssh probe runs when the ssh launcher will follow: this
+/// host's inventory, a line "...", then the agent on the same channel (one login shell per
+/// host for probe and launch; mapper::SshProbeOptions::keep_command).
+[[noreturn]] void probe_then_agent(std::ostream& out, std::ostream& err) {
+  try {
+    std::string text = mapper::to_yaml(mapper::probe_hwloc(mapper::ProbeOptions{}));
+    if (text.empty() || text.back() != '\n') text += '\n';
+    out << text << "...\n" << std::flush;
+  } catch (const std::exception& e) {
+    err << "ddlrun: error: " << hostfiles::printable(e.what()) << "\n" << std::flush;
+    std::exit(kExitFailure);
+  }
+  launcher::run_agent(0, 1);
+}
+
 }  // namespace
 
 int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
         hostfiles::GetEnv getenv_fn, void* env_context, const RemoteProbe& remote) {
+  // Host names, paths and program names come from the user and from other hosts: what ddlrun
+  // prints of them goes through hostfiles::printable, so that no control byte reaches the
+  // terminal raw.
   auto error = [&](const std::string& what, int status) {
-    err << "ddlrun: error: " << what << "\n";
+    err << "ddlrun: error: " << hostfiles::printable(what) << "\n";
     return status;
   };
+  raise_open_files_limit();
   // The modes ddlrun runs in on behalf of another ddlrun: agent of the ssh launcher, and the
   // wrapper of each rank under mpirun/srun/prterun/jsrun.
   if (!args.empty() && args.front() == "--agent") launcher::run_agent(0, 1);
+  if (!args.empty() && args.front() == "--probe-agent") probe_then_agent(out, err);
   if (!args.empty() && args.front() == "--rank-exec") {
     return launcher::rank_exec_main(std::vector<std::string>(args.begin() + 1, args.end()));
   }
@@ -64,16 +96,17 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
     }
     const JobPlan plan = make_plan(o, getenv_fn, env_context, remote);
     for (const std::string& w : plan.warnings)
-      log->warn("{}", w);
-    log->info("{} ranks on {}; hosts from {}", plan.placement.ranks, plan.placement.describe(),
-              plan.hosts_from);
+      log->warn("{}", hostfiles::printable(w));
+    log->info("{} ranks on {}; hosts from {}", plan.placement.ranks,
+              hostfiles::printable(plan.placement.describe()),
+              hostfiles::printable(plan.hosts_from));
     log->info("launcher {}: {}", launcher::to_string(plan.launcher.kind), plan.launcher.reason);
     if (!o.topology_file.empty()) {
       comm::write_topology_file(plan.topology, o.topology_file);
-      log->info("topology file written to {}", o.topology_file);
+      log->info("topology file written to {}", hostfiles::printable(o.topology_file));
     }
     if (o.dry_run) {
-      out << render_plan(plan, o);
+      out << hostfiles::printable(render_plan(plan, o));
       return kExitOk;
     }
     return launch(plan, o, *log);

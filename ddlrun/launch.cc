@@ -102,7 +102,7 @@ launcher::Job make_job(const JobPlan& plan, const std::string& topology_path) {
   job.topology_path = topology_path;
   job.token = launcher::make_token();
   std::error_code ec;
-  job.cwd = std::filesystem::current_path(ec).string();
+  job.cwd = plan.wdir.empty() ? std::filesystem::current_path(ec).string() : plan.wdir;
   job.cores.assign(plan.topology.ranks.size(), 0);
   for (const comm::RankPlacement& r : plan.topology.ranks) {
     const comm::Host* h = plan.topology.find_host(r.host);
@@ -138,6 +138,7 @@ int launch(const JobPlan& plan, const Options& o, spdlog::logger& log) {
   launcher::LaunchOptions lo;
   lo.ddlrun_path = self_path();
   lo.ssh = ssh_probe_options(o, plan.job_id);
+  lo.ssh.keep_sessions = plan.sessions;
   lo.mpiargs = plan.mpiargs;
   lo.work_dir = work.path();
   lo.environ = launcher::current_environment();

@@ -1,5 +1,7 @@
 #include "ddlrun/options.h"
 
+#include <sys/stat.h>
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <array>
@@ -22,7 +24,7 @@ const std::map<std::string, std::string, std::less<>> kAliases = {
     {"--H", "-H"},           {"-mode", "--mode"},         {"-accelerators", "--accelerators"},
     {"-mpiarg", "--mpiarg"}, {"-rankfile", "--rankfile"}, {"-rf", "--rankfile"},
     {"-np", "--np"},         {"-hostfile", "--hostfile"}, {"-nodes", "--nodes"},
-    {"-racks", "--racks"},   {"-aisles", "--aisles"},
+    {"-racks", "--racks"},   {"-aisles", "--aisles"},     {"-wdir", "--wdir"},
 };
 
 /// Validators whose messages say what is wrong and what is allowed (CLI11 adds "--option: ").
@@ -185,6 +187,11 @@ std::unique_ptr<CLI::App> make_app(Options& o) {
       ->type_name("VAR[=VAL]")
       ->allow_extra_args(false)
       ->group("Launching");
+  app->add_option("--wdir,--wd", o.wdir,
+                  "Directory ranks start in on every host (default: this one, which must then "
+                  "exist on every host; mpirun: -wdir)")
+      ->type_name("DIR")
+      ->group("Launching");
   app->add_option("--timeout", o.timeout, "Stop the whole job after this many seconds (exit 124)")
       ->type_name("SECONDS")
       ->check(positive_seconds)
@@ -338,6 +345,12 @@ ParsedCommandLine parse_command_line(const std::vector<std::string>& args) {
     throw UsageError("no program to run; usage: ddlrun [options] [--] program [args...]");
   }
   if (o.quiet && o.verbosity > 0) throw UsageError("-q and -v contradict each other; give one");
+  struct stat st {};
+  if (!o.output_dir.empty() && stat(o.output_dir.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
+    throw UsageError("--output-dir " + o.output_dir +
+                     ": exists and is not a directory; name a directory (ddlrun creates it "
+                     "when missing)");
+  }
   return result;
 }
 

@@ -23,6 +23,7 @@ struct Options {
   std::string jsrun_mode = "erf";    ///< --jsrun-mode: erf (resource file) or rs (resource sets)
   std::string smpiargs;              ///< --smpiargs: jsrun's --smpiargs value; empty: none
   std::vector<std::string> exports;  ///< each -x value: "VAR" or "VAR=VAL"
+  std::string wdir;                  ///< --wdir: where ranks start on every host; empty: here
   bool tcp = false;
   std::string nic;            ///< --nic, NCCL_SOCKET_IFNAME syntax
   std::optional<int> nodes;   ///< --nodes: hosts per rack

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <filesystem>
 #include <stdexcept>
 #include <tuple>
 
@@ -12,6 +13,7 @@
 #include "hostfiles/rankfile.h"
 #include "launcher/process.h"
 #include "lsf/probe_jsrun.h"
+#include "mapper/machine.h"
 #include "mapper/probe_hwloc.h"
 #include "mapper/racks.h"
 
@@ -138,9 +140,11 @@ const std::string* xml_for(const std::vector<std::pair<std::string, std::string>
 
 /// Each host's hardware: from --host-xml, this host's hwloc (hosts named in `local_names`), or
 /// `remote`. Fills plan.inventories and plan.hardware_from; throws ProbeError listing every host
-/// that failed.
+/// that failed. Unless this is a dry run, the ssh probe's sessions are kept in plan.sessions,
+/// and when `ssh_follows` each host's agent starts in its probe's channel.
 void gather_hardware(const Options& o, JobPlan& plan, const RemoteProbe& remote,
-                     const std::string& remote_name, const std::vector<std::string>& local_names) {
+                     const std::string& remote_name, const std::vector<std::string>& local_names,
+                     bool ssh_follows) {
   if (o.no_probe) {
     for (const hostfiles::Host& h : plan.hosts.hosts())
       plan.hardware_from[h.name] = "not probed";
@@ -177,9 +181,23 @@ void gather_hardware(const Options& o, JobPlan& plan, const RemoteProbe& remote,
     }
   }
   if (remote_hosts.empty()) return;
-  const std::vector<mapper::HostProbe> results =
-      remote ? remote(remote_hosts)
-             : mapper::probe_hosts_ssh(remote_hosts, ssh_probe_options(o, plan.job_id));
+  std::vector<mapper::HostProbe> results;
+  if (remote) {
+    results = remote(remote_hosts);
+  } else {
+    mapper::SshProbeOptions so = ssh_probe_options(o, plan.job_id);
+    if (!o.dry_run) {  // the ssh launcher runs each agent through its probe's session
+      plan.sessions = std::make_shared<mapper::SshSessions>();
+      so.keep_sessions = plan.sessions;
+      // Each agent starts right after its probe, in the same login shell, when the ssh
+      // launcher is the one that will run the job (else the kept channels are closed and the
+      // agents, given no job, exit).
+      if (ssh_follows) {
+        so.keep_command = quote_shell_word(self_path()) + " --probe-agent";
+      }
+    }
+    results = mapper::probe_hosts_ssh(remote_hosts, so);
+  }
   std::string failures = mapper::format_probe_failures(results);
   if (const size_t ssh = failures.find("(each must pass 'ssh -o BatchMode=yes HOST true')");
       ssh != std::string::npos && remote_name == "jsrun") {
@@ -191,6 +209,20 @@ void gather_hardware(const Options& o, JobPlan& plan, const RemoteProbe& remote,
     plan.inventories[r.host] = *r.inventory;
     plan.hardware_from[r.host] = r.cached ? remote_name + " (cached)" : remote_name;
   }
+}
+
+/// Refuses a machine listed under two names (machine.h): by the identity its probes found, else
+/// by being this host or the same address. Throws mapper::PlacementError naming both.
+void check_distinct_machines(const JobPlan& plan, const std::vector<std::string>& local_names) {
+  std::vector<mapper::NamedHost> named;
+  named.reserve(plan.hosts.size());
+  for (const hostfiles::Host& h : plan.hosts.hosts()) {
+    mapper::NamedHost n{h.name, h.origin, {}, launcher::is_local_host(h.name, local_names)};
+    if (auto it = plan.inventories.find(h.name); it != plan.inventories.end())
+      n.identity = it->second.identity;
+    named.push_back(std::move(n));
+  }
+  mapper::check_distinct_machines(named);
 }
 
 std::string job_id_of(const Options& o, GetEnv getenv_fn, void* env_context) {
@@ -279,7 +311,15 @@ JobPlan make_plan(const Options& o, GetEnv getenv_fn, void* env_context,
     };
     probed_by = "jsrun";
   }
-  gather_hardware(o, plan, probe, probed_by, local_names);
+  // Hosts probed over ssh are remote, so the ssh launcher follows unless a batch system's does.
+  launcher::Situation remote_situation;
+  remote_situation.in_lsf_job = getenv_fn("LSB_JOBID", env_context).has_value();
+  remote_situation.in_slurm_job = getenv_fn("SLURM_JOB_ID", env_context).has_value();
+  const bool ssh_follows =
+      launcher::choose(*launcher::kind_from_string(o.launcher), remote_situation).kind ==
+      launcher::Kind::kSsh;
+  gather_hardware(o, plan, probe, probed_by, local_names, ssh_follows);
+  check_distinct_machines(plan, local_names);
 
   mapper::PlaceRequest request;
   request.ranks_per_host = o.rankfile.empty() ? o.accelerators : std::nullopt;
@@ -313,6 +353,7 @@ JobPlan make_plan(const Options& o, GetEnv getenv_fn, void* env_context,
         return h.count == 0 || launcher::is_local_host(h.host, local_names);
       });
   plan.launcher = launcher::choose(*launcher::kind_from_string(o.launcher), situation);
+  if (plan.launcher.kind != launcher::Kind::kSsh) plan.sessions.reset();  // closes them
 
   for (const std::string& x : o.exports) {
     const size_t eq = x.find('=');
@@ -337,6 +378,17 @@ JobPlan make_plan(const Options& o, GetEnv getenv_fn, void* env_context,
         plan.mpiargs.push_back(std::move(w));
     } catch (const std::invalid_argument& e) {
       throw UsageError(std::string("--mpiarg: ") + e.what());
+    }
+  }
+  if (!o.wdir.empty()) {
+    std::error_code ec;
+    plan.wdir = std::filesystem::absolute(o.wdir, ec).lexically_normal().string();
+    if (plan.wdir.size() > 1 && plan.wdir.back() == '/') plan.wdir.pop_back();
+    if (plan.launcher.kind != launcher::Kind::kLocal &&
+        plan.launcher.kind != launcher::Kind::kSsh) {
+      plan.warnings.push_back("--wdir is used by the local and ssh launchers only; this job uses " +
+                              std::string(launcher::to_string(plan.launcher.kind)) +
+                              ", whose ranks start where it puts them");
     }
   }
   if (!plan.mpiargs.empty() && plan.launcher.kind != launcher::Kind::kMpirun) {

@@ -2,6 +2,7 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -42,7 +43,13 @@ struct JobPlan {
   std::vector<std::pair<std::string, std::string>> exports;  ///< -x, in order, values resolved
   std::vector<std::string> mpiargs;                          ///< --mpiarg, split into words
   std::vector<std::string> program;
+  /// --wdir made absolute (against ddlrun's directory): where ranks start on every host;
+  /// empty: ddlrun's own directory.
+  std::string wdir;
   std::vector<std::string> warnings;  ///< things the user should hear about, not fatal
+  /// The sessions the ssh probe logged in with, kept for the ssh launcher (one login per
+  /// host); null when nothing was probed over ssh, for a dry run, or another launcher.
+  std::shared_ptr<mapper::SshSessions> sessions;
 };
 
 /// Reads the process environment (or a test's). Returns nullopt for unset variables.

@@ -330,6 +330,7 @@ std::string render_text(const JobPlan& plan, const Options& o) {
       << "\n";
   if (o.timeout) out << "timeout:   " << number(*o.timeout) << " s\n";
   if (!plan.mpiargs.empty()) out << "mpiargs:   " << quote_shell_words(plan.mpiargs) << "\n";
+  if (!plan.wdir.empty()) out << "wdir:      " << quote_shell_word(plan.wdir) << "\n";
   out << "env:       DDL_OPTIONS=\"-mode " << plan.mode.str() << "\"";
   for (const auto& [k, v] : plan.exports)
     out << " " << k << "=" << quote_shell_word(v);
@@ -453,6 +454,7 @@ Value plan_document(const JobPlan& plan, const Options& o) {
       {"topology_file", o.topology_file.empty() ? Value() : Value(o.topology_file)},
       {"timeout", o.timeout ? Value(*o.timeout) : Value()},
       {"mpiargs", strings(plan.mpiargs)},
+      {"wdir", plan.wdir.empty() ? Value() : Value(plan.wdir)},
       {"environment", std::move(env)},
       {"program", strings(plan.program)},
       {"notes", std::move(notes)},

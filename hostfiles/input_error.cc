@@ -17,18 +17,55 @@ std::string Position::str() const {
 
 namespace {
 
-std::string format(const Position& where, const std::string& message, int length) {
-  std::string text = where.str() + ": " + message;
-  if (where.line_text.empty() || where.column <= 0) return text;
-  text += "\n  " + where.line_text + "\n  ";
-  // Keep tabs so the caret lines up under the same column however the terminal expands them.
-  const size_t col = static_cast<size_t>(where.column - 1);
+/// How many characters byte `i` of `text` takes once printable() wrote it: 4 for an escaped
+/// control ("\x1b"), else 1.
+size_t shown_width(std::string_view text, size_t i);
+
+/// The line under an error: the caret below the character at `column` however printable()
+/// widened what comes before it, tildes for the rest of `length`; tabs kept so that the caret
+/// lines up however the terminal expands them.
+std::string caret_line(std::string_view line, size_t column, int length) {
+  std::string text;
+  const size_t col = column - 1;
   for (size_t i = 0; i < col; ++i) {
-    text += (i < where.line_text.size() && where.line_text[i] == '\t') ? '\t' : ' ';
+    if (i < line.size() && line[i] == '\t') {
+      text += '\t';
+    } else {
+      text.append(i < line.size() ? shown_width(line, i) : 1, ' ');
+    }
   }
+  size_t marks = 0;
+  for (size_t i = col; i < col + static_cast<size_t>(length < 1 ? 1 : length); ++i)
+    marks += i < line.size() ? shown_width(line, i) : 1;
   text += '^';
-  if (length > 1) text.append(static_cast<size_t>(length - 1), '~');
+  if (marks > 1) text.append(marks - 1, '~');
   return text;
+}
+
+std::string format(const Position& where, const std::string& message, int length) {
+  std::string text = printable(where.str() + ": " + message, /*keep_layout=*/false);
+  if (where.line_text.empty() || where.column <= 0) return text;
+  text += "\n  " + printable(where.line_text) + "\n  ";
+  text += caret_line(where.line_text, static_cast<size_t>(where.column), length);
+  return text;
+}
+
+/// True for byte `i` of `text` when it is a control character printable() escapes; `layout`
+/// counts newlines and tabs as controls too.
+bool is_control_at(std::string_view text, size_t i, bool layout) {
+  const auto c = static_cast<unsigned char>(text[i]);
+  if (c == '\n' || c == '\t') return layout;
+  if (c < 0x20 || c == 0x7f) return true;
+  // C1 controls in UTF-8: 0xc2 followed by 0x80-0x9f (both bytes are escaped).
+  const auto at = [&](size_t k) {
+    return k < text.size() ? static_cast<unsigned char>(text[k]) : 0;
+  };
+  if (c == 0xc2 && at(i + 1) >= 0x80 && at(i + 1) <= 0x9f) return true;
+  return c >= 0x80 && c <= 0x9f && i > 0 && at(i - 1) == 0xc2;
+}
+
+size_t shown_width(std::string_view text, size_t i) {
+  return is_control_at(text, i, false) ? 4 : 1;
 }
 
 char lower(char c) {
@@ -53,6 +90,23 @@ size_t edit_distance(std::string_view a, std::string_view b) {
 }
 
 }  // namespace
+
+std::string printable(std::string_view text, bool keep_layout) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (!is_control_at(text, i, !keep_layout)) {
+      out += text[i];
+      continue;
+    }
+    const auto u = static_cast<unsigned char>(text[i]);
+    out += "\\x";
+    out += kHex[u >> 4];
+    out += kHex[u & 0xf];
+  }
+  return out;
+}
 
 InputError::InputError(Position where, std::string message, int length)
     : std::runtime_error(format(where, message, length)),

@@ -30,6 +30,8 @@ struct Position {
 ///
 /// The first line is "<position>: <message>"; when the position has line text, the line follows,
 /// indented by two spaces, with a caret under `column` and tildes for the rest of `length`.
+/// what() shows control characters of the input as printable() writes them ("\x1b"), the caret
+/// still under the character it points at; where() and message() keep the text as it was.
 class InputError : public std::runtime_error {
  public:
   InputError(Position where, std::string message, int length = 1);
@@ -42,6 +44,12 @@ class InputError : public std::runtime_error {
   Position where_;
   std::string message_;
 };
+
+/// `text` safe to print on a terminal: control characters (0x00-0x1f, 0x7f, and the C1
+/// controls U+0080-U+009F written in UTF-8) are written C-style as "\x1b", so that a name read
+/// from a file cannot move the cursor, recolour or retitle the terminal, or hide text. Newlines
+/// and tabs are kept when `keep_layout` is true; other bytes, UTF-8 letters included, pass.
+std::string printable(std::string_view text, bool keep_layout = true);
 
 /// The candidate closest to `word` by edit distance, if it is close enough to be a likely typo
 /// (distance <= 2, and less than the word's length). Comparison ignores ASCII case.

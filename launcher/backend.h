@@ -1,8 +1,11 @@
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -49,7 +52,8 @@ enum class Stream { kStdout, kStderr };
 /// Something that happened to the job.
 struct Event {
   enum class Type {
-    kOutput,       ///< `data` is one line a process printed on `stream`, without its '\n'
+    kOutput,       ///< `data` is bytes a process printed on `stream`: any part of its output, lines
+                   ///< or not (a whole message of ddlrun's own ends with '\n')
     kExit,         ///< process `rank` ended with `status`
     kHostFailure,  ///< host `host` was lost (`data` says why): its unfinished ranks are gone
     kSignal,       ///< ddlrun received signal `status.signal` (the supervisor's own events)
@@ -63,30 +67,106 @@ struct Event {
   ExitStatus status;
 };
 
-/// A thread-safe queue of events: many producers, one consumer.
+/// A thread-safe queue of events: many producers, one consumer. Output is bounded by the
+/// producers: a producer stops reading its source while output_full() and goes on when room
+/// appears (wait_for_room(), or a waker). Other events are never held back by output: a
+/// consumer that cannot take output now takes the others past it (pop(deadline, false)).
 class EventQueue {
  public:
+  /// Bytes of queued output (with each event's own size) at which output_full() says stop;
+  /// producers go on below half.
+  static constexpr size_t kOutputLimit = size_t{4} << 20;
+
+  /// Queues `event`; never blocks.
   void push(Event event) {
     {
       std::lock_guard lock(mutex_);
-      events_.push_back(std::move(event));
+      const bool output = event.type == Event::Type::kOutput;
+      if (output) output_bytes_ += cost(event);
+      (output ? output_ : others_).push_back({next_seq_++, std::move(event)});
     }
     ready_.notify_one();
   }
-  /// The next event, or nullopt when none came before `deadline`.
-  std::optional<Event> pop(std::chrono::steady_clock::time_point deadline) {
+  /// The next event in the order they came, or nullopt when none came before `deadline`.
+  /// Without `take_output`, output stays queued and only the other events come out.
+  std::optional<Event> pop(std::chrono::steady_clock::time_point deadline,
+                           bool take_output = true) {
     std::unique_lock lock(mutex_);
-    if (!ready_.wait_until(lock, deadline, [this] { return !events_.empty(); }))
+    if (!ready_.wait_until(lock, deadline,
+                           [&] { return !others_.empty() || (take_output && !output_.empty()); })) {
       return std::nullopt;
-    Event e = std::move(events_.front());
-    events_.pop_front();
+    }
+    const bool output = take_output && !output_.empty() &&
+                        (others_.empty() || output_.front().seq < others_.front().seq);
+    std::deque<Queued>& from = output ? output_ : others_;
+    Event e = std::move(from.front().event);
+    from.pop_front();
+    if (output) {
+      output_bytes_ -= cost(e);
+      if (room_wanted_ && output_bytes_ < kOutputLimit / 2) {
+        room_wanted_ = false;
+        room_.notify_all();
+        for (auto& [token, waker] : wakers_)
+          waker();
+      }
+    }
     return e;
+  }
+  /// True while kOutputLimit bytes of output or more are queued: stop reading output.
+  bool output_full() {
+    std::lock_guard lock(mutex_);
+    return full_locked();
+  }
+  /// Waits until output_full() is false or `deadline`; returns !output_full().
+  bool wait_for_room(std::chrono::steady_clock::time_point deadline) {
+    std::unique_lock lock(mutex_);
+    return room_.wait_until(lock, deadline, [this] { return !full_locked(); });
+  }
+  /// Calls `waker` (on the consumer's thread, with the queue locked: it must only wake its
+  /// producer, e.g. write to a pipe) each time room appears after output_full() said true.
+  /// Returns the token that remove_waker() takes.
+  int add_waker(std::function<void()> waker) {
+    std::lock_guard lock(mutex_);
+    wakers_.emplace_back(next_token_, std::move(waker));
+    return next_token_++;
+  }
+  /// After this returns, the waker is never called again.
+  void remove_waker(int token) {
+    std::lock_guard lock(mutex_);
+    std::erase_if(wakers_, [&](const auto& w) { return w.first == token; });
+  }
+  /// Whether output of process `rank` (any, when nullopt) is still queued.
+  bool has_output(std::optional<int> rank = std::nullopt) {
+    std::lock_guard lock(mutex_);
+    if (!rank) return !output_.empty();
+    return std::any_of(output_.begin(), output_.end(),
+                       [&](const Queued& q) { return q.event.rank == *rank; });
   }
 
  private:
+  struct Queued {
+    uint64_t seq;
+    Event event;
+  };
+  /// What an output event holds in memory, roughly.
+  static size_t cost(const Event& e) { return e.data.size() + sizeof(Queued) + 32; }
+  bool full_locked() {
+    const bool full =
+        output_bytes_ >= kOutputLimit || (room_wanted_ && output_bytes_ >= kOutputLimit / 2);
+    room_wanted_ = room_wanted_ || full;
+    return full;
+  }
+
   std::mutex mutex_;
   std::condition_variable ready_;
-  std::deque<Event> events_;
+  std::condition_variable room_;
+  std::deque<Queued> output_;
+  std::deque<Queued> others_;
+  uint64_t next_seq_ = 0;
+  size_t output_bytes_ = 0;
+  bool room_wanted_ = false;
+  std::vector<std::pair<int, std::function<void()>>> wakers_;
+  int next_token_ = 0;
 };
 
 /// One way of starting a job's processes.
@@ -102,8 +182,11 @@ class Backend {
   /// Sends `signal` to every process still running (each rank's whole process group).
   virtual void signal(int signal) = 0;
   /// Data for rank 0's standard input (the launcher process's, for single-process backends).
+  /// Blocks while a bounded amount of earlier data waits to be read (back-pressure on ddlrun's
+  /// stdin), until close_stdin() or finish(); data for a stdin that is gone is dropped.
   virtual void write_stdin(std::string_view data) = 0;
-  /// Closes rank 0's standard input.
+  /// Closes rank 0's standard input (once what was written has gone); wakes a blocked
+  /// write_stdin(), which then drops its data. Idempotent; any thread.
   virtual void close_stdin() = 0;
   /// Releases everything (threads, connections, temporary files) once every process has ended
   /// or been killed. Kills what is still running. Idempotent; the destructor calls it.

@@ -26,8 +26,9 @@ struct Job {
   std::string topology_path;
   /// The job's secret: ranks get it in $DDL_JOB_TOKEN (never on a command line). Hex.
   std::string token;
-  /// The directory ranks start in: ddlrun's own; on another host, that directory when it
-  /// exists there, else the login directory (as mpirun does). Empty: wherever they start.
+  /// The directory ranks start in on every host: --wdir, else ddlrun's own. A host where it
+  /// does not exist fails the start of the whole job (nothing runs anywhere). Empty: wherever
+  /// they start.
   std::string cwd;
   /// Cores (not hardware threads) in each rank's CPU set, by rank; 0 or missing: unknown,
   /// the number of PUs is used. ddlrun fills it from the hosts' inventories.

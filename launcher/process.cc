@@ -6,10 +6,13 @@
 // PR_SET_PDEATHSIG, default signal handling, the CPU mask and the pipes, then execs. A
 // close-on-exec "status" pipe tells the parent whether exec succeeded: it reads EOF when it did,
 // or the failing step and errno when it did not, so a failure is reported before start()
-// returns. The I/O thread polls a wake pipe, every output pipe, every stdin pipe with data to
-// write, and a pidfd per process. Output is cut into lines; a process's kExit is sent after it
-// is reaped and its pipes have been drained of what is already in them, so its last lines come
-// before its exit.
+// returns. The I/O thread polls a wake pipe, every output pipe (only while the event queue has
+// room: otherwise the processes block on their full pipes until the consumer catches up, and
+// the queue's waker wakes the thread), every stdin pipe with data to write, and a pidfd per
+// process. Output goes on as the chunks read, unchanged; a process's kExit is sent after it is
+// reaped and its pipes have been drained of what is already in them (at most a pipe's worth
+// or so), so its last output comes before its exit. Stdin is a bounded queue per process:
+// write_stdin() waits while it is full.
 
 #include "launcher/process.h"
 
@@ -32,7 +35,11 @@ namespace ddl::launcher {
 
 namespace {
 
-constexpr size_t kMaxLine = 64 * 1024;
+constexpr size_t kChunk = 64 * 1024;
+/// Reads of one pipe per poll round, so that one busy process cannot hold the thread.
+constexpr int kReadsPerRound = 4;
+/// What is drained from a reaped process's pipe before its exit is reported, at most.
+constexpr size_t kDrainAtExit = size_t{1} << 20;
 
 std::string errno_text(int err) {
   return std::strerror(err);
@@ -50,7 +57,7 @@ void close_fd(int& fd) {
 
 /// What the child reports through the status pipe when a step fails.
 struct ChildFailure {
-  int step = 0;  // 1: bind CPUs, 2: exec, 3: set up
+  int step = 0;  // 1: bind CPUs, 2: exec, 3: set up, 4: enter the working directory
   int err = 0;
 };
 
@@ -63,9 +70,8 @@ struct ProcessSet::Proc {
   int out = -1;
   int err = -1;
   int in = -1;
-  std::string out_buf;
-  std::string err_buf;
   std::string in_queue;
+  size_t in_done = 0;  ///< bytes at the front of in_queue already written
   bool close_in = false;
   bool reaped = false;
 };
@@ -90,6 +96,22 @@ std::vector<std::string> merge_environment(const std::vector<std::string>& base,
   for (const EnvVar& a : add)
     env.push_back(a.first + "=" + a.second);
   return env;
+}
+
+std::string working_directory_problem(const std::string& dir) {
+  struct stat st {};
+  int e = 0;
+  if (stat(dir.c_str(), &st) != 0) {
+    e = errno;
+  } else if (!S_ISDIR(st.st_mode)) {
+    e = ENOTDIR;
+  } else if (access(dir.c_str(), X_OK) != 0) {
+    e = errno;
+  }
+  if (e == 0) return "";
+  const std::string what = e == ENOENT ? "is missing" : "cannot be entered";
+  return "working directory " + dir + " " + what + " (" + errno_text(e) +
+         "): create it there, or give --wdir DIR naming a directory every host has";
 }
 
 std::string resolve_program(const std::string& program, const std::vector<std::string>& env,
@@ -144,6 +166,7 @@ ProcessSet::ProcessSet(EventQueue& events) : events_(events) {
   }
   wake_read_ = fds[0];
   wake_write_ = fds[1];
+  waker_ = events_.add_waker([this] { wake(); });
 }
 
 ProcessSet::~ProcessSet() {
@@ -159,7 +182,16 @@ void ProcessSet::wake() {
 
 void ProcessSet::start(int id, const SpawnSpec& spec, std::string_view where) {
   if (spec.argv.empty()) throw LaunchError(std::string(where) + ": no program to run");
-  const std::string path = resolve_program(spec.argv[0], spec.env, where);
+  if (!spec.cwd.empty()) {
+    if (const std::string problem = working_directory_problem(spec.cwd); !problem.empty()) {
+      throw LaunchError(where.empty() ? problem : std::string(where) + ": " + problem);
+    }
+  }
+  // A relative program path ("./train") names a file of the directory the process starts in.
+  const bool relative = spec.argv[0].find('/') != std::string::npos && spec.argv[0][0] != '/';
+  const std::string path =
+      resolve_program(relative && !spec.cwd.empty() ? spec.cwd + "/" + spec.argv[0] : spec.argv[0],
+                      spec.env, where);
   std::vector<char*> argv;
   for (const std::string& a : spec.argv)
     argv.push_back(const_cast<char*>(a.c_str()));
@@ -226,6 +258,11 @@ void ProcessSet::start(int id, const SpawnSpec& spec, std::string_view where) {
       [[maybe_unused]] ssize_t n = write(status[1], &f, sizeof f);
       _exit(127);
     }
+    if (!spec.cwd.empty() && chdir(spec.cwd.c_str()) != 0) {
+      f = {4, errno};
+      [[maybe_unused]] ssize_t n = write(status[1], &f, sizeof f);
+      _exit(127);
+    }
     if (mask != nullptr && sched_setaffinity(0, mask_size, mask) != 0) {
       f = {1, errno};
       [[maybe_unused]] ssize_t n = write(status[1], &f, sizeof f);
@@ -259,6 +296,10 @@ void ProcessSet::start(int id, const SpawnSpec& spec, std::string_view where) {
                         ": " + errno_text(f.err) +
                         " (are those CPUs online and allowed here? see --no-probe)");
     }
+    if (f.step == 4) {
+      throw LaunchError(prefix + "cannot enter working directory " + spec.cwd + ": " +
+                        errno_text(f.err));
+    }
     throw LaunchError(prefix + "cannot run '" + spec.argv[0] + "': " + errno_text(f.err),
                       f.err == ENOENT ? 127 : 126);
   }
@@ -288,14 +329,20 @@ void ProcessSet::signal(int sig) {
   }
 }
 
-void ProcessSet::write_stdin(int id, std::string_view data) {
+bool ProcessSet::write_stdin(int id, std::string_view data) {
   {
-    std::lock_guard lock(mutex_);
+    std::unique_lock lock(mutex_);
     auto it = procs_.find(id);
-    if (it == procs_.end() || it->second->in < 0) return;
-    it->second->in_queue.append(data);
+    if (it == procs_.end()) return false;
+    Proc& p = *it->second;
+    stdin_room_.wait(lock, [&] {
+      return p.in < 0 || p.close_in || stopping_ || p.in_queue.size() - p.in_done < kStdinLimit;
+    });
+    if (p.in < 0 || p.close_in || stopping_) return false;
+    p.in_queue.append(data);
   }
   wake();
+  return true;
 }
 
 void ProcessSet::close_stdin(int id) {
@@ -305,7 +352,13 @@ void ProcessSet::close_stdin(int id) {
     if (it == procs_.end()) return;
     it->second->close_in = true;
   }
+  stdin_room_.notify_all();
   wake();
+}
+
+void ProcessSet::on_stdin_gone(std::function<void(size_t)> gone) {
+  std::lock_guard lock(mutex_);
+  stdin_gone_ = std::move(gone);
 }
 
 int ProcessSet::running() const {
@@ -317,6 +370,10 @@ int ProcessSet::running() const {
 }
 
 void ProcessSet::finish() {
+  if (waker_ >= 0) {
+    events_.remove_waker(waker_);
+    waker_ = -1;
+  }
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
@@ -325,6 +382,7 @@ void ProcessSet::finish() {
     for (auto& [id, p] : procs_)
       kill(-p->pid, SIGKILL);
   }
+  stdin_room_.notify_all();
   wake();
   if (io_.joinable()) io_.join();
   std::lock_guard lock(mutex_);
@@ -341,66 +399,82 @@ void ProcessSet::finish() {
   }
 }
 
-void ProcessSet::io_loop() {
-  auto emit_lines = [this](int id, Stream stream, std::string& buf, bool eof) {
-    size_t start = 0;
-    for (;;) {
-      const size_t nl = buf.find('\n', start);
-      if (nl == std::string::npos) break;
-      events_.push(Event{Event::Type::kOutput, id, -1, stream, buf.substr(start, nl - start), {}});
-      start = nl + 1;
-    }
-    buf.erase(0, start);
-    while (buf.size() >= kMaxLine) {
-      events_.push(Event{Event::Type::kOutput, id, -1, stream, buf.substr(0, kMaxLine), {}});
-      buf.erase(0, kMaxLine);
-    }
-    if (eof && !buf.empty()) {
-      events_.push(Event{Event::Type::kOutput, id, -1, stream, buf, {}});
-      buf.clear();
-    }
-  };
-  // Reads what `fd` has now; returns false (and closes it) at EOF or on an error.
-  auto drain = [&](Proc& p, int& fd, Stream stream) {
-    std::string& buf = stream == Stream::kStdout ? p.out_buf : p.err_buf;
-    char chunk[65536];
-    for (;;) {
-      const ssize_t n = read(fd, chunk, sizeof chunk);
-      if (n > 0) {
-        buf.append(chunk, static_cast<size_t>(n));
-        emit_lines(p.id, stream, buf, false);
-        continue;
-      }
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0 && errno == EAGAIN) return;
-      emit_lines(p.id, stream, buf, true);
+// Reads what `fd` has now, at most `limit` bytes, as kOutput events; closes it at EOF or on
+// an error.
+void ProcessSet::drain(int id, int& fd, Stream stream, size_t limit) {
+  read_buf_.resize(kChunk);
+  while (limit > 0) {
+    const ssize_t n = read(fd, read_buf_.data(), std::min(kChunk, limit));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) return;
+    if (n <= 0) {
       close_fd(fd);
       return;
     }
-  };
+    limit -= static_cast<size_t>(n);
+    events_.push(Event{Event::Type::kOutput,
+                       id,
+                       -1,
+                       stream,
+                       std::string(read_buf_.data(), static_cast<size_t>(n)),
+                       {}});
+  }
+}
 
+// Writes what `p`'s stdin can take now; returns the bytes that left the queue (written, or
+// dropped with the pipe when the process closed it).
+size_t ProcessSet::feed_stdin(Proc& p, short revents) {
+  const size_t queued = p.in_queue.size() - p.in_done;
+  ssize_t n = -1;
+  if ((revents & (POLLERR | POLLHUP)) == 0) {
+    n = write(p.in, p.in_queue.data() + p.in_done, queued);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return 0;
+  }
+  if (n < 0) {
+    p.in_queue.clear();
+    p.in_done = 0;
+    close_fd(p.in);
+    return queued;
+  }
+  p.in_done += static_cast<size_t>(n);
+  if (p.in_done == p.in_queue.size()) {
+    p.in_queue.clear();
+    p.in_done = 0;
+  } else if (p.in_done > kStdinLimit) {
+    p.in_queue.erase(0, p.in_done);
+    p.in_done = 0;
+  }
+  return static_cast<size_t>(n);
+}
+
+void ProcessSet::io_loop() {
   for (;;) {
     std::vector<pollfd> fds;
     std::vector<std::pair<Proc*, int>> owners;  // what each pollfd is: 0 out, 1 err, 2 in, 3 pid
+    size_t stdin_gone = 0;
+    std::function<void(size_t)> gone_callback;
     {
       std::lock_guard lock(mutex_);
       bool all_reaped = true;
       for (auto& [id, p] : procs_)
         all_reaped = all_reaped && p->reaped;
       if (stopping_ && all_reaped) return;
+      // Output only while the queue has room: a process that prints faster than ddlrun's
+      // output is read then blocks on its own pipe.
+      const bool room = !events_.output_full();
       fds.push_back({wake_read_, POLLIN, 0});
       owners.emplace_back(nullptr, -1);
       for (auto& [id, p] : procs_) {
-        if (p->out >= 0) {
+        if (p->out >= 0 && room) {
           fds.push_back({p->out, POLLIN, 0});
           owners.emplace_back(p.get(), 0);
         }
-        if (p->err >= 0) {
+        if (p->err >= 0 && room) {
           fds.push_back({p->err, POLLIN, 0});
           owners.emplace_back(p.get(), 1);
         }
-        if (p->in >= 0 && (!p->in_queue.empty() || p->close_in)) {
-          if (p->in_queue.empty()) {
+        if (p->in >= 0 && (p->in_queue.size() > p->in_done || p->close_in)) {
+          if (p->in_queue.size() == p->in_done) {
             close_fd(p->in);
           } else {
             fds.push_back({p->in, POLLOUT, 0});
@@ -416,62 +490,61 @@ void ProcessSet::io_loop() {
     // Without a pidfd (old kernels) we look for exits every 50 ms.
     const int rc = poll(fds.data(), fds.size(), 50);
     if (rc < 0 && errno != EINTR) return;
-    std::lock_guard lock(mutex_);
-    if (fds[0].revents != 0) {
-      char junk[256];
-      while (read(wake_read_, junk, sizeof junk) > 0) {
+    {
+      std::lock_guard lock(mutex_);
+      if (fds[0].revents != 0) {
+        char junk[256];
+        while (read(wake_read_, junk, sizeof junk) > 0) {
+        }
       }
-    }
-    for (size_t i = 1; i < fds.size(); ++i) {
-      Proc& p = *owners[i].first;
-      const short re = fds[i].revents;
-      if (re == 0) continue;
-      switch (owners[i].second) {
-        case 0:
-          if (p.out >= 0) drain(p, p.out, Stream::kStdout);
-          break;
-        case 1:
-          if (p.err >= 0) drain(p, p.err, Stream::kStderr);
-          break;
-        case 2: {
-          if (p.in < 0) break;
-          if (re & (POLLERR | POLLHUP)) {
-            p.in_queue.clear();
-            close_fd(p.in);
+      for (size_t i = 1; i < fds.size(); ++i) {
+        Proc& p = *owners[i].first;
+        const short re = fds[i].revents;
+        if (re == 0) continue;
+        switch (owners[i].second) {
+          case 0:
+          case 1: {
+            int& fd = owners[i].second == 0 ? p.out : p.err;
+            const Stream stream = owners[i].second == 0 ? Stream::kStdout : Stream::kStderr;
+            for (int k = 0; k < kReadsPerRound && fd >= 0 && !events_.output_full(); ++k)
+              drain(p.id, fd, stream, kChunk);
             break;
           }
-          const ssize_t n = write(p.in, p.in_queue.data(), p.in_queue.size());
-          if (n > 0) p.in_queue.erase(0, static_cast<size_t>(n));
-          if (n < 0 && errno != EAGAIN && errno != EINTR) {
-            p.in_queue.clear();
-            close_fd(p.in);
-          }
-          break;
+          case 2:
+            if (p.in >= 0) stdin_gone += feed_stdin(p, re);
+            break;
+          default:
+            break;
         }
-        default:
-          break;
       }
+      reap();
+      if (stdin_gone > 0) gone_callback = stdin_gone_;
     }
-    // Exits: by pidfd, or by polling waitpid when there is none.
-    for (auto& [id, p] : procs_) {
-      if (p->reaped) continue;
-      int st = 0;
-      const pid_t r = waitpid(p->pid, &st, WNOHANG);
-      if (r != p->pid) continue;
-      p->reaped = true;
-      close_fd(p->pidfd);
-      if (p->out >= 0) drain(*p, p->out, Stream::kStdout);
-      if (p->err >= 0) drain(*p, p->err, Stream::kStderr);
-      emit_lines(p->id, Stream::kStdout, p->out_buf, true);
-      emit_lines(p->id, Stream::kStderr, p->err_buf, true);
-      ExitStatus status;
-      if (WIFSIGNALED(st)) {
-        status.signal = WTERMSIG(st);
-      } else {
-        status.code = WEXITSTATUS(st);
-      }
-      events_.push(Event{Event::Type::kExit, p->id, -1, Stream::kStdout, {}, status});
+    if (stdin_gone > 0) {
+      stdin_room_.notify_all();
+      if (gone_callback) gone_callback(stdin_gone);
     }
+  }
+}
+
+// Exits: by pidfd, or by polling waitpid when there is none (mutex_ held).
+void ProcessSet::reap() {
+  for (auto& [id, p] : procs_) {
+    if (p->reaped) continue;
+    int st = 0;
+    const pid_t r = waitpid(p->pid, &st, WNOHANG);
+    if (r != p->pid) continue;
+    p->reaped = true;
+    close_fd(p->pidfd);
+    if (p->out >= 0) drain(p->id, p->out, Stream::kStdout, kDrainAtExit);
+    if (p->err >= 0) drain(p->id, p->err, Stream::kStderr, kDrainAtExit);
+    ExitStatus status;
+    if (WIFSIGNALED(st)) {
+      status.signal = WTERMSIG(st);
+    } else {
+      status.code = WEXITSTATUS(st);
+    }
+    events_.push(Event{Event::Type::kExit, p->id, -1, Stream::kStdout, {}, status});
   }
 }
 

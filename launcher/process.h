@@ -2,6 +2,8 @@
 
 #include <sys/types.h>
 
+#include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -22,7 +24,13 @@ struct SpawnSpec {
   std::vector<std::string> env;   ///< the whole environment, "NAME=value" each
   comm::CpuSet cpus;              ///< bind to these PUs; empty: inherit ddlrun's
   bool pipe_stdin = false;        ///< a pipe (write_stdin); otherwise /dev/null
+  std::string cwd;                ///< the directory it starts in; empty: this process's
 };
+
+/// Why processes cannot start in directory `dir` on this host, or "" when they can: "working
+/// directory /data/run is missing (No such file or directory): create it there, or give --wdir
+/// DIR naming a directory every host has". The text names neither the host nor the program.
+std::string working_directory_problem(const std::string& dir);
 
 /// The process environment as "NAME=value" strings, with `add` set (replacing same names).
 std::vector<std::string> merge_environment(const std::vector<std::string>& base,
@@ -38,14 +46,16 @@ std::vector<std::string> current_environment();
 std::string resolve_program(const std::string& program, const std::vector<std::string>& env,
                             std::string_view where);
 
-/// Starts processes on this host and reports their output lines and exits as Events.
+/// Starts processes on this host and reports their output and exits as Events.
 ///
 /// Each process gets its own process group (signals reach its children too), PR_SET_PDEATHSIG
 /// (it is killed if the thread that started it dies, so a SIGKILLed ddlrun or agent leaves no
 /// rank), default signal dispositions and an empty signal mask, its CPU set, and pipes for
-/// stdout and stderr. One I/O thread polls every pipe and a pidfd per process: it splits output
-/// into lines (a line over 64 KiB is cut), sends each as a kOutput event, and sends kExit once a
-/// process has ended and its pipes are drained.
+/// stdout and stderr. One I/O thread polls every pipe and a pidfd per process: it sends what a
+/// process prints as kOutput events (chunks of at most 64 KiB, bytes unchanged), and kExit
+/// once a process has ended and its pipes are drained. Output is read only while the event
+/// queue is not output_full(), so a process that prints faster than the consumer takes it
+/// blocks on its pipe, as under a shell pipeline.
 class ProcessSet {
  public:
   explicit ProcessSet(EventQueue& events);
@@ -59,10 +69,17 @@ class ProcessSet {
   void start(int id, const SpawnSpec& spec, std::string_view where);
   /// Sends `signal` to the process group of every process not yet reaped.
   void signal(int signal);
-  /// Queues data for process `id`'s stdin (when it has a pipe); written as it reads.
-  void write_stdin(int id, std::string_view data);
+  /// Bytes of stdin queued per process at which write_stdin() waits.
+  static constexpr size_t kStdinLimit = size_t{1} << 20;
+  /// Queues data for process `id`'s stdin, written as it reads. Waits while kStdinLimit bytes or
+  /// more wait already, until the process reads, closes its stdin or ends, or close_stdin() or
+  /// finish(). Returns false, dropping `data`, when there is no such stdin (any more).
+  bool write_stdin(int id, std::string_view data);
   /// Closes process `id`'s stdin once what was queued is written.
   void close_stdin(int id);
+  /// `gone(n)` is called on the I/O thread (nothing locked) whenever n bytes of queued stdin
+  /// were written to a process or dropped with its pipe.
+  void on_stdin_gone(std::function<void(size_t)> gone);
   /// How many processes have not been reaped yet.
   int running() const;
   /// SIGKILLs what still runs, waits for the I/O thread. Idempotent.
@@ -71,11 +88,18 @@ class ProcessSet {
  private:
   struct Proc;
   void io_loop();
+  void drain(int id, int& fd, Stream stream, size_t limit);
+  size_t feed_stdin(Proc& p, short revents);
+  void reap();
   void wake();
 
   EventQueue& events_;
   mutable std::mutex mutex_;
   std::map<int, std::unique_ptr<Proc>> procs_;
+  std::condition_variable stdin_room_;
+  std::function<void(size_t)> stdin_gone_;
+  int waker_ = -1;
+  std::string read_buf_;  ///< the I/O thread's
   int wake_read_ = -1;
   int wake_write_ = -1;
   bool stopping_ = false;

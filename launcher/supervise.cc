@@ -5,14 +5,19 @@
 // them with sigtimedwait() and queues them as events. A stdin thread forwards ddlrun's stdin to
 // rank 0. The loop takes one event at a time, with a deadline that is the earliest of the job's
 // timeout and the end of the kill grace:
-//   output       -> the sink (and the rank's last lines, for the summary)
+//   output       -> the sink (and the rank's last lines, for the summary); taken only while
+//                   the sink is ready(), so that a slow reader holds the ranks back, never
+//                   this loop (other events pass output that waits). Once ddlrun got a
+//                   signal or sent SIGKILL, output the sink cannot take is dropped instead.
+//   sink failed  -> (stdout closed or full) the stop starts: 141 for EPIPE, else 1
 //   exit         -> a failure (status != 0 or a signal) that comes first names the culprit
 //                   and starts the stop: SIGTERM to every process, SIGKILL after the grace
 //   host lost    -> the same, for every rank of that host that had not ended
 //   signal       -> forwarded; the stop starts; a second SIGINT sends SIGKILL at once
 //   timeout      -> the stop starts; exit status 124
-// The loop ends when every process the backend started has ended. Only the first cause of the
-// stop counts for the exit status; ranks that die of our SIGTERM afterwards do not.
+// The loop ends when every process the backend started has ended and their output is written
+// (or dropped). Only the first cause of the stop counts for the exit status; ranks that die of
+// our SIGTERM afterwards do not.
 
 #include "launcher/supervise.h"
 
@@ -27,6 +32,7 @@
 #include <cstring>
 #include <deque>
 #include <map>
+#include <mutex>
 #include <set>
 #include <thread>
 
@@ -35,90 +41,6 @@ namespace ddl::launcher {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-void write_all(int fd, std::string_view text) {
-  while (!text.empty()) {
-    const ssize_t n = write(fd, text.data(), text.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    text.remove_prefix(static_cast<size_t>(n));
-  }
-}
-
-class TerminalSink : public OutputSink {
- public:
-  explicit TerminalSink(TagStyle style) : style_(style) {
-    if (style_ == TagStyle::kAuto) style_ = isatty(1) ? TagStyle::kTerminal : TagStyle::kOpenMpi;
-  }
-  void line(int rank, Stream stream, std::string_view text) override {
-    std::string out;
-    if (rank >= 0) {
-      switch (style_) {
-        case TagStyle::kTerminal:
-          out = "[" + std::to_string(rank) + "] ";
-          break;
-        case TagStyle::kOpenMpi:
-          out = "[1," + std::to_string(rank) + "]<" +
-                (stream == Stream::kStdout ? "stdout" : "stderr") + ">:";
-          break;
-        default:
-          break;
-      }
-    }
-    out.append(text);
-    out.push_back('\n');
-    write_all(stream == Stream::kStdout ? 1 : 2, out);
-  }
-  void note(std::string_view text) override {
-    std::string out(text);
-    out.push_back('\n');
-    write_all(2, out);
-  }
-
- private:
-  TagStyle style_;
-};
-
-class DirectorySink : public OutputSink {
- public:
-  explicit DirectorySink(std::string dir) : dir_(std::move(dir)) {
-    if (mkdir(dir_.c_str(), 0755) != 0 && errno != EEXIST) {
-      throw LaunchError("--output-dir " + dir_ + ": cannot create it: " + std::strerror(errno));
-    }
-  }
-  ~DirectorySink() override {
-    for (auto& [key, fd] : files_)
-      close(fd);
-  }
-  void line(int rank, Stream stream, std::string_view text) override {
-    const auto key = std::make_pair(rank, stream);
-    auto it = files_.find(key);
-    if (it == files_.end()) {
-      const std::string sub =
-          dir_ + "/" + (rank >= 0 ? "rank." + std::to_string(rank) : "launcher");
-      mkdir(sub.c_str(), 0755);
-      const std::string path = sub + (stream == Stream::kStdout ? "/stdout" : "/stderr");
-      const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-      if (fd < 0) {
-        note("ddlrun: warning: cannot write " + path + ": " + std::strerror(errno));
-      }
-      it = files_.emplace(key, fd).first;
-    }
-    if (it->second < 0) return;
-    std::string out(text);
-    out.push_back('\n');
-    write_all(it->second, out);
-  }
-  void note(std::string_view text) override {
-    std::string out(text);
-    out.push_back('\n');
-    write_all(2, out);
-  }
-
- private:
-  std::string dir_;
-  std::map<std::pair<int, Stream>, int> files_;
-};
 
 /// "the other 3 processes", "the other process".
 std::string others(size_t n) {
@@ -133,14 +55,6 @@ std::string seconds(std::chrono::milliseconds ms) {
 }
 
 }  // namespace
-
-std::unique_ptr<OutputSink> make_terminal_sink(TagStyle style) {
-  return std::make_unique<TerminalSink>(style);
-}
-
-std::unique_ptr<OutputSink> make_directory_sink(const std::string& dir) {
-  return std::make_unique<DirectorySink>(dir);
-}
 
 std::string signal_name(int sig) {
   if (const char* abbrev = sigabbrev_np(sig)) return std::string("SIG") + abbrev;
@@ -174,6 +88,7 @@ int supervise(Backend& backend, const comm::Topology* topology, const SuperviseO
     if (wake[1] >= 0) {
       [[maybe_unused]] ssize_t n = write(wake[1], "x", 1);
     }
+    backend.close_stdin();  // wakes a write_stdin() that waits for room
     if (stdin_thread.joinable()) stdin_thread.join();
     for (int fd : wake)
       if (fd >= 0) close(fd);
@@ -181,11 +96,28 @@ int supervise(Backend& backend, const comm::Topology* topology, const SuperviseO
     if (options.handle_signals) pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
   };
 
+  // The sink wakes the loop when it can take output again; never after supervise() returns.
+  struct WakeTarget {
+    std::mutex mutex;
+    EventQueue* events;
+  };
+  auto wake_target = std::make_shared<WakeTarget>();
+  wake_target->events = &events;
+  sink.on_change([wake_target] {
+    std::lock_guard lock(wake_target->mutex);
+    if (wake_target->events != nullptr) wake_target->events->push(Event{});
+  });
+  const auto stop_waking = [&] {
+    std::lock_guard lock(wake_target->mutex);
+    wake_target->events = nullptr;
+  };
+
   std::vector<int> waiting;
   try {
     waiting = backend.start(events);
   } catch (...) {
     cleanup();
+    stop_waking();
     throw;
   }
   if (options.handle_signals) {
@@ -223,7 +155,7 @@ int supervise(Backend& backend, const comm::Topology* topology, const SuperviseO
 
   std::set<int> running(waiting.begin(), waiting.end());
   const size_t total = running.size();
-  std::map<int, std::deque<std::string>> tails;
+  LastLines tails(options.tail_lines);
   auto who = [&](int rank) {
     if (rank < 0) return std::string(backend.name());
     std::string s = "rank " + std::to_string(rank);
@@ -249,25 +181,45 @@ int supervise(Backend& backend, const comm::Topology* topology, const SuperviseO
     kill_at = Clock::now() + options.kill_grace;
   };
   auto show_tail = [&](int rank) {
-    auto it = tails.find(rank);
-    if (it == tails.end() || it->second.empty()) return;
+    const std::vector<std::string> lines = tails.of(rank);
+    if (lines.empty()) return;
     sink.note("ddlrun: last lines of " + who(rank) + ":");
-    for (const std::string& l : it->second)
+    for (const std::string& l : lines)
       sink.note("  " + l);
   };
+  // Output the sink cannot take is dropped once this is set (the user is stopping the job).
+  bool drop_output = false;
+  bool output_failed = false;
+  std::set<int> ended;  // ranks that exited while output of theirs was still queued
+  // Stdout closed or full: the stop starts (this loop then ends without waiting to write).
+  const auto check_output = [&] {
+    if (output_failed) return;
+    if (const std::optional<OutputFailure> f = sink.failure()) {
+      output_failed = drop_output = true;
+      sink.note("ddlrun: " + f->message +
+                (running.empty() ? std::string()
+                                 : "; stopping " + std::to_string(running.size()) + " processes"));
+      begin_stop(f->status);
+    }
+  };
 
-  while (!running.empty()) {
+  while (!running.empty() ||
+         (!drop_output && (events.has_output() || !ended.empty() || !sink.written()))) {
     Clock::time_point deadline = std::min(Clock::now() + std::chrono::hours(24), kill_at);
     if (!stopping) deadline = std::min(deadline, timeout_at);
-    std::optional<Event> e = events.pop(deadline);
+    check_output();
+    std::optional<Event> e = events.pop(deadline, drop_output || sink.ready());
     if (!e) {
       const Clock::time_point now = Clock::now();
       if (now >= kill_at) {
-        sink.note("ddlrun: " + std::to_string(running.size()) + " of " + std::to_string(total) +
-                  " processes still running " + seconds(options.kill_grace) +
-                  " after SIGTERM; sending SIGKILL");
-        backend.signal(SIGKILL);
+        if (!running.empty()) {
+          sink.note("ddlrun: " + std::to_string(running.size()) + " of " + std::to_string(total) +
+                    " processes still running " + seconds(options.kill_grace) +
+                    " after SIGTERM; sending SIGKILL");
+          backend.signal(SIGKILL);
+        }
         kill_at = kNever;
+        drop_output = true;  // nor does the stop wait longer for a reader
       }
       if (!stopping && now >= timeout_at) {
         sink.note("ddlrun: the job timed out after " + seconds(*options.timeout) +
@@ -278,15 +230,17 @@ int supervise(Backend& backend, const comm::Topology* topology, const SuperviseO
     }
     switch (e->type) {
       case Event::Type::kOutput: {
-        sink.line(e->rank, e->stream, e->data);
-        auto& tail = tails[e->rank];
-        tail.push_back(e->data.size() > 300 ? e->data.substr(0, 300) + "..." : e->data);
-        while (static_cast<int>(tail.size()) > options.tail_lines)
-          tail.pop_front();
+        tails.add(e->rank, e->stream, e->data);
+        if (!drop_output || sink.ready()) sink.output(e->rank, e->stream, e->data);
         break;
       }
       case Event::Type::kExit: {
         if (running.erase(e->rank) == 0) break;
+        if (events.has_output(e->rank)) {
+          ended.insert(e->rank);
+        } else {
+          sink.end(e->rank);
+        }
         if (e->status.failed() && !stopping) {
           const std::string how = e->status.signal != 0
                                       ? "was killed by " + signal_name(e->status.signal)
@@ -325,8 +279,10 @@ int supervise(Backend& backend, const comm::Topology* topology, const SuperviseO
           stopping = true;
           backend.signal(SIGKILL);
           kill_at = kNever;
+          drop_output = true;
           break;
         }
+        drop_output = true;
         if (!stopping) {
           sink.note("ddlrun: got " + signal_name(s) + "; passing it to " +
                     std::to_string(running.size()) + " processes" +
@@ -343,7 +299,22 @@ int supervise(Backend& backend, const comm::Topology* topology, const SuperviseO
       case Event::Type::kWake:
         break;
     }
+    for (auto it = ended.begin(); it != ended.end();) {
+      if (events.has_output(*it)) {
+        ++it;
+      } else {
+        sink.end(*it);
+        it = ended.erase(it);
+      }
+    }
   }
+  // What a stalled reader has not taken a second after the stop is abandoned.
+  for (int r : ended)
+    sink.end(r);
+  sink.flush(Clock::now() + std::chrono::seconds(1));
+  check_output();  // a write that failed after the loop's last look
+  sink.flush(Clock::now() + std::chrono::seconds(1));
+  stop_waking();
   cleanup();
   return exit_status.value_or(0);
 }

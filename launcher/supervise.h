@@ -8,35 +8,9 @@
 
 #include "comm/topology.h"
 #include "launcher/backend.h"
+#include "launcher/output.h"
 
 namespace ddl::launcher {
-
-/// How rank output is labelled.
-enum class TagStyle {
-  kAuto,      ///< kTerminal when ddlrun's stdout is a terminal, else kOpenMpi
-  kTerminal,  ///< "[3] line"
-  kOpenMpi,   ///< "[1,3]<stdout>:line", as mpirun --tag-output
-  kNone,      ///< the line as it is
-};
-
-/// Where the job's output goes.
-class OutputSink {
- public:
-  virtual ~OutputSink() = default;
-  /// One whole line of rank `rank` (-1: the launcher process), without its newline.
-  virtual void line(int rank, Stream stream, std::string_view text) = 0;
-  /// One of ddlrun's own messages ("ddlrun: rank 3 ... exited with status 1"), one line.
-  virtual void note(std::string_view text) = 0;
-};
-
-/// Lines to ddlrun's stdout and stderr (fds 1 and 2), one write() per line so that lines of
-/// different ranks never mix; tagged as `style` says (rank -1 is never tagged).
-std::unique_ptr<OutputSink> make_terminal_sink(TagStyle style);
-
-/// Lines to DIR/rank.N/stdout and DIR/rank.N/stderr (created 0755, files 0644), untagged; the
-/// launcher process's to DIR/launcher/. Notes still go to stderr. Throws LaunchError naming the
-/// directory when it cannot be created.
-std::unique_ptr<OutputSink> make_directory_sink(const std::string& dir);
 
 struct SuperviseOptions {
   /// After SIGTERM, how long ranks have before SIGKILL (--kill-grace).
@@ -53,12 +27,17 @@ struct SuperviseOptions {
 };
 
 /// Runs the job: starts `backend`, prints output through `sink`, and ends the whole job when one
-/// process fails (exit status other than 0, or a signal), when a host is lost, on --timeout, or
-/// when ddlrun gets SIGINT/SIGTERM/SIGHUP: SIGTERM to every process, SIGKILL after kill_grace.
-/// `topology` names each rank's host in messages (may be null). Returns ddlrun's exit status:
-/// 0 when every process exited 0, else the first failed process's (128+N for signal N), 124 on
-/// timeout, 128+N when ddlrun was stopped by signal N, 1 when a host was lost. LaunchError from
-/// backend.start() is not caught.
+/// process fails (exit status other than 0, or a signal), when a host is lost, on --timeout,
+/// when the sink fails (stdout closed or full), or when ddlrun gets SIGINT/SIGTERM/SIGHUP:
+/// SIGTERM to every process, SIGKILL after kill_grace. Never blocks on the sink: output waits in
+/// the event queue while the sink is not ready() (its producers then stop reading), and is
+/// dropped once ddlrun got a signal or kill_grace after a stop began. Returns when every
+/// process has ended and its output is written (or dropped, or a second after the stop when the
+/// reader still does not read). `topology` names each rank's host in messages (may be null).
+/// Returns ddlrun's exit status: 0 when every process exited 0, else the first failed process's
+/// (128+N for signal N), 124 on timeout, 128+N when ddlrun was stopped by signal N, 1 when a
+/// host was lost, the sink's failure() status (141: stdout closed, 1: other write errors).
+/// LaunchError from backend.start() is not caught.
 int supervise(Backend& backend, const comm::Topology* topology, const SuperviseOptions& options,
               OutputSink& sink);
 

@@ -247,6 +247,7 @@ std::string to_yaml(const Inventory& inv) {
   if (inv.cuda_visible_devices) {
     out << YAML::Key << "cuda_visible_devices" << YAML::Value << Quoted{*inv.cuda_visible_devices};
   }
+  if (!inv.identity.empty()) out << YAML::Key << "identity" << YAML::Value << Quoted{inv.identity};
 
   out << YAML::Key << "packages" << YAML::Value;
   if (inv.packages.empty()) out << YAML::Flow;
@@ -664,8 +665,9 @@ void check_consistency(const Reader& r, const YAML::Node& root, const Inventory&
 
 Inventory read_inventory(const Reader& r, const YAML::Node& root) {
   if (!root.IsDefined() || root.IsNull()) r.fail(root, "", "empty inventory");
-  static constexpr std::array<std::string_view, 7> kKnown = {
-      "version", "hostname", "cuda_visible_devices", "packages", "numa_nodes", "gpus", "nics"};
+  static constexpr std::array<std::string_view, 8> kKnown = {
+      "version", "hostname", "cuda_visible_devices", "identity", "packages", "numa_nodes",
+      "gpus",    "nics"};
   static constexpr std::array<std::string_view, 6> kRequired = {
       "version", "hostname", "packages", "numa_nodes", "gpus", "nics"};
   // The version first: a newer format may not have the other fields this one needs.
@@ -684,6 +686,7 @@ Inventory read_inventory(const Reader& r, const YAML::Node& root) {
   if (root["cuda_visible_devices"]) {
     inv.cuda_visible_devices = r.text(root["cuda_visible_devices"], "cuda_visible_devices");
   }
+  if (root["identity"]) inv.identity = r.text(root["identity"], "identity");
   size_t i = 0;
   for (const YAML::Node& p : r.sequence(root["packages"], "packages"))
     inv.packages.push_back(read_package(r, p, r.index("packages", i++)));

@@ -133,6 +133,9 @@ struct Inventory {
   std::vector<Gpu> gpus;             ///< in PCI bus id order; gpus[i].index == i
   std::vector<Nic> nics;             ///< in PCI bus id order, then virtual interfaces by name
   std::optional<std::string> cuda_visible_devices;  ///< $CUDA_VISIBLE_DEVICES when set
+  /// Which machine this is (read_machine_identity, machine.h), so that one machine named twice
+  /// is found out; empty for a recording (XML) or an inventory written before the field.
+  std::string identity;
 
   /// Number of cores, and of hardware threads, over all packages.
   int core_count() const;

@@ -34,6 +34,7 @@
 #include <set>
 #include <system_error>
 
+#include "mapper/machine.h"
 #include "mapper/nvml.h"
 
 namespace ddl::mapper {
@@ -522,6 +523,7 @@ class HwlocProber : public Prober {
     if (!live) return inv;
 
     inv.hostname = this_hostname();
+    inv.identity = read_machine_identity();
     if (const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES")) inv.cuda_visible_devices = cvd;
     if (options_.use_nvml) {
       const NvmlReport nvml = read_nvml();

@@ -31,6 +31,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -232,6 +233,11 @@ int connect_tcp(const std::string& name, unsigned port, std::chrono::millisecond
   addrinfo* raw = nullptr;
   const int gai = getaddrinfo(name.c_str(), std::to_string(port).c_str(), &hints, &raw);
   if (gai != 0) {
+    // The resolver (and libssh before it, reading the ssh config) cannot open its files when
+    // no descriptor is left, and then says the name is unknown.
+    std::string fds = descriptor_exhaustion(gai == EAI_SYSTEM ? errno : 0);
+    if (fds.empty()) fds = descriptors_exhausted_now();
+    if (!fds.empty()) throw ProbeError("cannot resolve host name '" + name + "': " + fds);
     throw ProbeError("cannot resolve host name '" + name +
                      "': " + (gai == EAI_SYSTEM ? errno_text(errno) : gai_strerror(gai)));
   }
@@ -252,6 +258,9 @@ int connect_tcp(const std::string& name, unsigned port, std::chrono::millisecond
         socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
     if (fd < 0) {
       last_error = errno;
+      if (const std::string fds = descriptor_exhaustion(last_error); !fds.empty()) {
+        throw ProbeError("cannot connect to " + last_endpoint + ": " + fds);
+      }
       continue;
     }
     int err = connect(fd, a->ai_addr, a->ai_addrlen) == 0 ? 0 : errno;
@@ -343,6 +352,11 @@ void check_host_key(ssh_session s, const std::string& alias, const std::string& 
                        "'");
     case SSH_KNOWN_HOSTS_UNKNOWN:
     case SSH_KNOWN_HOSTS_NOT_FOUND:
+      // libssh answers "unknown" when it could not open known_hosts at all.
+      if (const std::string fds = descriptors_exhausted_now(); !fds.empty()) {
+        throw ProbeError("cannot read " + known_hosts + " to check the host key of " + key_name +
+                         ": " + fds);
+      }
       if (policy == HostKeyPolicy::kAcceptNew) {
         if (ssh_session_update_known_hosts(s) != SSH_OK) {
           throw ProbeError("cannot add the host key of " + key_name + " to " + known_hosts + ": " +
@@ -355,6 +369,10 @@ void check_host_key(ssh_session s, const std::string& alias, const std::string& 
                        "); if that is the host you expect, add its key with '" + scan +
                        "' or by connecting once with 'ssh " + alias + "'");
     case SSH_KNOWN_HOSTS_ERROR:
+      if (const std::string fds = descriptors_exhausted_now(); !fds.empty()) {
+        throw ProbeError("cannot read " + known_hosts + " to check the host key of " + key_name +
+                         ": " + fds);
+      }
       break;
   }
   throw ProbeError("cannot check the host key of " + key_name + " against " + known_hosts + ": " +
@@ -538,6 +556,10 @@ void SshSessionFree::operator()(ssh_session_struct* s) const {
   SessionFree{}(s);
 }
 
+void SshChannelFree::operator()(ssh_channel_struct* c) const {
+  ChannelFree{}(c);
+}
+
 SshSession open_ssh_session(const std::string& host, const SshProbeOptions& options,
                             std::string* endpoint_out) {
   init_libssh();
@@ -603,22 +625,134 @@ SshSession open_ssh_session(const std::string& host, const SshProbeOptions& opti
       throw ProbeError("timed out after " + seconds_text(options.connect_timeout) +
                        " waiting for the ssh server at " + endpoint + " to greet");
     }
+    if (const std::string fds = descriptors_exhausted_now(); !fds.empty()) {
+      throw ProbeError("ssh handshake with " + endpoint + " failed: " + fds);
+    }
     throw ProbeError("ssh handshake with " + endpoint + " failed: " + error);
   }
   check_host_key(s, host, host_name, port, options.host_key_policy);
   std::string user = get_option(s, SSH_OPTIONS_USER);
-  authenticate(s, host, (user.empty() ? "" : user + "@") + endpoint);
+  try {
+    authenticate(s, host, (user.empty() ? "" : user + "@") + endpoint);
+  } catch (const ProbeError&) {
+    // Identity files that could not be opened for want of descriptors look like keys refused.
+    if (const std::string fds = descriptors_exhausted_now(); !fds.empty()) {
+      throw ProbeError("cannot log in to " + endpoint + ": " + fds);
+    }
+    throw;
+  }
   if (endpoint_out != nullptr) *endpoint_out = endpoint;
   return session;
 }
 
+/// Runs `command` (keep_command) and reads its stdout up to the line "..." that ends the
+/// inventory; the channel stays open. Output that ends first is judged as a probe's.
+Inventory probe_and_keep(const std::string& host, const SshProbeOptions& options,
+                         SshSession session, const std::string& endpoint) {
+  ssh_session s = session.get();
+  const std::string& command = options.keep_command;
+  SshChannel ch(ssh_channel_new(s));
+  if (!ch) throw ProbeError("cannot open a channel to " + endpoint + ": " + session_error(s));
+  if (ssh_channel_open_session(ch.get()) != SSH_OK) {
+    throw ProbeError("cannot open a session on " + endpoint + ": " + session_error(s));
+  }
+  if (ssh_channel_request_exec(ch.get(), command.c_str()) != SSH_OK) {
+    throw ProbeError("cannot run '" + command + "' on " + endpoint + ": " + session_error(s));
+  }
+  RemoteOutput out;
+  const Clock::time_point deadline = Clock::now() + options.command_timeout;
+  static constexpr std::string_view kEnd = "\n...\n";
+  for (;;) {
+    const int n_out = drain(s, ch.get(), 0, out.out, kMaxStdout + 1);
+    const int n_err = drain(s, ch.get(), 1, out.err, kMaxStderr);
+    if (const std::size_t end = out.out.find(kEnd); end != std::string::npos) {
+      Inventory inventory = inventory_from_probe_output(
+          host, command, RemoteOutput{0, {}, out.out.substr(0, end + 1), out.err});
+      options.keep_sessions->put(host,
+                                 SshSessions::Kept{std::move(session), endpoint, std::move(ch),
+                                                   out.out.substr(end + kEnd.size()), command});
+      return inventory;
+    }
+    if (out.out.size() > kMaxStdout) {
+      throw ProbeError("'" + command + "' printed more than " + std::to_string(kMaxStdout >> 20) +
+                       " MiB; that is not an inventory");
+    }
+    if (ssh_channel_is_eof(ch.get()) || (n_out < 0 && n_err < 0)) break;
+    if (n_out > 0 || n_err > 0) continue;
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0) {
+      throw ProbeError("timed out after " + seconds_text(options.command_timeout) +
+                       " waiting for '" + command + "' to print the inventory");
+    }
+    const int wait = static_cast<int>(std::min<std::int64_t>(left.count(), kPollSliceMs));
+    if (ssh_channel_poll_timeout(ch.get(), wait, 0) == SSH_ERROR) {
+      throw ProbeError("reading from the remote command failed: " + session_error(s));
+    }
+  }
+  out.exit_status = ssh_channel_get_exit_status(ch.get());
+  return inventory_from_probe_output(host, command, out);
+}
+
 Inventory probe_host_ssh(const std::string& host, const SshProbeOptions& options) {
+  if (options.keep_sessions && !options.keep_command.empty()) {
+    std::string endpoint;
+    SshSession session = open_ssh_session(host, options, &endpoint);
+    return probe_and_keep(host, options, std::move(session), endpoint);
+  }
   const std::string command = probe_command(options);
   if (command.empty()) throw ProbeError("no command to run: the path of ddlrun-probe is not set");
   std::string endpoint;
-  const SshSession session = open_ssh_session(host, options, &endpoint);
-  return inventory_from_probe_output(
+  SshSession session = open_ssh_session(host, options, &endpoint);
+  Inventory inventory = inventory_from_probe_output(
       host, command, run_command(session.get(), command, endpoint, options.command_timeout));
+  if (options.keep_sessions) {
+    options.keep_sessions->put(
+        host, SshSessions::Kept{std::move(session), std::move(endpoint), {}, {}, {}});
+  }
+  return inventory;
+}
+
+void SshSessions::put(const std::string& host, Kept kept) {
+  Kept old;  // closed outside the lock
+  const std::lock_guard lock(mutex_);
+  if (auto it = kept_.find(host); it != kept_.end()) old = std::move(it->second);
+  kept_[host] = std::move(kept);
+}
+
+SshSessions::Kept SshSessions::take(const std::string& host) {
+  const std::lock_guard lock(mutex_);
+  auto it = kept_.find(host);
+  if (it == kept_.end()) return {};
+  Kept kept = std::move(it->second);
+  kept_.erase(it);
+  return kept;
+}
+
+std::size_t SshSessions::size() const {
+  const std::lock_guard lock(mutex_);
+  return kept_.size();
+}
+
+std::string descriptor_exhaustion(int err) {
+  if (err == ENFILE) {
+    return "the system's open files are exhausted (fs.file-max): close some, or raise it";
+  }
+  if (err != EMFILE) return "";
+  rlimit limit{};
+  const std::string n = getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY
+                            ? std::to_string(limit.rlim_cur)
+                            : std::string("unknown");
+  return "too many open files (limit " + n + "): raise ulimit -n";
+}
+
+std::string descriptors_exhausted_now() {
+  const int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    close(fd);
+    return "";
+  }
+  return descriptor_exhaustion(errno);
 }
 
 Inventory inventory_from_probe_output(std::string_view host, std::string_view command,

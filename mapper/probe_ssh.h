@@ -15,6 +15,7 @@
 #include "mapper/probe_hwloc.h"
 
 struct ssh_session_struct;
+struct ssh_channel_struct;
 
 namespace ddl::mapper {
 
@@ -31,6 +32,8 @@ namespace ddl::mapper {
 // Results are cached for the run (each distinct host probed once) and, when the caller passes a
 // job id (the LSF or Slurm job), on disk in <cache_dir>/<job_id>/<host>.yaml, so later ddlrun
 // commands of the same job do not probe again.
+
+class SshSessions;
 
 /// What to do with a host key that known_hosts does not have.
 enum class HostKeyPolicy {
@@ -61,6 +64,15 @@ struct SshProbeOptions {
   std::string job_id;
   /// Where the disk cache lives; empty: default_probe_cache_dir().
   std::string cache_dir;
+  /// Where probe_host_ssh leaves each host's logged-in session once its probe ran, so that the
+  /// ssh launcher runs its agent through it instead of logging in again (one login per host);
+  /// null: sessions are closed after the probe.
+  std::shared_ptr<SshSessions> keep_sessions;
+  /// With keep_sessions: a command to run instead of probe_command() that prints the inventory
+  /// and a line "...", then goes on as ddlrun's agent on the same channel (`ddlrun
+  /// --probe-agent`); the channel is kept open with the session, so that each host pays for
+  /// one login and one login shell. Empty: the probe command, and the session alone is kept.
+  std::string keep_command;
 };
 
 /// The command run on each host: remote_command, else probe_path (shell-quoted when needed).
@@ -79,6 +91,12 @@ struct SshSessionFree {
 };
 /// A connected, logged-in libssh session; used by one thread at a time.
 using SshSession = std::unique_ptr<ssh_session_struct, SshSessionFree>;
+/// Closes and frees a libssh channel.
+struct SshChannelFree {
+  void operator()(ssh_channel_struct* c) const;
+};
+/// An open exec channel of an SshSession (freed before its session).
+using SshChannel = std::unique_ptr<ssh_channel_struct, SshChannelFree>;
 
 /// Steps 1-4 of probe_host_ssh: connects to `host` (the config's HostName and Port), checks its
 /// host key and logs in with keys. Throws ProbeError with the reason alone ("connection refused
@@ -86,6 +104,43 @@ using SshSession = std::unique_ptr<ssh_session_struct, SshSessionFree>;
 /// launcher uses it to run ddlrun's agent.
 SshSession open_ssh_session(const std::string& host, const SshProbeOptions& options,
                             std::string* endpoint = nullptr);
+
+/// Logged-in sessions kept for later, by host name as listed: the prober leaves each host's
+/// here (SshProbeOptions::keep_sessions) and the ssh launcher takes them. Thread-safe.
+/// Destroying it closes what was not taken.
+class SshSessions {
+ public:
+  /// One kept session and the "address:port" it reached, for messages.
+  struct Kept {
+    SshSession session;
+    std::string endpoint;
+    /// The channel of keep_command, its agent running (empty when the probe command ran):
+    /// and what it sent after the inventory, the start of the agent's first frame.
+    SshChannel channel;
+    std::string pending;
+    std::string command;  ///< what runs on `channel`, for messages
+  };
+  /// Keeps `session` for `host`, replacing (and closing) one kept before.
+  void put(const std::string& host, Kept kept);
+  /// The session kept for `host`, removed from here; an empty Kept when there is none.
+  Kept take(const std::string& host);
+  /// How many are kept.
+  std::size_t size() const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::map<std::string, Kept, std::less<>> kept_;
+};
+
+/// The reason for a call that failed with `err` EMFILE or ENFILE, naming the limit: "too many
+/// open files (limit 1024): raise ulimit -n" (ENFILE: "the system's open files are exhausted
+/// (fs.file-max): close some, or raise it"); "" for any other error.
+std::string descriptor_exhaustion(int err);
+
+/// descriptor_exhaustion() of this process right now: "" unless opening one more file fails
+/// with EMFILE or ENFILE. libssh reports a known_hosts it could not open as an unknown key;
+/// this tells the two apart.
+std::string descriptors_exhausted_now();
 
 /// What a remote command did.
 struct RemoteOutput {

@@ -61,6 +61,7 @@ class LocalBackend : public Backend, private pmix_server::Host {
         spec.env = merge_environment(base, env);
         spec.cpus = r.cpus;
         spec.pipe_stdin = r.rank == 0;
+        spec.cwd = job_.cwd;
         const comm::Host* h = t.find_host(r.host);
         procs_->start(r.rank, spec, h != nullptr ? h->name : "localhost");
         started.push_back(r.rank);

@@ -227,7 +227,7 @@ std::vector<Event> abort_events(int rank, int status, const std::string& message
   line.rank = rank;
   line.stream = Stream::kStderr;
   line.data = "PMIx_Abort(status " + std::to_string(status) + ")" +
-              (message.empty() ? std::string() : ": " + message);
+              (message.empty() ? std::string() : ": " + message) + "\n";
   Event exit;
   exit.type = Event::Type::kExit;
   exit.rank = rank;

@@ -5,8 +5,11 @@
 // the job. It writes the topology file into a private directory, checks that the program can
 // be run here, and says ready or why not. On "go" it starts this host's ranks with a
 // ProcessSet (the same code as the local launcher: environment, CPU binding, process groups,
-// PR_SET_PDEATHSIG) and from then on relays their lines and exits up the channel while a
-// reader thread applies signals and stdin coming down. If the channel closes first, ddlrun is
+// PR_SET_PDEATHSIG) and from then on relays their output and exits up the channel while a
+// reader thread applies signals and stdin coming down. Neither direction buffers without
+// bound: output waits in the ProcessSet's bounded queue while the channel is full (ddlrun
+// stops reading it when its own stdout is slow), and stdin comes in a window that the agent
+// reopens (Z) as rank 0 takes it. If the channel closes first, ddlrun is
 // gone: the ranks get SIGTERM, then SIGKILL after two seconds, and the agent exits.
 //
 // The agent is also its host's PMIx server (pmix_server/): it registers the job before the
@@ -19,6 +22,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -186,6 +190,19 @@ std::string ssh_connection_field(int index) {
   return s.substr(pos, s.find(' ', pos) - pos);
 }
 
+/// Enters the directory the job's ranks start in (ddlrun's own, or --wdir), which must exist
+/// here: a missing one is reported before anything starts on any host, never replaced by the
+/// login directory (a relative "./train" would then fail as "no such file" without saying
+/// why). Returns the problem, or "" once entered.
+std::string enter_working_directory(const Job& job) {
+  if (job.cwd.empty()) return "";
+  if (std::string problem = working_directory_problem(job.cwd); !problem.empty()) return problem;
+  if (chdir(job.cwd.c_str()) != 0) {
+    return "cannot enter working directory " + job.cwd + ": " + std::strerror(errno);
+  }
+  return "";
+}
+
 int Agent::run() {
   signal(SIGPIPE, SIG_IGN);
   const int master_port = free_tcp_port();
@@ -224,11 +241,8 @@ int Agent::run() {
     return fail(1, std::string("cannot read the job: ") + e.what() +
                        " (is ddlrun the same version on every host?)");
   }
-  // Ranks start where ddlrun was started, when that directory exists here too.
-  if (!job.cwd.empty() && chdir(job.cwd.c_str()) != 0) {
-    const char* home = std::getenv("HOME");
-    if (home != nullptr) [[maybe_unused]]
-      int ignored = chdir(home);
+  if (const std::string problem = enter_working_directory(job); !problem.empty()) {
+    return fail(1, problem);
   }
   const comm::Host* me = job.topology.find_host(host_index);
   const std::string where = me != nullptr ? me->name : host_name();
@@ -281,7 +295,15 @@ int Agent::run() {
   if (!f || f->type != ssh::FrameType::kGo) return 1;  // another host was not ready
 
   EventQueue events;
+  // Stdin bytes passed on (or dropped), to grant back to ddlrun as window (Z).
+  static_assert(ssh::kStdinWindow < ProcessSet::kStdinLimit);
+  std::atomic<size_t> stdin_gone{0};
+  const auto stdin_passed = [&](size_t n) {
+    stdin_gone += n;
+    events.push(Event{});
+  };
   ProcessSet procs(events);
+  procs.on_stdin_gone(stdin_passed);
   size_t started = 0;
   try {
     for (size_t i = 0; i < mine.size(); ++i) {
@@ -314,7 +336,8 @@ int Agent::run() {
           procs.signal(cmd->id);
           break;
         case ssh::FrameType::kStdin:
-          procs.write_stdin(0, cmd->payload);
+          // Never waits: the window keeps the queue under ProcessSet::kStdinLimit.
+          if (!procs.write_stdin(0, cmd->payload)) stdin_passed(cmd->payload.size());
           break;
         case ssh::FrameType::kStdinEof:
           procs.close_stdin(0);
@@ -342,6 +365,9 @@ int Agent::run() {
   while (running > 0) {
     const Clock::time_point deadline = std::min(kill_at, Clock::now() + std::chrono::hours(24));
     std::optional<Event> e = events.pop(deadline);
+    if (const size_t n = stdin_gone.exchange(0); n > 0 && !lost) {
+      send(ssh::FrameType::kStdinCredit, static_cast<int32_t>(n));
+    }
     if (!e) {
       if (Clock::now() >= kill_at) break;
       continue;

@@ -17,10 +17,15 @@ namespace ddl::launcher::ssh {
 //                and the address of ddlrun's rendezvous server ("": where ddlrun came from)
 //   agent  -> K  ready (program found, topology file written)   or   F failure (id = status)
 //   ddlrun -> G  go: start the ranks
-//   agent  -> O / R  a line of rank `id`'s stdout / stderr
+//   agent  -> O / R  bytes of rank `id`'s stdout / stderr, as read (chunks, not lines)
 //   agent  -> X  rank `id` ended: payload = exit code, signal
 //   agent  -> D  every rank of this host has ended; the agent exits
 //   ddlrun -> S  send signal `id` to every rank;  I stdin data for rank 0;  E close its stdin
+//   agent  -> Z  `id` more bytes of stdin may come: ddlrun has at most kStdinWindow bytes of I
+//                frames that the agent has not yet passed on (written, or dropped with a
+//                closed stdin), so the agent's stdin queue is bounded
+// Output needs no window: each side stops reading the other when it cannot pass output on,
+// and ssh's own channel window holds the rest back.
 // and, for the PMIx server each agent runs (pmix_server/):
 //   agent  -> C  fence contribution (FenceFrame): this host's ranks have all entered fence `key`
 //   ddlrun -> B  fence result (FenceResultFrame): every host has contributed (or time is up)
@@ -49,7 +54,11 @@ enum class FrameType : char {
   kAbort = 'A',
   kModexRequest = 'Q',
   kModexResponse = 'P',
+  kStdinCredit = 'Z',
 };
+
+/// Bytes of stdin ddlrun may send before the agent grants more (kStdinCredit).
+constexpr size_t kStdinWindow = size_t{512} << 10;
 
 struct Frame {
   FrameType type = FrameType::kHello;

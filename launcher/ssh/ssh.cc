@@ -1,15 +1,20 @@
 // The ssh backend: ddlrun's own multi-host launcher.
 //
-// How it works: one thread per host that has ranks. Each connects with libssh (the mapper's
-// open_ssh_session: ssh config, keys only, strict host keys, connect timeout), runs
+// How it works: one thread per host that has ranks. Each takes the session its host's probe
+// logged in with (so a host sees one login per job), or connects with libssh (the mapper's
+// open_ssh_session: ssh config, keys only, strict host keys, connect timeout; at most
+// ssh.max_parallel logins at once), runs
 // `ddlrun --agent` in an exec channel and waits for its hello. start() waits for every hello:
 // if a host failed, every channel is closed (so the agents that did start exit) and one
 // LaunchError lists each failed host with its reason. Then the job goes to every agent with
 // the rendezvous of rank 0's host (the address ddlrun reached it at, and its free ports); each
 // agent checks the program and writes its topology file; only when all are ready do they get
 // "go", so a program missing on one host starts nothing anywhere. From then on each thread
-// turns frames into events (lines, exits) and writes queued frames (signals, stdin) between
-// reads. A channel that closes before its agent said "done" is a lost host.
+// turns frames into events (output, exits) and writes queued frames (signals, stdin) between
+// reads. While the supervisor's event queue is output_full() a thread does not read its
+// channel (it goes on writing): ssh's window then stops the agent, and the agent stops reading
+// its ranks. Stdin goes in a window (protocol.h: Z) so no side queues more than
+// kStdinWindow of it. A channel that closes before its agent said "done" is a lost host.
 //
 // PMIx across hosts: each agent is its host's PMIx server. ddlrun joins the hosts' fence
 // contributions in one FenceCombiner (any host's thread adds what its agent sent, and the
@@ -28,6 +33,7 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <semaphore>
 #include <thread>
 
 #include "launcher/external.h"
@@ -76,17 +82,20 @@ struct HostConn {
   int status = 1;     ///< kFailed: ddlrun's exit status for it
   // The hello.
   std::string reached_address;
+  bool answered = false;  ///< its agent said hello: the ssh login worked
   int master_port = 0;
   int ddl_port = 0;
   std::string job_frame;  ///< set by start() when the job may be sent
   bool go = false;
-  std::string outgoing;  ///< frames to write (signals, stdin)
+  std::string outgoing;      ///< frames to write (signals, PMIx)
+  std::string stdin_frames;  ///< stdin to write after `outgoing` (at most kStdinWindow)
   std::thread thread;
 };
 
 class SshBackend : public Backend {
  public:
-  SshBackend(const Job& job, const LaunchOptions& options) : job_(job), options_(options) {
+  SshBackend(const Job& job, const LaunchOptions& options)
+      : job_(job), options_(options), logins_(std::max(options.ssh.max_parallel, 1)) {
     for (const comm::Host& h : job_.topology.hosts) {
       auto c = std::make_unique<HostConn>();
       c->index = h.index;
@@ -165,14 +174,29 @@ class SshBackend : public Backend {
     }
   }
   void write_stdin(std::string_view data) override {
-    std::lock_guard lock(mutex_);
-    if (HostConn* h = rank0_host())
-      h->outgoing += ssh::encode_frame(ssh::FrameType::kStdin, 0, data);
+    std::unique_lock lock(mutex_);
+    HostConn* h = rank0_host();
+    while (h != nullptr && !data.empty()) {
+      // Waits for window; gives up when the stdin or the host is gone.
+      changed_.wait(lock, [&] {
+        return stdin_window_ > 0 || stop_ || stdin_closed_ || h->phase >= Phase::kDone;
+      });
+      if (stdin_window_ == 0) return;
+      const size_t n = std::min(stdin_window_, data.size());
+      h->stdin_frames += ssh::encode_frame(ssh::FrameType::kStdin, 0, data.substr(0, n));
+      stdin_window_ -= n;
+      data.remove_prefix(n);
+    }
   }
   void close_stdin() override {
-    std::lock_guard lock(mutex_);
-    if (HostConn* h = rank0_host())
-      h->outgoing += ssh::encode_frame(ssh::FrameType::kStdinEof, 0, {});
+    {
+      std::lock_guard lock(mutex_);
+      if (stdin_closed_) return;
+      stdin_closed_ = true;
+      if (HostConn* h = rank0_host())
+        h->stdin_frames += ssh::encode_frame(ssh::FrameType::kStdinEof, 0, {});
+    }
+    changed_.notify_all();
   }
   void finish() override {
     {
@@ -264,7 +288,8 @@ class SshBackend : public Backend {
       if (HostConn* c = host_by_index(h)) c->outgoing += frame;
     }
     if (r.status != 0) {
-      events_->push(Event{Event::Type::kOutput, -1, -1, Stream::kStderr, "ddlrun: " + r.error, {}});
+      events_->push(
+          Event{Event::Type::kOutput, -1, -1, Stream::kStderr, "ddlrun: " + r.error + "\n", {}});
     }
   }
 
@@ -321,11 +346,13 @@ class SshBackend : public Backend {
     std::string message;
     int status = 1;
     int failed = 0;
+    bool unreached = false;  // some host failed before its agent answered
     {
       std::lock_guard lock(mutex_);
       for (auto& h : hosts_) {
         if (h->phase != Phase::kFailed) continue;
         ++failed;
+        unreached = unreached || !h->answered;
         message += "\n  " + h->name + ": " + h->error;
         if (status == 1) status = h->status;
       }
@@ -336,7 +363,7 @@ class SshBackend : public Backend {
     std::string next;
     if (status == 127) {
       next = "\ninstall the program on those hosts at the same path, or give its full path";
-    } else if (status == 1) {
+    } else if (status == 1 && unreached) {
       next =
           "\nfix them (each must pass 'ssh -o BatchMode=yes HOST ddlrun --version'), or leave "
           "them out of the host list";
@@ -363,25 +390,50 @@ class SshBackend : public Backend {
     changed_.notify_all();
   }
 
+  /// Host `name`'s session: the one its probe logged in with (SshProbeOptions::keep_sessions),
+  /// so that each host sees one login; else a new login, at most ssh.max_parallel at once.
+  /// When the probe's channel already runs the agent (`ddlrun --probe-agent`), that too, with
+  /// the bytes the agent sent after the inventory.
+  mapper::SshSessions::Kept open_session(const std::string& name) {
+    if (options_.ssh.keep_sessions) {
+      mapper::SshSessions::Kept kept = options_.ssh.keep_sessions->take(name);
+      if (kept.session && ssh_is_connected(kept.session.get()) &&
+          (!kept.channel || ssh_channel_is_open(kept.channel.get()))) {
+        return kept;
+      }
+    }
+    logins_.acquire();
+    struct Release {
+      std::counting_semaphore<>& logins;
+      ~Release() { logins.release(); }
+    } release{logins_};
+    mapper::SshSessions::Kept fresh;
+    fresh.session = mapper::open_ssh_session(name, options_.ssh, &fresh.endpoint);
+    return fresh;
+  }
+
   /// One host's whole conversation, on its own thread.
   void converse(HostConn& c) {
-    mapper::SshSession session;
-    std::string endpoint;
+    mapper::SshSessions::Kept kept;
     try {
-      session = mapper::open_ssh_session(c.name, options_.ssh, &endpoint);
+      kept = open_session(c.name);
     } catch (const std::exception& e) {
       fail(c, e.what());
       return;
     }
+    const mapper::SshSession session = std::move(kept.session);
+    const std::string endpoint = kept.endpoint;
     ssh_session s = session.get();
-    Channel ch(ssh_channel_new(s));
-    const std::string command = shell_quote(options_.ddlrun_path) + " --agent";
-    if (!ch || ssh_channel_open_session(ch.get()) != SSH_OK ||
-        ssh_channel_request_exec(ch.get(), command.c_str()) != SSH_OK) {
+    Channel ch(kept.channel.release());  // the probe's, its agent running; freed before `session`
+    const std::string command = ch ? kept.command : shell_quote(options_.ddlrun_path) + " --agent";
+    if (!ch &&
+        (!(ch = Channel(ssh_channel_new(s))) || ssh_channel_open_session(ch.get()) != SSH_OK ||
+         ssh_channel_request_exec(ch.get(), command.c_str()) != SSH_OK)) {
       fail(c, "cannot run '" + command + "' on " + endpoint + ": " + ssh_get_error(s));
       return;
     }
     ssh::FrameReader reader;
+    reader.feed(kept.pending);
     std::string err_line;
     bool running = false;
     std::vector<int> unfinished = c.ranks;
@@ -410,7 +462,7 @@ class SshBackend : public Backend {
                               -1,
                               c.index,
                               Stream::kStderr,
-                              c.name + ": " + err_line.substr(0, nl),
+                              c.name + ": " + err_line.substr(0, nl + 1),
                               {}});
           err_line.erase(0, nl + 1);
         }
@@ -461,8 +513,11 @@ class SshBackend : public Backend {
           if (running) {
             for (const pmix_server::FenceResult& r : fences_->expire(Clock::now()))
               deliver(r);
+            // Control first: stdin never holds a signal or a fence result back.
             to_send += c.outgoing;
             c.outgoing.clear();
+            to_send += c.stdin_frames;
+            c.stdin_frames.clear();
           }
         }
         if (stopping && (!running || unfinished.empty())) break;
@@ -477,7 +532,12 @@ class SshBackend : public Backend {
           write_failed = true;
           write_error = ssh_get_error(s);
         }
-        open = pump(kPollMs);
+        // Output only while the supervisor has room for it (its events go on meanwhile).
+        if (running && events_->output_full()) {
+          events_->wait_for_room(Clock::now() + std::chrono::milliseconds(kPollMs));
+        } else {
+          open = pump(kPollMs);
+        }
         while (auto f = reader.next()) {
           switch (f->type) {
             case ssh::FrameType::kHello: {
@@ -489,6 +549,7 @@ class SshBackend : public Backend {
               {
                 std::lock_guard lock(mutex_);
                 c.reached_address = reached;
+                c.answered = true;
                 c.master_port = mp;
                 c.ddl_port = dp;
               }
@@ -534,6 +595,12 @@ class SshBackend : public Backend {
             case ssh::FrameType::kDone:
               open = false;
               break;
+            case ssh::FrameType::kStdinCredit: {
+              std::lock_guard lock(mutex_);
+              stdin_window_ += static_cast<size_t>(std::max(f->id, 0));
+            }
+              changed_.notify_all();
+              break;
             case ssh::FrameType::kFence:
             case ssh::FrameType::kAbort:
             case ssh::FrameType::kModexRequest:
@@ -569,12 +636,15 @@ class SshBackend : public Backend {
 
   Job job_;
   LaunchOptions options_;
+  std::counting_semaphore<> logins_;  ///< logins in flight, at most ssh.max_parallel
   std::vector<std::unique_ptr<HostConn>> hosts_;
   EventQueue* events_ = nullptr;
   std::unique_ptr<pmix_server::FenceCombiner> fences_;  ///< guarded by mutex_
   std::mutex mutex_;
   std::condition_variable changed_;
   bool stop_ = false;
+  size_t stdin_window_ = ssh::kStdinWindow;  ///< stdin bytes rank 0's agent can take now
+  bool stdin_closed_ = false;
 };
 
 }  // namespace

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -210,6 +211,60 @@ TEST(AppTest, HostListErrorsShowTheCaret) {
   EXPECT_EQ(r.err.rfind("ddlrun: error: -H:1:", 0), 0u) << r.err;
   EXPECT_NE(r.err.find("\n  node[5-2]\n"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("^"), std::string::npos);
+}
+
+TEST(AppTest, ControlBytesFromAHostfileNeverReachTheTerminalRaw) {
+  const std::string path = write_file("ctl_hosts.txt", "node1\nno\x1b[2Jde slots=2\n");
+  const Result r = ddlrun({"--dry-run", "--hostfile", path, "prog"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(r.err, "ddlrun: error: " + path +
+                       ":2:3: invalid character '\\x1b' in host name 'no\\x1b[2Jde': use letters, "
+                       "digits, '-', '.' and '_'\n"
+                       "  no\\x1b[2Jde slots=2\n"
+                       "    ^~~~\n");
+  // A path given on the command line is escaped the same way.
+  const Result p = ddlrun({"--dry-run", "--hostfile", "/nonexistent/\x1b]0;t\x07", "prog"});
+  EXPECT_EQ(p.err,
+            "ddlrun: error: /nonexistent/\\x1b]0;t\\x07: cannot read hostfile: No such file or "
+            "directory\n");
+}
+
+TEST(AppTest, WdirIsMadeAbsoluteShownAndWarnedAboutUnderExternalLaunchers) {
+  const std::string here = std::filesystem::current_path().string();
+  for (const char* spelling : {"--wdir", "-wdir", "--wd"}) {
+    const Result r = ddlrun({"--dry-run", "-H", "a,b", spelling, "run/../data/", "prog"});
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.out.find("\nwdir:      " + here + "/data\n"), std::string::npos) << r.out;
+    EXPECT_EQ(r.err, "");
+  }
+  const Result none = ddlrun({"--dry-run", "-H", "a,b", "prog"});
+  EXPECT_EQ(none.out.find("wdir:"), std::string::npos) << none.out;
+  const Result mpirun =
+      ddlrun({"--dry-run", "-H", "a,b", "--launcher", "mpirun", "--wdir", "/data", "prog"});
+  EXPECT_EQ(mpirun.err,
+            "ddlrun: warning: --wdir is used by the local and ssh launchers only; this job uses "
+            "mpirun, whose ranks start where it puts them\n");
+}
+
+TEST(AppTest, OneMachineUnderTwoNamesIsRefusedNamingBoth) {
+  // Without probing: both names are this host.
+  const Result r = ddlrun({"--dry-run", "-H", "localhost:2,127.0.0.1:2", "prog"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(r.err,
+            "ddlrun: error: '127.0.0.1' (-H) and 'localhost' (-H) are the same machine: both are "
+            "this host; list each machine once, under one name, with all its slots\n");
+  // Probed: the identity hwloc's probe of this host found, named by its host name.
+  FakeRemote remote;
+  const std::string path = write_file("same_machine.txt", "localhost slots=1\n127.0.0.2\n");
+  const Result p = ddlrun({"--dry-run", "--hostfile", path, "prog"}, {}, &remote);
+  EXPECT_EQ(p.status, 2);
+  char host[256] = {};
+  ASSERT_EQ(gethostname(host, sizeof host - 1), 0);
+  EXPECT_EQ(p.err, "ddlrun: error: '127.0.0.2' (" + path + ":2) and 'localhost' (" + path +
+                       ":1) are the same machine: their probes found one machine (the same "
+                       "machine id, boot id and network namespace, host name '" +
+                       host + "'); list each machine once, under one name, with all its slots\n");
+  EXPECT_TRUE(remote.asked.empty());
 }
 
 TEST(AppTest, MissingHostfileIsAClearError) {

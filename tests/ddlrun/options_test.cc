@@ -120,6 +120,12 @@ TEST(OptionsTest, HelpAndVersionExitZero) {
   EXPECT_EQ(version.text.rfind("ddlrun ", 0), 0u);
 }
 
+TEST(OptionsTest, OutputDirThatIsAFileIsRefused) {
+  EXPECT_EQ(usage_error({"--output-dir", "/etc/hostname", "p"}),
+            "--output-dir /etc/hostname: exists and is not a directory; name a directory (ddlrun "
+            "creates it when missing)");
+}
+
 TEST(OptionsTest, UsageErrors) {
   EXPECT_EQ(usage_error({"--dryrun", "p"}),
             "unknown option '--dryrun' (did you mean '--dry-run'?); see ddlrun --help (to run a "

@@ -252,6 +252,27 @@ TEST(HostfileTest, DuplicateWithCountsNamesTheFirstLine) {
             "    ^");
 }
 
+TEST(HostfileTest, ControlBytesInHostNamesAreRefusedAndNeverEchoedRaw) {
+  // An escape sequence that would clear the screen, and one that would set the window title.
+  EXPECT_EQ(hostfile_error("a\n\x1b[2Jnode1 slots=2\n"),
+            "hosts.txt:2:1: invalid character '\\x1b' in host name '\\x1b[2Jnode1': use "
+            "letters, digits, '-', '.' and '_'\n"
+            "  \\x1b[2Jnode1 slots=2\n"
+            "  ^~~~");
+  EXPECT_EQ(hostfile_error("node\x1b]0;x\x07 slots=1\n"),
+            "hosts.txt:1:5: invalid character '\\x1b' in host name 'node\\x1b]0;x\\x07': use "
+            "letters, digits, '-', '.' and '_'\n"
+            "  node\\x1b]0;x\\x07 slots=1\n"
+            "      ^~~~");
+  // UTF-8 C1 control (U+009B, a one-character CSI): both bytes escaped.
+  EXPECT_EQ(hostfile_error("n\xc2\x9b"
+                           "2J\n"),
+            "hosts.txt:1:2: invalid character '\\xc2' in host name 'n\\xc2\\x9b2J': use "
+            "letters, digits, '-', '.' and '_'\n"
+            "  n\\xc2\\x9b2J\n"
+            "   ^~~~");
+}
+
 TEST(HostfileTest, InvalidHostNames) {
   EXPECT_EQ(hostfile_error("a/b slots=2\n"),
             "hosts.txt:1:2: invalid character '/' in host name 'a/b': use letters, digits, "

@@ -197,10 +197,10 @@ TEST(ExpandHostlistTest, InvalidCharacters) {
             "  n[1-2]/x\n"
             "        ^");
   EXPECT_EQ(expand_error("a\x01"),
-            "$SLURM_JOB_NODELIST:1:2: invalid character '\\x01' in host name 'a\x01': use "
+            "$SLURM_JOB_NODELIST:1:2: invalid character '\\x01' in host name 'a\\x01': use "
             "letters, digits, '-', '.' and '_'\n"
-            "  a\x01\n"
-            "   ^");
+            "  a\\x01\n"
+            "   ^~~~");
 }
 
 TEST(ExpandHostlistTest, NamesMayNotStartWithADash) {

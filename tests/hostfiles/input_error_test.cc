@@ -53,6 +53,29 @@ TEST(InputErrorTest, IsARuntimeError) {
   }
 }
 
+TEST(PrintableTest, EscapesControlCharactersCStyle) {
+  EXPECT_EQ(printable("a\x1b[31mb\x07"
+                      "c\x7f"),
+            "a\\x1b[31mb\\x07c\\x7f");
+  EXPECT_EQ(printable("line\n\tnext\r"), "line\n\tnext\\x0d");
+  EXPECT_EQ(printable("line\n\tnext", /*keep_layout=*/false), "line\\x0a\\x09next");
+  // UTF-8 letters pass; C1 controls written in UTF-8 (U+009B) do not.
+  EXPECT_EQ(printable("n\xc3\xa9ud \xc2\x9b"), "n\xc3\xa9ud \\xc2\\x9b");
+  EXPECT_EQ(printable("\xc2\xa0\x9b"), "\xc2\xa0\x9b");
+  EXPECT_EQ(printable(std::string_view("\0", 1)), "\\x00");
+}
+
+TEST(InputErrorTest, ControlBytesAreEscapedAndTheCaretStaysUnderTheirCharacter) {
+  const InputError e(Position{"hosts.txt", 1, 6, "n\x1b[2J\x07x slots=1"}, "bad 'n\x1b[2J\x07x'",
+                     2);
+  EXPECT_STREQ(e.what(),
+               "hosts.txt:1:6: bad 'n\\x1b[2J\\x07x'\n"
+               "  n\\x1b[2J\\x07x slots=1\n"
+               "          ^~~~~");
+  EXPECT_EQ(e.message(), "bad 'n\x1b[2J\x07x'");
+  EXPECT_EQ(e.where().line_text, "n\x1b[2J\x07x slots=1");
+}
+
 TEST(ClosestMatchTest, FindsTyposIgnoringCase) {
   EXPECT_EQ(closest_match("slot", kKeys), "slots");
   EXPECT_EQ(closest_match("SLOTS", kKeys), "slots");

@@ -372,10 +372,10 @@ TEST(RankfileErrors, InvalidHostNameCharacters) {
             "  rank 0=node=01\n"
             "             ^");
   EXPECT_EQ(parse_error(std::string_view("rank 0=a\x01", 9)),
-            "ranks.txt:1:9: invalid character '\\x01' in host name 'a\x01': use letters, "
+            "ranks.txt:1:9: invalid character '\\x01' in host name 'a\\x01': use letters, "
             "digits, '-', '.' and '_'\n"
-            "  rank 0=a\x01\n"
-            "          ^");
+            "  rank 0=a\\x01\n"
+            "          ^~~~");
   EXPECT_EQ(parse_error("rank 0=admin@node01"),
             "ranks.txt:1:13: invalid character '@' in host name 'admin@node01': give the user "
             "name in ~/.ssh/config instead\n"

@@ -73,10 +73,10 @@ TEST(PmixServerTest, AbortIsALineAndAnExitWithItsStatus) {
   EXPECT_EQ(e[0].type, Event::Type::kOutput);
   EXPECT_EQ(e[0].rank, 3);
   EXPECT_EQ(e[0].stream, Stream::kStderr);
-  EXPECT_EQ(e[0].data, "PMIx_Abort(status 7): rank 3 gives up");
+  EXPECT_EQ(e[0].data, "PMIx_Abort(status 7): rank 3 gives up\n");
   EXPECT_EQ(e[1].type, Event::Type::kExit);
   EXPECT_EQ(e[1].status, (ExitStatus{7, 0}));
-  EXPECT_EQ(abort_events(0, 0, "")[0].data, "PMIx_Abort(status 0)");
+  EXPECT_EQ(abort_events(0, 0, "")[0].data, "PMIx_Abort(status 0)\n");
   EXPECT_EQ(abort_events(0, 0, "")[1].status.code, 1);  // a failure even with status 0
 }
 

@@ -5,7 +5,10 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <mutex>
+#include <thread>
 
 namespace ddl::launcher {
 namespace {
@@ -37,15 +40,15 @@ TEST(ProcessSetTest, LinesThenExitInOrder) {
   ProcessSet p(q);
   p.start(4, sh("printf 'one\\ntwo\\npartial'; echo err >&2; exit 3"), "here");
   const auto events = collect(q, 1);
-  std::vector<std::string> out, err;
+  std::string out, err;
   for (const Event& e : events) {
-    if (e.type == Event::Type::kOutput) (e.stream == Stream::kStdout ? out : err).push_back(e.data);
+    if (e.type == Event::Type::kOutput) (e.stream == Stream::kStdout ? out : err) += e.data;
     if (e.type != Event::Type::kExit) {
       EXPECT_EQ(e.rank, 4);
     }
   }
-  EXPECT_EQ(out, (std::vector<std::string>{"one", "two", "partial"}));
-  EXPECT_EQ(err, (std::vector<std::string>{"err"}));
+  EXPECT_EQ(out, "one\ntwo\npartial");  // bytes as printed: no newline added
+  EXPECT_EQ(err, "err\n");
   ASSERT_FALSE(events.empty());
   EXPECT_EQ(events.back().type, Event::Type::kExit);
   EXPECT_EQ(events.back().status, (ExitStatus{3, 0}));
@@ -73,10 +76,62 @@ TEST(ProcessSetTest, StdinIsWrittenAndClosed) {
   p.start(0, s, "here");
   p.write_stdin(0, "abc\n");
   p.close_stdin(0);
-  std::vector<std::string> out;
+  std::string out;
   for (const Event& e : collect(q, 1))
-    if (e.type == Event::Type::kOutput) out.push_back(e.data);
-  EXPECT_EQ(out, (std::vector<std::string>{"abc", "done"}));
+    if (e.type == Event::Type::kOutput) out += e.data;
+  EXPECT_EQ(out, "abc\ndone\n");
+}
+
+TEST(ProcessSetTest, OutputStopsAtTheQueuesBoundAndTheProcessWaits) {
+  EventQueue q;
+  ProcessSet p(q);
+  p.start(0, sh("head -c 100000000 /dev/zero"), "here");
+  std::this_thread::sleep_for(500ms);
+  EXPECT_TRUE(q.output_full());
+  EXPECT_EQ(p.running(), 1);  // blocked, not done
+  // Taking the output lets it go on to the end, all 100 MB of it.
+  size_t bytes = 0;
+  bool exited = false;
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (!exited) {
+    std::optional<Event> e = q.pop(deadline);
+    ASSERT_TRUE(e);
+    if (e->type == Event::Type::kOutput) bytes += e->data.size();
+    exited = e->type == Event::Type::kExit;
+  }
+  EXPECT_EQ(bytes, 100000000u);
+}
+
+TEST(ProcessSetTest, WriteStdinWaitsWhileTheQueueIsFullUntilClosed) {
+  EventQueue q;
+  ProcessSet p(q);
+  SpawnSpec s = sh("sleep 30");  // never reads its stdin
+  s.pipe_stdin = true;
+  p.start(0, s, "here");
+  size_t gone = 0;
+  std::mutex m;
+  p.on_stdin_gone([&](size_t n) {
+    std::lock_guard lock(m);
+    gone += n;
+  });
+  std::atomic<size_t> queued{0};
+  std::atomic<bool> returned{false};
+  std::thread writer([&] {
+    const std::string block(64 * 1024, 'i');
+    while (queued < 64 * ProcessSet::kStdinLimit && p.write_stdin(0, block))
+      queued += block.size();
+    returned = true;
+  });
+  std::this_thread::sleep_for(500ms);
+  EXPECT_FALSE(returned);  // waits: bounded by the limit and the pipe's own buffer
+  EXPECT_LE(queued.load(), ProcessSet::kStdinLimit + (2u << 20));
+  p.close_stdin(0);
+  writer.join();
+  EXPECT_TRUE(returned);
+  EXPECT_FALSE(p.write_stdin(0, "late"));
+  p.finish();
+  std::lock_guard lock(m);
+  EXPECT_EQ(gone, queued.load());  // written into the pipe, or dropped with it
 }
 
 TEST(ProcessSetTest, BindsToTheCpuSet) {
@@ -92,8 +147,8 @@ TEST(ProcessSetTest, BindsToTheCpuSet) {
   p.start(0, s, "here");
   std::string line;
   for (const Event& e : collect(q, 1))
-    if (e.type == Event::Type::kOutput) line = e.data;
-  EXPECT_EQ(line, "Cpus_allowed_list:\t" + std::to_string(first));
+    if (e.type == Event::Type::kOutput) line += e.data;
+  EXPECT_EQ(line, "Cpus_allowed_list:\t" + std::to_string(first) + "\n");
 }
 
 TEST(ProcessSetTest, MissingProgramIsReportedBeforeAnythingRuns) {

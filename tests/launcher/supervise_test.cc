@@ -55,12 +55,21 @@ class FakeBackend : public Backend {
 
 class RecordingSink : public OutputSink {
  public:
-  void line(int rank, Stream stream, std::string_view text) override {
+  void output(int rank, Stream stream, std::string_view text) override {
     lines.push_back(std::to_string(rank) + (stream == Stream::kStdout ? " out " : " err ") +
                     std::string(text));
   }
   void note(std::string_view text) override { notes.emplace_back(text); }
   std::vector<std::string> lines, notes;
+};
+
+/// A sink whose reader never reads (ready() is false), or is gone (failure()).
+class StalledSink : public RecordingSink {
+ public:
+  bool ready() override { return false; }
+  bool written() override { return false; }
+  std::optional<OutputFailure> failure() override { return failure_; }
+  std::optional<OutputFailure> failure_;
 };
 
 comm::Topology three_ranks() {
@@ -83,7 +92,7 @@ SuperviseOptions quiet_options() {
 }
 
 Event out(int rank, std::string text) {
-  return {Event::Type::kOutput, rank, -1, Stream::kStdout, std::move(text), {}};
+  return {Event::Type::kOutput, rank, -1, Stream::kStdout, std::move(text) + "\n", {}};
 }
 Event exit_of(int rank, int code, int sig = 0) {
   return {Event::Type::kExit, rank, -1, Stream::kStdout, {}, {code, sig}};
@@ -95,7 +104,7 @@ TEST(SuperviseTest, AllSucceed) {
   RecordingSink sink;
   const comm::Topology t = three_ranks();
   EXPECT_EQ(supervise(b, &t, quiet_options(), sink), 0);
-  EXPECT_EQ(sink.lines, (std::vector<std::string>{"0 out hi", "2 out bye"}));
+  EXPECT_EQ(sink.lines, (std::vector<std::string>{"0 out hi\n", "2 out bye\n"}));
   EXPECT_TRUE(sink.notes.empty());
   EXPECT_TRUE(b.signals.empty());
   EXPECT_TRUE(b.finished);
@@ -176,6 +185,44 @@ TEST(SuperviseTest, LaterFailuresDoNotChangeTheStatus) {
   RecordingSink sink;
   EXPECT_EQ(supervise(b, nullptr, quiet_options(), sink), 5);
   EXPECT_EQ(sink.notes.size(), 1u);
+}
+
+TEST(SuperviseTest, ExitsAndSignalsPassOutputAStalledReaderHoldsBack) {
+  FakeBackend b({0, 1});
+  const Event sigterm{Event::Type::kSignal, -1, -1, Stream::kStdout, {}, {0, SIGTERM}};
+  b.script_ = {out(0, "waits"), out(1, "waits too"), sigterm};
+  StalledSink sink;
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(supervise(b, nullptr, quiet_options(), sink), 128 + SIGTERM);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
+  EXPECT_EQ(b.signals, (std::vector<int>{SIGTERM}));
+  EXPECT_TRUE(sink.lines.empty());  // dropped: the reader never took any
+}
+
+TEST(SuperviseTest, ATimeoutStopsTheJobAndTheStopDoesNotWaitForTheReader) {
+  FakeBackend b({0});
+  b.script_ = {out(0, "waits")};
+  SuperviseOptions o = quiet_options();
+  o.timeout = 100ms;
+  StalledSink sink;
+  EXPECT_EQ(supervise(b, nullptr, o, sink), 124);
+}
+
+TEST(SuperviseTest, AClosedStdoutStopsTheJobWithItsStatus) {
+  FakeBackend b({0, 1});
+  StalledSink sink;
+  sink.failure_ = OutputFailure{141, "standard output is closed (EPIPE)"};
+  EXPECT_EQ(supervise(b, nullptr, quiet_options(), sink), 141);
+  EXPECT_EQ(b.signals, (std::vector<int>{SIGTERM}));
+  EXPECT_EQ(sink.notes.at(0), "ddlrun: standard output is closed (EPIPE); stopping 2 processes");
+}
+
+TEST(SuperviseTest, OutputThatFailsAfterTheLastExitStillFailsTheJob) {
+  FakeBackend b({0});
+  b.script_ = {exit_of(0, 0)};
+  StalledSink sink;
+  sink.failure_ = OutputFailure{1, "cannot write standard output: No space left on device"};
+  EXPECT_EQ(supervise(b, nullptr, quiet_options(), sink), 1);
 }
 
 TEST(SignalNameTest, Names) {

@@ -137,6 +137,23 @@ TEST(InventoryTest, RoundTripsAwkwardText) {
   }
 }
 
+TEST(InventoryTest, IdentityRoundTripsAndOldInventoriesHaveNone) {
+  Inventory inv;
+  inv.hostname = "node1";
+  inv.identity = "machine=0123abcd;boot=4567-89ef;netns=4026531840;host=node1";
+  const std::string yaml = to_yaml(inv);
+  EXPECT_EQ(yaml,
+            "version: 1\nhostname: \"node1\"\nidentity: "
+            "\"machine=0123abcd;boot=4567-89ef;netns=4026531840;host=node1\"\npackages: "
+            "[]\nnuma_nodes: []\ngpus: []\nnics: []\n");
+  EXPECT_EQ(inventory_from_yaml(yaml, "t"), inv);
+  // What a ddlrun without the field wrote (a cached probe) still reads, with no identity.
+  const Inventory old = inventory_from_yaml(
+      "version: 1\nhostname: node1\npackages: []\nnuma_nodes: []\ngpus: []\nnics: []\n", "old");
+  EXPECT_EQ(old.identity, "");
+  EXPECT_EQ(old.hostname, "node1");
+}
+
 TEST(InventoryTest, Counts) {
   const Inventory inv = sample();
   EXPECT_EQ(inv.core_count(), 3);

@@ -1,10 +1,14 @@
 #include "mapper/probe_ssh.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <libssh/libssh.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -114,6 +118,50 @@ int open_fds() {
 }
 
 // --- the remote command ------------------------------------------------------------------------
+
+TEST(DescriptorExhaustion, NamesTheLimitAndTheFix) {
+  rlimit limit{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &limit), 0);
+  EXPECT_EQ(descriptor_exhaustion(EMFILE),
+            "too many open files (limit " + std::to_string(limit.rlim_cur) + "): raise ulimit -n");
+  EXPECT_EQ(descriptor_exhaustion(ENFILE),
+            "the system's open files are exhausted (fs.file-max): close some, or raise it");
+  EXPECT_EQ(descriptor_exhaustion(ECONNREFUSED), "");
+  EXPECT_EQ(descriptor_exhaustion(0), "");
+  EXPECT_EQ(descriptors_exhausted_now(), "");
+}
+
+TEST(DescriptorExhaustion, IsSeenWhenEveryDescriptorIsTaken) {
+  // In a child, so that this process keeps its descriptors and limit.
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    rlimit limit{};
+    getrlimit(RLIMIT_NOFILE, &limit);
+    limit.rlim_cur = 64;
+    if (setrlimit(RLIMIT_NOFILE, &limit) != 0) _exit(3);
+    while (open("/dev/null", O_RDONLY) >= 0) {
+    }
+    _exit(descriptors_exhausted_now() == "too many open files (limit 64): raise ulimit -n" ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+TEST(SshSessions, KeepsOneSessionPerHostUntilTaken) {
+  SshSessions kept;
+  EXPECT_EQ(kept.take("node1").session, nullptr);
+  kept.put("node1", SshSessions::Kept{SshSession(ssh_new()), "10.0.0.1:22", {}, {}, {}});
+  kept.put("node2", SshSessions::Kept{SshSession(ssh_new()), "10.0.0.2:22", {}, {}, {}});
+  EXPECT_EQ(kept.size(), 2u);
+  SshSessions::Kept one = kept.take("node1");
+  EXPECT_NE(one.session, nullptr);
+  EXPECT_EQ(one.endpoint, "10.0.0.1:22");
+  EXPECT_EQ(kept.take("node1").session, nullptr);  // taken once
+  EXPECT_EQ(kept.size(), 1u);
+}
 
 TEST(ProbeCommand, IsTheProbePathQuotedWhenNeeded) {
   SshProbeOptions o;
