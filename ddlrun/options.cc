@@ -35,11 +35,20 @@ std::string positive_integer(const std::string& value) {
   return {};
 }
 
+/// The longest duration any option takes: 10^9 s (about 31 years). Longer ones would overflow
+/// the clock arithmetic (--timeout 1e10 once fired at once); they are refused, not clamped.
+constexpr double kMaxSeconds = 1e9;
+
 std::string positive_seconds(const std::string& value) {
   char* end = nullptr;
   const double d = std::strtod(value.c_str(), &end);
-  if (value.empty() || *end != '\0' || !(d > 0) || !std::isfinite(d)) {
+  if (value.empty() || *end != '\0' || !(d > 0) || std::isnan(d)) {
     return "'" + value + "' is not a number of seconds above 0";
+  }
+  if (d > kMaxSeconds) {
+    return "'" + value +
+           "' is more than 1000000000 s (about 31 years), the longest duration ddlrun takes; give "
+           "a smaller number";
   }
   return {};
 }
