@@ -142,6 +142,8 @@ int launch(const JobPlan& plan, const Options& o, spdlog::logger& log) {
   lo.work_dir = work.path();
   lo.environ = launcher::current_environment();
   lo.verbosity = o.verbosity;
+  lo.heartbeat_timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(o.heartbeat_timeout * 1000));
   // ddlrun serves the runtime's rendezvous: the bootstrap of its own launchers, and the
   // fallback under external ones whose ranks find no PMIx server (srun --mpi=pmi2).
   std::unique_ptr<comm::RendezvousServer> rendezvous;
@@ -158,6 +160,9 @@ int launch(const JobPlan& plan, const Options& o, spdlog::logger& log) {
   launcher::SuperviseOptions so;
   so.kill_grace = std::chrono::milliseconds(static_cast<int64_t>(o.kill_grace * 1000));
   if (o.timeout) so.timeout = std::chrono::milliseconds(static_cast<int64_t>(*o.timeout * 1000));
+  // Past SIGKILL, the ssh launcher declares a host that does not answer lost within the
+  // heartbeat deadline; the supervisor's own limit comes after it.
+  so.give_up = lo.heartbeat_timeout + std::chrono::seconds(5);
   log.info("starting {} ranks through {}", plan.topology.ranks.size(), backend->name());
   return launcher::supervise(*backend, &plan.topology, so, *sink);
 }

@@ -204,6 +204,12 @@ std::unique_ptr<CLI::App> make_app(Options& o) {
       ->type_name("SECONDS")
       ->check(positive_seconds)
       ->group("Launching");
+  app->add_option("--heartbeat-timeout", o.heartbeat_timeout,
+                  "ssh launcher: seconds without a heartbeat after which a host is lost, and "
+                  "its agent gives ddlrun up (default 10)")
+      ->type_name("SECONDS")
+      ->check(positive_seconds)
+      ->group("Launching");
   app->add_option("--output-dir", o.output_dir,
                   "Write each rank's output to DIR/rank.N/stdout and stderr instead")
       ->type_name("DIR")

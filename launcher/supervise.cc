@@ -9,10 +9,13 @@
 //   exit         -> a failure (status != 0 or a signal) that comes first names the culprit
 //                   and starts the stop: SIGTERM to every process, SIGKILL after the grace
 //   host lost    -> the same, for every rank of that host that had not ended
-//   signal       -> forwarded; the stop starts; a second SIGINT sends SIGKILL at once
+//   signal       -> forwarded; the stop starts. A signal while stopping (a second one, or the
+//                   first after a failure) sends SIGKILL and ends the loop at once
 //   timeout      -> the stop starts; exit status 124
-// The loop ends when every process the backend started has ended. Only the first cause of the
-// stop counts for the exit status; ranks that die of our SIGTERM afterwards do not.
+//   SIGKILL sent -> at most `give_up` more for the processes to report their end
+// The loop ends when every process the backend started has ended, or earlier as above: ddlrun
+// never waits without a deadline for a host it cannot reach. Only the first cause of the stop
+// counts for the exit status; ranks that die of our SIGTERM afterwards do not.
 
 #include "launcher/supervise.h"
 
@@ -22,6 +25,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -240,6 +244,8 @@ int supervise(Backend& backend, const comm::Topology* topology, const SuperviseO
   int interrupts = 0;
   constexpr Clock::time_point kNever = Clock::time_point::max();
   Clock::time_point kill_at = kNever;
+  Clock::time_point give_up_at = kNever;
+  bool leave = false;  // stop waiting for the processes still running
   const Clock::time_point timeout_at = options.timeout ? Clock::now() + *options.timeout : kNever;
   auto begin_stop = [&](int status) {
     if (!exit_status) exit_status = status;
@@ -256,8 +262,9 @@ int supervise(Backend& backend, const comm::Topology* topology, const SuperviseO
       sink.note("  " + l);
   };
 
-  while (!running.empty()) {
-    Clock::time_point deadline = std::min(Clock::now() + std::chrono::hours(24), kill_at);
+  while (!running.empty() && !leave) {
+    Clock::time_point deadline =
+        std::min({Clock::now() + std::chrono::hours(24), kill_at, give_up_at});
     if (!stopping) deadline = std::min(deadline, timeout_at);
     std::optional<Event> e = events.pop(deadline);
     if (!e) {
@@ -268,6 +275,12 @@ int supervise(Backend& backend, const comm::Topology* topology, const SuperviseO
                   " after SIGTERM; sending SIGKILL");
         backend.signal(SIGKILL);
         kill_at = kNever;
+        give_up_at = now + options.give_up;
+      } else if (now >= give_up_at) {
+        sink.note("ddlrun: " + std::to_string(running.size()) + " of " + std::to_string(total) +
+                  " processes did not report their end " + seconds(options.give_up) +
+                  " after SIGKILL; leaving without them");
+        leave = true;
       }
       if (!stopping && now >= timeout_at) {
         sink.note("ddlrun: the job timed out after " + seconds(*options.timeout) +
@@ -319,12 +332,15 @@ int supervise(Backend& backend, const comm::Topology* topology, const SuperviseO
       }
       case Event::Type::kSignal: {
         const int s = e->status.signal;
-        if (s == SIGINT && ++interrupts >= 2) {
-          sink.note("ddlrun: second interrupt: killing every process now");
+        if (s == SIGINT) ++interrupts;
+        if (stopping) {
+          sink.note(std::string("ddlrun: ") +
+                    (s == SIGINT && interrupts >= 2 ? "second interrupt"
+                                                    : "got " + signal_name(s) + " while stopping") +
+                    ": killing every process now");
           if (!exit_status) exit_status = 128 + s;
-          stopping = true;
           backend.signal(SIGKILL);
-          kill_at = kNever;
+          leave = true;
           break;
         }
         if (!stopping) {

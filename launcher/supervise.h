@@ -50,11 +50,17 @@ struct SuperviseOptions {
   int stdin_fd = 0;
   /// Lines of a failed rank's output shown in the summary.
   int tail_lines = 5;
+  /// How long after SIGKILL ddlrun still waits for processes to report their end before it
+  /// leaves without them (a host that cannot be reached any more).
+  std::chrono::milliseconds give_up{15000};
 };
 
 /// Runs the job: starts `backend`, prints output through `sink`, and ends the whole job when one
 /// process fails (exit status other than 0, or a signal), when a host is lost, on --timeout, or
 /// when ddlrun gets SIGINT/SIGTERM/SIGHUP: SIGTERM to every process, SIGKILL after kill_grace.
+/// A signal that comes while the job is being stopped (a second one, or the first after a
+/// failure) sends SIGKILL and returns at once; so does `give_up` after SIGKILL: no wait is
+/// without a deadline.
 /// `topology` names each rank's host in messages (may be null). Returns ddlrun's exit status:
 /// 0 when every process exited 0, else the first failed process's (128+N for signal N), 124 on
 /// timeout, 128+N when ddlrun was stopped by signal N, 1 when a host was lost. LaunchError from

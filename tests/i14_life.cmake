@@ -1,0 +1,10 @@
+# Issue 14 (reliability), the launcher's side: no wait without a deadline (partitions, frozen
+# agents, signals while stopping), nothing left behind (SIGKILL of ddlrun), Ctrl-Z, blame.
+add_executable(ddl_loop netns/ddl_loop.c)
+target_link_libraries(ddl_loop PRIVATE ddl)
+
+# Partition, frozen agent, stopped ddlrun on namespace hosts through the ssh launcher.
+add_test(NAME launcher.liveness_netns
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/netns/liveness_test.sh $<TARGET_FILE:ddlrun>
+                 $<TARGET_FILE:ddl_loop>)
+set_tests_properties(launcher.liveness_netns PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 180)
