@@ -7,6 +7,8 @@
 #   frozen     node2's agent is SIGSTOPped: --timeout still fires, and one SIGTERM while
 #              ddlrun waits for the frozen host ends it within 2 s with 124; after SIGCONT the
 #              agent finds ddlrun gone and nothing of the job is left;
+#   agent TERM node2's agent gets SIGTERM: ddlrun shows the agent's reason, and no
+#              /tmp/ddlrun-agent.* stays on node2 (item 17a);
 #   lost ddlrun  ddlrun itself is SIGSTOPped: every agent stops its ranks and exits within the
 #              deadline + 4 s.
 # Usage: liveness_test.sh DDLRUN DDL_LOOP   (77, skipped, without root, ip netns or sshd)
@@ -131,6 +133,20 @@ if running frozen 4; then
   kill -CONT "$agent"
   gone 2 4 frozen
   gone 1 3 frozen
+fi
+
+echo "== agent SIGTERMed: it stops its ranks and leaves no /tmp/ddlrun-agent.* behind"
+start agent_term -H node1:2,node2:2 "$loop"
+if running agent_term 4; then
+  kill -TERM "$(agent_on 2)"
+  ends agent_term 5
+  # Its ranks die of its SIGTERM (143), or the channel closes first (1).
+  [[ $rc == 143 || $rc == 1 ]] || fail "agent_term: exit $rc, not 143 or 1" "$out/agent_term"
+  grep -q "^node2: ddlrun agent on node2: got SIGTERM; stopping its ranks" "$out/agent_term" ||
+    fail "agent_term: the agent's reason is not shown" "$out/agent_term"
+  gone 2 3 agent_term
+  left=$(netns_exec 2 sh -c 'ls -d /tmp/ddlrun-agent.* 2>/dev/null')
+  [[ -z $left ]] || fail "agent_term: left on node2: $left"
 fi
 
 echo "== lost ddlrun: ddlrun SIGSTOPped, every agent gives it up"
