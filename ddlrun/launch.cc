@@ -13,6 +13,7 @@
 
 #include "comm/bootstrap/bootstrap.h"
 #include "launcher/factory.h"
+#include "launcher/keeper.h"
 #include "launcher/process.h"
 #include "lsf/jsrun.h"
 
@@ -125,7 +126,11 @@ launcher::TagStyle tag_style(const std::string& name) {
 }
 
 int launch(const JobPlan& plan, const Options& o, spdlog::logger& log) {
+  // Should ddlrun die without cleaning up (SIGKILL), its keeper kills what the ranks started
+  // and removes the job's directories.
+  launcher::enable_keeper(self_path());
   WorkDir work(plan.job_id);
+  launcher::keeper_remove_dir(work.path());
   std::string topology_path = o.topology_file;
   if (topology_path.empty()) {
     topology_path = work.path() + "/topology.yaml";

@@ -8,3 +8,9 @@ add_test(NAME launcher.liveness_netns
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/netns/liveness_test.sh $<TARGET_FILE:ddlrun>
                  $<TARGET_FILE:ddl_loop>)
 set_tests_properties(launcher.liveness_netns PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 180)
+
+# SIGKILL of ddlrun leaves no process (children that left their rank's group included) and no
+# temporary directory; a second SIGTERM ends ddlrun at once (local launcher, no root needed).
+add_test(NAME launcher.leftovers_local
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/launcher/leftovers_test.sh $<TARGET_FILE:ddlrun>)
+set_tests_properties(launcher.leftovers_local PROPERTIES TIMEOUT 60)

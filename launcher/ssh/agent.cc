@@ -38,6 +38,7 @@
 #include <thread>
 
 #include "launcher/factory.h"
+#include "launcher/keeper.h"
 #include "launcher/pmix_server/server.h"
 #include "launcher/process.h"
 #include "launcher/ssh/protocol.h"
@@ -341,6 +342,7 @@ int Agent::run() {
     std::lock_guard lock(procs_mutex_);
     dir_ = pattern;
   }
+  keeper_remove_dir(dir_);
   const std::string topology_path = dir_ + "/topology.yaml";
   std::vector<comm::RankPlacement> mine;
   for (const comm::RankPlacement& r : job.topology.ranks) {
@@ -501,6 +503,9 @@ int Agent::run() {
 void run_agent(int in_fd, int out_fd) {
   // Never destroyed: the reader, heartbeat and watchdog threads may still use it (blocked in
   // read() or write()) until _exit ends them.
+  std::error_code ec;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) enable_keeper(self.string());
   auto* agent = new Agent(in_fd, out_fd);
   const int status = agent->run();
   agent->remove_files();

@@ -9,6 +9,8 @@
 #              agent finds ddlrun gone and nothing of the job is left;
 #   agent TERM node2's agent gets SIGTERM: ddlrun shows the agent's reason, and no
 #              /tmp/ddlrun-agent.* stays on node2 (item 17a);
+#   sigkill    ddlrun SIGKILLed: within 5 s nothing of the job on any host, children that left
+#              their rank's process group (setsid) included, and no /tmp/ddlrun* (item 3);
 #   lost ddlrun  ddlrun itself is SIGSTOPped: every agent stops its ranks and exits within the
 #              deadline + 4 s.
 # Usage: liveness_test.sh DDLRUN DDL_LOOP   (77, skipped, without root, ip netns or sshd)
@@ -148,6 +150,22 @@ if running agent_term 4; then
   left=$(netns_exec 2 sh -c 'ls -d /tmp/ddlrun-agent.* 2>/dev/null')
   [[ -z $left ]] || fail "agent_term: left on node2: $left"
 fi
+
+echo "== ddlrun SIGKILLed: within 5 s nothing of the job on any host, setsid children included"
+start sigkill -H node1:2,node2:2,node3:2 sh -c 'setsid sleep 33 & sleep 34 & echo "kids $$"; wait'
+for ((i = 0; i < 100; i++)); do
+  (($(grep -c 'kids ' "$out/sigkill") >= 6)) && break
+  sleep 0.1
+done
+kill -KILL "$job_pid"
+wait "$job_pid" 2>/dev/null
+t0=$(now_ms)
+for k in 1 2 3; do gone "$k" 5 sigkill; done
+echo "  sigkill: every host empty $(($(now_ms) - t0)) ms after SIGKILL"
+for k in 1 2 3; do
+  left=$(netns_exec "$k" sh -c 'ls -d /tmp/ddlrun* 2>/dev/null')
+  [[ -z $left ]] || fail "sigkill: left on node$k: $left"
+done
 
 echo "== lost ddlrun: ddlrun SIGSTOPped, every agent gives it up"
 start stopped --heartbeat-timeout "$deadline" -H node1:2,node2:2,node3:2 "$loop"

@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# What ddlrun leaves behind, and how fast it leaves, under the local launcher (issue 14):
+#   sigkill  ddlrun SIGKILLed while each rank has a child in its process group and one that
+#            left it (setsid): within 5 s no process of the job is left and its TMPDIR is empty
+#            (item 3; the keeper, launcher/keeper.h);
+#   term2    ranks that ignore SIGTERM, --kill-grace 30: a second SIGTERM ends ddlrun within 2 s
+#            with 143 and kills them (item 11).
+# Usage: leftovers_test.sh DDLRUN
+set -uo pipefail
+ddlrun=$(realpath "$1")
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fails=0
+fail() {
+  echo "FAIL: $1"
+  [[ -n ${2:-} ]] && sed -n '1,30s/^/    | /p' "$2"
+  fails=$((fails + 1))
+}
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+alive() { [[ -e /proc/$1 ]] && [[ $(ps -o stat= -p "$1" 2>/dev/null) != Z* ]]; }
+# wait_for FILE N: until FILE has N lines starting "kids " (10 s at most).
+wait_for() {
+  local i
+  for ((i = 0; i < 100; i++)); do
+    (($(grep -c '^kids ' "$1") >= $2)) && return 0
+    sleep 0.1
+  done
+  return 1
+}
+# none_alive SECONDS PIDS...: true when all are gone within SECONDS.
+none_alive() {
+  local limit=$(($1 * 10)) i p any
+  shift
+  for ((i = 0; i <= limit; i++)); do
+    any=""
+    for p in "$@"; do alive "$p" && any+=" $p"; done
+    [[ -z $any ]] && return 0
+    sleep 0.1
+  done
+  echo "still alive:$any"
+  ps -o pid=,args= -p "${any// /,}" | sed 's/^/    /'
+  kill -KILL $any 2>/dev/null
+  return 1
+}
+
+echo "== sigkill: SIGKILL of ddlrun"
+mkdir -p "$work/tmp"
+TMPDIR="$work/tmp" "$ddlrun" -H localhost:2 --no-probe --tag-output none sh -c \
+  'setsid sleep 33 & a=$!; sleep 34 & echo "kids $$ $a $!"; wait' >"$work/sigkill" 2>&1 &
+job=$!
+if wait_for "$work/sigkill" 2; then
+  # shellcheck disable=SC2207
+  pids=($(awk '/^kids /{print $2, $3, $4}' "$work/sigkill"))
+  ls -A "$work/tmp" | grep -q . || fail "sigkill: no temporary directory to check"
+  kill -KILL "$job"
+  t0=$(now_ms)
+  none_alive 5 "${pids[@]}" || fail "sigkill: processes of the job outlived ddlrun by 5 s"
+  for ((i = 0; i < 50; i++)); do
+    [[ -z $(ls -A "$work/tmp") ]] && break
+    sleep 0.1
+  done
+  [[ -z $(ls -A "$work/tmp") ]] || fail "sigkill: left in TMPDIR: $(ls -A "$work/tmp")"
+  echo "  sigkill: all gone $(($(now_ms) - t0)) ms after SIGKILL"
+else
+  fail "sigkill: the ranks did not start" "$work/sigkill"
+  kill -KILL "$job"
+fi
+wait "$job" 2>/dev/null
+
+echo "== term2: a second SIGTERM ends ddlrun at once"
+"$ddlrun" -H localhost:2 --no-probe --tag-output none --kill-grace 30 sh -c \
+  'trap "" TERM; sleep 40 & echo "kids $$ $!"; while :; do wait; done' >"$work/term2" 2>&1 &
+job=$!
+if wait_for "$work/term2" 2; then
+  # shellcheck disable=SC2207
+  pids=($(awk '/^kids /{print $2, $3}' "$work/term2"))
+  kill -TERM "$job"
+  sleep 0.5
+  alive "$job" || fail "term2: the first SIGTERM ended ddlrun (the ranks ignore it)" "$work/term2"
+  t0=$(now_ms)
+  kill -TERM "$job"
+  for ((i = 0; i < 20; i++)); do
+    alive "$job" || break
+    sleep 0.1
+  done
+  if alive "$job"; then
+    fail "term2: ddlrun still runs 2 s after the second SIGTERM" "$work/term2"
+    kill -KILL "$job"
+  fi
+  wait "$job"
+  rc=$?
+  echo "  term2: exit $rc $(($(now_ms) - t0)) ms after the second SIGTERM"
+  ((rc == 143)) || fail "term2: exit $rc, not 143" "$work/term2"
+  grep -qx "ddlrun: got SIGTERM while stopping: killing every process now" "$work/term2" ||
+    fail "term2: no note of the second SIGTERM" "$work/term2"
+  none_alive 2 "${pids[@]}" || fail "term2: the ranks outlived ddlrun"
+else
+  fail "term2: the ranks did not start" "$work/term2"
+  kill -KILL "$job"
+fi
+
+if ((fails > 0)); then
+  echo "$fails failure(s)"
+  exit 1
+fi
+echo "all passed"
