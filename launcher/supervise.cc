@@ -11,6 +11,7 @@
 //   host lost    -> the same, for every rank of that host that had not ended
 //   signal       -> forwarded; the stop starts. A signal while stopping (a second one, or the
 //                   first after a failure) sends SIGKILL and ends the loop at once
+//   SIGTSTP      -> SIGSTOP to every process, then to ddlrun itself; SIGCONT resumes them
 //   timeout      -> the stop starts; exit status 124
 //   SIGKILL sent -> at most `give_up` more for the processes to report their end
 // The loop ends when every process the backend started has ended, or earlier as above: ddlrun
@@ -156,7 +157,7 @@ int supervise(Backend& backend, const comm::Topology* topology, const SuperviseO
   EventQueue events;
   sigset_t stop_signals, old_mask;
   sigemptyset(&stop_signals);
-  for (int s : {SIGINT, SIGTERM, SIGHUP, SIGUSR2})
+  for (int s : {SIGINT, SIGTERM, SIGHUP, SIGUSR2, SIGTSTP, SIGCONT})
     sigaddset(&stop_signals, s);
   if (options.handle_signals) pthread_sigmask(SIG_BLOCK, &stop_signals, &old_mask);
   signal(SIGPIPE, SIG_IGN);
@@ -254,6 +255,18 @@ int supervise(Backend& backend, const comm::Topology* topology, const SuperviseO
     backend.signal(SIGTERM);
     kill_at = Clock::now() + options.kill_grace;
   };
+  // Ctrl-Z: SIGSTOP to every process, then ddlrun stops itself (a moment later, so that the
+  // ssh backend's threads send the signal first); SIGCONT (fg) resumes them.
+  auto job_control = [&](int s) {
+    if (s == SIGCONT) {
+      backend.signal(SIGCONT);
+      return;
+    }
+    backend.signal(SIGSTOP);
+    if (!options.handle_signals) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    kill(getpid(), SIGSTOP);
+  };
   auto show_tail = [&](int rank) {
     auto it = tails.find(rank);
     if (it == tails.end() || it->second.empty()) return;
@@ -332,6 +345,10 @@ int supervise(Backend& backend, const comm::Topology* topology, const SuperviseO
       }
       case Event::Type::kSignal: {
         const int s = e->status.signal;
+        if (s == SIGTSTP || s == SIGCONT) {  // job control, as mpirun does it
+          job_control(s);
+          break;
+        }
         if (s == SIGINT) ++interrupts;
         if (stopping) {
           sink.note(std::string("ddlrun: ") +

@@ -51,6 +51,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr auto kLostGrace = std::chrono::seconds(2);
+/// The heartbeat deadline while the job is suspended (Ctrl-Z): ddlrun is stopped too.
+constexpr auto kSuspendedTimeout = std::chrono::milliseconds(24 * 3600 * 1000);
 
 std::string host_name();
 
@@ -148,6 +150,7 @@ class Agent : private pmix_server::Host {
   ssh::FrameReader reader_;
   std::atomic<int64_t> last_heard_ms_;  ///< when bytes last came from ddlrun
   std::atomic<int64_t> deadline_ms_{ssh::kDefaultHeartbeatTimeout.count()};
+  std::atomic<bool> suspended_{false};  ///< the job is stopped (Ctrl-Z): kSuspendedTimeout
   std::mutex procs_mutex_;
   ProcessSet* procs_ = nullptr;  ///< the ranks, once started; guarded by procs_mutex_
   std::string dir_;              ///< written before the watchdog reads it, under procs_mutex_
@@ -220,10 +223,11 @@ void Agent::start_liveness() {
       const int sig = sigtimedwait(&stop, nullptr, &slice);
       if (sig > 0) abandon("got " + signal_name(sig), 128 + sig);
       const int64_t silent_ms = now_ms() - last_heard_ms_;
-      if (silent_ms > deadline_ms_) {
+      const int64_t deadline = suspended_ ? kSuspendedTimeout.count() : deadline_ms_.load();
+      if (silent_ms > deadline) {
         char buf[96];
         std::snprintf(buf, sizeof buf, "no heartbeat from ddlrun for %g s",
-                      static_cast<double>(deadline_ms_) / 1000.0);
+                      static_cast<double>(deadline) / 1000.0);
         abandon(buf, 1);
       }
     }
@@ -421,6 +425,9 @@ int Agent::run() {
       if (!cmd) break;
       switch (cmd->type) {
         case ssh::FrameType::kSignal:
+          // Ctrl-Z stops ddlrun too: no heartbeats until it resumes.
+          if (cmd->id == SIGSTOP) suspended_ = true;
+          if (cmd->id == SIGCONT) suspended_ = false;
           procs.signal(cmd->id);
           break;
         case ssh::FrameType::kStdin:

@@ -4,7 +4,9 @@
 #            left it (setsid): within 5 s no process of the job is left and its TMPDIR is empty
 #            (item 3; the keeper, launcher/keeper.h);
 #   term2    ranks that ignore SIGTERM, --kill-grace 30: a second SIGTERM ends ddlrun within 2 s
-#            with 143 and kills them (item 11).
+#            with 143 and kills them (item 11);
+#   ctrlz    SIGTSTP stops every rank (and its children) and ddlrun; SIGCONT resumes them all
+#            (item 6).
 # Usage: leftovers_test.sh DDLRUN
 set -uo pipefail
 ddlrun=$(realpath "$1")
@@ -96,6 +98,46 @@ if wait_for "$work/term2" 2; then
   none_alive 2 "${pids[@]}" || fail "term2: the ranks outlived ddlrun"
 else
   fail "term2: the ranks did not start" "$work/term2"
+  kill -KILL "$job"
+fi
+
+echo "== ctrlz: SIGTSTP stops the ranks and ddlrun, SIGCONT resumes them"
+# stat_of PID: its state letter (T: stopped).
+stat_of() { ps -o stat= -p "$1" 2>/dev/null | cut -c1; }
+# states_are LETTER PIDS...: every one in that state within 2 s.
+states_are() {
+  local want=$1 i p ok
+  shift
+  for ((i = 0; i < 20; i++)); do
+    ok=1
+    for p in "$@"; do [[ $(stat_of "$p") == "$want" ]] || ok=0; done
+    ((ok)) && return 0
+    sleep 0.1
+  done
+  for p in "$@"; do echo "    pid $p: state $(stat_of "$p"), not $want"; done
+  return 1
+}
+"$ddlrun" -H localhost:2 --no-probe --tag-output none sh -c \
+  'sleep 60 & echo "kids $$ $!"; while :; do echo tick; sleep 0.2; done' >"$work/ctrlz" 2>&1 &
+job=$!
+if wait_for "$work/ctrlz" 2; then
+  # shellcheck disable=SC2207
+  pids=($(awk '/^kids /{print $2, $3}' "$work/ctrlz"))
+  kill -TSTP "$job"
+  states_are T "$job" "${pids[@]}" || fail "ctrlz: not everything stopped after SIGTSTP"
+  ticks=$(grep -c '^tick' "$work/ctrlz")
+  sleep 1
+  [[ $(grep -c '^tick' "$work/ctrlz") == "$ticks" ]] || fail "ctrlz: the ranks still print"
+  kill -CONT "$job"
+  states_are S "${pids[@]}" || fail "ctrlz: the ranks did not resume after SIGCONT"
+  sleep 1
+  (($(grep -c '^tick' "$work/ctrlz") > ticks)) || fail "ctrlz: no output after SIGCONT"
+  kill -INT "$job"
+  wait "$job"
+  rc=$?
+  ((rc == 130)) || fail "ctrlz: exit $rc after SIGINT, not 130" "$work/ctrlz"
+else
+  fail "ctrlz: the ranks did not start" "$work/ctrlz"
   kill -KILL "$job"
 fi
 

@@ -11,6 +11,8 @@
 #              /tmp/ddlrun-agent.* stays on node2 (item 17a);
 #   sigkill    ddlrun SIGKILLed: within 5 s nothing of the job on any host, children that left
 #              their rank's process group (setsid) included, and no /tmp/ddlrun* (item 3);
+#   Ctrl-Z     SIGTSTP stops every rank on every host and ddlrun, for longer than the
+#              deadline; SIGCONT resumes them all (item 6);
 #   lost ddlrun  ddlrun itself is SIGSTOPped: every agent stops its ranks and exits within the
 #              deadline + 4 s.
 # Usage: liveness_test.sh DDLRUN DDL_LOOP   (77, skipped, without root, ip netns or sshd)
@@ -166,6 +168,25 @@ for k in 1 2 3; do
   left=$(netns_exec "$k" sh -c 'ls -d /tmp/ddlrun* 2>/dev/null')
   [[ -z $left ]] || fail "sigkill: left on node$k: $left"
 done
+
+echo "== Ctrl-Z: SIGTSTP stops every rank and ddlrun, longer than the deadline; SIGCONT resumes"
+start ctrlz --heartbeat-timeout "$deadline" -H node1:2,node2:2,node3:2 "$loop"
+if running ctrlz 6; then
+  mapfile -t rank_pids < <(awk '$3 == "pid" {print $4}' "$out/ctrlz")
+  kill -TSTP "$job_pid"
+  sleep $((deadline + 2))
+  for p in "$job_pid" "${rank_pids[@]}"; do
+    [[ $(ps -o stat= -p "$p" | cut -c1) == T ]] || fail "ctrlz: pid $p is not stopped" "$out/ctrlz"
+  done
+  lines=$(wc -l <"$out/ctrlz")
+  kill -CONT "$job_pid"
+  sleep 2
+  alive "$job_pid" || fail "ctrlz: the job did not survive the suspension" "$out/ctrlz"
+  (($(wc -l <"$out/ctrlz") > lines)) || fail "ctrlz: the ranks did not resume" "$out/ctrlz"
+  kill -INT "$job_pid"
+  ends ctrlz 5
+  [[ $rc == 130 ]] || fail "ctrlz: exit $rc after SIGINT, not 130" "$out/ctrlz"
+fi
 
 echo "== lost ddlrun: ddlrun SIGSTOPped, every agent gives it up"
 start stopped --heartbeat-timeout "$deadline" -H node1:2,node2:2,node3:2 "$loop"
