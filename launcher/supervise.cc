@@ -7,7 +7,10 @@
 // timeout and the end of the kill grace:
 //   output       -> the sink (and the rank's last lines, for the summary)
 //   exit         -> a failure (status != 0 or a signal) that comes first names the culprit
-//                   and starts the stop: SIGTERM to every process, SIGKILL after the grace
+//                   and starts the stop: SIGTERM to every process, SIGKILL after the grace.
+//                   When the failed rank's output blames a peer (blame.h), the note names that
+//                   peer: a rank that left early, or the end of a chain of stalls (the note
+//                   then waits up to kBlameWait for the other ranks' errors)
 //   host lost    -> the same, for every rank of that host that had not ended
 //   signal       -> forwarded; the stop starts. A signal while stopping (a second one, or the
 //                   first after a failure) sends SIGKILL and ends the loop at once
@@ -35,11 +38,16 @@
 #include <set>
 #include <thread>
 
+#include "launcher/blame.h"
+
 namespace ddl::launcher {
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
+/// How long the note of a failure blamed on a stalled peer waits for the other ranks' errors,
+/// which name the rank that stopped.
+constexpr auto kBlameWait = std::chrono::milliseconds(1000);
 
 void write_all(int fd, std::string_view text) {
   while (!text.empty()) {
@@ -274,10 +282,36 @@ int supervise(Backend& backend, const comm::Topology* topology, const SuperviseO
     for (const std::string& l : it->second)
       sink.note("  " + l);
   };
+  // The first failure's note, naming whom its output blames.
+  Blame blame;
+  struct Failure {
+    int rank;
+    std::string how;       // "exited with status 1"
+    std::string stopping;  // "; stopping the other 3 processes"
+  };
+  std::optional<Failure> unreported;  // a stall: its note waits until blame_at
+  Clock::time_point blame_at = kNever;
+  auto report = [&](const Failure& f) {
+    const Culprit c = blame.culprit(f.rank);
+    if (c.kind == Culprit::Kind::kLeft) {
+      sink.note("ddlrun: " + who(c.rank) +
+                " exited (status 0) while the others were still running a collective; " +
+                who(f.rank) + " " + f.how + " because of it" + f.stopping);
+    } else if (c.kind == Culprit::Kind::kStalled) {
+      sink.note("ddlrun: " + who(f.rank) + " " + f.how + " waiting for " + who(c.rank) +
+                ", which made " + c.detail + f.stopping);
+    } else {
+      sink.note("ddlrun: " + who(f.rank) + " " + f.how + f.stopping);
+    }
+    show_tail(f.rank);
+    unreported.reset();
+    blame_at = kNever;
+  };
 
   while (!running.empty() && !leave) {
+    if (unreported && (Clock::now() >= blame_at || running.empty())) report(*unreported);
     Clock::time_point deadline =
-        std::min({Clock::now() + std::chrono::hours(24), kill_at, give_up_at});
+        std::min({Clock::now() + std::chrono::hours(24), kill_at, give_up_at, blame_at});
     if (!stopping) deadline = std::min(deadline, timeout_at);
     std::optional<Event> e = events.pop(deadline);
     if (!e) {
@@ -305,6 +339,7 @@ int supervise(Backend& backend, const comm::Topology* topology, const SuperviseO
     switch (e->type) {
       case Event::Type::kOutput: {
         sink.line(e->rank, e->stream, e->data);
+        blame.line(e->rank, e->data);
         auto& tail = tails[e->rank];
         tail.push_back(e->data.size() > 300 ? e->data.substr(0, 300) + "..." : e->data);
         while (static_cast<int>(tail.size()) > options.tail_lines)
@@ -313,14 +348,20 @@ int supervise(Backend& backend, const comm::Topology* topology, const SuperviseO
       }
       case Event::Type::kExit: {
         if (running.erase(e->rank) == 0) break;
+        if (!e->status.failed() && !running.empty()) blame.left_early(e->rank);
         if (e->status.failed() && !stopping) {
           const std::string how = e->status.signal != 0
                                       ? "was killed by " + signal_name(e->status.signal)
                                       : "exited with status " + std::to_string(e->status.code);
-          sink.note("ddlrun: " + who(e->rank) + " " + how +
-                    (running.empty() ? std::string() : "; stopping " + others(running.size())));
-          show_tail(e->rank);
+          Failure f{e->rank, how,
+                    running.empty() ? std::string() : "; stopping " + others(running.size())};
           begin_stop(e->status.shell_code());
+          if (blame.stalled(e->rank)) {
+            unreported = std::move(f);
+            blame_at = Clock::now() + kBlameWait;
+          } else {
+            report(f);
+          }
         }
         break;
       }
@@ -377,6 +418,7 @@ int supervise(Backend& backend, const comm::Topology* topology, const SuperviseO
         break;
     }
   }
+  if (unreported) report(*unreported);
   cleanup();
   return exit_status.value_or(0);
 }

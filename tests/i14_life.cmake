@@ -14,3 +14,9 @@ set_tests_properties(launcher.liveness_netns PROPERTIES SKIP_RETURN_CODE 77 TIME
 add_test(NAME launcher.leftovers_local
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/launcher/leftovers_test.sh $<TARGET_FILE:ddlrun>)
 set_tests_properties(launcher.leftovers_local PROPERTIES TIMEOUT 60)
+
+# The summary names the stalled rank, or the rank that left early, not a bystander.
+add_test(NAME launcher.blame_local
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/launcher/blame_job_test.sh $<TARGET_FILE:ddlrun>
+                 $<TARGET_FILE:ddl_loop>)
+set_tests_properties(launcher.blame_local PROPERTIES TIMEOUT 60)

@@ -219,6 +219,35 @@ TEST(SuperviseTest, GivesUpOnProcessesThatNeverEnd) {
             "without them");
 }
 
+// A stalled rank is named, not the bystander that timed out first (issue 14, item 7): the
+// note waits for the other ranks' errors.
+TEST(SuperviseTest, NamesTheStalledRankNotTheFirstToFail) {
+  FakeBackend b({0, 1, 2});
+  Event err1 = out(1, "rank 1: allreduce failed: rank 0 (n1): no progress for 5 s");
+  err1.stream = Stream::kStderr;
+  b.script_ = {err1, exit_of(1, 1), out(0, "rank 0: failed: rank 2 (n1): no progress for 5 s")};
+  RecordingSink sink;
+  const comm::Topology t = three_ranks();
+  EXPECT_EQ(supervise(b, &t, quiet_options(), sink), 1);
+  EXPECT_EQ(sink.notes.at(0),
+            "ddlrun: rank 1 (n1) exited with status 1 waiting for rank 2 (n2), which made no "
+            "progress for 5 s; stopping the other 2 processes");
+}
+
+// A rank that left early (status 0) is named, not the rank that failed because of it (17c).
+TEST(SuperviseTest, NamesTheRankThatLeftEarly) {
+  FakeBackend b({0, 1, 2});
+  b.script_ = {exit_of(2, 0), out(0, "rank 0: allreduce: rank 2 (n2): the peer closed the link"),
+               exit_of(0, 1)};
+  RecordingSink sink;
+  const comm::Topology t = three_ranks();
+  EXPECT_EQ(supervise(b, &t, quiet_options(), sink), 1);
+  EXPECT_EQ(sink.notes.at(0),
+            "ddlrun: rank 2 (n2) exited (status 0) while the others were still running a "
+            "collective; rank 0 (n1) exited with status 1 because of it; stopping the other "
+            "process");
+}
+
 TEST(SuperviseTest, LaterFailuresDoNotChangeTheStatus) {
   FakeBackend b({0, 1, 2}, {});
   b.script_ = {exit_of(0, 5), exit_of(1, 9), exit_of(2, 0, SIGTERM)};
