@@ -129,6 +129,7 @@ int launch(const JobPlan& plan, const Options& o, spdlog::logger& log) {
   // Should ddlrun die without cleaning up (SIGKILL), its keeper kills what the ranks started
   // and removes the job's directories.
   launcher::enable_keeper(self_path());
+  launcher::remove_stale_dirs();  // what a ddlrun that died with its keeper left
   WorkDir work(plan.job_id);
   launcher::keeper_remove_dir(work.path());
   std::string topology_path = o.topology_file;

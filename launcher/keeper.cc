@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -156,6 +157,29 @@ int sweep(const std::set<int>& groups, const std::set<std::string>& markers) {
   return n;
 }
 
+/// Field 22 of /proc/PID/stat, the process's start time in ticks since boot ("" when it does
+/// not exist): with the pid, it names one process for good.
+std::string start_time(const std::string& pid) {
+  const int fd = open(("/proc/" + pid + "/stat").c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  char buf[1024];
+  const ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return "";
+  const std::string stat(buf, static_cast<size_t>(n));
+  size_t pos = stat.rfind(')');
+  for (int field = 2; field < 22 && pos != std::string::npos; ++field)
+    pos = stat.find(' ', pos + 1);
+  if (pos == std::string::npos) return "";
+  return stat.substr(pos + 1, stat.find(' ', pos + 1) - pos - 1);
+}
+
+std::string this_host() {
+  char buf[256] = {};
+  gethostname(buf, sizeof buf - 1);
+  return buf;
+}
+
 }  // namespace
 
 void enable_keeper(const std::string& program) {
@@ -172,7 +196,49 @@ void keeper_kill_marked(const std::string& entry) {
 }
 
 void keeper_remove_dir(const std::string& path) {
-  if (!path.empty() && path.front() == '/') request('d', path);
+  if (path.empty() || path.front() != '/') return;
+  const std::string owner =
+      std::to_string(getpid()) + " " + start_time("self") + " " + this_host() + "\n";
+  const int fd = open((path + "/owner").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd >= 0) {
+    [[maybe_unused]] ssize_t n = write(fd, owner.data(), owner.size());
+    close(fd);
+  }
+  request('d', path);
+}
+
+int remove_stale_dirs() {
+  const char* t = std::getenv("TMPDIR");
+  const std::string tmp = t != nullptr && *t != '\0' ? t : "/tmp";
+  DIR* d = opendir(tmp.c_str());
+  if (d == nullptr) return 0;
+  std::vector<std::string> stale;
+  while (dirent* e = readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.rfind("ddlrun.", 0) != 0 && name.rfind("ddlrun-pmix.", 0) != 0 &&
+        name.rfind("ddlrun-agent.", 0) != 0)
+      continue;
+    const std::string path = tmp + "/" + name;
+    struct stat st {};
+    if (lstat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid()) continue;
+    char buf[512] = {};
+    const int fd = open((path + "/owner").c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;  // not ours to judge (or still being made)
+    const ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    long pid = 0;
+    char start[32] = {};
+    char host[300] = {};
+    if (n <= 0 || std::sscanf(buf, "%ld %31s %299s", &pid, start, host) != 3 || pid <= 0) continue;
+    if (host != this_host()) continue;  // a $TMPDIR shared with other hosts: not ours to judge
+    if (start_time(std::to_string(pid)) != start) stale.push_back(path);
+  }
+  closedir(d);
+  for (const std::string& path : stale) {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  return static_cast<int>(stale.size());
 }
 
 void run_keeper(int fd) {

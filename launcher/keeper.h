@@ -30,8 +30,16 @@ void keeper_kill_group(int pgid);
 /// `entry` ("NAME=value" variables, separated by tabs).
 void keeper_kill_marked(const std::string& entry);
 
-/// When this process ends: `path` removed with everything in it.
+/// When this process ends: `path` removed with everything in it. Also writes `path`/owner
+/// (this process's pid and start time), by which remove_stale_dirs() knows a leftover.
 void keeper_remove_dir(const std::string& path);
+
+/// Removes the leftovers of ddlruns and agents that died with their keeper (a reboot without a
+/// clean /tmp, the OOM killer): every directory $TMPDIR/ddlrun.*, ddlrun-pmix.* and
+/// ddlrun-agent.* of this user whose owner file names a process of this host (by name: $TMPDIR
+/// may be shared) that no longer runs, or another process under the same pid. Returns how
+/// many it removed.
+int remove_stale_dirs();
 
 /// `ddlrun --keeper`: reads requests on `fd` until EOF, carries them out, exits 0.
 [[noreturn]] void run_keeper(int fd);

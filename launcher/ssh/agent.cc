@@ -513,6 +513,7 @@ void run_agent(int in_fd, int out_fd) {
   std::error_code ec;
   const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (!ec) enable_keeper(self.string());
+  remove_stale_dirs();
   auto* agent = new Agent(in_fd, out_fd);
   const int status = agent->run();
   agent->remove_files();

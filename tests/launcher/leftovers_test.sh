@@ -3,6 +3,9 @@
 #   sigkill  ddlrun SIGKILLed while each rank has a child in its process group and one that
 #            left it (setsid): within 5 s no process of the job is left and its TMPDIR is empty
 #            (item 3; the keeper, launcher/keeper.h);
+#   stale    ddlrun and its keeper SIGKILLed together: the next ddlrun removes the directories
+#            they left (their owner file names a dead process), not those of live owners or
+#            of other hosts;
 #   term2    ranks that ignore SIGTERM, --kill-grace 30: a second SIGTERM ends ddlrun within 2 s
 #            with 143 and kills them (item 11);
 #   ctrlz    SIGTSTP stops every rank (and its children) and ddlrun; SIGCONT resumes them all
@@ -68,6 +71,35 @@ else
   kill -KILL "$job"
 fi
 wait "$job" 2>/dev/null
+
+echo "== stale: what a ddlrun killed with its keeper left, the next ddlrun removes"
+mkdir -p "$work/tmp2"
+TMPDIR="$work/tmp2" "$ddlrun" -H localhost:2 --no-probe --tag-output none sh -c \
+  'echo "kids $$"; sleep 30' >"$work/stale" 2>&1 &
+job=$!
+if wait_for "$work/stale" 2; then
+  keeper=$(ps -o pid=,args= --ppid "$job" | awk '/--keeper/ {print $1}')
+  kill -KILL "$job" $keeper
+  wait "$job" 2>/dev/null
+  for g in $(awk '/^kids /{print $2}' "$work/stale"); do kill -KILL -- "-$g" 2>/dev/null; done
+  sleep 0.5
+  left=$(ls -A "$work/tmp2")
+  [[ -n $left ]] || fail "stale: killing ddlrun and its keeper left nothing to test with"
+  # A live owner's directory stays, and so does another host's.
+  read -r stat </proc/$$/stat
+  # shellcheck disable=SC2086
+  set -- ${stat##*) }
+  mkdir "$work/tmp2/ddlrun-agent.live" "$work/tmp2/ddlrun-agent.other"
+  echo "$$ ${20} $(hostname)" >"$work/tmp2/ddlrun-agent.live/owner"
+  echo "999999999 1 not-$(hostname)" >"$work/tmp2/ddlrun-agent.other/owner"
+  TMPDIR="$work/tmp2" "$ddlrun" -H localhost:1 --no-probe true
+  kept=$(ls -A "$work/tmp2" | tr '\n' ' ')
+  [[ $kept == "ddlrun-agent.live ddlrun-agent.other " ]] ||
+    fail "stale: after the next ddlrun $work/tmp2 holds '$kept', not only the live and the other host's (was: $left)"
+else
+  fail "stale: the ranks did not start" "$work/stale"
+  kill -KILL "$job"
+fi
 
 echo "== term2: a second SIGTERM ends ddlrun at once"
 "$ddlrun" -H localhost:2 --no-probe --tag-output none --kill-grace 30 sh -c \
