@@ -27,7 +27,7 @@ alive() { [[ -e /proc/$1 ]] && [[ $(ps -o stat= -p "$1" 2>/dev/null) != Z* ]]; }
 wait_for() {
   local i
   for ((i = 0; i < 100; i++)); do
-    (($(grep -c '^kids ' "$1") >= $2)) && return 0
+    (($(cat "$1" 2>/dev/null | grep -c '^kids ') >= $2)) && return 0
     sleep 0.1
   done
   return 1
