@@ -179,8 +179,7 @@ TEST(OptionsTest, DurationsTooLongAreRefused) {
   EXPECT_EQ(usage_error({"--timeout", "1e10", "p"}), "--timeout: '1e10" + too_long);
   EXPECT_EQ(usage_error({"--timeout", "inf", "p"}), "--timeout: 'inf" + too_long);
   EXPECT_EQ(usage_error({"--kill-grace", "1e300", "p"}), "--kill-grace: '1e300" + too_long);
-  EXPECT_EQ(usage_error({"--connect-timeout", "2e9", "p"}),
-            "--connect-timeout: '2e9" + too_long);
+  EXPECT_EQ(usage_error({"--connect-timeout", "2e9", "p"}), "--connect-timeout: '2e9" + too_long);
   EXPECT_EQ(usage_error({"--timeout", "nan", "p"}),
             "--timeout: 'nan' is not a number of seconds above 0");
   EXPECT_EQ(parse({"--timeout", "1e9", "p"}).timeout, 1e9);
