@@ -194,23 +194,33 @@ int supervise(Backend& backend, const comm::Topology* topology, const SuperviseO
     if (options.handle_signals) pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
   };
 
-  std::vector<int> waiting;
-  try {
-    waiting = backend.start(events);
-  } catch (...) {
-    cleanup();
-    throw;
-  }
+  // Signals are taken from the start: one that comes while the backend is still starting the
+  // job (connecting to hosts can take long) ends ddlrun there and then; the kernel, the
+  // agents and the keeper (keeper.h) take care of what had started.
+  std::atomic<bool> started{false};
   if (options.handle_signals) {
     signal_thread = std::thread([&] {
       const timespec slice{0, 100'000'000};
       while (!done) {
         const int s = sigtimedwait(&stop_signals, nullptr, &slice);
-        if (s > 0 && s != SIGUSR2) {
-          events.push(Event{Event::Type::kSignal, -1, -1, Stream::kStdout, {}, {0, s}});
+        if (s <= 0 || s == SIGUSR2) continue;
+        if (!started && (s == SIGINT || s == SIGTERM || s == SIGHUP)) {
+          const std::string note =
+              "ddlrun: got " + signal_name(s) + " while starting the job; leaving now\n";
+          write_all(2, note);
+          _exit(128 + s);
         }
+        events.push(Event{Event::Type::kSignal, -1, -1, Stream::kStdout, {}, {0, s}});
       }
     });
+  }
+  std::vector<int> waiting;
+  try {
+    waiting = backend.start(events);
+    started = true;
+  } catch (...) {
+    cleanup();
+    throw;
   }
   bool forward_stdin = options.stdin_fd >= 0;
   if (forward_stdin && isatty(options.stdin_fd) && tcgetpgrp(options.stdin_fd) != getpgrp()) {

@@ -13,6 +13,8 @@
 #              their rank's process group (setsid) included, and no /tmp/ddlrun* (item 3);
 #   Ctrl-Z     SIGTSTP stops every rank on every host and ddlrun, for longer than the
 #              deadline; SIGCONT resumes them all (item 6);
+#   starting   SIGTERM while ddlrun waits for a host that never answers (--connect-timeout
+#              30): ddlrun leaves within 2 s with 143, nothing left on the host that answered;
 #   lost ddlrun  ddlrun itself is SIGSTOPped: every agent stops its ranks and exits within the
 #              deadline + 4 s.
 # Usage: liveness_test.sh DDLRUN DDL_LOOP   (77, skipped, without root, ip netns or sshd)
@@ -187,6 +189,23 @@ if running ctrlz 6; then
   ends ctrlz 5
   [[ $rc == 130 ]] || fail "ctrlz: exit $rc after SIGINT, not 130" "$out/ctrlz"
 fi
+
+echo "== starting: SIGTERM while ddlrun waits for a host that does not answer"
+cat >>"$NETNS_SSH_CONFIG" <<CFG
+Host ghost
+  HostName $(netns_spare_addr 1)
+  User root
+  IdentityFile $NETNS_KEY
+  UserKnownHostsFile $NETNS_KNOWN_HOSTS
+CFG
+start starting --connect-timeout 30 -H node1,ghost true
+sleep 1.5
+kill -TERM "$job_pid"
+ends starting 2
+[[ $rc == 143 ]] || fail "starting: exit $rc, not 143" "$out/starting"
+grep -qx "ddlrun: got SIGTERM while starting the job; leaving now" "$out/starting" ||
+  fail "starting: no note of the SIGTERM" "$out/starting"
+gone 1 3 starting
 
 echo "== lost ddlrun: ddlrun SIGSTOPped, every agent gives it up"
 start stopped --heartbeat-timeout "$deadline" -H node1:2,node2:2,node3:2 "$loop"
