@@ -7,6 +7,8 @@
 #   frozen     node2's agent is SIGSTOPped: --timeout still fires, and one SIGTERM while
 #              ddlrun waits for the frozen host ends it within 2 s with 124; after SIGCONT the
 #              agent finds ddlrun gone and nothing of the job is left;
+#   window     the same with 4 MB of stdin for rank 0 behind the frozen agent: writes wait for
+#              the remote window instead of blocking, so the SIGTERM still ends ddlrun at once;
 #   agent TERM node2's agent gets SIGTERM: ddlrun shows the agent's reason, and no
 #              /tmp/ddlrun-agent.* stays on node2 (item 17a);
 #   sigkill    ddlrun SIGKILLed: within 5 s nothing of the job on any host, children that left
@@ -140,6 +142,31 @@ if running frozen 4; then
   gone 2 4 frozen
   gone 1 3 frozen
 fi
+
+echo "== frozen agent, full window: 4 MB of stdin for rank 0 whose agent is SIGSTOPped"
+mkfifo "$out/stdin"
+: >"$out/window"
+env --default-signal=INT "$ddlrun" "${common[@]}" -H node1:1,node2:1 --timeout 4 --kill-grace 1 \
+  --heartbeat-timeout 60 sh -c 'echo "kids $RANK"; sleep 60' <"$out/stdin" >"$out/window" 2>&1 &
+job_pid=$!
+exec 7>"$out/stdin"
+for ((i = 0; i < 100; i++)); do
+  (($(grep -c 'kids' "$out/window") >= 2)) && break
+  sleep 0.1
+done
+agent=$(agent_on 1)
+kill -STOP "$agent"
+head -c 4000000 /dev/zero >&7 &
+feeder=$!
+sleep 6  # --timeout fired; the window to node1 is full, the rest waits in ddlrun
+kill -TERM "$job_pid"
+ends window 2
+[[ $rc == 124 ]] || fail "window: exit $rc, not 124" "$out/window"
+kill "$feeder" 2>/dev/null
+exec 7>&-
+kill -CONT "$agent"
+gone 1 4 window
+gone 2 3 window
 
 echo "== agent SIGTERMed: it stops its ranks and leaves no /tmp/ddlrun-agent.* behind"
 start agent_term -H node1:2,node2:2 "$loop"
