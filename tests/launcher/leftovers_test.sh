@@ -161,7 +161,13 @@ if wait_for "$work/ctrlz" 2; then
   sleep 1
   [[ $(grep -c '^tick' "$work/ctrlz") == "$ticks" ]] || fail "ctrlz: the ranks still print"
   kill -CONT "$job"
-  states_are S "${pids[@]}" || fail "ctrlz: the ranks did not resume after SIGCONT"
+  for ((i = 0; i < 20; i++)); do
+    stopped=""
+    for p in "${pids[@]}"; do [[ $(stat_of "$p") == T ]] && stopped+=" $p"; done
+    [[ -z $stopped ]] && break
+    sleep 0.1
+  done
+  [[ -z $stopped ]] || fail "ctrlz: still stopped 2 s after SIGCONT:$stopped"
   sleep 1
   (($(grep -c '^tick' "$work/ctrlz") > ticks)) || fail "ctrlz: no output after SIGCONT"
   kill -INT "$job"
