@@ -15,6 +15,7 @@
 #include "hostfiles/input_error.h"
 #include "launcher/backend.h"
 #include "launcher/factory.h"
+#include "launcher/keeper.h"
 #include "launcher/rank_exec.h"
 #include "mapper/placement.h"
 #include "mapper/probe_hwloc.h"
@@ -79,6 +80,7 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   // wrapper of each rank under mpirun/srun/prterun/jsrun.
   if (!args.empty() && args.front() == "--agent") launcher::run_agent(0, 1);
   if (!args.empty() && args.front() == "--probe-agent") probe_then_agent(out, err);
+  if (!args.empty() && args.front() == "--keeper") launcher::run_keeper(0);
   if (!args.empty() && args.front() == "--rank-exec") {
     return launcher::rank_exec_main(std::vector<std::string>(args.begin() + 1, args.end()));
   }

@@ -13,6 +13,7 @@
 
 #include "comm/bootstrap/bootstrap.h"
 #include "launcher/factory.h"
+#include "launcher/keeper.h"
 #include "launcher/process.h"
 #include "lsf/jsrun.h"
 
@@ -125,7 +126,12 @@ launcher::TagStyle tag_style(const std::string& name) {
 }
 
 int launch(const JobPlan& plan, const Options& o, spdlog::logger& log) {
+  // Should ddlrun die without cleaning up (SIGKILL), its keeper kills what the ranks started
+  // and removes the job's directories.
+  launcher::enable_keeper(self_path());
+  launcher::remove_stale_dirs();  // what a ddlrun that died with its keeper left
   WorkDir work(plan.job_id);
+  launcher::keeper_remove_dir(work.path());
   std::string topology_path = o.topology_file;
   if (topology_path.empty()) {
     topology_path = work.path() + "/topology.yaml";
@@ -143,6 +149,8 @@ int launch(const JobPlan& plan, const Options& o, spdlog::logger& log) {
   lo.work_dir = work.path();
   lo.environ = launcher::current_environment();
   lo.verbosity = o.verbosity;
+  lo.heartbeat_timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(o.heartbeat_timeout * 1000));
   // ddlrun serves the runtime's rendezvous: the bootstrap of its own launchers, and the
   // fallback under external ones whose ranks find no PMIx server (srun --mpi=pmi2).
   std::unique_ptr<comm::RendezvousServer> rendezvous;
@@ -166,6 +174,9 @@ int launch(const JobPlan& plan, const Options& o, spdlog::logger& log) {
   launcher::SuperviseOptions so;
   so.kill_grace = std::chrono::milliseconds(static_cast<int64_t>(o.kill_grace * 1000));
   if (o.timeout) so.timeout = std::chrono::milliseconds(static_cast<int64_t>(*o.timeout * 1000));
+  // Past SIGKILL, the ssh launcher declares a host that does not answer lost within the
+  // heartbeat deadline; the supervisor's own limit comes after it.
+  so.give_up = lo.heartbeat_timeout + std::chrono::seconds(5);
   log.info("starting {} ranks through {}", plan.topology.ranks.size(), backend->name());
   return launcher::supervise(*backend, &plan.topology, so, *sink);
 }

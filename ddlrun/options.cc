@@ -37,11 +37,20 @@ std::string positive_integer(const std::string& value) {
   return {};
 }
 
+/// The longest duration any option takes: 10^9 s (about 31 years). Longer ones would overflow
+/// the clock arithmetic (--timeout 1e10 once fired at once); they are refused, not clamped.
+constexpr double kMaxSeconds = 1e9;
+
 std::string positive_seconds(const std::string& value) {
   char* end = nullptr;
   const double d = std::strtod(value.c_str(), &end);
-  if (value.empty() || *end != '\0' || !(d > 0) || !std::isfinite(d)) {
+  if (value.empty() || *end != '\0' || !(d > 0) || std::isnan(d)) {
     return "'" + value + "' is not a number of seconds above 0";
+  }
+  if (d > kMaxSeconds) {
+    return "'" + value +
+           "' is more than 1000000000 s (about 31 years), the longest duration ddlrun takes; give "
+           "a smaller number";
   }
   return {};
 }
@@ -199,6 +208,12 @@ std::unique_ptr<CLI::App> make_app(Options& o) {
 
   app->add_option("--kill-grace", o.kill_grace,
                   "Seconds a stopped job's ranks get between SIGTERM and SIGKILL (default 3)")
+      ->type_name("SECONDS")
+      ->check(positive_seconds)
+      ->group("Launching");
+  app->add_option("--heartbeat-timeout", o.heartbeat_timeout,
+                  "ssh launcher: seconds without a heartbeat after which a host is lost, and "
+                  "its agent gives ddlrun up (default 10)")
       ->type_name("SECONDS")
       ->check(positive_seconds)
       ->group("Launching");

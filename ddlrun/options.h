@@ -43,6 +43,7 @@ struct Options {
   bool quiet = false;
   std::optional<double> timeout;     ///< seconds
   double kill_grace = 3;             ///< --kill-grace: seconds between SIGTERM and SIGKILL
+  double heartbeat_timeout = 10;     ///< --heartbeat-timeout: seconds of silence = host lost
   std::string output_dir;            ///< --output-dir: rank.N/stdout|stderr instead of ours
   std::string tag_output = "auto";   ///< --tag-output auto|rank|mpi|none
   std::vector<std::string> program;  ///< the program and its arguments, untouched

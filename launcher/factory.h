@@ -36,6 +36,10 @@ struct LaunchOptions {
   /// The local and ssh backends serve PMIx to their ranks (pmix_server/): ddlrun or each
   /// agent runs a PMIx server, and every rank is its client.
   bool pmix_server = true;
+  /// The ssh backend: how long ddlrun and each agent wait without hearing from the other
+  /// (heartbeats every second) before the host, or ddlrun, counts as lost
+  /// (--heartbeat-timeout).
+  std::chrono::milliseconds heartbeat_timeout{10000};
 };
 
 /// Forks and execs every rank on this host: its own process group, its CPU set, its

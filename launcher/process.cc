@@ -29,6 +29,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "launcher/keeper.h"
+
 extern char** environ;
 
 namespace ddl::launcher {
@@ -274,6 +276,16 @@ void ProcessSet::start(int id, const SpawnSpec& spec, std::string_view where) {
     _exit(127);
   }
   setpgid(pid, pid);  // also here, so that signal() reaches the group before the child runs
+  // Should this process die without reaping it (SIGKILL), the keeper kills what it started.
+  keeper_kill_group(pid);
+  // The job's token and this host's index mark what it starts, even outside its group (the
+  // host index: two agents of one job may share a machine, or its process table in tests).
+  std::string token, host;
+  for (const std::string& e : spec.env) {
+    if (e.rfind("DDL_JOB_TOKEN=", 0) == 0) token = e;
+    if (e.rfind("DDL_HOST_INDEX=", 0) == 0) host = e;
+  }
+  if (!token.empty()) keeper_kill_marked(host.empty() ? token : token + "\t" + host);
   close(out[1]);
   close(err[1]);
   if (in[0] >= 0) close(in[0]);

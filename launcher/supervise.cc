@@ -11,12 +11,19 @@
 //                   signal or sent SIGKILL, output the sink cannot take is dropped instead.
 //   sink failed  -> (stdout closed or full) the stop starts: 141 for EPIPE, else 1
 //   exit         -> a failure (status != 0 or a signal) that comes first names the culprit
-//                   and starts the stop: SIGTERM to every process, SIGKILL after the grace
+//                   and starts the stop: SIGTERM to every process, SIGKILL after the grace.
+//                   When the failed rank's output blames a peer (blame.h), the note names that
+//                   peer: a rank that left early, or the end of a chain of stalls (the note
+//                   then waits up to kBlameWait for the other ranks' errors)
 //   host lost    -> the same, for every rank of that host that had not ended
-//   signal       -> forwarded; the stop starts; a second SIGINT sends SIGKILL at once
+//   signal       -> forwarded; the stop starts. A signal while stopping (a second one, or the
+//                   first after a failure) sends SIGKILL and ends the loop at once
+//   SIGTSTP      -> SIGSTOP to every process, then to ddlrun itself; SIGCONT resumes them
 //   timeout      -> the stop starts; exit status 124
+//   SIGKILL sent -> at most `give_up` more for the processes to report their end
 // The loop ends when every process the backend started has ended and their output is written
-// (or dropped). Only the first cause of the stop counts for the exit status; ranks that die of
+// (or dropped), or earlier as above: ddlrun never waits without a deadline for a host it
+// cannot reach. Only the first cause of the stop counts for the exit status; ranks that die of
 // our SIGTERM afterwards do not.
 
 #include "launcher/supervise.h"
@@ -27,6 +34,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -36,11 +44,16 @@
 #include <set>
 #include <thread>
 
+#include "launcher/blame.h"
+
 namespace ddl::launcher {
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
+/// How long the note of a failure blamed on a stalled peer waits for the other ranks' errors,
+/// which name the rank that stopped.
+constexpr auto kBlameWait = std::chrono::milliseconds(1000);
 
 /// "the other 3 processes", "the other process".
 std::string others(size_t n) {
@@ -66,7 +79,7 @@ int supervise(Backend& backend, const comm::Topology* topology, const SuperviseO
   EventQueue events;
   sigset_t stop_signals, old_mask;
   sigemptyset(&stop_signals);
-  for (int s : {SIGINT, SIGTERM, SIGHUP, SIGUSR2})
+  for (int s : {SIGINT, SIGTERM, SIGHUP, SIGUSR2, SIGTSTP, SIGCONT})
     sigaddset(&stop_signals, s);
   if (options.handle_signals) pthread_sigmask(SIG_BLOCK, &stop_signals, &old_mask);
   signal(SIGPIPE, SIG_IGN);
@@ -112,24 +125,34 @@ int supervise(Backend& backend, const comm::Topology* topology, const SuperviseO
     wake_target->events = nullptr;
   };
 
-  std::vector<int> waiting;
-  try {
-    waiting = backend.start(events);
-  } catch (...) {
-    cleanup();
-    stop_waking();
-    throw;
-  }
+  // Signals are taken from the start: one that comes while the backend is still starting the
+  // job (connecting to hosts can take long) ends ddlrun there and then; the kernel, the
+  // agents and the keeper (keeper.h) take care of what had started.
+  std::atomic<bool> started{false};
   if (options.handle_signals) {
     signal_thread = std::thread([&] {
       const timespec slice{0, 100'000'000};
       while (!done) {
         const int s = sigtimedwait(&stop_signals, nullptr, &slice);
-        if (s > 0 && s != SIGUSR2) {
-          events.push(Event{Event::Type::kSignal, -1, -1, Stream::kStdout, {}, {0, s}});
+        if (s <= 0 || s == SIGUSR2) continue;
+        if (!started && (s == SIGINT || s == SIGTERM || s == SIGHUP)) {
+          const std::string note =
+              "ddlrun: got " + signal_name(s) + " while starting the job; leaving now\n";
+          [[maybe_unused]] const ssize_t n = write(2, note.data(), note.size());
+          _exit(128 + s);
         }
+        events.push(Event{Event::Type::kSignal, -1, -1, Stream::kStdout, {}, {0, s}});
       }
     });
+  }
+  std::vector<int> waiting;
+  try {
+    waiting = backend.start(events);
+    started = true;
+  } catch (...) {
+    cleanup();
+    stop_waking();
+    throw;
   }
   bool forward_stdin = options.stdin_fd >= 0;
   if (forward_stdin && isatty(options.stdin_fd) && tcgetpgrp(options.stdin_fd) != getpgrp()) {
@@ -172,6 +195,8 @@ int supervise(Backend& backend, const comm::Topology* topology, const SuperviseO
   int interrupts = 0;
   constexpr Clock::time_point kNever = Clock::time_point::max();
   Clock::time_point kill_at = kNever;
+  Clock::time_point give_up_at = kNever;
+  bool leave = false;  // stop waiting for the processes still running
   const Clock::time_point timeout_at = options.timeout ? Clock::now() + *options.timeout : kNever;
   auto begin_stop = [&](int status) {
     if (!exit_status) exit_status = status;
@@ -179,6 +204,18 @@ int supervise(Backend& backend, const comm::Topology* topology, const SuperviseO
     stopping = true;
     backend.signal(SIGTERM);
     kill_at = Clock::now() + options.kill_grace;
+  };
+  // Ctrl-Z: SIGSTOP to every process, then ddlrun stops itself (a moment later, so that the
+  // ssh backend's threads send the signal first); SIGCONT (fg) resumes them.
+  auto job_control = [&](int s) {
+    if (s == SIGCONT) {
+      backend.signal(SIGCONT);
+      return;
+    }
+    backend.signal(SIGSTOP);
+    if (!options.handle_signals) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    kill(getpid(), SIGSTOP);
   };
   auto show_tail = [&](int rank) {
     const std::vector<std::string> lines = tails.of(rank);
@@ -203,9 +240,54 @@ int supervise(Backend& backend, const comm::Topology* topology, const SuperviseO
     }
   };
 
-  while (!running.empty() ||
-         (!drop_output && (events.has_output() || !ended.empty() || !sink.written()))) {
-    Clock::time_point deadline = std::min(Clock::now() + std::chrono::hours(24), kill_at);
+  // The first failure's note, naming whom its output blames.
+  Blame blame;
+  struct Failure {
+    int rank;
+    std::string how;       // "exited with status 1"
+    std::string stopping;  // "; stopping the other 3 processes"
+  };
+  std::optional<Failure> unreported;  // a stall: its note waits until blame_at
+  Clock::time_point blame_at = kNever;
+  auto report = [&](const Failure& f) {
+    const Culprit c = blame.culprit(f.rank);
+    if (c.kind == Culprit::Kind::kLeft) {
+      sink.note("ddlrun: " + who(c.rank) +
+                " exited (status 0) while the others were still running a collective; " +
+                who(f.rank) + " " + f.how + " because of it" + f.stopping);
+    } else if (c.kind == Culprit::Kind::kStalled) {
+      sink.note("ddlrun: " + who(f.rank) + " " + f.how + " waiting for " + who(c.rank) +
+                ", which made " + c.detail + f.stopping);
+    } else {
+      sink.note("ddlrun: " + who(f.rank) + " " + f.how + f.stopping);
+    }
+    show_tail(f.rank);
+    unreported.reset();
+    blame_at = kNever;
+  };
+
+  // libddl's errors reach the blame line by line (output comes in chunks); a line is cut at
+  // 4 KiB, which no error of libddl's reaches.
+  std::map<int, std::string> blame_partial;
+  auto feed_blame = [&](int rank, std::string_view data) {
+    constexpr size_t kMaxLine = 4096;
+    std::string& partial = blame_partial[rank];
+    while (!data.empty()) {
+      const size_t nl = data.find('\n');
+      const std::string_view piece = data.substr(0, nl);
+      partial.append(piece.substr(0, kMaxLine - std::min(partial.size(), kMaxLine)));
+      if (nl == std::string_view::npos) return;
+      blame.line(rank, partial);
+      partial.clear();
+      data.remove_prefix(nl + 1);
+    }
+  };
+
+  while (!leave && (!running.empty() || (!drop_output && (events.has_output() ||
+                                                            !ended.empty() || !sink.written())))) {
+    if (unreported && (Clock::now() >= blame_at || running.empty())) report(*unreported);
+    Clock::time_point deadline =
+        std::min({Clock::now() + std::chrono::hours(24), kill_at, give_up_at, blame_at});
     if (!stopping) deadline = std::min(deadline, timeout_at);
     check_output();
     std::optional<Event> e = events.pop(deadline, drop_output || sink.ready());
@@ -220,6 +302,12 @@ int supervise(Backend& backend, const comm::Topology* topology, const SuperviseO
         }
         kill_at = kNever;
         drop_output = true;  // nor does the stop wait longer for a reader
+        give_up_at = now + options.give_up;
+      } else if (now >= give_up_at) {
+        sink.note("ddlrun: " + std::to_string(running.size()) + " of " + std::to_string(total) +
+                  " processes did not report their end " + seconds(options.give_up) +
+                  " after SIGKILL; leaving without them");
+        leave = true;
       }
       if (!stopping && now >= timeout_at) {
         sink.note("ddlrun: the job timed out after " + seconds(*options.timeout) +
@@ -231,6 +319,7 @@ int supervise(Backend& backend, const comm::Topology* topology, const SuperviseO
     switch (e->type) {
       case Event::Type::kOutput: {
         tails.add(e->rank, e->stream, e->data);
+        feed_blame(e->rank, e->data);
         if (!drop_output || sink.ready()) sink.output(e->rank, e->stream, e->data);
         break;
       }
@@ -241,14 +330,20 @@ int supervise(Backend& backend, const comm::Topology* topology, const SuperviseO
         } else {
           sink.end(e->rank);
         }
+        if (!e->status.failed() && !running.empty()) blame.left_early(e->rank);
         if (e->status.failed() && !stopping) {
           const std::string how = e->status.signal != 0
                                       ? "was killed by " + signal_name(e->status.signal)
                                       : "exited with status " + std::to_string(e->status.code);
-          sink.note("ddlrun: " + who(e->rank) + " " + how +
-                    (running.empty() ? std::string() : "; stopping " + others(running.size())));
-          show_tail(e->rank);
+          Failure f{e->rank, how,
+                    running.empty() ? std::string() : "; stopping " + others(running.size())};
           begin_stop(e->status.shell_code());
+          if (blame.stalled(e->rank)) {
+            unreported = std::move(f);
+            blame_at = Clock::now() + kBlameWait;
+          } else {
+            report(f);
+          }
         }
         break;
       }
@@ -273,13 +368,21 @@ int supervise(Backend& backend, const comm::Topology* topology, const SuperviseO
       }
       case Event::Type::kSignal: {
         const int s = e->status.signal;
-        if (s == SIGINT && ++interrupts >= 2) {
-          sink.note("ddlrun: second interrupt: killing every process now");
+        if (s == SIGTSTP || s == SIGCONT) {  // job control, as mpirun does it
+          job_control(s);
+          break;
+        }
+        if (s == SIGINT) ++interrupts;
+        if (stopping) {
+          sink.note(std::string("ddlrun: ") +
+                    (s == SIGINT && interrupts >= 2 ? "second interrupt"
+                                                    : "got " + signal_name(s) + " while stopping") +
+                    ": killing every process now");
           if (!exit_status) exit_status = 128 + s;
-          stopping = true;
           backend.signal(SIGKILL);
           kill_at = kNever;
           drop_output = true;
+          leave = true;
           break;
         }
         drop_output = true;
@@ -308,6 +411,7 @@ int supervise(Backend& backend, const comm::Topology* topology, const SuperviseO
       }
     }
   }
+  if (unreported) report(*unreported);
   // What a stalled reader has not taken a second after the stop is abandoned.
   for (int r : ended)
     sink.end(r);

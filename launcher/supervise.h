@@ -24,6 +24,9 @@ struct SuperviseOptions {
   int stdin_fd = 0;
   /// Lines of a failed rank's output shown in the summary.
   int tail_lines = 5;
+  /// How long after SIGKILL ddlrun still waits for processes to report their end before it
+  /// leaves without them (a host that cannot be reached any more).
+  std::chrono::milliseconds give_up{15000};
 };
 
 /// Runs the job: starts `backend`, prints output through `sink`, and ends the whole job when one
@@ -31,13 +34,15 @@ struct SuperviseOptions {
 /// when the sink fails (stdout closed or full), or when ddlrun gets SIGINT/SIGTERM/SIGHUP:
 /// SIGTERM to every process, SIGKILL after kill_grace. Never blocks on the sink: output waits in
 /// the event queue while the sink is not ready() (its producers then stop reading), and is
-/// dropped once ddlrun got a signal or kill_grace after a stop began. Returns when every
-/// process has ended and its output is written (or dropped, or a second after the stop when the
-/// reader still does not read). `topology` names each rank's host in messages (may be null).
-/// Returns ddlrun's exit status: 0 when every process exited 0, else the first failed process's
-/// (128+N for signal N), 124 on timeout, 128+N when ddlrun was stopped by signal N, 1 when a
-/// host was lost, the sink's failure() status (141: stdout closed, 1: other write errors).
-/// LaunchError from backend.start() is not caught.
+/// dropped once ddlrun got a signal or kill_grace after a stop began. A signal that comes while
+/// the job is being stopped (a second one, or the first after a failure) sends SIGKILL and
+/// returns at once; so does `give_up` after SIGKILL: no wait is without a deadline. Returns
+/// when every process has ended and its output is written (or dropped, or a second after the
+/// stop when the reader still does not read). `topology` names each rank's host in messages
+/// (may be null). Returns ddlrun's exit status: 0 when every process exited 0, else the first
+/// failed process's (128+N for signal N), 124 on timeout, 128+N when ddlrun was stopped by
+/// signal N, 1 when a host was lost, the sink's failure() status (141: stdout closed, 1: other
+/// write errors). LaunchError from backend.start() is not caught.
 int supervise(Backend& backend, const comm::Topology* topology, const SuperviseOptions& options,
               OutputSink& sink);
 

@@ -18,6 +18,7 @@
 #include <mutex>
 
 #include "launcher/backend.h"
+#include "launcher/keeper.h"
 
 namespace ddl::launcher::pmix_server {
 
@@ -261,6 +262,7 @@ std::unique_ptr<Server> Server::start(const std::string& tmpdir, Host& host) {
       }
       g_owned_dir = dir;
       std::atexit(remove_owned_dir);
+      keeper_remove_dir(dir);
     }
     // The job's data stays in the server (gds "hash"), not in shared-memory stores (ds21,
     // ds12) whose process-shared locks a rank killed at the wrong moment leaves held. PMIx

@@ -12,12 +12,20 @@
 // reopens (Z) as rank 0 takes it. If the channel closes first, ddlrun is
 // gone: the ranks get SIGTERM, then SIGKILL after two seconds, and the agent exits.
 //
+// From its hello on, a heartbeat thread sends a heartbeat frame every second, and a watchdog
+// thread (which never blocks on the channel) takes SIGTERM, SIGINT and SIGHUP (blocked in every
+// other thread) and watches the time since anything last came from ddlrun: on a signal, or after
+// the heartbeat deadline of silence (a cut-off host, a stopped or hung ddlrun), it stops the
+// ranks the same way, removes the agent's directory and exits, whatever the other threads are
+// blocked in.
+//
 // The agent is also its host's PMIx server (pmix_server/): it registers the job before the
 // ranks start and gives each its PMIx variables. When this host's ranks have all entered a
 // fence it sends their contribution up (C) and completes the fence when ddlrun sends the
 // combined data of every host (B); a Get of data that no fence collected asks ddlrun (Q),
 // which asks the rank's own agent and passes its answer (P) back; PMIx_Abort goes up as A.
 
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -33,9 +41,11 @@
 #include <thread>
 
 #include "launcher/factory.h"
+#include "launcher/keeper.h"
 #include "launcher/pmix_server/server.h"
 #include "launcher/process.h"
 #include "launcher/ssh/protocol.h"
+#include "launcher/supervise.h"
 #include "launcher/wire.h"
 
 namespace ddl::launcher {
@@ -44,21 +54,38 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr auto kLostGrace = std::chrono::seconds(2);
+/// The heartbeat deadline while the job is suspended (Ctrl-Z): ddlrun is stopped too.
+constexpr auto kSuspendedTimeout = std::chrono::milliseconds(24 * 3600 * 1000);
+
+std::string host_name();
+
+int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now().time_since_epoch())
+      .count();
+}
 
 class Agent : private pmix_server::Host {
  public:
-  Agent(int in_fd, int out_fd) : in_(in_fd), out_(out_fd) {}
-  ~Agent() {
+  Agent(int in_fd, int out_fd) : in_(in_fd), out_(out_fd), last_heard_ms_(now_ms()) {}
+
+  int run();
+  /// Stops the PMIx server and removes the agent's directory.
+  void remove_files() {
     pmix_.reset();
+    std::lock_guard lock(procs_mutex_);
     if (!dir_.empty()) {
       std::error_code ec;
       std::filesystem::remove_all(dir_, ec);
     }
   }
 
-  int run();
-
  private:
+  /// Starts the heartbeat and watchdog threads (detached: the agent leaves with _exit).
+  void start_liveness();
+  /// The watchdog's way out: SIGTERM to the ranks, SIGKILL after kLostGrace, the directory
+  /// removed, exit with `status`. Says `why` on stderr first, without blocking.
+  [[noreturn]] void abandon(const std::string& why, int status);
+
   /// Sends one frame; false when the channel is gone.
   bool send(ssh::FrameType type, int32_t id, std::string_view payload = {}) {
     const std::string bytes = ssh::encode_frame(type, id, payload);
@@ -80,7 +107,15 @@ class Agent : private pmix_server::Host {
       const ssize_t n = read(in_, buf, sizeof buf);
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) return std::nullopt;
+      last_heard_ms_ = now_ms();
       reader_.feed(std::string_view(buf, static_cast<size_t>(n)));
+    }
+  }
+  /// The next frame that is not a heartbeat.
+  std::optional<ssh::Frame> receive_command() {
+    for (;;) {
+      std::optional<ssh::Frame> f = receive();
+      if (!f || f->type != ssh::FrameType::kHeartbeat) return f;
     }
   }
   int fail(int status, const std::string& message) {
@@ -116,7 +151,12 @@ class Agent : private pmix_server::Host {
   int out_;
   std::mutex out_mutex_;
   ssh::FrameReader reader_;
-  std::string dir_;
+  std::atomic<int64_t> last_heard_ms_;  ///< when bytes last came from ddlrun
+  std::atomic<int64_t> deadline_ms_{ssh::kDefaultHeartbeatTimeout.count()};
+  std::atomic<bool> suspended_{false};  ///< the job is stopped (Ctrl-Z): kSuspendedTimeout
+  std::mutex procs_mutex_;
+  ProcessSet* procs_ = nullptr;  ///< the ranks, once started; guarded by procs_mutex_
+  std::string dir_;              ///< written before the watchdog reads it, under procs_mutex_
   int host_index_ = 0;
   std::mutex pmix_mutex_;
   std::unique_ptr<pmix_server::Server> pmix_;            ///< guarded by pmix_mutex_ once ranks run
@@ -169,6 +209,59 @@ void Agent::pmix_frame(const ssh::Frame& f) {
   done(status, std::move(data));
 }
 
+void Agent::start_liveness() {
+  std::thread([this] {
+    for (;;) {
+      std::this_thread::sleep_for(ssh::kHeartbeatInterval);
+      if (!send(ssh::FrameType::kHeartbeat, 0)) return;
+    }
+  }).detach();
+  std::thread([this] {
+    sigset_t stop;
+    sigemptyset(&stop);
+    for (int s : {SIGTERM, SIGINT, SIGHUP})
+      sigaddset(&stop, s);
+    const timespec slice{0, 250'000'000};
+    for (;;) {
+      const int sig = sigtimedwait(&stop, nullptr, &slice);
+      if (sig > 0) abandon("got " + signal_name(sig), 128 + sig);
+      const int64_t silent_ms = now_ms() - last_heard_ms_;
+      const int64_t deadline = suspended_ ? kSuspendedTimeout.count() : deadline_ms_.load();
+      if (silent_ms > deadline) {
+        char buf[96];
+        std::snprintf(buf, sizeof buf, "no heartbeat from ddlrun for %g s",
+                      static_cast<double>(deadline) / 1000.0);
+        abandon(buf, 1);
+      }
+    }
+  }).detach();
+}
+
+void Agent::abandon(const std::string& why, int status) {
+  const std::string line = "ddlrun agent on " + host_name() + ": " + why + "; stopping its ranks\n";
+  fcntl(2, F_SETFL, fcntl(2, F_GETFL) | O_NONBLOCK);  // a full stderr must not stop us
+  [[maybe_unused]] ssize_t n = write(2, line.data(), line.size());
+  const auto signal_ranks = [this](int sig) {
+    std::lock_guard lock(procs_mutex_);
+    if (procs_ != nullptr) procs_->signal(sig);
+    return procs_ != nullptr ? procs_->running() : 0;
+  };
+  if (signal_ranks(SIGTERM) > 0) {
+    const Clock::time_point kill_at = Clock::now() + kLostGrace;
+    while (Clock::now() < kill_at && signal_ranks(0) > 0)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    signal_ranks(SIGKILL);
+  }
+  {
+    std::lock_guard lock(procs_mutex_);
+    if (!dir_.empty()) {
+      std::error_code ec;
+      std::filesystem::remove_all(dir_, ec);
+    }
+  }
+  _exit(status);
+}
+
 std::string host_name() {
   char buf[256] = {};
   gethostname(buf, sizeof buf - 1);
@@ -205,6 +298,12 @@ std::string enter_working_directory(const Job& job) {
 
 int Agent::run() {
   signal(SIGPIPE, SIG_IGN);
+  // Every thread inherits this mask; the watchdog takes these signals (start_liveness).
+  sigset_t stop;
+  sigemptyset(&stop);
+  for (int s : {SIGTERM, SIGINT, SIGHUP})
+    sigaddset(&stop, s);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
   const int master_port = free_tcp_port();
   int ddl_port = free_tcp_port();
   while (ddl_port != 0 && ddl_port == master_port)
@@ -215,10 +314,11 @@ int Agent::run() {
   wire::put_u32(hello, static_cast<uint32_t>(master_port));
   wire::put_u32(hello, static_cast<uint32_t>(ddl_port));
   if (!send(ssh::FrameType::kHello, 0, hello)) return 1;
+  start_liveness();
 
   std::optional<ssh::Frame> f;
   try {
-    f = receive();
+    f = receive_command();
   } catch (const std::exception& e) {
     return fail(1, e.what());
   }
@@ -235,6 +335,7 @@ int Agent::run() {
     rv.master_port = static_cast<int>(in.u32());
     rv.ddl_port = static_cast<int>(in.u32());
     rv.ddl_address = in.str();
+    deadline_ms_ = in.u32();
     in.expect_done();
     if (rv.ddl_address.empty()) rv.ddl_address = ssh_connection_field(0);
   } catch (const std::exception& e) {
@@ -254,7 +355,11 @@ int Agent::run() {
     return fail(
         1, where + ": cannot create a directory like " + pattern + ": " + std::strerror(errno));
   }
-  dir_ = pattern;
+  {
+    std::lock_guard lock(procs_mutex_);
+    dir_ = pattern;
+  }
+  keeper_remove_dir(dir_);
   const std::string topology_path = dir_ + "/topology.yaml";
   std::vector<comm::RankPlacement> mine;
   for (const comm::RankPlacement& r : job.topology.ranks) {
@@ -288,7 +393,7 @@ int Agent::run() {
   }
   if (!send(ssh::FrameType::kReady, 0)) return 1;
   try {
-    f = receive();
+    f = receive_command();
   } catch (const std::exception& e) {
     return fail(1, e.what());
   }
@@ -304,6 +409,10 @@ int Agent::run() {
   };
   ProcessSet procs(events);
   procs.on_stdin_gone(stdin_passed);
+  {
+    std::lock_guard lock(procs_mutex_);
+    procs_ = &procs;
+  }
   size_t started = 0;
   try {
     for (size_t i = 0; i < mine.size(); ++i) {
@@ -311,6 +420,10 @@ int Agent::run() {
       ++started;
     }
   } catch (const LaunchError& e) {
+    {
+      std::lock_guard lock(procs_mutex_);
+      procs_ = nullptr;
+    }
     procs.finish();
     for (size_t i = 0; i < started; ++i) {
       std::string status;
@@ -333,6 +446,9 @@ int Agent::run() {
       if (!cmd) break;
       switch (cmd->type) {
         case ssh::FrameType::kSignal:
+          // Ctrl-Z stops ddlrun too: no heartbeats until it resumes.
+          if (cmd->id == SIGSTOP) suspended_ = true;
+          if (cmd->id == SIGCONT) suspended_ = false;
           procs.signal(cmd->id);
           break;
         case ssh::FrameType::kStdin:
@@ -398,6 +514,10 @@ int Agent::run() {
         break;
     }
   }
+  {
+    std::lock_guard lock(procs_mutex_);
+    procs_ = nullptr;
+  }
   procs.finish();
   {
     std::unique_ptr<pmix_server::Server> server;
@@ -413,12 +533,15 @@ int Agent::run() {
 }  // namespace
 
 void run_agent(int in_fd, int out_fd) {
-  int status;
-  {
-    Agent agent(in_fd, out_fd);
-    status = agent.run();
-  }
-  // The reader thread may still block in read(): leave without unwinding it.
+  // Never destroyed: the reader, heartbeat and watchdog threads may still use it (blocked in
+  // read() or write()) until _exit ends them.
+  std::error_code ec;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) enable_keeper(self.string());
+  remove_stale_dirs();
+  auto* agent = new Agent(in_fd, out_fd);
+  const int status = agent->run();
+  agent->remove_files();
   std::fflush(nullptr);
   _exit(status);
 }

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -33,8 +34,14 @@ namespace ddl::launcher::ssh {
 //   agent  -> Q  direct modex request `id` (ModexRequest): the data of a rank on another host
 //   ddlrun -> Q  the same request, to the rank's host (host = the asking host)
 //   agent  -> P  the answer (ModexResponse; host = the asking host), passed on by ddlrun
+// and, to detect a silent partition or a stopped peer:
+//   both   -> Y  heartbeat, every second (kHeartbeatInterval): ddlrun from the moment the
+//                channel opens, the agent from its hello. Any bytes count as a sign of life.
 // When the channel closes before D, the agent SIGTERMs its ranks, SIGKILLs them after a grace,
-// removes its files and exits: a lost or killed ddlrun leaves nothing behind.
+// removes its files and exits: a lost or killed ddlrun leaves nothing behind. When nothing at
+// all comes from ddlrun for the heartbeat deadline (the job frame carries it; 10 s until then)
+// the agent does the same; ddlrun, hearing nothing from an agent for that deadline once it said
+// hello, declares its host lost ("no heartbeat for N s") and stops waiting for its ranks.
 
 enum class FrameType : char {
   kHello = 'H',
@@ -55,10 +62,16 @@ enum class FrameType : char {
   kModexRequest = 'Q',
   kModexResponse = 'P',
   kStdinCredit = 'Z',
+  kHeartbeat = 'Y',
 };
 
 /// Bytes of stdin ddlrun may send before the agent grants more (kStdinCredit).
 constexpr size_t kStdinWindow = size_t{512} << 10;
+/// How often each side sends a heartbeat (Y).
+constexpr std::chrono::milliseconds kHeartbeatInterval{1000};
+/// The heartbeat deadline until the job frame says otherwise, and ddlrun's default
+/// (--heartbeat-timeout).
+constexpr std::chrono::milliseconds kDefaultHeartbeatTimeout{10000};
 
 struct Frame {
   FrameType type = FrameType::kHello;

@@ -30,6 +30,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -50,6 +51,13 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr int kPollMs = 20;
+
+/// "10 s", "2.5 s".
+std::string seconds_text(std::chrono::milliseconds ms) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g s", static_cast<double>(ms.count()) / 1000.0);
+  return buf;
+}
 
 std::string shell_quote(const std::string& word) {
   if (!word.empty() && word.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -146,6 +154,8 @@ class SshBackend : public Backend {
         wire::put_u32(payload, static_cast<uint32_t>(rv.master_port));
         wire::put_u32(payload, static_cast<uint32_t>(rv.ddl_port));
         wire::put_str(payload, rv.ddl_address);
+        wire::put_u32(payload, static_cast<uint32_t>(std::min<int64_t>(
+                                   options_.heartbeat_timeout.count(), UINT32_MAX)));
         h->job_frame = ssh::encode_frame(ssh::FrameType::kJob, h->index, payload);
       }
     }
@@ -169,6 +179,7 @@ class SshBackend : public Backend {
   void signal(int sig) override {
     {
       std::lock_guard lock(mutex_);
+      if (sig == SIGKILL) killed_ = true;
       for (auto& h : hosts_)
         h->outgoing += ssh::encode_frame(ssh::FrameType::kSignal, sig, {});
     }
@@ -437,6 +448,12 @@ class SshBackend : public Backend {
     std::string err_line;
     bool running = false;
     std::vector<int> unfinished = c.ranks;
+    // Heartbeats: a frame a second down the channel from now on; once the agent said hello,
+    // silence from it for the deadline loses the host.
+    Clock::time_point next_beat = Clock::now();
+    Clock::time_point last_heard = Clock::now();
+    bool hello = false;
+    std::string pending;  // frames the remote window could not take yet
     // Reads what the agent has sent; returns false when the channel has ended.
     auto pump = [&](int wait_ms) {
       int avail = ssh_channel_poll_timeout(ch.get(), wait_ms, 0);
@@ -450,11 +467,13 @@ class SshBackend : public Backend {
           eof = eof || n == SSH_EOF;
           break;
         }
+        last_heard = Clock::now();
         reader.feed(std::string_view(buf, static_cast<size_t>(n)));
       }
       for (;;) {  // the agent's own stderr: one note per line
         const int n = ssh_channel_read_nonblocking(ch.get(), buf, sizeof buf, 1);
         if (n <= 0) break;
+        last_heard = Clock::now();
         err_line.append(buf, static_cast<size_t>(n));
         size_t nl;
         while ((nl = err_line.find('\n')) != std::string::npos) {
@@ -469,13 +488,17 @@ class SshBackend : public Backend {
       }
       return !(eof || ssh_channel_is_eof(ch.get()));
     };
-    auto write_frames = [&](const std::string& bytes) {
-      size_t off = 0;
-      while (off < bytes.size()) {
-        const int n = ssh_channel_write(ch.get(), bytes.data() + off,
-                                        static_cast<uint32_t>(bytes.size() - off));
-        if (n <= 0) return false;
-        off += static_cast<size_t>(n);
+    // Writes what the remote window takes now and keeps the rest for later: an agent that
+    // reads nothing (stopped, or its host cut off) never blocks this thread. False on an error.
+    auto write_pending = [&] {
+      while (!pending.empty()) {
+        const uint32_t window = ssh_channel_window_size(ch.get());
+        if (window == 0) return true;
+        const size_t len = std::min<size_t>(pending.size(), window);
+        const int n = ssh_channel_write(ch.get(), pending.data(), static_cast<uint32_t>(len));
+        if (n < 0) return false;
+        if (n == 0) return true;
+        pending.erase(0, static_cast<size_t>(n));
       }
       return true;
     };
@@ -491,6 +514,7 @@ class SshBackend : public Backend {
     // finish() while ranks still run (ddlrun is giving up): SIGKILL them, and close the
     // channel after a grace even if the agent does not answer (it then kills them itself).
     Clock::time_point stop_deadline = Clock::time_point::max();
+    bool silent = false;  // no heartbeat for the deadline
 
     try {
       bool open = true;
@@ -498,9 +522,11 @@ class SshBackend : public Backend {
         // What to send now, under the lock.
         std::string to_send;
         bool stopping;
+        bool killed;
         {
           std::lock_guard lock(mutex_);
           stopping = stop_;
+          killed = killed_;
           if (c.phase == Phase::kHello && !c.job_frame.empty()) {
             to_send = std::move(c.job_frame);
             c.job_frame.clear();
@@ -522,21 +548,37 @@ class SshBackend : public Backend {
         }
         if (stopping && (!running || unfinished.empty())) break;
         if (stopping && stop_deadline == Clock::time_point::max()) {
-          stop_deadline = Clock::now() + std::chrono::seconds(3);
+          // Once SIGKILL went out ddlrun is leaving at once: only a moment to send it again.
+          stop_deadline = Clock::now() + (killed ? std::chrono::milliseconds(500)
+                                                 : std::chrono::milliseconds(3000));
           to_send += ssh::encode_frame(ssh::FrameType::kSignal, SIGKILL, {});
         }
-        if (Clock::now() >= stop_deadline) break;
+        const Clock::time_point now = Clock::now();
+        if (now >= stop_deadline) break;
+        if (now >= next_beat) {
+          to_send += ssh::encode_frame(ssh::FrameType::kHeartbeat, 0, {});
+          next_beat = now + ssh::kHeartbeatInterval;
+        }
         // A write can fail because the agent has already finished (its last frames are still
         // to be read): stop writing, and let reading decide whether anything was lost.
-        if (!to_send.empty() && !write_failed && !write_frames(to_send)) {
-          write_failed = true;
-          write_error = ssh_get_error(s);
+        if (!write_failed) {
+          pending += to_send;
+          if (!write_pending()) {
+            write_failed = true;
+            write_error = ssh_get_error(s);
+          }
         }
-        // Output only while the supervisor has room for it (its events go on meanwhile).
+        // Output only while the supervisor has room for it (its events go on meanwhile). The
+        // host is not silent while we are the ones not reading it.
         if (running && events_->output_full()) {
           events_->wait_for_room(Clock::now() + std::chrono::milliseconds(kPollMs));
+          last_heard = Clock::now();
         } else {
           open = pump(kPollMs);
+        }
+        if (hello && Clock::now() - last_heard > options_.heartbeat_timeout) {
+          silent = true;
+          break;
         }
         while (auto f = reader.next()) {
           switch (f->type) {
@@ -554,6 +596,7 @@ class SshBackend : public Backend {
                 c.ddl_port = dp;
               }
               set_phase(c, Phase::kHello);
+              hello = true;
               break;
             }
             case ssh::FrameType::kReady:
@@ -601,6 +644,8 @@ class SshBackend : public Backend {
             }
               changed_.notify_all();
               break;
+            case ssh::FrameType::kHeartbeat:
+              break;
             case ssh::FrameType::kFence:
             case ssh::FrameType::kAbort:
             case ssh::FrameType::kModexRequest:
@@ -612,7 +657,12 @@ class SshBackend : public Backend {
           }
         }
       }
-      if (!open && !unfinished.empty()) {
+      if (silent) {
+        // Closing must not wait for a host that cannot answer.
+        ssh_set_blocking(s, 0);
+        lost("no heartbeat for " + seconds_text(options_.heartbeat_timeout) +
+             " (the host is unreachable, or its agent is stopped or hung)");
+      } else if (!open && !unfinished.empty()) {
         std::string why = "the connection to its agent closed";
         if (write_failed) why = "lost the connection to " + endpoint + " (" + write_error + ")";
         if (!err_line.empty()) why += " (" + err_line + ")";
@@ -645,6 +695,7 @@ class SshBackend : public Backend {
   bool stop_ = false;
   size_t stdin_window_ = ssh::kStdinWindow;  ///< stdin bytes rank 0's agent can take now
   bool stdin_closed_ = false;
+  bool killed_ = false;  ///< SIGKILL went out: finish() waits for no more exits
 };
 
 }  // namespace

@@ -176,6 +176,21 @@ TEST(OptionsTest, HardwareOptions) {
             "--connect-timeout: '0' is not a number of seconds above 0");
 }
 
+// --timeout 1e10 used to overflow the milliseconds it became and fire at once ("timed out
+// after -9.2e15 s"): every duration option refuses what it cannot represent.
+TEST(OptionsTest, DurationsTooLongAreRefused) {
+  const std::string too_long =
+      "' is more than 1000000000 s (about 31 years), the longest duration ddlrun takes; give a "
+      "smaller number";
+  EXPECT_EQ(usage_error({"--timeout", "1e10", "p"}), "--timeout: '1e10" + too_long);
+  EXPECT_EQ(usage_error({"--timeout", "inf", "p"}), "--timeout: 'inf" + too_long);
+  EXPECT_EQ(usage_error({"--kill-grace", "1e300", "p"}), "--kill-grace: '1e300" + too_long);
+  EXPECT_EQ(usage_error({"--connect-timeout", "2e9", "p"}), "--connect-timeout: '2e9" + too_long);
+  EXPECT_EQ(usage_error({"--timeout", "nan", "p"}),
+            "--timeout: 'nan' is not a number of seconds above 0");
+  EXPECT_EQ(parse({"--timeout", "1e9", "p"}).timeout, 1e9);
+}
+
 TEST(OptionsTest, OptionGivenTwice) {
   EXPECT_EQ(usage_error({"-n", "2", "--np", "3", "p"}),
             "--np is given more than once; give it once");

@@ -179,6 +179,84 @@ TEST(SuperviseTest, InterruptIsForwardedAndASecondKills) {
                             "ddlrun: second interrupt: killing every process now"}));
 }
 
+// Processes that never end (a host that cannot be reached): a signal while the job is being
+// stopped leaves at once, whatever stopped it, rather than waiting for them (issue 14, 11/12).
+TEST(SuperviseTest, ASignalWhileStoppingLeavesAtOnce) {
+  FakeBackend b({0, 1, 2}, {});
+  const Event sigterm{Event::Type::kSignal, -1, -1, Stream::kStdout, {}, {0, SIGTERM}};
+  b.script_ = {exit_of(1, 4), sigterm};
+  SuperviseOptions o = quiet_options();
+  o.kill_grace = 10s;
+  RecordingSink sink;
+  const comm::Topology t = three_ranks();
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(supervise(b, &t, o, sink), 4);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
+  EXPECT_EQ(b.signals, (std::vector<int>{SIGTERM, SIGKILL}));
+  EXPECT_EQ(sink.notes.back(), "ddlrun: got SIGTERM while stopping: killing every process now");
+  EXPECT_TRUE(b.finished);
+}
+
+TEST(SuperviseTest, ASecondTermLeavesAtOnce) {
+  FakeBackend b({0, 1}, {});
+  const Event sigterm{Event::Type::kSignal, -1, -1, Stream::kStdout, {}, {0, SIGTERM}};
+  b.script_ = {sigterm, sigterm};
+  SuperviseOptions o = quiet_options();
+  o.kill_grace = 10s;
+  RecordingSink sink;
+  EXPECT_EQ(supervise(b, nullptr, o, sink), 143);
+  EXPECT_EQ(b.signals, (std::vector<int>{SIGTERM, SIGKILL}));
+  EXPECT_EQ(sink.notes, (std::vector<std::string>{
+                            "ddlrun: got SIGTERM; passing it to 2 processes",
+                            "ddlrun: got SIGTERM while stopping: killing every process now"}));
+}
+
+// Past SIGKILL, ddlrun waits `give_up` at most for processes that never report their end.
+TEST(SuperviseTest, GivesUpOnProcessesThatNeverEnd) {
+  FakeBackend b({0, 1}, {});
+  b.script_ = {exit_of(0, 2)};
+  SuperviseOptions o = quiet_options();
+  o.kill_grace = 100ms;
+  o.give_up = 300ms;
+  RecordingSink sink;
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(supervise(b, nullptr, o, sink), 2);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 400ms);
+  EXPECT_EQ(b.signals, (std::vector<int>{SIGTERM, SIGKILL}));
+  EXPECT_EQ(sink.notes.back(),
+            "ddlrun: 1 of 2 processes did not report their end 0.3 s after SIGKILL; leaving "
+            "without them");
+}
+
+// A stalled rank is named, not the bystander that timed out first (issue 14, item 7): the
+// note waits for the other ranks' errors.
+TEST(SuperviseTest, NamesTheStalledRankNotTheFirstToFail) {
+  FakeBackend b({0, 1, 2});
+  Event err1 = out(1, "rank 1: allreduce failed: rank 0 (n1): no progress for 5 s");
+  err1.stream = Stream::kStderr;
+  b.script_ = {err1, exit_of(1, 1), out(0, "rank 0: failed: rank 2 (n1): no progress for 5 s")};
+  RecordingSink sink;
+  const comm::Topology t = three_ranks();
+  EXPECT_EQ(supervise(b, &t, quiet_options(), sink), 1);
+  EXPECT_EQ(sink.notes.at(0),
+            "ddlrun: rank 1 (n1) exited with status 1 waiting for rank 2 (n2), which made no "
+            "progress for 5 s; stopping the other 2 processes");
+}
+
+// A rank that left early (status 0) is named, not the rank that failed because of it (17c).
+TEST(SuperviseTest, NamesTheRankThatLeftEarly) {
+  FakeBackend b({0, 1, 2});
+  b.script_ = {exit_of(2, 0), out(0, "rank 0: allreduce: rank 2 (n2): the peer closed the link"),
+               exit_of(0, 1)};
+  RecordingSink sink;
+  const comm::Topology t = three_ranks();
+  EXPECT_EQ(supervise(b, &t, quiet_options(), sink), 1);
+  EXPECT_EQ(sink.notes.at(0),
+            "ddlrun: rank 2 (n2) exited (status 0) while the others were still running a "
+            "collective; rank 0 (n1) exited with status 1 because of it; stopping the other "
+            "process");
+}
+
 TEST(SuperviseTest, LaterFailuresDoNotChangeTheStatus) {
   FakeBackend b({0, 1, 2}, {});
   b.script_ = {exit_of(0, 5), exit_of(1, 9), exit_of(2, 0, SIGTERM)};

@@ -1,0 +1,69 @@
+// Whom to blame (blame.h).
+
+#include "launcher/blame.h"
+
+#include <cstdlib>
+
+namespace ddl::launcher {
+
+namespace {
+
+/// The peer P of "rank P (host): " ending just before `at` in `text`, or -1.
+int peer_before(std::string_view text, size_t at) {
+  if (at < 4 || text[at - 1] != ')') return -1;
+  const size_t open = text.rfind(" (", at);
+  if (open == std::string_view::npos) return -1;
+  size_t digits = open;
+  while (digits > 0 && text[digits - 1] >= '0' && text[digits - 1] <= '9')
+    --digits;
+  if (digits == open || digits < 5 || text.substr(digits - 5, 5) != "rank ") return -1;
+  return std::atoi(std::string(text.substr(digits, open - digits)).c_str());
+}
+
+}  // namespace
+
+void Blame::line(int rank, std::string_view text) {
+  if (rank < 0) return;
+  constexpr std::string_view kStall = "): no progress for ";
+  if (size_t at = text.find(kStall); at != std::string_view::npos) {
+    const int peer = peer_before(text, at + 1);
+    if (peer < 0 || peer == rank) return;
+    const size_t from = at + 3;
+    const size_t end = text.find(" s", from);
+    stalled_on_[rank] = {
+        peer, std::string(text.substr(
+                  from, end == std::string_view::npos ? std::string_view::npos : end + 2 - from))};
+    return;
+  }
+  for (std::string_view closed : {"): the peer closed the link", "): the process has exited"}) {
+    if (size_t at = text.find(closed); at != std::string_view::npos) {
+      const int peer = peer_before(text, at + 1);
+      if (peer >= 0 && peer != rank) closed_by_[rank] = peer;
+      return;
+    }
+  }
+}
+
+Culprit Blame::culprit(int failed) const {
+  std::set<int> seen{failed};
+  for (int cur = failed;;) {  // a closed link, back to the rank that left
+    auto it = closed_by_.find(cur);
+    if (it == closed_by_.end() || !seen.insert(it->second).second) break;
+    if (left_.count(it->second) != 0) return {Culprit::Kind::kLeft, it->second, {}};
+    cur = it->second;
+  }
+  seen = {failed};
+  int cur = failed;
+  std::string detail;
+  for (;;) {  // a stall, to the rank that waits for no one
+    auto it = stalled_on_.find(cur);
+    if (it == stalled_on_.end()) break;
+    if (!seen.insert(it->second.peer).second) return {};
+    detail = it->second.detail;
+    cur = it->second.peer;
+  }
+  if (cur == failed) return {};
+  return {Culprit::Kind::kStalled, cur, detail};
+}
+
+}  // namespace ddl::launcher

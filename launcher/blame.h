@@ -1,0 +1,52 @@
+#pragma once
+
+#include <map>
+#include <set>
+#include <string>
+#include <string_view>
+
+namespace ddl::launcher {
+
+// Whom to blame when a rank fails because of another: libddl's errors name the peer a rank
+// was waiting for, and whatever the program does with the error (prints it, raises it in
+// Python) the text usually reaches its output:
+//   "rank P (host): no progress for T s"            P stalled, or waits for someone who did
+//   "rank P (host): the peer closed the link"       P left (or died)
+//   "rank P (host): the process has exited"
+// How it works: line() records, per rank, the peer its output named last. For a stall the
+// names form chains (in a ring each rank waits for its predecessor): culprit() follows the
+// chain from the failed rank to a rank that names no one, the one that stopped. For a closed
+// link it follows the chain to a rank that exited with status 0 while the others still ran.
+
+/// What a failed rank's output says about its failure.
+struct Culprit {
+  enum class Kind { kNone, kLeft, kStalled };
+  Kind kind = Kind::kNone;
+  int rank = -1;       ///< the rank to blame (kLeft, kStalled)
+  std::string detail;  ///< kStalled: "no progress for 5 s"
+};
+
+class Blame {
+ public:
+  /// One line of rank `rank`'s output.
+  void line(int rank, std::string_view text);
+  /// Rank `rank` exited with status 0 while other processes still ran.
+  void left_early(int rank) { left_.insert(rank); }
+  /// Rank `failed` named a peer that made no progress: its culprit may only show once the
+  /// others' errors have come (supervise() waits a moment).
+  bool stalled(int failed) const { return stalled_on_.count(failed) != 0; }
+  /// The rank to blame for `failed`'s failure, when its output names one (kNone otherwise, or
+  /// when the chain leads back to `failed`).
+  Culprit culprit(int failed) const;
+
+ private:
+  struct Named {
+    int peer;
+    std::string detail;
+  };
+  std::map<int, Named> stalled_on_;  ///< rank -> the peer it saw no progress from
+  std::map<int, int> closed_by_;     ///< rank -> the peer whose link closed
+  std::set<int> left_;
+};
+
+}  // namespace ddl::launcher

@@ -1,0 +1,281 @@
+// The keeper (keeper.h): cleaning up after a ddlrun or agent that died without doing it.
+
+#include "launcher/keeper.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <mutex>
+#include <set>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+namespace ddl::launcher {
+
+namespace {
+
+std::mutex g_mutex;
+std::string g_program;  // empty: not armed
+int g_socket = -1;      // our end; -1 until the keeper runs
+bool g_failed = false;  // it could not be started: do not try again
+
+/// Starts `g_program --keeper` (g_mutex held). Only async-signal-safe calls between fork and
+/// exec: this process has threads.
+bool start_keeper() {
+  int fds[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) return false;
+  const int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+  const char* argv[] = {g_program.c_str(), "--keeper", nullptr};
+  const pid_t pid = fork();
+  if (pid == 0) {
+    setpgid(0, 0);  // out of reach of the terminal's and ddlrun's group signals
+    if (dup2(fds[1], 0) < 0 || (null_fd >= 0 && (dup2(null_fd, 1) < 0 || dup2(null_fd, 2) < 0)))
+      _exit(127);
+    execv(argv[0], const_cast<char* const*>(argv));
+    _exit(127);
+  }
+  close(fds[1]);
+  if (null_fd >= 0) close(null_fd);
+  if (pid < 0) {
+    close(fds[0]);
+    return false;
+  }
+  g_socket = fds[0];
+  return true;
+}
+
+/// Sends one request line ("g 123", "m NAME=value", "d /tmp/x").
+void request(char kind, std::string_view what) {
+  if (what.find('\n') != std::string_view::npos) return;
+  std::lock_guard lock(g_mutex);
+  if (g_program.empty() || g_failed) return;
+  if (g_socket < 0 && !start_keeper()) {
+    g_failed = true;
+    return;
+  }
+  std::string line(1, kind);
+  line.push_back(' ');
+  line.append(what);
+  line.push_back('\n');
+  std::string_view rest = line;
+  while (!rest.empty()) {
+    const ssize_t n = send(g_socket, rest.data(), rest.size(), MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    rest.remove_prefix(static_cast<size_t>(n));
+  }
+}
+
+/// The NUL-separated environment of process `pid` holds every entry of one of the markers
+/// (tab-separated "NAME=value" entries); false when unreadable.
+bool has_entry(const std::string& pid, const std::set<std::string>& markers) {
+  const int fd = open(("/proc/" + pid + "/environ").c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  std::string env;
+  char buf[65536];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof buf)) > 0)
+    env.append(buf, static_cast<size_t>(n));
+  close(fd);
+  const auto split = [](const std::string& s, char sep) {
+    std::set<std::string> parts;
+    size_t start = 0;
+    while (start < s.size()) {
+      size_t end = s.find(sep, start);
+      if (end == std::string::npos) end = s.size();
+      parts.insert(s.substr(start, end - start));
+      start = end + 1;
+    }
+    return parts;
+  };
+  const std::set<std::string> entries = split(env, '\0');
+  for (const std::string& m : markers) {
+    bool all = true;
+    for (const std::string& e : split(m, '\t'))
+      all = all && entries.count(e) != 0;
+    if (all) return true;
+  }
+  return false;
+}
+
+/// The process group of process `pid` (field 5 of /proc/PID/stat), or -1.
+int group_of(const std::string& pid) {
+  const int fd = open(("/proc/" + pid + "/stat").c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  char buf[1024];
+  const ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return -1;
+  const std::string_view stat(buf, static_cast<size_t>(n));
+  const size_t paren = stat.rfind(')');  // the command name may hold spaces
+  if (paren == std::string_view::npos) return -1;
+  buf[n] = '\0';
+  char state = 0;
+  int ppid = 0, pgrp = 0;
+  if (std::sscanf(buf + paren + 1, " %c %d %d", &state, &ppid, &pgrp) != 3) return -1;
+  return pgrp;
+}
+
+/// One sweep: SIGKILL to every process that carries a marker, and to every member of a
+/// watched group that holds at least one such process (a group id alone may have been reused
+/// since; without markers the groups are taken as they are). Returns how many were signalled.
+int sweep(const std::set<int>& groups, const std::set<std::string>& markers) {
+  struct Proc {
+    pid_t pid;
+    int group;
+    bool marked;
+  };
+  std::vector<Proc> procs;
+  DIR* d = opendir("/proc");
+  if (d == nullptr) return 0;
+  const pid_t self = getpid();
+  while (dirent* e = readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const pid_t pid = static_cast<pid_t>(std::atol(name.c_str()));
+    if (pid == self) continue;
+    procs.push_back({pid, group_of(name), !markers.empty() && has_entry(name, markers)});
+  }
+  closedir(d);
+  std::set<int> live_groups;
+  for (const Proc& p : procs) {
+    if (groups.count(p.group) != 0 && (p.marked || markers.empty())) live_groups.insert(p.group);
+  }
+  int n = 0;
+  for (const Proc& p : procs) {
+    if (p.marked || live_groups.count(p.group) != 0) n += kill(p.pid, SIGKILL) == 0 ? 1 : 0;
+  }
+  return n;
+}
+
+/// Field 22 of /proc/PID/stat, the process's start time in ticks since boot ("" when it does
+/// not exist): with the pid, it names one process for good.
+std::string start_time(const std::string& pid) {
+  const int fd = open(("/proc/" + pid + "/stat").c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  char buf[1024];
+  const ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return "";
+  const std::string stat(buf, static_cast<size_t>(n));
+  size_t pos = stat.rfind(')');
+  for (int field = 2; field < 22 && pos != std::string::npos; ++field)
+    pos = stat.find(' ', pos + 1);
+  if (pos == std::string::npos) return "";
+  return stat.substr(pos + 1, stat.find(' ', pos + 1) - pos - 1);
+}
+
+std::string this_host() {
+  char buf[256] = {};
+  gethostname(buf, sizeof buf - 1);
+  return buf;
+}
+
+}  // namespace
+
+void enable_keeper(const std::string& program) {
+  std::lock_guard lock(g_mutex);
+  if (g_program.empty()) g_program = program;
+}
+
+void keeper_kill_group(int pgid) {
+  if (pgid > 1) request('g', std::to_string(pgid));
+}
+
+void keeper_kill_marked(const std::string& entry) {
+  if (entry.find('=') != std::string::npos) request('m', entry);
+}
+
+void keeper_remove_dir(const std::string& path) {
+  if (path.empty() || path.front() != '/') return;
+  const std::string owner =
+      std::to_string(getpid()) + " " + start_time("self") + " " + this_host() + "\n";
+  const int fd = open((path + "/owner").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd >= 0) {
+    [[maybe_unused]] ssize_t n = write(fd, owner.data(), owner.size());
+    close(fd);
+  }
+  request('d', path);
+}
+
+int remove_stale_dirs() {
+  const char* t = std::getenv("TMPDIR");
+  const std::string tmp = t != nullptr && *t != '\0' ? t : "/tmp";
+  DIR* d = opendir(tmp.c_str());
+  if (d == nullptr) return 0;
+  std::vector<std::string> stale;
+  while (dirent* e = readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.rfind("ddlrun.", 0) != 0 && name.rfind("ddlrun-pmix.", 0) != 0 &&
+        name.rfind("ddlrun-agent.", 0) != 0)
+      continue;
+    const std::string path = tmp + "/" + name;
+    struct stat st {};
+    if (lstat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid()) continue;
+    char buf[512] = {};
+    const int fd = open((path + "/owner").c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;  // not ours to judge (or still being made)
+    const ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    long pid = 0;
+    char start[32] = {};
+    char host[300] = {};
+    if (n <= 0 || std::sscanf(buf, "%ld %31s %299s", &pid, start, host) != 3 || pid <= 0) continue;
+    if (host != this_host()) continue;  // a $TMPDIR shared with other hosts: not ours to judge
+    if (start_time(std::to_string(pid)) != start) stale.push_back(path);
+  }
+  closedir(d);
+  for (const std::string& path : stale) {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  return static_cast<int>(stale.size());
+}
+
+void run_keeper(int fd) {
+  signal(SIGINT, SIG_IGN);
+  signal(SIGHUP, SIG_IGN);
+  signal(SIGPIPE, SIG_IGN);
+  std::set<int> groups;
+  std::set<std::string> markers;
+  std::vector<std::string> dirs;
+  std::string buf;
+  char chunk[4096];
+  for (;;) {
+    const ssize_t n = read(fd, chunk, sizeof chunk);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    buf.append(chunk, static_cast<size_t>(n));
+    size_t nl;
+    while ((nl = buf.find('\n')) != std::string::npos) {
+      const std::string line = buf.substr(0, nl);
+      buf.erase(0, nl + 1);
+      if (line.size() < 3) continue;
+      const std::string arg = line.substr(2);
+      if (line[0] == 'g') groups.insert(std::atoi(arg.c_str()));
+      if (line[0] == 'm') markers.insert(arg);
+      if (line[0] == 'd') dirs.push_back(arg);
+    }
+  }
+  // Our parent has ended. What it started goes first, then its files.
+  for (int round = 0; round < 3; ++round) {
+    if (sweep(groups, markers) == 0 && round > 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  for (const std::string& d : dirs) {
+    std::error_code ec;
+    std::filesystem::remove_all(d, ec);
+  }
+  _exit(0);
+}
+
+}  // namespace ddl::launcher

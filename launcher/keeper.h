@@ -1,0 +1,47 @@
+#pragma once
+
+#include <string>
+
+namespace ddl::launcher {
+
+// The keeper: what ddlrun (or an agent) leaves behind when it dies without cleaning up, such
+// as under SIGKILL, is removed by a small process of its own, `ddlrun --keeper`. The kernel
+// kills the ranks themselves (PR_SET_PDEATHSIG), but not what they started, nor does it remove
+// temporary directories.
+//
+// How it works: enable_keeper() arms it; the first request starts the keeper (fork and exec,
+// in a process group of its own, stdin a pipe from this process whose write end only this
+// process holds, stdout and stderr /dev/null) and sends it the request as a line. The keeper
+// collects requests until the pipe reaches EOF, which happens when this process ends however it
+// ends; then it SIGKILLs every process group it was given, then every process whose
+// environment holds a marker it was given (the job's token, which a rank's children inherit
+// even when they leave its process group), three times 100 ms apart to catch forks in flight,
+// then removes the directories and exits. After a clean exit there is nothing left to do.
+// Unprivileged: it only signals what the same user may signal.
+
+/// Arms the keeper for this process: `program` is ddlrun's absolute path (it is run as
+/// `program --keeper`). Until then the functions below do nothing (as in unit tests).
+void enable_keeper(const std::string& program);
+
+/// When this process ends: SIGKILL to process group `pgid`.
+void keeper_kill_group(int pgid);
+
+/// When this process ends: SIGKILL to every process whose environment holds every entry of
+/// `entry` ("NAME=value" variables, separated by tabs).
+void keeper_kill_marked(const std::string& entry);
+
+/// When this process ends: `path` removed with everything in it. Also writes `path`/owner
+/// (this process's pid and start time), by which remove_stale_dirs() knows a leftover.
+void keeper_remove_dir(const std::string& path);
+
+/// Removes the leftovers of ddlruns and agents that died with their keeper (a reboot without a
+/// clean /tmp, the OOM killer): every directory $TMPDIR/ddlrun.*, ddlrun-pmix.* and
+/// ddlrun-agent.* of this user whose owner file names a process of this host (by name: $TMPDIR
+/// may be shared) that no longer runs, or another process under the same pid. Returns how
+/// many it removed.
+int remove_stale_dirs();
+
+/// `ddlrun --keeper`: reads requests on `fd` until EOF, carries them out, exits 0.
+[[noreturn]] void run_keeper(int fd);
+
+}  // namespace ddl::launcher

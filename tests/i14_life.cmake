@@ -1,0 +1,22 @@
+# Issue 14 (reliability), the launcher's side: no wait without a deadline (partitions, frozen
+# agents, signals while stopping), nothing left behind (SIGKILL of ddlrun), Ctrl-Z, blame.
+add_executable(ddl_loop netns/ddl_loop.c)
+target_link_libraries(ddl_loop PRIVATE ddl)
+
+# Partition, frozen agent, stopped ddlrun on namespace hosts through the ssh launcher.
+add_test(NAME launcher.liveness_netns
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/netns/liveness_test.sh $<TARGET_FILE:ddlrun>
+                 $<TARGET_FILE:ddl_loop>)
+set_tests_properties(launcher.liveness_netns PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 180)
+
+# SIGKILL of ddlrun leaves no process (children that left their rank's group included) and no
+# temporary directory; a second SIGTERM ends ddlrun at once (local launcher, no root needed).
+add_test(NAME launcher.leftovers_local
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/launcher/leftovers_test.sh $<TARGET_FILE:ddlrun>)
+set_tests_properties(launcher.leftovers_local PROPERTIES TIMEOUT 60)
+
+# The summary names the stalled rank, or the rank that left early, not a bystander.
+add_test(NAME launcher.blame_local
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/launcher/blame_job_test.sh $<TARGET_FILE:ddlrun>
+                 $<TARGET_FILE:ddl_loop>)
+set_tests_properties(launcher.blame_local PROPERTIES TIMEOUT 60)
