@@ -24,7 +24,8 @@
 #   - memory: ddlrun's peak resident size under 64 MiB (sampled every 0.1 s).
 # A frozen agent (SIGSTOP) cannot clean up while frozen: the suite SIGCONTs it once ddlrun has
 # ended, as an operator would, and then expects its host clean within 5 s. A lost link comes
-# back once the host's agent has had its deadline to clean up on its own.
+# back once the host's agent has had its deadline to clean up on its own (sshd's session process
+# for the cut connection is not counted: sshd ends it when TCP gives up, or the link returns).
 # It prints one line per run and the figures: runs, faults by kind, worst time to tear down,
 # leftovers found. Exits 1 when any check failed, 77 when it can run nothing here.
 set -uo pipefail
@@ -107,7 +108,8 @@ host_of_rank() { awk '{ print $3 }' "$dir/pid.$1" 2>/dev/null; }
 agent_pid() {
   local pid
   for pid in $(netns_pids "$1"); do
-    if alive "$pid" "--agent"; then echo "$pid"; return; fi
+    # the agent of a probed host still runs as `ddlrun --probe-agent` (one login for both)
+    if alive "$pid" "-agent"; then echo "$pid"; return; fi
   done
 }
 
@@ -149,7 +151,7 @@ expected_status() {
 # check_leftovers LAUNCHER KIND DEADLINE_MS: waits until nothing of the job is left or the deadline;
 # counts and removes what is left, and prints what it was.
 check_leftovers() {
-  local launcher=$1 kind=$2 deadline=$3 f pid child what=""
+  local launcher=$1 kind=$2 deadline=$3 f pid child what="" cmd
   local pids=()
   for f in "$dir"/pid.*; do
     [[ -e $f ]] || continue
@@ -163,8 +165,12 @@ check_leftovers() {
     done
     if ((have_ssh)) && [[ $launcher == ssh ]]; then
       for k in 1 2 3; do
-        for pid in $(netns_pids "$k"); do what+=" node$k:$pid($(tr '\0' ' ' \
-          <"/proc/$pid/cmdline" 2>/dev/null | cut -c1-40))"; done
+        for pid in $(netns_pids "$k"); do
+          cmd=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | cut -c1-40)
+          # sshd's own session process of a cut link ends when TCP gives up: not the job's
+          [[ $kind == link_down && $cmd == sshd:* ]] && continue
+          what+=" node$k:$pid($cmd)"
+        done
       done
     fi
     [[ -z $what ]] && break
@@ -300,7 +306,7 @@ one_run() {
       "${victim:--}" "$rc" "$took"
     local p
     for p in "${problems[@]}"; do echo "       $p"; done
-    sed -n '/^ddlrun/p' "$dir/err" | head -5 | sed 's/^/       | /'
+    grep -E '^ddlrun|chaos_loop: rank' "$dir/err" | head -12 | sed 's/^/       | /'
     failures+=("$i $key")
   fi
 }
