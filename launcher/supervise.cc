@@ -283,8 +283,8 @@ int supervise(Backend& backend, const comm::Topology* topology, const SuperviseO
     }
   };
 
-  while (!leave && (!running.empty() || (!drop_output && (events.has_output() ||
-                                                            !ended.empty() || !sink.written())))) {
+  while (!leave && (!running.empty() ||
+                    (!drop_output && (events.has_output() || !ended.empty() || !sink.written())))) {
     if (unreported && (Clock::now() >= blame_at || running.empty())) report(*unreported);
     Clock::time_point deadline =
         std::min({Clock::now() + std::chrono::hours(24), kill_at, give_up_at, blame_at});
