@@ -35,7 +35,8 @@ void Blame::line(int rank, std::string_view text) {
                   from, end == std::string_view::npos ? std::string_view::npos : end + 2 - from))};
     return;
   }
-  for (std::string_view closed : {"): the peer closed the link", "): the process has exited"}) {
+  for (std::string_view closed : {"): the peer closed the link", "): the process has exited",
+                                  "): the connection was closed by the peer"}) {
     if (size_t at = text.find(closed); at != std::string_view::npos) {
       const int peer = peer_before(text, at + 1);
       if (peer >= 0 && peer != rank) closed_by_[rank] = peer;
@@ -45,24 +46,26 @@ void Blame::line(int rank, std::string_view text) {
 }
 
 Culprit Blame::culprit(int failed) const {
+  // From the failed rank, follow the peer each rank's error names (a stall or a closed link;
+  // a rank that left early ends the chain) to the rank that names no one.
   std::set<int> seen{failed};
-  for (int cur = failed;;) {  // a closed link, back to the rank that left
-    auto it = closed_by_.find(cur);
-    if (it == closed_by_.end() || !seen.insert(it->second).second) break;
-    if (left_.count(it->second) != 0) return {Culprit::Kind::kLeft, it->second, {}};
-    cur = it->second;
-  }
-  seen = {failed};
   int cur = failed;
-  std::string detail;
-  for (;;) {  // a stall, to the rank that waits for no one
-    auto it = stalled_on_.find(cur);
-    if (it == stalled_on_.end()) break;
-    if (!seen.insert(it->second.peer).second) return {};
-    detail = it->second.detail;
-    cur = it->second.peer;
+  std::string detail;  // the last stall's on the way: the chain blames a stall only if it has one
+  for (;;) {
+    if (cur != failed && left_.count(cur) != 0) return {Culprit::Kind::kLeft, cur, {}};
+    int next;
+    if (auto s = stalled_on_.find(cur); s != stalled_on_.end()) {
+      next = s->second.peer;
+      detail = s->second.detail;
+    } else if (auto c = closed_by_.find(cur); c != closed_by_.end()) {
+      next = c->second;
+    } else {
+      break;
+    }
+    if (!seen.insert(next).second) return {};
+    cur = next;
   }
-  if (cur == failed) return {};
+  if (cur == failed || detail.empty()) return {};
   return {Culprit::Kind::kStalled, cur, detail};
 }
 

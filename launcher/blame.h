@@ -13,10 +13,14 @@ namespace ddl::launcher {
 //   "rank P (host): no progress for T s"            P stalled, or waits for someone who did
 //   "rank P (host): the peer closed the link"       P left (or died)
 //   "rank P (host): the process has exited"
+//   "rank P (host): the connection was closed by the peer"   (TCP: P left or died)
 // How it works: line() records, per rank, the peer its output named last. For a stall the
 // names form chains (in a ring each rank waits for its predecessor): culprit() follows the
-// chain from the failed rank to a rank that names no one, the one that stopped. For a closed
-// link it follows the chain to a rank that exited with status 0 while the others still ran.
+// chain from the failed rank to a rank that names no one, the one that stopped. Closed links
+// are followed the same way (a rank that timed out waiting for a stalled one exits and closes
+// its links, failing its other neighbours first): a chain that reaches a rank that exited
+// with status 0 while the others still ran blames it; one that passes a stall blames the rank
+// at its end.
 
 /// What a failed rank's output says about its failure.
 struct Culprit {
@@ -35,6 +39,9 @@ class Blame {
   /// Rank `failed` named a peer that made no progress: its culprit may only show once the
   /// others' errors have come (supervise() waits a moment).
   bool stalled(int failed) const { return stalled_on_.count(failed) != 0; }
+  /// Rank `failed`'s output named a peer (a stall or a closed link): its culprit may be further
+  /// down a chain whose other links come with the other ranks' errors.
+  bool names_peer(int failed) const { return stalled(failed) || closed_by_.count(failed) != 0; }
   /// The rank to blame for `failed`'s failure, when its output names one (kNone otherwise, or
   /// when the chain leads back to `failed`).
   Culprit culprit(int failed) const;

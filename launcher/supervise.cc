@@ -338,7 +338,7 @@ int supervise(Backend& backend, const comm::Topology* topology, const SuperviseO
           Failure f{e->rank, how,
                     running.empty() ? std::string() : "; stopping " + others(running.size())};
           begin_stop(e->status.shell_code());
-          if (blame.stalled(e->rank)) {
+          if (blame.names_peer(e->rank)) {
             unreported = std::move(f);
             blame_at = Clock::now() + kBlameWait;
           } else {

@@ -47,6 +47,20 @@ TEST(BlameTest, AClosedLinkLeadsToTheRankThatLeft) {
   EXPECT_EQ(b.culprit(0).rank, 2);  // through rank 3
 }
 
+// 3 hosts, node3 cut off: rank 1 times out waiting for rank 5 and exits, which closes its TCP
+// link to rank 3 so that rank 3 fails first. The chain goes through rank 1's stall to rank 5.
+TEST(BlameTest, AClosedLinkLeadsThroughAStallToTheRankThatStopped) {
+  Blame b;
+  b.line(1, "chaos_loop: rank 1: rank 5 (node3): no progress for 5 s");
+  b.line(3, "chaos_loop: rank 3: rank 1 (node1): the connection was closed by the peer");
+  EXPECT_TRUE(b.names_peer(3));
+  EXPECT_FALSE(b.stalled(3));
+  const Culprit c = b.culprit(3);
+  EXPECT_EQ(c.kind, Culprit::Kind::kStalled);
+  EXPECT_EQ(c.rank, 5);
+  EXPECT_EQ(c.detail, "no progress for 5 s");
+}
+
 TEST(BlameTest, IgnoresWhatIsNotAPeer) {
   Blame b;
   b.line(1, "no progress for 5 s");
