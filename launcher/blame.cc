@@ -35,8 +35,9 @@ void Blame::line(int rank, std::string_view text) {
                   from, end == std::string_view::npos ? std::string_view::npos : end + 2 - from))};
     return;
   }
-  for (std::string_view closed : {"): the peer closed the link", "): the process has exited",
-                                  "): the connection was closed by the peer"}) {
+  for (std::string_view closed :
+       {"): the peer closed the link", "): the process has exited",
+        "): the connection was closed by the peer", "): the connection was reset by the peer"}) {
     if (size_t at = text.find(closed); at != std::string_view::npos) {
       const int peer = peer_before(text, at + 1);
       if (peer >= 0 && peer != rank) closed_by_[rank] = peer;
@@ -45,28 +46,40 @@ void Blame::line(int rank, std::string_view text) {
   }
 }
 
-Culprit Blame::culprit(int failed) const {
+Blame::Chain Blame::follow(int failed) const {
   // From the failed rank, follow the peer each rank's error names (a stall or a closed link;
   // a rank that left early ends the chain) to the rank that names no one.
   std::set<int> seen{failed};
-  int cur = failed;
-  std::string detail;  // the last stall's on the way: the chain blames a stall only if it has one
+  Chain chain{failed, {}, false};
   for (;;) {
-    if (cur != failed && left_.count(cur) != 0) return {Culprit::Kind::kLeft, cur, {}};
+    if (chain.end != failed && left_.count(chain.end) != 0) {
+      chain.left = true;
+      return chain;
+    }
     int next;
-    if (auto s = stalled_on_.find(cur); s != stalled_on_.end()) {
+    if (auto s = stalled_on_.find(chain.end); s != stalled_on_.end()) {
       next = s->second.peer;
-      detail = s->second.detail;
-    } else if (auto c = closed_by_.find(cur); c != closed_by_.end()) {
+      chain.stall = s->second.detail;
+    } else if (auto c = closed_by_.find(chain.end); c != closed_by_.end()) {
       next = c->second;
     } else {
-      break;
+      return chain;
     }
-    if (!seen.insert(next).second) return {};
-    cur = next;
+    if (!seen.insert(next).second) return {-1, {}, false};
+    chain.end = next;
   }
-  if (cur == failed || detail.empty()) return {};
-  return {Culprit::Kind::kStalled, cur, detail};
+}
+
+Culprit Blame::culprit(int failed) const {
+  const Chain chain = follow(failed);
+  if (chain.left) return {Culprit::Kind::kLeft, chain.end, {}};
+  // A chain blames a stall only if it passes one.
+  if (chain.end < 0 || chain.end == failed || chain.stall.empty()) return {};
+  return {Culprit::Kind::kStalled, chain.end, chain.stall};
+}
+
+int Blame::end_of_chain(int failed) const {
+  return follow(failed).end;
 }
 
 }  // namespace ddl::launcher

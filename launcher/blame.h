@@ -45,8 +45,18 @@ class Blame {
   /// The rank to blame for `failed`'s failure, when its output names one (kNone otherwise, or
   /// when the chain leads back to `failed`).
   Culprit culprit(int failed) const;
+  /// The rank at the end of the chain of peers named from `failed` (`failed` itself when its
+  /// output names no one, -1 on a cycle): when that rank failed too (killed, crashed), it is the
+  /// cause of `failed`'s failure.
+  int end_of_chain(int failed) const;
 
  private:
+  struct Chain {
+    int end;            ///< the rank the chain ends at; -1: a cycle
+    std::string stall;  ///< the detail of the last stall on the way, "" when none
+    bool left;          ///< it ends at a rank that left early
+  };
+  Chain follow(int failed) const;
   struct Named {
     int peer;
     std::string detail;

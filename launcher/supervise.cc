@@ -198,7 +198,8 @@ int supervise(Backend& backend, const comm::Topology* topology, const SuperviseO
   Clock::time_point give_up_at = kNever;
   bool leave = false;  // stop waiting for the processes still running
   const Clock::time_point timeout_at = options.timeout ? Clock::now() + *options.timeout : kNever;
-  auto begin_stop = [&](int status) {
+  // nullopt: the exit status is decided later (a failure whose cause may be another rank).
+  auto begin_stop = [&](std::optional<int> status) {
     if (!exit_status) exit_status = status;
     if (stopping) return;
     stopping = true;
@@ -246,11 +247,22 @@ int supervise(Backend& backend, const comm::Topology* topology, const SuperviseO
     int rank;
     std::string how;       // "exited with status 1"
     std::string stopping;  // "; stopping the other 3 processes"
+    int status;            // its exit status for ddlrun's
   };
-  std::optional<Failure> unreported;  // a stall: its note waits until blame_at
+  std::map<int, ExitStatus> ended_with;  // every process that ended, and how
+  std::optional<Failure> unreported;     // a stall: its note waits until blame_at
   Clock::time_point blame_at = kNever;
+  auto describe = [](const ExitStatus& st) {
+    return st.signal != 0 ? "was killed by " + signal_name(st.signal)
+                          : "exited with status " + std::to_string(st.code);
+  };
   auto report = [&](const Failure& f) {
     const Culprit c = blame.culprit(f.rank);
+    const int end = blame.end_of_chain(f.rank);
+    const auto cause = ended_with.find(end);
+    // The rank its error leads to was killed or crashed: that is the failure to report.
+    const bool caused_by_end = c.kind == Culprit::Kind::kNone && end != f.rank &&
+                               cause != ended_with.end() && cause->second.failed();
     if (c.kind == Culprit::Kind::kLeft) {
       sink.note("ddlrun: " + who(c.rank) +
                 " exited (status 0) while the others were still running a collective; " +
@@ -258,10 +270,14 @@ int supervise(Backend& backend, const comm::Topology* topology, const SuperviseO
     } else if (c.kind == Culprit::Kind::kStalled) {
       sink.note("ddlrun: " + who(f.rank) + " " + f.how + " waiting for " + who(c.rank) +
                 ", which made " + c.detail + f.stopping);
+    } else if (caused_by_end) {
+      sink.note("ddlrun: " + who(end) + " " + describe(cause->second) + f.stopping);
+      if (!exit_status) exit_status = cause->second.shell_code();
     } else {
       sink.note("ddlrun: " + who(f.rank) + " " + f.how + f.stopping);
     }
-    show_tail(f.rank);
+    if (!exit_status) exit_status = f.status;
+    show_tail(caused_by_end ? end : f.rank);
     unreported.reset();
     blame_at = kNever;
   };
@@ -331,17 +347,17 @@ int supervise(Backend& backend, const comm::Topology* topology, const SuperviseO
           sink.end(e->rank);
         }
         if (!e->status.failed() && !running.empty()) blame.left_early(e->rank);
+        ended_with[e->rank] = e->status;
         if (e->status.failed() && !stopping) {
-          const std::string how = e->status.signal != 0
-                                      ? "was killed by " + signal_name(e->status.signal)
-                                      : "exited with status " + std::to_string(e->status.code);
-          Failure f{e->rank, how,
-                    running.empty() ? std::string() : "; stopping " + others(running.size())};
-          begin_stop(e->status.shell_code());
-          if (blame.names_peer(e->rank)) {
+          Failure f{e->rank, describe(e->status),
+                    running.empty() ? std::string() : "; stopping " + others(running.size()),
+                    e->status.shell_code()};
+          if (blame.names_peer(e->rank)) {  // the cause may come with the others' errors
+            begin_stop(std::nullopt);
             unreported = std::move(f);
             blame_at = Clock::now() + kBlameWait;
           } else {
+            begin_stop(f.status);
             report(f);
           }
         }

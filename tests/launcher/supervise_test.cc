@@ -257,6 +257,20 @@ TEST(SuperviseTest, NamesTheRankThatLeftEarly) {
             "process");
 }
 
+// A killed rank whose death another host reports first (its peer's error comes with an earlier
+// exit) is named, with its own status: SIGKILL of a rank over ssh used to end the job with the
+// bystander's status 1 (the chaos suite's kill_rank).
+TEST(SuperviseTest, NamesTheKilledRankWhoseDeathAPeerReportedFirst) {
+  FakeBackend b({0, 1, 2});
+  b.script_ = {out(0, "rank 0: allreduce: rank 2 (n2): the connection was reset by the peer"),
+               exit_of(0, 1), exit_of(2, 0, SIGKILL)};
+  RecordingSink sink;
+  const comm::Topology t = three_ranks();
+  EXPECT_EQ(supervise(b, &t, quiet_options(), sink), 137);
+  EXPECT_EQ(sink.notes.at(0),
+            "ddlrun: rank 2 (n2) was killed by SIGKILL; stopping the other 2 processes");
+}
+
 TEST(SuperviseTest, LaterFailuresDoNotChangeTheStatus) {
   FakeBackend b({0, 1, 2}, {});
   b.script_ = {exit_of(0, 5), exit_of(1, 9), exit_of(2, 0, SIGTERM)};
