@@ -397,18 +397,27 @@ void ProcessSet::finish() {
   stdin_room_.notify_all();
   wake();
   if (io_.joinable()) io_.join();
-  std::lock_guard lock(mutex_);
-  for (auto& [id, p] : procs_) {
-    if (!p->reaped) {
-      int st;
-      waitpid(p->pid, &st, 0);
-      p->reaped = true;
+  size_t dropped = 0;  // stdin still queued: gone with its process
+  std::function<void(size_t)> gone_callback;
+  {
+    std::lock_guard lock(mutex_);
+    for (auto& [id, p] : procs_) {
+      if (!p->reaped) {
+        int st;
+        waitpid(p->pid, &st, 0);
+        p->reaped = true;
+      }
+      dropped += p->in_queue.size() - p->in_done;
+      p->in_queue.clear();
+      p->in_done = 0;
+      close_fd(p->pidfd);
+      close_fd(p->out);
+      close_fd(p->err);
+      close_fd(p->in);
     }
-    close_fd(p->pidfd);
-    close_fd(p->out);
-    close_fd(p->err);
-    close_fd(p->in);
+    gone_callback = stdin_gone_;
   }
+  if (dropped > 0 && gone_callback) gone_callback(dropped);
 }
 
 // Reads what `fd` has now, at most `limit` bytes, as kOutput events; closes it at EOF or on

@@ -78,7 +78,8 @@ class ProcessSet {
   /// Closes process `id`'s stdin once what was queued is written.
   void close_stdin(int id);
   /// `gone(n)` is called on the I/O thread (nothing locked) whenever n bytes of queued stdin
-  /// were written to a process or dropped with its pipe.
+  /// were written to a process or dropped with its pipe, and by finish() for what was still
+  /// queued then.
   void on_stdin_gone(std::function<void(size_t)> gone);
   /// How many processes have not been reaped yet.
   int running() const;
