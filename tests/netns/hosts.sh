@@ -35,6 +35,7 @@
 # and the functions below (K is a host number).
 
 NETNS_PREFIX="ddlt$$"
+_netns_checkout=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)
 NETNS_ROOT=/run/ddlrun-netns
 NETNS_DIR=""
 NETNS_SSH_CONFIG=""
@@ -118,20 +119,29 @@ netns_shape() {
 }
 
 # Starts the process that holds host K's UTS and mount namespaces: hostname node<k>, a tmpfs
-# on /tmp and on root's home, its own /etc/hosts, and /sys showing its network namespace's
-# interfaces.
+# on /tmp and on root's home (this checkout bound back at its path when it lies under either),
+# its own /etc/hosts, and /sys showing its network namespace's interfaces.
 _netns_start_holder() {
   local k=$1 dir="$NETNS_DIR/node$1"
   rm -f "$dir/holder.ready"
-  # shellcheck disable=SC2016  # $1..$6 are the inner bash's
+  # The checkout (ddlrun and the test programs) stays visible at its path when it lies under
+  # /tmp or root's home, as a checkout on a shared file system would be: it is bound aside
+  # before the empty /tmp and home cover it, then back at its path.
+  mkdir -p "$dir/checkout"
+  # shellcheck disable=SC2016  # $1..$8 are the inner bash's
   unshare --uts --mount --propagation private -- bash -c '
+    keep=0
+    case $7/ in /tmp/* | "$6"/*) keep=1 ;; esac
+    if ((keep)); then mount --bind "$7" "$8" || exit 1; fi
     hostname "$1" && mount -t tmpfs -o mode=1777 "tmpfs-$1" /tmp &&
       mount -t tmpfs -o mode=700 "home-$1" "$6" &&
+      { ((!keep)) || { mkdir -p "$7" && mount --bind "$8" "$7"; }; } &&
       mount --bind "$2" /etc/hosts &&
       nsenter --net="$3" -- mount -t sysfs "sysfs-$1" /sys &&
       : >"$4" && exec -a "$5" sleep infinity' \
     bash "node$k" "$NETNS_DIR/etc_hosts" "/run/netns/$(netns_ns "$k")" "$dir/holder.ready" \
-    "$(netns_ns "$k")-holder" "$(getent passwd root | cut -d: -f6)" \
+    "$(netns_ns "$k")-holder" "$(getent passwd root | cut -d: -f6)" "$_netns_checkout" \
+    "$dir/checkout" \
     </dev/null >/dev/null 2>"$dir/holder.log" &
   _netns_holder[$k]=$!
   local i
