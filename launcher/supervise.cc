@@ -250,7 +250,12 @@ int supervise(Backend& backend, const comm::Topology* topology, const SuperviseO
     int status;            // its exit status for ddlrun's
   };
   std::map<int, ExitStatus> ended_with;  // every process that ended, and how
-  std::optional<Failure> unreported;     // a stall: its note waits until blame_at
+  struct Lost {
+    std::string note;  // "node1: the connection to its agent closed"
+    int status;
+  };
+  std::map<int, Lost> lost_with;      // the ranks of lost hosts
+  std::optional<Failure> unreported;  // a stall: its note waits until blame_at
   Clock::time_point blame_at = kNever;
   auto describe = [](const ExitStatus& st) {
     return st.signal != 0 ? "was killed by " + signal_name(st.signal)
@@ -260,9 +265,13 @@ int supervise(Backend& backend, const comm::Topology* topology, const SuperviseO
     const Culprit c = blame.culprit(f.rank);
     const int end = blame.end_of_chain(f.rank);
     const auto cause = ended_with.find(end);
-    // The rank its error leads to was killed or crashed: that is the failure to report.
-    const bool caused_by_end = c.kind == Culprit::Kind::kNone && end != f.rank &&
-                               cause != ended_with.end() && cause->second.failed();
+    const auto host = lost_with.find(end);
+    // The rank its error leads to was killed or crashed, or its host was lost: that is the
+    // failure to report.
+    const bool chain_ends_elsewhere = c.kind == Culprit::Kind::kNone && end != f.rank;
+    const bool caused_by_end =
+        chain_ends_elsewhere && cause != ended_with.end() && cause->second.failed();
+    const bool caused_by_host = chain_ends_elsewhere && !caused_by_end && host != lost_with.end();
     if (c.kind == Culprit::Kind::kLeft) {
       sink.note("ddlrun: " + who(c.rank) +
                 " exited (status 0) while the others were still running a collective; " +
@@ -273,11 +282,14 @@ int supervise(Backend& backend, const comm::Topology* topology, const SuperviseO
     } else if (caused_by_end) {
       sink.note("ddlrun: " + who(end) + " " + describe(cause->second) + f.stopping);
       if (!exit_status) exit_status = cause->second.shell_code();
+    } else if (caused_by_host) {
+      sink.note("ddlrun: " + host->second.note + f.stopping);
+      if (!exit_status) exit_status = host->second.status;
     } else {
       sink.note("ddlrun: " + who(f.rank) + " " + f.how + f.stopping);
     }
     if (!exit_status) exit_status = f.status;
-    show_tail(caused_by_end ? end : f.rank);
+    if (!caused_by_host) show_tail(caused_by_end ? end : f.rank);
     unreported.reset();
     blame_at = kNever;
   };
@@ -373,8 +385,10 @@ int supervise(Backend& backend, const comm::Topology* topology, const SuperviseO
         if (topology != nullptr) {
           if (const comm::Host* h = topology->find_host(e->host)) host_name = h->name;
         }
-        for (int r : lost)
+        for (int r : lost) {
           running.erase(r);
+          lost_with[r] = {host_name + ": " + e->data, e->status.code != 0 ? e->status.code : 1};
+        }
         if (!stopping) {
           sink.note("ddlrun: " + host_name + ": " + e->data +
                     (running.empty() ? std::string() : "; stopping " + others(running.size())));

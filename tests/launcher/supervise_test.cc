@@ -271,6 +271,20 @@ TEST(SuperviseTest, NamesTheKilledRankWhoseDeathAPeerReportedFirst) {
             "ddlrun: rank 2 (n2) was killed by SIGKILL; stopping the other 2 processes");
 }
 
+// The same when the killed rank's host was lost (its agent SIGKILLed): the host is named.
+TEST(SuperviseTest, NamesTheLostHostWhoseRankAPeerReportedFirst) {
+  FakeBackend b({0, 1, 2});
+  Event lost{
+      Event::Type::kHostFailure, -1, 1, Stream::kStdout, "the connection to its agent closed", {}};
+  b.script_ = {out(0, "rank 0: allreduce: rank 2 (n2): the connection was reset by the peer"),
+               exit_of(0, 1), lost};
+  RecordingSink sink;
+  const comm::Topology t = three_ranks();
+  EXPECT_EQ(supervise(b, &t, quiet_options(), sink), 1);
+  EXPECT_EQ(sink.notes.at(0),
+            "ddlrun: n2: the connection to its agent closed; stopping the other 2 processes");
+}
+
 TEST(SuperviseTest, LaterFailuresDoNotChangeTheStatus) {
   FakeBackend b({0, 1, 2}, {});
   b.script_ = {exit_of(0, 5), exit_of(1, 9), exit_of(2, 0, SIGTERM)};
