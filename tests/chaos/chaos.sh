@@ -12,7 +12,8 @@
 # How it works: each run starts ddlrun on the loop, waits until every rank has written its pid
 # file (so it is past ddl_init and in the loop), waits a random 0.2-1.5 s, injects the fault,
 # and waits for ddlrun to end. Then it checks:
-#   - time: from the fault to ddlrun's exit, within the fault's bound (5 s; DDL_TIMEOUT + 5 s
+#   - time: from the fault to ddlrun's exit (for a SIGKILLed ddlrun: until nothing of the job
+#     is left, the figure printed), within the fault's bound (5 s; DDL_TIMEOUT + 5 s
 #     for a stalled rank; the agents' heartbeat deadline + 5 s for a frozen agent or a lost
 #     link);
 #   - exit status: the documented one (137 for a SIGKILLed rank, non-zero for the other
@@ -173,7 +174,7 @@ check_leftovers() {
         done
       done
     fi
-    [[ -z $what ]] && break
+    if [[ -z $what ]]; then clean_at=$(now_ms); break; fi
     (($(now_ms) >= deadline)) && break
     sleep 0.1
   done
@@ -271,10 +272,11 @@ one_run() {
     fi
     sleep 0.1
   done
-  wait "$job_pid"
+  { wait "$job_pid"; } 2>/dev/null  # no "Killed" from the shell for a SIGKILLed ddlrun
   rc=$?
   end_at=$(now_ms)
   took=$((end_at - fault_at))
+  clean_at=""
   [[ $kind == kill_ddlrun ]] && took=0
   case $kind in
     close_stdout | slow_reader | fast_stdin) ;;  # no fault to end: the loop's own end
@@ -291,6 +293,8 @@ one_run() {
   if ! check_leftovers "$launcher" "$kind" "$leftover_deadline" >"$dir/leftovers"; then
     problems+=("leftovers: $(tr '\n' ' ' <"$dir/leftovers")")
   fi
+  # A killed ddlrun's teardown is the time until nothing of the job is left.
+  [[ $kind == kill_ddlrun && -n $clean_at ]] && took=$((clean_at - fault_at))
   [[ -n $down_host ]] && ip -n "$(netns_ns "$down_host")" link set "$(netns_veth "$down_host")" up
   local key="$launcher/$kind"
   runs_of[$key]=$((${runs_of[$key]:-0} + 1))
