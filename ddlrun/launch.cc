@@ -126,9 +126,8 @@ launcher::TagStyle tag_style(const std::string& name) {
 }
 
 int launch(const JobPlan& plan, const Options& o, spdlog::logger& log) {
-  // Should ddlrun die without cleaning up (SIGKILL), its keeper kills what the ranks started
-  // and removes the job's directories.
-  launcher::enable_keeper(self_path());
+  // Should ddlrun die without cleaning up (SIGKILL), its keeper (armed by main) kills what the
+  // ranks started and removes the job's directories.
   launcher::remove_stale_dirs();  // what a ddlrun that died with its keeper left
   WorkDir work(plan.job_id);
   launcher::keeper_remove_dir(work.path());

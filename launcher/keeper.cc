@@ -4,9 +4,11 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -19,33 +21,60 @@
 #include <thread>
 #include <vector>
 
+extern char** environ;
+
 namespace ddl::launcher {
 
 namespace {
+
+/// Set in the keeper's environment. A process that has it was started as a keeper: it starts
+/// no keeper of its own. This cuts short a program that is not ddlrun and does not know
+/// --keeper (a test binary calling ddlrun's code in-process, whose /proc/self/exe is itself)
+/// before it can start copies of itself without end.
+constexpr const char* kKeeperVariable = "DDLRUN_KEEPER=1";
+/// What a keeper says first; a program that does not say it in time is not one.
+constexpr char kKeeperHello = 'K';
+constexpr int kKeeperHelloMs = 2000;
 
 std::mutex g_mutex;
 std::string g_program;  // empty: not armed
 int g_socket = -1;      // our end; -1 until the keeper runs
 bool g_failed = false;  // it could not be started: do not try again
 
-/// Starts `g_program --keeper` (g_mutex held). Only async-signal-safe calls between fork and
-/// exec: this process has threads.
+/// Starts `g_program --keeper` (g_mutex held) and waits for its hello; a program that does not
+/// answer is killed and no keeper is used. Only async-signal-safe calls between fork and exec:
+/// this process has threads.
 bool start_keeper() {
+  if (const char* k = std::getenv("DDLRUN_KEEPER"); k != nullptr && *k != '\0') return false;
   int fds[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) return false;
   const int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
   const char* argv[] = {g_program.c_str(), "--keeper", nullptr};
+  std::vector<char*> envp;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e)
+    envp.push_back(*e);
+  envp.push_back(const_cast<char*>(kKeeperVariable));
+  envp.push_back(nullptr);
   const pid_t pid = fork();
   if (pid == 0) {
     setpgid(0, 0);  // out of reach of the terminal's and ddlrun's group signals
     if (dup2(fds[1], 0) < 0 || (null_fd >= 0 && (dup2(null_fd, 1) < 0 || dup2(null_fd, 2) < 0)))
       _exit(127);
-    execv(argv[0], const_cast<char* const*>(argv));
+    execve(argv[0], const_cast<char* const*>(argv), envp.data());
     _exit(127);
   }
   close(fds[1]);
   if (null_fd >= 0) close(null_fd);
   if (pid < 0) {
+    close(fds[0]);
+    return false;
+  }
+  pollfd p{fds[0], POLLIN, 0};
+  char hello = 0;
+  if (poll(&p, 1, kKeeperHelloMs) != 1 || read(fds[0], &hello, 1) != 1 || hello != kKeeperHello) {
+    kill(-pid, SIGKILL);
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
     close(fds[0]);
     return false;
   }
@@ -242,6 +271,7 @@ int remove_stale_dirs() {
 }
 
 void run_keeper(int fd) {
+  [[maybe_unused]] const ssize_t said = write(fd, &kKeeperHello, 1);
   signal(SIGINT, SIG_IGN);
   signal(SIGHUP, SIG_IGN);
   signal(SIGPIPE, SIG_IGN);
