@@ -44,6 +44,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -427,6 +428,47 @@ int drain(ssh_session s, ssh_channel ch, int is_stderr, std::string& into, std::
   return n;
 }
 
+/// Opens a session on `ch` and runs `command` there.
+void exec_on(ssh_session s, ssh_channel ch, const std::string& command,
+             const std::string& endpoint) {
+  if (ssh_channel_open_session(ch) != SSH_OK) {
+    throw ProbeError("cannot open a session on " + endpoint + ": " + session_error(s));
+  }
+  if (ssh_channel_request_exec(ch, command.c_str()) != SSH_OK) {
+    throw ProbeError("cannot run '" + command + "' on " + endpoint + ": " + session_error(s));
+  }
+}
+
+/// Reads `command`'s stdout and stderr from `ch` into `out` until `done(out)` holds (returns
+/// true) or the command's output ends (false). Throws when it prints more than an inventory,
+/// on a read error, and after `timeout` ("timed out after T waiting for 'command' <what>").
+bool read_output(ssh_session s, ssh_channel ch, const std::string& command, RemoteOutput& out,
+                 std::chrono::milliseconds timeout, std::string_view what,
+                 const std::function<bool(const RemoteOutput&)>& done) {
+  const Clock::time_point deadline = Clock::now() + timeout;
+  for (;;) {
+    const int n_out = drain(s, ch, 0, out.out, kMaxStdout + 1);
+    const int n_err = drain(s, ch, 1, out.err, kMaxStderr);
+    if (done && done(out)) return true;
+    if (out.out.size() > kMaxStdout) {
+      throw ProbeError("'" + command + "' printed more than " + std::to_string(kMaxStdout >> 20) +
+                       " MiB; that is not an inventory");
+    }
+    if (ssh_channel_is_eof(ch) || (n_out < 0 && n_err < 0)) return false;
+    if (n_out > 0 || n_err > 0) continue;
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0) {
+      throw ProbeError("timed out after " + seconds_text(timeout) + " waiting for '" + command +
+                       "' " + std::string(what));
+    }
+    const int wait = static_cast<int>(std::min<std::int64_t>(left.count(), kPollSliceMs));
+    if (ssh_channel_poll_timeout(ch, wait, 0) == SSH_ERROR) {
+      throw ProbeError("reading from the remote command failed: " + session_error(s));
+    }
+  }
+}
+
 RemoteOutput run_command(ssh_session s, const std::string& command, const std::string& endpoint,
                          std::chrono::milliseconds timeout) {
   RemoteOutput out;
@@ -438,33 +480,8 @@ RemoteOutput run_command(ssh_session s, const std::string& command, const std::s
   const Channel ch(ssh_channel_new(s));
   if (!ch) throw ProbeError("cannot open a channel to " + endpoint + ": " + session_error(s));
   ssh_set_channel_callbacks(ch.get(), &callbacks);
-  if (ssh_channel_open_session(ch.get()) != SSH_OK) {
-    throw ProbeError("cannot open a session on " + endpoint + ": " + session_error(s));
-  }
-  if (ssh_channel_request_exec(ch.get(), command.c_str()) != SSH_OK) {
-    throw ProbeError("cannot run '" + command + "' on " + endpoint + ": " + session_error(s));
-  }
-  const Clock::time_point deadline = Clock::now() + timeout;
-  for (;;) {
-    const int n_out = drain(s, ch.get(), 0, out.out, kMaxStdout + 1);
-    const int n_err = drain(s, ch.get(), 1, out.err, kMaxStderr);
-    if (out.out.size() > kMaxStdout) {
-      throw ProbeError("'" + command + "' printed more than " + std::to_string(kMaxStdout >> 20) +
-                       " MiB; that is not an inventory");
-    }
-    if (ssh_channel_is_eof(ch.get()) || (n_out < 0 && n_err < 0)) break;
-    if (n_out > 0 || n_err > 0) continue;
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    if (left.count() <= 0) {
-      throw ProbeError("timed out after " + seconds_text(timeout) + " waiting for '" + command +
-                       "' to finish");
-    }
-    const int wait = static_cast<int>(std::min<std::int64_t>(left.count(), kPollSliceMs));
-    if (ssh_channel_poll_timeout(ch.get(), wait, 0) == SSH_ERROR) {
-      throw ProbeError("reading from the remote command failed: " + session_error(s));
-    }
-  }
+  exec_on(s, ch.get(), command, endpoint);
+  read_output(s, ch.get(), command, out, timeout, "to finish", {});
   out.exit_status = ssh_channel_get_exit_status(ch.get());
   ssh_channel_close(ch.get());
   return out;
@@ -653,42 +670,20 @@ Inventory probe_and_keep(const std::string& host, const SshProbeOptions& options
   const std::string& command = options.keep_command;
   SshChannel ch(ssh_channel_new(s));
   if (!ch) throw ProbeError("cannot open a channel to " + endpoint + ": " + session_error(s));
-  if (ssh_channel_open_session(ch.get()) != SSH_OK) {
-    throw ProbeError("cannot open a session on " + endpoint + ": " + session_error(s));
-  }
-  if (ssh_channel_request_exec(ch.get(), command.c_str()) != SSH_OK) {
-    throw ProbeError("cannot run '" + command + "' on " + endpoint + ": " + session_error(s));
-  }
+  exec_on(s, ch.get(), command, endpoint);
   RemoteOutput out;
-  const Clock::time_point deadline = Clock::now() + options.command_timeout;
   static constexpr std::string_view kEnd = "\n...\n";
-  for (;;) {
-    const int n_out = drain(s, ch.get(), 0, out.out, kMaxStdout + 1);
-    const int n_err = drain(s, ch.get(), 1, out.err, kMaxStderr);
-    if (const std::size_t end = out.out.find(kEnd); end != std::string::npos) {
-      Inventory inventory = inventory_from_probe_output(
-          host, command, RemoteOutput{0, {}, out.out.substr(0, end + 1), out.err});
-      options.keep_sessions->put(host,
-                                 SshSessions::Kept{std::move(session), endpoint, std::move(ch),
-                                                   out.out.substr(end + kEnd.size()), command});
-      return inventory;
-    }
-    if (out.out.size() > kMaxStdout) {
-      throw ProbeError("'" + command + "' printed more than " + std::to_string(kMaxStdout >> 20) +
-                       " MiB; that is not an inventory");
-    }
-    if (ssh_channel_is_eof(ch.get()) || (n_out < 0 && n_err < 0)) break;
-    if (n_out > 0 || n_err > 0) continue;
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    if (left.count() <= 0) {
-      throw ProbeError("timed out after " + seconds_text(options.command_timeout) +
-                       " waiting for '" + command + "' to print the inventory");
-    }
-    const int wait = static_cast<int>(std::min<std::int64_t>(left.count(), kPollSliceMs));
-    if (ssh_channel_poll_timeout(ch.get(), wait, 0) == SSH_ERROR) {
-      throw ProbeError("reading from the remote command failed: " + session_error(s));
-    }
+  const auto ended_inventory = [](const RemoteOutput& o) {
+    return o.out.find(kEnd) != std::string::npos;
+  };
+  if (read_output(s, ch.get(), command, out, options.command_timeout, "to print the inventory",
+                  ended_inventory)) {
+    const std::size_t end = out.out.find(kEnd);
+    Inventory inventory = inventory_from_probe_output(
+        host, command, RemoteOutput{0, {}, out.out.substr(0, end + 1), out.err});
+    options.keep_sessions->put(host, SshSessions::Kept{std::move(session), endpoint, std::move(ch),
+                                                       out.out.substr(end + kEnd.size()), command});
+    return inventory;
   }
   out.exit_status = ssh_channel_get_exit_status(ch.get());
   return inventory_from_probe_output(host, command, out);
