@@ -1,0 +1,490 @@
+// Collectives among the ranks of one host, read directly from shared memory.
+//
+// How it works. The members share one segment (node_segment.h): per member a control line
+// (three step counters and the call's signature) and two slots that every other member reads.
+// A collective is a sweep of steps; step j handles piece j (`piece` elements) of every
+// member's slice of the buffer (partition(count, n) for allreduce), so a step's data stays in
+// cache from the copy in to the copy out. In step j member r:
+//
+//   1. waits until every member has finished step j - 2 (its `done`): the slot this step
+//      uses (j % 2) is free again, so a fast member runs one step ahead of a slow one;
+//   2. copies into its slot the pieces the others need: for a reduction the piece of each
+//      other member's slice (at that member's place in the slot), for a gather its own piece;
+//      stores its signature when the call has one, and publishes `posted`;
+//   3. waits for every member's `posted`; in a call's first step it then compares everyone's
+//      signature (all members read the same n signatures, so all reach the same verdict and
+//      all throw the same MismatchError before any data is used);
+//   4. reduction: reduces the piece of its own slice from every member in rank order 0..n-1
+//      (its own input read where it lies, the others' from their slots), a block of the
+//      piece at a time in a buffer that stays in L1, with the vectorised reduce_into; kAvg
+//      divides once; the result goes to its output and, when the others need it, into its
+//      own place in its slot, then `reduced`;
+//   5. gather: waits for every member's `reduced` (or `posted`), copies the others' pieces
+//      from their slots into its output, and publishes `done`.
+//
+// Each element is reduced by one member in one fixed order, so results are bitwise identical
+// on every member and independent of timing. Allreduces of at most small_bytes take one step
+// instead: every member copies its whole input into its slot and reduces all n inputs
+// itself, in rank order (the same bits everywhere, one wait instead of two). Allgather and
+// broadcast are the gather half alone; reduce-scatter the reduction half; a barrier is a step
+// without data. Traffic per member for an allreduce of S bytes: (n-1)/n S copied in, S read
+// and S/n written by the reduction, (n-1)/n S copied out: no byte passes through a link ring.
+//
+// Waiting spins a little, then yields the core (ranks may outnumber the cores), then naps
+// 50 us once a wait has lasted 5 ms; every 20 ms it checks that the awaited member is still
+// there (its process, through a pidfd, and its `closed` flag) and that DDL_TIMEOUT has not
+// passed, and throws TransportError naming it otherwise.
+
+#include "comm/collectives/node.h"
+
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+#include "comm/collectives/node_segment.h"
+#include "comm/transport/link.h"
+
+namespace ddl::comm {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using transport::TransportError;
+constexpr size_t kBlockBytes = 16 * 1024;  // the reduction's accumulator, kept in L1
+constexpr auto kCheckEvery = std::chrono::milliseconds(20);
+constexpr auto kYieldFor = std::chrono::milliseconds(5);
+
+std::string seconds_text(std::chrono::milliseconds d) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g s", static_cast<double>(d.count()) / 1000.0);
+  return buf;
+}
+
+std::string safe_job(const std::string& job) {
+  std::string out;
+  for (char c : job.substr(0, 64))
+    out.push_back(
+        std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-' ? c : '_');
+  return out.empty() ? "job" : out;
+}
+
+int open_pidfd(int pid) {
+#ifdef SYS_pidfd_open
+  return static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+#else
+  (void)pid;
+  return -1;
+#endif
+}
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+size_t round_up(size_t v, size_t to) {
+  return (v + to - 1) / to * to;
+}
+
+}  // namespace
+
+/// One collective as a sweep of steps (see the top of this file). Offsets and lengths are in
+/// elements, per member.
+struct NodeGroup::Sweep {
+  const std::byte* in = nullptr;
+  std::byte* out = nullptr;
+  DataType type = DataType::kUint8;
+  ReduceOp op = ReduceOp::kSum;  ///< already folded: kAvg reduces as kSum, then divides
+  int divisor = 1;
+  bool reduce = false;  ///< pieces are reduced by their slice's member
+  bool gather = false;  ///< every member's (reduced) piece lands in every member's out
+  int source = -1;      ///< broadcast: the only member with data
+  std::vector<size_t> in_off, out_off, len;
+  size_t piece = 0;  ///< elements per member per step
+  const Signature* sig = nullptr;
+
+  size_t ts() const { return type_size(type); }
+  size_t steps() const {
+    size_t most = 0;
+    for (size_t l : len)
+      most = std::max(most, (l + piece - 1) / piece);
+    return most;
+  }
+  /// Elements of member q's slice in step j.
+  size_t count(int q, size_t j) const {
+    const size_t at = j * piece;
+    return at < len[q] ? std::min(piece, len[q] - at) : 0;
+  }
+  /// Where member q's piece lies in a slot, in bytes.
+  size_t slot_at(int q) const { return source >= 0 ? 0 : q * piece * ts(); }
+};
+
+NodeGroup::NodeGroup(std::vector<NodeMember> members, int self, NodeOptions options)
+    : members_(std::move(members)), self_(self), options_(std::move(options)) {
+  const auto n = static_cast<uint32_t>(members_.size());
+  name_ = "/ddl-" + safe_job(options_.job) + "-node-" + std::to_string(members_[0].pid) + "-" +
+          std::to_string(members_[0].rank);
+  const size_t slot_bytes = round_up(
+      std::max({options_.chunk_bytes, options_.small_bytes, size_t{n} * 64}), size_t{4096});
+  const auto small = static_cast<uint32_t>(std::min(options_.small_bytes, slot_bytes));
+  node::Segment* s = self_ == 0 ? node::create_segment(name_, n, slot_bytes, small)
+                                : node::attach_segment(name_, members_[0].name, options_.timeout);
+  segment_ = s;
+  segment_bytes_ = node::segment_bytes(s->members, s->slot_bytes);
+  if (s->members != n) {
+    throw TransportError(members_[0].name + ": its shared-memory segment is for " +
+                         std::to_string(s->members) + " ranks on this host, this rank counts " +
+                         std::to_string(n) + " (were the ranks started by different plans?)");
+  }
+  node::control(s, self_).pid.store(members_[self_].pid, std::memory_order_release);
+  if (s->attached.fetch_add(1, std::memory_order_acq_rel) + 1 == n) {
+    shm_unlink(name_.c_str());  // everyone holds it: no name left behind
+    name_.clear();
+  }
+  for (const NodeMember& m : members_)
+    pidfds_.push_back(m.pid != getpid() ? open_pidfd(m.pid) : -1);
+  await_attached();
+  scratch_.resize(kBlockBytes);
+}
+
+NodeGroup::~NodeGroup() {
+  release();
+}
+
+void NodeGroup::await_attached() {
+  // No member may leave (and so unlink the name or unmap) before every member has mapped it.
+  const auto since = Clock::now();
+  while (segment_->attached.load(std::memory_order_acquire) < segment_->members) {
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+    for (int m = 0; m < size(); ++m) {
+      if (node::control(segment_, m).pid.load(std::memory_order_acquire) != 0) continue;
+      std::string why;
+      if (exited(m)) {
+        why = "the process has exited";
+      } else if (Clock::now() - since >= options_.timeout) {
+        why = "did not join within " + seconds_text(options_.timeout);
+      } else {
+        continue;
+      }
+      release();
+      throw TransportError(members_[m].name + ": " + why +
+                           " (before it joined this host's shared-memory group)");
+    }
+  }
+}
+
+void NodeGroup::release() {
+  if (segment_ == nullptr) return;
+  node::control(segment_, self_).closed.store(1, std::memory_order_release);
+  if (self_ == 0 && !name_.empty() &&
+      segment_->attached.load(std::memory_order_acquire) < segment_->members) {
+    shm_unlink(name_.c_str());
+  }
+  munmap(segment_, segment_bytes_);
+  segment_ = nullptr;
+  for (int fd : pidfds_)
+    if (fd >= 0) close(fd);
+  pidfds_.clear();
+}
+
+std::byte* NodeGroup::slot(int member) const {
+  return node::slot(segment_, member, step_);
+}
+
+void NodeGroup::publish(Field f) {
+  node::Control& c = node::control(segment_, self_);
+  (f == kPosted ? c.posted : f == kReduced ? c.reduced : c.done)
+      .store(step_, std::memory_order_release);
+}
+
+bool NodeGroup::exited(int m) const {
+  if (pidfds_[m] >= 0) {
+    pollfd p{pidfds_[m], POLLIN, 0};
+    return ::poll(&p, 1, 0) > 0;
+  }
+  const int pid = members_[m].pid;
+  return pid != getpid() && kill(pid, 0) != 0 && errno == ESRCH;
+}
+
+void NodeGroup::check_member(int m, Clock::time_point since) {
+  const NodeMember& who = members_[m];
+  if (node::control(segment_, m).closed.load(std::memory_order_acquire) != 0) {
+    throw TransportError(who.name + ": it left the collective (its communicator was closed)");
+  }
+  if (exited(m)) throw TransportError(who.name + ": the process has exited");
+  if (Clock::now() - since >= options_.timeout) {
+    throw TransportError(who.name + ": no progress for " + seconds_text(options_.timeout));
+  }
+}
+
+namespace {
+std::atomic<uint64_t>& field_of(node::Control& c, int f) {
+  return f == 0 ? c.posted : f == 1 ? c.reduced : c.done;
+}
+}  // namespace
+
+void NodeGroup::wait_until(int m, const std::atomic<uint64_t>& counter, uint64_t value) {
+  if (counter.load(std::memory_order_acquire) >= value) return;
+  const auto since = Clock::now();
+  auto next_check = since + kCheckEvery;
+  for (unsigned spins = 0; counter.load(std::memory_order_acquire) < value; ++spins) {
+    if (spins < 256) {
+      cpu_relax();
+      continue;
+    }
+    const auto now = Clock::now();
+    if (now >= next_check) {
+      check_member(m, since);
+      next_check = now + kCheckEvery;
+    }
+    if (now - since < kYieldFor) {
+      sched_yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+}
+
+void NodeGroup::begin_step(const Signature* sig) {
+  ++step_;
+  // The slot of step_ - 2 is free once everyone has finished that step.
+  for (int m = 0; step_ > 2 && m < size(); ++m)
+    if (m != self_) wait_until(m, node::control(segment_, m).done, step_ - 2);
+  if (sig != nullptr) node::control(segment_, self_).sigs[step_ % 2] = *sig;
+}
+
+void NodeGroup::await_all(Field f, const Signature* sig) {
+  for (int m = 0; m < size(); ++m)
+    if (m != self_) wait_until(m, field_of(node::control(segment_, m), f), step_);
+  if (sig != nullptr) check_signatures(*sig);
+}
+
+void NodeGroup::check_signatures(const Signature& mine) const {
+  Verdict v = Verdict::of(members_[self_].rank, mine);
+  for (int m = 0; m < size(); ++m) {
+    if (m == self_) continue;
+    v.merge(Verdict::of(members_[m].rank, node::control(segment_, m).sigs[step_ % 2]));
+  }
+  if (v.mismatch()) throw MismatchError(v.message());
+}
+
+void NodeGroup::sig_only(const Signature* sig) {
+  begin_step(sig);
+  publish(kPosted);
+  await_all(kPosted, sig);
+  publish(kDone);
+}
+
+void NodeGroup::run(const Sweep& s) {
+  const size_t steps = s.steps();
+  if (steps == 0) {
+    if (s.sig != nullptr) sig_only(s.sig);
+    return;
+  }
+  for (size_t j = 0; j < steps; ++j)
+    step(s, j);
+}
+
+void NodeGroup::step(const Sweep& s, size_t j) {
+  const size_t ts = s.ts();
+  const int n = size(), me = self_;
+  begin_step(j == 0 ? s.sig : nullptr);
+  std::byte* mine = slot(me);
+  // 2. The pieces the others need.
+  if (s.reduce) {
+    for (int q = 0; q < n; ++q)
+      if (q != me && s.count(q, j) > 0)
+        std::memcpy(mine + s.slot_at(q), s.in + (s.in_off[q] + j * s.piece) * ts,
+                    s.count(q, j) * ts);
+  } else if ((s.source < 0 || s.source == me) && s.count(me, j) > 0) {
+    std::memcpy(mine + s.slot_at(me), s.in + (s.in_off[me] + j * s.piece) * ts,
+                s.count(me, j) * ts);
+  }
+  publish(kPosted);
+  await_all(kPosted, j == 0 ? s.sig : nullptr);
+  // 4. The reduction of this member's piece, in rank order.
+  if (s.reduce) {
+    const size_t k = s.count(me, j);
+    const std::byte* own = s.in + (s.in_off[me] + j * s.piece) * ts;
+    std::byte* dst = s.out + (s.out_off[me] + j * s.piece) * ts;
+    const size_t block = std::max<size_t>(1, kBlockBytes / ts);
+    std::byte* acc = scratch_.data();
+    for (size_t b = 0; b < k; b += block) {
+      const size_t c = std::min(block, k - b);
+      auto src = [&](int q) {
+        return (q == me ? own : slot(q) + s.slot_at(me)) + b * ts;
+      };
+      std::memcpy(acc, src(0), c * ts);
+      for (int q = 1; q < n; ++q)
+        reduce_into(acc, src(q), c, s.type, s.op);
+      if (s.divisor > 1) divide(acc, c, s.type, s.divisor);
+      std::memcpy(dst + b * ts, acc, c * ts);
+      if (s.gather) std::memcpy(mine + s.slot_at(me) + b * ts, acc, c * ts);
+    }
+    if (s.gather) {
+      publish(kReduced);
+      await_all(kReduced, nullptr);
+    }
+  }
+  // 5. The others' pieces.
+  if (s.gather) {
+    for (int q = 0; q < n; ++q) {
+      if (q == me || (s.source >= 0 && q != s.source) || s.count(q, j) == 0) continue;
+      std::memcpy(s.out + (s.out_off[q] + j * s.piece) * ts, slot(q) + s.slot_at(q),
+                  s.count(q, j) * ts);
+    }
+  }
+  publish(kDone);
+}
+
+void NodeGroup::small_allreduce(const void* send, void* recv, size_t count, DataType type,
+                                ReduceOp op, const Signature* sig) {
+  const size_t ts = type_size(type), bytes = count * ts;
+  const ReduceOp fold = op == ReduceOp::kAvg ? ReduceOp::kSum : op;
+  begin_step(sig);
+  std::memcpy(slot(self_), send, bytes);
+  publish(kPosted);
+  await_all(kPosted, sig);
+  const size_t block = std::max<size_t>(1, kBlockBytes / ts);
+  std::byte* acc = scratch_.data();
+  auto* out = static_cast<std::byte*>(recv);
+  for (size_t b = 0; b < count; b += block) {
+    const size_t c = std::min(block, count - b);
+    std::memcpy(acc, slot(0) + b * ts, c * ts);
+    for (int q = 1; q < size(); ++q)
+      reduce_into(acc, slot(q) + b * ts, c, type, fold);
+    if (op == ReduceOp::kAvg) divide(acc, c, type, size());
+    std::memcpy(out + b * ts, acc, c * ts);
+  }
+  publish(kDone);
+}
+
+void NodeGroup::allreduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
+                          const Signature* sig) {
+  const size_t ts = type_size(type);
+  if (count > 0 && count * ts <= segment_->small_bytes) {
+    small_allreduce(send, recv, count, type, op, sig);
+    return;
+  }
+  Sweep s;
+  s.in = static_cast<const std::byte*>(send);
+  s.out = static_cast<std::byte*>(recv);
+  s.type = type;
+  s.op = op == ReduceOp::kAvg ? ReduceOp::kSum : op;
+  s.divisor = op == ReduceOp::kAvg ? size() : 1;
+  s.reduce = s.gather = true;
+  const auto offsets = partition(count, size());
+  for (int q = 0; q < size(); ++q) {
+    s.in_off.push_back(offsets[q]);
+    s.len.push_back(offsets[q + 1] - offsets[q]);
+  }
+  s.out_off = s.in_off;
+  s.piece = std::max<size_t>(1, segment_->slot_bytes / (size() * ts));
+  s.sig = sig;
+  run(s);
+}
+
+void NodeGroup::reduce_scatter(const void* send, void* recv, size_t recv_count, DataType type,
+                               ReduceOp op, const Signature* sig) {
+  Sweep s;
+  s.in = static_cast<const std::byte*>(send);
+  s.out = static_cast<std::byte*>(recv);
+  s.type = type;
+  s.op = op == ReduceOp::kAvg ? ReduceOp::kSum : op;
+  s.divisor = op == ReduceOp::kAvg ? size() : 1;
+  s.reduce = true;
+  for (int q = 0; q < size(); ++q) {
+    s.in_off.push_back(q * recv_count);
+    s.out_off.push_back(0);
+    s.len.push_back(recv_count);
+  }
+  s.piece = std::max<size_t>(1, segment_->slot_bytes / (size() * type_size(type)));
+  s.sig = sig;
+  run(s);
+}
+
+void NodeGroup::allgather(const void* send, void* recv, size_t count, DataType type,
+                          const Signature* sig) {
+  const size_t ts = type_size(type);
+  auto* out = static_cast<std::byte*>(recv);
+  if (count > 0 && out + count * ts * self_ != send) {
+    std::memmove(out + count * ts * self_, send, count * ts);
+  }
+  Sweep s;
+  s.in = static_cast<const std::byte*>(send);
+  s.out = out;
+  s.type = type;
+  s.gather = true;
+  for (int q = 0; q < size(); ++q) {
+    s.in_off.push_back(0);
+    s.out_off.push_back(q * count);
+    s.len.push_back(count);
+  }
+  s.piece = std::max<size_t>(1, segment_->slot_bytes / (size() * ts));
+  s.sig = sig;
+  run(s);
+}
+
+void NodeGroup::broadcast(void* buf, size_t bytes, int root, const Signature* sig) {
+  Sweep s;
+  s.in = s.out = static_cast<std::byte*>(buf);
+  s.gather = true;
+  s.source = root;
+  s.in_off.assign(size(), 0);
+  s.out_off.assign(size(), 0);
+  s.len.assign(size(), 0);
+  s.len[root] = bytes;
+  s.piece = segment_->slot_bytes;
+  s.sig = sig;
+  run(s);
+}
+
+void NodeGroup::barrier(const Signature* sig) {
+  sig_only(sig);
+}
+
+void NodeGroup::reduce_scatter_in_place(void* buf, size_t count, DataType type, ReduceOp op) {
+  Sweep s;
+  s.in = s.out = static_cast<std::byte*>(buf);
+  s.type = type;
+  s.op = op == ReduceOp::kAvg ? ReduceOp::kSum : op;
+  s.divisor = op == ReduceOp::kAvg ? size() : 1;
+  s.reduce = true;
+  const auto offsets = partition(count, size());
+  for (int q = 0; q < size(); ++q) {
+    s.in_off.push_back(offsets[q]);
+    s.len.push_back(offsets[q + 1] - offsets[q]);
+  }
+  s.out_off = s.in_off;
+  s.piece = std::max<size_t>(1, segment_->slot_bytes / (size() * type_size(type)));
+  run(s);
+}
+
+void NodeGroup::allgather_in_place(void* buf, size_t count, DataType type) {
+  Sweep s;
+  s.in = s.out = static_cast<std::byte*>(buf);
+  s.type = type;
+  s.gather = true;
+  const auto offsets = partition(count, size());
+  for (int q = 0; q < size(); ++q) {
+    s.in_off.push_back(offsets[q]);
+    s.len.push_back(offsets[q + 1] - offsets[q]);
+  }
+  s.out_off = s.in_off;
+  s.piece = std::max<size_t>(1, segment_->slot_bytes / (size() * type_size(type)));
+  run(s);
+}
+
+}  // namespace ddl::comm

@@ -1,0 +1,128 @@
+#pragma once
+// Collectives among the ranks of one host, directly in shared memory (see node.cc).
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "comm/collectives/collectives.h"
+#include "comm/collectives/dimension.h"
+#include "comm/collectives/signature.h"
+
+namespace ddl::comm {
+
+/// One rank of a node group.
+struct NodeMember {
+  int rank = 0;      ///< global rank
+  int pid = 0;       ///< its process (ranks that are threads of one process share it)
+  std::string name;  ///< "rank 3 (node2)", for messages
+};
+
+struct NodeOptions {
+  std::string job = "ddl";  ///< names the segment
+  /// Bytes each step moves through a member's slot (DDL_SHM_CHUNK_BYTES): pieces of the
+  /// buffer small enough to stay in cache between the copy in, the reduction and the copy out.
+  size_t chunk_bytes = 256 * 1024;
+  /// Allreduces of at most this many bytes (DDL_SHM_SMALL_BYTES) take one step: every member
+  /// copies its whole input in and reduces all of it itself.
+  size_t small_bytes = 8 * 1024;
+  std::chrono::milliseconds timeout{60'000};  ///< no progress for this long: TransportError
+};
+
+namespace node {
+struct Segment;  // node_segment.h
+}
+
+/// The ranks of one host, with one shared segment: a control line per member (step counters
+/// and the call's signature) and two slots per member that peers read directly (node.cc says
+/// how the collectives use them). Every member constructs it at the same time (member 0 makes
+/// the segment) and calls the same collectives in the same order. Not thread-safe: one call
+/// at a time. Collectives throw transport::TransportError naming a member that exited or
+/// made no progress within the timeout, and MismatchError (on every member) when `sig` is
+/// given and the members' differ.
+class NodeGroup {
+ public:
+  NodeGroup(std::vector<NodeMember> members, int self, NodeOptions options);
+  ~NodeGroup();
+  NodeGroup(const NodeGroup&) = delete;
+  NodeGroup& operator=(const NodeGroup&) = delete;
+
+  int size() const { return static_cast<int>(members_.size()); }
+  int rank() const { return self_; }
+  const NodeMember& member(int index) const { return members_[index]; }
+
+  /// recv = op over the members' send (in place when send == recv).
+  void allreduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
+                 const Signature* sig);
+  /// recv (recv_count elements) = op over the members' block rank() of send (size() blocks).
+  void reduce_scatter(const void* send, void* recv, size_t recv_count, DataType type, ReduceOp op,
+                      const Signature* sig);
+  /// recv (size() blocks of count) gets member i's send in block i.
+  void allgather(const void* send, void* recv, size_t count, DataType type, const Signature* sig);
+  /// `bytes` of member `root`'s buf to every member.
+  void broadcast(void* buf, size_t bytes, int root, const Signature* sig);
+  /// Returns once every member has entered; with `sig`, also compares the members' calls.
+  void barrier(const Signature* sig);
+  /// The Dimension steps, in place over partition(count, size()).
+  void reduce_scatter_in_place(void* buf, size_t count, DataType type, ReduceOp op);
+  void allgather_in_place(void* buf, size_t count, DataType type);
+
+ private:
+  struct Sweep;
+  /// Returns once every member has mapped the segment; throws naming one that has not.
+  void await_attached();
+  /// Leaves the group: marks this member closed, unmaps, closes the pidfds.
+  void release();
+  void run(const Sweep& s);
+  void step(const Sweep& s, size_t piece);
+  void small_allreduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
+                       const Signature* sig);
+  void sig_only(const Signature* sig);
+  /// Starts step `step_ + 1` once every member has finished the step that used this slot.
+  void begin_step(const Signature* sig);
+  std::byte* slot(int member) const;
+  enum Field { kPosted, kReduced, kDone };
+  void publish(Field f);
+  /// Waits until every member's `f` has reached the current step; with `sig`, then compares
+  /// the members' signatures of this step.
+  void await_all(Field f, const Signature* sig);
+  void check_signatures(const Signature& mine) const;
+  /// Waits until member `m`'s `counter` has reached `value`, checking on `m` meanwhile.
+  void wait_until(int m, const std::atomic<uint64_t>& counter, uint64_t value);
+  /// Whether member `m`'s process has exited (never for a thread of this process).
+  bool exited(int m) const;
+  /// Throws when member `m` has exited or closed, or `since` is more than the timeout ago.
+  void check_member(int m, std::chrono::steady_clock::time_point since);
+
+  std::vector<NodeMember> members_;
+  int self_;
+  NodeOptions options_;
+  node::Segment* segment_ = nullptr;
+  size_t segment_bytes_ = 0;
+  std::string name_;         ///< the segment's name, while it may still need unlinking
+  std::vector<int> pidfds_;  ///< each member's process, -1 when ours or unavailable
+  uint64_t step_ = 0;        ///< steps made; the same on every member between calls
+  std::vector<std::byte> scratch_;
+};
+
+/// A NodeGroup as one dimension of the multi-dimensional allreduce.
+class NodeDimension : public Dimension {
+ public:
+  explicit NodeDimension(NodeGroup& group) : group_(group) {}
+  int size() const override { return group_.size(); }
+  int rank() const override { return group_.rank(); }
+  void reduce_scatter(void* buf, size_t count, DataType type, ReduceOp op) override {
+    group_.reduce_scatter_in_place(buf, count, type, op);
+  }
+  void allgather(void* buf, size_t count, DataType type) override {
+    group_.allgather_in_place(buf, count, type);
+  }
+
+ private:
+  NodeGroup& group_;
+};
+
+}  // namespace ddl::comm

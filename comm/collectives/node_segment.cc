@@ -1,0 +1,119 @@
+// Making and mapping a node group's segment (layout in node_segment.h).
+//
+// How it works: member 0 creates "/ddl-<job>-node-<its pid>-<its rank>" with O_EXCL (a name
+// left by a crashed process with the same pid is replaced), sizes it, reserves its pages with
+// posix_fallocate, fills in the head and stores the magic last (release). The others retry
+// shm_open() until the name exists and its magic is set, with naps that grow to 10 ms, up to
+// the timeout. The member whose attach completes the count unlinks the name (node.cc), so
+// once everyone holds the mapping nothing is left in /dev/shm whatever happens next.
+
+#include "comm/collectives/node_segment.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <new>
+#include <thread>
+
+#include "comm/transport/link.h"
+
+namespace ddl::comm::node {
+
+namespace {
+
+using transport::TransportError;
+
+std::string mib(size_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+  return buf;
+}
+
+std::string seconds_text(std::chrono::milliseconds d) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g s", static_cast<double>(d.count()) / 1000.0);
+  return buf;
+}
+
+/// The whole segment behind `fd` once its maker has finished it; nullptr before.
+Segment* map_ready(int fd) {
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) < data_offset(1)) return nullptr;
+  const auto size = static_cast<size_t>(st.st_size);
+  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) return nullptr;
+  auto* s = static_cast<Segment*>(p);
+  if (s->magic.load(std::memory_order_acquire) != kReady ||
+      segment_bytes(s->members, s->slot_bytes) != size) {
+    munmap(p, size);
+    return nullptr;
+  }
+  return s;
+}
+
+}  // namespace
+
+Segment* create_segment(const std::string& name, uint32_t members, size_t slot_bytes,
+                        uint32_t small_bytes) {
+  int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+  if (fd < 0 && errno == EEXIST) {  // left by a crashed process with our pid
+    shm_unlink(name.c_str());
+    fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+  }
+  if (fd < 0) {
+    throw TransportError("shm_open " + name + ": " + std::strerror(errno) +
+                         " (is /dev/shm mounted and writable?)");
+  }
+  const size_t size = segment_bytes(members, slot_bytes);
+  int err = ftruncate(fd, static_cast<off_t>(size)) == 0 ? 0 : errno;
+  if (err == 0) err = posix_fallocate(fd, 0, static_cast<off_t>(size));
+  void* p = MAP_FAILED;
+  if (err == 0) {
+    p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) err = errno;
+  }
+  close(fd);
+  if (p == MAP_FAILED) {
+    shm_unlink(name.c_str());
+    throw TransportError("making the shared-memory segment " + name + " (" + mib(size) +
+                         "): " + std::strerror(err) +
+                         "; free space in /dev/shm or lower DDL_SHM_CHUNK_BYTES");
+  }
+  auto* s = new (p) Segment;
+  s->members = members;
+  s->slot_bytes = slot_bytes;
+  s->small_bytes = small_bytes;
+  for (uint32_t m = 0; m < members; ++m)
+    new (&control(s, static_cast<int>(m))) Control;
+  s->magic.store(kReady, std::memory_order_release);
+  return s;
+}
+
+Segment* attach_segment(const std::string& name, const std::string& maker,
+                        std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto nap = std::chrono::microseconds(100);
+  for (;;) {
+    const int fd = shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
+    if (fd < 0 && errno != ENOENT) {
+      throw TransportError("shm_open " + name + ": " + std::strerror(errno));
+    }
+    if (fd >= 0) {
+      Segment* s = map_ready(fd);
+      close(fd);
+      if (s != nullptr) return s;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      throw TransportError(maker + ": no shared-memory segment " + name + " within " +
+                           seconds_text(timeout) + " (is it running on this host?)");
+    }
+    std::this_thread::sleep_for(nap);
+    nap = std::min(nap * 2, std::chrono::microseconds(10'000));
+  }
+}
+
+}  // namespace ddl::comm::node

@@ -1,0 +1,64 @@
+#pragma once
+// The shared segment of a node group (node.h): its layout, and making or mapping it.
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "comm/collectives/signature.h"
+
+namespace ddl::comm::node {
+
+/// One member's control line: what it has finished, written by it alone and read by the
+/// others. Step counters only grow; a member's slots are free again for step s once every
+/// member's `done` has reached s - 2.
+struct alignas(128) Control {
+  std::atomic<uint64_t> posted{0};   ///< its input of this step is in its slot
+  std::atomic<uint64_t> reduced{0};  ///< its reduced piece of this step is in its slot
+  std::atomic<uint64_t> done{0};     ///< it has read everything it needed of this step
+  std::atomic<uint32_t> closed{0};   ///< it has left the group
+  std::atomic<int32_t> pid{0};  ///< set when it has mapped the segment (0: not yet)
+  Signature sigs[2];  ///< the call being made at step s is in sigs[s % 2]
+};
+
+/// The head of the segment; `members` Controls follow at kControlOffset, then the slots at
+/// data_offset(members): member m's slot k (0, 1) at (2 m + k) x slot_bytes.
+struct Segment {
+  std::atomic<uint64_t> magic{0};  ///< kReady once everything else is set
+  uint32_t members = 0;
+  uint32_t small_bytes = 0;  ///< allreduces up to this size take one step (node.cc)
+  uint64_t slot_bytes = 0;
+  std::atomic<uint32_t> attached{0};  ///< members that have mapped it (the maker included)
+};
+
+constexpr uint64_t kReady = 0x44444c4e4f444531;  // "DDLNODE1"
+constexpr size_t kControlOffset = 128;
+static_assert(sizeof(Segment) <= kControlOffset);
+
+constexpr size_t data_offset(size_t members) {
+  return (kControlOffset + members * sizeof(Control) + 4095) / 4096 * 4096;
+}
+constexpr size_t segment_bytes(size_t members, size_t slot_bytes) {
+  return data_offset(members) + 2 * members * slot_bytes;
+}
+inline Control& control(Segment* s, int member) {
+  return reinterpret_cast<Control*>(reinterpret_cast<std::byte*>(s) + kControlOffset)[member];
+}
+inline std::byte* slot(Segment* s, int member, uint64_t step) {
+  return reinterpret_cast<std::byte*>(s) + data_offset(s->members) +
+         (2 * static_cast<size_t>(member) + step % 2) * s->slot_bytes;
+}
+
+/// Makes the segment `name` (/dev/shm, mode 0600, its pages reserved so that a full /dev/shm
+/// is an error here rather than a SIGBUS later) and maps it. Throws transport::TransportError
+/// saying what failed and how big the segment was.
+Segment* create_segment(const std::string& name, uint32_t members, size_t slot_bytes,
+                        uint32_t small_bytes);
+/// Maps `name` once its maker has finished it, retrying until `timeout`. `maker` names member
+/// 0 in the error.
+Segment* attach_segment(const std::string& name, const std::string& maker,
+                        std::chrono::milliseconds timeout);
+
+}  // namespace ddl::comm::node

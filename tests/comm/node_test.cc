@@ -1,0 +1,336 @@
+// The node group's shared-memory collectives (comm/collectives/node.h): threads of this
+// process as the ranks of one host, and a forked process for a member that dies.
+
+#include "comm/collectives/node.h"
+
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "comm/transport/link.h"
+
+namespace ddl::comm {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr DataType kTypes[] = {DataType::kFloat32,  DataType::kFloat64, DataType::kFloat16,
+                               DataType::kBFloat16, DataType::kInt32,   DataType::kInt64,
+                               DataType::kUint8};
+constexpr ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMin, ReduceOp::kMax,
+                             ReduceOp::kProd};
+
+int job_counter = 0;
+
+std::vector<NodeMember> members(int n) {
+  std::vector<NodeMember> m;
+  for (int r = 0; r < n; ++r)
+    m.push_back({10 + r, static_cast<int>(getpid()), "rank " + std::to_string(10 + r) + " (h)"});
+  return m;
+}
+
+/// Runs body(group) on n threads, each with its own NodeGroup; returns each one's error text.
+std::vector<std::string> run_group(int n, NodeOptions o,
+                                   const std::function<void(NodeGroup&)>& body) {
+  o.job = "node-test-" + std::to_string(getpid()) + "-" + std::to_string(job_counter++);
+  std::vector<std::string> errors(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        NodeGroup g(members(n), r, o);
+        body(g);
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads)
+    t.join();
+  return errors;
+}
+
+void expect_no_errors(const std::vector<std::string>& errors) {
+  for (size_t r = 0; r < errors.size(); ++r)
+    EXPECT_EQ(errors[r], "") << "member " << r;
+}
+
+/// Member r's input: small integers as floats (sums and products exact enough to be
+/// finite), arbitrary bits for integers.
+std::vector<std::byte> input(int r, size_t count, DataType type, uint64_t salt) {
+  const size_t ts = type_size(type);
+  std::vector<std::byte> out(count * ts);
+  for (size_t i = 0; i < count; ++i) {
+    const uint64_t h = (i + 1) * 0x9e3779b97f4a7c15ull ^ (r + 7) * 0xbf58476d1ce4e5b9ull ^ salt;
+    const int small = static_cast<int>(h % 7) - 3;
+    switch (type) {
+      case DataType::kFloat32: {
+        const float v = static_cast<float>(small) * 0.75f;
+        std::memcpy(&out[i * ts], &v, ts);
+        break;
+      }
+      case DataType::kFloat64: {
+        const double v = small * 0.375;
+        std::memcpy(&out[i * ts], &v, ts);
+        break;
+      }
+      case DataType::kFloat16: {  // small integers: sign, exponent 15 + k, no mantissa
+        const uint16_t bits = small == 0 ? 0 : static_cast<uint16_t>(((small < 0) << 15) | (15 << 10) | ((std::abs(small) - 1) << 8));
+        std::memcpy(&out[i * ts], &bits, ts);
+        break;
+      }
+      case DataType::kBFloat16: {
+        const float v = static_cast<float>(small);
+        uint32_t w;
+        std::memcpy(&w, &v, 4);
+        const auto bits = static_cast<uint16_t>(w >> 16);
+        std::memcpy(&out[i * ts], &bits, ts);
+        break;
+      }
+      default:
+        std::memcpy(&out[i * ts], &h, ts);
+    }
+  }
+  return out;
+}
+
+/// What the node group must give, bit for bit: inputs reduced in member order with the
+/// runtime's own reduce_into, kAvg divided once.
+std::vector<std::byte> reference(int n, size_t count, DataType type, ReduceOp op, uint64_t salt) {
+  std::vector<std::byte> acc = input(0, count, type, salt);
+  const ReduceOp fold = op == ReduceOp::kAvg ? ReduceOp::kSum : op;
+  for (int r = 1; r < n; ++r) {
+    const auto in = input(r, count, type, salt);
+    reduce_into(acc.data(), in.data(), count, type, fold);
+  }
+  if (op == ReduceOp::kAvg) divide(acc.data(), count, type, n);
+  return acc;
+}
+
+NodeOptions tiny_chunks() {
+  NodeOptions o;
+  o.chunk_bytes = 256;  // many steps even for short buffers
+  o.small_bytes = 64;
+  o.timeout = 20s;
+  return o;
+}
+
+TEST(NodeGroup, AllreduceMatchesRankOrderReferenceBitForBit) {
+  for (int n : {2, 3, 4}) {
+    for (DataType t : kTypes) {
+      for (ReduceOp op : kOps) {
+        for (size_t count : {size_t{0}, size_t{1}, size_t{5}, size_t{13}, size_t{1000}}) {
+          const auto want = reference(n, count, t, op, count);
+          std::vector<std::vector<std::byte>> got(n);
+          expect_no_errors(run_group(n, tiny_chunks(), [&](NodeGroup& g) {
+            auto mine = input(g.rank(), count, t, count);
+            std::vector<std::byte> out(mine.size());
+            // Out of place on even members, in place on odd ones.
+            if (g.rank() % 2 == 0) {
+              g.allreduce(mine.data(), out.data(), count, t, op, nullptr);
+            } else {
+              g.allreduce(mine.data(), mine.data(), count, t, op, nullptr);
+              out = mine;
+            }
+            got[g.rank()] = out;
+          }));
+          for (int r = 0; r < n; ++r)
+            ASSERT_EQ(got[r], want) << "n=" << n << " " << to_string(t) << " " << to_string(op)
+                                    << " count=" << count << " member " << r;
+        }
+      }
+    }
+  }
+}
+
+TEST(NodeGroup, LargeBuffersTakeManyStepsAndStayExact) {
+  NodeOptions o;
+  o.chunk_bytes = 64 * 1024;
+  o.timeout = 20s;
+  const size_t count = (3u << 20) / 4 + 3;  // 3 MiB of float32, not divisible
+  const auto want = reference(4, count, DataType::kFloat32, ReduceOp::kSum, 1);
+  std::vector<std::vector<std::byte>> got(4);
+  expect_no_errors(run_group(4, o, [&](NodeGroup& g) {
+    auto mine = input(g.rank(), count, DataType::kFloat32, 1);
+    for (int k = 0; k < 3; ++k) {  // again and again: the slots are reused
+      auto buf = mine;
+      g.allreduce(buf.data(), buf.data(), count, DataType::kFloat32, ReduceOp::kSum, nullptr);
+      got[g.rank()] = buf;
+    }
+  }));
+  for (int r = 0; r < 4; ++r)
+    EXPECT_TRUE(got[r] == want) << "member " << r;
+}
+
+TEST(NodeGroup, ReduceScatterGivesEachMemberItsBlock) {
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax}) {
+    const int n = 3;
+    const size_t rc = 77;
+    const auto want = reference(n, rc * n, DataType::kFloat32, op, 5);
+    std::vector<std::vector<std::byte>> got(n);
+    expect_no_errors(run_group(n, tiny_chunks(), [&](NodeGroup& g) {
+      const auto mine = input(g.rank(), rc * n, DataType::kFloat32, 5);
+      std::vector<std::byte> out(rc * 4);
+      g.reduce_scatter(mine.data(), out.data(), rc, DataType::kFloat32, op, nullptr);
+      got[g.rank()] = out;
+    }));
+    for (int r = 0; r < n; ++r)
+      EXPECT_TRUE(std::equal(got[r].begin(), got[r].end(), want.begin() + r * rc * 4))
+          << to_string(op) << " member " << r;
+  }
+}
+
+TEST(NodeGroup, AllgatherAndBroadcastCopyExactly) {
+  const int n = 4;
+  const size_t count = 301;
+  std::vector<std::vector<std::byte>> gathered(n), cast(n);
+  expect_no_errors(run_group(n, tiny_chunks(), [&](NodeGroup& g) {
+    const auto mine = input(g.rank(), count, DataType::kInt64, 9);
+    std::vector<std::byte> all(count * 8 * n);
+    g.allgather(mine.data(), all.data(), count, DataType::kInt64, nullptr);
+    gathered[g.rank()] = all;
+    for (int root = 0; root < n; ++root) {
+      auto buf = input(g.rank(), 1001, DataType::kUint8, 3);
+      g.broadcast(buf.data(), buf.size(), root, nullptr);
+      if (buf != input(root, 1001, DataType::kUint8, 3)) cast[g.rank()].push_back(std::byte{1});
+    }
+    g.barrier(nullptr);
+  }));
+  for (int r = 0; r < n; ++r) {
+    for (int q = 0; q < n; ++q)
+      EXPECT_TRUE(std::equal(gathered[r].begin() + q * count * 8,
+                             gathered[r].begin() + (q + 1) * count * 8,
+                             input(q, count, DataType::kInt64, 9).begin()))
+          << "member " << r << " block " << q;
+    EXPECT_TRUE(cast[r].empty()) << "member " << r << " got a wrong broadcast";
+  }
+}
+
+TEST(NodeGroup, InPlaceStepsComposeToTheAllreduce) {
+  const int n = 3;
+  const size_t count = 1234;
+  const auto want = reference(n, count, DataType::kFloat64, ReduceOp::kAvg, 2);
+  std::vector<std::vector<std::byte>> got(n);
+  expect_no_errors(run_group(n, tiny_chunks(), [&](NodeGroup& g) {
+    auto buf = input(g.rank(), count, DataType::kFloat64, 2);
+    NodeDimension d(g);
+    d.reduce_scatter(buf.data(), count, DataType::kFloat64, ReduceOp::kAvg);
+    d.allgather(buf.data(), count, DataType::kFloat64);
+    got[g.rank()] = buf;
+  }));
+  for (int r = 0; r < n; ++r)
+    EXPECT_TRUE(got[r] == want) << "member " << r;
+}
+
+Signature sig_of(uint64_t seq, size_t count) {
+  Signature s;
+  s.seq = seq;
+  s.kind = CollectiveKind::kAllreduce;
+  s.count = count;
+  return s;
+}
+
+TEST(NodeGroup, MismatchedCallsFailOnEveryMemberWithTheSameText) {
+  const auto errors = run_group(3, tiny_chunks(), [&](NodeGroup& g) {
+    const size_t count = g.rank() == 2 ? 11 : 10;
+    std::vector<float> buf(count, 1.0f);
+    const Signature s = sig_of(1, count);
+    g.allreduce(buf.data(), buf.data(), count, DataType::kFloat32, ReduceOp::kSum, &s);
+  });
+  for (const std::string& e : errors)
+    EXPECT_EQ(e,
+              "collective mismatch: rank 10 called allreduce(count=10, float32, sum) #1 but "
+              "rank 12 called allreduce(count=11, float32, sum) #1 (every rank must make the same "
+              "calls in the same order; this communicator now fails every call)");
+}
+
+TEST(NodeGroup, AMemberThatLeavesIsNamed) {
+  NodeOptions o = tiny_chunks();
+  const auto errors = run_group(3, o, [&](NodeGroup& g) {
+    if (g.rank() == 1) return;  // leaves without calling: its destructor marks it closed
+    std::vector<float> buf(100, 1.0f);
+    g.allreduce(buf.data(), buf.data(), 100, DataType::kFloat32, ReduceOp::kSum, nullptr);
+  });
+  EXPECT_EQ(errors[0], "rank 11 (h): it left the collective (its communicator was closed)");
+  EXPECT_EQ(errors[1], "");
+  EXPECT_EQ(errors[2], errors[0]);
+}
+
+TEST(NodeGroup, AMemberThatNeverCallsTimesOutNamingIt) {
+  NodeOptions o = tiny_chunks();
+  o.timeout = 300ms;
+  std::atomic<int> finished{0};
+  const auto errors = run_group(2, o, [&](NodeGroup& g) {
+    if (g.rank() == 1) {
+      while (finished.load() == 0)
+        std::this_thread::sleep_for(5ms);
+      return;
+    }
+    try {
+      g.barrier(nullptr);
+    } catch (...) {
+      finished = 1;
+      throw;
+    }
+  });
+  EXPECT_EQ(errors[0], "rank 11 (h): no progress for 0.3 s");
+}
+
+/// Names of this job's segments still in /dev/shm.
+std::vector<std::string> leftovers(const std::string& prefix) {
+  std::vector<std::string> out;
+  if (DIR* d = opendir("/dev/shm")) {
+    while (dirent* e = readdir(d))
+      if (std::string(e->d_name).rfind(prefix, 0) == 0) out.push_back(e->d_name);
+    closedir(d);
+  }
+  return out;
+}
+
+TEST(NodeGroup, ADeadProcessIsNamedAndNothingIsLeftInDevShm) {
+  NodeOptions o = tiny_chunks();
+  o.job = "node-test-fork-" + std::to_string(getpid());
+  std::vector<NodeMember> m = members(2);
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    m[1].pid = getpid();
+    try {
+      new NodeGroup(m, 1, o);  // never destroyed: the process dies inside the group
+      const char c = 1;
+      if (write(ready[1], &c, 1) != 1) _exit(3);
+    } catch (...) {
+      _exit(2);
+    }
+    _exit(0);
+  }
+  m[1].pid = child;
+  std::string error;
+  try {
+    NodeGroup g(m, 0, o);
+    char c;
+    ASSERT_EQ(read(ready[0], &c, 1), 1);
+    EXPECT_TRUE(leftovers("ddl-" + o.job).empty());
+    std::vector<float> buf(1000, 1.0f);
+    int status = 0;
+    waitpid(child, &status, 0);
+    g.allreduce(buf.data(), buf.data(), buf.size(), DataType::kFloat32, ReduceOp::kSum, nullptr);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  EXPECT_EQ(error, "rank 11 (h): the process has exited");
+  close(ready[0]);
+  close(ready[1]);
+}
+
+}  // namespace
+}  // namespace ddl::comm
