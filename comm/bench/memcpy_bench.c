@@ -1,0 +1,294 @@
+/* memcpy_bench: how fast N processes copy memory when they all copy at once, the ceiling of a
+ * shared-memory collective on this machine.
+ *
+ *   memcpy_bench -p 4 -b 8 -e 64M -f 4
+ *
+ * prints one row per size S: the time of one copy of S bytes and the copy rate of one process
+ * (S / that time, GB/s = 1e9 bytes/s; the median over the processes and rounds, with the lowest
+ * and highest beside it). bench/allreduce_compare.sh turns the rate into the memory limit of an
+ * allreduce on N ranks (see its header).
+ *
+ * How it works: the parent forks -p processes. Each maps two buffers of the largest size and
+ * writes them (so no page faults while timed), then, for each size and each of -r rounds, says
+ * it is ready on one pipe and waits for the parent's go on another: the parent starts all of
+ * them at once. Each then copies S bytes back and forth between its two buffers (a -> b, b ->
+ * a, ...) for at least -m milliseconds, so that all copies overlap even when processes outnumber
+ * cores (the rate then includes the share of a core each one got, as a rank's would), and
+ * writes its rate into a shared table. The parent prints the row once every process is done.
+ */
+#define _GNU_SOURCE
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bench_common.h"
+
+typedef struct {
+  int procs;        /* -p, default 2 */
+  size_t min_bytes; /* -b, default 8 */
+  size_t max_bytes; /* -e, default 64M */
+  double factor;    /* -f, default 2 */
+  int rounds;       /* -r, default 5 */
+  double min_ms;    /* -m, default 100 */
+} options;
+
+static void usage(FILE* f) {
+  fprintf(f,
+          "usage: memcpy_bench [-p PROCS] [-b MIN] [-e MAX] [-f FACTOR] [-r ROUNDS] [-m MS]\n"
+          "  -p PROCS   processes copying at once (default 2)\n"
+          "  -b MIN     smallest copy in bytes; K, M, G multiply by 1024^k (default 8)\n"
+          "  -e MAX     largest copy in bytes (default 64M)\n"
+          "  -f FACTOR  each size is FACTOR times the previous one (default 2)\n"
+          "  -r ROUNDS  times every process copies each size (default 5)\n"
+          "  -m MS      each process copies for at least MS milliseconds a round (default 100)\n");
+}
+
+/* Parses argv into o; returns 0 to go on, 1 after the help, 2 after an error. */
+static int parse(int argc, char** argv, options* o) {
+  o->procs = 2;
+  o->min_bytes = 8;
+  o->max_bytes = (size_t)64 << 20;
+  o->factor = 2;
+  o->rounds = 5;
+  o->min_ms = 100;
+  int opt;
+  opterr = 0;
+  while ((opt = getopt(argc, argv, "p:b:e:f:r:m:h")) != -1) {
+    char* end = NULL;
+    const char* bad = NULL;
+    switch (opt) {
+      case 'p':
+        o->procs = (int)strtol(optarg, &end, 10);
+        if (*end != '\0' || o->procs < 1 || o->procs > 256) bad = "takes 1 to 256 processes";
+        break;
+      case 'b':
+        if (bench_parse_size(optarg, &o->min_bytes) != 0 || o->min_bytes == 0) {
+          bad = "takes a size like 8, 64K, 1M";
+        }
+        break;
+      case 'e':
+        if (bench_parse_size(optarg, &o->max_bytes) != 0) bad = "takes a size like 64M, 1G";
+        break;
+      case 'f':
+        o->factor = strtod(optarg, &end);
+        if (*end != '\0' || !(o->factor > 1.0)) bad = "takes a factor > 1";
+        break;
+      case 'r':
+        o->rounds = (int)strtol(optarg, &end, 10);
+        if (*end != '\0' || o->rounds < 1 || o->rounds > 1000) bad = "takes 1 to 1000 rounds";
+        break;
+      case 'm':
+        o->min_ms = strtod(optarg, &end);
+        if (*end != '\0' || !(o->min_ms >= 0)) bad = "takes milliseconds >= 0";
+        break;
+      case 'h':
+        usage(stdout);
+        return 1;
+      default:
+        fprintf(stderr, "memcpy_bench: error: unknown option or missing value: -%c\n", optopt);
+        usage(stderr);
+        return 2;
+    }
+    if (bad != NULL) {
+      fprintf(stderr, "memcpy_bench: error: -%c %s: %s\n", opt, optarg, bad);
+      usage(stderr);
+      return 2;
+    }
+  }
+  if (optind < argc) {
+    fprintf(stderr, "memcpy_bench: error: unexpected argument '%s'\n", argv[optind]);
+    usage(stderr);
+    return 2;
+  }
+  if (o->min_bytes > o->max_bytes) {
+    fprintf(stderr, "memcpy_bench: error: -b %zu is larger than -e %zu\n", o->min_bytes,
+            o->max_bytes);
+    return 2;
+  }
+  return 0;
+}
+
+/* The sizes of the sweep, as the other benchmarks step them (bench_common.c). */
+static size_t sizes_of(const options* o, size_t* out, size_t cap) {
+  size_t n = 0, last = 0;
+  for (double s = (double)o->min_bytes; s <= (double)o->max_bytes && n < cap; s *= o->factor) {
+    size_t bytes = (size_t)s;
+    if (bytes == 0 || bytes == last) continue;
+    out[n++] = last = bytes;
+  }
+  return n;
+}
+
+static int read_all(int fd, void* buf, size_t len) {
+  char* p = buf;
+  while (len > 0) {
+    ssize_t got = read(fd, p, len);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return -1;
+    p += got;
+    len -= (size_t)got;
+  }
+  return 0;
+}
+
+static int write_all(int fd, const void* buf, size_t len) {
+  const char* p = buf;
+  while (len > 0) {
+    ssize_t put = write(fd, p, len);
+    if (put < 0 && errno == EINTR) continue;
+    if (put <= 0) return -1;
+    p += put;
+    len -= (size_t)put;
+  }
+  return 0;
+}
+
+/* One process: for each size and round, ready ("r") -> wait for go -> copy -> its rate into
+ * rates[(size * rounds + round) * procs + index]; at the end "d" (or "x" when it cannot start).
+ * Returns the exit status. */
+static int child(const options* o, const size_t* sizes, size_t nsizes, int index, int ready_fd,
+                 int go_fd, double* rates) {
+  size_t buf_bytes = (o->max_bytes + 4095) / 4096 * 4096;
+  char* a = mmap(NULL, buf_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  char* b = mmap(NULL, buf_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (a == MAP_FAILED || b == MAP_FAILED) {
+    fprintf(stderr, "memcpy_bench: error: process %d: cannot map 2 x %zu bytes: %s\n", index,
+            buf_bytes, strerror(errno));
+    (void)write_all(ready_fd, "x", 1); /* the parent stops */
+    return 1;
+  }
+  memset(a, 1, buf_bytes); /* faults every page in now, not while timed */
+  memset(b, 2, buf_bytes);
+  for (size_t s = 0; s < nsizes; ++s) {
+    size_t bytes = sizes[s];
+    /* Look at the clock every ~1 MiB copied, so small copies are not timing the clock. */
+    size_t batch = bytes >= ((size_t)1 << 20) ? 1 : ((size_t)1 << 20) / bytes;
+    for (int r = 0; r < o->rounds; ++r) {
+      char token = 'r';
+      if (write_all(ready_fd, &token, 1) != 0 || read_all(go_fd, &token, 1) != 0) return 1;
+      double start = bench_now_us(), now = start;
+      size_t copies = 0;
+      do {
+        for (size_t i = 0; i < batch; ++i, ++copies) {
+          if (copies & 1) {
+            memcpy(a, b, bytes);
+          } else {
+            memcpy(b, a, bytes);
+          }
+          __asm__ __volatile__("" ::: "memory"); /* every copy happens */
+        }
+        now = bench_now_us();
+      } while (now - start < o->min_ms * 1e3 || copies < 2);
+      rates[((size_t)s * (size_t)o->rounds + (size_t)r) * (size_t)o->procs + (size_t)index] =
+          (double)bytes * (double)copies / ((now - start) * 1e-6);
+    }
+  }
+  return write_all(ready_fd, "d", 1) == 0 ? 0 : 1; /* done: the last size's rates are in */
+}
+
+static int cmp_double(const void* x, const void* y) {
+  double a = *(const double*)x, b = *(const double*)y;
+  return (a > b) - (a < b);
+}
+
+/* Prints the row of size `bytes` from its per_size rates. */
+static void print_row(size_t bytes, const double* rates, size_t per_size, double* sorted) {
+  memcpy(sorted, rates, per_size * sizeof(double));
+  qsort(sorted, per_size, sizeof(double), cmp_double);
+  double median =
+      per_size % 2 ? sorted[per_size / 2] : (sorted[per_size / 2 - 1] + sorted[per_size / 2]) / 2;
+  printf("  %10zu %12.3f %12.4f %12.4f %12.4f\n", bytes, (double)bytes / median * 1e6, median / 1e9,
+         sorted[0] / 1e9, sorted[per_size - 1] / 1e9);
+  fflush(stdout);
+}
+
+int main(int argc, char** argv) {
+  options o;
+  int status = parse(argc, argv, &o);
+  if (status != 0) return status == 1 ? 0 : 2;
+
+  size_t sizes[256];
+  size_t nsizes = sizes_of(&o, sizes, sizeof(sizes) / sizeof(sizes[0]));
+  size_t per_size = (size_t)o.rounds * (size_t)o.procs;
+  size_t table_bytes = nsizes * per_size * sizeof(double);
+  double* rates = mmap(NULL, table_bytes > 0 ? table_bytes : 1, PROT_READ | PROT_WRITE,
+                       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  /* One pipe on which every process says it is ready, one per process for the parent's go (a
+   * shared one would let a fast process take a slow one's go). */
+  int ready[2];
+  int* go = calloc((size_t)o.procs * 2, sizeof(int));
+  pid_t* pids = calloc((size_t)o.procs, sizeof(pid_t));
+  char* tokens = malloc((size_t)o.procs);
+  double* sorted = malloc(per_size * sizeof(double) + 1);
+  if (rates == MAP_FAILED || go == NULL || pids == NULL || tokens == NULL || sorted == NULL ||
+      pipe(ready) != 0) {
+    fprintf(stderr, "memcpy_bench: error: cannot set up: %s\n", strerror(errno));
+    return 1;
+  }
+  int started = 0, failed = 0;
+  for (; started < o.procs; ++started) {
+    pid_t pid = -1;
+    if (pipe(go + 2 * started) != 0 || (pid = fork()) < 0) {
+      fprintf(stderr, "memcpy_bench: error: cannot start process %d: %s\n", started,
+              strerror(errno));
+      failed = 1;
+      break;
+    }
+    if (pid == 0) {
+      close(ready[0]);
+      for (int i = 0; i <= started; ++i)
+        close(go[2 * i + 1]);
+      _exit(child(&o, sizes, nsizes, started, ready[1], go[2 * started], rates));
+    }
+    close(go[2 * started]);
+    pids[started] = pid;
+  }
+  close(ready[1]);
+
+  if (!failed) {
+    printf("# memcpy_bench: %d processes copying at once, each between its own two buffers\n",
+           o.procs);
+    printf("# rounds %d, at least %.0f ms each; rate = bytes one process copies per second\n",
+           o.rounds, o.min_ms);
+    printf("# (median over processes and rounds, GB/s = 1e9 B/s); time = one copy at that rate\n");
+    printf("#\n# %10s %12s %12s %12s %12s\n", "size(B)", "time(us)", "rate(GB/s)", "min(GB/s)",
+           "max(GB/s)");
+    fflush(stdout);
+  }
+  /* Every process says it is ready before each round and once more at its end; a size's rates
+   * are all in when every process is ready for the next size (or has ended). */
+  for (size_t s = 0; s <= nsizes && !failed; ++s) {
+    for (int r = 0; r < (s < nsizes ? o.rounds : 1) && !failed; ++r) {
+      if (read_all(ready[0], tokens, (size_t)o.procs) != 0 ||
+          memchr(tokens, 'x', (size_t)o.procs) != NULL) {
+        fprintf(stderr, "memcpy_bench: error: a copying process ended early\n");
+        failed = 1;
+        break;
+      }
+      if (r == 0 && s > 0) print_row(sizes[s - 1], rates + (s - 1) * per_size, per_size, sorted);
+      for (int i = 0; i < o.procs && s < nsizes; ++i) {
+        if (write_all(go[2 * i + 1], "g", 1) != 0) failed = 1;
+      }
+    }
+  }
+  for (int i = 0; i < started; ++i)
+    close(go[2 * i + 1]);
+  close(ready[0]);
+  for (int i = 0; i < started; ++i) {
+    int wstatus = 0;
+    if (waitpid(pids[i], &wstatus, 0) < 0 || !WIFEXITED(wstatus) || WEXITSTATUS(wstatus) != 0) {
+      failed = 1;
+    }
+  }
+  free(sorted);
+  free(tokens);
+  free(pids);
+  free(go);
+  return failed ? 1 : 0;
+}
