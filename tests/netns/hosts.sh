@@ -33,6 +33,13 @@
 #   NETNS_NET          the hosts' network, 10.200.R.0/24 (for --mca oob_tcp_if_include and such)
 #   NETNS_BRIDGE       the bridge's name
 # and the functions below (K is a host number).
+#
+# Racks (netns_up_racks RACKS HOSTS_PER_RACK, then netns_shape_uplink RATE): the same hosts,
+# numbered rack by rack, but rack r's hosts sit on a bridge of their own (rack 1's is
+# NETNS_BRIDGE), and each rack r >= 2 reaches rack 1 through one veth pair between the two
+# bridges, both ends in this namespace (the "uplink", which netns_shape_uplink shapes). All
+# addresses stay in NETNS_NET (one L2 segment across the bridges), so everything above holds
+# unchanged; netns_down removes the extra bridges and uplinks too.
 
 NETNS_PREFIX="ddlt$$"
 _netns_checkout=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)
@@ -204,9 +211,10 @@ _netns_reap_stale() {
     if [[ $pid == "$$" ]] || kill -0 "$pid" 2>/dev/null; then continue; fi
     kill -KILL "$holder" 2>/dev/null
   done < <(ps -eo pid=,args=)
-  for link in $(ip -o link show type bridge | awk -F': ' '{ print $2 }' | grep -E '^dt[0-9]+br$'); do
+  for link in $(ip -o link show | awk -F': ' '{ sub(/@.*/, "", $2); print $2 }' |
+    grep -E '^dt[0-9]+(br[0-9]*|u[0-9]+)$'); do
     pid=${link#dt}
-    pid=${pid%br}
+    pid=${pid%%[bu]*}
     if [[ $pid == "$$" ]] || kill -0 "$pid" 2>/dev/null; then continue; fi
     ip link del "$link" 2>/dev/null
   done
@@ -363,9 +371,94 @@ netns_down() {
     ip netns del "$ns" 2>/dev/null
     ip link del "dt$$h$k" 2>/dev/null
   done
+  _netns_racks_down
   if ((_netns_count != 0)); then ip link del "$NETNS_BRIDGE" 2>/dev/null; fi
   _netns_count=0
   if [[ -n $NETNS_DIR && -d $NETNS_DIR ]]; then rm -rf "$NETNS_DIR"; fi
   NETNS_DIR=""
   return 0
+}
+
+# Racks: see the header. _netns_racks is the number of racks (0: netns_up's single bridge).
+_netns_racks=0
+_netns_per_rack=0
+netns_rack_bridge() { (($1 == 1)) && echo "$NETNS_BRIDGE" || echo "dt$$br$1"; }  # rack R's
+netns_uplink() { echo "dt$$u$1"; }   # rack R's (R >= 2) uplink end on rack 1's bridge
+netns_downlink() { echo "dt$$v$1"; } # its other end, on rack R's bridge
+netns_rack_of() { echo $((($1 - 1) / _netns_per_rack + 1)); }  # host K's rack
+
+# Makes RACKS x HOSTS_PER_RACK hosts (netns_up's, host k in rack (k-1)/HOSTS_PER_RACK + 1)
+# and moves each rack r >= 2 onto a bridge of its own, joined to rack 1's by a veth pair.
+# Returns as netns_up does (77: cannot here; 1: failed, and undone).
+netns_up_racks() {
+  local racks=$1 per=$2 rc r k bridge
+  if ((racks < 1 || per < 1)); then
+    _netns_say "netns_up_racks takes RACKS >= 1 and HOSTS_PER_RACK >= 1"
+    return 1
+  fi
+  netns_up $((racks * per))
+  rc=$?
+  ((rc == 0)) || return $rc
+  _netns_per_rack=$per
+  for ((r = 2; r <= racks; r++)); do
+    bridge=$(netns_rack_bridge "$r")
+    _netns_racks=$r  # from here on, netns_down deletes rack r's bridge and uplink
+    if ! { ip link add "$bridge" type bridge &&
+      { ip link set "$bridge" type bridge nf_call_iptables 0 nf_call_ip6tables 0 \
+        nf_call_arptables 0 2>/dev/null || true; } &&
+      ip link set "$bridge" up &&
+      ip link add "$(netns_uplink "$r")" type veth peer name "$(netns_downlink "$r")" &&
+      ip link set "$(netns_uplink "$r")" master "$NETNS_BRIDGE" &&
+      ip link set "$(netns_downlink "$r")" master "$bridge" &&
+      ip link set "$(netns_uplink "$r")" up &&
+      ip link set "$(netns_downlink "$r")" up; }; then
+      _netns_say "cannot set up rack $r's bridge $bridge and its uplink"
+      netns_down
+      return 1
+    fi
+    for ((k = (r - 1) * per + 1; k <= r * per; k++)); do
+      if ! ip link set "dt$$h$k" master "$bridge"; then
+        _netns_say "cannot move node$k onto rack $r's bridge"
+        netns_down
+        return 1
+      fi
+    done
+  done
+  _netns_racks=$racks
+  return 0
+}
+
+# Shapes every uplink both ways with a token bucket, as netns_shape does a host's link:
+# netns_shape_uplink 250mbit [BURST]; RATE "off" takes it away.
+netns_shape_uplink() {
+  local rate=$1 burst=${2:-1mb} r dev
+  for ((r = 2; r <= _netns_racks; r++)); do
+    for dev in "$(netns_uplink "$r")" "$(netns_downlink "$r")"; do
+      if [[ $rate == off ]]; then
+        tc qdisc del dev "$dev" root 2>/dev/null
+      else
+        tc qdisc replace dev "$dev" root tbf rate "$rate" burst "$burst" latency 50ms || return 1
+      fi
+    done
+  done
+  return 0
+}
+
+# Prints the bytes that left through rack R's uplink toward rack 1 and toward rack R (tc's
+# counters of the two ends' root qdiscs): "TO_RACK1 TO_RACKR".
+netns_uplink_bytes() {
+  local r=$1 up down
+  up=$(tc -s qdisc show dev "$(netns_downlink "$r")" root | awk '/Sent/ { print $2; exit }')
+  down=$(tc -s qdisc show dev "$(netns_uplink "$r")" root | awk '/Sent/ { print $2; exit }')
+  echo "${up:-0} ${down:-0}"
+}
+
+# Deletes the racks' bridges and uplinks (netns_down calls it).
+_netns_racks_down() {
+  local r
+  for ((r = 2; r <= _netns_racks; r++)); do
+    ip link del "$(netns_uplink "$r")" 2>/dev/null
+    ip link del "$(netns_rack_bridge "$r")" 2>/dev/null
+  done
+  _netns_racks=0
 }
