@@ -1,41 +1,111 @@
 #!/usr/bin/env bash
-# ddlrun's allreduce against MPI_Allreduce (Open MPI) and Gloo's ring allreduce (TCP), on the same
-# ranks and message sizes: one row per size with each one's bus bandwidth (nccl-tests' busbw,
-# GB/s) and ddl's over the others'. Two settings:
-#   1. this host, 4 ranks: ddl-bench and gloo_allreduce_bench under `ddlrun -H localhost:4`,
-#      mpi_allreduce_bench under `mpirun -np 4`;
-#   2. (root) 3 fake hosts x 2 ranks (network namespaces with their own sshd, tests/netns/
-#      hosts.sh), every host's link shaped to 1 Gbit/s each way (netns_shape, tc tbf): ddl and
-#      Gloo under `ddlrun --launcher ssh -H node1:2,node2:2,node3:2`, MPI under mpirun over the
-#      same ssh with its TCP on the bridge; extra columns give each one's busbw as a share of the
-#      shaped rate (a ring crosses each host's link once per direction, so 100% is the ceiling).
-# How it works: each benchmark prints nccl-tests' table (comm/bench/bench_common.h); this script
-# keeps their logs in a temporary directory, joins the rows by size, and prints the comparison.
+# ddlrun's allreduce against Open MPI's MPI_Allreduce and Gloo's ring allreduce, on the same
+# ranks and message sizes, and against what the machine allows: one table per setting, one row
+# per size, each cell a bus bandwidth (nccl-tests' busbw, GB/s: size / time x 2(n-1)/n), the
+# median over --runs runs of each benchmark (the runs take turns: run 1 of every benchmark,
+# then run 2, ...; a row's time and busbw are the medians of the runs' rows).
 #
-# Usage: bench/allreduce_compare.sh [--quick] [--build DIR] [--no-netns] [--rate RATE]
+# The columns:
+#   ddl          ddl-bench under ddlrun (libddl's default algorithm for the job's mode)
+#   mpi-tuned    mpi_allreduce_bench under mpirun with glibc's malloc tuned (below)
+#   mpi-best(N)  the best, per size, of `--mca coll_tuned_use_dynamic_rules 1 --mca
+#                coll_tuned_allreduce_algorithm N` for N = 1..6 (basic linear, nonoverlapping,
+#                recursive doubling, ring, segmented ring, Rabenseifner), malloc tuned too; N
+#                is the one that won
+#   mpi-untuned  mpirun as installed
+#   gloo         gloo_allreduce_bench (Gloo's ring over TCP) under ddlrun; n/a when not built
+#   mem-limit / link-limit   the busbw no allreduce can beat here (below)
+#   ddl/...      ddl's busbw over the other's (time over time); ddl%lim = ddl's busbw as a
+#                share of the limit
+#   #wrong       the most wrong elements any benchmark's check found at that size (must be 0)
+#
+# Why tune malloc: Open MPI 4.1's allreduce allocates a temporary buffer on every call, and
+# glibc hands blocks above its mmap threshold (128 KiB, rising to at most 32 MiB) back to the
+# kernel when freed, so each large call page-faults its buffer afresh: untuned, 64 MiB runs at
+# 0.06-0.32 GB/s on 4 ranks here. `-x MALLOC_MMAP_THRESHOLD_=1073741824 -x
+# MALLOC_TRIM_THRESHOLD_=4294967296` keeps the buffers in the heap (2-4 GB/s). mpi-untuned is
+# printed so that the difference stays visible. Where ranks outnumber this machine's cores,
+# mpirun also gets `--mca mpi_yield_when_idle 1`: busy polling would starve the very rank a
+# waiting one needs (the setting's header says when).
+#
+# The settings:
+#   local  this host, 2 ranks and 4 ranks (two tables): ddl-bench and Gloo under `ddlrun -H
+#          localhost:N`, MPI under `mpirun -np N`. The limit is memory's:
+#            memcpy_bench -p N (comm/bench/memcpy_bench.c) forks N processes that copy S bytes
+#            between two pre-faulted buffers of their own, all at once, and gives one
+#            process's copy rate R (bytes copied / s, median). A direct shared-memory
+#            allreduce of S bytes on n ranks moves, per rank: (n-1)/n S copied in, a
+#            reduction that reads S and writes S/n, and (n-1)/n S copied out. Counting the
+#            bytes read and written, that is 2(n-1)/n S + (S + S/n) + 2(n-1)/n S = S (5 -
+#            3/n), where a memcpy of S moves 2S. So
+#              t_limit = S (5 - 3/n) / (2 R)     (R measured with n processes copying at once)
+#              busbw_limit = 2(n-1)/n S / t_limit = 4(n-1) R / (5n - 3)
+#          (n = 2: 0.57 R; n = 4: 0.71 R). Below ~64 KiB every allreduce is bound by latency,
+#          not by this. The 8-byte row comes from a run of its own with more iterations; its
+#          time (us) is printed for each benchmark under the table.
+#   flat   (root) 3 fake hosts x 2 ranks (network namespaces with their own sshd,
+#          tests/netns/hosts.sh), every host's link shaped to --rate (1 Gbit/s) each way with
+#          tc tbf: ddl and Gloo under `ddlrun --launcher ssh --tcp -H node1:2,node2:2,
+#          node3:2`, MPI under mpirun over the same ssh, TCP on the hosts' network. The limit
+#          is the links': every host must send 2(h-1)/h S of its data out over its link (h
+#          hosts), so t_floor = 4/3 S / link; under the table, each one's ms at 16 MiB and
+#          floor / time.
+#   racks  (root) 2 racks x 2 hosts x 2 ranks: host links --rate (1 Gbit/s), the racks' two
+#          bridges joined by one veth pair shaped to --uplink (250 Mbit/s) each way
+#          (netns_up_racks, netns_shape_uplink). ddl runs twice: with `--nodes 2` (the PowerAI
+#          DDL mode p:2x2x2x1: reduce within hosts, then within racks, then across) and as one
+#          flat ring (`--mode r -x DDL_ALGO=ring`, column ddl-flat); the script prints the
+#          mode ddlrun plans for each (ddlrun --dry-run -v). The floor is the uplink's: the two racks'
+#          halves must each cross it once, t_floor = S / uplink (537 ms at 16 MiB and
+#          250 Mbit/s), or the hosts' 2(h-1)/h S / link when that is longer.
+#          The namespace settings sweep up to --net-max (16M) with -w 1 -n 5 (--net-iters):
+#          one 16 MiB allreduce takes 0.2 to several seconds on these links.
+#
+# How it works: each benchmark prints nccl-tests' table (comm/bench/bench_common.h); this
+# script keeps every run's log in a temporary directory (<setting>/<benchmark>.<run>.<sweep|
+# lat>), joins the rows by size, takes the medians and prints the comparison.
+#
+# Usage: bench/allreduce_compare.sh [--quick] [--build DIR] [--runs N] [--only SETTING]
+#                                   [--no-netns] [--rate RATE] [--uplink RATE] [--keep DIR]
+#                                   [--net-max SIZE] [--net-iters N]
 #                                   [-b MIN] [-e MAX] [-f FACTOR] [-w N] [-n N] [-t TYPE]
-#   --quick        sizes 1K, 32K and 1M, 1 warm-up and 3 timed iterations, this host only (the
-#                  bench.allreduce_smoke test)
-#   --build DIR    the build directory holding ddlrun and comm/bench (default build)
-#   --no-netns     this host only
+#   --quick        this host only, 2 and 4 ranks; sizes 8 (latency), 1K, 32K and 1M; 1 run,
+#                  1 warm-up and 3 timed iterations; of the forced MPI algorithms only 4 (ring);
+#                  a short memcpy_bench (the bench.allreduce_smoke test)
+#   --build DIR    the build directory holding ddlrun and comm/bench (default: build/ of this
+#                  checkout)
+#   --runs N       runs of every benchmark; the table shows the medians (default 3)
+#   --only S       run one setting: local, flat or racks
+#   --no-netns     this host only (the same as --only local)
 #   --rate RATE    the fake hosts' link rate, as tc takes it (default 1gbit)
-#   --keep DIR     keep every benchmark's output in DIR
-#   -b -e -f -w -n -t  passed to every benchmark (default -b 8 -e 64M -f 4 -w 3 -n 10 -t float32)
+#   --uplink RATE  the racks' uplink rate (default 250mbit)
+#   --keep DIR     keep every benchmark's output (and the command that made it) in DIR
+#   --net-max SIZE the namespace settings' largest size (default 16M)
+#   --net-iters N  their timed iterations (default 5; 1 warm-up)
+#   -b -e -f -w -n -t  this host's sweep, passed to every benchmark (default -b 1K -e 64M -f 4
+#                  -w 3 -n 10 -t float32: 1K, 4K, 16K, 64K, 256K, 1M, 4M, 16M, 64M); the
+#                  namespace settings take -b -f -t from here too
 # Exit status: 0 when every benchmark ran and every row had #wrong 0 (Gloo may be missing: its
 # column says n/a), 1 otherwise (the failing command and its output's end are printed), 2 bad
-# usage. Without root the namespace setting is skipped, with a line saying so.
+# usage. Without root the namespace settings are skipped, with a line saying so.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build="$here/../build"
-netns=1 rate=1gbit keep=""
-min=8 max=64M factor=4 warmup=3 iters=10 type=float32
+only="" rate=1gbit uplink=250mbit keep="" runs=3 quick=0
+min=1K max=64M factor=4 warmup=3 iters=10 type=float32
+net_max=16M net_iters=5
 while (($#)); do
   case $1 in
-    --quick) netns=0 min=1K max=1M factor=32 warmup=1 iters=3 ;;
+    --quick) quick=1 only=local min=1K max=1M factor=32 warmup=1 iters=3 runs=1 ;;
     --build) build=${2:?--build takes a directory}; shift ;;
-    --no-netns) netns=0 ;;
+    --runs) runs=${2:?--runs takes a count}; shift ;;
+    --only) only=${2:?--only takes local, flat or racks}; shift ;;
+    --no-netns) only=local ;;
     --rate) rate=${2:?--rate takes a rate like 1gbit}; shift ;;
+    --uplink) uplink=${2:?--uplink takes a rate like 250mbit}; shift ;;
     --keep) keep=${2:?--keep takes a directory}; shift ;;
+    --net-max) net_max=${2:?--net-max takes a size}; shift ;;
+    --net-iters) net_iters=${2:?--net-iters takes a count}; shift ;;
     -b) min=${2:?-b takes a size}; shift ;;
     -e) max=${2:?-e takes a size}; shift ;;
     -f) factor=${2:?-f takes a factor}; shift ;;
@@ -47,10 +117,19 @@ while (($#)); do
   esac
   shift
 done
+case $only in
+  "" | local | flat | racks) ;;
+  *) echo "allreduce_compare: --only takes local, flat or racks, not '$only'" >&2; exit 2 ;;
+esac
+if [[ ! $runs =~ ^[1-9][0-9]*$ ]]; then
+  echo "allreduce_compare: --runs takes a count >= 1, not '$runs'" >&2
+  exit 2
+fi
+want() { [[ -z $only || $only == "$1" ]]; }
 
 ddlrun="$build/ddlrun/ddlrun"
 bin="$build/comm/bench"
-for f in "$ddlrun" "$bin/ddl-bench" "$bin/mpi_allreduce_bench"; do
+for f in "$ddlrun" "$bin/ddl-bench" "$bin/mpi_allreduce_bench" "$bin/memcpy_bench"; do
   if [[ ! -x $f ]]; then
     echo "allreduce_compare: no $f (build it: cmake --build $build, or give --build DIR)" >&2
     exit 2
@@ -65,6 +144,7 @@ bin=$(realpath "$bin")
 gloo="$bin/gloo_allreduce_bench"
 [[ -x $gloo ]] || gloo=""
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1  # mpirun as root
+cores=$(nproc)
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/allreduce_compare.XXXXXX") || exit 1
 chmod 755 "$work"
@@ -74,11 +154,13 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-bench_args=(-b "$min" -e "$max" -f "$factor" -w "$warmup" -n "$iters" -t "$type" -o sum -c 1)
-# Ranks may outnumber the cores (fake hosts share this machine's): MPI's busy polling would
-# then starve the rank it waits for, so its ranks yield the core while they wait.
-mpi_args=(--mca mpi_yield_when_idle 1)
 failed=0
+
+# The peers' settings (see the header).
+mpi_tuned=(-x MALLOC_MMAP_THRESHOLD_=1073741824 -x MALLOC_TRIM_THRESHOLD_=4294967296)
+if ((quick)); then forced_algos=(4); else forced_algos=(1 2 3 4 5 6); fi
+# The 8-byte latency run: many iterations, since one takes microseconds.
+if ((quick)); then lat_args=(-b 8 -e 8 -w 5 -n 50); else lat_args=(-b 8 -e 8 -w 50 -n 500); fi
 
 # run_bench LOG CMD...: runs CMD (10 minutes at most) with its output in LOG. On failure says
 # so with the command and the end of its output, and returns 1.
@@ -95,70 +177,247 @@ run_bench() {
   return 1
 }
 
-# table TITLE RATE_GBPS DDL_LOG MPI_LOG GLOO_LOG: the rows of the three logs joined by size.
-# RATE_GBPS 0 leaves out the share-of-link columns. A missing log shows n/a, a missing row -.
+# rate_bytes RATE: tc's rate (1gbit, 250mbit, 100kbit, 8bit) in bytes per second.
+rate_bytes() {
+  awk -v r="$1" 'BEGIN {
+    n = r + 0; u = tolower(substr(r, length(n "") + 1))
+    m = u == "gbit" ? 1e9 : u == "mbit" ? 1e6 : u == "kbit" ? 1e3 : u == "bit" ? 1 : 0
+    printf "%.0f", n * m / 8 }'
+}
+
+# mpi_yield RANKS: prints the MCA option that makes MPI's waiting ranks yield their core, when
+# RANKS outnumber this machine's cores (all ranks run here, fake hosts included).
+mpi_yield() {
+  if (($1 > cores)); then echo "--mca mpi_yield_when_idle 1"; fi
+}
+
+# run_setting DIR RANKS SWEEP_ARGS -- LAUNCH... -- MPI...: every benchmark of one setting,
+# --runs times each, the sweep and the 8-byte run, logs in DIR. LAUNCH is ddlrun and its options
+# (for ddl-bench and Gloo), MPI is mpirun and its options (the malloc and algorithm options are
+# added here). ddl runs once per entry of ddl_variants ("NAME|DDLRUN OPTIONS"), Gloo with
+# gloo_args added.
+ddl_variants=("ddl|") gloo_args=()
+run_setting() {
+  local dir=$1 ranks=$2 sweep=() launch=() mpi=()
+  shift 2
+  while [[ $1 != -- ]]; do sweep+=("$1"); shift; done
+  shift
+  while [[ $1 != -- ]]; do launch+=("$1"); shift; done
+  shift
+  mpi=("$@")
+  mkdir -p "$dir"
+  local run phase args algo variant name opts
+  for ((run = 1; run <= runs; run++)); do
+    for phase in sweep lat; do
+      if [[ $phase == sweep ]]; then
+        args=("${sweep[@]}" -t "$type" -o sum -c 1)
+      else
+        args=("${lat_args[@]}" -t "$type" -o sum -c 1)
+      fi
+      echo "allreduce_compare:   run $run/$runs, ${phase/lat/8 bytes}" >&2
+      for variant in "${ddl_variants[@]}"; do
+        name=${variant%%|*}
+        read -ra opts <<<"${variant#*|}"
+        run_bench "$dir/$name.$run.$phase" "${launch[@]}" "${opts[@]}" "$bin/ddl-bench" "${args[@]}"
+      done
+      run_bench "$dir/mpi.$run.$phase" "${mpi[@]}" "${mpi_tuned[@]}" \
+        "$bin/mpi_allreduce_bench" "${args[@]}"
+      for algo in "${forced_algos[@]}"; do
+        run_bench "$dir/mpi$algo.$run.$phase" "${mpi[@]}" "${mpi_tuned[@]}" \
+          --mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_allreduce_algorithm "$algo" \
+          "$bin/mpi_allreduce_bench" "${args[@]}"
+      done
+      run_bench "$dir/mpiu.$run.$phase" "${mpi[@]}" "$bin/mpi_allreduce_bench" "${args[@]}"
+      if [[ -n $gloo ]]; then
+        # Every invocation gets a store directory of its own (Gloo's file store keeps keys).
+        run_bench "$dir/gloo.$run.$phase" "${launch[@]}" "$gloo" "${args[@]}" "${gloo_args[@]}" \
+          -s "$gloo_store/${dir##*/}.$run.$phase"
+      fi
+    done
+  done
+}
+
+# table DIR TITLE RANKS LIMIT: the comparison of DIR's logs. LIMIT is "mem" (memcpy logs in
+# DIR: the memory limit of RANKS ranks) or "link:SECONDS_PER_BYTE" (the floor time of S bytes
+# is S times that). Columns ddl-flat appear when DIR has their logs.
 table() {
-  local title=$1 link=$2 logs=("$3" "$4" "$5") i
-  for i in 0 1 2; do [[ -e ${logs[$i]} ]] || : >"${logs[$i]}"; done
+  local dir=$1 title=$2 ranks=$3 limit=$4
   echo
-  echo "== $title (allreduce $type sum, busbw in GB/s)"
-  awk -v link="$link" -v a="${logs[0]}" -v b="${logs[1]}" -v c="${logs[2]}" \
-    -v have_c="$([[ -s ${logs[2]} ]] && echo 1 || echo 0)" '
-    function cell(k, s) { return (k SUBSEP s) in bw ? sprintf("%.4f", bw[k, s]) : "-" }
-    # Same size and ranks: busbw over busbw is time over time, which has more digits.
-    function ratio(s, k) {
-      if (!((1 SUBSEP s) in t) || !((k SUBSEP s) in t) || t[1, s] <= 0) return "-"
-      return sprintf("%.2f", t[k, s] / t[1, s])
+  echo "== $title: allreduce $type sum, busbw GB/s, median of $runs run(s)"
+  if ! awk -v n="$ranks" -v limit="$limit" -v runs="$runs" -v have_gloo="$([[ -n $gloo ]] && echo 1 || echo 0)" '
+    function add(arr, k, v) { arr[k] = (k in arr) ? arr[k] " " v : v }
+    function median(list,   v, m, i, j, x) {
+      m = split(list, v, " ")
+      for (i = 2; i <= m; ++i) { x = v[i] + 0; for (j = i - 1; j >= 1 && v[j] + 0 > x; --j) v[j + 1] = v[j]; v[j + 1] = x }
+      return m % 2 ? v[(m + 1) / 2] + 0 : (v[m / 2] + v[m / 2 + 1]) / 2
     }
-    function share(k, s) {
-      return (k SUBSEP s) in bw ? sprintf("%.0f%%", 100 * bw[k, s] / link) : "-"
+    function has(k, s) { return (k SUBSEP s) in bw }
+    function bwm(k, s) { return median(bw[k, s]) }
+    function tm(k, s) { return median(t[k, s]) }
+    function cell(k, s) {
+      if (!(k in keys)) return k == "gloo" && !have_gloo ? "n/a" : "-"
+      return has(k, s) ? sprintf("%.4f", bwm(k, s)) : "-"
     }
-    function wrong_of(k, s) { return (k SUBSEP s) in wrong ? wrong[k, s] : "-" }
-    /^#/ || NF != 8 || $1 !~ /^[0-9]+$/ { next }
-    {
-      k = FILENAME == a ? 1 : FILENAME == b ? 2 : 3
-      if (!($1 in seen)) { seen[$1] = 1; sizes[++n] = $1 }
-      t[k, $1] = $5; bw[k, $1] = $7; wrong[k, $1] = $8
+    # ddl over k: time over time (the same size and ranks), which keeps more digits.
+    function ratio(k, s) {
+      if (!has("ddl", s) || !has(k, s) || tm("ddl", s) <= 0) return k == "gloo" && !have_gloo ? "n/a" : "-"
+      return sprintf("%.2f", tm(k, s) / tm("ddl", s))
+    }
+    # The best forced MPI algorithm at s: its key, or "".
+    function best(s,   a, k, b, bk) {
+      b = -1; bk = ""
+      for (a = 1; a <= 6; ++a) {
+        k = "mpi" a
+        if (has(k, s) && bwm(k, s) > b) { b = bwm(k, s); bk = k }
+      }
+      return bk
+    }
+    # The limit busbw at s (GB/s), or -1.
+    function lim(s,   r, secs) {
+      if (limit == "mem") {
+        if (!((s) in rate)) return -1
+        r = median(rate[s]) * 1e9  # bytes per second
+        return 4 * (n - 1) * r / (5 * n - 3) / 1e9
+      }
+      secs = substr(limit, 6) + 0
+      return 2 * (n - 1) / n / secs / 1e9
+    }
+    FNR == 1 { f = FILENAME; sub(/.*\//, "", f); split(f, parts, "."); key = parts[1] }
+    /^#/ || $1 !~ /^[0-9]+$/ { next }
+    key == "memcpy" && NF == 5 { add(rate, $1, $3); next }
+    NF == 8 {
+      keys[key] = 1
+      if (!($1 in seen)) { seen[$1] = 1; sizes[++ns] = $1 }
+      add(t, key SUBSEP $1, $5); add(bw, key SUBSEP $1, $7)
+      w = $8 + 0
+      if (!((key SUBSEP $1) in wrong) || w > wrong[key, $1]) wrong[key, $1] = w
+      if (w != 0) bad[$1] = bad[$1] " " key
     }
     END {
-      printf "%12s %10s %10s %10s %8s %9s", "size(B)", "ddl", "mpi", "gloo", "ddl/mpi", "ddl/gloo"
-      if (link > 0) printf " %7s %7s %7s", "ddl%", "mpi%", "gloo%"
-      printf " %12s\n", "#wrong d/m/g"
-      for (i = 1; i <= n; ++i) {
+      # Sizes in order (the 8-byte runs come in between the sweeps).
+      for (i = 2; i <= ns; ++i) { x = sizes[i]; for (j = i - 1; j >= 1 && sizes[j] + 0 > x + 0; --j) sizes[j + 1] = sizes[j]; sizes[j + 1] = x }
+      flat = "ddlflat" in keys
+      lname = limit == "mem" ? "mem-limit" : "link-limit"
+      printf "%10s %9s", "size(B)", "ddl"
+      if (flat) printf " %9s", "ddl-flat"
+      printf " %9s %12s %11s %9s %10s %9s %8s %8s %7s %6s\n", "mpi-tuned", "mpi-best(N)", "mpi-untuned",
+        "gloo", lname, "ddl/tuned", "ddl/best", "ddl/gloo", "ddl%lim", "#wrong"
+      for (i = 1; i <= ns; ++i) {
         s = sizes[i]
-        printf "%12s %10s %10s %10s %8s %9s", s, cell(1, s), cell(2, s),
-          have_c ? cell(3, s) : "n/a", ratio(s, 2), have_c ? ratio(s, 3) : "n/a"
-        if (link > 0) printf " %7s %7s %7s", share(1, s), share(2, s), have_c ? share(3, s) : "n/a"
-        printf " %12s\n", wrong_of(1, s) "/" wrong_of(2, s) "/" (have_c ? wrong_of(3, s) : "n/a")
+        printf "%10s %9s", s, cell("ddl", s)
+        if (flat) printf " %9s", cell("ddlflat", s)
+        b = best(s)
+        l = lim(s)
+        wmax = 0
+        for (k in keys) if ((k SUBSEP s) in wrong && wrong[k, s] > wmax) wmax = wrong[k, s]
+        printf " %9s %12s %11s %9s %10s %9s %8s %8s %7s %6s\n", cell("mpi", s),
+          b == "" ? "n/a" : sprintf("%.4f(%s)", bwm(b, s), substr(b, 4)), cell("mpiu", s),
+          cell("gloo", s), l < 0 ? "-" : sprintf("%.4f", l), ratio("mpi", s),
+          b == "" ? "n/a" : ratio(b, s), ratio("gloo", s),
+          l <= 0 || !has("ddl", s) ? "-" : sprintf("%.0f%%", 100 * bwm("ddl", s) / l), wmax
       }
-      if (n == 0) print "  (no rows: every benchmark failed)"
-    }' "${logs[@]}"
-  # Every row present in a log must have #wrong 0.
-  if awk '!/^#/ && NF == 8 && $1 ~ /^[0-9]+$/ && $8 != "0" { bad = 1 } END { exit !bad }' \
-    "${logs[@]}"; then
+      if (ns == 0) print "  (no rows: every benchmark failed)"
+      if (limit == "mem")
+        printf "  mem-limit: a direct shared-memory allreduce moves S(5-3/n) bytes per rank, a memcpy 2S: busbw = 4(n-1)/(5n-3) x copy rate of %d processes at once (memcpy_bench)\n", n
+      else
+        printf "  link-limit: busbw at the floor time (%.3f ms per MiB: the busiest link carrying its least); tc lets the first 1 MB of a burst through unshaped, so it binds from ~1 MiB up\n", substr(limit, 6) * 1048576 * 1e3
+      # The 8-byte latency, each benchmark.
+      if (has("ddl", 8)) {
+        line = sprintf("  8 B latency (us): ddl %.1f", tm("ddl", 8))
+        if (has("ddlflat", 8)) line = line sprintf(", ddl-flat %.1f", tm("ddlflat", 8))
+        if (has("mpi", 8)) line = line sprintf(", mpi-tuned %.1f (ddl/mpi-tuned %.2f)", tm("mpi", 8), tm("mpi", 8) / tm("ddl", 8))
+        b = best(8)
+        if (b != "") line = line sprintf(", mpi-best(%s) %.1f", substr(b, 4), tm(b, 8))
+        if (has("mpiu", 8)) line = line sprintf(", mpi-untuned %.1f", tm("mpiu", 8))
+        if (has("gloo", 8)) line = line sprintf(", gloo %.1f", tm("gloo", 8))
+        print line
+      }
+      # On links: the time at 16 MiB against the floor.
+      S = 16777216
+      if (limit != "mem") {
+        if (!has("ddl", S)) { print "  16 MiB: no row (--net-max below 16M?)" }
+        else {
+          floor_ms = S * substr(limit, 6) * 1e3
+          line = sprintf("  16 MiB: floor %.0f ms; ms (floor/time):", floor_ms)
+          split("ddl ddlflat mpi best mpiu gloo", order, " ")
+          for (o = 1; o <= 6; ++o) {
+            k = order[o]; label = k == "ddlflat" ? "ddl-flat" : k == "mpi" ? "mpi-tuned" : k == "mpiu" ? "mpi-untuned" : k
+            if (k == "best") { k = best(S); if (k == "") continue; label = "mpi-best(" substr(k, 4) ")" }
+            if (!has(k, S)) continue
+            ms = tm(k, S) / 1e3
+            line = line sprintf(" %s %.0f (%.0f%%)", label, ms, 100 * floor_ms / ms)
+          }
+          print line
+        }
+      }
+      wrong_rows = 0
+      for (i = 1; i <= ns; ++i) {
+        if (sizes[i] in bad) { printf "  wrong elements at %s bytes:%s\n", sizes[i], bad[sizes[i]]; wrong_rows++ }
+      }
+      exit wrong_rows > 0
+    }' "$dir"/*.sweep "$dir"/*.lat; then
     echo "allreduce_compare: wrong elements in $title (the #wrong column)" >&2
     failed=1
   fi
 }
 
-# 1. This host, 4 ranks.
-echo "allreduce_compare: this host, 4 ranks: ${bench_args[*]}"
-run_bench "$work/local.ddl" "$ddlrun" -q --tag-output none -H localhost:4 "$bin/ddl-bench" \
-  "${bench_args[@]}"
-run_bench "$work/local.mpi" mpirun "${mpi_args[@]}" --oversubscribe -np 4 \
-  "$bin/mpi_allreduce_bench" "${bench_args[@]}"
-if [[ -n $gloo ]]; then
-  run_bench "$work/local.gloo" "$ddlrun" -q --tag-output none -H localhost:4 "$gloo" \
-    "${bench_args[@]}" -i lo -s "$work/gloo-store.local"
-else
-  echo "allreduce_compare: no $bin/gloo_allreduce_bench (install libgloo-dev and rebuild)"
+gloo_store="$work/gloo-store"
+mkdir -p "$gloo_store"
+[[ -n $gloo ]] || echo "allreduce_compare: no $bin/gloo_allreduce_bench (install libgloo-dev and rebuild)"
+
+# 1. This host, 2 and 4 ranks; the memory limit.
+if want local; then
+  for n in 2 4; do
+    dir="$work/local$n"
+    mkdir -p "$dir"
+    yield=$(mpi_yield "$n")
+    read -ra yield_args <<<"$yield"
+    echo "allreduce_compare: this host, $n ranks, $cores cores: -b $min -e $max -f $factor" \
+      "-w $warmup -n $iters${yield:+; mpirun $yield (ranks outnumber cores)}"
+    if ((quick)); then mem=(-r 2 -m 20); else mem=(-r 5 -m 100); fi
+    run_bench "$dir/memcpy.1.sweep" "$bin/memcpy_bench" -p "$n" -b "$min" -e "$max" -f "$factor" \
+      "${mem[@]}"
+    run_bench "$dir/memcpy.1.lat" "$bin/memcpy_bench" -p "$n" -b 8 -e 8 "${mem[@]}"
+    ddl_variants=("ddl|") gloo_args=(-i lo)
+    run_setting "$dir" "$n" -b "$min" -e "$max" -f "$factor" -w "$warmup" -n "$iters" -- \
+      "$ddlrun" -q --tag-output none -H "localhost:$n" -- \
+      mpirun "${yield_args[@]}" --oversubscribe -np "$n"
+    table "$dir" "this host, $n ranks" "$n" mem
+  done
 fi
-table "this host, 4 ranks" 0 "$work/local.ddl" "$work/local.mpi" "$work/local.gloo"
+
+# The namespace settings.
+net_sweep=(-b "$min" -e "$net_max" -f "$factor" -w 1 -n "$net_iters")
+link_bytes=$(rate_bytes "$rate")
+uplink_bytes=$(rate_bytes "$uplink")
+if ((link_bytes <= 0 || uplink_bytes <= 0)); then
+  echo "allreduce_compare: --rate $rate / --uplink $uplink: not a rate like 1gbit, 250mbit" >&2
+  exit 2
+fi
+netns_loaded=0
+# netns_load: tests/netns/hosts.sh, once.
+netns_load() {
+  if ((!netns_loaded)); then
+    # shellcheck source=SCRIPTDIR/../tests/netns/hosts.sh
+    source "$here/../tests/netns/hosts.sh"
+    netns_loaded=1
+  fi
+}
+
+# mpirun on the fake hosts: over their ssh, TCP on their network, shared memory within a host.
+netns_mpirun() {  # netns_mpirun HOSTS RANKS
+  local yield
+  yield=$(mpi_yield "$2")
+  read -ra yield_args <<<"$yield"
+  # shellcheck disable=SC2054  # self,vader,tcp is one argument
+  netns_mpi=(mpirun "${yield_args[@]}" --host "$1" -np "$2" --mca plm_rsh_args
+    "-F $NETNS_SSH_CONFIG" --mca oob_tcp_if_include "$NETNS_NET"
+    --mca btl_tcp_if_include "$NETNS_NET" --mca btl self,vader,tcp)
+}
 
 # 2. Three fake hosts x 2 ranks, links shaped.
-if ((netns)); then
-  # shellcheck source=SCRIPTDIR/../tests/netns/hosts.sh
-  source "$here/../tests/netns/hosts.sh"
+if want flat; then
+  netns_load
   netns_up 3
   rc=$?
   trap 'netns_down; cleanup' EXIT
@@ -171,28 +430,67 @@ if ((netns)); then
     for k in 1 2 3; do
       netns_shape "$k" "$rate" || { echo "allreduce_compare: tc could not shape node$k" >&2; failed=1; }
     done
-    # The rate in GB/s (10^9 bytes), for the share columns: tc's rates are bits per second.
-    link=$(awk -v r="$rate" 'BEGIN {
-      n = r + 0; u = tolower(substr(r, length(n "") + 1))
-      m = u == "gbit" ? 1e9 : u == "mbit" ? 1e6 : u == "kbit" ? 1e3 : u == "bit" ? 1 : 0
-      printf "%.6f", n * m / 8e9 }')
     hosts=node1:2,node2:2,node3:2
     ssh_ddlrun=("$ddlrun" -q --tag-output none --launcher ssh --ssh-config "$NETNS_SSH_CONFIG"
       --tcp -H "$hosts")
+    netns_mpirun "$hosts" 6
     echo
-    echo "allreduce_compare: 3 hosts x 2 ranks, links shaped to $rate: ${bench_args[*]}"
-    run_bench "$work/netns.ddl" "${ssh_ddlrun[@]}" "$bin/ddl-bench" "${bench_args[@]}"
-    run_bench "$work/netns.mpi" mpirun "${mpi_args[@]}" --host "$hosts" -np 6 \
-      --mca plm_rsh_args "-F $NETNS_SSH_CONFIG" --mca oob_tcp_if_include "$NETNS_NET" \
-      --mca btl_tcp_if_include "$NETNS_NET" --mca btl self,vader,tcp \
-      "$bin/mpi_allreduce_bench" "${bench_args[@]}"
-    if [[ -n $gloo ]]; then
-      # The store lies under $NETNS_DIR, which every fake host sees (their /tmp are their own).
-      run_bench "$work/netns.gloo" "${ssh_ddlrun[@]}" "$gloo" "${bench_args[@]}" \
-        -s "$NETNS_DIR/gloo-store"
-    fi
-    table "3 hosts x 2 ranks, links shaped to $rate (%: busbw over the link rate)" "$link" \
-      "$work/netns.ddl" "$work/netns.mpi" "$work/netns.gloo"
+    echo "allreduce_compare: 3 hosts x 2 ranks, links shaped to $rate: ${net_sweep[*]};" \
+      "mpirun $(mpi_yield 6) (6 ranks on $cores cores)"
+    ddl_variants=("ddl|") gloo_args=()
+    # Gloo's store lies under $NETNS_DIR, which every fake host sees (their /tmp are their own).
+    gloo_store="$NETNS_DIR/gloo-store"
+    mkdir -p "$gloo_store"
+    run_setting "$work/flat" 6 "${net_sweep[@]}" -- "${ssh_ddlrun[@]}" -- "${netns_mpi[@]}"
+    # The floor: each host sends 2(h-1)/h S over its link (h = 3).
+    floor=$(awk -v l="$link_bytes" 'BEGIN { printf "%.6e", 2 * 2 / 3 / l }')
+    table "$work/flat" "3 hosts x 2 ranks, links shaped to $rate (floor 4/3 S / link)" 6 \
+      "link:$floor"
+    netns_down
+  fi
+fi
+
+# 3. Two racks x 2 hosts x 2 ranks, the uplink shaped.
+if want racks; then
+  netns_load
+  netns_up_racks 2 2
+  rc=$?
+  trap 'netns_down; cleanup' EXIT
+  if ((rc == 77)); then
+    echo "allreduce_compare: skipped the 2-rack setting (see the netns line above)"
+  elif ((rc != 0)); then
+    echo "allreduce_compare: could not make the racks" >&2
+    failed=1
+  else
+    for k in 1 2 3 4; do
+      netns_shape "$k" "$rate" || { echo "allreduce_compare: tc could not shape node$k" >&2; failed=1; }
+    done
+    netns_shape_uplink "$uplink" || { echo "allreduce_compare: tc could not shape the uplink" >&2; failed=1; }
+    hosts=node1:2,node2:2,node3:2,node4:2
+    ssh_ddlrun=("$ddlrun" -q --tag-output none --launcher ssh --ssh-config "$NETNS_SSH_CONFIG"
+      --tcp -H "$hosts")
+    netns_mpirun "$hosts" 8
+    echo
+    echo "allreduce_compare: 2 racks x 2 hosts x 2 ranks, host links $rate, uplink $uplink:" \
+      "${net_sweep[*]}; mpirun $(mpi_yield 8) (8 ranks on $cores cores)"
+    # The modes, as ddlrun plans them.
+    for m in "--nodes 2" "--mode r"; do  # ddl-flat adds -x DDL_ALGO=ring
+      read -ra opts <<<"$m"
+      plan=$("$ddlrun" --dry-run -v --launcher ssh --ssh-config "$NETNS_SSH_CONFIG" --tcp \
+        -H "$hosts" "${opts[@]}" true 2>&1 | awk '/^mode:/ { print $2 }')
+      echo "allreduce_compare: ddlrun $m plans mode ${plan:-?}"
+    done
+    ddl_variants=("ddl|--nodes 2" "ddlflat|--mode r -x DDL_ALGO=ring") gloo_args=()
+    gloo_store="$NETNS_DIR/gloo-store"
+    mkdir -p "$gloo_store"
+    run_setting "$work/racks" 8 "${net_sweep[@]}" -- "${ssh_ddlrun[@]}" -- "${netns_mpi[@]}"
+    # The floor: the racks' halves cross the uplink, 2(r-1)/r S / uplink (r = 2), unless the
+    # hosts' links, 2(h-1)/h S / link (h = 4), take longer.
+    floor=$(awk -v l="$link_bytes" -v u="$uplink_bytes" 'BEGIN {
+      a = 2 * 1 / 2 / u; b = 2 * 3 / 4 / l; printf "%.6e", (a > b ? a : b) }')
+    table "$work/racks" "2 racks x 2 hosts x 2 ranks, links $rate, uplink $uplink (floor S / uplink)" \
+      8 "link:$floor"
+    netns_down
   fi
 fi
 

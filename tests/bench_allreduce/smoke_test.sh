@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# bench.allreduce_smoke: bench/allreduce_compare.sh --quick on this host (4 ranks; ddl-bench
-# under ddlrun, MPI_Allreduce under mpirun, Gloo's ring under ddlrun when it was built). Passes
-# when the script exits 0 and its table has a row per size (1K, 32K, 1M), each with #wrong 0
-# for every benchmark (n/a for a Gloo that was not built). No timing is checked.
+# bench.allreduce_smoke: bench/allreduce_compare.sh --quick on this host (2 and 4 ranks;
+# ddl-bench and Gloo's ring under ddlrun, MPI_Allreduce under mpirun tuned, forced to the ring
+# and untuned, memcpy_bench for the memory limit). Passes when the script exits 0 and prints two
+# tables ("this host, 2 ranks", "this host, 4 ranks") whose header names every column, each with
+# one row per size (8, 1K, 32K, 1M) in which every benchmark has a busbw (Gloo may say n/a when
+# it was not built), the best forced MPI algorithm is named, the memory limit is a positive
+# number and #wrong is 0; and an 8-byte latency line under each. No timing is checked.
 # Usage: smoke_test.sh BUILD_DIR
 set -uo pipefail
 build=${1:?usage: smoke_test.sh BUILD_DIR}
@@ -14,16 +17,46 @@ if ((rc != 0)); then
   echo "bench.allreduce_smoke: allreduce_compare.sh --quick exited $rc" >&2
   exit 1
 fi
-# The table's rows: a size, then the columns; the last is #wrong as ddl/mpi/gloo.
-rows=$(awk '$1 ~ /^[0-9]+$/ && NF >= 7' <<<"$out")
-if [[ $(wc -l <<<"$rows") -ne 3 || -z $rows ]]; then
-  echo "bench.allreduce_smoke: expected 3 rows (1K, 32K, 1M) in the table" >&2
-  exit 1
-fi
-bad=$(awk '$NF !~ /^0\/0\/(0|n\/a)$/' <<<"$rows")
-if [[ -n $bad ]]; then
-  echo "bench.allreduce_smoke: rows with wrong elements (or a benchmark missing):" >&2
-  echo "$bad" >&2
-  exit 1
-fi
+# check_table TITLE: the table under "== TITLE:"; prints what is wrong with it, nothing if all
+# is right.
+check_table() {
+  awk -v title="== $1:" '
+    function num(x) { return x ~ /^[0-9]+(\.[0-9]+)?$/ }
+    index($0, title) == 1 { state = 1; next }
+    state == 1 {  # the header
+      want = "size(B) ddl mpi-tuned mpi-best(N) mpi-untuned gloo mem-limit ddl/tuned ddl/best ddl/gloo ddl%lim #wrong"
+      got = $0; gsub(/ +/, " ", got); sub(/^ /, "", got)
+      if (got != want) { print "header is \"" got "\", not \"" want "\""; exit }
+      state = 2; next
+    }
+    state == 2 && /^  8 B latency \(us\): ddl [0-9.]+, mpi-tuned/ { latency = 1; next }
+    state == 2 && $1 ~ /^[0-9]+$/ {
+      rows[$1] = 1
+      if (NF != 12) { print "row " $1 " has " NF " columns, not 12: " $0; next }
+      if (!num($2) || !num($3) || !num($5)) print "row " $1 ": ddl, mpi-tuned or mpi-untuned missing: " $0
+      if ($4 !~ /^[0-9.]+\([1-6]\)$/) print "row " $1 ": no best forced MPI algorithm: " $0
+      if (!num($6) && $6 != "n/a") print "row " $1 ": gloo missing: " $0
+      if (!num($7) || $7 + 0 <= 0) print "row " $1 ": the memory limit is not positive: " $0
+      if ($12 != "0") print "row " $1 ": #wrong is " $12 ": " $0
+      next
+    }
+    state == 2 && /^(==|allreduce_compare:)/ { state = 3 }
+    END {
+      if (state == 0) { print "no table"; exit }
+      n = split("8 1024 32768 1048576", sizes, " ")
+      for (i = 1; i <= n; ++i) if (!(sizes[i] in rows)) print "no row for " sizes[i] " bytes"
+      for (s in rows) if (s != 8 && s != 1024 && s != 32768 && s != 1048576) print "a row for " s " bytes"
+      if (!latency) print "no 8-byte latency line"
+    }' <<<"$out"
+}
+bad=0
+for title in "this host, 2 ranks" "this host, 4 ranks"; do
+  problems=$(check_table "$title")
+  if [[ -n $problems ]]; then
+    echo "bench.allreduce_smoke: table \"$title\":" >&2
+    while IFS= read -r line; do echo "  $line" >&2; done <<<"$problems"
+    bad=1
+  fi
+done
+((bad == 0)) || exit 1
 echo "bench.allreduce_smoke: ok"
