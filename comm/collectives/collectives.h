@@ -76,9 +76,8 @@ void ring_allreduce(const Group& g, void* buf, size_t count, DataType type, Redu
 /// counts.
 void recursive_doubling_allreduce(const Group& g, void* buf, size_t count, DataType type,
                                   ReduceOp op, const Signature* sig = nullptr);
-/// The multi-dimensional allreduce of the PowerAI DDL paper: reduce-scatter along dims[0]
-/// (innermost), then along dims[1] on the chunk this rank owns, ..., then allgather back out
-/// from the outermost dimension to the innermost. Every group of `dims` must contain this rank.
+/// The multi-dimensional allreduce of the PowerAI DDL paper over rings, unpipelined:
+/// multi_dim_allreduce (dimension.h) with a RingDimension per group and one chunk.
 void multi_ring_allreduce(std::span<const Group* const> dims, void* buf, size_t count,
                           DataType type, ReduceOp op);
 /// Ring reduce-scatter: afterwards member i holds the reduced chunk i of partition(count, n)

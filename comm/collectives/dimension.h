@@ -3,6 +3,7 @@
 // (RingDimension, below) or the ranks of one host through shared memory (node/, NodeDimension).
 
 #include <cstddef>
+#include <span>
 
 #include "comm/collectives/collectives.h"
 
@@ -42,5 +43,14 @@ class RingDimension : public Dimension {
  private:
   const Group& group_;
 };
+
+/// The multi-dimensional allreduce of the PowerAI DDL paper (multi_dim.cc): reduce-scatter
+/// along dims[0] (innermost), then along dims[1] on the piece this rank owns, ..., then
+/// allgather back out from the outermost dimension to the innermost; pipelined in chunks of
+/// `chunk_bytes` with one thread per dimension (0: one chunk, on this thread). The members of
+/// each dimension must share this rank's index in every other one and pass the same count and
+/// chunk_bytes. Throws the first dimension's error.
+void multi_dim_allreduce(std::span<Dimension* const> dims, void* buf, size_t count,
+                         DataType type, ReduceOp op, size_t chunk_bytes);
 
 }  // namespace ddl::comm

@@ -1,45 +1,50 @@
 // Collectives among the ranks of one host, read directly from shared memory.
 //
 // How it works. The members share one segment (node_segment.h): per member a control line
-// (three step counters and the call's signature) and two slots that every other member reads.
-// A collective is a sweep of steps; step j handles piece j (`piece` elements) of every
-// member's slice of the buffer (partition(count, n) for allreduce), so a step's data stays in
-// cache from the copy in to the copy out. In step j member r:
+// (three step counters, a futex word and the call's signature) and two slots that every other
+// member reads. A collective is a sweep of steps; step j handles piece j (`piece` elements) of
+// every member's slice of the buffer (partition(count, n) for allreduce), so a step's data
+// stays in cache from the copy in to the copy out. In step j member r:
 //
-//   1. waits until every member has finished step j - 2 (its `done`): the slot this step
-//      uses (j % 2) is free again, so a fast member runs one step ahead of a slow one;
+//   1. waits until every member has finished reading step j - 2 (its `done`): the slot this
+//      step uses (j % 2) is free again, so a fast member runs at most a step ahead;
 //   2. copies into its slot the pieces the others need: for a reduction the piece of each
 //      other member's slice (at that member's place in the slot), for a gather its own piece;
 //      stores its signature when the call has one, and publishes `posted`;
 //   3. waits for every member's `posted`; in a call's first step it then compares everyone's
 //      signature (all members read the same n signatures, so all reach the same verdict and
 //      all throw the same MismatchError before any data is used);
-//   4. reduction: reduces the piece of its own slice from every member in rank order 0..n-1
-//      (its own input read where it lies, the others' from their slots), a block of the
-//      piece at a time in a buffer that stays in L1, with the vectorised reduce_into; kAvg
-//      divides once; the result goes to its output and, when the others need it, into its
-//      own place in its slot, then `reduced`;
-//   5. gather: waits for every member's `reduced` (or `posted`), copies the others' pieces
-//      from their slots into its output, and publishes `done`.
+//   4. allreduce: copies out the others' reduced pieces of step j - 1 (each member published
+//      them before its `posted` of step j, so no wait is needed) and publishes `done` for
+//      j - 1; then reduces the piece of its own slice from every member in rank order 0..n-1
+//      (its own input read where it lies, the others' from their slots), a block at a time in
+//      a buffer that stays in L1, with the vectorised reduce_into; kAvg divides once; the
+//      result goes to its output and into its own place in its slot, then `reduced`. After
+//      the last step one more wait for `reduced` collects the last pieces.
+//   5. reduce-scatter reduces without the copy back; allgather and broadcast copy the others'
+//      pieces straight after step 3; each then publishes `done`.
 //
 // Each element is reduced by one member in one fixed order, so results are bitwise identical
 // on every member and independent of timing. Allreduces of at most small_bytes take one step
 // instead: every member copies its whole input into its slot and reduces all n inputs
-// itself, in rank order (the same bits everywhere, one wait instead of two). Allgather and
-// broadcast are the gather half alone; reduce-scatter the reduction half; a barrier is a step
-// without data. Traffic per member for an allreduce of S bytes: (n-1)/n S copied in, S read
-// and S/n written by the reduction, (n-1)/n S copied out: no byte passes through a link ring.
+// itself, in rank order (the same bits everywhere, one wait). A barrier is a step without
+// data. Traffic per member for an allreduce of S bytes: (n-1)/n S copied in, S read and S/n
+// written by the reduction (and S/n into the slot), (n-1)/n S copied out; one wait per step.
 //
-// Waiting spins a little, then yields the core (ranks may outnumber the cores), then naps
-// 50 us once a wait has lasted 5 ms; every 20 ms it checks that the awaited member is still
-// there (its process, through a pidfd, and its `closed` flag) and that DDL_TIMEOUT has not
-// passed, and throws TransportError naming it otherwise.
+// Waiting spins a while when every member has a core of its own (a few microseconds'
+// latency), hardly at all when the members outnumber the cores, and then sleeps on the awaited
+// member's `wake` word with a futex (the segment is shared, so the futex is too); publishing
+// bumps `wake` and wakes the sleepers, so an oversubscribed host hands the core straight to
+// the member that can use it. Every 20 ms a wait checks that the awaited member is still there
+// (its process, through a pidfd, and its `closed` flag) and that DDL_TIMEOUT has not passed,
+// and throws TransportError naming it otherwise.
 
 #include "comm/collectives/node.h"
 
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <linux/futex.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -61,7 +66,26 @@ using Clock = std::chrono::steady_clock;
 using transport::TransportError;
 constexpr size_t kBlockBytes = 16 * 1024;  // the reduction's accumulator, kept in L1
 constexpr auto kCheckEvery = std::chrono::milliseconds(20);
-constexpr auto kYieldFor = std::chrono::milliseconds(5);
+constexpr auto kSleepAtMost = std::chrono::milliseconds(5);
+
+void futex_wait(std::atomic<uint32_t>& word, uint32_t seen, std::chrono::nanoseconds at_most) {
+  timespec ts{static_cast<time_t>(at_most.count() / 1'000'000'000),
+              static_cast<long>(at_most.count() % 1'000'000'000)};
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAIT, seen, &ts, nullptr, 0);
+}
+
+void futex_wake_all(std::atomic<uint32_t>& word) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAKE, INT32_MAX, nullptr, nullptr,
+          0);
+}
+
+/// Cores this process may run on.
+int usable_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
+  return std::max(1, CPU_COUNT(&set));
+}
 
 std::string seconds_text(std::chrono::milliseconds d) {
   char buf[32];
@@ -155,6 +179,7 @@ NodeGroup::NodeGroup(std::vector<NodeMember> members, int self, NodeOptions opti
   }
   for (const NodeMember& m : members_)
     pidfds_.push_back(m.pid != getpid() ? open_pidfd(m.pid) : -1);
+  spin_limit_ = static_cast<int>(n) <= usable_cores() ? 4000 : 64;
   await_attached();
   scratch_.resize(kBlockBytes);
 }
@@ -199,14 +224,16 @@ void NodeGroup::release() {
   pidfds_.clear();
 }
 
-std::byte* NodeGroup::slot(int member) const {
-  return node::slot(segment_, member, step_);
+std::byte* NodeGroup::slot(int member, uint64_t step) const {
+  return node::slot(segment_, member, step);
 }
 
-void NodeGroup::publish(Field f) {
+void NodeGroup::publish(Field f, uint64_t value) {
   node::Control& c = node::control(segment_, self_);
-  (f == kPosted ? c.posted : f == kReduced ? c.reduced : c.done)
-      .store(step_, std::memory_order_release);
+  // seq_cst throughout: either a waiter sees the new value or this sees it asleep.
+  (f == kPosted ? c.posted : f == kReduced ? c.reduced : c.done).store(value);
+  c.wake.fetch_add(1);
+  if (c.sleepers.load() != 0) futex_wake_all(c.wake);
 }
 
 bool NodeGroup::exited(int m) const {
@@ -236,23 +263,24 @@ std::atomic<uint64_t>& field_of(node::Control& c, int f) {
 }  // namespace
 
 void NodeGroup::wait_until(int m, const std::atomic<uint64_t>& counter, uint64_t value) {
-  if (counter.load(std::memory_order_acquire) >= value) return;
+  for (unsigned spins = 0; spins < spin_limit_; ++spins) {
+    if (counter.load(std::memory_order_acquire) >= value) return;
+    cpu_relax();
+  }
+  node::Control& c = node::control(segment_, m);
   const auto since = Clock::now();
   auto next_check = since + kCheckEvery;
-  for (unsigned spins = 0; counter.load(std::memory_order_acquire) < value; ++spins) {
-    if (spins < 256) {
-      cpu_relax();
-      continue;
-    }
+  for (;;) {
+    const uint32_t seen = c.wake.load();
+    if (counter.load() >= value) return;
+    c.sleepers.fetch_add(1);
+    if (counter.load() < value) futex_wait(c.wake, seen, kSleepAtMost);
+    c.sleepers.fetch_sub(1);
+    if (counter.load(std::memory_order_acquire) >= value) return;
     const auto now = Clock::now();
     if (now >= next_check) {
       check_member(m, since);
       next_check = now + kCheckEvery;
-    }
-    if (now - since < kYieldFor) {
-      sched_yield();
-    } else {
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
   }
 }
@@ -282,9 +310,9 @@ void NodeGroup::check_signatures(const Signature& mine) const {
 
 void NodeGroup::sig_only(const Signature* sig) {
   begin_step(sig);
-  publish(kPosted);
+  publish(kPosted, step_);
   await_all(kPosted, sig);
-  publish(kDone);
+  publish(kDone, step_);
 }
 
 void NodeGroup::run(const Sweep& s) {
@@ -295,58 +323,79 @@ void NodeGroup::run(const Sweep& s) {
   }
   for (size_t j = 0; j < steps; ++j)
     step(s, j);
+  if (s.reduce && s.gather) {
+    // The last step's reduced pieces, which no later step collects.
+    await_all(kReduced, nullptr);
+    gather_piece(s, steps - 1, step_);
+    publish(kDone, step_);
+  }
 }
 
 void NodeGroup::step(const Sweep& s, size_t j) {
-  const size_t ts = s.ts();
-  const int n = size(), me = self_;
   begin_step(j == 0 ? s.sig : nullptr);
-  std::byte* mine = slot(me);
-  // 2. The pieces the others need.
+  copy_in(s, j);
+  publish(kPosted, step_);
+  await_all(kPosted, j == 0 ? s.sig : nullptr);
+  if (s.reduce && s.gather) {
+    // Every member published step j - 1's `reduced` before this step's `posted`: collect those
+    // pieces now, one wait instead of two per step.
+    if (j > 0) {
+      gather_piece(s, j - 1, step_ - 1);
+      publish(kDone, step_ - 1);
+    }
+    reduce_piece(s, j);
+    publish(kReduced, step_);
+    return;
+  }
+  if (s.reduce) reduce_piece(s, j);
+  if (s.gather) gather_piece(s, j, step_);
+  publish(kDone, step_);
+}
+
+void NodeGroup::copy_in(const Sweep& s, size_t j) {
+  const size_t ts = s.ts();
+  std::byte* mine = slot(self_, step_);
   if (s.reduce) {
-    for (int q = 0; q < n; ++q)
-      if (q != me && s.count(q, j) > 0)
+    // The pieces of the others' slices, each at its owner's place in the slot.
+    for (int q = 0; q < size(); ++q)
+      if (q != self_ && s.count(q, j) > 0)
         std::memcpy(mine + s.slot_at(q), s.in + (s.in_off[q] + j * s.piece) * ts,
                     s.count(q, j) * ts);
-  } else if ((s.source < 0 || s.source == me) && s.count(me, j) > 0) {
-    std::memcpy(mine + s.slot_at(me), s.in + (s.in_off[me] + j * s.piece) * ts,
-                s.count(me, j) * ts);
+  } else if ((s.source < 0 || s.source == self_) && s.count(self_, j) > 0) {
+    std::memcpy(mine + s.slot_at(self_), s.in + (s.in_off[self_] + j * s.piece) * ts,
+                s.count(self_, j) * ts);
   }
-  publish(kPosted);
-  await_all(kPosted, j == 0 ? s.sig : nullptr);
-  // 4. The reduction of this member's piece, in rank order.
-  if (s.reduce) {
-    const size_t k = s.count(me, j);
-    const std::byte* own = s.in + (s.in_off[me] + j * s.piece) * ts;
-    std::byte* dst = s.out + (s.out_off[me] + j * s.piece) * ts;
-    const size_t block = std::max<size_t>(1, kBlockBytes / ts);
-    std::byte* acc = scratch_.data();
-    for (size_t b = 0; b < k; b += block) {
-      const size_t c = std::min(block, k - b);
-      auto src = [&](int q) {
-        return (q == me ? own : slot(q) + s.slot_at(me)) + b * ts;
-      };
-      std::memcpy(acc, src(0), c * ts);
-      for (int q = 1; q < n; ++q)
-        reduce_into(acc, src(q), c, s.type, s.op);
-      if (s.divisor > 1) divide(acc, c, s.type, s.divisor);
-      std::memcpy(dst + b * ts, acc, c * ts);
-      if (s.gather) std::memcpy(mine + s.slot_at(me) + b * ts, acc, c * ts);
-    }
-    if (s.gather) {
-      publish(kReduced);
-      await_all(kReduced, nullptr);
-    }
+}
+
+void NodeGroup::reduce_piece(const Sweep& s, size_t j) {
+  // This member's piece from every member in rank order, a block at a time in L1.
+  const size_t ts = s.ts(), k = s.count(self_, j);
+  const std::byte* own = s.in + (s.in_off[self_] + j * s.piece) * ts;
+  std::byte* dst = s.out + (s.out_off[self_] + j * s.piece) * ts;
+  std::byte* back = slot(self_, step_) + s.slot_at(self_);  // where the others collect it
+  const size_t block = std::max<size_t>(1, kBlockBytes / ts);
+  std::byte* acc = scratch_.data();
+  for (size_t b = 0; b < k; b += block) {
+    const size_t c = std::min(block, k - b);
+    auto src = [&](int q) {
+      return (q == self_ ? own : slot(q, step_) + s.slot_at(self_)) + b * ts;
+    };
+    std::memcpy(acc, src(0), c * ts);
+    for (int q = 1; q < size(); ++q)
+      reduce_into(acc, src(q), c, s.type, s.op);
+    if (s.divisor > 1) divide(acc, c, s.type, s.divisor);
+    std::memcpy(dst + b * ts, acc, c * ts);
+    if (s.gather) std::memcpy(back + b * ts, acc, c * ts);
   }
-  // 5. The others' pieces.
-  if (s.gather) {
-    for (int q = 0; q < n; ++q) {
-      if (q == me || (s.source >= 0 && q != s.source) || s.count(q, j) == 0) continue;
-      std::memcpy(s.out + (s.out_off[q] + j * s.piece) * ts, slot(q) + s.slot_at(q),
-                  s.count(q, j) * ts);
-    }
+}
+
+void NodeGroup::gather_piece(const Sweep& s, size_t j, uint64_t at_step) {
+  const size_t ts = s.ts();
+  for (int q = 0; q < size(); ++q) {
+    if (q == self_ || (s.source >= 0 && q != s.source) || s.count(q, j) == 0) continue;
+    std::memcpy(s.out + (s.out_off[q] + j * s.piece) * ts, slot(q, at_step) + s.slot_at(q),
+                s.count(q, j) * ts);
   }
-  publish(kDone);
 }
 
 void NodeGroup::small_allreduce(const void* send, void* recv, size_t count, DataType type,
@@ -354,21 +403,21 @@ void NodeGroup::small_allreduce(const void* send, void* recv, size_t count, Data
   const size_t ts = type_size(type), bytes = count * ts;
   const ReduceOp fold = op == ReduceOp::kAvg ? ReduceOp::kSum : op;
   begin_step(sig);
-  std::memcpy(slot(self_), send, bytes);
-  publish(kPosted);
+  std::memcpy(slot(self_, step_), send, bytes);
+  publish(kPosted, step_);
   await_all(kPosted, sig);
   const size_t block = std::max<size_t>(1, kBlockBytes / ts);
   std::byte* acc = scratch_.data();
   auto* out = static_cast<std::byte*>(recv);
   for (size_t b = 0; b < count; b += block) {
     const size_t c = std::min(block, count - b);
-    std::memcpy(acc, slot(0) + b * ts, c * ts);
+    std::memcpy(acc, slot(0, step_) + b * ts, c * ts);
     for (int q = 1; q < size(); ++q)
-      reduce_into(acc, slot(q) + b * ts, c, type, fold);
+      reduce_into(acc, slot(q, step_) + b * ts, c, type, fold);
     if (op == ReduceOp::kAvg) divide(acc, c, type, size());
     std::memcpy(out + b * ts, acc, c * ts);
   }
-  publish(kDone);
+  publish(kDone, step_);
 }
 
 void NodeGroup::allreduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,

@@ -78,14 +78,18 @@ class NodeGroup {
   void release();
   void run(const Sweep& s);
   void step(const Sweep& s, size_t piece);
+  void copy_in(const Sweep& s, size_t piece);
+  void reduce_piece(const Sweep& s, size_t piece);
+  /// Copies the others' pieces of step `at_step` (piece j) from their slots into the output.
+  void gather_piece(const Sweep& s, size_t piece, uint64_t at_step);
   void small_allreduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
                        const Signature* sig);
   void sig_only(const Signature* sig);
   /// Starts step `step_ + 1` once every member has finished the step that used this slot.
   void begin_step(const Signature* sig);
-  std::byte* slot(int member) const;
+  std::byte* slot(int member, uint64_t step) const;
   enum Field { kPosted, kReduced, kDone };
-  void publish(Field f);
+  void publish(Field f, uint64_t value);
   /// Waits until every member's `f` has reached the current step; with `sig`, then compares
   /// the members' signatures of this step.
   void await_all(Field f, const Signature* sig);
@@ -105,6 +109,7 @@ class NodeGroup {
   std::string name_;         ///< the segment's name, while it may still need unlinking
   std::vector<int> pidfds_;  ///< each member's process, -1 when ours or unavailable
   uint64_t step_ = 0;        ///< steps made; the same on every member between calls
+  unsigned spin_limit_ = 0;  ///< polls of a counter before sleeping on it
   std::vector<std::byte> scratch_;
 };
 

@@ -4,7 +4,7 @@
 // at most one: every chunk gets count / parts elements and the first count % parts chunks one
 // more. Every member computes the same offsets from the same (count, parts), so chunk i means
 // the same elements everywhere: the ring's reduce-scatter leaves chunk i on member i, the
-// allgather sends it back out, and multi_ring_allreduce cuts the chunk a rank owns in one
+// allgather sends it back out, and multi_dim_allreduce cuts the chunk a rank owns in one
 // dimension again for the next. Chunks may be empty (count < parts); the algorithms skip
 // empty transfers on both sides, which agree because both sides compute the same chunk.
 

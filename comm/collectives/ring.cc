@@ -25,7 +25,7 @@
 // the calling thread and is reused by every call. Traffic per member: 2 (n - 1) / n of the
 // buffer sent and as much received, the bandwidth optimum.
 //
-// ring_allreduce is reduce-scatter followed by allgather; multi_ring_allreduce with one
+// ring_allreduce is reduce-scatter followed by allgather; multi_dim_allreduce with one
 // dimension does exactly the same.
 
 #include <algorithm>

@@ -56,6 +56,8 @@ std::string_view route_name(Route r) {
       return "multiring";
     case Route::kRecursiveDoubling:
       return "rd";
+    case Route::kShm:
+      return "shm";
     case Route::kDevice:
       return "nccl on GPU memory";
   }

@@ -32,7 +32,7 @@ enum class CollectiveKind : uint8_t {
 
 /// How the rank runs the call: ranks that chose differently (DDL_ALGO, DDL_SMALL_BYTES set
 /// differently, GPU memory on one rank and host memory on another) would not meet either.
-enum class Route : uint8_t { kDefault, kRing, kMultiRing, kRecursiveDoubling, kDevice };
+enum class Route : uint8_t { kDefault, kRing, kMultiRing, kRecursiveDoubling, kDevice, kShm };
 
 /// One rank's collective call, as every rank must agree on it. Plain bytes on the wire (no
 /// padding), so two signatures are equal exactly when their bytes are.

@@ -184,9 +184,30 @@ CommOptions options_from_environment() {
       o.algo = AllreduceAlgo::kMultiRing;
     } else if (a == "rd") {
       o.algo = AllreduceAlgo::kRecursiveDoubling;
+    } else if (a == "shm") {
+      o.algo = AllreduceAlgo::kShm;
     } else {
-      throw std::invalid_argument("$DDL_ALGO is '" + a + "'; expected auto, ring, multiring or rd");
+      throw std::invalid_argument("$DDL_ALGO is '" + a +
+                                  "'; expected auto, shm, ring, multiring or rd");
     }
+  }
+  if (const char* v = env("DDL_PIPELINE_BYTES")) {
+    o.pipeline_bytes = static_cast<size_t>(number("DDL_PIPELINE_BYTES", v));
+  }
+  if (const char* v = env("DDL_SHM")) {
+    const std::string a = v;
+    if (a != "0" && a != "1") {
+      throw std::invalid_argument("$DDL_SHM is '" + a + "'; expected 0 or 1");
+    }
+    o.shm = a == "1";
+  }
+  if (const char* v = env("DDL_SHM_CHUNK_BYTES")) {
+    o.shm_chunk_bytes = std::clamp<size_t>(static_cast<size_t>(number("DDL_SHM_CHUNK_BYTES", v)),
+                                           4096, size_t{1} << 30);
+  }
+  if (const char* v = env("DDL_SHM_SMALL_BYTES")) {
+    o.shm_small_bytes = std::min<size_t>(static_cast<size_t>(number("DDL_SHM_SMALL_BYTES", v)),
+                                         size_t{1} << 30);
   }
   if (const char* v = env("DDL_SMALL_BYTES")) {
     o.small_bytes = static_cast<size_t>(number("DDL_SMALL_BYTES", v));
@@ -231,16 +252,18 @@ Communicator::Communicator(std::unique_ptr<Bootstrap> bootstrap, std::optional<T
       tcp_ = transport::make_tcp_device(d);
     }
     shm_ = transport::make_shm_device(d);
-    value += tcp_->address() + "\n" + shm_->address();
+    value += tcp_->address() + "\n" + shm_->address() + "\n" + std::to_string(getpid());
   }
   const std::vector<std::string> all = bootstrap->allgather(value, options_.timeout);
   bootstrap_ = std::move(bootstrap);
+  std::vector<int> pids;
   for (const std::string& v : all) {
     std::vector<std::string> f = split(v, '\n');
-    f.resize(3);
+    f.resize(4);
     hosts_.push_back(f[0]);
     tcp_addresses_.push_back(f[1]);
     shm_addresses_.push_back(f[2]);
+    pids.push_back(std::atoi(f[3].c_str()));
   }
   // Same host: by the topology's host index, else by host name.
   host_of_.resize(size_);
@@ -296,12 +319,53 @@ Communicator::Communicator(std::unique_ptr<Bootstrap> bootstrap, std::optional<T
       std::byte got{};
       transport::exchange(nullptr, {}, &link(p), {&got, 1}, options_.timeout);
     }
+    make_node_group(pids, topology ? topology->job_id : std::string("ddl"));
   }
+  make_dimensions();
   // The GPU runtime (NCCL), when there is one: loaded now rather than on the first collective.
   device_ = options_.device ? options_.device : device::load_nccl(nullptr);
 }
 
 Communicator::~Communicator() = default;
+
+void Communicator::make_node_group(const std::vector<int>& pids, const std::string& job) {
+  if (!options_.shm || local_size_ < 2) return;
+  std::vector<NodeMember> members;
+  int self = 0;
+  for (int r = 0; r < size_; ++r) {
+    if (host_of_[r] != host_of_[rank_]) continue;
+    if (r == rank_) self = static_cast<int>(members.size());
+    members.push_back({r, pids[r], peer_name(r)});
+  }
+  NodeOptions o;
+  o.job = job;
+  o.chunk_bytes = options_.shm_chunk_bytes;
+  o.small_bytes = options_.shm_small_bytes;
+  o.timeout = options_.timeout;
+  node_ = std::make_unique<NodeGroup>(std::move(members), self, o);
+}
+
+void Communicator::make_dimensions() {
+  // The ring of a dimension whose members are exactly this host's ranks runs through node_.
+  for (const auto& g : dims_) {
+    bool this_host = node_ != nullptr && g->size() == node_->size();
+    for (int i = 0; this_host && i < g->size(); ++i)
+      this_host = host_of_[g->global(i)] == host_of_[rank_];
+    // The node group's member order is rank order: the ring must be too for the same chunks.
+    for (int i = 1; this_host && i < g->size(); ++i)
+      this_host = g->global(i) > g->global(i - 1);
+    if (this_host) {
+      dimensions_.push_back(std::make_unique<NodeDimension>(*node_));
+    } else {
+      dimensions_.push_back(std::make_unique<RingDimension>(*g));
+    }
+  }
+}
+
+bool Communicator::shm_job() const {
+  return node_ != nullptr && node_->size() == size_ &&
+         (options_.algo == AllreduceAlgo::kAuto || options_.algo == AllreduceAlgo::kShm);
+}
 
 std::string Communicator::peer_name(int peer) const {
   std::string s = "rank " + std::to_string(peer);
@@ -403,16 +467,23 @@ Signature Communicator::signature(CollectiveKind kind, size_t count, DataType ty
 }
 
 void Communicator::verify(const Signature& sig) {
-  if (size_ > 1) check_signatures(*flat_, sig);
+  if (size_ == 1) return;
+  if (node_ != nullptr && node_->size() == size_) {
+    // A job on one host checks every call through the node group, whatever its route, so
+    // ranks whose routes differ still meet in the same check.
+    node_->barrier(&sig);
+  } else {
+    check_signatures(*flat_, sig);
+  }
 }
 
-void Communicator::allreduce_locked(void* buf, size_t count, DataType type, ReduceOp op,
-                                    Signature* sig) {
-  if (size_ == 1) return;
-  const size_t bytes = count * type_size(type);
+AllreduceAlgo Communicator::choose_allreduce(size_t bytes) const {
   AllreduceAlgo algo = options_.algo;
+  if (algo == AllreduceAlgo::kShm && !shm_job()) algo = AllreduceAlgo::kAuto;
   if (algo == AllreduceAlgo::kAuto) {
-    if (bytes < options_.small_bytes) {
+    if (shm_job()) {
+      algo = AllreduceAlgo::kShm;
+    } else if (bytes < options_.small_bytes) {
       algo = AllreduceAlgo::kRecursiveDoubling;
     } else if (dims_.size() >= 2) {
       algo = AllreduceAlgo::kMultiRing;
@@ -421,9 +492,25 @@ void Communicator::allreduce_locked(void* buf, size_t count, DataType type, Redu
     }
   }
   if (algo == AllreduceAlgo::kMultiRing && dims_.empty()) algo = AllreduceAlgo::kRing;
-  if (algo == AllreduceAlgo::kRecursiveDoubling) {
-    // The signature rides on the data's own messages.
+  return algo;
+}
+
+void Communicator::allreduce_locked(void* buf, size_t count, DataType type, ReduceOp op,
+                                    Signature* sig) {
+  if (size_ == 1) return;
+  const AllreduceAlgo algo = choose_allreduce(count * type_size(type));
+  if (algo == AllreduceAlgo::kRecursiveDoubling || algo == AllreduceAlgo::kShm) {
+    // The signature rides on the data's own messages (or the node group's first step).
+    if (algo == AllreduceAlgo::kShm) {
+      if (sig != nullptr) sig->route = Route::kShm;
+      node_->allreduce(buf, buf, count, type, op, sig);
+      return;
+    }
     if (sig != nullptr) sig->route = Route::kRecursiveDoubling;
+    if (sig != nullptr && node_ != nullptr && node_->size() == size_) {
+      verify(*sig);  // as every call of a one-host job (verify())
+      sig = nullptr;
+    }
     recursive_doubling_allreduce(*flat_, buf, count, type, op, sig);
     return;
   }
@@ -433,10 +520,10 @@ void Communicator::allreduce_locked(void* buf, size_t count, DataType type, Redu
   }
   if (count == 0) return;
   if (algo == AllreduceAlgo::kMultiRing) {
-    std::vector<const Group*> dims;
-    for (const auto& g : dims_)
-      dims.push_back(g.get());
-    multi_ring_allreduce(dims, buf, count, type, op);
+    std::vector<Dimension*> dims;
+    for (const auto& d : dimensions_)
+      dims.push_back(d.get());
+    multi_dim_allreduce(dims, buf, count, type, op, options_.pipeline_bytes);
   } else {
     ring_allreduce(*flat_, buf, count, type, op);
   }
@@ -586,7 +673,13 @@ void Communicator::broadcast(void* buf, size_t count, DataType type, int root) {
       return;
     }
     const size_t bytes = count * type_size(type);
-    if (size_ > 1 && count > 0 && bytes < options_.small_bytes) {
+    if (shm_job()) {
+      sig.route = Route::kShm;
+      node_->broadcast(buf, bytes, root, &sig);
+      return;
+    }
+    if (size_ > 1 && count > 0 && bytes < options_.small_bytes &&
+        (node_ == nullptr || node_->size() < size_)) {
       // Small: the data rides on the check's own messages.
       sig.route = Route::kRecursiveDoubling;
       recursive_doubling_broadcast(*flat_, buf, bytes, root, sig);
@@ -608,6 +701,11 @@ void Communicator::allgather(const void* send, void* recv, size_t count, DataTyp
       sig.route = Route::kDevice;
       verify(sig);
       device_flat().allgather(send, recv, count, type);
+      return;
+    }
+    if (shm_job()) {
+      sig.route = Route::kShm;
+      node_->allgather(send, recv, count, type, &sig);
       return;
     }
     verify(sig);
@@ -632,6 +730,11 @@ void Communicator::reduce_scatter(const void* send, void* recv, size_t recv_coun
       device_flat().reduce_scatter(send, recv, recv_count, type, op);
       return;
     }
+    if (shm_job()) {
+      sig.route = Route::kShm;
+      node_->reduce_scatter(send, recv, recv_count, type, op, &sig);
+      return;
+    }
     verify(sig);
     if (recv_count == 0) return;
     const size_t bytes = recv_count * type_size(type);
@@ -644,8 +747,15 @@ void Communicator::reduce_scatter(const void* send, void* recv, size_t recv_coun
 
 void Communicator::barrier() {
   // Checking the signatures is a barrier: no rank leaves before every rank's has arrived.
-  collective(
-      [&] { verify(signature(CollectiveKind::kBarrier, 0, DataType::kUint8, ReduceOp::kSum)); });
+  collective([&] {
+    Signature sig = signature(CollectiveKind::kBarrier, 0, DataType::kUint8, ReduceOp::kSum);
+    if (shm_job()) {
+      sig.route = Route::kShm;
+      node_->barrier(&sig);
+      return;
+    }
+    verify(sig);
+  });
 }
 
 std::unique_ptr<Communicator> init_from_environment() {

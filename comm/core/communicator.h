@@ -12,6 +12,8 @@
 
 #include "comm/bootstrap/bootstrap.h"
 #include "comm/collectives/collectives.h"
+#include "comm/collectives/dimension.h"
+#include "comm/collectives/node.h"
 #include "comm/collectives/signature.h"
 #include "comm/device/device.h"
 #include "comm/topology.h"
@@ -31,16 +33,23 @@ class CheckError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-/// Which allreduce algorithm to use (DDL_ALGO, or the mode string's letter).
-enum class AllreduceAlgo { kAuto, kRing, kMultiRing, kRecursiveDoubling };
+/// Which allreduce algorithm to use (DDL_ALGO, or the mode string's letter). kShm: the ranks of
+/// one host directly in shared memory (node.h), for a job on one host.
+enum class AllreduceAlgo { kAuto, kRing, kMultiRing, kRecursiveDoubling, kShm };
 
 /// What the environment says, resolved (see from_environment()).
 struct CommOptions {
   std::chrono::milliseconds timeout{60'000};  ///< DDL_TIMEOUT seconds: init and every transfer
-  AllreduceAlgo algo = AllreduceAlgo::kAuto;  ///< DDL_ALGO=auto|ring|multiring|rd
+  AllreduceAlgo algo = AllreduceAlgo::kAuto;  ///< DDL_ALGO=auto|shm|ring|multiring|rd
   size_t small_bytes = 16 * 1024;             ///< DDL_SMALL_BYTES: below, recursive doubling
   std::optional<double> check;                ///< DDL_CHECK=tol: compare with a reference
   size_t bucket_bytes = 64u << 20;            ///< DDL_BUCKET_BYTES: allreduce_n's fusion
+  /// DDL_PIPELINE_BYTES: the multi-dimensional allreduce's chunks (0: not pipelined).
+  size_t pipeline_bytes = 1u << 20;
+  /// DDL_SHM=0 turns the direct shared-memory collectives off (links and rings only).
+  bool shm = true;
+  size_t shm_chunk_bytes = 256 * 1024;  ///< DDL_SHM_CHUNK_BYTES: NodeOptions::chunk_bytes
+  size_t shm_small_bytes = 8 * 1024;    ///< DDL_SHM_SMALL_BYTES: NodeOptions::small_bytes
   /// The runtime for GPU buffers; null: NCCL, loaded by the constructor when present (tests
   /// pass a stand-in). DDL_NCCL=0 turns NCCL off.
   std::shared_ptr<device::Runtime> device;
@@ -105,6 +114,13 @@ class Communicator {
   /// In place on host memory; with `sig`, the call's signature is checked on the way (at no
   /// extra message for recursive doubling), else the caller has checked it.
   void allreduce_locked(void* buf, size_t count, DataType type, ReduceOp op, Signature* sig);
+  /// The algorithm for an allreduce of `bytes` on host memory (options_.algo resolved).
+  AllreduceAlgo choose_allreduce(size_t bytes) const;
+  /// Whether the other collectives go through node_ (a job on one host, not forced off it).
+  bool shm_job() const;
+  /// This host's ranks as a NodeGroup, and the dimensions of the multi-dimensional allreduce.
+  void make_node_group(const std::vector<int>& pids, const std::string& job);
+  void make_dimensions();
   Signature allreduce_n_signature(const size_t* counts, size_t n, DataType type, ReduceOp op,
                                   size_t bucket_elems) const;
   /// DDL_CHECK: throws CheckError naming the first element of `got` off `want`.
@@ -134,6 +150,8 @@ class Communicator {
   std::map<int, std::unique_ptr<transport::Link>> links_;
   std::unique_ptr<Group> flat_;               ///< every rank, in rank order
   std::vector<std::unique_ptr<Group>> dims_;  ///< this rank's ring in each dimension (size > 1)
+  std::unique_ptr<NodeGroup> node_;  ///< this host's ranks, when there are several
+  std::vector<std::unique_ptr<Dimension>> dimensions_;  ///< dims_ as Dimensions (node_ inside)
   std::mutex collective_mutex_;
   uint64_t seq_ = 0;      ///< collective calls made, under collective_mutex_
   std::string poisoned_;  ///< the mismatch that made this communicator unusable; "" when none

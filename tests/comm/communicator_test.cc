@@ -225,7 +225,7 @@ TEST(OptionsTest, BadValuesNameTheVariable) {
     options_from_environment();
     FAIL();
   } catch (const std::invalid_argument& e) {
-    EXPECT_STREQ(e.what(), "$DDL_ALGO is 'fast'; expected auto, ring, multiring or rd");
+    EXPECT_STREQ(e.what(), "$DDL_ALGO is 'fast'; expected auto, shm, ring, multiring or rd");
   }
   unsetenv("DDL_ALGO");
   setenv("DDL_OPTIONS", "-mode r:2x2", 1);

@@ -541,7 +541,7 @@ TEST(DeviceCommunicatorTest, MismatchesAreCaughtBeforeNcclIsCalled) {
         host_on_rank_1
             ? "collective mismatch: rank 0 called allreduce(count=4, float32, sum, "
               "algorithm=nccl on GPU memory) #1 but rank 1 called allreduce(count=4, float32, "
-              "sum, algorithm=rd) #1"
+              "sum, algorithm=shm) #1"
             : "collective mismatch: rank 0 called allreduce(count=4, float32, sum) #1 but rank "
               "1 called allreduce(count=5, float32, sum) #1";
     EXPECT_EQ(errors[0], want + tail);

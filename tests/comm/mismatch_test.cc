@@ -239,14 +239,14 @@ TEST(MismatchTest, AllreduceNCountsAndLayout) {
                       mismatch(odd, "allreduce_n(count=30 in 2 buffers, float32, sum)",
                                "allreduce_n(count=31 in 2 buffers, float32, sum)"));
     // The same total cut differently: told apart by the layout hash.
+    // One host: the shared-memory route; two: recursive doubling.
+    const std::string algo = t ? "rd" : "shm";
     expect_everywhere(run(n, odd, call({10, 20}, {20, 10}), t),
                       mismatch(odd,
-                               "allreduce_n(count=30 in 2 buffers, float32, sum, algorithm=rd, "
-                               "layout=" +
-                                   layout({10, 20}, bucket) + ")",
-                               "allreduce_n(count=30 in 2 buffers, float32, sum, algorithm=rd, "
-                               "layout=" +
-                                   layout({20, 10}, bucket) + ")"));
+                               "allreduce_n(count=30 in 2 buffers, float32, sum, algorithm=" +
+                                   algo + ", layout=" + layout({10, 20}, bucket) + ")",
+                               "allreduce_n(count=30 in 2 buffers, float32, sum, algorithm=" +
+                                   algo + ", layout=" + layout({20, 10}, bucket) + ")"));
     expect_everywhere(run(n, odd, call({}, {kLarge}), t),
                       mismatch(odd, "allreduce_n(count=0 in 0 buffers, float32, sum)",
                                "allreduce_n(count=100000 in 1 buffer, float32, sum)"));
@@ -281,8 +281,27 @@ TEST(MismatchTest, RanksThatChoseDifferentAlgorithmsAreToldApart) {
   auto options = [](int r) { return fast(r == 1 ? AllreduceAlgo::kRing : AllreduceAlgo::kAuto); };
   expect_everywhere(run(3, 1, allreduce_of(kSmall, kSmall), std::nullopt, options),
                     "collective mismatch: rank 0 called allreduce(count=10, float32, sum, "
+                    "algorithm=shm) #1 but rank 1 called allreduce(count=10, float32, sum, "
+                    "algorithm=ring) #1");
+  // Without the shared-memory collectives (DDL_SHM=0): recursive doubling against the ring.
+  auto no_shm = [&](int r) {
+    CommOptions o = options(r);
+    o.shm = false;
+    return o;
+  };
+  expect_everywhere(run(3, 1, allreduce_of(kSmall, kSmall), std::nullopt, no_shm),
+                    "collective mismatch: rank 0 called allreduce(count=10, float32, sum, "
                     "algorithm=rd) #1 but rank 1 called allreduce(count=10, float32, sum, "
                     "algorithm=ring) #1");
+  // And rank 1 on the shared-memory route while the others take recursive doubling.
+  auto shm_on_one = [](int r) {
+    CommOptions o = fast(r == 1 ? AllreduceAlgo::kShm : AllreduceAlgo::kRecursiveDoubling);
+    return o;
+  };
+  expect_everywhere(run(3, 1, allreduce_of(kSmall, kSmall), std::nullopt, shm_on_one),
+                    "collective mismatch: rank 0 called allreduce(count=10, float32, sum, "
+                    "algorithm=rd) #1 but rank 1 called allreduce(count=10, float32, sum, "
+                    "algorithm=shm) #1");
 }
 
 TEST(MismatchTest, MatchingCallsStillAgreeAfterManyRounds) {
