@@ -1,4 +1,5 @@
 #include "comm/collectives/collectives.h"
+#include "comm/collectives/dimension.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -165,7 +166,10 @@ std::vector<std::byte> reference(int n, size_t count, DataType t, ReduceOp op) {
 
 // --- running the algorithms ----------------------------------------------------------------
 
-enum class Algo { kRing, kRecursiveDoubling, kMultiRing };
+// kPipelined: multi_dim_allreduce over RingDimensions in chunks of kPipelineChunkBytes, so even
+// short buffers flow through the pipeline's threads in many chunks.
+enum class Algo { kRing, kRecursiveDoubling, kMultiRing, kPipelined };
+constexpr size_t kPipelineChunkBytes = 40;
 
 struct Case {
   Algo algo;
@@ -174,6 +178,7 @@ struct Case {
   std::string name() const {
     std::string s = algo == Algo::kRing                ? "ring_"
                     : algo == Algo::kRecursiveDoubling ? "rd_"
+                    : algo == Algo::kPipelined         ? "pipelined_"
                                                        : "multiring_";
     for (size_t d = 0; d < dims.size(); ++d)
       s += (d ? "x" : "") + std::to_string(dims[d]);
@@ -210,6 +215,16 @@ void allreduce(Mesh& mesh, int r, const Case& c, void* buf, size_t count, DataTy
       for (const Group& g : groups)
         dims.push_back(&g);
       return multi_ring_allreduce(dims, buf, count, t, op);
+    }
+    case Algo::kPipelined: {
+      const auto groups = grid_groups(mesh, r, c.dims, timeout);
+      std::vector<RingDimension> rings(groups.begin(), groups.end());
+      std::vector<Dimension*> dims;
+      for (RingDimension& d : rings)
+        dims.push_back(&d);
+      // Large counts in chunks of 128 KiB (still several per buffer).
+      return multi_dim_allreduce(dims, buf, count, t, op,
+                                 count > 10'000 ? 128 * 1024 : kPipelineChunkBytes);
     }
   }
 }
@@ -282,6 +297,7 @@ std::vector<Case> grid_cases() {
   for (const auto& dims : std::vector<std::vector<int>>{
            {2, 2}, {2, 3}, {3, 2}, {1, 4}, {4, 1}, {2, 4}, {3, 3}, {2, 2, 2}, {1, 3, 3}}) {
     cases.push_back({Algo::kMultiRing, dims});
+    cases.push_back({Algo::kPipelined, dims});
   }
   return cases;
 }
@@ -303,6 +319,8 @@ TEST(CollectiveTest, LargeCountsMatchTheReference) {
       {{Algo::kRecursiveDoubling, {3}}, DataType::kInt32, ReduceOp::kSum},
       {{Algo::kMultiRing, {2, 3}}, DataType::kFloat16, ReduceOp::kMax},
       {{Algo::kMultiRing, {2, 2, 2}}, DataType::kFloat64, ReduceOp::kProd},
+      {{Algo::kPipelined, {2, 3}}, DataType::kFloat32, ReduceOp::kAvg},
+      {{Algo::kPipelined, {2, 2, 2}}, DataType::kInt64, ReduceOp::kSum},
   };
   for (const Big& b : bigs) {
     const int n = b.c.ranks();
@@ -490,6 +508,30 @@ TEST(CollectiveTest, APeerThatFailsMidAllreduceIsNamedByTheOthers) {
     ASSERT_TRUE(errors[r]) << "rank " << r << " did not fail";
     EXPECT_THROW(std::rethrow_exception(errors[r]), transport::TransportError) << "rank " << r;
   }
+}
+
+// A link of the outer dimension fails while the pipeline's threads are busy: every rank's call
+// ends (no thread left waiting on another dimension), and the ranks at the failed link name
+// each other.
+TEST(CollectiveTest, APipelineWhoseOuterLinkFailsEndsOnEveryRank) {
+  const int n = 4;  // 2 x 2: rank 1 and rank 3 are outer neighbours
+  const size_t count = 1 << 18;
+  Mesh mesh(n);
+  mesh.link(1, 3).fail_after(20'000);
+  const auto errors = run_ranks(n, [&](int r) {
+    std::vector<float> buf(count, 1.0f);
+    try {
+      allreduce(mesh, r, {Algo::kPipelined, {2, 2}}, buf.data(), count, DataType::kFloat32,
+                ReduceOp::kSum, milliseconds(1500));
+    } catch (...) {
+      for (int p = 0; p < n; ++p)
+        if (p != r) mesh.link(r, p).close();  // the process is gone: all its links close
+      throw;
+    }
+  });
+  EXPECT_EQ(message(errors[1]), "rank 3 (thread): injected failure");
+  for (int r = 0; r < n; ++r)
+    EXPECT_TRUE(errors[r]) << "rank " << r << " did not fail";
 }
 
 TEST(CollectiveTest, TwoRanksNameEachOtherWhenOneFails) {

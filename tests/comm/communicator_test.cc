@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <thread>
 
@@ -54,6 +55,53 @@ TEST(CommunicatorTest, MultiRingAcrossTcpHostsAndSharedMemory) {
         check_allreduce_sum(c, n);
     });
   }
+}
+
+TEST(CommunicatorTest, MultiDimensionalPipelineOverTheNodeGroupAndTcp) {
+  // 2 ranks per host x 2 hosts per rack x 2 racks: the host's ranks through the node group
+  // (or, with DDL_SHM=0, their shared-memory ring), two TCP dimensions outside, in chunks of
+  // 4 KiB so that every call above a few thousand elements runs the pipeline's threads.
+  Topology t = grid(2, 4, "job-pipe-" + std::to_string(getpid()));
+  t.mode = parse_mode("p:2x2x2");
+  t.rings = default_rings({2, 2, 2});
+  for (bool shm : {true, false}) {
+    for (size_t chunk : {size_t{0}, size_t{4096}}) {
+      CommOptions o = fast(AllreduceAlgo::kMultiRing);
+      o.shm = shm;
+      o.pipeline_bytes = chunk;
+      run_ranks(8, t, o, [](Communicator& c) {
+        for (size_t n : {0ul, 1ul, 7ul, 4097ul, 100003ul})
+          check_allreduce_sum(c, n);
+        // kAvg divides once by all 8: every rank gets the same bits.
+        std::vector<float> v(50'001);
+        for (size_t i = 0; i < v.size(); ++i)
+          v[i] = 0.1f * static_cast<float>(c.rank() + 1) + static_cast<float>(i % 3);
+        c.allreduce(v.data(), v.data(), v.size(), DataType::kFloat32, ReduceOp::kAvg);
+        std::vector<float> all(v.size() * c.size());
+        c.allgather(v.data(), all.data(), v.size(), DataType::kFloat32);
+        for (int r = 1; r < c.size(); ++r)
+          ASSERT_EQ(std::memcmp(all.data(), all.data() + r * v.size(), v.size() * 4), 0)
+              << "rank " << r << " differs from rank 0";
+        EXPECT_NEAR(v[0], 0.45f, 1e-6);
+      });
+    }
+  }
+}
+
+TEST(CommunicatorTest, EveryCollectiveWithoutTheNodeGroup) {
+  // DDL_SHM=0: the byte rings and recursive doubling over shared-memory links.
+  CommOptions o = fast();
+  o.shm = false;
+  run_ranks(3, std::nullopt, o, [](Communicator& c) {
+    std::vector<int32_t> v(100'000, c.rank());
+    c.allreduce(v.data(), v.data(), v.size(), DataType::kInt32, ReduceOp::kSum);
+    EXPECT_EQ(v[99'999], 3);
+    c.broadcast(v.data(), v.size(), DataType::kInt32, 1);
+    int32_t mine = c.rank(), all[3];
+    c.allgather(&mine, all, 1, DataType::kInt32);
+    EXPECT_EQ(all[2], 2);
+    c.barrier();
+  });
 }
 
 TEST(CommunicatorTest, EveryCollective) {
