@@ -37,6 +37,7 @@ void Blame::line(int rank, std::string_view text) {
   }
   for (std::string_view closed :
        {"): the peer closed the link", "): the process has exited",
+        "): it left the collective",  // libddl's shared-memory collectives
         "): the connection was closed by the peer", "): the connection was reset by the peer"}) {
     if (size_t at = text.find(closed); at != std::string_view::npos) {
       const int peer = peer_before(text, at + 1);

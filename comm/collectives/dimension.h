@@ -50,7 +50,7 @@ class RingDimension : public Dimension {
 /// `chunk_bytes` with one thread per dimension (0: one chunk, on this thread). The members of
 /// each dimension must share this rank's index in every other one and pass the same count and
 /// chunk_bytes. Throws the first dimension's error.
-void multi_dim_allreduce(std::span<Dimension* const> dims, void* buf, size_t count,
-                         DataType type, ReduceOp op, size_t chunk_bytes);
+void multi_dim_allreduce(std::span<Dimension* const> dims, void* buf, size_t count, DataType type,
+                         ReduceOp op, size_t chunk_bytes);
 
 }  // namespace ddl::comm

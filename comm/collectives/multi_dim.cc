@@ -161,13 +161,12 @@ void run_guarded(const Call& c, size_t d) {
 
 }  // namespace
 
-void multi_dim_allreduce(std::span<Dimension* const> dims, void* buf, size_t count,
-                         DataType type, ReduceOp op, size_t chunk_bytes) {
+void multi_dim_allreduce(std::span<Dimension* const> dims, void* buf, size_t count, DataType type,
+                         ReduceOp op, size_t chunk_bytes) {
   if (dims.empty() || count == 0) return;
   const size_t ts = type_size(type);
-  const size_t chunk_elems = chunk_bytes == 0 || dims.size() == 1
-                                 ? count
-                                 : std::max<size_t>(1, chunk_bytes / ts);
+  const size_t chunk_elems =
+      chunk_bytes == 0 || dims.size() == 1 ? count : std::max<size_t>(1, chunk_bytes / ts);
   const Schedule schedule = make_schedule(dims, count, chunk_elems);
   int ranks = 1;
   for (const Dimension* d : dims)

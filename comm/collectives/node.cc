@@ -41,10 +41,10 @@
 
 #include "comm/collectives/node.h"
 
+#include <linux/futex.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
-#include <linux/futex.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>

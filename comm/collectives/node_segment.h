@@ -15,14 +15,14 @@ namespace ddl::comm::node {
 /// others. Step counters only grow; a member's slots are free again for step s once every
 /// member's `done` has reached s - 2.
 struct alignas(128) Control {
-  std::atomic<uint64_t> posted{0};   ///< its input of this step is in its slot
-  std::atomic<uint64_t> reduced{0};  ///< its reduced piece of this step is in its slot
-  std::atomic<uint64_t> done{0};     ///< it has read everything it needed of this step
-  std::atomic<uint32_t> closed{0};   ///< it has left the group
+  std::atomic<uint64_t> posted{0};    ///< its input of this step is in its slot
+  std::atomic<uint64_t> reduced{0};   ///< its reduced piece of this step is in its slot
+  std::atomic<uint64_t> done{0};      ///< it has read everything it needed of this step
+  std::atomic<uint32_t> closed{0};    ///< it has left the group
   std::atomic<uint32_t> wake{0};      ///< bumped on every publish: the futex word waiters sleep on
   std::atomic<uint32_t> sleepers{0};  ///< members asleep on `wake` (the publisher wakes them)
-  std::atomic<int32_t> pid{0};  ///< set when it has mapped the segment (0: not yet)
-  Signature sigs[2];  ///< the call being made at step s is in sigs[s % 2]
+  std::atomic<int32_t> pid{0};        ///< set when it has mapped the segment (0: not yet)
+  Signature sigs[2];                  ///< the call being made at step s is in sigs[s % 2]
 };
 
 /// The head of the segment; `members` Controls follow at kControlOffset, then the slots at

@@ -206,8 +206,8 @@ CommOptions options_from_environment() {
                                            4096, size_t{1} << 30);
   }
   if (const char* v = env("DDL_SHM_SMALL_BYTES")) {
-    o.shm_small_bytes = std::min<size_t>(static_cast<size_t>(number("DDL_SHM_SMALL_BYTES", v)),
-                                         size_t{1} << 30);
+    o.shm_small_bytes =
+        std::min<size_t>(static_cast<size_t>(number("DDL_SHM_SMALL_BYTES", v)), size_t{1} << 30);
   }
   if (const char* v = env("DDL_SMALL_BYTES")) {
     o.small_bytes = static_cast<size_t>(number("DDL_SMALL_BYTES", v));

@@ -150,7 +150,7 @@ class Communicator {
   std::map<int, std::unique_ptr<transport::Link>> links_;
   std::unique_ptr<Group> flat_;               ///< every rank, in rank order
   std::vector<std::unique_ptr<Group>> dims_;  ///< this rank's ring in each dimension (size > 1)
-  std::unique_ptr<NodeGroup> node_;  ///< this host's ranks, when there are several
+  std::unique_ptr<NodeGroup> node_;           ///< this host's ranks, when there are several
   std::vector<std::unique_ptr<Dimension>> dimensions_;  ///< dims_ as Dimensions (node_ inside)
   std::mutex collective_mutex_;
   uint64_t seq_ = 0;      ///< collective calls made, under collective_mutex_

@@ -1,5 +1,4 @@
 #include "comm/collectives/collectives.h"
-#include "comm/collectives/dimension.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -16,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "comm/collectives/dimension.h"
 #include "tests/comm/link_pair.h"
 
 namespace ddl::comm {

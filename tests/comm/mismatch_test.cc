@@ -241,12 +241,13 @@ TEST(MismatchTest, AllreduceNCountsAndLayout) {
     // The same total cut differently: told apart by the layout hash.
     // One host: the shared-memory route; two: recursive doubling.
     const std::string algo = t ? "rd" : "shm";
-    expect_everywhere(run(n, odd, call({10, 20}, {20, 10}), t),
-                      mismatch(odd,
-                               "allreduce_n(count=30 in 2 buffers, float32, sum, algorithm=" +
-                                   algo + ", layout=" + layout({10, 20}, bucket) + ")",
-                               "allreduce_n(count=30 in 2 buffers, float32, sum, algorithm=" +
-                                   algo + ", layout=" + layout({20, 10}, bucket) + ")"));
+    expect_everywhere(
+        run(n, odd, call({10, 20}, {20, 10}), t),
+        mismatch(odd,
+                 "allreduce_n(count=30 in 2 buffers, float32, sum, algorithm=" + algo +
+                     ", layout=" + layout({10, 20}, bucket) + ")",
+                 "allreduce_n(count=30 in 2 buffers, float32, sum, algorithm=" + algo +
+                     ", layout=" + layout({20, 10}, bucket) + ")"));
     expect_everywhere(run(n, odd, call({}, {kLarge}), t),
                       mismatch(odd, "allreduce_n(count=0 in 0 buffers, float32, sum)",
                                "allreduce_n(count=100000 in 1 buffer, float32, sum)"));

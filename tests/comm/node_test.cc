@@ -82,7 +82,9 @@ std::vector<std::byte> input(int r, size_t count, DataType type, uint64_t salt) 
         break;
       }
       case DataType::kFloat16: {  // small integers: sign, exponent 15 + k, no mantissa
-        const uint16_t bits = small == 0 ? 0 : static_cast<uint16_t>(((small < 0) << 15) | (15 << 10) | ((std::abs(small) - 1) << 8));
+        const uint16_t bits = small == 0 ? 0
+                                         : static_cast<uint16_t>(((small < 0) << 15) | (15 << 10) |
+                                                                 ((std::abs(small) - 1) << 8));
         std::memcpy(&out[i * ts], &bits, ts);
         break;
       }

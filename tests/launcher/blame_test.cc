@@ -47,6 +47,18 @@ TEST(BlameTest, AClosedLinkLeadsToTheRankThatLeft) {
   EXPECT_EQ(b.culprit(0).rank, 2);  // through rank 3
 }
 
+// libddl's shared-memory collectives on one host: every rank names the one that left.
+TEST(BlameTest, ARankThatLeftTheSharedMemoryGroupIsBlamed) {
+  Blame b;
+  b.line(0,
+         "rank 0: allreduce failed: a peer failed or timed out: rank 2 (vm): it left the "
+         "collective (its communicator was closed)");
+  EXPECT_EQ(b.culprit(0).kind, Culprit::Kind::kNone);
+  b.left_early(2);
+  EXPECT_EQ(b.culprit(0).kind, Culprit::Kind::kLeft);
+  EXPECT_EQ(b.culprit(0).rank, 2);
+}
+
 // 3 hosts, node3 cut off: rank 1 times out waiting for rank 5 and exits, which closes its TCP
 // link to rank 3 so that rank 3 fails first. The chain goes through rank 1's stall to rank 5.
 TEST(BlameTest, AClosedLinkLeadsThroughAStallToTheRankThatStopped) {
