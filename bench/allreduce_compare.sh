@@ -21,10 +21,11 @@
 #
 # Why tune malloc: Open MPI 4.1's allreduce allocates a temporary buffer on every call, and
 # glibc hands blocks above its mmap threshold (128 KiB, rising to at most 32 MiB) back to the
-# kernel when freed, so each large call page-faults its buffer afresh: untuned, 64 MiB runs at
-# 0.06-0.32 GB/s on 4 ranks here. `-x MALLOC_MMAP_THRESHOLD_=1073741824 -x
-# MALLOC_TRIM_THRESHOLD_=4294967296` keeps the buffers in the heap (2-4 GB/s). mpi-untuned is
-# printed so that the difference stays visible. Where ranks outnumber this machine's cores,
+# kernel when freed, so each large call page-faults its buffer afresh (issue 15 measured
+# 0.06-0.32 GB/s at 64 MiB on 4 ranks untuned, 2-4 GB/s tuned; how much it costs depends on
+# the kernel and on what else runs). `-x MALLOC_MMAP_THRESHOLD_=1073741824 -x
+# MALLOC_TRIM_THRESHOLD_=4294967296` keeps the buffers in the heap. mpi-untuned is printed so
+# that the difference stays visible. Where ranks outnumber this machine's cores,
 # mpirun also gets `--mca mpi_yield_when_idle 1`: busy polling would starve the very rank a
 # waiting one needs (the setting's header says when).
 #
@@ -33,7 +34,8 @@
 #          localhost:N`, MPI under `mpirun -np N`. The limit is memory's:
 #            memcpy_bench -p N (comm/bench/memcpy_bench.c) forks N processes that copy S bytes
 #            between two pre-faulted buffers of their own, all at once, and gives one
-#            process's copy rate R (bytes copied / s, median). A direct shared-memory
+#            process's copy rate R (bytes copied / s; it runs in every run beside the others,
+#            and R is the median over the runs of its medians). A direct shared-memory
 #            allreduce of S bytes on n ranks moves, per rank: (n-1)/n S copied in, a
 #            reduction that reads S and writes S/n, and (n-1)/n S copied out. Counting the
 #            bytes read and written, that is 2(n-1)/n S + (S + S/n) + 2(n-1)/n S = S (5 -
@@ -55,9 +57,9 @@
 #          (netns_up_racks, netns_shape_uplink). ddl runs twice: with `--nodes 2` (the PowerAI
 #          DDL mode p:2x2x2x1: reduce within hosts, then within racks, then across) and as one
 #          flat ring (`--mode r -x DDL_ALGO=ring`, column ddl-flat); the script prints the
-#          mode ddlrun plans for each (ddlrun --dry-run -v). The floor is the uplink's: the two racks'
-#          halves must each cross it once, t_floor = S / uplink (537 ms at 16 MiB and
-#          250 Mbit/s), or the hosts' 2(h-1)/h S / link when that is longer.
+#          mode ddlrun plans for each (ddlrun --dry-run -v). The floor is the uplink's: the
+#          two racks' halves must each cross it once, t_floor = S / uplink (537 ms at 16 MiB
+#          and 250 Mbit/s), or the hosts' 2(h-1)/h S / link when that is longer.
 #          The namespace settings sweep up to --net-max (16M) with -w 1 -n 5 (--net-iters):
 #          one 16 MiB allreduce takes 0.2 to several seconds on these links.
 #
@@ -195,8 +197,10 @@ mpi_yield() {
 # --runs times each, the sweep and the 8-byte run, logs in DIR. LAUNCH is ddlrun and its options
 # (for ddl-bench and Gloo), MPI is mpirun and its options (the malloc and algorithm options are
 # added here). ddl runs once per entry of ddl_variants ("NAME|DDLRUN OPTIONS"), Gloo with
-# gloo_args added.
-ddl_variants=("ddl|") gloo_args=()
+# gloo_args added. With mem_args set (memcpy_bench's options, -p and the rounds), memcpy_bench
+# runs in each run too, at the same sizes, so that its rate is a median over the same span of
+# time as the others' (a compile on the other core halves it for as long as it lasts).
+ddl_variants=("ddl|") gloo_args=() mem_args=()
 run_setting() {
   local dir=$1 ranks=$2 sweep=() launch=() mpi=()
   shift 2
@@ -206,15 +210,20 @@ run_setting() {
   shift
   mpi=("$@")
   mkdir -p "$dir"
-  local run phase args algo variant name opts
+  local run phase args mem_sizes algo variant name opts
   for ((run = 1; run <= runs; run++)); do
     for phase in sweep lat; do
       if [[ $phase == sweep ]]; then
         args=("${sweep[@]}" -t "$type" -o sum -c 1)
+        mem_sizes=("${sweep[@]:0:6}")  # -b -e -f
       else
         args=("${lat_args[@]}" -t "$type" -o sum -c 1)
+        mem_sizes=(-b 8 -e 8)
       fi
       echo "allreduce_compare:   run $run/$runs, ${phase/lat/8 bytes}" >&2
+      if ((${#mem_args[@]})); then
+        run_bench "$dir/memcpy.$run.$phase" "$bin/memcpy_bench" "${mem_args[@]}" "${mem_sizes[@]}"
+      fi
       for variant in "${ddl_variants[@]}"; do
         name=${variant%%|*}
         read -ra opts <<<"${variant#*|}"
@@ -244,11 +253,17 @@ table() {
   local dir=$1 title=$2 ranks=$3 limit=$4
   echo
   echo "== $title: allreduce $type sum, busbw GB/s, median of $runs run(s)"
-  if ! awk -v n="$ranks" -v limit="$limit" -v runs="$runs" -v have_gloo="$([[ -n $gloo ]] && echo 1 || echo 0)" '
+  local have_gloo=0
+  [[ -z $gloo ]] || have_gloo=1
+  if ! awk -v n="$ranks" -v limit="$limit" -v have_gloo="$have_gloo" '
     function add(arr, k, v) { arr[k] = (k in arr) ? arr[k] " " v : v }
     function median(list,   v, m, i, j, x) {
       m = split(list, v, " ")
-      for (i = 2; i <= m; ++i) { x = v[i] + 0; for (j = i - 1; j >= 1 && v[j] + 0 > x; --j) v[j + 1] = v[j]; v[j + 1] = x }
+      for (i = 2; i <= m; ++i) {  # insertion sort
+        x = v[i] + 0
+        for (j = i - 1; j >= 1 && v[j] + 0 > x; --j) v[j + 1] = v[j]
+        v[j + 1] = x
+      }
       return m % 2 ? v[(m + 1) / 2] + 0 : (v[m / 2] + v[m / 2 + 1]) / 2
     }
     function has(k, s) { return (k SUBSEP s) in bw }
@@ -260,7 +275,8 @@ table() {
     }
     # ddl over k: time over time (the same size and ranks), which keeps more digits.
     function ratio(k, s) {
-      if (!has("ddl", s) || !has(k, s) || tm("ddl", s) <= 0) return k == "gloo" && !have_gloo ? "n/a" : "-"
+      if (!has("ddl", s) || !has(k, s) || tm("ddl", s) <= 0)
+        return k == "gloo" && !have_gloo ? "n/a" : "-"
       return sprintf("%.2f", tm(k, s) / tm("ddl", s))
     }
     # The best forced MPI algorithm at s: its key, or "".
@@ -295,7 +311,11 @@ table() {
     }
     END {
       # Sizes in order (the 8-byte runs come in between the sweeps).
-      for (i = 2; i <= ns; ++i) { x = sizes[i]; for (j = i - 1; j >= 1 && sizes[j] + 0 > x + 0; --j) sizes[j + 1] = sizes[j]; sizes[j + 1] = x }
+      for (i = 2; i <= ns; ++i) {
+        x = sizes[i]
+        for (j = i - 1; j >= 1 && sizes[j] + 0 > x + 0; --j) sizes[j + 1] = sizes[j]
+        sizes[j + 1] = x
+      }
       flat = "ddlflat" in keys
       lname = limit == "mem" ? "mem-limit" : "link-limit"
       printf "%10s %9s", "size(B)", "ddl"
@@ -374,16 +394,14 @@ if want local; then
     read -ra yield_args <<<"$yield"
     echo "allreduce_compare: this host, $n ranks, $cores cores: -b $min -e $max -f $factor" \
       "-w $warmup -n $iters${yield:+; mpirun $yield (ranks outnumber cores)}"
-    if ((quick)); then mem=(-r 2 -m 20); else mem=(-r 5 -m 100); fi
-    run_bench "$dir/memcpy.1.sweep" "$bin/memcpy_bench" -p "$n" -b "$min" -e "$max" -f "$factor" \
-      "${mem[@]}"
-    run_bench "$dir/memcpy.1.lat" "$bin/memcpy_bench" -p "$n" -b 8 -e 8 "${mem[@]}"
+    if ((quick)); then mem_args=(-p "$n" -r 2 -m 20); else mem_args=(-p "$n" -r 3 -m 100); fi
     ddl_variants=("ddl|") gloo_args=(-i lo)
     run_setting "$dir" "$n" -b "$min" -e "$max" -f "$factor" -w "$warmup" -n "$iters" -- \
       "$ddlrun" -q --tag-output none -H "localhost:$n" -- \
       mpirun "${yield_args[@]}" --oversubscribe -np "$n"
     table "$dir" "this host, $n ranks" "$n" mem
   done
+  mem_args=()
 fi
 
 # The namespace settings.
