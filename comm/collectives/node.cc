@@ -31,11 +31,11 @@
 // data. Traffic per member for an allreduce of S bytes: (n-1)/n S copied in, S read and S/n
 // written by the reduction (and S/n into the slot), (n-1)/n S copied out; one wait per step.
 //
-// Waiting spins a while when every member has a core of its own (a few microseconds'
-// latency), hardly at all when the members outnumber the cores, and then sleeps on the awaited
+// Waiting spins a while when the host has a core for every member (a few microseconds'
+// latency), hardly at all when the members outnumber the cores; then yields the core for up to
+// 0.5 ms (handing it to a member that can use it at once), then sleeps on the awaited
 // member's `wake` word with a futex (the segment is shared, so the futex is too); publishing
-// bumps `wake` and wakes the sleepers, so an oversubscribed host hands the core straight to
-// the member that can use it. Every 20 ms a wait checks that the awaited member is still there
+// bumps `wake` and wakes the sleepers. Every 20 ms a wait checks that the awaited member is still there
 // (its process, through a pidfd, and its `closed` flag) and that DDL_TIMEOUT has not passed,
 // and throws TransportError naming it otherwise.
 
@@ -67,6 +67,7 @@ using transport::TransportError;
 constexpr size_t kBlockBytes = 16 * 1024;  // the reduction's accumulator, kept in L1
 constexpr auto kCheckEvery = std::chrono::milliseconds(20);
 constexpr auto kSleepAtMost = std::chrono::milliseconds(5);
+constexpr auto kYieldFor = std::chrono::microseconds(500);
 
 void futex_wait(std::atomic<uint32_t>& word, uint32_t seen, std::chrono::nanoseconds at_most) {
   timespec ts{static_cast<time_t>(at_most.count() / 1'000'000'000),
@@ -79,12 +80,9 @@ void futex_wake_all(std::atomic<uint32_t>& word) {
           0);
 }
 
-/// Cores this process may run on.
-int usable_cores() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
-  return std::max(1, CPU_COUNT(&set));
+/// This host's cores (not this process's affinity: a launcher binds each rank to its own).
+int host_cores() {
+  return std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
 }
 
 std::string seconds_text(std::chrono::milliseconds d) {
@@ -179,7 +177,7 @@ NodeGroup::NodeGroup(std::vector<NodeMember> members, int self, NodeOptions opti
   }
   for (const NodeMember& m : members_)
     pidfds_.push_back(m.pid != getpid() ? open_pidfd(m.pid) : -1);
-  spin_limit_ = static_cast<int>(n) <= usable_cores() ? 4000 : 64;
+  spin_limit_ = static_cast<int>(n) <= host_cores() ? 4000 : 16;
   await_attached();
   scratch_.resize(kBlockBytes);
 }
@@ -270,6 +268,11 @@ void NodeGroup::wait_until(int m, const std::atomic<uint64_t>& counter, uint64_t
   node::Control& c = node::control(segment_, m);
   const auto since = Clock::now();
   auto next_check = since + kCheckEvery;
+  // Yielding hands the core to a runnable member at once; a futex wake-up costs tens of us.
+  while (Clock::now() - since < kYieldFor) {
+    if (counter.load(std::memory_order_acquire) >= value) return;
+    sched_yield();
+  }
   for (;;) {
     const uint32_t seen = c.wake.load();
     if (counter.load() >= value) return;
