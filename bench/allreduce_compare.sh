@@ -68,7 +68,8 @@
 # lat>), joins the rows by size, takes the medians and prints the comparison.
 #
 # Usage: bench/allreduce_compare.sh [--quick] [--build DIR] [--runs N] [--only SETTING]
-#                                   [--no-netns] [--rate RATE] [--uplink RATE] [--keep DIR]
+#                                   [--no-netns] [--rate RATE] [--uplink RATE] [--mtu MTU]
+#                                   [--keep DIR]
 #                                   [--net-max SIZE] [--net-iters N]
 #                                   [-b MIN] [-e MAX] [-f FACTOR] [-w N] [-n N] [-t TYPE]
 #   --quick        this host only, 2 and 4 ranks; sizes 8 (latency), 1K, 32K and 1M; 1 run,
@@ -81,6 +82,9 @@
 #   --no-netns     this host only (the same as --only local)
 #   --rate RATE    the fake hosts' link rate, as tc takes it (default 1gbit)
 #   --uplink RATE  the racks' uplink rate (default 250mbit)
+#   --mtu MTU      the fake network's MTU (default 1500: headers and ACKs then take ~6% of a
+#                  link, so no TCP transfer reaches more than ~94% of the payload floor; 9000
+#                  for jumbo frames, as HPC fabrics often run)
 #   --keep DIR     keep every benchmark's output (and the command that made it) in DIR
 #   --net-max SIZE the namespace settings' largest size (default 16M)
 #   --net-iters N  their timed iterations (default 5; 1 warm-up)
@@ -93,7 +97,7 @@
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build="$here/../build"
-only="" rate=1gbit uplink=250mbit keep="" runs=3 quick=0
+only="" rate=1gbit uplink=250mbit mtu=1500 keep="" runs=3 quick=0
 min=1K max=64M factor=4 warmup=3 iters=10 type=float32
 net_max=16M net_iters=5
 while (($#)); do
@@ -105,6 +109,7 @@ while (($#)); do
     --no-netns) only=local ;;
     --rate) rate=${2:?--rate takes a rate like 1gbit}; shift ;;
     --uplink) uplink=${2:?--uplink takes a rate like 250mbit}; shift ;;
+    --mtu) mtu=${2:?--mtu takes a number of bytes}; shift ;;
     --keep) keep=${2:?--keep takes a directory}; shift ;;
     --net-max) net_max=${2:?--net-max takes a size}; shift ;;
     --net-iters) net_iters=${2:?--net-iters takes a count}; shift ;;
@@ -448,12 +453,13 @@ if want flat; then
     for k in 1 2 3; do
       netns_shape "$k" "$rate" || { echo "allreduce_compare: tc could not shape node$k" >&2; failed=1; }
     done
+    netns_mtu "$mtu" || { echo "allreduce_compare: could not set MTU $mtu" >&2; failed=1; }
     hosts=node1:2,node2:2,node3:2
     ssh_ddlrun=("$ddlrun" -q --tag-output none --launcher ssh --ssh-config "$NETNS_SSH_CONFIG"
       --tcp -H "$hosts")
     netns_mpirun "$hosts" 6
     echo
-    echo "allreduce_compare: 3 hosts x 2 ranks, links shaped to $rate: ${net_sweep[*]};" \
+    echo "allreduce_compare: 3 hosts x 2 ranks, links shaped to $rate, MTU $mtu: ${net_sweep[*]};" \
       "mpirun $(mpi_yield 6) (6 ranks on $cores cores)"
     ddl_variants=("ddl|") gloo_args=()
     # Gloo's store lies under $NETNS_DIR, which every fake host sees (their /tmp are their own).
@@ -462,7 +468,7 @@ if want flat; then
     run_setting "$work/flat" 6 "${net_sweep[@]}" -- "${ssh_ddlrun[@]}" -- "${netns_mpi[@]}"
     # The floor: each host sends 2(h-1)/h S over its link (h = 3).
     floor=$(awk -v l="$link_bytes" 'BEGIN { printf "%.6e", 2 * 2 / 3 / l }')
-    table "$work/flat" "3 hosts x 2 ranks, links shaped to $rate (floor 4/3 S / link)" 6 \
+    table "$work/flat" "3 hosts x 2 ranks, links shaped to $rate, MTU $mtu (floor 4/3 S / link)" 6 \
       "link:$floor"
     netns_down
   fi
@@ -484,12 +490,13 @@ if want racks; then
       netns_shape "$k" "$rate" || { echo "allreduce_compare: tc could not shape node$k" >&2; failed=1; }
     done
     netns_shape_uplink "$uplink" || { echo "allreduce_compare: tc could not shape the uplink" >&2; failed=1; }
+    netns_mtu "$mtu" || { echo "allreduce_compare: could not set MTU $mtu" >&2; failed=1; }
     hosts=node1:2,node2:2,node3:2,node4:2
     ssh_ddlrun=("$ddlrun" -q --tag-output none --launcher ssh --ssh-config "$NETNS_SSH_CONFIG"
       --tcp -H "$hosts")
     netns_mpirun "$hosts" 8
     echo
-    echo "allreduce_compare: 2 racks x 2 hosts x 2 ranks, host links $rate, uplink $uplink:" \
+    echo "allreduce_compare: 2 racks x 2 hosts x 2 ranks, host links $rate, uplink $uplink, MTU $mtu:" \
       "${net_sweep[*]}; mpirun $(mpi_yield 8) (8 ranks on $cores cores)"
     # The modes, as ddlrun plans them.
     for m in "--nodes 2" "--mode r"; do  # ddl-flat adds -x DDL_ALGO=ring
@@ -506,7 +513,7 @@ if want racks; then
     # hosts' links, 2(h-1)/h S / link (h = 4), take longer.
     floor=$(awk -v l="$link_bytes" -v u="$uplink_bytes" 'BEGIN {
       a = 2 * 1 / 2 / u; b = 2 * 3 / 4 / l; printf "%.6e", (a > b ? a : b) }')
-    table "$work/racks" "2 racks x 2 hosts x 2 ranks, links $rate, uplink $uplink (floor S / uplink)" \
+    table "$work/racks" "2 racks x 2 hosts x 2 ranks, links $rate, uplink $uplink, MTU $mtu (floor S / uplink)" \
       8 "link:$floor"
     netns_down
   fi
