@@ -35,8 +35,8 @@
 // latency), hardly at all when the members outnumber the cores; then yields the core for up to
 // 0.5 ms (handing it to a member that can use it at once), then sleeps on the awaited
 // member's `wake` word with a futex (the segment is shared, so the futex is too); publishing
-// bumps `wake` and wakes the sleepers. Every 20 ms a wait checks that the awaited member is still there
-// (its process, through a pidfd, and its `closed` flag) and that DDL_TIMEOUT has not passed,
+// bumps `wake` and wakes the sleepers. Every 20 ms a wait checks that the awaited member is still
+// there (its process, through a pidfd, and its `closed` flag) and that DDL_TIMEOUT has not passed,
 // and throws TransportError naming it otherwise.
 
 #include "comm/collectives/node.h"
@@ -161,8 +161,9 @@ NodeGroup::NodeGroup(std::vector<NodeMember> members, int self, NodeOptions opti
   const size_t slot_bytes = round_up(
       std::max({options_.chunk_bytes, options_.small_bytes, size_t{n} * 64}), size_t{4096});
   const auto small = static_cast<uint32_t>(std::min(options_.small_bytes, slot_bytes));
-  node::Segment* s = self_ == 0 ? node::create_segment(name_, n, slot_bytes, small)
-                                : node::attach_segment(name_, members_[0].name, options_.timeout);
+  node::Segment* s = self_ == 0
+                         ? node::create_segment(name_, n, slot_bytes, small, options_.cma_bytes)
+                         : node::attach_segment(name_, members_[0].name, options_.timeout);
   segment_ = s;
   segment_bytes_ = node::segment_bytes(s->members, s->slot_bytes);
   if (s->members != n) {
@@ -170,6 +171,8 @@ NodeGroup::NodeGroup(std::vector<NodeMember> members, int self, NodeOptions opti
                          std::to_string(s->members) + " ranks on this host, this rank counts " +
                          std::to_string(n) + " (were the ranks started by different plans?)");
   }
+  cma_probe_ = node::kReady;
+  node::control(s, self_).probe_addr = reinterpret_cast<uintptr_t>(&cma_probe_);
   node::control(s, self_).pid.store(members_[self_].pid, std::memory_order_release);
   if (s->attached.fetch_add(1, std::memory_order_acq_rel) + 1 == n) {
     shm_unlink(name_.c_str());  // everyone holds it: no name left behind
@@ -179,6 +182,7 @@ NodeGroup::NodeGroup(std::vector<NodeMember> members, int self, NodeOptions opti
     pidfds_.push_back(m.pid != getpid() ? open_pidfd(m.pid) : -1);
   spin_limit_ = static_cast<int>(n) <= host_cores() ? 4000 : 16;
   await_attached();
+  probe_cma();
   scratch_.resize(kBlockBytes);
 }
 
@@ -428,6 +432,10 @@ void NodeGroup::allreduce(const void* send, void* recv, size_t count, DataType t
   const size_t ts = type_size(type);
   if (count > 0 && count * ts <= segment_->small_bytes) {
     small_allreduce(send, recv, count, type, op, sig);
+    return;
+  }
+  if (cma_ && segment_->cma_bytes > 0 && count * ts >= segment_->cma_bytes) {
+    cma_allreduce(send, recv, count, type, op, sig);
     return;
   }
   Sweep s;

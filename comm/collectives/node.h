@@ -29,6 +29,10 @@ struct NodeOptions {
   /// Allreduces of at most this many bytes (DDL_SHM_SMALL_BYTES) take one step: every member
   /// copies its whole input in and reduces all of it itself.
   size_t small_bytes = 8 * 1024;
+  /// Allreduces of at least this many bytes (DDL_SHM_CMA_BYTES; 0: never) read the peers'
+  /// buffers where they lie, through cross-memory attach (process_vm_readv), when every
+  /// member may: no copy through the slots (node_cma.cc; off by default: measured slower).
+  size_t cma_bytes = 0;
   std::chrono::milliseconds timeout{60'000};  ///< no progress for this long: TransportError
 };
 
@@ -53,6 +57,9 @@ class NodeGroup {
   int size() const { return static_cast<int>(members_.size()); }
   int rank() const { return self_; }
   const NodeMember& member(int index) const { return members_[index]; }
+  /// Whether large allreduces read the peers' buffers directly (cma_bytes, and every member
+  /// may read every other's memory).
+  bool reads_peers() const { return cma_; }
 
   /// recv = op over the members' send (in place when send == recv).
   void allreduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
@@ -82,6 +89,12 @@ class NodeGroup {
   void reduce_piece(const Sweep& s, size_t piece);
   /// Copies the others' pieces of step `at_step` (piece j) from their slots into the output.
   void gather_piece(const Sweep& s, size_t piece, uint64_t at_step);
+  /// Whether every member can read every other's memory (decided together, see node_cma.cc).
+  void probe_cma();
+  /// Reads `bytes` at `addr` in member m's memory into `dst`; throws naming m.
+  void cma_read(int m, void* dst, uint64_t addr, size_t bytes);
+  void cma_allreduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
+                     const Signature* sig);
   void small_allreduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
                        const Signature* sig);
   void sig_only(const Signature* sig);
@@ -111,6 +124,9 @@ class NodeGroup {
   uint64_t step_ = 0;        ///< steps made; the same on every member between calls
   unsigned spin_limit_ = 0;  ///< polls of a counter before sleeping on it
   std::vector<std::byte> scratch_;
+  bool cma_ = false;                ///< every member can read every other's memory
+  uint64_t cma_probe_ = 0;          ///< the word the others read to find out
+  std::vector<std::byte> cma_tmp_;  ///< a peer's block of the reduction
 };
 
 /// A NodeGroup as one dimension of the multi-dimensional allreduce.

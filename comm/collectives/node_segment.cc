@@ -58,7 +58,7 @@ Segment* map_ready(int fd) {
 }  // namespace
 
 Segment* create_segment(const std::string& name, uint32_t members, size_t slot_bytes,
-                        uint32_t small_bytes) {
+                        uint32_t small_bytes, uint64_t cma_bytes) {
   int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
   if (fd < 0 && errno == EEXIST) {  // left by a crashed process with our pid
     shm_unlink(name.c_str());
@@ -87,6 +87,7 @@ Segment* create_segment(const std::string& name, uint32_t members, size_t slot_b
   s->members = members;
   s->slot_bytes = slot_bytes;
   s->small_bytes = small_bytes;
+  s->cma_bytes = cma_bytes;
   for (uint32_t m = 0; m < members; ++m)
     new (&control(s, static_cast<int>(m))) Control;
   s->magic.store(kReady, std::memory_order_release);

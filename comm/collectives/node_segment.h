@@ -22,7 +22,11 @@ struct alignas(128) Control {
   std::atomic<uint32_t> wake{0};      ///< bumped on every publish: the futex word waiters sleep on
   std::atomic<uint32_t> sleepers{0};  ///< members asleep on `wake` (the publisher wakes them)
   std::atomic<int32_t> pid{0};        ///< set when it has mapped the segment (0: not yet)
-  Signature sigs[2];                  ///< the call being made at step s is in sigs[s % 2]
+  std::atomic<uint32_t> cma{0};       ///< 1: it can read every member's memory (CMA), 2: not
+  uint64_t probe_addr = 0;            ///< a word in its memory, for the others' CMA probe
+  uint64_t send_addr = 0;             ///< the CMA path's buffers of this call (node_cma.cc)
+  uint64_t recv_addr = 0;
+  Signature sigs[2];  ///< the call being made at step s is in sigs[s % 2]
 };
 
 /// The head of the segment; `members` Controls follow at kControlOffset, then the slots at
@@ -31,6 +35,7 @@ struct Segment {
   std::atomic<uint64_t> magic{0};  ///< kReady once everything else is set
   uint32_t members = 0;
   uint32_t small_bytes = 0;  ///< allreduces up to this size take one step (node.cc)
+  uint64_t cma_bytes = 0;    ///< allreduces from this size read peers' memory (0: never)
   uint64_t slot_bytes = 0;
   std::atomic<uint32_t> attached{0};  ///< members that have mapped it (the maker included)
 };
@@ -57,7 +62,7 @@ inline std::byte* slot(Segment* s, int member, uint64_t step) {
 /// is an error here rather than a SIGBUS later) and maps it. Throws transport::TransportError
 /// saying what failed and how big the segment was.
 Segment* create_segment(const std::string& name, uint32_t members, size_t slot_bytes,
-                        uint32_t small_bytes);
+                        uint32_t small_bytes, uint64_t cma_bytes);
 /// Maps `name` once its maker has finished it, retrying until `timeout`. `maker` names member
 /// 0 in the error.
 Segment* attach_segment(const std::string& name, const std::string& maker,

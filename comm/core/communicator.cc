@@ -205,6 +205,9 @@ CommOptions options_from_environment() {
     o.shm_chunk_bytes = std::clamp<size_t>(static_cast<size_t>(number("DDL_SHM_CHUNK_BYTES", v)),
                                            4096, size_t{1} << 30);
   }
+  if (const char* v = env("DDL_SHM_CMA_BYTES")) {
+    o.shm_cma_bytes = static_cast<size_t>(number("DDL_SHM_CMA_BYTES", v));
+  }
   if (const char* v = env("DDL_SHM_SMALL_BYTES")) {
     o.shm_small_bytes =
         std::min<size_t>(static_cast<size_t>(number("DDL_SHM_SMALL_BYTES", v)), size_t{1} << 30);
@@ -341,6 +344,7 @@ void Communicator::make_node_group(const std::vector<int>& pids, const std::stri
   o.job = job;
   o.chunk_bytes = options_.shm_chunk_bytes;
   o.small_bytes = options_.shm_small_bytes;
+  o.cma_bytes = options_.shm_cma_bytes;
   o.timeout = options_.timeout;
   node_ = std::make_unique<NodeGroup>(std::move(members), self, o);
 }

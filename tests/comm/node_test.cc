@@ -153,22 +153,26 @@ TEST(NodeGroup, AllreduceMatchesRankOrderReferenceBitForBit) {
 }
 
 TEST(NodeGroup, LargeBuffersTakeManyStepsAndStayExact) {
-  NodeOptions o;
-  o.chunk_bytes = 64 * 1024;
-  o.timeout = 20s;
-  const size_t count = (3u << 20) / 4 + 3;  // 3 MiB of float32, not divisible
-  const auto want = reference(4, count, DataType::kFloat32, ReduceOp::kSum, 1);
-  std::vector<std::vector<std::byte>> got(4);
-  expect_no_errors(run_group(4, o, [&](NodeGroup& g) {
-    auto mine = input(g.rank(), count, DataType::kFloat32, 1);
-    for (int k = 0; k < 3; ++k) {  // again and again: the slots are reused
-      auto buf = mine;
-      g.allreduce(buf.data(), buf.data(), count, DataType::kFloat32, ReduceOp::kSum, nullptr);
-      got[g.rank()] = buf;
-    }
-  }));
-  for (int r = 0; r < 4; ++r)
-    EXPECT_TRUE(got[r] == want) << "member " << r;
+  for (size_t cma : {size_t{0}, size_t{64 * 1024}}) {  // through the slots, and in place
+    SCOPED_TRACE("cma_bytes " + std::to_string(cma));
+    NodeOptions o;
+    o.cma_bytes = cma;
+    o.chunk_bytes = 64 * 1024;
+    o.timeout = 20s;
+    const size_t count = (3u << 20) / 4 + 3;  // 3 MiB of float32, not divisible
+    const auto want = reference(4, count, DataType::kFloat32, ReduceOp::kSum, 1);
+    std::vector<std::vector<std::byte>> got(4);
+    expect_no_errors(run_group(4, o, [&](NodeGroup& g) {
+      auto mine = input(g.rank(), count, DataType::kFloat32, 1);
+      for (int k = 0; k < 3; ++k) {  // again and again: the slots are reused
+        auto buf = mine;
+        g.allreduce(buf.data(), buf.data(), count, DataType::kFloat32, ReduceOp::kSum, nullptr);
+        got[g.rank()] = buf;
+      }
+    }));
+    for (int r = 0; r < 4; ++r)
+      EXPECT_TRUE(got[r] == want) << "member " << r;
+  }
 }
 
 TEST(NodeGroup, ReduceScatterGivesEachMemberItsBlock) {
@@ -332,6 +336,68 @@ TEST(NodeGroup, ADeadProcessIsNamedAndNothingIsLeftInDevShm) {
   EXPECT_EQ(error, "rank 11 (h): the process has exited");
   close(ready[0]);
   close(ready[1]);
+}
+
+// Three processes (this one and two forked): the large allreduce reads the others' buffers
+// through process_vm_readv when the kernel allows it, and gives the same bits as the slots.
+TEST(NodeGroup, ProcessesReadEachOthersBuffersAndAgreeWithTheSlots) {
+  const size_t count = (1u << 20) / 4 + 5;  // 1 MiB of float32 and a bit
+  const auto want = reference(3, count, DataType::kFloat32, ReduceOp::kAvg, 9);
+  for (size_t cma : {size_t{0}, size_t{64 * 1024}}) {
+    SCOPED_TRACE("cma_bytes " + std::to_string(cma));
+    NodeOptions o;
+    o.cma_bytes = cma;
+    o.timeout = 20s;
+    o.job = "node-test-cma-" + std::to_string(getpid()) + "-" + std::to_string(cma);
+    std::vector<NodeMember> m = members(3);
+    // Each child learns every member's pid through its pipe before it joins.
+    int pipes[3][2];
+    std::vector<pid_t> children;
+    for (int r = 1; r < 3; ++r) {
+      ASSERT_EQ(pipe(pipes[r]), 0);
+      const pid_t child = fork();
+      ASSERT_GE(child, 0);
+      if (child == 0) {
+        int pids[3];
+        if (read(pipes[r][0], pids, sizeof pids) != sizeof pids) _exit(4);
+        for (int k = 0; k < 3; ++k)
+          m[k].pid = pids[k];
+        try {
+          NodeGroup g(m, r, o);
+          auto buf = input(r, count, DataType::kFloat32, 9);
+          g.allreduce(buf.data(), buf.data(), count, DataType::kFloat32, ReduceOp::kAvg, nullptr);
+          _exit(buf == want ? 0 : 3);
+        } catch (...) {
+          _exit(2);
+        }
+      }
+      children.push_back(child);
+      m[r].pid = child;
+    }
+    const int pids[3] = {m[0].pid, m[1].pid, m[2].pid};
+    for (int r = 1; r < 3; ++r) {
+      ASSERT_EQ(write(pipes[r][1], pids, sizeof pids), static_cast<ssize_t>(sizeof pids));
+      close(pipes[r][0]);
+      close(pipes[r][1]);
+    }
+    auto mine = input(0, count, DataType::kFloat32, 9);
+    std::vector<std::byte> out(mine.size());
+    std::string error;
+    try {
+      NodeGroup g(m, 0, o);
+      EXPECT_EQ(g.reads_peers(), cma > 0) << "process_vm_readv between the ranks refused?";
+      g.allreduce(mine.data(), out.data(), count, DataType::kFloat32, ReduceOp::kAvg, nullptr);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    EXPECT_EQ(error, "");
+    EXPECT_TRUE(out == want);
+    for (pid_t c : children) {
+      int status = 0;
+      waitpid(c, &status, 0);
+      EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
+    }
+  }
 }
 
 }  // namespace
