@@ -232,10 +232,13 @@ std::byte* NodeGroup::slot(int member, uint64_t step) const {
 
 void NodeGroup::publish(Field f, uint64_t value) {
   node::Control& c = node::control(segment_, self_);
-  // seq_cst throughout: either a waiter sees the new value or this sees it asleep.
+  // seq_cst store, then load: either a waiter's re-check (after it counted itself among the
+  // sleepers) sees the new value, or this sees the sleeper and changes `wake` under it.
   (f == kPosted ? c.posted : f == kReduced ? c.reduced : c.done).store(value);
-  c.wake.fetch_add(1);
-  if (c.sleepers.load() != 0) futex_wake_all(c.wake);
+  if (c.sleepers.load() != 0) {
+    c.wake.fetch_add(1);
+    futex_wake_all(c.wake);
+  }
 }
 
 bool NodeGroup::exited(int m) const {

@@ -15,19 +15,22 @@ namespace ddl::comm::node {
 /// others. Step counters only grow; a member's slots are free again for step s once every
 /// member's `done` has reached s - 2.
 struct alignas(128) Control {
+  // The first 128 bytes are what a peer reads in every step: the counters and the call's
+  // signature share one cache line.
   std::atomic<uint64_t> posted{0};    ///< its input of this step is in its slot
   std::atomic<uint64_t> reduced{0};   ///< its reduced piece of this step is in its slot
   std::atomic<uint64_t> done{0};      ///< it has read everything it needed of this step
-  std::atomic<uint32_t> closed{0};    ///< it has left the group
-  std::atomic<uint32_t> wake{0};      ///< bumped on every publish: the futex word waiters sleep on
+  std::atomic<uint32_t> wake{0};      ///< bumped by a publish that finds sleepers: their futex word
   std::atomic<uint32_t> sleepers{0};  ///< members asleep on `wake` (the publisher wakes them)
+  Signature sigs[2];                  ///< the call being made at step s is in sigs[s % 2]
+  std::atomic<uint32_t> closed{0};    ///< it has left the group
   std::atomic<int32_t> pid{0};        ///< set when it has mapped the segment (0: not yet)
   std::atomic<uint32_t> cma{0};       ///< 1: it can read every member's memory (CMA), 2: not
   uint64_t probe_addr = 0;            ///< a word in its memory, for the others' CMA probe
   uint64_t send_addr = 0;             ///< the CMA path's buffers of this call (node_cma.cc)
   uint64_t recv_addr = 0;
-  Signature sigs[2];  ///< the call being made at step s is in sigs[s % 2]
 };
+static_assert(offsetof(Control, closed) <= 128, "the counters and signatures fit one line");
 
 /// The head of the segment; `members` Controls follow at kControlOffset, then the slots at
 /// data_offset(members): member m's slot k (0, 1) at (2 m + k) x slot_bytes.
