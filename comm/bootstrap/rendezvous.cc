@@ -32,10 +32,13 @@
 
 #include "comm/bootstrap/bootstrap.h"
 #include "comm/core/quiet_thread.h"
+#include "comm/transport/os.h"
 
 namespace ddl::comm {
 
 namespace {
+
+using transport::seconds_text;
 
 using Clock = std::chrono::steady_clock;
 constexpr std::string_view kMagic = "DDLRV1";
@@ -53,12 +56,6 @@ uint32_t get_u32(const char* p) {
 }
 
 /// "rank 3", "ranks 1, 4 and 7", "ranks 0-5 and 9".
-
-std::string seconds_text(std::chrono::milliseconds ms) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g s", static_cast<double>(ms.count()) / 1000.0);
-  return buf;
-}
 
 bool write_all(int fd, std::string_view data) {
   while (!data.empty()) {

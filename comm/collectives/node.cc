@@ -50,17 +50,21 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <thread>
 
 #include "comm/collectives/node_segment.h"
 #include "comm/transport/link.h"
+#include "comm/transport/os.h"
 
 namespace ddl::comm {
 
 namespace {
+
+using transport::open_pidfd;
+using transport::safe_job;
+using transport::seconds_text;
 
 using Clock = std::chrono::steady_clock;
 using transport::TransportError;
@@ -83,29 +87,6 @@ void futex_wake_all(std::atomic<uint32_t>& word) {
 /// This host's cores (not this process's affinity: a launcher binds each rank to its own).
 int host_cores() {
   return std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
-}
-
-std::string seconds_text(std::chrono::milliseconds d) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g s", static_cast<double>(d.count()) / 1000.0);
-  return buf;
-}
-
-std::string safe_job(const std::string& job) {
-  std::string out;
-  for (char c : job.substr(0, 64))
-    out.push_back(
-        std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-' ? c : '_');
-  return out.empty() ? "job" : out;
-}
-
-int open_pidfd(int pid) {
-#ifdef SYS_pidfd_open
-  return static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
-#else
-  (void)pid;
-  return -1;
-#endif
 }
 
 inline void cpu_relax() {

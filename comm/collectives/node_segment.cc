@@ -20,22 +20,19 @@
 #include <thread>
 
 #include "comm/transport/link.h"
+#include "comm/transport/os.h"
 
 namespace ddl::comm::node {
 
 namespace {
+
+using transport::seconds_text;
 
 using transport::TransportError;
 
 std::string mib(size_t bytes) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
-  return buf;
-}
-
-std::string seconds_text(std::chrono::milliseconds d) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g s", static_cast<double>(d.count()) / 1000.0);
   return buf;
 }
 

@@ -26,6 +26,7 @@
 #include <ctime>
 
 #include "comm/transport/link.h"
+#include "comm/transport/os.h"
 
 namespace ddl::comm::transport {
 
@@ -38,13 +39,6 @@ using Clock = std::chrono::steady_clock;
 /// (Open MPI: 31 us).
 constexpr auto kSpinFor = std::chrono::microseconds(1000);
 constexpr auto kMaxNap = std::chrono::microseconds(200);
-
-/// "30 s", "0.2 s".
-std::string seconds_text(std::chrono::milliseconds d) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g s", static_cast<double>(d.count()) / 1000.0);
-  return buf;
-}
 
 }  // namespace
 

@@ -14,27 +14,21 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 
+#include "comm/transport/os.h"
+
 namespace ddl::comm::transport::shm {
 
 namespace {
 
-constexpr auto kCheckEvery = std::chrono::milliseconds(50);
+using transport::open_pidfd;
 
-int open_pidfd(int pid) {
-#ifdef SYS_pidfd_open
-  return static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
-#else
-  (void)pid;
-  return -1;
-#endif
-}
+constexpr auto kCheckEvery = std::chrono::milliseconds(50);
 
 }  // namespace
 

@@ -16,7 +16,6 @@
 #include <unistd.h>
 
 #include <bit>
-#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
@@ -24,6 +23,7 @@
 #include <thread>
 
 #include "comm/transport/link.h"
+#include "comm/transport/os.h"
 #include "comm/transport/shm/link.h"
 
 namespace ddl::comm::transport {
@@ -34,22 +34,6 @@ using Clock = std::chrono::steady_clock;
 using shm::Segment;
 
 constexpr size_t kMinCapacity = 4096;
-
-/// "30 s", "0.5 s".
-std::string seconds_text(std::chrono::milliseconds d) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g s", static_cast<double>(d.count()) / 1000.0);
-  return buf;
-}
-
-/// The job id with only characters that are safe in a file name, at most 64 of them.
-std::string safe_job(const std::string& job) {
-  std::string out;
-  for (char c : job.substr(0, 64))
-    out.push_back(
-        std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-' ? c : '_');
-  return out.empty() ? "job" : out;
-}
 
 class ShmDevice : public Device {
  public:

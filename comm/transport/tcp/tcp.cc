@@ -40,6 +40,7 @@
 
 #include "comm/core/quiet_thread.h"
 #include "comm/transport/link.h"
+#include "comm/transport/os.h"
 #include "comm/transport/tcp/hello.h"
 #include "comm/transport/tcp/link.h"
 
@@ -54,13 +55,6 @@ using tcp::kSocketBuffer;
 constexpr auto kHelloTime = std::chrono::seconds(5);
 /// The most sockets one link may have.
 constexpr int kMaxStreams = 64;
-
-/// "30 s", "0.5 s".
-std::string seconds_text(std::chrono::milliseconds d) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g s", static_cast<double>(d.count()) / 1000.0);
-  return buf;
-}
 
 std::string errno_text(int e) {
   return std::strerror(e);
