@@ -130,6 +130,15 @@ struct NodeGroup::Sweep {
     const size_t at = j * piece;
     return at < len[q] ? std::min(piece, len[q] - at) : 0;
   }
+  /// Member q's slice is chunk q of partition(count, n), at the same place in `in` and `out`.
+  void by_slices(size_t count, int n) {
+    const auto offsets = partition(count, n);
+    for (int q = 0; q < n; ++q) {
+      in_off.push_back(offsets[q]);
+      len.push_back(offsets[q + 1] - offsets[q]);
+    }
+    out_off = in_off;
+  }
   /// Where member q's piece lies in a slot, in bytes.
   size_t slot_at(int q) const { return source >= 0 ? 0 : q * piece * ts(); }
 };
@@ -422,40 +431,34 @@ void NodeGroup::allreduce(const void* send, void* recv, size_t count, DataType t
     cma_allreduce(send, recv, count, type, op, sig);
     return;
   }
+  Sweep s = sweep(send, recv, type, op, sig);
+  s.reduce = s.gather = true;
+  s.by_slices(count, size());
+  run(s);
+}
+
+NodeGroup::Sweep NodeGroup::sweep(const void* in, void* out, DataType type, ReduceOp op,
+                                  const Signature* sig) const {
   Sweep s;
-  s.in = static_cast<const std::byte*>(send);
-  s.out = static_cast<std::byte*>(recv);
+  s.in = static_cast<const std::byte*>(in);
+  s.out = static_cast<std::byte*>(out);
   s.type = type;
   s.op = op == ReduceOp::kAvg ? ReduceOp::kSum : op;
   s.divisor = op == ReduceOp::kAvg ? size() : 1;
-  s.reduce = s.gather = true;
-  const auto offsets = partition(count, size());
-  for (int q = 0; q < size(); ++q) {
-    s.in_off.push_back(offsets[q]);
-    s.len.push_back(offsets[q + 1] - offsets[q]);
-  }
-  s.out_off = s.in_off;
-  s.piece = std::max<size_t>(1, segment_->slot_bytes / (size() * ts));
+  s.piece = std::max<size_t>(1, segment_->slot_bytes / (size() * type_size(type)));
   s.sig = sig;
-  run(s);
+  return s;
 }
 
 void NodeGroup::reduce_scatter(const void* send, void* recv, size_t recv_count, DataType type,
                                ReduceOp op, const Signature* sig) {
-  Sweep s;
-  s.in = static_cast<const std::byte*>(send);
-  s.out = static_cast<std::byte*>(recv);
-  s.type = type;
-  s.op = op == ReduceOp::kAvg ? ReduceOp::kSum : op;
-  s.divisor = op == ReduceOp::kAvg ? size() : 1;
+  Sweep s = sweep(send, recv, type, op, sig);
   s.reduce = true;
   for (int q = 0; q < size(); ++q) {
     s.in_off.push_back(q * recv_count);
     s.out_off.push_back(0);
     s.len.push_back(recv_count);
   }
-  s.piece = std::max<size_t>(1, segment_->slot_bytes / (size() * type_size(type)));
-  s.sig = sig;
   run(s);
 }
 
@@ -466,24 +469,18 @@ void NodeGroup::allgather(const void* send, void* recv, size_t count, DataType t
   if (count > 0 && out + count * ts * self_ != send) {
     std::memmove(out + count * ts * self_, send, count * ts);
   }
-  Sweep s;
-  s.in = static_cast<const std::byte*>(send);
-  s.out = out;
-  s.type = type;
+  Sweep s = sweep(send, recv, type, ReduceOp::kSum, sig);
   s.gather = true;
   for (int q = 0; q < size(); ++q) {
     s.in_off.push_back(0);
     s.out_off.push_back(q * count);
     s.len.push_back(count);
   }
-  s.piece = std::max<size_t>(1, segment_->slot_bytes / (size() * ts));
-  s.sig = sig;
   run(s);
 }
 
 void NodeGroup::broadcast(void* buf, size_t bytes, int root, const Signature* sig) {
-  Sweep s;
-  s.in = s.out = static_cast<std::byte*>(buf);
+  Sweep s = sweep(buf, buf, DataType::kUint8, ReduceOp::kSum, sig);
   s.gather = true;
   s.source = root;
   s.in_off.assign(size(), 0);
@@ -491,7 +488,6 @@ void NodeGroup::broadcast(void* buf, size_t bytes, int root, const Signature* si
   s.len.assign(size(), 0);
   s.len[root] = bytes;
   s.piece = segment_->slot_bytes;
-  s.sig = sig;
   run(s);
 }
 
@@ -500,34 +496,16 @@ void NodeGroup::barrier(const Signature* sig) {
 }
 
 void NodeGroup::reduce_scatter_in_place(void* buf, size_t count, DataType type, ReduceOp op) {
-  Sweep s;
-  s.in = s.out = static_cast<std::byte*>(buf);
-  s.type = type;
-  s.op = op == ReduceOp::kAvg ? ReduceOp::kSum : op;
-  s.divisor = op == ReduceOp::kAvg ? size() : 1;
+  Sweep s = sweep(buf, buf, type, op, nullptr);
   s.reduce = true;
-  const auto offsets = partition(count, size());
-  for (int q = 0; q < size(); ++q) {
-    s.in_off.push_back(offsets[q]);
-    s.len.push_back(offsets[q + 1] - offsets[q]);
-  }
-  s.out_off = s.in_off;
-  s.piece = std::max<size_t>(1, segment_->slot_bytes / (size() * type_size(type)));
+  s.by_slices(count, size());
   run(s);
 }
 
 void NodeGroup::allgather_in_place(void* buf, size_t count, DataType type) {
-  Sweep s;
-  s.in = s.out = static_cast<std::byte*>(buf);
-  s.type = type;
+  Sweep s = sweep(buf, buf, type, ReduceOp::kSum, nullptr);
   s.gather = true;
-  const auto offsets = partition(count, size());
-  for (int q = 0; q < size(); ++q) {
-    s.in_off.push_back(offsets[q]);
-    s.len.push_back(offsets[q + 1] - offsets[q]);
-  }
-  s.out_off = s.in_off;
-  s.piece = std::max<size_t>(1, segment_->slot_bytes / (size() * type_size(type)));
+  s.by_slices(count, size());
   run(s);
 }
 

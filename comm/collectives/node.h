@@ -83,6 +83,9 @@ class NodeGroup {
   void await_attached();
   /// Leaves the group: marks this member closed, unmaps, closes the pidfds.
   void release();
+  /// A sweep from `in` to `out` with its reduction folded (kAvg sums, then divides by size()),
+  /// pieces as large as the slots allow, and the call's signature; its layout is the caller's.
+  Sweep sweep(const void* in, void* out, DataType type, ReduceOp op, const Signature* sig) const;
   void run(const Sweep& s);
   void step(const Sweep& s, size_t piece);
   void copy_in(const Sweep& s, size_t piece);
