@@ -366,8 +366,12 @@ void Communicator::make_dimensions() {
   }
 }
 
+bool Communicator::node_is_job() const {
+  return node_ != nullptr && node_->size() == size_;
+}
+
 bool Communicator::shm_job() const {
-  return node_ != nullptr && node_->size() == size_ &&
+  return node_is_job() &&
          (options_.algo == AllreduceAlgo::kAuto || options_.algo == AllreduceAlgo::kShm);
 }
 
@@ -472,7 +476,7 @@ Signature Communicator::signature(CollectiveKind kind, size_t count, DataType ty
 
 void Communicator::verify(const Signature& sig) {
   if (size_ == 1) return;
-  if (node_ != nullptr && node_->size() == size_) {
+  if (node_is_job()) {
     // A job on one host checks every call through the node group, whatever its route, so
     // ranks whose routes differ still meet in the same check.
     node_->barrier(&sig);
@@ -511,7 +515,7 @@ void Communicator::allreduce_locked(void* buf, size_t count, DataType type, Redu
       return;
     }
     if (sig != nullptr) sig->route = Route::kRecursiveDoubling;
-    if (sig != nullptr && node_ != nullptr && node_->size() == size_) {
+    if (sig != nullptr && node_is_job()) {
       verify(*sig);  // as every call of a one-host job (verify())
       sig = nullptr;
     }
@@ -682,8 +686,7 @@ void Communicator::broadcast(void* buf, size_t count, DataType type, int root) {
       node_->broadcast(buf, bytes, root, &sig);
       return;
     }
-    if (size_ > 1 && count > 0 && bytes < options_.small_bytes &&
-        (node_ == nullptr || node_->size() < size_)) {
+    if (size_ > 1 && count > 0 && bytes < options_.small_bytes && !node_is_job()) {
       // Small: the data rides on the check's own messages.
       sig.route = Route::kRecursiveDoubling;
       recursive_doubling_broadcast(*flat_, buf, bytes, root, sig);

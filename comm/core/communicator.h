@@ -117,6 +117,9 @@ class Communicator {
   void allreduce_locked(void* buf, size_t count, DataType type, ReduceOp op, Signature* sig);
   /// The algorithm for an allreduce of `bytes` on host memory (options_.algo resolved).
   AllreduceAlgo choose_allreduce(size_t bytes) const;
+  /// Whether node_ holds every rank (a job on one host): then every call's signature is
+  /// checked through it, whatever route the data takes.
+  bool node_is_job() const;
   /// Whether the other collectives go through node_ (a job on one host, not forced off it).
   bool shm_job() const;
   /// This host's ranks as a NodeGroup, and the dimensions of the multi-dimensional allreduce.
