@@ -438,6 +438,18 @@ netns_mpirun() {  # netns_mpirun HOSTS RANKS
     --mca btl_tcp_if_include "$NETNS_NET" --mca btl self,vader,tcp)
 }
 
+# shape_hosts N: every fake host's link (1..N) shaped to --rate; set_mtu: --mtu on the whole
+# fake network (after any racks' uplinks exist). A failure is counted, and the run goes on.
+shape_hosts() {
+  local k
+  for ((k = 1; k <= $1; k++)); do
+    netns_shape "$k" "$rate" || { echo "allreduce_compare: tc could not shape node$k" >&2; failed=1; }
+  done
+}
+set_mtu() {
+  netns_mtu "$mtu" || { echo "allreduce_compare: could not set MTU $mtu" >&2; failed=1; }
+}
+
 # 2. Three fake hosts x 2 ranks, links shaped.
 if want flat; then
   netns_load
@@ -450,10 +462,8 @@ if want flat; then
     echo "allreduce_compare: could not make the fake hosts" >&2
     failed=1
   else
-    for k in 1 2 3; do
-      netns_shape "$k" "$rate" || { echo "allreduce_compare: tc could not shape node$k" >&2; failed=1; }
-    done
-    netns_mtu "$mtu" || { echo "allreduce_compare: could not set MTU $mtu" >&2; failed=1; }
+    shape_hosts 3
+    set_mtu
     hosts=node1:2,node2:2,node3:2
     ssh_ddlrun=("$ddlrun" -q --tag-output none --launcher ssh --ssh-config "$NETNS_SSH_CONFIG"
       --tcp -H "$hosts")
@@ -486,11 +496,9 @@ if want racks; then
     echo "allreduce_compare: could not make the racks" >&2
     failed=1
   else
-    for k in 1 2 3 4; do
-      netns_shape "$k" "$rate" || { echo "allreduce_compare: tc could not shape node$k" >&2; failed=1; }
-    done
+    shape_hosts 4
     netns_shape_uplink "$uplink" || { echo "allreduce_compare: tc could not shape the uplink" >&2; failed=1; }
-    netns_mtu "$mtu" || { echo "allreduce_compare: could not set MTU $mtu" >&2; failed=1; }
+    set_mtu
     hosts=node1:2,node2:2,node3:2,node4:2
     ssh_ddlrun=("$ddlrun" -q --tag-output none --launcher ssh --ssh-config "$NETNS_SSH_CONFIG"
       --tcp -H "$hosts")
