@@ -54,9 +54,10 @@ struct Schedule {
   std::vector<Region> owned;                // [chunk]
 };
 
+/// count > 0 (multi_dim_allreduce returns before for 0).
 Schedule make_schedule(std::span<Dimension* const> dims, size_t count, size_t chunk_elems) {
   Schedule s;
-  for (size_t at = 0; at < count || (count == 0 && at == 0); at += chunk_elems) {
+  for (size_t at = 0; at < count; at += chunk_elems) {
     size_t begin = at, end = std::min(count, at + chunk_elems);
     std::vector<Region> regions;
     for (const Dimension* d : dims) {
@@ -67,7 +68,6 @@ Schedule make_schedule(std::span<Dimension* const> dims, size_t count, size_t ch
     }
     s.region.push_back(std::move(regions));
     s.owned.emplace_back(begin, end);
-    if (count == 0) break;
   }
   return s;
 }
