@@ -14,9 +14,9 @@
 //      among the next one in, ..., until dims[0]'s allgather restores the whole chunk.
 //
 // The pipeline. The buffer is cut into chunks of `chunk_bytes` (one chunk when 0 or when the
-// buffer is smaller) and every dimension runs on a thread of its own (dims[0] on the caller's),
-// working through a fixed list: the reduce-scatters of chunks 0, 1, ..., m-1, then their
-// allgathers in the same order. Dimension d's reduce-scatter of chunk j waits only for
+// buffer is smaller; at most 4096 chunks) and every dimension runs on a thread of its own (dims[0]
+// on the caller's), working through a fixed list: the reduce-scatters of chunks 0, 1, ..., m-1,
+// then their allgathers in the same order. Dimension d's reduce-scatter of chunk j waits only for
 // dimension d-1's of chunk j; its allgather of chunk j for dimension d+1's allgather of chunk
 // j (the outermost's, for its own reduce-scatter of j). So while the outer links carry chunk
 // j, the inner dimensions already reduce chunk j+1, and the slowest link is busy from its
@@ -33,6 +33,7 @@
 // call throws the first error once every dimension's thread has returned (a thread inside a
 // transfer returns when that transfer fails or its DDL_TIMEOUT passes).
 
+#include <algorithm>
 #include <condition_variable>
 #include <exception>
 #include <mutex>
@@ -46,6 +47,7 @@ namespace ddl::comm {
 namespace {
 
 using Region = std::pair<size_t, size_t>;  // [begin, end) in elements
+constexpr size_t kMaxChunks = 4096;
 
 /// For each chunk, the region every dimension works on, and the piece this rank owns at the
 /// end (the outermost dimension's share).
@@ -165,8 +167,11 @@ void multi_dim_allreduce(std::span<Dimension* const> dims, void* buf, size_t cou
                          ReduceOp op, size_t chunk_bytes) {
   if (dims.empty() || count == 0) return;
   const size_t ts = type_size(type);
+  // At most kMaxChunks chunks, however small chunk_bytes: the schedule stays small.
   const size_t chunk_elems =
-      chunk_bytes == 0 || dims.size() == 1 ? count : std::max<size_t>(1, chunk_bytes / ts);
+      chunk_bytes == 0 || dims.size() == 1
+          ? count
+          : std::max({size_t{1}, chunk_bytes / ts, (count + kMaxChunks - 1) / kMaxChunks});
   const Schedule schedule = make_schedule(dims, count, chunk_elems);
   int ranks = 1;
   for (const Dimension* d : dims)

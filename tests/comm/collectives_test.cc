@@ -510,6 +510,25 @@ TEST(CollectiveTest, APeerThatFailsMidAllreduceIsNamedByTheOthers) {
   }
 }
 
+// An absurdly small chunk (1 byte) on a large buffer: the pipeline cuts at most 4096 chunks,
+// and the result is still the reference on every rank.
+TEST(CollectiveTest, APipelineOfOneByteChunksIsBounded) {
+  const int n = 4;
+  const size_t count = 1 << 20;
+  Mesh mesh(n);
+  std::vector<std::vector<std::byte>> results(n);
+  const auto errors = run_ranks(n, [&](int r) {
+    results[r] = input(r, count, DataType::kInt32, ReduceOp::kSum);
+    const auto groups = grid_groups(mesh, r, {2, 2}, std::chrono::seconds(20));
+    std::vector<RingDimension> rings(groups.begin(), groups.end());
+    std::vector<Dimension*> dims{&rings[0], &rings[1]};
+    multi_dim_allreduce(dims, results[r].data(), count, DataType::kInt32, ReduceOp::kSum, 1);
+  });
+  for (int r = 0; r < n; ++r)
+    ASSERT_FALSE(errors[r]) << message(errors[r]);
+  expect_results({Algo::kPipelined, {2, 2}}, DataType::kInt32, ReduceOp::kSum, count, results);
+}
+
 // A link of the outer dimension fails while the pipeline's threads are busy: every rank's call
 // ends (no thread left waiting on another dimension), and the ranks at the failed link name
 // each other.
