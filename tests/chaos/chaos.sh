@@ -21,7 +21,10 @@
 #   - blame: ddlrun's own messages (not the ranks') name the faulty rank ("rank R") or host ("nodeK");
 #   - leftovers, within 5 s of the end (of the SIGKILL, for a killed ddlrun): no rank and no
 #     rank's child (each rank forks a `sleep`) alive, no process in any host's namespace but
-#     its sshd, no /tmp/ddlrun* on any host nor on this one, no new /dev/shm/ddl-* segment;
+#     its sshd, no ddlrun temp dir (/tmp/ddlrun.*, ddlrun-pmix.*, ddlrun-agent.*; not
+#     /tmp/ddlrun*, which on a namespace host also matched, and removed, a checkout cloned
+#     to /tmp/ddlrun*, bound there by hosts.sh) on any host nor on this one, no new
+#     /dev/shm/ddl-* segment;
 #   - memory: ddlrun's peak resident size under 64 MiB (sampled every 0.1 s).
 # A frozen agent (SIGSTOP) cannot clean up while frozen: the suite SIGCONTs it once ddlrun has
 # ended, as an operator would, and then expects its host clean within 5 s. A lost link comes
@@ -204,10 +207,10 @@ check_leftovers() {
   fi
   if [[ $launcher == ssh ]]; then
     for k in 1 2 3; do
-      t=$(netns_exec "$k" sh -c 'ls -d /tmp/ddlrun* 2>/dev/null')
+      t=$(netns_exec "$k" sh -c 'ls -d /tmp/ddlrun.* /tmp/ddlrun-pmix.* /tmp/ddlrun-agent.* 2>/dev/null')
       if [[ -n $t ]]; then
         files=$((files + $(wc -l <<<"$t"))); echo "    left in node$k:/tmp: $t" | tr '\n' ' '
-        echo; netns_exec "$k" sh -c 'rm -rf /tmp/ddlrun*'
+        echo; netns_exec "$k" sh -c 'rm -rf /tmp/ddlrun.* /tmp/ddlrun-pmix.* /tmp/ddlrun-agent.*'
       fi
     done
   fi

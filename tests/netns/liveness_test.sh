@@ -12,7 +12,8 @@
 #   agent TERM node2's agent gets SIGTERM: ddlrun shows the agent's reason, and no
 #              /tmp/ddlrun-agent.* stays on node2 (item 17a);
 #   sigkill    ddlrun SIGKILLed: within 5 s nothing of the job on any host, children that left
-#              their rank's process group (setsid) included, and no /tmp/ddlrun* (item 3);
+#              their rank's process group (setsid) included, and no ddlrun temp dir
+#              (/tmp/ddlrun.*, ddlrun-pmix.*, ddlrun-agent.*; item 3);
 #   Ctrl-Z     SIGTSTP stops every rank on every host and ddlrun, for longer than the
 #              deadline; SIGCONT resumes them all (item 6);
 #   starting   SIGTERM while ddlrun waits for a host that never answers (--connect-timeout
@@ -194,7 +195,7 @@ t0=$(now_ms)
 for k in 1 2 3; do gone "$k" 5 sigkill; done
 echo "  sigkill: every host empty $(($(now_ms) - t0)) ms after SIGKILL"
 for k in 1 2 3; do
-  left=$(netns_exec "$k" sh -c 'ls -d /tmp/ddlrun* 2>/dev/null')
+  left=$(netns_exec "$k" sh -c 'ls -d /tmp/ddlrun.* /tmp/ddlrun-pmix.* /tmp/ddlrun-agent.* 2>/dev/null')
   [[ -z $left ]] || fail "sigkill: left on node$k: $left"
 done
 
