@@ -29,6 +29,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "base/check.h"
 #include "launcher/keeper.h"
 
 extern char** environ;
@@ -43,9 +44,7 @@ constexpr int kReadsPerRound = 4;
 /// What is drained from a reaped process's pipe before its exit is reported, at most.
 constexpr size_t kDrainAtExit = size_t{1} << 20;
 
-std::string errno_text(int err) {
-  return std::strerror(err);
-}
+using base::errno_text;
 
 void set_nonblocking(int fd) {
   const int flags = fcntl(fd, F_GETFL);
