@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <limits>
 #include <map>
+#include <type_traits>
 
 #include "hostfiles/input_error.h"
 #include "mapper/inventory.h"
@@ -54,6 +55,42 @@ void emit_string_list(YAML::Emitter& out, const std::vector<std::string>& list) 
   out << YAML::EndSeq;
 }
 
+/// `key: [...]`, each item by `emit`; an empty list in flow style ("[]").
+template <typename T, typename Emit>
+void emit_list(YAML::Emitter& out, const char* key, const std::vector<T>& items, Emit emit) {
+  out << YAML::Key << key << YAML::Value;
+  if (items.empty()) out << YAML::Flow;
+  out << YAML::BeginSeq;
+  for (const T& item : items)
+    emit(out, item);
+  out << YAML::EndSeq;
+}
+
+void emit_core(YAML::Emitter& out, const Core& c) {
+  out << YAML::Flow << YAML::BeginMap;
+  out << YAML::Key << "os_index" << YAML::Value << c.os_index;
+  out << YAML::Key << "logical_index" << YAML::Value << c.logical_index;
+  out << YAML::Key << "pus" << YAML::Value << Quoted{format_cpu_list(c.pus)};
+  out << YAML::EndMap;
+}
+
+void emit_package(YAML::Emitter& out, const Package& p) {
+  out << YAML::BeginMap;
+  out << YAML::Key << "os_index" << YAML::Value << p.os_index;
+  if (!p.cpu_model.empty()) out << YAML::Key << "cpu_model" << YAML::Value << Quoted{p.cpu_model};
+  emit_list(out, "cores", p.cores, emit_core);
+  out << YAML::EndMap;
+}
+
+void emit_numa_node(YAML::Emitter& out, const NumaNode& n) {
+  out << YAML::Flow << YAML::BeginMap;
+  out << YAML::Key << "os_index" << YAML::Value << n.os_index;
+  if (n.package) out << YAML::Key << "package" << YAML::Value << *n.package;
+  out << YAML::Key << "pus" << YAML::Value << Quoted{format_cpu_list(n.pus)};
+  out << YAML::Key << "memory_bytes" << YAML::Value << n.memory_bytes;
+  out << YAML::EndMap;
+}
+
 void emit_gpu(YAML::Emitter& out, const Gpu& g) {
   out << YAML::BeginMap;
   out << YAML::Key << "index" << YAML::Value << g.index;
@@ -76,6 +113,29 @@ void emit_gpu(YAML::Emitter& out, const Gpu& g) {
   out << YAML::EndMap;
 }
 
+void emit_port(YAML::Emitter& out, const NicPort& p) {
+  out << YAML::Flow << YAML::BeginMap;
+  out << YAML::Key << "number" << YAML::Value << p.number;
+  if (!p.state.empty()) out << YAML::Key << "state" << YAML::Value << Quoted{p.state};
+  if (!p.link_layer.empty())
+    out << YAML::Key << "link_layer" << YAML::Value << Quoted{p.link_layer};
+  if (p.speed_mbps) out << YAML::Key << "speed_mbps" << YAML::Value << *p.speed_mbps;
+  out << YAML::EndMap;
+}
+
+void emit_interface(YAML::Emitter& out, const NetInterface& i) {
+  out << YAML::Flow << YAML::BeginMap;
+  out << YAML::Key << "name" << YAML::Value << Quoted{i.name};
+  if (!i.hw_address.empty())
+    out << YAML::Key << "hw_address" << YAML::Value << Quoted{i.hw_address};
+  if (!i.addresses.empty()) {
+    out << YAML::Key << "addresses" << YAML::Value;
+    emit_string_list(out, i.addresses);
+  }
+  if (i.speed_mbps) out << YAML::Key << "speed_mbps" << YAML::Value << *i.speed_mbps;
+  out << YAML::EndMap;
+}
+
 void emit_nic(YAML::Emitter& out, const Nic& n) {
   out << YAML::BeginMap;
   out << YAML::Key << "name" << YAML::Value << Quoted{n.name};
@@ -85,35 +145,8 @@ void emit_nic(YAML::Emitter& out, const Nic& n) {
     out << YAML::Key << "pci_bus_id" << YAML::Value << Quoted{n.pci_bus_id};
   out << YAML::Key << "locality" << YAML::Value;
   emit_locality(out, n.locality);
-  if (!n.ports.empty()) {
-    out << YAML::Key << "ports" << YAML::Value << YAML::BeginSeq;
-    for (const NicPort& p : n.ports) {
-      out << YAML::Flow << YAML::BeginMap;
-      out << YAML::Key << "number" << YAML::Value << p.number;
-      if (!p.state.empty()) out << YAML::Key << "state" << YAML::Value << Quoted{p.state};
-      if (!p.link_layer.empty())
-        out << YAML::Key << "link_layer" << YAML::Value << Quoted{p.link_layer};
-      if (p.speed_mbps) out << YAML::Key << "speed_mbps" << YAML::Value << *p.speed_mbps;
-      out << YAML::EndMap;
-    }
-    out << YAML::EndSeq;
-  }
-  if (!n.interfaces.empty()) {
-    out << YAML::Key << "interfaces" << YAML::Value << YAML::BeginSeq;
-    for (const NetInterface& i : n.interfaces) {
-      out << YAML::Flow << YAML::BeginMap;
-      out << YAML::Key << "name" << YAML::Value << Quoted{i.name};
-      if (!i.hw_address.empty())
-        out << YAML::Key << "hw_address" << YAML::Value << Quoted{i.hw_address};
-      if (!i.addresses.empty()) {
-        out << YAML::Key << "addresses" << YAML::Value;
-        emit_string_list(out, i.addresses);
-      }
-      if (i.speed_mbps) out << YAML::Key << "speed_mbps" << YAML::Value << *i.speed_mbps;
-      out << YAML::EndMap;
-    }
-    out << YAML::EndSeq;
-  }
+  if (!n.ports.empty()) emit_list(out, "ports", n.ports, emit_port);
+  if (!n.interfaces.empty()) emit_list(out, "interfaces", n.interfaces, emit_interface);
   out << YAML::EndMap;
 }
 
@@ -128,55 +161,10 @@ std::string to_yaml(const Inventory& inv) {
     out << YAML::Key << "cuda_visible_devices" << YAML::Value << Quoted{*inv.cuda_visible_devices};
   }
   if (!inv.identity.empty()) out << YAML::Key << "identity" << YAML::Value << Quoted{inv.identity};
-
-  out << YAML::Key << "packages" << YAML::Value;
-  if (inv.packages.empty()) out << YAML::Flow;
-  out << YAML::BeginSeq;
-  for (const Package& p : inv.packages) {
-    out << YAML::BeginMap;
-    out << YAML::Key << "os_index" << YAML::Value << p.os_index;
-    if (!p.cpu_model.empty()) out << YAML::Key << "cpu_model" << YAML::Value << Quoted{p.cpu_model};
-    out << YAML::Key << "cores" << YAML::Value;
-    if (p.cores.empty()) out << YAML::Flow;
-    out << YAML::BeginSeq;
-    for (const Core& c : p.cores) {
-      out << YAML::Flow << YAML::BeginMap;
-      out << YAML::Key << "os_index" << YAML::Value << c.os_index;
-      out << YAML::Key << "logical_index" << YAML::Value << c.logical_index;
-      out << YAML::Key << "pus" << YAML::Value << Quoted{format_cpu_list(c.pus)};
-      out << YAML::EndMap;
-    }
-    out << YAML::EndSeq << YAML::EndMap;
-  }
-  out << YAML::EndSeq;
-
-  out << YAML::Key << "numa_nodes" << YAML::Value;
-  if (inv.numa_nodes.empty()) out << YAML::Flow;
-  out << YAML::BeginSeq;
-  for (const NumaNode& n : inv.numa_nodes) {
-    out << YAML::Flow << YAML::BeginMap;
-    out << YAML::Key << "os_index" << YAML::Value << n.os_index;
-    if (n.package) out << YAML::Key << "package" << YAML::Value << *n.package;
-    out << YAML::Key << "pus" << YAML::Value << Quoted{format_cpu_list(n.pus)};
-    out << YAML::Key << "memory_bytes" << YAML::Value << n.memory_bytes;
-    out << YAML::EndMap;
-  }
-  out << YAML::EndSeq;
-
-  out << YAML::Key << "gpus" << YAML::Value;
-  if (inv.gpus.empty()) out << YAML::Flow;
-  out << YAML::BeginSeq;
-  for (const Gpu& g : inv.gpus)
-    emit_gpu(out, g);
-  out << YAML::EndSeq;
-
-  out << YAML::Key << "nics" << YAML::Value;
-  if (inv.nics.empty()) out << YAML::Flow;
-  out << YAML::BeginSeq;
-  for (const Nic& n : inv.nics)
-    emit_nic(out, n);
-  out << YAML::EndSeq;
-
+  emit_list(out, "packages", inv.packages, emit_package);
+  emit_list(out, "numa_nodes", inv.numa_nodes, emit_numa_node);
+  emit_list(out, "gpus", inv.gpus, emit_gpu);
+  emit_list(out, "nics", inv.nics, emit_nic);
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";
 }
@@ -370,40 +358,86 @@ class Reader {
   std::string source_;
 };
 
+/// The list `node` (at `path`), each item read by `read(r, item, item_path)`.
+template <typename Read>
+auto read_list(const Reader& r, const YAML::Node& node, const std::string& path, Read read) {
+  std::vector<decltype(read(r, node, path))> out;
+  size_t i = 0;
+  for (const YAML::Node& item : r.sequence(node, path))
+    out.push_back(read(r, item, r.index(path, i++)));
+  return out;
+}
+
+/// Reads the field `key` of the map `node` into `out` when it is there: with `read`, or
+/// without one by the type of `out` (text, a whole number, true or false, a list of texts).
+template <typename T, typename Read>
+void read_optional(const Reader& r, const YAML::Node& node, const std::string& path,
+                   const char* key, T& out, Read read) {
+  if (const YAML::Node value = node[key]) out = read(r, value, r.join(path, key));
+}
+
+template <typename T>
+void read_optional(const Reader& r, const YAML::Node& node, const std::string& path,
+                   const char* key, T& out) {
+  read_optional(r, node, path, key, out,
+                [](const Reader& r, const YAML::Node& value, const std::string& at) -> T {
+                  if constexpr (std::is_same_v<T, bool>) {
+                    return r.boolean(value, at);
+                  } else if constexpr (std::is_same_v<T, std::optional<int>>) {
+                    return r.small_int(value, at);
+                  } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+                    return r.string_list(value, at);
+                  } else {
+                    return r.text(value, at);
+                  }
+                });
+}
+
+std::string read_pci_bus_id(const Reader& r, const YAML::Node& node, const std::string& path) {
+  return r.pci_bus_id(node, path);
+}
+
+/// A list read item by item with `read_item`, for read_optional.
+template <auto read_item>
+auto read_list_of(const Reader& r, const YAML::Node& node, const std::string& path) {
+  return read_list(r, node, path, read_item);
+}
+
+int read_index(const Reader& r, const YAML::Node& node, const std::string& path) {
+  return r.small_int(node, path);
+}
+
 Locality read_locality(const Reader& r, const YAML::Node& node, const std::string& path) {
   static constexpr std::array<std::string_view, 4> kKnown = {"numa_node", "package", "pci_switch",
                                                              "host_bridge"};
   r.check_map(node, path, kKnown, {});
   Locality l;
-  if (node["numa_node"]) l.numa_node = r.small_int(node["numa_node"], r.join(path, "numa_node"));
-  if (node["package"]) l.package = r.small_int(node["package"], r.join(path, "package"));
-  if (node["pci_switch"])
-    l.pci_switch = r.pci_bus_id(node["pci_switch"], r.join(path, "pci_switch"));
-  if (node["host_bridge"]) l.host_bridge = r.text(node["host_bridge"], r.join(path, "host_bridge"));
+  read_optional(r, node, path, "numa_node", l.numa_node);
+  read_optional(r, node, path, "package", l.package);
+  read_optional(r, node, path, "pci_switch", l.pci_switch, read_pci_bus_id);
+  read_optional(r, node, path, "host_bridge", l.host_bridge);
   return l;
+}
+
+Core read_core(const Reader& r, const YAML::Node& node, const std::string& path) {
+  static constexpr std::array<std::string_view, 3> kKnown = {"os_index", "logical_index", "pus"};
+  r.check_map(node, path, kKnown, kKnown);
+  Core core;
+  core.os_index = r.small_int(node["os_index"], r.join(path, "os_index"), -1);
+  core.logical_index = r.small_int(node["logical_index"], r.join(path, "logical_index"));
+  core.pus = r.cpu_list(node["pus"], r.join(path, "pus"));
+  if (core.pus.empty()) r.fail(node["pus"], r.join(path, "pus"), "a core needs at least one PU");
+  return core;
 }
 
 Package read_package(const Reader& r, const YAML::Node& node, const std::string& path) {
   static constexpr std::array<std::string_view, 3> kKnown = {"os_index", "cpu_model", "cores"};
   static constexpr std::array<std::string_view, 2> kRequired = {"os_index", "cores"};
-  static constexpr std::array<std::string_view, 3> kCoreKnown = {"os_index", "logical_index",
-                                                                 "pus"};
   r.check_map(node, path, kKnown, kRequired);
   Package p;
   p.os_index = r.small_int(node["os_index"], r.join(path, "os_index"));
-  if (node["cpu_model"]) p.cpu_model = r.text(node["cpu_model"], r.join(path, "cpu_model"));
-  const std::string cores_path = r.join(path, "cores");
-  size_t i = 0;
-  for (const YAML::Node& c : r.sequence(node["cores"], cores_path)) {
-    const std::string cp = r.index(cores_path, i++);
-    r.check_map(c, cp, kCoreKnown, kCoreKnown);
-    Core core;
-    core.os_index = r.small_int(c["os_index"], r.join(cp, "os_index"), -1);
-    core.logical_index = r.small_int(c["logical_index"], r.join(cp, "logical_index"));
-    core.pus = r.cpu_list(c["pus"], r.join(cp, "pus"));
-    if (core.pus.empty()) r.fail(c["pus"], r.join(cp, "pus"), "a core needs at least one PU");
-    p.cores.push_back(std::move(core));
-  }
+  read_optional(r, node, path, "cpu_model", p.cpu_model);
+  p.cores = read_list(r, node["cores"], r.join(path, "cores"), read_core);
   return p;
 }
 
@@ -414,7 +448,7 @@ NumaNode read_numa_node(const Reader& r, const YAML::Node& node, const std::stri
   r.check_map(node, path, kKnown, kRequired);
   NumaNode n;
   n.os_index = r.small_int(node["os_index"], r.join(path, "os_index"));
-  if (node["package"]) n.package = r.small_int(node["package"], r.join(path, "package"));
+  read_optional(r, node, path, "package", n.package);
   n.pus = r.cpu_list(node["pus"], r.join(path, "pus"));
   n.memory_bytes =
       static_cast<std::uint64_t>(r.integer(node["memory_bytes"], r.join(path, "memory_bytes"), 0,
@@ -431,37 +465,48 @@ Gpu read_gpu(const Reader& r, const YAML::Node& node, const std::string& path) {
   Gpu g;
   g.index = r.small_int(node["index"], r.join(path, "index"));
   g.vendor = r.text(node["vendor"], r.join(path, "vendor"));
-  if (node["pci_id"]) g.pci_id = r.text(node["pci_id"], r.join(path, "pci_id"));
-  if (node["model"]) g.model = r.text(node["model"], r.join(path, "model"));
+  read_optional(r, node, path, "pci_id", g.pci_id);
+  read_optional(r, node, path, "model", g.model);
   g.pci_bus_id = r.pci_bus_id(node["pci_bus_id"], r.join(path, "pci_bus_id"));
-  if (node["locality"]) g.locality = read_locality(r, node["locality"], r.join(path, "locality"));
-  if (node["uuid"]) g.uuid = r.text(node["uuid"], r.join(path, "uuid"));
-  if (node["nvlink_peers"]) {
-    const std::string pp = r.join(path, "nvlink_peers");
-    size_t i = 0;
-    for (const YAML::Node& peer : r.sequence(node["nvlink_peers"], pp))
-      g.nvlink_peers.push_back(r.small_int(peer, r.index(pp, i++)));
-  }
-  if (node["nvlink_cpu"]) g.nvlink_cpu = r.boolean(node["nvlink_cpu"], r.join(path, "nvlink_cpu"));
-  if (node["nvlink_switch"]) {
-    g.nvlink_switch = r.boolean(node["nvlink_switch"], r.join(path, "nvlink_switch"));
-  }
-  if (node["os_devices"]) {
-    g.os_devices = r.string_list(node["os_devices"], r.join(path, "os_devices"));
-  }
+  read_optional(r, node, path, "locality", g.locality, read_locality);
+  read_optional(r, node, path, "uuid", g.uuid);
+  read_optional(r, node, path, "nvlink_peers", g.nvlink_peers, read_list_of<read_index>);
+  read_optional(r, node, path, "nvlink_cpu", g.nvlink_cpu);
+  read_optional(r, node, path, "nvlink_switch", g.nvlink_switch);
+  read_optional(r, node, path, "os_devices", g.os_devices);
   return g;
+}
+
+NicPort read_port(const Reader& r, const YAML::Node& node, const std::string& path) {
+  static constexpr std::array<std::string_view, 4> kKnown = {"number", "state", "link_layer",
+                                                             "speed_mbps"};
+  static constexpr std::array<std::string_view, 1> kRequired = {"number"};
+  r.check_map(node, path, kKnown, kRequired);
+  NicPort port;
+  port.number = r.small_int(node["number"], r.join(path, "number"));
+  read_optional(r, node, path, "state", port.state);
+  read_optional(r, node, path, "link_layer", port.link_layer);
+  read_optional(r, node, path, "speed_mbps", port.speed_mbps);
+  return port;
+}
+
+NetInterface read_interface(const Reader& r, const YAML::Node& node, const std::string& path) {
+  static constexpr std::array<std::string_view, 4> kKnown = {"name", "hw_address", "addresses",
+                                                             "speed_mbps"};
+  static constexpr std::array<std::string_view, 1> kRequired = {"name"};
+  r.check_map(node, path, kKnown, kRequired);
+  NetInterface nif;
+  nif.name = r.text(node["name"], r.join(path, "name"));
+  read_optional(r, node, path, "hw_address", nif.hw_address);
+  read_optional(r, node, path, "addresses", nif.addresses);
+  read_optional(r, node, path, "speed_mbps", nif.speed_mbps);
+  return nif;
 }
 
 Nic read_nic(const Reader& r, const YAML::Node& node, const std::string& path) {
   static constexpr std::array<std::string_view, 7> kKnown = {
       "name", "kind", "pci_id", "pci_bus_id", "locality", "ports", "interfaces"};
   static constexpr std::array<std::string_view, 2> kRequired = {"name", "kind"};
-  static constexpr std::array<std::string_view, 4> kPortKnown = {"number", "state", "link_layer",
-                                                                 "speed_mbps"};
-  static constexpr std::array<std::string_view, 1> kPortRequired = {"number"};
-  static constexpr std::array<std::string_view, 4> kIfKnown = {"name", "hw_address", "addresses",
-                                                               "speed_mbps"};
-  static constexpr std::array<std::string_view, 1> kIfRequired = {"name"};
   r.check_map(node, path, kKnown, kRequired);
   Nic n;
   n.name = r.text(node["name"], r.join(path, "name"));
@@ -475,38 +520,11 @@ Nic read_nic(const Reader& r, const YAML::Node& node, const std::string& path) {
                (hint.empty() ? " (expected infiniband, roce or ethernet)" : hint));
   }
   n.kind = static_cast<NicKind>(it - kinds.begin());
-  if (node["pci_id"]) n.pci_id = r.text(node["pci_id"], r.join(path, "pci_id"));
-  if (node["pci_bus_id"])
-    n.pci_bus_id = r.pci_bus_id(node["pci_bus_id"], r.join(path, "pci_bus_id"));
-  if (node["locality"]) n.locality = read_locality(r, node["locality"], r.join(path, "locality"));
-  if (node["ports"]) {
-    const std::string pp = r.join(path, "ports");
-    size_t i = 0;
-    for (const YAML::Node& p : r.sequence(node["ports"], pp)) {
-      const std::string ip = r.index(pp, i++);
-      r.check_map(p, ip, kPortKnown, kPortRequired);
-      NicPort port;
-      port.number = r.small_int(p["number"], r.join(ip, "number"));
-      if (p["state"]) port.state = r.text(p["state"], r.join(ip, "state"));
-      if (p["link_layer"]) port.link_layer = r.text(p["link_layer"], r.join(ip, "link_layer"));
-      if (p["speed_mbps"]) port.speed_mbps = r.small_int(p["speed_mbps"], r.join(ip, "speed_mbps"));
-      n.ports.push_back(std::move(port));
-    }
-  }
-  if (node["interfaces"]) {
-    const std::string pp = r.join(path, "interfaces");
-    size_t i = 0;
-    for (const YAML::Node& f : r.sequence(node["interfaces"], pp)) {
-      const std::string ip = r.index(pp, i++);
-      r.check_map(f, ip, kIfKnown, kIfRequired);
-      NetInterface nif;
-      nif.name = r.text(f["name"], r.join(ip, "name"));
-      if (f["hw_address"]) nif.hw_address = r.text(f["hw_address"], r.join(ip, "hw_address"));
-      if (f["addresses"]) nif.addresses = r.string_list(f["addresses"], r.join(ip, "addresses"));
-      if (f["speed_mbps"]) nif.speed_mbps = r.small_int(f["speed_mbps"], r.join(ip, "speed_mbps"));
-      n.interfaces.push_back(std::move(nif));
-    }
-  }
+  read_optional(r, node, path, "pci_id", n.pci_id);
+  read_optional(r, node, path, "pci_bus_id", n.pci_bus_id, read_pci_bus_id);
+  read_optional(r, node, path, "locality", n.locality, read_locality);
+  read_optional(r, node, path, "ports", n.ports, read_list_of<read_port>);
+  read_optional(r, node, path, "interfaces", n.interfaces, read_list_of<read_interface>);
   return n;
 }
 
@@ -570,22 +588,12 @@ Inventory read_inventory(const Reader& r, const YAML::Node& root) {
 
   Inventory inv;
   inv.hostname = r.text(root["hostname"], "hostname");
-  if (root["cuda_visible_devices"]) {
-    inv.cuda_visible_devices = r.text(root["cuda_visible_devices"], "cuda_visible_devices");
-  }
-  if (root["identity"]) inv.identity = r.text(root["identity"], "identity");
-  size_t i = 0;
-  for (const YAML::Node& p : r.sequence(root["packages"], "packages"))
-    inv.packages.push_back(read_package(r, p, r.index("packages", i++)));
-  i = 0;
-  for (const YAML::Node& n : r.sequence(root["numa_nodes"], "numa_nodes"))
-    inv.numa_nodes.push_back(read_numa_node(r, n, r.index("numa_nodes", i++)));
-  i = 0;
-  for (const YAML::Node& g : r.sequence(root["gpus"], "gpus"))
-    inv.gpus.push_back(read_gpu(r, g, r.index("gpus", i++)));
-  i = 0;
-  for (const YAML::Node& n : r.sequence(root["nics"], "nics"))
-    inv.nics.push_back(read_nic(r, n, r.index("nics", i++)));
+  read_optional(r, root, "", "cuda_visible_devices", inv.cuda_visible_devices);
+  read_optional(r, root, "", "identity", inv.identity);
+  inv.packages = read_list(r, root["packages"], "packages", read_package);
+  inv.numa_nodes = read_list(r, root["numa_nodes"], "numa_nodes", read_numa_node);
+  inv.gpus = read_list(r, root["gpus"], "gpus", read_gpu);
+  inv.nics = read_list(r, root["nics"], "nics", read_nic);
   check_consistency(r, root, inv);
   return inv;
 }
