@@ -17,6 +17,7 @@
 #include <map>
 #include <type_traits>
 
+#include "base/yaml.h"
 #include "hostfiles/input_error.h"
 #include "mapper/inventory.h"
 
@@ -226,12 +227,8 @@ class Reader {
 
   [[noreturn]] void fail(const YAML::Node& at, const std::string& path,
                          const std::string& message) const {
-    std::string where = source_;
     const YAML::Mark mark = at.IsDefined() ? at.Mark() : YAML::Mark::null_mark();
-    if (!mark.is_null()) {
-      where += ":" + std::to_string(mark.line + 1) + ":" + std::to_string(mark.column + 1);
-    }
-    std::string text = where + ": ";
+    std::string text = base::yaml_position(source_, mark) + ": ";
     if (!path.empty()) text += "field '" + path + "': ";
     throw InventoryError(text + message + "; " + std::string(kFix));
   }
@@ -324,7 +321,7 @@ class Reader {
   }
 
   static std::string join(const std::string& path, std::string_view key) {
-    return path.empty() ? std::string(key) : path + "." + std::string(key);
+    return base::yaml_join(path, key);
   }
   static std::string index(const std::string& path, size_t i) {
     return path + "[" + std::to_string(i) + "]";
@@ -332,16 +329,7 @@ class Reader {
 
  private:
   static std::string describe(const YAML::Node& node) {
-    switch (node.Type()) {
-      case YAML::NodeType::Map:
-        return "a map";
-      case YAML::NodeType::Sequence:
-        return "a list";
-      case YAML::NodeType::Scalar:
-        return "'" + node.Scalar() + "'";
-      default:
-        return "nothing";
-    }
+    return base::yaml_describe(node, {.map = "a map", .sequence = "a list"});
   }
 
   [[noreturn]] void throw_unknown(const YAML::Node& key_node, const std::string& path,
