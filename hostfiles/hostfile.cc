@@ -180,13 +180,7 @@ HostList parse_hostfile(std::string_view text, std::string_view source) {
 }
 
 HostList read_hostfile(const std::string& path) {
-  std::string text;
-  int error = 0;
-  if (!detail::read_text_file(path, text, error)) {
-    throw InputError(Position{path, 0, 0, {}},
-                     "cannot read hostfile: " + detail::error_text(error));
-  }
-  return parse_hostfile(text, path);
+  return parse_hostfile(detail::read_input_file(path, Position{path, 0, 0, {}}, "hostfile"), path);
 }
 
 }  // namespace ddl::hostfiles
