@@ -57,9 +57,28 @@ std::string number(double d) {
   return s.str();
 }
 
-void json(std::string& out, const Value& value, int indent) {
+/// Writes `items` between the brackets of `empty` ("[]" or "{}"), one a line indented by
+/// `indent + 2` spaces, commas between them; `empty` alone when there are none.
+template <typename Items, typename WriteItem>
+void json_block(std::string& out, const Items& items, int indent, std::string_view empty,
+                WriteItem write_item) {
+  if (items.empty()) {
+    out += empty;
+    return;
+  }
   const std::string pad(static_cast<size_t>(indent + 2), ' ');
-  const std::string close(static_cast<size_t>(indent), ' ');
+  out += empty[0];
+  out += '\n';
+  for (size_t i = 0; i < items.size(); ++i) {
+    out += pad;
+    write_item(items[i]);
+    out += i + 1 < items.size() ? ",\n" : "\n";
+  }
+  out += std::string(static_cast<size_t>(indent), ' ');
+  out += empty[1];
+}
+
+void json(std::string& out, const Value& value, int indent) {
   std::visit(
       [&](const auto& x) {
         using T = std::decay_t<decltype(x)>;
@@ -74,31 +93,13 @@ void json(std::string& out, const Value& value, int indent) {
         } else if constexpr (std::is_same_v<T, std::string>) {
           json_string(out, x);
         } else if constexpr (std::is_same_v<T, Value::List>) {
-          if (x.empty()) {
-            out += "[]";
-            return;
-          }
-          out += "[\n";
-          for (size_t i = 0; i < x.size(); ++i) {
-            out += pad;
-            json(out, x[i], indent + 2);
-            out += i + 1 < x.size() ? ",\n" : "\n";
-          }
-          out += close + "]";
+          json_block(out, x, indent, "[]", [&](const Value& item) { json(out, item, indent + 2); });
         } else {
-          if (x.empty()) {
-            out += "{}";
-            return;
-          }
-          out += "{\n";
-          for (size_t i = 0; i < x.size(); ++i) {
-            out += pad;
-            json_string(out, x[i].first);
+          json_block(out, x, indent, "{}", [&](const std::pair<std::string, Value>& entry) {
+            json_string(out, entry.first);
             out += ": ";
-            json(out, x[i].second, indent + 2);
-            out += i + 1 < x.size() ? ",\n" : "\n";
-          }
-          out += close + "}";
+            json(out, entry.second, indent + 2);
+          });
         }
       },
       value.v);
