@@ -113,6 +113,29 @@ mapper::NicFilter nic_filter(const Options& o) {
   }
 }
 
+/// Sockets whose GPUs share no NVLink: reduce inside each socket first, then across them. The
+/// first dimension (ranks per host) becomes GPUs per socket x sockets.
+void add_socket_dimension(comm::Mode& mode, int per_host, int per_socket, std::string& reason) {
+  mode.dims[0] = per_socket;
+  mode.dims.insert(mode.dims.begin() + 1, per_host / per_socket);
+  reason =
+      "GPUs per socket x sockets x hosts per rack x racks per aisle x aisles: no NVLink "
+      "between sockets" +
+      reason.substr(reason.find(" x aisles") + 9);
+}
+
+/// Throws when --aisles disagrees with the aisles of the layout `mode` gives `hosts` hosts.
+void check_aisles(const Options& o, const comm::Mode& mode, size_t hosts) {
+  const size_t off = mode.dims.size() - 4;  // 1 with the socket dimension
+  if (o.aisles && *o.aisles != mode.dims[3 + off]) {
+    throw UsageError("--aisles " + std::to_string(*o.aisles) +
+                     " disagrees with the layout, which has " + std::to_string(mode.dims[3 + off]) +
+                     " (" + std::to_string(hosts) + " hosts in racks of " +
+                     std::to_string(mode.dims[1 + off]) + ", " +
+                     std::to_string(mode.dims[2 + off]) + " racks per aisle)");
+  }
+}
+
 /// The mode's dimensions when -m gave none: IBM's four fields (ranks per host x hosts per rack x
 /// racks per aisle x aisles) when every host runs the same number of ranks, else one ring.
 std::pair<comm::Mode, std::string> resolve_dims(const Options& o,
@@ -157,22 +180,9 @@ std::pair<comm::Mode, std::string> resolve_dims(const Options& o,
     throw UsageError(e.what());
   }
   if (per_socket && per_host % *per_socket == 0) {
-    // Sockets whose GPUs share no NVLink: reduce inside each socket first, then across them.
-    mode.dims[0] = *per_socket;
-    mode.dims.insert(mode.dims.begin() + 1, per_host / *per_socket);
-    reason =
-        "GPUs per socket x sockets x hosts per rack x racks per aisle x aisles: no NVLink "
-        "between sockets" +
-        reason.substr(reason.find(" x aisles") + 9);
+    add_socket_dimension(mode, per_host, *per_socket, reason);
   }
-  const size_t off = mode.dims.size() - 4;  // 1 with the socket dimension
-  if (o.aisles && *o.aisles != mode.dims[3 + off]) {
-    throw UsageError("--aisles " + std::to_string(*o.aisles) +
-                     " disagrees with the layout, which has " + std::to_string(mode.dims[3 + off]) +
-                     " (" + std::to_string(used.size()) + " hosts in racks of " +
-                     std::to_string(mode.dims[1 + off]) + ", " +
-                     std::to_string(mode.dims[2 + off]) + " racks per aisle)");
-  }
+  check_aisles(o, mode, used.size());
   return {std::move(mode), reason};
 }
 
