@@ -5,6 +5,7 @@
 #include <sys/resource.h>
 
 #include <cstdlib>
+#include <optional>
 #include <ostream>
 
 #include "comm/mode.h"
@@ -64,6 +65,70 @@ void raise_open_files_limit() {
   launcher::run_agent(0, 1);
 }
 
+/// The roles ddlrun plays on behalf of another ddlrun: agent of the ssh launcher (--agent,
+/// --probe-agent), keeper (--keeper), and the wrapper of each rank under mpirun, srun, prterun
+/// or jsrun (--rank-exec, whose exit status this returns). Nothing when `args` asks for none;
+/// the other roles never return.
+std::optional<int> run_helper_role(const std::vector<std::string>& args, std::ostream& out,
+                                   std::ostream& err) {
+  if (args.empty()) return std::nullopt;
+  if (args.front() == "--agent") launcher::run_agent(0, 1);
+  if (args.front() == "--probe-agent") probe_then_agent(out, err);
+  if (args.front() == "--keeper") launcher::run_keeper(0);
+  if (args.front() == "--rank-exec") {
+    return launcher::rank_exec_main(std::vector<std::string>(args.begin() + 1, args.end()));
+  }
+  return std::nullopt;
+}
+
+/// Runs what the options ask for: --probe, else the plan, printed for --dry-run or launched.
+int run_options(const Options& o, std::ostream& out, std::ostream& err, hostfiles::GetEnv getenv_fn,
+                void* env_context, const RemoteProbe& remote) {
+  auto log = make_logger(o, err);
+  if (o.probe) {
+    out << mapper::to_yaml(mapper::probe_hwloc(mapper::ProbeOptions{}));
+    return kExitOk;
+  }
+  const JobPlan plan = make_plan(o, getenv_fn, env_context, remote);
+  for (const std::string& w : plan.warnings)
+    log->warn("{}", hostfiles::printable(w));
+  log->info("{} ranks on {}; hosts from {}", plan.placement.ranks,
+            hostfiles::printable(plan.placement.describe()), hostfiles::printable(plan.hosts_from));
+  log->info("launcher {}: {}", launcher::to_string(plan.launcher.kind), plan.launcher.reason);
+  if (!o.topology_file.empty()) {
+    comm::write_topology_file(plan.topology, o.topology_file);
+    log->info("topology file written to {}", hostfiles::printable(o.topology_file));
+  }
+  if (o.dry_run) {
+    out << hostfiles::printable(render_plan(plan, o));
+    return kExitOk;
+  }
+  return launch(plan, o, *log);
+}
+
+template <typename... Errors>
+bool is_one_of(const std::exception& e) {
+  return ((dynamic_cast<const Errors*>(&e) != nullptr) || ...);
+}
+
+/// Prints `e` as "ddlrun: error: ..." and returns the exit status the man page gives it: the
+/// launcher's own, 2 for the user's mistakes, 1 for what the hosts refused; anything else is
+/// ddlrun's own fault and says so.
+int report_error(const std::exception& e, std::ostream& err) {
+  std::string what = e.what();
+  int status = kExitFailure;
+  if (const auto* launch_error = dynamic_cast<const launcher::LaunchError*>(&e)) {
+    status = launch_error->status();
+  } else if (is_one_of<UsageError, hostfiles::InputError, comm::ModeError, mapper::PlacementError>(
+                 e)) {
+    status = kExitUsage;
+  } else if (!is_one_of<mapper::ProbeError, comm::TopologyError>(e)) {
+    what = "internal error: " + what + " (please report this)";
+  }
+  err << "ddlrun: error: " << hostfiles::printable(what) << "\n";
+  return status;
+}
+
 }  // namespace
 
 int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
@@ -71,64 +136,17 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   // Host names, paths and program names come from the user and from other hosts: what ddlrun
   // prints of them goes through hostfiles::printable, so that no control byte reaches the
   // terminal raw.
-  auto error = [&](const std::string& what, int status) {
-    err << "ddlrun: error: " << hostfiles::printable(what) << "\n";
-    return status;
-  };
   raise_open_files_limit();
-  // The modes ddlrun runs in on behalf of another ddlrun: agent of the ssh launcher, and the
-  // wrapper of each rank under mpirun/srun/prterun/jsrun.
-  if (!args.empty() && args.front() == "--agent") launcher::run_agent(0, 1);
-  if (!args.empty() && args.front() == "--probe-agent") probe_then_agent(out, err);
-  if (!args.empty() && args.front() == "--keeper") launcher::run_keeper(0);
-  if (!args.empty() && args.front() == "--rank-exec") {
-    return launcher::rank_exec_main(std::vector<std::string>(args.begin() + 1, args.end()));
-  }
+  if (std::optional<int> status = run_helper_role(args, out, err)) return *status;
   try {
     ParsedCommandLine parsed = parse_command_line(args);
     if (parsed.exit_code) {
       out << parsed.text;
       return *parsed.exit_code;
     }
-    const Options& o = parsed.options;
-    auto log = make_logger(o, err);
-    if (o.probe) {
-      out << mapper::to_yaml(mapper::probe_hwloc(mapper::ProbeOptions{}));
-      return kExitOk;
-    }
-    const JobPlan plan = make_plan(o, getenv_fn, env_context, remote);
-    for (const std::string& w : plan.warnings)
-      log->warn("{}", hostfiles::printable(w));
-    log->info("{} ranks on {}; hosts from {}", plan.placement.ranks,
-              hostfiles::printable(plan.placement.describe()),
-              hostfiles::printable(plan.hosts_from));
-    log->info("launcher {}: {}", launcher::to_string(plan.launcher.kind), plan.launcher.reason);
-    if (!o.topology_file.empty()) {
-      comm::write_topology_file(plan.topology, o.topology_file);
-      log->info("topology file written to {}", hostfiles::printable(o.topology_file));
-    }
-    if (o.dry_run) {
-      out << hostfiles::printable(render_plan(plan, o));
-      return kExitOk;
-    }
-    return launch(plan, o, *log);
-  } catch (const launcher::LaunchError& e) {
-    return error(e.what(), e.status());
-  } catch (const UsageError& e) {
-    return error(e.what(), kExitUsage);
-  } catch (const hostfiles::InputError& e) {
-    return error(e.what(), kExitUsage);
-  } catch (const comm::ModeError& e) {
-    return error(e.what(), kExitUsage);
-  } catch (const mapper::PlacementError& e) {
-    return error(e.what(), kExitUsage);
-  } catch (const mapper::ProbeError& e) {
-    return error(e.what(), kExitFailure);
-  } catch (const comm::TopologyError& e) {
-    return error(e.what(), kExitFailure);
+    return run_options(parsed.options, out, err, getenv_fn, env_context, remote);
   } catch (const std::exception& e) {
-    return error(std::string("internal error: ") + e.what() + " (please report this)",
-                 kExitFailure);
+    return report_error(e, err);
   }
 }
 

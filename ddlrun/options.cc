@@ -76,7 +76,166 @@ class Formatter : public CLI::Formatter {
   }
 };
 
-/// The application with every option bound to `o`. The help text comes from here too.
+/// Declares the options of one section of --help: each gets the section's name as its group,
+/// and its type name (the placeholder after the option) is given with it.
+class Section {
+ public:
+  Section(CLI::App& app, std::string name) : app_(app), name_(std::move(name)) {}
+
+  template <typename T>
+  CLI::Option* option(std::string names, T& into, std::string description, std::string type) {
+    return app_.add_option(std::move(names), into, std::move(description))
+        ->type_name(std::move(type))
+        ->group(name_);
+  }
+
+  /// An option that takes exactly the one argument after it each time it is given, never more
+  /// (CLI11 lets a list option swallow the arguments that follow it).
+  template <typename T>
+  CLI::Option* one_value(std::string names, T& into, std::string description, std::string type) {
+    return option(std::move(names), into, std::move(description), std::move(type))
+        ->allow_extra_args(false);
+  }
+
+  /// A whole number of at least 1 ("N").
+  CLI::Option* count(std::string names, std::optional<int>& into, std::string description) {
+    return option(std::move(names), into, std::move(description), "N")->check(positive_integer);
+  }
+
+  /// A duration above 0 and at most kMaxSeconds ("SECONDS").
+  template <typename T>
+  CLI::Option* seconds(std::string names, T& into, std::string description) {
+    return option(std::move(names), into, std::move(description), "SECONDS")
+        ->check(positive_seconds);
+  }
+
+  template <typename T>
+  CLI::Option* flag(std::string names, T& into, std::string description) {
+    return app_.add_flag(std::move(names), into, std::move(description))->group(name_);
+  }
+
+  const std::string& name() const { return name_; }
+
+ private:
+  CLI::App& app_;
+  std::string name_;
+};
+
+void add_host_options(CLI::App& app, Options& o) {
+  Section s(app, "Hosts and ranks");
+  s.one_value("-H,--hosts", o.hosts,
+              "Hosts: host[:slots],... with [ipv6]:slots and node[01-04] ranges; "
+              "repeats add slots (IBM: --H)",
+              "LIST");
+  s.option("--hostfile", o.hostfile, "Open MPI (host slots=N), MPICH (host:N) or plain hostfile",
+           "FILE");
+  s.count("-n,--np", o.np, "Total number of ranks (default: every slot or GPU)");
+  s.count("-a,--accelerators", o.accelerators, "Ranks (GPUs) per host (IBM: -accelerators)");
+  s.option("--rankfile", o.rankfile,
+           "Open MPI rankfile that places every rank (IBM: -rankfile, -rf)", "FILE");
+}
+
+void add_communication_options(CLI::App& app, Options& o) {
+  Section s(app, "Communication");
+  s.option("-m,--mode", o.mode, "DDL mode <r|b|n|m|c|p>[:d1xd2x...], innermost first (IBM: -mode)",
+           "MODE");
+  s.flag("--tcp", o.tcp, "Use TCP between hosts instead of InfiniBand verbs");
+  s.option("--nic", o.nic,
+           "Interfaces to use, as NCCL_SOCKET_IFNAME: prefixes, ^ excludes, = exact", "FILTER");
+  s.count("--nodes", o.nodes, "Hosts per rack, the ring's second dimension (IBM: -nodes)");
+  s.count("--racks", o.racks, "Racks per aisle, the third dimension (IBM: -racks)");
+  s.count("--aisles", o.aisles, "Aisles, the fourth dimension; checked (IBM: -aisles)");
+  s.option("--topology-conf", o.topology_conf,
+           "Slurm topology.conf naming each host's switch (rack)", "FILE");
+  s.option("--topology-file", o.topology_file, "Where to write the topology file the runtime reads",
+           "FILE");
+}
+
+void add_hardware_options(CLI::App& app, Options& o) {
+  Section s(app, "Hardware");
+  s.one_value("--host-xml", o.host_xml,
+              "Plan HOST from an hwloc XML file instead of probing it; HOST may be a "
+              "pattern: '*=node.xml'",
+              "HOST=FILE");
+  s.flag("--no-probe", o.no_probe,
+         "Do not look at the hosts' hardware: ranks by slots, no GPU, CPU or NIC binding");
+  s.option("--ssh-config", o.ssh_config,
+           "ssh client configuration to read instead of ~/.ssh/config (as ssh -F)", "FILE");
+  s.seconds("--connect-timeout", o.connect_timeout,
+            "Seconds to wait for each host's ssh connection (default 10)");
+  s.flag("--probe", o.probe, "Print this host's hardware as YAML and exit");
+}
+
+/// --job-id, listed under Communication but declared after the Hardware options: declaration
+/// order is the order in which "did you mean" weighs equally close option names.
+void add_job_id_option(CLI::App& app, Options& o) {
+  Section(app, "Communication")
+      .option("--job-id", o.job_id,
+              "Job id for the topology file (default: $LSB_JOBID, $SLURM_JOB_ID, or made up)",
+              "ID");
+}
+
+void add_launching_options(CLI::App& app, Options& o) {
+  Section s(app, "Launching");
+  std::string launchers;
+  for (std::string_view n : launcher::kind_names())
+    launchers += (launchers.empty() ? "" : "|") + std::string(n);
+  s.option("--launcher", o.launcher,
+           "How to start ranks: " + launchers +
+               " (default auto: jsrun in LSF, srun in Slurm, else pmix: ddlrun's own "
+               "local or ssh launcher, serving PMIx to the ranks)",
+           "NAME")
+      ->check(one_of("launcher", {launcher::kind_names().begin(), launcher::kind_names().end()}));
+  s.one_value("--mpiarg", o.mpiargs,
+              "Extra arguments for mpirun, split like a shell (IBM: -mpiarg)", "ARGS");
+  s.option("--jsrun-mode", o.jsrun_mode,
+           "How the jsrun launcher describes the job: erf (a resource file, default) or rs "
+           "(resource sets, for sites where ERF is broken)",
+           "erf|rs")
+      ->check(one_of("jsrun mode", {"erf", "rs"}));
+  s.one_value("--smpiargs", o.smpiargs, "Passed to jsrun as --smpiargs ARGS (e.g. \"-gpu\")",
+              "ARGS");
+  s.one_value("-x", o.exports, "Export VAR (from this environment) or VAR=VAL to every rank",
+              "VAR[=VAL]");
+  s.option("--wdir,--wd", o.wdir,
+           "Directory ranks start in on every host (default: this one, which must then "
+           "exist on every host; mpirun: -wdir)",
+           "DIR");
+  s.seconds("--timeout", o.timeout, "Stop the whole job after this many seconds (exit 124)");
+  s.seconds("--kill-grace", o.kill_grace,
+            "Seconds a stopped job's ranks get between SIGTERM and SIGKILL (default 3)");
+  s.seconds("--heartbeat-timeout", o.heartbeat_timeout,
+            "ssh launcher: seconds without a heartbeat after which a host is lost, and "
+            "its agent gives ddlrun up (default 10)");
+}
+
+void add_output_options(CLI::App& app, Options& o) {
+  Section s(app, "Output");
+  s.option("--output-dir", o.output_dir,
+           "Write each rank's output to DIR/rank.N/stdout and stderr instead", "DIR");
+  s.option("--tag-output", o.tag_output,
+           "Label of each output line: auto ([3] on a terminal, else mpi), rank ([3]), "
+           "mpi ([1,3]<stdout>:), none",
+           "STYLE")
+      ->check(one_of("style", {"auto", "rank", "mpi", "none"}));
+  s.flag("--dry-run", o.dry_run, "Print the whole plan and start nothing");
+  app.add_option_function<std::string>(
+         "--output",
+         [&o](const std::string& name) {
+           o.output = name == "json"   ? OutputFormat::kJson
+                      : name == "yaml" ? OutputFormat::kYaml
+                                       : OutputFormat::kText;
+         },
+         "Format of the plan: text|yaml|json (default text)")
+      ->type_name("FORMAT")
+      ->check(one_of("format", {"text", "yaml", "json"}))
+      ->group(s.name());
+  s.flag("-v,--verbose", o.verbosity, "More diagnostics on stderr; repeat for more (-vv, -vvv)");
+  s.flag("-q,--quiet", o.quiet, "Print errors only");
+}
+
+/// The application with every option bound to `o`. The help text comes from here too: its
+/// sections follow the order of their first option, the options within one their order here.
 std::unique_ptr<CLI::App> make_app(Options& o) {
   auto app = std::make_unique<CLI::App>(
       "Run a data-parallel training program on every GPU of one or many hosts.\n"
@@ -88,161 +247,12 @@ std::unique_ptr<CLI::App> make_app(Options& o) {
   app->set_version_flag("--version", std::string("ddlrun ") + DDL_VERSION,
                         "Print the version and exit");
   app->get_formatter()->column_width(34);
-
-  app->add_option("-H,--hosts", o.hosts,
-                  "Hosts: host[:slots],... with [ipv6]:slots and node[01-04] ranges; "
-                  "repeats add slots (IBM: --H)")
-      ->type_name("LIST")
-      ->allow_extra_args(false)
-      ->group("Hosts and ranks");
-  app->add_option("--hostfile", o.hostfile,
-                  "Open MPI (host slots=N), MPICH (host:N) or plain hostfile")
-      ->type_name("FILE")
-      ->group("Hosts and ranks");
-  app->add_option("-n,--np", o.np, "Total number of ranks (default: every slot or GPU)")
-      ->type_name("N")
-      ->check(positive_integer)
-      ->group("Hosts and ranks");
-  app->add_option("-a,--accelerators", o.accelerators, "Ranks (GPUs) per host (IBM: -accelerators)")
-      ->type_name("N")
-      ->check(positive_integer)
-      ->group("Hosts and ranks");
-  app->add_option("--rankfile", o.rankfile,
-                  "Open MPI rankfile that places every rank (IBM: -rankfile, -rf)")
-      ->type_name("FILE")
-      ->group("Hosts and ranks");
-  app->add_option("-m,--mode", o.mode,
-                  "DDL mode <r|b|n|m|c|p>[:d1xd2x...], innermost first (IBM: -mode)")
-      ->type_name("MODE")
-      ->group("Communication");
-  app->add_flag("--tcp", o.tcp, "Use TCP between hosts instead of InfiniBand verbs")
-      ->group("Communication");
-  app->add_option("--nic", o.nic,
-                  "Interfaces to use, as NCCL_SOCKET_IFNAME: prefixes, ^ excludes, = exact")
-      ->type_name("FILTER")
-      ->group("Communication");
-  app->add_option("--nodes", o.nodes, "Hosts per rack, the ring's second dimension (IBM: -nodes)")
-      ->type_name("N")
-      ->check(positive_integer)
-      ->group("Communication");
-  app->add_option("--racks", o.racks, "Racks per aisle, the third dimension (IBM: -racks)")
-      ->type_name("N")
-      ->check(positive_integer)
-      ->group("Communication");
-  app->add_option("--aisles", o.aisles, "Aisles, the fourth dimension; checked (IBM: -aisles)")
-      ->type_name("N")
-      ->check(positive_integer)
-      ->group("Communication");
-  app->add_option("--topology-conf", o.topology_conf,
-                  "Slurm topology.conf naming each host's switch (rack)")
-      ->type_name("FILE")
-      ->group("Communication");
-  app->add_option("--topology-file", o.topology_file,
-                  "Where to write the topology file the runtime reads")
-      ->type_name("FILE")
-      ->group("Communication");
-
-  app->add_option("--host-xml", o.host_xml,
-                  "Plan HOST from an hwloc XML file instead of probing it; HOST may be a "
-                  "pattern: '*=node.xml'")
-      ->type_name("HOST=FILE")
-      ->allow_extra_args(false)
-      ->group("Hardware");
-  app->add_flag("--no-probe", o.no_probe,
-                "Do not look at the hosts' hardware: ranks by slots, no GPU, CPU or NIC binding")
-      ->group("Hardware");
-  app->add_option("--ssh-config", o.ssh_config,
-                  "ssh client configuration to read instead of ~/.ssh/config (as ssh -F)")
-      ->type_name("FILE")
-      ->group("Hardware");
-  app->add_option("--connect-timeout", o.connect_timeout,
-                  "Seconds to wait for each host's ssh connection (default 10)")
-      ->type_name("SECONDS")
-      ->check(positive_seconds)
-      ->group("Hardware");
-  app->add_flag("--probe", o.probe, "Print this host's hardware as YAML and exit")
-      ->group("Hardware");
-  app->add_option("--job-id", o.job_id,
-                  "Job id for the topology file (default: $LSB_JOBID, $SLURM_JOB_ID, or made up)")
-      ->type_name("ID")
-      ->group("Communication");
-
-  std::string launchers;
-  for (std::string_view n : launcher::kind_names())
-    launchers += (launchers.empty() ? "" : "|") + std::string(n);
-  app->add_option("--launcher", o.launcher,
-                  "How to start ranks: " + launchers +
-                      " (default auto: jsrun in LSF, srun in Slurm, else pmix: ddlrun's own "
-                      "local or ssh launcher, serving PMIx to the ranks)")
-      ->type_name("NAME")
-      ->check(one_of("launcher", {launcher::kind_names().begin(), launcher::kind_names().end()}))
-      ->group("Launching");
-  app->add_option("--mpiarg", o.mpiargs,
-                  "Extra arguments for mpirun, split like a shell (IBM: -mpiarg)")
-      ->type_name("ARGS")
-      ->allow_extra_args(false)
-      ->group("Launching");
-  app->add_option("--jsrun-mode", o.jsrun_mode,
-                  "How the jsrun launcher describes the job: erf (a resource file, default) or rs "
-                  "(resource sets, for sites where ERF is broken)")
-      ->type_name("erf|rs")
-      ->check(one_of("jsrun mode", {"erf", "rs"}))
-      ->group("Launching");
-  app->add_option("--smpiargs", o.smpiargs, "Passed to jsrun as --smpiargs ARGS (e.g. \"-gpu\")")
-      ->type_name("ARGS")
-      ->allow_extra_args(false)
-      ->group("Launching");
-  app->add_option("-x", o.exports, "Export VAR (from this environment) or VAR=VAL to every rank")
-      ->type_name("VAR[=VAL]")
-      ->allow_extra_args(false)
-      ->group("Launching");
-  app->add_option("--wdir,--wd", o.wdir,
-                  "Directory ranks start in on every host (default: this one, which must then "
-                  "exist on every host; mpirun: -wdir)")
-      ->type_name("DIR")
-      ->group("Launching");
-  app->add_option("--timeout", o.timeout, "Stop the whole job after this many seconds (exit 124)")
-      ->type_name("SECONDS")
-      ->check(positive_seconds)
-      ->group("Launching");
-
-  app->add_option("--kill-grace", o.kill_grace,
-                  "Seconds a stopped job's ranks get between SIGTERM and SIGKILL (default 3)")
-      ->type_name("SECONDS")
-      ->check(positive_seconds)
-      ->group("Launching");
-  app->add_option("--heartbeat-timeout", o.heartbeat_timeout,
-                  "ssh launcher: seconds without a heartbeat after which a host is lost, and "
-                  "its agent gives ddlrun up (default 10)")
-      ->type_name("SECONDS")
-      ->check(positive_seconds)
-      ->group("Launching");
-  app->add_option("--output-dir", o.output_dir,
-                  "Write each rank's output to DIR/rank.N/stdout and stderr instead")
-      ->type_name("DIR")
-      ->group("Output");
-  app->add_option("--tag-output", o.tag_output,
-                  "Label of each output line: auto ([3] on a terminal, else mpi), rank ([3]), "
-                  "mpi ([1,3]<stdout>:), none")
-      ->type_name("STYLE")
-      ->check(one_of("style", {"auto", "rank", "mpi", "none"}))
-      ->group("Output");
-  app->add_flag("--dry-run", o.dry_run, "Print the whole plan and start nothing")->group("Output");
-  app->add_option_function<std::string>(
-         "--output",
-         [&o](const std::string& name) {
-           o.output = name == "json"   ? OutputFormat::kJson
-                      : name == "yaml" ? OutputFormat::kYaml
-                                       : OutputFormat::kText;
-         },
-         "Format of the plan: text|yaml|json (default text)")
-      ->type_name("FORMAT")
-      ->check(one_of("format", {"text", "yaml", "json"}))
-      ->group("Output");
-  app->add_flag("-v,--verbose", o.verbosity,
-                "More diagnostics on stderr; repeat for more (-vv, -vvv)")
-      ->group("Output");
-  app->add_flag("-q,--quiet", o.quiet, "Print errors only")->group("Output");
+  add_host_options(*app, o);
+  add_communication_options(*app, o);
+  add_hardware_options(*app, o);
+  add_job_id_option(*app, o);
+  add_launching_options(*app, o);
+  add_output_options(*app, o);
   return app;
 }
 
@@ -274,65 +284,71 @@ ArgKind classify(const CLI::App& app, const std::string& name) {
                    "before it)");
 }
 
-}  // namespace
+/// An IBM spelling ("-np=4", "-rf") rewritten to ours; any other argument as it is.
+std::string rewrite_alias(const std::string& arg) {
+  const size_t eq = arg.find('=');
+  const auto alias = kAliases.find(std::string_view(arg).substr(0, eq));
+  if (alias == kAliases.end()) return arg;
+  return alias->second + (eq == std::string::npos ? "" : arg.substr(eq));
+}
 
-ParsedCommandLine parse_command_line(const std::vector<std::string>& args) {
-  ParsedCommandLine result;
-  Options& o = result.options;
-  auto app = make_app(o);
-
-  // Split ddlrun's own arguments from the program, rewriting IBM spellings on the way. The
-  // program starts at the first argument that is neither an option nor an option's value.
+/// ddlrun's own arguments, IBM spellings rewritten, and the program with its arguments.
+struct SplitArguments {
   std::vector<std::string> own;
+  std::vector<std::string> program;
+};
+
+/// Splits `args` where the program starts: at the first argument that is neither an option
+/// nor an option's value, or after "--". Throws UsageError for an unknown option or a missing
+/// value.
+SplitArguments split_arguments(const CLI::App& app, const std::vector<std::string>& args) {
+  SplitArguments split;
   size_t i = 0;
+  // Takes the value of `option` from the next argument.
+  const auto take_value = [&](const std::string& option) {
+    if (i + 1 >= args.size()) throw UsageError("option " + option + " needs a value");
+    split.own.push_back(args[++i]);
+  };
   for (; i < args.size(); ++i) {
-    std::string arg = args[i];
-    if (arg == "--") {
+    if (args[i] == "--") {
       ++i;
       break;
     }
-    if (arg.size() < 2 || arg[0] != '-') break;
-    const size_t eq = arg.find('=');
-    const std::string name = arg.substr(0, eq);
-    if (auto alias = kAliases.find(name); alias != kAliases.end()) {
-      arg = alias->second + (eq == std::string::npos ? "" : arg.substr(eq));
-    }
-    own.push_back(arg);
+    if (args[i].size() < 2 || args[i][0] != '-') break;
+    const std::string arg = rewrite_alias(args[i]);
+    split.own.push_back(arg);
     if (arg.rfind("--", 0) == 0) {
       const std::string long_name = arg.substr(0, arg.find('='));
-      const ArgKind kind = classify(*app, long_name);
-      if (kind == ArgKind::kUnknown) unknown_option(*app, arg);
-      if (kind == ArgKind::kTakesValue && arg.find('=') == std::string::npos) {
-        if (i + 1 >= args.size()) throw UsageError("option " + long_name + " needs a value");
-        own.push_back(args[++i]);
-      }
+      const ArgKind kind = classify(app, long_name);
+      if (kind == ArgKind::kUnknown) unknown_option(app, arg);
+      if (kind == ArgKind::kTakesValue && arg.find('=') == std::string::npos) take_value(long_name);
       continue;
     }
     // Short options: "-H host", "-Hhost", "-vv", "-n4".
-    const ArgKind kind = classify(*app, arg.substr(0, 2));
-    if (kind == ArgKind::kUnknown) unknown_option(*app, arg);
+    const ArgKind kind = classify(app, arg.substr(0, 2));
+    if (kind == ArgKind::kUnknown) unknown_option(app, arg);
     if (kind == ArgKind::kTakesValue && arg.size() == 2) {
-      if (i + 1 >= args.size()) throw UsageError("option " + arg + " needs a value");
-      own.push_back(args[++i]);
+      take_value(arg);
     } else if (kind == ArgKind::kFlag) {
       for (size_t k = 2; k < arg.size(); ++k) {
-        if (classify(*app, std::string("-") + arg[k]) != ArgKind::kFlag) unknown_option(*app, arg);
+        if (classify(app, std::string("-") + arg[k]) != ArgKind::kFlag) unknown_option(app, arg);
       }
     }
   }
-  o.program.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
+  split.program.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
+  return split;
+}
 
+/// Lets CLI11 parse ddlrun's own arguments into the options `app` is bound to. Returns the
+/// text to print for --help and --version, else nothing. Throws UsageError for bad values.
+std::optional<std::string> parse_own_arguments(CLI::App& app, const std::vector<std::string>& own) {
   try {
     std::vector<std::string> reversed(own.rbegin(), own.rend());
-    app->parse(reversed);
+    app.parse(reversed);
   } catch (const CLI::CallForHelp&) {
-    result.exit_code = 0;
-    result.text = app->help();
-    return result;
+    return app.help();
   } catch (const CLI::CallForVersion&) {
-    result.exit_code = 0;
-    result.text = std::string("ddlrun ") + DDL_VERSION + "\n";
-    return result;
+    return std::string("ddlrun ") + DDL_VERSION + "\n";
   } catch (const CLI::ParseError& e) {
     // CLI11 says "--np: At Most 1 required but received 2" for an option given twice.
     const std::string what = e.what();
@@ -342,6 +358,11 @@ ParsedCommandLine parse_command_line(const std::vector<std::string>& args) {
     }
     throw UsageError(what);
   }
+  return std::nullopt;
+}
+
+/// Refuses options that contradict each other or the program, each alone valid.
+void check_combinations(const Options& o) {
   if (o.probe && !o.program.empty()) {
     throw UsageError("--probe prints this host's hardware and runs nothing; drop " +
                      o.program.front() + " or --probe");
@@ -366,6 +387,25 @@ ParsedCommandLine parse_command_line(const std::vector<std::string>& args) {
                      ": exists and is not a directory; name a directory (ddlrun creates it "
                      "when missing)");
   }
+}
+
+}  // namespace
+
+// How it works: the arguments are split where the program starts (IBM spellings rewritten on
+// the way), so that CLI11 never sees the program's own options; CLI11 then parses ddlrun's part
+// into the Options, and last come the checks that need several options at once.
+ParsedCommandLine parse_command_line(const std::vector<std::string>& args) {
+  ParsedCommandLine result;
+  Options& o = result.options;
+  auto app = make_app(o);
+  SplitArguments split = split_arguments(*app, args);
+  o.program = std::move(split.program);
+  if (std::optional<std::string> text = parse_own_arguments(*app, split.own)) {
+    result.exit_code = 0;
+    result.text = std::move(*text);
+    return result;
+  }
+  check_combinations(o);
   return result;
 }
 

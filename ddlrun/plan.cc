@@ -28,6 +28,22 @@ bool valid_variable_name(std::string_view name) {
   });
 }
 
+/// The environment make_plan reads: the process's, or a test's.
+struct Env {
+  GetEnv get;
+  void* context;
+
+  std::optional<std::string> operator()(const char* name) const { return get(name, context); }
+};
+
+/// Where the job runs: inside an LSF or a Slurm job, or neither.
+launcher::Situation batch_situation(const Env& env) {
+  launcher::Situation situation;
+  situation.in_lsf_job = env("LSB_JOBID").has_value();
+  situation.in_slurm_job = env("SLURM_JOB_ID").has_value();
+  return situation;
+}
+
 void merge_into(hostfiles::HostList& into, const hostfiles::HostList& from,
                 const std::string& source) {
   for (const hostfiles::Host& h : from.hosts())
@@ -35,8 +51,7 @@ void merge_into(hostfiles::HostList& into, const hostfiles::HostList& from,
 }
 
 /// The hosts of the job and a description of where they came from.
-std::pair<hostfiles::HostList, std::string> resolve_hosts(const Options& o, GetEnv getenv_fn,
-                                                          void* env_context) {
+std::pair<hostfiles::HostList, std::string> resolve_hosts(const Options& o, const Env& env) {
   if (!o.hosts.empty() && !o.hostfile.empty()) {
     throw UsageError("both -H and --hostfile name hosts; give one of them");
   }
@@ -48,7 +63,7 @@ std::pair<hostfiles::HostList, std::string> resolve_hosts(const Options& o, GetE
   }
   if (!o.hostfile.empty())
     return {hostfiles::read_hostfile(o.hostfile), "--hostfile " + o.hostfile};
-  if (auto allocation = hostfiles::allocation_from_environment(getenv_fn, env_context)) {
+  if (auto allocation = hostfiles::allocation_from_environment(env.get, env.context)) {
     std::string from = allocation->empty() ? "batch job" : allocation->hosts().front().origin;
     from = from.substr(0, from.find(':'));
     return {std::move(*allocation), from};
@@ -58,6 +73,67 @@ std::pair<hostfiles::HostList, std::string> resolve_hosts(const Options& o, GetE
                        "default"};
   list.add(self, hostfiles::Position{"default", 0, 0, {}});
   return {std::move(list), "default (no -H, --hostfile or batch job)"};
+}
+
+/// Reads --rankfile, when given: it places every rank itself, and its hosts replace `hosts`
+/// (and `from`); when hosts were listed (-H, --hostfile), each of its hosts must be among them.
+/// "+n2" entries name the third host of `hosts`.
+std::optional<hostfiles::Rankfile> apply_rankfile(const Options& o, hostfiles::HostList& hosts,
+                                                  std::string& from) {
+  if (o.rankfile.empty()) return std::nullopt;
+  hostfiles::Rankfile rankfile = hostfiles::read_rankfile(o.rankfile);
+  const bool listed = !o.hosts.empty() || !o.hostfile.empty();
+  hostfiles::HostList ranked = hostfiles::hosts_of(rankfile, &hosts, o.rankfile);
+  for (hostfiles::RankfileEntry& e : rankfile.entries) {
+    if (e.relative_node) e.host = hosts.hosts()[static_cast<size_t>(*e.relative_node)].name;
+  }
+  if (listed) {
+    for (const hostfiles::Host& h : ranked.hosts()) {
+      if (hosts.find(h.name) == nullptr) {
+        throw UsageError(o.rankfile + ": host '" + h.name + "' is not among the hosts of " + from +
+                         "; add it there or change the rankfile");
+      }
+    }
+  }
+  if (o.np && *o.np != static_cast<int>(rankfile.entries.size())) {
+    throw UsageError("-n " + std::to_string(*o.np) + " disagrees with the " +
+                     std::to_string(rankfile.entries.size()) + " ranks of " + o.rankfile +
+                     "; drop -n or change the rankfile");
+  }
+  hosts = std::move(ranked);
+  from = "--rankfile " + o.rankfile;
+  return rankfile;
+}
+
+mapper::NicFilter nic_filter(const Options& o) {
+  try {
+    return mapper::parse_nic_filter(o.nic);
+  } catch (const mapper::NicFilterError& e) {
+    throw UsageError(e.what());
+  }
+}
+
+/// Sockets whose GPUs share no NVLink: reduce inside each socket first, then across them. The
+/// first dimension (ranks per host) becomes GPUs per socket x sockets.
+void add_socket_dimension(comm::Mode& mode, int per_host, int per_socket, std::string& reason) {
+  mode.dims[0] = per_socket;
+  mode.dims.insert(mode.dims.begin() + 1, per_host / per_socket);
+  reason =
+      "GPUs per socket x sockets x hosts per rack x racks per aisle x aisles: no NVLink "
+      "between sockets" +
+      reason.substr(reason.find(" x aisles") + 9);
+}
+
+/// Throws when --aisles disagrees with the aisles of the layout `mode` gives `hosts` hosts.
+void check_aisles(const Options& o, const comm::Mode& mode, size_t hosts) {
+  const size_t off = mode.dims.size() - 4;  // 1 with the socket dimension
+  if (o.aisles && *o.aisles != mode.dims[3 + off]) {
+    throw UsageError("--aisles " + std::to_string(*o.aisles) +
+                     " disagrees with the layout, which has " + std::to_string(mode.dims[3 + off]) +
+                     " (" + std::to_string(hosts) + " hosts in racks of " +
+                     std::to_string(mode.dims[1 + off]) + ", " +
+                     std::to_string(mode.dims[2 + off]) + " racks per aisle)");
+  }
 }
 
 /// The mode's dimensions when -m gave none: IBM's four fields (ranks per host x hosts per rack x
@@ -104,23 +180,42 @@ std::pair<comm::Mode, std::string> resolve_dims(const Options& o,
     throw UsageError(e.what());
   }
   if (per_socket && per_host % *per_socket == 0) {
-    // Sockets whose GPUs share no NVLink: reduce inside each socket first, then across them.
-    mode.dims[0] = *per_socket;
-    mode.dims.insert(mode.dims.begin() + 1, per_host / *per_socket);
-    reason =
-        "GPUs per socket x sockets x hosts per rack x racks per aisle x aisles: no NVLink "
-        "between sockets" +
-        reason.substr(reason.find(" x aisles") + 9);
+    add_socket_dimension(mode, per_host, *per_socket, reason);
   }
-  const size_t off = mode.dims.size() - 4;  // 1 with the socket dimension
-  if (o.aisles && *o.aisles != mode.dims[3 + off]) {
-    throw UsageError("--aisles " + std::to_string(*o.aisles) +
-                     " disagrees with the layout, which has " + std::to_string(mode.dims[3 + off]) +
-                     " (" + std::to_string(used.size()) + " hosts in racks of " +
-                     std::to_string(mode.dims[1 + off]) + ", " +
-                     std::to_string(mode.dims[2 + off]) + " racks per aisle)");
-  }
+  check_aisles(o, mode, used.size());
   return {std::move(mode), reason};
+}
+
+/// How the hosts that are neither this host nor given by --host-xml are probed, and the name
+/// the plan gives that way ("ssh", "jsrun").
+struct RemoteProber {
+  RemoteProbe probe;  ///< empty: over ssh
+  std::string name;
+};
+
+/// `remote` when given (tests). Inside an LSF job whose ranks jsrun starts, jsrun also reaches
+/// the compute hosts to probe them, where ssh may be refused (Summit); else ssh.
+RemoteProber remote_prober(const Options& o, const Env& env, const std::string& job_id,
+                           const RemoteProbe& remote) {
+  if (remote || !env("LSB_JOBID") || (o.launcher != "auto" && o.launcher != "jsrun")) {
+    return {remote, "ssh"};
+  }
+  const auto jsrun =
+      [job_id = ssh_probe_options(o, job_id).job_id](const std::vector<std::string>& hosts) {
+        lsf::JsrunProbeOptions jo;
+        jo.ddlrun_path = self_path();
+        jo.environ = launcher::current_environment();
+        jo.job_id = job_id;  // the probe cache the ssh probe keeps too
+        return lsf::probe_hosts_jsrun(hosts, jo);
+      };
+  return {jsrun, "jsrun"};
+}
+
+/// Whether the ssh launcher follows the probe: hosts probed over ssh are remote, so it does
+/// unless a batch system's launcher (or --launcher) says otherwise.
+bool ssh_launcher_follows(const Options& o, const Env& env) {
+  return launcher::choose(*launcher::kind_from_string(o.launcher), batch_situation(env)).kind ==
+         launcher::Kind::kSsh;
 }
 
 /// The --host-xml file for `host`: an exact name beats a pattern; among several, the last wins.
@@ -138,18 +233,24 @@ const std::string* xml_for(const std::vector<std::pair<std::string, std::string>
   return exact ? exact : pattern;
 }
 
-/// Each host's hardware: from --host-xml, this host's hwloc (hosts named in `local_names`), or
-/// `remote`. Fills plan.inventories and plan.hardware_from; throws ProbeError listing every host
-/// that failed. Unless this is a dry run, the ssh probe's sessions are kept in plan.sessions,
-/// and when `ssh_follows` each host's agent starts in its probe's channel.
-void gather_hardware(const Options& o, JobPlan& plan, const RemoteProbe& remote,
-                     const std::string& remote_name, const std::vector<std::string>& local_names,
-                     bool ssh_follows) {
-  if (o.no_probe) {
-    for (const hostfiles::Host& h : plan.hosts.hosts())
-      plan.hardware_from[h.name] = "not probed";
-    return;
+/// The hardware --host-xml describes in `file`, read once for all the hosts that use it.
+const mapper::Inventory& xml_inventory(std::map<std::string, mapper::Inventory>& by_file,
+                                       const std::string& file) {
+  auto it = by_file.find(file);
+  if (it != by_file.end()) return it->second;
+  mapper::ProbeOptions po;
+  po.xml_path = file;
+  try {
+    return by_file.emplace(file, mapper::probe_hwloc(po)).first->second;
+  } catch (const mapper::ProbeError& e) {
+    throw UsageError("--host-xml " + file + ": " + e.what());
   }
+}
+
+/// Fills in the hardware known without reaching another host: from --host-xml, and this
+/// host's hwloc (probed once) for the hosts named in `local_names`. Returns the other hosts.
+std::vector<std::string> hardware_known_here(const Options& o, JobPlan& plan,
+                                             const std::vector<std::string>& local_names) {
   std::vector<std::pair<std::string, std::string>> host_xml;
   for (const std::string& x : o.host_xml) {
     const size_t eq = x.find('=');
@@ -160,17 +261,7 @@ void gather_hardware(const Options& o, JobPlan& plan, const RemoteProbe& remote,
   std::vector<std::string> remote_hosts;
   for (const hostfiles::Host& h : plan.hosts.hosts()) {
     if (const std::string* file = xml_for(host_xml, h.name)) {
-      auto it = by_file.find(*file);
-      if (it == by_file.end()) {
-        mapper::ProbeOptions po;
-        po.xml_path = *file;
-        try {
-          it = by_file.emplace(*file, mapper::probe_hwloc(po)).first;
-        } catch (const mapper::ProbeError& e) {
-          throw UsageError("--host-xml " + *file + ": " + e.what());
-        }
-      }
-      plan.inventories[h.name] = it->second;
+      plan.inventories[h.name] = xml_inventory(by_file, *file);
       plan.hardware_from[h.name] = *file;
     } else if (launcher::is_local_host(h.name, local_names)) {
       if (!self) self = mapper::probe_hwloc(mapper::ProbeOptions{});
@@ -180,35 +271,60 @@ void gather_hardware(const Options& o, JobPlan& plan, const RemoteProbe& remote,
       remote_hosts.push_back(h.name);
     }
   }
-  if (remote_hosts.empty()) return;
-  std::vector<mapper::HostProbe> results;
-  if (remote) {
-    results = remote(remote_hosts);
-  } else {
-    mapper::SshProbeOptions so = ssh_probe_options(o, plan.job_id);
-    if (!o.dry_run) {  // the ssh launcher runs each agent through its probe's session
-      plan.sessions = std::make_shared<mapper::SshSessions>();
-      so.keep_sessions = plan.sessions;
-      // Each agent starts right after its probe, in the same login shell, when the ssh
-      // launcher is the one that will run the job (else the kept channels are closed and the
-      // agents, given no job, exit).
-      if (ssh_follows) {
-        so.keep_command = quote_shell_word(self_path()) + " --probe-agent";
-      }
+  return remote_hosts;
+}
+
+/// Probes `hosts` with the prober, or over ssh. Unless this is a dry run, the ssh probe's
+/// sessions are kept in plan.sessions, and when `ssh_follows` each host's agent starts in its
+/// probe's channel.
+std::vector<mapper::HostProbe> probe_remote_hosts(const Options& o, JobPlan& plan,
+                                                  const RemoteProber& prober,
+                                                  const std::vector<std::string>& hosts,
+                                                  bool ssh_follows) {
+  if (prober.probe) return prober.probe(hosts);
+  mapper::SshProbeOptions so = ssh_probe_options(o, plan.job_id);
+  if (!o.dry_run) {  // the ssh launcher runs each agent through its probe's session
+    plan.sessions = std::make_shared<mapper::SshSessions>();
+    so.keep_sessions = plan.sessions;
+    // Each agent starts right after its probe, in the same login shell, when the ssh
+    // launcher is the one that will run the job (else the kept channels are closed and the
+    // agents, given no job, exit).
+    if (ssh_follows) {
+      so.keep_command = quote_shell_word(self_path()) + " --probe-agent";
     }
-    results = mapper::probe_hosts_ssh(remote_hosts, so);
   }
+  return mapper::probe_hosts_ssh(hosts, so);
+}
+
+/// Records the probed hosts' hardware; throws ProbeError listing every host that failed.
+void record_probes(JobPlan& plan, const std::vector<mapper::HostProbe>& results,
+                   const std::string& prober_name) {
   std::string failures = mapper::format_probe_failures(results);
   if (const size_t ssh = failures.find("(each must pass 'ssh -o BatchMode=yes HOST true')");
-      ssh != std::string::npos && remote_name == "jsrun") {
+      ssh != std::string::npos && prober_name == "jsrun") {
     failures.replace(ssh, failures.find(')', ssh) + 1 - ssh,
                      "(jsrun must run 'ddlrun --probe' on each; try 'jsrun -n 1 hostname')");
   }
   if (!failures.empty()) throw mapper::ProbeError(failures);
   for (const mapper::HostProbe& r : results) {
     plan.inventories[r.host] = *r.inventory;
-    plan.hardware_from[r.host] = r.cached ? remote_name + " (cached)" : remote_name;
+    plan.hardware_from[r.host] = r.cached ? prober_name + " (cached)" : prober_name;
   }
+}
+
+/// Each host's hardware: from --host-xml, this host's hwloc (hosts named in `local_names`), or
+/// the prober. Fills plan.inventories and plan.hardware_from; throws ProbeError listing every
+/// host that failed.
+void gather_hardware(const Options& o, JobPlan& plan, const RemoteProber& prober,
+                     const std::vector<std::string>& local_names, bool ssh_follows) {
+  if (o.no_probe) {
+    for (const hostfiles::Host& h : plan.hosts.hosts())
+      plan.hardware_from[h.name] = "not probed";
+    return;
+  }
+  const std::vector<std::string> remote_hosts = hardware_known_here(o, plan, local_names);
+  if (remote_hosts.empty()) return;
+  record_probes(plan, probe_remote_hosts(o, plan, prober, remote_hosts, ssh_follows), prober.name);
 }
 
 /// Refuses a machine listed under two names (machine.h): by the identity its probes found, else
@@ -225,12 +341,110 @@ void check_distinct_machines(const JobPlan& plan, const std::vector<std::string>
   mapper::check_distinct_machines(named);
 }
 
-std::string job_id_of(const Options& o, GetEnv getenv_fn, void* env_context) {
+std::string job_id_of(const Options& o, const Env& env) {
   if (!o.job_id.empty()) return o.job_id;
   for (const char* name : {"LSB_JOBID", "SLURM_JOB_ID"}) {
-    if (auto v = getenv_fn(name, env_context); v && !v->empty()) return *v;
+    if (auto v = env(name); v && !v->empty()) return *v;
   }
   return "ddlrun-" + std::to_string(::getpid());
+}
+
+/// Places every rank on the hardware found (plan.placed: GPU, CPUs and NIC), by `rankfile`
+/// when given; the mapper's notes become warnings.
+void place_ranks(const Options& o, const hostfiles::Rankfile* rankfile, JobPlan& plan) {
+  mapper::PlaceRequest request;
+  request.ranks_per_host = o.rankfile.empty() ? o.accelerators : std::nullopt;
+  request.total_ranks = o.np;
+  request.tcp = o.tcp;
+  request.nic = plan.nic;
+  if (rankfile) {
+    request.rankfile = rankfile;
+    request.rankfile_path = o.rankfile;
+  }
+  std::map<std::string, const mapper::Inventory*> inventories;
+  for (const auto& [name, inv] : plan.inventories)
+    inventories[name] = &inv;
+  plan.placed = mapper::place(plan.hosts, inventories, request);
+  plan.placement = plan.placed.slots();
+  for (const std::string& note : plan.placed.notes)
+    plan.warnings.push_back(note);
+}
+
+/// The mode (-m, its dimensions resolved for the placement) and the rings it makes.
+void resolve_mode(const Options& o, JobPlan& plan) {
+  plan.mode_given = o.mode.has_value();
+  comm::Mode mode = o.mode ? comm::parse_mode(*o.mode) : comm::Mode{};
+  comm::check_mode_fits(mode, plan.placement.ranks, plan.placement.describe());
+  std::tie(plan.mode, plan.mode_reason) =
+      resolve_dims(o, plan.placement, std::move(mode), mapper::socket_ring_size(plan.placed));
+  plan.topology = mapper::make_topology(plan.placed, plan.mode, plan.job_id);
+}
+
+/// The launcher, from --launcher, the batch system and whether every host with ranks is this
+/// one. The ssh probe's sessions are closed unless the ssh launcher uses them.
+void choose_launcher(const Options& o, const Env& env, const std::vector<std::string>& local_names,
+                     JobPlan& plan) {
+  launcher::Situation situation = batch_situation(env);
+  situation.all_hosts_local = std::all_of(
+      plan.placement.hosts.begin(), plan.placement.hosts.end(), [&](const mapper::HostRanks& h) {
+        return h.count == 0 || launcher::is_local_host(h.host, local_names);
+      });
+  plan.launcher = launcher::choose(*launcher::kind_from_string(o.launcher), situation);
+  if (plan.launcher.kind != launcher::Kind::kSsh) plan.sessions.reset();  // closes them
+}
+
+/// The -x variables with their values: given, or from ddlrun's environment (a warning when
+/// unset there).
+void resolve_exports(const Options& o, const Env& env, JobPlan& plan) {
+  for (const std::string& x : o.exports) {
+    const size_t eq = x.find('=');
+    const std::string name = x.substr(0, eq);
+    if (!valid_variable_name(name)) {
+      throw UsageError(
+          "-x " + x + ": '" + name +
+          "' is not a variable name (letters, digits and '_', not starting with a digit)");
+    }
+    if (eq != std::string::npos) {
+      plan.exports.emplace_back(name, x.substr(eq + 1));
+    } else if (auto value = env(name.c_str())) {
+      plan.exports.emplace_back(name, *value);
+    } else {
+      plan.warnings.push_back("-x " + name + ": " + name +
+                              " is not set in ddlrun's environment, so it is not exported");
+    }
+  }
+}
+
+/// Each --mpiarg split into words as a shell would.
+void split_mpiargs(const Options& o, JobPlan& plan) {
+  for (const std::string& words : o.mpiargs) {
+    try {
+      for (std::string& w : split_shell_words(words))
+        plan.mpiargs.push_back(std::move(w));
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(std::string("--mpiarg: ") + e.what());
+    }
+  }
+}
+
+/// --wdir made absolute; a warning when the launcher does not use it.
+void resolve_wdir(const Options& o, JobPlan& plan) {
+  if (o.wdir.empty()) return;
+  std::error_code ec;
+  plan.wdir = std::filesystem::absolute(o.wdir, ec).lexically_normal().string();
+  if (plan.wdir.size() > 1 && plan.wdir.back() == '/') plan.wdir.pop_back();
+  if (plan.launcher.kind != launcher::Kind::kLocal && plan.launcher.kind != launcher::Kind::kSsh) {
+    plan.warnings.push_back("--wdir is used by the local and ssh launchers only; this job uses " +
+                            std::string(launcher::to_string(plan.launcher.kind)) +
+                            ", whose ranks start where it puts them");
+  }
+}
+
+void warn_unused_mpiargs(JobPlan& plan) {
+  if (!plan.mpiargs.empty() && plan.launcher.kind != launcher::Kind::kMpirun) {
+    plan.warnings.push_back("--mpiarg is used only by the mpirun launcher; this job uses " +
+                            std::string(launcher::to_string(plan.launcher.kind)));
+  }
 }
 
 }  // namespace
@@ -254,147 +468,34 @@ mapper::SshProbeOptions ssh_probe_options(const Options& o, const std::string& j
   return s;
 }
 
+// How it works: first the hosts (-H, --hostfile, the batch allocation or this host, replaced
+// by a rankfile's), then each host's hardware (--host-xml, this host's hwloc, a probe over ssh
+// or jsrun). The mapper places the ranks on that hardware; the mode's dimensions follow from
+// the placement, the launcher from the batch system and where the ranks run. Last come what
+// every rank starts with: the exports, mpirun's arguments and the working directory.
 JobPlan make_plan(const Options& o, GetEnv getenv_fn, void* env_context,
                   const RemoteProbe& remote) {
+  const Env env{getenv_fn, env_context};
   JobPlan plan;
   plan.program = o.program;
-
-  auto [hosts, from] = resolve_hosts(o, getenv_fn, env_context);
-  std::optional<hostfiles::Rankfile> rankfile;
-  if (!o.rankfile.empty()) {
-    // A rankfile places every rank itself; its hosts must be among the listed ones, if any.
-    rankfile = hostfiles::read_rankfile(o.rankfile);
-    const bool listed = !o.hosts.empty() || !o.hostfile.empty();
-    hostfiles::HostList ranked = hostfiles::hosts_of(*rankfile, &hosts, o.rankfile);
-    for (hostfiles::RankfileEntry& e : rankfile->entries) {  // "+n2": the allocation's third
-      if (e.relative_node) e.host = hosts.hosts()[static_cast<size_t>(*e.relative_node)].name;
-    }
-    if (listed) {
-      for (const hostfiles::Host& h : ranked.hosts()) {
-        if (hosts.find(h.name) == nullptr) {
-          throw UsageError(o.rankfile + ": host '" + h.name + "' is not among the hosts of " +
-                           from + "; add it there or change the rankfile");
-        }
-      }
-    }
-    if (o.np && *o.np != static_cast<int>(rankfile->entries.size())) {
-      throw UsageError("-n " + std::to_string(*o.np) + " disagrees with the " +
-                       std::to_string(rankfile->entries.size()) + " ranks of " + o.rankfile +
-                       "; drop -n or change the rankfile");
-    }
-    hosts = std::move(ranked);
-    from = "--rankfile " + o.rankfile;
-  }
+  auto [hosts, from] = resolve_hosts(o, env);
+  const std::optional<hostfiles::Rankfile> rankfile = apply_rankfile(o, hosts, from);
   plan.hosts = std::move(hosts);
   plan.hosts_from = std::move(from);
-  plan.job_id = job_id_of(o, getenv_fn, env_context);
-  try {
-    plan.nic = mapper::parse_nic_filter(o.nic);
-  } catch (const mapper::NicFilterError& e) {
-    throw UsageError(e.what());
-  }
+  plan.job_id = job_id_of(o, env);
+  plan.nic = nic_filter(o);
   // This host's names and addresses, read once: which hosts to probe here, and the launcher.
   const std::vector<std::string> local_names = launcher::local_host_names();
-  // Inside an LSF job whose ranks jsrun starts, jsrun also reaches the compute hosts to probe
-  // them, where ssh may be refused (Summit).
-  RemoteProbe probe = remote;
-  std::string probed_by = "ssh";
-  if (!probe && getenv_fn("LSB_JOBID", env_context) &&
-      (o.launcher == "auto" || o.launcher == "jsrun")) {
-    probe = [job_id =
-                 ssh_probe_options(o, plan.job_id).job_id](const std::vector<std::string>& hosts) {
-      lsf::JsrunProbeOptions jo;
-      jo.ddlrun_path = self_path();
-      jo.environ = launcher::current_environment();
-      jo.job_id = job_id;  // the probe cache the ssh probe keeps too
-      return lsf::probe_hosts_jsrun(hosts, jo);
-    };
-    probed_by = "jsrun";
-  }
-  // Hosts probed over ssh are remote, so the ssh launcher follows unless a batch system's does.
-  launcher::Situation remote_situation;
-  remote_situation.in_lsf_job = getenv_fn("LSB_JOBID", env_context).has_value();
-  remote_situation.in_slurm_job = getenv_fn("SLURM_JOB_ID", env_context).has_value();
-  const bool ssh_follows =
-      launcher::choose(*launcher::kind_from_string(o.launcher), remote_situation).kind ==
-      launcher::Kind::kSsh;
-  gather_hardware(o, plan, probe, probed_by, local_names, ssh_follows);
+  const RemoteProber prober = remote_prober(o, env, plan.job_id, remote);
+  gather_hardware(o, plan, prober, local_names, ssh_launcher_follows(o, env));
   check_distinct_machines(plan, local_names);
-
-  mapper::PlaceRequest request;
-  request.ranks_per_host = o.rankfile.empty() ? o.accelerators : std::nullopt;
-  request.total_ranks = o.np;
-  request.tcp = o.tcp;
-  request.nic = plan.nic;
-  if (rankfile) {
-    request.rankfile = &*rankfile;
-    request.rankfile_path = o.rankfile;
-  }
-  std::map<std::string, const mapper::Inventory*> inventories;
-  for (const auto& [name, inv] : plan.inventories)
-    inventories[name] = &inv;
-  plan.placed = mapper::place(plan.hosts, inventories, request);
-  plan.placement = plan.placed.slots();
-  for (const std::string& note : plan.placed.notes)
-    plan.warnings.push_back(note);
-
-  plan.mode_given = o.mode.has_value();
-  comm::Mode mode = o.mode ? comm::parse_mode(*o.mode) : comm::Mode{};
-  comm::check_mode_fits(mode, plan.placement.ranks, plan.placement.describe());
-  std::tie(plan.mode, plan.mode_reason) =
-      resolve_dims(o, plan.placement, std::move(mode), mapper::socket_ring_size(plan.placed));
-  plan.topology = mapper::make_topology(plan.placed, plan.mode, plan.job_id);
-
-  launcher::Situation situation;
-  situation.in_lsf_job = getenv_fn("LSB_JOBID", env_context).has_value();
-  situation.in_slurm_job = getenv_fn("SLURM_JOB_ID", env_context).has_value();
-  situation.all_hosts_local = std::all_of(
-      plan.placement.hosts.begin(), plan.placement.hosts.end(), [&](const mapper::HostRanks& h) {
-        return h.count == 0 || launcher::is_local_host(h.host, local_names);
-      });
-  plan.launcher = launcher::choose(*launcher::kind_from_string(o.launcher), situation);
-  if (plan.launcher.kind != launcher::Kind::kSsh) plan.sessions.reset();  // closes them
-
-  for (const std::string& x : o.exports) {
-    const size_t eq = x.find('=');
-    const std::string name = x.substr(0, eq);
-    if (!valid_variable_name(name)) {
-      throw UsageError(
-          "-x " + x + ": '" + name +
-          "' is not a variable name (letters, digits and '_', not starting with a digit)");
-    }
-    if (eq != std::string::npos) {
-      plan.exports.emplace_back(name, x.substr(eq + 1));
-    } else if (auto value = getenv_fn(name.c_str(), env_context)) {
-      plan.exports.emplace_back(name, *value);
-    } else {
-      plan.warnings.push_back("-x " + name + ": " + name +
-                              " is not set in ddlrun's environment, so it is not exported");
-    }
-  }
-  for (const std::string& words : o.mpiargs) {
-    try {
-      for (std::string& w : split_shell_words(words))
-        plan.mpiargs.push_back(std::move(w));
-    } catch (const std::invalid_argument& e) {
-      throw UsageError(std::string("--mpiarg: ") + e.what());
-    }
-  }
-  if (!o.wdir.empty()) {
-    std::error_code ec;
-    plan.wdir = std::filesystem::absolute(o.wdir, ec).lexically_normal().string();
-    if (plan.wdir.size() > 1 && plan.wdir.back() == '/') plan.wdir.pop_back();
-    if (plan.launcher.kind != launcher::Kind::kLocal &&
-        plan.launcher.kind != launcher::Kind::kSsh) {
-      plan.warnings.push_back("--wdir is used by the local and ssh launchers only; this job uses " +
-                              std::string(launcher::to_string(plan.launcher.kind)) +
-                              ", whose ranks start where it puts them");
-    }
-  }
-  if (!plan.mpiargs.empty() && plan.launcher.kind != launcher::Kind::kMpirun) {
-    plan.warnings.push_back("--mpiarg is used only by the mpirun launcher; this job uses " +
-                            std::string(launcher::to_string(plan.launcher.kind)));
-  }
+  place_ranks(o, rankfile ? &*rankfile : nullptr, plan);
+  resolve_mode(o, plan);
+  choose_launcher(o, env, local_names, plan);
+  resolve_exports(o, env, plan);
+  split_mpiargs(o, plan);
+  resolve_wdir(o, plan);
+  warn_unused_mpiargs(plan);
   return plan;
 }
 

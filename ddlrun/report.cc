@@ -57,9 +57,28 @@ std::string number(double d) {
   return s.str();
 }
 
-void json(std::string& out, const Value& value, int indent) {
+/// Writes `items` between the brackets of `empty` ("[]" or "{}"), one a line indented by
+/// `indent + 2` spaces, commas between them; `empty` alone when there are none.
+template <typename Items, typename WriteItem>
+void json_block(std::string& out, const Items& items, int indent, std::string_view empty,
+                WriteItem write_item) {
+  if (items.empty()) {
+    out += empty;
+    return;
+  }
   const std::string pad(static_cast<size_t>(indent + 2), ' ');
-  const std::string close(static_cast<size_t>(indent), ' ');
+  out += empty[0];
+  out += '\n';
+  for (size_t i = 0; i < items.size(); ++i) {
+    out += pad;
+    write_item(items[i]);
+    out += i + 1 < items.size() ? ",\n" : "\n";
+  }
+  out += std::string(static_cast<size_t>(indent), ' ');
+  out += empty[1];
+}
+
+void json(std::string& out, const Value& value, int indent) {
   std::visit(
       [&](const auto& x) {
         using T = std::decay_t<decltype(x)>;
@@ -74,31 +93,13 @@ void json(std::string& out, const Value& value, int indent) {
         } else if constexpr (std::is_same_v<T, std::string>) {
           json_string(out, x);
         } else if constexpr (std::is_same_v<T, Value::List>) {
-          if (x.empty()) {
-            out += "[]";
-            return;
-          }
-          out += "[\n";
-          for (size_t i = 0; i < x.size(); ++i) {
-            out += pad;
-            json(out, x[i], indent + 2);
-            out += i + 1 < x.size() ? ",\n" : "\n";
-          }
-          out += close + "]";
+          json_block(out, x, indent, "[]", [&](const Value& item) { json(out, item, indent + 2); });
         } else {
-          if (x.empty()) {
-            out += "{}";
-            return;
-          }
-          out += "{\n";
-          for (size_t i = 0; i < x.size(); ++i) {
-            out += pad;
-            json_string(out, x[i].first);
+          json_block(out, x, indent, "{}", [&](const std::pair<std::string, Value>& entry) {
+            json_string(out, entry.first);
             out += ": ";
-            json(out, x[i].second, indent + 2);
-            out += i + 1 < x.size() ? ",\n" : "\n";
-          }
-          out += close + "}";
+            json(out, entry.second, indent + 2);
+          });
         }
       },
       value.v);
@@ -284,11 +285,8 @@ void jsrun_text(std::ostream& out, const JobPlan& plan, const Options& o) {
     out << "  " << line << "\n";
 }
 
-std::string render_text(const JobPlan& plan, const Options& o) {
-  std::ostringstream out;
-  out << "ddlrun " << DDL_VERSION << " dry run: nothing is started\n\n";
-  out << "hosts (" << plan.hosts.size() << ", " << plan.hosts.total_slots() << " slots, from "
-      << plan.hosts_from << "):\n";
+/// One line per host: slots, ranks, GPUs and cores, where its hardware and its entry came from.
+void host_table(std::ostream& out, const JobPlan& plan) {
   std::vector<std::vector<std::string>> rows = {
       {"HOST", "SLOTS", "RANKS", "GPUS", "CORES", "HARDWARE FROM", "SOURCE"}};
   for (size_t i = 0; i < plan.hosts.size(); ++i) {
@@ -310,17 +308,11 @@ std::string render_text(const JobPlan& plan, const Options& o) {
     rows.push_back({h.name, slots, rank_range(plan.placement.hosts[i]), gpus, cores, from, source});
   }
   table(out, rows);
-  out << "\n";
-  out << "ranks:     " << plan.placement.ranks << " (" << plan.placement.describe() << ")\n";
-  rank_table(out, plan);
-  out << "\n";
-  out << "mode:      " << mode_text(plan) << "\n";
-  out << "rings:\n";
-  ring_lines(out, plan.topology);
-  out << "job id:    " << plan.job_id << "\n";
-  out << "launcher:  " << launcher::to_string(plan.launcher.kind) << " (" << plan.launcher.reason
-      << ")\n";
-  if (plan.launcher.kind == launcher::Kind::kJsrun) jsrun_text(out, plan, o);
+}
+
+/// What every rank runs with: transport, NIC, topology file, timeout, mpirun's arguments,
+/// working directory, environment, and the program (shell-quoted and as JSON strings).
+void run_settings_text(std::ostream& out, const JobPlan& plan, const Options& o) {
   out << "transport: " << (o.tcp ? "tcp (--tcp)" : "default (InfiniBand when present, else TCP)")
       << "\n";
   if (!plan.nic.names.empty()) out << "nic:       " << plan.nic.str() << "\n";
@@ -343,24 +335,31 @@ std::string render_text(const JobPlan& plan, const Options& o) {
     out << (i ? ", " : "[") << quoted;
   }
   out << "]\n";
+}
+
+std::string render_text(const JobPlan& plan, const Options& o) {
+  std::ostringstream out;
+  out << "ddlrun " << DDL_VERSION << " dry run: nothing is started\n\n";
+  out << "hosts (" << plan.hosts.size() << ", " << plan.hosts.total_slots() << " slots, from "
+      << plan.hosts_from << "):\n";
+  host_table(out, plan);
+  out << "\n";
+  out << "ranks:     " << plan.placement.ranks << " (" << plan.placement.describe() << ")\n";
+  rank_table(out, plan);
+  out << "\n";
+  out << "mode:      " << mode_text(plan) << "\n";
+  out << "rings:\n";
+  ring_lines(out, plan.topology);
+  out << "job id:    " << plan.job_id << "\n";
+  out << "launcher:  " << launcher::to_string(plan.launcher.kind) << " (" << plan.launcher.reason
+      << ")\n";
+  if (plan.launcher.kind == launcher::Kind::kJsrun) jsrun_text(out, plan, o);
+  run_settings_text(out, plan, o);
   return out.str();
 }
 
-}  // namespace
-
-std::string to_json(const Value& value) {
-  std::string out;
-  json(out, value, 0);
-  return out + "\n";
-}
-
-std::string to_yaml(const Value& value) {
-  YAML::Emitter out;
-  yaml(out, value);
-  return std::string(out.c_str()) + "\n";
-}
-
-Value plan_document(const JobPlan& plan, const Options& o) {
+/// Each host: name, slots, its ranks, where it came from, and its hardware when known.
+Value::List hosts_document(const JobPlan& plan) {
   Value::List hosts;
   for (size_t i = 0; i < plan.hosts.size(); ++i) {
     const hostfiles::Host& h = plan.hosts.hosts()[i];
@@ -388,6 +387,11 @@ Value plan_document(const JobPlan& plan, const Options& o) {
         {"hardware", std::move(hardware)},
     });
   }
+  return hosts;
+}
+
+/// Each rank's host, GPU, CPUs, NIC and address.
+Value::List placement_document(const JobPlan& plan) {
   Value::List placement;
   placement.reserve(plan.placed.ranks.size());
   for (const comm::RankPlacement& r : plan.placed.ranks) {
@@ -403,8 +407,24 @@ Value plan_document(const JobPlan& plan, const Options& o) {
         {"address", r.address.empty() ? Value() : Value(r.address)},
     });
   }
+  return placement;
+}
+
+Value mode_document(const JobPlan& plan) {
+  Value::List dims;
+  for (int d : plan.mode.dims)
+    dims.emplace_back(d);
+  return Value::Map{{"string", plan.mode.str()},
+                    {"algorithm", std::string(1, static_cast<char>(plan.mode.algorithm))},
+                    {"dims", std::move(dims)},
+                    {"given", plan.mode_given},
+                    {"reason", plan.mode_reason}};
+}
+
+/// Every dimension's rings, each a list of ranks.
+Value::List rings_document(const comm::Topology& topology) {
   Value::List rings;
-  for (const auto& dimension : plan.topology.rings) {
+  for (const auto& dimension : topology.rings) {
     Value::List d;
     for (const comm::Ring& ring : dimension) {
       Value::List members;
@@ -414,50 +434,65 @@ Value plan_document(const JobPlan& plan, const Options& o) {
     }
     rings.emplace_back(std::move(d));
   }
-  Value::List notes;
-  for (const std::string& w : plan.warnings)
-    notes.emplace_back(w);
-  Value::List dims;
-  for (int d : plan.mode.dims)
-    dims.emplace_back(d);
+  return rings;
+}
+
+/// What the jsrun launcher would run (null for other launchers).
+Value jsrun_document(const JobPlan& plan, const Options& o) {
+  if (plan.launcher.kind != launcher::Kind::kJsrun) return Value();
+  const JsrunPreview p = jsrun_preview(plan, o);
+  return Value::Map{{"mode", o.jsrun_mode},
+                    {"command", p.error.empty() ? strings(p.argv) : Value()},
+                    {"erf_file", p.erf.empty() ? Value() : Value(kErfPreviewPath)},
+                    {"erf", p.erf.empty() ? Value() : Value(p.erf)},
+                    {"error", p.error.empty() ? Value() : Value(p.error)}};
+}
+
+/// DDL_OPTIONS and the -x variables, in order.
+Value environment_document(const JobPlan& plan) {
   Value::Map env{{"DDL_OPTIONS", "-mode " + plan.mode.str()}};
   for (const auto& [k, v] : plan.exports)
     env.emplace_back(k, v);
-  Value jsrun;
-  if (plan.launcher.kind == launcher::Kind::kJsrun) {
-    const JsrunPreview p = jsrun_preview(plan, o);
-    jsrun = Value::Map{{"mode", o.jsrun_mode},
-                       {"command", p.error.empty() ? strings(p.argv) : Value()},
-                       {"erf_file", p.erf.empty() ? Value() : Value(kErfPreviewPath)},
-                       {"erf", p.erf.empty() ? Value() : Value(p.erf)},
-                       {"error", p.error.empty() ? Value() : Value(p.error)}};
-  }
+  return env;
+}
+
+}  // namespace
+
+std::string to_json(const Value& value) {
+  std::string out;
+  json(out, value, 0);
+  return out + "\n";
+}
+
+std::string to_yaml(const Value& value) {
+  YAML::Emitter out;
+  yaml(out, value);
+  return std::string(out.c_str()) + "\n";
+}
+
+Value plan_document(const JobPlan& plan, const Options& o) {
   return Value::Map{
       {"ddlrun", DDL_VERSION},
       {"dry_run", true},
       {"hosts_from", plan.hosts_from},
-      {"hosts", std::move(hosts)},
+      {"hosts", hosts_document(plan)},
       {"ranks", plan.placement.ranks},
       {"job_id", plan.job_id},
-      {"placement", std::move(placement)},
-      {"mode", Value::Map{{"string", plan.mode.str()},
-                          {"algorithm", std::string(1, static_cast<char>(plan.mode.algorithm))},
-                          {"dims", std::move(dims)},
-                          {"given", plan.mode_given},
-                          {"reason", plan.mode_reason}}},
-      {"rings", std::move(rings)},
+      {"placement", placement_document(plan)},
+      {"mode", mode_document(plan)},
+      {"rings", rings_document(plan.topology)},
       {"nic", plan.nic.names.empty() ? Value() : Value(plan.nic.str())},
       {"launcher", Value::Map{{"name", std::string(launcher::to_string(plan.launcher.kind))},
                               {"reason", plan.launcher.reason}}},
-      {"jsrun", std::move(jsrun)},
+      {"jsrun", jsrun_document(plan, o)},
       {"tcp", o.tcp},
       {"topology_file", o.topology_file.empty() ? Value() : Value(o.topology_file)},
       {"timeout", o.timeout ? Value(*o.timeout) : Value()},
       {"mpiargs", strings(plan.mpiargs)},
       {"wdir", plan.wdir.empty() ? Value() : Value(plan.wdir)},
-      {"environment", std::move(env)},
+      {"environment", environment_document(plan)},
       {"program", strings(plan.program)},
-      {"notes", std::move(notes)},
+      {"notes", strings(plan.warnings)},
   };
 }
 

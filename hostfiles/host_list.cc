@@ -117,12 +117,8 @@ std::optional<HostList> allocation_from_environment(GetEnv getenv_fn, void* cont
   };
   if (get("LSB_JOBID")) {
     if (const auto path = get("LSB_DJOB_HOSTFILE")) {
-      std::string text;
-      int error = 0;
-      if (!detail::read_text_file(*path, text, error)) {
-        throw InputError(Position{"$LSB_DJOB_HOSTFILE", 0, 0, {}},
-                         "cannot read '" + *path + "': " + detail::error_text(error));
-      }
+      const std::string text = detail::read_input_file(
+          *path, Position{"$LSB_DJOB_HOSTFILE", 0, 0, {}}, "'" + *path + "'");
       return parse_lsf_djob_hostfile(text, *path);
     }
     if (const auto value = get("LSB_MCPU_HOSTS")) return parse_lsf_mcpu_hosts(*value);
@@ -256,6 +252,15 @@ bool read_text_file(const std::string& path, std::string& text, int& error) {
 
 std::string error_text(int error) {
   return std::generic_category().message(error);
+}
+
+std::string read_input_file(const std::string& path, const Position& where, std::string_view what) {
+  std::string text;
+  int error = 0;
+  if (!read_text_file(path, text, error)) {
+    throw InputError(where, "cannot read " + std::string(what) + ": " + error_text(error));
+  }
+  return text;
 }
 
 }  // namespace detail

@@ -31,105 +31,145 @@ constexpr std::array<std::string_view, 3> kKeys = {"slots", "max_slots", "max-sl
                word.text.size());
 }
 
+/// The slot counts one line gives: ":N" after the host, then its slots=N and max_slots=N words.
+class HostKeys {
+ public:
+  explicit HostKeys(std::optional<int> colon_slots)
+      : colon_slots_(colon_slots), slots_(colon_slots) {}
+
+  /// Reads one word after the host, which must be slots=N, max_slots=N or max-slots=N, each at
+  /// most once.
+  void read(const detail::Word& word, const Position& where) {
+    const size_t eq = word.text.find('=');
+    if (eq == std::string_view::npos) unexpected_word(word, where);
+    const std::string_view key = word.text.substr(0, eq);
+    const std::string_view value = word.text.substr(eq + 1);
+    const size_t value_at = word.offset + eq + 1;
+    if (key.empty()) {
+      detail::fail(
+          where, word.offset,
+          "missing key before '" + std::string(word.text) + "': write slots=N or max_slots=N",
+          word.text.size());
+    }
+    if (key == "slots") {
+      read_slots(word, value, value_at, where);
+    } else if (key == "max_slots" || key == "max-slots") {
+      if (max_slots_) {
+        detail::fail(where, word.offset, "'max_slots' is given twice: keep one", word.text.size());
+      }
+      max_slots_ = detail::parse_count(value, "max_slots", where, value_at);
+      max_at_ = value_at;
+      max_size_ = value.size();
+    } else {
+      const std::string hint = did_you_mean(key, kKeys);
+      detail::fail(where, word.offset,
+                   "unknown key '" + std::string(key) + "'" +
+                       (hint.empty() ? ": use slots=N or max_slots=N" : hint),
+                   key.size());
+    }
+  }
+
+  /// Checks max_slots against the slots once the line is read; as in Open MPI, max_slots alone
+  /// sets the slots too.
+  void settle(const Position& where) {
+    if (!max_slots_) return;
+    if (*max_slots_ == 0) {
+      detail::fail(where, max_at_,
+                   "max_slots must be at least 1: leave the host out to give it no ranks",
+                   max_size_);
+    }
+    if (!slots_) slots_ = max_slots_;
+    if (*max_slots_ < *slots_) {
+      detail::fail(where, max_at_,
+                   "max_slots " + std::to_string(*max_slots_) + " is less than slots " +
+                       std::to_string(*slots_) + ": raise max_slots or lower slots",
+                   max_size_);
+    }
+  }
+
+  std::optional<int> slots() const { return slots_; }
+  std::optional<int> max_slots() const { return max_slots_; }
+
+ private:
+  void read_slots(const detail::Word& word, std::string_view value, size_t value_at,
+                  const Position& where) {
+    if (colon_slots_) {
+      detail::fail(
+          where, word.offset,
+          "both ':" + std::to_string(*colon_slots_) + "' and 'slots=' give a slot count: keep one",
+          word.text.size());
+    }
+    if (slots_key_) {
+      detail::fail(where, word.offset, "'slots' is given twice: keep one", word.text.size());
+    }
+    slots_ = detail::parse_slot_count(value, where, value_at);
+    slots_key_ = true;
+  }
+
+  std::optional<int> colon_slots_;
+  std::optional<int> slots_;
+  bool slots_key_ = false;
+  std::optional<int> max_slots_;
+  size_t max_at_ = 0;    ///< where max_slots' value starts, for errors
+  size_t max_size_ = 0;  ///< and its length
+};
+
+/// What the lines read so far show, which decides the file's kind.
+struct FileShape {
+  bool any_keys = false;    ///< some line has key=value words: Open MPI
+  bool any_counts = false;  ///< some host has ":N": MPICH
+};
+
+/// Adds the hosts of one line (split into `words`, the first the host) to `staged`.
+void stage_line(const std::vector<detail::Word>& words, Position where, FileShape& shape,
+                HostList& staged) {
+  const detail::Word& host = words.front();
+  if (host.text.find('=') != std::string_view::npos) {
+    detail::fail(
+        where, host.offset,
+        "missing host name before '" + std::string(host.text) + "': start the line with the host",
+        host.text.size());
+  }
+  detail::HostSpec spec = detail::parse_host_spec(host.text, where, host.offset);
+  HostKeys keys(spec.slots);
+  for (size_t k = 1; k < words.size(); ++k)
+    keys.read(words[k], where);
+  keys.settle(where);
+  shape.any_keys = shape.any_keys || words.size() > 1;
+  shape.any_counts = shape.any_counts || spec.slots.has_value();
+  const std::string origin = where.source + ":" + std::to_string(where.line);
+  where.column = detail::column_of(host.offset);
+  for (std::string& name : spec.names) {
+    staged.add(Host{std::move(name), keys.slots().value_or(1), keys.max_slots(),
+                    keys.slots().has_value(), SourceKind::kPlainHostfile, origin},
+               where);
+  }
+}
+
 }  // namespace
 
+// How it works: each line is a host entry (a name, a range, "[ipv6]", optionally ":N") and
+// key=value words, '#' starts a comment. Hosts are staged with a provisional kind, which is
+// fixed once the whole file is known: Open MPI when any line has keys, MPICH when any host
+// has ":N", else plain.
 HostList parse_hostfile(std::string_view text, std::string_view source) {
-  // Hosts are gathered with a provisional kind, which is fixed once the whole file is known.
   HostList staged;
-  bool any_keys = false;
-  bool any_counts = false;
+  FileShape shape;
   detail::LineCursor lines(text);
   std::string_view line;
   while (lines.next(line)) {
     const std::vector<detail::Word> words = detail::split_words(line.substr(0, line.find('#')));
     if (words.empty()) continue;
-    Position where{std::string(source), lines.number(), 1, std::string(line)};
-    const detail::Word& host = words.front();
-    if (host.text.find('=') != std::string_view::npos) {
-      detail::fail(
-          where, host.offset,
-          "missing host name before '" + std::string(host.text) + "': start the line with the host",
-          host.text.size());
-    }
-    detail::HostSpec spec = detail::parse_host_spec(host.text, where, host.offset);
-    std::optional<int> slots = spec.slots;
-    std::optional<int> max_slots;
-    size_t max_at = 0;
-    size_t max_size = 0;
-    bool slots_key = false;
-    for (size_t k = 1; k < words.size(); ++k) {
-      const detail::Word& word = words[k];
-      const size_t eq = word.text.find('=');
-      if (eq == std::string_view::npos) unexpected_word(word, where);
-      const std::string_view key = word.text.substr(0, eq);
-      const std::string_view value = word.text.substr(eq + 1);
-      const size_t value_at = word.offset + eq + 1;
-      if (key.empty()) {
-        detail::fail(
-            where, word.offset,
-            "missing key before '" + std::string(word.text) + "': write slots=N or max_slots=N",
-            word.text.size());
-      }
-      if (key == "slots") {
-        if (spec.slots) {
-          detail::fail(where, word.offset,
-                       "both ':" + std::to_string(*spec.slots) +
-                           "' and 'slots=' give a slot count: keep one",
-                       word.text.size());
-        }
-        if (slots_key) {
-          detail::fail(where, word.offset, "'slots' is given twice: keep one", word.text.size());
-        }
-        slots = detail::parse_slot_count(value, where, value_at);
-        slots_key = true;
-      } else if (key == "max_slots" || key == "max-slots") {
-        if (max_slots) {
-          detail::fail(where, word.offset, "'max_slots' is given twice: keep one",
-                       word.text.size());
-        }
-        max_slots = detail::parse_count(value, "max_slots", where, value_at);
-        max_at = value_at;
-        max_size = value.size();
-      } else {
-        const std::string hint = did_you_mean(key, kKeys);
-        detail::fail(where, word.offset,
-                     "unknown key '" + std::string(key) + "'" +
-                         (hint.empty() ? ": use slots=N or max_slots=N" : hint),
-                     key.size());
-      }
-    }
-    if (max_slots) {
-      if (*max_slots == 0) {
-        detail::fail(where, max_at,
-                     "max_slots must be at least 1: leave the host out to give it no ranks",
-                     max_size);
-      }
-      // As in Open MPI, max_slots alone sets the slots too.
-      if (!slots) slots = max_slots;
-      if (*max_slots < *slots) {
-        detail::fail(where, max_at,
-                     "max_slots " + std::to_string(*max_slots) + " is less than slots " +
-                         std::to_string(*slots) + ": raise max_slots or lower slots",
-                     max_size);
-      }
-    }
-    any_keys = any_keys || words.size() > 1;
-    any_counts = any_counts || spec.slots.has_value();
-    const std::string origin = std::string(source) + ":" + std::to_string(lines.number());
-    where.column = detail::column_of(host.offset);
-    for (std::string& name : spec.names) {
-      staged.add(Host{std::move(name), slots.value_or(1), max_slots, slots.has_value(),
-                      SourceKind::kPlainHostfile, origin},
-                 where);
-    }
+    stage_line(words, Position{std::string(source), lines.number(), 1, std::string(line)}, shape,
+               staged);
   }
   if (staged.empty()) {
     throw InputError(Position{std::string(source), 0, 0, {}},
                      "no hosts in hostfile: list one host per line, such as 'node1 slots=4'");
   }
-  const SourceKind kind = any_keys     ? SourceKind::kOpenMpiHostfile
-                          : any_counts ? SourceKind::kMpichHostfile
-                                       : SourceKind::kPlainHostfile;
+  const SourceKind kind = shape.any_keys     ? SourceKind::kOpenMpiHostfile
+                          : shape.any_counts ? SourceKind::kMpichHostfile
+                                             : SourceKind::kPlainHostfile;
   HostList list;
   const Position where{std::string(source), 0, 0, {}};
   for (Host host : staged.hosts()) {
@@ -140,13 +180,7 @@ HostList parse_hostfile(std::string_view text, std::string_view source) {
 }
 
 HostList read_hostfile(const std::string& path) {
-  std::string text;
-  int error = 0;
-  if (!detail::read_text_file(path, text, error)) {
-    throw InputError(Position{path, 0, 0, {}},
-                     "cannot read hostfile: " + detail::error_text(error));
-  }
-  return parse_hostfile(text, path);
+  return parse_hostfile(detail::read_input_file(path, Position{path, 0, 0, {}}, "hostfile"), path);
 }
 
 }  // namespace ddl::hostfiles

@@ -213,16 +213,15 @@ void generate(const std::vector<Segment>& segments, std::vector<std::string>& na
   }
 }
 
-}  // namespace
+/// One comma-separated part of a host list: its text, where it starts, and its segments.
+struct Item {
+  std::string_view text;
+  size_t offset;
+  std::vector<Segment> segments;
+};
 
-std::vector<std::string> expand_names(std::string_view text, const Position& base, size_t offset) {
-  if (trim(text).empty()) fail(base, offset, "empty host list: name at least one host");
-  // Split at the commas outside brackets; an unclosed '[' runs to the end.
-  struct Item {
-    std::string_view text;
-    size_t offset;
-    std::vector<Segment> segments;
-  };
+/// Splits `text` at the commas outside brackets; an unclosed '[' runs to the end.
+std::vector<Item> split_items(std::string_view text) {
   std::vector<Item> items;
   bool inside = false;
   size_t start = 0;
@@ -234,43 +233,60 @@ std::vector<std::string> expand_names(std::string_view text, const Position& bas
       start = i + 1;
     }
   }
-  size_t total_names = 0;
-  size_t total_bytes = 0;
-  for (Item& item : items) {
-    if (item.text.empty()) {
-      fail(base, offset + item.offset, "empty host name: remove the extra ','");
-    }
-    item.segments = parse_item(item.text, base, offset + item.offset);
-    if (item.text.front() == '-') {
-      fail(base, offset + item.offset,
-           "host name '" + std::string(item.text) +
-               "' starts with '-': check for an option given where a host was expected",
-           item.text.size());
-    }
-    const auto [count, length] = measure(item.segments);
-    if (length > kMaxHostNameLength) {
-      fail(base, offset + item.offset,
-           "host name is longer than " + std::to_string(kMaxHostNameLength) +
-               " characters: use a shorter name or the address",
-           item.text.size());
-    }
-    total_names += count;
-    total_bytes += count * length;
-    if (total_names > kMaxNames) {
-      fail(base, offset + item.offset,
-           "'" + std::string(item.text) + "' makes the host list longer than " +
-               std::to_string(kMaxNames) + " names: check the ranges",
-           item.text.size());
-    }
-    if (total_bytes > kMaxNameBytes) {
-      fail(base, offset + item.offset,
-           "'" + std::string(item.text) + "' makes the host list longer than " +
-               std::to_string(kMaxNameBytes >> 20) + " MiB: check the ranges",
-           item.text.size());
-    }
+  return items;
+}
+
+/// How many names the items parsed so far give, and the characters they take together.
+struct Totals {
+  size_t names = 0;
+  size_t bytes = 0;
+};
+
+/// Parses `item` (written at `offset` right of `base`) into its segments and adds what it
+/// gives to `totals`. Throws for an empty item, one starting with '-', a name longer than
+/// kMaxHostNameLength, and totals beyond kMaxNames or kMaxNameBytes.
+void parse_and_measure(Item& item, const Position& base, size_t offset, Totals& totals) {
+  if (item.text.empty()) fail(base, offset, "empty host name: remove the extra ','");
+  item.segments = parse_item(item.text, base, offset);
+  if (item.text.front() == '-') {
+    fail(base, offset,
+         "host name '" + std::string(item.text) +
+             "' starts with '-': check for an option given where a host was expected",
+         item.text.size());
   }
+  const auto [count, length] = measure(item.segments);
+  if (length > kMaxHostNameLength) {
+    fail(base, offset,
+         "host name is longer than " + std::to_string(kMaxHostNameLength) +
+             " characters: use a shorter name or the address",
+         item.text.size());
+  }
+  totals.names += count;
+  totals.bytes += count * length;
+  if (totals.names > kMaxNames) {
+    fail(base, offset,
+         "'" + std::string(item.text) + "' makes the host list longer than " +
+             std::to_string(kMaxNames) + " names: check the ranges",
+         item.text.size());
+  }
+  if (totals.bytes > kMaxNameBytes) {
+    fail(base, offset,
+         "'" + std::string(item.text) + "' makes the host list longer than " +
+             std::to_string(kMaxNameBytes >> 20) + " MiB: check the ranges",
+         item.text.size());
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> expand_names(std::string_view text, const Position& base, size_t offset) {
+  if (trim(text).empty()) fail(base, offset, "empty host list: name at least one host");
+  std::vector<Item> items = split_items(text);
+  Totals totals;
+  for (Item& item : items)
+    parse_and_measure(item, base, offset + item.offset, totals);
   std::vector<std::string> names;
-  names.reserve(total_names);
+  names.reserve(totals.names);
   for (const Item& item : items) {
     generate(item.segments, names);
   }

@@ -182,4 +182,8 @@ bool read_text_file(const std::string& path, std::string& text, int& error);
 /// The text of an errno value, as strerror gives it.
 std::string error_text(int error);
 
+/// The whole file at `path` (read_text_file); throws InputError at `where`, "cannot read
+/// <what>: <reason>", when it cannot be read.
+std::string read_input_file(const std::string& path, const Position& where, std::string_view what);
+
 }  // namespace ddl::hostfiles::detail

@@ -381,13 +381,7 @@ Rankfile parse_rankfile(std::string_view text, std::string_view source) {
 }
 
 Rankfile read_rankfile(const std::string& path) {
-  std::string text;
-  int error = 0;
-  if (!detail::read_text_file(path, text, error)) {
-    throw InputError(Position{path, 0, 0, {}},
-                     "cannot read rankfile: " + detail::error_text(error));
-  }
-  return parse_rankfile(text, path);
+  return parse_rankfile(detail::read_input_file(path, Position{path, 0, 0, {}}, "rankfile"), path);
 }
 
 std::string format_slots(const std::vector<SlotSpec>& slots) {

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <regex>
 #include <sstream>
@@ -40,6 +41,7 @@ struct FakeRemote {
   std::map<std::string, std::string> hardware;  ///< host -> topologies/<file>
   std::string why = "connection refused (fake)";
   std::vector<std::string> asked;
+  std::function<void(mapper::Inventory&)> adjust;  ///< applied to each recording read, if set
 
   std::vector<mapper::HostProbe> operator()(const std::vector<std::string>& hosts) {
     std::vector<mapper::HostProbe> out;
@@ -51,6 +53,7 @@ struct FakeRemote {
         mapper::ProbeOptions o;
         o.xml_path = std::string(DDL_TEST_DATA_DIR) + "/topologies/" + it->second;
         p.inventory = mapper::probe_hwloc(o);
+        if (adjust) adjust(*p.inventory);
       } else {
         p.error = why;
       }
@@ -400,6 +403,27 @@ TEST(AppTest, RacksFromSlurmTopologyConf) {
   EXPECT_EQ(uneven.err,
             "ddlrun: error: switches hold different numbers of this job's hosts ('s1': 2, 's2': "
             "1); the ring layout needs equal racks: use whole racks, or give --nodes or -m\n");
+}
+
+TEST(AppTest, SocketsWithoutNvlinkGetADimensionOfTheirOwn) {
+  // The 8-GPU node as NVML would see a PCIe-only variant of it: GPUs known, no NVLink at all.
+  FakeRemote remote;
+  remote.hardware = {{"a", "gpu8-nic-per-pair.xml"}, {"b", "gpu8-nic-per-pair.xml"}};
+  remote.adjust = [](mapper::Inventory& inventory) {
+    for (mapper::Gpu& g : inventory.gpus)
+      g.os_devices = {"nvml" + std::to_string(g.index)};
+  };
+  const Result r = ddlrun({"--dry-run", "--job-id", "j", "-H", "a,b", "prog"}, {}, &remote);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("mode:      p:4x2x2x1x1 (GPUs per socket x sockets x hosts per rack x racks "
+                       "per aisle x aisles: no NVLink between sockets)\n"),
+            std::string::npos)
+      << r.out;
+  const Result aisles =
+      ddlrun({"--dry-run", "-H", "a,b", "--nodes", "1", "--aisles", "2", "prog"}, {}, &remote);
+  EXPECT_EQ(aisles.err,
+            "ddlrun: error: --aisles 2 disagrees with the layout, which has 1 (2 hosts in racks of "
+            "1, 2 racks per aisle)\n");
 }
 
 TEST(AppTest, RackOptionErrors) {

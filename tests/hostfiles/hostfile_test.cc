@@ -371,21 +371,13 @@ TEST(ReadHostfileTest, MissingFile) {
 
 TEST(ReadHostfileTest, DirectoryIsNotAHostfile) {
   const std::string path = testing::TempDir();
-  try {
-    read_hostfile(path);
-    FAIL() << "expected an InputError";
-  } catch (const InputError& e) {
-    EXPECT_EQ(std::string(e.what()), path + ": cannot read hostfile: Is a directory");
-  }
+  EXPECT_EQ(error_of([&] { read_hostfile(path); }),
+            path + ": cannot read hostfile: Is a directory");
 }
 
 TEST(ReadHostfileTest, EndlessFileIsTooLarge) {
-  try {
-    read_hostfile("/dev/zero");
-    FAIL() << "expected an InputError";
-  } catch (const InputError& e) {
-    EXPECT_EQ(std::string(e.what()), "/dev/zero: cannot read hostfile: File too large");
-  }
+  EXPECT_EQ(error_of([&] { read_hostfile("/dev/zero"); }),
+            "/dev/zero: cannot read hostfile: File too large");
 }
 
 }  // namespace

@@ -10,8 +10,12 @@
 #include <string>
 #include <vector>
 
+#include "tests/hostfiles/test_util.h"
+
 namespace ddl::hostfiles {
 namespace {
+
+using test::error_of;
 
 /// The what() of the InputError that parsing `text` throws, or "" when it parses.
 std::string parse_error(std::string_view text, std::string_view source = "ranks.txt") {
@@ -460,15 +464,11 @@ TEST(RankfileRead, ErrorsNameTheFile) {
     std::ofstream out(path, std::ios::binary);
     out << "rank 0=node01 slot=0:0\nrank 0=node02\n";
   }
-  try {
-    read_rankfile(path);
-    FAIL() << "expected an InputError";
-  } catch (const InputError& e) {
-    EXPECT_EQ(e.what(), path + ":2:6: rank 0 is already given at " + path +
-                            ":1\n"
-                            "  rank 0=node02\n"
-                            "       ^");
-  }
+  const std::string expected = path + ":2:6: rank 0 is already given at " + path +
+                               ":1\n"
+                               "  rank 0=node02\n"
+                               "       ^";
+  EXPECT_EQ(error_of([&] { read_rankfile(path); }), expected);
   std::remove(path.c_str());
 }
 
@@ -487,12 +487,8 @@ TEST(RankfileRead, MissingFile) {
 TEST(RankfileRead, Directory) {
   const std::string path = temp_path("ddl_rankfile_test_dir");
   ::mkdir(path.c_str(), 0700);
-  try {
-    read_rankfile(path);
-    FAIL() << "expected an InputError";
-  } catch (const InputError& e) {
-    EXPECT_EQ(e.what(), path + ": cannot read rankfile: Is a directory");
-  }
+  EXPECT_EQ(error_of([&] { read_rankfile(path); }),
+            path + ": cannot read rankfile: Is a directory");
   ::rmdir(path.c_str());
 }
 
@@ -677,43 +673,23 @@ TEST(RankfileHosts, ResolvesRelativeNodes) {
 TEST(RankfileHosts, RelativeNodeBeyondTheAllocation) {
   const Rankfile rf = parse_rankfile("rank 0=+n0\n\nrank 1=+n5 slot=0:0\n", "ranks.txt");
   const HostList allocation = allocation_of({"a26n15", "b07n01"});
-  try {
-    hosts_of(rf, &allocation);
-    FAIL() << "expected an InputError";
-  } catch (const InputError& e) {
-    EXPECT_EQ(std::string(e.what()),
-              "rankfile:3: relative node '+n5' needs at least 6 hosts in the allocation, but it "
-              "has 2: use '+n0' to '+n1' or name the host");
-  }
-  try {
-    hosts_of(rf, &allocation, "ranks.txt");
-    FAIL() << "expected an InputError";
-  } catch (const InputError& e) {
-    EXPECT_EQ(std::string(e.what()),
-              "ranks.txt:3: relative node '+n5' needs at least 6 hosts in the allocation, but it "
-              "has 2: use '+n0' to '+n1' or name the host");
-  }
+  EXPECT_EQ(error_of([&] { hosts_of(rf, &allocation); }),
+            "rankfile:3: relative node '+n5' needs at least 6 hosts in the allocation, but it "
+            "has 2: use '+n0' to '+n1' or name the host");
+  EXPECT_EQ(error_of([&] { hosts_of(rf, &allocation, "ranks.txt"); }),
+            "ranks.txt:3: relative node '+n5' needs at least 6 hosts in the allocation, but it "
+            "has 2: use '+n0' to '+n1' or name the host");
 }
 
 TEST(RankfileHosts, RelativeNodeWithoutAnAllocation) {
   const Rankfile rf = parse_rankfile("rank 0=node01\nrank 1=+n0\n", "ranks.txt");
-  try {
-    hosts_of(rf);
-    FAIL() << "expected an InputError";
-  } catch (const InputError& e) {
-    EXPECT_EQ(std::string(e.what()),
-              "rankfile:2: relative node '+n0' needs a batch allocation, but there is none: name "
-              "the host instead, or run inside an LSF or Slurm job");
-  }
+  EXPECT_EQ(error_of([&] { hosts_of(rf); }),
+            "rankfile:2: relative node '+n0' needs a batch allocation, but there is none: name "
+            "the host instead, or run inside an LSF or Slurm job");
   const HostList empty;
-  try {
-    hosts_of(rf, &empty, "ranks.txt");
-    FAIL() << "expected an InputError";
-  } catch (const InputError& e) {
-    EXPECT_EQ(std::string(e.what()),
-              "ranks.txt:2: relative node '+n0' needs at least 1 host in the allocation, but it "
-              "has 0: name the host");
-  }
+  EXPECT_EQ(error_of([&] { hosts_of(rf, &empty, "ranks.txt"); }),
+            "ranks.txt:2: relative node '+n0' needs at least 1 host in the allocation, but it "
+            "has 0: name the host");
 }
 
 }  // namespace
