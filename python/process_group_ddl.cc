@@ -200,6 +200,22 @@ void check_one(size_t n, const char* what) {
   TORCH_CHECK(n == 1, "ddl backend: ", what, ": takes one tensor per process, got ", n);
 }
 
+/// allgather's outputs or reduce_scatter's inputs (`many`, each an `many_name`: "output",
+/// "input") against the one tensor on the other side (`one`, an `one_name`): one per rank of
+/// `ranks`, each on `one`'s device, of its dtype and size.
+void check_one_per_rank(const std::vector<at::Tensor>& many, const char* many_name,
+                        const at::Tensor& one, const char* one_name, int ranks, const char* what) {
+  TORCH_CHECK(many.size() == static_cast<size_t>(ranks), "ddl backend: ", what, ": ", many.size(),
+              " ", many_name, " tensors for ", ranks, " ranks");
+  for (const at::Tensor& tensor : many) {
+    check_tensor(tensor, what, &one);
+    TORCH_CHECK(tensor.scalar_type() == one.scalar_type() && tensor.numel() == one.numel(),
+                "ddl backend: ", what, ": an ", many_name, " of ", tensor.numel(), " ",
+                tensor.scalar_type(), " for an ", one_name, " of ", one.numel(), " ",
+                one.scalar_type());
+  }
+}
+
 /// `tensor` itself when contiguous, else a contiguous copy (see write_back).
 at::Tensor contiguous_of(const at::Tensor& tensor) {
   return tensor.is_contiguous() ? tensor : tensor.contiguous();
@@ -337,14 +353,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::allgather(
   check_one(outputs.size(), what);
   const at::Tensor& input = inputs[0];
   check_tensor(input, what);
-  TORCH_CHECK(outputs[0].size() == static_cast<size_t>(size_), "ddl backend: ", what, ": ",
-              outputs[0].size(), " output tensors for ", size_, " ranks");
-  for (const at::Tensor& output : outputs[0]) {
-    check_tensor(output, what, &input);
-    TORCH_CHECK(output.scalar_type() == input.scalar_type() && output.numel() == input.numel(),
-                "ddl backend: ", what, ": an output of ", output.numel(), " ", output.scalar_type(),
-                " for an input of ", input.numel(), " ", input.scalar_type());
-  }
+  check_one_per_rank(outputs[0], "output", input, "input", size_, what);
   return enqueue(
       c10d::OpType::ALLGATHER, outputs[0], [input, outputs = outputs[0], what]() mutable {
         at::Tensor buffer = contiguous_of(input);
@@ -466,14 +475,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::reduce_scatter(
   check_one(inputs.size(), what);
   const at::Tensor& output = outputs[0];
   check_tensor(output, what);
-  TORCH_CHECK(inputs[0].size() == static_cast<size_t>(size_), "ddl backend: ", what, ": ",
-              inputs[0].size(), " input tensors for ", size_, " ranks");
-  for (const at::Tensor& input : inputs[0]) {
-    check_tensor(input, what, &output);
-    TORCH_CHECK(input.scalar_type() == output.scalar_type() && input.numel() == output.numel(),
-                "ddl backend: ", what, ": an input of ", input.numel(), " ", input.scalar_type(),
-                " for an output of ", output.numel(), " ", output.scalar_type());
-  }
+  check_one_per_rank(inputs[0], "input", output, "output", size_, what);
   const ddl_op_t op = op_of(opts.reduceOp, what);
   return enqueue(c10d::OpType::REDUCE_SCATTER, outputs,
                  [output = outputs[0], inputs = inputs[0], op, what]() mutable {
