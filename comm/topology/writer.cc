@@ -44,55 +44,49 @@ void put_quoted(std::string& out, std::string_view s) {
   out += '"';
 }
 
+// `key` (with the separator before it), then the value.
+void put_field(std::string& out, std::string_view key, int value) {
+  out += key;
+  put_int(out, value);
+}
+
+void put_field(std::string& out, std::string_view key, std::string_view value) {
+  out += key;
+  put_quoted(out, value);
+}
+
 void put_header(std::string& out, const Topology& t) {
   out += "# ddlrun topology: where each rank runs and the rings it joins; see ddl-topology(5).\n";
   out += "version: \"" + std::to_string(kTopologyFormatMajor) + "." +
          std::to_string(kTopologyFormatMinor) + "\"\n";
-  out += "job_id: ";
-  put_quoted(out, t.job_id);
-  out += "\nmode: ";
-  put_quoted(out, t.mode.str());
+  put_field(out, "job_id: ", t.job_id);
+  put_field(out, "\nmode: ", t.mode.str());
 }
 
 void put_host(std::string& out, const Host& h) {
-  out += "  - {index: ";
-  put_int(out, h.index);
-  out += ", name: ";
-  put_quoted(out, h.name);
-  out += ", address: ";
-  put_quoted(out, h.address);
+  put_field(out, "  - {index: ", h.index);
+  put_field(out, ", name: ", h.name);
+  put_field(out, ", address: ", h.address);
   out += ", nics: [";
   for (size_t i = 0; i < h.nics.size(); ++i) {
-    out += i ? ", {name: " : "{name: ";
-    put_quoted(out, h.nics[i].name);
-    out += ", kind: ";
-    put_quoted(out, h.nics[i].kind);
-    out += ", address: ";
-    put_quoted(out, h.nics[i].address);
+    put_field(out, i ? ", {name: " : "{name: ", h.nics[i].name);
+    put_field(out, ", kind: ", h.nics[i].kind);
+    put_field(out, ", address: ", h.nics[i].address);
     out += '}';
   }
   out += "]}\n";
 }
 
 void put_rank(std::string& out, const RankPlacement& r) {
-  out += "  - {rank: ";
-  put_int(out, r.rank);
-  out += ", local_rank: ";
-  put_int(out, r.local_rank);
-  out += ", host: ";
-  put_int(out, r.host);
-  out += ", gpu: ";
-  put_int(out, r.gpu);
-  out += ", gpu_bus_id: ";
-  put_quoted(out, r.gpu_bus_id);
-  out += ", gpu_uuid: ";
-  put_quoted(out, r.gpu_uuid);
-  out += ", cpus: ";
-  put_quoted(out, r.cpus.str());
-  out += ", nic: ";
-  put_quoted(out, r.nic);
-  out += ", address: ";
-  put_quoted(out, r.address);
+  put_field(out, "  - {rank: ", r.rank);
+  put_field(out, ", local_rank: ", r.local_rank);
+  put_field(out, ", host: ", r.host);
+  put_field(out, ", gpu: ", r.gpu);
+  put_field(out, ", gpu_bus_id: ", r.gpu_bus_id);
+  put_field(out, ", gpu_uuid: ", r.gpu_uuid);
+  put_field(out, ", cpus: ", r.cpus.str());
+  put_field(out, ", nic: ", r.nic);
+  put_field(out, ", address: ", r.address);
   out += "}\n";
 }
 

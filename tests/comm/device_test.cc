@@ -386,6 +386,18 @@ TEST(DeviceMultiDimTest, MapsToReduceScatterAllreduceAllgatherPerDimension) {
             (std::vector<std::string>{"allreduce:4:9"}));
 }
 
+/// An allreduce of 60 floats from `gpu` (GPU memory) into `host` (host memory) is refused.
+void expect_mixed_buffers_refused(Communicator& c, const float* gpu, float* host) {
+  try {
+    c.allreduce(gpu, host, 60, DataType::kFloat32, ReduceOp::kSum);
+    ADD_FAILURE() << "mixed buffers were accepted";
+  } catch (const ArgumentError& e) {
+    EXPECT_STREQ(e.what(),
+                 "allreduce: one buffer is GPU memory and another is host memory; pass both on "
+                 "the GPU or both in host memory");
+  }
+}
+
 /// One rank of GpuBuffersGoToTheDeviceRuntimeAndHostBuffersDoNot: an allreduce on host memory
 /// (then rank 0 takes the device's log into `first_calls`), every collective on "GPU" buffers,
 /// and an allreduce with one buffer of each.
@@ -441,15 +453,7 @@ void every_collective_on_gpu(Communicator& c, FakeDevice& dev, std::mutex& logs_
   EXPECT_EQ(a[4], 1.0f);
   EXPECT_EQ(bb[8], 2.0f);
 
-  // One buffer on the GPU, the other not.
-  try {
-    c.allreduce(gsend.data(), host.data(), 60, DataType::kFloat32, ReduceOp::kSum);
-    ADD_FAILURE() << "mixed buffers were accepted";
-  } catch (const ArgumentError& e) {
-    EXPECT_STREQ(e.what(),
-                 "allreduce: one buffer is GPU memory and another is host memory; pass both on "
-                 "the GPU or both in host memory");
-  }
+  expect_mixed_buffers_refused(c, gsend.data(), host.data());
 }
 
 /// The joins and the NCCL calls of GpuBuffersGoToTheDeviceRuntimeAndHostBuffersDoNot.
