@@ -200,9 +200,18 @@ void check_one(size_t n, const char* what) {
   TORCH_CHECK(n == 1, "ddl backend: ", what, ": takes one tensor per process, got ", n);
 }
 
-/// allgather's outputs or reduce_scatter's inputs (`many`, each an `many_name`: "output",
-/// "input") against the one tensor on the other side (`one`, an `one_name`): one per rank of
-/// `ranks`, each on `one`'s device, of its dtype and size.
+/// gather's output lists or scatter's input lists (`n` of them, each a list of `kind`s): one on
+/// the root, none elsewhere.
+void check_root_lists(size_t n, const char* kind, bool root, const char* what) {
+  TORCH_CHECK(n == (root ? 1u : 0u), "ddl backend: ", what, ": ", n, " ", kind, " lists on ",
+              root ? "the root" : "a rank that is not the root", " (it takes ",
+              root ? "one" : "none", ")");
+}
+
+/// The per-rank tensors of allgather's or gather's outputs, or of reduce_scatter's or scatter's
+/// inputs (`many`, each an `many_name`: "output", "input"), against the one tensor on the other
+/// side (`one`, an `one_name`): one per rank of `ranks`, each on `one`'s device, of its dtype
+/// and size.
 void check_one_per_rank(const std::vector<at::Tensor>& many, const char* many_name,
                         const at::Tensor& one, const char* one_name, int ranks, const char* what) {
   TORCH_CHECK(many.size() == static_cast<size_t>(ranks), "ddl backend: ", what, ": ", many.size(),
@@ -400,18 +409,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::gather(
   const at::Tensor& input = inputs[0];
   check_tensor(input, what);
   const bool root = opts.rootRank == rank_;
-  TORCH_CHECK(outputs.size() == (root ? 1u : 0u), "ddl backend: ", what, ": ", outputs.size(),
-              " output lists on ", root ? "the root" : "a rank that is not the root", " (it takes ",
-              root ? "one" : "none", ")");
+  check_root_lists(outputs.size(), "output", root, what);
   std::vector<at::Tensor> parts = root ? outputs[0] : std::vector<at::Tensor>();
-  TORCH_CHECK(!root || parts.size() == static_cast<size_t>(size_), "ddl backend: ", what, ": ",
-              parts.size(), " output tensors for ", size_, " ranks");
-  for (const at::Tensor& part : parts) {
-    check_tensor(part, what, &input);
-    TORCH_CHECK(part.scalar_type() == input.scalar_type() && part.numel() == input.numel(),
-                "ddl backend: ", what, ": an output of ", part.numel(), " ", part.scalar_type(),
-                " for an input of ", input.numel(), " ", input.scalar_type());
-  }
+  if (root) check_one_per_rank(parts, "output", input, "input", size_, what);
   if (!root) settle(input);  // enqueue settles the outputs, which only the root has
   return enqueue(c10d::OpType::GATHER, parts, [input, parts, what]() mutable {
     at::Tensor buffer = contiguous_of(input);
@@ -436,18 +436,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::scatter(
   check_tensor(output, what);
   const bool root = opts.rootRank == rank_;
   const int root_rank = static_cast<int>(opts.rootRank);
-  TORCH_CHECK(inputs.size() == (root ? 1u : 0u), "ddl backend: ", what, ": ", inputs.size(),
-              " input lists on ", root ? "the root" : "a rank that is not the root", " (it takes ",
-              root ? "one" : "none", ")");
+  check_root_lists(inputs.size(), "input", root, what);
   std::vector<at::Tensor> parts = root ? inputs[0] : std::vector<at::Tensor>();
-  TORCH_CHECK(!root || parts.size() == static_cast<size_t>(size_), "ddl backend: ", what, ": ",
-              parts.size(), " input tensors for ", size_, " ranks");
-  for (const at::Tensor& part : parts) {
-    check_tensor(part, what, &output);
-    TORCH_CHECK(part.scalar_type() == output.scalar_type() && part.numel() == output.numel(),
-                "ddl backend: ", what, ": an input of ", part.numel(), " ", part.scalar_type(),
-                " for an output of ", output.numel(), " ", output.scalar_type());
-  }
+  if (root) check_one_per_rank(parts, "input", output, "output", size_, what);
   const int rank = rank_;
   return enqueue(c10d::OpType::SCATTER, outputs, [output, parts, root_rank, rank, what]() mutable {
     const int64_t n = output.numel();

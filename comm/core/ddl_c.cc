@@ -73,6 +73,12 @@ ddl_status_t with_comm(const char* what, Fn&& fn) {
   });
 }
 
+/// `get` of the current communicator, -1 when there is none.
+int of_current(int (Communicator::*get)() const) {
+  const std::shared_ptr<Communicator> c = current();
+  return c ? ((*c).*get)() : -1;
+}
+
 bool valid(ddl_datatype_t t) {
   return t >= DDL_FLOAT32 && t <= DDL_UINT8;
 }
@@ -129,24 +135,19 @@ int ddl_initialized(void) {
 }
 
 int ddl_rank(void) {
-  auto c = current();
-  return c ? c->rank() : -1;
+  return of_current(&Communicator::rank);
 }
 int ddl_size(void) {
-  auto c = current();
-  return c ? c->size() : -1;
+  return of_current(&Communicator::size);
 }
 int ddl_local_rank(void) {
-  auto c = current();
-  return c ? c->local_rank() : -1;
+  return of_current(&Communicator::local_rank);
 }
 int ddl_local_size(void) {
-  auto c = current();
-  return c ? c->local_size() : -1;
+  return of_current(&Communicator::local_size);
 }
 int ddl_local_gpu(void) {
-  auto c = current();
-  return c ? c->gpu() : -1;
+  return of_current(&Communicator::gpu);
 }
 
 ddl_status_t ddl_allreduce(const void* send, void* recv, size_t count, ddl_datatype_t type,
