@@ -40,11 +40,8 @@ void communicate(Call call) {
   ddl::check(status);
 }
 
-}  // namespace
-
-PYBIND11_MODULE(_ddl, m) {
-  m.doc() = "libddl's C API over raw addresses; use the package `ddl`, not this module";
-
+/// ddl.Error and ddl.MismatchError, and the translation of ddl::Error into them.
+void def_errors(py::module_& m) {
   static py::exception<ddl::Error> error(m, "Error", PyExc_RuntimeError);
   static py::exception<ddl::MismatchError> mismatch(m, "MismatchError", error.ptr());
   py::register_exception_translator([](std::exception_ptr thrown) {
@@ -64,7 +61,10 @@ PYBIND11_MODULE(_ddl, m) {
     }
   });
   m.attr("ERR_MISMATCH") = static_cast<int>(DDL_ERR_MISMATCH);
+}
 
+/// init, finalize and the job's shape.
+void def_job(py::module_& m) {
   m.def("init", [] { communicate([] { return ddl_init(); }); });
   m.def("finalize", [] { ddl::check(ddl_finalize()); });
   m.def("initialized", [] { return ddl_initialized() != 0; });
@@ -73,7 +73,10 @@ PYBIND11_MODULE(_ddl, m) {
   m.def("local_rank", &ddl_local_rank);
   m.def("local_size", &ddl_local_size);
   m.def("local_gpu", &ddl_local_gpu);
+}
 
+/// allreduce and allreduce_n.
+void def_reductions(py::module_& m) {
   m.def(
       "allreduce",
       [](std::uintptr_t send, std::uintptr_t recv, std::size_t count, int type, int op) {
@@ -100,6 +103,10 @@ PYBIND11_MODULE(_ddl, m) {
         });
       },
       py::arg("buffers"), py::arg("counts"), py::arg("type"), py::arg("op"));
+}
+
+/// bcast, allgather, reduce_scatter and barrier.
+void def_other_collectives(py::module_& m) {
   m.def(
       "bcast",
       [](std::uintptr_t buf, std::size_t count, int type, int root) {
@@ -127,4 +134,14 @@ PYBIND11_MODULE(_ddl, m) {
       },
       py::arg("send"), py::arg("recv"), py::arg("recv_count"), py::arg("type"), py::arg("op"));
   m.def("barrier", [] { communicate([] { return ddl_barrier(); }); });
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_ddl, m) {
+  m.doc() = "libddl's C API over raw addresses; use the package `ddl`, not this module";
+  def_errors(m);
+  def_job(m);
+  def_reductions(m);
+  def_other_collectives(m);
 }

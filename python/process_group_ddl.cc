@@ -200,6 +200,31 @@ void check_one(size_t n, const char* what) {
   TORCH_CHECK(n == 1, "ddl backend: ", what, ": takes one tensor per process, got ", n);
 }
 
+/// gather's output lists or scatter's input lists (`n` of them, each a list of `kind`s): one on
+/// the root, none elsewhere.
+void check_root_lists(size_t n, const char* kind, bool root, const char* what) {
+  TORCH_CHECK(n == (root ? 1u : 0u), "ddl backend: ", what, ": ", n, " ", kind, " lists on ",
+              root ? "the root" : "a rank that is not the root", " (it takes ",
+              root ? "one" : "none", ")");
+}
+
+/// The per-rank tensors of allgather's or gather's outputs, or of reduce_scatter's or scatter's
+/// inputs (`many`, each an `many_name`: "output", "input"), against the one tensor on the other
+/// side (`one`, an `one_name`): one per rank of `ranks`, each on `one`'s device, of its dtype
+/// and size.
+void check_one_per_rank(const std::vector<at::Tensor>& many, const char* many_name,
+                        const at::Tensor& one, const char* one_name, int ranks, const char* what) {
+  TORCH_CHECK(many.size() == static_cast<size_t>(ranks), "ddl backend: ", what, ": ", many.size(),
+              " ", many_name, " tensors for ", ranks, " ranks");
+  for (const at::Tensor& tensor : many) {
+    check_tensor(tensor, what, &one);
+    TORCH_CHECK(tensor.scalar_type() == one.scalar_type() && tensor.numel() == one.numel(),
+                "ddl backend: ", what, ": an ", many_name, " of ", tensor.numel(), " ",
+                tensor.scalar_type(), " for an ", one_name, " of ", one.numel(), " ",
+                one.scalar_type());
+  }
+}
+
 /// `tensor` itself when contiguous, else a contiguous copy (see write_back).
 at::Tensor contiguous_of(const at::Tensor& tensor) {
   return tensor.is_contiguous() ? tensor : tensor.contiguous();
@@ -337,14 +362,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::allgather(
   check_one(outputs.size(), what);
   const at::Tensor& input = inputs[0];
   check_tensor(input, what);
-  TORCH_CHECK(outputs[0].size() == static_cast<size_t>(size_), "ddl backend: ", what, ": ",
-              outputs[0].size(), " output tensors for ", size_, " ranks");
-  for (const at::Tensor& output : outputs[0]) {
-    check_tensor(output, what, &input);
-    TORCH_CHECK(output.scalar_type() == input.scalar_type() && output.numel() == input.numel(),
-                "ddl backend: ", what, ": an output of ", output.numel(), " ", output.scalar_type(),
-                " for an input of ", input.numel(), " ", input.scalar_type());
-  }
+  check_one_per_rank(outputs[0], "output", input, "input", size_, what);
   return enqueue(
       c10d::OpType::ALLGATHER, outputs[0], [input, outputs = outputs[0], what]() mutable {
         at::Tensor buffer = contiguous_of(input);
@@ -391,18 +409,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::gather(
   const at::Tensor& input = inputs[0];
   check_tensor(input, what);
   const bool root = opts.rootRank == rank_;
-  TORCH_CHECK(outputs.size() == (root ? 1u : 0u), "ddl backend: ", what, ": ", outputs.size(),
-              " output lists on ", root ? "the root" : "a rank that is not the root", " (it takes ",
-              root ? "one" : "none", ")");
+  check_root_lists(outputs.size(), "output", root, what);
   std::vector<at::Tensor> parts = root ? outputs[0] : std::vector<at::Tensor>();
-  TORCH_CHECK(!root || parts.size() == static_cast<size_t>(size_), "ddl backend: ", what, ": ",
-              parts.size(), " output tensors for ", size_, " ranks");
-  for (const at::Tensor& part : parts) {
-    check_tensor(part, what, &input);
-    TORCH_CHECK(part.scalar_type() == input.scalar_type() && part.numel() == input.numel(),
-                "ddl backend: ", what, ": an output of ", part.numel(), " ", part.scalar_type(),
-                " for an input of ", input.numel(), " ", input.scalar_type());
-  }
+  if (root) check_one_per_rank(parts, "output", input, "input", size_, what);
   if (!root) settle(input);  // enqueue settles the outputs, which only the root has
   return enqueue(c10d::OpType::GATHER, parts, [input, parts, what]() mutable {
     at::Tensor buffer = contiguous_of(input);
@@ -427,18 +436,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::scatter(
   check_tensor(output, what);
   const bool root = opts.rootRank == rank_;
   const int root_rank = static_cast<int>(opts.rootRank);
-  TORCH_CHECK(inputs.size() == (root ? 1u : 0u), "ddl backend: ", what, ": ", inputs.size(),
-              " input lists on ", root ? "the root" : "a rank that is not the root", " (it takes ",
-              root ? "one" : "none", ")");
+  check_root_lists(inputs.size(), "input", root, what);
   std::vector<at::Tensor> parts = root ? inputs[0] : std::vector<at::Tensor>();
-  TORCH_CHECK(!root || parts.size() == static_cast<size_t>(size_), "ddl backend: ", what, ": ",
-              parts.size(), " input tensors for ", size_, " ranks");
-  for (const at::Tensor& part : parts) {
-    check_tensor(part, what, &output);
-    TORCH_CHECK(part.scalar_type() == output.scalar_type() && part.numel() == output.numel(),
-                "ddl backend: ", what, ": an input of ", part.numel(), " ", part.scalar_type(),
-                " for an output of ", output.numel(), " ", output.scalar_type());
-  }
+  if (root) check_one_per_rank(parts, "input", output, "output", size_, what);
   const int rank = rank_;
   return enqueue(c10d::OpType::SCATTER, outputs, [output, parts, root_rank, rank, what]() mutable {
     const int64_t n = output.numel();
@@ -466,14 +466,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::reduce_scatter(
   check_one(inputs.size(), what);
   const at::Tensor& output = outputs[0];
   check_tensor(output, what);
-  TORCH_CHECK(inputs[0].size() == static_cast<size_t>(size_), "ddl backend: ", what, ": ",
-              inputs[0].size(), " input tensors for ", size_, " ranks");
-  for (const at::Tensor& input : inputs[0]) {
-    check_tensor(input, what, &output);
-    TORCH_CHECK(input.scalar_type() == output.scalar_type() && input.numel() == output.numel(),
-                "ddl backend: ", what, ": an input of ", input.numel(), " ", input.scalar_type(),
-                " for an output of ", output.numel(), " ", output.scalar_type());
-  }
+  check_one_per_rank(inputs[0], "input", output, "output", size_, what);
   const ddl_op_t op = op_of(opts.reduceOp, what);
   return enqueue(c10d::OpType::REDUCE_SCATTER, outputs,
                  [output = outputs[0], inputs = inputs[0], op, what]() mutable {

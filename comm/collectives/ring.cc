@@ -49,17 +49,33 @@ int wrap(int i, int n) {
   return ((i % n) + n) % n;
 }
 
+/// What both phases start from: this member's place in the ring, the chunks of the buffer and
+/// the links to the next and the previous member. Only for groups of two or more.
+struct RingPlace {
+  RingPlace(const Group& g, void* buf, size_t count, DataType type)
+      : n(g.size()),
+        r(g.rank()),
+        size(type_size(type)),
+        offsets(partition(count, n)),
+        base(static_cast<std::byte*>(buf)),
+        next(g.link(wrap(r + 1, n))),
+        prev(g.link(wrap(r - 1, n))) {}
+
+  const int n;
+  const int r;
+  const size_t size;
+  const std::vector<size_t> offsets;
+  std::byte* const base;
+  transport::Link& next;
+  transport::Link& prev;
+};
+
 }  // namespace
 
 void ring_reduce_scatter(const Group& g, void* buf, size_t count, DataType type, ReduceOp op) {
-  const int n = g.size();
-  if (n == 1) return;  // one member: its data is the reduction (and kAvg divides by 1)
-  const int r = g.rank();
-  const size_t size = type_size(type);
-  const auto offsets = partition(count, n);
-  auto* base = static_cast<std::byte*>(buf);
-  transport::Link& next = g.link(wrap(r + 1, n));
-  transport::Link& prev = g.link(wrap(r - 1, n));
+  if (g.size() == 1) return;  // one member: its data is the reduction (and kAvg divides by 1)
+  const RingPlace place(g, buf, count, type);
+  const auto& [n, r, size, offsets, base, next, prev] = place;
   const size_t slice = std::max<size_t>(1, kSliceBytes / size);
   std::byte* tmp = scratch(std::min(slice, offsets[1]) * size);  // chunk 0 is the largest
 
@@ -84,14 +100,9 @@ void ring_reduce_scatter(const Group& g, void* buf, size_t count, DataType type,
 }
 
 void ring_allgather(const Group& g, void* buf, size_t count, DataType type) {
-  const int n = g.size();
-  if (n == 1) return;
-  const int r = g.rank();
-  const size_t size = type_size(type);
-  const auto offsets = partition(count, n);
-  auto* base = static_cast<std::byte*>(buf);
-  transport::Link& next = g.link(wrap(r + 1, n));
-  transport::Link& prev = g.link(wrap(r - 1, n));
+  if (g.size() == 1) return;
+  const RingPlace place(g, buf, count, type);
+  const auto& [n, r, size, offsets, base, next, prev] = place;
 
   for (int s = 0; s < n - 1; ++s) {
     const int send_chunk = wrap(r - s, n);

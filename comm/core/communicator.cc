@@ -153,20 +153,21 @@ Identity identity_from_environment() {
   return {};
 }
 
-CommOptions options_from_environment() {
-  CommOptions o;
-  auto number = [](const char* name, const char* v) {
-    char* end = nullptr;
-    const double d = std::strtod(v, &end);
-    if (end == v || *end != '\0' || !(d >= 0) || !std::isfinite(d)) {
-      throw std::invalid_argument(std::string("$") + name + " is '" + v +
-                                  "'; expected a number of at least 0");
-    }
-    return d;
-  };
-  if (const char* v = env("DDL_TIMEOUT")) {
-    o.timeout = std::chrono::milliseconds(static_cast<int64_t>(number("DDL_TIMEOUT", v) * 1000));
+namespace {
+
+/// $name's value `v` as a number of at least 0; throws std::invalid_argument naming it.
+double env_number(const char* name, const char* v) {
+  char* end = nullptr;
+  const double d = std::strtod(v, &end);
+  if (end == v || *end != '\0' || !(d >= 0) || !std::isfinite(d)) {
+    throw std::invalid_argument(std::string("$") + name + " is '" + v +
+                                "'; expected a number of at least 0");
   }
+  return d;
+}
+
+/// The allreduce algorithm: DDL_OPTIONS' mode letter, then DDL_ALGO over it.
+void read_algorithm(CommOptions& o) {
   if (const char* v = env("DDL_OPTIONS")) {
     try {
       if (mode_from_ddl_options(v).algorithm == Algorithm::kRing) o.algo = AllreduceAlgo::kRing;
@@ -191,9 +192,10 @@ CommOptions options_from_environment() {
                                   "'; expected auto, shm, ring, multiring or rd");
     }
   }
-  if (const char* v = env("DDL_PIPELINE_BYTES")) {
-    o.pipeline_bytes = static_cast<size_t>(number("DDL_PIPELINE_BYTES", v));
-  }
+}
+
+/// The direct shared-memory collectives: DDL_SHM and its sizes.
+void read_shm_options(CommOptions& o) {
   if (const char* v = env("DDL_SHM")) {
     const std::string a = v;
     if (a != "0" && a != "1") {
@@ -202,63 +204,101 @@ CommOptions options_from_environment() {
     o.shm = a == "1";
   }
   if (const char* v = env("DDL_SHM_CHUNK_BYTES")) {
-    o.shm_chunk_bytes = std::clamp<size_t>(static_cast<size_t>(number("DDL_SHM_CHUNK_BYTES", v)),
-                                           4096, size_t{1} << 30);
+    o.shm_chunk_bytes = std::clamp<size_t>(
+        static_cast<size_t>(env_number("DDL_SHM_CHUNK_BYTES", v)), 4096, size_t{1} << 30);
   }
   if (const char* v = env("DDL_SHM_CMA_BYTES")) {
-    o.shm_cma_bytes = static_cast<size_t>(number("DDL_SHM_CMA_BYTES", v));
+    o.shm_cma_bytes = static_cast<size_t>(env_number("DDL_SHM_CMA_BYTES", v));
   }
   if (const char* v = env("DDL_SHM_SMALL_BYTES")) {
-    o.shm_small_bytes =
-        std::min<size_t>(static_cast<size_t>(number("DDL_SHM_SMALL_BYTES", v)), size_t{1} << 30);
+    o.shm_small_bytes = std::min<size_t>(static_cast<size_t>(env_number("DDL_SHM_SMALL_BYTES", v)),
+                                         size_t{1} << 30);
   }
+}
+
+}  // namespace
+
+CommOptions options_from_environment() {
+  CommOptions o;
+  if (const char* v = env("DDL_TIMEOUT")) {
+    o.timeout =
+        std::chrono::milliseconds(static_cast<int64_t>(env_number("DDL_TIMEOUT", v) * 1000));
+  }
+  read_algorithm(o);
+  if (const char* v = env("DDL_PIPELINE_BYTES")) {
+    o.pipeline_bytes = static_cast<size_t>(env_number("DDL_PIPELINE_BYTES", v));
+  }
+  read_shm_options(o);
   if (const char* v = env("DDL_SMALL_BYTES")) {
-    o.small_bytes = static_cast<size_t>(number("DDL_SMALL_BYTES", v));
+    o.small_bytes = static_cast<size_t>(env_number("DDL_SMALL_BYTES", v));
   }
   if (const char* v = env("DDL_BUCKET_BYTES")) {
-    o.bucket_bytes = std::max<size_t>(1, static_cast<size_t>(number("DDL_BUCKET_BYTES", v)));
+    o.bucket_bytes = std::max<size_t>(1, static_cast<size_t>(env_number("DDL_BUCKET_BYTES", v)));
   }
-  if (const char* v = env("DDL_CHECK")) o.check = number("DDL_CHECK", v);
+  if (const char* v = env("DDL_CHECK")) o.check = env_number("DDL_CHECK", v);
   return o;
 }
 
+// The constructor's steps, in order: find this rank in the topology, open the devices, learn
+// every rank's host and addresses through the bootstrap, tell hosts apart, make the groups (the
+// flat ring and this rank's ring in each dimension), connect to the ring neighbours, then the
+// node group, the dimensions and the GPU runtime.
 Communicator::Communicator(std::unique_ptr<Bootstrap> bootstrap, std::optional<Topology> topology,
                            CommOptions options, std::string token)
     : rank_(bootstrap->rank()),
       size_(bootstrap->size()),
       bootstrap_kind_(bootstrap->kind()),
       options_(options) {
-  const std::string who = "rank " + std::to_string(rank_);
-  const RankPlacement* me = nullptr;
-  if (topology) {
-    if (static_cast<int>(topology->ranks.size()) != size_) {
-      throw TopologyError(who + ": the topology file describes " +
-                          std::to_string(topology->ranks.size()) +
-                          " ranks, but the launcher started " + std::to_string(size_) +
-                          " (was it written for another job?)");
-    }
-    me = topology->find_rank(rank_);
-    if (me == nullptr) throw TopologyError(who + ": not in the topology file");
-    gpu_ = me->gpu;
-  }
-  std::string value = this_host() + "\n";
-  if (size_ > 1) {
-    transport::DeviceOptions d;
-    d.rank = rank_;
-    d.job_id = topology ? topology->job_id : (env("DDL_JOB_ID") ? env("DDL_JOB_ID") : "ddl");
-    d.token = token;
-    d.bind_address = me != nullptr ? me->address : "";
-    try {
-      tcp_ = transport::make_tcp_device(d);
-    } catch (const transport::TransportError&) {
-      d.bind_address.clear();  // the mapper's address is not on this host (an offline plan)
-      tcp_ = transport::make_tcp_device(d);
-    }
-    shm_ = transport::make_shm_device(d);
-    value += tcp_->address() + "\n" + shm_->address() + "\n" + std::to_string(getpid());
-  }
-  const std::vector<std::string> all = bootstrap->allgather(value, options_.timeout);
+  const RankPlacement* me = find_self(topology);
+  const std::string value = open_devices(topology, me, token);
+  const std::vector<int> pids = learn_peers(bootstrap->allgather(value, options_.timeout));
   bootstrap_ = std::move(bootstrap);
+  find_local_ranks(topology, me);
+  make_groups(topology);
+  if (size_ > 1) {
+    connect_neighbours();
+    make_node_group(pids, topology ? topology->job_id : std::string("ddl"));
+  }
+  make_dimensions();
+  // The GPU runtime (NCCL), when there is one: loaded now rather than on the first collective.
+  device_ = options_.device ? options_.device : device::load_nccl(nullptr);
+}
+
+const RankPlacement* Communicator::find_self(const std::optional<Topology>& topology) {
+  if (!topology) return nullptr;
+  const std::string who = "rank " + std::to_string(rank_);
+  if (static_cast<int>(topology->ranks.size()) != size_) {
+    throw TopologyError(who + ": the topology file describes " +
+                        std::to_string(topology->ranks.size()) +
+                        " ranks, but the launcher started " + std::to_string(size_) +
+                        " (was it written for another job?)");
+  }
+  const RankPlacement* me = topology->find_rank(rank_);
+  if (me == nullptr) throw TopologyError(who + ": not in the topology file");
+  gpu_ = me->gpu;
+  return me;
+}
+
+std::string Communicator::open_devices(const std::optional<Topology>& topology,
+                                       const RankPlacement* me, const std::string& token) {
+  std::string value = this_host() + "\n";
+  if (size_ < 2) return value;
+  transport::DeviceOptions d;
+  d.rank = rank_;
+  d.job_id = topology ? topology->job_id : (env("DDL_JOB_ID") ? env("DDL_JOB_ID") : "ddl");
+  d.token = token;
+  d.bind_address = me != nullptr ? me->address : "";
+  try {
+    tcp_ = transport::make_tcp_device(d);
+  } catch (const transport::TransportError&) {
+    d.bind_address.clear();  // the mapper's address is not on this host (an offline plan)
+    tcp_ = transport::make_tcp_device(d);
+  }
+  shm_ = transport::make_shm_device(d);
+  return value + tcp_->address() + "\n" + shm_->address() + "\n" + std::to_string(getpid());
+}
+
+std::vector<int> Communicator::learn_peers(const std::vector<std::string>& all) {
   std::vector<int> pids;
   for (const std::string& v : all) {
     std::vector<std::string> f = split(v, '\n');
@@ -268,6 +308,11 @@ Communicator::Communicator(std::unique_ptr<Bootstrap> bootstrap, std::optional<T
     shm_addresses_.push_back(f[2]);
     pids.push_back(std::atoi(f[3].c_str()));
   }
+  return pids;
+}
+
+void Communicator::find_local_ranks(const std::optional<Topology>& topology,
+                                    const RankPlacement* me) {
   // Same host: by the topology's host index, else by host name.
   host_of_.resize(size_);
   for (int r = 0; r < size_; ++r) {
@@ -282,51 +327,49 @@ Communicator::Communicator(std::unique_ptr<Bootstrap> bootstrap, std::optional<T
     ++local_size_;
   }
   if (me != nullptr) local_rank_ = me->local_rank;
+}
 
+void Communicator::make_groups(const std::optional<Topology>& topology) {
   auto link_fn = [this](int peer) -> transport::Link& { return link(peer); };
   std::vector<int> all_ranks(size_);
   for (int r = 0; r < size_; ++r)
     all_ranks[r] = r;
   flat_ = std::make_unique<Group>(all_ranks, rank_, link_fn, options_.timeout);
-  if (topology) {
-    for (const std::vector<Ring>& rings : topology->rings) {
-      for (const Ring& ring : rings) {
-        auto it = std::find(ring.begin(), ring.end(), rank_);
-        if (it == ring.end() || ring.size() < 2) continue;
-        dims_.push_back(std::make_unique<Group>(ring, static_cast<int>(it - ring.begin()), link_fn,
-                                                options_.timeout));
-      }
+  if (!topology) return;
+  for (const std::vector<Ring>& rings : topology->rings) {
+    for (const Ring& ring : rings) {
+      auto it = std::find(ring.begin(), ring.end(), rank_);
+      if (it == ring.end() || ring.size() < 2) continue;
+      dims_.push_back(std::make_unique<Group>(ring, static_cast<int>(it - ring.begin()), link_fn,
+                                              options_.timeout));
     }
   }
+}
+
+void Communicator::connect_neighbours() {
   // Ring neighbours now, in one global order of pairs.
-  if (size_ > 1) {
-    std::set<int> peers;
-    auto neighbours = [&](const Group& g) {
-      if (g.size() < 2) return;
-      peers.insert(g.global((g.rank() + 1) % g.size()));
-      peers.insert(g.global((g.rank() + g.size() - 1) % g.size()));
-    };
-    neighbours(*flat_);
-    for (const auto& g : dims_)
-      neighbours(*g);
-    for (int p : peers)
-      link(p);
-    // One byte each way with every neighbour: a link is whole only once both sides have
-    // attached (a shared-memory segment's name is gone when its creator closes), so no rank
-    // may leave init, and perhaps finalise at once, before its neighbours have attached.
-    // Sends never block (the byte fits in any link's buffer), so the order does not matter.
-    const std::byte hello{1};
-    for (int p : peers)
-      transport::exchange(&link(p), {&hello, 1}, nullptr, {}, options_.timeout);
-    for (int p : peers) {
-      std::byte got{};
-      transport::exchange(nullptr, {}, &link(p), {&got, 1}, options_.timeout);
-    }
-    make_node_group(pids, topology ? topology->job_id : std::string("ddl"));
+  std::set<int> peers;
+  auto neighbours = [&](const Group& g) {
+    if (g.size() < 2) return;
+    peers.insert(g.global((g.rank() + 1) % g.size()));
+    peers.insert(g.global((g.rank() + g.size() - 1) % g.size()));
+  };
+  neighbours(*flat_);
+  for (const auto& g : dims_)
+    neighbours(*g);
+  for (int p : peers)
+    link(p);
+  // One byte each way with every neighbour: a link is whole only once both sides have
+  // attached (a shared-memory segment's name is gone when its creator closes), so no rank
+  // may leave init, and perhaps finalise at once, before its neighbours have attached.
+  // Sends never block (the byte fits in any link's buffer), so the order does not matter.
+  const std::byte hello{1};
+  for (int p : peers)
+    transport::exchange(&link(p), {&hello, 1}, nullptr, {}, options_.timeout);
+  for (int p : peers) {
+    std::byte got{};
+    transport::exchange(nullptr, {}, &link(p), {&got, 1}, options_.timeout);
   }
-  make_dimensions();
-  // The GPU runtime (NCCL), when there is one: loaded now rather than on the first collective.
-  device_ = options_.device ? options_.device : device::load_nccl(nullptr);
 }
 
 Communicator::~Communicator() = default;

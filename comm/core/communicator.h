@@ -102,6 +102,21 @@ class Communicator {
   void barrier();
 
  private:
+  /// The constructor's steps. find_self: this rank's placement (nullptr without a topology),
+  /// after checking the topology is this job's.
+  const RankPlacement* find_self(const std::optional<Topology>& topology);
+  /// Makes the TCP and shared-memory devices when there are peers; returns what this rank
+  /// publishes: "host\ntcp-address\nshm-address\npid" (just "host\n" when alone).
+  std::string open_devices(const std::optional<Topology>& topology, const RankPlacement* me,
+                           const std::string& token);
+  /// Fills hosts_ and the addresses from every rank's published value; returns their pids.
+  std::vector<int> learn_peers(const std::vector<std::string>& all);
+  /// host_of_, local_rank_ and local_size_.
+  void find_local_ranks(const std::optional<Topology>& topology, const RankPlacement* me);
+  /// flat_, and dims_ from the topology's rings.
+  void make_groups(const std::optional<Topology>& topology);
+  /// Links to the ring neighbours of flat_ and dims_, and a byte each way with each.
+  void connect_neighbours();
   transport::Link& link(int peer);
   /// Runs one collective call: serialised, numbered, refused once a mismatch was found, and
   /// remembering a MismatchError it throws.

@@ -25,38 +25,37 @@ std::shared_ptr<Communicator> current() {
   return g_comm;
 }
 
+template <typename E>
+bool is(const std::exception& e) {
+  return dynamic_cast<const E*>(&e) != nullptr;
+}
+
+/// The status an exception stands for: the first of these types it is.
+ddl_status_t status_of(const std::exception& e) {
+  namespace comm = ddl::comm;
+  if (is<comm::ArgumentError>(e)) return DDL_ERR_ARGUMENT;
+  if (is<comm::BootstrapError>(e)) return DDL_ERR_BOOTSTRAP;
+  if (is<comm::transport::TransportError>(e)) return DDL_ERR_TRANSPORT;
+  if (is<comm::TopologyError>(e)) return DDL_ERR_TOPOLOGY;
+  if (is<comm::device::DeviceError>(e)) return DDL_ERR_DEVICE;
+  if (is<comm::MismatchError>(e)) return DDL_ERR_MISMATCH;
+  if (is<comm::CheckError>(e)) return DDL_ERR_CHECK;
+  if (is<std::invalid_argument>(e)) return DDL_ERR_ARGUMENT;
+  return DDL_ERR_INTERNAL;
+}
+
+/// Runs `fn`, turning an exception into its status with its message in g_last_error ("internal
+/// error: " before it when it is none of libddl's).
 template <typename Fn>
 ddl_status_t guarded(Fn&& fn) {
   g_last_error.clear();
   try {
     return fn();
-  } catch (const ddl::comm::ArgumentError& e) {
-    g_last_error = e.what();
-    return DDL_ERR_ARGUMENT;
-  } catch (const ddl::comm::BootstrapError& e) {
-    g_last_error = e.what();
-    return DDL_ERR_BOOTSTRAP;
-  } catch (const ddl::comm::transport::TransportError& e) {
-    g_last_error = e.what();
-    return DDL_ERR_TRANSPORT;
-  } catch (const ddl::comm::TopologyError& e) {
-    g_last_error = e.what();
-    return DDL_ERR_TOPOLOGY;
-  } catch (const ddl::comm::device::DeviceError& e) {
-    g_last_error = e.what();
-    return DDL_ERR_DEVICE;
-  } catch (const ddl::comm::MismatchError& e) {
-    g_last_error = e.what();
-    return DDL_ERR_MISMATCH;
-  } catch (const ddl::comm::CheckError& e) {
-    g_last_error = e.what();
-    return DDL_ERR_CHECK;
-  } catch (const std::invalid_argument& e) {
-    g_last_error = e.what();
-    return DDL_ERR_ARGUMENT;
   } catch (const std::exception& e) {
-    g_last_error = std::string("internal error: ") + e.what();
-    return DDL_ERR_INTERNAL;
+    const ddl_status_t status = status_of(e);
+    g_last_error = status == DDL_ERR_INTERNAL ? std::string("internal error: ") + e.what()
+                                              : std::string(e.what());
+    return status;
   }
 }
 
@@ -72,6 +71,12 @@ ddl_status_t with_comm(const char* what, Fn&& fn) {
     fn(*c);
     return DDL_SUCCESS;
   });
+}
+
+/// `get` of the current communicator, -1 when there is none.
+int of_current(int (Communicator::*get)() const) {
+  const std::shared_ptr<Communicator> c = current();
+  return c ? ((*c).*get)() : -1;
 }
 
 bool valid(ddl_datatype_t t) {
@@ -130,24 +135,19 @@ int ddl_initialized(void) {
 }
 
 int ddl_rank(void) {
-  auto c = current();
-  return c ? c->rank() : -1;
+  return of_current(&Communicator::rank);
 }
 int ddl_size(void) {
-  auto c = current();
-  return c ? c->size() : -1;
+  return of_current(&Communicator::size);
 }
 int ddl_local_rank(void) {
-  auto c = current();
-  return c ? c->local_rank() : -1;
+  return of_current(&Communicator::local_rank);
 }
 int ddl_local_size(void) {
-  auto c = current();
-  return c ? c->local_size() : -1;
+  return of_current(&Communicator::local_size);
 }
 int ddl_local_gpu(void) {
-  auto c = current();
-  return c ? c->gpu() : -1;
+  return of_current(&Communicator::gpu);
 }
 
 ddl_status_t ddl_allreduce(const void* send, void* recv, size_t count, ddl_datatype_t type,

@@ -40,6 +40,78 @@ using Clock = std::chrono::steady_clock;
 constexpr auto kSpinFor = std::chrono::microseconds(1000);
 constexpr auto kMaxNap = std::chrono::microseconds(200);
 
+/// What an exchange does on a turn that moved no byte: throws once there has been no progress
+/// for `timeout`, else waits for the pending sides (poll() on their descriptors, or spin, yield
+/// and nap when one has none).
+class Idle {
+ public:
+  explicit Idle(std::chrono::milliseconds timeout) : timeout_(timeout) {}
+
+  /// A turn moved bytes at `now`: the deadline moves on and the spinning starts over.
+  void progressed(Clock::time_point now) {
+    last_progress_ = now;
+    idle_ = false;
+  }
+
+  /// A turn at `now` moved nothing; `to` and `from` are the sides still pending (null: done).
+  void wait(Link* to, Link* from, Clock::time_point now) {
+    if (now - last_progress_ >= timeout_) {
+      const Link* waited_for = from != nullptr ? from : to;
+      throw TransportError(waited_for->peer_name() + ": no progress for " + seconds_text(timeout_));
+    }
+    const int send_fd = to != nullptr ? to->send_poll_fd() : -2;
+    const int recv_fd = from != nullptr ? from->recv_poll_fd() : -2;
+    if (send_fd != -1 && recv_fd != -1) {
+      poll_sides(to, send_fd, from, recv_fd, now);
+    } else {
+      nap(now);
+    }
+  }
+
+ private:
+  void poll_sides(Link* to, int send_fd, Link* from, int recv_fd, Clock::time_point now) {
+    pollfd fds[2];
+    nfds_t nfds = 0;
+    if (to != nullptr) fds[nfds++] = pollfd{send_fd, POLLOUT, 0};
+    if (from != nullptr) {
+      if (to != nullptr && recv_fd == send_fd) {
+        fds[0].events |= POLLIN;
+      } else {
+        fds[nfds++] = pollfd{recv_fd, POLLIN, 0};
+      }
+    }
+    const auto left =
+        std::chrono::ceil<std::chrono::milliseconds>(timeout_ - (now - last_progress_));
+    const int wait_ms = static_cast<int>(std::clamp<long long>(left.count(), 1, 1000));
+    if (::poll(fds, nfds, wait_ms) < 0 && errno != EINTR) {
+      throw TransportError((from != nullptr ? from : to)->peer_name() +
+                           ": poll: " + std::strerror(errno));
+    }
+  }
+
+  // A side without a descriptor: spin, yield, then nap a little longer each time.
+  void nap(Clock::time_point now) {
+    if (!idle_) {
+      idle_ = true;
+      idle_since_ = now;
+    }
+    const auto idle_for = now - idle_since_;
+    if (idle_for < kSpinFor) {
+      sched_yield();
+    } else {
+      const auto nap = std::min<Clock::duration>(kMaxNap, idle_for / 8);
+      const timespec ts{
+          0, static_cast<long>(std::chrono::duration_cast<std::chrono::nanoseconds>(nap).count())};
+      nanosleep(&ts, nullptr);
+    }
+  }
+
+  std::chrono::milliseconds timeout_;
+  Clock::time_point last_progress_ = Clock::now();
+  Clock::time_point idle_since_ = last_progress_;
+  bool idle_ = false;
+};
+
 }  // namespace
 
 void exchange(Link* to, std::span<const std::byte> send, Link* from, std::span<std::byte> recv,
@@ -52,9 +124,7 @@ void exchange(Link* to, std::span<const std::byte> send, Link* from, std::span<s
   bool header_done = !rest;  // no frame: `recv` is all there is
   size_t sent = 0;
   size_t got = 0;
-  auto last_progress = Clock::now();
-  auto idle_since = last_progress;
-  bool idle = false;
+  Idle idle(timeout);
   while (sent < send.size() || got < recv.size() || !header_done) {
     size_t moved = 0;
     if (sent < send.size()) {
@@ -79,52 +149,10 @@ void exchange(Link* to, std::span<const std::byte> send, Link* from, std::span<s
     if (sent == send.size() && got == recv.size()) break;
     const auto now = Clock::now();
     if (moved > 0) {
-      last_progress = now;
-      idle = false;
+      idle.progressed(now);
       continue;
     }
-    const bool sending = sent < send.size();
-    const bool receiving = got < recv.size();
-    if (now - last_progress >= timeout) {
-      const Link* waited_for = receiving ? from : to;
-      throw TransportError(waited_for->peer_name() + ": no progress for " + seconds_text(timeout));
-    }
-    const int send_fd = sending ? to->send_poll_fd() : -2;
-    const int recv_fd = receiving ? from->recv_poll_fd() : -2;
-    if (send_fd != -1 && recv_fd != -1) {
-      pollfd fds[2];
-      nfds_t nfds = 0;
-      if (sending) fds[nfds++] = pollfd{send_fd, POLLOUT, 0};
-      if (receiving) {
-        if (sending && recv_fd == send_fd) {
-          fds[0].events |= POLLIN;
-        } else {
-          fds[nfds++] = pollfd{recv_fd, POLLIN, 0};
-        }
-      }
-      const auto left =
-          std::chrono::ceil<std::chrono::milliseconds>(timeout - (now - last_progress));
-      const int wait_ms = static_cast<int>(std::clamp<long long>(left.count(), 1, 1000));
-      if (::poll(fds, nfds, wait_ms) < 0 && errno != EINTR) {
-        throw TransportError((receiving ? from : to)->peer_name() +
-                             ": poll: " + std::strerror(errno));
-      }
-      continue;
-    }
-    // A side without a descriptor: spin, yield, then nap a little longer each time.
-    if (!idle) {
-      idle = true;
-      idle_since = now;
-    }
-    const auto idle_for = now - idle_since;
-    if (idle_for < kSpinFor) {
-      sched_yield();
-    } else {
-      const auto nap = std::min<Clock::duration>(kMaxNap, idle_for / 8);
-      const timespec ts{
-          0, static_cast<long>(std::chrono::duration_cast<std::chrono::nanoseconds>(nap).count())};
-      nanosleep(&ts, nullptr);
-    }
+    idle.wait(sent < send.size() ? to : nullptr, got < recv.size() ? from : nullptr, now);
   }
 }
 

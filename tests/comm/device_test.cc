@@ -386,79 +386,81 @@ TEST(DeviceMultiDimTest, MapsToReduceScatterAllreduceAllgatherPerDimension) {
             (std::vector<std::string>{"allreduce:4:9"}));
 }
 
-TEST(DeviceCommunicatorTest, GpuBuffersGoToTheDeviceRuntimeAndHostBuffersDoNot) {
-  auto dev = std::make_shared<FakeDevice>();
-  const Topology t = grid(2, 3, "job-device-" + std::to_string(getpid()));
-  CommOptions o = fast();
-  o.device = dev;
-  o.small_bytes = 64;
-  std::mutex logs_mutex;
-  std::vector<std::string> first_calls;
-  run_ranks(6, t, o, [&](Communicator& c) {
-    const int n = c.size(), r = c.rank();
-    // Host memory: the host transports, no NCCL call.
-    std::vector<float> host(100, static_cast<float>(r));
-    c.allreduce(host.data(), host.data(), host.size(), DataType::kFloat32, ReduceOp::kSum);
-    EXPECT_EQ(host[99], 15.0f);
-    c.barrier();
-    if (r == 0) {
-      std::lock_guard lock(logs_mutex);
-      first_calls = dev->log.take();
-    }
-    c.barrier();
+/// An allreduce of 60 floats from `gpu` (GPU memory) into `host` (host memory) is refused.
+void expect_mixed_buffers_refused(Communicator& c, const float* gpu, float* host) {
+  try {
+    c.allreduce(gpu, host, 60, DataType::kFloat32, ReduceOp::kSum);
+    ADD_FAILURE() << "mixed buffers were accepted";
+  } catch (const ArgumentError& e) {
+    EXPECT_STREQ(e.what(),
+                 "allreduce: one buffer is GPU memory and another is host memory; pass both on "
+                 "the GPU or both in host memory");
+  }
+}
 
-    // "GPU" memory: NCCL's multi-dimensional allreduce (2 x 3 rings), out of place.
-    std::vector<float> gsend(60, static_cast<float>(r + 1)), grecv(60, -1.0f);
-    dev->on_device(gsend.data());
-    dev->on_device(grecv.data());
-    c.allreduce(gsend.data(), grecv.data(), 60, DataType::kFloat32, ReduceOp::kSum);
-    for (float x : grecv)
-      ASSERT_EQ(x, 21.0f);
-    EXPECT_EQ(gsend[0], static_cast<float>(r + 1));  // out of place: the input is untouched
+/// One rank of GpuBuffersGoToTheDeviceRuntimeAndHostBuffersDoNot: an allreduce on host memory
+/// (then rank 0 takes the device's log into `first_calls`), every collective on "GPU" buffers,
+/// and an allreduce with one buffer of each.
+void every_collective_on_gpu(Communicator& c, FakeDevice& dev, std::mutex& logs_mutex,
+                             std::vector<std::string>& first_calls) {
+  const int n = c.size(), r = c.rank();
+  // Host memory: the host transports, no NCCL call.
+  std::vector<float> host(100, static_cast<float>(r));
+  c.allreduce(host.data(), host.data(), host.size(), DataType::kFloat32, ReduceOp::kSum);
+  EXPECT_EQ(host[99], 15.0f);
+  c.barrier();
+  if (r == 0) {
+    std::lock_guard lock(logs_mutex);
+    first_calls = dev.log.take();
+  }
+  c.barrier();
 
-    std::vector<int32_t> b(7, r == 4 ? 42 : 0);
-    dev->on_device(b.data());
-    c.broadcast(b.data(), b.size(), DataType::kInt32, 4);
-    EXPECT_EQ(b, std::vector<int32_t>(7, 42));
+  // "GPU" memory: NCCL's multi-dimensional allreduce (2 x 3 rings), out of place.
+  std::vector<float> gsend(60, static_cast<float>(r + 1)), grecv(60, -1.0f);
+  dev.on_device(gsend.data());
+  dev.on_device(grecv.data());
+  c.allreduce(gsend.data(), grecv.data(), 60, DataType::kFloat32, ReduceOp::kSum);
+  for (float x : grecv)
+    ASSERT_EQ(x, 21.0f);
+  EXPECT_EQ(gsend[0], static_cast<float>(r + 1));  // out of place: the input is untouched
 
-    std::vector<int64_t> mine(3, r), all(3 * n, -1);
-    dev->on_device(mine.data());
-    dev->on_device(all.data());
-    c.allgather(mine.data(), all.data(), 3, DataType::kInt64);
-    for (int m = 0; m < n; ++m)
-      EXPECT_EQ(all[3 * m + 2], m);
+  std::vector<int32_t> b(7, r == 4 ? 42 : 0);
+  dev.on_device(b.data());
+  c.broadcast(b.data(), b.size(), DataType::kInt32, 4);
+  EXPECT_EQ(b, std::vector<int32_t>(7, 42));
 
-    std::vector<double> rs_in(2 * n), rs_out(2);
-    for (int i = 0; i < 2 * n; ++i)
-      rs_in[i] = i;
-    dev->on_device(rs_in.data());
-    dev->on_device(rs_out.data());
-    c.reduce_scatter(rs_in.data(), rs_out.data(), 2, DataType::kFloat64, ReduceOp::kSum);
-    EXPECT_EQ(rs_out[1], static_cast<double>(n * (2 * r + 1)));
+  std::vector<int64_t> mine(3, r), all(3 * n, -1);
+  dev.on_device(mine.data());
+  dev.on_device(all.data());
+  c.allgather(mine.data(), all.data(), 3, DataType::kInt64);
+  for (int m = 0; m < n; ++m)
+    EXPECT_EQ(all[3 * m + 2], m);
 
-    std::vector<float> a(5, 1.0f), bb(9, 2.0f);
-    dev->on_device(a.data());
-    dev->on_device(bb.data());
-    void* bufs[] = {a.data(), bb.data()};
-    const size_t counts[] = {5, 9};
-    c.allreduce_n(bufs, counts, 2, DataType::kFloat32, ReduceOp::kAvg);
-    EXPECT_EQ(a[4], 1.0f);
-    EXPECT_EQ(bb[8], 2.0f);
+  std::vector<double> rs_in(2 * n), rs_out(2);
+  for (int i = 0; i < 2 * n; ++i)
+    rs_in[i] = i;
+  dev.on_device(rs_in.data());
+  dev.on_device(rs_out.data());
+  c.reduce_scatter(rs_in.data(), rs_out.data(), 2, DataType::kFloat64, ReduceOp::kSum);
+  EXPECT_EQ(rs_out[1], static_cast<double>(n * (2 * r + 1)));
 
-    // One buffer on the GPU, the other not.
-    try {
-      c.allreduce(gsend.data(), host.data(), 60, DataType::kFloat32, ReduceOp::kSum);
-      ADD_FAILURE() << "mixed buffers were accepted";
-    } catch (const ArgumentError& e) {
-      EXPECT_STREQ(e.what(),
-                   "allreduce: one buffer is GPU memory and another is host memory; pass both on "
-                   "the GPU or both in host memory");
-    }
-  });
-  EXPECT_EQ(first_calls, std::vector<std::string>{});
+  std::vector<float> a(5, 1.0f), bb(9, 2.0f);
+  dev.on_device(a.data());
+  dev.on_device(bb.data());
+  void* bufs[] = {a.data(), bb.data()};
+  const size_t counts[] = {5, 9};
+  c.allreduce_n(bufs, counts, 2, DataType::kFloat32, ReduceOp::kAvg);
+  EXPECT_EQ(a[4], 1.0f);
+  EXPECT_EQ(bb[8], 2.0f);
+
+  expect_mixed_buffers_refused(c, gsend.data(), host.data());
+}
+
+/// The joins and the NCCL calls of GpuBuffersGoToTheDeviceRuntimeAndHostBuffersDoNot.
+void expect_joins_and_calls_of_every_collective(FakeDevice& dev) {
   // Every rank joined the job's communicator and one per dimension, on its GPU (the topology
   // has none, so its local rank).
-  std::vector<std::string> joins = dev->joins();
+  std::vector<std::string> joins = dev.joins();
   EXPECT_EQ(joins.size(), 18u);
   EXPECT_EQ(std::count(joins.begin(), joins.end(), "fake-0 rank 0/6 gpu 0"), 1);
   EXPECT_EQ(std::count_if(joins.begin(), joins.end(),
@@ -468,7 +470,7 @@ TEST(DeviceCommunicatorTest, GpuBuffersGoToTheDeviceRuntimeAndHostBuffersDoNot) 
   // ring of hosts, allgather back; then broadcast, allgather, reduce-scatter on the job's
   // communicator and allreduce_n as two allreduces (5 and 9 elements: below the 64-byte
   // threshold, so the job's communicator).
-  std::vector<std::string> log = dev->log.take();
+  std::vector<std::string> log = dev.log.take();
   EXPECT_EQ(std::count(log.begin(), log.end(), "reduce_scatter:2:30"), 6);
   EXPECT_EQ(std::count(log.begin(), log.end(), "allreduce:3:30"), 6);
   EXPECT_EQ(std::count(log.begin(), log.end(), "allgather:2:30"), 6);
@@ -478,6 +480,20 @@ TEST(DeviceCommunicatorTest, GpuBuffersGoToTheDeviceRuntimeAndHostBuffersDoNot) 
   EXPECT_EQ(std::count(log.begin(), log.end(), "allreduce:6:5"), 6);
   EXPECT_EQ(std::count(log.begin(), log.end(), "allreduce:6:9"), 6);
   EXPECT_EQ(log.size(), 48u);
+}
+
+TEST(DeviceCommunicatorTest, GpuBuffersGoToTheDeviceRuntimeAndHostBuffersDoNot) {
+  auto dev = std::make_shared<FakeDevice>();
+  const Topology t = grid(2, 3, "job-device-" + std::to_string(getpid()));
+  CommOptions o = fast();
+  o.device = dev;
+  o.small_bytes = 64;
+  std::mutex logs_mutex;
+  std::vector<std::string> first_calls;
+  run_ranks(6, t, o,
+            [&](Communicator& c) { every_collective_on_gpu(c, *dev, logs_mutex, first_calls); });
+  EXPECT_EQ(first_calls, std::vector<std::string>{});
+  expect_joins_and_calls_of_every_collective(*dev);
 }
 
 TEST(DeviceCommunicatorTest, DeviceErrorsReachTheCaller) {

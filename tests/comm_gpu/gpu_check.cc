@@ -59,23 +59,19 @@ struct DeviceBuffer {
     }                                                              \
   } while (0)
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  if (argc > 1 && std::strcmp(argv[1], "--count") == 0) {
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
-      std::printf("no GPU\n");
-      return 77;
-    }
-    std::printf("%d\n", n);
-    return 0;
+/// `gpu_check --count`: the number of GPUs, 77 when there is none.
+int print_gpu_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+    std::printf("no GPU\n");
+    return 77;
   }
-  ok(ddl_init(), "ddl_init");
-  const int rank = ddl_rank(), size = ddl_size();
-  cuda(cudaSetDevice(ddl_local_gpu() >= 0 ? ddl_local_gpu() : ddl_local_rank()), "cudaSetDevice");
+  std::printf("%d\n", n);
+  return 0;
+}
 
-  // allreduce, float32 sum, in place and out of place, counts that do and do not divide.
+/// allreduce, float32 sum, in place and out of place, counts that do and do not divide.
+void check_float_allreduce(int rank, int size) {
   for (size_t count : {1ul, 7ul, 4096ul, 1000003ul}) {
     std::vector<float> in(count);
     for (size_t i = 0; i < count; ++i)
@@ -94,39 +90,58 @@ int main(int argc, char** argv) {
       }
     }
   }
-  // int64 max and avg
-  {
-    DeviceBuffer<int64_t> v(5);
-    v.put(std::vector<int64_t>(5, rank * 10));
-    ok(ddl_allreduce(v.ptr, v.ptr, 5, DDL_INT64, DDL_MAX), "allreduce max");
-    CHECK(v.get()[4] == (size - 1) * 10, "max is %lld", static_cast<long long>(v.get()[4]));
-    v.put(std::vector<int64_t>(5, rank * 10));
-    ok(ddl_allreduce(v.ptr, v.ptr, 5, DDL_INT64, DDL_AVG), "allreduce avg");
-    CHECK(v.get()[0] == (size - 1) * 5, "avg is %lld", static_cast<long long>(v.get()[0]));
-  }
-  // broadcast from the last rank
-  {
-    DeviceBuffer<int32_t> v(3);
-    v.put(std::vector<int32_t>(3, rank == size - 1 ? 42 : rank));
-    ok(ddl_bcast(v.ptr, 3, DDL_INT32, size - 1), "bcast");
-    CHECK(v.get() == std::vector<int32_t>(3, 42), "bcast");
-  }
-  // allgather and reduce-scatter
-  {
-    DeviceBuffer<double> mine(2), all(2 * static_cast<size_t>(size));
-    mine.put({static_cast<double>(rank), static_cast<double>(rank) + 0.5});
-    ok(ddl_allgather(mine.ptr, all.ptr, 2, DDL_FLOAT64), "allgather");
-    const std::vector<double> g = all.get();
-    for (int r = 0; r < size; ++r)
-      CHECK(g[2 * r] == r && g[2 * r + 1] == r + 0.5, "allgather slot %d", r);
-    std::vector<double> in(2 * static_cast<size_t>(size));
-    for (size_t i = 0; i < in.size(); ++i)
-      in[i] = static_cast<double>(i);
-    DeviceBuffer<double> rs_in(in.size()), rs_out(2);
-    rs_in.put(in);
-    ok(ddl_reduce_scatter(rs_in.ptr, rs_out.ptr, 2, DDL_FLOAT64, DDL_SUM), "reduce_scatter");
-    CHECK(rs_out.get()[1] == static_cast<double>(size) * (2 * rank + 1), "reduce_scatter");
-  }
+}
+
+/// int64 max and avg
+void check_int64_allreduce(int rank, int size) {
+  DeviceBuffer<int64_t> v(5);
+  v.put(std::vector<int64_t>(5, rank * 10));
+  ok(ddl_allreduce(v.ptr, v.ptr, 5, DDL_INT64, DDL_MAX), "allreduce max");
+  CHECK(v.get()[4] == (size - 1) * 10, "max is %lld", static_cast<long long>(v.get()[4]));
+  v.put(std::vector<int64_t>(5, rank * 10));
+  ok(ddl_allreduce(v.ptr, v.ptr, 5, DDL_INT64, DDL_AVG), "allreduce avg");
+  CHECK(v.get()[0] == (size - 1) * 5, "avg is %lld", static_cast<long long>(v.get()[0]));
+}
+
+/// broadcast from the last rank
+void check_bcast(int rank, int size) {
+  DeviceBuffer<int32_t> v(3);
+  v.put(std::vector<int32_t>(3, rank == size - 1 ? 42 : rank));
+  ok(ddl_bcast(v.ptr, 3, DDL_INT32, size - 1), "bcast");
+  CHECK(v.get() == std::vector<int32_t>(3, 42), "bcast");
+}
+
+void check_allgather(int rank, int size) {
+  DeviceBuffer<double> mine(2), all(2 * static_cast<size_t>(size));
+  mine.put({static_cast<double>(rank), static_cast<double>(rank) + 0.5});
+  ok(ddl_allgather(mine.ptr, all.ptr, 2, DDL_FLOAT64), "allgather");
+  const std::vector<double> g = all.get();
+  for (int r = 0; r < size; ++r)
+    CHECK(g[2 * r] == r && g[2 * r + 1] == r + 0.5, "allgather slot %d", r);
+}
+
+void check_reduce_scatter(int rank, int size) {
+  std::vector<double> in(2 * static_cast<size_t>(size));
+  for (size_t i = 0; i < in.size(); ++i)
+    in[i] = static_cast<double>(i);
+  DeviceBuffer<double> rs_in(in.size()), rs_out(2);
+  rs_in.put(in);
+  ok(ddl_reduce_scatter(rs_in.ptr, rs_out.ptr, 2, DDL_FLOAT64, DDL_SUM), "reduce_scatter");
+  CHECK(rs_out.get()[1] == static_cast<double>(size) * (2 * rank + 1), "reduce_scatter");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "--count") == 0) return print_gpu_count();
+  ok(ddl_init(), "ddl_init");
+  const int rank = ddl_rank(), size = ddl_size();
+  cuda(cudaSetDevice(ddl_local_gpu() >= 0 ? ddl_local_gpu() : ddl_local_rank()), "cudaSetDevice");
+  check_float_allreduce(rank, size);
+  check_int64_allreduce(rank, size);
+  check_bcast(rank, size);
+  check_allgather(rank, size);
+  check_reduce_scatter(rank, size);
   ok(ddl_barrier(), "barrier");
   ok(ddl_finalize(), "ddl_finalize");
   if (failures > 0) return 1;

@@ -29,10 +29,7 @@ static void ok(ddl_status_t s, const char* what) {
   }
 }
 
-int main(int argc, char** argv) {
-  size_t big = argc > 1 ? (size_t)strtoull(argv[1], NULL, 10) : 1000003;
-  ok(ddl_init(), "ddl_init");
-  const int rank = ddl_rank(), size = ddl_size();
+static void check_identity(int rank, int size) {
   CHECK(rank >= 0 && rank < size, "rank %d of %d", rank, size);
   const char* env_rank = getenv("RANK");
   if (env_rank) CHECK(atoi(env_rank) == rank, "RANK=%s but ddl_rank()=%d", env_rank, rank);
@@ -44,8 +41,10 @@ int main(int argc, char** argv) {
     fprintf(stderr, "rank %d: leaving on purpose (DDL_CHECK_DIE_RANK)\n", rank);
     _exit(9);
   }
+}
 
-  /* allreduce sum/max/min/avg of float32 over an odd count, out of place and in place */
+/* allreduce sum/max of float32 over an odd count, out of place and in place */
+static void check_large_allreduce(size_t big, int rank, int size) {
   float* in = malloc(big * sizeof(float));
   float* out = malloc(big * sizeof(float));
   for (size_t i = 0; i < big; ++i) in[i] = (float)(rank + 1) * (float)(i % 7);
@@ -64,7 +63,12 @@ int main(int argc, char** argv) {
       break;
     }
   }
-  /* small messages (latency path) with int64 and min */
+  free(in);
+  free(out);
+}
+
+/* small messages (latency path) with int64 and min, float64 avg */
+static void check_small_allreduce(int rank, int size) {
   int64_t small[3] = {rank, -rank, 100 + rank};
   ok(ddl_allreduce(small, small, 3, DDL_INT64, DDL_MIN), "allreduce min");
   CHECK(small[0] == 0 && small[1] == -(size - 1) && small[2] == 100, "min %lld %lld %lld",
@@ -72,8 +76,10 @@ int main(int argc, char** argv) {
   double avg = rank;
   ok(ddl_allreduce(&avg, &avg, 1, DDL_FLOAT64, DDL_AVG), "allreduce avg");
   CHECK(avg == (size - 1) / 2.0, "avg %g", avg);
+}
 
-  /* allreduce_n: three buffers fused */
+/* allreduce_n: three buffers fused */
+static void check_allreduce_n(int rank, int size) {
   int32_t a[5], b[1], c[1000];
   for (int i = 0; i < 5; ++i) a[i] = rank;
   b[0] = 1;
@@ -82,20 +88,27 @@ int main(int argc, char** argv) {
   size_t counts[3] = {5, 1, 1000};
   ok(ddl_allreduce_n(bufs, counts, 3, DDL_INT32, DDL_SUM), "allreduce_n");
   CHECK(a[4] == size * (size - 1) / 2 && b[0] == size && c[999] == 999 * size, "allreduce_n");
+}
 
-  /* broadcast from the last rank */
+/* broadcast from the last rank */
+static void check_bcast(int rank, int size) {
   uint8_t msg[300];
   memset(msg, rank == size - 1 ? 7 : 0, sizeof msg);
   ok(ddl_bcast(msg, sizeof msg, DDL_UINT8, size - 1), "bcast");
   CHECK(msg[0] == 7 && msg[299] == 7, "bcast %d", msg[0]);
+}
 
-  /* allgather of (rank, rank*rank) */
+/* allgather of (rank, rank*rank) */
+static void check_allgather(int rank, int size) {
   int32_t mine[2] = {rank, rank * rank};
   int32_t* all = malloc(sizeof(int32_t) * 2 * (size_t)size);
   ok(ddl_allgather(mine, all, 2, DDL_INT32), "allgather");
   for (int r = 0; r < size; ++r) CHECK(all[2 * r] == r && all[2 * r + 1] == r * r, "allgather %d", r);
+  free(all);
+}
 
-  /* reduce_scatter: element j of chunk r is r + j from every rank */
+/* reduce_scatter: element j of chunk r is r + j from every rank */
+static void check_reduce_scatter(int rank, int size) {
   const size_t per = 3;
   float* rs_in = malloc(sizeof(float) * per * (size_t)size);
   float rs_out[3];
@@ -104,18 +117,32 @@ int main(int argc, char** argv) {
   ok(ddl_reduce_scatter(rs_in, rs_out, per, DDL_FLOAT32, DDL_SUM), "reduce_scatter");
   for (size_t j = 0; j < per; ++j)
     CHECK(rs_out[j] == (float)(size * (rank + (int)j)), "reduce_scatter %zu: %g", j, rs_out[j]);
+  free(rs_in);
+}
 
-  ok(ddl_barrier(), "barrier");
-  /* errors are status codes with a message */
+/* errors are status codes with a message */
+static void check_errors(int size) {
+  uint8_t msg[1] = {0};
   CHECK(ddl_bcast(msg, 1, DDL_UINT8, size) == DDL_ERR_ARGUMENT, "bad root accepted");
   CHECK(strstr(ddl_last_error(), "root") != NULL, "message: %s", ddl_last_error());
+}
+
+int main(int argc, char** argv) {
+  size_t big = argc > 1 ? (size_t)strtoull(argv[1], NULL, 10) : 1000003;
+  ok(ddl_init(), "ddl_init");
+  const int rank = ddl_rank(), size = ddl_size();
+  check_identity(rank, size);
+  check_large_allreduce(big, rank, size);
+  check_small_allreduce(rank, size);
+  check_allreduce_n(rank, size);
+  check_bcast(rank, size);
+  check_allgather(rank, size);
+  check_reduce_scatter(rank, size);
+  ok(ddl_barrier(), "barrier");
+  check_errors(size);
 
   ok(ddl_finalize(), "ddl_finalize");
   CHECK(ddl_rank() == -1, "rank after finalize");
   if (failures == 0) printf("rank %d of %d ok\n", rank, size);
-  free(in);
-  free(out);
-  free(all);
-  free(rs_in);
   return failures == 0 ? 0 : 1;
 }

@@ -46,51 +46,68 @@ static long get_number(const pmix_proc_t* proc, const char* key) {
   return n;
 }
 
-int main(int argc, char** argv) {
-  const int collect = argc < 2 || strcmp(argv[1], "nocollect") != 0;
-  pmix_status_t rc = PMIx_Init(&me, NULL, 0);
-  if (rc != PMIX_SUCCESS) fail("PMIx_Init", rc);
+/* What PMIx says this rank is. */
+struct identity {
+  long size, local_size, local_rank, node_rank, appnum;
+};
+
+/* Reads this rank's identity from PMIx; false (with the reason on stderr) when it is not what
+ * ddlrun planned. */
+static int check_identity(struct identity* id) {
   pmix_proc_t job;
   PMIX_PROC_LOAD(&job, me.nspace, PMIX_RANK_WILDCARD);
-  const long size = get_number(&job, PMIX_JOB_SIZE);
-  const long local_size = get_number(&job, PMIX_LOCAL_SIZE);
-  const long local_rank = get_number(&me, PMIX_LOCAL_RANK);
-  const long node_rank = get_number(&me, PMIX_NODE_RANK);
-  const long appnum = get_number(&me, PMIX_APPNUM);
-  if ((long)me.rank != env_int("DDL_RANK", -1) || size != env_int("DDL_SIZE", -1) ||
-      local_rank != env_int("DDL_LOCAL_RANK", -1) ||
-      local_size != env_int("DDL_LOCAL_SIZE", -1) || node_rank != local_rank || appnum != 0) {
+  id->size = get_number(&job, PMIX_JOB_SIZE);
+  id->local_size = get_number(&job, PMIX_LOCAL_SIZE);
+  id->local_rank = get_number(&me, PMIX_LOCAL_RANK);
+  id->node_rank = get_number(&me, PMIX_NODE_RANK);
+  id->appnum = get_number(&me, PMIX_APPNUM);
+  if ((long)me.rank != env_int("DDL_RANK", -1) || id->size != env_int("DDL_SIZE", -1) ||
+      id->local_rank != env_int("DDL_LOCAL_RANK", -1) ||
+      id->local_size != env_int("DDL_LOCAL_SIZE", -1) || id->node_rank != id->local_rank ||
+      id->appnum != 0) {
     fprintf(stderr,
             "pmix_client: PMIx says rank %u of %ld, local %ld of %ld (node rank %ld, app %ld); "
             "ddlrun planned rank %s of %s, local %s of %s\n",
-            me.rank, size, local_rank, local_size, node_rank, appnum, getenv("DDL_RANK"),
-            getenv("DDL_SIZE"), getenv("DDL_LOCAL_RANK"), getenv("DDL_LOCAL_SIZE"));
-    return 1;
+            me.rank, id->size, id->local_rank, id->local_size, id->node_rank, id->appnum,
+            getenv("DDL_RANK"), getenv("DDL_SIZE"), getenv("DDL_LOCAL_RANK"),
+            getenv("DDL_LOCAL_SIZE"));
+    return 0;
   }
+  return 1;
+}
 
-  char key[64], value[320];
+/* Puts "ddltest.R" = "value of rank R in NSPACE" and commits it. */
+static void put_key(void) {
+  static char key[64], value[320];
   snprintf(key, sizeof key, "ddltest.%u", me.rank);
   snprintf(value, sizeof value, "value of rank %u in %s", me.rank, me.nspace);
   pmix_value_t v;
   PMIX_VALUE_CONSTRUCT(&v);
   v.type = PMIX_STRING;
   v.data.string = value;
-  rc = PMIx_Put(PMIX_GLOBAL, key, &v);
+  pmix_status_t rc = PMIx_Put(PMIX_GLOBAL, key, &v);
   if (rc == PMIX_SUCCESS) rc = PMIx_Commit();
   if (rc != PMIX_SUCCESS) fail("PMIx_Put/Commit", rc);
+}
 
+/* PMIX_CLIENT_ABORT and PMIX_CLIENT_SKIP: true when this rank does not fence. */
+static int leaves_before_the_fence(void) {
   if ((int)me.rank == env_int("PMIX_CLIENT_ABORT", -1)) {
     char why[64];
     snprintf(why, sizeof why, "rank %u gives up", me.rank);
     PMIx_Abort(7, why, NULL, 0);
     sleep(60); /* the launcher ends this process */
-    return 0;
+    return 1;
   }
   if ((int)me.rank == env_int("PMIX_CLIENT_SKIP", -1)) {
     sleep(60);
-    return 0;
+    return 1;
   }
+  return 0;
+}
 
+/* The fence, collecting data or not, with PMIX_CLIENT_TIMEOUT. */
+static void fence(int collect) {
   pmix_info_t info[2];
   size_t ninfo = 0;
   bool flag = collect ? true : false;
@@ -103,9 +120,12 @@ int main(int argc, char** argv) {
     PMIX_INFO_LOAD(&info[ninfo], PMIX_TIMEOUT, &timeout, PMIX_INT);
     ++ninfo;
   }
-  rc = PMIx_Fence(NULL, 0, info, ninfo);
+  pmix_status_t rc = PMIx_Fence(NULL, 0, info, ninfo);
   if (rc != PMIX_SUCCESS) fail("PMIx_Fence", rc);
+}
 
+/* Gets every rank's key back; false (with the reason on stderr) on the first one that is wrong. */
+static int check_keys(long size) {
   for (long r = 0; r < size; ++r) {
     pmix_proc_t peer;
     PMIX_PROC_LOAD(&peer, me.nspace, (pmix_rank_t)r);
@@ -113,26 +133,40 @@ int main(int argc, char** argv) {
     snprintf(peer_key, sizeof peer_key, "ddltest.%ld", r);
     snprintf(want, sizeof want, "value of rank %ld in %s", r, me.nspace);
     pmix_value_t* got = NULL;
-    rc = PMIx_Get(&peer, peer_key, NULL, 0, &got);
+    pmix_status_t rc = PMIx_Get(&peer, peer_key, NULL, 0, &got);
     if (rc != PMIX_SUCCESS || got == NULL) {
       fprintf(stderr, "pmix_client rank %u: Get of rank %ld's key: %s\n", me.rank, r,
               PMIx_Error_string(rc));
-      return 1;
+      return 0;
     }
     if (got->type != PMIX_STRING || strcmp(got->data.string, want) != 0) {
       fprintf(stderr, "pmix_client rank %u: rank %ld's key holds '%s', not '%s'\n", me.rank, r,
               got->type == PMIX_STRING ? got->data.string : "(not a string)", want);
-      return 1;
+      return 0;
     }
     PMIX_VALUE_RELEASE(got);
   }
+  return 1;
+}
+
+int main(int argc, char** argv) {
+  const int collect = argc < 2 || strcmp(argv[1], "nocollect") != 0;
+  pmix_status_t rc = PMIx_Init(&me, NULL, 0);
+  if (rc != PMIX_SUCCESS) fail("PMIx_Init", rc);
+  struct identity id;
+  if (!check_identity(&id)) return 1;
+  put_key();
+  if (leaves_before_the_fence()) return 0;
+  fence(collect);
+  if (!check_keys(id.size)) return 1;
   /* A second fence, without data, as MPI_Finalize does. */
   rc = PMIx_Fence(NULL, 0, NULL, 0);
   if (rc != PMIX_SUCCESS) fail("the second PMIx_Fence", rc);
   char host[256] = "";
   gethostname(host, sizeof host - 1);
   printf("pmix_client: rank %u of %ld, local %ld of %ld on %s: %s fence, %ld keys ok\n", me.rank,
-         size, local_rank, local_size, host, collect ? "collecting" : "non-collecting", size);
+         id.size, id.local_rank, id.local_size, host, collect ? "collecting" : "non-collecting",
+         id.size);
   rc = PMIx_Finalize(NULL, 0);
   if (rc != PMIX_SUCCESS) fail("PMIx_Finalize", rc);
   return 0;

@@ -194,6 +194,15 @@ def check_errors(rank, n):
     raises("all_gather sizes", lambda: dist.all_gather([torch.zeros(3) for _ in range(n)],
                                                        torch.zeros(4)),
            "ddl backend: allgather: an output of 3 Float for an input of 4 Float")
+    raises("all_gather count", lambda: dist.all_gather([torch.zeros(3) for _ in range(n + 1)],
+                                                       torch.zeros(3)),
+           f"ddl backend: allgather: {n + 1} output tensors for {n} ranks")
+    raises("reduce_scatter sizes",
+           lambda: dist.reduce_scatter(torch.zeros(3), [torch.zeros(4) for _ in range(n)]),
+           "ddl backend: reduce_scatter: an input of 4 Float for an output of 3 Float")
+    raises("reduce_scatter count",
+           lambda: dist.reduce_scatter(torch.zeros(3), [torch.zeros(3) for _ in range(n - 1)]),
+           f"ddl backend: reduce_scatter: {n - 1} input tensors for {n} ranks")
     group = dist.distributed_c10d._get_default_group()  # torch.distributed checks dtypes first
     raises("coalesced dtypes",
            lambda: group.allreduce_coalesced([torch.zeros(2), torch.zeros(2, dtype=torch.int64)],

@@ -1,0 +1,124 @@
+// The topology file: written atomically (a temporary file in the same directory, fsynced, renamed
+// over the old one, the directory fsynced) and read through parse_topology.
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <random>
+
+#include "comm/topology.h"
+#include "comm/topology/internal.h"
+
+namespace ddl::comm {
+
+using topology::quote;
+
+namespace {
+
+std::string errno_text(int error) {
+  return std::strerror(error);
+}
+
+// Writes all of `data`, retrying short writes and EINTR; false with errno set on failure.
+bool write_all(int fd, std::string_view data) {
+  while (!data.empty()) {
+    const ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
+}
+
+}  // namespace
+
+Topology parse_topology(std::string_view text, const std::string& source) {
+  if (std::optional<Topology> t = parse_topology_fast(text, source)) return std::move(*t);
+  return parse_topology_generic(text, source);
+}
+
+void write_topology_file(const Topology& topology, const std::string& path) {
+  try {
+    validate(topology);
+  } catch (const TopologyError& e) {
+    throw TopologyError("refusing to write topology file " + quote(path) + ": " + e.what());
+  }
+  const std::string text = format_topology(topology);
+  const std::string fail = "cannot write topology file " + quote(path) + ": ";
+
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash ? slash : 1);
+  const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+
+  // A name nobody else uses, in the same directory so that rename() replaces atomically.
+  std::random_device random;
+  std::string temp;
+  int fd = -1;
+  for (int attempt = 0; fd < 0; ++attempt) {
+    char suffix[24];
+    std::snprintf(suffix, sizeof suffix, ".%08x%08x", random(), random());
+    temp = (slash == std::string::npos ? "" : path.substr(0, slash + 1)) + "." + base + ".tmp" +
+           suffix;
+    fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0 && (errno != EEXIST || attempt == 100)) {
+      throw TopologyError(fail + "cannot create a temporary file in " + quote(dir) + ": " +
+                          errno_text(errno));
+    }
+  }
+
+  const auto abandon = [&](const std::string& step, int error) {
+    if (fd >= 0) ::close(fd);
+    ::unlink(temp.c_str());
+    throw TopologyError(fail + step + ": " + errno_text(error));
+  };
+  if (!write_all(fd, text)) abandon("write", errno);
+  if (::fsync(fd) != 0) abandon("fsync", errno);
+  const int closed = ::close(fd);
+  fd = -1;
+  if (closed != 0) abandon("close", errno);
+  if (::rename(temp.c_str(), path.c_str()) != 0) abandon("rename", errno);
+
+  // Make the rename itself durable. Some file systems cannot fsync a directory (EINVAL).
+  const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd < 0) {
+    throw TopologyError(fail + "cannot open directory " + quote(dir) + ": " + errno_text(errno));
+  }
+  if (::fsync(dir_fd) != 0 && errno != EINVAL) {
+    const int error = errno;
+    ::close(dir_fd);
+    throw TopologyError(fail + "fsync of directory " + quote(dir) + ": " + errno_text(error));
+  }
+  ::close(dir_fd);
+}
+
+Topology read_topology_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    throw TopologyError("cannot read topology file " + quote(path) + ": " + errno_text(errno));
+  }
+  std::string text;
+  struct stat st {};
+  if (::fstat(fd, &st) == 0 && st.st_size > 0) text.reserve(static_cast<size_t>(st.st_size));
+  char buf[1 << 16];
+  while (true) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n == 0) break;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const int error = errno;
+      ::close(fd);
+      throw TopologyError("cannot read topology file " + quote(path) + ": " + errno_text(error));
+    }
+    text.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return parse_topology(text, path);
+}
+
+}  // namespace ddl::comm

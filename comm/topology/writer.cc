@@ -1,0 +1,125 @@
+// format_topology: one line per host, per rank and per ring, so that the fast reader
+// (fast_reader.cc) can take the file line by line. Every string is double-quoted, every number is
+// decimal.
+
+#include <algorithm>
+#include <charconv>
+
+#include "comm/topology.h"
+
+namespace ddl::comm {
+
+namespace {
+
+void put_int(std::string& out, int value) {
+  char buf[16];
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, value);
+  out.append(buf, end);
+}
+
+bool needs_escape(unsigned char c) {
+  return c < 0x20 || c == '"' || c == '\\' || c >= 0x7f;
+}
+
+void put_quoted(std::string& out, std::string_view s) {
+  out += '"';
+  if (std::none_of(s.begin(), s.end(), [](char c) { return needs_escape(c); })) {
+    out += s;
+  } else {
+    for (const char ch : s) {
+      const auto c = static_cast<unsigned char>(ch);
+      if (c == '"' || c == '\\') {
+        out += '\\';
+        out += ch;
+      } else if (c < 0x20 || c == 0x7f) {
+        constexpr std::string_view kHex = "0123456789abcdef";
+        out += "\\x";
+        out += kHex[c >> 4];
+        out += kHex[c & 15];
+      } else {
+        out += ch;  // UTF-8 passes through
+      }
+    }
+  }
+  out += '"';
+}
+
+// `key` (with the separator before it), then the value.
+void put_field(std::string& out, std::string_view key, int value) {
+  out += key;
+  put_int(out, value);
+}
+
+void put_field(std::string& out, std::string_view key, std::string_view value) {
+  out += key;
+  put_quoted(out, value);
+}
+
+void put_header(std::string& out, const Topology& t) {
+  out += "# ddlrun topology: where each rank runs and the rings it joins; see ddl-topology(5).\n";
+  out += "version: \"" + std::to_string(kTopologyFormatMajor) + "." +
+         std::to_string(kTopologyFormatMinor) + "\"\n";
+  put_field(out, "job_id: ", t.job_id);
+  put_field(out, "\nmode: ", t.mode.str());
+}
+
+void put_host(std::string& out, const Host& h) {
+  put_field(out, "  - {index: ", h.index);
+  put_field(out, ", name: ", h.name);
+  put_field(out, ", address: ", h.address);
+  out += ", nics: [";
+  for (size_t i = 0; i < h.nics.size(); ++i) {
+    put_field(out, i ? ", {name: " : "{name: ", h.nics[i].name);
+    put_field(out, ", kind: ", h.nics[i].kind);
+    put_field(out, ", address: ", h.nics[i].address);
+    out += '}';
+  }
+  out += "]}\n";
+}
+
+void put_rank(std::string& out, const RankPlacement& r) {
+  put_field(out, "  - {rank: ", r.rank);
+  put_field(out, ", local_rank: ", r.local_rank);
+  put_field(out, ", host: ", r.host);
+  put_field(out, ", gpu: ", r.gpu);
+  put_field(out, ", gpu_bus_id: ", r.gpu_bus_id);
+  put_field(out, ", gpu_uuid: ", r.gpu_uuid);
+  put_field(out, ", cpus: ", r.cpus.str());
+  put_field(out, ", nic: ", r.nic);
+  put_field(out, ", address: ", r.address);
+  out += "}\n";
+}
+
+void put_dimension(std::string& out, int d, const std::vector<Ring>& rings) {
+  out += "  - dimension: ";
+  put_int(out, d);
+  out += rings.empty() ? "\n    rings: []\n" : "\n    rings:\n";
+  for (const Ring& ring : rings) {
+    out += "      - [";
+    for (size_t i = 0; i < ring.size(); ++i) {
+      if (i) out += ", ";
+      put_int(out, ring[i]);
+    }
+    out += "]\n";
+  }
+}
+
+}  // namespace
+
+std::string format_topology(const Topology& t) {
+  std::string out;
+  out.reserve(256 + t.hosts.size() * 160 + t.ranks.size() * (180 + 8 * t.rings.size()));
+  put_header(out, t);
+  out += t.hosts.empty() ? "\nhosts: []\n" : "\nhosts:\n";
+  for (const Host& h : t.hosts)
+    put_host(out, h);
+  out += t.ranks.empty() ? "ranks: []\n" : "ranks:\n";
+  for (const RankPlacement& r : t.ranks)
+    put_rank(out, r);
+  out += t.rings.empty() ? "ring_orders: []\n" : "ring_orders:\n";
+  for (size_t d = 0; d < t.rings.size(); ++d)
+    put_dimension(out, static_cast<int>(d), t.rings[d]);
+  return out;
+}
+
+}  // namespace ddl::comm

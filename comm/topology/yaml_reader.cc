@@ -1,0 +1,262 @@
+// parse_topology_generic: the yaml-cpp reader, for any YAML spelling; errors name the file, line,
+// column and field.
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+
+#include "comm/topology.h"
+#include "comm/topology/internal.h"
+
+namespace ddl::comm {
+
+using topology::check_major;
+using topology::Lines;
+using topology::parse_int;
+using topology::parse_version;
+using topology::quote;
+using topology::sniff_version;
+using topology::validate_read;
+
+namespace {
+
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j)
+    row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+class GenericReader {
+ public:
+  explicit GenericReader(const std::string& source) : source_(source) {}
+
+  Topology read(std::string_view text) {
+    // A file of another major version may not even be YAML that this reader understands.
+    std::string_view first_line;
+    if (Lines(text).next(first_line)) sniff_version(first_line, source_);
+    YAML::Node root;
+    try {
+      root = YAML::Load(std::string(text));
+    } catch (const YAML::Exception& e) {
+      throw TopologyError(at(e.mark) + "not valid YAML: " + e.msg);
+    }
+    if (!root.IsMap()) {
+      throw TopologyError(at(root.Mark()) + "expected a mapping with the keys version, job_id, " +
+                          "mode, hosts, ranks and ring_orders, got " + describe(root) +
+                          "; is this a ddlrun topology file?");
+    }
+    const YAML::Node version_node = root["version"];
+    if (!version_node) {
+      throw TopologyError(at(root.Mark()) + "version: missing; is this a ddlrun topology file?");
+    }
+    const std::string version_text = string(version_node, "version");
+    const auto version = parse_version(version_text);
+    if (!version) {
+      fail(version_node, "version",
+           "expected \"<major>.<minor>\" such as \"1.0\", got " + quote(version_text));
+    }
+    check_major(*version, source_);
+    strict_ = version->minor <= kTopologyFormatMinor;
+
+    check_keys(root, "", {"version", "job_id", "mode", "hosts", "ranks", "ring_orders"});
+    Topology t;
+    t.job_id = string(required(root, "", "job_id"), "job_id");
+    const YAML::Node mode_node = required(root, "", "mode");
+    try {
+      t.mode = parse_mode(string(mode_node, "mode"));
+    } catch (const ModeError& e) {
+      fail(mode_node, "mode", e.what());
+    }
+    size_t i = 0;
+    for (const YAML::Node& node : sequence(required(root, "", "hosts"), "hosts"))
+      t.hosts.push_back(host(node, "hosts[" + std::to_string(i++) + "]"));
+    i = 0;
+    for (const YAML::Node& node : sequence(required(root, "", "ranks"), "ranks"))
+      t.ranks.push_back(rank(node, "ranks[" + std::to_string(i++) + "]"));
+    for (const YAML::Node& node : sequence(required(root, "", "ring_orders"), "ring_orders"))
+      t.rings.push_back(dimension(node, t.rings.size()));
+    return t;
+  }
+
+ private:
+  std::string at(const YAML::Mark& mark) const {
+    if (mark.is_null()) return source_ + ": ";
+    return source_ + ":" + std::to_string(mark.line + 1) + ":" + std::to_string(mark.column + 1) +
+           ": ";
+  }
+
+  static std::string describe(const YAML::Node& node) {
+    switch (node.Type()) {
+      case YAML::NodeType::Map:
+        return "a mapping";
+      case YAML::NodeType::Sequence:
+        return "a sequence";
+      case YAML::NodeType::Scalar:
+        return quote(node.Scalar());
+      default:
+        return "nothing";
+    }
+  }
+
+  [[noreturn]] void fail(const YAML::Node& node, const std::string& field,
+                         const std::string& problem) const {
+    throw TopologyError(at(node.Mark()) + field + ": " + problem);
+  }
+
+  static std::string join(const std::string& where, std::string_view key) {
+    return where.empty() ? std::string(key) : where + "." + std::string(key);
+  }
+
+  void check_keys(const YAML::Node& map, const std::string& where,
+                  std::initializer_list<std::string_view> known) const {
+    for (const auto& entry : map) {
+      const std::string key = entry.first.IsScalar() ? entry.first.Scalar() : std::string();
+      if (std::find(known.begin(), known.end(), key) != known.end() || !strict_) continue;
+      std::string hint;
+      size_t best = 3;
+      for (std::string_view candidate : known) {
+        const size_t distance = edit_distance(key, candidate);
+        if (distance < best) {
+          best = distance;
+          hint = " (did you mean '" + std::string(candidate) + "'?)";
+        }
+      }
+      throw TopologyError(at(entry.first.Mark()) + (where.empty() ? "" : where + ": ") +
+                          "unknown field " + quote(key) + hint);
+    }
+  }
+
+  YAML::Node required(const YAML::Node& map, const std::string& where, std::string_view key) const {
+    YAML::Node node = map[std::string(key)];
+    if (!node) fail(map, join(where, key), "missing");
+    return node;
+  }
+
+  YAML::Node mapping(const YAML::Node& node, const std::string& field) const {
+    if (!node.IsMap()) fail(node, field, "expected a mapping, got " + describe(node));
+    return node;
+  }
+
+  YAML::Node sequence(const YAML::Node& node, const std::string& field) const {
+    if (!node.IsSequence()) fail(node, field, "expected a sequence, got " + describe(node));
+    return node;
+  }
+
+  int integer(const YAML::Node& node, const std::string& field) const {
+    int value = 0;
+    if (!node.IsScalar() || !parse_int(node.Scalar(), value)) {
+      fail(node, field, "expected an integer, got " + describe(node));
+    }
+    return value;
+  }
+
+  std::string string(const YAML::Node& node, const std::string& field) const {
+    if (node.IsNull()) return {};
+    if (!node.IsScalar()) fail(node, field, "expected a string, got " + describe(node));
+    return node.Scalar();
+  }
+
+  std::string optional_string(const YAML::Node& map, const std::string& where,
+                              std::string_view key) const {
+    const YAML::Node node = map[std::string(key)];
+    return node ? string(node, join(where, key)) : std::string();
+  }
+
+  int required_int(const YAML::Node& map, const std::string& where, std::string_view key) const {
+    return integer(required(map, where, key), join(where, key));
+  }
+
+  Host host(const YAML::Node& node, const std::string& where) const {
+    mapping(node, where);
+    check_keys(node, where, {"index", "name", "address", "nics"});
+    Host h;
+    h.index = required_int(node, where, "index");
+    h.name = string(required(node, where, "name"), join(where, "name"));
+    h.address = string(required(node, where, "address"), join(where, "address"));
+    if (const YAML::Node nics = node["nics"]) {
+      const std::string field = join(where, "nics");
+      size_t i = 0;
+      for (const YAML::Node& nic : sequence(nics, field)) {
+        const std::string nic_where = field + "[" + std::to_string(i++) + "]";
+        mapping(nic, nic_where);
+        check_keys(nic, nic_where, {"name", "kind", "address"});
+        Nic& n = h.nics.emplace_back();
+        n.name = string(required(nic, nic_where, "name"), join(nic_where, "name"));
+        n.kind = string(required(nic, nic_where, "kind"), join(nic_where, "kind"));
+        n.address = optional_string(nic, nic_where, "address");
+      }
+    }
+    return h;
+  }
+
+  RankPlacement rank(const YAML::Node& node, const std::string& where) const {
+    mapping(node, where);
+    check_keys(
+        node, where,
+        {"rank", "local_rank", "host", "gpu", "gpu_bus_id", "gpu_uuid", "cpus", "nic", "address"});
+    RankPlacement r;
+    r.rank = required_int(node, where, "rank");
+    r.local_rank = required_int(node, where, "local_rank");
+    r.host = required_int(node, where, "host");
+    r.gpu = required_int(node, where, "gpu");
+    r.gpu_bus_id = optional_string(node, where, "gpu_bus_id");
+    r.gpu_uuid = optional_string(node, where, "gpu_uuid");
+    const YAML::Node cpus = required(node, where, "cpus");
+    try {
+      r.cpus = CpuSet::parse(string(cpus, join(where, "cpus")));
+    } catch (const TopologyError& e) {
+      fail(cpus, join(where, "cpus"), e.what());
+    }
+    r.nic = optional_string(node, where, "nic");
+    r.address = optional_string(node, where, "address");
+    return r;
+  }
+
+  std::vector<Ring> dimension(const YAML::Node& node, size_t d) const {
+    const std::string where = "ring_orders[" + std::to_string(d) + "]";
+    mapping(node, where);
+    check_keys(node, where, {"dimension", "rings"});
+    const YAML::Node number = required(node, where, "dimension");
+    if (integer(number, join(where, "dimension")) != static_cast<int>(d)) {
+      fail(number, join(where, "dimension"),
+           "expected " + std::to_string(d) + " (the dimensions come in order, innermost first), " +
+               "got " + describe(number));
+    }
+    const std::string field = join(where, "rings");
+    const YAML::Node rings = sequence(required(node, where, "rings"), field);
+    std::vector<Ring> out;
+    out.reserve(rings.size());
+    for (const YAML::Node& members : rings) {
+      const std::string ring_field = field + "[" + std::to_string(out.size()) + "]";
+      sequence(members, ring_field);
+      Ring& ring = out.emplace_back();
+      ring.reserve(members.size());
+      for (const YAML::Node& member : members)
+        ring.push_back(integer(member, ring_field + "[" + std::to_string(ring.size()) + "]"));
+    }
+    return out;
+  }
+
+  const std::string& source_;
+  bool strict_ = true;
+};
+
+}  // namespace
+
+Topology parse_topology_generic(std::string_view text, const std::string& source) {
+  Topology t = GenericReader(source).read(text);
+  validate_read(t, source);
+  return t;
+}
+
+}  // namespace ddl::comm
