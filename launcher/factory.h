@@ -1,19 +1,23 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "launcher/backend.h"
+#include "launcher/choose.h"
 #include "launcher/job.h"
 #include "mapper/probe_ssh.h"
 
 namespace ddl::launcher {
 
-// The one factory of each backend. ddlrun includes this header only; each backend's folder
-// holds its implementation (local/, ssh/, mpirun/, srun/, prterun/; jsrun lives in lsf/). The
-// local and ssh backends serve PMIx through pmix_server/.
+// What every backend's factory takes, and the row of ddlrun's table of backends. Each
+// backend's folder holds `<name>.h/.cc`, whose header declares its one factory (local/,
+// ssh/, mpirun/, srun/, prterun/; jsrun lives in lsf/); only ddlrun's table includes them.
+// The local and ssh backends serve PMIx through pmix_server/; the external launchers
+// (mpirun, srun, prterun, jsrun) share external_launcher.h.
 
 /// What the backends that start ranks through another program (mpirun, srun, prterun, jsrun)
 /// and the ssh backend need besides the job.
@@ -23,7 +27,12 @@ struct LaunchOptions {
   std::string ddlrun_path;
   /// How to reach other hosts over ssh (ssh config, user, port, known hosts, connect timeout).
   mapper::SshProbeOptions ssh;
-  std::vector<std::string> mpiargs;  ///< --mpiarg words, passed to mpirun as they are
+  std::vector<std::string> mpiargs;  ///< --mpiarg words, passed to mpirun and prterun as they are
+  std::string jsrun_mode = "erf";    ///< --jsrun-mode: erf or rs (the jsrun backend, lsf/)
+  std::string smpiargs;              ///< --smpiargs: passed to jsrun; empty: not passed
+  /// The plan's inventories by host name (none for hosts not probed): the jsrun backend counts
+  /// CPUs the way jsrun does from them.
+  std::map<std::string, mapper::Inventory> inventories;
   /// A private directory (0700) for files the launch needs (rankfile, topology copy); the
   /// backend may write there and ddlrun removes it after the job.
   std::string work_dir;
@@ -42,35 +51,26 @@ struct LaunchOptions {
   std::chrono::milliseconds heartbeat_timeout{10000};
 };
 
-/// Forks and execs every rank on this host: its own process group, its CPU set, its
-/// environment (rank_environment), stdin /dev/null except rank 0's.
-std::unique_ptr<Backend> make_local_backend(const Job& job, const LaunchOptions& options);
+struct ExternalCommand;  // external_launcher.h
+class ExternalLauncher;  // external_launcher.h
 
-/// Connects to every host over ssh (libssh, in parallel), runs `ddlrun --agent` there, sends it
-/// the job, and relays its ranks' output and exit statuses. An agent kills its ranks when the
-/// connection to ddlrun drops.
-std::unique_ptr<Backend> make_ssh_backend(const Job& job, const LaunchOptions& options);
+/// A backend's row in ddlrun's table of backends (ddlrun/backends.cc), one per --launcher
+/// name that starts ranks (every Kind but auto and pmix, which choose() resolves). Its
+/// folder's header declares the one factory it holds: make_local_backend in local/local.h,
+/// make_mpirun_launcher in mpirun/mpirun.h.
+struct BackendEntry {
+  Kind kind;
+  /// ddlrun's own launchers (local, ssh): the backend for a job; nullptr for the others.
+  std::unique_ptr<Backend> (*make_backend)(const Job& job, const LaunchOptions& options);
+  /// The external launchers (mpirun, srun, prterun, jsrun): what make_external_backend runs;
+  /// nullptr for ddlrun's own. May throw LaunchError (an option it cannot use).
+  std::unique_ptr<ExternalLauncher> (*make_launcher)(const LaunchOptions& options);
 
-/// `ddlrun --agent`: the per-host side of the ssh backend, speaking the agent protocol
-/// (ssh/protocol.h) on `in_fd` and `out_fd`. Never returns: exits with 0 when its ranks ran
-/// (their statuses went up the channel), else non-zero.
-[[noreturn]] void run_agent(int in_fd, int out_fd);
-
-/// Runs Open MPI's mpirun with a rankfile written from the plan (mpirun/).
-std::unique_ptr<Backend> make_mpirun_backend(const Job& job, const LaunchOptions& options);
-
-/// Runs `srun --mpi=pmix` inside a Slurm allocation (srun/).
-std::unique_ptr<Backend> make_srun_backend(const Job& job, const LaunchOptions& options);
-
-/// Runs PRRTE's prterun (prterun/); LaunchError naming the package to install when it is
-/// missing.
-std::unique_ptr<Backend> make_prterun_backend(const Job& job, const LaunchOptions& options);
-
-/// Runs one launcher program (`argv`, with `env` added to options.environ) as the job's single
-/// process (rank -1, called `name` in messages): the base of the mpirun, srun, prterun and
-/// jsrun backends. Its output is passed through as it comes; its exit status is the job's.
-std::unique_ptr<Backend> make_command_backend(std::string name, std::vector<std::string> argv,
-                                              std::vector<EnvVar> env,
-                                              const LaunchOptions& options);
+  /// The backend for `job`; throws LaunchError when it cannot start it here.
+  std::unique_ptr<Backend> make(const Job& job, const LaunchOptions& options) const;
+  /// What the backend would run, for the dry run (preview_external); LaunchError for
+  /// ddlrun's own launchers, which run no other program.
+  ExternalCommand preview(const Job& job, const LaunchOptions& options) const;
+};
 
 }  // namespace ddl::launcher

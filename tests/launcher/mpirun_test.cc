@@ -48,8 +48,8 @@ TEST(MpirunTest, BoundRanksGetAPhysicalRankfileAndEveryVariableByName) {
   const Job job = two_by_two({"0-3", "4-7", "0-3", "4-7"});
   const LaunchOptions o = options();
   const JobEnvironment env = job_environment(job, rendezvous(), o.environ);
-  const Command c = mpirun_command(job, o, env, "/tmp/ddl/rankfile", false);
-  EXPECT_EQ(c.rankfile,
+  const ExternalCommand c = mpirun_command(job, o, env, "/tmp/ddl/rankfile", false);
+  EXPECT_EQ(c.work_file.text,
             "# ddlrun job ddlrun-42: 4 ranks on 2 hosts; slot= lists OS (physical) PU numbers "
             "(--mca rmaps_rank_file_physical 1)\n"
             "rank 0=node01 slot=0-3\n"
@@ -104,7 +104,7 @@ TEST(MpirunTest, AnMcaParameterInMpiargsReplacesDdlruns) {
   LaunchOptions o = options();
   o.ssh.port = 2222;
   o.mpiargs = {"--mca", "plm_rsh_args", "-F cfg", "-mca", "rtc", "hwloc"};
-  const Command c =
+  const ExternalCommand c =
       mpirun_command(job, o, job_environment(job, rendezvous(), {}), "/w/rankfile", false);
   const std::vector<std::string> want = {"mpirun",
                                          "-n",
@@ -140,19 +140,19 @@ TEST(MpirunTest, TheTokenIsNeverOnTheCommandLine) {
   job.token = "0123456789abcdef0123456789abcdef";
   job.exports = {{"SECRET", job.token}};
   const LaunchOptions o = options();
-  const Command c = mpirun_command(job, o, job_environment(job, rendezvous(), o.environ),
-                                   "/tmp/ddl/rankfile", false);
+  const ExternalCommand c = mpirun_command(job, o, job_environment(job, rendezvous(), o.environ),
+                                           "/tmp/ddl/rankfile", false);
   for (const std::string& word : c.argv)
     EXPECT_EQ(word.find(job.token), std::string::npos) << word;
-  EXPECT_EQ(c.rankfile.find(job.token), std::string::npos);
+  EXPECT_EQ(c.work_file.text.find(job.token), std::string::npos);
 }
 
 TEST(MpirunTest, UnboundRanksTurnOpenMpiBindingOffAndOversubscribe) {
   const Job job = two_by_two({"", "", "2", ""});
   const LaunchOptions o = options();
-  const Command c =
+  const ExternalCommand c =
       mpirun_command(job, o, job_environment(job, rendezvous(), o.environ), "/w/rankfile", false);
-  EXPECT_EQ(c.rankfile,
+  EXPECT_EQ(c.work_file.text,
             "# ddlrun job ddlrun-42: 4 ranks on 2 hosts; slot= lists OS (physical) PU numbers "
             "(--mca rmaps_rank_file_physical 1)\n"
             "# some ranks have no CPU set: Open MPI binds nothing (--mca rtc ^hwloc), slot=0 only "
@@ -183,20 +183,21 @@ TEST(MpirunTest, RankfileLinesFollowRankOrderWhateverThePlanOrder) {
   Job job = two_by_two({"0", "1", "0", "1"});
   std::reverse(job.topology.ranks.begin(), job.topology.ranks.end());
   const LaunchOptions o = options();
-  const Command c =
+  const ExternalCommand c =
       mpirun_command(job, o, job_environment(job, rendezvous(), o.environ), "/w/rankfile", false);
-  EXPECT_NE(c.rankfile.find("rank 0=node01 slot=0\nrank 1=node01 slot=1\nrank 2=node02 slot=0\n"
+  EXPECT_NE(
+      c.work_file.text.find("rank 0=node01 slot=0\nrank 1=node01 slot=1\nrank 2=node02 slot=0\n"
                             "rank 3=node02 slot=1\n"),
-            std::string::npos)
-      << c.rankfile;
+      std::string::npos)
+      << c.work_file.text;
 }
 
 TEST(MpirunTest, RunAsRootOnlyWhenRootAndBothVariablesAreOne) {
   const Job job = two_by_two({"0", "1", "0", "1"});
   LaunchOptions o = options();
   auto has_flag = [&](bool as_root) {
-    const Command c = mpirun_command(job, o, job_environment(job, rendezvous(), o.environ),
-                                     "/w/rankfile", as_root);
+    const ExternalCommand c = mpirun_command(job, o, job_environment(job, rendezvous(), o.environ),
+                                             "/w/rankfile", as_root);
     return std::find(c.argv.begin(), c.argv.end(), "--allow-run-as-root") != c.argv.end();
   };
   EXPECT_FALSE(has_flag(true));
@@ -220,7 +221,7 @@ TEST(MpirunTest, MpiargsSshSettingsAndExportsPassThrough) {
   o.ssh.ssh_config = "/etc/ddl ssh config";
   o.environ.push_back("LD_LIBRARY_PATH=/opt/lib");
   const JobEnvironment env = job_environment(job, rendezvous(), o.environ);
-  const Command c = mpirun_command(job, o, env, "/w/rankfile", false);
+  const ExternalCommand c = mpirun_command(job, o, env, "/w/rankfile", false);
   const std::vector<std::string> tail(c.argv.begin() + 9, c.argv.end());
   const std::vector<std::string> want = {"--mca",
                                          "plm_rsh_args",

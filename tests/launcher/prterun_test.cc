@@ -21,8 +21,9 @@ TEST(PrterunTest, PrterunPlacesByRankfileAndForwardsVariablesByName) {
   LaunchOptions o;
   o.ddlrun_path = "/bin/ddlrun";
   o.mpiargs = {"--display", "map"};
-  const Command c = prterun_command(job, o, job_environment(job, {"a", 1, 2}, o.environ), "/w/rf");
-  EXPECT_EQ(c.rankfile,
+  const ExternalCommand c =
+      prterun_command(job, o, job_environment(job, {"a", 1, 2}, o.environ), "/w/rf");
+  EXPECT_EQ(c.work_file.text,
             "# ddlrun job ddlrun-3: placement only (--bind-to none); ddlrun --rank-exec binds "
             "each rank\nrank 0=a slot=0\nrank 1=b slot=2-3\n");
   const std::vector<std::string> want = {"prterun",
@@ -63,7 +64,7 @@ TEST(PrterunTest, MissingPrterunNamesWhatToInstall) {
   LaunchOptions o;
   o.environ = {"PATH=/nonexistent-ddl"};
   try {
-    make_prterun_backend(job, o);
+    make_external_backend(*make_prterun_launcher(o), job, o);
     FAIL();
   } catch (const LaunchError& e) {
     EXPECT_STREQ(e.what(),

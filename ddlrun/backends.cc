@@ -1,0 +1,40 @@
+// ddlrun's one table from --launcher name (choose.h's Kind) to backend: the only file of
+// ddlrun that includes a concrete backend's header, lsf's jsrun among them.
+
+#include "ddlrun/backends.h"
+
+#include <array>
+
+#include "launcher/local/local.h"
+#include "launcher/mpirun/mpirun.h"
+#include "launcher/prterun/prterun.h"
+#include "launcher/srun/srun.h"
+#include "launcher/ssh/ssh.h"
+#include "lsf/jsrun.h"
+
+namespace ddl::cli {
+
+namespace {
+
+using launcher::Kind;
+
+const std::array<launcher::BackendEntry, 6> kBackends = {{
+    {Kind::kLocal, launcher::make_local_backend, nullptr},
+    {Kind::kSsh, launcher::make_ssh_backend, nullptr},
+    {Kind::kMpirun, nullptr, launcher::make_mpirun_launcher},
+    {Kind::kPrterun, nullptr, launcher::make_prterun_launcher},
+    {Kind::kSrun, nullptr, launcher::make_srun_launcher},
+    {Kind::kJsrun, nullptr, lsf::make_jsrun_launcher},
+}};
+
+}  // namespace
+
+const launcher::BackendEntry& backend_entry(Kind kind) {
+  for (const launcher::BackendEntry& e : kBackends) {
+    if (e.kind == kind) return e;
+  }
+  // auto and pmix: choose() made them local, ssh, srun or jsrun.
+  throw launcher::LaunchError("no launcher was chosen (internal error, please report this)");
+}
+
+}  // namespace ddl::cli
