@@ -14,9 +14,9 @@
 #include "ddlrun/report.h"
 #include "hostfiles/input_error.h"
 #include "launcher/backend.h"
+#include "launcher/factory.h"
 #include "launcher/keeper.h"
 #include "launcher/rank_exec.h"
-#include "launcher/ssh/ssh.h"
 #include "mapper/placement.h"
 #include "mapper/probe_hwloc.h"
 

@@ -1,15 +1,10 @@
-// ddlrun's one table from --launcher name (choose.h's Kind) to backend: the only file of
-// ddlrun that includes a concrete backend's header, lsf's jsrun among them.
+// ddlrun's one table from --launcher name (choose.h's Kind) to backend, and the only file of
+// ddlrun that includes lsf/: the jsrun backend plugs in here like launcher/'s own.
 
 #include "ddlrun/backends.h"
 
 #include <array>
 
-#include "launcher/local/local.h"
-#include "launcher/mpirun/mpirun.h"
-#include "launcher/prterun/prterun.h"
-#include "launcher/srun/srun.h"
-#include "launcher/ssh/ssh.h"
 #include "lsf/jsrun.h"
 
 namespace ddl::cli {
@@ -35,6 +30,12 @@ const launcher::BackendEntry& backend_entry(Kind kind) {
   }
   // auto and pmix: choose() made them local, ssh, srun or jsrun.
   throw launcher::LaunchError("no launcher was chosen (internal error, please report this)");
+}
+
+void set_backend_options(launcher::LaunchOptions& lo, const JobPlan& plan, const Options& o) {
+  lo.jsrun_mode = o.jsrun_mode;
+  lo.smpiargs = o.smpiargs;
+  lo.host_pus = lsf::usable_pus(plan.inventories);
 }
 
 }  // namespace ddl::cli

@@ -136,9 +136,7 @@ int launch(const JobPlan& plan, const Options& o, spdlog::logger& log) {
         job.token, static_cast<int>(plan.topology.ranks.size()), 0, std::move(hosts));
     lo.rendezvous_port = rendezvous->port();
   }
-  lo.jsrun_mode = o.jsrun_mode;
-  lo.smpiargs = o.smpiargs;
-  lo.inventories = plan.inventories;
+  set_backend_options(lo, plan, o);
   std::unique_ptr<launcher::Backend> backend = backend_entry(plan.launcher.kind).make(job, lo);
 
   std::unique_ptr<launcher::OutputSink> sink =

@@ -12,7 +12,7 @@
 #include "ddlrun/backends.h"
 #include "ddlrun/launch.h"
 #include "ddlrun/shell_words.h"
-#include "launcher/external_launcher.h"
+#include "launcher/external.h"
 #include "launcher/process.h"
 
 namespace ddl::cli {
@@ -254,9 +254,7 @@ JsrunPreview jsrun_preview(const JobPlan& plan, const Options& o) {
     launcher::LaunchOptions lo;
     lo.ddlrun_path = "ddlrun";
     lo.environ = launcher::current_environment();
-    lo.jsrun_mode = o.jsrun_mode;
-    lo.smpiargs = o.smpiargs;
-    lo.inventories = plan.inventories;
+    set_backend_options(lo, plan, o);
     // A rendezvous port so that the names match a real run (ddlrun serves the rendezvous).
     lo.rendezvous_port = 1;
     lo.work_dir = "<work-dir>";

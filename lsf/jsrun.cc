@@ -303,7 +303,7 @@ class Launcher : public launcher::ExternalLauncher {
   explicit Launcher(const launcher::LaunchOptions& options) : ExternalLauncher(kNames) {
     jsrun_.mode = parse_jsrun_mode(options.jsrun_mode);
     jsrun_.smpiargs = options.smpiargs;
-    jsrun_.usable_pus = usable_pus(options.inventories);
+    jsrun_.usable_pus = options.host_pus;
   }
 
   void check_site(const launcher::Job&, const launcher::LaunchOptions& options) override {

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "launcher/external_launcher.h"
+#include "launcher/external.h"
 #include "mapper/inventory.h"
 
 namespace ddl::lsf {
@@ -88,7 +88,7 @@ void check_allocation(const std::vector<std::string>& environ);
 
 /// jsrun inside an LSF job (see jsrun_command), for launcher::make_external_backend: its
 /// JsrunOptions from options.jsrun_mode (LaunchError for an unknown mode), options.smpiargs
-/// and options.inventories; the allocation checked, jsrun found on $PATH, the ERF written into
+/// and options.host_pus; the allocation checked, jsrun found on $PATH, the ERF written into
 /// options.work_dir; jsrun's exit status is the job's. A preview's argv[0] is "jsrun".
 std::unique_ptr<launcher::ExternalLauncher> make_jsrun_launcher(
     const launcher::LaunchOptions& options);

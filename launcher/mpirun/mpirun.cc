@@ -9,7 +9,7 @@
 // backend sets. make_mpirun_backend() writes the rankfile into the job's private work_dir,
 // prints the command at -v, and hands the argv to make_command_backend, which runs mpirun,
 // passes its output through and makes its exit status (the failed rank's) the job's: the
-// steps of every external launcher (external_launcher.h), which mpirun::Launcher fills in.
+// steps of every external launcher (external.h), which mpirun::Launcher fills in.
 //
 // Checked against Open MPI 4.1.4: a rankfile line always binds (`slot=*` binds to PU 0, an
 // empty slot list is an error), lines out of rank order are refused, and `--bind-to none`

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "launcher/external_launcher.h"
+#include "launcher/external.h"
 
 namespace ddl::launcher {
 

@@ -5,7 +5,7 @@
 #include <string_view>
 #include <vector>
 
-#include "launcher/external_launcher.h"
+#include "launcher/external.h"
 
 namespace ddl::launcher {
 

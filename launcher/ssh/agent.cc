@@ -45,7 +45,6 @@
 #include "launcher/pmix_server/server.h"
 #include "launcher/process.h"
 #include "launcher/ssh/protocol.h"
-#include "launcher/ssh/ssh.h"
 #include "launcher/supervise.h"
 #include "launcher/wire.h"
 

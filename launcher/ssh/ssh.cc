@@ -24,8 +24,6 @@
 // Data is collected when the ranks ask for it (PMIX_COLLECT_DATA); otherwise a Get of another
 // host's key is a direct modex.
 
-#include "launcher/ssh/ssh.h"
-
 #include <libssh/libssh.h>
 #include <signal.h>
 

@@ -3,8 +3,8 @@
 #include <memory>
 
 #include "launcher/backend.h"
-#include "launcher/factory.h"
 #include "launcher/job.h"
+#include "launcher/launch_options.h"
 
 namespace ddl::launcher {
 

@@ -1,7 +1,7 @@
-// The steps every external launcher's backend takes (see external_launcher.h), and the
+// The steps every external launcher's backend takes (see external.h), and the
 // backend that runs the launcher program as the job's single process.
 
-#include "launcher/external_launcher.h"
+#include "launcher/external.h"
 
 #include <algorithm>
 #include <iostream>
@@ -112,19 +112,6 @@ std::unique_ptr<Backend> make_external_backend(ExternalLauncher& launcher, const
   if (options.verbosity > 0) launcher.describe(std::cerr, command);
   return make_command_backend(std::string(launcher.names().program), std::move(command.argv),
                               std::move(command.env), options);
-}
-
-std::unique_ptr<Backend> BackendEntry::make(const Job& job, const LaunchOptions& options) const {
-  if (make_backend != nullptr) return make_backend(job, options);
-  return make_external_backend(*make_launcher(options), job, options);
-}
-
-ExternalCommand BackendEntry::preview(const Job& job, const LaunchOptions& options) const {
-  if (make_launcher == nullptr) {
-    throw LaunchError("the " + std::string(to_string(kind)) +
-                      " launcher runs no other program to preview (internal error)");
-  }
-  return preview_external(*make_launcher(options), job, options);
 }
 
 std::unique_ptr<Backend> make_command_backend(std::string name, std::vector<std::string> argv,
