@@ -16,18 +16,13 @@
 
 #include "launcher/srun/srun.h"
 
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
 #include <map>
 
+#include "base/subprocess.h"
 #include "hostfiles/host_list.h"
 
 namespace ddl::launcher {
@@ -287,46 +282,16 @@ ExternalCommand srun_command(const Job& job, const LaunchOptions& options,
 
 namespace {
 
-/// Runs argv (found on environ's $PATH) with `environ`; its stdout and stderr together, and
-/// its exit status (-1 when it could not start).
+/// Runs argv (argv[0] a path) with `environ`; its stdout and stderr together, and its exit
+/// status (128 + the signal that ended it; -1 when it could not start).
 std::pair<std::string, int> capture(const std::vector<std::string>& argv,
                                     const std::vector<std::string>& environ) {
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) return {std::strerror(errno), -1};
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], 2);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  std::vector<char*> cargv;
-  for (const std::string& s : argv)
-    cargv.push_back(const_cast<char*>(s.c_str()));
-  cargv.push_back(nullptr);
-  std::vector<char*> cenv;
-  for (const std::string& s : environ)
-    cenv.push_back(const_cast<char*>(s.c_str()));
-  cenv.push_back(nullptr);
-  pid_t pid = -1;
-  const int rc = posix_spawn(&pid, argv[0].c_str(), &actions, nullptr, cargv.data(), cenv.data());
-  posix_spawn_file_actions_destroy(&actions);
-  close(fds[1]);
-  if (rc != 0) {
-    close(fds[0]);
-    return {std::strerror(rc), -1};
-  }
-  std::string out;
-  char buf[4096];
-  for (;;) {
-    const ssize_t n = read(fds[0], buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    out.append(buf, static_cast<size_t>(n));
-  }
-  close(fds[0]);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  return {out, WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status)};
+  base::CaptureOptions options;
+  options.environ = environ;
+  options.merge_stderr = true;
+  const base::Captured c = base::run_capture(argv, options);
+  if (c.spawn_error != 0) return {std::strerror(c.spawn_error), -1};
+  return {c.out, c.signal != 0 ? 128 + c.signal : c.exit_status};
 }
 
 constexpr ExternalLauncher::Names kNames = {
