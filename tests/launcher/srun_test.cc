@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/launcher/test_util.h"
+
 namespace ddl::launcher::srun {
 namespace {
 
@@ -169,24 +171,16 @@ TEST(SrunTest, ParsesMpiListOfSlurm22AndOlder) {
 TEST(SrunTest, AllocationMustHoldEveryHost) {
   const Job job = job_of(2, 1, {"0", "0"});
   EXPECT_NO_THROW(check_allocation(job, options().environ));
-  try {
-    check_allocation(job, {"SLURM_JOB_ID=77", "SLURM_JOB_NODELIST=node01,node03"});
-    FAIL();
-  } catch (const LaunchError& e) {
-    EXPECT_STREQ(e.what(),
-                 "srun launcher: host node02 is not in Slurm job 77 (its nodes are "
-                 "node01,node03); leave out -H/--hostfile to use the allocation's nodes, or ask "
-                 "salloc/sbatch for that host");
-  }
-  try {
-    check_allocation(job, {"PATH=/bin"});
-    FAIL();
-  } catch (const LaunchError& e) {
-    EXPECT_STREQ(e.what(),
-                 "srun launcher: not inside a Slurm allocation ($SLURM_JOB_ID and "
-                 "$SLURM_JOB_NODELIST are not set); run ddlrun inside salloc or an sbatch "
-                 "script, or use --launcher mpirun or --launcher ssh");
-  }
+  EXPECT_EQ(test::launch_error_of([&] {
+              check_allocation(job, {"SLURM_JOB_ID=77", "SLURM_JOB_NODELIST=node01,node03"});
+            }),
+            "srun launcher: host node02 is not in Slurm job 77 (its nodes are "
+            "node01,node03); leave out -H/--hostfile to use the allocation's nodes, or ask "
+            "salloc/sbatch for that host");
+  EXPECT_EQ(test::launch_error_of([&] { check_allocation(job, {"PATH=/bin"}); }),
+            "srun launcher: not inside a Slurm allocation ($SLURM_JOB_ID and "
+            "$SLURM_JOB_NODELIST are not set); run ddlrun inside salloc or an sbatch "
+            "script, or use --launcher mpirun or --launcher ssh");
 }
 
 }  // namespace
