@@ -139,7 +139,7 @@ class ExternalLauncher {
   /// Asks the program found at `path` what the command needs, or throws LaunchError when it
   /// would refuse the job. Nothing by default.
   virtual void check_program(const std::string& path, const LaunchOptions& options);
-  /// The job-wide variables the ranks get (external.h); job_environment() by default.
+  /// The job-wide variables the ranks get (JobEnvironment); job_environment() by default.
   virtual JobEnvironment environment(const Job& job, const Rendezvous& rendezvous,
                                      const LaunchOptions& options) const;
   /// The command for `job`, its work file at `work_file_path`. Pure.
@@ -159,8 +159,8 @@ std::unique_ptr<Backend> make_external_backend(ExternalLauncher& launcher, const
                                                const LaunchOptions& options);
 
 /// What make_external_backend would run, without checking the site, looking for the program
-/// or writing anything: argv[0] stays the program's name. May throw LaunchError (a plan the
-/// launcher cannot express).
+/// or writing anything: argv[0] stays the program's name. Throws LaunchError for a plan the
+/// launcher cannot express, and when options.work_dir is empty (an internal error).
 ExternalCommand preview_external(ExternalLauncher& launcher, const Job& job,
                                  const LaunchOptions& options);
 
