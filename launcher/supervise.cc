@@ -14,7 +14,10 @@
 //                   and starts the stop: SIGTERM to every process, SIGKILL after the grace.
 //                   When the failed rank's output blames a peer (blame.h), the note names that
 //                   peer: a rank that left early, or the end of a chain of stalls (the note
-//                   then waits up to kBlameWait for the other ranks' errors)
+//                   then waits up to kBlameWait for the other ranks' errors). For a stall,
+//                   SIGTERM waits as long: the stalled peer is still running, and its own
+//                   timeout, moments later, names the rank it waits for; killed first, it
+//                   would end the chain as the culprit, a bystander.
 //   host lost    -> the same, for every rank of that host that had not ended
 //   signal       -> forwarded; the stop starts. A signal while stopping (a second one, or the
 //                   first after a failure) sends SIGKILL and ends the loop at once
@@ -53,7 +56,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr Clock::time_point kNever = Clock::time_point::max();
 /// How long the note of a failure blamed on a stalled peer waits for the other ranks' errors,
-/// which name the rank that stopped.
+/// which name the rank that stopped (and SIGTERM with it).
 constexpr auto kBlameWait = std::chrono::milliseconds(1000);
 
 /// "the other 3 processes", "the other process".
@@ -237,8 +240,8 @@ class Supervisor {
   int run() {
     while (!leave_ && waiting()) {
       if (unreported_ && (Clock::now() >= blame_at_ || running_.empty())) report(*unreported_);
-      Clock::time_point deadline =
-          std::min({Clock::now() + std::chrono::hours(24), kill_at_, give_up_at_, blame_at_});
+      Clock::time_point deadline = std::min(
+          {Clock::now() + std::chrono::hours(24), term_at_, kill_at_, give_up_at_, blame_at_});
       if (!stopping_) deadline = std::min(deadline, timeout_at_);
       check_output();
       std::optional<Event> e = events_.pop(deadline, drop_output_ || sink_.ready());
@@ -284,10 +287,17 @@ class Supervisor {
   // --- the stop ---------------------------------------------------------------------------
 
   // status nullopt: the exit status is decided later (a failure whose cause may be another rank).
-  void begin_stop(std::optional<int> status) {
+  // SIGTERM goes out after `term_delay` (a stall: see the top of the file).
+  void begin_stop(std::optional<int> status, Clock::duration term_delay = {}) {
     if (!exit_status_) exit_status_ = status;
     if (stopping_) return;
     stopping_ = true;
+    term_at_ = Clock::now() + term_delay;
+    if (term_delay <= Clock::duration::zero()) send_term();
+  }
+
+  void send_term() {
+    term_at_ = kNever;
     backend_.signal(SIGTERM);
     kill_at_ = Clock::now() + options_.kill_grace;
   }
@@ -295,6 +305,7 @@ class Supervisor {
   // No event came before the deadline: the grace is over, or SIGKILL's wait, or the timeout.
   void on_deadline() {
     const Clock::time_point now = Clock::now();
+    if (now >= term_at_) send_term();
     if (now >= kill_at_) {
       if (!running_.empty()) {
         sink_.note("ddlrun: " + std::to_string(running_.size()) + " of " + std::to_string(total_) +
@@ -399,7 +410,7 @@ class Supervisor {
               running_.empty() ? std::string() : "; stopping " + others(running_.size()),
               status.shell_code()};
     if (blame_.names_peer(rank)) {
-      begin_stop(std::nullopt);
+      begin_stop(std::nullopt, blame_.stalled(rank) ? kBlameWait : Clock::duration::zero());
       unreported_ = std::move(f);
       blame_at_ = Clock::now() + kBlameWait;
     } else {
@@ -537,6 +548,7 @@ class Supervisor {
   std::optional<int> exit_status_;  // set by the first cause of the stop
   bool stopping_ = false;
   int interrupts_ = 0;
+  Clock::time_point term_at_ = kNever;  // a stop's SIGTERM, when it waits (a stall)
   Clock::time_point kill_at_ = kNever;
   Clock::time_point give_up_at_ = kNever;
   const Clock::time_point timeout_at_;
