@@ -6,10 +6,10 @@
 // forwarded by name with `-x NAME`, so the token never appears on a command line. Each rank
 // runs `ddlrun --rank-exec -- program args...`, which finds its rank in
 // $OMPI_COMM_WORLD_RANK, reads the topology file and sets the same variables the local
-// backend sets. make_mpirun_backend() writes the rankfile into the job's private work_dir,
-// prints the command at -v, and hands the argv to make_command_backend, which runs mpirun,
-// passes its output through and makes its exit status (the failed rank's) the job's: the
-// steps of every external launcher (external.h), which mpirun::Launcher fills in.
+// backend sets. make_external_backend (external.h) runs it with mpirun::Launcher's own
+// steps (the root check, the rankfile printed at -v): it writes the rankfile into the job's
+// private work_dir and runs mpirun, passing its output through and making its exit status
+// (the failed rank's) the job's.
 //
 // Checked against Open MPI 4.1.4: a rankfile line always binds (`slot=*` binds to PU 0, an
 // empty slot list is an error), lines out of rank order are refused, and `--bind-to none`

@@ -4,10 +4,10 @@
 // rank, in rank order) that places every rank on its planned host, turns PRRTE's own binding
 // off, and forwards the job-wide variables by name with `-x`; each rank runs
 // `ddlrun --rank-exec`, which finds its rank in $PMIX_RANK, sets the rank's variables and
-// binds itself to its CPU set. make_prterun_backend() looks for prterun on $PATH first: Debian 12
-// does not package PRRTE, so there it fails with a LaunchError that says what to install and
-// which launchers work instead. Untested against a real prterun for that reason; the command
-// follows PRRTE 3's documented options.
+// binds itself to its CPU set. make_external_backend (external.h) looks for prterun on $PATH
+// first: Debian 12 does not package PRRTE, so there it fails with a LaunchError that says
+// what to install and which launchers work instead (kPrterunMissing). Untested against a real
+// prterun for that reason; the command follows PRRTE 3's documented options.
 
 #include "launcher/prterun/prterun.h"
 

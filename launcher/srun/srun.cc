@@ -7,12 +7,11 @@
 // given per local id (`map_cpu:`/`mask_cpu:`), which works when every host gets the same list
 // (the usual case on identical nodes). Otherwise Slurm does not bind and `ddlrun --rank-exec`
 // binds each rank itself. The job-wide variables go into srun's environment and are named in
-// `--export=ALL,...` (no value on the command line). make_srun_backend() asks the installed
-// Slurm which MPI plugins it has (`srun --mpi=list`) and falls back from pmix to pmi2 or none
-// with a warning (srun::Launcher's steps of external.h), then hands the command to
-// make_command_backend. With --kill-on-bad-exit the
-// first failing rank ends the step; srun then exits with the highest status of its tasks
-// (128+15 for those it terminated), which becomes the job's.
+// `--export=ALL,...` (no value on the command line). srun::Launcher, run by
+// make_external_backend (external.h), asks the installed Slurm which MPI plugins it has
+// (`srun --mpi=list`) and falls back from pmix to pmi2 or none with a warning. With
+// --kill-on-bad-exit the first failing rank ends the step; srun then exits with the highest
+// status of its tasks (128+15 for those it terminated), which becomes the job's.
 
 #include "launcher/srun/srun.h"
 
