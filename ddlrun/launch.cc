@@ -12,10 +12,10 @@
 #include <filesystem>
 
 #include "comm/bootstrap/bootstrap.h"
+#include "ddlrun/backends.h"
 #include "launcher/factory.h"
 #include "launcher/keeper.h"
 #include "launcher/process.h"
-#include "lsf/jsrun.h"
 
 namespace ddl::cli {
 
@@ -63,35 +63,6 @@ class WorkDir {
  private:
   std::string path_;
 };
-
-std::unique_ptr<launcher::Backend> make_backend(const JobPlan& plan, const Options& o,
-                                                const launcher::Job& job,
-                                                const launcher::LaunchOptions& lo) {
-  using launcher::Kind;
-  switch (plan.launcher.kind) {
-    case Kind::kLocal:
-      return launcher::make_local_backend(job, lo);
-    case Kind::kSsh:
-      return launcher::make_ssh_backend(job, lo);
-    case Kind::kMpirun:
-      return launcher::make_mpirun_backend(job, lo);
-    case Kind::kSrun:
-      return launcher::make_srun_backend(job, lo);
-    case Kind::kPrterun:
-      return launcher::make_prterun_backend(job, lo);
-    case Kind::kJsrun: {
-      lsf::JsrunOptions jo;
-      jo.mode = lsf::parse_jsrun_mode(o.jsrun_mode);
-      jo.smpiargs = o.smpiargs;
-      jo.usable_pus = lsf::usable_pus(plan.inventories);
-      return lsf::make_jsrun_backend(job, lo, jo);
-    }
-    case Kind::kAuto:
-    case Kind::kPmix:  // choose() made them local, ssh, srun or jsrun
-      break;
-  }
-  throw launcher::LaunchError("no launcher was chosen (internal error, please report this)");
-}
 
 }  // namespace
 
@@ -165,7 +136,8 @@ int launch(const JobPlan& plan, const Options& o, spdlog::logger& log) {
         job.token, static_cast<int>(plan.topology.ranks.size()), 0, std::move(hosts));
     lo.rendezvous_port = rendezvous->port();
   }
-  std::unique_ptr<launcher::Backend> backend = make_backend(plan, o, job, lo);
+  set_backend_options(lo, plan, o);
+  std::unique_ptr<launcher::Backend> backend = backend_entry(plan.launcher.kind).make(job, lo);
 
   std::unique_ptr<launcher::OutputSink> sink =
       o.output_dir.empty() ? launcher::make_terminal_sink(tag_style(o.tag_output))

@@ -9,10 +9,11 @@
 #include <sstream>
 
 #include "ddl_config.h"
+#include "ddlrun/backends.h"
 #include "ddlrun/launch.h"
 #include "ddlrun/shell_words.h"
+#include "launcher/external.h"
 #include "launcher/process.h"
-#include "lsf/jsrun.h"
 
 namespace ddl::cli {
 
@@ -254,17 +255,13 @@ JsrunPreview jsrun_preview(const JobPlan& plan, const Options& o) {
     launcher::LaunchOptions lo;
     lo.ddlrun_path = "ddlrun";
     lo.environ = launcher::current_environment();
-    lsf::JsrunOptions jo;
-    jo.mode = lsf::parse_jsrun_mode(o.jsrun_mode);
-    jo.smpiargs = o.smpiargs;
-    jo.usable_pus = lsf::usable_pus(plan.inventories);
+    set_backend_options(lo, plan, o);
     // A rendezvous port so that the names match a real run (ddlrun serves the rendezvous).
+    lo.rendezvous_port = 1;
     lo.work_dir = "<work-dir>";
-    const launcher::JobEnvironment env =
-        lsf::jsrun_environment(job, launcher::external_rendezvous(job, 1), lo);
-    lsf::Command c = lsf::jsrun_command(job, lo, env, kErfPreviewPath, jo);
+    launcher::ExternalCommand c = backend_entry(launcher::Kind::kJsrun).preview(job, lo);
     p.argv = std::move(c.argv);
-    p.erf = std::move(c.erf);
+    p.erf = std::move(c.work_file.text);
   } catch (const std::exception& e) {
     p.error = e.what();
   }

@@ -1,76 +1,44 @@
 #pragma once
 
-#include <chrono>
 #include <memory>
-#include <string>
-#include <vector>
 
 #include "launcher/backend.h"
+#include "launcher/choose.h"
+#include "launcher/external.h"
 #include "launcher/job.h"
-#include "mapper/probe_ssh.h"
+#include "launcher/launch_options.h"
+#include "launcher/local/local.h"
+#include "launcher/mpirun/mpirun.h"
+#include "launcher/prterun/prterun.h"
+#include "launcher/srun/srun.h"
+#include "launcher/ssh/ssh.h"
 
 namespace ddl::launcher {
 
-// The one factory of each backend. ddlrun includes this header only; each backend's folder
-// holds its implementation (local/, ssh/, mpirun/, srun/, prterun/; jsrun lives in lsf/). The
-// local and ssh backends serve PMIx through pmix_server/.
+// The backends of launcher/ and the row of ddlrun's table of backends (ddlrun/backends.cc),
+// the header ddlrun includes to start a job. Each backend's folder holds `<name>.h/.cc`,
+// whose header declares its one factory: a Backend for ddlrun's own launchers (local/, ssh/,
+// which serve PMIx through pmix_server/), an ExternalLauncher for those that start the ranks
+// through another program (mpirun/, srun/, prterun/; jsrun lives in lsf/), run by
+// make_external_backend (external.h). Every factory takes the LaunchOptions
+// (launch_options.h).
 
-/// What the backends that start ranks through another program (mpirun, srun, prterun, jsrun)
-/// and the ssh backend need besides the job.
-struct LaunchOptions {
-  /// Absolute path of ddlrun, the same on every host: the ssh backend runs `ddlrun --agent`
-  /// there, and the external launchers run `ddlrun --rank-exec -- program...` as each rank.
-  std::string ddlrun_path;
-  /// How to reach other hosts over ssh (ssh config, user, port, known hosts, connect timeout).
-  mapper::SshProbeOptions ssh;
-  std::vector<std::string> mpiargs;  ///< --mpiarg words, passed to mpirun as they are
-  /// A private directory (0700) for files the launch needs (rankfile, topology copy); the
-  /// backend may write there and ddlrun removes it after the job.
-  std::string work_dir;
-  /// The environment ddlrun runs in, "NAME=value" each (what external launchers inherit).
-  std::vector<std::string> environ;
-  int verbosity = 0;
-  /// The port of ddlrun's rendezvous server (comm::RendezvousServer) for the local and ssh
-  /// backends; 0: none (the ranks bootstrap through PMIx or are alone).
-  int rendezvous_port = 0;
-  /// The local and ssh backends serve PMIx to their ranks (pmix_server/): ddlrun or each
-  /// agent runs a PMIx server, and every rank is its client.
-  bool pmix_server = true;
-  /// The ssh backend: how long ddlrun and each agent wait without hearing from the other
-  /// (heartbeats every second) before the host, or ddlrun, counts as lost
-  /// (--heartbeat-timeout).
-  std::chrono::milliseconds heartbeat_timeout{10000};
+/// A backend's row in ddlrun's table, one per --launcher name that starts ranks (every Kind
+/// but auto and pmix, which choose() resolves).
+struct BackendEntry {
+  Kind kind;
+  /// ddlrun's own launchers: the backend for a job (make_local_backend); nullptr for the
+  /// others.
+  std::unique_ptr<Backend> (*make_backend)(const Job& job, const LaunchOptions& options);
+  /// The external launchers: what make_external_backend runs (make_mpirun_launcher); nullptr
+  /// for ddlrun's own. May throw LaunchError (an option it cannot use).
+  std::unique_ptr<ExternalLauncher> (*make_launcher)(const LaunchOptions& options);
+
+  /// The backend for `job`; throws LaunchError when it cannot start it here.
+  std::unique_ptr<Backend> make(const Job& job, const LaunchOptions& options) const;
+  /// What the backend would run, for the dry run (preview_external); LaunchError for
+  /// ddlrun's own launchers, which run no other program.
+  ExternalCommand preview(const Job& job, const LaunchOptions& options) const;
 };
-
-/// Forks and execs every rank on this host: its own process group, its CPU set, its
-/// environment (rank_environment), stdin /dev/null except rank 0's.
-std::unique_ptr<Backend> make_local_backend(const Job& job, const LaunchOptions& options);
-
-/// Connects to every host over ssh (libssh, in parallel), runs `ddlrun --agent` there, sends it
-/// the job, and relays its ranks' output and exit statuses. An agent kills its ranks when the
-/// connection to ddlrun drops.
-std::unique_ptr<Backend> make_ssh_backend(const Job& job, const LaunchOptions& options);
-
-/// `ddlrun --agent`: the per-host side of the ssh backend, speaking the agent protocol
-/// (ssh/protocol.h) on `in_fd` and `out_fd`. Never returns: exits with 0 when its ranks ran
-/// (their statuses went up the channel), else non-zero.
-[[noreturn]] void run_agent(int in_fd, int out_fd);
-
-/// Runs Open MPI's mpirun with a rankfile written from the plan (mpirun/).
-std::unique_ptr<Backend> make_mpirun_backend(const Job& job, const LaunchOptions& options);
-
-/// Runs `srun --mpi=pmix` inside a Slurm allocation (srun/).
-std::unique_ptr<Backend> make_srun_backend(const Job& job, const LaunchOptions& options);
-
-/// Runs PRRTE's prterun (prterun/); LaunchError naming the package to install when it is
-/// missing.
-std::unique_ptr<Backend> make_prterun_backend(const Job& job, const LaunchOptions& options);
-
-/// Runs one launcher program (`argv`, with `env` added to options.environ) as the job's single
-/// process (rank -1, called `name` in messages): the base of the mpirun, srun, prterun and
-/// jsrun backends. Its output is passed through as it comes; its exit status is the job's.
-std::unique_ptr<Backend> make_command_backend(std::string name, std::vector<std::string> argv,
-                                              std::vector<EnvVar> env,
-                                              const LaunchOptions& options);
 
 }  // namespace ddl::launcher

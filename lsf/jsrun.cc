@@ -20,9 +20,7 @@
 #include "lsf/jsrun.h"
 
 #include <algorithm>
-#include <iostream>
 #include <map>
-#include <set>
 #include <utility>
 
 #include "hostfiles/host_list.h"
@@ -45,20 +43,8 @@ std::string erf_cpus(const comm::CpuSet& cpus) {
   return out;
 }
 
-/// The ranks of `job` in rank order.
-std::vector<const comm::RankPlacement*> by_rank(const launcher::Job& job) {
-  std::vector<const comm::RankPlacement*> ranks;
-  for (const comm::RankPlacement& r : job.topology.ranks)
-    ranks.push_back(&r);
-  std::sort(
-      ranks.begin(), ranks.end(),
-      [](const comm::RankPlacement* a, const comm::RankPlacement* b) { return a->rank < b->rank; });
-  return ranks;
-}
-
 std::string host_name(const launcher::Job& job, int index) {
-  const comm::Host* h = job.topology.find_host(index);
-  return h != nullptr ? h->name : "?";
+  return launcher::host_name_of(job.topology, index);
 }
 
 /// jsrun fills resource sets host by host in the LSF job's order: the plan's hosts, in their
@@ -90,6 +76,118 @@ void check_host_order(const launcher::Job& job, const std::vector<int>& order,
   }
 }
 
+/// What the ERF's preamble has to allow. Each host's GPUs as its ranks number them: 0 to the
+/// highest one they use (see jsrun.h). Unbound ranks (an oversubscribed plan) share all of
+/// their host's threads, and a host's ranks share its GPUs: the preamble has to allow that,
+/// or jsrun refuses the file.
+struct ErfSharing {
+  bool unbound = false;        ///< some rank has no CPU set
+  std::map<int, int> top_gpu;  ///< by host index: the highest GPU its ranks use
+  bool shared_gpus = false;    ///< some host's resource sets share GPUs
+};
+
+ErfSharing erf_sharing(const launcher::Job& job) {
+  ErfSharing s;
+  std::map<int, int> gpu_ranks;
+  for (const comm::RankPlacement& r : job.topology.ranks) {
+    s.unbound = s.unbound || r.cpus.empty();
+    if (r.gpu < 0) continue;
+    s.top_gpu[r.host] = std::max(s.top_gpu[r.host], r.gpu);
+    ++gpu_ranks[r.host];
+  }
+  for (const auto& [host, n] : gpu_ranks)
+    s.shared_gpus = s.shared_gpus || n > 1 || s.top_gpu[host] > 0;
+  return s;
+}
+
+/// Rank `r`'s CPUs as its ERF line gives them: its CPU set (all of its host's usable threads
+/// when it has none), as positions among the host's usable threads when `logical`.
+comm::CpuSet erf_rank_cpus(const comm::RankPlacement& r, const std::string& host,
+                           const JsrunOptions& options, bool logical) {
+  comm::CpuSet cpus = r.cpus;
+  if (cpus.empty()) {
+    auto it = options.usable_pus.find(host);
+    if (it == options.usable_pus.end()) {
+      throw LaunchError("jsrun launcher: rank " + std::to_string(r.rank) + " on " + host +
+                        " has no CPU set and the host's hardware is unknown (--no-probe), but "
+                        "every line of an ERF needs CPUs; let ddlrun probe the hosts, give "
+                        "--host-xml, or use --jsrun-mode rs");
+    }
+    cpus = comm::CpuSet::of(it->second);
+  }
+  if (!logical) return cpus;
+  const std::vector<int>& usable = options.usable_pus.at(host);
+  comm::CpuSet mapped;
+  for (int pu : cpus.pus()) {
+    auto it = std::lower_bound(usable.begin(), usable.end(), pu);
+    if (it == usable.end() || *it != pu) {
+      throw LaunchError("jsrun launcher: rank " + std::to_string(r.rank) + " is planned on CPU " +
+                        std::to_string(pu) + " of " + host +
+                        ", which is not among the host's usable hardware threads; "
+                        "check the host's hardware (--host-xml) or use --jsrun-mode rs");
+    }
+    mapped.add(static_cast<int>(it - usable.begin()));
+  }
+  return mapped;
+}
+
+/// The resource-set form's flags: one set per host, hosts in the plan's order, each a block of
+/// consecutive ranks; LaunchError when the plan does not fit that form.
+std::vector<std::string> resource_set_flags(const launcher::Job& job,
+                                            const std::vector<std::string>& environ) {
+  std::vector<int> order;  // host indices in the order their blocks start
+  std::map<int, int> count;
+  int previous = -1;
+  for (const comm::RankPlacement* r : launcher::ranks_in_order(job.topology)) {
+    if (r->host != previous) {
+      if (count.count(r->host) != 0) {
+        throw LaunchError("jsrun launcher: the plan puts non-consecutive ranks on " +
+                          host_name(job, r->host) + " (rank " + std::to_string(r->rank) +
+                          "), which resource sets cannot express; use --jsrun-mode erf");
+      }
+      order.push_back(r->host);
+      previous = r->host;
+    }
+    ++count[r->host];
+  }
+  if (order.empty()) throw LaunchError("jsrun launcher: the plan has no ranks (internal error)");
+  const int per_host = count[order.front()];
+  check_host_order(job, order, environ);
+  for (int h : order) {
+    if (count[h] != per_host) {
+      throw LaunchError(
+          "jsrun launcher: resource sets need the same number of ranks on every host, but " +
+          host_name(job, order.front()) + " has " + std::to_string(per_host) + " and " +
+          host_name(job, h) + " has " + std::to_string(count[h]) +
+          "; use --jsrun-mode erf, or -np/--accelerators for an even plan");
+    }
+  }
+  // Each set is its whole host, unbound: each rank binds itself to its planned CPUs (a set of
+  // N cores would be the host's first N, not necessarily the planned ones) and sees every
+  // GPU, $DDL_GPU naming its own, as under ddlrun's other launchers.
+  return {"-n", std::to_string(order.size()),
+          "-r", "1",
+          "-a", std::to_string(per_host),
+          "-c", "ALL_CPUS",
+          "-g", "ALL_GPUS",
+          "-b", "none",
+          "-d", "packed"};
+}
+
+/// The variables jsrun forwards (`-E NAME`): env.names, then LSB_JOBID and LSB_MCPU_HOSTS
+/// when ddlrun's environment has them.
+std::vector<std::string> forwarded_names(const launcher::JobEnvironment& env,
+                                         const std::vector<std::string>& environ) {
+  std::vector<std::string> names = env.names;
+  for (const char* n : {"LSB_JOBID", "LSB_MCPU_HOSTS"}) {
+    if (launcher::environ_value(environ, n) &&
+        std::find(names.begin(), names.end(), n) == names.end()) {
+      names.emplace_back(n);
+    }
+  }
+  return names;
+}
+
 }  // namespace
 
 JsrunMode parse_jsrun_mode(const std::string& text) {
@@ -116,59 +214,18 @@ std::map<std::string, std::vector<int>> usable_pus(
 }
 
 std::string erf_text(const launcher::Job& job, const JsrunOptions& options) {
-  const std::vector<const comm::RankPlacement*> ranks = by_rank(job);
   bool logical = !job.topology.hosts.empty();
   for (const comm::Host& h : job.topology.hosts)
     logical = logical && options.usable_pus.count(h.name) != 0;
-
-  // Each host's GPUs as its ranks number them: 0 to the highest one they use (see jsrun.h).
-  // Unbound ranks (an oversubscribed plan) share all of their host's threads, and a host's
-  // ranks share its GPUs: the preamble has to allow that, or jsrun refuses the file.
-  bool unbound = false;
-  std::map<int, int> top_gpu;  // by host index
-  std::map<int, int> gpu_ranks;
-  for (const comm::RankPlacement* r : ranks) {
-    unbound = unbound || r->cpus.empty();
-    if (r->gpu < 0) continue;
-    top_gpu[r->host] = std::max(top_gpu[r->host], r->gpu);
-    ++gpu_ranks[r->host];
-  }
-  bool shared_gpus = false;
-  for (const auto& [host, n] : gpu_ranks)
-    shared_gpus = shared_gpus || n > 1 || top_gpu[host] > 0;
+  const ErfSharing sharing = erf_sharing(job);
   std::string out = "cpu_index_using: " + std::string(logical ? "logical" : "physical") + "\n";
-  if (unbound || shared_gpus) out += "overlapping_rs: allow\n";
-  if (unbound) out += "oversubscribe_cpu: allow\n";
-  for (const comm::RankPlacement* r : ranks) {
+  if (sharing.unbound || sharing.shared_gpus) out += "overlapping_rs: allow\n";
+  if (sharing.unbound) out += "oversubscribe_cpu: allow\n";
+  for (const comm::RankPlacement* r : launcher::ranks_in_order(job.topology)) {
     const std::string host = host_name(job, r->host);
-    comm::CpuSet cpus = r->cpus;
-    if (cpus.empty()) {
-      auto it = options.usable_pus.find(host);
-      if (it == options.usable_pus.end()) {
-        throw LaunchError("jsrun launcher: rank " + std::to_string(r->rank) + " on " + host +
-                          " has no CPU set and the host's hardware is unknown (--no-probe), but "
-                          "every line of an ERF needs CPUs; let ddlrun probe the hosts, give "
-                          "--host-xml, or use --jsrun-mode rs");
-      }
-      cpus = comm::CpuSet::of(it->second);
-    }
-    if (logical) {
-      const std::vector<int>& usable = options.usable_pus.at(host);
-      comm::CpuSet mapped;
-      for (int pu : cpus.pus()) {
-        auto it = std::lower_bound(usable.begin(), usable.end(), pu);
-        if (it == usable.end() || *it != pu) {
-          throw LaunchError("jsrun launcher: rank " + std::to_string(r->rank) +
-                            " is planned on CPU " + std::to_string(pu) + " of " + host +
-                            ", which is not among the host's usable hardware threads; "
-                            "check the host's hardware (--host-xml) or use --jsrun-mode rs");
-        }
-        mapped.add(static_cast<int>(it - usable.begin()));
-      }
-      cpus = mapped;
-    }
-    std::string fields = "hostname: " + host + "; cpu: {" + erf_cpus(cpus) + "}";
-    if (auto g = top_gpu.find(r->host); g != top_gpu.end()) {
+    std::string fields = "hostname: " + host + "; cpu: {" +
+                         erf_cpus(erf_rank_cpus(*r, host, options, logical)) + "}";
+    if (auto g = sharing.top_gpu.find(r->host); g != sharing.top_gpu.end()) {
       fields +=
           "; gpu: {" + std::string(g->second > 0 ? "0-" : "") + std::to_string(g->second) + "}";
     }
@@ -201,62 +258,22 @@ launcher::JobEnvironment jsrun_environment(const launcher::Job& job,
   return env;
 }
 
-Command jsrun_command(const launcher::Job& job, const launcher::LaunchOptions& options,
-                      const launcher::JobEnvironment& env, const std::string& erf_path,
-                      const JsrunOptions& jsrun) {
-  Command c;
+launcher::ExternalCommand jsrun_command(const launcher::Job& job,
+                                        const launcher::LaunchOptions& options,
+                                        const launcher::JobEnvironment& env,
+                                        const std::string& erf_path, const JsrunOptions& jsrun) {
+  launcher::ExternalCommand c;
   std::vector<std::string>& a = c.argv;
   a.push_back("jsrun");
   if (jsrun.mode == JsrunMode::kErf) {
-    c.erf = erf_text(job, jsrun);
+    c.work_file = {erf_path, erf_text(job, jsrun)};
     a.insert(a.end(), {"--erf_input", erf_path});
   } else {
-    // One resource set per host, hosts in the plan's order, each a block of consecutive ranks.
-    const std::vector<const comm::RankPlacement*> ranks = by_rank(job);
-    std::vector<int> order;  // host indices in the order their blocks start
-    std::map<int, int> count;
-    int previous = -1;
-    for (const comm::RankPlacement* r : ranks) {
-      if (r->host != previous) {
-        if (count.count(r->host) != 0) {
-          throw LaunchError("jsrun launcher: the plan puts non-consecutive ranks on " +
-                            host_name(job, r->host) + " (rank " + std::to_string(r->rank) +
-                            "), which resource sets cannot express; use --jsrun-mode erf");
-        }
-        order.push_back(r->host);
-        previous = r->host;
-      }
-      ++count[r->host];
-    }
-    if (order.empty()) throw LaunchError("jsrun launcher: the plan has no ranks (internal error)");
-    const int per_host = count[order.front()];
-    check_host_order(job, order, options.environ);
-    for (int h : order) {
-      if (count[h] != per_host) {
-        throw LaunchError(
-            "jsrun launcher: resource sets need the same number of ranks on every host, but " +
-            host_name(job, order.front()) + " has " + std::to_string(per_host) + " and " +
-            host_name(job, h) + " has " + std::to_string(count[h]) +
-            "; use --jsrun-mode erf, or -np/--accelerators for an even plan");
-      }
-    }
-    // Each set is its whole host, unbound: each rank binds itself to its planned CPUs (a set of
-    // N cores would be the host's first N, not necessarily the planned ones) and sees every
-    // GPU, $DDL_GPU naming its own, as under ddlrun's other launchers.
-    a.insert(a.end(),
-             {"-n", std::to_string(order.size()), "-r", "1", "-a", std::to_string(per_host), "-c",
-              "ALL_CPUS", "-g", "ALL_GPUS", "-b", "none", "-d", "packed"});
+    const std::vector<std::string> flags = resource_set_flags(job, options.environ);
+    a.insert(a.end(), flags.begin(), flags.end());
   }
   if (!jsrun.smpiargs.empty()) a.insert(a.end(), {"--smpiargs", jsrun.smpiargs});
-
-  std::vector<std::string> names = env.names;
-  for (const char* n : {"LSB_JOBID", "LSB_MCPU_HOSTS"}) {
-    if (launcher::environ_value(options.environ, n) &&
-        std::find(names.begin(), names.end(), n) == names.end()) {
-      names.emplace_back(n);
-    }
-  }
-  for (const std::string& n : names)
+  for (const std::string& n : forwarded_names(env, options.environ))
     a.insert(a.end(), {"-E", n});
   for (const std::string& w : launcher::rank_exec_command(options.ddlrun_path, job.argv))
     a.push_back(w);
@@ -273,31 +290,46 @@ void check_allocation(const std::vector<std::string>& environ) {
   }
 }
 
-std::unique_ptr<launcher::Backend> make_jsrun_backend(const launcher::Job& job,
-                                                      const launcher::LaunchOptions& options,
-                                                      const JsrunOptions& jsrun) {
-  check_allocation(options.environ);
-  const std::string path = launcher::find_in_path(
-      "jsrun", launcher::environ_value(options.environ, "PATH").value_or("/usr/bin:/bin"));
-  if (path.empty()) {
-    throw LaunchError(
-        "jsrun launcher: jsrun is not on $PATH; load the site's jsrun (Summit: it is in "
-        "/opt/ibm/jsm/bin), or use --launcher ssh or --launcher mpirun");
+namespace {
+
+constexpr launcher::ExternalLauncher::Names kNames = {
+    "jsrun",
+    "jsrun launcher: jsrun is not on $PATH; load the site's jsrun (Summit: it is in "
+    "/opt/ibm/jsm/bin), or use --launcher ssh or --launcher mpirun",
+    "ddlrun.erf", "ERF"};
+
+class Launcher : public launcher::ExternalLauncher {
+ public:
+  explicit Launcher(const launcher::LaunchOptions& options) : ExternalLauncher(kNames) {
+    jsrun_.mode = parse_jsrun_mode(options.jsrun_mode);
+    jsrun_.smpiargs = options.smpiargs;
+    jsrun_.usable_pus = options.host_pus;
   }
-  if (options.work_dir.empty()) {
-    throw LaunchError("jsrun launcher: no work directory for the ERF (internal error)");
+
+  void check_site(const launcher::Job&, const launcher::LaunchOptions& options) override {
+    check_allocation(options.environ);
   }
-  const std::string erf_path = options.work_dir + "/ddlrun.erf";
-  const launcher::JobEnvironment env =
-      jsrun_environment(job, launcher::external_rendezvous(job, options.rendezvous_port), options);
-  Command command = jsrun_command(job, options, env, erf_path, jsrun);
-  command.argv[0] = path;
-  if (!command.erf.empty()) launcher::write_work_file(erf_path, command.erf, "jsrun launcher");
-  if (options.verbosity > 0) {
-    std::cerr << "ddlrun: jsrun command: " << launcher::shell_join(command.argv) << std::endl;
+  launcher::JobEnvironment environment(const launcher::Job& job,
+                                       const launcher::Rendezvous& rendezvous,
+                                       const launcher::LaunchOptions& options) const override {
+    return jsrun_environment(job, rendezvous, options);
   }
-  return launcher::make_command_backend("jsrun", std::move(command.argv), std::move(command.env),
-                                        options);
+  launcher::ExternalCommand command(const launcher::Job& job,
+                                    const launcher::LaunchOptions& options,
+                                    const launcher::JobEnvironment& env,
+                                    const std::string& work_file_path) const override {
+    return jsrun_command(job, options, env, work_file_path, jsrun_);
+  }
+
+ private:
+  JsrunOptions jsrun_;
+};
+
+}  // namespace
+
+std::unique_ptr<launcher::ExternalLauncher> make_jsrun_launcher(
+    const launcher::LaunchOptions& options) {
+  return std::make_unique<Launcher>(options);
 }
 
 }  // namespace ddl::lsf

@@ -5,10 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "launcher/backend.h"
 #include "launcher/external.h"
-#include "launcher/factory.h"
-#include "launcher/job.h"
 #include "mapper/inventory.h"
 
 namespace ddl::lsf {
@@ -40,16 +37,6 @@ struct JsrunOptions {
 std::map<std::string, std::vector<int>> usable_pus(
     const std::map<std::string, mapper::Inventory>& inventories);
 
-/// What make_jsrun_backend runs.
-struct Command {
-  /// {"jsrun", ..., ddlrun, "--rank-exec", "--", program...}
-  std::vector<std::string> argv;
-  /// The ERF's text (kErf), written to the path given to jsrun_command; empty for kResourceSets.
-  std::string erf;
-  /// JobEnvironment::set: jsrun's own environment, forwarded to the ranks by name (`-E NAME`).
-  std::vector<launcher::EnvVar> env;
-};
-
 /// What the ranks are told under jsrun: launcher::job_environment, and the topology's text in
 /// $DDL_TOPOLOGY_TEXT whenever ddlrun's copy is in its private work directory
 /// (options.work_dir), even for one host: ddlrun runs on the launch node, where no rank runs, so
@@ -74,7 +61,9 @@ launcher::JobEnvironment jsrun_environment(const launcher::Job& job,
 /// unbound rank on a host whose threads are unknown (--no-probe). Pure.
 std::string erf_text(const launcher::Job& job, const JsrunOptions& options);
 
-/// Builds the jsrun command for `job`:
+/// Builds the jsrun command for `job`, its work file the ERF (kErf: erf_text at `erf_path`;
+/// kResourceSets: none), its env JobEnvironment::set (jsrun's own environment, forwarded to
+/// the ranks by name):
 ///   kErf:          jsrun --erf_input <erf_path> [--smpiargs ARGS] -E NAME... ddlrun
 ///                  --rank-exec -- program args...
 ///   kResourceSets: jsrun -n <hosts> -r 1 -a <ranks per host> -c ALL_CPUS -g ALL_GPUS
@@ -88,19 +77,20 @@ std::string erf_text(const launcher::Job& job, const JsrunOptions& options);
 /// block, and the plan's hosts must be the first of $LSB_MCPU_HOSTS in its order; each rank
 /// (`ddlrun --rank-exec`) binds itself to its planned CPUs and picks its planned GPU. Throws
 /// launcher::LaunchError when the plan does not fit that form (naming --jsrun-mode erf). Pure.
-Command jsrun_command(const launcher::Job& job, const launcher::LaunchOptions& options,
-                      const launcher::JobEnvironment& env, const std::string& erf_path,
-                      const JsrunOptions& jsrun);
+launcher::ExternalCommand jsrun_command(const launcher::Job& job,
+                                        const launcher::LaunchOptions& options,
+                                        const launcher::JobEnvironment& env,
+                                        const std::string& erf_path, const JsrunOptions& jsrun);
 
 /// Throws launcher::LaunchError unless ddlrun runs inside an LSF job ($LSB_JOBID in
 /// `environ`).
 void check_allocation(const std::vector<std::string>& environ);
 
-/// Runs jsrun inside an LSF job (see jsrun_command): checks the allocation, finds jsrun on
-/// $PATH, writes the ERF into options.work_dir, and hands the command to
-/// launcher::make_command_backend. jsrun's exit status is the job's.
-std::unique_ptr<launcher::Backend> make_jsrun_backend(const launcher::Job& job,
-                                                      const launcher::LaunchOptions& options,
-                                                      const JsrunOptions& jsrun = {});
+/// jsrun inside an LSF job (see jsrun_command), for launcher::make_external_backend: its
+/// JsrunOptions from options.jsrun_mode (LaunchError for an unknown mode), options.smpiargs
+/// and options.host_pus; the allocation checked, jsrun found on $PATH, the ERF written into
+/// options.work_dir; jsrun's exit status is the job's. A preview's argv[0] is "jsrun".
+std::unique_ptr<launcher::ExternalLauncher> make_jsrun_launcher(
+    const launcher::LaunchOptions& options);
 
 }  // namespace ddl::lsf

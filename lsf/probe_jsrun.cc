@@ -9,20 +9,13 @@
 
 #include "lsf/probe_jsrun.h"
 
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <charconv>
 #include <cstring>
 #include <map>
 #include <mutex>
 
+#include "base/subprocess.h"
 #include "hostfiles/host_list.h"
 #include "hostfiles/input_error.h"
 #include "launcher/external.h"
@@ -49,98 +42,89 @@ std::string first_lines(std::string_view text, int n) {
   return out;
 }
 
+/// Runs the jsrun step in a process group of its own (killed as one after `timeout`): what it
+/// printed and how it ended, as mapper::RemoteOutput says it (127 when it could not start,
+/// -1 with the signal's name when one ended it or the timeout passed).
 mapper::RemoteOutput spawn_and_read(const std::vector<std::string>& argv,
                                     const std::vector<std::string>& environ,
                                     std::chrono::milliseconds timeout) {
+  base::CaptureOptions options;
+  options.environ = environ;
+  options.timeout = timeout;
+  options.own_group = true;
+  base::Captured c = base::run_capture(argv, options);
   mapper::RemoteOutput result;
-  int out_fds[2], err_fds[2];
-  if (pipe2(out_fds, O_CLOEXEC) != 0) {
+  result.out = std::move(c.out);
+  result.err = std::move(c.err);
+  if (c.spawn_error != 0) {
     result.exit_status = 127;
-    result.err = std::strerror(errno);
-    return result;
-  }
-  if (pipe2(err_fds, O_CLOEXEC) != 0) {
-    result.exit_status = 127;
-    result.err = std::strerror(errno);
-    close(out_fds[0]);
-    close(out_fds[1]);
-    return result;
-  }
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, out_fds[1], 1);
-  posix_spawn_file_actions_adddup2(&actions, err_fds[1], 2);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);  // its own group, killed as one
-  std::vector<char*> cargv, cenv;
-  for (const std::string& s : argv)
-    cargv.push_back(const_cast<char*>(s.c_str()));
-  cargv.push_back(nullptr);
-  for (const std::string& s : environ)
-    cenv.push_back(const_cast<char*>(s.c_str()));
-  cenv.push_back(nullptr);
-  pid_t pid = -1;
-  const int rc = posix_spawn(&pid, argv[0].c_str(), &actions, &attr, cargv.data(), cenv.data());
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
-  close(out_fds[1]);
-  close(err_fds[1]);
-  if (rc != 0) {
-    close(out_fds[0]);
-    close(err_fds[0]);
-    result.exit_status = 127;
-    result.err = std::strerror(rc);
-    return result;
-  }
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  pollfd fds[2] = {{out_fds[0], POLLIN, 0}, {err_fds[0], POLLIN, 0}};
-  std::string* sinks[2] = {&result.out, &result.err};
-  int open_fds = 2;
-  bool timed_out = false;
-  while (open_fds > 0) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
-      timed_out = true;
-      break;
-    }
-    const int n = poll(fds, 2, static_cast<int>(left.count()));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) break;
-    for (int i = 0; i < 2; ++i) {
-      if (fds[i].fd < 0 || fds[i].revents == 0) continue;
-      char buf[8192];
-      const ssize_t got = read(fds[i].fd, buf, sizeof buf);
-      if (got < 0 && errno == EINTR) continue;
-      if (got <= 0) {
-        close(fds[i].fd);
-        fds[i].fd = -1;
-        --open_fds;
-      } else {
-        sinks[i]->append(buf, static_cast<size_t>(got));
-      }
-    }
-  }
-  if (timed_out) kill(-pid, SIGKILL);
-  for (const pollfd& f : fds) {
-    if (f.fd >= 0) close(f.fd);
-  }
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (timed_out) {
+    result.err = std::strerror(c.spawn_error);
+  } else if (c.timed_out) {
     result.exit_status = -1;
     result.signal = "KILL";
     result.err += "\n(timed out after " + std::to_string(timeout.count() / 1000) + " s)";
-  } else if (WIFEXITED(status)) {
-    result.exit_status = WEXITSTATUS(status);
-  } else {
+  } else if (c.signal != 0) {
     result.exit_status = -1;
-    result.signal = strsignal(WTERMSIG(status));
+    result.signal = strsignal(c.signal);
+  } else {
+    result.exit_status = c.exit_status;
   }
   return result;
+}
+
+/// The LSF job's compute hosts, or why jsrun cannot probe any of them.
+struct ComputeHosts {
+  std::vector<std::string> hosts;
+  std::string why_not;  ///< empty when `hosts` are the job's
+};
+
+ComputeHosts compute_hosts(const std::vector<std::string>& environ) {
+  ComputeHosts out;
+  struct Env {
+    const std::vector<std::string>* environ;
+  } env{&environ};
+  try {
+    const std::optional<hostfiles::HostList> allocation = hostfiles::allocation_from_environment(
+        [](const char* name, void* context) {
+          return launcher::environ_value(*static_cast<Env*>(context)->environ, name);
+        },
+        &env);
+    if (!allocation || !launcher::environ_value(environ, "LSB_JOBID")) {
+      out.why_not = "not inside an LSF job, so jsrun cannot probe it";
+    } else {
+      for (const hostfiles::Host& h : allocation->hosts())
+        out.hosts.push_back(h.name);
+    }
+  } catch (const hostfiles::InputError& e) {
+    out.why_not = std::string("cannot read the LSF job's hosts: ") + e.what();
+  }
+  return out;
+}
+
+/// One jsrun step that probes every host of `compute`: a result for each.
+std::vector<mapper::HostProbe> run_probe_step(const std::vector<std::string>& compute,
+                                              const JsrunProbeOptions& options) {
+  std::string path = "jsrun";  // a fake RunCommand gets it unresolved
+  if (!options.run) {
+    path = launcher::find_in_path(
+        "jsrun", launcher::environ_value(options.environ, "PATH").value_or("/usr/bin:/bin"));
+  }
+  if (path.empty()) {
+    std::vector<mapper::HostProbe> results;
+    for (const std::string& h : compute) {
+      results.push_back(
+          {h, std::nullopt, "jsrun is not on $PATH, so it cannot probe the host", false});
+    }
+    return results;
+  }
+  std::vector<std::string> argv =
+      jsrun_probe_command(options.ddlrun_path, compute.size(), options.environ);
+  const std::string command = launcher::shell_join(argv);
+  argv[0] = path;
+  const mapper::RemoteOutput output = options.run
+                                          ? options.run(argv, options.environ)
+                                          : spawn_and_read(argv, options.environ, options.timeout);
+  return parse_jsrun_probe(compute, command, output);
 }
 
 }  // namespace
@@ -216,68 +200,23 @@ std::vector<mapper::HostProbe> parse_jsrun_probe(const std::vector<std::string>&
 
 std::vector<mapper::HostProbe> probe_hosts_jsrun(const std::vector<std::string>& hosts,
                                                  const JsrunProbeOptions& options) {
-  // The job's compute hosts, or why jsrun cannot probe any of them.
-  std::vector<std::string> compute;
-  std::string why_not;
-  struct Env {
-    const std::vector<std::string>* environ;
-  } env{&options.environ};
-  try {
-    const std::optional<hostfiles::HostList> allocation = hostfiles::allocation_from_environment(
-        [](const char* name, void* context) {
-          return launcher::environ_value(*static_cast<Env*>(context)->environ, name);
-        },
-        &env);
-    if (!allocation || !launcher::environ_value(options.environ, "LSB_JOBID")) {
-      why_not = "not inside an LSF job, so jsrun cannot probe it";
-    } else {
-      for (const hostfiles::Host& h : allocation->hosts())
-        compute.push_back(h.name);
-    }
-  } catch (const hostfiles::InputError& e) {
-    why_not = std::string("cannot read the LSF job's hosts: ") + e.what();
-  }
-
+  const ComputeHosts compute = compute_hosts(options.environ);
   // One jsrun step for every host that is not cached, run by whichever host asks first.
-  struct Step {
-    std::once_flag once;
-    std::map<std::string, mapper::HostProbe> by_host;
-  } step;
-  auto run_step = [&] {
-    std::string path = "jsrun";  // a fake RunCommand gets it unresolved
-    if (!options.run) {
-      path = launcher::find_in_path(
-          "jsrun", launcher::environ_value(options.environ, "PATH").value_or("/usr/bin:/bin"));
-    }
-    std::vector<mapper::HostProbe> results;
-    if (path.empty()) {
-      for (const std::string& h : compute) {
-        results.push_back(
-            {h, std::nullopt, "jsrun is not on $PATH, so it cannot probe the host", false});
-      }
-    } else {
-      std::vector<std::string> argv =
-          jsrun_probe_command(options.ddlrun_path, compute.size(), options.environ);
-      const std::string command = launcher::shell_join(argv);
-      argv[0] = path;
-      const mapper::RemoteOutput output =
-          options.run ? options.run(argv, options.environ)
-                      : spawn_and_read(argv, options.environ, options.timeout);
-      results = parse_jsrun_probe(compute, command, output);
-    }
-    for (mapper::HostProbe& r : results)
-      step.by_host.emplace(r.host, std::move(r));
-  };
+  std::once_flag once;
+  std::map<std::string, mapper::HostProbe> by_host;
   mapper::SshProbeOptions cache;
   cache.job_id = options.job_id;
   cache.cache_dir = options.cache_dir;
   mapper::RemoteProber prober(cache, [&](const std::string& host) -> mapper::Inventory {
-    if (!why_not.empty()) throw mapper::ProbeError(why_not);
-    if (std::find(compute.begin(), compute.end(), host) == compute.end()) {
+    if (!compute.why_not.empty()) throw mapper::ProbeError(compute.why_not);
+    if (std::find(compute.hosts.begin(), compute.hosts.end(), host) == compute.hosts.end()) {
       throw mapper::ProbeError("not a compute host of this LSF job, so jsrun cannot reach it");
     }
-    std::call_once(step.once, run_step);
-    const mapper::HostProbe& r = step.by_host.at(host);
+    std::call_once(once, [&] {
+      for (mapper::HostProbe& r : run_probe_step(compute.hosts, options))
+        by_host.emplace(r.host, std::move(r));
+    });
+    const mapper::HostProbe& r = by_host.at(host);
     if (!r.ok()) throw mapper::ProbeError(r.error);
     return *r.inventory;
   });

@@ -3,6 +3,8 @@
 // ddlrun serves PMIx to its ranks (pmix_server/): one server, so a fence is complete as soon
 // as the PMIx library has every rank's contribution, and no data is ever on another host.
 
+#include "launcher/local/local.h"
+
 #include <algorithm>
 
 #include "launcher/factory.h"
@@ -109,62 +111,10 @@ class LocalBackend : public Backend, private pmix_server::Host {
   std::unique_ptr<pmix_server::Server> pmix_;
 };
 
-class CommandBackend : public Backend {
- public:
-  CommandBackend(std::string name, std::vector<std::string> argv, std::vector<EnvVar> env,
-                 const LaunchOptions& options)
-      : name_(std::move(name)), argv_(std::move(argv)), env_(std::move(env)), options_(options) {}
-  ~CommandBackend() override { finish(); }
-
-  std::string_view name() const override { return name_; }
-
-  std::vector<int> start(EventQueue& events) override {
-    procs_ = std::make_unique<ProcessSet>(events);
-    SpawnSpec spec;
-    spec.argv = argv_;
-    spec.env = merge_environment(
-        options_.environ.empty() ? current_environment() : options_.environ, env_);
-    spec.pipe_stdin = true;
-    try {
-      procs_->start(-1, spec, "");
-    } catch (...) {
-      procs_->finish();
-      throw;
-    }
-    return {-1};
-  }
-  void signal(int sig) override {
-    if (procs_) procs_->signal(sig);
-  }
-  void write_stdin(std::string_view data) override {
-    if (procs_) procs_->write_stdin(-1, data);
-  }
-  void close_stdin() override {
-    if (procs_) procs_->close_stdin(-1);
-  }
-  void finish() override {
-    if (procs_) procs_->finish();
-  }
-
- private:
-  std::string name_;
-  std::vector<std::string> argv_;
-  std::vector<EnvVar> env_;
-  LaunchOptions options_;
-  std::unique_ptr<ProcessSet> procs_;
-};
-
 }  // namespace
 
 std::unique_ptr<Backend> make_local_backend(const Job& job, const LaunchOptions& options) {
   return std::make_unique<LocalBackend>(job, options);
-}
-
-std::unique_ptr<Backend> make_command_backend(std::string name, std::vector<std::string> argv,
-                                              std::vector<EnvVar> env,
-                                              const LaunchOptions& options) {
-  return std::make_unique<CommandBackend>(std::move(name), std::move(argv), std::move(env),
-                                          options);
 }
 
 }  // namespace ddl::launcher

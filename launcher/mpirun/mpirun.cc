@@ -6,9 +6,10 @@
 // forwarded by name with `-x NAME`, so the token never appears on a command line. Each rank
 // runs `ddlrun --rank-exec -- program args...`, which finds its rank in
 // $OMPI_COMM_WORLD_RANK, reads the topology file and sets the same variables the local
-// backend sets. make_mpirun_backend() writes the rankfile into the job's private work_dir,
-// prints the command at -v, and hands the argv to make_command_backend, which runs mpirun,
-// passes its output through and makes its exit status (the failed rank's) the job's.
+// backend sets. make_external_backend (external.h) runs it with mpirun::Launcher's own
+// steps (the root check, the rankfile printed at -v): it writes the rankfile into the job's
+// private work_dir and runs mpirun, passing its output through and making its exit status
+// (the failed rank's) the job's.
 //
 // Checked against Open MPI 4.1.4: a rankfile line always binds (`slot=*` binds to PU 0, an
 // empty slot list is an error), lines out of rank order are refused, and `--bind-to none`
@@ -19,8 +20,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <iostream>
 
 namespace ddl::launcher {
@@ -55,36 +54,35 @@ std::vector<std::string> mca_names(const std::vector<std::string>& words) {
   return names;
 }
 
+/// Open MPI runs as root only when both variables are 1.
+bool root_allowed(const std::vector<std::string>& environ) {
+  return environ_value(environ, "OMPI_ALLOW_RUN_AS_ROOT") == "1" &&
+         environ_value(environ, "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM") == "1";
+}
+
 }  // namespace
 
-Command mpirun_command(const Job& job, const LaunchOptions& options, const JobEnvironment& env,
-                       const std::string& rankfile_path, bool as_root) {
+ExternalCommand mpirun_command(const Job& job, const LaunchOptions& options,
+                               const JobEnvironment& env, const std::string& rankfile_path,
+                               bool as_root) {
   const comm::Topology& t = job.topology;
-  std::vector<const comm::RankPlacement*> ranks;
-  bool any_unbound = false;
-  for (const comm::RankPlacement& r : t.ranks) {
-    ranks.push_back(&r);
-    any_unbound = any_unbound || r.cpus.empty();
-  }
-  std::sort(
-      ranks.begin(), ranks.end(),
-      [](const comm::RankPlacement* a, const comm::RankPlacement* b) { return a->rank < b->rank; });
+  const std::vector<const comm::RankPlacement*> ranks = ranks_in_order(t);
+  const bool any_unbound = std::any_of(
+      ranks.begin(), ranks.end(), [](const comm::RankPlacement* r) { return r->cpus.empty(); });
 
-  Command c;
+  ExternalCommand c;
   c.env = env.set;
-  c.rankfile = "# ddlrun job " + t.job_id + ": " + std::to_string(ranks.size()) + " ranks on " +
-               std::to_string(t.hosts.size()) + (t.hosts.size() == 1 ? " host" : " hosts") +
-               "; slot= lists OS (physical) PU numbers (--mca rmaps_rank_file_physical 1)\n";
+  c.work_file.path = rankfile_path;
+  c.work_file.text = "# ddlrun job " + t.job_id + ": " + std::to_string(ranks.size()) +
+                     " ranks on " + std::to_string(t.hosts.size()) +
+                     (t.hosts.size() == 1 ? " host" : " hosts") +
+                     "; slot= lists OS (physical) PU numbers (--mca rmaps_rank_file_physical 1)\n";
   if (any_unbound) {
-    c.rankfile +=
+    c.work_file.text +=
         "# some ranks have no CPU set: Open MPI binds nothing (--mca rtc ^hwloc), slot=0 only "
         "places them, and ddlrun --rank-exec binds the ranks that have a CPU set\n";
   }
-  for (const comm::RankPlacement* r : ranks) {
-    const comm::Host* host = t.find_host(r->host);
-    c.rankfile += "rank " + std::to_string(r->rank) + "=" + (host ? host->name : "?") +
-                  " slot=" + (r->cpus.empty() ? "0" : r->cpus.str()) + "\n";
-  }
+  c.work_file.text += rankfile_lines(t, ranks);
 
   const std::vector<std::string> user_mca = mca_names(options.mpiargs);
   auto mca = [&](std::vector<std::string>& argv, const std::string& name,
@@ -95,9 +93,7 @@ Command mpirun_command(const Job& job, const LaunchOptions& options, const JobEn
   };
   std::vector<std::string>& a = c.argv;
   a.push_back("mpirun");
-  const bool root_allowed = environ_value(options.environ, "OMPI_ALLOW_RUN_AS_ROOT") == "1" &&
-                            environ_value(options.environ, "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM") == "1";
-  if (as_root && root_allowed) a.push_back("--allow-run-as-root");
+  if (as_root && root_allowed(options.environ)) a.push_back("--allow-run-as-root");
   a.insert(a.end(), {"-n", std::to_string(ranks.size()), "--rankfile", rankfile_path});
   mca(a, "rmaps_rank_file_physical", "1");
   a.push_back("--use-hwthread-cpus");
@@ -106,46 +102,48 @@ Command mpirun_command(const Job& job, const LaunchOptions& options, const JobEn
     a.push_back("--oversubscribe");
   }
   if (std::string rsh = ssh_args(options.ssh); !rsh.empty()) mca(a, "plm_rsh_args", rsh);
-  for (const std::string& name : env.names)
-    a.insert(a.end(), {"-x", name});
-  a.insert(a.end(), options.mpiargs.begin(), options.mpiargs.end());
-  for (const std::string& w : rank_exec_command(options.ddlrun_path, job.argv))
-    a.push_back(w);
+  append_open_mpi_tail(a, env, options, job);
   return c;
 }
 
+namespace {
+
+constexpr ExternalLauncher::Names kNames = {
+    "mpirun",
+    "mpirun launcher: mpirun is not on $PATH; install Open MPI (Debian: apt-get install "
+    "openmpi-bin), or use --launcher ssh",
+    "rankfile", "rankfile"};
+
+class Launcher : public ExternalLauncher {
+ public:
+  Launcher() : ExternalLauncher(kNames), as_root_(geteuid() == 0) {}
+
+  void check_program(const std::string&, const LaunchOptions& options) override {
+    if (as_root_ && !root_allowed(options.environ)) {
+      throw LaunchError(
+          "mpirun launcher: Open MPI refuses to run as root; set OMPI_ALLOW_RUN_AS_ROOT=1 and "
+          "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 to allow it, or run ddlrun as another user");
+    }
+  }
+  ExternalCommand command(const Job& job, const LaunchOptions& options, const JobEnvironment& env,
+                          const std::string& work_file_path) const override {
+    return mpirun_command(job, options, env, work_file_path, as_root_);
+  }
+  void describe(std::ostream& out, const ExternalCommand& command) const override {
+    out << "ddlrun: rankfile " << command.work_file.path << ":\n" << command.work_file.text;
+    ExternalLauncher::describe(out, command);
+  }
+
+ private:
+  bool as_root_;
+};
+
+}  // namespace
+
 }  // namespace mpirun
 
-std::unique_ptr<Backend> make_mpirun_backend(const Job& job, const LaunchOptions& options) {
-  const std::optional<std::string> path = environ_value(options.environ, "PATH");
-  const std::string mpirun = find_in_path("mpirun", path.value_or("/usr/bin:/bin"));
-  if (mpirun.empty()) {
-    throw LaunchError(
-        "mpirun launcher: mpirun is not on $PATH; install Open MPI (Debian: apt-get install "
-        "openmpi-bin), or use --launcher ssh");
-  }
-  const bool as_root = geteuid() == 0;
-  if (as_root && !(environ_value(options.environ, "OMPI_ALLOW_RUN_AS_ROOT") == "1" &&
-                   environ_value(options.environ, "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM") == "1")) {
-    throw LaunchError(
-        "mpirun launcher: Open MPI refuses to run as root; set OMPI_ALLOW_RUN_AS_ROOT=1 and "
-        "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 to allow it, or run ddlrun as another user");
-  }
-  if (options.work_dir.empty()) {
-    throw LaunchError("mpirun launcher: no work directory for the rankfile (internal error)");
-  }
-  const std::string rankfile_path = options.work_dir + "/rankfile";
-  const JobEnvironment env =
-      job_environment(job, external_rendezvous(job, options.rendezvous_port), options.environ);
-  mpirun::Command command = mpirun::mpirun_command(job, options, env, rankfile_path, as_root);
-  command.argv[0] = mpirun;
-
-  write_work_file(rankfile_path, command.rankfile, "mpirun launcher");
-  if (options.verbosity > 0) {
-    std::cerr << "ddlrun: rankfile " << rankfile_path << ":\n" << command.rankfile;
-    std::cerr << "ddlrun: mpirun command: " << shell_join(command.argv) << std::endl;
-  }
-  return make_command_backend("mpirun", std::move(command.argv), std::move(command.env), options);
+std::unique_ptr<ExternalLauncher> make_mpirun_launcher(const LaunchOptions&) {
+  return std::make_unique<mpirun::Launcher>();
 }
 
 }  // namespace ddl::launcher

@@ -1,23 +1,25 @@
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "launcher/external.h"
-#include "launcher/factory.h"
-#include "launcher/job.h"
+
+namespace ddl::launcher {
+
+/// Open MPI's mpirun with a rankfile written from the plan (see mpirun::mpirun_command), for
+/// make_external_backend: LaunchError when mpirun is not on $PATH, or when ddlrun runs as
+/// root without Open MPI's OMPI_ALLOW_RUN_AS_ROOT pair.
+std::unique_ptr<ExternalLauncher> make_mpirun_launcher(const LaunchOptions& options);
+
+}  // namespace ddl::launcher
 
 namespace ddl::launcher::mpirun {
 
-/// What make_mpirun_backend runs: Open MPI's mpirun, the rankfile it reads, and the variables
-/// to set in its environment (forwarded by name with -x, so no value is on the command line).
-struct Command {
-  std::vector<std::string> argv;  ///< {"mpirun", ...,  ddlrun, "--rank-exec", "--", program...}
-  std::string rankfile;           ///< the text to write at the path given to mpirun_command
-  std::vector<EnvVar> env;        ///< JobEnvironment::set
-};
-
-/// Builds the mpirun command for `job` (Open MPI 4.1). The rankfile has one line per rank, in
+/// Builds the mpirun command for `job` (Open MPI 4.1): the variables to set in mpirun's
+/// environment are env.set, forwarded by name with -x, so no value is on the command line.
+/// The rankfile (the work file, at `rankfile_path`) has one line per rank, in
 /// rank order (4.1 refuses any other order): `rank R=HOST slot=CPUS`, HOST the plan's host
 /// name and CPUS the rank's CPU set as OS (physical) PU numbers, which
 /// `--mca rmaps_rank_file_physical 1 --use-hwthread-cpus` makes mpirun read as exactly those
@@ -28,7 +30,8 @@ struct Command {
 /// OMPI_ALLOW_RUN_AS_ROOT=1 and OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1, ssh settings as
 /// `--mca plm_rsh_args`, options.mpiargs as they are (an MCA parameter they set replaces
 /// ddlrun's, which mpirun would refuse twice), and the rank command. Pure.
-Command mpirun_command(const Job& job, const LaunchOptions& options, const JobEnvironment& env,
-                       const std::string& rankfile_path, bool as_root);
+ExternalCommand mpirun_command(const Job& job, const LaunchOptions& options,
+                               const JobEnvironment& env, const std::string& rankfile_path,
+                               bool as_root);
 
 }  // namespace ddl::launcher::mpirun

@@ -7,26 +7,21 @@
 // given per local id (`map_cpu:`/`mask_cpu:`), which works when every host gets the same list
 // (the usual case on identical nodes). Otherwise Slurm does not bind and `ddlrun --rank-exec`
 // binds each rank itself. The job-wide variables go into srun's environment and are named in
-// `--export=ALL,...` (no value on the command line). make_srun_backend() asks the installed
-// Slurm which MPI plugins it has (`srun --mpi=list`) and falls back from pmix to pmi2 or none
-// with a warning, then hands the command to make_command_backend. With --kill-on-bad-exit the
-// first failing rank ends the step; srun then exits with the highest status of its tasks
-// (128+15 for those it terminated), which becomes the job's.
+// `--export=ALL,...` (no value on the command line). srun::Launcher, run by
+// make_external_backend (external.h), asks the installed Slurm which MPI plugins it has
+// (`srun --mpi=list`) and falls back from pmix to pmi2 or none with a warning. With
+// --kill-on-bad-exit the first failing rank ends the step; srun then exits with the highest
+// status of its tasks (128+15 for those it terminated), which becomes the job's.
 
 #include "launcher/srun/srun.h"
 
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
 #include <map>
 
+#include "base/subprocess.h"
 #include "hostfiles/host_list.h"
 
 namespace ddl::launcher {
@@ -89,6 +84,114 @@ std::map<std::string, int> allocated_cpus(const std::vector<std::string>& enviro
   return out;
 }
 
+/// The plan as Slurm sees it: each host's ranks in rank order, which is how Slurm numbers a
+/// host's tasks (SLURM_LOCALID).
+struct Tasks {
+  std::map<int, std::vector<const comm::RankPlacement*>> by_host;  ///< by host index
+  size_t count = 0;
+  bool any_unbound = false;  ///< some rank has no CPU set: the hosts are oversubscribed
+};
+
+Tasks tasks_of(const comm::Topology& t) {
+  Tasks tasks;
+  for (const comm::RankPlacement* r : ranks_in_order(t)) {
+    tasks.by_host[r->host].push_back(r);
+    ++tasks.count;
+    tasks.any_unbound = tasks.any_unbound || r->cpus.empty();
+  }
+  return tasks;
+}
+
+/// One host name per rank, in rank order: --distribution=arbitrary's $SLURM_HOSTFILE.
+std::string hostfile_text(const comm::Topology& t) {
+  std::string out;
+  for (const comm::RankPlacement* r : ranks_in_order(t))
+    out += host_name_of(t, r->host) + "\n";
+  return out;
+}
+
+/// The MPI plugin (pmix, else pmi2, else none) and, when it is not pmix, why, for a warning.
+std::pair<std::string, std::string> choose_mpi(const std::vector<std::string>& plugins,
+                                               const JobEnvironment& env) {
+  auto has = [&](std::string_view p) {
+    return std::find(plugins.begin(), plugins.end(), p) != plugins.end();
+  };
+  if (has("pmix")) return {"pmix", ""};
+  const std::string mpi = has("pmi2") ? "pmi2" : "none";
+  const bool served = std::any_of(env.set.begin(), env.set.end(),
+                                  [](const EnvVar& e) { return e.first == "DDL_RENDEZVOUS"; });
+  return {mpi, "this Slurm has no PMIx plugin (srun --mpi=list: " +
+                   (plugins.empty() ? std::string("nothing") : join(plugins, ' ')) +
+                   "); starting ranks with --mpi=" + mpi +
+                   (served ? " (libddl bootstraps through ddlrun's rendezvous server instead)"
+                           : " (libddl bootstraps through PMIx: its ranks will not find each "
+                             "other; use a Slurm built with PMIx, or --launcher mpirun or "
+                             "--launcher ssh)")};
+}
+
+/// The number of tasks of every host when they all have the same; 0 otherwise.
+size_t tasks_per_node(const Tasks& tasks) {
+  size_t per_host = tasks.by_host.empty() ? 0 : tasks.by_host.begin()->second.size();
+  for (const auto& [host, list] : tasks.by_host)
+    per_host = list.size() == per_host ? per_host : 0;
+  return per_host;
+}
+
+/// Slurm binds only inside the CPUs it gave the job: why it cannot bind a plan that uses more
+/// of a host (made from the whole host's hardware), naming the first such host; "" when the
+/// plan fits.
+std::string beyond_allocation(const comm::Topology& t, const Tasks& tasks,
+                              const std::vector<std::string>& environ) {
+  const std::map<std::string, int> allocated = allocated_cpus(environ);
+  for (const auto& [host, list] : tasks.by_host) {
+    const comm::Host* h = t.find_host(host);
+    comm::CpuSet used;
+    for (const comm::RankPlacement* r : list) {
+      for (const comm::CpuSet::Range& range : r->cpus.ranges())
+        used.add(range.first, range.last);
+    }
+    auto it = h == nullptr ? allocated.end() : allocated.find(h->name);
+    if (it != allocated.end() && used.size() > it->second) {
+      return "the plan binds " + std::to_string(list.size()) + " ranks to " +
+             std::to_string(used.size()) + " CPUs of " + h->name + ", but Slurm job gave " +
+             std::to_string(it->second) +
+             " there; Slurm will not bind them and ddlrun --rank-exec binds each rank itself "
+             "(ask salloc/sbatch for --exclusive or enough -c to let Slurm bind)";
+    }
+  }
+  return "";
+}
+
+/// One binding list for every host, by local id: `map_cpu:` when every rank has one PU,
+/// else `mask_cpu:`; `none` when the hosts' lists differ or a rank has no CPU set.
+std::string cpu_bind(const Tasks& tasks) {
+  if (tasks.any_unbound || tasks.by_host.empty()) return "none";
+  const std::vector<const comm::RankPlacement*>& first = tasks.by_host.begin()->second;
+  for (const auto& [host, list] : tasks.by_host) {
+    if (list.size() != first.size()) return "none";
+    for (size_t i = 0; i < list.size(); ++i) {
+      if (list[i]->cpus != first[i]->cpus) return "none";
+    }
+  }
+  const bool single = std::all_of(first.begin(), first.end(),
+                                  [](const comm::RankPlacement* r) { return r->cpus.size() == 1; });
+  std::vector<std::string> items;
+  for (const comm::RankPlacement* r : first)
+    items.push_back(single ? r->cpus.str() : hex_mask(r->cpus));
+  return (single ? "map_cpu:" : "mask_cpu:") + join(items, ',');
+}
+
+/// The most GPUs the ranks of one host use.
+size_t gpus_per_node(const Tasks& tasks) {
+  size_t gpus = 0;
+  for (const auto& [host, list] : tasks.by_host) {
+    gpus = std::max(gpus, static_cast<size_t>(std::count_if(
+                              list.begin(), list.end(),
+                              [](const comm::RankPlacement* r) { return r->gpu >= 0; })));
+  }
+  return gpus;
+}
+
 }  // namespace
 
 std::vector<std::string> parse_mpi_list(std::string_view output) {
@@ -140,110 +243,30 @@ void check_allocation(const Job& job, const std::vector<std::string>& environ) {
   }
 }
 
-Command srun_command(const Job& job, const LaunchOptions& options, const JobEnvironment& env,
-                     const std::string& hostfile_path,
-                     const std::vector<std::string>& mpi_plugins) {
+ExternalCommand srun_command(const Job& job, const LaunchOptions& options,
+                             const JobEnvironment& env, const std::string& hostfile_path,
+                             const std::vector<std::string>& mpi_plugins) {
   const comm::Topology& t = job.topology;
-  std::vector<const comm::RankPlacement*> ranks;
-  for (const comm::RankPlacement& r : t.ranks)
-    ranks.push_back(&r);
-  std::sort(
-      ranks.begin(), ranks.end(),
-      [](const comm::RankPlacement* a, const comm::RankPlacement* b) { return a->rank < b->rank; });
-
-  Command c;
-  // Each host's ranks in rank order: their Slurm local ids.
-  std::map<int, std::vector<const comm::RankPlacement*>> by_host;
-  bool any_unbound = false;
-  for (const comm::RankPlacement* r : ranks) {
-    const comm::Host* host = t.find_host(r->host);
-    c.hostfile += (host ? host->name : "?") + "\n";
-    by_host[r->host].push_back(r);
-    any_unbound = any_unbound || r->cpus.empty();
-  }
-
-  std::string mpi = "pmix";
-  auto has = [&](std::string_view p) {
-    return std::find(mpi_plugins.begin(), mpi_plugins.end(), p) != mpi_plugins.end();
-  };
-  bool served = false;
-  for (const EnvVar& e : env.set)
-    served = served || e.first == "DDL_RENDEZVOUS";
-  if (!has("pmix")) {
-    mpi = has("pmi2") ? "pmi2" : "none";
-    c.note = "this Slurm has no PMIx plugin (srun --mpi=list: " +
-             (mpi_plugins.empty() ? std::string("nothing") : join(mpi_plugins, ' ')) +
-             "); starting ranks with --mpi=" + mpi +
-             (served ? " (libddl bootstraps through ddlrun's rendezvous server instead)"
-                     : " (libddl bootstraps through PMIx: its ranks will not find each other; "
-                       "use a Slurm built with PMIx, or --launcher mpirun or --launcher ssh)");
-  }
+  const Tasks tasks = tasks_of(t);
+  ExternalCommand c;
+  c.work_file = {hostfile_path, hostfile_text(t)};
+  const auto [mpi, mpi_note] = choose_mpi(mpi_plugins, env);
+  const std::string beyond = tasks.any_unbound ? "" : beyond_allocation(t, tasks, options.environ);
+  c.note = mpi_note + (!mpi_note.empty() && !beyond.empty() ? "; " : "") + beyond;
 
   std::vector<std::string>& a = c.argv;
   a = {"srun", "--mpi=" + mpi,
-       "-N",   std::to_string(by_host.size()),
-       "-n",   std::to_string(ranks.size())};
-  size_t per_host = by_host.empty() ? 0 : by_host.begin()->second.size();
-  for (const auto& [host, list] : by_host)
-    per_host = list.size() == per_host ? per_host : 0;
-  if (per_host != 0) a.push_back("--ntasks-per-node=" + std::to_string(per_host));
+       "-N",   std::to_string(tasks.by_host.size()),
+       "-n",   std::to_string(tasks.count)};
+  if (const size_t n = tasks_per_node(tasks); n != 0) {
+    a.push_back("--ntasks-per-node=" + std::to_string(n));
+  }
   a.push_back("--distribution=arbitrary");
-
-  // Slurm binds only inside the CPUs it gave the job: a plan that uses more of a host (made
-  // from the whole host's hardware) is bound by ddlrun --rank-exec instead.
-  const std::map<std::string, int> allocated = allocated_cpus(options.environ);
-  bool fits = true;
-  for (const auto& [host, list] : by_host) {
-    const comm::Host* h = t.find_host(host);
-    comm::CpuSet used;
-    for (const comm::RankPlacement* r : list) {
-      for (const comm::CpuSet::Range& range : r->cpus.ranges())
-        used.add(range.first, range.last);
-    }
-    auto it = h == nullptr ? allocated.end() : allocated.find(h->name);
-    if (it != allocated.end() && used.size() > it->second && fits && !any_unbound) {
-      fits = false;
-      c.note += std::string(c.note.empty() ? "" : "; ") + "the plan binds " +
-                std::to_string(list.size()) + " ranks to " + std::to_string(used.size()) +
-                " CPUs of " + h->name + ", but Slurm job gave " + std::to_string(it->second) +
-                " there; Slurm will not bind them and ddlrun --rank-exec binds each rank itself "
-                "(ask salloc/sbatch for --exclusive or enough -c to let Slurm bind)";
-    }
-  }
-
-  // One binding list for every host, by local id, or none.
-  std::string bind = "none";
-  if (!any_unbound && fits && !by_host.empty()) {
-    const std::vector<const comm::RankPlacement*>& first = by_host.begin()->second;
-    bool same = true;
-    for (const auto& [host, list] : by_host) {
-      same = same && list.size() == first.size();
-      for (size_t i = 0; same && i < list.size(); ++i)
-        same = list[i]->cpus == first[i]->cpus;
-    }
-    if (same) {
-      bool single = true;
-      for (const comm::RankPlacement* r : first)
-        single = single && r->cpus.size() == 1;
-      std::vector<std::string> items;
-      for (const comm::RankPlacement* r : first)
-        items.push_back(single ? r->cpus.str() : hex_mask(r->cpus));
-      bind = (single ? "map_cpu:" : "mask_cpu:") + join(items, ',');
-    }
-  }
-  a.push_back("--cpu-bind=" + bind);
-  if (any_unbound) a.push_back("--overcommit");
-
+  a.push_back("--cpu-bind=" + (beyond.empty() ? cpu_bind(tasks) : std::string("none")));
+  if (tasks.any_unbound) a.push_back("--overcommit");
   const bool slurm_gpus = environ_value(options.environ, "SLURM_JOB_GPUS").has_value() ||
                           environ_value(options.environ, "SLURM_GPUS_ON_NODE").has_value();
-  size_t gpus = 0;
-  for (const auto& [host, list] : by_host) {
-    size_t n = 0;
-    for (const comm::RankPlacement* r : list)
-      n += r->gpu >= 0 ? 1 : 0;
-    gpus = std::max(gpus, n);
-  }
-  if (slurm_gpus && gpus > 0) {
+  if (const size_t gpus = gpus_per_node(tasks); slurm_gpus && gpus > 0) {
     a.insert(a.end(), {"--gpus-per-node=" + std::to_string(gpus), "--gpu-bind=none"});
   }
   a.push_back("--kill-on-bad-exit=1");
@@ -256,89 +279,66 @@ Command srun_command(const Job& job, const LaunchOptions& options, const JobEnvi
   return c;
 }
 
-}  // namespace srun
-
 namespace {
 
-/// Runs argv (found on environ's $PATH) with `environ`; its stdout and stderr together, and
-/// its exit status (-1 when it could not start).
+/// Runs argv (argv[0] a path) with `environ`; its stdout and stderr together, and its exit
+/// status (128 + the signal that ended it; -1 when it could not start).
 std::pair<std::string, int> capture(const std::vector<std::string>& argv,
                                     const std::vector<std::string>& environ) {
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) return {std::strerror(errno), -1};
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], 2);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  std::vector<char*> cargv;
-  for (const std::string& s : argv)
-    cargv.push_back(const_cast<char*>(s.c_str()));
-  cargv.push_back(nullptr);
-  std::vector<char*> cenv;
-  for (const std::string& s : environ)
-    cenv.push_back(const_cast<char*>(s.c_str()));
-  cenv.push_back(nullptr);
-  pid_t pid = -1;
-  const int rc = posix_spawn(&pid, argv[0].c_str(), &actions, nullptr, cargv.data(), cenv.data());
-  posix_spawn_file_actions_destroy(&actions);
-  close(fds[1]);
-  if (rc != 0) {
-    close(fds[0]);
-    return {std::strerror(rc), -1};
-  }
-  std::string out;
-  char buf[4096];
-  for (;;) {
-    const ssize_t n = read(fds[0], buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    out.append(buf, static_cast<size_t>(n));
-  }
-  close(fds[0]);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  return {out, WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status)};
+  base::CaptureOptions options;
+  options.environ = environ;
+  options.merge_stderr = true;
+  const base::Captured c = base::run_capture(argv, options);
+  if (c.spawn_error != 0) return {std::strerror(c.spawn_error), -1};
+  return {c.out, c.signal != 0 ? 128 + c.signal : c.exit_status};
 }
+
+constexpr ExternalLauncher::Names kNames = {
+    "srun",
+    "srun launcher: srun is not on $PATH; add Slurm's bin directory to $PATH (Debian: apt-get "
+    "install slurm-client), or use --launcher mpirun or --launcher ssh",
+    "slurm_hostfile", "host file"};
+
+class Launcher : public ExternalLauncher {
+ public:
+  Launcher() : ExternalLauncher(kNames) {}
+
+  void check_site(const Job& job, const LaunchOptions& options) override {
+    check_allocation(job, options.environ);
+  }
+  /// Asks the installed Slurm which MPI plugins it has (`srun --mpi=list`).
+  void check_program(const std::string& path, const LaunchOptions& options) override {
+    const auto [list, status] = capture({path, "--mpi=list"}, options.environ);
+    if (status != 0) {
+      std::string why = list;
+      while (!why.empty() && why.back() == '\n')
+        why.pop_back();
+      throw LaunchError("srun launcher: '" + path + " --mpi=list' failed (status " +
+                        std::to_string(status) + "): " + why +
+                        " (check $SLURM_CONF and that slurmctld is reachable)");
+    }
+    plugins_ = parse_mpi_list(list);
+  }
+  ExternalCommand command(const Job& job, const LaunchOptions& options, const JobEnvironment& env,
+                          const std::string& work_file_path) const override {
+    return srun_command(job, options, env, work_file_path, plugins_);
+  }
+  void describe(std::ostream& out, const ExternalCommand& command) const override {
+    out << "ddlrun: srun command: SLURM_HOSTFILE=" << command.work_file.path << " "
+        << shell_join(command.argv) << std::endl;
+  }
+
+ private:
+  /// What `srun --mpi=list` said; a preview, which asks nothing, assumes pmix.
+  std::vector<std::string> plugins_ = {"pmix"};
+};
 
 }  // namespace
 
-std::unique_ptr<Backend> make_srun_backend(const Job& job, const LaunchOptions& options) {
-  srun::check_allocation(job, options.environ);
-  const std::string srun =
-      find_in_path("srun", environ_value(options.environ, "PATH").value_or("/usr/bin:/bin"));
-  if (srun.empty()) {
-    throw LaunchError(
-        "srun launcher: srun is not on $PATH; add Slurm's bin directory to $PATH (Debian: "
-        "apt-get install slurm-client), or use --launcher mpirun or --launcher ssh");
-  }
-  const auto [list, status] = capture({srun, "--mpi=list"}, options.environ);
-  if (status != 0) {
-    std::string why = list;
-    while (!why.empty() && why.back() == '\n')
-      why.pop_back();
-    throw LaunchError("srun launcher: '" + srun + " --mpi=list' failed (status " +
-                      std::to_string(status) + "): " + why +
-                      " (check $SLURM_CONF and that slurmctld is reachable)");
-  }
-  if (options.work_dir.empty()) {
-    throw LaunchError("srun launcher: no work directory for the host file (internal error)");
-  }
-  const std::string hostfile_path = options.work_dir + "/slurm_hostfile";
-  const JobEnvironment env =
-      job_environment(job, external_rendezvous(job, options.rendezvous_port), options.environ);
-  srun::Command command =
-      srun::srun_command(job, options, env, hostfile_path, srun::parse_mpi_list(list));
-  command.argv[0] = srun;
+}  // namespace srun
 
-  write_work_file(hostfile_path, command.hostfile, "srun launcher");
-  if (!command.note.empty()) std::cerr << "ddlrun: warning: " << command.note << std::endl;
-  if (options.verbosity > 0) {
-    std::cerr << "ddlrun: srun command: SLURM_HOSTFILE=" << hostfile_path << " "
-              << shell_join(command.argv) << std::endl;
-  }
-  return make_command_backend("srun", std::move(command.argv), std::move(command.env), options);
+std::unique_ptr<ExternalLauncher> make_srun_launcher(const LaunchOptions&) {
+  return std::make_unique<srun::Launcher>();
 }
 
 }  // namespace ddl::launcher

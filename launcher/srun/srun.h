@@ -1,26 +1,22 @@
 #pragma once
 
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "launcher/external.h"
-#include "launcher/factory.h"
-#include "launcher/job.h"
+
+namespace ddl::launcher {
+
+/// `srun --mpi=pmix` (see srun::srun_command) inside a Slurm allocation
+/// (srun::check_allocation), for make_external_backend: the MPI plugin is one the installed
+/// Slurm has (`srun --mpi=list`); a preview, which asks Slurm nothing, assumes pmix.
+std::unique_ptr<ExternalLauncher> make_srun_launcher(const LaunchOptions& options);
+
+}  // namespace ddl::launcher
 
 namespace ddl::launcher::srun {
-
-/// What make_srun_backend runs: srun, the SLURM_HOSTFILE it reads, and its environment.
-struct Command {
-  std::vector<std::string> argv;  ///< {"srun", ..., ddlrun, "--rank-exec", "--", program...}
-  /// One host per rank, in rank order (--distribution=arbitrary reads it from $SLURM_HOSTFILE).
-  std::string hostfile;
-  /// JobEnvironment::set, then SLURM_HOSTFILE=<hostfile_path>.
-  std::vector<EnvVar> env;
-  /// Why the MPI plugin is not pmix, or why Slurm does not bind, for a warning; empty when
-  /// neither.
-  std::string note;
-};
 
 /// The MPI plugins that `srun --mpi=list` printed ("pmix", "pmi2", "none", ...).
 std::vector<std::string> parse_mpi_list(std::string_view output);
@@ -29,7 +25,10 @@ std::vector<std::string> parse_mpi_list(std::string_view output);
 /// $SLURM_JOB_NODELIST in `environ`) that holds every host of the plan, by name.
 void check_allocation(const Job& job, const std::vector<std::string>& environ);
 
-/// Builds the srun command for `job`:
+/// Builds the srun command for `job`, its work file the host file (one host per rank, in rank
+/// order: --distribution=arbitrary reads it from $SLURM_HOSTFILE), its env JobEnvironment::set
+/// then SLURM_HOSTFILE=<hostfile_path>, its note why the MPI plugin is not pmix, or why Slurm
+/// does not bind (empty when neither):
 ///   srun --mpi=pmix -N <hosts> -n <ranks> [--ntasks-per-node=<n> when every host has n]
 ///        --distribution=arbitrary --cpu-bind=... [--overcommit] [--gpus-per-node=<g>
 ///        --gpu-bind=none] --kill-on-bad-exit=1 --export=ALL,<names> ddlrun --rank-exec --
@@ -45,7 +44,8 @@ void check_allocation(const Job& job, const std::vector<std::string>& environ);
 /// every rank sees all of them (as under the local backend; $DDL_GPU names its own). The MPI
 /// plugin is pmix when `mpi_plugins` has it, else pmi2, else none (with `note` saying so).
 /// Pure.
-Command srun_command(const Job& job, const LaunchOptions& options, const JobEnvironment& env,
-                     const std::string& hostfile_path, const std::vector<std::string>& mpi_plugins);
+ExternalCommand srun_command(const Job& job, const LaunchOptions& options,
+                             const JobEnvironment& env, const std::string& hostfile_path,
+                             const std::vector<std::string>& mpi_plugins);
 
 }  // namespace ddl::launcher::srun

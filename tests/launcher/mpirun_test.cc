@@ -5,9 +5,13 @@
 #include <algorithm>
 
 #include "launcher/external.h"
+#include "tests/launcher/test_util.h"
 
 namespace ddl::launcher::mpirun {
 namespace {
+
+using test::each;
+using test::words;
 
 /// Two hosts of two ranks each; CPU sets as given, by rank.
 Job two_by_two(const std::vector<std::string>& cpus) {
@@ -48,46 +52,20 @@ TEST(MpirunTest, BoundRanksGetAPhysicalRankfileAndEveryVariableByName) {
   const Job job = two_by_two({"0-3", "4-7", "0-3", "4-7"});
   const LaunchOptions o = options();
   const JobEnvironment env = job_environment(job, rendezvous(), o.environ);
-  const Command c = mpirun_command(job, o, env, "/tmp/ddl/rankfile", false);
-  EXPECT_EQ(c.rankfile,
+  const ExternalCommand c = mpirun_command(job, o, env, "/tmp/ddl/rankfile", false);
+  EXPECT_EQ(c.work_file.text,
             "# ddlrun job ddlrun-42: 4 ranks on 2 hosts; slot= lists OS (physical) PU numbers "
             "(--mca rmaps_rank_file_physical 1)\n"
             "rank 0=node01 slot=0-3\n"
             "rank 1=node01 slot=4-7\n"
             "rank 2=node02 slot=0-3\n"
             "rank 3=node02 slot=4-7\n");
-  const std::vector<std::string> want = {"mpirun",
-                                         "-n",
-                                         "4",
-                                         "--rankfile",
-                                         "/tmp/ddl/rankfile",
-                                         "--mca",
-                                         "rmaps_rank_file_physical",
-                                         "1",
-                                         "--use-hwthread-cpus",
-                                         "-x",
-                                         "DDL_TOPOLOGY_FILE",
-                                         "-x",
-                                         "DDL_JOB_TOKEN",
-                                         "-x",
-                                         "DDL_RENDEZVOUS",
-                                         "-x",
-                                         "MASTER_ADDR",
-                                         "-x",
-                                         "MASTER_PORT",
-                                         "-x",
-                                         "DDL_OPTIONS",
-                                         "-x",
-                                         "DDL_TOPOLOGY_TEXT",
-                                         "-x",
-                                         "PATH",
-                                         "/opt/ddl/bin/ddlrun",
-                                         "--rank-exec",
-                                         "--",
-                                         "python",
-                                         "train.py",
-                                         "--lr",
-                                         "0.1"};
+  const std::vector<std::string> want =
+      words({{"mpirun", "-n", "4", "--rankfile", "/tmp/ddl/rankfile", "--mca",
+              "rmaps_rank_file_physical", "1", "--use-hwthread-cpus"},
+             each("-x", {"DDL_TOPOLOGY_FILE", "DDL_JOB_TOKEN", "DDL_RENDEZVOUS", "MASTER_ADDR",
+                         "MASTER_PORT", "DDL_OPTIONS", "DDL_TOPOLOGY_TEXT", "PATH"}),
+             {"/opt/ddl/bin/ddlrun", "--rank-exec", "--", "python", "train.py", "--lr", "0.1"}});
   EXPECT_EQ(c.argv, want);
   const std::vector<EnvVar> want_env = {{"DDL_TOPOLOGY_FILE", "/tmp/ddl/topology"},
                                         {"DDL_JOB_TOKEN", "feedc0de"},
@@ -104,19 +82,12 @@ TEST(MpirunTest, AnMcaParameterInMpiargsReplacesDdlruns) {
   LaunchOptions o = options();
   o.ssh.port = 2222;
   o.mpiargs = {"--mca", "plm_rsh_args", "-F cfg", "-mca", "rtc", "hwloc"};
-  const Command c =
+  const ExternalCommand c =
       mpirun_command(job, o, job_environment(job, rendezvous(), {}), "/w/rankfile", false);
-  const std::vector<std::string> want = {"mpirun",
-                                         "-n",
-                                         "4",
-                                         "--rankfile",
-                                         "/w/rankfile",
-                                         "--mca",
-                                         "rmaps_rank_file_physical",
-                                         "1",
-                                         "--use-hwthread-cpus",
-                                         "--oversubscribe",
-                                         "-x"};
+  const std::vector<std::string> want =
+      words({{"mpirun", "-n", "4", "--rankfile", "/w/rankfile", "--mca", "rmaps_rank_file_physical",
+              "1", "--use-hwthread-cpus"},
+             {"--oversubscribe", "-x"}});
   EXPECT_EQ(std::vector<std::string>(c.argv.begin(), c.argv.begin() + 11), want);
   EXPECT_EQ(std::count(c.argv.begin(), c.argv.end(), "plm_rsh_args"), 1);
   EXPECT_EQ(std::count(c.argv.begin(), c.argv.end(), "rtc"), 1);
@@ -140,19 +111,19 @@ TEST(MpirunTest, TheTokenIsNeverOnTheCommandLine) {
   job.token = "0123456789abcdef0123456789abcdef";
   job.exports = {{"SECRET", job.token}};
   const LaunchOptions o = options();
-  const Command c = mpirun_command(job, o, job_environment(job, rendezvous(), o.environ),
-                                   "/tmp/ddl/rankfile", false);
+  const ExternalCommand c = mpirun_command(job, o, job_environment(job, rendezvous(), o.environ),
+                                           "/tmp/ddl/rankfile", false);
   for (const std::string& word : c.argv)
     EXPECT_EQ(word.find(job.token), std::string::npos) << word;
-  EXPECT_EQ(c.rankfile.find(job.token), std::string::npos);
+  EXPECT_EQ(c.work_file.text.find(job.token), std::string::npos);
 }
 
 TEST(MpirunTest, UnboundRanksTurnOpenMpiBindingOffAndOversubscribe) {
   const Job job = two_by_two({"", "", "2", ""});
   const LaunchOptions o = options();
-  const Command c =
+  const ExternalCommand c =
       mpirun_command(job, o, job_environment(job, rendezvous(), o.environ), "/w/rankfile", false);
-  EXPECT_EQ(c.rankfile,
+  EXPECT_EQ(c.work_file.text,
             "# ddlrun job ddlrun-42: 4 ranks on 2 hosts; slot= lists OS (physical) PU numbers "
             "(--mca rmaps_rank_file_physical 1)\n"
             "# some ranks have no CPU set: Open MPI binds nothing (--mca rtc ^hwloc), slot=0 only "
@@ -162,20 +133,10 @@ TEST(MpirunTest, UnboundRanksTurnOpenMpiBindingOffAndOversubscribe) {
             "rank 2=node02 slot=2\n"
             "rank 3=node02 slot=0\n");
   const std::vector<std::string> head(c.argv.begin(), c.argv.begin() + 14);
-  const std::vector<std::string> want = {"mpirun",
-                                         "-n",
-                                         "4",
-                                         "--rankfile",
-                                         "/w/rankfile",
-                                         "--mca",
-                                         "rmaps_rank_file_physical",
-                                         "1",
-                                         "--use-hwthread-cpus",
-                                         "--mca",
-                                         "rtc",
-                                         "^hwloc",
-                                         "--oversubscribe",
-                                         "-x"};
+  const std::vector<std::string> want =
+      words({{"mpirun", "-n", "4", "--rankfile", "/w/rankfile", "--mca", "rmaps_rank_file_physical",
+              "1", "--use-hwthread-cpus"},
+             {"--mca", "rtc", "^hwloc", "--oversubscribe", "-x"}});
   EXPECT_EQ(head, want);
 }
 
@@ -183,20 +144,21 @@ TEST(MpirunTest, RankfileLinesFollowRankOrderWhateverThePlanOrder) {
   Job job = two_by_two({"0", "1", "0", "1"});
   std::reverse(job.topology.ranks.begin(), job.topology.ranks.end());
   const LaunchOptions o = options();
-  const Command c =
+  const ExternalCommand c =
       mpirun_command(job, o, job_environment(job, rendezvous(), o.environ), "/w/rankfile", false);
-  EXPECT_NE(c.rankfile.find("rank 0=node01 slot=0\nrank 1=node01 slot=1\nrank 2=node02 slot=0\n"
+  EXPECT_NE(
+      c.work_file.text.find("rank 0=node01 slot=0\nrank 1=node01 slot=1\nrank 2=node02 slot=0\n"
                             "rank 3=node02 slot=1\n"),
-            std::string::npos)
-      << c.rankfile;
+      std::string::npos)
+      << c.work_file.text;
 }
 
 TEST(MpirunTest, RunAsRootOnlyWhenRootAndBothVariablesAreOne) {
   const Job job = two_by_two({"0", "1", "0", "1"});
   LaunchOptions o = options();
   auto has_flag = [&](bool as_root) {
-    const Command c = mpirun_command(job, o, job_environment(job, rendezvous(), o.environ),
-                                     "/w/rankfile", as_root);
+    const ExternalCommand c = mpirun_command(job, o, job_environment(job, rendezvous(), o.environ),
+                                             "/w/rankfile", as_root);
     return std::find(c.argv.begin(), c.argv.end(), "--allow-run-as-root") != c.argv.end();
   };
   EXPECT_FALSE(has_flag(true));
@@ -220,46 +182,15 @@ TEST(MpirunTest, MpiargsSshSettingsAndExportsPassThrough) {
   o.ssh.ssh_config = "/etc/ddl ssh config";
   o.environ.push_back("LD_LIBRARY_PATH=/opt/lib");
   const JobEnvironment env = job_environment(job, rendezvous(), o.environ);
-  const Command c = mpirun_command(job, o, env, "/w/rankfile", false);
+  const ExternalCommand c = mpirun_command(job, o, env, "/w/rankfile", false);
   const std::vector<std::string> tail(c.argv.begin() + 9, c.argv.end());
-  const std::vector<std::string> want = {"--mca",
-                                         "plm_rsh_args",
-                                         "-F '/etc/ddl ssh config' -p 2222 -l alice",
-                                         "-x",
-                                         "DDL_TOPOLOGY_FILE",
-                                         "-x",
-                                         "DDL_JOB_TOKEN",
-                                         "-x",
-                                         "DDL_RENDEZVOUS",
-                                         "-x",
-                                         "MASTER_ADDR",
-                                         "-x",
-                                         "MASTER_PORT",
-                                         "-x",
-                                         "DDL_OPTIONS",
-                                         "-x",
-                                         "DDL_CORES",
-                                         "-x",
-                                         "DDL_TOPOLOGY_TEXT",
-                                         "-x",
-                                         "DDL_EXPORTS",
-                                         "-x",
-                                         "NCCL_DEBUG",
-                                         "-x",
-                                         "PATH",
-                                         "-x",
-                                         "LD_LIBRARY_PATH",
-                                         "--mca",
-                                         "btl_tcp_if_include",
-                                         "eth0",
-                                         "-gpu",
-                                         "/opt/ddl/bin/ddlrun",
-                                         "--rank-exec",
-                                         "--",
-                                         "python",
-                                         "train.py",
-                                         "--lr",
-                                         "0.1"};
+  const std::vector<std::string> want =
+      words({{"--mca", "plm_rsh_args", "-F '/etc/ddl ssh config' -p 2222 -l alice"},
+             each("-x", {"DDL_TOPOLOGY_FILE", "DDL_JOB_TOKEN", "DDL_RENDEZVOUS", "MASTER_ADDR",
+                         "MASTER_PORT", "DDL_OPTIONS", "DDL_CORES", "DDL_TOPOLOGY_TEXT",
+                         "DDL_EXPORTS", "NCCL_DEBUG", "PATH", "LD_LIBRARY_PATH"}),
+             {"--mca", "btl_tcp_if_include", "eth0", "-gpu", "/opt/ddl/bin/ddlrun", "--rank-exec",
+              "--", "python", "train.py", "--lr", "0.1"}});
   EXPECT_EQ(tail, want);
   // The user's MASTER_PORT wins, in place; the exports are listed for --rank-exec.
   const std::vector<EnvVar> want_env = {{"DDL_TOPOLOGY_FILE", "/tmp/ddl/topology"},

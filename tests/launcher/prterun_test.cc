@@ -2,8 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/launcher/test_util.h"
+
 namespace ddl::launcher::prterun {
 namespace {
+
+using test::each;
+using test::words;
 
 TEST(PrterunTest, PrterunPlacesByRankfileAndForwardsVariablesByName) {
   Job job;
@@ -21,38 +26,16 @@ TEST(PrterunTest, PrterunPlacesByRankfileAndForwardsVariablesByName) {
   LaunchOptions o;
   o.ddlrun_path = "/bin/ddlrun";
   o.mpiargs = {"--display", "map"};
-  const Command c = prterun_command(job, o, job_environment(job, {"a", 1, 2}, o.environ), "/w/rf");
-  EXPECT_EQ(c.rankfile,
+  const ExternalCommand c =
+      prterun_command(job, o, job_environment(job, {"a", 1, 2}, o.environ), "/w/rf");
+  EXPECT_EQ(c.work_file.text,
             "# ddlrun job ddlrun-3: placement only (--bind-to none); ddlrun --rank-exec binds "
             "each rank\nrank 0=a slot=0\nrank 1=b slot=2-3\n");
-  const std::vector<std::string> want = {"prterun",
-                                         "--np",
-                                         "2",
-                                         "--map-by",
-                                         "rankfile:file=/w/rf",
-                                         "--bind-to",
-                                         "none",
-                                         "-x",
-                                         "DDL_TOPOLOGY_FILE",
-                                         "-x",
-                                         "DDL_JOB_TOKEN",
-                                         "-x",
-                                         "DDL_RENDEZVOUS",
-                                         "-x",
-                                         "MASTER_ADDR",
-                                         "-x",
-                                         "MASTER_PORT",
-                                         "-x",
-                                         "DDL_OPTIONS",
-                                         "-x",
-                                         "DDL_TOPOLOGY_TEXT",
-                                         "--display",
-                                         "map",
-                                         "/bin/ddlrun",
-                                         "--rank-exec",
-                                         "--",
-                                         "prog",
-                                         "x;y"};
+  const std::vector<std::string> want =
+      words({{"prterun", "--np", "2", "--map-by", "rankfile:file=/w/rf", "--bind-to", "none"},
+             each("-x", {"DDL_TOPOLOGY_FILE", "DDL_JOB_TOKEN", "DDL_RENDEZVOUS", "MASTER_ADDR",
+                         "MASTER_PORT", "DDL_OPTIONS", "DDL_TOPOLOGY_TEXT"}),
+             {"--display", "map", "/bin/ddlrun", "--rank-exec", "--", "prog", "x;y"}});
   EXPECT_EQ(c.argv, want);
   for (const std::string& w : c.argv)
     EXPECT_EQ(w.find("secret"), std::string::npos);
@@ -62,16 +45,12 @@ TEST(PrterunTest, MissingPrterunNamesWhatToInstall) {
   Job job;
   LaunchOptions o;
   o.environ = {"PATH=/nonexistent-ddl"};
-  try {
-    make_prterun_backend(job, o);
-    FAIL();
-  } catch (const LaunchError& e) {
-    EXPECT_STREQ(e.what(),
-                 "prterun launcher: prterun is not on $PATH; install PRRTE "
-                 "(https://github.com/openpmix/prrte; Debian 12 does not package it) and put its "
-                 "bin directory on $PATH, or use --launcher pmix (ddlrun's own PMIx server) or "
-                 "--launcher mpirun");
-  }
+  EXPECT_EQ(
+      test::launch_error_of([&] { make_external_backend(*make_prterun_launcher(o), job, o); }),
+      "prterun launcher: prterun is not on $PATH; install PRRTE "
+      "(https://github.com/openpmix/prrte; Debian 12 does not package it) and put its "
+      "bin directory on $PATH, or use --launcher pmix (ddlrun's own PMIx server) or "
+      "--launcher mpirun");
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/launcher/test_util.h"
+
 namespace ddl::launcher::srun {
 namespace {
 
@@ -45,7 +47,7 @@ std::vector<std::string> tail_after(const std::vector<std::string>& argv, size_t
 TEST(SrunTest, SameCpuSetsOnEveryHostBindByLocalId) {
   const Job job = job_of(2, 2, {"0-3", "4-7", "0-3", "4-7"});
   const LaunchOptions o = options();
-  const Command c =
+  const ExternalCommand c =
       srun_command(job, o, job_environment(job, kRendezvous, o.environ), "/w/hosts", kPlugins);
   const std::vector<std::string> want = {"srun",
                                          "--mpi=pmix",
@@ -65,7 +67,7 @@ TEST(SrunTest, SameCpuSetsOnEveryHostBindByLocalId) {
                                          "./train",
                                          "a b"};
   EXPECT_EQ(c.argv, want);
-  EXPECT_EQ(c.hostfile, "node01\nnode01\nnode02\nnode02\n");
+  EXPECT_EQ(c.work_file.text, "node01\nnode01\nnode02\nnode02\n");
   ASSERT_FALSE(c.env.empty());
   EXPECT_EQ(c.env.back(), (EnvVar{"SLURM_HOSTFILE", "/w/hosts"}));
   EXPECT_EQ(c.env[1], (EnvVar{"DDL_JOB_TOKEN", "beef"}));
@@ -76,7 +78,7 @@ TEST(SrunTest, SinglePusMapCpusAndLocalIdsFollowRankOrder) {
   Job job = job_of(1, 3, {"5", "3", "1"});
   std::swap(job.topology.ranks[0], job.topology.ranks[2]);
   const LaunchOptions o = options();
-  const Command c =
+  const ExternalCommand c =
       srun_command(job, o, job_environment(job, kRendezvous, o.environ), "/w/hosts", kPlugins);
   EXPECT_EQ(c.argv[8], "--cpu-bind=map_cpu:5,3,1");
 }
@@ -84,7 +86,7 @@ TEST(SrunTest, SinglePusMapCpusAndLocalIdsFollowRankOrder) {
 TEST(SrunTest, DifferentListsPerHostOrUnboundRanksLeaveBindingToRankExec) {
   const Job differ = job_of(2, 1, {"0", "1"});
   const LaunchOptions o = options();
-  Command c =
+  ExternalCommand c =
       srun_command(differ, o, job_environment(differ, kRendezvous, o.environ), "/w/h", kPlugins);
   EXPECT_EQ(tail_after(c.argv, 6)[2], "--cpu-bind=none");
   EXPECT_EQ(tail_after(c.argv, 6)[3], "--kill-on-bad-exit=1");
@@ -100,7 +102,8 @@ TEST(SrunTest, PlansBeyondTheAllocatedCpusAreBoundByRankExec) {
   const Job job = job_of(2, 2, {"0", "1", "0", "1"});
   LaunchOptions o = options();
   o.environ.push_back("SLURM_JOB_CPUS_PER_NODE=2,1");
-  Command c = srun_command(job, o, job_environment(job, kRendezvous, o.environ), "/w/h", kPlugins);
+  ExternalCommand c =
+      srun_command(job, o, job_environment(job, kRendezvous, o.environ), "/w/h", kPlugins);
   EXPECT_EQ(c.argv[8], "--cpu-bind=none");
   EXPECT_EQ(c.note,
             "the plan binds 2 ranks to 2 CPUs of node02, but Slurm job gave 1 there; Slurm will "
@@ -116,11 +119,11 @@ TEST(SrunTest, UnevenHostsGetNoTasksPerNode) {
   Job job = job_of(2, 2, {"0", "1", "0", "1"});
   job.topology.ranks.pop_back();
   const LaunchOptions o = options();
-  const Command c =
+  const ExternalCommand c =
       srun_command(job, o, job_environment(job, kRendezvous, o.environ), "/w/h", kPlugins);
   EXPECT_EQ(c.argv[6], "--distribution=arbitrary");
   EXPECT_EQ(c.argv[7], "--cpu-bind=none");
-  EXPECT_EQ(c.hostfile, "node01\nnode01\nnode02\n");
+  EXPECT_EQ(c.work_file.text, "node01\nnode01\nnode02\n");
 }
 
 TEST(SrunTest, GpusOnlyWhenTheAllocationHasThem) {
@@ -128,7 +131,8 @@ TEST(SrunTest, GpusOnlyWhenTheAllocationHasThem) {
   job.topology.ranks[0].gpu = 0;
   job.topology.ranks[1].gpu = 1;
   LaunchOptions o = options();
-  Command c = srun_command(job, o, job_environment(job, kRendezvous, o.environ), "/w/h", kPlugins);
+  ExternalCommand c =
+      srun_command(job, o, job_environment(job, kRendezvous, o.environ), "/w/h", kPlugins);
   EXPECT_EQ(c.argv[9], "--kill-on-bad-exit=1");
   o.environ.push_back("SLURM_JOB_GPUS=0,1");
   c = srun_command(job, o, job_environment(job, kRendezvous, o.environ), "/w/h", kPlugins);
@@ -140,7 +144,7 @@ TEST(SrunTest, FallsBackWithoutPmixAndSaysSo) {
   const Job job = job_of(1, 1, {"0"});
   const LaunchOptions o = options();
   const JobEnvironment env = job_environment(job, kRendezvous, o.environ);
-  Command c = srun_command(job, o, env, "/w/h", {"none", "pmi2"});
+  ExternalCommand c = srun_command(job, o, env, "/w/h", {"none", "pmi2"});
   EXPECT_EQ(c.argv[1], "--mpi=pmi2");
   EXPECT_EQ(c.note,
             "this Slurm has no PMIx plugin (srun --mpi=list: none pmi2); starting ranks with "
@@ -167,24 +171,16 @@ TEST(SrunTest, ParsesMpiListOfSlurm22AndOlder) {
 TEST(SrunTest, AllocationMustHoldEveryHost) {
   const Job job = job_of(2, 1, {"0", "0"});
   EXPECT_NO_THROW(check_allocation(job, options().environ));
-  try {
-    check_allocation(job, {"SLURM_JOB_ID=77", "SLURM_JOB_NODELIST=node01,node03"});
-    FAIL();
-  } catch (const LaunchError& e) {
-    EXPECT_STREQ(e.what(),
-                 "srun launcher: host node02 is not in Slurm job 77 (its nodes are "
-                 "node01,node03); leave out -H/--hostfile to use the allocation's nodes, or ask "
-                 "salloc/sbatch for that host");
-  }
-  try {
-    check_allocation(job, {"PATH=/bin"});
-    FAIL();
-  } catch (const LaunchError& e) {
-    EXPECT_STREQ(e.what(),
-                 "srun launcher: not inside a Slurm allocation ($SLURM_JOB_ID and "
-                 "$SLURM_JOB_NODELIST are not set); run ddlrun inside salloc or an sbatch "
-                 "script, or use --launcher mpirun or --launcher ssh");
-  }
+  EXPECT_EQ(test::launch_error_of([&] {
+              check_allocation(job, {"SLURM_JOB_ID=77", "SLURM_JOB_NODELIST=node01,node03"});
+            }),
+            "srun launcher: host node02 is not in Slurm job 77 (its nodes are "
+            "node01,node03); leave out -H/--hostfile to use the allocation's nodes, or ask "
+            "salloc/sbatch for that host");
+  EXPECT_EQ(test::launch_error_of([&] { check_allocation(job, {"PATH=/bin"}); }),
+            "srun launcher: not inside a Slurm allocation ($SLURM_JOB_ID and "
+            "$SLURM_JOB_NODELIST are not set); run ddlrun inside salloc or an sbatch "
+            "script, or use --launcher mpirun or --launcher ssh");
 }
 
 }  // namespace

@@ -261,7 +261,7 @@ TEST(JsrunCommand, ErfFormForwardsTheRuntimesAndLsfsVariables) {
   const launcher::Job job = make_job({"a01n01", "a01n02"}, 6, kSummitCpus);
   JsrunOptions o = summit_options({"a01n01", "a01n02"});
   o.smpiargs = "-gpu";
-  const Command c =
+  const launcher::ExternalCommand c =
       jsrun_command(job, launch_options({"PATH=/usr/bin", "LSB_JOBID=4242", "HOME=/root"}),
                     job_env(), "/tmp/w/ddlrun.erf", o);
   EXPECT_THAT(c.argv, ElementsAre("jsrun", "--erf_input", "/tmp/w/ddlrun.erf", "--smpiargs", "-gpu",
@@ -269,7 +269,7 @@ TEST(JsrunCommand, ErfFormForwardsTheRuntimesAndLsfsVariables) {
                                   "-E", "PYTHONPATH", "-E", "LD_LIBRARY_PATH", "-E", "LSB_JOBID",
                                   "/opt/ddl/bin/ddlrun", "--rank-exec", "--", "python", "train.py",
                                   "--batch", "64"));
-  EXPECT_EQ(c.erf, erf_text(job, o));
+  EXPECT_EQ(c.work_file.text, erf_text(job, o));
   EXPECT_EQ(c.env, job_env().set);
   for (const std::string& w : c.argv)
     EXPECT_EQ(w.find("abc"), std::string::npos) << "the job token is on the command line";
@@ -279,7 +279,7 @@ TEST(JsrunCommand, ResourceSetForm) {
   const launcher::Job job = make_job({"a01n01", "a01n02"}, 6, kSummitCpus);
   JsrunOptions o;
   o.mode = JsrunMode::kResourceSets;
-  const Command c = jsrun_command(
+  const launcher::ExternalCommand c = jsrun_command(
       job,
       launch_options({"LSB_JOBID=4242", "LSB_MCPU_HOSTS=batch2 1 a01n01 42 a01n02 42 a01n03 42"}),
       job_env(), "/unused", o);
@@ -289,7 +289,7 @@ TEST(JsrunCommand, ResourceSetForm) {
                                   "PYTHONPATH", "-E", "LD_LIBRARY_PATH", "-E", "LSB_JOBID", "-E",
                                   "LSB_MCPU_HOSTS", "/opt/ddl/bin/ddlrun", "--rank-exec", "--",
                                   "python", "train.py", "--batch", "64"));
-  EXPECT_EQ(c.erf, "");
+  EXPECT_EQ(c.work_file.text, "");
 }
 
 TEST(JsrunCommand, ResourceSetsNeedTheLsfHostOrder) {
@@ -332,7 +332,7 @@ TEST(JsrunBackend, JsrunNotOnPath) {
   const launcher::Job job = make_job({"a01n01"}, 1, {"0-3"});
   launcher::LaunchOptions lo = launch_options({"LSB_JOBID=7", "PATH=/nonexistent"});
   lo.work_dir = "/tmp";
-  EXPECT_EQ(error_of([&] { make_jsrun_backend(job, lo); }),
+  EXPECT_EQ(error_of([&] { launcher::make_external_backend(*make_jsrun_launcher(lo), job, lo); }),
             "jsrun launcher: jsrun is not on $PATH; load the site's jsrun (Summit: it is in "
             "/opt/ibm/jsm/bin), or use --launcher ssh or --launcher mpirun");
 }

@@ -1,0 +1,19 @@
+#pragma once
+
+#include "ddlrun/options.h"
+#include "ddlrun/plan.h"
+#include "launcher/choose.h"
+#include "launcher/factory.h"
+
+namespace ddl::cli {
+
+/// The backend that `kind` names in ddlrun's one table of backends (backends.cc): its factory
+/// and its dry-run preview. `kind` is what choose() resolved (not auto or pmix); throws
+/// launcher::LaunchError, an internal error, otherwise.
+const launcher::BackendEntry& backend_entry(launcher::Kind kind);
+
+/// Sets what `options` tells particular backends about `plan`: the jsrun backend's
+/// --jsrun-mode, --smpiargs and each host's hardware threads from the plan's inventories.
+void set_backend_options(launcher::LaunchOptions& lo, const JobPlan& plan, const Options& o);
+
+}  // namespace ddl::cli

@@ -1,0 +1,44 @@
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "mapper/probe_ssh.h"
+
+namespace ddl::launcher {
+
+/// What the backends that start ranks through another program (mpirun, srun, prterun, jsrun)
+/// and the ssh backend need besides the job.
+struct LaunchOptions {
+  /// Absolute path of ddlrun, the same on every host: the ssh backend runs `ddlrun --agent`
+  /// there, and the external launchers run `ddlrun --rank-exec -- program...` as each rank.
+  std::string ddlrun_path;
+  /// How to reach other hosts over ssh (ssh config, user, port, known hosts, connect timeout).
+  mapper::SshProbeOptions ssh;
+  std::vector<std::string> mpiargs;  ///< --mpiarg words, passed to mpirun and prterun as they are
+  std::string jsrun_mode = "erf";    ///< --jsrun-mode: erf or rs (the jsrun backend, lsf/)
+  std::string smpiargs;              ///< --smpiargs: passed to jsrun; empty: not passed
+  /// Each host's hardware threads (OS numbers, ascending, from its inventory) by host name;
+  /// hosts not probed are absent. The jsrun backend counts CPUs the way jsrun does from them.
+  std::map<std::string, std::vector<int>> host_pus;
+  /// A private directory (0700) for files the launch needs (rankfile, topology copy); the
+  /// backend may write there and ddlrun removes it after the job.
+  std::string work_dir;
+  /// The environment ddlrun runs in, "NAME=value" each (what external launchers inherit).
+  std::vector<std::string> environ;
+  int verbosity = 0;
+  /// The port of ddlrun's rendezvous server (comm::RendezvousServer) for the local and ssh
+  /// backends; 0: none (the ranks bootstrap through PMIx or are alone).
+  int rendezvous_port = 0;
+  /// The local and ssh backends serve PMIx to their ranks (pmix_server/): ddlrun or each
+  /// agent runs a PMIx server, and every rank is its client.
+  bool pmix_server = true;
+  /// The ssh backend: how long ddlrun and each agent wait without hearing from the other
+  /// (heartbeats every second) before the host, or ddlrun, counts as lost
+  /// (--heartbeat-timeout).
+  std::chrono::milliseconds heartbeat_timeout{10000};
+};
+
+}  // namespace ddl::launcher

@@ -1,0 +1,16 @@
+#pragma once
+
+#include <memory>
+
+#include "launcher/backend.h"
+#include "launcher/job.h"
+#include "launcher/launch_options.h"
+
+namespace ddl::launcher {
+
+/// Forks and execs every rank on this host: its own process group, its CPU set, its
+/// environment (rank_environment), stdin /dev/null except rank 0's; serves PMIx to them when
+/// options.pmix_server.
+std::unique_ptr<Backend> make_local_backend(const Job& job, const LaunchOptions& options);
+
+}  // namespace ddl::launcher

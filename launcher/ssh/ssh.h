@@ -1,0 +1,21 @@
+#pragma once
+
+#include <memory>
+
+#include "launcher/backend.h"
+#include "launcher/job.h"
+#include "launcher/launch_options.h"
+
+namespace ddl::launcher {
+
+/// Connects to every host over ssh (libssh, in parallel), runs `ddlrun --agent` there, sends it
+/// the job, and relays its ranks' output and exit statuses. An agent kills its ranks when the
+/// connection to ddlrun drops.
+std::unique_ptr<Backend> make_ssh_backend(const Job& job, const LaunchOptions& options);
+
+/// `ddlrun --agent`: the per-host side of the ssh backend, speaking the agent protocol
+/// (protocol.h) on `in_fd` and `out_fd`. Never returns: exits with 0 when its ranks ran
+/// (their statuses went up the channel), else non-zero.
+[[noreturn]] void run_agent(int in_fd, int out_fd);
+
+}  // namespace ddl::launcher

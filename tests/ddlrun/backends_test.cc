@@ -1,0 +1,60 @@
+// ddlrun's table of backends: a row for every launcher choose() can resolve to, each with one
+// factory, and none for auto and pmix.
+
+#include "ddlrun/backends.h"
+
+#include <gtest/gtest.h>
+
+namespace ddl::cli {
+namespace {
+
+using launcher::Kind;
+
+TEST(BackendsTest, EveryResolvedKindHasOneFactory) {
+  for (Kind kind :
+       {Kind::kLocal, Kind::kSsh, Kind::kMpirun, Kind::kPrterun, Kind::kSrun, Kind::kJsrun}) {
+    const launcher::BackendEntry& e = backend_entry(kind);
+    EXPECT_EQ(e.kind, kind);
+    EXPECT_NE(e.make_backend == nullptr, e.make_launcher == nullptr) << to_string(kind);
+  }
+  EXPECT_NE(backend_entry(Kind::kLocal).make_backend, nullptr);
+  EXPECT_NE(backend_entry(Kind::kJsrun).make_launcher, nullptr);
+}
+
+TEST(BackendsTest, AutoAndPmixAreNoBackend) {
+  for (Kind kind : {Kind::kAuto, Kind::kPmix}) {
+    try {
+      backend_entry(kind);
+      FAIL() << to_string(kind);
+    } catch (const launcher::LaunchError& e) {
+      EXPECT_STREQ(e.what(), "no launcher was chosen (internal error, please report this)");
+    }
+  }
+}
+
+TEST(BackendsTest, TheJsrunPreviewComesFromTheTable) {
+  JobPlan plan;
+  plan.topology.job_id = "ddlrun-1";
+  plan.topology.hosts = {{0, "a01n01", "", {}}};
+  plan.topology.ranks.resize(1);
+  plan.topology.ranks[0].cpus = comm::CpuSet::parse("0-3");
+  plan.topology.mode = comm::parse_mode("r");
+  plan.program = {"prog"};
+  Options o;
+  o.jsrun_mode = "rs";
+  launcher::LaunchOptions lo;
+  set_backend_options(lo, plan, o);
+  EXPECT_EQ(lo.jsrun_mode, "rs");
+  launcher::Job job;
+  job.topology = plan.topology;
+  job.argv = plan.program;
+  lo.ddlrun_path = "ddlrun";
+  lo.work_dir = "<work-dir>";
+  const launcher::ExternalCommand c = backend_entry(Kind::kJsrun).preview(job, lo);
+  EXPECT_EQ(c.argv.front(), "jsrun");
+  EXPECT_EQ(c.argv[1], "-n");
+  EXPECT_TRUE(c.work_file.path.empty());
+}
+
+}  // namespace
+}  // namespace ddl::cli
