@@ -7,7 +7,7 @@
 
 #include "launcher/backend.h"
 #include "launcher/job.h"
-#include "mapper/probe_ssh.h"
+#include "ssh/session.h"
 
 namespace ddl::launcher {
 
@@ -22,7 +22,7 @@ struct LaunchOptions {
   /// there, and the external launchers run `ddlrun --rank-exec -- program...` as each rank.
   std::string ddlrun_path;
   /// How to reach other hosts over ssh (ssh config, user, port, known hosts, connect timeout).
-  mapper::SshProbeOptions ssh;
+  ddl::ssh::Options ssh;
   std::vector<std::string> mpiargs;  ///< --mpiarg words, passed to mpirun as they are
   /// A private directory (0700) for files the launch needs (rankfile, topology copy); the
   /// backend may write there and ddlrun removes it after the job.
@@ -50,6 +50,9 @@ std::unique_ptr<Backend> make_local_backend(const Job& job, const LaunchOptions&
 /// the job, and relays its ranks' output and exit statuses. An agent kills its ranks when the
 /// connection to ddlrun drops.
 std::unique_ptr<Backend> make_ssh_backend(const Job& job, const LaunchOptions& options);
+/// The same, logging in through `connector` (a fake, in tests), which outlives the backend.
+std::unique_ptr<Backend> make_ssh_backend(const Job& job, const LaunchOptions& options,
+                                          ddl::ssh::Connector& connector);
 
 /// `ddlrun --agent`: the per-host side of the ssh backend, speaking the agent protocol
 /// (ssh/protocol.h) on `in_fd` and `out_fd`. Never returns: exits with 0 when its ranks ran
