@@ -67,16 +67,17 @@ std::string hello_frame(const std::string& host) {
   return frame(ssh::FrameType::kHello, 0, hello);
 }
 
-std::string exit_frame(int rank, int code) {
+std::string exit_frame(int rank, int code, int signal = 0) {
   std::string status;
   wire::put_u32(status, static_cast<uint32_t>(code));
-  wire::put_u32(status, 0);
+  wire::put_u32(status, static_cast<uint32_t>(signal));
   return frame(ssh::FrameType::kExit, rank, status);
 }
 
 /// Plays `ddlrun --agent` on one host: hello at once; ready when the job comes (or a failure,
 /// when told); on go each rank prints a line and exits 0, then done and the end (unless told
-/// to close the channel without done after `exits_then_close` exits, or to let them run on).
+/// to close the channel without done after `exits_then_close` exits, or to let them run on
+/// until SIGKILL).
 struct ScriptedAgent {
   std::string host;
   std::vector<int> ranks;
@@ -93,6 +94,7 @@ struct ScriptedAgent {
       while (auto f = reader->next()) {
         if (f->type == ssh::FrameType::kJob) self.on_job(r);
         if (f->type == ssh::FrameType::kGo) self.on_go(r);
+        if (f->type == ssh::FrameType::kSignal && f->id == SIGKILL) self.on_kill(r);
       }
     });
   }
@@ -102,6 +104,12 @@ struct ScriptedAgent {
     } else {
       r.print(frame(ssh::FrameType::kFailure, refuse_status, refuse_job));
     }
+  }
+  void on_kill(FakeRemote& r) const {
+    for (int rank : ranks)
+      r.print(exit_frame(rank, 0, SIGKILL));
+    r.print(frame(ssh::FrameType::kDone, 0));
+    r.end(0);
   }
   void on_go(FakeRemote& r) const {
     if (ranks_hang) return;
@@ -327,9 +335,18 @@ TEST_F(SshBackendTest, SignalsAndStdinGoDownTheChannels) {
   EXPECT_EQ(
       frames_of(connector.host("n2").remotes.at(0)->written(), ssh::FrameType::kSignal).at(0).id,
       SIGTERM);
-  // finish() with ranks still running: SIGKILL goes out, and the channels close after a grace.
+  // finish() with ranks still running: SIGKILL goes out, the agents end them and say done.
+  const auto start = std::chrono::steady_clock::now();
   backend->finish();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));  // no grace
+  EXPECT_EQ(sent("n2"), "JGSS");
+  EXPECT_EQ(
+      frames_of(connector.host("n2").remotes.at(0)->written(), ssh::FrameType::kSignal).at(1).id,
+      SIGKILL);
   EXPECT_TRUE(connector.host("n2").remotes.at(0)->closed());
+  const std::vector<Event> got = events_until(events, 3);
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[0].status.signal, SIGKILL);
 }
 
 }  // namespace
