@@ -288,6 +288,20 @@ TEST_F(SshBackendTest, AChannelThatClosesWhileRanksRunLosesTheHost) {
   backend->finish();
 }
 
+TEST_F(SshBackendTest, AnAgentThatFallsSilentIsLost) {
+  // n2's agent says hello, then nothing at all (these doubles send no heartbeats).
+  connector.host("n2").program = [](FakeRemote& r) { r.print(hello_frame("n2")); };
+  LaunchOptions o = options();
+  o.heartbeat_timeout = milliseconds(300);
+  const std::unique_ptr<Backend> backend = this->backend(o);
+  const std::string failure = start_failure(*backend, events);
+  EXPECT_NE(failure.find("\n  n2: no heartbeat for 0.3 s (the host is unreachable, or its agent is "
+                         "stopped or hung)"),
+            std::string::npos)
+      << failure;
+  EXPECT_TRUE(connector.host("n2").stopped_blocking);  // closing does not wait for it
+}
+
 TEST_F(SshBackendTest, TakesTheProbesSessionAndAgent) {
   // n1's probe left its session, whose channel already runs the agent (it said hello).
   auto kept = std::make_shared<ddl::ssh::KeptSessions>();
