@@ -4,6 +4,8 @@
 #include <limits>
 #include <sstream>
 
+#include "base/text.h"
+
 namespace ddl::comm {
 
 namespace {
@@ -12,10 +14,7 @@ constexpr std::string_view kLetters = "rbnmcp";
 constexpr size_t kMaxDims = 8;
 
 std::string_view trim(std::string_view s) {
-  const auto first = s.find_first_not_of(" \t\n");
-  if (first == std::string_view::npos) return {};
-  const auto last = s.find_last_not_of(" \t\n");
-  return s.substr(first, last - first + 1);
+  return base::trim(s, " \t\n");
 }
 
 [[noreturn]] void fail(std::string_view text, const std::string& what) {

@@ -27,6 +27,8 @@
 #include <thread>
 #include <utility>
 
+#include "base/fd.h"
+
 namespace ddl::launcher {
 
 namespace {
@@ -35,17 +37,7 @@ constexpr size_t kWriterLimit = size_t{1} << 20;
 constexpr size_t kMaxLine = 64 * 1024;
 constexpr size_t kTailCut = 300;
 
-/// Writes all of `text`; 0, or the errno of the write that failed.
-int write_all(int fd, std::string_view text) {
-  while (!text.empty()) {
-    const ssize_t n = write(fd, text.data(), text.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return errno;
-    if (n == 0) return EIO;
-    text.remove_prefix(static_cast<size_t>(n));
-  }
-  return 0;
-}
+using base::write_all;
 
 /// Writes queued bytes to fds on a thread of its own (see the top of the file).
 class Writer {

@@ -29,6 +29,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "base/check.h"
 #include "launcher/keeper.h"
 
 extern char** environ;
@@ -43,9 +44,7 @@ constexpr int kReadsPerRound = 4;
 /// What is drained from a reaped process's pipe before its exit is reported, at most.
 constexpr size_t kDrainAtExit = size_t{1} << 20;
 
-std::string errno_text(int err) {
-  return std::strerror(err);
-}
+using base::errno_text;
 
 void set_nonblocking(int fd) {
   const int flags = fcntl(fd, F_GETFL);
@@ -56,12 +55,6 @@ void close_fd(int& fd) {
   if (fd >= 0) close(fd);
   fd = -1;
 }
-
-/// What the child reports through the status pipe when a step fails.
-struct ChildFailure {
-  int step = 0;  // 1: bind CPUs, 2: exec, 3: set up, 4: enter the working directory
-  int err = 0;
-};
 
 }  // namespace
 
@@ -161,6 +154,184 @@ std::string resolve_program(const std::string& program, const std::vector<std::s
   throw LaunchError(prefix + "cannot run '" + program + "': not found on PATH (" + path + ")", 127);
 }
 
+namespace {
+
+/// What the child reports through the status pipe when a step fails.
+struct ChildFailure {
+  int step = 0;  // 1: bind CPUs, 2: exec, 3: set up, 4: enter the working directory
+  int err = 0;
+};
+
+/// The path to exec for `spec` (checked before anything starts): its program resolved on its
+/// PATH, a relative path ("./train") in the directory the process starts in.
+std::string program_path(const SpawnSpec& spec, std::string_view where) {
+  if (spec.argv.empty()) throw LaunchError(std::string(where) + ": no program to run");
+  if (!spec.cwd.empty()) {
+    if (const std::string problem = working_directory_problem(spec.cwd); !problem.empty()) {
+      throw LaunchError(where.empty() ? problem : std::string(where) + ": " + problem);
+    }
+  }
+  const bool relative = spec.argv[0].find('/') != std::string::npos && spec.argv[0][0] != '/';
+  return resolve_program(
+      relative && !spec.cwd.empty() ? spec.cwd + "/" + spec.argv[0] : spec.argv[0], spec.env,
+      where);
+}
+
+/// argv, envp and the CPU mask of a process, built before fork(): the child of a threaded
+/// process may only make async-signal-safe calls.
+struct ExecArgs {
+  explicit ExecArgs(const SpawnSpec& spec) {
+    for (const std::string& a : spec.argv)
+      argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    for (const std::string& e : spec.env)
+      envp.push_back(const_cast<char*>(e.c_str()));
+    envp.push_back(nullptr);
+    if (!spec.cpus.empty()) {
+      const int max_pu = spec.cpus.ranges().back().last;
+      mask = CPU_ALLOC(max_pu + 1);
+      mask_size = CPU_ALLOC_SIZE(max_pu + 1);
+      CPU_ZERO_S(mask_size, mask);
+      for (int pu : spec.cpus.pus())
+        CPU_SET_S(pu, mask_size, mask);
+    }
+  }
+  ~ExecArgs() {
+    if (mask) CPU_FREE(mask);
+  }
+  ExecArgs(const ExecArgs&) = delete;
+  ExecArgs& operator=(const ExecArgs&) = delete;
+
+  std::vector<char*> argv;
+  std::vector<char*> envp;
+  cpu_set_t* mask = nullptr;  ///< null: inherit ddlrun's CPUs
+  size_t mask_size = 0;
+};
+
+/// The pipes of a process being started ([0] the read end, [1] the write end): stdout, stderr,
+/// stdin (a pipe, or /dev/null in in[0]; -1 when neither opened) and the close-on-exec status
+/// pipe.
+struct Pipes {
+  int out[2] = {-1, -1};
+  int err[2] = {-1, -1};
+  int in[2] = {-1, -1};
+  int status[2] = {-1, -1};
+
+  void close_all() {
+    for (int fd : {out[0], out[1], err[0], err[1], in[0], in[1], status[0], status[1]})
+      if (fd >= 0) close(fd);
+  }
+  /// In the parent after fork(): the ends the child uses.
+  void close_child_ends() {
+    close(out[1]);
+    close(err[1]);
+    if (in[0] >= 0) close(in[0]);
+    close(status[1]);
+  }
+  /// In the parent when the child failed: the ends the parent would have used.
+  void close_parent_ends() {
+    close(out[0]);
+    close(err[0]);
+    if (in[1] >= 0) close(in[1]);
+  }
+};
+
+Pipes open_pipes(const SpawnSpec& spec) {
+  Pipes p;
+  if (pipe2(p.out, O_CLOEXEC) != 0) throw LaunchError("cannot create a pipe: " + errno_text(errno));
+  if (pipe2(p.err, O_CLOEXEC) != 0) {
+    close(p.out[0]);
+    close(p.out[1]);
+    throw LaunchError("cannot create a pipe: " + errno_text(errno));
+  }
+  if (spec.pipe_stdin) {
+    if (pipe2(p.in, O_CLOEXEC) != 0) p.in[0] = p.in[1] = -1;
+  } else {
+    p.in[0] = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  }
+  if (pipe2(p.status, O_CLOEXEC) != 0)
+    throw LaunchError("cannot create a pipe: " + errno_text(errno));
+  return p;
+}
+
+/// In the child: tells the parent which step failed, and exits.
+[[noreturn]] void child_fails(int status_fd, ChildFailure f) {
+  [[maybe_unused]] ssize_t n = write(status_fd, &f, sizeof f);
+  _exit(127);
+}
+
+/// The child's steps up to exec (async-signal-safe calls only): its own process group, killed
+/// with its parent, default signal handling, the pipes, the working directory, the CPU mask.
+[[noreturn]] void run_child(const std::string& path, const ExecArgs& exec, const Pipes& pipes,
+                            const std::string& cwd, pid_t parent) {
+  setpgid(0, 0);
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent) _exit(127);
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  for (int s = 1; s < NSIG; ++s) {
+    if (s != SIGKILL && s != SIGSTOP) sigaction(s, &dfl, nullptr);
+  }
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  const int report = pipes.status[1];
+  if ((pipes.in[0] >= 0 && dup2(pipes.in[0], 0) < 0) || dup2(pipes.out[1], 1) < 0 ||
+      dup2(pipes.err[1], 2) < 0) {
+    child_fails(report, {3, errno});
+  }
+  if (!cwd.empty() && chdir(cwd.c_str()) != 0) child_fails(report, {4, errno});
+  if (exec.mask != nullptr && sched_setaffinity(0, exec.mask_size, exec.mask) != 0) {
+    child_fails(report, {1, errno});
+  }
+  execve(path.c_str(), exec.argv.data(), exec.envp.data());
+  child_fails(report, {2, errno});
+}
+
+/// Should this process die without reaping process `pid` (SIGKILL), the keeper kills what it
+/// started: its group, and whatever carries the job's token and this host's index (even outside
+/// its group; the host index: two agents of one job may share a machine, or its process table
+/// in tests).
+void tell_keeper(pid_t pid, const std::vector<std::string>& env) {
+  keeper_kill_group(pid);
+  std::string token, host;
+  for (const std::string& e : env) {
+    if (e.rfind("DDL_JOB_TOKEN=", 0) == 0) token = e;
+    if (e.rfind("DDL_HOST_INDEX=", 0) == 0) host = e;
+  }
+  if (!token.empty()) keeper_kill_marked(host.empty() ? token : token + "\t" + host);
+}
+
+/// The child's report from the status pipe (whose read end it closes): nothing when exec
+/// succeeded (EOF).
+std::optional<ChildFailure> read_child_failure(int& fd) {
+  ChildFailure f{};
+  ssize_t got;
+  do {
+    got = read(fd, &f, sizeof f);
+  } while (got < 0 && errno == EINTR);
+  close_fd(fd);
+  if (got == static_cast<ssize_t>(sizeof f)) return f;
+  return std::nullopt;
+}
+
+LaunchError start_failure(const ChildFailure& f, const SpawnSpec& spec, std::string_view where) {
+  const std::string prefix = where.empty() ? "" : std::string(where) + ": ";
+  if (f.step == 1) {
+    return LaunchError(prefix + "cannot bind '" + spec.argv[0] + "' to CPUs " + spec.cpus.str() +
+                       ": " + errno_text(f.err) +
+                       " (are those CPUs online and allowed here? see --no-probe)");
+  }
+  if (f.step == 4) {
+    return LaunchError(prefix + "cannot enter working directory " + spec.cwd + ": " +
+                       errno_text(f.err));
+  }
+  return LaunchError(prefix + "cannot run '" + spec.argv[0] + "': " + errno_text(f.err),
+                     f.err == ENOENT ? 127 : 126);
+}
+
+}  // namespace
+
 ProcessSet::ProcessSet(EventQueue& events) : events_(events) {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) {
@@ -183,146 +354,34 @@ void ProcessSet::wake() {
 }
 
 void ProcessSet::start(int id, const SpawnSpec& spec, std::string_view where) {
-  if (spec.argv.empty()) throw LaunchError(std::string(where) + ": no program to run");
-  if (!spec.cwd.empty()) {
-    if (const std::string problem = working_directory_problem(spec.cwd); !problem.empty()) {
-      throw LaunchError(where.empty() ? problem : std::string(where) + ": " + problem);
-    }
-  }
-  // A relative program path ("./train") names a file of the directory the process starts in.
-  const bool relative = spec.argv[0].find('/') != std::string::npos && spec.argv[0][0] != '/';
-  const std::string path =
-      resolve_program(relative && !spec.cwd.empty() ? spec.cwd + "/" + spec.argv[0] : spec.argv[0],
-                      spec.env, where);
-  std::vector<char*> argv;
-  for (const std::string& a : spec.argv)
-    argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  std::vector<char*> envp;
-  for (const std::string& e : spec.env)
-    envp.push_back(const_cast<char*>(e.c_str()));
-  envp.push_back(nullptr);
-  cpu_set_t* mask = nullptr;
-  size_t mask_size = 0;
-  if (!spec.cpus.empty()) {
-    const int max_pu = spec.cpus.ranges().back().last;
-    mask = CPU_ALLOC(max_pu + 1);
-    mask_size = CPU_ALLOC_SIZE(max_pu + 1);
-    CPU_ZERO_S(mask_size, mask);
-    for (int pu : spec.cpus.pus())
-      CPU_SET_S(pu, mask_size, mask);
-  }
-  struct MaskGuard {
-    cpu_set_t* m;
-    ~MaskGuard() {
-      if (m) CPU_FREE(m);
-    }
-  } guard{mask};
-
-  int out[2], err[2], in[2] = {-1, -1}, status[2];
-  if (pipe2(out, O_CLOEXEC) != 0) throw LaunchError("cannot create a pipe: " + errno_text(errno));
-  if (pipe2(err, O_CLOEXEC) != 0) {
-    close(out[0]);
-    close(out[1]);
-    throw LaunchError("cannot create a pipe: " + errno_text(errno));
-  }
-  if (spec.pipe_stdin) {
-    if (pipe2(in, O_CLOEXEC) != 0) in[0] = in[1] = -1;
-  } else {
-    in[0] = open("/dev/null", O_RDONLY | O_CLOEXEC);
-  }
-  if (pipe2(status, O_CLOEXEC) != 0)
-    throw LaunchError("cannot create a pipe: " + errno_text(errno));
-
+  const std::string path = program_path(spec, where);
+  const ExecArgs exec(spec);
+  Pipes pipes = open_pipes(spec);
   const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid < 0) {
     const int e = errno;
-    for (int fd : {out[0], out[1], err[0], err[1], in[0], in[1], status[0], status[1]})
-      if (fd >= 0) close(fd);
+    pipes.close_all();
     throw LaunchError(std::string(where) + ": cannot fork: " + errno_text(e));
   }
-  if (pid == 0) {
-    ChildFailure f{3, 0};
-    setpgid(0, 0);
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(127);
-    struct sigaction dfl {};
-    dfl.sa_handler = SIG_DFL;
-    for (int s = 1; s < NSIG; ++s) {
-      if (s != SIGKILL && s != SIGSTOP) sigaction(s, &dfl, nullptr);
-    }
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, nullptr);
-    if ((in[0] >= 0 && dup2(in[0], 0) < 0) || dup2(out[1], 1) < 0 || dup2(err[1], 2) < 0) {
-      f.err = errno;
-      [[maybe_unused]] ssize_t n = write(status[1], &f, sizeof f);
-      _exit(127);
-    }
-    if (!spec.cwd.empty() && chdir(spec.cwd.c_str()) != 0) {
-      f = {4, errno};
-      [[maybe_unused]] ssize_t n = write(status[1], &f, sizeof f);
-      _exit(127);
-    }
-    if (mask != nullptr && sched_setaffinity(0, mask_size, mask) != 0) {
-      f = {1, errno};
-      [[maybe_unused]] ssize_t n = write(status[1], &f, sizeof f);
-      _exit(127);
-    }
-    execve(path.c_str(), argv.data(), envp.data());
-    f = {2, errno};
-    [[maybe_unused]] ssize_t n = write(status[1], &f, sizeof f);
-    _exit(127);
-  }
+  if (pid == 0) run_child(path, exec, pipes, spec.cwd, parent);
   setpgid(pid, pid);  // also here, so that signal() reaches the group before the child runs
-  // Should this process die without reaping it (SIGKILL), the keeper kills what it started.
-  keeper_kill_group(pid);
-  // The job's token and this host's index mark what it starts, even outside its group (the
-  // host index: two agents of one job may share a machine, or its process table in tests).
-  std::string token, host;
-  for (const std::string& e : spec.env) {
-    if (e.rfind("DDL_JOB_TOKEN=", 0) == 0) token = e;
-    if (e.rfind("DDL_HOST_INDEX=", 0) == 0) host = e;
-  }
-  if (!token.empty()) keeper_kill_marked(host.empty() ? token : token + "\t" + host);
-  close(out[1]);
-  close(err[1]);
-  if (in[0] >= 0) close(in[0]);
-  close(status[1]);
-  ChildFailure f{};
-  ssize_t got;
-  do {
-    got = read(status[0], &f, sizeof f);
-  } while (got < 0 && errno == EINTR);
-  close(status[0]);
-  if (got == static_cast<ssize_t>(sizeof f)) {
+  tell_keeper(pid, spec.env);
+  pipes.close_child_ends();
+  if (const std::optional<ChildFailure> f = read_child_failure(pipes.status[0])) {
     int ignored;
     waitpid(pid, &ignored, 0);
-    close(out[0]);
-    close(err[0]);
-    if (in[1] >= 0) close(in[1]);
-    const std::string prefix = where.empty() ? "" : std::string(where) + ": ";
-    if (f.step == 1) {
-      throw LaunchError(prefix + "cannot bind '" + spec.argv[0] + "' to CPUs " + spec.cpus.str() +
-                        ": " + errno_text(f.err) +
-                        " (are those CPUs online and allowed here? see --no-probe)");
-    }
-    if (f.step == 4) {
-      throw LaunchError(prefix + "cannot enter working directory " + spec.cwd + ": " +
-                        errno_text(f.err));
-    }
-    throw LaunchError(prefix + "cannot run '" + spec.argv[0] + "': " + errno_text(f.err),
-                      f.err == ENOENT ? 127 : 126);
+    pipes.close_parent_ends();
+    throw start_failure(*f, spec, where);
   }
 
   auto p = std::make_unique<Proc>();
   p->id = id;
   p->pid = pid;
   p->pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
-  p->out = out[0];
-  p->err = err[0];
-  p->in = in[1];
+  p->out = pipes.out[0];
+  p->err = pipes.err[0];
+  p->in = pipes.in[1];
   set_nonblocking(p->out);
   set_nonblocking(p->err);
   if (p->in >= 0) set_nonblocking(p->in);
@@ -468,76 +527,31 @@ size_t ProcessSet::feed_stdin(Proc& p, short revents) {
   return static_cast<size_t>(n);
 }
 
+/// What the I/O thread polls in one round: the wake pipe first, then each process's pipes and
+/// pidfd.
+struct ProcessSet::PollSet {
+  enum class What { kWake, kOut, kErr, kIn, kPid };
+  std::vector<pollfd> fds;
+  std::vector<std::pair<Proc*, What>> owners;  ///< what each pollfd is
+
+  void add(int fd, short events, Proc* p, What what) {
+    fds.push_back({fd, events, 0});
+    owners.emplace_back(p, what);
+  }
+};
+
 void ProcessSet::io_loop() {
   for (;;) {
-    std::vector<pollfd> fds;
-    std::vector<std::pair<Proc*, int>> owners;  // what each pollfd is: 0 out, 1 err, 2 in, 3 pid
+    PollSet set;
+    if (!watch(set)) return;
+    // Without a pidfd (old kernels) we look for exits every 50 ms.
+    const int rc = poll(set.fds.data(), set.fds.size(), 50);
+    if (rc < 0 && errno != EINTR) return;
     size_t stdin_gone = 0;
     std::function<void(size_t)> gone_callback;
     {
       std::lock_guard lock(mutex_);
-      bool all_reaped = true;
-      for (auto& [id, p] : procs_)
-        all_reaped = all_reaped && p->reaped;
-      if (stopping_ && all_reaped) return;
-      // Output only while the queue has room: a process that prints faster than ddlrun's
-      // output is read then blocks on its own pipe.
-      const bool room = !events_.output_full();
-      fds.push_back({wake_read_, POLLIN, 0});
-      owners.emplace_back(nullptr, -1);
-      for (auto& [id, p] : procs_) {
-        if (p->out >= 0 && room) {
-          fds.push_back({p->out, POLLIN, 0});
-          owners.emplace_back(p.get(), 0);
-        }
-        if (p->err >= 0 && room) {
-          fds.push_back({p->err, POLLIN, 0});
-          owners.emplace_back(p.get(), 1);
-        }
-        if (p->in >= 0 && (p->in_queue.size() > p->in_done || p->close_in)) {
-          if (p->in_queue.size() == p->in_done) {
-            close_fd(p->in);
-          } else {
-            fds.push_back({p->in, POLLOUT, 0});
-            owners.emplace_back(p.get(), 2);
-          }
-        }
-        if (!p->reaped && p->pidfd >= 0) {
-          fds.push_back({p->pidfd, POLLIN, 0});
-          owners.emplace_back(p.get(), 3);
-        }
-      }
-    }
-    // Without a pidfd (old kernels) we look for exits every 50 ms.
-    const int rc = poll(fds.data(), fds.size(), 50);
-    if (rc < 0 && errno != EINTR) return;
-    {
-      std::lock_guard lock(mutex_);
-      if (fds[0].revents != 0) {
-        char junk[256];
-        while (read(wake_read_, junk, sizeof junk) > 0) {
-        }
-      }
-      for (size_t i = 1; i < fds.size(); ++i) {
-        Proc& p = *owners[i].first;
-        const short re = fds[i].revents;
-        if (re == 0) continue;
-        switch (owners[i].second) {
-          case 0:
-          case 1: {
-            int& fd = owners[i].second == 0 ? p.out : p.err;
-            const Stream stream = owners[i].second == 0 ? Stream::kStdout : Stream::kStderr;
-            for (int k = 0; k < kReadsPerRound && fd >= 0 && !events_.output_full(); ++k)
-              drain(p.id, fd, stream, kChunk);
-            break;
-          }
-          case 2:
-            if (p.in >= 0) stdin_gone += feed_stdin(p, re);
-            break;
-          default:
-            break;
-        }
-      }
+      stdin_gone = serve(set);
       reap();
       if (stdin_gone > 0) gone_callback = stdin_gone_;
     }
@@ -546,6 +560,61 @@ void ProcessSet::io_loop() {
       if (gone_callback) gone_callback(stdin_gone);
     }
   }
+}
+
+// Fills `set` for the next round (closing stdin pipes that are done with); false once the set
+// is stopping and every process has been reaped.
+bool ProcessSet::watch(PollSet& set) {
+  using What = PollSet::What;
+  std::lock_guard lock(mutex_);
+  bool all_reaped = true;
+  for (auto& [id, p] : procs_)
+    all_reaped = all_reaped && p->reaped;
+  if (stopping_ && all_reaped) return false;
+  // Output only while the queue has room: a process that prints faster than ddlrun's
+  // output is read then blocks on its own pipe.
+  const bool room = !events_.output_full();
+  set.add(wake_read_, POLLIN, nullptr, What::kWake);
+  for (auto& [id, p] : procs_) {
+    if (p->out >= 0 && room) set.add(p->out, POLLIN, p.get(), What::kOut);
+    if (p->err >= 0 && room) set.add(p->err, POLLIN, p.get(), What::kErr);
+    if (p->in >= 0 && (p->in_queue.size() > p->in_done || p->close_in)) {
+      if (p->in_queue.size() == p->in_done) {
+        close_fd(p->in);
+      } else {
+        set.add(p->in, POLLOUT, p.get(), What::kIn);
+      }
+    }
+    if (!p->reaped && p->pidfd >= 0) set.add(p->pidfd, POLLIN, p.get(), What::kPid);
+  }
+  return true;
+}
+
+// Reads the output and writes the stdin that `set`'s poll found ready (mutex_ held); returns
+// the bytes of stdin that left the queues.
+size_t ProcessSet::serve(const PollSet& set) {
+  using What = PollSet::What;
+  if (set.fds[0].revents != 0) {
+    char junk[256];
+    while (read(wake_read_, junk, sizeof junk) > 0) {
+    }
+  }
+  size_t stdin_gone = 0;
+  for (size_t i = 1; i < set.fds.size(); ++i) {
+    Proc& p = *set.owners[i].first;
+    const What what = set.owners[i].second;
+    const short re = set.fds[i].revents;
+    if (re == 0) continue;
+    if (what == What::kOut || what == What::kErr) {
+      int& fd = what == What::kOut ? p.out : p.err;
+      const Stream stream = what == What::kOut ? Stream::kStdout : Stream::kStderr;
+      for (int k = 0; k < kReadsPerRound && fd >= 0 && !events_.output_full(); ++k)
+        drain(p.id, fd, stream, kChunk);
+    } else if (what == What::kIn && p.in >= 0) {
+      stdin_gone += feed_stdin(p, re);
+    }
+  }
+  return stdin_gone;
 }
 
 // Exits: by pidfd, or by polling waitpid when there is none (mutex_ held).

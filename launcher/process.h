@@ -88,7 +88,10 @@ class ProcessSet {
 
  private:
   struct Proc;
+  struct PollSet;
   void io_loop();
+  bool watch(PollSet& set);
+  size_t serve(const PollSet& set);
   void drain(int id, int& fd, Stream stream, size_t limit);
   size_t feed_stdin(Proc& p, short revents);
   void reap();

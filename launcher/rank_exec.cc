@@ -148,15 +148,19 @@ std::string copy_topology(const std::string& text, const std::string& path,
   return where;
 }
 
-int run(const std::vector<std::string>& args) {
+/// The program and its arguments: what follows `--rank-exec --`.
+std::vector<std::string> program_argv(const std::vector<std::string>& args) {
   size_t first = 0;
   if (first < args.size() && args[first] == "--rank-exec") ++first;
   if (first < args.size() && args[first] == "--") ++first;
   if (first == args.size()) {
     throw Failure{"no program given (usage: ddlrun --rank-exec -- program [args...])", 2};
   }
-  const std::vector<std::string> argv(args.begin() + static_cast<ptrdiff_t>(first), args.end());
+  return std::vector<std::string>(args.begin() + static_cast<ptrdiff_t>(first), args.end());
+}
 
+/// This process's global rank, from the variable its launcher set.
+int this_rank() {
   const std::optional<int> rank = launcher_rank(
       [](const char* name, void*) -> std::optional<std::string> { return get(name); });
   if (!rank) {
@@ -165,10 +169,12 @@ int run(const std::vector<std::string>& args) {
         "$SLURM_PROCID, $JSM_NAMESPACE_RANK is set (ddlrun --rank-exec runs under mpirun, "
         "srun, prterun or jsrun started by ddlrun)"};
   }
-  const std::string who = "rank " + std::to_string(*rank);
+  return *rank;
+}
 
-  Job job;
-  job.argv = argv;
+/// Reads the topology file named by $DDL_TOPOLOGY_FILE into `job`, written first from
+/// $DDL_TOPOLOGY_TEXT (which the program does not inherit) on a host that lacks it.
+void read_topology(Job& job, const std::string& who) {
   job.topology_path = required("DDL_TOPOLOGY_FILE", who);
   const std::optional<std::string> text = get(std::string(kTopologyTextVariable).c_str());
   unsetenv(std::string(kTopologyTextVariable).c_str());
@@ -182,8 +188,10 @@ int run(const std::vector<std::string>& args) {
                   " (every host needs the topology file at this path: use a shared file "
                   "system, or --launcher ssh, which copies it)"};
   }
-  job.token = required("DDL_JOB_TOKEN", who);
+}
 
+/// $MASTER_ADDR and $MASTER_PORT.
+Rendezvous master_rendezvous(const std::string& who) {
   Rendezvous rendezvous;
   rendezvous.address = required("MASTER_ADDR", who);
   const std::string master_port = required("MASTER_PORT", who);
@@ -193,62 +201,73 @@ int run(const std::vector<std::string>& args) {
                   "' (expected a port); unset it and let ddlrun set it"};
   }
   rendezvous.master_port = *mport;
-  // $DDL_RENDEZVOUS is there only when ddlrun serves the rendezvous; otherwise the ranks
-  // bootstrap through PMIx and it stays unset.
-  const std::optional<std::string> meet = get("DDL_RENDEZVOUS");
-  if (meet) {
-    const size_t colon = meet->rfind(':');
-    const std::optional<int> dport = colon == std::string::npos
-                                         ? std::nullopt
-                                         : parse_int(std::string_view(*meet).substr(colon + 1));
-    if (!dport || colon == 0) {
-      throw Failure{who + ": malformed $DDL_RENDEZVOUS '" + *meet +
-                    "' (expected host:port); unset it and let ddlrun set it"};
-    }
-    std::string host = meet->substr(0, colon);
-    if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
-      host = host.substr(1, host.size() - 2);
-    }
-    rendezvous.ddl_address = host;
-    rendezvous.ddl_port = *dport;
-  }
+  return rendezvous;
+}
 
-  if (std::optional<std::string> names = get(std::string(kExportsVariable).c_str())) {
-    size_t pos = 0;
-    while (pos < names->size()) {
-      size_t end = names->find(' ', pos);
-      if (end == std::string::npos) end = names->size();
-      const std::string name = names->substr(pos, end - pos);
-      if (std::optional<std::string> value = get(name.c_str()); !name.empty() && value) {
-        job.exports.emplace_back(name, *value);
-      }
-      pos = end + 1;
-    }
+/// $DDL_RENDEZVOUS (`meet`, "host:port" or "[v6 address]:port") into `rendezvous`.
+void read_ddl_rendezvous(const std::string& meet, const std::string& who, Rendezvous& rendezvous) {
+  const size_t colon = meet.rfind(':');
+  const std::optional<int> dport = colon == std::string::npos
+                                       ? std::nullopt
+                                       : parse_int(std::string_view(meet).substr(colon + 1));
+  if (!dport || colon == 0) {
+    throw Failure{who + ": malformed $DDL_RENDEZVOUS '" + meet +
+                  "' (expected host:port); unset it and let ddlrun set it"};
   }
-  if (std::optional<std::string> cores = get(std::string(kCoresVariable).c_str())) {
-    job.cores = decode_cores(*cores);
+  std::string host = meet.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
   }
+  rendezvous.ddl_address = host;
+  rendezvous.ddl_port = *dport;
+}
 
-  const comm::RankPlacement* placement = job.topology.find_rank(*rank);
+/// The user's exports (-x): the variables $DDL_EXPORTS names, with the values inherited.
+void read_exports(Job& job) {
+  std::optional<std::string> names = get(std::string(kExportsVariable).c_str());
+  if (!names) return;
+  size_t pos = 0;
+  while (pos < names->size()) {
+    size_t end = names->find(' ', pos);
+    if (end == std::string::npos) end = names->size();
+    const std::string name = names->substr(pos, end - pos);
+    if (std::optional<std::string> value = get(name.c_str()); !name.empty() && value) {
+      job.exports.emplace_back(name, *value);
+    }
+    pos = end + 1;
+  }
+}
+
+const comm::RankPlacement& placement_of(const Job& job, int rank, const std::string& who) {
+  const comm::RankPlacement* placement = job.topology.find_rank(rank);
   if (placement == nullptr) {
     throw Failure{who + ": not in the topology file " + job.topology_path + " (it has " +
                   std::to_string(job.topology.ranks.size()) +
                   " ranks); the launcher started more ranks than ddlrun planned: do not pass "
                   "-n/-np through --mpiarg"};
   }
+  return *placement;
+}
+
+/// Sets every variable rank_environment() gives this rank ($DDL_RENDEZVOUS only when ddlrun
+/// serves the rendezvous: `served`).
+void set_rank_environment(const Job& job, int rank, const Rendezvous& rendezvous, bool served,
+                          const std::string& who) {
   bool inherited_omp = false;
   if (const char* omp = std::getenv("OMP_NUM_THREADS"); omp != nullptr && *omp != '\0') {
     inherited_omp = true;
   }
   for (const EnvVar& e :
-       rank_environment(job, *rank, rendezvous, job.topology_path, inherited_omp)) {
-    if (e.first == "DDL_RENDEZVOUS" && !meet) continue;
+       rank_environment(job, rank, rendezvous, job.topology_path, inherited_omp)) {
+    if (e.first == "DDL_RENDEZVOUS" && !served) continue;
     if (setenv(e.first.c_str(), e.second.c_str(), 1) != 0) {
       throw Failure{who + ": cannot set $" + e.first + ": " + std::strerror(errno)};
     }
   }
-  bind_to(placement->cpus, who);
+}
 
+/// Execs `argv`; throws the Failure that names why it could not.
+[[noreturn]] void exec_program(const std::vector<std::string>& argv, const std::string& who) {
   std::vector<char*> cargv;
   for (const std::string& a : argv)
     cargv.push_back(const_cast<char*>(a.c_str()));
@@ -261,6 +280,32 @@ int run(const std::vector<std::string>& args) {
                     (err == ENOENT ? " (check the program's name and $PATH on that host)"
                                    : " (check that it is an executable file)"),
                 err == ENOENT ? 127 : 1};
+}
+
+/// The steps of the "how it works" block above; returns only by throwing a Failure.
+[[noreturn]] void run(const std::vector<std::string>& args) {
+  const std::vector<std::string> argv = program_argv(args);
+  const int rank = this_rank();
+  const std::string who = "rank " + std::to_string(rank);
+
+  Job job;
+  job.argv = argv;
+  read_topology(job, who);
+  job.token = required("DDL_JOB_TOKEN", who);
+  Rendezvous rendezvous = master_rendezvous(who);
+  // $DDL_RENDEZVOUS is there only when ddlrun serves the rendezvous; otherwise the ranks
+  // bootstrap through PMIx and it stays unset.
+  const std::optional<std::string> meet = get("DDL_RENDEZVOUS");
+  if (meet) read_ddl_rendezvous(*meet, who, rendezvous);
+  read_exports(job);
+  if (std::optional<std::string> cores = get(std::string(kCoresVariable).c_str())) {
+    job.cores = decode_cores(*cores);
+  }
+
+  const comm::RankPlacement& placement = placement_of(job, rank, who);
+  set_rank_environment(job, rank, rendezvous, meet.has_value(), who);
+  bind_to(placement.cpus, who);
+  exec_program(argv, who);
 }
 
 }  // namespace
@@ -277,7 +322,7 @@ std::optional<int> launcher_rank(hostfiles::GetEnv getenv_fn, void* env_context)
 
 int rank_exec_main(const std::vector<std::string>& args) {
   try {
-    return run(args);
+    run(args);
   } catch (const Failure& f) {
     std::cerr << "ddlrun --rank-exec: error: " << f.message << std::endl;
     return f.status;

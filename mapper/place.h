@@ -17,7 +17,8 @@ namespace ddl::mapper {
 
 // Hardware-aware placement: one rank per GPU, each bound to the cores of its GPU's package and
 // to the NIC nearest its GPU, then the rings of the mode, ordered along the hardware. The result
-// is a comm::Topology, the file every rank reads at init.
+// is a comm::Topology, the file every rank reads at init. place.cc outlines the steps; each lives
+// in a file of its own: map.cc, rank.cc, bind.cc, nic.cc and rings.cc.
 
 /// What the user asked for, beyond the hosts.
 struct PlaceRequest {

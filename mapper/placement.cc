@@ -4,6 +4,10 @@
 
 namespace ddl::mapper {
 
+std::string plural(int n, const std::string& noun) {
+  return std::to_string(n) + " " + (n == 1 ? noun : noun + "s");
+}
+
 std::string SlotPlacement::describe() const {
   std::vector<int> counts;
   for (const HostRanks& h : hosts) {

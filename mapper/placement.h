@@ -24,6 +24,9 @@ struct SlotPlacement {
   std::string describe() const;
 };
 
+/// "1 rank", "6 ranks": a count and its noun, as placement messages write them.
+std::string plural(int n, const std::string& noun);
+
 /// A request the hosts cannot satisfy; what() says why and what to change.
 class PlacementError : public std::runtime_error {
  public:

@@ -380,10 +380,13 @@ std::optional<int> read_int(const std::filesystem::path& path) {
   return static_cast<int>(v);
 }
 
+/// Interfaces and their addresses.
+using Addresses = std::vector<std::pair<std::string, std::vector<std::string>>>;
+
 /// Non-loopback interfaces that are up, with their IPv4/IPv6 addresses (link-local IPv6 left
 /// out: unusable without a scope), in the order getifaddrs gives them.
-std::vector<std::pair<std::string, std::vector<std::string>>> interface_addresses() {
-  std::vector<std::pair<std::string, std::vector<std::string>>> out;
+Addresses interface_addresses() {
+  Addresses out;
   ifaddrs* list = nullptr;
   if (getifaddrs(&list) != 0) return out;
   for (const ifaddrs* a = list; a; a = a->ifa_next) {
@@ -406,65 +409,67 @@ std::vector<std::pair<std::string, std::vector<std::string>>> interface_addresse
   return out;
 }
 
-void add_live_network_details(Inventory& inv) {
-  namespace fs = std::filesystem;
-  const auto addresses = interface_addresses();
-  const auto fill = [&](NetInterface& i) {
-    for (const auto& [name, addrs] : addresses) {
-      if (name == i.name) i.addresses = addrs;
-    }
-    if (std::optional<int> speed = read_int(fs::path("/sys/class/net") / i.name / "speed")) {
-      if (*speed > 0) i.speed_mbps = *speed;
-    }
-  };
-  for (Nic& n : inv.nics) {
-    for (NetInterface& i : n.interfaces)
-      fill(i);
-    if (n.kind == NicKind::kEthernet) continue;
-    // RDMA ports: the kernel says the link layer (which settles InfiniBand or RoCE) and rate.
-    const fs::path ports = fs::path("/sys/class/infiniband") / n.name / "ports";
-    if (n.ports.empty()) {  // hwloc recorded none: list them from sysfs
-      std::error_code ec;
-      for (const auto& entry : fs::directory_iterator(ports, ec)) {
-        const int number = std::atoi(entry.path().filename().c_str());
-        if (number > 0) n.ports.push_back(NicPort{number, "", "", {}});
-      }
-      std::sort(n.ports.begin(), n.ports.end(),
-                [](const NicPort& a, const NicPort& b) { return a.number < b.number; });
-    }
-    bool ethernet = false;
-    bool infiniband = false;
-    for (NicPort& p : n.ports) {
-      const fs::path port = ports / std::to_string(p.number);
-      if (p.state.empty()) {  // "4: ACTIVE"
-        if (std::optional<std::string> state = read_line(port / "state")) {
-          p.state = port_state_name(state->substr(0, 1));
-        }
-      }
-      if (std::optional<std::string> ll = read_line(port / "link_layer")) {
-        std::string lower = *ll;
-        std::transform(lower.begin(), lower.end(), lower.begin(),
-                       [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-        p.link_layer = lower;
-        ethernet |= lower == "ethernet";
-        infiniband |= lower == "infiniband";
-      }
-      if (std::optional<std::string> rate = read_line(port / "rate")) {  // "100 Gb/sec (4X EDR)"
-        const double gbps = std::strtod(rate->c_str(), nullptr);
-        if (gbps > 0) p.speed_mbps = static_cast<int>(gbps * 1000);
-      }
-    }
-    if (ethernet && !infiniband) n.kind = NicKind::kRoce;
-    if (infiniband) n.kind = NicKind::kInfiniband;
+/// An interface's addresses and link speed, from getifaddrs and sysfs.
+void add_interface_details(NetInterface& i, const Addresses& addresses) {
+  for (const auto& [name, addrs] : addresses) {
+    if (name == i.name) i.addresses = addrs;
   }
-  // Interfaces hwloc does not attach to a PCI device (virtio in some VMs, bonds, containers'
-  // veth): Ethernet NICs without locality, when they are up and have an address.
+  if (std::optional<int> speed =
+          read_int(std::filesystem::path("/sys/class/net") / i.name / "speed")) {
+    if (*speed > 0) i.speed_mbps = *speed;
+  }
+}
+
+/// An RDMA device's ports from sysfs when hwloc recorded none, each port's state, link layer
+/// and rate, and its kind from the link layers: the kernel settles InfiniBand or RoCE.
+void add_rdma_port_details(Nic& n) {
+  namespace fs = std::filesystem;
+  const fs::path ports = fs::path("/sys/class/infiniband") / n.name / "ports";
+  if (n.ports.empty()) {  // hwloc recorded none: list them from sysfs
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(ports, ec)) {
+      const int number = std::atoi(entry.path().filename().c_str());
+      if (number > 0) n.ports.push_back(NicPort{number, "", "", {}});
+    }
+    std::sort(n.ports.begin(), n.ports.end(),
+              [](const NicPort& a, const NicPort& b) { return a.number < b.number; });
+  }
+  bool ethernet = false;
+  bool infiniband = false;
+  for (NicPort& p : n.ports) {
+    const fs::path port = ports / std::to_string(p.number);
+    if (p.state.empty()) {  // "4: ACTIVE"
+      if (std::optional<std::string> state = read_line(port / "state")) {
+        p.state = port_state_name(state->substr(0, 1));
+      }
+    }
+    if (std::optional<std::string> ll = read_line(port / "link_layer")) {
+      std::string lower = *ll;
+      std::transform(lower.begin(), lower.end(), lower.begin(),
+                     [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+      p.link_layer = lower;
+      ethernet |= lower == "ethernet";
+      infiniband |= lower == "infiniband";
+    }
+    if (std::optional<std::string> rate = read_line(port / "rate")) {  // "100 Gb/sec (4X EDR)"
+      const double gbps = std::strtod(rate->c_str(), nullptr);
+      if (gbps > 0) p.speed_mbps = static_cast<int>(gbps * 1000);
+    }
+  }
+  if (ethernet && !infiniband) n.kind = NicKind::kRoce;
+  if (infiniband) n.kind = NicKind::kInfiniband;
+}
+
+/// Interfaces hwloc does not attach to a PCI device (virtio in some VMs, bonds, containers'
+/// veth): Ethernet NICs without locality, when they are up and have an address, by name.
+std::vector<Nic> virtual_nics(const Inventory& inv, const Addresses& addresses) {
+  namespace fs = std::filesystem;
   std::set<std::string> known;
   for (const Nic& n : inv.nics) {
     for (const NetInterface& i : n.interfaces)
       known.insert(i.name);
   }
-  std::vector<Nic> virtual_nics;
+  std::vector<Nic> out;
   for (const auto& [name, addrs] : addresses) {
     if (known.count(name) || addrs.empty()) continue;
     Nic n;
@@ -473,13 +478,24 @@ void add_live_network_details(Inventory& inv) {
     n.kind = type && *type == 32 ? NicKind::kInfiniband : NicKind::kEthernet;  // ARPHRD_INFINIBAND
     NetInterface i{
         name, read_line(fs::path("/sys/class/net") / name / "address").value_or(""), {}, {}};
-    fill(i);
+    add_interface_details(i, addresses);
     n.interfaces.push_back(std::move(i));
-    virtual_nics.push_back(std::move(n));
+    out.push_back(std::move(n));
   }
-  std::sort(virtual_nics.begin(), virtual_nics.end(),
-            [](const Nic& a, const Nic& b) { return a.name < b.name; });
-  for (Nic& n : virtual_nics)
+  std::sort(out.begin(), out.end(), [](const Nic& a, const Nic& b) { return a.name < b.name; });
+  return out;
+}
+
+/// What the kernel knows of the network and hwloc does not record: addresses, speeds, RDMA
+/// ports and link layers, and interfaces outside the PCI tree.
+void add_live_network_details(Inventory& inv) {
+  const Addresses addresses = interface_addresses();
+  for (Nic& n : inv.nics) {
+    for (NetInterface& i : n.interfaces)
+      add_interface_details(i, addresses);
+    if (n.kind != NicKind::kEthernet) add_rdma_port_details(n);
+  }
+  for (Nic& n : virtual_nics(inv, addresses))
     inv.nics.push_back(std::move(n));
 }
 

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <initializer_list>
 #include <map>
 #include <mutex>
 
@@ -207,6 +208,151 @@ void dmodex_response(pmix_status_t status, char* data, size_t size, void* cbdata
   (*done)(status, data != nullptr ? std::string(data, size) : std::string());
 }
 
+/// A PMIx info list being built (PMIx_Info_list_*), released when it goes.
+class InfoList {
+ public:
+  /// A key and where its value is (PMIx copies it).
+  struct Entry {
+    const char* key;
+    const void* value;
+    pmix_data_type_t type;
+  };
+  InfoList() : list_(PMIx_Info_list_start()) {}
+  ~InfoList() { PMIx_Info_list_release(list_); }
+  InfoList(const InfoList&) = delete;
+  InfoList& operator=(const InfoList&) = delete;
+
+  /// Adds the entries in order; throws LaunchError naming the first key PMIx refuses.
+  void add(std::initializer_list<Entry> entries) {
+    for (const Entry& e : entries) {
+      const pmix_status_t rc = PMIx_Info_list_add(list_, e.key, e.value, e.type);
+      if (rc != PMIX_SUCCESS) {
+        throw LaunchError(std::string("PMIx server: cannot describe the job (") + e.key +
+                          "): " + status_text(rc));
+      }
+    }
+  }
+  void* get() const { return list_; }
+
+ private:
+  void* list_;
+};
+
+/// An info list converted into an array (PMIx_Info_list_convert), destructed when it goes.
+class InfoArray {
+ public:
+  explicit InfoArray(const InfoList& list) { PMIx_Info_list_convert(list.get(), &array_); }
+  ~InfoArray() { PMIX_DATA_ARRAY_DESTRUCT(&array_); }
+  InfoArray(const InfoArray&) = delete;
+  InfoArray& operator=(const InfoArray&) = delete;
+  pmix_data_array_t* get() { return &array_; }
+
+ private:
+  pmix_data_array_t array_{};
+};
+
+/// A string PMIx allocated (a regex), freed when it goes.
+struct PmixText {
+  char* text = nullptr;
+  PmixText() = default;
+  PmixText(const PmixText&) = delete;
+  PmixText& operator=(const PmixText&) = delete;
+  ~PmixText() { std::free(text); }
+};
+
+/// Collects the ranks of this host, which holds the hosts `host_indices`, into s.local (sorted);
+/// returns the node of the first such host.
+const JobLayout::Node& take_local_ranks(Server::Impl& s, const std::vector<int>& host_indices,
+                                        const std::string& job_id) {
+  const JobLayout::Node* me = nullptr;
+  for (int h : host_indices) {
+    const JobLayout::Node* n = s.layout.node(h);
+    if (n == nullptr) continue;
+    if (me == nullptr) me = n;
+    s.local.insert(s.local.end(), n->ranks.begin(), n->ranks.end());
+  }
+  std::sort(s.local.begin(), s.local.end());
+  if (me == nullptr) {
+    throw LaunchError("PMIx server: this host has no ranks in job " + job_id + " (internal error)");
+  }
+  return *me;
+}
+
+/// Rank `r` as PMIx describes it (PMIX_PROC_DATA): its ranks, app, node and host name.
+InfoArray rank_info(const JobLayout& layout, int r) {
+  const JobLayout::Node& node = layout.nodes[layout.node_of[r]];
+  const pmix_rank_t rank = static_cast<pmix_rank_t>(r);
+  const uint16_t local_rank = static_cast<uint16_t>(layout.local_rank[r]);
+  const uint32_t node_id = static_cast<uint32_t>(layout.node_of[r]);
+  const uint32_t zero = 0;
+  InfoList proc;
+  proc.add({{PMIX_RANK, &rank, PMIX_PROC_RANK},
+            {PMIX_APPNUM, &zero, PMIX_UINT32},
+            {PMIX_APP_RANK, &rank, PMIX_PROC_RANK},
+            {PMIX_GLOBAL_RANK, &rank, PMIX_PROC_RANK},
+            {PMIX_LOCAL_RANK, &local_rank, PMIX_UINT16},
+            {PMIX_NODE_RANK, &local_rank, PMIX_UINT16},
+            {PMIX_NODEID, &node_id, PMIX_UINT32},
+            {PMIX_HOSTNAME, node.name.c_str(), PMIX_STRING}});
+  return InfoArray(proc);
+}
+
+/// The job's namespace as this host's server registers it (`local`: this host's ranks, `me`:
+/// its node): sizes, the node and process maps, this node's peers and leader, and every rank's
+/// rank_info().
+InfoArray job_info(const Job& job, const JobLayout& layout, const std::vector<int>& local,
+                   const JobLayout::Node& me) {
+  InfoList list;
+  PmixText node_map, proc_map;
+  pmix_status_t rc = PMIx_generate_regex(layout.node_list().c_str(), &node_map.text);
+  if (rc == PMIX_SUCCESS) rc = PMIx_generate_ppn(layout.proc_list().c_str(), &proc_map.text);
+  if (rc != PMIX_SUCCESS) {
+    throw LaunchError("PMIx server: cannot encode the node map: " + status_text(rc));
+  }
+  const uint32_t size = static_cast<uint32_t>(layout.size());
+  const uint32_t num_nodes = static_cast<uint32_t>(layout.nodes.size());
+  const uint32_t local_size = static_cast<uint32_t>(local.size());
+  const uint32_t one = 1;
+  const pmix_rank_t leader = static_cast<pmix_rank_t>(local.front());
+  std::string peers;
+  for (int r : local)
+    peers += (peers.empty() ? "" : ",") + std::to_string(r);
+  list.add({{PMIX_JOBID, job.topology.job_id.c_str(), PMIX_STRING},
+            {PMIX_UNIV_SIZE, &size, PMIX_UINT32},
+            {PMIX_JOB_SIZE, &size, PMIX_UINT32},
+            {PMIX_MAX_PROCS, &size, PMIX_UINT32},
+            {PMIX_JOB_NUM_APPS, &one, PMIX_UINT32},
+            {PMIX_APP_SIZE, &size, PMIX_UINT32},
+            {PMIX_NUM_NODES, &num_nodes, PMIX_UINT32},
+            {PMIX_NODE_MAP, node_map.text, PMIX_REGEX},
+            {PMIX_PROC_MAP, proc_map.text, PMIX_REGEX},
+            {PMIX_HOSTNAME, me.name.c_str(), PMIX_STRING},
+            {PMIX_LOCAL_PEERS, peers.c_str(), PMIX_STRING},
+            {PMIX_LOCAL_SIZE, &local_size, PMIX_UINT32},
+            {PMIX_NODE_SIZE, &local_size, PMIX_UINT32},
+            {PMIX_LOCALLDR, &leader, PMIX_PROC_RANK}});
+  for (int r = 0; r < layout.size(); ++r) {
+    InfoArray proc = rank_info(layout, r);
+    list.add({{PMIX_PROC_DATA, proc.get(), PMIX_DATA_ARRAY}});
+  }
+  return InfoArray(list);
+}
+
+/// Registers this host's ranks as the namespace's clients.
+void register_clients(const Server::Impl& s) {
+  for (int r : s.local) {
+    pmix_proc_t proc;
+    PMIX_PROC_LOAD(&proc, s.nspace.c_str(), static_cast<pmix_rank_t>(r));
+    const pmix_status_t rc = wait_op([&](pmix_op_cbfunc_t cb, void* data) {
+      return PMIx_server_register_client(&proc, getuid(), getgid(), nullptr, cb, data);
+    });
+    if (rc != PMIX_SUCCESS) {
+      throw LaunchError("PMIx server: cannot register rank " + std::to_string(r) + ": " +
+                        status_text(rc));
+    }
+  }
+}
+
 }  // namespace
 
 void add_environment(std::vector<EnvVar>& env, std::vector<EnvVar> pmix,
@@ -314,18 +460,7 @@ Server::~Server() {
 void Server::register_job(const Job& job, const std::vector<int>& host_indices) {
   Impl& s = *impl_;
   s.layout = make_layout(job.topology);
-  const JobLayout::Node* me = nullptr;
-  for (int h : host_indices) {
-    const JobLayout::Node* n = s.layout.node(h);
-    if (n == nullptr) continue;
-    if (me == nullptr) me = n;
-    s.local.insert(s.local.end(), n->ranks.begin(), n->ranks.end());
-  }
-  std::sort(s.local.begin(), s.local.end());
-  if (me == nullptr) {
-    throw LaunchError("PMIx server: this host has no ranks in job " + job.topology.job_id +
-                      " (internal error)");
-  }
+  const JobLayout::Node& me = take_local_ranks(s, host_indices, job.topology.job_id);
   s.nspace = "ddlrun." + (job.topology.job_id.empty() ? std::string("job") : job.topology.job_id);
   if (s.nspace.size() > PMIX_MAX_NSLEN) s.nspace.resize(PMIX_MAX_NSLEN);
   {
@@ -333,100 +468,21 @@ void Server::register_job(const Job& job, const std::vector<int>& host_indices) 
     for (int r : s.local)
       s.states[r] = ClientState::kNotConnected;
   }
-
-  void* list = PMIx_Info_list_start();
-  auto add = [](void* l, const char* key, const void* value, pmix_data_type_t type) {
-    const pmix_status_t rc = PMIx_Info_list_add(l, key, value, type);
-    if (rc != PMIX_SUCCESS) {
-      throw LaunchError(std::string("PMIx server: cannot describe the job (") + key +
-                        "): " + status_text(rc));
-    }
-  };
-  const uint32_t size = static_cast<uint32_t>(s.layout.size());
-  const uint32_t num_nodes = static_cast<uint32_t>(s.layout.nodes.size());
-  const uint32_t local_size = static_cast<uint32_t>(s.local.size());
-  const uint32_t one = 1;
-  const uint32_t zero = 0;
-  const pmix_rank_t leader = static_cast<pmix_rank_t>(s.local.front());
-  std::string peers;
-  for (int r : s.local)
-    peers += (peers.empty() ? "" : ",") + std::to_string(r);
-  char* node_map = nullptr;
-  char* proc_map = nullptr;
-  pmix_status_t rc = PMIx_generate_regex(s.layout.node_list().c_str(), &node_map);
-  if (rc == PMIX_SUCCESS) rc = PMIx_generate_ppn(s.layout.proc_list().c_str(), &proc_map);
-  if (rc != PMIX_SUCCESS) {
-    std::free(node_map);
-    PMIx_Info_list_release(list);
-    throw LaunchError("PMIx server: cannot encode the node map: " + status_text(rc));
+  pmix_status_t rc;
+  {
+    InfoArray all = job_info(job, s.layout, s.local, me);
+    rc = wait_op([&](pmix_op_cbfunc_t cb, void* data) {
+      return PMIx_server_register_nspace(s.nspace.c_str(), static_cast<int>(s.local.size()),
+                                         static_cast<pmix_info_t*>(all.get()->array),
+                                         all.get()->size, cb, data);
+    });
   }
-  try {
-    add(list, PMIX_JOBID, job.topology.job_id.c_str(), PMIX_STRING);
-    add(list, PMIX_UNIV_SIZE, &size, PMIX_UINT32);
-    add(list, PMIX_JOB_SIZE, &size, PMIX_UINT32);
-    add(list, PMIX_MAX_PROCS, &size, PMIX_UINT32);
-    add(list, PMIX_JOB_NUM_APPS, &one, PMIX_UINT32);
-    add(list, PMIX_APP_SIZE, &size, PMIX_UINT32);
-    add(list, PMIX_NUM_NODES, &num_nodes, PMIX_UINT32);
-    add(list, PMIX_NODE_MAP, node_map, PMIX_REGEX);
-    add(list, PMIX_PROC_MAP, proc_map, PMIX_REGEX);
-    add(list, PMIX_HOSTNAME, me->name.c_str(), PMIX_STRING);
-    add(list, PMIX_LOCAL_PEERS, peers.c_str(), PMIX_STRING);
-    add(list, PMIX_LOCAL_SIZE, &local_size, PMIX_UINT32);
-    add(list, PMIX_NODE_SIZE, &local_size, PMIX_UINT32);
-    add(list, PMIX_LOCALLDR, &leader, PMIX_PROC_RANK);
-    for (int r = 0; r < s.layout.size(); ++r) {
-      const JobLayout::Node& node = s.layout.nodes[s.layout.node_of[r]];
-      const pmix_rank_t rank = static_cast<pmix_rank_t>(r);
-      const uint16_t local_rank = static_cast<uint16_t>(s.layout.local_rank[r]);
-      const uint32_t node_id = static_cast<uint32_t>(s.layout.node_of[r]);
-      void* proc = PMIx_Info_list_start();
-      add(proc, PMIX_RANK, &rank, PMIX_PROC_RANK);
-      add(proc, PMIX_APPNUM, &zero, PMIX_UINT32);
-      add(proc, PMIX_APP_RANK, &rank, PMIX_PROC_RANK);
-      add(proc, PMIX_GLOBAL_RANK, &rank, PMIX_PROC_RANK);
-      add(proc, PMIX_LOCAL_RANK, &local_rank, PMIX_UINT16);
-      add(proc, PMIX_NODE_RANK, &local_rank, PMIX_UINT16);
-      add(proc, PMIX_NODEID, &node_id, PMIX_UINT32);
-      add(proc, PMIX_HOSTNAME, node.name.c_str(), PMIX_STRING);
-      pmix_data_array_t darray;
-      PMIx_Info_list_convert(proc, &darray);
-      PMIx_Info_list_release(proc);
-      add(list, PMIX_PROC_DATA, &darray, PMIX_DATA_ARRAY);
-      PMIX_DATA_ARRAY_DESTRUCT(&darray);
-    }
-  } catch (...) {
-    std::free(node_map);
-    std::free(proc_map);
-    PMIx_Info_list_release(list);
-    throw;
-  }
-  std::free(node_map);
-  std::free(proc_map);
-  pmix_data_array_t all;
-  PMIx_Info_list_convert(list, &all);
-  PMIx_Info_list_release(list);
-  rc = wait_op([&](pmix_op_cbfunc_t cb, void* data) {
-    return PMIx_server_register_nspace(s.nspace.c_str(), static_cast<int>(local_size),
-                                       static_cast<pmix_info_t*>(all.array), all.size, cb, data);
-  });
-  PMIX_DATA_ARRAY_DESTRUCT(&all);
   if (rc != PMIX_SUCCESS) {
     throw LaunchError("PMIx server: cannot register namespace " + s.nspace + ": " +
                       status_text(rc));
   }
   nspace_ = s.nspace;
-  for (int r : s.local) {
-    pmix_proc_t proc;
-    PMIX_PROC_LOAD(&proc, s.nspace.c_str(), static_cast<pmix_rank_t>(r));
-    rc = wait_op([&](pmix_op_cbfunc_t cb, void* data) {
-      return PMIx_server_register_client(&proc, getuid(), getgid(), nullptr, cb, data);
-    });
-    if (rc != PMIX_SUCCESS) {
-      throw LaunchError("PMIx server: cannot register rank " + std::to_string(r) + ": " +
-                        status_text(rc));
-    }
-  }
+  register_clients(s);
 }
 
 std::vector<EnvVar> Server::fork_environment(int rank) {

@@ -343,9 +343,24 @@ Host node$k
 EOF
     NETNS_HOSTS+=("node$k")
     _netns_start_holder "$k" || { netns_down; return 1; }
+    _netns_check_checkout "$k" || { netns_down; return 1; }
     netns_start_sshd "$k" || { netns_down; return 1; }
   done
   return 0
+}
+
+# Checks that host K sees this checkout (ddlrun, the build and the test programs) at the same
+# path, as every host of a real cluster sees a shared installation; says why when it does not,
+# before a test fails later with "ddlrun: not found" on that host.
+_netns_check_checkout() {
+  local k=$1 probe="$_netns_checkout/tests/netns/hosts.sh" here there
+  here=$(stat -c '%d:%i' "$probe")
+  there=$(netns_exec "$k" stat -c '%d:%i' "$probe" 2>&1)
+  [[ $there == "$here" ]] && return 0
+  _netns_say "node$k does not see this checkout at $_netns_checkout (it found: ${there:-nothing});" \
+    "each fake host has its own /tmp and home, and binds back only a checkout that lies" \
+    "under /tmp or root's home; clone it there or to a path outside both"
+  return 1
 }
 
 # Undoes netns_up: ends every process in our namespaces (sshd and its sessions) and their

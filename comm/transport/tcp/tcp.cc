@@ -38,6 +38,8 @@
 #include <thread>
 #include <vector>
 
+#include "base/check.h"
+#include "base/fd.h"
 #include "comm/core/quiet_thread.h"
 #include "comm/transport/link.h"
 #include "comm/transport/os.h"
@@ -56,14 +58,11 @@ constexpr auto kHelloTime = std::chrono::seconds(5);
 /// The most sockets one link may have.
 constexpr int kMaxStreams = 64;
 
-std::string errno_text(int e) {
-  return std::strerror(e);
-}
+using base::errno_text;
 
 /// Milliseconds left until `deadline`, for poll(): at least 0, at most 1000.
 int wait_ms(Clock::time_point deadline) {
-  const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
-  return static_cast<int>(std::clamp<long long>(left.count(), 0, 1000));
+  return base::Deadline(deadline).poll_ms();
 }
 
 /// Splits "1.2.3.4:5" or "[fe80::1]:5" into host and port.

@@ -1,0 +1,61 @@
+#include "base/text.h"
+
+#include <algorithm>
+#include <cctype>
+#include <vector>
+
+namespace ddl::base {
+
+namespace {
+
+char lower(char c) {
+  return static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+}
+
+}  // namespace
+
+std::string_view trim(std::string_view s, std::string_view space) {
+  const size_t first = s.find_first_not_of(space);
+  if (first == std::string_view::npos) return {};
+  const size_t last = s.find_last_not_of(space);
+  return s.substr(first, last - first + 1);
+}
+
+size_t edit_distance(std::string_view a, std::string_view b, Case letter_case) {
+  const bool ignore = letter_case == Case::kIgnored;
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j)
+    row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t above = row[j];
+      const bool same = ignore ? lower(a[i - 1]) == lower(b[j - 1]) : a[i - 1] == b[j - 1];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (same ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+std::optional<std::string> closest_match(std::string_view word,
+                                         std::span<const std::string_view> candidates) {
+  std::optional<std::string> best;
+  size_t best_distance = 3;
+  for (std::string_view c : candidates) {
+    const size_t d = edit_distance(word, c, Case::kIgnored);
+    if (d < best_distance && d < std::max(word.size(), c.size())) {
+      best_distance = d;
+      best = std::string(c);
+    }
+  }
+  return best;
+}
+
+std::string did_you_mean(std::string_view word, std::span<const std::string_view> candidates) {
+  auto best = closest_match(word, candidates);
+  return best ? " (did you mean '" + *best + "'?)" : "";
+}
+
+}  // namespace ddl::base

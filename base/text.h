@@ -1,0 +1,33 @@
+#pragma once
+// Text helpers shared by every parser: trimming and "did you mean" suggestions.
+
+#include <cstddef>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace ddl::base {
+
+/// Blanks and tabs: what the one-line formats (CPU lists, modes) trim.
+inline constexpr std::string_view kBlanks = " \t";
+/// Every ASCII white-space character.
+inline constexpr std::string_view kWhiteSpace = " \t\n\r\f\v";
+
+/// `s` without leading and trailing characters from `space`.
+std::string_view trim(std::string_view s, std::string_view space = kWhiteSpace);
+
+enum class Case { kSensitive, kIgnored };
+
+/// Levenshtein distance (insert, delete, substitute each cost 1).
+size_t edit_distance(std::string_view a, std::string_view b, Case letter_case = Case::kSensitive);
+
+/// The candidate closest to `word` (ignoring case) when it is a likely typo: fewer than 3 edits
+/// and fewer edits than the longer of the two has letters. Ties keep the first candidate.
+std::optional<std::string> closest_match(std::string_view word,
+                                         std::span<const std::string_view> candidates);
+
+/// " (did you mean 'x'?)" for closest_match(word, candidates), or "" when there is none.
+std::string did_you_mean(std::string_view word, std::span<const std::string_view> candidates);
+
+}  // namespace ddl::base

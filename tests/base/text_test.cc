@@ -1,0 +1,41 @@
+#include "base/text.h"
+
+#include <gtest/gtest.h>
+
+#include <array>
+
+namespace ddl::base {
+namespace {
+
+TEST(Trim, RemovesOnlyTheGivenCharacters) {
+  EXPECT_EQ(trim("  a b \t"), "a b");
+  EXPECT_EQ(trim("\n a \r\n"), "a");
+  EXPECT_EQ(trim("\n a \n", kBlanks), "\n a \n");
+  EXPECT_EQ(trim(" \t a\t", kBlanks), "a");
+  EXPECT_EQ(trim("   "), "");
+  EXPECT_EQ(trim(""), "");
+}
+
+TEST(EditDistance, CountsInsertionsDeletionsAndSubstitutions) {
+  EXPECT_EQ(edit_distance("", ""), 0u);
+  EXPECT_EQ(edit_distance("slot", "slots"), 1u);
+  EXPECT_EQ(edit_distance("kitten", "sitting"), 3u);
+  EXPECT_EQ(edit_distance("abc", ""), 3u);
+  EXPECT_EQ(edit_distance("Slots", "slots"), 1u);
+  EXPECT_EQ(edit_distance("Slots", "slots", Case::kIgnored), 0u);
+}
+
+TEST(DidYouMean, SuggestsOnlyLikelyTypos) {
+  constexpr std::array<std::string_view, 3> kWords = {"slots", "max_slots", "cpus"};
+  EXPECT_EQ(did_you_mean("slot", kWords), " (did you mean 'slots'?)");
+  EXPECT_EQ(did_you_mean("SLOTS", kWords), " (did you mean 'slots'?)");
+  EXPECT_EQ(did_you_mean("gpus", kWords), " (did you mean 'cpus'?)");
+  EXPECT_EQ(did_you_mean("bandwidth", kWords), "");
+  // Two letters, both wrong: not a typo of a two-letter word.
+  constexpr std::array<std::string_view, 1> kShort = {"np"};
+  EXPECT_EQ(did_you_mean("xy", kShort), "");
+  EXPECT_EQ(closest_match("max_slot", kWords), "max_slots");
+}
+
+}  // namespace
+}  // namespace ddl::base
