@@ -37,6 +37,8 @@
 #include <thread>
 #include <utility>
 
+#include "base/fd.h"
+
 namespace ddl::mapper {
 namespace {
 
@@ -230,15 +232,7 @@ void write_cache(const std::string& path, const Inventory& inventory) {
   std::string tmp = path.substr(0, slash + 1) + "." + path.substr(slash + 1) + ".XXXXXX";
   const int fd = mkostemp(tmp.data(), O_CLOEXEC);  // mode 0600
   if (fd < 0) return;
-  const std::string text = to_yaml(inventory);
-  std::size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    done += static_cast<std::size_t>(n);
-  }
-  const bool ok = done == text.size() && fsync(fd) == 0;
+  const bool ok = base::write_all(fd, to_yaml(inventory)) == 0 && fsync(fd) == 0;
   if (close(fd) != 0 || !ok || rename(tmp.c_str(), path.c_str()) != 0) unlink(tmp.c_str());
 }
 

@@ -29,24 +29,21 @@
 #include <cerrno>
 #include <cstdlib>
 #include <mutex>
-#include <system_error>
 #include <utility>
 
+#include "base/check.h"
 #include "ssh/session.h"
 
 namespace ddl::ssh {
 namespace {
 
+using base::errno_text;
 using Clock = std::chrono::steady_clock;
 
 /// "10.200.3.2:22", "[fe80::1]:22".
 std::string endpoint_text(std::string_view host, unsigned port) {
   const bool v6 = host.find(':') != std::string_view::npos;
   return (v6 ? "[" + std::string(host) + "]" : std::string(host)) + ":" + std::to_string(port);
-}
-
-std::string errno_text(int err) {
-  return std::error_code(err, std::generic_category()).message();
 }
 
 // ---------------------------------------------------------------------------------------------

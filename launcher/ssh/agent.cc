@@ -43,6 +43,7 @@
 #include <mutex>
 #include <thread>
 
+#include "base/fd.h"
 #include "launcher/factory.h"
 #include "launcher/keeper.h"
 #include "launcher/pmix_server/server.h"
@@ -122,14 +123,7 @@ class Agent : private pmix_server::Host {
   bool send(ssh::FrameType type, int32_t id, std::string_view payload = {}) {
     const std::string bytes = ssh::encode_frame(type, id, payload);
     std::lock_guard lock(out_mutex_);
-    std::string_view rest = bytes;
-    while (!rest.empty()) {
-      const ssize_t n = write(out_, rest.data(), rest.size());
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return false;
-      rest.remove_prefix(static_cast<size_t>(n));
-    }
-    return true;
+    return base::write_all(out_, bytes) == 0;
   }
   /// Blocks for the next frame from ddlrun; nullopt when the channel closed.
   std::optional<ssh::Frame> receive() {
