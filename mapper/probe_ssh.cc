@@ -42,8 +42,6 @@
 namespace ddl::mapper {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 constexpr std::size_t kMaxStdout = std::size_t{64} << 20;  // a huge host's inventory is ~1 MiB
 constexpr std::size_t kMaxStderr = std::size_t{64} << 10;
 constexpr std::size_t kStderrLines = 5;      // of a failed command, in its reason
@@ -136,7 +134,7 @@ int drain(ssh::Session& session, ssh::Channel& ch, ssh::Stream stream, std::stri
 bool read_output(ssh::Session& session, ssh::Channel& ch, const std::string& command,
                  RemoteOutput& out, std::chrono::milliseconds timeout, std::string_view what,
                  const std::function<bool(const RemoteOutput&)>& done) {
-  const Clock::time_point deadline = Clock::now() + timeout;
+  const base::Deadline deadline(timeout);
   for (;;) {
     const int n_out = drain(session, ch, ssh::Stream::kStdout, out.out, kMaxStdout + 1);
     const int n_err = drain(session, ch, ssh::Stream::kStderr, out.err, kMaxStderr);
@@ -147,14 +145,12 @@ bool read_output(ssh::Session& session, ssh::Channel& ch, const std::string& com
     }
     if (ch.eof() || (n_out < 0 && n_err < 0)) return false;
     if (n_out > 0 || n_err > 0) continue;
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    if (left.count() <= 0) {
+    if (deadline.passed()) {
       throw ProbeError("timed out after " + ssh::seconds_text(timeout) + " waiting for '" +
                        command + "' " + std::string(what));
     }
-    const int wait = static_cast<int>(std::min<std::int64_t>(left.count(), kPollSliceMs));
-    if (ch.poll(std::chrono::milliseconds(wait)) == ssh::Channel::kError) {
+    const std::chrono::milliseconds wait(deadline.poll_ms(kPollSliceMs));
+    if (ch.poll(wait) == ssh::Channel::kError) {
       throw ProbeError("reading from the remote command failed: " + session_error(session));
     }
   }

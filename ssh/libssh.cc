@@ -28,10 +28,12 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <limits>
 #include <mutex>
 #include <utility>
 
 #include "base/check.h"
+#include "base/fd.h"
 #include "ssh/session.h"
 
 namespace ddl::ssh {
@@ -167,14 +169,12 @@ std::string address_endpoint(const addrinfo& a, unsigned port) {
 
 /// Waits until the non-blocking connect of `fd` is done: 0, or its errno. Throws Error (and
 /// closes `fd`) at `deadline`.
-int wait_connected(int fd, Clock::time_point deadline, std::chrono::milliseconds timeout,
+int wait_connected(int fd, const base::Deadline& deadline, std::chrono::milliseconds timeout,
                    const std::string& endpoint) {
   pollfd p{fd, POLLOUT, 0};
   int ready = 0;
   for (;;) {
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    ready = poll(&p, 1, static_cast<int>(std::max<std::int64_t>(left.count(), 0)));
+    ready = poll(&p, 1, deadline.poll_ms(std::numeric_limits<int>::max()));
     if (ready >= 0 || errno != EINTR) break;
   }
   if (ready == 0) {
@@ -191,7 +191,7 @@ int wait_connected(int fd, Clock::time_point deadline, std::chrono::milliseconds
 /// Error with the reason.
 int connect_tcp(const std::string& name, unsigned port, std::chrono::milliseconds timeout) {
   const AddrInfo addresses = resolve(name, port);
-  const Clock::time_point deadline = Clock::now() + timeout;
+  const base::Deadline deadline(timeout);
   int last_error = 0;
   std::string last_endpoint = endpoint_text(name, port);
   for (const addrinfo* a = addresses.get(); a != nullptr; a = a->ai_next) {
