@@ -58,17 +58,6 @@ std::string seconds_text(std::chrono::milliseconds ms) {
   return buf;
 }
 
-std::string shell_quote(const std::string& word) {
-  if (!word.empty() && word.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                              "0123456789@%_+=:,./-") == std::string::npos) {
-    return word;
-  }
-  std::string out = "'";
-  for (char c : word)
-    out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
 /// Where a host's conversation stands.
 enum class Phase { kConnecting, kHello, kReady, kRunning, kDone, kFailed };
 
@@ -482,7 +471,7 @@ class SshBackend::Conversation {
     session_ = std::move(kept.session);
     channel_ = std::move(kept.channel);  // the probe's, its agent running; freed before session_
     reader_.feed(kept.pending);
-    command_ = channel_ ? kept.command : shell_quote(b_.options_.ddlrun_path) + " --agent";
+    command_ = channel_ ? kept.command : shell_join({b_.options_.ddlrun_path}) + " --agent";
     return Step::kStartAgent;
   }
 

@@ -220,6 +220,17 @@ TEST_F(SshBackendTest, RunsTheAgentOnEveryHostAndRelaysTheRanks) {
   EXPECT_EQ(in.u32(), 5000u);
 }
 
+TEST_F(SshBackendTest, QuotesTheAgentsPathForTheRemoteShell) {
+  LaunchOptions o = options();
+  o.ddlrun_path = "/opt/dd lrun/it's/ddlrun";
+  const std::unique_ptr<Backend> backend = this->backend(o);
+  backend->start(events);
+  events_until(events, 3);
+  backend->finish();
+  EXPECT_EQ(connector.host("n1").commands,
+            std::vector<std::string>{"'/opt/dd lrun/it'\\''s/ddlrun' --agent"});
+}
+
 TEST_F(SshBackendTest, AHostThatSaysNoStartsNothing) {
   connector.host("n2").refuse = "connection refused (10.0.0.2:22)";
   const std::unique_ptr<Backend> backend = this->backend();
