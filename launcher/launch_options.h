@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "mapper/probe_ssh.h"
+#include "ssh/session.h"
 
 namespace ddl::launcher {
 
@@ -16,7 +16,7 @@ struct LaunchOptions {
   /// there, and the external launchers run `ddlrun --rank-exec -- program...` as each rank.
   std::string ddlrun_path;
   /// How to reach other hosts over ssh (ssh config, user, port, known hosts, connect timeout).
-  mapper::SshProbeOptions ssh;
+  ddl::ssh::Options ssh;
   std::vector<std::string> mpiargs;  ///< --mpiarg words, passed to mpirun and prterun as they are
   std::string jsrun_mode = "erf";    ///< --jsrun-mode: erf or rs (the jsrun backend, lsf/)
   std::string smpiargs;              ///< --smpiargs: passed to jsrun; empty: not passed

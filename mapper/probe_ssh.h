@@ -13,61 +13,34 @@
 
 #include "mapper/inventory.h"
 #include "mapper/probe_hwloc.h"
-
-struct ssh_session_struct;
-struct ssh_channel_struct;
+#include "ssh/session.h"
 
 namespace ddl::mapper {
 
-// Learning the hardware of other hosts: ddlrun runs `ddlrun-probe` on each host over ssh (libssh,
-// in parallel) and reads its YAML back into an Inventory.
-//
-// It behaves like `ssh -o BatchMode=yes HOST PROBE`: keys only (ssh-agent, the default identity
-// files and IdentityFile from the ssh config), never a password or passphrase prompt; the ssh
-// config honoured (HostName, User, Port, IdentityFile, UserKnownHostsFile, ProxyCommand); host
-// keys checked strictly against known_hosts, a changed key always fatal. Each failure becomes one
-// line of reason ("connection refused (10.200.3.2:22)"), and all failures are reported together
-// (format_probe_failures), so one run shows every host that needs fixing.
+// Learning the hardware of other hosts: ddlrun runs `ddlrun-probe` on each host over ssh (the
+// ssh/ unit: libssh, in parallel) and reads its YAML back into an Inventory. Each failure
+// becomes one line of reason ("connection refused (10.200.3.2:22)"), and all failures are
+// reported together (format_probe_failures), so one run shows every host that needs fixing.
 //
 // Results are cached for the run (each distinct host probed once) and, when the caller passes a
 // job id (the LSF or Slurm job), on disk in <cache_dir>/<job_id>/<host>.yaml, so later ddlrun
 // commands of the same job do not probe again.
 
-class SshSessions;
+using HostKeyPolicy = ssh::HostKeyPolicy;
+/// Where the probe leaves each host's logged-in session for the ssh launcher.
+using SshSessions = ssh::KeptSessions;
 
-/// What to do with a host key that known_hosts does not have.
-enum class HostKeyPolicy {
-  kStrict,     ///< fail that host, naming its key's fingerprint and how to add it (the default)
-  kAcceptNew,  ///< add it to known_hosts and go on (StrictHostKeyChecking=accept-new)
-};
-
-/// How to reach the hosts and what to run there. A changed host key fails under every policy.
-struct SshProbeOptions {
+/// How to reach the hosts (ssh::Options) and what to run there.
+struct SshProbeOptions : ssh::Options {
   /// Absolute path of ddlrun-probe, the same on every host (as mpirun assumes): ddlrun passes
   /// the one installed next to itself.
   std::string probe_path;
   /// A shell command line to run instead of probe_path (tests, wrappers); empty: probe_path.
   std::string remote_command;
-  /// An ssh config file to read instead of ~/.ssh/config and /etc/ssh/ssh_config (ssh -F).
-  std::string ssh_config;
-  std::string user;  ///< overrides the config's User; empty: the config's, else the local user
-  int port = 0;      ///< overrides the config's Port; 0: the config's, else 22
-  /// Overrides the config's UserKnownHostsFile; empty: the config's, else ~/.ssh/known_hosts.
-  std::string known_hosts;
-  HostKeyPolicy host_key_policy = HostKeyPolicy::kStrict;
-  /// For the TCP connection, and for each later ssh exchange (handshake, login, exit status).
-  std::chrono::milliseconds connect_timeout{10'000};
-  /// For the remote command to finish.
-  std::chrono::milliseconds command_timeout{120'000};
-  int max_parallel = 64;  ///< hosts probed at once
   /// The batch job this run belongs to (LSB_JOBID, SLURM_JOB_ID); empty: no disk cache.
   std::string job_id;
   /// Where the disk cache lives; empty: default_probe_cache_dir().
   std::string cache_dir;
-  /// Where probe_host_ssh leaves each host's logged-in session once its probe ran, so that the
-  /// ssh launcher runs its agent through it instead of logging in again (one login per host);
-  /// null: sessions are closed after the probe.
-  std::shared_ptr<SshSessions> keep_sessions;
   /// With keep_sessions: a command to run instead of probe_command() that prints the inventory
   /// and a line "...", then goes on as ddlrun's agent on the same channel (`ddlrun
   /// --probe-agent`); the channel is kept open with the session, so that each host pays for
@@ -78,69 +51,15 @@ struct SshProbeOptions {
 /// The command run on each host: remote_command, else probe_path (shell-quoted when needed).
 std::string probe_command(const SshProbeOptions& options);
 
-/// Probes one host: connects (the config's HostName and Port), checks its host key,
-/// authenticates with keys, runs probe_command(options) and reads its output with
+/// Probes one host: connects through `connector` (the config's HostName and Port, its host key
+/// checked, keys only), runs probe_command(options) and reads its output with
 /// inventory_from_probe_output. Throws ProbeError whose what() is the reason alone, without the
-/// host in front: "connection refused (10.200.3.2:22)". Thread-safe; frees every libssh object
-/// on every path.
+/// host in front: "connection refused (10.200.3.2:22)". Thread-safe; frees every session and
+/// channel on every path.
+Inventory probe_host_ssh(const std::string& host, const SshProbeOptions& options,
+                         ssh::Connector& connector);
+/// The same through ssh::libssh_connector().
 Inventory probe_host_ssh(const std::string& host, const SshProbeOptions& options);
-
-/// Disconnects and frees a libssh session.
-struct SshSessionFree {
-  void operator()(ssh_session_struct* s) const;
-};
-/// A connected, logged-in libssh session; used by one thread at a time.
-using SshSession = std::unique_ptr<ssh_session_struct, SshSessionFree>;
-/// Closes and frees a libssh channel.
-struct SshChannelFree {
-  void operator()(ssh_channel_struct* c) const;
-};
-/// An open exec channel of an SshSession (freed before its session).
-using SshChannel = std::unique_ptr<ssh_channel_struct, SshChannelFree>;
-
-/// Steps 1-4 of probe_host_ssh: connects to `host` (the config's HostName and Port), checks its
-/// host key and logs in with keys. Throws ProbeError with the reason alone ("connection refused
-/// (10.200.3.2:22)"). `endpoint`, when given, receives "address:port" for messages. The ssh
-/// launcher uses it to run ddlrun's agent.
-SshSession open_ssh_session(const std::string& host, const SshProbeOptions& options,
-                            std::string* endpoint = nullptr);
-
-/// Logged-in sessions kept for later, by host name as listed: the prober leaves each host's
-/// here (SshProbeOptions::keep_sessions) and the ssh launcher takes them. Thread-safe.
-/// Destroying it closes what was not taken.
-class SshSessions {
- public:
-  /// One kept session and the "address:port" it reached, for messages.
-  struct Kept {
-    SshSession session;
-    std::string endpoint;
-    /// The channel of keep_command, its agent running (empty when the probe command ran):
-    /// and what it sent after the inventory, the start of the agent's first frame.
-    SshChannel channel;
-    std::string pending;
-    std::string command;  ///< what runs on `channel`, for messages
-  };
-  /// Keeps `session` for `host`, replacing (and closing) one kept before.
-  void put(const std::string& host, Kept kept);
-  /// The session kept for `host`, removed from here; an empty Kept when there is none.
-  Kept take(const std::string& host);
-  /// How many are kept.
-  std::size_t size() const;
-
- private:
-  mutable std::mutex mutex_;
-  std::map<std::string, Kept, std::less<>> kept_;
-};
-
-/// The reason for a call that failed with `err` EMFILE or ENFILE, naming the limit: "too many
-/// open files (limit 1024): raise ulimit -n" (ENFILE: "the system's open files are exhausted
-/// (fs.file-max): close some, or raise it"); "" for any other error.
-std::string descriptor_exhaustion(int err);
-
-/// descriptor_exhaustion() of this process right now: "" unless opening one more file fails
-/// with EMFILE or ENFILE. libssh reports a known_hosts it could not open as an unknown key;
-/// this tells the two apart.
-std::string descriptors_exhausted_now();
 
 /// What a remote command did.
 struct RemoteOutput {

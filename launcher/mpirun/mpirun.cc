@@ -28,7 +28,7 @@ namespace mpirun {
 
 namespace {
 
-std::string ssh_args(const mapper::SshProbeOptions& ssh) {
+std::string ssh_args(const ddl::ssh::Options& ssh) {
   std::vector<std::string> words;
   if (!ssh.ssh_config.empty()) words.insert(words.end(), {"-F", ssh.ssh_config});
   if (ssh.port != 0) words.insert(words.end(), {"-p", std::to_string(ssh.port)});
@@ -36,7 +36,7 @@ std::string ssh_args(const mapper::SshProbeOptions& ssh) {
   if (!ssh.known_hosts.empty()) {
     words.insert(words.end(), {"-o", "UserKnownHostsFile=" + ssh.known_hosts});
   }
-  if (ssh.host_key_policy == mapper::HostKeyPolicy::kAcceptNew) {
+  if (ssh.host_key_policy == ddl::ssh::HostKeyPolicy::kAcceptNew) {
     words.insert(words.end(), {"-o", "StrictHostKeyChecking=accept-new"});
   }
   return words.empty() ? "" : shell_join(words);

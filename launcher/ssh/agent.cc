@@ -25,6 +25,8 @@
 // combined data of every host (B); a Get of data that no fence collected asks ddlrun (Q),
 // which asks the rank's own agent and passes its answer (P) back; PMIx_Abort goes up as A.
 
+#include "launcher/ssh/agent.h"
+
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
@@ -36,10 +38,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <thread>
 
+#include "base/fd.h"
 #include "launcher/factory.h"
 #include "launcher/keeper.h"
 #include "launcher/pmix_server/server.h"
@@ -66,8 +70,12 @@ int64_t now_ms() {
 
 class Agent : private pmix_server::Host {
  public:
-  Agent(int in_fd, int out_fd) : in_(in_fd), out_(out_fd), last_heard_ms_(now_ms()) {}
+  /// `liveness`: the heartbeat and watchdog threads (start_liveness), with SIGTERM, SIGINT and
+  /// SIGHUP blocked for the watchdog to take; off only in tests.
+  Agent(int in_fd, int out_fd, bool liveness)
+      : in_(in_fd), out_(out_fd), liveness_(liveness), last_heard_ms_(now_ms()) {}
 
+  /// The whole conversation; returns the agent's exit status.
   int run();
   /// Stops the PMIx server and removes the agent's directory.
   void remove_files() {
@@ -80,6 +88,31 @@ class Agent : private pmix_server::Host {
   }
 
  private:
+  // The steps of run(). Those returning an optional give the exit status when the agent stops
+  // there (after telling ddlrun why, when it can), nullopt to go on.
+  void block_stop_signals();
+  /// Says hello: this host's name, the address ddlrun reached it at, two free ports.
+  bool say_hello();
+  /// Reads the job frame into job_ and rv_ and enters the job's directory.
+  std::optional<int> receive_job();
+  /// Writes the topology file into a private directory, starts the PMIx server and checks that
+  /// the program can run here (make_specs).
+  std::optional<int> prepare();
+  /// The ranks' spawn specs (specs_, one per mine_); throws when the program cannot run.
+  void make_specs();
+  /// Says ready and waits for go.
+  std::optional<int> await_go();
+  /// Starts the ranks and relays them until they end (or ddlrun is lost); the exit status.
+  int run_ranks();
+  std::optional<int> start_ranks(ProcessSet& procs);
+  /// The reader thread: signals, stdin and PMIx answers from ddlrun, until the channel ends.
+  void read_commands(ProcessSet& procs, EventQueue& events,
+                     const std::function<void(size_t)>& stdin_passed);
+  /// Sends the ranks' output and exits up the channel until every rank ended; true when
+  /// ddlrun was lost first (the ranks then get SIGTERM, and SIGKILL after kLostGrace).
+  bool relay(EventQueue& events, ProcessSet& procs, std::atomic<size_t>& stdin_gone);
+  void relay_event(const Event& e);
+
   /// Starts the heartbeat and watchdog threads (detached: the agent leaves with _exit).
   void start_liveness();
   /// The watchdog's way out: SIGTERM to the ranks, SIGKILL after kLostGrace, the directory
@@ -90,14 +123,7 @@ class Agent : private pmix_server::Host {
   bool send(ssh::FrameType type, int32_t id, std::string_view payload = {}) {
     const std::string bytes = ssh::encode_frame(type, id, payload);
     std::lock_guard lock(out_mutex_);
-    std::string_view rest = bytes;
-    while (!rest.empty()) {
-      const ssize_t n = write(out_, rest.data(), rest.size());
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return false;
-      rest.remove_prefix(static_cast<size_t>(n));
-    }
-    return true;
+    return base::write_all(out_, bytes) == 0;
   }
   /// Blocks for the next frame from ddlrun; nullopt when the channel closed.
   std::optional<ssh::Frame> receive() {
@@ -149,6 +175,7 @@ class Agent : private pmix_server::Host {
 
   int in_;
   int out_;
+  bool liveness_;
   std::mutex out_mutex_;
   ssh::FrameReader reader_;
   std::atomic<int64_t> last_heard_ms_;  ///< when bytes last came from ddlrun
@@ -158,12 +185,26 @@ class Agent : private pmix_server::Host {
   ProcessSet* procs_ = nullptr;  ///< the ranks, once started; guarded by procs_mutex_
   std::string dir_;              ///< written before the watchdog reads it, under procs_mutex_
   int host_index_ = 0;
+  Job job_;
+  Rendezvous rv_;
+  std::vector<comm::RankPlacement> mine_;  ///< this host's ranks, by rank
+  std::vector<SpawnSpec> specs_;           ///< one per mine_
   std::mutex pmix_mutex_;
   std::unique_ptr<pmix_server::Server> pmix_;            ///< guarded by pmix_mutex_ once ranks run
   std::map<std::string, pmix_server::DataDone> fences_;  ///< by key: waiting for ddlrun
   std::map<int, pmix_server::DataDone> modex_;           ///< by request id
   int next_modex_ = 0;
 };
+
+/// The callback waiting under `key` in `waiting`, removed from there; empty when none waits.
+template <typename Key>
+pmix_server::DataDone take_waiting(std::map<Key, pmix_server::DataDone>& waiting, const Key& key) {
+  auto it = waiting.find(key);
+  if (it == waiting.end()) return {};
+  pmix_server::DataDone done = std::move(it->second);
+  waiting.erase(it);
+  return done;
+}
 
 void Agent::pmix_frame(const ssh::Frame& f) {
   pmix_server::DataDone done;
@@ -173,10 +214,7 @@ void Agent::pmix_frame(const ssh::Frame& f) {
     case ssh::FrameType::kFenceResult: {
       ssh::FenceResultFrame r = ssh::decode_fence_result(f.payload);
       std::lock_guard lock(pmix_mutex_);
-      auto it = fences_.find(r.key);
-      if (it == fences_.end()) return;
-      done = std::move(it->second);
-      fences_.erase(it);
+      done = take_waiting(fences_, r.key);
       status = r.status;
       data = std::move(r.data);
       break;
@@ -184,10 +222,7 @@ void Agent::pmix_frame(const ssh::Frame& f) {
     case ssh::FrameType::kModexResponse: {
       ssh::ModexResponse r = ssh::decode_modex_response(f.payload);
       std::lock_guard lock(pmix_mutex_);
-      auto it = modex_.find(f.id);
-      if (it == modex_.end()) return;
-      done = std::move(it->second);
-      modex_.erase(it);
+      done = take_waiting(modex_, f.id);
       status = r.status;
       data = std::move(r.data);
       break;
@@ -206,7 +241,7 @@ void Agent::pmix_frame(const ssh::Frame& f) {
     default:
       return;
   }
-  done(status, std::move(data));
+  if (done) done(status, std::move(data));  // none when nothing waits for it
 }
 
 void Agent::start_liveness() {
@@ -297,13 +332,28 @@ std::string enter_working_directory(const Job& job) {
 }
 
 int Agent::run() {
+  // The agent's side of the conversation (protocol.h), one step per phase: hello, the job,
+  // ready (or why not), go, then the ranks relayed until they end, and done.
   signal(SIGPIPE, SIG_IGN);
+  if (liveness_) block_stop_signals();
+  if (!say_hello()) return 1;
+  if (liveness_) start_liveness();
+  if (const std::optional<int> stop = receive_job()) return *stop;
+  if (const std::optional<int> stop = prepare()) return *stop;
+  if (const std::optional<int> stop = await_go()) return *stop;
+  return run_ranks();
+}
+
+void Agent::block_stop_signals() {
   // Every thread inherits this mask; the watchdog takes these signals (start_liveness).
   sigset_t stop;
   sigemptyset(&stop);
   for (int s : {SIGTERM, SIGINT, SIGHUP})
     sigaddset(&stop, s);
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+}
+
+bool Agent::say_hello() {
   const int master_port = free_tcp_port();
   int ddl_port = free_tcp_port();
   while (ddl_port != 0 && ddl_port == master_port)
@@ -313,9 +363,10 @@ int Agent::run() {
   wire::put_str(hello, ssh_connection_field(2));
   wire::put_u32(hello, static_cast<uint32_t>(master_port));
   wire::put_u32(hello, static_cast<uint32_t>(ddl_port));
-  if (!send(ssh::FrameType::kHello, 0, hello)) return 1;
-  start_liveness();
+  return send(ssh::FrameType::kHello, 0, hello);
+}
 
+std::optional<int> Agent::receive_job() {
   std::optional<ssh::Frame> f;
   try {
     f = receive_command();
@@ -324,30 +375,30 @@ int Agent::run() {
   }
   if (!f) return 1;  // ddlrun gave up before sending the job (another host failed)
   if (f->type != ssh::FrameType::kJob) return fail(1, "expected the job first");
-  const int host_index = f->id;
-  host_index_ = host_index;
-  Job job;
-  Rendezvous rv;
+  host_index_ = f->id;
   try {
     wire::Reader in(f->payload, "job frame");
-    job = decode_job(in.str());
-    rv.address = in.str();
-    rv.master_port = static_cast<int>(in.u32());
-    rv.ddl_port = static_cast<int>(in.u32());
-    rv.ddl_address = in.str();
+    job_ = decode_job(in.str());
+    rv_.address = in.str();
+    rv_.master_port = static_cast<int>(in.u32());
+    rv_.ddl_port = static_cast<int>(in.u32());
+    rv_.ddl_address = in.str();
     deadline_ms_ = in.u32();
     in.expect_done();
-    if (rv.ddl_address.empty()) rv.ddl_address = ssh_connection_field(0);
+    if (rv_.ddl_address.empty()) rv_.ddl_address = ssh_connection_field(0);
   } catch (const std::exception& e) {
     return fail(1, std::string("cannot read the job: ") + e.what() +
                        " (is ddlrun the same version on every host?)");
   }
-  if (const std::string problem = enter_working_directory(job); !problem.empty()) {
+  if (const std::string problem = enter_working_directory(job_); !problem.empty()) {
     return fail(1, problem);
   }
-  const comm::Host* me = job.topology.find_host(host_index);
-  const std::string where = me != nullptr ? me->name : host_name();
+  return std::nullopt;
+}
 
+std::optional<int> Agent::prepare() {
+  const comm::Host* me = job_.topology.find_host(host_index_);
+  const std::string where = me != nullptr ? me->name : host_name();
   // The topology file, private to this job.
   const char* tmp = std::getenv("TMPDIR");
   std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/ddlrun-agent.XXXXXX";
@@ -360,45 +411,56 @@ int Agent::run() {
     dir_ = pattern;
   }
   keeper_remove_dir(dir_);
-  const std::string topology_path = dir_ + "/topology.yaml";
-  std::vector<comm::RankPlacement> mine;
-  for (const comm::RankPlacement& r : job.topology.ranks) {
-    if (r.host == host_index) mine.push_back(r);
+  for (const comm::RankPlacement& r : job_.topology.ranks) {
+    if (r.host == host_index_) mine_.push_back(r);
   }
-  std::sort(mine.begin(), mine.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
-  std::vector<SpawnSpec> specs;
+  std::sort(mine_.begin(), mine_.end(),
+            [](const auto& a, const auto& b) { return a.rank < b.rank; });
   try {
-    comm::write_topology_file(job.topology, topology_path);
-    pmix_ = pmix_server::Server::start(dir_, *this);
-    pmix_->register_job(job, {host_index});
-    const std::vector<std::string> base = current_environment();
-    const bool inherited_omp = std::any_of(base.begin(), base.end(), [](const std::string& e) {
-      return e.rfind("OMP_NUM_THREADS=", 0) == 0;
-    });
-    for (const comm::RankPlacement& r : mine) {
-      SpawnSpec spec;
-      spec.argv = job.argv;
-      std::vector<EnvVar> env = rank_environment(job, r.rank, rv, topology_path, inherited_omp);
-      pmix_server::add_environment(env, pmix_->fork_environment(r.rank), job.exports, base);
-      spec.env = merge_environment(base, env);
-      spec.cpus = r.cpus;
-      spec.pipe_stdin = r.rank == 0;
-      specs.push_back(std::move(spec));
-    }
-    if (!specs.empty()) resolve_program(job.argv.at(0), specs.front().env, "");
+    make_specs();
   } catch (const LaunchError& e) {
     return fail(e.status(), e.what());
   } catch (const std::exception& e) {
     return fail(1, where + ": " + e.what());
   }
+  return std::nullopt;
+}
+
+void Agent::make_specs() {
+  const std::string topology_path = dir_ + "/topology.yaml";
+  comm::write_topology_file(job_.topology, topology_path);
+  pmix_ = pmix_server::Server::start(dir_, *this);
+  pmix_->register_job(job_, {host_index_});
+  const std::vector<std::string> base = current_environment();
+  const bool inherited_omp = std::any_of(base.begin(), base.end(), [](const std::string& e) {
+    return e.rfind("OMP_NUM_THREADS=", 0) == 0;
+  });
+  for (const comm::RankPlacement& r : mine_) {
+    SpawnSpec spec;
+    spec.argv = job_.argv;
+    std::vector<EnvVar> env = rank_environment(job_, r.rank, rv_, topology_path, inherited_omp);
+    pmix_server::add_environment(env, pmix_->fork_environment(r.rank), job_.exports, base);
+    spec.env = merge_environment(base, env);
+    spec.cpus = r.cpus;
+    spec.pipe_stdin = r.rank == 0;
+    specs_.push_back(std::move(spec));
+  }
+  if (!specs_.empty()) resolve_program(job_.argv.at(0), specs_.front().env, "");
+}
+
+std::optional<int> Agent::await_go() {
   if (!send(ssh::FrameType::kReady, 0)) return 1;
+  std::optional<ssh::Frame> f;
   try {
     f = receive_command();
   } catch (const std::exception& e) {
     return fail(1, e.what());
   }
   if (!f || f->type != ssh::FrameType::kGo) return 1;  // another host was not ready
+  return std::nullopt;
+}
 
+int Agent::run_ranks() {
   EventQueue events;
   // Stdin bytes passed on (or dropped), to grant back to ddlrun as window (Z).
   static_assert(ssh::kStdinWindow < ProcessSet::kStdinLimit);
@@ -409,111 +471,11 @@ int Agent::run() {
   };
   ProcessSet procs(events);
   procs.on_stdin_gone(stdin_passed);
-  {
-    std::lock_guard lock(procs_mutex_);
-    procs_ = &procs;
-  }
-  size_t started = 0;
-  try {
-    for (size_t i = 0; i < mine.size(); ++i) {
-      procs.start(mine[i].rank, specs[i], "");
-      ++started;
-    }
-  } catch (const LaunchError& e) {
-    {
-      std::lock_guard lock(procs_mutex_);
-      procs_ = nullptr;
-    }
-    procs.finish();
-    for (size_t i = 0; i < started; ++i) {
-      std::string status;
-      wire::put_u32(status, 0);
-      wire::put_u32(status, SIGKILL);
-      send(ssh::FrameType::kExit, mine[i].rank, status);
-    }
-    return fail(e.status(), e.what());
-  }
-
+  if (const std::optional<int> stop = start_ranks(procs)) return *stop;
   // Down the channel: signals and stdin; its end means ddlrun is gone.
-  std::thread reader([&] {
-    for (;;) {
-      std::optional<ssh::Frame> cmd;
-      try {
-        cmd = receive();
-      } catch (const std::exception&) {
-        cmd.reset();
-      }
-      if (!cmd) break;
-      switch (cmd->type) {
-        case ssh::FrameType::kSignal:
-          // Ctrl-Z stops ddlrun too: no heartbeats until it resumes.
-          if (cmd->id == SIGSTOP) suspended_ = true;
-          if (cmd->id == SIGCONT) suspended_ = false;
-          procs.signal(cmd->id);
-          break;
-        case ssh::FrameType::kStdin:
-          // Never waits: the window keeps the queue under ProcessSet::kStdinLimit.
-          if (!procs.write_stdin(0, cmd->payload)) stdin_passed(cmd->payload.size());
-          break;
-        case ssh::FrameType::kStdinEof:
-          procs.close_stdin(0);
-          break;
-        case ssh::FrameType::kFenceResult:
-        case ssh::FrameType::kModexRequest:
-        case ssh::FrameType::kModexResponse:
-          try {
-            pmix_frame(*cmd);
-          } catch (const std::exception& e) {
-            std::fprintf(stderr, "ddlrun agent: %s\n", e.what());
-          }
-          break;
-        default:
-          break;
-      }
-    }
-    events.push(Event{Event::Type::kHostFailure, -1, host_index, Stream::kStdout, {}, {}});
-  });
-  reader.detach();  // it blocks in read(); the process exits under it
-
-  size_t running = mine.size();
-  bool lost = false;
-  Clock::time_point kill_at = Clock::time_point::max();
-  while (running > 0) {
-    const Clock::time_point deadline = std::min(kill_at, Clock::now() + std::chrono::hours(24));
-    std::optional<Event> e = events.pop(deadline);
-    if (const size_t n = stdin_gone.exchange(0); n > 0 && !lost) {
-      send(ssh::FrameType::kStdinCredit, static_cast<int32_t>(n));
-    }
-    if (!e) {
-      if (Clock::now() >= kill_at) break;
-      continue;
-    }
-    switch (e->type) {
-      case Event::Type::kOutput:
-        if (!lost) {
-          send(e->stream == Stream::kStdout ? ssh::FrameType::kStdout : ssh::FrameType::kStderr,
-               e->rank, e->data);
-        }
-        break;
-      case Event::Type::kExit: {
-        --running;
-        std::string status;
-        wire::put_u32(status, static_cast<uint32_t>(e->status.code));
-        wire::put_u32(status, static_cast<uint32_t>(e->status.signal));
-        if (!lost) send(ssh::FrameType::kExit, e->rank, status);
-        break;
-      }
-      case Event::Type::kHostFailure:
-        if (!lost) {
-          lost = true;
-          procs.signal(SIGTERM);
-          kill_at = Clock::now() + kLostGrace;
-        }
-        break;
-      default:
-        break;
-    }
-  }
+  std::thread([&] { read_commands(procs, events, stdin_passed); }).detach();
+  // (it blocks in read(); the process exits under it)
+  const bool lost = relay(events, procs, stdin_gone);
   {
     std::lock_guard lock(procs_mutex_);
     procs_ = nullptr;
@@ -530,18 +492,128 @@ int Agent::run() {
   return lost ? 1 : 0;
 }
 
+std::optional<int> Agent::start_ranks(ProcessSet& procs) {
+  {
+    std::lock_guard lock(procs_mutex_);
+    procs_ = &procs;
+  }
+  size_t started = 0;
+  try {
+    for (size_t i = 0; i < mine_.size(); ++i) {
+      procs.start(mine_[i].rank, specs_[i], "");
+      ++started;
+    }
+  } catch (const LaunchError& e) {
+    {
+      std::lock_guard lock(procs_mutex_);
+      procs_ = nullptr;
+    }
+    procs.finish();
+    for (size_t i = 0; i < started; ++i) {
+      std::string status;
+      wire::put_u32(status, 0);
+      wire::put_u32(status, SIGKILL);
+      send(ssh::FrameType::kExit, mine_[i].rank, status);
+    }
+    return fail(e.status(), e.what());
+  }
+  return std::nullopt;
+}
+
+void Agent::read_commands(ProcessSet& procs, EventQueue& events,
+                          const std::function<void(size_t)>& stdin_passed) {
+  for (;;) {
+    std::optional<ssh::Frame> cmd;
+    try {
+      cmd = receive();
+    } catch (const std::exception&) {
+      cmd.reset();
+    }
+    if (!cmd) break;
+    switch (cmd->type) {
+      case ssh::FrameType::kSignal:
+        // Ctrl-Z stops ddlrun too: no heartbeats until it resumes.
+        if (cmd->id == SIGSTOP) suspended_ = true;
+        if (cmd->id == SIGCONT) suspended_ = false;
+        procs.signal(cmd->id);
+        break;
+      case ssh::FrameType::kStdin:
+        // Never waits: the window keeps the queue under ProcessSet::kStdinLimit.
+        if (!procs.write_stdin(0, cmd->payload)) stdin_passed(cmd->payload.size());
+        break;
+      case ssh::FrameType::kStdinEof:
+        procs.close_stdin(0);
+        break;
+      case ssh::FrameType::kFenceResult:
+      case ssh::FrameType::kModexRequest:
+      case ssh::FrameType::kModexResponse:
+        try {
+          pmix_frame(*cmd);
+        } catch (const std::exception& e) {
+          std::fprintf(stderr, "ddlrun agent: %s\n", e.what());
+        }
+        break;
+      default:
+        break;
+    }
+  }
+  events.push(Event{Event::Type::kHostFailure, -1, host_index_, Stream::kStdout, {}, {}});
+}
+
+bool Agent::relay(EventQueue& events, ProcessSet& procs, std::atomic<size_t>& stdin_gone) {
+  size_t running = mine_.size();
+  bool lost = false;
+  Clock::time_point kill_at = Clock::time_point::max();
+  while (running > 0) {
+    const Clock::time_point deadline = std::min(kill_at, Clock::now() + std::chrono::hours(24));
+    std::optional<Event> e = events.pop(deadline);
+    if (const size_t n = stdin_gone.exchange(0); n > 0 && !lost) {
+      send(ssh::FrameType::kStdinCredit, static_cast<int32_t>(n));
+    }
+    if (!e) {
+      if (Clock::now() >= kill_at) break;
+      continue;
+    }
+    if (e->type == Event::Type::kExit) --running;
+    if (e->type == Event::Type::kHostFailure && !lost) {
+      lost = true;
+      procs.signal(SIGTERM);
+      kill_at = Clock::now() + kLostGrace;
+    }
+    if (!lost) relay_event(*e);
+  }
+  return lost;
+}
+
+void Agent::relay_event(const Event& e) {
+  if (e.type == Event::Type::kOutput) {
+    send(e.stream == Stream::kStdout ? ssh::FrameType::kStdout : ssh::FrameType::kStderr, e.rank,
+         e.data);
+  } else if (e.type == Event::Type::kExit) {
+    std::string status;
+    wire::put_u32(status, static_cast<uint32_t>(e.status.code));
+    wire::put_u32(status, static_cast<uint32_t>(e.status.signal));
+    send(ssh::FrameType::kExit, e.rank, status);
+  }
+}
+
 }  // namespace
 
-void run_agent(int in_fd, int out_fd) {
+int converse_as_agent(int in_fd, int out_fd, bool liveness) {
   // Never destroyed: the reader, heartbeat and watchdog threads may still use it (blocked in
   // read() or write()) until _exit ends them.
+  auto* agent = new Agent(in_fd, out_fd, liveness);
+  const int status = agent->run();
+  agent->remove_files();
+  return status;
+}
+
+void run_agent(int in_fd, int out_fd) {
   std::error_code ec;
   const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (!ec) enable_keeper(self.string());
   remove_stale_dirs();
-  auto* agent = new Agent(in_fd, out_fd);
-  const int status = agent->run();
-  agent->remove_files();
+  const int status = converse_as_agent(in_fd, out_fd, true);
   std::fflush(nullptr);
   _exit(status);
 }

@@ -1,10 +1,10 @@
 // The ssh backend: ddlrun's own multi-host launcher.
 //
 // How it works: one thread per host that has ranks. Each takes the session its host's probe
-// logged in with (so a host sees one login per job), or connects with libssh (the mapper's
-// open_ssh_session: ssh config, keys only, strict host keys, connect timeout; at most
-// ssh.max_parallel logins at once), runs
-// `ddlrun --agent` in an exec channel and waits for its hello. start() waits for every hello:
+// logged in with (so a host sees one login per job), or logs in through the ssh::Connector
+// (ssh/session.h: ssh config, keys only, strict host keys, connect timeout; at most
+// ssh.max_parallel logins at once), runs `ddlrun --agent` in an exec channel and waits for its
+// hello. start() waits for every hello:
 // if a host failed, every channel is closed (so the agents that did start exit) and one
 // LaunchError lists each failed host with its reason. Then the job goes to every agent with
 // the rendezvous of rank 0's host (the address ddlrun reached it at, and its free ports); each
@@ -24,7 +24,6 @@
 // Data is collected when the ranks ask for it (PMIX_COLLECT_DATA); otherwise a Get of another
 // host's key is a direct modex.
 
-#include <libssh/libssh.h>
 #include <signal.h>
 
 #include <algorithm>
@@ -59,25 +58,6 @@ std::string seconds_text(std::chrono::milliseconds ms) {
   return buf;
 }
 
-std::string shell_quote(const std::string& word) {
-  if (!word.empty() && word.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                              "0123456789@%_+=:,./-") == std::string::npos) {
-    return word;
-  }
-  std::string out = "'";
-  for (char c : word)
-    out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-struct ChannelFree {
-  void operator()(ssh_channel c) const {
-    if (ssh_channel_is_open(c)) ssh_channel_close(c);
-    ssh_channel_free(c);
-  }
-};
-using Channel = std::unique_ptr<ssh_channel_struct, ChannelFree>;
-
 /// Where a host's conversation stands.
 enum class Phase { kConnecting, kHello, kReady, kRunning, kDone, kFailed };
 
@@ -102,8 +82,11 @@ struct HostConn {
 
 class SshBackend : public Backend {
  public:
-  SshBackend(const Job& job, const LaunchOptions& options)
-      : job_(job), options_(options), logins_(std::max(options.ssh.max_parallel, 1)) {
+  SshBackend(const Job& job, const LaunchOptions& options, ddl::ssh::Connector& connector)
+      : job_(job),
+        options_(options),
+        connector_(connector),
+        logins_(std::max(options.ssh.max_parallel, 1)) {
     for (const comm::Host& h : job_.topology.hosts) {
       auto c = std::make_unique<HostConn>();
       c->index = h.index;
@@ -401,15 +384,14 @@ class SshBackend : public Backend {
     changed_.notify_all();
   }
 
-  /// Host `name`'s session: the one its probe logged in with (SshProbeOptions::keep_sessions),
+  /// Host `name`'s session: the one its probe logged in with (ssh::Options::keep_sessions),
   /// so that each host sees one login; else a new login, at most ssh.max_parallel at once.
   /// When the probe's channel already runs the agent (`ddlrun --probe-agent`), that too, with
   /// the bytes the agent sent after the inventory.
-  mapper::SshSessions::Kept open_session(const std::string& name) {
+  ddl::ssh::KeptSessions::Kept open_session(const std::string& name) {
     if (options_.ssh.keep_sessions) {
-      mapper::SshSessions::Kept kept = options_.ssh.keep_sessions->take(name);
-      if (kept.session && ssh_is_connected(kept.session.get()) &&
-          (!kept.channel || ssh_channel_is_open(kept.channel.get()))) {
+      ddl::ssh::KeptSessions::Kept kept = options_.ssh.keep_sessions->take(name);
+      if (kept.session && kept.session->connected() && (!kept.channel || kept.channel->open())) {
         return kept;
       }
     }
@@ -418,274 +400,18 @@ class SshBackend : public Backend {
       std::counting_semaphore<>& logins;
       ~Release() { logins.release(); }
     } release{logins_};
-    mapper::SshSessions::Kept fresh;
-    fresh.session = mapper::open_ssh_session(name, options_.ssh, &fresh.endpoint);
+    ddl::ssh::KeptSessions::Kept fresh;
+    fresh.session = connector_.connect(name, options_.ssh);
     return fresh;
   }
 
-  /// One host's whole conversation, on its own thread.
-  void converse(HostConn& c) {
-    mapper::SshSessions::Kept kept;
-    try {
-      kept = open_session(c.name);
-    } catch (const std::exception& e) {
-      fail(c, e.what());
-      return;
-    }
-    const mapper::SshSession session = std::move(kept.session);
-    const std::string endpoint = kept.endpoint;
-    ssh_session s = session.get();
-    Channel ch(kept.channel.release());  // the probe's, its agent running; freed before `session`
-    const std::string command = ch ? kept.command : shell_quote(options_.ddlrun_path) + " --agent";
-    if (!ch &&
-        (!(ch = Channel(ssh_channel_new(s))) || ssh_channel_open_session(ch.get()) != SSH_OK ||
-         ssh_channel_request_exec(ch.get(), command.c_str()) != SSH_OK)) {
-      fail(c, "cannot run '" + command + "' on " + endpoint + ": " + ssh_get_error(s));
-      return;
-    }
-    ssh::FrameReader reader;
-    reader.feed(kept.pending);
-    std::string err_line;
-    bool running = false;
-    std::vector<int> unfinished = c.ranks;
-    // Heartbeats: a frame a second down the channel from now on; once the agent said hello,
-    // silence from it for the deadline loses the host.
-    Clock::time_point next_beat = Clock::now();
-    Clock::time_point last_heard = Clock::now();
-    bool hello = false;
-    std::string pending;  // frames the remote window could not take yet
-    // Reads what the agent has sent; returns false when the channel has ended.
-    auto pump = [&](int wait_ms) {
-      int avail = ssh_channel_poll_timeout(ch.get(), wait_ms, 0);
-      if (avail == SSH_ERROR) return false;
-      char buf[65536];
-      bool eof = avail == SSH_EOF;
-      while (avail > 0) {
-        const int n = ssh_channel_read_nonblocking(ch.get(), buf, sizeof buf, 0);
-        if (n == SSH_ERROR) return false;
-        if (n <= 0) {
-          eof = eof || n == SSH_EOF;
-          break;
-        }
-        last_heard = Clock::now();
-        reader.feed(std::string_view(buf, static_cast<size_t>(n)));
-      }
-      for (;;) {  // the agent's own stderr: one note per line
-        const int n = ssh_channel_read_nonblocking(ch.get(), buf, sizeof buf, 1);
-        if (n <= 0) break;
-        last_heard = Clock::now();
-        err_line.append(buf, static_cast<size_t>(n));
-        size_t nl;
-        while ((nl = err_line.find('\n')) != std::string::npos) {
-          events_->push(Event{Event::Type::kOutput,
-                              -1,
-                              c.index,
-                              Stream::kStderr,
-                              c.name + ": " + err_line.substr(0, nl + 1),
-                              {}});
-          err_line.erase(0, nl + 1);
-        }
-      }
-      return !(eof || ssh_channel_is_eof(ch.get()));
-    };
-    // Writes what the remote window takes now and keeps the rest for later: an agent that
-    // reads nothing (stopped, or its host cut off) never blocks this thread. False on an error.
-    auto write_pending = [&] {
-      while (!pending.empty()) {
-        const uint32_t window = ssh_channel_window_size(ch.get());
-        if (window == 0) return true;
-        const size_t len = std::min<size_t>(pending.size(), window);
-        const int n = ssh_channel_write(ch.get(), pending.data(), static_cast<uint32_t>(len));
-        if (n < 0) return false;
-        if (n == 0) return true;
-        pending.erase(0, static_cast<size_t>(n));
-      }
-      return true;
-    };
-    const auto lost = [&](const std::string& why) {
-      if (!running) {
-        fail(c, why);
-      } else if (!unfinished.empty()) {
-        events_->push(Event{Event::Type::kHostFailure, -1, c.index, Stream::kStdout, why, {}});
-      }
-    };
-    bool write_failed = false;
-    std::string write_error;
-    // finish() while ranks still run (ddlrun is giving up): SIGKILL them, and close the
-    // channel after a grace even if the agent does not answer (it then kills them itself).
-    Clock::time_point stop_deadline = Clock::time_point::max();
-    bool silent = false;  // no heartbeat for the deadline
-
-    try {
-      bool open = true;
-      while (open) {
-        // What to send now, under the lock.
-        std::string to_send;
-        bool stopping;
-        bool killed;
-        {
-          std::lock_guard lock(mutex_);
-          stopping = stop_;
-          killed = killed_;
-          if (c.phase == Phase::kHello && !c.job_frame.empty()) {
-            to_send = std::move(c.job_frame);
-            c.job_frame.clear();
-          }
-          if (c.phase == Phase::kReady && c.go) {
-            to_send = ssh::encode_frame(ssh::FrameType::kGo, 0, {});
-            c.phase = Phase::kRunning;
-            running = true;
-          }
-          if (running) {
-            for (const pmix_server::FenceResult& r : fences_->expire(Clock::now()))
-              deliver(r);
-            // Control first: stdin never holds a signal or a fence result back.
-            to_send += c.outgoing;
-            c.outgoing.clear();
-            to_send += c.stdin_frames;
-            c.stdin_frames.clear();
-          }
-        }
-        if (stopping && (!running || unfinished.empty())) break;
-        if (stopping && stop_deadline == Clock::time_point::max()) {
-          // Once SIGKILL went out ddlrun is leaving at once: only a moment to send it again.
-          stop_deadline = Clock::now() + (killed ? std::chrono::milliseconds(500)
-                                                 : std::chrono::milliseconds(3000));
-          to_send += ssh::encode_frame(ssh::FrameType::kSignal, SIGKILL, {});
-        }
-        const Clock::time_point now = Clock::now();
-        if (now >= stop_deadline) break;
-        if (now >= next_beat) {
-          to_send += ssh::encode_frame(ssh::FrameType::kHeartbeat, 0, {});
-          next_beat = now + ssh::kHeartbeatInterval;
-        }
-        // A write can fail because the agent has already finished (its last frames are still
-        // to be read): stop writing, and let reading decide whether anything was lost.
-        if (!write_failed) {
-          pending += to_send;
-          if (!write_pending()) {
-            write_failed = true;
-            write_error = ssh_get_error(s);
-          }
-        }
-        // Output only while the supervisor has room for it (its events go on meanwhile). The
-        // host is not silent while we are the ones not reading it.
-        if (running && events_->output_full()) {
-          events_->wait_for_room(Clock::now() + std::chrono::milliseconds(kPollMs));
-          last_heard = Clock::now();
-        } else {
-          open = pump(kPollMs);
-        }
-        if (hello && Clock::now() - last_heard > options_.heartbeat_timeout) {
-          silent = true;
-          break;
-        }
-        while (auto f = reader.next()) {
-          switch (f->type) {
-            case ssh::FrameType::kHello: {
-              wire::Reader in(f->payload, "hello");
-              in.str();  // its host name
-              const std::string reached = in.str();
-              const int mp = static_cast<int>(in.u32());
-              const int dp = static_cast<int>(in.u32());
-              {
-                std::lock_guard lock(mutex_);
-                c.reached_address = reached;
-                c.answered = true;
-                c.master_port = mp;
-                c.ddl_port = dp;
-              }
-              set_phase(c, Phase::kHello);
-              hello = true;
-              break;
-            }
-            case ssh::FrameType::kReady:
-              set_phase(c, Phase::kReady);
-              break;
-            case ssh::FrameType::kFailure:
-              if (running) {
-                events_->push(Event{Event::Type::kHostFailure,
-                                    -1,
-                                    c.index,
-                                    Stream::kStdout,
-                                    f->payload,
-                                    {f->id, 0}});
-                unfinished.clear();
-              } else {
-                fail(c, f->payload, f->id);
-              }
-              break;
-            case ssh::FrameType::kStdout:
-            case ssh::FrameType::kStderr:
-              events_->push(
-                  Event{Event::Type::kOutput,
-                        f->id,
-                        c.index,
-                        f->type == ssh::FrameType::kStdout ? Stream::kStdout : Stream::kStderr,
-                        std::move(f->payload),
-                        {}});
-              break;
-            case ssh::FrameType::kExit: {
-              wire::Reader in(f->payload, "exit");
-              ExitStatus st;
-              st.code = in.i32();
-              st.signal = in.i32();
-              unfinished.erase(std::remove(unfinished.begin(), unfinished.end(), f->id),
-                               unfinished.end());
-              events_->push(Event{Event::Type::kExit, f->id, c.index, Stream::kStdout, {}, st});
-              break;
-            }
-            case ssh::FrameType::kDone:
-              open = false;
-              break;
-            case ssh::FrameType::kStdinCredit: {
-              std::lock_guard lock(mutex_);
-              stdin_window_ += static_cast<size_t>(std::max(f->id, 0));
-            }
-              changed_.notify_all();
-              break;
-            case ssh::FrameType::kHeartbeat:
-              break;
-            case ssh::FrameType::kFence:
-            case ssh::FrameType::kAbort:
-            case ssh::FrameType::kModexRequest:
-            case ssh::FrameType::kModexResponse:
-              pmix_frame(c, *f);
-              break;
-            default:
-              throw std::runtime_error("unexpected frame from the agent");
-          }
-        }
-      }
-      if (silent) {
-        // Closing must not wait for a host that cannot answer.
-        ssh_set_blocking(s, 0);
-        lost("no heartbeat for " + seconds_text(options_.heartbeat_timeout) +
-             " (the host is unreachable, or its agent is stopped or hung)");
-      } else if (!open && !unfinished.empty()) {
-        std::string why = "the connection to its agent closed";
-        if (write_failed) why = "lost the connection to " + endpoint + " (" + write_error + ")";
-        if (!err_line.empty()) why += " (" + err_line + ")";
-        if (!running && c.phase == Phase::kConnecting) {
-          why = "'" + command + "' exited before it said hello";
-          const int status = ssh_channel_get_exit_status(ch.get());
-          if (status == 127) {
-            why +=
-                " (exit status 127: ddlrun is not installed at " + options_.ddlrun_path + " there)";
-          } else if (status >= 0) {
-            why += " (exit status " + std::to_string(status) + ")";
-          }
-        }
-        lost(why);
-      }
-    } catch (const std::exception& e) {
-      lost(std::string("protocol error: ") + e.what());
-    }
-    if (!running) fail(c, "stopped before the job started");
-  }
+  class Conversation;
+  /// One host's whole conversation, on its own thread (Conversation).
+  void converse(HostConn& c);
 
   Job job_;
   LaunchOptions options_;
+  ddl::ssh::Connector& connector_;
   std::counting_semaphore<> logins_;  ///< logins in flight, at most ssh.max_parallel
   std::vector<std::unique_ptr<HostConn>> hosts_;
   EventQueue* events_ = nullptr;
@@ -698,10 +424,383 @@ class SshBackend : public Backend {
   bool killed_ = false;  ///< SIGKILL went out: finish() waits for no more exits
 };
 
+// One host's conversation, as a state machine whose states are its phases:
+//
+//   kLogIn       take the probe's session, or log in              -> kStartAgent, or kEnd (failed)
+//   kStartAgent  take the probe's channel, or run `ddlrun --agent` -> kTalk, or kEnd (failed)
+//   kTalk        turns until D, the channel's end, silence, or finish(); each turn sends what is
+//                due (the job once the agent said hello, go once start() says so, then signals,
+//                PMIx answers and stdin; a heartbeat a second), reads what came and handles its
+//                frames (hello, ready, output, exits, failures, PMIx)  -> kClose, or kEnd when
+//                the agent broke the protocol
+//   kClose       say why the host was lost, if it was              -> kEnd
+// The host's Phase (kConnecting, kHello, kReady, kRunning), which start() waits on, moves
+// with the agent's frames inside kTalk.
+class SshBackend::Conversation {
+ public:
+  enum class Step { kLogIn, kStartAgent, kTalk, kClose, kEnd };
+
+  Conversation(SshBackend& backend, HostConn& c) : b_(backend), c_(c), unfinished_(c.ranks) {}
+
+  /// Runs `step`; returns the next.
+  Step run(Step step) {
+    switch (step) {
+      case Step::kLogIn:
+        return log_in();
+      case Step::kStartAgent:
+        return start_agent();
+      case Step::kTalk:
+        return talk();
+      case Step::kClose:
+        return close();
+      case Step::kEnd:
+        break;
+    }
+    return Step::kEnd;
+  }
+
+ private:
+  Step log_in() {
+    ddl::ssh::KeptSessions::Kept kept;
+    try {
+      kept = b_.open_session(c_.name);
+    } catch (const std::exception& e) {
+      b_.fail(c_, e.what());
+      return Step::kEnd;
+    }
+    session_ = std::move(kept.session);
+    channel_ = std::move(kept.channel);  // the probe's, its agent running; freed before session_
+    reader_.feed(kept.pending);
+    command_ = channel_ ? kept.command : shell_join({b_.options_.ddlrun_path}) + " --agent";
+    return Step::kStartAgent;
+  }
+
+  Step start_agent() {
+    if (!channel_) {
+      try {
+        channel_ = session_->exec(command_);
+      } catch (const ddl::ssh::Error&) {
+        b_.fail(c_, "cannot run '" + command_ + "' on " + session_->endpoint() + ": " +
+                        session_->error());
+        return Step::kEnd;
+      }
+    }
+    // Heartbeats: a frame a second down the channel from now on; once the agent said hello,
+    // silence from it for the deadline loses the host.
+    next_beat_ = Clock::now();
+    last_heard_ = Clock::now();
+    return Step::kTalk;
+  }
+
+  Step talk() {
+    try {
+      while (turn()) {
+      }
+    } catch (const std::exception& e) {
+      lost(std::string("protocol error: ") + e.what());
+      return Step::kEnd;
+    }
+    return Step::kClose;
+  }
+
+  /// One turn of kTalk: false once the conversation is over (open_ and silent_ say why).
+  bool turn() {
+    std::string to_send = due_frames();
+    if (stopping_ && (!running_ || unfinished_.empty())) return false;
+    begin_stop(to_send);
+    const Clock::time_point now = Clock::now();
+    if (now >= stop_deadline_) return false;
+    if (now >= next_beat_) {
+      to_send += ssh::encode_frame(ssh::FrameType::kHeartbeat, 0, {});
+      next_beat_ = now + ssh::kHeartbeatInterval;
+    }
+    send(to_send);
+    receive();
+    if (hello_ && Clock::now() - last_heard_ > b_.options_.heartbeat_timeout) {
+      silent_ = true;
+      return false;
+    }
+    while (auto f = reader_.next())
+      on_frame(*f);
+    return open_;
+  }
+
+  /// What to send now, under the lock: the job, go, and (once running) the frames queued for
+  /// this host, control before stdin so that stdin never holds a signal or a fence result back.
+  std::string due_frames() {
+    std::string to_send;
+    std::lock_guard lock(b_.mutex_);
+    stopping_ = b_.stop_;
+    killed_ = b_.killed_;
+    if (c_.phase == Phase::kHello && !c_.job_frame.empty()) {
+      to_send = std::move(c_.job_frame);
+      c_.job_frame.clear();
+    }
+    if (c_.phase == Phase::kReady && c_.go) {
+      to_send = ssh::encode_frame(ssh::FrameType::kGo, 0, {});
+      c_.phase = Phase::kRunning;
+      running_ = true;
+    }
+    if (running_) {
+      for (const pmix_server::FenceResult& r : b_.fences_->expire(Clock::now()))
+        b_.deliver(r);
+      to_send += c_.outgoing;
+      c_.outgoing.clear();
+      to_send += c_.stdin_frames;
+      c_.stdin_frames.clear();
+    }
+    return to_send;
+  }
+
+  /// finish() while ranks still run (ddlrun is giving up): SIGKILL them, and close the channel
+  /// after a grace even if the agent does not answer (it then kills them itself).
+  void begin_stop(std::string& to_send) {
+    if (!stopping_ || stop_deadline_ != Clock::time_point::max()) return;
+    // Once SIGKILL went out ddlrun is leaving at once: only a moment to send it again.
+    stop_deadline_ =
+        Clock::now() + (killed_ ? std::chrono::milliseconds(500) : std::chrono::milliseconds(3000));
+    to_send += ssh::encode_frame(ssh::FrameType::kSignal, SIGKILL, {});
+  }
+
+  /// Queues `frames` and writes what the remote window takes. A write can fail because the
+  /// agent has already finished (its last frames are still to be read): stop writing, and let
+  /// reading decide whether anything was lost.
+  void send(const std::string& frames) {
+    if (write_failed_) return;
+    pending_ += frames;
+    if (!write_pending()) {
+      write_failed_ = true;
+      write_error_ = session_->error();
+    }
+  }
+
+  /// Writes what the remote window takes now and keeps the rest for later: an agent that
+  /// reads nothing (stopped, or its host cut off) never blocks this thread. False on an error.
+  bool write_pending() {
+    while (!pending_.empty()) {
+      const uint32_t window = channel_->window();
+      if (window == 0) return true;
+      const size_t len = std::min<size_t>(pending_.size(), window);
+      const int n = channel_->write(std::string_view(pending_).substr(0, len));
+      if (n < 0) return false;
+      if (n == 0) return true;
+      pending_.erase(0, static_cast<size_t>(n));
+    }
+    return true;
+  }
+
+  /// Output only while the supervisor has room for it (its events go on meanwhile). The host
+  /// is not silent while we are the ones not reading it.
+  void receive() {
+    if (running_ && b_.events_->output_full()) {
+      b_.events_->wait_for_room(Clock::now() + std::chrono::milliseconds(kPollMs));
+      last_heard_ = Clock::now();
+    } else {
+      open_ = pump(kPollMs);
+    }
+  }
+
+  /// Reads what the agent has sent; returns false when the channel has ended.
+  bool pump(int wait_ms) {
+    int avail = channel_->poll(std::chrono::milliseconds(wait_ms));
+    if (avail == ddl::ssh::Channel::kError) return false;
+    char buf[65536];
+    bool eof = avail == ddl::ssh::Channel::kEof;
+    while (avail > 0) {
+      const int n = channel_->read(buf, sizeof buf, ddl::ssh::Stream::kStdout);
+      if (n == ddl::ssh::Channel::kError) return false;
+      if (n <= 0) {
+        eof = eof || n == ddl::ssh::Channel::kEof;
+        break;
+      }
+      last_heard_ = Clock::now();
+      reader_.feed(std::string_view(buf, static_cast<size_t>(n)));
+    }
+    relay_stderr(buf, sizeof buf);
+    return !(eof || channel_->eof());
+  }
+
+  /// The agent's own stderr: one note per line.
+  void relay_stderr(char* buf, size_t size) {
+    for (;;) {
+      const int n = channel_->read(buf, size, ddl::ssh::Stream::kStderr);
+      if (n <= 0) break;
+      last_heard_ = Clock::now();
+      err_line_.append(buf, static_cast<size_t>(n));
+      size_t nl;
+      while ((nl = err_line_.find('\n')) != std::string::npos) {
+        b_.events_->push(Event{Event::Type::kOutput,
+                               -1,
+                               c_.index,
+                               Stream::kStderr,
+                               c_.name + ": " + err_line_.substr(0, nl + 1),
+                               {}});
+        err_line_.erase(0, nl + 1);
+      }
+    }
+  }
+
+  void on_frame(ssh::Frame& f) {
+    switch (f.type) {
+      case ssh::FrameType::kHello:
+        return on_hello(f);
+      case ssh::FrameType::kReady:
+        return b_.set_phase(c_, Phase::kReady);
+      case ssh::FrameType::kFailure:
+        return on_failure(f);
+      case ssh::FrameType::kStdout:
+      case ssh::FrameType::kStderr:
+        return b_.events_->push(
+            Event{Event::Type::kOutput,
+                  f.id,
+                  c_.index,
+                  f.type == ssh::FrameType::kStdout ? Stream::kStdout : Stream::kStderr,
+                  std::move(f.payload),
+                  {}});
+      case ssh::FrameType::kExit:
+        return on_exit(f);
+      case ssh::FrameType::kDone:
+        open_ = false;
+        return;
+      case ssh::FrameType::kStdinCredit:
+        return on_stdin_credit(f);
+      case ssh::FrameType::kHeartbeat:
+        return;
+      case ssh::FrameType::kFence:
+      case ssh::FrameType::kAbort:
+      case ssh::FrameType::kModexRequest:
+      case ssh::FrameType::kModexResponse:
+        return b_.pmix_frame(c_, f);
+      default:
+        throw std::runtime_error("unexpected frame from the agent");
+    }
+  }
+
+  void on_hello(const ssh::Frame& f) {
+    wire::Reader in(f.payload, "hello");
+    in.str();  // its host name
+    const std::string reached = in.str();
+    const int mp = static_cast<int>(in.u32());
+    const int dp = static_cast<int>(in.u32());
+    {
+      std::lock_guard lock(b_.mutex_);
+      c_.reached_address = reached;
+      c_.answered = true;
+      c_.master_port = mp;
+      c_.ddl_port = dp;
+    }
+    b_.set_phase(c_, Phase::kHello);
+    hello_ = true;
+  }
+
+  void on_failure(const ssh::Frame& f) {
+    if (running_) {
+      b_.events_->push(
+          Event{Event::Type::kHostFailure, -1, c_.index, Stream::kStdout, f.payload, {f.id, 0}});
+      unfinished_.clear();
+    } else {
+      b_.fail(c_, f.payload, f.id);
+    }
+  }
+
+  void on_exit(const ssh::Frame& f) {
+    wire::Reader in(f.payload, "exit");
+    ExitStatus st;
+    st.code = in.i32();
+    st.signal = in.i32();
+    unfinished_.erase(std::remove(unfinished_.begin(), unfinished_.end(), f.id), unfinished_.end());
+    b_.events_->push(Event{Event::Type::kExit, f.id, c_.index, Stream::kStdout, {}, st});
+  }
+
+  void on_stdin_credit(const ssh::Frame& f) {
+    {
+      std::lock_guard lock(b_.mutex_);
+      b_.stdin_window_ += static_cast<size_t>(std::max(f.id, 0));
+    }
+    b_.changed_.notify_all();
+  }
+
+  Step close() {
+    if (silent_) {
+      // Closing must not wait for a host that cannot answer.
+      session_->stop_blocking();
+      lost("no heartbeat for " + seconds_text(b_.options_.heartbeat_timeout) +
+           " (the host is unreachable, or its agent is stopped or hung)");
+    } else if (!open_ && !unfinished_.empty()) {
+      lost(closed_reason());
+    }
+    if (!running_) b_.fail(c_, "stopped before the job started");
+    return Step::kEnd;
+  }
+
+  /// Why the channel closed before every rank ended.
+  std::string closed_reason() {
+    std::string why = "the connection to its agent closed";
+    if (write_failed_) {
+      why = "lost the connection to " + session_->endpoint() + " (" + write_error_ + ")";
+    }
+    if (!err_line_.empty()) why += " (" + err_line_ + ")";
+    if (!running_ && c_.phase == Phase::kConnecting) {
+      why = "'" + command_ + "' exited before it said hello";
+      const int status = channel_->exit_status();
+      if (status == 127) {
+        why +=
+            " (exit status 127: ddlrun is not installed at " + b_.options_.ddlrun_path + " there)";
+      } else if (status >= 0) {
+        why += " (exit status " + std::to_string(status) + ")";
+      }
+    }
+    return why;
+  }
+
+  /// The host is lost: before the job ran a failure to start; after, a lost host while some
+  /// of its ranks have not ended.
+  void lost(const std::string& why) {
+    if (!running_) {
+      b_.fail(c_, why);
+    } else if (!unfinished_.empty()) {
+      b_.events_->push(Event{Event::Type::kHostFailure, -1, c_.index, Stream::kStdout, why, {}});
+    }
+  }
+
+  SshBackend& b_;
+  HostConn& c_;
+  std::unique_ptr<ddl::ssh::Session> session_;
+  std::unique_ptr<ddl::ssh::Channel> channel_;  ///< destroyed before session_
+  std::string command_;                         ///< what runs on channel_, for messages
+  ssh::FrameReader reader_;
+  std::string err_line_;  ///< the agent's stderr, up to its next newline
+  std::vector<int> unfinished_;
+  std::string pending_;  ///< frames the remote window could not take yet
+  bool write_failed_ = false;
+  std::string write_error_;
+  Clock::time_point next_beat_;
+  Clock::time_point last_heard_;
+  Clock::time_point stop_deadline_ = Clock::time_point::max();
+  bool hello_ = false;
+  bool running_ = false;
+  bool stopping_ = false;
+  bool killed_ = false;
+  bool open_ = true;
+  bool silent_ = false;  ///< no heartbeat for the deadline
+};
+
+void SshBackend::converse(HostConn& c) {
+  Conversation conversation(*this, c);
+  using Step = Conversation::Step;
+  for (Step step = Step::kLogIn; step != Step::kEnd;)
+    step = conversation.run(step);
+}
+
 }  // namespace
 
+std::unique_ptr<Backend> make_ssh_backend(const Job& job, const LaunchOptions& options,
+                                          ddl::ssh::Connector& connector) {
+  return std::make_unique<SshBackend>(job, options, connector);
+}
+
 std::unique_ptr<Backend> make_ssh_backend(const Job& job, const LaunchOptions& options) {
-  return std::make_unique<SshBackend>(job, options);
+  return make_ssh_backend(job, options, ddl::ssh::libssh_connector());
 }
 
 }  // namespace ddl::launcher

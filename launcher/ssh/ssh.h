@@ -5,6 +5,7 @@
 #include "launcher/backend.h"
 #include "launcher/job.h"
 #include "launcher/launch_options.h"
+#include "ssh/session.h"
 
 namespace ddl::launcher {
 
@@ -12,6 +13,9 @@ namespace ddl::launcher {
 /// the job, and relays its ranks' output and exit statuses. An agent kills its ranks when the
 /// connection to ddlrun drops.
 std::unique_ptr<Backend> make_ssh_backend(const Job& job, const LaunchOptions& options);
+/// The same, logging in through `connector` (a fake, in tests), which outlives the backend.
+std::unique_ptr<Backend> make_ssh_backend(const Job& job, const LaunchOptions& options,
+                                          ddl::ssh::Connector& connector);
 
 /// `ddlrun --agent`: the per-host side of the ssh backend, speaking the agent protocol
 /// (protocol.h) on `in_fd` and `out_fd`. Never returns: exits with 0 when its ranks ran

@@ -3,7 +3,6 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
-#include <libssh/libssh.h>
 #include <netinet/in.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -18,6 +17,8 @@
 #include <fstream>
 #include <optional>
 #include <thread>
+
+#include "tests/ssh/fake_ssh.h"
 
 namespace ddl::mapper {
 namespace {
@@ -118,50 +119,6 @@ int open_fds() {
 }
 
 // --- the remote command ------------------------------------------------------------------------
-
-TEST(DescriptorExhaustion, NamesTheLimitAndTheFix) {
-  rlimit limit{};
-  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &limit), 0);
-  EXPECT_EQ(descriptor_exhaustion(EMFILE),
-            "too many open files (limit " + std::to_string(limit.rlim_cur) + "): raise ulimit -n");
-  EXPECT_EQ(descriptor_exhaustion(ENFILE),
-            "the system's open files are exhausted (fs.file-max): close some, or raise it");
-  EXPECT_EQ(descriptor_exhaustion(ECONNREFUSED), "");
-  EXPECT_EQ(descriptor_exhaustion(0), "");
-  EXPECT_EQ(descriptors_exhausted_now(), "");
-}
-
-TEST(DescriptorExhaustion, IsSeenWhenEveryDescriptorIsTaken) {
-  // In a child, so that this process keeps its descriptors and limit.
-  const pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    rlimit limit{};
-    getrlimit(RLIMIT_NOFILE, &limit);
-    limit.rlim_cur = 64;
-    if (setrlimit(RLIMIT_NOFILE, &limit) != 0) _exit(3);
-    while (open("/dev/null", O_RDONLY) >= 0) {
-    }
-    _exit(descriptors_exhausted_now() == "too many open files (limit 64): raise ulimit -n" ? 0 : 1);
-  }
-  int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 0);
-}
-
-TEST(SshSessions, KeepsOneSessionPerHostUntilTaken) {
-  SshSessions kept;
-  EXPECT_EQ(kept.take("node1").session, nullptr);
-  kept.put("node1", SshSessions::Kept{SshSession(ssh_new()), "10.0.0.1:22", {}, {}, {}});
-  kept.put("node2", SshSessions::Kept{SshSession(ssh_new()), "10.0.0.2:22", {}, {}, {}});
-  EXPECT_EQ(kept.size(), 2u);
-  SshSessions::Kept one = kept.take("node1");
-  EXPECT_NE(one.session, nullptr);
-  EXPECT_EQ(one.endpoint, "10.0.0.1:22");
-  EXPECT_EQ(kept.take("node1").session, nullptr);  // taken once
-  EXPECT_EQ(kept.size(), 1u);
-}
 
 TEST(ProbeCommand, IsTheProbePathQuotedWhenNeeded) {
   SshProbeOptions o;
@@ -450,6 +407,131 @@ TEST(ProbeCache, UnusableCacheDirIsSkipped) {
   RemoteProber prober(o, [](const std::string& host) { return inventory_named(host); });
   const std::vector<std::string> hosts = {"n1"};
   EXPECT_TRUE(prober.probe(hosts)[0].ok());
+}
+
+// --- probe_host_ssh through the fake ssh (tests/ssh/fake_ssh.h) ----------------------------------
+
+/// Options for the fake: the probe at its usual path.
+SshProbeOptions fake_options() {
+  SshProbeOptions o;
+  o.probe_path = "/opt/ddlrun/bin/ddlrun-probe";
+  o.command_timeout = milliseconds(2000);
+  return o;
+}
+
+/// The reason probing `host` through `connector` gives, or "ok".
+std::string fake_reason(const std::string& host, const SshProbeOptions& o,
+                        ssh::FakeConnector& connector) {
+  try {
+    probe_host_ssh(host, o, connector);
+    return "ok";
+  } catch (const ProbeError& e) {
+    return e.what();
+  }
+}
+
+TEST(ProbeHostFake, RunsTheProbeAndReadsItsInventory) {
+  ssh::FakeConnector connector;
+  connector.host("node1").program = [](ssh::FakeRemote& r) {
+    r.print(to_yaml(inventory_named("node1")));
+    r.print("a warning\n", ssh::Stream::kStderr);
+    r.end(0);
+  };
+  SshProbeOptions o = fake_options();
+  o.user = "alice";
+  EXPECT_EQ(probe_host_ssh("node1", o, connector), inventory_named("node1"));
+  EXPECT_EQ(connector.connected(), std::vector<std::string>{"node1"});
+  EXPECT_EQ(connector.last_options().user, "alice");
+  EXPECT_EQ(connector.host("node1").commands,
+            std::vector<std::string>{"/opt/ddlrun/bin/ddlrun-probe"});
+  EXPECT_EQ(connector.host("node1").sessions_open, 0);  // closed after the probe
+  EXPECT_TRUE(connector.host("node1").remotes.at(0)->closed());
+}
+
+TEST(ProbeHostFake, AHostThatSaysNoGivesItsReason) {
+  ssh::FakeConnector connector;
+  connector.host("node3").refuse = "connection refused (10.200.3.2:22)";
+  EXPECT_EQ(fake_reason("node3", fake_options(), connector), "connection refused (10.200.3.2:22)");
+  EXPECT_TRUE(connector.host("node3").commands.empty());
+}
+
+TEST(ProbeHostFake, AFailedExecGivesItsReason) {
+  ssh::FakeConnector connector;
+  connector.host("node1").exec_error = "channel open refused";
+  EXPECT_EQ(fake_reason("node1", fake_options(), connector),
+            "cannot run '/opt/ddlrun/bin/ddlrun-probe' on node1:22: channel open refused");
+}
+
+TEST(ProbeHostFake, ExitStatusAndSignalAreJudged) {
+  ssh::FakeConnector connector;
+  connector.host("node3").program = [](ssh::FakeRemote& r) {
+    r.print("bash: /opt/ddlrun/bin/ddlrun-probe: No such file or directory\n",
+            ssh::Stream::kStderr);
+    r.end(127);
+  };
+  connector.host("node4").program = [](ssh::FakeRemote& r) { r.end(-1, "KILL"); };
+  EXPECT_EQ(fake_reason("node3", fake_options(), connector),
+            "ddlrun-probe is not installed at /opt/ddlrun/bin/ddlrun-probe on node3 (exit status "
+            "127, \"bash: /opt/ddlrun/bin/ddlrun-probe: No such file or directory\"); install "
+            "ddlrun there at the same path as here, or plan offline with --host-xml node3=FILE");
+  EXPECT_EQ(fake_reason("node4", fake_options(), connector),
+            "'/opt/ddlrun/bin/ddlrun-probe' was killed by signal KILL and printed nothing on "
+            "stderr");
+}
+
+TEST(ProbeHostFake, ACommandThatNeverEndsTimesOut) {
+  ssh::FakeConnector connector;
+  SshProbeOptions o = fake_options();
+  o.command_timeout = milliseconds(200);
+  EXPECT_EQ(fake_reason("node1", o, connector),
+            "timed out after 0.2 s waiting for '/opt/ddlrun/bin/ddlrun-probe' to finish");
+}
+
+TEST(ProbeHostFake, KeepsTheSessionForTheLauncher) {
+  ssh::FakeConnector connector;
+  connector.host("node1").program = [](ssh::FakeRemote& r) {
+    r.print(to_yaml(inventory_named("node1")));
+    r.end(0);
+  };
+  SshProbeOptions o = fake_options();
+  o.keep_sessions = std::make_shared<SshSessions>();
+  probe_host_ssh("node1", o, connector);
+  ssh::KeptSessions::Kept kept = o.keep_sessions->take("node1");
+  ASSERT_NE(kept.session, nullptr);
+  EXPECT_EQ(kept.session->endpoint(), "node1:22");
+  EXPECT_EQ(kept.channel, nullptr);
+}
+
+TEST(ProbeHostFake, KeepCommandKeepsTheChannelWithWhatFollowsTheInventory) {
+  ssh::FakeConnector connector;
+  connector.host("node1").program = [](ssh::FakeRemote& r) {
+    r.print(to_yaml(inventory_named("node1")) + "...\nHELLO");  // the agent's first bytes
+  };
+  SshProbeOptions o = fake_options();
+  o.keep_sessions = std::make_shared<SshSessions>();
+  o.keep_command = "/x/ddlrun --probe-agent";
+  EXPECT_EQ(probe_host_ssh("node1", o, connector), inventory_named("node1"));
+  EXPECT_EQ(connector.host("node1").commands, std::vector<std::string>{"/x/ddlrun --probe-agent"});
+  ssh::KeptSessions::Kept kept = o.keep_sessions->take("node1");
+  ASSERT_NE(kept.channel, nullptr);
+  EXPECT_EQ(kept.pending, "HELLO");
+  EXPECT_EQ(kept.command, "/x/ddlrun --probe-agent");
+  EXPECT_FALSE(connector.host("node1").remotes.at(0)->closed());
+}
+
+TEST(ProbeHostFake, KeepCommandThatEndsFirstIsJudgedAsAProbe) {
+  ssh::FakeConnector connector;
+  connector.host("node1").program = [](ssh::FakeRemote& r) {
+    r.print("ddlrun: unknown option --probe-agent\n", ssh::Stream::kStderr);
+    r.end(2);
+  };
+  SshProbeOptions o = fake_options();
+  o.keep_sessions = std::make_shared<SshSessions>();
+  o.keep_command = "/x/ddlrun --probe-agent";
+  EXPECT_EQ(fake_reason("node1", o, connector),
+            "'/x/ddlrun --probe-agent' exited with status 2; its stderr:\n"
+            "ddlrun: unknown option --probe-agent");
+  EXPECT_EQ(o.keep_sessions->size(), 0u);
 }
 
 // --- probe_host_ssh without an ssh server --------------------------------------------------------

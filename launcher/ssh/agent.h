@@ -1,0 +1,12 @@
+#pragma once
+
+namespace ddl::launcher {
+
+/// The agent's conversation with ddlrun on `in_fd` and `out_fd` (protocol.h), from its hello to
+/// its end; returns its exit status (0 when its ranks ran). run_agent (factory.h) runs it with
+/// `liveness` (the heartbeat and watchdog threads, which exit the process when ddlrun goes
+/// silent or a stop signal comes) and then exits. Tests run it without: the agent and the
+/// thread reading `in_fd` outlive the call, so they keep both descriptors open until they exit.
+int converse_as_agent(int in_fd, int out_fd, bool liveness);
+
+}  // namespace ddl::launcher

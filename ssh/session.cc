@@ -1,0 +1,63 @@
+// What ssh/session.h offers besides libssh: kept sessions, and the texts of its messages.
+
+#include "ssh/session.h"
+
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+
+namespace ddl::ssh {
+
+void KeptSessions::put(const std::string& host, Kept kept) {
+  Kept old;  // closed outside the lock
+  const std::lock_guard lock(mutex_);
+  if (auto it = kept_.find(host); it != kept_.end()) old = std::move(it->second);
+  kept_[host] = std::move(kept);
+}
+
+KeptSessions::Kept KeptSessions::take(const std::string& host) {
+  const std::lock_guard lock(mutex_);
+  auto it = kept_.find(host);
+  if (it == kept_.end()) return {};
+  Kept kept = std::move(it->second);
+  kept_.erase(it);
+  return kept;
+}
+
+std::size_t KeptSessions::size() const {
+  const std::lock_guard lock(mutex_);
+  return kept_.size();
+}
+
+std::string descriptor_exhaustion(int err) {
+  if (err == ENFILE) {
+    return "the system's open files are exhausted (fs.file-max): close some, or raise it";
+  }
+  if (err != EMFILE) return "";
+  rlimit limit{};
+  const std::string n = getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY
+                            ? std::to_string(limit.rlim_cur)
+                            : std::string("unknown");
+  return "too many open files (limit " + n + "): raise ulimit -n";
+}
+
+std::string descriptors_exhausted_now() {
+  const int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    close(fd);
+    return "";
+  }
+  return descriptor_exhaustion(errno);
+}
+
+std::string seconds_text(std::chrono::milliseconds ms) {
+  if (ms.count() % 1000 == 0) return std::to_string(ms.count() / 1000) + " s";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g s", static_cast<double>(ms.count()) / 1000.0);
+  return buf;
+}
+
+}  // namespace ddl::ssh

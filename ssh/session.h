@@ -1,0 +1,164 @@
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace ddl::ssh {
+
+// Logging in to other hosts and running commands there: the one door through which ddlrun
+// speaks ssh. The prober (mapper/probe_ssh) runs ddlrun-probe through it, the ssh launcher
+// (launcher/ssh) runs `ddlrun --agent`; both see only the interfaces below, so their unit tests
+// pass a recording fake (tests/ssh/fake_ssh.h) and only the namespace tests use libssh.
+//
+// libssh_connector() behaves like `ssh -o BatchMode=yes HOST`: keys only (ssh-agent, the
+// default identity files and IdentityFile from the ssh config), never a password or passphrase
+// prompt; the ssh config honoured (HostName, User, Port, IdentityFile, UserKnownHostsFile,
+// ProxyCommand); host keys checked strictly against known_hosts, a changed key always fatal.
+// Each failure is one line of reason ("connection refused (10.200.3.2:22)").
+
+/// A host that cannot be reached or logged in to, or a command that cannot be started there;
+/// what() is the reason alone, without the host in front: "connection refused (10.200.3.2:22)".
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// What to do with a host key that known_hosts does not have.
+enum class HostKeyPolicy {
+  kStrict,     ///< fail that host, naming its key's fingerprint and how to add it (the default)
+  kAcceptNew,  ///< add it to known_hosts and go on (StrictHostKeyChecking=accept-new)
+};
+
+class KeptSessions;
+
+/// How to reach the hosts. A changed host key fails under every policy.
+struct Options {
+  /// An ssh config file to read instead of ~/.ssh/config and /etc/ssh/ssh_config (ssh -F).
+  std::string ssh_config;
+  std::string user;  ///< overrides the config's User; empty: the config's, else the local user
+  int port = 0;      ///< overrides the config's Port; 0: the config's, else 22
+  /// Overrides the config's UserKnownHostsFile; empty: the config's, else ~/.ssh/known_hosts.
+  std::string known_hosts;
+  HostKeyPolicy host_key_policy = HostKeyPolicy::kStrict;
+  /// For the TCP connection, and for each later ssh exchange (handshake, login, exit status).
+  std::chrono::milliseconds connect_timeout{10'000};
+  /// For a remote command to finish (the probe), or to answer (the launcher's agents).
+  std::chrono::milliseconds command_timeout{120'000};
+  int max_parallel = 64;  ///< hosts logged in to at once
+  /// Where the prober leaves each host's logged-in session once its probe ran, so that the ssh
+  /// launcher runs its agent through it instead of logging in again (one login per host);
+  /// null: sessions are closed after the probe.
+  std::shared_ptr<KeptSessions> keep_sessions;
+};
+
+/// Which output stream of a remote command.
+enum class Stream { kStdout, kStderr };
+
+/// A command running on a host, in a channel of its Session: its stdin, stdout and stderr.
+/// Used by one thread at a time; destroying it closes the channel.
+class Channel {
+ public:
+  static constexpr int kError = -1;  ///< the session failed (Session::error() says why)
+  static constexpr int kEof = -2;    ///< the stream has ended
+
+  virtual ~Channel() = default;
+  /// Waits up to `timeout` for stdout: the bytes waiting (> 0), 0 when none came, kEof when it
+  /// has ended, kError.
+  virtual int poll(std::chrono::milliseconds timeout) = 0;
+  /// Reads at most `size` bytes of `stream` that are waiting, without blocking: their count, 0
+  /// when none are, kEof at its end, kError.
+  virtual int read(char* buffer, std::size_t size, Stream stream) = 0;
+  /// Whether the remote side has sent EOF.
+  virtual bool eof() = 0;
+  /// Whether the channel is still open.
+  virtual bool open() = 0;
+  /// How many bytes write() takes now (the remote window); 0: none until the remote side reads.
+  virtual std::uint32_t window() = 0;
+  /// Writes at most window() bytes of `bytes` to the command's stdin: how many went, or kError.
+  virtual int write(std::string_view bytes) = 0;
+  /// The command's exit status, waiting for it (at most the connect timeout); -1 when it
+  /// ended without one (see exit_signal()).
+  virtual int exit_status() = 0;
+  /// The signal that ended the command ("KILL"), when the server said; "" otherwise.
+  virtual std::string exit_signal() = 0;
+};
+
+/// A connected, logged-in session to one host. Used by one thread at a time; destroying it
+/// disconnects (its channels must be destroyed first).
+class Session {
+ public:
+  virtual ~Session() = default;
+  /// The "address:port" it reached, for messages: "10.200.3.2:22", "[fe80::1]:22".
+  virtual const std::string& endpoint() const = 0;
+  /// Whether it is still connected.
+  virtual bool connected() = 0;
+  /// Runs `command` in a new channel. Throws Error: "cannot open a channel to ENDPOINT: why",
+  /// "cannot open a session on ENDPOINT: why", "cannot run 'COMMAND' on ENDPOINT: why".
+  virtual std::unique_ptr<Channel> exec(const std::string& command) = 0;
+  /// What the ssh library said about the last failure; "" when it said nothing.
+  virtual std::string error() = 0;
+  /// From now on no call blocks: closing need not wait for a host that cannot answer.
+  virtual void stop_blocking() = 0;
+};
+
+/// Opens sessions.
+class Connector {
+ public:
+  virtual ~Connector() = default;
+  /// Connects to `host` (the config's HostName and Port), checks its host key and logs in with
+  /// keys. Throws Error with the reason alone ("connection refused (10.200.3.2:22)").
+  /// Thread-safe.
+  virtual std::unique_ptr<Session> connect(const std::string& host, const Options& options) = 0;
+};
+
+/// The real connector (libssh). Lives as long as the program.
+Connector& libssh_connector();
+
+/// Logged-in sessions kept for later, by host name as listed: the prober leaves each host's
+/// here (Options::keep_sessions) and the ssh launcher takes them. Thread-safe. Destroying it
+/// closes what was not taken.
+class KeptSessions {
+ public:
+  /// One kept session.
+  struct Kept {
+    std::unique_ptr<Session> session;
+    /// The channel of the probe's keep_command, its agent running (null when the probe command
+    /// ran): and what it sent after the inventory, the start of the agent's first frame.
+    std::unique_ptr<Channel> channel;
+    std::string pending;
+    std::string command;  ///< what runs on `channel`, for messages
+  };
+  /// Keeps `kept` for `host`, replacing (and closing) one kept before.
+  void put(const std::string& host, Kept kept);
+  /// The session kept for `host`, removed from here; an empty Kept when there is none.
+  Kept take(const std::string& host);
+  /// How many are kept.
+  std::size_t size() const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::map<std::string, Kept, std::less<>> kept_;
+};
+
+/// The reason for a call that failed with `err` EMFILE or ENFILE, naming the limit: "too many
+/// open files (limit 1024): raise ulimit -n" (ENFILE: "the system's open files are exhausted
+/// (fs.file-max): close some, or raise it"); "" for any other error.
+std::string descriptor_exhaustion(int err);
+
+/// descriptor_exhaustion() of this process right now: "" unless opening one more file fails
+/// with EMFILE or ENFILE. libssh reports a known_hosts it could not open as an unknown key;
+/// this tells the two apart.
+std::string descriptors_exhausted_now();
+
+/// A duration as this unit's messages write it: "10 s", "0.3 s".
+std::string seconds_text(std::chrono::milliseconds ms);
+
+}  // namespace ddl::ssh

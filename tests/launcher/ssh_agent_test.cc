@@ -1,0 +1,189 @@
+// `ddlrun --agent` (launcher/ssh/agent.cc) driven frame by frame: the test plays ddlrun on the
+// other end of a socket pair, in place of the ssh channel. Without liveness threads, so nothing
+// exits the test; the agent's reader thread may outlive a test, so the sockets stay open.
+
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <optional>
+#include <thread>
+
+#include "launcher/job.h"
+#include "launcher/ssh/agent.h"
+#include "launcher/ssh/protocol.h"
+#include "launcher/wire.h"
+
+namespace ddl::launcher {
+namespace {
+
+/// ddlrun's end of an agent's channel; the agent runs on its own thread.
+class AgentPeer {
+ public:
+  AgentPeer() {
+    EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds_), 0);
+    agent_ = std::thread([this] { status_ = converse_as_agent(fds_[1], fds_[1], false); });
+  }
+  ~AgentPeer() {
+    if (agent_.joinable()) {
+      shutdown(fds_[0], SHUT_WR);
+      agent_.join();
+    }
+  }
+
+  void send(ssh::FrameType type, int32_t id, std::string_view payload = {}) {
+    const std::string bytes = ssh::encode_frame(type, id, payload);
+    ASSERT_EQ(write(fds_[0], bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
+  }
+  /// The next frame from the agent; nullopt when it closed or after 10 s.
+  std::optional<ssh::Frame> next() {
+    for (;;) {
+      if (auto f = reader_.next()) return f;
+      pollfd p{fds_[0], POLLIN, 0};
+      if (poll(&p, 1, 10'000) <= 0) return std::nullopt;
+      char buf[65536];
+      const ssize_t n = read(fds_[0], buf, sizeof buf);
+      if (n <= 0) return std::nullopt;
+      reader_.feed(std::string_view(buf, static_cast<size_t>(n)));
+    }
+  }
+  /// The next frame, which must be of `type`.
+  ssh::Frame expect(ssh::FrameType type) {
+    std::optional<ssh::Frame> f = next();
+    EXPECT_TRUE(f.has_value());
+    if (!f) return {};
+    EXPECT_EQ(static_cast<char>(f->type), static_cast<char>(type)) << f->payload;
+    return *f;
+  }
+  /// ddlrun goes away: the agent reads EOF.
+  void hang_up() { shutdown(fds_[0], SHUT_WR); }
+  /// The agent's exit status once it ended.
+  int status() {
+    agent_.join();
+    return status_;
+  }
+
+ private:
+  int fds_[2] = {-1, -1};  // never closed: the agent's reader thread may still read
+  std::thread agent_;
+  int status_ = -1;
+  ssh::FrameReader reader_;
+};
+
+/// One host (index 0) with `ranks` ranks running `argv`.
+Job one_host(std::vector<std::string> argv, int ranks = 2) {
+  Job job;
+  comm::Topology& t = job.topology;
+  t.job_id = "job-a";
+  t.hosts = {{0, "n1", "127.0.0.1", {}}};
+  for (int r = 0; r < ranks; ++r)
+    t.ranks.push_back({r, r, 0, -1, "", "", comm::CpuSet(), "", ""});
+  t.mode = comm::parse_mode("p:1x" + std::to_string(ranks));
+  t.rings = comm::default_rings({1, ranks});
+  job.argv = std::move(argv);
+  job.token = "abc";
+  return job;
+}
+
+std::string job_payload(const Job& job) {
+  std::string payload;
+  wire::put_str(payload, encode_job(job));
+  wire::put_str(payload, "127.0.0.1");
+  wire::put_u32(payload, 29500);
+  wire::put_u32(payload, 29501);
+  wire::put_str(payload, "127.0.0.1");
+  wire::put_u32(payload, 10'000);
+  return payload;
+}
+
+std::string this_host() {
+  char buf[256] = {};
+  gethostname(buf, sizeof buf - 1);
+  return buf;
+}
+
+TEST(SshAgent, SaysHelloFirstAndLeavesWhenDdlrunGivesUp) {
+  AgentPeer peer;
+  const ssh::Frame hello = peer.expect(ssh::FrameType::kHello);
+  wire::Reader in(hello.payload, "hello");
+  EXPECT_EQ(in.str(), this_host());
+  in.str();  // the address ddlrun reached it at ($SSH_CONNECTION; none here)
+  const uint32_t master_port = in.u32();
+  const uint32_t ddl_port = in.u32();
+  EXPECT_NE(master_port, 0u);
+  EXPECT_NE(master_port, ddl_port);
+  peer.hang_up();  // before the job: another host failed
+  EXPECT_EQ(peer.status(), 1);
+}
+
+TEST(SshAgent, ExpectsTheJobFirst) {
+  AgentPeer peer;
+  peer.expect(ssh::FrameType::kHello);
+  peer.send(ssh::FrameType::kGo, 0);
+  const ssh::Frame f = peer.expect(ssh::FrameType::kFailure);
+  EXPECT_EQ(f.id, 1);
+  EXPECT_EQ(f.payload, "expected the job first");
+  EXPECT_EQ(peer.status(), 1);
+}
+
+TEST(SshAgent, AJobItCannotReadAsksAboutTheVersion) {
+  AgentPeer peer;
+  peer.expect(ssh::FrameType::kHello);
+  peer.send(ssh::FrameType::kJob, 0, "garbage");
+  const ssh::Frame f = peer.expect(ssh::FrameType::kFailure);
+  EXPECT_EQ(f.payload.rfind("cannot read the job: malformed job frame", 0), 0u) << f.payload;
+  EXPECT_TRUE(f.payload.ends_with(" (is ddlrun the same version on every host?)")) << f.payload;
+  EXPECT_EQ(peer.status(), 1);
+}
+
+TEST(SshAgent, AProgramThatIsNotThereFailsWith127) {
+  AgentPeer peer;
+  peer.expect(ssh::FrameType::kHello);
+  peer.send(ssh::FrameType::kJob, 0, job_payload(one_host({"ddlrun-test-no-such-program"})));
+  const ssh::Frame f = peer.expect(ssh::FrameType::kFailure);
+  EXPECT_EQ(f.id, 127);
+  EXPECT_NE(f.payload.find("ddlrun-test-no-such-program"), std::string::npos) << f.payload;
+  EXPECT_EQ(peer.status(), 127);
+}
+
+TEST(SshAgent, WaitsForGoThenRelaysTheRanksAndSaysDone) {
+  AgentPeer peer;
+  peer.expect(ssh::FrameType::kHello);
+  peer.send(ssh::FrameType::kJob, 0, job_payload(one_host({"/bin/sh", "-c", "echo rank $RANK"})));
+  peer.expect(ssh::FrameType::kReady);
+  peer.send(ssh::FrameType::kGo, 0);
+  std::map<int, std::string> output;
+  std::map<int, std::pair<uint32_t, uint32_t>> exits;
+  for (;;) {
+    std::optional<ssh::Frame> f = peer.next();
+    ASSERT_TRUE(f.has_value());
+    if (f->type == ssh::FrameType::kDone) break;
+    if (f->type == ssh::FrameType::kStdout) output[f->id] += f->payload;
+    if (f->type == ssh::FrameType::kExit) {
+      wire::Reader in(f->payload, "exit");
+      const uint32_t code = in.u32();
+      exits[f->id] = {code, in.u32()};
+    }
+  }
+  EXPECT_EQ(output, (std::map<int, std::string>{{0, "rank 0\n"}, {1, "rank 1\n"}}));
+  EXPECT_EQ(exits.size(), 2u);
+  EXPECT_EQ(exits[0], std::make_pair(0u, 0u));
+  EXPECT_EQ(peer.status(), 0);
+}
+
+TEST(SshAgent, WhenDdlrunIsLostTheRanksAreStopped) {
+  AgentPeer peer;
+  peer.expect(ssh::FrameType::kHello);
+  peer.send(ssh::FrameType::kJob, 0, job_payload(one_host({"/bin/sleep", "30"}, 1)));
+  peer.expect(ssh::FrameType::kReady);
+  peer.send(ssh::FrameType::kGo, 0);
+  const auto start = std::chrono::steady_clock::now();
+  peer.hang_up();
+  EXPECT_EQ(peer.status(), 1);  // no exit or done goes up: nobody is listening
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+}
+
+}  // namespace
+}  // namespace ddl::launcher

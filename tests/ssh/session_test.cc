@@ -1,0 +1,132 @@
+#include "ssh/session.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "tests/ssh/fake_ssh.h"
+
+namespace ddl::ssh {
+namespace {
+
+TEST(DescriptorExhaustion, NamesTheLimitAndTheFix) {
+  rlimit limit{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &limit), 0);
+  EXPECT_EQ(descriptor_exhaustion(EMFILE),
+            "too many open files (limit " + std::to_string(limit.rlim_cur) + "): raise ulimit -n");
+  EXPECT_EQ(descriptor_exhaustion(ENFILE),
+            "the system's open files are exhausted (fs.file-max): close some, or raise it");
+  EXPECT_EQ(descriptor_exhaustion(ECONNREFUSED), "");
+  EXPECT_EQ(descriptor_exhaustion(0), "");
+  EXPECT_EQ(descriptors_exhausted_now(), "");
+}
+
+TEST(DescriptorExhaustion, IsSeenWhenEveryDescriptorIsTaken) {
+  // In a child, so that this process keeps its descriptors and limit.
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    rlimit limit{};
+    getrlimit(RLIMIT_NOFILE, &limit);
+    limit.rlim_cur = 64;
+    if (setrlimit(RLIMIT_NOFILE, &limit) != 0) _exit(3);
+    while (open("/dev/null", O_RDONLY) >= 0) {
+    }
+    _exit(descriptors_exhausted_now() == "too many open files (limit 64): raise ulimit -n" ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+TEST(SecondsText, WholeSecondsAndFractions) {
+  EXPECT_EQ(seconds_text(std::chrono::milliseconds(10'000)), "10 s");
+  EXPECT_EQ(seconds_text(std::chrono::milliseconds(300)), "0.3 s");
+  EXPECT_EQ(seconds_text(std::chrono::milliseconds(2500)), "2.5 s");
+}
+
+TEST(KeptSessions, KeepsOneSessionPerHostUntilTaken) {
+  FakeConnector connector;
+  connector.host("node1").endpoint = "10.0.0.1:22";
+  KeptSessions kept;
+  EXPECT_EQ(kept.take("node1").session, nullptr);
+  kept.put("node1", KeptSessions::Kept{connector.connect("node1", {}), {}, {}, {}});
+  kept.put("node2", KeptSessions::Kept{connector.connect("node2", {}), {}, {}, {}});
+  EXPECT_EQ(kept.size(), 2u);
+  KeptSessions::Kept one = kept.take("node1");
+  ASSERT_NE(one.session, nullptr);
+  EXPECT_EQ(one.session->endpoint(), "10.0.0.1:22");
+  EXPECT_EQ(kept.take("node1").session, nullptr);  // taken once
+  EXPECT_EQ(kept.size(), 1u);
+}
+
+TEST(KeptSessions, PutReplacesAndClosesTheOldOne) {
+  FakeConnector connector;
+  KeptSessions kept;
+  kept.put("node1", KeptSessions::Kept{connector.connect("node1", {}), {}, {}, {}});
+  EXPECT_EQ(connector.host("node1").sessions_open, 1);
+  kept.put("node1", KeptSessions::Kept{connector.connect("node1", {}), {}, {}, {}});
+  EXPECT_EQ(connector.host("node1").sessions_open, 1);
+  EXPECT_EQ(kept.size(), 1u);
+}
+
+TEST(KeptSessions, DestroyingClosesWhatWasNotTaken) {
+  FakeConnector connector;
+  connector.host("node1").program = [](FakeRemote&) {};
+  {
+    KeptSessions kept;
+    std::unique_ptr<Session> session = connector.connect("node1", {});
+    std::unique_ptr<Channel> channel = session->exec("agent");
+    kept.put("node1", KeptSessions::Kept{std::move(session), std::move(channel), "", "agent"});
+  }
+  EXPECT_EQ(connector.host("node1").sessions_open, 0);
+  EXPECT_TRUE(connector.host("node1").remotes.at(0)->closed());
+}
+
+// The double itself: what the units' tests rely on.
+TEST(FakeSsh, RefusesExecFailsAndRecords) {
+  FakeConnector connector;
+  connector.host("down").refuse = "connection refused (10.0.0.9:22)";
+  connector.host("broken").exec_error = "channel refused";
+  try {
+    connector.connect("down", {});
+    ADD_FAILURE() << "connected";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "connection refused (10.0.0.9:22)");
+  }
+  std::unique_ptr<Session> s = connector.connect("broken", {});
+  EXPECT_THROW(s->exec("true"), Error);
+  EXPECT_EQ(s->error(), "channel refused");
+  EXPECT_EQ(connector.connected(), (std::vector<std::string>{"down", "broken"}));
+  EXPECT_EQ(connector.host("broken").commands, (std::vector<std::string>{"true"}));
+}
+
+TEST(FakeSsh, ChannelReadsWhatTheRemotePrintsThenEof) {
+  FakeConnector connector;
+  connector.host("n").program = [](FakeRemote& r) {
+    r.print("out");
+    r.print("err", Stream::kStderr);
+    r.end(3);
+  };
+  std::unique_ptr<Session> s = connector.connect("n", {});
+  std::unique_ptr<Channel> ch = s->exec("cmd");
+  char buf[8];
+  EXPECT_EQ(ch->poll(std::chrono::milliseconds(0)), 3);
+  EXPECT_FALSE(ch->eof());
+  EXPECT_EQ(ch->read(buf, sizeof buf, Stream::kStdout), 3);
+  EXPECT_EQ(ch->read(buf, sizeof buf, Stream::kStderr), 3);
+  EXPECT_EQ(std::string(buf, 3), "err");
+  EXPECT_EQ(ch->read(buf, sizeof buf, Stream::kStdout), Channel::kEof);
+  EXPECT_TRUE(ch->eof());
+  EXPECT_EQ(ch->exit_status(), 3);
+  EXPECT_EQ(ch->write("in"), 2);
+  EXPECT_EQ(connector.host("n").remotes.at(0)->written(), "in");
+}
+
+}  // namespace
+}  // namespace ddl::ssh
