@@ -16,6 +16,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "comm/core/communicator.h"
 #include "ddl/ddl.h"
@@ -272,6 +273,13 @@ ddl_status_t ddl_alltoallv(const void* send, const size_t* send_counts, const si
                              recv_displs, type);
 }
 
+ddl_status_t ddl_allgatherv(const void* send, size_t send_count, void* recv,
+                            const size_t* recv_counts, const size_t* recv_displs,
+                            ddl_datatype_t type) {
+  return ddl_group_allgatherv(ddl_group_world(), send, send_count, recv, recv_counts, recv_displs,
+                              type);
+}
+
 ddl_status_t ddl_group_create(const int* ranks, int n, ddl_group_t* group) {
   return guarded([&]() -> ddl_status_t {
     if (group == nullptr || (n > 0 && ranks == nullptr) || n < 1) {
@@ -363,6 +371,19 @@ ddl_status_t ddl_group_allgather(ddl_group_t group, const void* send, void* recv
   if (!valid(type)) return bad_type_or_op("ddl_group_allgather", false);
   return with_group("ddl_group_allgather", group,
                     [&](auto& g) { g.allgather(send, recv, count, type_of(type)); });
+}
+
+ddl_status_t ddl_group_allgatherv(ddl_group_t group, const void* send, size_t send_count,
+                                  void* recv, const size_t* recv_counts, const size_t* recv_displs,
+                                  ddl_datatype_t type) {
+  if (!valid(type)) return bad_type_or_op("ddl_allgatherv", false);
+  return with_group("ddl_allgatherv", group, [&](auto& g) {
+    // alltoallv with the same block for every rank: its count check is allgatherv's.
+    const std::vector<size_t> counts(static_cast<size_t>(g.size()), send_count);
+    const std::vector<size_t> at_start(counts.size(), 0);
+    g.alltoallv(send, counts.data(), at_start.data(), recv, recv_counts, recv_displs,
+                type_of(type));
+  });
 }
 
 ddl_status_t ddl_group_reduce_scatter(ddl_group_t group, const void* send, void* recv,
