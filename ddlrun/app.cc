@@ -8,6 +8,7 @@
 #include <optional>
 #include <ostream>
 
+#include "base/check.h"
 #include "comm/mode.h"
 #include "ddlrun/launch.h"
 #include "ddlrun/options.h"
@@ -122,7 +123,7 @@ int report_error(const std::exception& e, std::ostream& err) {
   } else if (is_one_of<UsageError, hostfiles::InputError, comm::ModeError, mapper::PlacementError>(
                  e)) {
     status = kExitUsage;
-  } else if (!is_one_of<mapper::ProbeError, comm::TopologyError>(e)) {
+  } else if (!is_one_of<mapper::ProbeError, comm::TopologyError, base::InternalError>(e)) {
     what = "internal error: " + what + " (please report this)";
   }
   err << "ddlrun: error: " << hostfiles::printable(what) << "\n";

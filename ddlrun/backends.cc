@@ -5,6 +5,7 @@
 
 #include <array>
 
+#include "base/check.h"
 #include "lsf/jsrun.h"
 
 namespace ddl::cli {
@@ -29,7 +30,7 @@ const launcher::BackendEntry& backend_entry(Kind kind) {
     if (e.kind == kind) return e;
   }
   // auto and pmix: choose() made them local, ssh, srun or jsrun.
-  throw launcher::LaunchError("no launcher was chosen (internal error, please report this)");
+  DDL_FAIL("no launcher was chosen");
 }
 
 void set_backend_options(launcher::LaunchOptions& lo, const JobPlan& plan, const Options& o) {

@@ -23,6 +23,7 @@
 #include <map>
 #include <utility>
 
+#include "base/check.h"
 #include "hostfiles/host_list.h"
 #include "hostfiles/input_error.h"
 
@@ -150,7 +151,7 @@ std::vector<std::string> resource_set_flags(const launcher::Job& job,
     }
     ++count[r->host];
   }
-  if (order.empty()) throw LaunchError("jsrun launcher: the plan has no ranks (internal error)");
+  DDL_CHECK(!order.empty(), "jsrun launcher: the plan has no ranks");
   const int per_host = count[order.front()];
   check_host_order(job, order, environ);
   for (int h : order) {
