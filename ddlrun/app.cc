@@ -9,18 +9,14 @@
 #include <ostream>
 
 #include "base/check.h"
-#include "comm/mode.h"
+#include "comm/comm.h"
 #include "ddlrun/launch.h"
 #include "ddlrun/options.h"
 #include "ddlrun/plan.h"
 #include "ddlrun/report.h"
-#include "hostfiles/input_error.h"
-#include "launcher/backend.h"
-#include "launcher/factory.h"
-#include "launcher/keeper.h"
-#include "launcher/rank_exec.h"
-#include "mapper/placement.h"
-#include "mapper/probe_hwloc.h"
+#include "hostfiles/hostfiles.h"
+#include "launcher/launcher.h"
+#include "mapper/mapper.h"
 
 namespace ddl::cli {
 

@@ -6,7 +6,7 @@
 #include <array>
 
 #include "base/check.h"
-#include "lsf/jsrun.h"
+#include "lsf/lsf.h"
 
 namespace ddl::cli {
 
@@ -31,6 +31,18 @@ const launcher::BackendEntry& backend_entry(Kind kind) {
   }
   // auto and pmix: choose() made them local, ssh, srun or jsrun.
   DDL_FAIL("no launcher was chosen");
+}
+
+RemoteProbe launcher_probe(Kind kind, const std::string& job_id) {
+  DDL_CHECK(kind == Kind::kJsrun,
+            "the " + std::string(launcher::to_string(kind)) + " launcher cannot probe hosts");
+  return [job_id](const std::vector<std::string>& hosts) {
+    lsf::JsrunProbeOptions jo;
+    jo.ddlrun_path = self_path();
+    jo.environ = launcher::current_environment();
+    jo.job_id = job_id;
+    return lsf::probe_hosts_jsrun(hosts, jo);
+  };
 }
 
 void set_backend_options(launcher::LaunchOptions& lo, const JobPlan& plan, const Options& o) {

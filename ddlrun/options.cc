@@ -13,8 +13,8 @@
 
 #include "base/text.h"
 #include "ddl_config.h"
-#include "hostfiles/input_error.h"
-#include "launcher/choose.h"
+#include "hostfiles/hostfiles.h"
+#include "launcher/launcher.h"
 
 namespace ddl::cli {
 

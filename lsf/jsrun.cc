@@ -24,8 +24,7 @@
 #include <utility>
 
 #include "base/check.h"
-#include "hostfiles/host_list.h"
-#include "hostfiles/input_error.h"
+#include "hostfiles/hostfiles.h"
 
 namespace ddl::lsf {
 

@@ -19,7 +19,7 @@
 
 #include "base/text.h"
 #include "base/yaml.h"
-#include "hostfiles/input_error.h"
+#include "hostfiles/hostfiles.h"
 #include "mapper/inventory.h"
 
 namespace ddl::mapper {

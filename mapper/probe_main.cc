@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "base/text.h"
-#include "hostfiles/input_error.h"
+#include "hostfiles/hostfiles.h"
 #include "mapper/inventory.h"
 #include "mapper/probe_hwloc.h"
 

@@ -8,8 +8,7 @@
 #include <sstream>
 
 #include "base/text.h"
-#include "hostfiles/host_list.h"
-#include "hostfiles/input_error.h"
+#include "hostfiles/hostfiles.h"
 
 namespace ddl::mapper {
 

@@ -60,5 +60,10 @@ TEST(BackendsTest, TheJsrunPreviewComesFromTheTable) {
   EXPECT_TRUE(c.work_file.path.empty());
 }
 
+TEST(BackendsTest, OnlyJsrunProbesHostsItself) {
+  EXPECT_TRUE(static_cast<bool>(launcher_probe(Kind::kJsrun, "job-1")));
+  EXPECT_THROW(launcher_probe(Kind::kSsh, "job-1"), base::InternalError);
+}
+
 }  // namespace
 }  // namespace ddl::cli
