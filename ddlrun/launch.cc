@@ -11,11 +11,9 @@
 #include <cstring>
 #include <filesystem>
 
-#include "comm/bootstrap/bootstrap.h"
+#include "comm/comm.h"
 #include "ddlrun/backends.h"
-#include "launcher/factory.h"
-#include "launcher/keeper.h"
-#include "launcher/process.h"
+#include "launcher/launcher.h"
 
 namespace ddl::cli {
 
