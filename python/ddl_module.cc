@@ -233,7 +233,7 @@ void def_group_collectives(py::module_& m) {
       py::arg("group"));
 }
 
-/// send, recv, alltoall and alltoallv, on the job or a group (`group`, 0: the job).
+/// send, recv and alltoall, on the job or a group (`group`, 0: the job).
 void def_exchanges(py::module_& m) {
   m.def(
       "send",
@@ -264,6 +264,10 @@ void def_exchanges(py::module_& m) {
         });
       },
       py::arg("send"), py::arg("recv"), py::arg("count"), py::arg("type"), py::arg("group") = 0);
+}
+
+/// alltoallv and allgatherv (a size per rank), on the job or a group (`group`, 0: the job).
+void def_variable_exchanges(py::module_& m) {
   m.def(
       "alltoallv",
       [](std::uintptr_t send, const std::vector<std::size_t>& send_counts,
@@ -317,4 +321,5 @@ PYBIND11_MODULE(_ddl, m) {
   def_groups(m);
   def_group_collectives(m);
   def_exchanges(m);
+  def_variable_exchanges(m);
 }
