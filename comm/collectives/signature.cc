@@ -46,8 +46,6 @@ std::string_view kind_name(CollectiveKind k) {
       return "alltoall";
     case CollectiveKind::kAlltoallv:
       return "alltoallv";
-    case CollectiveKind::kGroupCreate:
-      return "group_create";
   }
   return "unknown collective";
 }
@@ -84,8 +82,6 @@ std::string arguments(const Signature& s) {
   switch (s.kind) {
     case CollectiveKind::kBarrier:
       return "";
-    case CollectiveKind::kGroupCreate:
-      return std::to_string(s.count) + (s.count == 1 ? " rank" : " ranks");
     case CollectiveKind::kAlltoallv: {
       std::string out(to_string(static_cast<DataType>(s.type)));
       if (s.root >= 0) {
@@ -120,7 +116,7 @@ std::string describe(const Signature& s, bool detailed) {
     if (out.back() != '(') out += ", ";
     out += "algorithm=";
     out += route_name(s.route);
-    if (s.kind == CollectiveKind::kAllreduceN || s.kind == CollectiveKind::kGroupCreate) {
+    if (s.kind == CollectiveKind::kAllreduceN) {
       char hash[32];
       std::snprintf(hash, sizeof hash, ", layout=%016" PRIx64, s.layout);
       out += hash;

@@ -29,8 +29,7 @@ enum class CollectiveKind : uint8_t {
   kReduceScatter,
   kBarrier,
   kAlltoall,
-  kAlltoallv,
-  kGroupCreate
+  kAlltoallv
 };
 
 /// How the rank runs the call: ranks that chose differently (DDL_ALGO, DDL_SMALL_BYTES set
@@ -41,11 +40,11 @@ enum class Route : uint8_t { kDefault, kRing, kMultiRing, kRecursiveDoubling, kD
 /// padding), so two signatures are equal exactly when their bytes are.
 struct Signature {
   uint64_t seq = 0;  ///< the call's number on its communicator, counting from 1
-  /// Elements (allreduce_n: of all buffers; reduce_scatter, alltoall: per rank; group_create:
-  /// members; alltoallv: what this rank expects from `root` when that differs).
+  /// Elements (allreduce_n: of all buffers; reduce_scatter, alltoall: per rank; alltoallv:
+  /// what this rank expects from `root` when that differs).
   uint64_t count = 0;
-  /// allreduce_n: a hash of the buffers' counts and the bucket size; group_create: of the
-  /// member list; alltoallv: what `root` sends this rank when that differs.
+  /// allreduce_n: a hash of the buffers' counts and the bucket size; alltoallv: what `root`
+  /// sends this rank when that differs.
   uint64_t layout = 0;
   uint32_t buffers = 0;  ///< allreduce_n: the number of buffers
   int32_t root = -1;     ///< broadcast: the root; alltoallv: the rank whose count differs
@@ -65,7 +64,7 @@ Signature make_signature(uint64_t seq, CollectiveKind kind, size_t count, DataTy
 
 /// "allreduce(count=10, float32, sum) #3", "broadcast(count=4, int32, root=1) #7",
 /// "barrier() #2", "barrier() #2 in group 0a1b2c3d"; `detailed` adds the route and
-/// allreduce_n's (group_create's) layout hash, which tell apart calls whose short texts are
+/// allreduce_n's layout hash, which tell apart calls whose short texts are
 /// the same.
 std::string describe(const Signature& s, bool detailed = false);
 

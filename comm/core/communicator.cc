@@ -821,16 +821,13 @@ std::unique_ptr<Subgroup> Communicator::create_group(std::span<const int> ranks)
   if (self < 0) return nullptr;
   uint32_t id = 0;
   {
-    std::lock_guard lock(collective_mutex_);
+    std::lock_guard lock(groups_mutex_);
     // The n-th group of this list: members make the same groups in the same order.
     const uint32_t nth = ++groups_made_[hash];
     id = static_cast<uint32_t>((hash ^ (hash >> 32)) * 0x9e3779b1u + nth * 0x85ebca6bu);
     if (id == 0) id = nth;
   }
-  auto group =
-      std::make_unique<Subgroup>(*this, std::vector<int>(ranks.begin(), ranks.end()), self, id);
-  group->check_creation(hash);
-  return group;
+  return std::make_unique<Subgroup>(*this, std::vector<int>(ranks.begin(), ranks.end()), self, id);
 }
 
 std::unique_ptr<Communicator> init_from_environment() {

@@ -116,11 +116,13 @@ class Communicator {
   void send(const void* buf, size_t count, DataType type, int peer, int tag);
   void recv(void* buf, size_t count, DataType type, int peer, int tag);
   /// ddl_group_create: the group of `ranks` (distinct job ranks), or nullptr when this rank is
-  /// not one of them (then nothing is sent). Members must all call it with the same list, in
-  /// the same order as their other calls: it is a collective of the members, checked like
-  /// one. The group's id comes from the list and how many groups of that list this rank made
-  /// before, so members agree on it without asking anyone else. Throws ArgumentError for a
-  /// bad list.
+  /// not one of them. Members must all make their groups with the same lists in the same
+  /// order. Nothing is sent, and the collective lock is not taken (a collective running on
+  /// another thread does not hold it up): the group's id comes from the list and how many
+  /// groups of that list this rank made before, so members agree on it without asking anyone,
+  /// and members whose lists differ have different ids, so the group's first collective fails
+  /// with MismatchError (or times out when their member sets do not meet). Throws
+  /// ArgumentError for a bad list.
   std::unique_ptr<Subgroup> create_group(std::span<const int> ranks);
 
  private:
@@ -199,7 +201,8 @@ class Communicator {
   std::unique_ptr<transport::Device> message_shm_;
   std::vector<std::string> message_tcp_addresses_;
   std::unique_ptr<Mailbox> mailbox_;
-  /// Groups made, by member-list hash (for their ids), under collective_mutex_.
+  std::mutex groups_mutex_;
+  /// Groups made, by member-list hash (for their ids), under groups_mutex_.
   std::map<uint64_t, uint32_t> groups_made_;
   std::mutex links_mutex_;
   std::map<int, std::unique_ptr<transport::Link>> links_;

@@ -46,15 +46,6 @@ void Subgroup::host_only(const char* what, std::span<const void* const> buffers)
   }
 }
 
-void Subgroup::check_creation(uint64_t list_hash) {
-  collective([&] {
-    Signature sig = signature(CollectiveKind::kGroupCreate, static_cast<size_t>(size()),
-                              DataType::kUint8, ReduceOp::kSum);
-    sig.layout = list_hash;
-    if (size() > 1) check_signatures(group_, sig);
-  });
-}
-
 void Subgroup::allreduce_checked(void* buf, size_t count, DataType type, ReduceOp op,
                                  Signature sig) {
   if (size() == 1) return;

@@ -25,7 +25,8 @@ class Communicator;
 /// message links with the group's id beside the tag. GPU buffers are refused.
 class Subgroup {
  public:
-  /// Made by Communicator::create_group(): `members` are job ranks, `self` this rank's index.
+  /// Made by Communicator::create_group() (nothing is sent): `members` are job ranks, `self`
+  /// this rank's index.
   Subgroup(Communicator& comm, std::vector<int> members, int self, uint32_t id);
 
   int rank() const { return group_.rank(); }
@@ -46,9 +47,6 @@ class Subgroup {
                  const size_t* recv_counts, const size_t* recv_displs, DataType type);
   void send(const void* buf, size_t count, DataType type, int peer, int tag);
   void recv(void* buf, size_t count, DataType type, int peer, int tag);
-
-  /// The creation's check that every member passed the same list (`list_hash`).
-  void check_creation(uint64_t list_hash);
 
  private:
   /// Runs one call under the communicator's lock, numbered by this group.

@@ -351,8 +351,9 @@ def recv(x, peer, tag=0, group=None):
 def new_group(ranks):
     """A Group of `ranks` (job ranks, in group-rank order), or None on ranks outside it.
 
-    Every member passes the same list, in the same order as its other calls; other ranks may
-    call it too (as torch.distributed.new_group is called by every rank) and get None at once."""
+    Members make their groups with the same lists in the same order; other ranks may call it
+    too (as torch.distributed.new_group is called by every rank) and get None. Nothing is sent:
+    members whose lists differ fail the group's first call with MismatchError."""
     init()
     handle = _ddl.group_create([int(r) for r in ranks])
     return None if handle is None else Group(handle, list(ranks))

@@ -13,6 +13,7 @@
 #include <memory>
 #include <numeric>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "comm/core/communicator.h"
@@ -207,8 +208,8 @@ TEST(GroupTest, GroupsOfTheSameListAreToldApart) {
     }
   });
   EXPECT_NE(ids[0], ids[1]);
-  const std::string want = "collective mismatch: rank 0 called barrier() #2 in group " +
-                           hex(ids[0]) + " but rank 1 called barrier() #2 in group " + hex(ids[1]) +
+  const std::string want = "collective mismatch: rank 0 called barrier() #1 in group " +
+                           hex(ids[0]) + " but rank 1 called barrier() #1 in group " + hex(ids[1]) +
                            kTail;
   for (int r = 0; r < 2; ++r) {
     EXPECT_EQ(errors[r], want) << "rank " << r;
@@ -234,30 +235,53 @@ TEST(GroupTest, ALargeCallWithAnotherCountFailsOnEveryMember) {
     }
   });
   const std::string want =
-      "collective mismatch: rank 0 called allreduce(count=100001, float32, sum) #2 in group " +
-      hex(id) + " but rank 2 called allreduce(count=100000, float32, sum) #2 in group " + hex(id) +
+      "collective mismatch: rank 0 called allreduce(count=100001, float32, sum) #1 in group " +
+      hex(id) + " but rank 2 called allreduce(count=100000, float32, sum) #1 in group " + hex(id) +
       kTail;
   for (int r : {0, 2, 3})
     EXPECT_EQ(errors[r], want) << "rank " << r;
   EXPECT_EQ(errors[1], "");
 }
 
-TEST(GroupTest, MembersThatListDifferentRanksFail) {
+TEST(GroupTest, MembersThatListDifferentRanksFailTheFirstCall) {
+  // Creation sends nothing; the lists' ids differ, and so do the first calls.
   std::vector<std::string> errors(2);
+  std::vector<uint32_t> ids(2);
   run_ranks(2, std::nullopt, fast(), [&](Communicator& c) {
     const int list0[] = {0, 1}, list1[] = {1, 0};
+    std::unique_ptr<Subgroup> g = c.create_group(c.rank() == 0 ? list0 : list1);
+    ids[c.rank()] = g->id();
     try {
-      c.create_group(c.rank() == 0 ? list0 : list1);
+      g->barrier();
     } catch (const MismatchError& e) {
       errors[c.rank()] = e.what();
     }
   });
-  for (int r = 0; r < 2; ++r) {
-    EXPECT_NE(errors[r].find("collective mismatch: rank 0 called group_create(2 ranks"),
-              std::string::npos)
-        << errors[r];
-    EXPECT_EQ(errors[r], errors[0]);
-  }
+  const std::string want = "collective mismatch: rank 0 called barrier() #1 in group " +
+                           hex(ids[0]) + " but rank 1 called barrier() #1 in group " + hex(ids[1]) +
+                           kTail;
+  for (int r = 0; r < 2; ++r)
+    EXPECT_EQ(errors[r], want) << "rank " << r;
+}
+
+TEST(GroupTest, CreationWaitsForNoCollective) {
+  // Rank 1 makes a group while its other thread is inside a barrier that waits for rank 0,
+  // which makes the group before it enters the barrier.
+  run_ranks(2, std::nullopt, fast(), [](Communicator& c) {
+    const int list[] = {0, 1};
+    std::unique_ptr<Subgroup> g;
+    if (c.rank() == 0) {
+      std::this_thread::sleep_for(100ms);
+      g = c.create_group(list);
+      c.barrier();
+    } else {
+      std::thread other([&] { c.barrier(); });
+      std::this_thread::sleep_for(20ms);
+      g = c.create_group(list);
+      other.join();
+    }
+    g->barrier();
+  });
 }
 
 TEST(GroupTest, BadListsAreRefused) {

@@ -122,10 +122,12 @@ ddl_status_t ddl_allgatherv(const void* send, size_t send_count, void* recv,
  * them in the same order. */
 typedef struct ddl_group* ddl_group_t;
 
-/* Makes the group of `n` distinct ranks `ranks` (in group-rank order). Every member calls it
- * with the same list, in the same order as its other group creations and collectives; a rank
- * that is not in the list gets *group = NULL without communicating, so every rank of the job
- * may call it (as torch.distributed.new_group does) or only the members. */
+/* Makes the group of `n` distinct ranks `ranks` (in group-rank order). Every member makes its
+ * groups with the same lists in the same order; a rank that is not in the list gets
+ * *group = NULL, so every rank of the job may call it (as torch.distributed.new_group does) or
+ * only the members. Nothing is sent and no collective running on another thread holds it up:
+ * members agree on the group's id from the list alone, and members whose lists differ fail the
+ * group's first collective with DDL_ERR_MISMATCH. */
 ddl_status_t ddl_group_create(const int* ranks, int n, ddl_group_t* group);
 /* Frees a group made by ddl_group_create() (local: no communication). NULL is ignored.
  * ddl_finalize() frees the groups still alive; their handles are then invalid. */
