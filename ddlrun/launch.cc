@@ -66,6 +66,19 @@ class WorkDir {
   std::string path_;
 };
 
+/// Puts this ddlrun's package ddl on the ranks' PYTHONPATH (Job::python_dir) and says which at -v.
+void give_python_package(launcher::Job& job, spdlog::logger& log) {
+  job.python_dir = python_package_dir(self_path());
+  if (job.python_dir.empty()) {
+    log.info(
+        "python package ddl: none beside this ddlrun (built without pybind11?); the "
+        "ranks' PYTHONPATH is left alone");
+  } else {
+    log.info("python package ddl for the ranks: {}/ddl (first on their PYTHONPATH)",
+             hostfiles::printable(job.python_dir));
+  }
+}
+
 }  // namespace
 
 launcher::Job make_job(const JobPlan& plan, const std::string& topology_path) {
@@ -129,14 +142,7 @@ int launch(const JobPlan& plan, const Options& o, spdlog::logger& log) {
     topology_path = std::filesystem::absolute(topology_path).string();
   }
   launcher::Job job = make_job(plan, topology_path);
-  job.python_dir = python_package_dir(self_path());
-  if (job.python_dir.empty()) {
-    log.info("python package ddl: none beside this ddlrun (built without pybind11?); ranks' "
-             "PYTHONPATH is left alone");
-  } else {
-    log.info("python package ddl for the ranks: {}/ddl (first on their PYTHONPATH)",
-             hostfiles::printable(job.python_dir));
-  }
+  give_python_package(job, log);
 
   launcher::LaunchOptions lo;
   lo.ddlrun_path = self_path();
