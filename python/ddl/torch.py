@@ -185,8 +185,9 @@ class DistributedSampler(torch.utils.data.Sampler):
 
 def _create_process_group(options, pg_options=None):
     """init_process_group("ddl") and new_group(backend="ddl")'s creator (torch's extended API):
-    the C++ ProcessGroupDdl (python/process_group_ddl.h) over the job ddl.init() joins. The store
-    is not needed: libddl finds the job from the launcher's variables. A timeout other than
+    the C++ ProcessGroupDdl (python/process_group_ddl.h) over the job ddl.init() joins, or over a
+    libddl group of new_group's ranks (made by every member, in the collectives' order). The
+    store is not needed: libddl finds the job from the launcher's variables. A timeout other than
     torch's default becomes libddl's DDL_TIMEOUT (start-up and every transfer) when this creates
     the runtime; a runtime already running keeps its own, which the error names."""
     del pg_options
@@ -199,11 +200,9 @@ def _create_process_group(options, pg_options=None):
     ranks = list(options.global_ranks_in_group)
     _apply_timeout(options.timeout)
     ddl.init()
-    if ranks and sorted(ranks) != list(range(ddl.size())):
-        raise RuntimeError(
-            f"ddl backend: new_group: ranks {ranks} are not every rank of the job (0..{ddl.size() - 1}); "
-            "this libddl has no groups of some ranks: use backend='gloo' for subgroups")
-    return _torch_pg.ProcessGroupDdl(options.group_rank, options.group_size)
+    if ranks == list(range(ddl.size())):
+        ranks = []  # the job itself: libddl's world group
+    return _torch_pg.ProcessGroupDdl(options.group_rank, options.group_size, ranks)
 
 
 def _apply_timeout(timeout):
