@@ -7,6 +7,7 @@
 // ddlrun's main prints as "internal error: ..." instead of blaming the user's input.
 //
 //   DDL_CHECK(!order.empty(), "jsrun launcher: the plan has no ranks");
+//   DDL_FAIL("the plan is inconsistent: " + why);   // a place the code must never reach
 
 #include <stdexcept>
 #include <string>
@@ -31,7 +32,12 @@ std::string errno_text(int err);
 }  // namespace ddl::base
 
 /// Asserts an internal invariant (always on, in every build type); see the top of the file.
+/// `message` (a string) is built only when the check fails.
 #define DDL_CHECK(condition, message)                                                   \
   do {                                                                                  \
     if (!(condition)) ::ddl::base::fail_check(#condition, message, __FILE__, __LINE__); \
   } while (false)
+
+/// Reports a broken internal invariant found without a condition to test (a place the code
+/// must never reach, an internal check of our own that failed): throws InternalError.
+#define DDL_FAIL(message) ::ddl::base::fail_check("unreachable", message, __FILE__, __LINE__)

@@ -4,8 +4,9 @@
 #
 # Data flows one way: hostfiles -> mapper -> topology file (comm) -> launcher (lsf plugs into
 # it) -> ddlrun; libddl (comm) depends on no other folder; base/ lies below them all.
-# DDL_USES_<folder>: the folders its files may include. DDL_OFFERS_<folder>: the headers other
-# folders may include ("*" after a folder name: any of its headers, for the base/ toolbox).
+# DDL_USES_<folder>: the folders its files may include. DDL_OFFERS_<folder>: the one header
+# other folders may include ("*" after a folder name: any of its headers, for the base/
+# toolbox; ddlrun/ is the program and offers none).
 # Folders not listed here (tests, bench, examples, python, cmake) may include anything.
 
 set(DDL_COMPONENTS base hostfiles comm ssh mapper launcher lsf ddlrun)
@@ -20,13 +21,10 @@ set(DDL_USES_lsf base hostfiles comm ssh mapper launcher)
 set(DDL_USES_ddlrun base hostfiles comm ssh mapper launcher lsf)
 
 set(DDL_OFFERS_base "base/*")
-set(DDL_OFFERS_hostfiles hostfiles/host_list.h hostfiles/input_error.h hostfiles/rankfile.h)
-set(DDL_OFFERS_comm comm/topology.h comm/mode.h comm/bootstrap/bootstrap.h)
-set(DDL_OFFERS_ssh "ssh/*")
-set(DDL_OFFERS_mapper mapper/inventory.h mapper/placement.h mapper/place.h mapper/probe_ssh.h
-    mapper/probe_hwloc.h mapper/racks.h mapper/nic_filter.h mapper/machine.h)
-set(DDL_OFFERS_launcher launcher/factory.h launcher/backend.h launcher/job.h launcher/external.h
-    launcher/choose.h launcher/process.h launcher/keeper.h launcher/supervise.h
-    launcher/rank_exec.h)
-set(DDL_OFFERS_lsf lsf/jsrun.h lsf/probe_jsrun.h)
+set(DDL_OFFERS_hostfiles hostfiles/hostfiles.h)
+set(DDL_OFFERS_comm comm/comm.h)
+set(DDL_OFFERS_ssh ssh/session.h)
+set(DDL_OFFERS_mapper mapper/mapper.h)
+set(DDL_OFFERS_launcher launcher/launcher.h)
+set(DDL_OFFERS_lsf lsf/lsf.h)
 set(DDL_OFFERS_ddlrun "")

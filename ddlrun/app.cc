@@ -8,18 +8,15 @@
 #include <optional>
 #include <ostream>
 
-#include "comm/mode.h"
+#include "base/check.h"
+#include "comm/comm.h"
 #include "ddlrun/launch.h"
 #include "ddlrun/options.h"
 #include "ddlrun/plan.h"
 #include "ddlrun/report.h"
-#include "hostfiles/input_error.h"
-#include "launcher/backend.h"
-#include "launcher/factory.h"
-#include "launcher/keeper.h"
-#include "launcher/rank_exec.h"
-#include "mapper/placement.h"
-#include "mapper/probe_hwloc.h"
+#include "hostfiles/hostfiles.h"
+#include "launcher/launcher.h"
+#include "mapper/mapper.h"
 
 namespace ddl::cli {
 
@@ -122,7 +119,7 @@ int report_error(const std::exception& e, std::ostream& err) {
   } else if (is_one_of<UsageError, hostfiles::InputError, comm::ModeError, mapper::PlacementError>(
                  e)) {
     status = kExitUsage;
-  } else if (!is_one_of<mapper::ProbeError, comm::TopologyError>(e)) {
+  } else if (!is_one_of<mapper::ProbeError, comm::TopologyError, base::InternalError>(e)) {
     what = "internal error: " + what + " (please report this)";
   }
   err << "ddlrun: error: " << hostfiles::printable(what) << "\n";

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "ddlrun/plan.h"
-#include "hostfiles/host_list.h"
+#include "hostfiles/hostfiles.h"
 
 namespace ddl::cli {
 

@@ -5,7 +5,8 @@
 
 #include <array>
 
-#include "lsf/jsrun.h"
+#include "base/check.h"
+#include "lsf/lsf.h"
 
 namespace ddl::cli {
 
@@ -29,7 +30,19 @@ const launcher::BackendEntry& backend_entry(Kind kind) {
     if (e.kind == kind) return e;
   }
   // auto and pmix: choose() made them local, ssh, srun or jsrun.
-  throw launcher::LaunchError("no launcher was chosen (internal error, please report this)");
+  DDL_FAIL("no launcher was chosen");
+}
+
+RemoteProbe launcher_probe(Kind kind, const std::string& job_id) {
+  DDL_CHECK(kind == Kind::kJsrun,
+            "the " + std::string(launcher::to_string(kind)) + " launcher cannot probe hosts");
+  return [job_id](const std::vector<std::string>& hosts) {
+    lsf::JsrunProbeOptions jo;
+    jo.ddlrun_path = self_path();
+    jo.environ = launcher::current_environment();
+    jo.job_id = job_id;
+    return lsf::probe_hosts_jsrun(hosts, jo);
+  };
 }
 
 void set_backend_options(launcher::LaunchOptions& lo, const JobPlan& plan, const Options& o) {

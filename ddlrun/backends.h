@@ -2,8 +2,7 @@
 
 #include "ddlrun/options.h"
 #include "ddlrun/plan.h"
-#include "launcher/choose.h"
-#include "launcher/factory.h"
+#include "launcher/launcher.h"
 
 namespace ddl::cli {
 
@@ -15,5 +14,10 @@ const launcher::BackendEntry& backend_entry(launcher::Kind kind);
 /// Sets what `options` tells particular backends about `plan`: the jsrun backend's
 /// --jsrun-mode, --smpiargs and each host's hardware threads from the plan's inventories.
 void set_backend_options(launcher::LaunchOptions& lo, const JobPlan& plan, const Options& o);
+
+/// How the launcher `kind` reaches the hosts to probe them, where it can (jsrun, inside LSF:
+/// `ddlrun --probe` as one jsrun step; ssh may be refused on the compute hosts), keeping the
+/// probe cache of `job_id`. Internal error for a launcher that cannot.
+RemoteProbe launcher_probe(launcher::Kind kind, const std::string& job_id);
 
 }  // namespace ddl::cli

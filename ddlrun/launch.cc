@@ -12,12 +12,10 @@
 #include <filesystem>
 #include <vector>
 
-#include "comm/bootstrap/bootstrap.h"
+#include "comm/comm.h"
 #include "ddlrun/backends.h"
-#include "hostfiles/input_error.h"
-#include "launcher/factory.h"
-#include "launcher/keeper.h"
-#include "launcher/process.h"
+#include "hostfiles/hostfiles.h"
+#include "launcher/launcher.h"
 
 namespace ddl::cli {
 

@@ -5,8 +5,7 @@
 
 #include "ddlrun/options.h"
 #include "ddlrun/plan.h"
-#include "launcher/job.h"
-#include "launcher/supervise.h"
+#include "launcher/launcher.h"
 
 namespace spdlog {
 class logger;

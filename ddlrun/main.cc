@@ -2,7 +2,7 @@
 
 #include "ddlrun/app.h"
 #include "ddlrun/plan.h"
-#include "launcher/keeper.h"
+#include "launcher/launcher.h"
 
 int main(int argc, char** argv) {
   // Only the ddlrun program arms the keeper (`ddlrun --keeper`, keeper.h): code that calls

@@ -11,9 +11,10 @@
 #include <map>
 #include <span>
 
+#include "base/text.h"
 #include "ddl_config.h"
-#include "hostfiles/input_error.h"
-#include "launcher/choose.h"
+#include "hostfiles/hostfiles.h"
+#include "launcher/launcher.h"
 
 namespace ddl::cli {
 
@@ -62,7 +63,7 @@ CLI::Validator one_of(std::string what, std::vector<std::string_view> names) {
         std::string list;
         for (std::string_view n : names)
           list += (list.empty() ? "" : ", ") + std::string(n);
-        return "unknown " + what + " '" + value + "'" + hostfiles::did_you_mean(value, names) +
+        return "unknown " + what + " '" + value + "'" + base::did_you_mean(value, names) +
                "; use one of " + list;
       },
       "");
@@ -279,7 +280,7 @@ ArgKind classify(const CLI::App& app, const std::string& name) {
   for (const std::string& s : longs)
     candidates.push_back(s);
   const std::string name = arg.substr(0, arg.find('='));
-  throw UsageError("unknown option '" + name + "'" + hostfiles::did_you_mean(name, candidates) +
+  throw UsageError("unknown option '" + name + "'" + base::did_you_mean(name, candidates) +
                    "; see ddlrun --help (to run a program whose name starts with '-', put -- "
                    "before it)");
 }

@@ -9,13 +9,11 @@
 #include <stdexcept>
 #include <tuple>
 
+#include "ddlrun/backends.h"
 #include "ddlrun/shell_words.h"
-#include "hostfiles/rankfile.h"
-#include "launcher/process.h"
-#include "lsf/probe_jsrun.h"
-#include "mapper/machine.h"
-#include "mapper/probe_hwloc.h"
-#include "mapper/racks.h"
+#include "hostfiles/hostfiles.h"
+#include "launcher/launcher.h"
+#include "mapper/mapper.h"
 
 namespace ddl::cli {
 
@@ -200,15 +198,8 @@ RemoteProber remote_prober(const Options& o, const Env& env, const std::string& 
   if (remote || !env("LSB_JOBID") || (o.launcher != "auto" && o.launcher != "jsrun")) {
     return {remote, "ssh"};
   }
-  const auto jsrun =
-      [job_id = ssh_probe_options(o, job_id).job_id](const std::vector<std::string>& hosts) {
-        lsf::JsrunProbeOptions jo;
-        jo.ddlrun_path = self_path();
-        jo.environ = launcher::current_environment();
-        jo.job_id = job_id;  // the probe cache the ssh probe keeps too
-        return lsf::probe_hosts_jsrun(hosts, jo);
-      };
-  return {jsrun, "jsrun"};
+  // The probe cache the ssh probe keeps too.
+  return {launcher_probe(launcher::Kind::kJsrun, ssh_probe_options(o, job_id).job_id), "jsrun"};
 }
 
 /// Whether the ssh launcher follows the probe: hosts probed over ssh are remote, so it does

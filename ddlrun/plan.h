@@ -7,16 +7,11 @@
 #include <string>
 #include <vector>
 
-#include "comm/mode.h"
-#include "comm/topology.h"
+#include "comm/comm.h"
 #include "ddlrun/options.h"
-#include "hostfiles/host_list.h"
-#include "launcher/choose.h"
-#include "mapper/inventory.h"
-#include "mapper/nic_filter.h"
-#include "mapper/place.h"
-#include "mapper/placement.h"
-#include "mapper/probe_ssh.h"
+#include "hostfiles/hostfiles.h"
+#include "launcher/launcher.h"
+#include "mapper/mapper.h"
 
 namespace ddl::cli {
 

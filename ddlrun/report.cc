@@ -12,8 +12,7 @@
 #include "ddlrun/backends.h"
 #include "ddlrun/launch.h"
 #include "ddlrun/shell_words.h"
-#include "launcher/external.h"
-#include "launcher/process.h"
+#include "launcher/launcher.h"
 
 namespace ddl::cli {
 

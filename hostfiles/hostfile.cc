@@ -1,5 +1,6 @@
 #include <array>
 
+#include "base/text.h"
 #include "hostfiles/host_list.h"
 #include "hostfiles/parse_util.h"
 
@@ -61,7 +62,7 @@ class HostKeys {
       max_at_ = value_at;
       max_size_ = value.size();
     } else {
-      const std::string hint = did_you_mean(key, kKeys);
+      const std::string hint = base::did_you_mean(key, kKeys);
       detail::fail(where, word.offset,
                    "unknown key '" + std::string(key) + "'" +
                        (hint.empty() ? ": use slots=N or max_slots=N" : hint),

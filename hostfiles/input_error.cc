@@ -68,27 +68,6 @@ size_t shown_width(std::string_view text, size_t i) {
   return is_control_at(text, i, false) ? 4 : 1;
 }
 
-char lower(char c) {
-  return static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-}
-
-size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j)
-    row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diag = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t up = row[j];
-      const size_t cost = lower(a[i - 1]) == lower(b[j - 1]) ? 0 : 1;
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + cost});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
-
 }  // namespace
 
 std::string printable(std::string_view text, bool keep_layout) {
@@ -112,24 +91,5 @@ InputError::InputError(Position where, std::string message, int length)
     : std::runtime_error(format(where, message, length)),
       where_(std::move(where)),
       message_(std::move(message)) {}
-
-std::optional<std::string> closest_match(std::string_view word,
-                                         std::span<const std::string_view> candidates) {
-  std::optional<std::string> best;
-  size_t best_distance = 3;
-  for (std::string_view c : candidates) {
-    const size_t d = edit_distance(word, c);
-    if (d < best_distance && d < std::max(word.size(), c.size())) {
-      best_distance = d;
-      best = std::string(c);
-    }
-  }
-  return best;
-}
-
-std::string did_you_mean(std::string_view word, std::span<const std::string_view> candidates) {
-  auto best = closest_match(word, candidates);
-  return best ? " (did you mean '" + *best + "'?)" : "";
-}
 
 }  // namespace ddl::hostfiles

@@ -51,12 +51,4 @@ class InputError : public std::runtime_error {
 /// and tabs are kept when `keep_layout` is true; other bytes, UTF-8 letters included, pass.
 std::string printable(std::string_view text, bool keep_layout = true);
 
-/// The candidate closest to `word` by edit distance, if it is close enough to be a likely typo
-/// (distance <= 2, and less than the word's length). Comparison ignores ASCII case.
-std::optional<std::string> closest_match(std::string_view word,
-                                         std::span<const std::string_view> candidates);
-
-/// " (did you mean 'X'?)" for the closest candidate, or "" when none is close.
-std::string did_you_mean(std::string_view word, std::span<const std::string_view> candidates);
-
 }  // namespace ddl::hostfiles

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/text.h"
 #include "hostfiles/host_list.h"
 #include "hostfiles/input_error.h"
 
@@ -72,13 +73,7 @@ inline bool starts_with_nocase(std::string_view s, std::string_view prefix) {
 }
 
 inline std::string_view trim(std::string_view s) {
-  while (!s.empty() && is_space(s.front())) {
-    s.remove_prefix(1);
-  }
-  while (!s.empty() && is_space(s.back())) {
-    s.remove_suffix(1);
-  }
-  return s;
+  return base::trim(s, base::kWhiteSpace);
 }
 
 /// An InputError length covering `n` characters (at least 1, at most INT_MAX).

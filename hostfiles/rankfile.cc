@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <unordered_map>
 
+#include "base/text.h"
 #include "hostfiles/parse_util.h"
 
 namespace ddl::hostfiles {
@@ -267,7 +268,7 @@ void parse_keys(Line& line, RankfileEntry& entry) {
                 "unexpected '" + printable(key) + "' after the host: only 'slot=SPEC' may follow");
     }
     if (key != "slot") {
-      const std::string hint = did_you_mean(key, kKeys);
+      const std::string hint = base::did_you_mean(key, kKeys);
       line.fail(key_at, key.size(),
                 "unknown key '" + printable(key) + "'" +
                     (hint.empty() ? ": the only key a rankfile line takes is 'slot'" : hint));

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <iostream>
 
+#include "base/check.h"
 #include "launcher/process.h"
 
 namespace ddl::launcher {
@@ -89,10 +90,8 @@ void ExternalLauncher::describe(std::ostream& out, const ExternalCommand& comman
 
 ExternalCommand preview_external(ExternalLauncher& launcher, const Job& job,
                                  const LaunchOptions& options) {
-  if (options.work_dir.empty()) {
-    throw LaunchError(launcher_name(launcher) + ": no work directory for the " +
-                      std::string(launcher.names().work_file_what) + " (internal error)");
-  }
+  DDL_CHECK(!options.work_dir.empty(), launcher_name(launcher) + ": no work directory for the " +
+                                           std::string(launcher.names().work_file_what));
   const JobEnvironment env =
       launcher.environment(job, external_rendezvous(job, options.rendezvous_port), options);
   return launcher.command(job, options, env,

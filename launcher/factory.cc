@@ -3,6 +3,8 @@
 
 #include "launcher/factory.h"
 
+#include "base/check.h"
+
 namespace ddl::launcher {
 
 std::unique_ptr<Backend> BackendEntry::make(const Job& job, const LaunchOptions& options) const {
@@ -11,10 +13,8 @@ std::unique_ptr<Backend> BackendEntry::make(const Job& job, const LaunchOptions&
 }
 
 ExternalCommand BackendEntry::preview(const Job& job, const LaunchOptions& options) const {
-  if (make_launcher == nullptr) {
-    throw LaunchError("the " + std::string(to_string(kind)) +
-                      " launcher runs no other program to preview (internal error)");
-  }
+  DDL_CHECK(make_launcher != nullptr,
+            "the " + std::string(to_string(kind)) + " launcher runs no other program to preview");
   return preview_external(*make_launcher(options), job, options);
 }
 

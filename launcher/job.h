@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "comm/topology.h"
+#include "comm/comm.h"
 
 namespace ddl::launcher {
 

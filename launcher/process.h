@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "comm/topology.h"
+#include "comm/comm.h"
 #include "launcher/backend.h"
 #include "launcher/job.h"
 

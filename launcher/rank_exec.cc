@@ -32,7 +32,7 @@
 #include <memory>
 #include <set>
 
-#include "comm/topology.h"
+#include "comm/comm.h"
 #include "launcher/backend.h"
 #include "launcher/external.h"
 #include "launcher/job.h"

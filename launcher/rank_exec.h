@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "hostfiles/host_list.h"
+#include "hostfiles/hostfiles.h"
 
 namespace ddl::launcher {
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-#include "comm/topology.h"
+#include "comm/comm.h"
 #include "launcher/backend.h"
 #include "launcher/output.h"
 

@@ -23,8 +23,8 @@
 #include <map>
 #include <utility>
 
-#include "hostfiles/host_list.h"
-#include "hostfiles/input_error.h"
+#include "base/check.h"
+#include "hostfiles/hostfiles.h"
 
 namespace ddl::lsf {
 
@@ -150,7 +150,7 @@ std::vector<std::string> resource_set_flags(const launcher::Job& job,
     }
     ++count[r->host];
   }
-  if (order.empty()) throw LaunchError("jsrun launcher: the plan has no ranks (internal error)");
+  DDL_CHECK(!order.empty(), "jsrun launcher: the plan has no ranks");
   const int per_host = count[order.front()];
   check_host_order(job, order, environ);
   for (int h : order) {

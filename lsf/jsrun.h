@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "launcher/external.h"
-#include "mapper/inventory.h"
+#include "launcher/launcher.h"
+#include "mapper/mapper.h"
 
 namespace ddl::lsf {
 

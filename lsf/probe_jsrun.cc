@@ -16,10 +16,9 @@
 #include <mutex>
 
 #include "base/subprocess.h"
-#include "hostfiles/host_list.h"
-#include "hostfiles/input_error.h"
-#include "launcher/external.h"
-#include "mapper/inventory.h"
+#include "hostfiles/hostfiles.h"
+#include "launcher/launcher.h"
+#include "mapper/mapper.h"
 
 namespace ddl::lsf {
 

@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-#include "mapper/probe_ssh.h"
+#include "mapper/mapper.h"
 
 namespace ddl::lsf {
 

@@ -8,7 +8,7 @@
 #include <charconv>
 #include <cstdio>
 
-#include "comm/topology.h"
+#include "comm/comm.h"
 
 namespace ddl::mapper {
 

@@ -17,8 +17,9 @@
 #include <map>
 #include <type_traits>
 
+#include "base/text.h"
 #include "base/yaml.h"
-#include "hostfiles/input_error.h"
+#include "hostfiles/hostfiles.h"
 #include "mapper/inventory.h"
 
 namespace ddl::mapper {
@@ -338,7 +339,7 @@ class Reader {
     std::string list;
     for (std::string_view k : known)
       list += (list.empty() ? "" : ", ") + std::string(k);
-    const std::string hint = hostfiles::did_you_mean(key, known);
+    const std::string hint = base::did_you_mean(key, known);
     fail(key_node, join(path, key),
          "unknown field" + (hint.empty() ? " (known here: " + list + ")" : hint));
   }
@@ -502,7 +503,7 @@ Nic read_nic(const Reader& r, const YAML::Node& node, const std::string& path) {
   const std::array<std::string_view, 3> kinds = nic_kind_names();
   const auto it = std::find(kinds.begin(), kinds.end(), kind);
   if (it == kinds.end()) {
-    const std::string hint = hostfiles::did_you_mean(kind, kinds);
+    const std::string hint = base::did_you_mean(kind, kinds);
     r.fail(node["kind"], r.join(path, "kind"),
            "unknown kind '" + kind + "'" +
                (hint.empty() ? " (expected infiniband, roce or ethernet)" : hint));

@@ -5,10 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "comm/mode.h"
-#include "comm/topology.h"
-#include "hostfiles/host_list.h"
-#include "hostfiles/rankfile.h"
+#include "comm/comm.h"
+#include "hostfiles/hostfiles.h"
 #include "mapper/inventory.h"
 #include "mapper/nic_filter.h"
 #include "mapper/placement.h"

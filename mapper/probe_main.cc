@@ -8,7 +8,8 @@
 #include <string_view>
 #include <vector>
 
-#include "hostfiles/input_error.h"
+#include "base/text.h"
+#include "hostfiles/hostfiles.h"
 #include "mapper/inventory.h"
 #include "mapper/probe_hwloc.h"
 
@@ -58,7 +59,7 @@ int main(int argc, char** argv) {
       static constexpr std::array<std::string_view, 3> kOptions = {"--xml", "--no-nvml", "--help"};
       const std::string name = a.substr(0, a.find('='));
       return usage_error((a.rfind('-', 0) == 0 ? "unknown option '" : "unexpected argument '") + a +
-                         "'" + ddl::hostfiles::did_you_mean(name, kOptions));
+                         "'" + ddl::base::did_you_mean(name, kOptions));
     }
   }
   try {

@@ -7,8 +7,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "hostfiles/host_list.h"
-#include "hostfiles/input_error.h"
+#include "base/text.h"
+#include "hostfiles/hostfiles.h"
 
 namespace ddl::mapper {
 
@@ -47,7 +47,7 @@ std::map<std::string, std::string> parse_slurm_topology(std::string_view text,
       const Position where{std::string(source), line_number, static_cast<int>(pos) + 1, line};
       if (std::find(kKeys.begin(), kKeys.end(), key) == kKeys.end() || eq == std::string::npos) {
         throw InputError(where,
-                         "unknown entry '" + word + "'" + hostfiles::did_you_mean(key, kKeys) +
+                         "unknown entry '" + word + "'" + base::did_you_mean(key, kKeys) +
                              "; topology.conf lines read 'SwitchName=s1 Nodes=node[01-18]'",
                          static_cast<int>(word.size()));
       }

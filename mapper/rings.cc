@@ -21,6 +21,7 @@
 #include <numeric>
 #include <optional>
 
+#include "base/check.h"
 #include "mapper/locality.h"
 #include "mapper/place.h"
 
@@ -244,7 +245,7 @@ comm::Topology make_topology(const Placement& placement, const comm::Mode& mode,
   try {
     comm::validate(t);
   } catch (const comm::TopologyError& e) {
-    throw PlacementError(std::string("internal error: the plan is inconsistent: ") + e.what());
+    DDL_FAIL(std::string("the plan is inconsistent: ") + e.what());
   }
   return t;
 }

@@ -233,7 +233,7 @@ void def_group_collectives(py::module_& m) {
       py::arg("group"));
 }
 
-/// send, recv, alltoall and alltoallv, on the job or a group (`group`, 0: the job).
+/// send, recv and alltoall, on the job or a group (`group`, 0: the job).
 void def_exchanges(py::module_& m) {
   m.def(
       "send",
@@ -264,6 +264,10 @@ void def_exchanges(py::module_& m) {
         });
       },
       py::arg("send"), py::arg("recv"), py::arg("count"), py::arg("type"), py::arg("group") = 0);
+}
+
+/// alltoallv and allgatherv (a size per rank), on the job or a group (`group`, 0: the job).
+void def_variable_exchanges(py::module_& m) {
   m.def(
       "alltoallv",
       [](std::uintptr_t send, const std::vector<std::size_t>& send_counts,
@@ -285,6 +289,25 @@ void def_exchanges(py::module_& m) {
       },
       py::arg("send"), py::arg("send_counts"), py::arg("send_displs"), py::arg("recv"),
       py::arg("recv_counts"), py::arg("recv_displs"), py::arg("type"), py::arg("group") = 0);
+  m.def(
+      "allgatherv",
+      [](std::uintptr_t send, std::size_t send_count, std::uintptr_t recv,
+         const std::vector<std::size_t>& recv_counts, const std::vector<std::size_t>& recv_displs,
+         int type, std::uintptr_t g) {
+        const int n = ddl_group_size(group_of(g));  // -1: the call below says why
+        if (n >= 0 && (recv_counts.size() != static_cast<std::size_t>(n) ||
+                       recv_displs.size() != static_cast<std::size_t>(n))) {
+          throw py::value_error("allgatherv: recv_counts and recv_displs need " +
+                                std::to_string(n) + " entries, one per rank of the group");
+        }
+        communicate([&] {
+          return ddl_group_allgatherv(group_of(g), as_pointer(send), send_count, as_pointer(recv),
+                                      recv_counts.data(), recv_displs.data(),
+                                      static_cast<ddl_datatype_t>(type));
+        });
+      },
+      py::arg("send"), py::arg("send_count"), py::arg("recv"), py::arg("recv_counts"),
+      py::arg("recv_displs"), py::arg("type"), py::arg("group") = 0);
 }
 
 }  // namespace
@@ -298,4 +321,5 @@ PYBIND11_MODULE(_ddl, m) {
   def_groups(m);
   def_group_collectives(m);
   def_exchanges(m);
+  def_variable_exchanges(m);
 }

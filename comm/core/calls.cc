@@ -18,6 +18,17 @@
 
 namespace ddl::comm {
 
+void check_buffers(void* const* buffers, const size_t* counts, size_t n) {
+  if (n > 0 && (buffers == nullptr || counts == nullptr)) {
+    throw ArgumentError("allreduce_n: null buffer or count list");
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (counts[i] > 0 && buffers[i] == nullptr) {
+      throw ArgumentError("allreduce_n: buffer " + std::to_string(i) + " is null");
+    }
+  }
+}
+
 void for_each_bucket(void* const* buffers, const size_t* counts, size_t n, size_t ts,
                      size_t bucket_elems, const std::function<void(void*, size_t)>& reduce) {
   std::vector<std::byte> fused;

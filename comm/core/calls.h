@@ -14,6 +14,8 @@ namespace ddl::comm {
 /// Compares a signature across the ranks of a call (throws MismatchError on all of them).
 using Verify = std::function<void(const Signature&)>;
 
+/// allreduce_n's arguments: throws ArgumentError for a null list or a null buffer of elements.
+void check_buffers(void* const* buffers, const size_t* counts, size_t n);
 /// allreduce_n's fusion: consecutive buffers of fewer than `bucket_elems` elements are copied
 /// into one bucket of at most `bucket_elems`, reduced by `reduce(bucket, count)` and copied back;
 /// a larger buffer is reduced alone, in place. Every rank cuts the same buckets from the same

@@ -624,14 +624,7 @@ void Communicator::compare_with_reference(const void* got_buf, const void* want_
 void Communicator::allreduce_n(void* const* buffers, const size_t* counts, size_t n, DataType type,
                                ReduceOp op) {
   collective([&] {
-    if (n > 0 && (buffers == nullptr || counts == nullptr)) {
-      throw ArgumentError("allreduce_n: null buffer or count list");
-    }
-    for (size_t i = 0; i < n; ++i) {
-      if (counts[i] > 0 && buffers[i] == nullptr) {
-        throw ArgumentError("allreduce_n: buffer " + std::to_string(i) + " is null");
-      }
-    }
+    check_buffers(buffers, counts, n);
     const size_t ts = type_size(type);
     const size_t bucket_elems = std::max<size_t>(1, options_.bucket_bytes / ts);
     Signature sig = signature(CollectiveKind::kAllreduceN, 0, type, op);

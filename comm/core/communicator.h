@@ -77,6 +77,11 @@ struct CommOptions {
 /// (kind, count, type, reduction, root, number) is compared across the ranks in the call's
 /// first messages (signature.h): when they differ the call throws MismatchError on every rank,
 /// naming two ranks and their calls, and so does every later collective of this communicator.
+///
+/// Groups (create_group(), subgroup.h) run their collectives over the same links under the
+/// same mutex, numbered on their own; messages (send(), recv(), mailbox.h) use links of their
+/// own, made by a second pair of devices whose addresses are published with the others, and are
+/// not serialised with the collectives.
 class Communicator {
  public:
   /// Wires up the job. `topology` (from the topology file) must match the bootstrap's rank and

@@ -5,15 +5,18 @@
 // created by ddl_init() and destroyed by ddl_finalize(), under a mutex; the collectives take a
 // shared reference to it so that finalize cannot pull it from under a running one. Group
 // handles are entries of a registry under the same mutex (the world group is made by
-// ddl_init()): a call looks its handle up and takes shared references to the group and the
-// communicator, so a stale or foreign handle is refused with a message instead of followed, and
+// ddl_init()), by serial numbers that are never reused: a call looks its handle up and takes
+// shared references to the group and the communicator, so a stale or foreign handle is refused
+// with a message instead of followed, and
 // ddl_finalize() (which empties the registry) or ddl_group_destroy() cannot free a group under a
 // running call.
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "comm/core/communicator.h"
 #include "ddl/ddl.h"
@@ -26,19 +29,24 @@ std::mutex g_mutex;
 std::shared_ptr<Communicator> g_comm;
 thread_local std::string g_last_error;
 
-}  // namespace
-
-/// A group handle: the job (sub null) or a subgroup, with the communicator it belongs to.
-struct ddl_group {
+/// What a group handle names: the job (sub null) or a subgroup, with its communicator.
+struct GroupEntry {
   std::shared_ptr<Communicator> comm;
   std::shared_ptr<ddl::comm::Subgroup> sub;
 };
 
-namespace {
+/// The live groups (the world's included) by handle, under g_mutex. A handle is a serial
+/// number, never reused, so a stale one can never name a newer group.
+std::map<ddl_group_t, GroupEntry> g_groups;
+ddl_group_t g_world = nullptr;
+uintptr_t g_serial = 0;
 
-/// The live group handles (the world's included), under g_mutex.
-std::map<const ddl_group*, std::unique_ptr<ddl_group>> g_groups;
-ddl_group* g_world = nullptr;
+/// Files `g` under a new handle (g_mutex held).
+ddl_group_t file_group(GroupEntry g) {
+  const auto handle = reinterpret_cast<ddl_group_t>(++g_serial);
+  g_groups[handle] = std::move(g);
+  return handle;
+}
 
 std::shared_ptr<Communicator> current() {
   std::lock_guard lock(g_mutex);
@@ -94,10 +102,10 @@ ddl_status_t with_comm(const char* what, Fn&& fn) {
 }
 
 /// A copy of `group`'s entry when it is live, else an empty one.
-ddl_group find_group(ddl_group_t group) {
+GroupEntry find_group(ddl_group_t group) {
   std::lock_guard lock(g_mutex);
   const auto it = g_groups.find(group);
-  return it == g_groups.end() ? ddl_group{} : *it->second;
+  return it == g_groups.end() ? GroupEntry{} : it->second;
 }
 
 /// Runs `fn(target)` on `group`'s communicator (the job) or subgroup, or fails with
@@ -105,7 +113,7 @@ ddl_group find_group(ddl_group_t group) {
 template <typename Fn>
 ddl_status_t with_group(const char* what, ddl_group_t group, Fn&& fn) {
   return guarded([&]() -> ddl_status_t {
-    const ddl_group g = find_group(group);
+    const GroupEntry g = find_group(group);
     if (!g.comm) {
       if (!current()) {
         g_last_error = std::string(what) + ": call ddl_init() first";
@@ -163,9 +171,7 @@ ddl_status_t ddl_init(void) {
       return DDL_ERR_STATE;
     }
     g_comm = ddl::comm::init_from_environment();
-    auto world = std::make_unique<ddl_group>(ddl_group{g_comm, nullptr});
-    g_world = world.get();
-    g_groups[g_world] = std::move(world);
+    g_world = file_group(GroupEntry{g_comm, nullptr});
     return DDL_SUCCESS;
   });
 }
@@ -267,6 +273,13 @@ ddl_status_t ddl_alltoallv(const void* send, const size_t* send_counts, const si
                              recv_displs, type);
 }
 
+ddl_status_t ddl_allgatherv(const void* send, size_t send_count, void* recv,
+                            const size_t* recv_counts, const size_t* recv_displs,
+                            ddl_datatype_t type) {
+  return ddl_group_allgatherv(ddl_group_world(), send, send_count, recv, recv_counts, recv_displs,
+                              type);
+}
+
 ddl_status_t ddl_group_create(const int* ranks, int n, ddl_group_t* group) {
   return guarded([&]() -> ddl_status_t {
     if (group == nullptr || (n > 0 && ranks == nullptr) || n < 1) {
@@ -282,14 +295,12 @@ ddl_status_t ddl_group_create(const int* ranks, int n, ddl_group_t* group) {
     std::shared_ptr<ddl::comm::Subgroup> sub =
         c->create_group(std::span<const int>(ranks, static_cast<size_t>(n)));
     if (!sub) return DDL_SUCCESS;  // not a member
-    auto entry = std::make_unique<ddl_group>(ddl_group{c, std::move(sub)});
     std::lock_guard lock(g_mutex);
     if (g_comm != c) {
       g_last_error = "ddl_group_create: ddl_finalize() was called meanwhile";
       return DDL_ERR_STATE;
     }
-    *group = entry.get();
-    g_groups[entry.get()] = std::move(entry);
+    *group = file_group(GroupEntry{c, std::move(sub)});
     return DDL_SUCCESS;
   });
 }
@@ -316,13 +327,13 @@ ddl_group_t ddl_group_world(void) {
 }
 
 int ddl_group_rank(ddl_group_t group) {
-  const ddl_group g = find_group(group);
+  const GroupEntry g = find_group(group);
   if (!g.comm) return -1;
   return g.sub ? g.sub->rank() : g.comm->rank();
 }
 
 int ddl_group_size(ddl_group_t group) {
-  const ddl_group g = find_group(group);
+  const GroupEntry g = find_group(group);
   if (!g.comm) return -1;
   return g.sub ? g.sub->size() : g.comm->size();
 }
@@ -330,7 +341,7 @@ int ddl_group_size(ddl_group_t group) {
 int ddl_group_global_rank(ddl_group_t group, int group_rank) {
   const int size = ddl_group_size(group);
   if (group_rank < 0 || group_rank >= size) return -1;
-  const ddl_group g = find_group(group);
+  const GroupEntry g = find_group(group);
   return g.sub ? g.sub->global(group_rank) : group_rank;
 }
 
@@ -360,6 +371,19 @@ ddl_status_t ddl_group_allgather(ddl_group_t group, const void* send, void* recv
   if (!valid(type)) return bad_type_or_op("ddl_group_allgather", false);
   return with_group("ddl_group_allgather", group,
                     [&](auto& g) { g.allgather(send, recv, count, type_of(type)); });
+}
+
+ddl_status_t ddl_group_allgatherv(ddl_group_t group, const void* send, size_t send_count,
+                                  void* recv, const size_t* recv_counts, const size_t* recv_displs,
+                                  ddl_datatype_t type) {
+  if (!valid(type)) return bad_type_or_op("ddl_allgatherv", false);
+  return with_group("ddl_allgatherv", group, [&](auto& g) {
+    // alltoallv with the same block for every rank: its count check is allgatherv's.
+    const std::vector<size_t> counts(static_cast<size_t>(g.size()), send_count);
+    const std::vector<size_t> at_start(counts.size(), 0);
+    g.alltoallv(send, counts.data(), at_start.data(), recv, recv_counts, recv_displs,
+                type_of(type));
+  });
 }
 
 ddl_status_t ddl_group_reduce_scatter(ddl_group_t group, const void* send, void* recv,

@@ -83,14 +83,7 @@ void Subgroup::allreduce(const void* send, void* recv, size_t count, DataType ty
 void Subgroup::allreduce_n(void* const* buffers, const size_t* counts, size_t n, DataType type,
                            ReduceOp op) {
   collective([&] {
-    if (n > 0 && (buffers == nullptr || counts == nullptr)) {
-      throw ArgumentError("allreduce_n: null buffer or count list");
-    }
-    for (size_t i = 0; i < n; ++i) {
-      if (counts[i] > 0 && buffers[i] == nullptr) {
-        throw ArgumentError("allreduce_n: buffer " + std::to_string(i) + " is null");
-      }
-    }
+    check_buffers(buffers, counts, n);
     host_only("allreduce_n", std::vector<const void*>(buffers, buffers + n));
     const size_t ts = type_size(type);
     const size_t bucket_elems = std::max<size_t>(1, comm_.options_.bucket_bytes / ts);

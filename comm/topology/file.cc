@@ -10,6 +10,8 @@
 #include <cstring>
 #include <random>
 
+#include "base/check.h"
+#include "base/fd.h"
 #include "comm/topology.h"
 #include "comm/topology/internal.h"
 
@@ -19,22 +21,7 @@ using topology::quote;
 
 namespace {
 
-std::string errno_text(int error) {
-  return std::strerror(error);
-}
-
-// Writes all of `data`, retrying short writes and EINTR; false with errno set on failure.
-bool write_all(int fd, std::string_view data) {
-  while (!data.empty()) {
-    const ssize_t n = ::write(fd, data.data(), data.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    data.remove_prefix(static_cast<size_t>(n));
-  }
-  return true;
-}
+using base::errno_text;
 
 }  // namespace
 
@@ -77,7 +64,7 @@ void write_topology_file(const Topology& topology, const std::string& path) {
     ::unlink(temp.c_str());
     throw TopologyError(fail + step + ": " + errno_text(error));
   };
-  if (!write_all(fd, text)) abandon("write", errno);
+  if (const int e = base::write_all(fd, text); e != 0) abandon("write", e);
   if (::fsync(fd) != 0) abandon("fsync", errno);
   const int closed = ::close(fd);
   fd = -1;

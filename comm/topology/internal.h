@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 
+#include "base/text.h"
 #include "comm/topology.h"
 
 namespace ddl::comm::topology {
@@ -27,10 +28,7 @@ inline bool parse_int(std::string_view s, int& value) {
 
 /// `s` without leading and trailing spaces and tabs.
 inline std::string_view trim(std::string_view s) {
-  const auto first = s.find_first_not_of(" \t");
-  if (first == std::string_view::npos) return {};
-  const auto last = s.find_last_not_of(" \t");
-  return s.substr(first, last - first + 1);
+  return base::trim(s, base::kBlanks);
 }
 
 /// A topology file's "version: <major>.<minor>".

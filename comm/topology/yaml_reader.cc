@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "base/text.h"
+#include "base/yaml.h"
 #include "comm/topology.h"
 #include "comm/topology/internal.h"
 
@@ -19,22 +21,6 @@ using topology::sniff_version;
 using topology::validate_read;
 
 namespace {
-
-size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j)
-    row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = above;
-    }
-  }
-  return row[b.size()];
-}
 
 class GenericReader {
  public:
@@ -89,24 +75,9 @@ class GenericReader {
   }
 
  private:
-  std::string at(const YAML::Mark& mark) const {
-    if (mark.is_null()) return source_ + ": ";
-    return source_ + ":" + std::to_string(mark.line + 1) + ":" + std::to_string(mark.column + 1) +
-           ": ";
-  }
+  std::string at(const YAML::Mark& mark) const { return base::yaml_position(source_, mark) + ": "; }
 
-  static std::string describe(const YAML::Node& node) {
-    switch (node.Type()) {
-      case YAML::NodeType::Map:
-        return "a mapping";
-      case YAML::NodeType::Sequence:
-        return "a sequence";
-      case YAML::NodeType::Scalar:
-        return quote(node.Scalar());
-      default:
-        return "nothing";
-    }
-  }
+  static std::string describe(const YAML::Node& node) { return base::yaml_describe(node); }
 
   [[noreturn]] void fail(const YAML::Node& node, const std::string& field,
                          const std::string& problem) const {
@@ -114,7 +85,7 @@ class GenericReader {
   }
 
   static std::string join(const std::string& where, std::string_view key) {
-    return where.empty() ? std::string(key) : where + "." + std::string(key);
+    return base::yaml_join(where, key);
   }
 
   void check_keys(const YAML::Node& map, const std::string& where,
@@ -125,7 +96,7 @@ class GenericReader {
       std::string hint;
       size_t best = 3;
       for (std::string_view candidate : known) {
-        const size_t distance = edit_distance(key, candidate);
+        const size_t distance = base::edit_distance(key, candidate);
         if (distance < best) {
           best = distance;
           hint = " (did you mean '" + std::string(candidate) + "'?)";

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/topology.h"
+#include "comm/comm.h"
 
 namespace ddl::launcher::pmix_server {
 

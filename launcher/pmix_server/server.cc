@@ -18,6 +18,7 @@
 #include <map>
 #include <mutex>
 
+#include "base/check.h"
 #include "launcher/backend.h"
 #include "launcher/keeper.h"
 
@@ -272,9 +273,7 @@ const JobLayout::Node& take_local_ranks(Server::Impl& s, const std::vector<int>&
     s.local.insert(s.local.end(), n->ranks.begin(), n->ranks.end());
   }
   std::sort(s.local.begin(), s.local.end());
-  if (me == nullptr) {
-    throw LaunchError("PMIx server: this host has no ranks in job " + job_id + " (internal error)");
-  }
+  DDL_CHECK(me != nullptr, "PMIx server: this host has no ranks in job " + job_id);
   return *me;
 }
 
@@ -384,9 +383,7 @@ std::vector<Event> abort_events(int rank, int status, const std::string& message
 
 std::unique_ptr<Server> Server::start(const std::string& tmpdir, Host& host) {
   std::lock_guard lock(g_mutex);
-  if (g_impl != nullptr) {
-    throw LaunchError("a PMIx server already serves a job in this process (internal error)");
-  }
+  DDL_CHECK(g_impl == nullptr, "a PMIx server already serves a job in this process");
   if (!g_initialized) {
     static pmix_server_module_t module = [] {
       pmix_server_module_t m;

@@ -22,7 +22,7 @@
 #include <map>
 
 #include "base/subprocess.h"
-#include "hostfiles/host_list.h"
+#include "hostfiles/hostfiles.h"
 
 namespace ddl::launcher {
 

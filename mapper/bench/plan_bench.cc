@@ -42,8 +42,8 @@
 #include <thread>
 #include <vector>
 
-#include "comm/topology.h"
-#include "hostfiles/host_list.h"
+#include "comm/comm.h"
+#include "hostfiles/hostfiles.h"
 #include "mapper/place.h"
 #include "mapper/probe_hwloc.h"
 #include "mapper/racks.h"

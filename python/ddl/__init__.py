@@ -17,6 +17,7 @@ does every later one.
     print(ddl.rank(), ddl.size(), grad[0])
 """
 
+import math
 import sys
 
 from . import _ddl
@@ -25,8 +26,8 @@ from ._ddl import ERR_MISMATCH, Error, MismatchError
 __all__ = [
     "Error", "MismatchError", "ERR_MISMATCH", "init", "finalize", "initialized", "rank", "size",
     "local_rank", "local_size", "local_gpuid", "allreduce", "allreduce_n", "broadcast",
-    "allgather", "reduce_scatter", "barrier", "alltoall", "alltoallv", "send", "recv",
-    "new_group", "Group",
+    "allgather", "reduce_scatter", "barrier", "allgatherv", "alltoall", "alltoallv", "send",
+    "recv", "new_group", "Group",
 ]
 
 # ddl_datatype_t and ddl_op_t (ddl/ddl.h).
@@ -237,6 +238,28 @@ def allgather(x, group=None):
     return out
 
 
+def allgatherv(x, group=None):
+    """allgather for arrays whose first axis differs between ranks (Horovod's allgather): a
+    new array of every rank's x concatenated on the first axis, by rank. The other axes and
+    the dtype must be the same everywhere."""
+    init()
+    send = _View(x, "allgatherv", writable=False)
+    shape = tuple(x.shape) or (1,)
+    rows = allgather(_numpy_int64([shape[0]]), group=group)
+    per_row = math.prod(shape[1:])
+    counts = [int(r) * per_row for r in rows]
+    out = _empty_like(send, (sum(int(r) for r in rows),) + shape[1:])
+    _ddl.allgatherv(send.address, send.count, _View(out, "allgatherv", True).address, counts,
+                    _offsets(counts), send.type, _handle(group))
+    return out
+
+
+def _numpy_int64(values):
+    import numpy
+
+    return numpy.array(values, dtype=numpy.int64)
+
+
 def _share_shape(x, count, n, what):
     """The shape of 1/n of x: its first axis divided when it divides, else flat."""
     if count % n:
@@ -373,6 +396,9 @@ class Group:
 
     def allgather(self, x):
         return allgather(x, group=self)
+
+    def allgatherv(self, x):
+        return allgatherv(x, group=self)
 
     def reduce_scatter(self, x, op="sum"):
         return reduce_scatter(x, op, group=self)

@@ -37,5 +37,25 @@ TEST(DidYouMean, SuggestsOnlyLikelyTypos) {
   EXPECT_EQ(closest_match("max_slot", kWords), "max_slots");
 }
 
+constexpr std::array<std::string_view, 3> kKeys = {"slots", "max_slots", "max-slots"};
+
+TEST(ClosestMatchTest, FindsTyposIgnoringCase) {
+  EXPECT_EQ(closest_match("slot", kKeys), "slots");
+  EXPECT_EQ(closest_match("SLOTS", kKeys), "slots");
+  EXPECT_EQ(closest_match("max_slot", kKeys), "max_slots");
+  EXPECT_EQ(closest_match("maxslots", kKeys), "max_slots");
+}
+
+TEST(ClosestMatchTest, IgnoresWordsThatAreTooFar) {
+  EXPECT_EQ(closest_match("user", kKeys), std::nullopt);
+  EXPECT_EQ(closest_match("b", std::array<std::string_view, 1>{"a"}), std::nullopt);
+  EXPECT_EQ(closest_match("ab", std::array<std::string_view, 1>{"a"}), "a");
+}
+
+TEST(DidYouMeanTest, FormatsTheSuggestion) {
+  EXPECT_EQ(did_you_mean("slot", kKeys), " (did you mean 'slots'?)");
+  EXPECT_EQ(did_you_mean("cpus", kKeys), "");
+}
+
 }  // namespace
 }  // namespace ddl::base

@@ -216,6 +216,32 @@ TEST(GroupTest, GroupsOfTheSameListAreToldApart) {
   }
 }
 
+TEST(GroupTest, ALargeCallWithAnotherCountFailsOnEveryMember) {
+  // The ring path (checked before the data moves) on a group of 3 of 4 ranks.
+  std::vector<std::string> errors(4);
+  uint32_t id = 0;
+  run_ranks(4, std::nullopt, fast(), [&](Communicator& c) {
+    const int list[] = {3, 0, 2};
+    std::unique_ptr<Subgroup> g = c.create_group(list);
+    if (!g) return;
+    if (c.rank() == 0) id = g->id();
+    std::vector<float> v(100'001);
+    try {
+      g->allreduce(v.data(), v.data(), c.rank() == 2 ? 100'000 : 100'001, DataType::kFloat32,
+                   ReduceOp::kSum);
+    } catch (const MismatchError& e) {
+      errors[c.rank()] = e.what();
+    }
+  });
+  const std::string want =
+      "collective mismatch: rank 0 called allreduce(count=100001, float32, sum) #2 in group " +
+      hex(id) + " but rank 2 called allreduce(count=100000, float32, sum) #2 in group " + hex(id) +
+      kTail;
+  for (int r : {0, 2, 3})
+    EXPECT_EQ(errors[r], want) << "rank " << r;
+  EXPECT_EQ(errors[1], "");
+}
+
 TEST(GroupTest, MembersThatListDifferentRanksFail) {
   std::vector<std::string> errors(2);
   run_ranks(2, std::nullopt, fast(), [&](Communicator& c) {

@@ -108,6 +108,26 @@ TEST(MessageTest, MessagesNeverMixWithCollectives) {
   });
 }
 
+TEST(MessageTest, MessagesOnOneThreadWhileCollectivesRunOnAnother) {
+  run_ranks(3, std::nullopt, fast(), [](Communicator& c) {
+    const int next = (c.rank() + 1) % 3, prev = (c.rank() + 2) % 3;
+    std::thread messages([&] {
+      for (int i = 0; i < 200; ++i) {
+        std::vector<int32_t> out(1 + i * 37, c.rank() * 1000 + i), in(out.size());
+        c.send(out.data(), out.size(), DataType::kInt32, next, i % 4);
+        c.recv(in.data(), in.size(), DataType::kInt32, prev, i % 4);
+        ASSERT_EQ(in.back(), prev * 1000 + i);
+      }
+    });
+    for (int i = 0; i < 200; ++i) {
+      std::vector<int32_t> v(1 + i * 501, 1);
+      c.allreduce(v.data(), v.data(), v.size(), DataType::kInt32, ReduceOp::kSum);
+      ASSERT_EQ(v.back(), 3);
+    }
+    messages.join();
+  });
+}
+
 TEST(MessageTest, GroupTagsAreTheGroups) {
   // The same tag on the job and on a group: each receive takes its own.
   run_ranks(3, std::nullopt, fast(), [](Communicator& c) {

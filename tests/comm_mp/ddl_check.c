@@ -166,6 +166,11 @@ static void check_alltoall(int rank, int size) {
   for (size_t i = 0; i < st; ++i) send[i] = rank;
   ok(ddl_alltoallv(send, sc, sd, recv, rc, rd, DDL_INT32), "alltoallv");
   for (int j = 0; j < size; ++j) CHECK(recv[rd[j]] == j && recv[rd[j] + rank] == j, "v %d", j);
+  /* allgatherv: rank j contributes j+1 elements */
+  rt = 0;
+  for (int j = 0; j < size; ++j) rc[j] = (size_t)j + 1, rd[j] = rt, rt += rc[j];
+  ok(ddl_allgatherv(send, (size_t)rank + 1, recv, rc, rd, DDL_INT32), "allgatherv");
+  for (int j = 0; j < size; ++j) CHECK(recv[rd[j]] == j && recv[rd[j] + j] == j, "gv %d", j);
   free(sc);
   free(send);
   free(recv);

@@ -3,7 +3,10 @@
 
 #include "ddlrun/backends.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include "base/check.h"
 
 namespace ddl::cli {
 namespace {
@@ -26,8 +29,9 @@ TEST(BackendsTest, AutoAndPmixAreNoBackend) {
     try {
       backend_entry(kind);
       FAIL() << to_string(kind);
-    } catch (const launcher::LaunchError& e) {
-      EXPECT_STREQ(e.what(), "no launcher was chosen (internal error, please report this)");
+    } catch (const base::InternalError& e) {
+      EXPECT_THAT(e.what(), ::testing::StartsWith("internal error: no launcher was chosen ("));
+      EXPECT_THAT(e.what(), ::testing::EndsWith("please report this)"));
     }
   }
 }
@@ -54,6 +58,11 @@ TEST(BackendsTest, TheJsrunPreviewComesFromTheTable) {
   EXPECT_EQ(c.argv.front(), "jsrun");
   EXPECT_EQ(c.argv[1], "-n");
   EXPECT_TRUE(c.work_file.path.empty());
+}
+
+TEST(BackendsTest, OnlyJsrunProbesHostsItself) {
+  EXPECT_TRUE(static_cast<bool>(launcher_probe(Kind::kJsrun, "job-1")));
+  EXPECT_THROW(launcher_probe(Kind::kSsh, "job-1"), base::InternalError);
 }
 
 }  // namespace

@@ -8,8 +8,6 @@
 namespace ddl::hostfiles {
 namespace {
 
-constexpr std::array<std::string_view, 3> kKeys = {"slots", "max_slots", "max-slots"};
-
 TEST(PositionTest, StrShowsWhatIsKnown) {
   EXPECT_EQ((Position{"hosts.txt", 3, 7, "x"}.str()), "hosts.txt:3:7");
   EXPECT_EQ((Position{"hosts.txt", 3, 0, "x"}.str()), "hosts.txt:3");
@@ -74,24 +72,6 @@ TEST(InputErrorTest, ControlBytesAreEscapedAndTheCaretStaysUnderTheirCharacter) 
                "          ^~~~~");
   EXPECT_EQ(e.message(), "bad 'n\x1b[2J\x07x'");
   EXPECT_EQ(e.where().line_text, "n\x1b[2J\x07x slots=1");
-}
-
-TEST(ClosestMatchTest, FindsTyposIgnoringCase) {
-  EXPECT_EQ(closest_match("slot", kKeys), "slots");
-  EXPECT_EQ(closest_match("SLOTS", kKeys), "slots");
-  EXPECT_EQ(closest_match("max_slot", kKeys), "max_slots");
-  EXPECT_EQ(closest_match("maxslots", kKeys), "max_slots");
-}
-
-TEST(ClosestMatchTest, IgnoresWordsThatAreTooFar) {
-  EXPECT_EQ(closest_match("user", kKeys), std::nullopt);
-  EXPECT_EQ(closest_match("b", std::array<std::string_view, 1>{"a"}), std::nullopt);
-  EXPECT_EQ(closest_match("ab", std::array<std::string_view, 1>{"a"}), "a");
-}
-
-TEST(DidYouMeanTest, FormatsTheSuggestion) {
-  EXPECT_EQ(did_you_mean("slot", kKeys), " (did you mean 'slots'?)");
-  EXPECT_EQ(did_you_mean("cpus", kKeys), "");
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include "launcher/external.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
@@ -11,6 +12,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "base/check.h"
 #include "launcher/factory.h"
 #include "tests/launcher/test_util.h"
 
@@ -103,9 +105,17 @@ TEST_F(ExternalBackendTest, AMissingProgramStopsBeforeItIsAsked) {
 TEST_F(ExternalBackendTest, NoWorkDirectoryIsAnInternalError) {
   RecordingLauncher launcher("sh");
   options_.work_dir.clear();
-  EXPECT_EQ(
-      test::launch_error_of([&] { make_external_backend(launcher, one_rank_job(), options_); }),
-      "sh launcher: no work directory for the fake file (internal error)");
+  EXPECT_THROW(
+      {
+        try {
+          make_external_backend(launcher, one_rank_job(), options_);
+        } catch (const base::InternalError& e) {
+          EXPECT_THAT(e.what(), ::testing::StartsWith("internal error: sh launcher: no work "
+                                                      "directory for the fake file ("));
+          throw;
+        }
+      },
+      base::InternalError);
 }
 
 TEST_F(ExternalBackendTest, APreviewChecksNothingAndKeepsTheProgramsName) {
@@ -135,8 +145,7 @@ TEST(ExternalRankfile, LinesInRankOrderWithUnknownHostsAndUnboundRanks) {
 
 TEST(BackendEntryTest, OwnLaunchersHaveNothingToPreview) {
   const BackendEntry local{Kind::kLocal, make_local_backend, nullptr};
-  EXPECT_EQ(test::launch_error_of([&] { local.preview(one_rank_job(), {}); }),
-            "the local launcher runs no other program to preview (internal error)");
+  EXPECT_THROW(local.preview(one_rank_job(), {}), base::InternalError);
   const BackendEntry mpirun{Kind::kMpirun, nullptr, make_mpirun_launcher};
   LaunchOptions o;
   o.ddlrun_path = "ddlrun";

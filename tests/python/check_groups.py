@@ -68,6 +68,18 @@ def check_alltoall():
     check(list(got) == [j for j in range(N) for _ in range(R + 1)], f"alltoallv {got}")
 
 
+def check_allgatherv():
+    empty = ddl.allgatherv(np.zeros((R % 2, 3), dtype=np.int32))  # odd ranks send one row
+    check(empty.shape == (N // 2, 3), f"allgatherv of 0 and 1 rows {empty.shape}")
+    x = np.full((R + 1, 2), R, dtype=np.float32)  # rank R has R+1 rows
+    got = ddl.allgatherv(x)
+    want = [r for r in range(N) for _ in range(r + 1)]
+    check(got.shape == (len(want), 2) and list(got[:, 1]) == want, f"allgatherv {got}")
+    if torch is not None:
+        t = ddl.allgatherv(torch.arange(R, dtype=torch.int64))  # rank 0 sends nothing
+        check(t.tolist() == [k for r in range(N) for k in range(r)], f"torch allgatherv {t}")
+
+
 def main():
     check(N == 5, "run me on 5 ranks")
     evens = ddl.new_group([0, 2, 4])
@@ -82,6 +94,7 @@ def main():
             check_group(odd, [4, 1, 3])
     check_messages()
     check_alltoall()
+    check_allgatherv()
     for g in (evens, odd):
         if g:
             g.destroy()

@@ -104,6 +104,14 @@ ddl_status_t ddl_alltoallv(const void* send, const size_t* send_counts, const si
                            void* recv, const size_t* recv_counts, const size_t* recv_displs,
                            ddl_datatype_t type);
 
+/* allgather with a size per rank (Horovod's allgather of tensors whose first dimension
+ * differs): rank r's send (send_count elements) lands at recv + recv_displs[r], and
+ * recv_counts[r] must be rank r's send_count (else every rank fails with DDL_ERR_MISMATCH;
+ * it runs as an alltoallv, which the message names). */
+ddl_status_t ddl_allgatherv(const void* send, size_t send_count, void* recv,
+                            const size_t* recv_counts, const size_t* recv_displs,
+                            ddl_datatype_t type);
+
 /* ---- Groups: communicators over a subset of the ranks ----
  * A group's members are job ranks; member i (its group rank) is ranks[i]. Collectives on a
  * group involve its members only and are called by every member in the same order; roots and
@@ -140,6 +148,9 @@ ddl_status_t ddl_group_bcast(ddl_group_t group, void* buf, size_t count, ddl_dat
                              int root);
 ddl_status_t ddl_group_allgather(ddl_group_t group, const void* send, void* recv, size_t count,
                                  ddl_datatype_t type);
+ddl_status_t ddl_group_allgatherv(ddl_group_t group, const void* send, size_t send_count,
+                                  void* recv, const size_t* recv_counts, const size_t* recv_displs,
+                                  ddl_datatype_t type);
 ddl_status_t ddl_group_reduce_scatter(ddl_group_t group, const void* send, void* recv,
                                       size_t recv_count, ddl_datatype_t type, ddl_op_t op);
 ddl_status_t ddl_group_barrier(ddl_group_t group);

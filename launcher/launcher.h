@@ -1,0 +1,15 @@
+#pragma once
+// launcher: the one header other folders include. A Job (the plan's topology, the program,
+// exports) -> running ranks through a backend (local, ssh, mpirun, srun, prterun; lsf/ adds
+// jsrun), supervised until they end; and the helper roles ddlrun plays (--keeper,
+// --rank-exec, --agent).
+
+#include "launcher/backend.h"    // Backend, Event, LaunchError
+#include "launcher/choose.h"     // Kind: the --launcher names, auto's choice
+#include "launcher/external.h"   // ExternalLauncher: the base of mpirun, srun, prterun, jsrun
+#include "launcher/factory.h"    // BackendEntry: a row of ddlrun's table of backends
+#include "launcher/job.h"        // Job, rank_environment
+#include "launcher/keeper.h"     // ddlrun --keeper
+#include "launcher/process.h"    // ProcessSet
+#include "launcher/rank_exec.h"  // ddlrun --rank-exec
+#include "launcher/supervise.h"  // supervise(): the event loop

@@ -1,0 +1,13 @@
+#pragma once
+// mapper: the one header other folders include. Each host's hardware (probed with hwloc here
+// or over ssh, or read from hwloc XML) -> an Inventory; hosts, inventories and the user's
+// request -> a Placement (place()): one rank per GPU with its cores and NIC, and the rings.
+
+#include "mapper/inventory.h"    // Inventory: the model and its YAML
+#include "mapper/machine.h"      // this machine's name and addresses
+#include "mapper/nic_filter.h"   // --nic
+#include "mapper/place.h"        // place(): the plan
+#include "mapper/placement.h"    // PlacementError, plural
+#include "mapper/probe_hwloc.h"  // probing this host, hwloc XML
+#include "mapper/probe_ssh.h"    // probing hosts over ssh
+#include "mapper/racks.h"        // topology.conf: racks and aisles

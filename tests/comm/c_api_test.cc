@@ -1,0 +1,98 @@
+// The C API's group handles and argument checks in a job of one rank (DDL_ALLOW_SINGLE=1):
+// the world group, a group of one, destroyed, NULL and earlier sessions' handles refused with
+// their exact texts, messages to a bad peer, and calls before ddl_init().
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "ddl/ddl.h"
+
+namespace {
+
+class CApiTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (const char* v : {"DDL_RANK", "OMPI_COMM_WORLD_RANK", "JSM_NAMESPACE_RANK", "SLURM_PROCID",
+                          "PMI_RANK", "PMIX_NAMESPACE"}) {
+      if (std::getenv(v) != nullptr) GTEST_SKIP() << v << " is set";
+    }
+    setenv("DDL_ALLOW_SINGLE", "1", 1);
+  }
+  void TearDown() override {
+    if (ddl_initialized()) ddl_finalize();
+    unsetenv("DDL_ALLOW_SINGLE");
+  }
+};
+
+const std::string kNotLive =
+    ": not a live group (NULL, destroyed, or made before ddl_finalize()); a rank that "
+    "ddl_group_create() left out gets NULL and must not call the group's collectives";
+
+TEST_F(CApiTest, BeforeInitEveryGroupCallSaysSo) {
+  EXPECT_EQ(ddl_group_world(), nullptr);
+  EXPECT_EQ(ddl_group_barrier(nullptr), DDL_ERR_STATE);
+  EXPECT_STREQ(ddl_last_error(), "ddl_group_barrier: call ddl_init() first");
+  int x = 0;
+  EXPECT_EQ(ddl_send(&x, 1, DDL_INT32, 0, 0), DDL_ERR_STATE);
+  EXPECT_STREQ(ddl_last_error(), "ddl_send: call ddl_init() first");
+  ddl_group_t g = nullptr;
+  EXPECT_EQ(ddl_group_create(&x, 1, &g), DDL_ERR_STATE);
+  EXPECT_EQ(ddl_group_rank(nullptr), -1);
+}
+
+TEST_F(CApiTest, TheWorldAndAGroupOfOne) {
+  ASSERT_EQ(ddl_init(), DDL_SUCCESS) << ddl_last_error();
+  ddl_group_t world = ddl_group_world();
+  ASSERT_NE(world, nullptr);
+  EXPECT_EQ(ddl_group_size(world), 1);
+  EXPECT_EQ(ddl_group_global_rank(world, 0), 0);
+  EXPECT_EQ(ddl_group_global_rank(world, 1), -1);
+  const int me = 0;
+  ddl_group_t g = nullptr;
+  ASSERT_EQ(ddl_group_create(&me, 1, &g), DDL_SUCCESS) << ddl_last_error();
+  ASSERT_NE(g, nullptr);
+  EXPECT_EQ(ddl_group_rank(g), 0);
+  float in[3] = {1, 2, 3}, out[3] = {};
+  EXPECT_EQ(ddl_group_allreduce(g, in, out, 3, DDL_FLOAT32, DDL_AVG), DDL_SUCCESS);
+  EXPECT_EQ(out[2], 3);
+  EXPECT_EQ(ddl_group_alltoall(g, in, out, 3, DDL_FLOAT32), DDL_SUCCESS);
+  EXPECT_EQ(ddl_alltoall(in, out, 0, DDL_FLOAT32), DDL_SUCCESS);
+  EXPECT_EQ(ddl_group_bcast(g, in, 3, DDL_FLOAT32, 1), DDL_ERR_ARGUMENT);
+  EXPECT_STREQ(ddl_last_error(), "broadcast: root 1 is not a rank of the group (0..0)");
+  EXPECT_EQ(ddl_group_send(g, in, 3, DDL_FLOAT32, 0, 0), DDL_ERR_ARGUMENT);
+  EXPECT_STREQ(ddl_last_error(), "send: peer 0 is this rank; messages go to other ranks");
+  EXPECT_EQ(ddl_recv(in, 3, DDL_FLOAT32, 3, 0), DDL_ERR_ARGUMENT);
+  EXPECT_STREQ(ddl_last_error(), "recv: peer 3 is not a rank (0..0)");
+  EXPECT_EQ(ddl_group_destroy(g), DDL_SUCCESS);
+  EXPECT_EQ(ddl_group_barrier(g), DDL_ERR_ARGUMENT);
+  EXPECT_EQ(ddl_last_error(), "ddl_group_barrier" + kNotLive);
+  EXPECT_EQ(ddl_group_destroy(g), DDL_ERR_ARGUMENT);
+  EXPECT_STREQ(ddl_last_error(),
+               "ddl_group_destroy: not a live group (destroyed twice, or made before "
+               "ddl_finalize())");
+  EXPECT_EQ(ddl_group_destroy(world), DDL_ERR_ARGUMENT);
+  EXPECT_STREQ(ddl_last_error(), "ddl_group_destroy: the world group is ddl_finalize()'s");
+  EXPECT_EQ(ddl_group_allgather(nullptr, in, out, 1, DDL_FLOAT32), DDL_ERR_ARGUMENT);
+  EXPECT_EQ(ddl_last_error(), "ddl_group_allgather" + kNotLive);
+}
+
+TEST_F(CApiTest, BadListsAndAnEarlierSessionsGroup) {
+  ASSERT_EQ(ddl_init(), DDL_SUCCESS) << ddl_last_error();
+  const int others[] = {3};
+  ddl_group_t g = reinterpret_cast<ddl_group_t>(1);
+  EXPECT_EQ(ddl_group_create(others, 1, &g), DDL_ERR_ARGUMENT);
+  EXPECT_STREQ(ddl_last_error(), "group_create: 3 is not a rank (0..0)");
+  EXPECT_EQ(ddl_group_create(others, 0, &g), DDL_ERR_ARGUMENT);
+  EXPECT_STREQ(ddl_last_error(),
+               "ddl_group_create: needs at least one rank and a place for the group");
+  const int me = 0;
+  ASSERT_EQ(ddl_group_create(&me, 1, &g), DDL_SUCCESS);
+  ASSERT_EQ(ddl_finalize(), DDL_SUCCESS);
+  ASSERT_EQ(ddl_init(), DDL_SUCCESS);
+  EXPECT_EQ(ddl_group_barrier(g), DDL_ERR_ARGUMENT);
+  EXPECT_EQ(ddl_last_error(), "ddl_group_barrier" + kNotLive);
+}
+
+}  // namespace
