@@ -1,5 +1,6 @@
 // ProcessGroupDdl: c10d's ProcessGroup (libtorch 1.13) over libddl, the torch.distributed
-// backend "ddl" (the extension ddl._torch_pg; `import ddl.torch` registers it).
+// backend "ddl" (the extension ddl._torch_pg; registered in ddlrun's ranks by
+// ddl/_site/sitecustomize.py, and by `import ddl.torch`).
 //
 // How it works: a call checks its tensors on the caller's thread (one device, one supported
 // dtype, the sizes the collective needs) and throws c10::Error for a user mistake; otherwise it

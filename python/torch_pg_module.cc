@@ -1,6 +1,7 @@
 // ddl._torch_pg: ProcessGroupDdl (process_group_ddl.h) for Python, a subclass of torch's own
 // torch.distributed.ProcessGroup type, so c10d (DistributedDataParallel included) takes it as
-// any other group. `import ddl.torch` registers it as the backend "ddl".
+// any other group. ddl/_site/sitecustomize.py (in ddlrun's ranks) and `import ddl.torch`
+// register it as the backend "ddl".
 #include <pybind11/stl.h>
 #include <torch/csrc/utils/pybind.h>
 
