@@ -146,13 +146,15 @@ done
 python_package() {
   local cache=$build/CMakeCache.txt python rel configured site ext out r
   python=$(sed -n 's/^Python3_EXECUTABLE:[A-Z]*=//p' "$cache")
-  rel=$(sed -n 's/^DDL_PYTHON_INSTALL_DIR:[A-Z]*=//p' "$cache")
-  [[ -n $rel && -f $build/python/ddl/__init__.py ]] || {
+  [[ -f $build/python/ddl/__init__.py ]] || {
     echo "(no Python package in this build)"
     return
   }
-  step "the Python package ddl in $prefix/$rel for $python"
-  site=$prefix/$rel
+  site=$(find "$prefix" -path '*/ddl/__init__.py' -printf '%h\n' | head -n 1)
+  [[ -n $site ]] || fail "no package ddl under $prefix"
+  site=$(dirname "$site")
+  rel=${site#"$prefix/"}
+  step "the Python package ddl in $site for $python"
   [[ -f $site/ddl/__init__.py && -f $site/ddl/torch.py && -f $site/ddl/_site/sitecustomize.py ]] ||
     fail "the package ddl is not complete in $site"
   for ext in "$build"/python/ddl/_*.so; do
@@ -162,7 +164,7 @@ python_package() {
   # For the configured prefix, the interpreter reads the package without PYTHONPATH when cmake
   # said so at configure time.
   configured=$(sed -n 's/^CMAKE_INSTALL_PREFIX:[A-Z]*=//p' "$cache")
-  if [[ $("$python" "$here/../../cmake/python_site_dir.py" "$configured") == *";TRUE" ]]; then
+  if [[ $("$python" "$here/../../cmake/python_site_dir.py" "$configured") == "$rel;TRUE" ]]; then
     "$python" -c 'import sys; sys.exit(sys.argv[1] not in sys.path)' "$configured/$rel" ||
       fail "$python does not read $configured/$rel"
   fi
