@@ -3,16 +3,16 @@
 #include <ATen/core/ivalue.h>
 #include <c10/core/GradMode.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
+#include <c10/util/StringUtil.h>
 
-#include <condition_variable>
+#include <algorithm>
 #include <cstdlib>
-#include <deque>
-#include <mutex>
-#include <thread>
+#include <tuple>
 #include <utility>
 
 #include "ddl/ddl.h"
 #include "ddl/ddl.hpp"
+#include "run_queue.h"
 
 namespace ddl::python {
 namespace {
@@ -23,72 +23,6 @@ constexpr bool kWithNccl = true;
 #else
 constexpr bool kWithNccl = false;
 #endif
-
-/// The process's one worker: runs queued collectives in the order they were queued. Never
-/// destroyed: the interpreter may exit while it waits for more.
-///
-/// The worker never lets go of a tensor itself: a tensor made in Python may need the GIL to be
-/// freed, and a thread that asks for the GIL while the interpreter shuts down is ended on the
-/// spot (std::terminate, from a destructor). So a finished collective (its work, which holds
-/// the output tensors, and its closure, which holds the inputs) is kept until the next push(),
-/// which frees it on the caller's thread.
-class CollectiveQueue {
- public:
-  static CollectiveQueue& instance() {
-    static CollectiveQueue* queue = new CollectiveQueue;
-    return *queue;
-  }
-
-  void push(c10::intrusive_ptr<WorkDdl> work, std::function<void()> run) {
-    std::vector<Item> finished;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      items_.push_back({std::move(work), std::move(run)});
-      finished.swap(finished_);
-    }
-    cv_.notify_one();
-  }  // `finished` is freed here, on the caller's thread
-
- private:
-  struct Item {
-    c10::intrusive_ptr<WorkDdl> work;
-    std::function<void()> run;
-  };
-
-  CollectiveQueue() {
-    std::thread([this] { loop(); }).detach();
-  }
-
-  void loop() {
-    // Outputs are written in place; autograd has no part in a collective.
-    c10::AutoGradMode no_grad(false);
-    for (;;) {
-      Item item;
-      {
-        std::unique_lock<std::mutex> lock(mutex_);
-        cv_.wait(lock, [this] { return !items_.empty(); });
-        item = std::move(items_.front());
-        items_.pop_front();
-      }
-      std::exception_ptr error;
-      try {
-        item.run();
-      } catch (...) {
-        error = std::current_exception();
-      }
-      item.work->complete(error);
-      // The caller may have let go of the work and its tensors already: they go to finished_,
-      // not out of scope here.
-      std::lock_guard<std::mutex> lock(mutex_);
-      finished_.push_back(std::move(item));
-    }
-  }
-
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  std::deque<Item> items_;
-  std::vector<Item> finished_;  ///< run, not yet freed (see push())
-};
 
 /// For a CUDA tensor: waits until what the calling thread queued on its current stream of the
 /// tensor's device has run. libddl's NCCL runs on streams of its own and each call returns once
@@ -255,24 +189,43 @@ void WorkDdl::complete(std::exception_ptr error) {
   }
 }
 
-ProcessGroupDdl::ProcessGroupDdl(int rank, int size) : c10d::ProcessGroup(rank, size) {
+ProcessGroupDdl::ProcessGroupDdl(int rank, int size, std::vector<int> ranks)
+    : c10d::ProcessGroup(rank, size) {
   TORCH_CHECK(ddl_initialized(),
               "ddl backend: libddl is not initialised; call ddl.init() before creating the "
               "group (init_process_group(\"ddl\") does it after `import ddl.torch`)");
-  TORCH_CHECK(ddl_rank() == rank && ddl_size() == size, "ddl backend: torch asks for rank ", rank,
-              " of ", size, " but the job is rank ", ddl_rank(), " of ", ddl_size(),
-              "; libddl's collectives span the whole job, so a ddl group must hold every rank "
-              "(use gloo for smaller groups)");
   init();
+  if (ranks.empty()) {
+    TORCH_CHECK(ddl_rank() == rank && ddl_size() == size, "ddl backend: torch asks for rank ", rank,
+                " of ", size, " but the job is rank ", ddl_rank(), " of ", ddl_size(),
+                "; the default group is the whole job (new_group makes smaller ones)");
+    group_ = ddl_group_world();
+    return;
+  }
+  TORCH_CHECK(static_cast<int>(ranks.size()) == size && rank >= 0 && rank < size &&
+                  ranks[rank] == ddl_rank(),
+              "ddl backend: new_group: torch asks for group rank ", rank, " of ", size,
+              " but this is job rank ", ddl_rank(), " and the group's ranks are ",
+              c10::Join(", ", ranks));
+  // Made in the collectives' order: every member creates it between the same collectives.
+  ddl_group_t* made = &group_;
+  enqueue(c10d::OpType::UNKNOWN, {}, [ranks, made] {
+    call("new_group", at::Tensor(),
+         [&] { return ddl_group_create(ranks.data(), static_cast<int>(ranks.size()), made); });
+  })->wait();
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::enqueue(c10d::OpType type,
                                                         std::vector<at::Tensor> outputs,
-                                                        std::function<void()> run) {
+                                                        std::function<void()> run,
+                                                        RunQueue* queue) {
   // The kernels that wrote a GPU tensor ran on this thread's stream; the worker's are others.
   if (!outputs.empty()) settle(outputs[0]);
+  const bool small = queue == nullptr && RunQueue::inlinable(type, outputs);
   auto work = c10::make_intrusive<WorkDdl>(rank_, type, std::move(outputs));
-  CollectiveQueue::instance().push(work, std::move(run));
+  if (queue == nullptr) queue = &RunQueue::collectives();
+  if (small && queue->run_inline(*work, run)) return work;
+  queue->push(work, std::move(run));
   return work;
 }
 
@@ -283,13 +236,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::broadcast(std::vector<at::Tensor
   TORCH_CHECK(opts.rootTensor == 0, "ddl backend: broadcast: root tensor ", opts.rootTensor,
               " of a list of one");
   const int root = static_cast<int>(opts.rootRank);  // libddl checks it is a rank
-  return enqueue(c10d::OpType::BROADCAST, tensors, [tensor = tensors[0], root]() mutable {
-    at::Tensor buffer = contiguous_of(tensor);
-    call("broadcast", buffer, [&] {
-      return ddl_bcast(buffer.data_ptr(), buffer.numel(), datatype_of(buffer, "broadcast"), root);
-    });
-    write_back(tensor, buffer);
-  });
+  return enqueue(c10d::OpType::BROADCAST, tensors,
+                 [group = group_, tensor = tensors[0], root]() mutable {
+                   at::Tensor buffer = contiguous_of(tensor);
+                   call("broadcast", buffer, [&] {
+                     return ddl_group_bcast(group, buffer.data_ptr(), buffer.numel(),
+                                            datatype_of(buffer, "broadcast"), root);
+                   });
+                   write_back(tensor, buffer);
+                 });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::allreduce(std::vector<at::Tensor>& tensors,
@@ -297,14 +252,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::allreduce(std::vector<at::Tensor
   check_one(tensors.size(), "allreduce");
   check_tensor(tensors[0], "allreduce");
   const ddl_op_t op = op_of(opts.reduceOp, "allreduce");
-  return enqueue(c10d::OpType::ALLREDUCE, tensors, [tensor = tensors[0], op]() mutable {
-    at::Tensor buffer = contiguous_of(tensor);
-    call("allreduce", buffer, [&] {
-      return ddl_allreduce(buffer.data_ptr(), buffer.data_ptr(), buffer.numel(),
-                           datatype_of(buffer, "allreduce"), op);
-    });
-    write_back(tensor, buffer);
-  });
+  return enqueue(
+      c10d::OpType::ALLREDUCE, tensors, [group = group_, tensor = tensors[0], op]() mutable {
+        at::Tensor buffer = contiguous_of(tensor);
+        call("allreduce", buffer, [&] {
+          return ddl_group_allreduce(group, buffer.data_ptr(), buffer.data_ptr(), buffer.numel(),
+                                     datatype_of(buffer, "allreduce"), op);
+        });
+        write_back(tensor, buffer);
+      });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::allreduce_coalesced(
@@ -318,22 +274,23 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::allreduce_coalesced(
                 "; it takes tensors of one dtype");
   }
   const ddl_op_t op = op_of(opts.reduceOp, what);
-  return enqueue(c10d::OpType::ALLREDUCE_COALESCED, tensors, [tensors, op, what]() mutable {
-    std::vector<at::Tensor> buffers;
-    std::vector<void*> pointers;
-    std::vector<size_t> counts;
-    for (const at::Tensor& tensor : tensors) {
-      buffers.push_back(contiguous_of(tensor));
-      pointers.push_back(buffers.back().data_ptr());
-      counts.push_back(buffers.back().numel());
-    }
-    call(what, tensors[0], [&] {
-      return ddl_allreduce_n(pointers.data(), counts.data(), pointers.size(),
-                             datatype_of(tensors[0], what), op);
-    });
-    for (size_t i = 0; i < tensors.size(); ++i)
-      write_back(tensors[i], buffers[i]);
-  });
+  return enqueue(
+      c10d::OpType::ALLREDUCE_COALESCED, tensors, [group = group_, tensors, op, what]() mutable {
+        std::vector<at::Tensor> buffers;
+        std::vector<void*> pointers;
+        std::vector<size_t> counts;
+        for (const at::Tensor& tensor : tensors) {
+          buffers.push_back(contiguous_of(tensor));
+          pointers.push_back(buffers.back().data_ptr());
+          counts.push_back(buffers.back().numel());
+        }
+        call(what, tensors[0], [&] {
+          return ddl_group_allreduce_n(group, pointers.data(), counts.data(), pointers.size(),
+                                       datatype_of(tensors[0], what), op);
+        });
+        for (size_t i = 0; i < tensors.size(); ++i)
+          write_back(tensors[i], buffers[i]);
+      });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::reduce(std::vector<at::Tensor>& tensors,
@@ -342,16 +299,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::reduce(std::vector<at::Tensor>& 
   check_tensor(tensors[0], "reduce");
   const ddl_op_t op = op_of(opts.reduceOp, "reduce");
   const bool root = opts.rootRank == rank_;
-  return enqueue(c10d::OpType::REDUCE, tensors, [tensor = tensors[0], op, root]() mutable {
-    at::Tensor buffer = contiguous_of(tensor);
-    // Only the root's tensor takes the result; the others reduce into scratch.
-    at::Tensor result = root ? buffer : at::empty_like(buffer);
-    call("reduce", buffer, [&] {
-      return ddl_allreduce(buffer.data_ptr(), result.data_ptr(), buffer.numel(),
-                           datatype_of(buffer, "reduce"), op);
-    });
-    if (root) write_back(tensor, buffer);
-  });
+  return enqueue(c10d::OpType::REDUCE, tensors,
+                 [group = group_, tensor = tensors[0], op, root]() mutable {
+                   at::Tensor buffer = contiguous_of(tensor);
+                   // Only the root's tensor takes the result; the others reduce into scratch.
+                   at::Tensor result = root ? buffer : at::empty_like(buffer);
+                   call("reduce", buffer, [&] {
+                     return ddl_group_allreduce(group, buffer.data_ptr(), result.data_ptr(),
+                                                buffer.numel(), datatype_of(buffer, "reduce"), op);
+                   });
+                   if (root) write_back(tensor, buffer);
+                 });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::allgather(
@@ -364,14 +322,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::allgather(
   check_tensor(input, what);
   check_one_per_rank(outputs[0], "output", input, "input", size_, what);
   return enqueue(
-      c10d::OpType::ALLGATHER, outputs[0], [input, outputs = outputs[0], what]() mutable {
+      c10d::OpType::ALLGATHER, outputs[0],
+      [group = group_, input, outputs = outputs[0], what]() mutable {
         at::Tensor buffer = contiguous_of(input);
         const int64_t n = buffer.numel();
         at::Tensor gathered =
             at::empty({n * static_cast<int64_t>(outputs.size())}, buffer.options());
         call(what, buffer, [&] {
-          return ddl_allgather(buffer.data_ptr(), gathered.data_ptr(), n,
-                               datatype_of(buffer, what));
+          return ddl_group_allgather(group, buffer.data_ptr(), gathered.data_ptr(), n,
+                                     datatype_of(buffer, what));
         });
         for (size_t i = 0; i < outputs.size(); ++i) {
           outputs[i].copy_(
@@ -391,14 +350,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::_allgather_base(at::Tensor& outp
       output.scalar_type() == input.scalar_type() && output.numel() == input.numel() * size_,
       "ddl backend: ", what, ": the output must hold ", size_, " x ", input.numel(), " ",
       input.scalar_type(), ", not ", output.numel(), " ", output.scalar_type());
-  return enqueue(c10d::OpType::_ALLGATHER_BASE, {output}, [input, output, what]() mutable {
-    at::Tensor in = contiguous_of(input);
-    at::Tensor out = contiguous_of(output);
-    call(what, in, [&] {
-      return ddl_allgather(in.data_ptr(), out.data_ptr(), in.numel(), datatype_of(in, what));
-    });
-    write_back(output, out);
-  });
+  return enqueue(c10d::OpType::_ALLGATHER_BASE, {output},
+                 [group = group_, input, output, what]() mutable {
+                   at::Tensor in = contiguous_of(input);
+                   at::Tensor out = contiguous_of(output);
+                   call(what, in, [&] {
+                     return ddl_group_allgather(group, in.data_ptr(), out.data_ptr(), in.numel(),
+                                                datatype_of(in, what));
+                   });
+                   write_back(output, out);
+                 });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::gather(
@@ -413,18 +374,20 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::gather(
   std::vector<at::Tensor> parts = root ? outputs[0] : std::vector<at::Tensor>();
   if (root) check_one_per_rank(parts, "output", input, "input", size_, what);
   if (!root) settle(input);  // enqueue settles the outputs, which only the root has
-  return enqueue(c10d::OpType::GATHER, parts, [input, parts, what]() mutable {
-    at::Tensor buffer = contiguous_of(input);
-    const int64_t n = buffer.numel();
-    at::Tensor gathered = at::empty({n * ddl_size()}, buffer.options());
-    call(what, buffer, [&] {
-      return ddl_allgather(buffer.data_ptr(), gathered.data_ptr(), n, datatype_of(buffer, what));
-    });
-    for (size_t i = 0; i < parts.size(); ++i) {
-      parts[i].copy_(gathered.narrow(0, static_cast<int64_t>(i) * n, n).view(parts[i].sizes()));
-    }
-    settle(gathered);
-  });
+  return enqueue(
+      c10d::OpType::GATHER, parts, [group = group_, size = size_, input, parts, what]() mutable {
+        at::Tensor buffer = contiguous_of(input);
+        const int64_t n = buffer.numel();
+        at::Tensor gathered = at::empty({n * size}, buffer.options());
+        call(what, buffer, [&] {
+          return ddl_group_allgather(group, buffer.data_ptr(), gathered.data_ptr(), n,
+                                     datatype_of(buffer, what));
+        });
+        for (size_t i = 0; i < parts.size(); ++i) {
+          parts[i].copy_(gathered.narrow(0, static_cast<int64_t>(i) * n, n).view(parts[i].sizes()));
+        }
+        settle(gathered);
+      });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::scatter(
@@ -440,22 +403,25 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::scatter(
   std::vector<at::Tensor> parts = root ? inputs[0] : std::vector<at::Tensor>();
   if (root) check_one_per_rank(parts, "input", output, "output", size_, what);
   const int rank = rank_;
-  return enqueue(c10d::OpType::SCATTER, outputs, [output, parts, root_rank, rank, what]() mutable {
-    const int64_t n = output.numel();
-    at::Tensor all;
-    if (parts.empty()) {
-      all = at::empty({n * ddl_size()}, output.options());
-    } else {
-      std::vector<at::Tensor> flat;
-      for (const at::Tensor& part : parts)
-        flat.push_back(part.reshape({-1}));
-      all = at::cat(flat);
-    }
-    call(what, all,
-         [&] { return ddl_bcast(all.data_ptr(), all.numel(), datatype_of(all, what), root_rank); });
-    output.copy_(all.narrow(0, rank * n, n).view(output.sizes()));
-    settle(output);
-  });
+  return enqueue(c10d::OpType::SCATTER, outputs,
+                 [group = group_, size = size_, output, parts, root_rank, rank, what]() mutable {
+                   const int64_t n = output.numel();
+                   at::Tensor all;
+                   if (parts.empty()) {
+                     all = at::empty({n * size}, output.options());
+                   } else {
+                     std::vector<at::Tensor> flat;
+                     for (const at::Tensor& part : parts)
+                       flat.push_back(part.reshape({-1}));
+                     all = at::cat(flat);
+                   }
+                   call(what, all, [&] {
+                     return ddl_group_bcast(group, all.data_ptr(), all.numel(),
+                                            datatype_of(all, what), root_rank);
+                   });
+                   output.copy_(all.narrow(0, rank * n, n).view(output.sizes()));
+                   settle(output);
+                 });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::reduce_scatter(
@@ -469,15 +435,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::reduce_scatter(
   check_one_per_rank(inputs[0], "input", output, "output", size_, what);
   const ddl_op_t op = op_of(opts.reduceOp, what);
   return enqueue(c10d::OpType::REDUCE_SCATTER, outputs,
-                 [output = outputs[0], inputs = inputs[0], op, what]() mutable {
+                 [group = group_, output = outputs[0], inputs = inputs[0], op, what]() mutable {
                    std::vector<at::Tensor> flat;
                    for (const at::Tensor& input : inputs)
                      flat.push_back(input.reshape({-1}));
                    at::Tensor all = at::cat(flat);
                    at::Tensor out = contiguous_of(output);
                    call(what, all, [&] {
-                     return ddl_reduce_scatter(all.data_ptr(), out.data_ptr(), out.numel(),
-                                               datatype_of(out, what), op);
+                     return ddl_group_reduce_scatter(group, all.data_ptr(), out.data_ptr(),
+                                                     out.numel(), datatype_of(out, what), op);
                    });
                    write_back(output, out);
                  });
@@ -493,20 +459,178 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::_reduce_scatter_base(
       "ddl backend: ", what, ": the input must hold ", size_, " x ", output.numel(), " ",
       output.scalar_type(), ", not ", input.numel(), " ", input.scalar_type());
   const ddl_op_t op = op_of(opts.reduceOp, what);
-  return enqueue(c10d::OpType::_REDUCE_SCATTER_BASE, {output}, [input, output, op, what]() mutable {
-    at::Tensor in = contiguous_of(input);
-    at::Tensor out = contiguous_of(output);
-    call(what, in, [&] {
-      return ddl_reduce_scatter(in.data_ptr(), out.data_ptr(), out.numel(), datatype_of(out, what),
-                                op);
-    });
-    write_back(output, out);
-  });
+  return enqueue(c10d::OpType::_REDUCE_SCATTER_BASE, {output},
+                 [group = group_, input, output, op, what]() mutable {
+                   at::Tensor in = contiguous_of(input);
+                   at::Tensor out = contiguous_of(output);
+                   call(what, in, [&] {
+                     return ddl_group_reduce_scatter(group, in.data_ptr(), out.data_ptr(),
+                                                     out.numel(), datatype_of(out, what), op);
+                   });
+                   write_back(output, out);
+                 });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::barrier(const c10d::BarrierOptions&) {
-  return enqueue(c10d::OpType::BARRIER, {},
-                 [] { call("barrier", at::Tensor(), [] { return ddl_barrier(); }); });
+  return enqueue(c10d::OpType::BARRIER, {}, [group = group_] {
+    call("barrier", at::Tensor(), [&] { return ddl_group_barrier(group); });
+  });
+}
+
+namespace {
+
+/// One count per group rank, in elements: `splits` rows of `tensor` each (its rows divided
+/// evenly when `splits` is empty), with their offsets; or a c10::Error naming `what`.
+void block_counts(const at::Tensor& tensor, const std::vector<int64_t>& splits, int size,
+                  const char* side, const char* what, std::vector<size_t>& counts,
+                  std::vector<size_t>& offsets) {
+  const int64_t rows = tensor.dim() == 0 ? 1 : tensor.size(0);
+  const int64_t per_row = rows == 0 ? 0 : tensor.numel() / rows;
+  std::vector<int64_t> split = splits;
+  if (split.empty()) {
+    TORCH_CHECK(rows % size == 0, "ddl backend: ", what, ": the ", side, "'s ", rows,
+                " rows do not divide into ", size, " equal blocks; give split sizes");
+    split.assign(size, rows / size);
+  }
+  TORCH_CHECK(static_cast<int>(split.size()) == size, "ddl backend: ", what, ": ", split.size(),
+              " ", side, " split sizes for ", size, " ranks");
+  size_t offset = 0;
+  for (int64_t rows_of : split) {
+    TORCH_CHECK(rows_of >= 0, "ddl backend: ", what, ": a negative split size");
+    counts.push_back(static_cast<size_t>(rows_of * per_row));
+    offsets.push_back(offset);
+    offset += counts.back();
+  }
+  TORCH_CHECK(offset == static_cast<size_t>(tensor.numel()), "ddl backend: ", what, ": the ", side,
+              " split sizes add up to ", offset / std::max<int64_t>(per_row, 1),
+              " rows, the tensor has ", rows);
+}
+
+/// The message peer `peer` of `group` as a job rank (its queue's key); a c10::Error otherwise.
+int job_rank_of(ddl_group_t group, int peer, const char* what) {
+  const int rank = ddl_group_global_rank(group, peer);
+  TORCH_CHECK(rank >= 0, "ddl backend: ", what, ": rank ", peer, " is not in the group (it has ",
+              ddl_group_size(group), " ranks)");
+  return rank;
+}
+
+}  // namespace
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::alltoall_base(
+    at::Tensor& output, at::Tensor& input, std::vector<int64_t>& outputSplitSizes,
+    std::vector<int64_t>& inputSplitSizes, const c10d::AllToAllOptions&) {
+  const char* what = "all_to_all_single";
+  check_tensor(input, what);
+  check_tensor(output, what, &input);
+  TORCH_CHECK(output.scalar_type() == input.scalar_type(), "ddl backend: ", what, ": input of ",
+              input.scalar_type(), ", output of ", output.scalar_type());
+  std::vector<size_t> send_counts, send_offsets, recv_counts, recv_offsets;
+  block_counts(input, inputSplitSizes, size_, "input", what, send_counts, send_offsets);
+  block_counts(output, outputSplitSizes, size_, "output", what, recv_counts, recv_offsets);
+  return enqueue(c10d::OpType::ALLTOALL_BASE, {output},
+                 [group = group_, input, output, send_counts, send_offsets, recv_counts,
+                  recv_offsets, what]() mutable {
+                   at::Tensor in = contiguous_of(input);
+                   at::Tensor out = contiguous_of(output);
+                   call(what, in, [&] {
+                     return ddl_group_alltoallv(group, in.data_ptr(), send_counts.data(),
+                                                send_offsets.data(), out.data_ptr(),
+                                                recv_counts.data(), recv_offsets.data(),
+                                                datatype_of(in, what));
+                   });
+                   write_back(output, out);
+                 });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::alltoall(std::vector<at::Tensor>& outputs,
+                                                         std::vector<at::Tensor>& inputs,
+                                                         const c10d::AllToAllOptions&) {
+  const char* what = "all_to_all";
+  TORCH_CHECK(static_cast<int>(inputs.size()) == size_ && static_cast<int>(outputs.size()) == size_,
+              "ddl backend: ", what, ": ", inputs.size(), " inputs and ", outputs.size(),
+              " outputs for ", size_, " ranks");
+  std::vector<size_t> send_counts, send_offsets, recv_counts, recv_offsets;
+  for (auto [list, counts, offsets] : {std::tie(inputs, send_counts, send_offsets),
+                                       std::tie(outputs, recv_counts, recv_offsets)}) {
+    size_t offset = 0;
+    for (const at::Tensor& tensor : list) {
+      check_tensor(tensor, what, &inputs[0]);
+      TORCH_CHECK(tensor.scalar_type() == inputs[0].scalar_type(), "ddl backend: ", what,
+                  ": tensors of ", inputs[0].scalar_type(), " and ", tensor.scalar_type());
+      counts.push_back(tensor.numel());
+      offsets.push_back(offset);
+      offset += tensor.numel();
+    }
+  }
+  return enqueue(
+      c10d::OpType::ALLTOALL, outputs,
+      [group = group_, inputs, outputs, send_counts, send_offsets, recv_counts, recv_offsets,
+       what]() mutable {
+        std::vector<at::Tensor> flat;
+        for (const at::Tensor& input : inputs)
+          flat.push_back(input.reshape({-1}));
+        at::Tensor in = at::cat(flat);
+        at::Tensor out = at::empty({static_cast<int64_t>(recv_offsets.back() + recv_counts.back())},
+                                   in.options());
+        call(what, in, [&] {
+          return ddl_group_alltoallv(group, in.data_ptr(), send_counts.data(), send_offsets.data(),
+                                     out.data_ptr(), recv_counts.data(), recv_offsets.data(),
+                                     datatype_of(in, what));
+        });
+        for (size_t i = 0; i < outputs.size(); ++i) {
+          outputs[i].copy_(out.narrow(0, recv_offsets[i], recv_counts[i]).view(outputs[i].sizes()));
+        }
+        settle(out);
+      });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::send(std::vector<at::Tensor>& tensors, int dst,
+                                                     int tag) {
+  check_one(tensors.size(), "send");
+  check_tensor(tensors[0], "send");
+  RunQueue& queue = RunQueue::messages(true, job_rank_of(group_, dst, "send"));
+  return enqueue(
+      c10d::OpType::SEND, tensors,
+      [group = group_, tensor = tensors[0], dst, tag] {
+        at::Tensor buffer = contiguous_of(tensor);
+        call("send", buffer, [&] {
+          return ddl_group_send(group, buffer.data_ptr(), buffer.numel(),
+                                datatype_of(buffer, "send"), dst, tag);
+        });
+      },
+      &queue);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::recv(std::vector<at::Tensor>& tensors, int src,
+                                                     int tag) {
+  check_one(tensors.size(), "recv");
+  check_tensor(tensors[0], "recv");
+  RunQueue& queue = RunQueue::messages(false, job_rank_of(group_, src, "recv"));
+  return enqueue(
+      c10d::OpType::RECV, tensors,
+      [group = group_, tensor = tensors[0], src, tag]() mutable {
+        at::Tensor buffer = contiguous_of(tensor);
+        call("recv", buffer, [&] {
+          return ddl_group_recv(group, buffer.data_ptr(), buffer.numel(),
+                                datatype_of(buffer, "recv"), src, tag);
+        });
+        write_back(tensor, buffer);
+      },
+      &queue);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::recvAnysource(std::vector<at::Tensor>&, int) {
+  TORCH_CHECK(false,
+              "ddl backend: recv from any source is not supported (libddl receives from "
+              "a named rank): give recv/irecv the src rank");
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::allgather_coalesced(
+    std::vector<std::vector<at::Tensor>>&, std::vector<at::Tensor>&,
+    const c10d::AllgatherOptions&) {
+  TORCH_CHECK(false,
+              "ddl backend: all_gather_coalesced is not supported: call all_gather for "
+              "each tensor, or all_gather_into_tensor on one flat tensor");
 }
 
 }  // namespace ddl::python

@@ -1,19 +1,21 @@
 // ProcessGroupDdl: c10d's ProcessGroup (libtorch 1.13) over libddl, the torch.distributed
-// backend "ddl" (the extension ddl._torch_pg; `import ddl.torch` registers it).
+// backend "ddl" (the extension ddl._torch_pg; registered in ddlrun's ranks by
+// ddl/_site/sitecustomize.py, and by `import ddl.torch`).
 //
 // How it works: a call checks its tensors on the caller's thread (one device, one supported
 // dtype, the sizes the collective needs) and throws c10::Error for a user mistake; otherwise it
-// queues the collective and returns a WorkDdl at once. One worker thread per process runs the
-// queue in order, whatever group a collective came from, so every rank calls libddl in the
-// order the program issued the collectives (libddl's rule). A contiguous tensor is handed to libddl
+// hands the call to a RunQueue (run_queue.h) and returns a WorkDdl. Collectives of every group
+// share one queue, run in issue order, so every rank calls libddl in the order the program
+// issued them (libddl's rule); small ones run inline on the caller's thread when that queue is
+// idle. Messages (send, recv) run on a queue per direction and peer, beside the collectives.
+// A group is libddl's world group or one made by ddl_group_create (new_group: any subset of the
+// ranks, several at once), its ranks and roots group ranks. A contiguous tensor is handed to libddl
 // as it is (zero-copy); any other is copied to a contiguous one and back. When a collective ends
 // the worker completes its WorkDdl: wait() returns (or rethrows the runtime's error, a ddl::Error
 // whose text is libddl's message) and its Future (what DistributedDataParallel's reducer and
 // comm hooks wait on) holds the output tensors or the error. CUDA tensors go to libddl too (it
 // sends GPU buffers through NCCL) when libddl was built with its NCCL path; the caller's stream
 // is synchronised before the collective is queued, the worker's around each libddl call.
-//
-// libddl's collectives span the whole job, so a group must hold every rank of the job.
 #pragma once
 
 #include <functional>
@@ -22,7 +24,11 @@
 #include <torch/csrc/distributed/c10d/Work.hpp>
 #include <vector>
 
+#include "ddl/ddl.h"
+
 namespace ddl::python {
+
+class RunQueue;
 
 /// One queued collective: done (successfully or not) once the worker has run it.
 class WorkDdl : public c10d::Work {
@@ -43,8 +49,11 @@ class WorkDdl : public c10d::Work {
 /// The "ddl" backend: tensors through libddl (which must be initialised, by ddl.init()).
 class ProcessGroupDdl : public c10d::ProcessGroup {
  public:
-  /// Throws c10::Error when libddl is not initialised or its rank and size differ from these.
-  ProcessGroupDdl(int rank, int size);
+  /// The group of job ranks `ranks` (every rank when empty), of which this process is group rank
+  /// `rank` of `size`; a subgroup is made with ddl_group_create, in the collectives' order, and
+  /// lives until ddl_finalize. Throws c10::Error when libddl is not initialised or the ranks do
+  /// not match, ddl::Error when libddl cannot make the group.
+  ProcessGroupDdl(int rank, int size, std::vector<int> ranks);
 
   const std::string getBackendName() const override { return "ddl"; }
 
@@ -78,11 +87,33 @@ class ProcessGroupDdl : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
       at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+  /// all_to_all_single: equal blocks, or blocks of `outputSplitSizes`/`inputSplitSizes` rows.
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& outputTensor, at::Tensor& inputTensor,
+                                               std::vector<int64_t>& outputSplitSizes,
+                                               std::vector<int64_t>& inputSplitSizes,
+                                               const c10d::AllToAllOptions& opts) override;
+  /// all_to_all: input i goes to group rank i, output i comes from it (any sizes that agree).
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputTensors,
+                                          std::vector<at::Tensor>& inputTensors,
+                                          const c10d::AllToAllOptions& opts) override;
+  /// send/isend and recv/irecv (group ranks, torch's tags): libddl's messages.
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dstRank,
+                                      int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int srcRank,
+                                      int tag) override;
+  /// Not supported: each throws c10::Error naming the call and what to do instead.
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(
+      std::vector<std::vector<at::Tensor>>& outputTensorLists,
+      std::vector<at::Tensor>& inputTensors, const c10d::AllgatherOptions& opts) override;
 
  private:
-  /// Queues `run` (which calls libddl and throws ddl::Error on failure) on the worker.
+  /// Hands `run` (which calls libddl and throws ddl::Error on failure) to the collectives'
+  /// queue, or to `queue` when given.
   c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, std::vector<at::Tensor> outputs,
-                                         std::function<void()> run);
+                                         std::function<void()> run, RunQueue* queue = nullptr);
+
+  ddl_group_t group_ = nullptr;  ///< libddl's group (ddl_group_world() for every rank)
 };
 
 }  // namespace ddl::python

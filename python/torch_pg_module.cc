@@ -1,6 +1,8 @@
 // ddl._torch_pg: ProcessGroupDdl (process_group_ddl.h) for Python, a subclass of torch's own
 // torch.distributed.ProcessGroup type, so c10d (DistributedDataParallel included) takes it as
-// any other group. `import ddl.torch` registers it as the backend "ddl".
+// any other group. ddl/_site/sitecustomize.py (in ddlrun's ranks) and `import ddl.torch`
+// register it as the backend "ddl".
+#include <pybind11/stl.h>
 #include <torch/csrc/utils/pybind.h>
 
 #include "process_group_ddl.h"
@@ -13,6 +15,9 @@ PYBIND11_MODULE(_torch_pg, m) {
   py::module::import("torch.distributed");
   py::class_<ddl::python::ProcessGroupDdl, c10d::ProcessGroup,
              c10::intrusive_ptr<ddl::python::ProcessGroupDdl>>(m, "ProcessGroupDdl")
-      .def(py::init<int, int>(), py::arg("rank"), py::arg("size"),
-           "The group of every rank of the job; libddl must be initialised (ddl.init())");
+      .def(py::init<int, int, std::vector<int>>(), py::arg("rank"), py::arg("size"),
+           py::arg("ranks") = std::vector<int>(),
+           "The group of job ranks `ranks` (every rank when empty) in which this process is "
+           "group rank `rank` of `size`; libddl must be initialised (ddl.init())",
+           py::call_guard<py::gil_scoped_release>());
 }

@@ -106,6 +106,19 @@ TEST(MpirunTest, RendezvousOnlyWhenDdlrunServesOne) {
   EXPECT_EQ(env.set[2], (EnvVar{"DDL_RENDEZVOUS", "[fe80::1]:7000"}));
 }
 
+TEST(MpirunTest, PythonDirOnlyWhenDdlrunHasAPackage) {
+  Job job = two_by_two({"0", "1", "0", "1"});
+  auto python_dir = [](const JobEnvironment& env) {
+    for (const EnvVar& e : env.set) {
+      if (e.first == "DDL_PYTHON_DIR") return e.second;
+    }
+    return std::string("unset");
+  };
+  EXPECT_EQ(python_dir(job_environment(job, rendezvous(), {})), "unset");
+  job.python_dir = "/opt/ddl/python";
+  EXPECT_EQ(python_dir(job_environment(job, rendezvous(), {})), "/opt/ddl/python");
+}
+
 TEST(MpirunTest, TheTokenIsNeverOnTheCommandLine) {
   Job job = two_by_two({"0", "1", "0", "1"});
   job.token = "0123456789abcdef0123456789abcdef";

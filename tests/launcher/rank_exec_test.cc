@@ -172,6 +172,20 @@ TEST_F(RankExecTest, RendezvousStaysUnsetUnderPmixAndKeepsAnIpv6Address) {
   EXPECT_EQ(read_file(out), "[fe80::1]:7000 127.0.0.1:29500\n");
 }
 
+TEST_F(RankExecTest, PutsDdlrunsPythonPackageFirstOnPythonPath) {
+  auto env = launcher_env(write_topology({}));
+  const std::string out = (dir_ / "out").string();
+  const std::vector<std::string> args = {"sh", "-c", "echo \"${PYTHONPATH-unset}\" > \"$0\"", out};
+  Outcome o = run_rank_exec(env, args);
+  EXPECT_EQ(o.status, 0) << o.err;
+  EXPECT_EQ(read_file(out), "unset\n");
+  env["DDL_PYTHON_DIR"] = "/opt/ddl/python";
+  env["PYTHONPATH"] = "/mine";
+  o = run_rank_exec(env, args);
+  EXPECT_EQ(o.status, 0) << o.err;
+  EXPECT_EQ(read_file(out), "/opt/ddl/python/ddl/_site:/opt/ddl/python:/mine\n");
+}
+
 TEST_F(RankExecTest, AHostWithoutTheTopologyFileWritesItFromTheEnvironment) {
   const std::string text = read_file(write_topology({}));
   auto env = launcher_env((dir_ / "elsewhere" / "topology.yaml").string());

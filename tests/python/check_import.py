@@ -102,11 +102,21 @@ def check_torch(failures):
     status, out = run(TORCH_GROUP.replace("int(sys.argv[1]) if len(sys.argv) > 1 else 1", "2"),
                       DDL_ALLOW_SINGLE="1")
     print(out, end="")
-    want = ("error ddl backend: torch asks for rank 0 of 2 but the job is rank 0 of 1; libddl's "
-            "collectives span the whole job, so a ddl group must hold every rank (use gloo for "
-            "smaller groups)")
+    want = ("error ddl backend: torch asks for rank 0 of 2 but the job is rank 0 of 1; the "
+            "default group is the whole job (new_group makes smaller ones)")
     if status != 0 or want not in out:
         failures.append(f"a group of 2 in a job of 1: want {want!r}")
+    late = TORCH_GROUP.replace(
+        "world_size=size)",
+        "world_size=size, timeout=__import__('datetime').timedelta(seconds=5))").replace(
+        "import ddl.torch", "import ddl.torch; ddl.init()")
+    status, out = run(late, DDL_ALLOW_SINGLE="1")
+    print(out, end="")
+    want = ("error ddl backend: init_process_group: timeout=5s, but libddl already runs with "
+            "DDL_TIMEOUT=60 (the default): pass the timeout before any ddl call, or set "
+            "DDL_TIMEOUT for the job (ddlrun -x)")
+    if status != 0 or want not in out:
+        failures.append(f"a timeout once libddl runs: want {want!r}")
 
 
 def main():

@@ -6,7 +6,8 @@
 # file system (not /tmp), so the build tree's package ddl is found through PYTHONPATH. Skips
 # (77) when fake hosts cannot be made here or the interpreter has no torch. Then the same hosts
 # run tests/python/check_ddp_backend.py: an unmodified DDP script on init_process_group("ddl"),
-# the C++ ProcessGroup, across hosts.
+# the C++ ProcessGroup, across hosts, and tests/python/check_ibm_style.py with no PYTHONPATH (the
+# agents give their ranks ddlrun's package and the hook that registers the backend).
 #   netns_train.sh DDLRUN PYTHON_DIR PYTHON
 set -uo pipefail
 ddlrun=$1 pydir=$2 python=$3
@@ -55,6 +56,16 @@ if [[ -e $pydir/ddl/_torch_pg$suffix ]]; then
     grep -qx "rank $r of 6 ok" <<<"$out" || fail "DDP on backend ddl: rank $r did not report ok"
   done
   echo "netns_train: DDP on backend ddl ok"
+  # IBM's kind of script, no PYTHONPATH: the agents give their ranks ddlrun's package.
+  out=$(env -u PYTHONPATH "$ddlrun" --launcher ssh -H node1:2,node2:2,node3:2 --no-probe \
+    --ssh-config "$NETNS_SSH_CONFIG" --tag-output none "$python" "$here/check_ibm_style.py" 2>&1)
+  status=$?
+  echo "$out"
+  ((status == 0)) || fail "the IBM-style script: ddlrun exited with $status"
+  for ((r = 0; r < 6; r++)); do
+    grep -qx "rank $r of 6 ok" <<<"$out" || fail "the IBM-style script: rank $r did not report ok"
+  done
+  echo "netns_train: IBM-style script ok"
 else
   echo "netns_train: no ddl._torch_pg (libtorch-dev): DDP on backend ddl not run"
 fi

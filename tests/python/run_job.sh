@@ -1,22 +1,31 @@
 #!/usr/bin/env bash
 # Runs a Python script as an N-rank job of ddlrun's local launcher with the build tree's package
 # `ddl` on PYTHONPATH, and checks that each rank printed "rank R of N ok".
-#   run_job.sh [--torch] DDLRUN PYTHON_DIR PYTHON N SCRIPT [args...]
-# --torch: skipped (77) when PYTHON cannot import torch.
+#   run_job.sh [--torch] [--plain] DDLRUN PYTHON_DIR PYTHON N SCRIPT [args...]
+# --torch: skipped (77) when PYTHON cannot import torch. --plain: no PYTHONPATH at all, as a
+# user would run it (the ranks find ddlrun's own package).
 set -uo pipefail
-need_torch=0
-if [[ ${1:-} == --torch ]]; then
-  need_torch=1
+need_torch=0 plain=0
+while [[ ${1:-} == --* ]]; do
+  case $1 in
+    --torch) need_torch=1 ;;
+    --plain) plain=1 ;;
+  esac
   shift
-fi
+done
 ddlrun=$1 pydir=$2 python=$3 n=$4 script=$5
 shift 5
 if ((need_torch)) && ! "$python" -c 'import torch' 2>/dev/null; then
   echo "run_job: $python cannot import torch (scripts/setup installs python3-torch): skipped"
   exit 77
 fi
-out=$("$ddlrun" --tag-output none -H "localhost:$n" --no-probe -x "PYTHONPATH=$pydir" \
-  "$python" "$script" "$@" 2>&1)
+path=(-x "PYTHONPATH=$pydir")
+if ((plain)); then
+  path=()
+  unset PYTHONPATH
+fi
+out=$("$ddlrun" --tag-output none -H "localhost:$n" --no-probe "${path[@]}" "$python" "$script" \
+  "$@" 2>&1)
 status=$?
 echo "$out"
 if ((status != 0)); then
