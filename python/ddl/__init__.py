@@ -9,7 +9,8 @@ place, ``allreduce(x, out=y)`` writes ``y``. The first call of anything initiali
 makes it a job of one rank. Every rank must make the same calls in the same order with the same
 sizes, as with the C API (libddl(3)): when they do not, the call raises ``ddl.MismatchError`` (a
 ``ddl.Error``, status ``ERR_MISMATCH``) on every rank, naming two ranks and their calls, and so
-does every later one.
+does every later one. Collectives queued on ddl's worker thread (the asynchronous calls of
+ddl.torch and horovod.torch) run first: a direct call waits for them (ddl._worker).
 
     import numpy as np, ddl
     grad = np.ones(1000, dtype=np.float32)
@@ -19,7 +20,7 @@ does every later one.
 
 import sys
 
-from . import _ddl
+from . import _ddl, _worker
 from ._ddl import ERR_MISMATCH, Error, MismatchError
 
 __all__ = [
@@ -70,6 +71,7 @@ def _one_line_interrupt(rank, previous):
 def finalize():
     """Leaves the job (ddl_finalize); init() may be called again afterwards."""
     if _ddl.initialized():
+        _worker.drain()
         _ddl.finalize()
 
 
@@ -173,6 +175,7 @@ def allreduce(x, op="sum", out=None):
     In place (returns x) unless out is given: then x is only read and out (same dtype and
     number of elements) receives the result and is returned."""
     init()
+    _worker.drain()
     send = _View(x, "allreduce", writable=out is None)
     recv = send if out is None else _View(out, "allreduce: out", writable=True)
     if recv.type != send.type or recv.count != send.count:
@@ -187,6 +190,7 @@ def allreduce_n(tensors, op="sum"):
 
     Mixed dtypes are reduced one dtype at a time, in ddl type order. Returns the list."""
     init()
+    _worker.drain()
     views = [_View(t, f"allreduce_n: item {i}", writable=True) for i, t in enumerate(tensors)]
     code = _op(op)
     for type_code in sorted({v.type for v in views}):
@@ -200,6 +204,7 @@ def allreduce_n(tensors, op="sum"):
 def broadcast(x, root=0):
     """Copies root's x into every rank's x (in place); returns x."""
     init()
+    _worker.drain()
     view = _View(x, "broadcast", writable=True)
     if view.count:
         _ddl.bcast(view.address, view.count, view.type, root)
@@ -211,6 +216,7 @@ def allgather(x):
 
     Shape (size * n, ...) for x of shape (n, ...); (size,) for a scalar array."""
     init()
+    _worker.drain()
     send = _View(x, "allgather", writable=False)
     shape = tuple(x.shape)
     out_shape = (_ddl.size() * shape[0],) + shape[1:] if shape else (_ddl.size(),)
@@ -226,6 +232,7 @@ def reduce_scatter(x, op="sum"):
     x's element count must divide by size(); rank r gets chunk r. Shape (n / size, ...) when x's
     first axis n divides by size(), else flat."""
     init()
+    _worker.drain()
     send = _View(x, "reduce_scatter", writable=False)
     n = _ddl.size()
     if send.count % n:
@@ -245,4 +252,5 @@ def reduce_scatter(x, op="sum"):
 def barrier():
     """Returns once every rank has entered."""
     init()
+    _worker.drain()
     _ddl.barrier()
