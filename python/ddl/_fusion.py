@@ -61,17 +61,6 @@ def plan_buckets(params, threshold):
     return buckets
 
 
-class _NoCompression:
-    @staticmethod
-    def compress(tensor):
-        return tensor, None
-
-    @staticmethod
-    def decompress(tensor, ctx):
-        del ctx
-        return tensor
-
-
 class GradientReducer:
     """Reduces the .grad of `params` over every rank, bucket by bucket, as backward goes.
 
@@ -83,7 +72,7 @@ class GradientReducer:
                  threshold=None):
         self.params = [p for p in params if p.requires_grad]
         self.op, self.passes, self.predivide = op, passes, predivide
-        self.compression = compression or _NoCompression
+        self.compression = compression
         self.buckets = plan_buckets(self.params, fusion_threshold()
                                     if threshold is None else threshold)
         self._bucket_of = {p: i for i, b in enumerate(self.buckets) for p in b}
@@ -134,8 +123,7 @@ class GradientReducer:
         if self.predivide != 1.0:
             op, pre, post = "sum", 1.0 / self.predivide, self.predivide / size()
         grads = [p.grad for p in bucket]
-        packed = [self.compression.compress(g if g.is_contiguous() else g.contiguous())
-                  for g in grads]
+        packed = [self._compress(g if g.is_contiguous() else g.contiguous()) for g in grads]
         tensors = [t for t, _ in packed]
         if pre != 1.0:
             for t in tensors:
@@ -144,9 +132,12 @@ class GradientReducer:
         for grad, tensor, (_, ctx) in zip(grads, tensors, packed):
             if post != 1.0:
                 tensor.mul_(post)
-            result = self.compression.decompress(tensor, ctx)
+            result = self.compression.decompress(tensor, ctx) if self.compression else tensor
             if result.data_ptr() != grad.data_ptr():
                 grad.copy_(result)
+
+    def _compress(self, tensor):
+        return self.compression.compress(tensor) if self.compression else (tensor, None)
 
     def synchronize(self):
         """Starts every bucket not yet started, waits for all; raises the first error."""
