@@ -14,6 +14,7 @@
 #include <pybind11/stl.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "ddl/ddl.h"
@@ -75,6 +76,24 @@ void def_job(py::module_& m) {
   m.def("local_gpu", &ddl_local_gpu);
 }
 
+/// The pointers of allreduce_n's buffers (as many as counts).
+std::vector<void*> pointers_of(const std::vector<std::uintptr_t>& buffers,
+                               const std::vector<std::size_t>& counts) {
+  if (buffers.size() != counts.size()) {
+    throw py::value_error("allreduce_n: as many counts as buffers are needed");
+  }
+  std::vector<void*> pointers;
+  pointers.reserve(buffers.size());
+  for (std::uintptr_t address : buffers)
+    pointers.push_back(as_pointer(address));
+  return pointers;
+}
+
+/// A group handle from Python: 0 is the whole job.
+ddl_group_t group_of(std::uintptr_t handle) {
+  return handle == 0 ? ddl_group_world() : reinterpret_cast<ddl_group_t>(handle);
+}
+
 /// allreduce and allreduce_n.
 void def_reductions(py::module_& m) {
   m.def(
@@ -90,13 +109,7 @@ void def_reductions(py::module_& m) {
       "allreduce_n",
       [](const std::vector<std::uintptr_t>& buffers, const std::vector<std::size_t>& counts,
          int type, int op) {
-        if (buffers.size() != counts.size()) {
-          throw py::value_error("allreduce_n: as many counts as buffers are needed");
-        }
-        std::vector<void*> pointers;
-        pointers.reserve(buffers.size());
-        for (std::uintptr_t address : buffers)
-          pointers.push_back(as_pointer(address));
+        const std::vector<void*> pointers = pointers_of(buffers, counts);
         communicate([&] {
           return ddl_allreduce_n(pointers.data(), counts.data(), pointers.size(),
                                  static_cast<ddl_datatype_t>(type), static_cast<ddl_op_t>(op));
@@ -136,6 +149,144 @@ void def_other_collectives(py::module_& m) {
   m.def("barrier", [] { communicate([] { return ddl_barrier(); }); });
 }
 
+/// Groups: group_create (a handle, None outside the group), group_destroy, their shape.
+void def_groups(py::module_& m) {
+  m.def(
+      "group_create",
+      [](const std::vector<int>& ranks) -> py::object {
+        ddl_group_t group = nullptr;
+        communicate(
+            [&] { return ddl_group_create(ranks.data(), static_cast<int>(ranks.size()), &group); });
+        if (group == nullptr) return py::none();
+        return py::int_(reinterpret_cast<std::uintptr_t>(group));
+      },
+      py::arg("ranks"));
+  m.def(
+      "group_destroy", [](std::uintptr_t group) { ddl::check(ddl_group_destroy(group_of(group))); },
+      py::arg("group"));
+  m.def(
+      "group_rank", [](std::uintptr_t group) { return ddl_group_rank(group_of(group)); },
+      py::arg("group"));
+  m.def(
+      "group_size", [](std::uintptr_t group) { return ddl_group_size(group_of(group)); },
+      py::arg("group"));
+}
+
+/// The collectives on a group (0: the job): group_allreduce ... group_barrier.
+void def_group_collectives(py::module_& m) {
+  m.def(
+      "group_allreduce",
+      [](std::uintptr_t g, std::uintptr_t send, std::uintptr_t recv, std::size_t count, int type,
+         int op) {
+        communicate([&] {
+          return ddl_group_allreduce(group_of(g), as_pointer(send), as_pointer(recv), count,
+                                     static_cast<ddl_datatype_t>(type), static_cast<ddl_op_t>(op));
+        });
+      },
+      py::arg("group"), py::arg("send"), py::arg("recv"), py::arg("count"), py::arg("type"),
+      py::arg("op"));
+  m.def(
+      "group_allreduce_n",
+      [](std::uintptr_t g, const std::vector<std::uintptr_t>& buffers,
+         const std::vector<std::size_t>& counts, int type, int op) {
+        const std::vector<void*> pointers = pointers_of(buffers, counts);
+        communicate([&] {
+          return ddl_group_allreduce_n(group_of(g), pointers.data(), counts.data(), pointers.size(),
+                                       static_cast<ddl_datatype_t>(type),
+                                       static_cast<ddl_op_t>(op));
+        });
+      },
+      py::arg("group"), py::arg("buffers"), py::arg("counts"), py::arg("type"), py::arg("op"));
+  m.def(
+      "group_bcast",
+      [](std::uintptr_t g, std::uintptr_t buf, std::size_t count, int type, int root) {
+        communicate([&] {
+          return ddl_group_bcast(group_of(g), as_pointer(buf), count,
+                                 static_cast<ddl_datatype_t>(type), root);
+        });
+      },
+      py::arg("group"), py::arg("buf"), py::arg("count"), py::arg("type"), py::arg("root"));
+  m.def(
+      "group_allgather",
+      [](std::uintptr_t g, std::uintptr_t send, std::uintptr_t recv, std::size_t count, int type) {
+        communicate([&] {
+          return ddl_group_allgather(group_of(g), as_pointer(send), as_pointer(recv), count,
+                                     static_cast<ddl_datatype_t>(type));
+        });
+      },
+      py::arg("group"), py::arg("send"), py::arg("recv"), py::arg("count"), py::arg("type"));
+  m.def(
+      "group_reduce_scatter",
+      [](std::uintptr_t g, std::uintptr_t send, std::uintptr_t recv, std::size_t recv_count,
+         int type, int op) {
+        communicate([&] {
+          return ddl_group_reduce_scatter(group_of(g), as_pointer(send), as_pointer(recv),
+                                          recv_count, static_cast<ddl_datatype_t>(type),
+                                          static_cast<ddl_op_t>(op));
+        });
+      },
+      py::arg("group"), py::arg("send"), py::arg("recv"), py::arg("recv_count"), py::arg("type"),
+      py::arg("op"));
+  m.def(
+      "group_barrier",
+      [](std::uintptr_t g) { communicate([&] { return ddl_group_barrier(group_of(g)); }); },
+      py::arg("group"));
+}
+
+/// send, recv, alltoall and alltoallv, on the job or a group (`group`, 0: the job).
+void def_exchanges(py::module_& m) {
+  m.def(
+      "send",
+      [](std::uintptr_t buf, std::size_t count, int type, int peer, int tag, std::uintptr_t g) {
+        communicate([&] {
+          return ddl_group_send(group_of(g), as_pointer(buf), count,
+                                static_cast<ddl_datatype_t>(type), peer, tag);
+        });
+      },
+      py::arg("buf"), py::arg("count"), py::arg("type"), py::arg("peer"), py::arg("tag"),
+      py::arg("group") = 0);
+  m.def(
+      "recv",
+      [](std::uintptr_t buf, std::size_t count, int type, int peer, int tag, std::uintptr_t g) {
+        communicate([&] {
+          return ddl_group_recv(group_of(g), as_pointer(buf), count,
+                                static_cast<ddl_datatype_t>(type), peer, tag);
+        });
+      },
+      py::arg("buf"), py::arg("count"), py::arg("type"), py::arg("peer"), py::arg("tag"),
+      py::arg("group") = 0);
+  m.def(
+      "alltoall",
+      [](std::uintptr_t send, std::uintptr_t recv, std::size_t count, int type, std::uintptr_t g) {
+        communicate([&] {
+          return ddl_group_alltoall(group_of(g), as_pointer(send), as_pointer(recv), count,
+                                    static_cast<ddl_datatype_t>(type));
+        });
+      },
+      py::arg("send"), py::arg("recv"), py::arg("count"), py::arg("type"), py::arg("group") = 0);
+  m.def(
+      "alltoallv",
+      [](std::uintptr_t send, const std::vector<std::size_t>& send_counts,
+         const std::vector<std::size_t>& send_displs, std::uintptr_t recv,
+         const std::vector<std::size_t>& recv_counts, const std::vector<std::size_t>& recv_displs,
+         int type, std::uintptr_t g) {
+        const int n = ddl_group_size(group_of(g));  // -1: the call below says why
+        for (const auto* v : {&send_counts, &send_displs, &recv_counts, &recv_displs}) {
+          if (n >= 0 && v->size() != static_cast<std::size_t>(n)) {
+            throw py::value_error("alltoallv: every count and displacement list needs " +
+                                  std::to_string(n) + " entries, one per rank of the group");
+          }
+        }
+        communicate([&] {
+          return ddl_group_alltoallv(group_of(g), as_pointer(send), send_counts.data(),
+                                     send_displs.data(), as_pointer(recv), recv_counts.data(),
+                                     recv_displs.data(), static_cast<ddl_datatype_t>(type));
+        });
+      },
+      py::arg("send"), py::arg("send_counts"), py::arg("send_displs"), py::arg("recv"),
+      py::arg("recv_counts"), py::arg("recv_displs"), py::arg("type"), py::arg("group") = 0);
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_ddl, m) {
@@ -144,4 +295,7 @@ PYBIND11_MODULE(_ddl, m) {
   def_job(m);
   def_reductions(m);
   def_other_collectives(m);
+  def_groups(m);
+  def_group_collectives(m);
+  def_exchanges(m);
 }

@@ -95,5 +95,11 @@ void recursive_doubling_broadcast(const Group& g, void* buf, size_t bytes, int r
                                   const Signature& sig);
 /// Returns once every member has entered (dissemination barrier).
 void barrier(const Group& g);
+/// Pairwise exchange (alltoall): member i sends send[j] to member j and receives recv[j] from
+/// it, for every j (its own block is copied); the sizes must agree pairwise (recv[j] on member
+/// i is as long as send[i] on member j). n-1 steps, step s sending to member i+s and receiving
+/// from member i-s at once; empty blocks touch no link. send and recv must not overlap.
+void pairwise_alltoall(const Group& g, std::span<const std::span<const std::byte>> send,
+                       std::span<const std::span<std::byte>> recv);
 
 }  // namespace ddl::comm

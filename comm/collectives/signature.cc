@@ -42,6 +42,12 @@ std::string_view kind_name(CollectiveKind k) {
       return "reduce_scatter";
     case CollectiveKind::kBarrier:
       return "barrier";
+    case CollectiveKind::kAlltoall:
+      return "alltoall";
+    case CollectiveKind::kAlltoallv:
+      return "alltoallv";
+    case CollectiveKind::kGroupCreate:
+      return "group_create";
   }
   return "unknown collective";
 }
@@ -71,33 +77,74 @@ bool reduces(CollectiveKind k) {
 
 }  // namespace
 
+namespace {
+
+/// What describe() puts between the parentheses, before the route.
+std::string arguments(const Signature& s) {
+  switch (s.kind) {
+    case CollectiveKind::kBarrier:
+      return "";
+    case CollectiveKind::kGroupCreate:
+      return std::to_string(s.count) + (s.count == 1 ? " rank" : " ranks");
+    case CollectiveKind::kAlltoallv: {
+      std::string out(to_string(static_cast<DataType>(s.type)));
+      if (s.root >= 0) {
+        out += ", expecting " + std::to_string(s.count) + " elements from rank " +
+               std::to_string(s.root) + ", which sends " + std::to_string(s.layout);
+      }
+      return out;
+    }
+    default:
+      break;
+  }
+  std::string out = "count=" + std::to_string(s.count);
+  if (s.kind == CollectiveKind::kAllreduceN) {
+    out += " in " + std::to_string(s.buffers) + (s.buffers == 1 ? " buffer" : " buffers");
+  }
+  out += ", ";
+  out += to_string(static_cast<DataType>(s.type));
+  if (reduces(s.kind)) {
+    out += ", ";
+    out += to_string(static_cast<ReduceOp>(s.op));
+  }
+  if (s.kind == CollectiveKind::kBroadcast) out += ", root=" + std::to_string(s.root);
+  return out;
+}
+
+}  // namespace
+
 std::string describe(const Signature& s, bool detailed) {
   std::string out(kind_name(s.kind));
-  out += "(";
-  if (s.kind != CollectiveKind::kBarrier) {
-    out += "count=" + std::to_string(s.count);
-    if (s.kind == CollectiveKind::kAllreduceN) {
-      out += " in " + std::to_string(s.buffers) + (s.buffers == 1 ? " buffer" : " buffers");
-    }
-    out += ", ";
-    out += to_string(static_cast<DataType>(s.type));
-    if (reduces(s.kind)) {
-      out += ", ";
-      out += to_string(static_cast<ReduceOp>(s.op));
-    }
-    if (s.kind == CollectiveKind::kBroadcast) out += ", root=" + std::to_string(s.root);
-  }
+  out += "(" + arguments(s);
   if (detailed) {
-    if (s.kind != CollectiveKind::kBarrier) out += ", ";
+    if (out.back() != '(') out += ", ";
     out += "algorithm=";
     out += route_name(s.route);
-    if (s.kind == CollectiveKind::kAllreduceN) {
+    if (s.kind == CollectiveKind::kAllreduceN || s.kind == CollectiveKind::kGroupCreate) {
       char hash[32];
       std::snprintf(hash, sizeof hash, ", layout=%016" PRIx64, s.layout);
       out += hash;
     }
   }
-  return out + ") #" + std::to_string(s.seq);
+  out += ") #" + std::to_string(s.seq);
+  if (s.group != 0) {
+    char id[32];
+    std::snprintf(id, sizeof id, " in group %08" PRIx32, s.group);
+    out += id;
+  }
+  return out;
+}
+
+Signature make_signature(uint64_t seq, CollectiveKind kind, size_t count, DataType type,
+                         ReduceOp op, int root) {
+  Signature s;
+  s.seq = seq;
+  s.kind = kind;
+  s.count = count;
+  s.type = static_cast<uint8_t>(type);
+  s.op = static_cast<uint8_t>(op);
+  s.root = root;
+  return s;
 }
 
 Verdict Verdict::of(int rank, const Signature& s) {

@@ -27,7 +27,10 @@ enum class CollectiveKind : uint8_t {
   kBroadcast,
   kAllgather,
   kReduceScatter,
-  kBarrier
+  kBarrier,
+  kAlltoall,
+  kAlltoallv,
+  kGroupCreate
 };
 
 /// How the rank runs the call: ranks that chose differently (DDL_ALGO, DDL_SMALL_BYTES set
@@ -37,24 +40,33 @@ enum class Route : uint8_t { kDefault, kRing, kMultiRing, kRecursiveDoubling, kD
 /// One rank's collective call, as every rank must agree on it. Plain bytes on the wire (no
 /// padding), so two signatures are equal exactly when their bytes are.
 struct Signature {
-  uint64_t seq = 0;      ///< the call's number on its communicator, counting from 1
-  uint64_t count = 0;    ///< elements (allreduce_n: of all buffers; reduce_scatter: per rank)
-  uint64_t layout = 0;   ///< allreduce_n: a hash of the buffers' counts and the bucket size
+  uint64_t seq = 0;  ///< the call's number on its communicator, counting from 1
+  /// Elements (allreduce_n: of all buffers; reduce_scatter, alltoall: per rank; group_create:
+  /// members; alltoallv: what this rank expects from `root` when that differs).
+  uint64_t count = 0;
+  /// allreduce_n: a hash of the buffers' counts and the bucket size; group_create: of the
+  /// member list; alltoallv: what `root` sends this rank when that differs.
+  uint64_t layout = 0;
   uint32_t buffers = 0;  ///< allreduce_n: the number of buffers
-  int32_t root = -1;     ///< broadcast: the root
+  int32_t root = -1;     ///< broadcast: the root; alltoallv: the rank whose count differs
   CollectiveKind kind = CollectiveKind::kBarrier;
   uint8_t type = 0;  ///< DataType
   uint8_t op = 0;    ///< ReduceOp
   Route route = Route::kDefault;
-  uint32_t reserved = 0;
+  uint32_t group = 0;  ///< the group's id (Subgroup::id()); 0 for the whole job
 
   bool operator==(const Signature&) const = default;
 };
 static_assert(sizeof(Signature) == 40, "a Signature is sent as its bytes");
 
+/// A signature with those fields (route kDefault, group 0).
+Signature make_signature(uint64_t seq, CollectiveKind kind, size_t count, DataType type,
+                         ReduceOp op, int root = -1);
+
 /// "allreduce(count=10, float32, sum) #3", "broadcast(count=4, int32, root=1) #7",
-/// "barrier() #2"; `detailed` adds the route and allreduce_n's layout hash, which tell apart
-/// calls whose short texts are the same.
+/// "barrier() #2", "barrier() #2 in group 0a1b2c3d"; `detailed` adds the route and
+/// allreduce_n's (group_create's) layout hash, which tell apart calls whose short texts are
+/// the same.
 std::string describe(const Signature& s, bool detailed = false);
 
 /// What a set of ranks called, summarised so that summaries merge: the lowest rank's call and

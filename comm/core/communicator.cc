@@ -38,6 +38,7 @@
 #include <set>
 #include <span>
 
+#include "comm/core/calls.h"
 #include "comm/mode.h"
 
 namespace ddl::comm {
@@ -258,6 +259,9 @@ Communicator::Communicator(std::unique_ptr<Bootstrap> bootstrap, std::optional<T
   if (size_ > 1) {
     connect_neighbours();
     make_node_group(pids, topology ? topology->job_id : std::string("ddl"));
+    mailbox_ =
+        std::make_unique<Mailbox>([this](int peer) { return connect_message_link(peer); },
+                                  [this](int peer) { return peer_name(peer); }, options_.timeout);
   }
   make_dimensions();
   // The GPU runtime (NCCL), when there is one: loaded now rather than on the first collective.
@@ -295,18 +299,24 @@ std::string Communicator::open_devices(const std::optional<Topology>& topology,
     tcp_ = transport::make_tcp_device(d);
   }
   shm_ = transport::make_shm_device(d);
-  return value + tcp_->address() + "\n" + shm_->address() + "\n" + std::to_string(getpid());
+  // The message links (send, recv): a listener and segment names of their own.
+  message_tcp_ = transport::make_tcp_device(d);
+  d.job_id += "-m";
+  message_shm_ = transport::make_shm_device(d);
+  return value + tcp_->address() + "\n" + shm_->address() + "\n" + std::to_string(getpid()) + "\n" +
+         message_tcp_->address();
 }
 
 std::vector<int> Communicator::learn_peers(const std::vector<std::string>& all) {
   std::vector<int> pids;
   for (const std::string& v : all) {
     std::vector<std::string> f = split(v, '\n');
-    f.resize(4);
+    f.resize(5);
     hosts_.push_back(f[0]);
     tcp_addresses_.push_back(f[1]);
     shm_addresses_.push_back(f[2]);
     pids.push_back(std::atoi(f[3].c_str()));
+    message_tcp_addresses_.push_back(f[4]);
   }
   return pids;
 }
@@ -492,29 +502,9 @@ void Communicator::device_allreduce(const void* send, void* recv, size_t count, 
   device::multi_dim_allreduce(dims, flat, send, recv, count, type, op);
 }
 
-template <typename Body>
-void Communicator::collective(Body&& body) {
-  std::lock_guard lock(collective_mutex_);
-  ++seq_;
-  if (!poisoned_.empty()) throw MismatchError(poisoned_);
-  try {
-    body();
-  } catch (const MismatchError& e) {
-    poisoned_ = e.what();
-    throw;
-  }
-}
-
 Signature Communicator::signature(CollectiveKind kind, size_t count, DataType type, ReduceOp op,
                                   int root) const {
-  Signature s;
-  s.seq = seq_;
-  s.kind = kind;
-  s.count = count;
-  s.type = static_cast<uint8_t>(type);
-  s.op = static_cast<uint8_t>(op);
-  s.root = root;
-  return s;
+  return make_signature(seq_, kind, count, type, op, root);
 }
 
 void Communicator::verify(const Signature& sig) {
@@ -644,7 +634,8 @@ void Communicator::allreduce_n(void* const* buffers, const size_t* counts, size_
     }
     const size_t ts = type_size(type);
     const size_t bucket_elems = std::max<size_t>(1, options_.bucket_bytes / ts);
-    Signature sig = allreduce_n_signature(counts, n, type, op, bucket_elems);
+    Signature sig = signature(CollectiveKind::kAllreduceN, 0, type, op);
+    describe_buffers(sig, counts, n, bucket_elems);
     if (n > 0 && device_ &&
         on_device("allreduce_n", std::vector<const void*>(buffers, buffers + n))) {
       // NCCL fuses small operations itself; each buffer is one allreduce, in place.
@@ -655,58 +646,13 @@ void Communicator::allreduce_n(void* const* buffers, const size_t* counts, size_
       return;
     }
     if (n == 0) verify(sig);
-    std::vector<std::byte> fused;
-    size_t i = 0;
-    while (i < n) {
-      // A bucket: consecutive buffers up to bucket_bytes (a larger buffer goes alone, in
-      // place). Every bucket carries the call's signature (the same on every rank when the
-      // first bucket's was).
+    // Every bucket carries the call's signature (the same on every rank when the first
+    // bucket's was).
+    for_each_bucket(buffers, counts, n, ts, bucket_elems, [&](void* buf, size_t count) {
       Signature bucket_sig = sig;
-      if (counts[i] >= bucket_elems) {
-        allreduce_locked(buffers[i], counts[i], type, op, &bucket_sig);
-        ++i;
-        continue;
-      }
-      size_t j = i, total = 0;
-      while (j < n && counts[j] < bucket_elems && total + counts[j] <= bucket_elems)
-        total += counts[j++];
-      fused.resize(total * ts);
-      size_t off = 0;
-      for (size_t k = i; k < j; ++k) {
-        if (counts[k] > 0) std::memcpy(fused.data() + off, buffers[k], counts[k] * ts);
-        off += counts[k] * ts;
-      }
-      allreduce_locked(fused.data(), total, type, op, &bucket_sig);
-      off = 0;
-      for (size_t k = i; k < j; ++k) {
-        if (counts[k] > 0) std::memcpy(buffers[k], fused.data() + off, counts[k] * ts);
-        off += counts[k] * ts;
-      }
-      i = j;
-    }
+      allreduce_locked(buf, count, type, op, &bucket_sig);
+    });
   });
-}
-
-Signature Communicator::allreduce_n_signature(const size_t* counts, size_t n, DataType type,
-                                              ReduceOp op, size_t bucket_elems) const {
-  // FNV-1a over the counts and the bucket size: ranks that cut the same total differently
-  // would reduce one buffer's elements into another's.
-  uint64_t hash = 0xcbf29ce484222325u, total = 0;
-  auto mix = [&hash](uint64_t v) {
-    for (int b = 0; b < 8; ++b) {
-      hash ^= (v >> (8 * b)) & 0xff;
-      hash *= 0x100000001b3u;
-    }
-  };
-  for (size_t k = 0; k < n; ++k) {
-    mix(counts[k]);
-    total += counts[k];
-  }
-  mix(bucket_elems);
-  Signature sig = signature(CollectiveKind::kAllreduceN, total, type, op);
-  sig.buffers = static_cast<uint32_t>(n);
-  sig.layout = hash;
-  return sig;
 }
 
 void Communicator::broadcast(void* buf, size_t count, DataType type, int root) {
@@ -806,6 +752,92 @@ void Communicator::barrier() {
     }
     verify(sig);
   });
+}
+
+void Communicator::alltoall(const void* send, void* recv, size_t count, DataType type) {
+  collective([&] {
+    if (const void* b[] = {send, recv}; count > 0 && on_device("alltoall", b)) {
+      throw ArgumentError("alltoall: GPU memory is not supported yet; pass host memory");
+    }
+    const Signature sig = signature(CollectiveKind::kAlltoall, count, type, ReduceOp::kSum);
+    alltoall_call(
+        *flat_, [this](const Signature& s) { verify(s); }, sig, send, recv, count, type);
+  });
+}
+
+void Communicator::alltoallv(const void* send, const size_t* send_counts, const size_t* send_displs,
+                             void* recv, const size_t* recv_counts, const size_t* recv_displs,
+                             DataType type) {
+  collective([&] {
+    if (const void* b[] = {send, recv}; on_device("alltoallv", b)) {
+      throw ArgumentError("alltoallv: GPU memory is not supported yet; pass host memory");
+    }
+    const Signature sig = signature(CollectiveKind::kAlltoallv, 0, type, ReduceOp::kSum);
+    alltoallv_call(
+        *flat_, [this](const Signature& s) { verify(s); }, sig, send, send_counts, send_displs,
+        recv, recv_counts, recv_displs, type);
+  });
+}
+
+void Communicator::check_peer(const char* what, int peer, const void* buf, size_t count) const {
+  if (peer < 0 || peer >= size_) {
+    throw ArgumentError(std::string(what) + ": peer " + std::to_string(peer) +
+                        " is not a rank (0.." + std::to_string(size_ - 1) + ")");
+  }
+  if (peer == rank_) {
+    throw ArgumentError(std::string(what) + ": peer " + std::to_string(peer) +
+                        " is this rank; messages go to other ranks");
+  }
+  if (count > 0 && buf == nullptr) throw ArgumentError(std::string(what) + ": a null buffer");
+}
+
+void Communicator::send(const void* buf, size_t count, DataType type, int peer, int tag) {
+  check_peer("send", peer, buf, count);
+  mailbox_->send(peer, 0, tag, buf, count, type);
+}
+
+void Communicator::recv(void* buf, size_t count, DataType type, int peer, int tag) {
+  check_peer("recv", peer, buf, count);
+  mailbox_->recv(peer, 0, tag, buf, count, type);
+}
+
+std::unique_ptr<transport::Link> Communicator::connect_message_link(int peer) {
+  const bool local = host_of_[peer] == host_of_[rank_];
+  transport::Device& dev = local ? *message_shm_ : *message_tcp_;
+  return dev.connect(peer, peer_name(peer),
+                     local ? shm_addresses_[peer] : message_tcp_addresses_[peer], options_.timeout);
+}
+
+std::unique_ptr<Subgroup> Communicator::create_group(std::span<const int> ranks) {
+  if (ranks.empty()) throw ArgumentError("group_create: no ranks");
+  std::set<int> seen;
+  int self = -1;
+  uint64_t hash = 0xcbf29ce484222325u;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    const int r = ranks[i];
+    if (r < 0 || r >= size_) {
+      throw ArgumentError("group_create: " + std::to_string(r) + " is not a rank (0.." +
+                          std::to_string(size_ - 1) + ")");
+    }
+    if (!seen.insert(r).second) {
+      throw ArgumentError("group_create: rank " + std::to_string(r) + " is listed twice");
+    }
+    if (r == rank_) self = static_cast<int>(i);
+    hash = (hash ^ static_cast<uint32_t>(r)) * 0x100000001b3u;
+  }
+  if (self < 0) return nullptr;
+  uint32_t id = 0;
+  {
+    std::lock_guard lock(collective_mutex_);
+    // The n-th group of this list: members make the same groups in the same order.
+    const uint32_t nth = ++groups_made_[hash];
+    id = static_cast<uint32_t>((hash ^ (hash >> 32)) * 0x9e3779b1u + nth * 0x85ebca6bu);
+    if (id == 0) id = nth;
+  }
+  auto group =
+      std::make_unique<Subgroup>(*this, std::vector<int>(ranks.begin(), ranks.end()), self, id);
+  group->check_creation(hash);
+  return group;
 }
 
 std::unique_ptr<Communicator> init_from_environment() {

@@ -15,6 +15,8 @@
 #include "comm/collectives/dimension.h"
 #include "comm/collectives/node.h"
 #include "comm/collectives/signature.h"
+#include "comm/core/mailbox.h"
+#include "comm/core/subgroup.h"
 #include "comm/device/device.h"
 #include "comm/topology.h"
 #include "comm/transport/link.h"
@@ -100,8 +102,24 @@ class Communicator {
   void allgather(const void* send, void* recv, size_t count, DataType type);
   void reduce_scatter(const void* send, void* recv, size_t recv_count, DataType type, ReduceOp op);
   void barrier();
+  /// ddl_alltoall and ddl_alltoallv (pairwise exchange over the links, on host memory).
+  void alltoall(const void* send, void* recv, size_t count, DataType type);
+  void alltoallv(const void* send, const size_t* send_counts, const size_t* send_displs, void* recv,
+                 const size_t* recv_counts, const size_t* recv_displs, DataType type);
+  /// ddl_send and ddl_recv: messages to and from `peer` on links of their own (mailbox.h),
+  /// not serialised with the collectives. Throw ArgumentError for a bad peer or buffer.
+  void send(const void* buf, size_t count, DataType type, int peer, int tag);
+  void recv(void* buf, size_t count, DataType type, int peer, int tag);
+  /// ddl_group_create: the group of `ranks` (distinct job ranks), or nullptr when this rank is
+  /// not one of them (then nothing is sent). Members must all call it with the same list, in
+  /// the same order as their other calls: it is a collective of the members, checked like
+  /// one. The group's id comes from the list and how many groups of that list this rank made
+  /// before, so members agree on it without asking anyone else. Throws ArgumentError for a
+  /// bad list.
+  std::unique_ptr<Subgroup> create_group(std::span<const int> ranks);
 
  private:
+  friend class Subgroup;
   /// The constructor's steps. find_self: this rank's placement (nullptr without a topology),
   /// after checking the topology is this job's.
   const RankPlacement* find_self(const std::optional<Topology>& topology);
@@ -118,10 +136,18 @@ class Communicator {
   /// Links to the ring neighbours of flat_ and dims_, and a byte each way with each.
   void connect_neighbours();
   transport::Link& link(int peer);
-  /// Runs one collective call: serialised, numbered, refused once a mismatch was found, and
-  /// remembering a MismatchError it throws.
+  /// Runs one collective call: serialised, numbered (by `seq`: the job's or a group's),
+  /// refused once a mismatch was found, and remembering a MismatchError it throws.
   template <typename Body>
-  void collective(Body&& body);
+  void collective(uint64_t& seq, Body&& body);
+  template <typename Body>
+  void collective(Body&& body) {
+    collective(seq_, std::forward<Body>(body));
+  }
+  /// The message link to `peer` (p2p devices), for mailbox_.
+  std::unique_ptr<transport::Link> connect_message_link(int peer);
+  /// Throws ArgumentError unless `peer` is another rank and `buf` holds `count` elements.
+  void check_peer(const char* what, int peer, const void* buf, size_t count) const;
   /// The signature of the call being made.
   Signature signature(CollectiveKind kind, size_t count, DataType type, ReduceOp op,
                       int root = -1) const;
@@ -140,8 +166,6 @@ class Communicator {
   /// This host's ranks as a NodeGroup, and the dimensions of the multi-dimensional allreduce.
   void make_node_group(const std::vector<int>& pids, const std::string& job);
   void make_dimensions();
-  Signature allreduce_n_signature(const size_t* counts, size_t n, DataType type, ReduceOp op,
-                                  size_t bucket_elems) const;
   /// DDL_CHECK: throws CheckError naming the first element of `got` off `want`.
   void compare_with_reference(const void* got, const void* want, size_t count, DataType type) const;
   std::string peer_name(int peer) const;
@@ -165,6 +189,13 @@ class Communicator {
   std::vector<std::string> shm_addresses_;
   std::unique_ptr<transport::Device> tcp_;
   std::unique_ptr<transport::Device> shm_;
+  /// The message links' devices (send, recv): their own listener and segment names.
+  std::unique_ptr<transport::Device> message_tcp_;
+  std::unique_ptr<transport::Device> message_shm_;
+  std::vector<std::string> message_tcp_addresses_;
+  std::unique_ptr<Mailbox> mailbox_;
+  /// Groups made, by member-list hash (for their ids), under collective_mutex_.
+  std::map<uint64_t, uint32_t> groups_made_;
   std::mutex links_mutex_;
   std::map<int, std::unique_ptr<transport::Link>> links_;
   std::unique_ptr<Group> flat_;               ///< every rank, in rank order
@@ -178,6 +209,19 @@ class Communicator {
   std::unique_ptr<device::Comm> device_flat_;               ///< every rank
   std::vector<std::unique_ptr<device::Comm>> device_dims_;  ///< one per dims_ entry
 };
+
+template <typename Body>
+void Communicator::collective(uint64_t& seq, Body&& body) {
+  std::lock_guard lock(collective_mutex_);
+  ++seq;
+  if (!poisoned_.empty()) throw MismatchError(poisoned_);
+  try {
+    body();
+  } catch (const MismatchError& e) {
+    poisoned_ = e.what();
+    throw;
+  }
+}
 
 /// Where this process's rank and the job's size come from.
 struct Identity {

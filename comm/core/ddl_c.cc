@@ -3,8 +3,14 @@
 // How it works: every entry point catches every exception and turns it into a status code,
 // keeping the message for ddl_last_error() in a thread-local string. The communicator is
 // created by ddl_init() and destroyed by ddl_finalize(), under a mutex; the collectives take a
-// shared reference to it so that finalize cannot pull it from under a running one.
+// shared reference to it so that finalize cannot pull it from under a running one. Group
+// handles are entries of a registry under the same mutex (the world group is made by
+// ddl_init()): a call looks its handle up and takes shared references to the group and the
+// communicator, so a stale or foreign handle is refused with a message instead of followed, and
+// ddl_finalize() (which empties the registry) or ddl_group_destroy() cannot free a group under a
+// running call.
 
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -19,6 +25,20 @@ using ddl::comm::Communicator;
 std::mutex g_mutex;
 std::shared_ptr<Communicator> g_comm;
 thread_local std::string g_last_error;
+
+}  // namespace
+
+/// A group handle: the job (sub null) or a subgroup, with the communicator it belongs to.
+struct ddl_group {
+  std::shared_ptr<Communicator> comm;
+  std::shared_ptr<ddl::comm::Subgroup> sub;
+};
+
+namespace {
+
+/// The live group handles (the world's included), under g_mutex.
+std::map<const ddl_group*, std::unique_ptr<ddl_group>> g_groups;
+ddl_group* g_world = nullptr;
 
 std::shared_ptr<Communicator> current() {
   std::lock_guard lock(g_mutex);
@@ -73,6 +93,39 @@ ddl_status_t with_comm(const char* what, Fn&& fn) {
   });
 }
 
+/// A copy of `group`'s entry when it is live, else an empty one.
+ddl_group find_group(ddl_group_t group) {
+  std::lock_guard lock(g_mutex);
+  const auto it = g_groups.find(group);
+  return it == g_groups.end() ? ddl_group{} : *it->second;
+}
+
+/// Runs `fn(target)` on `group`'s communicator (the job) or subgroup, or fails with
+/// DDL_ERR_STATE (not initialised) or DDL_ERR_ARGUMENT (not a live group).
+template <typename Fn>
+ddl_status_t with_group(const char* what, ddl_group_t group, Fn&& fn) {
+  return guarded([&]() -> ddl_status_t {
+    const ddl_group g = find_group(group);
+    if (!g.comm) {
+      if (!current()) {
+        g_last_error = std::string(what) + ": call ddl_init() first";
+        return DDL_ERR_STATE;
+      }
+      g_last_error = std::string(what) +
+                     ": not a live group (NULL, destroyed, or made before ddl_finalize()); a rank "
+                     "that ddl_group_create() left out gets NULL and must not call the group's "
+                     "collectives";
+      return DDL_ERR_ARGUMENT;
+    }
+    if (g.sub) {
+      fn(*g.sub);
+    } else {
+      fn(*g.comm);
+    }
+    return DDL_SUCCESS;
+  });
+}
+
 /// `get` of the current communicator, -1 when there is none.
 int of_current(int (Communicator::*get)() const) {
   const std::shared_ptr<Communicator> c = current();
@@ -110,6 +163,9 @@ ddl_status_t ddl_init(void) {
       return DDL_ERR_STATE;
     }
     g_comm = ddl::comm::init_from_environment();
+    auto world = std::make_unique<ddl_group>(ddl_group{g_comm, nullptr});
+    g_world = world.get();
+    g_groups[g_world] = std::move(world);
     return DDL_SUCCESS;
   });
 }
@@ -124,6 +180,8 @@ ddl_status_t ddl_finalize(void) {
         return DDL_ERR_STATE;
       }
       c = std::move(g_comm);
+      g_groups.clear();
+      g_world = nullptr;
     }
     c.reset();
     return DDL_SUCCESS;
@@ -188,6 +246,162 @@ ddl_status_t ddl_reduce_scatter(const void* send, void* recv, size_t recv_count,
 
 ddl_status_t ddl_barrier(void) {
   return with_comm("ddl_barrier", [&](Communicator& c) { c.barrier(); });
+}
+
+ddl_status_t ddl_send(const void* buf, size_t count, ddl_datatype_t type, int peer, int tag) {
+  return ddl_group_send(ddl_group_world(), buf, count, type, peer, tag);
+}
+
+ddl_status_t ddl_recv(void* buf, size_t count, ddl_datatype_t type, int peer, int tag) {
+  return ddl_group_recv(ddl_group_world(), buf, count, type, peer, tag);
+}
+
+ddl_status_t ddl_alltoall(const void* send, void* recv, size_t count, ddl_datatype_t type) {
+  return ddl_group_alltoall(ddl_group_world(), send, recv, count, type);
+}
+
+ddl_status_t ddl_alltoallv(const void* send, const size_t* send_counts, const size_t* send_displs,
+                           void* recv, const size_t* recv_counts, const size_t* recv_displs,
+                           ddl_datatype_t type) {
+  return ddl_group_alltoallv(ddl_group_world(), send, send_counts, send_displs, recv, recv_counts,
+                             recv_displs, type);
+}
+
+ddl_status_t ddl_group_create(const int* ranks, int n, ddl_group_t* group) {
+  return guarded([&]() -> ddl_status_t {
+    if (group == nullptr || (n > 0 && ranks == nullptr) || n < 1) {
+      g_last_error = "ddl_group_create: needs at least one rank and a place for the group";
+      return DDL_ERR_ARGUMENT;
+    }
+    *group = nullptr;
+    const std::shared_ptr<Communicator> c = current();
+    if (!c) {
+      g_last_error = "ddl_group_create: call ddl_init() first";
+      return DDL_ERR_STATE;
+    }
+    std::shared_ptr<ddl::comm::Subgroup> sub =
+        c->create_group(std::span<const int>(ranks, static_cast<size_t>(n)));
+    if (!sub) return DDL_SUCCESS;  // not a member
+    auto entry = std::make_unique<ddl_group>(ddl_group{c, std::move(sub)});
+    std::lock_guard lock(g_mutex);
+    if (g_comm != c) {
+      g_last_error = "ddl_group_create: ddl_finalize() was called meanwhile";
+      return DDL_ERR_STATE;
+    }
+    *group = entry.get();
+    g_groups[entry.get()] = std::move(entry);
+    return DDL_SUCCESS;
+  });
+}
+
+ddl_status_t ddl_group_destroy(ddl_group_t group) {
+  return guarded([&]() -> ddl_status_t {
+    if (group == nullptr) return DDL_SUCCESS;
+    std::lock_guard lock(g_mutex);
+    const auto it = g_groups.find(group);
+    if (it == g_groups.end() || group == g_world) {
+      g_last_error = group == g_world ? "ddl_group_destroy: the world group is ddl_finalize()'s"
+                                      : "ddl_group_destroy: not a live group (destroyed twice, "
+                                        "or made before ddl_finalize())";
+      return DDL_ERR_ARGUMENT;
+    }
+    g_groups.erase(it);
+    return DDL_SUCCESS;
+  });
+}
+
+ddl_group_t ddl_group_world(void) {
+  std::lock_guard lock(g_mutex);
+  return g_world;
+}
+
+int ddl_group_rank(ddl_group_t group) {
+  const ddl_group g = find_group(group);
+  if (!g.comm) return -1;
+  return g.sub ? g.sub->rank() : g.comm->rank();
+}
+
+int ddl_group_size(ddl_group_t group) {
+  const ddl_group g = find_group(group);
+  if (!g.comm) return -1;
+  return g.sub ? g.sub->size() : g.comm->size();
+}
+
+int ddl_group_global_rank(ddl_group_t group, int group_rank) {
+  const int size = ddl_group_size(group);
+  if (group_rank < 0 || group_rank >= size) return -1;
+  const ddl_group g = find_group(group);
+  return g.sub ? g.sub->global(group_rank) : group_rank;
+}
+
+ddl_status_t ddl_group_allreduce(ddl_group_t group, const void* send, void* recv, size_t count,
+                                 ddl_datatype_t type, ddl_op_t op) {
+  if (!valid(type) || !valid(op)) return bad_type_or_op("ddl_group_allreduce", valid(type));
+  return with_group("ddl_group_allreduce", group,
+                    [&](auto& g) { g.allreduce(send, recv, count, type_of(type), op_of(op)); });
+}
+
+ddl_status_t ddl_group_allreduce_n(ddl_group_t group, void* const* buffers, const size_t* counts,
+                                   size_t n, ddl_datatype_t type, ddl_op_t op) {
+  if (!valid(type) || !valid(op)) return bad_type_or_op("ddl_group_allreduce_n", valid(type));
+  return with_group("ddl_group_allreduce_n", group,
+                    [&](auto& g) { g.allreduce_n(buffers, counts, n, type_of(type), op_of(op)); });
+}
+
+ddl_status_t ddl_group_bcast(ddl_group_t group, void* buf, size_t count, ddl_datatype_t type,
+                             int root) {
+  if (!valid(type)) return bad_type_or_op("ddl_group_bcast", false);
+  return with_group("ddl_group_bcast", group,
+                    [&](auto& g) { g.broadcast(buf, count, type_of(type), root); });
+}
+
+ddl_status_t ddl_group_allgather(ddl_group_t group, const void* send, void* recv, size_t count,
+                                 ddl_datatype_t type) {
+  if (!valid(type)) return bad_type_or_op("ddl_group_allgather", false);
+  return with_group("ddl_group_allgather", group,
+                    [&](auto& g) { g.allgather(send, recv, count, type_of(type)); });
+}
+
+ddl_status_t ddl_group_reduce_scatter(ddl_group_t group, const void* send, void* recv,
+                                      size_t recv_count, ddl_datatype_t type, ddl_op_t op) {
+  if (!valid(type) || !valid(op)) return bad_type_or_op("ddl_group_reduce_scatter", valid(type));
+  return with_group("ddl_group_reduce_scatter", group, [&](auto& g) {
+    g.reduce_scatter(send, recv, recv_count, type_of(type), op_of(op));
+  });
+}
+
+ddl_status_t ddl_group_barrier(ddl_group_t group) {
+  return with_group("ddl_group_barrier", group, [&](auto& g) { g.barrier(); });
+}
+
+ddl_status_t ddl_group_alltoall(ddl_group_t group, const void* send, void* recv, size_t count,
+                                ddl_datatype_t type) {
+  if (!valid(type)) return bad_type_or_op("ddl_alltoall", false);
+  return with_group("ddl_alltoall", group,
+                    [&](auto& g) { g.alltoall(send, recv, count, type_of(type)); });
+}
+
+ddl_status_t ddl_group_alltoallv(ddl_group_t group, const void* send, const size_t* send_counts,
+                                 const size_t* send_displs, void* recv, const size_t* recv_counts,
+                                 const size_t* recv_displs, ddl_datatype_t type) {
+  if (!valid(type)) return bad_type_or_op("ddl_alltoallv", false);
+  return with_group("ddl_alltoallv", group, [&](auto& g) {
+    g.alltoallv(send, send_counts, send_displs, recv, recv_counts, recv_displs, type_of(type));
+  });
+}
+
+ddl_status_t ddl_group_send(ddl_group_t group, const void* buf, size_t count, ddl_datatype_t type,
+                            int peer, int tag) {
+  if (!valid(type)) return bad_type_or_op("ddl_send", false);
+  return with_group("ddl_send", group,
+                    [&](auto& g) { g.send(buf, count, type_of(type), peer, tag); });
+}
+
+ddl_status_t ddl_group_recv(ddl_group_t group, void* buf, size_t count, ddl_datatype_t type,
+                            int peer, int tag) {
+  if (!valid(type)) return bad_type_or_op("ddl_recv", false);
+  return with_group("ddl_recv", group,
+                    [&](auto& g) { g.recv(buf, count, type_of(type), peer, tag); });
 }
 
 const char* ddl_error_string(ddl_status_t status) {

@@ -45,6 +45,11 @@ class Link {
   /// they differ by direction (a link striped over several sockets); -1 as for poll_fd().
   virtual int send_poll_fd() const { return poll_fd(); }
   virtual int recv_poll_fd() const { return poll_fd(); }
+  /// Whether every byte sent has been taken by the peer or never can be (the peer closed its
+  /// link or exited): what a sender about to close the link waits for, so that a message sent
+  /// just before finalising is not lost. True where the transport keeps sent bytes after the
+  /// close (TCP).
+  virtual bool delivered() { return true; }
 };
 
 /// Sends `send` to `to` and receives `recv` from `from` at the same time, so that two ranks

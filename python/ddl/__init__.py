@@ -26,7 +26,8 @@ from ._ddl import ERR_MISMATCH, Error, MismatchError
 __all__ = [
     "Error", "MismatchError", "ERR_MISMATCH", "init", "finalize", "initialized", "rank", "size",
     "local_rank", "local_size", "local_gpuid", "allreduce", "allreduce_n", "broadcast",
-    "allgather", "reduce_scatter", "barrier",
+    "allgather", "reduce_scatter", "barrier", "alltoall", "alltoallv", "send", "recv",
+    "new_group", "Group",
 ]
 
 # ddl_datatype_t and ddl_op_t (ddl/ddl.h).
@@ -169,8 +170,22 @@ def _empty_like(view, shape):
     return numpy.empty(shape, dtype=view.obj.dtype)
 
 
-def allreduce(x, op="sum", out=None):
-    """Reduces x over every rank with op (sum, avg, min, max, prod).
+def _handle(group):
+    """The extension's handle of `group` (0: the whole job)."""
+    if group is None:
+        return 0
+    if not isinstance(group, Group):
+        raise TypeError(f"group: a {type(group).__name__}; pass a ddl.Group (from new_group) "
+                        "or None for the whole job")
+    return group._live_handle()
+
+
+def _size(group):
+    return _ddl.size() if group is None else group.size()
+
+
+def allreduce(x, op="sum", out=None, group=None):
+    """Reduces x over every rank (of `group`: a ddl.Group) with op (sum, avg, min, max, prod).
 
     In place (returns x) unless out is given: then x is only read and out (same dtype and
     number of elements) receives the result and is returned."""
@@ -181,11 +196,12 @@ def allreduce(x, op="sum", out=None):
     if recv.type != send.type or recv.count != send.count:
         raise ValueError("allreduce: out must have x's dtype and number of elements")
     if send.count:
-        _ddl.allreduce(send.address, recv.address, send.count, send.type, _op(op))
+        _ddl.group_allreduce(_handle(group), send.address, recv.address, send.count, send.type,
+                             _op(op))
     return recv.obj
 
 
-def allreduce_n(tensors, op="sum"):
+def allreduce_n(tensors, op="sum", group=None):
     """Reduces every array or tensor of the list in place, fused into large buckets.
 
     Mixed dtypes are reduced one dtype at a time, in ddl type order. Returns the list."""
@@ -194,63 +210,196 @@ def allreduce_n(tensors, op="sum"):
     views = [_View(t, f"allreduce_n: item {i}", writable=True) for i, t in enumerate(tensors)]
     code = _op(op)
     for type_code in sorted({v.type for v in views}):
-        group = [v for v in views if v.type == type_code and v.count]
-        if group:
-            _ddl.allreduce_n([v.address for v in group], [v.count for v in group], type_code,
-                             code)
+        same = [v for v in views if v.type == type_code and v.count]
+        if same:
+            _ddl.group_allreduce_n(_handle(group), [v.address for v in same],
+                                   [v.count for v in same], type_code, code)
     return tensors
 
 
-def broadcast(x, root=0):
-    """Copies root's x into every rank's x (in place); returns x."""
+def broadcast(x, root=0, group=None):
+    """Copies root's x into every rank's x (in place); returns x. root is a group rank."""
     init()
     _worker.drain()
     view = _View(x, "broadcast", writable=True)
     if view.count:
-        _ddl.bcast(view.address, view.count, view.type, root)
+        _ddl.group_bcast(_handle(group), view.address, view.count, view.type, root)
     return x
 
 
-def allgather(x):
+def allgather(x, group=None):
     """A new array holding every rank's x by rank, stacked on the first axis.
 
     Shape (size * n, ...) for x of shape (n, ...); (size,) for a scalar array."""
     init()
     _worker.drain()
     send = _View(x, "allgather", writable=False)
+    n = _size(group)
     shape = tuple(x.shape)
-    out_shape = (_ddl.size() * shape[0],) + shape[1:] if shape else (_ddl.size(),)
-    out = _empty_like(send, out_shape)
+    out = _empty_like(send, (n * shape[0],) + shape[1:] if shape else (n,))
     if send.count:
-        _ddl.allgather(send.address, _View(out, "allgather", True).address, send.count, send.type)
+        _ddl.group_allgather(_handle(group), send.address, _View(out, "allgather", True).address,
+                             send.count, send.type)
     return out
 
 
-def reduce_scatter(x, op="sum"):
+def _share_shape(x, count, n, what):
+    """The shape of 1/n of x: its first axis divided when it divides, else flat."""
+    if count % n:
+        raise ValueError(f"{what}: {count} elements do not divide among {n} ranks")
+    shape = tuple(x.shape)
+    if shape and shape[0] % n == 0:
+        return (shape[0] // n,) + shape[1:]
+    return (count // n,)
+
+
+def reduce_scatter(x, op="sum", group=None):
     """This rank's share of op over every rank's x, as a new array.
 
-    x's element count must divide by size(); rank r gets chunk r. Shape (n / size, ...) when x's
-    first axis n divides by size(), else flat."""
+    x's element count must divide by the number of ranks; rank r gets chunk r. Shape
+    (n / size, ...) when x's first axis n divides by it, else flat."""
     init()
     _worker.drain()
     send = _View(x, "reduce_scatter", writable=False)
-    n = _ddl.size()
-    if send.count % n:
-        raise ValueError(f"reduce_scatter: {send.count} elements do not divide among {n} ranks")
-    shape = tuple(x.shape)
-    if shape and shape[0] % n == 0:
-        out_shape = (shape[0] // n,) + shape[1:]
-    else:
-        out_shape = (send.count // n,)
-    out = _empty_like(send, out_shape)
+    n = _size(group)
+    out = _empty_like(send, _share_shape(x, send.count, n, "reduce_scatter"))
     if send.count:
-        _ddl.reduce_scatter(send.address, _View(out, "reduce_scatter", True).address,
-                            send.count // n, send.type, _op(op))
+        _ddl.group_reduce_scatter(_handle(group), send.address,
+                                  _View(out, "reduce_scatter", True).address, send.count // n,
+                                  send.type, _op(op))
     return out
 
 
-def barrier():
-    """Returns once every rank has entered."""
+def barrier(group=None):
+    """Returns once every rank (of `group`) has entered."""
     init()
     _worker.drain()
-    _ddl.barrier()
+    _ddl.group_barrier(_handle(group))
+
+
+def alltoall(x, group=None):
+    """A new array of x's shape: block j of x (its first axis cut in `size` equal blocks, or
+    the flat elements when it does not divide) goes to rank j, and block j of the result
+    comes from rank j."""
+    init()
+    _worker.drain()
+    send = _View(x, "alltoall", writable=False)
+    n = _size(group)
+    _share_shape(x, send.count, n, "alltoall")
+    out = _empty_like(send, tuple(x.shape))
+    if send.count:
+        _ddl.alltoall(send.address, _View(out, "alltoall", True).address, send.count // n,
+                      send.type, _handle(group))
+    return out
+
+
+def alltoallv(x, send_counts, recv_counts, group=None):
+    """Rank r sends send_counts[j] elements of x (flat, in rank order) to rank j and gets
+    recv_counts[j] from it; returns the received elements, flat, in rank order. Rank r's
+    send_counts[j] must equal rank j's recv_counts[r] (else every rank raises MismatchError)."""
+    init()
+    _worker.drain()
+    send = _View(x, "alltoallv", writable=False)
+    if sum(send_counts) != send.count:
+        raise ValueError(f"alltoallv: send_counts add up to {sum(send_counts)}, x holds "
+                         f"{send.count} elements")
+    out = _empty_like(send, (sum(recv_counts),))
+    _ddl.alltoallv(send.address, list(send_counts), _offsets(send_counts),
+                   _View(out, "alltoallv", True).address, list(recv_counts),
+                   _offsets(recv_counts), send.type, _handle(group))
+    return out
+
+
+def _offsets(counts):
+    out, total = [], 0
+    for c in counts:
+        out.append(total)
+        total += c
+    return out
+
+
+def send(x, peer, tag=0, group=None):
+    """Sends x to rank `peer` (a group rank with `group`) under `tag`; returns once x may be
+    reused. The receiver passes the same tag, dtype and number of elements."""
+    init()
+    _worker.drain()
+    view = _View(x, "send", writable=False)
+    _ddl.send(view.address, view.count, view.type, peer, tag, _handle(group))
+
+
+def recv(x, peer, tag=0, group=None):
+    """Receives into x (in place; returns x) the message from rank `peer` under `tag`, which
+    must have x's dtype and number of elements (else ddl.MismatchError, naming the sender)."""
+    init()
+    _worker.drain()
+    view = _View(x, "recv", writable=True)
+    _ddl.recv(view.address, view.count, view.type, peer, tag, _handle(group))
+    return x
+
+
+def new_group(ranks):
+    """A Group of `ranks` (job ranks, in group-rank order), or None on ranks outside it.
+
+    Every member passes the same list, in the same order as its other calls; other ranks may
+    call it too (as torch.distributed.new_group is called by every rank) and get None at once."""
+    init()
+    handle = _ddl.group_create([int(r) for r in ranks])
+    return None if handle is None else Group(handle, list(ranks))
+
+
+class Group:
+    """Some of the job's ranks (new_group): the module's collectives and messages on its
+    members only, with group ranks for roots and peers. destroy() (or finalize()) frees it."""
+
+    def __init__(self, handle, ranks):
+        self._handle = handle
+        self.ranks = ranks
+
+    def _live_handle(self):
+        if self._handle is None:
+            raise ValueError("the group was destroyed")
+        return self._handle
+
+    def rank(self):
+        """This rank's index in the group."""
+        return _ddl.group_rank(self._live_handle())
+
+    def size(self):
+        """The number of members."""
+        return len(self.ranks)
+
+    def destroy(self):
+        """Frees the group (no communication); it cannot be used afterwards."""
+        if self._handle is not None and _ddl.initialized():
+            _ddl.group_destroy(self._handle)
+        self._handle = None
+
+    def allreduce(self, x, op="sum", out=None):
+        return allreduce(x, op, out, group=self)
+
+    def allreduce_n(self, tensors, op="sum"):
+        return allreduce_n(tensors, op, group=self)
+
+    def broadcast(self, x, root=0):
+        return broadcast(x, root, group=self)
+
+    def allgather(self, x):
+        return allgather(x, group=self)
+
+    def reduce_scatter(self, x, op="sum"):
+        return reduce_scatter(x, op, group=self)
+
+    def barrier(self):
+        barrier(group=self)
+
+    def alltoall(self, x):
+        return alltoall(x, group=self)
+
+    def alltoallv(self, x, send_counts, recv_counts):
+        return alltoallv(x, send_counts, recv_counts, group=self)
+
+    def send(self, x, peer, tag=0):
+        send(x, peer, tag, group=self)
+
+    def recv(self, x, peer, tag=0):
+        return recv(x, peer, tag, group=self)

@@ -127,6 +127,86 @@ static void check_errors(int size) {
   CHECK(strstr(ddl_last_error(), "root") != NULL, "message: %s", ddl_last_error());
 }
 
+/* messages: a ring shift (send to the next, then receive from the previous) and two tags
+ * received in the other order */
+static void check_messages(int rank, int size) {
+  if (size < 2) return;
+  const int next = (rank + 1) % size, prev = (rank + size - 1) % size;
+  int64_t out[2] = {rank, 1000 + rank}, in[2] = {-1, -1};
+  ok(ddl_send(&out[0], 1, DDL_INT64, next, 1), "send tag 1");
+  ok(ddl_send(&out[1], 1, DDL_INT64, next, 2), "send tag 2");
+  ok(ddl_recv(&in[1], 1, DDL_INT64, prev, 2), "recv tag 2");
+  ok(ddl_recv(&in[0], 1, DDL_INT64, prev, 1), "recv tag 1");
+  CHECK(in[0] == prev && in[1] == 1000 + prev, "messages from %d: %lld %lld", prev,
+        (long long)in[0], (long long)in[1]);
+  float f[4] = {0};
+  if (rank == 1) ok(ddl_send(f, 4, DDL_FLOAT32, 0, 9), "send 4");
+  if (rank == 0) {
+    CHECK(ddl_recv(f, 3, DDL_FLOAT32, 1, 9) == DDL_ERR_MISMATCH, "a short recv accepted");
+    CHECK(strstr(ddl_last_error(), "rank 1 sent 4 elements of float32, this rank expects 3") !=
+              NULL,
+          "message: %s", ddl_last_error());
+  }
+}
+
+/* alltoall (block j of rank r is r*100+j) and alltoallv (rank r sends j+1 elements to j) */
+static void check_alltoall(int rank, int size) {
+  int32_t* send = malloc(sizeof(int32_t) * (size_t)size * (size_t)(size + 1));
+  int32_t* recv = malloc(sizeof(int32_t) * (size_t)size * (size_t)(size + 1));
+  for (int j = 0; j < size; ++j) send[j] = rank * 100 + j;
+  ok(ddl_alltoall(send, recv, 1, DDL_INT32), "alltoall");
+  for (int j = 0; j < size; ++j) CHECK(recv[j] == j * 100 + rank, "alltoall block %d", j);
+  size_t* sc = malloc(sizeof(size_t) * 4 * (size_t)size);
+  size_t *sd = sc + size, *rc = sc + 2 * size, *rd = sc + 3 * size;
+  size_t st = 0, rt = 0;
+  for (int j = 0; j < size; ++j) {
+    sc[j] = (size_t)j + 1, sd[j] = st, st += sc[j];
+    rc[j] = (size_t)rank + 1, rd[j] = rt, rt += rc[j];
+  }
+  for (size_t i = 0; i < st; ++i) send[i] = rank;
+  ok(ddl_alltoallv(send, sc, sd, recv, rc, rd, DDL_INT32), "alltoallv");
+  for (int j = 0; j < size; ++j) CHECK(recv[rd[j]] == j && recv[rd[j] + rank] == j, "v %d", j);
+  free(sc);
+  free(send);
+  free(recv);
+}
+
+/* groups: every rank calls ddl_group_create for the even and the odd ranks (as torch's
+ * new_group does) and uses the one it is in, alternating with the job; a group of itself */
+static void check_groups(int rank, int size) {
+  int* list = malloc(sizeof(int) * (size_t)size);
+  ddl_group_t parity[2] = {NULL, NULL}, self = NULL;
+  for (int p = 0; p < 2; ++p) {
+    int n = 0;
+    for (int r = p; r < size; r += 2) list[n++] = r;
+    if (n > 0) ok(ddl_group_create(list, n, &parity[p]), "group_create");
+    CHECK((parity[p] != NULL) == (rank % 2 == p), "membership of group %d", p);
+  }
+  ddl_group_t mine = parity[rank % 2];
+  const int members = (size - rank % 2 + 1) / 2;
+  CHECK(ddl_group_size(mine) == members && ddl_group_rank(mine) == rank / 2, "group shape");
+  CHECK(ddl_group_global_rank(mine, ddl_group_rank(mine)) == rank, "global rank");
+  for (int round = 0; round < 3; ++round) {
+    int32_t x = rank, w = 1;
+    ok(ddl_group_allreduce(mine, &x, &x, 1, DDL_INT32, DDL_MAX), "group allreduce");
+    CHECK(x == rank % 2 + 2 * (members - 1), "group max %d", x);
+    ok(ddl_allreduce(&w, &w, 1, DDL_INT32, DDL_SUM), "job allreduce");
+    CHECK(w == size, "job sum %d", w);
+  }
+  int32_t v = rank;
+  ok(ddl_group_bcast(mine, &v, 1, DDL_INT32, members - 1), "group bcast");
+  CHECK(v == rank % 2 + 2 * (members - 1), "group bcast %d", v);
+  ok(ddl_group_barrier(ddl_group_world()), "world barrier");
+  ok(ddl_group_create(&rank, 1, &self), "group of one");
+  ok(ddl_group_allgather(self, &rank, &v, 1, DDL_INT32), "allgather of one");
+  for (int p = 0; p < 2; ++p) ok(ddl_group_destroy(parity[p]), "group_destroy");
+  ok(ddl_group_destroy(self), "group_destroy");
+  CHECK(ddl_group_barrier(self) == DDL_ERR_ARGUMENT &&
+            strstr(ddl_last_error(), "ddl_group_barrier: not a live group") != NULL,
+        "a destroyed group: %s", ddl_last_error());
+  free(list);
+}
+
 int main(int argc, char** argv) {
   size_t big = argc > 1 ? (size_t)strtoull(argv[1], NULL, 10) : 1000003;
   ok(ddl_init(), "ddl_init");
@@ -140,6 +220,9 @@ int main(int argc, char** argv) {
   check_reduce_scatter(rank, size);
   ok(ddl_barrier(), "barrier");
   check_errors(size);
+  check_messages(rank, size);
+  check_alltoall(rank, size);
+  check_groups(rank, size);
 
   ok(ddl_finalize(), "ddl_finalize");
   CHECK(ddl_rank() == -1, "rank after finalize");

@@ -80,6 +80,80 @@ ddl_status_t ddl_reduce_scatter(const void* send, void* recv, size_t recv_count,
 /* Returns once every rank has entered. */
 ddl_status_t ddl_barrier(void);
 
+/* ---- Point to point (any two ranks) ----
+ * `count` elements to (from) rank `peer`, matched by `tag` (any int) per sender: a message is
+ * received by the first ddl_recv() from its sender with its tag, in the order sent; messages
+ * with other tags wait aside meanwhile. ddl_send() returns once the data has been handed to the
+ * transport (it may wait for the receiver when the link's buffer is full). The receiver's
+ * count and type must equal the sender's: when they differ the message is dropped and
+ * ddl_recv() fails with DDL_ERR_MISMATCH naming the sender. A dead peer, or no progress for
+ * $DDL_TIMEOUT seconds, fails with DDL_ERR_TRANSPORT naming it. Messages use links of their
+ * own: they never mix with the collectives, which may run meanwhile on other threads. */
+ddl_status_t ddl_send(const void* buf, size_t count, ddl_datatype_t type, int peer, int tag);
+ddl_status_t ddl_recv(void* buf, size_t count, ddl_datatype_t type, int peer, int tag);
+
+/* recv (size * count elements) = the count-element block for this rank from every rank's send
+ * (size * count elements, block r for rank r), by rank. */
+ddl_status_t ddl_alltoall(const void* send, void* recv, size_t count, ddl_datatype_t type);
+/* The variable-size form: this rank sends send_counts[r] elements from send + send_displs[r]
+ * to rank r and receives recv_counts[r] elements from rank r at recv + recv_displs[r]
+ * (counts and displacements in elements, each array `size` long). Rank r's send_counts[q]
+ * must equal rank q's recv_counts[r]; when they differ every rank fails with
+ * DDL_ERR_MISMATCH naming the pair. */
+ddl_status_t ddl_alltoallv(const void* send, const size_t* send_counts, const size_t* send_displs,
+                           void* recv, const size_t* recv_counts, const size_t* recv_displs,
+                           ddl_datatype_t type);
+
+/* ---- Groups: communicators over a subset of the ranks ----
+ * A group's members are job ranks; member i (its group rank) is ranks[i]. Collectives on a
+ * group involve its members only and are called by every member in the same order; roots and
+ * peers are group ranks. Several groups may exist at once and overlap; each group's calls are
+ * numbered and checked on their own (a rank calling another group's collective, or another
+ * collective, fails with DDL_ERR_MISMATCH as for the job). Calls of different groups are
+ * serialised in a process (one collective at a time): ranks shared by two groups must call
+ * them in the same order. */
+typedef struct ddl_group* ddl_group_t;
+
+/* Makes the group of `n` distinct ranks `ranks` (in group-rank order). Every member calls it
+ * with the same list, in the same order as its other group creations and collectives; a rank
+ * that is not in the list gets *group = NULL without communicating, so every rank of the job
+ * may call it (as torch.distributed.new_group does) or only the members. */
+ddl_status_t ddl_group_create(const int* ranks, int n, ddl_group_t* group);
+/* Frees a group made by ddl_group_create() (local: no communication). NULL is ignored.
+ * ddl_finalize() frees the groups still alive; their handles are then invalid. */
+ddl_status_t ddl_group_destroy(ddl_group_t group);
+/* The group of every rank, in rank order: its calls are the job's (ddl_allreduce() ...).
+ * NULL before ddl_init(). */
+ddl_group_t ddl_group_world(void);
+/* This rank's group rank, and the number of members; -1 for an invalid group. */
+int ddl_group_rank(ddl_group_t group);
+int ddl_group_size(ddl_group_t group);
+/* The job rank of member `group_rank`; -1 when out of range or the group is invalid. */
+int ddl_group_global_rank(ddl_group_t group, int group_rank);
+
+/* The collectives above, on a group's members (roots and peers are group ranks). */
+ddl_status_t ddl_group_allreduce(ddl_group_t group, const void* send, void* recv, size_t count,
+                                 ddl_datatype_t type, ddl_op_t op);
+ddl_status_t ddl_group_allreduce_n(ddl_group_t group, void* const* buffers, const size_t* counts,
+                                   size_t n, ddl_datatype_t type, ddl_op_t op);
+ddl_status_t ddl_group_bcast(ddl_group_t group, void* buf, size_t count, ddl_datatype_t type,
+                             int root);
+ddl_status_t ddl_group_allgather(ddl_group_t group, const void* send, void* recv, size_t count,
+                                 ddl_datatype_t type);
+ddl_status_t ddl_group_reduce_scatter(ddl_group_t group, const void* send, void* recv,
+                                      size_t recv_count, ddl_datatype_t type, ddl_op_t op);
+ddl_status_t ddl_group_barrier(ddl_group_t group);
+ddl_status_t ddl_group_alltoall(ddl_group_t group, const void* send, void* recv, size_t count,
+                                ddl_datatype_t type);
+ddl_status_t ddl_group_alltoallv(ddl_group_t group, const void* send, const size_t* send_counts,
+                                 const size_t* send_displs, void* recv, const size_t* recv_counts,
+                                 const size_t* recv_displs, ddl_datatype_t type);
+/* Tags are the group's own: a group's messages never match another group's. */
+ddl_status_t ddl_group_send(ddl_group_t group, const void* buf, size_t count, ddl_datatype_t type,
+                            int peer, int tag);
+ddl_status_t ddl_group_recv(ddl_group_t group, void* buf, size_t count, ddl_datatype_t type,
+                            int peer, int tag);
+
 /* A fixed description of a status ("a peer failed or timed out"). */
 const char* ddl_error_string(ddl_status_t status);
 /* The calling thread's last error message, "" when none. Valid until its next ddl_ call. */

@@ -3,6 +3,8 @@
 //   ddl::Session session;                      // ddl_init(); ddl_finalize() when it ends
 //   std::vector<float> grad(n);
 //   session.allreduce(std::span(grad), DDL_AVG);
+//   ddl::Group evens(std::vector<int>{0, 2});  // every rank may make it; empty on 1 and 3
+//   if (evens) evens.allreduce(std::span(grad));
 #pragma once
 
 #include <cstdint>
@@ -10,6 +12,7 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "ddl/ddl.h"
@@ -56,6 +59,80 @@ constexpr ddl_datatype_t datatype_of() {
                 "no ddl data type for this element type");
   return DDL_UINT8;
 }
+
+/// A group of ranks (ddl_group_create), destroyed with this object; false (and unusable) on
+/// ranks outside it. Group::world() is the whole job. Roots and peers are group ranks.
+class Group {
+ public:
+  /// Every member passes the same `ranks` (job ranks, in group-rank order); others may call it.
+  explicit Group(std::span<const int> ranks) {
+    check(ddl_group_create(ranks.data(), static_cast<int>(ranks.size()), &group_));
+    owned_ = true;
+  }
+  /// The whole job (not destroyed by this object).
+  static Group world() { return Group(ddl_group_world()); }
+  ~Group() {
+    if (owned_) ddl_group_destroy(group_);
+  }
+  Group(Group&& o) noexcept : group_(o.group_), owned_(o.owned_) { o.owned_ = false; }
+  Group& operator=(Group&& o) noexcept {
+    std::swap(group_, o.group_);
+    std::swap(owned_, o.owned_);
+    return *this;
+  }
+  Group(const Group&) = delete;
+  Group& operator=(const Group&) = delete;
+
+  /// Whether this rank is a member.
+  explicit operator bool() const { return group_ != nullptr; }
+  ddl_group_t handle() const { return group_; }
+  int rank() const { return ddl_group_rank(group_); }
+  int size() const { return ddl_group_size(group_); }
+
+  /// In place.
+  template <typename T>
+  void allreduce(std::span<T> data, ddl_op_t op = DDL_SUM) {
+    check(ddl_group_allreduce(group_, data.data(), data.data(), data.size(), datatype_of<T>(), op));
+  }
+  template <typename T>
+  void broadcast(std::span<T> data, int root) {
+    check(ddl_group_bcast(group_, data.data(), data.size(), datatype_of<T>(), root));
+  }
+  /// Every member's `in`, by group rank.
+  template <typename T>
+  std::vector<T> allgather(std::span<const T> in) {
+    std::vector<T> out(in.size() * static_cast<size_t>(size()));
+    check(ddl_group_allgather(group_, in.data(), out.data(), in.size(), datatype_of<T>()));
+    return out;
+  }
+  /// Block j of `in` (in.size() / size() elements) goes to member j; the result holds every
+  /// member's block for this one, by group rank.
+  template <typename T>
+  std::vector<T> alltoall(std::span<const T> in) {
+    const size_t n = static_cast<size_t>(size());
+    if (in.size() % n != 0) {
+      throw Error(DDL_ERR_ARGUMENT, "alltoall: the input is not a multiple of the group size");
+    }
+    std::vector<T> out(in.size());
+    check(ddl_group_alltoall(group_, in.data(), out.data(), in.size() / n, datatype_of<T>()));
+    return out;
+  }
+  void barrier() { check(ddl_group_barrier(group_)); }
+  template <typename T>
+  void send(std::span<const T> data, int peer, int tag = 0) {
+    check(ddl_group_send(group_, data.data(), data.size(), datatype_of<T>(), peer, tag));
+  }
+  /// Exactly data.size() elements, as sent.
+  template <typename T>
+  void recv(std::span<T> data, int peer, int tag = 0) {
+    check(ddl_group_recv(group_, data.data(), data.size(), datatype_of<T>(), peer, tag));
+  }
+
+ private:
+  explicit Group(ddl_group_t world) : group_(world), owned_(false) {}
+  ddl_group_t group_ = nullptr;
+  bool owned_ = false;
+};
 
 /// The runtime, initialised for the lifetime of this object (one per process at a time).
 class Session {
@@ -105,6 +182,19 @@ class Session {
     return out;
   }
   void barrier() { check(ddl_barrier()); }
+  /// alltoall, send and recv on the whole job (see Group).
+  template <typename T>
+  std::vector<T> alltoall(std::span<const T> in) {
+    return Group::world().alltoall(in);
+  }
+  template <typename T>
+  void send(std::span<const T> data, int peer, int tag = 0) {
+    Group::world().send(data, peer, tag);
+  }
+  template <typename T>
+  void recv(std::span<T> data, int peer, int tag = 0) {
+    Group::world().recv(data, peer, tag);
+  }
 };
 
 }  // namespace ddl

@@ -58,8 +58,8 @@ ShmLink::~ShmLink() {
 
 void ShmLink::check_peer(bool receiving) {
   const auto now = std::chrono::steady_clock::now();
-  if (now < next_check_) return;
-  next_check_ = now + kCheckEvery;
+  if (now < next_check_[receiving]) return;
+  next_check_[receiving] = now + kCheckEvery;
   if (segment_->closed[1 - side_].load(std::memory_order_acquire) != 0) {
     // Bytes it wrote before closing are still for us.
     const RingControl& r = segment_->rings[1 - side_];
@@ -69,14 +69,21 @@ void ShmLink::check_peer(bool receiving) {
     }
     return;
   }
-  bool exited = false;
+  if (peer_exited()) throw TransportError(peer_name_ + ": the process has exited");
+}
+
+bool ShmLink::peer_exited() const {
   if (pidfd_ >= 0) {
     pollfd p{pidfd_, POLLIN, 0};
-    exited = ::poll(&p, 1, 0) > 0;
-  } else if (peer_pid_ != getpid()) {
-    exited = kill(peer_pid_, 0) != 0 && errno == ESRCH;
+    return ::poll(&p, 1, 0) > 0;
   }
-  if (exited) throw TransportError(peer_name_ + ": the process has exited");
+  return peer_pid_ != getpid() && kill(peer_pid_, 0) != 0 && errno == ESRCH;
+}
+
+bool ShmLink::delivered() {
+  const RingControl& r = segment_->rings[side_];
+  return r.head.load(std::memory_order_relaxed) == r.tail.load(std::memory_order_acquire) ||
+         segment_->closed[1 - side_].load(std::memory_order_acquire) != 0 || peer_exited();
 }
 
 size_t ShmLink::send_some(const void* data, size_t n) {

@@ -55,11 +55,15 @@ class ShmLink : public Link {
   size_t send_some(const void* data, size_t n) override;
   size_t recv_some(void* data, size_t n) override;
   int poll_fd() const override { return -1; }
+  /// Every byte written has been read, or the peer has closed its link or exited.
+  bool delivered() override;
 
  private:
   /// Throws when the peer closed its link or its process has exited (checked every
-  /// kCheckEvery while no byte moves).
+  /// kCheckEvery while no byte moves; a receive and a send may check at once, on two threads).
   void check_peer(bool receiving);
+  /// Whether the peer's process has exited.
+  bool peer_exited() const;
 
   Segment* segment_;
   int side_;
@@ -69,9 +73,9 @@ class ShmLink : public Link {
   int pidfd_ = -1;  ///< the peer's process, when it is another one and pidfd_open works
   std::string name_;
   uint64_t mask_;
-  std::byte* out_;  ///< the ring this side writes
-  std::byte* in_;   ///< the ring this side reads
-  std::chrono::steady_clock::time_point next_check_{};
+  std::byte* out_;                                         ///< the ring this side writes
+  std::byte* in_;                                          ///< the ring this side reads
+  std::chrono::steady_clock::time_point next_check_[2]{};  ///< by `receiving`
 };
 
 }  // namespace ddl::comm::transport::shm

@@ -12,6 +12,7 @@ matches calls by order. Only the global process set exists.
 """
 
 import itertools
+import math
 import time
 
 import torch
@@ -373,18 +374,13 @@ def _alltoall_splits(x, splits, n):
 
 
 def _alltoall(x, splits):
-    """Rank r's rows for this rank, by r; and how many came from each. Over allgather: every
-    rank's whole tensor travels to every rank, and each keeps its part."""
-    n, me = ddl.size(), ddl.rank()
-    matrix = ddl.allgather(torch.tensor(splits, dtype=torch.int64)).reshape(n, n).tolist()
-    everyone, rows = gather_rows(x)
-    parts, start = [], 0
-    for r in range(n):
-        offset = start + sum(matrix[r][:me])
-        parts.append(everyone[offset:offset + matrix[r][me]])
-        start += rows[r]
-    received = torch.tensor([matrix[r][me] for r in range(n)], dtype=torch.int32)
-    return torch.cat(parts), received
+    """The rows every rank sends this one, by rank, and their counts: the counts travel by
+    ddl.alltoall, the rows by ddl.alltoallv (libddl's alltoall)."""
+    received = ddl.alltoall(torch.tensor(splits, dtype=torch.int64)).tolist()
+    row = math.prod(x.shape[1:])
+    out = ddl.alltoallv(x, [s * row for s in splits], [c * row for c in received])
+    return out.reshape((sum(received),) + tuple(x.shape[1:])), torch.tensor(received,
+                                                                           dtype=torch.int32)
 
 
 def alltoall_async(tensor, splits=None, name=None, process_set=global_process_set):

@@ -1,0 +1,212 @@
+// A group's collectives (see subgroup.h).
+//
+// How it works: the group is a collectives Group over the communicator's links, with members in
+// the order of the list it was made from. Every call runs under the communicator's collective
+// lock and its own number, and checks its signature (with the group's id) among the members
+// before its data is used: a small allreduce or broadcast carries the check in its recursive
+// doubling messages, every other call runs check_signatures() first. Large allreduces go round
+// the ring, as do allgather, reduce-scatter and large broadcasts; alltoall is the pairwise
+// exchange of calls.h. A group of one checks nothing and copies. Messages go through the
+// communicator's mailbox under the group's id, so tags are per group.
+
+#include "comm/core/subgroup.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "comm/core/calls.h"
+#include "comm/core/communicator.h"
+
+namespace ddl::comm {
+
+Subgroup::Subgroup(Communicator& comm, std::vector<int> members, int self, uint32_t id)
+    : comm_(comm),
+      group_(
+          std::move(members), self,
+          [&comm](int peer) -> transport::Link& { return comm.link(peer); }, comm.options_.timeout),
+      id_(id) {}
+
+template <typename Body>
+void Subgroup::collective(Body&& body) {
+  comm_.collective(seq_, std::forward<Body>(body));
+}
+
+Signature Subgroup::signature(CollectiveKind kind, size_t count, DataType type, ReduceOp op,
+                              int root) const {
+  Signature s = make_signature(seq_, kind, count, type, op, root);
+  s.group = id_;
+  return s;
+}
+
+void Subgroup::host_only(const char* what, std::span<const void* const> buffers) const {
+  if (comm_.on_device(what, buffers)) {
+    throw ArgumentError(std::string(what) +
+                        ": GPU memory is not supported on groups yet; pass host memory");
+  }
+}
+
+void Subgroup::check_creation(uint64_t list_hash) {
+  collective([&] {
+    Signature sig = signature(CollectiveKind::kGroupCreate, static_cast<size_t>(size()),
+                              DataType::kUint8, ReduceOp::kSum);
+    sig.layout = list_hash;
+    if (size() > 1) check_signatures(group_, sig);
+  });
+}
+
+void Subgroup::allreduce_checked(void* buf, size_t count, DataType type, ReduceOp op,
+                                 Signature sig) {
+  if (size() == 1) return;
+  if (count * type_size(type) < comm_.options_.small_bytes) {
+    sig.route = Route::kRecursiveDoubling;
+    recursive_doubling_allreduce(group_, buf, count, type, op, &sig);
+    return;
+  }
+  sig.route = Route::kRing;
+  check_signatures(group_, sig);
+  ring_allreduce(group_, buf, count, type, op);
+}
+
+void Subgroup::allreduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op) {
+  collective([&] {
+    if (count > 0 && (send == nullptr || recv == nullptr)) {
+      throw ArgumentError("allreduce: a null buffer for " + std::to_string(count) + " elements");
+    }
+    if (const void* b[] = {send, recv}; count > 0) host_only("allreduce", b);
+    if (send != recv && count > 0) std::memmove(recv, send, count * type_size(type));
+    allreduce_checked(recv, count, type, op,
+                      signature(CollectiveKind::kAllreduce, count, type, op));
+  });
+}
+
+void Subgroup::allreduce_n(void* const* buffers, const size_t* counts, size_t n, DataType type,
+                           ReduceOp op) {
+  collective([&] {
+    if (n > 0 && (buffers == nullptr || counts == nullptr)) {
+      throw ArgumentError("allreduce_n: null buffer or count list");
+    }
+    for (size_t i = 0; i < n; ++i) {
+      if (counts[i] > 0 && buffers[i] == nullptr) {
+        throw ArgumentError("allreduce_n: buffer " + std::to_string(i) + " is null");
+      }
+    }
+    host_only("allreduce_n", std::vector<const void*>(buffers, buffers + n));
+    const size_t ts = type_size(type);
+    const size_t bucket_elems = std::max<size_t>(1, comm_.options_.bucket_bytes / ts);
+    Signature sig = signature(CollectiveKind::kAllreduceN, 0, type, op);
+    describe_buffers(sig, counts, n, bucket_elems);
+    if (n == 0 && size() > 1) check_signatures(group_, sig);
+    for_each_bucket(buffers, counts, n, ts, bucket_elems,
+                    [&](void* buf, size_t count) { allreduce_checked(buf, count, type, op, sig); });
+  });
+}
+
+void Subgroup::broadcast(void* buf, size_t count, DataType type, int root) {
+  collective([&] {
+    if (root < 0 || root >= size()) {
+      throw ArgumentError("broadcast: root " + std::to_string(root) +
+                          " is not a rank of the group (0.." + std::to_string(size() - 1) + ")");
+    }
+    if (count > 0 && buf == nullptr) throw ArgumentError("broadcast: a null buffer");
+    if (const void* b[] = {buf}; count > 0) host_only("broadcast", b);
+    Signature sig = signature(CollectiveKind::kBroadcast, count, type, ReduceOp::kSum, root);
+    if (size() == 1) return;
+    const size_t bytes = count * type_size(type);
+    if (count > 0 && bytes < comm_.options_.small_bytes) {
+      sig.route = Route::kRecursiveDoubling;
+      recursive_doubling_broadcast(group_, buf, bytes, root, sig);
+      return;
+    }
+    check_signatures(group_, sig);
+    if (count > 0) ring_broadcast(group_, buf, bytes, root);
+  });
+}
+
+void Subgroup::allgather(const void* send, void* recv, size_t count, DataType type) {
+  collective([&] {
+    if (count > 0 && (send == nullptr || recv == nullptr)) {
+      throw ArgumentError("allgather: a null buffer");
+    }
+    if (const void* b[] = {send, recv}; count > 0) host_only("allgather", b);
+    const Signature sig = signature(CollectiveKind::kAllgather, count, type, ReduceOp::kSum);
+    if (size() > 1) check_signatures(group_, sig);
+    const size_t bytes = count * type_size(type);
+    auto* out = static_cast<std::byte*>(recv);
+    if (count > 0 && out + bytes * rank() != send) std::memmove(out + bytes * rank(), send, bytes);
+    if (size() > 1 && count > 0) ring_allgather(group_, recv, count * size(), type);
+  });
+}
+
+void Subgroup::reduce_scatter(const void* send, void* recv, size_t recv_count, DataType type,
+                              ReduceOp op) {
+  collective([&] {
+    if (recv_count > 0 && (send == nullptr || recv == nullptr)) {
+      throw ArgumentError("reduce_scatter: a null buffer");
+    }
+    if (const void* b[] = {send, recv}; recv_count > 0) host_only("reduce_scatter", b);
+    const Signature sig = signature(CollectiveKind::kReduceScatter, recv_count, type, op);
+    if (size() > 1) check_signatures(group_, sig);
+    if (recv_count == 0) return;
+    const size_t bytes = recv_count * type_size(type);
+    std::vector<std::byte> scratch(bytes * size());
+    std::memcpy(scratch.data(), send, scratch.size());
+    if (size() > 1) ring_reduce_scatter(group_, scratch.data(), recv_count * size(), type, op);
+    std::memcpy(recv, scratch.data() + bytes * rank(), bytes);
+  });
+}
+
+void Subgroup::barrier() {
+  collective([&] {
+    const Signature sig = signature(CollectiveKind::kBarrier, 0, DataType::kUint8, ReduceOp::kSum);
+    if (size() > 1) check_signatures(group_, sig);
+  });
+}
+
+void Subgroup::alltoall(const void* send, void* recv, size_t count, DataType type) {
+  collective([&] {
+    if (const void* b[] = {send, recv}; count > 0) host_only("alltoall", b);
+    const Signature sig = signature(CollectiveKind::kAlltoall, count, type, ReduceOp::kSum);
+    alltoall_call(
+        group_, [this](const Signature& s) { verify(s); }, sig, send, recv, count, type);
+  });
+}
+
+void Subgroup::alltoallv(const void* send, const size_t* send_counts, const size_t* send_displs,
+                         void* recv, const size_t* recv_counts, const size_t* recv_displs,
+                         DataType type) {
+  collective([&] {
+    const void* b[] = {send, recv};
+    host_only("alltoallv", b);
+    const Signature sig = signature(CollectiveKind::kAlltoallv, 0, type, ReduceOp::kSum);
+    alltoallv_call(
+        group_, [this](const Signature& s) { verify(s); }, sig, send, send_counts, send_displs,
+        recv, recv_counts, recv_displs, type);
+  });
+}
+
+void Subgroup::verify(const Signature& sig) {
+  if (size() > 1) check_signatures(group_, sig);
+}
+
+int Subgroup::peer_rank(const char* what, int peer) const {
+  if (peer < 0 || peer >= size()) {
+    throw ArgumentError(std::string(what) + ": peer " + std::to_string(peer) +
+                        " is not a rank of the group (0.." + std::to_string(size() - 1) + ")");
+  }
+  return global(peer);
+}
+
+void Subgroup::send(const void* buf, size_t count, DataType type, int peer, int tag) {
+  const int to = peer_rank("send", peer);
+  comm_.check_peer("send", to, buf, count);
+  comm_.mailbox_->send(to, id_, tag, buf, count, type);
+}
+
+void Subgroup::recv(void* buf, size_t count, DataType type, int peer, int tag) {
+  const int from = peer_rank("recv", peer);
+  comm_.check_peer("recv", from, buf, count);
+  comm_.mailbox_->recv(from, id_, tag, buf, count, type);
+}
+
+}  // namespace ddl::comm
