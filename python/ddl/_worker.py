@@ -7,9 +7,12 @@ ranks issue the same calls. libddl releases the GIL while it communicates, so th
 thread computes meanwhile (DistributedOptimizer's overlap with the backward pass). A Handle's
 wait() returns fn's result or raises its exception; done() polls. A collective called directly
 (ddl.allreduce, ...) first waits for everything queued before it (drain()), so direct and queued
-calls keep one order; on the worker thread itself drain() does nothing.
+calls keep one order; on the worker thread itself drain() does nothing. At exit the interpreter
+waits for the queue too (atexit): a rank that ends while a collective still runs on the worker
+would otherwise tear libddl down under it (std::terminate).
 """
 
+import atexit
 import collections
 import threading
 
@@ -80,6 +83,7 @@ def submit(fn):
         with _start_lock:
             if _worker is None:
                 _worker = _Worker()
+                atexit.register(drain)
     return _worker.submit(fn)
 
 
