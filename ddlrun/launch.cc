@@ -10,9 +10,11 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <vector>
 
 #include "comm/bootstrap/bootstrap.h"
 #include "ddlrun/backends.h"
+#include "hostfiles/input_error.h"
 #include "launcher/factory.h"
 #include "launcher/keeper.h"
 #include "launcher/process.h"
@@ -64,6 +66,19 @@ class WorkDir {
   std::string path_;
 };
 
+/// Puts this ddlrun's package ddl on the ranks' PYTHONPATH (Job::python_dir) and says which at -v.
+void give_python_package(launcher::Job& job, spdlog::logger& log) {
+  job.python_dir = python_package_dir(self_path());
+  if (job.python_dir.empty()) {
+    log.info(
+        "python package ddl: none beside this ddlrun (built without pybind11?); the "
+        "ranks' PYTHONPATH is left alone");
+  } else {
+    log.info("python package ddl for the ranks: {}/ddl (first on their PYTHONPATH)",
+             hostfiles::printable(job.python_dir));
+  }
+}
+
 }  // namespace
 
 launcher::Job make_job(const JobPlan& plan, const std::string& topology_path) {
@@ -89,6 +104,23 @@ launcher::Job make_job(const JobPlan& plan, const std::string& topology_path) {
   return job;
 }
 
+std::string python_package_dir(const std::string& ddlrun_path) {
+  namespace fs = std::filesystem;
+  const fs::path bin = fs::path(ddlrun_path).parent_path();
+  std::vector<fs::path> candidates;
+#ifdef DDL_PYTHON_FROM_BINDIR
+  candidates.push_back(bin / DDL_PYTHON_FROM_BINDIR);
+#endif
+  candidates.push_back(bin.parent_path() / "python");
+  for (const fs::path& dir : candidates) {
+    std::error_code ec;
+    if (fs::is_regular_file(dir / "ddl" / "__init__.py", ec)) {
+      return fs::weakly_canonical(dir, ec).string();
+    }
+  }
+  return "";
+}
+
 launcher::TagStyle tag_style(const std::string& name) {
   if (name == "rank") return launcher::TagStyle::kTerminal;
   if (name == "mpi") return launcher::TagStyle::kOpenMpi;
@@ -109,7 +141,8 @@ int launch(const JobPlan& plan, const Options& o, spdlog::logger& log) {
   } else if (topology_path.front() != '/') {
     topology_path = std::filesystem::absolute(topology_path).string();
   }
-  const launcher::Job job = make_job(plan, topology_path);
+  launcher::Job job = make_job(plan, topology_path);
+  give_python_package(job, log);
 
   launcher::LaunchOptions lo;
   lo.ddlrun_path = self_path();

@@ -18,6 +18,12 @@ namespace ddl::cli {
 /// core count from its host's inventory, and `topology_path` as where ranks read the plan.
 launcher::Job make_job(const JobPlan& plan, const std::string& topology_path);
 
+/// The directory holding the Python package `ddl` of the ddlrun at `ddlrun_path`, for its ranks
+/// (Job::python_dir): where `cmake --install` puts it relative to the installed ddlrun
+/// (DDL_PYTHON_FROM_BINDIR, set by python/CMakeLists.txt), else the build tree's python/ beside
+/// ddlrun's own folder; "" when neither holds ddl/__init__.py (the package was not built).
+std::string python_package_dir(const std::string& ddlrun_path);
+
 /// The --tag-output value as a style ("auto", "rank", "mpi", "none").
 launcher::TagStyle tag_style(const std::string& name);
 

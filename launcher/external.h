@@ -41,6 +41,8 @@ inline constexpr std::string_view kExportsVariable = "DDL_EXPORTS";
 /// The cores of each rank's CPU set (Job::cores), run-length encoded as "count*cores" runs
 /// joined by ',' ("6*7,6*7" or "12*7"), so OMP_NUM_THREADS counts cores, not threads.
 inline constexpr std::string_view kCoresVariable = "DDL_CORES";
+/// Job::python_dir, for `ddlrun --rank-exec` to put on the rank's PYTHONPATH.
+inline constexpr std::string_view kPythonDirVariable = "DDL_PYTHON_DIR";
 /// The topology file's text, for jobs on more than one host whose file is at most
 /// kInlineTopologyMax bytes: a rank on a host without the file at $DDL_TOPOLOGY_FILE writes
 /// it there (the copy stays after the job). Larger plans need the path on a shared file

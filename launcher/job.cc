@@ -32,13 +32,44 @@ std::string host_port(const std::string& host, int port) {
   return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
 }
 
+/// The PYTHONPATH rule of rank_environment(): job.python_dir's hook directory and itself first.
+void add_python_path(const Job& job, const Inherited& inherited, std::vector<EnvVar>& env) {
+  if (job.python_dir.empty()) return;
+  const std::string ours = job.python_dir + "/ddl/_site:" + job.python_dir;
+  EnvVar* exported = nullptr;
+  for (EnvVar& e : env) {
+    if (e.first == "PYTHONPATH") exported = &e;
+  }
+  const std::string rest = exported != nullptr ? exported->second : inherited.python_path;
+  std::string value = ours;
+  if (rest == ours || rest.rfind(ours + ":", 0) == 0) {
+    value = rest;
+  } else if (!rest.empty()) {
+    value += ":" + rest;
+  }
+  if (exported != nullptr) {
+    exported->second = value;
+  } else {
+    env.emplace_back("PYTHONPATH", value);
+  }
+}
+
 }  // namespace
+
+Inherited inherited_from(const std::vector<std::string>& environ) {
+  Inherited in;
+  for (const std::string& e : environ) {
+    if (e.rfind("OMP_NUM_THREADS=", 0) == 0 && e.size() > 16) in.omp_num_threads = true;
+    if (e.rfind("PYTHONPATH=", 0) == 0) in.python_path = e.substr(11);
+  }
+  return in;
+}
 
 using wire::put_str;
 using wire::put_u32;
 
 std::vector<EnvVar> rank_environment(const Job& job, int rank, const Rendezvous& rendezvous,
-                                     const std::string& topology_path, bool inherited_omp) {
+                                     const std::string& topology_path, const Inherited& inherited) {
   const comm::Topology& t = job.topology;
   const comm::RankPlacement* r = t.find_rank(rank);
   if (r == nullptr) {
@@ -75,7 +106,7 @@ std::vector<EnvVar> rank_environment(const Job& job, int rank, const Rendezvous&
       {"MASTER_ADDR", rendezvous.address},
       {"MASTER_PORT", std::to_string(rendezvous.master_port)},
   };
-  if (!inherited_omp && !r->cpus.empty()) {
+  if (!inherited.omp_num_threads && !r->cpus.empty()) {
     int cores = static_cast<size_t>(rank) < job.cores.size() ? job.cores[rank] : 0;
     if (cores <= 0) cores = r->cpus.size();
     env.emplace_back("OMP_NUM_THREADS", std::to_string(cores));
@@ -90,11 +121,12 @@ std::vector<EnvVar> rank_environment(const Job& job, int rank, const Rendezvous&
     }
     if (!replaced) env.push_back(e);
   }
+  add_python_path(job, inherited, env);
   return env;
 }
 
 std::string encode_job(const Job& job) {
-  std::string out = "DDLJOB1";
+  std::string out = "DDLJOB2";
   put_str(out, comm::format_topology(job.topology));
   put_u32(out, static_cast<uint32_t>(job.argv.size()));
   for (const std::string& a : job.argv)
@@ -110,11 +142,12 @@ std::string encode_job(const Job& job) {
   put_u32(out, static_cast<uint32_t>(job.cores.size()));
   for (int c : job.cores)
     put_u32(out, static_cast<uint32_t>(c));
+  put_str(out, job.python_dir);
   return out;
 }
 
 Job decode_job(const std::string& bytes) {
-  if (bytes.rfind("DDLJOB1", 0) != 0) throw std::runtime_error("malformed job: bad header");
+  if (bytes.rfind("DDLJOB2", 0) != 0) throw std::runtime_error("malformed job: bad header");
   wire::Reader in(std::string_view(bytes).substr(7), "job");
   Job job;
   job.topology = comm::parse_topology(in.str(), "the job's topology");
@@ -129,6 +162,7 @@ Job decode_job(const std::string& bytes) {
   job.cwd = in.str();
   for (uint32_t n = in.count(4); n > 0; --n)
     job.cores.push_back(in.i32());
+  job.python_dir = in.str();
   in.expect_done();
   return job;
 }

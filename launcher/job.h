@@ -33,7 +33,21 @@ struct Job {
   /// Cores (not hardware threads) in each rank's CPU set, by rank; 0 or missing: unknown,
   /// the number of PUs is used. ddlrun fills it from the hosts' inventories.
   std::vector<int> cores;
+  /// The directory holding the Python package `ddl` of the ddlrun that starts the job (its build
+  /// tree's or its installed one): ranks get it, and its hook directory ddl/_site, first on
+  /// $PYTHONPATH, so `import ddl` and init_process_group("ddl") find that package. Empty: none.
+  std::string python_dir;
 };
+
+/// What a rank inherits from the environment its launcher gives it, as far as
+/// rank_environment() builds on it.
+struct Inherited {
+  bool omp_num_threads = false;  ///< OMP_NUM_THREADS is set and not empty
+  std::string python_path = {};  ///< $PYTHONPATH ("" when unset)
+};
+
+/// Inherited from an environment of "NAME=value" strings.
+Inherited inherited_from(const std::vector<std::string>& environ);
 
 /// The TCP ports the job's ranks meet on, free on rank 0's host when the job starts.
 struct Rendezvous {
@@ -54,12 +68,13 @@ struct Rendezvous {
 ///   DDL_OPTIONS="-mode <mode>" (IBM's spelling);
 ///   RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, ROLE_RANK, ROLE_WORLD_SIZE,
 ///   MASTER_ADDR, MASTER_PORT (torchrun's contract);
-///   OMP_NUM_THREADS = the cores of its CPU set, unless `inherited_omp` is set or the rank is
-///   not bound;
-/// then job.exports, which win over all of the above. Throws comm::TopologyError when the rank
+///   OMP_NUM_THREADS = the cores of its CPU set, unless the rank inherits one or is not bound;
+/// then job.exports, which win over all of the above; then, when job.python_dir is set,
+/// PYTHONPATH = "<python_dir>/ddl/_site:<python_dir>" before the exported or inherited
+/// PYTHONPATH (unless that already starts with them). Throws comm::TopologyError when the rank
 /// is not in the topology.
 std::vector<EnvVar> rank_environment(const Job& job, int rank, const Rendezvous& rendezvous,
-                                     const std::string& topology_path, bool inherited_omp);
+                                     const std::string& topology_path, const Inherited& inherited);
 
 /// The job as bytes and back, for the agent protocol. decode_job throws std::runtime_error on
 /// truncated or malformed input.

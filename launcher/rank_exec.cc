@@ -36,6 +36,7 @@
 #include "launcher/backend.h"
 #include "launcher/external.h"
 #include "launcher/job.h"
+#include "launcher/process.h"
 
 namespace ddl::launcher {
 
@@ -253,12 +254,8 @@ const comm::RankPlacement& placement_of(const Job& job, int rank, const std::str
 /// serves the rendezvous: `served`).
 void set_rank_environment(const Job& job, int rank, const Rendezvous& rendezvous, bool served,
                           const std::string& who) {
-  bool inherited_omp = false;
-  if (const char* omp = std::getenv("OMP_NUM_THREADS"); omp != nullptr && *omp != '\0') {
-    inherited_omp = true;
-  }
-  for (const EnvVar& e :
-       rank_environment(job, rank, rendezvous, job.topology_path, inherited_omp)) {
+  const Inherited inherited = inherited_from(current_environment());
+  for (const EnvVar& e : rank_environment(job, rank, rendezvous, job.topology_path, inherited)) {
     if (e.first == "DDL_RENDEZVOUS" && !served) continue;
     if (setenv(e.first.c_str(), e.second.c_str(), 1) != 0) {
       throw Failure{who + ": cannot set $" + e.first + ": " + std::strerror(errno)};
@@ -301,6 +298,7 @@ void set_rank_environment(const Job& job, int rank, const Rendezvous& rendezvous
   if (std::optional<std::string> cores = get(std::string(kCoresVariable).c_str())) {
     job.cores = decode_cores(*cores);
   }
+  job.python_dir = get(std::string(kPythonDirVariable).c_str()).value_or("");
 
   const comm::RankPlacement& placement = placement_of(job, rank, who);
   set_rank_environment(job, rank, rendezvous, meet.has_value(), who);
@@ -409,6 +407,7 @@ JobEnvironment job_environment(const Job& job, const Rendezvous& rendezvous,
   if (std::string cores = encode_cores(job.cores); !cores.empty()) {
     set(std::string(kCoresVariable), cores);
   }
+  if (!job.python_dir.empty()) set(std::string(kPythonDirVariable), job.python_dir);
   if (job.topology.hosts.size() > 1) {
     std::string text = comm::format_topology(job.topology);
     if (text.size() <= kInlineTopologyMax) set(std::string(kTopologyTextVariable), text);

@@ -24,8 +24,54 @@ constexpr bool kWithNccl = true;
 constexpr bool kWithNccl = false;
 #endif
 
-/// The process's one worker: runs queued collectives in the order they were queued. Never
-/// destroyed: the interpreter may exit while it waits for more.
+/// Collectives that move data (not barrier, whose wait is other ranks' lateness, nor
+/// point-to-point calls, which would wait for their peer) of at most this many bytes of CPU
+/// tensors run on the calling thread when nothing is queued or running: no hand-off to the
+/// worker and back, which costs two thread wake-ups per call (most of a small all_reduce's
+/// time, bench/torch_call_cost.py). So their work is complete when returned, async_op=True or
+/// not. Larger ones go to the worker and overlap with the caller's computation (DDP's buckets
+/// with backward). $DDL_INLINE_BYTES sets the limit (0: never inline).
+size_t inline_bytes() {
+  static const size_t bytes = [] {
+    const char* v = std::getenv("DDL_INLINE_BYTES");
+    return v != nullptr && *v != '\0' ? static_cast<size_t>(std::strtoull(v, nullptr, 10))
+                                      : size_t{64 * 1024};
+  }();
+  return bytes;
+}
+
+bool inlinable(c10d::OpType type, const std::vector<at::Tensor>& outputs) {
+  if (type == c10d::OpType::BARRIER || type == c10d::OpType::SEND || type == c10d::OpType::RECV ||
+      type == c10d::OpType::RECVANYSOURCE || type == c10d::OpType::ALLTOALL ||
+      type == c10d::OpType::ALLTOALL_BASE) {
+    return false;
+  }
+  size_t bytes = 0;
+  for (const at::Tensor& tensor : outputs) {
+    if (!tensor.device().is_cpu()) return false;
+    bytes += tensor.nbytes();
+  }
+  return bytes <= inline_bytes() && inline_bytes() > 0;
+}
+
+/// Runs a collective, returning what it threw.
+std::exception_ptr run_catching(const std::function<void()>& run) {
+  try {
+    run();
+  } catch (...) {
+    return std::current_exception();
+  }
+  return nullptr;
+}
+
+/// The process's one runner of collectives: whatever thread runs them, one runs at a time, in
+/// the order the collectives were issued. Never destroyed: the interpreter may exit while its
+/// worker waits for more.
+///
+/// A small collective issued while nothing is queued or running runs at once on the calling
+/// thread (run_inline); any other is queued for the worker thread (push), which runs the queue
+/// in order whenever no inline call is running. Whoever runs a collective holds `busy_`, so a
+/// collective issued meanwhile queues behind it: libddl sees every call in issue order.
 ///
 /// The worker never lets go of a tensor itself: a tensor made in Python may need the GIL to be
 /// freed, and a thread that asks for the GIL while the interpreter shuts down is ended on the
@@ -37,6 +83,26 @@ class CollectiveQueue {
   static CollectiveQueue& instance() {
     static CollectiveQueue* queue = new CollectiveQueue;
     return *queue;
+  }
+
+  /// Runs `run` now on this thread and completes `work`, when nothing is queued or running;
+  /// false (nothing done) otherwise.
+  bool run_inline(WorkDdl& work, const std::function<void()>& run) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (busy_ || !items_.empty()) return false;
+      busy_ = true;
+    }
+    std::exception_ptr error;
+    {
+      // Outputs are written in place; autograd has no part in a collective.
+      c10::AutoGradMode no_grad(false);
+      error = run_catching(run);
+    }
+    release();
+    // After busy_: the future's callbacks may issue (and wait for) further collectives.
+    work.complete(error);
+    return true;
   }
 
   void push(c10::intrusive_ptr<WorkDdl> work, std::function<void()> run) {
@@ -59,23 +125,31 @@ class CollectiveQueue {
     std::thread([this] { loop(); }).detach();
   }
 
+  /// Ends a run: clears busy_ and wakes the worker only when something was queued meanwhile (a
+  /// wake-up for nothing costs a context switch per call).
+  void release() {
+    bool queued = false;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      busy_ = false;
+      queued = !items_.empty();
+    }
+    if (queued) cv_.notify_one();
+  }
+
   void loop() {
-    // Outputs are written in place; autograd has no part in a collective.
     c10::AutoGradMode no_grad(false);
     for (;;) {
       Item item;
       {
         std::unique_lock<std::mutex> lock(mutex_);
-        cv_.wait(lock, [this] { return !items_.empty(); });
+        cv_.wait(lock, [this] { return !items_.empty() && !busy_; });
         item = std::move(items_.front());
         items_.pop_front();
+        busy_ = true;
       }
-      std::exception_ptr error;
-      try {
-        item.run();
-      } catch (...) {
-        error = std::current_exception();
-      }
+      const std::exception_ptr error = run_catching(item.run);
+      release();
       item.work->complete(error);
       // The caller may have let go of the work and its tensors already: they go to finished_,
       // not out of scope here.
@@ -87,6 +161,7 @@ class CollectiveQueue {
   std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<Item> items_;
+  bool busy_ = false;           ///< a collective is running (on the worker or inline)
   std::vector<Item> finished_;  ///< run, not yet freed (see push())
 };
 
@@ -271,8 +346,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::enqueue(c10d::OpType type,
                                                         std::function<void()> run) {
   // The kernels that wrote a GPU tensor ran on this thread's stream; the worker's are others.
   if (!outputs.empty()) settle(outputs[0]);
+  const bool small = inlinable(type, outputs);
   auto work = c10::make_intrusive<WorkDdl>(rank_, type, std::move(outputs));
-  CollectiveQueue::instance().push(work, std::move(run));
+  CollectiveQueue& queue = CollectiveQueue::instance();
+  if (small && queue.run_inline(*work, run)) return work;
+  queue.push(work, std::move(run));
   return work;
 }
 

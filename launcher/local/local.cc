@@ -15,12 +15,6 @@ namespace ddl::launcher {
 
 namespace {
 
-bool has_variable(const std::vector<std::string>& env, std::string_view name) {
-  return std::any_of(env.begin(), env.end(), [&](const std::string& e) {
-    return e.size() > name.size() && e.compare(0, name.size(), name) == 0 && e[name.size()] == '=';
-  });
-}
-
 class LocalBackend : public Backend, private pmix_server::Host {
  public:
   LocalBackend(const Job& job, const LaunchOptions& options) : job_(job), options_(options) {}
@@ -43,7 +37,7 @@ class LocalBackend : public Backend, private pmix_server::Host {
     rv.ddl_port = options_.rendezvous_port;
     const std::vector<std::string> base =
         options_.environ.empty() ? current_environment() : options_.environ;
-    const bool inherited_omp = has_variable(base, "OMP_NUM_THREADS");
+    const Inherited inherited = inherited_from(base);
     std::vector<int> started;
     try {
       if (options_.pmix_server && !ranks.empty()) {
@@ -56,8 +50,7 @@ class LocalBackend : public Backend, private pmix_server::Host {
       for (const comm::RankPlacement& r : ranks) {
         SpawnSpec spec;
         spec.argv = job_.argv;
-        std::vector<EnvVar> env =
-            rank_environment(job_, r.rank, rv, job_.topology_path, inherited_omp);
+        std::vector<EnvVar> env = rank_environment(job_, r.rank, rv, job_.topology_path, inherited);
         if (pmix_)
           pmix_server::add_environment(env, pmix_->fork_environment(r.rank), job_.exports, base);
         spec.env = merge_environment(base, env);

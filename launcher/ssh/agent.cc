@@ -432,13 +432,11 @@ void Agent::make_specs() {
   pmix_ = pmix_server::Server::start(dir_, *this);
   pmix_->register_job(job_, {host_index_});
   const std::vector<std::string> base = current_environment();
-  const bool inherited_omp = std::any_of(base.begin(), base.end(), [](const std::string& e) {
-    return e.rfind("OMP_NUM_THREADS=", 0) == 0;
-  });
+  const Inherited inherited = inherited_from(base);
   for (const comm::RankPlacement& r : mine_) {
     SpawnSpec spec;
     spec.argv = job_.argv;
-    std::vector<EnvVar> env = rank_environment(job_, r.rank, rv_, topology_path, inherited_omp);
+    std::vector<EnvVar> env = rank_environment(job_, r.rank, rv_, topology_path, inherited);
     pmix_server::add_environment(env, pmix_->fork_environment(r.rank), job_.exports, base);
     spec.env = merge_environment(base, env);
     spec.cpus = r.cpus;

@@ -23,6 +23,7 @@ init_process_group("ddl") and DistributedDataParallel instead.
 
 import io
 import math
+import os
 
 import numpy
 import torch
@@ -177,26 +178,50 @@ class DistributedSampler(torch.utils.data.Sampler):
         return self.per_rank
 
 
-def _create_process_group(store, rank, size, timeout):
-    """init_process_group("ddl")'s creator: the C++ ProcessGroupDdl (python/process_group_ddl.h)
-    over the job ddl.init() joins. The store and timeout are not needed: libddl finds the job
-    from the launcher's variables, and DDL_TIMEOUT bounds its start and every transfer."""
-    del store, timeout
+def _create_process_group(options, pg_options=None):
+    """init_process_group("ddl") and new_group(backend="ddl")'s creator (torch's extended API):
+    the C++ ProcessGroupDdl (python/process_group_ddl.h) over the job ddl.init() joins. The store
+    is not needed: libddl finds the job from the launcher's variables. A timeout other than
+    torch's default becomes libddl's DDL_TIMEOUT (start-up and every transfer) when this creates
+    the runtime; a runtime already running keeps its own, which the error names."""
+    del pg_options
     try:
         from . import _torch_pg
     except ImportError as e:
         raise RuntimeError(
             "ddl backend: the extension ddl._torch_pg was not built (it needs libtorch-dev when "
             f"ddlrun is built: run scripts/setup, then rebuild): {e}") from None
+    ranks = list(options.global_ranks_in_group)
+    _apply_timeout(options.timeout)
     ddl.init()
-    return _torch_pg.ProcessGroupDdl(rank, size)
+    if ranks and sorted(ranks) != list(range(ddl.size())):
+        raise RuntimeError(
+            f"ddl backend: new_group: ranks {ranks} are not every rank of the job (0..{ddl.size() - 1}); "
+            "this libddl has no groups of some ranks: use backend='gloo' for subgroups")
+    return _torch_pg.ProcessGroupDdl(options.group_rank, options.group_size)
+
+
+def _apply_timeout(timeout):
+    """Gives libddl the group's timeout (a timedelta) unless it is torch's default."""
+    from torch.distributed.constants import default_pg_timeout
+
+    seconds = timeout.total_seconds()
+    if timeout == default_pg_timeout:
+        return
+    if not ddl.initialized():
+        os.environ["DDL_TIMEOUT"] = f"{seconds:g}"
+    elif os.environ.get("DDL_TIMEOUT") != f"{seconds:g}":
+        raise RuntimeError(
+            f"ddl backend: init_process_group: timeout={seconds:g}s, but libddl already runs "
+            f"with DDL_TIMEOUT={os.environ.get('DDL_TIMEOUT', '60 (the default)')}: pass the "
+            "timeout before any ddl call, or set DDL_TIMEOUT for the job (ddlrun -x)")
 
 
 def _register_backend():
     """Makes init_process_group("ddl") create ProcessGroupDdl, where torch has distributed."""
     dist = torch.distributed
     if dist.is_available() and not hasattr(dist.Backend, "DDL"):
-        dist.Backend.register_backend("ddl", _create_process_group)
+        dist.Backend.register_backend("ddl", _create_process_group, extended_api=True)
 
 
 _register_backend()

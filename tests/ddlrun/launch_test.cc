@@ -1,6 +1,8 @@
 // Jobs started for real through the ddlrun binary and its local launcher: what ranks see, what
 // ddlrun prints and returns, and that nothing is left running.
 
+#include "ddlrun/launch.h"
+
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -82,6 +84,35 @@ TEST_F(LaunchTest, EveryRankSeesItsVariables) {
         << r.out;
     EXPECT_NE(r.out.find("[1," + k + "]<stdout>:topology-ok\n"), std::string::npos) << r.out;
   }
+}
+
+TEST_F(LaunchTest, PythonPackageOfTheBuildTree) {
+  const std::filesystem::path ddlrun = dir_ / "build" / "ddlrun" / "ddlrun";
+  std::filesystem::create_directories(ddlrun.parent_path());
+  std::ofstream(ddlrun.string()) << "";
+  EXPECT_EQ(ddl::cli::python_package_dir(ddlrun.string()), "");
+  std::filesystem::create_directories(dir_ / "build" / "python" / "ddl");
+  std::ofstream((dir_ / "build" / "python" / "ddl" / "__init__.py").string()) << "";
+  EXPECT_EQ(ddl::cli::python_package_dir(ddlrun.string()),
+            std::filesystem::canonical(dir_ / "build" / "python").string());
+}
+
+TEST_F(LaunchTest, RanksGetTheirDdlrunsPythonPackageFirst) {
+  const std::filesystem::path python =
+      std::filesystem::path(DDLRUN_BINARY).parent_path().parent_path() / "python";
+  if (!std::filesystem::exists(python / "ddl" / "__init__.py")) GTEST_SKIP() << "no package ddl";
+  const std::string dir = std::filesystem::canonical(python).string();
+  setenv("PYTHONPATH", "/inherited", 1);
+  const Result r = run({"-v", "-H", "localhost:2", "--no-probe", "--tag-output", "none", "sh", "-c",
+                        "echo \"$PYTHONPATH\""});
+  unsetenv("PYTHONPATH");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::string line = dir + "/ddl/_site:" + dir + ":/inherited\n";
+  EXPECT_EQ(r.out, line + line);
+  EXPECT_NE(r.err.find("ddlrun: info: python package ddl for the ranks: " + dir +
+                       "/ddl (first on their PYTHONPATH)\n"),
+            std::string::npos)
+      << r.err;
 }
 
 TEST_F(LaunchTest, ArgumentsArriveByteForByte) {

@@ -143,4 +143,56 @@ for c in "${consumers[@]}"; do
   printf '%s\n' "$out"
   expect "$out" "rank 0 of 2: 3 6 9 12" "rank 1 of 2: 3 6 9 12"
 done
+python_package() {
+  local cache=$build/CMakeCache.txt python rel configured site ext out r
+  python=$(sed -n 's/^Python3_EXECUTABLE:[A-Z]*=//p' "$cache")
+  rel=$(sed -n 's/^DDL_PYTHON_INSTALL_DIR:[A-Z]*=//p' "$cache")
+  [[ -n $rel && -f $build/python/ddl/__init__.py ]] || {
+    echo "(no Python package in this build)"
+    return
+  }
+  step "the Python package ddl in $prefix/$rel for $python"
+  site=$prefix/$rel
+  [[ -f $site/ddl/__init__.py && -f $site/ddl/torch.py && -f $site/ddl/_site/sitecustomize.py ]] ||
+    fail "the package ddl is not complete in $site"
+  for ext in "$build"/python/ddl/_*.so; do
+    [[ -f $site/ddl/$(basename "$ext") ]] || fail "missing $site/ddl/$(basename "$ext")"
+    uses_installed_lib "$site/ddl/$(basename "$ext")"
+  done
+  # For the configured prefix, the interpreter reads the package without PYTHONPATH when cmake
+  # said so at configure time.
+  configured=$(sed -n 's/^CMAKE_INSTALL_PREFIX:[A-Z]*=//p' "$cache")
+  if [[ $("$python" "$here/../../cmake/python_site_dir.py" "$configured") == *";TRUE" ]]; then
+    "$python" -c 'import sys; sys.exit(sys.argv[1] not in sys.path)' "$configured/$rel" ||
+      fail "$python does not read $configured/$rel"
+  fi
+  out=$(cd "$tmp" && PYTHONPATH=$site "$python" -c 'import ddl; print(ddl._ddl.__file__)' 2>&1) ||
+    fail "import ddl from $site: $out"
+  [[ $out == "$site/ddl/"* ]] || fail "import ddl from $site loaded $out"
+
+  step "python3 ranks of $prefix/bin/ddlrun, no PYTHONPATH"
+  out=$(cd "$tmp" && env -u PYTHONPATH "$prefix/bin/ddlrun" -v -H localhost:2 --no-probe \
+    --tag-output none "$python" -c 'import numpy, ddl
+x = numpy.full(3, ddl.rank() + 1.0); ddl.allreduce(x)
+print(f"rank {ddl.rank()}: {x.tolist()} from {ddl.__file__}")' 2>&1) || {
+    printf '%s\n' "$out" >&2
+    fail "the numpy job failed"
+  }
+  printf '%s\n' "$out"
+  expect "$out" \
+    "ddlrun: info: python package ddl for the ranks: $(readlink -f "$site")/ddl (first on their PYTHONPATH)"
+  for r in 0 1; do
+    expect "$out" "rank $r: [3.0, 3.0, 3.0] from $(readlink -f "$site")/ddl/__init__.py"
+  done
+  if "$python" -c 'import torch' 2>/dev/null && compgen -G "$site/ddl/_torch_pg*.so" >/dev/null; then
+    out=$(cd "$tmp" && env -u PYTHONPATH "$prefix/bin/ddlrun" -H localhost:2 --no-probe \
+      --tag-output none "$python" "$here/../python/check_ibm_style.py" 2>&1) || {
+      printf '%s\n' "$out" >&2
+      fail "the IBM-style torch script failed"
+    }
+    printf '%s\n' "$out"
+    expect "$out" "rank 0 of 2 ok" "rank 1 of 2 ok"
+  fi
+}
+python_package
 echo "install test: ok"

@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 
@@ -43,7 +44,7 @@ TEST(RankEnvironmentTest, GivesDdlAndTorchrunVariables) {
   Job job = sample_job();
   job.exports.clear();
   const Rendezvous rv{"10.200.0.2", 29500, 29501, ""};
-  auto env = as_map(rank_environment(job, 1, rv, "/p/topo.yaml", false));
+  auto env = as_map(rank_environment(job, 1, rv, "/p/topo.yaml", {}));
   EXPECT_EQ(env["DDL_RANK"], "1");
   EXPECT_EQ(env["DDL_SIZE"], "3");
   EXPECT_EQ(env["DDL_LOCAL_RANK"], "1");
@@ -69,30 +70,61 @@ TEST(RankEnvironmentTest, GivesDdlAndTorchrunVariables) {
 
 TEST(RankEnvironmentTest, RendezvousServerAddressWhenGiven) {
   const Rendezvous rv{"10.200.0.2", 29500, 41000, "fe80::1"};
-  EXPECT_EQ(as_map(rank_environment(sample_job(), 0, rv, "t", false))["DDL_RENDEZVOUS"],
+  EXPECT_EQ(as_map(rank_environment(sample_job(), 0, rv, "t", {}))["DDL_RENDEZVOUS"],
             "[fe80::1]:41000");
 }
 
 TEST(RankEnvironmentTest, OmpThreadsOnlyWhenBoundAndNotSetByTheUser) {
   Job job = sample_job();
   const Rendezvous rv{"a", 1, 2, ""};
-  EXPECT_EQ(as_map(rank_environment(job, 2, rv, "t", false)).count("OMP_NUM_THREADS"), 0u);
-  EXPECT_EQ(as_map(rank_environment(job, 0, rv, "t", true)).count("OMP_NUM_THREADS"), 0u);
+  EXPECT_EQ(as_map(rank_environment(job, 2, rv, "t", {})).count("OMP_NUM_THREADS"), 0u);
+  EXPECT_EQ(
+      as_map(rank_environment(job, 0, rv, "t", {.omp_num_threads = true})).count("OMP_NUM_THREADS"),
+      0u);
   job.cores.clear();  // unknown cores: the PUs count
-  EXPECT_EQ(as_map(rank_environment(job, 0, rv, "t", false))["OMP_NUM_THREADS"], "4");
+  EXPECT_EQ(as_map(rank_environment(job, 0, rv, "t", {}))["OMP_NUM_THREADS"], "4");
 }
 
 TEST(RankEnvironmentTest, ExportsWinAndKeepTheirOrder) {
-  const std::vector<EnvVar> env = rank_environment(sample_job(), 2, {"a", 1, 2, ""}, "t", false);
+  const std::vector<EnvVar> env = rank_environment(sample_job(), 2, {"a", 1, 2, ""}, "t", {});
   auto m = as_map(env);
   EXPECT_EQ(m["RANK"], "overridden");
   EXPECT_EQ(m["FOO"], "bar");
   EXPECT_EQ(env.back(), (EnvVar{"FOO", "bar"}));
 }
 
+TEST(RankEnvironmentTest, PythonDirFirstOnPythonPath) {
+  Job job = sample_job();
+  const Rendezvous rv{"a", 1, 2, ""};
+  EXPECT_EQ(as_map(rank_environment(job, 0, rv, "t", {})).count("PYTHONPATH"), 0u);
+  job.python_dir = "/b/python";
+  const std::string ours = "/b/python/ddl/_site:/b/python";
+  EXPECT_EQ(as_map(rank_environment(job, 0, rv, "t", {}))["PYTHONPATH"], ours);
+  EXPECT_EQ(as_map(rank_environment(job, 0, rv, "t", {.python_path = "/u:/v"}))["PYTHONPATH"],
+            ours + ":/u:/v");
+  // Already first (a ddlrun inside a job): not twice.
+  EXPECT_EQ(as_map(rank_environment(job, 0, rv, "t", {.python_path = ours + ":/u"}))["PYTHONPATH"],
+            ours + ":/u");
+  // -x PYTHONPATH=... replaces the inherited one, after ours.
+  job.exports.emplace_back("PYTHONPATH", "/x");
+  const std::vector<EnvVar> env = rank_environment(job, 0, rv, "t", {.python_path = "/u"});
+  EXPECT_EQ(std::count_if(env.begin(), env.end(),
+                          [](const EnvVar& e) { return e.first == "PYTHONPATH"; }),
+            1);
+  EXPECT_EQ(as_map(env)["PYTHONPATH"], ours + ":/x");
+}
+
+TEST(RankEnvironmentTest, InheritedFromTheEnvironment) {
+  const Inherited in = inherited_from({"A=1", "PYTHONPATH=/p:/q", "OMP_NUM_THREADS=3"});
+  EXPECT_TRUE(in.omp_num_threads);
+  EXPECT_EQ(in.python_path, "/p:/q");
+  EXPECT_FALSE(inherited_from({"OMP_NUM_THREADS="}).omp_num_threads);
+  EXPECT_EQ(inherited_from({"PYTHONPATHX=/p"}).python_path, "");
+}
+
 TEST(RankEnvironmentTest, UnknownRankNamesTheJob) {
   try {
-    rank_environment(sample_job(), 9, {"a", 1, 2, ""}, "t", false);
+    rank_environment(sample_job(), 9, {"a", 1, 2, ""}, "t", {});
     FAIL();
   } catch (const comm::TopologyError& e) {
     EXPECT_STREQ(e.what(), "rank 9 is not in the topology of job job-7 (it has 3 ranks)");
@@ -102,6 +134,7 @@ TEST(RankEnvironmentTest, UnknownRankNamesTheJob) {
 TEST(EncodeJobTest, RoundTripsEveryByte) {
   Job job = sample_job();
   job.argv.push_back(std::string("nul\0inside", 10));
+  job.python_dir = "/opt/ddl run/python";
   const Job back = decode_job(encode_job(job));
   EXPECT_EQ(back.topology, job.topology);
   EXPECT_EQ(back.argv, job.argv);
@@ -110,6 +143,7 @@ TEST(EncodeJobTest, RoundTripsEveryByte) {
   EXPECT_EQ(back.token, job.token);
   EXPECT_EQ(back.cwd, job.cwd);
   EXPECT_EQ(back.cores, job.cores);
+  EXPECT_EQ(back.python_dir, job.python_dir);
 }
 
 TEST(EncodeJobTest, RefusesDamagedBytes) {
@@ -122,7 +156,7 @@ TEST(EncodeJobTest, RefusesDamagedBytes) {
     EXPECT_STREQ(e.what(), "malformed job: truncated");
   }
   try {
-    decode_job(bytes.substr(0, bytes.size() - 3));  // inside the list of cores
+    decode_job(bytes.substr(0, bytes.size() - 7));  // inside the list of cores
     FAIL();
   } catch (const std::runtime_error& e) {
     EXPECT_STREQ(e.what(), "malformed job: a count of 3 exceeds the data");

@@ -5,7 +5,8 @@ ProcessGroup (all_reduce with each ReduceOp, all_reduce_coalesced, reduce, broad
 all_gather, all_gather_into_tensor, gather, scatter, reduce_scatter, reduce_scatter_tensor,
 barrier) on every dtype the backend takes, on contiguous and non-contiguous tensors. Rank r's values are small integers, so every
 result is exact in every dtype (float16 and bfloat16 included). Then the work objects: async
-calls return before the peers have joined (rank 1 sleeps first), wait in any order, run in the
+calls return before the peers have joined (rank 1 sleeps first) except small ones (up to
+64 KiB, run inline on the calling thread: complete when returned), wait in any order, run in the
 order issued, and their futures hold the outputs and take .then() callbacks; DDP with the
 fp16_compress_hook comm hook (a future chain) trains to identical weights. Then errors: what the
 backend refuses (dtype, op, sizes) and what libddl refuses (a root that is not a rank) become
@@ -123,6 +124,22 @@ def check_other_ops(rank, n):
     dist.barrier()
 
 
+def check_inline(rank, n):
+    """A small all_reduce runs on the calling thread (complete when returned, async or not); a
+    large one goes to the worker and returns at once while rank 1 is still asleep."""
+    small, large = torch.ones(16 * 1024), torch.ones(64 * 1024 + 1)
+    for tensor, inline in ((small, True), (large, False)):
+        dist.barrier()
+        if rank == 1:
+            time.sleep(0.5)
+        work = dist.all_reduce(tensor, async_op=True)
+        if rank == 0 and work.is_completed() != inline:
+            fail(f"an async all_reduce of {tensor.numel() * 4} bytes was "
+                 f"{'not ' if inline else ''}complete when returned")
+        work.wait()
+        expect(f"all_reduce of {tensor.numel()} float32", tensor, torch.full_like(tensor, n))
+
+
 def check_work(rank, n):
     # Asynchronous: rank 0's barrier is queued and returned while rank 1 is still asleep.
     if rank == 1:
@@ -235,6 +252,7 @@ def main():
     check_allreduce(rank, n)
     check_other_ops(rank, n)
     check_work(rank, n)
+    check_inline(rank, n)
     check_errors(rank, n)
     dist.barrier()
     print(f"rank {rank} of {n} ok", flush=True)

@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
 # Runs a Python script as an N-rank job of ddlrun's local launcher with the build tree's package
 # `ddl` on PYTHONPATH, and checks that each rank printed "rank R of N ok".
-#   run_job.sh [--torch | --torchvision] DDLRUN PYTHON_DIR PYTHON N SCRIPT [args...]
+#   run_job.sh [--torch | --torchvision] [--plain] DDLRUN PYTHON_DIR PYTHON N SCRIPT [args...]
 # --torch: skipped (77) when PYTHON cannot import torch; --torchvision: torch and torchvision
-# (Debian's python3-torchvision).
+# (Debian's python3-torchvision). --plain: no PYTHONPATH at all, as a user would run it (the
+# ranks find ddlrun's own package).
 set -uo pipefail
-need_torch=0 modules=torch
-if [[ ${1:-} == --torch || ${1:-} == --torchvision ]]; then
-  need_torch=1
-  [[ $1 == --torchvision ]] && modules=torch,torchvision
+need_torch=0 plain=0 modules=torch
+while [[ ${1:-} == --* ]]; do
+  case $1 in
+    --torch) need_torch=1 ;;
+    --torchvision) need_torch=1 modules=torch,torchvision ;;
+    --plain) plain=1 ;;
+  esac
   shift
-fi
+done
 ddlrun=$1 pydir=$2 python=$3 n=$4 script=$5
 shift 5
 if ((need_torch)) && ! "$python" -c "import $modules" 2>/dev/null; then
@@ -18,8 +22,13 @@ if ((need_torch)) && ! "$python" -c "import $modules" 2>/dev/null; then
     "python3-torchvision): skipped"
   exit 77
 fi
-out=$("$ddlrun" --tag-output none -H "localhost:$n" --no-probe -x "PYTHONPATH=$pydir" \
-  "$python" "$script" "$@" 2>&1)
+path=(-x "PYTHONPATH=$pydir")
+if ((plain)); then
+  path=()
+  unset PYTHONPATH
+fi
+out=$("$ddlrun" --tag-output none -H "localhost:$n" --no-probe "${path[@]}" "$python" "$script" \
+  "$@" 2>&1)
 status=$?
 echo "$out"
 if ((status != 0)); then

@@ -1,0 +1,94 @@
+"""ddlrun's sitecustomize: registers the torch.distributed backend "ddl" in the ranks of a job.
+
+How it works: ddlrun puts this directory (ddl/_site of its package) first on every rank's
+PYTHONPATH, so Python's `site` imports this module at start-up instead of the system's
+sitecustomize, which it then runs (Debian's installs apport's hook), so nothing is lost. In a
+rank of a ddlrun job (DDL_RANK and DDL_SIZE set) it adds a finder to sys.meta_path that watches
+for one import, torch.distributed: when that module has run, the backend "ddl" is registered,
+so `init_process_group("ddl")` works in scripts that never import ddl (IBM's). Its creator
+imports ddl.torch only when a group is made. Outside a job this module runs the system's
+sitecustomize and does nothing else; it never imports torch or ddl itself.
+"""
+
+import os
+import sys
+
+
+def _run_next_sitecustomize():
+    """Runs the sitecustomize this one shadows (the next one on sys.path), if any."""
+    import importlib.machinery
+    import importlib.util
+
+    here = os.path.dirname(os.path.realpath(__file__))
+    rest = [p for p in sys.path if os.path.realpath(p or ".") != here]
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", rest)
+    if spec is None or spec.loader is None:
+        return
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as e:  # as site.py does for a failing sitecustomize
+        print(f"Error in sitecustomize ({spec.origin}); set PYTHONVERBOSE for traceback:\n"
+              f"{type(e).__name__}: {e}", file=sys.stderr)
+
+
+def _create_process_group(options, pg_options):
+    """The backend's creator (torch's extended API): ddl.torch's, imported now."""
+    from ddl.torch import _create_process_group as create
+
+    return create(options, pg_options)
+
+
+def _register(dist):
+    """Registers the backend "ddl" with torch.distributed (`dist`), once."""
+    try:
+        if dist.is_available() and not hasattr(dist.Backend, "DDL"):
+            dist.Backend.register_backend("ddl", _create_process_group, extended_api=True)
+    except Exception as e:  # an unknown torch: say so, never break the import
+        print(f"ddl: the torch.distributed backend ddl was not registered: "
+              f"{type(e).__name__}: {e}", file=sys.stderr)
+
+
+class _Loader:
+    """torch.distributed's own loader, and _register once the module has run."""
+
+    def __init__(self, inner):
+        self._inner = inner
+
+    def create_module(self, spec):
+        return self._inner.create_module(spec)
+
+    def exec_module(self, module):
+        self._inner.exec_module(module)
+        _register(module)
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+
+class _TorchDistributedFinder:
+    """Finds torch.distributed through the other finders and gives it a _Loader."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "torch.distributed":
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None and spec.loader is not None:
+                spec.loader = _Loader(spec.loader)
+                return spec
+        return None
+
+
+def _in_job():
+    return bool(os.environ.get("DDL_RANK")) and bool(os.environ.get("DDL_SIZE"))
+
+
+_run_next_sitecustomize()
+if _in_job():
+    if "torch.distributed" in sys.modules:
+        _register(sys.modules["torch.distributed"])
+    else:
+        sys.meta_path.insert(0, _TorchDistributedFinder())
