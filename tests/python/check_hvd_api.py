@@ -10,6 +10,7 @@ import warnings
 import torch
 
 import horovod.torch as hvd
+from ddl import _worker
 
 
 def expect(error, text, call, *args, **kwargs):
@@ -44,6 +45,7 @@ def check_allreduce(r, n):
     total = n * (n + 1) / 2
     assert torch.equal(hvd.allreduce(x), torch.full((3, 2), total / n))
     assert torch.equal(x, torch.full((3, 2), float(r + 1)))  # left alone
+    assert _worker._worker is None  # synchronous calls run on this thread: no worker yet
     for op, want in ((hvd.Sum, total), (hvd.Min, 1.0), (hvd.Max, float(n)),
                      (hvd.Product, float(torch.arange(1, n + 1).prod()))):
         assert hvd.allreduce(x, op=op)[0, 0].item() == want, op

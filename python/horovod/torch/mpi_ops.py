@@ -4,8 +4,8 @@ How it works: init() joins the job through ddl.init() (ddlrun's variables say wh
 is) and learns cross_rank/cross_size from one allgather of every rank's local_rank. An
 asynchronous call (allreduce_async, broadcast_async_, ...) queues its collective on ddl's
 worker thread (ddl._worker), which runs them in issue order, the same on every rank, and
-returns an integer handle for poll() and synchronize(); the synchronous calls are the same
-followed by synchronize(). allreduce, allgather and broadcast are autograd functions, as in
+returns an integer handle for poll() and synchronize(); the synchronous calls run the same
+collective on the calling thread once the queue is empty (no hand-off: ddl's latency). allreduce, allgather and broadcast are autograd functions, as in
 Horovod. Tensors are CPU tensors of the dtypes ddl takes; ops map to libddl's (Average: avg,
 Sum, Min, Max, Product); Adasum is refused. Names (name=) are accepted and not needed: libddl
 matches calls by order. Only the global process set exists.
@@ -13,6 +13,7 @@ matches calls by order. Only the global process set exists.
 
 import itertools
 import math
+import threading
 import time
 
 import torch
@@ -42,6 +43,7 @@ global_process_set = _GlobalProcessSet()
 _cross = {}
 _handles = {}
 _handle_ids = itertools.count(1)
+_here = threading.local()  # .active: _submit runs here (_now)
 
 
 def init(comm=None, process_sets=None):
@@ -153,10 +155,41 @@ def _copy(tensor):
     return tensor.detach().clone(memory_format=torch.contiguous_format)
 
 
+class _Done:
+    """The handle of a call run on the calling thread."""
+
+    __slots__ = ("result",)
+
+    def __init__(self, result):
+        self.result = result
+
+    def done(self):
+        return True
+
+    def wait(self):
+        return self.result
+
+
 def _submit(fn):
+    """fn queued on ddl's worker thread: a handle. Under _now(), fn runs on this thread once
+    the queue is empty instead (no hand-off to the worker: a synchronous call's latency)."""
     handle = next(_handle_ids)
-    _handles[handle] = _worker.submit(fn)
+    if getattr(_here, "active", False):
+        _worker.drain()
+        _handles[handle] = _Done(fn())
+    else:
+        _handles[handle] = _worker.submit(fn)
     return handle
+
+
+def _now(call, *args):
+    """The output of `call` (an asynchronous call) run on this thread."""
+    _here.active = True
+    try:
+        handle = call(*args)
+    finally:
+        _here.active = False
+    return synchronize(handle)
 
 
 def poll(handle):
@@ -205,8 +238,8 @@ def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.
 def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                postscale_factor=1.0, process_set=global_process_set):
     """Reduces tensor in place; returns it."""
-    return synchronize(allreduce_async_(tensor, average, name, op, prescale_factor,
-                                        postscale_factor, process_set))
+    return _now(allreduce_async_, tensor, average, name, op, prescale_factor, postscale_factor,
+                process_set)
 
 
 class _Allreduce(torch.autograd.Function):
@@ -256,16 +289,16 @@ def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_
 
 def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
                        postscale_factor=1.0, process_set=global_process_set):
-    return synchronize(grouped_allreduce_async_(tensors, average, name, op, prescale_factor,
-                                                postscale_factor, process_set))
+    return _now(grouped_allreduce_async_, tensors, average, name, op, prescale_factor,
+                postscale_factor, process_set)
 
 
 def grouped_allreduce(tensors, average=None, name=None, compression=Compression.none, op=None,
                       prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set):
     """New tensors: each of `tensors` reduced over every rank, in one fused call."""
     packed = [compression.compress(t) for t in tensors]
-    outs = synchronize(grouped_allreduce_async([t for t, _ in packed], average, name, op,
-                                               prescale_factor, postscale_factor, process_set))
+    outs = _now(grouped_allreduce_async, [t for t, _ in packed], average, name, op,
+                prescale_factor, postscale_factor, process_set)
     return [compression.decompress(t, ctx) for t, (_, ctx) in zip(outs, packed)]
 
 
@@ -297,7 +330,7 @@ class _Allgather(torch.autograd.Function):
     @staticmethod
     def forward(ctx, tensor):
         ctx.shape, ctx.rows = tensor.shape, tensor.shape[0] if tensor.dim() else 1
-        return synchronize(allgather_async(tensor))
+        return _now(allgather_async, tensor)
 
     @staticmethod
     def backward(ctx, grad):
@@ -334,7 +367,7 @@ def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set
 
 
 def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
-    return synchronize(broadcast_async_(tensor, root_rank, name, process_set))
+    return _now(broadcast_async_, tensor, root_rank, name, process_set)
 
 
 class _Broadcast(torch.autograd.Function):
@@ -397,7 +430,7 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
 def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
     """Sends splits[r] rows of tensor (dimension 0, in order) to rank r; returns the rows
     received from every rank, by rank, and when splits is given the counts received too."""
-    output, received = synchronize(alltoall_async(tensor, splits, name, process_set))
+    output, received = _now(alltoall_async, tensor, splits, name, process_set)
     return output if splits is None else (output, received)
 
 
@@ -425,8 +458,7 @@ def reducescatter(tensor, name=None, compression=Compression.none, op=Average,
         raise ValueError("hvd.reducescatter: a tensor of at least one dimension is needed")
     compressed, ctx = compression.compress(tensor)
     x = _copy(compressed)
-    out = synchronize(_submit(lambda: _reducescatter(x, code, prescale_factor,
-                                                     postscale_factor)))
+    out = _now(_submit, lambda: _reducescatter(x, code, prescale_factor, postscale_factor))
     return compression.decompress(out, ctx)
 
 
