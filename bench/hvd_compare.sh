@@ -8,18 +8,20 @@
 # bench/pytorch_synthetic_benchmark.py (Horovod's script: plain BatchNorm, float32 allreduce;
 # then hvd.SyncBatchNorm with fp16 compression) and bench/ddp_synthetic_benchmark.py (backend
 # ddl, then gloo), the same model, batch, image size and counts; each prints "Total img/sec on N
-# CPU(s): X +-Y", collected into one table (the first row is the reference of the ratios).
+# CPU(s): X +-Y". The four jobs run --rounds times in turn (a busy machine then slows them
+# alike); the table shows each job's median round (the first row is the reference of the ratios).
 #
-# Usage: bench/hvd_compare.sh [--build DIR] [--ranks N] [--python PY] [--quick]
+# Usage: bench/hvd_compare.sh [--build DIR] [--ranks N] [--python PY] [--quick] [--rounds R]
 #                             [--model M] [--batch-size B] [--image-size S] [--iters N]
-#   --quick   resnet18, batch 2, 32x32 images, 1 warm-up batch, 2 iterations of 1 batch
-#   defaults: resnet18, batch 8, 64x64 images, 2 warm-up batches, 3 iterations of 3 batches
+#   --quick   resnet18, batch 2, 32x32 images, 1 warm-up batch, 2 iterations of 1 batch, 1 round
+#   defaults: resnet18, batch 8, 64x64 images, 2 warm-up batches, 3 iterations of 3 batches,
+#             3 rounds
 # Exit status: 0 when every job ran, 1 when one failed, 2 bad usage, 77 without torch and
 # torchvision or without the ddl backend.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build="$here/../build" ranks=4 python=/usr/bin/python3
-model=resnet18 batch=8 size=64 warmup=2 per_iter=3 iters=3
+model=resnet18 batch=8 size=64 warmup=2 per_iter=3 iters=3 rounds=3
 while (($#)); do
   case $1 in
     --build) build=${2:?--build takes a directory}; shift ;;
@@ -29,7 +31,8 @@ while (($#)); do
     --batch-size) batch=${2:?--batch-size takes a count}; shift ;;
     --image-size) size=${2:?--image-size takes a pixel count}; shift ;;
     --iters) iters=${2:?--iters takes a count}; shift ;;
-    --quick) batch=2 size=32 warmup=1 per_iter=1 iters=2 ;;
+    --rounds) rounds=${2:?--rounds takes a count}; shift ;;
+    --quick) batch=2 size=32 warmup=1 per_iter=1 iters=2 rounds=1 ;;
     -h | --help) sed -n '2,/^set /{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
     *) echo "hvd_compare: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -66,16 +69,24 @@ run() {
 }
 
 echo "hvd_compare: $model, batch $batch per rank, ${size}x$size images, $ranks local ranks" \
-  "($warmup warm-up batches, $iters iterations of $per_iter)"
-rows=$(run horovod.torch pytorch_synthetic_benchmark.py &&
-  run horovod.torch+fp16+SyncBN pytorch_synthetic_benchmark.py --fp16-allreduce \
-    --sync-batch-norm &&
-  run DDP-ddl ddp_synthetic_benchmark.py --backend ddl &&
-  run DDP-gloo ddp_synthetic_benchmark.py --backend gloo) || exit 1
-if (($(wc -l <<<"$rows") != 4)); then
+  "($warmup warm-up batches, $iters iterations of $per_iter; median of $rounds rounds)"
+rows=
+for ((round = 0; round < rounds; round++)); do
+  rows+=$(run horovod.torch pytorch_synthetic_benchmark.py &&
+    run horovod.torch+fp16+SyncBN pytorch_synthetic_benchmark.py --fp16-allreduce \
+      --sync-batch-norm &&
+    run DDP-ddl ddp_synthetic_benchmark.py --backend ddl &&
+    run DDP-gloo ddp_synthetic_benchmark.py --backend gloo)$'\n' || exit 1
+done
+rows=$(sed '/^$/d' <<<"$rows")
+if (($(wc -l <<<"$rows") != 4 * rounds)); then
   echo "hvd_compare: a job printed no 'Total img/sec' line: $rows" >&2
   exit 1
 fi
+# Each job's median round (by total img/s), in the order the jobs ran.
+median=$(for name in $(head -4 <<<"$rows" | awk '{print $1}'); do
+  awk -v name="$name" '$1 == name' <<<"$rows" | sort -k2,2g | sed -n "$(((rounds + 1) / 2))p"
+done)
 awk 'NR == 1 {first = $2}
      {printf "%-26s %9.1f img/s  +-%6.1f  %5.2fx\n", $1, $2, $3, $2 / first}
-     BEGIN {printf "%-26s %15s  %8s  %6s\n", "job", "total", "spread", "ratio"}' <<<"$rows"
+     BEGIN {printf "%-26s %15s  %8s  %6s\n", "job", "total", "spread", "ratio"}' <<<"$median"
