@@ -33,3 +33,16 @@ from .mpi_ops import (Adasum, Average, Max, Min, Product, Sum, allgather, allgat
                       rocm_built, shutdown, size, synchronize)
 from .optimizer import DistributedOptimizer
 from .sync_batch_norm import SyncBatchNorm
+
+__all__ = [
+    "Compression", "allgather_object", "broadcast_object", "broadcast_optimizer_state",
+    "broadcast_parameters", "Adasum", "Average", "Max", "Min", "Product", "Sum", "allgather",
+    "allgather_async", "allreduce", "allreduce_", "allreduce_async", "allreduce_async_", "alltoall",
+    "alltoall_async", "barrier", "broadcast", "broadcast_", "broadcast_async", "broadcast_async_",
+    "ccl_built", "cross_rank", "cross_size", "cuda_built", "ddl_built", "gloo_built",
+    "gloo_enabled", "global_process_set", "grouped_allreduce", "grouped_allreduce_",
+    "grouped_allreduce_async", "grouped_allreduce_async_", "init", "is_homogeneous",
+    "is_initialized", "join", "local_rank", "local_size", "mpi_built", "mpi_enabled",
+    "mpi_threads_supported", "nccl_built", "poll", "rank", "reducescatter", "rocm_built",
+    "shutdown", "size", "synchronize", "DistributedOptimizer", "SyncBatchNorm"
+]
