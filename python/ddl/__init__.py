@@ -9,7 +9,8 @@ place, ``allreduce(x, out=y)`` writes ``y``. The first call of anything initiali
 makes it a job of one rank. Every rank must make the same calls in the same order with the same
 sizes, as with the C API (libddl(3)): when they do not, the call raises ``ddl.MismatchError`` (a
 ``ddl.Error``, status ``ERR_MISMATCH``) on every rank, naming two ranks and their calls, and so
-does every later one.
+does every later one. Collectives queued on ddl's worker thread (the asynchronous calls of
+ddl.torch and horovod.torch) run first: a direct call waits for them (ddl._worker).
 
     import numpy as np, ddl
     grad = np.ones(1000, dtype=np.float32)
@@ -20,7 +21,7 @@ does every later one.
 import math
 import sys
 
-from . import _ddl
+from . import _ddl, _worker
 from ._ddl import ERR_MISMATCH, Error, MismatchError
 
 __all__ = [
@@ -72,6 +73,7 @@ def _one_line_interrupt(rank, previous):
 def finalize():
     """Leaves the job (ddl_finalize); init() may be called again afterwards."""
     if _ddl.initialized():
+        _worker.drain()
         _ddl.finalize()
 
 
@@ -189,6 +191,7 @@ def allreduce(x, op="sum", out=None, group=None):
     In place (returns x) unless out is given: then x is only read and out (same dtype and
     number of elements) receives the result and is returned."""
     init()
+    _worker.drain()
     send = _View(x, "allreduce", writable=out is None)
     recv = send if out is None else _View(out, "allreduce: out", writable=True)
     if recv.type != send.type or recv.count != send.count:
@@ -204,6 +207,7 @@ def allreduce_n(tensors, op="sum", group=None):
 
     Mixed dtypes are reduced one dtype at a time, in ddl type order. Returns the list."""
     init()
+    _worker.drain()
     views = [_View(t, f"allreduce_n: item {i}", writable=True) for i, t in enumerate(tensors)]
     code = _op(op)
     for type_code in sorted({v.type for v in views}):
@@ -217,6 +221,7 @@ def allreduce_n(tensors, op="sum", group=None):
 def broadcast(x, root=0, group=None):
     """Copies root's x into every rank's x (in place); returns x. root is a group rank."""
     init()
+    _worker.drain()
     view = _View(x, "broadcast", writable=True)
     if view.count:
         _ddl.group_bcast(_handle(group), view.address, view.count, view.type, root)
@@ -228,6 +233,7 @@ def allgather(x, group=None):
 
     Shape (size * n, ...) for x of shape (n, ...); (size,) for a scalar array."""
     init()
+    _worker.drain()
     send = _View(x, "allgather", writable=False)
     n = _size(group)
     shape = tuple(x.shape)
@@ -276,6 +282,7 @@ def reduce_scatter(x, op="sum", group=None):
     x's element count must divide by the number of ranks; rank r gets chunk r. Shape
     (n / size, ...) when x's first axis n divides by it, else flat."""
     init()
+    _worker.drain()
     send = _View(x, "reduce_scatter", writable=False)
     n = _size(group)
     out = _empty_like(send, _share_shape(x, send.count, n, "reduce_scatter"))
@@ -289,6 +296,7 @@ def reduce_scatter(x, op="sum", group=None):
 def barrier(group=None):
     """Returns once every rank (of `group`) has entered."""
     init()
+    _worker.drain()
     _ddl.group_barrier(_handle(group))
 
 
@@ -297,6 +305,7 @@ def alltoall(x, group=None):
     the flat elements when it does not divide) goes to rank j, and block j of the result
     comes from rank j."""
     init()
+    _worker.drain()
     send = _View(x, "alltoall", writable=False)
     n = _size(group)
     _share_shape(x, send.count, n, "alltoall")
@@ -312,6 +321,7 @@ def alltoallv(x, send_counts, recv_counts, group=None):
     recv_counts[j] from it; returns the received elements, flat, in rank order. Rank r's
     send_counts[j] must equal rank j's recv_counts[r] (else every rank raises MismatchError)."""
     init()
+    _worker.drain()
     send = _View(x, "alltoallv", writable=False)
     if sum(send_counts) != send.count:
         raise ValueError(f"alltoallv: send_counts add up to {sum(send_counts)}, x holds "
@@ -335,6 +345,7 @@ def send(x, peer, tag=0, group=None):
     """Sends x to rank `peer` (a group rank with `group`) under `tag`; returns once x may be
     reused. The receiver passes the same tag, dtype and number of elements."""
     init()
+    _worker.drain()
     view = _View(x, "send", writable=False)
     _ddl.send(view.address, view.count, view.type, peer, tag, _handle(group))
 
@@ -343,6 +354,7 @@ def recv(x, peer, tag=0, group=None):
     """Receives into x (in place; returns x) the message from rank `peer` under `tag`, which
     must have x's dtype and number of elements (else ddl.MismatchError, naming the sender)."""
     init()
+    _worker.drain()
     view = _View(x, "recv", writable=True)
     _ddl.recv(view.address, view.count, view.type, peer, tag, _handle(group))
     return x

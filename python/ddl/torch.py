@@ -2,14 +2,15 @@
 
 How it works: every rank runs the same script on its own shard of the data (DistributedSampler,
 by ddl.rank()). The model starts identical everywhere (broadcast_parameters from rank 0), and
-DistributedOptimizer averages the gradients over the ranks before each step: step() gathers
-every parameter's .grad and reduces them in place with one ddl.allreduce_n call (libddl fuses
-them into large buckets), so each rank applies the same update to the same weights. libddl's
-results are bitwise identical on every rank, so the weights stay bitwise identical. All of it is
-plain Python over ddl's zero-copy calls on CPU tensors. Importing this module also registers
-the torch.distributed backend "ddl" (a C++ ProcessGroup over libddl, the extension
-ddl._torch_pg) for scripts that use init_process_group("ddl") and DistributedDataParallel
-instead.
+DistributedOptimizer averages the gradients over the ranks during the backward pass: hooks on
+the gradient accumulators start a fused ddl.allreduce_n of each bucket of gradients as soon as
+the bucket is complete, on ddl's worker thread, while autograd computes the earlier layers
+(ddl._fusion, the same code as horovod.torch's); step() waits for the rest, so each rank
+applies the same update to the same weights. libddl's results are bitwise identical on every
+rank, so the weights stay bitwise identical. All of it is plain Python over ddl's zero-copy
+calls on CPU tensors. Importing this module also registers the torch.distributed backend "ddl"
+(a C++ ProcessGroup over libddl, the extension ddl._torch_pg) for scripts that use
+init_process_group("ddl") and DistributedDataParallel instead.
 
     import ddl, ddl.torch as dt
     model = Net()
@@ -28,6 +29,7 @@ import numpy
 import torch
 
 import ddl
+from ddl._fusion import GradientReducer
 
 __all__ = [
     "DistributedOptimizer", "DistributedSampler", "allreduce_metric", "broadcast_object",
@@ -103,43 +105,36 @@ def allreduce_metric(value, op="avg"):
 
 
 class DistributedOptimizer:
-    """Wraps a torch.optim optimizer: step() first averages every parameter's gradient over the
-    ranks (one fused ddl.allreduce_n), then takes the wrapped optimizer's step.
+    """Wraps a torch.optim optimizer: gradients are averaged over the ranks while the backward
+    pass runs (ddl._fusion.GradientReducer: hooks start fused allreduces of ready buckets on
+    ddl's worker thread), and step() waits for the rest before the wrapped optimizer's step.
 
-    Every rank must have gradients for the same parameters. op="sum" sums instead of averaging.
-    Everything else (zero_grad, param_groups, state_dict, ...) is the wrapped optimizer's."""
+    op="sum" sums instead of averaging; backward_passes_per_step=k accumulates k backward passes
+    locally before reducing (step() after the k-th). A parameter without a gradient on a rank
+    counts as zeros there. Everything else (zero_grad, param_groups, state_dict, ...) is the
+    wrapped optimizer's."""
 
-    def __init__(self, optimizer, named_parameters=None, op="avg"):
+    def __init__(self, optimizer, named_parameters=None, op="avg", backward_passes_per_step=1):
         self.optimizer = optimizer
         self.op = op
         del named_parameters  # accepted for Horovod's signature; the groups name the parameters
+        params = [p for group in optimizer.param_groups for p in group["params"]]
+        self.reducer = GradientReducer(params, op=op, passes=backward_passes_per_step)
 
     def __getattr__(self, name):
         return getattr(self.optimizer, name)
 
     def synchronize(self):
-        """Averages the gradients now (step() does it unless already done since backward)."""
-        grads, copies = [], []
-        for group in self.optimizer.param_groups:
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                if p.grad.is_contiguous():
-                    grads.append(p.grad)
-                else:
-                    copy = p.grad.contiguous()
-                    grads.append(copy)
-                    copies.append((p.grad, copy))
-        if grads:
-            ddl.allreduce_n(grads, op=self.op)
-        for grad, copy in copies:
-            grad.copy_(copy)
+        """Waits until every gradient is averaged (step() does it)."""
+        self.reducer.synchronize()
 
     def step(self, closure=None):
         self.synchronize()
         return self.optimizer.step(closure)
 
     def zero_grad(self, set_to_none=False):
+        if self.reducer.pending():  # no reduction may still be writing a .grad
+            self.reducer.synchronize()
         return self.optimizer.zero_grad(set_to_none=set_to_none)
 
     def state_dict(self):

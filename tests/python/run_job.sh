@@ -1,22 +1,25 @@
 #!/usr/bin/env bash
 # Runs a Python script as an N-rank job of ddlrun's local launcher with the build tree's package
 # `ddl` on PYTHONPATH, and checks that each rank printed "rank R of N ok".
-#   run_job.sh [--torch] [--plain] DDLRUN PYTHON_DIR PYTHON N SCRIPT [args...]
-# --torch: skipped (77) when PYTHON cannot import torch. --plain: no PYTHONPATH at all, as a
-# user would run it (the ranks find ddlrun's own package).
+#   run_job.sh [--torch | --torchvision] [--plain] DDLRUN PYTHON_DIR PYTHON N SCRIPT [args...]
+# --torch: skipped (77) when PYTHON cannot import torch; --torchvision: torch and torchvision
+# (Debian's python3-torchvision). --plain: no PYTHONPATH at all, as a user would run it (the
+# ranks find ddlrun's own package).
 set -uo pipefail
-need_torch=0 plain=0
+need_torch=0 plain=0 modules=torch
 while [[ ${1:-} == --* ]]; do
   case $1 in
     --torch) need_torch=1 ;;
+    --torchvision) need_torch=1 modules=torch,torchvision ;;
     --plain) plain=1 ;;
   esac
   shift
 done
 ddlrun=$1 pydir=$2 python=$3 n=$4 script=$5
 shift 5
-if ((need_torch)) && ! "$python" -c 'import torch' 2>/dev/null; then
-  echo "run_job: $python cannot import torch (scripts/setup installs python3-torch): skipped"
+if ((need_torch)) && ! "$python" -c "import $modules" 2>/dev/null; then
+  echo "run_job: $python cannot import $modules (scripts/setup installs python3-torch and" \
+    "python3-torchvision): skipped"
   exit 77
 fi
 path=(-x "PYTHONPATH=$pydir")

@@ -1,0 +1,96 @@
+"""ddl._worker: one thread per process that runs collectives in the order they were issued.
+
+How it works: submit(fn) appends fn to a FIFO queue and returns a Handle at once; the worker
+thread (started on first use, a daemon) takes the functions one by one and runs them, so the
+collectives they call reach libddl in issue order, which is the same on every rank when the
+ranks issue the same calls. libddl releases the GIL while it communicates, so the issuing
+thread computes meanwhile (DistributedOptimizer's overlap with the backward pass). A Handle's
+wait() returns fn's result or raises its exception; done() polls. A collective called directly
+(ddl.allreduce, ...) first waits for everything queued before it (drain()), so direct and queued
+calls keep one order; on the worker thread itself drain() does nothing. At exit the interpreter
+waits for the queue too (atexit): a rank that ends while a collective still runs on the worker
+would otherwise tear libddl down under it (std::terminate).
+"""
+
+import atexit
+import collections
+import threading
+
+__all__ = ["Handle", "submit", "drain"]
+
+
+class Handle:
+    """The pending result of one submitted function."""
+
+    __slots__ = ("_event", "_result", "_error", "started")
+
+    def __init__(self):
+        self._event = threading.Event()
+        self._result = self._error = None
+        self.started = False  # set by the worker when it begins to run the function
+
+    def done(self):
+        """True once the function has returned or raised."""
+        return self._event.is_set()
+
+    def wait(self):
+        """The function's result; raises what it raised."""
+        self._event.wait()
+        if self._error is not None:
+            raise self._error
+        return self._result
+
+
+class _Worker:
+    def __init__(self):
+        self._queue = collections.deque()
+        self._ready = threading.Condition()
+        self.last = None  # the handle submitted last: every earlier one is done when it is
+        self._thread = threading.Thread(target=self._run, name="ddl-worker", daemon=True)
+        self._thread.start()
+        self.ident = self._thread.ident
+
+    def submit(self, fn):
+        handle = Handle()
+        with self._ready:
+            self._queue.append((fn, handle))
+            self.last = handle
+            self._ready.notify()
+        return handle
+
+    def _run(self):
+        while True:
+            with self._ready:
+                while not self._queue:
+                    self._ready.wait()
+                fn, handle = self._queue.popleft()
+            handle.started = True
+            try:
+                handle._result = fn()
+            except BaseException as e:  # noqa: BLE001 (given to the waiter)
+                handle._error = e
+            handle._event.set()
+
+
+_worker = None
+_start_lock = threading.Lock()
+
+
+def submit(fn):
+    """Queues fn() to run on the worker thread after everything submitted before; a Handle."""
+    global _worker
+    if _worker is None:
+        with _start_lock:
+            if _worker is None:
+                _worker = _Worker()
+                atexit.register(drain)
+    return _worker.submit(fn)
+
+
+def drain():
+    """Waits until everything submitted so far has run (not on the worker thread itself)."""
+    worker = _worker
+    if worker is None or worker.last is None or worker.last.done():
+        return
+    if threading.get_ident() != worker.ident:
+        worker.last._event.wait()

@@ -1,0 +1,115 @@
+"""hvd.DistributedOptimizer: gradients averaged over the ranks while the backward pass runs.
+
+How it works: DistributedOptimizer(opt, ...) returns an optimizer of a new subclass of opt's
+class (as Horovod does, so isinstance checks and learning-rate schedulers work) over opt's
+param_groups, whose reduction is ddl._fusion.GradientReducer, the code ddl.torch's optimizer
+uses: hooks on the gradient accumulators start a fused allreduce of each bucket of gradients
+(up to HOROVOD_FUSION_THRESHOLD bytes) on ddl's worker thread as soon as the bucket is ready,
+and step() (or synchronize()) waits for the rest before the wrapped update.
+"""
+
+import warnings
+from contextlib import contextmanager
+
+import torch
+
+from ddl._fusion import GradientReducer
+
+from .compression import Compression
+from .mpi_ops import ADASUM, Adasum, Average, global_process_set, resolve_op
+
+ZERO_GRAD_RACE = ("optimizer.zero_grad() was called after loss.backward() but before "
+                  "optimizer.step() or optimizer.synchronize(). This is prohibited as it can "
+                  "cause a race condition.")
+STEP_AFTER_SYNCHRONIZE = ("optimizer.step() called without optimizer.skip_synchronize() context "
+                          "after optimizer.synchronize(). This can cause training slowdown. You "
+                          "may want to consider using optimizer.skip_synchronize() context if you "
+                          "use optimizer.synchronize() in your code.")
+
+
+def _check_names(named_parameters, param_groups):
+    """Horovod's checks of named_parameters: (name, parameter) tuples, unique, covering all."""
+    if named_parameters is None:
+        return
+    named = list(named_parameters)
+    if any(not isinstance(item, tuple) for item in named):
+        raise ValueError("named_parameters should be a sequence of tuples (name, parameter), "
+                         "usually produced by model.named_parameters().")
+    names = [name for name, _ in named]
+    dups = sorted({name for name in names if names.count(name) > 1})
+    if dups:
+        raise ValueError("Parameter names in named_parameters must be unique. Found duplicates: "
+                         + ", ".join(dups))
+    unnamed = {id(p) for g in param_groups for p in g["params"]} - {id(p) for _, p in named}
+    if unnamed:
+        raise ValueError("named_parameters was specified, but one or more model parameters were "
+                         "not named. Python object ids: " + ", ".join(str(i) for i in unnamed))
+
+
+class _DistributedOptimizer(torch.optim.Optimizer):
+    def __init__(self, params, named_parameters, compression, backward_passes_per_step, op,
+                 gradient_predivide_factor):
+        super(self.__class__, self).__init__(params)
+        _check_names(named_parameters, self.param_groups)
+        self.backward_passes_per_step = backward_passes_per_step
+        self._reducer = GradientReducer(
+            [p for g in self.param_groups for p in g["params"]], op=resolve_op(op),
+            passes=backward_passes_per_step, predivide=gradient_predivide_factor,
+            compression=compression)
+        self._synchronized, self._should_synchronize = False, True
+
+    def set_backward_passes_per_step(self, passes):
+        self.backward_passes_per_step = self._reducer.passes = passes
+        self._reducer.reset()
+
+    def synchronize(self):
+        """Waits until every gradient is reduced (starting the buckets not yet started)."""
+        self._reducer.synchronize()
+        self._synchronized = True
+
+    @contextmanager
+    def skip_synchronize(self):
+        """step() inside does not synchronize (after an explicit synchronize())."""
+        self._should_synchronize = False
+        try:
+            yield
+        finally:
+            self._should_synchronize = True
+
+    def step(self, closure=None):
+        if self._should_synchronize:
+            if self._synchronized:
+                warnings.warn(STEP_AFTER_SYNCHRONIZE)
+            self.synchronize()
+        self._synchronized = False
+        return super(self.__class__, self).step(closure)
+
+    def zero_grad(self, *args, **kwargs):
+        if self._reducer.pending():
+            raise AssertionError(ZERO_GRAD_RACE)
+        return super(self.__class__, self).zero_grad(*args, **kwargs)
+
+    def load_state_dict(self, *args, **kwargs):
+        self._reducer.reset()
+        self._synchronized, self._should_synchronize = False, True
+        return super(self.__class__, self).load_state_dict(*args, **kwargs)
+
+
+def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none,
+                         backward_passes_per_step=1, op=Average, gradient_predivide_factor=1.0,
+                         num_groups=0, groups=None, sparse_as_dense=False,
+                         process_set=global_process_set):
+    """An optimizer like `optimizer` (same class, same param_groups) that averages (op) the
+    gradients over every rank, overlapping the backward pass. num_groups and groups are
+    accepted (buckets group the gradients here); sparse_as_dense: gradients are dense."""
+    del num_groups, groups, sparse_as_dense
+    if process_set is not global_process_set:
+        raise ValueError("hvd.DistributedOptimizer: only the global process set exists on libddl")
+    if gradient_predivide_factor != 1.0 and op != Average:
+        raise ValueError("gradient_predivide_factor not supported with op != Average")
+    if op == Adasum:
+        raise NotImplementedError(f"hvd.DistributedOptimizer: {ADASUM}")
+    cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
+               dict(_DistributedOptimizer.__dict__))
+    return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step,
+               op, gradient_predivide_factor)
