@@ -3,7 +3,7 @@
 # training step under DistributedDataParallel on backend ddl and on backend gloo: images per
 # second of every rank together, side by side, N local ranks (default 4).
 # How it works: four ddlrun jobs one after the other, each
-#   ddlrun -H localhost:N --no-probe -x PYTHONPATH=BUILD/python:BUILD/python/ddl/_horovod \
+#   ddlrun -H localhost:N --no-probe \
 #     /usr/bin/python3 SCRIPT ...
 # bench/pytorch_synthetic_benchmark.py (Horovod's script: plain BatchNorm, float32 allreduce;
 # then hvd.SyncBatchNorm with fp16 compression) and bench/ddp_synthetic_benchmark.py (backend
@@ -59,7 +59,7 @@ run() {
   local name=$1 script=$2 out
   shift 2
   out=$("$build/ddlrun/ddlrun" --tag-output none -H "localhost:$ranks" --no-probe \
-    -x "PYTHONPATH=$build/python:$build/python/ddl/_horovod" "$python" "$here/$script" \
+    "$python" "$here/$script" \
     "${common[@]}" "$@" 2>&1) || {
     echo "$out" >&2
     echo "hvd_compare: the $name job failed" >&2

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -74,6 +75,12 @@ void give_python_package(launcher::Job& job, spdlog::logger& log) {
   } else {
     log.info("python package ddl for the ranks: {}/ddl (first on their PYTHONPATH)",
              hostfiles::printable(job.python_dir));
+    const bool first = std::find(job.exports.begin(), job.exports.end(),
+                                 launcher::EnvVar("DDL_HOROVOD", "ddl")) != job.exports.end();
+    log.info("horovod for the ranks: libddl's horovod.torch ({}/ddl/_horovod), {}",
+             hostfiles::printable(job.python_dir),
+             first ? "ahead of any installed Horovod (--horovod ddl)"
+                   : "where no Horovod is installed (--horovod auto)");
   }
 }
 

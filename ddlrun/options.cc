@@ -198,6 +198,11 @@ void add_launching_options(CLI::App& app, Options& o) {
               "ARGS");
   s.one_value("-x", o.exports, "Export VAR (from this environment) or VAR=VAL to every rank",
               "VAR[=VAL]");
+  s.option("--horovod", o.horovod,
+           "Which horovod package Python ranks import: auto (an installed Horovod, else "
+           "libddl's horovod.torch; default) or ddl (libddl's, ahead of any installed one)",
+           "auto|ddl")
+      ->check(one_of("horovod", {"auto", "ddl"}));
   s.option("--wdir,--wd", o.wdir,
            "Directory ranks start in on every host (default: this one, which must then "
            "exist on every host; mpirun: -wdir)",

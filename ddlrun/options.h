@@ -20,6 +20,7 @@ struct Options {
   std::string rankfile;
   std::string launcher = "auto";
   std::vector<std::string> mpiargs;  ///< each --mpiarg value, unsplit
+  std::string horovod = "auto";      ///< --horovod: auto (an installed Horovod first) or ddl
   std::string jsrun_mode = "erf";    ///< --jsrun-mode: erf (resource file) or rs (resource sets)
   std::string smpiargs;              ///< --smpiargs: jsrun's --smpiargs value; empty: none
   std::vector<std::string> exports;  ///< each -x value: "VAR" or "VAR=VAL"

@@ -387,6 +387,8 @@ void choose_launcher(const Options& o, const Env& env, const std::vector<std::st
 /// The -x variables with their values: given, or from ddlrun's environment (a warning when
 /// unset there).
 void resolve_exports(const Options& o, const Env& env, JobPlan& plan) {
+  // The ranks' sitecustomize (python/ddl/_site) puts libddl's horovod ahead of sys.path.
+  if (o.horovod == "ddl") plan.exports.emplace_back("DDL_HOROVOD", "ddl");
   for (const std::string& x : o.exports) {
     const size_t eq = x.find('=');
     const std::string name = x.substr(0, eq);

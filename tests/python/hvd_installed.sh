@@ -2,7 +2,7 @@
 # python.hvd_installed_4: horovod.torch from an installed prefix. `cmake --install` into a
 # temporary prefix must put the package horovod into <site>/ddl/_horovod/ only (never a top-level
 # horovod an interpreter would find by itself), and check_hvd_api.py must pass as 4 ranks of the
-# installed ddlrun with that directory on PYTHONPATH (ddl itself comes from the installed ddlrun).
+# installed ddlrun with no PYTHONPATH (ddl and its horovod come from the installed ddlrun).
 #   hvd_installed.sh CMAKE BUILD_DIR PYTHON
 set -uo pipefail
 cmake=$1 build=$2 python=$3
@@ -22,5 +22,5 @@ if ((${#found[@]} != 1)) || [[ ${found[0]} != */ddl/_horovod/horovod ]]; then
   echo "hvd_installed: the package horovod is at '${found[*]}', not only in .../ddl/_horovod" >&2
   exit 1
 fi
-exec "$here/run_job.sh" --torch "$prefix/bin/ddlrun" "$(dirname "${found[0]}")" "$python" 4 \
+exec "$here/run_job.sh" --torch --plain "$prefix/bin/ddlrun" - "$python" 4 \
   "$here/check_hvd_api.py"

@@ -86,8 +86,23 @@ def _in_job():
     return bool(os.environ.get("DDL_RANK")) and bool(os.environ.get("DDL_SIZE"))
 
 
+def _add_horovod():
+    """Makes libddl's horovod (ddl/_horovod beside this directory) importable: last on
+    sys.path, so that an installed Horovod wins, or first under ddlrun --horovod ddl
+    (DDL_HOROVOD=ddl)."""
+    here = os.path.dirname(os.path.realpath(__file__))
+    horovod = os.path.join(os.path.dirname(here), "_horovod")
+    if not os.path.isdir(horovod) or horovod in sys.path:
+        return
+    if os.environ.get("DDL_HOROVOD") == "ddl":
+        sys.path.insert(0, horovod)
+    else:
+        sys.path.append(horovod)
+
+
 _run_next_sitecustomize()
 if _in_job():
+    _add_horovod()
     if "torch.distributed" in sys.modules:
         _register(sys.modules["torch.distributed"])
     else:
