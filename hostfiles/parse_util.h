@@ -72,9 +72,7 @@ inline bool starts_with_nocase(std::string_view s, std::string_view prefix) {
   return true;
 }
 
-inline std::string_view trim(std::string_view s) {
-  return base::trim(s, base::kWhiteSpace);
-}
+using base::trim;  // every ASCII white-space character, as the formats read it
 
 /// An InputError length covering `n` characters (at least 1, at most INT_MAX).
 inline int length_of(size_t n) {
