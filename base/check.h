@@ -21,6 +21,16 @@ class InternalError : public std::logic_error {
   using std::logic_error::logic_error;
 };
 
+/// A component's own error type: a std::runtime_error told apart by `Tag`, so that callers can
+/// catch one component's errors by type. what() is the whole user-facing message.
+///
+///   using TransportError = base::Error<struct TransportErrorTag>;
+template <typename Tag>
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 /// Throws InternalError "internal error: MESSAGE (FILE:LINE: CONDITION failed; please report
 /// this)". What DDL_CHECK calls; not meant to be called directly.
 [[noreturn]] void fail_check(std::string_view condition, std::string_view message,

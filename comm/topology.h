@@ -6,6 +6,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/check.h"
 #include "comm/mode.h"
 
 namespace ddl::comm {
@@ -17,10 +18,7 @@ inline constexpr int kTopologyFormatMinor = 0;
 
 /// A malformed, inconsistent or unreadable topology file, or a plan that fails validate().
 /// what() names the file (when there is one), the field or the rank/host/dimension concerned.
-class TopologyError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+using TopologyError = base::Error<struct TopologyErrorTag>;
 
 /// A set of OS processing-unit (PU) indices, the CPUs a rank is bound to. Kept as sorted,
 /// disjoint, non-adjacent ranges and written as "0-27,88-115" ("" for none: not bound).

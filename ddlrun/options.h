@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "base/check.h"
+
 namespace ddl::cli {
 
 enum class OutputFormat { kText, kYaml, kJson };
@@ -51,10 +53,7 @@ struct Options {
 };
 
 /// A command-line mistake; what() is the message without the "ddlrun: error: " prefix.
-class UsageError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+using UsageError = base::Error<struct UsageErrorTag>;
 
 /// The result of parsing: either options to run with, or text to print and an exit code
 /// (--help, --version).

@@ -7,33 +7,30 @@
 #include <cstdio>
 #include <cstdlib>
 #include <system_error>
+#include <utility>
 
+#include "base/table.h"
 #include "hostfiles/parse_util.h"
 
 namespace ddl::hostfiles {
 
+namespace {
+
+constexpr std::pair<SourceKind, std::string_view> kSourceNames[] = {
+    {SourceKind::kDefault, "default"},
+    {SourceKind::kHostsOption, "-H"},
+    {SourceKind::kOpenMpiHostfile, "openmpi-hostfile"},
+    {SourceKind::kMpichHostfile, "mpich-hostfile"},
+    {SourceKind::kPlainHostfile, "plain-hostfile"},
+    {SourceKind::kLsfHostfile, "lsf-hostfile"},
+    {SourceKind::kLsfMcpuHosts, "lsf-mcpu-hosts"},
+    {SourceKind::kSlurm, "slurm"},
+    {SourceKind::kRankfile, "rankfile"}};
+
+}  // namespace
+
 std::string_view to_string(SourceKind kind) {
-  switch (kind) {
-    case SourceKind::kDefault:
-      return "default";
-    case SourceKind::kHostsOption:
-      return "-H";
-    case SourceKind::kOpenMpiHostfile:
-      return "openmpi-hostfile";
-    case SourceKind::kMpichHostfile:
-      return "mpich-hostfile";
-    case SourceKind::kPlainHostfile:
-      return "plain-hostfile";
-    case SourceKind::kLsfHostfile:
-      return "lsf-hostfile";
-    case SourceKind::kLsfMcpuHosts:
-      return "lsf-mcpu-hosts";
-    case SourceKind::kSlurm:
-      return "slurm";
-    case SourceKind::kRankfile:
-      return "rankfile";
-  }
-  return "unknown";
+  return base::lookup(kSourceNames, kind).value_or("unknown");
 }
 
 namespace {

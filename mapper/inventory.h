@@ -8,6 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include "base/check.h"
+
 namespace ddl::mapper {
 
 // What one host has: its packages, cores and hardware threads (PUs), NUMA nodes, GPUs and NICs,
@@ -153,10 +155,7 @@ inline constexpr int kInventoryVersion = 1;
 
 /// A malformed inventory. what() names the source, the line and column, the field
 /// ("gpus[1].pci_bus_id") and what to do.
-class InventoryError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+using InventoryError = base::Error<struct InventoryErrorTag>;
 
 /// The inventory as YAML (`version: 1` first). Fields that are unset or empty are left out.
 std::string to_yaml(const Inventory& inventory);

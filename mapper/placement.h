@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "base/check.h"
+
 namespace ddl::mapper {
 
 /// The ranks one host runs: [first_rank, first_rank + count).
@@ -28,9 +30,6 @@ struct SlotPlacement {
 std::string plural(int n, const std::string& noun);
 
 /// A request the hosts cannot satisfy; what() says why and what to change.
-class PlacementError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+using PlacementError = base::Error<struct PlacementErrorTag>;
 
 }  // namespace ddl::mapper

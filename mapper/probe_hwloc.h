@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "base/check.h"
 #include "mapper/inventory.h"
 
 namespace ddl::mapper {
@@ -21,10 +22,7 @@ struct ProbeOptions {
 
 /// This host's hardware could not be read (or the XML could not be loaded). what() names the
 /// file or call that failed, the reason, and what to do.
-class ProbeError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+using ProbeError = base::Error<struct ProbeErrorTag>;
 
 /// Something that finds out a host's inventory. The hwloc prober below reads this host or an XML
 /// recording; tests and the launcher can pass others (a fixed inventory, one read over ssh).

@@ -7,6 +7,8 @@
 #include <string_view>
 #include <vector>
 
+#include "base/check.h"
+
 namespace ddl::mapper {
 
 /// Leaf switch (rack) of each host named by a Slurm topology.conf: "SwitchName=s1 Nodes=n[01-18]".
@@ -20,10 +22,7 @@ std::map<std::string, std::string> parse_slurm_topology(std::string_view text,
 std::map<std::string, std::string> read_slurm_topology(const std::string& path);
 
 /// A ring layout request that does not fit the hosts; what() names the numbers and the fix.
-class RackError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+using RackError = base::Error<struct RackErrorTag>;
 
 /// Hosts per rack from a host -> rack map, for `hosts` in job order: every rack must hold the
 /// same number of the job's hosts, listed one rack after another (racks contiguous in job

@@ -11,6 +11,8 @@
 #include <string>
 #include <string_view>
 
+#include "base/check.h"
+
 namespace ddl::ssh {
 
 // Logging in to other hosts and running commands there: the one door through which ddlrun
@@ -26,10 +28,7 @@ namespace ddl::ssh {
 
 /// A host that cannot be reached or logged in to, or a command that cannot be started there;
 /// what() is the reason alone, without the host in front: "connection refused (10.200.3.2:22)".
-class Error : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+using Error = base::Error<struct SshErrorTag>;
 
 /// What to do with a host key that known_hosts does not have.
 enum class HostKeyPolicy {

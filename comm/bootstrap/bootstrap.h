@@ -7,6 +7,8 @@
 #include <string_view>
 #include <vector>
 
+#include "base/check.h"
+
 namespace ddl::comm {
 
 // How ranks find each other before any transport exists: an allgather of short strings (each
@@ -19,10 +21,7 @@ namespace ddl::comm {
 
 /// The other ranks could not be reached, did not come, or said something unexpected. what()
 /// names the missing ranks and the next step.
-class BootstrapError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+using BootstrapError = base::Error<struct BootstrapErrorTag>;
 
 class Bootstrap {
  public:

@@ -29,7 +29,9 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <utility>
 
+#include "base/table.h"
 #include "comm/collectives/collectives.h"
 
 namespace ddl::comm {
@@ -205,40 +207,24 @@ size_t type_size(DataType type) {
   throw std::invalid_argument("unknown data type " + std::to_string(static_cast<int>(type)));
 }
 
+constexpr std::pair<DataType, std::string_view> kTypeNames[] = {
+    {DataType::kFloat32, "float32"}, {DataType::kFloat64, "float64"},
+    {DataType::kFloat16, "float16"}, {DataType::kBFloat16, "bfloat16"},
+    {DataType::kInt32, "int32"},     {DataType::kInt64, "int64"},
+    {DataType::kUint8, "uint8"}};
+
 std::string_view to_string(DataType type) {
-  switch (type) {
-    case DataType::kFloat32:
-      return "float32";
-    case DataType::kFloat64:
-      return "float64";
-    case DataType::kFloat16:
-      return "float16";
-    case DataType::kBFloat16:
-      return "bfloat16";
-    case DataType::kInt32:
-      return "int32";
-    case DataType::kInt64:
-      return "int64";
-    case DataType::kUint8:
-      return "uint8";
-  }
-  return "unknown";
+  return base::lookup(kTypeNames, type).value_or("unknown");
 }
 
+constexpr std::pair<ReduceOp, std::string_view> kOpNames[] = {{ReduceOp::kSum, "sum"},
+                                                              {ReduceOp::kAvg, "avg"},
+                                                              {ReduceOp::kMin, "min"},
+                                                              {ReduceOp::kMax, "max"},
+                                                              {ReduceOp::kProd, "prod"}};
+
 std::string_view to_string(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum:
-      return "sum";
-    case ReduceOp::kAvg:
-      return "avg";
-    case ReduceOp::kMin:
-      return "min";
-    case ReduceOp::kMax:
-      return "max";
-    case ReduceOp::kProd:
-      return "prod";
-  }
-  return "unknown";
+  return base::lookup(kOpNames, op).value_or("unknown");
 }
 
 void reduce_into(void* dst, const void* src, size_t count, DataType type, ReduceOp op) {

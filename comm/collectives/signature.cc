@@ -23,49 +23,38 @@
 
 #include <cinttypes>
 #include <cstdio>
+#include <utility>
+
+#include "base/table.h"
 
 namespace ddl::comm {
 
 namespace {
 
+constexpr std::pair<CollectiveKind, std::string_view> kKindNames[] = {
+    {CollectiveKind::kAllreduce, "allreduce"},
+    {CollectiveKind::kAllreduceN, "allreduce_n"},
+    {CollectiveKind::kBroadcast, "broadcast"},
+    {CollectiveKind::kAllgather, "allgather"},
+    {CollectiveKind::kReduceScatter, "reduce_scatter"},
+    {CollectiveKind::kBarrier, "barrier"},
+    {CollectiveKind::kAlltoall, "alltoall"},
+    {CollectiveKind::kAlltoallv, "alltoallv"}};
+
+constexpr std::pair<Route, std::string_view> kRouteNames[] = {
+    {Route::kDefault, "default"},
+    {Route::kRing, "ring"},
+    {Route::kMultiRing, "multiring"},
+    {Route::kRecursiveDoubling, "rd"},
+    {Route::kShm, "shm"},
+    {Route::kDevice, "nccl on GPU memory"}};
+
 std::string_view kind_name(CollectiveKind k) {
-  switch (k) {
-    case CollectiveKind::kAllreduce:
-      return "allreduce";
-    case CollectiveKind::kAllreduceN:
-      return "allreduce_n";
-    case CollectiveKind::kBroadcast:
-      return "broadcast";
-    case CollectiveKind::kAllgather:
-      return "allgather";
-    case CollectiveKind::kReduceScatter:
-      return "reduce_scatter";
-    case CollectiveKind::kBarrier:
-      return "barrier";
-    case CollectiveKind::kAlltoall:
-      return "alltoall";
-    case CollectiveKind::kAlltoallv:
-      return "alltoallv";
-  }
-  return "unknown collective";
+  return base::lookup(kKindNames, k).value_or("unknown collective");
 }
 
 std::string_view route_name(Route r) {
-  switch (r) {
-    case Route::kDefault:
-      return "default";
-    case Route::kRing:
-      return "ring";
-    case Route::kMultiRing:
-      return "multiring";
-    case Route::kRecursiveDoubling:
-      return "rd";
-    case Route::kShm:
-      return "shm";
-    case Route::kDevice:
-      return "nccl on GPU memory";
-  }
-  return "unknown";
+  return base::lookup(kRouteNames, r).value_or("unknown");
 }
 
 bool reduces(CollectiveKind k) {

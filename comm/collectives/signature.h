@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "base/check.h"
 #include "comm/collectives/collectives.h"
 
 namespace ddl::comm {
@@ -15,10 +16,7 @@ namespace ddl::comm {
 /// The ranks did not all make the same call: what() names two of them and their calls, e.g.
 /// "collective mismatch: rank 0 called allreduce(count=10, float32, sum) #3 but rank 1 called
 /// allreduce(count=11, float32, sum) #3". Thrown on every member of the group.
-class MismatchError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+using MismatchError = base::Error<struct MismatchErrorTag>;
 
 /// The collective a Signature describes.
 enum class CollectiveKind : uint8_t {

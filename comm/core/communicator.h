@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "base/check.h"
 #include "comm/bootstrap/bootstrap.h"
 #include "comm/collectives/collectives.h"
 #include "comm/collectives/dimension.h"
@@ -30,10 +31,7 @@ class ArgumentError : public std::invalid_argument {
 };
 
 /// DDL_CHECK found a result that differs from the reference.
-class CheckError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+using CheckError = base::Error<struct CheckErrorTag>;
 
 /// Which allreduce algorithm to use (DDL_ALGO, or the mode string's letter). kShm: the ranks of
 /// one host directly in shared memory (node.h), for a job on one host.

@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "base/check.h"
 #include "comm/collectives/collectives.h"
 
 namespace ddl::comm::device {
@@ -19,10 +20,7 @@ namespace ddl::comm::device {
 
 /// A device collective failed, or the device runtime is missing or broken. what() says which
 /// call failed, NCCL's or CUDA's own message, and the next step.
-class DeviceError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+using DeviceError = base::Error<struct DeviceErrorTag>;
 
 /// One NCCL communicator: the members of one ring (a dimension of the topology, or the whole
 /// job), on this rank's GPU. Every call is collective over those members, returns once the

@@ -15,7 +15,9 @@
 #include <cstring>
 #include <mutex>
 #include <thread>
+#include <utility>
 
+#include "base/table.h"
 #include "comm/device/device.h"
 
 #ifdef DDL_NCCL_PATH
@@ -88,40 +90,24 @@ void* open_library(const std::string& soname, const char* build_dir, std::string
   return nullptr;
 }
 
+constexpr std::pair<DataType, ncclDataType_t> kNcclTypes[] = {
+    {DataType::kFloat32, ncclFloat32}, {DataType::kFloat64, ncclFloat64},
+    {DataType::kFloat16, ncclFloat16}, {DataType::kBFloat16, ncclBfloat16},
+    {DataType::kInt32, ncclInt32},     {DataType::kInt64, ncclInt64},
+    {DataType::kUint8, ncclUint8}};
+
+constexpr std::pair<ReduceOp, ncclRedOp_t> kNcclOps[] = {{ReduceOp::kSum, ncclSum},
+                                                         {ReduceOp::kAvg, ncclAvg},
+                                                         {ReduceOp::kMin, ncclMin},
+                                                         {ReduceOp::kMax, ncclMax},
+                                                         {ReduceOp::kProd, ncclProd}};
+
 ncclDataType_t nccl_type(DataType t) {
-  switch (t) {
-    case DataType::kFloat32:
-      return ncclFloat32;
-    case DataType::kFloat64:
-      return ncclFloat64;
-    case DataType::kFloat16:
-      return ncclFloat16;
-    case DataType::kBFloat16:
-      return ncclBfloat16;
-    case DataType::kInt32:
-      return ncclInt32;
-    case DataType::kInt64:
-      return ncclInt64;
-    case DataType::kUint8:
-      return ncclUint8;
-  }
-  return ncclFloat32;
+  return base::lookup(kNcclTypes, t).value_or(ncclFloat32);
 }
 
 ncclRedOp_t nccl_op(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum:
-      return ncclSum;
-    case ReduceOp::kAvg:
-      return ncclAvg;
-    case ReduceOp::kMin:
-      return ncclMin;
-    case ReduceOp::kMax:
-      return ncclMax;
-    case ReduceOp::kProd:
-      return ncclProd;
-  }
-  return ncclSum;
+  return base::lookup(kNcclOps, op).value_or(ncclSum);
 }
 
 class NcclComm : public Comm {

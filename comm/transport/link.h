@@ -8,6 +8,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "base/check.h"
+
 namespace ddl::comm::transport {
 
 // Transports move bytes between two ranks. A Link is one peer's duplex, reliable, ordered byte
@@ -19,10 +21,7 @@ namespace ddl::comm::transport {
 /// The peer is gone (connection reset, closed, timed out) or a transport call failed. what()
 /// names the peer rank (and its host when known) and the reason, e.g.
 /// "rank 3 (node2): connection reset by peer".
-class TransportError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+using TransportError = base::Error<struct TransportErrorTag>;
 
 /// One peer's byte stream. Not thread-safe: one collective uses a Link at a time.
 class Link {

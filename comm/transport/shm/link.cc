@@ -2,12 +2,12 @@
 //
 // How it works: send_some() reads the consumer's `tail` (acquire), copies as many bytes as fit
 // into the free part of its ring (two memcpy()s when they wrap) and publishes them by storing
-// `head` (release); recv_some() mirrors it. Each ring has one writer and one reader, so no
-// lock is needed. The link cannot be polled: when a call moves nothing, exchange() spins and
-// naps, and the link checks every kCheckEvery whether the peer has closed its link or whether
-// its process has exited (a pidfd when the peer is another process, else kill(pid, 0)); bytes
-// already in the ring are still delivered first. The lower rank unlinks the segment's name
-// when it closes a link its peer never attached to.
+// `head` (release); recv_some() mirrors it (both are move(), one direction each). Each ring has one
+// writer and one reader, so no lock is needed. The link cannot be polled: when a call moves
+// nothing, exchange() spins and naps, and the link checks every kCheckEvery whether the peer has
+// closed its link or whether its process has exited (a pidfd when the peer is another process, else
+// kill(pid, 0)); bytes already in the ring are still delivered first. The lower rank unlinks the
+// segment's name when it closes a link its peer never attached to.
 
 #include "comm/transport/shm/link.h"
 
@@ -86,45 +86,44 @@ bool ShmLink::delivered() {
          segment_->closed[1 - side_].load(std::memory_order_acquire) != 0 || peer_exited();
 }
 
+template <typename Copy>
+size_t ShmLink::move(bool sending, size_t n, Copy copy) {
+  RingControl& r = segment_->rings[sending ? side_ : 1 - side_];
+  std::atomic<uint64_t>& mine = sending ? r.head : r.tail;  // the count this side advances
+  const uint64_t at = mine.load(std::memory_order_relaxed);
+  const uint64_t theirs = (sending ? r.tail : r.head).load(std::memory_order_acquire);
+  const size_t ready = sending ? segment_->capacity - static_cast<size_t>(at - theirs)
+                               : static_cast<size_t>(theirs - at);
+  if (ready == 0) {
+    check_peer(!sending);
+    return 0;
+  }
+  const size_t k = std::min(n, ready);
+  const size_t offset = static_cast<size_t>(at & mask_);
+  const size_t first = std::min(k, segment_->capacity - offset);
+  copy(offset, 0, first);
+  copy(0, first, k - first);
+  mine.store(at + k, std::memory_order_release);
+  return k;
+}
+
 size_t ShmLink::send_some(const void* data, size_t n) {
   if (n == 0) return 0;
   if (segment_->closed[1 - side_].load(std::memory_order_acquire) != 0) {
     throw TransportError(peer_name_ + ": the peer closed the link");
   }
-  RingControl& r = segment_->rings[side_];
-  const uint64_t head = r.head.load(std::memory_order_relaxed);
-  const uint64_t tail = r.tail.load(std::memory_order_acquire);
-  const size_t room = segment_->capacity - static_cast<size_t>(head - tail);
-  if (room == 0) {
-    check_peer(false);
-    return 0;
-  }
-  const size_t k = std::min(n, room);
-  const size_t at = static_cast<size_t>(head & mask_);
-  const size_t first = std::min(k, segment_->capacity - at);
-  std::memcpy(out_ + at, data, first);
-  std::memcpy(out_, static_cast<const std::byte*>(data) + first, k - first);
-  r.head.store(head + k, std::memory_order_release);
-  return k;
+  const auto* from = static_cast<const std::byte*>(data);
+  return move(true, n, [this, from](size_t ring_at, size_t data_at, size_t len) {
+    std::memcpy(out_ + ring_at, from + data_at, len);
+  });
 }
 
 size_t ShmLink::recv_some(void* data, size_t n) {
   if (n == 0) return 0;
-  RingControl& r = segment_->rings[1 - side_];
-  const uint64_t tail = r.tail.load(std::memory_order_relaxed);
-  const uint64_t head = r.head.load(std::memory_order_acquire);
-  const size_t ready = static_cast<size_t>(head - tail);
-  if (ready == 0) {
-    check_peer(true);
-    return 0;
-  }
-  const size_t k = std::min(n, ready);
-  const size_t at = static_cast<size_t>(tail & mask_);
-  const size_t first = std::min(k, segment_->capacity - at);
-  std::memcpy(data, in_ + at, first);
-  std::memcpy(static_cast<std::byte*>(data) + first, in_, k - first);
-  r.tail.store(tail + k, std::memory_order_release);
-  return k;
+  auto* to = static_cast<std::byte*>(data);
+  return move(false, n, [this, to](size_t ring_at, size_t data_at, size_t len) {
+    std::memcpy(to + data_at, in_ + ring_at, len);
+  });
 }
 
 }  // namespace ddl::comm::transport::shm

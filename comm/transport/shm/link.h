@@ -64,6 +64,11 @@ class ShmLink : public Link {
   void check_peer(bool receiving);
   /// Whether the peer's process has exited.
   bool peer_exited() const;
+  /// Moves up to `n` bytes into this side's ring (`sending`) or out of the peer's, as far as
+  /// the ring has room or bytes, with `copy(ring_offset, data_offset, length)` called twice (the
+  /// second for the part that wraps to the ring's start), then publishes the new count.
+  template <typename Copy>
+  size_t move(bool sending, size_t n, Copy copy);
 
   Segment* segment_;
   int side_;

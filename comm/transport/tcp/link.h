@@ -1,6 +1,9 @@
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -30,6 +33,12 @@ class TcpLink : public Link {
   /// The socket that carries the byte at `offset` of the stream.
   size_t stream_of(uint64_t offset) const { return (offset / kStripe) % fds_.size(); }
   [[noreturn]] void fail(const char* call, int error) const;
+  /// Moves up to `n` bytes stripe by stripe with `io` (send or recv of `want` bytes from
+  /// offset `done` of the caller's buffer, on socket `fd`), advancing `counter` (sent_ or
+  /// received_), until a socket would block or moves less than asked. Returns the bytes moved;
+  /// other errors end in fail().
+  size_t stripes(size_t n, uint64_t& counter, const char* call,
+                 const std::function<ssize_t(int fd, size_t done, size_t want)>& io);
 
   /// Bytes sent on one socket before the next takes over.
   static constexpr uint64_t kStripe = 256 * 1024;
