@@ -94,17 +94,24 @@ ddl_group_t group_of(std::uintptr_t handle) {
   return handle == 0 ? ddl_group_world() : reinterpret_cast<ddl_group_t>(handle);
 }
 
-/// allreduce and allreduce_n.
-void def_reductions(py::module_& m) {
+/// A reduction from a send to a recv buffer (`Call`: ddl_allreduce or ddl_reduce_scatter) as
+/// `name`, whose count argument is called `count`.
+template <auto Call>
+void def_reduction(py::module_& m, const char* name, const char* count) {
   m.def(
-      "allreduce",
-      [](std::uintptr_t send, std::uintptr_t recv, std::size_t count, int type, int op) {
+      name,
+      [](std::uintptr_t send, std::uintptr_t recv, std::size_t n, int type, int op) {
         communicate([&] {
-          return ddl_allreduce(as_pointer(send), as_pointer(recv), count,
-                               static_cast<ddl_datatype_t>(type), static_cast<ddl_op_t>(op));
+          return Call(as_pointer(send), as_pointer(recv), n, static_cast<ddl_datatype_t>(type),
+                      static_cast<ddl_op_t>(op));
         });
       },
-      py::arg("send"), py::arg("recv"), py::arg("count"), py::arg("type"), py::arg("op"));
+      py::arg("send"), py::arg("recv"), py::arg(count), py::arg("type"), py::arg("op"));
+}
+
+/// allreduce and allreduce_n.
+void def_reductions(py::module_& m) {
+  def_reduction<ddl_allreduce>(m, "allreduce", "count");
   m.def(
       "allreduce_n",
       [](const std::vector<std::uintptr_t>& buffers, const std::vector<std::size_t>& counts,
@@ -137,15 +144,7 @@ void def_other_collectives(py::module_& m) {
         });
       },
       py::arg("send"), py::arg("recv"), py::arg("count"), py::arg("type"));
-  m.def(
-      "reduce_scatter",
-      [](std::uintptr_t send, std::uintptr_t recv, std::size_t recv_count, int type, int op) {
-        communicate([&] {
-          return ddl_reduce_scatter(as_pointer(send), as_pointer(recv), recv_count,
-                                    static_cast<ddl_datatype_t>(type), static_cast<ddl_op_t>(op));
-        });
-      },
-      py::arg("send"), py::arg("recv"), py::arg("recv_count"), py::arg("type"), py::arg("op"));
+  def_reduction<ddl_reduce_scatter>(m, "reduce_scatter", "recv_count");
   m.def("barrier", [] { communicate([] { return ddl_barrier(); }); });
 }
 
@@ -233,28 +232,26 @@ void def_group_collectives(py::module_& m) {
       py::arg("group"));
 }
 
+/// send or recv (`Call`, ddl_group_send or ddl_group_recv) as `name`, on the job or a group
+/// (`group`, 0: the job).
+template <auto Call>
+void def_point_to_point(py::module_& m, const char* name) {
+  m.def(
+      name,
+      [](std::uintptr_t buf, std::size_t count, int type, int peer, int tag, std::uintptr_t g) {
+        communicate([&] {
+          return Call(group_of(g), as_pointer(buf), count, static_cast<ddl_datatype_t>(type), peer,
+                      tag);
+        });
+      },
+      py::arg("buf"), py::arg("count"), py::arg("type"), py::arg("peer"), py::arg("tag"),
+      py::arg("group") = 0);
+}
+
 /// send, recv and alltoall, on the job or a group (`group`, 0: the job).
 void def_exchanges(py::module_& m) {
-  m.def(
-      "send",
-      [](std::uintptr_t buf, std::size_t count, int type, int peer, int tag, std::uintptr_t g) {
-        communicate([&] {
-          return ddl_group_send(group_of(g), as_pointer(buf), count,
-                                static_cast<ddl_datatype_t>(type), peer, tag);
-        });
-      },
-      py::arg("buf"), py::arg("count"), py::arg("type"), py::arg("peer"), py::arg("tag"),
-      py::arg("group") = 0);
-  m.def(
-      "recv",
-      [](std::uintptr_t buf, std::size_t count, int type, int peer, int tag, std::uintptr_t g) {
-        communicate([&] {
-          return ddl_group_recv(group_of(g), as_pointer(buf), count,
-                                static_cast<ddl_datatype_t>(type), peer, tag);
-        });
-      },
-      py::arg("buf"), py::arg("count"), py::arg("type"), py::arg("peer"), py::arg("tag"),
-      py::arg("group") = 0);
+  def_point_to_point<ddl_group_send>(m, "send");
+  def_point_to_point<ddl_group_recv>(m, "recv");
   m.def(
       "alltoall",
       [](std::uintptr_t send, std::uintptr_t recv, std::size_t count, int type, std::uintptr_t g) {

@@ -26,6 +26,7 @@
 #include <bit>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -190,38 +191,37 @@ void divide_narrow(void* buf, size_t count, int divisor) {
 
 }  // namespace
 
-size_t type_size(DataType type) {
-  switch (type) {
-    case DataType::kFloat32:
-    case DataType::kInt32:
-      return 4;
-    case DataType::kFloat64:
-    case DataType::kInt64:
-      return 8;
-    case DataType::kFloat16:
-    case DataType::kBFloat16:
-      return 2;
-    case DataType::kUint8:
-      return 1;
-  }
-  throw std::invalid_argument("unknown data type " + std::to_string(static_cast<int>(type)));
-}
+namespace {
 
-constexpr std::pair<DataType, std::string_view> kTypeNames[] = {
-    {DataType::kFloat32, "float32"}, {DataType::kFloat64, "float64"},
-    {DataType::kFloat16, "float16"}, {DataType::kBFloat16, "bfloat16"},
-    {DataType::kInt32, "int32"},     {DataType::kInt64, "int64"},
-    {DataType::kUint8, "uint8"}};
+/// What libddl knows of each data type: its name and its size in bytes.
+struct TypeInfo {
+  std::string_view name;
+  size_t size;
+};
 
-std::string_view to_string(DataType type) {
-  return base::lookup(kTypeNames, type).value_or("unknown");
-}
+constexpr std::pair<DataType, TypeInfo> kTypes[] = {
+    {DataType::kFloat32, {"float32", 4}}, {DataType::kFloat64, {"float64", 8}},
+    {DataType::kFloat16, {"float16", 2}}, {DataType::kBFloat16, {"bfloat16", 2}},
+    {DataType::kInt32, {"int32", 4}},     {DataType::kInt64, {"int64", 8}},
+    {DataType::kUint8, {"uint8", 1}}};
 
 constexpr std::pair<ReduceOp, std::string_view> kOpNames[] = {{ReduceOp::kSum, "sum"},
                                                               {ReduceOp::kAvg, "avg"},
                                                               {ReduceOp::kMin, "min"},
                                                               {ReduceOp::kMax, "max"},
                                                               {ReduceOp::kProd, "prod"}};
+
+}  // namespace
+
+size_t type_size(DataType type) {
+  if (const std::optional<TypeInfo> info = base::lookup(kTypes, type)) return info->size;
+  throw std::invalid_argument("unknown data type " + std::to_string(static_cast<int>(type)));
+}
+
+std::string_view to_string(DataType type) {
+  const std::optional<TypeInfo> info = base::lookup(kTypes, type);
+  return info ? info->name : "unknown";
+}
 
 std::string_view to_string(ReduceOp op) {
   return base::lookup(kOpNames, op).value_or("unknown");

@@ -23,6 +23,8 @@
 
 #include <cinttypes>
 #include <cstdio>
+#include <iterator>
+#include <optional>
 #include <utility>
 
 #include "base/table.h"
@@ -31,35 +33,41 @@ namespace ddl::comm {
 
 namespace {
 
-constexpr std::pair<CollectiveKind, std::string_view> kKindNames[] = {
-    {CollectiveKind::kAllreduce, "allreduce"},
-    {CollectiveKind::kAllreduceN, "allreduce_n"},
-    {CollectiveKind::kBroadcast, "broadcast"},
-    {CollectiveKind::kAllgather, "allgather"},
-    {CollectiveKind::kReduceScatter, "reduce_scatter"},
-    {CollectiveKind::kBarrier, "barrier"},
-    {CollectiveKind::kAlltoall, "alltoall"},
-    {CollectiveKind::kAlltoallv, "alltoallv"}};
+/// What the checks know of each collective: its name, and whether it reduces (so that its op
+/// must match).
+struct KindInfo {
+  std::string_view name;
+  bool reduces;
+};
 
-constexpr std::pair<Route, std::string_view> kRouteNames[] = {
-    {Route::kDefault, "default"},
-    {Route::kRing, "ring"},
-    {Route::kMultiRing, "multiring"},
-    {Route::kRecursiveDoubling, "rd"},
-    {Route::kShm, "shm"},
-    {Route::kDevice, "nccl on GPU memory"}};
+constexpr std::pair<CollectiveKind, KindInfo> kKinds[] = {
+    {CollectiveKind::kAllreduce, {"allreduce", true}},
+    {CollectiveKind::kAllreduceN, {"allreduce_n", true}},
+    {CollectiveKind::kBroadcast, {"broadcast", false}},
+    {CollectiveKind::kAllgather, {"allgather", false}},
+    {CollectiveKind::kReduceScatter, {"reduce_scatter", true}},
+    {CollectiveKind::kBarrier, {"barrier", false}},
+    {CollectiveKind::kAlltoall, {"alltoall", false}},
+    {CollectiveKind::kAlltoallv, {"alltoallv", false}}};
+
+/// Route's names, in the enum's order.
+constexpr std::string_view kRouteNames[] = {
+    "default", "ring", "multiring", "rd", "nccl on GPU memory", "shm"};
+static_assert(std::size(kRouteNames) == static_cast<size_t>(Route::kShm) + 1, "one name per Route");
 
 std::string_view kind_name(CollectiveKind k) {
-  return base::lookup(kKindNames, k).value_or("unknown collective");
+  const std::optional<KindInfo> info = base::lookup(kKinds, k);
+  return info ? info->name : "unknown collective";
 }
 
 std::string_view route_name(Route r) {
-  return base::lookup(kRouteNames, r).value_or("unknown");
+  const auto i = static_cast<size_t>(r);
+  return i < std::size(kRouteNames) ? kRouteNames[i] : "unknown";
 }
 
 bool reduces(CollectiveKind k) {
-  return k == CollectiveKind::kAllreduce || k == CollectiveKind::kAllreduceN ||
-         k == CollectiveKind::kReduceScatter;
+  const std::optional<KindInfo> info = base::lookup(kKinds, k);
+  return info && info->reduces;
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "base/check.h"
 
@@ -49,6 +50,22 @@ class Link {
   /// just before finalising is not lost. True where the transport keeps sent bytes after the
   /// close (TCP).
   virtual bool delivered() { return true; }
+};
+
+/// A Link that knows its peer from the start: what the transports (tcp/, shm/) derive from.
+/// Not copyable: a link owns its sockets or its mapping.
+class PeerLink : public Link {
+ public:
+  PeerLink(int peer, std::string peer_name) : peer_(peer), peer_name_(std::move(peer_name)) {}
+  PeerLink(const PeerLink&) = delete;
+  PeerLink& operator=(const PeerLink&) = delete;
+
+  int peer() const final { return peer_; }
+  std::string peer_name() const final { return peer_name_; }
+
+ protected:
+  const int peer_;
+  const std::string peer_name_;
 };
 
 /// Sends `send` to `to` and receives `recv` from `from` at the same time, so that two ranks

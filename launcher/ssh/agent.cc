@@ -172,6 +172,11 @@ class Agent : private pmix_server::Host {
   }
   /// A PMIx frame from ddlrun (on the reader thread).
   void pmix_frame(const ssh::Frame& f);
+  /// Calls, outside the lock, the callback waiting under `key` in `waiting` (fences_ or
+  /// modex_) with ddlrun's answer, and forgets it; nothing when none waits.
+  template <typename Key>
+  void answer(std::map<Key, pmix_server::DataDone>& waiting, const Key& key, int status,
+              std::string data);
 
   int in_;
   int out_;
@@ -196,36 +201,31 @@ class Agent : private pmix_server::Host {
   int next_modex_ = 0;
 };
 
-/// The callback waiting under `key` in `waiting`, removed from there; empty when none waits.
 template <typename Key>
-pmix_server::DataDone take_waiting(std::map<Key, pmix_server::DataDone>& waiting, const Key& key) {
-  auto it = waiting.find(key);
-  if (it == waiting.end()) return {};
-  pmix_server::DataDone done = std::move(it->second);
-  waiting.erase(it);
-  return done;
+void Agent::answer(std::map<Key, pmix_server::DataDone>& waiting, const Key& key, int status,
+                   std::string data) {
+  pmix_server::DataDone done;
+  {
+    std::lock_guard lock(pmix_mutex_);
+    auto it = waiting.find(key);
+    if (it == waiting.end()) return;  // nothing waits for it
+    done = std::move(it->second);
+    waiting.erase(it);
+  }
+  done(status, std::move(data));
 }
 
 void Agent::pmix_frame(const ssh::Frame& f) {
-  pmix_server::DataDone done;
-  int status = 0;
-  std::string data;
   switch (f.type) {
     case ssh::FrameType::kFenceResult: {
       ssh::FenceResultFrame r = ssh::decode_fence_result(f.payload);
-      std::lock_guard lock(pmix_mutex_);
-      done = take_waiting(fences_, r.key);
-      status = r.status;
-      data = std::move(r.data);
-      break;
+      answer(fences_, r.key, r.status, std::move(r.data));
+      return;
     }
     case ssh::FrameType::kModexResponse: {
       ssh::ModexResponse r = ssh::decode_modex_response(f.payload);
-      std::lock_guard lock(pmix_mutex_);
-      done = take_waiting(modex_, f.id);
-      status = r.status;
-      data = std::move(r.data);
-      break;
+      answer(modex_, f.id, r.status, std::move(r.data));
+      return;
     }
     case ssh::FrameType::kModexRequest: {
       const ssh::ModexRequest q = ssh::decode_modex_request(f.payload);
@@ -241,7 +241,6 @@ void Agent::pmix_frame(const ssh::Frame& f) {
     default:
       return;
   }
-  if (done) done(status, std::move(data));  // none when nothing waits for it
 }
 
 void Agent::start_liveness() {

@@ -82,34 +82,25 @@ def initialized():
     return _ddl.initialized()
 
 
-def rank():
-    """This process's rank, 0..size()-1."""
-    init()
-    return _ddl.rank()
+def _joined(query, name, doc):
+    """A module function ``name`` that joins the job first (init()), then answers query()."""
+
+    def answer():
+        init()
+        return query()
+
+    answer.__name__ = answer.__qualname__ = name
+    answer.__doc__ = doc
+    return answer
 
 
-def size():
-    """The number of ranks in the job."""
-    init()
-    return _ddl.size()
-
-
-def local_rank():
-    """This rank among the ranks on its host."""
-    init()
-    return _ddl.local_rank()
-
-
-def local_size():
-    """The number of ranks on this host."""
-    init()
-    return _ddl.local_size()
-
-
-def local_gpuid():
-    """The CUDA index (on this host) the mapper gave this rank, -1 for none."""
-    init()
-    return _ddl.local_gpu()
+rank = _joined(lambda: _ddl.rank(), "rank", "This process's rank, 0..size()-1.")
+size = _joined(lambda: _ddl.size(), "size", "The number of ranks in the job.")
+local_rank = _joined(lambda: _ddl.local_rank(), "local_rank",
+                     "This rank among the ranks on its host.")
+local_size = _joined(lambda: _ddl.local_size(), "local_size", "The number of ranks on this host.")
+local_gpuid = _joined(lambda: _ddl.local_gpu(), "local_gpuid",
+                      "The CUDA index (on this host) the mapper gave this rank, -1 for none.")
 
 
 class _View:

@@ -34,10 +34,9 @@ constexpr auto kCheckEvery = std::chrono::milliseconds(50);
 
 ShmLink::ShmLink(Segment* segment, int side, int peer, std::string peer_name, int peer_pid,
                  std::string name)
-    : segment_(segment),
+    : PeerLink(peer, std::move(peer_name)),
+      segment_(segment),
       side_(side),
-      peer_(peer),
-      peer_name_(std::move(peer_name)),
       peer_pid_(peer_pid),
       name_(std::move(name)),
       mask_(segment->capacity - 1) {

@@ -40,18 +40,14 @@ constexpr size_t segment_size(size_t capacity) {
 }
 
 /// A link over a mapped segment (see link.cc).
-class ShmLink : public Link {
+class ShmLink : public PeerLink {
  public:
   /// Takes over the mapping of `segment` (`segment_size(capacity)` bytes). `side` is this
   /// rank's; `name` the segment's name while it may still need to be unlinked (side 0).
   ShmLink(Segment* segment, int side, int peer, std::string peer_name, int peer_pid,
           std::string name);
   ~ShmLink() override;
-  ShmLink(const ShmLink&) = delete;
-  ShmLink& operator=(const ShmLink&) = delete;
 
-  int peer() const override { return peer_; }
-  std::string peer_name() const override { return peer_name_; }
   size_t send_some(const void* data, size_t n) override;
   size_t recv_some(void* data, size_t n) override;
   int poll_fd() const override { return -1; }
@@ -72,8 +68,6 @@ class ShmLink : public Link {
 
   Segment* segment_;
   int side_;
-  int peer_;
-  std::string peer_name_;
   int peer_pid_;
   int pidfd_ = -1;  ///< the peer's process, when it is another one and pidfd_open works
   std::string name_;

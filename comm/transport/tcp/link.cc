@@ -33,7 +33,7 @@ void tune_socket(int fd) {
 }
 
 TcpLink::TcpLink(std::vector<int> fds, int peer, std::string peer_name)
-    : fds_(std::move(fds)), peer_(peer), peer_name_(std::move(peer_name)) {}
+    : PeerLink(peer, std::move(peer_name)), fds_(std::move(fds)) {}
 
 TcpLink::~TcpLink() {
   for (int fd : fds_)

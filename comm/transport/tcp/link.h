@@ -12,16 +12,12 @@
 namespace ddl::comm::transport::tcp {
 
 /// A peer's byte stream over one or more connected, non-blocking sockets (see link.cc).
-class TcpLink : public Link {
+class TcpLink : public PeerLink {
  public:
   /// Takes ownership of `fds`, which have passed the handshake, in stream order.
   TcpLink(std::vector<int> fds, int peer, std::string peer_name);
   ~TcpLink() override;
-  TcpLink(const TcpLink&) = delete;
-  TcpLink& operator=(const TcpLink&) = delete;
 
-  int peer() const override { return peer_; }
-  std::string peer_name() const override { return peer_name_; }
   size_t send_some(const void* data, size_t n) override;
   size_t recv_some(void* data, size_t n) override;
   /// The only socket; -1 when there are several (see send_poll_fd(), recv_poll_fd()).
@@ -44,8 +40,6 @@ class TcpLink : public Link {
   static constexpr uint64_t kStripe = 256 * 1024;
 
   std::vector<int> fds_;
-  int peer_;
-  std::string peer_name_;
   uint64_t sent_ = 0;      ///< bytes sent so far
   uint64_t received_ = 0;  ///< bytes received so far
 };
