@@ -1,0 +1,299 @@
+// Draws a picture::Model: the legend, then either every host (packages, cores coloured by the
+// rank bound to them, NICs, rank boxes) with every ring edge as an arrow, or one box per rack
+// with an arrow per dimension and pair of racks that its rings join. Colours: a pale fill per
+// local rank, repeated in its cores; a colour per ring dimension, keyed in the legend.
+#include "ddlrun/picture_svg.h"
+
+#include <algorithm>
+#include <array>
+#include <map>
+#include <tuple>
+
+namespace ddl::cli::picture {
+
+namespace {
+
+using svg::Writer;
+
+constexpr std::array<const char*, 8> kRankFill = {"#cfe2f3", "#d9ead3", "#fff2cc", "#f4cccc",
+                                                  "#d9d2e9", "#fce5cd", "#d0e0e3", "#ead1dc"};
+constexpr std::array<const char*, 8> kRankStroke = {"#3d85c6", "#6aa84f", "#bf9000", "#cc0000",
+                                                    "#674ea7", "#e69138", "#45818e", "#a64d79"};
+constexpr std::array<const char*, 5> kDimColour = {"#1f4e9c", "#c0392b", "#1e8449", "#7d3c98",
+                                                   "#d35400"};
+constexpr double kLineH = 16;
+constexpr double kCharW = 6.6;  // DejaVu Sans at 11px, a generous average
+
+const char* dim_colour(size_t dim) {
+  return kDimColour[dim % kDimColour.size()];
+}
+
+std::string style() {
+  std::string s =
+      "text { font-family: 'DejaVu Sans', Arial, sans-serif; font-size: 10px; fill: #222; }\n"
+      ".h1 { font-size: 16px; font-weight: bold; }\n"
+      ".h2 { font-size: 13px; font-weight: bold; }\n"
+      ".h3 { font-size: 11px; font-weight: bold; }\n"
+      ".key { font-size: 11px; }\n"
+      ".small { font-size: 9px; fill: #555; }\n"
+      ".legend { fill: #ffffff; stroke: #333; }\n"
+      ".rack { fill: #f6f6f6; stroke: #888; stroke-dasharray: 6 3; }\n"
+      ".host { fill: #ffffff; stroke: #333; stroke-width: 1.5; }\n"
+      ".package { fill: #eef1f6; stroke: #a0a8b8; }\n"
+      ".core { stroke: #ffffff; stroke-width: 0.6; }\n"
+      ".nic { fill: #ffffff; stroke: #666; }\n"
+      ".rank { stroke-width: 1.5; }\n"
+      ".ring { fill: none; stroke-width: 1.4; stroke-opacity: 0.85; }\n";
+  for (size_t d = 0; d < kDimColour.size(); ++d)
+    s += ".d" + std::to_string(d) + " { stroke: " + dim_colour(d) + "; }\n";
+  return s;
+}
+
+void define_markers(Writer& w, size_t dims) {
+  for (size_t d = 0; d < dims; ++d) {
+    w.define("<marker id=\"arrow" + std::to_string(d) +
+             "\" viewBox=\"0 0 10 10\" refX=\"9\" refY=\"5\" markerWidth=\"6\" "
+             "markerHeight=\"6\" orient=\"auto\"><path d=\"M0,0 L10,5 L0,10 z\" fill=\"" +
+             dim_colour(d) + "\"/></marker>");
+  }
+}
+
+std::string range_text(int first, int last) {
+  return first == last ? std::to_string(first) : std::to_string(first) + "-" + std::to_string(last);
+}
+
+/// The racks' index for each host.
+std::vector<int> rack_of_host(const Model& m) {
+  std::vector<int> out(m.hosts.size(), 0);
+  for (size_t r = 0; r < m.racks.size(); ++r)
+    for (int h : m.racks[r])
+      out[static_cast<size_t>(h)] = static_cast<int>(r);
+  return out;
+}
+
+/// Where dimension `d`'s rings run: "inside hosts", "between hosts" or "between racks".
+std::string dimension_scope(const Model& m, size_t d) {
+  const std::vector<int> rack = rack_of_host(m);
+  bool all_inside = true, all_racks = true;
+  for (const comm::Ring& ring : m.rings[d]) {
+    for (size_t i = 0; i < ring.size(); ++i) {
+      const int a = m.ranks[static_cast<size_t>(ring[i])].host;
+      const int b = m.ranks[static_cast<size_t>(ring[(i + 1) % ring.size()])].host;
+      all_inside = all_inside && a == b;
+      all_racks = all_racks && rack[static_cast<size_t>(a)] != rack[static_cast<size_t>(b)];
+    }
+  }
+  return all_inside ? "inside hosts" : all_racks ? "between racks" : "between hosts";
+}
+
+/// The legend's text lines after the heading: its own lines, then one per ring dimension.
+std::vector<std::string> legend_lines(const Model& m, const Legend& legend) {
+  std::vector<std::string> lines;
+  for (const auto& [key, value] : legend.lines)
+    lines.push_back(key + ": " + value);
+  for (size_t d = 0; d < m.rings.size(); ++d) {
+    const size_t size = m.rings[d].empty() ? 0 : m.rings[d][0].size();
+    lines.push_back("dim " + std::to_string(d) + ": " +
+                    (size < 2 ? std::string("size 1, nothing to reduce")
+                              : std::to_string(m.rings[d].size()) + " rings of " +
+                                    std::to_string(size) + ", " + dimension_scope(m, d)));
+  }
+  return lines;
+}
+
+Box legend_size(const std::string& heading, const std::vector<std::string>& lines) {
+  size_t chars = heading.size() + 4;
+  for (const std::string& l : lines)
+    chars = std::max(chars, l.size() + 6);
+  return {0, 0, static_cast<double>(chars) * kCharW + 24,
+          34 + static_cast<double>(lines.size()) * kLineH};
+}
+
+void draw_legend(Writer& w, const Box& box, const std::string& heading, const Model& m,
+                 const std::vector<std::string>& lines) {
+  w.rect(box, "legend");
+  w.text(box.x + 12, box.y + 22, heading, "h1");
+  const size_t first_dim = lines.size() - m.rings.size();
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const double y = box.y + 40 + static_cast<double>(i) * kLineH;
+    double x = box.x + 12;
+    const size_t d = i - first_dim;
+    if (i >= first_dim && m.rings[d].size() < m.ranks.size()) {
+      w.path("M" + svg::coordinate(x) + "," + svg::coordinate(y - 4) + " h26",
+             "ring d" + std::to_string(d),
+             {{"marker-end", "url(#arrow" + std::to_string(d) + ")"}});
+      x += 34;
+    }
+    w.text(x, y, lines[i], "key");
+  }
+}
+
+void draw_rank(Writer& w, const RankInfo& r, const Box& box) {
+  const size_t colour = static_cast<size_t>(r.local_rank) % kRankFill.size();
+  w.rect(box, "rank", {{"fill", kRankFill[colour]}, {"stroke", kRankStroke[colour]}}, r.detail);
+  const double x = box.x + 6;
+  w.text(x, box.y + 14, "rank " + std::to_string(r.rank), "h3");
+  w.text(x, box.y + 26, r.gpu < 0 ? std::string("no GPU") : "GPU " + std::to_string(r.gpu),
+         "small");
+  const std::string cpus = r.cpus.empty() ? std::string("not bound") : "cpus " + r.cpus;
+  w.text(x, box.y + 38, cpus.size() <= 16 ? cpus : "cpus " + r.cpus.substr(0, 9) + "...", "small");
+  w.text(x, box.y + 50, r.nic.empty() ? std::string("no NIC") : "nic " + r.nic, "small");
+}
+
+/// The core strip: one cell per core, coloured by the local rank bound to it, grey if none.
+void draw_cores(Writer& w, const Model& m, const PackageInfo& p, const Box& strip) {
+  const double cell = strip.w / static_cast<double>(p.core_owner.size());
+  for (size_t c = 0; c < p.core_owner.size(); ++c) {
+    const int owner = p.core_owner[c];
+    const char* fill =
+        owner < 0
+            ? "#d8d8d8"
+            : kRankStroke[static_cast<size_t>(m.ranks[static_cast<size_t>(owner)].local_rank) %
+                          kRankStroke.size()];
+    w.rect({strip.x + static_cast<double>(c) * cell, strip.y, cell, strip.h}, "core",
+           {{"fill", fill}});
+  }
+}
+
+void draw_package(Writer& w, const Model& m, const PackageInfo& p, const PackageLayout& l) {
+  w.rect(l.box, "package");
+  const std::string title =
+      p.os_index < 0 ? std::string("no package") : "package " + std::to_string(p.os_index);
+  const std::string cores =
+      p.core_owner.empty() ? "" : ", " + std::to_string(p.core_owner.size()) + " cores";
+  w.text(l.box.x + 6, l.box.y + 13, title + cores, "small");
+  if (!p.core_owner.empty()) draw_cores(w, m, p, l.cores);
+  for (size_t i = 0; i < p.nics.size(); ++i) {
+    w.rect(l.nics[i], "nic", {}, "NIC " + p.nics[i]);
+    w.text(l.nics[i].x + 4, l.nics[i].y + 12, p.nics[i], "small");
+  }
+}
+
+void draw_host(Writer& w, const Model& m, size_t h, const Layout& l) {
+  const HostInfo& host = m.hosts[h];
+  const HostLayout& hl = l.hosts[h];
+  int first = -1, last = -1;
+  for (const PackageInfo& p : host.packages) {
+    for (int r : p.ranks) {
+      first = first < 0 ? r : std::min(first, r);
+      last = std::max(last, r);
+    }
+  }
+  w.begin_group("hostgroup", "host " + host.name + ": ranks " + range_text(first, last));
+  w.rect(hl.box, "host");
+  w.text(hl.box.x + 8, hl.box.y + 16, host.name + "   ranks " + range_text(first, last), "h2");
+  for (size_t p = 0; p < host.packages.size(); ++p) {
+    draw_package(w, m, host.packages[p], hl.packages[p]);
+    for (int r : host.packages[p].ranks)
+      draw_rank(w, m.ranks[static_cast<size_t>(r)], l.ranks[static_cast<size_t>(r)]);
+  }
+  w.end_group();
+}
+
+/// Every edge of every ring of size 2 or more, each a path with an arrow and a title.
+void draw_rank_rings(Writer& w, const Model& m, const Layout& l) {
+  for (size_t d = 0; d < m.rings.size(); ++d) {
+    for (size_t k = 0; k < m.rings[d].size(); ++k) {
+      const comm::Ring& ring = m.rings[d][k];
+      if (ring.size() < 2) continue;
+      for (size_t i = 0; i < ring.size(); ++i) {
+        const auto a = static_cast<size_t>(ring[i]);
+        const auto b = static_cast<size_t>(ring[(i + 1) % ring.size()]);
+        const auto ha = static_cast<size_t>(m.ranks[a].host);
+        const auto hb = static_cast<size_t>(m.ranks[b].host);
+        const EdgeEnds e{l.ranks[a],      l.ranks[b],          l.hosts[ha].box,
+                         l.hosts[hb].box, static_cast<int>(d), hb >= ha};
+        w.path(edge_path(e), "ring d" + std::to_string(d),
+               {{"marker-end", "url(#arrow" + std::to_string(d) + ")"}},
+               "dim " + std::to_string(d) + " ring " + std::to_string(k) + ": rank " +
+                   std::to_string(a) + " -> rank " + std::to_string(b));
+      }
+    }
+  }
+}
+
+/// The first and last rank of each rack's hosts.
+std::pair<int, int> rack_ranks(const Model& m, const std::vector<int>& rack) {
+  int first = -1, last = -1;
+  for (const RankInfo& r : m.ranks) {
+    if (std::find(rack.begin(), rack.end(), r.host) == rack.end()) continue;
+    first = first < 0 ? r.rank : std::min(first, r.rank);
+    last = std::max(last, r.rank);
+  }
+  return {first, last};
+}
+
+std::string rack_label(const Model& m, size_t r) {
+  const auto [first, last] = rack_ranks(m, m.racks[r]);
+  return "rack " + std::to_string(r + 1) + ": " + std::to_string(m.racks[r].size()) +
+         (m.racks[r].size() == 1 ? " host" : " hosts") + ", ranks " + range_text(first, last);
+}
+
+/// The detailed picture: racks, hosts, ranks, every ring edge.
+void draw_hosts(Writer& w, const Model& m, const Layout& l) {
+  for (size_t r = 0; r < m.racks.size(); ++r) {
+    w.rect(l.racks[r], "rack");
+    w.text(l.racks[r].x + 10, l.racks[r].y + 19, rack_label(m, r), "h2");
+  }
+  for (size_t h = 0; h < m.hosts.size(); ++h)
+    draw_host(w, m, h, l);
+  draw_rank_rings(w, m, l);
+}
+
+/// The summary: a box per rack naming its hosts, and one arrow per dimension and pair of racks
+/// that its rings join, titled with how many ring edges it stands for.
+void draw_racks(Writer& w, const Model& m, const Layout& l) {
+  for (size_t r = 0; r < m.racks.size(); ++r) {
+    std::string names;
+    for (int h : m.racks[r])
+      names += (names.empty() ? "" : ", ") + m.hosts[static_cast<size_t>(h)].name;
+    const Box& box = l.racks[r];
+    w.rect(box, "host", {}, "rack " + std::to_string(r + 1) + ": " + names);
+    w.text(box.x + 10, box.y + 20, rack_label(m, r), "h3");
+    const std::string& first = m.hosts[static_cast<size_t>(m.racks[r].front())].name;
+    const std::string& last = m.hosts[static_cast<size_t>(m.racks[r].back())].name;
+    w.text(box.x + 10, box.y + 38, "hosts " + first + " ... " + last, "small");
+  }
+  const std::vector<int> rack = rack_of_host(m);
+  std::map<std::tuple<size_t, int, int>, int> joined;  // (dim, from, to) -> ring edges
+  for (size_t d = 0; d < m.rings.size(); ++d) {
+    for (const comm::Ring& ring : m.rings[d]) {
+      for (size_t i = 0; i < ring.size(); ++i) {
+        const int a = rack[static_cast<size_t>(m.ranks[static_cast<size_t>(ring[i])].host)];
+        const int b = rack[static_cast<size_t>(
+            m.ranks[static_cast<size_t>(ring[(i + 1) % ring.size()])].host)];
+        if (a != b) ++joined[{d, a, b}];
+      }
+    }
+  }
+  for (const auto& [key, count] : joined) {
+    const auto [d, a, b] = key;
+    const Box& from = l.racks[static_cast<size_t>(a)];
+    const Box& to = l.racks[static_cast<size_t>(b)];
+    w.path(edge_path({from, to, from, to, static_cast<int>(d), b >= a}),
+           "ring d" + std::to_string(d), {{"marker-end", "url(#arrow" + std::to_string(d) + ")"}},
+           "dim " + std::to_string(d) + ": " + std::to_string(count) + " ring edges from rack " +
+               std::to_string(a + 1) + " to rack " + std::to_string(b + 1));
+  }
+}
+
+}  // namespace
+
+std::string model_svg(const Model& model, const std::string& heading, const Legend& legend) {
+  const std::vector<std::string> lines = legend_lines(model, legend);
+  const Box size = legend_size(heading, lines);
+  const bool detailed = model.hosts.size() <= static_cast<size_t>(kMaxDetailedHosts);
+  const Layout layout = detailed ? layout_hosts(model, size) : layout_racks(model, size);
+  Writer w(layout.page.w, layout.page.h, style());
+  define_markers(w, std::max<size_t>(model.rings.size(), 1));
+  w.rect(layout.page, "", {{"fill", "#ffffff"}});
+  draw_legend(w, layout.legend, heading, model, lines);
+  if (detailed) {
+    draw_hosts(w, model, layout);
+  } else {
+    draw_racks(w, model, layout);
+  }
+  return w.finish();
+}
+
+}  // namespace ddl::cli::picture
