@@ -45,9 +45,10 @@ constexpr double kRackPad = 14;  // right of a rack; left of it, a column gutter
 constexpr double kRackGap = 24;
 constexpr double kRackBoxW = 280;
 constexpr double kRackBoxH = 92;
-constexpr int kLanes = 6;          // depths of edges between hosts, so parallel rings stay apart
-constexpr int kTracks = 24;        // parallel tracks in a gutter
-constexpr double kTrackGap = 1.4;  // kTracks * kTrackGap + 10 fits the gutters
+constexpr int kLanes = 6;             // depths of edges between hosts, so parallel rings stay apart
+constexpr int kTracks = 24;           // parallel tracks in a gutter
+constexpr double kRowTrackGap = 2.4;  // 10 + kTracks * it fits kHostGapY
+constexpr double kColumnTrackGap = 1.5;  // 8 + kTracks * it fits kHostGapX
 
 /// The vertical sections every package of one host has.
 struct Sections {
@@ -151,6 +152,12 @@ std::string point(double x, double y) {
   return svg::coordinate(x) + "," + svg::coordinate(y);
 }
 
+/// The track an edge between containers runs on in the gutters: one per dimension, ring (modulo
+/// kLanes) and direction.
+int track(const EdgeEnds& e) {
+  return (e.dim * 2 * kLanes + (e.lane % kLanes) * 2 + (e.forward ? 0 : 1)) % kTracks;
+}
+
 /// Inside one container: an arc over the ranks going right along a row, else a curve under them.
 std::string inside_path(const EdgeEnds& e, double ax, double bx) {
   if (e.from.y == e.to.y && e.to.x > e.from.x) {
@@ -175,13 +182,12 @@ std::string along_row_path(const EdgeEnds& e, double x0, double x1) {
 /// along it to the column gutter left of the receiver, along that to the receiver's row, and
 /// in), each dimension, ring and direction on a track of its own, so no line crosses a host.
 std::string between_rows_path(const EdgeEnds& e, double x0, double x1) {
-  const int track = e.dim * 2 * kLanes + (e.lane % kLanes) * 2 + (e.forward ? 0 : 1);
-  const double o = (track % kTracks) * kTrackGap;
+  const double row = 10 + track(e) * kRowTrackGap;
   const bool below = e.to_container.y >= e.from_container.bottom();
-  const double y2 = below ? e.to_container.y - 10 - o : e.to_container.bottom() + 10 + o;
-  const double gx = e.to_container.x - 8 - o;
+  const double y2 = below ? e.to_container.y - row : e.to_container.bottom() + row;
+  const double gx = e.to_container.x - 8 - track(e) * kColumnTrackGap;
   return "M" + point(x0, e.from.bottom()) + " V" +
-         svg::coordinate(e.from_container.bottom() + 10 + o) + " H" + svg::coordinate(gx) + " V" +
+         svg::coordinate(e.from_container.bottom() + row) + " H" + svg::coordinate(gx) + " V" +
          svg::coordinate(y2) + " H" + svg::coordinate(x1) + " V" +
          svg::coordinate(below ? e.to.y : e.to.bottom());
 }
