@@ -8,9 +8,10 @@
 //  - a rack is a grid of hosts, kHostColumns wide, every cell the size of the largest host, with
 //    gutters between rows and columns where the rings between hosts run; racks are stacked below
 //    the legend. In the summary, a rack is one box and racks form the grid.
-// Ring edges (edge_path) inside a host arc over the ranks when they go right along a row and
-// under them otherwise. Edges between hosts of one row curve through the gutter below it; edges
-// between rows run straight along the gutters only (below the sender's row, up or down the
+// Ring edges (edge_path) inside a host arc over the ranks when they go right along a row, curve
+// under them going left, and between rows of ranks run through the lane between the rows or, up,
+// around the ranks' left side. Edges between hosts of one row curve through the gutter below it;
+// edges between rows run straight along the gutters only (below the sender's row, up or down the
 // column gutter left of the receiver's host, into its row's gutter) and enter the receiving rank
 // from above when its host is in a lower row, else from below. No line crosses a host.
 // Dimensions, directions and rings get different depths and offsets so that a->b and b->a, and
@@ -92,10 +93,10 @@ PackageLayout layout_package(const PackageInfo& p, const Sections& s, double x, 
   top += kArcLane;
   for (int i = 0; i < count; ++i) {
     const Box box{x + kGap + (i % kRanksPerRow) * (kRankW + kGap),
-                  top + (i / kRanksPerRow) * (kRankH + kGap), kRankW, kRankH};
+                  top + (i / kRanksPerRow) * (kRankH + kArcLane), kRankW, kRankH};
     ranks.emplace_back(p.ranks[static_cast<size_t>(i)], box);
   }
-  out.box = {x, y, w, top + std::max(rows, 1) * (kRankH + kGap) - y};
+  out.box = {x, y, w, top + std::max(rows, 1) * (kRankH + kArcLane) - kArcLane + kGap - y};
   return out;
 }
 
@@ -158,7 +159,9 @@ int track(const EdgeEnds& e) {
   return (e.dim * 2 * kLanes + (e.lane % kLanes) * 2 + (e.forward ? 0 : 1)) % kTracks;
 }
 
-/// Inside one container: an arc over the ranks going right along a row, else a curve under them.
+/// Inside one container: an arc over the ranks going right along a row, a curve under them
+/// going left, an S through the lane between rows going down a row, and going up a loop around
+/// the ranks' left side.
 std::string inside_path(const EdgeEnds& e, double ax, double bx) {
   if (e.from.y == e.to.y && e.to.x > e.from.x) {
     const double lift = 26 + 6.0 * e.dim;  // a quadratic arc peaks at half of it
@@ -166,8 +169,19 @@ std::string inside_path(const EdgeEnds& e, double ax, double bx) {
            point(bx, e.to.y);
   }
   const double dip = 14 + 4.0 * e.dim;
-  return "M" + point(ax, e.from.bottom()) + " C" + point(ax, e.from.bottom() + dip) + " " +
-         point(bx, e.to.bottom() + dip) + " " + point(bx, e.to.bottom());
+  if (e.from.y == e.to.y) {
+    return "M" + point(ax, e.from.bottom()) + " C" + point(ax, e.from.bottom() + dip) + " " +
+           point(bx, e.to.bottom() + dip) + " " + point(bx, e.to.bottom());
+  }
+  if (e.to.y > e.from.y) {
+    const double middle = (e.from.bottom() + e.to.y) / 2;
+    return "M" + point(ax, e.from.bottom()) + " C" + point(ax, middle) + " " + point(bx, middle) +
+           " " + point(bx, e.to.y);
+  }
+  return "M" + point(ax, e.from.bottom()) + " V" + svg::coordinate(e.from.bottom() + dip) + " H" +
+         svg::coordinate(e.from_container.x + 3 + 1.5 * e.dim) + " V" +
+         svg::coordinate(e.to.y - 6 - 2.0 * e.dim) + " H" + svg::coordinate(bx) + " V" +
+         svg::coordinate(e.to.y);
 }
 
 /// Between containers of one row: a curve through the gutter below the row, deeper for later

@@ -95,7 +95,8 @@ std::vector<std::string> legend_lines(const Model& m, const Legend& legend) {
     const size_t size = m.rings[d].empty() ? 0 : m.rings[d][0].size();
     lines.push_back("dim " + std::to_string(d) + ": " +
                     (size < 2 ? std::string("size 1, nothing to reduce")
-                              : std::to_string(m.rings[d].size()) + " rings of " +
+                              : std::to_string(m.rings[d].size()) +
+                                    (m.rings[d].size() == 1 ? " ring of " : " rings of ") +
                                     std::to_string(size) + ", " + dimension_scope(m, d)));
   }
   return lines;

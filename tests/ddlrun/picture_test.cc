@@ -181,6 +181,30 @@ TEST(PictureTest, RingEdgesBetweenRowsCrossNoHost) {
   EXPECT_GT(checked, 100);
 }
 
+TEST(PictureTest, RingClosingUpRowsOfOneHostLoopsAroundItsRanks) {
+  Options o;
+  o.hosts = {"localhost:16"};
+  o.no_probe = true;
+  o.program = {"prog"};
+  o.dry_run = true;
+  const Model m = picture_model(make_plan(o, no_env, nullptr));
+  const Layout l = picture::layout_hosts(m, {0, 0, 300, 120});
+  ASSERT_GT(l.ranks[15].y, l.ranks[0].y);  // rows of six
+  const Box& host = l.hosts[0].box;
+  const std::string d = picture::edge_path({l.ranks[15], l.ranks[0], host, host, 0, true, 0});
+  const auto points = corners(d);
+  ASSERT_EQ(points.size(), 6u) << d;
+  for (size_t s = 0; s + 1 < points.size(); ++s) {
+    const auto [x0, y0] = points[s];
+    const auto [x1, y1] = points[s + 1];
+    const Box segment{std::min(x0, x1), std::min(y0, y1), std::abs(x1 - x0) + 0.01,
+                      std::abs(y1 - y0) + 0.01};
+    EXPECT_TRUE(host.contains(segment)) << d;
+    for (size_t r = 1; r < 15; ++r)
+      EXPECT_FALSE(segment.overlaps(l.ranks[r])) << d << " crosses rank " << r;
+  }
+}
+
 TEST(PictureTest, MoreThan36HostsAreSummarisedPerRack) {
   const Model m = picture_model(summit_plan(72, 18));
   const std::string svg = picture::model_svg(m, "plan", {});
