@@ -62,6 +62,19 @@ std::string range_text(int first, int last) {
   return first == last ? std::to_string(first) : std::to_string(first) + "-" + std::to_string(last);
 }
 
+/// Calls visit(dimension, ring index, from rank, to rank) for every edge of every ring of two
+/// or more ranks.
+template <typename Visit>
+void for_each_ring_edge(const Model& m, Visit visit) {
+  for (size_t d = 0; d < m.rings.size(); ++d) {
+    for (size_t k = 0; k < m.rings[d].size(); ++k) {
+      const comm::Ring& ring = m.rings[d][k];
+      for (size_t i = 0; i < ring.size() && ring.size() > 1; ++i)
+        visit(d, k, static_cast<size_t>(ring[i]), static_cast<size_t>(ring[(i + 1) % ring.size()]));
+    }
+  }
+}
+
 /// The racks' index for each host.
 std::vector<int> rack_of_host(const Model& m) {
   std::vector<int> out(m.hosts.size(), 0);
@@ -71,23 +84,26 @@ std::vector<int> rack_of_host(const Model& m) {
   return out;
 }
 
-/// Where dimension `d`'s rings run: "inside hosts", "between hosts" or "between racks".
-std::string dimension_scope(const Model& m, size_t d) {
+/// Where each dimension's rings run: "inside hosts", "between hosts" or "between racks".
+std::vector<std::string> dimension_scopes(const Model& m) {
   const std::vector<int> rack = rack_of_host(m);
-  bool all_inside = true, all_racks = true;
-  for (const comm::Ring& ring : m.rings[d]) {
-    for (size_t i = 0; i < ring.size(); ++i) {
-      const int a = m.ranks[static_cast<size_t>(ring[i])].host;
-      const int b = m.ranks[static_cast<size_t>(ring[(i + 1) % ring.size()])].host;
-      all_inside = all_inside && a == b;
-      all_racks = all_racks && rack[static_cast<size_t>(a)] != rack[static_cast<size_t>(b)];
-    }
-  }
-  return all_inside ? "inside hosts" : all_racks ? "between racks" : "between hosts";
+  std::vector<bool> all_inside(m.rings.size(), true), all_racks(m.rings.size(), true);
+  for_each_ring_edge(m, [&](size_t d, size_t, size_t a, size_t b) {
+    const auto ha = static_cast<size_t>(m.ranks[a].host), hb = static_cast<size_t>(m.ranks[b].host);
+    all_inside[d] = all_inside[d] && ha == hb;
+    all_racks[d] = all_racks[d] && rack[ha] != rack[hb];
+  });
+  std::vector<std::string> out;
+  for (size_t d = 0; d < m.rings.size(); ++d)
+    out.push_back(all_inside[d]  ? "inside hosts"
+                  : all_racks[d] ? "between racks"
+                                 : "between hosts");
+  return out;
 }
 
 /// The legend's text lines after the heading: its own lines, then one per ring dimension.
 std::vector<std::string> legend_lines(const Model& m, const Legend& legend) {
+  const std::vector<std::string> scopes = dimension_scopes(m);
   std::vector<std::string> lines;
   for (const auto& [key, value] : legend.lines)
     lines.push_back(key + ": " + value);
@@ -97,7 +113,7 @@ std::vector<std::string> legend_lines(const Model& m, const Legend& legend) {
                     (size < 2 ? std::string("size 1, nothing to reduce")
                               : std::to_string(m.rings[d].size()) +
                                     (m.rings[d].size() == 1 ? " ring of " : " rings of ") +
-                                    std::to_string(size) + ", " + dimension_scope(m, d)));
+                                    std::to_string(size) + ", " + scopes[d]));
   }
   return lines;
 }
@@ -193,24 +209,16 @@ void draw_host(Writer& w, const Model& m, size_t h, const Layout& l) {
 
 /// Every edge of every ring of size 2 or more, each a path with an arrow and a title.
 void draw_rank_rings(Writer& w, const Model& m, const Layout& l) {
-  for (size_t d = 0; d < m.rings.size(); ++d) {
-    for (size_t k = 0; k < m.rings[d].size(); ++k) {
-      const comm::Ring& ring = m.rings[d][k];
-      if (ring.size() < 2) continue;
-      for (size_t i = 0; i < ring.size(); ++i) {
-        const auto a = static_cast<size_t>(ring[i]);
-        const auto b = static_cast<size_t>(ring[(i + 1) % ring.size()]);
-        const auto ha = static_cast<size_t>(m.ranks[a].host);
-        const auto hb = static_cast<size_t>(m.ranks[b].host);
-        const EdgeEnds e{l.ranks[a],      l.ranks[b],          l.hosts[ha].box,
-                         l.hosts[hb].box, static_cast<int>(d), hb >= ha};
-        w.path(edge_path(e), "ring d" + std::to_string(d),
-               {{"marker-end", "url(#arrow" + std::to_string(d) + ")"}},
-               "dim " + std::to_string(d) + " ring " + std::to_string(k) + ": rank " +
-                   std::to_string(a) + " -> rank " + std::to_string(b));
-      }
-    }
-  }
+  for_each_ring_edge(m, [&](size_t d, size_t k, size_t a, size_t b) {
+    const auto ha = static_cast<size_t>(m.ranks[a].host);
+    const auto hb = static_cast<size_t>(m.ranks[b].host);
+    const EdgeEnds e{l.ranks[a],          l.ranks[b], l.hosts[ha].box,    l.hosts[hb].box,
+                     static_cast<int>(d), hb >= ha,   static_cast<int>(k)};
+    w.path(edge_path(e), "ring d" + std::to_string(d),
+           {{"marker-end", "url(#arrow" + std::to_string(d) + ")"}},
+           "dim " + std::to_string(d) + " ring " + std::to_string(k) + ": rank " +
+               std::to_string(a) + " -> rank " + std::to_string(b));
+  });
 }
 
 /// The first and last rank of each rack's hosts.
@@ -241,9 +249,22 @@ void draw_hosts(Writer& w, const Model& m, const Layout& l) {
   draw_rank_rings(w, m, l);
 }
 
-/// The summary: a box per rack naming its hosts, and one arrow per dimension and pair of racks
-/// that its rings join, titled with how many ring edges it stands for.
-void draw_racks(Writer& w, const Model& m, const Layout& l) {
+/// The dimensions whose rings stay inside racks: "dim 0 (rings of 6), dim 1 (rings of 18)".
+std::string dimensions_inside_racks(const Model& m) {
+  const std::vector<std::string> scopes = dimension_scopes(m);
+  std::string out;
+  for (size_t d = 0; d < m.rings.size(); ++d) {
+    const size_t size = m.rings[d].empty() ? 0 : m.rings[d][0].size();
+    if (size < 2 || scopes[d] == "between racks") continue;
+    out += (out.empty() ? "" : ", ") + ("dim " + std::to_string(d)) + " (rings of " +
+           std::to_string(size) + ")";
+  }
+  return out;
+}
+
+/// A box per rack: its hosts (all of them in its title), its ranks, the rings inside it.
+void draw_rack_boxes(Writer& w, const Model& m, const Layout& l) {
+  const std::string inside = dimensions_inside_racks(m);
   for (size_t r = 0; r < m.racks.size(); ++r) {
     std::string names;
     for (int h : m.racks[r])
@@ -254,19 +275,21 @@ void draw_racks(Writer& w, const Model& m, const Layout& l) {
     const std::string& first = m.hosts[static_cast<size_t>(m.racks[r].front())].name;
     const std::string& last = m.hosts[static_cast<size_t>(m.racks[r].back())].name;
     w.text(box.x + 10, box.y + 38, "hosts " + first + " ... " + last, "small");
+    if (!inside.empty()) w.text(box.x + 10, box.y + 54, "inside: " + inside, "small");
   }
+}
+
+/// The summary: a box per rack, and one arrow per dimension and pair of racks that its rings
+/// join, titled with how many ring edges it stands for.
+void draw_racks(Writer& w, const Model& m, const Layout& l) {
+  draw_rack_boxes(w, m, l);
   const std::vector<int> rack = rack_of_host(m);
   std::map<std::tuple<size_t, int, int>, int> joined;  // (dim, from, to) -> ring edges
-  for (size_t d = 0; d < m.rings.size(); ++d) {
-    for (const comm::Ring& ring : m.rings[d]) {
-      for (size_t i = 0; i < ring.size(); ++i) {
-        const int a = rack[static_cast<size_t>(m.ranks[static_cast<size_t>(ring[i])].host)];
-        const int b = rack[static_cast<size_t>(
-            m.ranks[static_cast<size_t>(ring[(i + 1) % ring.size()])].host)];
-        if (a != b) ++joined[{d, a, b}];
-      }
-    }
-  }
+  for_each_ring_edge(m, [&](size_t d, size_t, size_t a, size_t b) {
+    const int ra = rack[static_cast<size_t>(m.ranks[a].host)];
+    const int rb = rack[static_cast<size_t>(m.ranks[b].host)];
+    if (ra != rb) ++joined[{d, ra, rb}];
+  });
   for (const auto& [key, count] : joined) {
     const auto [d, a, b] = key;
     const Box& from = l.racks[static_cast<size_t>(a)];

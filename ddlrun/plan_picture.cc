@@ -3,6 +3,7 @@
 // of ranks without a package; racks come from the mode's dimension after those inside a host.
 #include "ddlrun/plan_picture.h"
 
+#include <algorithm>
 #include <map>
 
 namespace ddl::cli {
@@ -138,11 +139,14 @@ std::vector<std::vector<int>> racks_of(const JobPlan& plan, int hosts) {
 }  // namespace
 
 picture::Legend plan_legend(const JobPlan& plan) {
-  const Model model = picture_model(plan);
-  std::string hosts = std::to_string(model.hosts.size());
-  if (model.racks.size() > 1) {
-    hosts += " in " + std::to_string(model.racks.size()) + " racks of " +
-             std::to_string(model.racks.front().size());
+  const int used =
+      static_cast<int>(std::count_if(plan.placed.hosts.begin(), plan.placed.hosts.end(),
+                                     [](const mapper::HostUse& h) { return h.count > 0; }));
+  const std::vector<std::vector<int>> racks = racks_of(plan, used);
+  std::string hosts = std::to_string(used);
+  if (racks.size() > 1) {
+    hosts +=
+        " in " + std::to_string(racks.size()) + " racks of " + std::to_string(racks.front().size());
   }
   return {{{"mode", plan.mode.str() + " (" + plan.mode_reason + ")"},
            {"ranks", std::to_string(plan.placement.ranks) + " (" + plan.placement.describe() + ")"},

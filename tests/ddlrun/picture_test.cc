@@ -217,6 +217,7 @@ TEST(PictureTest, MoreThan36HostsAreSummarisedPerRack) {
   EXPECT_NE(svg.find("<title>dim 2: 108 ring edges from rack 4 to rack 1</title>"),
             std::string::npos);
   EXPECT_EQ(count(svg, "<title>dim 1"), 0u);  // inside racks
+  EXPECT_EQ(count(svg, ">inside: dim 0 (rings of 6), dim 1 (rings of 18)</text>"), 4u);
 }
 
 TEST(PictureTest, TextFromUsersIsEscaped) {
