@@ -130,19 +130,22 @@ TEST(PictureTest, LayoutKeepsEveryBoxInsideItsParentWithoutOverlaps) {
   }
 }
 
-/// The corners of a path written as "M x,y V y H x V y H x V y".
-std::vector<std::pair<double, double>> corners(const std::string& d) {
+/// The straight runs of a path written as "M x,y V y H x V y H x V y", each as the thin box it
+/// covers.
+std::vector<Box> runs(const std::string& d) {
   std::istringstream in(d);
-  std::vector<std::pair<double, double>> out;
+  std::vector<Box> out;
   char c = 0, comma = 0;
   double x = 0, y = 0;
   in >> c >> x >> comma >> y;
-  out.emplace_back(x, y);
   for (char op; in >> op;) {
     double v = 0;
     in >> v;
-    (op == 'V' ? y : x) = v;
-    out.emplace_back(x, y);
+    const double x1 = op == 'H' ? v : x, y1 = op == 'V' ? v : y;
+    out.push_back(
+        {std::min(x, x1), std::min(y, y1), std::abs(x1 - x) + 0.01, std::abs(y1 - y) + 0.01});
+    x = x1;
+    y = y1;
   }
   return out;
 }
@@ -162,13 +165,9 @@ TEST(PictureTest, RingEdgesBetweenRowsCrossNoHost) {
         const std::string d_attr =
             picture::edge_path({l.ranks[a], l.ranks[b], l.hosts[ha].box, l.hosts[hb].box,
                                 static_cast<int>(d), hb > ha, 0});
-        const auto points = corners(d_attr);
-        ASSERT_EQ(points.size(), 6u) << d_attr;
-        for (size_t s = 0; s + 1 < points.size(); ++s) {
-          const auto [x0, y0] = points[s];
-          const auto [x1, y1] = points[s + 1];
-          const Box segment{std::min(x0, x1), std::min(y0, y1), std::abs(x1 - x0) + 0.01,
-                            std::abs(y1 - y0) + 0.01};
+        const std::vector<Box> segments = runs(d_attr);
+        ASSERT_EQ(segments.size(), 5u) << d_attr;
+        for (const Box& segment : segments) {
           for (size_t h = 0; h < l.hosts.size(); ++h) {
             if (h == ha || h == hb) continue;
             EXPECT_FALSE(segment.overlaps(l.hosts[h].box)) << d_attr << " crosses host " << h;
@@ -192,13 +191,9 @@ TEST(PictureTest, RingClosingUpRowsOfOneHostLoopsAroundItsRanks) {
   ASSERT_GT(l.ranks[15].y, l.ranks[0].y);  // rows of six
   const Box& host = l.hosts[0].box;
   const std::string d = picture::edge_path({l.ranks[15], l.ranks[0], host, host, 0, true, 0});
-  const auto points = corners(d);
-  ASSERT_EQ(points.size(), 6u) << d;
-  for (size_t s = 0; s + 1 < points.size(); ++s) {
-    const auto [x0, y0] = points[s];
-    const auto [x1, y1] = points[s + 1];
-    const Box segment{std::min(x0, x1), std::min(y0, y1), std::abs(x1 - x0) + 0.01,
-                      std::abs(y1 - y0) + 0.01};
+  const std::vector<Box> segments = runs(d);
+  ASSERT_EQ(segments.size(), 5u) << d;
+  for (const Box& segment : segments) {
     EXPECT_TRUE(host.contains(segment)) << d;
     for (size_t r = 1; r < 15; ++r)
       EXPECT_FALSE(segment.overlaps(l.ranks[r])) << d << " crosses rank " << r;
