@@ -28,6 +28,14 @@ const char* dim_colour(size_t dim) {
   return kDimColour[dim % kDimColour.size()];
 }
 
+/// The class and marker of dimension `dim`'s arrows (colours repeat after kDimColour's).
+std::string ring_class(size_t dim) {
+  return "ring d" + std::to_string(dim % kDimColour.size());
+}
+svg::Attributes arrow_head(size_t dim) {
+  return {{"marker-end", "url(#arrow" + std::to_string(dim % kDimColour.size()) + ")"}};
+}
+
 std::string style() {
   std::string s =
       "text { font-family: 'DejaVu Sans', Arial, sans-serif; font-size: 10px; fill: #222; }\n"
@@ -49,8 +57,8 @@ std::string style() {
   return s;
 }
 
-void define_markers(Writer& w, size_t dims) {
-  for (size_t d = 0; d < dims; ++d) {
+void define_markers(Writer& w) {
+  for (size_t d = 0; d < kDimColour.size(); ++d) {
     w.define("<marker id=\"arrow" + std::to_string(d) +
              "\" viewBox=\"0 0 10 10\" refX=\"9\" refY=\"5\" markerWidth=\"6\" "
              "markerHeight=\"6\" orient=\"auto\"><path d=\"M0,0 L10,5 L0,10 z\" fill=\"" +
@@ -136,9 +144,8 @@ void draw_legend(Writer& w, const Box& box, const std::string& heading, const Mo
     double x = box.x + 12;
     const size_t d = i - first_dim;
     if (i >= first_dim && m.rings[d].size() < m.ranks.size()) {
-      w.path("M" + svg::coordinate(x) + "," + svg::coordinate(y - 4) + " h26",
-             "ring d" + std::to_string(d),
-             {{"marker-end", "url(#arrow" + std::to_string(d) + ")"}});
+      w.path("M" + svg::coordinate(x) + "," + svg::coordinate(y - 4) + " h26", ring_class(d),
+             arrow_head(d));
       x += 34;
     }
     w.text(x, y, lines[i], "key");
@@ -214,8 +221,7 @@ void draw_rank_rings(Writer& w, const Model& m, const Layout& l) {
     const auto hb = static_cast<size_t>(m.ranks[b].host);
     const EdgeEnds e{l.ranks[a],          l.ranks[b], l.hosts[ha].box,    l.hosts[hb].box,
                      static_cast<int>(d), hb >= ha,   static_cast<int>(k)};
-    w.path(edge_path(e), "ring d" + std::to_string(d),
-           {{"marker-end", "url(#arrow" + std::to_string(d) + ")"}},
+    w.path(edge_path(e), ring_class(d), arrow_head(d),
            "dim " + std::to_string(d) + " ring " + std::to_string(k) + ": rank " +
                std::to_string(a) + " -> rank " + std::to_string(b));
   });
@@ -294,8 +300,8 @@ void draw_racks(Writer& w, const Model& m, const Layout& l) {
     const auto [d, a, b] = key;
     const Box& from = l.racks[static_cast<size_t>(a)];
     const Box& to = l.racks[static_cast<size_t>(b)];
-    w.path(edge_path({from, to, from, to, static_cast<int>(d), b >= a}),
-           "ring d" + std::to_string(d), {{"marker-end", "url(#arrow" + std::to_string(d) + ")"}},
+    w.path(edge_path({from, to, from, to, static_cast<int>(d), b >= a}), ring_class(d),
+           arrow_head(d),
            "dim " + std::to_string(d) + ": " + std::to_string(count) + " ring edges from rack " +
                std::to_string(a + 1) + " to rack " + std::to_string(b + 1));
   }
@@ -309,7 +315,7 @@ std::string model_svg(const Model& model, const std::string& heading, const Lege
   const bool detailed = model.hosts.size() <= static_cast<size_t>(kMaxDetailedHosts);
   const Layout layout = detailed ? layout_hosts(model, size) : layout_racks(model, size);
   Writer w(layout.page.w, layout.page.h, style());
-  define_markers(w, std::max<size_t>(model.rings.size(), 1));
+  define_markers(w);
   w.rect(layout.page, "", {{"fill", "#ffffff"}});
   draw_legend(w, layout.legend, heading, model, lines);
   if (detailed) {

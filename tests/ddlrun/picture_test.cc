@@ -104,6 +104,15 @@ TEST(PictureTest, DetailedPictureHasEveryRankAndEveryRingEdge) {
   EXPECT_EQ(count(svg, "marker-end=\"url(#arrow1)\""), 12u + 1);  // and the legend's key
 }
 
+TEST(PictureTest, ColoursRepeatAfterTheFifthDimension) {
+  const std::string svg = plan_svg(summit_plan(2, {}, "p:1x1x1x1x1x6x2"), {});
+  const size_t title = svg.find("<title>dim 5 ring 0: rank 0 -&gt; rank 1</title>");
+  ASSERT_NE(title, std::string::npos);
+  const std::string path = svg.substr(svg.rfind("<path", title), title - svg.rfind("<path", title));
+  EXPECT_NE(path.find("class=\"ring d0\""), std::string::npos) << path;
+  EXPECT_NE(path.find("marker-end=\"url(#arrow0)\""), std::string::npos) << path;
+}
+
 TEST(PictureTest, LayoutKeepsEveryBoxInsideItsParentWithoutOverlaps) {
   const Model m = picture_model(summit_plan(36, 18));
   const Layout l = picture::layout_hosts(m, {0, 0, 300, 120});
