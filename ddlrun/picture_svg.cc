@@ -66,8 +66,28 @@ void define_markers(Writer& w) {
   }
 }
 
-std::string range_text(int first, int last) {
-  return first == last ? std::to_string(first) : std::to_string(first) + "-" + std::to_string(last);
+/// The first and last of some ranks; first -1 when there are none.
+struct RankRange {
+  int first = -1;
+  int last = -1;
+
+  void add(const RankRange& other) {
+    if (other.first < 0) return;
+    first = first < 0 ? other.first : std::min(first, other.first);
+    last = std::max(last, other.last);
+  }
+  std::string str() const {
+    return first == last ? std::to_string(first)
+                         : std::to_string(first) + "-" + std::to_string(last);
+  }
+};
+
+/// Each host's ranks, by host index.
+std::vector<RankRange> host_ranges(const Model& m) {
+  std::vector<RankRange> out(m.hosts.size());
+  for (const RankInfo& r : m.ranks)
+    out[static_cast<size_t>(r.host)].add({r.rank, r.rank});
+  return out;
 }
 
 /// Calls visit(dimension, ring index, from rank, to rank) for every edge of every ring of two
@@ -193,19 +213,12 @@ void draw_package(Writer& w, const Model& m, const PackageInfo& p, const Package
   }
 }
 
-void draw_host(Writer& w, const Model& m, size_t h, const Layout& l) {
+void draw_host(Writer& w, const Model& m, size_t h, const Layout& l, const RankRange& ranks) {
   const HostInfo& host = m.hosts[h];
   const HostLayout& hl = l.hosts[h];
-  int first = -1, last = -1;
-  for (const PackageInfo& p : host.packages) {
-    for (int r : p.ranks) {
-      first = first < 0 ? r : std::min(first, r);
-      last = std::max(last, r);
-    }
-  }
-  w.begin_group("hostgroup", "host " + host.name + ": ranks " + range_text(first, last));
+  w.begin_group("hostgroup", "host " + host.name + ": ranks " + ranks.str());
   w.rect(hl.box, "host");
-  w.text(hl.box.x + 8, hl.box.y + 16, host.name + "   ranks " + range_text(first, last), "h2");
+  w.text(hl.box.x + 8, hl.box.y + 16, host.name + "   ranks " + ranks.str(), "h2");
   for (size_t p = 0; p < host.packages.size(); ++p) {
     draw_package(w, m, host.packages[p], hl.packages[p]);
     for (int r : host.packages[p].ranks)
@@ -227,31 +240,24 @@ void draw_rank_rings(Writer& w, const Model& m, const Layout& l) {
   });
 }
 
-/// The first and last rank of each rack's hosts.
-std::pair<int, int> rack_ranks(const Model& m, const std::vector<int>& rack) {
-  int first = -1, last = -1;
-  for (const RankInfo& r : m.ranks) {
-    if (std::find(rack.begin(), rack.end(), r.host) == rack.end()) continue;
-    first = first < 0 ? r.rank : std::min(first, r.rank);
-    last = std::max(last, r.rank);
-  }
-  return {first, last};
-}
-
-std::string rack_label(const Model& m, size_t r) {
-  const auto [first, last] = rack_ranks(m, m.racks[r]);
+/// "rack 2: 18 hosts, ranks 108-215".
+std::string rack_label(const Model& m, size_t r, const std::vector<RankRange>& by_host) {
+  RankRange ranks;
+  for (int h : m.racks[r])
+    ranks.add(by_host[static_cast<size_t>(h)]);
   return "rack " + std::to_string(r + 1) + ": " + std::to_string(m.racks[r].size()) +
-         (m.racks[r].size() == 1 ? " host" : " hosts") + ", ranks " + range_text(first, last);
+         (m.racks[r].size() == 1 ? " host" : " hosts") + ", ranks " + ranks.str();
 }
 
 /// The detailed picture: racks, hosts, ranks, every ring edge.
 void draw_hosts(Writer& w, const Model& m, const Layout& l) {
+  const std::vector<RankRange> ranks = host_ranges(m);
   for (size_t r = 0; r < m.racks.size(); ++r) {
     w.rect(l.racks[r], "rack");
-    w.text(l.racks[r].x + 10, l.racks[r].y + 19, rack_label(m, r), "h2");
+    w.text(l.racks[r].x + 10, l.racks[r].y + 19, rack_label(m, r, ranks), "h2");
   }
   for (size_t h = 0; h < m.hosts.size(); ++h)
-    draw_host(w, m, h, l);
+    draw_host(w, m, h, l, ranks[h]);
   draw_rank_rings(w, m, l);
 }
 
@@ -271,13 +277,14 @@ std::string dimensions_inside_racks(const Model& m) {
 /// A box per rack: its hosts (all of them in its title), its ranks, the rings inside it.
 void draw_rack_boxes(Writer& w, const Model& m, const Layout& l) {
   const std::string inside = dimensions_inside_racks(m);
+  const std::vector<RankRange> ranks = host_ranges(m);
   for (size_t r = 0; r < m.racks.size(); ++r) {
     std::string names;
     for (int h : m.racks[r])
       names += (names.empty() ? "" : ", ") + m.hosts[static_cast<size_t>(h)].name;
     const Box& box = l.racks[r];
     w.rect(box, "host", {}, "rack " + std::to_string(r + 1) + ": " + names);
-    w.text(box.x + 10, box.y + 20, rack_label(m, r), "h3");
+    w.text(box.x + 10, box.y + 20, rack_label(m, r, ranks), "h3");
     const std::string& first = m.hosts[static_cast<size_t>(m.racks[r].front())].name;
     const std::string& last = m.hosts[static_cast<size_t>(m.racks[r].back())].name;
     w.text(box.x + 10, box.y + 38, "hosts " + first + " ... " + last, "small");
