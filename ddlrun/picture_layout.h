@@ -21,11 +21,12 @@ struct RankInfo {
   std::string detail;  ///< everything known about it, for its tooltip
 };
 
-/// A package (socket) of a host with the rank bound to each of its cores, its NICs and the
-/// ranks drawn in it; os_index -1 is the column of ranks that belong to no known package.
+/// A package (socket) of a host with the rank bound to each of its cores, its GPUs, its NICs and
+/// the ranks drawn in it; os_index -1 is the column of ranks that belong to no known package.
 struct PackageInfo {
   int os_index = -1;
   std::vector<int> core_owner;  ///< per core in logical order: the global rank bound to it, or -1
+  std::vector<int> gpus;        ///< indexes of the GPUs attached to it, used by a rank or not
   std::vector<std::string> nics;
   std::vector<int> ranks;  ///< global ranks, in the order they are drawn
 };

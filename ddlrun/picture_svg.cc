@@ -203,9 +203,11 @@ void draw_package(Writer& w, const Model& m, const PackageInfo& p, const Package
   w.rect(l.box, "package");
   const std::string title =
       p.os_index < 0 ? std::string("no package") : "package " + std::to_string(p.os_index);
-  const std::string cores =
-      p.core_owner.empty() ? "" : ", " + std::to_string(p.core_owner.size()) + " cores";
-  w.text(l.box.x + 6, l.box.y + 13, title + cores, "small");
+  std::string about = title;
+  if (!p.core_owner.empty()) about += ", " + std::to_string(p.core_owner.size()) + " cores";
+  for (size_t i = 0; i < p.gpus.size(); ++i)
+    about += (i ? " " : ", GPUs ") + std::to_string(p.gpus[i]);
+  w.text(l.box.x + 6, l.box.y + 13, about, "small");
   if (!p.core_owner.empty()) draw_cores(w, m, p, l.cores);
   for (size_t i = 0; i < p.nics.size(); ++i) {
     w.rect(l.nics[i], "nic", {}, "NIC " + p.nics[i]);

@@ -59,7 +59,7 @@ int package_of_rank(const mapper::Inventory& inventory, const comm::RankPlacemen
   return r.cpus.empty() ? -1 : package_of_pu(inventory, r.cpus.pus().front());
 }
 
-/// Each package of `inventory` with its cores' owners and NICs; ranks not yet assigned.
+/// Each package of `inventory` with its cores' owners and GPUs; NICs and ranks not yet assigned.
 std::vector<PackageInfo> packages_of(const mapper::Inventory& inventory,
                                      const std::map<int, int>& owner_of_pu) {
   std::vector<PackageInfo> out;
@@ -74,6 +74,8 @@ std::vector<PackageInfo> packages_of(const mapper::Inventory& inventory,
       }
       p.core_owner.push_back(owner);
     }
+    for (const mapper::Gpu& gpu : inventory.gpus)
+      if (gpu.locality.package == package.os_index) p.gpus.push_back(gpu.index);
     out.push_back(std::move(p));
   }
   return out;

@@ -59,6 +59,8 @@ TEST(PictureTest, ModelOfTwoSummitHosts) {
   EXPECT_EQ(p1.core_owner[0], 9);
   EXPECT_NE(std::find(p0.nics.begin(), p0.nics.end(), "mlx5_1"), p0.nics.end());
   EXPECT_NE(std::find(p1.nics.begin(), p1.nics.end(), "mlx5_3"), p1.nics.end());
+  EXPECT_EQ(p0.gpus, (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(p1.gpus, (std::vector<int>{3, 4, 5}));
   EXPECT_EQ(m.racks, (std::vector<std::vector<int>>{{0, 1}}));
   EXPECT_EQ(m.ranks[7].host, 1);
   EXPECT_EQ(m.ranks[7].detail,
@@ -101,6 +103,7 @@ TEST(PictureTest, DetailedPictureHasEveryRankAndEveryRingEdge) {
   EXPECT_NE(svg.find("<title>dim 0 ring 1: rank 11 -&gt; rank 6</title>"), std::string::npos);
   EXPECT_NE(svg.find("<title>dim 1 ring 5: rank 11 -&gt; rank 5</title>"), std::string::npos);
   EXPECT_NE(svg.find("<title>host node02: ranks 6-11</title>"), std::string::npos);
+  EXPECT_NE(svg.find(">package 1, 21 cores, GPUs 3 4 5</text>"), std::string::npos);
   EXPECT_EQ(count(svg, "marker-end=\"url(#arrow1)\""), 12u + 1);  // and the legend's key
 }
 
@@ -226,7 +229,7 @@ TEST(PictureTest, MoreThan36HostsAreSummarisedPerRack) {
 
 TEST(PictureTest, TextFromUsersIsEscaped) {
   Model m;
-  m.hosts = {{"<a&b>", {{-1, {}, {"eth'0"}, {0}}}}};
+  m.hosts = {{"<a&b>", {{-1, {}, {}, {"eth'0"}, {0}}}}};
   m.racks = {{0}};
   m.ranks = {{0, 0, 0, -1, "", "eth'0", "rank 0 on <a&b>"}};
   m.rings = {{{0}}};
