@@ -230,11 +230,12 @@ void add_output_options(CLI::App& app, Options& o) {
          [&o](const std::string& name) {
            o.output = name == "json"   ? OutputFormat::kJson
                       : name == "yaml" ? OutputFormat::kYaml
+                      : name == "svg"  ? OutputFormat::kSvg
                                        : OutputFormat::kText;
          },
-         "Format of the plan: text|yaml|json (default text)")
+         "Format of the plan: text|yaml|json|svg (a picture; default text)")
       ->type_name("FORMAT")
-      ->check(one_of("format", {"text", "yaml", "json"}))
+      ->check(one_of("format", {"text", "yaml", "json", "svg"}))
       ->group(s.name());
   s.flag("-v,--verbose", o.verbosity, "More diagnostics on stderr; repeat for more (-vv, -vvv)");
   s.flag("-q,--quiet", o.quiet, "Print errors only");

@@ -9,7 +9,7 @@
 
 namespace ddl::cli {
 
-enum class OutputFormat { kText, kYaml, kJson };
+enum class OutputFormat { kText, kYaml, kJson, kSvg };
 
 /// Everything the command line says, as given; nothing here is resolved or validated against
 /// hosts. Passed by value to the parts that need it (no globals set from flags).

@@ -11,6 +11,7 @@
 #include "ddl_config.h"
 #include "ddlrun/backends.h"
 #include "ddlrun/launch.h"
+#include "ddlrun/plan_picture.h"
 #include "ddlrun/shell_words.h"
 #include "launcher/launcher.h"
 
@@ -498,6 +499,8 @@ std::string render_plan(const JobPlan& plan, const Options& o) {
       return to_json(plan_document(plan, o));
     case OutputFormat::kYaml:
       return to_yaml(plan_document(plan, o));
+    case OutputFormat::kSvg:
+      return plan_svg(plan, plan_legend(plan));
     case OutputFormat::kText:
       break;
   }

@@ -187,6 +187,17 @@ TEST(AppTest, YamlAndJsonCarryTheSamePlan) {
       << j.out;
 }
 
+TEST(AppTest, SvgDrawsThePlanEvenWithoutHardware) {
+  const Result r = ddlrun({"--dry-run", "--output", "svg", "-H", "a:2,b:2", "-m", "p:2x2", "prog"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg ", 0), 0u) << r.out;
+  EXPECT_EQ(r.out.substr(r.out.size() - 7), "</svg>\n");
+  EXPECT_NE(r.out.find("<title>rank 3 on b, local rank 1, not bound</title>"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find(">no package</text>"), std::string::npos);  // hardware not probed
+  EXPECT_NE(r.out.find("<title>dim 1 ring 1: rank 3 -&gt; rank 1</title>"), std::string::npos);
+}
+
 TEST(AppTest, ModeMustMatchRankCount) {
   const Result r = ddlrun({"--dry-run", "-H", "a:4,b:4", "-mode", "p:6x2x1x1", "prog"});
   EXPECT_EQ(r.status, 2);

@@ -88,6 +88,16 @@ TEST(OptionsTest, EveryOption) {
   EXPECT_EQ(o.program, (Args{"prog"}));
 }
 
+TEST(OptionsTest, OutputFormats) {
+  const auto format = [](const std::string& name) {
+    return parse_command_line({"--output", name, "prog"}).options.output;
+  };
+  EXPECT_EQ(format("text"), OutputFormat::kText);
+  EXPECT_EQ(format("yaml"), OutputFormat::kYaml);
+  EXPECT_EQ(format("json"), OutputFormat::kJson);
+  EXPECT_EQ(format("svg"), OutputFormat::kSvg);
+}
+
 TEST(OptionsTest, IbmSpellingsKeepWorking) {
   const Options o = parse({"--H", "h1,h2", "-mode", "p:4x2", "-accelerators", "4", "-mpiarg",
                            "-mca x y", "-rankfile", "rf", "python", "-mode", "keep"});
@@ -152,8 +162,9 @@ TEST(OptionsTest, UsageErrors) {
   EXPECT_EQ(usage_error({"--launcher", "mpiexec", "p"}),
             "--launcher: unknown launcher 'mpiexec'; use one of auto, local, ssh, mpirun, pmix, "
             "prterun, srun, jsrun");
-  EXPECT_EQ(usage_error({"--output", "xml", "p"}),
-            "--output: unknown format 'xml' (did you mean 'yaml'?); use one of text, yaml, json");
+  EXPECT_EQ(
+      usage_error({"--output", "xml", "p"}),
+      "--output: unknown format 'xml' (did you mean 'yaml'?); use one of text, yaml, json, svg");
   EXPECT_EQ(usage_error({"-q", "-v", "p"}), "-q and -v contradict each other; give one");
 }
 
