@@ -19,13 +19,16 @@
 //     ring; every rank sends 2(n-1)/n S to the next in 2(n-1) steps.
 //   - otherwise the multi-dimensional ring (multi_dim.cc): dimension j's rings (members a stride
 //     of d0 x ... x d(j-1) apart) reduce-scatter and allgather the region left after the inner
-//     dimensions, S / (d0 ... d(j-1)); each member sends 2(dj-1)/dj of it. A dimension's time is
-//     its busiest link (the bytes every ring of the dimension puts on it, over its bandwidth:
-//     two ranks of a host share its NIC, rings that cross a rack share its uplink) plus its
-//     steps times the latency of its slowest hop. The buffer goes through in chunks of
-//     DDL_PIPELINE_BYTES (1 MiB), every dimension on its own thread, so the dimensions overlap:
-//     the time is the slowest dimension, or the busiest link over all dimensions at once when
-//     that is longer, plus the others' share of one chunk (the pipeline's fill).
+//     dimensions, S / (d0 ... d(j-1)); each member sends 2(dj-1)/dj of it. A dimension takes as
+//     long as its busiest link (the bytes every ring of the dimension puts on it, over its
+//     bandwidth: two ranks of a host share its NIC, rings that cross a rack share its uplink),
+//     or as one ring's chain of steps (each waits for the previous member's: steps times the
+//     latency of the slowest hop, plus that ring's bytes at the link's full rate), whichever is
+//     longer: rings that share a link fill each other's waits. The buffer goes through in
+//     chunks of DDL_PIPELINE_BYTES (1 MiB), every dimension on its own thread, so the
+//     dimensions overlap: the time is the slowest dimension, or the busiest link over all
+//     dimensions at once when that is longer, plus the others' share of one chunk (the
+//     pipeline's fill).
 //
 // The prediction is as good as the levels: the inventory knows NIC speeds, not what lies
 // between the hosts, so --link gives the rest.
@@ -37,7 +40,6 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
-#include <tuple>
 
 #include "base/text.h"
 
@@ -110,8 +112,23 @@ int crossing(const Layout& l, int a, int b) {
   return kLocal;
 }
 
-/// Bytes one way on each link: (level, its host, rack or aisle, 0 out / 1 in).
-using Loads = std::map<std::tuple<int, int, int>, double>;
+/// Bytes one way on each link: per level, at 2 x its host, rack or aisle (+1 for the way in).
+struct Loads {
+  std::vector<double> bytes[kAisle + 1];
+
+  void add(int level, int group, int in, double b) {
+    std::vector<double>& v = bytes[level];
+    const size_t at = 2 * static_cast<size_t>(group) + static_cast<size_t>(in);
+    if (v.size() <= at) v.resize(at + 1, 0);
+    v[at] += b;
+  }
+  void add(const Loads& other) {
+    for (int level = kHost; level <= kAisle; ++level) {
+      for (size_t at = 0; at < other.bytes[level].size(); ++at)
+        add(level, static_cast<int>(at / 2), static_cast<int>(at % 2), other.bytes[level][at]);
+    }
+  }
+};
 
 /// One dimension's (or the flat ring's) traffic.
 struct Stage {
@@ -119,32 +136,46 @@ struct Stage {
   double local_bytes = 0;  // the most one rank sends to a rank of its own host
   double latency = 0;      // the slowest hop's
   double steps = 0;
+  double alone = 0;  // the slowest hop's bytes over its links, were they its alone
 };
+
+/// The rate of a message crossing `level`: the slowest link on its way.
+double rate_across(const Fabric& f, int level) {
+  if (level == kLocal) return f.levels[kLocal].bytes_per_s;
+  double rate = f.levels[kHost].bytes_per_s;
+  for (int lv = kRack; lv <= level; ++lv)
+    rate = std::min(rate, f.levels[lv].bytes_per_s);
+  return rate * kTcpPayload;
+}
 
 void add_hop(const Fabric& f, const Layout& l, int a, int b, double bytes, Stage& s) {
   const int level = crossing(l, a, b);
   s.latency = std::max(s.latency, f.levels[level].latency_s);
+  s.alone = std::max(s.alone, bytes / rate_across(f, level));
   if (level == kLocal) {
     s.local_bytes = std::max(s.local_bytes, bytes);
     return;
   }
   const std::vector<int>* group[] = {nullptr, &l.host, &l.rack, &l.aisle};
   for (int lv = kHost; lv <= level; ++lv) {
-    s.loads[{lv, (*group[lv])[a], 0}] += bytes;
-    s.loads[{lv, (*group[lv])[b], 1}] += bytes;
+    s.loads.add(lv, (*group[lv])[a], 0, bytes);
+    s.loads.add(lv, (*group[lv])[b], 1, bytes);
   }
 }
 
 /// The seconds the busiest link needs for `loads` (and the local pipes for `local_bytes`).
 double busiest(const Fabric& f, const Loads& loads, double local_bytes) {
   double t = local_bytes / f.levels[kLocal].bytes_per_s;
-  for (const auto& [key, bytes] : loads)
-    t = std::max(t, bytes / (f.levels[std::get<0>(key)].bytes_per_s * kTcpPayload));
+  for (int level = kHost; level <= kAisle; ++level) {
+    for (double bytes : loads.bytes[level])
+      t = std::max(t, bytes / (f.levels[level].bytes_per_s * kTcpPayload));
+  }
   return t;
 }
 
+/// The busiest link's time, or one ring's chain of steps, whichever is longer.
 double stage_seconds(const Fabric& f, const Stage& s) {
-  return busiest(f, s.loads, s.local_bytes) + s.steps * s.latency;
+  return std::max(busiest(f, s.loads, s.local_bytes), s.steps * s.latency + s.alone);
 }
 
 /// The traffic of `rings`, each reducing `region` bytes `chunks` times over.
@@ -188,9 +219,7 @@ double recursive_doubling_seconds(const Fabric& f, const Layout& l, double bytes
   int widest = kLocal;
   for (int r = 1; r < n; ++r)
     widest = std::max(widest, crossing(l, 0, r));
-  const FabricLevel& level = f.levels[widest];
-  const double rate = level.bytes_per_s * (widest == kLocal ? 1 : kTcpPayload);
-  return std::ceil(std::log2(n)) * (level.latency_s + bytes / rate);
+  return std::ceil(std::log2(n)) * (f.levels[widest].latency_s + bytes / rate_across(f, widest));
 }
 
 /// The pipelined multi-dimensional ring (see the top of the file).
@@ -207,8 +236,7 @@ double multi_dim_seconds(const Fabric& f, const Layout& l, const std::vector<int
       slowest = std::max(slowest, t);
       sum += t;
       local = std::max(local, s.local_bytes);
-      for (const auto& [key, b] : s.loads)
-        all[key] += b;
+      all.add(s.loads);
     }
     region /= dims[j];
   }
@@ -222,19 +250,26 @@ void apply(FabricLevel& level, const LinkSetting& s) {
   level.from = "--link";
 }
 
+/// The speed the inventory reports for a NIC, Mbit/s; 0: not known.
+int nic_mbps(const Nic& nic) {
+  int mbps = 0;
+  for (const NetInterface& i : nic.interfaces)
+    mbps = std::max(mbps, i.speed_mbps.value_or(0));
+  for (const NicPort& p : nic.ports)
+    mbps = std::max(mbps, p.speed_mbps.value_or(0));
+  return mbps;
+}
+
 /// The slowest speed the inventories report for the NICs the ranks use, bytes/s; 0: none known.
 double inventory_nic_speed(const Placement& placement) {
   double slowest = 0;
-  for (const comm::RankPlacement& r : placement.ranks) {
-    const HostUse& h = placement.hosts.at(static_cast<size_t>(r.host));
-    const Nic* nic = h.inventory != nullptr ? h.inventory->find_nic(r.nic) : nullptr;
-    if (nic == nullptr) continue;
-    int mbps = 0;
-    for (const NetInterface& i : nic->interfaces)
-      mbps = std::max(mbps, i.speed_mbps.value_or(0));
-    for (const NicPort& p : nic->ports)
-      mbps = std::max(mbps, p.speed_mbps.value_or(0));
-    if (mbps > 0 && (slowest == 0 || mbps * 1e6 / 8 < slowest)) slowest = mbps * 1e6 / 8;
+  for (const HostUse& h : placement.hosts) {
+    for (int rank : h.ranks) {
+      const std::string& name = placement.ranks.at(static_cast<size_t>(rank)).nic;
+      const Nic* nic = h.inventory != nullptr ? h.inventory->find_nic(name) : nullptr;
+      const double bytes_per_s = nic != nullptr ? nic_mbps(*nic) * 1e6 / 8 : 0;
+      if (bytes_per_s > 0 && (slowest == 0 || bytes_per_s < slowest)) slowest = bytes_per_s;
+    }
   }
   return slowest;
 }
