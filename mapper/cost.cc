@@ -341,7 +341,7 @@ double parse_size(std::string_view text, std::string_view option) {
 }
 
 Fabric make_fabric(const Placement& placement, const Layout& layout,
-                   std::span<const LinkSetting> links) {
+                   std::span<const LinkSetting> links, std::span<const FabricLevel> measured) {
   Fabric f;
   f.levels = {{"local", kLocalBytesPerS, kLocalLatency, "default"},
               {"host", kHostBytesPerS, kHostLatency, "default"},
@@ -359,6 +359,9 @@ Fabric make_fabric(const Placement& placement, const Layout& layout,
     if (level >= kRack) {
       f.levels[level].bytes_per_s = f.levels[level - 1].bytes_per_s * per_group[level];
       f.levels[level].latency_s = f.levels[level - 1].latency_s;
+    }
+    for (const FabricLevel& m : measured) {
+      if (m.name == f.levels[level].name && m.bytes_per_s > 0) f.levels[level] = m;
     }
     for (const LinkSetting& s : links) {
       if (s.level == level) apply(f.levels[level], s);

@@ -64,10 +64,11 @@ struct Layout {
 
 /// The fabric of a placement: defaults (local 8 GB/s and 1 us, host 10 Gbit/s and 30 us; a rack's
 /// uplink as fast as its hosts' NICs together, an aisle's as its racks'), the slowest speed the
-/// inventories report for the NICs the ranks use, then the user's --link settings (a later one
-/// for a level wins).
+/// inventories report for the NICs the ranks use, then `measured` (levels found by measuring
+/// the links, matched by name; a bandwidth of 0 leaves the level as it was), then the user's
+/// --link settings (a later one for a level wins).
 Fabric make_fabric(const Placement& placement, const Layout& layout,
-                   std::span<const LinkSetting> links);
+                   std::span<const LinkSetting> links, std::span<const FabricLevel> measured = {});
 
 /// The layout of a placement whose hosts form racks of `hosts_per_rack` and aisles of
 /// `racks_per_aisle` in job order (both at least 1).

@@ -132,6 +132,15 @@ TEST(CostTest, FabricFromDefaultsInventoryAndLinks) {
   EXPECT_DOUBLE_EQ(f.levels[kHost].bytes_per_s, 25e9 / 8);
   EXPECT_EQ(f.levels[kHost].from, "inventory");
 
+  const FabricLevel measured[] = {{"rack", 50e6, 80e-6, "measured"}, {"aisle", 0, 0, "measured"}};
+  f = make_fabric(p, l, {}, measured);
+  EXPECT_DOUBLE_EQ(f.levels[kRack].bytes_per_s, 50e6);
+  EXPECT_EQ(f.levels[kRack].from, "measured");
+  EXPECT_DOUBLE_EQ(f.levels[kAisle].bytes_per_s, 100e6);  // from the measured rack
+  EXPECT_EQ(f.levels[kAisle].from, "default");
+  f = make_fabric(p, l, links({"rack=1Gbit"}), measured);
+  EXPECT_EQ(f.levels[kRack].from, "--link");  // the user's word over a measurement
+
   f = make_fabric(p, l, links({"host=1Gbit,50us", "rack=250Mbit", "host=2Gbit"}));
   EXPECT_DOUBLE_EQ(f.levels[kHost].bytes_per_s, 250e6);  // the later one wins
   EXPECT_DOUBLE_EQ(f.levels[kHost].latency_s, 50e-6);    // kept from the first
