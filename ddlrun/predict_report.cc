@@ -35,31 +35,30 @@ const mapper::ModePrediction* find(const mapper::Prediction& p, const comm::Mode
   return nullptr;
 }
 
-/// Why the plan runs its mode: picked by the model, or named; and what the model prefers.
-std::string verdict(const JobPlan& plan) {
+}  // namespace
+
+std::pair<std::string, std::string> prediction_verdict(const JobPlan& plan) {
   const mapper::Prediction& p = plan.prediction;
   const mapper::ModePrediction& fastest = p.modes[p.fastest];
   const std::string at = " for " + size_text(p.pick_bytes) + " (--predict-bytes)";
   if (plan.mode_auto) {
-    std::string s = "picked:    " + plan.mode.str() + ", the fastest predicted" + at + ": " +
+    std::string s = plan.mode.str() + ", the fastest predicted" + at + ": " +
                     duration_text(fastest.seconds_at_pick);
     const mapper::ModePrediction& first = p.modes.front();
     if (&first != &fastest) {
       s += ", against " + duration_text(first.seconds_at_pick) + " for " + first.mode.str();
     }
-    return s + "\n";
+    return {"picked", s};
   }
   const mapper::ModePrediction* mine = find(p, plan.mode);
-  std::string s = "named:     " + plan.mode.str() + " (--mode auto would pick by prediction)";
+  std::string s = plan.mode.str() + " (--mode auto would pick by prediction)";
   if (mine != nullptr && mine != &fastest) {
     s += "; the fastest predicted" + at + " is " + fastest.mode.str() + ": " +
          duration_text(fastest.seconds_at_pick) + ", against " +
          duration_text(mine->seconds_at_pick);
   }
-  return s + "\n";
+  return {"named", s};
 }
-
-}  // namespace
 
 void prediction_text(std::ostream& out, const JobPlan& plan) {
   const mapper::Prediction& p = plan.prediction;
@@ -83,7 +82,8 @@ void prediction_text(std::ostream& out, const JobPlan& plan) {
     rows.back().push_back(label(m.mode));
   }
   table(out, rows);
-  out << verdict(plan);
+  const auto [why, text] = prediction_verdict(plan);
+  out << why << ":" << std::string(10 - why.size(), ' ') << text << "\n";
 }
 
 Value prediction_document(const JobPlan& plan) {

@@ -441,6 +441,21 @@ TEST(AppTest, ModeAutoPicksTheFastestPredicted) {
       << named.out;
 }
 
+TEST(AppTest, VerboseRunsSayWhichModeWasPicked) {
+  const Result r = ddlrun({"-v", "--dry-run", "-H", "a:2,b:2", "prog"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("ddlrun: info: mode picked p:2x2x1x1, the fastest predicted for 64 MiB "
+                       "(--predict-bytes): "),
+            std::string::npos)
+      << r.err;
+  const Result named = ddlrun({"-v", "--dry-run", "-H", "a:2,b:2", "-m", "r", "prog"});
+  EXPECT_NE(named.err.find("ddlrun: info: mode named r:2x2x1x1 (--mode auto would pick by "
+                           "prediction); the fastest predicted for 64 MiB (--predict-bytes) is "
+                           "p:2x2x1x1: "),
+            std::string::npos)
+      << named.err;
+}
+
 TEST(AppTest, PredictionInJson) {
   const Result r = ddlrun(
       {"--dry-run", "--output", "json", "-H", "n[01-03]:2", "--link", "host=1Gbit,50us", "prog"});
