@@ -13,6 +13,7 @@
 #include "ddlrun/launch.h"
 #include "ddlrun/options.h"
 #include "ddlrun/plan.h"
+#include "ddlrun/predict_report.h"
 #include "ddlrun/report.h"
 #include "hostfiles/hostfiles.h"
 #include "launcher/launcher.h"
@@ -91,6 +92,10 @@ int run_options(const Options& o, std::ostream& out, std::ostream& err, hostfile
     log->warn("{}", hostfiles::printable(w));
   log->info("{} ranks on {}; hosts from {}", plan.placement.ranks,
             hostfiles::printable(plan.placement.describe()), hostfiles::printable(plan.hosts_from));
+  if (plan.placement.ranks > 1) {
+    const auto [why, text] = prediction_verdict(plan);
+    log->info("mode {}", hostfiles::printable(why + " " + text));
+  }
   log->info("launcher {}: {}", launcher::to_string(plan.launcher.kind), plan.launcher.reason);
   if (!o.topology_file.empty()) {
     comm::write_topology_file(plan.topology, o.topology_file);

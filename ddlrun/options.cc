@@ -138,8 +138,17 @@ void add_host_options(CLI::App& app, Options& o) {
 
 void add_communication_options(CLI::App& app, Options& o) {
   Section s(app, "Communication");
-  s.option("-m,--mode", o.mode, "DDL mode <r|b|n|m|c|p>[:d1xd2x...], innermost first (IBM: -mode)",
+  s.option("-m,--mode", o.mode,
+           "DDL mode <r|b|n|m|c|p>[:d1xd2x...], innermost first (IBM: -mode), or auto: the "
+           "fastest the cost model predicts (the default unless --nodes, --racks, --aisles or "
+           "--topology-conf name the layout)",
            "MODE");
+  s.one_value("--link", o.links,
+              "A fabric level for the cost model: local|host|rack|aisle=BW[,LAT], e.g. "
+              "host=1Gbit,50us",
+              "LEVEL=BW[,LAT]");
+  s.option("--predict-bytes", o.predict_bytes,
+           "Allreduce size --mode auto picks the fastest mode for (default 64M)", "SIZE");
   s.flag("--tcp", o.tcp, "Use TCP between hosts instead of InfiniBand verbs");
   s.option("--nic", o.nic,
            "Interfaces to use, as NCCL_SOCKET_IFNAME: prefixes, ^ excludes, = exact", "FILTER");

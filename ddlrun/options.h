@@ -18,7 +18,9 @@ struct Options {
   std::string hostfile;
   std::optional<int> np;
   std::optional<int> accelerators;
-  std::optional<std::string> mode;
+  std::optional<std::string> mode;    ///< -m as given; "auto" picks the fastest predicted
+  std::vector<std::string> links;     ///< each --link value: "LEVEL=BW[,LAT]"
+  std::string predict_bytes = "64M";  ///< --predict-bytes: the size --mode auto picks for
   std::string rankfile;
   std::string launcher = "auto";
   std::vector<std::string> mpiargs;  ///< each --mpiarg value, unsplit

@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <tuple>
 
+#include "base/text.h"
 #include "ddlrun/backends.h"
 #include "ddlrun/shell_words.h"
 #include "hostfiles/hostfiles.h"
@@ -361,13 +362,58 @@ void place_ranks(const Options& o, const hostfiles::Rankfile* rankfile, JobPlan&
     plan.warnings.push_back(note);
 }
 
-/// The mode (-m, its dimensions resolved for the placement) and the rings it makes.
+/// Hosts per rack and racks per aisle in the layout's dimensions (IBM's four fields, after
+/// the socket dimension when there is one); one rack of every host for a single ring.
+std::pair<int, int> racks_of(const comm::Mode& levels, int hosts) {
+  if (levels.dims.size() < 4) return {hosts, 1};
+  const size_t off = levels.dims.size() - 4;
+  return {levels.dims[1 + off], levels.dims[2 + off]};
+}
+
+/// The cost model's prediction of every mode worth comparing (mapper/cost.h) at 1, 16 and 256
+/// MiB and at --predict-bytes; `levels` are the layout's own dimensions.
+mapper::Prediction predict(const Options& o, const JobPlan& plan, const comm::Mode& levels) {
+  std::vector<mapper::LinkSetting> links;
+  double pick_bytes = 0;
+  try {
+    for (const std::string& l : o.links)
+      links.push_back(mapper::parse_link(l));
+    pick_bytes = mapper::parse_size(o.predict_bytes, "--predict-bytes");
+  } catch (const mapper::CostError& e) {
+    throw UsageError(e.what());
+  }
+  const auto [hosts_per_rack, racks_per_aisle] =
+      racks_of(levels, static_cast<int>(plan.placed.topology_hosts.size()));
+  const mapper::Layout layout = mapper::make_layout(plan.placed, hosts_per_rack, racks_per_aisle);
+  std::vector<comm::Mode> modes = mapper::candidate_modes(levels);
+  if (std::find(modes.begin(), modes.end(), plan.mode) == modes.end()) {
+    modes.insert(modes.begin(), plan.mode);
+  }
+  constexpr double kMiB = 1 << 20;
+  return mapper::predict_modes(mapper::make_fabric(plan.placed, layout, links), layout,
+                               std::move(modes), {kMiB, 16 * kMiB, 256 * kMiB}, pick_bytes);
+}
+
+/// The mode (-m, its dimensions resolved for the placement; with --mode auto, or when nothing
+/// names the mode or the racks, the fastest the cost model predicts) and the rings it makes.
 void resolve_mode(const Options& o, JobPlan& plan) {
-  plan.mode_given = o.mode.has_value();
-  comm::Mode mode = o.mode ? comm::parse_mode(*o.mode) : comm::Mode{};
+  const bool auto_named = o.mode && base::trim(*o.mode) == "auto";
+  const bool racks_named = o.nodes || o.racks || o.aisles || !o.topology_conf.empty();
+  plan.mode_given = o.mode.has_value() && !auto_named;
+  plan.mode_auto = auto_named || (!o.mode && !racks_named);
+  comm::Mode mode = plan.mode_given ? comm::parse_mode(*o.mode) : comm::Mode{};
   comm::check_mode_fits(mode, plan.placement.ranks, plan.placement.describe());
-  std::tie(plan.mode, plan.mode_reason) =
-      resolve_dims(o, plan.placement, std::move(mode), mapper::socket_ring_size(plan.placed));
+  const std::optional<int> per_socket = mapper::socket_ring_size(plan.placed);
+  std::tie(plan.mode, plan.mode_reason) = resolve_dims(o, plan.placement, mode, per_socket);
+  const comm::Mode levels = mode.dims.empty()
+                                ? comm::Mode{comm::Algorithm::kExplore, plan.mode.dims}
+                                : resolve_dims(o, plan.placement, comm::Mode{}, per_socket).first;
+  plan.prediction = predict(o, plan, levels);
+  const comm::Mode& fastest = plan.prediction.modes[plan.prediction.fastest].mode;
+  if (plan.mode_auto && fastest != plan.mode) {
+    plan.mode = fastest;
+    plan.mode_reason = "--mode auto: the fastest predicted, see prediction";
+  }
   plan.topology = mapper::make_topology(plan.placed, plan.mode, plan.job_id);
 }
 

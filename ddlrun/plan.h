@@ -32,7 +32,11 @@ struct JobPlan {
   std::string job_id;
   comm::Mode mode;  ///< resolved: dims always present
   bool mode_given = false;
+  bool mode_auto = false;   ///< --mode auto, or no mode named: the fastest predicted mode
   std::string mode_reason;  ///< why these dimensions, for the report
+  /// The cost model's prediction (mapper/cost.h): the fabric, and the modes compared: the
+  /// layout's own dimensions, its neighbours merged, the flat ring, and the named mode.
+  mapper::Prediction prediction;
   mapper::NicFilter nic;
   launcher::Choice launcher;
   std::vector<std::pair<std::string, std::string>> exports;  ///< -x, in order, values resolved

@@ -12,6 +12,7 @@
 #include "ddlrun/backends.h"
 #include "ddlrun/launch.h"
 #include "ddlrun/plan_picture.h"
+#include "ddlrun/predict_report.h"
 #include "ddlrun/shell_words.h"
 #include "launcher/launcher.h"
 
@@ -171,26 +172,6 @@ std::string rank_range(const mapper::HostRanks& r) {
   return std::to_string(r.first_rank) + "-" + std::to_string(r.first_rank + r.count - 1);
 }
 
-/// Rows as columns two spaces apart, each as wide as its longest entry; the last not padded.
-void table(std::ostream& out, const std::vector<std::vector<std::string>>& rows) {
-  std::vector<size_t> width;
-  for (const auto& row : rows) {
-    width.resize(std::max(width.size(), row.size()));
-    for (size_t c = 0; c < row.size(); ++c)
-      width[c] = std::max(width[c], row[c].size());
-  }
-  for (const auto& row : rows) {
-    std::string line = "  ";
-    for (size_t c = 0; c < row.size(); ++c) {
-      line += row[c];
-      if (c + 1 < row.size()) line += std::string(width[c] - row[c].size() + 2, ' ');
-    }
-    while (!line.empty() && line.back() == ' ')
-      line.pop_back();
-    out << line << "\n";
-  }
-}
-
 /// One line per rank: host, local rank, GPU, CPUs, NIC and address.
 void rank_table(std::ostream& out, const JobPlan& plan) {
   std::vector<std::vector<std::string>> rows = {
@@ -347,6 +328,7 @@ std::string render_text(const JobPlan& plan, const Options& o) {
   out << "mode:      " << mode_text(plan) << "\n";
   out << "rings:\n";
   ring_lines(out, plan.topology);
+  prediction_text(out, plan);
   out << "job id:    " << plan.job_id << "\n";
   out << "launcher:  " << launcher::to_string(plan.launcher.kind) << " (" << plan.launcher.reason
       << ")\n";
@@ -415,6 +397,7 @@ Value mode_document(const JobPlan& plan) {
                     {"algorithm", std::string(1, static_cast<char>(plan.mode.algorithm))},
                     {"dims", std::move(dims)},
                     {"given", plan.mode_given},
+                    {"auto", plan.mode_auto},
                     {"reason", plan.mode_reason}};
 }
 
@@ -453,7 +436,34 @@ Value environment_document(const JobPlan& plan) {
   return env;
 }
 
+/// The picture's legend: the plan's own lines, then the cost model's prediction.
+picture::Legend legend_with_prediction(const JobPlan& plan) {
+  picture::Legend legend = plan_legend(plan);
+  for (auto& line : prediction_legend(plan))
+    legend.lines.push_back(std::move(line));
+  return legend;
+}
+
 }  // namespace
+
+void table(std::ostream& out, const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> width;
+  for (const auto& row : rows) {
+    width.resize(std::max(width.size(), row.size()));
+    for (size_t c = 0; c < row.size(); ++c)
+      width[c] = std::max(width[c], row[c].size());
+  }
+  for (const auto& row : rows) {
+    std::string line = "  ";
+    for (size_t c = 0; c < row.size(); ++c) {
+      line += row[c];
+      if (c + 1 < row.size()) line += std::string(width[c] - row[c].size() + 2, ' ');
+    }
+    while (!line.empty() && line.back() == ' ')
+      line.pop_back();
+    out << line << "\n";
+  }
+}
 
 std::string to_json(const Value& value) {
   std::string out;
@@ -478,6 +488,7 @@ Value plan_document(const JobPlan& plan, const Options& o) {
       {"placement", placement_document(plan)},
       {"mode", mode_document(plan)},
       {"rings", rings_document(plan.topology)},
+      {"prediction", prediction_document(plan)},
       {"nic", plan.nic.names.empty() ? Value() : Value(plan.nic.str())},
       {"launcher", Value::Map{{"name", std::string(launcher::to_string(plan.launcher.kind))},
                               {"reason", plan.launcher.reason}}},
@@ -500,7 +511,7 @@ std::string render_plan(const JobPlan& plan, const Options& o) {
     case OutputFormat::kYaml:
       return to_yaml(plan_document(plan, o));
     case OutputFormat::kSvg:
-      return plan_svg(plan, plan_legend(plan));
+      return plan_svg(plan, legend_with_prediction(plan));
     case OutputFormat::kText:
       break;
   }

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <ostream>
 #include <string>
 #include <utility>
 #include <variant>
@@ -32,6 +33,10 @@ struct Value {
 std::string to_json(const Value& value);
 /// YAML text (block style), ending with a newline.
 std::string to_yaml(const Value& value);
+
+/// Rows as columns two spaces apart, each as wide as its longest entry; the last not padded;
+/// every line indented by two spaces.
+void table(std::ostream& out, const std::vector<std::vector<std::string>>& rows);
 
 /// The plan as a document: ddlrun version, hosts (name, slots, max_slots, ranks, kind,
 /// origin), ranks, mode, launcher and reason, program, exports, mpiargs and settings.

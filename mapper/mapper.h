@@ -3,6 +3,7 @@
 // or over ssh, or read from hwloc XML) -> an Inventory; hosts, inventories and the user's
 // request -> a Placement (place()): one rank per GPU with its cores and NIC, and the rings.
 
+#include "mapper/cost.h"         // the cost model: fabric levels, predicted allreduce times
 #include "mapper/inventory.h"    // Inventory: the model and its YAML
 #include "mapper/machine.h"      // this machine's name and addresses
 #include "mapper/nic_filter.h"   // --nic

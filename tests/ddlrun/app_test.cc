@@ -116,6 +116,17 @@ TEST(AppTest, DryRunPrintsHostTableAndArgv) {
             "  dim 1: 2 rings of 3: [0 2 4] [1 3 5]\n"
             "  dim 2: size 1, nothing to reduce\n"
             "  dim 3: size 1, nothing to reduce\n"
+            "prediction: allreduce time and busbw by the cost model (ddlrun(1), COST MODEL)\n"
+            "  LEVEL  BANDWIDTH  LATENCY  FROM\n"
+            "  local  8 GB/s     1 us     default\n"
+            "  host   1.25 GB/s  30 us    default\n"
+            "  rack   3.75 GB/s  30 us    default\n"
+            "  aisle  3.75 GB/s  30 us    default\n"
+            "    MODE       1 MiB                16 MiB               256 MiB\n"
+            "  * p:2x3x1x1  1.323 ms 1.321 GB/s  19.17 ms 1.459 GB/s  304.7 ms 1.468 GB/s\n"
+            "    r:2x3x1x1  1.787 ms 977.8 MB/s  24.1 ms 1.16 GB/s    381.1 ms 1.174 GB/s  flat "
+            "ring\n"
+            "picked:    p:2x3x1x1, the fastest predicted for 64 MiB (--predict-bytes): 76.28 ms\n"
             "job id:    j1\n"
             "launcher:  ssh (some hosts are remote and no batch system was found)\n"
             "transport: default (InfiniBand when present, else TCP)\n"
@@ -397,6 +408,101 @@ TEST(AppTest, DefaultModeFollowsIbmFourFields) {
   EXPECT_EQ(mode_of({"-H", "a:4,b:2"}), "p:6");  // uneven hosts: one ring
   EXPECT_EQ(mode_of({"-H", "a:4,b:4", "-n", "6"}), "p:6");
   EXPECT_EQ(mode_of({"-H", "a:4,b:4", "-m", "r"}), "r:4x2x1x1");
+}
+
+TEST(AppTest, ModeAutoPicksTheFastestPredicted) {
+  // Racks of two hosts joined by a slow uplink: the hierarchy across racks wins.
+  const Result racks = ddlrun({"--dry-run", "-H", "n[01-04]:2", "--mode", "auto", "--nodes", "2",
+                               "--link", "host=1Gbit,50us", "--link", "rack=250Mbit", "prog"});
+  ASSERT_EQ(racks.status, 0) << racks.err;
+  EXPECT_NE(racks.out.find("mode:      p:2x2x2x1 (ranks per host x hosts per rack x racks per "
+                           "aisle x aisles)\n"),
+            std::string::npos)
+      << racks.out;
+  EXPECT_NE(racks.out.find("  rack   31.25 MB/s  50 us    --link\n"), std::string::npos);
+  EXPECT_NE(racks.out.find("\n    p:4x2x1x1  "), std::string::npos);
+  EXPECT_NE(racks.out.find("\n    p:2x4x1x1  "), std::string::npos);
+  EXPECT_NE(racks.out.find("picked:    p:2x2x2x1, the fastest predicted for 64 MiB "
+                           "(--predict-bytes): 2.294 s\n"),
+            std::string::npos);
+  // One rank per host and 10 ms between hosts: every pipelined chunk pays the latency, so the
+  // flat ring wins.
+  const std::vector<std::string> slow = {"--dry-run", "-H",     "n[01-04]",        "--nodes",
+                                         "2",         "--link", "host=10Gbit,10ms"};
+  std::vector<std::string> args = slow;
+  args.insert(args.end(), {"--mode", "auto", "--predict-bytes", "16M", "prog"});
+  const Result flat = ddlrun(args);
+  ASSERT_EQ(flat.status, 0) << flat.err;
+  EXPECT_NE(flat.out.find("mode:      r:1x2x2x1 (--mode auto: the fastest predicted, see "
+                          "prediction)\n"),
+            std::string::npos)
+      << flat.out;
+  EXPECT_NE(flat.out.find("picked:    r:1x2x2x1, the fastest predicted for 16 MiB "
+                          "(--predict-bytes): 81.42 ms, against 354.7 ms for p:1x2x2x1\n"),
+            std::string::npos)
+      << flat.out;
+  // Named (--nodes without --mode auto): IBM's mode as before, and the model's opinion.
+  args = slow;
+  args.push_back("prog");
+  const Result named = ddlrun(args);
+  EXPECT_NE(named.out.find("mode:      p:1x2x2x1 (ranks per host"), std::string::npos);
+  EXPECT_NE(named.out.find("named:     p:1x2x2x1 (--mode auto would pick by prediction); the "
+                           "fastest predicted for 64 MiB (--predict-bytes) is r:1x2x2x1: "),
+            std::string::npos)
+      << named.out;
+}
+
+TEST(AppTest, VerboseRunsSayWhichModeWasPicked) {
+  const Result r = ddlrun({"-v", "--dry-run", "-H", "a:2,b:2", "prog"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("ddlrun: info: mode picked p:2x2x1x1, the fastest predicted for 64 MiB "
+                       "(--predict-bytes): "),
+            std::string::npos)
+      << r.err;
+  const Result named = ddlrun({"-v", "--dry-run", "-H", "a:2,b:2", "-m", "r", "prog"});
+  EXPECT_NE(named.err.find("ddlrun: info: mode named r:2x2x1x1 (--mode auto would pick by "
+                           "prediction); the fastest predicted for 64 MiB (--predict-bytes) is "
+                           "p:2x2x1x1: "),
+            std::string::npos)
+      << named.err;
+}
+
+TEST(AppTest, PredictionInJson) {
+  const Result r = ddlrun(
+      {"--dry-run", "--output", "json", "-H", "n[01-03]:2", "--link", "host=1Gbit,50us", "prog"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const YAML::Node p = YAML::Load(r.out)["prediction"];
+  EXPECT_EQ(p["fabric"][1]["level"].as<std::string>(), "host");
+  EXPECT_EQ(p["fabric"][1]["bytes_per_s"].as<double>(), 125e6);
+  EXPECT_EQ(p["fabric"][1]["from"].as<std::string>(), "--link");
+  EXPECT_EQ(p["sizes"][1].as<int64_t>(), 16 << 20);
+  EXPECT_EQ(p["predict_bytes"].as<int64_t>(), 64 << 20);
+  EXPECT_EQ(p["modes"][0]["mode"].as<std::string>(), "p:2x3x1x1");
+  EXPECT_TRUE(p["modes"][0]["chosen"].as<bool>());
+  EXPECT_EQ(p["modes"][1]["mode"].as<std::string>(), "r:2x3x1x1");
+  EXPECT_TRUE(p["modes"][1]["flat_ring"].as<bool>());
+  EXPECT_EQ(p["modes"][1]["seconds"].size(), 3u);
+  EXPECT_EQ(p["fastest"].as<std::string>(), "p:2x3x1x1");
+  EXPECT_TRUE(p["picked"].as<bool>());
+  EXPECT_TRUE(YAML::Load(r.out)["mode"]["auto"].as<bool>());
+  const Result one = ddlrun({"--dry-run", "--output", "json", "prog"});
+  EXPECT_TRUE(YAML::Load(one.out)["prediction"].IsNull());
+}
+
+TEST(AppTest, CostModelOptionErrors) {
+  Result r = ddlrun({"--dry-run", "-H", "a:2", "--link", "hots=1Gbit", "prog"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(r.err,
+            "ddlrun: error: --link 'hots=1Gbit': unknown level 'hots' (did you mean 'host'?); the "
+            "levels are local, host, rack and aisle\n");
+  r = ddlrun({"--dry-run", "-H", "a:2", "--predict-bytes", "64MB", "prog"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(r.err,
+            "ddlrun: error: --predict-bytes '64MB': not a size of at least 1 byte; write bytes or "
+            "a number and K, M or G (powers of 1024): 64M, 1G\n");
+  r = ddlrun({"--dry-run", "-H", "a:2", "-m", "auto", "prog"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("mode:      p:2x1x1x1 ("), std::string::npos);
 }
 
 TEST(AppTest, RacksFromSlurmTopologyConf) {

@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# The cost model (ddlrun --dry-run's prediction, man ddlrun: COST MODEL) against measurement:
+# on the namespace clusters of bench/allreduce_compare.sh, every mode the dry run predicts is
+# run with ddl-bench, and the predicted time of one allreduce of --size (16 MiB) is printed
+# beside the measured one (ddl-bench's mean over its timed iterations, max over ranks).
+#
+# The clusters (tests/netns/hosts.sh; root):
+#   flat   3 hosts x 2 ranks, every host's link shaped to --rate (1gbit) each way (netns_up,
+#          netns_shape); ddlrun gets --link host=RATE.
+#   racks  2 racks x 2 hosts x 2 ranks, host links --rate, the racks' bridges joined by one
+#          veth pair shaped to --uplink (250mbit) each way (netns_up_racks, netns_shape_uplink);
+#          ddlrun gets --link host=RATE --link rack=UPLINK and --nodes 2 (the racks; with
+#          --mode auto, so the model picks the mode).
+# The links are shaped with known rates, so ddlrun is told them with --link: the user's path
+# (the probe sees a veth's nominal 10 Gbit/s, not tc's limit), in tc's spelling (--link takes
+# 1gbit as 1Gbit). Latencies are the model's defaults.
+#
+# Every run is `ddlrun --launcher ssh --tcp --mode MODE ddl-bench -b SIZE -e SIZE -w 1 -n N`.
+# The check: each mode's prediction within --tolerance (20%) of its measured time, and the
+# mode --mode auto picks the fastest measured, within --pick-slack (5%): two modes the model
+# predicts within a few per cent of each other (on the racks, p:2x2x2x1 and p:4x2x1x1: the
+# uplink bounds both) are a tie that measurement noise on a shared machine may order either way.
+#
+# Usage: bench/predict_check.sh [--build DIR] [--only flat|racks] [--size SIZE] [--iters N]
+#                               [--rate RATE] [--uplink RATE] [--tolerance PCT]
+#                               [--pick-slack PCT] [--tell-rate RATE]
+#   --tell-rate RATE  tell ddlrun the hosts' links run at RATE instead of --rate (a wrong
+#                     fabric: the check should then fail)
+# Exit status: 0 when every check passed, 1 when one failed (or a run did), 2 bad usage, 77
+# when the namespace clusters cannot be made here (not root, no ip netns or sshd).
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+build="$here/../build"
+only="" size=16M iters=3 rate=1gbit uplink=250mbit tolerance=20 slack=5 told=""
+while (($#)); do
+  case $1 in
+    --build) build=${2:?--build takes a directory}; shift ;;
+    --only) only=${2:?--only takes flat or racks}; shift ;;
+    --size) size=${2:?--size takes a size like 16M}; shift ;;
+    --iters) iters=${2:?--iters takes a count}; shift ;;
+    --rate) rate=${2:?--rate takes a rate like 1gbit}; shift ;;
+    --uplink) uplink=${2:?--uplink takes a rate like 250mbit}; shift ;;
+    --tell-rate) told=${2:?--tell-rate takes a rate like 2gbit}; shift ;;
+    --tolerance) tolerance=${2:?--tolerance takes a percentage}; shift ;;
+    --pick-slack) slack=${2:?--pick-slack takes a percentage}; shift ;;
+    -h | --help) sed -n '2,/^set /{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
+    *) echo "predict_check: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+case $only in
+  "" | flat | racks) ;;
+  *) echo "predict_check: --only takes flat or racks, not '$only'" >&2; exit 2 ;;
+esac
+ddlrun=$(realpath "$build/ddlrun/ddlrun" 2>/dev/null)
+bench=$(realpath "$build/comm/bench/ddl-bench" 2>/dev/null)
+if [[ ! -x $ddlrun || ! -x $bench ]]; then
+  echo "predict_check: no ddlrun or ddl-bench under $build (build it, or give --build DIR)" >&2
+  exit 2
+fi
+
+# shellcheck source=SCRIPTDIR/../tests/netns/hosts.sh
+source "$here/../tests/netns/hosts.sh"
+failed=0
+told=${told:-$rate}
+
+# predictions HOSTS OPTS...: the dry run's modes, one a line: "MODE SECONDS CHOSEN" at --size
+# (its prediction for exactly that size: --predict-bytes), the picked one's CHOSEN 1.
+predictions() {
+  local hosts=$1
+  shift
+  "$ddlrun" --dry-run --output json --launcher ssh --ssh-config "$NETNS_SSH_CONFIG" --tcp \
+    -H "$hosts" --predict-bytes "$size" "$@" true </dev/null |
+    /usr/bin/python3 -c '
+import json, sys
+p = json.load(sys.stdin)["prediction"]
+for m in p["modes"]:
+    print(m["mode"], m["seconds_at_predict_bytes"], int(m["chosen"]))'
+}
+
+# measure HOSTS MODE: ddl-bench's time of one allreduce of --size in MODE, seconds.
+measure() {
+  local out
+  out=$(timeout 300 "$ddlrun" -q --tag-output none --launcher ssh --ssh-config "$NETNS_SSH_CONFIG" \
+    --tcp -H "$1" --mode "$2" "$bench" -b "$size" -e "$size" -w 1 -n "$iters" -t float32 -o sum \
+    -c 1 2>&1 </dev/null)
+  local rc=$?
+  if ((rc != 0)); then
+    echo "predict_check: ddl-bench in mode $2 failed (exit $rc):" >&2
+    tail -n 10 <<<"$out" | sed 's/^/  | /' >&2
+    return 1
+  fi
+  awk '$1 ~ /^[0-9]+$/ && NF == 8 { if ($8 != 0) exit 1; printf "%.6f\n", $5 / 1e6 }' <<<"$out"
+}
+
+# check TITLE HOSTS OPTS...: predicts, measures every mode, prints the table and checks it.
+check() {
+  local title=$1 hosts=$2
+  shift 2
+  local lines mode pred chosen meas picked="" rows=() best="" best_t=""
+  if ! lines=$(predictions "$hosts" "$@"); then
+    echo "predict_check: ddlrun --dry-run failed on $title" >&2
+    failed=1
+    return
+  fi
+  echo
+  echo "== $title; ddlrun $*; allreduce of $size float32, $iters timed iterations"
+  while read -r mode pred chosen; do
+    if ! meas=$(measure "$hosts" "$mode") || [[ -z $meas ]]; then
+      failed=1
+      continue
+    fi
+    rows+=("$mode $pred $meas $chosen")
+    ((chosen)) && picked="$mode $meas"
+    if [[ -z $best_t ]] || awk -v a="$meas" -v b="$best_t" 'BEGIN { exit !(a < b) }'; then
+      best=$mode best_t=$meas
+    fi
+  done <<<"$lines"
+  printf '%s\n' "${rows[@]}" | awk -v tol="$tolerance" -v slack="$slack" -v picked="$picked" \
+    -v best="$best" -v best_t="$best_t" '
+    BEGIN { printf "  %-12s %12s %12s %9s\n", "MODE", "predicted", "measured", "pred/meas" }
+    {
+      r = $2 / $3
+      ok = r >= 1 - tol / 100 && r <= 1 + tol / 100
+      printf "  %-12s %9.1f ms %9.1f ms %9.2f%s%s\n", $1 ($4 ? "*" : ""), $2 * 1e3, $3 * 1e3, r,
+        ok ? "" : "  OFF BY MORE THAN " tol "%", $4 ? "  (picked)" : ""
+      if (!ok) bad = 1
+    }
+    END {
+      split(picked, p, " ")
+      fast = p[2] <= best_t * (1 + slack / 100)
+      printf "  picked %s (%.1f ms); fastest measured %s (%.1f ms): %s\n", p[1], p[2] * 1e3, best,
+        best_t * 1e3, fast ? "ok" : "NOT THE FASTEST (beyond " slack "%)"
+      exit bad || !fast
+    }' || failed=1
+}
+
+if [[ -z $only || $only == flat ]]; then
+  netns_up 3 || exit $?
+  for k in 1 2 3; do netns_shape "$k" "$rate" || { echo "predict_check: tc failed" >&2; exit 1; }; done
+  check "3 hosts x 2 ranks, links $rate" node1:2,node2:2,node3:2 --link "host=$told"
+  netns_down
+fi
+if [[ -z $only || $only == racks ]]; then
+  netns_up_racks 2 2 || exit $?
+  for k in 1 2 3 4; do netns_shape "$k" "$rate" || { echo "predict_check: tc failed" >&2; exit 1; }; done
+  netns_shape_uplink "$uplink" || { echo "predict_check: tc failed on the uplink" >&2; exit 1; }
+  check "2 racks x 2 hosts x 2 ranks, links $rate, uplink $uplink" \
+    node1:2,node2:2,node3:2,node4:2 --mode auto --nodes 2 --link "host=$told" \
+    --link "rack=$uplink"
+  netns_down
+fi
+if ((failed)); then
+  echo "predict_check: FAILED (see above)"
+  exit 1
+fi
+echo "predict_check: every prediction within $tolerance%, every pick the fastest"
