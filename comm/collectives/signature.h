@@ -5,7 +5,6 @@
 
 #include <cstdint>
 #include <span>
-#include <stdexcept>
 #include <string>
 
 #include "base/check.h"

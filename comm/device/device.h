@@ -4,7 +4,6 @@
 #include <cstddef>
 #include <memory>
 #include <span>
-#include <stdexcept>
 #include <string>
 
 #include "base/check.h"
