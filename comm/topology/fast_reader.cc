@@ -15,6 +15,8 @@
 // anything else, both readers look at the first line: one naming another major version (in any
 // quoting) is refused at once, since such a file may not even be YAML this reader understands.
 
+#include <yaml-cpp/yaml.h>
+
 #include <charconv>
 
 #include "comm/topology.h"
@@ -127,6 +129,21 @@ bool fast_ring(std::string_view line, Ring& ring) {
   return c.lit("]") && c.at_end();
 }
 
+/// Reads `rest`, the text from "links:" to the end, into t.links; false when it is not one
+/// valid `links:` section (the yaml-cpp reader then reads the whole file and words the error).
+bool fast_links(std::string_view rest, const std::string& source, Topology& t) {
+  try {
+    const YAML::Node doc = YAML::Load(std::string(rest));
+    if (!doc.IsMap() || doc.size() != 1) return false;
+    t.links = topology::read_links(doc["links"], source);
+    return true;
+  } catch (const YAML::Exception&) {
+    return false;
+  } catch (const TopologyError&) {
+    return false;
+  }
+}
+
 std::optional<Topology> parse_fast(std::string_view text, const std::string& source) {
   Lines lines(text);
   std::string_view line;
@@ -166,6 +183,12 @@ std::optional<Topology> parse_fast(std::string_view text, const std::string& sou
 
   if (!lines.next(line) || line != "ring_orders:") return std::nullopt;
   while (lines.next(line)) {
+    if (line == "links:") {  // format 1.1: the rest of the text, a few lines per host pair
+      if (!fast_links(text.substr(static_cast<size_t>(line.data() - text.data())), source, t)) {
+        return std::nullopt;
+      }
+      break;
+    }
     Cursor c(line);
     int dimension = 0;
     if (!(c.lit("  - dimension: ") && c.integer(dimension) && c.at_end()) ||
