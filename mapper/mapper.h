@@ -4,6 +4,7 @@
 // request -> a Placement (place()): one rank per GPU with its cores and NIC, and the rings.
 
 #include "mapper/inventory.h"    // Inventory: the model and its YAML
+#include "mapper/link_probe.h"   // --probe-links: the agents that measure, over ssh
 #include "mapper/links.h"        // --probe-links: pairs, racks and levels measured
 #include "mapper/machine.h"      // this machine's name and addresses
 #include "mapper/nic_filter.h"   // --nic

@@ -144,6 +144,32 @@ bool fast_links(std::string_view rest, const std::string& source, Topology& t) {
   }
 }
 
+/// The ring orders after "ring_orders:", then the links of format 1.1 when the text goes on
+/// with "links:"; false at anything else.
+bool fast_rings_and_links(Lines& lines, std::string_view text, const std::string& source,
+                          Topology& t) {
+  std::string_view line;
+  while (lines.next(line)) {
+    if (line == "links:") {  // format 1.1: the rest of the text, a few lines per host pair
+      return fast_links(text.substr(static_cast<size_t>(line.data() - text.data())), source, t);
+    }
+    Cursor c(line);
+    int dimension = 0;
+    if (!(c.lit("  - dimension: ") && c.integer(dimension) && c.at_end()) ||
+        dimension != static_cast<int>(t.rings.size())) {
+      return false;
+    }
+    if (!lines.next(line) || line != "    rings:") return false;
+    auto& rings = t.rings.emplace_back();
+    while (lines.peek(line) && line.starts_with("      - ")) {
+      lines.next(line);
+      if (!fast_ring(line, rings.emplace_back())) return false;
+    }
+    if (rings.empty()) return false;
+  }
+  return true;
+}
+
 std::optional<Topology> parse_fast(std::string_view text, const std::string& source) {
   Lines lines(text);
   std::string_view line;
@@ -181,27 +207,9 @@ std::optional<Topology> parse_fast(std::string_view text, const std::string& sou
   }
   if (t.ranks.empty()) return std::nullopt;
 
-  if (!lines.next(line) || line != "ring_orders:") return std::nullopt;
-  while (lines.next(line)) {
-    if (line == "links:") {  // format 1.1: the rest of the text, a few lines per host pair
-      if (!fast_links(text.substr(static_cast<size_t>(line.data() - text.data())), source, t)) {
-        return std::nullopt;
-      }
-      break;
-    }
-    Cursor c(line);
-    int dimension = 0;
-    if (!(c.lit("  - dimension: ") && c.integer(dimension) && c.at_end()) ||
-        dimension != static_cast<int>(t.rings.size())) {
-      return std::nullopt;
-    }
-    if (!lines.next(line) || line != "    rings:") return std::nullopt;
-    auto& rings = t.rings.emplace_back();
-    while (lines.peek(line) && line.starts_with("      - ")) {
-      lines.next(line);
-      if (!fast_ring(line, rings.emplace_back())) return std::nullopt;
-    }
-    if (rings.empty()) return std::nullopt;
+  if (!lines.next(line) || line != "ring_orders:" ||
+      !fast_rings_and_links(lines, text, source, t)) {
+    return std::nullopt;
   }
   if (t.rings.empty()) return std::nullopt;
   return t;
