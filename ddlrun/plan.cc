@@ -375,12 +375,14 @@ void place_ranks(const Options& o, const hostfiles::Rankfile* rankfile, JobPlan&
 }
 
 /// The hosts with ranks, as --probe-links measures them: at their first rank's address (the
-/// NIC chosen for it), else the host's.
+/// NIC chosen for it), else the host's (for this host: as the others see it).
 std::vector<mapper::LinkHost> link_hosts(const JobPlan& plan,
                                          const std::vector<std::string>& local_names) {
   std::vector<mapper::LinkHost> hosts;
-  for (const comm::Host& h : plan.placed.topology_hosts)
-    hosts.push_back({h.name, h.address, launcher::is_local_host(h.name, local_names)});
+  for (const comm::Host& h : plan.placed.topology_hosts) {
+    const bool local = launcher::is_local_host(h.name, local_names);
+    hosts.push_back({h.name, local ? std::string() : h.address, local});
+  }
   for (const comm::RankPlacement& r : plan.placed.ranks) {
     mapper::LinkHost& h = hosts[static_cast<size_t>(r.host)];
     if (r.local_rank == 0 && !r.address.empty()) h.address = r.address;

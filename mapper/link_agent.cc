@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -252,7 +253,14 @@ int run_link_agent(int in_fd, int out_fd) {
     return 1;
   }
   const Socket listener(listen_fd);
-  if (base::write_all(out_fd, "ddl-link-agent 1 " + std::to_string(port) + "\n") != 0) return 1;
+  // The address ddlrun's host connected from, as this host's sshd saw it (SSH_CONNECTION):
+  // where the other hosts reach ddlrun's own host.
+  const char* ssh = std::getenv("SSH_CONNECTION");
+  const std::string client = ssh && *ssh ? std::string(ssh).substr(0, std::strcspn(ssh, " ")) : "-";
+  if (base::write_all(out_fd, "ddl-link-agent 1 " + std::to_string(port) + " " + client + "\n") !=
+      0) {
+    return 1;
+  }
   std::string token, pending;
   for (;;) {
     pollfd p[2] = {{in_fd, POLLIN, 0}, {listen_fd, POLLIN, 0}};

@@ -47,6 +47,7 @@ class Agent {
   virtual std::string line(milliseconds timeout) = 0;
   int port = 0;
   std::string address;
+  std::string client;  ///< where its host saw ddlrun's host log in from; "-": not known
 };
 
 /// Takes a line out of `buffer` when it holds one.
@@ -175,11 +176,13 @@ std::unique_ptr<Agent> start_agent(const LinkHost& host, const LinkProbeOptions&
     }
   }
   const std::string hello = agent->line(o.ssh.connect_timeout);
-  if (std::sscanf(hello.c_str(), "ddl-link-agent 1 %d", &agent->port) != 1) {
+  char client[64] = "";
+  if (std::sscanf(hello.c_str(), "ddl-link-agent 1 %d %63s", &agent->port, client) != 2) {
     throw LinkError("'" + o.agent_command + "' printed '" + hello +
                     "', not a link agent's greeting; is ddlrun the same version there?");
   }
   agent->address = host.address;
+  agent->client = client;
   return agent;
 }
 
@@ -198,6 +201,19 @@ void in_parallel(std::size_t count, Fn fn) {
   threads.reserve(count);
   for (std::size_t i = 0; i < count; ++i)
     threads.emplace_back([&fn, i] { fn(i); });
+}
+
+/// Gives this host's agent (an empty address) the address the other hosts saw ddlrun log in
+/// from, else its name.
+void reach_this_host(std::vector<std::unique_ptr<Agent>>& agents,
+                     const std::vector<LinkHost>& hosts) {
+  std::string seen;
+  for (const auto& agent : agents) {
+    if (agent->client != "-" && !agent->client.empty()) seen = agent->client;
+  }
+  for (std::size_t i = 0; i < hosts.size(); ++i) {
+    if (agents[i]->address.empty()) agents[i]->address = seen.empty() ? hosts[i].name : seen;
+  }
 }
 
 /// The agents of every host; throws LinkError naming each that failed.
@@ -228,6 +244,7 @@ std::vector<std::unique_ptr<Agent>> start_agents(const std::vector<LinkHost>& ho
     throw LinkError("cannot start the link agent on " + std::to_string(failed) + " of " +
                     std::to_string(hosts.size()) + " hosts:" + failures);
   }
+  reach_this_host(agents, hosts);
   return agents;
 }
 

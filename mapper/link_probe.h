@@ -16,7 +16,8 @@ namespace ddl::mapper {
 // between the agents, host to host, at the addresses the ranks will use.
 
 /// What `ddlrun --link-agent` does: listens on a TCP port of every address, prints
-/// "ddl-link-agent 1 PORT" on `out_fd`, then answers the lines of `in_fd`:
+/// "ddl-link-agent 1 PORT CLIENT" on `out_fd` (CLIENT: the address ddlrun's host logged in
+/// from, the first word of $SSH_CONNECTION, "-" without it), then answers the lines of `in_fd`:
 ///   "token T"            tests against this agent must begin with T: "ready"
 ///   "test ADDRESS PORT"  measures the link to the agent there: "ok LATENCY_S BYTES_PER_S",
 ///                        or "error REASON"
@@ -26,9 +27,11 @@ int run_link_agent(int in_fd, int out_fd);
 
 /// One host to measure.
 struct LinkHost {
-  std::string name;     ///< as listed, for messages and the kept sessions
-  std::string address;  ///< what the other hosts' agents connect to (its ranks' address)
-  bool local = false;   ///< this host: its agent runs in this process
+  std::string name;  ///< as listed, for messages and the kept sessions
+  /// What the other hosts' agents connect to (its ranks' address). Empty for this host: the
+  /// address the other hosts saw ddlrun log in from, else `name`.
+  std::string address;
+  bool local = false;  ///< this host: its agent runs in this process
 };
 
 /// How to reach the hosts and how long to measure.

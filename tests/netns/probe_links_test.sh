@@ -6,7 +6,8 @@
 #    file (format 1.1) holds the links; the text, YAML and JSON dry runs show them; -v says how
 #    long the measurement took; a batch job's second command reads them from the probe cache;
 #    --nodes wins over them; nothing is left running on the hosts.
-#  - Three hosts at 1 Gbit/s (netns_up 3): one rack, p:2x3x1x1.
+#  - Three hosts at 1 Gbit/s (netns_up 3): one rack, p:2x3x1x1; also with this host among
+#    them. A real job started with --probe-links runs.
 #
 # Usage: probe_links_test.sh DDLRUN   (exit 77, skipped, when not root or without ip netns/sshd)
 set -uo pipefail
@@ -95,6 +96,10 @@ grep -q "host pairs measured in .* s (the job's cache), 2 racks" "$out/job2.err"
   fail "job2: not from the job's cache" "$out/job2.err"
 grep -q '^mode:      p:2x2x2x1 ' "$out/job2" || fail "job2: mode" "$out/job2"
 
+# A job started with it: the ssh launcher's agents share the sessions the links were measured
+# through.
+run launch --probe-links -q -H "$hosts" true
+
 # --nodes still wins over the measurement.
 run nodes --dry-run --probe-links --nodes 4 -H "$hosts" prog
 grep -q '^mode:      p:2x4x1x1 ' "$out/nodes" || fail "nodes: --nodes 4 not kept" "$out/nodes"
@@ -111,6 +116,10 @@ grep -q '^mode:      p:2x3x1x1 (ranks per host x hosts per rack x racks per aisl
 grep -Fxq "  racks:   1 rack of 3 hosts: node1 node2 node3" "$out/flat" || fail "flat: racks" "$out/flat"
 grep -q '^  level uplink' "$out/flat" && fail "flat: an uplink level" "$out/flat"
 sed -n '/^links:/,$p' "$out/flat"
+# This host among them: the others reach it at the address they saw ddlrun log in from.
+run local --dry-run --probe-links -H localhost:2,node1:2,node2:2 prog
+grep -Eq '^links: +3 of 3 host pairs measured in ' "$out/local" || fail "local: links" "$out/local" "$out/local.err"
+grep -Fxq "  racks:   1 rack of 3 hosts: localhost node1 node2" "$out/local" || fail "local: racks" "$out/local"
 nothing_left 1 2 3
 
 prefix=$NETNS_PREFIX
