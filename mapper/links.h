@@ -87,7 +87,9 @@ std::vector<std::vector<int>> cluster_racks(int hosts, std::span<const LinkSampl
 std::vector<MeasuredLevel> link_levels(const std::vector<std::vector<int>>& racks,
                                        std::span<const LinkSample> pairs);
 
-/// The whole measurement of `hosts` hosts: sample_links, cluster_racks, link_levels.
+/// The whole measurement of `hosts` hosts: sample_links, cluster_racks, link_levels. When the
+/// racks come out unusable, sample_links runs a second time (within its own budget) and each
+/// pair keeps its best (highest bandwidth, lowest latency) before the racks are found again.
 LinkMeasurement measure_links(int hosts, LinkTester& tester, const LinkClock& clock,
                               double budget_s, std::vector<std::string>& notes);
 
