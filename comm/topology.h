@@ -13,7 +13,8 @@ namespace ddl::comm {
 /// The topology file format this libddl writes. A reader accepts any 1.x file (newer minors add
 /// fields it ignores) and rejects other majors. The format is described in ddl-topology(5).
 inline constexpr int kTopologyFormatMajor = 1;
-inline constexpr int kTopologyFormatMinor = 0;
+/// Format 1.1 adds `links:` (what --probe-links measured); a file without them is written as 1.0.
+inline constexpr int kTopologyFormatMinor = 1;
 
 /// A malformed, inconsistent or unreadable topology file, or a plan that fails validate().
 /// what() names the file (when there is one), the field or the rank/host/dimension concerned.
@@ -100,6 +101,39 @@ struct RankPlacement {
 /// A ring: global ranks in ring order; the last one sends to the first.
 using Ring = std::vector<int>;
 
+/// One level of the fabric as `ddlrun --probe-links` measured it: "nic" between the hosts of
+/// one rack (their NICs and the rack's switch), "uplink" between hosts of different racks.
+struct MeasuredLevel {
+  std::string name;
+  double bytes_per_s = 0;  ///< the median of its pairs' bandwidths
+  double latency_s = 0;    ///< the median of its pairs' one-way latencies
+
+  bool operator==(const MeasuredLevel&) const = default;
+};
+
+/// One pair of hosts (Host::index, a < b) as measured: a timed bulk TCP transfer from a to b
+/// and a small ping-pong.
+struct LinkSample {
+  int a = 0;
+  int b = 0;
+  double bytes_per_s = 0;
+  double latency_s = 0;  ///< half the median round trip
+
+  bool operator==(const LinkSample&) const = default;
+};
+
+/// What `ddlrun --probe-links` measured between the job's hosts (format 1.1).
+struct LinkMeasurement {
+  double seconds = 0;  ///< how long the measurement took
+  /// The racks found: Host::index lists, each in job order, the racks in job order; one rack
+  /// holding every host when the fabric is flat.
+  std::vector<std::vector<int>> racks;
+  std::vector<MeasuredLevel> levels;  ///< innermost first: "nic", then "uplink" when racks > 1
+  std::vector<LinkSample> pairs;      ///< the pairs measured (all of them, or a sample)
+
+  bool operator==(const LinkMeasurement&) const = default;
+};
+
 /// The plan of one job: the mapper writes it, the launcher and every rank read it.
 struct Topology {
   std::string job_id;
@@ -109,6 +143,8 @@ struct Topology {
   /// rings[d] holds the rings of dimension d (innermost first): each has mode.dims[d] ranks,
   /// and together they hold every rank once.
   std::vector<std::vector<Ring>> rings;
+  /// What --probe-links measured; absent otherwise (and in files of format 1.0).
+  std::optional<LinkMeasurement> links;
 
   /// The placement of global rank `rank`, or nullptr when there is none.
   const RankPlacement* find_rank(int rank) const;
@@ -121,8 +157,9 @@ struct Topology {
 /// Throws TopologyError unless the plan is consistent: ranks are a permutation of 0..N-1, host
 /// indices a permutation of 0..H-1, every rank's host exists, local ranks on each host are a
 /// permutation of 0..n_h-1, no two ranks of a host share a GPU or a PU, the mode's dimensions
-/// multiply to N, and each dimension's rings have the dimension's size and partition the ranks.
-/// The message names the rank, host or dimension concerned.
+/// multiply to N, and each dimension's rings have the dimension's size and partition the ranks;
+/// measured links name existing hosts, each in at most one rack. The message names the rank,
+/// host or dimension concerned.
 void validate(const Topology& topology);
 
 /// The default ring orders for `dims` (innermost first) when ranks are laid out host-major:

@@ -64,7 +64,8 @@ void raise_open_files_limit() {
 }
 
 /// The roles ddlrun plays on behalf of another ddlrun: agent of the ssh launcher (--agent,
-/// --probe-agent), keeper (--keeper), and the wrapper of each rank under mpirun, srun, prterun
+/// --probe-agent), measuring agent of --probe-links (--link-agent, whose exit status this
+/// returns), keeper (--keeper), and the wrapper of each rank under mpirun, srun, prterun
 /// or jsrun (--rank-exec, whose exit status this returns). Nothing when `args` asks for none;
 /// the other roles never return.
 std::optional<int> run_helper_role(const std::vector<std::string>& args, std::ostream& out,
@@ -72,6 +73,7 @@ std::optional<int> run_helper_role(const std::vector<std::string>& args, std::os
   if (args.empty()) return std::nullopt;
   if (args.front() == "--agent") launcher::run_agent(0, 1);
   if (args.front() == "--probe-agent") probe_then_agent(out, err);
+  if (args.front() == "--link-agent") return mapper::run_link_agent(0, 1);
   if (args.front() == "--keeper") launcher::run_keeper(0);
   if (args.front() == "--rank-exec") {
     return launcher::rank_exec_main(std::vector<std::string>(args.begin() + 1, args.end()));
@@ -97,6 +99,13 @@ int run_options(const Options& o, std::ostream& out, std::ostream& err, hostfile
     log->info("mode {}", hostfiles::printable(why + " " + text));
   }
   log->info("launcher {}: {}", launcher::to_string(plan.launcher.kind), plan.launcher.reason);
+  if (const auto& links = plan.topology.links) {
+    const size_t hosts = plan.topology.hosts.size();
+    log->info("--probe-links: {} of {} host pairs measured in {:.2f} s{}, {} {}",
+              links->pairs.size(), hosts * (hosts - 1) / 2, links->seconds,
+              plan.links_cached ? " (the job's cache)" : "", links->racks.size(),
+              links->racks.size() == 1 ? "rack" : "racks");
+  }
   if (!o.topology_file.empty()) {
     comm::write_topology_file(plan.topology, o.topology_file);
     log->info("topology file written to {}", hostfiles::printable(o.topology_file));

@@ -174,6 +174,9 @@ void add_hardware_options(CLI::App& app, Options& o) {
   s.seconds("--connect-timeout", o.connect_timeout,
             "Seconds to wait for each host's ssh connection (default 10)");
   s.flag("--probe", o.probe, "Print this host's hardware as YAML and exit");
+  s.flag("--probe-links", o.probe_links,
+         "Measure bandwidth and latency between the hosts (about a second) and find racks "
+         "behind slower uplinks");
 }
 
 /// --job-id, listed under Communication but declared after the Hardware options: declaration
@@ -384,6 +387,11 @@ void check_combinations(const Options& o) {
                      o.program.front() + " or --probe");
   }
   if (o.probe && o.dry_run) throw UsageError("--probe and --dry-run contradict each other");
+  if (o.probe_links && o.no_probe) {
+    throw UsageError(
+        "--probe-links measures between the hosts' NICs, which --no-probe leaves "
+        "unknown; give one of them");
+  }
   if (o.no_probe && !o.host_xml.empty()) {
     throw UsageError("--no-probe ignores hardware, but --host-xml describes it; give one of them");
   }

@@ -41,6 +41,7 @@ struct Options {
   std::vector<std::string> host_xml;      ///< each --host-xml value: "HOST=FILE", "*=FILE"
   bool probe = false;                     ///< --probe: print this host's inventory and exit
   bool no_probe = false;                  ///< --no-probe: place by slots, hardware unknown
+  bool probe_links = false;               ///< --probe-links: measure links, find racks
   std::string ssh_config;                 ///< --ssh-config: instead of ~/.ssh/config
   std::optional<double> connect_timeout;  ///< --connect-timeout seconds, for probing over ssh
   int verbosity = 0;                      ///< number of -v

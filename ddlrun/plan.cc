@@ -135,11 +135,29 @@ void check_aisles(const Options& o, const comm::Mode& mode, size_t hosts) {
   }
 }
 
+/// Hosts per rack: --nodes, the racks of --topology-conf, or the racks --probe-links found
+/// (when it found more than one); nullopt: one rack. Adds where they came from to `reason`.
+std::optional<int> racks_of(const Options& o, const std::vector<std::string>& used,
+                            const std::optional<comm::LinkMeasurement>& links,
+                            std::string& reason) {
+  if (!o.topology_conf.empty()) {
+    if (o.nodes) throw UsageError("give --nodes or --topology-conf, not both");
+    reason += ", racks from " + o.topology_conf;
+    return mapper::hosts_per_rack_from(used, mapper::read_slurm_topology(o.topology_conf));
+  }
+  if (!o.nodes && links && links->racks.size() > 1) {
+    reason += ", racks measured (--probe-links)";
+    return static_cast<int>(links->racks.front().size());
+  }
+  return o.nodes;
+}
+
 /// The mode's dimensions when -m gave none: IBM's four fields (ranks per host x hosts per rack x
 /// racks per aisle x aisles) when every host runs the same number of ranks, else one ring.
 std::pair<comm::Mode, std::string> resolve_dims(const Options& o,
                                                 const mapper::SlotPlacement& placement,
-                                                comm::Mode mode, std::optional<int> per_socket) {
+                                                comm::Mode mode, std::optional<int> per_socket,
+                                                const std::optional<comm::LinkMeasurement>& links) {
   std::vector<std::string> used;
   int per_host = 0;
   bool even = true;
@@ -165,15 +183,9 @@ std::pair<comm::Mode, std::string> resolve_dims(const Options& o,
     }
     return {mode.resolved(placement.ranks), "one ring: hosts run different numbers of ranks"};
   }
-  std::optional<int> hosts_per_rack = o.nodes;
   std::string reason = "ranks per host x hosts per rack x racks per aisle x aisles";
   try {
-    if (!o.topology_conf.empty()) {
-      if (o.nodes) throw UsageError("give --nodes or --topology-conf, not both");
-      hosts_per_rack =
-          mapper::hosts_per_rack_from(used, mapper::read_slurm_topology(o.topology_conf));
-      reason += ", racks from " + o.topology_conf;
-    }
+    const std::optional<int> hosts_per_rack = racks_of(o, used, links, reason);
     mode.dims = mapper::ring_dims(per_host, static_cast<int>(used.size()), hosts_per_rack, o.racks);
   } catch (const mapper::RackError& e) {
     throw UsageError(e.what());
@@ -275,13 +287,14 @@ std::vector<mapper::HostProbe> probe_remote_hosts(const Options& o, JobPlan& pla
                                                   bool ssh_follows) {
   if (prober.probe) return prober.probe(hosts);
   mapper::SshProbeOptions so = ssh_probe_options(o, plan.job_id);
-  if (!o.dry_run) {  // the ssh launcher runs each agent through its probe's session
+  // The ssh launcher runs each agent through its probe's session, --probe-links its own.
+  if (!o.dry_run || o.probe_links) {
     plan.sessions = std::make_shared<mapper::SshSessions>();
     so.keep_sessions = plan.sessions;
     // Each agent starts right after its probe, in the same login shell, when the ssh
     // launcher is the one that will run the job (else the kept channels are closed and the
     // agents, given no job, exit).
-    if (ssh_follows) {
+    if (ssh_follows && !o.dry_run) {
       so.keep_command = quote_shell_word(self_path()) + " --probe-agent";
     }
   }
@@ -362,16 +375,59 @@ void place_ranks(const Options& o, const hostfiles::Rankfile* rankfile, JobPlan&
     plan.warnings.push_back(note);
 }
 
+/// The hosts with ranks, as --probe-links measures them: at their first rank's address (the
+/// NIC chosen for it), else the host's (for this host: as the others see it).
+std::vector<mapper::LinkHost> link_hosts(const JobPlan& plan,
+                                         const std::vector<std::string>& local_names) {
+  std::vector<mapper::LinkHost> hosts;
+  for (const comm::Host& h : plan.placed.topology_hosts) {
+    const bool local = launcher::is_local_host(h.name, local_names);
+    hosts.push_back({h.name, local ? std::string() : h.address, local});
+  }
+  for (const comm::RankPlacement& r : plan.placed.ranks) {
+    mapper::LinkHost& h = hosts[static_cast<size_t>(r.host)];
+    if (r.local_rank == 0 && !r.address.empty()) h.address = r.address;
+  }
+  return hosts;
+}
+
+/// --probe-links: measures the links between the hosts with ranks into plan.links, through the
+/// sessions the probe kept (dropped after a dry run); in a batch job, once per job (the probe
+/// cache's links.cache, for the same hosts at the same addresses). A measurement that cannot be
+/// made is a warning, and the plan goes on without it.
+void measure_links(const Options& o, JobPlan& plan, const std::vector<std::string>& local_names) {
+  if (!o.probe_links || plan.placed.topology_hosts.size() < 2) return;
+  const mapper::SshProbeOptions so = ssh_probe_options(o, plan.job_id);
+  mapper::LinkProbeOptions lo;
+  lo.ssh = so;
+  lo.agent_command = quote_shell_word(self_path()) + " --link-agent";
+  lo.sessions = plan.sessions;
+  const std::vector<mapper::LinkHost> hosts = link_hosts(plan, local_names);
+  const std::string job_dir = mapper::job_cache_dir(so);
+  const std::string cache = job_dir.empty() ? "" : job_dir + "/links.cache";
+  try {
+    if (!cache.empty()) plan.links = mapper::read_links_cache(cache, hosts);
+    plan.links_cached = plan.links.has_value();
+    if (!plan.links) plan.links = mapper::probe_links(hosts, lo, plan.warnings);
+    if (!cache.empty() && !plan.links_cached) mapper::write_links_cache(cache, hosts, *plan.links);
+  } catch (const mapper::LinkError& e) {
+    plan.warnings.push_back(std::string("--probe-links: ") + e.what() +
+                            "; planned without measured links");
+  }
+  if (o.dry_run) plan.sessions.reset();
+}
+
 /// Hosts per rack and racks per aisle in the layout's dimensions (IBM's four fields, after
 /// the socket dimension when there is one); one rack of every host for a single ring.
-std::pair<int, int> racks_of(const comm::Mode& levels, int hosts) {
+std::pair<int, int> layout_racks(const comm::Mode& levels, int hosts) {
   if (levels.dims.size() < 4) return {hosts, 1};
   const size_t off = levels.dims.size() - 4;
   return {levels.dims[1 + off], levels.dims[2 + off]};
 }
 
 /// The cost model's prediction of every mode worth comparing (mapper/cost.h) at 1, 16 and 256
-/// MiB and at --predict-bytes; `levels` are the layout's own dimensions.
+/// MiB and at --predict-bytes; `levels` are the layout's own dimensions. Links measured by
+/// --probe-links set the host and rack levels; --link settings still win.
 mapper::Prediction predict(const Options& o, const JobPlan& plan, const comm::Mode& levels) {
   std::vector<mapper::LinkSetting> links;
   double pick_bytes = 0;
@@ -383,14 +439,16 @@ mapper::Prediction predict(const Options& o, const JobPlan& plan, const comm::Mo
     throw UsageError(e.what());
   }
   const auto [hosts_per_rack, racks_per_aisle] =
-      racks_of(levels, static_cast<int>(plan.placed.topology_hosts.size()));
+      layout_racks(levels, static_cast<int>(plan.placed.topology_hosts.size()));
   const mapper::Layout layout = mapper::make_layout(plan.placed, hosts_per_rack, racks_per_aisle);
   std::vector<comm::Mode> modes = mapper::candidate_modes(levels);
   if (std::find(modes.begin(), modes.end(), plan.mode) == modes.end()) {
     modes.insert(modes.begin(), plan.mode);
   }
   constexpr double kMiB = 1 << 20;
-  return mapper::predict_modes(mapper::make_fabric(plan.placed, layout, links), layout,
+  const std::vector<mapper::FabricLevel> measured =
+      plan.links ? mapper::measured_levels(plan.links->levels) : std::vector<mapper::FabricLevel>();
+  return mapper::predict_modes(mapper::make_fabric(plan.placed, layout, links, measured), layout,
                                std::move(modes), {kMiB, 16 * kMiB, 256 * kMiB}, pick_bytes);
 }
 
@@ -404,10 +462,12 @@ void resolve_mode(const Options& o, JobPlan& plan) {
   comm::Mode mode = plan.mode_given ? comm::parse_mode(*o.mode) : comm::Mode{};
   comm::check_mode_fits(mode, plan.placement.ranks, plan.placement.describe());
   const std::optional<int> per_socket = mapper::socket_ring_size(plan.placed);
-  std::tie(plan.mode, plan.mode_reason) = resolve_dims(o, plan.placement, mode, per_socket);
-  const comm::Mode levels = mode.dims.empty()
-                                ? comm::Mode{comm::Algorithm::kExplore, plan.mode.dims}
-                                : resolve_dims(o, plan.placement, comm::Mode{}, per_socket).first;
+  std::tie(plan.mode, plan.mode_reason) =
+      resolve_dims(o, plan.placement, mode, per_socket, plan.links);
+  const comm::Mode levels =
+      mode.dims.empty()
+          ? comm::Mode{comm::Algorithm::kExplore, plan.mode.dims}
+          : resolve_dims(o, plan.placement, comm::Mode{}, per_socket, plan.links).first;
   plan.prediction = predict(o, plan, levels);
   const comm::Mode& fastest = plan.prediction.modes[plan.prediction.fastest].mode;
   if (plan.mode_auto && fastest != plan.mode) {
@@ -415,6 +475,7 @@ void resolve_mode(const Options& o, JobPlan& plan) {
     plan.mode_reason = "--mode auto: the fastest predicted, see prediction";
   }
   plan.topology = mapper::make_topology(plan.placed, plan.mode, plan.job_id);
+  plan.topology.links = plan.links;
 }
 
 /// The launcher, from --launcher, the batch system and whether every host with ranks is this
@@ -529,6 +590,7 @@ JobPlan make_plan(const Options& o, GetEnv getenv_fn, void* env_context,
   gather_hardware(o, plan, prober, local_names, ssh_launcher_follows(o, env));
   check_distinct_machines(plan, local_names);
   place_ranks(o, rankfile ? &*rankfile : nullptr, plan);
+  measure_links(o, plan, local_names);
   resolve_mode(o, plan);
   choose_launcher(o, env, local_names, plan);
   resolve_exports(o, env, plan);

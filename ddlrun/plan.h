@@ -46,6 +46,11 @@ struct JobPlan {
   /// empty: ddlrun's own directory.
   std::string wdir;
   std::vector<std::string> warnings;  ///< things the user should hear about, not fatal
+  /// What --probe-links measured between the hosts with ranks (Host::index order); the racks
+  /// it found set the mode's hosts per rack unless --nodes or --topology-conf do. Also in
+  /// topology.links.
+  std::optional<comm::LinkMeasurement> links;
+  bool links_cached = false;  ///< links read from the batch job's probe cache
   /// The sessions the ssh probe logged in with, kept for the ssh launcher (one login per
   /// host); null when nothing was probed over ssh, for a dry run, or another launcher.
   std::shared_ptr<mapper::SshSessions> sessions;

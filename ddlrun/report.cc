@@ -212,6 +212,67 @@ void ring_lines(std::ostream& out, const comm::Topology& t) {
   }
 }
 
+/// Seconds with two decimals: "0.42".
+std::string seconds_text(double seconds) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", seconds);
+  return buf;
+}
+
+/// A host's name in the measured links (Host::index).
+const std::string& link_host(const JobPlan& plan, int index) {
+  return plan.placed.topology_hosts[static_cast<size_t>(index)].name;
+}
+
+/// Up to this many hosts, the dry run prints the whole bandwidth matrix.
+constexpr size_t kMatrixHosts = 8;
+
+/// The measured pairs as a matrix of MB/s ("-" on the diagonal and for pairs not measured).
+void link_matrix(std::ostream& out, const JobPlan& plan, const comm::LinkMeasurement& links) {
+  const size_t n = plan.placed.topology_hosts.size();
+  std::vector<std::vector<std::string>> rows(n + 1, std::vector<std::string>(n + 1, "-"));
+  rows[0][0] = "MB/s";
+  for (size_t i = 0; i < n; ++i)
+    rows[0][i + 1] = rows[i + 1][0] = link_host(plan, static_cast<int>(i));
+  for (const comm::LinkSample& p : links.pairs) {
+    const std::string mb = std::to_string(static_cast<long>(p.bytes_per_s / 1e6 + 0.5));
+    rows[static_cast<size_t>(p.a) + 1][static_cast<size_t>(p.b) + 1] = mb;
+    rows[static_cast<size_t>(p.b) + 1][static_cast<size_t>(p.a) + 1] = mb;
+  }
+  table(out, rows);
+}
+
+/// What --probe-links measured: how much and how long, the spread, the levels, the racks, and
+/// for a few hosts the matrix.
+void links_text(std::ostream& out, const JobPlan& plan) {
+  const comm::LinkMeasurement& links = *plan.links;
+  const size_t n = plan.placed.topology_hosts.size();
+  std::vector<double> bw;
+  for (const comm::LinkSample& p : links.pairs)
+    bw.push_back(p.bytes_per_s);
+  std::sort(bw.begin(), bw.end());
+  out << "links:     " << links.pairs.size() << " of " << n * (n - 1) / 2
+      << " host pairs measured in " << seconds_text(links.seconds) << " s (--probe-links)\n";
+  if (!bw.empty()) {
+    out << "  bandwidth: min " << mapper::bandwidth_text(bw.front()) << ", median "
+        << mapper::bandwidth_text(bw[bw.size() / 2]) << ", max "
+        << mapper::bandwidth_text(bw.back()) << "\n";
+  }
+  for (const comm::MeasuredLevel& level : links.levels) {
+    out << "  level " << level.name << ": " << mapper::bandwidth_text(level.bytes_per_s) << ", "
+        << mapper::duration_text(level.latency_s) << "\n";
+  }
+  out << "  racks:   " << links.racks.size() << (links.racks.size() == 1 ? " rack" : " racks")
+      << " of " << (links.racks.empty() ? 0 : links.racks.front().size()) << " hosts:";
+  for (size_t r = 0; r < links.racks.size(); ++r) {
+    out << (r ? " |" : "");
+    for (int h : links.racks[r])
+      out << " " << link_host(plan, h);
+  }
+  out << "\n";
+  if (n <= kMatrixHosts) link_matrix(out, plan, links);
+}
+
 std::string mode_text(const JobPlan& plan) {
   std::string s = plan.mode.str();
   return s + " (" + plan.mode_reason + ")";
@@ -328,6 +389,7 @@ std::string render_text(const JobPlan& plan, const Options& o) {
   out << "mode:      " << mode_text(plan) << "\n";
   out << "rings:\n";
   ring_lines(out, plan.topology);
+  if (plan.links) links_text(out, plan);
   prediction_text(out, plan);
   out << "job id:    " << plan.job_id << "\n";
   out << "launcher:  " << launcher::to_string(plan.launcher.kind) << " (" << plan.launcher.reason
@@ -428,6 +490,35 @@ Value jsrun_document(const JobPlan& plan, const Options& o) {
                     {"error", p.error.empty() ? Value() : Value(p.error)}};
 }
 
+/// What --probe-links measured, hosts by name.
+Value links_document(const JobPlan& plan) {
+  const comm::LinkMeasurement& links = *plan.links;
+  const size_t n = plan.placed.topology_hosts.size();
+  Value::List racks, levels, pairs;
+  for (const std::vector<int>& rack : links.racks) {
+    Value::List hosts;
+    for (int h : rack)
+      hosts.emplace_back(link_host(plan, h));
+    racks.emplace_back(std::move(hosts));
+  }
+  for (const comm::MeasuredLevel& level : links.levels) {
+    levels.emplace_back(Value::Map{
+        {"name", level.name}, {"bytes_per_s", level.bytes_per_s}, {"latency_s", level.latency_s}});
+  }
+  for (const comm::LinkSample& p : links.pairs) {
+    pairs.emplace_back(Value::Map{{"a", link_host(plan, p.a)},
+                                  {"b", link_host(plan, p.b)},
+                                  {"bytes_per_s", p.bytes_per_s},
+                                  {"latency_s", p.latency_s}});
+  }
+  return Value::Map{{"seconds", links.seconds},
+                    {"pairs_measured", static_cast<int>(links.pairs.size())},
+                    {"pairs_total", static_cast<int>(n * (n - 1) / 2)},
+                    {"racks", std::move(racks)},
+                    {"levels", std::move(levels)},
+                    {"pairs", std::move(pairs)}};
+}
+
 /// DDL_OPTIONS and the -x variables, in order.
 Value environment_document(const JobPlan& plan) {
   Value::Map env{{"DDL_OPTIONS", "-mode " + plan.mode.str()}};
@@ -478,7 +569,7 @@ std::string to_yaml(const Value& value) {
 }
 
 Value plan_document(const JobPlan& plan, const Options& o) {
-  return Value::Map{
+  Value document = Value::Map{
       {"ddlrun", DDL_VERSION},
       {"dry_run", true},
       {"hosts_from", plan.hosts_from},
@@ -502,6 +593,13 @@ Value plan_document(const JobPlan& plan, const Options& o) {
       {"program", strings(plan.program)},
       {"notes", strings(plan.warnings)},
   };
+  if (plan.links) {  // only then: plans without it read as before
+    auto& map = std::get<Value::Map>(document.v);
+    const auto after_rings = std::find_if(map.begin(), map.end(),
+                                          [](const auto& entry) { return entry.first == "rings"; });
+    map.insert(after_rings + 1, {"links", links_document(plan)});
+  }
+  return document;
 }
 
 std::string render_plan(const JobPlan& plan, const Options& o) {

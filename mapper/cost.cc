@@ -340,6 +340,15 @@ double parse_size(std::string_view text, std::string_view option) {
   return std::floor(*size);
 }
 
+std::vector<FabricLevel> measured_levels(std::span<const comm::MeasuredLevel> levels) {
+  std::vector<FabricLevel> out;
+  for (const comm::MeasuredLevel& l : levels) {
+    const std::string name = l.name == "nic" ? "host" : l.name == "uplink" ? "rack" : l.name;
+    out.push_back({name, l.bytes_per_s / kTcpPayload, l.latency_s, "measured"});
+  }
+  return out;
+}
+
 Fabric make_fabric(const Placement& placement, const Layout& layout,
                    std::span<const LinkSetting> links, std::span<const FabricLevel> measured) {
   Fabric f;

@@ -70,6 +70,10 @@ struct Layout {
 Fabric make_fabric(const Placement& placement, const Layout& layout,
                    std::span<const LinkSetting> links, std::span<const FabricLevel> measured = {});
 
+/// The levels --probe-links measured (comm::MeasuredLevel "nic" and "uplink") as the model's
+/// "host" and "rack" levels, "measured": their TCP payload rates turned back into link rates.
+std::vector<FabricLevel> measured_levels(std::span<const comm::MeasuredLevel> levels);
+
 /// The layout of a placement whose hosts form racks of `hosts_per_rack` and aisles of
 /// `racks_per_aisle` in job order (both at least 1).
 Layout make_layout(const Placement& placement, int hosts_per_rack, int racks_per_aisle);

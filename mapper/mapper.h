@@ -5,6 +5,8 @@
 
 #include "mapper/cost.h"         // the cost model: fabric levels, predicted allreduce times
 #include "mapper/inventory.h"    // Inventory: the model and its YAML
+#include "mapper/link_probe.h"   // --probe-links: the agents that measure, over ssh
+#include "mapper/links.h"        // --probe-links: pairs, racks and levels measured
 #include "mapper/machine.h"      // this machine's name and addresses
 #include "mapper/nic_filter.h"   // --nic
 #include "mapper/place.h"        // place(): the plan

@@ -201,35 +201,17 @@ bool make_private_dir(const std::string& path) {
 }
 
 std::optional<Inventory> read_cache(const std::string& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) return std::nullopt;
-  std::string text;
-  struct stat st {};
-  bool ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid();
-  char buf[65536];
-  for (ssize_t n = 0; ok && (n = read(fd, buf, sizeof buf)) != 0;) {
-    if (n < 0)
-      ok = errno == EINTR;
-    else
-      text.append(buf, static_cast<std::size_t>(n));
-  }
-  close(fd);
-  if (!ok) return std::nullopt;
+  const std::optional<std::string> text = read_cache_file(path);
+  if (!text) return std::nullopt;
   try {
-    return inventory_from_yaml(text, path);
+    return inventory_from_yaml(*text, path);
   } catch (const InventoryError&) {
     return std::nullopt;  // probed again and overwritten
   }
 }
 
-/// Writes atomically: a 0600 temporary file beside it, then rename.
 void write_cache(const std::string& path, const Inventory& inventory) {
-  const std::size_t slash = path.rfind('/');
-  std::string tmp = path.substr(0, slash + 1) + "." + path.substr(slash + 1) + ".XXXXXX";
-  const int fd = mkostemp(tmp.data(), O_CLOEXEC);  // mode 0600
-  if (fd < 0) return;
-  const bool ok = base::write_all(fd, to_yaml(inventory)) == 0 && fsync(fd) == 0;
-  if (close(fd) != 0 || !ok || rename(tmp.c_str(), path.c_str()) != 0) unlink(tmp.c_str());
+  write_cache_file(path, to_yaml(inventory));
 }
 
 }  // namespace
@@ -361,16 +343,6 @@ struct Outcome {
 /// The hosts still to probe, each with where its outcome goes.
 using Todo = std::vector<std::pair<const std::string*, Outcome*>>;
 
-/// The job's directory in the disk cache, made private; "" when there is no disk cache.
-std::string job_cache_dir(const SshProbeOptions& options) {
-  if (options.job_id.empty()) return "";
-  const std::string root =
-      options.cache_dir.empty() ? default_probe_cache_dir() : options.cache_dir;
-  const std::string job_dir = root + "/" + escape_component(options.job_id);
-  if (root.empty() || !make_private_dir(root) || !make_private_dir(job_dir)) return "";
-  return job_dir;
-}
-
 /// Probes every host of `todo` with `probe_one`, at most `max_parallel` at once (threads that
 /// take the next host from a shared counter); a failure becomes the host's error.
 void probe_all(const Todo& todo, int max_parallel, const HostProbeFn& probe_one) {
@@ -469,6 +441,42 @@ std::string format_probe_failures(std::span<const HostProbe> results) {
     }
   }
   return out + std::string(kNextStep) + "\n";
+}
+
+std::string job_cache_dir(const SshProbeOptions& options) {
+  if (options.job_id.empty()) return "";
+  const std::string root =
+      options.cache_dir.empty() ? default_probe_cache_dir() : options.cache_dir;
+  const std::string job_dir = root + "/" + escape_component(options.job_id);
+  if (root.empty() || !make_private_dir(root) || !make_private_dir(job_dir)) return "";
+  return job_dir;
+}
+
+std::optional<std::string> read_cache_file(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  std::string text;
+  struct stat st {};
+  bool ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid();
+  char buf[65536];
+  for (ssize_t n = 0; ok && (n = read(fd, buf, sizeof buf)) != 0;) {
+    if (n < 0)
+      ok = errno == EINTR;
+    else
+      text.append(buf, static_cast<std::size_t>(n));
+  }
+  close(fd);
+  if (!ok) return std::nullopt;
+  return text;
+}
+
+void write_cache_file(const std::string& path, std::string_view text) {
+  const std::size_t slash = path.rfind('/');
+  std::string tmp = path.substr(0, slash + 1) + "." + path.substr(slash + 1) + ".XXXXXX";
+  const int fd = mkostemp(tmp.data(), O_CLOEXEC);  // mode 0600
+  if (fd < 0) return;
+  const bool ok = base::write_all(fd, text) == 0 && fsync(fd) == 0;
+  if (close(fd) != 0 || !ok || rename(tmp.c_str(), path.c_str()) != 0) unlink(tmp.c_str());
 }
 
 std::string default_probe_cache_dir() {

@@ -122,6 +122,17 @@ std::vector<HostProbe> probe_hosts_ssh(std::span<const std::string> hosts,
 /// A host named more than once counts once. Lines after a reason's first are indented further.
 std::string format_probe_failures(std::span<const HostProbe> results);
 
+/// The job's directory in the disk cache, <cache_dir>/<job_id>, made private (0700): "" when
+/// options.job_id is empty or the directory cannot be made.
+std::string job_cache_dir(const SshProbeOptions& options);
+
+/// The text of a cache file: nullopt unless it is a regular file of ours that can be read.
+std::optional<std::string> read_cache_file(const std::string& path);
+
+/// Writes a cache file atomically: a 0600 temporary file beside it, then rename. A file that
+/// cannot be written is skipped (the cache is only a shortcut).
+void write_cache_file(const std::string& path, std::string_view text);
+
 /// ${XDG_CACHE_HOME:-$HOME/.cache}/ddlrun/probe; "" when neither variable is set.
 std::string default_probe_cache_dir();
 

@@ -15,6 +15,8 @@
 // anything else, both readers look at the first line: one naming another major version (in any
 // quoting) is refused at once, since such a file may not even be YAML this reader understands.
 
+#include <yaml-cpp/yaml.h>
+
 #include <charconv>
 
 #include "comm/topology.h"
@@ -127,6 +129,47 @@ bool fast_ring(std::string_view line, Ring& ring) {
   return c.lit("]") && c.at_end();
 }
 
+/// Reads `rest`, the text from "links:" to the end, into t.links; false when it is not one
+/// valid `links:` section (the yaml-cpp reader then reads the whole file and words the error).
+bool fast_links(std::string_view rest, const std::string& source, Topology& t) {
+  try {
+    const YAML::Node doc = YAML::Load(std::string(rest));
+    if (!doc.IsMap() || doc.size() != 1) return false;
+    t.links = topology::read_links(doc["links"], source);
+    return true;
+  } catch (const YAML::Exception&) {
+    return false;
+  } catch (const TopologyError&) {
+    return false;
+  }
+}
+
+/// The ring orders after "ring_orders:", then the links of format 1.1 when the text goes on
+/// with "links:"; false at anything else.
+bool fast_rings_and_links(Lines& lines, std::string_view text, const std::string& source,
+                          Topology& t) {
+  std::string_view line;
+  while (lines.next(line)) {
+    if (line == "links:") {  // format 1.1: the rest of the text, a few lines per host pair
+      return fast_links(text.substr(static_cast<size_t>(line.data() - text.data())), source, t);
+    }
+    Cursor c(line);
+    int dimension = 0;
+    if (!(c.lit("  - dimension: ") && c.integer(dimension) && c.at_end()) ||
+        dimension != static_cast<int>(t.rings.size())) {
+      return false;
+    }
+    if (!lines.next(line) || line != "    rings:") return false;
+    auto& rings = t.rings.emplace_back();
+    while (lines.peek(line) && line.starts_with("      - ")) {
+      lines.next(line);
+      if (!fast_ring(line, rings.emplace_back())) return false;
+    }
+    if (rings.empty()) return false;
+  }
+  return true;
+}
+
 std::optional<Topology> parse_fast(std::string_view text, const std::string& source) {
   Lines lines(text);
   std::string_view line;
@@ -164,21 +207,9 @@ std::optional<Topology> parse_fast(std::string_view text, const std::string& sou
   }
   if (t.ranks.empty()) return std::nullopt;
 
-  if (!lines.next(line) || line != "ring_orders:") return std::nullopt;
-  while (lines.next(line)) {
-    Cursor c(line);
-    int dimension = 0;
-    if (!(c.lit("  - dimension: ") && c.integer(dimension) && c.at_end()) ||
-        dimension != static_cast<int>(t.rings.size())) {
-      return std::nullopt;
-    }
-    if (!lines.next(line) || line != "    rings:") return std::nullopt;
-    auto& rings = t.rings.emplace_back();
-    while (lines.peek(line) && line.starts_with("      - ")) {
-      lines.next(line);
-      if (!fast_ring(line, rings.emplace_back())) return std::nullopt;
-    }
-    if (rings.empty()) return std::nullopt;
+  if (!lines.next(line) || line != "ring_orders:" ||
+      !fast_rings_and_links(lines, text, source, t)) {
+    return std::nullopt;
   }
   if (t.rings.empty()) return std::nullopt;
   return t;

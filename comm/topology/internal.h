@@ -12,6 +12,10 @@
 #include "base/text.h"
 #include "comm/topology.h"
 
+namespace YAML {
+class Node;
+}  // namespace YAML
+
 namespace ddl::comm::topology {
 
 /// `s` in single quotes, for messages.
@@ -46,6 +50,10 @@ void check_major(const FormatVersion& v, const std::string& source);
 /// Reads "version: ..." in any quoting and throws when it names another major version; does
 /// nothing on any other line.
 void sniff_version(std::string_view line, const std::string& source);
+
+/// The `links:` of a 1.1 file (its node, read with yaml-cpp by either reader). Throws
+/// TopologyError "SOURCE:LINE:COLUMN: links.FIELD: problem".
+LinkMeasurement read_links(const YAML::Node& links, const std::string& source);
 
 /// validate(t), its message prefixed with `source`.
 void validate_read(const Topology& t, const std::string& source);

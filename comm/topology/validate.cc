@@ -279,6 +279,36 @@ void validate_rings(const Topology& t) {
   }
 }
 
+// Measured links name hosts that exist, pairs of two different hosts, and each host in at most
+// one rack.
+void validate_links(const Topology& t) {
+  if (!t.links) return;
+  const auto host = [&](int index, const std::string& what) {
+    if (t.find_host(index) == nullptr) {
+      throw TopologyError("links: " + what + " names host " + std::to_string(index) +
+                          ", which is not among the hosts");
+    }
+  };
+  std::vector<int> rack_of(t.hosts.size(), -1);
+  for (size_t r = 0; r < t.links->racks.size(); ++r) {
+    for (int index : t.links->racks[r]) {
+      host(index, "rack " + std::to_string(r));
+      if (rack_of[static_cast<size_t>(index)] >= 0) {
+        throw TopologyError("links: host " + std::to_string(index) + " is in rack " +
+                            std::to_string(rack_of[static_cast<size_t>(index)]) + " and in rack " +
+                            std::to_string(r));
+      }
+      rack_of[static_cast<size_t>(index)] = static_cast<int>(r);
+    }
+  }
+  for (const LinkSample& pair : t.links->pairs) {
+    const std::string what = "the pair " + std::to_string(pair.a) + "-" + std::to_string(pair.b);
+    host(pair.a, what);
+    host(pair.b, what);
+    if (pair.a == pair.b) throw TopologyError("links: " + what + " joins a host to itself");
+  }
+}
+
 }  // namespace
 
 void validate(const Topology& topology) {
@@ -287,6 +317,7 @@ void validate(const Topology& topology) {
   validate_placements(topology, by_rank);
   validate_mode(topology);
   validate_rings(topology);
+  validate_links(topology);
 }
 
 namespace topology {

@@ -55,10 +55,22 @@ void put_field(std::string& out, std::string_view key, std::string_view value) {
   put_quoted(out, value);
 }
 
+void put_double(std::string& out, double value) {
+  char buf[32];
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, value);
+  out.append(buf, end);
+}
+
+void put_field(std::string& out, std::string_view key, double value) {
+  out += key;
+  put_double(out, value);
+}
+
 void put_header(std::string& out, const Topology& t) {
   out += "# ddlrun topology: where each rank runs and the rings it joins; see ddl-topology(5).\n";
+  // Format 1.0 unless the file holds what only 1.1 has, so that older readers take it fast.
   out += "version: \"" + std::to_string(kTopologyFormatMajor) + "." +
-         std::to_string(kTopologyFormatMinor) + "\"\n";
+         std::to_string(t.links ? kTopologyFormatMinor : 0) + "\"\n";
   put_field(out, "job_id: ", t.job_id);
   put_field(out, "\nmode: ", t.mode.str());
 }
@@ -104,6 +116,35 @@ void put_dimension(std::string& out, int d, const std::vector<Ring>& rings) {
   }
 }
 
+/// The measured links (format 1.1), after the ring orders.
+void put_links(std::string& out, const LinkMeasurement& links) {
+  put_field(out, "links:\n  seconds: ", links.seconds);
+  out += links.racks.empty() ? "\n  racks: []\n" : "\n  racks:\n";
+  for (const std::vector<int>& rack : links.racks) {
+    out += "    - [";
+    for (size_t i = 0; i < rack.size(); ++i) {
+      if (i) out += ", ";
+      put_int(out, rack[i]);
+    }
+    out += "]\n";
+  }
+  out += links.levels.empty() ? "  levels: []\n" : "  levels:\n";
+  for (const MeasuredLevel& level : links.levels) {
+    put_field(out, "    - {name: ", level.name);
+    put_field(out, ", bytes_per_s: ", level.bytes_per_s);
+    put_field(out, ", latency_s: ", level.latency_s);
+    out += "}\n";
+  }
+  out += links.pairs.empty() ? "  pairs: []\n" : "  pairs:\n";
+  for (const LinkSample& pair : links.pairs) {
+    put_field(out, "    - {a: ", pair.a);
+    put_field(out, ", b: ", pair.b);
+    put_field(out, ", bytes_per_s: ", pair.bytes_per_s);
+    put_field(out, ", latency_s: ", pair.latency_s);
+    out += "}\n";
+  }
+}
+
 }  // namespace
 
 std::string format_topology(const Topology& t) {
@@ -119,6 +160,7 @@ std::string format_topology(const Topology& t) {
   out += t.rings.empty() ? "ring_orders: []\n" : "ring_orders:\n";
   for (size_t d = 0; d < t.rings.size(); ++d)
     put_dimension(out, static_cast<int>(d), t.rings[d]);
+  if (t.links) put_links(out, *t.links);
   return out;
 }
 

@@ -54,7 +54,7 @@ class GenericReader {
     check_major(*version, source_);
     strict_ = version->minor <= kTopologyFormatMinor;
 
-    check_keys(root, "", {"version", "job_id", "mode", "hosts", "ranks", "ring_orders"});
+    check_keys(root, "", {"version", "job_id", "mode", "hosts", "ranks", "ring_orders", "links"});
     Topology t;
     t.job_id = string(required(root, "", "job_id"), "job_id");
     const YAML::Node mode_node = required(root, "", "mode");
@@ -71,6 +71,7 @@ class GenericReader {
       t.ranks.push_back(rank(node, "ranks[" + std::to_string(i++) + "]"));
     for (const YAML::Node& node : sequence(required(root, "", "ring_orders"), "ring_orders"))
       t.rings.push_back(dimension(node, t.rings.size()));
+    if (const YAML::Node links = root["links"]) t.links = topology::read_links(links, source_);
     return t;
   }
 

@@ -732,6 +732,59 @@ TEST_F(TopologyFileTest, RoundTripsALargeJob) {
   EXPECT_EQ(parse_topology_generic(slurp(path("large.yaml")), "large.yaml"), t);
 }
 
+// small_topology() with what --probe-links would measure: two racks of one host each.
+Topology measured_topology() {
+  Topology t = small_topology();
+  t.links = LinkMeasurement{
+      0.25, {{0}, {1}}, {{"uplink", 31250000.5, 0.000125}}, {{0, 1, 31250000.5, 0.000125}}};
+  return t;
+}
+
+constexpr std::string_view kLinksText = R"(links:
+  seconds: 0.25
+  racks:
+    - [0]
+    - [1]
+  levels:
+    - {name: "uplink", bytes_per_s: 31250000.5, latency_s: 0.000125}
+  pairs:
+    - {a: 0, b: 1, bytes_per_s: 31250000.5, latency_s: 0.000125}
+)";
+
+TEST_F(TopologyFileTest, RoundTripsMeasuredLinksAsFormat11) {
+  const Topology t = measured_topology();
+  write_topology_file(t, path("links.yaml"));
+  const std::string text = slurp(path("links.yaml"));
+  EXPECT_EQ(text, replaced(std::string(kSmallText), "version: \"1.0\"", "version: \"1.1\"") +
+                      std::string(kLinksText));
+  EXPECT_EQ(read_topology_file(path("links.yaml")), t);
+  EXPECT_EQ(parse_topology_fast(text, "links.yaml"), t) << "written files take the fast path";
+  EXPECT_EQ(parse_topology_generic(text, "links.yaml"), t);
+}
+
+TEST(TopologyVersionTest, AFormat10ReaderReadsAFormat11FileWithoutItsLinks) {
+  // A 1.0 reader knows no `links:`: the fast reader stops there and hands the text to yaml-cpp,
+  // which ignores the fields of a newer minor version. The same holds for any newer minor.
+  const std::string text =
+      replaced(format_topology(measured_topology()), "version: \"1.1\"", "version: \"1.9\"") +
+      "fabric: {switches: 3}\n";
+  EXPECT_EQ(parse_topology_fast(text, "t.yaml"), std::nullopt);
+  EXPECT_EQ(parse_topology(text, "t.yaml"), measured_topology());
+}
+
+TEST(TopologyParseErrorTest, MeasuredLinks) {
+  const std::string text = format_topology(measured_topology());
+  EXPECT_EQ(parse_error(replaced(text, "seconds: 0.25", "seconds: soon")),
+            "topology.yaml:23:12: links.seconds: expected a number of at least 0, got 'soon'");
+  EXPECT_EQ(parse_error(replaced(text, "    - [1]\n", "    - [0]\n")),
+            "topology.yaml: links: host 0 is in rack 0 and in rack 1");
+  EXPECT_EQ(parse_error(replaced(text, "{a: 0, b: 1,", "{a: 0, b: 7,")),
+            "topology.yaml: links: the pair 0-7 names host 7, which is not among the hosts");
+  EXPECT_EQ(
+      parse_error(replaced(text, "  levels:\n    - {name: \"uplink\", ", "  levels:\n    - {")),
+      "topology.yaml:28:7: links.levels[0].name: missing");
+}
+
 TEST_F(TopologyFileTest, IsOwnerOnly) {
   const mode_t old_umask = umask(0);
   write_topology_file(small_topology(), path("topology.yaml"));

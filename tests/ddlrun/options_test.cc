@@ -177,6 +177,11 @@ TEST(OptionsTest, HardwareOptions) {
   EXPECT_EQ(o.job_id, "j9");
   EXPECT_FALSE(o.no_probe);
   EXPECT_TRUE(parse({"--no-probe", "prog"}).no_probe);
+  EXPECT_FALSE(o.probe_links);
+  EXPECT_TRUE(parse({"--probe-links", "prog"}).probe_links);
+  EXPECT_EQ(usage_error({"--probe-links", "--no-probe", "p"}),
+            "--probe-links measures between the hosts' NICs, which --no-probe leaves unknown; "
+            "give one of them");
   const ParsedCommandLine probe = parse_command_line({"--probe"});
   EXPECT_TRUE(probe.options.probe);
   EXPECT_TRUE(probe.options.program.empty());

@@ -1,0 +1,291 @@
+// The link agent (`ddlrun --link-agent`): one per host while --probe-links measures.
+//
+// How it works: the agent listens on a TCP port of every address and tells ddlrun the port on
+// its stdout. ddlrun then sends it lines: a token that other agents must present, and "test
+// ADDRESS PORT" for each pair it should measure as the sender. A test is one TCP connection:
+//  1. the token line;
+//  2. latency: kPings one-byte ping-pongs; half the median round trip;
+//  3. bandwidth: the sender writes for kBulkSeconds (at most kBulkBytes), then shuts down its
+//     side; the receiver times what arrives and answers "BYTES SECONDS" over the second half of
+//     the time it received: a token-bucket burst and TCP's slow start land in the first half.
+// A single poll loop serves both sides, one at a time: ddlrun puts each host in at most one
+// pair per round. The agent ends when its stdin does, or after a minute without a line.
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "base/check.h"
+#include "base/fd.h"
+#include "mapper/link_probe.h"
+
+namespace ddl::mapper {
+
+namespace {
+
+constexpr int kPings = 8;
+constexpr double kBulkSeconds = 0.06;
+constexpr std::size_t kBulkBytes = std::size_t{64} << 20;
+constexpr std::size_t kChunk = std::size_t{64} << 10;
+constexpr int kSendBuffer = 512 << 10;  // bounds what is still in flight when the sender stops
+constexpr int kIoTimeoutMs = 5000;      // for any one step of a test
+constexpr int kIdleMs = 60'000;
+
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+/// A socket closed when it goes out of scope.
+struct Socket {
+  int fd = -1;
+  explicit Socket(int f) : fd(f) {}
+  Socket(const Socket&) = delete;
+  Socket& operator=(const Socket&) = delete;
+  ~Socket() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+/// Thrown inside a test; its text becomes "error TEXT".
+struct TestFailed {
+  std::string why;
+};
+
+[[noreturn]] void failed(const std::string& what) {
+  throw TestFailed{what + ": " + base::errno_text(errno)};
+}
+
+/// Waits until `fd` is ready for `events`, at most kIoTimeoutMs.
+void wait_for(int fd, short events, const char* what) {
+  pollfd p{fd, events, 0};
+  int n;
+  while ((n = ::poll(&p, 1, kIoTimeoutMs)) < 0 && errno == EINTR) {
+  }
+  if (n == 0) throw TestFailed{std::string("timed out ") + what};
+  if (n < 0) failed(what);
+}
+
+void send_all(int fd, const char* data, std::size_t size) {
+  while (size > 0) {
+    const ssize_t n = ::send(fd, data, size, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      wait_for(fd, POLLOUT, "sending");
+      continue;
+    }
+    if (n < 0) failed("send");
+    data += n;
+    size -= static_cast<std::size_t>(n);
+  }
+}
+
+/// Reads up to `size` bytes: their count, 0 at EOF.
+std::size_t receive_some(int fd, char* data, std::size_t size) {
+  for (;;) {
+    wait_for(fd, POLLIN, "receiving");
+    const ssize_t n = ::recv(fd, data, size, 0);
+    if (n >= 0) return static_cast<std::size_t>(n);
+    if (errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK) failed("recv");
+  }
+}
+
+/// Reads up to a '\n' (not kept); throws at EOF.
+std::string receive_line(int fd) {
+  std::string line;
+  char c = 0;
+  while (receive_some(fd, &c, 1) == 1) {
+    if (c == '\n') return line;
+    if (line.size() > 256) break;
+    line += c;
+  }
+  throw TestFailed{"the other agent closed the connection"};
+}
+
+void set_int(int fd, int level, int option, int value) {
+  ::setsockopt(fd, level, option, &value, sizeof value);
+}
+
+/// A TCP connection to address:port, made within kIoTimeoutMs.
+int connect_to(const std::string& address, const std::string& port) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (const int rc = ::getaddrinfo(address.c_str(), port.c_str(), &hints, &found); rc != 0) {
+    throw TestFailed{"cannot resolve " + address + ": " + ::gai_strerror(rc)};
+  }
+  Socket s(::socket(found->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  const int rc = s.fd < 0 ? -1 : ::connect(s.fd, found->ai_addr, found->ai_addrlen);
+  ::freeaddrinfo(found);
+  if (s.fd < 0) failed("socket");
+  if (rc != 0 && errno != EINPROGRESS) failed("connect to " + address + ":" + port);
+  wait_for(s.fd, POLLOUT, ("connecting to " + address + ":" + port).c_str());
+  int err = 0;
+  socklen_t len = sizeof err;
+  ::getsockopt(s.fd, SOL_SOCKET, SO_ERROR, &err, &len);
+  if (err != 0) {
+    errno = err;
+    failed("connect to " + address + ":" + port);
+  }
+  set_int(s.fd, IPPROTO_TCP, TCP_NODELAY, 1);
+  set_int(s.fd, SOL_SOCKET, SO_SNDBUF, kSendBuffer);
+  const int fd = s.fd;
+  s.fd = -1;
+  return fd;
+}
+
+/// The sender's side of a test: "ok LATENCY BANDWIDTH".
+std::string run_test(const std::string& address, const std::string& port,
+                     const std::string& token) {
+  Socket s(connect_to(address, port));
+  const std::string hello = token + "\n";
+  send_all(s.fd, hello.data(), hello.size());
+  std::vector<double> rtt;
+  char byte = 'p';
+  for (int i = 0; i < kPings; ++i) {
+    const Clock::time_point t = Clock::now();
+    send_all(s.fd, &byte, 1);
+    if (receive_some(s.fd, &byte, 1) != 1)
+      throw TestFailed{"the other agent closed the connection"};
+    rtt.push_back(since(t));
+  }
+  std::sort(rtt.begin(), rtt.end());
+  const std::vector<char> chunk(kChunk, 'x');
+  const Clock::time_point start = Clock::now();
+  for (std::size_t sent = 0; sent < kBulkBytes && since(start) < kBulkSeconds; sent += kChunk)
+    send_all(s.fd, chunk.data(), chunk.size());
+  ::shutdown(s.fd, SHUT_WR);
+  const std::string reply = receive_line(s.fd);
+  double bytes = 0, seconds = 0;
+  if (std::sscanf(reply.c_str(), "%lf %lf", &bytes, &seconds) != 2 || seconds <= 0) {
+    throw TestFailed{"the other agent answered '" + reply + "'"};
+  }
+  char out[96];
+  std::snprintf(out, sizeof out, "ok %.9g %.9g", rtt[rtt.size() / 2] / 2, bytes / seconds);
+  return out;
+}
+
+/// The receiver's side: checks the token, answers the pings, times the bulk transfer.
+void serve_test(int fd, const std::string& token) {
+  if (token.empty() || receive_line(fd) != token) return;  // not one of ours
+  char byte = 0;
+  for (int i = 0; i < kPings; ++i) {
+    if (receive_some(fd, &byte, 1) != 1) return;
+    send_all(fd, &byte, 1);
+  }
+  std::vector<std::pair<double, std::size_t>> arrived;  // (time, bytes so far) per read
+  std::vector<char> buffer(kChunk);
+  const Clock::time_point start = Clock::now();
+  std::size_t total = 0;
+  for (std::size_t n; (n = receive_some(fd, buffer.data(), buffer.size())) > 0;) {
+    total += n;
+    arrived.emplace_back(since(start), total);
+  }
+  if (arrived.size() < 2) throw TestFailed{"no bulk data arrived"};
+  const double first = arrived.front().first, last = arrived.back().first;
+  const auto mid = std::lower_bound(arrived.begin(), arrived.end(),
+                                    std::make_pair((first + last) / 2, std::size_t{0}));
+  const auto from = mid == arrived.end() || mid->first >= last ? arrived.begin() : mid;
+  char out[64];
+  std::snprintf(out, sizeof out, "%zu %.9g\n", total - from->second, last - from->first);
+  send_all(fd, out, std::strlen(out));
+}
+
+/// A listening TCP socket on every address (IPv6 with IPv4 mapped, else IPv4) and its port.
+std::pair<int, int> listen_any() {
+  for (const int family : {AF_INET6, AF_INET}) {
+    Socket s(::socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (s.fd < 0) continue;
+    sockaddr_storage addr{};
+    socklen_t len = family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
+    addr.ss_family = static_cast<sa_family_t>(family);
+    if (family == AF_INET6) set_int(s.fd, IPPROTO_IPV6, IPV6_V6ONLY, 0);
+    if (::bind(s.fd, reinterpret_cast<sockaddr*>(&addr), len) != 0 || ::listen(s.fd, 16) != 0 ||
+        ::getsockname(s.fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+      continue;
+    }
+    const int port = ntohs(family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port
+                                              : reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
+    const int fd = s.fd;
+    s.fd = -1;
+    return {fd, port};
+  }
+  return {-1, 0};
+}
+
+/// One line from ddlrun: the answer to send back ("" for none).
+std::string answer(const std::string& line, std::string& token) {
+  if (line.starts_with("token ")) {
+    token = line.substr(6);
+    return "ready";
+  }
+  char address[256], port[16];
+  if (std::sscanf(line.c_str(), "test %255s %15s", address, port) != 2) {
+    return "error unknown request '" + line + "'";
+  }
+  try {
+    return run_test(address, port, token);
+  } catch (const TestFailed& e) {
+    return "error " + e.why;
+  }
+}
+
+}  // namespace
+
+int run_link_agent(int in_fd, int out_fd) {
+  const auto [listen_fd, port] = listen_any();
+  if (listen_fd < 0) {
+    base::write_all(out_fd, "error cannot listen on a TCP port: " + base::errno_text(errno) + "\n");
+    return 1;
+  }
+  const Socket listener(listen_fd);
+  // The address ddlrun's host connected from, as this host's sshd saw it (SSH_CONNECTION):
+  // where the other hosts reach ddlrun's own host.
+  const char* ssh = std::getenv("SSH_CONNECTION");
+  const std::string client = ssh && *ssh ? std::string(ssh).substr(0, std::strcspn(ssh, " ")) : "-";
+  if (base::write_all(out_fd, "ddl-link-agent 1 " + std::to_string(port) + " " + client + "\n") !=
+      0) {
+    return 1;
+  }
+  std::string token, pending;
+  for (;;) {
+    pollfd p[2] = {{in_fd, POLLIN, 0}, {listen_fd, POLLIN, 0}};
+    const int n = ::poll(p, 2, kIdleMs);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return 1;
+    if (p[1].revents & POLLIN) {
+      const Socket peer(::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC));
+      try {
+        if (peer.fd >= 0) serve_test(peer.fd, token);
+      } catch (const TestFailed&) {  // the sender reports it
+      }
+    }
+    if (p[0].revents == 0) continue;
+    char buf[4096];
+    const ssize_t got = ::read(in_fd, buf, sizeof buf);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return 0;
+    pending.append(buf, static_cast<std::size_t>(got));
+    for (std::size_t nl; (nl = pending.find('\n')) != std::string::npos;) {
+      const std::string reply = answer(pending.substr(0, nl), token);
+      pending.erase(0, nl + 1);
+      if (!reply.empty() && base::write_all(out_fd, reply + "\n") != 0) return 1;
+    }
+  }
+}
+
+}  // namespace ddl::mapper

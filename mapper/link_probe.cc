@@ -1,0 +1,385 @@
+// probe_links: a link agent on every host, driven by lines, measured by measure_links.
+//
+// How it works:
+//  1. Every host's agent starts at once, one thread per host: over ssh in a new channel of the
+//     session the hardware probe kept (or of a new login), or, for this host, in a thread of
+//     this process over a socket pair. Each says its port; each gets the run's token.
+//  2. measure_links runs the rounds; a round sends "test ADDRESS PORT" to the first host of
+//     each pair, all pairs at once (a thread each), and waits for their answers.
+//  3. The agents are stopped by closing their stdin (the channel, the socket pair); kept
+//     sessions go back where they came from.
+
+#include "mapper/link_probe.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "base/check.h"
+#include "base/fd.h"
+#include "mapper/probe_ssh.h"
+
+namespace ddl::mapper {
+
+namespace {
+
+using std::chrono::milliseconds;
+
+constexpr milliseconds kTestTimeout{10'000};  // one pair's test, answered by its agent
+constexpr int kSliceMs = 50;
+
+/// One host's agent, spoken to in lines.
+class Agent {
+ public:
+  virtual ~Agent() = default;
+  /// Sends one line (the '\n' added). Throws LinkError.
+  virtual void send(const std::string& line) = 0;
+  /// The next line it prints, waiting at most `timeout`. Throws LinkError.
+  virtual std::string line(milliseconds timeout) = 0;
+  int port = 0;
+  std::string address;
+  std::string client;  ///< where its host saw ddlrun's host log in from; "-": not known
+};
+
+/// Takes a line out of `buffer` when it holds one.
+bool take_line(std::string& buffer, std::string& line) {
+  const std::size_t nl = buffer.find('\n');
+  if (nl == std::string::npos) return false;
+  line = buffer.substr(0, nl);
+  buffer.erase(0, nl + 1);
+  return true;
+}
+
+/// An agent in a channel of an ssh session (kept by the probe, or ours).
+class SshAgent : public Agent {
+ public:
+  SshAgent(ssh::KeptSessions::Kept kept, std::unique_ptr<ssh::Channel> channel,
+           std::shared_ptr<ssh::KeptSessions> home, std::string host)
+      : kept_(std::move(kept)),
+        channel_(std::move(channel)),
+        home_(std::move(home)),
+        host_(std::move(host)) {}
+  ~SshAgent() override {
+    channel_.reset();  // closes the agent's stdin: it ends
+    if (home_ && kept_.session) home_->put(host_, std::move(kept_));
+  }
+
+  void send(const std::string& line) override {
+    const std::string text = line + "\n";
+    std::string_view rest = text;
+    const base::Deadline deadline(kTestTimeout);
+    while (!rest.empty()) {
+      const int n = channel_->write(rest);
+      if (n < 0) throw LinkError("cannot write to the link agent: " + kept_.session->error());
+      if (n == 0 && deadline.passed()) throw LinkError("the link agent takes no input");
+      if (n == 0) std::this_thread::sleep_for(milliseconds(1));
+      rest.remove_prefix(static_cast<std::size_t>(n));
+    }
+  }
+
+  std::string line(milliseconds timeout) override {
+    const base::Deadline deadline(timeout);
+    for (std::string line;;) {
+      if (take_line(buffer_, line)) return line;
+      char buf[4096];
+      const int n = channel_->read(buf, sizeof buf, ssh::Stream::kStdout);
+      if (n == ssh::Channel::kEof || n == ssh::Channel::kError) {
+        char err[512];
+        const int e = channel_->read(err, sizeof err, ssh::Stream::kStderr);
+        throw LinkError("the link agent ended" +
+                        (e > 0 ? ": " + std::string(err, static_cast<std::size_t>(e)) : ""));
+      }
+      if (n > 0) {
+        buffer_.append(buf, static_cast<std::size_t>(n));
+        continue;
+      }
+      if (deadline.passed()) throw LinkError("the link agent did not answer in time");
+      channel_->poll(milliseconds(deadline.poll_ms(kSliceMs)));
+    }
+  }
+
+ private:
+  ssh::KeptSessions::Kept kept_;
+  std::unique_ptr<ssh::Channel> channel_;
+  std::shared_ptr<ssh::KeptSessions> home_;
+  std::string host_;
+  std::string buffer_;
+};
+
+/// This host's agent: run_link_agent in a thread, over a socket pair.
+class LocalAgent : public Agent {
+ public:
+  LocalAgent() {
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds_) != 0) {
+      throw LinkError("cannot make a socket pair: " + base::errno_text(errno));
+    }
+    thread_ = std::thread([fd = fds_[1]] { run_link_agent(fd, fd); });
+  }
+  ~LocalAgent() override {
+    ::shutdown(fds_[0], SHUT_RDWR);  // the agent reads EOF and returns
+    thread_.join();
+    ::close(fds_[0]);
+    ::close(fds_[1]);
+  }
+
+  void send(const std::string& line) override {
+    if (base::write_all(fds_[0], line + "\n") != 0) throw LinkError("the link agent ended");
+  }
+
+  std::string line(milliseconds timeout) override {
+    const base::Deadline deadline(timeout);
+    for (std::string line;;) {
+      if (take_line(buffer_, line)) return line;
+      pollfd p{fds_[0], POLLIN, 0};
+      if (::poll(&p, 1, deadline.poll_ms(kSliceMs)) == 0) {
+        if (deadline.passed()) throw LinkError("the link agent did not answer in time");
+        continue;
+      }
+      char buf[4096];
+      const ssize_t n = ::read(fds_[0], buf, sizeof buf);
+      if (n <= 0 && errno != EINTR) throw LinkError("the link agent ended");
+      if (n > 0) buffer_.append(buf, static_cast<std::size_t>(n));
+    }
+  }
+
+ private:
+  int fds_[2] = {-1, -1};
+  std::thread thread_;
+  std::string buffer_;
+};
+
+/// Starts `host`'s agent and reads its port.
+std::unique_ptr<Agent> start_agent(const LinkHost& host, const LinkProbeOptions& o) {
+  std::unique_ptr<Agent> agent;
+  if (host.local) {
+    agent = std::make_unique<LocalAgent>();
+  } else {
+    ssh::KeptSessions::Kept kept;
+    if (o.sessions) kept = o.sessions->take(host.name);
+    try {
+      if (!kept.session) kept.session = ssh::libssh_connector().connect(host.name, o.ssh);
+      std::unique_ptr<ssh::Channel> channel = kept.session->exec(o.agent_command);
+      agent =
+          std::make_unique<SshAgent>(std::move(kept), std::move(channel), o.sessions, host.name);
+    } catch (const ssh::Error& e) {
+      if (o.sessions && kept.session) o.sessions->put(host.name, std::move(kept));
+      throw LinkError(e.what());
+    }
+  }
+  const std::string hello = agent->line(o.ssh.connect_timeout);
+  char client[64] = "";
+  if (std::sscanf(hello.c_str(), "ddl-link-agent 1 %d %63s", &agent->port, client) != 2) {
+    throw LinkError("'" + o.agent_command + "' printed '" + hello +
+                    "', not a link agent's greeting; is ddlrun the same version there?");
+  }
+  agent->address = host.address;
+  agent->client = client;
+  return agent;
+}
+
+/// A random token, so that only our agents' tests are served.
+std::string make_token() {
+  std::random_device random;
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%08x%08x%08x%08x", random(), random(), random(), random());
+  return buf;
+}
+
+/// Runs `fn(i)` for i in 0..count-1, each in a thread of its own, and joins them.
+template <typename Fn>
+void in_parallel(std::size_t count, Fn fn) {
+  std::vector<std::jthread> threads;
+  threads.reserve(count);
+  for (std::size_t i = 0; i < count; ++i)
+    threads.emplace_back([&fn, i] { fn(i); });
+}
+
+/// Gives this host's agent (an empty address) the address the other hosts saw ddlrun log in
+/// from, else its name.
+void reach_this_host(std::vector<std::unique_ptr<Agent>>& agents,
+                     const std::vector<LinkHost>& hosts) {
+  std::string seen;
+  for (const auto& agent : agents) {
+    if (agent->client != "-" && !agent->client.empty()) seen = agent->client;
+  }
+  for (std::size_t i = 0; i < hosts.size(); ++i) {
+    if (agents[i]->address.empty()) agents[i]->address = seen.empty() ? hosts[i].name : seen;
+  }
+}
+
+/// The agents of every host; throws LinkError naming each that failed.
+std::vector<std::unique_ptr<Agent>> start_agents(const std::vector<LinkHost>& hosts,
+                                                 const LinkProbeOptions& o) {
+  std::vector<std::unique_ptr<Agent>> agents(hosts.size());
+  std::vector<std::string> errors(hosts.size());
+  const std::string token = make_token();
+  in_parallel(hosts.size(), [&](std::size_t i) {
+    try {
+      agents[i] = start_agent(hosts[i], o);
+      agents[i]->send("token " + token);
+      if (const std::string ready = agents[i]->line(o.ssh.connect_timeout); ready != "ready") {
+        throw LinkError("the link agent answered '" + ready + "' to its token");
+      }
+    } catch (const LinkError& e) {
+      errors[i] = e.what();
+    }
+  });
+  std::string failures;
+  int failed = 0;
+  for (std::size_t i = 0; i < hosts.size(); ++i) {
+    if (errors[i].empty()) continue;
+    ++failed;
+    failures += "\n  " + hosts[i].name + ": " + errors[i];
+  }
+  if (failed > 0) {
+    throw LinkError("cannot start the link agent on " + std::to_string(failed) + " of " +
+                    std::to_string(hosts.size()) + " hosts:" + failures);
+  }
+  reach_this_host(agents, hosts);
+  return agents;
+}
+
+/// Runs each round's tests through the agents.
+class AgentTester : public LinkTester {
+ public:
+  AgentTester(std::vector<std::unique_ptr<Agent>>& agents, const std::vector<LinkHost>& hosts)
+      : agents_(agents), hosts_(hosts) {}
+
+  std::vector<LinkSample> measure(const LinkRound& round,
+                                  std::vector<std::string>& notes) override {
+    std::vector<std::optional<LinkSample>> got(round.size());
+    std::mutex mutex;
+    in_parallel(round.size(), [&](std::size_t i) {
+      const auto [a, b] = round[i];
+      try {
+        got[i] = test(a, b);
+      } catch (const LinkError& e) {
+        const std::lock_guard lock(mutex);
+        notes.push_back("--probe-links: " + hosts_[static_cast<std::size_t>(a)].name + " -> " +
+                        hosts_[static_cast<std::size_t>(b)].name + ": " + e.what());
+      }
+    });
+    std::vector<LinkSample> out;
+    for (const auto& sample : got) {
+      if (sample) out.push_back(*sample);
+    }
+    return out;
+  }
+
+ private:
+  LinkSample test(int a, int b) {
+    Agent& from = *agents_[static_cast<std::size_t>(a)];
+    const Agent& to = *agents_[static_cast<std::size_t>(b)];
+    from.send("test " + to.address + " " + std::to_string(to.port));
+    const std::string reply = from.line(kTestTimeout);
+    LinkSample s{a, b, 0, 0};
+    if (std::sscanf(reply.c_str(), "ok %lf %lf", &s.latency_s, &s.bytes_per_s) != 2) {
+      throw LinkError(reply.starts_with("error ") ? reply.substr(6) : "answered '" + reply + "'");
+    }
+    return s;
+  }
+
+  std::vector<std::unique_ptr<Agent>>& agents_;
+  const std::vector<LinkHost>& hosts_;
+};
+
+}  // namespace
+
+LinkMeasurement probe_links(const std::vector<LinkHost>& hosts, const LinkProbeOptions& options,
+                            std::vector<std::string>& notes) {
+  std::vector<std::unique_ptr<Agent>> agents = start_agents(hosts, options);
+  AgentTester tester(agents, hosts);
+  const auto start = std::chrono::steady_clock::now();
+  const LinkClock clock = [start] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  return measure_links(static_cast<int>(hosts.size()), tester, clock, options.budget_s, notes);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The job's cache: one line per host, then the measurement, one line per item.
+//   ddl-links 1
+//   host NAME ADDRESS
+//   seconds S
+//   rack H H ...
+//   level NAME BYTES_PER_S LATENCY_S
+//   pair A B BYTES_PER_S LATENCY_S
+
+namespace {
+
+constexpr std::string_view kCacheHeader = "ddl-links 1";
+
+std::string hosts_lines(const std::vector<LinkHost>& hosts) {
+  std::string out;
+  for (const LinkHost& h : hosts)
+    out += "host " + h.name + " " + h.address + "\n";
+  return out;
+}
+
+/// One measurement line into `m`; false when it is none of the kinds.
+bool read_cache_line(std::istringstream& in, const std::string& kind, LinkMeasurement& m) {
+  if (kind == "seconds") return static_cast<bool>(in >> m.seconds);
+  if (kind == "rack") {
+    std::vector<int>& rack = m.racks.emplace_back();
+    for (int h; in >> h;)
+      rack.push_back(h);
+    return !rack.empty();
+  }
+  if (kind == "level") {
+    MeasuredLevel& l = m.levels.emplace_back();
+    return static_cast<bool>(in >> l.name >> l.bytes_per_s >> l.latency_s);
+  }
+  LinkSample& p = m.pairs.emplace_back();
+  return kind == "pair" && static_cast<bool>(in >> p.a >> p.b >> p.bytes_per_s >> p.latency_s);
+}
+
+}  // namespace
+
+std::optional<LinkMeasurement> read_links_cache(const std::string& path,
+                                                const std::vector<LinkHost>& hosts) {
+  const std::optional<std::string> text = read_cache_file(path);
+  const std::string head = std::string(kCacheHeader) + "\n" + hosts_lines(hosts);
+  if (!text || !text->starts_with(head)) return std::nullopt;
+  std::istringstream lines(text->substr(head.size()));
+  LinkMeasurement m;
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream in(line);
+    std::string kind;
+    if (!(in >> kind) || !read_cache_line(in, kind, m)) return std::nullopt;
+  }
+  for (const LinkSample& p : m.pairs) {
+    const int n = static_cast<int>(hosts.size());
+    if (p.a < 0 || p.b < 0 || p.a >= n || p.b >= n) return std::nullopt;
+  }
+  if (m.racks.empty()) return std::nullopt;
+  return m;
+}
+
+void write_links_cache(const std::string& path, const std::vector<LinkHost>& hosts,
+                       const LinkMeasurement& measured) {
+  std::ostringstream out;
+  out.precision(17);
+  out << kCacheHeader << "\n" << hosts_lines(hosts) << "seconds " << measured.seconds << "\n";
+  for (const std::vector<int>& rack : measured.racks) {
+    out << "rack";
+    for (int h : rack)
+      out << " " << h;
+    out << "\n";
+  }
+  for (const MeasuredLevel& l : measured.levels)
+    out << "level " << l.name << " " << l.bytes_per_s << " " << l.latency_s << "\n";
+  for (const LinkSample& p : measured.pairs)
+    out << "pair " << p.a << " " << p.b << " " << p.bytes_per_s << " " << p.latency_s << "\n";
+  write_cache_file(path, out.str());
+}
+
+}  // namespace ddl::mapper

@@ -1,0 +1,64 @@
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "mapper/links.h"
+#include "ssh/session.h"
+
+namespace ddl::mapper {
+
+// The side effects of --probe-links: a measuring agent on every host (`ddlrun --link-agent`,
+// started over ssh, or in this process for this host) and the LinkTester that drives them.
+// The agents speak lines on their stdin and stdout; the measurements themselves are TCP
+// between the agents, host to host, at the addresses the ranks will use.
+
+/// What `ddlrun --link-agent` does: listens on a TCP port of every address, prints
+/// "ddl-link-agent 1 PORT CLIENT" on `out_fd` (CLIENT: the address ddlrun's host logged in
+/// from, the first word of $SSH_CONNECTION, "-" without it), then answers the lines of `in_fd`:
+///   "token T"            tests against this agent must begin with T: "ready"
+///   "test ADDRESS PORT"  measures the link to the agent there: "ok LATENCY_S BYTES_PER_S",
+///                        or "error REASON"
+/// Between lines it serves the tests other agents run against it. Returns 0 when `in_fd`
+/// ends, 1 when it cannot listen or has been idle for a minute (nothing is left running).
+int run_link_agent(int in_fd, int out_fd);
+
+/// One host to measure.
+struct LinkHost {
+  std::string name;  ///< as listed, for messages and the kept sessions
+  /// What the other hosts' agents connect to (its ranks' address). Empty for this host: the
+  /// address the other hosts saw ddlrun log in from, else `name`.
+  std::string address;
+  bool local = false;  ///< this host: its agent runs in this process
+};
+
+/// How to reach the hosts and how long to measure.
+struct LinkProbeOptions {
+  ssh::Options ssh;           ///< how to log in where no kept session waits
+  std::string agent_command;  ///< what runs the agent on a host: "'/path/ddlrun' --link-agent"
+  /// The sessions the hardware probe kept, by host name: used for the agent's channel and put
+  /// back; null or a host without one: a new login.
+  std::shared_ptr<ssh::KeptSessions> sessions;
+  double budget_s = 1.5;  ///< for the rounds of transfers (sample_links)
+};
+
+/// Measures the links between `hosts` (job order): an agent on each, then measure_links over
+/// them with the steady clock, then every agent stopped. Throws LinkError naming every host
+/// whose agent could not start, and why.
+LinkMeasurement probe_links(const std::vector<LinkHost>& hosts, const LinkProbeOptions& options,
+                            std::vector<std::string>& notes);
+
+/// The measurement write_links_cache left at `path` for these same hosts (names and addresses,
+/// in order): nullopt when there is none, it cannot be read, or it was for other hosts.
+std::optional<LinkMeasurement> read_links_cache(const std::string& path,
+                                                const std::vector<LinkHost>& hosts);
+
+/// Keeps `measured` for `hosts` at `path` (read_cache_file's rules: 0600, written atomically,
+/// skipped when it cannot be written), so later ddlrun commands of the batch job skip the
+/// measurement.
+void write_links_cache(const std::string& path, const std::vector<LinkHost>& hosts,
+                       const LinkMeasurement& measured);
+
+}  // namespace ddl::mapper

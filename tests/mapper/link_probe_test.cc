@@ -1,0 +1,142 @@
+#include "mapper/link_probe.h"
+
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <thread>
+
+namespace ddl::mapper {
+namespace {
+
+// The agents themselves, over real loopback TCP: agents of "this host" run in this process.
+
+/// An agent in a thread, spoken to over a socket pair, as ddlrun speaks to one over ssh.
+class AgentThread {
+ public:
+  AgentThread() {
+    EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, fds_), 0);
+    thread_ = std::thread([this] { status_ = run_link_agent(fds_[1], fds_[1]); });
+  }
+  ~AgentThread() {
+    ::shutdown(fds_[0], SHUT_RDWR);
+    thread_.join();
+    ::close(fds_[0]);
+    ::close(fds_[1]);
+  }
+  void send(const std::string& line) {
+    const std::string text = line + "\n";
+    ASSERT_EQ(::write(fds_[0], text.data(), text.size()), static_cast<ssize_t>(text.size()));
+  }
+  std::string line() {
+    std::string out;
+    char c = 0;
+    while (::read(fds_[0], &c, 1) == 1 && c != '\n')
+      out += c;
+    return out;
+  }
+  int port() {
+    int port = 0;
+    EXPECT_EQ(std::sscanf(greeting_.c_str(), "ddl-link-agent 1 %d", &port), 1) << greeting_;
+    return port;
+  }
+  void greet() { greeting_ = line(); }
+
+ private:
+  int fds_[2] = {-1, -1};
+  int status_ = -1;
+  std::thread thread_;
+  std::string greeting_;
+};
+
+TEST(LinkAgentTest, MeasuresLoopback) {
+  AgentThread a, b;
+  a.greet();
+  b.greet();
+  a.send("token t0k3n");
+  b.send("token t0k3n");
+  EXPECT_EQ(a.line(), "ready");
+  EXPECT_EQ(b.line(), "ready");
+  a.send("test 127.0.0.1 " + std::to_string(b.port()));
+  double latency = 0, bandwidth = 0;
+  const std::string reply = a.line();
+  ASSERT_EQ(std::sscanf(reply.c_str(), "ok %lf %lf", &latency, &bandwidth), 2) << reply;
+  EXPECT_GT(latency, 0);
+  EXPECT_LT(latency, 0.1);
+  EXPECT_GT(bandwidth, 10e6) << "loopback moves more than 10 MB/s";
+}
+
+TEST(LinkAgentTest, AWrongTokenIsNotServed) {
+  AgentThread a, b;
+  a.greet();
+  b.greet();
+  a.send("token mine");
+  b.send("token theirs");
+  EXPECT_EQ(a.line(), "ready");
+  EXPECT_EQ(b.line(), "ready");
+  a.send("test 127.0.0.1 " + std::to_string(b.port()));
+  EXPECT_TRUE(a.line().starts_with("error ")) << "b closes the connection";
+}
+
+TEST(LinkAgentTest, ErrorsAreLines) {
+  AgentThread a;
+  a.greet();
+  a.send("hello");
+  EXPECT_EQ(a.line(), "error unknown request 'hello'");
+  a.send("test no.such.host.invalid 1");
+  EXPECT_TRUE(a.line().starts_with("error cannot resolve no.such.host.invalid: ")) << "";
+}
+
+TEST(ProbeLinksTest, ThreeLocalHostsAreOneRack) {
+  // An empty address: no other host saw where ddlrun logs in from, so the name.
+  const std::vector<LinkHost> hosts = {
+      {"a", "127.0.0.1", true}, {"b", "127.0.0.1", true}, {"localhost", "", true}};
+  std::vector<std::string> notes;
+  const LinkMeasurement m = probe_links(hosts, LinkProbeOptions{}, notes);
+  EXPECT_TRUE(notes.empty()) << notes.front();
+  EXPECT_EQ(m.pairs.size(), 3u);
+  EXPECT_EQ(m.racks, (std::vector<std::vector<int>>{{0, 1, 2}}));
+  ASSERT_EQ(m.levels.size(), 1u);
+  EXPECT_EQ(m.levels[0].name, "nic");
+  EXPECT_LT(m.seconds, 2.0);
+}
+
+TEST(ProbeLinksTest, AHostWhoseAgentCannotStartIsNamed) {
+  const std::vector<LinkHost> hosts = {{"a", "127.0.0.1", true}, {"ghost", "ghost", false}};
+  LinkProbeOptions o;
+  o.agent_command = "ddlrun --link-agent";
+  o.ssh.ssh_config = "/dev/null";
+  o.ssh.connect_timeout = std::chrono::milliseconds(500);
+  std::vector<std::string> notes;
+  try {
+    probe_links(hosts, o, notes);
+    FAIL() << "no error";
+  } catch (const LinkError& e) {
+    EXPECT_TRUE(std::string(e.what()).starts_with(
+        "cannot start the link agent on 1 of 2 hosts:\n  ghost: "))
+        << e.what();
+  }
+}
+
+TEST(LinksCacheTest, ReadsBackForTheSameHostsOnly) {
+  const std::string dir = ::testing::TempDir() + "links_cache_test";
+  std::filesystem::create_directories(dir);
+  const std::string path = dir + "/links.cache";
+  const std::vector<LinkHost> hosts = {{"n1", "10.0.0.1", false}, {"n2", "10.0.0.2", false}};
+  const LinkMeasurement m{
+      0.25, {{0}, {1}}, {{"uplink", 31250000.5, 1.25e-4}}, {{0, 1, 31250000.5, 1.25e-4}}};
+  write_links_cache(path, hosts, m);
+  EXPECT_EQ(read_links_cache(path, hosts), m);
+  EXPECT_EQ(read_links_cache(path, {{"n1", "10.0.0.1", false}, {"n2", "10.0.9.2", false}}),
+            std::nullopt)
+      << "another address";
+  EXPECT_EQ(read_links_cache(path, {hosts[0]}), std::nullopt) << "fewer hosts";
+  EXPECT_EQ(read_links_cache(dir + "/none", hosts), std::nullopt);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace ddl::mapper

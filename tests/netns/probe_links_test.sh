@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# ddlrun --probe-links against fake hosts (hosts.sh): with no --nodes or --racks, the measured
+# links alone give the racks.
+#  - Two racks x 2 hosts (netns_up_racks 2 2), host links shaped to 1 Gbit/s, the uplink to
+#    250 Mbit/s: ddlrun finds racks node1 node2 | node3 node4 and plans p:2x2x2x1; the topology
+#    file (format 1.1) holds the links; the text, YAML and JSON dry runs show them; -v says how
+#    long the measurement took; a batch job's second command reads them from the probe cache;
+#    --nodes wins over them; nothing is left running on the hosts.
+#  - Three hosts at 1 Gbit/s (netns_up 3): one rack, p:2x3x1x1; also with this host among
+#    them. A real job started with --probe-links runs.
+#
+# Usage: probe_links_test.sh DDLRUN   (exit 77, skipped, when not root or without ip netns/sshd)
+set -uo pipefail
+ddlrun=$(realpath "$1")
+# shellcheck source=SCRIPTDIR/hosts.sh
+source "$(dirname "$0")/hosts.sh"
+unset SSH_AUTH_SOCK
+fails=0
+fail() {
+  echo "FAIL: $1"
+  shift
+  local f
+  for f in "$@"; do sed 's/^/    | /' "$f"; done
+  fails=$((fails + 1))
+}
+
+# run NAME ARGS...: ddlrun with the hosts' ssh config; $out/NAME, NAME.err, NAME.rc
+run() {
+  local name=$1
+  shift
+  local start=$SECONDS
+  "$ddlrun" --ssh-config "$NETNS_SSH_CONFIG" "$@" >"$out/$name" 2>"$out/$name.err"
+  echo $? >"$out/$name.rc"
+  echo "  $name: ddlrun $* -> exit $(cat "$out/$name.rc") ($((SECONDS - start)) s)"
+  [[ $(cat "$out/$name.rc") == 0 ]] || fail "$name: exit $(cat "$out/$name.rc")" "$out/$name.err"
+}
+
+# nothing_left K...: no process of ours left on the hosts (only sshd).
+nothing_left() {
+  local k left
+  sleep 0.3
+  for k in "$@"; do
+    left=$(netns_pids "$k")
+    [[ -z $left ]] || fail "node$k: processes left: $(echo "$left" | tr '\n' ' ')"
+  done
+}
+
+# home: a fresh HOME under NETNS_DIR (no ssh config, keys or probe cache).
+home() {
+  export HOME="$NETNS_DIR/home"
+  mkdir -p "$HOME"
+  out="$NETNS_DIR/out"
+  mkdir -p "$out"
+}
+
+# 1. Two racks.
+netns_up_racks 2 2 || exit $?
+home
+for k in 1 2 3 4; do netns_shape "$k" 1gbit || fail "tc could not shape node$k"; done
+netns_shape_uplink 250mbit || fail "tc could not shape the uplink"
+hosts=node1:2,node2:2,node3:2,node4:2
+
+run racks --dry-run --probe-links -v -H "$hosts" --topology-file "$out/topo" prog
+grep -Fxq "mode:      p:2x2x2x1 (ranks per host x hosts per rack x racks per aisle x aisles, racks measured (--probe-links))" \
+  "$out/racks" || fail "racks: not mode p:2x2x2x1 from measured racks" "$out/racks" "$out/racks.err"
+grep -Fxq "  racks:   2 racks of 2 hosts: node1 node2 | node3 node4" "$out/racks" ||
+  fail "racks: the racks found" "$out/racks"
+grep -Eq '^  level nic: [0-9.]+ MB/s, [0-9.]+ [um]s$' "$out/racks" || fail "racks: nic level" "$out/racks"
+grep -Eq '^  level uplink: [0-9.]+ MB/s, [0-9.]+ [um]s$' "$out/racks" || fail "racks: uplink level" "$out/racks"
+grep -Eq '^links: +6 of 6 host pairs measured in [0-9]\.[0-9][0-9] s \(--probe-links\)$' "$out/racks" ||
+  fail "racks: links summary" "$out/racks"
+grep -Eq 'info.*--probe-links: 6 of 6 host pairs measured in [0-9.]+ s, 2 racks' "$out/racks.err" ||
+  fail "racks: -v does not say how long it took" "$out/racks.err"
+grep -q '^version: "1.1"$' "$out/topo" || fail "racks: topology file not format 1.1" "$out/topo"
+grep -Fxq '    - [0, 1]' "$out/topo" && grep -Fxq '    - [2, 3]' "$out/topo" ||
+  fail "racks: topology file racks" "$out/topo"
+sed -n '/^links:/,$p' "$out/racks"
+# The uplink measured well below the hosts' links (250 vs 1000 Mbit/s).
+awk '/^  level nic:/ { nic = $4 } /^  level uplink:/ { up = $4 }
+     END { exit !(up > 0 && nic > 2 * up) }' "$out/racks" ||
+  fail "racks: the uplink is not clearly slower than the hosts' links" "$out/racks"
+
+run racks_yaml --dry-run --output yaml --probe-links -H "$hosts" prog
+grep -Eq '^  racks:$' "$out/racks_yaml" && grep -Eq '^      - node3$' "$out/racks_yaml" ||
+  fail "racks_yaml: no racks" "$out/racks_yaml"
+grep -q '^  string: "p:2x2x2x1"$' "$out/racks_yaml" || fail "racks_yaml: mode" "$out/racks_yaml"
+run racks_json --dry-run --output json --probe-links -H "$hosts" prog
+grep -q '"pairs_measured": 6,' "$out/racks_json" || fail "racks_json: links" "$out/racks_json"
+
+# In a batch job (a job id) the measurement is cached with the probe: the second command of
+# the job reads it.
+run job1 --dry-run --probe-links -v --job-id links-job -H "$hosts" prog
+run job2 --dry-run --probe-links -v --job-id links-job -H "$hosts" prog
+grep -q "host pairs measured in .* s, 2 racks" "$out/job1.err" || fail "job1: not measured" "$out/job1.err"
+grep -q "host pairs measured in .* s (the job's cache), 2 racks" "$out/job2.err" ||
+  fail "job2: not from the job's cache" "$out/job2.err"
+grep -q '^mode:      p:2x2x2x1 ' "$out/job2" || fail "job2: mode" "$out/job2"
+
+# A job started with it: the ssh launcher's agents share the sessions the links were measured
+# through.
+run launch --probe-links -q -H "$hosts" true
+
+# --nodes still wins over the measurement.
+run nodes --dry-run --probe-links --nodes 4 -H "$hosts" prog
+grep -q '^mode:      p:2x4x1x1 ' "$out/nodes" || fail "nodes: --nodes 4 not kept" "$out/nodes"
+nothing_left 1 2 3 4
+netns_down
+
+# 2. Flat: three hosts at 1 Gbit/s.
+netns_up 3 || exit $?
+home
+for k in 1 2 3; do netns_shape "$k" 1gbit || fail "tc could not shape node$k"; done
+run flat --dry-run --probe-links -H node1:2,node2:2,node3:2 prog
+grep -q '^mode:      p:2x3x1x1 (ranks per host x hosts per rack x racks per aisle x aisles)$' \
+  "$out/flat" || fail "flat: mode" "$out/flat" "$out/flat.err"
+grep -Fxq "  racks:   1 rack of 3 hosts: node1 node2 node3" "$out/flat" || fail "flat: racks" "$out/flat"
+grep -q '^  level uplink' "$out/flat" && fail "flat: an uplink level" "$out/flat"
+sed -n '/^links:/,$p' "$out/flat"
+# This host among them: the others reach it at the address they saw ddlrun log in from.
+run local --dry-run --probe-links -H localhost:2,node1:2,node2:2 prog
+grep -Eq '^links: +3 of 3 host pairs measured in ' "$out/local" || fail "local: links" "$out/local" "$out/local.err"
+grep -Fxq "  racks:   1 rack of 3 hosts: localhost node1 node2" "$out/local" || fail "local: racks" "$out/local"
+nothing_left 1 2 3
+
+prefix=$NETNS_PREFIX
+netns_down
+if ip netns list | grep -q "^$prefix-"; then fail "namespaces left"; fi
+if ((fails)); then
+  echo "$fails check(s) failed"
+  exit 1
+fi
+echo "all checks passed"
