@@ -10,7 +10,7 @@
 
 #include "base/check.h"
 #include "comm/comm.h"
-#include "ddlrun/launch.h"
+#include "ddlrun/elastic.h"
 #include "ddlrun/options.h"
 #include "ddlrun/plan.h"
 #include "ddlrun/report.h"
@@ -86,7 +86,7 @@ int run_options(const Options& o, std::ostream& out, std::ostream& err, hostfile
     out << mapper::to_yaml(mapper::probe_hwloc(mapper::ProbeOptions{}));
     return kExitOk;
   }
-  const JobPlan plan = make_plan(o, getenv_fn, env_context, remote);
+  JobPlan plan = make_plan(o, getenv_fn, env_context, remote);
   for (const std::string& w : plan.warnings)
     log->warn("{}", hostfiles::printable(w));
   log->info("{} ranks on {}; hosts from {}", plan.placement.ranks,
@@ -100,7 +100,9 @@ int run_options(const Options& o, std::ostream& out, std::ostream& err, hostfile
     out << hostfiles::printable(render_plan(plan, o));
     return kExitOk;
   }
-  return launch(plan, o, *log);
+  const std::unique_ptr<JobRunner> runner =
+      make_job_runner(o, err, *log, getenv_fn, env_context, remote);
+  return run_with_restarts(std::move(plan), restart_limits(o), *runner);
 }
 
 template <typename... Errors>
