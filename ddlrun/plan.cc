@@ -267,13 +267,15 @@ std::vector<std::string> hardware_known_here(const Options& o, JobPlan& plan,
 
 /// Probes `hosts` with the prober, or over ssh. Unless this is a dry run, the ssh probe's
 /// sessions are kept in plan.sessions, and when `ssh_follows` each host's agent starts in its
-/// probe's channel.
+/// probe's channel. `fresh` passes by the job's disk cache, so that every host is reached (a
+/// restart's check that it still answers).
 std::vector<mapper::HostProbe> probe_remote_hosts(const Options& o, JobPlan& plan,
                                                   const RemoteProber& prober,
                                                   const std::vector<std::string>& hosts,
-                                                  bool ssh_follows) {
+                                                  bool ssh_follows, bool fresh) {
   if (prober.probe) return prober.probe(hosts);
   mapper::SshProbeOptions so = ssh_probe_options(o, plan.job_id);
+  if (fresh) so.job_id.clear();
   if (!o.dry_run) {  // the ssh launcher runs each agent through its probe's session
     plan.sessions = std::make_shared<mapper::SshSessions>();
     so.keep_sessions = plan.sessions;
@@ -334,7 +336,8 @@ void record_probes(JobPlan& plan, const std::vector<mapper::HostProbe>& results,
 
 /// Each host's hardware: from --host-xml, this host's hwloc (hosts named in `local_names`), or
 /// the prober. Fills plan.inventories and plan.hardware_from; throws ProbeError listing every
-/// host that failed.
+/// host that failed, or with `drop_unreachable` leaves those out (plan.unreachable), each host
+/// probed past the job's disk cache.
 void gather_hardware(const Options& o, JobPlan& plan, const RemoteProber& prober,
                      const std::vector<std::string>& local_names, bool ssh_follows,
                      bool drop_unreachable) {
@@ -347,8 +350,9 @@ void gather_hardware(const Options& o, JobPlan& plan, const RemoteProber& prober
   if (remote_hosts.empty()) return;
   record_probes(
       plan,
-      drop_failed_probes(plan, probe_remote_hosts(o, plan, prober, remote_hosts, ssh_follows),
-                         drop_unreachable),
+      drop_failed_probes(
+          plan, probe_remote_hosts(o, plan, prober, remote_hosts, ssh_follows, drop_unreachable),
+          drop_unreachable),
       prober.name);
 }
 

@@ -7,6 +7,8 @@
 
 #include <deque>
 
+#include "mapper/mapper.h"
+
 namespace ddl::cli {
 namespace {
 
@@ -238,6 +240,50 @@ TEST(ElasticTest, TheFirstPlanMustFitTheLimits) {
                  "raise MAX");
   }
   EXPECT_TRUE(r.runs.empty());
+}
+
+std::optional<std::string> no_env(const char*, void*) {
+  return std::nullopt;
+}
+
+// make_plan's part of a restart: the hosts left out, a host whose probe fails dropped (not an
+// error), -n scaled with the hosts.
+TEST(ElasticTest, ReplanLeavesHostsOut) {
+  Options o;
+  o.hosts = {"n1:2,n2:2,n3:2"};
+  o.np = 6;
+  o.dry_run = true;
+  o.program = {"p"};
+  Names asked;
+  const RemoteProbe remote = [&asked](const Names& hosts) {
+    std::vector<mapper::HostProbe> out;
+    for (const std::string& h : hosts) {
+      asked.push_back(h);
+      mapper::HostProbe p;
+      p.host = h;
+      if (h == "n3") {
+        p.error = "connection refused (fake)";
+      } else {
+        mapper::ProbeOptions po;
+        po.xml_path = std::string(DDL_TEST_DATA_DIR) + "/topologies/laptop-1p4c8t.xml";
+        p.inventory = mapper::probe_hwloc(po);
+      }
+      out.push_back(std::move(p));
+    }
+    return out;
+  };
+  Replan replan;
+  replan.without = {"n2"};
+  replan.drop_unreachable = true;
+  replan.first_hosts = 3;
+  const JobPlan plan = make_plan(o, no_env, nullptr, remote, replan);
+  EXPECT_EQ(asked, (Names{"n1", "n3"}));
+  EXPECT_EQ(FakeRunner::host_names(plan), (Names{"n1"}));
+  EXPECT_EQ(
+      plan.unreachable,
+      (std::vector<std::pair<std::string, std::string>>{{"n3", "connection refused (fake)"}}));
+  EXPECT_EQ(plan.placement.ranks, 2);
+  EXPECT_THROW(make_plan(o, no_env, nullptr, remote), mapper::ProbeError);  // a first plan
 }
 
 TEST(ElasticTest, LimitsFromTheOptions) {

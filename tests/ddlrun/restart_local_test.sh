@@ -5,6 +5,7 @@
 #     TORCHELASTIC_RESTART_COUNT=1, TORCHELASTIC_MAX_RESTARTS=1 and a job id of its own, the
 #     restart and the summary are printed, and the job exits 0; without the option (and with
 #     --max-restarts 0) it exits 3 as before, with no restart note;
+#   - the same through --launcher mpirun (Open MPI), when installed: mpirun is started again;
 #   - a rank that fails on every attempt: the restarts run out, the exit status is the last
 #     failure's;
 #   - a libddl job (tests/chaos/chaos_loop) whose rank 1 is frozen (SIGSTOP) on the first
@@ -53,6 +54,17 @@ for r in 0 1 2 3; do
   grep -Eqx "rank $r of 4: attempt 1 te 1 max 1 job ddlrun-[0-9]+-r1" "$work/once.out" ||
     fail "once: rank $r of attempt 1 missing or with the wrong variables" "$work/once.out"
 done
+
+# Through mpirun (Open MPI), when installed: the loop starts mpirun again.
+if command -v mpirun >/dev/null && mpirun --version 2>/dev/null | grep -q 'Open MPI'; then
+  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+    job mpirun --launcher mpirun --max-restarts 1 "$work/rank.sh"
+  [[ $(rc mpirun) == 0 ]] || fail "mpirun: exit $(rc mpirun), not 0" "$work/mpirun.err"
+  grep -qx "ddlrun: restart 1 of 1 after mpirun exited with status 3; 4 ranks on 1 host" \
+    "$work/mpirun.err" || fail "mpirun: no restart note" "$work/mpirun.err"
+  (($(grep -c "^rank [0-3] of 4: attempt 1 te 1 max 1 job ddlrun-[0-9]*-r1$" "$work/mpirun.out") == 4)) ||
+    fail "mpirun: attempt 1 did not run 4 ranks" "$work/mpirun.out"
+fi
 
 for flags in "" "--max-restarts 0"; do
   # shellcheck disable=SC2086  # no flag, or two words

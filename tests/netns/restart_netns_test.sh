@@ -19,7 +19,7 @@ if ! "$python" -c 'import torch' 2>/dev/null; then
   echo "restart_netns: $python cannot import torch: skipped"
   exit 77
 fi
-# shellcheck source=hosts.sh
+# shellcheck source=SCRIPTDIR/hosts.sh
 source "$here/hosts.sh"
 netns_up 3 || exit $?
 unset SSH_AUTH_SOCK
@@ -77,7 +77,7 @@ faulted lost 10 --max-restarts 1 --min-hosts 2
 grep -Eq "^ddlrun: restart 1 of 1 after node3: .*; 4 ranks on 2 hosts without node3$" \
   "$out/lost.err" || fail "lost: no restart note naming node3" "$out/lost.err"
 resumed=$(sed -n 's/^attempt 1: 4 ranks, starting at step \([0-9]*\)$/\1/p' "$out/lost")
-[[ -n $resumed ]] && ((resumed >= 10)) ||
+[[ -n $resumed && $resumed -ge 10 ]] ||
   fail "lost: attempt 1 did not resume from a checkpoint at step 10 or later" "$out/lost"
 for r in 0 1 2 3; do
   grep -qx "rank $r of 4 ok" "$out/lost" || fail "lost: rank $r of 4 did not finish" "$out/lost"
@@ -118,11 +118,7 @@ grep '^ddlrun: ' "$out/strict.err" | grep -v warning | sed 's/^/  strict | /'
 
 # 4. Nothing left on any host (3 s for sessions to end), nor here.
 for k in 1 2 3; do
-  for ((i = 0; i < 30; i++)); do
-    left=$(netns_pids "$k")
-    [[ -z $left ]] && break
-    sleep 0.1
-  done
+  left=$(netns_leftovers "$k")
   [[ -z $left ]] || fail "processes left on node$k: $(ps -o pid=,args= -p "${left//$'\n'/,}")"
 done
 left=$(pgrep -f "^$ddlrun " || true)
