@@ -9,7 +9,9 @@
 #   2. the reference: the checkpoint the restarted job resumed from, resumed by a fresh 4-rank
 #      job on node1 and node2: its final weights equal the restarted job's bit for bit.
 #   3. --min-hosts 3, the same fault: no restart; the job ends with the failure's status.
-#   4. nothing is left on any host, nor here.
+#   4. --nnodes 2:3: host 3, cut off on the first attempt, answers ssh again and rejoins at the
+#      restart after the next failure (6 ranks on 3 hosts again).
+#   5. nothing is left on any host, nor here.
 # Skips (77) when fake hosts cannot be made here or the interpreter has no torch.
 #   restart_netns_test.sh DDLRUN PYTHON_DIR PYTHON
 set -uo pipefail
@@ -116,7 +118,44 @@ said=$(sed -n 's/^ddlrun: not restarting the job: only 2 of its 3 hosts remain, 
 grep -q "^attempt 1" "$out/strict" && fail "strict: a second attempt ran" "$out/strict"
 grep '^ddlrun: ' "$out/strict.err" | grep -v warning | sed 's/^/  strict | /'
 
-# 4. Nothing left on any host (3 s for sessions to end), nor here.
+# 4. --nnodes 2:3: node3, lost on attempt 0, answers ssh again (only its processes were
+# killed) and rejoins at the restart after the next failure (rank 0 exits 5 on attempt 1).
+cat >"$out/rejoin.sh" <<'EOF'
+#!/bin/sh
+echo "attempt $DDL_RESTART_COUNT: rank $RANK of $WORLD_SIZE on $(hostname)"
+case $DDL_RESTART_COUNT in
+0) : >"$REJOIN_DIR/$(hostname).$RANK"; sleep 60 ;;
+1) if [ "$RANK" = 0 ]; then sleep 0.5; exit 5; fi; sleep 60 ;;
+esac
+EOF
+chmod +x "$out/rejoin.sh"
+mkdir -p "$out/rejoin.d"
+"$ddlrun" "${common[@]}" -H node1:2,node2:2,node3:2 --max-restarts 2 --nnodes 2:3 \
+  -x "REJOIN_DIR=$out/rejoin.d" "$out/rejoin.sh" </dev/null >"$out/rejoin" 2>"$out/rejoin.err" &
+job=$!
+for ((i = 0; i < 200; i++)); do
+  [[ -e $out/rejoin.d/node3.5 ]] && break
+  sleep 0.05
+done
+pids=$(netns_pids 3 | xargs)
+# shellcheck disable=SC2086  # a list of PIDs
+[[ -n $pids ]] && kill -KILL $pids 2>/dev/null
+for ((i = 0; i < 600; i++)); do
+  kill -0 "$job" 2>/dev/null || break
+  sleep 0.1
+done
+kill -KILL "$job" 2>/dev/null
+wait "$job"
+status=$?
+((status == 0)) || fail "rejoin: exit $status, not 0" "$out/rejoin.err"
+grep -Eq "^ddlrun: restart 1 of 2 after node3: .*; 4 ranks on 2 hosts without node3$" \
+  "$out/rejoin.err" || fail "rejoin: no restart without node3" "$out/rejoin.err"
+grep -qx "ddlrun: restart 2 of 2 after rank 0 (node1) exited with status 5; 6 ranks on 3 hosts" \
+  "$out/rejoin.err" || fail "rejoin: node3 did not rejoin at restart 2" "$out/rejoin.err"
+grep -qx "attempt 2: rank 5 of 6 on node3" "$out/rejoin" || fail "rejoin: no rank on node3" "$out/rejoin"
+grep '^ddlrun: ' "$out/rejoin.err" | grep -v warning | sed 's/^/  rejoin | /'
+
+# 5. Nothing left on any host (3 s for sessions to end), nor here.
 for k in 1 2 3; do
   left=$(netns_leftovers "$k")
   [[ -z $left ]] || fail "processes left on node$k: $(ps -o pid=,args= -p "${left//$'\n'/,}")"
