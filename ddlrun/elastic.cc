@@ -224,7 +224,8 @@ class LiveRunner : public JobRunner {
                          {"TORCHELASTIC_RESTART_COUNT", count},
                          {"TORCHELASTIC_MAX_RESTARTS", std::to_string(o.max_restarts)}});
     if (restart > 0) {
-      plan.topology.job_id += "-r" + count;
+      plan.job_id += "-r" + count;
+      plan.topology.job_id = plan.job_id;
       if (!o.topology_file.empty()) comm::write_topology_file(plan.topology, o.topology_file);
       log_.info("restart {}: the new plan:\n{}", restart,
                 hostfiles::printable(render_plan(plan, o)));

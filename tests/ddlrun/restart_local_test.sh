@@ -3,7 +3,7 @@
 #   - 4 ranks, rank 2 exits 3 on the first attempt only (DDL_RESTART_COUNT): with
 #     --max-restarts 1 the job restarts, every rank of attempt 1 sees DDL_RESTART_COUNT=1,
 #     TORCHELASTIC_RESTART_COUNT=1, TORCHELASTIC_MAX_RESTARTS=1 and a job id of its own, the
-#     restart and the summary are printed, and the job exits 0; without the option (and with
+#     restart and the summary are printed (-v: the new plan too), and the job exits 0; without the option (and with
 #     --max-restarts 0) it exits 3 as before, with no restart note;
 #   - the same through --launcher mpirun (Open MPI), when installed: mpirun is started again;
 #   - a rank that fails on every attempt: the restarts run out, the exit status is the last
@@ -44,12 +44,15 @@ job() {
 }
 rc() { cat "$work/$1.rc"; }
 
-job once --max-restarts 1 "$work/rank.sh"
+job once --max-restarts 1 -v "$work/rank.sh"
 [[ $(rc once) == 0 ]] || fail "once: exit $(rc once), not 0" "$work/once.err"
 grep -qx "ddlrun: restart 1 of 1 after rank 2 (localhost) exited with status 3; 4 ranks on 1 host" \
   "$work/once.err" || fail "once: no restart note" "$work/once.err"
 grep -qx "ddlrun: the job was restarted 1 time and ended with status 0:" "$work/once.err" ||
   fail "once: no summary" "$work/once.err"
+grep -qx "ddlrun: info: restart 1: the new plan:" "$work/once.err" &&
+  grep -Eqx "job id: +ddlrun-[0-9]+-r1" "$work/once.err" ||
+  fail "once: -v did not print the new plan" "$work/once.err"
 for r in 0 1 2 3; do
   grep -Eqx "rank $r of 4: attempt 1 te 1 max 1 job ddlrun-[0-9]+-r1" "$work/once.out" ||
     fail "once: rank $r of attempt 1 missing or with the wrong variables" "$work/once.out"
