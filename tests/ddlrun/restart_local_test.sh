@@ -50,9 +50,10 @@ grep -qx "ddlrun: restart 1 of 1 after rank 2 (localhost) exited with status 3; 
   "$work/once.err" || fail "once: no restart note" "$work/once.err"
 grep -qx "ddlrun: the job was restarted 1 time and ended with status 0:" "$work/once.err" ||
   fail "once: no summary" "$work/once.err"
-grep -qx "ddlrun: info: restart 1: the new plan:" "$work/once.err" &&
-  grep -Eqx "job id: +ddlrun-[0-9]+-r1" "$work/once.err" ||
+if ! grep -qx "ddlrun: info: restart 1: the new plan:" "$work/once.err" ||
+  ! grep -Eqx "job id: +ddlrun-[0-9]+-r1" "$work/once.err"; then
   fail "once: -v did not print the new plan" "$work/once.err"
+fi
 for r in 0 1 2 3; do
   grep -Eqx "rank $r of 4: attempt 1 te 1 max 1 job ddlrun-[0-9]+-r1" "$work/once.out" ||
     fail "once: rank $r of attempt 1 missing or with the wrong variables" "$work/once.out"
