@@ -14,7 +14,8 @@ left it, with however many ranks it now has: when ddlrun restarts a job on fewer
 (--max-restarts), the script needs nothing more. The directory comes from --checkpoint-dir, else
 $DDL_CHECKPOINT_DIR; it must be one every host sees (rank 0 may move). Rank 0 prints the attempt
 (DDL_RESTART_COUNT) and the step it starts from, each checkpoint, the wall-clock time of its
-first step, and at the end the digest of the final weights.
+first step, and at the end the digest of the final weights. With --backend the same runs on
+torch.distributed instead of the ddl package (and then under torchrun too, for comparison).
 """
 
 import argparse
@@ -41,6 +42,47 @@ def batch(step, size, rank, global_batch):
     return x[rank * share:(rank + 1) * share], y[rank * share:(rank + 1) * share]
 
 
+class DdlPackage:
+    """Ranks, gradient averaging and broadcast through the ddl package (under ddlrun)."""
+
+    def __init__(self):
+        self.rank, self.size = ddl.rank(), ddl.size()
+
+    def optimizer(self, optimizer):
+        return dt.DistributedOptimizer(optimizer)
+
+    def broadcast_object(self, obj):
+        return dt.broadcast_object(obj, root_rank=0)
+
+
+class TorchDistributed:
+    """The same through torch.distributed with `backend` (gloo, or ddl under ddlrun): the
+    script then also runs under torchrun, for comparison."""
+
+    def __init__(self, backend):
+        torch.distributed.init_process_group(backend)
+        self.rank = torch.distributed.get_rank()
+        self.size = torch.distributed.get_world_size()
+
+    def optimizer(self, optimizer):
+        step = optimizer.step
+
+        def averaged_step(closure=None):
+            for group in optimizer.param_groups:
+                for p in group["params"]:
+                    torch.distributed.all_reduce(p.grad)
+                    p.grad /= self.size
+            return step(closure)
+
+        optimizer.step = averaged_step
+        return optimizer
+
+    def broadcast_object(self, obj):
+        box = [obj]
+        torch.distributed.broadcast_object_list(box, src=0)
+        return box[0]
+
+
 def save(directory, state, keep):
     """Writes `state` to directory/ckpt.pt atomically (and to ckpt-<step>.pt with `keep`)."""
     os.makedirs(directory, exist_ok=True)
@@ -51,11 +93,11 @@ def save(directory, state, keep):
     os.replace(tmp, os.path.join(directory, "ckpt.pt"))
 
 
-def load(directory):
-    """The last checkpoint in `directory`, or None (rank 0 only; given to the others)."""
+def load(directory, comm):
+    """The last checkpoint in `directory`, or None (read by rank 0, given to the others)."""
     path = os.path.join(directory, "ckpt.pt")
-    state = torch.load(path) if ddl.rank() == 0 and os.path.exists(path) else None
-    return dt.broadcast_object(state, root_rank=0)
+    state = torch.load(path) if comm.rank == 0 and os.path.exists(path) else None
+    return comm.broadcast_object(state)
 
 
 def main():
@@ -67,27 +109,30 @@ def main():
     parser.add_argument("--lr", type=float, default=0.05)
     parser.add_argument("--step-delay", type=float, default=0.0, help="seconds, to watch it")
     parser.add_argument("--keep", action="store_true", help="keep every checkpoint too")
+    parser.add_argument("--backend", help="a torch.distributed backend (gloo, ddl) instead of "
+                        "the ddl package")
     args = parser.parse_args()
     if not args.checkpoint_dir:
         sys.exit("train_elastic: give --checkpoint-dir DIR or set DDL_CHECKPOINT_DIR")
 
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    rank, size = ddl.rank(), ddl.size()
+    comm = TorchDistributed(args.backend) if args.backend else DdlPackage()
+    rank, size = comm.rank, comm.size
     if args.global_batch % size:
         sys.exit(f"train_elastic: --global-batch {args.global_batch} is not a multiple of the "
                  f"{size} ranks")
     model = torch.nn.Sequential(torch.nn.Linear(FEATURES, 64), torch.nn.ReLU(),
                                 torch.nn.Linear(64, CLASSES))
-    optimizer = dt.DistributedOptimizer(
-        torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9))
-    state = load(args.checkpoint_dir)
+    optimizer = comm.optimizer(torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9))
+    state = load(args.checkpoint_dir, comm)
     start = 0
     if state is not None:
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         start = state["step"]
-    attempt = os.environ.get("DDL_RESTART_COUNT", "0")
+    attempt = os.environ.get("DDL_RESTART_COUNT",
+                             os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
     if rank == 0:
         print(f"attempt {attempt}: {size} ranks, starting at step {start}", flush=True)
 
