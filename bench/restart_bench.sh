@@ -9,23 +9,26 @@
 # the median of each. Debian's torch 1.13 under Python 3.11 cannot start torchrun with its
 # default --redirects 0 (Std.NONE is not iterated there), so torchrun gets --redirects 1 --tee 1.
 #
-#   bench/restart_bench.sh [--build DIR] [--ranks N] [--runs K] [--python PYTHON]
+#   bench/restart_bench.sh [--build DIR] [--ranks N] [--runs K] [--python PYTHON] [--only NAME]
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-build=$here/../build ranks=4 runs=3 python=/usr/bin/python3
+build=$here/../build ranks=4 runs=3 python=/usr/bin/python3 only=""
 while (($#)); do
   case $1 in
   --build) build=$2; shift 2 ;;
   --ranks) ranks=$2; shift 2 ;;
   --runs) runs=$2; shift 2 ;;
   --python) python=$2; shift 2 ;;
-  *) echo "usage: $0 [--build DIR] [--ranks N] [--runs K] [--python PYTHON]" >&2; exit 2 ;;
+  --only) only=$2; shift 2 ;;
+  *) echo "usage: $0 [--build DIR] [--ranks N] [--runs K] [--python PYTHON] [--only NAME]" >&2
+     exit 2 ;;
   esac
 done
 ddlrun=$(realpath "$build/ddlrun/ddlrun")
 script=$(realpath "$here/../examples/train_elastic.py")
 export PYTHONPATH=$build/python
 work=$(mktemp -d)
+keep=${TMPDIR:-/tmp}
 trap 'rm -rf "$work"' EXIT
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
@@ -52,20 +55,22 @@ one() {
   first=$(sed -n 's/^\(\[default[0-9]*\]:\)\?attempt 1: first step done at \([0-9.]*\)$/\2/p' \
     "$work/$name.out")
   if [[ -z $first ]]; then
-    echo "- -"
+    echo "- - (no restart; its output: $keep/$name.$(date +%s).out, .err)"
+    cp "$work/$name.out" "$keep/$name.$(date +%s).out"
+    cp "$work/$name.err" "$keep/$name.$(date +%s).err"
     return
   fi
   awk -v a="$first" -v b="$fault" -v t="$total" 'BEGIN { printf "%d %d\n", a * 1000 - b, t }'
 }
 
-median() { sort -n | awk '{ v[NR] = $1 } END { print (NR ? v[int((NR + 1) / 2)] : "-") }'; }
+median() { grep -v '^-' | sort -n | awk '{ v[NR] = $1 } END { print (NR ? v[int((NR + 1) / 2)] : "-") }'; }
 
 declare -A cmd=(
   [ddlrun_ddl]="$ddlrun -H localhost:$ranks --max-restarts 1 --tag-output none $python"
   [ddlrun_gloo]="$ddlrun -H localhost:$ranks --max-restarts 1 --tag-output none $python"
   [torchrun_gloo]="$python -m torch.distributed.run --nproc_per_node $ranks --max_restarts 1 --redirects 1 --tee 1"
 )
-for name in ddlrun_ddl ddlrun_gloo torchrun_gloo; do
+for name in ${only:-ddlrun_ddl ddlrun_gloo torchrun_gloo}; do
   : >"$work/$name.times"
   extra=()
   [[ $name == *gloo ]] && extra=(--backend gloo)
@@ -77,7 +82,7 @@ for name in ddlrun_ddl ddlrun_gloo torchrun_gloo; do
   done
 done
 echo
-for name in ddlrun_ddl ddlrun_gloo torchrun_gloo; do
+for name in ${only:-ddlrun_ddl ddlrun_gloo torchrun_gloo}; do
   echo "$name: median fault to first step $(cut -d' ' -f1 "$work/$name.times" | median) ms," \
     "whole job $(cut -d' ' -f2 "$work/$name.times" | median) ms ($ranks ranks, $runs runs)"
 done

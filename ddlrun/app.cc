@@ -78,7 +78,8 @@ std::optional<int> run_helper_role(const std::vector<std::string>& args, std::os
   return std::nullopt;
 }
 
-/// Runs what the options ask for: --probe, else the plan, printed for --dry-run or launched.
+/// Runs what the options ask for: --probe, else the plan, printed for --dry-run or launched
+/// (and launched again after a failure, --max-restarts).
 int run_options(const Options& o, std::ostream& out, std::ostream& err, hostfiles::GetEnv getenv_fn,
                 void* env_context, const RemoteProbe& remote) {
   auto log = make_logger(o, err);
