@@ -40,11 +40,11 @@ one() {
   shift
   rm -rf "$ck"
   start=$(now_ms)
-  "$@" "$script" --checkpoint-dir "$ck" --steps 60 --every 5 --step-delay 0.05 "${extra[@]}" \
+  "$@" "$script" --checkpoint-dir "$ck" --steps 60 --every 5 --step-delay 0.05 --keep "${extra[@]}" \
     >"$work/$name.out" 2>"$work/$name.err" &
   local job=$!
   for ((i = 0; i < 1200; i++)); do
-    grep -q "checkpoint step 10$" "$work/$name.out" 2>/dev/null && break
+    [[ -e $ck/ckpt-10.pt ]] && break  # (ddlrun's stdout to a file comes in blocks)
     sleep 0.05
   done
   pid=$(pgrep -f "^$python (-u )?$script --checkpoint-dir $ck" | tail -1)

@@ -84,13 +84,13 @@ class TorchDistributed:
 
 
 def save(directory, state, keep):
-    """Writes `state` to directory/ckpt.pt atomically (and to ckpt-<step>.pt with `keep`)."""
+    """Writes `state` to directory/ckpt.pt atomically, then with `keep` to ckpt-<step>.pt."""
     os.makedirs(directory, exist_ok=True)
-    tmp = os.path.join(directory, f".ckpt.{os.getpid()}.tmp")
-    torch.save(state, tmp)
-    if keep:
-        torch.save(state, os.path.join(directory, f"ckpt-{state['step']}.pt"))
-    os.replace(tmp, os.path.join(directory, "ckpt.pt"))
+    names = ["ckpt.pt"] + ([f"ckpt-{state['step']}.pt"] if keep else [])
+    for name in names:
+        tmp = os.path.join(directory, f".{name}.{os.getpid()}.tmp")
+        torch.save(state, tmp)
+        os.replace(tmp, os.path.join(directory, name))
 
 
 def load(directory, comm):

@@ -54,7 +54,7 @@ faulted() {
     --checkpoint-dir "$out/$name.ckpt" </dev/null >"$out/$name" 2>"$out/$name.err" &
   local job=$!
   for ((i = 0; i < 600; i++)); do
-    grep -qx "checkpoint step $step" "$out/$name" 2>/dev/null && break
+    [[ -e $out/$name.ckpt/ckpt-$step.pt ]] && break
     kill -0 "$job" 2>/dev/null || break
     sleep 0.05
   done
