@@ -43,31 +43,45 @@ common=(--launcher ssh --ssh-config "$NETNS_SSH_CONFIG" --tag-output none --kill
   --heartbeat-timeout 3 -x "PYTHONPATH=$pydir" -x DDL_TIMEOUT=5)
 train=("$python" "$script" --steps 40 --every 5 --step-delay 0.1 --keep)
 
-# faulted NAME CHECKPOINT_STEP DDLRUN_ARGS...: the job on node1..node3 in the background; once
-# the checkpoint of CHECKPOINT_STEP is written, every process on node3 is killed. Waits for the
-# end: $out/NAME, NAME.err, NAME.rc, NAME.fault (ms, when node3 was cut off).
+# cut_node3 FILE JOB: once FILE exists (or JOB ended; 60 s at most), kills every process on
+# node3 (its agent, its ranks, its ssh session); $fault_ms says when.
+cut_node3() {
+  local i pids
+  for ((i = 0; i < 1200; i++)); do
+    [[ -e $1 ]] && break
+    kill -0 "$2" 2>/dev/null || break
+    sleep 0.05
+  done
+  pids=$(netns_pids 3 | xargs)
+  fault_ms=$(now_ms)
+  # shellcheck disable=SC2086  # a list of PIDs
+  [[ -n $pids ]] && kill -KILL $pids 2>/dev/null
+}
+
+# end_of JOB: waits for JOB (SIGKILL after 120 s); returns its exit status.
+end_of() {
+  local i
+  for ((i = 0; i < 1200; i++)); do
+    kill -0 "$1" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -KILL "$1" 2>/dev/null
+  wait "$1"
+}
+
+# faulted NAME CHECKPOINT_STEP DDLRUN_ARGS...: the job on node1..node3 in the background, node3
+# cut off once the checkpoint of CHECKPOINT_STEP is written; then its end: $out/NAME, NAME.err,
+# NAME.rc, NAME.fault (ms, when node3 was cut off).
 faulted() {
-  local name=$1 step=$2 i pids
+  local name=$1 step=$2
   shift 2
   mkdir -p "$out/$name.ckpt"
   "$ddlrun" "${common[@]}" -H node1:2,node2:2,node3:2 "$@" "${train[@]}" \
     --checkpoint-dir "$out/$name.ckpt" </dev/null >"$out/$name" 2>"$out/$name.err" &
   local job=$!
-  for ((i = 0; i < 600; i++)); do
-    [[ -e $out/$name.ckpt/ckpt-$step.pt ]] && break
-    kill -0 "$job" 2>/dev/null || break
-    sleep 0.05
-  done
-  pids=$(netns_pids 3 | xargs)
-  now_ms >"$out/$name.fault"
-  # shellcheck disable=SC2086  # a list of PIDs
-  [[ -n $pids ]] && kill -KILL $pids 2>/dev/null
-  for ((i = 0; i < 1200; i++)); do
-    kill -0 "$job" 2>/dev/null || break
-    sleep 0.1
-  done
-  kill -KILL "$job" 2>/dev/null
-  wait "$job"
+  cut_node3 "$out/$name.ckpt/ckpt-$step.pt" "$job"
+  echo "$fault_ms" >"$out/$name.fault"
+  end_of "$job"
   echo $? >"$out/$name.rc"
   echo "  $name -> exit $(cat "$out/$name.rc")"
 }
@@ -133,19 +147,8 @@ mkdir -p "$out/rejoin.d"
 "$ddlrun" "${common[@]}" -H node1:2,node2:2,node3:2 --max-restarts 2 --nnodes 2:3 \
   -x "REJOIN_DIR=$out/rejoin.d" "$out/rejoin.sh" </dev/null >"$out/rejoin" 2>"$out/rejoin.err" &
 job=$!
-for ((i = 0; i < 200; i++)); do
-  [[ -e $out/rejoin.d/node3.5 ]] && break
-  sleep 0.05
-done
-pids=$(netns_pids 3 | xargs)
-# shellcheck disable=SC2086  # a list of PIDs
-[[ -n $pids ]] && kill -KILL $pids 2>/dev/null
-for ((i = 0; i < 600; i++)); do
-  kill -0 "$job" 2>/dev/null || break
-  sleep 0.1
-done
-kill -KILL "$job" 2>/dev/null
-wait "$job"
+cut_node3 "$out/rejoin.d/node3.5" "$job"
+end_of "$job"
 status=$?
 ((status == 0)) || fail "rejoin: exit $status, not 0" "$out/rejoin.err"
 grep -Eq "^ddlrun: restart 1 of 2 after node3: .*; 4 ranks on 2 hosts without node3$" \
