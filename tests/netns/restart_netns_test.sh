@@ -11,7 +11,9 @@
 #   3. --min-hosts 3, the same fault: no restart; the job ends with the failure's status.
 #   4. --nnodes 2:3: host 3, cut off on the first attempt, answers ssh again and rejoins at the
 #      restart after the next failure (6 ranks on 3 hosts again).
-#   5. nothing is left on any host, nor here.
+#   5. through mpirun (when Open MPI is installed), node3 stops answering ssh: mpirun fails, the
+#      restart's probe leaves node3 out, mpirun runs again on node1 and node2.
+#   6. nothing is left on any host, nor here.
 # Skips (77) when fake hosts cannot be made here or the interpreter has no torch.
 #   restart_netns_test.sh DDLRUN PYTHON_DIR PYTHON
 set -uo pipefail
@@ -139,13 +141,15 @@ cat >"$out/rejoin.sh" <<'EOF'
 echo "attempt $DDL_RESTART_COUNT: rank $RANK of $WORLD_SIZE on $(hostname)"
 case $DDL_RESTART_COUNT in
 0) : >"$REJOIN_DIR/$(hostname).$RANK"; sleep 60 ;;
-1) if [ "$RANK" = 0 ]; then sleep 0.5; exit 5; fi; sleep 60 ;;
+1) if [ -z "$FAIL_ON_RESTART" ]; then exit 0; fi
+   if [ "$RANK" = 0 ]; then sleep 0.5; exit 5; fi; sleep 60 ;;
 esac
 EOF
 chmod +x "$out/rejoin.sh"
 mkdir -p "$out/rejoin.d"
 "$ddlrun" "${common[@]}" -H node1:2,node2:2,node3:2 --max-restarts 2 --nnodes 2:3 \
-  -x "REJOIN_DIR=$out/rejoin.d" "$out/rejoin.sh" </dev/null >"$out/rejoin" 2>"$out/rejoin.err" &
+  -x "REJOIN_DIR=$out/rejoin.d" -x FAIL_ON_RESTART=1 "$out/rejoin.sh" </dev/null >"$out/rejoin" \
+  2>"$out/rejoin.err" &
 job=$!
 cut_node3 "$out/rejoin.d/node3.5" "$job"
 end_of "$job"
@@ -158,7 +162,37 @@ grep -qx "ddlrun: restart 2 of 2 after rank 0 (node1) exited with status 5; 6 ra
 grep -qx "attempt 2: rank 5 of 6 on node3" "$out/rejoin" || fail "rejoin: no rank on node3" "$out/rejoin"
 grep '^ddlrun: ' "$out/rejoin.err" | grep -v warning | sed 's/^/  rejoin | /'
 
-# 5. Nothing left on any host (3 s for sessions to end), nor here.
+# 5. Through mpirun (Open MPI, when installed): node3 stops answering (its sshd stopped, its
+# processes killed); mpirun fails, the probe of the restart leaves node3 out, and mpirun is
+# started again on node1 and node2.
+if command -v mpirun >/dev/null && mpirun --version 2>/dev/null | grep -q 'Open MPI'; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  rm -rf "$out/rejoin.d" && mkdir -p "$out/rejoin.d"
+  "$ddlrun" --launcher mpirun "${common[@]:2}" -H node1:2,node2:2,node3:2 --max-restarts 1 --min-hosts 2 \
+    --mpiarg "--mca plm_rsh_args '-F $NETNS_SSH_CONFIG' --mca oob_tcp_if_include $NETNS_NET \
+--mca btl_tcp_if_include $NETNS_NET" -x "REJOIN_DIR=$out/rejoin.d" "$out/rejoin.sh" \
+    </dev/null >"$out/mpirun" 2>"$out/mpirun.err" &
+  job=$!
+  for ((i = 0; i < 400; i++)); do
+    [[ -e $out/rejoin.d/node3.5 ]] && break
+    sleep 0.05
+  done
+  netns_stop_sshd 3
+  cut_node3 "$out/rejoin.d/node3.5" "$job"
+  end_of "$job"
+  status=$?
+  netns_start_sshd 3
+  ((status == 0)) || fail "mpirun: exit $status, not 0" "$out/mpirun.err"
+  grep -q "^ddlrun: node3 does not answer (.*); left out$" "$out/mpirun.err" ||
+    fail "mpirun: node3 was not left out" "$out/mpirun.err"
+  grep -q "^ddlrun: restart 1 of 1 after mpirun exited with status [0-9]*; 4 ranks on 2 hosts without node3$" \
+    "$out/mpirun.err" || fail "mpirun: no restart on node1 and node2" "$out/mpirun.err"
+  (($(grep -c "^attempt 1: rank [0-3] of 4 on node[12]$" "$out/mpirun") == 4)) ||
+    fail "mpirun: attempt 1 did not run 4 ranks on node1 and node2" "$out/mpirun"
+  grep '^ddlrun: ' "$out/mpirun.err" | grep -v warning | sed 's/^/  mpirun | /'
+fi
+
+# 6. Nothing left on any host (3 s for sessions to end), nor here.
 for k in 1 2 3; do
   left=$(netns_leftovers "$k")
   [[ -z $left ]] || fail "processes left on node$k: $(ps -o pid=,args= -p "${left//$'\n'/,}")"
