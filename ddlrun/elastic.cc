@@ -182,7 +182,16 @@ int run_with_restarts(JobPlan first, const RestartLimits& limits, JobRunner& run
   check_first_hosts(static_cast<int>(history.all_hosts.size()), limits);
   JobPlan plan = std::move(first);
   for (int restart = 0;; ++restart) {
-    const launcher::JobEnd end = runner.run(plan, restart);
+    launcher::JobEnd end;
+    try {
+      end = runner.run(plan, restart);
+    } catch (const launcher::LaunchError& e) {
+      if (restart == 0) throw;  // as without restarts
+      runner.note("ddlrun: error: restart " + std::to_string(restart) +
+                  " cannot start: " + hostfiles::printable(e.what()));
+      summarise(history, e.status(), runner);
+      return e.status();
+    }
     std::optional<JobPlan> next;
     if (end.failed) next = plan_restart(plan, end, restart + 1, limits, runner, history);
     if (!next) {

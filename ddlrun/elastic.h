@@ -57,8 +57,9 @@ std::string why_no_restart(int spent, int hosts, int first_hosts, const RestartL
 /// Runs the job planned as `first` through `runner`, and while it fails by itself (a rank, a
 /// host: launcher::JobEnd::failed) and `limits` allow, plans it again without the lost hosts
 /// and starts it again. Prints each restart's reason and, when there was one, a summary of all.
-/// Returns the exit status of the last attempt. Throws UsageError when the first plan's hosts
-/// are fewer than the minimum or more than the maximum.
+/// Returns the exit status of the last attempt (a restart that cannot start ends the job with
+/// the LaunchError's status). Throws UsageError when the first plan's hosts are fewer than the
+/// minimum or more than the maximum, and the first attempt's LaunchError.
 int run_with_restarts(JobPlan first, const RestartLimits& limits, JobRunner& runner);
 
 /// The runner of a real job: plans with make_plan (through `remote` and the environment), runs

@@ -35,6 +35,7 @@ class FakeRunner : public JobRunner {
 
   launcher::JobEnd run(const JobPlan& plan, int restart) override {
     runs.push_back({host_names(plan), restart});
+    if (restart > 0 && start_error) throw launcher::LaunchError(*start_error, 127);
     if (ends.empty()) return {};
     launcher::JobEnd e = ends.front();
     ends.pop_front();
@@ -72,6 +73,7 @@ class FakeRunner : public JobRunner {
   Names notes;
   Names silent;  ///< hosts whose probe fails
   std::optional<std::string> plan_error;
+  std::optional<std::string> start_error;  ///< thrown by every run after the first
 
  private:
   Names hosts_;
@@ -219,6 +221,15 @@ TEST(ElasticTest, APlanThatFailsEndsTheJob) {
   EXPECT_EQ(
       r.notes.at(0),
       "ddlrun: not restarting the job: cannot plan it again: no hosts; it ends with status 3");
+}
+
+TEST(ElasticTest, ARestartThatCannotStartEndsTheJobWithItsStatus) {
+  FakeRunner r(kThree);
+  r.ends = {rank_failed(0, "n1", 3)};
+  r.start_error = "n2: ./train: not found";
+  EXPECT_EQ(run_with_restarts(FakeRunner::make(kThree, {}), limits(2), r), 127);
+  EXPECT_EQ(r.notes.at(1), "ddlrun: error: restart 1 cannot start: n2: ./train: not found");
+  EXPECT_EQ(r.notes.at(2), "ddlrun: the job was restarted 1 time and ended with status 127:");
 }
 
 TEST(ElasticTest, TheFirstPlanMustFitTheLimits) {
