@@ -10,7 +10,7 @@
 
 #include "base/check.h"
 #include "comm/comm.h"
-#include "ddlrun/launch.h"
+#include "ddlrun/elastic.h"
 #include "ddlrun/options.h"
 #include "ddlrun/plan.h"
 #include "ddlrun/predict_report.h"
@@ -81,7 +81,8 @@ std::optional<int> run_helper_role(const std::vector<std::string>& args, std::os
   return std::nullopt;
 }
 
-/// Runs what the options ask for: --probe, else the plan, printed for --dry-run or launched.
+/// Runs what the options ask for: --probe, else the plan, printed for --dry-run or launched
+/// (and launched again after a failure, --max-restarts).
 int run_options(const Options& o, std::ostream& out, std::ostream& err, hostfiles::GetEnv getenv_fn,
                 void* env_context, const RemoteProbe& remote) {
   auto log = make_logger(o, err);
@@ -89,7 +90,7 @@ int run_options(const Options& o, std::ostream& out, std::ostream& err, hostfile
     out << mapper::to_yaml(mapper::probe_hwloc(mapper::ProbeOptions{}));
     return kExitOk;
   }
-  const JobPlan plan = make_plan(o, getenv_fn, env_context, remote);
+  JobPlan plan = make_plan(o, getenv_fn, env_context, remote);
   for (const std::string& w : plan.warnings)
     log->warn("{}", hostfiles::printable(w));
   log->info("{} ranks on {}; hosts from {}", plan.placement.ranks,
@@ -114,7 +115,9 @@ int run_options(const Options& o, std::ostream& out, std::ostream& err, hostfile
     out << hostfiles::printable(render_plan(plan, o));
     return kExitOk;
   }
-  return launch(plan, o, *log);
+  const std::unique_ptr<JobRunner> runner =
+      make_job_runner(o, err, *log, getenv_fn, env_context, remote);
+  return run_with_restarts(std::move(plan), restart_limits(o), *runner);
 }
 
 template <typename... Errors>

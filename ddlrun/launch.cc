@@ -133,7 +133,7 @@ launcher::TagStyle tag_style(const std::string& name) {
   return launcher::TagStyle::kAuto;
 }
 
-int launch(const JobPlan& plan, const Options& o, spdlog::logger& log) {
+int launch(const JobPlan& plan, const Options& o, spdlog::logger& log, launcher::JobEnd* end) {
   // Should ddlrun die without cleaning up (SIGKILL), its keeper (armed by main) kills what the
   // ranks started and removes the job's directories.
   launcher::remove_stale_dirs();  // what a ddlrun that died with its keeper left
@@ -187,7 +187,7 @@ int launch(const JobPlan& plan, const Options& o, spdlog::logger& log) {
   // heartbeat deadline; the supervisor's own limit comes after it.
   so.give_up = lo.heartbeat_timeout + std::chrono::seconds(5);
   log.info("starting {} ranks through {}", plan.topology.ranks.size(), backend->name());
-  return launcher::supervise(*backend, &plan.topology, so, *sink);
+  return launcher::supervise(*backend, &plan.topology, so, *sink, end);
 }
 
 }  // namespace ddl::cli

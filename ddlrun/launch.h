@@ -28,8 +28,9 @@ launcher::TagStyle tag_style(const std::string& name);
 
 /// Starts the planned job with the chosen backend and supervises it until it ends: writes the
 /// topology file (to --topology-file, else into a private temporary directory removed
-/// afterwards), builds the backend, and returns supervise()'s exit status. Throws
-/// launcher::LaunchError when the job cannot start.
-int launch(const JobPlan& plan, const Options& options, spdlog::logger& log);
+/// afterwards), builds the backend, and returns supervise()'s exit status (and, in `end` when
+/// given, how the job ended). Throws launcher::LaunchError when the job cannot start.
+int launch(const JobPlan& plan, const Options& options, spdlog::logger& log,
+           launcher::JobEnd* end = nullptr);
 
 }  // namespace ddl::cli

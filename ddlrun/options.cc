@@ -28,12 +28,32 @@ const std::map<std::string, std::string, std::less<>> kAliases = {
     {"-racks", "--racks"},   {"-aisles", "--aisles"},     {"-wdir", "--wdir"},
 };
 
-/// Validators whose messages say what is wrong and what is allowed (CLI11 adds "--option: ").
-std::string positive_integer(const std::string& value) {
+/// `value` as a whole number, or nothing when it is not one (in full).
+std::optional<int> whole_number(std::string_view value) {
   int n = 0;
   const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
-  if (ec != std::errc() || end != value.data() + value.size() || n < 1) {
-    return "'" + value + "' is not a whole number of at least 1";
+  if (ec != std::errc() || end != value.data() + value.size()) return std::nullopt;
+  return n;
+}
+
+/// Validators whose messages say what is wrong and what is allowed (CLI11 adds "--option: ").
+CLI::Validator at_least(int least) {
+  return CLI::Validator(
+      [least](std::string& value) -> std::string {
+        const std::optional<int> n = whole_number(value);
+        if (!n || *n < least) {
+          return "'" + value + "' is not a whole number of at least " + std::to_string(least);
+        }
+        return {};
+      },
+      "");
+}
+
+std::string node_range(const std::string& value) {
+  try {
+    parse_node_range(value);
+  } catch (const UsageError& e) {
+    return e.what();
   }
   return {};
 }
@@ -100,7 +120,7 @@ class Section {
 
   /// A whole number of at least 1 ("N").
   CLI::Option* count(std::string names, std::optional<int>& into, std::string description) {
-    return option(std::move(names), into, std::move(description), "N")->check(positive_integer);
+    return option(std::move(names), into, std::move(description), "N")->check(at_least(1));
   }
 
   /// A duration above 0 and at most kMaxSeconds ("SECONDS").
@@ -227,6 +247,23 @@ void add_launching_options(CLI::App& app, Options& o) {
             "its agent gives ddlrun up (default 10)");
 }
 
+void add_restart_options(CLI::App& app, Options& o) {
+  Section s(app, "Restarts");
+  s.option("--max-restarts", o.max_restarts,
+           "Restart a failed job up to N times on the hosts that remain (default 0: never)", "N")
+      ->check(at_least(0));
+  s.count("--min-hosts", o.min_hosts,
+          "Restart only while at least M hosts remain (default: every host of the job)")
+      ->type_name("M");
+  app.add_option_function<std::string>(
+         "--nnodes", [&o](const std::string& value) { o.nnodes = parse_node_range(value); },
+         "Hosts, as torchrun: N, or MIN:MAX (restart on at least MIN hosts, let lost hosts "
+         "rejoin up to MAX)")
+      ->type_name("N|MIN:MAX")
+      ->check(node_range)
+      ->group(s.name());
+}
+
 void add_output_options(CLI::App& app, Options& o) {
   Section s(app, "Output");
   s.option("--output-dir", o.output_dir,
@@ -271,6 +308,7 @@ std::unique_ptr<CLI::App> make_app(Options& o) {
   add_hardware_options(*app, o);
   add_job_id_option(*app, o);
   add_launching_options(*app, o);
+  add_restart_options(*app, o);
   add_output_options(*app, o);
   return app;
 }
@@ -405,6 +443,11 @@ void check_combinations(const Options& o) {
     throw UsageError("no program to run; usage: ddlrun [options] [--] program [args...]");
   }
   if (o.quiet && o.verbosity > 0) throw UsageError("-q and -v contradict each other; give one");
+  if (o.min_hosts && o.nnodes && *o.min_hosts != o.nnodes->min) {
+    throw UsageError("--min-hosts " + std::to_string(*o.min_hosts) + " and --nnodes " +
+                     std::to_string(o.nnodes->min) + ":" + std::to_string(o.nnodes->max) +
+                     " disagree on the fewest hosts; give one of them");
+  }
   struct stat st {};
   if (!o.output_dir.empty() && stat(o.output_dir.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
     throw UsageError("--output-dir " + o.output_dir +
@@ -431,6 +474,24 @@ ParsedCommandLine parse_command_line(const std::vector<std::string>& args) {
   }
   check_combinations(o);
   return result;
+}
+
+NodeRange parse_node_range(const std::string& value) {
+  const size_t colon = value.find(':');
+  const std::optional<int> min = whole_number(std::string_view(value).substr(0, colon));
+  const std::optional<int> max =
+      colon == std::string::npos ? min : whole_number(std::string_view(value).substr(colon + 1));
+  if (!min || !max) {
+    throw UsageError("'" + value + "' is not N or MIN:MAX (whole numbers of hosts, e.g. 3 or 2:4)");
+  }
+  if (*min < 1) {
+    throw UsageError("'" + value + "': the number of hosts must be at least 1");
+  }
+  if (*min > *max) {
+    throw UsageError("'" + value + "': MIN " + std::to_string(*min) + " is above MAX " +
+                     std::to_string(*max) + "; give MIN:MAX with MIN <= MAX");
+  }
+  return NodeRange{*min, *max};
 }
 
 std::string help_text() {

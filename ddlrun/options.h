@@ -10,6 +10,12 @@ namespace ddl::cli {
 
 enum class OutputFormat { kText, kYaml, kJson, kSvg };
 
+/// A number of hosts: torchrun's --nnodes N (min = max = N) or MIN:MAX.
+struct NodeRange {
+  int min = 0;
+  int max = 0;
+};
+
 /// Everything the command line says, as given; nothing here is resolved or validated against
 /// hosts. Passed by value to the parts that need it (no globals set from flags).
 struct Options {
@@ -47,6 +53,9 @@ struct Options {
   int verbosity = 0;                      ///< number of -v
   bool quiet = false;
   std::optional<double> timeout;     ///< seconds
+  int max_restarts = 0;              ///< --max-restarts: restarts after a failure; 0: none
+  std::optional<int> min_hosts;      ///< --min-hosts: fewest hosts to restart on; none: all
+  std::optional<NodeRange> nnodes;   ///< --nnodes N or MIN:MAX (torchrun)
   double kill_grace = 3;             ///< --kill-grace: seconds between SIGTERM and SIGKILL
   double heartbeat_timeout = 10;     ///< --heartbeat-timeout: seconds of silence = host lost
   std::string output_dir;            ///< --output-dir: rank.N/stdout|stderr instead of ours
@@ -74,5 +83,9 @@ ParsedCommandLine parse_command_line(const std::vector<std::string>& args);
 
 /// The --help text.
 std::string help_text();
+
+/// Parses an --nnodes value: "N" or "MIN:MAX", whole numbers with 1 <= MIN <= MAX. Throws
+/// UsageError saying what is wrong with `value` (without the "--nnodes: " prefix).
+NodeRange parse_node_range(const std::string& value);
 
 }  // namespace ddl::cli

@@ -280,13 +280,15 @@ std::vector<std::string> hardware_known_here(const Options& o, JobPlan& plan,
 
 /// Probes `hosts` with the prober, or over ssh. Unless this is a dry run, the ssh probe's
 /// sessions are kept in plan.sessions, and when `ssh_follows` each host's agent starts in its
-/// probe's channel.
+/// probe's channel. `fresh` passes by the job's disk cache, so that every host is reached (a
+/// restart's check that it still answers).
 std::vector<mapper::HostProbe> probe_remote_hosts(const Options& o, JobPlan& plan,
                                                   const RemoteProber& prober,
                                                   const std::vector<std::string>& hosts,
-                                                  bool ssh_follows) {
+                                                  bool ssh_follows, bool fresh) {
   if (prober.probe) return prober.probe(hosts);
   mapper::SshProbeOptions so = ssh_probe_options(o, plan.job_id);
+  if (fresh) so.job_id.clear();
   // The ssh launcher runs each agent through its probe's session, --probe-links its own.
   if (!o.dry_run || o.probe_links) {
     plan.sessions = std::make_shared<mapper::SshSessions>();
@@ -299,6 +301,35 @@ std::vector<mapper::HostProbe> probe_remote_hosts(const Options& o, JobPlan& pla
     }
   }
   return mapper::probe_hosts_ssh(hosts, so);
+}
+
+/// plan.hosts without the hosts in `without`.
+void leave_out(JobPlan& plan, const std::set<std::string>& without) {
+  if (without.empty()) return;
+  hostfiles::HostList kept;
+  for (const hostfiles::Host& h : plan.hosts.hosts()) {
+    if (!without.contains(h.name)) kept.add(h, hostfiles::Position{plan.hosts_from, 0, 0, {}});
+  }
+  plan.hosts = std::move(kept);
+}
+
+/// With `drop`, the hosts whose probe failed leave the plan (plan.unreachable says why) and
+/// the others' results are returned; else every result.
+std::vector<mapper::HostProbe> drop_failed_probes(JobPlan& plan,
+                                                  std::vector<mapper::HostProbe> results,
+                                                  bool drop) {
+  if (!drop) return results;
+  std::set<std::string> failed;
+  std::vector<mapper::HostProbe> ok;
+  for (mapper::HostProbe& r : results) {
+    if (r.ok()) {
+      ok.push_back(std::move(r));
+    } else if (failed.insert(r.host).second) {
+      plan.unreachable.emplace_back(r.host, r.error);
+    }
+  }
+  leave_out(plan, failed);
+  return ok;
 }
 
 /// Records the probed hosts' hardware; throws ProbeError listing every host that failed.
@@ -319,9 +350,11 @@ void record_probes(JobPlan& plan, const std::vector<mapper::HostProbe>& results,
 
 /// Each host's hardware: from --host-xml, this host's hwloc (hosts named in `local_names`), or
 /// the prober. Fills plan.inventories and plan.hardware_from; throws ProbeError listing every
-/// host that failed.
+/// host that failed, or with `drop_unreachable` leaves those out (plan.unreachable), each host
+/// probed past the job's disk cache.
 void gather_hardware(const Options& o, JobPlan& plan, const RemoteProber& prober,
-                     const std::vector<std::string>& local_names, bool ssh_follows) {
+                     const std::vector<std::string>& local_names, bool ssh_follows,
+                     bool drop_unreachable) {
   if (o.no_probe) {
     for (const hostfiles::Host& h : plan.hosts.hosts())
       plan.hardware_from[h.name] = "not probed";
@@ -329,7 +362,12 @@ void gather_hardware(const Options& o, JobPlan& plan, const RemoteProber& prober
   }
   const std::vector<std::string> remote_hosts = hardware_known_here(o, plan, local_names);
   if (remote_hosts.empty()) return;
-  record_probes(plan, probe_remote_hosts(o, plan, prober, remote_hosts, ssh_follows), prober.name);
+  record_probes(
+      plan,
+      drop_failed_probes(
+          plan, probe_remote_hosts(o, plan, prober, remote_hosts, ssh_follows, drop_unreachable),
+          drop_unreachable),
+      prober.name);
 }
 
 /// Refuses a machine listed under two names (machine.h): by the identity its probes found, else
@@ -356,10 +394,16 @@ std::string job_id_of(const Options& o, const Env& env) {
 
 /// Places every rank on the hardware found (plan.placed: GPU, CPUs and NIC), by `rankfile`
 /// when given; the mapper's notes become warnings.
-void place_ranks(const Options& o, const hostfiles::Rankfile* rankfile, JobPlan& plan) {
+void place_ranks(const Options& o, const hostfiles::Rankfile* rankfile, const Replan& replan,
+                 JobPlan& plan) {
   mapper::PlaceRequest request;
   request.ranks_per_host = o.rankfile.empty() ? o.accelerators : std::nullopt;
   request.total_ranks = o.np;
+  if (o.np && replan.first_hosts > 0) {
+    const int64_t scaled =
+        int64_t{*o.np} * static_cast<int64_t>(plan.hosts.size()) / replan.first_hosts;
+    request.total_ranks = std::max<int>(1, static_cast<int>(std::min<int64_t>(scaled, *o.np)));
+  }
   request.tcp = o.tcp;
   request.nic = plan.nic;
   if (rankfile) {
@@ -573,8 +617,8 @@ mapper::SshProbeOptions ssh_probe_options(const Options& o, const std::string& j
 // or jsrun). The mapper places the ranks on that hardware; the mode's dimensions follow from
 // the placement, the launcher from the batch system and where the ranks run. Last come what
 // every rank starts with: the exports, mpirun's arguments and the working directory.
-JobPlan make_plan(const Options& o, GetEnv getenv_fn, void* env_context,
-                  const RemoteProbe& remote) {
+JobPlan make_plan(const Options& o, GetEnv getenv_fn, void* env_context, const RemoteProbe& remote,
+                  const Replan& replan) {
   const Env env{getenv_fn, env_context};
   JobPlan plan;
   plan.program = o.program;
@@ -582,14 +626,16 @@ JobPlan make_plan(const Options& o, GetEnv getenv_fn, void* env_context,
   const std::optional<hostfiles::Rankfile> rankfile = apply_rankfile(o, hosts, from);
   plan.hosts = std::move(hosts);
   plan.hosts_from = std::move(from);
+  leave_out(plan, replan.without);
   plan.job_id = job_id_of(o, env);
   plan.nic = nic_filter(o);
   // This host's names and addresses, read once: which hosts to probe here, and the launcher.
   const std::vector<std::string> local_names = launcher::local_host_names();
   const RemoteProber prober = remote_prober(o, env, plan.job_id, remote);
-  gather_hardware(o, plan, prober, local_names, ssh_launcher_follows(o, env));
+  gather_hardware(o, plan, prober, local_names, ssh_launcher_follows(o, env),
+                  replan.drop_unreachable);
   check_distinct_machines(plan, local_names);
-  place_ranks(o, rankfile ? &*rankfile : nullptr, plan);
+  place_ranks(o, rankfile ? &*rankfile : nullptr, replan, plan);
   measure_links(o, plan, local_names);
   resolve_mode(o, plan);
   choose_launcher(o, env, local_names, plan);

@@ -4,6 +4,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,18 @@ struct JobPlan {
   /// The sessions the ssh probe logged in with, kept for the ssh launcher (one login per
   /// host); null when nothing was probed over ssh, for a dry run, or another launcher.
   std::shared_ptr<mapper::SshSessions> sessions;
+  /// Hosts left out because their probe failed (Replan::drop_unreachable): name, reason.
+  std::vector<std::pair<std::string, std::string>> unreachable;
+};
+
+/// What a restart (elastic.h) changes in the plan of a job.
+struct Replan {
+  std::set<std::string> without;  ///< hosts left out of the job's host list
+  /// Hosts whose probe fails are left out (JobPlan::unreachable) rather than failing the plan.
+  bool drop_unreachable = false;
+  /// The hosts of the job's first plan; set (above 0), -n scales with the hosts: a restart on
+  /// 2 of 3 hosts runs 2/3 of -n ranks (at least 1).
+  int first_hosts = 0;
 };
 
 /// Reads the process environment (or a test's). Returns nullopt for unset variables.
@@ -66,10 +79,11 @@ using RemoteProbe = std::function<std::vector<mapper::HostProbe>(const std::vect
 /// Resolves `options` into a plan, reading hostfiles, rankfiles and batch-system variables, and
 /// each host's hardware (--host-xml, this host's hwloc, `remote` for the others, nothing with
 /// --no-probe). Host precedence: -H, --hostfile, the rankfile's hosts, the batch allocation,
-/// this host. Throws hostfiles::InputError, mapper::PlacementError, mapper::ProbeError (hosts
-/// that could not be probed, all in one message), comm::ModeError or UsageError.
+/// this host; `replan` leaves some out. Throws hostfiles::InputError, mapper::PlacementError,
+/// mapper::ProbeError (hosts that could not be probed, all in one message), comm::ModeError or
+/// UsageError.
 JobPlan make_plan(const Options& options, GetEnv getenv_fn, void* env_context,
-                  const RemoteProbe& remote = {});
+                  const RemoteProbe& remote = {}, const Replan& replan = {});
 
 /// This program's absolute path (/proc/self/exe): what other hosts run, as `ddlrun --probe`
 /// and `ddlrun --agent`, and what external launchers run as each rank (`--rank-exec`).

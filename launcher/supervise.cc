@@ -253,8 +253,13 @@ class Supervisor {
       end_drained_ranks();
     }
     finish_output();
-    return exit_status_.value_or(0);
+    end_.status = exit_status_.value_or(0);
+    end_.failed = failed_ && end_.status != 0;
+    return end_.status;
   }
+
+  /// How the job ended; complete once run() returned.
+  const JobEnd& end() const { return end_; }
 
  private:
   // Processes still run, or (unless output is dropped) output is still queued or unwritten.
@@ -317,6 +322,8 @@ class Supervisor {
       drop_output_ = true;  // nor does the stop wait longer for a reader
       give_up_at_ = now + options_.give_up;
     } else if (now >= give_up_at_) {
+      for (int r : running_)
+        if (std::string h = host_of(r); !h.empty()) end_.lost_hosts.insert(h);
       sink_.note("ddlrun: " + std::to_string(running_.size()) + " of " + std::to_string(total_) +
                  " processes did not report their end " + seconds(options_.give_up) +
                  " after SIGKILL; leaving without them");
@@ -409,6 +416,7 @@ class Supervisor {
     Failure f{rank, describe(status),
               running_.empty() ? std::string() : "; stopping " + others(running_.size()),
               status.shell_code()};
+    failed_ = true;
     if (blame_.names_peer(rank)) {
       begin_stop(std::nullopt, blame_.stalled(rank) ? kBlameWait : Clock::duration::zero());
       unreported_ = std::move(f);
@@ -434,8 +442,14 @@ class Supervisor {
       running_.erase(r);
       lost_with_[r] = {host_name + ": " + e.data, status};
     }
+    if (topology_ != nullptr && topology_->find_host(e.host) != nullptr) {
+      end_.lost_hosts.insert(host_name);
+    }
     if (!stopping_) {
-      sink_.note("ddlrun: " + host_name + ": " + e.data +
+      failed_ = true;
+      end_.reason = host_name + ": " + e.data;
+      end_.host = host_name;
+      sink_.note("ddlrun: " + end_.reason +
                  (running_.empty() ? std::string() : "; stopping " + others(running_.size())));
       begin_stop(status);
     }
@@ -465,16 +479,21 @@ class Supervisor {
 
   // --- the failure's note -----------------------------------------------------------------
 
+  // The name of `rank`'s host; "" when unknown.
+  std::string host_of(int rank) const {
+    if (topology_ != nullptr) {
+      if (const comm::RankPlacement* r = topology_->find_rank(rank)) {
+        if (const comm::Host* h = topology_->find_host(r->host)) return h->name;
+      }
+    }
+    return "";
+  }
+
   // "rank 3 (node1)", or the backend's name for its launcher process.
   std::string who(int rank) const {
     if (rank < 0) return std::string(backend_.name());
-    std::string s = "rank " + std::to_string(rank);
-    if (topology_ != nullptr) {
-      if (const comm::RankPlacement* r = topology_->find_rank(rank)) {
-        if (const comm::Host* h = topology_->find_host(r->host)) s += " (" + h->name + ")";
-      }
-    }
-    return s;
+    const std::string host = host_of(rank);
+    return "rank " + std::to_string(rank) + (host.empty() ? "" : " (" + host + ")");
   }
 
   void show_tail(int rank) {
@@ -497,22 +516,30 @@ class Supervisor {
     const bool caused_by_end =
         chain_ends_elsewhere && cause != ended_with_.end() && cause->second.failed();
     const bool caused_by_host = chain_ends_elsewhere && !caused_by_end && host != lost_with_.end();
+    int blamed = f.rank;
+    std::string text;
     if (c.kind == Culprit::Kind::kLeft) {
-      sink_.note("ddlrun: " + who(c.rank) +
-                 " exited (status 0) while the others were still running a collective; " +
-                 who(f.rank) + " " + f.how + " because of it" + f.stopping);
+      text = who(c.rank) + " exited (status 0) while the others were still running a collective; " +
+             who(f.rank) + " " + f.how + " because of it";
+      blamed = c.rank;
     } else if (c.kind == Culprit::Kind::kStalled) {
-      sink_.note("ddlrun: " + who(f.rank) + " " + f.how + " waiting for " + who(c.rank) +
-                 ", which made " + c.detail + f.stopping);
+      text = who(f.rank) + " " + f.how + " waiting for " + who(c.rank) + ", which made " + c.detail;
+      blamed = c.rank;
     } else if (caused_by_end) {
-      sink_.note("ddlrun: " + who(end) + " " + describe(cause->second) + f.stopping);
+      text = who(end) + " " + describe(cause->second);
+      blamed = end;
       if (!exit_status_) exit_status_ = cause->second.shell_code();
     } else if (caused_by_host) {
-      sink_.note("ddlrun: " + host->second.note + f.stopping);
+      text = host->second.note;
+      blamed = end;
       if (!exit_status_) exit_status_ = host->second.status;
     } else {
-      sink_.note("ddlrun: " + who(f.rank) + " " + f.how + f.stopping);
+      text = who(f.rank) + " " + f.how;
     }
+    sink_.note("ddlrun: " + text + f.stopping);
+    end_.reason = text;
+    end_.rank = caused_by_host ? -1 : blamed;
+    end_.host = host_of(blamed);
     if (!exit_status_) exit_status_ = f.status;
     if (!caused_by_host) show_tail(caused_by_end ? end : f.rank);
     unreported_.reset();
@@ -563,6 +590,9 @@ class Supervisor {
   std::optional<Failure> unreported_;     // a stall: its note waits until blame_at_
   Clock::time_point blame_at_ = kNever;
   std::map<int, std::string> blame_partial_;  // each rank's unfinished line
+
+  bool failed_ = false;  // the stop began with a failure of the job's own
+  JobEnd end_;
 };
 
 }  // namespace
@@ -573,7 +603,7 @@ std::string signal_name(int sig) {
 }
 
 int supervise(Backend& backend, const comm::Topology* topology, const SuperviseOptions& options,
-              OutputSink& sink) {
+              OutputSink& sink, JobEnd* end) {
   EventQueue events;
   SideThreads threads(backend, events, options);
   threads.prepare();
@@ -589,9 +619,11 @@ int supervise(Backend& backend, const comm::Topology* topology, const SuperviseO
     throw;
   }
   threads.start_stdin();
-  const int status = Supervisor(backend, topology, options, sink, events, waiting).run();
+  Supervisor supervisor(backend, topology, options, sink, events, waiting);
+  const int status = supervisor.run();
   sink_wake.stop();
   threads.stop();
+  if (end != nullptr) *end = supervisor.end();
   return status;
 }
 

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 
@@ -29,6 +30,21 @@ struct SuperviseOptions {
   std::chrono::milliseconds give_up{15000};
 };
 
+/// How a supervised job ended, beyond its exit status: what ddlrun needs to restart it
+/// (--max-restarts).
+struct JobEnd {
+  int status = 0;  ///< supervise()'s return value
+  /// The job failed by itself (a process failed, a host was lost), rather than being stopped by
+  /// --timeout, a signal to ddlrun or its output: a failure a restart may get past.
+  bool failed = false;
+  std::string reason;  ///< the failure as the note said it: "rank 3 (node2) exited with status 1"
+  int rank = -1;       ///< the rank that note blames; -1: a host, or the backend's own process
+  std::string host;    ///< that rank's host, or the lost host; empty when unknown
+  /// Hosts lost (their agent gone, no heartbeat) or whose processes did not report their end
+  /// after SIGKILL: the job cannot count on them again.
+  std::set<std::string> lost_hosts;
+};
+
 /// Runs the job: starts `backend`, prints output through `sink`, and ends the whole job when one
 /// process fails (exit status other than 0, or a signal), when a host is lost, on --timeout,
 /// when the sink fails (stdout closed or full), or when ddlrun gets SIGINT/SIGTERM/SIGHUP:
@@ -42,9 +58,10 @@ struct SuperviseOptions {
 /// (may be null). Returns ddlrun's exit status: 0 when every process exited 0, else the first
 /// failed process's (128+N for signal N), 124 on timeout, 128+N when ddlrun was stopped by
 /// signal N, 1 when a host was lost, the sink's failure() status (141: stdout closed, 1: other
-/// write errors). LaunchError from backend.start() is not caught.
+/// write errors). LaunchError from backend.start() is not caught. `end`, when given, is filled
+/// in with how the job ended.
 int supervise(Backend& backend, const comm::Topology* topology, const SuperviseOptions& options,
-              OutputSink& sink);
+              OutputSink& sink, JobEnd* end = nullptr);
 
 /// "SIGKILL" for 9, "signal 70" when unknown.
 std::string signal_name(int signal);

@@ -207,6 +207,48 @@ TEST(OptionsTest, DurationsTooLongAreRefused) {
   EXPECT_EQ(parse({"--timeout", "1e9", "p"}).timeout, 1e9);
 }
 
+TEST(OptionsTest, RestartOptions) {
+  const Options none = parse({"p"});
+  EXPECT_EQ(none.max_restarts, 0);
+  EXPECT_FALSE(none.min_hosts.has_value());
+  EXPECT_FALSE(none.nnodes.has_value());
+  const Options o = parse({"--max-restarts", "3", "--min-hosts", "2", "p"});
+  EXPECT_EQ(o.max_restarts, 3);
+  EXPECT_EQ(o.min_hosts, 2);
+  const Options range = parse({"--nnodes", "2:4", "p"});
+  ASSERT_TRUE(range.nnodes.has_value());
+  EXPECT_EQ(range.nnodes->min, 2);
+  EXPECT_EQ(range.nnodes->max, 4);
+  const Options fixed = parse({"--nnodes=3", "p"});
+  ASSERT_TRUE(fixed.nnodes.has_value());
+  EXPECT_EQ(fixed.nnodes->min, 3);
+  EXPECT_EQ(fixed.nnodes->max, 3);
+  EXPECT_EQ(parse({"--max-restarts", "0", "p"}).max_restarts, 0);
+}
+
+TEST(OptionsTest, RestartOptionErrors) {
+  EXPECT_EQ(usage_error({"--max-restarts", "-1", "p"}),
+            "--max-restarts: '-1' is not a whole number of at least 0");
+  EXPECT_EQ(usage_error({"--max-restarts", "x", "p"}),
+            "--max-restarts: 'x' is not a whole number of at least 0");
+  EXPECT_EQ(usage_error({"--min-hosts", "0", "p"}),
+            "--min-hosts: '0' is not a whole number of at least 1");
+  EXPECT_EQ(usage_error({"--nnodes", "two", "p"}),
+            "--nnodes: 'two' is not N or MIN:MAX (whole numbers of hosts, e.g. 3 or 2:4)");
+  EXPECT_EQ(usage_error({"--nnodes", "2:", "p"}),
+            "--nnodes: '2:' is not N or MIN:MAX (whole numbers of hosts, e.g. 3 or 2:4)");
+  EXPECT_EQ(usage_error({"--nnodes", "0:2", "p"}),
+            "--nnodes: '0:2': the number of hosts must be at least 1");
+  EXPECT_EQ(usage_error({"--nnodes", "0", "p"}),
+            "--nnodes: '0': the number of hosts must be at least 1");
+  EXPECT_EQ(usage_error({"--nnodes", "4:2", "p"}),
+            "--nnodes: '4:2': MIN 4 is above MAX 2; give MIN:MAX with MIN <= MAX");
+  EXPECT_EQ(usage_error({"--min-hosts", "2", "--nnodes", "3:4", "p"}),
+            "--min-hosts 2 and --nnodes 3:4 disagree on the fewest hosts; give one of them");
+  EXPECT_EQ(usage_error({"--nnodes", "2", "--nnodes", "3", "p"}),
+            "--nnodes is given more than once; give it once");
+}
+
 TEST(OptionsTest, OptionGivenTwice) {
   EXPECT_EQ(usage_error({"-n", "2", "--np", "3", "p"}),
             "--np is given more than once; give it once");

@@ -331,6 +331,67 @@ TEST(SuperviseTest, OutputThatFailsAfterTheLastExitStillFailsTheJob) {
   EXPECT_EQ(supervise(b, nullptr, quiet_options(), sink), 1);
 }
 
+// How the job ended, for ddlrun's restarts: the failure's note, its rank and host, and the
+// hosts lost; a stop ddlrun was asked for (a timeout) is no failure of the job's own.
+TEST(SuperviseTest, JobEndNamesTheFailureAndTheLostHosts) {
+  const comm::Topology t = three_ranks();
+  {
+    FakeBackend b({0, 1, 2});
+    b.script_ = {exit_of(2, 7)};
+    RecordingSink sink;
+    JobEnd end;
+    EXPECT_EQ(supervise(b, &t, quiet_options(), sink, &end), 7);
+    EXPECT_EQ(end.status, 7);
+    EXPECT_TRUE(end.failed);
+    EXPECT_EQ(end.reason, "rank 2 (n2) exited with status 7");
+    EXPECT_EQ(end.rank, 2);
+    EXPECT_EQ(end.host, "n2");
+    EXPECT_TRUE(end.lost_hosts.empty());
+  }
+  {
+    FakeBackend b({0, 1, 2});
+    Event lost{Event::Type::kHostFailure,
+               -1,
+               1,
+               Stream::kStdout,
+               "the connection to its agent closed",
+               {}};
+    b.script_ = {out(0, "rank 0: allreduce: rank 2 (n2): the connection was reset by the peer"),
+                 exit_of(0, 1), lost};
+    RecordingSink sink;
+    JobEnd end;
+    EXPECT_EQ(supervise(b, &t, quiet_options(), sink, &end), 1);
+    EXPECT_TRUE(end.failed);
+    EXPECT_EQ(end.reason, "n2: the connection to its agent closed");
+    EXPECT_EQ(end.rank, -1);
+    EXPECT_EQ(end.host, "n2");
+    EXPECT_EQ(end.lost_hosts, (std::set<std::string>{"n2"}));
+  }
+  {
+    FakeBackend b({0, 1});
+    SuperviseOptions o = quiet_options();
+    o.timeout = 100ms;
+    RecordingSink sink;
+    JobEnd end;
+    EXPECT_EQ(supervise(b, nullptr, o, sink, &end), 124);
+    EXPECT_FALSE(end.failed);
+  }
+}
+
+// Hosts whose processes never report their end after SIGKILL are lost too.
+TEST(SuperviseTest, JobEndCountsHostsThatNeverReportedAsLost) {
+  FakeBackend b({0, 1, 2}, {});
+  b.script_ = {exit_of(0, 2)};
+  SuperviseOptions o = quiet_options();
+  o.kill_grace = 50ms;
+  o.give_up = 100ms;
+  RecordingSink sink;
+  const comm::Topology t = three_ranks();
+  JobEnd end;
+  EXPECT_EQ(supervise(b, &t, o, sink, &end), 2);
+  EXPECT_EQ(end.lost_hosts, (std::set<std::string>{"n1", "n2"}));
+}
+
 TEST(SignalNameTest, Names) {
   EXPECT_EQ(signal_name(SIGKILL), "SIGKILL");
   EXPECT_EQ(signal_name(SIGINT), "SIGINT");

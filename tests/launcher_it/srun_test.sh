@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # ddlrun --launcher srun inside an allocation of a real Slurm (slurmctld + slurmd + munged
 # started on this host by slurm_cluster.sh): every rank's variables, arguments byte for byte,
-# the PMIx plugin, a failing rank's exit status, and binding by Slurm from the plan.
+# the PMIx plugin, a failing rank's exit status, binding by Slurm from the plan, and a restart
+# (--max-restarts) that starts srun again.
 # Usage: srun_test.sh DDLRUN. Skips (77) when not root or Slurm cannot start here.
 set -euo pipefail
 ddlrun=$1
@@ -57,3 +58,14 @@ if (($(nproc) >= 2)); then
   done
   pass "Slurm binds the ranks to their planned CPUs"
 fi
+
+# 5. --max-restarts through srun: rank 1 fails on the first attempt only; ddlrun starts srun
+#    again and the second attempt succeeds.
+rc=0
+timeout 120 salloc -Q -O -n 2 "$ddlrun" --launcher srun -n 2 --max-restarts 1 -- \
+  sh -c '[ "$RANK" = 1 ] && [ "$DDL_RESTART_COUNT" = 0 ] && { sleep 1; exit 5; }; exit 0' \
+  >/dev/null 2>"$it_tmp/restart.stderr" || rc=$?
+((rc == 0)) || fail "restarted job: exit status $rc, want 0: $(cat "$it_tmp/restart.stderr")"
+grep -q "^ddlrun: restart 1 of 1 after .*; 2 ranks on 1 host$" "$it_tmp/restart.stderr" ||
+  fail "no restart note: $(cat "$it_tmp/restart.stderr")"
+pass "srun started again after a failure (--max-restarts 1)"

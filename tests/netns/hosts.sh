@@ -110,6 +110,18 @@ netns_pids() {
   done
 }
 
+# Prints the processes still in host K (netns_pids) after giving them up to 3 s to end (an
+# agent's keeper and sshd's session end just after ddlrun does); empty when none are left.
+netns_leftovers() {
+  local k=$1 i left
+  for ((i = 0; i < 30; i++)); do
+    left=$(netns_pids "$k")
+    [[ -z $left ]] && return 0
+    sleep 0.1
+  done
+  echo "$left"
+}
+
 # Shapes host K's link both ways with a token bucket: netns_shape K 1gbit [BURST]; RATE "off"
 # takes it away. BURST (tc's units, default 1mb) must hold at least RATE/HZ.
 netns_shape() {
