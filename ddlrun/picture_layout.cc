@@ -25,31 +25,43 @@ namespace ddl::cli::picture {
 
 namespace {
 
+/// A width and a height.
+struct Extent {
+  double w;
+  double h;
+};
+
 constexpr double kMargin = 16;
 constexpr double kGap = 8;
-constexpr double kRankW = 96;
-constexpr double kRankH = 56;
+constexpr Extent kRank{96, 56};
 constexpr int kRanksPerRow = 6;
 constexpr double kTitleH = 16;
 constexpr double kCoreH = 12;
-constexpr double kNicW = 64;
-constexpr double kNicH = 16;
+constexpr Extent kNic{64, 16};
 constexpr double kArcLane = 24;
 constexpr double kPackageMinW = 180;  // room for its title with eight GPUs
-constexpr double kHostHeader = 22;
-constexpr double kHostBottom = 22;
-constexpr double kHostGapX = 48;
-constexpr double kHostGapY = 76;
-constexpr int kHostColumns = 6;
-constexpr double kRackHeader = 28;
-constexpr double kRackPad = 14;  // right of a rack; left of it, a column gutter
-constexpr double kRackGap = 24;
-constexpr double kRackBoxW = 280;
-constexpr double kRackBoxH = 92;
-constexpr int kLanes = 6;             // depths of edges between hosts, so parallel rings stay apart
-constexpr int kTracks = 24;           // parallel tracks in a gutter
-constexpr double kRowTrackGap = 2.4;  // 10 + kTracks * it fits kHostGapY
-constexpr double kColumnTrackGap = 1.5;  // 8 + kTracks * it fits kHostGapX
+
+/// A host's box: the bands above and below its packages, the gaps between hosts, hosts per row.
+constexpr struct {
+  double header = 22, bottom = 22;
+  double gap_x = 48, gap_y = 76;
+  int columns = 6;
+} kHost{};
+
+/// A rack's box: its title band, the padding right of it (left of it, a column gutter), the gap
+/// between racks, and the size of a rack drawn as one box (above kMaxDetailedHosts hosts).
+constexpr struct {
+  double header = 28, pad = 14, gap = 24;
+  Extent box{280, 92};
+} kRack{};
+
+/// Edges between hosts: depths (lanes) so that parallel rings stay apart, and parallel tracks in
+/// the gutters between rows and columns (10 + tracks * row_gap fits gap_y; 8 + tracks *
+/// column_gap fits gap_x).
+constexpr struct {
+  int lanes = 6, tracks = 24;
+  double row_gap = 2.4, column_gap = 1.5;
+} kRoute{};
 
 /// The vertical sections every package of one host has.
 struct Sections {
@@ -77,8 +89,8 @@ PackageLayout layout_package(const PackageInfo& p, const Sections& s, double x, 
   const int count = static_cast<int>(p.ranks.size());
   const int columns = std::min(std::max(count, 1), kRanksPerRow);
   const int rows = (count + kRanksPerRow - 1) / kRanksPerRow;
-  const double nics_w = static_cast<double>(p.nics.size()) * (kNicW + kGap);
-  const double w = kGap + std::max({columns * (kRankW + kGap), nics_w, kPackageMinW});
+  const double nics_w = static_cast<double>(p.nics.size()) * (kNic.w + kGap);
+  const double w = kGap + std::max({columns * (kRank.w + kGap), nics_w, kPackageMinW});
   PackageLayout out;
   double top = y + kTitleH + kGap;
   if (s.cores) {
@@ -87,16 +99,17 @@ PackageLayout layout_package(const PackageInfo& p, const Sections& s, double x, 
   }
   if (s.nics) {
     for (size_t i = 0; i < p.nics.size(); ++i)
-      out.nics.push_back({x + kGap + static_cast<double>(i) * (kNicW + kGap), top, kNicW, kNicH});
-    top += kNicH + kGap;
+      out.nics.push_back(
+          {x + kGap + static_cast<double>(i) * (kNic.w + kGap), top, kNic.w, kNic.h});
+    top += kNic.h + kGap;
   }
   top += kArcLane;
   for (int i = 0; i < count; ++i) {
-    const Box box{x + kGap + (i % kRanksPerRow) * (kRankW + kGap),
-                  top + (i / kRanksPerRow) * (kRankH + kArcLane), kRankW, kRankH};
+    const Box box{x + kGap + (i % kRanksPerRow) * (kRank.w + kGap),
+                  top + (i / kRanksPerRow) * (kRank.h + kArcLane), kRank.w, kRank.h};
     ranks.emplace_back(p.ranks[static_cast<size_t>(i)], box);
   }
-  out.box = {x, y, w, top + std::max(rows, 1) * (kRankH + kArcLane) - kArcLane + kGap - y};
+  out.box = {x, y, w, top + std::max(rows, 1) * (kRank.h + kArcLane) - kArcLane + kGap - y};
   return out;
 }
 
@@ -106,13 +119,13 @@ HostLayout layout_host(const HostInfo& host, std::vector<std::pair<int, Box>>& r
   HostLayout out;
   double x = kGap, height = 0;
   for (const PackageInfo& p : host.packages) {
-    out.packages.push_back(layout_package(p, s, x, kHostHeader, ranks));
+    out.packages.push_back(layout_package(p, s, x, kHost.header, ranks));
     x = out.packages.back().box.right() + kGap;
     height = std::max(height, out.packages.back().box.h);
   }
   for (PackageLayout& p : out.packages)
     p.box.h = height;  // equal columns read better
-  out.box = {0, 0, std::max(x, kPackageMinW), kHostHeader + height + kHostBottom};
+  out.box = {0, 0, std::max(x, kPackageMinW), kHost.header + height + kHost.bottom};
   return out;
 }
 
@@ -126,17 +139,18 @@ void shift(HostLayout& host, double dx, double dy) {
   }
 }
 
-/// Cells of `cell` size from (x, y), kHostColumns to a row, each row followed by a gutter;
+/// Cells of `cell` size from (x, y), kHost.columns to a row, each row followed by a gutter;
 /// returns the box they fill, gutters included.
 Box place_grid(size_t count, const Box& cell, double x, double y, std::vector<Box>& cells) {
-  const size_t columns = std::min<size_t>(std::max<size_t>(count, 1), kHostColumns);
+  const size_t columns = std::min<size_t>(std::max<size_t>(count, 1), kHost.columns);
   const size_t rows = std::max<size_t>((count + columns - 1) / columns, 1);
   for (size_t i = 0; i < count; ++i) {
-    cells.push_back({x + static_cast<double>(i % columns) * (cell.w + kHostGapX),
-                     y + static_cast<double>(i / columns) * (cell.h + kHostGapY), cell.w, cell.h});
+    cells.push_back({x + static_cast<double>(i % columns) * (cell.w + kHost.gap_x),
+                     y + static_cast<double>(i / columns) * (cell.h + kHost.gap_y), cell.w,
+                     cell.h});
   }
-  return {x, y, static_cast<double>(columns) * (cell.w + kHostGapX) - kHostGapX,
-          static_cast<double>(rows) * (cell.h + kHostGapY)};
+  return {x, y, static_cast<double>(columns) * (cell.w + kHost.gap_x) - kHost.gap_x,
+          static_cast<double>(rows) * (cell.h + kHost.gap_y)};
 }
 
 /// The page around the legend and the racks.
@@ -154,9 +168,10 @@ std::string point(double x, double y) {
 }
 
 /// The track an edge between containers runs on in the gutters: one per dimension, ring (modulo
-/// kLanes) and direction.
+/// kRoute.lanes) and direction.
 int track(const EdgeEnds& e) {
-  return (e.dim * 2 * kLanes + (e.lane % kLanes) * 2 + (e.forward ? 0 : 1)) % kTracks;
+  return (e.dim * 2 * kRoute.lanes + (e.lane % kRoute.lanes) * 2 + (e.forward ? 0 : 1)) %
+         kRoute.tracks;
 }
 
 /// Inside one container: an arc over the ranks going right along a row, a curve under them
@@ -187,7 +202,7 @@ std::string inside_path(const EdgeEnds& e, double ax, double bx) {
 /// Between containers of one row: a curve through the gutter below the row, deeper for later
 /// dimensions, rings and the backward direction.
 std::string along_row_path(const EdgeEnds& e, double x0, double x1) {
-  const double dip = 16 + 8.0 * e.dim + (e.forward ? 0 : 4) + 5.0 * (e.lane % kLanes);
+  const double dip = 16 + 8.0 * e.dim + (e.forward ? 0 : 4) + 5.0 * (e.lane % kRoute.lanes);
   return "M" + point(x0, e.from.bottom()) + " C" + point(x0, e.from_container.bottom() + dip) +
          " " + point(x1, e.to_container.bottom() + dip) + " " + point(x1, e.to.bottom());
 }
@@ -196,10 +211,10 @@ std::string along_row_path(const EdgeEnds& e, double x0, double x1) {
 /// along it to the column gutter left of the receiver, along that to the receiver's row, and
 /// in), each dimension, ring and direction on a track of its own, so no line crosses a host.
 std::string between_rows_path(const EdgeEnds& e, double x0, double x1) {
-  const double row = 10 + track(e) * kRowTrackGap;
+  const double row = 10 + track(e) * kRoute.row_gap;
   const bool below = e.to_container.y >= e.from_container.bottom();
   const double y2 = below ? e.to_container.y - row : e.to_container.bottom() + row;
-  const double gx = e.to_container.x - 8 - track(e) * kColumnTrackGap;
+  const double gx = e.to_container.x - 8 - track(e) * kRoute.column_gap;
   return "M" + point(x0, e.from.bottom()) + " V" +
          svg::coordinate(e.from_container.bottom() + row) + " H" + svg::coordinate(gx) + " V" +
          svg::coordinate(y2) + " H" + svg::coordinate(x1) + " V" +
@@ -220,11 +235,11 @@ Layout layout_hosts(const Model& model, const Box& legend) {
     cell.h = std::max(cell.h, out.hosts.back().box.h);
   }
   out.ranks.resize(model.ranks.size());
-  double y = out.legend.bottom() + kRackGap;
+  double y = out.legend.bottom() + kRack.gap;
   for (const std::vector<int>& rack : model.racks) {
     std::vector<Box> cells;
-    const Box grid = place_grid(rack.size(), cell, kMargin + kHostGapX, y + kRackHeader, cells);
-    out.racks.push_back({kMargin, y, grid.w + kHostGapX + kRackPad, kRackHeader + grid.h});
+    const Box grid = place_grid(rack.size(), cell, kMargin + kHost.gap_x, y + kRack.header, cells);
+    out.racks.push_back({kMargin, y, grid.w + kHost.gap_x + kRack.pad, kRack.header + grid.h});
     for (size_t i = 0; i < rack.size(); ++i) {
       const size_t h = static_cast<size_t>(rack[i]);
       shift(out.hosts[h], cells[i].x, cells[i].y);
@@ -233,7 +248,7 @@ Layout layout_hosts(const Model& model, const Box& legend) {
         out.ranks[static_cast<size_t>(rank)] = box;
       }
     }
-    y = out.racks.back().bottom() + kRackGap;
+    y = out.racks.back().bottom() + kRack.gap;
   }
   out.page = page_around(out);
   return out;
@@ -242,9 +257,9 @@ Layout layout_hosts(const Model& model, const Box& legend) {
 Layout layout_racks(const Model& model, const Box& legend) {
   Layout out;
   out.legend = {kMargin, kMargin, legend.w, legend.h};
-  const Box cell{0, 0, kRackBoxW, kRackBoxH};
-  const Box grid = place_grid(model.racks.size(), cell, kMargin + kHostGapX,
-                              out.legend.bottom() + kRackGap, out.racks);
+  const Box cell{0, 0, kRack.box.w, kRack.box.h};
+  const Box grid = place_grid(model.racks.size(), cell, kMargin + kHost.gap_x,
+                              out.legend.bottom() + kRack.gap, out.racks);
   out.page = page_around(out);
   out.page.h = std::max(out.page.h, grid.bottom() + kMargin);
   return out;

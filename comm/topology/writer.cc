@@ -102,47 +102,55 @@ void put_rank(std::string& out, const RankPlacement& r) {
   out += "}\n";
 }
 
+/// "[1, 2, 3]".
+void put_int_list(std::string& out, const std::vector<int>& values) {
+  out += '[';
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (i) out += ", ";
+    put_int(out, values[i]);
+  }
+  out += ']';
+}
+
+/// `key` + " []" for no items, else `key` and a line `indent`"- " + put_item(item) per item.
+template <typename T, typename PutItem>
+void put_list(std::string& out, std::string_view key, std::string_view indent,
+              const std::vector<T>& items, PutItem put_item) {
+  out += key;
+  out += items.empty() ? " []\n" : "\n";
+  for (const T& item : items) {
+    out += indent;
+    out += "- ";
+    put_item(item);
+    out += '\n';
+  }
+}
+
 void put_dimension(std::string& out, int d, const std::vector<Ring>& rings) {
   out += "  - dimension: ";
   put_int(out, d);
-  out += rings.empty() ? "\n    rings: []\n" : "\n    rings:\n";
-  for (const Ring& ring : rings) {
-    out += "      - [";
-    for (size_t i = 0; i < ring.size(); ++i) {
-      if (i) out += ", ";
-      put_int(out, ring[i]);
-    }
-    out += "]\n";
-  }
+  put_list(out, "\n    rings:", "      ", rings,
+           [&](const Ring& ring) { put_int_list(out, ring); });
 }
 
 /// The measured links (format 1.1), after the ring orders.
 void put_links(std::string& out, const LinkMeasurement& links) {
   put_field(out, "links:\n  seconds: ", links.seconds);
-  out += links.racks.empty() ? "\n  racks: []\n" : "\n  racks:\n";
-  for (const std::vector<int>& rack : links.racks) {
-    out += "    - [";
-    for (size_t i = 0; i < rack.size(); ++i) {
-      if (i) out += ", ";
-      put_int(out, rack[i]);
-    }
-    out += "]\n";
-  }
-  out += links.levels.empty() ? "  levels: []\n" : "  levels:\n";
-  for (const MeasuredLevel& level : links.levels) {
-    put_field(out, "    - {name: ", level.name);
+  put_list(out, "\n  racks:", "    ", links.racks,
+           [&](const std::vector<int>& rack) { put_int_list(out, rack); });
+  put_list(out, "  levels:", "    ", links.levels, [&](const MeasuredLevel& level) {
+    put_field(out, "{name: ", level.name);
     put_field(out, ", bytes_per_s: ", level.bytes_per_s);
     put_field(out, ", latency_s: ", level.latency_s);
-    out += "}\n";
-  }
-  out += links.pairs.empty() ? "  pairs: []\n" : "  pairs:\n";
-  for (const LinkSample& pair : links.pairs) {
-    put_field(out, "    - {a: ", pair.a);
+    out += '}';
+  });
+  put_list(out, "  pairs:", "    ", links.pairs, [&](const LinkSample& pair) {
+    put_field(out, "{a: ", pair.a);
     put_field(out, ", b: ", pair.b);
     put_field(out, ", bytes_per_s: ", pair.bytes_per_s);
     put_field(out, ", latency_s: ", pair.latency_s);
-    out += "}\n";
-  }
+    out += '}';
+  });
 }
 
 }  // namespace
