@@ -15,6 +15,7 @@
 
 #include "comm/comm.h"
 #include "ddlrun/backends.h"
+#include "ddlrun/per_node.h"
 #include "hostfiles/hostfiles.h"
 #include "launcher/launcher.h"
 
@@ -84,6 +85,42 @@ void give_python_package(launcher::Job& job, spdlog::logger& log) {
   }
 }
 
+/// ddlrun's rendezvous server for the ranks of `plan`, admitting `token`; its failures name
+/// each missing rank's host.
+std::unique_ptr<comm::RendezvousServer> serve_ranks(const JobPlan& plan, const std::string& token) {
+  std::vector<std::string> hosts(plan.topology.ranks.size());
+  for (const comm::RankPlacement& r : plan.topology.ranks) {
+    const comm::Host* h = plan.topology.find_host(r.host);
+    if (h != nullptr && r.rank >= 0 && static_cast<size_t>(r.rank) < hosts.size())
+      hosts[r.rank] = h->name;
+  }
+  return std::make_unique<comm::RendezvousServer>(
+      token, static_cast<int>(plan.topology.ranks.size()), 0, std::move(hosts));
+}
+
+/// Per-node mode: the nodes agree on the plan and take node 0's ports; this node starts its own
+/// ranks only, without PMIx (whose server sees no other node's ranks).
+void join_nodes(const NodePart& node, launcher::LaunchOptions& lo) {
+  const bool node0 = node.client->node_rank() == 0;
+  const Ports ports = node.client->agree(
+      node.digest, node0 ? Ports{lo.rendezvous_port, launcher::free_tcp_port()} : Ports{});
+  lo.rendezvous_port = ports.ddl;
+  lo.master_port = ports.master;
+  lo.rendezvous_host = node.rendezvous_host;
+  lo.only_host = node.host_of_node[static_cast<size_t>(node.client->node_rank())];
+  lo.pmix_server = false;
+}
+
+/// Per-node mode: the first failure of this node's ranks goes to node 0 at once, which stops
+/// the other nodes; only node 0 feeds its stdin to rank 0.
+void tell_node0(const NodePart& node, launcher::SuperviseOptions& so) {
+  NodeClient* client = node.client;
+  so.on_first_failure = [client](int rank, const launcher::ExitStatus& status) {
+    client->report_failure(describe_failure(rank, status), status.shell_code());
+  };
+  if (client->node_rank() != 0) so.stdin_fd = -1;
+}
+
 }  // namespace
 
 launcher::Job make_job(const JobPlan& plan, const std::string& topology_path) {
@@ -133,7 +170,7 @@ launcher::TagStyle tag_style(const std::string& name) {
   return launcher::TagStyle::kAuto;
 }
 
-int launch(const JobPlan& plan, const Options& o, spdlog::logger& log) {
+int launch(const JobPlan& plan, const Options& o, spdlog::logger& log, const NodePart* node) {
   // Should ddlrun die without cleaning up (SIGKILL), its keeper (armed by main) kills what the
   // ranks started and removes the job's directories.
   launcher::remove_stale_dirs();  // what a ddlrun that died with its keeper left
@@ -147,6 +184,7 @@ int launch(const JobPlan& plan, const Options& o, spdlog::logger& log) {
     topology_path = std::filesystem::absolute(topology_path).string();
   }
   launcher::Job job = make_job(plan, topology_path);
+  if (node != nullptr) job.token = node->client->welcome().job_token;
   give_python_package(job, log);
 
   launcher::LaunchOptions lo;
@@ -160,22 +198,17 @@ int launch(const JobPlan& plan, const Options& o, spdlog::logger& log) {
   lo.heartbeat_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(o.heartbeat_timeout * 1000));
   // ddlrun serves the runtime's rendezvous: the bootstrap of its own launchers, and the
-  // fallback under external ones whose ranks find no PMIx server (srun --mpi=pmi2).
+  // fallback under external ones whose ranks find no PMIx server (srun --mpi=pmi2). In
+  // per-node mode node 0 serves it for every node's ranks.
   std::unique_ptr<comm::RendezvousServer> rendezvous;
-  {
-    // Each rank's host, so that the server's failures name where the missing ranks are.
-    std::vector<std::string> hosts(plan.topology.ranks.size());
-    for (const comm::RankPlacement& r : plan.topology.ranks) {
-      const comm::Host* h = plan.topology.find_host(r.host);
-      if (h != nullptr && r.rank >= 0 && static_cast<size_t>(r.rank) < hosts.size())
-        hosts[r.rank] = h->name;
-    }
-    rendezvous = std::make_unique<comm::RendezvousServer>(
-        job.token, static_cast<int>(plan.topology.ranks.size()), 0, std::move(hosts));
+  if (node == nullptr || node->client->node_rank() == 0) {
+    rendezvous = serve_ranks(plan, job.token);
     lo.rendezvous_port = rendezvous->port();
   }
+  if (node != nullptr) join_nodes(*node, lo);
   set_backend_options(lo, plan, o);
   std::unique_ptr<launcher::Backend> backend = backend_entry(plan.launcher.kind).make(job, lo);
+  if (node != nullptr) backend = node_backend(std::move(backend), *node, lo.heartbeat_timeout);
 
   std::unique_ptr<launcher::OutputSink> sink =
       o.output_dir.empty() ? launcher::make_terminal_sink(tag_style(o.tag_output))
@@ -186,8 +219,10 @@ int launch(const JobPlan& plan, const Options& o, spdlog::logger& log) {
   // Past SIGKILL, the ssh launcher declares a host that does not answer lost within the
   // heartbeat deadline; the supervisor's own limit comes after it.
   so.give_up = lo.heartbeat_timeout + std::chrono::seconds(5);
+  if (node != nullptr) tell_node0(*node, so);
   log.info("starting {} ranks through {}", plan.topology.ranks.size(), backend->name());
-  return launcher::supervise(*backend, &plan.topology, so, *sink);
+  const int status = launcher::supervise(*backend, &plan.topology, so, *sink);
+  return node != nullptr ? node->client->finish(status) : status;
 }
 
 }  // namespace ddl::cli

@@ -241,7 +241,8 @@ const mapper::Inventory& xml_inventory(std::map<std::string, mapper::Inventory>&
 /// Fills in the hardware known without reaching another host: from --host-xml, and this
 /// host's hwloc (probed once) for the hosts named in `local_names`. Returns the other hosts.
 std::vector<std::string> hardware_known_here(const Options& o, JobPlan& plan,
-                                             const std::vector<std::string>& local_names) {
+                                             const std::vector<std::string>& local_names,
+                                             const KnownHardware* known) {
   std::vector<std::pair<std::string, std::string>> host_xml;
   for (const std::string& x : o.host_xml) {
     const size_t eq = x.find('=');
@@ -251,9 +252,13 @@ std::vector<std::string> hardware_known_here(const Options& o, JobPlan& plan,
   std::optional<mapper::Inventory> self;
   std::vector<std::string> remote_hosts;
   for (const hostfiles::Host& h : plan.hosts.hosts()) {
+    const auto given = known != nullptr ? known->find(h.name) : KnownHardware::const_iterator{};
     if (const std::string* file = xml_for(host_xml, h.name)) {
       plan.inventories[h.name] = xml_inventory(by_file, *file);
       plan.hardware_from[h.name] = *file;
+    } else if (known != nullptr && given != known->end()) {
+      plan.inventories[h.name] = given->second;
+      plan.hardware_from[h.name] = "rendezvous";
     } else if (launcher::is_local_host(h.name, local_names)) {
       if (!self) self = mapper::probe_hwloc(mapper::ProbeOptions{});
       plan.inventories[h.name] = *self;
@@ -307,13 +312,14 @@ void record_probes(JobPlan& plan, const std::vector<mapper::HostProbe>& results,
 /// the prober. Fills plan.inventories and plan.hardware_from; throws ProbeError listing every
 /// host that failed.
 void gather_hardware(const Options& o, JobPlan& plan, const RemoteProber& prober,
-                     const std::vector<std::string>& local_names, bool ssh_follows) {
+                     const std::vector<std::string>& local_names, bool ssh_follows,
+                     const KnownHardware* known) {
   if (o.no_probe) {
     for (const hostfiles::Host& h : plan.hosts.hosts())
       plan.hardware_from[h.name] = "not probed";
     return;
   }
-  const std::vector<std::string> remote_hosts = hardware_known_here(o, plan, local_names);
+  const std::vector<std::string> remote_hosts = hardware_known_here(o, plan, local_names, known);
   if (remote_hosts.empty()) return;
   record_probes(plan, probe_remote_hosts(o, plan, prober, remote_hosts, ssh_follows), prober.name);
 }
@@ -332,13 +338,18 @@ void check_distinct_machines(const JobPlan& plan, const std::vector<std::string>
   mapper::check_distinct_machines(named);
 }
 
-std::string job_id_of(const Options& o, const Env& env) {
+}  // namespace
+
+std::string job_id_of(const Options& o, GetEnv getenv_fn, void* env_context) {
+  const Env env{getenv_fn, env_context};
   if (!o.job_id.empty()) return o.job_id;
   for (const char* name : {"LSB_JOBID", "SLURM_JOB_ID"}) {
     if (auto v = env(name); v && !v->empty()) return *v;
   }
   return "ddlrun-" + std::to_string(::getpid());
 }
+
+namespace {
 
 /// Places every rank on the hardware found (plan.placed: GPU, CPUs and NIC), by `rankfile`
 /// when given; the mapper's notes become warnings.
@@ -466,8 +477,8 @@ mapper::SshProbeOptions ssh_probe_options(const Options& o, const std::string& j
 // or jsrun). The mapper places the ranks on that hardware; the mode's dimensions follow from
 // the placement, the launcher from the batch system and where the ranks run. Last come what
 // every rank starts with: the exports, mpirun's arguments and the working directory.
-JobPlan make_plan(const Options& o, GetEnv getenv_fn, void* env_context,
-                  const RemoteProbe& remote) {
+JobPlan make_plan(const Options& o, GetEnv getenv_fn, void* env_context, const RemoteProbe& remote,
+                  const KnownHardware* known) {
   const Env env{getenv_fn, env_context};
   JobPlan plan;
   plan.program = o.program;
@@ -475,12 +486,12 @@ JobPlan make_plan(const Options& o, GetEnv getenv_fn, void* env_context,
   const std::optional<hostfiles::Rankfile> rankfile = apply_rankfile(o, hosts, from);
   plan.hosts = std::move(hosts);
   plan.hosts_from = std::move(from);
-  plan.job_id = job_id_of(o, env);
+  plan.job_id = job_id_of(o, getenv_fn, env_context);
   plan.nic = nic_filter(o);
   // This host's names and addresses, read once: which hosts to probe here, and the launcher.
   const std::vector<std::string> local_names = launcher::local_host_names();
   const RemoteProber prober = remote_prober(o, env, plan.job_id, remote);
-  gather_hardware(o, plan, prober, local_names, ssh_launcher_follows(o, env));
+  gather_hardware(o, plan, prober, local_names, ssh_launcher_follows(o, env), known);
   check_distinct_machines(plan, local_names);
   place_ranks(o, rankfile ? &*rankfile : nullptr, plan);
   resolve_mode(o, plan);

@@ -302,8 +302,6 @@ void NodeServer::State::plan(Conn& c, const std::vector<std::string>& f) {
 void NodeServer::State::failure(Conn& c, const std::string& what, int status) {
   if (first_status) return;
   first_status = status != 0 ? status : 1;
-  report("node " + std::to_string(c.node) + " (" + c.host + "): " + what +
-         "; stopping the job on every node");
   for (Conn* n : nodes) {
     if (n != nullptr && n != &c && !n->closed) {
       wire::send(n->fd, wire::kStop,

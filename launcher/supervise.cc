@@ -400,7 +400,10 @@ class Supervisor {
     }
     if (!status.failed() && !running_.empty()) blame_.left_early(rank);
     ended_with_[rank] = status;
-    if (status.failed() && !stopping_) first_failure(rank, status);
+    if (status.failed() && !stopping_) {
+      if (options_.on_first_failure) options_.on_first_failure(rank, status);
+      first_failure(rank, status);
+    }
   }
 
   // The failure that starts the stop; its note waits for the others' errors when the cause

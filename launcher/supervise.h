@@ -1,6 +1,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -27,6 +28,9 @@ struct SuperviseOptions {
   /// How long after SIGKILL ddlrun still waits for processes to report their end before it
   /// leaves without them (a host that cannot be reached any more).
   std::chrono::milliseconds give_up{15000};
+  /// Called (on the supervisor's thread) when a process's failure starts the stop, before
+  /// anything else is done about it: per-node mode tells the other nodes at once.
+  std::function<void(int rank, const ExitStatus& status)> on_first_failure;
 };
 
 /// Runs the job: starts `backend`, prints output through `sink`, and ends the whole job when one
