@@ -200,9 +200,8 @@ int run_per_node(const Options& o, const PerNode& node, GetEnv getenv_fn, void* 
   const Options whole = whole_job_options(o, w);
   const KnownHardware known = known_hardware(w);
   JobPlan plan = make_plan(whole, getenv_fn, env_context, {}, &known);
-  plan.launcher = {launcher::Kind::kLocal, "per-node mode: node " + std::to_string(node.node_rank) +
-                                               " starts its "
-                                               "own ranks"};
+  plan.launcher = {launcher::Kind::kLocal, "per-node mode: each node starts its own ranks"};
+  plan.hosts_from = "the rendezvous at " + node.endpoint() + ", in node-rank order";
   for (const std::string& warning : plan.warnings)
     log.warn("{}", hostfiles::printable(warning));
   if (!o.topology_file.empty()) comm::write_topology_file(plan.topology, o.topology_file);
