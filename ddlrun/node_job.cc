@@ -59,9 +59,10 @@ NodeHello hello_of(const Options& o, const PerNode& node) {
 }
 
 /// The options a single ddlrun for every node would have had: -H with the nodes' hosts in
-/// node-rank order, node 0's job id, the local launcher.
-Options whole_job_options(const Options& o, const Welcome& w) {
+/// node-rank order, node 0's job id, the local launcher, -a from $PET_NPROC_PER_NODE.
+Options whole_job_options(const Options& o, const PerNode& node, const Welcome& w) {
   Options whole = o;
+  if (node.nproc_per_node) whole.accelerators = node.nproc_per_node;
   std::string hosts;
   for (const NodeEntry& n : w.nodes)
     hosts += (hosts.empty() ? "" : ",") + n.host;
@@ -197,7 +198,7 @@ int run_per_node(const Options& o, const PerNode& node, GetEnv getenv_fn, void* 
   const std::unique_ptr<NodeClient> client =
       NodeClient::join(node.endpoint(), node.token, hello_of(o, node), millis(o.rdzv_timeout));
   const Welcome& w = client->welcome();
-  const Options whole = whole_job_options(o, w);
+  const Options whole = whole_job_options(o, node, w);
   const KnownHardware known = known_hardware(w);
   JobPlan plan = make_plan(whole, getenv_fn, env_context, {}, &known);
   plan.launcher = {launcher::Kind::kLocal, "per-node mode: each node starts its own ranks"};

@@ -200,6 +200,14 @@ std::pair<std::string, std::string> token_of(const Options& o, const Env& env) {
   return {token, "--rdzv-token-file " + o.rdzv_token_file};
 }
 
+/// $PET_NPROC_PER_NODE (torchrun's --nproc_per_node as Kubeflow sets it) when -a is not given:
+/// a number, or "auto"/"gpu" for ddlrun's default.
+std::optional<int> nproc_per_node_of(const Options& o, const Env& env) {
+  const std::optional<std::string> v = env("PET_NPROC_PER_NODE");
+  if (o.accelerators || !v || *v == "auto" || *v == "gpu") return std::nullopt;
+  return env_number(env, "PET_NPROC_PER_NODE", 1);
+}
+
 /// Refuses what per-node mode cannot do.
 void check_per_node(const Options& o, const PerNode& node) {
   if (!o.hosts.empty() || !o.hostfile.empty() || !o.rankfile.empty()) {
@@ -242,6 +250,7 @@ std::optional<PerNode> per_node_settings(const Options& o, GetEnv getenv_fn, voi
   node.job = !o.rdzv_id.empty() ? o.rdzv_id : env("PET_RDZV_ID").value_or("");
   if (node.job.empty() && slurm) node.job = env("SLURM_JOB_ID").value_or("");
   std::tie(node.token, node.token_from) = token_of(o, env);
+  node.nproc_per_node = nproc_per_node_of(o, env);
   check_per_node(o, node);
   return node;
 }

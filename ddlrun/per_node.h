@@ -31,6 +31,8 @@ struct PerNode {
   std::string token;       ///< the job's secret; "" when none (unauthenticated)
   std::string token_from;  ///< "--rdzv-token-file FILE", "$DDL_JOB_TOKEN"
   std::string from;        ///< what turned per-node mode on: "--node-rank", "$PET_NODE_RANK", ...
+  /// Ranks per node from $PET_NPROC_PER_NODE when -a is not given; nullopt: ddlrun's default.
+  std::optional<int> nproc_per_node;
   std::string endpoint() const;
 };
 
