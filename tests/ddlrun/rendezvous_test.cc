@@ -241,9 +241,7 @@ TEST(Rendezvous, ANodesFailureStopsTheOthersAndEndsWithItsStatus) {
   }
   for (auto& f : finishing)
     EXPECT_EQ(f.get(), 7);
-  EXPECT_EQ(r.c.reported(), std::vector<std::string>{
-                                "node 1 (host1): rank 3 exited with status 7; stopping the job "
-                                "on every node"});
+  EXPECT_TRUE(r.c.reported().empty());
 }
 
 TEST(Rendezvous, ANodeThatVanishesStopsTheOthers) {

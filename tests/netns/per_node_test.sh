@@ -10,6 +10,8 @@
 #   rank lost  a rank of node3 SIGKILLed: the other nodes end within 5 s with 137, naming
 #              node rank 2 (node3); nothing is left on any host;
 #   node lost  node3's ddlrun SIGKILLed: the others end within 5 s naming it, nothing is left;
+#   silent     node3's ddlrun SIGSTOPped: with --heartbeat-timeout 2 the others end within 5 s
+#              naming it; after SIGCONT it stops its own ranks;
 #   token      node3 with a wrong token: it is refused with the reason, node 0 names it, and
 #              the others time out naming node 2.
 # Usage: per_node_test.sh DDLRUN DDL_LOOP PYTHON_DIR PYTHON   (77 without root, netns or sshd)
@@ -158,7 +160,8 @@ if running rank; then
   for k in 1 2 3; do
     ((rcs[$k] == 137)) || fail "rank lost: node$k exited ${rcs[$k]}, want 137" "$out/rank.$k"
   done
-  grep -q "node3: node rank 2: rank 5 was killed by SIGKILL" "$out/rank.1" ||
+  grep -q "node3: node rank 2: rank 5 was killed by SIGKILL (exit status 137); stopping" \
+    "$out/rank.1" ||
     fail "rank lost: node1 does not name rank 5 of node3" "$out/rank.1"
 fi
 nothing_left "rank lost"
@@ -176,6 +179,24 @@ if running gone; then
   done
 fi
 nothing_left "node lost"
+
+echo "== node silent"
+# node3's ddlrun stopped (SIGSTOP): no heartbeat for 2 s ends the others within 5 s; once it
+# runs again it finds node 0 gone and stops its ranks.
+for k in 1 2 3; do node "$k" silent -a 2 --heartbeat-timeout 2 -x DDL_TIMEOUT=30 "$loop" 60; done
+if running silent; then
+  kill -STOP "${pids[3]}"
+  ended "node silent"
+  kill -CONT "${pids[3]}"
+  wait "${pids[3]}"
+  rcs[3]=$?
+  for k in 1 2; do
+    grep -q "node3: node rank 2: its ddlrun is silent: no heartbeat for 2 s (exit status 1)" \
+      "$out/silent.$k" || fail "node silent: node$k does not name node3" "$out/silent.$k"
+  done
+  ((rcs[3] != 0)) || fail "node silent: node3 exited 0" "$out/silent.3"
+fi
+nothing_left "node silent"
 
 echo "== token"
 rdzv_timeout=3
