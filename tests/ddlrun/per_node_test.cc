@@ -4,9 +4,15 @@
 #include "ddlrun/per_node.h"
 
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <map>
+#include <sstream>
+
+#include "ddlrun/app.h"
 
 namespace ddl::cli {
 namespace {
@@ -154,6 +160,60 @@ TEST(PerNode, ErrorsNameWhatIsMissingOrWrong) {
   EXPECT_EQ(error_of({"--node-rank", "0", "--nnodes", "2", "--rdzv", "h", "--launcher", "ssh"}),
             "--launcher ssh: per-node mode (--node-rank) starts this node's ranks itself; drop "
             "--launcher");
+}
+
+/// A loopback port free a moment ago.
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+struct Outcome {
+  int status;
+  std::string out;
+  std::string err;
+};
+
+/// ddlrun as the one node of a per-node job, through the whole program.
+Outcome run_one_node(std::vector<std::string> args, Vars vars) {
+  const std::string endpoint = "127.0.0.1:" + std::to_string(free_port());
+  std::vector<std::string> all = {"--node-rank", "0",      "--nnodes",  "1",
+                                  "--rdzv",      endpoint, "--no-probe"};
+  all.insert(all.end(), args.begin(), args.end());
+  std::ostringstream out, err;
+  const int status = run(all, out, err, fake_getenv, &vars);
+  return {status, out.str(), err.str()};
+}
+
+TEST(PerNode, WithoutATokenTheJobRunsAndWarnsOnce) {
+  const Outcome r = run_one_node({"--tag-output", "none", "true"}, {});
+  EXPECT_EQ(r.status, 0) << r.err;
+  const std::string warning = "is unauthenticated: anyone who reaches it can join this job";
+  const size_t first = r.err.find(warning);
+  ASSERT_NE(first, std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find(warning, first + 1), std::string::npos) << r.err;
+  EXPECT_EQ(run_one_node({"true"}, {{"DDL_JOB_TOKEN", "t"}}).err, "");
+}
+
+TEST(PerNode, TheDryRunSaysWhatThisNodeRuns) {
+  const Outcome r = run_one_node({"--dry-run", "-n", "1", "true"}, {{"DDL_JOB_TOKEN", "t"}});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out.substr(0, r.out.find('\n')).find("This node: node 0 of 1 ("), 0u) << r.out;
+  EXPECT_NE(r.out.find("), rank 0 of 1; rendezvous at 127.0.0.1:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("per-node mode: each node starts its own ranks"), std::string::npos);
+}
+
+TEST(PerNode, ARankFailureIsTheJobsStatus) {
+  const Outcome r =
+      run_one_node({"--tag-output", "none", "sh", "-c", "exit 7"}, {{"DDL_JOB_TOKEN", "t"}});
+  EXPECT_EQ(r.status, 7) << r.err;
 }
 
 }  // namespace
