@@ -121,6 +121,21 @@ void tell_node0(const NodePart& node, launcher::SuperviseOptions& so) {
   if (client->node_rank() != 0) so.stdin_fd = -1;
 }
 
+/// Per-node mode's supervise(): this node's ranks, whose first failure (or failure to start)
+/// node 0 hears of at once; returns the job's status, once every node is done.
+int supervise_node(const NodePart& node, launcher::Backend& backend, const JobPlan& plan,
+                   launcher::SuperviseOptions so, launcher::OutputSink& sink) {
+  tell_node0(node, so);
+  int status = 0;
+  try {
+    status = launcher::supervise(backend, &plan.topology, so, sink);
+  } catch (const launcher::LaunchError& e) {
+    node.client->report_failure(std::string("its ranks could not start: ") + e.what(), e.status());
+    throw;
+  }
+  return node.client->finish(status);
+}
+
 }  // namespace
 
 launcher::Job make_job(const JobPlan& plan, const std::string& topology_path) {
@@ -219,10 +234,9 @@ int launch(const JobPlan& plan, const Options& o, spdlog::logger& log, const Nod
   // Past SIGKILL, the ssh launcher declares a host that does not answer lost within the
   // heartbeat deadline; the supervisor's own limit comes after it.
   so.give_up = lo.heartbeat_timeout + std::chrono::seconds(5);
-  if (node != nullptr) tell_node0(*node, so);
   log.info("starting {} ranks through {}", plan.topology.ranks.size(), backend->name());
-  const int status = launcher::supervise(*backend, &plan.topology, so, *sink);
-  return node != nullptr ? node->client->finish(status) : status;
+  if (node == nullptr) return launcher::supervise(*backend, &plan.topology, so, *sink);
+  return supervise_node(*node, *backend, plan, so, *sink);
 }
 
 }  // namespace ddl::cli

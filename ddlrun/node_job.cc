@@ -156,8 +156,10 @@ class NodeBackend : public launcher::Backend {
           e.host = stop.node >= 0 && static_cast<size_t>(stop.node) < host_of_node_.size()
                        ? host_of_node_[static_cast<size_t>(stop.node)]
                        : -1;
-          e.data = "node rank " + std::to_string(stop.node) + ": " + stop.what + " (exit status " +
-                   std::to_string(stop.status) + ")";
+          e.data = "node rank " + std::to_string(stop.node) + ": " + stop.what;
+          if (stop.what.find("status") == std::string::npos) {
+            e.data += " (exit status " + std::to_string(stop.status) + ")";
+          }
           e.status.code = stop.status;
           events.push(std::move(e));
         },

@@ -294,12 +294,20 @@ void NodeClient::report_failure(const std::string& what, int status) {
   send(wire::kFail, {what, std::to_string(status)});
 }
 
-// The control channel's thread: heartbeats out, stop and end in; silence or a closed
-// connection counts as node 0 gone.
+// The control channel's thread: heartbeats out, stop and end in (what agree() read past the
+// go-ahead first); silence or a closed connection counts as node 0 gone.
 void NodeClient::control_loop() {
   auto heard = Clock::now();
   auto beat = Clock::now();
   while (true) {
+    try {
+      while (std::optional<wire::Message> m = wire::take(pending_)) {
+        if (!on_control(*m)) return;
+      }
+    } catch (const std::exception& e) {
+      lost(std::string("it sent garbage: ") + e.what());
+      return;
+    }
     pollfd p[2] = {{fd_, POLLIN, 0}, {wake_[0], POLLIN, 0}};
     ::poll(p, 2, 200);
     if (p[1].revents != 0) return;
@@ -308,32 +316,32 @@ void NodeClient::control_loop() {
       send(wire::kHeartbeat, {});
       beat = now;
     }
-    std::optional<wire::Message> m;
-    try {
-      if (p[0].revents != 0 && !wire::fill(fd_, pending_)) {
+    if (p[0].revents != 0) {
+      if (!wire::fill(fd_, pending_)) {
         lost("its ddlrun is gone: the rendezvous connection closed");
         return;
       }
-      m = wire::take(pending_);
-    } catch (const std::exception& e) {
-      lost(std::string("it sent garbage: ") + e.what());
-      return;
+      heard = now;
     }
-    if (m) heard = now;
     if (now - heard > heartbeat_timeout_) {
       lost("its ddlrun is silent: no heartbeat for " + seconds_text(heartbeat_timeout_));
       return;
     }
-    if (m && m->type == wire::kStop && m->fields.size() == 4) {
-      stopped({wire::to_int(m->fields[0]).value_or(-1), m->fields[1], m->fields[2],
-               wire::to_int(m->fields[3]).value_or(1)});
-    } else if (m && m->type == wire::kEnd && m->fields.size() == 1) {
-      std::lock_guard lock(mutex_);
-      end_status_ = wire::to_int(m->fields[0]).value_or(1);
-      changed_.notify_all();
-      return;
-    }
   }
+}
+
+// One message of the control channel; false once the job has ended.
+bool NodeClient::on_control(const wire::Message& m) {
+  if (m.type == wire::kStop && m.fields.size() == 4) {
+    stopped({wire::to_int(m.fields[0]).value_or(-1), m.fields[1], m.fields[2],
+             wire::to_int(m.fields[3]).value_or(1)});
+  } else if (m.type == wire::kEnd && m.fields.size() == 1) {
+    std::lock_guard lock(mutex_);
+    end_status_ = wire::to_int(m.fields[0]).value_or(1);
+    changed_.notify_all();
+    return false;
+  }
+  return true;
 }
 
 void NodeClient::lost(const std::string& what) {

@@ -39,6 +39,10 @@
 
 namespace ddl::cli {
 
+namespace wire {
+struct Message;
+}
+
 /// The rendezvous failed: refused, timed out, unreachable or broken; what() names the endpoint,
 /// the node and the next step.
 class RendezvousError : public std::runtime_error {
@@ -155,6 +159,7 @@ class NodeClient {
   NodeClient(int fd, std::string endpoint, int node_rank);
   bool send(int type, const std::vector<std::string>& fields);
   void control_loop();
+  bool on_control(const wire::Message& m);
   void stopped(const NodeStop& stop);
   void lost(const std::string& what);
 

@@ -5,20 +5,22 @@
 #   plan       the three --dry-run plans (topology files and text) equal one another, and the
 #              topology file equals the one a single ddlrun -H node1,node2,node3 makes (probing
 #              over ssh);
-#   libddl     ddl_loop (allreduce of every rank, sum checked) on 3 x 2 ranks: every node 0;
+#   libddl     ddl_check (every collective checked by each rank) on 3 x 2 ranks: every node 0;
 #   DDP        tests/python/check_ddp_backend.py on init_process_group("ddl"), 3 x 2 ranks;
 #   rank lost  a rank of node3 SIGKILLed: the other nodes end within 5 s with 137, naming
 #              node rank 2 (node3); nothing is left on any host;
 #   node lost  node3's ddlrun SIGKILLed: the others end within 5 s naming it, nothing is left;
 #   silent     node3's ddlrun SIGSTOPped: with --heartbeat-timeout 2 the others end within 5 s
 #              naming it; after SIGCONT it stops its own ranks;
+#   missing    the program missing on node3: every node ends with 127, naming node3;
 #   token      node3 with a wrong token: it is refused with the reason, node 0 names it, and
 #              the others time out naming node 2.
-# Usage: per_node_test.sh DDLRUN DDL_LOOP PYTHON_DIR PYTHON   (77 without root, netns or sshd)
+# Usage: per_node_test.sh DDLRUN DDL_CHECK DDL_LOOP PYTHON_DIR PYTHON   (77 without root, netns or sshd)
 set -uo pipefail
 ddlrun=$(realpath "$1")
-loop=$(realpath "$2")
-pydir=$3 python=$4
+check=$(realpath "$2")
+loop=$(realpath "$3")
+pydir=$4 python=$5
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=SCRIPTDIR/hosts.sh
 source "$here/hosts.sh"
@@ -98,15 +100,15 @@ done
 ((fails == 0)) && echo "PASS plan: every node's plan is the single ddlrun's"
 
 echo "== libddl"
-all loop -a 2 "$loop" 2
+all check -a 2 "$check"
 for k in 1 2 3; do
-  ((rcs[$k] == 0)) || fail "libddl: node$k exited ${rcs[$k]}" "$out/loop.$k"
+  ((rcs[$k] == 0)) || fail "libddl: node$k exited ${rcs[$k]}" "$out/check.$k"
 done
 for r in 0 1 2 3 4 5; do
   k=$((r / 2 + 1))
-  grep -q "rank $r step [1-9]" "$out/loop.$k" || fail "libddl: rank $r did not loop on node$k" "$out/loop.$k"
+  grep -q "rank $r of 6 ok$" "$out/check.$k" || fail "libddl: rank $r not ok on node$k" "$out/check.$k"
 done
-echo "PASS libddl: 6 ranks on 3 nodes, every allreduce's sum right"
+echo "PASS libddl: ddl_check on 6 ranks of 3 nodes, every collective right"
 
 echo "== DDP"
 if "$python" -c 'import torch' 2>/dev/null; then
@@ -197,6 +199,18 @@ if running silent; then
   ((rcs[3] != 0)) || fail "node silent: node3 exited 0" "$out/silent.3"
 fi
 nothing_left "node silent"
+
+echo "== missing program"
+# The program is in the /tmp of node1 and node2 only: node3 cannot start its ranks, and the
+# others end with its status (127), naming it.
+for k in 1 2; do netns_exec "$k" cp "$loop" /tmp/per_node_loop; done
+all missing -a 2 /tmp/per_node_loop 30
+for k in 1 2 3; do
+  ((rcs[$k] == 127)) || fail "missing program: node$k exited ${rcs[$k]}, want 127" "$out/missing.$k"
+done
+grep -q "node3: node rank 2: its ranks could not start: .*/tmp/per_node_loop" "$out/missing.1" ||
+  fail "missing program: node1 does not name node3's failure" "$out/missing.1"
+nothing_left "missing program"
 
 echo "== token"
 rdzv_timeout=3
