@@ -66,6 +66,13 @@ CLI::Validator at_least(int least) {
       "");
 }
 
+std::string port_number(const std::string& value) {
+  const std::optional<int> n = whole_number(value);
+  if (!n || *n < 1 || *n > 65535)
+    return "'" + value + "' is not a port: a whole number, 1 to 65535";
+  return {};
+}
+
 std::string node_range(const std::string& value) {
   try {
     parse_node_range(value);
@@ -281,7 +288,7 @@ void add_per_node_options(CLI::App& app, Options& o) {
   s.one_value("--master-addr", o.master_addr, "Node 0's host, as torchrun's --master_addr", "HOST");
   s.option("--master-port", o.master_port, "The rendezvous port, as torchrun's --master_port",
            "PORT")
-      ->check(CLI::Range(1, 65535));
+      ->check(port_number);
   s.one_value("--rdzv-id", o.rdzv_id,
               "The job's rendezvous id: nodes of another job are refused (torchrun: --rdzv_id)",
               "ID");

@@ -152,6 +152,12 @@ TEST(PerNode, ErrorsNameWhatIsMissingOrWrong) {
             "--nnodes 2:4: per-node mode needs a fixed node count; give --nnodes N");
   EXPECT_EQ(error_of({"--node-rank", "0", "--nnodes", "2", "--rdzv", "h:99999"}),
             "--rdzv 'h:99999': the port must be a whole number from 1 to 65535");
+  try {
+    parse_command_line({"--master-port", "0", "true"});
+    ADD_FAILURE() << "--master-port 0 accepted";
+  } catch (const UsageError& e) {
+    EXPECT_STREQ(e.what(), "--master-port: '0' is not a port: a whole number, 1 to 65535");
+  }
   EXPECT_EQ(error_of({}, {{"PET_NODE_RANK", "x"}}),
             "$PET_NODE_RANK is 'x', not a whole number of at least 0");
   EXPECT_EQ(error_of({"--node-rank", "0", "--nnodes", "2", "--rdzv", "h", "-H", "a,b"}),
