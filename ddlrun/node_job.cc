@@ -84,13 +84,12 @@ KnownHardware known_hardware(const Welcome& w) {
   return known;
 }
 
-/// FNV-1a of what the nodes must agree on: the topology file, the program and the exports.
+/// FNV-1a of what the nodes must agree on: the topology file and the program. (-x values may
+/// differ: each node exports its own environment's.)
 std::string digest_of(const JobPlan& plan) {
   std::string text = comm::format_topology(plan.topology);
   for (const std::string& w : plan.program)
     text += '\0' + w;
-  for (const auto& [name, value] : plan.exports)
-    text += '\0' + name + '=' + value;
   uint64_t h = 1469598103934665603ull;
   for (unsigned char c : text)
     h = (h ^ c) * 1099511628211ull;

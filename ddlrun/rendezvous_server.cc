@@ -100,7 +100,7 @@ struct NodeServer::State {
   void read_from(Conn& c);
   void on_message(Conn& c, const wire::Message& m);
   void hello(Conn& c, const std::vector<std::string>& f);
-  std::string hello_problem(const Conn& c, const std::vector<std::string>& f) const;
+  std::string hello_problem(const std::vector<std::string>& f) const;
   void welcome();
   void plan(Conn& c, const std::vector<std::string>& f);
   void failure(Conn& c, const std::string& what, int status);
@@ -201,8 +201,7 @@ void NodeServer::State::on_message(Conn& c, const wire::Message& m) {
 }
 
 // Why `f` (a hello) is refused, "" when it is not.
-std::string NodeServer::State::hello_problem(const Conn& c,
-                                             const std::vector<std::string>& f) const {
+std::string NodeServer::State::hello_problem(const std::vector<std::string>& f) const {
   if (f.size() != 7 || f[0] != wire::kMagic) {
     return "it does not speak this rendezvous (" + std::string(wire::kMagic) +
            "): run the same ddlrun on every node";
@@ -234,12 +233,11 @@ std::string NodeServer::State::hello_problem(const Conn& c,
              "'s too; every node needs a host name of its own";
     }
   }
-  (void)c;
   return "";
 }
 
 void NodeServer::State::hello(Conn& c, const std::vector<std::string>& f) {
-  const std::string problem = hello_problem(c, f);
+  const std::string problem = hello_problem(f);
   if (!problem.empty()) {
     const std::string node = f.size() > 2 ? f[2] : "?";
     if (f.size() > 5) c.host = f[5];

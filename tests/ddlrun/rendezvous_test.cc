@@ -152,6 +152,22 @@ TEST(Rendezvous, ANodeRankTakenOrOutOfRangeIsRefused) {
   EXPECT_THROW(first.get(), RendezvousError);
 }
 
+TEST(Rendezvous, TwoNodesOfOneHostNameAreRefused) {
+  Cluster c(2);
+  auto first = std::async(std::launch::async, [&] {
+    return NodeClient::join(c.endpoint, "secret", NodeHello{0, 2, "", "same", ""}, 5000ms);
+  });
+  std::this_thread::sleep_for(200ms);
+  EXPECT_EQ(error_of([&] {
+              NodeClient::join(c.endpoint, "secret", NodeHello{1, 2, "", "same", ""}, 5000ms);
+            }),
+            "the rendezvous at " + c.endpoint +
+                ": refused node 1: its host name same is node 0's too; every node needs a host "
+                "name of its own");
+  c.server.reset();
+  EXPECT_THROW(first.get(), RendezvousError);
+}
+
 TEST(Rendezvous, TheTimeoutNamesTheNodesThatDidNotCome) {
   Cluster c(4, "secret", 500ms);
   const std::string port = c.endpoint.substr(c.endpoint.rfind(':') + 1);
