@@ -10,6 +10,7 @@
 #   rank lost  a rank of node3 SIGKILLed: the other nodes end within 5 s with 137, naming
 #              node rank 2 (node3); nothing is left on any host;
 #   node lost  node3's ddlrun SIGKILLed: the others end within 5 s naming it, nothing is left;
+#   pod deleted  node3's ddlrun gets SIGTERM: every node ends within 5 s with 143;
 #   silent     node3's ddlrun SIGSTOPped: with --heartbeat-timeout 2 the others end within 5 s
 #              naming it; after SIGCONT it stops its own ranks;
 #   missing    the program missing on node3: every node ends with 127, naming node3;
@@ -181,6 +182,23 @@ if running gone; then
   done
 fi
 nothing_left "node lost"
+
+echo "== pod deleted"
+# node3's ddlrun gets SIGTERM (Kubernetes deleting its pod): it stops its ranks, and every node
+# ends within 5 s with 143, naming node3.
+for k in 1 2 3; do node "$k" term -a 2 -x DDL_TIMEOUT=30 "$loop" 60; done
+if running term; then
+  kill -TERM "${pids[3]}"
+  ended "pod deleted"
+  wait "${pids[3]}"
+  rcs[3]=$?
+  for k in 1 2 3; do
+    ((rcs[$k] == 143)) || fail "pod deleted: node$k exited ${rcs[$k]}, want 143" "$out/term.$k"
+  done
+  grep -q "node3: node rank 2: its ranks ended with status 143" "$out/term.1" ||
+    fail "pod deleted: node1 does not name node3" "$out/term.1"
+fi
+nothing_left "pod deleted"
 
 echo "== node silent"
 # node3's ddlrun stopped (SIGSTOP): no heartbeat for 2 s ends the others within 5 s; once it
