@@ -12,6 +12,7 @@
 #include "comm/comm.h"
 #include "ddlrun/elastic.h"
 #include "ddlrun/options.h"
+#include "ddlrun/per_node.h"
 #include "ddlrun/plan.h"
 #include "ddlrun/predict_report.h"
 #include "ddlrun/report.h"
@@ -90,6 +91,9 @@ int run_options(const Options& o, std::ostream& out, std::ostream& err, hostfile
     out << mapper::to_yaml(mapper::probe_hwloc(mapper::ProbeOptions{}));
     return kExitOk;
   }
+  if (std::optional<PerNode> node = per_node_settings(o, getenv_fn, env_context)) {
+    return run_per_node(o, *node, getenv_fn, env_context, out, *log);
+  }
   JobPlan plan = make_plan(o, getenv_fn, env_context, remote);
   for (const std::string& w : plan.warnings)
     log->warn("{}", hostfiles::printable(w));
@@ -136,7 +140,8 @@ int report_error(const std::exception& e, std::ostream& err) {
   } else if (is_one_of<UsageError, hostfiles::InputError, comm::ModeError, mapper::PlacementError>(
                  e)) {
     status = kExitUsage;
-  } else if (!is_one_of<mapper::ProbeError, comm::TopologyError, base::InternalError>(e)) {
+  } else if (!is_one_of<mapper::ProbeError, comm::TopologyError, base::InternalError,
+                        RendezvousError>(e)) {
     what = "internal error: " + what + " (please report this)";
   }
   err << "ddlrun: error: " << hostfiles::printable(what) << "\n";

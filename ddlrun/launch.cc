@@ -15,6 +15,7 @@
 
 #include "comm/comm.h"
 #include "ddlrun/backends.h"
+#include "ddlrun/per_node.h"
 #include "hostfiles/hostfiles.h"
 #include "launcher/launcher.h"
 
@@ -84,6 +85,57 @@ void give_python_package(launcher::Job& job, spdlog::logger& log) {
   }
 }
 
+/// ddlrun's rendezvous server for the ranks of `plan`, admitting `token`; its failures name
+/// each missing rank's host.
+std::unique_ptr<comm::RendezvousServer> serve_ranks(const JobPlan& plan, const std::string& token) {
+  std::vector<std::string> hosts(plan.topology.ranks.size());
+  for (const comm::RankPlacement& r : plan.topology.ranks) {
+    const comm::Host* h = plan.topology.find_host(r.host);
+    if (h != nullptr && r.rank >= 0 && static_cast<size_t>(r.rank) < hosts.size())
+      hosts[r.rank] = h->name;
+  }
+  return std::make_unique<comm::RendezvousServer>(
+      token, static_cast<int>(plan.topology.ranks.size()), 0, std::move(hosts));
+}
+
+/// Per-node mode: the nodes agree on the plan and take node 0's ports; this node starts its own
+/// ranks only, without PMIx (whose server sees no other node's ranks).
+void join_nodes(const NodePart& node, launcher::LaunchOptions& lo) {
+  const bool node0 = node.client->node_rank() == 0;
+  const Ports ports = node.client->agree(
+      node.digest, node0 ? Ports{lo.rendezvous_port, launcher::free_tcp_port()} : Ports{});
+  lo.rendezvous_port = ports.ddl;
+  lo.master_port = ports.master;
+  lo.rendezvous_host = node.rendezvous_host;
+  lo.only_host = node.host_of_node[static_cast<size_t>(node.client->node_rank())];
+  lo.pmix_server = false;
+}
+
+/// Per-node mode: the first failure of this node's ranks goes to node 0 at once, which stops
+/// the other nodes; only node 0 feeds its stdin to rank 0.
+void tell_node0(const NodePart& node, launcher::SuperviseOptions& so) {
+  NodeClient* client = node.client;
+  so.on_first_failure = [client](int rank, const launcher::ExitStatus& status) {
+    client->report_failure(describe_failure(rank, status), status.shell_code());
+  };
+  if (client->node_rank() != 0) so.stdin_fd = -1;
+}
+
+/// Per-node mode's supervise(): this node's ranks, whose first failure (or failure to start)
+/// node 0 hears of at once; returns the job's status, once every node is done.
+int supervise_node(const NodePart& node, launcher::Backend& backend, const JobPlan& plan,
+                   launcher::SuperviseOptions so, launcher::OutputSink& sink) {
+  tell_node0(node, so);
+  int status = 0;
+  try {
+    status = launcher::supervise(backend, &plan.topology, so, sink);
+  } catch (const launcher::LaunchError& e) {
+    node.client->report_failure(std::string("its ranks could not start: ") + e.what(), e.status());
+    throw;
+  }
+  return node.client->finish(status);
+}
+
 }  // namespace
 
 launcher::Job make_job(const JobPlan& plan, const std::string& topology_path) {
@@ -133,7 +185,8 @@ launcher::TagStyle tag_style(const std::string& name) {
   return launcher::TagStyle::kAuto;
 }
 
-int launch(const JobPlan& plan, const Options& o, spdlog::logger& log, launcher::JobEnd* end) {
+int launch(const JobPlan& plan, const Options& o, spdlog::logger& log, launcher::JobEnd* end,
+           const NodePart* node) {
   // Should ddlrun die without cleaning up (SIGKILL), its keeper (armed by main) kills what the
   // ranks started and removes the job's directories.
   launcher::remove_stale_dirs();  // what a ddlrun that died with its keeper left
@@ -147,6 +200,7 @@ int launch(const JobPlan& plan, const Options& o, spdlog::logger& log, launcher:
     topology_path = std::filesystem::absolute(topology_path).string();
   }
   launcher::Job job = make_job(plan, topology_path);
+  if (node != nullptr) job.token = node->client->welcome().job_token;
   give_python_package(job, log);
 
   launcher::LaunchOptions lo;
@@ -160,22 +214,17 @@ int launch(const JobPlan& plan, const Options& o, spdlog::logger& log, launcher:
   lo.heartbeat_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(o.heartbeat_timeout * 1000));
   // ddlrun serves the runtime's rendezvous: the bootstrap of its own launchers, and the
-  // fallback under external ones whose ranks find no PMIx server (srun --mpi=pmi2).
+  // fallback under external ones whose ranks find no PMIx server (srun --mpi=pmi2). In
+  // per-node mode node 0 serves it for every node's ranks.
   std::unique_ptr<comm::RendezvousServer> rendezvous;
-  {
-    // Each rank's host, so that the server's failures name where the missing ranks are.
-    std::vector<std::string> hosts(plan.topology.ranks.size());
-    for (const comm::RankPlacement& r : plan.topology.ranks) {
-      const comm::Host* h = plan.topology.find_host(r.host);
-      if (h != nullptr && r.rank >= 0 && static_cast<size_t>(r.rank) < hosts.size())
-        hosts[r.rank] = h->name;
-    }
-    rendezvous = std::make_unique<comm::RendezvousServer>(
-        job.token, static_cast<int>(plan.topology.ranks.size()), 0, std::move(hosts));
+  if (node == nullptr || node->client->node_rank() == 0) {
+    rendezvous = serve_ranks(plan, job.token);
     lo.rendezvous_port = rendezvous->port();
   }
+  if (node != nullptr) join_nodes(*node, lo);
   set_backend_options(lo, plan, o);
   std::unique_ptr<launcher::Backend> backend = backend_entry(plan.launcher.kind).make(job, lo);
+  if (node != nullptr) backend = node_backend(std::move(backend), *node, lo.heartbeat_timeout);
 
   std::unique_ptr<launcher::OutputSink> sink =
       o.output_dir.empty() ? launcher::make_terminal_sink(tag_style(o.tag_output))
@@ -187,7 +236,8 @@ int launch(const JobPlan& plan, const Options& o, spdlog::logger& log, launcher:
   // heartbeat deadline; the supervisor's own limit comes after it.
   so.give_up = lo.heartbeat_timeout + std::chrono::seconds(5);
   log.info("starting {} ranks through {}", plan.topology.ranks.size(), backend->name());
-  return launcher::supervise(*backend, &plan.topology, so, *sink, end);
+  if (node == nullptr) return launcher::supervise(*backend, &plan.topology, so, *sink, end);
+  return supervise_node(*node, *backend, plan, so, *sink);
 }
 
 }  // namespace ddl::cli

@@ -13,6 +13,8 @@ class logger;
 
 namespace ddl::cli {
 
+struct NodePart;
+
 /// The launcher's view of `plan`: topology, program, -x exports, a fresh token, each rank's
 /// core count from its host's inventory, and `topology_path` as where ranks read the plan.
 launcher::Job make_job(const JobPlan& plan, const std::string& topology_path);
@@ -29,8 +31,10 @@ launcher::TagStyle tag_style(const std::string& name);
 /// Starts the planned job with the chosen backend and supervises it until it ends: writes the
 /// topology file (to --topology-file, else into a private temporary directory removed
 /// afterwards), builds the backend, and returns supervise()'s exit status (and, in `end` when
-/// given, how the job ended). Throws launcher::LaunchError when the job cannot start.
+/// given, how the job ended). Throws launcher::LaunchError when the job cannot start. With
+/// `node` (per-node mode, per_node.h) only this node's ranks start, and the status is the job's
+/// on every node.
 int launch(const JobPlan& plan, const Options& options, spdlog::logger& log,
-           launcher::JobEnd* end = nullptr);
+           launcher::JobEnd* end = nullptr, const NodePart* node = nullptr);
 
 }  // namespace ddl::cli

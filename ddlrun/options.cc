@@ -22,10 +22,27 @@ namespace {
 
 /// IBM ddlrun and mpirun spellings, rewritten to ours before CLI11 sees them.
 const std::map<std::string, std::string, std::less<>> kAliases = {
-    {"--H", "-H"},           {"-mode", "--mode"},         {"-accelerators", "--accelerators"},
-    {"-mpiarg", "--mpiarg"}, {"-rankfile", "--rankfile"}, {"-rf", "--rankfile"},
-    {"-np", "--np"},         {"-hostfile", "--hostfile"}, {"-nodes", "--nodes"},
-    {"-racks", "--racks"},   {"-aisles", "--aisles"},     {"-wdir", "--wdir"},
+    {"--H", "-H"},
+    {"-mode", "--mode"},
+    {"-accelerators", "--accelerators"},
+    {"-mpiarg", "--mpiarg"},
+    {"-rankfile", "--rankfile"},
+    {"-rf", "--rankfile"},
+    {"-np", "--np"},
+    {"-hostfile", "--hostfile"},
+    {"-nodes", "--nodes"},
+    {"-racks", "--racks"},
+    {"-aisles", "--aisles"},
+    {"-wdir", "--wdir"},
+    // torchrun's spellings of per-node mode
+    {"--node_rank", "--node-rank"},
+    {"--nproc_per_node", "--accelerators"},
+    {"--nproc-per-node", "--accelerators"},
+    {"--master_addr", "--master-addr"},
+    {"--master_port", "--master-port"},
+    {"--rdzv_endpoint", "--rdzv"},
+    {"--rdzv-endpoint", "--rdzv"},
+    {"--rdzv_id", "--rdzv-id"},
 };
 
 /// `value` as a whole number, or nothing when it is not one (in full).
@@ -47,6 +64,13 @@ CLI::Validator at_least(int least) {
         return {};
       },
       "");
+}
+
+std::string port_number(const std::string& value) {
+  const std::optional<int> n = whole_number(value);
+  if (!n || *n < 1 || *n > 65535)
+    return "'" + value + "' is not a port: a whole number, 1 to 65535";
+  return {};
 }
 
 std::string node_range(const std::string& value) {
@@ -264,6 +288,30 @@ void add_restart_options(CLI::App& app, Options& o) {
       ->group(s.name());
 }
 
+void add_per_node_options(CLI::App& app, Options& o) {
+  Section s(app, "Per-node mode (one ddlrun on each node, as torchrun)");
+  s.option("--node-rank", o.node_rank,
+           "This node's rank, 0..N-1: start only this node's ranks (torchrun: --node_rank)", "K")
+      ->check(at_least(0));
+  s.one_value("--rdzv", o.rdzv,
+              "Where the nodes meet: node 0's HOST:PORT (default port 29400; torchrun: "
+              "--rdzv_endpoint)",
+              "HOST:PORT");
+  s.one_value("--master-addr", o.master_addr, "Node 0's host, as torchrun's --master_addr", "HOST");
+  s.option("--master-port", o.master_port, "The rendezvous port, as torchrun's --master_port",
+           "PORT")
+      ->check(port_number);
+  s.one_value("--rdzv-id", o.rdzv_id,
+              "The job's rendezvous id: nodes of another job are refused (torchrun: --rdzv_id)",
+              "ID");
+  s.one_value("--rdzv-token-file", o.rdzv_token_file,
+              "File holding the job's secret that every node presents (default: "
+              "$DDL_JOB_TOKEN; none: unauthenticated)",
+              "FILE");
+  s.seconds("--rdzv-timeout", o.rdzv_timeout,
+            "Seconds the nodes wait for each other at the rendezvous (default 300)");
+}
+
 void add_output_options(CLI::App& app, Options& o) {
   Section s(app, "Output");
   s.option("--output-dir", o.output_dir,
@@ -309,6 +357,7 @@ std::unique_ptr<CLI::App> make_app(Options& o) {
   add_job_id_option(*app, o);
   add_launching_options(*app, o);
   add_restart_options(*app, o);
+  add_per_node_options(*app, o);
   add_output_options(*app, o);
   return app;
 }

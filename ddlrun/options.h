@@ -56,6 +56,13 @@ struct Options {
   int max_restarts = 0;              ///< --max-restarts: restarts after a failure; 0: none
   std::optional<int> min_hosts;      ///< --min-hosts: fewest hosts to restart on; none: all
   std::optional<NodeRange> nnodes;   ///< --nnodes N or MIN:MAX (torchrun)
+  std::optional<int> node_rank;      ///< --node-rank: per-node mode, this node's rank
+  std::string rdzv;                  ///< --rdzv HOST[:PORT]: node 0's rendezvous
+  std::string master_addr;           ///< --master-addr: node 0's host (torchrun)
+  std::optional<int> master_port;    ///< --master-port: the rendezvous port (torchrun)
+  std::string rdzv_id;               ///< --rdzv-id: the job's rendezvous id
+  std::string rdzv_token_file;       ///< --rdzv-token-file: the job's secret
+  double rdzv_timeout = 300;         ///< --rdzv-timeout seconds
   double kill_grace = 3;             ///< --kill-grace: seconds between SIGTERM and SIGKILL
   double heartbeat_timeout = 10;     ///< --heartbeat-timeout: seconds of silence = host lost
   std::string output_dir;            ///< --output-dir: rank.N/stdout|stderr instead of ours

@@ -254,7 +254,8 @@ const mapper::Inventory& xml_inventory(std::map<std::string, mapper::Inventory>&
 /// Fills in the hardware known without reaching another host: from --host-xml, and this
 /// host's hwloc (probed once) for the hosts named in `local_names`. Returns the other hosts.
 std::vector<std::string> hardware_known_here(const Options& o, JobPlan& plan,
-                                             const std::vector<std::string>& local_names) {
+                                             const std::vector<std::string>& local_names,
+                                             const KnownHardware* known) {
   std::vector<std::pair<std::string, std::string>> host_xml;
   for (const std::string& x : o.host_xml) {
     const size_t eq = x.find('=');
@@ -264,9 +265,13 @@ std::vector<std::string> hardware_known_here(const Options& o, JobPlan& plan,
   std::optional<mapper::Inventory> self;
   std::vector<std::string> remote_hosts;
   for (const hostfiles::Host& h : plan.hosts.hosts()) {
+    const auto given = known != nullptr ? known->find(h.name) : KnownHardware::const_iterator{};
     if (const std::string* file = xml_for(host_xml, h.name)) {
       plan.inventories[h.name] = xml_inventory(by_file, *file);
       plan.hardware_from[h.name] = *file;
+    } else if (known != nullptr && given != known->end()) {
+      plan.inventories[h.name] = given->second;
+      plan.hardware_from[h.name] = "rendezvous";
     } else if (launcher::is_local_host(h.name, local_names)) {
       if (!self) self = mapper::probe_hwloc(mapper::ProbeOptions{});
       plan.inventories[h.name] = *self;
@@ -354,13 +359,13 @@ void record_probes(JobPlan& plan, const std::vector<mapper::HostProbe>& results,
 /// probed past the job's disk cache.
 void gather_hardware(const Options& o, JobPlan& plan, const RemoteProber& prober,
                      const std::vector<std::string>& local_names, bool ssh_follows,
-                     bool drop_unreachable) {
+                     bool drop_unreachable, const KnownHardware* known) {
   if (o.no_probe) {
     for (const hostfiles::Host& h : plan.hosts.hosts())
       plan.hardware_from[h.name] = "not probed";
     return;
   }
-  const std::vector<std::string> remote_hosts = hardware_known_here(o, plan, local_names);
+  const std::vector<std::string> remote_hosts = hardware_known_here(o, plan, local_names, known);
   if (remote_hosts.empty()) return;
   record_probes(
       plan,
@@ -384,13 +389,18 @@ void check_distinct_machines(const JobPlan& plan, const std::vector<std::string>
   mapper::check_distinct_machines(named);
 }
 
-std::string job_id_of(const Options& o, const Env& env) {
+}  // namespace
+
+std::string job_id_of(const Options& o, GetEnv getenv_fn, void* env_context) {
+  const Env env{getenv_fn, env_context};
   if (!o.job_id.empty()) return o.job_id;
   for (const char* name : {"LSB_JOBID", "SLURM_JOB_ID"}) {
     if (auto v = env(name); v && !v->empty()) return *v;
   }
   return "ddlrun-" + std::to_string(::getpid());
 }
+
+namespace {
 
 /// Places every rank on the hardware found (plan.placed: GPU, CPUs and NIC), by `rankfile`
 /// when given; the mapper's notes become warnings.
@@ -618,7 +628,7 @@ mapper::SshProbeOptions ssh_probe_options(const Options& o, const std::string& j
 // the placement, the launcher from the batch system and where the ranks run. Last come what
 // every rank starts with: the exports, mpirun's arguments and the working directory.
 JobPlan make_plan(const Options& o, GetEnv getenv_fn, void* env_context, const RemoteProbe& remote,
-                  const Replan& replan) {
+                  const Replan& replan, const KnownHardware* known) {
   const Env env{getenv_fn, env_context};
   JobPlan plan;
   plan.program = o.program;
@@ -627,13 +637,13 @@ JobPlan make_plan(const Options& o, GetEnv getenv_fn, void* env_context, const R
   plan.hosts = std::move(hosts);
   plan.hosts_from = std::move(from);
   leave_out(plan, replan.without);
-  plan.job_id = job_id_of(o, env);
+  plan.job_id = job_id_of(o, getenv_fn, env_context);
   plan.nic = nic_filter(o);
   // This host's names and addresses, read once: which hosts to probe here, and the launcher.
   const std::vector<std::string> local_names = launcher::local_host_names();
   const RemoteProber prober = remote_prober(o, env, plan.job_id, remote);
   gather_hardware(o, plan, prober, local_names, ssh_launcher_follows(o, env),
-                  replan.drop_unreachable);
+                  replan.drop_unreachable, known);
   check_distinct_machines(plan, local_names);
   place_ranks(o, rankfile ? &*rankfile : nullptr, replan, plan);
   measure_links(o, plan, local_names);

@@ -76,14 +76,23 @@ using GetEnv = hostfiles::GetEnv;
 /// result per host, in order. The default runs `ddlrun --probe` on each over ssh, in parallel.
 using RemoteProbe = std::function<std::vector<mapper::HostProbe>(const std::vector<std::string>&)>;
 
+/// Hardware already known by host name (per-node mode: every node's probe, from the rendezvous).
+using KnownHardware = std::map<std::string, mapper::Inventory>;
+
 /// Resolves `options` into a plan, reading hostfiles, rankfiles and batch-system variables, and
 /// each host's hardware (--host-xml, this host's hwloc, `remote` for the others, nothing with
 /// --no-probe). Host precedence: -H, --hostfile, the rankfile's hosts, the batch allocation,
-/// this host; `replan` leaves some out. Throws hostfiles::InputError, mapper::PlacementError,
-/// mapper::ProbeError (hosts that could not be probed, all in one message), comm::ModeError or
-/// UsageError.
+/// this host; `replan` leaves some out. Hosts in `known` are neither probed nor looked at here
+/// (their hardware_from: "rendezvous"), unless --host-xml names them. Throws
+/// hostfiles::InputError, mapper::PlacementError, mapper::ProbeError (hosts that could not be
+/// probed, all in one message), comm::ModeError or UsageError.
 JobPlan make_plan(const Options& options, GetEnv getenv_fn, void* env_context,
-                  const RemoteProbe& remote = {}, const Replan& replan = {});
+                  const RemoteProbe& remote = {}, const Replan& replan = {},
+                  const KnownHardware* known = nullptr);
+
+/// The job's id: --job-id, else the batch job's ($LSB_JOBID, $SLURM_JOB_ID), else
+/// "ddlrun-<pid>".
+std::string job_id_of(const Options& options, GetEnv getenv_fn, void* env_context);
 
 /// This program's absolute path (/proc/self/exe): what other hosts run, as `ddlrun --probe`
 /// and `ddlrun --agent`, and what external launchers run as each rank (`--rank-exec`).

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,14 @@ struct LaunchOptions {
   /// The port of ddlrun's rendezvous server (comm::RendezvousServer) for the local and ssh
   /// backends; 0: none (the ranks bootstrap through PMIx or are alone).
   int rendezvous_port = 0;
+  /// Per-node mode (one ddlrun per node): the local backend starts only the ranks of this
+  /// host (Host::index); the others are other ddlruns'. nullopt: every rank.
+  std::optional<int> only_host;
+  /// The host of $DDL_RENDEZVOUS and $MASTER_ADDR when the ranks meet on another host (per-node
+  /// mode: node 0's); empty: this host (127.0.0.1) and rank 0's host.
+  std::string rendezvous_host;
+  /// $MASTER_PORT agreed among the nodes (per-node mode); 0: a free port of this host.
+  int master_port = 0;
   /// The local and ssh backends serve PMIx to their ranks (pmix_server/): ddlrun or each
   /// agent runs a PMIx server, and every rank is its client.
   bool pmix_server = true;

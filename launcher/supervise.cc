@@ -239,7 +239,7 @@ class Supervisor {
   /// leaves without the processes); returns ddlrun's exit status.
   int run() {
     while (!leave_ && waiting()) {
-      if (unreported_ && (Clock::now() >= blame_at_ || running_.empty())) report(*unreported_);
+      if (unreported_ && (Clock::now() >= blame_at_ || running_.empty())) report_deferred();
       Clock::time_point deadline = std::min(
           {Clock::now() + std::chrono::hours(24), term_at_, kill_at_, give_up_at_, blame_at_});
       if (!stopping_) deadline = std::min(deadline, timeout_at_);
@@ -407,7 +407,13 @@ class Supervisor {
     }
     if (!status.failed() && !running_.empty()) blame_.left_early(rank);
     ended_with_[rank] = status;
-    if (status.failed() && !stopping_) first_failure(rank, status);
+    if (status.failed() && !stopping_) {
+      // A failure that blames a peer is told once its note is (report_deferred).
+      if (options_.on_first_failure && !blame_.names_peer(rank)) {
+        options_.on_first_failure(rank, status);
+      }
+      first_failure(rank, status);
+    }
   }
 
   // The failure that starts the stop; its note waits for the others' errors when the cause
@@ -468,7 +474,7 @@ class Supervisor {
   }
 
   void finish_output() {
-    if (unreported_) report(*unreported_);
+    if (unreported_) report_deferred();
     // What a stalled reader has not taken a second after the stop is abandoned.
     for (int r : ended_)
       sink_.end(r);
@@ -504,8 +510,17 @@ class Supervisor {
       sink_.note("  " + l);
   }
 
-  // The first failure's note, naming whom its output blames.
-  void report(const Failure& f) {
+  // A failure whose note waited for the other ranks' errors: its note now, and then
+  // on_first_failure with the status it gave the job.
+  void report_deferred() {
+    const Failure f = *unreported_;
+    const auto [rank, status] = report(f);
+    if (options_.on_first_failure) options_.on_first_failure(rank, status);
+  }
+
+  // The first failure's note, naming whom its output blames. Returns the rank it names as the
+  // cause and how that one ended.
+  std::pair<int, ExitStatus> report(const Failure& f) {
     const Culprit c = blame_.culprit(f.rank);
     const int end = blame_.end_of_chain(f.rank);
     const auto cause = ended_with_.find(end);
@@ -544,6 +559,8 @@ class Supervisor {
     if (!caused_by_host) show_tail(caused_by_end ? end : f.rank);
     unreported_.reset();
     blame_at_ = kNever;
+    if (caused_by_end) return {end, cause->second};
+    return {f.rank, ExitStatus{f.status, 0}};
   }
 
   // libddl's errors reach the blame line by line (output comes in chunks); a line is cut at

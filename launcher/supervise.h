@@ -1,6 +1,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <set>
@@ -28,6 +29,11 @@ struct SuperviseOptions {
   /// How long after SIGKILL ddlrun still waits for processes to report their end before it
   /// leaves without them (a host that cannot be reached any more).
   std::chrono::milliseconds give_up{15000};
+  /// Called (on the supervisor's thread) when a process's failure starts the stop, before
+  /// anything else is done about it: per-node mode tells the other nodes at once. A failure
+  /// whose output blames a peer is passed once its note is written (up to a second later, with
+  /// the status it gives the job), so that the peer's own failure, on another node, comes first.
+  std::function<void(int rank, const ExitStatus& status)> on_first_failure;
 };
 
 /// How a supervised job ended, beyond its exit status: what ddlrun needs to restart it

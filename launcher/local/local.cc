@@ -2,6 +2,8 @@
 // rank_environment(), bound to its CPU set. The rendezvous ports are free ports of this host.
 // ddlrun serves PMIx to its ranks (pmix_server/): one server, so a fence is complete as soon
 // as the PMIx library has every rank's contribution, and no data is ever on another host.
+// In per-node mode (LaunchOptions::only_host) it starts only this host's ranks, without PMIx,
+// and they meet the other nodes' at node 0 (rendezvous_host, master_port).
 
 #include "launcher/local/local.h"
 
@@ -32,8 +34,9 @@ class LocalBackend : public Backend, private pmix_server::Host {
     Rendezvous rv;
     const comm::Host* host0 = ranks.empty() ? nullptr : t.find_host(ranks.front().host);
     rv.address = host0 != nullptr && !host0->address.empty() ? host0->address : "127.0.0.1";
-    rv.master_port = free_tcp_port();
+    rv.master_port = options_.master_port != 0 ? options_.master_port : free_tcp_port();
     rv.ddl_address = "127.0.0.1";
+    if (!options_.rendezvous_host.empty()) rv.address = rv.ddl_address = options_.rendezvous_host;
     rv.ddl_port = options_.rendezvous_port;
     const std::vector<std::string> base =
         options_.environ.empty() ? current_environment() : options_.environ;
@@ -48,6 +51,7 @@ class LocalBackend : public Backend, private pmix_server::Host {
         pmix_->register_job(job_, hosts);
       }
       for (const comm::RankPlacement& r : ranks) {
+        if (options_.only_host && r.host != *options_.only_host) continue;
         SpawnSpec spec;
         spec.argv = job_.argv;
         std::vector<EnvVar> env = rank_environment(job_, r.rank, rv, job_.topology_path, inherited);

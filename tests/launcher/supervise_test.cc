@@ -285,6 +285,33 @@ TEST(SuperviseTest, NamesTheLostHostWhoseRankAPeerReportedFirst) {
             "ddlrun: n2: the connection to its agent closed; stopping the other 2 processes");
 }
 
+/// What on_first_failure heard while supervising `script` on three ranks, and the status.
+std::pair<std::vector<std::pair<int, ExitStatus>>, int> told_of(std::vector<Event> script) {
+  FakeBackend b({0, 1, 2});
+  b.script_ = std::move(script);
+  RecordingSink sink;
+  const comm::Topology t = three_ranks();
+  SuperviseOptions o = quiet_options();
+  std::vector<std::pair<int, ExitStatus>> told;
+  o.on_first_failure = [&](int rank, const ExitStatus& s) { told.emplace_back(rank, s); };
+  const int status = supervise(b, &t, o, sink);
+  return {told, status};
+}
+
+TEST(SuperviseTest, OnFirstFailureHearsTheFirstFailureAtOnce) {
+  const auto [told, status] = told_of({exit_of(2, 7), exit_of(0, 143), exit_of(1, 143)});
+  EXPECT_EQ(status, 7);
+  EXPECT_EQ(told, (std::vector<std::pair<int, ExitStatus>>{{2, ExitStatus{7, 0}}}));
+}
+
+TEST(SuperviseTest, OnFirstFailureOfABlamingRankHearsOfTheRankItBlames) {
+  const auto [told, status] =
+      told_of({out(0, "rank 0: allreduce: rank 2 (n2): the connection was reset by the peer"),
+               exit_of(0, 1), exit_of(2, 0, SIGKILL)});
+  EXPECT_EQ(status, 137);
+  EXPECT_EQ(told, (std::vector<std::pair<int, ExitStatus>>{{2, ExitStatus{0, SIGKILL}}}));
+}
+
 TEST(SuperviseTest, LaterFailuresDoNotChangeTheStatus) {
   FakeBackend b({0, 1, 2}, {});
   b.script_ = {exit_of(0, 5), exit_of(1, 9), exit_of(2, 0, SIGTERM)};

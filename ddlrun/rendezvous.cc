@@ -1,0 +1,373 @@
+// Per-node mode's rendezvous: the wire format and the node's side (how it works in
+// rendezvous.h; node 0's side in rendezvous_server.cc).
+
+#include "ddlrun/rendezvous.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "base/check.h"
+#include "base/fd.h"
+#include "ddlrun/node_wire.h"
+
+namespace ddl::cli {
+
+namespace wire {
+
+namespace {
+
+void put_u32(std::string& out, uint32_t v) {
+  for (int shift = 24; shift >= 0; shift -= 8)
+    out.push_back(static_cast<char>((v >> shift) & 0xff));
+}
+
+uint32_t get_u32(const std::string& in, size_t at) {
+  uint32_t v = 0;
+  for (size_t i = 0; i < 4; ++i)
+    v = (v << 8) | static_cast<unsigned char>(in[at + i]);
+  return v;
+}
+
+}  // namespace
+
+std::string encode(int type, const std::vector<std::string>& fields) {
+  std::string out(1, static_cast<char>(type));
+  put_u32(out, static_cast<uint32_t>(fields.size()));
+  for (const std::string& f : fields) {
+    put_u32(out, static_cast<uint32_t>(f.size()));
+    out += f;
+  }
+  return out;
+}
+
+std::optional<Message> take(std::string& buffer) {
+  if (buffer.size() < 5) return std::nullopt;
+  Message m;
+  m.type = static_cast<unsigned char>(buffer[0]);
+  const uint32_t count = get_u32(buffer, 1);
+  if (count > 1u << 20)
+    throw std::runtime_error("a message with " + std::to_string(count) + " fields");
+  size_t at = 5;
+  for (uint32_t i = 0; i < count; ++i) {
+    if (buffer.size() < at + 4) return std::nullopt;
+    const uint32_t n = get_u32(buffer, at);
+    if (at + 4 + n > kMaxMessage) throw std::runtime_error("a message over 64 MiB");
+    if (buffer.size() < at + 4 + n) return std::nullopt;
+    m.fields.push_back(buffer.substr(at + 4, n));
+    at += 4 + n;
+  }
+  buffer.erase(0, at);
+  return m;
+}
+
+bool fill(int fd, std::string& buffer) {
+  char chunk[65536];
+  ssize_t n = 0;
+  do {
+    n = ::recv(fd, chunk, sizeof chunk, 0);
+  } while (n < 0 && errno == EINTR);
+  if (n <= 0) return false;
+  buffer.append(chunk, static_cast<size_t>(n));
+  return true;
+}
+
+bool send(int fd, int type, const std::vector<std::string>& fields) {
+  return base::write_all(fd, encode(type, fields)) == 0;
+}
+
+std::string peer_address(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return "?";
+  char host[NI_MAXHOST];
+  if (getnameinfo(reinterpret_cast<sockaddr*>(&ss), len, host, sizeof host, nullptr, 0,
+                  NI_NUMERICHOST) != 0) {
+    return "?";
+  }
+  std::string h = host;
+  if (h.rfind("::ffff:", 0) == 0) h = h.substr(7);
+  return h;
+}
+
+std::optional<int> to_int(const std::string& text) {
+  if (text.empty() || text.size() > 9) return std::nullopt;
+  int v = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return std::nullopt;
+    v = v * 10 + (c - '0');
+  }
+  return v;
+}
+
+}  // namespace wire
+
+bool same_secret(const std::string& a, const std::string& b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  const size_t n = std::max(a.size(), b.size());
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
+    const unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
+    diff = static_cast<unsigned char>(diff | (x ^ y));
+  }
+  return diff == 0;
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+}  // namespace
+
+std::string seconds_text(std::chrono::milliseconds d) {
+  const long long ms = d.count();
+  return ms % 1000 == 0 ? std::to_string(ms / 1000) + " s"
+                        : std::to_string(ms / 1000) + "." + std::to_string(ms % 1000 / 100) + " s";
+}
+
+namespace {
+
+/// "HOST:PORT" ("[v6]:PORT") split; throws RendezvousError when it is not one.
+std::pair<std::string, std::string> split_endpoint(const std::string& endpoint) {
+  const size_t colon = endpoint.rfind(':');
+  std::string host = colon == std::string::npos ? "" : endpoint.substr(0, colon);
+  const std::string port = colon == std::string::npos ? "" : endpoint.substr(colon + 1);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
+  if (host.empty() || !wire::to_int(port)) {
+    throw RendezvousError("rendezvous endpoint '" + endpoint + "' is not HOST:PORT");
+  }
+  return {host, port};
+}
+
+/// One attempt to connect to `host`:`port`; the socket, or -1 with `why` set.
+int connect_once(const std::string& host, const std::string& port, std::string& why) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (const int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &found); rc != 0) {
+    why = std::string("cannot resolve ") + host + ": " + gai_strerror(rc);
+    return -1;
+  }
+  int fd = -1;
+  for (addrinfo* a = found; a != nullptr && fd < 0; a = a->ai_next) {
+    fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    if (::connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
+      why = base::errno_text(errno);
+      ::close(fd);
+      fd = -1;
+    }
+  }
+  freeaddrinfo(found);
+  if (fd >= 0) {
+    const int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  }
+  return fd;
+}
+
+/// Connects, retrying every 200 ms until `deadline`.
+int connect_until(const std::string& endpoint, const base::Deadline& deadline, int node_rank) {
+  const auto [host, port] = split_endpoint(endpoint);
+  std::string why;
+  while (true) {
+    const int fd = connect_once(host, port, why);
+    if (fd >= 0) return fd;
+    if (deadline.passed()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  throw RendezvousError("node " + std::to_string(node_rank) + " cannot reach the rendezvous at " +
+                        endpoint + " (" + why + "); start node 0 (ddlrun --node-rank 0) on " +
+                        host + ", or check --rdzv (MASTER_ADDR, MASTER_PORT) and that port " +
+                        port + " is open there");
+}
+
+/// The next message before `deadline`; nullopt on timeout. Throws RendezvousError (`where`
+/// names the endpoint) when the connection closes or the server sends an error.
+std::optional<wire::Message> receive(int fd, std::string& pending, const base::Deadline& deadline,
+                                     const std::string& where) {
+  while (true) {
+    if (std::optional<wire::Message> m = wire::take(pending)) {
+      if (m->type == wire::kError && !m->fields.empty())
+        throw RendezvousError(where + m->fields[0]);
+      return m;
+    }
+    pollfd p{fd, POLLIN, 0};
+    const int ready = ::poll(&p, 1, deadline.poll_ms());
+    if (ready == 0 && deadline.passed()) return std::nullopt;
+    if (ready > 0 && !wire::fill(fd, pending)) {
+      throw RendezvousError(
+          where + "node 0 closed the connection (its ddlrun ended or failed; see its output)");
+    }
+  }
+}
+
+Welcome decode_welcome(const wire::Message& m) {
+  Welcome w;
+  const std::optional<int> n = m.fields.size() >= 3 ? wire::to_int(m.fields[2]) : std::nullopt;
+  if (m.type != wire::kWelcome || !n || m.fields.size() != 3 + 3 * static_cast<size_t>(*n)) {
+    throw RendezvousError("node 0 sent something other than the job (another ddlrun version?)");
+  }
+  w.job_id = m.fields[0];
+  w.job_token = m.fields[1];
+  for (int i = 0; i < *n; ++i) {
+    const size_t at = 3 + 3 * static_cast<size_t>(i);
+    w.nodes.push_back({m.fields[at], m.fields[at + 1], m.fields[at + 2]});
+  }
+  return w;
+}
+
+}  // namespace
+
+NodeClient::NodeClient(int fd, std::string endpoint, int node_rank)
+    : fd_(fd), endpoint_(std::move(endpoint)), node_rank_(node_rank) {}
+
+NodeClient::~NodeClient() {
+  if (thread_.joinable()) {
+    if (wake_[1] >= 0) (void)!::write(wake_[1], "x", 1);
+    thread_.join();
+  }
+  for (int fd : {wake_[0], wake_[1], fd_})
+    if (fd >= 0) ::close(fd);
+}
+
+std::unique_ptr<NodeClient> NodeClient::join(const std::string& endpoint, const std::string& token,
+                                             const NodeHello& hello,
+                                             std::chrono::milliseconds timeout) {
+  const base::Deadline deadline(timeout);
+  std::unique_ptr<NodeClient> c(new NodeClient(connect_until(endpoint, deadline, hello.node_rank),
+                                               endpoint, hello.node_rank));
+  const std::string where = "the rendezvous at " + endpoint + ": ";
+  c->send(wire::kHello, {wire::kMagic, token, std::to_string(hello.node_rank),
+                         std::to_string(hello.nnodes), hello.job, hello.host, hello.inventory});
+  // The server's own deadline comes first, and with it the names of the missing nodes.
+  const base::Deadline wait(deadline.at() + std::chrono::seconds(5));
+  std::optional<wire::Message> m = receive(c->fd_, c->pending_, wait, where);
+  if (!m) {
+    throw RendezvousError("node " + std::to_string(hello.node_rank) + " waited " +
+                          std::to_string(timeout.count() / 1000) + " s at the rendezvous at " +
+                          endpoint + " and node 0 never sent the job; see node 0's output");
+  }
+  c->welcome_ = decode_welcome(*m);
+  return c;
+}
+
+bool NodeClient::send(int type, const std::vector<std::string>& fields) {
+  std::lock_guard lock(mutex_);
+  return wire::send(fd_, type, fields);
+}
+
+Ports NodeClient::agree(const std::string& digest, const Ports& ports) {
+  send(wire::kPlan, {digest, std::to_string(ports.ddl), std::to_string(ports.master)});
+  const std::string where = "the rendezvous at " + endpoint_ + ": ";
+  while (true) {
+    std::optional<wire::Message> m =
+        receive(fd_, pending_, base::Deadline(std::chrono::minutes(5)), where);
+    if (!m) throw RendezvousError(where + "node 0 did not confirm the plan within 5 minutes");
+    if (m->type == wire::kHeartbeat) continue;
+    if (m->type != wire::kGo || m->fields.size() != 2) {
+      throw RendezvousError(where + "node 0 sent something other than the go-ahead");
+    }
+    return {wire::to_int(m->fields[0]).value_or(0), wire::to_int(m->fields[1]).value_or(0)};
+  }
+}
+
+void NodeClient::watch(std::function<void(const NodeStop&)> on_stop,
+                       std::chrono::milliseconds heartbeat_timeout) {
+  on_stop_ = std::move(on_stop);
+  heartbeat_timeout_ = heartbeat_timeout;
+  if (::pipe2(wake_, O_CLOEXEC) != 0) throw RendezvousError("pipe: " + base::errno_text(errno));
+  thread_ = std::thread([this] { control_loop(); });
+}
+
+void NodeClient::report_failure(const std::string& what, int status) {
+  send(wire::kFail, {what, std::to_string(status)});
+}
+
+// The control channel's thread: heartbeats out, stop and end in (what agree() read past the
+// go-ahead first); silence or a closed connection counts as node 0 gone.
+void NodeClient::control_loop() {
+  auto heard = Clock::now();
+  auto beat = Clock::now();
+  while (true) {
+    try {
+      while (std::optional<wire::Message> m = wire::take(pending_)) {
+        if (!on_control(*m)) return;
+      }
+    } catch (const std::exception& e) {
+      lost(std::string("it sent garbage: ") + e.what());
+      return;
+    }
+    pollfd p[2] = {{fd_, POLLIN, 0}, {wake_[0], POLLIN, 0}};
+    ::poll(p, 2, 200);
+    if (p[1].revents != 0) return;
+    const auto now = Clock::now();
+    if (now - beat >= std::chrono::seconds(1)) {
+      send(wire::kHeartbeat, {});
+      beat = now;
+    }
+    if (p[0].revents != 0) {
+      if (!wire::fill(fd_, pending_)) {
+        lost("its ddlrun is gone: the rendezvous connection closed");
+        return;
+      }
+      heard = now;
+    }
+    if (now - heard > heartbeat_timeout_) {
+      lost("its ddlrun is silent: no heartbeat for " + seconds_text(heartbeat_timeout_));
+      return;
+    }
+  }
+}
+
+// One message of the control channel; false once the job has ended.
+bool NodeClient::on_control(const wire::Message& m) {
+  if (m.type == wire::kStop && m.fields.size() == 4) {
+    stopped({wire::to_int(m.fields[0]).value_or(-1), m.fields[1], m.fields[2],
+             wire::to_int(m.fields[3]).value_or(1)});
+  } else if (m.type == wire::kEnd && m.fields.size() == 1) {
+    std::lock_guard lock(mutex_);
+    end_status_ = wire::to_int(m.fields[0]).value_or(1);
+    changed_.notify_all();
+    return false;
+  }
+  return true;
+}
+
+void NodeClient::lost(const std::string& what) {
+  {
+    std::lock_guard lock(mutex_);
+    node0_gone_ = true;
+  }
+  stopped({0, welcome_.nodes.empty() ? "" : welcome_.nodes[0].host, what, 1});
+}
+
+void NodeClient::stopped(const NodeStop& stop) {
+  {
+    std::lock_guard lock(mutex_);
+    changed_.notify_all();
+    if (stop_) return;
+    stop_ = stop;
+  }
+  if (on_stop_) on_stop_(stop);
+}
+
+int NodeClient::finish(int status) {
+  send(wire::kDone, {std::to_string(status)});
+  std::unique_lock lock(mutex_);
+  changed_.wait(lock, [this] { return end_status_.has_value() || node0_gone_; });
+  if (end_status_) return *end_status_;
+  return status != 0 ? status : stop_->status;
+}
+
+}  // namespace ddl::cli

@@ -1,0 +1,182 @@
+#pragma once
+// The rendezvous of per-node mode: N ddlruns, one per node, meet at node 0 and become one job.
+//
+// How it works: node 0's ddlrun serves the rendezvous (NodeServer) on HOST:PORT, and every
+// node's ddlrun, node 0's included, joins it as a client (NodeClient) over TCP:
+//   1. hello    each node sends the job's token, its node rank, the node count, the job's
+//               rendezvous id, its host name and its hardware (mapper::to_yaml). The server
+//               compares the token in constant time and refuses, with a reason sent to the node
+//               and printed on node 0, a wrong token, a node rank out of range or already
+//               taken, another node count or another job;
+//   2. welcome  once all N came, the server sends every node the same list (host name, the
+//               address it came from, hardware; in node-rank order), node 0's job id and the
+//               token of the job's ranks;
+//   3. plan     every node makes the same plan from that list (make_plan) and sends a digest of
+//               it, node 0 with the ports of its servers for the ranks (libddl's rendezvous,
+//               torch's MASTER_PORT); when every digest equals node 0's, the server answers
+//               "go" with those ports; else every node gets an error naming the node that
+//               disagrees;
+//   4. run      the connections stay open as the job's control channel: both sides send a
+//               heartbeat every second. A node whose ranks fail (fail), or whose ranks ended
+//               with a status other than 0 (done), or whose connection closes or falls silent
+//               past the heartbeat timeout, makes the server send "stop" to every other node,
+//               naming that node, its host and the first failure's status; once every node is
+//               done, the server sends "end" with the job's status (the first failure's, else 0).
+// A message is a type byte, a field count and length-prefixed fields (wire format below, in
+// rendezvous.cc). The gather has a deadline: the server then tells every node which nodes did
+// not come, and a client that cannot reach the server retries until the same deadline.
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace ddl::cli {
+
+namespace wire {
+struct Message;
+}
+
+/// The rendezvous failed: refused, timed out, unreachable or broken; what() names the endpoint,
+/// the node and the next step.
+class RendezvousError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// What a node tells the rendezvous about itself.
+struct NodeHello {
+  int node_rank = 0;
+  int nnodes = 1;
+  std::string job;        ///< the rendezvous id (--rdzv-id); "" when none: any job
+  std::string host;       ///< its host name, as the plan will call it
+  std::string inventory;  ///< its hardware (mapper::to_yaml); "" when not probed
+};
+
+/// One node of the job, as every node learns it.
+struct NodeEntry {
+  std::string host;
+  std::string address;  ///< where node 0 saw it come from
+  std::string inventory;
+  bool operator==(const NodeEntry&) const = default;
+};
+
+/// What node 0 sends every node once all came.
+struct Welcome {
+  std::vector<NodeEntry> nodes;  ///< by node rank
+  std::string job_id;            ///< node 0's job id: every node plans with it
+  std::string job_token;         ///< the ranks' $DDL_JOB_TOKEN, the same on every node
+};
+
+/// Node 0's ports for the job's ranks, as every node learns them.
+struct Ports {
+  int ddl = 0;     ///< libddl's rendezvous ($DDL_RENDEZVOUS's port)
+  int master = 0;  ///< $MASTER_PORT
+};
+
+/// Another node failed or vanished: this node's ranks must stop.
+struct NodeStop {
+  int node = -1;     ///< the node that failed, -1: unknown
+  std::string host;  ///< its host name
+  std::string what;  ///< "rank 4 exited with status 7", "its ddlrun is gone (...)"
+  int status = 1;    ///< the first failure's status
+};
+
+/// "10 s", "0.5 s".
+std::string seconds_text(std::chrono::milliseconds duration);
+
+/// Compares two secrets in time that depends on their lengths only.
+bool same_secret(const std::string& a, const std::string& b);
+
+/// Node 0's side: listens on `port` (every address; 0: any free port) from construction on, and
+/// runs the rendezvous (how it works above) on its own thread until every node is done or the
+/// gather failed. `report` gets node 0's own messages (refused nodes, lost nodes), one line
+/// each without "ddlrun: ".
+class NodeServer {
+ public:
+  struct Settings {
+    int port = 0;
+    std::string token;  ///< "" admits any node
+    int nnodes = 1;
+    std::string job;  ///< the rendezvous id; "" admits any
+    std::chrono::milliseconds timeout{300000};
+    std::chrono::milliseconds heartbeat_timeout{10000};
+    std::string job_id;     ///< sent in the welcome
+    std::string job_token;  ///< sent in the welcome
+  };
+  NodeServer(Settings settings, std::function<void(const std::string&)> report);
+  ~NodeServer();
+  NodeServer(const NodeServer&) = delete;
+  NodeServer& operator=(const NodeServer&) = delete;
+  int port() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+  std::thread thread_;
+};
+
+/// A node's side. join() connects, says hello and waits for the welcome; agree() exchanges plan
+/// digests and ports; watch() starts the control channel; finish() ends it.
+class NodeClient {
+ public:
+  /// Connects to `endpoint` ("HOST:PORT"), retrying until `timeout`, presents `token` and
+  /// `hello`, and waits for the welcome (the server's own deadline first). Throws
+  /// RendezvousError naming the endpoint and the next step.
+  static std::unique_ptr<NodeClient> join(const std::string& endpoint, const std::string& token,
+                                          const NodeHello& hello,
+                                          std::chrono::milliseconds timeout);
+  ~NodeClient();
+  NodeClient(const NodeClient&) = delete;
+  NodeClient& operator=(const NodeClient&) = delete;
+
+  const Welcome& welcome() const { return welcome_; }
+  int node_rank() const { return node_rank_; }
+  const std::string& endpoint() const { return endpoint_; }
+
+  /// Sends this node's plan digest (node 0: with its ports) and returns node 0's ports once
+  /// every node agreed. Throws RendezvousError naming a node whose plan differs.
+  Ports agree(const std::string& digest, const Ports& ports);
+
+  /// From now on sends a heartbeat every second and calls `on_stop` (on its own thread, once)
+  /// when another node failed, node 0 is gone, or nothing came for `heartbeat_timeout`.
+  void watch(std::function<void(const NodeStop&)> on_stop,
+             std::chrono::milliseconds heartbeat_timeout);
+  /// Tells node 0 that this node's ranks failed first: `what` ("rank 4 exited with status 7")
+  /// and the status. Any thread.
+  void report_failure(const std::string& what, int status);
+  /// Tells node 0 that this node's ranks ended with `status`, waits for the end of the job on
+  /// every node, and returns the job's status: the first failure's, else 0.
+  int finish(int status);
+
+ private:
+  NodeClient(int fd, std::string endpoint, int node_rank);
+  bool send(int type, const std::vector<std::string>& fields);
+  void control_loop();
+  bool on_control(const wire::Message& m);
+  void stopped(const NodeStop& stop);
+  void lost(const std::string& what);
+
+  int fd_;
+  std::string endpoint_;
+  int node_rank_;
+  Welcome welcome_;
+  std::string pending_;  ///< bytes read but not yet a whole message
+  std::mutex mutex_;     ///< guards writes, and what follows
+  std::condition_variable changed_;
+  std::optional<int> end_status_;
+  std::optional<NodeStop> stop_;
+  bool node0_gone_ = false;
+  std::function<void(const NodeStop&)> on_stop_;
+  std::chrono::milliseconds heartbeat_timeout_{10000};
+  int wake_[2] = {-1, -1};
+  std::thread thread_;
+};
+
+}  // namespace ddl::cli

@@ -1,0 +1,408 @@
+// Node 0's side of per-node mode's rendezvous (how it works in rendezvous.h): one thread that
+// polls the listening socket and every node's connection, and moves through the phases
+// gather -> plan -> run -> over.
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <list>
+
+#include "base/check.h"
+#include "comm/comm.h"
+#include "ddlrun/node_wire.h"
+#include "ddlrun/rendezvous.h"
+
+namespace ddl::cli {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+/// How long a new connection has to say hello.
+constexpr auto kHelloWait = std::chrono::seconds(10);
+
+/// A socket listening on `port` of every address (IPv6 with IPv4 mapped, else IPv4).
+int listen_on(int port) {
+  int fd = ::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int one = 1;
+  const int zero = 0;
+  int rc = -1;
+  if (fd >= 0) {
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
+    sockaddr_in6 a{};
+    a.sin6_family = AF_INET6;
+    a.sin6_addr = in6addr_any;
+    a.sin6_port = htons(static_cast<uint16_t>(port));
+    rc = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  }
+  if (fd < 0 || rc != 0) {  // no IPv6 here
+    if (fd >= 0) ::close(fd);
+    fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_ANY);
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    rc = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  }
+  if (rc != 0 || ::listen(fd, 128) != 0) {
+    const int err = errno;
+    ::close(fd);
+    throw RendezvousError("node 0 cannot serve the rendezvous on port " + std::to_string(port) +
+                          ": " + base::errno_text(err) +
+                          "; choose another port (--rdzv HOST:PORT, MASTER_PORT) on every node");
+  }
+  return fd;
+}
+
+/// A node's connection, and what node 0 knows of the node.
+struct Conn {
+  int fd = -1;
+  std::string pending;
+  std::string address;
+  int node = -1;  ///< -1 until its hello was admitted
+  std::string host;
+  std::string inventory;
+  Clock::time_point opened = Clock::now();
+  Clock::time_point heard = Clock::now();
+  std::optional<std::string> digest;
+  bool done = false;
+  bool closed = false;
+};
+
+}  // namespace
+
+struct NodeServer::State {
+  enum class Phase { kGather, kPlan, kRun, kOver };
+
+  Settings s;
+  std::function<void(const std::string&)> report;
+  int listen_fd = -1;
+  int wake[2] = {-1, -1};
+  int port = 0;
+  std::list<Conn> conns;
+  std::vector<Conn*> nodes;  ///< by node rank, null until it came
+  Phase phase = Phase::kGather;
+  Clock::time_point gather_deadline;
+  Clock::time_point last_beat = Clock::now();
+  Ports ports;
+  std::optional<int> first_status;
+
+  void run();
+  void accept_one();
+  void read_from(Conn& c);
+  void on_message(Conn& c, const wire::Message& m);
+  void hello(Conn& c, const std::vector<std::string>& f);
+  std::string hello_problem(const std::vector<std::string>& f) const;
+  void welcome();
+  void plan(Conn& c, const std::vector<std::string>& f);
+  void failure(Conn& c, const std::string& what, int status);
+  void done(Conn& c, int status);
+  void lost(Conn& c, const std::string& what);
+  void tick();
+  void fail_all(const std::string& text);
+  std::string who(const Conn& c) const;
+  std::string missing() const;
+};
+
+std::string NodeServer::State::who(const Conn& c) const {
+  const std::string node = c.node >= 0 ? "node " + std::to_string(c.node) : "a node";
+  return node + " (" + (c.host.empty() ? "" : c.host + ", ") + "from " + c.address + ")";
+}
+
+void NodeServer::State::run() {
+  gather_deadline = Clock::now() + s.timeout;
+  while (phase != Phase::kOver) {
+    std::vector<pollfd> fds = {{wake[0], POLLIN, 0}, {listen_fd, POLLIN, 0}};
+    for (const Conn& c : conns)
+      fds.push_back({c.fd, POLLIN, 0});
+    ::poll(fds.data(), fds.size(), 200);
+    if (fds[0].revents != 0) break;
+    if (fds[1].revents != 0) accept_one();
+    size_t i = 2;
+    for (Conn& c : conns) {
+      if (i < fds.size() && fds[i++].revents != 0 && !c.closed) read_from(c);
+    }
+    tick();
+    for (auto it = conns.begin(); it != conns.end();) {
+      if (!it->closed) {
+        ++it;
+        continue;
+      }
+      ::close(it->fd);
+      std::replace(nodes.begin(), nodes.end(), &*it, static_cast<Conn*>(nullptr));
+      it = conns.erase(it);
+    }
+  }
+  for (Conn& c : conns)
+    ::close(c.fd);
+  conns.clear();
+}
+
+void NodeServer::State::accept_one() {
+  const int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+  if (fd < 0) return;
+  const int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  timeval limit{5, 0};  // a node that does not read cannot hold node 0 up
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof limit);
+  Conn& c = conns.emplace_back();
+  c.fd = fd;
+  c.address = wire::peer_address(fd);
+}
+
+void NodeServer::State::read_from(Conn& c) {
+  if (!wire::fill(c.fd, c.pending)) {
+    if (c.node >= 0 && phase == Phase::kRun && !c.done) {
+      lost(c, "its ddlrun is gone: the rendezvous connection closed");
+    } else if (c.node >= 0 && phase == Phase::kPlan) {
+      fail_all(who(c) + " left while the nodes agreed on the plan; see its output");
+    }
+    c.closed = true;
+    return;
+  }
+  c.heard = Clock::now();
+  try {
+    while (!c.closed && phase != Phase::kOver) {
+      std::optional<wire::Message> m = wire::take(c.pending);
+      if (!m) break;
+      on_message(c, *m);
+    }
+  } catch (const std::exception& e) {
+    report("rendezvous: " + who(c) + " sent garbage (" + e.what() + "); closed its connection");
+    c.closed = true;
+  }
+}
+
+void NodeServer::State::on_message(Conn& c, const wire::Message& m) {
+  const std::vector<std::string>& f = m.fields;
+  if (c.node < 0) {
+    if (m.type == wire::kHello && phase == Phase::kGather) {
+      hello(c, f);
+    } else {
+      c.closed = true;  // only a hello opens a connection
+    }
+    return;
+  }
+  if (m.type == wire::kPlan && phase == Phase::kPlan && f.size() == 3) plan(c, f);
+  if (m.type == wire::kFail && phase == Phase::kRun && f.size() == 2) {
+    failure(c, f[0], wire::to_int(f[1]).value_or(1));
+  }
+  if (m.type == wire::kDone && phase == Phase::kRun && f.size() == 1) {
+    done(c, wire::to_int(f[0]).value_or(1));
+  }
+}
+
+// Why `f` (a hello) is refused, "" when it is not.
+std::string NodeServer::State::hello_problem(const std::vector<std::string>& f) const {
+  if (f.size() != 7 || f[0] != wire::kMagic) {
+    return "it does not speak this rendezvous (" + std::string(wire::kMagic) +
+           "): run the same ddlrun on every node";
+  }
+  if (!s.token.empty() && !same_secret(f[1], s.token)) {
+    return "wrong token; give every node the same secret (DDL_JOB_TOKEN or --rdzv-token-file)";
+  }
+  const std::optional<int> rank = wire::to_int(f[2]);
+  const int n = s.nnodes;
+  if (!rank || *rank >= n) {
+    return "node rank " + f[2] + " is not below the node count " + std::to_string(n) +
+           "; node ranks run from 0 to " + std::to_string(n - 1);
+  }
+  if (f[3] != std::to_string(n)) {
+    return "it was given " + f[3] + " nodes, node 0 " + std::to_string(n) +
+           "; give every node the same --nnodes";
+  }
+  if (!s.job.empty() && f[4] != s.job) {
+    return "it belongs to job '" + f[4] + "', this rendezvous to job '" + s.job +
+           "'; give every node the same --rdzv-id";
+  }
+  if (const Conn* other = nodes[static_cast<size_t>(*rank)]) {
+    return "node " + f[2] + " came already (" + other->host + ", from " + other->address +
+           "); give each node its own --node-rank";
+  }
+  for (const Conn* other : nodes) {
+    if (other != nullptr && other->host == f[5]) {
+      return "its host name " + f[5] + " is node " + std::to_string(other->node) +
+             "'s too; every node needs a host name of its own";
+    }
+  }
+  return "";
+}
+
+void NodeServer::State::hello(Conn& c, const std::vector<std::string>& f) {
+  const std::string problem = hello_problem(f);
+  if (!problem.empty()) {
+    const std::string node = f.size() > 2 ? f[2] : "?";
+    if (f.size() > 5) c.host = f[5];
+    report("rendezvous: refused node " + node + " (" + (c.host.empty() ? "" : c.host + ", ") +
+           "from " + c.address + "): " + problem);
+    wire::send(c.fd, wire::kError, {"refused node " + node + ": " + problem});
+    c.closed = true;
+    return;
+  }
+  c.node = *wire::to_int(f[2]);
+  c.host = f[5];
+  c.inventory = f[6];
+  nodes[static_cast<size_t>(c.node)] = &c;
+  if (std::all_of(nodes.begin(), nodes.end(), [](const Conn* n) { return n != nullptr; })) {
+    welcome();
+  }
+}
+
+void NodeServer::State::welcome() {
+  std::vector<std::string> f = {s.job_id, s.job_token, std::to_string(nodes.size())};
+  for (const Conn* n : nodes) {
+    f.push_back(n->host);
+    f.push_back(n->address);
+    f.push_back(n->inventory);
+  }
+  phase = Phase::kPlan;
+  for (Conn* n : nodes) {
+    if (!wire::send(n->fd, wire::kWelcome, f)) {
+      fail_all(who(*n) + " left before the plan; see its output");
+      return;
+    }
+  }
+}
+
+void NodeServer::State::plan(Conn& c, const std::vector<std::string>& f) {
+  c.digest = f[0];
+  if (c.node == 0) ports = {wire::to_int(f[1]).value_or(0), wire::to_int(f[2]).value_or(0)};
+  if (!std::all_of(nodes.begin(), nodes.end(), [](const Conn* n) { return n && n->digest; })) {
+    return;
+  }
+  for (const Conn* n : nodes) {
+    if (*n->digest != *nodes[0]->digest) {
+      fail_all("the plan of " + who(*n) +
+               " differs from node 0's; give every node the same "
+               "options and the same ddlrun");
+      return;
+    }
+  }
+  const auto now = Clock::now();
+  for (Conn* n : nodes) {
+    n->heard = now;
+    if (!wire::send(n->fd, wire::kGo, {std::to_string(ports.ddl), std::to_string(ports.master)})) {
+      lost(*n, "its ddlrun is gone: the rendezvous connection closed");
+    }
+  }
+  phase = Phase::kRun;
+}
+
+// The first failure stops every other node; later ones only count as done.
+void NodeServer::State::failure(Conn& c, const std::string& what, int status) {
+  if (first_status) return;
+  first_status = status != 0 ? status : 1;
+  for (Conn* n : nodes) {
+    if (n != nullptr && n != &c && !n->closed) {
+      wire::send(n->fd, wire::kStop,
+                 {std::to_string(c.node), c.host, what, std::to_string(*first_status)});
+    }
+  }
+}
+
+void NodeServer::State::done(Conn& c, int status) {
+  if (status != 0) failure(c, "its ranks ended with status " + std::to_string(status), status);
+  c.done = true;
+  if (!std::all_of(nodes.begin(), nodes.end(), [](const Conn* n) { return !n || n->done; })) return;
+  for (Conn* n : nodes) {
+    if (n != nullptr && !n->closed)
+      wire::send(n->fd, wire::kEnd, {std::to_string(first_status.value_or(0))});
+  }
+  phase = Phase::kOver;
+}
+
+void NodeServer::State::lost(Conn& c, const std::string& what) {
+  c.closed = true;
+  failure(c, what, 1);
+  done(c, 0);
+}
+
+void NodeServer::State::tick() {
+  const auto now = Clock::now();
+  if (phase == Phase::kGather && now >= gather_deadline) {
+    fail_all("the rendezvous timed out after " + seconds_text(s.timeout) + ": " + missing());
+    return;
+  }
+  for (Conn& c : conns) {
+    if (c.node < 0 && now - c.opened > kHelloWait) c.closed = true;
+    if (phase == Phase::kRun && c.node >= 0 && !c.done && !c.closed &&
+        now - c.heard > s.heartbeat_timeout) {
+      lost(c, "its ddlrun is silent: no heartbeat for " + seconds_text(s.heartbeat_timeout));
+    }
+  }
+  if (phase == Phase::kRun && now - last_beat >= std::chrono::seconds(1)) {
+    last_beat = now;
+    for (Conn* n : nodes) {
+      if (n != nullptr && !n->closed) wire::send(n->fd, wire::kHeartbeat, {});
+    }
+  }
+}
+
+// "nodes 1 and 2 did not come (came: node 0 (node1)); start ..."
+std::string NodeServer::State::missing() const {
+  std::vector<int> absent;
+  std::string came;
+  for (size_t k = 0; k < nodes.size(); ++k) {
+    if (nodes[k] == nullptr) {
+      absent.push_back(static_cast<int>(k));
+    } else {
+      came += (came.empty() ? "" : ", ") + std::string("node ") + std::to_string(k) + " (" +
+              nodes[k]->host + ")";
+    }
+  }
+  std::string list = comm::rank_list(absent);
+  list.replace(0, 4, "node");
+  const bool one = absent.size() == 1;
+  return list + " did not come (came: " + (came.empty() ? "none" : came) +
+         "); start ddlrun --node-rank K --nnodes " + std::to_string(nodes.size()) + " on " +
+         (one ? "it" : "each") + ", or check that " + (one ? "it reaches" : "they reach") +
+         " port " + std::to_string(port) + " here";
+}
+
+void NodeServer::State::fail_all(const std::string& text) {
+  for (Conn& c : conns) {
+    if (!c.closed) wire::send(c.fd, wire::kError, {text});
+    c.closed = true;
+  }
+  phase = Phase::kOver;
+}
+
+NodeServer::NodeServer(Settings settings, std::function<void(const std::string&)> report)
+    : state_(std::make_unique<State>()) {
+  State& st = *state_;
+  st.s = std::move(settings);
+  st.report = std::move(report);
+  st.nodes.assign(static_cast<size_t>(st.s.nnodes), nullptr);
+  st.listen_fd = listen_on(st.s.port);
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  getsockname(st.listen_fd, reinterpret_cast<sockaddr*>(&ss), &len);
+  st.port = ntohs(ss.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port
+                                           : reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+  if (::pipe2(st.wake, O_CLOEXEC) != 0) {
+    ::close(st.listen_fd);
+    throw RendezvousError("pipe: " + base::errno_text(errno));
+  }
+  thread_ = std::thread([&st] { st.run(); });
+}
+
+NodeServer::~NodeServer() {
+  (void)!::write(state_->wake[1], "x", 1);
+  thread_.join();
+  for (int fd : {state_->listen_fd, state_->wake[0], state_->wake[1]})
+    ::close(fd);
+}
+
+int NodeServer::port() const {
+  return state_->port;
+}
+
+}  // namespace ddl::cli

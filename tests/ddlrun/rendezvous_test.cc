@@ -1,0 +1,294 @@
+// Per-node mode's rendezvous over real loopback sockets: the gather, the plan's agreement,
+// refusals and timeouts with their exact texts, and the control channel's stops.
+
+#include "ddlrun/rendezvous.h"
+
+#include <gtest/gtest.h>
+
+#include <future>
+#include <mutex>
+
+namespace ddl::cli {
+namespace {
+
+using namespace std::chrono_literals;
+
+/// A server on a free loopback port, recording what node 0 reports.
+struct Cluster {
+  explicit Cluster(int nnodes, std::string token = "secret",
+                   std::chrono::milliseconds timeout = 5000ms) {
+    NodeServer::Settings s;
+    s.token = std::move(token);
+    s.nnodes = nnodes;
+    s.timeout = timeout;
+    s.heartbeat_timeout = 3000ms;
+    s.job_id = "job7";
+    s.job_token = "ranks-token";
+    server = std::make_unique<NodeServer>(s, [this](const std::string& line) {
+      std::lock_guard lock(mutex);
+      reports.push_back(line);
+    });
+    endpoint = "127.0.0.1:" + std::to_string(server->port());
+  }
+  std::unique_ptr<NodeClient> join(int node, int nnodes, const std::string& token = "secret",
+                                   std::chrono::milliseconds timeout = 5000ms) {
+    NodeHello h{node, nnodes, "", "host" + std::to_string(node),
+                "inventory " + std::to_string(node)};
+    return NodeClient::join(endpoint, token, h, timeout);
+  }
+  std::vector<std::string> reported() {
+    std::lock_guard lock(mutex);
+    return reports;
+  }
+
+  std::unique_ptr<NodeServer> server;
+  std::string endpoint;
+  std::mutex mutex;
+  std::vector<std::string> reports;
+};
+
+/// The message of the RendezvousError that `f` throws.
+template <typename F>
+std::string error_of(F f) {
+  try {
+    f();
+  } catch (const RendezvousError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+/// All three nodes joined, from three threads, in node order.
+std::vector<std::unique_ptr<NodeClient>> join_all(Cluster& c, int n) {
+  std::vector<std::future<std::unique_ptr<NodeClient>>> joining;
+  for (int k = n - 1; k >= 0; --k)
+    joining.push_back(std::async(std::launch::async, [&c, k, n] { return c.join(k, n); }));
+  std::vector<std::unique_ptr<NodeClient>> nodes(static_cast<size_t>(n));
+  for (auto& f : joining) {
+    std::unique_ptr<NodeClient> node = f.get();
+    nodes[static_cast<size_t>(node->node_rank())] = std::move(node);
+  }
+  return nodes;
+}
+
+/// Every node agrees on `digest`; node 0 brings ports 11 and 12.
+std::vector<Ports> agree_all(std::vector<std::unique_ptr<NodeClient>>& nodes,
+                             const std::vector<std::string>& digests) {
+  std::vector<std::future<Ports>> agreeing;
+  for (size_t k = 0; k < nodes.size(); ++k) {
+    agreeing.push_back(std::async(std::launch::async, [&, k] {
+      return nodes[k]->agree(digests[k], k == 0 ? Ports{11, 12} : Ports{});
+    }));
+  }
+  std::vector<Ports> ports;
+  for (auto& f : agreeing)
+    ports.push_back(f.get());
+  return ports;
+}
+
+TEST(Rendezvous, EveryNodeGetsTheSameListInNodeOrderAndNode0sPorts) {
+  Cluster c(3);
+  auto nodes = join_all(c, 3);
+  for (const auto& n : nodes) {
+    const Welcome& w = n->welcome();
+    ASSERT_EQ(w.nodes.size(), 3u);
+    EXPECT_EQ(w.job_id, "job7");
+    EXPECT_EQ(w.job_token, "ranks-token");
+    for (int k = 0; k < 3; ++k) {
+      EXPECT_EQ(w.nodes[k].host, "host" + std::to_string(k));
+      EXPECT_EQ(w.nodes[k].inventory, "inventory " + std::to_string(k));
+      EXPECT_EQ(w.nodes[k].address, "127.0.0.1");
+    }
+  }
+  for (const Ports& p : agree_all(nodes, {"d", "d", "d"})) {
+    EXPECT_EQ(p.ddl, 11);
+    EXPECT_EQ(p.master, 12);
+  }
+  std::vector<std::future<int>> finishing;
+  for (auto& n : nodes) {
+    n->watch([](const NodeStop&) { ADD_FAILURE() << "no node failed"; }, 3000ms);
+    finishing.push_back(std::async(std::launch::async, [&n] { return n->finish(0); }));
+  }
+  for (auto& f : finishing)
+    EXPECT_EQ(f.get(), 0);
+  EXPECT_TRUE(c.reported().empty());
+}
+
+TEST(Rendezvous, AWrongTokenIsRefusedOnBothSides) {
+  Cluster c(2);
+  EXPECT_EQ(error_of([&] { c.join(1, 2, "guess"); }),
+            "the rendezvous at " + c.endpoint +
+                ": refused node 1: wrong token; give every node the same secret (DDL_JOB_TOKEN "
+                "or --rdzv-token-file)");
+  EXPECT_EQ(c.reported(), std::vector<std::string>{
+                              "rendezvous: refused node 1 (host1, from 127.0.0.1): wrong token; "
+                              "give every node the same secret (DDL_JOB_TOKEN or "
+                              "--rdzv-token-file)"});
+}
+
+TEST(Rendezvous, WithoutATokenAnyNodeIsAdmitted) {
+  Cluster c(2, "");
+  std::vector<std::unique_ptr<NodeClient>> nodes = join_all(c, 2);
+  EXPECT_EQ(nodes[1]->welcome().nodes.size(), 2u);
+}
+
+TEST(Rendezvous, ANodeRankTakenOrOutOfRangeIsRefused) {
+  Cluster c(3);
+  auto first = std::async(std::launch::async, [&] { return c.join(1, 3); });
+  std::this_thread::sleep_for(200ms);
+  EXPECT_EQ(error_of([&] { c.join(1, 3); }),
+            "the rendezvous at " + c.endpoint +
+                ": refused node 1: node 1 came already (host1, from 127.0.0.1); give each node "
+                "its own --node-rank");
+  EXPECT_EQ(error_of([&] { c.join(3, 3); }),
+            "the rendezvous at " + c.endpoint +
+                ": refused node 3: node rank 3 is not below the node count 3; node ranks run "
+                "from 0 to 2");
+  EXPECT_EQ(error_of([&] { c.join(2, 4); }),
+            "the rendezvous at " + c.endpoint +
+                ": refused node 2: it was given 4 nodes, node 0 3; give every node the same "
+                "--nnodes");
+  c.server.reset();  // the first node's wait ends
+  EXPECT_THROW(first.get(), RendezvousError);
+}
+
+TEST(Rendezvous, TwoNodesOfOneHostNameAreRefused) {
+  Cluster c(2);
+  auto first = std::async(std::launch::async, [&] {
+    return NodeClient::join(c.endpoint, "secret", NodeHello{0, 2, "", "same", ""}, 5000ms);
+  });
+  std::this_thread::sleep_for(200ms);
+  EXPECT_EQ(error_of([&] {
+              NodeClient::join(c.endpoint, "secret", NodeHello{1, 2, "", "same", ""}, 5000ms);
+            }),
+            "the rendezvous at " + c.endpoint +
+                ": refused node 1: its host name same is node 0's too; every node needs a host "
+                "name of its own");
+  c.server.reset();
+  EXPECT_THROW(first.get(), RendezvousError);
+}
+
+TEST(Rendezvous, TheTimeoutNamesTheNodesThatDidNotCome) {
+  Cluster c(4, "secret", 500ms);
+  const std::string port = c.endpoint.substr(c.endpoint.rfind(':') + 1);
+  auto node2 = std::async(std::launch::async, [&] { return error_of([&] { c.join(2, 4); }); });
+  EXPECT_EQ(error_of([&] { c.join(0, 4); }),
+            "the rendezvous at " + c.endpoint +
+                ": the rendezvous timed out after 0.5 s: nodes 1 and 3 did not come (came: node "
+                "0 (host0), node 2 (host2)); start ddlrun --node-rank K --nnodes 4 on each, or "
+                "check that they reach port " +
+                port + " here");
+  EXPECT_NE(node2.get().find(": nodes 1 and 3 did not come (came: node 0 (host0), node 2"),
+            std::string::npos);
+}
+
+TEST(Rendezvous, NoServerNamesTheEndpointAndNode0) {
+  Cluster c(1);
+  const std::string endpoint = c.endpoint;
+  c.server.reset();
+  EXPECT_EQ(error_of([&] {
+              NodeClient::join(endpoint, "", NodeHello{1, 2, "", "h", ""}, 300ms);
+            }),
+            "node 1 cannot reach the rendezvous at " + endpoint +
+                " (Connection refused); start node 0 (ddlrun --node-rank 0) on 127.0.0.1, or "
+                "check --rdzv (MASTER_ADDR, MASTER_PORT) and that port " +
+                endpoint.substr(endpoint.rfind(':') + 1) + " is open there");
+}
+
+TEST(Rendezvous, DifferentPlansAreRefusedNamingTheNode) {
+  Cluster c(2);
+  auto nodes = join_all(c, 2);
+  std::vector<std::future<std::string>> agreeing;
+  for (size_t k = 0; k < 2; ++k) {
+    agreeing.push_back(std::async(std::launch::async, [&, k] {
+      return error_of([&] { nodes[k]->agree(k == 0 ? "a" : "b", {}); });
+    }));
+  }
+  for (auto& f : agreeing) {
+    EXPECT_EQ(f.get(), "the rendezvous at " + c.endpoint +
+                           ": the plan of node 1 (host1, from 127.0.0.1) differs from node 0's; "
+                           "give every node the same options and the same ddlrun");
+  }
+}
+
+/// Three nodes past the plan, each recording the stop it gets.
+struct Running {
+  Running() : c(3), nodes(join_all(c, 3)) {
+    agree_all(nodes, {"d", "d", "d"});
+    for (size_t k = 0; k < 3; ++k) {
+      nodes[k]->watch(
+          [this, k](const NodeStop& s) {
+            std::lock_guard lock(mutex);
+            stops[k] = s;
+          },
+          3000ms);
+    }
+  }
+  std::optional<NodeStop> stop_of(size_t k, std::chrono::milliseconds within = 3000ms) {
+    for (auto end = std::chrono::steady_clock::now() + within;
+         std::chrono::steady_clock::now() < end; std::this_thread::sleep_for(10ms)) {
+      std::lock_guard lock(mutex);
+      if (stops[k]) return stops[k];
+    }
+    return std::nullopt;
+  }
+  Cluster c;
+  std::vector<std::unique_ptr<NodeClient>> nodes;
+  std::mutex mutex;
+  std::optional<NodeStop> stops[3];
+};
+
+TEST(Rendezvous, ANodesFailureStopsTheOthersAndEndsWithItsStatus) {
+  Running r;
+  r.nodes[1]->report_failure("rank 3 exited with status 7", 7);
+  for (size_t k : {0, 2}) {
+    std::optional<NodeStop> s = r.stop_of(k);
+    ASSERT_TRUE(s) << "node " << k;
+    EXPECT_EQ(s->node, 1);
+    EXPECT_EQ(s->host, "host1");
+    EXPECT_EQ(s->what, "rank 3 exited with status 7");
+    EXPECT_EQ(s->status, 7);
+  }
+  std::vector<std::future<int>> finishing;
+  for (size_t k = 0; k < 3; ++k) {
+    const int status = k == 1 ? 7 : 143;
+    finishing.push_back(
+        std::async(std::launch::async, [&, k, status] { return r.nodes[k]->finish(status); }));
+  }
+  for (auto& f : finishing)
+    EXPECT_EQ(f.get(), 7);
+  EXPECT_TRUE(r.c.reported().empty());
+}
+
+TEST(Rendezvous, ANodeThatVanishesStopsTheOthers) {
+  Running r;
+  r.nodes[2].reset();
+  for (size_t k : {0, 1}) {
+    std::optional<NodeStop> s = r.stop_of(k);
+    ASSERT_TRUE(s) << "node " << k;
+    EXPECT_EQ(s->node, 2);
+    EXPECT_EQ(s->what, "its ddlrun is gone: the rendezvous connection closed");
+    EXPECT_EQ(s->status, 1);
+  }
+}
+
+TEST(Rendezvous, Node0GoneStopsTheOthers) {
+  Running r;
+  r.c.server.reset();
+  std::optional<NodeStop> s = r.stop_of(2);
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->node, 0);
+  EXPECT_EQ(s->host, "host0");
+  EXPECT_EQ(s->what, "its ddlrun is gone: the rendezvous connection closed");
+  EXPECT_EQ(r.nodes[2]->finish(0), 1);
+}
+
+TEST(Rendezvous, SecretsCompareByContent) {
+  EXPECT_TRUE(same_secret("abc", "abc"));
+  EXPECT_FALSE(same_secret("abc", "abd"));
+  EXPECT_FALSE(same_secret("abc", "abcd"));
+  EXPECT_FALSE(same_secret("", "a"));
+}
+
+}  // namespace
+}  // namespace ddl::cli

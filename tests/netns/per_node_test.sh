@@ -1,0 +1,255 @@
+#!/usr/bin/env bash
+# Per-node mode (issue 18) on three fake hosts (hosts.sh): each host runs its own
+#   ddlrun --node-rank K --nnodes 3 --rdzv node1:29400 ...
+# started in its namespaces by nsenter, as a Kubernetes pod would be, with DDL_JOB_TOKEN set:
+#   plan       the three --dry-run plans (topology files and text) equal one another, and the
+#              topology file equals the one a single ddlrun -H node1,node2,node3 makes (probing
+#              over ssh);
+#   libddl     ddl_check (every collective checked by each rank) on 3 x 2 ranks: every node 0;
+#   DDP        tests/python/check_ddp_backend.py on init_process_group("ddl"), 3 x 2 ranks;
+#   rank lost  a rank of node3 SIGKILLed: the other nodes end within 5 s with 137, naming
+#              node rank 2 (node3); nothing is left on any host;
+#   node lost  node3's ddlrun SIGKILLed: the others end within 5 s naming it, nothing is left;
+#   pod deleted  node3's ddlrun gets SIGTERM: every node ends within 5 s with 143;
+#   silent     node3's ddlrun SIGSTOPped: with --heartbeat-timeout 2 the others end within 5 s
+#              naming it; after SIGCONT it stops its own ranks;
+#   missing    the program missing on node3: every node ends with 127, naming node3;
+#   token      node3 with a wrong token: it is refused with the reason, node 0 names it, and
+#              the others time out naming node 2.
+# Usage: per_node_test.sh DDLRUN DDL_CHECK DDL_LOOP PYTHON_DIR PYTHON   (77 without root, netns or sshd)
+set -uo pipefail
+ddlrun=$(realpath "$1")
+check=$(realpath "$2")
+loop=$(realpath "$3")
+pydir=$4 python=$5
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=SCRIPTDIR/hosts.sh
+source "$here/hosts.sh"
+netns_up 3 || exit $?
+unset SSH_AUTH_SOCK
+export HOME="$NETNS_DIR/home"
+mkdir -p "$HOME"
+out="$NETNS_DIR/out"
+mkdir -p "$out"
+export DDL_JOB_TOKEN=pernode-secret
+fails=0
+fail() {
+  echo "FAIL: $1"
+  [[ -n ${2:-} ]] && sed -n '1,30s/^/    | /p' "$2"
+  fails=$((fails + 1))
+}
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+
+# node K NAME ARGS...: ddlrun --node-rank K-1 on host K in the background, its output in
+# $out/NAME.K; pids[K] is ddlrun itself (nsenter execs it). @K@ in ARGS becomes K.
+declare -A pids=()
+node() {
+  local k=$1 name=$2
+  shift 2
+  set -- "${@//@K@/$k}"
+  nsenter --net="/run/netns/$(netns_ns "$k")" --target "${_netns_holder[$k]}" --uts --mount -- \
+    env --default-signal=INT "$ddlrun" --node-rank $((k - 1)) --nnodes 3 --rdzv node1:29400 \
+    --rdzv-timeout "${rdzv_timeout:-20}" --tag-output rank "$@" </dev/null >"$out/$name.$k" 2>&1 &
+  pids[$k]=$!
+}
+# all NAME ARGS...: the three nodes; statuses in rcs[K].
+declare -A rcs=()
+all() {
+  local name=$1 k
+  shift
+  for k in 1 2 3; do node "$k" "$name" "$@"; done
+  for k in 1 2 3; do
+    wait "${pids[$k]}"
+    rcs[$k]=$?
+  done
+}
+# nothing_left: no process of a job on any host (sshd's listener aside) within 5 s.
+nothing_left() {
+  local k i left
+  for k in 1 2 3; do
+    for ((i = 0; i < 50; i++)); do
+      left=$(netns_pids "$k" | xargs -r ps -o pid=,args= -p 2>/dev/null | grep -v sshd)
+      [[ -z $left ]] && break
+      sleep 0.1
+    done
+    [[ -z $left ]] || fail "$1: left on node$k: $(tr '\n' ';' <<<"$left")"
+  done
+}
+
+echo "== plan"
+all plan -a 2 --job-id pn --dry-run --topology-file "$NETNS_DIR/topology.@K@" true
+for k in 1 2 3; do
+  ((rcs[$k] == 0)) || fail "plan: node$k's dry run exited ${rcs[$k]}" "$out/plan.$k"
+done
+grep -q "^This node: node 1 of 3 (node2), ranks 2 and 3 of 6; rendezvous at node1:29400" \
+  "$out/plan.2" || fail "plan: node2's first line" "$out/plan.2"
+for k in 2 3; do
+  # Each node wrote its own topology file (the line that names it aside), all the same.
+  diff <(tail -n +2 "$out/plan.1" | grep -v '^topology: ') \
+    <(tail -n +2 "$out/plan.$k" | grep -v '^topology: ') >"$out/plan.diff$k" ||
+    fail "plan: node$k's dry run differs from node1's" "$out/plan.diff$k"
+done
+nsenter --net="/run/netns/$(netns_ns 1)" --target "${_netns_holder[1]}" --uts --mount -- \
+  "$ddlrun" -H node1,node2,node3 -a 2 --job-id pn --ssh-config "$NETNS_SSH_CONFIG" --dry-run \
+  --topology-file "$NETNS_DIR/topology.single" true >"$out/plan.single" 2>&1 ||
+  fail "plan: the single ddlrun's dry run failed" "$out/plan.single"
+for k in 1 2 3; do
+  cmp -s "$NETNS_DIR/topology.$k" "$NETNS_DIR/topology.single" ||
+    fail "plan: node$k's topology file differs from the single ddlrun's: $(diff \
+      "$NETNS_DIR/topology.$k" "$NETNS_DIR/topology.single" | head -5 | tr '\n' ';')"
+done
+((fails == 0)) && echo "PASS plan: every node's plan is the single ddlrun's"
+
+echo "== libddl"
+all check -a 2 "$check"
+for k in 1 2 3; do
+  ((rcs[$k] == 0)) || fail "libddl: node$k exited ${rcs[$k]}" "$out/check.$k"
+done
+for r in 0 1 2 3 4 5; do
+  k=$((r / 2 + 1))
+  grep -q "rank $r of 6 ok$" "$out/check.$k" || fail "libddl: rank $r not ok on node$k" "$out/check.$k"
+done
+echo "PASS libddl: ddl_check on 6 ranks of 3 nodes, every collective right"
+
+echo "== DDP"
+if "$python" -c 'import torch' 2>/dev/null; then
+  all ddp -a 2 -x "PYTHONPATH=$pydir" "$python" "$here/../python/check_ddp_backend.py" ddl
+  for k in 1 2 3; do
+    ((rcs[$k] == 0)) || fail "DDP: node$k exited ${rcs[$k]}" "$out/ddp.$k"
+  done
+  for r in 0 1 2 3 4 5; do
+    grep -q "rank $r of 6 ok" "$out/ddp.$((r / 2 + 1))" || fail "DDP: rank $r not ok" "$out/ddp.$((r / 2 + 1))"
+  done
+  echo "PASS DDP on backend ddl, 3 x 2 ranks"
+else
+  echo "SKIP DDP: $python has no torch"
+fi
+
+# running NAME: until the 6 ranks of job NAME loop (20 s at most).
+running() {
+  local i
+  for ((i = 0; i < 200; i++)); do
+    (($(cat "$out/$1".{1,2,3} 2>/dev/null | grep -c ' step [1-9]') >= 6)) && return 0
+    sleep 0.1
+  done
+  fail "$1: the ranks did not start" "$out/$1.1"
+  return 1
+}
+# ended NAME: nodes 1 and 2 end within 5 s of now; their statuses in rcs.
+ended() {
+  local start k i
+  start=$(now_ms)
+  for k in 1 2; do
+    for ((i = 0; i < 60; i++)); do
+      [[ -e /proc/${pids[$k]} && $(ps -o stat= -p "${pids[$k]}") != Z* ]] || break
+      sleep 0.1
+    done
+    wait "${pids[$k]}"
+    rcs[$k]=$?
+  done
+  local took=$(($(now_ms) - start))
+  ((took < 5000)) || fail "$1: the other nodes took $took ms to end"
+  echo "$1: the other nodes ended $took ms after the fault"
+}
+
+echo "== rank lost"
+for k in 1 2 3; do node "$k" rank -a 2 -x DDL_TIMEOUT=30 "$loop" 60; done
+if running rank; then
+  victim=$(sed -n 's/^\[5\] rank 5 pid \([0-9]*\)$/\1/p' "$out/rank.3")
+  netns_exec 3 kill -KILL "$victim"
+  ended "rank lost"
+  wait "${pids[3]}"
+  rcs[3]=$?
+  for k in 1 2 3; do
+    ((rcs[$k] == 137)) || fail "rank lost: node$k exited ${rcs[$k]}, want 137" "$out/rank.$k"
+  done
+  grep -q "node3: node rank 2: rank 5 was killed by SIGKILL (exit status 137); stopping" \
+    "$out/rank.1" ||
+    fail "rank lost: node1 does not name rank 5 of node3" "$out/rank.1"
+fi
+nothing_left "rank lost"
+
+echo "== node lost"
+for k in 1 2 3; do node "$k" gone -a 2 -x DDL_TIMEOUT=30 "$loop" 60; done
+if running gone; then
+  kill -KILL "${pids[3]}"
+  ended "node lost"
+  wait "${pids[3]}" 2>/dev/null
+  for k in 1 2; do
+    ((rcs[$k] != 0)) || fail "node lost: node$k exited 0" "$out/gone.$k"
+    grep -q "node3: node rank 2: its ddlrun is gone" "$out/gone.$k" ||
+      fail "node lost: node$k does not name node3" "$out/gone.$k"
+  done
+fi
+nothing_left "node lost"
+
+echo "== pod deleted"
+# node3's ddlrun gets SIGTERM (Kubernetes deleting its pod): it stops its ranks, and every node
+# ends within 5 s with 143, naming node3.
+for k in 1 2 3; do node "$k" term -a 2 -x DDL_TIMEOUT=30 "$loop" 60; done
+if running term; then
+  kill -TERM "${pids[3]}"
+  ended "pod deleted"
+  wait "${pids[3]}"
+  rcs[3]=$?
+  for k in 1 2 3; do
+    ((rcs[$k] == 143)) || fail "pod deleted: node$k exited ${rcs[$k]}, want 143" "$out/term.$k"
+  done
+  grep -q "node3: node rank 2: its ranks ended with status 143" "$out/term.1" ||
+    fail "pod deleted: node1 does not name node3" "$out/term.1"
+fi
+nothing_left "pod deleted"
+
+echo "== node silent"
+# node3's ddlrun stopped (SIGSTOP): no heartbeat for 2 s ends the others within 5 s; once it
+# runs again it finds node 0 gone and stops its ranks.
+for k in 1 2 3; do node "$k" silent -a 2 --heartbeat-timeout 2 -x DDL_TIMEOUT=30 "$loop" 60; done
+if running silent; then
+  kill -STOP "${pids[3]}"
+  ended "node silent"
+  kill -CONT "${pids[3]}"
+  wait "${pids[3]}"
+  rcs[3]=$?
+  for k in 1 2; do
+    grep -q "node3: node rank 2: its ddlrun is silent: no heartbeat for 2 s (exit status 1)" \
+      "$out/silent.$k" || fail "node silent: node$k does not name node3" "$out/silent.$k"
+  done
+  ((rcs[3] != 0)) || fail "node silent: node3 exited 0" "$out/silent.3"
+fi
+nothing_left "node silent"
+
+echo "== missing program"
+# The program is in the /tmp of node1 and node2 only: node3 cannot start its ranks, and the
+# others end with its status (127), naming it.
+for k in 1 2; do netns_exec "$k" cp "$loop" /tmp/per_node_loop; done
+all missing -a 2 /tmp/per_node_loop 30
+for k in 1 2 3; do
+  ((rcs[$k] == 127)) || fail "missing program: node$k exited ${rcs[$k]}, want 127" "$out/missing.$k"
+done
+grep -q "node3: node rank 2: its ranks could not start: .*/tmp/per_node_loop" "$out/missing.1" ||
+  fail "missing program: node1 does not name node3's failure" "$out/missing.1"
+nothing_left "missing program"
+
+echo "== token"
+rdzv_timeout=3
+node 1 token true
+node 2 token true
+DDL_JOB_TOKEN=guess node 3 token true
+for k in 1 2 3; do
+  wait "${pids[$k]}"
+  rcs[$k]=$?
+  ((rcs[$k] == 1)) || fail "token: node$k exited ${rcs[$k]}, want 1" "$out/token.$k"
+done
+grep -qF "ddlrun: error: the rendezvous at node1:29400: refused node 2: wrong token; give every node the same secret (DDL_JOB_TOKEN or --rdzv-token-file)" \
+  "$out/token.3" || fail "token: node3's error" "$out/token.3"
+grep -qE "ddlrun: error: rendezvous: refused node 2 \(node3, from 10\.200\.[0-9]+\.26\): wrong token" \
+  "$out/token.1" || fail "token: node1 does not name node 2" "$out/token.1"
+grep -qF "the rendezvous timed out after 3 s: node 2 did not come (came: node 0 (node1), node 1 (node2))" \
+  "$out/token.2" || fail "token: node2's timeout" "$out/token.2"
+nothing_left token
+
+if ((fails > 0)); then
+  echo "per_node_test: $fails failures"
+  exit 1
+fi
+echo "per_node_test: all passed"
