@@ -112,7 +112,11 @@ else
 fi
 
 sleep 0.5
-left=$(pgrep -f "^($chaos_loop|/bin/sh $work/)" || true)
-[[ -z $left ]] || fail "processes left: $(ps -o pid=,args= -p "${left//$'\n'/,}")"
+# Only this test's processes: they alone have TMPDIR=$work (chaos tests may run chaos_loop now).
+left=
+for pid in $(pgrep -f "^($chaos_loop|/bin/sh $work/)" || true); do
+  tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qxF "TMPDIR=$work" && left+="$pid,"
+done
+[[ -z $left ]] || fail "processes left: $(ps -o pid=,args= -p "${left%,}")"
 ((fails == 0)) && echo "restart_local: ok"
 exit $((fails > 0))

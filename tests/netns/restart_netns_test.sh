@@ -31,6 +31,9 @@ export HOME="$NETNS_DIR/home"  # no user ssh config, keys or probe cache
 mkdir -p "$HOME"
 out=$NETNS_DIR/out
 mkdir -p "$out"
+# Marks the ddlruns this test starts (and their keepers, which inherit it): other tests may run
+# ddlrun here at the same time, and theirs are not this test's leftovers.
+export RESTART_NETNS_MARK=$$
 fails=0
 fail() {
   echo "FAIL restart_netns: $1"
@@ -197,7 +200,10 @@ for k in 1 2 3; do
   left=$(netns_leftovers "$k")
   [[ -z $left ]] || fail "processes left on node$k: $(ps -o pid=,args= -p "${left//$'\n'/,}")"
 done
-left=$(pgrep -f "^$ddlrun " || true)
-[[ -z $left ]] || fail "ddlrun processes left here: $(ps -o pid=,args= -p "${left//$'\n'/,}")"
+left=
+for pid in $(pgrep -f "^$ddlrun " || true); do
+  tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "RESTART_NETNS_MARK=$$" && left+="$pid,"
+done
+[[ -z $left ]] || fail "ddlrun processes left here: $(ps -o pid=,args= -p "${left%,}")"
 ((fails == 0)) && echo "restart_netns: ok"
 exit $((fails > 0))
