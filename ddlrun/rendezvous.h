@@ -111,9 +111,7 @@ class NodeServer {
     std::string job_token;  ///< sent in the welcome
   };
   NodeServer(Settings settings, std::function<void(const std::string&)> report);
-  ~NodeServer();
-  NodeServer(const NodeServer&) = delete;
-  NodeServer& operator=(const NodeServer&) = delete;
+  ~NodeServer();  // not copyable: it owns its thread and state
   int port() const;
 
  private:
