@@ -127,6 +127,14 @@ std::optional<HostList> allocation_from_environment(GetEnv getenv_fn, void* cont
       return slurm_nodes_alone(*nodelist);
     }
   }
+  // The hostfile mpirun itself would read: what Kubeflow's MPIJob gives its launcher pod.
+  for (const char* name : kMpiHostfileVariables) {
+    if (const auto path = get(name)) {
+      const std::string text = detail::read_input_file(
+          *path, Position{std::string("$") + name, 0, 0, {}}, "'" + *path + "'");
+      return parse_hostfile(text, *path);
+    }
+  }
   return std::nullopt;
 }
 

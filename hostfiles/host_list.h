@@ -114,11 +114,20 @@ HostList parse_slurm(std::string_view nodelist, std::string_view tasks_per_node)
 /// Reads the environment through a function so tests can pass their own.
 using GetEnv = std::optional<std::string> (*)(const char* name, void* context);
 
+/// The variables naming the hostfile mpirun reads by default (Open MPI 4 and 5, MPICH's and
+/// Intel MPI's Hydra), in the order allocation_from_environment() tries them. Kubeflow's MPIJob
+/// sets the first for its launcher pod (/etc/mpi/hostfile: "worker-0 slots=2").
+inline constexpr const char* kMpiHostfileVariables[] = {"OMPI_MCA_orte_default_hostfile",
+                                                        "OMPI_MCA_prte_default_hostfile",
+                                                        "HYDRA_HOST_FILE", "I_MPI_HYDRA_HOST_FILE"};
+
 /// The allocation of the batch job this process runs in: LSF when $LSB_JOBID is set
 /// ($LSB_DJOB_HOSTFILE first, else $LSB_MCPU_HOSTS, else $LSB_HOSTS), else Slurm when
-/// $SLURM_JOB_ID and $SLURM_JOB_NODELIST are set; nullopt outside a batch job. An empty variable
-/// counts as unset; an LSF job without any of the three host variables is treated as no LSF
-/// job; without $SLURM_TASKS_PER_NODE each Slurm node gets 1 slot (slots_given false).
+/// $SLURM_JOB_ID and $SLURM_JOB_NODELIST are set, else the hostfile one of
+/// kMpiHostfileVariables names (any format parse_hostfile reads); nullopt outside a batch job.
+/// An empty variable counts as unset; an LSF job without any of the three host variables is
+/// treated as no LSF job; without $SLURM_TASKS_PER_NODE each Slurm node gets 1 slot
+/// (slots_given false).
 std::optional<HostList> allocation_from_environment(GetEnv getenv_fn, void* context = nullptr);
 
 /// The real process environment, for allocation_from_environment.

@@ -294,6 +294,45 @@ TEST(AllocationTest, SlurmErrorsComeThrough) {
             "  ^");
 }
 
+TEST(AllocationTest, MpiJobHostfile) {
+  const std::string path = testing::TempDir() + "alloc_mpijob_hostfile";
+  std::ofstream(path)
+      << "train-worker-0.train-worker slots=2\ntrain-worker-1.train-worker slots=2\n";
+  const auto list = allocation({{"OMPI_MCA_orte_default_hostfile", path}});
+  ASSERT_TRUE(list);
+  EXPECT_THAT(
+      describe(*list),
+      ElementsAre("train-worker-0.train-worker slots=2 given openmpi-hostfile " + path + ":1",
+                  "train-worker-1.train-worker slots=2 given openmpi-hostfile " + path + ":2"));
+  std::remove(path.c_str());
+}
+
+TEST(AllocationTest, MpichHostfileVariable) {
+  const std::string path = testing::TempDir() + "alloc_hydra_hostfile";
+  std::ofstream(path) << "n1:4\nn2:4\n";
+  const auto list = allocation({{"HYDRA_HOST_FILE", path}});
+  ASSERT_TRUE(list);
+  EXPECT_EQ(list->total_slots(), 8);
+  std::remove(path.c_str());
+}
+
+TEST(AllocationTest, UnreadableMpiHostfileNamesVariablePathAndReason) {
+  const std::string path = testing::TempDir() + "no_such_dir/hostfile";
+  EXPECT_EQ(
+      error_of([&] {
+        allocation({{"OMPI_MCA_orte_default_hostfile", path}});
+      }),
+      "$OMPI_MCA_orte_default_hostfile: cannot read '" + path + "': No such file or directory");
+}
+
+TEST(AllocationTest, BatchSystemsTakePrecedenceOverMpiHostfiles) {
+  const auto list = allocation({{"SLURM_JOB_ID", "7"},
+                                {"SLURM_JOB_NODELIST", "n1"},
+                                {"OMPI_MCA_orte_default_hostfile", "/nonexistent"}});
+  ASSERT_TRUE(list);
+  EXPECT_THAT(describe(*list), ElementsAre("n1 slots=1 counted slurm $SLURM_JOB_NODELIST"));
+}
+
 TEST(AllocationTest, LsfTakesPrecedenceOverSlurm) {
   const auto list = allocation({{"LSB_JOBID", "42"},
                                 {"LSB_MCPU_HOSTS", "batch1 1 a26n15 42"},
