@@ -34,7 +34,8 @@ const std::map<std::string, std::string, std::less<>> kAliases = {
     {"-racks", "--racks"},
     {"-aisles", "--aisles"},
     {"-wdir", "--wdir"},
-    // torchrun's spellings of per-node mode
+    // torchrun's spellings of per-node mode and restarts
+    {"--max_restarts", "--max-restarts"},
     {"--node_rank", "--node-rank"},
     {"--nproc_per_node", "--accelerators"},
     {"--nproc-per-node", "--accelerators"},

@@ -224,6 +224,8 @@ TEST(OptionsTest, RestartOptions) {
   EXPECT_EQ(fixed.nnodes->min, 3);
   EXPECT_EQ(fixed.nnodes->max, 3);
   EXPECT_EQ(parse({"--max-restarts", "0", "p"}).max_restarts, 0);
+  EXPECT_EQ(parse({"--max_restarts", "2", "p"}).max_restarts, 2);  // torchrun's spelling
+  EXPECT_EQ(parse({"--max_restarts=4", "p"}).max_restarts, 4);
 }
 
 TEST(OptionsTest, RestartOptionErrors) {
