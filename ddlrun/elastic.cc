@@ -177,6 +177,17 @@ std::string why_no_restart(int spent, int hosts, int first_hosts, const RestartL
   return "";
 }
 
+void mark_attempt(JobPlan& plan, int restart, int max_restarts) {
+  const std::string count = std::to_string(restart);
+  plan.exports.insert(plan.exports.begin(),
+                      {{"DDL_RESTART_COUNT", count},
+                       {"TORCHELASTIC_RESTART_COUNT", count},
+                       {"TORCHELASTIC_MAX_RESTARTS", std::to_string(max_restarts)}});
+  if (restart == 0) return;
+  plan.job_id += "-r" + count;
+  plan.topology.job_id = plan.job_id;
+}
+
 int run_with_restarts(JobPlan first, const RestartLimits& limits, JobRunner& runner) {
   History history{host_names(first), {}};
   check_first_hosts(static_cast<int>(history.all_hosts.size()), limits);
@@ -227,14 +238,8 @@ class LiveRunner : public JobRunner {
   launcher::JobEnd run(const JobPlan& planned, int restart) override {
     JobPlan plan = planned;
     Options o = options_;
-    const std::string count = std::to_string(restart);
-    plan.exports.insert(plan.exports.begin(),
-                        {{"DDL_RESTART_COUNT", count},
-                         {"TORCHELASTIC_RESTART_COUNT", count},
-                         {"TORCHELASTIC_MAX_RESTARTS", std::to_string(o.max_restarts)}});
+    mark_attempt(plan, restart, o.max_restarts);
     if (restart > 0) {
-      plan.job_id += "-r" + count;
-      plan.topology.job_id = plan.job_id;
       if (!o.topology_file.empty()) comm::write_topology_file(plan.topology, o.topology_file);
       log_.info("restart {}: the new plan:\n{}", restart,
                 hostfiles::printable(render_plan(plan, o)));

@@ -14,6 +14,10 @@
 #   silent     node3's ddlrun SIGSTOPped: with --heartbeat-timeout 2 the others end within 5 s
 #              naming it; after SIGCONT it stops its own ranks;
 #   missing    the program missing on node3: every node ends with 127, naming node3;
+#   restart    --max-restarts 1, rank 3 failing in attempt 0 only (DDL_RESTART_COUNT): every
+#              node restarts, and ddl_check on 6 ranks passes in attempt 1: every node 0;
+#   shrink     --nnodes 2:3 --max-restarts 1, node3's ddlrun and ranks SIGKILLed: node1 and
+#              node2 restart as a 2-node job (ddl_check on 4 ranks): both 0, nothing left;
 #   token      node3 with a wrong token: it is refused with the reason, node 0 names it, and
 #              the others time out naming node 2.
 # Usage: per_node_test.sh DDLRUN DDL_CHECK DDL_LOOP PYTHON_DIR PYTHON   (77 without root, netns or sshd)
@@ -48,7 +52,7 @@ node() {
   shift 2
   set -- "${@//@K@/$k}"
   nsenter --net="/run/netns/$(netns_ns "$k")" --target "${_netns_holder[$k]}" --uts --mount -- \
-    env --default-signal=INT "$ddlrun" --node-rank $((k - 1)) --nnodes 3 --rdzv node1:29400 \
+    env --default-signal=INT "$ddlrun" --node-rank $((k - 1)) --nnodes "${nnodes:-3}" --rdzv node1:29400 \
     --rdzv-timeout "${rdzv_timeout:-20}" --tag-output rank "$@" </dev/null >"$out/$name.$k" 2>&1 &
   pids[$k]=$!
 }
@@ -229,6 +233,51 @@ done
 grep -q "node3: node rank 2: its ranks could not start: .*/tmp/per_node_loop" "$out/missing.1" ||
   fail "missing program: node1 does not name node3's failure" "$out/missing.1"
 nothing_left "missing program"
+
+echo "== restart"
+# Attempt 0: rank 3 (node2) exits 3, the others wait; attempt 1: ddl_check everywhere.
+attempt="if [ \"\$DDL_RESTART_COUNT\" = 0 ]; then [ \"\$RANK\" = 3 ] && exit 3; exec sleep 30; fi"
+all restart -a 2 --max-restarts 1 sh -c "$attempt; exec $check"
+for k in 1 2 3; do
+  ((rcs[$k] == 0)) || fail "restart: node$k exited ${rcs[$k]}, want 0" "$out/restart.$k"
+  grep -q "^ddlrun: restart 1 of 1 after .*; 3 nodes meet again at node1:29400" "$out/restart.$k" ||
+    fail "restart: node$k does not say why it restarts" "$out/restart.$k"
+done
+for r in 0 1 2 3 4 5; do
+  grep -q "rank $r of 6 ok$" "$out/restart.$((r / 2 + 1))" ||
+    fail "restart: rank $r not ok in attempt 1" "$out/restart.$((r / 2 + 1))"
+done
+nothing_left restart
+((fails == 0)) && echo "PASS restart: a rank failing in attempt 0 restarts every node"
+
+echo "== shrink"
+# Attempt 0 loops until node3's ddlrun and ranks are killed; attempt 1 (nodes 1 and 2 only)
+# runs ddl_check on 4 ranks.
+nnodes=2:3
+for k in 1 2 3; do
+  node "$k" shrink -a 2 --max-restarts 1 -x DDL_TIMEOUT=30 sh -c \
+    "if [ \"\$DDL_RESTART_COUNT\" = 0 ]; then exec $loop 60; fi; exec $check"
+done
+nnodes=3
+if running shrink; then
+  kill -KILL "${pids[3]}"
+  netns_pids 3 | xargs -r ps -o pid=,args= -p 2>/dev/null | grep -F "$loop" | awk '{print $1}' |
+    xargs -r kill -KILL 2>/dev/null
+  wait "${pids[3]}" 2>/dev/null
+  for k in 1 2; do
+    wait "${pids[$k]}"
+    rcs[$k]=$?
+    ((rcs[$k] == 0)) || fail "shrink: node$k exited ${rcs[$k]}, want 0" "$out/shrink.$k"
+    grep -q "^ddlrun: restart 1 of 1 after node 2 (node3) lost; 2 nodes meet again" \
+      "$out/shrink.$k" || fail "shrink: node$k does not name node3" "$out/shrink.$k"
+  done
+  for r in 0 1 2 3; do
+    grep -q "rank $r of 4 ok$" "$out/shrink.$((r / 2 + 1))" ||
+      fail "shrink: rank $r not ok on 2 nodes" "$out/shrink.$((r / 2 + 1))"
+  done
+fi
+nothing_left shrink
+((fails == 0)) && echo "PASS shrink: node3 lost, nodes 1 and 2 restarted as a 2-node job"
 
 echo "== token"
 rdzv_timeout=3
