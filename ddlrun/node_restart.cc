@@ -98,10 +98,10 @@ int run_node_rounds(const PerNode& node, const RestartLimits& limits, NodeRounds
       return last.status;
     }
     const std::vector<int> members = survivors(last);
-    rounds.note("ddlrun: restart " + std::to_string(round) + " of " +
-                std::to_string(limits.max_restarts) + " after " + reason_of(last) + "; " +
-                std::to_string(members.size()) + (members.size() == 1 ? " node meets" : " nodes meet") +
-                " again at " + node.endpoint());
+    rounds.note(
+        "ddlrun: restart " + std::to_string(round) + " of " + std::to_string(limits.max_restarts) +
+        " after " + reason_of(last) + "; " + std::to_string(members.size()) +
+        (members.size() == 1 ? " node meets" : " nodes meet") + " again at " + node.endpoint());
     try {
       last = rounds.run(round, members, node.min_nodes);
     } catch (const std::exception& e) {
