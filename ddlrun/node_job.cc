@@ -207,7 +207,8 @@ class LiveRounds : public NodeRounds {
         env_context_(env_context),
         out_(out),
         err_(err),
-        log_(log) {}
+        log_(log),
+        start_(std::chrono::steady_clock::now()) {}
 
   NodeRound run(int round, const std::vector<int>& members, int min_nodes) override {
     client_.reset();  // the round before's
@@ -218,7 +219,11 @@ class LiveRounds : public NodeRounds {
     client_ = NodeClient::join(node_.endpoint(), node_.token, hello_of(o_, node_, round),
                                millis(o_.rdzv_timeout));
     const Welcome& w = client_->welcome();
-    const Options whole = whole_job_options(o_, node_, w);
+    Options whole = whole_job_options(o_, node_, w);
+    if (whole.timeout) {  // --timeout counts for all rounds together
+      const std::chrono::duration<double> spent = std::chrono::steady_clock::now() - start_;
+      whole.timeout = std::max(*whole.timeout - spent.count(), 0.001);
+    }
     const KnownHardware known = known_hardware(w);
     JobPlan plan = make_plan(whole, getenv_, env_context_, {}, {}, &known);
     plan.launcher = {launcher::Kind::kLocal, "per-node mode: each node starts its own ranks"};
@@ -253,6 +258,7 @@ class LiveRounds : public NodeRounds {
   spdlog::logger& log_;
   std::unique_ptr<NodeServer> server_;
   std::unique_ptr<NodeClient> client_;
+  const std::chrono::steady_clock::time_point start_;
 };
 
 }  // namespace

@@ -258,5 +258,18 @@ TEST(PerNode, WithMaxRestartsAFailedRoundMeetsAgainOnTheSamePort) {
       << r.err;
 }
 
+TEST(PerNode, TimeoutCountsForAllRoundsTogether) {
+  const auto start = std::chrono::steady_clock::now();
+  const Outcome r = run_one_node({"--tag-output", "none", "--max-restarts", "5", "--timeout", "2",
+                                  "sh", "-c", "sleep 0.8; exit 3"},
+                                 {{"DDL_JOB_TOKEN", "t"}});
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(4500));
+  EXPECT_NE(r.status, 3) << r.err;
+  EXPECT_NE(r.err.find("ddlrun: not restarting the job: it was stopped (a signal to a node's "
+                       "ddlrun, --timeout), not failed by itself; it ends with status "),
+            std::string::npos)
+      << r.err;
+}
+
 }  // namespace
 }  // namespace ddl::cli
