@@ -18,6 +18,8 @@
 #              node restarts, and ddl_check on 6 ranks passes in attempt 1: every node 0;
 #   shrink     --nnodes 2:3 --max-restarts 1, node3's ddlrun and ranks SIGKILLed: node1 and
 #              node2 restart as a 2-node job (ddl_check on 4 ranks): both 0, nothing left;
+#   node 0 lost  the same with node1's ddlrun SIGKILLed: node2 and node3 do not restart, and
+#              end within 5 s naming node 0 and its rendezvous;
 #   token      node3 with a wrong token: it is refused with the reason, node 0 names it, and
 #              the others time out naming node 2.
 # Usage: per_node_test.sh DDLRUN DDL_CHECK DDL_LOOP PYTHON_DIR PYTHON   (77 without root, netns or sshd)
@@ -278,6 +280,27 @@ if running shrink; then
 fi
 nothing_left shrink
 ((fails == 0)) && echo "PASS shrink: node3 lost, nodes 1 and 2 restarted as a 2-node job"
+
+echo "== node 0 lost"
+nnodes=2:3
+for k in 1 2 3; do node "$k" zero -a 2 --max-restarts 1 -x DDL_TIMEOUT=30 "$loop" 60; done
+nnodes=3
+if running zero; then
+  kill -KILL "${pids[1]}"
+  start=$(now_ms)
+  for k in 2 3; do
+    wait "${pids[$k]}"
+    rcs[$k]=$?
+    ((rcs[$k] == 1)) || fail "node 0 lost: node$k exited ${rcs[$k]}, want 1" "$out/zero.$k"
+    grep -qF "ddlrun: not restarting the job: node 0 (node1) is lost, and with it the rendezvous at node1:29400 that every restart meets at; it ends with status 1" \
+      "$out/zero.$k" || fail "node 0 lost: node$k does not name node 0" "$out/zero.$k"
+  done
+  took=$(($(now_ms) - start))
+  ((took < 5000)) || fail "node 0 lost: the other nodes took $took ms to end"
+  wait "${pids[1]}" 2>/dev/null
+fi
+nothing_left "node 0 lost"
+((fails == 0)) && echo "PASS node 0 lost: the others end naming it ($took ms)"
 
 echo "== token"
 rdzv_timeout=3
