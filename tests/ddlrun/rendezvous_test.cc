@@ -182,6 +182,24 @@ TEST(Rendezvous, TheTimeoutNamesTheNodesThatDidNotCome) {
             std::string::npos);
 }
 
+TEST(Rendezvous, ARestartsRoundBelowMinNamesTheMissingSurvivorsOnly) {
+  NodeServer::Settings s;
+  s.nnodes = 4;
+  s.timeout = 500ms;
+  s.round = 1;
+  s.members = {0, 2, 3};
+  s.min_nodes = 2;
+  NodeServer server(s, [](const std::string&) {});
+  const std::string endpoint = "127.0.0.1:" + std::to_string(server.port());
+  NodeHello h{0, 4, "", "host0", "", 1};
+  EXPECT_EQ(error_of([&] { NodeClient::join(endpoint, "", h, 500ms); }),
+            "the rendezvous at " + endpoint +
+                ": the rendezvous timed out after 0.5 s: nodes 2 and 3 did not come (came: node "
+                "0 (host0)); start ddlrun --node-rank K --nnodes 4 on each, or check that they "
+                "reach port " +
+                std::to_string(server.port()) + " here");
+}
+
 TEST(Rendezvous, NoServerNamesTheEndpointAndNode0) {
   Cluster c(1);
   const std::string endpoint = c.endpoint;
