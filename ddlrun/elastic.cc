@@ -125,15 +125,22 @@ std::optional<JobPlan> plan_restart(const JobPlan& failed, const launcher::JobEn
 
 /// The summary of every restart, when there was one.
 void summarise(const History& history, int status, JobRunner& runner) {
-  if (history.restarts.empty()) return;
-  const size_t n = history.restarts.size();
-  runner.note("ddlrun: the job was restarted " + std::to_string(n) + (n == 1 ? " time" : " times") +
-              " and ended with status " + std::to_string(status) + ":");
-  for (size_t i = 0; i < n; ++i)
-    runner.note("  " + std::to_string(i + 1) + ". after " + history.restarts[i]);
+  for (const std::string& line : restart_summary(history.restarts, status))
+    runner.note(line);
 }
 
 }  // namespace
+
+std::vector<std::string> restart_summary(const std::vector<std::string>& restarts, int status) {
+  if (restarts.empty()) return {};
+  const size_t n = restarts.size();
+  std::vector<std::string> lines = {"ddlrun: the job was restarted " + std::to_string(n) +
+                                    (n == 1 ? " time" : " times") + " and ended with status " +
+                                    std::to_string(status) + ":"};
+  for (size_t i = 0; i < n; ++i)
+    lines.push_back("  " + std::to_string(i + 1) + ". after " + restarts[i]);
+  return lines;
+}
 
 RestartLimits restart_limits(const Options& o) {
   RestartLimits limits;

@@ -89,26 +89,33 @@ std::string why_no_node_restart(const NodeRound& last, int spent, const PerNode&
 
 int run_node_rounds(const PerNode& node, const RestartLimits& limits, NodeRounds& rounds) {
   NodeRound last = rounds.run(0, {}, node.nnodes);
+  std::vector<std::string> restarts;
+  const auto end = [&](int status) {
+    for (const std::string& line : restart_summary(restarts, status))
+      rounds.note(line);
+    return status;
+  };
   for (int round = 1;; ++round) {
-    if (last.status == 0 || limits.max_restarts == 0) return last.status;
+    if (last.status == 0 || limits.max_restarts == 0) return end(last.status);
     const std::string why = why_no_node_restart(last, round - 1, node, limits);
     if (!why.empty()) {
       rounds.note("ddlrun: not restarting the job: " + why + "; it ends with status " +
                   std::to_string(last.status));
-      return last.status;
+      return end(last.status);
     }
     const std::vector<int> members = survivors(last);
-    rounds.note(
-        "ddlrun: restart " + std::to_string(round) + " of " + std::to_string(limits.max_restarts) +
-        " after " + reason_of(last) + "; " + std::to_string(members.size()) +
-        (members.size() == 1 ? " node meets" : " nodes meet") + " again at " + node.endpoint());
+    restarts.push_back(reason_of(last) + "; " + std::to_string(members.size()) +
+                       (members.size() == 1 ? " node meets" : " nodes meet") + " again at " +
+                       node.endpoint());
+    rounds.note("ddlrun: restart " + std::to_string(round) + " of " +
+                std::to_string(limits.max_restarts) + " after " + restarts.back());
     try {
       last = rounds.run(round, members, node.min_nodes);
     } catch (const std::exception& e) {
       rounds.note("ddlrun: error: restart " + std::to_string(round) +
                   " cannot start: " + hostfiles::printable(e.what()) + "; it ends with status " +
                   std::to_string(last.status));
-      return last.status;
+      return end(last.status);
     }
   }
 }

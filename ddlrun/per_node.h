@@ -85,7 +85,8 @@ std::string why_no_node_restart(const NodeRound& last, int spent, const PerNode&
 
 /// Runs the rounds of a per-node job through `rounds`: while a round fails by itself and
 /// why_no_node_restart() allows, the surviving nodes meet again for the next round (node 0
-/// serving it) and start again. Returns the last round's status; a restart whose nodes do not
+/// serving it) and start again; each restart's reason is noted, and a summary of them at the
+/// end (restart_summary). Returns the last round's status; a restart whose nodes do not
 /// meet or whose ranks cannot start ends the job with the last failure's status.
 int run_node_rounds(const PerNode& node, const RestartLimits& limits, NodeRounds& rounds);
 

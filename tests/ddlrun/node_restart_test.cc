@@ -82,9 +82,12 @@ TEST(NodeRestart, ARankFailureRestartsEveryNode) {
   EXPECT_EQ(f.calls[1].round, 1);
   EXPECT_EQ(f.calls[1].members, (std::vector<int>{0, 1, 2}));
   EXPECT_EQ(f.calls[1].min_nodes, 3);
-  EXPECT_EQ(f.notes, std::vector<std::string>{
+  EXPECT_EQ(f.notes, (std::vector<std::string>{
                          "ddlrun: restart 1 of 1 after rank 3 (n2) exited with status 7; 3 nodes "
-                         "meet again at n1:29500"});
+                         "meet again at n1:29500",
+                         "ddlrun: the job was restarted 1 time and ended with status 0:",
+                         "  1. after rank 3 (n2) exited with status 7; 3 nodes meet again at "
+                         "n1:29500"}));
 }
 
 TEST(NodeRestart, ALostNodeWithARangeRestartsTheOthersRenumbered) {
@@ -94,8 +97,9 @@ TEST(NodeRestart, ALostNodeWithARangeRestartsTheOthersRenumbered) {
   ASSERT_EQ(f.calls.size(), 2u);
   EXPECT_EQ(f.calls[1].members, (std::vector<int>{0, 1}));
   EXPECT_EQ(f.calls[1].min_nodes, 2);
-  EXPECT_EQ(f.notes, std::vector<std::string>{"ddlrun: restart 1 of 1 after node 2 (n3) lost; 2 "
-                                              "nodes meet again at n1:29500"});
+  ASSERT_EQ(f.notes.size(), 3u);
+  EXPECT_EQ(f.notes[0],
+            "ddlrun: restart 1 of 1 after node 2 (n3) lost; 2 nodes meet again at n1:29500");
 }
 
 TEST(NodeRestart, ALostNodeWithoutARangeEndsTheJob) {
@@ -144,14 +148,18 @@ TEST(NodeRestart, RestartsSpentEndWithTheLastStatus) {
                 "ddlrun: restart 2 of 2 after rank 1 (n1) was killed by SIGKILL (status 4); 2 "
                 "nodes meet again at n1:29500",
                 "ddlrun: not restarting the job: no restart left (--max-restarts 2); it ends "
-                "with status 9"}));
+                "with status 9",
+                "ddlrun: the job was restarted 2 times and ended with status 9:",
+                "  1. after rank 0 (n1) exited with status 3; 2 nodes meet again at n1:29500",
+                "  2. after rank 1 (n1) was killed by SIGKILL (status 4); 2 nodes meet again at "
+                "n1:29500"}));
 }
 
 TEST(NodeRestart, ARestartWhoseNodesDoNotMeetEndsWithTheLastFailure) {
   FakeRounds f;
   f.plays = {failed(6, {0, 1, 2}, {2})};  // the second round throws
   EXPECT_EQ(run_node_rounds(node_of(3, 2), restarts(1), f), 6);
-  ASSERT_EQ(f.notes.size(), 2u);
+  ASSERT_EQ(f.notes.size(), 4u);
   EXPECT_EQ(f.notes[1],
             "ddlrun: error: restart 1 cannot start: no round left to play; it ends with status 6");
 }

@@ -182,22 +182,30 @@ TEST(Rendezvous, TheTimeoutNamesTheNodesThatDidNotCome) {
             std::string::npos);
 }
 
-TEST(Rendezvous, ARestartsRoundBelowMinNamesTheMissingSurvivorsOnly) {
+/// Node 0's server of restart `round` of `nnodes` nodes, for `members`, `min_nodes` of them.
+std::unique_ptr<NodeServer> round_server(int nnodes, int round, std::vector<int> members,
+                                         std::chrono::milliseconds timeout,
+                                         std::chrono::milliseconds last_call = 5000ms) {
   NodeServer::Settings s;
-  s.nnodes = 4;
-  s.timeout = 500ms;
-  s.round = 1;
-  s.members = {0, 2, 3};
+  s.nnodes = nnodes;
+  s.timeout = timeout;
+  s.round = round;
+  s.members = std::move(members);
   s.min_nodes = 2;
-  NodeServer server(s, [](const std::string&) {});
-  const std::string endpoint = "127.0.0.1:" + std::to_string(server.port());
+  s.last_call = last_call;
+  return std::make_unique<NodeServer>(s, [](const std::string&) {});
+}
+
+TEST(Rendezvous, ARestartsRoundBelowMinNamesTheMissingSurvivorsOnly) {
+  const std::unique_ptr<NodeServer> server = round_server(4, 1, {0, 2, 3}, 500ms);
+  const std::string endpoint = "127.0.0.1:" + std::to_string(server->port());
   NodeHello h{0, 4, "", "host0", "", 1};
   EXPECT_EQ(error_of([&] { NodeClient::join(endpoint, "", h, 500ms); }),
             "the rendezvous at " + endpoint +
                 ": the rendezvous timed out after 0.5 s: nodes 2 and 3 did not come (came: node "
                 "0 (host0)); start ddlrun --node-rank K --nnodes 4 on each, or check that they "
                 "reach port " +
-                std::to_string(server.port()) + " here");
+                std::to_string(server->port()) + " here");
 }
 
 TEST(Rendezvous, NoServerNamesTheEndpointAndNode0) {
@@ -317,14 +325,8 @@ TEST(Rendezvous, ANodeStoppedRatherThanFailedEndsTheRoundFinal) {
 }
 
 TEST(Rendezvous, ARestartsRoundTakesItsSurvivorsRenumberedAndRefusesOthers) {
-  NodeServer::Settings s;
-  s.nnodes = 3;
-  s.timeout = 5000ms;
-  s.round = 1;
-  s.members = {0, 2};
-  s.min_nodes = 2;
-  NodeServer server(s, [](const std::string&) {});
-  const std::string endpoint = "127.0.0.1:" + std::to_string(server.port());
+  const std::unique_ptr<NodeServer> server = round_server(3, 1, {0, 2}, 5000ms);
+  const std::string endpoint = "127.0.0.1:" + std::to_string(server->port());
   const auto join = [&](int node, int round) {
     NodeHello h{node, 3, "", "host" + std::to_string(node), "", round};
     return NodeClient::join(endpoint, "", h, 5000ms);
@@ -348,15 +350,8 @@ TEST(Rendezvous, ARestartsRoundTakesItsSurvivorsRenumberedAndRefusesOthers) {
 }
 
 TEST(Rendezvous, ARestartsRoundGoesOnWithMinNodesAfterTheLastCall) {
-  NodeServer::Settings s;
-  s.nnodes = 3;
-  s.timeout = 5000ms;
-  s.round = 2;
-  s.members = {0, 1, 2};
-  s.min_nodes = 2;
-  s.last_call = 300ms;
-  NodeServer server(s, [](const std::string&) {});
-  const std::string endpoint = "127.0.0.1:" + std::to_string(server.port());
+  const std::unique_ptr<NodeServer> server = round_server(3, 2, {0, 1, 2}, 5000ms, 300ms);
+  const std::string endpoint = "127.0.0.1:" + std::to_string(server->port());
   const auto join = [&](int node) {
     NodeHello h{node, 3, "", "host" + std::to_string(node), "", 2};
     return NodeClient::join(endpoint, "", h, 5000ms);

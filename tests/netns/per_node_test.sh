@@ -236,64 +236,67 @@ grep -q "node3: node rank 2: its ranks could not start: .*/tmp/per_node_loop" "$
   fail "missing program: node1 does not name node3's failure" "$out/missing.1"
 nothing_left "missing program"
 
+# ranks_ok NAME N: ddl_check said "rank R of N ok" for each of the N ranks (2 on each node).
+ranks_ok() {
+  local r k
+  for ((r = 0; r < $2; r++)); do
+    k=$((r / 2 + 1))
+    grep -q "rank $r of $2 ok$" "$out/$1.$k" || fail "$1: rank $r of $2 not ok on node$k" "$out/$1.$k"
+  done
+}
+
+# ended_with NAME K STATUS LINE: node K of job NAME exits STATUS, having printed LINE (grep).
+ended_with() {
+  wait "${pids[$2]}"
+  rcs[$2]=$?
+  ((rcs[$2] == $3)) || fail "$1: node$2 exited ${rcs[$2]}, want $3" "$out/$1.$2"
+  grep -q -- "$4" "$out/$1.$2" || fail "$1: node$2 did not print '$4'" "$out/$1.$2"
+}
+
 echo "== restart"
 # Attempt 0: rank 3 (node2) exits 3, the others wait; attempt 1: ddl_check everywhere.
 attempt="if [ \"\$DDL_RESTART_COUNT\" = 0 ]; then [ \"\$RANK\" = 3 ] && exit 3; exec sleep 30; fi"
-all restart -a 2 --max-restarts 1 sh -c "$attempt; exec $check"
+for k in 1 2 3; do node "$k" restart -a 2 --max-restarts 1 sh -c "$attempt; exec $check"; done
 for k in 1 2 3; do
-  ((rcs[$k] == 0)) || fail "restart: node$k exited ${rcs[$k]}, want 0" "$out/restart.$k"
-  grep -q "^ddlrun: restart 1 of 1 after .*; 3 nodes meet again at node1:29400" "$out/restart.$k" ||
-    fail "restart: node$k does not say why it restarts" "$out/restart.$k"
+  ended_with restart "$k" 0 "^ddlrun: restart 1 of 1 after .*; 3 nodes meet again at node1:29400"
 done
-for r in 0 1 2 3 4 5; do
-  grep -q "rank $r of 6 ok$" "$out/restart.$((r / 2 + 1))" ||
-    fail "restart: rank $r not ok in attempt 1" "$out/restart.$((r / 2 + 1))"
-done
+ranks_ok restart 6
 nothing_left restart
 ((fails == 0)) && echo "PASS restart: a rank failing in attempt 0 restarts every node"
+
+# ranged NAME ARGS...: the three nodes with --nnodes 2:3 --max-restarts 1, 2 ranks each.
+ranged() {
+  local name=$1 k
+  shift
+  for k in 1 2 3; do
+    nnodes=2:3 node "$k" "$name" -a 2 --max-restarts 1 -x DDL_TIMEOUT=30 "$@"
+  done
+}
 
 echo "== shrink"
 # Attempt 0 loops until node3's ddlrun and ranks are killed; attempt 1 (nodes 1 and 2 only)
 # runs ddl_check on 4 ranks.
-nnodes=2:3
-for k in 1 2 3; do
-  node "$k" shrink -a 2 --max-restarts 1 -x DDL_TIMEOUT=30 sh -c \
-    "if [ \"\$DDL_RESTART_COUNT\" = 0 ]; then exec $loop 60; fi; exec $check"
-done
-nnodes=3
+ranged shrink sh -c "if [ \"\$DDL_RESTART_COUNT\" = 0 ]; then exec $loop 60; fi; exec $check"
 if running shrink; then
   kill -KILL "${pids[3]}"
   netns_pids 3 | xargs -r ps -o pid=,args= -p 2>/dev/null | grep -F "$loop" | awk '{print $1}' |
     xargs -r kill -KILL 2>/dev/null
   wait "${pids[3]}" 2>/dev/null
   for k in 1 2; do
-    wait "${pids[$k]}"
-    rcs[$k]=$?
-    ((rcs[$k] == 0)) || fail "shrink: node$k exited ${rcs[$k]}, want 0" "$out/shrink.$k"
-    grep -q "^ddlrun: restart 1 of 1 after node 2 (node3) lost; 2 nodes meet again" \
-      "$out/shrink.$k" || fail "shrink: node$k does not name node3" "$out/shrink.$k"
+    ended_with shrink "$k" 0 "^ddlrun: restart 1 of 1 after node 2 (node3) lost; 2 nodes meet again"
   done
-  for r in 0 1 2 3; do
-    grep -q "rank $r of 4 ok$" "$out/shrink.$((r / 2 + 1))" ||
-      fail "shrink: rank $r not ok on 2 nodes" "$out/shrink.$((r / 2 + 1))"
-  done
+  ranks_ok shrink 4
 fi
 nothing_left shrink
 ((fails == 0)) && echo "PASS shrink: node3 lost, nodes 1 and 2 restarted as a 2-node job"
 
 echo "== node 0 lost"
-nnodes=2:3
-for k in 1 2 3; do node "$k" zero -a 2 --max-restarts 1 -x DDL_TIMEOUT=30 "$loop" 60; done
-nnodes=3
+ranged zero "$loop" 60
 if running zero; then
   kill -KILL "${pids[1]}"
   start=$(now_ms)
   for k in 2 3; do
-    wait "${pids[$k]}"
-    rcs[$k]=$?
-    ((rcs[$k] == 1)) || fail "node 0 lost: node$k exited ${rcs[$k]}, want 1" "$out/zero.$k"
-    grep -qF "ddlrun: not restarting the job: node 0 (node1) is lost, and with it the rendezvous at node1:29400 that every restart meets at; it ends with status 1" \
-      "$out/zero.$k" || fail "node 0 lost: node$k does not name node 0" "$out/zero.$k"
+    ended_with zero "$k" 1 "^ddlrun: not restarting the job: node 0 (node1) is lost, and with it the rendezvous at node1:29400 that every restart meets at; it ends with status 1$"
   done
   took=$(($(now_ms) - start))
   ((took < 5000)) || fail "node 0 lost: the other nodes took $took ms to end"
