@@ -92,7 +92,7 @@ int run_options(const Options& o, std::ostream& out, std::ostream& err, hostfile
     return kExitOk;
   }
   if (std::optional<PerNode> node = per_node_settings(o, getenv_fn, env_context)) {
-    return run_per_node(o, *node, getenv_fn, env_context, out, *log);
+    return run_per_node(o, *node, getenv_fn, env_context, out, err, *log);
   }
   JobPlan plan = make_plan(o, getenv_fn, env_context, remote);
   for (const std::string& w : plan.warnings)

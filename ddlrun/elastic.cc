@@ -125,15 +125,22 @@ std::optional<JobPlan> plan_restart(const JobPlan& failed, const launcher::JobEn
 
 /// The summary of every restart, when there was one.
 void summarise(const History& history, int status, JobRunner& runner) {
-  if (history.restarts.empty()) return;
-  const size_t n = history.restarts.size();
-  runner.note("ddlrun: the job was restarted " + std::to_string(n) + (n == 1 ? " time" : " times") +
-              " and ended with status " + std::to_string(status) + ":");
-  for (size_t i = 0; i < n; ++i)
-    runner.note("  " + std::to_string(i + 1) + ". after " + history.restarts[i]);
+  for (const std::string& line : restart_summary(history.restarts, status))
+    runner.note(line);
 }
 
 }  // namespace
+
+std::vector<std::string> restart_summary(const std::vector<std::string>& restarts, int status) {
+  if (restarts.empty()) return {};
+  const size_t n = restarts.size();
+  std::vector<std::string> lines = {"ddlrun: the job was restarted " + std::to_string(n) +
+                                    (n == 1 ? " time" : " times") + " and ended with status " +
+                                    std::to_string(status) + ":"};
+  for (size_t i = 0; i < n; ++i)
+    lines.push_back("  " + std::to_string(i + 1) + ". after " + restarts[i]);
+  return lines;
+}
 
 RestartLimits restart_limits(const Options& o) {
   RestartLimits limits;
@@ -175,6 +182,17 @@ std::string why_no_restart(int spent, int hosts, int first_hosts, const RestartL
            (limits.min_hosts ? ")" : "; default: all of them)");
   }
   return "";
+}
+
+void mark_attempt(JobPlan& plan, int restart, int max_restarts) {
+  const std::string count = std::to_string(restart);
+  plan.exports.insert(plan.exports.begin(),
+                      {{"DDL_RESTART_COUNT", count},
+                       {"TORCHELASTIC_RESTART_COUNT", count},
+                       {"TORCHELASTIC_MAX_RESTARTS", std::to_string(max_restarts)}});
+  if (restart == 0) return;
+  plan.job_id += "-r" + count;
+  plan.topology.job_id = plan.job_id;
 }
 
 int run_with_restarts(JobPlan first, const RestartLimits& limits, JobRunner& runner) {
@@ -227,14 +245,8 @@ class LiveRunner : public JobRunner {
   launcher::JobEnd run(const JobPlan& planned, int restart) override {
     JobPlan plan = planned;
     Options o = options_;
-    const std::string count = std::to_string(restart);
-    plan.exports.insert(plan.exports.begin(),
-                        {{"DDL_RESTART_COUNT", count},
-                         {"TORCHELASTIC_RESTART_COUNT", count},
-                         {"TORCHELASTIC_MAX_RESTARTS", std::to_string(o.max_restarts)}});
+    mark_attempt(plan, restart, o.max_restarts);
     if (restart > 0) {
-      plan.job_id += "-r" + count;
-      plan.topology.job_id = plan.job_id;
       if (!o.topology_file.empty()) comm::write_topology_file(plan.topology, o.topology_file);
       log_.info("restart {}: the new plan:\n{}", restart,
                 hostfiles::printable(render_plan(plan, o)));

@@ -54,6 +54,16 @@ Replan next_replan(const std::vector<std::string>& all_hosts, const std::vector<
 /// can); `first_hosts`: the hosts of its first plan.
 std::string why_no_restart(int spent, int hosts, int first_hosts, const RestartLimits& limits);
 
+/// The lines that end a restarted job: "ddlrun: the job was restarted N times and ended with
+/// status S:", then "  K. after " and each restart's reason; none when there was no restart.
+std::vector<std::string> restart_summary(const std::vector<std::string>& restarts, int status);
+
+/// Marks `plan` as attempt `restart` (0: the first) of a job restarted at most `max_restarts`
+/// times: its ranks see DDL_RESTART_COUNT, TORCHELASTIC_RESTART_COUNT and
+/// TORCHELASTIC_MAX_RESTARTS, and a restart gets a job id of its own ("<id>-r<N>"), so that
+/// nothing an earlier attempt left behind can meet it.
+void mark_attempt(JobPlan& plan, int restart, int max_restarts);
+
 /// Runs the job planned as `first` through `runner`, and while it fails by itself (a rank, a
 /// host: launcher::JobEnd::failed) and `limits` allow, plans it again without the lost hosts
 /// and starts it again. Prints each restart's reason and, when there was one, a summary of all.

@@ -107,7 +107,7 @@ void join_nodes(const NodePart& node, launcher::LaunchOptions& lo) {
   lo.rendezvous_port = ports.ddl;
   lo.master_port = ports.master;
   lo.rendezvous_host = node.rendezvous_host;
-  lo.only_host = node.host_of_node[static_cast<size_t>(node.client->node_rank())];
+  lo.only_host = node.host_of_node[static_cast<size_t>(node.client->index())];
   lo.pmix_server = false;
 }
 
@@ -124,16 +124,19 @@ void tell_node0(const NodePart& node, launcher::SuperviseOptions& so) {
 /// Per-node mode's supervise(): this node's ranks, whose first failure (or failure to start)
 /// node 0 hears of at once; returns the job's status, once every node is done.
 int supervise_node(const NodePart& node, launcher::Backend& backend, const JobPlan& plan,
-                   launcher::SuperviseOptions so, launcher::OutputSink& sink) {
+                   launcher::SuperviseOptions so, launcher::OutputSink& sink,
+                   launcher::JobEnd* end) {
   tell_node0(node, so);
   int status = 0;
+  launcher::JobEnd mine;
   try {
-    status = launcher::supervise(backend, &plan.topology, so, sink);
+    status = launcher::supervise(backend, &plan.topology, so, sink, &mine);
   } catch (const launcher::LaunchError& e) {
     node.client->report_failure(std::string("its ranks could not start: ") + e.what(), e.status());
     throw;
   }
-  return node.client->finish(status);
+  if (end != nullptr) *end = mine;
+  return node.client->finish(status, mine.failed || status == 0);
 }
 
 }  // namespace
@@ -237,7 +240,7 @@ int launch(const JobPlan& plan, const Options& o, spdlog::logger& log, launcher:
   so.give_up = lo.heartbeat_timeout + std::chrono::seconds(5);
   log.info("starting {} ranks through {}", plan.topology.ranks.size(), backend->name());
   if (node == nullptr) return launcher::supervise(*backend, &plan.topology, so, *sink, end);
-  return supervise_node(*node, *backend, plan, so, *sink);
+  return supervise_node(*node, *backend, plan, so, *sink, end);
 }
 
 }  // namespace ddl::cli

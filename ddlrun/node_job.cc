@@ -31,10 +31,15 @@ std::chrono::milliseconds millis(double seconds) {
   return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
 }
 
-/// Node 0's rendezvous; what it has to say about other nodes goes to `log` as errors.
+/// Node 0's rendezvous of round `round` for `members` (node ranks; empty: all), at least
+/// `min_nodes` of them; what it has to say about other nodes goes to `log` as errors.
 std::unique_ptr<NodeServer> serve(const Options& o, const PerNode& node, GetEnv getenv_fn,
-                                  void* env_context, spdlog::logger& log) {
+                                  void* env_context, spdlog::logger& log, int round,
+                                  const std::vector<int>& members, int min_nodes) {
   NodeServer::Settings s;
+  s.round = round;
+  s.members = members;
+  s.min_nodes = min_nodes;
   s.port = node.port;
   s.token = node.token;
   s.nnodes = node.nnodes;
@@ -48,8 +53,9 @@ std::unique_ptr<NodeServer> serve(const Options& o, const PerNode& node, GetEnv 
       s, [&log](const std::string& line) { log.error("{}", hostfiles::printable(line)); });
 }
 
-NodeHello hello_of(const Options& o, const PerNode& node) {
+NodeHello hello_of(const Options& o, const PerNode& node, int round) {
   NodeHello h;
+  h.round = round;
   h.node_rank = node.node_rank;
   h.nnodes = node.nnodes;
   h.job = node.job;
@@ -70,6 +76,7 @@ Options whole_job_options(const Options& o, const PerNode& node, const Welcome& 
   whole.job_id = w.job_id;
   whole.launcher = "local";
   whole.nnodes.reset();
+  whole.min_hosts.reset();
   return whole;
 }
 
@@ -127,8 +134,9 @@ int dry_run(const JobPlan& plan, const Options& whole, const PerNode& node, Node
   if (whole.output == OutputFormat::kText) {
     out << "This node: node " << node.node_rank << " of " << node.nnodes << " ("
         << hostfiles::printable(part.client->welcome().nodes[node.node_rank].host) << "), "
-        << ranks_of_host(plan, part.host_of_node[node.node_rank]) << "; rendezvous at "
-        << hostfiles::printable(node.endpoint()) << " (" << node.from << ")\n";
+        << ranks_of_host(plan, part.host_of_node[static_cast<size_t>(node.node_rank)])
+        << "; rendezvous at " << hostfiles::printable(node.endpoint()) << " (" << node.from
+        << ")\n";
   }
   out << hostfiles::printable(render_plan(plan, whole)) << std::flush;
   part.client->watch([](const NodeStop&) {}, std::chrono::milliseconds(10000));
@@ -185,8 +193,78 @@ std::unique_ptr<launcher::Backend> node_backend(std::unique_ptr<launcher::Backen
   return std::make_unique<NodeBackend>(std::move(inner), node, heartbeat_timeout);
 }
 
+namespace {
+
+/// The rounds of a real per-node job: node 0 serves each round's rendezvous on the same port,
+/// every node joins it, plans the job and starts its ranks through launch().
+class LiveRounds : public NodeRounds {
+ public:
+  LiveRounds(const Options& o, const PerNode& node, GetEnv getenv_fn, void* env_context,
+             std::ostream& out, std::ostream& err, spdlog::logger& log)
+      : o_(o),
+        node_(node),
+        getenv_(getenv_fn),
+        env_context_(env_context),
+        out_(out),
+        err_(err),
+        log_(log),
+        start_(std::chrono::steady_clock::now()) {}
+
+  NodeRound run(int round, const std::vector<int>& members, int min_nodes) override {
+    client_.reset();  // the round before's
+    server_.reset();
+    if (node_.node_rank == 0) {
+      server_ = serve(o_, node_, getenv_, env_context_, log_, round, members, min_nodes);
+    }
+    client_ = NodeClient::join(node_.endpoint(), node_.token, hello_of(o_, node_, round),
+                               millis(o_.rdzv_timeout));
+    const Welcome& w = client_->welcome();
+    Options whole = whole_job_options(o_, node_, w);
+    if (whole.timeout) {  // --timeout counts for all rounds together
+      const std::chrono::duration<double> spent = std::chrono::steady_clock::now() - start_;
+      whole.timeout = std::max(*whole.timeout - spent.count(), 0.001);
+    }
+    const KnownHardware known = known_hardware(w);
+    JobPlan plan = make_plan(whole, getenv_, env_context_, {}, {}, &known);
+    plan.launcher = {launcher::Kind::kLocal, "per-node mode: each node starts its own ranks"};
+    plan.hosts_from = "the rendezvous at " + node_.endpoint() + ", in node-rank order";
+    for (const std::string& warning : plan.warnings)
+      log_.warn("{}", hostfiles::printable(warning));
+    if (o_.max_restarts > 0 && !o_.dry_run) mark_attempt(plan, round, o_.max_restarts);
+    if (!o_.topology_file.empty()) comm::write_topology_file(plan.topology, o_.topology_file);
+    NodePart part{client_.get(), hosts_of_nodes(plan, w), digest_of(plan), node_.host};
+    NodeRound ended;
+    if (o_.dry_run) {
+      ended.status = dry_run(plan, whole, node_, part, out_);
+      return ended;
+    }
+    launcher::JobEnd end;
+    ended.status = launch(plan, whole, log_, &end, &part);
+    ended.failed = end.failed;
+    ended.reason = end.reason;
+    ended.end = client_->round_end();
+    return ended;
+  }
+
+  void note(const std::string& text) override { err_ << hostfiles::printable(text) << "\n"; }
+
+ private:
+  const Options& o_;
+  const PerNode& node_;
+  GetEnv getenv_;
+  void* env_context_;
+  std::ostream& out_;
+  std::ostream& err_;
+  spdlog::logger& log_;
+  std::unique_ptr<NodeServer> server_;
+  std::unique_ptr<NodeClient> client_;
+  const std::chrono::steady_clock::time_point start_;
+};
+
+}  // namespace
+
 int run_per_node(const Options& o, const PerNode& node, GetEnv getenv_fn, void* env_context,
-                 std::ostream& out, spdlog::logger& log) {
+                 std::ostream& out, std::ostream& err, spdlog::logger& log) {
   if (node.token.empty()) {
     log.warn(
         "the rendezvous at {} is unauthenticated: anyone who reaches it can join this job; give "
@@ -195,22 +273,8 @@ int run_per_node(const Options& o, const PerNode& node, GetEnv getenv_fn, void* 
   }
   log.info("per-node mode ({}): node {} of {}, rendezvous at {}", node.from, node.node_rank,
            node.nnodes, hostfiles::printable(node.endpoint()));
-  const std::unique_ptr<NodeServer> server =
-      node.node_rank == 0 ? serve(o, node, getenv_fn, env_context, log) : nullptr;
-  const std::unique_ptr<NodeClient> client =
-      NodeClient::join(node.endpoint(), node.token, hello_of(o, node), millis(o.rdzv_timeout));
-  const Welcome& w = client->welcome();
-  const Options whole = whole_job_options(o, node, w);
-  const KnownHardware known = known_hardware(w);
-  JobPlan plan = make_plan(whole, getenv_fn, env_context, {}, {}, &known);
-  plan.launcher = {launcher::Kind::kLocal, "per-node mode: each node starts its own ranks"};
-  plan.hosts_from = "the rendezvous at " + node.endpoint() + ", in node-rank order";
-  for (const std::string& warning : plan.warnings)
-    log.warn("{}", hostfiles::printable(warning));
-  if (!o.topology_file.empty()) comm::write_topology_file(plan.topology, o.topology_file);
-  NodePart part{client.get(), hosts_of_nodes(plan, w), digest_of(plan), node.host};
-  if (o.dry_run) return dry_run(plan, whole, node, part, out);
-  return launch(plan, whole, log, nullptr, &part);
+  LiveRounds rounds(o, node, getenv_fn, env_context, out, err, log);
+  return run_node_rounds(node, restart_limits(o), rounds);
 }
 
 }  // namespace ddl::cli

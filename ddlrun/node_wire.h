@@ -11,19 +11,19 @@
 namespace ddl::cli::wire {
 
 enum Type : uint8_t {
-  kHello = 1,  ///< magic, token, node rank, node count, job, host, inventory
-  kWelcome,    ///< job id, job token, N, then host, address, inventory for each node
+  kHello = 1,  ///< magic, token, node rank, node count, job, host, inventory, round
+  kWelcome,    ///< job id, job token, N, then node rank, host, address, inventory for each
   kPlan,       ///< digest, ddl port, master port
   kGo,         ///< ddl port, master port
   kHeartbeat,  ///< nothing
   kFail,       ///< what, status
-  kDone,       ///< status
+  kDone,       ///< status, restartable ("1": failed by itself, or 0)
   kStop,       ///< node, host, what, status
-  kEnd,        ///< status
+  kEnd,        ///< status, final ("1": no restart), node ranks of the nodes lost
   kError,      ///< text
 };
 
-inline constexpr const char* kMagic = "DDLNODE1";
+inline constexpr const char* kMagic = "DDLNODE2";
 inline constexpr size_t kMaxMessage = size_t{64} << 20;
 
 struct Message {

@@ -97,7 +97,8 @@ int node_rank_of(const Options& o, const Env& env, bool slurm, const std::string
                    ") needs this node's rank: give --node-rank K (or set $PET_NODE_RANK)");
 }
 
-int nnodes_of(const Options& o, const Env& env, bool slurm, const std::string& from) {
+/// The node count, MIN:MAX (MIN = MAX when fixed); a range only with --max-restarts.
+NodeRange nnodes_of(const Options& o, const Env& env, bool slurm, const std::string& from) {
   std::optional<NodeRange> range = o.nnodes;
   std::string given = "--nnodes";
   if (!range) {
@@ -106,13 +107,14 @@ int nnodes_of(const Options& o, const Env& env, bool slurm, const std::string& f
       given = "$PET_NNODES";
     }
   }
-  if (range && range->min != range->max) {
+  if (range && range->min != range->max && o.max_restarts == 0) {
     throw UsageError(given + " " + std::to_string(range->min) + ":" + std::to_string(range->max) +
-                     ": per-node mode needs a fixed node count; give --nnodes N");
+                     ": per-node mode needs a fixed node count unless --max-restarts lets the "
+                     "job restart with fewer nodes; give --nnodes N, or --max-restarts");
   }
-  if (range) return range->min;
+  if (range) return *range;
   for (const char* name : {slurm ? "SLURM_STEP_NUM_NODES" : "WORLD_SIZE"}) {
-    if (std::optional<int> n = env_number(env, name, 1)) return *n;
+    if (std::optional<int> n = env_number(env, name, 1)) return {*n, *n};
   }
   throw UsageError("per-node mode (" + from +
                    ") needs the number of nodes: give --nnodes N (or set $PET_NNODES)");
@@ -219,10 +221,9 @@ void check_per_node(const Options& o, const PerNode& node) {
     throw UsageError("--launcher " + o.launcher + ": per-node mode (" + node.from +
                      ") starts this node's ranks itself; drop --launcher");
   }
-  if (o.max_restarts > 0) {
-    throw UsageError("--max-restarts: per-node mode (" + node.from +
-                     ") ends the job on every node when one fails; let the orchestrator restart "
-                     "it (a Kubernetes restart policy, srun --requeue)");
+  if (o.min_hosts) {
+    throw UsageError("--min-hosts: per-node mode (" + node.from +
+                     ") counts nodes, not hosts: give --nnodes MIN:MAX with --max-restarts");
   }
   if (node.node_rank >= node.nnodes) {
     throw UsageError("node rank " + std::to_string(node.node_rank) +
@@ -245,7 +246,9 @@ std::optional<PerNode> per_node_settings(const Options& o, GetEnv getenv_fn, voi
   node.from = turned_on_by(o, env, slurm);
   if (node.from.empty()) return std::nullopt;
   node.node_rank = node_rank_of(o, env, slurm, node.from);
-  node.nnodes = nnodes_of(o, env, slurm, node.from);
+  const NodeRange range = nnodes_of(o, env, slurm, node.from);
+  node.nnodes = range.max;
+  node.min_nodes = range.min;
   std::tie(node.host, node.port) = endpoint_of(o, env, slurm, node.from);
   node.job = !o.rdzv_id.empty() ? o.rdzv_id : env("PET_RDZV_ID").value_or("");
   if (node.job.empty() && slurm) node.job = env("SLURM_JOB_ID").value_or("");

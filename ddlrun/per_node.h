@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "ddlrun/elastic.h"
 #include "ddlrun/options.h"
 #include "ddlrun/plan.h"
 #include "ddlrun/rendezvous.h"
@@ -24,8 +25,9 @@ namespace ddl::cli {
 /// Where this node stands in a per-node job, from the options and the environment.
 struct PerNode {
   int node_rank = 0;
-  int nnodes = 1;
-  std::string host;  ///< node 0's host, where the rendezvous is served
+  int nnodes = 1;     ///< the nodes of the first round (--nnodes N, or MAX of MIN:MAX)
+  int min_nodes = 1;  ///< the fewest a restart may go on with (MIN of --nnodes MIN:MAX)
+  std::string host;   ///< node 0's host, where the rendezvous is served
   int port = 0;
   std::string job;         ///< the rendezvous id; "" when none
   std::string token;       ///< the job's secret; "" when none (unauthenticated)
@@ -46,10 +48,47 @@ std::optional<PerNode> per_node_settings(const Options& options, GetEnv getenv_f
                                          void* env_context);
 
 /// Runs this node's part of the job: the rendezvous, the plan every node makes, then the dry
-/// run's text or this node's ranks. Returns the job's exit status (the first failure's on
-/// every node). Throws RendezvousError, UsageError and what make_plan() and launch() throw.
+/// run's text or this node's ranks, and with --max-restarts the rounds after a failure
+/// (run_node_rounds; their notes go to `err`). Returns the job's exit status (the first
+/// failure's on every node). Throws RendezvousError, UsageError and what make_plan() and
+/// launch() throw in the first round.
 int run_per_node(const Options& options, const PerNode& node, GetEnv getenv_fn, void* env_context,
-                 std::ostream& out, spdlog::logger& log);
+                 std::ostream& out, std::ostream& err, spdlog::logger& log);
+
+/// How one round (attempt) of a per-node job ended on this node.
+struct NodeRound {
+  int status = 0;       ///< the job's status, as every node got it
+  bool failed = false;  ///< it failed by itself (a rank, a lost node): a restart may help
+  std::string reason;   ///< "rank 3 (n2) exited with status 7"; "" when unknown
+  RoundEnd end;         ///< what node 0 said of the round
+};
+
+/// The side effects of a per-node job's rounds: the rendezvous, the plan, this node's ranks.
+/// The real one (run_per_node) runs them; tests pass a fake that records what it was asked.
+class NodeRounds {
+ public:
+  virtual ~NodeRounds() = default;
+  /// Runs round `round` (0: the first, else the restart's number) with the nodes `members`
+  /// (node ranks; empty: every node), of which node 0 waits for at least `min_nodes`. Throws
+  /// RendezvousError when the nodes do not meet, launcher::LaunchError when the ranks cannot
+  /// start.
+  virtual NodeRound run(int round, const std::vector<int>& members, int min_nodes) = 0;
+  /// Tells the user `text` (a line of ddlrun's, on stderr).
+  virtual void note(const std::string& text) = 0;
+};
+
+/// Why this node does not start round `spent + 1` after `last` ("" when it does): the job was
+/// stopped rather than failed, no restart is left, node 0 (and with it the rendezvous) is
+/// lost, a node is lost without --nnodes MIN:MAX, or fewer than MIN nodes remain.
+std::string why_no_node_restart(const NodeRound& last, int spent, const PerNode& node,
+                                const RestartLimits& limits);
+
+/// Runs the rounds of a per-node job through `rounds`: while a round fails by itself and
+/// why_no_node_restart() allows, the surviving nodes meet again for the next round (node 0
+/// serving it) and start again; each restart's reason is noted, and a summary of them at the
+/// end (restart_summary). Returns the last round's status; a restart whose nodes do not
+/// meet or whose ranks cannot start ends the job with the last failure's status.
+int run_node_rounds(const PerNode& node, const RestartLimits& limits, NodeRounds& rounds);
 
 /// What launch() needs of a per-node job: the connection to node 0, each node's Host::index
 /// (-1: it runs no rank), the plan's digest, and node 0's host (where the ranks meet).

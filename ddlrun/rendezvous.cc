@@ -192,6 +192,12 @@ int connect_until(const std::string& endpoint, const base::Deadline& deadline, i
                         port + " is open there");
 }
 
+/// Node 0 closed the connection before it answered.
+class ClosedEarly : public RendezvousError {
+ public:
+  using RendezvousError::RendezvousError;
+};
+
 /// The next message before `deadline`; nullopt on timeout. Throws RendezvousError (`where`
 /// names the endpoint) when the connection closes or the server sends an error.
 std::optional<wire::Message> receive(int fd, std::string& pending, const base::Deadline& deadline,
@@ -206,7 +212,7 @@ std::optional<wire::Message> receive(int fd, std::string& pending, const base::D
     const int ready = ::poll(&p, 1, deadline.poll_ms());
     if (ready == 0 && deadline.passed()) return std::nullopt;
     if (ready > 0 && !wire::fill(fd, pending)) {
-      throw RendezvousError(
+      throw ClosedEarly(
           where + "node 0 closed the connection (its ddlrun ended or failed; see its output)");
     }
   }
@@ -215,14 +221,15 @@ std::optional<wire::Message> receive(int fd, std::string& pending, const base::D
 Welcome decode_welcome(const wire::Message& m) {
   Welcome w;
   const std::optional<int> n = m.fields.size() >= 3 ? wire::to_int(m.fields[2]) : std::nullopt;
-  if (m.type != wire::kWelcome || !n || m.fields.size() != 3 + 3 * static_cast<size_t>(*n)) {
+  if (m.type != wire::kWelcome || !n || m.fields.size() != 3 + 4 * static_cast<size_t>(*n)) {
     throw RendezvousError("node 0 sent something other than the job (another ddlrun version?)");
   }
   w.job_id = m.fields[0];
   w.job_token = m.fields[1];
   for (int i = 0; i < *n; ++i) {
-    const size_t at = 3 + 3 * static_cast<size_t>(i);
-    w.nodes.push_back({m.fields[at], m.fields[at + 1], m.fields[at + 2]});
+    const size_t at = 3 + 4 * static_cast<size_t>(i);
+    w.nodes.push_back({m.fields[at + 1], m.fields[at + 2], m.fields[at + 3],
+                       wire::to_int(m.fields[at]).value_or(-1)});
   }
   return w;
 }
@@ -245,21 +252,39 @@ std::unique_ptr<NodeClient> NodeClient::join(const std::string& endpoint, const 
                                              const NodeHello& hello,
                                              std::chrono::milliseconds timeout) {
   const base::Deadline deadline(timeout);
-  std::unique_ptr<NodeClient> c(new NodeClient(connect_until(endpoint, deadline, hello.node_rank),
-                                               endpoint, hello.node_rank));
   const std::string where = "the rendezvous at " + endpoint + ": ";
-  c->send(wire::kHello, {wire::kMagic, token, std::to_string(hello.node_rank),
-                         std::to_string(hello.nnodes), hello.job, hello.host, hello.inventory});
   // The server's own deadline comes first, and with it the names of the missing nodes.
   const base::Deadline wait(deadline.at() + std::chrono::seconds(5));
-  std::optional<wire::Message> m = receive(c->fd_, c->pending_, wait, where);
-  if (!m) {
-    throw RendezvousError("node " + std::to_string(hello.node_rank) + " waited " +
-                          std::to_string(timeout.count() / 1000) + " s at the rendezvous at " +
-                          endpoint + " and node 0 never sent the job; see node 0's output");
+  while (true) {
+    std::unique_ptr<NodeClient> c(new NodeClient(connect_until(endpoint, deadline, hello.node_rank),
+                                                 endpoint, hello.node_rank));
+    c->send(wire::kHello,
+            {wire::kMagic, token, std::to_string(hello.node_rank), std::to_string(hello.nnodes),
+             hello.job, hello.host, hello.inventory, std::to_string(hello.round)});
+    std::optional<wire::Message> m;
+    try {
+      m = receive(c->fd_, c->pending_, wait, where);
+    } catch (const ClosedEarly&) {
+      // A restart's round: node 0 may still be closing the round before.
+      if (hello.round == 0 || deadline.passed()) throw;
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      continue;
+    }
+    if (!m) {
+      throw RendezvousError("node " + std::to_string(hello.node_rank) + " waited " +
+                            std::to_string(timeout.count() / 1000) + " s at the rendezvous at " +
+                            endpoint + " and node 0 never sent the job; see node 0's output");
+    }
+    c->welcome_ = decode_welcome(*m);
+    return c;
   }
-  c->welcome_ = decode_welcome(*m);
-  return c;
+}
+
+int NodeClient::index() const {
+  for (size_t k = 0; k < welcome_.nodes.size(); ++k) {
+    if (welcome_.nodes[k].rank == node_rank_) return static_cast<int>(k);
+  }
+  return node_rank_;
 }
 
 bool NodeClient::send(int type, const std::vector<std::string>& fields) {
@@ -335,9 +360,12 @@ bool NodeClient::on_control(const wire::Message& m) {
   if (m.type == wire::kStop && m.fields.size() == 4) {
     stopped({wire::to_int(m.fields[0]).value_or(-1), m.fields[1], m.fields[2],
              wire::to_int(m.fields[3]).value_or(1)});
-  } else if (m.type == wire::kEnd && m.fields.size() == 1) {
+  } else if (m.type == wire::kEnd && m.fields.size() >= 2) {
     std::lock_guard lock(mutex_);
     end_status_ = wire::to_int(m.fields[0]).value_or(1);
+    end_final_ = m.fields[1] == "1";
+    for (size_t i = 2; i < m.fields.size(); ++i)
+      end_lost_.push_back(wire::to_int(m.fields[i]).value_or(-1));
     changed_.notify_all();
     return false;
   }
@@ -362,12 +390,17 @@ void NodeClient::stopped(const NodeStop& stop) {
   if (on_stop_) on_stop_(stop);
 }
 
-int NodeClient::finish(int status) {
-  send(wire::kDone, {std::to_string(status)});
+int NodeClient::finish(int status, bool restartable) {
+  send(wire::kDone, {std::to_string(status), restartable ? "1" : "0"});
   std::unique_lock lock(mutex_);
   changed_.wait(lock, [this] { return end_status_.has_value() || node0_gone_; });
   if (end_status_) return *end_status_;
   return status != 0 ? status : stop_->status;
+}
+
+RoundEnd NodeClient::round_end() const {
+  std::lock_guard lock(mutex_);
+  return {end_final_, end_lost_, node0_gone_ && !end_status_, welcome_.nodes};
 }
 
 }  // namespace ddl::cli

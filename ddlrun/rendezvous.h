@@ -4,13 +4,17 @@
 // How it works: node 0's ddlrun serves the rendezvous (NodeServer) on HOST:PORT, and every
 // node's ddlrun, node 0's included, joins it as a client (NodeClient) over TCP:
 //   1. hello    each node sends the job's token, its node rank, the node count, the job's
-//               rendezvous id, its host name and its hardware (mapper::to_yaml). The server
+//               rendezvous id, its host name, its hardware (mapper::to_yaml) and the round
+//               (0, then 1 for the first restart, ...: an old round's node cannot join). The server
 //               compares the token in constant time and refuses, with a reason sent to the node
 //               and printed on node 0, a wrong token, a node rank out of range or already
-//               taken, another node count or another job;
-//   2. welcome  once all N came, the server sends every node the same list (host name, the
-//               address it came from, hardware; in node-rank order), node 0's job id and the
-//               token of the job's ranks;
+//               taken, another node count, another job or round, or a node lost in an
+//               earlier round;
+//   2. welcome  once all N came (in a restart's round: every node of the round before that was
+//               not lost, or, once `min_nodes` are in, those that came within the last call),
+//               the server renumbers them in node-rank order and sends every node the same list
+//               (host name, the address it came from, hardware; in node-rank order), node 0's job
+//               id and the token of the job's ranks;
 //   3. plan     every node makes the same plan from that list (make_plan) and sends a digest of
 //               it, node 0 with the ports of its servers for the ranks (libddl's rendezvous,
 //               torch's MASTER_PORT); when every digest equals node 0's, the server answers
@@ -21,7 +25,10 @@
 //               with a status other than 0 (done), or whose connection closes or falls silent
 //               past the heartbeat timeout, makes the server send "stop" to every other node,
 //               naming that node, its host and the first failure's status; once every node is
-//               done, the server sends "end" with the job's status (the first failure's, else 0).
+//               done, the server sends "end" with the job's status (the first failure's, else 0),
+//               whether a node ended for a reason no restart gets past (a signal to its ddlrun,
+//               --timeout), and the node ranks of the nodes lost. A restart is a new round with
+//               a new NodeServer on the same port.
 // A message is a type byte, a field count and length-prefixed fields (wire format below, in
 // rendezvous.cc). The gather has a deadline: the server then tells every node which nodes did
 // not come, and a client that cannot reach the server retries until the same deadline.
@@ -57,6 +64,7 @@ struct NodeHello {
   std::string job;        ///< the rendezvous id (--rdzv-id); "" when none: any job
   std::string host;       ///< its host name, as the plan will call it
   std::string inventory;  ///< its hardware (mapper::to_yaml); "" when not probed
+  int round = 0;          ///< 0, then the restart's number
 };
 
 /// One node of the job, as every node learns it.
@@ -64,6 +72,7 @@ struct NodeEntry {
   std::string host;
   std::string address;  ///< where node 0 saw it come from
   std::string inventory;
+  int rank = -1;  ///< its --node-rank (its index in the list differs after a lost node)
   bool operator==(const NodeEntry&) const = default;
 };
 
@@ -78,6 +87,14 @@ struct Welcome {
 struct Ports {
   int ddl = 0;     ///< libddl's rendezvous ($DDL_RENDEZVOUS's port)
   int master = 0;  ///< $MASTER_PORT
+};
+
+/// How a round ended, as node 0 told every node ("end"), or that node 0 is gone.
+struct RoundEnd {
+  bool final = false;            ///< a node ended for a reason no restart gets past
+  std::vector<int> lost;         ///< node ranks of the nodes lost, in order
+  bool node0_gone = false;       ///< node 0's ddlrun is gone, and with it the rendezvous
+  std::vector<NodeEntry> nodes;  ///< the round's nodes (the welcome's)
 };
 
 /// Another node failed or vanished: this node's ranks must stop.
@@ -109,6 +126,12 @@ class NodeServer {
     std::chrono::milliseconds heartbeat_timeout{10000};
     std::string job_id;     ///< sent in the welcome
     std::string job_token;  ///< sent in the welcome
+    int round = 0;          ///< a hello of another round is refused
+    /// The node ranks that may come (none: 0 to nnodes-1), and how many must: once
+    /// `min_nodes` are in, the others have `last_call` more (within `timeout`).
+    std::vector<int> members;
+    int min_nodes = 0;  ///< 0: all members
+    std::chrono::milliseconds last_call{5000};
   };
   NodeServer(Settings settings, std::function<void(const std::string&)> report);
   ~NodeServer();  // not copyable: it owns its thread and state
@@ -136,6 +159,8 @@ class NodeClient {
 
   const Welcome& welcome() const { return welcome_; }
   int node_rank() const { return node_rank_; }
+  /// This node's index in the welcome's list (its node rank, unless a lower one was lost).
+  int index() const;
   const std::string& endpoint() const { return endpoint_; }
 
   /// Sends this node's plan digest (node 0: with its ports) and returns node 0's ports once
@@ -149,9 +174,12 @@ class NodeClient {
   /// Tells node 0 that this node's ranks failed first: `what` ("rank 4 exited with status 7")
   /// and the status. Any thread.
   void report_failure(const std::string& what, int status);
-  /// Tells node 0 that this node's ranks ended with `status`, waits for the end of the job on
-  /// every node, and returns the job's status: the first failure's, else 0.
-  int finish(int status);
+  /// Tells node 0 that this node's ranks ended with `status` (`restartable`: failed by
+  /// themselves, or 0), waits for the end of the job on every node, and returns the job's
+  /// status: the first failure's, else 0.
+  int finish(int status, bool restartable = true);
+  /// How the round ended; valid once finish() returned.
+  RoundEnd round_end() const;
 
  private:
   NodeClient(int fd, std::string endpoint, int node_rank);
@@ -165,10 +193,12 @@ class NodeClient {
   std::string endpoint_;
   int node_rank_;
   Welcome welcome_;
-  std::string pending_;  ///< bytes read but not yet a whole message
-  std::mutex mutex_;     ///< guards writes, and what follows
+  std::string pending_;       ///< bytes read but not yet a whole message
+  mutable std::mutex mutex_;  ///< guards writes, and what follows
   std::condition_variable changed_;
   std::optional<int> end_status_;
+  bool end_final_ = false;
+  std::vector<int> end_lost_;
   std::optional<NodeStop> stop_;
   bool node0_gone_ = false;
   std::function<void(const NodeStop&)> on_stop_;

@@ -67,7 +67,8 @@ struct Conn {
   int fd = -1;
   std::string pending;
   std::string address;
-  int node = -1;  ///< -1 until its hello was admitted
+  int node = -1;  ///< its index in the round; -1 until its hello was admitted
+  int rank = -1;  ///< its --node-rank
   std::string host;
   std::string inventory;
   Clock::time_point opened = Clock::now();
@@ -88,7 +89,10 @@ struct NodeServer::State {
   int wake[2] = {-1, -1};
   int port = 0;
   std::list<Conn> conns;
-  std::vector<Conn*> nodes;  ///< by node rank, null until it came
+  std::vector<Conn*> nodes;  ///< by node rank, null until it came; from the welcome on by index
+  std::optional<Clock::time_point> last_call;  ///< when the gather ends with fewer nodes
+  bool final = false;                          ///< a node ended for a reason no restart passes
+  std::vector<int> lost_ranks;
   Phase phase = Phase::kGather;
   Clock::time_point gather_deadline;
   Clock::time_point last_beat = Clock::now();
@@ -102,9 +106,11 @@ struct NodeServer::State {
   void hello(Conn& c, const std::vector<std::string>& f);
   std::string hello_problem(const std::vector<std::string>& f) const;
   void welcome();
+  void gathered();
+  bool member(int rank) const;
   void plan(Conn& c, const std::vector<std::string>& f);
   void failure(Conn& c, const std::string& what, int status);
-  void done(Conn& c, int status);
+  void done(Conn& c, int status, bool restartable = true);
   void lost(Conn& c, const std::string& what);
   void tick();
   void fail_all(const std::string& text);
@@ -195,14 +201,14 @@ void NodeServer::State::on_message(Conn& c, const wire::Message& m) {
   if (m.type == wire::kFail && phase == Phase::kRun && f.size() == 2) {
     failure(c, f[0], wire::to_int(f[1]).value_or(1));
   }
-  if (m.type == wire::kDone && phase == Phase::kRun && f.size() == 1) {
-    done(c, wire::to_int(f[0]).value_or(1));
+  if (m.type == wire::kDone && phase == Phase::kRun && f.size() == 2) {
+    done(c, wire::to_int(f[0]).value_or(1), f[1] == "1");
   }
 }
 
 // Why `f` (a hello) is refused, "" when it is not.
 std::string NodeServer::State::hello_problem(const std::vector<std::string>& f) const {
-  if (f.size() != 7 || f[0] != wire::kMagic) {
+  if (f.size() != 8 || f[0] != wire::kMagic) {
     return "it does not speak this rendezvous (" + std::string(wire::kMagic) +
            "): run the same ddlrun on every node";
   }
@@ -222,6 +228,15 @@ std::string NodeServer::State::hello_problem(const std::vector<std::string>& f) 
   if (!s.job.empty() && f[4] != s.job) {
     return "it belongs to job '" + f[4] + "', this rendezvous to job '" + s.job +
            "'; give every node the same --rdzv-id";
+  }
+  if (f[7] != std::to_string(s.round)) {
+    return "it is at round " + f[7] + " of the job, this rendezvous at round " +
+           std::to_string(s.round) + " (restart " + std::to_string(s.round) +
+           "); a node of an earlier round cannot join a later one";
+  }
+  if (!member(*rank)) {
+    return "node " + f[2] + " was lost before restart " + std::to_string(s.round) +
+           " and cannot rejoin the job";
   }
   if (const Conn* other = nodes[static_cast<size_t>(*rank)]) {
     return "node " + f[2] + " came already (" + other->host + ", from " + other->address +
@@ -248,17 +263,36 @@ void NodeServer::State::hello(Conn& c, const std::vector<std::string>& f) {
     return;
   }
   c.node = *wire::to_int(f[2]);
+  c.rank = c.node;
   c.host = f[5];
   c.inventory = f[6];
   nodes[static_cast<size_t>(c.node)] = &c;
-  if (std::all_of(nodes.begin(), nodes.end(), [](const Conn* n) { return n != nullptr; })) {
+  gathered();
+}
+
+bool NodeServer::State::member(int rank) const {
+  return s.members.empty() ||
+         std::find(s.members.begin(), s.members.end(), rank) != s.members.end();
+}
+
+// Every member came: the welcome now; at least min_nodes: the welcome after the last call.
+void NodeServer::State::gathered() {
+  const auto came = std::count_if(nodes.begin(), nodes.end(), [](const Conn* n) { return n; });
+  const size_t members = s.members.empty() ? nodes.size() : s.members.size();
+  if (static_cast<size_t>(came) == members) {
     welcome();
+  } else if (!last_call && s.min_nodes > 0 && came >= s.min_nodes) {
+    last_call = Clock::now() + s.last_call;
   }
 }
 
 void NodeServer::State::welcome() {
+  std::erase(nodes, nullptr);  // the nodes that came, renumbered in node-rank order
+  for (size_t k = 0; k < nodes.size(); ++k)
+    nodes[k]->node = static_cast<int>(k);
   std::vector<std::string> f = {s.job_id, s.job_token, std::to_string(nodes.size())};
   for (const Conn* n : nodes) {
+    f.push_back(std::to_string(n->rank));
     f.push_back(n->host);
     f.push_back(n->address);
     f.push_back(n->inventory);
@@ -308,26 +342,32 @@ void NodeServer::State::failure(Conn& c, const std::string& what, int status) {
   }
 }
 
-void NodeServer::State::done(Conn& c, int status) {
+void NodeServer::State::done(Conn& c, int status, bool restartable) {
   if (status != 0) failure(c, "its ranks ended with status " + std::to_string(status), status);
+  if (status != 0 && !restartable) final = true;
   c.done = true;
   if (!std::all_of(nodes.begin(), nodes.end(), [](const Conn* n) { return !n || n->done; })) return;
+  std::vector<std::string> end = {std::to_string(first_status.value_or(0)), final ? "1" : "0"};
+  for (int rank : lost_ranks)
+    end.push_back(std::to_string(rank));
   for (Conn* n : nodes) {
-    if (n != nullptr && !n->closed)
-      wire::send(n->fd, wire::kEnd, {std::to_string(first_status.value_or(0))});
+    if (n != nullptr && !n->closed) wire::send(n->fd, wire::kEnd, end);
   }
   phase = Phase::kOver;
 }
 
 void NodeServer::State::lost(Conn& c, const std::string& what) {
   c.closed = true;
+  lost_ranks.push_back(c.rank);
   failure(c, what, 1);
   done(c, 0);
 }
 
 void NodeServer::State::tick() {
   const auto now = Clock::now();
-  if (phase == Phase::kGather && now >= gather_deadline) {
+  if (phase == Phase::kGather && last_call && now >= std::min(*last_call, gather_deadline)) {
+    welcome();
+  } else if (phase == Phase::kGather && now >= gather_deadline) {
     fail_all("the rendezvous timed out after " + seconds_text(s.timeout) + ": " + missing());
     return;
   }
@@ -351,6 +391,7 @@ std::string NodeServer::State::missing() const {
   std::vector<int> absent;
   std::string came;
   for (size_t k = 0; k < nodes.size(); ++k) {
+    if (nodes[k] == nullptr && !member(static_cast<int>(k))) continue;
     if (nodes[k] == nullptr) {
       absent.push_back(static_cast<int>(k));
     } else {

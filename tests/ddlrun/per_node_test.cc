@@ -58,6 +58,18 @@ TEST(PerNode, FromTheOptions) {
   EXPECT_EQ(n->token, "");
 }
 
+TEST(PerNode, ARangeOfNodesWithRestarts) {
+  std::optional<PerNode> n = settings(
+      {"--node-rank", "1", "--nnodes", "2:3", "--rdzv", "node1:1234", "--max-restarts", "1"});
+  ASSERT_TRUE(n);
+  EXPECT_EQ(n->nnodes, 3);
+  EXPECT_EQ(n->min_nodes, 2);
+  n = settings({"--node-rank", "1", "--nnodes", "3", "--rdzv", "node1", "--max-restarts", "1"});
+  ASSERT_TRUE(n);
+  EXPECT_EQ(n->nnodes, 3);
+  EXPECT_EQ(n->min_nodes, 3);
+}
+
 TEST(PerNode, TorchrunSpellings) {
   std::optional<PerNode> n =
       settings({"--node_rank", "1", "--nnodes", "2", "--master_addr", "m", "--master_port", "29501",
@@ -149,7 +161,12 @@ TEST(PerNode, ErrorsNameWhatIsMissingOrWrong) {
   EXPECT_EQ(error_of({"--node-rank", "3", "--nnodes", "3", "--rdzv", "h"}),
             "node rank 3 is not below the node count 3; node ranks run from 0 to 2");
   EXPECT_EQ(error_of({"--node-rank", "0", "--nnodes", "2:4", "--rdzv", "h"}),
-            "--nnodes 2:4: per-node mode needs a fixed node count; give --nnodes N");
+            "--nnodes 2:4: per-node mode needs a fixed node count unless --max-restarts lets "
+            "the job restart with fewer nodes; give --nnodes N, or --max-restarts");
+  EXPECT_EQ(error_of({"--node-rank", "0", "--rdzv", "h", "--max-restarts", "1", "--min-hosts", "1"},
+                     {{"PET_NNODES", "2"}}),
+            "--min-hosts: per-node mode (--node-rank) counts nodes, not hosts: give --nnodes "
+            "MIN:MAX with --max-restarts");
   EXPECT_EQ(error_of({"--node-rank", "0", "--nnodes", "2", "--rdzv", "h:99999"}),
             "--rdzv 'h:99999': the port must be a whole number from 1 to 65535");
   try {
@@ -220,6 +237,38 @@ TEST(PerNode, ARankFailureIsTheJobsStatus) {
   const Outcome r =
       run_one_node({"--tag-output", "none", "sh", "-c", "exit 7"}, {{"DDL_JOB_TOKEN", "t"}});
   EXPECT_EQ(r.status, 7) << r.err;
+}
+
+TEST(PerNode, WithMaxRestartsAFailedRoundMeetsAgainOnTheSamePort) {
+  const std::string script = "test \"$DDL_RESTART_COUNT $TORCHELASTIC_MAX_RESTARTS\" = '1 2'";
+  Outcome r = run_one_node({"--tag-output", "none", "--max-restarts", "2", "sh", "-c", script},
+                           {{"DDL_JOB_TOKEN", "t"}});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find(") exited with status 1; 1 node meets again at 127.0.0.1:"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("ddlrun: restart 1 of 2 after rank 0 ("), 0u) << r.err;
+  EXPECT_EQ(r.err.find("restart 2"), std::string::npos) << r.err;
+  r = run_one_node({"--tag-output", "none", "--max-restarts", "1", "sh", "-c", "exit 5"},
+                   {{"DDL_JOB_TOKEN", "t"}});
+  EXPECT_EQ(r.status, 5) << r.err;
+  EXPECT_NE(r.err.find("\nddlrun: not restarting the job: no restart left (--max-restarts 1); it "
+                       "ends with status 5\n"),
+            std::string::npos)
+      << r.err;
+}
+
+TEST(PerNode, TimeoutCountsForAllRoundsTogether) {
+  const auto start = std::chrono::steady_clock::now();
+  const Outcome r = run_one_node({"--tag-output", "none", "--max-restarts", "5", "--timeout", "2",
+                                  "sh", "-c", "sleep 0.8; exit 3"},
+                                 {{"DDL_JOB_TOKEN", "t"}});
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(4500));
+  EXPECT_NE(r.status, 3) << r.err;
+  EXPECT_NE(r.err.find("ddlrun: not restarting the job: it was stopped (a signal to a node's "
+                       "ddlrun, --timeout), not failed by itself; it ends with status "),
+            std::string::npos)
+      << r.err;
 }
 
 }  // namespace

@@ -182,6 +182,32 @@ TEST(Rendezvous, TheTimeoutNamesTheNodesThatDidNotCome) {
             std::string::npos);
 }
 
+/// Node 0's server of restart `round` of `nnodes` nodes, for `members`, `min_nodes` of them.
+std::unique_ptr<NodeServer> round_server(int nnodes, int round, std::vector<int> members,
+                                         std::chrono::milliseconds timeout,
+                                         std::chrono::milliseconds last_call = 5000ms) {
+  NodeServer::Settings s;
+  s.nnodes = nnodes;
+  s.timeout = timeout;
+  s.round = round;
+  s.members = std::move(members);
+  s.min_nodes = 2;
+  s.last_call = last_call;
+  return std::make_unique<NodeServer>(s, [](const std::string&) {});
+}
+
+TEST(Rendezvous, ARestartsRoundBelowMinNamesTheMissingSurvivorsOnly) {
+  const std::unique_ptr<NodeServer> server = round_server(4, 1, {0, 2, 3}, 500ms);
+  const std::string endpoint = "127.0.0.1:" + std::to_string(server->port());
+  NodeHello h{0, 4, "", "host0", "", 1};
+  EXPECT_EQ(error_of([&] { NodeClient::join(endpoint, "", h, 500ms); }),
+            "the rendezvous at " + endpoint +
+                ": the rendezvous timed out after 0.5 s: nodes 2 and 3 did not come (came: node "
+                "0 (host0)); start ddlrun --node-rank K --nnodes 4 on each, or check that they "
+                "reach port " +
+                std::to_string(server->port()) + " here");
+}
+
 TEST(Rendezvous, NoServerNamesTheEndpointAndNode0) {
   Cluster c(1);
   const std::string endpoint = c.endpoint;
@@ -270,6 +296,72 @@ TEST(Rendezvous, ANodeThatVanishesStopsTheOthers) {
     EXPECT_EQ(s->what, "its ddlrun is gone: the rendezvous connection closed");
     EXPECT_EQ(s->status, 1);
   }
+  std::vector<std::future<int>> finishing;
+  for (size_t k : {0, 1})
+    finishing.push_back(std::async(std::launch::async, [&, k] { return r.nodes[k]->finish(1); }));
+  for (auto& f : finishing)
+    EXPECT_EQ(f.get(), 1);
+  for (size_t k : {0, 1}) {
+    const RoundEnd end = r.nodes[k]->round_end();
+    EXPECT_EQ(end.lost, std::vector<int>{2});
+    EXPECT_FALSE(end.final);
+    EXPECT_FALSE(end.node0_gone);
+    EXPECT_EQ(end.nodes.size(), 3u);
+  }
+}
+
+TEST(Rendezvous, ANodeStoppedRatherThanFailedEndsTheRoundFinal) {
+  Running r;
+  std::vector<std::future<int>> finishing;
+  for (size_t k = 0; k < 3; ++k) {
+    finishing.push_back(std::async(std::launch::async, [&, k] {
+      return k == 1 ? r.nodes[k]->finish(143, false) : r.nodes[k]->finish(0);
+    }));
+  }
+  for (auto& f : finishing)
+    EXPECT_EQ(f.get(), 143);
+  EXPECT_TRUE(r.nodes[0]->round_end().final);
+  EXPECT_TRUE(r.nodes[0]->round_end().lost.empty());
+}
+
+TEST(Rendezvous, ARestartsRoundTakesItsSurvivorsRenumberedAndRefusesOthers) {
+  const std::unique_ptr<NodeServer> server = round_server(3, 1, {0, 2}, 5000ms);
+  const std::string endpoint = "127.0.0.1:" + std::to_string(server->port());
+  const auto join = [&](int node, int round) {
+    NodeHello h{node, 3, "", "host" + std::to_string(node), "", round};
+    return NodeClient::join(endpoint, "", h, 5000ms);
+  };
+  EXPECT_EQ(error_of([&] { join(0, 0); }),
+            "the rendezvous at " + endpoint +
+                ": refused node 0: it is at round 0 of the job, this rendezvous at round 1 "
+                "(restart 1); a node of an earlier round cannot join a later one");
+  EXPECT_EQ(error_of([&] { join(1, 1); }),
+            "the rendezvous at " + endpoint +
+                ": refused node 1: node 1 was lost before restart 1 and cannot rejoin the job");
+  auto node2 = std::async(std::launch::async, [&] { return join(2, 1); });
+  std::unique_ptr<NodeClient> node0 = join(0, 1);
+  std::unique_ptr<NodeClient> n2 = node2.get();
+  const std::vector<NodeEntry> expected = {{"host0", "127.0.0.1", "", 0},
+                                           {"host2", "127.0.0.1", "", 2}};
+  EXPECT_EQ(node0->welcome().nodes, expected);
+  EXPECT_EQ(n2->welcome().nodes, expected);
+  EXPECT_EQ(n2->index(), 1);
+  EXPECT_EQ(n2->node_rank(), 2);
+}
+
+TEST(Rendezvous, ARestartsRoundGoesOnWithMinNodesAfterTheLastCall) {
+  const std::unique_ptr<NodeServer> server = round_server(3, 2, {0, 1, 2}, 5000ms, 300ms);
+  const std::string endpoint = "127.0.0.1:" + std::to_string(server->port());
+  const auto join = [&](int node) {
+    NodeHello h{node, 3, "", "host" + std::to_string(node), "", 2};
+    return NodeClient::join(endpoint, "", h, 5000ms);
+  };
+  const auto start = std::chrono::steady_clock::now();
+  auto node1 = std::async(std::launch::async, [&] { return join(1); });
+  std::unique_ptr<NodeClient> node0 = join(0);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 250ms);
+  EXPECT_EQ(node0->welcome().nodes.size(), 2u);
+  EXPECT_EQ(node1.get()->index(), 1);
 }
 
 TEST(Rendezvous, Node0GoneStopsTheOthers) {
@@ -281,6 +373,7 @@ TEST(Rendezvous, Node0GoneStopsTheOthers) {
   EXPECT_EQ(s->host, "host0");
   EXPECT_EQ(s->what, "its ddlrun is gone: the rendezvous connection closed");
   EXPECT_EQ(r.nodes[2]->finish(0), 1);
+  EXPECT_TRUE(r.nodes[2]->round_end().node0_gone);
 }
 
 TEST(Rendezvous, SecretsCompareByContent) {

@@ -14,6 +14,12 @@
 #   silent     node3's ddlrun SIGSTOPped: with --heartbeat-timeout 2 the others end within 5 s
 #              naming it; after SIGCONT it stops its own ranks;
 #   missing    the program missing on node3: every node ends with 127, naming node3;
+#   restart    --max-restarts 1, rank 3 failing in attempt 0 only (DDL_RESTART_COUNT): every
+#              node restarts, and ddl_check on 6 ranks passes in attempt 1: every node 0;
+#   shrink     --nnodes 2:3 --max-restarts 1, node3's ddlrun and ranks SIGKILLed: node1 and
+#              node2 restart as a 2-node job (ddl_check on 4 ranks): both 0, nothing left;
+#   node 0 lost  the same with node1's ddlrun SIGKILLed: node2 and node3 do not restart, and
+#              end within 5 s naming node 0 and its rendezvous;
 #   token      node3 with a wrong token: it is refused with the reason, node 0 names it, and
 #              the others time out naming node 2.
 # Usage: per_node_test.sh DDLRUN DDL_CHECK DDL_LOOP PYTHON_DIR PYTHON   (77 without root, netns or sshd)
@@ -48,7 +54,7 @@ node() {
   shift 2
   set -- "${@//@K@/$k}"
   nsenter --net="/run/netns/$(netns_ns "$k")" --target "${_netns_holder[$k]}" --uts --mount -- \
-    env --default-signal=INT "$ddlrun" --node-rank $((k - 1)) --nnodes 3 --rdzv node1:29400 \
+    env --default-signal=INT "$ddlrun" --node-rank $((k - 1)) --nnodes "${nnodes:-3}" --rdzv node1:29400 \
     --rdzv-timeout "${rdzv_timeout:-20}" --tag-output rank "$@" </dev/null >"$out/$name.$k" 2>&1 &
   pids[$k]=$!
 }
@@ -229,6 +235,75 @@ done
 grep -q "node3: node rank 2: its ranks could not start: .*/tmp/per_node_loop" "$out/missing.1" ||
   fail "missing program: node1 does not name node3's failure" "$out/missing.1"
 nothing_left "missing program"
+
+# ranks_ok NAME N: ddl_check said "rank R of N ok" for each of the N ranks (2 on each node).
+ranks_ok() {
+  local r k
+  for ((r = 0; r < $2; r++)); do
+    k=$((r / 2 + 1))
+    grep -q "rank $r of $2 ok$" "$out/$1.$k" || fail "$1: rank $r of $2 not ok on node$k" "$out/$1.$k"
+  done
+}
+
+# ended_with NAME K STATUS LINE: node K of job NAME exits STATUS, having printed LINE (grep).
+ended_with() {
+  wait "${pids[$2]}"
+  rcs[$2]=$?
+  ((rcs[$2] == $3)) || fail "$1: node$2 exited ${rcs[$2]}, want $3" "$out/$1.$2"
+  grep -q -- "$4" "$out/$1.$2" || fail "$1: node$2 did not print '$4'" "$out/$1.$2"
+}
+
+echo "== restart"
+# Attempt 0: rank 3 (node2) exits 3, the others wait; attempt 1: ddl_check everywhere.
+attempt="if [ \"\$DDL_RESTART_COUNT\" = 0 ]; then [ \"\$RANK\" = 3 ] && exit 3; exec sleep 30; fi"
+for k in 1 2 3; do node "$k" restart -a 2 --max-restarts 1 sh -c "$attempt; exec $check"; done
+for k in 1 2 3; do
+  ended_with restart "$k" 0 "^ddlrun: restart 1 of 1 after .*; 3 nodes meet again at node1:29400"
+done
+ranks_ok restart 6
+nothing_left restart
+((fails == 0)) && echo "PASS restart: a rank failing in attempt 0 restarts every node"
+
+# ranged NAME ARGS...: the three nodes with --nnodes 2:3 --max-restarts 1, 2 ranks each.
+ranged() {
+  local name=$1 k
+  shift
+  for k in 1 2 3; do
+    nnodes=2:3 node "$k" "$name" -a 2 --max-restarts 1 -x DDL_TIMEOUT=30 "$@"
+  done
+}
+
+echo "== shrink"
+# Attempt 0 loops until node3's ddlrun and ranks are killed; attempt 1 (nodes 1 and 2 only)
+# runs ddl_check on 4 ranks.
+ranged shrink sh -c "if [ \"\$DDL_RESTART_COUNT\" = 0 ]; then exec $loop 60; fi; exec $check"
+if running shrink; then
+  kill -KILL "${pids[3]}"
+  netns_pids 3 | xargs -r ps -o pid=,args= -p 2>/dev/null | grep -F "$loop" | awk '{print $1}' |
+    xargs -r kill -KILL 2>/dev/null
+  wait "${pids[3]}" 2>/dev/null
+  for k in 1 2; do
+    ended_with shrink "$k" 0 "^ddlrun: restart 1 of 1 after node 2 (node3) lost; 2 nodes meet again"
+  done
+  ranks_ok shrink 4
+fi
+nothing_left shrink
+((fails == 0)) && echo "PASS shrink: node3 lost, nodes 1 and 2 restarted as a 2-node job"
+
+echo "== node 0 lost"
+ranged zero "$loop" 60
+if running zero; then
+  kill -KILL "${pids[1]}"
+  start=$(now_ms)
+  for k in 2 3; do
+    ended_with zero "$k" 1 "^ddlrun: not restarting the job: node 0 (node1) is lost, and with it the rendezvous at node1:29400 that every restart meets at; it ends with status 1$"
+  done
+  took=$(($(now_ms) - start))
+  ((took < 5000)) || fail "node 0 lost: the other nodes took $took ms to end"
+  wait "${pids[1]}" 2>/dev/null
+fi
+nothing_left "node 0 lost"
+((fails == 0)) && echo "PASS node 0 lost: the others end naming it ($took ms)"
 
 echo "== token"
 rdzv_timeout=3
