@@ -82,8 +82,9 @@ mkdir -p "$work/tmp"
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 # alive PID [NAME]: PID runs (not a zombie) and its command line holds NAME.
 alive() {
-  [[ -r /proc/$1/stat ]] || return 1
-  [[ $(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null) != Z ]] || return 1
+  local state
+  state=$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null)
+  [[ -n $state && $state != Z ]] || return 1  # nothing read: reaped between two looks
   [[ -z ${2:-} ]] || tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null | grep -q -- "$2"
 }
 rss_kib() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0; }

@@ -22,7 +22,11 @@ fail() {
   fails=$((fails + 1))
 }
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
-alive() { [[ -e /proc/$1 ]] && [[ $(ps -o stat= -p "$1" 2>/dev/null) != Z* ]]; }
+# Running and not a zombie; a process reaped between two looks is gone (ps prints nothing).
+alive() {
+  local state
+  state=$(ps -o stat= -p "$1" 2>/dev/null) && [[ -n $state && $state != Z* ]]
+}
 # wait_for FILE N: until FILE has N lines starting "kids " (10 s at most).
 wait_for() {
   local i

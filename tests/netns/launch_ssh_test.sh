@@ -61,7 +61,11 @@ $NETNS_NET --mca btl_tcp_if_include $NETNS_NET")
 export DDLT_FROM_HERE="from here"  # -x DDLT_FROM_HERE passes it on
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1  # mpirun refuses root otherwise
 
-alive() { [[ -e /proc/$1 ]] && [[ $(ps -o stat= -p "$1" 2>/dev/null) != Z* ]]; }
+# Running and not a zombie; a process reaped between two looks is gone (ps prints nothing).
+alive() {
+  local state
+  state=$(ps -o stat= -p "$1" 2>/dev/null) && [[ -n $state && $state != Z* ]]
+}
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
 # start NAME LAUNCHER ARGS...: ddlrun in the background (SIGINT not ignored, stdin /dev/null);

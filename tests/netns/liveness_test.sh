@@ -43,7 +43,11 @@ fail() {
   fails=$((fails + 1))
 }
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
-alive() { [[ -e /proc/$1 ]] && [[ $(ps -o stat= -p "$1" 2>/dev/null) != Z* ]]; }
+# Running and not a zombie; a process reaped between two looks is gone (ps prints nothing).
+alive() {
+  local state
+  state=$(ps -o stat= -p "$1" 2>/dev/null) && [[ -n $state && $state != Z* ]]
+}
 
 # The processes of the job on host K: all in its namespace but sshd's (the listener and the
 # sessions, which may outlive a cut link), as "pid args" lines.
