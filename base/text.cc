@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <vector>
 
 namespace ddl::base {
@@ -56,6 +57,23 @@ std::optional<std::string> closest_match(std::string_view word,
 std::string did_you_mean(std::string_view word, std::span<const std::string_view> candidates) {
   auto best = closest_match(word, candidates);
   return best ? " (did you mean '" + *best + "'?)" : "";
+}
+
+std::string seconds_text(std::chrono::milliseconds duration) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g s", static_cast<double>(duration.count()) / 1000.0);
+  return buf;
+}
+
+bool same_secret(std::string_view a, std::string_view b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  const size_t n = std::max(a.size(), b.size());
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
+    const unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
+    diff = static_cast<unsigned char>(diff | (x ^ y));
+  }
+  return diff == 0;
 }
 
 }  // namespace ddl::base

@@ -1,6 +1,7 @@
 #pragma once
 // Text helpers shared by every parser: trimming and "did you mean" suggestions.
 
+#include <chrono>
 #include <cstddef>
 #include <optional>
 #include <span>
@@ -29,5 +30,12 @@ std::optional<std::string> closest_match(std::string_view word,
 
 /// " (did you mean 'x'?)" for closest_match(word, candidates), or "" when there is none.
 std::string did_you_mean(std::string_view word, std::span<const std::string_view> candidates);
+
+/// "30 s", "0.5 s", "2.25 s": a duration as error messages print it (%g seconds).
+std::string seconds_text(std::chrono::milliseconds duration);
+
+/// Whether two secrets (tokens, digests) are equal, in time that depends only on their lengths,
+/// never on where they first differ.
+bool same_secret(std::string_view a, std::string_view b);
 
 }  // namespace ddl::base

@@ -17,6 +17,7 @@
 
 #include "base/check.h"
 #include "base/fd.h"
+#include "base/text.h"
 #include "ddlrun/node_wire.h"
 
 namespace ddl::cli {
@@ -110,30 +111,10 @@ std::optional<int> to_int(const std::string& text) {
 
 }  // namespace wire
 
-bool same_secret(const std::string& a, const std::string& b) {
-  unsigned char diff = a.size() == b.size() ? 0 : 1;
-  const size_t n = std::max(a.size(), b.size());
-  for (size_t i = 0; i < n; ++i) {
-    const unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
-    const unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
-    diff = static_cast<unsigned char>(diff | (x ^ y));
-  }
-  return diff == 0;
-}
-
 namespace {
 
+using base::seconds_text;
 using Clock = std::chrono::steady_clock;
-
-}  // namespace
-
-std::string seconds_text(std::chrono::milliseconds d) {
-  const long long ms = d.count();
-  return ms % 1000 == 0 ? std::to_string(ms / 1000) + " s"
-                        : std::to_string(ms / 1000) + "." + std::to_string(ms % 1000 / 100) + " s";
-}
-
-namespace {
 
 /// "HOST:PORT" ("[v6]:PORT") split; throws RendezvousError when it is not one.
 std::pair<std::string, std::string> split_endpoint(const std::string& endpoint) {

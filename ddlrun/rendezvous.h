@@ -105,12 +105,6 @@ struct NodeStop {
   int status = 1;    ///< the first failure's status
 };
 
-/// "10 s", "0.5 s".
-std::string seconds_text(std::chrono::milliseconds duration);
-
-/// Compares two secrets in time that depends on their lengths only.
-bool same_secret(const std::string& a, const std::string& b);
-
 /// Node 0's side: listens on `port` (every address; 0: any free port) from construction on, and
 /// runs the rendezvous (how it works above) on its own thread until every node is done or the
 /// gather failed. `report` gets node 0's own messages (refused nodes, lost nodes), one line

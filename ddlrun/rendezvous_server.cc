@@ -14,6 +14,7 @@
 #include <list>
 
 #include "base/check.h"
+#include "base/text.h"
 #include "comm/comm.h"
 #include "ddlrun/node_wire.h"
 #include "ddlrun/rendezvous.h"
@@ -212,7 +213,7 @@ std::string NodeServer::State::hello_problem(const std::vector<std::string>& f) 
     return "it does not speak this rendezvous (" + std::string(wire::kMagic) +
            "): run the same ddlrun on every node";
   }
-  if (!s.token.empty() && !same_secret(f[1], s.token)) {
+  if (!s.token.empty() && !base::same_secret(f[1], s.token)) {
     return "wrong token; give every node the same secret (DDL_JOB_TOKEN or --rdzv-token-file)";
   }
   const std::optional<int> rank = wire::to_int(f[2]);
@@ -368,14 +369,14 @@ void NodeServer::State::tick() {
   if (phase == Phase::kGather && last_call && now >= std::min(*last_call, gather_deadline)) {
     welcome();
   } else if (phase == Phase::kGather && now >= gather_deadline) {
-    fail_all("the rendezvous timed out after " + seconds_text(s.timeout) + ": " + missing());
+    fail_all("the rendezvous timed out after " + base::seconds_text(s.timeout) + ": " + missing());
     return;
   }
   for (Conn& c : conns) {
     if (c.node < 0 && now - c.opened > kHelloWait) c.closed = true;
     if (phase == Phase::kRun && c.node >= 0 && !c.done && !c.closed &&
         now - c.heard > s.heartbeat_timeout) {
-      lost(c, "its ddlrun is silent: no heartbeat for " + seconds_text(s.heartbeat_timeout));
+      lost(c, "its ddlrun is silent: no heartbeat for " + base::seconds_text(s.heartbeat_timeout));
     }
   }
   if (phase == Phase::kRun && now - last_beat >= std::chrono::seconds(1)) {

@@ -30,6 +30,7 @@
 
 #include "base/check.h"
 #include "base/fd.h"
+#include "base/text.h"
 #include "mapper/link_probe.h"
 
 namespace ddl::mapper {
@@ -181,7 +182,7 @@ std::string run_test(const std::string& address, const std::string& port,
 
 /// The receiver's side: checks the token, answers the pings, times the bulk transfer.
 void serve_test(int fd, const std::string& token) {
-  if (token.empty() || receive_line(fd) != token) return;  // not one of ours
+  if (token.empty() || !base::same_secret(receive_line(fd), token)) return;  // not one of ours
   char byte = 0;
   for (int i = 0; i < kPings; ++i) {
     if (receive_some(fd, &byte, 1) != 1) return;

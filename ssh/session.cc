@@ -53,11 +53,4 @@ std::string descriptors_exhausted_now() {
   return descriptor_exhaustion(errno);
 }
 
-std::string seconds_text(std::chrono::milliseconds ms) {
-  if (ms.count() % 1000 == 0) return std::to_string(ms.count() / 1000) + " s";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3g s", static_cast<double>(ms.count()) / 1000.0);
-  return buf;
-}
-
 }  // namespace ddl::ssh

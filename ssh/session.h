@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "base/check.h"
+#include "base/text.h"
 
 namespace ddl::ssh {
 
@@ -157,6 +158,6 @@ std::string descriptor_exhaustion(int err);
 std::string descriptors_exhausted_now();
 
 /// A duration as this unit's messages write it: "10 s", "0.3 s".
-std::string seconds_text(std::chrono::milliseconds ms);
+using base::seconds_text;
 
 }  // namespace ddl::ssh

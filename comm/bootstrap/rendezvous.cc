@@ -30,6 +30,7 @@
 #include <optional>
 #include <thread>
 
+#include "base/text.h"
 #include "comm/bootstrap/bootstrap.h"
 #include "comm/core/quiet_thread.h"
 #include "comm/transport/os.h"
@@ -335,7 +336,7 @@ struct RendezvousServer::State {
       const uint32_t tlen = get_u32(c.in.data() + kMagic.size());
       if (tlen > 4096) return false;
       if (c.in.size() < need_head + tlen + 8) return true;
-      if (c.in.compare(need_head, tlen, token) != 0) return false;
+      if (!base::same_secret(std::string_view(c.in).substr(need_head, tlen), token)) return false;
       const uint32_t rank = get_u32(c.in.data() + need_head + tlen);
       const uint32_t n = get_u32(c.in.data() + need_head + tlen + 4);
       if (n != static_cast<uint32_t>(size) || rank >= static_cast<uint32_t>(size) ||

@@ -8,12 +8,6 @@
 
 namespace ddl::comm::transport {
 
-std::string seconds_text(std::chrono::milliseconds d) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g s", static_cast<double>(d.count()) / 1000.0);
-  return buf;
-}
-
 std::string safe_job(const std::string& job) {
   std::string out;
   for (char c : job.substr(0, 64))

@@ -36,6 +36,7 @@
 #include <semaphore>
 #include <thread>
 
+#include "base/text.h"
 #include "launcher/external.h"
 #include "launcher/factory.h"
 #include "launcher/pmix_server/fence.h"
@@ -51,12 +52,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr int kPollMs = 20;
 
-/// "10 s", "2.5 s".
-std::string seconds_text(std::chrono::milliseconds ms) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g s", static_cast<double>(ms.count()) / 1000.0);
-  return buf;
-}
+using base::seconds_text;
 
 /// Where a host's conversation stands.
 enum class Phase { kConnecting, kHello, kReady, kRunning, kDone, kFailed };

@@ -57,5 +57,20 @@ TEST(DidYouMeanTest, FormatsTheSuggestion) {
   EXPECT_EQ(did_you_mean("cpus", kKeys), "");
 }
 
+TEST(SameSecret, ComparesByContentAndLength) {
+  EXPECT_TRUE(same_secret("abc", "abc"));
+  EXPECT_FALSE(same_secret("abc", "abd"));
+  EXPECT_FALSE(same_secret("abc", "abcd"));
+  EXPECT_FALSE(same_secret("", "a"));
+  EXPECT_TRUE(same_secret("", ""));
+}
+
+TEST(SecondsText, WholeAndFractionalSeconds) {
+  EXPECT_EQ(seconds_text(std::chrono::milliseconds(10'000)), "10 s");
+  EXPECT_EQ(seconds_text(std::chrono::milliseconds(300)), "0.3 s");
+  EXPECT_EQ(seconds_text(std::chrono::milliseconds(2500)), "2.5 s");
+  EXPECT_EQ(seconds_text(std::chrono::milliseconds(300'000)), "300 s");
+}
+
 }  // namespace
 }  // namespace ddl::base

@@ -376,12 +376,5 @@ TEST(Rendezvous, Node0GoneStopsTheOthers) {
   EXPECT_TRUE(r.nodes[2]->round_end().node0_gone);
 }
 
-TEST(Rendezvous, SecretsCompareByContent) {
-  EXPECT_TRUE(same_secret("abc", "abc"));
-  EXPECT_FALSE(same_secret("abc", "abd"));
-  EXPECT_FALSE(same_secret("abc", "abcd"));
-  EXPECT_FALSE(same_secret("", "a"));
-}
-
 }  // namespace
 }  // namespace ddl::cli
