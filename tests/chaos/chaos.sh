@@ -80,13 +80,8 @@ mkdir -p "$work/tmp"
 [[ -n ${NETNS_DIR:-} ]] || trap 'rm -rf "$work"' EXIT
 
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
-# alive PID [NAME]: PID runs (not a zombie) and its command line holds NAME.
-alive() {
-  local state
-  state=$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null)
-  [[ -n $state && $state != Z ]] || return 1  # nothing read: reaped between two looks
-  [[ -z ${2:-} ]] || tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null | grep -q -- "$2"
-}
+# shellcheck source=SCRIPTDIR/../lib/procs.sh
+source "$(dirname "$0")/../lib/procs.sh"  # alive PID [NAME]
 rss_kib() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0; }
 # ddlrun's TMPDIR here (its own, so that other jobs' files are not counted) and the job's
 # shared-memory segments (/dev/shm/ddl-<job id>-...).

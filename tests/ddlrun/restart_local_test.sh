@@ -113,10 +113,9 @@ fi
 
 sleep 0.5
 # Only this test's processes: they alone have TMPDIR=$work (chaos tests may run chaos_loop now).
-left=
-for pid in $(pgrep -f "^($chaos_loop|/bin/sh $work/)" || true); do
-  tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qxF "TMPDIR=$work" && left+="$pid,"
-done
-[[ -z $left ]] || fail "processes left: $(ps -o pid=,args= -p "${left%,}")"
+# shellcheck source=SCRIPTDIR/../lib/procs.sh
+source "$(dirname "$0")/../lib/procs.sh"
+left=$(own_pids "^($chaos_loop|/bin/sh $work/)" "TMPDIR=$work" | paste -sd,)
+[[ -z $left ]] || fail "processes left: $(ps -o pid=,args= -p "$left")"
 ((fails == 0)) && echo "restart_local: ok"
 exit $((fails > 0))

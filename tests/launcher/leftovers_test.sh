@@ -22,11 +22,8 @@ fail() {
   fails=$((fails + 1))
 }
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
-# Running and not a zombie; a process reaped between two looks is gone (ps prints nothing).
-alive() {
-  local state
-  state=$(ps -o stat= -p "$1" 2>/dev/null) && [[ -n $state && $state != Z* ]]
-}
+# shellcheck source=SCRIPTDIR/../lib/procs.sh
+source "$(dirname "$0")/../lib/procs.sh"  # alive
 # wait_for FILE N: until FILE has N lines starting "kids " (10 s at most).
 wait_for() {
   local i

@@ -61,11 +61,8 @@ $NETNS_NET --mca btl_tcp_if_include $NETNS_NET")
 export DDLT_FROM_HERE="from here"  # -x DDLT_FROM_HERE passes it on
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1  # mpirun refuses root otherwise
 
-# Running and not a zombie; a process reaped between two looks is gone (ps prints nothing).
-alive() {
-  local state
-  state=$(ps -o stat= -p "$1" 2>/dev/null) && [[ -n $state && $state != Z* ]]
-}
+# shellcheck source=SCRIPTDIR/../lib/procs.sh
+source "$(dirname "$0")/../lib/procs.sh"  # alive
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
 # start NAME LAUNCHER ARGS...: ddlrun in the background (SIGINT not ignored, stdin /dev/null);

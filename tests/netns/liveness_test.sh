@@ -43,11 +43,8 @@ fail() {
   fails=$((fails + 1))
 }
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
-# Running and not a zombie; a process reaped between two looks is gone (ps prints nothing).
-alive() {
-  local state
-  state=$(ps -o stat= -p "$1" 2>/dev/null) && [[ -n $state && $state != Z* ]]
-}
+# shellcheck source=SCRIPTDIR/../lib/procs.sh
+source "$(dirname "$0")/../lib/procs.sh"  # alive
 
 # The processes of the job on host K: all in its namespace but sshd's (the listener and the
 # sessions, which may outlive a cut link), as "pid args" lines.

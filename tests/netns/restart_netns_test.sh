@@ -201,14 +201,10 @@ for k in 1 2 3; do
   [[ -z $left ]] || fail "processes left on node$k: $(ps -o pid=,args= -p "${left//$'\n'/,}")"
 done
 # ddlruns of this test (and their keepers, which clean up after them): 3 s to be gone.
-own_ddlruns() {
-  local pid
-  for pid in $(pgrep -f "^$ddlrun " || true); do
-    tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "RESTART_NETNS_MARK=$$" && echo "$pid"
-  done
-}
+# shellcheck source=SCRIPTDIR/../lib/procs.sh
+source "$here/../lib/procs.sh"
 for ((i = 0; i < 30; i++)); do
-  left=$(own_ddlruns | paste -sd,)
+  left=$(own_pids "^$ddlrun " "RESTART_NETNS_MARK=$$" | paste -sd,)
   [[ -z $left ]] && break
   sleep 0.1
 done
