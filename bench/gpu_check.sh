@@ -94,6 +94,8 @@ step() {
     return 1
   fi
   echo "== $name (timeout ${want}s): $*"
+  # A function of this script runs in a child bash (timeout runs programs): exported below.
+  declare -F "$1" >/dev/null && set -- bash -c "$*"
   timeout -k 5 "$want" "$@" > >(tee "$tmp/$name.log") 2>&1
   status=$?
   wait  # the tee
@@ -177,10 +179,10 @@ check_bundle() {
 
 # The number of GPUs in `ddlrun --probe`'s YAML (the gpus: list), from its log.
 gpu_count() {
-  awk '/^gpus:/ { on = 1; if ($0 ~ /\[\]/) on = 0; next }
+  awk '/^gpus:/ { on = ($0 !~ /\[\]/); next }
        on && /^[^ -]/ { on = 0 }
-       on && /^ *- / && !seen[$0]++ { if ($0 ~ /^(  )?- /) n++ }
-       END { print n + 0 }' "$tmp/probe.log"
+       on && /^(  )?- / { n++ }
+       END { print n + 0 }' "$tmp/probe.log" 2>/dev/null || echo 0
 }
 
 torch_ready() {  # "" when the python has torch and the ddl package imports, else why not
@@ -188,9 +190,13 @@ torch_ready() {  # "" when the python has torch and the ddl package imports, els
     echo "the bundle's extensions are for Python $want_python, $python is $("$python" --version 2>&1)"
   elif ! "$python" -c 'import torch' 2>/dev/null; then
     echo "$python has no torch"
+  elif [[ -z $bundle ]] && ! compgen -G "$pydir/ddl/_torch_pg*.so" >/dev/null; then
+    echo "the torch backend ddl was not built ($pydir/ddl has no _torch_pg)"
   fi
 }
 
+export -f show_env check_bundle
+export ddlrun bench pydir python bundle
 iters=(-w 5 -n 20)
 ((quick)) && iters=(-w 1 -n 3)
 run1=("$ddlrun" -H localhost:1 --tag-output none)

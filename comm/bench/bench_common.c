@@ -517,8 +517,8 @@ static int buffers_alloc(const bench_backend* b, size_t bytes, buffers* x, char*
 }
 
 /* Copies the first `bytes` of both host buffers into the memory's (to_memory) or back. */
-static int buffers_sync(const bench_backend* b, buffers* x, size_t bytes, int to_memory,
-                        char* err, size_t err_len) {
+static int buffers_sync(const bench_backend* b, buffers* x, size_t bytes, int to_memory, char* err,
+                        size_t err_len) {
   if (b->memory == NULL) return 0;
   if (to_memory) {
     return b->memory->copy(x->run_send, x->send, bytes, 1, err, err_len) ||

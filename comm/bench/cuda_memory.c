@@ -26,7 +26,9 @@ static void* cuda_alloc(size_t bytes, char* err, size_t err_len) {
   return p;
 }
 
-static void cuda_release(void* p) { cuda.free_(p); }
+static void cuda_release(void* p) {
+  cuda.free_(p);
+}
 
 static int cuda_copy(void* dst, const void* src, size_t bytes, int to_memory, char* err,
                      size_t err_len) {
