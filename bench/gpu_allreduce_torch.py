@@ -13,7 +13,7 @@ and #wrong. The merging form reads such files and ddl-bench's output and prints 
     python3 bench/gpu_allreduce_torch.py --merge libddl=bench.txt ddl=ddl.txt nccl=nccl.txt
 
 How it works: init_process_group(backend) from the environment; float32 tensors on `device`
-(cuda: GPU LOCAL_RANK). For each size from -b to -e (times 2): fill the tensor with this rank's
+(cuda: GPU LOCAL_RANK, or 0 with --gpu0). For each size from -b to -e (times 2): fill the tensor with this rank's
 pattern (element i of rank r is 2((i + r) mod n) + (i mod 3), as bench/bench_common.h, whose
 sum over the ranks is exact in float32), run -w all_reduce calls, a barrier, then -n timed
 calls, synchronising the device before reading the clock; then refill, all_reduce once and count
@@ -89,7 +89,7 @@ def run(args):
     import torch.distributed as dist
 
     rank, n = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    local = int(os.environ.get("LOCAL_RANK", "0"))
+    local = 0 if args.gpu0 else int(os.environ.get("LOCAL_RANK", "0"))
     if args.device == "cuda":
         if not torch.cuda.is_available():
             sys.exit(f"gpu_allreduce_torch: rank {rank}: torch {torch.__version__} sees no GPU")
@@ -162,6 +162,8 @@ def main():
     p.add_argument("-e", type=parse_size, default=256 << 20, help="largest (256M)")
     p.add_argument("-w", type=int, default=5, help="untimed calls per size (5)")
     p.add_argument("-n", type=int, default=20, help="timed calls per size (20)")
+    p.add_argument("--gpu0", action="store_true",
+                   help="every rank on GPU 0 (to see what the backend does with 2 ranks on one)")
     p.add_argument("--out", help="rank 0 also writes its table here")
     p.add_argument("--merge", nargs="+", metavar="NAME=FILE",
                    help="print these runs' tables side by side instead")

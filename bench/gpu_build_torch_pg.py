@@ -45,7 +45,7 @@ def main():
     try:
         cpp_extension.load(
             name="_torch_pg", sources=sources, extra_include_paths=includes,
-            extra_cflags=["-O2"] + defines,
+            extra_cflags=["-O2", "-std=c++20"] + defines,
             extra_ldflags=[f"-L{bundle}/lib", "-lddl", f"-Wl,-rpath,{bundle}/lib"],
             build_directory=build, is_python_module=False, verbose=False)
         built = os.path.join(build, "_torch_pg.so")

@@ -9,14 +9,15 @@
 #   plan         `ddlrun --dry-run -H localhost:1`: the plan of one rank on this host
 #   nccl-1       libddl's NCCL allreduce on device buffers: `ddl-bench -G` (correctness and
 #                busbw, float32 sum, -b 8 to -e 256M) as one rank under ddlrun
-#   nccl-2       the same with 2 ranks on the one GPU (CUDA_VISIBLE_DEVICES=0 for both): NCCL
-#                refuses two ranks on one GPU ("Duplicate GPU"); what happened is printed and
-#                the step counts as tried, not failed
 #   torch-build  (bundle only) the torch backend ddl built on this machine against its torch
 #                (bench/gpu_build_torch_pg.py: torch's cpp_extension, the device's compiler)
 #   torch-ddl    torch.distributed all_reduce on CUDA tensors with backend ddl (one rank)
 #   torch-nccl   the same with backend nccl
 #   table        libddl, torch ddl and torch nccl side by side, per size
+#   nccl-2       (tried last) `ddl-bench -G` with 2 ranks on the one GPU
+#   torch-nccl-2 (tried last) torch's nccl with 2 ranks both on GPU 0: NCCL refuses a GPU
+#                shared by two ranks ("Duplicate GPU"); both steps print what happened and
+#                count as tried, not failed
 #
 # Without a GPU (no GPU in `ddlrun --probe`), every GPU step is skipped with the reason and the
 # CPU side still runs: env, bundle, probe, plan, and in place of the GPU runs the same
@@ -146,6 +147,8 @@ show_env() {
     echo "nvidia-smi: not installed"
   fi
   echo "LD_LIBRARY_PATH: ${LD_LIBRARY_PATH:-(empty)}"
+  echo "C library: $(ldd --version 2>&1 | head -n 1)"
+  [[ -n $bundle ]] && sed 's/^/bundle: /' "$bundle/MANIFEST"
   local lib
   for lib in libnvidia-ml.so.1 libcudart.so.13 libnccl.so.2; do
     if "$python" -c "import ctypes,sys; ctypes.CDLL(sys.argv[1])" "$lib" 2>/dev/null; then
@@ -195,6 +198,15 @@ torch_ready() {  # "" when the python has torch and the ddl package imports, els
   fi
 }
 
+# table: the runs of $cols side by side.
+table() {
+  if command -v "$python" >/dev/null; then
+    step table 30 "$python" "$root/bench/gpu_allreduce_torch.py" --merge "${cols[@]}"
+  else
+    skip table "no $python to print it"
+  fi
+}
+
 export -f show_env check_bundle
 export ddlrun bench pydir python bundle
 iters=(-w 5 -n 20)
@@ -218,25 +230,38 @@ why_torch=$(torch_ready)
 if [[ -z $nogpu ]]; then
   step nccl-1 120 "${run1[@]}" -x DDL_TIMEOUT=60 "$bench" -G -b 8 -e "$max" "${iters[@]}"
   cp "$tmp/nccl-1.log" "$tmp/libddl.txt" 2>/dev/null
-  step nccl-2 90 --tried "$ddlrun" -H localhost:2 --tag-output rank -x CUDA_VISIBLE_DEVICES=0 \
-    -x DDL_TIMEOUT=30 "$bench" -G -b 8 -e 1M -w 1 -n 5
-  grep -iE 'duplicate gpu|error' "$tmp/nccl-2.log" | head -n 3 | sed 's/^/nccl-2: /'
   if [[ -n $why_torch ]]; then
     for s in torch-build torch-ddl torch-nccl; do skip "$s" "$why_torch"; done
   else
+    no_ddl=""
     if [[ -n $bundle ]]; then
-      step torch-build 300 "$python" "$root/bench/gpu_build_torch_pg.py" "$bundle"
+      step torch-build 300 "$python" "$root/bench/gpu_build_torch_pg.py" "$bundle" ||
+        no_ddl="the torch backend ddl did not build (torch-build)"
     else
       skip torch-build "the build tree's backend is CMake's (build/python/ddl)"
     fi
-    step torch-ddl 120 "${run1[@]}" "$python" "$root/bench/gpu_allreduce_torch.py" \
-      --backend ddl --device cuda -b 8 -e "$max" "${iters[@]}" --out "$tmp/torch-ddl.txt"
-    step torch-nccl 120 "${run1[@]}" "$python" "$root/bench/gpu_allreduce_torch.py" \
-      --backend nccl --device cuda -b 8 -e "$max" "${iters[@]}" --out "$tmp/torch-nccl.txt"
+    for backend in ddl nccl; do
+      [[ $backend == ddl && -n $no_ddl ]] && { skip torch-ddl "$no_ddl"; continue; }
+      step "torch-$backend" 120 "${run1[@]}" "$python" "$root/bench/gpu_allreduce_torch.py" \
+        --backend "$backend" --device cuda -b 8 -e "$max" "${iters[@]}" \
+        --out "$tmp/torch-$backend.txt"
+    done
   fi
   cols=(libddl="$tmp/libddl.txt" torch-ddl="$tmp/torch-ddl.txt" torch-nccl="$tmp/torch-nccl.txt")
+  table
+  # Two ranks on the one GPU, tried last: libddl (the mapper gives the one GPU to one rank) and
+  # torch's nccl with both ranks on GPU 0 (NCCL refuses a GPU shared by two ranks).
+  step nccl-2 90 --tried "$ddlrun" -H localhost:2 --tag-output rank -x DDL_TIMEOUT=30 "$bench" -G \
+    -b 8 -e 1M -w 1 -n 5
+  if [[ -z $why_torch ]]; then
+    step torch-nccl-2 90 --tried "$ddlrun" -H localhost:2 --tag-output rank "$python" \
+      "$root/bench/gpu_allreduce_torch.py" --backend nccl --device cuda --gpu0 -b 8 -e 1M \
+      -w 1 -n 5
+  else
+    skip torch-nccl-2 "$why_torch"
+  fi
 else
-  for s in nccl-1 nccl-2 torch-build torch-ddl torch-nccl; do skip "$s" "$nogpu"; done
+  for s in nccl-1 torch-build torch-ddl torch-nccl nccl-2 torch-nccl-2; do skip "$s" "$nogpu"; done
   # The CPU side of the same harness: host buffers, 2 ranks, small sizes.
   step host-ddl 60 "$ddlrun" -H localhost:2 --tag-output none "$bench" -b 8 -e 64K -w 1 -n 3
   cp "$tmp/host-ddl.log" "$tmp/libddl.txt" 2>/dev/null
@@ -251,11 +276,7 @@ else
   fi
   cols=(libddl-host="$tmp/libddl.txt" torch-ddl-cpu="$tmp/torch-ddl.txt"
         torch-gloo-cpu="$tmp/torch-gloo.txt")
-fi
-if command -v "$python" >/dev/null; then
-  step table 30 "$python" "$root/bench/gpu_allreduce_torch.py" --merge "${cols[@]}"
-else
-  skip table "no $python to print it"
+  table
 fi
 
 echo "== gpu_check: $((SECONDS - start)) s; ${#ok[@]} ran, ${#skipped[@]} skipped, ${#failed[@]} failed"

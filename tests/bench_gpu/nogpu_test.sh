@@ -21,7 +21,7 @@ if grep -qE '^probe: [1-9][0-9]* GPU' <<<"$out"; then
 fi
 ((rc == 0)) || fail "gpu_check.sh exited $rc"
 reason="no GPU: ddlrun --probe (hwloc and NVML) lists none on this host"
-for s in nccl-1 nccl-2 torch-build torch-ddl torch-nccl; do
+for s in nccl-1 torch-build torch-ddl torch-nccl nccl-2 torch-nccl-2; do
   grep -qxF "== $s: skipped: $reason" <<<"$out" || fail "step $s was not skipped for want of a GPU"
 done
 grep -qxF "== bundle: skipped: not a bundle (programs from the build tree $(cd "$build" && pwd))" \
