@@ -54,14 +54,16 @@ fi
 
 # The programs, from the bundle or the build tree.
 if [[ -n $bundle ]]; then
-  bundle=$(cd "$bundle" 2>/dev/null && pwd) || { echo "gpu_check: no folder '$bundle' (--bundle)" >&2; exit 2; }
+  [[ -d $bundle ]] || { echo "gpu_check: no folder '$bundle' (--bundle)" >&2; exit 2; }
+  bundle=$(cd "$bundle" && pwd)
   ddlrun=$bundle/bin/ddlrun bench=$bundle/bin/ddl-bench pydir=$bundle/python
   python=python3
   want_python=$(sed -n 's/^python //p' "$bundle/MANIFEST" 2>/dev/null)
   # PMIx (ddlrun's server) and hwloc open plugins from Debian's paths: the bundle has copies.
   export PMIX_MCA_mca_base_component_path=$bundle/lib/pmix HWLOC_PLUGINS_PATH=$bundle/lib/hwloc
 else
-  build=$(cd "$build" 2>/dev/null && pwd) || { echo "gpu_check: no folder '$build' (--build)" >&2; exit 2; }
+  [[ -d $build ]] || { echo "gpu_check: no folder '$build' (--build)" >&2; exit 2; }
+  build=$(cd "$build" && pwd)
   ddlrun=$build/ddlrun/ddlrun bench=$build/comm/bench/ddl-bench pydir=$build/python
   python=$(sed -n 's/^Python3_EXECUTABLE:[A-Z]*=//p' "$build/CMakeCache.txt" 2>/dev/null)
   python=${python:-python3} want_python=""
@@ -160,7 +162,7 @@ show_env() {
   "$python" --version
   "$python" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda,
     "available:", torch.cuda.is_available(), "devices:", torch.cuda.device_count())' 2>&1 |
-    tail -n 1
+    tail -n 1 | sed 's/^ModuleNotFoundError: /torch: /'
   return 0
 }
 
