@@ -229,6 +229,13 @@ step plan 60 "$ddlrun" --dry-run -H localhost:1 "$bench" -G
 nogpu=""
 ((gpus > 0)) || nogpu="no GPU: ddlrun --probe (hwloc and NVML) lists none on this host"
 why_torch=$(torch_ready)
+# libddl sends GPU buffers to NCCL only when it loads libcudart and libnccl (else it would take
+# them for host memory): say so rather than let ddl-bench crash.
+for lib in libcudart.so.13 libnccl.so.2; do
+  [[ -z $nogpu ]] || break
+  "$python" -c "import ctypes,sys; ctypes.CDLL(sys.argv[1])" "$lib" 2>/dev/null ||
+    nogpu="$lib does not load (LD_LIBRARY_PATH: $LD_LIBRARY_PATH): libddl has no NCCL path here"
+done
 if [[ -z $nogpu ]]; then
   step nccl-1 120 "${run1[@]}" -x DDL_TIMEOUT=60 "$bench" -G -b 8 -e "$max" "${iters[@]}"
   cp "$tmp/nccl-1.log" "$tmp/libddl.txt" 2>/dev/null
