@@ -18,3 +18,12 @@ if(DDL_HAVE_NCCL)
                    $<TARGET_FILE:ddl_bench> ${CMAKE_CURRENT_BINARY_DIR}/fake_gpu)
   set_tests_properties(bench.ddl_bench_gpu_fake PROPERTIES TIMEOUT 120 LABELS "bench;gpu")
 endif()
+# scripts/gpu_bundle (the bundle a GPU session carries to the device) staged from this build and
+# checked: self-contained (ldd, env -i, a chroot as root), gpu_check.sh runs from it, and its
+# package ddl imports on Python 3.12. Skipped (77) where there is no Python 3.12.
+if(DDL_HAVE_NCCL)
+  add_test(NAME bench.gpu_bundle
+           COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/bench_gpu/bundle_test.sh ${CMAKE_BINARY_DIR})
+  set_tests_properties(bench.gpu_bundle PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300
+                       LABELS "bench;gpu")
+endif()
