@@ -8,9 +8,9 @@
  * 2(n-1)/n for allreduce, (n-1)/n for allgather and reducescatter, 1 for bcast) and #wrong
  * (elements that differ from the exact result, checked after the timed loop). -a picks
  * allreduce, allgather, reducescatter or bcast; -h lists every option. -G puts the buffers in
- * GPU memory (the GPU the mapper gave the rank, cudaMalloc through the CUDA runtime opened with
- * dlopen: cuda_memory.h), so that libddl runs them through NCCL (its comm/device path); filling
- * and checking go through host copies outside the timed loop.
+ * GPU memory (the GPU libddl's NCCL uses for the rank, cudaMalloc through the CUDA runtime opened
+ * with dlopen: cuda_memory.h), so that libddl runs them through NCCL (its comm/device path);
+ * filling and checking go through host copies outside the timed loop.
  *
  * How it works: ddl_init() (timed; the "init" line shows the slowest rank's), then bench_run()
  * (bench_common.h) with a backend whose run is one ddl_ call. Allreduce runs out of place (send
@@ -18,6 +18,8 @@
  */
 #include <ddl/ddl.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "bench_common.h"
 #include "cuda_memory.h"
@@ -54,6 +56,26 @@ static int ddl_run(void* ctx, bench_coll coll, const void* send, void* recv, siz
 static int ddl_run_barrier(void* ctx, char* err, size_t err_len) {
   (void)ctx;
   return ddl_error(ddl_barrier(), "ddl_barrier", err, err_len);
+}
+
+/* The CUDA device libddl runs this rank's NCCL on (comm/core/communicator.cc): the mapper's GPU
+ * as $CUDA_VISIBLE_DEVICES renumbers it (its position in the list; 0 when the list names one
+ * GPU), else the local rank. */
+static int rank_device(void) {
+  int gpu = ddl_local_gpu();
+  if (gpu < 0) return ddl_local_rank();
+  const char* visible = getenv("CUDA_VISIBLE_DEVICES");
+  if (visible == NULL || *visible == '\0') return gpu;
+  char want[16];
+  snprintf(want, sizeof(want), "%d", gpu);
+  int entries = 0, found = -1;
+  for (const char* p = visible; p != NULL; ++entries) {
+    const char* comma = strchr(p, ',');
+    size_t len = comma != NULL ? (size_t)(comma - p) : strlen(p);
+    if (found < 0 && len == strlen(want) && strncmp(p, want, len) == 0) found = entries;
+    p = comma != NULL ? comma + 1 : NULL;
+  }
+  return found >= 0 ? found : entries == 1 ? 0 : gpu;
 }
 
 /* -G: the buffers in GPU memory. */
@@ -95,8 +117,7 @@ int main(int argc, char** argv) {
   b.colls = (1u << BENCH_COLL_COUNT) - 1;
   if (gpu_buffers) {
     char err[512];
-    int gpu = ddl_local_gpu() >= 0 ? ddl_local_gpu() : ddl_local_rank();
-    b.memory = bench_cuda_memory(gpu, err, sizeof(err));
+    b.memory = bench_cuda_memory(rank_device(), err, sizeof(err));
     if (b.memory == NULL) {
       fprintf(stderr, "ddl-bench: error: rank %d: %s\n", b.rank, err);
       ddl_finalize();
