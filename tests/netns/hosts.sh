@@ -205,13 +205,14 @@ _netns_spawn_sshd() {
 
 # Waits until every host K given has the file node<K>/FILE (holder.ready, or sshd.pid: written
 # once sshd listens) while the process PIDS[K] (an associative array's name) runs, for up to
-# 5 s + 0.1 s a host. Prints the hosts that did not get there, one a line; returns 1 if any.
+# 10 s + 0.2 s a host (hosts started together share a loaded machine). Prints the hosts that
+# did not get there, one a line; returns 1 if any.
 _netns_await() {
   local file=$1 k i
   local -n pids=$2
   shift 2
-  local pending=("$@") left=()
-  for ((i = 0; i < 100 + 2 * ${#pending[@]} && ${#pending[@]}; i++)); do
+  local pending=("$@") left=() rounds=$((200 + 4 * $#))
+  for ((i = 0; i < rounds && ${#pending[@]}; i++)); do
     left=()
     for k in "${pending[@]}"; do
       [[ -s $NETNS_DIR/node$k/$file || ($file == holder.ready && -e $NETNS_DIR/node$k/$file) ]] &&
