@@ -531,7 +531,9 @@ _netns_check_checkouts() {
 
 # Prints the host ends of our veth pairs that still exist, one a line.
 _netns_veths_left() {
-  ip -o link show | awk -F': ' -v re="^dt$$h[0-9]+$" '{ sub(/@.*/, "", $2) } $2 ~ re { print $2 }'
+  # (ip may complain about a peer whose namespace the kernel is freeing just then)
+  ip -o link show 2>/dev/null |
+    awk -F': ' -v re="^dt$$h[0-9]+$" '{ sub(/@.*/, "", $2) } $2 ~ re { print $2 }'
 }
 
 # Once the namespaces are deleted and nothing holds them, the kernel frees them all together,
