@@ -29,6 +29,8 @@ for n in $counts; do
 done
 # shellcheck source=SCRIPTDIR/../tests/netns/hosts.sh
 source "$here/../tests/netns/hosts.sh"
+# shellcheck source=SCRIPTDIR/../tests/lib/procs.sh
+source "$here/../tests/lib/procs.sh"
 failed=0
 
 # leftovers BRIDGE DIR PIDS...: what netns_down left, one description a line.
@@ -40,7 +42,7 @@ leftovers() {
   n=$(ip -o link show | grep -c ": dt$$[a-z]")
   ((n)) && echo "$n links (veths, bridges)"
   ip link show "$bridge" >/dev/null 2>&1 && echo "the bridge $bridge"
-  for pid in "$@"; do [[ -e /proc/$pid ]] && echo "process $pid"; done
+  for pid in "$@"; do [[ -n $pid ]] && alive "$pid" && echo "process $pid"; done
   [[ -e $dir ]] && echo "$dir"
 }
 

@@ -6,8 +6,9 @@
 #     written to node1's /tmp is not in nodeN's;
 #   - `ddlrun -H node1,...,nodeN true` over ssh (one rank a host) exits 0, and every host's
 #     sshd logged a login for it;
-#   - netns_down leaves nothing: no namespace, no process of the run (sshd, sessions, holders),
-#     no veth or bridge, no address of the block, no directory.
+#   - netns_down leaves nothing: no namespace, no process of the run (sshd, sessions, holders;
+#     a zombie that init has yet to reap has left its namespaces and counts as gone), no veth
+#     or bridge, no address of the block, no directory.
 # Prints the seconds netns_up, the job and netns_down took.
 #
 # Usage: many_hosts_test.sh DDLRUN [N]   (exit 77, skipped, when not root or without ip netns)
@@ -16,6 +17,8 @@ ddlrun=$(realpath "$1")
 n=${2:-40}
 # shellcheck source=SCRIPTDIR/hosts.sh
 source "$(dirname "$0")/hosts.sh"
+# shellcheck source=SCRIPTDIR/../lib/procs.sh
+source "$(dirname "$0")/../lib/procs.sh"
 fails=0
 fail() {
   echo "FAIL: $1"
@@ -91,11 +94,11 @@ down_s=$(echo "$EPOCHREALTIME - $start" | bc)
 
 left=$(ip netns list | grep -c "^$NETNS_PREFIX-")
 ((left == 0)) || fail "$left namespaces $NETNS_PREFIX-* left after netns_down"
-alive=()
+running=()
 for pid in "${pids[@]}"; do
-  [[ -n $pid && -e /proc/$pid ]] && alive+=("$pid")
+  [[ -n $pid ]] && alive "$pid" && running+=("$pid")  # a zombie has left its namespaces
 done
-((${#alive[@]} == 0)) || fail "processes left after netns_down: $(ps -o pid=,args= -p "${alive[*]}")"
+((${#running[@]} == 0)) || fail "processes left after netns_down: $(ps -o pid=,args= -p "${running[*]}")"
 links=$(ip -o link show | grep -c ": dt$$[a-z]")
 ((links == 0)) || fail "$links links dt$$* (veths, bridges) left after netns_down"
 ip link show "$bridge" >/dev/null 2>&1 && fail "the bridge $bridge is left"
