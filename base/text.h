@@ -38,4 +38,8 @@ std::string seconds_text(std::chrono::milliseconds duration);
 /// never on where they first differ.
 bool same_secret(std::string_view a, std::string_view b);
 
+/// What a message may quote of text that came from a stranger: at most `max` bytes of it,
+/// every byte outside printable ASCII as \xNN, and " ... (N bytes)" when it was longer.
+std::string excerpt(std::string_view text, size_t max = 64);
+
 }  // namespace ddl::base

@@ -72,5 +72,11 @@ TEST(SecondsText, WholeAndFractionalSeconds) {
   EXPECT_EQ(seconds_text(std::chrono::milliseconds(300'000)), "300 s");
 }
 
+TEST(Text, AnExcerptIsShortAndPrintable) {
+  EXPECT_EQ(excerpt("node1"), "node1");
+  EXPECT_EQ(excerpt(std::string("a\nb\x00\xff\\", 6)), "a\\x0ab\\x00\\xff\\x5c");
+  EXPECT_EQ(excerpt(std::string(20'000'000, 'x'), 4), "xxxx ... (20000000 bytes)");
+}
+
 }  // namespace
 }  // namespace ddl::base
