@@ -23,7 +23,6 @@ struct Cluster {
     s.timeout = timeout;
     s.heartbeat_timeout = 3000ms;
     s.job_id = "job7";
-    s.job_token = "ranks-token";
     server = std::make_unique<NodeServer>(s, [this](const std::string& line) {
       std::lock_guard lock(mutex);
       reports.push_back(line);
@@ -93,7 +92,8 @@ TEST(Rendezvous, EveryNodeGetsTheSameListInNodeOrderAndNode0sPorts) {
     const Welcome& w = n->welcome();
     ASSERT_EQ(w.nodes.size(), 3u);
     EXPECT_EQ(w.job_id, "job7");
-    EXPECT_EQ(w.job_token, "ranks-token");
+    EXPECT_EQ(w.job_token, nodes[0]->welcome().job_token);  // derived on each node, the same
+    EXPECT_EQ(w.job_token.size(), 64u);
     for (int k = 0; k < 3; ++k) {
       EXPECT_EQ(w.nodes[k].host, "host" + std::to_string(k));
       EXPECT_EQ(w.nodes[k].inventory, "inventory " + std::to_string(k));
