@@ -321,7 +321,7 @@ void NodeServer::State::hello(Conn& c, const std::vector<std::string>& f) {
 // trying cannot fill node 0's output.
 void NodeServer::State::refuse(const std::string& line) {
   if (++refusals <= kMaxRefusalReports) report(line);
-  if (refusals == kMaxRefusalReports) {
+  if (refusals == kMaxRefusalReports + 1) {
     report(
         "rendezvous: more refused connections are not shown (is something other than this "
         "job's ddlrun connecting to port " +

@@ -250,6 +250,25 @@ TEST(RendezvousWire, RefusalsToStrangersThatNeverReadDoNotHoldUpTheNodes) {
                             "the same secret (DDL_JOB_TOKEN or --rdzv-token-file)");
 }
 
+TEST(RendezvousWire, Node0ReportsTheFirstTenRefusalsThenSaysItStopped) {
+  Node0 n0(2);
+  for (int i = 0; i < 12; ++i) {
+    const int fd = dial(n0.server->port());
+    send_bytes(fd, hello(challenged(fd), "guess"));
+    EXPECT_TRUE(closed_within(fd, 2000ms));
+    ::close(fd);
+  }
+  const std::vector<std::string> reports = n0.reported();
+  ASSERT_EQ(reports.size(), 11u);
+  EXPECT_EQ(reports[9],
+            "rendezvous: refused node 1 (host1, from 127.0.0.1): wrong token; give every node the "
+            "same secret (DDL_JOB_TOKEN or --rdzv-token-file)");
+  EXPECT_EQ(reports[10],
+            "rendezvous: more refused connections are not shown (is something other than this "
+            "job's ddlrun connecting to port " +
+                std::to_string(n0.server->port()) + "?)");
+}
+
 TEST(RendezvousWire, AProofForAnotherChallengeIsAWrongToken) {
   Node0 n0(2);
   const int fd = dial(n0.server->port());
