@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A stranger flooding per-node mode's rendezvous (issue 27): for SECONDS, as many connections
 as the kinds below allow at once, each reopened when node 0 closes it:
-  prefix   64 MiB length prefixes, then the bytes as fast as node 0 takes them;
+  prefix   length prefixes just under 64 MiB, then the bytes as fast as node 0 takes them;
   fields   hellos of 64 fields of 1 MiB each;
   trickle  a byte a second;
   refused  a hello with a wrong proof and a 200 KB node rank, never reading the refusal;
@@ -42,7 +42,7 @@ def attack(name, send):
 
 
 def prefix(s):
-    s.sendall(bytes([1]) + struct.pack(">II", 9, 64 << 20))
+    s.sendall(bytes([1]) + struct.pack(">II", 9, (64 << 20) - 64))  # under the old 64 MiB limit
     chunk = b"x" * 65536
     while time.monotonic() < until:
         s.sendall(chunk)
