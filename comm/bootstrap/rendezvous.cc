@@ -384,6 +384,24 @@ struct RendezvousServer::State {
     return true;
   }
 
+  /// A new connection, challenged at once: the magic and a fresh nonce, which fit the new
+  /// socket's buffer (sent at once, or the connection is dropped).
+  void accept_one() {
+    const int fd = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) return;
+    Client c;
+    c.fd = fd;
+    c.admitted_by = Clock::now() + std::chrono::seconds(5);
+    c.nonce = base::random_bytes(kNonceSize);
+    const std::string challenge = std::string(kMagic) + c.nonce;
+    if (send(fd, challenge.data(), challenge.size(), MSG_NOSIGNAL) ==
+        static_cast<ssize_t>(challenge.size())) {
+      clients.push_back(std::move(c));
+    } else {
+      close(fd);
+    }
+  }
+
   void run() {
     while (!stop) {
       std::vector<pollfd> fds = {{wake[0], POLLIN, 0}, {listen_fd, POLLIN, 0}};
@@ -391,23 +409,7 @@ struct RendezvousServer::State {
         fds.push_back({c.fd, POLLIN, 0});
       poll(fds.data(), fds.size(), 200);
       if (stop) break;
-      if (fds[1].revents & POLLIN) {
-        const int fd = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-        if (fd >= 0) {
-          Client c;
-          c.fd = fd;
-          c.admitted_by = Clock::now() + std::chrono::seconds(5);
-          c.nonce = base::random_bytes(kNonceSize);
-          const std::string challenge = std::string(kMagic) + c.nonce;
-          // Fits the new socket's buffer: sent at once, or the connection is dropped.
-          if (send(fd, challenge.data(), challenge.size(), MSG_NOSIGNAL) ==
-              static_cast<ssize_t>(challenge.size())) {
-            clients.push_back(std::move(c));
-          } else {
-            close(fd);
-          }
-        }
-      }
+      if (fds[1].revents & POLLIN) accept_one();
       std::vector<size_t> drop;
       for (size_t i = 0; i + 2 < fds.size(); ++i) {
         Client& c = clients[i];
