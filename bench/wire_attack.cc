@@ -172,9 +172,10 @@ void fields() {
   ::close(fd);
   std::this_thread::sleep_for(200ms);
   const double cpu = cpu_seconds() - before;
-  std::printf("fields    64 x 1 MiB fields: node 0 took %zu MiB in %.2f s, %.2f s of CPU (%.3f s "
-              "a MiB)\n",
-              sent >> 20, seconds_since(start), cpu, sent ? cpu / (double(sent) / (1 << 20)) : 0.0);
+  std::printf(
+      "fields    64 x 1 MiB fields: node 0 took %zu MiB in %.2f s, %.2f s of CPU (%.3f s "
+      "a MiB)\n",
+      sent >> 20, seconds_since(start), cpu, sent ? cpu / (double(sent) / (1 << 20)) : 0.0);
 }
 
 void refusals() {
@@ -186,8 +187,8 @@ void refusals() {
     const int small = 4096;
     ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
     // The 20 MB field is the node rank, which the refusal quotes.
-    std::vector<std::string> f = {wire::kMagic, "guess", std::string(20'000'000, '1'), "2", "",
-                                  "host9", "", "0"};
+    std::vector<std::string> f = {
+        wire::kMagic, "guess", std::string(20'000'000, '1'), "2", "", "host9", "", "0"};
     if (!old) f.insert(f.begin() + 1, std::string(16, 'n'));
     std::thread([fd, bytes = wire::encode(wire::kHello, f)] {
       (void)::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
@@ -201,9 +202,10 @@ void refusals() {
   one.get();
   const double took = seconds_since(start);
   std::lock_guard lock(n0.mutex);
-  std::printf("refusals  6 strangers that never read: a node joins in %.2f s; node 0 printed "
-              "%d lines, the longest %zu bytes\n",
-              took, n0.lines, n0.longest);
+  std::printf(
+      "refusals  6 strangers that never read: a node joins in %.2f s; node 0 printed "
+      "%d lines, the longest %zu bytes\n",
+      took, n0.lines, n0.longest);
   for (int fd : strangers)
     ::close(fd);
 }
@@ -254,9 +256,10 @@ void secrets() {
   std::this_thread::sleep_for(200ms);
   const std::string seen = link.bytes();
   const std::string token = zero->welcome().job_token;
-  std::printf("secrets   2 nodes, %zu bytes on the link: the secret %zu times, the ranks' token "
-              "%zu times\n",
-              seen.size(), count(seen, kSecret), token.empty() ? 0 : count(seen, token));
+  std::printf(
+      "secrets   2 nodes, %zu bytes on the link: the secret %zu times, the ranks' token "
+      "%zu times\n",
+      seen.size(), count(seen, kSecret), token.empty() ? 0 : count(seen, token));
 }
 
 /// Runs `f` in a child limited to 768 MiB of address space; says how the child ended.
@@ -285,9 +288,11 @@ void isolated(const char* name, const std::function<void()>& f) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::vector<std::pair<const char*, void (*)()>> cases = {
-      {"flood", flood},       {"fields", fields}, {"refusals", refusals},
-      {"agent", agent},       {"secrets", secrets}};
+  const std::vector<std::pair<const char*, void (*)()>> cases = {{"flood", flood},
+                                                                 {"fields", fields},
+                                                                 {"refusals", refusals},
+                                                                 {"agent", agent},
+                                                                 {"secrets", secrets}};
   for (const auto& [name, f] : cases) {
     bool wanted = argc < 2;
     for (int i = 1; i < argc; ++i)
