@@ -219,9 +219,10 @@ void agent() {
   int port = 0;
   std::sscanf(greeting, "ddl-link-agent 1 %d", &port);
   (void)!::write(fds[0], "token t0k3n\n", 12);
-  std::atomic<bool> done{false};
+  std::atomic<bool> done{false}, connected{false};
   std::thread stranger([&] {
     const int fd = dial(port);
+    connected = true;
     for (int i = 0; i < 5 && !done; ++i) {  // a byte every 4 s, 20 s at most
       (void)::send(fd, "x", 1, MSG_NOSIGNAL);
       for (int k = 0; k < 40 && !done; ++k)
@@ -229,7 +230,9 @@ void agent() {
     }
     ::close(fd);
   });
-  std::this_thread::sleep_for(1s);
+  while (!connected)
+    std::this_thread::sleep_for(10ms);
+  std::this_thread::sleep_for(1s);  // the agent accepts it and waits for its token line
   const auto start = Clock::now();
   ::shutdown(fds[0], SHUT_RDWR);  // what ~LocalAgent does, then it joins
   agent.join();
