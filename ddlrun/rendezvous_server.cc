@@ -301,9 +301,9 @@ void NodeServer::State::hello(Conn& c, const std::vector<std::string>& f) {
   if (!problem.empty()) {
     const std::string node = f.size() > 3 ? base::excerpt(f[3], 16) : "?";
     const std::string host = f.size() > 6 ? base::excerpt(f[6]) : "";
-    wire::send_now(c.fd, wire::kError, {"refused node " + node + ": " + problem});
     refuse("rendezvous: refused node " + node + " (" + (host.empty() ? "" : host + ", ") + "from " +
-           c.address + "): " + problem);
+           c.address + "): " + problem);  // before the node can read why
+    wire::send_now(c.fd, wire::kError, {"refused node " + node + ": " + problem});
     c.closed = true;
     return;
   }
