@@ -219,6 +219,8 @@ void agent() {
   int port = 0;
   std::sscanf(greeting, "ddl-link-agent 1 %d", &port);
   (void)!::write(fds[0], "token t0k3n\n", 12);
+  char ready[16] = {};  // the agent took the token: it now serves what connects
+  (void)!::read(fds[0], ready, sizeof ready - 1);
   std::atomic<bool> done{false}, connected{false};
   std::thread stranger([&] {
     const int fd = dial(port);
