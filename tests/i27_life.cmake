@@ -1,0 +1,12 @@
+# Issue 27 (hardening), the life helper's part: signals and --timeout during restarts, Horovod
+# names, plans in valid UTF-8, the topology reader's limits, shared host names, messages.
+
+# horovod.torch's asynchronous calls matched by name: ranks calling a, b and b, a get their own
+# sums; differently named calls raise NameMismatch on every rank (2 ranks).
+if(TARGET ddl_python)
+  add_test(NAME python.hvd_names_2
+           COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/python/run_job.sh --torch --plain
+                   $<TARGET_FILE:ddlrun> - ${Python3_EXECUTABLE} 2
+                   ${CMAKE_CURRENT_SOURCE_DIR}/python/check_hvd_names.py)
+  set_tests_properties(python.hvd_names_2 PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120)
+endif()
