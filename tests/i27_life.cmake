@@ -10,3 +10,9 @@ if(TARGET ddl_python)
                    ${CMAKE_CURRENT_SOURCE_DIR}/python/check_hvd_names.py)
   set_tests_properties(python.hvd_names_2 PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120)
 endif()
+
+# Plans in JSON and YAML read by Python's strict readers when an argument is not UTF-8.
+add_test(NAME ddlrun.plan_utf8
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/ddlrun/plan_utf8_test.sh $<TARGET_FILE:ddlrun>
+                 /usr/bin/python3)
+set_tests_properties(ddlrun.plan_utf8 PROPERTIES TIMEOUT 30)
