@@ -241,6 +241,7 @@ class LiveRounds : public NodeRounds {
     launcher::JobEnd end;
     ended.status = launch(plan, whole, log_, &end, &part);
     ended.failed = end.failed;
+    ended.signal = end.signal;
     ended.reason = end.reason;
     ended.end = client_->round_end();
     return ended;

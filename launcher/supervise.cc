@@ -254,7 +254,8 @@ class Supervisor {
     }
     finish_output();
     end_.status = exit_status_.value_or(0);
-    end_.failed = failed_ && end_.status != 0;
+    end_.signal = signal_;
+    end_.failed = failed_ && end_.status != 0 && signal_ == 0;
     return end_.status;
   }
 
@@ -342,6 +343,7 @@ class Supervisor {
       return;
     }
     if (s == SIGINT) ++interrupts_;
+    if (signal_ == 0) signal_ = s;
     if (stopping_) {
       kill_now(s);
       return;
@@ -609,6 +611,7 @@ class Supervisor {
   std::map<int, std::string> blame_partial_;  // each rank's unfinished line
 
   bool failed_ = false;  // the stop began with a failure of the job's own
+  int signal_ = 0;       // the first stop signal ddlrun got
   JobEnd end_;
 };
 

@@ -49,6 +49,9 @@ struct JobEnd {
   /// Hosts lost (their agent gone, no heartbeat) or whose processes did not report their end
   /// after SIGKILL: the job cannot count on them again.
   std::set<std::string> lost_hosts;
+  /// The stop signal (SIGINT, SIGTERM, SIGHUP) that ddlrun got, whenever it came (even while a
+  /// failure was being stopped: `failed` is then false, as the job was stopped); 0: none.
+  int signal = 0;
 };
 
 /// Runs the job: starts `backend`, prints output through `sink`, and ends the whole job when one

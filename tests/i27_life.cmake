@@ -16,3 +16,16 @@ add_test(NAME ddlrun.plan_utf8
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/ddlrun/plan_utf8_test.sh $<TARGET_FILE:ddlrun>
                  /usr/bin/python3)
 set_tests_properties(ddlrun.plan_utf8 PROPERTIES TIMEOUT 30)
+
+# Signals to ddlrun --max-restarts: SIGTERM while a failed attempt is stopped ends the job (143);
+# the growing pause between restarts, and SIGTERM during it (note, summary, 143).
+add_test(NAME ddlrun.restart_signal_local
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/ddlrun/restart_signal_local_test.sh
+                 $<TARGET_FILE:ddlrun>)
+set_tests_properties(ddlrun.restart_signal_local PROPERTIES TIMEOUT 60)
+
+# Between attempts on namespace hosts: --timeout and SIGINT while the restart's probe hangs on a
+# frozen sshd; a host lost as a restart starts is one more lost host.
+add_test(NAME ddlrun.restart_signal_netns
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/netns/restart_signal_test.sh $<TARGET_FILE:ddlrun>)
+set_tests_properties(ddlrun.restart_signal_netns PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120)
