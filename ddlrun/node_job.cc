@@ -230,7 +230,7 @@ class LiveRounds : public NodeRounds {
     plan.hosts_from = "the rendezvous at " + node_.endpoint() + ", in node-rank order";
     for (const std::string& warning : plan.warnings)
       log_.warn("{}", hostfiles::printable(warning));
-    if (o_.max_restarts > 0 && !o_.dry_run) mark_attempt(plan, round, o_.max_restarts);
+    if (!o_.dry_run) mark_attempt(plan, round, o_.max_restarts);  // as a single ddlrun does
     if (!o_.topology_file.empty()) comm::write_topology_file(plan.topology, o_.topology_file);
     NodePart part{client_.get(), hosts_of_nodes(plan, w), digest_of(plan), node_.host};
     NodeRound ended;

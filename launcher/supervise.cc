@@ -59,6 +59,11 @@ constexpr Clock::time_point kNever = Clock::time_point::max();
 /// which name the rank that stopped (and SIGTERM with it).
 constexpr auto kBlameWait = std::chrono::milliseconds(1000);
 
+/// "3 processes", "1 process".
+std::string processes(size_t n) {
+  return std::to_string(n) + (n == 1 ? " process" : " processes");
+}
+
 /// "the other 3 processes", "the other process".
 std::string others(size_t n) {
   return n == 1 ? "the other process" : "the other " + std::to_string(n) + " processes";
@@ -332,7 +337,7 @@ class Supervisor {
     }
     if (!stopping_ && now >= timeout_at_) {
       sink_.note("ddlrun: the job timed out after " + seconds(*options_.timeout) +
-                 " (--timeout); stopping " + std::to_string(running_.size()) + " processes");
+                 " (--timeout); stopping " + processes(running_.size()));
       begin_stop(124);
     }
   }
@@ -350,7 +355,7 @@ class Supervisor {
     }
     drop_output_ = true;
     sink_.note("ddlrun: got " + signal_name(s) + "; passing it to " +
-               std::to_string(running_.size()) + " processes" +
+               processes(running_.size()) +
                (s == SIGINT ? " (interrupt again to kill them at once)" : ""));
     if (!exit_status_) exit_status_ = 128 + s;
     backend_.signal(s);
@@ -393,7 +398,7 @@ class Supervisor {
       sink_.note("ddlrun: " + f->message +
                  (running_.empty()
                       ? std::string()
-                      : "; stopping " + std::to_string(running_.size()) + " processes"));
+                      : "; stopping " + processes(running_.size())));
       begin_stop(f->status);
     }
   }

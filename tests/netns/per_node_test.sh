@@ -6,6 +6,7 @@
 #              topology file equals the one a single ddlrun -H node1,node2,node3 makes (probing
 #              over ssh);
 #   libddl     ddl_check (every collective checked by each rank) on 3 x 2 ranks: every node 0;
+#   vars       without --max-restarts every rank sees DDL_RESTART_COUNT=0 and TORCHELASTIC_*;
 #   DDP        tests/python/check_ddp_backend.py on init_process_group("ddl"), 3 x 2 ranks;
 #   rank lost  a rank of node3 SIGKILLed: the other nodes end within 5 s with 137, naming
 #              node rank 2 (node3); nothing is left on any host;
@@ -116,6 +117,13 @@ for r in 0 1 2 3 4 5; do
   grep -q "rank $r of 6 ok$" "$out/check.$k" || fail "libddl: rank $r not ok on node$k" "$out/check.$k"
 done
 echo "PASS libddl: ddl_check on 6 ranks of 3 nodes, every collective right"
+
+# Without --max-restarts the ranks see DDL_RESTART_COUNT and torchrun's variables (0), as under
+# a single ddlrun (issue 27).
+all vars sh -c 'echo "count=$DDL_RESTART_COUNT te=$TORCHELASTIC_RESTART_COUNT max=$TORCHELASTIC_MAX_RESTARTS"'
+for k in 1 2 3; do
+  grep -q "count=0 te=0 max=0$" "$out/vars.$k" || fail "vars: node$k's rank lacks the variables" "$out/vars.$k"
+done
 
 echo "== DDP"
 if "$python" -c 'import torch' 2>/dev/null; then
