@@ -506,6 +506,20 @@ mapper::Prediction predict(const Options& o, const JobPlan& plan, const comm::Mo
                                std::move(modes), {kMiB, 16 * kMiB, 256 * kMiB}, pick_bytes);
 }
 
+/// Refuses a --mode whose dimensions fit this plan's ranks only when --max-restarts may start
+/// the job again on fewer hosts (--min-hosts, --nnodes MIN:MAX): said at the start, not at the
+/// first failure.
+void check_mode_for_restarts(const Options& o, const comm::Mode& mode, const JobPlan& plan) {
+  const int hosts = static_cast<int>(plan.hosts.size());
+  const std::optional<int> min = o.nnodes ? std::optional<int>(o.nnodes->min) : o.min_hosts;
+  if (o.max_restarts == 0 || mode.dims.empty() || !min || *min >= hosts) return;
+  throw UsageError("--mode " + mode.str() + " fits " + std::to_string(mode.ranks()) +
+                   " ranks only, but with --max-restarts the job may start again on fewer hosts (" +
+                   std::string(o.nnodes ? "--nnodes " : "--min-hosts ") +
+                   std::to_string(*min) + " of its " + std::to_string(hosts) +
+                   "); leave --mode out, so that ddlrun picks a mode for each attempt");
+}
+
 /// The mode (-m, its dimensions resolved for the placement; with --mode auto, or when nothing
 /// names the mode or the racks, the fastest the cost model predicts) and the rings it makes.
 void resolve_mode(const Options& o, JobPlan& plan) {
@@ -515,6 +529,7 @@ void resolve_mode(const Options& o, JobPlan& plan) {
   plan.mode_auto = auto_named || (!o.mode && !racks_named);
   comm::Mode mode = plan.mode_given ? comm::parse_mode(*o.mode) : comm::Mode{};
   comm::check_mode_fits(mode, plan.placement.ranks, plan.placement.describe());
+  check_mode_for_restarts(o, mode, plan);
   const std::optional<int> per_socket = mapper::socket_ring_size(plan.placed);
   std::tie(plan.mode, plan.mode_reason) =
       resolve_dims(o, plan.placement, mode, per_socket, plan.links);

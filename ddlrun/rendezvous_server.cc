@@ -17,6 +17,7 @@
 #include "base/text.h"
 #include "comm/comm.h"
 #include "ddlrun/node_wire.h"
+#include "ddlrun/plan_digest.h"
 #include "ddlrun/rendezvous.h"
 
 namespace ddl::cli {
@@ -315,9 +316,9 @@ void NodeServer::State::plan(Conn& c, const std::vector<std::string>& f) {
   }
   for (const Conn* n : nodes) {
     if (*n->digest != *nodes[0]->digest) {
-      fail_all("the plan of " + who(*n) +
-               " differs from node 0's; give every node the same "
-               "options and the same ddlrun");
+      fail_all("the plan of " + who(*n) + " differs from node 0's (in " +
+               digest_difference(*n->digest, *nodes[0]->digest) +
+               "); give every node the same options and the same ddlrun");
       return;
     }
   }

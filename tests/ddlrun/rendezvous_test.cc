@@ -8,6 +8,8 @@
 #include <future>
 #include <mutex>
 
+#include "ddlrun/plan_digest.h"
+
 namespace ddl::cli {
 namespace {
 
@@ -227,14 +229,25 @@ TEST(Rendezvous, DifferentPlansAreRefusedNamingTheNode) {
   std::vector<std::future<std::string>> agreeing;
   for (size_t k = 0; k < 2; ++k) {
     agreeing.push_back(std::async(std::launch::async, [&, k] {
-      return error_of([&] { nodes[k]->agree(k == 0 ? "a" : "b", {}); });
+      return error_of([&] {
+        nodes[k]->agree(k == 0 ? "mode=1 ranks=2 program=3" : "mode=1 ranks=4 program=5", {});
+      });
     }));
   }
   for (auto& f : agreeing) {
     EXPECT_EQ(f.get(), "the rendezvous at " + c.endpoint +
-                           ": the plan of node 1 (host1, from 127.0.0.1) differs from node 0's; "
-                           "give every node the same options and the same ddlrun");
+                           ": the plan of node 1 (host1, from 127.0.0.1) differs from node 0's "
+                           "(in ranks and program); give every node the same options and the "
+                           "same ddlrun");
   }
+}
+
+TEST(Rendezvous, DigestsSayWhichPartsDiffer) {
+  EXPECT_EQ(digest_difference("a=1 b=2 c=3", "a=1 b=2 c=3"), "");
+  EXPECT_EQ(digest_difference("a=1 b=2 c=3", "a=9 b=2 c=8"), "a and c");
+  EXPECT_EQ(digest_difference("a=1 b=2", "a=2 b=3 d=4"), "a, b and d");
+  EXPECT_EQ(digest_difference("a=1", "\x1b[2J=1"), "everything");
+  EXPECT_EQ(digest_difference("a=1", "x"), "everything");
 }
 
 /// Three nodes past the plan, each recording the stop it gets.
