@@ -232,9 +232,11 @@ std::string NodeServer::State::hello_problem(const std::vector<std::string>& f) 
            "'; give every node the same --rdzv-id";
   }
   if (f[7] != std::to_string(s.round)) {
+    const bool later = wire::to_int(f[7]).value_or(-1) > s.round;
     return "it is at round " + f[7] + " of the job, this rendezvous at round " +
-           std::to_string(s.round) + " (restart " + std::to_string(s.round) +
-           "); a node of an earlier round cannot join a later one";
+           std::to_string(s.round) + " (restart " + std::to_string(s.round) + "); a node of " +
+           (later ? "a later round cannot join an earlier one" :
+                    "an earlier round cannot join a later one");
   }
   if (!member(*rank)) {
     return "node " + f[2] + " was lost before restart " + std::to_string(s.round) +

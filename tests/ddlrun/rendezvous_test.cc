@@ -348,6 +348,10 @@ TEST(Rendezvous, ARestartsRoundTakesItsSurvivorsRenumberedAndRefusesOthers) {
             "the rendezvous at " + endpoint +
                 ": refused node 0: it is at round 0 of the job, this rendezvous at round 1 "
                 "(restart 1); a node of an earlier round cannot join a later one");
+  EXPECT_EQ(error_of([&] { join(0, 2); }),  // issue 27: "earlier" was said of later rounds too
+            "the rendezvous at " + endpoint +
+                ": refused node 0: it is at round 2 of the job, this rendezvous at round 1 "
+                "(restart 1); a node of a later round cannot join an earlier one");
   EXPECT_EQ(error_of([&] { join(1, 1); }),
             "the rendezvous at " + endpoint +
                 ": refused node 1: node 1 was lost before restart 1 and cannot rejoin the job");
