@@ -80,6 +80,25 @@ struct Conn {
   bool closed = false;
 };
 
+/// The machine identity (mapper/machine.h) an inventory's text holds; "" when none.
+std::string identity_of(const std::string& inventory) {
+  size_t at = 0;
+  while (at < inventory.size()) {
+    size_t end = inventory.find('\n', at);
+    if (end == std::string::npos) end = inventory.size();
+    std::string_view line(inventory.data() + at, end - at);
+    if (line.rfind("identity:", 0) == 0) {
+      line = base::trim(line.substr(9));
+      if (line.size() >= 2 && line.front() == '"' && line.back() == '"') {
+        line = line.substr(1, line.size() - 2);
+      }
+      return std::string(line);
+    }
+    at = end + 1;
+  }
+  return "";
+}
+
 }  // namespace
 
 struct NodeServer::State {
@@ -107,6 +126,8 @@ struct NodeServer::State {
   void on_message(Conn& c, const wire::Message& m);
   void hello(Conn& c, const std::vector<std::string>& f);
   std::string hello_problem(const std::vector<std::string>& f) const;
+  std::string host_problem(const Conn& c, const std::vector<std::string>& f,
+                           std::string& host) const;
   void welcome();
   void gathered();
   bool member(int rank) const;
@@ -246,17 +267,42 @@ std::string NodeServer::State::hello_problem(const std::vector<std::string>& f) 
     return "node " + f[2] + " came already (" + other->host + ", from " + other->address +
            "); give each node its own --node-rank";
   }
-  for (const Conn* other : nodes) {
-    if (other != nullptr && other->host == f[5]) {
-      return "its host name " + f[5] + " is node " + std::to_string(other->node) +
-             "'s too; every node needs a host name of its own";
-    }
+  return "";
+}
+
+// A node whose host name another node has too (cloned VMs, some containers) is taken under
+// the address node 0 saw it come from, when the machine identities their probes found differ
+// (mapper/machine.h); refused when they are the same or unknown (--no-probe).
+std::string NodeServer::State::host_problem(const Conn& c, const std::vector<std::string>& f,
+                                            std::string& host) const {
+  const auto named = [&](const std::string& name) -> const Conn* {
+    for (const Conn* other : nodes)
+      if (other != nullptr && other->host == name) return other;
+    return nullptr;
+  };
+  const Conn* other = named(host);
+  if (other == nullptr) return "";
+  const std::string same = "its host name " + host + " is node " + std::to_string(other->node) +
+                           "'s too";
+  const std::string mine = identity_of(f[6]);
+  if (mine.empty() || mine == identity_of(other->inventory)) {
+    return same +
+           (mine.empty() ? " and, without a probe (--no-probe), ddlrun cannot tell the two apart"
+                         : ", and so is its machine identity (one machine, started twice?)") +
+           "; every node needs a host name of its own";
   }
+  if (c.address.find(':') != std::string::npos || named(c.address) != nullptr) {
+    return same + ", and its address " + c.address +
+           " cannot name it instead; every node needs a host name of its own";
+  }
+  host = c.address;
   return "";
 }
 
 void NodeServer::State::hello(Conn& c, const std::vector<std::string>& f) {
-  const std::string problem = hello_problem(f);
+  std::string host = f.size() > 5 ? f[5] : "";
+  std::string problem = hello_problem(f);
+  if (problem.empty()) problem = host_problem(c, f, host);
   if (!problem.empty()) {
     const std::string node = f.size() > 2 ? f[2] : "?";
     if (f.size() > 5) c.host = f[5];
@@ -268,7 +314,7 @@ void NodeServer::State::hello(Conn& c, const std::vector<std::string>& f) {
   }
   c.node = *wire::to_int(f[2]);
   c.rank = c.node;
-  c.host = f[5];
+  c.host = host;
   c.inventory = f[6];
   nodes[static_cast<size_t>(c.node)] = &c;
   gathered();
