@@ -341,7 +341,8 @@ std::vector<mapper::HostProbe> drop_failed_probes(JobPlan& plan,
 void record_probes(JobPlan& plan, const std::vector<mapper::HostProbe>& results,
                    const std::string& prober_name) {
   std::string failures = mapper::format_probe_failures(results);
-  if (const size_t ssh = failures.find("(each must pass 'ssh -o BatchMode=yes HOST true')");
+  if (const size_t ssh =
+          failures.find("(each must pass 'ssh -o BatchMode=yes HOST true', printing nothing)");
       ssh != std::string::npos && prober_name == "jsrun") {
     failures.replace(ssh, failures.find(')', ssh) + 1 - ssh,
                      "(jsrun must run 'ddlrun --probe' on each; try 'jsrun -n 1 hostname')");
