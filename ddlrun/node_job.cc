@@ -74,6 +74,7 @@ Options whole_job_options(const Options& o, const PerNode& node, const Welcome& 
   for (const NodeEntry& n : w.nodes)
     hosts += (hosts.empty() ? "" : ",") + n.host;
   whole.hosts = {hosts};
+  whole.hosts_from = "the nodes' host names";
   whole.job_id = w.job_id;
   whole.launcher = "local";
   whole.nnodes.reset();

@@ -57,8 +57,8 @@ std::pair<hostfiles::HostList, std::string> resolve_hosts(const Options& o, cons
   if (!o.hosts.empty()) {
     hostfiles::HostList list;
     for (const std::string& value : o.hosts)
-      merge_into(list, hostfiles::parse_hosts_option(value, "-H"), "-H");
-    return {std::move(list), "-H"};
+      merge_into(list, hostfiles::parse_hosts_option(value, o.hosts_from), o.hosts_from);
+    return {std::move(list), o.hosts_from};
   }
   if (!o.hostfile.empty())
     return {hostfiles::read_hostfile(o.hostfile), "--hostfile " + o.hostfile};

@@ -385,6 +385,7 @@ class Supervisor {
       return;
     }
     backend_.signal(SIGSTOP);
+    if (options_.on_stopped) options_.on_stopped();
     if (!options_.handle_signals) return;
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     kill(getpid(), SIGSTOP);

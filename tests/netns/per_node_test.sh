@@ -14,6 +14,7 @@
 #   pod deleted  node3's ddlrun gets SIGTERM: every node ends within 5 s with 143;
 #   silent     node3's ddlrun SIGSTOPped: with --heartbeat-timeout 2 the others end within 5 s
 #              naming it; after SIGCONT it stops its own ranks;
+#   stopped    node3's ddlrun gets SIGTSTP (Ctrl-Z): the others end within 5 s saying so;
 #   missing    the program missing on node3: every node ends with 127, naming node3;
 #   restart    --max-restarts 1, rank 3 failing in attempt 0 only (DDL_RESTART_COUNT): every
 #              node restarts, and ddl_check on 6 ranks passes in attempt 1: every node 0;
@@ -231,6 +232,22 @@ if running silent; then
   ((rcs[3] != 0)) || fail "node silent: node3 exited 0" "$out/silent.3"
 fi
 nothing_left "node silent"
+
+echo "== node stopped"
+# Ctrl-Z (SIGTSTP) on node3's ddlrun: it tells node 0 before it stops, and the others end
+# within 5 s saying so (issue 27: they called it silent, 10 s later); after SIGCONT it ends.
+for k in 1 2 3; do node "$k" tstp -a 2 -x DDL_TIMEOUT=30 "$loop" 60; done
+if running tstp; then
+  kill -TSTP "${pids[3]}"
+  ended "node stopped"
+  kill -CONT "${pids[3]}"
+  wait "${pids[3]}"
+  for k in 1 2; do
+    grep -q "node3: node rank 2: its ddlrun was stopped (SIGTSTP, Ctrl-Z); a node cannot pause alone (exit status 148)" \
+      "$out/tstp.$k" || fail "node stopped: node$k does not say node3 was stopped" "$out/tstp.$k"
+  done
+fi
+nothing_left "node stopped"
 
 echo "== missing program"
 # The program is in the /tmp of node1 and node2 only: node3 cannot start its ranks, and the
