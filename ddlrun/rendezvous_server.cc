@@ -125,6 +125,7 @@ struct NodeServer::State {
   void read_from(Conn& c);
   void on_message(Conn& c, const wire::Message& m);
   void hello(Conn& c, const std::vector<std::string>& f);
+  void late(Conn& c, const std::vector<std::string>& f);
   std::string hello_problem(const std::vector<std::string>& f) const;
   std::string host_problem(const Conn& c, const std::vector<std::string>& f,
                            std::string& host) const;
@@ -215,6 +216,9 @@ void NodeServer::State::on_message(Conn& c, const wire::Message& m) {
   if (c.node < 0) {
     if (m.type == wire::kHello && phase == Phase::kGather) {
       hello(c, f);
+    } else if (m.type == wire::kHello && f.size() == 8 && f[0] == wire::kMagic &&
+               (s.token.empty() || base::same_secret(f[1], s.token))) {
+      late(c, f);
     } else {
       c.closed = true;  // only a hello opens a connection
     }
@@ -227,6 +231,21 @@ void NodeServer::State::on_message(Conn& c, const wire::Message& m) {
   if (m.type == wire::kDone && phase == Phase::kRun && f.size() == 2) {
     done(c, wire::to_int(f[0]).value_or(1), f[1] == "1");
   }
+}
+
+// A node of this job (its token is right) that comes once the nodes have met: told why it
+// cannot join, and node 0 says so too (it was told only that node 0 closed the connection).
+void NodeServer::State::late(Conn& c, const std::vector<std::string>& f) {
+  const std::string problem = "the job has started without it (round " +
+                              std::to_string(s.round) + " runs with " +
+                              std::to_string(nodes.size()) +
+                              " nodes); a node can join only before the start, or at a restart "
+                              "that --nnodes MIN:MAX leaves room for";
+  c.host = f[5];
+  report("rendezvous: refused node " + f[2] + " (" + c.host + ", from " + c.address +
+         "): " + problem);
+  wire::send(c.fd, wire::kError, {"refused node " + f[2] + ": " + problem});
+  c.closed = true;
 }
 
 // Why `f` (a hello) is refused, "" when it is not.

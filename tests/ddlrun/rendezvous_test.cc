@@ -277,6 +277,20 @@ struct Running {
   std::optional<NodeStop> stops[3];
 };
 
+// Issue 27: a node that came late was told "node 0 closed the connection" and node 0 said
+// nothing; both say why now, and the running job goes on.
+TEST(Rendezvous, ANodeOfARunningJobIsToldItStartedWithoutIt) {
+  Running r;
+  const std::string why =
+      "refused node 1: the job has started without it (round 0 runs with 3 nodes); a node can "
+      "join only before the start, or at a restart that --nnodes MIN:MAX leaves room for";
+  EXPECT_EQ(error_of([&] { r.c.join(1, 3); }), "the rendezvous at " + r.c.endpoint + ": " + why);
+  EXPECT_EQ(r.c.reported(), (std::vector<std::string>{"rendezvous: refused node 1 (host1, from "
+                                                      "127.0.0.1): " +
+                                                      why.substr(16)}));
+  EXPECT_FALSE(r.stop_of(0, 200ms));
+}
+
 TEST(Rendezvous, ANodesFailureStopsTheOthersAndEndsWithItsStatus) {
   Running r;
   r.nodes[1]->report_failure("rank 3 exited with status 7", 7);
