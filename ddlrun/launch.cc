@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <vector>
@@ -119,6 +120,12 @@ void tell_node0(const NodePart& node, launcher::SuperviseOptions& so) {
     client->report_failure(describe_failure(rank, status), status.shell_code());
   };
   if (client->node_rank() != 0) so.stdin_fd = -1;
+  // A node cannot pause alone: the others would wait for it until its heartbeat is missed,
+  // then call it silent. They hear at once that it was stopped.
+  so.on_stopped = [client] {
+    client->report_failure("its ddlrun was stopped (SIGTSTP, Ctrl-Z); a node cannot pause alone",
+                           128 + SIGTSTP);
+  };
 }
 
 /// Per-node mode's supervise(): this node's ranks, whose first failure (or failure to start)

@@ -57,8 +57,8 @@ std::pair<hostfiles::HostList, std::string> resolve_hosts(const Options& o, cons
   if (!o.hosts.empty()) {
     hostfiles::HostList list;
     for (const std::string& value : o.hosts)
-      merge_into(list, hostfiles::parse_hosts_option(value, "-H"), "-H");
-    return {std::move(list), "-H"};
+      merge_into(list, hostfiles::parse_hosts_option(value, o.hosts_from), o.hosts_from);
+    return {std::move(list), o.hosts_from};
   }
   if (!o.hostfile.empty())
     return {hostfiles::read_hostfile(o.hostfile), "--hostfile " + o.hostfile};
@@ -341,7 +341,8 @@ std::vector<mapper::HostProbe> drop_failed_probes(JobPlan& plan,
 void record_probes(JobPlan& plan, const std::vector<mapper::HostProbe>& results,
                    const std::string& prober_name) {
   std::string failures = mapper::format_probe_failures(results);
-  if (const size_t ssh = failures.find("(each must pass 'ssh -o BatchMode=yes HOST true')");
+  if (const size_t ssh =
+          failures.find("(each must pass 'ssh -o BatchMode=yes HOST true', printing nothing)");
       ssh != std::string::npos && prober_name == "jsrun") {
     failures.replace(ssh, failures.find(')', ssh) + 1 - ssh,
                      "(jsrun must run 'ddlrun --probe' on each; try 'jsrun -n 1 hostname')");
@@ -506,6 +507,20 @@ mapper::Prediction predict(const Options& o, const JobPlan& plan, const comm::Mo
                                std::move(modes), {kMiB, 16 * kMiB, 256 * kMiB}, pick_bytes);
 }
 
+/// Refuses a --mode whose dimensions fit this plan's ranks only when --max-restarts may start
+/// the job again on fewer hosts (--min-hosts, --nnodes MIN:MAX): said at the start, not at the
+/// first failure.
+void check_mode_for_restarts(const Options& o, const comm::Mode& mode, const JobPlan& plan) {
+  const int hosts = static_cast<int>(plan.hosts.size());
+  const std::optional<int> min = o.nnodes ? std::optional<int>(o.nnodes->min) : o.min_hosts;
+  if (o.max_restarts == 0 || mode.dims.empty() || !min || *min >= hosts) return;
+  throw UsageError("--mode " + mode.str() + " fits " + std::to_string(mode.ranks()) +
+                   " ranks only, but with --max-restarts the job may start again on fewer hosts (" +
+                   std::string(o.nnodes ? "--nnodes " : "--min-hosts ") +
+                   std::to_string(*min) + " of its " + std::to_string(hosts) +
+                   "); leave --mode out, so that ddlrun picks a mode for each attempt");
+}
+
 /// The mode (-m, its dimensions resolved for the placement; with --mode auto, or when nothing
 /// names the mode or the racks, the fastest the cost model predicts) and the rings it makes.
 void resolve_mode(const Options& o, JobPlan& plan) {
@@ -515,6 +530,7 @@ void resolve_mode(const Options& o, JobPlan& plan) {
   plan.mode_auto = auto_named || (!o.mode && !racks_named);
   comm::Mode mode = plan.mode_given ? comm::parse_mode(*o.mode) : comm::Mode{};
   comm::check_mode_fits(mode, plan.placement.ranks, plan.placement.describe());
+  check_mode_for_restarts(o, mode, plan);
   const std::optional<int> per_socket = mapper::socket_ring_size(plan.placed);
   std::tie(plan.mode, plan.mode_reason) =
       resolve_dims(o, plan.placement, mode, per_socket, plan.links);

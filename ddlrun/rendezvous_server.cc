@@ -18,6 +18,7 @@
 #include "base/text.h"
 #include "comm/comm.h"
 #include "ddlrun/node_wire.h"
+#include "ddlrun/plan_digest.h"
 #include "ddlrun/rendezvous.h"
 
 namespace ddl::cli {
@@ -86,6 +87,25 @@ struct Conn {
   bool closed = false;
 };
 
+/// The machine identity (mapper/machine.h) an inventory's text holds; "" when none.
+std::string identity_of(const std::string& inventory) {
+  size_t at = 0;
+  while (at < inventory.size()) {
+    size_t end = inventory.find('\n', at);
+    if (end == std::string::npos) end = inventory.size();
+    std::string_view line(inventory.data() + at, end - at);
+    if (line.rfind("identity:", 0) == 0) {
+      line = base::trim(line.substr(9));
+      if (line.size() >= 2 && line.front() == '"' && line.back() == '"') {
+        line = line.substr(1, line.size() - 2);
+      }
+      return std::string(line);
+    }
+    at = end + 1;
+  }
+  return "";
+}
+
 }  // namespace
 
 struct NodeServer::State {
@@ -114,7 +134,12 @@ struct NodeServer::State {
   void read_from(Conn& c);
   void on_message(Conn& c, const wire::Message& m);
   void hello(Conn& c, const std::vector<std::string>& f);
+  void late(Conn& c, const std::vector<std::string>& f);
+  bool speaks(const Conn& c, const std::vector<std::string>& f) const;
+  bool proves(const Conn& c, const std::vector<std::string>& f) const;
   std::string hello_problem(const Conn& c, const std::vector<std::string>& f) const;
+  std::string host_problem(const Conn& c, const std::vector<std::string>& f,
+                           std::string& host) const;
   void refuse(const std::string& line);
   void limit_strangers(const Conn& newest);
   void welcome();
@@ -234,6 +259,8 @@ void NodeServer::State::on_message(Conn& c, const wire::Message& m) {
   if (c.node < 0) {
     if (m.type == wire::kHello && phase == Phase::kGather) {
       hello(c, f);
+    } else if (m.type == wire::kHello && proves(c, f)) {
+      late(c, f);
     } else {
       c.closed = true;  // only a hello opens a connection
     }
@@ -248,15 +275,40 @@ void NodeServer::State::on_message(Conn& c, const wire::Message& m) {
   }
 }
 
-// Why `f` (a hello: magic, nonce, proof, node rank, node count, job, host, inventory, round) is
-// refused, "" when it is not. What the node sent is quoted short and printable.
+// A node of this job (it proves the secret) that comes once the nodes have met: told why it
+// cannot join, and node 0 says so too (it was told only that node 0 closed the connection).
+void NodeServer::State::late(Conn& c, const std::vector<std::string>& f) {
+  const std::string problem = "the job has started without it (round " + std::to_string(s.round) +
+                              " runs with " + std::to_string(nodes.size()) +
+                              " nodes); a node can join only before the start, or at a restart "
+                              "that --nnodes MIN:MAX leaves room for";
+  const std::string node = base::excerpt(f[3], 16);
+  c.host = f[6];
+  refuse("rendezvous: refused node " + node + " (" + base::excerpt(c.host) + ", from " + c.address +
+         "): " + problem);
+  wire::send_now(c.fd, wire::kError, {"refused node " + node + ": " + problem});
+  c.closed = true;
+}
+
+// Whether `f` is a hello of this rendezvous (magic, nonce, proof, node rank, node count, job,
+// host, inventory, round), and whether it proves the job's secret for `c`'s challenge.
+bool NodeServer::State::speaks(const Conn&, const std::vector<std::string>& f) const {
+  return f.size() == 9 && f[0] == wire::kMagic && f[1].size() == wire::kNonceSize;
+}
+bool NodeServer::State::proves(const Conn& c, const std::vector<std::string>& f) const {
+  return speaks(c, f) &&
+         (s.token.empty() || base::same_secret(f[2], wire::proof(s.token, "node", c.nonce, f[1])));
+}
+
+// Why `f` (a hello) is refused, "" when it is not. What the node sent is quoted short and
+// printable.
 std::string NodeServer::State::hello_problem(const Conn& c,
                                              const std::vector<std::string>& f) const {
-  if (f.size() != 9 || f[0] != wire::kMagic || f[1].size() != wire::kNonceSize) {
+  if (!speaks(c, f)) {
     return "it does not speak this rendezvous (" + std::string(wire::kMagic) +
            "): run the same ddlrun on every node";
   }
-  if (!s.token.empty() && !base::same_secret(f[2], wire::proof(s.token, "node", c.nonce, f[1]))) {
+  if (!proves(c, f)) {
     return "wrong token; give every node the same secret (DDL_JOB_TOKEN or --rdzv-token-file)";
   }
   const std::optional<int> rank = wire::to_int(f[3]);
@@ -275,9 +327,11 @@ std::string NodeServer::State::hello_problem(const Conn& c,
            base::excerpt(s.job) + "'; give every node the same --rdzv-id";
   }
   if (f[8] != std::to_string(s.round)) {
+    const bool later = wire::to_int(f[8]).value_or(-1) > s.round;
     return "it is at round " + base::excerpt(f[8], 16) + " of the job, this rendezvous at round " +
-           std::to_string(s.round) + " (restart " + std::to_string(s.round) +
-           "); a node of an earlier round cannot join a later one";
+           std::to_string(s.round) + " (restart " + std::to_string(s.round) + "); a node of " +
+           (later ? "a later round cannot join an earlier one"
+                  : "an earlier round cannot join a later one");
   }
   if (!member(*rank)) {
     return "node " + node + " was lost before restart " + std::to_string(s.round) +
@@ -287,22 +341,47 @@ std::string NodeServer::State::hello_problem(const Conn& c,
     return "node " + node + " came already (" + base::excerpt(other->host) + ", from " +
            other->address + "); give each node its own --node-rank";
   }
-  for (const Conn* other : nodes) {
-    if (other != nullptr && other->host == f[6]) {
-      return "its host name " + host + " is node " + std::to_string(other->node) +
-             "'s too; every node needs a host name of its own";
-    }
+  return "";
+}
+
+// A node whose host name another node has too (cloned VMs, some containers) is taken under
+// the address node 0 saw it come from, when the machine identities their probes found differ
+// (mapper/machine.h); refused when they are the same or unknown (--no-probe).
+std::string NodeServer::State::host_problem(const Conn& c, const std::vector<std::string>& f,
+                                            std::string& host) const {
+  const auto named = [&](const std::string& name) -> const Conn* {
+    for (const Conn* other : nodes)
+      if (other != nullptr && other->host == name) return other;
+    return nullptr;
+  };
+  const Conn* other = named(host);
+  if (other == nullptr) return "";
+  const std::string same =
+      "its host name " + base::excerpt(host) + " is node " + std::to_string(other->node) + "'s too";
+  const std::string mine = identity_of(f[7]);
+  if (mine.empty() || mine == identity_of(other->inventory)) {
+    return same +
+           (mine.empty() ? " and, without a probe (--no-probe), ddlrun cannot tell the two apart"
+                         : ", and so is its machine identity (one machine, started twice?)") +
+           "; every node needs a host name of its own";
   }
+  if (c.address.find(':') != std::string::npos || named(c.address) != nullptr) {
+    return same + ", and its address " + c.address +
+           " cannot name it instead; every node needs a host name of its own";
+  }
+  host = c.address;
   return "";
 }
 
 void NodeServer::State::hello(Conn& c, const std::vector<std::string>& f) {
-  const std::string problem = hello_problem(c, f);
+  std::string host = f.size() > 6 ? f[6] : "";
+  std::string problem = hello_problem(c, f);
+  if (problem.empty()) problem = host_problem(c, f, host);
   if (!problem.empty()) {
     const std::string node = f.size() > 3 ? base::excerpt(f[3], 16) : "?";
-    const std::string host = f.size() > 6 ? base::excerpt(f[6]) : "";
-    refuse("rendezvous: refused node " + node + " (" + (host.empty() ? "" : host + ", ") + "from " +
-           c.address + "): " + problem);  // before the node can read why
+    const std::string shown = f.size() > 6 ? base::excerpt(f[6]) : "";
+    refuse("rendezvous: refused node " + node + " (" + (shown.empty() ? "" : shown + ", ") +
+           "from " + c.address + "): " + problem);  // before the node can read why
     wire::send_now(c.fd, wire::kError, {"refused node " + node + ": " + problem});
     c.closed = true;
     return;
@@ -310,7 +389,7 @@ void NodeServer::State::hello(Conn& c, const std::vector<std::string>& f) {
   c.node = *wire::to_int(f[3]);
   c.rank = c.node;
   c.client_nonce = f[1];
-  c.host = f[6];
+  c.host = host;
   c.inventory = f[7];
   c.in.set_limits(wire::kMaxMessage, 1u << 20);
   nodes[static_cast<size_t>(c.node)] = &c;
@@ -376,9 +455,9 @@ void NodeServer::State::plan(Conn& c, const std::vector<std::string>& f) {
   }
   for (const Conn* n : nodes) {
     if (*n->digest != *nodes[0]->digest) {
-      fail_all("the plan of " + who(*n) +
-               " differs from node 0's; give every node the same "
-               "options and the same ddlrun");
+      fail_all("the plan of " + who(*n) + " differs from node 0's (in " +
+               digest_difference(*n->digest, *nodes[0]->digest) +
+               "); give every node the same options and the same ddlrun");
       return;
     }
   }
