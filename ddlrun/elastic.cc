@@ -86,7 +86,8 @@ std::string restart_line(const launcher::JobEnd& end, const JobPlan& next,
       end.reason.size() >= status.size() &&
       end.reason.compare(end.reason.size() - status.size(), status.size(), status) == 0;
   return end.reason + (said ? "" : " (" + status + ")") + "; " +
-         std::to_string(next.placement.ranks) + " ranks on " + std::to_string(hosts.size()) +
+         std::to_string(next.placement.ranks) + (next.placement.ranks == 1 ? " rank" : " ranks") +
+         " on " + std::to_string(hosts.size()) +
          (hosts.size() == 1 ? " host" : " hosts") +
          (without.empty() ? std::string() : " without " + joined(without));
 }

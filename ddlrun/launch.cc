@@ -154,7 +154,7 @@ namespace {
 /// the PMIx server said so once per rank).
 std::string no_working_directory() {
   std::error_code ec;
-  std::filesystem::current_path(ec);
+  (void)std::filesystem::current_path(ec);
   return "the current directory cannot be the ranks' working directory (" + ec.message() +
          "; was it deleted?): cd to a directory that exists, or give --wdir DIR";
 }
