@@ -236,9 +236,8 @@ void NodeServer::State::on_message(Conn& c, const wire::Message& m) {
 // A node of this job (its token is right) that comes once the nodes have met: told why it
 // cannot join, and node 0 says so too (it was told only that node 0 closed the connection).
 void NodeServer::State::late(Conn& c, const std::vector<std::string>& f) {
-  const std::string problem = "the job has started without it (round " +
-                              std::to_string(s.round) + " runs with " +
-                              std::to_string(nodes.size()) +
+  const std::string problem = "the job has started without it (round " + std::to_string(s.round) +
+                              " runs with " + std::to_string(nodes.size()) +
                               " nodes); a node can join only before the start, or at a restart "
                               "that --nnodes MIN:MAX leaves room for";
   c.host = f[5];
@@ -275,8 +274,8 @@ std::string NodeServer::State::hello_problem(const std::vector<std::string>& f) 
     const bool later = wire::to_int(f[7]).value_or(-1) > s.round;
     return "it is at round " + f[7] + " of the job, this rendezvous at round " +
            std::to_string(s.round) + " (restart " + std::to_string(s.round) + "); a node of " +
-           (later ? "a later round cannot join an earlier one" :
-                    "an earlier round cannot join a later one");
+           (later ? "a later round cannot join an earlier one"
+                  : "an earlier round cannot join a later one");
   }
   if (!member(*rank)) {
     return "node " + f[2] + " was lost before restart " + std::to_string(s.round) +
@@ -301,8 +300,8 @@ std::string NodeServer::State::host_problem(const Conn& c, const std::vector<std
   };
   const Conn* other = named(host);
   if (other == nullptr) return "";
-  const std::string same = "its host name " + host + " is node " + std::to_string(other->node) +
-                           "'s too";
+  const std::string same =
+      "its host name " + host + " is node " + std::to_string(other->node) + "'s too";
   const std::string mine = identity_of(f[6]);
   if (mine.empty() || mine == identity_of(other->inventory)) {
     return same +

@@ -849,11 +849,11 @@ std::unique_ptr<Communicator> init_from_environment() {
       (bootstrap->rank() != id.rank || bootstrap->size() != id.size)) {
     // Name the variable that disagrees: -x DDL_SIZE=3 was reported as $DDL_RANK's.
     const bool rank_differs = bootstrap->rank() != id.rank;
-    throw BootstrapError("PMIx says rank " + std::to_string(bootstrap->rank()) + " of " +
-                         std::to_string(bootstrap->size()) + ", but $" +
-                         (rank_differs ? id.source : size_variable_of(id.source)) + " says " +
-                         (rank_differs ? "rank " + std::to_string(id.rank)
-                                       : std::to_string(id.size) + " ranks"));
+    throw BootstrapError(
+        "PMIx says rank " + std::to_string(bootstrap->rank()) + " of " +
+        std::to_string(bootstrap->size()) + ", but $" +
+        (rank_differs ? id.source : size_variable_of(id.source)) + " says " +
+        (rank_differs ? "rank " + std::to_string(id.rank) : std::to_string(id.size) + " ranks"));
   }
   const char* token = env("DDL_JOB_TOKEN");
   if (bootstrap == nullptr) {

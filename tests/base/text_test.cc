@@ -77,9 +77,9 @@ TEST(ValidUtf8, KeepsUtf8AndReplacesEveryOtherByte) {
             "plain \xc3\xa9 \xe2\x9c\x93 \xf0\x9f\x98\x80");
   const std::string fffd = "\xef\xbf\xbd";
   EXPECT_EQ(valid_utf8("\xff"), fffd);
-  EXPECT_EQ(valid_utf8("a\xc3"), "a" + fffd);                           // cut short
-  EXPECT_EQ(valid_utf8("\xc0\xaf"), fffd + fffd);                      // overlong '/'
-  EXPECT_EQ(valid_utf8("\xed\xa0\x80"), fffd + fffd + fffd);          // a surrogate
+  EXPECT_EQ(valid_utf8("a\xc3"), "a" + fffd);                                   // cut short
+  EXPECT_EQ(valid_utf8("\xc0\xaf"), fffd + fffd);                               // overlong '/'
+  EXPECT_EQ(valid_utf8("\xed\xa0\x80"), fffd + fffd + fffd);                    // a surrogate
   EXPECT_EQ(valid_utf8("\xf4\x90\x80\x80x"), fffd + fffd + fffd + fffd + "x");  // > U+10FFFF
   EXPECT_EQ(utf8_sequence("\xe2\x9c\x93"), 3u);
   EXPECT_EQ(utf8_sequence(""), 0u);
