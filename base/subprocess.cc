@@ -71,8 +71,9 @@ int spawn(const std::vector<std::string>& argv, const CaptureOptions& options, c
   sigset_t none;
   sigemptyset(&none);
   posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setflags(&attr, static_cast<short>(POSIX_SPAWN_SETSIGMASK |
-                                                     (options.own_group ? POSIX_SPAWN_SETPGROUP : 0)));
+  posix_spawnattr_setflags(
+      &attr,
+      static_cast<short>(POSIX_SPAWN_SETSIGMASK | (options.own_group ? POSIX_SPAWN_SETPGROUP : 0)));
   auto cargv = c_strings(argv);
   auto cenv = c_strings(options.environ);
   const int rc = posix_spawn(&pid, argv[0].c_str(), &actions, &attr, cargv.data(), cenv.data());

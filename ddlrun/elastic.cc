@@ -86,8 +86,8 @@ std::string restart_line(const launcher::JobEnd& end, const JobPlan& next,
       end.reason.size() >= status.size() &&
       end.reason.compare(end.reason.size() - status.size(), status.size(), status) == 0;
   return end.reason + (said ? "" : " (" + status + ")") + "; " +
-         std::to_string(next.placement.ranks) + " ranks on " + std::to_string(hosts.size()) +
-         (hosts.size() == 1 ? " host" : " hosts") +
+         std::to_string(next.placement.ranks) + (next.placement.ranks == 1 ? " rank" : " ranks") +
+         " on " + std::to_string(hosts.size()) + (hosts.size() == 1 ? " host" : " hosts") +
          (without.empty() ? std::string() : " without " + joined(without));
 }
 
@@ -225,8 +225,7 @@ std::chrono::milliseconds restart_pause(int restart) {
   return std::chrono::milliseconds(250 << doublings);
 }
 
-std::string between_attempts_note(int signal, double timeout, int restart,
-                                  const std::string& why) {
+std::string between_attempts_note(int signal, double timeout, int restart, const std::string& why) {
   const std::string when =
       " while restart " + std::to_string(restart) + " was being prepared (after " + why + ")";
   if (signal > 0) return "ddlrun: got " + launcher::signal_name(signal) + when + "; leaving now";

@@ -77,8 +77,9 @@ void mark_attempt(JobPlan& plan, int restart, int max_restarts);
 /// and starts it again. Prints each restart's reason and, when there was one, a summary of all.
 /// Returns the exit status of the last attempt (a restart that cannot start ends the job with
 /// the LaunchError's status; a signal to ddlrun, even one that came while a failed attempt was
-/// being stopped, ends it with 128+N when restarts were asked for). Throws UsageError when the first plan's hosts are fewer than the
-/// minimum or more than the maximum, and the first attempt's LaunchError.
+/// being stopped, ends it with 128+N when restarts were asked for). Throws UsageError when the
+/// first plan's hosts are fewer than the minimum or more than the maximum, and the first attempt's
+/// LaunchError.
 int run_with_restarts(JobPlan first, const RestartLimits& limits, JobRunner& runner);
 
 /// The runner of a real job: plans with make_plan (through `remote` and the environment), runs

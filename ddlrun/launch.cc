@@ -148,6 +148,19 @@ int supervise_node(const NodePart& node, launcher::Backend& backend, const JobPl
 
 }  // namespace
 
+namespace {
+
+/// Why the ranks have no working directory: ddlrun's own is gone (deleted since it was entered;
+/// the PMIx server said so once per rank).
+std::string no_working_directory() {
+  std::error_code ec;
+  (void)std::filesystem::current_path(ec);
+  return "the current directory cannot be the ranks' working directory (" + ec.message() +
+         "; was it deleted?): cd to a directory that exists, or give --wdir DIR";
+}
+
+}  // namespace
+
 launcher::Job make_job(const JobPlan& plan, const std::string& topology_path) {
   launcher::Job job;
   job.topology = plan.topology;
@@ -210,6 +223,7 @@ int launch(const JobPlan& plan, const Options& o, spdlog::logger& log, launcher:
     topology_path = std::filesystem::absolute(topology_path).string();
   }
   launcher::Job job = make_job(plan, topology_path);
+  if (job.cwd.empty()) throw launcher::LaunchError(no_working_directory());
   if (node != nullptr) job.token = node->client->welcome().job_token;
   give_python_package(job, log);
 

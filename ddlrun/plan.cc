@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <climits>
 #include <filesystem>
+#include <set>
 #include <stdexcept>
 #include <tuple>
 
@@ -516,8 +517,8 @@ void check_mode_for_restarts(const Options& o, const comm::Mode& mode, const Job
   if (o.max_restarts == 0 || mode.dims.empty() || !min || *min >= hosts) return;
   throw UsageError("--mode " + mode.str() + " fits " + std::to_string(mode.ranks()) +
                    " ranks only, but with --max-restarts the job may start again on fewer hosts (" +
-                   std::string(o.nnodes ? "--nnodes " : "--min-hosts ") +
-                   std::to_string(*min) + " of its " + std::to_string(hosts) +
+                   std::string(o.nnodes ? "--nnodes " : "--min-hosts ") + std::to_string(*min) +
+                   " of its " + std::to_string(hosts) +
                    "); leave --mode out, so that ddlrun picks a mode for each attempt");
 }
 
@@ -561,6 +562,15 @@ void choose_launcher(const Options& o, const Env& env, const std::vector<std::st
   if (plan.launcher.kind != launcher::Kind::kSsh) plan.sessions.reset();  // closes them
 }
 
+/// Whether ddlrun sets `name` itself for each rank (launcher/job.cc), so that -x cannot.
+bool rank_variable(const std::string& name) {
+  static const std::set<std::string> kSet = {
+      "DDL_RANK",      "DDL_SIZE",  "DDL_LOCAL_RANK", "DDL_LOCAL_SIZE", "DDL_HOST_INDEX",
+      "DDL_NUM_HOSTS", "RANK",      "LOCAL_RANK",     "WORLD_SIZE",     "LOCAL_WORLD_SIZE",
+      "GROUP_RANK",    "ROLE_RANK", "ROLE_WORLD_SIZE"};
+  return kSet.contains(name);
+}
+
 /// The -x variables with their values: given, or from ddlrun's environment (a warning when
 /// unset there).
 void resolve_exports(const Options& o, const Env& env, JobPlan& plan) {
@@ -573,6 +583,11 @@ void resolve_exports(const Options& o, const Env& env, JobPlan& plan) {
       throw UsageError(
           "-x " + x + ": '" + name +
           "' is not a variable name (letters, digits and '_', not starting with a digit)");
+    }
+    if (rank_variable(name)) {
+      throw UsageError("-x " + x + ": ddlrun sets " + name +
+                       " itself, for each rank (where it is in the job); leave it out, and "
+                       "change the job's shape with -n, -H or -a instead");
     }
     if (eq != std::string::npos) {
       plan.exports.emplace_back(name, x.substr(eq + 1));

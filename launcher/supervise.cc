@@ -354,8 +354,7 @@ class Supervisor {
       return;
     }
     drop_output_ = true;
-    sink_.note("ddlrun: got " + signal_name(s) + "; passing it to " +
-               processes(running_.size()) +
+    sink_.note("ddlrun: got " + signal_name(s) + "; passing it to " + processes(running_.size()) +
                (s == SIGINT ? " (interrupt again to kill them at once)" : ""));
     if (!exit_status_) exit_status_ = 128 + s;
     backend_.signal(s);
@@ -397,9 +396,7 @@ class Supervisor {
     if (const std::optional<OutputFailure> f = sink_.failure()) {
       output_failed_ = drop_output_ = true;
       sink_.note("ddlrun: " + f->message +
-                 (running_.empty()
-                      ? std::string()
-                      : "; stopping " + processes(running_.size())));
+                 (running_.empty() ? std::string() : "; stopping " + processes(running_.size())));
       begin_stop(f->status);
     }
   }

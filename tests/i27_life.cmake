@@ -36,3 +36,8 @@ add_test(NAME ddlrun.per_node_names_netns
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/netns/per_node_names_test.sh $<TARGET_FILE:ddlrun>
                  $<TARGET_FILE:ddl_check>)
 set_tests_properties(ddlrun.per_node_names_netns PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120)
+
+# Small defects' messages: a deleted current directory, out of descriptors (ulimit -n).
+add_test(NAME ddlrun.messages_local
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/ddlrun/messages_local_test.sh $<TARGET_FILE:ddlrun>)
+set_tests_properties(ddlrun.messages_local PROPERTIES TIMEOUT 60)

@@ -726,9 +726,10 @@ TEST_F(TopologyFileTest, AHugeFileIsRefusedBeforeItIsRead) {
     FAIL() << "a huge file was read";
   } catch (const TopologyError& e) {
     EXPECT_EQ(std::string(e.what()),
-              file + ": 268435457 bytes, more than the 268435456 a topology file may have "
-                     "(ddlrun writes a few hundred bytes a rank); is this the topology file "
-                     "ddlrun wrote?");
+              file +
+                  ": 268435457 bytes, more than the 268435456 a topology file may have "
+                  "(ddlrun writes a few hundred bytes a rank); is this the topology file "
+                  "ddlrun wrote?");
   }
 }
 

@@ -232,6 +232,16 @@ TEST(AppTest, AModeThatARestartCannotKeepIsRefusedAtTheStart) {
             0);
 }
 
+// Issue 27: -x DDL_SIZE=3 reached the ranks, and libddl blamed $DDL_RANK.
+TEST(AppTest, RankVariablesCannotBeExported) {
+  const Result r = ddlrun({"--dry-run", "-H", "a:2", "-x", "DDL_SIZE=3", "prog"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(r.err,
+            "ddlrun: error: -x DDL_SIZE=3: ddlrun sets DDL_SIZE itself, for each rank (where it "
+            "is in the job); leave it out, and change the job's shape with -n, -H or -a "
+            "instead\n");
+}
+
 TEST(AppTest, IbmSummitStyleCommandLine) {
   const Result r =
       ddlrun({"--dry-run", "--H", "g28n14,g28n15", "-accelerators", "6", "-mode", "p:6x2x1x1",

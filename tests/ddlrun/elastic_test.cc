@@ -40,9 +40,9 @@ class FakeRunner : public JobRunner {
     if (restart > 0 && !lost_at_start.empty()) {
       const std::string host = lost_at_start.front();
       lost_at_start.pop_front();
-      throw launcher::LaunchError("cannot start the job on 1 of 3 hosts:\n  " + host +
-                                      ": no heartbeat for 10 s",
-                                  1, {host}, host + ": no heartbeat for 10 s");
+      throw launcher::LaunchError(
+          "cannot start the job on 1 of 3 hosts:\n  " + host + ": no heartbeat for 10 s", 1, {host},
+          host + ": no heartbeat for 10 s");
     }
     if (ends.empty()) return {};
     launcher::JobEnd e = ends.front();
@@ -255,19 +255,19 @@ TEST(ElasticTest, AHostLostWhileARestartStartsIsOneMoreLostHost) {
   EXPECT_EQ(run_with_restarts(FakeRunner::make(kThree, {}), limits(3, 1), r), 0);
   ASSERT_EQ(r.runs.size(), 3u);
   EXPECT_EQ(r.runs[2].hosts, Names{"n1"});
-  EXPECT_EQ(r.notes, (Names{
-                         "ddlrun: restart 1 of 3 after n3: the connection to its agent closed "
-                         "(status 1); 4 ranks on 2 hosts without n3",
-                         "ddlrun: restart 1 could not start: n2: no heartbeat for 10 s",
-                         "ddlrun: restart 2 of 3 after restart 1 could not start: n2: no "
-                         "heartbeat for 10 s (status 1); 2 ranks on 1 host without n2, n3",
-                         "ddlrun: the job was restarted 2 times and ended with status 0:",
-                         "  1. after n3: the connection to its agent closed (status 1); 4 ranks "
-                         "on 2 hosts without n3",
-                         "  2. after restart 1 could not start: n2: no heartbeat for 10 s "
-                         "(status 1); 2 ranks on 1 host without n2, n3"}));
-  EXPECT_EQ(r.between, (Names{"1: n3: the connection to its agent closed (0 so far)",
-                              "2: restart 1 could not start: n2: no heartbeat for 10 s (1 so far)"}));
+  EXPECT_EQ(r.notes, (Names{"ddlrun: restart 1 of 3 after n3: the connection to its agent closed "
+                            "(status 1); 4 ranks on 2 hosts without n3",
+                            "ddlrun: restart 1 could not start: n2: no heartbeat for 10 s",
+                            "ddlrun: restart 2 of 3 after restart 1 could not start: n2: no "
+                            "heartbeat for 10 s (status 1); 2 ranks on 1 host without n2, n3",
+                            "ddlrun: the job was restarted 2 times and ended with status 0:",
+                            "  1. after n3: the connection to its agent closed (status 1); 4 ranks "
+                            "on 2 hosts without n3",
+                            "  2. after restart 1 could not start: n2: no heartbeat for 10 s "
+                            "(status 1); 2 ranks on 1 host without n2, n3"}));
+  EXPECT_EQ(r.between,
+            (Names{"1: n3: the connection to its agent closed (0 so far)",
+                   "2: restart 1 could not start: n2: no heartbeat for 10 s (1 so far)"}));
 }
 
 // Issue 27, item 4: a signal that came while a failed attempt was being stopped ends the job
@@ -280,8 +280,7 @@ TEST(ElasticTest, ASignalWhileAFailureIsStoppedEndsTheJob) {
   r.ends = {rank_failed(1, "n2", 3), interrupted};
   EXPECT_EQ(run_with_restarts(FakeRunner::make(kThree, {}), limits(3), r), 143);
   EXPECT_EQ(r.runs.size(), 2u);
-  EXPECT_EQ(r.notes.back(),
-            "  1. after rank 1 (n2) exited with status 3; 6 ranks on 3 hosts");
+  EXPECT_EQ(r.notes.back(), "  1. after rank 1 (n2) exited with status 3; 6 ranks on 3 hosts");
   EXPECT_EQ(r.notes.at(1), "ddlrun: the job was restarted 1 time and ended with status 143:");
 }
 

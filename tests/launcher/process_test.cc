@@ -1,9 +1,9 @@
 #include "launcher/process.h"
 
 #include <gtest/gtest.h>
-#include <sys/resource.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <atomic>

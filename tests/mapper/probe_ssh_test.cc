@@ -254,7 +254,8 @@ TEST(ProbeFailures, AllInOneMessage) {
       "      line 1\n"
       "      line 2\n"
       "fix them (each must pass 'ssh -o BatchMode=yes HOST true', printing nothing), leave them "
-      "out of the host list, or plan offline with --host-xml HOST=FILE (FILE from 'lstopo --of xml FILE' on "
+      "out of the host list, or plan offline with --host-xml HOST=FILE (FILE from 'lstopo --of xml "
+      "FILE' on "
       "that host)\n");
 }
 

@@ -124,7 +124,7 @@ status=$?
 echo "  second -> exit $status"
 netns_start_sshd 2
 ((status == 0)) || fail "second: exit $status, not 0" "$out/second.err"
-grep -Eq "^ddlrun: restart 2 of 3 after restart 1 could not start: node2: .*; 1 ranks? on 1 host without node2, node3$" \
+grep -Eq "^ddlrun: restart 2 of 3 after restart 1 could not start: node2: .*; 1 rank on 1 host without node2, node3$" \
   "$out/second.err" || fail "second: restart 1's failure to start did not lose node2" "$out/second.err"
 grep -qx "attempt 2: rank 0 on node1" "$out/second" || fail "second: no attempt 2 on node1" "$out/second"
 grep '^ddlrun: ' "$out/second.err" | sed 's/^/  second | /'
