@@ -239,7 +239,9 @@ pernode_run() {
   sleep 1
   started=$(now_ms)
   for k in 1 2 3; do
-    DDL_JOB_TOKEN="chaos-secret-$$-$i" netns_exec "$k" "$ddlrun" --node-rank $((k - 1)) \
+    # nsenter execs ddlrun: its pid is ddlrun's, whose memory is sampled
+    DDL_JOB_TOKEN="chaos-secret-$$-$i" nsenter --net="/run/netns/$(netns_ns "$k")" \
+      --target "${_netns_holder[$k]}" --uts --mount -- "$ddlrun" --node-rank $((k - 1)) \
       --nnodes 3 --rdzv node1:29400 --rdzv-timeout 30 -a 2 -x "CHAOS_DIR=$dir" \
       -x "CHAOS_SECONDS=$seconds" -x "DDL_TIMEOUT=$timeout_s" "$loop" \
       </dev/null >"$dir/out.$k" 2>"$dir/err.$k" &

@@ -6,10 +6,12 @@ as the kinds below allow at once, each reopened when node 0 closes it:
   trickle  a byte a second;
   refused  a hello with a wrong proof and a 200 KB node rank, never reading the refusal;
   idle     connect and say nothing.
-Prints what it did. Standard library only.
+Prints what it did (also when ended by SIGTERM). Standard library only.
 
     rdzv_flood.py HOST PORT SECONDS
 """
+import os
+import signal
 import socket
 import struct
 import sys
@@ -73,6 +75,18 @@ def idle(s):
         time.sleep(0.2)
 
 
+def summary():
+    with lock:
+        done = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+    return f"rdzv_flood: {done} connections in {seconds - max(0, until - time.monotonic()):.0f} s"
+
+
+def stopped(*_):  # SIGTERM: say what was done, and go
+    print(summary(), flush=True)
+    os._exit(0)
+
+
+signal.signal(signal.SIGTERM, stopped)
 threads = []
 for name, send, n in (("prefix", prefix, 20), ("fields", fields, 4), ("trickle", trickle, 10),
                       ("refused", refused, 6), ("idle", idle, 20)):
@@ -82,5 +96,4 @@ for t in threads:
     t.start()
 for t in threads:
     t.join(seconds + 5)
-print("rdzv_flood: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) +
-      f" connections in {seconds:g} s")
+print(summary())

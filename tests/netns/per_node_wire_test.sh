@@ -36,14 +36,21 @@ fail() {
   fails=$((fails + 1))
 }
 
+# on K CMD...: CMD in host K's namespaces; nsenter execs it (so that $! of `on K CMD &` is CMD).
+on() {
+  local k=$1
+  shift
+  exec nsenter --net="/run/netns/$(netns_ns "$k")" --target "${_netns_holder[$k]}" --uts \
+    --mount -- "$@"
+}
 # node K NAME ARGS...: ddlrun --node-rank K-1 on host K in the background, its output in
-# $out/NAME.K; pids[K] is ddlrun itself (nsenter execs it).
+# $out/NAME.K; pids[K] is ddlrun itself.
 declare -A pids=() rcs=()
 node() {
   local k=$1 name=$2
   shift 2
-  netns_exec "$k" "$ddlrun" --node-rank $((k - 1)) --nnodes 3 --rdzv node1:29400 \
-    --rdzv-timeout 30 --tag-output rank "$@" </dev/null >"$out/$name.$k" 2>&1 &
+  (on "$k" "$ddlrun" --node-rank $((k - 1)) --nnodes 3 --rdzv node1:29400 --rdzv-timeout 30 \
+    --tag-output rank "$@" </dev/null >"$out/$name.$k" 2>&1) &
   pids[$k]=$!
 }
 # all NAME ARGS...: the three nodes; statuses in rcs[K]; node 0's peak resident size (KiB)
@@ -65,7 +72,7 @@ all() {
 }
 
 echo "== capture"
-netns_exec 1 tcpdump -i any -U -s 0 -w "$out/capture.pcap" tcp 2>"$out/tcpdump.err" &
+(on 1 tcpdump -i any -U -s 0 -w "$out/capture.pcap" tcp 2>"$out/tcpdump.err") &
 dump=$!
 for _ in $(seq 50); do grep -q "listening on" "$out/tcpdump.err" && break; sleep 0.1; done
 all capture -a 2 sh -c "printf '%s\n' \"\$DDL_JOB_TOKEN\" >$out/token.\$RANK; exec $check"
