@@ -66,7 +66,14 @@ int spawn(const std::vector<std::string>& argv, const CaptureOptions& options, c
   posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
-  if (options.own_group) posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  // The child starts with no signal blocked, whatever this thread blocks (ddlrun keeps its stop
+  // signals blocked between the attempts of a restarted job).
+  sigset_t none;
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setflags(
+      &attr,
+      static_cast<short>(POSIX_SPAWN_SETSIGMASK | (options.own_group ? POSIX_SPAWN_SETPGROUP : 0)));
   auto cargv = c_strings(argv);
   auto cenv = c_strings(options.environ);
   const int rc = posix_spawn(&pid, argv[0].c_str(), &actions, &attr, cargv.data(), cenv.data());

@@ -76,4 +76,58 @@ bool same_secret(std::string_view a, std::string_view b) {
   return diff == 0;
 }
 
+std::string excerpt(std::string_view text, size_t max) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (size_t i = 0; i < text.size() && i < max; ++i) {
+    const auto u = static_cast<unsigned char>(text[i]);
+    if (u >= 0x20 && u < 0x7f && u != '\\') {
+      out += static_cast<char>(u);
+    } else {
+      out += {'\\', 'x', kHex[u >> 4], kHex[u & 0xf]};
+    }
+  }
+  if (text.size() > max) out += " ... (" + std::to_string(text.size()) + " bytes)";
+  return out;
+}
+
+size_t utf8_sequence(std::string_view s) {
+  if (s.empty()) return 0;
+  const auto byte = [&](size_t i) { return static_cast<unsigned char>(s[i]); };
+  const unsigned char c = byte(0);
+  if (c < 0x80) return 1;
+  // The lead byte says the length; the second byte's range rules out overlong forms (E0, F0),
+  // surrogates (ED) and code points above U+10FFFF (F4).
+  size_t n = 0;
+  unsigned char lo = 0x80, hi = 0xBF;
+  if (c >= 0xC2 && c <= 0xDF) {
+    n = 2;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    n = 3;
+    lo = c == 0xE0 ? 0xA0 : 0x80;
+    hi = c == 0xED ? 0x9F : 0xBF;
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    n = 4;
+    lo = c == 0xF0 ? 0x90 : 0x80;
+    hi = c == 0xF4 ? 0x8F : 0xBF;
+  } else {
+    return 0;
+  }
+  if (s.size() < n || byte(1) < lo || byte(1) > hi) return 0;
+  for (size_t i = 2; i < n; ++i)
+    if (byte(i) < 0x80 || byte(i) > 0xBF) return 0;
+  return n;
+}
+
+std::string valid_utf8(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  while (!s.empty()) {
+    const size_t n = utf8_sequence(s);
+    out += n == 0 ? std::string_view("\xEF\xBF\xBD") : s.substr(0, n);
+    s.remove_prefix(n == 0 ? 1 : n);
+  }
+  return out;
+}
+
 }  // namespace ddl::base

@@ -15,6 +15,9 @@ namespace ddl::comm {
 inline constexpr int kTopologyFormatMajor = 1;
 /// Format 1.1 adds `links:` (what --probe-links measured); a file without them is written as 1.0.
 inline constexpr int kTopologyFormatMinor = 1;
+/// The most bytes a topology file may have: ddlrun writes a few hundred bytes a rank, so that
+/// this is room for about a million ranks, and a larger file is refused before it is read.
+inline constexpr size_t kMaxTopologyBytes = size_t{256} << 20;
 
 /// A malformed, inconsistent or unreadable topology file, or a plan that fails validate().
 /// what() names the file (when there is one), the field or the rank/host/dimension concerned.

@@ -17,12 +17,19 @@
 
 #include "ddlrun/elastic.h"
 
+#include <signal.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cstdlib>
+#include <functional>
+#include <mutex>
 #include <ostream>
+#include <thread>
 
+#include "base/text.h"
 #include "comm/comm.h"
 #include "ddlrun/launch.h"
 #include "ddlrun/report.h"
@@ -79,8 +86,8 @@ std::string restart_line(const launcher::JobEnd& end, const JobPlan& next,
       end.reason.size() >= status.size() &&
       end.reason.compare(end.reason.size() - status.size(), status.size(), status) == 0;
   return end.reason + (said ? "" : " (" + status + ")") + "; " +
-         std::to_string(next.placement.ranks) + " ranks on " + std::to_string(hosts.size()) +
-         (hosts.size() == 1 ? " host" : " hosts") +
+         std::to_string(next.placement.ranks) + (next.placement.ranks == 1 ? " rank" : " ranks") +
+         " on " + std::to_string(hosts.size()) + (hosts.size() == 1 ? " host" : " hosts") +
          (without.empty() ? std::string() : " without " + joined(without));
 }
 
@@ -127,6 +134,23 @@ std::optional<JobPlan> plan_restart(const JobPlan& failed, const launcher::JobEn
 void summarise(const History& history, int status, JobRunner& runner) {
   for (const std::string& line : restart_summary(history.restarts, status))
     runner.note(line);
+}
+
+/// The end of restart `restart` that could not start because of the hosts of `e`: a failure
+/// that loses them, as a failure of a running attempt would.
+launcher::JobEnd start_failure(const launcher::LaunchError& e, int restart) {
+  launcher::JobEnd end;
+  end.status = e.status();
+  end.failed = true;
+  end.reason = "restart " + std::to_string(restart) +
+               " could not start: " + hostfiles::printable(e.reason());
+  end.lost_hosts.insert(e.hosts().begin(), e.hosts().end());
+  end.host = e.hosts().front();
+  return end;
+}
+
+std::chrono::milliseconds seconds_ms(double seconds) {
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000.0 + 0.5));
 }
 
 }  // namespace
@@ -195,6 +219,20 @@ void mark_attempt(JobPlan& plan, int restart, int max_restarts) {
   plan.topology.job_id = plan.job_id;
 }
 
+std::chrono::milliseconds restart_pause(int restart) {
+  if (restart <= 1) return std::chrono::milliseconds(0);
+  const int doublings = std::min(restart - 2, 5);  // 0.25 s << 5 = 8 s
+  return std::chrono::milliseconds(250 << doublings);
+}
+
+std::string between_attempts_note(int signal, double timeout, int restart, const std::string& why) {
+  const std::string when =
+      " while restart " + std::to_string(restart) + " was being prepared (after " + why + ")";
+  if (signal > 0) return "ddlrun: got " + launcher::signal_name(signal) + when + "; leaving now";
+  return "ddlrun: the job timed out after " + base::seconds_text(seconds_ms(timeout)) +
+         " (--timeout)" + when + "; leaving now";
+}
+
 int run_with_restarts(JobPlan first, const RestartLimits& limits, JobRunner& runner) {
   History history{host_names(first), {}};
   check_first_hosts(static_cast<int>(history.all_hosts.size()), limits);
@@ -205,13 +243,26 @@ int run_with_restarts(JobPlan first, const RestartLimits& limits, JobRunner& run
       end = runner.run(plan, restart);
     } catch (const launcher::LaunchError& e) {
       if (restart == 0) throw;  // as without restarts
-      runner.note("ddlrun: error: restart " + std::to_string(restart) +
-                  " cannot start: " + hostfiles::printable(e.what()));
-      summarise(history, e.status(), runner);
-      return e.status();
+      if (e.hosts().empty()) {
+        runner.note("ddlrun: error: restart " + std::to_string(restart) +
+                    " cannot start: " + hostfiles::printable(e.what()));
+        summarise(history, e.status(), runner);
+        return e.status();
+      }
+      end = start_failure(e, restart);  // hosts lost while it started: one more failure
+      runner.note("ddlrun: " + end.reason);
+    }
+    if (end.signal != 0 && limits.max_restarts > 0) {  // even one while a failure was stopped
+      summarise(history, 128 + end.signal, runner);
+      return 128 + end.signal;
     }
     std::optional<JobPlan> next;
-    if (end.failed) next = plan_restart(plan, end, restart + 1, limits, runner, history);
+    if (end.failed) {
+      if (restart < limits.max_restarts) {
+        runner.between_attempts(restart + 1, end.reason, history.restarts);
+      }
+      next = plan_restart(plan, end, restart + 1, limits, runner, history);
+    }
     if (!next) {
       summarise(history, end.status, runner);
       return end.status;
@@ -221,6 +272,57 @@ int run_with_restarts(JobPlan first, const RestartLimits& limits, JobRunner& run
 }
 
 namespace {
+
+using Clock = std::chrono::steady_clock;
+
+/// The stop signals: blocked in every thread from a restartable job's first attempt on, taken
+/// by supervise() during an attempt and by a BetweenAttempts thread between two.
+sigset_t stop_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int s : {SIGINT, SIGTERM, SIGHUP})
+    sigaddset(&set, s);
+  return set;
+}
+
+/// Between two attempts (planning again, re-probing the hosts, the pause): a thread that takes
+/// the stop signals with sigtimedwait() and watches the --timeout deadline; either ends ddlrun
+/// there and then (the main thread may be waiting for a host's probe) with a note and the
+/// summary of the restarts so far. Ends (joined) when the next attempt starts.
+class BetweenAttempts {
+ public:
+  using Leave = std::function<void(int signal)>;  // 0: the deadline
+  BetweenAttempts(std::optional<Clock::time_point> deadline, Leave leave)
+      : deadline_(deadline), leave_(std::move(leave)), thread_([this] { watch(); }) {}
+  ~BetweenAttempts() {
+    done_ = true;
+    thread_.join();
+  }
+  BetweenAttempts(const BetweenAttempts&) = delete;
+  BetweenAttempts& operator=(const BetweenAttempts&) = delete;
+
+ private:
+  void watch() {
+    const sigset_t set = stop_signals();
+    while (!done_) {
+      timespec slice{0, 50'000'000};
+      if (deadline_) {
+        const auto left = *deadline_ - Clock::now();
+        if (left <= Clock::duration::zero()) leave_(0);
+        if (left < std::chrono::milliseconds(50)) {
+          slice.tv_nsec = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
+        }
+      }
+      const int s = sigtimedwait(&set, nullptr, &slice);
+      if (s > 0) leave_(s);
+    }
+  }
+
+  const std::optional<Clock::time_point> deadline_;
+  const Leave leave_;
+  std::atomic<bool> done_{false};
+  std::thread thread_;
+};
 
 /// The real runner: make_plan, launch().
 class LiveRunner : public JobRunner {
@@ -233,7 +335,7 @@ class LiveRunner : public JobRunner {
         getenv_(getenv_fn),
         env_context_(env_context),
         remote_(remote),
-        start_(std::chrono::steady_clock::now()) {}
+        start_(Clock::now()) {}
 
   JobPlan plan(const Replan& replan) override {
     JobPlan plan = make_plan(options_, getenv_, env_context_, remote_, replan);
@@ -246,33 +348,71 @@ class LiveRunner : public JobRunner {
     JobPlan plan = planned;
     Options o = options_;
     mark_attempt(plan, restart, o.max_restarts);
+    if (restart == 0 && o.max_restarts > 0) {
+      const sigset_t set = stop_signals();
+      pthread_sigmask(SIG_BLOCK, &set, nullptr);  // a signal between attempts waits for us
+    }
     if (restart > 0) {
+      pause(restart);
       if (!o.topology_file.empty()) comm::write_topology_file(plan.topology, o.topology_file);
       log_.info("restart {}: the new plan:\n{}", restart,
                 hostfiles::printable(render_plan(plan, o)));
       if (o.timeout) o.timeout = remaining(*o.timeout);
     }
+    guard_.reset();
     launcher::JobEnd end;
     launch(plan, o, log_, &end);
     return end;
   }
 
-  void note(const std::string& text) override { err_ << hostfiles::printable(text) << "\n"; }
+  void note(const std::string& text) override {
+    std::lock_guard lock(err_mutex_);
+    err_ << hostfiles::printable(text) << "\n";
+  }
+
+  void between_attempts(int restart, const std::string& why,
+                        const std::vector<std::string>& restarts) override {
+    std::optional<Clock::time_point> deadline;
+    if (options_.timeout) {
+      deadline = start_ + std::chrono::duration_cast<Clock::duration>(
+                              std::chrono::duration<double>(*options_.timeout));
+    }
+    guard_.reset();
+    guard_ = std::make_unique<BetweenAttempts>(deadline, [=, this](int signal) {
+      note(between_attempts_note(signal, options_.timeout.value_or(0), restart, why));
+      const int status = signal > 0 ? 128 + signal : 124;
+      for (const std::string& line : restart_summary(restarts, status))
+        note(line);
+      err_.flush();
+      std::_Exit(status);
+    });
+  }
 
  private:
+  /// The pause before restart `restart` (restart_pause), said when there is one.
+  void pause(int restart) {
+    const std::chrono::milliseconds wait = restart_pause(restart);
+    if (wait.count() == 0) return;
+    note("ddlrun: restart " + std::to_string(restart) + " starts in " + base::seconds_text(wait) +
+         " (the pause doubles with each restart, up to 8 s)");
+    std::this_thread::sleep_for(wait);
+  }
+
   /// What is left of --timeout, which counts for all attempts together.
   double remaining(double timeout) const {
-    const std::chrono::duration<double> spent = std::chrono::steady_clock::now() - start_;
+    const std::chrono::duration<double> spent = Clock::now() - start_;
     return std::max(timeout - spent.count(), 0.001);
   }
 
   const Options options_;
   std::ostream& err_;
+  std::mutex err_mutex_;
   spdlog::logger& log_;
   hostfiles::GetEnv getenv_;
   void* env_context_;
   const RemoteProbe remote_;
-  const std::chrono::steady_clock::time_point start_;
+  const Clock::time_point start_;
+  std::unique_ptr<BetweenAttempts> guard_;
 };
 
 }  // namespace

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <chrono>
 #include <iosfwd>
 #include <memory>
 #include <optional>
@@ -41,6 +42,13 @@ class JobRunner {
   virtual launcher::JobEnd run(const JobPlan& plan, int restart) = 0;
   /// Tells the user `text` (a line of ddlrun's, on stderr).
   virtual void note(const std::string& text) = 0;
+  /// Attempt `restart - 1` failed because of `why` and restart `restart` may follow: until the
+  /// next run() (or the runner's end), a signal or --timeout ends ddlrun with a note and the
+  /// summary of `restarts` (the restarts so far). The real runner watches; a fake need not.
+  virtual void between_attempts(int restart, const std::string& why,
+                                const std::vector<std::string>& restarts) {
+    (void)restart, (void)why, (void)restarts;
+  }
 };
 
 /// What the next attempt asks of the plan: every host lost so far is left out, except that,
@@ -68,16 +76,30 @@ void mark_attempt(JobPlan& plan, int restart, int max_restarts);
 /// host: launcher::JobEnd::failed) and `limits` allow, plans it again without the lost hosts
 /// and starts it again. Prints each restart's reason and, when there was one, a summary of all.
 /// Returns the exit status of the last attempt (a restart that cannot start ends the job with
-/// the LaunchError's status). Throws UsageError when the first plan's hosts are fewer than the
-/// minimum or more than the maximum, and the first attempt's LaunchError.
+/// the LaunchError's status; a signal to ddlrun, even one that came while a failed attempt was
+/// being stopped, ends it with 128+N when restarts were asked for). Throws UsageError when the
+/// first plan's hosts are fewer than the minimum or more than the maximum, and the first attempt's
+/// LaunchError.
 int run_with_restarts(JobPlan first, const RestartLimits& limits, JobRunner& runner);
 
 /// The runner of a real job: plans with make_plan (through `remote` and the environment), runs
 /// each attempt with launch() (its ranks see DDL_RESTART_COUNT, TORCHELASTIC_RESTART_COUNT and
 /// TORCHELASTIC_MAX_RESTARTS, and a job id of their own), rewrites --topology-file and, at -v,
-/// logs each new plan as --dry-run would print it; notes go to `err`.
+/// logs each new plan as --dry-run would print it; notes go to `err`. With restarts, the stop
+/// signals stay blocked from the first attempt on, and between attempts a thread takes them
+/// (and watches --timeout): ddlrun then leaves with a note and the restart summary. From the
+/// second restart on, each waits restart_pause() first.
 std::unique_ptr<JobRunner> make_job_runner(const Options& options, std::ostream& err,
                                            spdlog::logger& log, hostfiles::GetEnv getenv_fn,
                                            void* env_context, const RemoteProbe& remote);
+
+/// How long restart `restart` (1 for the first) waits before it starts: none for the first,
+/// then 0.25 s, doubling with each restart up to 8 s (a job that fails at once must not restart
+/// dozens of times a second).
+std::chrono::milliseconds restart_pause(int restart);
+
+/// The note of a signal (`signal` > 0) or of --timeout (`signal` 0, after `timeout` seconds)
+/// that ends ddlrun between attempts, while restart `restart` is prepared after `why`.
+std::string between_attempts_note(int signal, double timeout, int restart, const std::string& why);
 
 }  // namespace ddl::cli

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <vector>
@@ -119,6 +120,12 @@ void tell_node0(const NodePart& node, launcher::SuperviseOptions& so) {
     client->report_failure(describe_failure(rank, status), status.shell_code());
   };
   if (client->node_rank() != 0) so.stdin_fd = -1;
+  // A node cannot pause alone: the others would wait for it until its heartbeat is missed,
+  // then call it silent. They hear at once that it was stopped.
+  so.on_stopped = [client] {
+    client->report_failure("its ddlrun was stopped (SIGTSTP, Ctrl-Z); a node cannot pause alone",
+                           128 + SIGTSTP);
+  };
 }
 
 /// Per-node mode's supervise(): this node's ranks, whose first failure (or failure to start)
@@ -137,6 +144,19 @@ int supervise_node(const NodePart& node, launcher::Backend& backend, const JobPl
   }
   if (end != nullptr) *end = mine;
   return node.client->finish(status, mine.failed || status == 0);
+}
+
+}  // namespace
+
+namespace {
+
+/// Why the ranks have no working directory: ddlrun's own is gone (deleted since it was entered;
+/// the PMIx server said so once per rank).
+std::string no_working_directory() {
+  std::error_code ec;
+  (void)std::filesystem::current_path(ec);
+  return "the current directory cannot be the ranks' working directory (" + ec.message() +
+         "; was it deleted?): cd to a directory that exists, or give --wdir DIR";
 }
 
 }  // namespace
@@ -204,6 +224,7 @@ int launch(const JobPlan& plan, const Options& o, spdlog::logger& log, launcher:
     topology_path = std::filesystem::absolute(topology_path).string();
   }
   launcher::Job job = make_job(plan, topology_path);
+  if (job.cwd.empty()) throw launcher::LaunchError(no_working_directory());
   if (node != nullptr) job.token = node->client->welcome().job_token;
   give_python_package(job, log);
 

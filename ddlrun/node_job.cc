@@ -12,6 +12,7 @@
 
 #include "ddlrun/launch.h"
 #include "ddlrun/per_node.h"
+#include "ddlrun/plan_digest.h"
 #include "ddlrun/report.h"
 #include "hostfiles/hostfiles.h"
 #include "mapper/mapper.h"
@@ -48,7 +49,6 @@ std::unique_ptr<NodeServer> serve(const Options& o, const PerNode& node, GetEnv 
   s.heartbeat_timeout = millis(o.heartbeat_timeout);
   s.job_id =
       o.job_id.empty() && !node.job.empty() ? node.job : job_id_of(o, getenv_fn, env_context);
-  s.job_token = launcher::make_token();
   return std::make_unique<NodeServer>(
       s, [&log](const std::string& line) { log.error("{}", hostfiles::printable(line)); });
 }
@@ -73,6 +73,7 @@ Options whole_job_options(const Options& o, const PerNode& node, const Welcome& 
   for (const NodeEntry& n : w.nodes)
     hosts += (hosts.empty() ? "" : ",") + n.host;
   whole.hosts = {hosts};
+  whole.hosts_from = "the nodes' host names";
   whole.job_id = w.job_id;
   whole.launcher = "local";
   whole.nnodes.reset();
@@ -89,20 +90,6 @@ KnownHardware known_hardware(const Welcome& w) {
         n.inventory, "the hardware node " + std::to_string(k) + " (" + n.host + ") sent");
   }
   return known;
-}
-
-/// FNV-1a of what the nodes must agree on: the topology file and the program. (-x values may
-/// differ: each node exports its own environment's.)
-std::string digest_of(const JobPlan& plan) {
-  std::string text = comm::format_topology(plan.topology);
-  for (const std::string& w : plan.program)
-    text += '\0' + w;
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : text)
-    h = (h ^ c) * 1099511628211ull;
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
-  return hex;
 }
 
 /// Each node's Host::index in the plan, by node rank; -1 for a node that runs no rank.
@@ -230,9 +217,9 @@ class LiveRounds : public NodeRounds {
     plan.hosts_from = "the rendezvous at " + node_.endpoint() + ", in node-rank order";
     for (const std::string& warning : plan.warnings)
       log_.warn("{}", hostfiles::printable(warning));
-    if (o_.max_restarts > 0 && !o_.dry_run) mark_attempt(plan, round, o_.max_restarts);
+    if (!o_.dry_run) mark_attempt(plan, round, o_.max_restarts);  // as a single ddlrun does
     if (!o_.topology_file.empty()) comm::write_topology_file(plan.topology, o_.topology_file);
-    NodePart part{client_.get(), hosts_of_nodes(plan, w), digest_of(plan), node_.host};
+    NodePart part{client_.get(), hosts_of_nodes(plan, w), plan_digest(plan), node_.host};
     NodeRound ended;
     if (o_.dry_run) {
       ended.status = dry_run(plan, whole, node_, part, out_);
@@ -241,6 +228,7 @@ class LiveRounds : public NodeRounds {
     launcher::JobEnd end;
     ended.status = launch(plan, whole, log_, &end, &part);
     ended.failed = end.failed;
+    ended.signal = end.signal;
     ended.reason = end.reason;
     ended.end = client_->round_end();
     return ended;

@@ -96,6 +96,7 @@ int run_node_rounds(const PerNode& node, const RestartLimits& limits, NodeRounds
     return status;
   };
   for (int round = 1;; ++round) {
+    if (last.signal != 0 && limits.max_restarts > 0) return end(128 + last.signal);
     if (last.status == 0 || limits.max_restarts == 0) return end(last.status);
     const std::string why = why_no_node_restart(last, round - 1, node, limits);
     if (!why.empty()) {

@@ -8,6 +8,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <map>
 #include <span>
 
@@ -59,6 +60,10 @@ CLI::Validator at_least(int least) {
   return CLI::Validator(
       [least](std::string& value) -> std::string {
         const std::optional<int> n = whole_number(value);
+        if (!n && value.find_first_not_of("0123456789") == std::string::npos && !value.empty()) {
+          return "'" + value + "' is too large: at most " +
+                 std::to_string(std::numeric_limits<int>::max());
+        }
         if (!n || *n < least) {
           return "'" + value + "' is not a whole number of at least " + std::to_string(least);
         }
@@ -86,12 +91,18 @@ std::string node_range(const std::string& value) {
 /// The longest duration any option takes: 10^9 s (about 31 years). Longer ones would overflow
 /// the clock arithmetic (--timeout 1e10 once fired at once); they are refused, not clamped.
 constexpr double kMaxSeconds = 1e9;
+/// The shortest: 1 ms, the clock's step in ddlrun's deadlines (--timeout 1e-9 once "timed out
+/// after 0 s").
+constexpr double kMinSeconds = 1e-3;
 
 std::string positive_seconds(const std::string& value) {
   char* end = nullptr;
   const double d = std::strtod(value.c_str(), &end);
   if (value.empty() || *end != '\0' || !(d > 0) || std::isnan(d)) {
     return "'" + value + "' is not a number of seconds above 0";
+  }
+  if (d < kMinSeconds) {
+    return "'" + value + "' is less than 0.001 s (1 ms), the shortest duration ddlrun takes";
   }
   if (d > kMaxSeconds) {
     return "'" + value +

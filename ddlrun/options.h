@@ -20,6 +20,8 @@ struct NodeRange {
 /// hosts. Passed by value to the parts that need it (no globals set from flags).
 struct Options {
   std::vector<std::string> hosts;  ///< each -H/--hosts value, in order
+  /// What `hosts` are called in messages: "-H"; per-node mode plans with the nodes' host names.
+  std::string hosts_from = "-H";
   std::string hostfile;
   std::optional<int> np;
   std::optional<int> accelerators;

@@ -61,6 +61,7 @@ struct NodeRound {
   bool failed = false;  ///< it failed by itself (a rank, a lost node): a restart may help
   std::string reason;   ///< "rank 3 (n2) exited with status 7"; "" when unknown
   RoundEnd end;         ///< what node 0 said of the round
+  int signal = 0;       ///< the stop signal this node's ddlrun got (then: 128+N), 0: none
 };
 
 /// The side effects of a per-node job's rounds: the rendezvous, the plan, this node's ranks.

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <climits>
 #include <filesystem>
+#include <set>
 #include <stdexcept>
 #include <tuple>
 
@@ -57,8 +58,8 @@ std::pair<hostfiles::HostList, std::string> resolve_hosts(const Options& o, cons
   if (!o.hosts.empty()) {
     hostfiles::HostList list;
     for (const std::string& value : o.hosts)
-      merge_into(list, hostfiles::parse_hosts_option(value, "-H"), "-H");
-    return {std::move(list), "-H"};
+      merge_into(list, hostfiles::parse_hosts_option(value, o.hosts_from), o.hosts_from);
+    return {std::move(list), o.hosts_from};
   }
   if (!o.hostfile.empty())
     return {hostfiles::read_hostfile(o.hostfile), "--hostfile " + o.hostfile};
@@ -346,7 +347,8 @@ std::vector<mapper::HostProbe> drop_failed_probes(JobPlan& plan,
 void record_probes(JobPlan& plan, const std::vector<mapper::HostProbe>& results,
                    const std::string& prober_name) {
   std::string failures = mapper::format_probe_failures(results);
-  if (const size_t ssh = failures.find("(each must pass 'ssh -o BatchMode=yes HOST true')");
+  if (const size_t ssh =
+          failures.find("(each must pass 'ssh -o BatchMode=yes HOST true', printing nothing)");
       ssh != std::string::npos && prober_name == "jsrun") {
     failures.replace(ssh, failures.find(')', ssh) + 1 - ssh,
                      "(jsrun must run 'ddlrun --probe' on each; try 'jsrun -n 1 hostname')");
@@ -511,6 +513,20 @@ mapper::Prediction predict(const Options& o, const JobPlan& plan, const comm::Mo
                                std::move(modes), {kMiB, 16 * kMiB, 256 * kMiB}, pick_bytes);
 }
 
+/// Refuses a --mode whose dimensions fit this plan's ranks only when --max-restarts may start
+/// the job again on fewer hosts (--min-hosts, --nnodes MIN:MAX): said at the start, not at the
+/// first failure.
+void check_mode_for_restarts(const Options& o, const comm::Mode& mode, const JobPlan& plan) {
+  const int hosts = static_cast<int>(plan.hosts.size());
+  const std::optional<int> min = o.nnodes ? std::optional<int>(o.nnodes->min) : o.min_hosts;
+  if (o.max_restarts == 0 || mode.dims.empty() || !min || *min >= hosts) return;
+  throw UsageError("--mode " + mode.str() + " fits " + std::to_string(mode.ranks()) +
+                   " ranks only, but with --max-restarts the job may start again on fewer hosts (" +
+                   std::string(o.nnodes ? "--nnodes " : "--min-hosts ") + std::to_string(*min) +
+                   " of its " + std::to_string(hosts) +
+                   "); leave --mode out, so that ddlrun picks a mode for each attempt");
+}
+
 /// The mode (-m, its dimensions resolved for the placement; with --mode auto, or when nothing
 /// names the mode or the racks, the fastest the cost model predicts) and the rings it makes.
 void resolve_mode(const Options& o, JobPlan& plan) {
@@ -520,6 +536,7 @@ void resolve_mode(const Options& o, JobPlan& plan) {
   plan.mode_auto = auto_named || (!o.mode && !racks_named);
   comm::Mode mode = plan.mode_given ? comm::parse_mode(*o.mode) : comm::Mode{};
   comm::check_mode_fits(mode, plan.placement.ranks, plan.placement.describe());
+  check_mode_for_restarts(o, mode, plan);
   const std::optional<int> per_socket = mapper::socket_ring_size(plan.placed);
   std::tie(plan.mode, plan.mode_reason) =
       resolve_dims(o, plan.placement, mode, per_socket, plan.links);
@@ -550,6 +567,15 @@ void choose_launcher(const Options& o, const Env& env, const std::vector<std::st
   if (plan.launcher.kind != launcher::Kind::kSsh) plan.sessions.reset();  // closes them
 }
 
+/// Whether ddlrun sets `name` itself for each rank (launcher/job.cc), so that -x cannot.
+bool rank_variable(const std::string& name) {
+  static const std::set<std::string> kSet = {
+      "DDL_RANK",      "DDL_SIZE",  "DDL_LOCAL_RANK", "DDL_LOCAL_SIZE", "DDL_HOST_INDEX",
+      "DDL_NUM_HOSTS", "RANK",      "LOCAL_RANK",     "WORLD_SIZE",     "LOCAL_WORLD_SIZE",
+      "GROUP_RANK",    "ROLE_RANK", "ROLE_WORLD_SIZE"};
+  return kSet.contains(name);
+}
+
 /// The -x variables with their values: given, or from ddlrun's environment (a warning when
 /// unset there).
 void resolve_exports(const Options& o, const Env& env, JobPlan& plan) {
@@ -562,6 +588,11 @@ void resolve_exports(const Options& o, const Env& env, JobPlan& plan) {
       throw UsageError(
           "-x " + x + ": '" + name +
           "' is not a variable name (letters, digits and '_', not starting with a digit)");
+    }
+    if (rank_variable(name)) {
+      throw UsageError("-x " + x + ": ddlrun sets " + name +
+                       " itself, for each rank (where it is in the job); leave it out, and "
+                       "change the job's shape with -n, -H or -a instead");
     }
     if (eq != std::string::npos) {
       plan.exports.emplace_back(name, x.substr(eq + 1));

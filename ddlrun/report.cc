@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "base/text.h"
 #include "ddl_config.h"
 #include "ddlrun/backends.h"
 #include "ddlrun/launch.h"
@@ -21,7 +22,10 @@ namespace ddl::cli {
 
 namespace {
 
-void json_string(std::string& out, const std::string& s) {
+/// `s` as a JSON string; bytes that are not UTF-8 become U+FFFD (base::valid_utf8), so that
+/// every JSON parser reads it.
+void json_string(std::string& out, const std::string& raw) {
+  const std::string s = base::valid_utf8(raw);
   out += '"';
   for (unsigned char c : s) {
     switch (c) {
@@ -176,7 +180,7 @@ void yaml(YAML::Emitter& out, const Value& value) {
           if (plain_yaml(x)) {
             out << x;
           } else {
-            out << YAML::DoubleQuoted << x;
+            out << YAML::DoubleQuoted << base::valid_utf8(x);
           }
         } else if constexpr (std::is_same_v<T, Value::List>) {
           out << YAML::BeginSeq;
@@ -191,7 +195,7 @@ void yaml(YAML::Emitter& out, const Value& value) {
         } else {
           out << YAML::BeginMap;
           for (const auto& [k, item] : x) {
-            out << YAML::Key << k << YAML::Value;
+            out << YAML::Key << base::valid_utf8(k) << YAML::Value;
             yaml(out, item);
           }
           out << YAML::EndMap;

@@ -31,10 +31,23 @@ class LaunchError : public std::runtime_error {
   /// was not found, 126 when it could not be executed.
   explicit LaunchError(const std::string& what, int status = 1)
       : std::runtime_error(what), status_(status) {}
+  /// A failure of the hosts `hosts` (each unreachable, or its agent failed), with `reason`
+  /// saying it on one line ("node2: no heartbeat").
+  LaunchError(const std::string& what, int status, std::vector<std::string> hosts,
+              std::string reason)
+      : std::runtime_error(what),
+        status_(status),
+        hosts_(std::move(hosts)),
+        reason_(std::move(reason)) {}
   int status() const { return status_; }
+  /// The hosts that failed, when the job could not start because of them; empty otherwise.
+  const std::vector<std::string>& hosts() const { return hosts_; }
+  const std::string& reason() const { return reason_; }
 
  private:
   int status_;
+  std::vector<std::string> hosts_;
+  std::string reason_;
 };
 
 /// How a process ended: an exit status, or the signal that killed it.

@@ -21,6 +21,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -236,21 +237,45 @@ struct Pipes {
   }
 };
 
+}  // namespace
+
+LaunchError pipe_error(int error) {
+  std::string text = "cannot create a pipe: " + errno_text(error);
+  rlimit limit{};
+  if ((error == EMFILE || error == ENFILE) && getrlimit(RLIMIT_NOFILE, &limit) == 0) {
+    text += error == ENFILE
+                ? "; the system's table of open files is full: end other programs, or raise "
+                  "fs.file-max"
+                : "; ddlrun holds 3 to 4 descriptors for each rank it starts here, and this "
+                  "process may open " +
+                      std::to_string(limit.rlim_cur) +
+                      " (ulimit -n): raise the limit (ulimit -n 4096) or start fewer ranks here";
+  }
+  return LaunchError(text);
+}
+
+namespace {
+
 Pipes open_pipes(const SpawnSpec& spec) {
   Pipes p;
-  if (pipe2(p.out, O_CLOEXEC) != 0) throw LaunchError("cannot create a pipe: " + errno_text(errno));
+  if (pipe2(p.out, O_CLOEXEC) != 0) throw pipe_error(errno);
   if (pipe2(p.err, O_CLOEXEC) != 0) {
+    const int e = errno;
     close(p.out[0]);
     close(p.out[1]);
-    throw LaunchError("cannot create a pipe: " + errno_text(errno));
+    throw pipe_error(e);
   }
   if (spec.pipe_stdin) {
     if (pipe2(p.in, O_CLOEXEC) != 0) p.in[0] = p.in[1] = -1;
   } else {
     p.in[0] = open("/dev/null", O_RDONLY | O_CLOEXEC);
   }
-  if (pipe2(p.status, O_CLOEXEC) != 0)
-    throw LaunchError("cannot create a pipe: " + errno_text(errno));
+  if (pipe2(p.status, O_CLOEXEC) != 0) {
+    const int e = errno;
+    for (int fd : {p.out[0], p.out[1], p.err[0], p.err[1], p.in[0], p.in[1]})
+      if (fd >= 0) close(fd);
+    throw pipe_error(e);
+  }
   return p;
 }
 
@@ -334,9 +359,7 @@ LaunchError start_failure(const ChildFailure& f, const SpawnSpec& spec, std::str
 
 ProcessSet::ProcessSet(EventQueue& events) : events_(events) {
   int fds[2];
-  if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) {
-    throw LaunchError("cannot create a pipe: " + errno_text(errno));
-  }
+  if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) throw pipe_error(errno);
   wake_read_ = fds[0];
   wake_write_ = fds[1];
   waker_ = events_.add_waker([this] { wake(); });

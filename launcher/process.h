@@ -32,6 +32,10 @@ struct SpawnSpec {
 /// DIR naming a directory every host has". The text names neither the host nor the program.
 std::string working_directory_problem(const std::string& dir);
 
+/// The error of a pipe (or other descriptor) that cannot be created for errno `error`; for
+/// EMFILE and ENFILE the text says the limit and what to do ("ulimit -n").
+LaunchError pipe_error(int error);
+
 /// The process environment as "NAME=value" strings, with `add` set (replacing same names).
 std::vector<std::string> merge_environment(const std::vector<std::string>& base,
                                            const std::vector<EnvVar>& add);

@@ -59,6 +59,11 @@ constexpr Clock::time_point kNever = Clock::time_point::max();
 /// which name the rank that stopped (and SIGTERM with it).
 constexpr auto kBlameWait = std::chrono::milliseconds(1000);
 
+/// "3 processes", "1 process".
+std::string processes(size_t n) {
+  return std::to_string(n) + (n == 1 ? " process" : " processes");
+}
+
 /// "the other 3 processes", "the other process".
 std::string others(size_t n) {
   return n == 1 ? "the other process" : "the other " + std::to_string(n) + " processes";
@@ -254,7 +259,8 @@ class Supervisor {
     }
     finish_output();
     end_.status = exit_status_.value_or(0);
-    end_.failed = failed_ && end_.status != 0;
+    end_.signal = signal_;
+    end_.failed = failed_ && end_.status != 0 && signal_ == 0;
     return end_.status;
   }
 
@@ -331,7 +337,7 @@ class Supervisor {
     }
     if (!stopping_ && now >= timeout_at_) {
       sink_.note("ddlrun: the job timed out after " + seconds(*options_.timeout) +
-                 " (--timeout); stopping " + std::to_string(running_.size()) + " processes");
+                 " (--timeout); stopping " + processes(running_.size()));
       begin_stop(124);
     }
   }
@@ -342,13 +348,13 @@ class Supervisor {
       return;
     }
     if (s == SIGINT) ++interrupts_;
+    if (signal_ == 0) signal_ = s;
     if (stopping_) {
       kill_now(s);
       return;
     }
     drop_output_ = true;
-    sink_.note("ddlrun: got " + signal_name(s) + "; passing it to " +
-               std::to_string(running_.size()) + " processes" +
+    sink_.note("ddlrun: got " + signal_name(s) + "; passing it to " + processes(running_.size()) +
                (s == SIGINT ? " (interrupt again to kill them at once)" : ""));
     if (!exit_status_) exit_status_ = 128 + s;
     backend_.signal(s);
@@ -378,6 +384,7 @@ class Supervisor {
       return;
     }
     backend_.signal(SIGSTOP);
+    if (options_.on_stopped) options_.on_stopped();
     if (!options_.handle_signals) return;
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     kill(getpid(), SIGSTOP);
@@ -389,9 +396,7 @@ class Supervisor {
     if (const std::optional<OutputFailure> f = sink_.failure()) {
       output_failed_ = drop_output_ = true;
       sink_.note("ddlrun: " + f->message +
-                 (running_.empty()
-                      ? std::string()
-                      : "; stopping " + std::to_string(running_.size()) + " processes"));
+                 (running_.empty() ? std::string() : "; stopping " + processes(running_.size())));
       begin_stop(f->status);
     }
   }
@@ -609,6 +614,7 @@ class Supervisor {
   std::map<int, std::string> blame_partial_;  // each rank's unfinished line
 
   bool failed_ = false;  // the stop began with a failure of the job's own
+  int signal_ = 0;       // the first stop signal ddlrun got
   JobEnd end_;
 };
 

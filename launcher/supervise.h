@@ -34,6 +34,10 @@ struct SuperviseOptions {
   /// whose output blames a peer is passed once its note is written (up to a second later, with
   /// the status it gives the job), so that the peer's own failure, on another node, comes first.
   std::function<void(int rank, const ExitStatus& status)> on_first_failure;
+  /// Called (on the supervisor's thread) when SIGTSTP (Ctrl-Z) stops the job, before ddlrun
+  /// stops itself: per-node mode tells node 0 that this node was stopped, rather than leave the
+  /// others to find it silent.
+  std::function<void()> on_stopped;
 };
 
 /// How a supervised job ended, beyond its exit status: what ddlrun needs to restart it
@@ -49,6 +53,9 @@ struct JobEnd {
   /// Hosts lost (their agent gone, no heartbeat) or whose processes did not report their end
   /// after SIGKILL: the job cannot count on them again.
   std::set<std::string> lost_hosts;
+  /// The stop signal (SIGINT, SIGTERM, SIGHUP) that ddlrun got, whenever it came (even while a
+  /// failure was being stopped: `failed` is then false, as the job was stopped); 0: none.
+  int signal = 0;
 };
 
 /// Runs the job: starts `backend`, prints output through `sink`, and ends the whole job when one

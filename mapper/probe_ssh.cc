@@ -49,7 +49,8 @@ constexpr std::size_t kStderrLineMax = 200;  // characters per such line
 constexpr int kPollSliceMs = 100;            // how long to wait for stdout before looking at stderr
 
 constexpr std::string_view kNextStep =
-    "fix them (each must pass 'ssh -o BatchMode=yes HOST true'), leave them out of the host "
+    "fix them (each must pass 'ssh -o BatchMode=yes HOST true', printing nothing), leave them "
+    "out of the host "
     "list, or plan offline with --host-xml HOST=FILE (FILE from 'lstopo --of xml FILE' on that "
     "host)";
 
@@ -88,6 +89,27 @@ std::string first_word(std::string_view command) {
     }
   }
   return word;
+}
+
+/// `text` with '"', '\\' and bytes outside printable ASCII written C-style ("\\n", "\\x1b").
+std::string c_escaped(std::string_view text) {
+  std::string out;
+  for (const char ch : text) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '"' || c == '\\') {
+      out += '\\';
+      out += ch;
+    } else if (c < 0x20 || c >= 0x7f) {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02x", c);
+      out += hex;
+    } else {
+      out += ch;
+    }
+  }
+  return out;
 }
 
 /// Up to kStderrLines non-empty lines of `text`, each cut at kStderrLineMax characters.
@@ -272,6 +294,14 @@ Inventory inventory_from_probe_output(std::string_view host, std::string_view co
     try {
       return inventory_from_yaml(output.out, "inventory of " + h);
     } catch (const InventoryError& e) {
+      // The inventory after other output: a login script that prints on stdout.
+      const size_t inventory = output.out.find("\nversion:");
+      if (inventory != std::string::npos && output.out.rfind("version:", 0) != 0) {
+        throw ProbeError("something prints on its standard output before the inventory, \"" +
+                         c_escaped(output.out.substr(0, std::min<size_t>(inventory + 1, 80))) +
+                         "\" (a login script such as ~/.bashrc?); make it print nothing when "
+                         "the shell is not interactive, or print on stderr");
+      }
       throw ProbeError(std::string("its output is not an inventory: ") + e.what());
     }
   }

@@ -834,15 +834,30 @@ std::unique_ptr<Subgroup> Communicator::create_group(std::span<const int> ranks)
   return std::make_unique<Subgroup>(*this, std::vector<int>(ranks.begin(), ranks.end()), self, id);
 }
 
+namespace {
+
+/// The size variable that goes with rank variable `rank` (Identity::source).
+std::string size_variable_of(const std::string& rank) {
+  if (rank == "SLURM_PROCID") return "SLURM_NTASKS";
+  const size_t at = rank.rfind("RANK");
+  return at == std::string::npos ? rank : rank.substr(0, at) + "SIZE";
+}
+
+}  // namespace
+
 std::unique_ptr<Communicator> init_from_environment() {
   const Identity id = identity_from_environment();
   const CommOptions options = options_from_environment();
   std::unique_ptr<Bootstrap> bootstrap = make_pmix_bootstrap();
   if (bootstrap != nullptr && !id.source.empty() &&
       (bootstrap->rank() != id.rank || bootstrap->size() != id.size)) {
-    throw BootstrapError("PMIx says rank " + std::to_string(bootstrap->rank()) + " of " +
-                         std::to_string(bootstrap->size()) + ", but $" + id.source + " says " +
-                         std::to_string(id.rank) + " of " + std::to_string(id.size));
+    // Name the variable that disagrees: -x DDL_SIZE=3 was reported as $DDL_RANK's.
+    const bool rank_differs = bootstrap->rank() != id.rank;
+    throw BootstrapError(
+        "PMIx says rank " + std::to_string(bootstrap->rank()) + " of " +
+        std::to_string(bootstrap->size()) + ", but $" +
+        (rank_differs ? id.source : size_variable_of(id.source)) + " says " +
+        (rank_differs ? "rank " + std::to_string(id.rank) : std::to_string(id.size) + " ranks"));
   }
   const char* token = env("DDL_JOB_TOKEN");
   if (bootstrap == nullptr) {

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <random>
@@ -25,7 +26,21 @@ using base::errno_text;
 
 }  // namespace
 
+namespace {
+
+/// Throws TopologyError when `bytes` is more than a topology file may have.
+void check_size(uint64_t bytes, const std::string& source) {
+  if (bytes <= kMaxTopologyBytes) return;
+  throw TopologyError(source + ": " + std::to_string(bytes) + " bytes, more than the " +
+                      std::to_string(kMaxTopologyBytes) +
+                      " a topology file may have (ddlrun writes a few hundred bytes a rank); "
+                      "is this the topology file ddlrun wrote?");
+}
+
+}  // namespace
+
 Topology parse_topology(std::string_view text, const std::string& source) {
+  check_size(text.size(), source);
   if (std::optional<Topology> t = parse_topology_fast(text, source)) return std::move(*t);
   return parse_topology_generic(text, source);
 }
@@ -98,7 +113,15 @@ Topology read_topology_file(const std::string& path) {
   }
   std::string text;
   struct stat st {};
-  if (::fstat(fd, &st) == 0 && st.st_size > 0) text.reserve(static_cast<size_t>(st.st_size));
+  if (::fstat(fd, &st) == 0 && st.st_size > 0) {
+    try {
+      check_size(static_cast<uint64_t>(st.st_size), path);
+    } catch (...) {
+      ::close(fd);
+      throw;
+    }
+    text.reserve(static_cast<size_t>(st.st_size));
+  }
   char buf[1 << 16];
   while (true) {
     const ssize_t n = ::read(fd, buf, sizeof buf);
@@ -110,6 +133,7 @@ Topology read_topology_file(const std::string& path) {
       throw TopologyError("cannot read topology file " + quote(path) + ": " + errno_text(error));
     }
     text.append(buf, static_cast<size_t>(n));
+    if (text.size() > kMaxTopologyBytes) break;  // grew while read: parse_topology refuses it
   }
   ::close(fd);
   return parse_topology(text, path);

@@ -1,9 +1,11 @@
 // parse_topology_generic: the yaml-cpp reader, for any YAML spelling; errors name the file, line,
 // column and field.
 
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <sstream>
 
 #include "base/text.h"
 #include "base/yaml.h"
@@ -22,6 +24,41 @@ using topology::validate_read;
 
 namespace {
 
+/// Refuses YAML aliases before the document is built: ddlrun never writes them, and every use
+/// of one repeats its anchor's whole subtree, so that a file of a few hundred KB could stand for
+/// billions of ring entries. The events are read once, without building anything.
+class NoAliases : public YAML::EventHandler {
+ public:
+  explicit NoAliases(const std::string& source) : source_(source) {}
+  void OnDocumentStart(const YAML::Mark&) override {}
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark& mark, YAML::anchor_t) override {
+    throw TopologyError(base::yaml_position(source_, mark) +
+                        ": a YAML alias (*name): topology files hold none (each use of an alias "
+                        "repeats a whole subtree); write the entries out, as ddlrun does");
+  }
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+
+  /// Reads every document of `text`; throws TopologyError at the first alias.
+  void check(const std::string& text) {
+    std::istringstream in(text);
+    YAML::Parser parser(in);
+    while (parser.HandleNextDocument(*this)) {
+    }
+  }
+
+ private:
+  const std::string& source_;
+};
+
 class GenericReader {
  public:
   explicit GenericReader(const std::string& source) : source_(source) {}
@@ -32,7 +69,9 @@ class GenericReader {
     if (Lines(text).next(first_line)) sniff_version(first_line, source_);
     YAML::Node root;
     try {
-      root = YAML::Load(std::string(text));
+      const std::string copy(text);
+      NoAliases(source_).check(copy);
+      root = YAML::Load(copy);
     } catch (const YAML::Exception& e) {
       throw TopologyError(at(e.mark) + "not valid YAML: " + e.msg);
     }

@@ -337,6 +337,8 @@ class SshBackend : public Backend {
     int status = 1;
     int failed = 0;
     bool unreached = false;  // some host failed before its agent answered
+    std::vector<std::string> names;
+    std::string reason;
     {
       std::lock_guard lock(mutex_);
       for (auto& h : hosts_) {
@@ -344,6 +346,8 @@ class SshBackend : public Backend {
         ++failed;
         unreached = unreached || !h->answered;
         message += "\n  " + h->name + ": " + h->error;
+        reason += (reason.empty() ? "" : "; ") + h->name + ": " + h->error;
+        names.push_back(h->name);
         if (status == 1) status = h->status;
       }
     }
@@ -358,7 +362,9 @@ class SshBackend : public Backend {
           "\nfix them (each must pass 'ssh -o BatchMode=yes HOST ddlrun --version'), or leave "
           "them out of the host list";
     }
-    throw LaunchError(head + message + next, status);
+    // A host that failed is lost to a restart (elastic.h), unless the program is missing.
+    if (status != 1) names.clear();
+    throw LaunchError(head + message + next, status, std::move(names), reason);
   }
 
   void fail(HostConn& c, const std::string& error, int status = 1) {

@@ -11,20 +11,24 @@ bucket has started, the bucket's reduction is queued on ddl's worker thread (ddl
 ddl.allreduce_n over its gradients (libddl fuses them), compressed and scaled as asked, the
 result written back into each .grad, while autograd goes on computing the earlier layers.
 Buckets start strictly in bucket order, so every rank issues the same calls in the same order
-whatever order its hooks ran in. synchronize() starts the buckets not yet started (a missing
+whatever order its hooks ran in; each is named ("ddl.fusion.<R>.<B>": bucket B of the R-th
+reducer) and matched by that name with the other ranks' (ddl._negotiate), so that Horovod's
+named asynchronous calls made meanwhile cannot be paired with a bucket. synchronize() starts the buckets not yet started (a missing
 .grad counts as zeros) and waits for all of them; it raises the first error a reduction raised.
 """
 
+import itertools
 import os
 
 import torch
 
-from . import _worker, allreduce_n, size
+from . import _negotiate, allreduce_n, size
 
 __all__ = ["GradientReducer", "fusion_threshold"]
 
 _FIRST_BUCKET = 1 << 20
 _DEFAULT_THRESHOLD = 64 << 20
+_reducers = itertools.count()
 TOO_MANY_PASSES = ("Gradients were computed more than backward_passes_per_step times before "
                    "call to step(). Increase backward_passes_per_step to accumulate gradients "
                    "locally.")
@@ -76,6 +80,7 @@ class GradientReducer:
         self.buckets = plan_buckets(self.params, fusion_threshold()
                                     if threshold is None else threshold)
         self._bucket_of = {p: i for i, b in enumerate(self.buckets) for p in b}
+        self._name = f"ddl.fusion.{next(_reducers)}"
         self._accumulators = []  # kept alive: a hook lives as long as its node
         for p in self.params:
             accumulator = p.expand_as(p).grad_fn.next_functions[0][0]
@@ -115,7 +120,8 @@ class GradientReducer:
         for p in bucket:
             if p.grad is None:
                 p.grad = torch.zeros_like(p)
-        self.handles.append(_worker.submit(lambda: self._reduce(bucket)))
+        name = f"{self._name}.{len(self.handles)}"
+        self.handles.append(_negotiate.submit(name, lambda: self._reduce(bucket)))
 
     def _reduce(self, bucket):
         """On the worker thread: one fused allreduce of the bucket's gradients, in place."""

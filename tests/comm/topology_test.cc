@@ -477,6 +477,16 @@ TEST(TopologyParseErrorTest, NotAMapping) {
             "and ring_orders, got nothing; is this a ddlrun topology file?");
 }
 
+// Aliases are refused before anything is built: each use repeats its anchor's whole subtree
+// (issue 27: 860 KB aliasing a 20,000-entry ring 200,000 times grew each rank to 2.6 GB).
+TEST(TopologyParseErrorTest, AliasesAreRefused) {
+  const std::string text = replaced(replaced(kSmallText, "      - [0, 1]\n", "      - &r [0, 1]\n"),
+                                    "      - [1, 3]", "      - *r");
+  EXPECT_EQ(parse_error(text),
+            "topology.yaml:21:9: a YAML alias (*name): topology files hold none (each use of an "
+            "alias repeats a whole subtree); write the entries out, as ddlrun does");
+}
+
 TEST(TopologyParseErrorTest, MissingFields) {
   EXPECT_EQ(parse_error(replaced(kSmallText, "job_id: \"job-42\"\n", "")),
             "topology.yaml:2:1: job_id: missing");
@@ -705,6 +715,23 @@ TEST(TopologyValidateTest, RingsOfADimensionPartitionTheRanks) {
 
 // ---------------------------------------------------------------------------------------------
 // Files
+
+// A file larger than kMaxTopologyBytes is refused before it is read (a sparse file: no disk).
+TEST_F(TopologyFileTest, AHugeFileIsRefusedBeforeItIsRead) {
+  const std::string file = path("huge.yaml");
+  { std::ofstream(file) << "version: \"1.0\"\n"; }
+  fs::resize_file(file, kMaxTopologyBytes + 1);
+  try {
+    read_topology_file(file);
+    FAIL() << "a huge file was read";
+  } catch (const TopologyError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              file +
+                  ": 268435457 bytes, more than the 268435456 a topology file may have "
+                  "(ddlrun writes a few hundred bytes a rank); is this the topology file "
+                  "ddlrun wrote?");
+  }
+}
 
 TEST_F(TopologyFileTest, RoundTrip) {
   const Topology t = small_topology();

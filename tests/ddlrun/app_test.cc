@@ -218,6 +218,30 @@ TEST(AppTest, ModeMustMatchRankCount) {
             "(2 hosts x 4); make the dimensions multiply to 8 or change the number of ranks\n");
 }
 
+// Issue 27: a fixed --mode that a restart on fewer hosts cannot keep is refused at the start.
+TEST(AppTest, AModeThatARestartCannotKeepIsRefusedAtTheStart) {
+  const Result r = ddlrun({"--dry-run", "-H", "a:2,b:2", "--mode", "r:2x2", "--max-restarts", "1",
+                           "--min-hosts", "1", "prog"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(r.err,
+            "ddlrun: error: --mode r:2x2 fits 4 ranks only, but with --max-restarts the job may "
+            "start again on fewer hosts (--min-hosts 1 of its 2); leave --mode out, so that "
+            "ddlrun picks a mode for each attempt\n");
+  EXPECT_EQ(ddlrun({"--dry-run", "-H", "a:2,b:2", "--mode", "r:2x2", "--max-restarts", "1", "prog"})
+                .status,
+            0);
+}
+
+// Issue 27: -x DDL_SIZE=3 reached the ranks, and libddl blamed $DDL_RANK.
+TEST(AppTest, RankVariablesCannotBeExported) {
+  const Result r = ddlrun({"--dry-run", "-H", "a:2", "-x", "DDL_SIZE=3", "prog"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(r.err,
+            "ddlrun: error: -x DDL_SIZE=3: ddlrun sets DDL_SIZE itself, for each rank (where it "
+            "is in the job); leave it out, and change the job's shape with -n, -H or -a "
+            "instead\n");
+}
+
 TEST(AppTest, IbmSummitStyleCommandLine) {
   const Result r =
       ddlrun({"--dry-run", "--H", "g28n14,g28n15", "-accelerators", "6", "-mode", "p:6x2x1x1",

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <deque>
 
 #include "mapper/mapper.h"
@@ -36,6 +37,13 @@ class FakeRunner : public JobRunner {
   launcher::JobEnd run(const JobPlan& plan, int restart) override {
     runs.push_back({host_names(plan), restart});
     if (restart > 0 && start_error) throw launcher::LaunchError(*start_error, 127);
+    if (restart > 0 && !lost_at_start.empty()) {
+      const std::string host = lost_at_start.front();
+      lost_at_start.pop_front();
+      throw launcher::LaunchError(
+          "cannot start the job on 1 of 3 hosts:\n  " + host + ": no heartbeat for 10 s", 1, {host},
+          host + ": no heartbeat for 10 s");
+    }
     if (ends.empty()) return {};
     launcher::JobEnd e = ends.front();
     ends.pop_front();
@@ -43,6 +51,10 @@ class FakeRunner : public JobRunner {
   }
 
   void note(const std::string& text) override { notes.push_back(text); }
+  void between_attempts(int restart, const std::string& why, const Names& restarts) override {
+    between.push_back(std::to_string(restart) + ": " + why + " (" +
+                      std::to_string(restarts.size()) + " so far)");
+  }
 
   /// A plan on `hosts` without `without`, 2 ranks per host.
   static JobPlan make(const Names& hosts, const std::set<std::string>& without) {
@@ -74,6 +86,8 @@ class FakeRunner : public JobRunner {
   Names silent;  ///< hosts whose probe fails
   std::optional<std::string> plan_error;
   std::optional<std::string> start_error;  ///< thrown by every run after the first
+  std::deque<std::string> lost_at_start;   ///< a host each restart loses as it starts
+  Names between;                           ///< between_attempts() calls
 
  private:
   Names hosts_;
@@ -230,6 +244,58 @@ TEST(ElasticTest, ARestartThatCannotStartEndsTheJobWithItsStatus) {
   EXPECT_EQ(run_with_restarts(FakeRunner::make(kThree, {}), limits(2), r), 127);
   EXPECT_EQ(r.notes.at(1), "ddlrun: error: restart 1 cannot start: n2: ./train: not found");
   EXPECT_EQ(r.notes.at(2), "ddlrun: the job was restarted 1 time and ended with status 127:");
+}
+
+// Issue 27, item 10: a host that fails while a restart starts is one more lost host; the job
+// goes on without it while --min-hosts allows.
+TEST(ElasticTest, AHostLostWhileARestartStartsIsOneMoreLostHost) {
+  FakeRunner r(kThree);
+  r.ends = {host_lost("n3")};
+  r.lost_at_start = {"n2"};
+  EXPECT_EQ(run_with_restarts(FakeRunner::make(kThree, {}), limits(3, 1), r), 0);
+  ASSERT_EQ(r.runs.size(), 3u);
+  EXPECT_EQ(r.runs[2].hosts, Names{"n1"});
+  EXPECT_EQ(r.notes, (Names{"ddlrun: restart 1 of 3 after n3: the connection to its agent closed "
+                            "(status 1); 4 ranks on 2 hosts without n3",
+                            "ddlrun: restart 1 could not start: n2: no heartbeat for 10 s",
+                            "ddlrun: restart 2 of 3 after restart 1 could not start: n2: no "
+                            "heartbeat for 10 s (status 1); 2 ranks on 1 host without n2, n3",
+                            "ddlrun: the job was restarted 2 times and ended with status 0:",
+                            "  1. after n3: the connection to its agent closed (status 1); 4 ranks "
+                            "on 2 hosts without n3",
+                            "  2. after restart 1 could not start: n2: no heartbeat for 10 s "
+                            "(status 1); 2 ranks on 1 host without n2, n3"}));
+  EXPECT_EQ(r.between,
+            (Names{"1: n3: the connection to its agent closed (0 so far)",
+                   "2: restart 1 could not start: n2: no heartbeat for 10 s (1 so far)"}));
+}
+
+// Issue 27, item 4: a signal that came while a failed attempt was being stopped ends the job
+// with 128+N: no restart, the summary of those before.
+TEST(ElasticTest, ASignalWhileAFailureIsStoppedEndsTheJob) {
+  FakeRunner r(kThree);
+  launcher::JobEnd interrupted = rank_failed(0, "n1", 3);
+  interrupted.failed = false;  // as supervise() says it
+  interrupted.signal = SIGTERM;
+  r.ends = {rank_failed(1, "n2", 3), interrupted};
+  EXPECT_EQ(run_with_restarts(FakeRunner::make(kThree, {}), limits(3), r), 143);
+  EXPECT_EQ(r.runs.size(), 2u);
+  EXPECT_EQ(r.notes.back(), "  1. after rank 1 (n2) exited with status 3; 6 ranks on 3 hosts");
+  EXPECT_EQ(r.notes.at(1), "ddlrun: the job was restarted 1 time and ended with status 143:");
+}
+
+TEST(ElasticTest, RestartsPauseLongerAndLonger) {
+  EXPECT_EQ(restart_pause(1).count(), 0);
+  EXPECT_EQ(restart_pause(2).count(), 250);
+  EXPECT_EQ(restart_pause(3).count(), 500);
+  EXPECT_EQ(restart_pause(7).count(), 8000);
+  EXPECT_EQ(restart_pause(1000000).count(), 8000);
+  EXPECT_EQ(between_attempts_note(SIGINT, 0, 2, "rank 1 (n2) exited with status 3"),
+            "ddlrun: got SIGINT while restart 2 was being prepared (after rank 1 (n2) exited "
+            "with status 3); leaving now");
+  EXPECT_EQ(between_attempts_note(0, 8, 1, "n3: no heartbeat for 10 s"),
+            "ddlrun: the job timed out after 8 s (--timeout) while restart 1 was being prepared "
+            "(after n3: no heartbeat for 10 s); leaving now");
 }
 
 TEST(ElasticTest, TheFirstPlanMustFitTheLimits) {

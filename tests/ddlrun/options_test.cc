@@ -207,6 +207,18 @@ TEST(OptionsTest, DurationsTooLongAreRefused) {
   EXPECT_EQ(parse({"--timeout", "1e9", "p"}).timeout, 1e9);
 }
 
+// Issue 27: --timeout 1e-9 "timed out after 0 s"; --max-restarts 99999999999999999999 was
+// "not a whole number".
+TEST(OptionsTest, DurationsTooShortAndCountsTooLargeAreSaidSo) {
+  EXPECT_EQ(usage_error({"--timeout", "1e-9", "p"}),
+            "--timeout: '1e-9' is less than 0.001 s (1 ms), the shortest duration ddlrun takes");
+  EXPECT_EQ(parse({"--timeout", "0.001", "p"}).timeout, 0.001);
+  EXPECT_EQ(usage_error({"--max-restarts", "99999999999999999999", "p"}),
+            "--max-restarts: '99999999999999999999' is too large: at most 2147483647");
+  EXPECT_EQ(usage_error({"-n", "2147483648", "p"}),
+            "--np: '2147483648' is too large: at most 2147483647");
+}
+
 TEST(OptionsTest, RestartOptions) {
   const Options none = parse({"p"});
   EXPECT_EQ(none.max_restarts, 0);

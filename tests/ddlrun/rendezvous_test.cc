@@ -8,6 +8,8 @@
 #include <future>
 #include <mutex>
 
+#include "ddlrun/plan_digest.h"
+
 namespace ddl::cli {
 namespace {
 
@@ -23,7 +25,6 @@ struct Cluster {
     s.timeout = timeout;
     s.heartbeat_timeout = 3000ms;
     s.job_id = "job7";
-    s.job_token = "ranks-token";
     server = std::make_unique<NodeServer>(s, [this](const std::string& line) {
       std::lock_guard lock(mutex);
       reports.push_back(line);
@@ -93,7 +94,8 @@ TEST(Rendezvous, EveryNodeGetsTheSameListInNodeOrderAndNode0sPorts) {
     const Welcome& w = n->welcome();
     ASSERT_EQ(w.nodes.size(), 3u);
     EXPECT_EQ(w.job_id, "job7");
-    EXPECT_EQ(w.job_token, "ranks-token");
+    EXPECT_EQ(w.job_token, nodes[0]->welcome().job_token);  // derived on each node, the same
+    EXPECT_EQ(w.job_token.size(), 64u);
     for (int k = 0; k < 3; ++k) {
       EXPECT_EQ(w.nodes[k].host, "host" + std::to_string(k));
       EXPECT_EQ(w.nodes[k].inventory, "inventory " + std::to_string(k));
@@ -127,9 +129,12 @@ TEST(Rendezvous, AWrongTokenIsRefusedOnBothSides) {
 }
 
 TEST(Rendezvous, WithoutATokenAnyNodeIsAdmitted) {
+  // Nodes without a secret (a node with one refuses a node 0 that cannot prove it: its ranks'
+  // token would differ; RendezvousWire.Node0MustProveTheSecretToo).
   Cluster c(2, "");
-  std::vector<std::unique_ptr<NodeClient>> nodes = join_all(c, 2);
-  EXPECT_EQ(nodes[1]->welcome().nodes.size(), 2u);
+  auto one = std::async(std::launch::async, [&] { return c.join(1, 2, ""); });
+  EXPECT_EQ(c.join(0, 2, "")->welcome().nodes.size(), 2u);
+  EXPECT_EQ(one.get()->welcome().nodes.size(), 2u);
 }
 
 TEST(Rendezvous, ANodeRankTakenOrOutOfRangeIsRefused) {
@@ -227,14 +232,25 @@ TEST(Rendezvous, DifferentPlansAreRefusedNamingTheNode) {
   std::vector<std::future<std::string>> agreeing;
   for (size_t k = 0; k < 2; ++k) {
     agreeing.push_back(std::async(std::launch::async, [&, k] {
-      return error_of([&] { nodes[k]->agree(k == 0 ? "a" : "b", {}); });
+      return error_of([&] {
+        nodes[k]->agree(k == 0 ? "mode=1 ranks=2 program=3" : "mode=1 ranks=4 program=5", {});
+      });
     }));
   }
   for (auto& f : agreeing) {
     EXPECT_EQ(f.get(), "the rendezvous at " + c.endpoint +
-                           ": the plan of node 1 (host1, from 127.0.0.1) differs from node 0's; "
-                           "give every node the same options and the same ddlrun");
+                           ": the plan of node 1 (host1, from 127.0.0.1) differs from node 0's "
+                           "(in ranks and program); give every node the same options and the "
+                           "same ddlrun");
   }
+}
+
+TEST(Rendezvous, DigestsSayWhichPartsDiffer) {
+  EXPECT_EQ(digest_difference("a=1 b=2 c=3", "a=1 b=2 c=3"), "");
+  EXPECT_EQ(digest_difference("a=1 b=2 c=3", "a=9 b=2 c=8"), "a and c");
+  EXPECT_EQ(digest_difference("a=1 b=2", "a=2 b=3 d=4"), "a, b and d");
+  EXPECT_EQ(digest_difference("a=1", "\x1b[2J=1"), "everything");
+  EXPECT_EQ(digest_difference("a=1", "x"), "everything");
 }
 
 /// Three nodes past the plan, each recording the stop it gets.
@@ -263,6 +279,20 @@ struct Running {
   std::mutex mutex;
   std::optional<NodeStop> stops[3];
 };
+
+// Issue 27: a node that came late was told "node 0 closed the connection" and node 0 said
+// nothing; both say why now, and the running job goes on.
+TEST(Rendezvous, ANodeOfARunningJobIsToldItStartedWithoutIt) {
+  Running r;
+  const std::string why =
+      "refused node 1: the job has started without it (round 0 runs with 3 nodes); a node can "
+      "join only before the start, or at a restart that --nnodes MIN:MAX leaves room for";
+  EXPECT_EQ(error_of([&] { r.c.join(1, 3); }), "the rendezvous at " + r.c.endpoint + ": " + why);
+  EXPECT_EQ(r.c.reported(), (std::vector<std::string>{"rendezvous: refused node 1 (host1, from "
+                                                      "127.0.0.1): " +
+                                                      why.substr(16)}));
+  EXPECT_FALSE(r.stop_of(0, 200ms));
+}
 
 TEST(Rendezvous, ANodesFailureStopsTheOthersAndEndsWithItsStatus) {
   Running r;
@@ -335,6 +365,10 @@ TEST(Rendezvous, ARestartsRoundTakesItsSurvivorsRenumberedAndRefusesOthers) {
             "the rendezvous at " + endpoint +
                 ": refused node 0: it is at round 0 of the job, this rendezvous at round 1 "
                 "(restart 1); a node of an earlier round cannot join a later one");
+  EXPECT_EQ(error_of([&] { join(0, 2); }),  // issue 27: "earlier" was said of later rounds too
+            "the rendezvous at " + endpoint +
+                ": refused node 0: it is at round 2 of the job, this rendezvous at round 1 "
+                "(restart 1); a node of a later round cannot join an earlier one");
   EXPECT_EQ(error_of([&] { join(1, 1); }),
             "the rendezvous at " + endpoint +
                 ": refused node 1: node 1 was lost before restart 1 and cannot rejoin the job");

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -33,6 +34,18 @@ SpawnSpec sh(const std::string& script) {
   s.argv = {"/bin/sh", "-c", script};
   s.env = current_environment();
   return s;
+}
+
+// Issue 27: "cannot create a pipe: Too many open files" under ulimit -n 64 said no more.
+TEST(ProcessSetTest, OutOfDescriptorsSaysTheLimitAndWhatToDo) {
+  rlimit limit{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &limit), 0);
+  EXPECT_EQ(std::string(pipe_error(EMFILE).what()),
+            "cannot create a pipe: Too many open files; ddlrun holds 3 to 4 descriptors for each "
+            "rank it starts here, and this process may open " +
+                std::to_string(limit.rlim_cur) +
+                " (ulimit -n): raise the limit (ulimit -n 4096) or start fewer ranks here");
+  EXPECT_EQ(std::string(pipe_error(EINVAL).what()), "cannot create a pipe: Invalid argument");
 }
 
 TEST(ProcessSetTest, LinesThenExitInOrder) {

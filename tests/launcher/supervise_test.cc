@@ -197,6 +197,30 @@ TEST(SuperviseTest, ASignalWhileStoppingLeavesAtOnce) {
   EXPECT_TRUE(b.finished);
 }
 
+// Issue 27: "stopping 1 processes"; and a signal while a failure is stopped is what ended the
+// job (JobEnd::signal, not failed: no restart follows), though the status stays the failure's.
+TEST(SuperviseTest, OneProcessIsSingularAndASignalWhileStoppingIsNoFailure) {
+  FakeBackend one({0});
+  SuperviseOptions o = quiet_options();
+  o.timeout = 100ms;
+  RecordingSink timed;
+  EXPECT_EQ(supervise(one, nullptr, o, timed), 124);
+  EXPECT_EQ(timed.notes.at(0),
+            "ddlrun: the job timed out after 0.1 s (--timeout); stopping 1 process");
+
+  FakeBackend b({0, 1, 2}, {});
+  const Event sigint{Event::Type::kSignal, -1, -1, Stream::kStdout, {}, {0, SIGINT}};
+  b.script_ = {exit_of(1, 4), sigint};
+  o = quiet_options();
+  o.kill_grace = 10s;
+  RecordingSink sink;
+  const comm::Topology t = three_ranks();
+  JobEnd end;
+  EXPECT_EQ(supervise(b, &t, o, sink, &end), 4);
+  EXPECT_EQ(end.signal, SIGINT);
+  EXPECT_FALSE(end.failed);
+}
+
 TEST(SuperviseTest, ASecondTermLeavesAtOnce) {
   FakeBackend b({0, 1}, {});
   const Event sigterm{Event::Type::kSignal, -1, -1, Stream::kStdout, {}, {0, SIGTERM}};

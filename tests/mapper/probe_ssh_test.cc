@@ -207,9 +207,19 @@ TEST(ProbeOutput, KilledOrNoStatus) {
             "its stderr:\nKilled");
 }
 
+// Issue 27: a login script that prints on stdout was "not an inventory ... not valid YAML".
+TEST(ProbeOutput, OutputBeforeTheInventoryIsALoginScript) {
+  RemoteOutput out;
+  out.out = "Welcome to \"node3\"!\n\x1b[0m\nversion: 1\nhostname: \"node3\"\n";
+  EXPECT_EQ(reason_of_output(out),
+            "something prints on its standard output before the inventory, \"Welcome to "
+            "\\\"node3\\\"!\\n\\x1b[0m\\n\" (a login script such as ~/.bashrc?); make it print "
+            "nothing when the shell is not interactive, or print on stderr");
+}
+
 TEST(ProbeOutput, UnparseableOutputGivesTheInventoryError) {
   RemoteOutput out;
-  out.out = "Welcome to node3!\nversion: 1\n";
+  out.out = "version: 1\nhostname: [\n";
   std::string inventory_error;
   try {
     inventory_from_yaml(out.out, "inventory of node3");
@@ -243,8 +253,9 @@ TEST(ProbeFailures, AllInOneMessage) {
       "  node07: '/p' exited with status 1; its stderr:\n"
       "      line 1\n"
       "      line 2\n"
-      "fix them (each must pass 'ssh -o BatchMode=yes HOST true'), leave them out of the host "
-      "list, or plan offline with --host-xml HOST=FILE (FILE from 'lstopo --of xml FILE' on "
+      "fix them (each must pass 'ssh -o BatchMode=yes HOST true', printing nothing), leave them "
+      "out of the host list, or plan offline with --host-xml HOST=FILE (FILE from 'lstopo --of xml "
+      "FILE' on "
       "that host)\n");
 }
 

@@ -6,6 +6,7 @@
 #              topology file equals the one a single ddlrun -H node1,node2,node3 makes (probing
 #              over ssh);
 #   libddl     ddl_check (every collective checked by each rank) on 3 x 2 ranks: every node 0;
+#   vars       without --max-restarts every rank sees DDL_RESTART_COUNT=0 and TORCHELASTIC_*;
 #   DDP        tests/python/check_ddp_backend.py on init_process_group("ddl"), 3 x 2 ranks;
 #   rank lost  a rank of node3 SIGKILLed: the other nodes end within 5 s with 137, naming
 #              node rank 2 (node3); nothing is left on any host;
@@ -13,6 +14,7 @@
 #   pod deleted  node3's ddlrun gets SIGTERM: every node ends within 5 s with 143;
 #   silent     node3's ddlrun SIGSTOPped: with --heartbeat-timeout 2 the others end within 5 s
 #              naming it; after SIGCONT it stops its own ranks;
+#   stopped    node3's ddlrun gets SIGTSTP (Ctrl-Z): the others end within 5 s saying so;
 #   missing    the program missing on node3: every node ends with 127, naming node3;
 #   restart    --max-restarts 1, rank 3 failing in attempt 0 only (DDL_RESTART_COUNT): every
 #              node restarts, and ddl_check on 6 ranks passes in attempt 1: every node 0;
@@ -116,6 +118,13 @@ for r in 0 1 2 3 4 5; do
   grep -q "rank $r of 6 ok$" "$out/check.$k" || fail "libddl: rank $r not ok on node$k" "$out/check.$k"
 done
 echo "PASS libddl: ddl_check on 6 ranks of 3 nodes, every collective right"
+
+# Without --max-restarts the ranks see DDL_RESTART_COUNT and torchrun's variables (0), as under
+# a single ddlrun (issue 27).
+all vars sh -c 'echo "count=$DDL_RESTART_COUNT te=$TORCHELASTIC_RESTART_COUNT max=$TORCHELASTIC_MAX_RESTARTS"'
+for k in 1 2 3; do
+  grep -q "count=0 te=0 max=0$" "$out/vars.$k" || fail "vars: node$k's rank lacks the variables" "$out/vars.$k"
+done
 
 echo "== DDP"
 if "$python" -c 'import torch' 2>/dev/null; then
@@ -223,6 +232,22 @@ if running silent; then
   ((rcs[3] != 0)) || fail "node silent: node3 exited 0" "$out/silent.3"
 fi
 nothing_left "node silent"
+
+echo "== node stopped"
+# Ctrl-Z (SIGTSTP) on node3's ddlrun: it tells node 0 before it stops, and the others end
+# within 5 s saying so (issue 27: they called it silent, 10 s later); after SIGCONT it ends.
+for k in 1 2 3; do node "$k" tstp -a 2 -x DDL_TIMEOUT=30 "$loop" 60; done
+if running tstp; then
+  kill -TSTP "${pids[3]}"
+  ended "node stopped"
+  kill -CONT "${pids[3]}"
+  wait "${pids[3]}"
+  for k in 1 2; do
+    grep -q "node3: node rank 2: its ddlrun was stopped (SIGTSTP, Ctrl-Z); a node cannot pause alone (exit status 148)" \
+      "$out/tstp.$k" || fail "node stopped: node$k does not say node3 was stopped" "$out/tstp.$k"
+  done
+fi
+nothing_left "node stopped"
 
 echo "== missing program"
 # The program is in the /tmp of node1 and node2 only: node3 cannot start its ranks, and the

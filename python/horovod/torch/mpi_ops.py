@@ -7,8 +7,11 @@ worker thread (ddl._worker), which runs them in issue order, the same on every r
 returns an integer handle for poll() and synchronize(); the synchronous calls run the same
 collective on the calling thread once the queue is empty (no hand-off: ddl's latency). allreduce, allgather and broadcast are autograd functions, as in
 Horovod. Tensors are CPU tensors of the dtypes ddl takes; ops map to libddl's (Average: avg,
-Sum, Min, Max, Product); Adasum is refused. Names (name=) are accepted and not needed: libddl
-matches calls by order. Only the global process set exists.
+Sum, Min, Max, Product); Adasum is refused. Asynchronous calls are matched across ranks by
+name, as in Horovod (ddl._negotiate: each rank may call them in its own order; an unnamed call
+is named "<kind>.noname.<N>", its N-th unnamed call of that kind); differently named calls
+that every rank waits for raise ddl._negotiate.NameMismatch on every rank. Synchronous calls
+are matched by order. Only the global process set exists.
 """
 
 import itertools
@@ -19,7 +22,7 @@ import time
 import torch
 
 import ddl
-from ddl import _worker
+from ddl import _negotiate, _worker
 
 from .compression import Compression
 
@@ -43,6 +46,7 @@ global_process_set = _GlobalProcessSet()
 _cross = {}
 _handles = {}
 _handle_ids = itertools.count(1)
+_unnamed = {}  # kind -> count of unnamed asynchronous calls
 _here = threading.local()  # .active: _submit runs here (_now)
 
 
@@ -170,15 +174,19 @@ class _Done:
         return self.result
 
 
-def _submit(fn):
-    """fn queued on ddl's worker thread: a handle. Under _now(), fn runs on this thread once
-    the queue is empty instead (no hand-off to the worker: a synchronous call's latency)."""
+def _submit(fn, kind="collective", name=None):
+    """fn run once every rank has called the collective `kind` named `name` (ddl._negotiate;
+    unnamed: "<kind>.noname.<N>"): a handle. Under _now(), fn runs on this thread once the
+    worker's queue is empty instead (no hand-off: a synchronous call's latency)."""
     handle = next(_handle_ids)
     if getattr(_here, "active", False):
         _worker.drain()
         _handles[handle] = _Done(fn())
-    else:
-        _handles[handle] = _worker.submit(fn)
+        return handle
+    if name is None:
+        _unnamed[kind] = _unnamed.get(kind, -1) + 1
+        name = f"{kind}.noname.{_unnamed[kind]}"
+    _handles[handle] = _negotiate.submit(str(name), fn)
     return handle
 
 
@@ -221,11 +229,10 @@ def _scaled(fn, tensors, pre, post):
 def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                      postscale_factor=1.0, process_set=global_process_set):
     """Reduces tensor in place over every rank (op: Average by default); a handle."""
-    del name
     code = resolve_op(op, average)
     _check(tensor, process_set, "allreduce")
     return _submit(lambda: _scaled(lambda: ddl.allreduce(tensor, op=code), [tensor],
-                                   prescale_factor, postscale_factor))
+                                   prescale_factor, postscale_factor), "allreduce", name)
 
 
 def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0,
@@ -271,13 +278,12 @@ def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale
                              postscale_factor=1.0, process_set=global_process_set):
     """Reduces every tensor of the list in place in one fused call; a handle (output: the
     list)."""
-    del name
     code = resolve_op(op, average, "grouped_allreduce")
     for t in tensors:
         _check(t, process_set, "grouped_allreduce")
     tensors = list(tensors)
     return _submit(lambda: _scaled(lambda: ddl.allreduce_n(tensors, op=code), tensors,
-                                   prescale_factor, postscale_factor))
+                                   prescale_factor, postscale_factor), "grouped_allreduce", name)
 
 
 def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0,
@@ -320,10 +326,9 @@ def gather_rows(tensor):
 
 def allgather_async(tensor, name=None, process_set=global_process_set):
     """A handle whose output is every rank's tensor concatenated on dimension 0."""
-    del name
     _check(tensor, process_set, "allgather")
     tensor = _copy(tensor)
-    return _submit(lambda: gather_rows(tensor)[0])
+    return _submit(lambda: gather_rows(tensor)[0], "allgather", name)
 
 
 class _Allgather(torch.autograd.Function):
@@ -349,10 +354,9 @@ def allgather(tensor, name=None, process_set=global_process_set):
 
 def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_set):
     """Copies root_rank's tensor into every rank's, in place; a handle."""
-    del name
     _check(tensor, process_set, "broadcast")
     _check_root(root_rank, "broadcast")
-    return _submit(lambda: ddl.broadcast(tensor, root_rank))
+    return _submit(lambda: ddl.broadcast(tensor, root_rank), "broadcast", name)
 
 
 def _check_root(root_rank, what):
@@ -418,13 +422,12 @@ def _alltoall(x, splits):
 
 def alltoall_async(tensor, splits=None, name=None, process_set=global_process_set):
     """A handle whose output is (the rows every rank sent this one, the counts by rank)."""
-    del name
     _check(tensor, process_set, "alltoall")
     if tensor.dim() == 0:
         raise ValueError("hvd.alltoall: a tensor of at least one dimension is needed")
     splits = _alltoall_splits(tensor, splits, ddl.size())
     tensor = _copy(tensor)
-    return _submit(lambda: _alltoall(tensor, splits))
+    return _submit(lambda: _alltoall(tensor, splits), "alltoall", name)
 
 
 def alltoall(tensor, splits=None, name=None, process_set=global_process_set):

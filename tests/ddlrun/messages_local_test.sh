@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Messages of small defects (issue 27, item 13), with the local launcher:
+#   1. a deleted current directory: one clear error before any rank starts (PMIx printed an
+#      error per rank), exit 1; with --wdir the job runs;
+#   2. out of descriptors (ulimit -n 24, 8 ranks): "cannot create a pipe" says the limit and
+#      what to do.
+#   messages_local_test.sh DDLRUN
+set -uo pipefail
+ddlrun=$1
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fails=0
+fail() {
+  echo "FAIL messages_local: $1"
+  [[ -n ${2:-} ]] && sed 's/^/    | /' "$2"
+  fails=$((fails + 1))
+}
+
+mkdir "$work/gone"
+(cd "$work/gone" && rmdir "$work/gone" && "$ddlrun" -H localhost:2 --no-probe true) 2>"$work/gone.err"
+status=$?
+((status == 1)) || fail "deleted directory: exit $status, not 1" "$work/gone.err"
+want="ddlrun: error: the current directory cannot be the ranks' working directory (No such file or directory; was it deleted?): cd to a directory that exists, or give --wdir DIR"
+[[ $(cat "$work/gone.err") == "$want" ]] || fail "deleted directory: not the one error" "$work/gone.err"
+mkdir "$work/gone"
+(cd "$work/gone" && rmdir "$work/gone" && "$ddlrun" -H localhost:2 --no-probe --wdir "$work" true) \
+  2>"$work/wdir.err" || fail "deleted directory with --wdir: the job failed" "$work/wdir.err"
+
+(ulimit -n 24 && "$ddlrun" -H localhost:8 --no-probe true) 2>"$work/fds.err"
+status=$?
+((status == 1)) || fail "ulimit -n 24: exit $status, not 1" "$work/fds.err"
+grep -qx "ddlrun: error: cannot create a pipe: Too many open files; ddlrun holds 3 to 4 descriptors for each rank it starts here, and this process may open 24 (ulimit -n): raise the limit (ulimit -n 4096) or start fewer ranks here" \
+  "$work/fds.err" || fail "ulimit -n 24: no hint" "$work/fds.err"
+((fails == 0)) && echo "messages_local: ok"
+exit $((fails > 0))
