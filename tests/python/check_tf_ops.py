@@ -94,13 +94,14 @@ def graph():
 def gradients():
     x = tf.Variable([1.0, 2.0])
     with tf.GradientTape(persistent=True) as tape:
+        t = tf.identity(x)  # a tensor: on a variable, allreduce and broadcast assign in place
         summed = tf.reduce_sum(dtf.allreduce(x * (rank + 1.0), op="sum") * (rank + 1.0))
-        averaged = tf.reduce_sum(dtf.allreduce(x, op="avg"))
+        averaged = tf.reduce_sum(dtf.allreduce(t * (rank + 1.0), op="avg"))
         gathered = tf.reduce_sum(dtf.allgather(x) * (rank + 1.0))
-        broadcast = tf.reduce_sum(dtf.broadcast(x, root=0) * (rank + 1.0))
+        broadcast = tf.reduce_sum(dtf.broadcast(t, root=0) * (rank + 1.0))
     # d/dx of (rank+1) * allreduce_sum((rank+1) x): the upstream gradients summed, times rank+1.
     check("gradient of allreduce sum", tape.gradient(summed, x), [TOTAL * (rank + 1.0)] * 2)
-    check("gradient of allreduce avg", tape.gradient(averaged, x), [1.0, 1.0])
+    check("gradient of allreduce avg", tape.gradient(averaged, x), [rank + 1.0] * 2)
     check("gradient of allgather", tape.gradient(gathered, x), [TOTAL, TOTAL])
     check("gradient of broadcast", tape.gradient(broadcast, x),
           [TOTAL, TOTAL] if rank == 0 else [0.0, 0.0])
