@@ -24,6 +24,8 @@
 #include <thread>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "ddl/ddl.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
@@ -34,6 +36,13 @@ namespace {
 
 namespace tf = ::tensorflow;
 using ShapeContext = tf::shape_inference::InferenceContext;
+
+/// A status of absl's kind `make` whose message is `parts` joined (TensorFlow's errors::X(...)
+/// helpers are deprecated).
+template <absl::Status (*make)(absl::string_view), typename... Parts>
+absl::Status failure(const Parts&... parts) {
+  return make(absl::StrCat(parts...));
+}
 
 /// The thread that runs every queued collective, in queue order; it lives as long as the
 /// process (never joined: a process ends with it waiting on an empty queue).
@@ -81,14 +90,14 @@ absl::Status failure(const std::string& what, ddl_status_t status) {
   message = "ddl " + what + ": " + message;
   switch (status) {
     case DDL_ERR_MISMATCH:
-      return tf::errors::FailedPrecondition(message);
+      return failure<absl::FailedPreconditionError>(message);
     case DDL_ERR_TRANSPORT:
     case DDL_ERR_BOOTSTRAP:
-      return tf::errors::Unavailable(message);
+      return failure<absl::UnavailableError>(message);
     case DDL_ERR_ARGUMENT:
-      return tf::errors::InvalidArgument(message);
+      return failure<absl::InvalidArgumentError>(message);
     default:
-      return tf::errors::Internal(message);
+      return failure<absl::InternalError>(message);
   }
 }
 
@@ -116,7 +125,7 @@ ddl_datatype_t ddl_type(tf::DataType type) {
 /// an op, so this is a graph run in a process that never imported it).
 bool joined(tf::OpKernelContext* context) {
   if (ddl_initialized()) return true;
-  context->SetStatus(tf::errors::FailedPrecondition(
+  context->SetStatus(failure<absl::FailedPreconditionError>(
       "ddl: libddl is not initialised in this process: call ddl.init() (or build the graph "
       "with ddl.tensorflow / horovod.tensorflow, which do) and run it under ddlrun"));
   return false;
@@ -192,10 +201,11 @@ class BroadcastOp : public tf::AsyncOpKernel {
 
   void ComputeAsync(tf::OpKernelContext* context, DoneCallback done) override {
     if (!joined(context)) return done();
-    OP_REQUIRES_ASYNC(context, root_ >= 0 && root_ < ddl_size(),
-                      tf::errors::InvalidArgument("ddl broadcast: root_rank ", root_,
-                                                  " is not a rank of this job of ", ddl_size()),
-                      done);
+    OP_REQUIRES_ASYNC(
+        context, root_ >= 0 && root_ < ddl_size(),
+        failure<absl::InvalidArgumentError>("ddl broadcast: root_rank ", root_,
+                                            " is not a rank of this job of ", ddl_size()),
+        done);
     tf::Tensor* out = nullptr;
     OP_REQUIRES_OK_ASYNC(context, copy_to_output(context, 0, &out), done);
     const int root = root_;
@@ -237,7 +247,7 @@ absl::Status allgather(tf::OpKernelContext* context, const tf::Tensor& in) {
   int64_t total_rows = 0;
   for (int r = 0; r < size; ++r) {
     if (all[2 * r + 1] != all[1]) {  // the same message on every rank
-      return tf::errors::InvalidArgument(
+      return failure<absl::InvalidArgumentError>(
           "ddl allgather: rank ", r, "'s tensor has ", all[2 * r + 1],
           " elements per row of its first dimension, rank 0's has ", all[1],
           ": every dimension but the first must be the same on every rank");
@@ -274,28 +284,29 @@ absl::Status send_rows(const tf::Tensor& in, const tf::Tensor& splits, std::vect
   const int64_t first = in.dims() == 0 ? 1 : in.dim_size(0);
   if (splits.NumElements() == 0) {
     if (first % size != 0) {
-      return tf::errors::InvalidArgument("ddl alltoall: the first dimension (", first,
-                                         ") does not divide among ", size,
-                                         " ranks: pass splits");
+      return failure<absl::InvalidArgumentError>("ddl alltoall: the first dimension (", first,
+                                                 ") does not divide among ", size,
+                                                 " ranks: pass splits");
     }
     rows->assign(static_cast<size_t>(size), first / size);
     return absl::OkStatus();
   }
   if (splits.dims() != 1 || splits.NumElements() != size) {
-    return tf::errors::InvalidArgument("ddl alltoall: splits must be a vector of ", size,
-                                       " counts (one per rank), not shape ",
-                                       splits.shape().DebugString());
+    return failure<absl::InvalidArgumentError>("ddl alltoall: splits must be a vector of ", size,
+                                               " counts (one per rank), not shape ",
+                                               splits.shape().DebugString());
   }
   const auto values = splits.flat<int64_t>();
   rows->assign(values.data(), values.data() + size);
   int64_t total = 0;
   for (int64_t n : *rows) {
-    if (n < 0) return tf::errors::InvalidArgument("ddl alltoall: splits has a negative count");
+    if (n < 0)
+      return failure<absl::InvalidArgumentError>("ddl alltoall: splits has a negative count");
     total += n;
   }
   if (total != first) {
-    return tf::errors::InvalidArgument("ddl alltoall: splits add up to ", total,
-                                       ", the first dimension is ", first);
+    return failure<absl::InvalidArgumentError>("ddl alltoall: splits add up to ", total,
+                                               ", the first dimension is ", first);
   }
   return absl::OkStatus();
 }
@@ -303,7 +314,7 @@ absl::Status send_rows(const tf::Tensor& in, const tf::Tensor& splits, std::vect
 /// On the worker: alltoall of `in` by `rows` (first-dimension rows per rank) into outputs 0
 /// (what every rank sent here, in rank order) and 1 (the rows from each rank).
 absl::Status alltoall(tf::OpKernelContext* context, const tf::Tensor& in,
-                    const std::vector<int64_t>& rows) {
+                      const std::vector<int64_t>& rows) {
   const size_t size = rows.size();
   std::vector<int64_t> received(size);
   ddl_status_t status = ddl_alltoall(rows.data(), received.data(), 1, DDL_INT64);
@@ -322,9 +333,8 @@ absl::Status alltoall(tf::OpKernelContext* context, const tf::Tensor& in,
   }
   tf::Tensor* out = nullptr;
   TF_RETURN_IF_ERROR(context->allocate_output(0, with_rows(in.shape(), total_rows), &out));
-  status = ddl_alltoallv(in.data(), send_counts.data(), offsets_of(send_counts).data(),
-                         out->data(), recv_counts.data(), offsets_of(recv_counts).data(),
-                         ddl_type(in.dtype()));
+  status = ddl_alltoallv(in.data(), send_counts.data(), offsets_of(send_counts).data(), out->data(),
+                         recv_counts.data(), offsets_of(recv_counts).data(), ddl_type(in.dtype()));
   return status == DDL_SUCCESS ? absl::OkStatus() : failure("alltoall", status);
 }
 
