@@ -23,8 +23,8 @@ ranks=2
 args=()
 while (($#)); do
   case $1 in
-    --ddlrun) ddlrun=${2:?--ddlrun takes a path}; shift ;;
-    --python) python=${2:?--python takes an interpreter}; shift ;;
+    --ddlrun) ddlrun=${2?--ddlrun takes a path}; shift ;;
+    --python) python=${2?--python takes an interpreter}; shift ;;
     --ranks) ranks=${2:?--ranks takes a count}; shift ;;
     -h | --help) sed -n '2,/^set /{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
     *) args+=("$1") ;;
@@ -81,6 +81,11 @@ field() { grep -o "$1=[^ ]*" <<<"$2" | head -1 | cut -d= -f2; }
 printf '\n%-8s %6s %10s %12s\n' ranks batch ddl_ms mwms_ms
 printf '%-8s %6s %10s %12s\n' "$ranks" "$(field batch "$ddl_out")" \
   "$(field step_ms "$ddl_out")" "$(field step_ms "$mwms_out")"
+ddl_ms=$(field step_ms "$ddl_out") mwms_ms=$(field step_ms "$mwms_out")
+if [[ -z $ddl_ms || -z $mwms_ms ]] && ((ddl_status == 0 && mwms_status == 0)); then
+  echo "keras_compare: a mode printed no step_ms (ddl '$ddl_ms', mwms '$mwms_ms')" >&2
+  exit 1
+fi
 if ((ddl_status != 0 || mwms_status != 0)); then
   echo "keras_compare: ddl exited with $ddl_status, MultiWorkerMirroredStrategy with" \
     "$mwms_status" >&2

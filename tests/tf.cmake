@@ -4,26 +4,32 @@
 # against one process trained on the combined batches. They need a ddlrun whose package has the
 # TensorFlow ops: this build's when its Python has tensorflow (-DPython3_EXECUTABLE=...), else
 # the venv's (DDL_VENV, made by scripts/setup: through ddl_venv_test of tests/venv.cmake when
-# that is defined); skipped (77) without either.
-set(ddl_tf_job ${CMAKE_CURRENT_SOURCE_DIR}/python/tf_job.sh)
+# that is defined); skipped (77) without either. bench.keras_smoke runs bench/keras_compare.sh tiny.
+# DDLRUN and PYTHON of the tests: this build's, the venv's, or none (the tests skip).
+set(ddl_tf_ddlrun "")
+set(ddl_tf_python "")
+if(TARGET ddl_tf_ops)
+  set(ddl_tf_ddlrun $<TARGET_FILE:ddlrun>)
+  set(ddl_tf_python ${Python3_EXECUTABLE})
+elseif(DDL_VENV)
+  set(ddl_tf_ddlrun ${DDL_VENV}/bin/ddlrun)
+  set(ddl_tf_python ${DDL_VENV}/bin/python)
+endif()
 function(ddl_tf_test name)
-  if(TARGET ddl_tf_ops)
-    add_test(NAME ${name} COMMAND ${ddl_tf_job} $<TARGET_FILE:ddlrun> ${Python3_EXECUTABLE} 2
-                                  ${ARGN})
-  elseif(COMMAND ddl_venv_test)
-    ddl_venv_test(NAME ${name} TIMEOUT 180 LABELS python
-                  COMMAND ${ddl_tf_job} ${DDL_VENV}/bin/ddlrun ${DDL_VENV}/bin/python 2 ${ARGN})
-    return()
-  elseif(DDL_VENV)
-    add_test(NAME ${name} COMMAND ${ddl_tf_job} ${DDL_VENV}/bin/ddlrun ${DDL_VENV}/bin/python 2
-                                  ${ARGN})
+  if(NOT TARGET ddl_tf_ops AND COMMAND ddl_venv_test)
+    ddl_venv_test(NAME ${name} TIMEOUT 180 LABELS python COMMAND ${ARGN})
   else()
-    add_test(NAME ${name} COMMAND ${ddl_tf_job} "" "" 2 ${ARGN})
+    add_test(NAME ${name} COMMAND ${ARGN})
+    set_tests_properties(${name} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 180 LABELS python)
   endif()
-  set_tests_properties(${name} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 180 LABELS python)
 endfunction()
-ddl_tf_test(python.tf_ops_2 ${CMAKE_CURRENT_SOURCE_DIR}/python/check_tf_ops.py)
-ddl_tf_test(python.tf_keras_ibm_2 ${PROJECT_SOURCE_DIR}/examples/tf_keras_mnist_synthetic.py
-            --epochs 2 --steps 4 --check)
-ddl_tf_test(python.keras_horovod_2 ${PROJECT_SOURCE_DIR}/examples/keras_horovod_synthetic.py
-            --epochs 2 --steps 4 --check)
+set(tf_job ${CMAKE_CURRENT_SOURCE_DIR}/python/tf_job.sh "${ddl_tf_ddlrun}" "${ddl_tf_python}" 2)
+ddl_tf_test(python.tf_ops_2 ${tf_job} ${CMAKE_CURRENT_SOURCE_DIR}/python/check_tf_ops.py)
+ddl_tf_test(python.tf_keras_ibm_2 ${tf_job}
+            ${PROJECT_SOURCE_DIR}/examples/tf_keras_mnist_synthetic.py --epochs 2 --steps 4 --check)
+ddl_tf_test(python.keras_horovod_2 ${tf_job}
+            ${PROJECT_SOURCE_DIR}/examples/keras_horovod_synthetic.py --epochs 2 --steps 4 --check)
+# bench/keras_compare.sh runs both modes (ddl and MultiWorkerMirroredStrategy), tiny.
+ddl_tf_test(bench.keras_smoke ${PROJECT_SOURCE_DIR}/bench/keras_compare.sh
+            --ddlrun "${ddl_tf_ddlrun}" --python "${ddl_tf_python}" --ranks 2 --hidden 32
+            --layers 1 --batch 16 --warmup 2 --steps 3)
