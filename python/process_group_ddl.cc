@@ -347,10 +347,9 @@ void check_allgather_pair(const at::Tensor& output, const at::Tensor& input, int
                           const char* what) {
   check_tensor(input, what);
   check_tensor(output, what, &input);
-  TORCH_CHECK(
-      output.scalar_type() == input.scalar_type() && output.numel() == input.numel() * size,
-      "ddl backend: ", what, ": the output must hold ", size, " x ", input.numel(), " ",
-      input.scalar_type(), ", not ", output.numel(), " ", output.scalar_type());
+  TORCH_CHECK(output.scalar_type() == input.scalar_type() && output.numel() == input.numel() * size,
+              "ddl backend: ", what, ": the output must hold ", size, " x ", input.numel(), " ",
+              input.scalar_type(), ", not ", output.numel(), " ", output.scalar_type());
 }
 
 /// reduce_scatter_tensor's pair: `input` holds `size` x `output` of its dtype.
@@ -358,10 +357,9 @@ void check_reduce_scatter_pair(const at::Tensor& output, const at::Tensor& input
                                const char* what) {
   check_tensor(input, what);
   check_tensor(output, what, &input);
-  TORCH_CHECK(
-      output.scalar_type() == input.scalar_type() && input.numel() == output.numel() * size,
-      "ddl backend: ", what, ": the input must hold ", size, " x ", output.numel(), " ",
-      output.scalar_type(), ", not ", input.numel(), " ", input.scalar_type());
+  TORCH_CHECK(output.scalar_type() == input.scalar_type() && input.numel() == output.numel() * size,
+              "ddl backend: ", what, ": the input must hold ", size, " x ", output.numel(), " ",
+              output.scalar_type(), ", not ", input.numel(), " ", input.scalar_type());
 }
 
 /// Runs one all_gather_into_tensor on the worker.
@@ -377,8 +375,8 @@ void run_allgather(ddl_group_t group, const at::Tensor& input, at::Tensor& outpu
 }
 
 /// Runs one reduce_scatter_tensor on the worker.
-void run_reduce_scatter(ddl_group_t group, const at::Tensor& input, at::Tensor& output,
-                        ddl_op_t op, const char* what) {
+void run_reduce_scatter(ddl_group_t group, const at::Tensor& input, at::Tensor& output, ddl_op_t op,
+                        const char* what) {
   at::Tensor in = contiguous_of(input);
   at::Tensor out = contiguous_of(output);
   call(what, in, [&] {

@@ -20,9 +20,10 @@
 // is synchronised before the collective is queued, the worker's around each libddl call.
 #pragma once
 
+#include <torch/version.h>
+
 #include <functional>
 #include <string>
-#include <torch/version.h>
 #include <vector>
 
 #if TORCH_VERSION_MAJOR >= 2
