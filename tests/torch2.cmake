@@ -60,3 +60,12 @@ if(TARGET ddl_torch_pg)
                    2 ${ddl_torch2_check} torchrun)
   set_tests_properties(python.torch_torchrun_2 PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120)
 endif()
+
+# This build's package run by the torch 2.x Python (a torch it was not built against): the
+# backend's error naming both torches, not a crash (skipped, 77, when the torches match).
+if(TARGET ddl_torch_pg AND NOT DDL_TORCH2_PYTHON STREQUAL "")
+  add_test(NAME python.torch_mismatch
+           COMMAND ${DDL_TORCH2_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/python/check_torch_mismatch.py
+                   ${PROJECT_BINARY_DIR}/python)
+  set_tests_properties(python.torch_mismatch PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 60)
+endif()

@@ -189,6 +189,7 @@ def _create_process_group(options, pg_options=None):
     DDL_TIMEOUT (start-up and every transfer) when this creates the runtime; a runtime already
     running keeps its own, which the error names."""
     del pg_options
+    _check_built_for_this_torch()
     try:
         from . import _torch_pg
     except ImportError as e:
@@ -206,6 +207,24 @@ def _create_process_group(options, pg_options=None):
     pg = _torch_pg.ProcessGroupDdl(options.group_rank, options.group_size, ranks)
     _stores[str(options.group_id)] = options.store
     return pg
+
+
+def _check_built_for_this_torch():
+    """Raises RuntimeError when ddl._torch_pg was built against another torch than this
+    interpreter's (loading it would abort the process)."""
+    import sys
+
+    try:
+        from ._torch_build import TORCH_VERSION as built
+    except ImportError:
+        return  # not built at all: the import of the extension says so
+    this = torch.__version__.split("+")[0]
+    if built and built.split(".")[:2] != this.split(".")[:2]:
+        raise RuntimeError(
+            f"ddl backend: the extension ddl._torch_pg was built against torch {built}, but "
+            f"this Python ({sys.executable}) has torch {this}: run the job with the Python the "
+            "package was built for, or build it for this one (cmake -DPython3_EXECUTABLE="
+            f"{sys.executable}, or pip install . in its environment)")
 
 
 # The store of each ddl group, by group name (monitored_barrier meets through it).

@@ -6,7 +6,8 @@ of ddl: under ddlrun its sitecustomize registers the backend and libddl finds th
 ddlrun's variables; under torchrun the ranks meet through the store torch hands the backend.
 collectives: every ReduceOp the backend takes (AVG included) and the exact error of one it does
 not (BAND, BXOR); all_reduce, broadcast, all_gather, all_gather_into_tensor,
-reduce_scatter_tensor (SUM, AVG), reduce, gather, scatter, all_to_all(_single); the object
+reduce_scatter_tensor (SUM, AVG; and 2.13's all_gather_single, reduce_scatter_single), reduce,
+gather, scatter, all_to_all(_single); the object
 collectives; new_group subgroups (members and not); barrier; monitored_barrier passing, then
 failing with its error on every rank when the last rank comes late. train: DDP (bucket views,
 static_graph, the allreduce and fp16_compress comm hooks), ZeroRedundancyOptimizer and, on torch
@@ -19,6 +20,7 @@ integers, so every collective's result is exact. Each rank prints "rank R of N o
 import datetime
 import sys
 import time
+import warnings
 
 import torch
 import torch.distributed as dist
@@ -80,6 +82,14 @@ def check_collectives(rank, n):
         dist.reduce_scatter_tensor(block, torch.arange(2.0 * n) + rank, op=op)
         want = (n * torch.arange(2.0 * rank, 2.0 * rank + 2) + n * (n - 1) / 2) / scale
         expect(f"reduce_scatter_tensor {op}", block, want)
+    if hasattr(dist, "all_gather_single"):  # torch 2.13's names for the two above
+        out = torch.zeros(n, 3)
+        dist.all_gather_single(out, torch.full((3,), float(rank)))
+        expect("all_gather_single", out, torch.arange(n).repeat_interleave(3).view(n, 3))
+        block = torch.zeros(2)
+        dist.reduce_scatter_single(block, torch.arange(2.0 * n) + rank, op=dist.ReduceOp.AVG)
+        expect("reduce_scatter_single AVG", block,
+               torch.arange(2.0 * rank, 2.0 * rank + 2) + (n - 1) / 2)
     t = torch.full((2,), float(rank))
     dist.reduce(t, dst=1 % n)
     if rank == 1 % n:
@@ -256,6 +266,8 @@ def check_fsdp2(rank, n):
 
 def main():
     mode = sys.argv[1] if len(sys.argv) > 1 else "collectives"
+    # torch 2.13 renames all_gather_into_tensor and reduce_scatter_tensor (both still work).
+    warnings.filterwarnings("ignore", ".* is deprecated. Please use", FutureWarning)
     dist.init_process_group(backend="ddl")
     rank, n = dist.get_rank(), dist.get_world_size()
     if dist.get_backend() != "ddl":
