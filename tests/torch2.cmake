@@ -45,7 +45,7 @@ add_test(NAME python.torch2_hvd_api_4
                  ${CMAKE_CURRENT_SOURCE_DIR}/python/check_hvd_api.py)
 set_tests_properties(python.torch2_collectives_3 python.torch2_train_3 python.torch2_torchrun_2
                      python.torch2_hvd_api_4
-                     PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120)
+                     PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
 
 # The same checks on this build's torch (1.13: no FSDP2).
 if(TARGET ddl_torch_pg)
@@ -53,12 +53,12 @@ if(TARGET ddl_torch_pg)
     add_test(NAME python.torch_${mode}_3
              COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/python/run_job.sh --torch --plain
                      $<TARGET_FILE:ddlrun> - ${Python3_EXECUTABLE} 3 ${ddl_torch2_check} ${mode})
-    set_tests_properties(python.torch_${mode}_3 PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120)
+    set_tests_properties(python.torch_${mode}_3 PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
   endforeach()
   add_test(NAME python.torch_torchrun_2
            COMMAND ${ddl_torch2_job} torchrun ${PROJECT_BINARY_DIR}/python ${Python3_EXECUTABLE}
                    2 ${ddl_torch2_check} torchrun)
-  set_tests_properties(python.torch_torchrun_2 PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120)
+  set_tests_properties(python.torch_torchrun_2 PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
 endif()
 
 # This build's package run by the torch 2.x Python (a torch it was not built against): the

@@ -34,7 +34,7 @@ tee=()
 if "$python" -c 'import sys, torch; sys.exit(int(torch.__version__.split(".")[0]) != 1)'; then
   tee=(--redirects 1 --tee 1)
 fi
-out=$(timeout 120 "$python" -m torch.distributed.run --standalone --nproc_per_node "$n" \
+out=$(timeout 280 "$python" -m torch.distributed.run --standalone --nproc_per_node "$n" \
   "${tee[@]}" "$script" "$@" 2>&1)
 status=$?
 echo "$out"
