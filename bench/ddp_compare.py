@@ -104,7 +104,16 @@ def main():
     dist.init_process_group("gloo")
     rank, n = dist.get_rank(), dist.get_world_size()
     groups = {"gloo": dist.group.WORLD, "ddl": dist.new_group(backend="ddl")}
-    assert type(groups["ddl"]).__name__ == "ProcessGroupDdl", type(groups["ddl"])
+    # torch 1.x: the group is ddl's ProcessGroup; 2.x: torch's, holding ddl's Backend.
+    ddl_backend = groups["ddl"]
+    if hasattr(ddl_backend, "_get_backend"):
+        ddl_backend = ddl_backend._get_backend(torch.device("cpu"))
+    assert type(ddl_backend).__name__ == "ProcessGroupDdl", type(ddl_backend)
+    if rank == 0:
+        # torch's gloo has only its TCP transport (libtorch_cpu holds gloo::transport::tcp and
+        # no shared-memory one, up to 2.13 at least): on one host it runs over loopback.
+        print(f"torch {torch.__version__}; gloo transport "
+              f"{os.environ.get('GLOO_DEVICE_TRANSPORT', 'TCP')}", flush=True)
     ok = True
 
     sizes = [parse_size(s) for s in args.sizes.split(",")]

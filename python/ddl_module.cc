@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/bootstrap/bootstrap.h"
 #include "ddl/ddl.h"
 #include "ddl/ddl.hpp"
 
@@ -307,6 +308,15 @@ void def_variable_exchanges(py::module_& m) {
       py::arg("recv_displs"), py::arg("type"), py::arg("group") = 0);
 }
 
+/// ddlrun's rendezvous server (comm/bootstrap), for jobs another launcher started: the torch
+/// backend's rank 0 runs one under torchrun and hands its address to the other ranks through
+/// torch's store (ddl/torch.py). It lives, answering on its own thread, until deleted.
+void def_rendezvous(py::module_& m) {
+  py::class_<ddl::comm::RendezvousServer>(m, "RendezvousServer")
+      .def(py::init<std::string, int>(), py::arg("token"), py::arg("size"))
+      .def_property_readonly("port", &ddl::comm::RendezvousServer::port);
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_ddl, m) {
@@ -319,4 +329,5 @@ PYBIND11_MODULE(_ddl, m) {
   def_group_collectives(m);
   def_exchanges(m);
   def_variable_exchanges(m);
+  def_rendezvous(m);
 }

@@ -190,7 +190,7 @@ void WorkDdl::complete(std::exception_ptr error) {
 }
 
 ProcessGroupDdl::ProcessGroupDdl(int rank, int size, std::vector<int> ranks)
-    : c10d::ProcessGroup(rank, size) {
+    : TorchBackend(rank, size) {
   TORCH_CHECK(ddl_initialized(),
               "ddl backend: libddl is not initialised; call ddl.init() before creating the "
               "group (init_process_group(\"ddl\") does it after `import ddl.torch`)");
@@ -340,25 +340,62 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::allgather(
       });
 }
 
+namespace {
+
+/// all_gather_into_tensor's pair: `output` holds `size` x `input` of its dtype.
+void check_allgather_pair(const at::Tensor& output, const at::Tensor& input, int size,
+                          const char* what) {
+  check_tensor(input, what);
+  check_tensor(output, what, &input);
+  TORCH_CHECK(output.scalar_type() == input.scalar_type() && output.numel() == input.numel() * size,
+              "ddl backend: ", what, ": the output must hold ", size, " x ", input.numel(), " ",
+              input.scalar_type(), ", not ", output.numel(), " ", output.scalar_type());
+}
+
+/// reduce_scatter_tensor's pair: `input` holds `size` x `output` of its dtype.
+void check_reduce_scatter_pair(const at::Tensor& output, const at::Tensor& input, int size,
+                               const char* what) {
+  check_tensor(input, what);
+  check_tensor(output, what, &input);
+  TORCH_CHECK(output.scalar_type() == input.scalar_type() && input.numel() == output.numel() * size,
+              "ddl backend: ", what, ": the input must hold ", size, " x ", output.numel(), " ",
+              output.scalar_type(), ", not ", input.numel(), " ", input.scalar_type());
+}
+
+/// Runs one all_gather_into_tensor on the worker.
+void run_allgather(ddl_group_t group, const at::Tensor& input, at::Tensor& output,
+                   const char* what) {
+  at::Tensor in = contiguous_of(input);
+  at::Tensor out = contiguous_of(output);
+  call(what, in, [&] {
+    return ddl_group_allgather(group, in.data_ptr(), out.data_ptr(), in.numel(),
+                               datatype_of(in, what));
+  });
+  write_back(output, out);
+}
+
+/// Runs one reduce_scatter_tensor on the worker.
+void run_reduce_scatter(ddl_group_t group, const at::Tensor& input, at::Tensor& output, ddl_op_t op,
+                        const char* what) {
+  at::Tensor in = contiguous_of(input);
+  at::Tensor out = contiguous_of(output);
+  call(what, in, [&] {
+    return ddl_group_reduce_scatter(group, in.data_ptr(), out.data_ptr(), out.numel(),
+                                    datatype_of(out, what), op);
+  });
+  write_back(output, out);
+}
+
+}  // namespace
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::_allgather_base(at::Tensor& output,
                                                                 at::Tensor& input,
                                                                 const c10d::AllgatherOptions&) {
   const char* what = "_allgather_base";
-  check_tensor(input, what);
-  check_tensor(output, what, &input);
-  TORCH_CHECK(
-      output.scalar_type() == input.scalar_type() && output.numel() == input.numel() * size_,
-      "ddl backend: ", what, ": the output must hold ", size_, " x ", input.numel(), " ",
-      input.scalar_type(), ", not ", output.numel(), " ", output.scalar_type());
+  check_allgather_pair(output, input, size_, what);
   return enqueue(c10d::OpType::_ALLGATHER_BASE, {output},
                  [group = group_, input, output, what]() mutable {
-                   at::Tensor in = contiguous_of(input);
-                   at::Tensor out = contiguous_of(output);
-                   call(what, in, [&] {
-                     return ddl_group_allgather(group, in.data_ptr(), out.data_ptr(), in.numel(),
-                                                datatype_of(in, what));
-                   });
-                   write_back(output, out);
+                   run_allgather(group, input, output, what);
                  });
 }
 
@@ -452,24 +489,51 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::reduce_scatter(
 c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::_reduce_scatter_base(
     at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
   const char* what = "_reduce_scatter_base";
-  check_tensor(input, what);
-  check_tensor(output, what, &input);
-  TORCH_CHECK(
-      output.scalar_type() == input.scalar_type() && input.numel() == output.numel() * size_,
-      "ddl backend: ", what, ": the input must hold ", size_, " x ", output.numel(), " ",
-      output.scalar_type(), ", not ", input.numel(), " ", input.scalar_type());
+  check_reduce_scatter_pair(output, input, size_, what);
   const ddl_op_t op = op_of(opts.reduceOp, what);
   return enqueue(c10d::OpType::_REDUCE_SCATTER_BASE, {output},
                  [group = group_, input, output, op, what]() mutable {
-                   at::Tensor in = contiguous_of(input);
-                   at::Tensor out = contiguous_of(output);
-                   call(what, in, [&] {
-                     return ddl_group_reduce_scatter(group, in.data_ptr(), out.data_ptr(),
-                                                     out.numel(), datatype_of(out, what), op);
-                   });
-                   write_back(output, out);
+                   run_reduce_scatter(group, input, output, op, what);
                  });
 }
+
+#if DDL_TORCH2
+c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::allgather_into_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions&) {
+  const char* what = "allgather_into_tensor_coalesced";
+  TORCH_CHECK(outputs.size() == inputs.size(), "ddl backend: ", what, ": ", outputs.size(),
+              " outputs for ", inputs.size(), " inputs");
+  for (size_t i = 0; i < inputs.size(); ++i)
+    check_allgather_pair(outputs[i], inputs[i], size_, what);
+  return enqueue(c10d::OpType::COALESCED, outputs,
+                 [group = group_, inputs, outputs, what]() mutable {
+                   for (size_t i = 0; i < inputs.size(); ++i)
+                     run_allgather(group, inputs[i], outputs[i], what);
+                 });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::reduce_scatter_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  const char* what = "reduce_scatter_tensor_coalesced";
+  TORCH_CHECK(outputs.size() == inputs.size(), "ddl backend: ", what, ": ", outputs.size(),
+              " outputs for ", inputs.size(), " inputs");
+  for (size_t i = 0; i < inputs.size(); ++i)
+    check_reduce_scatter_pair(outputs[i], inputs[i], size_, what);
+  const ddl_op_t op = op_of(opts.reduceOp, what);
+  return enqueue(c10d::OpType::COALESCED, outputs,
+                 [group = group_, inputs, outputs, op, what]() mutable {
+                   for (size_t i = 0; i < inputs.size(); ++i)
+                     run_reduce_scatter(group, inputs[i], outputs[i], op, what);
+                 });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::endCoalescing() {
+  // The collectives' queue runs in issue order: this no-op completes after all before it.
+  return enqueue(c10d::OpType::COALESCED, {}, [] {});
+}
+#endif
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::barrier(const c10d::BarrierOptions&) {
   return enqueue(c10d::OpType::BARRIER, {}, [group = group_] {

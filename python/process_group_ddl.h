@@ -1,6 +1,8 @@
-// ProcessGroupDdl: c10d's ProcessGroup (libtorch 1.13) over libddl, the torch.distributed
-// backend "ddl" (the extension ddl._torch_pg; registered in ddlrun's ranks by
-// ddl/_site/sitecustomize.py, and by `import ddl.torch`).
+// ProcessGroupDdl: the torch.distributed backend "ddl" over libddl (the extension ddl._torch_pg;
+// registered in ddlrun's ranks by ddl/_site/sitecustomize.py, and by `import ddl.torch`). One
+// source for both torch generations: on torch 1.x a backend is a c10d::ProcessGroup; on 2.x it
+// is a c10d::Backend, which torch's own ProcessGroup holds for the device types the backend was
+// registered for (TorchBackend below; DDL_TORCH2 marks what only 2.x has).
 //
 // How it works: a call checks its tensors on the caller's thread (one device, one supported
 // dtype, the sizes the collective needs) and throws c10::Error for a user mistake; otherwise it
@@ -18,15 +20,30 @@
 // is synchronised before the collective is queued, the worker's around each libddl call.
 #pragma once
 
+#include <torch/version.h>
+
 #include <functional>
 #include <string>
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
-#include <torch/csrc/distributed/c10d/Work.hpp>
 #include <vector>
+
+#if TORCH_VERSION_MAJOR >= 2
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#define DDL_TORCH2 1
+#else
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#define DDL_TORCH2 0
+#endif
+#include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include "ddl/ddl.h"
 
 namespace ddl::python {
+
+#if DDL_TORCH2
+using TorchBackend = c10d::Backend;
+#else
+using TorchBackend = c10d::ProcessGroup;
+#endif
 
 class RunQueue;
 
@@ -47,7 +64,7 @@ class WorkDdl : public c10d::Work {
 };
 
 /// The "ddl" backend: tensors through libddl (which must be initialised, by ddl.init()).
-class ProcessGroupDdl : public c10d::ProcessGroup {
+class ProcessGroupDdl : public TorchBackend {
  public:
   /// The group of job ranks `ranks` (every rank when empty), of which this process is group rank
   /// `rank` of `size`; a subgroup is made with ddl_group_create, in the collectives' order, and
@@ -106,6 +123,21 @@ class ProcessGroupDdl : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Work> allgather_coalesced(
       std::vector<std::vector<at::Tensor>>& outputTensorLists,
       std::vector<at::Tensor>& inputTensors, const c10d::AllgatherOptions& opts) override;
+
+#if DDL_TORCH2
+  /// all_gather_into_tensor and reduce_scatter_tensor of several tensors at once (torch's
+  /// _coalescing_manager): one call per pair, in order.
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::ReduceScatterOptions& opts) override;
+  /// torch's _coalescing_manager: the calls between start and end run as issued (there is
+  /// nothing to batch); end's work completes once every collective issued before it has.
+  void startCoalescing() override {}
+  c10::intrusive_ptr<c10d::Work> endCoalescing() override;
+#endif
 
  private:
   /// Hands `run` (which calls libddl and throws ddl::Error on failure) to the collectives'

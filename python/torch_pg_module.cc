@@ -1,7 +1,7 @@
 // ddl._torch_pg: ProcessGroupDdl (process_group_ddl.h) for Python, a subclass of torch's own
-// torch.distributed.ProcessGroup type, so c10d (DistributedDataParallel included) takes it as
-// any other group. ddl/_site/sitecustomize.py (in ddlrun's ranks) and `import ddl.torch`
-// register it as the backend "ddl".
+// backend type (torch.distributed.ProcessGroup on torch 1.x, its Backend on 2.x), so c10d
+// (DistributedDataParallel included) takes it as any other backend. ddl/_site/sitecustomize.py (in
+// ddlrun's ranks) and `import ddl.torch` register it as the backend "ddl".
 #include <pybind11/stl.h>
 #include <torch/csrc/utils/pybind.h>
 
@@ -11,9 +11,10 @@ namespace py = pybind11;
 
 PYBIND11_MODULE(_torch_pg, m) {
   m.doc() = "The torch.distributed backend \"ddl\" (a C++ ProcessGroup over libddl)";
-  // torch's ProcessGroup type must be known to pybind11 before it is named as a base.
+  // torch's backend type must be known to pybind11 before it is named as a base.
   py::module::import("torch.distributed");
-  py::class_<ddl::python::ProcessGroupDdl, c10d::ProcessGroup,
+  m.attr("torch_major") = TORCH_VERSION_MAJOR;
+  py::class_<ddl::python::ProcessGroupDdl, ddl::python::TorchBackend,
              c10::intrusive_ptr<ddl::python::ProcessGroupDdl>>(m, "ProcessGroupDdl")
       .def(py::init<int, int, std::vector<int>>(), py::arg("rank"), py::arg("size"),
            py::arg("ranks") = std::vector<int>(),

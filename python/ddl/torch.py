@@ -180,24 +180,120 @@ class DistributedSampler(torch.utils.data.Sampler):
 
 def _create_process_group(options, pg_options=None):
     """init_process_group("ddl") and new_group(backend="ddl")'s creator (torch's extended API):
-    the C++ ProcessGroupDdl (python/process_group_ddl.h) over the job ddl.init() joins, or over a
-    libddl group of new_group's ranks (made by every member, in the collectives' order). The
-    store is not needed: libddl finds the job from the launcher's variables. A timeout other than
-    torch's default becomes libddl's DDL_TIMEOUT (start-up and every transfer) when this creates
-    the runtime; a runtime already running keeps its own, which the error names."""
+    the C++ backend ProcessGroupDdl (python/process_group_ddl.h: a c10d::ProcessGroup on torch
+    1.x, a c10d::Backend on 2.x) over the job ddl.init() joins, or over a libddl group of
+    new_group's ranks (made by every member, in the collectives' order). Under ddlrun (or
+    another launcher libddl knows) libddl finds the job from the launcher's variables; under
+    torchrun, or with no launcher at all, the ranks meet through the store torch hands the
+    backend (_meet_through_store). A timeout other than torch's default becomes libddl's
+    DDL_TIMEOUT (start-up and every transfer) when this creates the runtime; a runtime already
+    running keeps its own, which the error names."""
     del pg_options
+    _check_built_for_this_torch()
     try:
         from . import _torch_pg
     except ImportError as e:
         raise RuntimeError(
-            "ddl backend: the extension ddl._torch_pg was not built (it needs libtorch-dev when "
-            f"ddlrun is built: run scripts/setup, then rebuild): {e}") from None
-    ranks = list(options.global_ranks_in_group)
+            "ddl backend: the extension ddl._torch_pg was not built for this torch "
+            f"({torch.__version__}; it needs torch's C++ headers, or libtorch-dev, when ddlrun is "
+            f"built: run scripts/setup, then rebuild): {e}") from None
+    ranks = [int(r) for r in options.global_ranks_in_group]
     _apply_timeout(options.timeout)
+    if not ddl.initialized() and _meets_through_store():
+        _meet_through_store(options, ranks)
     ddl.init()
     if ranks == list(range(ddl.size())):
         ranks = []  # the job itself: libddl's world group
-    return _torch_pg.ProcessGroupDdl(options.group_rank, options.group_size, ranks)
+    pg = _torch_pg.ProcessGroupDdl(options.group_rank, options.group_size, ranks)
+    _stores[str(options.group_id)] = options.store
+    return pg
+
+
+def _check_built_for_this_torch():
+    """Raises RuntimeError when ddl._torch_pg was built against another torch than this
+    interpreter's (loading it would abort the process)."""
+    import sys
+
+    try:
+        from ._torch_build import TORCH_VERSION as built
+    except ImportError:
+        return  # not built at all: the import of the extension says so
+    this = torch.__version__.split("+")[0]
+    if built and built.split(".")[:2] != this.split(".")[:2]:
+        raise RuntimeError(
+            f"ddl backend: the extension ddl._torch_pg was built against torch {built}, but "
+            f"this Python ({sys.executable}) has torch {this}: run the job with the Python the "
+            "package was built for, or build it for this one (cmake -DPython3_EXECUTABLE="
+            f"{sys.executable}, or pip install . in its environment)")
+
+
+# The store of each ddl group, by group name (monitored_barrier meets through it).
+_stores = {}
+
+# libddl's variables for who a rank is, as its launchers set them (comm/core/communicator.cc).
+_LAUNCHER_RANKS = ("DDL_RANK", "OMPI_COMM_WORLD_RANK", "JSM_NAMESPACE_RANK", "SLURM_PROCID",
+                   "PMI_RANK", "PMIX_NAMESPACE")
+
+
+def _meets_through_store():
+    """Whether libddl must meet through torch's store: under torchrun (which sets
+    TORCHELASTIC_RUN_ID; any SLURM_PROCID it inherits names the agent, not the rank), or where
+    no launcher libddl knows started the process."""
+    if os.environ.get("TORCHELASTIC_RUN_ID"):
+        return True
+    return not any(os.environ.get(name) for name in _LAUNCHER_RANKS)
+
+
+# Rank 0's rendezvous server under torchrun: kept for the life of the process.
+_servers = []
+
+
+def _meet_through_store(options, ranks):
+    """How ranks that no ddlrun started meet: rank 0 starts libddl's rendezvous server
+    (ddlrun's own, comm/bootstrap) and puts its address and a fresh token in torch's store;
+    every rank reads them and gives them to libddl as ddlrun would (DDL_RANK, DDL_SIZE,
+    DDL_RENDEZVOUS, DDL_JOB_TOKEN), so ddl.init() runs as in a ddlrun job. Only for a group of
+    every rank: libddl's job is the whole world."""
+    import secrets
+
+    world = torch.distributed.get_world_size() if ranks else options.group_size
+    if ranks and ranks != list(range(world)):
+        raise RuntimeError(
+            f"ddl backend: new_group(ranks={ranks}, backend='ddl') is the first ddl group, "
+            "outside ddlrun: libddl's ranks meet once, as the whole job; make the default group "
+            "with backend 'ddl' (init_process_group('ddl')), or a ddl group of every rank first")
+    rank = options.group_rank if not ranks else torch.distributed.get_rank()
+    store = options.store
+    if rank == 0:
+        token = secrets.token_hex(16)
+        server = ddl._ddl.RendezvousServer(token, world)
+        _servers.append(server)
+        store.set("ddl/rendezvous", f"{_reachable_address()}:{server.port} {token}")
+    address, token = store.get("ddl/rendezvous").decode().split()
+    os.environ.update(DDL_RANK=str(rank), DDL_SIZE=str(world), DDL_RENDEZVOUS=address,
+                      DDL_JOB_TOKEN=token)
+    os.environ.setdefault("DDL_JOB_ID", "torch-" + token[:12])
+
+
+def _reachable_address():
+    """This host's address as the other ranks reach it: $DDL_RENDEZVOUS_HOST when set, else the
+    local address of the route to torch's store ($MASTER_ADDR, which every rank reaches), else
+    the host name."""
+    import socket
+
+    if os.environ.get("DDL_RENDEZVOUS_HOST"):
+        return os.environ["DDL_RENDEZVOUS_HOST"]
+    master = os.environ.get("MASTER_ADDR")
+    if master:
+        try:
+            family = socket.getaddrinfo(master, None)[0][0]
+            with socket.socket(family, socket.SOCK_DGRAM) as s:
+                s.connect((master, 9))
+                host = s.getsockname()[0]
+            return f"[{host}]" if ":" in host else host
+        except OSError:
+            pass
+    return socket.gethostname()
 
 
 def _apply_timeout(timeout):
@@ -216,11 +312,84 @@ def _apply_timeout(timeout):
             "timeout before any ddl call, or set DDL_TIMEOUT for the job (ddlrun -x)")
 
 
-def _register_backend():
-    """Makes init_process_group("ddl") create ProcessGroupDdl, where torch has distributed."""
+def _monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
+    """torch.distributed.monitored_barrier for ddl groups (torch's own takes gloo's only); any
+    other group goes to torch's. Meets through the group's store: every rank but 0 says it
+    arrived and waits for rank 0's release; rank 0 waits for each within `timeout` (the group's
+    when None) and raises naming the group ranks that did not come (the first one, or all of them
+    with wait_all_ranks=True), so the other ranks time out in turn."""
+    import datetime
+
     dist = torch.distributed
-    if dist.is_available() and not hasattr(dist.Backend, "DDL"):
-        dist.Backend.register_backend("ddl", _create_process_group, extended_api=True)
+    c10d = dist.distributed_c10d
+    pg = group if group is not None else c10d._get_default_group()
+    if dist.get_backend(pg) != "ddl":
+        return _torch_monitored_barrier(group=group, timeout=timeout,
+                                        wait_all_ranks=wait_all_ranks)
+    names = getattr(c10d, "_pg_names", None) or c10d._world.pg_names
+    store = _stores[str(names[pg])]
+    if timeout is None:
+        timeout = datetime.timedelta(seconds=float(os.environ.get("DDL_TIMEOUT", 1800)))
+    rounds = _barrier_rounds.setdefault(str(names[pg]), [0])
+    rounds[0] += 1
+    key = f"ddl/monitored_barrier/{rounds[0]}/"
+    rank, size = dist.get_rank(pg), dist.get_world_size(pg)
+    seconds = f"{timeout.total_seconds():g} s"
+    if rank != 0:
+        store.set(key + str(rank), "1")
+        try:
+            store.wait([key + "release"], timeout)
+        except RuntimeError:
+            raise RuntimeError(f"ddl backend: monitored_barrier: rank {rank}: rank 0 did not "
+                               f"release the barrier within {seconds} (see rank 0's error "
+                               "for the ranks that did not come)") from None
+        return
+    start = datetime.datetime.now()
+    missing = []
+    for peer in range(1, size):
+        left = max(timeout - (datetime.datetime.now() - start), datetime.timedelta(0))
+        try:
+            store.wait([key + str(peer)], max(left, datetime.timedelta(milliseconds=1)))
+        except RuntimeError:
+            missing.append(peer)
+            if not wait_all_ranks:
+                break
+    if missing:
+        which = "rank " if len(missing) == 1 else "ranks "
+        raise RuntimeError(f"ddl backend: monitored_barrier: {which}"
+                           f"{', '.join(map(str, missing))} did not reach the barrier within "
+                           f"{seconds}")
+    store.set(key + "release", "1")
+
+
+_barrier_rounds = {}
+_torch_monitored_barrier = None
+
+
+def _register_backend():
+    """Makes init_process_group("ddl") create ProcessGroupDdl, where torch has distributed
+    (ddl/_site/sitecustomize.py does the same in ddlrun's ranks), and monitored_barrier take
+    ddl groups."""
+    global _torch_monitored_barrier
+    dist = torch.distributed
+    if not dist.is_available():
+        return
+    if not hasattr(dist.Backend, "DDL"):
+        register_backend(dist, _create_process_group)
+    if _torch_monitored_barrier is None:
+        _torch_monitored_barrier = dist.monitored_barrier
+        dist.monitored_barrier = _monitored_barrier
+
+
+def register_backend(dist, creator):
+    """Registers `creator` as the backend "ddl" of torch.distributed (`dist`): for CPU and CUDA
+    tensors on torch 2.x (whose register_backend takes the devices), as the process group on 1.x."""
+    import inspect
+
+    if "devices" in inspect.signature(dist.Backend.register_backend).parameters:
+        dist.Backend.register_backend("ddl", creator, extended_api=True, devices=["cpu", "cuda"])
+    else:
+        dist.Backend.register_backend("ddl", creator, extended_api=True)
 
 
 _register_backend()

@@ -246,9 +246,11 @@ def main():
     dist.init_process_group("ddl")
     rank, n = dist.get_rank(), dist.get_world_size()
     group = dist.distributed_c10d._get_default_group()
-    assert type(group) is _torch_pg.ProcessGroupDdl, type(group)
+    # torch 1.x: the group is ddl's ProcessGroup; 2.x: torch's, holding ddl's Backend per device.
+    backend = group._get_backend(torch.device("cpu")) if _torch_pg.torch_major >= 2 else group
+    assert type(backend) is _torch_pg.ProcessGroupDdl, type(backend)
     assert isinstance(group, dist.ProcessGroup)
-    assert (group.rank(), group.size(), group.name()) == (rank, n, "ddl")
+    assert (group.rank(), group.size(), dist.get_backend(group)) == (rank, n, "ddl")
     check_allreduce(rank, n)
     check_other_ops(rank, n)
     check_work(rank, n)

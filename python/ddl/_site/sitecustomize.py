@@ -3,9 +3,9 @@
 How it works: ddlrun puts this directory (ddl/_site of its package) first on every rank's
 PYTHONPATH, so Python's `site` imports this module at start-up instead of the system's
 sitecustomize, which it then runs (Debian's installs apport's hook), so nothing is lost. In a
-rank of a ddlrun job (DDL_RANK and DDL_SIZE set) it adds a finder to sys.meta_path that watches
-for one import, torch.distributed: when that module has run, the backend "ddl" is registered,
-so `init_process_group("ddl")` works in scripts that never import ddl (IBM's). Its creator
+rank of a ddlrun job (DDL_RANK and DDL_SIZE set), or of torchrun (TORCHELASTIC_RUN_ID set, this
+directory on its PYTHONPATH), it adds a finder to sys.meta_path that watches for one import,
+torch.distributed: when that module has run, the backend "ddl" is registered, so `init_process_group("ddl")` works in scripts that never import ddl (IBM's). Its creator
 imports ddl.torch only when a group is made. Outside a job this module runs the system's
 sitecustomize and does nothing else; it never imports torch or ddl itself.
 """
@@ -41,9 +41,15 @@ def _create_process_group(options, pg_options):
 
 def _register(dist):
     """Registers the backend "ddl" with torch.distributed (`dist`), once."""
+    import inspect
+
     try:
         if dist.is_available() and not hasattr(dist.Backend, "DDL"):
-            dist.Backend.register_backend("ddl", _create_process_group, extended_api=True)
+            register = dist.Backend.register_backend
+            if "devices" in inspect.signature(register).parameters:  # torch 2.x
+                register("ddl", _create_process_group, extended_api=True, devices=["cpu", "cuda"])
+            else:
+                register("ddl", _create_process_group, extended_api=True)
     except Exception as e:  # an unknown torch: say so, never break the import
         print(f"ddl: the torch.distributed backend ddl was not registered: "
               f"{type(e).__name__}: {e}", file=sys.stderr)
@@ -83,6 +89,9 @@ class _TorchDistributedFinder:
 
 
 def _in_job():
+    """A rank of a ddlrun job, or a worker torchrun started (TORCHELASTIC_RUN_ID)."""
+    if os.environ.get("TORCHELASTIC_RUN_ID"):
+        return True
     return bool(os.environ.get("DDL_RANK")) and bool(os.environ.get("DDL_SIZE"))
 
 
@@ -100,10 +109,17 @@ def _add_horovod():
         sys.path.append(horovod)
 
 
-_run_next_sitecustomize()
-if _in_job():
-    _add_horovod()
+def install():
+    """Registers the backend now if torch.distributed is imported, else once it is (the
+    entry point of an installed ddl calls this too: ddl/_autoload.py)."""
     if "torch.distributed" in sys.modules:
         _register(sys.modules["torch.distributed"])
-    else:
+    elif not any(isinstance(f, _TorchDistributedFinder) for f in sys.meta_path):
         sys.meta_path.insert(0, _TorchDistributedFinder())
+
+
+if __name__ == "sitecustomize":  # imported by site at start-up, not by ddl/_autoload.py
+    _run_next_sitecustomize()
+    if _in_job():
+        _add_horovod()
+        install()

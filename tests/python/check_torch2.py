@@ -1,0 +1,298 @@
+"""The torch.distributed backend "ddl" as torch 2.x users call it (and torch 1.13 where it has
+the feature), as an N-rank job: `check_torch2.py [collectives|train|torchrun]`.
+
+How it works: init_process_group(backend="ddl") with nothing else -- no init_method, no import
+of ddl: under ddlrun its sitecustomize registers the backend and libddl finds the job from
+ddlrun's variables; under torchrun the ranks meet through the store torch hands the backend.
+collectives: every ReduceOp the backend takes (AVG included) and the exact error of one it does
+not (BAND, BXOR); all_reduce, broadcast, all_gather, all_gather_into_tensor,
+reduce_scatter_tensor (SUM, AVG; and 2.13's all_gather_single, reduce_scatter_single), reduce,
+gather, scatter, all_to_all(_single); the object
+collectives; new_group subgroups (members and not); barrier; monitored_barrier passing, then
+failing with its error on every rank when the last rank comes late. train: DDP (bucket views,
+static_graph, the allreduce and fp16_compress comm hooks), ZeroRedundancyOptimizer and, on torch
+2.x, FSDP2 (fully_shard on a CPU DeviceMesh) each train 3 steps of a small MLP on their rank's
+shard of one batch and must end with the weights one process computes on the whole batch, the
+same on every rank. torchrun: init, all_reduce, monitored_barrier. Rank values are small
+integers, so every collective's result is exact. Each rank prints "rank R of N ok".
+"""
+
+import datetime
+import sys
+import time
+import warnings
+
+import torch
+import torch.distributed as dist
+
+TORCH2 = int(torch.__version__.split(".")[0]) >= 2
+
+
+def fail(what):
+    sys.exit(f"rank {dist.get_rank()}: {what}")
+
+
+def expect(what, got, want):
+    if not torch.equal(got.to(torch.float64), torch.as_tensor(want).to(torch.float64)):
+        fail(f"{what}: got {got.reshape(-1)[:6].tolist()} want "
+             f"{torch.as_tensor(want).reshape(-1)[:6].tolist()}")
+
+
+def expect_error(what, call, first_line):
+    try:
+        call()
+    except RuntimeError as e:
+        got = str(e).splitlines()[0] if str(e) else ""
+        if got != first_line:
+            fail(f"{what}: error {got!r}, want {first_line!r}")
+        return
+    fail(f"{what}: no error, want {first_line!r}")
+
+
+def check_ops(rank, n):
+    x = lambda: torch.full((5,), float(rank + 1))  # noqa: E731
+    product = 1
+    for r in range(1, n + 1):
+        product *= r
+    wants = {dist.ReduceOp.SUM: n * (n + 1) / 2, dist.ReduceOp.AVG: (n + 1) / 2,
+             dist.ReduceOp.MIN: 1, dist.ReduceOp.MAX: n, dist.ReduceOp.PRODUCT: product}
+    for op, want in wants.items():
+        t = x()
+        dist.all_reduce(t, op=op)
+        expect(f"all_reduce {op}", t, torch.full((5,), float(want)))
+    for name in ("BAND", "BXOR"):
+        expect_error(f"all_reduce {name}",
+                     lambda: dist.all_reduce(x(), op=getattr(dist.ReduceOp, name)),
+                     f"ddl backend: allreduce: reduce op {name} is not supported (it takes SUM, "
+                     "AVG, PRODUCT, MIN and MAX)")
+
+
+def check_collectives(rank, n):
+    t = torch.arange(4.0) + 10 * rank
+    dist.broadcast(t, src=n - 1)
+    expect("broadcast", t, torch.arange(4.0) + 10 * (n - 1))
+    parts = [torch.zeros(3) for _ in range(n)]
+    dist.all_gather(parts, torch.full((3,), float(rank)))
+    expect("all_gather", torch.stack(parts), torch.arange(n).repeat_interleave(3).view(n, 3))
+    out = torch.zeros(n * 3)
+    dist.all_gather_into_tensor(out, torch.full((3,), float(rank)))
+    expect("all_gather_into_tensor", out, torch.arange(n).repeat_interleave(3))
+    for op, scale in ((dist.ReduceOp.SUM, 1), (dist.ReduceOp.AVG, n)):
+        block = torch.zeros(2)
+        dist.reduce_scatter_tensor(block, torch.arange(2.0 * n) + rank, op=op)
+        want = (n * torch.arange(2.0 * rank, 2.0 * rank + 2) + n * (n - 1) / 2) / scale
+        expect(f"reduce_scatter_tensor {op}", block, want)
+    if hasattr(dist, "all_gather_single"):  # torch 2.13's names for the two above
+        out = torch.zeros(n, 3)
+        dist.all_gather_single(out, torch.full((3,), float(rank)))
+        expect("all_gather_single", out, torch.arange(n).repeat_interleave(3).view(n, 3))
+        block = torch.zeros(2)
+        dist.reduce_scatter_single(block, torch.arange(2.0 * n) + rank, op=dist.ReduceOp.AVG)
+        expect("reduce_scatter_single AVG", block,
+               torch.arange(2.0 * rank, 2.0 * rank + 2) + (n - 1) / 2)
+    t = torch.full((2,), float(rank))
+    dist.reduce(t, dst=1 % n)
+    if rank == 1 % n:
+        expect("reduce", t, torch.full((2,), n * (n - 1) / 2))
+    gathered = [torch.zeros(2) for _ in range(n)] if rank == 0 else None
+    dist.gather(torch.full((2,), float(rank)), gather_list=gathered, dst=0)
+    if rank == 0:
+        expect("gather", torch.stack(gathered), torch.arange(n).repeat_interleave(2).view(n, 2))
+    mine = torch.zeros(2)
+    chunks = [torch.full((2,), 7.0 + r) for r in range(n)] if rank == n - 1 else None
+    dist.scatter(mine, scatter_list=chunks, src=n - 1)
+    expect("scatter", mine, torch.full((2,), 7.0 + rank))
+    out = torch.zeros(n)
+    dist.all_to_all_single(out, torch.arange(n, dtype=torch.float32) + 100 * rank)
+    expect("all_to_all_single", out, torch.arange(n) * 100 + rank)
+    outs = [torch.zeros(1) for _ in range(n)]
+    dist.all_to_all(outs, [torch.full((1,), float(10 * rank + r)) for r in range(n)])
+    expect("all_to_all", torch.cat(outs), torch.arange(n) * 10 + rank)
+
+
+def check_objects(rank, n):
+    got = [None] * n
+    dist.all_gather_object(got, {"rank": rank, "name": f"r{rank}"})
+    if got != [{"rank": r, "name": f"r{r}"} for r in range(n)]:
+        fail(f"all_gather_object: {got}")
+    objects = [("from", rank), [rank] * 3] if rank == 1 % n else [None, None]
+    dist.broadcast_object_list(objects, src=1 % n)
+    if objects != [("from", 1 % n), [1 % n] * 3]:
+        fail(f"broadcast_object_list: {objects}")
+    into = [None] * n if rank == 0 else None
+    dist.gather_object(f"hello {rank}", into, dst=0)
+    if rank == 0 and into != [f"hello {r}" for r in range(n)]:
+        fail(f"gather_object: {into}")
+    out = [None]
+    dist.scatter_object_list(out, [{"to": r} for r in range(n)] if rank == 0 else None, src=0)
+    if out != [{"to": rank}]:
+        fail(f"scatter_object_list: {out}")
+
+
+def check_groups(rank, n):
+    ends = dist.new_group([0, n - 1])
+    odd = dist.new_group(list(range(1, n, 2)))
+    if rank in (0, n - 1):
+        t = torch.full((3,), float(rank))
+        dist.all_reduce(t, group=ends)
+        expect("new_group([0, n-1]) all_reduce", t, torch.full((3,), float(n - 1)))
+        if dist.get_world_size(ends) != 2 or dist.get_rank(ends) != (0 if rank == 0 else 1):
+            fail(f"new_group: rank {dist.get_rank(ends)} of {dist.get_world_size(ends)}")
+    elif ends != dist.GroupMember.NON_GROUP_MEMBER:
+        fail("new_group: a non-member got a group")
+    if rank % 2 == 1:
+        t = torch.ones(2)
+        dist.all_reduce(t, group=odd)
+        expect("new_group(odd ranks) all_reduce", t, torch.full((2,), float(n // 2)))
+    dist.barrier()
+
+
+def check_barriers(rank, n):
+    dist.barrier()
+    dist.monitored_barrier(timeout=datetime.timedelta(seconds=30))
+    dist.monitored_barrier(timeout=datetime.timedelta(seconds=30), wait_all_ranks=True)
+    # The last rank comes late: rank 0 names it, the others give up waiting for rank 0.
+    if n < 2:
+        return
+    if rank == n - 1:
+        time.sleep(2.5)
+    timeout = datetime.timedelta(seconds=1)
+    if rank == 0:
+        want = f"ddl backend: monitored_barrier: rank {n - 1} did not reach the barrier within 1 s"
+    else:
+        want = (f"ddl backend: monitored_barrier: rank {rank}: rank 0 did not release the "
+                "barrier within 1 s (see rank 0's error for the ranks that did not come)")
+    expect_error("late monitored_barrier",
+                 lambda: dist.monitored_barrier(timeout=timeout, wait_all_ranks=True), want)
+    dist.barrier()
+
+
+# --- training ---------------------------------------------------------------------------------
+
+STEPS, BATCH = 3, 4
+
+
+def make_model():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+
+
+def data(n):
+    g = torch.Generator().manual_seed(1)
+    return [(torch.randn(n * BATCH, 8, generator=g), torch.randn(n * BATCH, 4, generator=g))
+            for _ in range(STEPS)]
+
+
+def reference(n, optimizer):
+    """The weights one process computes on the whole batch of every step."""
+    model = make_model()
+    opt = optimizer(model.parameters())
+    for x, y in data(n):
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+    return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+
+
+def train(model, opt, rank, n):
+    for x, y in data(n):
+        mine = slice(rank * BATCH, (rank + 1) * BATCH)
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(model(x[mine]), y[mine]).backward()
+        opt.step()
+
+
+def check_weights(what, flat, want, tolerance):
+    """flat (this rank's weights) equals every other rank's and is within tolerance of want."""
+    everyone = [torch.zeros_like(flat) for _ in range(dist.get_world_size())]
+    dist.all_gather(everyone, flat)
+    for r, other in enumerate(everyone):
+        if not torch.equal(other, flat):
+            fail(f"{what}: rank {r}'s weights differ from this rank's")
+    error = (flat - want).abs().max().item()
+    if error > tolerance:
+        fail(f"{what}: weights {error:.3g} away from one process's (tolerance {tolerance})")
+
+
+def check_ddp(rank, n):
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    sgd = lambda params: torch.optim.SGD(params, lr=0.1)  # noqa: E731
+    want = reference(n, sgd)
+    variants = {
+        "gradient_as_bucket_view": ({"gradient_as_bucket_view": True}, None, 1e-6),
+        "static_graph": ({"static_graph": True}, None, 1e-6),
+        "allreduce_hook": ({}, default_hooks.allreduce_hook, 1e-6),
+        "fp16_compress_hook": ({}, default_hooks.fp16_compress_hook, 1e-2),
+    }
+    for name, (options, hook, tolerance) in variants.items():
+        model = DDP(make_model(), **options)
+        if hook is not None:
+            model.register_comm_hook(None, hook)
+        train(model, sgd(model.parameters()), rank, n)
+        flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+        check_weights(f"DDP {name}", flat, want, tolerance)
+
+
+def check_zero(rank, n):
+    from torch.distributed.optim import ZeroRedundancyOptimizer
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    adam = lambda params: torch.optim.Adam(params, lr=0.01)  # noqa: E731
+    want = reference(n, adam)
+    model = DDP(make_model())
+    opt = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.Adam, lr=0.01)
+    train(model, opt, rank, n)
+    flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+    check_weights("ZeroRedundancyOptimizer", flat, want, 1e-6)
+
+
+def check_fsdp2(rank, n):
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    sgd = lambda params: torch.optim.SGD(params, lr=0.1)  # noqa: E731
+    want = reference(n, sgd)
+    mesh = init_device_mesh("cpu", (n,))
+    model = make_model()
+    for layer in (model[0], model[2]):
+        fully_shard(layer, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    train(model, sgd(model.parameters()), rank, n)
+    flat = torch.cat([p.full_tensor().detach().reshape(-1) for p in model.parameters()])
+    check_weights("FSDP2 fully_shard", flat, want, 1e-6)
+
+
+def main():
+    mode = sys.argv[1] if len(sys.argv) > 1 else "collectives"
+    # torch 2.13 renames all_gather_into_tensor and reduce_scatter_tensor (both still work).
+    warnings.filterwarnings("ignore", ".* is deprecated. Please use", FutureWarning)
+    dist.init_process_group(backend="ddl")
+    rank, n = dist.get_rank(), dist.get_world_size()
+    if dist.get_backend() != "ddl":
+        fail(f"the default group's backend is {dist.get_backend()}")
+    if mode == "collectives":
+        check_ops(rank, n)
+        check_collectives(rank, n)
+        check_objects(rank, n)
+        check_groups(rank, n)
+        check_barriers(rank, n)
+    elif mode == "train":
+        check_ddp(rank, n)
+        check_zero(rank, n)
+        if TORCH2:
+            check_fsdp2(rank, n)
+    elif mode == "torchrun":
+        t = torch.full((3,), float(rank + 1))
+        dist.all_reduce(t, op=dist.ReduceOp.AVG)
+        expect("all_reduce AVG", t, torch.full((3,), (n + 1) / 2))
+        dist.monitored_barrier(timeout=datetime.timedelta(seconds=30))
+    else:
+        sys.exit(f"check_torch2.py: unknown mode {mode!r} (collectives, train, torchrun)")
+    dist.destroy_process_group()
+    print(f"rank {rank} of {n} ok", flush=True)
+
+
+if __name__ == "__main__":
+    main()
