@@ -6,7 +6,7 @@
 # the package its backend, init_process_group("ddl") + all_reduce on 2 ranks of that torch.
 #   check_venv.sh VENV
 set -uo pipefail
-venv=$1
+venv=$(cd "$1" && pwd) || exit 1
 fail() {
   echo "check_venv: $*" >&2
   exit 1

@@ -27,7 +27,7 @@ out=$(cd "$source" && env -u PYTHONPATH "$venv/bin/pip" install -v \
   -C build-dir="$build/pip-test/wheel" . 2>&1)
 status=$?
 echo "== pip install . into an empty venv: $status after $((SECONDS - start)) s"
-grep -E '^ *-- ddlrun:|Successfully installed|error' <<<"$out"
+grep -E '^ *-- ddlrun:|Successfully installed|ERROR|CMake Error' <<<"$out"
 ((status == 0)) || {
   printf '%s\n' "$out" | tail -n 40 >&2
   fail "pip install . failed"

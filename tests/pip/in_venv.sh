@@ -10,6 +10,7 @@ if [[ $# -lt 2 ]]; then
 fi
 venv=$1
 shift
+[[ -d $venv ]] && venv=$(cd "$venv" && pwd)
 for f in python ddlrun; do
   if [[ ! -x $venv/bin/$f ]]; then
     echo "in_venv: no $venv/bin/$f (scripts/setup makes the venv and pip-installs ddlrun" \
