@@ -46,6 +46,12 @@ add_test(NAME python.torch2_hvd_api_4
 set_tests_properties(python.torch2_collectives_3 python.torch2_train_3 python.torch2_torchrun_2
                      python.torch2_hvd_api_4
                      PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
+# Run from the venv: after pip.venv_current has brought its package up to date.
+if(DDL_TORCH2_DDLRUN STREQUAL "${DDL_VENV}/bin/ddlrun")
+  set_tests_properties(python.torch2_collectives_3 python.torch2_train_3 python.torch2_torchrun_2
+                       python.torch2_hvd_api_4 PROPERTIES FIXTURES_REQUIRED ddl_venv
+                       LABELS "venv;python")
+endif()
 
 # The same checks on this build's torch (1.13: no FSDP2).
 if(TARGET ddl_torch_pg)
