@@ -302,11 +302,12 @@ std::string NodeServer::State::host_problem(const Conn& c, const std::vector<std
   if (other == nullptr) return "";
   const std::string same =
       "its host name " + host + " is node " + std::to_string(other->node) + "'s too";
-  const std::string mine = identity_of(f[6]);
-  if (mine.empty() || mine == identity_of(other->inventory)) {
+  const std::string mine = identity_of(f[6]), theirs = identity_of(other->inventory);
+  if (mine.empty() || theirs.empty() || mine == theirs) {
     return same +
-           (mine.empty() ? " and, without a probe (--no-probe), ddlrun cannot tell the two apart"
-                         : ", and so is its machine identity (one machine, started twice?)") +
+           (mine.empty() || theirs.empty()
+                ? " and, without a probe (--no-probe), ddlrun cannot tell the two apart"
+                : ", and so is its machine identity (one machine, started twice?)") +
            "; every node needs a host name of its own";
   }
   if (c.address.find(':') != std::string::npos || named(c.address) != nullptr) {
