@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <list>
 
 #include "base/check.h"
@@ -226,7 +227,11 @@ void NodeServer::State::on_message(Conn& c, const wire::Message& m) {
   }
   if (m.type == wire::kPlan && phase == Phase::kPlan && f.size() == 3) plan(c, f);
   if (m.type == wire::kFail && phase == Phase::kRun && f.size() == 2) {
-    failure(c, f[0], wire::to_int(f[1]).value_or(1));
+    const int status = wire::to_int(f[1]).value_or(1);
+    failure(c, f[0], status);
+    // A node stopped by Ctrl-Z (launch.cc) sends nothing more until it resumes: the round ends
+    // without waiting for it (it was waited for until its heartbeat was missed).
+    if (status == 128 + SIGTSTP) done(c, status, false);
   }
   if (m.type == wire::kDone && phase == Phase::kRun && f.size() == 2) {
     done(c, wire::to_int(f[0]).value_or(1), f[1] == "1");
