@@ -4,7 +4,9 @@
 # namespaces with their own sshd, tests/netns/hosts.sh) through `ddlrun --launcher ssh`,
 # `ddlrun --launcher mpirun` and plain mpirun over the same ssh. Prints the median and the
 # minimum of N runs in milliseconds, and each ddlrun row's median over its mpirun row's.
-# Timed with hyperfine when it is installed (shell start-up subtracted), else with a loop.
+# Timed with hyperfine when it is installed (shell start-up subtracted), else with a loop. The
+# plain ddlrun row runs with this host's probe cache warm (man ddlrun: PLACEMENT); the next
+# row turns the cache off.
 #
 # Usage: bench/launch_bench.sh [--quick] [-n N] [--ddlrun PATH] [--shape RATE] [--no-netns]
 #   --quick        2 runs, no warm-up (the bench.launch_smoke test)
@@ -120,6 +122,8 @@ echo
 measure "mpirun -np 4 --oversubscribe true" "" mpirun -np 4 --oversubscribe true
 measure "ddlrun -H localhost:4 true" "mpirun -np 4 --oversubscribe true" \
   "$ddlrun" -H localhost:4 true
+measure "  the same, probe cache off (DDL_PROBE_CACHE=0)" "mpirun -np 4 --oversubscribe true" \
+  env DDL_PROBE_CACHE=0 "$ddlrun" -H localhost:4 true
 measure "  the same, --no-probe" "mpirun -np 4 --oversubscribe true" \
   "$ddlrun" --no-probe -H localhost:4 true
 print_rows "this host, 4 ranks"

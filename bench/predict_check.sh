@@ -11,19 +11,26 @@
 #          veth pair shaped to --uplink (250mbit) each way (netns_up_racks, netns_shape_uplink);
 #          ddlrun gets --link host=RATE --link rack=UPLINK and --nodes 2 (the racks; with
 #          --mode auto, so the model picks the mode).
+#   ring   --hosts (32) hosts x --ranks (2) ranks, every host's link shaped to --rate: DDL's
+#          layout p:RANKSxHOSTSx1x1 has one ring of all the hosts, the case whose chunks grow
+#          with the ring (comm::pipeline_chunk_bytes); beside the flat ring. Up to 256 hosts
+#          (tests/netns/hosts.sh); not run unless asked for with --only ring.
 # The links are shaped with known rates, so ddlrun is told them with --link: the user's path
 # (the probe sees a veth's nominal 10 Gbit/s, not tc's limit), in tc's spelling (--link takes
 # 1gbit as 1Gbit). Latencies are the model's defaults.
 #
 # Every run is `ddlrun --launcher ssh --tcp --mode MODE ddl-bench -b SIZE -e SIZE -w 1 -n N`.
+# Each row shows the predicted time, the measured one and the model's bandwidth bound (the
+# busiest link's bytes alone: no latency, no pipeline fill).
 # The check: each mode's prediction within --tolerance (20%) of its measured time, and the
 # mode --mode auto picks the fastest measured, within --pick-slack (5%): two modes the model
 # predicts within a few per cent of each other (on the racks, p:2x2x2x1 and p:4x2x1x1: the
 # uplink bounds both) are a tie that measurement noise on a shared machine may order either way.
 #
-# Usage: bench/predict_check.sh [--build DIR] [--only flat|racks] [--size SIZE] [--iters N]
+# Usage: bench/predict_check.sh [--build DIR] [--only flat|racks|ring] [--size SIZE] [--iters N]
 #                               [--rate RATE] [--uplink RATE] [--tolerance PCT]
-#                               [--pick-slack PCT] [--tell-rate RATE]
+#                               [--pick-slack PCT] [--tell-rate RATE] [--hosts N] [--ranks R]
+#   --hosts N, --ranks R  the ring cluster: N hosts (2..256, default 32) of R ranks (default 2)
 #   --tell-rate RATE  tell ddlrun the hosts' links run at RATE instead of --rate (a wrong
 #                     fabric: the check should then fail)
 # Exit status: 0 when every check passed, 1 when one failed (or a run did), 2 bad usage, 77
@@ -31,7 +38,7 @@
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build="$here/../build"
-only="" size=16M iters=3 rate=1gbit uplink=250mbit tolerance=20 slack=5 told=""
+only="" size=16M iters=3 rate=1gbit uplink=250mbit tolerance=20 slack=5 told="" hosts=32 ranks=2
 while (($#)); do
   case $1 in
     --build) build=${2:?--build takes a directory}; shift ;;
@@ -43,15 +50,25 @@ while (($#)); do
     --tell-rate) told=${2:?--tell-rate takes a rate like 2gbit}; shift ;;
     --tolerance) tolerance=${2:?--tolerance takes a percentage}; shift ;;
     --pick-slack) slack=${2:?--pick-slack takes a percentage}; shift ;;
+    --hosts) hosts=${2:?--hosts takes a number}; shift ;;
+    --ranks) ranks=${2:?--ranks takes a number}; shift ;;
     -h | --help) sed -n '2,/^set /{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
     *) echo "predict_check: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
 done
 case $only in
-  "" | flat | racks) ;;
-  *) echo "predict_check: --only takes flat or racks, not '$only'" >&2; exit 2 ;;
+  "" | flat | racks | ring) ;;
+  *) echo "predict_check: --only takes flat, racks or ring, not '$only'" >&2; exit 2 ;;
 esac
+if ! [[ $hosts =~ ^[0-9]+$ ]] || ((hosts < 2 || hosts > 256)); then
+  echo "predict_check: --hosts takes 2 to 256, not '$hosts'" >&2
+  exit 2
+fi
+if ! [[ $ranks =~ ^[0-9]+$ ]] || ((ranks < 2 || ranks > 64)); then
+  echo "predict_check: --ranks takes 2 to 64 (DDL's layout needs two dimensions), not '$ranks'" >&2
+  exit 2
+fi
 ddlrun=$(realpath "$build/ddlrun/ddlrun" 2>/dev/null)
 bench=$(realpath "$build/comm/bench/ddl-bench" 2>/dev/null)
 if [[ ! -x $ddlrun || ! -x $bench ]]; then
@@ -64,8 +81,8 @@ source "$here/../tests/netns/hosts.sh"
 failed=0
 told=${told:-$rate}
 
-# predictions HOSTS OPTS...: the dry run's modes, one a line: "MODE SECONDS CHOSEN" at --size
-# (its prediction for exactly that size: --predict-bytes), the picked one's CHOSEN 1.
+# predictions HOSTS OPTS...: the dry run's modes, one a line: "MODE SECONDS CHOSEN BOUND" at
+# --size (its prediction for exactly that size: --predict-bytes), the picked one's CHOSEN 1.
 predictions() {
   local hosts=$1
   shift
@@ -75,7 +92,8 @@ predictions() {
 import json, sys
 p = json.load(sys.stdin)["prediction"]
 for m in p["modes"]:
-    print(m["mode"], m["seconds_at_predict_bytes"], int(m["chosen"]))'
+    print(m["mode"], m["seconds_at_predict_bytes"], int(m["chosen"]),
+          m["bound_seconds_at_predict_bytes"])'
 }
 
 # measure HOSTS MODE: ddl-bench's time of one allreduce of --size in MODE, seconds.
@@ -105,12 +123,12 @@ check() {
   fi
   echo
   echo "== $title; ddlrun $*; allreduce of $size float32, $iters timed iterations"
-  while read -r mode pred chosen; do
+  while read -r mode pred chosen bound; do
     if ! meas=$(measure "$hosts" "$mode") || [[ -z $meas ]]; then
       failed=1
       continue
     fi
-    rows+=("$mode $pred $meas $chosen")
+    rows+=("$mode $pred $meas $chosen $bound")
     ((chosen)) && picked="$mode $meas"
     if [[ -z $best_t ]] || awk -v a="$meas" -v b="$best_t" 'BEGIN { exit !(a < b) }'; then
       best=$mode best_t=$meas
@@ -118,12 +136,16 @@ check() {
   done <<<"$lines"
   printf '%s\n' "${rows[@]}" | awk -v tol="$tolerance" -v slack="$slack" -v picked="$picked" \
     -v best="$best" -v best_t="$best_t" '
-    BEGIN { printf "  %-12s %12s %12s %9s\n", "MODE", "predicted", "measured", "pred/meas" }
+    BEGIN {
+      printf "  %-14s %12s %12s %9s %12s %10s\n", "MODE", "predicted", "measured", "pred/meas",
+        "bound", "meas/bound"
+    }
     {
       r = $2 / $3
       ok = r >= 1 - tol / 100 && r <= 1 + tol / 100
-      printf "  %-12s %9.1f ms %9.1f ms %9.2f%s%s\n", $1 ($4 ? "*" : ""), $2 * 1e3, $3 * 1e3, r,
-        ok ? "" : "  OFF BY MORE THAN " tol "%", $4 ? "  (picked)" : ""
+      printf "  %-14s %9.1f ms %9.1f ms %9.2f %9.1f ms %10.2f%s%s\n", $1 ($4 ? "*" : ""), $2 * 1e3,
+        $3 * 1e3, r, $5 * 1e3, $3 / $5, ok ? "" : "  OFF BY MORE THAN " tol "%",
+        $4 ? "  (picked)" : ""
       if (!ok) bad = 1
     }
     END {
@@ -148,6 +170,16 @@ if [[ -z $only || $only == racks ]]; then
   check "2 racks x 2 hosts x 2 ranks, links $rate, uplink $uplink" \
     node1:2,node2:2,node3:2,node4:2 --mode auto --nodes 2 --link "host=$told" \
     --link "rack=$uplink"
+  netns_down
+fi
+if [[ $only == ring ]]; then
+  netns_up "$hosts" || exit $?
+  for ((k = 1; k <= hosts; k++)); do
+    netns_shape "$k" "$rate" || { echo "predict_check: tc failed on node$k" >&2; exit 1; }
+  done
+  list=$(for ((k = 1; k <= hosts; k++)); do printf 'node%d:%d,' "$k" "$ranks"; done)
+  check "$hosts hosts x $ranks ranks, one ring of $hosts, links $rate" "${list%,}" \
+    --link "host=$told"
   netns_down
 fi
 if ((failed)); then

@@ -1,5 +1,6 @@
 #include "comm/mode.h"
 
+#include <algorithm>
 #include <charconv>
 #include <limits>
 #include <sstream>
@@ -123,6 +124,26 @@ Mode mode_from_ddl_options(std::string_view options) {
     }
   }
   return Mode{};
+}
+
+size_t pipeline_chunk_bytes(size_t pipeline_bytes, std::span<const int> sizes) {
+  int longest = 1;
+  for (int d : sizes)
+    longest = std::max(longest, d);
+  constexpr size_t kBaseSteps = 4;  // a ring of 3: 2 reduce-scatter and 2 allgather steps
+  const size_t steps = 2 * (static_cast<size_t>(longest) - 1);
+  if (pipeline_bytes == 0 || steps <= kBaseSteps) return pipeline_bytes;
+  const size_t per_step = std::max<size_t>(1, pipeline_bytes / kBaseSteps);
+  if (per_step > std::numeric_limits<size_t>::max() / steps) {
+    return std::numeric_limits<size_t>::max();
+  }
+  return std::max(pipeline_bytes, per_step * steps);
+}
+
+size_t pipeline_chunk_elems(size_t count, size_t elem_size, size_t chunk_bytes) {
+  if (chunk_bytes == 0 || count == 0) return std::max<size_t>(count, 1);
+  return std::max({size_t{1}, chunk_bytes / std::max<size_t>(elem_size, 1),
+                   (count + kMaxPipelineChunks - 1) / kMaxPipelineChunks});
 }
 
 }  // namespace ddl::comm

@@ -1,6 +1,8 @@
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -54,5 +56,25 @@ void check_mode_fits(const Mode& mode, int ranks, std::string_view job_detail = 
 /// The mode from IBM's DDL_OPTIONS string ("-mode p:6x2x1x1 -dbg_level 1"), or the default
 /// mode when it has no -mode. Other options are ignored here.
 Mode mode_from_ddl_options(std::string_view options);
+
+/// DDL_PIPELINE_BYTES' default: the chunk of the pipelined multi-dimensional allreduce
+/// (comm/collectives/multi_dim.cc) whose longest ring has up to 3 members.
+inline constexpr size_t kPipelineBytes = size_t{1} << 20;
+/// The most chunks one pipelined allreduce is cut into, however small the chunk.
+inline constexpr size_t kMaxPipelineChunks = 4096;
+
+/// The chunk of the pipelined multi-dimensional allreduce over dimensions of `sizes` members
+/// (innermost first, 1s allowed), for DDL_PIPELINE_BYTES `pipeline_bytes` (0: not pipelined,
+/// and 0 is returned). Every chunk pays each step of its rings a latency, 2(d-1) steps for a
+/// ring of d, so the chunk grows with the longest ring: pipeline_bytes / 4 for each of its
+/// steps, and never less than pipeline_bytes (rings of up to 3 members: 4 steps).
+/// 4,608 hosts in one ring: 9,214 steps, chunks of 2,303.5 x pipeline_bytes. The cost model
+/// (mapper/cost.cc) predicts with this rule, libddl runs with it.
+size_t pipeline_chunk_bytes(size_t pipeline_bytes, std::span<const int> sizes);
+
+/// The elements of each chunk when an allreduce of `count` elements of `elem_size` bytes goes
+/// through in chunks of `chunk_bytes` (0: one chunk of all `count`): at least one, at least
+/// chunk_bytes / elem_size, and enough that there are at most kMaxPipelineChunks chunks.
+size_t pipeline_chunk_elems(size_t count, size_t elem_size, size_t chunk_bytes);
 
 }  // namespace ddl::comm

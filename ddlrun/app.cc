@@ -54,7 +54,7 @@ void raise_open_files_limit() {
 /// host for probe and launch; mapper::SshProbeOptions::keep_command).
 [[noreturn]] void probe_then_agent(std::ostream& out, std::ostream& err) {
   try {
-    std::string text = mapper::to_yaml(mapper::probe_hwloc(mapper::ProbeOptions{}));
+    std::string text = mapper::to_yaml(mapper::probe_hwloc(mapper::this_host_cached()));
     if (text.empty() || text.back() != '\n') text += '\n';
     out << text << "...\n" << std::flush;
   } catch (const std::exception& e) {
@@ -88,7 +88,7 @@ int run_options(const Options& o, std::ostream& out, std::ostream& err, hostfile
                 void* env_context, const RemoteProbe& remote) {
   auto log = make_logger(o, err);
   if (o.probe) {
-    out << mapper::to_yaml(mapper::probe_hwloc(mapper::ProbeOptions{}));
+    out << mapper::to_yaml(mapper::probe_hwloc(mapper::this_host_cached()));
     return kExitOk;
   }
   if (std::optional<PerNode> node = per_node_settings(o, getenv_fn, env_context)) {
@@ -116,7 +116,7 @@ int run_options(const Options& o, std::ostream& out, std::ostream& err, hostfile
     log->info("topology file written to {}", hostfiles::printable(o.topology_file));
   }
   if (o.dry_run) {
-    out << hostfiles::printable(render_plan(plan, o));
+    write_plan(out, plan, o);
     return kExitOk;
   }
   const std::unique_ptr<JobRunner> runner =

@@ -175,7 +175,8 @@ launcher::Job make_job(const JobPlan& plan, const std::string& topology_path) {
     const comm::Host* h = plan.topology.find_host(r.host);
     const mapper::Inventory* inv = nullptr;
     if (h != nullptr) {
-      if (auto it = plan.inventories.find(h->name); it != plan.inventories.end()) inv = &it->second;
+      if (auto it = plan.inventories.find(h->name); it != plan.inventories.end())
+        inv = it->second.get();
     }
     if (r.rank >= 0 && static_cast<size_t>(r.rank) < job.cores.size()) {
       job.cores[r.rank] = cores_in(inv, r.cpus);

@@ -61,7 +61,7 @@ NodeHello hello_of(const Options& o, const PerNode& node, int round) {
   h.nnodes = node.nnodes;
   h.job = node.job;
   h.host = this_host_name();
-  if (!o.no_probe) h.inventory = mapper::to_yaml(mapper::probe_hwloc(mapper::ProbeOptions{}));
+  if (!o.no_probe) h.inventory = mapper::to_yaml(mapper::probe_hwloc(mapper::this_host_cached()));
   return h;
 }
 

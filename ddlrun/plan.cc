@@ -239,14 +239,16 @@ const std::string* xml_for(const std::vector<std::pair<std::string, std::string>
 }
 
 /// The hardware --host-xml describes in `file`, read once for all the hosts that use it.
-const mapper::Inventory& xml_inventory(std::map<std::string, mapper::Inventory>& by_file,
-                                       const std::string& file) {
+std::shared_ptr<const mapper::Inventory> xml_inventory(
+    std::map<std::string, std::shared_ptr<const mapper::Inventory>>& by_file,
+    const std::string& file) {
   auto it = by_file.find(file);
   if (it != by_file.end()) return it->second;
   mapper::ProbeOptions po;
   po.xml_path = file;
   try {
-    return by_file.emplace(file, mapper::probe_hwloc(po)).first->second;
+    return by_file.emplace(file, std::make_shared<const mapper::Inventory>(mapper::probe_hwloc(po)))
+        .first->second;
   } catch (const mapper::ProbeError& e) {
     throw UsageError("--host-xml " + file + ": " + e.what());
   }
@@ -262,8 +264,8 @@ std::vector<std::string> hardware_known_here(const Options& o, JobPlan& plan,
     const size_t eq = x.find('=');
     host_xml.emplace_back(x.substr(0, eq), x.substr(eq + 1));
   }
-  std::map<std::string, mapper::Inventory> by_file;
-  std::optional<mapper::Inventory> self;
+  std::map<std::string, std::shared_ptr<const mapper::Inventory>> by_file;
+  std::shared_ptr<const mapper::Inventory> self;
   std::vector<std::string> remote_hosts;
   for (const hostfiles::Host& h : plan.hosts.hosts()) {
     const auto given = known != nullptr ? known->find(h.name) : KnownHardware::const_iterator{};
@@ -271,11 +273,14 @@ std::vector<std::string> hardware_known_here(const Options& o, JobPlan& plan,
       plan.inventories[h.name] = xml_inventory(by_file, *file);
       plan.hardware_from[h.name] = *file;
     } else if (known != nullptr && given != known->end()) {
-      plan.inventories[h.name] = given->second;
+      plan.inventories[h.name] = std::make_shared<const mapper::Inventory>(given->second);
       plan.hardware_from[h.name] = "rendezvous";
     } else if (launcher::is_local_host(h.name, local_names)) {
-      if (!self) self = mapper::probe_hwloc(mapper::ProbeOptions{});
-      plan.inventories[h.name] = *self;
+      if (!self) {
+        self = std::make_shared<const mapper::Inventory>(
+            mapper::probe_hwloc(mapper::this_host_cached()));
+      }
+      plan.inventories[h.name] = self;
       plan.hardware_from[h.name] = "this host";
     } else {
       remote_hosts.push_back(h.name);
@@ -350,7 +355,7 @@ void record_probes(JobPlan& plan, const std::vector<mapper::HostProbe>& results,
   }
   if (!failures.empty()) throw mapper::ProbeError(failures);
   for (const mapper::HostProbe& r : results) {
-    plan.inventories[r.host] = *r.inventory;
+    plan.inventories[r.host] = std::make_shared<const mapper::Inventory>(*r.inventory);
     plan.hardware_from[r.host] = r.cached ? prober_name + " (cached)" : prober_name;
   }
 }
@@ -385,7 +390,7 @@ void check_distinct_machines(const JobPlan& plan, const std::vector<std::string>
   for (const hostfiles::Host& h : plan.hosts.hosts()) {
     mapper::NamedHost n{h.name, h.origin, {}, launcher::is_local_host(h.name, local_names)};
     if (auto it = plan.inventories.find(h.name); it != plan.inventories.end())
-      n.identity = it->second.identity;
+      n.identity = it->second->identity;
     named.push_back(std::move(n));
   }
   mapper::check_distinct_machines(named);
@@ -424,7 +429,7 @@ void place_ranks(const Options& o, const hostfiles::Rankfile* rankfile, const Re
   }
   std::map<std::string, const mapper::Inventory*> inventories;
   for (const auto& [name, inv] : plan.inventories)
-    inventories[name] = &inv;
+    inventories[name] = inv.get();
   plan.placed = mapper::place(plan.hosts, inventories, request);
   plan.placement = plan.placed.slots();
   for (const std::string& note : plan.placed.notes)

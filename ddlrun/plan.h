@@ -23,8 +23,9 @@ struct JobPlan {
   hostfiles::HostList hosts;
   std::string hosts_from;           ///< "-H", "--hostfile hosts.txt", "$LSB_MCPU_HOSTS", ...
   mapper::SlotPlacement placement;  ///< ranks per host
-  /// Each host's hardware, by host name; hosts not probed (--no-probe) are missing.
-  std::map<std::string, mapper::Inventory> inventories;
+  /// Each host's hardware, by host name; hosts not probed (--no-probe) are missing. Hosts
+  /// described by one --host-xml file (or this host under several names) share one inventory.
+  std::map<std::string, std::shared_ptr<const mapper::Inventory>> inventories;
   /// Where each host's hardware came from: "this host", "ssh", "ssh (cached)", "node.xml",
   /// "not probed".
   std::map<std::string, std::string> hardware_from;

@@ -125,7 +125,8 @@ Value prediction_document(const JobPlan& plan) {
                                   {"chosen", m.mode == plan.mode},
                                   {"seconds", std::move(seconds)},
                                   {"busbw_bytes_per_s", std::move(busbw)},
-                                  {"seconds_at_predict_bytes", m.seconds_at_pick}});
+                                  {"seconds_at_predict_bytes", m.seconds_at_pick},
+                                  {"bound_seconds_at_predict_bytes", m.bound_at_pick}});
   }
   return Value::Map{{"fabric", std::move(fabric)},
                     {"sizes", std::move(sizes)},

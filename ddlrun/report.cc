@@ -12,6 +12,7 @@
 #include "ddl_config.h"
 #include "ddlrun/backends.h"
 #include "ddlrun/launch.h"
+#include "ddlrun/picture_layout.h"
 #include "ddlrun/plan_picture.h"
 #include "ddlrun/predict_report.h"
 #include "ddlrun/shell_words.h"
@@ -63,10 +64,41 @@ std::string number(double d) {
   return s.str();
 }
 
+/// Text being written: handed to `spill` (when set) once it is long, at the end of a line (where
+/// printable() cannot split a character), as printable() shows it, so that a document of a
+/// million ranks is never held whole.
+struct JsonOut {
+  std::string text;
+  std::ostream* spill = nullptr;
+
+  JsonOut& operator+=(std::string_view s) {
+    text += s;
+    return *this;
+  }
+  JsonOut& operator+=(char c) {
+    text += c;
+    return *this;
+  }
+  void line_ended() {
+    if (spill != nullptr && text.size() >= (size_t{1} << 20)) {
+      *spill << hostfiles::printable(text);
+      text.clear();
+    }
+  }
+};
+
+/// The items of a Generated list, as json_block takes them.
+struct GeneratedItems {
+  const Value::Generated& g;
+  size_t size() const { return g.count; }
+  bool empty() const { return g.count == 0; }
+  Value operator[](size_t i) const { return g.item(i); }
+};
+
 /// Writes `items` between the brackets of `empty` ("[]" or "{}"), one a line indented by
 /// `indent + 2` spaces, commas between them; `empty` alone when there are none.
 template <typename Items, typename WriteItem>
-void json_block(std::string& out, const Items& items, int indent, std::string_view empty,
+void json_block(JsonOut& out, const Items& items, int indent, std::string_view empty,
                 WriteItem write_item) {
   if (items.empty()) {
     out += empty;
@@ -79,12 +111,13 @@ void json_block(std::string& out, const Items& items, int indent, std::string_vi
     out += pad;
     write_item(items[i]);
     out += i + 1 < items.size() ? ",\n" : "\n";
+    out.line_ended();
   }
   out += std::string(static_cast<size_t>(indent), ' ');
   out += empty[1];
 }
 
-void json(std::string& out, const Value& value, int indent) {
+void json(JsonOut& out, const Value& value, int indent) {
   std::visit(
       [&](const auto& x) {
         using T = std::decay_t<decltype(x)>;
@@ -97,12 +130,15 @@ void json(std::string& out, const Value& value, int indent) {
         } else if constexpr (std::is_same_v<T, double>) {
           out += number(x);
         } else if constexpr (std::is_same_v<T, std::string>) {
-          json_string(out, x);
+          json_string(out.text, x);
         } else if constexpr (std::is_same_v<T, Value::List>) {
           json_block(out, x, indent, "[]", [&](const Value& item) { json(out, item, indent + 2); });
+        } else if constexpr (std::is_same_v<T, Value::Generated>) {
+          json_block(out, GeneratedItems{x}, indent, "[]",
+                     [&](const Value& item) { json(out, item, indent + 2); });
         } else {
           json_block(out, x, indent, "{}", [&](const std::pair<std::string, Value>& entry) {
-            json_string(out, entry.first);
+            json_string(out.text, entry.first);
             out += ": ";
             json(out, entry.second, indent + 2);
           });
@@ -151,6 +187,11 @@ void yaml(YAML::Emitter& out, const Value& value) {
           for (const Value& item : x)
             yaml(out, item);
           out << YAML::EndSeq;
+        } else if constexpr (std::is_same_v<T, Value::Generated>) {
+          out << YAML::BeginSeq;
+          for (size_t i = 0; i < x.count; ++i)
+            yaml(out, x.item(i));
+          out << YAML::EndSeq;
         } else {
           out << YAML::BeginMap;
           for (const auto& [k, item] : x) {
@@ -176,29 +217,88 @@ std::string rank_range(const mapper::HostRanks& r) {
   return std::to_string(r.first_rank) + "-" + std::to_string(r.first_rank + r.count - 1);
 }
 
-/// One line per rank: host, local rank, GPU, CPUs, NIC and address.
+// Large plans. Up to kListedHosts hosts (as many as the picture draws one by one,
+// picture_layout.h) the text plan lists every host and rank. Above, it lists the first
+// kHeadHosts hosts and the last, and the ranks of the first and the last used host, with a row
+// "..." where it leaves out, and says how many it left out and that JSON and YAML list them
+// all: a million rows help no reader, and building them cost most of the dry run's time.
+constexpr size_t kListedHosts = picture::kMaxDetailedHosts;
+constexpr size_t kHeadHosts = 3;
+
+/// Whether the text plan summarises the hosts and ranks of `plan`.
+bool summarised(const JobPlan& plan) {
+  return plan.hosts.size() > kListedHosts;
+}
+
+/// The line after a summarised table: how many entries it left out.
+void left_out_line(std::ostream& out, size_t left_out, const char* what) {
+  out << "  (" << left_out << " " << what << " not listed: above " << kListedHosts
+      << " hosts the text plan shows the first and the last; --output json or yaml lists them "
+         "all)\n";
+}
+
+/// Positions 0..n-1 of a list to show in a summarised table: the first `head` and the last
+/// `tail`, with -1 where the others are left out; all of them when that leaves out none.
+std::vector<long> shown_positions(size_t n, size_t head, size_t tail) {
+  std::vector<long> at;
+  for (size_t i = 0; i < n; ++i) {
+    if (i == head && n > head + tail) {
+      at.push_back(-1);
+      i = n - tail;
+    }
+    at.push_back(static_cast<long>(i));
+  }
+  return at;
+}
+
+/// One line per rank: host, local rank, GPU, CPUs, NIC and address; summarised ranks (the
+/// first and the last used host's) above kListedHosts hosts.
 void rank_table(std::ostream& out, const JobPlan& plan) {
+  const std::vector<comm::RankPlacement>& ranks = plan.placed.ranks;
   std::vector<std::vector<std::string>> rows = {
       {"RANK", "HOST", "LOCAL", "GPU", "BUS ID", "CPUS", "NIC", "ADDRESS"}};
-  rows.reserve(plan.placed.ranks.size() + 1);
+  size_t head = ranks.size();
+  size_t tail = 0;
+  if (summarised(plan) && !ranks.empty()) {
+    head = static_cast<size_t>(std::count_if(
+        ranks.begin(), ranks.end(), [&](const auto& r) { return r.host == ranks.front().host; }));
+    tail = static_cast<size_t>(std::count_if(
+        ranks.begin(), ranks.end(), [&](const auto& r) { return r.host == ranks.back().host; }));
+  }
+  const std::vector<long> shown = shown_positions(ranks.size(), head, tail);
   const auto dash = [](const std::string& s) { return s.empty() ? std::string("-") : s; };
-  for (const comm::RankPlacement& r : plan.placed.ranks) {
+  for (const long i : shown) {
+    if (i < 0) {
+      rows.push_back({"..."});
+      continue;
+    }
+    const comm::RankPlacement& r = ranks[static_cast<size_t>(i)];
     rows.push_back({std::to_string(r.rank), plan.placed.topology_hosts[r.host].name,
                     std::to_string(r.local_rank), r.gpu < 0 ? "-" : std::to_string(r.gpu),
                     dash(r.gpu_bus_id), dash(r.cpus.str()), dash(r.nic), dash(r.address)});
   }
   table(out, rows);
+  if (shown.size() < ranks.size()) left_out_line(out, ranks.size() + 1 - shown.size(), "ranks");
 }
 
-std::string ring_text(const comm::Ring& ring) {
+/// "[0 1 2 3]"; with `shown` set and a longer ring, its first `shown` members, "...", the
+/// last, and how many: "[0 1 2 ... 262143] (262144 ranks)".
+std::string ring_text(const comm::Ring& ring, size_t shown = 0) {
+  const bool cut = shown > 0 && ring.size() > shown + 1;
   std::string s = "[";
-  for (size_t i = 0; i < ring.size(); ++i)
+  for (size_t i = 0; i < ring.size(); ++i) {
+    if (cut && i == shown) {
+      s += " ...";
+      i = ring.size() - 1;
+    }
     s += (i ? " " : "") + std::to_string(ring[i]);
-  return s + "]";
+  }
+  return s + "]" + (cut ? " (" + std::to_string(ring.size()) + " ranks)" : "");
 }
 
-/// Each dimension's rings: the first few of each, and how many more.
-void ring_lines(std::ostream& out, const comm::Topology& t) {
+/// Each dimension's rings: the first few of each, and how many more; with `long_rings_cut`,
+/// each ring's first members only.
+void ring_lines(std::ostream& out, const comm::Topology& t, bool long_rings_cut) {
   constexpr size_t kShown = 6;
   for (size_t d = 0; d < t.rings.size(); ++d) {
     const auto& rings = t.rings[d];
@@ -210,7 +310,7 @@ void ring_lines(std::ostream& out, const comm::Topology& t) {
     out << "  dim " << d << ": " << rings.size() << (rings.size() == 1 ? " ring" : " rings")
         << " of " << size << ":";
     for (size_t i = 0; i < rings.size() && i < kShown; ++i)
-      out << " " << ring_text(rings[i]);
+      out << " " << ring_text(rings[i], long_rings_cut ? 8 : 0);
     if (rings.size() > kShown) out << " ... (" << rings.size() - kShown << " more)";
     out << "\n";
   }
@@ -328,11 +428,19 @@ void jsrun_text(std::ostream& out, const JobPlan& plan, const Options& o) {
     out << "  " << line << "\n";
 }
 
-/// One line per host: slots, ranks, GPUs and cores, where its hardware and its entry came from.
+/// One line per host: slots, ranks, GPUs and cores, where its hardware and its entry came from;
+/// summarised (the first kHeadHosts and the last) above kListedHosts hosts.
 void host_table(std::ostream& out, const JobPlan& plan) {
   std::vector<std::vector<std::string>> rows = {
       {"HOST", "SLOTS", "RANKS", "GPUS", "CORES", "HARDWARE FROM", "SOURCE"}};
-  for (size_t i = 0; i < plan.hosts.size(); ++i) {
+  const size_t n = plan.hosts.size();
+  const std::vector<long> shown = shown_positions(n, summarised(plan) ? kHeadHosts : n, 1);
+  for (const long at : shown) {
+    if (at < 0) {
+      rows.push_back({"..."});
+      continue;
+    }
+    const size_t i = static_cast<size_t>(at);
     const hostfiles::Host& h = plan.hosts.hosts()[i];
     std::string slots = std::to_string(h.slots);
     if (h.max_slots) slots += " (max " + std::to_string(*h.max_slots) + ")";
@@ -343,14 +451,15 @@ void host_table(std::ostream& out, const JobPlan& plan) {
     }
     std::string gpus = "-", cores = "-", from = "not probed";
     if (auto it = plan.inventories.find(h.name); it != plan.inventories.end()) {
-      gpus = std::to_string(mapper::usable_gpus(it->second).size());
-      cores = std::to_string(it->second.core_count());
+      gpus = std::to_string(mapper::usable_gpus(*it->second).size());
+      cores = std::to_string(it->second->core_count());
     }
     if (auto it = plan.hardware_from.find(h.name); it != plan.hardware_from.end())
       from = it->second;
     rows.push_back({h.name, slots, rank_range(plan.placement.hosts[i]), gpus, cores, from, source});
   }
   table(out, rows);
+  if (shown.size() < n) left_out_line(out, n + 1 - shown.size(), "hosts");
 }
 
 /// What every rank runs with: transport, NIC, topology file, timeout, mpirun's arguments,
@@ -392,7 +501,7 @@ std::string render_text(const JobPlan& plan, const Options& o) {
   out << "\n";
   out << "mode:      " << mode_text(plan) << "\n";
   out << "rings:\n";
-  ring_lines(out, plan.topology);
+  ring_lines(out, plan.topology, summarised(plan));
   if (plan.links) links_text(out, plan);
   prediction_text(out, plan);
   out << "job id:    " << plan.job_id << "\n";
@@ -404,55 +513,51 @@ std::string render_text(const JobPlan& plan, const Options& o) {
 }
 
 /// Each host: name, slots, its ranks, where it came from, and its hardware when known.
-Value::List hosts_document(const JobPlan& plan) {
-  Value::List hosts;
-  for (size_t i = 0; i < plan.hosts.size(); ++i) {
-    const hostfiles::Host& h = plan.hosts.hosts()[i];
-    const mapper::HostRanks& r = plan.placement.hosts[i];
-    Value::List ranks;
-    for (int k = 0; k < r.count; ++k)
-      ranks.emplace_back(r.first_rank + k);
-    Value hardware;
-    if (auto it = plan.inventories.find(h.name); it != plan.inventories.end()) {
-      hardware = Value::Map{
-          {"gpus", static_cast<int>(mapper::usable_gpus(it->second).size())},
-          {"cores", it->second.core_count()},
-          {"threads", it->second.pu_count()},
-          {"from", plan.hardware_from.at(h.name)},
-      };
-    }
-    hosts.emplace_back(Value::Map{
-        {"name", h.name},
-        {"slots", h.slots},
-        {"max_slots", h.max_slots ? Value(*h.max_slots) : Value()},
-        {"ranks", std::move(ranks)},
-        {"source", std::string(hostfiles::to_string(h.kind))},
-        {"origin", h.origin},
-        {"capacity", plan.placed.hosts[i].capacity_from},
-        {"hardware", std::move(hardware)},
-    });
-  }
-  return hosts;
+Value::Generated hosts_document(const JobPlan& plan) {
+  return {plan.hosts.size(), [&plan](size_t i) -> Value {
+            const hostfiles::Host& h = plan.hosts.hosts()[i];
+            const mapper::HostRanks& r = plan.placement.hosts[i];
+            Value::List ranks;
+            for (int k = 0; k < r.count; ++k)
+              ranks.emplace_back(r.first_rank + k);
+            Value hardware;
+            if (auto it = plan.inventories.find(h.name); it != plan.inventories.end()) {
+              hardware = Value::Map{
+                  {"gpus", static_cast<int>(mapper::usable_gpus(*it->second).size())},
+                  {"cores", it->second->core_count()},
+                  {"threads", it->second->pu_count()},
+                  {"from", plan.hardware_from.at(h.name)},
+              };
+            }
+            return Value::Map{
+                {"name", h.name},
+                {"slots", h.slots},
+                {"max_slots", h.max_slots ? Value(*h.max_slots) : Value()},
+                {"ranks", std::move(ranks)},
+                {"source", std::string(hostfiles::to_string(h.kind))},
+                {"origin", h.origin},
+                {"capacity", plan.placed.hosts[i].capacity_from},
+                {"hardware", std::move(hardware)},
+            };
+          }};
 }
 
-/// Each rank's host, GPU, CPUs, NIC and address.
-Value::List placement_document(const JobPlan& plan) {
-  Value::List placement;
-  placement.reserve(plan.placed.ranks.size());
-  for (const comm::RankPlacement& r : plan.placed.ranks) {
-    placement.emplace_back(Value::Map{
-        {"rank", r.rank},
-        {"host", plan.placed.topology_hosts[r.host].name},
-        {"local_rank", r.local_rank},
-        {"gpu", r.gpu < 0 ? Value() : Value(r.gpu)},
-        {"gpu_bus_id", r.gpu_bus_id.empty() ? Value() : Value(r.gpu_bus_id)},
-        {"gpu_uuid", r.gpu_uuid.empty() ? Value() : Value(r.gpu_uuid)},
-        {"cpus", r.cpus.str()},
-        {"nic", r.nic.empty() ? Value() : Value(r.nic)},
-        {"address", r.address.empty() ? Value() : Value(r.address)},
-    });
-  }
-  return placement;
+/// Each rank's host, GPU, CPUs, NIC and address, made as it is written.
+Value::Generated placement_document(const JobPlan& plan) {
+  return {plan.placed.ranks.size(), [&plan](size_t i) -> Value {
+            const comm::RankPlacement& r = plan.placed.ranks[i];
+            return Value::Map{
+                {"rank", r.rank},
+                {"host", plan.placed.topology_hosts[r.host].name},
+                {"local_rank", r.local_rank},
+                {"gpu", r.gpu < 0 ? Value() : Value(r.gpu)},
+                {"gpu_bus_id", r.gpu_bus_id.empty() ? Value() : Value(r.gpu_bus_id)},
+                {"gpu_uuid", r.gpu_uuid.empty() ? Value() : Value(r.gpu_uuid)},
+                {"cpus", r.cpus.str()},
+                {"nic", r.nic.empty() ? Value() : Value(r.nic)},
+                {"address", r.address.empty() ? Value() : Value(r.address)},
+            };
+          }};
 }
 
 Value mode_document(const JobPlan& plan) {
@@ -467,18 +572,16 @@ Value mode_document(const JobPlan& plan) {
                     {"reason", plan.mode_reason}};
 }
 
-/// Every dimension's rings, each a list of ranks.
+/// Every dimension's rings, each a list of ranks, made as they are written.
 Value::List rings_document(const comm::Topology& topology) {
   Value::List rings;
   for (const auto& dimension : topology.rings) {
-    Value::List d;
-    for (const comm::Ring& ring : dimension) {
-      Value::List members;
-      for (int m : ring)
-        members.emplace_back(m);
-      d.emplace_back(std::move(members));
-    }
-    rings.emplace_back(std::move(d));
+    rings.emplace_back(Value::Generated{dimension.size(), [&dimension](size_t i) -> Value {
+                                          Value::List members;
+                                          for (int m : dimension[i])
+                                            members.emplace_back(m);
+                                          return members;
+                                        }});
   }
   return rings;
 }
@@ -561,9 +664,9 @@ void table(std::ostream& out, const std::vector<std::vector<std::string>>& rows)
 }
 
 std::string to_json(const Value& value) {
-  std::string out;
+  JsonOut out;
   json(out, value, 0);
-  return out + "\n";
+  return out.text + "\n";
 }
 
 std::string to_yaml(const Value& value) {
@@ -604,6 +707,17 @@ Value plan_document(const JobPlan& plan, const Options& o) {
     map.insert(after_rings + 1, {"links", links_document(plan)});
   }
   return document;
+}
+
+void write_plan(std::ostream& out, const JobPlan& plan, const Options& o) {
+  if (o.output == OutputFormat::kJson) {
+    JsonOut json_out;
+    json_out.spill = &out;
+    json(json_out, plan_document(plan, o), 0);
+    out << hostfiles::printable(json_out.text + "\n");
+    return;
+  }
+  out << hostfiles::printable(render_plan(plan, o));
 }
 
 std::string render_plan(const JobPlan& plan, const Options& o) {

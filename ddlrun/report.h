@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <ostream>
 #include <string>
 #include <utility>
@@ -16,7 +17,13 @@ namespace ddl::cli {
 struct Value {
   using List = std::vector<Value>;
   using Map = std::vector<std::pair<std::string, Value>>;
-  std::variant<std::nullptr_t, bool, int64_t, double, std::string, List, Map> v;
+  /// A list made while it is written, one item at a time: a million ranks' entries are never
+  /// held at once. Printed as a List of item(0), ..., item(count - 1).
+  struct Generated {
+    size_t count = 0;
+    std::function<Value(size_t)> item;
+  };
+  std::variant<std::nullptr_t, bool, int64_t, double, std::string, List, Map, Generated> v;
 
   Value() : v(nullptr) {}
   Value(bool b) : v(b) {}
@@ -27,6 +34,7 @@ struct Value {
   Value(std::string s) : v(std::move(s)) {}
   Value(List l) : v(std::move(l)) {}
   Value(Map m) : v(std::move(m)) {}
+  Value(Generated g) : v(std::move(g)) {}
 };
 
 /// JSON text, indented by two spaces, ending with a newline.
@@ -44,5 +52,9 @@ Value plan_document(const JobPlan& plan, const Options& options);
 
 /// The dry run's output in the chosen format.
 std::string render_plan(const JobPlan& plan, const Options& options);
+
+/// The same, written to `out` as hostfiles::printable shows it, a piece at a time (whole
+/// lines): the JSON or YAML of a million ranks is never held whole.
+void write_plan(std::ostream& out, const JobPlan& plan, const Options& options);
 
 }  // namespace ddl::cli

@@ -199,11 +199,11 @@ JsrunMode parse_jsrun_mode(const std::string& text) {
 }
 
 std::map<std::string, std::vector<int>> usable_pus(
-    const std::map<std::string, mapper::Inventory>& inventories) {
+    const std::map<std::string, std::shared_ptr<const mapper::Inventory>>& inventories) {
   std::map<std::string, std::vector<int>> out;
   for (const auto& [name, inventory] : inventories) {
     std::vector<int>& pus = out[name];
-    for (const mapper::Package& p : inventory.packages) {
+    for (const mapper::Package& p : inventory->packages) {
       const std::vector<int> more = p.pus();
       pus.insert(pus.end(), more.begin(), more.end());
     }

@@ -35,7 +35,7 @@ struct JsrunOptions {
 /// JsrunOptions::usable_pus from the plan's inventories (by host name): every hardware thread
 /// of each inventory, ascending.
 std::map<std::string, std::vector<int>> usable_pus(
-    const std::map<std::string, mapper::Inventory>& inventories);
+    const std::map<std::string, std::shared_ptr<const mapper::Inventory>>& inventories);
 
 /// What the ranks are told under jsrun: launcher::job_environment, and the topology's text in
 /// $DDL_TOPOLOGY_TEXT whenever ddlrun's copy is in its private work directory

@@ -25,10 +25,17 @@
 //     or as one ring's chain of steps (each waits for the previous member's: steps times the
 //     latency of the slowest hop, plus that ring's bytes at the link's full rate), whichever is
 //     longer: rings that share a link fill each other's waits. The buffer goes through in
-//     chunks of DDL_PIPELINE_BYTES (1 MiB), every dimension on its own thread, so the
-//     dimensions overlap: the time is the slowest dimension, or the busiest link over all
-//     dimensions at once when that is longer, plus the others' share of one chunk (the
-//     pipeline's fill).
+//     chunks, every dimension on its own thread, so the dimensions overlap: the time is the
+//     slowest dimension, or the busiest link over all dimensions at once when that is longer,
+//     plus the others' share of one chunk (the pipeline's fill). Each chunk pays every step of
+//     its rings a latency, so the chunk is libddl's own, comm::pipeline_chunk_bytes: 1 MiB
+//     (DDL_PIPELINE_BYTES) for rings of up to 3, growing with the longest ring's steps beyond
+//     (256 KiB a step: 4,608 hosts in one ring take 2.25 GiB chunks, so 64 MiB is one chunk,
+//     where 1 MiB chunks paid 64 x 9,214 latencies).
+//
+// The bandwidth bound (bandwidth_bound_seconds) is the busiest link's bytes alone: no
+// latency, no fill. Every ring pays at least 2(d-1) latencies in a row, so a long ring stays
+// above it: p:6x4608x1x1 by 9,214 x 30 us = 0.28 s at the default latency.
 //
 // The prediction is as good as the levels: the inventory knows NIC speeds, not what lies
 // between the hosts, so --link gives the rest.
@@ -40,6 +47,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <tuple>
 
 #include "base/text.h"
 
@@ -48,9 +56,7 @@ namespace ddl::mapper {
 namespace {
 
 constexpr double kTcpPayload = 0.94;
-constexpr double kPipelineBytes = 1 << 20;  // DDL_PIPELINE_BYTES' default
-constexpr double kSmallBytes = 16 * 1024;   // DDL_SMALL_BYTES' default
-constexpr double kMaxChunks = 4096;         // multi_dim.cc's kMaxChunks
+constexpr double kSmallBytes = 16 * 1024;  // DDL_SMALL_BYTES' default
 
 // Defaults where nothing better is known.
 constexpr double kLocalBytesPerS = 8e9, kLocalLatency = 1e-6;
@@ -207,11 +213,13 @@ std::vector<std::vector<int>> dimension_rings(const std::vector<int>& dims, size
   return rings;
 }
 
-double flat_ring_seconds(const Fabric& f, const Layout& l, double bytes) {
+/// The flat ring's time and bound.
+std::pair<double, double> flat_ring_seconds(const Fabric& f, const Layout& l, double bytes) {
   std::vector<int> ring(l.host.size());
   for (size_t r = 0; r < ring.size(); ++r)
     ring[r] = static_cast<int>(r);
-  return stage_seconds(f, ring_stage(f, l, {ring}, bytes, 1));
+  const Stage s = ring_stage(f, l, {ring}, bytes, 1);
+  return {stage_seconds(f, s), busiest(f, s.loads, s.local_bytes)};
 }
 
 double recursive_doubling_seconds(const Fabric& f, const Layout& l, double bytes) {
@@ -222,10 +230,18 @@ double recursive_doubling_seconds(const Fabric& f, const Layout& l, double bytes
   return std::ceil(std::log2(n)) * (f.levels[widest].latency_s + bytes / rate_across(f, widest));
 }
 
-/// The pipelined multi-dimensional ring (see the top of the file).
-double multi_dim_seconds(const Fabric& f, const Layout& l, const std::vector<int>& dims,
-                         double bytes) {
-  const double chunks = std::clamp(std::ceil(bytes / kPipelineBytes), 1.0, kMaxChunks);
+/// How many chunks libddl cuts an allreduce of `bytes` into over dimensions `dims`.
+double pipeline_chunks(const std::vector<int>& dims, double bytes) {
+  const size_t chunk = comm::pipeline_chunk_bytes(comm::kPipelineBytes, dims);
+  const auto total = static_cast<size_t>(bytes);
+  return std::ceil(bytes / static_cast<double>(comm::pipeline_chunk_elems(total, 1, chunk)));
+}
+
+/// The pipelined multi-dimensional ring (see the top of the file): its time, and its bound
+/// (the busiest link's bytes over all dimensions).
+std::pair<double, double> multi_dim_seconds(const Fabric& f, const Layout& l,
+                                            const std::vector<int>& dims, double bytes) {
+  const double chunks = pipeline_chunks(dims, bytes);
   const int n = static_cast<int>(l.host.size());
   double region = bytes, slowest = 0, sum = 0, local = 0;
   Loads all;
@@ -240,8 +256,33 @@ double multi_dim_seconds(const Fabric& f, const Layout& l, const std::vector<int
     }
     region /= dims[j];
   }
-  if (chunks == 1) return sum;
-  return std::max(slowest, busiest(f, all, local)) + (sum - slowest) / chunks;
+  const double bound = busiest(f, all, local);
+  if (chunks == 1) return {sum, bound};
+  return {std::max(slowest, bound) + (sum - slowest) / chunks, bound};
+}
+
+/// The time and bound of an allreduce the model covers; predict_seconds and
+/// bandwidth_bound_seconds take one each.
+std::pair<double, double> predict(const Fabric& fabric, const Layout& layout,
+                                  const comm::Mode& mode, double bytes) {
+  const int n = static_cast<int>(layout.host.size());
+  if (n < 2 || bytes <= 0) return {0, 0};
+  const bool one_host = std::all_of(layout.host.begin(), layout.host.end(),
+                                    [&](int h) { return h == layout.host[0]; });
+  if (one_host && mode.algorithm != comm::Algorithm::kRing) {
+    const FabricLevel& local = fabric.levels[kLocal];
+    const double bound = 2.0 * (n - 1) / n * bytes / local.bytes_per_s;
+    return {bound + 2 * local.latency_s, bound};
+  }
+  if (bytes < kSmallBytes) {
+    const double t = recursive_doubling_seconds(fabric, layout, bytes);
+    return {t, t};
+  }
+  const auto dims = std::count_if(mode.dims.begin(), mode.dims.end(), [](int d) { return d > 1; });
+  if (mode.algorithm == comm::Algorithm::kRing || dims < 2) {
+    return flat_ring_seconds(fabric, layout, bytes);
+  }
+  return multi_dim_seconds(fabric, layout, mode.dims, bytes);
 }
 
 void apply(FabricLevel& level, const LinkSetting& s) {
@@ -391,20 +432,12 @@ Layout make_layout(const Placement& placement, int hosts_per_rack, int racks_per
 
 double predict_seconds(const Fabric& fabric, const Layout& layout, const comm::Mode& mode,
                        double bytes) {
-  const int n = static_cast<int>(layout.host.size());
-  if (n < 2 || bytes <= 0) return 0;
-  const bool one_host = std::all_of(layout.host.begin(), layout.host.end(),
-                                    [&](int h) { return h == layout.host[0]; });
-  if (one_host && mode.algorithm != comm::Algorithm::kRing) {
-    const FabricLevel& local = fabric.levels[kLocal];
-    return 2.0 * (n - 1) / n * bytes / local.bytes_per_s + 2 * local.latency_s;
-  }
-  if (bytes < kSmallBytes) return recursive_doubling_seconds(fabric, layout, bytes);
-  const auto dims = std::count_if(mode.dims.begin(), mode.dims.end(), [](int d) { return d > 1; });
-  if (mode.algorithm == comm::Algorithm::kRing || dims < 2) {
-    return flat_ring_seconds(fabric, layout, bytes);
-  }
-  return multi_dim_seconds(fabric, layout, mode.dims, bytes);
+  return predict(fabric, layout, mode, bytes).first;
+}
+
+double bandwidth_bound_seconds(const Fabric& fabric, const Layout& layout, const comm::Mode& mode,
+                               double bytes) {
+  return predict(fabric, layout, mode, bytes).second;
 }
 
 double bus_bandwidth(double bytes, int ranks, double seconds) {
@@ -440,10 +473,10 @@ Prediction predict_modes(const Fabric& fabric, const Layout& layout, std::vector
                          std::vector<double> sizes, double pick_bytes) {
   Prediction p{fabric, std::move(sizes), pick_bytes, {}, 0};
   for (comm::Mode& m : modes) {
-    ModePrediction mp{std::move(m), {}, 0};
+    ModePrediction mp{std::move(m), {}, 0, 0};
     for (double s : p.sizes)
       mp.seconds.push_back(predict_seconds(fabric, layout, mp.mode, s));
-    mp.seconds_at_pick = predict_seconds(fabric, layout, mp.mode, pick_bytes);
+    std::tie(mp.seconds_at_pick, mp.bound_at_pick) = predict(fabric, layout, mp.mode, pick_bytes);
     if (!p.modes.empty() && mp.seconds_at_pick < p.modes[p.fastest].seconds_at_pick) {
       p.fastest = p.modes.size();
     }

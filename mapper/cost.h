@@ -83,6 +83,12 @@ Layout make_layout(const Placement& placement, int hosts_per_rack, int racks_per
 double predict_seconds(const Fabric& fabric, const Layout& layout, const comm::Mode& mode,
                        double bytes);
 
+/// The bound of predict_seconds' allreduce: the busiest link's bytes over its rate (for the
+/// multi-dimensional ring, over all dimensions at once), with no latency and no pipeline fill;
+/// recursive doubling (below DDL_SMALL_BYTES) is its own bound.
+double bandwidth_bound_seconds(const Fabric& fabric, const Layout& layout, const comm::Mode& mode,
+                               double bytes);
+
 /// nccl-tests' bus bandwidth, bytes/s: bytes / seconds x 2(n-1)/n.
 double bus_bandwidth(double bytes, int ranks, double seconds);
 
@@ -97,6 +103,7 @@ struct ModePrediction {
   comm::Mode mode;
   std::vector<double> seconds;  ///< per size
   double seconds_at_pick = 0;   ///< at the size the pick is made for
+  double bound_at_pick = 0;     ///< bandwidth_bound_seconds at that size
 };
 
 /// The modes compared and which is fastest.

@@ -20,8 +20,20 @@ std::string SlotPlacement::describe() const {
     return n_hosts + " x " + std::to_string(counts[0]);
   }
   std::string s = n_hosts + ": ";
-  for (size_t i = 0; i < counts.size(); ++i)
-    s += (i ? "+" : "") + std::to_string(counts[i]);
+  // A few hosts count by count ("6+6+4"); beyond that, runs of equal counts ("43690 x 6 +
+  // 1 x 4"), so that the text stays short for a million ranks.
+  constexpr size_t kListed = 36;
+  for (size_t i = 0; i < counts.size();) {
+    size_t run = 1;
+    while (counts.size() > kListed && i + run < counts.size() && counts[i + run] == counts[i])
+      ++run;
+    if (counts.size() <= kListed) {
+      s += (i ? "+" : "") + std::to_string(counts[i]);
+    } else {
+      s += (i ? " + " : "") + std::to_string(run) + " x " + std::to_string(counts[i]);
+    }
+    i += run;
+  }
   return s;
 }
 

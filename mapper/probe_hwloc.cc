@@ -36,6 +36,7 @@
 
 #include "mapper/machine.h"
 #include "mapper/nvml.h"
+#include "mapper/probe_cache.h"
 
 namespace ddl::mapper {
 
@@ -521,23 +522,15 @@ class HwlocProber : public Prober {
   explicit HwlocProber(ProbeOptions options) : options_(std::move(options)) {}
 
   Inventory probe() override {
-    Topology topo;
-    hwloc_topology_set_io_types_filter(topo.get(), HWLOC_TYPE_FILTER_KEEP_ALL);
-    const bool live = options_.xml_path.empty();
-    if (live) {
-      // PCI devices come from the Linux backend (sysfs). hwloc's libpciaccess component would
-      // add only vendor and device names from pci.ids, and leaks on every load.
-      hwloc_topology_set_components(topo.get(), HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, "pci");
-      if (hwloc_topology_load(topo.get()) != 0) {
-        throw ProbeError(std::string("cannot read this host's topology with hwloc: ") +
-                         std::strerror(errno) + "; check that /sys and /proc are mounted");
-      }
-    } else {
+    if (!options_.xml_path.empty()) {
+      Topology topo;
+      hwloc_topology_set_io_types_filter(topo.get(), HWLOC_TYPE_FILTER_KEEP_ALL);
       load_xml(topo);
+      return inventory_of(topo.get());
     }
-    Inventory inv = inventory_of(topo.get());
-    if (!live) return inv;
-
+    const std::string cache_dir = options_.use_cache ? local_probe_cache_dir() : "";
+    Inventory inv =
+        cache_dir.empty() ? load_live() : cached_probe(cache_dir, local_probe_key(), load_live);
     inv.hostname = this_hostname();
     inv.identity = read_machine_identity();
     if (const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES")) inv.cuda_visible_devices = cvd;
@@ -550,6 +543,20 @@ class HwlocProber : public Prober {
   }
 
  private:
+  /// What hwloc finds on this host, before the live details.
+  static Inventory load_live() {
+    Topology topo;
+    hwloc_topology_set_io_types_filter(topo.get(), HWLOC_TYPE_FILTER_KEEP_ALL);
+    // PCI devices come from the Linux backend (sysfs). hwloc's libpciaccess component would
+    // add only vendor and device names from pci.ids, and leaks on every load.
+    hwloc_topology_set_components(topo.get(), HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, "pci");
+    if (hwloc_topology_load(topo.get()) != 0) {
+      throw ProbeError(std::string("cannot read this host's topology with hwloc: ") +
+                       std::strerror(errno) + "; check that /sys and /proc are mounted");
+    }
+    return inventory_of(topo.get());
+  }
+
   void load_xml(Topology& topo) const {
     const std::string& path = options_.xml_path;
     const std::string fix = "; record one with 'lstopo --of xml " + path + "'";

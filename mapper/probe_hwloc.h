@@ -17,7 +17,17 @@ struct ProbeOptions {
   std::string xml_path;
   /// For this host: ask NVML (libnvidia-ml.so.1, when installed) for GPU UUIDs, names and NVLink.
   bool use_nvml = true;
+  /// For this host: take what hwloc finds from the cache of probe_cache.h when its key still
+  /// holds ($DDL_PROBE_CACHE=0 turns it off); the live details are read every time.
+  bool use_cache = false;
 };
+
+/// This host, live, through the cache (ProbeOptions::use_cache): what ddlrun probes itself with.
+inline ProbeOptions this_host_cached() {
+  ProbeOptions options;
+  options.use_cache = true;
+  return options;
+}
 
 /// This host's hardware could not be read (or the XML could not be loaded). what() names the
 /// file or call that failed, the reason, and what to do.

@@ -209,19 +209,6 @@ std::string escape_component(std::string_view text) {
   return out;
 }
 
-/// Creates `path` and its parents (0700 for those it makes) and checks that the last is a
-/// directory of ours that only we can use (making it so when it is ours). False when it cannot.
-bool make_private_dir(const std::string& path) {
-  for (std::size_t slash = path.find('/', 1);; slash = path.find('/', slash + 1)) {
-    const std::string prefix = path.substr(0, slash);
-    if (!prefix.empty() && mkdir(prefix.c_str(), 0700) != 0 && errno != EEXIST) return false;
-    if (slash == std::string::npos) break;
-  }
-  struct stat st {};
-  if (lstat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid()) return false;
-  return (st.st_mode & 07777) == 0700 || chmod(path.c_str(), 0700) == 0;
-}
-
 std::optional<Inventory> read_cache(const std::string& path) {
   const std::optional<std::string> text = read_cache_file(path);
   if (!text) return std::nullopt;
@@ -515,6 +502,17 @@ std::string default_probe_cache_dir() {
   const char* home = std::getenv("HOME");
   if (home != nullptr && home[0] != '\0') return std::string(home) + "/.cache/ddlrun/probe";
   return "";
+}
+
+bool make_private_dir(const std::string& path) {
+  for (std::size_t slash = path.find('/', 1);; slash = path.find('/', slash + 1)) {
+    const std::string prefix = path.substr(0, slash);
+    if (!prefix.empty() && mkdir(prefix.c_str(), 0700) != 0 && errno != EEXIST) return false;
+    if (slash == std::string::npos) break;
+  }
+  struct stat st {};
+  if (lstat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid()) return false;
+  return (st.st_mode & 07777) == 0700 || chmod(path.c_str(), 0700) == 0;
 }
 
 std::string probe_cache_path(std::string_view cache_dir, std::string_view job_id,

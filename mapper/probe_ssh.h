@@ -133,6 +133,10 @@ std::optional<std::string> read_cache_file(const std::string& path);
 /// cannot be written is skipped (the cache is only a shortcut).
 void write_cache_file(const std::string& path, std::string_view text);
 
+/// Creates `path` and its parents (0700 for those it makes) and checks that the last is a
+/// directory of ours that only we can use (making it so when it is ours). False when it cannot.
+bool make_private_dir(const std::string& path);
+
 /// ${XDG_CACHE_HOME:-$HOME/.cache}/ddlrun/probe; "" when neither variable is set.
 std::string default_probe_cache_dir();
 

@@ -477,6 +477,57 @@ static int check_supported(const bench_options* o, const bench_backend* b) {
   return 2;
 }
 
+/* The buffers of the sweep: host ones, which prepare() fills and count_wrong() reads, and
+ * those the collectives run on: the same, or the bench_memory's (GPU memory). */
+typedef struct {
+  void* send;
+  void* recv;
+  void* run_send;
+  void* run_recv;
+} buffers;
+
+static void buffers_free(const bench_backend* b, buffers* x) {
+  if (b->memory != NULL && x->run_send != x->send) {
+    if (x->run_send != NULL) b->memory->release(x->run_send);
+    if (x->run_recv != NULL) b->memory->release(x->run_recv);
+  }
+  free(x->send);
+  free(x->recv);
+}
+
+static int buffers_alloc(const bench_backend* b, size_t bytes, buffers* x, char* err,
+                         size_t err_len) {
+  memset(x, 0, sizeof(*x));
+  x->send = aligned_alloc(4096, bytes);
+  x->recv = aligned_alloc(4096, bytes);
+  if (x->send == NULL || x->recv == NULL) {
+    snprintf(err, err_len, "cannot allocate 2 x %zu bytes (-e): %s", bytes, strerror(errno));
+    return 1;
+  }
+  memset(x->send, 0, bytes);
+  memset(x->recv, 0, bytes);
+  if (b->memory == NULL) {
+    x->run_send = x->send;
+    x->run_recv = x->recv;
+    return 0;
+  }
+  if ((x->run_send = b->memory->alloc(bytes, err, err_len)) == NULL) return 1;
+  if ((x->run_recv = b->memory->alloc(bytes, err, err_len)) == NULL) return 1;
+  return 0;
+}
+
+/* Copies the first `bytes` of both host buffers into the memory's (to_memory) or back. */
+static int buffers_sync(const bench_backend* b, buffers* x, size_t bytes, int to_memory, char* err,
+                        size_t err_len) {
+  if (b->memory == NULL) return 0;
+  if (to_memory) {
+    return b->memory->copy(x->run_send, x->send, bytes, 1, err, err_len) ||
+           b->memory->copy(x->run_recv, x->recv, bytes, 1, err, err_len);
+  }
+  return b->memory->copy(x->send, x->run_send, bytes, 0, err, err_len) ||
+         b->memory->copy(x->recv, x->run_recv, bytes, 0, err, err_len);
+}
+
 int bench_run(const bench_options* o, const bench_backend* b, FILE* out) {
   int status = check_supported(o, b);
   if (status != 0) return status;
@@ -486,17 +537,10 @@ int bench_run(const bench_options* o, const bench_backend* b, FILE* out) {
 
   /* send and recv hold the largest message whatever the collective (see run's contract). */
   size_t buf_bytes = (o->max_bytes + 4095) / 4096 * 4096;
-  void* send = aligned_alloc(4096, buf_bytes);
-  void* recv = aligned_alloc(4096, buf_bytes);
-  if (send == NULL || recv == NULL) {
-    fprintf(stderr, "%s-bench: error: rank %d: cannot allocate 2 x %zu bytes (-e): %s\n", b->name,
-            b->rank, buf_bytes, strerror(errno));
-    free(send);
-    free(recv);
-    return 3;
-  }
-  memset(send, 0, buf_bytes);
-  memset(recv, 0, buf_bytes);
+  buffers x;
+  if (buffers_alloc(b, buf_bytes, &x, err, sizeof(err)) != 0) goto failed;
+  void* send = x.run_send;
+  void* recv = x.run_recv;
 
   double init_ms = o->init_ms;
   if (reduce_double(b, &init_ms, BENCH_MAX, err, sizeof(err)) != 0) goto failed;
@@ -505,6 +549,10 @@ int bench_run(const bench_options* o, const bench_backend* b, FILE* out) {
             bench_coll_name(o->coll), n, bench_type_name(o->type), bench_op_name(o->op), o->warmup,
             o->iters, o->check ? "on" : "off");
     fprintf(out, "# init: %.1f ms (%s, max over ranks)\n", init_ms, o->init_what);
+    if (b->memory != NULL) {
+      fprintf(out, "# buffers: %s device memory (filled and checked through host copies)\n",
+              b->memory->name);
+    }
     fprintf(out, "# time: mean of the timed collectives, max over ranks; busbw = algbw * %.4f\n",
             bus_factor(o->coll, n));
     fprintf(out, "#\n# %10s %12s %9s %6s %12s %12s %12s %8s\n", "size(B)", "count", "type", "redop",
@@ -525,8 +573,10 @@ int bench_run(const bench_options* o, const bench_backend* b, FILE* out) {
     bytes = total * elem;
     if (count == 0 || bytes == last_bytes) continue;
     last_bytes = bytes;
+    size_t span = count * elem * per_chunk; /* the bytes of the larger buffer */
 
-    prepare(o, b, send, recv, count);
+    prepare(o, b, x.send, x.recv, count);
+    if (buffers_sync(b, &x, span, 1, err, sizeof(err)) != 0) goto failed;
     for (int w = 0; w < o->warmup; ++w) {
       if (b->run(b->ctx, o->coll, send, recv, count, o->type, o->op, err, sizeof(err)) != 0) {
         goto failed;
@@ -544,11 +594,13 @@ int bench_run(const bench_options* o, const bench_backend* b, FILE* out) {
 
     double wrong = 0;
     if (o->check) {
-      prepare(o, b, send, recv, count);
+      prepare(o, b, x.send, x.recv, count);
+      if (buffers_sync(b, &x, span, 1, err, sizeof(err)) != 0) goto failed;
       if (b->run(b->ctx, o->coll, send, recv, count, o->type, o->op, err, sizeof(err)) != 0) {
         goto failed;
       }
-      wrong = (double)count_wrong(o, b, send, recv, count);
+      if (buffers_sync(b, &x, span, 0, err, sizeof(err)) != 0) goto failed;
+      wrong = (double)count_wrong(o, b, x.send, x.recv, count);
       if (reduce_double(b, &wrong, BENCH_SUM, err, sizeof(err)) != 0) goto failed;
     }
     wrong_total += (uint64_t)wrong;
@@ -574,13 +626,11 @@ int bench_run(const bench_options* o, const bench_backend* b, FILE* out) {
             o->check ? "" : " (not checked)");
     fflush(out);
   }
-  free(send);
-  free(recv);
+  buffers_free(b, &x);
   return wrong_total > 0 ? 1 : 0;
 
 failed:
   fprintf(stderr, "%s-bench: error: rank %d: %s\n", b->name, b->rank, err);
-  free(send);
-  free(recv);
+  buffers_free(b, &x);
   return 3;
 }

@@ -12,6 +12,9 @@
  *   3. with -c 1, refill the buffers, run the collective once more and count the elements that
  *      differ from the expected value; the row shows the sum over the ranks.
  *
+ * With a bench_memory (GPU buffers), steps 1 and 3 fill and check host copies, moved to and
+ * from that memory outside the timed loop.
+ *
  * Rank 0 prints the table in nccl-tests' layout: size is the whole buffer in bytes (for
  * allgather the gathered result, for reducescatter the input), algbw = size / time and busbw =
  * algbw times the collective's factor (allreduce 2(n-1)/n, allgather and reducescatter (n-1)/n,
@@ -75,6 +78,18 @@ typedef struct {
   const char* init_what; /* what init_ms measured ("ddl_init"), printed in the header */
 } bench_options;
 
+/* Where the collectives' buffers live when not in host memory (ddl-bench -G: GPU memory,
+ * cuda_memory.h). bench_run() fills and checks host copies and moves them with copy(). */
+typedef struct {
+  const char* name; /* "cuda": the header line says where the buffers are */
+  /* Returns `bytes` of that memory, or NULL after writing the reason into err. */
+  void* (*alloc)(size_t bytes, char* err, size_t err_len);
+  void (*release)(void* p);
+  /* Copies `bytes` from src to dst, into that memory when to_memory, else out of it. Returns 0,
+   * or nonzero after writing the reason into err. */
+  int (*copy)(void* dst, const void* src, size_t bytes, int to_memory, char* err, size_t err_len);
+} bench_memory;
+
 /* What a benchmark provides for its library. */
 typedef struct {
   void* ctx; /* passed back to run and barrier */
@@ -94,6 +109,8 @@ typedef struct {
   unsigned types;
   unsigned ops;
   unsigned colls;
+  /* NULL: the buffers run collectives on are host memory; else they are memory's. */
+  const bench_memory* memory;
 } bench_backend;
 
 /* Extra options of one benchmark: opts like getopt's ("s:i:"), and a call that takes each one

@@ -7,7 +7,10 @@
  * timed collectives, the slowest rank's), algbw (GB/s = size / time), busbw (algbw times
  * 2(n-1)/n for allreduce, (n-1)/n for allgather and reducescatter, 1 for bcast) and #wrong
  * (elements that differ from the exact result, checked after the timed loop). -a picks
- * allreduce, allgather, reducescatter or bcast; -h lists every option.
+ * allreduce, allgather, reducescatter or bcast; -h lists every option. -G puts the buffers in
+ * GPU memory (the GPU libddl's NCCL uses for the rank, cudaMalloc through the CUDA runtime opened
+ * with dlopen: cuda_memory.h), so that libddl runs them through NCCL (its comm/device path);
+ * filling and checking go through host copies outside the timed loop.
  *
  * How it works: ddl_init() (timed; the "init" line shows the slowest rank's), then bench_run()
  * (bench_common.h) with a backend whose run is one ddl_ call. Allreduce runs out of place (send
@@ -15,8 +18,11 @@
  */
 #include <ddl/ddl.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "bench_common.h"
+#include "cuda_memory.h"
 
 /* Writes "CALL: ddl_last_error()" into err when status is not DDL_SUCCESS; returns status. */
 static int ddl_error(ddl_status_t status, const char* call, char* err, size_t err_len) {
@@ -52,9 +58,42 @@ static int ddl_run_barrier(void* ctx, char* err, size_t err_len) {
   return ddl_error(ddl_barrier(), "ddl_barrier", err, err_len);
 }
 
+/* The CUDA device libddl runs this rank's NCCL on (comm/core/communicator.cc): the mapper's GPU
+ * as $CUDA_VISIBLE_DEVICES renumbers it (its position in the list; 0 when the list names one
+ * GPU), else the local rank. */
+static int rank_device(void) {
+  int gpu = ddl_local_gpu();
+  if (gpu < 0) return ddl_local_rank();
+  const char* visible = getenv("CUDA_VISIBLE_DEVICES");
+  if (visible == NULL || *visible == '\0') return gpu;
+  char want[16];
+  snprintf(want, sizeof(want), "%d", gpu);
+  int entries = 0, found = -1;
+  for (const char* p = visible; p != NULL; ++entries) {
+    const char* comma = strchr(p, ',');
+    size_t len = comma != NULL ? (size_t)(comma - p) : strlen(p);
+    if (found < 0 && len == strlen(want) && strncmp(p, want, len) == 0) found = entries;
+    p = comma != NULL ? comma + 1 : NULL;
+  }
+  return found >= 0 ? found : entries == 1 ? 0 : gpu;
+}
+
+/* -G: the buffers in GPU memory. */
+static int take_option(void* ctx, int opt, const char* arg) {
+  (void)arg;
+  if (opt != 'G') return 1;
+  *(int*)ctx = 1;
+  return 0;
+}
+
 int main(int argc, char** argv) {
   bench_options o;
-  int status = bench_parse_options(argc, argv, "ddl-bench", &o, NULL);
+  int gpu_buffers = 0;
+  bench_extra_options extra = {
+      "G", take_option, &gpu_buffers,
+      "  -G         buffers in GPU memory (this rank's GPU, through libcudart): libddl's NCCL "
+      "path\n"};
+  int status = bench_parse_options(argc, argv, "ddl-bench", &o, &extra);
   if (status != 0) return status == 1 ? 0 : 2;
 
   double start = bench_now_us();
@@ -76,6 +115,15 @@ int main(int argc, char** argv) {
   b.types = (1u << BENCH_TYPE_COUNT) - 1;
   b.ops = (1u << BENCH_OP_COUNT) - 1;
   b.colls = (1u << BENCH_COLL_COUNT) - 1;
+  if (gpu_buffers) {
+    char err[512];
+    b.memory = bench_cuda_memory(rank_device(), err, sizeof(err));
+    if (b.memory == NULL) {
+      fprintf(stderr, "ddl-bench: error: rank %d: %s\n", b.rank, err);
+      ddl_finalize();
+      return 1;
+    }
+  }
   status = bench_run(&o, &b, stdout);
   ddl_finalize();
   return status;

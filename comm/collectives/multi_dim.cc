@@ -14,10 +14,12 @@
 //      among the next one in, ..., until dims[0]'s allgather restores the whole chunk.
 //
 // The pipeline. The buffer is cut into chunks of `chunk_bytes` (one chunk when 0 or when the
-// buffer is smaller; at most 4096 chunks) and every dimension runs on a thread of its own (dims[0]
-// on the caller's), working through a fixed list: the reduce-scatters of chunks 0, 1, ..., m-1,
-// then their allgathers in the same order. Dimension d's reduce-scatter of chunk j waits only for
-// dimension d-1's of chunk j; its allgather of chunk j for dimension d+1's allgather of chunk
+// buffer is smaller; at most kMaxPipelineChunks, 4096; the communicator passes
+// pipeline_chunk_bytes(), comm/mode.h: every chunk pays each step of its rings a latency, so
+// the chunk grows with the longest ring) and every dimension runs on a thread of its own
+// (dims[0] on the caller's), working through a fixed list: the reduce-scatters of chunks 0, 1, ...,
+// m-1, then their allgathers in the same order. Dimension d's reduce-scatter of chunk j waits only
+// for dimension d-1's of chunk j; its allgather of chunk j for dimension d+1's allgather of chunk
 // j (the outermost's, for its own reduce-scatter of j). So while the outer links carry chunk
 // j, the inner dimensions already reduce chunk j+1, and the slowest link is busy from its
 // first chunk to its last: the time is about that link's share plus one chunk's way in and
@@ -42,12 +44,12 @@
 
 #include "comm/collectives/collectives.h"
 #include "comm/collectives/dimension.h"
+#include "comm/mode.h"
 
 namespace ddl::comm {
 namespace {
 
 using Region = std::pair<size_t, size_t>;  // [begin, end) in elements
-constexpr size_t kMaxChunks = 4096;
 
 /// For each chunk, the region every dimension works on, and the piece this rank owns at the
 /// end (the outermost dimension's share).
@@ -167,11 +169,9 @@ void multi_dim_allreduce(std::span<Dimension* const> dims, void* buf, size_t cou
                          ReduceOp op, size_t chunk_bytes) {
   if (dims.empty() || count == 0) return;
   const size_t ts = type_size(type);
-  // At most kMaxChunks chunks, however small chunk_bytes: the schedule stays small.
+  // At most kMaxPipelineChunks chunks, however small chunk_bytes: the schedule stays small.
   const size_t chunk_elems =
-      chunk_bytes == 0 || dims.size() == 1
-          ? count
-          : std::max({size_t{1}, chunk_bytes / ts, (count + kMaxChunks - 1) / kMaxChunks});
+      dims.size() == 1 ? count : pipeline_chunk_elems(count, ts, chunk_bytes);
   const Schedule schedule = make_schedule(dims, count, chunk_elems);
   int ranks = 1;
   for (const Dimension* d : dims)

@@ -562,9 +562,13 @@ void Communicator::allreduce_locked(void* buf, size_t count, DataType type, Redu
   if (count == 0) return;
   if (algo == AllreduceAlgo::kMultiRing) {
     std::vector<Dimension*> dims;
-    for (const auto& d : dimensions_)
+    std::vector<int> sizes;
+    for (const auto& d : dimensions_) {
       dims.push_back(d.get());
-    multi_dim_allreduce(dims, buf, count, type, op, options_.pipeline_bytes);
+      sizes.push_back(d->size());
+    }
+    multi_dim_allreduce(dims, buf, count, type, op,
+                        pipeline_chunk_bytes(options_.pipeline_bytes, sizes));
   } else {
     ring_allreduce(*flat_, buf, count, type, op);
   }

@@ -44,8 +44,9 @@ struct CommOptions {
   size_t small_bytes = 16 * 1024;             ///< DDL_SMALL_BYTES: below, recursive doubling
   std::optional<double> check;                ///< DDL_CHECK=tol: compare with a reference
   size_t bucket_bytes = 64u << 20;            ///< DDL_BUCKET_BYTES: allreduce_n's fusion
-  /// DDL_PIPELINE_BYTES: the multi-dimensional allreduce's chunks (0: not pipelined).
-  size_t pipeline_bytes = 1u << 20;
+  /// DDL_PIPELINE_BYTES: the multi-dimensional allreduce's chunks for rings of up to 3, grown
+  /// for longer ones (pipeline_chunk_bytes, comm/mode.h); 0: not pipelined.
+  size_t pipeline_bytes = kPipelineBytes;
   /// DDL_SHM=0 turns the direct shared-memory collectives off (links and rings only).
   bool shm = true;
   size_t shm_chunk_bytes = 256 * 1024;  ///< DDL_SHM_CHUNK_BYTES: NodeOptions::chunk_bytes

@@ -33,7 +33,8 @@ std::shared_ptr<Runtime> load_nccl(std::string* why) {
   if (why != nullptr) {
     *why =
         "this libddl was built without the NCCL path (CUDA's and NCCL's headers were not "
-        "found at build time; configure with -DDDL_CUDA_ROOT=/usr/local/cuda)";
+        "found at build time; scripts/cuda_headers fetches them, or configure with "
+        "-DDDL_CUDA_HOME=DIR)";
   }
   return nullptr;
 }

@@ -107,6 +107,17 @@ CpuSet CpuSet::parse(std::string_view text) {
 void CpuSet::add(int first, int last) {
   const std::string problem = pu_range_problem(first, last);
   if (!problem.empty()) throw TopologyError("invalid CPU set: " + problem);
+  // Adding in ascending order (how sets are built, PU by PU) extends or follows the last
+  // range without sorting: a plan of a million ranks adds tens of millions of PUs.
+  if (!ranges_.empty() && first >= ranges_.back().first) {
+    Range& back = ranges_.back();
+    if (static_cast<int64_t>(back.last) + 1 >= first) {
+      back.last = std::max(back.last, last);
+    } else {
+      ranges_.push_back({first, last});
+    }
+    return;
+  }
   ranges_.push_back({first, last});
   normalize(ranges_);
 }

@@ -51,7 +51,6 @@ void write_topology_file(const Topology& topology, const std::string& path) {
   } catch (const TopologyError& e) {
     throw TopologyError("refusing to write topology file " + quote(path) + ": " + e.what());
   }
-  const std::string text = format_topology(topology);
   const std::string fail = "cannot write topology file " + quote(path) + ": ";
 
   const size_t slash = path.rfind('/');
@@ -79,7 +78,15 @@ void write_topology_file(const Topology& topology, const std::string& path) {
     ::unlink(temp.c_str());
     throw TopologyError(fail + step + ": " + errno_text(error));
   };
-  if (const int e = base::write_all(fd, text); e != 0) abandon("write", e);
+  int write_error = 0;
+  topology::write_topology_text(
+      topology,
+      [&](std::string_view text) {
+        write_error = base::write_all(fd, text);
+        return write_error == 0;
+      },
+      size_t{1} << 20);
+  if (write_error != 0) abandon("write", write_error);
   if (::fsync(fd) != 0) abandon("fsync", errno);
   const int closed = ::close(fd);
   fd = -1;

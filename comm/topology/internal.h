@@ -5,6 +5,7 @@
 // comm/topology.h.
 
 #include <charconv>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -54,6 +55,13 @@ void sniff_version(std::string_view line, const std::string& source);
 /// The `links:` of a 1.1 file (its node, read with yaml-cpp by either reader). Throws
 /// TopologyError "SOURCE:LINE:COLUMN: links.FIELD: problem".
 LinkMeasurement read_links(const YAML::Node& links, const std::string& source);
+
+/// Takes the next piece of a topology file's text; false to stop writing (an error).
+using TextSink = std::function<bool(std::string_view)>;
+
+/// The text format_topology returns, handed to `sink` in pieces of about `chunk` bytes (whole
+/// lines). False when the sink said no.
+bool write_topology_text(const Topology& t, const TextSink& sink, size_t chunk);
 
 /// validate(t), its message prefixed with `source`.
 void validate_read(const Topology& t, const std::string& source);

@@ -6,6 +6,7 @@
 #include <charconv>
 
 #include "comm/topology.h"
+#include "comm/topology/internal.h"
 
 namespace ddl::comm {
 
@@ -126,13 +127,6 @@ void put_list(std::string& out, std::string_view key, std::string_view indent,
   }
 }
 
-void put_dimension(std::string& out, int d, const std::vector<Ring>& rings) {
-  out += "  - dimension: ";
-  put_int(out, d);
-  put_list(out, "\n    rings:", "      ", rings,
-           [&](const Ring& ring) { put_int_list(out, ring); });
-}
-
 /// The measured links (format 1.1), after the ring orders.
 void put_links(std::string& out, const LinkMeasurement& links) {
   put_field(out, "links:\n  seconds: ", links.seconds);
@@ -153,22 +147,79 @@ void put_links(std::string& out, const LinkMeasurement& links) {
   });
 }
 
+/// The text collected so far goes to the sink once it holds `chunk` bytes: a file of a million
+/// ranks (200 MB) is never held whole.
+class Chunks {
+ public:
+  Chunks(const topology::TextSink& sink, size_t chunk) : sink_(sink), chunk_(chunk) {
+    out.reserve(chunk + 4096);
+  }
+  /// After each line: hands the text over when it is long enough. False once the sink said no.
+  bool flush(bool last = false) {
+    if (ok_ && (last || out.size() >= chunk_)) {
+      ok_ = sink_(out);
+      out.clear();
+    }
+    return ok_;
+  }
+
+  std::string out;
+
+ private:
+  const topology::TextSink& sink_;
+  size_t chunk_;
+  bool ok_ = true;
+};
+
+void put_rings(Chunks& c, int d, const std::vector<Ring>& rings) {
+  c.out += "  - dimension: ";
+  put_int(c.out, d);
+  c.out += "\n    rings:";
+  c.out += rings.empty() ? " []\n" : "\n";
+  for (const Ring& ring : rings) {
+    c.out += "      - ";
+    put_int_list(c.out, ring);
+    c.out += '\n';
+    if (!c.flush()) return;
+  }
+}
+
 }  // namespace
+
+namespace topology {
+
+bool write_topology_text(const Topology& t, const TextSink& sink, size_t chunk) {
+  Chunks c(sink, chunk);
+  put_header(c.out, t);
+  c.out += t.hosts.empty() ? "\nhosts: []\n" : "\nhosts:\n";
+  for (const Host& h : t.hosts) {
+    put_host(c.out, h);
+    if (!c.flush()) return false;
+  }
+  c.out += t.ranks.empty() ? "ranks: []\n" : "ranks:\n";
+  for (const RankPlacement& r : t.ranks) {
+    put_rank(c.out, r);
+    if (!c.flush()) return false;
+  }
+  c.out += t.rings.empty() ? "ring_orders: []\n" : "ring_orders:\n";
+  for (size_t d = 0; d < t.rings.size(); ++d)
+    put_rings(c, static_cast<int>(d), t.rings[d]);
+  if (t.links) put_links(c.out, *t.links);
+  return c.flush(true);
+}
+
+}  // namespace topology
 
 std::string format_topology(const Topology& t) {
   std::string out;
   out.reserve(256 + t.hosts.size() * 160 + t.ranks.size() * (180 + 8 * t.rings.size()));
-  put_header(out, t);
-  out += t.hosts.empty() ? "\nhosts: []\n" : "\nhosts:\n";
-  for (const Host& h : t.hosts)
-    put_host(out, h);
-  out += t.ranks.empty() ? "ranks: []\n" : "ranks:\n";
-  for (const RankPlacement& r : t.ranks)
-    put_rank(out, r);
-  out += t.rings.empty() ? "ring_orders: []\n" : "ring_orders:\n";
-  for (size_t d = 0; d < t.rings.size(); ++d)
-    put_dimension(out, static_cast<int>(d), t.rings[d]);
-  if (t.links) put_links(out, *t.links);
+  topology::write_topology_text(
+      t,
+      [&](std::string_view text) {
+        out += text;
+        return true;
+      },
+      size_t{1} << 16);
   return out;
 }
 

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <vector>
+
 namespace ddl::comm {
 namespace {
 
@@ -93,6 +96,40 @@ TEST(ModeTest, ReadsIbmDdlOptions) {
   EXPECT_EQ(mode_from_ddl_options(""), Mode{});
   EXPECT_THROW(mode_from_ddl_options("-mode"), ModeError);
   EXPECT_THROW(mode_from_ddl_options("-mode z"), ModeError);
+}
+
+// The pipeline's chunk grows with the longest ring: DDL_PIPELINE_BYTES up to rings of 3 (4
+// steps), a quarter of it per step beyond; 0 stays 0 (not pipelined).
+TEST(ModeTest, PipelineChunkGrowsWithTheLongestRing) {
+  const size_t mib = size_t{1} << 20;
+  const auto chunk = [](size_t base, std::vector<int> sizes) {
+    return pipeline_chunk_bytes(base, sizes);
+  };
+  EXPECT_EQ(kPipelineBytes, mib);
+  EXPECT_EQ(chunk(mib, {}), mib);
+  EXPECT_EQ(chunk(mib, {1, 1}), mib);
+  EXPECT_EQ(chunk(mib, {2, 2, 2}), mib);
+  EXPECT_EQ(chunk(mib, {2, 3, 1, 1}), mib);
+  EXPECT_EQ(chunk(mib, {2, 4, 1, 1}), 6 * mib / 4);   // 6 steps
+  EXPECT_EQ(chunk(mib, {6, 2, 1, 1}), 10 * mib / 4);  // the innermost counts too
+  EXPECT_EQ(chunk(mib, {2, 32, 1, 1}), 62 * mib / 4);
+  EXPECT_EQ(chunk(mib, {6, 18, 256, 1}), 510 * mib / 4);           // Summit, --nodes 18
+  EXPECT_EQ(chunk(mib, {6, 4608, 1, 1}), size_t{9214} * mib / 4);  // Summit in one ring
+  EXPECT_EQ(chunk(0, {6, 4608, 1, 1}), 0u);
+  EXPECT_EQ(chunk(4096, {2, 2, 2}), 4096u);  // communicator_test's small chunks stay
+  EXPECT_EQ(chunk(4096, {64}), 126u * 1024);
+  EXPECT_EQ(chunk(3, {64}), 126u);                   // a quarter of 3 bytes rounds up to 1 a step
+  EXPECT_EQ(chunk(SIZE_MAX / 2, {1000}), SIZE_MAX);  // saturates, never wraps
+}
+
+TEST(ModeTest, PipelineChunkElements) {
+  EXPECT_EQ(pipeline_chunk_elems(1000, 4, 0), 1000u);  // 0: one chunk
+  EXPECT_EQ(pipeline_chunk_elems(0, 4, 1024), 1u);
+  EXPECT_EQ(pipeline_chunk_elems(1000, 4, 1024), 256u);
+  EXPECT_EQ(pipeline_chunk_elems(1000, 4, 2), 1u);
+  EXPECT_EQ(pipeline_chunk_elems(1 << 20, 1, 1), 256u);  // at most 4096 chunks
+  EXPECT_EQ(pipeline_chunk_elems(4097, 1, 1), 2u);
+  EXPECT_EQ(pipeline_chunk_elems(size_t{64} << 20, 4, size_t{2303} << 20), size_t{2303} << 18);
 }
 
 }  // namespace

@@ -506,6 +506,11 @@ TEST(AppTest, PredictionInJson) {
   EXPECT_EQ(p["modes"][1]["mode"].as<std::string>(), "r:2x3x1x1");
   EXPECT_TRUE(p["modes"][1]["flat_ring"].as<bool>());
   EXPECT_EQ(p["modes"][1]["seconds"].size(), 3u);
+  // The flat ring's bound: one rank per NIC sends 2(n-1)/n x 64 MiB = 5/3 x 64 MiB.
+  EXPECT_NEAR(p["modes"][1]["bound_seconds_at_predict_bytes"].as<double>(),
+              5.0 / 3 * (64 << 20) / (125e6 * 0.94), 1e-9);
+  EXPECT_LT(p["modes"][0]["bound_seconds_at_predict_bytes"].as<double>(),
+            p["modes"][0]["seconds_at_predict_bytes"].as<double>());
   EXPECT_EQ(p["fastest"].as<std::string>(), "p:2x3x1x1");
   EXPECT_TRUE(p["picked"].as<bool>());
   EXPECT_TRUE(YAML::Load(r.out)["mode"]["auto"].as<bool>());

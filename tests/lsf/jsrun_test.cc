@@ -166,8 +166,8 @@ TEST(JsrunMode, Parses) {
 TEST(UsablePus, SummitRecordingLeavesOutTheIsolatedCores) {
   mapper::ProbeOptions po;
   po.xml_path = kData + "/topologies/summit-ac922.xml";
-  const std::map<std::string, mapper::Inventory> inventories = {
-      {"a01n01", mapper::probe_hwloc(po)}};
+  const std::map<std::string, std::shared_ptr<const mapper::Inventory>> inventories = {
+      {"a01n01", std::make_shared<const mapper::Inventory>(mapper::probe_hwloc(po))}};
   const auto pus = usable_pus(inventories);
   ASSERT_EQ(pus.size(), 1u);
   EXPECT_EQ(pus.at("a01n01"), summit_pus());

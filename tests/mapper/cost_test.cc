@@ -220,6 +220,83 @@ TEST(CostTest, OneHostIsSharedMemory) {
   EXPECT_NEAR(bus_bandwidth(4e6, 4, 1e-3), 6e9, 1e-3);
 }
 
+// Summit's two layouts at 64 MiB on the default fabric (local 8 GB/s and 1 us; host 10 Gbit/s
+// and 30 us, TCP's 94% of it; non-blocking racks). The chunk grows with the longest ring
+// (comm::pipeline_chunk_bytes): 127.5 MiB for a ring of 256 racks, 2.25 GiB for 4,608 hosts,
+// so 64 MiB is one chunk and the time is the dimensions one after another, each the longer of
+// its busiest link and its ring's steps. With 1 MiB chunks these were 0.98 s and 17.7 s.
+constexpr double kLocal = 8e9, kNic = 1.25e9 * 0.94, kSummitBytes = 64 * kMiB;
+
+/// The innermost dimension, 6 ranks of a host in a ring: 10 steps at 1 us, each rank's
+/// 2 x 5/6 of the buffer through shared memory.
+double six_gpus_seconds(double s) {
+  return 10 * 1e-6 + 2 * 5.0 / 6 * s / kLocal;
+}
+
+TEST(CostTest, SummitInRacksOf18IsOneChunk) {
+  const Placement p = hosts_of(4608, 6);
+  const Layout l = make_layout(p, 18, 256);  // ddlrun --nodes 18
+  const Fabric f = make_fabric(p, l, {});
+  const comm::Mode mode = comm::parse_mode("p:6x18x256x1");
+  const double s = kSummitBytes;
+  // The hosts of a rack: 6 rings share each NIC, each sends 2 x 17/18 of S/6; 34 steps.
+  const double rack = 2 * 17.0 / 18 * s / kNic;
+  // The racks: 510 steps at 30 us, then one hop's 2 x 255/256 of S/108 (the NIC and the uplink
+  // carry 6 and 108 of them: 2 x 255/256 x S/18 each, 6.3 ms, less than the steps).
+  const double racks = 510 * 30e-6 + 2 * 255.0 / 256 * s / 108 / kNic;
+  EXPECT_NEAR(predict_seconds(f, l, mode, s), six_gpus_seconds(s) + rack + racks, 1e-12);
+  EXPECT_NEAR(predict_seconds(f, l, mode, s), 0.13823, 1e-5);
+  // The bound: each NIC's bytes of both outer dimensions.
+  const double bound = (2 * 17.0 / 18 + 2 * 255.0 / 256 / 18) * s / kNic;
+  EXPECT_NEAR(bandwidth_bound_seconds(f, l, mode, s), bound, 1e-12);
+  EXPECT_NEAR(bandwidth_bound_seconds(f, l, mode, s), 0.11420, 1e-5);
+  // 16 MiB: the same rule, one chunk too.
+  EXPECT_NEAR(predict_seconds(f, l, mode, 16 * kMiB),
+              six_gpus_seconds(16 * kMiB) + rack / 4 + 510 * 30e-6 +
+                  2 * 255.0 / 256 * 16 * kMiB / 108 / kNic,
+              1e-12);
+}
+
+TEST(CostTest, SummitInOneRingBeatsTheFlatRing) {
+  const Placement p = hosts_of(4608, 6);
+  const Layout l = make_layout(p, 4608, 1);  // no racks named: one rack
+  const Fabric f = make_fabric(p, l, {});
+  const double s = kSummitBytes;
+  // 4,608 hosts: 9,214 steps at 30 us, then one hop's 2 x 4607/4608 of S/6 (its NIC carries 6:
+  // 114 ms, less than the steps).
+  const double hosts = 9214 * 30e-6 + 2 * 4607.0 / 4608 * s / 6 / kNic;
+  const comm::Mode mode = comm::parse_mode("p:6x4608x1x1");
+  EXPECT_NEAR(predict_seconds(f, l, mode, s), six_gpus_seconds(s) + hosts, 1e-12);
+  EXPECT_NEAR(predict_seconds(f, l, mode, s), 0.30944, 1e-5);
+  EXPECT_NEAR(bandwidth_bound_seconds(f, l, mode, s), 2 * 4607.0 / 4608 * s / kNic, 1e-12);
+  // The flat ring: 55,294 steps at 30 us, then 2 x 27647/27648 S over a NIC.
+  const comm::Mode flat = comm::parse_mode("r:6x4608x1x1");
+  EXPECT_NEAR(predict_seconds(f, l, flat, s), 55294 * 30e-6 + 2 * 27647.0 / 27648 * s / kNic,
+              1e-12);
+  const Prediction pr = predict_modes(f, l, candidate_modes(mode), {}, s);
+  ASSERT_EQ(pr.modes.size(), 2u);
+  EXPECT_EQ(pr.modes[pr.fastest].mode.str(), "p:6x4608x1x1");  // it was the flat ring
+  EXPECT_NEAR(pr.modes[0].bound_at_pick, 2 * 4607.0 / 4608 * s / kNic, 1e-12);
+}
+
+// Two ranks a host, d hosts in one ring, links at 1 Gbit/s and 50 us (the namespace cluster of
+// bench/predict_check.sh --only ring): the chunk grows with d, so the ring's steps cost at most
+// 4 S / 1 MiB + 2(d-1) latencies whatever d, and DDL's layout stays ahead of the flat ring.
+TEST(CostTest, RingStepsStayBoundedAtEveryRingLength) {
+  for (int d : {3, 4, 8, 32, 128, 512}) {
+    const Placement p = hosts_of(d, 2);
+    const Layout l = make_layout(p, d, 1);
+    const Fabric f = make_fabric(p, l, links({"host=1Gbit,50us"}));
+    const std::string dims = "2x" + std::to_string(d) + "x1x1";
+    const double s = 64 * kMiB;
+    const double t = predict_seconds(f, l, comm::parse_mode("p:" + dims), s);
+    const double bound = bandwidth_bound_seconds(f, l, comm::parse_mode("p:" + dims), s);
+    const double steps = 4 * s / kMiB + 2 * (d - 1);
+    EXPECT_LE(t, bound + steps * 50e-6 + six_gpus_seconds(s)) << d << " hosts";
+    EXPECT_LT(t, predict_seconds(f, l, comm::parse_mode("r:" + dims), s)) << d << " hosts";
+  }
+}
+
 TEST(CostTest, Texts) {
   EXPECT_EQ(bandwidth_text(125e6), "125 MB/s");
   EXPECT_EQ(bandwidth_text(31.25e6), "31.25 MB/s");

@@ -9,13 +9,22 @@
 #   ssh -F "$NETNS_SSH_CONFIG" node2 hostname      # prints node2
 #   netns_down                 # also done on EXIT, INT and TERM
 #
-# Host k (1..31) is the ssh alias node<k>, hostname node<k>, address 10.200.R.(8k+2)/24; this
-# side is 10.200.R.1/24 on a bridge (dt<pid>br) that holds every host's veth, so the hosts reach
-# this one and each other (rank to rank) without routing. R is a /24 of 10.200.0.0/16 that no
-# other run uses (chosen under a lock), the namespaces are ddlt<pid>-<k>, so runs in parallel do
-# not meet. Traffic stays on loopback and this bridge; nothing is forwarded. Each host's
-# /etc/hosts names node1..nodeN and "ddlrun-head" (this side). Each sshd takes root's key logins
-# only (the key made here).
+# Host k (1..256) is the ssh alias node<k>, hostname node<k>, address B + 8k + 2, where B is the
+# first address of a block of 10.200.0.0/16 that no other run uses (chosen under a lock): up to
+# 31 hosts a /24 (10.200.R.0/24, host k at 10.200.R.(8k+2)), 32 to 63 hosts a /23, up to 127 a
+# /22, up to 255 a /21 and 256 a /20 (node40 of a /23 at 10.200.R.0 is 10.200.(R+1).66). This
+# side is B + 1 (10.200.R.1) on a bridge (dt<pid>br) that holds every host's veth (one bridge
+# takes up to 1024), so the hosts reach this one and each other (rank to rank) without routing;
+# it also holds 10.200.(R+i).1 for every further /24 of the block, so that runs of older copies
+# of this file, which look for a free /24 by its .1, stay out of the block. The namespaces are
+# ddlt<pid>-<k>, so runs in parallel do not meet. Traffic stays on loopback and this bridge;
+# nothing is forwarded. Each host's /etc/hosts names node1..nodeN and "ddlrun-head" (this
+# side). Each sshd takes root's key logins only (the key made here).
+#
+# Speed: one `ip -batch` makes every namespace and veth; the host keys, the hosts' own network
+# settings, their namespace holders and their sshds each start all at once and are waited for
+# together; netns_down ends every process in the namespaces in one sweep and deletes the links
+# and namespaces with one `ip -batch`. bench/netns_scale.sh times 128 hosts up and down.
 #
 # A host's mount and UTS namespaces are held by a process of their own (outside its network
 # namespace, so `ip netns pids` lists sshd and what it started only): stopping and restarting
@@ -30,7 +39,8 @@
 #   NETNS_KEY          the private key that logs in as root on every host
 #   NETNS_HOSTS        array of the aliases: node1 .. nodeN
 #   NETNS_HOST_ADDR    this side's address on the bridge (10.200.R.1), which every host reaches
-#   NETNS_NET          the hosts' network, 10.200.R.0/24 (for --mca oob_tcp_if_include and such)
+#   NETNS_NET          the hosts' network, 10.200.R.0/24 (/23 .. /20 for more than 31 hosts; for
+#                      --mca oob_tcp_if_include and such)
 #   NETNS_BRIDGE       the bridge's name
 # and the functions below (K is a host number).
 #
@@ -52,7 +62,10 @@ NETNS_HOSTS=()
 NETNS_HOST_ADDR=""
 NETNS_NET=""
 NETNS_BRIDGE="dt$$br"
-_netns_net=""        # "10.200.R"
+NETNS_MAX_HOSTS=256
+_netns_base=0        # the block's first address, less 10.200.0.0
+_netns_prefix=24     # the block's prefix length
+_netns_root_home=""
 _netns_count=0
 declare -A _netns_pid=()     # host -> its sshd
 declare -A _netns_holder=()  # host -> the process holding its mount and UTS namespaces
@@ -87,8 +100,18 @@ _netns_missing() {
 }
 
 netns_ns() { echo "${NETNS_PREFIX}-$1"; }                  # the namespace of host K
-netns_addr() { echo "${_netns_net}.$((8 * $1 + 2))"; }    # host K's address
-netns_spare_addr() { echo "${_netns_net}.$((8 * $1 + 3))"; }  # on the bridge, never answers
+# 10.200.0.0 + OFFSET, dotted, into the variable VAR: _netns_dotted VAR OFFSET.
+_netns_dotted() { printf -v "$1" '10.200.%d.%d' $(($2 >> 8)) $(($2 & 255)); }
+netns_addr() {  # host K's address
+  local a
+  _netns_dotted a $((_netns_base + 8 * $1 + 2))
+  echo "$a"
+}
+netns_spare_addr() {  # on the bridge, never answers
+  local a
+  _netns_dotted a $((_netns_base + 8 * $1 + 3))
+  echo "$a"
+}
 netns_sshd_pid() { echo "${_netns_pid[$1]:-}"; }           # host K's sshd, empty once stopped
 netns_hostkey() { echo "$NETNS_DIR/node$1/ssh_host_ed25519_key"; }
 netns_veth() { echo "dt$$n$1"; }                           # host K's interface (inside it)
@@ -139,58 +162,78 @@ netns_shape() {
 
 # Starts the process that holds host K's UTS and mount namespaces: hostname node<k>, a tmpfs
 # on /tmp and on root's home (this checkout bound back at its path when it lies under either),
-# its own /etc/hosts, and /sys showing its network namespace's interfaces.
-_netns_start_holder() {
-  local k=$1 dir="$NETNS_DIR/node$1"
-  rm -f "$dir/holder.ready"
+# its own /etc/hosts, and /sys showing its network namespace's interfaces. On the way it sets
+# the host's network up (node<k>/net.batch: its address, its links up) and notes what it sees
+# at this checkout's path (checkout.seen, for _netns_check_checkouts), so that hosts started
+# together do all this in parallel. Does not wait: it touches holder.ready once done
+# (_netns_await). As few processes as can be: netns_up starts up to 256 at once.
+_netns_spawn_holder() {
+  local k=$1 dir="$NETNS_DIR/node$1" ns="$NETNS_PREFIX-$1"
+  [[ -e $dir/holder.ready ]] && rm -f "$dir/holder.ready"
   # The checkout (ddlrun and the test programs) stays visible at its path when it lies under
   # /tmp or root's home, as a checkout on a shared file system would be: it is bound aside
-  # before the empty /tmp and home cover it, then back at its path.
-  mkdir -p "$dir/checkout"
+  # (to node<k>/checkout, made by _netns_write_hosts) before the empty /tmp and home cover
+  # it, then back at its path.
   # shellcheck disable=SC2016  # $1..$8 are the inner bash's
   unshare --uts --mount --propagation private -- bash -c '
-    keep=0
+    keep=0 dir=${4%/*}
     case $7/ in /tmp/* | "$6"/*) keep=1 ;; esac
-    if ((keep)); then mount --bind "$7" "$8" || exit 1; fi
-    hostname "$1" && mount -t tmpfs -o mode=1777 "tmpfs-$1" /tmp &&
+    if ((keep)); then mount --bind "$7" "$dir/checkout" || exit 1; fi
+    ip -n "$3" -batch "$dir/net.batch" && echo "$1" >/proc/sys/kernel/hostname &&
+      mount -t tmpfs -o mode=1777 "tmpfs-$1" /tmp &&
       mount -t tmpfs -o mode=700 "home-$1" "$6" &&
-      { ((!keep)) || { mkdir -p "$7" && mount --bind "$8" "$7"; }; } &&
+      { ((!keep)) || { mkdir -p "$7" && mount --bind "$dir/checkout" "$7"; }; } &&
       mount --bind "$2" /etc/hosts &&
-      nsenter --net="$3" -- mount -t sysfs "sysfs-$1" /sys &&
-      : >"$4" && exec -a "$5" sleep infinity' \
-    bash "node$k" "$NETNS_DIR/etc_hosts" "/run/netns/$(netns_ns "$k")" "$dir/holder.ready" \
-    "$(netns_ns "$k")-holder" "$(getent passwd root | cut -d: -f6)" "$_netns_checkout" \
-    "$dir/checkout" \
-    </dev/null >/dev/null 2>"$dir/holder.log" &
+      nsenter --net="/run/netns/$3" -- mount -t sysfs "sysfs-$1" /sys &&
+      { stat -c "%d:%i" "$7/tests/netns/hosts.sh" >"$dir/checkout.seen" 2>&1; : >"$4"; } &&
+      exec -a "$5" sleep infinity' \
+    bash "node$k" "$NETNS_DIR/etc_hosts" "$ns" "$dir/holder.ready" "$ns-holder" \
+    "$_netns_root_home" "$_netns_checkout" </dev/null >/dev/null 2>"$dir/holder.log" &
   _netns_holder[$k]=$!
-  local i
-  for ((i = 0; i < 100; i++)); do
-    [[ -e $dir/holder.ready ]] && return 0
-    if ! kill -0 "${_netns_holder[$k]}" 2>/dev/null; then break; fi
-    sleep 0.02
+}
+
+# Starts host K's sshd without waiting for it (it writes sshd.pid once it listens).
+_netns_spawn_sshd() {
+  local k=$1 dir="$NETNS_DIR/node$1"
+  [[ -e $dir/sshd.pid ]] && rm -f "$dir/sshd.pid"
+  # nsenter itself, not netns_exec (a function: $! would be a subshell); it execs sshd (it
+  # forks only to enter a PID namespace), so $! is sshd.
+  nsenter --net="/run/netns/$NETNS_PREFIX-$k" --target "${_netns_holder[$k]}" --uts --mount -- \
+    /usr/sbin/sshd -D -f "$dir/sshd_config" -E "$dir/sshd.log" </dev/null &
+  _netns_pid[$k]=$!
+}
+
+# Waits until every host K given has the file node<K>/FILE (holder.ready, or sshd.pid: written
+# once sshd listens) while the process PIDS[K] (an associative array's name) runs, for up to
+# 10 s + 0.2 s a host (hosts started together share a loaded machine). Prints the hosts that
+# did not get there, one a line; returns 1 if any.
+_netns_await() {
+  local file=$1 k i
+  local -n pids=$2
+  shift 2
+  local pending=("$@") left=() rounds=$((200 + 4 * $#))
+  for ((i = 0; i < rounds && ${#pending[@]}; i++)); do
+    left=()
+    for k in "${pending[@]}"; do
+      [[ -s $NETNS_DIR/node$k/$file || ($file == holder.ready && -e $NETNS_DIR/node$k/$file) ]] &&
+        continue
+      if ! kill -0 "${pids[$k]}" 2>/dev/null; then echo "$k"; continue; fi
+      left+=("$k")
+    done
+    pending=("${left[@]}")
+    ((${#pending[@]})) && sleep 0.05
   done
-  _netns_say "the namespaces of node$k could not be made:"
-  cat "$dir/holder.log" >&2
-  return 1
+  ((${#pending[@]})) && printf '%s\n' "${pending[@]}"
+  [[ ${#pending[@]} -eq 0 ]]
 }
 
 # Starts host K's sshd (netns_up does), and waits until it listens.
 netns_start_sshd() {
-  local k=$1 dir="$NETNS_DIR/node$1"
-  rm -f "$dir/sshd.pid"
-  # nsenter itself, not netns_exec (a function: $! would be a subshell); it execs sshd (it
-  # forks only to enter a PID namespace), so $! is sshd.
-  nsenter --net="/run/netns/$(netns_ns "$k")" --target "${_netns_holder[$k]}" --uts --mount -- \
-    /usr/sbin/sshd -D -f "$dir/sshd_config" -E "$dir/sshd.log" </dev/null &
-  _netns_pid[$k]=$!
-  local i
-  for ((i = 0; i < 100; i++)); do  # sshd writes its PidFile once it listens
-    [[ -s $dir/sshd.pid ]] && return 0
-    if ! kill -0 "${_netns_pid[$k]}" 2>/dev/null; then break; fi
-    sleep 0.05
-  done
+  local k=$1 failed
+  _netns_spawn_sshd "$k"
+  failed=$(_netns_await sshd.pid _netns_pid "$k") && return 0
   _netns_say "sshd of node$k did not start; its log:"
-  cat "$dir/sshd.log" >&2
+  cat "$NETNS_DIR/node$k/sshd.log" >&2
   return 1
 }
 
@@ -203,20 +246,45 @@ netns_stop_sshd() {
   _netns_pid[$k]=""
 }
 
+# Prints the processes in any of the network namespaces NAMES (under /run/netns), one PID a
+# line, with one look at every process (ip netns pids looks at them all once per namespace).
+_netns_pids_in() {
+  local ids
+  ids=$(cd /run/netns 2>/dev/null && stat -L -c '%i' "$@" 2>/dev/null) || true
+  [[ -n $ids ]] || return 0
+  stat -c '%N' /proc/[0-9]*/ns/net 2>/dev/null | awk -v ids="$ids" '
+    BEGIN { n = split(ids, a, "\n"); for (i = 1; i <= n; i++) want["net:[" a[i] "]"] = 1 }
+    { t = $3; gsub(/[^a-z0-9:\[\]]/, "", t); if (t in want) { split($1, p, "/"); print p[3] } }'
+}
+
+# Ends every process in the network namespaces NAMES: TERM, then after 1 s KILL, until none
+# is left (up to 2 s).
+_netns_end_pids_in() {
+  local i pids
+  for ((i = 0; i < 20; i++)); do
+    pids=$(_netns_pids_in "$@")
+    [[ -z $pids ]] && return 0
+    # shellcheck disable=SC2086
+    kill -s "$( ((i < 10)) && echo TERM || echo KILL)" $pids 2>/dev/null
+    sleep 0.1
+  done
+}
+
 # Deletes what runs that were killed outright (SIGKILL, a CTest timeout) left: namespaces
 # ddlt<pid>-<k> whose <pid> is gone, with the processes in them, their holders, bridges and
 # directories.
 _netns_reap_stale() {
-  local ns pid pids holder args link
+  local ns pid holder args link stale=()
   for ns in $(ip netns list | cut -d' ' -f1 | grep -E '^ddlt[0-9]+-[0-9]+$'); do
     pid=${ns#ddlt}
     pid=${pid%%-*}
     if [[ $pid == "$$" ]] || kill -0 "$pid" 2>/dev/null; then continue; fi
-    pids=$(ip netns pids "$ns" 2>/dev/null)
-    # shellcheck disable=SC2086
-    [[ -z $pids ]] || kill -KILL $pids 2>/dev/null
-    ip netns del "$ns" 2>/dev/null
+    stale+=("$ns")
   done
+  if ((${#stale[@]})); then
+    _netns_end_pids_in "${stale[@]}"
+    printf 'netns del %s\n' "${stale[@]}" | ip -force -batch - 2>/dev/null
+  fi
   while read -r holder args; do  # holders are named ddlt<pid>-<k>-holder
     [[ $args =~ ^ddlt([0-9]+)-[0-9]+-holder ]] || continue
     pid=${BASH_REMATCH[1]}
@@ -224,9 +292,9 @@ _netns_reap_stale() {
     kill -KILL "$holder" 2>/dev/null
   done < <(ps -eo pid=,args=)
   for link in $(ip -o link show | awk -F': ' '{ sub(/@.*/, "", $2); print $2 }' |
-    grep -E '^dt[0-9]+(br[0-9]*|u[0-9]+)$'); do
+    grep -E '^dt[0-9]+(br[0-9]*|u[0-9]+|h[0-9]+)$'); do
     pid=${link#dt}
-    pid=${pid%%[bu]*}
+    pid=${pid%%[buh]*}
     if [[ $pid == "$$" ]] || kill -0 "$pid" 2>/dev/null; then continue; fi
     ip link del "$link" 2>/dev/null
   done
@@ -239,10 +307,176 @@ _netns_reap_stale() {
   done
 }
 
-# Makes N hosts. Returns 77 when this machine cannot, 1 when something failed (and undoes it).
+# Prints the first R (a multiple of BLOCKS) such that no address of this namespace lies in
+# 10.200.R.0 .. 10.200.(R+BLOCKS-1).255 and none of their networks overlaps it; nothing when
+# 10.200.0.0/16 has no such block left.
+_netns_free_block() {
+  local blocks=$1 a o1 o2 len size lo hi i r
+  local -A used=()
+  while read -r a; do  # 10.200.X.Y/LEN
+    IFS=./ read -r _ _ o1 o2 len <<<"$a"
+    ((len < 16)) && len=16
+    size=$((1 << (32 - len)))
+    lo=$(((o1 * 256 + o2) & ~(size - 1)))
+    hi=$((lo + size - 1))
+    for ((i = lo >> 8; i <= hi >> 8; i++)); do used[$i]=1; done
+  done < <(ip -4 -o addr show to 10.200.0.0/16 | awk '{ print $4 }')
+  for ((r = 0; r + blocks <= 256; r += blocks)); do
+    for ((i = r; i < r + blocks; i++)); do [[ -n ${used[$i]:-} ]] && continue 2; done
+    echo "$r"
+    return 0
+  done
+}
+
+# The number of /24s the addresses of N hosts take: 1 up to 31 hosts, else the smallest power
+# of two that holds 8N + 4 addresses.
+_netns_blocks_for() {
+  local blocks=1
+  while ((8 * $1 + 4 > 256 * blocks)); do blocks=$((blocks * 2)); done
+  echo "$blocks"
+}
+
+# Claims a free block of 10.200.0.0/16 for N hosts (under the lock, which it takes and
+# releases) and makes the bridge, every namespace and every veth pair, the host's end on the
+# bridge (the holders set up the other ends). Sets _netns_base, _netns_prefix, NETNS_NET and
+# NETNS_HOST_ADDR.
+_netns_make_links() {
+  local n=$1 blocks r lock_dir=/run/lock k i
+  blocks=$(_netns_blocks_for "$n")
+  _netns_prefix=24
+  for ((i = blocks; i > 1; i /= 2)); do _netns_prefix=$((_netns_prefix - 1)); done
+  [[ -d $lock_dir ]] || lock_dir=/tmp
+  exec {_netns_lock}>"$lock_dir/ddlrun-netns.lock"
+  flock "$_netns_lock"
+  _netns_reap_stale
+  r=$(_netns_free_block "$blocks")
+  if [[ -z $r ]]; then
+    exec {_netns_lock}>&-
+    _netns_say "no free /$_netns_prefix left in 10.200.0.0/16"
+    return 1
+  fi
+  _netns_base=$((r * 256))
+  NETNS_NET="10.200.$r.0/$_netns_prefix"
+  NETNS_HOST_ADDR="10.200.$r.1"
+  _netns_count=$n  # from here on, netns_down deletes the bridge and the namespaces
+  {
+    # The bridge: bridged frames skip iptables (nf_call_iptables 0, whatever br_netfilter's
+    # defaults), and it has no port but our veths, so nothing leaves it.
+    echo "link add $NETNS_BRIDGE type bridge"
+    echo "addr add $NETNS_HOST_ADDR/$_netns_prefix dev $NETNS_BRIDGE"
+    for ((i = 1; i < blocks; i++)); do
+      echo "addr add 10.200.$((r + i)).1/$_netns_prefix dev $NETNS_BRIDGE"
+    done
+    echo "link set $NETNS_BRIDGE up"
+    for ((k = 1; k <= n; k++)); do
+      echo "netns add $NETNS_PREFIX-$k"
+      echo "link add dt$$h$k type veth peer name dt$$n$k netns $NETNS_PREFIX-$k"
+      echo "link set dt$$h$k master $NETNS_BRIDGE up"
+    done
+  } >"$NETNS_DIR/links.batch"
+  if ! ip -batch "$NETNS_DIR/links.batch" 2>"$NETNS_DIR/links.log"; then
+    exec {_netns_lock}>&-
+    _netns_say "cannot set up the bridge $NETNS_BRIDGE and the hosts' links: $(cat "$NETNS_DIR/links.log")"
+    return 1
+  fi
+  ip link set "$NETNS_BRIDGE" type bridge nf_call_iptables 0 nf_call_ip6tables 0 \
+    nf_call_arptables 0 2>/dev/null
+  exec {_netns_lock}>&-  # closing it releases the lock
+}
+
+# Waits for the background jobs PIDS (one per host, host k's k-th); on a failure names the
+# first failed host (WHAT<k>) and prints its log (LOG_PATTERN with %s for k). Returns 1 then.
+_netns_wait_all() {
+  local what=$1 log=$2 k=0 pid failed=0
+  shift 2
+  for pid in "$@"; do
+    k=$((k + 1))
+    if ! wait "$pid" && ((!failed)); then
+      failed=$k
+    fi
+  done
+  ((failed)) || return 0
+  # shellcheck disable=SC2059  # the pattern is ours
+  _netns_say "cannot set up $what$failed: $(cat "$(printf "$log" "$failed")" 2>/dev/null)"
+  return 1
+}
+
+# Writes every host's directory, host key, sshd_config, network settings (net.batch), and its
+# entries in /etc/hosts, the ssh config and known_hosts. The keys are made all at once.
+_netns_write_hosts() {
+  local n=$1 k addr dir a b pids=() dirs=()
+  {
+    printf '127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n'
+    printf '%s\tddlrun-head\n' "$NETNS_HOST_ADDR"
+    for ((k = 1; k <= n; k++)); do
+      _netns_dotted addr $((_netns_base + 8 * k + 2))
+      printf '%s\tnode%d\n' "$addr" "$k"
+    done
+  } >"$NETNS_DIR/etc_hosts"
+  chmod 644 "$NETNS_DIR/etc_hosts"
+  for ((k = 1; k <= n; k++)); do dirs+=("$NETNS_DIR/node$k/checkout"); done
+  mkdir -p "${dirs[@]}" || return 1
+  for ((k = 1; k <= n; k++)); do
+    dir="$NETNS_DIR/node$k"
+    ssh-keygen -q -t ed25519 -N '' -C "node$k" -f "$dir/ssh_host_ed25519_key" \
+      </dev/null >"$dir/keygen.log" 2>&1 &
+    pids+=($!)
+  done
+  _netns_wait_all "the host key of node" "$NETNS_DIR/node%s/keygen.log" "${pids[@]}" || return 1
+  for ((k = 1; k <= n; k++)); do
+    dir="$NETNS_DIR/node$k"
+    _netns_dotted addr $((_netns_base + 8 * k + 2))
+    printf '%s\n' "ListenAddress $addr" "Port 22" "HostKey $dir/ssh_host_ed25519_key" \
+      "PidFile $dir/sshd.pid" "AuthorizedKeysFile $NETNS_DIR/authorized_keys" \
+      "PermitRootLogin prohibit-password" "PubkeyAuthentication yes" \
+      "PasswordAuthentication no" "KbdInteractiveAuthentication no" "UsePAM no" \
+      "StrictModes no" "X11Forwarding no" "PrintMotd no" "PrintLastLog no" \
+      "MaxStartups 100" "MaxSessions 100" >"$dir/sshd_config"
+    printf 'addr add %s/%s dev dt%sn%s\nlink set dt%sn%s up\nlink set lo up\n' \
+      "$addr" "$_netns_prefix" "$$" "$k" "$$" "$k" >"$dir/net.batch"
+    read -r a b _ <"$dir/ssh_host_ed25519_key.pub"
+    echo "$addr $a $b" >>"$NETNS_KNOWN_HOSTS"
+    printf 'Host node%d\n  HostName %s\n  User root\n  Port 22\n  IdentityFile %s\n' \
+      "$k" "$addr" "$NETNS_KEY" >>"$NETNS_SSH_CONFIG"
+    printf '  UserKnownHostsFile %s\n  GlobalKnownHostsFile /dev/null\n' \
+      "$NETNS_KNOWN_HOSTS" >>"$NETNS_SSH_CONFIG"
+    printf '  StrictHostKeyChecking yes\n  BatchMode yes\n\n' >>"$NETNS_SSH_CONFIG"
+    NETNS_HOSTS+=("node$k")
+  done
+}
+
+# Starts every host's holder, then (once all hold their namespaces, and see this checkout)
+# every host's sshd, and waits until all listen.
+_netns_start_hosts() {
+  local n=$1 k failed all=()
+  for ((k = 1; k <= n; k++)); do all+=("$k"); done
+  for k in "${all[@]}"; do _netns_spawn_holder "$k"; done
+  failed=$(_netns_await holder.ready _netns_holder "${all[@]}")
+  if [[ -n $failed ]]; then
+    k=${failed%%$'\n'*}
+    _netns_say "the namespaces of node$k could not be made:"
+    cat "$NETNS_DIR/node$k/holder.log" >&2
+    return 1
+  fi
+  _netns_check_checkouts "$n" || return 1
+  for k in "${all[@]}"; do _netns_spawn_sshd "$k"; done
+  failed=$(_netns_await sshd.pid _netns_pid "${all[@]}")
+  if [[ -n $failed ]]; then
+    k=${failed%%$'\n'*}
+    _netns_say "sshd of node$k did not start; its log:"
+    cat "$NETNS_DIR/node$k/sshd.log" >&2
+    return 1
+  fi
+}
+
+# Makes N hosts (1 to NETNS_MAX_HOSTS). Returns 77 when this machine cannot, 1 when something
+# failed (and undoes it).
 netns_up() {
-  local n=$1 why k
-  if ((n < 1 || n > 31)); then _netns_say "netns_up takes 1 to 31 hosts"; return 1; fi
+  local n=$1 why
+  if ! [[ $n =~ ^[0-9]+$ ]] || ((n < 1 || n > NETNS_MAX_HOSTS)); then
+    _netns_say "netns_up takes 1 to $NETNS_MAX_HOSTS hosts, not '$n'"
+    return 1
+  fi
   why=$(_netns_missing)
   if [[ -n $why ]]; then _netns_say "skipping: $why"; return 77; fi
   trap netns_down EXIT
@@ -255,109 +489,16 @@ netns_up() {
   NETNS_KNOWN_HOSTS="$NETNS_DIR/known_hosts"
   NETNS_KEY="$NETNS_DIR/id_ed25519"
   NETNS_HOSTS=()
+  _netns_root_home=$(getent passwd root | cut -d: -f6)
   ssh-keygen -q -t ed25519 -N '' -C "ddlrun-netns-test" -f "$NETNS_KEY" || { netns_down; return 1; }
   cp "$NETNS_KEY.pub" "$NETNS_DIR/authorized_keys"
   : >"$NETNS_KNOWN_HOSTS"
   : >"$NETNS_SSH_CONFIG"
   mkdir -p /run/sshd  # sshd's privilege separation directory (the package makes it at boot)
-
-  # Pick a free 10.200.R.0/24 and claim it, under a lock shared by all runs.
-  local lock_dir=/run/lock
-  [[ -d $lock_dir ]] || lock_dir=/tmp
-  exec {_netns_lock}>"$lock_dir/ddlrun-netns.lock"
-  flock "$_netns_lock"
-  _netns_reap_stale
-  local r
-  for ((r = 0; r < 256; r++)); do
-    [[ -z $(ip -4 -o addr show to "10.200.$r.0/24") ]] && break
-  done
-  if ((r == 256)); then
-    exec {_netns_lock}>&-
-    _netns_say "no free /24 left in 10.200.0.0/16"; netns_down; return 1
+  if ! _netns_make_links "$n" || ! _netns_write_hosts "$n" || ! _netns_start_hosts "$n"; then
+    netns_down
+    return 1
   fi
-  _netns_net="10.200.$r"
-  # shellcheck disable=SC2034  # for the tests that source this file
-  NETNS_NET="10.200.$r.0/24"
-  NETNS_HOST_ADDR="10.200.$r.1"
-  _netns_count=-1  # from here on, netns_down deletes the bridge
-  # The bridge: bridged frames skip iptables (nf_call_iptables 0, whatever br_netfilter's
-  # defaults), and it has no port but our veths, so nothing leaves it.
-  if ! { ip link add "$NETNS_BRIDGE" type bridge &&
-    { ip link set "$NETNS_BRIDGE" type bridge nf_call_iptables 0 nf_call_ip6tables 0 \
-      nf_call_arptables 0 2>/dev/null || true; } &&
-    ip addr add "$NETNS_HOST_ADDR/24" dev "$NETNS_BRIDGE" &&
-    ip link set "$NETNS_BRIDGE" up; }; then
-    exec {_netns_lock}>&-
-    _netns_say "cannot set up the bridge $NETNS_BRIDGE"; netns_down; return 1
-  fi
-  for ((k = 1; k <= n; k++)); do
-    local ns veth_here="dt$$h$k" veth_there
-    ns=$(netns_ns "$k")
-    veth_there=$(netns_veth "$k")
-    if ! { ip netns add "$ns" &&
-      _netns_count=$k &&
-      ip link add "$veth_here" type veth peer name "$veth_there" &&
-      ip link set "$veth_there" netns "$ns" &&
-      ip link set "$veth_here" master "$NETNS_BRIDGE" &&
-      ip link set "$veth_here" up &&
-      ip -n "$ns" addr add "$(netns_addr "$k")/24" dev "$veth_there" &&
-      ip -n "$ns" link set "$veth_there" up &&
-      ip -n "$ns" link set lo up; }; then
-      exec {_netns_lock}>&-
-      _netns_say "cannot set up the network of node$k"; netns_down; return 1
-    fi
-  done
-  exec {_netns_lock}>&-  # closing it releases the lock
-
-  {
-    printf '127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n'
-    printf '%s\tddlrun-head\n' "$NETNS_HOST_ADDR"
-    for ((k = 1; k <= n; k++)); do printf '%s\tnode%d\n' "$(netns_addr "$k")" "$k"; done
-  } >"$NETNS_DIR/etc_hosts"
-  chmod 644 "$NETNS_DIR/etc_hosts"
-
-  for ((k = 1; k <= n; k++)); do
-    local dir="$NETNS_DIR/node$k" addr
-    addr=$(netns_addr "$k")
-    mkdir -p "$dir"
-    ssh-keygen -q -t ed25519 -N '' -C "node$k" -f "$dir/ssh_host_ed25519_key" || {
-      netns_down; return 1; }
-    cat >"$dir/sshd_config" <<EOF
-ListenAddress $addr
-Port 22
-HostKey $dir/ssh_host_ed25519_key
-PidFile $dir/sshd.pid
-AuthorizedKeysFile $NETNS_DIR/authorized_keys
-PermitRootLogin prohibit-password
-PubkeyAuthentication yes
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-UsePAM no
-StrictModes no
-X11Forwarding no
-PrintMotd no
-PrintLastLog no
-MaxStartups 100
-MaxSessions 100
-EOF
-    echo "$addr $(cut -d' ' -f1-2 "$dir/ssh_host_ed25519_key.pub")" >>"$NETNS_KNOWN_HOSTS"
-    cat >>"$NETNS_SSH_CONFIG" <<EOF
-Host node$k
-  HostName $addr
-  User root
-  Port 22
-  IdentityFile $NETNS_KEY
-  UserKnownHostsFile $NETNS_KNOWN_HOSTS
-  GlobalKnownHostsFile /dev/null
-  StrictHostKeyChecking yes
-  BatchMode yes
-
-EOF
-    NETNS_HOSTS+=("node$k")
-    _netns_start_holder "$k" || { netns_down; return 1; }
-    _netns_check_checkout "$k" || { netns_down; return 1; }
-    netns_start_sshd "$k" || { netns_down; return 1; }
-  done
   return 0
 }
 
@@ -375,29 +516,64 @@ _netns_check_checkout() {
   return 1
 }
 
-# Undoes netns_up: ends every process in our namespaces (sshd and its sessions) and their
-# holders, deletes the namespaces (and so the veth pairs), the bridge and the directory. Safe
-# to call twice.
-netns_down() {
-  local k ns pids i
-  for ((k = 1; k <= _netns_count; k++)); do
-    netns_stop_sshd "$k"
-    ns=$(netns_ns "$k")
-    for ((i = 0; i < 20; i++)); do
-      pids=$(ip netns pids "$ns" 2>/dev/null)
-      [[ -z $pids ]] && break
-      # shellcheck disable=SC2086
-      kill -s "$( ((i < 10)) && echo TERM || echo KILL)" $pids 2>/dev/null
-      sleep 0.1
-    done
-    if [[ -n ${_netns_holder[$k]:-} ]]; then
-      kill -KILL "${_netns_holder[$k]}" 2>/dev/null
-      wait "${_netns_holder[$k]}" 2>/dev/null
-      _netns_holder[$k]=""
-    fi
-    ip netns del "$ns" 2>/dev/null
-    ip link del "dt$$h$k" 2>/dev/null
+# _netns_check_checkout for hosts 1..N, from what each holder saw (checkout.seen); the first
+# that fails says why.
+_netns_check_checkouts() {
+  local n=$1 k here
+  here=$(stat -c '%d:%i' "$_netns_checkout/tests/netns/hosts.sh")
+  for ((k = 1; k <= n; k++)); do
+    [[ $(<"$NETNS_DIR/node$k/checkout.seen") == "$here" ]] || {
+      _netns_check_checkout "$k"
+      return 1
+    }
   done
+}
+
+# Prints the host ends of our veth pairs that still exist, one a line.
+_netns_veths_left() {
+  # (ip may complain about a peer whose namespace the kernel is freeing just then)
+  ip -o link show 2>/dev/null |
+    awk -F': ' -v re="^dt$$h[0-9]+$" '{ sub(/@.*/, "", $2) } $2 ~ re { print $2 }'
+}
+
+# Once the namespaces are deleted and nothing holds them, the kernel frees them all together,
+# and their veth pairs with them, a little later (much sooner than deleting 256 pairs one by
+# one). Waits up to 10 s for that, then deletes the pairs still there.
+_netns_await_veths_gone() {
+  local i left
+  for ((i = 0; i < 200; i++)); do
+    left=$(_netns_veths_left)
+    [[ -z $left ]] && return 0
+    sleep 0.05
+  done
+  printf 'link del %s\n' $left | ip -force -batch - >/dev/null 2>&1
+}
+
+# Undoes netns_up: ends every process in our namespaces (sshd and its sessions) and their
+# holders, deletes the namespaces (and so the veth pairs), the bridges and the directory, all
+# hosts at once. Safe to call twice.
+netns_down() {
+  local k names=() listeners=() holders=()
+  for ((k = 1; k <= _netns_count; k++)); do
+    names+=("$NETNS_PREFIX-$k")
+    [[ -n ${_netns_pid[$k]:-} ]] && listeners+=("${_netns_pid[$k]}")
+    [[ -n ${_netns_holder[$k]:-} ]] && holders+=("${_netns_holder[$k]}")
+    _netns_pid[$k]=""
+    _netns_holder[$k]=""
+  done
+  if ((${#listeners[@]})); then
+    kill -TERM "${listeners[@]}" 2>/dev/null
+    wait "${listeners[@]}" 2>/dev/null
+  fi
+  ((${#names[@]})) && _netns_end_pids_in "${names[@]}"
+  if ((${#holders[@]})); then
+    kill -KILL "${holders[@]}" 2>/dev/null
+    wait "${holders[@]}" 2>/dev/null
+  fi
+  if ((${#names[@]})); then
+    printf 'netns del %s\n' "${names[@]}" | ip -force -batch - >/dev/null 2>&1
+    _netns_await_veths_gone
+  fi
   _netns_racks_down
   if ((_netns_count != 0)); then ip link del "$NETNS_BRIDGE" 2>/dev/null; fi
   _netns_count=0
