@@ -76,6 +76,21 @@ bool same_secret(std::string_view a, std::string_view b) {
   return diff == 0;
 }
 
+std::string excerpt(std::string_view text, size_t max) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (size_t i = 0; i < text.size() && i < max; ++i) {
+    const auto u = static_cast<unsigned char>(text[i]);
+    if (u >= 0x20 && u < 0x7f && u != '\\') {
+      out += static_cast<char>(u);
+    } else {
+      out += {'\\', 'x', kHex[u >> 4], kHex[u & 0xf]};
+    }
+  }
+  if (text.size() > max) out += " ... (" + std::to_string(text.size()) + " bytes)";
+  return out;
+}
+
 size_t utf8_sequence(std::string_view s) {
   if (s.empty()) return 0;
   const auto byte = [&](size_t i) { return static_cast<unsigned char>(s[i]); };

@@ -38,6 +38,10 @@ std::string seconds_text(std::chrono::milliseconds duration);
 /// never on where they first differ.
 bool same_secret(std::string_view a, std::string_view b);
 
+/// What a message may quote of text that came from a stranger: at most `max` bytes of it,
+/// every byte outside printable ASCII as \xNN, and " ... (N bytes)" when it was longer.
+std::string excerpt(std::string_view text, size_t max = 64);
+
 /// The length of the valid UTF-8 sequence that starts `s` (1 to 4; 1 for ASCII), or 0 when `s`
 /// starts with a byte that is not one (a stray continuation, an overlong form, a surrogate, a
 /// code point above U+10FFFF, a sequence cut short).

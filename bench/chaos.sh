@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The chaos suite for long runs: tests/chaos/chaos.sh with many faults (default 120: the 15
-# launcher/fault kinds 8 times each, victims and delays at random), through the local launcher
-# and 3 namespace hosts x 2 ranks over ssh (root). Prints one line a run and the figures (runs,
+# The chaos suite for long runs: tests/chaos/chaos.sh with many faults (default 120: the 16
+# launcher/fault kinds 7 or 8 times each, victims and delays at random), through the local
+# launcher, 3 namespace hosts x 2 ranks over ssh, and per-node mode on the same hosts with a
+# stranger flooding its rendezvous (root). Prints one line a run and the figures (runs,
 # faults by kind, worst time to tear down, leftovers found); exits 1 when any run failed.
 #
 #   bench/chaos.sh [--build DIR] [--runs N] [--seed S] [chaos.sh options...]

@@ -49,7 +49,6 @@ std::unique_ptr<NodeServer> serve(const Options& o, const PerNode& node, GetEnv 
   s.heartbeat_timeout = millis(o.heartbeat_timeout);
   s.job_id =
       o.job_id.empty() && !node.job.empty() ? node.job : job_id_of(o, getenv_fn, env_context);
-  s.job_token = launcher::make_token();
   return std::make_unique<NodeServer>(
       s, [&log](const std::string& line) { log.error("{}", hostfiles::printable(line)); });
 }

@@ -12,10 +12,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
 #include "base/check.h"
+#include "base/digest.h"
 #include "base/fd.h"
 #include "base/text.h"
 #include "ddlrun/node_wire.h"
@@ -50,39 +52,91 @@ std::string encode(int type, const std::vector<std::string>& fields) {
   return out;
 }
 
-std::optional<Message> take(std::string& buffer) {
-  if (buffer.size() < 5) return std::nullopt;
-  Message m;
-  m.type = static_cast<unsigned char>(buffer[0]);
-  const uint32_t count = get_u32(buffer, 1);
-  if (count > 1u << 20)
-    throw std::runtime_error("a message with " + std::to_string(count) + " fields");
-  size_t at = 5;
-  for (uint32_t i = 0; i < count; ++i) {
-    if (buffer.size() < at + 4) return std::nullopt;
-    const uint32_t n = get_u32(buffer, at);
-    if (at + 4 + n > kMaxMessage) throw std::runtime_error("a message over 64 MiB");
-    if (buffer.size() < at + 4 + n) return std::nullopt;
-    m.fields.push_back(buffer.substr(at + 4, n));
-    at += 4 + n;
-  }
-  buffer.erase(0, at);
-  return m;
+void Reader::set_limits(size_t limit, uint32_t max_fields) {
+  limit_ = limit;
+  max_fields_ = max_fields;
 }
 
-bool fill(int fd, std::string& buffer) {
+// How it works: `start_` is where the message at the front begins in the buffer and `at_` how
+// far it has been parsed; the field count and the length of the field being read are kept once
+// read, and a field once whole is moved into `partial_`. A call goes on from there, so each byte
+// is looked at once; the bytes of whole messages are dropped when a call runs out of bytes (once
+// per read, not once per message).
+std::optional<Message> Reader::take() {
+  while (true) {
+    const size_t have = buffer_.size() - at_;
+    if (!count_) {
+      if (have < 5) break;
+      partial_.type = static_cast<unsigned char>(buffer_[at_]);
+      count_ = get_u32(buffer_, at_ + 1);
+      if (*count_ > max_fields_)
+        throw std::runtime_error("a message with " + std::to_string(*count_) + " fields");
+      at_ += 5;
+    } else if (partial_.fields.size() == *count_) {
+      Message whole = std::move(partial_);
+      start_ = at_;
+      count_.reset();
+      partial_ = Message{};
+      return whole;
+    } else if (!length_) {
+      if (have < 4) break;
+      length_ = get_u32(buffer_, at_);
+      if (at_ - start_ + 4 + *length_ > limit_) {
+        throw std::runtime_error("a message over " + std::to_string(limit_ >> 10) + " KiB");
+      }
+      at_ += 4;
+    } else {
+      if (have < *length_) break;
+      partial_.fields.push_back(buffer_.substr(at_, *length_));
+      at_ += *length_;
+      length_.reset();
+    }
+  }
+  buffer_.erase(0, start_);
+  at_ -= start_;
+  start_ = 0;
+  return std::nullopt;
+}
+
+size_t Reader::room() const {
+  // A whole header or length prefix past the limit must still come in, to be refused.
+  const size_t cap = limit_ + 8;
+  const size_t held = buffer_.size() - start_;
+  return held >= cap ? 1 : cap - held;
+}
+
+bool fill(int fd, Reader& reader) {
   char chunk[65536];
   ssize_t n = 0;
   do {
-    n = ::recv(fd, chunk, sizeof chunk, 0);
+    n = ::recv(fd, chunk, std::min(sizeof chunk, reader.room()), 0);
   } while (n < 0 && errno == EINTR);
   if (n <= 0) return false;
-  buffer.append(chunk, static_cast<size_t>(n));
+  reader.add(std::string_view(chunk, static_cast<size_t>(n)));
   return true;
 }
 
 bool send(int fd, int type, const std::vector<std::string>& fields) {
   return base::write_all(fd, encode(type, fields)) == 0;
+}
+
+bool send_now(int fd, int type, const std::vector<std::string>& fields) {
+  const std::string bytes = encode(type, fields);
+  const ssize_t n = ::send(fd, bytes.data(), bytes.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+  return n == static_cast<ssize_t>(bytes.size());
+}
+
+std::string proof(const std::string& secret, std::string_view role, std::string_view nonce_a,
+                  std::string_view nonce_b) {
+  std::string message = "ddlrun per-node rendezvous: ";
+  message.append(role).append(1, '\0').append(nonce_a).append(nonce_b);
+  return base::bytes(base::hmac_sha256(secret, message));
+}
+
+std::string ranks_token(const std::string& secret, std::string_view salt) {
+  std::string message = "ddlrun per-node ranks token: ";
+  message.append(salt);
+  return base::hex(base::hmac_sha256(secret, message));
 }
 
 std::string peer_address(int fd) {
@@ -181,10 +235,17 @@ class ClosedEarly : public RendezvousError {
 
 /// The next message before `deadline`; nullopt on timeout. Throws RendezvousError (`where`
 /// names the endpoint) when the connection closes or the server sends an error.
-std::optional<wire::Message> receive(int fd, std::string& pending, const base::Deadline& deadline,
+std::optional<wire::Message> receive(int fd, wire::Reader& pending, const base::Deadline& deadline,
                                      const std::string& where) {
   while (true) {
-    if (std::optional<wire::Message> m = wire::take(pending)) {
+    std::optional<wire::Message> m;
+    try {
+      m = pending.take();
+    } catch (const std::runtime_error& e) {
+      throw RendezvousError(where + "node 0 sent something this ddlrun cannot read (" + e.what() +
+                            "); run the same ddlrun on every node");
+    }
+    if (m) {
       if (m->type == wire::kError && !m->fields.empty())
         throw RendezvousError(where + m->fields[0]);
       return m;
@@ -199,26 +260,47 @@ std::optional<wire::Message> receive(int fd, std::string& pending, const base::D
   }
 }
 
-Welcome decode_welcome(const wire::Message& m) {
+}  // namespace
+
+namespace wire {
+
+Welcome decode_welcome(const Message& m, const std::string& secret, std::string_view nonce,
+                       std::string_view challenge) {
   Welcome w;
-  const std::optional<int> n = m.fields.size() >= 3 ? wire::to_int(m.fields[2]) : std::nullopt;
-  if (m.type != wire::kWelcome || !n || m.fields.size() != 3 + 4 * static_cast<size_t>(*n)) {
+  const std::optional<int> n = m.fields.size() >= 4 ? to_int(m.fields[3]) : std::nullopt;
+  if (m.type != kWelcome || !n || m.fields.size() != 4 + 4 * static_cast<size_t>(*n)) {
     throw RendezvousError("node 0 sent something other than the job (another ddlrun version?)");
   }
-  w.job_id = m.fields[0];
-  w.job_token = m.fields[1];
+  if (!base::same_secret(m.fields[0], proof(secret, "node 0", nonce, challenge))) {
+    throw RendezvousError(
+        "node 0 does not know this job's secret: it did not prove it in its welcome; give every "
+        "node the same secret (DDL_JOB_TOKEN or --rdzv-token-file), and check --rdzv");
+  }
+  w.job_token = ranks_token(secret, m.fields[1]);
+  w.job_id = m.fields[2];
   for (int i = 0; i < *n; ++i) {
-    const size_t at = 3 + 4 * static_cast<size_t>(i);
-    w.nodes.push_back({m.fields[at + 1], m.fields[at + 2], m.fields[at + 3],
-                       wire::to_int(m.fields[at]).value_or(-1)});
+    const size_t at = 4 + 4 * static_cast<size_t>(i);
+    w.nodes.push_back(
+        {m.fields[at + 1], m.fields[at + 2], m.fields[at + 3], to_int(m.fields[at]).value_or(-1)});
   }
   return w;
 }
 
-}  // namespace
+std::optional<std::string> decode_challenge(const Message& m) {
+  if (m.type != kChallenge || m.fields.size() != 2 || m.fields[0] != kMagic ||
+      m.fields[1].size() != kNonceSize) {
+    return std::nullopt;
+  }
+  return m.fields[1];
+}
+
+}  // namespace wire
 
 NodeClient::NodeClient(int fd, std::string endpoint, int node_rank)
-    : fd_(fd), endpoint_(std::move(endpoint)), node_rank_(node_rank) {}
+    : fd_(fd),
+      endpoint_(std::move(endpoint)),
+      node_rank_(node_rank),
+      pending_(std::make_unique<wire::Reader>()) {}
 
 NodeClient::~NodeClient() {
   if (thread_.joinable()) {
@@ -233,31 +315,52 @@ std::unique_ptr<NodeClient> NodeClient::join(const std::string& endpoint, const 
                                              const NodeHello& hello,
                                              std::chrono::milliseconds timeout) {
   const base::Deadline deadline(timeout);
-  const std::string where = "the rendezvous at " + endpoint + ": ";
   // The server's own deadline comes first, and with it the names of the missing nodes.
   const base::Deadline wait(deadline.at() + std::chrono::seconds(5));
   while (true) {
     std::unique_ptr<NodeClient> c(new NodeClient(connect_until(endpoint, deadline, hello.node_rank),
                                                  endpoint, hello.node_rank));
-    c->send(wire::kHello,
-            {wire::kMagic, token, std::to_string(hello.node_rank), std::to_string(hello.nnodes),
-             hello.job, hello.host, hello.inventory, std::to_string(hello.round)});
-    std::optional<wire::Message> m;
+    bool challenged = false;
     try {
-      m = receive(c->fd_, c->pending_, wait, where);
+      c->greet(token, hello, wait, timeout, challenged);
+      return c;
     } catch (const ClosedEarly&) {
-      // A restart's round: node 0 may still be closing the round before.
-      if (hello.round == 0 || deadline.passed()) throw;
+      // Before its challenge node 0 was busy (it closes the oldest connections that have not
+      // said hello); after it, in a restart's round, it may still be closing the round before.
+      if ((challenged && hello.round == 0) || deadline.passed()) throw;
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
-      continue;
     }
-    if (!m) {
-      throw RendezvousError("node " + std::to_string(hello.node_rank) + " waited " +
-                            std::to_string(timeout.count() / 1000) + " s at the rendezvous at " +
-                            endpoint + " and node 0 never sent the job; see node 0's output");
-    }
-    c->welcome_ = decode_welcome(*m);
-    return c;
+  }
+}
+
+// node 0's challenge, this node's hello with its proof of the secret, node 0's welcome with
+// its own proof. `challenged` is set once the challenge came.
+void NodeClient::greet(const std::string& token, const NodeHello& hello, const base::Deadline& wait,
+                       std::chrono::milliseconds timeout, bool& challenged) {
+  const std::string where = "the rendezvous at " + endpoint_ + ": ";
+  const auto timed_out = [&] {
+    return RendezvousError("node " + std::to_string(hello.node_rank) + " waited " +
+                           std::to_string(timeout.count() / 1000) + " s at the rendezvous at " +
+                           endpoint_ + " and node 0 never sent the job; see node 0's output");
+  };
+  const std::optional<wire::Message> first = receive(fd_, *pending_, wait, where);
+  if (!first) throw timed_out();
+  const std::optional<std::string> challenge = wire::decode_challenge(*first);
+  if (!challenge) {
+    throw RendezvousError(where + "it does not speak this rendezvous (" +
+                          std::string(wire::kMagic) + "): run the same ddlrun on every node");
+  }
+  challenged = true;
+  const std::string nonce = base::random_bytes(wire::kNonceSize);
+  send(wire::kHello, {wire::kMagic, nonce, wire::proof(token, "node", *challenge, nonce),
+                      std::to_string(hello.node_rank), std::to_string(hello.nnodes), hello.job,
+                      hello.host, hello.inventory, std::to_string(hello.round)});
+  const std::optional<wire::Message> m = receive(fd_, *pending_, wait, where);
+  if (!m) throw timed_out();
+  try {
+    welcome_ = wire::decode_welcome(*m, token, nonce, *challenge);
+  } catch (const RendezvousError& e) {
+    throw RendezvousError(where + e.what());
   }
 }
 
@@ -278,7 +381,7 @@ Ports NodeClient::agree(const std::string& digest, const Ports& ports) {
   const std::string where = "the rendezvous at " + endpoint_ + ": ";
   while (true) {
     std::optional<wire::Message> m =
-        receive(fd_, pending_, base::Deadline(std::chrono::minutes(5)), where);
+        receive(fd_, *pending_, base::Deadline(std::chrono::minutes(5)), where);
     if (!m) throw RendezvousError(where + "node 0 did not confirm the plan within 5 minutes");
     if (m->type == wire::kHeartbeat) continue;
     if (m->type != wire::kGo || m->fields.size() != 2) {
@@ -307,7 +410,7 @@ void NodeClient::control_loop() {
   auto beat = Clock::now();
   while (true) {
     try {
-      while (std::optional<wire::Message> m = wire::take(pending_)) {
+      while (std::optional<wire::Message> m = pending_->take()) {
         if (!on_control(*m)) return;
       }
     } catch (const std::exception& e) {
@@ -323,7 +426,7 @@ void NodeClient::control_loop() {
       beat = now;
     }
     if (p[0].revents != 0) {
-      if (!wire::fill(fd_, pending_)) {
+      if (!wire::fill(fd_, *pending_)) {
         lost("its ddlrun is gone: the rendezvous connection closed");
         return;
       }

@@ -3,18 +3,27 @@
 //
 // How it works: node 0's ddlrun serves the rendezvous (NodeServer) on HOST:PORT, and every
 // node's ddlrun, node 0's included, joins it as a client (NodeClient) over TCP:
-//   1. hello    each node sends the job's token, its node rank, the node count, the job's
-//               rendezvous id, its host name, its hardware (mapper::to_yaml) and the round
-//               (0, then 1 for the first restart, ...: an old round's node cannot join). The server
-//               compares the token in constant time and refuses, with a reason sent to the node
-//               and printed on node 0, a wrong token, a node rank out of range or already
-//               taken, another node count, another job or round, or a node lost in an
-//               earlier round;
+//   0. challenge node 0 speaks first on every connection: the magic and a random nonce. Until a
+//               node's hello is accepted its messages are small (wire::kMaxHello, a length
+//               prefix past it refused at once), it has 10 s, and at most 32 such connections
+//               wait at once (the oldest is closed): strangers cannot exhaust node 0;
+//   1. hello    each node sends its own nonce and the proof that it knows the job's secret
+//               (HMAC-SHA256 over both nonces: the secret never crosses the network), its node
+//               rank, the node count, the job's rendezvous id, its host name, its hardware
+//               (mapper::to_yaml) and the round (0, then 1 for the first restart, ...: an old
+//               round's node cannot join). The server checks the proof in constant time and
+//               refuses, with a reason sent to the node (at once or not at all: a refused node
+//               that does not read cannot hold node 0 up) and printed on node 0 (the first ten),
+//               quoting at most a short printable prefix of what the node sent, a wrong proof,
+//               a node rank out of range or already taken, another node count, another job or
+//               round, or a node lost in an earlier round;
 //   2. welcome  once all N came (in a restart's round: every node of the round before that was
 //               not lost, or, once `min_nodes` are in, those that came within the last call),
 //               the server renumbers them in node-rank order and sends every node the same list
 //               (host name, the address it came from, hardware; in node-rank order), node 0's job
-//               id and the token of the job's ranks;
+//               id, node 0's own proof of the secret (for that node's nonce) and a random salt:
+//               each node derives the ranks' token from the secret and the salt
+//               (wire::ranks_token), so that token never crosses the network either;
 //   3. plan     every node makes the same plan from that list (make_plan) and sends a digest of
 //               it, node 0 with the ports of its servers for the ranks (libddl's rendezvous,
 //               torch's MASTER_PORT); when every digest equals node 0's, the server answers
@@ -44,11 +53,16 @@
 #include <thread>
 #include <vector>
 
+namespace ddl::base {
+class Deadline;
+}
+
 namespace ddl::cli {
 
 namespace wire {
 struct Message;
-}
+class Reader;
+}  // namespace wire
 
 /// The rendezvous failed: refused, timed out, unreachable or broken; what() names the endpoint,
 /// the node and the next step.
@@ -80,7 +94,7 @@ struct NodeEntry {
 struct Welcome {
   std::vector<NodeEntry> nodes;  ///< by node rank
   std::string job_id;            ///< node 0's job id: every node plans with it
-  std::string job_token;         ///< the ranks' $DDL_JOB_TOKEN, the same on every node
+  std::string job_token;         ///< the ranks' $DDL_JOB_TOKEN, derived the same on every node
 };
 
 /// Node 0's ports for the job's ranks, as every node learns them.
@@ -118,9 +132,8 @@ class NodeServer {
     std::string job;  ///< the rendezvous id; "" admits any
     std::chrono::milliseconds timeout{300000};
     std::chrono::milliseconds heartbeat_timeout{10000};
-    std::string job_id;     ///< sent in the welcome
-    std::string job_token;  ///< sent in the welcome
-    int round = 0;          ///< a hello of another round is refused
+    std::string job_id;  ///< sent in the welcome
+    int round = 0;       ///< a hello of another round is refused
     /// The node ranks that may come (none: 0 to nnodes-1), and how many must: once
     /// `min_nodes` are in, the others have `last_call` more (within `timeout`).
     std::vector<int> members;
@@ -177,6 +190,8 @@ class NodeClient {
 
  private:
   NodeClient(int fd, std::string endpoint, int node_rank);
+  void greet(const std::string& token, const NodeHello& hello, const base::Deadline& wait,
+             std::chrono::milliseconds timeout, bool& challenged);
   bool send(int type, const std::vector<std::string>& fields);
   void control_loop();
   bool on_control(const wire::Message& m);
@@ -187,8 +202,8 @@ class NodeClient {
   std::string endpoint_;
   int node_rank_;
   Welcome welcome_;
-  std::string pending_;       ///< bytes read but not yet a whole message
-  mutable std::mutex mutex_;  ///< guards writes, and what follows
+  std::unique_ptr<wire::Reader> pending_;  ///< bytes read but not yet a whole message
+  mutable std::mutex mutex_;               ///< guards writes, and what follows
   std::condition_variable changed_;
   std::optional<int> end_status_;
   bool end_final_ = false;

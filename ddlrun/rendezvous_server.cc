@@ -15,6 +15,7 @@
 #include <list>
 
 #include "base/check.h"
+#include "base/digest.h"
 #include "base/text.h"
 #include "comm/comm.h"
 #include "ddlrun/node_wire.h"
@@ -29,6 +30,10 @@ using Clock = std::chrono::steady_clock;
 
 /// How long a new connection has to say hello.
 constexpr auto kHelloWait = std::chrono::seconds(10);
+/// How many connections may wait for their hello at once: past that the oldest is closed.
+constexpr size_t kMaxStrangers = 32;
+/// How many refused connections node 0 reports; the rest only as a count.
+constexpr int kMaxRefusalReports = 10;
 
 /// A socket listening on `port` of every address (IPv6 with IPv4 mapped, else IPv4).
 int listen_on(int port) {
@@ -68,7 +73,9 @@ int listen_on(int port) {
 /// A node's connection, and what node 0 knows of the node.
 struct Conn {
   int fd = -1;
-  std::string pending;
+  wire::Reader in{wire::kMaxHello, wire::kMaxHelloFields};  ///< the larger limits once admitted
+  std::string nonce;                                        ///< node 0's challenge to it
+  std::string client_nonce;                                 ///< the node's, from its hello
   std::string address;
   int node = -1;  ///< its index in the round; -1 until its hello was admitted
   int rank = -1;  ///< its --node-rank
@@ -120,6 +127,8 @@ struct NodeServer::State {
   Clock::time_point last_beat = Clock::now();
   Ports ports;
   std::optional<int> first_status;
+  int refusals = 0;             ///< connections refused so far (reported up to a limit)
+  bool strangers_told = false;  ///< whether the cap on connections without hello was reported
 
   void run();
   void accept_one();
@@ -127,9 +136,13 @@ struct NodeServer::State {
   void on_message(Conn& c, const wire::Message& m);
   void hello(Conn& c, const std::vector<std::string>& f);
   void late(Conn& c, const std::vector<std::string>& f);
-  std::string hello_problem(const std::vector<std::string>& f) const;
+  bool speaks(const Conn& c, const std::vector<std::string>& f) const;
+  bool proves(const Conn& c, const std::vector<std::string>& f) const;
+  std::string hello_problem(const Conn& c, const std::vector<std::string>& f) const;
   std::string host_problem(const Conn& c, const std::vector<std::string>& f,
                            std::string& host) const;
+  void refuse(const std::string& line);
+  void limit_strangers(const Conn& newest);
   void welcome();
   void gathered();
   bool member(int rank) const;
@@ -177,20 +190,44 @@ void NodeServer::State::run() {
   conns.clear();
 }
 
+// A new connection gets node 0's challenge at once (sent without waiting: a socket's buffer
+// holds it); the oldest of too many connections without hello is closed.
 void NodeServer::State::accept_one() {
   const int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
   if (fd < 0) return;
   const int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  timeval limit{5, 0};  // a node that does not read cannot hold node 0 up
+  timeval limit{5, 0};  // an admitted node that does not read cannot hold node 0 up for long
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof limit);
   Conn& c = conns.emplace_back();
   c.fd = fd;
   c.address = wire::peer_address(fd);
+  c.nonce = base::random_bytes(wire::kNonceSize);
+  if (!wire::send_now(fd, wire::kChallenge, {wire::kMagic, c.nonce})) c.closed = true;
+  limit_strangers(c);
+}
+
+void NodeServer::State::limit_strangers(const Conn& newest) {
+  size_t waiting = 0;
+  for (const Conn& c : conns)
+    waiting += c.node < 0 && !c.closed ? 1 : 0;
+  for (Conn& c : conns) {  // oldest first
+    if (waiting <= kMaxStrangers) break;
+    if (c.node >= 0 || c.closed || &c == &newest) continue;
+    c.closed = true;
+    --waiting;
+    if (!strangers_told) {
+      strangers_told = true;
+      report("rendezvous: more than " + std::to_string(kMaxStrangers) +
+             " connections have not said hello; closing the oldest (is something other than "
+             "ddlrun connecting to port " +
+             std::to_string(port) + "?)");
+    }
+  }
 }
 
 void NodeServer::State::read_from(Conn& c) {
-  if (!wire::fill(c.fd, c.pending)) {
+  if (!wire::fill(c.fd, c.in)) {
     if (c.node >= 0 && phase == Phase::kRun && !c.done) {
       lost(c, "its ddlrun is gone: the rendezvous connection closed");
     } else if (c.node >= 0 && phase == Phase::kPlan) {
@@ -202,12 +239,18 @@ void NodeServer::State::read_from(Conn& c) {
   c.heard = Clock::now();
   try {
     while (!c.closed && phase != Phase::kOver) {
-      std::optional<wire::Message> m = wire::take(c.pending);
+      std::optional<wire::Message> m = c.in.take();
       if (!m) break;
       on_message(c, *m);
     }
   } catch (const std::exception& e) {
-    report("rendezvous: " + who(c) + " sent garbage (" + e.what() + "); closed its connection");
+    const std::string line =
+        "rendezvous: " + who(c) + " sent garbage (" + e.what() + "); closed its connection";
+    if (c.node >= 0) {
+      report(line);
+    } else {
+      refuse(line);
+    }
     c.closed = true;
   }
 }
@@ -217,8 +260,7 @@ void NodeServer::State::on_message(Conn& c, const wire::Message& m) {
   if (c.node < 0) {
     if (m.type == wire::kHello && phase == Phase::kGather) {
       hello(c, f);
-    } else if (m.type == wire::kHello && f.size() == 8 && f[0] == wire::kMagic &&
-               (s.token.empty() || base::same_secret(f[1], s.token))) {
+    } else if (m.type == wire::kHello && proves(c, f)) {
       late(c, f);
     } else {
       c.closed = true;  // only a hello opens a connection
@@ -238,57 +280,71 @@ void NodeServer::State::on_message(Conn& c, const wire::Message& m) {
   }
 }
 
-// A node of this job (its token is right) that comes once the nodes have met: told why it
+// A node of this job (it proves the secret) that comes once the nodes have met: told why it
 // cannot join, and node 0 says so too (it was told only that node 0 closed the connection).
 void NodeServer::State::late(Conn& c, const std::vector<std::string>& f) {
   const std::string problem = "the job has started without it (round " + std::to_string(s.round) +
                               " runs with " + std::to_string(nodes.size()) +
                               " nodes); a node can join only before the start, or at a restart "
                               "that --nnodes MIN:MAX leaves room for";
-  c.host = f[5];
-  report("rendezvous: refused node " + f[2] + " (" + c.host + ", from " + c.address +
+  const std::string node = base::excerpt(f[3], 16);
+  c.host = f[6];
+  refuse("rendezvous: refused node " + node + " (" + base::excerpt(c.host) + ", from " + c.address +
          "): " + problem);
-  wire::send(c.fd, wire::kError, {"refused node " + f[2] + ": " + problem});
+  wire::send_now(c.fd, wire::kError, {"refused node " + node + ": " + problem});
   c.closed = true;
 }
 
-// Why `f` (a hello) is refused, "" when it is not.
-std::string NodeServer::State::hello_problem(const std::vector<std::string>& f) const {
-  if (f.size() != 8 || f[0] != wire::kMagic) {
+// Whether `f` is a hello of this rendezvous (magic, nonce, proof, node rank, node count, job,
+// host, inventory, round), and whether it proves the job's secret for `c`'s challenge.
+bool NodeServer::State::speaks(const Conn&, const std::vector<std::string>& f) const {
+  return f.size() == 9 && f[0] == wire::kMagic && f[1].size() == wire::kNonceSize;
+}
+bool NodeServer::State::proves(const Conn& c, const std::vector<std::string>& f) const {
+  return speaks(c, f) &&
+         (s.token.empty() || base::same_secret(f[2], wire::proof(s.token, "node", c.nonce, f[1])));
+}
+
+// Why `f` (a hello) is refused, "" when it is not. What the node sent is quoted short and
+// printable.
+std::string NodeServer::State::hello_problem(const Conn& c,
+                                             const std::vector<std::string>& f) const {
+  if (!speaks(c, f)) {
     return "it does not speak this rendezvous (" + std::string(wire::kMagic) +
            "): run the same ddlrun on every node";
   }
-  if (!s.token.empty() && !base::same_secret(f[1], s.token)) {
+  if (!proves(c, f)) {
     return "wrong token; give every node the same secret (DDL_JOB_TOKEN or --rdzv-token-file)";
   }
-  const std::optional<int> rank = wire::to_int(f[2]);
+  const std::optional<int> rank = wire::to_int(f[3]);
   const int n = s.nnodes;
+  const std::string node = base::excerpt(f[3], 16), host = base::excerpt(f[6]);
   if (!rank || *rank >= n) {
-    return "node rank " + f[2] + " is not below the node count " + std::to_string(n) +
+    return "node rank " + node + " is not below the node count " + std::to_string(n) +
            "; node ranks run from 0 to " + std::to_string(n - 1);
   }
-  if (f[3] != std::to_string(n)) {
-    return "it was given " + f[3] + " nodes, node 0 " + std::to_string(n) +
+  if (f[4] != std::to_string(n)) {
+    return "it was given " + base::excerpt(f[4], 16) + " nodes, node 0 " + std::to_string(n) +
            "; give every node the same --nnodes";
   }
-  if (!s.job.empty() && f[4] != s.job) {
-    return "it belongs to job '" + f[4] + "', this rendezvous to job '" + s.job +
-           "'; give every node the same --rdzv-id";
+  if (!s.job.empty() && f[5] != s.job) {
+    return "it belongs to job '" + base::excerpt(f[5]) + "', this rendezvous to job '" +
+           base::excerpt(s.job) + "'; give every node the same --rdzv-id";
   }
-  if (f[7] != std::to_string(s.round)) {
-    const bool later = wire::to_int(f[7]).value_or(-1) > s.round;
-    return "it is at round " + f[7] + " of the job, this rendezvous at round " +
+  if (f[8] != std::to_string(s.round)) {
+    const bool later = wire::to_int(f[8]).value_or(-1) > s.round;
+    return "it is at round " + base::excerpt(f[8], 16) + " of the job, this rendezvous at round " +
            std::to_string(s.round) + " (restart " + std::to_string(s.round) + "); a node of " +
            (later ? "a later round cannot join an earlier one"
                   : "an earlier round cannot join a later one");
   }
   if (!member(*rank)) {
-    return "node " + f[2] + " was lost before restart " + std::to_string(s.round) +
+    return "node " + node + " was lost before restart " + std::to_string(s.round) +
            " and cannot rejoin the job";
   }
   if (const Conn* other = nodes[static_cast<size_t>(*rank)]) {
-    return "node " + f[2] + " came already (" + other->host + ", from " + other->address +
-           "); give each node its own --node-rank";
+    return "node " + node + " came already (" + base::excerpt(other->host) + ", from " +
+           other->address + "); give each node its own --node-rank";
   }
   return "";
 }
@@ -306,8 +362,8 @@ std::string NodeServer::State::host_problem(const Conn& c, const std::vector<std
   const Conn* other = named(host);
   if (other == nullptr) return "";
   const std::string same =
-      "its host name " + host + " is node " + std::to_string(other->node) + "'s too";
-  const std::string mine = identity_of(f[6]), theirs = identity_of(other->inventory);
+      "its host name " + base::excerpt(host) + " is node " + std::to_string(other->node) + "'s too";
+  const std::string mine = identity_of(f[7]), theirs = identity_of(other->inventory);
   if (mine.empty() || theirs.empty() || mine == theirs) {
     return same +
            (mine.empty() || theirs.empty()
@@ -324,24 +380,38 @@ std::string NodeServer::State::host_problem(const Conn& c, const std::vector<std
 }
 
 void NodeServer::State::hello(Conn& c, const std::vector<std::string>& f) {
-  std::string host = f.size() > 5 ? f[5] : "";
-  std::string problem = hello_problem(f);
+  std::string host = f.size() > 6 ? f[6] : "";
+  std::string problem = hello_problem(c, f);
   if (problem.empty()) problem = host_problem(c, f, host);
   if (!problem.empty()) {
-    const std::string node = f.size() > 2 ? f[2] : "?";
-    if (f.size() > 5) c.host = f[5];
-    report("rendezvous: refused node " + node + " (" + (c.host.empty() ? "" : c.host + ", ") +
-           "from " + c.address + "): " + problem);
-    wire::send(c.fd, wire::kError, {"refused node " + node + ": " + problem});
+    const std::string node = f.size() > 3 ? base::excerpt(f[3], 16) : "?";
+    const std::string shown = f.size() > 6 ? base::excerpt(f[6]) : "";
+    refuse("rendezvous: refused node " + node + " (" + (shown.empty() ? "" : shown + ", ") +
+           "from " + c.address + "): " + problem);  // before the node can read why
+    wire::send_now(c.fd, wire::kError, {"refused node " + node + ": " + problem});
     c.closed = true;
     return;
   }
-  c.node = *wire::to_int(f[2]);
+  c.node = *wire::to_int(f[3]);
   c.rank = c.node;
+  c.client_nonce = f[1];
   c.host = host;
-  c.inventory = f[6];
+  c.inventory = f[7];
+  c.in.set_limits(wire::kMaxMessage, 1u << 20);
   nodes[static_cast<size_t>(c.node)] = &c;
   gathered();
+}
+
+// Reports a refused connection, the first kMaxRefusalReports of them: a stranger that keeps
+// trying cannot fill node 0's output.
+void NodeServer::State::refuse(const std::string& line) {
+  if (++refusals <= kMaxRefusalReports) report(line);
+  if (refusals == kMaxRefusalReports + 1) {
+    report(
+        "rendezvous: more refused connections are not shown (is something other than this "
+        "job's ddlrun connecting to port " +
+        std::to_string(port) + "?)");
+  }
 }
 
 bool NodeServer::State::member(int rank) const {
@@ -364,7 +434,9 @@ void NodeServer::State::welcome() {
   std::erase(nodes, nullptr);  // the nodes that came, renumbered in node-rank order
   for (size_t k = 0; k < nodes.size(); ++k)
     nodes[k]->node = static_cast<int>(k);
-  std::vector<std::string> f = {s.job_id, s.job_token, std::to_string(nodes.size())};
+  // Every node derives the ranks' token from the secret and this salt (wire::ranks_token).
+  std::vector<std::string> f = {"", base::random_bytes(wire::kNonceSize), s.job_id,
+                                std::to_string(nodes.size())};
   for (const Conn* n : nodes) {
     f.push_back(std::to_string(n->rank));
     f.push_back(n->host);
@@ -373,6 +445,7 @@ void NodeServer::State::welcome() {
   }
   phase = Phase::kPlan;
   for (Conn* n : nodes) {
+    f[0] = wire::proof(s.token, "node 0", n->client_nonce, n->nonce);
     if (!wire::send(n->fd, wire::kWelcome, f)) {
       fail_all(who(*n) + " left before the plan; see its output");
       return;
@@ -484,8 +557,8 @@ std::string NodeServer::State::missing() const {
 
 void NodeServer::State::fail_all(const std::string& text) {
   for (Conn& c : conns) {
-    if (!c.closed) wire::send(c.fd, wire::kError, {text});
-    c.closed = true;
+    if (!c.closed && c.node >= 0) wire::send(c.fd, wire::kError, {text});
+    c.closed = true;  // a connection without hello learns nothing of the job
   }
   phase = Phase::kOver;
 }

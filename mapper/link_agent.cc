@@ -9,7 +9,11 @@
 //     side; the receiver times what arrives and answers "BYTES SECONDS" over the second half of
 //     the time it received: a token-bucket burst and TCP's slow start land in the first half.
 // A single poll loop serves both sides, one at a time: ddlrun puts each host in at most one
-// pair per round. The agent ends when its stdin does, or after a minute without a line.
+// pair per round. The token line has one deadline (kTokenMs in all, however it trickles in),
+// the rest of a test another (kTestMs); while it serves a connection the agent watches its
+// stdin, and a line or the end of it from ddlrun ends that connection at once, so a stranger
+// can neither delay ddlrun's requests nor keep the agent alive. The agent ends when its stdin
+// does, or after a minute without a line.
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -42,7 +46,8 @@ constexpr double kBulkSeconds = 0.06;
 constexpr std::size_t kBulkBytes = std::size_t{64} << 20;
 constexpr std::size_t kChunk = std::size_t{64} << 10;
 constexpr int kSendBuffer = 512 << 10;  // bounds what is still in flight when the sender stops
-constexpr int kIoTimeoutMs = 5000;      // for any one step of a test
+constexpr int kTokenMs = 5000;          // for the whole token line
+constexpr int kTestMs = 8000;           // for the rest of a test (ddlrun waits 10 s for it)
 constexpr int kIdleMs = 60'000;
 
 using Clock = std::chrono::steady_clock;
@@ -71,22 +76,35 @@ struct TestFailed {
   throw TestFailed{what + ": " + base::errno_text(errno)};
 }
 
-/// Waits until `fd` is ready for `events`, at most kIoTimeoutMs.
-void wait_for(int fd, short events, const char* what) {
-  pollfd p{fd, events, 0};
-  int n;
-  while ((n = ::poll(&p, 1, kIoTimeoutMs)) < 0 && errno == EINTR) {
+/// What bounds the I/O of a test: its deadline, and ddlrun's channel (`stop_fd`), whose
+/// `stop_events` (or its end) stop the test at once.
+struct Bounds {
+  base::Deadline deadline;
+  int stop_fd = -1;
+  short stop_events = 0;
+};
+
+/// Waits until `fd` is ready for `events`, until the deadline or ddlrun's channel stirs.
+void wait_for(int fd, short events, const char* what, const Bounds& b) {
+  while (true) {
+    pollfd p[2] = {{fd, events, 0}, {b.stop_fd, static_cast<short>(b.stop_events | POLLRDHUP), 0}};
+    const int n = ::poll(p, b.stop_fd >= 0 ? 2 : 1, b.deadline.poll_ms());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) failed(what);
+    if (p[1].revents & (b.stop_events | POLLHUP | POLLRDHUP | POLLERR)) {
+      throw TestFailed{std::string("stopped ") + what + ": ddlrun spoke or left"};
+    }
+    if (p[0].revents != 0) return;
+    if (b.deadline.passed()) throw TestFailed{std::string("timed out ") + what};
   }
-  if (n == 0) throw TestFailed{std::string("timed out ") + what};
-  if (n < 0) failed(what);
 }
 
-void send_all(int fd, const char* data, std::size_t size) {
+void send_all(int fd, const char* data, std::size_t size, const Bounds& b) {
   while (size > 0) {
     const ssize_t n = ::send(fd, data, size, MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      wait_for(fd, POLLOUT, "sending");
+      wait_for(fd, POLLOUT, "sending", b);
       continue;
     }
     if (n < 0) failed("send");
@@ -96,9 +114,9 @@ void send_all(int fd, const char* data, std::size_t size) {
 }
 
 /// Reads up to `size` bytes: their count, 0 at EOF.
-std::size_t receive_some(int fd, char* data, std::size_t size) {
+std::size_t receive_some(int fd, char* data, std::size_t size, const Bounds& b) {
   for (;;) {
-    wait_for(fd, POLLIN, "receiving");
+    wait_for(fd, POLLIN, "receiving", b);
     const ssize_t n = ::recv(fd, data, size, 0);
     if (n >= 0) return static_cast<std::size_t>(n);
     if (errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK) failed("recv");
@@ -106,10 +124,10 @@ std::size_t receive_some(int fd, char* data, std::size_t size) {
 }
 
 /// Reads up to a '\n' (not kept); throws at EOF.
-std::string receive_line(int fd) {
+std::string receive_line(int fd, const Bounds& b) {
   std::string line;
   char c = 0;
-  while (receive_some(fd, &c, 1) == 1) {
+  while (receive_some(fd, &c, 1, b) == 1) {
     if (c == '\n') return line;
     if (line.size() > 256) break;
     line += c;
@@ -121,8 +139,8 @@ void set_int(int fd, int level, int option, int value) {
   ::setsockopt(fd, level, option, &value, sizeof value);
 }
 
-/// A TCP connection to address:port, made within kIoTimeoutMs.
-int connect_to(const std::string& address, const std::string& port) {
+/// A TCP connection to address:port, made within the bounds.
+int connect_to(const std::string& address, const std::string& port, const Bounds& b) {
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* found = nullptr;
@@ -134,7 +152,7 @@ int connect_to(const std::string& address, const std::string& port) {
   ::freeaddrinfo(found);
   if (s.fd < 0) failed("socket");
   if (rc != 0 && errno != EINPROGRESS) failed("connect to " + address + ":" + port);
-  wait_for(s.fd, POLLOUT, ("connecting to " + address + ":" + port).c_str());
+  wait_for(s.fd, POLLOUT, ("connecting to " + address + ":" + port).c_str(), b);
   int err = 0;
   socklen_t len = sizeof err;
   ::getsockopt(s.fd, SOL_SOCKET, SO_ERROR, &err, &len);
@@ -150,17 +168,18 @@ int connect_to(const std::string& address, const std::string& port) {
 }
 
 /// The sender's side of a test: "ok LATENCY BANDWIDTH".
-std::string run_test(const std::string& address, const std::string& port,
-                     const std::string& token) {
-  Socket s(connect_to(address, port));
+std::string run_test(const std::string& address, const std::string& port, const std::string& token,
+                     int in_fd) {
+  const Bounds b{base::Deadline(std::chrono::milliseconds(kTestMs)), in_fd, 0};
+  Socket s(connect_to(address, port, b));
   const std::string hello = token + "\n";
-  send_all(s.fd, hello.data(), hello.size());
+  send_all(s.fd, hello.data(), hello.size(), b);
   std::vector<double> rtt;
   char byte = 'p';
   for (int i = 0; i < kPings; ++i) {
     const Clock::time_point t = Clock::now();
-    send_all(s.fd, &byte, 1);
-    if (receive_some(s.fd, &byte, 1) != 1)
+    send_all(s.fd, &byte, 1, b);
+    if (receive_some(s.fd, &byte, 1, b) != 1)
       throw TestFailed{"the other agent closed the connection"};
     rtt.push_back(since(t));
   }
@@ -168,9 +187,9 @@ std::string run_test(const std::string& address, const std::string& port,
   const std::vector<char> chunk(kChunk, 'x');
   const Clock::time_point start = Clock::now();
   for (std::size_t sent = 0; sent < kBulkBytes && since(start) < kBulkSeconds; sent += kChunk)
-    send_all(s.fd, chunk.data(), chunk.size());
+    send_all(s.fd, chunk.data(), chunk.size(), b);
   ::shutdown(s.fd, SHUT_WR);
-  const std::string reply = receive_line(s.fd);
+  const std::string reply = receive_line(s.fd, b);
   double bytes = 0, seconds = 0;
   if (std::sscanf(reply.c_str(), "%lf %lf", &bytes, &seconds) != 2 || seconds <= 0) {
     throw TestFailed{"the other agent answered '" + reply + "'"};
@@ -181,18 +200,21 @@ std::string run_test(const std::string& address, const std::string& port,
 }
 
 /// The receiver's side: checks the token, answers the pings, times the bulk transfer.
-void serve_test(int fd, const std::string& token) {
-  if (token.empty() || !base::same_secret(receive_line(fd), token)) return;  // not one of ours
+/// Any line or the end of `in_fd` (ddlrun's channel) stops it.
+void serve_test(int fd, const std::string& token, int in_fd) {
+  const Bounds hello{base::Deadline(std::chrono::milliseconds(kTokenMs)), in_fd, POLLIN};
+  if (token.empty() || !base::same_secret(receive_line(fd, hello), token)) return;  // a stranger
+  const Bounds b{base::Deadline(std::chrono::milliseconds(kTestMs)), in_fd, POLLIN};
   char byte = 0;
   for (int i = 0; i < kPings; ++i) {
-    if (receive_some(fd, &byte, 1) != 1) return;
-    send_all(fd, &byte, 1);
+    if (receive_some(fd, &byte, 1, b) != 1) return;
+    send_all(fd, &byte, 1, b);
   }
   std::vector<std::pair<double, std::size_t>> arrived;  // (time, bytes so far) per read
   std::vector<char> buffer(kChunk);
   const Clock::time_point start = Clock::now();
   std::size_t total = 0;
-  for (std::size_t n; (n = receive_some(fd, buffer.data(), buffer.size())) > 0;) {
+  for (std::size_t n; (n = receive_some(fd, buffer.data(), buffer.size(), b)) > 0;) {
     total += n;
     arrived.emplace_back(since(start), total);
   }
@@ -203,7 +225,7 @@ void serve_test(int fd, const std::string& token) {
   const auto from = mid == arrived.end() || mid->first >= last ? arrived.begin() : mid;
   char out[64];
   std::snprintf(out, sizeof out, "%zu %.9g\n", total - from->second, last - from->first);
-  send_all(fd, out, std::strlen(out));
+  send_all(fd, out, std::strlen(out), b);
 }
 
 /// A listening TCP socket on every address (IPv6 with IPv4 mapped, else IPv4) and its port.
@@ -229,23 +251,48 @@ std::pair<int, int> listen_any() {
 }
 
 /// One line from ddlrun: the answer to send back ("" for none).
-std::string answer(const std::string& line, std::string& token) {
-  if (line.starts_with("token ")) {
-    token = line.substr(6);
+std::string answer(const std::string& line, std::string& token, int in_fd) {
+  const AgentRequest r = parse_agent_request(line);
+  if (r.kind == AgentRequest::Kind::kToken) {
+    token = r.token;
     return "ready";
   }
-  char address[256], port[16];
-  if (std::sscanf(line.c_str(), "test %255s %15s", address, port) != 2) {
-    return "error unknown request '" + line + "'";
+  if (r.kind == AgentRequest::Kind::kUnknown) {
+    return "error unknown request '" + base::excerpt(line, 256) + "'";
   }
   try {
-    return run_test(address, port, token);
+    return run_test(r.address, r.port, token, in_fd);
   } catch (const TestFailed& e) {
     return "error " + e.why;
   }
 }
 
 }  // namespace
+
+AgentRequest parse_agent_request(const std::string& line) {
+  AgentRequest r;
+  if (line.starts_with("token ")) {
+    r.kind = AgentRequest::Kind::kToken;
+    r.token = line.substr(6);
+    return r;
+  }
+  char address[256], port[16];
+  if (std::sscanf(line.c_str(), "test %255s %15s", address, port) == 2) {
+    r.kind = AgentRequest::Kind::kTest;
+    r.address = address;
+    r.port = port;
+  }
+  return r;
+}
+
+bool serve_link_test(int fd, const std::string& token, int stop_fd) {
+  try {
+    serve_test(fd, token, stop_fd);
+    return true;
+  } catch (const TestFailed&) {
+    return false;
+  }
+}
 
 int run_link_agent(int in_fd, int out_fd) {
   const auto [listen_fd, port] = listen_any();
@@ -271,7 +318,7 @@ int run_link_agent(int in_fd, int out_fd) {
     if (p[1].revents & POLLIN) {
       const Socket peer(::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC));
       try {
-        if (peer.fd >= 0) serve_test(peer.fd, token);
+        if (peer.fd >= 0) serve_test(peer.fd, token, in_fd);
       } catch (const TestFailed&) {  // the sender reports it
       }
     }
@@ -282,7 +329,7 @@ int run_link_agent(int in_fd, int out_fd) {
     if (got <= 0) return 0;
     pending.append(buf, static_cast<std::size_t>(got));
     for (std::size_t nl; (nl = pending.find('\n')) != std::string::npos;) {
-      const std::string reply = answer(pending.substr(0, nl), token);
+      const std::string reply = answer(pending.substr(0, nl), token, in_fd);
       pending.erase(0, nl + 1);
       if (!reply.empty() && base::write_all(out_fd, reply + "\n") != 0) return 1;
     }

@@ -25,6 +25,21 @@ namespace ddl::mapper {
 /// ends, 1 when it cannot listen or has been idle for a minute (nothing is left running).
 int run_link_agent(int in_fd, int out_fd);
 
+/// A line of ddlrun's channel to the agent, read.
+struct AgentRequest {
+  enum class Kind { kToken, kTest, kUnknown };
+  Kind kind = Kind::kUnknown;
+  std::string token;          ///< kToken
+  std::string address, port;  ///< kTest
+};
+AgentRequest parse_agent_request(const std::string& line);
+
+/// The receiving side of one test, on the accepted connection `fd`: the token line (one
+/// deadline of 5 s), then the pings and the bulk transfer (8 s); any line or the end of
+/// `stop_fd` (ddlrun's channel; -1: none) stops it. False when it failed or was stopped; a
+/// wrong token ends it quietly (true).
+bool serve_link_test(int fd, const std::string& token, int stop_fd);
+
 /// One host to measure.
 struct LinkHost {
   std::string name;  ///< as listed, for messages and the kept sessions

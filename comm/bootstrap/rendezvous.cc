@@ -1,13 +1,15 @@
 // The rendezvous served by ddlrun, and its client in every rank.
 //
-// How it works: a rank connects to ddlrun's server over TCP and sends "DDLRV1", the job's token,
-// its rank and the job size; a connection that does not do so within 5 s, or presents another
-// token, or a rank out of range or already taken, is closed. Each allgather is a round: the rank
-// sends the round number, how long it is willing to wait and its value; once every rank has
-// sent that round, the server answers each with all values (status 0). If the first rank to
-// arrive has waited longer than it said it would, or a rank's connection closes, the server
-// answers everyone waiting with status 1 and a message naming the ranks that are missing, so
-// that no rank hangs and every rank can say who did not come.
+// How it works: a rank connects to ddlrun's server over TCP; the server speaks first, "DDLRV2"
+// and a 16-byte nonce, and the rank answers "DDLRV2", its rank, the job size and
+// HMAC-SHA256(token, label || nonce || rank || size): the token never crosses the network, and
+// a recorded hello is useless against the next nonce. A connection that does not answer within
+// 5 s, or proves another token, or gives a rank out of range or already taken, is closed. Each
+// allgather is a round: the rank sends the round number, how long it is willing to wait and its
+// value; once every rank has sent that round, the server answers each with all values (status 0).
+// If the first rank to arrive has waited longer than it said it would, or a rank's connection
+// closes, the server answers everyone waiting with status 1 and a message naming the ranks that are
+// missing, so that no rank hangs and every rank can say who did not come.
 //
 // The memory bootstrap (threads in one process) keeps the rounds in a shared table.
 
@@ -30,6 +32,7 @@
 #include <optional>
 #include <thread>
 
+#include "base/digest.h"
 #include "base/text.h"
 #include "comm/bootstrap/bootstrap.h"
 #include "comm/core/quiet_thread.h"
@@ -42,7 +45,11 @@ namespace {
 using transport::seconds_text;
 
 using Clock = std::chrono::steady_clock;
-constexpr std::string_view kMagic = "DDLRV1";
+using namespace std::chrono_literals;
+constexpr std::string_view kMagic = "DDLRV2";
+constexpr size_t kNonceSize = 16;
+constexpr size_t kChallengeSize = 6 + kNonceSize;
+constexpr size_t kHelloSize = 6 + 4 + 4 + 32;
 constexpr uint32_t kMaxValue = 1u << 20;
 
 void put_u32(std::string& out, uint32_t v) {
@@ -56,7 +63,15 @@ uint32_t get_u32(const char* p) {
   return v;
 }
 
-/// "rank 3", "ranks 1, 4 and 7", "ranks 0-5 and 9".
+/// What a rank sends to prove it knows the job's token, for the server's `nonce`.
+std::string rank_proof(const std::string& token, std::string_view nonce, uint32_t rank,
+                       uint32_t size) {
+  std::string message = "libddl rendezvous rank: ";
+  message.append(nonce);
+  put_u32(message, rank);
+  put_u32(message, size);
+  return base::bytes(base::hmac_sha256(token, message));
+}
 
 bool write_all(int fd, std::string_view data) {
   while (!data.empty()) {
@@ -94,6 +109,21 @@ bool read_exact(int fd, char* out, size_t n, Clock::time_point deadline) {
 
 // ---------------------------------------------------------------------------------------------
 // Client
+
+/// Reads the server's challenge and answers it with this rank's proof; false when the
+/// connection closed, timed out or the server speaks another protocol.
+bool answer_challenge(int fd, const std::string& token, int rank, int size,
+                      Clock::time_point deadline) {
+  char challenge[kChallengeSize];
+  if (!read_exact(fd, challenge, sizeof challenge, deadline)) return false;
+  if (std::string_view(challenge, kMagic.size()) != kMagic) return false;
+  const std::string_view nonce(challenge + kMagic.size(), kNonceSize);
+  std::string hello(kMagic);
+  put_u32(hello, static_cast<uint32_t>(rank));
+  put_u32(hello, static_cast<uint32_t>(size));
+  hello += rank_proof(token, nonce, static_cast<uint32_t>(rank), static_cast<uint32_t>(size));
+  return write_all(fd, hello);
+}
 
 class RendezvousClient : public Bootstrap {
  public:
@@ -226,15 +256,11 @@ std::unique_ptr<Bootstrap> make_rendezvous_bootstrap(const std::string& address,
         freeaddrinfo(list);
         const int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        std::string hello(kMagic);
-        put_u32(hello, static_cast<uint32_t>(token.size()));
-        hello += token;
-        put_u32(hello, static_cast<uint32_t>(rank));
-        put_u32(hello, static_cast<uint32_t>(size));
-        if (!write_all(fd, hello)) {
+        if (!answer_challenge(fd, token, rank, size, std::max(deadline, Clock::now() + 10s))) {
           close(fd);
           throw BootstrapError("rank " + std::to_string(rank) + ": the rendezvous at " + address +
-                               " closed the connection");
+                               " closed the connection or does not speak " + std::string(kMagic) +
+                               " (is it this version's ddlrun?)");
         }
         return std::make_unique<RendezvousClient>(fd, address, rank, size);
       }
@@ -275,7 +301,8 @@ struct RendezvousServer::State {
 
   struct Client {
     int fd = -1;
-    int rank = -1;  ///< -1 until the hello was read
+    int rank = -1;      ///< -1 until the hello was read
+    std::string nonce;  ///< the challenge it must answer
     Clock::time_point admitted_by;
     std::string in;
     bool waiting = false;
@@ -330,21 +357,18 @@ struct RendezvousServer::State {
   /// Parses what a client sent; false to drop it.
   bool consume(Client& c) {
     if (c.rank < 0) {
-      const size_t need_head = kMagic.size() + 4;
-      if (c.in.size() < need_head) return true;
+      if (c.in.size() < kHelloSize) return true;
       if (c.in.compare(0, kMagic.size(), kMagic) != 0) return false;
-      const uint32_t tlen = get_u32(c.in.data() + kMagic.size());
-      if (tlen > 4096) return false;
-      if (c.in.size() < need_head + tlen + 8) return true;
-      if (!base::same_secret(std::string_view(c.in).substr(need_head, tlen), token)) return false;
-      const uint32_t rank = get_u32(c.in.data() + need_head + tlen);
-      const uint32_t n = get_u32(c.in.data() + need_head + tlen + 4);
+      const uint32_t rank = get_u32(c.in.data() + kMagic.size());
+      const uint32_t n = get_u32(c.in.data() + kMagic.size() + 4);
+      const std::string_view proof = std::string_view(c.in).substr(kMagic.size() + 8, 32);
+      if (!base::same_secret(proof, rank_proof(token, c.nonce, rank, n))) return false;
       if (n != static_cast<uint32_t>(size) || rank >= static_cast<uint32_t>(size) ||
           by_rank[rank] >= 0) {
         return false;
       }
       c.rank = static_cast<int>(rank);
-      c.in.erase(0, need_head + tlen + 8);
+      c.in.erase(0, kHelloSize);
     }
     while (c.in.size() >= 12) {
       const uint32_t r = get_u32(c.in.data()), wait_ms = get_u32(c.in.data() + 4),
@@ -360,6 +384,24 @@ struct RendezvousServer::State {
     return true;
   }
 
+  /// A new connection, challenged at once: the magic and a fresh nonce, which fit the new
+  /// socket's buffer (sent at once, or the connection is dropped).
+  void accept_one() {
+    const int fd = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) return;
+    Client c;
+    c.fd = fd;
+    c.admitted_by = Clock::now() + std::chrono::seconds(5);
+    c.nonce = base::random_bytes(kNonceSize);
+    const std::string challenge = std::string(kMagic) + c.nonce;
+    if (send(fd, challenge.data(), challenge.size(), MSG_NOSIGNAL) ==
+        static_cast<ssize_t>(challenge.size())) {
+      clients.push_back(std::move(c));
+    } else {
+      close(fd);
+    }
+  }
+
   void run() {
     while (!stop) {
       std::vector<pollfd> fds = {{wake[0], POLLIN, 0}, {listen_fd, POLLIN, 0}};
@@ -367,15 +409,7 @@ struct RendezvousServer::State {
         fds.push_back({c.fd, POLLIN, 0});
       poll(fds.data(), fds.size(), 200);
       if (stop) break;
-      if (fds[1].revents & POLLIN) {
-        const int fd = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-        if (fd >= 0) {
-          Client c;
-          c.fd = fd;
-          c.admitted_by = Clock::now() + std::chrono::seconds(5);
-          clients.push_back(std::move(c));
-        }
-      }
+      if (fds[1].revents & POLLIN) accept_one();
       std::vector<size_t> drop;
       for (size_t i = 0; i + 2 < fds.size(); ++i) {
         Client& c = clients[i];

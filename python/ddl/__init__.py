@@ -28,7 +28,7 @@ __all__ = [
     "Error", "MismatchError", "ERR_MISMATCH", "init", "finalize", "initialized", "rank", "size",
     "local_rank", "local_size", "local_gpuid", "allreduce", "allreduce_n", "broadcast",
     "allgather", "reduce_scatter", "barrier", "allgatherv", "alltoall", "alltoallv", "send",
-    "recv", "new_group", "Group",
+    "recv", "new_group", "Group", "DDLCallback", "DDLGlobalVariablesCallback",
 ]
 
 # ddl_datatype_t and ddl_op_t (ddl/ddl.h).
@@ -140,6 +140,37 @@ class _View:
         self.obj = obj
 
 
+def _is_tf(obj):
+    """True for a TensorFlow tensor or variable, or a Keras variable (tested by type name:
+    TensorFlow is imported only for them)."""
+    return type(obj).__module__.partition(".")[0] in ("tensorflow", "keras")
+
+
+def _tf(group, what):
+    """ddl.tensorflow, for a call on TensorFlow tensors (which take the whole job only)."""
+    if group is not None:
+        raise ValueError(f"{what}: groups take numpy arrays and torch tensors; TensorFlow "
+                         "tensors are reduced over the whole job")
+    from . import tensorflow
+
+    return tensorflow
+
+
+# The Keras callbacks of IBM's recipe (ddl/keras.py) and the TensorFlow and Keras modules,
+# imported when first used, so `import ddl` alone never imports TensorFlow.
+_LAZY = {"DDLCallback": "keras", "DDLGlobalVariablesCallback": "keras", "tensorflow": None,
+         "keras": None}
+
+
+def __getattr__(name):
+    if name not in _LAZY:
+        raise AttributeError(f"module 'ddl' has no attribute {name!r}")
+    import importlib
+
+    module = importlib.import_module(f"{__name__}.{_LAZY[name] or name}")
+    return module if _LAZY[name] is None else getattr(module, name)
+
+
 def _is_torch(obj):
     return type(obj).__module__.startswith("torch") and hasattr(obj, "data_ptr")
 
@@ -180,7 +211,10 @@ def allreduce(x, op="sum", out=None, group=None):
     """Reduces x over every rank (of `group`: a ddl.Group) with op (sum, avg, min, max, prod).
 
     In place (returns x) unless out is given: then x is only read and out (same dtype and
-    number of elements) receives the result and is returned."""
+    number of elements) receives the result and is returned. A TensorFlow tensor gives a new
+    tensor (a variable is assigned the result): ddl.tensorflow.allreduce."""
+    if _is_tf(x):
+        return _tf(group, "allreduce").allreduce(x, op)
     init()
     _worker.drain()
     send = _View(x, "allreduce", writable=out is None)
@@ -196,7 +230,10 @@ def allreduce(x, op="sum", out=None, group=None):
 def allreduce_n(tensors, op="sum", group=None):
     """Reduces every array or tensor of the list in place, fused into large buckets.
 
-    Mixed dtypes are reduced one dtype at a time, in ddl type order. Returns the list."""
+    Mixed dtypes are reduced one dtype at a time, in ddl type order. Returns the list (of new
+    tensors for TensorFlow tensors: ddl.tensorflow.allreduce_n)."""
+    if tensors and _is_tf(tensors[0]):
+        return _tf(group, "allreduce_n").allreduce_n(tensors, op)
     init()
     _worker.drain()
     views = [_View(t, f"allreduce_n: item {i}", writable=True) for i, t in enumerate(tensors)]
@@ -210,7 +247,10 @@ def allreduce_n(tensors, op="sum", group=None):
 
 
 def broadcast(x, root=0, group=None):
-    """Copies root's x into every rank's x (in place); returns x. root is a group rank."""
+    """Copies root's x into every rank's x (in place); returns x. root is a group rank.
+    A TensorFlow tensor gives a new tensor (a variable is assigned it)."""
+    if _is_tf(x):
+        return _tf(group, "broadcast").broadcast(x, root)
     init()
     _worker.drain()
     view = _View(x, "broadcast", writable=True)
@@ -222,7 +262,10 @@ def broadcast(x, root=0, group=None):
 def allgather(x, group=None):
     """A new array holding every rank's x by rank, stacked on the first axis.
 
-    Shape (size * n, ...) for x of shape (n, ...); (size,) for a scalar array."""
+    Shape (size * n, ...) for x of shape (n, ...); (size,) for a scalar array. TensorFlow
+    tensors may differ in their first dimension (as allgatherv)."""
+    if _is_tf(x):
+        return _tf(group, "allgather").allgather(x)
     init()
     _worker.drain()
     send = _View(x, "allgather", writable=False)
@@ -239,6 +282,8 @@ def allgatherv(x, group=None):
     """allgather for arrays whose first axis differs between ranks (Horovod's allgather): a
     new array of every rank's x concatenated on the first axis, by rank. The other axes and
     the dtype must be the same everywhere."""
+    if _is_tf(x):
+        return _tf(group, "allgatherv").allgather(x)
     init()
     send = _View(x, "allgatherv", writable=False)
     shape = tuple(x.shape) or (1,)
@@ -294,7 +339,9 @@ def barrier(group=None):
 def alltoall(x, group=None):
     """A new array of x's shape: block j of x (its first axis cut in `size` equal blocks, or
     the flat elements when it does not divide) goes to rank j, and block j of the result
-    comes from rank j."""
+    comes from rank j. A TensorFlow tensor: its first axis cut in equal blocks."""
+    if _is_tf(x):
+        return _tf(group, "alltoall").alltoall(x)
     init()
     _worker.drain()
     send = _View(x, "alltoall", writable=False)

@@ -72,6 +72,12 @@ TEST(SecondsText, WholeAndFractionalSeconds) {
   EXPECT_EQ(seconds_text(std::chrono::milliseconds(300'000)), "300 s");
 }
 
+TEST(Text, AnExcerptIsShortAndPrintable) {
+  EXPECT_EQ(excerpt("node1"), "node1");
+  EXPECT_EQ(excerpt(std::string("a\nb\x00\xff\\", 6)), "a\\x0ab\\x00\\xff\\x5c");
+  EXPECT_EQ(excerpt(std::string(20'000'000, 'x'), 4), "xxxx ... (20000000 bytes)");
+}
+
 TEST(ValidUtf8, KeepsUtf8AndReplacesEveryOtherByte) {
   EXPECT_EQ(valid_utf8("plain \xc3\xa9 \xe2\x9c\x93 \xf0\x9f\x98\x80"),
             "plain \xc3\xa9 \xe2\x9c\x93 \xf0\x9f\x98\x80");

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The chaos suite: random faults during a real libddl allreduce loop (chaos_loop.c), through
-# the local launcher (4 ranks on this host) and the ssh launcher (3 namespace hosts x 2 ranks,
-# tests/netns/hosts.sh, real sshd), and what every run must show afterwards.
+# the local launcher (4 ranks on this host), the ssh launcher (3 namespace hosts x 2 ranks,
+# tests/netns/hosts.sh, real sshd) and per-node mode (the same hosts, one ddlrun each), and
+# what every run must show afterwards.
 #
-#   chaos.sh DDLRUN CHAOS_LOOP [--runs N] [--launchers "local ssh"] [--faults "kind ..."]
+#   chaos.sh DDLRUN CHAOS_LOOP [--runs N] [--launchers "local ssh pernode"] [--faults "kind ..."]
 #            [--seed S] [--seconds S]
 #
 # Without --runs it runs each fault kind once per launcher (the CTest sample); with --runs N it
@@ -26,6 +27,11 @@
 #     to /tmp/ddlrun*, bound there by hosts.sh) on any host nor on this one, no new
 #     /dev/shm/ddl-* segment;
 #   - memory: ddlrun's peak resident size under 64 MiB (sampled every 0.1 s).
+# Per-node mode has one fault, rdzv_flood: a stranger on this side floods node 0's rendezvous
+# (rdzv_flood.py: 64 MiB length prefixes, huge fields, trickles, refused hellos that never
+# read, idle connections) from before the nodes start until after they end, with
+# DDL_JOB_TOKEN set: the job must end 0 on every node, node 0's ddlrun stay under 64 MiB, and
+# nothing be left on any host.
 # A frozen agent (SIGSTOP) cannot clean up while frozen: the suite SIGCONTs it once ddlrun has
 # ended, as an operator would, and then expects its host clean within 5 s. A lost link comes
 # back once the host's agent has had its deadline to clean up on its own (sshd's session process
@@ -37,7 +43,7 @@ ddlrun=$(realpath "$1")
 loop=$(realpath "$2")
 shift 2
 runs=0
-launchers="local ssh"
+launchers="local ssh pernode"
 faults=""
 seed=$$
 seconds=3
@@ -57,9 +63,10 @@ lost_s=${CHAOS_LOST_S:-10}         # how long a silent host may take to be decla
 kinds_local="kill_rank stop_rank kill_ddlrun close_stdout slow_reader fast_stdin"
 kinds_ssh="kill_rank stop_rank kill_agent stop_agent kill_ddlrun link_down close_stdout \
 slow_reader fast_stdin"
+kinds_pernode="rdzv_flood"
 
 have_ssh=0
-if [[ " $launchers " == *" ssh "* ]]; then
+if [[ " $launchers " == *" ssh "* || " $launchers " == *" pernode "* ]]; then
   # shellcheck source=SCRIPTDIR/../netns/hosts.sh
   source "$(dirname "$0")/../netns/hosts.sh"
   if netns_up 3; then
@@ -70,6 +77,7 @@ if [[ " $launchers " == *" ssh "* ]]; then
   else
     rc=$?
     [[ $rc == 77 ]] || exit 1
+    launchers=${launchers//pernode/}
     launchers=${launchers//ssh/}
     echo "chaos: no namespace hosts here; local launcher only"
   fi
@@ -219,9 +227,73 @@ check_leftovers() {
   ((procs + files + shm == 0))
 }
 
+# pernode_run INDEX KIND: the 3 hosts' ddlruns in per-node mode on the loop, a stranger
+# flooding node 0's rendezvous (from 1 s before they start until they end).
+pernode_run() {
+  local i=$1 kind=$2 k r rc peak=0 problems=() pids=() started took
+  dir="$work/run.$i"
+  mkdir -p "$dir"
+  python3 "$(dirname "$0")/rdzv_flood.py" "$(netns_addr 1)" 29400 $((seconds + 14)) \
+    >"$dir/flood" 2>&1 &
+  local flooder=$!
+  sleep 1
+  started=$(now_ms)
+  for k in 1 2 3; do
+    # nsenter execs ddlrun: its pid is ddlrun's, whose memory is sampled
+    DDL_JOB_TOKEN="chaos-secret-$$-$i" nsenter --net="/run/netns/$(netns_ns "$k")" \
+      --target "${_netns_holder[$k]}" --uts --mount -- "$ddlrun" --node-rank $((k - 1)) \
+      --nnodes 3 --rdzv node1:29400 --rdzv-timeout 30 -a 2 -x "CHAOS_DIR=$dir" \
+      -x "CHAOS_SECONDS=$seconds" -x "DDL_TIMEOUT=$timeout_s" "$loop" \
+      </dev/null >"$dir/out.$k" 2>"$dir/err.$k" &
+    pids+=($!)
+  done
+  while alive "${pids[0]}"; do
+    r=$(rss_kib "${pids[0]}")
+    ((r > peak)) && peak=$r
+    if (($(now_ms) - started > (seconds + 40) * 1000)); then
+      problems+=("node 0 still ran $((seconds + 40)) s after the start")
+      kill -KILL "${pids[@]}" 2>/dev/null
+      break
+    fi
+    sleep 0.1
+  done
+  for k in 0 1 2; do
+    wait "${pids[$k]}"
+    rc=$?
+    ((rc == 0)) || problems+=("node$((k + 1)) exited $rc")
+  done
+  took=$(($(now_ms) - started))
+  kill "$flooder" 2>/dev/null
+  wait "$flooder" 2>/dev/null
+  ((peak < 65536)) || problems+=("node 0's ddlrun reached $((peak / 1024)) MiB")
+  for k in 1 2 3; do
+    r=$(netns_leftovers "$k")
+    [[ -z $r ]] || problems+=("left on node$k: $(tr '\n' ' ' <<<"$r")")
+  done
+  local key="pernode/$kind"
+  runs_of[$key]=$((${runs_of[$key]:-0} + 1))
+  total=$((total + 1))
+  if ((${#problems[@]} == 0)); then
+    passed_of[$key]=$((${passed_of[$key]:-0} + 1))
+    printf 'ok   %3d %-6s %-12s %-8s exit %3d, ran %5d ms, peak %3d MiB (%s)\n' "$i" pernode \
+      "$kind" - 0 "$took" $((peak / 1024)) "$(sed 's/^rdzv_flood: //' "$dir/flood")"
+  else
+    failed=$((failed + 1))
+    printf 'FAIL %3d %-6s %-12s\n' "$i" pernode "$kind"
+    local p
+    for p in "${problems[@]}"; do echo "       $p"; done
+    grep -h '^ddlrun' "$dir"/err.* | head -12 | sed 's/^/       | /'
+    failures+=("$i $key")
+  fi
+}
+
 # one_run INDEX LAUNCHER KIND
 one_run() {
   local i=$1 launcher=$2 kind=$3 n rc=0 problems=() started fault_at end_at took peak=0
+  if [[ $launcher == pernode ]]; then
+    pernode_run "$i" "$kind"
+    return
+  fi
   dir="$work/run.$i"
   mkdir -p "$dir"
   n=$(nranks "$launcher")
@@ -317,7 +389,11 @@ one_run() {
 # The plan: each (launcher, kind) once, or --runs N cycling through them.
 plan=()
 for l in $launchers; do
-  if [[ $l == local ]]; then ks=$kinds_local; else ks=$kinds_ssh; fi
+  case $l in
+    local) ks=$kinds_local ;;
+    pernode) ks=$kinds_pernode ;;
+    *) ks=$kinds_ssh ;;
+  esac
   for k in $ks; do
     [[ -z $faults || " $faults " == *" $k "* ]] && plan+=("$l $k")
   done

@@ -6,8 +6,8 @@
 # Usage: run_fuzzers.sh SOURCE_DIR BUILD_DIR [TARGET...]
 #   The clang tree is BUILD_DIR/fuzz-build; corpora, logs and crash inputs go to
 #   BUILD_DIR/fuzz-build/fuzz-run (never into the source tree).
-# Environment: FUZZ_SECONDS (per target, default 9: nine targets x 9 s, plus building ddl_mapper
-#   for fuzz_inventory, keep fuzz.smoke at the 2.3 minutes that seven targets x 15 s took),
+# Environment: FUZZ_SECONDS (per target, default 9: eleven targets x 9 s, plus building ddl_mapper
+#   for fuzz_inventory, keep fuzz.smoke near the 2.3 minutes that seven targets x 15 s took),
 #   FUZZ_JOBS (build parallelism, default 2).
 # Exits 77 (ctest: skipped) when clang or the libFuzzer runtime is missing.
 set -euo pipefail
@@ -22,7 +22,7 @@ shift 2
 targets=("$@")
 if [[ ${#targets[@]} -eq 0 ]]; then
   targets=(fuzz_hosts_option fuzz_hostlist_expand fuzz_hostfile fuzz_lsf fuzz_slurm fuzz_rankfile
-           fuzz_mode fuzz_topology fuzz_inventory)
+           fuzz_mode fuzz_topology fuzz_inventory fuzz_node_wire fuzz_link_agent)
 fi
 seconds=${FUZZ_SECONDS:-9}
 jobs=${FUZZ_JOBS:-2}

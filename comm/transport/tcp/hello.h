@@ -6,17 +6,18 @@
 #include <string>
 #include <string_view>
 
+#include "base/digest.h"
+
 namespace ddl::comm::transport::tcp {
 
 // The handshake that opens every TCP connection between two ranks (see hello.cc).
 
 /// A SHA-256 digest.
-using Digest = std::array<uint8_t, 32>;
+using Digest = base::Digest;
 /// The acceptor's random challenge.
 using Nonce = std::array<uint8_t, 16>;
 
-/// SHA-256 of `data` (FIPS 180-4).
-Digest sha256(std::string_view data);
+using base::sha256;
 
 /// What the initiator proves it knows the token with:
 /// SHA-256(token, nonce, from, to, stream, streams).

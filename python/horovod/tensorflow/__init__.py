@@ -1,0 +1,315 @@
+"""horovod.tensorflow on libddl: Horovod's TensorFlow 2 API for scripts run unchanged under
+ddlrun, eagerly and inside tf.function.
+
+    import horovod.tensorflow as hvd
+    hvd.init()
+    with tf.GradientTape() as tape:
+        loss = ...
+    tape = hvd.DistributedGradientTape(tape)
+    grads = tape.gradient(loss, model.trainable_variables)
+    opt.apply_gradients(zip(grads, model.trainable_variables))
+    if first_batch:
+        hvd.broadcast_variables(model.variables, root_rank=0)
+
+How it works: the collectives are ddl's TensorFlow ops (ddl.tensorflow: asynchronous, stateful
+so that tf.function keeps their order, with Horovod's gradients); allreduce of a list of
+tensors (grouped_allreduce, DistributedGradientTape, DistributedOptimizer) is one fused op per
+dtype, not one per tensor. Ops map to libddl's (Average: avg, Sum, Min, Max, Product); Adasum is
+refused. prescale_factor/postscale_factor multiply floating-point tensors before and after.
+An IndexedSlices gradient is allgathered (values and indices, values divided by size() for
+Average) unless sparse_as_dense. Names (name=) are accepted and not needed: libddl matches calls
+by order, so every rank must make the same calls in the same order (else every rank fails with
+tf.errors.FailedPreconditionError naming two ranks and their calls). Only the global process
+set exists; no elastic training, no Join. horovod.tensorflow.keras holds the Keras 3 pieces.
+"""
+
+import pickle
+
+import numpy as np
+import tensorflow as tf
+
+import ddl
+import ddl.tensorflow as _dtf
+
+from .compression import Compression
+
+Average, Sum, Adasum, Min, Max, Product = 0, 1, 2, 3, 4, 5
+_DDL_OPS = {Average: "avg", Sum: "sum", Min: "min", Max: "max", Product: "prod"}
+NOT_INITIALIZED = "Horovod has not been initialized; use hvd.init()."
+ADASUM = ("op Adasum is not supported by horovod.tensorflow on libddl (libddl has no Adasum "
+          "reduction): use hvd.Average or hvd.Sum")
+
+
+class _GlobalProcessSet:
+    """The only process set: every rank of the job."""
+
+    process_set_id = 0
+
+    def __repr__(self):
+        return "global_process_set"
+
+
+global_process_set = _GlobalProcessSet()
+_cross = {}
+
+
+def init(comm=None, process_sets=None):
+    """Joins the job ddlrun started (ddl.init()); a second call does nothing."""
+    if comm is not None:
+        raise ValueError("hvd.init(comm=...): horovod.tensorflow on libddl takes no MPI "
+                         "communicator; run the script with ddlrun, which gives every rank "
+                         "its place")
+    if process_sets not in (None, [], "dynamic"):
+        raise ValueError("hvd.init(process_sets=...): horovod.tensorflow on libddl has only "
+                         "the global process set")
+    ddl.init()
+    if not _cross:
+        local = ddl.allgather(np.array([ddl.local_rank()], dtype=np.int64)).tolist()
+        peers = [r for r, lr in enumerate(local) if lr == ddl.local_rank()]
+        _cross.update(rank=peers.index(ddl.rank()), size=len(peers))
+
+
+def shutdown():
+    """Leaves the job; init() may be called again."""
+    _cross.clear()
+    ddl.finalize()
+
+
+def is_initialized():
+    return ddl.initialized() and bool(_cross)
+
+
+def _job(what):
+    if not is_initialized():
+        raise ValueError(NOT_INITIALIZED)
+    return what()
+
+
+def rank():
+    return _job(ddl.rank)
+
+
+def size():
+    return _job(ddl.size)
+
+
+def local_rank():
+    return _job(ddl.local_rank)
+
+
+def local_size():
+    return _job(ddl.local_size)
+
+
+def cross_rank():
+    """This rank's index among the ranks with its local_rank (its host's index)."""
+    return _job(lambda: _cross["rank"])
+
+
+def cross_size():
+    """The number of ranks with this rank's local_rank (the number of hosts)."""
+    return _job(lambda: _cross["size"])
+
+
+def is_homogeneous():
+    return _job(lambda: ddl.size() == _cross["size"] * ddl.local_size())
+
+
+def _no():
+    return False
+
+
+mpi_threads_supported = mpi_built = mpi_enabled = gloo_built = gloo_enabled = _no
+nccl_built = cuda_built = rocm_built = ccl_built = _no
+
+
+def ddl_built():
+    return True
+
+
+def resolve_op(op, average, what):
+    """Horovod's op from op= and the old average= (Average by default); Adasum refused."""
+    if op is not None and average is not None:
+        raise ValueError(f"hvd.{what}: pass op= or average=, not both")
+    if op is None:
+        op = Sum if average is False else Average
+    if op == Adasum:
+        raise NotImplementedError(ADASUM)
+    if op not in _DDL_OPS:
+        raise ValueError(f"hvd.{what}: unknown op {op!r}: one of hvd.Average, hvd.Sum, "
+                         "hvd.Min, hvd.Max, hvd.Product")
+    return op
+
+
+def _check_set(process_set, what):
+    _job(lambda: None)
+    if process_set is not global_process_set:
+        raise ValueError(f"hvd.{what}: horovod.tensorflow on libddl has only the global "
+                         "process set")
+
+
+def _scale(tensor, factor, what):
+    if factor == 1.0:
+        return tensor
+    if not tensor.dtype.is_floating:
+        raise ValueError(f"hvd.{what}: prescale_factor/postscale_factor need floating-point "
+                         f"tensors, not {tensor.dtype.name}")
+    return tensor * tf.cast(factor, tensor.dtype)
+
+
+def _reduce_dense(tensors, op, compression, prescale, postscale, what):
+    """Dense tensors reduced with Horovod's op: one fused ddl op per dtype."""
+    packed = [compression.compress(tf.convert_to_tensor(t)) for t in tensors]
+    values = [_scale(t, prescale, what) for t, _ in packed]
+    reduced = _dtf.allreduce_n(values, _DDL_OPS[op])
+    return [compression.decompress(_scale(r, postscale, what), ctx)
+            for r, (_, ctx) in zip(reduced, packed)]
+
+
+def _reduce_sparse(slices, op):
+    """An IndexedSlices reduced as Horovod does: values and indices allgathered (values
+    divided by size() for Average)."""
+    if op not in (Average, Sum):
+        raise ValueError("hvd.allreduce: IndexedSlices are reduced with Average or Sum only")
+    values = _dtf.allgather(slices.values)
+    if op == Average:
+        values = values / tf.cast(ddl.size(), values.dtype)
+    return tf.IndexedSlices(values, _dtf.allgather(slices.indices), slices.dense_shape)
+
+
+def grouped_allreduce(tensors, average=None, device_dense="", device_sparse="",
+                      compression=Compression.none, op=None, prescale_factor=1.0,
+                      postscale_factor=1.0, process_set=global_process_set, name=None):
+    """Every tensor of the list reduced over every rank (one fused op per dtype); None stays
+    None, IndexedSlices are allgathered."""
+    del device_dense, device_sparse, name
+    _check_set(process_set, "grouped_allreduce")
+    op = resolve_op(op, average, "grouped_allreduce")
+    out = list(tensors)
+    dense = [i for i, t in enumerate(out) if t is not None and not isinstance(t, tf.IndexedSlices)]
+    reduced = _reduce_dense([out[i] for i in dense], op, compression, prescale_factor,
+                            postscale_factor, "grouped_allreduce") if dense else []
+    for i, r in zip(dense, reduced):
+        out[i] = r
+    for i, t in enumerate(out):
+        if isinstance(t, tf.IndexedSlices):
+            out[i] = _reduce_sparse(t, op)
+    return out
+
+
+def allreduce(tensor, average=None, device_dense="", device_sparse="",
+              compression=Compression.none, op=None, prescale_factor=1.0, postscale_factor=1.0,
+              name=None, process_set=global_process_set, ignore_name_scope=False):
+    """tensor reduced over every rank with op (Average by default): a new tensor."""
+    del ignore_name_scope
+    return grouped_allreduce([tensor], average, device_dense, device_sparse, compression, op,
+                             prescale_factor, postscale_factor, process_set, name)[0]
+
+
+def allgather(tensor, name=None, ignore_name_scope=False, process_set=global_process_set):
+    """Every rank's tensor concatenated on dimension 0 by rank (first dimensions may differ)."""
+    del name, ignore_name_scope
+    _check_set(process_set, "allgather")
+    return _dtf.allgather(tensor)
+
+
+def broadcast(tensor, root_rank, name=None, ignore_name_scope=False,
+              process_set=global_process_set):
+    """root_rank's tensor on every rank: a new tensor."""
+    del name, ignore_name_scope
+    _check_set(process_set, "broadcast")
+    return _dtf.broadcast(tf.convert_to_tensor(tensor), root_rank)
+
+
+def alltoall(tensor, splits=None, name=None, ignore_name_scope=False,
+             process_set=global_process_set):
+    """splits[r] rows of tensor (dimension 0, in order; equal blocks without splits) to rank r;
+    returns the rows received from every rank, by rank, and when splits is given the counts
+    received too."""
+    del name, ignore_name_scope
+    _check_set(process_set, "alltoall")
+    output, received = _dtf.alltoall(tensor, splits, with_splits=True)
+    return output if splits is None else (output, received)
+
+
+def broadcast_variables(variables, root_rank, process_set=global_process_set, inplace=False):
+    """Assigns root_rank's values to the variables on every rank (one op per dtype)."""
+    del inplace
+    _check_set(process_set, "broadcast_variables")
+    _dtf.broadcast_variables(variables, root_rank)
+
+
+def broadcast_object(obj, root_rank=0, session=None, name=None,
+                     process_set=global_process_set):
+    """root_rank's picklable obj on every rank."""
+    del session, name
+    _check_set(process_set, "broadcast_object")
+    data = pickle.dumps(obj) if ddl.rank() == root_rank else b""
+    length = ddl.broadcast(np.array([len(data)], dtype=np.int64), root=root_rank)
+    buffer = np.frombuffer(data, dtype=np.uint8).copy() if data else \
+        np.zeros(int(length[0]), dtype=np.uint8)
+    ddl.broadcast(buffer, root=root_rank)
+    return pickle.loads(buffer.tobytes())
+
+
+def allgather_object(obj, name=None, process_set=global_process_set):
+    """Every rank's picklable obj, in rank order."""
+    del name
+    _check_set(process_set, "allgather_object")
+    data = np.frombuffer(pickle.dumps(obj), dtype=np.uint8).copy()
+    lengths = ddl.allgather(np.array([data.size], dtype=np.int64))
+    joined = ddl.allgatherv(data)
+    ends = np.cumsum(lengths)
+    return [pickle.loads(joined[end - n:end].tobytes()) for n, end in zip(lengths, ends)]
+
+
+def _reducer(compression, sparse_as_dense, op, gradient_predivide_factor, what):
+    """The gradient reduction of DistributedGradientTape and DistributedOptimizer."""
+    op = resolve_op(op, None, what)
+    if gradient_predivide_factor != 1.0 and op != Average:
+        raise ValueError(f"hvd.{what}: gradient_predivide_factor needs op=hvd.Average")
+    pre, post, inner = 1.0, 1.0, op
+    if gradient_predivide_factor != 1.0:
+        pre, inner = 1.0 / gradient_predivide_factor, Sum
+        post = gradient_predivide_factor / ddl.size()
+
+    def reduce(grads):
+        if sparse_as_dense:
+            grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g
+                     for g in grads]
+        return grouped_allreduce(grads, compression=compression, op=inner,
+                                 prescale_factor=pre, postscale_factor=post)
+
+    return reduce
+
+
+def DistributedGradientTape(gradtape, device_dense="", device_sparse="",  # noqa: N802
+                            compression=Compression.none, sparse_as_dense=False, op=Average,
+                            gradient_predivide_factor=1.0, num_groups=0, groups=None,
+                            process_set=global_process_set, scale_local_gradients=True):
+    """A tape whose gradient() returns gradients reduced (op) over every rank."""
+    del device_dense, device_sparse, num_groups, groups, scale_local_gradients
+    _check_set(process_set, "DistributedGradientTape")
+    reduce = _reducer(compression, sparse_as_dense, op, gradient_predivide_factor,
+                      "DistributedGradientTape")
+    return _dtf.DistributedGradientTape(gradtape, reduce=reduce)
+
+
+def DistributedOptimizer(optimizer, name=None, use_locking=False,  # noqa: N802
+                         device_dense="", device_sparse="", compression=Compression.none,
+                         sparse_as_dense=False, backward_passes_per_step=1, op=Average,
+                         gradient_predivide_factor=1.0, average_aggregated_gradients=False,
+                         num_groups=0, groups=None, process_set=global_process_set,
+                         scale_local_gradients=True):
+    """A Keras 3 optimizer (what tf.keras and tf.optimizers hold in TensorFlow 2.16+) that
+    reduces its gradients over every rank before applying them."""
+    from . import keras
+
+    del name, use_locking
+    return keras.DistributedOptimizer(
+        optimizer, device_dense=device_dense, device_sparse=device_sparse,
+        compression=compression, sparse_as_dense=sparse_as_dense,
+        gradient_predivide_factor=gradient_predivide_factor, op=op,
+        backward_passes_per_step=backward_passes_per_step,
+        average_aggregated_gradients=average_aggregated_gradients, num_groups=num_groups,
+        groups=groups, process_set=process_set, scale_local_gradients=scale_local_gradients)

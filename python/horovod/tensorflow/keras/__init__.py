@@ -1,0 +1,73 @@
+"""horovod.tensorflow.keras on libddl: Horovod's Keras API for Keras 3 (tf.keras in TensorFlow
+2.16+; Horovod itself stops at Keras 2), under ddlrun.
+
+    import horovod.tensorflow.keras as hvd
+    hvd.init()
+    opt = hvd.DistributedOptimizer(keras.optimizers.SGD(0.01 * hvd.size()))
+    model.compile(optimizer=opt, loss=...)
+    model.fit(..., callbacks=[hvd.callbacks.BroadcastGlobalVariablesCallback(0),
+                              hvd.callbacks.MetricAverageCallback(),
+                              hvd.callbacks.LearningRateWarmupCallback(0.01 * hvd.size())])
+
+How it works: DistributedOptimizer returns the optimizer itself with its apply() (which Keras 3's
+training step calls with the step's gradients) reducing the gradients first, one fused ddl op
+per dtype inside the compiled step (ddl.tensorflow.distribute_optimizer); the callbacks are in
+horovod.tensorflow.keras.callbacks. Keras 3 compiles the step with XLA by default, which cannot
+run ddl's ops: the callbacks turn it off (model.jit_compile = False); without them compile with
+jit_compile=False (the step otherwise fails with a message saying so).
+backward_passes_per_step > 1 is refused (Keras 3 optimizers accumulate gradients themselves:
+gradient_accumulation_steps=).
+"""
+
+import ddl.tensorflow as _dtf
+
+from .. import (Adasum, Average, Compression, Max, Min, Product, Sum, allgather,
+                allgather_object, allreduce, alltoall, broadcast, broadcast_object,
+                broadcast_variables, cross_rank, cross_size, ddl_built, global_process_set,
+                grouped_allreduce, init, is_initialized, local_rank, local_size, rank, shutdown,
+                size)
+from .. import _check_set, _reducer
+from . import callbacks
+
+__all__ = [
+    "Adasum", "Average", "Compression", "Max", "Min", "Product", "Sum", "allgather",
+    "allgather_object", "allreduce", "alltoall", "broadcast", "broadcast_object",
+    "broadcast_variables", "cross_rank", "cross_size", "ddl_built", "global_process_set",
+    "grouped_allreduce", "init", "is_initialized", "local_rank", "local_size", "rank",
+    "shutdown", "size", "callbacks", "DistributedOptimizer", "broadcast_global_variables",
+]
+
+
+def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse="",  # noqa: N802
+                         compression=Compression.none, sparse_as_dense=False,
+                         gradient_predivide_factor=1.0, op=Average, backward_passes_per_step=1,
+                         average_aggregated_gradients=False, num_groups=0, groups=None,
+                         process_set=global_process_set, scale_local_gradients=True):
+    """The Keras 3 optimizer, made to reduce (op) its gradients over every rank before it
+    applies them; returns it."""
+    del name, device_dense, device_sparse, num_groups, groups, scale_local_gradients
+    del average_aggregated_gradients
+    _check_set(process_set, "DistributedOptimizer")
+    if backward_passes_per_step != 1:
+        raise ValueError("hvd.DistributedOptimizer(backward_passes_per_step="
+                         f"{backward_passes_per_step}): not supported on Keras 3 by "
+                         "horovod.tensorflow.keras on libddl; give the Keras optimizer "
+                         "gradient_accumulation_steps= instead (its accumulated gradients are "
+                         "averaged over the ranks at every step)")
+    if not hasattr(optimizer, "apply") or not hasattr(optimizer, "apply_gradients"):
+        raise TypeError(f"hvd.DistributedOptimizer: a {type(optimizer).__name__}; a Keras 3 "
+                        "optimizer (keras.optimizers.*) is needed")
+    reduce = _reducer(compression, sparse_as_dense, op, gradient_predivide_factor,
+                      "DistributedOptimizer")
+    return _dtf.distribute_optimizer(optimizer, reduce=reduce)
+
+
+def broadcast_global_variables(root_rank, model=None):
+    """Assigns root_rank's values of the model's (and its optimizer's) variables everywhere."""
+    if model is None:
+        raise ValueError("hvd.broadcast_global_variables: Keras 3 has no global variable "
+                         "collection: pass model=, or use "
+                         "hvd.callbacks.BroadcastGlobalVariablesCallback")
+    from ddl.keras import model_variables
+
+    broadcast_variables(model_variables(model), root_rank)

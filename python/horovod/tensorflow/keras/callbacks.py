@@ -1,0 +1,85 @@
+"""Horovod's Keras callbacks for Keras 3, on libddl.
+
+BroadcastGlobalVariablesCallback(root_rank): when training begins, every rank takes root_rank's
+model and optimizer variables. MetricAverageCallback(): at the end of each epoch the logs'
+metrics become their mean over the ranks (put it before the callbacks that read them).
+LearningRateWarmupCallback(initial_lr, warmup_epochs=5, ...): over the first warmup_epochs the
+learning rate grows batch by batch from initial_lr / size() to initial_lr (Goyal et al.), as
+Horovod's. All three turn off Keras' XLA compilation, which cannot run ddl's ops.
+"""
+
+import keras
+
+import ddl
+import ddl.tensorflow as _dtf
+from ddl.keras import model_variables
+
+__all__ = ["BroadcastGlobalVariablesCallback", "MetricAverageCallback",
+           "LearningRateWarmupCallback"]
+
+
+class BroadcastGlobalVariablesCallback(keras.callbacks.Callback):
+    """Every rank takes root_rank's variables when training begins."""
+
+    def __init__(self, root_rank, device="", local_variables=None):
+        super().__init__()
+        del device, local_variables
+        self.root_rank = root_rank
+
+    def on_train_begin(self, logs=None):
+        _dtf.no_xla(self.model)
+        _dtf.broadcast_variables(model_variables(self.model), self.root_rank)
+
+
+class MetricAverageCallback(keras.callbacks.Callback):
+    """The epoch's metrics averaged over the ranks at its end."""
+
+    def __init__(self, device=""):
+        super().__init__()
+        del device
+
+    def on_train_begin(self, logs=None):
+        _dtf.no_xla(self.model)
+
+    def on_epoch_end(self, epoch, logs=None):
+        _dtf.allreduce_metrics(logs, "avg")
+
+
+class LearningRateWarmupCallback(keras.callbacks.Callback):
+    """The learning rate from initial_lr / size() to initial_lr over warmup_epochs, per batch.
+
+    momentum_correction is accepted and has no effect: a Keras 3 optimizer's momentum is a
+    constant of the compiled step."""
+
+    def __init__(self, initial_lr, warmup_epochs=5, momentum_correction=True,
+                 steps_per_epoch=None, verbose=0, initial_epoch=0):
+        super().__init__()
+        del momentum_correction
+        self.initial_lr, self.warmup_epochs = initial_lr, warmup_epochs
+        self.steps_per_epoch, self.verbose = steps_per_epoch, verbose
+        self.epoch = initial_epoch
+
+    def on_train_begin(self, logs=None):
+        _dtf.no_xla(self.model)
+        if self.steps_per_epoch is None:
+            self.steps_per_epoch = (self.params or {}).get("steps")
+        if not self.steps_per_epoch:
+            raise ValueError("hvd.callbacks.LearningRateWarmupCallback: the number of steps "
+                             "per epoch is unknown: pass steps_per_epoch=")
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.epoch = epoch
+
+    def on_batch_begin(self, batch, logs=None):
+        if self.epoch >= self.warmup_epochs:
+            return
+        progress = (self.epoch + batch / self.steps_per_epoch) / self.warmup_epochs
+        size = ddl.size()
+        self.model.optimizer.learning_rate = self.initial_lr / size * (progress * (size - 1) + 1)
+
+    def on_epoch_end(self, epoch, logs=None):
+        if epoch == self.warmup_epochs - 1 and self.verbose and ddl.rank() == 0:
+            print(f"\nEpoch {epoch + 1}: finished gradual learning rate warmup to "
+                  f"{self.initial_lr:g}.")
+        if logs is not None:
+            logs["lr"] = float(keras.ops.convert_to_numpy(self.model.optimizer.learning_rate))
