@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <list>
 
 #include "base/check.h"
@@ -268,7 +269,11 @@ void NodeServer::State::on_message(Conn& c, const wire::Message& m) {
   }
   if (m.type == wire::kPlan && phase == Phase::kPlan && f.size() == 3) plan(c, f);
   if (m.type == wire::kFail && phase == Phase::kRun && f.size() == 2) {
-    failure(c, f[0], wire::to_int(f[1]).value_or(1));
+    const int status = wire::to_int(f[1]).value_or(1);
+    failure(c, f[0], status);
+    // A node stopped by Ctrl-Z (launch.cc) sends nothing more until it resumes: the round ends
+    // without waiting for it (it was waited for until its heartbeat was missed).
+    if (status == 128 + SIGTSTP) done(c, status, false);
   }
   if (m.type == wire::kDone && phase == Phase::kRun && f.size() == 2) {
     done(c, wire::to_int(f[0]).value_or(1), f[1] == "1");
@@ -358,11 +363,12 @@ std::string NodeServer::State::host_problem(const Conn& c, const std::vector<std
   if (other == nullptr) return "";
   const std::string same =
       "its host name " + base::excerpt(host) + " is node " + std::to_string(other->node) + "'s too";
-  const std::string mine = identity_of(f[7]);
-  if (mine.empty() || mine == identity_of(other->inventory)) {
+  const std::string mine = identity_of(f[7]), theirs = identity_of(other->inventory);
+  if (mine.empty() || theirs.empty() || mine == theirs) {
     return same +
-           (mine.empty() ? " and, without a probe (--no-probe), ddlrun cannot tell the two apart"
-                         : ", and so is its machine identity (one machine, started twice?)") +
+           (mine.empty() || theirs.empty()
+                ? " and, without a probe (--no-probe), ddlrun cannot tell the two apart"
+                : ", and so is its machine identity (one machine, started twice?)") +
            "; every node needs a host name of its own";
   }
   if (c.address.find(':') != std::string::npos || named(c.address) != nullptr) {

@@ -3,7 +3,9 @@
 #   1. a deleted current directory: one clear error before any rank starts (PMIx printed an
 #      error per rank), exit 1; with --wdir the job runs;
 #   2. out of descriptors (ulimit -n 24, 8 ranks): "cannot create a pipe" says the limit and
-#      what to do.
+#      what to do;
+#   3. per-node mode on a host whose name -H syntax cannot take: the error cites the nodes'
+#      host names (it cited '-H:1:2' when no -H was given).
 #   messages_local_test.sh DDLRUN
 set -uo pipefail
 ddlrun=$1
@@ -31,5 +33,13 @@ status=$?
 ((status == 1)) || fail "ulimit -n 24: exit $status, not 1" "$work/fds.err"
 grep -qx "ddlrun: error: cannot create a pipe: Too many open files; ddlrun holds 3 to 4 descriptors for each rank it starts here, and this process may open 24 (ulimit -n): raise the limit (ulimit -n 4096) or start fewer ranks here" \
   "$work/fds.err" || fail "ulimit -n 24: no hint" "$work/fds.err"
+# 3. per-node mode on a host named 'x[1' (a UTS namespace, when root): the error cites the
+# nodes' host names, not a -H that was never given.
+if [[ $(id -u) == 0 ]] && command -v unshare >/dev/null && command -v python3 >/dev/null; then
+  unshare --uts python3 -c "import os, socket, sys; socket.sethostname('x[1'); os.execv(sys.argv[1], sys.argv[1:])" \
+    "$ddlrun" --node-rank 0 --nnodes 1 --rdzv 127.0.0.1:29617 --dry-run true 2>"$work/name.err"
+  grep -qx "ddlrun: error: the nodes' host names:1:2: unclosed '\[' in 'x\[1': add '\]' after the range" \
+    "$work/name.err" || fail "per-node host name: the error does not cite the nodes' host names" "$work/name.err"
+fi
 ((fails == 0)) && echo "messages_local: ok"
 exit $((fails > 0))

@@ -167,10 +167,43 @@ TEST(Rendezvous, TwoNodesOfOneHostNameAreRefused) {
               NodeClient::join(c.endpoint, "secret", NodeHello{1, 2, "", "same", ""}, 5000ms);
             }),
             "the rendezvous at " + c.endpoint +
-                ": refused node 1: its host name same is node 0's too; every node needs a host "
-                "name of its own");
+                ": refused node 1: its host name same is node 0's too and, without a probe "
+                "(--no-probe), ddlrun cannot tell the two apart; every node needs a host name of "
+                "its own");
+  const std::string machine = "identity: \"machine=m1;boot=b1;netns=1;host=same\"\n";
+  EXPECT_EQ(error_of([&] {
+              NodeClient::join(c.endpoint, "secret", NodeHello{1, 2, "", "same", machine}, 5000ms);
+            }),
+            "the rendezvous at " + c.endpoint +
+                ": refused node 1: its host name same is node 0's too and, without a probe "
+                "(--no-probe), ddlrun cannot tell the two apart; every node needs a host name of "
+                "its own");
   c.server.reset();
   EXPECT_THROW(first.get(), RendezvousError);
+}
+
+// Issue 27, item 8: cloned VMs share a host name, not their machine identity: the later node is
+// taken under its address; the same identity is one machine, started twice.
+TEST(Rendezvous, NodesOfOneHostNameAndTwoMachinesAreTakenByAddress) {
+  const auto machine = [](int n) {
+    return "version: 1\nidentity: \"machine=m;boot=b" + std::to_string(n) + ";netns=1;host=vm\"\n";
+  };
+  Cluster c(2);
+  auto first = std::async(std::launch::async, [&] {
+    return NodeClient::join(c.endpoint, "secret", NodeHello{0, 2, "", "vm", machine(0)}, 5000ms);
+  });
+  std::this_thread::sleep_for(200ms);
+  EXPECT_EQ(error_of([&] {
+              NodeClient::join(c.endpoint, "secret", NodeHello{1, 2, "", "vm", machine(0)}, 5000ms);
+            }),
+            "the rendezvous at " + c.endpoint +
+                ": refused node 1: its host name vm is node 0's too, and so is its machine "
+                "identity (one machine, started twice?); every node needs a host name of its own");
+  std::unique_ptr<NodeClient> second =
+      NodeClient::join(c.endpoint, "secret", NodeHello{1, 2, "", "vm", machine(1)}, 5000ms);
+  const std::vector<std::string> names = {first.get()->welcome().nodes[0].host,
+                                          second->welcome().nodes[1].host};
+  EXPECT_EQ(names, (std::vector<std::string>{"vm", "127.0.0.1"}));
 }
 
 TEST(Rendezvous, TheTimeoutNamesTheNodesThatDidNotCome) {

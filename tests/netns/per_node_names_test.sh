@@ -56,5 +56,6 @@ for k in 1 2; do
   left=$(netns_leftovers "$k")
   [[ -z $left ]] || fail "processes left on node$k: $(ps -o pid=,args= -p "${left//$'\n'/,}")"
 done
+cat "$out/same.1" "$out/same.2" | grep -E "ok$" | sed 's/^/  same | /'
 ((fails == 0)) && echo "per_node_names: ok"
 exit $((fails > 0))
