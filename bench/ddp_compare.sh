@@ -13,11 +13,13 @@
 # tests/netns/hosts.sh; root), through ddlrun's ssh launcher, every host's link shaped to RATE
 # each way (tc tbf), so the network is what the backends share.
 #
-# Usage: bench/ddp_compare.sh [--build DIR] [--ranks N] [--python PY] [--netns [--rate RATE]]
+# Usage: bench/ddp_compare.sh [--build DIR] [--ranks N] [--python PY | --venv V] [--netns [--rate RATE]]
 #                             [ddp_compare.py options]
 #   --build DIR   the build directory holding ddlrun and python/ddl (default build)
 #   --ranks N     ranks on this host (default 4)
 #   --python PY   the interpreter with torch (default /usr/bin/python3)
+#   --venv V      a venv where `pip install .` put ddlrun and ddl (scripts/setup's build/venv:
+#                 torch 2.13): its bin/ddlrun and bin/python, no PYTHONPATH (instead of --build)
 #   --netns       3 fake hosts x 2 ranks (root; skipped, 77, where fake hosts cannot be made)
 #   --rate RATE   the fake hosts' link rate, as tc takes it (default 1gbit)
 #   --quick       (ddp_compare.py) 3 sizes, 3 calls, 4 steps, 1 round: the bench.ddp_smoke test
@@ -33,6 +35,7 @@ while (($#)); do
     --build) build=${2:?--build takes a directory}; shift ;;
     --ranks) ranks=${2:?--ranks takes a count}; shift ;;
     --python) python=${2:?--python takes an interpreter}; shift ;;
+    --venv) venv=${2:?--venv takes a directory}; shift ;;
     --netns) netns=1 ;;
     --rate) rate=${2:?--rate takes a rate like 1gbit}; shift ;;
     -h | --help) sed -n '2,/^set /{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
@@ -40,22 +43,32 @@ while (($#)); do
   esac
   shift
 done
-build=$(cd "$build" 2>/dev/null && pwd) || {
-  echo "ddp_compare: no build directory (build ddlrun, or give --build DIR)" >&2
-  exit 2
-}
-ddlrun="$build/ddlrun/ddlrun"
-if [[ ! -x $ddlrun ]]; then
-  echo "ddp_compare: no $ddlrun (build it: cmake --build $build, or give --build DIR)" >&2
-  exit 2
+pythonpath=()
+if [[ -n ${venv:-} ]]; then
+  venv=$(cd "$venv" 2>/dev/null && pwd) || { echo "ddp_compare: no venv $venv" >&2; exit 2; }
+  ddlrun="$venv/bin/ddlrun" python="$venv/bin/python"
+  [[ -x $ddlrun ]] || { echo "ddp_compare: no $ddlrun (pip install . into $venv)" >&2; exit 2; }
+  backend_check=("$python" -c 'import ddl._torch_pg')
+else
+  build=$(cd "$build" 2>/dev/null && pwd) || {
+    echo "ddp_compare: no build directory (build ddlrun, or give --build DIR)" >&2
+    exit 2
+  }
+  ddlrun="$build/ddlrun/ddlrun"
+  if [[ ! -x $ddlrun ]]; then
+    echo "ddp_compare: no $ddlrun (build it: cmake --build $build, or give --build DIR)" >&2
+    exit 2
+  fi
+  backend_check=(compgen -G "$build/python/ddl/_torch_pg*.so")
+  pythonpath=(-x "PYTHONPATH=$build/python")
 fi
 if ! "$python" -c 'import torch' 2>/dev/null; then
   echo "ddp_compare: $python cannot import torch (scripts/setup installs python3-torch): skipped"
   exit 77
 fi
-if ! compgen -G "$build/python/ddl/_torch_pg*.so" >/dev/null; then
-  echo "ddp_compare: no $build/python/ddl/_torch_pg*.so, the ddl backend (it is built when" \
-    "libtorch-dev is installed: scripts/setup, then rebuild): skipped"
+if ! "${backend_check[@]}" >/dev/null 2>&1; then
+  echo "ddp_compare: the ddl backend (ddl._torch_pg) is not built for $python (it is built" \
+    "when libtorch-dev or the interpreter's torch is there: scripts/setup, then rebuild): skipped"
   exit 77
 fi
 hosts=(-H "localhost:$ranks" --no-probe)
@@ -69,7 +82,7 @@ if ((netns)); then
   echo "ddp_compare: 3 fake hosts x 2 ranks, links shaped to $rate each way"
   hosts=(--launcher ssh -H node1:2,node2:2,node3:2 --no-probe --ssh-config "$NETNS_SSH_CONFIG")
 fi
-"$ddlrun" --tag-output none "${hosts[@]}" -x "PYTHONPATH=$build/python" \
+"$ddlrun" --tag-output none "${hosts[@]}" "${pythonpath[@]}" \
   "$python" "$here/ddp_compare.py" "${args[@]}"
 status=$?
 if ((status != 0)); then

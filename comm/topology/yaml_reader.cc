@@ -47,12 +47,13 @@ class NoAliases : public YAML::EventHandler {
                   YAML::EmitterStyle::value) override {}
   void OnMapEnd() override {}
 
-  /// Reads every document of `text`; throws TopologyError at the first alias.
+  /// Reads the first document of `text`, the one YAML::Load builds; throws TopologyError at
+  /// the first alias. (Not a loop over the documents: on some malformed streams yaml-cpp 0.7's
+  /// HandleNextDocument returns true forever without consuming input; fuzz_topology found one.)
   void check(const std::string& text) {
     std::istringstream in(text);
     YAML::Parser parser(in);
-    while (parser.HandleNextDocument(*this)) {
-    }
+    parser.HandleNextDocument(*this);
   }
 
  private:

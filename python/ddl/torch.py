@@ -238,9 +238,12 @@ _LAUNCHER_RANKS = ("DDL_RANK", "OMPI_COMM_WORLD_RANK", "JSM_NAMESPACE_RANK", "SL
 def _meets_through_store():
     """Whether libddl must meet through torch's store: under torchrun (which sets
     TORCHELASTIC_RUN_ID; any SLURM_PROCID it inherits names the agent, not the rank), or where
-    no launcher libddl knows started the process."""
+    no launcher libddl knows started the process, unless DDL_ALLOW_SINGLE asks for a job of one
+    rank (then a larger world_size is refused at once instead of waiting for absent ranks)."""
     if os.environ.get("TORCHELASTIC_RUN_ID"):
         return True
+    if os.environ.get("DDL_ALLOW_SINGLE"):
+        return False
     return not any(os.environ.get(name) for name in _LAUNCHER_RANKS)
 
 
