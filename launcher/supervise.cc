@@ -383,8 +383,14 @@ class Supervisor {
       backend_.signal(SIGCONT);
       return;
     }
+    if (options_.on_stopped) {  // one node of a per-node job: it ends rather than pause alone
+      options_.on_stopped();
+      sink_.note("ddlrun: got SIGTSTP: a node of a per-node job cannot pause alone; stopping " +
+                 processes(running_.size()));
+      begin_stop(128 + SIGTSTP);
+      return;
+    }
     backend_.signal(SIGSTOP);
-    if (options_.on_stopped) options_.on_stopped();
     if (!options_.handle_signals) return;
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     kill(getpid(), SIGSTOP);

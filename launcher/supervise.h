@@ -34,9 +34,10 @@ struct SuperviseOptions {
   /// whose output blames a peer is passed once its note is written (up to a second later, with
   /// the status it gives the job), so that the peer's own failure, on another node, comes first.
   std::function<void(int rank, const ExitStatus& status)> on_first_failure;
-  /// Called (on the supervisor's thread) when SIGTSTP (Ctrl-Z) stops the job, before ddlrun
-  /// stops itself: per-node mode tells node 0 that this node was stopped, rather than leave the
-  /// others to find it silent.
+  /// Called (on the supervisor's thread) at SIGTSTP (Ctrl-Z), instead of stopping the job:
+  /// per-node mode tells node 0 that this node was stopped (rather than leave the others to
+  /// find it silent) and, since a node cannot pause alone, this node's ranks are stopped for
+  /// good (status 128 + SIGTSTP) instead of paused. Unset: the job pauses until SIGCONT.
   std::function<void()> on_stopped;
 };
 
