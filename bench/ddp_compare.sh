@@ -48,7 +48,7 @@ if [[ -n ${venv:-} ]]; then
   venv=$(cd "$venv" 2>/dev/null && pwd) || { echo "ddp_compare: no venv $venv" >&2; exit 2; }
   ddlrun="$venv/bin/ddlrun" python="$venv/bin/python"
   [[ -x $ddlrun ]] || { echo "ddp_compare: no $ddlrun (pip install . into $venv)" >&2; exit 2; }
-  backend_check=("$python" -c 'import ddl._torch_pg')
+  backend_check=("$python" -c 'import torch, ddl._torch_pg')
 else
   build=$(cd "$build" 2>/dev/null && pwd) || {
     echo "ddp_compare: no build directory (build ddlrun, or give --build DIR)" >&2
