@@ -33,98 +33,21 @@ import ddl.tensorflow as _dtf
 
 from .compression import Compression
 
-Average, Sum, Adasum, Min, Max, Product = 0, 1, 2, 3, 4, 5
+from ..common import basics as _basics
+from ..common.basics import (NOT_INITIALIZED, Adasum, Average, Max, Min, Product, Sum, _job,
+                             ccl_built, cross_rank, cross_size, cuda_built, ddl_built, gloo_built,
+                             gloo_enabled, global_process_set, is_homogeneous, is_initialized,
+                             local_rank, local_size, mpi_built, mpi_enabled, mpi_threads_supported,
+                             nccl_built, rank, rocm_built, shutdown, size)
+
 _DDL_OPS = {Average: "avg", Sum: "sum", Min: "min", Max: "max", Product: "prod"}
-NOT_INITIALIZED = "Horovod has not been initialized; use hvd.init()."
 ADASUM = ("op Adasum is not supported by horovod.tensorflow on libddl (libddl has no Adasum "
           "reduction): use hvd.Average or hvd.Sum")
 
 
-class _GlobalProcessSet:
-    """The only process set: every rank of the job."""
-
-    process_set_id = 0
-
-    def __repr__(self):
-        return "global_process_set"
-
-
-global_process_set = _GlobalProcessSet()
-_cross = {}
-
-
 def init(comm=None, process_sets=None):
     """Joins the job ddlrun started (ddl.init()); a second call does nothing."""
-    if comm is not None:
-        raise ValueError("hvd.init(comm=...): horovod.tensorflow on libddl takes no MPI "
-                         "communicator; run the script with ddlrun, which gives every rank "
-                         "its place")
-    if process_sets not in (None, [], "dynamic"):
-        raise ValueError("hvd.init(process_sets=...): horovod.tensorflow on libddl has only "
-                         "the global process set")
-    ddl.init()
-    if not _cross:
-        local = ddl.allgather(np.array([ddl.local_rank()], dtype=np.int64)).tolist()
-        peers = [r for r, lr in enumerate(local) if lr == ddl.local_rank()]
-        _cross.update(rank=peers.index(ddl.rank()), size=len(peers))
-
-
-def shutdown():
-    """Leaves the job; init() may be called again."""
-    _cross.clear()
-    ddl.finalize()
-
-
-def is_initialized():
-    return ddl.initialized() and bool(_cross)
-
-
-def _job(what):
-    if not is_initialized():
-        raise ValueError(NOT_INITIALIZED)
-    return what()
-
-
-def rank():
-    return _job(ddl.rank)
-
-
-def size():
-    return _job(ddl.size)
-
-
-def local_rank():
-    return _job(ddl.local_rank)
-
-
-def local_size():
-    return _job(ddl.local_size)
-
-
-def cross_rank():
-    """This rank's index among the ranks with its local_rank (its host's index)."""
-    return _job(lambda: _cross["rank"])
-
-
-def cross_size():
-    """The number of ranks with this rank's local_rank (the number of hosts)."""
-    return _job(lambda: _cross["size"])
-
-
-def is_homogeneous():
-    return _job(lambda: ddl.size() == _cross["size"] * ddl.local_size())
-
-
-def _no():
-    return False
-
-
-mpi_threads_supported = mpi_built = mpi_enabled = gloo_built = gloo_enabled = _no
-nccl_built = cuda_built = rocm_built = ccl_built = _no
-
-
-def ddl_built():
-    return True
+    _basics.init("horovod.tensorflow", comm, process_sets)
 
 
 def resolve_op(op, average, what):

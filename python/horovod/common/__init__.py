@@ -1,0 +1,2 @@
+"""horovod.common: what horovod.torch and horovod.tensorflow share on libddl (basics), as
+Horovod's own horovod.common does."""
