@@ -9,7 +9,6 @@
 #include "launcher/job.h"
 
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -20,6 +19,7 @@
 #include <random>
 #include <stdexcept>
 
+#include "base/digest.h"
 #include "launcher/wire.h"
 
 namespace ddl::launcher {
@@ -220,23 +220,11 @@ int free_tcp_port() {
 }
 
 std::string make_token() {
-  unsigned char raw[32] = {};
-  const int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-  size_t got = 0;
-  while (fd >= 0 && got < sizeof raw) {
-    const ssize_t n = read(fd, raw + got, sizeof raw - got);
-    if (n <= 0) break;
-    got += static_cast<size_t>(n);
+  try {
+    return base::hex(base::random_bytes(32));
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(std::string("cannot make the job's token: ") + e.what());
   }
-  if (fd >= 0) close(fd);
-  if (got < sizeof raw) throw std::runtime_error("cannot read /dev/urandom for the job's token");
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : raw) {
-    out.push_back(kHex[c >> 4]);
-    out.push_back(kHex[c & 15]);
-  }
-  return out;
 }
 
 }  // namespace ddl::launcher
