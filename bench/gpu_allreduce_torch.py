@@ -71,12 +71,14 @@ def measure(args, torch, dist, device, rank, n):
         for _ in range(args.n):
             dist.all_reduce(t)
         synchronize(torch, device)
-        took = torch.tensor([(time.perf_counter() - start) / args.n * 1e6], dtype=torch.float64)
+        # The bookkeeping tensors live on the tensor's device: nccl takes no CPU tensors.
+        took = torch.tensor([(time.perf_counter() - start) / args.n * 1e6], dtype=torch.float64,
+                            device=device)
         dist.all_reduce(took, op=dist.ReduceOp.MAX)
         t.copy_(pattern(torch, n, rank, count, device))
         dist.all_reduce(t)
         wrong = torch.tensor([float((t != expected(torch, n, count, device)).sum().item())],
-                             dtype=torch.float64)
+                             dtype=torch.float64, device=device)
         dist.all_reduce(wrong)
         us = took.item()
         algbw = count * 4 / us / 1e3
@@ -122,8 +124,8 @@ def read_rows(path):
     with open(path) as f:
         for line in f:
             cols = line.split()
-            if not cols or cols[0].startswith("#"):
-                continue
+            if not cols or not cols[0].isdigit():
+                continue  # comments, and whatever else the ranks printed (warnings)
             if len(cols) == 6:  # this script: size count time algbw busbw wrong
                 rows[int(cols[0])] = (float(cols[2]), float(cols[4]), cols[5])
             elif len(cols) == 8:  # ddl-bench: size count type redop time algbw busbw wrong

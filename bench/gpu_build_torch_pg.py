@@ -14,7 +14,9 @@ How it works: torch.utils.cpp_extension.load() compiles the sources with ninja i
 folder, with the checkout, comm/include and python/ on the include path, links libddl from the
 bundle (rpath: the bundle's lib/, absolute: the module is built where it runs), loads the
 result once;
-the module is then copied next to the package's other extension.
+the module is then copied next to the package's other extension, and ddl/_torch_build.py is
+rewritten to name this torch (the bundle's names the build machine's, which ddl.torch's version
+check would refuse).
 """
 import glob
 import os
@@ -51,6 +53,10 @@ def main():
         built = os.path.join(build, "_torch_pg.so")
         out = os.path.join(bundle, "python", "ddl", "_torch_pg.so")
         shutil.copy2(built, out)
+        import torch
+        with open(os.path.join(bundle, "python", "ddl", "_torch_build.py"), "w") as f:
+            f.write("# Written by bench/gpu_build_torch_pg.py: the torch ddl._torch_pg is built "
+                    f"against.\nTORCH_VERSION = {torch.__version__.split('+')[0]!r}\n")
     finally:
         shutil.rmtree(build, ignore_errors=True)
     print(out)

@@ -14,10 +14,11 @@
 #   torch-ddl    torch.distributed all_reduce on CUDA tensors with backend ddl (one rank)
 #   torch-nccl   the same with backend nccl
 #   table        libddl, torch ddl and torch nccl side by side, per size
-#   nccl-2       (tried last) `ddl-bench -G` with 2 ranks on the one GPU
-#   torch-nccl-2 (tried last) torch's nccl with 2 ranks both on GPU 0: NCCL refuses a GPU
-#                shared by two ranks ("Duplicate GPU"); both steps print what happened and
-#                count as tried, not failed
+#   nccl-2       (tried last) `ddl-bench -G` asking for 2 ranks (--np 2) on the one GPU: ddlrun
+#                places one rank per GPU and refuses with its error (first H100 run, 26 Nov 2026)
+#   torch-nccl-2 (tried last) torch's nccl with 2 ranks both on GPU 0, the same refusal; NCCL
+#                would refuse a shared GPU too ("Duplicate GPU"); both steps print what happened
+#                and count as tried, not failed
 #
 # Without a GPU (no GPU in `ddlrun --probe`), every GPU step is skipped with the reason and the
 # CPU side still runs: env, bundle, probe, plan, and in place of the GPU runs the same
@@ -260,10 +261,10 @@ if [[ -z $nogpu ]]; then
   table
   # Two ranks on the one GPU, tried last: libddl (the mapper gives the one GPU to one rank) and
   # torch's nccl with both ranks on GPU 0 (NCCL refuses a GPU shared by two ranks).
-  step nccl-2 90 --tried "$ddlrun" -H localhost:2 --tag-output rank -x DDL_TIMEOUT=30 "$bench" -G \
+  step nccl-2 90 --tried "$ddlrun" -H localhost:2 --np 2 --tag-output rank -x DDL_TIMEOUT=30 "$bench" -G \
     -b 8 -e 1M -w 1 -n 5
   if [[ -z $why_torch ]]; then
-    step torch-nccl-2 90 --tried "$ddlrun" -H localhost:2 --tag-output rank "$python" \
+    step torch-nccl-2 90 --tried "$ddlrun" -H localhost:2 --np 2 --tag-output rank "$python" \
       "$root/bench/gpu_allreduce_torch.py" --backend nccl --device cuda --gpu0 -b 8 -e 1M \
       -w 1 -n 5
   else

@@ -2,7 +2,13 @@
 // itself links neither and runs on machines without them.
 //
 // Each Comm owns an NCCL communicator made non-blocking (config.blocking = 0) and a CUDA
-// stream of its own. A call enqueues the NCCL operation and then polls, until the stream is
+// stream of its own, a blocking one (cudaStreamDefault): its work starts only after what the
+// process queued before on the legacy default stream, which is where a plain cudaMemcpy or
+// kernel launch goes. cudaMemcpy from pageable host memory may return before its DMA has landed
+// (the CUDA runtime's documented behaviour), so a non-blocking stream let NCCL read a buffer the
+// copy was still writing: the first real H100 run (ddl-bench -G) found wrong elements at 1 MiB.
+// Work on other streams of the caller must be synchronized before the call (ddl.h says so; the
+// torch backend synchronizes the tensor's current stream). A call enqueues the NCCL operation and then polls, until the stream is
 // done, both the stream and ncclCommGetAsyncError; when NCCL reports an error, or the operation
 // has not finished within the timeout (a peer died or stopped calling collectives), the
 // communicator is aborted (ncclCommAbort, so no kernel is left spinning) and DeviceError
@@ -262,7 +268,7 @@ class NcclRuntime : public Runtime {
                         " (does the topology file's GPU exist on this host?)");
     }
     cudaStream_t stream = nullptr;
-    if (cudaError_t e = api_->cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+    if (cudaError_t e = api_->cudaStreamCreateWithFlags(&stream, cudaStreamDefault);
         e != cudaSuccess) {
       throw DeviceError(who + ": cudaStreamCreateWithFlags: " + api_->cudaGetErrorString(e));
     }

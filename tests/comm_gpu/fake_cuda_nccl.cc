@@ -121,7 +121,15 @@ cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes* a, const void
 struct CUstream_st {
   int polls = 0;
 };
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned int) {
+/// Refuses cudaStreamNonBlocking: libddl's stream must be ordered after the legacy default
+/// stream (comm/device/nccl.cc says why), and this fake's memcpy cannot show the race.
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned int flags) {
+  if (flags != cudaStreamDefault) {
+    std::fprintf(stderr, "fake cudart: cudaStreamCreateWithFlags(%#x): libddl's stream must be a "
+                 "blocking one (cudaStreamDefault), ordered after the legacy default stream\n",
+                 flags);
+    return cudaErrorInvalidValue;
+  }
   *s = new CUstream_st;
   return cudaSuccess;
 }

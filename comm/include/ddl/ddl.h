@@ -63,7 +63,12 @@ int ddl_local_rank(void);
 int ddl_local_size(void);
 int ddl_local_gpu(void);
 
-/* recv = op over every rank's send, `count` elements. send == recv works in place. */
+/* recv = op over every rank's send, `count` elements. send == recv works in place.
+ *
+ * GPU buffers (cudaMalloc'd; every buffer of a call on the same device) run through NCCL on a
+ * stream of libddl's that waits for the work queued before on the legacy default stream (a
+ * plain cudaMemcpy or kernel launch); work on the caller's other streams must be synchronized
+ * before the call. Every call returns once the GPU is done with the buffers. */
 ddl_status_t ddl_allreduce(const void* send, void* recv, size_t count, ddl_datatype_t type,
                            ddl_op_t op);
 /* In place on `n` buffers at once, fused into large buckets (IBM's AllReduceN). */
