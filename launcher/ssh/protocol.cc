@@ -10,7 +10,7 @@ namespace ddl::launcher::ssh {
 
 namespace {
 constexpr uint32_t kMaxPayload = 256u << 20;
-constexpr std::string_view kTypes = "HJKFGORXDSIECBAQPZY";
+constexpr std::string_view kTypes = "HJKFGORXDSIECBAQPZYWTL";
 }  // namespace
 
 std::string encode_frame(FrameType type, int32_t id, std::string_view payload) {

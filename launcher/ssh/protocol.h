@@ -63,6 +63,9 @@ enum class FrameType : char {
   kModexResponse = 'P',
   kStdinCredit = 'Z',
   kHeartbeat = 'Y',
+  kSubtree = 'W',
+  kRouted = 'T',
+  kLost = 'L',
 };
 
 /// Bytes of stdin ddlrun may send before the agent grants more (kStdinCredit).
