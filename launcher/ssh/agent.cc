@@ -205,7 +205,7 @@ class Agent : private pmix_server::Host {
   int in_;
   int out_;
   bool liveness_;
-  ddl::ssh::Connector& connector_;  ///< logs in to this agent's children in the launch tree
+  ddl::ssh::Connector& connector_;     ///< logs in to this agent's children in the launch tree
   std::unique_ptr<ssh::Relay> relay_;  ///< its children, once a subtree frame came
   std::string ddlrun_address_;         ///< ddlrun's host, from the subtree frame
   std::mutex out_mutex_;

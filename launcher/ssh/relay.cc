@@ -120,7 +120,9 @@ class Relay::Talk {
       return report("no heartbeat for " + base::seconds_text(r_.spec_.heartbeat_timeout) +
                     " (the host is unreachable, or its agent is stopped or hung)");
     }
-    if (!done_ && !r_.gone()) report(closed_reason());
+    // Done, and then the end of its agent: but an agent leaves after its subtree, so one
+    // that did not exit 0 left hosts below it behind.
+    if (!r_.gone() && (!done_ || channel_->exit_status() != 0)) report(closed_reason());
   }
 
  private:
@@ -144,8 +146,8 @@ class Relay::Talk {
     try {
       channel_ = session_->exec(command_);
     } catch (const ddl::ssh::Error&) {
-      report("cannot run '" + command_ + "' on " + session_->endpoint() + ": " +
-             session_->error() + from());
+      report("cannot run '" + command_ + "' on " + session_->endpoint() + ": " + session_->error() +
+             from());
       return false;
     }
     SubtreeFrame mine;

@@ -88,10 +88,10 @@ struct HostConn {
   std::string stdin_frames;  ///< stdin to write after `outgoing` (at most kStdinWindow)
   std::thread thread;        ///< the first level's only
   // The launch tree.
-  bool first_level = true;          ///< ddlrun logs in to it itself
-  std::vector<HostConn*> subtree;   ///< every host below it, at every level
-  std::string subtree_frame;        ///< the first level's W frame, when it has hosts below
-  bool collateral = false;          ///< failed only because its tree parent was lost
+  bool first_level = true;         ///< ddlrun logs in to it itself
+  std::vector<HostConn*> subtree;  ///< every host below it, at every level
+  std::string subtree_frame;       ///< the first level's W frame, when it has hosts below
+  bool collateral = false;         ///< failed only because its tree parent was lost
 };
 
 class SshBackend : public Backend {
@@ -939,11 +939,11 @@ class SshBackend::Conversation {
     if (silent_) {
       // Closing must not wait for a host that cannot answer.
       session_->stop_blocking();
-      own().lost(ssh::tree_lost_text(
-                     "no heartbeat for " + seconds_text(b_.options_.heartbeat_timeout) +
-                         " (the host is unreachable, or its agent is stopped or hung)",
-                     below),
-                 below_open);
+      own().lost(
+          ssh::tree_lost_text("no heartbeat for " + seconds_text(b_.options_.heartbeat_timeout) +
+                                  " (the host is unreachable, or its agent is stopped or hung)",
+                              below),
+          below_open);
     } else if (!open_ && (own().has_unfinished() || below_open)) {
       own().lost(ssh::tree_lost_text(closed_reason(), below), below_open);
     }

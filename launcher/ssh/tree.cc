@@ -114,8 +114,8 @@ SubtreeFrame decode_subtree(std::string_view payload) {
   f.ssh.port = in.i32();
   f.ssh.known_hosts = in.str();
   const uint32_t policy = in.u32();
-  if (policy > 1) throw std::runtime_error("malformed subtree frame: host key policy " +
-                                           std::to_string(policy));
+  if (policy > 1)
+    throw std::runtime_error("malformed subtree frame: host key policy " + std::to_string(policy));
   f.ssh.host_key_policy =
       policy == 1 ? ddl::ssh::HostKeyPolicy::kAcceptNew : ddl::ssh::HostKeyPolicy::kStrict;
   f.ssh.connect_timeout = std::chrono::milliseconds(in.u32());

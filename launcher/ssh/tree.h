@@ -33,8 +33,7 @@ constexpr int kMaxTreeDepth = 32;
 /// children under ddlrun and under each host: the first level, each with its subtree. Flat
 /// (every host on the first level, none below) when `width` is 0 or there are at most `width`
 /// hosts.
-std::vector<TreeHost> launch_tree(const std::vector<std::pair<int, std::string>>& hosts,
-                                  int width);
+std::vector<TreeHost> launch_tree(const std::vector<std::pair<int, std::string>>& hosts, int width);
 /// How many hosts lie below `h`, at every level.
 int hosts_below(const TreeHost& h);
 /// Levels of hosts: 1 when flat, 0 when there are none.

@@ -24,7 +24,9 @@ class AgentPeer {
  public:
   AgentPeer() {
     EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds_), 0);
-    agent_ = std::thread([this] { status_ = converse_as_agent(fds_[1], fds_[1], false, ddl::ssh::libssh_connector()); });
+    agent_ = std::thread([this] {
+      status_ = converse_as_agent(fds_[1], fds_[1], false, ddl::ssh::libssh_connector());
+    });
   }
   ~AgentPeer() {
     if (agent_.joinable()) {

@@ -133,8 +133,8 @@ TEST(SubtreeFrame, MalformedOnesAreNamed) {
 }
 
 TEST(TreeFrames, RoutedFramesNestAndTheTreeTypesAreKnown) {
-  const std::string inner = ssh::encode_frame(FrameType::kStdout, 3, "hi\n") +
-                            ssh::encode_frame(FrameType::kDone, 0, {});
+  const std::string inner =
+      ssh::encode_frame(FrameType::kStdout, 3, "hi\n") + ssh::encode_frame(FrameType::kDone, 0, {});
   ssh::FrameReader reader;
   reader.feed(ssh::route(12, inner) + ssh::encode_frame(FrameType::kLost, 9, "why") +
               ssh::encode_frame(FrameType::kSubtree, 0, "w"));
@@ -286,8 +286,8 @@ TEST(Relay, ASilentChildAndAClosedOneAreLost) {
   Upstream up;
   ssh::Relay relay(relay_spec(), "c0", up.sink(), connector);
   relay.start();
-  const std::vector<ssh::Frame> got = up.await(
-      [](auto& g) { return has(g, FrameType::kLost, 1) && has(g, FrameType::kLost, 2); });
+  const std::vector<ssh::Frame> got =
+      up.await([](auto& g) { return has(g, FrameType::kLost, 1) && has(g, FrameType::kLost, 2); });
   ASSERT_NE(find(got, FrameType::kLost, 1), nullptr);
   EXPECT_EQ(find(got, FrameType::kLost, 1)->payload,
             "no heartbeat for 0.4 s (the host is unreachable, or its agent is stopped or hung)");
