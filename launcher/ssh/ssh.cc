@@ -124,6 +124,7 @@ class SshBackend : public Backend {
       HostConn* c = h.get();
       if (c->first_level) c->thread = std::thread([this, c] { converse(*c); });
     }
+    drop_kept_sessions();
     // Each level logs in after the one above it said hello.
     const auto connect_limit =
         (options_.ssh.connect_timeout * 4 + std::chrono::seconds(5)) * std::max(depth_, 1);
@@ -248,6 +249,14 @@ class SshBackend : public Backend {
       w.heartbeat_timeout = options_.heartbeat_timeout;
       w.children = t.children;
       c->subtree_frame = ssh::encode_frame(ssh::FrameType::kSubtree, 0, ssh::encode(w));
+    }
+  }
+  /// Closes the probe's sessions to the hosts below the first level (their agents, given no
+  /// job, exit): their tree parents log in to them, and ddlrun holds no session per host.
+  void drop_kept_sessions() {
+    if (!options_.ssh.keep_sessions) return;
+    for (auto& h : hosts_) {
+      if (!h->first_level) options_.ssh.keep_sessions->take(h->name);
     }
   }
   /// Fills in the subtree of `t` and of every host below it.
