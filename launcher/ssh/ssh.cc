@@ -522,6 +522,7 @@ class SshBackend::HostTalk {
   bool running() const { return running_; }
   /// Said done, or lost: nothing more comes from it.
   bool ended() const { return done_ || lost_; }
+  bool done() const { return done_; }
   /// Nothing more to wait for while ddlrun stops the job.
   bool stopped() const { return ended() || !running_ || unfinished_.empty(); }
   bool has_unfinished() const { return !ended() && !unfinished_.empty(); }
@@ -817,6 +818,7 @@ class SshBackend::Conversation {
   void dispatch(ssh::Frame& f) {
     if (f.type == ssh::FrameType::kRouted) {
       HostTalk& t = talk_of(f.id);
+      if (t.ended() && !t.done()) return;  // lost: what still comes from it is stale
       ssh::FrameReader inner;
       inner.feed(f.payload);
       while (auto g = inner.next())

@@ -124,7 +124,9 @@ TEST(SubtreeFrame, MalformedOnesAreNamed) {
   ssh::SubtreeFrame f;
   f.children = ssh::launch_tree(hosts(3), 1);
   const std::string good = ssh::encode(f);
-  EXPECT_EQ(decode_error(good.substr(0, good.size() - 3)), "malformed subtree frame: truncated");
+  EXPECT_EQ(decode_error(good.substr(0, 10)), "malformed subtree frame: truncated");
+  EXPECT_EQ(decode_error(good.substr(0, good.size() - 3)),
+            "malformed subtree frame: a count of 1 exceeds the data");
   EXPECT_EQ(decode_error(good + "x"), "malformed subtree frame: trailing bytes");
   f.children = ssh::launch_tree(hosts(40), 1);  // a chain 40 deep
   EXPECT_EQ(decode_error(ssh::encode(f)), "malformed subtree frame: deeper than 32 levels");
@@ -347,14 +349,14 @@ struct TreeAgent {
         if (f->type == FrameType::kSubtree) {
           r.print(ssh::route(1, hello_frame("n2")) + ssh::route(2, hello_frame("n3")));
         }
-        int host = 0;
-        if (f->type == FrameType::kRouted) {
-          host = f->id;
-          ssh::FrameReader inner;
-          inner.feed(f->payload);
-          f = inner.next();
+        if (f->type != FrameType::kRouted) {
+          self.on(r, 0, *f, *left);
+          continue;
         }
-        self.on(r, host, *f, *left);
+        ssh::FrameReader inner;
+        inner.feed(f->payload);
+        while (auto g = inner.next())
+          self.on(r, f->id, *g, *left);
       }
     });
   }
@@ -367,6 +369,7 @@ struct TreeAgent {
     if (lose_n2 && host == 1) {
       return r.print(ssh::encode_frame(FrameType::kLost, 1, "no heartbeat for 10 s (x)"));
     }
+    if (lose_n2 && host == 2) return;  // below the lost n2: nothing comes from it
     as(ssh::encode_frame(FrameType::kStdout, host, "rank " + std::to_string(host) + "\n") +
        exit_frame(host, 0) + ssh::encode_frame(FrameType::kDone, 0, {}));
     if (--left == 0) r.end(0);
