@@ -189,10 +189,10 @@ class Upstream {
       return true;
     };
   }
-  /// Waits (3 s at most) until `pred(frames so far)`.
+  /// Waits (`limit` at most) until `pred(frames so far)`.
   template <typename Pred>
-  std::vector<ssh::Frame> await(Pred pred) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  std::vector<ssh::Frame> await(Pred pred, milliseconds limit = milliseconds(3000)) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
     for (;;) {
       std::vector<ssh::Frame> got;
       {
@@ -273,7 +273,7 @@ TEST(Relay, StartsEachChildsAgentAndRoutesBothWays) {
   c1->print(ssh::encode_frame(FrameType::kDone, 0, {}));
   c1->end(0);
   relay.wait();  // both children's conversations ended
-  got = up.await([](auto&) { return false; });
+  got = up.await([](auto&) { return false; }, milliseconds(100));
   EXPECT_FALSE(has(got, FrameType::kLost, 1));  // c1 said done before its channel closed
 }
 
