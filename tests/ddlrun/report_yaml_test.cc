@@ -13,8 +13,8 @@ namespace {
 TEST(ReportYaml, LayoutOfNestedBlocks) {
   const Value doc = Value::Map{
       {"name", "a"},
-      {"hosts", Value::List{Value::Map{{"name", "n1"}, {"ranks", Value::List{0, 1}}},
-                            Value::Map{}}},
+      {"hosts",
+       Value::List{Value::Map{{"name", "n1"}, {"ranks", Value::List{0, 1}}}, Value::Map{}}},
       {"rings", Value::List{Value::List{0, 1}, Value::List{}}},
       {"empty", Value::List{}},
       {"none", Value()},
@@ -41,12 +41,35 @@ TEST(ReportYaml, LayoutOfNestedBlocks) {
 }
 
 TEST(ReportYaml, ScalarsReadBackAsWritten) {
-  const std::string hostile[] = {"",         "yes",       "No",    "null",     "~",
-                                 "-1",       "12",        "a: b",  "# c",      "x\ny",
-                                 "tab\there", "quote\"s", "back\\", "\x01\x7f", "\xc2\x85\xc2\x9f",
-                                 "\xef\xbb\xbf" "bom",    "caf\xc3\xa9", "[list]", "{map}",
-                                 "& anchor", "* alias",   "! tag", "%dir",     "@at",
-                                 "`tick",    "- dash",    "/abs/path", "plain.name-1"};
+  const std::string hostile[] = {"",
+                                 "yes",
+                                 "No",
+                                 "null",
+                                 "~",
+                                 "-1",
+                                 "12",
+                                 "a: b",
+                                 "# c",
+                                 "x\ny",
+                                 "tab\there",
+                                 "quote\"s",
+                                 "back\\",
+                                 "\x01\x7f",
+                                 "\xc2\x85\xc2\x9f",
+                                 "\xef\xbb\xbf"
+                                 "bom",
+                                 "caf\xc3\xa9",
+                                 "[list]",
+                                 "{map}",
+                                 "& anchor",
+                                 "* alias",
+                                 "! tag",
+                                 "%dir",
+                                 "@at",
+                                 "`tick",
+                                 "- dash",
+                                 "/abs/path",
+                                 "plain.name-1"};
   Value::List items;
   for (const std::string& s : hostile)
     items.emplace_back(s);
