@@ -457,5 +457,55 @@ TEST(SshBackendTree, ALostInteriorHostIsNamedAndTakesItsSubtree) {
   backend->finish();
 }
 
+TEST(SshBackendTree, StdinAndSignalsGoDownToRoutedHosts) {
+  // Rank 0 on n3, the deepest host: its stdin goes routed through n1's channel.
+  Job job = chain_job();
+  job.topology.ranks[0].host = 2;
+  job.topology.ranks[2].host = 0;
+  FakeConnector connector;
+  std::shared_ptr<FakeRemote> n1;
+  connector.host("n1").program = [](FakeRemote& r) {
+    // Every host says hello and is ready, and the ranks run on.
+    r.print(hello_frame("n1"));
+    auto reader = std::make_shared<ssh::FrameReader>();
+    r.on_write([reader](FakeRemote& r, std::string_view bytes) {
+      reader->feed(bytes);
+      while (auto f = reader->next()) {
+        if (f->type == FrameType::kSubtree) {
+          r.print(ssh::route(1, hello_frame("n2")) + ssh::route(2, hello_frame("n3")));
+        }
+        if (f->type == FrameType::kJob) r.print(ssh::encode_frame(FrameType::kReady, 0, {}));
+        if (f->type == FrameType::kRouted && f->payload.front() == 'J') {
+          r.print(ssh::route(f->id, ssh::encode_frame(FrameType::kReady, 0, {})));
+        }
+      }
+    });
+  };
+  EventQueue events;
+  const std::unique_ptr<Backend> backend = make_ssh_backend(job, tree_options(), connector);
+  backend->start(events);
+  backend->write_stdin("to rank 0\n");
+  backend->close_stdin();
+  backend->signal(SIGUSR1);
+  std::this_thread::sleep_for(milliseconds(300));
+  std::map<int, std::string> routed;  // host -> the frame types routed to it
+  for (const ssh::Frame& f : frames(connector.host("n1").remotes.at(0)->written())) {
+    if (f.type != FrameType::kRouted) continue;
+    for (const ssh::Frame& g : frames(f.payload)) {
+      routed[f.id] += static_cast<char>(g.type);
+      if (g.type == FrameType::kStdin) {
+        EXPECT_EQ(f.id, 2);
+        EXPECT_EQ(g.payload, "to rank 0\n");
+      }
+      if (g.type == FrameType::kSignal) {
+        EXPECT_EQ(g.id, SIGUSR1);
+      }
+    }
+  }
+  EXPECT_EQ(routed[1], "JGS");
+  EXPECT_EQ(routed[2], "JGSIE");  // control before stdin
+  backend->signal(SIGKILL);
+}
+
 }  // namespace
 }  // namespace ddl::launcher

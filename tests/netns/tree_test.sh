@@ -9,7 +9,7 @@
 #   chaos   the agent of an interior host of the second level (node W+1, with hosts below it)
 #           is SIGKILLed mid-job: ddlrun names that host and the hosts below it and exits 1
 #           within the heartbeat deadline + 4 s; then nothing of the job is left on any host
-#           (no rank, agent or keeper; no /tmp/ddlrun* directory).
+#           (no rank, agent or keeper; no /tmp/ddlrun.*, ddlrun-pmix.* or ddlrun-agent.*).
 # Prints the seconds each part took.
 #
 # Usage: tree_test.sh DDLRUN [N [W]]   (exit 77, skipped, when not root or without ip netns)
@@ -49,7 +49,8 @@ job_procs() {
     ps -o pid=,args= -p "$pid" 2>/dev/null
   done
 }
-# nothing_left NAME SECONDS: within SECONDS no process of the job and no /tmp/ddlrun* on any host.
+# nothing_left NAME SECONDS: within SECONDS no process of the job and no temporary directory of
+# ddlrun's on any host.
 nothing_left() {
   local k i left
   for ((k = 1; k <= n; k++)); do
@@ -59,7 +60,8 @@ nothing_left() {
       sleep 0.1
     done
     [[ -z $left ]] || fail "$1: left on node$k: $(tr '\n' ';' <<<"$left")"
-    left=$(netns_exec "$k" sh -c 'ls -d /tmp/ddlrun* 2>/dev/null')
+    # (not /tmp/ddlrun*: a checkout cloned there is bound into every host by hosts.sh)
+    left=$(netns_exec "$k" sh -c 'ls -d /tmp/ddlrun.* /tmp/ddlrun-pmix.* /tmp/ddlrun-agent.* 2>/dev/null')
     [[ -z $left ]] || fail "$1: left in node$k's /tmp: $left"
   done
 }
