@@ -147,6 +147,12 @@ TEST(TreeFrames, RoutedFramesNestAndTheTreeTypesAreKnown) {
   EXPECT_EQ(t->payload, inner);
   EXPECT_EQ(reader.next()->type, FrameType::kLost);
   EXPECT_EQ(reader.next()->type, FrameType::kSubtree);
+  // Their type bytes begin no text: a login script's output is still not taken for frames.
+  for (const char* banner : {"Welcome to n1\n", "This system is private\n", "Last login\n"}) {
+    ssh::FrameReader r;
+    r.feed(banner);
+    EXPECT_THROW(r.next(), std::runtime_error) << banner;
+  }
 }
 
 TEST(TreeTexts, ALostHostNamesWhatGoesWithIt) {
