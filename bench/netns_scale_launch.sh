@@ -113,5 +113,7 @@ launch_table() {
   xof=hosts_n var=N fit "ddlrun flat" "${xs_n[@]}" -- "${y_flat[@]}"
   xof=levels var=L fit "ddlrun tree (fan-out $width)" "${xs_l[@]}" -- "${y_tree[@]}"
   ((${#y_mpi[@]})) && xof=hosts_n var=N fit "mpirun" "${xs_m[@]}" -- "${y_mpi[@]}"
+  echo "  (namespace hosts share this machine's $(nproc) CPUs, so every launcher's time here also grows"
+  echo "  with N; the tree's model assumes hosts with CPUs of their own, each level costing alike)"
   return 0
 }
