@@ -32,8 +32,8 @@
 // the first-level host above them: what ddlrun sends them goes routed (T) down that channel,
 // what they send comes up routed, so hello/ready/go, output, stdin, signals, exits and PMIx
 // work as they do flat. A host below is timed by its tree parent, which reports it lost (L);
-// a lost host takes the hosts below it along (their ranks count as killed: the lost host is
-// the job's reason, and a restart keeps the others).
+// a lost host takes the hosts below it along, reported after it as "lost with its tree parent
+// X" (the lost host is the job's reason, and a restart keeps the others).
 
 #include <signal.h>
 
@@ -603,18 +603,18 @@ class SshBackend::HostTalk {
     unfinished_.clear();
   }
   /// Lost because its tree parent `parent` was: before the job ran a failure that is not its
-  /// own (the restart keeps the host); after, its ranks count as killed, so that the parent's
-  /// loss, reported first, is the job's reason and the host is not dropped from a restart.
+  /// own, after a lost host "lost with its tree parent PARENT" (which a rank's error that
+  /// leads here names); either way not a lost host of its own, so a restart keeps it.
   void lost_with(const std::string& parent) {
     if (ended()) return;
     lost_ = true;
     if (!running_) {
       b_.fail(c_, ssh::lost_with_parent_text(parent), 1, true);
-    } else {
-      for (int rank : unfinished_) {
-        b_.events_->push(
-            Event{Event::Type::kExit, rank, c_.index, Stream::kStdout, {}, {0, SIGKILL}});
-      }
+    } else if (!unfinished_.empty()) {
+      Event e{Event::Type::kHostFailure,          -1, c_.index, Stream::kStdout,
+              ssh::lost_with_parent_text(parent), {}};
+      e.with_parent = true;
+      b_.events_->push(std::move(e));
     }
     unfinished_.clear();
   }

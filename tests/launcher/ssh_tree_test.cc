@@ -452,14 +452,17 @@ TEST(SshBackendTree, ALostInteriorHostIsNamedAndTakesItsSubtree) {
     if (e.type == Event::Type::kHostFailure) failures.push_back(e);
     if (e.type == Event::Type::kExit) exits.push_back(e);
   }
-  ASSERT_EQ(failures.size(), 1u);
+  ASSERT_EQ(failures.size(), 2u);
   EXPECT_EQ(failures[0].host, 1);
   EXPECT_EQ(failures[0].data,
             "no heartbeat for 10 s (x); the 1 host below it in the launch tree is lost with it");
-  // n3's rank counts as killed (its agent lost its parent), after n2's loss.
-  ASSERT_EQ(exits.size(), 2u);
-  EXPECT_EQ(exits[1].rank, 2);
-  EXPECT_EQ(exits[1].status, (ExitStatus{0, SIGKILL}));
+  EXPECT_FALSE(failures[0].with_parent);
+  // n3 (its agent lost its parent) after n2, as lost with it: not a lost host of its own.
+  EXPECT_EQ(failures[1].host, 2);
+  EXPECT_EQ(failures[1].data, "lost with its tree parent n2");
+  EXPECT_TRUE(failures[1].with_parent);
+  ASSERT_EQ(exits.size(), 1u);
+  EXPECT_EQ(exits[0].rank, 0);
   backend->finish();
 }
 
