@@ -182,8 +182,10 @@ check_leftovers() {
       for k in 1 2 3; do
         for pid in $(netns_pids "$k"); do
           cmd=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | cut -c1-40)
-          # sshd's own session process of a cut link ends when TCP gives up: not the job's
+          # sshd's own session process of a cut link ends when TCP gives up: not the job's;
+          # nor is one that was there before the job (an earlier run's cut link)
           [[ $kind == link_down && $cmd == sshd:* ]] && continue
+          [[ -n ${stale_sshd[$pid]:-} ]] && continue
           what+=" node$k:$pid($cmd)"
         done
       done
@@ -294,6 +296,21 @@ pernode_run() {
   fi
 }
 
+# note_stale_sshd LAUNCHER: the sshd session processes on the hosts before a run (stale_sshd):
+# those of an earlier run's cut link live until TCP gives up on them, and are not this job's.
+declare -A stale_sshd=()
+note_stale_sshd() {
+  local k pid
+  stale_sshd=()
+  ((have_ssh)) && on_hosts "$1" || return 0
+  for k in 1 2 3; do
+    for pid in $(netns_pids "$k"); do
+      [[ $(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) == sshd:* ]] && stale_sshd[$pid]=1
+    done
+  done
+  return 0
+}
+
 # one_run INDEX LAUNCHER KIND
 one_run() {
   local i=$1 launcher=$2 kind=$3 n rc=0 problems=() started fault_at end_at took peak=0
@@ -305,6 +322,7 @@ one_run() {
   mkdir -p "$dir"
   n=$(nranks "$launcher")
   victim="" bound=5000 stopped_agent="" down_host=""
+  note_stale_sshd "$launcher"
   job_id="chaos$$r$i"
   local args
   mapfile -t args < <(job_args "$launcher")
