@@ -21,6 +21,7 @@
 #include "base/check.h"
 #include "launcher/backend.h"
 #include "launcher/keeper.h"
+#include "launcher/pmix_topo.h"
 
 namespace ddl::launcher::pmix_server {
 
@@ -46,6 +47,7 @@ std::mutex g_mutex;
 std::shared_ptr<Server::Impl> g_impl;
 bool g_initialized = false;
 std::string g_owned_dir;  ///< the directory made for PMIx's files when none was given
+std::function<HostTopology()> g_topology_source;  ///< provide_host_topology()'s
 
 std::shared_ptr<Server::Impl> current() {
   std::lock_guard lock(g_mutex);
@@ -381,50 +383,89 @@ std::vector<Event> abort_events(int rank, int status, const std::string& message
   return {line, exit};
 }
 
+namespace {
+
+/// This host's topology for PMIx_server_init (topology.h), loaded once per process and never
+/// freed, since PMIx keeps it; nullptr when none was provided or it could not be had.
+pmix_topology_t* given_topology() {
+  static HostTopology host;
+  static pmix_topology_t topology = [] {
+    pmix_topology_t t{};
+    if (g_topology_source) {
+      try {
+        host = g_topology_source();
+      } catch (const std::exception&) {
+        host = HostTopology{};  // PMIx then tries for itself
+      }
+    }
+    t.source = host.source.data();
+    t.topology = host.topology;
+    return t;
+  }();
+  return topology.topology != nullptr ? &topology : nullptr;
+}
+
+/// A private directory for PMIx's files, removed at exit (and by the keeper should ddlrun die).
+std::string make_owned_dir() {
+  const char* t = std::getenv("TMPDIR");
+  std::string dir = std::string(t != nullptr && *t != '\0' ? t : "/tmp") + "/ddlrun-pmix.XXXXXX";
+  if (mkdtemp(dir.data()) == nullptr) {
+    throw LaunchError("cannot create a directory like " + dir + " for the PMIx server: " +
+                      std::strerror(errno) + " (set TMPDIR to a writable directory)");
+  }
+  g_owned_dir = dir;
+  std::atexit(remove_owned_dir);
+  keeper_remove_dir(dir);
+  return dir;
+}
+
+/// PMIx_server_init with ddlrun's upcalls, PMIx's files in `dir` and this host's topology.
+void init_pmix(const std::string& dir) {
+  static pmix_server_module_t module = [] {
+    pmix_server_module_t m;
+    std::memset(&m, 0, sizeof m);
+    m.client_connected = on_connected;
+    m.client_finalized = on_finalized;
+    m.abort = on_abort;
+    m.fence_nb = on_fence;
+    m.direct_modex = on_direct_modex;
+    return m;
+  }();
+  // The job's data stays in the server (gds "hash"), not in shared-memory stores (ds21,
+  // ds12) whose process-shared locks a rank killed at the wrong moment leaves held. PMIx
+  // reads this once, here (PMIX_MCA_gds in ddlrun's environment wins).
+  setenv("PMIX_MCA_gds", "hash", 0);
+  pmix_info_t info[4];
+  for (pmix_info_t& i : info)
+    PMIX_INFO_CONSTRUCT(&i);
+  bool no = false;
+  PMIX_INFO_LOAD(&info[0], PMIX_SERVER_TOOL_SUPPORT, &no, PMIX_BOOL);
+  PMIX_INFO_LOAD(&info[1], PMIX_SERVER_TMPDIR, dir.c_str(), PMIX_STRING);
+  PMIX_INFO_LOAD(&info[2], PMIX_SYSTEM_TMPDIR, dir.c_str(), PMIX_STRING);
+  size_t ninfo = 3;
+  if (pmix_topology_t* topology = given_topology()) {
+    // By hand, not PMIX_INFO_LOAD (which copies the topology): PMIx keeps this pointer.
+    PMIX_LOAD_KEY(info[3].key, PMIX_TOPOLOGY2);
+    info[3].value.type = PMIX_TOPO;
+    info[3].value.data.topo = topology;
+    ninfo = 4;
+  }
+  const pmix_status_t rc = PMIx_server_init(&module, info, ninfo);
+  for (size_t i = 0; i < 3; ++i)
+    PMIX_INFO_DESTRUCT(&info[i]);
+  if (rc != PMIX_SUCCESS) {
+    throw LaunchError("cannot start the PMIx server (files in " + dir +
+                      "): PMIx_server_init: " + status_text(rc));
+  }
+}
+
+}  // namespace
+
 std::unique_ptr<Server> Server::start(const std::string& tmpdir, Host& host) {
   std::lock_guard lock(g_mutex);
   DDL_CHECK(g_impl == nullptr, "a PMIx server already serves a job in this process");
   if (!g_initialized) {
-    static pmix_server_module_t module = [] {
-      pmix_server_module_t m;
-      std::memset(&m, 0, sizeof m);
-      m.client_connected = on_connected;
-      m.client_finalized = on_finalized;
-      m.abort = on_abort;
-      m.fence_nb = on_fence;
-      m.direct_modex = on_direct_modex;
-      return m;
-    }();
-    std::string dir = tmpdir;
-    if (dir.empty()) {
-      const char* t = std::getenv("TMPDIR");
-      dir = std::string(t != nullptr && *t != '\0' ? t : "/tmp") + "/ddlrun-pmix.XXXXXX";
-      if (mkdtemp(dir.data()) == nullptr) {
-        throw LaunchError("cannot create a directory like " + dir + " for the PMIx server: " +
-                          std::strerror(errno) + " (set TMPDIR to a writable directory)");
-      }
-      g_owned_dir = dir;
-      std::atexit(remove_owned_dir);
-      keeper_remove_dir(dir);
-    }
-    // The job's data stays in the server (gds "hash"), not in shared-memory stores (ds21,
-    // ds12) whose process-shared locks a rank killed at the wrong moment leaves held. PMIx
-    // reads this once, here (PMIX_MCA_gds in ddlrun's environment wins).
-    setenv("PMIX_MCA_gds", "hash", 0);
-    pmix_info_t info[3];
-    for (pmix_info_t& i : info)
-      PMIX_INFO_CONSTRUCT(&i);
-    bool no = false;
-    PMIX_INFO_LOAD(&info[0], PMIX_SERVER_TOOL_SUPPORT, &no, PMIX_BOOL);
-    PMIX_INFO_LOAD(&info[1], PMIX_SERVER_TMPDIR, dir.c_str(), PMIX_STRING);
-    PMIX_INFO_LOAD(&info[2], PMIX_SYSTEM_TMPDIR, dir.c_str(), PMIX_STRING);
-    const pmix_status_t rc = PMIx_server_init(&module, info, 3);
-    for (pmix_info_t& i : info)
-      PMIX_INFO_DESTRUCT(&i);
-    if (rc != PMIX_SUCCESS) {
-      throw LaunchError("cannot start the PMIx server (files in " + dir +
-                        "): PMIx_server_init: " + status_text(rc));
-    }
+    init_pmix(tmpdir.empty() ? make_owned_dir() : tmpdir);
     g_initialized = true;
   }
   std::unique_ptr<Server> server(new Server());
@@ -524,3 +565,12 @@ ClientState Server::state(int rank) const {
 }
 
 }  // namespace ddl::launcher::pmix_server
+
+namespace ddl::launcher {
+
+void provide_host_topology(std::function<HostTopology()> load) {
+  std::lock_guard lock(pmix_server::g_mutex);
+  pmix_server::g_topology_source = std::move(load);
+}
+
+}  // namespace ddl::launcher
