@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
@@ -17,6 +18,7 @@
 #include <initializer_list>
 #include <map>
 #include <mutex>
+#include <vector>
 
 #include "base/check.h"
 #include "launcher/backend.h"
@@ -81,26 +83,44 @@ struct Waiter {
   }
 };
 
-/// Runs `call` (which starts the operation with the callback and its data, and returns what
-/// PMIx returned) and waits for its answer: PMIX_ERR_TIMEOUT when none came within `limit`,
-/// in which case the waiter is left to PMIx, which may still answer.
+/// An operation started with a Waiter (start_op); `waiter` is null when PMIx answered at once,
+/// with `status`.
+struct Started {
+  Waiter* waiter = nullptr;
+  pmix_status_t status = PMIX_SUCCESS;
+};
+
+/// Runs `call`, which starts the operation with the callback and its data and returns what PMIx
+/// returned.
 template <typename Call>
-pmix_status_t wait_op(Call call, std::chrono::seconds limit = std::chrono::seconds(30)) {
+Started start_op(Call call) {
   auto* w = new Waiter;
   const pmix_status_t rc = call(&Waiter::callback, static_cast<void*>(w));
-  if (rc != PMIX_SUCCESS) {
-    delete w;
-    return rc == PMIX_OPERATION_SUCCEEDED ? PMIX_SUCCESS : rc;
-  }
+  if (rc == PMIX_SUCCESS) return {w, PMIX_SUCCESS};
+  delete w;
+  return {nullptr, rc == PMIX_OPERATION_SUCCEEDED ? PMIX_SUCCESS : rc};
+}
+
+/// The answer to `op`: PMIX_ERR_TIMEOUT when none came by `deadline`, in which case the waiter
+/// is left to PMIx, which may still answer.
+pmix_status_t await_op(const Started& op, std::chrono::steady_clock::time_point deadline) {
+  Waiter* w = op.waiter;
+  if (w == nullptr) return op.status;
   bool answered;
   {
     std::unique_lock lock(w->mutex);
-    answered = w->cv.wait_for(lock, limit, [w] { return w->done; });
+    answered = w->cv.wait_until(lock, deadline, [w] { return w->done; });
   }
   if (!answered) return PMIX_ERR_TIMEOUT;
   const pmix_status_t status = w->status;
   delete w;
   return status;
+}
+
+/// start_op, then await_op within `limit`.
+template <typename Call>
+pmix_status_t wait_op(Call call, std::chrono::seconds limit = std::chrono::seconds(30)) {
+  return await_op(start_op(call), std::chrono::steady_clock::now() + limit);
 }
 
 void set_state(const pmix_proc_t* proc, ClientState state) {
@@ -339,19 +359,27 @@ InfoArray job_info(const Job& job, const JobLayout& layout, const std::vector<in
   return InfoArray(list);
 }
 
-/// Registers this host's ranks as the namespace's clients.
+/// Registers this host's ranks as the namespace's clients: all asked for, then all awaited (one
+/// round trip to PMIx's thread, not one a rank).
 void register_clients(const Server::Impl& s) {
-  for (int r : s.local) {
-    pmix_proc_t proc;
-    PMIX_PROC_LOAD(&proc, s.nspace.c_str(), static_cast<pmix_rank_t>(r));
-    const pmix_status_t rc = wait_op([&](pmix_op_cbfunc_t cb, void* data) {
-      return PMIx_server_register_client(&proc, getuid(), getgid(), nullptr, cb, data);
-    });
-    if (rc != PMIX_SUCCESS) {
-      throw LaunchError("PMIx server: cannot register rank " + std::to_string(r) + ": " +
-                        status_text(rc));
+  std::vector<pmix_proc_t> procs(s.local.size());
+  std::vector<Started> ops;
+  for (size_t i = 0; i < s.local.size(); ++i) {
+    PMIX_PROC_LOAD(&procs[i], s.nspace.c_str(), static_cast<pmix_rank_t>(s.local[i]));
+    ops.push_back(start_op([&](pmix_op_cbfunc_t cb, void* data) {
+      return PMIx_server_register_client(&procs[i], getuid(), getgid(), nullptr, cb, data);
+    }));
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  std::string failure;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const pmix_status_t rc = await_op(ops[i], deadline);
+    if (rc != PMIX_SUCCESS && failure.empty()) {
+      failure = "PMIx server: cannot register rank " + std::to_string(s.local[i]) + ": " +
+                status_text(rc);
     }
   }
+  if (!failure.empty()) throw LaunchError(failure);
 }
 
 }  // namespace
