@@ -8,8 +8,9 @@
 
 int main(int argc, char** argv) {
   // Before any thread and any other use of hwloc: the plugins it loads for the process (the
-  // keeper uses none).
-  if (argc < 2 || std::string_view(argv[1]) != "--keeper") ddl::mapper::choose_hwloc_plugins();
+  // keeper and the rank wrapper use none).
+  const std::string_view role = argc > 1 ? argv[1] : "";
+  if (role != "--keeper" && role != "--rank-exec") ddl::mapper::choose_hwloc_plugins();
   // Only the ddlrun program arms the keeper (`ddlrun --keeper`, keeper.h): code that calls
   // run() in-process, such as the unit tests, is not a program that knows --keeper.
   ddl::launcher::enable_keeper(ddl::cli::self_path());
