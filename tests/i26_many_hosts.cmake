@@ -13,10 +13,12 @@ add_test(NAME bench.netns_scale_smoke COMMAND ${PROJECT_SOURCE_DIR}/bench/netns_
 set_tests_properties(bench.netns_scale_smoke PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 60)
 
 # Issue 26 item 2: the launch tree. 64 namespace hosts at --tree-width 4 (three levels of
-# hosts): every rank's line, stdin to rank 0, the exit status, ddlrun's threads, and an
-# interior agent SIGKILLed mid-job (named with its subtree, nothing left on any host).
+# hosts): every rank's line, stdin to rank 0, the exit status, PMIx fences with and without
+# data (direct modex) across the tree, ddlrun's threads, and an interior agent SIGKILLed
+# mid-job (named with its subtree, nothing left on any host).
 add_test(NAME netns.tree_64x4
-         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/netns/tree_test.sh $<TARGET_FILE:ddlrun> 64 4)
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/netns/tree_test.sh $<TARGET_FILE:ddlrun> 64 4
+                 $<TARGET_FILE:pmix_client>)
 set_tests_properties(netns.tree_64x4 PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 180 LABELS "netns")
 
 # Issue 26 item 5: bench/netns_scale.sh --launch once, small (4 and 8 hosts, fan-out 2, one

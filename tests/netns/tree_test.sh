@@ -5,6 +5,9 @@
 #           stdin, ddlrun exits 0; only the first W hosts were logged in to from ddlrun's side,
 #           every other host from another host's address (its tree parent);
 #   status  the deepest rank exits 7: ddlrun exits 7;
+#   pmix    (given PMIX_CLIENT) a PMIx fence that collects data, then one that does not (each
+#           Get of another host's key a direct modex), every rank's keys all found: fences
+#           and modex travel the tree;
 #   threads ddlrun's threads stay under W + 16 while every rank runs (no thread per host);
 #   chaos   the agent of an interior host of the second level (node W+1, with hosts below it)
 #           is SIGKILLed mid-job: ddlrun names that host and the hosts below it and exits 1
@@ -12,11 +15,13 @@
 #           (no rank, agent or keeper; no /tmp/ddlrun.*, ddlrun-pmix.* or ddlrun-agent.*).
 # Prints the seconds each part took.
 #
-# Usage: tree_test.sh DDLRUN [N [W]]   (exit 77, skipped, when not root or without ip netns)
+# Usage: tree_test.sh DDLRUN [N [W [PMIX_CLIENT]]]   (exit 77, skipped, when not root or without
+# ip netns)
 set -uo pipefail
 ddlrun=$(realpath "$1")
 n=${2:-64}
 width=${3:-4}
+pmix_client=${4:+$(realpath "$4")}
 deadline=4
 # shellcheck source=SCRIPTDIR/hosts.sh
 source "$(dirname "$0")/hosts.sh"
@@ -99,6 +104,20 @@ timeout 120 "$ddlrun" "${common[@]}" sh -c "exit \$((RANK == $((n - 1)) ? 7 : 0)
 rc=$?
 echo "  status: exit $rc, $(($(now_ms) - t0)) ms"
 [[ $rc == 7 ]] || fail "status: exit $rc, not 7" "$out/status"
+
+if [[ -n $pmix_client ]]; then
+  for mode in collect nocollect; do
+    echo "== pmix: $mode"
+    t0=$(now_ms)
+    timeout 120 "$ddlrun" "${common[@]}" --tag-output none "$pmix_client" "$mode" </dev/null \
+      >"$out/pmix_$mode" 2>&1
+    rc=$?
+    echo "  pmix $mode: exit $rc, $(($(now_ms) - t0)) ms"
+    [[ $rc == 0 ]] || fail "pmix $mode: exit $rc, not 0" "$out/pmix_$mode"
+    ok=$(grep -c "fence, $n keys ok\$" "$out/pmix_$mode")
+    ((ok == n)) || fail "pmix $mode: $ok of $n ranks found every key" "$out/pmix_$mode"
+  done
+fi
 
 echo "== chaos: node$((width + 1))'s agent (an interior host) SIGKILLed mid-job"
 : >"$out/chaos"
