@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # bench/netns_scale.sh --launch (sourced by it): `true` on N namespace hosts, one rank each,
 # through ddlrun flat, ddlrun's launch tree and mpirun; see netns_scale.sh's head. Uses its
-# variables: counts, runs, width, ddlrun, mpirun, failed.
+# variables: counts, runs, width, ddlrun, mpirun, login_sleep, failed.
 
 # sample PID: "peak_rss_kb most_threads" of PID until it ends (every 20 ms).
 sample() {
@@ -71,6 +71,17 @@ fit() {
 }
 hosts_n() { echo "$1"; }
 
+# slow_logins N: `sleep login_sleep` in root's .bashrc on each of the N hosts (each has its own
+# home), when asked for.
+slow_logins() {
+  local k root_home
+  [[ $login_sleep == 0 ]] && return 0
+  root_home=$(getent passwd root | cut -d: -f6)
+  for ((k = 1; k <= $1; k++)); do
+    netns_exec "$k" sh -c "echo 'sleep $login_sleep' >'$root_home/.bashrc'" || exit 1
+  done
+}
+
 launch_table() {
   [[ -x $ddlrun ]] || { echo "netns_scale: no ddlrun at $ddlrun (--ddlrun)" >&2; exit 2; }
   ddlrun=$(realpath "$ddlrun")
@@ -83,7 +94,8 @@ launch_table() {
   trap 'netns_down; rm -rf "$work"' EXIT
   declare -gA secs=() rss=() thr=()
   local n hosts xs_n=() xs_l=() xs_m=() y_flat=() y_tree=() y_mpi=()
-  echo "netns_scale --launch: true, 1 rank a host, median of $runs; tree fan-out $width; $(nproc) CPUs, load $(cut -d' ' -f1 /proc/loadavg)"
+  echo "netns_scale --launch: true, 1 rank a host, median of $runs; tree fan-out $width; every login" \
+    "sleeps $login_sleep s; $(nproc) CPUs, load $(cut -d' ' -f1 /proc/loadavg)"
   printf '%6s %8s %8s %8s %8s %9s %9s %9s %9s\n' hosts "flat s" "tree s" "mpirun s" levels \
     "flat MB" "flat thr" "tree MB" "tree thr"
   for n in $counts; do
@@ -92,6 +104,7 @@ launch_table() {
     export HOME="$NETNS_DIR/home" XDG_CACHE_HOME="$NETNS_DIR/cache"
     mkdir -p "$HOME"
     hosts=$(IFS=,; echo "${NETNS_HOSTS[*]}")
+    slow_logins "$n"
     secs=() rss=() thr=()
     local d=(--launcher ssh --no-probe --ssh-config "$NETNS_SSH_CONFIG" -H "$hosts")
     time_runs flat "$ddlrun" "${d[@]}" --tree-width 0 true
