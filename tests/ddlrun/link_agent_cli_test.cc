@@ -17,6 +17,8 @@
 #include <string>
 #include <thread>
 
+#include "tests/lib/dial.h"
+
 namespace ddl::cli {
 namespace {
 
@@ -84,21 +86,13 @@ struct StandaloneAgent {
   int to = -1, from = -1;
 };
 
-int dial(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  return fd;
-}
+using ddl::testing::dial;
 
 TEST(LinkAgentCli, WithAStrangerConnectedItAnswersTestAndEndsWithItsStdin) {
   StandaloneAgent agent;
   int port = 0;
   const std::string greeting = agent.line(5000ms);
-  ASSERT_EQ(std::sscanf(greeting.c_str(), "ddl-link-agent 1 %d", &port), 1) << greeting;
+  ASSERT_EQ(std::sscanf(greeting.c_str(), "ddl-link-agent 2 %d", &port), 1) << greeting;
   agent.send("token t0k3n");
   EXPECT_EQ(agent.line(2000ms), "ready");
   const int stranger = dial(port);
@@ -106,7 +100,7 @@ TEST(LinkAgentCli, WithAStrangerConnectedItAnswersTestAndEndsWithItsStdin) {
   std::this_thread::sleep_for(200ms);
   // Port 1 on loopback refuses at once: the answer comes from the test itself.
   agent.send("test 127.0.0.1 1");
-  EXPECT_EQ(agent.line(2000ms), "error connect to 127.0.0.1:1: Connection refused");
+  EXPECT_EQ(agent.line(2000ms), "unreachable cannot connect to 127.0.0.1:1: Connection refused");
   const int again = dial(port);  // a second stranger, being served when stdin closes
   std::this_thread::sleep_for(200ms);
   ::close(agent.to);

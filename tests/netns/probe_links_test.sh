@@ -8,6 +8,11 @@
 #    --nodes wins over them; nothing is left running on the hosts.
 #  - Three hosts at 1 Gbit/s (netns_up 3): one rack, p:2x3x1x1; also with this host among
 #    them. A real job started with --probe-links runs.
+#  - Five hosts, the agents on --probe-links-port 29555, which node3 drops (a tc filter on
+#    its link, as a firewall would): every pair is still measured (node3's from its side),
+#    one warning names node3, the port and what to do, and it takes at most 3 s longer than
+#    the same run unblocked (it took 10 s, measured 21 of 276 pairs on 24 hosts and named no
+#    host).
 #
 # Usage: probe_links_test.sh DDLRUN   (exit 77, skipped, when not root or without ip netns/sshd)
 set -uo pipefail
@@ -121,6 +126,35 @@ run local --dry-run --probe-links -H localhost:2,node1:2,node2:2 prog
 grep -Eq '^links: +3 of 3 host pairs measured in ' "$out/local" || fail "local: links" "$out/local" "$out/local.err"
 grep -Fxq "  racks:   1 rack of 3 hosts: localhost node1 node2" "$out/local" || fail "local: racks" "$out/local"
 nothing_left 1 2 3
+
+netns_down
+
+# 3. A host whose agent's port a firewall drops.
+netns_up 5 || exit $?
+home
+hosts5=node1:1,node2:1,node3:1,node4:1,node5:1
+run open --dry-run --probe-links --probe-links-port 29555 -H "$hosts5" prog
+open_s=$(sed -n 's/^links: .* measured in \([0-9.]*\) s .*/\1/p' "$out/open")
+grep -Eq '^links: +10 of 10 host pairs measured in ' "$out/open" || fail "open: links" "$out/open"
+# node3 drops every TCP segment to port 29555 that reaches it.
+netns_exec 3 tc qdisc add dev "$(netns_veth 3)" ingress &&
+  netns_exec 3 tc filter add dev "$(netns_veth 3)" parent ffff: protocol ip u32 \
+    match ip protocol 6 0xff match ip dport 29555 0xffff action drop ||
+  fail "tc could not drop node3's port 29555"
+run blocked --dry-run --probe-links --probe-links-port 29555 -H "$hosts5" prog
+grep -Eq '^links: +10 of 10 host pairs measured in ' "$out/blocked" ||
+  fail "blocked: not every pair measured" "$out/blocked" "$out/blocked.err"
+blocked_s=$(sed -n 's/^links: .* measured in \([0-9.]*\) s .*/\1/p' "$out/blocked")
+awk -v a="$open_s" -v b="$blocked_s" 'BEGIN { exit !(b != "" && b <= a + 3) }' ||
+  fail "blocked: measured in ${blocked_s:-?} s, unblocked in ${open_s:-?} s"
+expected="ddlrun: warning: --probe-links: node3: its link agent's TCP port 29555 cannot be \
+reached (from node2: no answer from $(netns_addr 3):29555 within 1 s); its links were measured \
+from node3 outward. Let TCP port 29555 in through node3's firewall (--probe-links-port PORT gives \
+every agent that port), or leave --probe-links out (--nodes gives the hosts per rack)"
+grep -Fxq "$expected" "$out/blocked.err" || fail "blocked: the warning naming node3" "$out/blocked.err"
+n=$(grep -c warning "$out/blocked.err")
+((n == 1)) || fail "blocked: $n warnings, not 1" "$out/blocked.err"
+nothing_left 1 2 3 4 5
 
 prefix=$NETNS_PREFIX
 netns_down
