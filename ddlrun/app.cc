@@ -70,7 +70,8 @@ void raise_open_files_limit() {
 /// `ddlrun --link-agent [PORT]`: the --probe-links agent (mapper::run_link_agent); its status.
 int link_agent(const std::vector<std::string>& args) {
   int port = 0;
-  if (args.size() > 1 && (std::sscanf(args[1].c_str(), "%d", &port) != 1 || port < 1 || port > 65535)) {
+  if (args.size() > 1 &&
+      (std::sscanf(args[1].c_str(), "%d", &port) != 1 || port < 1 || port > 65535)) {
     base::write_all(1, "error the link agent's port '" + base::excerpt(args[1]) +
                            "' is not a port: a whole number, 1 to 65535\n");
     return 1;

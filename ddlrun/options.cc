@@ -497,7 +497,8 @@ void check_combinations(const Options& o) {
         "unknown; give one of them");
   }
   if (o.probe_links_port != 0 && !o.probe_links) {
-    throw UsageError("--probe-links-port sets the port of --probe-links' agents; add --probe-links");
+    throw UsageError(
+        "--probe-links-port sets the port of --probe-links' agents; add --probe-links");
   }
   if (o.no_probe && !o.host_xml.empty()) {
     throw UsageError("--no-probe ignores hardware, but --host-xml describes it; give one of them");

@@ -57,7 +57,7 @@ constexpr int kConnectMs = 1000;        // to connect: a firewall's DROP is not 
 constexpr int kTokenMs = 5000;          // for the whole answer to the challenge
 constexpr std::string_view kChallenge = "ddl-link-test 2 ";
 constexpr std::size_t kNonceBytes = 16;
-constexpr int kTestMs = 8000;           // for the rest of a test (ddlrun waits 10 s for it)
+constexpr int kTestMs = 8000;  // for the rest of a test (ddlrun waits 10 s for it)
 constexpr int kIdleMs = 60'000;
 
 using Clock = std::chrono::steady_clock;
@@ -161,9 +161,8 @@ void finish_connect(int fd, const std::string& where, const Bounds& b) {
     wait_for(fd, POLLOUT, ("connecting to " + where).c_str(), connecting);
   } catch (TestFailed& e) {
     if (connecting.deadline.passed() && !b.deadline.passed()) {
-      throw TestFailed{"no answer from " + where + " within " + std::to_string(kConnectMs / 1000) +
-                           " s",
-                       true};
+      throw TestFailed{
+          "no answer from " + where + " within " + std::to_string(kConnectMs / 1000) + " s", true};
     }
     throw;
   }
@@ -199,8 +198,7 @@ int connect_to(const std::string& address, const std::string& port, const Bounds
 }
 
 /// The sender's answer to the receiver's challenge line, sent on `fd`.
-void answer_challenge(int fd, const std::string& where, const std::string& token,
-                      const Bounds& b) {
+void answer_challenge(int fd, const std::string& where, const std::string& token, const Bounds& b) {
   const std::string line = receive_line(fd, b);
   const std::optional<std::string> nonce = parse_link_challenge(line);
   if (!nonce) {
@@ -363,8 +361,10 @@ bool serve_link_test(int fd, const std::string& token, int stop_fd, const std::s
 int run_link_agent(int in_fd, int out_fd, int want_port) {
   const auto [listen_fd, port] = listen_any(want_port);
   if (listen_fd < 0) {
-    const std::string which = want_port == 0 ? "a TCP port" : "TCP port " + std::to_string(want_port);
-    base::write_all(out_fd, "error cannot listen on " + which + ": " + base::errno_text(errno) + "\n");
+    const std::string which =
+        want_port == 0 ? "a TCP port" : "TCP port " + std::to_string(want_port);
+    base::write_all(out_fd,
+                    "error cannot listen on " + which + ": " + base::errno_text(errno) + "\n");
     return 1;
   }
   const Socket listener(listen_fd);
@@ -385,7 +385,8 @@ int run_link_agent(int in_fd, int out_fd, int want_port) {
     if (p[1].revents & POLLIN) {
       const Socket peer(::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC));
       try {
-        if (peer.fd >= 0) serve_test(peer.fd, token, in_fd, base::hex(base::random_bytes(kNonceBytes)));
+        if (peer.fd >= 0)
+          serve_test(peer.fd, token, in_fd, base::hex(base::random_bytes(kNonceBytes)));
       } catch (const TestFailed&) {  // the sender reports it
       }
     }

@@ -56,8 +56,8 @@ constexpr size_t kNonceSize = 16;
 constexpr size_t kChallengeSize = 6 + kNonceSize;
 constexpr size_t kHelloSize = 6 + 4 + 4 + 32;
 constexpr uint32_t kMaxValue = 1u << 20;
-constexpr size_t kMaxStrangers = 32;      // connections waiting without an accepted hello
-constexpr int kMaxRefusalReports = 10;    // refused connections reported, then one line more
+constexpr size_t kMaxStrangers = 32;    // connections waiting without an accepted hello
+constexpr int kMaxRefusalReports = 10;  // refused connections reported, then one line more
 
 void put_u32(std::string& out, uint32_t v) {
   for (int shift = 24; shift >= 0; shift -= 8)
@@ -317,7 +317,7 @@ std::vector<std::unique_ptr<Bootstrap>> make_memory_bootstraps(int size) {
 struct RendezvousServer::State {
   std::string token;
   int size = 0;
-  std::vector<std::string> hosts;  ///< each rank's host, for messages; may be empty
+  std::vector<std::string> hosts;   ///< each rank's host, for messages; may be empty
   RendezvousServer::Report report;  ///< refusals and strangers; may be empty
   int refusals = 0;
   bool strangers_told = false;
@@ -329,8 +329,8 @@ struct RendezvousServer::State {
 
   struct Client {
     int fd = -1;
-    int rank = -1;      ///< -1 until the hello was read
-    std::string nonce;  ///< the challenge it must answer
+    int rank = -1;        ///< -1 until the hello was read
+    std::string nonce;    ///< the challenge it must answer
     std::string address;  ///< where it came from, for reports
     Clock::time_point admitted_by;
     std::string in;
@@ -388,8 +388,8 @@ struct RendezvousServer::State {
   std::string check_hello(Client& c) {
     const size_t head = std::min(c.in.size(), kMagic.size());
     if (c.in.compare(0, head, kMagic, 0, head) != 0) {
-      return "it does not speak " + std::string(kMagic) + " (it sent '" +
-             base::excerpt(c.in, 32) + "')";
+      return "it does not speak " + std::string(kMagic) + " (it sent '" + base::excerpt(c.in, 32) +
+             "')";
     }
     if (c.in.size() < kHelloSize) return "";
     const uint32_t rank = get_u32(c.in.data() + kMagic.size());
@@ -401,7 +401,8 @@ struct RendezvousServer::State {
     if (n != static_cast<uint32_t>(size)) {
       return "it is of a job of " + std::to_string(n) + " ranks, not " + std::to_string(size);
     }
-    if (rank >= static_cast<uint32_t>(size)) return "rank " + std::to_string(rank) + " is out of range";
+    if (rank >= static_cast<uint32_t>(size))
+      return "rank " + std::to_string(rank) + " is out of range";
     if (by_rank[rank] >= 0) return "rank " + std::to_string(rank) + " came already";
     c.rank = static_cast<int>(rank);
     c.in.erase(0, kHelloSize);
@@ -437,8 +438,10 @@ struct RendezvousServer::State {
     if (!report) return;
     if (++refusals <= kMaxRefusalReports) report(line);
     if (refusals == kMaxRefusalReports + 1) {
-      report("rendezvous: more refused connections are not shown (is something other than this "
-             "job's ranks connecting to port " + std::to_string(port) + "?)");
+      report(
+          "rendezvous: more refused connections are not shown (is something other than this "
+          "job's ranks connecting to port " +
+          std::to_string(port) + "?)");
     }
   }
 
@@ -457,7 +460,8 @@ struct RendezvousServer::State {
         strangers_told = true;
         report("rendezvous: more than " + std::to_string(kMaxStrangers) +
                " connections have not said hello; closing the oldest (is something other than "
-               "this job's ranks connecting to port " + std::to_string(port) + "?)");
+               "this job's ranks connecting to port " +
+               std::to_string(port) + "?)");
       }
     }
   }

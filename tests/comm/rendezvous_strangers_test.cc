@@ -89,15 +89,16 @@ TEST(RendezvousStrangersTest, RefusalsAreReportedWithAShortPrintablePrefix) {
   EXPECT_TRUE(closed_by_server(garbage, 2s));
   ::close(garbage);
   // A wrong token: the rank is refused, and so is its round.
-  auto impostor = make_rendezvous_bootstrap("127.0.0.1:" + std::to_string(server.port()), "guess",
-                                            1, 2, 5s);
+  auto impostor =
+      make_rendezvous_bootstrap("127.0.0.1:" + std::to_string(server.port()), "guess", 1, 2, 5s);
   EXPECT_THROW(impostor->allgather("x", 1s), BootstrapError);
   const std::vector<std::string> lines = reports.get();
   ASSERT_EQ(lines.size(), 2u);
   const std::string from = "rendezvous: refused a connection from 127.0.0.1:";
   EXPECT_TRUE(lines[0].starts_with(from)) << lines[0];
-  EXPECT_TRUE(lines[0].ends_with(": it does not speak DDLRV2 (it sent 'GET / HTTP/1.1\\x0d\\x0aHost: "
-                                 "x\\x0d\\x0ahhhhhhh ... (40 bytes)')"))
+  EXPECT_TRUE(
+      lines[0].ends_with(": it does not speak DDLRV2 (it sent 'GET / HTTP/1.1\\x0d\\x0aHost: "
+                         "x\\x0d\\x0ahhhhhhh ... (40 bytes)')"))
       << lines[0];
   EXPECT_TRUE(lines[1].starts_with(from)) << lines[1];
   EXPECT_TRUE(lines[1].ends_with(": its proof of the job's token is wrong")) << lines[1];

@@ -17,8 +17,8 @@
 #include "base/digest.h"
 #include "ddlrun/node_wire.h"
 #include "ddlrun/rendezvous.h"
-#include "tests/lib/tcp_recorder.h"
 #include "tests/lib/dial.h"
+#include "tests/lib/tcp_recorder.h"
 
 namespace ddl::cli {
 namespace {

@@ -15,8 +15,8 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
-#include <string>
 #include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -201,8 +201,8 @@ TEST(LinkAgentUnreachableTest, APortThatDropsConnectionsIsUnreachableWithinASeco
   Agent agent;
   const auto start = Clock::now();
   agent.send("test 127.0.0.1 " + std::to_string(port));
-  EXPECT_EQ(agent.line(), "unreachable no answer from 127.0.0.1:" + std::to_string(port) +
-                              " within 1 s");
+  EXPECT_EQ(agent.line(),
+            "unreachable no answer from 127.0.0.1:" + std::to_string(port) + " within 1 s");
   EXPECT_LT(Clock::now() - start, 2s);
   for (const int fd : queued)
     ::close(fd);
