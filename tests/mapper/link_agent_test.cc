@@ -69,10 +69,28 @@ class Agent {
 
 using ddl::testing::dial;
 
-TEST(LinkAgentStrangerTest, ATrickledTokenLineHasOneDeadlineInAll) {
+/// The line `fd` sends within 2 s, without its newline.
+std::string line_of(int fd) {
+  std::string out;
+  char c = 0;
+  pollfd p{fd, POLLIN, 0};
+  while (::poll(&p, 1, 2000) == 1 && ::recv(fd, &c, 1, 0) == 1 && c != '\n')
+    out += c;
+  return out;
+}
+
+/// Whether `fd` was closed by the other side (within 6 s) before it sent anything.
+bool closed_without_a_word(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  char c = 0;
+  return ::poll(&p, 1, 6000) == 1 && ::recv(fd, &c, 1, 0) == 0;
+}
+
+TEST(LinkAgentStrangerTest, ATrickledAnswerHasOneDeadlineInAll) {
   Agent agent;
   const int fd = dial(agent.port());
   const auto start = Clock::now();
+  EXPECT_TRUE(parse_link_challenge(line_of(fd)).has_value());
   // One byte a second, never a newline: the agent used to wait 5 s for each byte.
   bool closed = false;
   for (int i = 0; i < 9 && !closed; ++i) {
@@ -84,7 +102,7 @@ TEST(LinkAgentStrangerTest, ATrickledTokenLineHasOneDeadlineInAll) {
   const double took = std::chrono::duration<double>(Clock::now() - start).count();
   ::close(fd);
   EXPECT_TRUE(closed);
-  EXPECT_LT(took, 6.5) << "the token line gets 5 s in all";
+  EXPECT_LT(took, 6.5) << "the answer to the challenge gets 5 s in all";
 }
 
 TEST(LinkAgentStrangerTest, AStrangerDoesNotDelayRequests) {
@@ -107,23 +125,6 @@ TEST(LinkAgentStrangerTest, AStrangerDoesNotDelayTheAgentsEnd) {
   agent.reset();  // as ~LocalAgent: the channel closes, the thread is joined
   EXPECT_LT(Clock::now() - start, 1s);
   ::close(fd);
-}
-
-/// The line `fd` sends within 2 s, without its newline.
-std::string line_of(int fd) {
-  std::string out;
-  char c = 0;
-  pollfd p{fd, POLLIN, 0};
-  while (::poll(&p, 1, 2000) == 1 && ::recv(fd, &c, 1, 0) == 1 && c != '\n')
-    out += c;
-  return out;
-}
-
-/// Whether `fd` was closed by the other side (within 6 s) before it sent anything.
-bool closed_without_a_word(int fd) {
-  pollfd p{fd, POLLIN, 0};
-  char c = 0;
-  return ::poll(&p, 1, 6000) == 1 && ::recv(fd, &c, 1, 0) == 0;
 }
 
 TEST(LinkAgentChallengeTest, OnlyTheProofForItsNonceIsServed) {
