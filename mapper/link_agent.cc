@@ -321,6 +321,10 @@ std::string answer(const std::string& line, std::string& token, int in_fd) {
 
 AgentRequest parse_agent_request(const std::string& line) {
   AgentRequest r;
+  if (line == "end") {
+    r.kind = AgentRequest::Kind::kEnd;
+    return r;
+  }
   if (line.starts_with("token ")) {
     r.kind = AgentRequest::Kind::kToken;
     r.token = line.substr(6);
@@ -397,8 +401,10 @@ int run_link_agent(int in_fd, int out_fd, int want_port) {
     if (got <= 0) return 0;
     pending.append(buf, static_cast<std::size_t>(got));
     for (std::size_t nl; (nl = pending.find('\n')) != std::string::npos;) {
-      const std::string reply = answer(pending.substr(0, nl), token, in_fd);
+      const std::string line = pending.substr(0, nl);
       pending.erase(0, nl + 1);
+      if (parse_agent_request(line).kind == AgentRequest::Kind::kEnd) return 0;
+      const std::string reply = answer(line, token, in_fd);
       if (!reply.empty() && base::write_all(out_fd, reply + "\n") != 0) return 1;
     }
   }

@@ -74,7 +74,15 @@ class SshAgent : public Agent {
         home_(std::move(home)),
         host_(std::move(host)) {}
   ~SshAgent() override {
-    channel_.reset();  // closes the agent's stdin: it ends
+    // The agent ends and its channel closes from the far side before the session goes back:
+    // a channel freed while the host still had to close it crashed libssh later, when the ssh
+    // launcher wrote to the kept session (ddlrun.probe_links_netns, launch).
+    try {
+      send("end");
+      channel_->exit_status();  // waits for the agent's end (at most the connect timeout)
+    } catch (const LinkError&) {  // gone already
+    }
+    channel_.reset();
     if (home_ && kept_.session) home_->put(host_, std::move(kept_));
   }
 

@@ -23,13 +23,14 @@ namespace ddl::mapper {
 ///   "test ADDRESS PORT"  measures the link to the agent there: "ok LATENCY_S BYTES_PER_S",
 ///                        "unreachable REASON" when its port could not be connected to within
 ///                        a second (dropped or refused), or "error REASON"
+///   "end"                the agent returns 0 (as when `in_fd` ends)
 /// Between lines it serves the tests other agents run against it. Returns 0 when `in_fd`
 /// ends, 1 when it cannot listen or has been idle for a minute (nothing is left running).
 int run_link_agent(int in_fd, int out_fd, int port = 0);
 
 /// A line of ddlrun's channel to the agent, read.
 struct AgentRequest {
-  enum class Kind { kToken, kTest, kUnknown };
+  enum class Kind { kToken, kTest, kEnd, kUnknown };
   Kind kind = Kind::kUnknown;
   std::string token;          ///< kToken
   std::string address, port;  ///< kTest

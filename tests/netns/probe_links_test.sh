@@ -8,8 +8,8 @@
 #    --nodes wins over them; nothing is left running on the hosts.
 #  - Three hosts at 1 Gbit/s (netns_up 3): one rack, p:2x3x1x1; also with this host among
 #    them. A real job started with --probe-links runs.
-#  - Five hosts, the agents on --probe-links-port 29555, which node3 drops (a tc filter on
-#    its link, as a firewall would): every pair is still measured (node3's from its side),
+#  - Five hosts, the agents on --probe-links-port 29555, which node3's link drops (tc, as a
+#    firewall's DROP would): every pair is still measured (node3's from its side),
 #    one warning names node3, the port and what to do, and it takes at most 3 s longer than
 #    the same run unblocked (it took 10 s, measured 21 of 276 pairs on 24 hosts and named no
 #    host).
@@ -136,10 +136,16 @@ hosts5=node1:1,node2:1,node3:1,node4:1,node5:1
 run open --dry-run --probe-links --probe-links-port 29555 -H "$hosts5" prog
 open_s=$(sed -n 's/^links: .* measured in \([0-9.]*\) s .*/\1/p' "$out/open")
 grep -Eq '^links: +10 of 10 host pairs measured in ' "$out/open" || fail "open: links" "$out/open"
-# node3 drops every TCP segment to port 29555 that reaches it.
-netns_exec 3 tc qdisc add dev "$(netns_veth 3)" ingress &&
-  netns_exec 3 tc filter add dev "$(netns_veth 3)" parent ffff: protocol ip u32 \
-    match ip protocol 6 0xff match ip dport 29555 0xffff action drop ||
+# Every TCP segment to node3's port 29555 is dropped on its link, as a firewall's DROP would:
+# an htb class whose queue holds nothing, the segments sent there by a u32 filter (tc actions
+# such as drop need kernel modules that containers may lack; htb, bfifo and u32 are there).
+link3="dt$$h3"
+tc qdisc add dev "$link3" root handle 1: htb default 10 &&
+  tc class add dev "$link3" parent 1: classid 1:10 htb rate 10gbit 2>/dev/null &&
+  tc class add dev "$link3" parent 1: classid 1:20 htb rate 8bit 2>/dev/null &&
+  tc qdisc add dev "$link3" parent 1:20 handle 20: bfifo limit 0 &&
+  tc filter add dev "$link3" parent 1: protocol ip u32 match ip protocol 6 0xff \
+    match ip dport 29555 0xffff flowid 1:20 2>/dev/null ||
   fail "tc could not drop node3's port 29555"
 run blocked --dry-run --probe-links --probe-links-port 29555 -H "$hosts5" prog
 grep -Eq '^links: +10 of 10 host pairs measured in ' "$out/blocked" ||
@@ -152,6 +158,9 @@ reached (from node2: no answer from $(netns_addr 3):29555 within 1 s); its links
 from node3 outward. Let TCP port 29555 in through node3's firewall (--probe-links-port PORT gives \
 every agent that port), or leave --probe-links out (--nodes gives the hosts per rack)"
 grep -Fxq "$expected" "$out/blocked.err" || fail "blocked: the warning naming node3" "$out/blocked.err"
+echo "  open:    $(grep '^links:' "$out/open")"
+echo "  blocked: $(grep '^links:' "$out/blocked")"
+grep -F -- "--probe-links: node3" "$out/blocked.err"
 n=$(($(grep -c warning "$out/blocked.err") - $(grep -c warning "$out/open.err")))
 ((n == 1)) || fail "blocked: $n more warnings than unblocked, not 1" "$out/blocked.err"
 nothing_left 1 2 3 4 5
