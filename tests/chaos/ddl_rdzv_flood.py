@@ -7,7 +7,8 @@ each reopened when the server closes it:
   wrong    a hello with a wrong proof, then a 1 MiB value;
   trickle  a byte a second;
   idle     connect and say nothing (more of them than the server lets wait).
-Prints what it did (also when ended by SIGTERM). Standard library only.
+Prints what it did every half second and at its end (also when ended by SIGTERM): killed with
+the rank that started it, its last line says. Standard library only.
 
     ddl_rdzv_flood.py HOST PORT SECONDS
 """
@@ -84,6 +85,9 @@ for name, send, n in (("stream", stream, 10), ("garbage", garbage, 4), ("wrong",
         threads.append(threading.Thread(target=attack, args=(name, send), daemon=True))
 for t in threads:
     t.start()
+while time.monotonic() < until:
+    time.sleep(0.5)
+    print(summary(), flush=True)
 for t in threads:
-    t.join(seconds + 5)
+    t.join(5)
 print(summary())
