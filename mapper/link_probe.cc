@@ -79,7 +79,7 @@ class SshAgent : public Agent {
     // launcher wrote to the kept session (ddlrun.probe_links_netns, launch).
     try {
       send("end");
-      channel_->exit_status();  // waits for the agent's end (at most the connect timeout)
+      channel_->exit_status();    // waits for the agent's end (at most the connect timeout)
     } catch (const LinkError&) {  // gone already
     }
     channel_.reset();
