@@ -13,8 +13,8 @@
 // Strangers cannot exhaust the server: before its hello is accepted a connection is read no
 // further than the hello's 46 bytes (a wrong magic is refused at its first byte), and at most
 // kMaxStrangers such connections wait at once (the oldest is closed). Refusals are closed at
-// once, never written to, and reported (the first kMaxRefusalReports of them) quoting at most
-// a short printable prefix of what was sent.
+// once and reported (the first kMaxRefusalReports of them) quoting at most a short printable
+// prefix of what was sent; a refused hello is told why as a failed round, sent without waiting.
 //
 // The memory bootstrap (threads in one process) keeps the rounds in a shared table.
 
@@ -95,12 +95,9 @@ bool write_all(int fd, std::string_view data) {
   return true;
 }
 
-/// The address and port `fd` is connected to, for reports ("?" when unknown).
-std::string peer_address(int fd) {
-  sockaddr_storage a{};
-  socklen_t len = sizeof a;
+/// "ADDRESS:PORT" of a socket address (IPv4 mapped into IPv6 as IPv4).
+std::string address_text(const sockaddr_storage& a) {
   char host[INET6_ADDRSTRLEN] = "?";
-  if (getpeername(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) return "?";
   if (a.ss_family == AF_INET6) {
     const auto* v6 = reinterpret_cast<const sockaddr_in6*>(&a);
     inet_ntop(AF_INET6, &v6->sin6_addr, host, sizeof host);
@@ -111,6 +108,22 @@ std::string peer_address(int fd) {
   const auto* v4 = reinterpret_cast<const sockaddr_in*>(&a);
   inet_ntop(AF_INET, &v4->sin_addr, host, sizeof host);
   return std::string(host) + ":" + std::to_string(ntohs(v4->sin_port));
+}
+
+/// The address and port `fd` is connected to, for reports ("?" when unknown).
+std::string peer_address(int fd) {
+  sockaddr_storage a{};
+  socklen_t len = sizeof a;
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) return "?";
+  return address_text(a);
+}
+
+/// The address and port `fd` was accepted at, for messages ("?" when unknown).
+std::string listen_address(int fd) {
+  sockaddr_storage a{};
+  socklen_t len = sizeof a;
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) return "?";
+  return address_text(a);
 }
 
 /// Reads exactly n bytes before `deadline`; false on EOF, error or timeout.
@@ -402,7 +415,7 @@ struct RendezvousServer::State {
       return "it is of a job of " + std::to_string(n) + " ranks, not " + std::to_string(size);
     }
     if (rank >= static_cast<uint32_t>(size))
-      return "rank " + std::to_string(rank) + " is out of range";
+      return "rank " + std::to_string(rank) + " is out of range 0.." + std::to_string(size - 1);
     if (by_rank[rank] >= 0) return "rank " + std::to_string(rank) + " came already";
     c.rank = static_cast<int>(rank);
     c.in.erase(0, kHelloSize);
@@ -414,6 +427,7 @@ struct RendezvousServer::State {
     if (c.rank < 0) {
       if (const std::string why = check_hello(c); !why.empty()) {
         refused("rendezvous: refused a connection from " + c.address + ": " + why);
+        if (c.in.size() == kHelloSize) tell_refused(c, why);
         return false;
       }
       if (c.rank < 0) return true;
@@ -430,6 +444,18 @@ struct RendezvousServer::State {
       c.in.erase(0, 12 + len);
     }
     return true;
+  }
+
+  /// Tells a refused rank why, as a failed round (status 1) that its first allgather reads: at
+  /// once or not at all (a rank that does not read cannot hold the server up).
+  void tell_refused(const Client& c, const std::string& why) {
+    const std::string text = "refused by the rendezvous at " + listen_address(c.fd) + ": " + why +
+                             "; is it a process of this job, started by its ddlrun?";
+    std::string msg;
+    put_u32(msg, 1);
+    put_u32(msg, static_cast<uint32_t>(text.size()));
+    msg += text;
+    (void)send(c.fd, msg.data(), msg.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
   }
 
   /// Reports a refusal, the first kMaxRefusalReports of them: a stranger that keeps trying

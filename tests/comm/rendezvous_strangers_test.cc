@@ -1,8 +1,8 @@
 // libddl's rendezvous server against strangers (issue 27, as node 0's rendezvous): before a
 // hello is accepted a connection is read no further than the hello, at most 32 such
 // connections wait at once (the oldest is closed), refusals are closed at once and reported
-// quoting a short printable prefix; a flood of strangers during the ranks' meeting neither
-// keeps them out nor grows the server.
+// quoting a short printable prefix (a refused rank is told why, without waiting for it to read); a
+// flood of strangers during the ranks' meeting neither keeps them out nor grows the server.
 
 #include <gtest/gtest.h>
 #include <poll.h>
@@ -88,10 +88,17 @@ TEST(RendezvousStrangersTest, RefusalsAreReportedWithAShortPrintablePrefix) {
   (void)::send(garbage, request.data(), request.size(), MSG_NOSIGNAL);
   EXPECT_TRUE(closed_by_server(garbage, 2s));
   ::close(garbage);
-  // A wrong token: the rank is refused, and so is its round.
-  auto impostor =
-      make_rendezvous_bootstrap("127.0.0.1:" + std::to_string(server.port()), "guess", 1, 2, 5s);
-  EXPECT_THROW(impostor->allgather("x", 1s), BootstrapError);
+  // A wrong token: the rank is refused, and its first round says why.
+  const std::string address = "127.0.0.1:" + std::to_string(server.port());
+  auto impostor = make_rendezvous_bootstrap(address, "guess", 1, 2, 5s);
+  try {
+    impostor->allgather("x", 1s);
+    ADD_FAILURE() << "an impostor's round completed";
+  } catch (const BootstrapError& e) {
+    EXPECT_EQ(std::string(e.what()), "refused by the rendezvous at " + address +
+                                         ": its proof of the job's token is wrong; is it a "
+                                         "process of this job, started by its ddlrun?");
+  }
   const std::vector<std::string> lines = reports.get();
   ASSERT_EQ(lines.size(), 2u);
   const std::string from = "rendezvous: refused a connection from 127.0.0.1:";
@@ -121,7 +128,7 @@ TEST(RendezvousStrangersTest, TakenAndOutOfRangeRanksAreRefused) {
     why.push_back(l.substr(l.find(": ", l.find("from ")) + 2));
   std::sort(why.begin(), why.end());
   EXPECT_EQ(why, (std::vector<std::string>{"it is of a job of 3 ranks, not 2",
-                                           "rank 0 came already", "rank 7 is out of range"}));
+                                           "rank 0 came already", "rank 7 is out of range 0..1"}));
 }
 
 TEST(RendezvousStrangersTest, AFloodOfStrangersNeitherKeepsRanksOutNorGrowsTheServer) {
