@@ -59,7 +59,8 @@ std::vector<std::unique_ptr<Bootstrap>> make_memory_bootstraps(int size);
 /// all `size` ranks have sent their value. Its failures name the missing ranks, with their
 /// hosts when `hosts` gives each rank's (by rank). Refused connections and too many strangers
 /// are told to `report` (when given; from the server's thread), the first ten refusals quoting
-/// at most a short printable prefix of what came; a refused rank's first allgather throws why. Runs on its own thread until destroyed.
+/// at most a short printable prefix of what came; a refused rank's first allgather throws why. Runs
+/// on its own thread until destroyed.
 class RendezvousServer {
  public:
   using Report = std::function<void(const std::string&)>;
