@@ -8,8 +8,10 @@
 #    --nodes wins over them; nothing is left running on the hosts.
 #  - Three hosts at 1 Gbit/s (netns_up 3): one rack, p:2x3x1x1; also with this host among
 #    them. A real job started with --probe-links runs.
-#  - Five hosts, the agents on --probe-links-port 29555, which node3's link drops (tc, as a
-#    firewall's DROP would): every pair is still measured (node3's from its side),
+#  - Five hosts, the agents on --probe-links-port 29555; a capture on node1's link during the
+#    measurement finds a challenge opening every test and no secret-sized string twice (the
+#    token, sent in clear on every connection, would be). Then node3's link drops the port
+#    (tc, as a firewall's DROP would): every pair is still measured (node3's from its side),
 #    one warning names node3, the port and what to do, and it takes at most 3 s longer than
 #    the same run unblocked (it took 10 s, measured 21 of 276 pairs on 24 hosts and named no
 #    host).
@@ -133,7 +135,30 @@ netns_down
 netns_up 5 || exit $?
 home
 hosts5=node1:1,node2:1,node3:1,node4:1,node5:1
+# The agents' traffic on node1's link, captured: every test starts with a challenge, and no
+# secret-sized string crosses twice (the token itself used to open every test connection).
+capture=0
+if command -v tcpdump >/dev/null; then
+  # nsenter execs tcpdump (only the network namespace): $! is tcpdump itself
+  nsenter --net="/run/netns/$(netns_ns 1)" tcpdump -i any -U -s 256 -w "$out/links.pcap" \
+    tcp port 29555 2>"$out/tcpdump.err" &
+  dump=$!
+  for _ in $(seq 50); do grep -q "listening on" "$out/tcpdump.err" && break; sleep 0.1; done
+  capture=1
+fi
 run open --dry-run --probe-links --probe-links-port 29555 -H "$hosts5" prog
+if ((capture)); then
+  sleep 0.3
+  kill -INT "$dump"
+  wait "$dump"
+  tcpdump -r "$out/links.pcap" -A 2>/dev/null >"$out/links.txt"
+  n=$(grep -aoE 'ddl-link-test 2 [0-9a-f]{32}' "$out/links.txt" | sort -u | wc -l)
+  ((n >= 4)) || fail "capture: $n challenges on node1's link, not 4 or more" "$out/tcpdump.err"
+  twice=$(grep -aoE '[0-9a-f]{32,}' "$out/links.txt" | sort | uniq -d)
+  [[ -z $twice ]] || fail "capture: the same secret-sized string crossed twice: $twice"
+  echo "  capture: $n challenges, $(grep -aoE '[0-9a-f]{64}' "$out/links.txt" | wc -l) answers" \
+    "on node1's link, no string twice"
+fi
 open_s=$(sed -n 's/^links: .* measured in \([0-9.]*\) s .*/\1/p' "$out/open")
 grep -Eq '^links: +10 of 10 host pairs measured in ' "$out/open" || fail "open: links" "$out/open"
 # Every TCP segment to node3's port 29555 is dropped on its link, as a firewall's DROP would:
