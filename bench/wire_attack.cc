@@ -217,7 +217,7 @@ void agent() {
   char greeting[128] = {};
   (void)!::read(fds[0], greeting, sizeof greeting - 1);
   int port = 0;
-  std::sscanf(greeting, "ddl-link-agent 1 %d", &port);
+  std::sscanf(greeting, "ddl-link-agent %*d %d", &port);  // version 1 or 2
   (void)!::write(fds[0], "token t0k3n\n", 12);
   char ready[16] = {};  // the agent took the token: it now serves what connects
   (void)!::read(fds[0], ready, sizeof ready - 1);

@@ -4,11 +4,14 @@
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <optional>
 #include <ostream>
 
 #include "base/check.h"
+#include "base/fd.h"
+#include "base/text.h"
 #include "comm/comm.h"
 #include "ddlrun/elastic.h"
 #include "ddlrun/options.h"
@@ -64,6 +67,18 @@ void raise_open_files_limit() {
   launcher::run_agent(0, 1);
 }
 
+/// `ddlrun --link-agent [PORT]`: the --probe-links agent (mapper::run_link_agent); its status.
+int link_agent(const std::vector<std::string>& args) {
+  int port = 0;
+  if (args.size() > 1 &&
+      (std::sscanf(args[1].c_str(), "%d", &port) != 1 || port < 1 || port > 65535)) {
+    base::write_all(1, "error the link agent's port '" + base::excerpt(args[1]) +
+                           "' is not a port: a whole number, 1 to 65535\n");
+    return 1;
+  }
+  return mapper::run_link_agent(0, 1, port);
+}
+
 /// The roles ddlrun plays on behalf of another ddlrun: agent of the ssh launcher (--agent,
 /// --probe-agent), measuring agent of --probe-links (--link-agent, whose exit status this
 /// returns), keeper (--keeper), and the wrapper of each rank under mpirun, srun, prterun
@@ -74,7 +89,7 @@ std::optional<int> run_helper_role(const std::vector<std::string>& args, std::os
   if (args.empty()) return std::nullopt;
   if (args.front() == "--agent") launcher::run_agent(0, 1);
   if (args.front() == "--probe-agent") probe_then_agent(out, err);
-  if (args.front() == "--link-agent") return mapper::run_link_agent(0, 1);
+  if (args.front() == "--link-agent") return link_agent(args);
   if (args.front() == "--keeper") launcher::run_keeper(0);
   if (args.front() == "--rank-exec") {
     return launcher::rank_exec_main(std::vector<std::string>(args.begin() + 1, args.end()));

@@ -87,8 +87,9 @@ void give_python_package(launcher::Job& job, spdlog::logger& log) {
 }
 
 /// ddlrun's rendezvous server for the ranks of `plan`, admitting `token`; its failures name
-/// each missing rank's host.
-std::unique_ptr<comm::RendezvousServer> serve_ranks(const JobPlan& plan, const std::string& token) {
+/// each missing rank's host; the connections it refuses are warnings in `log`.
+std::unique_ptr<comm::RendezvousServer> serve_ranks(const JobPlan& plan, const std::string& token,
+                                                    spdlog::logger& log) {
   std::vector<std::string> hosts(plan.topology.ranks.size());
   for (const comm::RankPlacement& r : plan.topology.ranks) {
     const comm::Host* h = plan.topology.find_host(r.host);
@@ -96,7 +97,8 @@ std::unique_ptr<comm::RendezvousServer> serve_ranks(const JobPlan& plan, const s
       hosts[r.rank] = h->name;
   }
   return std::make_unique<comm::RendezvousServer>(
-      token, static_cast<int>(plan.topology.ranks.size()), 0, std::move(hosts));
+      token, static_cast<int>(plan.topology.ranks.size()), 0, std::move(hosts),
+      [&log](const std::string& line) { log.warn("{}", line); });
 }
 
 /// Per-node mode: the nodes agree on the plan and take node 0's ports; this node starts its own
@@ -244,7 +246,7 @@ int launch(const JobPlan& plan, const Options& o, spdlog::logger& log, launcher:
   // per-node mode node 0 serves it for every node's ranks.
   std::unique_ptr<comm::RendezvousServer> rendezvous;
   if (node == nullptr || node->client->node_rank() == 0) {
-    rendezvous = serve_ranks(plan, job.token);
+    rendezvous = serve_ranks(plan, job.token, log);
     lo.rendezvous_port = rendezvous->port();
   }
   if (node != nullptr) join_nodes(*node, lo);

@@ -233,6 +233,11 @@ void add_hardware_options(CLI::App& app, Options& o) {
   s.flag("--probe-links", o.probe_links,
          "Measure bandwidth and latency between the hosts (about a second) and find racks "
          "behind slower uplinks");
+  s.option("--probe-links-port", o.probe_links_port,
+           "The TCP port every host's --probe-links agent listens on, for a firewall to let in "
+           "(default: any free port)",
+           "PORT")
+      ->check(port_number);
 }
 
 /// --job-id, listed under Communication but declared after the Hardware options: declaration
@@ -495,6 +500,10 @@ void check_combinations(const Options& o) {
     throw UsageError(
         "--probe-links measures between the hosts' NICs, which --no-probe leaves "
         "unknown; give one of them");
+  }
+  if (o.probe_links_port != 0 && !o.probe_links) {
+    throw UsageError(
+        "--probe-links-port sets the port of --probe-links' agents; add --probe-links");
   }
   if (o.no_probe && !o.host_xml.empty()) {
     throw UsageError("--no-probe ignores hardware, but --host-xml describes it; give one of them");

@@ -50,6 +50,7 @@ struct Options {
   bool probe = false;                     ///< --probe: print this host's inventory and exit
   bool no_probe = false;                  ///< --no-probe: place by slots, hardware unknown
   bool probe_links = false;               ///< --probe-links: measure links, find racks
+  int probe_links_port = 0;               ///< --probe-links-port: the agents' port (0: any)
   std::string ssh_config;                 ///< --ssh-config: instead of ~/.ssh/config
   std::optional<double> connect_timeout;  ///< --connect-timeout seconds, for probing over ssh
   int verbosity = 0;                      ///< number of -v

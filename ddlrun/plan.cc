@@ -462,6 +462,7 @@ void measure_links(const Options& o, JobPlan& plan, const std::vector<std::strin
   mapper::LinkProbeOptions lo;
   lo.ssh = so;
   lo.agent_command = quote_shell_word(self_path()) + " --link-agent";
+  lo.agent_port = o.probe_links_port;
   lo.sessions = plan.sessions;
   const std::vector<mapper::LinkHost> hosts = link_hosts(plan, local_names);
   const std::string job_dir = mapper::job_cache_dir(so);

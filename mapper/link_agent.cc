@@ -3,13 +3,18 @@
 // How it works: the agent listens on a TCP port of every address and tells ddlrun the port on
 // its stdout. ddlrun then sends it lines: a token that other agents must present, and "test
 // ADDRESS PORT" for each pair it should measure as the sender. A test is one TCP connection:
-//  1. the token line;
-//  2. latency: kPings one-byte ping-pongs; half the median round trip;
-//  3. bandwidth: the sender writes for kBulkSeconds (at most kBulkBytes), then shuts down its
+//  1. the connect, within kConnectMs: an agent whose port a firewall drops or refuses is
+//     "unreachable" (ddlrun then measures the pair from that agent's side), not waited out;
+//  2. challenge and response: the receiver sends "ddl-link-test 2 NONCE" (16 random bytes in
+//     hex), the sender answers link_proof(token, NONCE), HMAC-SHA256 under ddlrun's token: the
+//     token never crosses the network, and a recorded answer is useless against the next nonce;
+//  3. latency: kPings one-byte ping-pongs; half the median round trip;
+//  4. bandwidth: the sender writes for kBulkSeconds (at most kBulkBytes), then shuts down its
 //     side; the receiver times what arrives and answers "BYTES SECONDS" over the second half of
 //     the time it received: a token-bucket burst and TCP's slow start land in the first half.
 // A single poll loop serves both sides, one at a time: ddlrun puts each host in at most one
-// pair per round. The token line has one deadline (kTokenMs in all, however it trickles in),
+// pair per round. The answer to the challenge has one deadline (kTokenMs in all, however it
+// trickles in),
 // the rest of a test another (kTestMs); while it serves a connection the agent watches its
 // stdin, and a line or the end of it from ddlrun ends that connection at once, so a stranger
 // can neither delay ddlrun's requests nor keep the agent alive. The agent ends when its stdin
@@ -29,10 +34,12 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "base/check.h"
+#include "base/digest.h"
 #include "base/fd.h"
 #include "base/text.h"
 #include "mapper/link_probe.h"
@@ -46,8 +53,11 @@ constexpr double kBulkSeconds = 0.06;
 constexpr std::size_t kBulkBytes = std::size_t{64} << 20;
 constexpr std::size_t kChunk = std::size_t{64} << 10;
 constexpr int kSendBuffer = 512 << 10;  // bounds what is still in flight when the sender stops
-constexpr int kTokenMs = 5000;          // for the whole token line
-constexpr int kTestMs = 8000;           // for the rest of a test (ddlrun waits 10 s for it)
+constexpr int kConnectMs = 1000;        // to connect: a firewall's DROP is not waited out
+constexpr int kTokenMs = 5000;          // for the whole answer to the challenge
+constexpr std::string_view kChallenge = "ddl-link-test 2 ";
+constexpr std::size_t kNonceBytes = 16;
+constexpr int kTestMs = 8000;  // for the rest of a test (ddlrun waits 10 s for it)
 constexpr int kIdleMs = 60'000;
 
 using Clock = std::chrono::steady_clock;
@@ -67,9 +77,11 @@ struct Socket {
   }
 };
 
-/// Thrown inside a test; its text becomes "error TEXT".
+/// Thrown inside a test; its text becomes "error TEXT", or "unreachable TEXT" when the other
+/// agent's port could not be connected to.
 struct TestFailed {
   std::string why;
+  bool unreachable = false;
 };
 
 [[noreturn]] void failed(const std::string& what) {
@@ -139,7 +151,28 @@ void set_int(int fd, int level, int option, int value) {
   ::setsockopt(fd, level, option, &value, sizeof value);
 }
 
-/// A TCP connection to address:port, made within the bounds.
+/// Waits for the connect of `fd` to `where` to finish: at most kConnectMs (and within `b`).
+/// A port that does not answer or refuses makes the test "unreachable".
+void finish_connect(int fd, const std::string& where, const Bounds& b) {
+  Bounds connecting = b;
+  if (connecting.deadline.left() > std::chrono::milliseconds(kConnectMs))
+    connecting.deadline = base::Deadline(std::chrono::milliseconds(kConnectMs));
+  try {
+    wait_for(fd, POLLOUT, ("connecting to " + where).c_str(), connecting);
+  } catch (TestFailed& e) {
+    if (connecting.deadline.passed() && !b.deadline.passed()) {
+      throw TestFailed{
+          "no answer from " + where + " within " + std::to_string(kConnectMs / 1000) + " s", true};
+    }
+    throw;
+  }
+  int err = 0;
+  socklen_t len = sizeof err;
+  ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+  if (err != 0) throw TestFailed{"cannot connect to " + where + ": " + base::errno_text(err), true};
+}
+
+/// A TCP connection to address:port, made within the bounds (the connect within kConnectMs).
 int connect_to(const std::string& address, const std::string& port, const Bounds& b) {
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
@@ -147,19 +180,16 @@ int connect_to(const std::string& address, const std::string& port, const Bounds
   if (const int rc = ::getaddrinfo(address.c_str(), port.c_str(), &hints, &found); rc != 0) {
     throw TestFailed{"cannot resolve " + address + ": " + ::gai_strerror(rc)};
   }
+  const std::string where = address + ":" + port;
   Socket s(::socket(found->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   const int rc = s.fd < 0 ? -1 : ::connect(s.fd, found->ai_addr, found->ai_addrlen);
+  const int connect_errno = errno;
   ::freeaddrinfo(found);
   if (s.fd < 0) failed("socket");
-  if (rc != 0 && errno != EINPROGRESS) failed("connect to " + address + ":" + port);
-  wait_for(s.fd, POLLOUT, ("connecting to " + address + ":" + port).c_str(), b);
-  int err = 0;
-  socklen_t len = sizeof err;
-  ::getsockopt(s.fd, SOL_SOCKET, SO_ERROR, &err, &len);
-  if (err != 0) {
-    errno = err;
-    failed("connect to " + address + ":" + port);
+  if (rc != 0 && connect_errno != EINPROGRESS) {
+    throw TestFailed{"cannot connect to " + where + ": " + base::errno_text(connect_errno), true};
   }
+  finish_connect(s.fd, where, b);
   set_int(s.fd, IPPROTO_TCP, TCP_NODELAY, 1);
   set_int(s.fd, SOL_SOCKET, SO_SNDBUF, kSendBuffer);
   const int fd = s.fd;
@@ -167,13 +197,24 @@ int connect_to(const std::string& address, const std::string& port, const Bounds
   return fd;
 }
 
+/// The sender's answer to the receiver's challenge line, sent on `fd`.
+void answer_challenge(int fd, const std::string& where, const std::string& token, const Bounds& b) {
+  const std::string line = receive_line(fd, b);
+  const std::optional<std::string> nonce = parse_link_challenge(line);
+  if (!nonce) {
+    throw TestFailed{"the agent at " + where + " sent '" + base::excerpt(line) +
+                     "', not a link agent's challenge; is ddlrun the same version there?"};
+  }
+  const std::string proof = link_proof(token, *nonce) + "\n";
+  send_all(fd, proof.data(), proof.size(), b);
+}
+
 /// The sender's side of a test: "ok LATENCY BANDWIDTH".
 std::string run_test(const std::string& address, const std::string& port, const std::string& token,
                      int in_fd) {
   const Bounds b{base::Deadline(std::chrono::milliseconds(kTestMs)), in_fd, 0};
   Socket s(connect_to(address, port, b));
-  const std::string hello = token + "\n";
-  send_all(s.fd, hello.data(), hello.size(), b);
+  answer_challenge(s.fd, address + ":" + port, token, b);
   std::vector<double> rtt;
   char byte = 'p';
   for (int i = 0; i < kPings; ++i) {
@@ -199,11 +240,15 @@ std::string run_test(const std::string& address, const std::string& port, const 
   return out;
 }
 
-/// The receiver's side: checks the token, answers the pings, times the bulk transfer.
-/// Any line or the end of `in_fd` (ddlrun's channel) stops it.
-void serve_test(int fd, const std::string& token, int in_fd) {
+/// The receiver's side: challenges the sender with `nonce`, answers the pings, times the bulk
+/// transfer. Any line or the end of `in_fd` (ddlrun's channel) stops it.
+void serve_test(int fd, const std::string& token, int in_fd, const std::string& nonce) {
   const Bounds hello{base::Deadline(std::chrono::milliseconds(kTokenMs)), in_fd, POLLIN};
-  if (token.empty() || !base::same_secret(receive_line(fd, hello), token)) return;  // a stranger
+  const std::string challenge = std::string(kChallenge) + nonce + "\n";
+  send_all(fd, challenge.data(), challenge.size(), hello);
+  if (token.empty() || !base::same_secret(receive_line(fd, hello), link_proof(token, nonce))) {
+    return;  // a stranger
+  }
   const Bounds b{base::Deadline(std::chrono::milliseconds(kTestMs)), in_fd, POLLIN};
   char byte = 0;
   for (int i = 0; i < kPings; ++i) {
@@ -228,14 +273,19 @@ void serve_test(int fd, const std::string& token, int in_fd) {
   send_all(fd, out, std::strlen(out), b);
 }
 
-/// A listening TCP socket on every address (IPv6 with IPv4 mapped, else IPv4) and its port.
-std::pair<int, int> listen_any() {
+/// A listening TCP socket on every address (IPv6 with IPv4 mapped, else IPv4) and its port:
+/// `want`, or any free one for 0.
+std::pair<int, int> listen_any(int want) {
   for (const int family : {AF_INET6, AF_INET}) {
     Socket s(::socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0));
     if (s.fd < 0) continue;
     sockaddr_storage addr{};
     socklen_t len = family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
     addr.ss_family = static_cast<sa_family_t>(family);
+    const uint16_t port_n = htons(static_cast<uint16_t>(want));
+    if (family == AF_INET6) reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port = port_n;
+    if (family == AF_INET) reinterpret_cast<sockaddr_in*>(&addr)->sin_port = port_n;
+    set_int(s.fd, SOL_SOCKET, SO_REUSEADDR, 1);
     if (family == AF_INET6) set_int(s.fd, IPPROTO_IPV6, IPV6_V6ONLY, 0);
     if (::bind(s.fd, reinterpret_cast<sockaddr*>(&addr), len) != 0 || ::listen(s.fd, 16) != 0 ||
         ::getsockname(s.fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
@@ -263,7 +313,7 @@ std::string answer(const std::string& line, std::string& token, int in_fd) {
   try {
     return run_test(r.address, r.port, token, in_fd);
   } catch (const TestFailed& e) {
-    return "error " + e.why;
+    return (e.unreachable ? "unreachable " : "error ") + e.why;
   }
 }
 
@@ -271,6 +321,10 @@ std::string answer(const std::string& line, std::string& token, int in_fd) {
 
 AgentRequest parse_agent_request(const std::string& line) {
   AgentRequest r;
+  if (line == "end") {
+    r.kind = AgentRequest::Kind::kEnd;
+    return r;
+  }
   if (line.starts_with("token ")) {
     r.kind = AgentRequest::Kind::kToken;
     r.token = line.substr(6);
@@ -285,19 +339,36 @@ AgentRequest parse_agent_request(const std::string& line) {
   return r;
 }
 
-bool serve_link_test(int fd, const std::string& token, int stop_fd) {
+std::string link_proof(const std::string& token, const std::string& nonce) {
+  return base::hex(base::hmac_sha256(token, "ddl link test: " + nonce));
+}
+
+std::optional<std::string> parse_link_challenge(const std::string& line) {
+  if (!line.starts_with(kChallenge)) return std::nullopt;
+  const std::string nonce = line.substr(kChallenge.size());
+  if (nonce.size() != 2 * kNonceBytes ||
+      nonce.find_first_not_of("0123456789abcdef") != std::string::npos) {
+    return std::nullopt;
+  }
+  return nonce;
+}
+
+bool serve_link_test(int fd, const std::string& token, int stop_fd, const std::string& nonce) {
   try {
-    serve_test(fd, token, stop_fd);
+    serve_test(fd, token, stop_fd, nonce);
     return true;
   } catch (const TestFailed&) {
     return false;
   }
 }
 
-int run_link_agent(int in_fd, int out_fd) {
-  const auto [listen_fd, port] = listen_any();
+int run_link_agent(int in_fd, int out_fd, int want_port) {
+  const auto [listen_fd, port] = listen_any(want_port);
   if (listen_fd < 0) {
-    base::write_all(out_fd, "error cannot listen on a TCP port: " + base::errno_text(errno) + "\n");
+    const std::string which =
+        want_port == 0 ? "a TCP port" : "TCP port " + std::to_string(want_port);
+    base::write_all(out_fd,
+                    "error cannot listen on " + which + ": " + base::errno_text(errno) + "\n");
     return 1;
   }
   const Socket listener(listen_fd);
@@ -305,7 +376,7 @@ int run_link_agent(int in_fd, int out_fd) {
   // where the other hosts reach ddlrun's own host.
   const char* ssh = std::getenv("SSH_CONNECTION");
   const std::string client = ssh && *ssh ? std::string(ssh).substr(0, std::strcspn(ssh, " ")) : "-";
-  if (base::write_all(out_fd, "ddl-link-agent 1 " + std::to_string(port) + " " + client + "\n") !=
+  if (base::write_all(out_fd, "ddl-link-agent 2 " + std::to_string(port) + " " + client + "\n") !=
       0) {
     return 1;
   }
@@ -318,7 +389,8 @@ int run_link_agent(int in_fd, int out_fd) {
     if (p[1].revents & POLLIN) {
       const Socket peer(::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC));
       try {
-        if (peer.fd >= 0) serve_test(peer.fd, token, in_fd);
+        if (peer.fd >= 0)
+          serve_test(peer.fd, token, in_fd, base::hex(base::random_bytes(kNonceBytes)));
       } catch (const TestFailed&) {  // the sender reports it
       }
     }
@@ -329,8 +401,10 @@ int run_link_agent(int in_fd, int out_fd) {
     if (got <= 0) return 0;
     pending.append(buf, static_cast<std::size_t>(got));
     for (std::size_t nl; (nl = pending.find('\n')) != std::string::npos;) {
-      const std::string reply = answer(pending.substr(0, nl), token, in_fd);
+      const std::string line = pending.substr(0, nl);
       pending.erase(0, nl + 1);
+      if (parse_agent_request(line).kind == AgentRequest::Kind::kEnd) return 0;
+      const std::string reply = answer(line, token, in_fd);
       if (!reply.empty() && base::write_all(out_fd, reply + "\n") != 0) return 1;
     }
   }

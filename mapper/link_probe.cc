@@ -5,7 +5,11 @@
 //     session the hardware probe kept (or of a new login), or, for this host, in a thread of
 //     this process over a socket pair. Each says its port; each gets the run's token.
 //  2. measure_links runs the rounds; a round sends "test ADDRESS PORT" to the first host of
-//     each pair, all pairs at once (a thread each), and waits for their answers.
+//     each pair, all pairs at once (a thread each), and waits for their answers. An agent whose
+//     port cannot be reached (a firewall drops or refuses it: "unreachable" within a second) is
+//     remembered: that pair and every later one with that host is measured from its side, the
+//     second lost waiting is not charged to the time budget (so the other pairs are still
+//     measured), and a note names the host, the port and what to do.
 //  3. The agents are stopped by closing their stdin (the channel, the socket pair); kept
 //     sessions go back where they came from.
 
@@ -20,12 +24,13 @@
 #include <cstdio>
 #include <mutex>
 #include <optional>
-#include <random>
 #include <sstream>
 #include <thread>
 
 #include "base/check.h"
+#include "base/digest.h"
 #include "base/fd.h"
+#include "base/text.h"
 #include "mapper/probe_ssh.h"
 
 namespace ddl::mapper {
@@ -69,7 +74,15 @@ class SshAgent : public Agent {
         home_(std::move(home)),
         host_(std::move(host)) {}
   ~SshAgent() override {
-    channel_.reset();  // closes the agent's stdin: it ends
+    // The agent ends and its channel closes from the far side before the session goes back:
+    // a channel freed while the host still had to close it crashed libssh later, when the ssh
+    // launcher wrote to the kept session (ddlrun.probe_links_netns, launch).
+    try {
+      send("end");
+      channel_->exit_status();    // waits for the agent's end (at most the connect timeout)
+    } catch (const LinkError&) {  // gone already
+    }
+    channel_.reset();
     if (home_ && kept_.session) home_->put(host_, std::move(kept_));
   }
 
@@ -118,11 +131,11 @@ class SshAgent : public Agent {
 /// This host's agent: run_link_agent in a thread, over a socket pair.
 class LocalAgent : public Agent {
  public:
-  LocalAgent() {
+  explicit LocalAgent(int port) {
     if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds_) != 0) {
       throw LinkError("cannot make a socket pair: " + base::errno_text(errno));
     }
-    thread_ = std::thread([fd = fds_[1]] { run_link_agent(fd, fd); });
+    thread_ = std::thread([fd = fds_[1], port] { run_link_agent(fd, fd, port); });
   }
   ~LocalAgent() override {
     ::shutdown(fds_[0], SHUT_RDWR);  // the agent reads EOF and returns
@@ -161,13 +174,14 @@ class LocalAgent : public Agent {
 std::unique_ptr<Agent> start_agent(const LinkHost& host, const LinkProbeOptions& o) {
   std::unique_ptr<Agent> agent;
   if (host.local) {
-    agent = std::make_unique<LocalAgent>();
+    agent = std::make_unique<LocalAgent>(o.agent_port);
   } else {
     ssh::KeptSessions::Kept kept;
     if (o.sessions) kept = o.sessions->take(host.name);
     try {
       if (!kept.session) kept.session = ssh::libssh_connector().connect(host.name, o.ssh);
-      std::unique_ptr<ssh::Channel> channel = kept.session->exec(o.agent_command);
+      std::unique_ptr<ssh::Channel> channel = kept.session->exec(
+          o.agent_command + (o.agent_port != 0 ? " " + std::to_string(o.agent_port) : ""));
       agent =
           std::make_unique<SshAgent>(std::move(kept), std::move(channel), o.sessions, host.name);
     } catch (const ssh::Error& e) {
@@ -177,8 +191,8 @@ std::unique_ptr<Agent> start_agent(const LinkHost& host, const LinkProbeOptions&
   }
   const std::string hello = agent->line(o.ssh.connect_timeout);
   char client[64] = "";
-  if (std::sscanf(hello.c_str(), "ddl-link-agent 1 %d %63s", &agent->port, client) != 2) {
-    throw LinkError("'" + o.agent_command + "' printed '" + hello +
+  if (std::sscanf(hello.c_str(), "ddl-link-agent 2 %d %63s", &agent->port, client) != 2) {
+    throw LinkError("'" + o.agent_command + "' printed '" + base::excerpt(hello) +
                     "', not a link agent's greeting; is ddlrun the same version there?");
   }
   agent->address = host.address;
@@ -188,10 +202,7 @@ std::unique_ptr<Agent> start_agent(const LinkHost& host, const LinkProbeOptions&
 
 /// A random token, so that only our agents' tests are served.
 std::string make_token() {
-  std::random_device random;
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%08x%08x%08x%08x", random(), random(), random(), random());
-  return buf;
+  return base::hex(base::random_bytes(32));
 }
 
 /// Runs `fn(i)` for i in 0..count-1, each in a thread of its own, and joins them.
@@ -248,26 +259,27 @@ std::vector<std::unique_ptr<Agent>> start_agents(const std::vector<LinkHost>& ho
   return agents;
 }
 
-/// Runs each round's tests through the agents.
+/// Runs each round's tests through the agents. A host whose agent's port cannot be reached
+/// is measured from its own side from then on (see the top).
 class AgentTester : public LinkTester {
  public:
   AgentTester(std::vector<std::unique_ptr<Agent>>& agents, const std::vector<LinkHost>& hosts)
-      : agents_(agents), hosts_(hosts) {}
+      : agents_(agents), hosts_(hosts), unreachable_(hosts.size()) {}
 
   std::vector<LinkSample> measure(const LinkRound& round,
                                   std::vector<std::string>& notes) override {
     std::vector<std::optional<LinkSample>> got(round.size());
-    std::mutex mutex;
+    std::vector<double> waited(round.size());
     in_parallel(round.size(), [&](std::size_t i) {
       const auto [a, b] = round[i];
       try {
-        got[i] = test(a, b);
+        got[i] = test(a, b, waited[i]);
       } catch (const LinkError& e) {
-        const std::lock_guard lock(mutex);
-        notes.push_back("--probe-links: " + hosts_[static_cast<std::size_t>(a)].name + " -> " +
-                        hosts_[static_cast<std::size_t>(b)].name + ": " + e.what());
+        const std::lock_guard lock(mutex_);
+        notes.push_back("--probe-links: " + name(a) + " -> " + name(b) + ": " + e.what());
       }
     });
+    if (!waited.empty()) lost_s_ += *std::max_element(waited.begin(), waited.end());
     std::vector<LinkSample> out;
     for (const auto& sample : got) {
       if (sample) out.push_back(*sample);
@@ -275,22 +287,79 @@ class AgentTester : public LinkTester {
     return out;
   }
 
+  /// Seconds the rounds lost waiting for ports that could not be reached.
+  double lost_s() const { return lost_s_; }
+
+  /// A note for each host whose agent could not be reached.
+  void add_notes(std::vector<std::string>& notes) const;
+
  private:
-  LinkSample test(int a, int b) {
-    Agent& from = *agents_[static_cast<std::size_t>(a)];
-    const Agent& to = *agents_[static_cast<std::size_t>(b)];
-    from.send("test " + to.address + " " + std::to_string(to.port));
-    const std::string reply = from.line(kTestTimeout);
+  /// Measures the pair a < b: from a's agent, or from b's when b's port cannot be reached.
+  /// `waited`: the seconds lost finding that out.
+  LinkSample test(int a, int b, double& waited) {
+    if (!blocked(b)) {
+      const auto start = std::chrono::steady_clock::now();
+      const std::string reply = ask(a, b);
+      if (!reply.starts_with("unreachable ")) return sample(a, b, reply);
+      waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      block(b, a, reply.substr(12));
+    }
+    if (blocked(a)) throw LinkError("neither agent's port can be reached from the other");
+    const std::string reply = ask(b, a);
+    if (reply.starts_with("unreachable ")) {
+      block(a, b, reply.substr(12));
+      throw LinkError("neither agent's port can be reached from the other");
+    }
+    return sample(a, b, reply);
+  }
+
+  /// The answer of `from`'s agent to a test against `to`'s.
+  std::string ask(int from, int to) {
+    Agent& sender = *agents_[static_cast<std::size_t>(from)];
+    const Agent& receiver = *agents_[static_cast<std::size_t>(to)];
+    sender.send("test " + receiver.address + " " + std::to_string(receiver.port));
+    return sender.line(kTestTimeout);
+  }
+
+  static LinkSample sample(int a, int b, const std::string& reply) {
     LinkSample s{a, b, 0, 0};
     if (std::sscanf(reply.c_str(), "ok %lf %lf", &s.latency_s, &s.bytes_per_s) != 2) {
-      throw LinkError(reply.starts_with("error ") ? reply.substr(6) : "answered '" + reply + "'");
+      throw LinkError(reply.starts_with("error ") ? reply.substr(6)
+                                                  : "answered '" + base::excerpt(reply) + "'");
     }
     return s;
   }
 
+  bool blocked(int host) {
+    const std::lock_guard lock(mutex_);
+    return !unreachable_[static_cast<std::size_t>(host)].empty();
+  }
+  void block(int host, int from, const std::string& why) {
+    const std::lock_guard lock(mutex_);
+    std::string& seen = unreachable_[static_cast<std::size_t>(host)];
+    if (seen.empty()) seen = "from " + name(from) + ": " + why;
+  }
+  const std::string& name(int host) const { return hosts_[static_cast<std::size_t>(host)].name; }
+
   std::vector<std::unique_ptr<Agent>>& agents_;
   const std::vector<LinkHost>& hosts_;
+  std::mutex mutex_;
+  std::vector<std::string> unreachable_;  ///< by host: how its port could not be reached
+  double lost_s_ = 0;
 };
+
+void AgentTester::add_notes(std::vector<std::string>& notes) const {
+  for (std::size_t h = 0; h < hosts_.size(); ++h) {
+    if (unreachable_[h].empty()) continue;
+    const std::string& host = hosts_[h].name;
+    const std::string port = std::to_string(agents_[h]->port);
+    notes.push_back("--probe-links: " + host + ": its link agent's TCP port " + port +
+                    " cannot be reached (" + unreachable_[h] + "); its links were measured from " +
+                    host + " outward. Let TCP port " + port + " in through " + host +
+                    "'s firewall (--probe-links-port PORT gives every agent that port), or leave "
+                    "--probe-links out (--nodes gives the hosts per rack)");
+  }
+}
 
 }  // namespace
 
@@ -299,10 +368,16 @@ LinkMeasurement probe_links(const std::vector<LinkHost>& hosts, const LinkProbeO
   std::vector<std::unique_ptr<Agent>> agents = start_agents(hosts, options);
   AgentTester tester(agents, hosts);
   const auto start = std::chrono::steady_clock::now();
-  const LinkClock clock = [start] {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  // The budget is for measuring: time lost on unreachable ports is not charged to it.
+  const LinkClock clock = [start, &tester] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() -
+           tester.lost_s();
   };
-  return measure_links(static_cast<int>(hosts.size()), tester, clock, options.budget_s, notes);
+  LinkMeasurement m =
+      measure_links(static_cast<int>(hosts.size()), tester, clock, options.budget_s, notes);
+  m.seconds += tester.lost_s();
+  tester.add_notes(notes);
+  return m;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -15,30 +15,42 @@ namespace ddl::mapper {
 // The agents speak lines on their stdin and stdout; the measurements themselves are TCP
 // between the agents, host to host, at the addresses the ranks will use.
 
-/// What `ddlrun --link-agent` does: listens on a TCP port of every address, prints
-/// "ddl-link-agent 1 PORT CLIENT" on `out_fd` (CLIENT: the address ddlrun's host logged in
-/// from, the first word of $SSH_CONNECTION, "-" without it), then answers the lines of `in_fd`:
-///   "token T"            tests against this agent must begin with T: "ready"
+/// What `ddlrun --link-agent [PORT]` does: listens on TCP port `port` (0: any free one) of
+/// every address, prints "ddl-link-agent 2 PORT CLIENT" on `out_fd` (CLIENT: the address
+/// ddlrun's host logged in from, the first word of $SSH_CONNECTION, "-" without it), then
+/// answers the lines of `in_fd`:
+///   "token T"            tests against this agent must prove they know T: "ready"
 ///   "test ADDRESS PORT"  measures the link to the agent there: "ok LATENCY_S BYTES_PER_S",
-///                        or "error REASON"
+///                        "unreachable REASON" when its port could not be connected to within
+///                        a second (dropped or refused), or "error REASON"
+///   "end"                the agent returns 0 (as when `in_fd` ends)
 /// Between lines it serves the tests other agents run against it. Returns 0 when `in_fd`
 /// ends, 1 when it cannot listen or has been idle for a minute (nothing is left running).
-int run_link_agent(int in_fd, int out_fd);
+int run_link_agent(int in_fd, int out_fd, int port = 0);
 
 /// A line of ddlrun's channel to the agent, read.
 struct AgentRequest {
-  enum class Kind { kToken, kTest, kUnknown };
+  enum class Kind { kToken, kTest, kEnd, kUnknown };
   Kind kind = Kind::kUnknown;
   std::string token;          ///< kToken
   std::string address, port;  ///< kTest
 };
 AgentRequest parse_agent_request(const std::string& line);
 
-/// The receiving side of one test, on the accepted connection `fd`: the token line (one
-/// deadline of 5 s), then the pings and the bulk transfer (8 s); any line or the end of
+/// The receiving side of one test, on the accepted connection `fd`: the challenge
+/// "ddl-link-test 2 NONCE" (`nonce`: 32 hex digits, random for each connection) and its answer
+/// (one deadline of 5 s), then the pings and the bulk transfer (8 s); any line or the end of
 /// `stop_fd` (ddlrun's channel; -1: none) stops it. False when it failed or was stopped; a
-/// wrong token ends it quietly (true).
-bool serve_link_test(int fd, const std::string& token, int stop_fd);
+/// wrong answer ends it quietly (true).
+bool serve_link_test(int fd, const std::string& token, int stop_fd, const std::string& nonce);
+
+/// The answer to the challenge with `nonce`: HMAC-SHA256(token, "ddl link test: " NONCE) in
+/// hex. Proves the sender knows the run's token without sending it.
+std::string link_proof(const std::string& token, const std::string& nonce);
+
+/// The nonce of a challenge line "ddl-link-test 2 NONCE" (32 lower-case hex digits), or nullopt
+/// when `line` is not one.
+std::optional<std::string> parse_link_challenge(const std::string& line);
 
 /// One host to measure.
 struct LinkHost {
@@ -53,6 +65,7 @@ struct LinkHost {
 struct LinkProbeOptions {
   ssh::Options ssh;           ///< how to log in where no kept session waits
   std::string agent_command;  ///< what runs the agent on a host: "'/path/ddlrun' --link-agent"
+  int agent_port = 0;         ///< the agents' TCP port (--probe-links-port); 0: any free one
   /// The sessions the hardware probe kept, by host name: used for the agent's channel and put
   /// back; null or a host without one: a new login.
   std::shared_ptr<ssh::KeptSessions> sessions;

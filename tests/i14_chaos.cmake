@@ -19,3 +19,9 @@ add_test(NAME chaos.sample_pernode
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/chaos/chaos.sh $<TARGET_FILE:ddlrun>
                  $<TARGET_FILE:chaos_loop> --launchers pernode)
 set_tests_properties(chaos.sample_pernode PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120)
+# Issue 27: a stranger flooding libddl's rendezvous (where the ranks meet) during a real job:
+# the job ends 0, ddlrun under 64 MiB, the strangers capped and their refusals reported briefly.
+add_test(NAME chaos.ddl_rdzv_flood
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/chaos/ddl_rdzv_flood_test.sh $<TARGET_FILE:ddlrun>
+                 $<TARGET_FILE:chaos_loop>)
+set_tests_properties(chaos.ddl_rdzv_flood PROPERTIES TIMEOUT 120)

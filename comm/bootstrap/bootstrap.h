@@ -1,6 +1,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -53,13 +54,18 @@ std::unique_ptr<Bootstrap> make_pmix_bootstrap();
 std::vector<std::unique_ptr<Bootstrap>> make_memory_bootstraps(int size);
 
 /// ddlrun's side of the rendezvous: listens on every address (port 0: any free port), admits
-/// connections that present `token` within a few seconds (others are dropped), and answers each
-/// allgather round once all `size` ranks have sent their value. Its failures name the missing
-/// ranks, with their hosts when `hosts` gives each rank's (by rank). Runs on its own thread
-/// until destroyed.
+/// connections that prove they know `token` within a few seconds (others are dropped; at most
+/// 32 wait at once, read no further than the hello), and answers each allgather round once
+/// all `size` ranks have sent their value. Its failures name the missing ranks, with their
+/// hosts when `hosts` gives each rank's (by rank). Refused connections and too many strangers
+/// are told to `report` (when given; from the server's thread), the first ten refusals quoting
+/// at most a short printable prefix of what came; a refused rank's first allgather throws why. Runs
+/// on its own thread until destroyed.
 class RendezvousServer {
  public:
-  RendezvousServer(std::string token, int size, int port = 0, std::vector<std::string> hosts = {});
+  using Report = std::function<void(const std::string&)>;
+  RendezvousServer(std::string token, int size, int port = 0, std::vector<std::string> hosts = {},
+                   Report report = {});
   ~RendezvousServer();
   RendezvousServer(const RendezvousServer&) = delete;
   RendezvousServer& operator=(const RendezvousServer&) = delete;

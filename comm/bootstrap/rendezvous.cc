@@ -10,6 +10,11 @@
 // If the first rank to arrive has waited longer than it said it would, or a rank's connection
 // closes, the server answers everyone waiting with status 1 and a message naming the ranks that are
 // missing, so that no rank hangs and every rank can say who did not come.
+// Strangers cannot exhaust the server: before its hello is accepted a connection is read no
+// further than the hello's 46 bytes (a wrong magic is refused at its first byte), and at most
+// kMaxStrangers such connections wait at once (the oldest is closed). Refusals are closed at
+// once and reported (the first kMaxRefusalReports of them) quoting at most a short printable
+// prefix of what was sent; a refused hello is told why as a failed round, sent without waiting.
 //
 // The memory bootstrap (threads in one process) keeps the rounds in a shared table.
 
@@ -51,6 +56,8 @@ constexpr size_t kNonceSize = 16;
 constexpr size_t kChallengeSize = 6 + kNonceSize;
 constexpr size_t kHelloSize = 6 + 4 + 4 + 32;
 constexpr uint32_t kMaxValue = 1u << 20;
+constexpr size_t kMaxStrangers = 32;    // connections waiting without an accepted hello
+constexpr int kMaxRefusalReports = 10;  // refused connections reported, then one line more
 
 void put_u32(std::string& out, uint32_t v) {
   for (int shift = 24; shift >= 0; shift -= 8)
@@ -86,6 +93,37 @@ bool write_all(int fd, std::string_view data) {
     data.remove_prefix(static_cast<size_t>(n));
   }
   return true;
+}
+
+/// "ADDRESS:PORT" of a socket address (IPv4 mapped into IPv6 as IPv4).
+std::string address_text(const sockaddr_storage& a) {
+  char host[INET6_ADDRSTRLEN] = "?";
+  if (a.ss_family == AF_INET6) {
+    const auto* v6 = reinterpret_cast<const sockaddr_in6*>(&a);
+    inet_ntop(AF_INET6, &v6->sin6_addr, host, sizeof host);
+    std::string h = host;
+    if (h.starts_with("::ffff:")) h = h.substr(7);  // IPv4, mapped
+    return h + ":" + std::to_string(ntohs(v6->sin6_port));
+  }
+  const auto* v4 = reinterpret_cast<const sockaddr_in*>(&a);
+  inet_ntop(AF_INET, &v4->sin_addr, host, sizeof host);
+  return std::string(host) + ":" + std::to_string(ntohs(v4->sin_port));
+}
+
+/// The address and port `fd` is connected to, for reports ("?" when unknown).
+std::string peer_address(int fd) {
+  sockaddr_storage a{};
+  socklen_t len = sizeof a;
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) return "?";
+  return address_text(a);
+}
+
+/// The address and port `fd` was accepted at, for messages ("?" when unknown).
+std::string listen_address(int fd) {
+  sockaddr_storage a{};
+  socklen_t len = sizeof a;
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) return "?";
+  return address_text(a);
 }
 
 /// Reads exactly n bytes before `deadline`; false on EOF, error or timeout.
@@ -292,7 +330,10 @@ std::vector<std::unique_ptr<Bootstrap>> make_memory_bootstraps(int size) {
 struct RendezvousServer::State {
   std::string token;
   int size = 0;
-  std::vector<std::string> hosts;  ///< each rank's host, for messages; may be empty
+  std::vector<std::string> hosts;   ///< each rank's host, for messages; may be empty
+  RendezvousServer::Report report;  ///< refusals and strangers; may be empty
+  int refusals = 0;
+  bool strangers_told = false;
   int listen_fd = -1;
   int port = 0;
   int wake[2] = {-1, -1};
@@ -301,8 +342,9 @@ struct RendezvousServer::State {
 
   struct Client {
     int fd = -1;
-    int rank = -1;      ///< -1 until the hello was read
-    std::string nonce;  ///< the challenge it must answer
+    int rank = -1;        ///< -1 until the hello was read
+    std::string nonce;    ///< the challenge it must answer
+    std::string address;  ///< where it came from, for reports
     Clock::time_point admitted_by;
     std::string in;
     bool waiting = false;
@@ -354,21 +396,41 @@ struct RendezvousServer::State {
     ++round;
   }
 
-  /// Parses what a client sent; false to drop it.
+  /// Why the hello in `c.in` is refused; "" when it is accepted (c.rank set, the hello taken
+  /// out of c.in) or not complete yet.
+  std::string check_hello(Client& c) {
+    const size_t head = std::min(c.in.size(), kMagic.size());
+    if (c.in.compare(0, head, kMagic, 0, head) != 0) {
+      return "it does not speak " + std::string(kMagic) + " (it sent '" + base::excerpt(c.in, 32) +
+             "')";
+    }
+    if (c.in.size() < kHelloSize) return "";
+    const uint32_t rank = get_u32(c.in.data() + kMagic.size());
+    const uint32_t n = get_u32(c.in.data() + kMagic.size() + 4);
+    const std::string_view proof = std::string_view(c.in).substr(kMagic.size() + 8, 32);
+    if (!base::same_secret(proof, rank_proof(token, c.nonce, rank, n))) {
+      return "its proof of the job's token is wrong";
+    }
+    if (n != static_cast<uint32_t>(size)) {
+      return "it is of a job of " + std::to_string(n) + " ranks, not " + std::to_string(size);
+    }
+    if (rank >= static_cast<uint32_t>(size))
+      return "rank " + std::to_string(rank) + " is out of range 0.." + std::to_string(size - 1);
+    if (by_rank[rank] >= 0) return "rank " + std::to_string(rank) + " came already";
+    c.rank = static_cast<int>(rank);
+    c.in.erase(0, kHelloSize);
+    return "";
+  }
+
+  /// Parses what a client sent; false to drop it (a refused hello is reported).
   bool consume(Client& c) {
     if (c.rank < 0) {
-      if (c.in.size() < kHelloSize) return true;
-      if (c.in.compare(0, kMagic.size(), kMagic) != 0) return false;
-      const uint32_t rank = get_u32(c.in.data() + kMagic.size());
-      const uint32_t n = get_u32(c.in.data() + kMagic.size() + 4);
-      const std::string_view proof = std::string_view(c.in).substr(kMagic.size() + 8, 32);
-      if (!base::same_secret(proof, rank_proof(token, c.nonce, rank, n))) return false;
-      if (n != static_cast<uint32_t>(size) || rank >= static_cast<uint32_t>(size) ||
-          by_rank[rank] >= 0) {
+      if (const std::string why = check_hello(c); !why.empty()) {
+        refused("rendezvous: refused a connection from " + c.address + ": " + why);
+        if (c.in.size() == kHelloSize) tell_refused(c, why);
         return false;
       }
-      c.rank = static_cast<int>(rank);
-      c.in.erase(0, kHelloSize);
+      if (c.rank < 0) return true;
     }
     while (c.in.size() >= 12) {
       const uint32_t r = get_u32(c.in.data()), wait_ms = get_u32(c.in.data() + 4),
@@ -384,21 +446,116 @@ struct RendezvousServer::State {
     return true;
   }
 
+  /// Tells a refused rank why, as a failed round (status 1) that its first allgather reads: at
+  /// once or not at all (a rank that does not read cannot hold the server up).
+  void tell_refused(const Client& c, const std::string& why) {
+    const std::string text = "refused by the rendezvous at " + listen_address(c.fd) + ": " + why +
+                             "; is it a process of this job, started by its ddlrun?";
+    std::string msg;
+    put_u32(msg, 1);
+    put_u32(msg, static_cast<uint32_t>(text.size()));
+    msg += text;
+    (void)send(c.fd, msg.data(), msg.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  }
+
+  /// Reports a refusal, the first kMaxRefusalReports of them: a stranger that keeps trying
+  /// cannot fill ddlrun's output.
+  void refused(const std::string& line) {
+    if (!report) return;
+    if (++refusals <= kMaxRefusalReports) report(line);
+    if (refusals == kMaxRefusalReports + 1) {
+      report(
+          "rendezvous: more refused connections are not shown (is something other than this "
+          "job's ranks connecting to port " +
+          std::to_string(port) + "?)");
+    }
+  }
+
+  /// Closes the oldest connections without an accepted hello while there are more than
+  /// kMaxStrangers (never the newest, `keep`).
+  void limit_strangers(size_t keep) {
+    size_t waiting = 0;
+    for (const Client& c : clients)
+      waiting += c.rank < 0 ? 1 : 0;
+    for (size_t i = 0; i < clients.size() && waiting > kMaxStrangers; ++i) {
+      if (clients[i].rank >= 0 || i == keep || clients[i].fd < 0) continue;
+      close(clients[i].fd);
+      clients[i].fd = -1;  // dropped by the loop
+      --waiting;
+      if (!strangers_told && report) {
+        strangers_told = true;
+        report("rendezvous: more than " + std::to_string(kMaxStrangers) +
+               " connections have not said hello; closing the oldest (is something other than "
+               "this job's ranks connecting to port " +
+               std::to_string(port) + "?)");
+      }
+    }
+  }
+
   /// A new connection, challenged at once: the magic and a fresh nonce, which fit the new
-  /// socket's buffer (sent at once, or the connection is dropped).
+  /// socket's buffer (sent at once, or the connection is dropped). The oldest of too many
+  /// connections without hello is closed.
   void accept_one() {
     const int fd = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) return;
     Client c;
     c.fd = fd;
+    c.address = peer_address(fd);
     c.admitted_by = Clock::now() + std::chrono::seconds(5);
     c.nonce = base::random_bytes(kNonceSize);
     const std::string challenge = std::string(kMagic) + c.nonce;
     if (send(fd, challenge.data(), challenge.size(), MSG_NOSIGNAL) ==
         static_cast<ssize_t>(challenge.size())) {
       clients.push_back(std::move(c));
+      limit_strangers(clients.size() - 1);
     } else {
       close(fd);
+    }
+  }
+
+  /// Reads what client `i` sent: before its hello is accepted no further than the hello.
+  /// False to drop it.
+  bool read_client(size_t i) {
+    Client& c = clients[i];
+    if (c.fd < 0) return false;
+    char buf[65536];
+    const size_t want = c.rank < 0 ? kHelloSize - c.in.size() : sizeof buf;
+    const ssize_t n = recv(c.fd, buf, want, 0);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) return false;
+    if (n < 0) return true;
+    c.in.append(buf, static_cast<size_t>(n));
+    const int before = c.rank;
+    if (!consume(c)) return false;
+    if (before < 0 && c.rank >= 0) by_rank[c.rank] = static_cast<int>(i);
+    return true;
+  }
+
+  /// Drops the clients at indices `drop` (ascending); a rank's leaving fails the round.
+  void drop_clients(const std::vector<size_t>& drop) {
+    for (auto it = drop.rbegin(); it != drop.rend(); ++it) {
+      Client& c = clients[*it];
+      const int rank = c.rank;
+      if (c.fd >= 0) close(c.fd);
+      if (rank >= 0) by_rank[rank] = -1;
+      clients.erase(clients.begin() + static_cast<std::ptrdiff_t>(*it));
+      for (int r = 0; r < size; ++r)
+        if (by_rank[r] > static_cast<int>(*it)) --by_rank[r];
+      if (rank >= 0) {
+        answer_error(rank_list({rank}, hosts) +
+                     " left the rendezvous (its process ended or lost its connection)");
+      }
+    }
+  }
+
+  /// The first rank to give up decides: everyone waiting hears who is missing.
+  void check_waits() {
+    for (const Client& c : clients) {
+      if (c.waiting && Clock::now() > c.wait_until) {
+        const std::vector<int> m = missing();
+        answer_error(rank_list(m, hosts) + (m.size() == 1 ? " has" : " have") +
+                     " not joined the rendezvous in time (did they start? see their output)");
+        break;
+      }
     }
   }
 
@@ -412,57 +569,29 @@ struct RendezvousServer::State {
       if (fds[1].revents & POLLIN) accept_one();
       std::vector<size_t> drop;
       for (size_t i = 0; i + 2 < fds.size(); ++i) {
-        Client& c = clients[i];
-        bool ok = true;
-        if (fds[i + 2].revents != 0) {
-          char buf[65536];
-          const ssize_t n = recv(c.fd, buf, sizeof buf, 0);
-          if (n > 0) {
-            c.in.append(buf, static_cast<size_t>(n));
-            const int before = c.rank;
-            ok = consume(c);
-            if (ok && before < 0 && c.rank >= 0) by_rank[c.rank] = static_cast<int>(i);
-          } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
-            ok = false;
-          }
-        }
-        if (ok && c.rank < 0 && Clock::now() > c.admitted_by) ok = false;
+        bool ok = clients[i].fd >= 0;
+        if (ok && fds[i + 2].revents != 0) ok = read_client(i);
+        if (ok && clients[i].rank < 0 && Clock::now() > clients[i].admitted_by) ok = false;
         if (!ok) drop.push_back(i);
       }
-      for (auto it = drop.rbegin(); it != drop.rend(); ++it) {
-        Client& c = clients[*it];
-        const int rank = c.rank;
-        close(c.fd);
-        if (rank >= 0) by_rank[rank] = -1;
-        clients.erase(clients.begin() + static_cast<std::ptrdiff_t>(*it));
-        for (int r = 0; r < size; ++r)
-          if (by_rank[r] > static_cast<int>(*it)) --by_rank[r];
-        if (rank >= 0) {
-          answer_error(rank_list({rank}, hosts) +
-                       " left the rendezvous (its process ended or lost its connection)");
-        }
+      for (size_t i = fds.size() - 2; i < clients.size(); ++i) {
+        if (clients[i].fd < 0) drop.push_back(i);  // closed by limit_strangers
       }
+      drop_clients(drop);
       try_complete();
-      // The first rank to give up decides: everyone waiting hears who is missing.
-      for (const Client& c : clients) {
-        if (c.waiting && Clock::now() > c.wait_until) {
-          const std::vector<int> m = missing();
-          answer_error(rank_list(m, hosts) + (m.size() == 1 ? " has" : " have") +
-                       " not joined the rendezvous in time (did they start? see their output)");
-          break;
-        }
-      }
+      check_waits();
     }
   }
 };
 
 RendezvousServer::RendezvousServer(std::string token, int size, int port,
-                                   std::vector<std::string> hosts)
+                                   std::vector<std::string> hosts, Report report)
     : state_(std::make_unique<State>()) {
   State& s = *state_;
   s.token = std::move(token);
   s.size = size;
   s.hosts = std::move(hosts);
+  s.report = std::move(report);
   s.by_rank.assign(size, -1);
   s.listen_fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (s.listen_fd < 0)
@@ -497,7 +626,7 @@ RendezvousServer::~RendezvousServer() {
   [[maybe_unused]] ssize_t n = write(s.wake[1], "x", 1);
   s.thread.join();
   for (auto& c : s.clients)
-    close(c.fd);
+    if (c.fd >= 0) close(c.fd);
   close(s.listen_fd);
   close(s.wake[0]);
   close(s.wake[1]);

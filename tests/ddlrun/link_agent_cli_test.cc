@@ -17,6 +17,8 @@
 #include <string>
 #include <thread>
 
+#include "tests/lib/dial.h"
+
 namespace ddl::cli {
 namespace {
 
@@ -25,7 +27,8 @@ using Clock = std::chrono::steady_clock;
 
 /// `ddlrun --link-agent` with pipes for its stdin and stdout.
 struct StandaloneAgent {
-  StandaloneAgent() {
+  /// `port`: the argument after --link-agent; null: none.
+  explicit StandaloneAgent(const char* port = nullptr) {
     int in[2], out[2];
     EXPECT_EQ(::pipe2(in, O_CLOEXEC), 0);
     EXPECT_EQ(::pipe2(out, O_CLOEXEC), 0);
@@ -33,7 +36,7 @@ struct StandaloneAgent {
     if (pid == 0) {
       ::dup2(in[0], 0);
       ::dup2(out[1], 1);
-      ::execl(DDLRUN_BINARY, DDLRUN_BINARY, "--link-agent", static_cast<char*>(nullptr));
+      ::execl(DDLRUN_BINARY, DDLRUN_BINARY, "--link-agent", port, static_cast<char*>(nullptr));
       ::_exit(127);
     }
     ::close(in[0]);
@@ -84,21 +87,13 @@ struct StandaloneAgent {
   int to = -1, from = -1;
 };
 
-int dial(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  return fd;
-}
+using ddl::testing::dial;
 
 TEST(LinkAgentCli, WithAStrangerConnectedItAnswersTestAndEndsWithItsStdin) {
   StandaloneAgent agent;
   int port = 0;
   const std::string greeting = agent.line(5000ms);
-  ASSERT_EQ(std::sscanf(greeting.c_str(), "ddl-link-agent 1 %d", &port), 1) << greeting;
+  ASSERT_EQ(std::sscanf(greeting.c_str(), "ddl-link-agent 2 %d", &port), 1) << greeting;
   agent.send("token t0k3n");
   EXPECT_EQ(agent.line(2000ms), "ready");
   const int stranger = dial(port);
@@ -106,7 +101,7 @@ TEST(LinkAgentCli, WithAStrangerConnectedItAnswersTestAndEndsWithItsStdin) {
   std::this_thread::sleep_for(200ms);
   // Port 1 on loopback refuses at once: the answer comes from the test itself.
   agent.send("test 127.0.0.1 1");
-  EXPECT_EQ(agent.line(2000ms), "error connect to 127.0.0.1:1: Connection refused");
+  EXPECT_EQ(agent.line(2000ms), "unreachable cannot connect to 127.0.0.1:1: Connection refused");
   const int again = dial(port);  // a second stranger, being served when stdin closes
   std::this_thread::sleep_for(200ms);
   ::close(agent.to);
@@ -114,6 +109,24 @@ TEST(LinkAgentCli, WithAStrangerConnectedItAnswersTestAndEndsWithItsStdin) {
   EXPECT_EQ(agent.ended_within(1000ms), 0) << "the agent outlived its closed stdin";
   ::close(stranger);
   ::close(again);
+}
+
+TEST(LinkAgentCli, ItsPortArgumentIsChecked) {
+  StandaloneAgent bad("0");
+  EXPECT_EQ(bad.line(5000ms),
+            "error the link agent's port '0' is not a port: a whole number, 1 to 65535");
+  EXPECT_EQ(bad.ended_within(2000ms), 1);
+  // A free port asked for is the one it listens on.
+  StandaloneAgent any;
+  int free_port = 0;
+  ASSERT_EQ(std::sscanf(any.line(5000ms).c_str(), "ddl-link-agent 2 %d", &free_port), 1);
+  ::close(any.to);
+  any.to = -1;
+  ASSERT_EQ(any.ended_within(2000ms), 0);
+  StandaloneAgent fixed(std::to_string(free_port).c_str());
+  int port = 0;
+  EXPECT_EQ(std::sscanf(fixed.line(5000ms).c_str(), "ddl-link-agent 2 %d", &port), 1);
+  EXPECT_EQ(port, free_port);
 }
 
 }  // namespace

@@ -182,6 +182,9 @@ TEST(OptionsTest, HardwareOptions) {
   EXPECT_EQ(usage_error({"--probe-links", "--no-probe", "p"}),
             "--probe-links measures between the hosts' NICs, which --no-probe leaves unknown; "
             "give one of them");
+  EXPECT_EQ(parse({"--probe-links", "--probe-links-port", "29555", "p"}).probe_links_port, 29555);
+  EXPECT_EQ(usage_error({"--probe-links-port", "29555", "p"}),
+            "--probe-links-port sets the port of --probe-links' agents; add --probe-links");
   const ParsedCommandLine probe = parse_command_line({"--probe"});
   EXPECT_TRUE(probe.options.probe);
   EXPECT_TRUE(probe.options.program.empty());

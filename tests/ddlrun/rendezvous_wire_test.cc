@@ -17,6 +17,7 @@
 #include "base/digest.h"
 #include "ddlrun/node_wire.h"
 #include "ddlrun/rendezvous.h"
+#include "tests/lib/dial.h"
 #include "tests/lib/tcp_recorder.h"
 
 namespace ddl::cli {
@@ -58,16 +59,7 @@ std::unique_ptr<NodeClient> join(const std::string& endpoint, int node, int nnod
   return NodeClient::join(endpoint, token, h, 5000ms);
 }
 
-/// A raw TCP connection to the loopback port.
-int dial(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  return fd;
-}
+using ddl::testing::dial;
 
 /// The next message on `fd` within `limit`; nullopt at its end or past the limit.
 std::optional<wire::Message> next(int fd, wire::Reader& in, std::chrono::milliseconds limit) {

@@ -40,7 +40,7 @@ class AgentThread {
   }
   int port() {
     int port = 0;
-    EXPECT_EQ(std::sscanf(greeting_.c_str(), "ddl-link-agent 1 %d", &port), 1) << greeting_;
+    EXPECT_EQ(std::sscanf(greeting_.c_str(), "ddl-link-agent 2 %d", &port), 1) << greeting_;
     return port;
   }
   void greet() { greeting_ = line(); }

@@ -8,6 +8,13 @@
 #    --nodes wins over them; nothing is left running on the hosts.
 #  - Three hosts at 1 Gbit/s (netns_up 3): one rack, p:2x3x1x1; also with this host among
 #    them. A real job started with --probe-links runs.
+#  - Five hosts, the agents on --probe-links-port 29555; a capture on node1's link during the
+#    measurement finds a challenge opening every test and no secret-sized string twice (the
+#    token, sent in clear on every connection, would be). Then node3's link drops the port
+#    (tc, as a firewall's DROP would): every pair is still measured (node3's from its side),
+#    one warning names node3, the port and what to do, and it takes at most 3 s longer than
+#    the same run unblocked (it took 10 s, measured 21 of 276 pairs on 24 hosts and named no
+#    host).
 #
 # Usage: probe_links_test.sh DDLRUN   (exit 77, skipped, when not root or without ip netns/sshd)
 set -uo pipefail
@@ -121,6 +128,67 @@ run local --dry-run --probe-links -H localhost:2,node1:2,node2:2 prog
 grep -Eq '^links: +3 of 3 host pairs measured in ' "$out/local" || fail "local: links" "$out/local" "$out/local.err"
 grep -Fxq "  racks:   1 rack of 3 hosts: localhost node1 node2" "$out/local" || fail "local: racks" "$out/local"
 nothing_left 1 2 3
+
+netns_down
+
+# 3. A host whose agent's port a firewall drops.
+netns_up 5 || exit $?
+home
+hosts5=node1:1,node2:1,node3:1,node4:1,node5:1
+# The agents' traffic on node1's link, captured: every test starts with a challenge, and no
+# secret-sized string crosses twice (the token itself used to open every test connection).
+capture=0
+if command -v tcpdump >/dev/null; then
+  # nsenter execs tcpdump (only the network namespace): $! is tcpdump itself
+  nsenter --net="/run/netns/$(netns_ns 1)" tcpdump -i any -U -s 256 -w "$out/links.pcap" \
+    tcp port 29555 2>"$out/tcpdump.err" &
+  dump=$!
+  for _ in $(seq 50); do grep -q "listening on" "$out/tcpdump.err" && break; sleep 0.1; done
+  capture=1
+fi
+run open --dry-run --probe-links --probe-links-port 29555 -H "$hosts5" prog
+if ((capture)); then
+  sleep 0.3
+  kill -INT "$dump"
+  wait "$dump"
+  tcpdump -r "$out/links.pcap" -A 2>/dev/null >"$out/links.txt"
+  n=$(grep -aoE 'ddl-link-test 2 [0-9a-f]{32}' "$out/links.txt" | sort -u | wc -l)
+  ((n >= 4)) || fail "capture: $n challenges on node1's link, not 4 or more" "$out/tcpdump.err"
+  twice=$(grep -aoE '[0-9a-f]{32,}' "$out/links.txt" | sort | uniq -d)
+  [[ -z $twice ]] || fail "capture: the same secret-sized string crossed twice: $twice"
+  echo "  capture: $n challenges, $(grep -aoE '[0-9a-f]{64}' "$out/links.txt" | wc -l) answers" \
+    "on node1's link, no string twice"
+fi
+open_s=$(sed -n 's/^links: .* measured in \([0-9.]*\) s .*/\1/p' "$out/open")
+grep -Eq '^links: +10 of 10 host pairs measured in ' "$out/open" || fail "open: links" "$out/open"
+# Every TCP segment to node3's port 29555 is dropped on its link, as a firewall's DROP would:
+# an htb class whose queue holds nothing, the segments sent there by a u32 filter (tc actions
+# such as drop need kernel modules that containers may lack; htb, bfifo and u32 are there).
+link3="dt$$h3"
+tc qdisc add dev "$link3" root handle 1: htb default 10 &&
+  tc class add dev "$link3" parent 1: classid 1:10 htb rate 10gbit 2>/dev/null &&
+  tc class add dev "$link3" parent 1: classid 1:20 htb rate 8bit 2>/dev/null &&
+  tc qdisc add dev "$link3" parent 1:20 handle 20: bfifo limit 0 &&
+  tc filter add dev "$link3" parent 1: protocol ip u32 match ip protocol 6 0xff \
+    match ip dport 29555 0xffff flowid 1:20 2>/dev/null ||
+  fail "tc could not drop node3's port 29555"
+run blocked --dry-run --probe-links --probe-links-port 29555 -H "$hosts5" prog
+grep -Eq '^links: +10 of 10 host pairs measured in ' "$out/blocked" ||
+  fail "blocked: not every pair measured" "$out/blocked" "$out/blocked.err"
+blocked_s=$(sed -n 's/^links: .* measured in \([0-9.]*\) s .*/\1/p' "$out/blocked")
+awk -v a="$open_s" -v b="$blocked_s" 'BEGIN { exit !(b != "" && b <= a + 3) }' ||
+  fail "blocked: measured in ${blocked_s:-?} s, unblocked in ${open_s:-?} s"
+expected="ddlrun: warning: --probe-links: node3: its link agent's TCP port 29555 cannot be \
+reached (from node2: no answer from $(netns_addr 3):29555 within 1 s); its links were measured \
+from node3 outward. Let TCP port 29555 in through node3's firewall (--probe-links-port PORT gives \
+every agent that port), or leave --probe-links out (--nodes gives the hosts per rack)"
+grep -Fxq "$expected" "$out/blocked.err" || fail "blocked: the warning naming node3" "$out/blocked.err"
+echo "  open:    $(grep '^links:' "$out/open")"
+echo "  blocked: $(grep '^links:' "$out/blocked")"
+grep -F -- "--probe-links: node3" "$out/blocked.err"
+n=$(($(grep -c warning "$out/blocked.err") - $(grep -c warning "$out/open.err")))
+((n == 1)) || fail "blocked: $n more warnings than unblocked, not 1" "$out/blocked.err"
+nothing_left 1 2 3 4 5
 
 prefix=$NETNS_PREFIX
 netns_down

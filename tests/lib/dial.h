@@ -1,0 +1,33 @@
+#pragma once
+// dial(): a test's TCP connection to a port on loopback, as a stranger or a peer would make
+// it. Header-only, for the tests of the rendezvous and link-agent wire formats (bench/
+// wire_attack.cc keeps its own copy: it is built against older checkouts too).
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+
+namespace ddl::testing {
+
+/// A blocking TCP connection to 127.0.0.1:`port`; a test failure and -1 when it cannot connect.
+inline int dial(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    ADD_FAILURE() << "cannot connect to 127.0.0.1:" << port << ": " << std::strerror(errno);
+    if (fd >= 0) ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+}  // namespace ddl::testing
