@@ -54,6 +54,7 @@
 #include <cstring>
 #include <thread>
 
+#include "comm/collectives/node_copy.h"
 #include "comm/collectives/node_segment.h"
 #include "comm/transport/link.h"
 #include "comm/transport/os.h"
@@ -113,6 +114,7 @@ struct NodeGroup::Sweep {
   int divisor = 1;
   bool reduce = false;  ///< pieces are reduced by their slice's member
   bool gather = false;  ///< every member's (reduced) piece lands in every member's out
+  bool stream = false;  ///< out is written with streaming stores (node_copy.h)
   int source = -1;      ///< broadcast: the only member with data
   std::vector<size_t> in_off, out_off, len;
   size_t piece = 0;  ///< elements per member per step
@@ -329,6 +331,7 @@ void NodeGroup::run(const Sweep& s) {
     gather_piece(s, steps - 1, step_);
     publish(kDone, step_);
   }
+  if (s.stream) node::stream_fence();  // the output is all there before the caller has it
 }
 
 void NodeGroup::step(const Sweep& s, size_t j) {
@@ -384,17 +387,19 @@ void NodeGroup::reduce_piece(const Sweep& s, size_t j) {
     for (int q = 1; q < size(); ++q)
       reduce_into(acc, src(q), c, s.type, s.op);
     if (s.divisor > 1) divide(acc, c, s.type, s.divisor);
-    std::memcpy(dst + b * ts, acc, c * ts);
+    node::copy_out(dst + b * ts, acc, c * ts, s.stream);
     if (s.gather) std::memcpy(back + b * ts, acc, c * ts);
   }
 }
 
 void NodeGroup::gather_piece(const Sweep& s, size_t j, uint64_t at_step) {
+  // Member r reads r + 1, r + 2, ...: the members start on different peers' slots.
   const size_t ts = s.ts();
-  for (int q = 0; q < size(); ++q) {
-    if (q == self_ || (s.source >= 0 && q != s.source) || s.count(q, j) == 0) continue;
-    std::memcpy(s.out + (s.out_off[q] + j * s.piece) * ts, slot(q, at_step) + s.slot_at(q),
-                s.count(q, j) * ts);
+  for (int k = 1; k < size(); ++k) {
+    const int q = (self_ + k) % size();
+    if ((s.source >= 0 && q != s.source) || s.count(q, j) == 0) continue;
+    node::copy_out(s.out + (s.out_off[q] + j * s.piece) * ts, slot(q, at_step) + s.slot_at(q),
+                   s.count(q, j) * ts, s.stream);
   }
 }
 
@@ -433,8 +438,13 @@ void NodeGroup::allreduce(const void* send, void* recv, size_t count, DataType t
   }
   Sweep s = sweep(send, recv, type, op, sig);
   s.reduce = s.gather = true;
+  s.stream = streams(count * ts);
   s.by_slices(count, size());
   run(s);
+}
+
+bool NodeGroup::streams(size_t bytes) const {
+  return options_.stream_bytes > 0 && bytes >= options_.stream_bytes;
 }
 
 NodeGroup::Sweep NodeGroup::sweep(const void* in, void* out, DataType type, ReduceOp op,
@@ -471,6 +481,7 @@ void NodeGroup::allgather(const void* send, void* recv, size_t count, DataType t
   }
   Sweep s = sweep(send, recv, type, ReduceOp::kSum, sig);
   s.gather = true;
+  s.stream = streams(count * ts * size());
   for (int q = 0; q < size(); ++q) {
     s.in_off.push_back(0);
     s.out_off.push_back(q * count);
@@ -488,6 +499,7 @@ void NodeGroup::broadcast(void* buf, size_t bytes, int root, const Signature* si
   s.len.assign(size(), 0);
   s.len[root] = bytes;
   s.piece = segment_->slot_bytes;
+  s.stream = streams(bytes);
   run(s);
 }
 
@@ -505,6 +517,7 @@ void NodeGroup::reduce_scatter_in_place(void* buf, size_t count, DataType type, 
 void NodeGroup::allgather_in_place(void* buf, size_t count, DataType type) {
   Sweep s = sweep(buf, buf, type, ReduceOp::kSum, nullptr);
   s.gather = true;
+  s.stream = streams(count * type_size(type));
   s.by_slices(count, size());
   run(s);
 }

@@ -33,6 +33,10 @@ struct NodeOptions {
   /// buffers where they lie, through cross-memory attach (process_vm_readv), when every
   /// member may: no copy through the slots (node_cma.cc; off by default: measured slower).
   size_t cma_bytes = 0;
+  /// Allreduces, allgathers and broadcasts of at least this many bytes (DDL_SHM_STREAM_BYTES;
+  /// 0: never) write their output with streaming stores (node_copy.h): a buffer that large
+  /// is not in the cache anyway, and writing it so costs no read for ownership.
+  size_t stream_bytes = 4 * 1024 * 1024;
   std::chrono::milliseconds timeout{60'000};  ///< no progress for this long: TransportError
 };
 
@@ -86,6 +90,8 @@ class NodeGroup {
   /// A sweep from `in` to `out` with its reduction folded (kAvg sums, then divides by size()),
   /// pieces as large as the slots allow, and the call's signature; its layout is the caller's.
   Sweep sweep(const void* in, void* out, DataType type, ReduceOp op, const Signature* sig) const;
+  /// Whether output of `bytes` is written with streaming stores (stream_bytes).
+  bool streams(size_t bytes) const;
   void run(const Sweep& s);
   void step(const Sweep& s, size_t piece);
   void copy_in(const Sweep& s, size_t piece);
