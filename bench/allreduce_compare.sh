@@ -83,7 +83,7 @@
 # Usage: bench/allreduce_compare.sh [--quick] [--build DIR] [--baseline DIR] [--torch-python PY]
 #                                   [--runs N] [--only SETTING]
 #                                   [--no-netns] [--rate RATE] [--uplink RATE] [--mtu MTU]
-#                                   [--keep DIR]
+#                                   [--keep DIR] [--tables DIR]
 #                                   [--net-max SIZE] [--net-iters N]
 #                                   [-b MIN] [-e MAX] [-f FACTOR] [-w N] [-n N] [-t TYPE]
 #   --quick        this host only, 2 and 4 ranks; sizes 8 (latency), 1K, 32K and 1M; 1 run,
@@ -103,6 +103,8 @@
 #                  link, so no TCP transfer reaches more than ~94% of the payload floor; 9000
 #                  for jumbo frames, as HPC fabrics often run)
 #   --keep DIR     keep every benchmark's output (and the command that made it) in DIR
+#   --tables DIR   run nothing: print this host's tables from DIR's logs (a --keep directory,
+#                  or logs laid out alike: DIR/local2/ddl.1.sweep, memcpy.1.lat, ...)
 #   --net-max SIZE the namespace settings' largest size (default 16M)
 #   --net-iters N  their timed iterations (default 5; 1 warm-up)
 #   -b -e -f -w -n -t  this host's sweep, passed to every benchmark (default -b 1K -e 64M -f 4
@@ -114,7 +116,7 @@
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build="$here/../build"
-baseline="" torch_python=""
+baseline="" torch_python="" tables_from=""
 only="" rate=1gbit uplink=250mbit mtu=1500 keep="" runs=3 quick=0
 min=1K max=64M factor=4 warmup=3 iters=10 type=float32
 net_max=16M net_iters=5
@@ -131,6 +133,7 @@ while (($#)); do
     --uplink) uplink=${2:?--uplink takes a rate like 250mbit}; shift ;;
     --mtu) mtu=${2:?--mtu takes a number of bytes}; shift ;;
     --keep) keep=${2:?--keep takes a directory}; shift ;;
+    --tables) tables_from=${2:?--tables takes a directory}; shift ;;
     --net-max) net_max=${2:?--net-max takes a size}; shift ;;
     --net-iters) net_iters=${2:?--net-iters takes a count}; shift ;;
     -b) min=${2:?-b takes a size}; shift ;;
@@ -466,6 +469,19 @@ table() {
     failed=1
   fi
 }
+
+# --tables: the tables of logs made before (elsewhere: a quiet machine), nothing run.
+if [[ -n $tables_from ]]; then
+  for n in 2 4; do
+    dir="$tables_from/local$n"
+    [[ -d $dir ]] || continue
+    runs=$(find "$dir" -name 'ddl.*.sweep' | wc -l)
+    [[ -e $(find "$dir" -name 'gloo.*' -print -quit) ]] || gloo=""
+    torch_version=$(sed -n 's/^# torch \([^ ]*\) gloo.*/\1/p' "$dir"/torch.1.sweep 2>/dev/null)
+    table "$dir" "this host, $n ranks" "$n" mem
+  done
+  exit $failed
+fi
 
 gloo_store="$work/gloo-store"
 mkdir -p "$gloo_store"

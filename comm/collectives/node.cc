@@ -51,6 +51,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <thread>
 
@@ -98,11 +99,31 @@ inline void cpu_relax() {
 #endif
 }
 
+/// The last-level cache's bytes as sysfs gives them ("32768K"), or 0.
+size_t last_level_cache() {
+  FILE* f = std::fopen("/sys/devices/system/cpu/cpu0/cache/index3/size", "r");
+  if (f == nullptr) return 0;
+  unsigned long long v = 0;
+  char unit = 0;
+  const int got = std::fscanf(f, "%llu%c", &v, &unit);
+  std::fclose(f);
+  if (got < 1) return 0;
+  return static_cast<size_t>(v) * (unit == 'K' ? 1024 : unit == 'M' ? 1024 * 1024 : 1);
+}
+
 size_t round_up(size_t v, size_t to) {
   return (v + to - 1) / to * to;
 }
 
 }  // namespace
+
+size_t auto_stream_bytes(int members) {
+  static const size_t cache = [] {
+    const size_t c = last_level_cache();
+    return c > 0 ? c : size_t{32} << 20;
+  }();
+  return cache / (2 * static_cast<size_t>(std::max(members, 1))) + 1;
+}
 
 /// One collective as a sweep of steps (see the top of this file). Offsets and lengths are in
 /// elements, per member.
@@ -173,6 +194,9 @@ NodeGroup::NodeGroup(std::vector<NodeMember> members, int self, NodeOptions opti
   for (const NodeMember& m : members_)
     pidfds_.push_back(m.pid != getpid() ? open_pidfd(m.pid) : -1);
   spin_limit_ = static_cast<int>(n) <= host_cores() ? 4000 : 16;
+  if (options_.stream_bytes == NodeOptions::kStreamAuto) {
+    options_.stream_bytes = auto_stream_bytes(static_cast<int>(n));
+  }
   await_attached();
   probe_cma();
   scratch_.resize(kBlockBytes);

@@ -14,6 +14,10 @@
 
 namespace ddl::comm {
 
+/// The streaming threshold kStreamAuto stands for with `members` ranks: the smallest S with
+/// 2 members S > the last-level cache (sysfs' index3 of cpu0; 32 MiB where it says nothing).
+size_t auto_stream_bytes(int members);
+
 /// One rank of a node group.
 struct NodeMember {
   int rank = 0;      ///< global rank
@@ -34,9 +38,11 @@ struct NodeOptions {
   /// member may: no copy through the slots (node_cma.cc; off by default: measured slower).
   size_t cma_bytes = 0;
   /// Allreduces, allgathers and broadcasts of at least this many bytes (DDL_SHM_STREAM_BYTES;
-  /// 0: never) write their output with streaming stores (node_copy.h): a buffer that large
-  /// is not in the cache anyway, and writing it so costs no read for ownership.
-  size_t stream_bytes = 4 * 1024 * 1024;
+  /// 0: never) write their output with streaming stores (node_copy.h), which cost no read
+  /// for ownership but leave the output out of the cache. kStreamAuto: from the size where
+  /// the members' inputs and outputs (2 n S) outgrow the last-level cache (auto_stream_bytes).
+  size_t stream_bytes = kStreamAuto;
+  static constexpr size_t kStreamAuto = SIZE_MAX;
   std::chrono::milliseconds timeout{60'000};  ///< no progress for this long: TransportError
 };
 
