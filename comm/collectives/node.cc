@@ -24,12 +24,21 @@
 //   5. reduce-scatter reduces without the copy back; allgather and broadcast copy the others'
 //      pieces straight after step 3; each then publishes `done`.
 //
+// Output that outgrows the cache (stream_bytes: the members' inputs and outputs, 2nS, larger
+// than the last-level cache) is written with streaming stores (node_copy.h): no read for
+// ownership of each output line, and the slots stay in the cache; an sfence ends the call. A
+// member copies the others' pieces out starting with the next member (r + 1, r + 2, ...), so
+// the members do not all read the same slot at once. Nothing waits after the last copy out:
+// the next call's steps use the other slot first, and its step j waits for `done` of j - 2.
+//
 // Each element is reduced by one member in one fixed order, so results are bitwise identical
 // on every member and independent of timing. Allreduces of at most small_bytes take one step
 // instead: every member copies its whole input into its slot and reduces all n inputs
 // itself, in rank order (the same bits everywhere, one wait). A barrier is a step without
 // data. Traffic per member for an allreduce of S bytes: (n-1)/n S copied in, S read and S/n
 // written by the reduction (and S/n into the slot), (n-1)/n S copied out; one wait per step.
+// Of that, only the input (S read) and the output (S written) need reach memory: the slots
+// stay in the cache, so a large allreduce can approach one memcpy of S per member.
 //
 // Waiting spins a while when the host has a core for every member (a few microseconds'
 // latency), hardly at all when the members outnumber the cores; then yields the core for up to
