@@ -1,7 +1,5 @@
 #include "ddlrun/report.h"
 
-#include <yaml-cpp/yaml.h>
-
 #include <algorithm>
 #include <array>
 #include <cctype>
@@ -67,15 +65,15 @@ std::string number(double d) {
 /// Text being written: handed to `spill` (when set) once it is long, at the end of a line (where
 /// printable() cannot split a character), as printable() shows it, so that a document of a
 /// million ranks is never held whole.
-struct JsonOut {
+struct SpilledText {
   std::string text;
   std::ostream* spill = nullptr;
 
-  JsonOut& operator+=(std::string_view s) {
+  SpilledText& operator+=(std::string_view s) {
     text += s;
     return *this;
   }
-  JsonOut& operator+=(char c) {
+  SpilledText& operator+=(char c) {
     text += c;
     return *this;
   }
@@ -98,7 +96,7 @@ struct GeneratedItems {
 /// Writes `items` between the brackets of `empty` ("[]" or "{}"), one a line indented by
 /// `indent + 2` spaces, commas between them; `empty` alone when there are none.
 template <typename Items, typename WriteItem>
-void json_block(JsonOut& out, const Items& items, int indent, std::string_view empty,
+void json_block(SpilledText& out, const Items& items, int indent, std::string_view empty,
                 WriteItem write_item) {
   if (items.empty()) {
     out += empty;
@@ -117,7 +115,7 @@ void json_block(JsonOut& out, const Items& items, int indent, std::string_view e
   out += empty[1];
 }
 
-void json(JsonOut& out, const Value& value, int indent) {
+void json(SpilledText& out, const Value& value, int indent) {
   std::visit(
       [&](const auto& x) {
         using T = std::decay_t<decltype(x)>;
@@ -164,44 +162,130 @@ bool plain_yaml(const std::string& s) {
   return std::find(kReserved.begin(), kReserved.end(), lower) == kReserved.end();
 }
 
-void yaml(YAML::Emitter& out, const Value& value) {
+/// A double-quoted YAML scalar: JSON's escapes, plus DEL, the C1 controls and the byte-order
+/// mark, which YAML does not let a double-quoted scalar hold raw.
+void yaml_quoted(std::string& out, const std::string& raw) {
+  std::string json;
+  json_string(json, raw);
+  for (size_t i = 0; i < json.size(); ++i) {
+    const auto c = static_cast<unsigned char>(json[i]);
+    const auto next = i + 1 < json.size() ? static_cast<unsigned char>(json[i + 1]) : 0;
+    if (c == 0x7f) {
+      out += "\\x7f";
+    } else if (c == 0xc2 && next >= 0x80 && next <= 0x9f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", next);
+      out += buf;
+      ++i;
+    } else if (c == 0xef && json.compare(i, 3, "\xef\xbb\xbf") == 0) {
+      out += "\\ufeff";
+      i += 2;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+}
+
+void yaml_string(std::string& out, const std::string& s) {
+  if (plain_yaml(s)) {
+    out += s;
+  } else {
+    yaml_quoted(out, s);
+  }
+}
+
+/// Whether `value` is written as a block (indented lines): a list or map with entries.
+bool yaml_block(const Value& value) {
+  if (const auto* list = std::get_if<Value::List>(&value.v)) return !list->empty();
+  if (const auto* map = std::get_if<Value::Map>(&value.v)) return !map->empty();
+  if (const auto* gen = std::get_if<Value::Generated>(&value.v)) return gen->count > 0;
+  return false;
+}
+
+/// A value on one line: a scalar, or an empty list or map ([] or {}).
+void yaml_flow(std::string& out, const Value& value) {
   std::visit(
       [&](const auto& x) {
         using T = std::decay_t<decltype(x)>;
         if constexpr (std::is_same_v<T, std::nullptr_t>) {
-          out << YAML::Null;
+          out += "~";
         } else if constexpr (std::is_same_v<T, bool>) {
-          out << x;
+          out += x ? "true" : "false";
         } else if constexpr (std::is_same_v<T, int64_t>) {
-          out << x;
+          out += std::to_string(x);
         } else if constexpr (std::is_same_v<T, double>) {
-          out << number(x);
+          out += number(x);
         } else if constexpr (std::is_same_v<T, std::string>) {
-          if (plain_yaml(x)) {
-            out << x;
-          } else {
-            out << YAML::DoubleQuoted << base::valid_utf8(x);
-          }
-        } else if constexpr (std::is_same_v<T, Value::List>) {
-          out << YAML::BeginSeq;
-          for (const Value& item : x)
-            yaml(out, item);
-          out << YAML::EndSeq;
-        } else if constexpr (std::is_same_v<T, Value::Generated>) {
-          out << YAML::BeginSeq;
-          for (size_t i = 0; i < x.count; ++i)
-            yaml(out, x.item(i));
-          out << YAML::EndSeq;
+          yaml_string(out, x);
+        } else if constexpr (std::is_same_v<T, Value::Map>) {
+          out += "{}";
         } else {
-          out << YAML::BeginMap;
-          for (const auto& [k, item] : x) {
-            out << YAML::Key << base::valid_utf8(k) << YAML::Value;
-            yaml(out, item);
-          }
-          out << YAML::EndMap;
+          out += "[]";
         }
       },
       value.v);
+}
+
+// Block-style YAML, written while the value is walked (yaml-cpp's emitter took 53 s for the
+// plan of 262,144 ranks and held it whole).
+//
+// How it works: yaml_node writes a block (a list or map with entries) as one entry a line at
+// `indent` spaces: "- item" for a list, "key: value" for a map. An entry whose value is itself
+// a block ends its line after "-" or "key:" and writes the value at indent + 2, except a map
+// inside a list, whose first key follows the "- " (`inline_first`), as yaml-cpp and most
+// writers do. Everything else is one flow token (yaml_flow). Each finished line may spill the
+// text to the stream (SpilledText), so a million ranks are never held as text at once.
+void yaml_node(SpilledText& out, const Value& value, int indent, bool inline_first);
+
+void yaml_entry_value(SpilledText& out, const Value& value, int indent) {
+  if (yaml_block(value)) {
+    out += '\n';
+    yaml_node(out, value, indent + 2, false);
+  } else {
+    out += ' ';
+    yaml_flow(out.text, value);
+    out += '\n';
+    out.line_ended();
+  }
+}
+
+void yaml_list_item(SpilledText& out, const Value& item, int indent) {
+  out += std::string(static_cast<size_t>(indent), ' ');
+  out += '-';
+  if (std::holds_alternative<Value::Map>(item.v) && yaml_block(item)) {
+    out += ' ';
+    yaml_node(out, item, indent + 2, true);
+  } else {
+    yaml_entry_value(out, item, indent);
+  }
+}
+
+void yaml_node(SpilledText& out, const Value& value, int indent, bool inline_first) {
+  if (const auto* map = std::get_if<Value::Map>(&value.v)) {
+    bool first = true;
+    for (const auto& [key, item] : *map) {
+      if (!(first && inline_first)) out += std::string(static_cast<size_t>(indent), ' ');
+      first = false;
+      yaml_string(out.text, key);
+      out += ':';
+      yaml_entry_value(out, item, indent);
+    }
+  } else if (const auto* list = std::get_if<Value::List>(&value.v)) {
+    for (const Value& item : *list)
+      yaml_list_item(out, item, indent);
+  } else if (const auto* gen = std::get_if<Value::Generated>(&value.v)) {
+    for (size_t i = 0; i < gen->count; ++i)
+      yaml_list_item(out, gen->item(i), indent);
+  }
+}
+
+void yaml(SpilledText& out, const Value& value) {
+  if (yaml_block(value)) {
+    yaml_node(out, value, 0, false);
+  } else {
+    yaml_flow(out.text, value);
+    out += '\n';
+  }
 }
 
 Value strings(const std::vector<std::string>& words) {
@@ -664,15 +748,15 @@ void table(std::ostream& out, const std::vector<std::vector<std::string>>& rows)
 }
 
 std::string to_json(const Value& value) {
-  JsonOut out;
+  SpilledText out;
   json(out, value, 0);
   return out.text + "\n";
 }
 
 std::string to_yaml(const Value& value) {
-  YAML::Emitter out;
+  SpilledText out;
   yaml(out, value);
-  return std::string(out.c_str()) + "\n";
+  return out.text;
 }
 
 Value plan_document(const JobPlan& plan, const Options& o) {
@@ -710,11 +794,16 @@ Value plan_document(const JobPlan& plan, const Options& o) {
 }
 
 void write_plan(std::ostream& out, const JobPlan& plan, const Options& o) {
-  if (o.output == OutputFormat::kJson) {
-    JsonOut json_out;
-    json_out.spill = &out;
-    json(json_out, plan_document(plan, o), 0);
-    out << hostfiles::printable(json_out.text + "\n");
+  if (o.output == OutputFormat::kJson || o.output == OutputFormat::kYaml) {
+    SpilledText text;
+    text.spill = &out;
+    if (o.output == OutputFormat::kJson) {
+      json(text, plan_document(plan, o), 0);
+      text += '\n';
+    } else {
+      yaml(text, plan_document(plan, o));
+    }
+    out << hostfiles::printable(text.text);
     return;
   }
   out << hostfiles::printable(render_plan(plan, o));

@@ -53,11 +53,11 @@ bool RunQueue::inlinable(c10d::OpType type, const std::vector<at::Tensor>& outpu
       type == c10d::OpType::ALLTOALL_BASE) {
     return false;
   }
+  // CPU or CUDA tensors alike: a GPU call is synchronous in libddl too (it returns once NCCL is
+  // done), so on the caller's thread it only spares the hand-off (H100: 39 us a call before).
   size_t bytes = 0;
-  for (const at::Tensor& tensor : outputs) {
-    if (!tensor.device().is_cpu()) return false;
+  for (const at::Tensor& tensor : outputs)
     bytes += tensor.nbytes();
-  }
   return inline_bytes() > 0 && bytes <= inline_bytes();
 }
 

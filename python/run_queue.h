@@ -29,7 +29,7 @@ class RunQueue {
 
   /// Whether a call of `type` on `outputs` may run inline: a collective that moves data (not
   /// barrier, which waits for late ranks, nor messages or alltoall, which wait for peers) on
-  /// CPU tensors of at most $DDL_INLINE_BYTES bytes (default 64 KiB; 0: never).
+  /// CPU or CUDA tensors of at most $DDL_INLINE_BYTES bytes (default 64 KiB; 0: never).
   static bool inlinable(c10d::OpType type, const std::vector<at::Tensor>& outputs);
 
   /// Runs `run` on this thread and completes `work` when nothing is queued or running here

@@ -8,12 +8,12 @@
 // (the CUDA runtime's documented behaviour), so a non-blocking stream let NCCL read a buffer the
 // copy was still writing: the first real H100 run (ddl-bench -G) found wrong elements at 1 MiB.
 // Work on other streams of the caller must be synchronized before the call (ddl.h says so; the
-// torch backend synchronizes the tensor's current stream). A call enqueues the NCCL operation and then polls, until the stream is
-// done, both the stream and ncclCommGetAsyncError; when NCCL reports an error, or the operation
-// has not finished within the timeout (a peer died or stopped calling collectives), the
-// communicator is aborted (ncclCommAbort, so no kernel is left spinning) and DeviceError
-// raised. An aborted communicator refuses every later call. Initialisation is polled the same
-// way, so a rank that never joins is an error after the timeout, not a hang.
+// torch backend synchronizes the tensor's current stream). A call enqueues the NCCL operation and
+// then polls, until the stream is done, both the stream and ncclCommGetAsyncError; when NCCL
+// reports an error, or the operation has not finished within the timeout (a peer died or stopped
+// calling collectives), the communicator is aborted (ncclCommAbort, so no kernel is left spinning)
+// and DeviceError raised. An aborted communicator refuses every later call. Initialisation is
+// polled the same way, so a rank that never joins is an error after the timeout, not a hang.
 
 #include <dlfcn.h>
 

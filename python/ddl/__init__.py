@@ -167,7 +167,17 @@ def __getattr__(name):
         raise AttributeError(f"module 'ddl' has no attribute {name!r}")
     import importlib
 
-    module = importlib.import_module(f"{__name__}.{_LAZY[name] or name}")
+    try:
+        module = importlib.import_module(f"{__name__}.{_LAZY[name] or name}")
+    except ModuleNotFoundError as e:
+        if e.name not in ("tensorflow", "keras"):
+            raise
+        import sys
+
+        raise ModuleNotFoundError(
+            f"ddl.{name} needs TensorFlow and Keras, and this Python ({sys.executable}) has no "
+            f"{e.name}: pip install tensorflow (or tensorflow-cpu) into its environment, or run "
+            "the job with the Python that has them", name=e.name) from None
     return module if _LAZY[name] is None else getattr(module, name)
 
 

@@ -125,7 +125,8 @@ struct CUstream_st {
 /// stream (comm/device/nccl.cc says why), and this fake's memcpy cannot show the race.
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned int flags) {
   if (flags != cudaStreamDefault) {
-    std::fprintf(stderr, "fake cudart: cudaStreamCreateWithFlags(%#x): libddl's stream must be a "
+    std::fprintf(stderr,
+                 "fake cudart: cudaStreamCreateWithFlags(%#x): libddl's stream must be a "
                  "blocking one (cudaStreamDefault), ordered after the legacy default stream\n",
                  flags);
     return cudaErrorInvalidValue;

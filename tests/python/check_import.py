@@ -1,7 +1,8 @@
 """`import ddl` outside a job: the package imports, the first call raises ddl.Error with the
 runtime's "run it with ddlrun" message, and DDL_ALLOW_SINGLE=1 makes a job of one rank. The
 same for init_process_group("ddl") (when torch and ddl._torch_pg are there), and a group whose
-size is not the job's is refused with both sizes named.
+size is not the job's is refused with both sizes named. Where Keras is missing (Debian's
+python3), ddl.DDLCallback says what to install instead of a bare ModuleNotFoundError.
 
 How it works: each case runs a child /usr/bin/python3 (this interpreter) with the launchers'
 variables removed from its environment, so it is not part of any job, and checks its output.
@@ -121,6 +122,28 @@ def check_torch(failures):
         failures.append(f"a timeout once libddl runs: want {want!r}")
 
 
+NO_KERAS = """
+import ddl
+try:
+    ddl.DDLCallback
+except ModuleNotFoundError as e:
+    print("missing:", e.name, "|", e)
+"""
+
+
+def check_keras_missing(failures):
+    """Where keras does not import, the lazy ddl.DDLCallback names what to install."""
+    if run("import keras")[0] == 0:
+        print("check_import: keras imports here; the missing-Keras case is not tried")
+        return
+    status, out = run(NO_KERAS)
+    print(out, end="")
+    want = (f"ddl.DDLCallback needs TensorFlow and Keras, and this Python ({sys.executable}) "
+            "has no ")
+    if status != 0 or want not in out or "pip install tensorflow" not in out:
+        failures.append(f"no keras: want '{want}...pip install tensorflow'")
+
+
 def main():
     failures = []
     status, out = run(NOT_LAUNCHED)
@@ -134,6 +157,7 @@ def main():
     if status != 0 or "0 1 0 1 -1" not in out or "single ok" not in out:
         failures.append("DDL_ALLOW_SINGLE=1: want a working job of one rank")
     check_torch(failures)
+    check_keras_missing(failures)
     for failure in failures:
         print("check_import:", failure, file=sys.stderr)
     sys.exit(1 if failures else 0)
