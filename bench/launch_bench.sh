@@ -6,25 +6,30 @@
 # minimum of N runs in milliseconds, and each ddlrun row's median over its mpirun row's.
 # Timed with hyperfine when it is installed (shell start-up subtracted), else with a loop. The
 # plain ddlrun row runs with this host's probe cache warm (man ddlrun: PLACEMENT); the next
-# row turns the cache off.
+# row turns the cache off. On this host, the goal of issue 26 (ddlrun -H localhost:4 true in at
+# most half of mpirun's time) is checked on the medians, and --before PATH measures an older
+# ddlrun in the same run (the rows "before"), so that before and after share the machine's load.
 #
-# Usage: bench/launch_bench.sh [--quick] [-n N] [--ddlrun PATH] [--shape RATE] [--no-netns]
+# Usage: bench/launch_bench.sh [--quick] [-n N] [--ddlrun PATH] [--before PATH] [--shape RATE]
+#                              [--no-netns]
 #   --quick        2 runs, no warm-up (the bench.launch_smoke test)
 #   -n N           runs per command (default 20)
 #   --ddlrun PATH  the binary (default build/ddlrun/ddlrun)
+#   --before PATH  another ddlrun measured beside it on this host (e.g. main's build)
 #   --shape RATE   shape each fake host's link with tc tbf (e.g. 1gbit)
 #   --no-netns     this host only (the fake hosts need root)
 # Exit status: 0, 1 when a command failed (its row says how), 2 bad usage, 77 when not root
 # with --quick (the smoke test is skipped then).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-runs=20 warmup=2 quick=0 netns=1 shape=""
+runs=20 warmup=2 quick=0 netns=1 shape="" before=""
 ddlrun="$here/../build/ddlrun/ddlrun"
 while (($#)); do
   case $1 in
     --quick) quick=1 runs=2 warmup=0 ;;
     -n) runs=${2:?-n takes a number}; shift ;;
     --ddlrun) ddlrun=${2:?--ddlrun takes a path}; shift ;;
+    --before) before=${2:?--before takes a path}; shift ;;
     --shape) shape=${2:?--shape takes a rate}; shift ;;
     --no-netns) netns=0 ;;
     -h | --help) sed -n '2,/^set /{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
@@ -38,6 +43,10 @@ if [[ ! -x $ddlrun ]]; then
   exit 2
 fi
 ddlrun=$(realpath "$ddlrun")
+if [[ -n $before ]]; then
+  [[ -x $before ]] || { echo "launch_bench: no ddlrun at $before (--before)" >&2; exit 2; }
+  before=$(realpath "$before")
+fi
 if ((quick)) && [[ $(id -u) -ne 0 ]]; then
   echo "launch_bench: skipped: not root (mpirun's and the fake hosts' set-up need it)"
   exit 77
@@ -113,9 +122,18 @@ print_rows() {
   rows=()
 }
 
+# goal LABEL BASELINE MAX: a line saying whether LABEL's median is at most MAX times BASELINE's.
+goal() {
+  [[ -n ${median[$1]:-} && -n ${median[$2]:-} ]] || return 0
+  awk -v a="${median[$1]}" -v b="${median[$2]}" -v max="$3" -v what="$1" 'BEGIN {
+    printf "goal (issue 26): %s in at most %.2fx of mpirun'"'"'s median: %.2fx, %s\n", what, max,
+      a / b, a <= max * b ? "met" : "NOT met" }'
+}
+
 timer=loop
 command -v hyperfine >/dev/null && timer="hyperfine $(hyperfine --version | cut -d' ' -f2)"
-echo "launch_bench: $runs runs each (timer: $timer); $(nproc) CPUs; $(mpirun --version | head -n1)"
+echo "launch_bench: $runs runs each (timer: $timer); $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg);" \
+  "$(mpirun --version | head -n1)"
 echo
 
 # This host: 4 ranks.
@@ -126,7 +144,14 @@ measure "  the same, probe cache off (DDL_PROBE_CACHE=0)" "mpirun -np 4 --oversu
   env DDL_PROBE_CACHE=0 "$ddlrun" -H localhost:4 true
 measure "  the same, --no-probe" "mpirun -np 4 --oversubscribe true" \
   "$ddlrun" --no-probe -H localhost:4 true
+if [[ -n $before ]]; then
+  measure "before: ddlrun -H localhost:4 true" "mpirun -np 4 --oversubscribe true" \
+    "$before" -H localhost:4 true
+  measure "  before, probe cache off" "mpirun -np 4 --oversubscribe true" \
+    env DDL_PROBE_CACHE=0 "$before" -H localhost:4 true
+fi
 print_rows "this host, 4 ranks"
+goal "ddlrun -H localhost:4 true" "mpirun -np 4 --oversubscribe true" 0.5
 
 if ((netns)); then
   # shellcheck source=SCRIPTDIR/../tests/netns/hosts.sh

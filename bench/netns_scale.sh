@@ -5,23 +5,46 @@
 # bridge, no process of the run, no directory). Prints one row per count: median and minimum
 # of the runs for up and down, in seconds.
 #
+# With --launch (issue 26 item 5), instead: for each count, netns_up N once, then `true` with
+# one rank per host through ddlrun's ssh launcher flat (--tree-width 0), through its launch
+# tree (--tree-width W) and through Open MPI's mpirun (its own tree spawn), RUNS times each;
+# one row per count: the median seconds of each, and ddlrun's peak memory (VmHWM, MB) and
+# most threads (sampled every 20 ms) flat and tree. Then a model fitted to those rows (least
+# squares) and its launch time at 1,024 and 4,608 hosts: flat and mpirun as a + b*N, the tree
+# as a + b*L, L its levels of hosts at fan-out W (ceil(log_W) of the hosts, as tree.h builds).
+#
 # Usage: bench/netns_scale.sh [-n RUNS] [--hosts "32 128 256"]
-#   -n RUNS       runs per count (default 1)
-#   --hosts LIST  host counts, each 1..256 (default "32 128 256")
+#        bench/netns_scale.sh --launch [-n RUNS] [--hosts "32 64 128"] [--width W]
+#                             [--ddlrun PATH] [--no-mpirun] [--login-sleep S]
+#   -n RUNS       runs per count (default 1; 3 with --launch)
+#   --hosts LIST  host counts, each 1..256 (default "32 128 256"; "32 64 128" with --launch)
+#   --launch      time launches instead of the harness
+#   --width W     the tree's fan-out (default 8)
+#   --ddlrun PATH the ddlrun to time (default: this checkout's build/ddlrun/ddlrun)
+#   --no-mpirun   leave mpirun out
+#   --login-sleep S  every login sleeps S seconds first (`sleep S` in each host's .bashrc, as
+#                 bench/launch_compare.sh does): a slow site's login
 # Exit status: 0, 1 when a run failed or left something behind, 2 bad usage, 77 when the
 # namespace hosts cannot be made here (not root, no ip netns or sshd).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-runs=1 counts="32 128 256"
+runs="" counts="" launch=0 width=8 ddlrun=$here/../build/ddlrun/ddlrun mpirun=1 login_sleep=0
 while (($#)); do
   case $1 in
     -n) runs=${2:?-n takes a number}; shift ;;
     --hosts) counts=${2:?--hosts takes a list}; shift ;;
+    --launch) launch=1 ;;
+    --width) width=${2:?--width takes a number}; shift ;;
+    --ddlrun) ddlrun=${2:?--ddlrun takes a path}; shift ;;
+    --no-mpirun) mpirun=0 ;;
+    --login-sleep) login_sleep=${2:?--login-sleep takes seconds}; shift ;;
     -h | --help) sed -n '2,/^set /{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
     *) echo "netns_scale: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
 done
+: "${runs:=$((launch ? 3 : 1))}" "${counts:=$( ((launch)) && echo "32 64 128" || echo "32 128 256")}"
+[[ $width =~ ^[1-9][0-9]*$ ]] || { echo "netns_scale: --width takes a positive number" >&2; exit 2; }
 [[ $runs =~ ^[1-9][0-9]*$ ]] || { echo "netns_scale: -n takes a positive number" >&2; exit 2; }
 for n in $counts; do
   [[ $n =~ ^[0-9]+$ ]] && ((n >= 1 && n <= 256)) ||
@@ -32,6 +55,12 @@ source "$here/../tests/netns/hosts.sh"
 # shellcheck source=SCRIPTDIR/../tests/lib/procs.sh
 source "$here/../tests/lib/procs.sh"
 failed=0
+if ((launch)); then
+  # shellcheck source=SCRIPTDIR/netns_scale_launch.sh
+  source "$here/netns_scale_launch.sh"
+  launch_table
+  exit "$failed"
+fi
 
 # leftovers BRIDGE DIR PIDS...: what netns_down left, one description a line.
 leftovers() {

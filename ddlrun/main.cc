@@ -1,12 +1,24 @@
 #include <iostream>
+#include <string_view>
 
 #include "ddlrun/app.h"
 #include "ddlrun/plan.h"
 #include "launcher/launcher.h"
+#include "mapper/mapper.h"
 
 int main(int argc, char** argv) {
+  // Before any thread and any other use of hwloc: the plugins it loads for the process (the
+  // keeper and the rank wrapper use none).
+  const std::string_view role = argc > 1 ? argv[1] : "";
+  if (role != "--keeper" && role != "--rank-exec") ddl::mapper::choose_hwloc_plugins();
   // Only the ddlrun program arms the keeper (`ddlrun --keeper`, keeper.h): code that calls
   // run() in-process, such as the unit tests, is not a program that knows --keeper.
   ddl::launcher::enable_keeper(ddl::cli::self_path());
+  // ddlrun's PMIx servers take this host's topology from the probe cache instead of
+  // discovering it once more.
+  ddl::launcher::provide_host_topology([] {
+    return ddl::launcher::HostTopology{ddl::mapper::local_topology(/*use_cache=*/true),
+                                       ddl::mapper::hwloc_source()};
+  });
   return ddl::cli::run(std::vector<std::string>(argv + 1, argv + argc), std::cout, std::cerr);
 }

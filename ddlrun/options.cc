@@ -281,6 +281,11 @@ void add_launching_options(CLI::App& app, Options& o) {
   s.seconds("--heartbeat-timeout", o.heartbeat_timeout,
             "ssh launcher: seconds without a heartbeat after which a host is lost, and "
             "its agent gives ddlrun up (default 10)");
+  s.option("--tree-width,--fanout", o.tree_width,
+           "ssh launcher: beyond K hosts, log in to K and let their agents start the rest, "
+           "K under each (a launch tree; default 64; 0: always log in to every host)",
+           "K")
+      ->check(at_least(0));
 }
 
 void add_restart_options(CLI::App& app, Options& o) {

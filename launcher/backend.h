@@ -78,6 +78,9 @@ struct Event {
   Stream stream = Stream::kStdout;
   std::string data;
   ExitStatus status;
+  /// kHostFailure: lost only because its tree parent in the ssh launcher's launch tree was
+  /// (launcher/ssh/tree.h): not a lost host of its own, so a restart keeps it.
+  bool with_parent = false;
 };
 
 /// A thread-safe queue of events: many producers, one consumer. Output is bounded by the

@@ -32,7 +32,7 @@ namespace {
 /// --keeper (a test binary calling ddlrun's code in-process, whose /proc/self/exe is itself)
 /// before it can start copies of itself without end.
 constexpr const char* kKeeperVariable = "DDLRUN_KEEPER=1";
-/// What a keeper says first; a program that does not say it in time is not one.
+/// What a keeper says first; a program that does not say it in time is not one (and is killed).
 constexpr char kKeeperHello = 'K';
 constexpr int kKeeperHelloMs = 2000;
 
@@ -41,9 +41,28 @@ std::string g_program;  // empty: not armed
 int g_socket = -1;      // our end; -1 until the keeper runs
 bool g_failed = false;  // it could not be started: do not try again
 
-/// Starts `g_program --keeper` (g_mutex held) and waits for its hello; a program that does not
-/// answer is killed and no keeper is used. Only async-signal-safe calls between fork and exec:
-/// this process has threads.
+/// Waits (on a thread of its own) for the hello of keeper `pid` on `fd`; a program that does
+/// not say it in time is killed, and no keeper is used from then on.
+void expect_hello(pid_t pid, int fd) {
+  pollfd p{fd, POLLIN, 0};
+  char hello = 0;
+  int n;
+  while ((n = poll(&p, 1, kKeeperHelloMs)) < 0 && errno == EINTR) {
+  }
+  if (n == 1 && recv(fd, &hello, 1, MSG_DONTWAIT) == 1 && hello == kKeeperHello) return;
+  std::lock_guard lock(g_mutex);
+  kill(-pid, SIGKILL);
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  if (g_socket == fd) g_socket = -1;
+  close(fd);
+  g_failed = true;
+}
+
+/// Starts `g_program --keeper` (g_mutex held). Only async-signal-safe calls between fork and
+/// exec: this process has threads. Its hello is awaited on a thread (expect_hello), not here:
+/// the requests queue in the socket meanwhile, and a launch does not wait for a second ddlrun
+/// to load its libraries.
 bool start_keeper() {
   if (const char* k = std::getenv("DDLRUN_KEEPER"); k != nullptr && *k != '\0') return false;
   int fds[2];
@@ -69,16 +88,8 @@ bool start_keeper() {
     close(fds[0]);
     return false;
   }
-  pollfd p{fds[0], POLLIN, 0};
-  char hello = 0;
-  if (poll(&p, 1, kKeeperHelloMs) != 1 || read(fds[0], &hello, 1) != 1 || hello != kKeeperHello) {
-    kill(-pid, SIGKILL);
-    kill(pid, SIGKILL);
-    waitpid(pid, nullptr, 0);
-    close(fds[0]);
-    return false;
-  }
   g_socket = fds[0];
+  std::thread(expect_hello, pid, fds[0]).detach();
   return true;
 }
 

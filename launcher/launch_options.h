@@ -48,6 +48,10 @@ struct LaunchOptions {
   /// (heartbeats every second) before the host, or ddlrun, counts as lost
   /// (--heartbeat-timeout).
   std::chrono::milliseconds heartbeat_timeout{10000};
+  /// The ssh backend: the fan-out of the launch tree (--tree-width; launcher/ssh/tree.h):
+  /// beyond this many hosts ddlrun logs in to this many and their agents start the rest.
+  /// 0: flat (ddlrun logs in to every host).
+  int tree_width = 64;
 };
 
 }  // namespace ddl::launcher

@@ -10,6 +10,7 @@
 #include "launcher/factory.h"    // BackendEntry: a row of ddlrun's table of backends
 #include "launcher/job.h"        // Job, rank_environment
 #include "launcher/keeper.h"     // ddlrun --keeper
+#include "launcher/pmix_topo.h"  // the PMIx server's hwloc topology
 #include "launcher/process.h"    // ProcessSet
 #include "launcher/rank_exec.h"  // ddlrun --rank-exec
 #include "launcher/supervise.h"  // supervise(): the event loop

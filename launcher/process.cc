@@ -1,18 +1,18 @@
 // Starting processes on this host and watching them.
 //
 // How it works: start() resolves the program on the PATH the process will have, builds argv,
-// envp and the CPU mask before fork() (the child of a threaded process may only make
-// async-signal-safe calls), forks, and in the child sets its own process group,
-// PR_SET_PDEATHSIG, default signal handling, the CPU mask and the pipes, then execs. A
-// close-on-exec "status" pipe tells the parent whether exec succeeded: it reads EOF when it did,
-// or the failing step and errno when it did not, so a failure is reported before start()
-// returns. The I/O thread polls a wake pipe, every output pipe (only while the event queue has
-// room: otherwise the processes block on their full pipes until the consumer catches up, and
-// the queue's waker wakes the thread), every stdin pipe with data to write, and a pidfd per
-// process. Output goes on as the chunks read, unchanged; a process's kExit is sent after it is
-// reaped and its pipes have been drained of what is already in them (at most a pipe's worth
-// or so), so its last output comes before its exit. Stdin is a bounded queue per process:
-// write_stdin() waits while it is full.
+// envp and the CPU mask before vfork() (the child of a threaded process may only make
+// async-signal-safe calls, and this one borrows the parent's memory), vforks, and in the child
+// sets its own process group, PR_SET_PDEATHSIG, default signal handling, the CPU mask and the
+// pipes, then execs. A close-on-exec "status" pipe tells the parent whether exec succeeded: it
+// reads EOF when it did, or the failing step and errno when it did not, so a failure is
+// reported before start() returns. The I/O thread polls a wake pipe, every output pipe (only
+// while the event queue has room: otherwise the processes block on their full pipes until the
+// consumer catches up, and the queue's waker wakes the thread), every stdin pipe with data to
+// write, and a pidfd per process. Output goes on as the chunks read, unchanged; a process's
+// kExit is sent after it is reaped and its pipes have been drained of what is already in them
+// (at most a pipe's worth or so), so its last output comes before its exit. Stdin is a bounded
+// queue per process: write_stdin() waits while it is full.
 
 #include "launcher/process.h"
 
@@ -381,13 +381,22 @@ void ProcessSet::start(int id, const SpawnSpec& spec, std::string_view where) {
   const ExecArgs exec(spec);
   Pipes pipes = open_pipes(spec);
   const pid_t parent = getpid();
-  const pid_t pid = fork();
-  if (pid < 0) {
-    const int e = errno;
-    pipes.close_all();
-    throw LaunchError(std::string(where) + ": cannot fork: " + errno_text(e));
-  }
+  // vfork: the child borrows this process's memory until it execs, so no page tables are copied
+  // and neither side takes copy-on-write faults (with PMIx's and the I/O threads running, fork
+  // cost milliseconds a rank). This thread waits meanwhile; the child makes only
+  // async-signal-safe calls, writes nothing of the parent's and never returns. Every signal is
+  // blocked until the child has its own default handlers (run_child unblocks them).
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  const pid_t pid = vfork();
   if (pid == 0) run_child(path, exec, pipes, spec.cwd, parent);
+  const int vfork_error = errno;
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  if (pid < 0) {
+    pipes.close_all();
+    throw LaunchError(std::string(where) + ": cannot fork: " + errno_text(vfork_error));
+  }
   setpgid(pid, pid);  // also here, so that signal() reaches the group before the child runs
   tell_keeper(pid, spec.env);
   pipes.close_child_ends();

@@ -459,7 +459,7 @@ class Supervisor {
       running_.erase(r);
       lost_with_[r] = {host_name + ": " + e.data, status};
     }
-    if (topology_ != nullptr && topology_->find_host(e.host) != nullptr) {
+    if (topology_ != nullptr && topology_->find_host(e.host) != nullptr && !e.with_parent) {
       end_.lost_hosts.insert(host_name);
     }
     if (!stopping_) {

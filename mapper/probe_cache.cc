@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -125,14 +126,23 @@ std::string hash_text(std::string_view text) {
 
 constexpr std::string_view kKeyLine = "# ddlrun hwloc cache, key ";
 
-std::string host_file(const std::string& dir) {
+/// <dir>/<host name><extension>, the host name made safe for a file name.
+std::string host_file(const std::string& dir, const char* extension) {
   char host[256] = {};
   if (gethostname(host, sizeof host - 1) != 0 || host[0] == '\0') std::snprintf(host, 5, "host");
   std::string name;
   for (const char* c = host; *c != '\0'; ++c)
     name += (std::isalnum(static_cast<unsigned char>(*c)) || *c == '-' || *c == '.') ? *c : '_';
   if (name[0] == '.') name[0] = '_';
-  return dir + "/" + name + ".yaml";
+  return dir + "/" + name + extension;
+}
+
+/// What the cache file `path` holds below its key line `first`; nothing when it is not a
+/// cache file of ours (read_cache_file's rules) or holds another key.
+std::optional<std::string> cached_body(const std::string& path, const std::string& first) {
+  std::optional<std::string> text = read_cache_file(path);
+  if (!text || !text->starts_with(first)) return std::nullopt;
+  return text->substr(first.size());
 }
 
 }  // namespace
@@ -169,13 +179,12 @@ Inventory cached_probe(const std::string& dir, const std::string& key,
                        const std::function<Inventory()>& compute, bool* hit) {
   if (hit != nullptr) *hit = false;
   if (dir.empty()) return compute();
-  const std::string path = host_file(dir);
+  const std::string path = host_file(dir, ".yaml");
   const std::string first = std::string(kKeyLine) + hash_text(key) + "\n";
   const bool usable = make_private_dir(dir);
-  if (const std::optional<std::string> text = usable ? read_cache_file(path) : std::nullopt;
-      text && text->starts_with(first)) {
+  if (const std::optional<std::string> body = usable ? cached_body(path, first) : std::nullopt) {
     try {
-      Inventory inv = inventory_from_yaml(std::string_view(*text).substr(first.size()), path);
+      Inventory inv = inventory_from_yaml(*body, path);
       if (hit != nullptr) *hit = true;
       return inv;
     } catch (const std::exception&) {
@@ -185,6 +194,24 @@ Inventory cached_probe(const std::string& dir, const std::string& key,
   Inventory inv = compute();
   if (usable) write_cache_file(path, first + to_yaml(inv));
   return inv;
+}
+
+std::string cached_topology_xml(const std::string& dir, const std::string& key,
+                                const std::function<std::string()>& compute,
+                                const std::function<bool(const std::string&)>& accept, bool* hit) {
+  if (hit != nullptr) *hit = false;
+  if (dir.empty()) return compute();
+  const std::string path = host_file(dir, ".xml");
+  const std::string first = std::string(kKeyLine) + hash_text(key) + "\n";
+  const bool usable = make_private_dir(dir);
+  if (std::optional<std::string> body = usable ? cached_body(path, first) : std::nullopt;
+      body && accept(*body)) {
+    if (hit != nullptr) *hit = true;
+    return std::move(*body);
+  }
+  std::string xml = compute();
+  if (usable) write_cache_file(path, first + xml);
+  return xml;
 }
 
 }  // namespace ddl::mapper

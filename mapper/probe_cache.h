@@ -25,6 +25,8 @@ namespace ddl::mapper {
 // sits in a directory not private to this user is ignored and rewritten: the probe then runs as
 // without a cache. Writes go to a private temporary file renamed over the old one, so ddlruns
 // that race read either a whole old file or a whole new one. DDL_PROBE_CACHE=0 turns it off.
+// Beside it, <host name>.xml keeps hwloc's own XML of this host under the same key, for the
+// PMIx server (probe_hwloc.h: local_topology), which would otherwise discover it again.
 
 /// The key of this host's cached probe: a text naming everything that would change what hwloc
 /// finds here (see above). Two calls return the same text unless something in it changed.
@@ -40,5 +42,13 @@ std::string local_probe_cache_dir();
 /// the file answered. Errors of compute() pass through; the cache's own never do.
 Inventory cached_probe(const std::string& dir, const std::string& key,
                        const std::function<Inventory()>& compute, bool* hit = nullptr);
+
+/// The same for this host's hwloc topology as XML, in <dir>/<host name>.xml: what that file
+/// holds when it holds `key` and accept() takes it (an XML that hwloc loads), else compute()'s
+/// answer, written there.
+std::string cached_topology_xml(const std::string& dir, const std::string& key,
+                                const std::function<std::string()>& compute,
+                                const std::function<bool(const std::string&)>& accept,
+                                bool* hit = nullptr);
 
 }  // namespace ddl::mapper

@@ -591,6 +591,78 @@ bool is_gpu_pci_device(std::uint16_t class_id, std::uint16_t vendor_id, bool has
   return has_opencl_osdev && class_id != kVga;
 }
 
+namespace {
+
+/// A topology loaded from `xml` (hwloc's XML) and marked as this system's; nullptr when hwloc
+/// cannot load it.
+hwloc_topology_t topology_from_xml(const std::string& xml) {
+  hwloc_topology_t t = nullptr;
+  if (hwloc_topology_init(&t) != 0) return nullptr;
+  hwloc_topology_set_io_types_filter(t, HWLOC_TYPE_FILTER_KEEP_ALL);  // all that was written
+  if (hwloc_topology_set_xmlbuffer(t, xml.c_str(), static_cast<int>(xml.size()) + 1) != 0 ||
+      hwloc_topology_set_flags(t, HWLOC_TOPOLOGY_FLAG_IS_THISSYSTEM) != 0 ||
+      hwloc_topology_load(t) != 0) {
+    hwloc_topology_destroy(t);
+    return nullptr;
+  }
+  return t;
+}
+
+/// This host's topology as PMIx's own discovery loads it (pmix_hwloc.c: I/O filter "important",
+/// no flags), as XML.
+std::string discover_topology_xml() {
+  Topology topo;
+  hwloc_topology_set_io_types_filter(topo.get(), HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+  hwloc_topology_set_components(topo.get(), HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, "pci");
+  char* buffer = nullptr;
+  int length = 0;
+  if (hwloc_topology_load(topo.get()) != 0 ||
+      hwloc_topology_export_xmlbuffer(topo.get(), &buffer, &length, 0) != 0) {
+    throw ProbeError(std::string("cannot read this host's topology with hwloc: ") +
+                     std::strerror(errno) + "; check that /sys and /proc are mounted");
+  }
+  std::string xml(buffer, length > 0 ? static_cast<size_t>(length) - 1 : 0);
+  hwloc_free_xmlbuffer(topo.get(), buffer);
+  return xml;
+}
+
+}  // namespace
+
+hwloc_topology* local_topology(bool use_cache) {
+  const std::string dir = use_cache ? local_probe_cache_dir() : "";
+  hwloc_topology_t loaded = nullptr;
+  const auto accept = [&](const std::string& xml) {
+    loaded = topology_from_xml(xml);
+    return loaded != nullptr;
+  };
+  const std::string xml =
+      cached_topology_xml(dir, dir.empty() ? "" : local_probe_key(), discover_topology_xml, accept);
+  if (loaded == nullptr) loaded = topology_from_xml(xml);
+  if (loaded == nullptr) {
+    throw ProbeError("hwloc cannot load the XML it wrote of this host's topology (" +
+                     std::to_string(xml.size()) + " bytes)");
+  }
+  return loaded;
+}
+
+std::string hwloc_source() {
+  const unsigned v = hwloc_get_api_version();
+  return "hwloc:" + std::to_string(v >> 16) + "." + std::to_string((v >> 8) & 0xff) + "." +
+         std::to_string(v & 0xff);
+}
+
+void choose_hwloc_plugins() {
+  static bool chosen = false;
+  if (chosen) return;
+  chosen = true;
+  if (std::getenv("HWLOC_PLUGINS_BLACKLIST") != nullptr) return;
+  setenv("HWLOC_PLUGINS_BLACKLIST", "hwloc_gl,hwloc_xml_libxml,hwloc_pci", 1);
+  // Never destroyed: while one topology lives, hwloc keeps the plugins it loaded now.
+  static hwloc_topology_t keep = nullptr;
+  hwloc_topology_init(&keep);
+  unsetenv("HWLOC_PLUGINS_BLACKLIST");
+}
+
 std::unique_ptr<Prober> make_hwloc_prober(ProbeOptions options) {
   return std::make_unique<HwlocProber>(std::move(options));
 }

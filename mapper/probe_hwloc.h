@@ -7,6 +7,8 @@
 #include "base/check.h"
 #include "mapper/inventory.h"
 
+struct hwloc_topology;  // hwloc.h: hwloc_topology_t is a pointer to it
+
 namespace ddl::mapper {
 
 /// What to probe.
@@ -59,5 +61,26 @@ Inventory probe_hwloc(const ProbeOptions& options);
 ///    and laptops' integrated graphics: no.
 bool is_gpu_pci_device(std::uint16_t class_id, std::uint16_t vendor_id, bool has_compute_osdev,
                        bool has_opencl_osdev);
+
+/// This host's hwloc topology as a PMIx server would discover it for itself (I/O objects that
+/// hwloc deems important, the resources this process may use), so that ddlrun's PMIx server
+/// takes it instead: loaded from the probe cache's XML copy (probe_cache.h) when `use_cache`
+/// and its key still holds, else discovered and written there. Loading that XML takes a
+/// fraction of a millisecond; discovering reads sysfs and the configuration space of every PCI
+/// device, most of a small launch's time. Marked as this system's topology (binding works). The
+/// caller owns it (hwloc_topology_destroy). Throws ProbeError when hwloc cannot read this host.
+hwloc_topology* local_topology(bool use_cache);
+
+/// "hwloc:" and the version of the hwloc library this process runs, as PMIx names a topology's
+/// source.
+std::string hwloc_source();
+
+/// Chooses this process's hwloc plugins before anything else uses hwloc (hwloc loads them all at
+/// the first hwloc_topology_init and keeps them while a topology lives): all but GL (X
+/// displays), libxml2 (hwloc's own parser reads and writes the same XML) and libpciaccess (the
+/// probe turns it off), which no answer of ddlrun's needs and whose libraries (X11, ICU,
+/// libpciaccess) take milliseconds to load. HWLOC_PLUGINS_BLACKLIST, when set, is left to hwloc
+/// alone. Changes no variable that outlives the call; call it while the process has one thread.
+void choose_hwloc_plugins();
 
 }  // namespace ddl::mapper

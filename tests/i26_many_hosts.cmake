@@ -11,3 +11,31 @@ set_tests_properties(netns.many_hosts_40 PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 
 # its defaults times 32, 128 and 256 hosts.
 add_test(NAME bench.netns_scale_smoke COMMAND ${PROJECT_SOURCE_DIR}/bench/netns_scale.sh --hosts 4)
 set_tests_properties(bench.netns_scale_smoke PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 60)
+
+# Issue 26 item 2: the launch tree. 64 namespace hosts at --tree-width 4 (three levels of
+# hosts): every rank's line, stdin to rank 0, the exit status, PMIx fences with and without
+# data (direct modex) across the tree, ddlrun's threads, and an interior agent SIGKILLed
+# mid-job (named with its subtree, nothing left on any host).
+add_test(NAME netns.tree_64x4
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/netns/tree_test.sh $<TARGET_FILE:ddlrun> 64 4
+                 $<TARGET_FILE:pmix_client>)
+set_tests_properties(netns.tree_64x4 PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 180 LABELS "netns")
+
+# Issue 26 item 5: bench/netns_scale.sh --launch once, small (4 and 8 hosts, fan-out 2, one
+# run each), so that its columns (ddlrun flat and tree, mpirun, RSS, threads) and its fitted
+# model keep working; the lead times 32, 64 and 128 hosts on a quiet machine.
+add_test(NAME bench.netns_scale_launch_smoke
+         COMMAND ${PROJECT_SOURCE_DIR}/bench/netns_scale.sh --launch --hosts "4 8" --width 2 -n 1
+                 --ddlrun $<TARGET_FILE:ddlrun>)
+set_tests_properties(bench.netns_scale_launch_smoke PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120)
+
+# Issue 26 item 2, the chaos suite on a launch tree: a chain node1 -> node2 -> node3
+# (--tree-width 1, three levels) under a real libddl allreduce loop (its PMIx fences and modex
+# routed through the tree); an agent SIGKILLed, an agent SIGSTOPped, a link cut (random host,
+# an interior one included), heartbeat deadline 4 s: named, ended in time, nothing left.
+add_test(NAME chaos.sample_tree
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/chaos/chaos.sh $<TARGET_FILE:ddlrun>
+                 $<TARGET_FILE:chaos_loop> --launchers tree
+                 --faults "kill_agent stop_agent link_down")
+set_tests_properties(chaos.sample_tree PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 150
+                     ENVIRONMENT CHAOS_LOST_S=4)

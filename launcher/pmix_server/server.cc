@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
@@ -17,10 +18,12 @@
 #include <initializer_list>
 #include <map>
 #include <mutex>
+#include <vector>
 
 #include "base/check.h"
 #include "launcher/backend.h"
 #include "launcher/keeper.h"
+#include "launcher/pmix_topo.h"
 
 namespace ddl::launcher::pmix_server {
 
@@ -46,6 +49,7 @@ std::mutex g_mutex;
 std::shared_ptr<Server::Impl> g_impl;
 bool g_initialized = false;
 std::string g_owned_dir;  ///< the directory made for PMIx's files when none was given
+std::function<HostTopology()> g_topology_source;  ///< provide_host_topology()'s
 
 std::shared_ptr<Server::Impl> current() {
   std::lock_guard lock(g_mutex);
@@ -79,26 +83,44 @@ struct Waiter {
   }
 };
 
-/// Runs `call` (which starts the operation with the callback and its data, and returns what
-/// PMIx returned) and waits for its answer: PMIX_ERR_TIMEOUT when none came within `limit`,
-/// in which case the waiter is left to PMIx, which may still answer.
+/// An operation started with a Waiter (start_op); `waiter` is null when PMIx answered at once,
+/// with `status`.
+struct Started {
+  Waiter* waiter = nullptr;
+  pmix_status_t status = PMIX_SUCCESS;
+};
+
+/// Runs `call`, which starts the operation with the callback and its data and returns what PMIx
+/// returned.
 template <typename Call>
-pmix_status_t wait_op(Call call, std::chrono::seconds limit = std::chrono::seconds(30)) {
+Started start_op(Call call) {
   auto* w = new Waiter;
   const pmix_status_t rc = call(&Waiter::callback, static_cast<void*>(w));
-  if (rc != PMIX_SUCCESS) {
-    delete w;
-    return rc == PMIX_OPERATION_SUCCEEDED ? PMIX_SUCCESS : rc;
-  }
+  if (rc == PMIX_SUCCESS) return {w, PMIX_SUCCESS};
+  delete w;
+  return {nullptr, rc == PMIX_OPERATION_SUCCEEDED ? PMIX_SUCCESS : rc};
+}
+
+/// The answer to `op`: PMIX_ERR_TIMEOUT when none came by `deadline`, in which case the waiter
+/// is left to PMIx, which may still answer.
+pmix_status_t await_op(const Started& op, std::chrono::steady_clock::time_point deadline) {
+  Waiter* w = op.waiter;
+  if (w == nullptr) return op.status;
   bool answered;
   {
     std::unique_lock lock(w->mutex);
-    answered = w->cv.wait_for(lock, limit, [w] { return w->done; });
+    answered = w->cv.wait_until(lock, deadline, [w] { return w->done; });
   }
   if (!answered) return PMIX_ERR_TIMEOUT;
   const pmix_status_t status = w->status;
   delete w;
   return status;
+}
+
+/// start_op, then await_op within `limit`.
+template <typename Call>
+pmix_status_t wait_op(Call call, std::chrono::seconds limit = std::chrono::seconds(30)) {
+  return await_op(start_op(call), std::chrono::steady_clock::now() + limit);
 }
 
 void set_state(const pmix_proc_t* proc, ClientState state) {
@@ -337,19 +359,27 @@ InfoArray job_info(const Job& job, const JobLayout& layout, const std::vector<in
   return InfoArray(list);
 }
 
-/// Registers this host's ranks as the namespace's clients.
+/// Registers this host's ranks as the namespace's clients: all asked for, then all awaited (one
+/// round trip to PMIx's thread, not one a rank).
 void register_clients(const Server::Impl& s) {
-  for (int r : s.local) {
-    pmix_proc_t proc;
-    PMIX_PROC_LOAD(&proc, s.nspace.c_str(), static_cast<pmix_rank_t>(r));
-    const pmix_status_t rc = wait_op([&](pmix_op_cbfunc_t cb, void* data) {
-      return PMIx_server_register_client(&proc, getuid(), getgid(), nullptr, cb, data);
-    });
-    if (rc != PMIX_SUCCESS) {
-      throw LaunchError("PMIx server: cannot register rank " + std::to_string(r) + ": " +
-                        status_text(rc));
+  std::vector<pmix_proc_t> procs(s.local.size());
+  std::vector<Started> ops;
+  for (size_t i = 0; i < s.local.size(); ++i) {
+    PMIX_PROC_LOAD(&procs[i], s.nspace.c_str(), static_cast<pmix_rank_t>(s.local[i]));
+    ops.push_back(start_op([&](pmix_op_cbfunc_t cb, void* data) {
+      return PMIx_server_register_client(&procs[i], getuid(), getgid(), nullptr, cb, data);
+    }));
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  std::string failure;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const pmix_status_t rc = await_op(ops[i], deadline);
+    if (rc != PMIX_SUCCESS && failure.empty()) {
+      failure = "PMIx server: cannot register rank " + std::to_string(s.local[i]) + ": " +
+                status_text(rc);
     }
   }
+  if (!failure.empty()) throw LaunchError(failure);
 }
 
 }  // namespace
@@ -381,50 +411,89 @@ std::vector<Event> abort_events(int rank, int status, const std::string& message
   return {line, exit};
 }
 
+namespace {
+
+/// This host's topology for PMIx_server_init (topology.h), loaded once per process and never
+/// freed, since PMIx keeps it; nullptr when none was provided or it could not be had.
+pmix_topology_t* given_topology() {
+  static HostTopology host;
+  static pmix_topology_t topology = [] {
+    pmix_topology_t t{};
+    if (g_topology_source) {
+      try {
+        host = g_topology_source();
+      } catch (const std::exception&) {
+        host = HostTopology{};  // PMIx then tries for itself
+      }
+    }
+    t.source = host.source.data();
+    t.topology = host.topology;
+    return t;
+  }();
+  return topology.topology != nullptr ? &topology : nullptr;
+}
+
+/// A private directory for PMIx's files, removed at exit (and by the keeper should ddlrun die).
+std::string make_owned_dir() {
+  const char* t = std::getenv("TMPDIR");
+  std::string dir = std::string(t != nullptr && *t != '\0' ? t : "/tmp") + "/ddlrun-pmix.XXXXXX";
+  if (mkdtemp(dir.data()) == nullptr) {
+    throw LaunchError("cannot create a directory like " + dir + " for the PMIx server: " +
+                      std::strerror(errno) + " (set TMPDIR to a writable directory)");
+  }
+  g_owned_dir = dir;
+  std::atexit(remove_owned_dir);
+  keeper_remove_dir(dir);
+  return dir;
+}
+
+/// PMIx_server_init with ddlrun's upcalls, PMIx's files in `dir` and this host's topology.
+void init_pmix(const std::string& dir) {
+  static pmix_server_module_t module = [] {
+    pmix_server_module_t m;
+    std::memset(&m, 0, sizeof m);
+    m.client_connected = on_connected;
+    m.client_finalized = on_finalized;
+    m.abort = on_abort;
+    m.fence_nb = on_fence;
+    m.direct_modex = on_direct_modex;
+    return m;
+  }();
+  // The job's data stays in the server (gds "hash"), not in shared-memory stores (ds21,
+  // ds12) whose process-shared locks a rank killed at the wrong moment leaves held. PMIx
+  // reads this once, here (PMIX_MCA_gds in ddlrun's environment wins).
+  setenv("PMIX_MCA_gds", "hash", 0);
+  pmix_info_t info[4];
+  for (pmix_info_t& i : info)
+    PMIX_INFO_CONSTRUCT(&i);
+  bool no = false;
+  PMIX_INFO_LOAD(&info[0], PMIX_SERVER_TOOL_SUPPORT, &no, PMIX_BOOL);
+  PMIX_INFO_LOAD(&info[1], PMIX_SERVER_TMPDIR, dir.c_str(), PMIX_STRING);
+  PMIX_INFO_LOAD(&info[2], PMIX_SYSTEM_TMPDIR, dir.c_str(), PMIX_STRING);
+  size_t ninfo = 3;
+  if (pmix_topology_t* topology = given_topology()) {
+    // By hand, not PMIX_INFO_LOAD (which copies the topology): PMIx keeps this pointer.
+    PMIX_LOAD_KEY(info[3].key, PMIX_TOPOLOGY2);
+    info[3].value.type = PMIX_TOPO;
+    info[3].value.data.topo = topology;
+    ninfo = 4;
+  }
+  const pmix_status_t rc = PMIx_server_init(&module, info, ninfo);
+  for (size_t i = 0; i < 3; ++i)
+    PMIX_INFO_DESTRUCT(&info[i]);
+  if (rc != PMIX_SUCCESS) {
+    throw LaunchError("cannot start the PMIx server (files in " + dir +
+                      "): PMIx_server_init: " + status_text(rc));
+  }
+}
+
+}  // namespace
+
 std::unique_ptr<Server> Server::start(const std::string& tmpdir, Host& host) {
   std::lock_guard lock(g_mutex);
   DDL_CHECK(g_impl == nullptr, "a PMIx server already serves a job in this process");
   if (!g_initialized) {
-    static pmix_server_module_t module = [] {
-      pmix_server_module_t m;
-      std::memset(&m, 0, sizeof m);
-      m.client_connected = on_connected;
-      m.client_finalized = on_finalized;
-      m.abort = on_abort;
-      m.fence_nb = on_fence;
-      m.direct_modex = on_direct_modex;
-      return m;
-    }();
-    std::string dir = tmpdir;
-    if (dir.empty()) {
-      const char* t = std::getenv("TMPDIR");
-      dir = std::string(t != nullptr && *t != '\0' ? t : "/tmp") + "/ddlrun-pmix.XXXXXX";
-      if (mkdtemp(dir.data()) == nullptr) {
-        throw LaunchError("cannot create a directory like " + dir + " for the PMIx server: " +
-                          std::strerror(errno) + " (set TMPDIR to a writable directory)");
-      }
-      g_owned_dir = dir;
-      std::atexit(remove_owned_dir);
-      keeper_remove_dir(dir);
-    }
-    // The job's data stays in the server (gds "hash"), not in shared-memory stores (ds21,
-    // ds12) whose process-shared locks a rank killed at the wrong moment leaves held. PMIx
-    // reads this once, here (PMIX_MCA_gds in ddlrun's environment wins).
-    setenv("PMIX_MCA_gds", "hash", 0);
-    pmix_info_t info[3];
-    for (pmix_info_t& i : info)
-      PMIX_INFO_CONSTRUCT(&i);
-    bool no = false;
-    PMIX_INFO_LOAD(&info[0], PMIX_SERVER_TOOL_SUPPORT, &no, PMIX_BOOL);
-    PMIX_INFO_LOAD(&info[1], PMIX_SERVER_TMPDIR, dir.c_str(), PMIX_STRING);
-    PMIX_INFO_LOAD(&info[2], PMIX_SYSTEM_TMPDIR, dir.c_str(), PMIX_STRING);
-    const pmix_status_t rc = PMIx_server_init(&module, info, 3);
-    for (pmix_info_t& i : info)
-      PMIX_INFO_DESTRUCT(&i);
-    if (rc != PMIX_SUCCESS) {
-      throw LaunchError("cannot start the PMIx server (files in " + dir +
-                        "): PMIx_server_init: " + status_text(rc));
-    }
+    init_pmix(tmpdir.empty() ? make_owned_dir() : tmpdir);
     g_initialized = true;
   }
   std::unique_ptr<Server> server(new Server());
@@ -524,3 +593,12 @@ ClientState Server::state(int rank) const {
 }
 
 }  // namespace ddl::launcher::pmix_server
+
+namespace ddl::launcher {
+
+void provide_host_topology(std::function<HostTopology()> load) {
+  std::lock_guard lock(pmix_server::g_mutex);
+  pmix_server::g_topology_source = std::move(load);
+}
+
+}  // namespace ddl::launcher

@@ -24,6 +24,12 @@
 // fence it sends their contribution up (C) and completes the fence when ddlrun sends the
 // combined data of every host (B); a Get of data that no fence collected asks ddlrun (Q),
 // which asks the rank's own agent and passes its answer (P) back; PMIx_Abort goes up as A.
+//
+// In a launch tree (tree.h) a subtree frame (W) makes the agent an interior one: its Relay
+// (relay.h) starts the children's agents from here, routed frames (T) from ddlrun go down to
+// them, and theirs come up through it. The agent says done for its own ranks as before, but
+// leaves only once every child's conversation has ended (or ddlrun is gone), so its channel
+// stays open for the frames of the hosts below it.
 
 #include "launcher/ssh/agent.h"
 
@@ -49,6 +55,7 @@
 #include "launcher/pmix_server/server.h"
 #include "launcher/process.h"
 #include "launcher/ssh/protocol.h"
+#include "launcher/ssh/relay.h"
 #include "launcher/supervise.h"
 #include "launcher/wire.h"
 
@@ -62,6 +69,7 @@ constexpr auto kLostGrace = std::chrono::seconds(2);
 constexpr auto kSuspendedTimeout = std::chrono::milliseconds(24 * 3600 * 1000);
 
 std::string host_name();
+std::string ssh_connection_field(int index);
 
 int64_t now_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now().time_since_epoch())
@@ -72,8 +80,12 @@ class Agent : private pmix_server::Host {
  public:
   /// `liveness`: the heartbeat and watchdog threads (start_liveness), with SIGTERM, SIGINT and
   /// SIGHUP blocked for the watchdog to take; off only in tests.
-  Agent(int in_fd, int out_fd, bool liveness)
-      : in_(in_fd), out_(out_fd), liveness_(liveness), last_heard_ms_(now_ms()) {}
+  Agent(int in_fd, int out_fd, bool liveness, ddl::ssh::Connector& connector)
+      : in_(in_fd),
+        out_(out_fd),
+        liveness_(liveness),
+        connector_(connector),
+        last_heard_ms_(now_ms()) {}
 
   /// The whole conversation; returns the agent's exit status.
   int run();
@@ -125,10 +137,20 @@ class Agent : private pmix_server::Host {
     std::lock_guard lock(out_mutex_);
     return base::write_all(out_, bytes) == 0;
   }
-  /// Blocks for the next frame from ddlrun; nullopt when the channel closed.
+  /// Blocks for the next frame from ddlrun for this host (a subtree frame and routed frames
+  /// go to the relay meanwhile); nullopt when the channel closed.
   std::optional<ssh::Frame> receive() {
     for (;;) {
-      if (auto f = reader_.next()) return f;
+      if (auto f = reader_.next()) {
+        if (f->type == ssh::FrameType::kSubtree) {
+          start_relay(f->payload);
+        } else if (f->type == ssh::FrameType::kRouted) {
+          if (relay_) relay_->down(f->id, f->payload);
+        } else {
+          return f;
+        }
+        continue;
+      }
       char buf[65536];
       const ssize_t n = read(in_, buf, sizeof buf);
       if (n < 0 && errno == EINTR) continue;
@@ -144,6 +166,8 @@ class Agent : private pmix_server::Host {
       if (!f || f->type != ssh::FrameType::kHeartbeat) return f;
     }
   }
+  /// Becomes an interior agent of the launch tree: starts the children's agents (relay.h).
+  void start_relay(std::string_view payload);
   int fail(int status, const std::string& message) {
     send(ssh::FrameType::kFailure, status, message);
     return status;
@@ -181,6 +205,9 @@ class Agent : private pmix_server::Host {
   int in_;
   int out_;
   bool liveness_;
+  ddl::ssh::Connector& connector_;     ///< logs in to this agent's children in the launch tree
+  std::unique_ptr<ssh::Relay> relay_;  ///< its children, once a subtree frame came
+  std::string ddlrun_address_;         ///< ddlrun's host, from the subtree frame
   std::mutex out_mutex_;
   ssh::FrameReader reader_;
   std::atomic<int64_t> last_heard_ms_;  ///< when bytes last came from ddlrun
@@ -241,6 +268,28 @@ void Agent::pmix_frame(const ssh::Frame& f) {
     default:
       return;
   }
+}
+
+void Agent::start_relay(std::string_view payload) {
+  if (relay_) throw std::runtime_error("a second subtree frame");
+  ssh::SubtreeFrame spec;
+  try {
+    spec = ssh::decode_subtree(payload);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(std::string("cannot read the launch tree: ") + e.what() +
+                             " (is ddlrun the same version on every host?)");
+  }
+  if (spec.ddlrun_address.empty()) spec.ddlrun_address = ssh_connection_field(0);
+  ddlrun_address_ = spec.ddlrun_address;
+  deadline_ms_ = spec.heartbeat_timeout.count();
+  relay_ = std::make_unique<ssh::Relay>(
+      std::move(spec), host_name(),
+      [this](std::string_view frames) {
+        std::lock_guard lock(out_mutex_);
+        return base::write_all(out_, frames) == 0;
+      },
+      connector_);
+  relay_->start();
 }
 
 void Agent::start_liveness() {
@@ -384,7 +433,9 @@ std::optional<int> Agent::receive_job() {
     rv_.ddl_address = in.str();
     deadline_ms_ = in.u32();
     in.expect_done();
-    if (rv_.ddl_address.empty()) rv_.ddl_address = ssh_connection_field(0);
+    if (rv_.ddl_address.empty()) {
+      rv_.ddl_address = !ddlrun_address_.empty() ? ddlrun_address_ : ssh_connection_field(0);
+    }
   } catch (const std::exception& e) {
     return fail(1, std::string("cannot read the job: ") + e.what() +
                        " (is ddlrun the same version on every host?)");
@@ -486,6 +537,8 @@ int Agent::run_ranks() {
     }
   }
   if (!lost) send(ssh::FrameType::kDone, 0);
+  // The hosts below this one still talk through it (their frames, ddlrun's to them).
+  if (!lost && relay_) relay_->wait();
   return lost ? 1 : 0;
 }
 
@@ -554,6 +607,7 @@ void Agent::read_commands(ProcessSet& procs, EventQueue& events,
         break;
     }
   }
+  if (relay_) relay_->upstream_gone();
   events.push(Event{Event::Type::kHostFailure, -1, host_index_, Stream::kStdout, {}, {}});
 }
 
@@ -596,10 +650,10 @@ void Agent::relay_event(const Event& e) {
 
 }  // namespace
 
-int converse_as_agent(int in_fd, int out_fd, bool liveness) {
+int converse_as_agent(int in_fd, int out_fd, bool liveness, ddl::ssh::Connector& connector) {
   // Never destroyed: the reader, heartbeat and watchdog threads may still use it (blocked in
   // read() or write()) until _exit ends them.
-  auto* agent = new Agent(in_fd, out_fd, liveness);
+  auto* agent = new Agent(in_fd, out_fd, liveness, connector);
   const int status = agent->run();
   agent->remove_files();
   return status;
@@ -610,7 +664,7 @@ void run_agent(int in_fd, int out_fd) {
   const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (!ec) enable_keeper(self.string());
   remove_stale_dirs();
-  const int status = converse_as_agent(in_fd, out_fd, true);
+  const int status = converse_as_agent(in_fd, out_fd, true, ddl::ssh::libssh_connector());
   std::fflush(nullptr);
   _exit(status);
 }

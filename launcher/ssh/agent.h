@@ -1,5 +1,7 @@
 #pragma once
 
+#include "ssh/session.h"
+
 namespace ddl::launcher {
 
 /// The agent's conversation with ddlrun on `in_fd` and `out_fd` (protocol.h), from its hello to
@@ -7,6 +9,7 @@ namespace ddl::launcher {
 /// `liveness` (the heartbeat and watchdog threads, which exit the process when ddlrun goes
 /// silent or a stop signal comes) and then exits. Tests run it without: the agent and the
 /// thread reading `in_fd` outlive the call, so they keep both descriptors open until they exit.
-int converse_as_agent(int in_fd, int out_fd, bool liveness);
+/// `connector` logs in to its children when it is an interior agent of a launch tree (tree.h).
+int converse_as_agent(int in_fd, int out_fd, bool liveness, ddl::ssh::Connector& connector);
 
 }  // namespace ddl::launcher

@@ -10,7 +10,8 @@ namespace ddl::launcher::ssh {
 
 namespace {
 constexpr uint32_t kMaxPayload = 256u << 20;
-constexpr std::string_view kTypes = "HJKFGORXDSIECBAQPZY";
+// The last three: the launch tree's W, T and L (protocol.h).
+constexpr std::string_view kTypes = "HJKFGORXDSIECBAQPZY\x01\x02\x03";
 }  // namespace
 
 std::string encode_frame(FrameType type, int32_t id, std::string_view payload) {

@@ -42,6 +42,17 @@ namespace ddl::launcher::ssh {
 // all comes from ddlrun for the heartbeat deadline (the job frame carries it; 10 s until then)
 // the agent does the same; ddlrun, hearing nothing from an agent for that deadline once it said
 // hello, declares its host lost ("no heartbeat for N s") and stops waiting for its ranks.
+//
+// Beyond the fan-out (--tree-width; tree.h), along the launch tree:
+//   ddlrun -> W  subtree (SubtreeFrame, tree.h): the agent logs in to its children and runs
+//                their agents, each of which gets its own W
+//   both   -> T  routed: id = the host a frame is for (down) or from (up), payload = one or
+//                more whole frames of that host's conversation, passed on unchanged
+//   agent  -> L  host `id`, a child in the tree, is lost: payload = why (its agent went silent,
+//                or its channel closed before done, or it ended badly after done)
+// W, T and L name these three here; their type bytes are 1, 2 and 3, which no text begins
+// with, so that a login script's "Welcome ..." or "This system ..." is still caught as not
+// the agent's.
 
 enum class FrameType : char {
   kHello = 'H',
@@ -63,6 +74,9 @@ enum class FrameType : char {
   kModexResponse = 'P',
   kStdinCredit = 'Z',
   kHeartbeat = 'Y',
+  kSubtree = '\x01',  ///< W
+  kRouted = '\x02',   ///< T
+  kLost = '\x03',     ///< L
 };
 
 /// Bytes of stdin ddlrun may send before the agent grants more (kStdinCredit).

@@ -23,6 +23,17 @@
 // answers back, and turns a PMIx_Abort into the rank's failure (pmix_server::abort_events).
 // Data is collected when the ranks ask for it (PMIX_COLLECT_DATA); otherwise a Get of another
 // host's key is a direct modex.
+//
+// The launch tree (tree.h; --tree-width K, beyond K hosts): the threads above run for the
+// first level only, at most K of them, so ddlrun's threads and sessions do not grow with the
+// hosts. Each first-level conversation sends its agent a subtree frame (W: the hosts below it
+// and how to log in to them), and its agent starts theirs (relay.h). The other hosts keep
+// their HostConn and their own HostTalk (phase, ranks, frames), driven by the conversation of
+// the first-level host above them: what ddlrun sends them goes routed (T) down that channel,
+// what they send comes up routed, so hello/ready/go, output, stdin, signals, exits and PMIx
+// work as they do flat. A host below is timed by its tree parent, which reports it lost (L);
+// a lost host takes the hosts below it along, reported after it as "lost with its tree parent
+// X" (the lost host is the job's reason, and a restart keeps the others).
 
 #include <signal.h>
 
@@ -31,6 +42,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <semaphore>
@@ -43,6 +55,7 @@
 #include "launcher/pmix_server/server.h"
 #include "launcher/process.h"
 #include "launcher/ssh/protocol.h"
+#include "launcher/ssh/tree.h"
 #include "launcher/wire.h"
 
 namespace ddl::launcher {
@@ -73,7 +86,12 @@ struct HostConn {
   bool go = false;
   std::string outgoing;      ///< frames to write (signals, PMIx)
   std::string stdin_frames;  ///< stdin to write after `outgoing` (at most kStdinWindow)
-  std::thread thread;
+  std::thread thread;        ///< the first level's only
+  // The launch tree.
+  bool first_level = true;         ///< ddlrun logs in to it itself
+  std::vector<HostConn*> subtree;  ///< every host below it, at every level
+  std::string subtree_frame;       ///< the first level's W frame, when it has hosts below
+  bool collateral = false;         ///< failed only because its tree parent was lost
 };
 
 class SshBackend : public Backend {
@@ -92,6 +110,7 @@ class SshBackend : public Backend {
       }
       if (!c->ranks.empty()) hosts_.push_back(std::move(c));
     }
+    plan_tree();
   }
   ~SshBackend() override { finish(); }
 
@@ -103,9 +122,12 @@ class SshBackend : public Backend {
                                                            default_fence_timeout());
     for (auto& h : hosts_) {
       HostConn* c = h.get();
-      c->thread = std::thread([this, c] { converse(*c); });
+      if (c->first_level) c->thread = std::thread([this, c] { converse(*c); });
     }
-    const auto connect_limit = options_.ssh.connect_timeout * 4 + std::chrono::seconds(5);
+    drop_kept_sessions();
+    // Each level logs in after the one above it said hello.
+    const auto connect_limit =
+        (options_.ssh.connect_timeout * 4 + std::chrono::seconds(5)) * std::max(depth_, 1);
     if (!wait_for(Phase::kHello, connect_limit)) {
       throw_failures("cannot start the job on");
     }
@@ -200,6 +222,61 @@ class SshBackend : public Backend {
   }
 
  private:
+  /// The launch tree over the hosts with ranks (tree.h): which log in from ddlrun, and the
+  /// subtree frame each of those sends on.
+  void plan_tree() {
+    std::vector<std::pair<int, std::string>> order;
+    std::map<int, HostConn*> by_index;
+    for (auto& h : hosts_) {
+      order.emplace_back(h->index, h->name);
+      by_index[h->index] = h.get();
+    }
+    const std::vector<ssh::TreeHost> first = ssh::launch_tree(order, options_.tree_width);
+    depth_ = ssh::tree_depth(first);
+    for (auto& h : hosts_)
+      h->first_level = false;
+    for (const ssh::TreeHost& t : first) {
+      HostConn* c = by_index.at(t.index);
+      c->first_level = true;
+      note_subtree(t, by_index);
+      if (t.children.empty()) continue;
+      ssh::SubtreeFrame w;
+      w.ssh = options_.ssh;
+      w.ssh.keep_sessions.reset();
+      w.ssh.ssh_config = absolute(w.ssh.ssh_config);
+      w.ssh.known_hosts = absolute(w.ssh.known_hosts);
+      w.ddlrun_path = options_.ddlrun_path;
+      w.heartbeat_timeout = options_.heartbeat_timeout;
+      w.children = t.children;
+      c->subtree_frame = ssh::encode_frame(ssh::FrameType::kSubtree, 0, ssh::encode(w));
+    }
+  }
+  /// Closes the probe's sessions to the hosts below the first level (their agents, given no
+  /// job, exit): their tree parents log in to them, and ddlrun holds no session per host.
+  void drop_kept_sessions() {
+    if (!options_.ssh.keep_sessions) return;
+    for (auto& h : hosts_) {
+      if (!h->first_level) options_.ssh.keep_sessions->take(h->name);
+    }
+  }
+  /// Fills in the subtree of `t` and of every host below it.
+  static void note_subtree(const ssh::TreeHost& t, const std::map<int, HostConn*>& by_index) {
+    HostConn* c = by_index.at(t.index);
+    for (const ssh::TreeHost& child : t.children) {
+      note_subtree(child, by_index);
+      HostConn* below = by_index.at(child.index);
+      c->subtree.push_back(below);
+      c->subtree.insert(c->subtree.end(), below->subtree.begin(), below->subtree.end());
+    }
+  }
+  /// A path as the hosts below see it: absolute (they do not start in ddlrun's directory).
+  static std::string absolute(const std::string& path) {
+    if (path.empty() || path.front() == '/' || path.front() == '~') return path;
+    std::error_code ec;
+    const std::filesystem::path p = std::filesystem::absolute(path, ec);
+    return ec ? path : p.string();
+  }
+
   HostConn* rank0_host() {
     for (auto& h : hosts_) {
       if (std::find(h->ranks.begin(), h->ranks.end(), 0) != h->ranks.end()) return h.get();
@@ -342,7 +419,7 @@ class SshBackend : public Backend {
     {
       std::lock_guard lock(mutex_);
       for (auto& h : hosts_) {
-        if (h->phase != Phase::kFailed) continue;
+        if (h->phase != Phase::kFailed || h->collateral) continue;
         ++failed;
         unreached = unreached || !h->answered;
         message += "\n  " + h->name + ": " + h->error;
@@ -367,13 +444,16 @@ class SshBackend : public Backend {
     throw LaunchError(head + message + next, status, std::move(names), reason);
   }
 
-  void fail(HostConn& c, const std::string& error, int status = 1) {
+  /// Host `c` cannot start: why, and ddlrun's status for it; `collateral`: only because its
+  /// tree parent was lost (not listed, and not dropped from a restart).
+  void fail(HostConn& c, const std::string& error, int status = 1, bool collateral = false) {
     {
       std::lock_guard lock(mutex_);
       if (c.phase == Phase::kFailed) return;
       c.phase = Phase::kFailed;
       c.error = error;
       c.status = status;
+      c.collateral = collateral;
     }
     changed_.notify_all();
   }
@@ -407,8 +487,9 @@ class SshBackend : public Backend {
     return fresh;
   }
 
+  class HostTalk;
   class Conversation;
-  /// One host's whole conversation, on its own thread (Conversation).
+  /// One first-level host's whole conversation (and so its subtree's), on its own thread.
   void converse(HostConn& c);
 
   Job job_;
@@ -416,6 +497,7 @@ class SshBackend : public Backend {
   ddl::ssh::Connector& connector_;
   std::counting_semaphore<> logins_;  ///< logins in flight, at most ssh.max_parallel
   std::vector<std::unique_ptr<HostConn>> hosts_;
+  int depth_ = 1;  ///< levels of the launch tree
   EventQueue* events_ = nullptr;
   std::unique_ptr<pmix_server::FenceCombiner> fences_;  ///< guarded by mutex_
   std::mutex mutex_;
@@ -426,23 +508,199 @@ class SshBackend : public Backend {
   bool killed_ = false;  ///< SIGKILL went out: finish() waits for no more exits
 };
 
-// One host's conversation, as a state machine whose states are its phases:
+// What ddlrun knows of one host's conversation, whether its frames come on the host's own
+// channel (the first level of the launch tree, or every host when flat) or routed through the
+// agents above it (tree.h): its phase, its ranks not yet ended, and what to do with each frame
+// of its agent. The Conversation of the first-level host above it (or its own) drives it.
+class SshBackend::HostTalk {
+ public:
+  HostTalk(SshBackend& backend, HostConn& c, bool routed)
+      : b_(backend), c_(c), routed_(routed), unfinished_(c.ranks) {}
+
+  HostConn& conn() { return c_; }
+  bool hello() const { return hello_; }
+  bool running() const { return running_; }
+  /// Said done, or lost: nothing more comes from it.
+  bool ended() const { return done_ || lost_; }
+  bool done() const { return done_; }
+  /// Nothing more to wait for while ddlrun stops the job.
+  bool stopped() const { return ended() || !running_ || unfinished_.empty(); }
+  bool has_unfinished() const { return !ended() && !unfinished_.empty(); }
+
+  /// What to send it now, under the lock (wrapped in a routed frame when routed): the job, go,
+  /// and (once running) the frames queued for it, control before stdin so that stdin never
+  /// holds a signal or a fence result back.
+  std::string due_frames() {
+    std::string to_send;
+    if (c_.phase == Phase::kHello && !c_.job_frame.empty()) {
+      to_send = std::move(c_.job_frame);
+      c_.job_frame.clear();
+    }
+    if (c_.phase == Phase::kReady && c_.go) {
+      to_send = ssh::encode_frame(ssh::FrameType::kGo, 0, {});
+      c_.phase = Phase::kRunning;
+      running_ = true;
+    }
+    if (running_) {
+      to_send += c_.outgoing;
+      c_.outgoing.clear();
+      to_send += c_.stdin_frames;
+      c_.stdin_frames.clear();
+    }
+    return wrap(to_send);
+  }
+  /// `frames` as they travel to it.
+  std::string wrap(const std::string& frames) const {
+    return routed_ && !frames.empty() ? ssh::route(c_.index, frames) : frames;
+  }
+
+  void on_frame(ssh::Frame& f) {
+    switch (f.type) {
+      case ssh::FrameType::kHello:
+        return on_hello(f);
+      case ssh::FrameType::kReady:
+        return b_.set_phase(c_, Phase::kReady);
+      case ssh::FrameType::kFailure:
+        return on_failure(f);
+      case ssh::FrameType::kStdout:
+      case ssh::FrameType::kStderr:
+        return b_.events_->push(
+            Event{Event::Type::kOutput,
+                  f.id,
+                  c_.index,
+                  f.type == ssh::FrameType::kStdout ? Stream::kStdout : Stream::kStderr,
+                  std::move(f.payload),
+                  {}});
+      case ssh::FrameType::kExit:
+        return on_exit(f);
+      case ssh::FrameType::kDone:
+        done_ = true;
+        return;
+      case ssh::FrameType::kStdinCredit:
+        return on_stdin_credit(f);
+      case ssh::FrameType::kHeartbeat:
+        return;
+      case ssh::FrameType::kFence:
+      case ssh::FrameType::kAbort:
+      case ssh::FrameType::kModexRequest:
+      case ssh::FrameType::kModexResponse:
+        return b_.pmix_frame(c_, f);
+      default:
+        throw std::runtime_error("unexpected frame from the agent");
+    }
+  }
+
+  /// The host is lost: before the job ran a failure to start; after, a lost host while some
+  /// of its ranks have not ended, or while `hosts_below` it in the tree still run.
+  void lost(const std::string& why, bool hosts_below = false) {
+    if (lost_) return;
+    lost_ = true;
+    if (!running_) {
+      b_.fail(c_, why);
+    } else if (!unfinished_.empty() || hosts_below) {
+      b_.events_->push(Event{Event::Type::kHostFailure, -1, c_.index, Stream::kStdout, why, {}});
+    }
+    unfinished_.clear();
+  }
+  /// Lost because its tree parent `parent` was: before the job ran a failure that is not its
+  /// own, after a lost host "lost with its tree parent PARENT" (which a rank's error that
+  /// leads here names); either way not a lost host of its own, so a restart keeps it.
+  void lost_with(const std::string& parent) {
+    if (ended()) return;
+    lost_ = true;
+    if (!running_) {
+      b_.fail(c_, ssh::lost_with_parent_text(parent), 1, true);
+    } else if (!unfinished_.empty()) {
+      Event e{Event::Type::kHostFailure,          -1, c_.index, Stream::kStdout,
+              ssh::lost_with_parent_text(parent), {}};
+      e.with_parent = true;
+      b_.events_->push(std::move(e));
+    }
+    unfinished_.clear();
+  }
+
+ private:
+  void on_hello(const ssh::Frame& f) {
+    wire::Reader in(f.payload, "hello");
+    in.str();  // its host name
+    const std::string reached = in.str();
+    const int mp = static_cast<int>(in.u32());
+    const int dp = static_cast<int>(in.u32());
+    {
+      std::lock_guard lock(b_.mutex_);
+      c_.reached_address = reached;
+      c_.answered = true;
+      c_.master_port = mp;
+      c_.ddl_port = dp;
+    }
+    b_.set_phase(c_, Phase::kHello);
+    hello_ = true;
+  }
+
+  void on_failure(const ssh::Frame& f) {
+    if (running_) {
+      b_.events_->push(
+          Event{Event::Type::kHostFailure, -1, c_.index, Stream::kStdout, f.payload, {f.id, 0}});
+      unfinished_.clear();
+    } else {
+      b_.fail(c_, f.payload, f.id);
+    }
+  }
+
+  void on_exit(const ssh::Frame& f) {
+    wire::Reader in(f.payload, "exit");
+    ExitStatus st;
+    st.code = in.i32();
+    st.signal = in.i32();
+    unfinished_.erase(std::remove(unfinished_.begin(), unfinished_.end(), f.id), unfinished_.end());
+    b_.events_->push(Event{Event::Type::kExit, f.id, c_.index, Stream::kStdout, {}, st});
+  }
+
+  void on_stdin_credit(const ssh::Frame& f) {
+    {
+      std::lock_guard lock(b_.mutex_);
+      b_.stdin_window_ += static_cast<size_t>(std::max(f.id, 0));
+    }
+    b_.changed_.notify_all();
+  }
+
+  SshBackend& b_;
+  HostConn& c_;
+  bool routed_;
+  std::vector<int> unfinished_;
+  bool hello_ = false;
+  bool running_ = false;
+  bool done_ = false;  ///< said done (D)
+  bool lost_ = false;
+};
+
+// The conversation over one ssh channel, as a state machine whose states are its phases:
 //
 //   kLogIn       take the probe's session, or log in              -> kStartAgent, or kEnd (failed)
-//   kStartAgent  take the probe's channel, or run `ddlrun --agent` -> kTalk, or kEnd (failed)
-//   kTalk        turns until D, the channel's end, silence, or finish(); each turn sends what is
-//                due (the job once the agent said hello, go once start() says so, then signals,
-//                PMIx answers and stdin; a heartbeat a second), reads what came and handles its
-//                frames (hello, ready, output, exits, failures, PMIx)  -> kClose, or kEnd when
-//                the agent broke the protocol
-//   kClose       say why the host was lost, if it was              -> kEnd
-// The host's Phase (kConnecting, kHello, kReady, kRunning), which start() waits on, moves
-// with the agent's frames inside kTalk.
+//   kStartAgent  take the probe's channel, or run `ddlrun --agent` (and send it its subtree,
+//                when it has hosts below it)                       -> kTalk, or kEnd (failed)
+//   kTalk        turns until every host on the channel said done, the channel's end, silence,
+//                or finish(); each turn sends what is due to each (the job once its agent said
+//                hello, go once start() says so, then signals, PMIx answers and stdin; a
+//                heartbeat a second), reads what came and hands each frame to its host's
+//                HostTalk (routed frames to the host they come from; L loses a host below and
+//                its subtree)                                      -> kClose, or kEnd when the
+//                agent broke the protocol
+//   kClose       say why the host (and the hosts below it) was lost, if it was  -> kEnd
+// Each host's Phase (kConnecting, kHello, kReady, kRunning), which start() waits on, moves
+// with its agent's frames inside kTalk. Only the channel's own host is timed: the hosts below
+// are watched by their tree parents, which report a silent child with L.
 class SshBackend::Conversation {
  public:
   enum class Step { kLogIn, kStartAgent, kTalk, kClose, kEnd };
 
-  Conversation(SshBackend& backend, HostConn& c) : b_(backend), c_(c), unfinished_(c.ranks) {}
+  Conversation(SshBackend& backend, HostConn& c) : b_(backend), c_(c) {
+    talks_.push_back(std::make_unique<HostTalk>(backend, c, false));
+    for (HostConn* h : c.subtree) {
+      talks_.push_back(std::make_unique<HostTalk>(backend, *h, true));
+      by_index_[h->index] = talks_.back().get();
+    }
+  }
 
   /// Runs `step`; returns the next.
   Step run(Step step) {
@@ -462,6 +720,8 @@ class SshBackend::Conversation {
   }
 
  private:
+  HostTalk& own() { return *talks_.front(); }
+
   Step log_in() {
     ddl::ssh::KeptSessions::Kept kept;
     try {
@@ -487,6 +747,7 @@ class SshBackend::Conversation {
         return Step::kEnd;
       }
     }
+    pending_ = c_.subtree_frame;  // the hosts below, for its agent to start
     // Heartbeats: a frame a second down the channel from now on; once the agent said hello,
     // silence from it for the deadline loses the host.
     next_beat_ = Clock::now();
@@ -499,7 +760,8 @@ class SshBackend::Conversation {
       while (turn()) {
       }
     } catch (const std::exception& e) {
-      lost(std::string("protocol error: ") + e.what());
+      own().lost(std::string("protocol error: ") + e.what(), subtree_open());
+      lose_subtree();
       return Step::kEnd;
     }
     return Step::kClose;
@@ -508,7 +770,7 @@ class SshBackend::Conversation {
   /// One turn of kTalk: false once the conversation is over (open_ and silent_ say why).
   bool turn() {
     std::string to_send = due_frames();
-    if (stopping_ && (!running_ || unfinished_.empty())) return false;
+    if (stopping_ && every([](HostTalk& t) { return t.stopped(); })) return false;
     begin_stop(to_send);
     const Clock::time_point now = Clock::now();
     if (now >= stop_deadline_) return false;
@@ -518,40 +780,79 @@ class SshBackend::Conversation {
     }
     send(to_send);
     receive();
-    if (hello_ && Clock::now() - last_heard_ > b_.options_.heartbeat_timeout) {
+    if (own().hello() && Clock::now() - last_heard_ > b_.options_.heartbeat_timeout) {
       silent_ = true;
       return false;
     }
     while (auto f = reader_.next())
-      on_frame(*f);
-    return open_;
+      dispatch(*f);
+    return open_ && !every([](HostTalk& t) { return t.ended(); });
   }
 
-  /// What to send now, under the lock: the job, go, and (once running) the frames queued for
-  /// this host, control before stdin so that stdin never holds a signal or a fence result back.
+  template <typename Pred>
+  bool every(Pred pred) {
+    return std::all_of(talks_.begin(), talks_.end(), [&](auto& t) { return pred(*t); });
+  }
+  /// Some host below this one has not said done.
+  bool subtree_open() {
+    return std::any_of(talks_.begin() + 1, talks_.end(), [](auto& t) { return !t->ended(); });
+  }
+
+  /// Every host's frames due now, under the lock; the fences' timeouts checked once running.
   std::string due_frames() {
     std::string to_send;
     std::lock_guard lock(b_.mutex_);
     stopping_ = b_.stop_;
     killed_ = b_.killed_;
-    if (c_.phase == Phase::kHello && !c_.job_frame.empty()) {
-      to_send = std::move(c_.job_frame);
-      c_.job_frame.clear();
-    }
-    if (c_.phase == Phase::kReady && c_.go) {
-      to_send = ssh::encode_frame(ssh::FrameType::kGo, 0, {});
-      c_.phase = Phase::kRunning;
-      running_ = true;
-    }
-    if (running_) {
+    for (auto& t : talks_)
+      to_send += t->due_frames();
+    if (std::any_of(talks_.begin(), talks_.end(), [](auto& t) { return t->running(); })) {
       for (const pmix_server::FenceResult& r : b_.fences_->expire(Clock::now()))
         b_.deliver(r);
-      to_send += c_.outgoing;
-      c_.outgoing.clear();
-      to_send += c_.stdin_frames;
-      c_.stdin_frames.clear();
     }
     return to_send;
+  }
+
+  /// A frame on the channel: the channel's own host's, one routed from a host below, or a
+  /// host below lost.
+  void dispatch(ssh::Frame& f) {
+    if (f.type == ssh::FrameType::kRouted) {
+      HostTalk& t = talk_of(f.id);
+      if (t.ended() && !t.done()) return;  // lost: what still comes from it is stale
+      ssh::FrameReader inner;
+      inner.feed(f.payload);
+      while (auto g = inner.next())
+        t.on_frame(*g);
+      return;
+    }
+    if (f.type == ssh::FrameType::kLost) return on_lost(talk_of(f.id), f.payload);
+    own().on_frame(f);
+  }
+
+  HostTalk& talk_of(int index) {
+    const auto it = by_index_.find(index);
+    if (it == by_index_.end()) {
+      throw std::runtime_error("a frame for host " + std::to_string(index) +
+                               ", which is not below " + c_.name + " in the launch tree");
+    }
+    return *it->second;
+  }
+
+  /// Host `t`, below this one, was lost (its tree parent said why): so are the hosts below it.
+  void on_lost(HostTalk& t, const std::string& why) {
+    HostConn& h = t.conn();
+    const bool below_open = std::any_of(h.subtree.begin(), h.subtree.end(), [&](HostConn* d) {
+      return !by_index_.at(d->index)->ended();
+    });
+    t.lost(ssh::tree_lost_text(why, static_cast<int>(h.subtree.size())), below_open);
+    for (HostConn* d : h.subtree)
+      by_index_.at(d->index)->lost_with(h.name);
+  }
+
+  /// Every host below this one goes with it.
+  void lose_subtree() {
+    for (size_t i = 1; i < talks_.size(); ++i)
+      talks_[i]->lost_with(c_.name);
   }
 
   /// finish() while ranks still run (ddlrun is giving up): SIGKILL them, and close the channel
@@ -561,7 +862,8 @@ class SshBackend::Conversation {
     // Once SIGKILL went out ddlrun is leaving at once: only a moment to send it again.
     stop_deadline_ =
         Clock::now() + (killed_ ? std::chrono::milliseconds(500) : std::chrono::milliseconds(3000));
-    to_send += ssh::encode_frame(ssh::FrameType::kSignal, SIGKILL, {});
+    for (auto& t : talks_)
+      to_send += t->wrap(ssh::encode_frame(ssh::FrameType::kSignal, SIGKILL, {}));
   }
 
   /// Queues `frames` and writes what the remote window takes. A write can fail because the
@@ -594,7 +896,7 @@ class SshBackend::Conversation {
   /// Output only while the supervisor has room for it (its events go on meanwhile). The host
   /// is not silent while we are the ones not reading it.
   void receive() {
-    if (running_ && b_.events_->output_full()) {
+    if (own().running() && b_.events_->output_full()) {
       b_.events_->wait_for_room(Clock::now() + std::chrono::milliseconds(kPollMs));
       last_heard_ = Clock::now();
     } else {
@@ -642,96 +944,22 @@ class SshBackend::Conversation {
     }
   }
 
-  void on_frame(ssh::Frame& f) {
-    switch (f.type) {
-      case ssh::FrameType::kHello:
-        return on_hello(f);
-      case ssh::FrameType::kReady:
-        return b_.set_phase(c_, Phase::kReady);
-      case ssh::FrameType::kFailure:
-        return on_failure(f);
-      case ssh::FrameType::kStdout:
-      case ssh::FrameType::kStderr:
-        return b_.events_->push(
-            Event{Event::Type::kOutput,
-                  f.id,
-                  c_.index,
-                  f.type == ssh::FrameType::kStdout ? Stream::kStdout : Stream::kStderr,
-                  std::move(f.payload),
-                  {}});
-      case ssh::FrameType::kExit:
-        return on_exit(f);
-      case ssh::FrameType::kDone:
-        open_ = false;
-        return;
-      case ssh::FrameType::kStdinCredit:
-        return on_stdin_credit(f);
-      case ssh::FrameType::kHeartbeat:
-        return;
-      case ssh::FrameType::kFence:
-      case ssh::FrameType::kAbort:
-      case ssh::FrameType::kModexRequest:
-      case ssh::FrameType::kModexResponse:
-        return b_.pmix_frame(c_, f);
-      default:
-        throw std::runtime_error("unexpected frame from the agent");
-    }
-  }
-
-  void on_hello(const ssh::Frame& f) {
-    wire::Reader in(f.payload, "hello");
-    in.str();  // its host name
-    const std::string reached = in.str();
-    const int mp = static_cast<int>(in.u32());
-    const int dp = static_cast<int>(in.u32());
-    {
-      std::lock_guard lock(b_.mutex_);
-      c_.reached_address = reached;
-      c_.answered = true;
-      c_.master_port = mp;
-      c_.ddl_port = dp;
-    }
-    b_.set_phase(c_, Phase::kHello);
-    hello_ = true;
-  }
-
-  void on_failure(const ssh::Frame& f) {
-    if (running_) {
-      b_.events_->push(
-          Event{Event::Type::kHostFailure, -1, c_.index, Stream::kStdout, f.payload, {f.id, 0}});
-      unfinished_.clear();
-    } else {
-      b_.fail(c_, f.payload, f.id);
-    }
-  }
-
-  void on_exit(const ssh::Frame& f) {
-    wire::Reader in(f.payload, "exit");
-    ExitStatus st;
-    st.code = in.i32();
-    st.signal = in.i32();
-    unfinished_.erase(std::remove(unfinished_.begin(), unfinished_.end(), f.id), unfinished_.end());
-    b_.events_->push(Event{Event::Type::kExit, f.id, c_.index, Stream::kStdout, {}, st});
-  }
-
-  void on_stdin_credit(const ssh::Frame& f) {
-    {
-      std::lock_guard lock(b_.mutex_);
-      b_.stdin_window_ += static_cast<size_t>(std::max(f.id, 0));
-    }
-    b_.changed_.notify_all();
-  }
-
   Step close() {
+    const bool below_open = subtree_open();
+    const int below = static_cast<int>(talks_.size()) - 1;
     if (silent_) {
       // Closing must not wait for a host that cannot answer.
       session_->stop_blocking();
-      lost("no heartbeat for " + seconds_text(b_.options_.heartbeat_timeout) +
-           " (the host is unreachable, or its agent is stopped or hung)");
-    } else if (!open_ && !unfinished_.empty()) {
-      lost(closed_reason());
+      own().lost(
+          ssh::tree_lost_text("no heartbeat for " + seconds_text(b_.options_.heartbeat_timeout) +
+                                  " (the host is unreachable, or its agent is stopped or hung)",
+                              below),
+          below_open);
+    } else if (!open_ && (own().has_unfinished() || below_open)) {
+      own().lost(ssh::tree_lost_text(closed_reason(), below), below_open);
     }
-    if (!running_) b_.fail(c_, "stopped before the job started");
+    lose_subtree();
+    if (!own().running()) b_.fail(c_, "stopped before the job started");
     return Step::kEnd;
   }
 
@@ -742,7 +970,7 @@ class SshBackend::Conversation {
       why = "lost the connection to " + session_->endpoint() + " (" + write_error_ + ")";
     }
     if (!err_line_.empty()) why += " (" + err_line_ + ")";
-    if (!running_ && c_.phase == Phase::kConnecting) {
+    if (!own().running() && c_.phase == Phase::kConnecting) {
       why = "'" + command_ + "' exited before it said hello";
       const int status = channel_->exit_status();
       if (status == 127) {
@@ -755,32 +983,21 @@ class SshBackend::Conversation {
     return why;
   }
 
-  /// The host is lost: before the job ran a failure to start; after, a lost host while some
-  /// of its ranks have not ended.
-  void lost(const std::string& why) {
-    if (!running_) {
-      b_.fail(c_, why);
-    } else if (!unfinished_.empty()) {
-      b_.events_->push(Event{Event::Type::kHostFailure, -1, c_.index, Stream::kStdout, why, {}});
-    }
-  }
-
   SshBackend& b_;
   HostConn& c_;
+  std::vector<std::unique_ptr<HostTalk>> talks_;  ///< c_'s, then those of the hosts below it
+  std::map<int, HostTalk*> by_index_;             ///< the hosts below, by index
   std::unique_ptr<ddl::ssh::Session> session_;
   std::unique_ptr<ddl::ssh::Channel> channel_;  ///< destroyed before session_
   std::string command_;                         ///< what runs on channel_, for messages
   ssh::FrameReader reader_;
   std::string err_line_;  ///< the agent's stderr, up to its next newline
-  std::vector<int> unfinished_;
-  std::string pending_;  ///< frames the remote window could not take yet
+  std::string pending_;   ///< frames the remote window could not take yet
   bool write_failed_ = false;
   std::string write_error_;
   Clock::time_point next_beat_;
   Clock::time_point last_heard_;
   Clock::time_point stop_deadline_ = Clock::time_point::max();
-  bool hello_ = false;
-  bool running_ = false;
   bool stopping_ = false;
   bool killed_ = false;
   bool open_ = true;

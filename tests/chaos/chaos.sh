@@ -2,9 +2,11 @@
 # The chaos suite: random faults during a real libddl allreduce loop (chaos_loop.c), through
 # the local launcher (4 ranks on this host), the ssh launcher (3 namespace hosts x 2 ranks,
 # tests/netns/hosts.sh, real sshd) and per-node mode (the same hosts, one ddlrun each), and
-# what every run must show afterwards.
+# what every run must show afterwards. Launcher "tree" (not in the default list) is the ssh
+# launcher's launch tree at --tree-width 1 on the same hosts: a chain node1 -> node2 -> node3,
+# three levels, so that node2 is an interior host (node1's agent starts it, it starts node3's).
 #
-#   chaos.sh DDLRUN CHAOS_LOOP [--runs N] [--launchers "local ssh pernode"] [--faults "kind ..."]
+#   chaos.sh DDLRUN CHAOS_LOOP [--runs N] [--launchers "local ssh pernode tree"] [--faults "kind ..."]
 #            [--seed S] [--seconds S]
 #
 # Without --runs it runs each fault kind once per launcher (the CTest sample); with --runs N it
@@ -66,7 +68,7 @@ slow_reader fast_stdin"
 kinds_pernode="rdzv_flood"
 
 have_ssh=0
-if [[ " $launchers " == *" ssh "* || " $launchers " == *" pernode "* ]]; then
+if [[ " $launchers " == *" ssh "* || " $launchers " == *" pernode "* || " $launchers " == *" tree "* ]]; then
   # shellcheck source=SCRIPTDIR/../netns/hosts.sh
   source "$(dirname "$0")/../netns/hosts.sh"
   if netns_up 3; then
@@ -79,6 +81,7 @@ if [[ " $launchers " == *" ssh "* || " $launchers " == *" pernode "* ]]; then
     [[ $rc == 77 ]] || exit 1
     launchers=${launchers//pernode/}
     launchers=${launchers//ssh/}
+    launchers=${launchers//tree/}
     echo "chaos: no namespace hosts here; local launcher only"
   fi
 fi
@@ -104,11 +107,15 @@ failures=()
 job_args() {
   if [[ $1 == local ]]; then
     printf '%s\n' --launcher local -H localhost:4 --no-probe
+  elif [[ $1 == tree ]]; then
+    printf '%s\n' --launcher ssh --tree-width 1 --heartbeat-timeout "$lost_s" \
+      --ssh-config "$NETNS_SSH_CONFIG" -H node1:2,node2:2,node3:2
   else
     printf '%s\n' --launcher ssh --ssh-config "$NETNS_SSH_CONFIG" -H node1:2,node2:2,node3:2
   fi
 }
 nranks() { [[ $1 == local ]] && echo 4 || echo 6; }
+on_hosts() { [[ $1 == ssh || $1 == tree ]]; }  # launcher $1 runs on the namespace hosts
 
 # host_of_rank R: the host name in rank R's pid file.
 host_of_rank() { awk '{ print $3 }' "$dir/pid.$1" 2>/dev/null; }
@@ -171,12 +178,14 @@ check_leftovers() {
     for pid in "${pids[@]}"; do
       alive "$pid" && what+=" $pid($(tr '\0' ' ' <"/proc/$pid/cmdline" | cut -c1-40))"
     done
-    if ((have_ssh)) && [[ $launcher == ssh ]]; then
+    if ((have_ssh)) && on_hosts "$launcher"; then
       for k in 1 2 3; do
         for pid in $(netns_pids "$k"); do
           cmd=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | cut -c1-40)
-          # sshd's own session process of a cut link ends when TCP gives up: not the job's
+          # sshd's own session process of a cut link ends when TCP gives up: not the job's;
+          # nor is one that was there before the job (an earlier run's cut link)
           [[ $kind == link_down && $cmd == sshd:* ]] && continue
+          [[ -n ${stale_sshd[$pid]:-} ]] && continue
           what+=" node$k:$pid($cmd)"
         done
       done
@@ -189,7 +198,7 @@ check_leftovers() {
   if [[ -n $what ]]; then
     procs=$(wc -w <<<"$what")
     for pid in "${pids[@]}"; do alive "$pid" && kill -KILL "$pid" 2>/dev/null; done
-    if [[ $launcher == ssh ]]; then
+    if on_hosts "$launcher"; then
       for k in 1 2 3; do
         # shellcheck disable=SC2046
         kill -CONT $(netns_pids "$k") 2>/dev/null
@@ -209,7 +218,7 @@ check_leftovers() {
   if [[ -n $t ]]; then
     files=$(wc -l <<<"$t"); echo "    left in /tmp here: $t" | tr '\n' ' '; echo; rm -rf $t
   fi
-  if [[ $launcher == ssh ]]; then
+  if on_hosts "$launcher"; then
     for k in 1 2 3; do
       t=$(netns_exec "$k" sh -c 'ls -d /tmp/ddlrun.* /tmp/ddlrun-pmix.* /tmp/ddlrun-agent.* 2>/dev/null')
       if [[ -n $t ]]; then
@@ -287,6 +296,21 @@ pernode_run() {
   fi
 }
 
+# note_stale_sshd LAUNCHER: the sshd session processes on the hosts before a run (stale_sshd):
+# those of an earlier run's cut link live until TCP gives up on them, and are not this job's.
+declare -A stale_sshd=()
+note_stale_sshd() {
+  local k pid
+  stale_sshd=()
+  ((have_ssh)) && on_hosts "$1" || return 0
+  for k in 1 2 3; do
+    for pid in $(netns_pids "$k"); do
+      [[ $(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) == sshd:* ]] && stale_sshd[$pid]=1
+    done
+  done
+  return 0
+}
+
 # one_run INDEX LAUNCHER KIND
 one_run() {
   local i=$1 launcher=$2 kind=$3 n rc=0 problems=() started fault_at end_at took peak=0
@@ -298,6 +322,7 @@ one_run() {
   mkdir -p "$dir"
   n=$(nranks "$launcher")
   victim="" bound=5000 stopped_agent="" down_host=""
+  note_stale_sshd "$launcher"
   job_id="chaos$$r$i"
   local args
   mapfile -t args < <(job_args "$launcher")

@@ -219,6 +219,17 @@ TEST(OptionsTest, DurationsTooShortAndCountsTooLargeAreSaidSo) {
             "--np: '2147483648' is too large: at most 2147483647");
 }
 
+// Issue 26: the ssh launcher's launch tree, PRRTE's radix by default; 0 is flat.
+TEST(OptionsTest, TreeWidth) {
+  EXPECT_EQ(parse({"p"}).tree_width, 64);
+  EXPECT_EQ(parse({"--tree-width", "4", "p"}).tree_width, 4);
+  EXPECT_EQ(parse({"--fanout", "0", "p"}).tree_width, 0);
+  EXPECT_EQ(usage_error({"--tree-width", "-1", "p"}),
+            "--tree-width: '-1' is not a whole number of at least 0");
+  EXPECT_EQ(usage_error({"--fanout", "x", "p"}),
+            "--tree-width: 'x' is not a whole number of at least 0");
+}
+
 TEST(OptionsTest, RestartOptions) {
   const Options none = parse({"p"});
   EXPECT_EQ(none.max_restarts, 0);

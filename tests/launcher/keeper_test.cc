@@ -44,11 +44,18 @@ TEST(KeeperTest, AProgramThatDoesNotSayHelloIsKilledAndNotUsedAgain) {
   enable_keeper(not_a_keeper(dir, pid_file));
   const auto start = std::chrono::steady_clock::now();
   keeper_remove_dir((dir / "nothing-here").string());  // the first request starts it
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(4));
-  std::ifstream in(pid_file);
+  // The request does not wait for the hello (a launch does not wait for the keeper to load).
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(1500));
+  // Within the hello's 2 s (and some slack for a loaded machine) it is killed.
   pid_t pid = 0;
-  ASSERT_TRUE(in >> pid) << "the program did not run";
-  EXPECT_FALSE(alive(pid)) << "the program that is not a keeper still runs";
+  bool killed = false;
+  while (!killed && std::chrono::steady_clock::now() - start < std::chrono::seconds(6)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::ifstream in(pid_file);
+    killed = (pid != 0 || static_cast<bool>(in >> pid)) && !alive(pid);
+  }
+  ASSERT_NE(pid, 0) << "the program did not run";
+  EXPECT_TRUE(killed) << "the program that is not a keeper still runs";
   fs::remove(pid_file);
   keeper_remove_dir((dir / "nothing-here").string());
   std::this_thread::sleep_for(std::chrono::milliseconds(300));

@@ -1,8 +1,12 @@
 #include <gtest/gtest.h>
+#include <hwloc.h>
+#include <pmix.h>
 
 #include <algorithm>
 
 #include "launcher/pmix_server/server.h"
+#include "launcher/pmix_topo.h"
+#include "mapper/probe_hwloc.h"
 
 namespace ddl::launcher::pmix_server {
 namespace {
@@ -58,6 +62,38 @@ TEST(PmixServerTest, EachRankGetsItsNamespaceRankServerAndOpenMpiSetting) {
   server = Server::start("", host);
   server->register_job(two_hosts(), {0, 1});
   EXPECT_EQ(value(server->fork_environment(0), "PMIX_RANK"), "0");
+}
+
+// PMIx takes the topology provided (provide_host_topology: ddlrun's main gives the probe
+// cache's, mapper::local_topology) instead of discovering it once more. CTest runs each test in
+// a process of its own; run by hand after another test started PMIx, it cannot be checked.
+TEST(PmixServerTest, PmixTakesTheTopologyProvided) {
+  if (PMIx_Initialized()) GTEST_SKIP() << "PMIx was started by an earlier test of this process";
+  hwloc_topology_t provided = mapper::local_topology(/*use_cache=*/false);
+  int calls = 0;
+  provide_host_topology([&] {
+    ++calls;
+    return HostTopology{provided, mapper::hwloc_source()};
+  });
+  RecordingHost host;
+  std::unique_ptr<Server> server = Server::start("", host);
+  pmix_topology_t held{};
+  ASSERT_EQ(PMIx_Load_topology(&held), PMIX_SUCCESS);
+  EXPECT_EQ(held.topology, provided) << "PMIx discovered the topology itself";
+  EXPECT_EQ(calls, 1);
+  server.reset();
+  server = Server::start("", host);  // PMIx stays initialized: not asked again
+  EXPECT_EQ(calls, 1);
+  provide_host_topology(nullptr);
+  // What was provided is this host's.
+  hwloc_topology_t live = nullptr;
+  ASSERT_EQ(hwloc_topology_init(&live), 0);
+  ASSERT_EQ(hwloc_topology_load(live), 0);
+  EXPECT_TRUE(hwloc_bitmap_isequal(hwloc_topology_get_topology_cpuset(provided),
+                                   hwloc_topology_get_topology_cpuset(live)));
+  EXPECT_EQ(hwloc_get_nbobjs_by_type(provided, HWLOC_OBJ_PU),
+            hwloc_get_nbobjs_by_type(live, HWLOC_OBJ_PU));
+  hwloc_topology_destroy(live);
 }
 
 TEST(PmixServerTest, UserSettingsWinOverThePmixEnvironment) {

@@ -14,7 +14,9 @@
 #include "launcher/job.h"
 #include "launcher/ssh/agent.h"
 #include "launcher/ssh/protocol.h"
+#include "launcher/ssh/tree.h"
 #include "launcher/wire.h"
+#include "tests/ssh/fake_ssh.h"
 
 namespace ddl::launcher {
 namespace {
@@ -22,9 +24,11 @@ namespace {
 /// ddlrun's end of an agent's channel; the agent runs on its own thread.
 class AgentPeer {
  public:
-  AgentPeer() {
+  /// `connector`: how it logs in to its children, should it get a subtree (W).
+  explicit AgentPeer(ddl::ssh::Connector& connector = ddl::ssh::libssh_connector()) {
     EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds_), 0);
-    agent_ = std::thread([this] { status_ = converse_as_agent(fds_[1], fds_[1], false); });
+    agent_ = std::thread(
+        [this, &connector] { status_ = converse_as_agent(fds_[1], fds_[1], false, connector); });
   }
   ~AgentPeer() {
     if (agent_.joinable()) {
@@ -183,6 +187,75 @@ TEST(SshAgent, WhenDdlrunIsLostTheRanksAreStopped) {
   peer.hang_up();
   EXPECT_EQ(peer.status(), 1);  // no exit or done goes up: nobody is listening
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+}
+
+/// Plays a child's agent below the agent under test: hello at once, ready to its job, and on
+/// go done and the end (exit 0).
+void child_agent(ddl::ssh::FakeRemote& r) {
+  std::string hello;
+  wire::put_str(hello, "c1");
+  wire::put_str(hello, "10.9.9.9");
+  wire::put_u32(hello, 1);
+  wire::put_u32(hello, 2);
+  r.print(ssh::encode_frame(ssh::FrameType::kHello, 0, hello));
+  auto reader = std::make_shared<ssh::FrameReader>();
+  r.on_write([reader](ddl::ssh::FakeRemote& r, std::string_view bytes) {
+    reader->feed(bytes);
+    while (auto f = reader->next()) {
+      if (f->type == ssh::FrameType::kJob)
+        r.print(ssh::encode_frame(ssh::FrameType::kReady, 0, {}));
+      if (f->type == ssh::FrameType::kGo) {
+        r.print(ssh::encode_frame(ssh::FrameType::kDone, 0, {}));
+        r.end(0);
+      }
+    }
+  });
+}
+
+/// The next frame that is not a heartbeat.
+ssh::Frame next_command(AgentPeer& peer) {
+  for (;;) {
+    std::optional<ssh::Frame> f = peer.next();
+    if (!f) return {};
+    if (f->type != ssh::FrameType::kHeartbeat) return *f;
+  }
+}
+
+TEST(SshAgent, AnInteriorAgentStartsItsChildAndLeavesAfterIt) {
+  ddl::ssh::FakeConnector connector;
+  connector.host("c1").program = child_agent;
+  AgentPeer peer(connector);
+  peer.expect(ssh::FrameType::kHello);
+  ssh::SubtreeFrame w;
+  w.ddlrun_path = "/opt/ddlrun";
+  w.ddlrun_address = "10.0.0.9";
+  w.children = {{1, "c1", {}}};
+  peer.send(ssh::FrameType::kSubtree, 0, ssh::encode(w));
+  // The child's hello comes up routed from host 1.
+  ssh::Frame f = next_command(peer);
+  ASSERT_EQ(f.type, ssh::FrameType::kRouted);
+  EXPECT_EQ(f.id, 1);
+  EXPECT_EQ(f.payload.front(), 'H');
+  // Its job goes down, its ready comes up.
+  Job job = one_host({"/bin/true"}, 1);
+  job.topology.hosts.push_back({1, "c1", "10.9.9.9", {}});
+  peer.send(ssh::FrameType::kRouted, 1,
+            ssh::encode_frame(ssh::FrameType::kJob, 1, job_payload(job)));
+  f = next_command(peer);
+  ASSERT_EQ(f.type, ssh::FrameType::kRouted);
+  EXPECT_EQ(f.payload, ssh::encode_frame(ssh::FrameType::kReady, 0, {}));
+  // Its own ranks run and end; it says done, and stays until its child said done too.
+  peer.send(ssh::FrameType::kJob, 0, job_payload(job));
+  peer.expect(ssh::FrameType::kReady);
+  peer.send(ssh::FrameType::kGo, 0);
+  while ((f = next_command(peer)).type != ssh::FrameType::kDone) {
+  }
+  peer.send(ssh::FrameType::kRouted, 1, ssh::encode_frame(ssh::FrameType::kGo, 0, {}));
+  f = next_command(peer);
+  ASSERT_EQ(f.type, ssh::FrameType::kRouted);
+  EXPECT_EQ(f.payload, ssh::encode_frame(ssh::FrameType::kDone, 0, {}));
+  EXPECT_EQ(peer.status(), 0);
+  EXPECT_EQ(connector.host("c1").commands, std::vector<std::string>{"/opt/ddlrun --agent"});
 }
 
 }  // namespace

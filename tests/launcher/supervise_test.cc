@@ -419,6 +419,21 @@ TEST(SuperviseTest, JobEndNamesTheFailureAndTheLostHosts) {
     EXPECT_EQ(end.lost_hosts, (std::set<std::string>{"n2"}));
   }
   {
+    // Issue 26: n2 lost only with its tree parent n1 (the ssh launcher's launch tree) is no
+    // lost host of its own: a restart keeps it.
+    FakeBackend b({0, 1, 2});
+    Event first{Event::Type::kHostFailure, -1, 0, Stream::kStdout, "no heartbeat for 4 s", {}};
+    Event with{Event::Type::kHostFailure,      -1, 1, Stream::kStdout,
+               "lost with its tree parent n1", {}};
+    with.with_parent = true;
+    b.script_ = {first, with};
+    RecordingSink sink;
+    JobEnd end;
+    EXPECT_EQ(supervise(b, &t, quiet_options(), sink, &end), 1);
+    EXPECT_EQ(end.reason, "n1: no heartbeat for 4 s");
+    EXPECT_EQ(end.lost_hosts, (std::set<std::string>{"n1"}));
+  }
+  {
     FakeBackend b({0, 1});
     SuperviseOptions o = quiet_options();
     o.timeout = 100ms;

@@ -6,7 +6,8 @@
 # Each run: pmix_client with a collecting fence and with a non-collecting one (Gets of other
 # hosts' keys by direct modex), the MPI program (MPI_Init/Allreduce/Finalize), PMIx_Abort from
 # one rank (the job ends everywhere with its status 7 and message), and a fence that one rank
-# never enters (it fails after the timeout, naming that rank).
+# never enters (it fails after the timeout, naming that rank). Locally also the plain launch of
+# 2 ranks, whose PMIx server takes this host's topology from the probe cache.
 set -uo pipefail
 mode=$1 ddlrun=$2 client=$3 mpi=${4:-}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -91,6 +92,33 @@ if [[ -n $mpi ]]; then
     "${where[@]}" "${mpi_env[@]}" "$mpi"
 else
   echo "(no MPI program: mpicc was not found when this was built)"
+fi
+
+# The plain launch (auto launcher, this host probed through its cache) of 2 ranks: ddlrun's PMIx
+# server takes this host's topology from the probe cache (written by the first run, read by the
+# second) and PMIx clients and an Open MPI program still work.
+if [[ $mode == local ]]; then
+  cache=$(mktemp -d "${TMPDIR:-/tmp}/pmix_jobs_cache.XXXXXX")
+  saved=("${XDG_CACHE_HOME-}" "${DDL_PROBE_CACHE-}") saved_n=$n n=2
+  export XDG_CACHE_HOME=$cache
+  unset DDL_PROBE_CACHE
+  for run in writes reads; do
+    every_rank "pmix_client under -H localhost:2 (the probe cache $run the topology)" \
+      "pmix_client: rank RANK of 2, .*collecting fence, 2 keys ok" -H localhost:2 "$client" collect
+  done
+  if [[ -n $mpi ]]; then
+    every_rank "Open MPI program under -H localhost:2" "mpi_allreduce: rank RANK of 2 on .*: sum .* ok" \
+      -H localhost:2 "$mpi"
+  fi
+  if compgen -G "$cache/ddlrun/hwloc/*.xml" >/dev/null; then
+    pass "the launch kept this host's topology in the probe cache"
+  else
+    fail "no topology was kept in $cache/ddlrun/hwloc"
+  fi
+  rm -rf "$cache"
+  n=$saved_n
+  if [[ -n ${saved[0]} ]]; then export XDG_CACHE_HOME=${saved[0]}; else unset XDG_CACHE_HOME; fi
+  [[ -n ${saved[1]} ]] && export DDL_PROBE_CACHE=${saved[1]}
 fi
 
 echo "== PMIx_Abort from rank 3"

@@ -1,0 +1,132 @@
+# shellcheck shell=bash
+# bench/netns_scale.sh --launch (sourced by it): `true` on N namespace hosts, one rank each,
+# through ddlrun flat, ddlrun's launch tree and mpirun; see netns_scale.sh's head. Uses its
+# variables: counts, runs, width, ddlrun, mpirun, login_sleep, failed.
+
+# sample PID: "peak_rss_kb most_threads" of PID until it ends (every 20 ms).
+sample() {
+  local pid=$1 rss=0 thr=0 r t
+  while read -r r t < <(awk '/^VmHWM:/ {r = $2} /^Threads:/ {t = $2} END {print r + 0, t + 0}' \
+    "/proc/$pid/status" 2>/dev/null) && ((t > 0)); do
+    ((r > rss)) && rss=$r
+    ((t > thr)) && thr=$t
+    sleep 0.02
+  done
+  echo "$rss $thr"
+}
+
+# time_runs KEY CMD...: runs CMD `runs` times; sets secs[KEY] (median), rss[KEY] (MB) and
+# thr[KEY] (most threads) for ddlrun; a failed run marks KEY "failed".
+time_runs() {
+  local key=$1 i t0 pid rc times=() peak=0 most=0 r t
+  shift
+  for ((i = 0; i < runs; i++)); do
+    t0=$EPOCHREALTIME
+    "$@" </dev/null >"$work/out" 2>&1 &
+    pid=$!
+    read -r r t <<<"$(sample "$pid")"
+    wait "$pid"
+    rc=$?
+    if ((rc != 0)); then
+      echo "  $key: exit $rc: $(grep -v '^$' "$work/out" | head -n2 | tr '\n' ' ' | cut -c1-150)" >&2
+      secs[$key]=failed
+      failed=1
+      return
+    fi
+    times+=("$(echo "$EPOCHREALTIME - $t0" | bc)")
+    ((r > peak)) && peak=$r
+    ((t > most)) && most=$t
+  done
+  secs[$key]=$(printf '%s\n' "${times[@]}" | sort -g | awk '{ v[NR] = $1 } END { printf "%.2f", v[int((NR + 1) / 2)] }')
+  rss[$key]=$(awk -v k="$peak" 'BEGIN { printf "%.1f", k / 1024 }')
+  thr[$key]=$most
+}
+
+# levels N: the launch tree's levels of hosts at fan-out `width` (tree.h: W + W^2 + ... >= N).
+levels() {
+  awk -v n="$1" -v w="$width" 'BEGIN { c = 0; p = 1; for (d = 1; ; d++) { p *= w; c += p; if (c >= n) { print d; exit } } }'
+}
+
+# fit LABEL X... -- Y...: least squares y = a + b x, and its value at 1,024 and 4,608 hosts
+# (X given by `xof`).
+fit() {
+  local label=$1 xs=() ys=() x1 x2
+  shift
+  while [[ $1 != -- ]]; do xs+=("$1"); shift; done
+  shift
+  ys=("$@")
+  x1=$($xof 1024) x2=$($xof 4608)
+  if ((${#xs[@]} < 2)); then
+    printf '  %-28s needs two counts\n' "$label"
+    return
+  fi
+  awk -v xs="${xs[*]}" -v ys="${ys[*]}" -v x1="$x1" -v x2="$x2" -v label="$label" -v var="$var" 'BEGIN {
+    n = split(xs, x, " "); split(ys, y, " ")
+    for (i = 1; i <= n; i++) { sx += x[i]; sy += y[i]; sxx += x[i] * x[i]; sxy += x[i] * y[i] }
+    d = n * sxx - sx * sx
+    b = d == 0 ? 0 : (n * sxy - sx * sy) / d
+    a = (sy - b * sx) / n
+    printf "  %-28s t = %.3f + %.5f*%s   1,024 hosts: %7.2f s   4,608 hosts: %7.2f s\n",
+           label, a, b, var, a + b * x1, a + b * x2 }'
+}
+hosts_n() { echo "$1"; }
+
+# slow_logins N: `sleep login_sleep` in root's .bashrc on each of the N hosts (each has its own
+# home), when asked for.
+slow_logins() {
+  local k root_home
+  [[ $login_sleep == 0 ]] && return 0
+  root_home=$(getent passwd root | cut -d: -f6)
+  for ((k = 1; k <= $1; k++)); do
+    netns_exec "$k" sh -c "echo 'sleep $login_sleep' >'$root_home/.bashrc'" || exit 1
+  done
+}
+
+launch_table() {
+  [[ -x $ddlrun ]] || { echo "netns_scale: no ddlrun at $ddlrun (--ddlrun)" >&2; exit 2; }
+  ddlrun=$(realpath "$ddlrun")
+  if ((mpirun)) && ! command -v mpirun >/dev/null; then
+    echo "netns_scale: no mpirun: its column stays empty (install openmpi-bin)" >&2
+    mpirun=0
+  fi
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  work=$(mktemp -d "${TMPDIR:-/tmp}/netns_scale.XXXXXX") || exit 1
+  trap 'netns_down; rm -rf "$work"' EXIT
+  declare -gA secs=() rss=() thr=()
+  local n hosts xs_n=() xs_l=() xs_m=() y_flat=() y_tree=() y_mpi=()
+  echo "netns_scale --launch: true, 1 rank a host, median of $runs; tree fan-out $width; every login" \
+    "sleeps $login_sleep s; $(nproc) CPUs, load $(cut -d' ' -f1 /proc/loadavg)"
+  printf '%6s %8s %8s %8s %8s %9s %9s %9s %9s\n' hosts "flat s" "tree s" "mpirun s" levels \
+    "flat MB" "flat thr" "tree MB" "tree thr"
+  for n in $counts; do
+    netns_up "$n" || exit $?
+    unset SSH_AUTH_SOCK
+    export HOME="$NETNS_DIR/home" XDG_CACHE_HOME="$NETNS_DIR/cache"
+    mkdir -p "$HOME"
+    hosts=$(IFS=,; echo "${NETNS_HOSTS[*]}")
+    slow_logins "$n"
+    secs=() rss=() thr=()
+    local d=(--launcher ssh --no-probe --ssh-config "$NETNS_SSH_CONFIG" -H "$hosts")
+    time_runs flat "$ddlrun" "${d[@]}" --tree-width 0 true
+    time_runs tree "$ddlrun" "${d[@]}" --tree-width "$width" true
+    secs[mpirun]=-
+    if ((mpirun)); then
+      time_runs mpirun mpirun --mca plm_rsh_args "-F $NETNS_SSH_CONFIG" --mca oob_tcp_if_include \
+        "$NETNS_NET" --mca btl_tcp_if_include "$NETNS_NET" -H "$hosts" -np "$n" true
+    fi
+    printf '%6s %8s %8s %8s %8s %9s %9s %9s %9s\n' "$n" "${secs[flat]}" "${secs[tree]}" \
+      "${secs[mpirun]}" "$(levels "$n")" "${rss[flat]:--}" "${thr[flat]:--}" "${rss[tree]:--}" \
+      "${thr[tree]:--}"
+    [[ ${secs[flat]} != failed ]] && xs_n+=("$n") && y_flat+=("${secs[flat]}")
+    [[ ${secs[tree]} != failed ]] && xs_l+=("$(levels "$n")") && y_tree+=("${secs[tree]}")
+    [[ ${secs[mpirun]} != failed && ${secs[mpirun]} != - ]] && xs_m+=("$n") && y_mpi+=("${secs[mpirun]}")
+    netns_down
+  done
+  echo "model (least squares over the rows above; N hosts, L levels of the tree):"
+  xof=hosts_n var=N fit "ddlrun flat" "${xs_n[@]}" -- "${y_flat[@]}"
+  xof=levels var=L fit "ddlrun tree (fan-out $width)" "${xs_l[@]}" -- "${y_tree[@]}"
+  ((${#y_mpi[@]})) && xof=hosts_n var=N fit "mpirun" "${xs_m[@]}" -- "${y_mpi[@]}"
+  echo "  (namespace hosts share this machine's $(nproc) CPUs, so every launcher's time here also grows"
+  echo "  with N; the tree's model assumes hosts with CPUs of their own, each level costing alike)"
+  return 0
+}

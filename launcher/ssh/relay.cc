@@ -1,0 +1,324 @@
+// An interior agent's relay along the launch tree (relay.h, tree.h).
+//
+// How it works: one thread per child (an agent has at most --tree-width of them). Each logs in
+// from this host with ddlrun's ssh settings (the subtree frame's; at most ssh.max_parallel
+// logins at once), runs `ddlrun --agent` there and sends it its own subtree frame, then talks:
+// each turn it writes what is due down (frames routed to that child or below it, and a
+// heartbeat a second) as far as the remote window takes, reads what the child sent and passes
+// it up: the child's own frames wrapped as routed from the child (T), frames already routed
+// (from further down) and lost-host notes (L) unchanged. The child's heartbeats stop here:
+// this agent's own heartbeat speaks for its subtree, and a silent child is this agent's to
+// name. Upward writes block while the channel up is full, and a thread that blocks reads no
+// more from its child, so ssh's window holds the child back in turn (bounded buffers, output
+// back-pressure down the tree); the time spent blocked does not count as the child's silence.
+// A child that fails before its hello is reported as that host's failure (F, routed); after
+// its hello, a child silent for the heartbeat deadline, or whose channel ends before it said
+// done, is reported lost (L). Either way its channel closes, so its agent, and below it every
+// agent of its subtree, loses its parent and stops its ranks (protocol.h).
+
+#include "launcher/ssh/relay.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "base/text.h"
+#include "launcher/external.h"
+#include "launcher/ssh/protocol.h"
+
+namespace ddl::launcher::ssh {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+constexpr int kPollMs = 20;
+
+void collect(const TreeHost& h, std::vector<int>& out) {
+  out.push_back(h.index);
+  for (const TreeHost& c : h.children)
+    collect(c, out);
+}
+}  // namespace
+
+struct Relay::Child {
+  TreeHost host;
+  std::vector<int> below;  ///< sorted indices of its subtree, itself included
+  std::string down;        ///< frames for it, guarded by Relay::mutex_
+};
+
+Relay::Relay(SubtreeFrame spec, std::string self, Up up, ddl::ssh::Connector& connector)
+    : spec_(std::move(spec)),
+      self_(std::move(self)),
+      up_(std::move(up)),
+      connector_(connector),
+      logins_(std::max(spec_.ssh.max_parallel, 1)) {
+  for (TreeHost& h : spec_.children) {
+    auto c = std::make_unique<Child>();
+    collect(h, c->below);
+    std::sort(c->below.begin(), c->below.end());
+    c->host = std::move(h);
+    children_.push_back(std::move(c));
+  }
+  spec_.children.clear();
+}
+
+Relay::~Relay() {
+  upstream_gone();
+  for (std::thread& t : threads_) {
+    if (t.joinable()) t.join();
+  }
+}
+
+Relay::Child* Relay::child_for(int host) {
+  for (auto& c : children_) {
+    if (std::binary_search(c->below.begin(), c->below.end(), host)) return c.get();
+  }
+  return nullptr;
+}
+
+bool Relay::down(int host, std::string_view frames) {
+  Child* c = child_for(host);
+  if (c == nullptr) return false;
+  std::lock_guard lock(mutex_);
+  if (c->host.index == host) {
+    c->down.append(frames);
+  } else {
+    c->down += route(host, frames);
+  }
+  return true;
+}
+
+void Relay::upstream_gone() {
+  {
+    std::lock_guard lock(mutex_);
+    gone_ = true;
+  }
+  changed_.notify_all();
+}
+
+void Relay::wait() {
+  std::unique_lock lock(mutex_);
+  changed_.wait(lock, [&] { return running_ == 0 || gone_; });
+}
+
+// One child's conversation, on its own thread:
+//   log in -> run its agent and send it its subtree frame -> turns until its channel ends,
+//   it falls silent, or the channel up is gone -> say what became of it (F before its hello,
+//   L after, unless it said done).
+class Relay::Talk {
+ public:
+  Talk(Relay& r, Child& c) : r_(r), c_(c) {}
+
+  void run() {
+    if (!log_in() || !start_agent()) return;
+    try {
+      while (turn()) {
+      }
+    } catch (const std::exception& e) {
+      return report(std::string("protocol error: ") + e.what());
+    }
+    if (silent_) {
+      session_->stop_blocking();
+      return report("no heartbeat for " + base::seconds_text(r_.spec_.heartbeat_timeout) +
+                    " (the host is unreachable, or its agent is stopped or hung)");
+    }
+    // Done, and then the end of its agent: but an agent leaves after its subtree, so one
+    // that did not exit 0 left hosts below it behind.
+    if (!r_.gone() && (!done_ || channel_->exit_status() != 0)) report(closed_reason());
+  }
+
+ private:
+  std::string from() const { return " (from " + r_.self_ + ", its parent in the launch tree)"; }
+
+  bool log_in() {
+    r_.logins_.acquire();
+    try {
+      session_ = r_.connector_.connect(c_.host.name, r_.spec_.ssh);
+    } catch (const std::exception& e) {
+      r_.logins_.release();
+      report(e.what() + from());
+      return false;
+    }
+    r_.logins_.release();
+    return true;
+  }
+
+  bool start_agent() {
+    command_ = ::ddl::launcher::shell_join({r_.spec_.ddlrun_path}) + " --agent";
+    try {
+      channel_ = session_->exec(command_);
+    } catch (const ddl::ssh::Error&) {
+      report("cannot run '" + command_ + "' on " + session_->endpoint() + ": " + session_->error() +
+             from());
+      return false;
+    }
+    SubtreeFrame mine;
+    mine.ssh = r_.spec_.ssh;
+    mine.ddlrun_path = r_.spec_.ddlrun_path;
+    mine.ddlrun_address = r_.spec_.ddlrun_address;
+    mine.heartbeat_timeout = r_.spec_.heartbeat_timeout;
+    mine.children = c_.host.children;
+    pending_ = encode_frame(FrameType::kSubtree, 0, encode(mine));
+    last_heard_ = Clock::now();
+    next_beat_ = Clock::now();
+    return true;
+  }
+
+  /// One turn: false once the conversation is over.
+  bool turn() {
+    if (r_.gone()) return false;
+    {
+      std::lock_guard lock(r_.mutex_);
+      pending_ += c_.down;
+      c_.down.clear();
+    }
+    if (Clock::now() >= next_beat_) {
+      pending_ += encode_frame(FrameType::kHeartbeat, 0, {});
+      next_beat_ = Clock::now() + kHeartbeatInterval;
+    }
+    if (!write_failed_ && !write_pending()) write_failed_ = true;
+    const bool open = pump();
+    forward();
+    if (hello_ && Clock::now() - last_heard_ > r_.spec_.heartbeat_timeout) {
+      silent_ = true;
+      return false;
+    }
+    return open;
+  }
+
+  /// Writes what the remote window takes now; false on an error.
+  bool write_pending() {
+    while (!pending_.empty()) {
+      const uint32_t window = channel_->window();
+      if (window == 0) return true;
+      const int n = channel_->write(
+          std::string_view(pending_).substr(0, std::min<size_t>(pending_.size(), window)));
+      if (n < 0) return false;
+      if (n == 0) return true;
+      pending_.erase(0, static_cast<size_t>(n));
+    }
+    return true;
+  }
+
+  /// Reads what the child sent (stdout: frames; stderr: lines, passed up as notes); false once
+  /// its channel has ended.
+  bool pump() {
+    int avail = channel_->poll(std::chrono::milliseconds(kPollMs));
+    if (avail == ddl::ssh::Channel::kError) return false;
+    bool eof = avail == ddl::ssh::Channel::kEof;
+    char buf[65536];
+    while (avail > 0) {
+      const int n = channel_->read(buf, sizeof buf, ddl::ssh::Stream::kStdout);
+      if (n <= 0) {
+        eof = eof || n == ddl::ssh::Channel::kEof || n == ddl::ssh::Channel::kError;
+        break;
+      }
+      last_heard_ = Clock::now();
+      reader_.feed(std::string_view(buf, static_cast<size_t>(n)));
+    }
+    for (int n; (n = channel_->read(buf, sizeof buf, ddl::ssh::Stream::kStderr)) > 0;) {
+      last_heard_ = Clock::now();
+      err_line_.append(buf, static_cast<size_t>(n));
+    }
+    pass_stderr_lines();
+    return !(eof || channel_->eof());
+  }
+
+  /// The child agent's own stderr, a line at a time, as its notes (R frames of rank -1).
+  void pass_stderr_lines() {
+    std::string up;
+    for (size_t nl; (nl = err_line_.find('\n')) != std::string::npos;) {
+      up += encode_frame(FrameType::kStderr, -1, c_.host.name + ": " + err_line_.substr(0, nl + 1));
+      err_line_.erase(0, nl + 1);
+    }
+    if (!up.empty()) send_up(route(c_.host.index, up));
+  }
+
+  /// The child's frames, up: its own wrapped as from it, routed ones and L as they are.
+  void forward() {
+    std::string up;
+    std::string own;
+    while (std::optional<Frame> f = reader_.next()) {
+      if (f->type == FrameType::kHeartbeat) continue;
+      if (f->type == FrameType::kHello) hello_ = true;
+      if (f->type == FrameType::kDone) done_ = true;
+      std::string bytes = encode_frame(f->type, f->id, f->payload);
+      if (f->type == FrameType::kRouted || f->type == FrameType::kLost) {
+        if (!own.empty()) up += route(c_.host.index, own);
+        own.clear();
+        up += bytes;
+      } else {
+        own += bytes;
+      }
+    }
+    if (!own.empty()) up += route(c_.host.index, own);
+    if (!up.empty()) send_up(up);
+  }
+
+  /// Up the agent's channel; the time it blocks there is not the child's silence.
+  void send_up(const std::string& frames) {
+    r_.up_(frames);
+    last_heard_ = Clock::now();
+  }
+
+  std::string closed_reason() {
+    std::string why = "the connection to its agent closed";
+    if (write_failed_) why = "lost the connection to " + session_->endpoint();
+    if (!err_line_.empty()) why += " (" + err_line_ + ")";
+    if (!hello_) {
+      why = "'" + command_ + "' exited before it said hello";
+      const int status = channel_->exit_status();
+      if (status == 127) {
+        why += " (exit status 127: ddlrun is not installed at " + r_.spec_.ddlrun_path + " there)";
+      } else if (status >= 0) {
+        why += " (exit status " + std::to_string(status) + ")";
+      }
+    }
+    return why + from();
+  }
+
+  /// What became of the child: before its hello a failure to start it (F, as from it); after,
+  /// lost (L).
+  void report(const std::string& why) {
+    if (hello_) {
+      send_up(encode_frame(FrameType::kLost, c_.host.index, why));
+    } else {
+      send_up(route(c_.host.index, encode_frame(FrameType::kFailure, 1, why)));
+    }
+  }
+
+  Relay& r_;
+  Child& c_;
+  std::unique_ptr<ddl::ssh::Session> session_;
+  std::unique_ptr<ddl::ssh::Channel> channel_;  ///< destroyed before session_
+  std::string command_;
+  FrameReader reader_;
+  std::string pending_;   ///< frames the remote window could not take yet
+  std::string err_line_;  ///< the child agent's stderr, up to its next newline
+  Clock::time_point last_heard_;
+  Clock::time_point next_beat_;
+  bool hello_ = false;
+  bool done_ = false;
+  bool silent_ = false;
+  bool write_failed_ = false;
+};
+
+void Relay::start() {
+  {
+    std::lock_guard lock(mutex_);
+    running_ = static_cast<int>(children_.size());
+  }
+  for (auto& c : children_) {
+    threads_.emplace_back([this, child = c.get()] {
+      {
+        Talk talk(*this, *child);
+        talk.run();
+      }
+      {
+        std::lock_guard lock(mutex_);
+        --running_;
+      }
+      changed_.notify_all();
+    });
+  }
+}
+
+}  // namespace ddl::launcher::ssh

@@ -1,0 +1,146 @@
+// The shape of the launch tree and its frames (tree.h).
+//
+// How it works: launch_tree() puts the first `width` hosts on the first level (ddlrun's own
+// sessions) and deals the rest out in contiguous runs of nearly equal length, one run per
+// first-level host, each run becoming that host's subtree by the same rule. A K-ary heap would
+// hang every further host under the first one or two (128 hosts, K 64: one agent with 64
+// children, 63 with none); equal runs keep every interior agent's share, and so the time to
+// start its subtree, alike, and the depth at ceil(log_K(N)). The job's order is kept within a
+// level, so host 0 (rank 0's, usually) is on the first level.
+
+#include "launcher/ssh/tree.h"
+
+#include <stdexcept>
+
+#include "launcher/ssh/protocol.h"
+#include "launcher/wire.h"
+
+namespace ddl::launcher::ssh {
+
+namespace {
+
+using Hosts = std::vector<std::pair<int, std::string>>;
+
+/// hosts[begin, end) under one parent: the first `width` are its children, the rest dealt out.
+std::vector<TreeHost> build(const Hosts& hosts, size_t begin, size_t end, size_t width) {
+  std::vector<TreeHost> level;
+  const size_t n = end - begin;
+  const size_t first = std::min(n, width);
+  for (size_t i = 0; i < first; ++i)
+    level.push_back(TreeHost{hosts[begin + i].first, hosts[begin + i].second, {}});
+  const size_t rest = n - first;
+  size_t at = begin + first;
+  for (size_t i = 0; i < first && rest > 0; ++i) {
+    const size_t share = rest / first + (i < rest % first ? 1 : 0);
+    level[i].children = build(hosts, at, at + share, width);
+    at += share;
+  }
+  return level;
+}
+
+void put_host(std::string& out, const TreeHost& h) {
+  wire::put_u32(out, static_cast<uint32_t>(h.index));
+  wire::put_str(out, h.name);
+  wire::put_u32(out, static_cast<uint32_t>(h.children.size()));
+  for (const TreeHost& c : h.children)
+    put_host(out, c);
+}
+
+std::vector<TreeHost> get_hosts(wire::Reader& in, int depth) {
+  if (depth > kMaxTreeDepth) {
+    throw std::runtime_error("malformed subtree frame: deeper than " +
+                             std::to_string(kMaxTreeDepth) + " levels");
+  }
+  const uint32_t n = in.count(12);
+  std::vector<TreeHost> hosts(n);
+  for (TreeHost& h : hosts) {
+    h.index = in.i32();
+    if (h.index < 0) throw std::runtime_error("malformed subtree frame: a negative host index");
+    h.name = in.str();
+    h.children = get_hosts(in, depth + 1);
+  }
+  return hosts;
+}
+
+uint32_t clamp_ms(std::chrono::milliseconds ms) {
+  return static_cast<uint32_t>(std::clamp<int64_t>(ms.count(), 0, UINT32_MAX));
+}
+
+}  // namespace
+
+std::vector<TreeHost> launch_tree(const Hosts& hosts, int width) {
+  const size_t w = width <= 0 ? hosts.size() : static_cast<size_t>(width);
+  return build(hosts, 0, hosts.size(), std::max<size_t>(w, 1));
+}
+
+int hosts_below(const TreeHost& h) {
+  int n = 0;
+  for (const TreeHost& c : h.children)
+    n += 1 + hosts_below(c);
+  return n;
+}
+
+int tree_depth(const std::vector<TreeHost>& level) {
+  int deepest = 0;
+  for (const TreeHost& h : level)
+    deepest = std::max(deepest, tree_depth(h.children));
+  return level.empty() ? 0 : deepest + 1;
+}
+
+std::string encode(const SubtreeFrame& f) {
+  std::string out;
+  wire::put_str(out, f.ssh.ssh_config);
+  wire::put_str(out, f.ssh.user);
+  wire::put_u32(out, static_cast<uint32_t>(f.ssh.port));
+  wire::put_str(out, f.ssh.known_hosts);
+  wire::put_u32(out, f.ssh.host_key_policy == ddl::ssh::HostKeyPolicy::kAcceptNew ? 1 : 0);
+  wire::put_u32(out, clamp_ms(f.ssh.connect_timeout));
+  wire::put_u32(out, clamp_ms(f.ssh.command_timeout));
+  wire::put_u32(out, static_cast<uint32_t>(f.ssh.max_parallel));
+  wire::put_str(out, f.ddlrun_path);
+  wire::put_str(out, f.ddlrun_address);
+  wire::put_u32(out, clamp_ms(f.heartbeat_timeout));
+  wire::put_u32(out, static_cast<uint32_t>(f.children.size()));
+  for (const TreeHost& c : f.children)
+    put_host(out, c);
+  return out;
+}
+
+SubtreeFrame decode_subtree(std::string_view payload) {
+  wire::Reader in(payload, "subtree frame");
+  SubtreeFrame f;
+  f.ssh.ssh_config = in.str();
+  f.ssh.user = in.str();
+  f.ssh.port = in.i32();
+  f.ssh.known_hosts = in.str();
+  const uint32_t policy = in.u32();
+  if (policy > 1)
+    throw std::runtime_error("malformed subtree frame: host key policy " + std::to_string(policy));
+  f.ssh.host_key_policy =
+      policy == 1 ? ddl::ssh::HostKeyPolicy::kAcceptNew : ddl::ssh::HostKeyPolicy::kStrict;
+  f.ssh.connect_timeout = std::chrono::milliseconds(in.u32());
+  f.ssh.command_timeout = std::chrono::milliseconds(in.u32());
+  f.ssh.max_parallel = std::max(in.i32(), 1);
+  f.ddlrun_path = in.str();
+  f.ddlrun_address = in.str();
+  f.heartbeat_timeout = std::chrono::milliseconds(in.u32());
+  f.children = get_hosts(in, 1);
+  in.expect_done();
+  return f;
+}
+
+std::string route(int host, std::string_view frames) {
+  return encode_frame(FrameType::kRouted, host, frames);
+}
+
+std::string tree_lost_text(const std::string& why, int below) {
+  if (below <= 0) return why;
+  return why + "; the " + std::to_string(below) + (below == 1 ? " host" : " hosts") +
+         " below it in the launch tree " + (below == 1 ? "is" : "are") + " lost with it";
+}
+
+std::string lost_with_parent_text(const std::string& parent) {
+  return "lost with its tree parent " + parent;
+}
+
+}  // namespace ddl::launcher::ssh

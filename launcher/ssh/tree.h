@@ -1,0 +1,67 @@
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "ssh/session.h"
+
+namespace ddl::launcher::ssh {
+
+// The launch tree (--tree-width K): beyond K hosts ddlrun logs in to the first level only, and
+// each agent there logs in to its children and runs their agents, and so on down. Frames of
+// the agent protocol (protocol.h) travel along it routed (T) and the interior agents watch
+// their children's heartbeats (L when one is lost). The shape is decided here; the relay in
+// each agent is relay.h, ddlrun's side ssh.cc.
+
+/// A host of the launch tree and the hosts below it.
+struct TreeHost {
+  int index = 0;  ///< Host::index
+  std::string name;
+  std::vector<TreeHost> children;
+  bool operator==(const TreeHost&) const = default;
+};
+
+/// PRRTE's radix, the default of --tree-width.
+constexpr int kDefaultTreeWidth = 64;
+/// How deep a subtree frame may nest (a fan-out of 2 reaches 2^32 hosts well before).
+constexpr int kMaxTreeDepth = 32;
+
+/// The launch tree of `hosts` (index and name, in the job's order) with at most `width`
+/// children under ddlrun and under each host: the first level, each with its subtree. Flat
+/// (every host on the first level, none below) when `width` is 0 or there are at most `width`
+/// hosts.
+std::vector<TreeHost> launch_tree(const std::vector<std::pair<int, std::string>>& hosts, int width);
+/// How many hosts lie below `h`, at every level.
+int hosts_below(const TreeHost& h);
+/// Levels of hosts: 1 when flat, 0 when there are none.
+int tree_depth(const std::vector<TreeHost>& level);
+
+/// What an interior agent needs to start its children's agents (W): how to log in (the ssh
+/// settings of ddlrun, without kept sessions), ddlrun's path, the address of ddlrun's host as
+/// the first level saw it ("" for the first level: its own $SSH_CONNECTION), the heartbeat
+/// deadline, and its children with their subtrees. Never the job's token: that comes in the
+/// job frame (J), down the channels.
+struct SubtreeFrame {
+  ddl::ssh::Options ssh;
+  std::string ddlrun_path;
+  std::string ddlrun_address;
+  std::chrono::milliseconds heartbeat_timeout{10000};
+  std::vector<TreeHost> children;
+};
+std::string encode(const SubtreeFrame& f);
+/// Throws std::runtime_error("malformed subtree frame: ...") on short, long or too deep input.
+SubtreeFrame decode_subtree(std::string_view payload);
+
+/// A routed frame (T) carrying `frames` (whole frames) for or from host `host`.
+std::string route(int host, std::string_view frames);
+
+/// Why a host with `below` hosts under it in the tree was lost: `why`, and, when it has any,
+/// "; the N hosts below it in the launch tree are lost with it".
+std::string tree_lost_text(const std::string& why, int below);
+/// What a host below a lost one is lost with: "lost with its tree parent PARENT".
+std::string lost_with_parent_text(const std::string& parent);
+
+}  // namespace ddl::launcher::ssh

@@ -1,0 +1,520 @@
+// The launch tree of the ssh launcher (launcher/ssh/tree.h, relay.h, ssh.cc): its shape, its
+// frames and their exact errors, an interior agent's relay driven through the recording ssh
+// double (tests/ssh/fake_ssh.h, each child's `ddlrun --agent` played by a script), and ddlrun's
+// side over a 3-level tree whose first-level agent plays the hosts below it.
+
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "launcher/factory.h"
+#include "launcher/ssh/protocol.h"
+#include "launcher/ssh/relay.h"
+#include "launcher/ssh/tree.h"
+#include "launcher/wire.h"
+#include "tests/ssh/fake_ssh.h"
+
+namespace ddl::launcher {
+namespace {
+
+using ddl::ssh::FakeConnector;
+using ddl::ssh::FakeRemote;
+using ssh::FrameType;
+using ssh::TreeHost;
+using std::chrono::milliseconds;
+
+std::vector<std::pair<int, std::string>> hosts(int n) {
+  std::vector<std::pair<int, std::string>> out;
+  for (int i = 0; i < n; ++i)
+    out.emplace_back(i, "n" + std::to_string(i));
+  return out;
+}
+
+void walk(const std::vector<TreeHost>& level, int width, std::vector<int>& seen) {
+  for (const TreeHost& h : level) {
+    EXPECT_LE(static_cast<int>(h.children.size()), width) << h.name;
+    seen.push_back(h.index);
+    walk(h.children, width, seen);
+  }
+}
+
+TEST(LaunchTree, FanOutFourOn64HostsHasThreeLevelsAndEveryHostOnce) {
+  const std::vector<TreeHost> first = ssh::launch_tree(hosts(64), 4);
+  ASSERT_EQ(first.size(), 4u);
+  for (int i = 0; i < 4; ++i)
+    EXPECT_EQ(first[i].index, i);  // the job's order: host 0 logs in from ddlrun
+  EXPECT_EQ(ssh::tree_depth(first), 3);
+  std::vector<int> seen;
+  walk(first, 4, seen);
+  std::sort(seen.begin(), seen.end());
+  std::vector<int> all(64);
+  for (int i = 0; i < 64; ++i)
+    all[i] = i;
+  EXPECT_EQ(seen, all);
+  for (const TreeHost& h : first)
+    EXPECT_EQ(ssh::hosts_below(h), 15) << h.name;  // balanced: 60 below, 15 each
+}
+
+TEST(LaunchTree, FlatUpToTheWidthOrWithWidthZero) {
+  for (const auto& [n, width] : std::vector<std::pair<int, int>>{{4, 4}, {64, 64}, {500, 0}}) {
+    const std::vector<TreeHost> first = ssh::launch_tree(hosts(n), width);
+    EXPECT_EQ(static_cast<int>(first.size()), n);
+    EXPECT_EQ(ssh::tree_depth(first), 1) << n << " hosts, width " << width;
+  }
+  EXPECT_EQ(ssh::tree_depth(ssh::launch_tree({}, 4)), 0);
+}
+
+TEST(LaunchTree, SharesTheRestEvenlyUnderTheFirstLevel) {
+  // 128 hosts at PRRTE's radix: 64 first-level agents each start one, not one agent 64.
+  const std::vector<TreeHost> first = ssh::launch_tree(hosts(128), 64);
+  ASSERT_EQ(first.size(), 64u);
+  for (const TreeHost& h : first)
+    EXPECT_EQ(h.children.size(), 1u);
+  EXPECT_EQ(first[0].children[0].index, 64);
+  // A chain at width 1.
+  const std::vector<TreeHost> chain = ssh::launch_tree(hosts(3), 1);
+  EXPECT_EQ(chain, (std::vector<TreeHost>{{0, "n0", {{1, "n1", {{2, "n2", {}}}}}}}));
+}
+
+TEST(SubtreeFrame, RoundTripsWithoutTheKeptSessions) {
+  ssh::SubtreeFrame f;
+  f.ssh.ssh_config = "/run/x/ssh_config";
+  f.ssh.user = "me";
+  f.ssh.port = 2222;
+  f.ssh.known_hosts = "/k";
+  f.ssh.host_key_policy = ddl::ssh::HostKeyPolicy::kAcceptNew;
+  f.ssh.connect_timeout = milliseconds(1500);
+  f.ssh.command_timeout = milliseconds(9000);
+  f.ssh.max_parallel = 7;
+  f.ddlrun_path = "/opt/ddlrun";
+  f.ddlrun_address = "10.200.0.1";
+  f.heartbeat_timeout = milliseconds(4000);
+  f.children = ssh::launch_tree(hosts(7), 2);
+  const ssh::SubtreeFrame g = ssh::decode_subtree(ssh::encode(f));
+  EXPECT_EQ(g.ssh.ssh_config, f.ssh.ssh_config);
+  EXPECT_EQ(g.ssh.user, "me");
+  EXPECT_EQ(g.ssh.port, 2222);
+  EXPECT_EQ(g.ssh.known_hosts, "/k");
+  EXPECT_EQ(g.ssh.host_key_policy, ddl::ssh::HostKeyPolicy::kAcceptNew);
+  EXPECT_EQ(g.ssh.connect_timeout, milliseconds(1500));
+  EXPECT_EQ(g.ssh.command_timeout, milliseconds(9000));
+  EXPECT_EQ(g.ssh.max_parallel, 7);
+  EXPECT_EQ(g.ddlrun_path, "/opt/ddlrun");
+  EXPECT_EQ(g.ddlrun_address, "10.200.0.1");
+  EXPECT_EQ(g.heartbeat_timeout, milliseconds(4000));
+  EXPECT_EQ(g.children, f.children);
+}
+
+std::string decode_error(const std::string& payload) {
+  try {
+    ssh::decode_subtree(payload);
+  } catch (const std::runtime_error& e) {
+    return e.what();
+  }
+  return "decoded";
+}
+
+TEST(SubtreeFrame, MalformedOnesAreNamed) {
+  ssh::SubtreeFrame f;
+  f.children = ssh::launch_tree(hosts(3), 1);
+  const std::string good = ssh::encode(f);
+  EXPECT_EQ(decode_error(good.substr(0, 10)), "malformed subtree frame: truncated");
+  EXPECT_EQ(decode_error(good.substr(0, good.size() - 3)),
+            "malformed subtree frame: a count of 1 exceeds the data");
+  EXPECT_EQ(decode_error(good + "x"), "malformed subtree frame: trailing bytes");
+  f.children = ssh::launch_tree(hosts(40), 1);  // a chain 40 deep
+  EXPECT_EQ(decode_error(ssh::encode(f)), "malformed subtree frame: deeper than 32 levels");
+  f.children = {{-3, "x", {}}};
+  EXPECT_EQ(decode_error(ssh::encode(f)), "malformed subtree frame: a negative host index");
+}
+
+TEST(TreeFrames, RoutedFramesNestAndTheTreeTypesAreKnown) {
+  const std::string inner =
+      ssh::encode_frame(FrameType::kStdout, 3, "hi\n") + ssh::encode_frame(FrameType::kDone, 0, {});
+  ssh::FrameReader reader;
+  reader.feed(ssh::route(12, inner) + ssh::encode_frame(FrameType::kLost, 9, "why") +
+              ssh::encode_frame(FrameType::kSubtree, 0, "w"));
+  const std::optional<ssh::Frame> t = reader.next();
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->type, FrameType::kRouted);
+  EXPECT_EQ(t->id, 12);
+  EXPECT_EQ(t->payload, inner);
+  EXPECT_EQ(reader.next()->type, FrameType::kLost);
+  EXPECT_EQ(reader.next()->type, FrameType::kSubtree);
+  // Their type bytes begin no text: a login script's output is still not taken for frames.
+  for (const char* banner : {"Welcome to n1\n", "This system is private\n", "Last login\n"}) {
+    ssh::FrameReader r;
+    r.feed(banner);
+    EXPECT_THROW(r.next(), std::runtime_error) << banner;
+  }
+}
+
+TEST(TreeTexts, ALostHostNamesWhatGoesWithIt) {
+  EXPECT_EQ(ssh::tree_lost_text("no heartbeat for 4 s (x)", 15),
+            "no heartbeat for 4 s (x); the 15 hosts below it in the launch tree are lost with it");
+  EXPECT_EQ(ssh::tree_lost_text("gone", 1),
+            "gone; the 1 host below it in the launch tree is lost with it");
+  EXPECT_EQ(ssh::tree_lost_text("gone", 0), "gone");
+  EXPECT_EQ(ssh::lost_with_parent_text("node3"), "lost with its tree parent node3");
+}
+
+// --- the relay -----------------------------------------------------------------------------
+
+std::string hello_frame(const std::string& host) {
+  std::string hello;
+  wire::put_str(hello, host);
+  wire::put_str(hello, "10.9.9.9");
+  wire::put_u32(hello, 5000);
+  wire::put_u32(hello, 5001);
+  return ssh::encode_frame(FrameType::kHello, 0, hello);
+}
+
+std::vector<ssh::Frame> frames(const std::string& bytes) {
+  ssh::FrameReader reader;
+  reader.feed(bytes);
+  std::vector<ssh::Frame> out;
+  while (auto f = reader.next()) {
+    if (f->type != FrameType::kHeartbeat) out.push_back(std::move(*f));
+  }
+  return out;
+}
+
+/// What the relay passed up, waited for.
+class Upstream {
+ public:
+  ssh::Relay::Up sink() {
+    return [this](std::string_view b) {
+      std::lock_guard lock(mutex_);
+      bytes_.append(b);
+      return true;
+    };
+  }
+  /// Waits (`limit` at most) until `pred(frames so far)`.
+  template <typename Pred>
+  std::vector<ssh::Frame> await(Pred pred, milliseconds limit = milliseconds(3000)) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    for (;;) {
+      std::vector<ssh::Frame> got;
+      {
+        std::lock_guard lock(mutex_);
+        got = frames(bytes_);
+      }
+      if (pred(got) || std::chrono::steady_clock::now() > deadline) return got;
+      std::this_thread::sleep_for(milliseconds(10));
+    }
+  }
+
+ private:
+  std::mutex mutex_;
+  std::string bytes_;
+};
+
+bool has(const std::vector<ssh::Frame>& got, FrameType type, int id) {
+  return std::any_of(got.begin(), got.end(),
+                     [&](const ssh::Frame& f) { return f.type == type && f.id == id; });
+}
+const ssh::Frame* find(const std::vector<ssh::Frame>& got, FrameType type, int id) {
+  for (const ssh::Frame& f : got) {
+    if (f.type == type && f.id == id) return &f;
+  }
+  return nullptr;
+}
+
+ssh::SubtreeFrame relay_spec() {
+  ssh::SubtreeFrame spec;
+  spec.ddlrun_path = "/opt/ddlrun";
+  spec.ddlrun_address = "10.200.0.1";
+  spec.heartbeat_timeout = milliseconds(400);
+  spec.children = {{1, "c1", {{3, "c3", {}}}}, {2, "c2", {}}};
+  return spec;
+}
+
+TEST(Relay, StartsEachChildsAgentAndRoutesBothWays) {
+  FakeConnector connector;
+  std::shared_ptr<FakeRemote> c1;
+  connector.host("c1").program = [&](FakeRemote& r) {
+    r.print(hello_frame("c1") + ssh::encode_frame(FrameType::kHeartbeat, 0, {}) +
+            ssh::route(3, hello_frame("c3")));
+  };
+  connector.host("c2").refuse = "connection refused (10.0.0.2:22)";
+  Upstream up;
+  ssh::Relay relay(relay_spec(), "c0", up.sink(), connector);
+  relay.start();
+  std::vector<ssh::Frame> got = up.await([](auto& g) { return g.size() >= 3; });
+  // c1's own hello wrapped as from host 1, c3's passed on as it came, c1's heartbeat kept here.
+  ASSERT_NE(find(got, FrameType::kRouted, 1), nullptr);
+  EXPECT_EQ(frames(find(got, FrameType::kRouted, 1)->payload)[0].type, FrameType::kHello);
+  ASSERT_NE(find(got, FrameType::kRouted, 3), nullptr);
+  EXPECT_EQ(frames(find(got, FrameType::kRouted, 3)->payload)[0].type, FrameType::kHello);
+  // c2 could not be logged in to: its failure, as from it, naming where the login came from.
+  ASSERT_NE(find(got, FrameType::kRouted, 2), nullptr);
+  const std::vector<ssh::Frame> c2 = frames(find(got, FrameType::kRouted, 2)->payload);
+  ASSERT_EQ(c2.size(), 1u);
+  EXPECT_EQ(c2[0].type, FrameType::kFailure);
+  EXPECT_EQ(c2[0].payload,
+            "connection refused (10.0.0.2:22) (from c0, its parent in the launch tree)");
+
+  // Down: host 1's frames unwrapped, host 3's still routed, through c1; host 7 is not below.
+  EXPECT_TRUE(relay.down(1, ssh::encode_frame(FrameType::kGo, 0, {})));
+  EXPECT_TRUE(relay.down(3, ssh::encode_frame(FrameType::kGo, 0, {})));
+  EXPECT_FALSE(relay.down(7, ssh::encode_frame(FrameType::kGo, 0, {})));
+  std::this_thread::sleep_for(milliseconds(200));
+  c1 = connector.host("c1").remotes.at(0);
+  EXPECT_EQ(c1->command(), "/opt/ddlrun --agent");
+  const std::vector<ssh::Frame> written = frames(c1->written());
+  ASSERT_EQ(written.size(), 3u);
+  ASSERT_EQ(written[0].type, FrameType::kSubtree);  // its own subtree first
+  const ssh::SubtreeFrame w = ssh::decode_subtree(written[0].payload);
+  EXPECT_EQ(w.children, (std::vector<TreeHost>{{3, "c3", {}}}));
+  EXPECT_EQ(w.ddlrun_address, "10.200.0.1");
+  EXPECT_EQ(written[1].type, FrameType::kGo);
+  EXPECT_EQ(written[2].type, FrameType::kRouted);
+  EXPECT_EQ(written[2].id, 3);
+  c1->print(ssh::encode_frame(FrameType::kDone, 0, {}));
+  c1->end(0);
+  relay.wait();  // both children's conversations ended
+  got = up.await([](auto&) { return false; }, milliseconds(100));
+  EXPECT_FALSE(has(got, FrameType::kLost, 1));  // c1 said done before its channel closed
+}
+
+TEST(Relay, ASilentChildAndAClosedOneAreLost) {
+  FakeConnector connector;
+  connector.host("c1").program = [](FakeRemote& r) { r.print(hello_frame("c1")); };
+  connector.host("c2").program = [](FakeRemote& r) {
+    r.print(hello_frame("c2"));
+    r.print("ddlrun agent on c2: got SIGTERM; stopping its ranks\n", ddl::ssh::Stream::kStderr);
+    r.end(-1);
+  };
+  Upstream up;
+  ssh::Relay relay(relay_spec(), "c0", up.sink(), connector);
+  relay.start();
+  const std::vector<ssh::Frame> got =
+      up.await([](auto& g) { return has(g, FrameType::kLost, 1) && has(g, FrameType::kLost, 2); });
+  ASSERT_NE(find(got, FrameType::kLost, 1), nullptr);
+  EXPECT_EQ(find(got, FrameType::kLost, 1)->payload,
+            "no heartbeat for 0.4 s (the host is unreachable, or its agent is stopped or hung)");
+  ASSERT_NE(find(got, FrameType::kLost, 2), nullptr);
+  EXPECT_EQ(find(got, FrameType::kLost, 2)->payload,
+            "the connection to its agent closed (from c0, its parent in the launch tree)");
+  // The closed child's last words went up as a note of host 2.
+  bool note = false;
+  for (const ssh::Frame& f : got) {
+    if (f.type != FrameType::kRouted || f.id != 2) continue;
+    for (const ssh::Frame& g : frames(f.payload)) {
+      note = note || (g.type == FrameType::kStderr && g.id == -1 &&
+                      g.payload == "c2: ddlrun agent on c2: got SIGTERM; stopping its ranks\n");
+    }
+  }
+  EXPECT_TRUE(note);
+  relay.wait();
+  EXPECT_TRUE(connector.host("c1").stopped_blocking);
+}
+
+// --- ddlrun over a 3-level tree --------------------------------------------------------------
+
+/// n1 n2 n3 (indices 0 1 2), a rank each; at width 1 a chain n1 -> n2 -> n3.
+Job chain_job() {
+  Job job;
+  comm::Topology& t = job.topology;
+  t.job_id = "job-1";
+  t.hosts = {{0, "n1", "10.0.0.1", {}}, {1, "n2", "10.0.0.2", {}}, {2, "n3", "10.0.0.3", {}}};
+  for (int r = 0; r < 3; ++r)
+    t.ranks.push_back({r, 0, r, -1, "", "", comm::CpuSet(), "", ""});
+  t.mode = comm::parse_mode("p:1x3");
+  t.rings = comm::default_rings({1, 3});
+  job.argv = {"train"};
+  job.token = "abc";
+  return job;
+}
+
+std::string exit_frame(int rank, int code, int signal = 0) {
+  std::string status;
+  wire::put_u32(status, static_cast<uint32_t>(code));
+  wire::put_u32(status, static_cast<uint32_t>(signal));
+  return ssh::encode_frame(FrameType::kExit, rank, status);
+}
+
+/// Plays n1's agent and, as its relay would, the agents of n2 and n3 below it: each host says
+/// hello, ready to its job, and on go prints, exits 0 and says done; `lose_n2` instead reports
+/// n2 lost (L) on n2's go.
+struct TreeAgent {
+  bool lose_n2 = false;
+  void operator()(FakeRemote& r) const {
+    r.print(hello_frame("n1"));
+    auto reader = std::make_shared<ssh::FrameReader>();
+    auto left = std::make_shared<int>(3);
+    r.on_write([self = *this, reader, left](FakeRemote& r, std::string_view bytes) {
+      reader->feed(bytes);
+      while (auto f = reader->next()) {
+        if (f->type == FrameType::kSubtree) {
+          r.print(ssh::route(1, hello_frame("n2")) + ssh::route(2, hello_frame("n3")));
+        }
+        if (f->type != FrameType::kRouted) {
+          self.on(r, 0, *f, *left);
+          continue;
+        }
+        ssh::FrameReader inner;
+        inner.feed(f->payload);
+        while (auto g = inner.next())
+          self.on(r, f->id, *g, *left);
+      }
+    });
+  }
+  void on(FakeRemote& r, int host, const ssh::Frame& f, int& left) const {
+    const auto as = [&](const std::string& frames) {
+      r.print(host == 0 ? frames : ssh::route(host, frames));
+    };
+    if (f.type == FrameType::kJob) as(ssh::encode_frame(FrameType::kReady, 0, {}));
+    if (f.type != FrameType::kGo) return;
+    if (lose_n2 && host == 1) {
+      return r.print(ssh::encode_frame(FrameType::kLost, 1, "no heartbeat for 10 s (x)"));
+    }
+    if (lose_n2 && host == 2) return;  // below the lost n2: nothing comes from it
+    as(ssh::encode_frame(FrameType::kStdout, host, "rank " + std::to_string(host) + "\n") +
+       exit_frame(host, 0) + ssh::encode_frame(FrameType::kDone, 0, {}));
+    if (--left == 0) r.end(0);
+  }
+};
+
+LaunchOptions tree_options() {
+  LaunchOptions o;
+  o.ddlrun_path = "/opt/ddlrun";
+  o.ssh.connect_timeout = milliseconds(1000);
+  o.ssh.command_timeout = milliseconds(3000);
+  o.ssh.ssh_config = "/etc/cfg";
+  o.tree_width = 1;
+  return o;
+}
+
+std::vector<Event> events_until(EventQueue& events, int exits) {
+  std::vector<Event> got;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (exits > 0) {
+    std::optional<Event> e = events.pop(deadline);
+    if (!e) break;
+    if (e->type == Event::Type::kExit || e->type == Event::Type::kHostFailure) --exits;
+    got.push_back(std::move(*e));
+  }
+  return got;
+}
+
+TEST(SshBackendTree, LogsInToTheFirstLevelOnlyAndRunsEveryHostThroughIt) {
+  FakeConnector connector;
+  connector.host("n1").program = TreeAgent{};
+  EventQueue events;
+  const std::unique_ptr<Backend> backend = make_ssh_backend(chain_job(), tree_options(), connector);
+  EXPECT_EQ(backend->start(events), (std::vector<int>{0, 1, 2}));
+  std::multiset<std::string> output;
+  for (const Event& e : events_until(events, 3)) {
+    if (e.type == Event::Type::kOutput) output.insert(std::to_string(e.host) + " " + e.data);
+    if (e.type == Event::Type::kExit) {
+      EXPECT_EQ(e.status, ExitStatus{});
+    }
+    EXPECT_NE(e.type, Event::Type::kHostFailure) << e.data;
+  }
+  EXPECT_EQ(output, (std::multiset<std::string>{"0 rank 0\n", "1 rank 1\n", "2 rank 2\n"}));
+  backend->finish();
+  EXPECT_EQ(connector.connected(), std::vector<std::string>{"n1"});
+  const std::vector<ssh::Frame> written = frames(connector.host("n1").remotes.at(0)->written());
+  ASSERT_FALSE(written.empty());
+  ASSERT_EQ(written[0].type, FrameType::kSubtree);
+  const ssh::SubtreeFrame w = ssh::decode_subtree(written[0].payload);
+  EXPECT_EQ(w.children, (std::vector<TreeHost>{{1, "n2", {{2, "n3", {}}}}}));
+  EXPECT_EQ(w.ssh.ssh_config, "/etc/cfg");
+  EXPECT_EQ(w.ddlrun_path, "/opt/ddlrun");
+  // The job's token travels in the job frames, routed; never in the subtree frame.
+  EXPECT_EQ(written[0].payload.find("abc"), std::string::npos);
+  int jobs = 0;
+  for (const ssh::Frame& f : written) {
+    if (f.type == FrameType::kRouted) {
+      for (const ssh::Frame& g : frames(f.payload))
+        jobs += g.type == FrameType::kJob && g.id == f.id ? 1 : 0;
+    }
+  }
+  EXPECT_EQ(jobs, 2);  // n2's and n3's
+}
+
+TEST(SshBackendTree, ALostInteriorHostIsNamedAndTakesItsSubtree) {
+  FakeConnector connector;
+  connector.host("n1").program = TreeAgent{true};
+  EventQueue events;
+  const std::unique_ptr<Backend> backend = make_ssh_backend(chain_job(), tree_options(), connector);
+  backend->start(events);
+  std::vector<Event> failures;
+  std::vector<Event> exits;
+  for (Event& e : events_until(events, 3)) {
+    if (e.type == Event::Type::kHostFailure) failures.push_back(e);
+    if (e.type == Event::Type::kExit) exits.push_back(e);
+  }
+  ASSERT_EQ(failures.size(), 2u);
+  EXPECT_EQ(failures[0].host, 1);
+  EXPECT_EQ(failures[0].data,
+            "no heartbeat for 10 s (x); the 1 host below it in the launch tree is lost with it");
+  EXPECT_FALSE(failures[0].with_parent);
+  // n3 (its agent lost its parent) after n2, as lost with it: not a lost host of its own.
+  EXPECT_EQ(failures[1].host, 2);
+  EXPECT_EQ(failures[1].data, "lost with its tree parent n2");
+  EXPECT_TRUE(failures[1].with_parent);
+  ASSERT_EQ(exits.size(), 1u);
+  EXPECT_EQ(exits[0].rank, 0);
+  backend->finish();
+}
+
+TEST(SshBackendTree, StdinAndSignalsGoDownToRoutedHosts) {
+  // Rank 0 on n3, the deepest host: its stdin goes routed through n1's channel.
+  Job job = chain_job();
+  job.topology.ranks[0].host = 2;
+  job.topology.ranks[2].host = 0;
+  FakeConnector connector;
+  std::shared_ptr<FakeRemote> n1;
+  connector.host("n1").program = [](FakeRemote& r) {
+    // Every host says hello and is ready, and the ranks run on.
+    r.print(hello_frame("n1"));
+    auto reader = std::make_shared<ssh::FrameReader>();
+    r.on_write([reader](FakeRemote& r, std::string_view bytes) {
+      reader->feed(bytes);
+      while (auto f = reader->next()) {
+        if (f->type == FrameType::kSubtree) {
+          r.print(ssh::route(1, hello_frame("n2")) + ssh::route(2, hello_frame("n3")));
+        }
+        if (f->type == FrameType::kJob) r.print(ssh::encode_frame(FrameType::kReady, 0, {}));
+        if (f->type == FrameType::kRouted && f->payload.front() == 'J') {
+          r.print(ssh::route(f->id, ssh::encode_frame(FrameType::kReady, 0, {})));
+        }
+      }
+    });
+  };
+  EventQueue events;
+  const std::unique_ptr<Backend> backend = make_ssh_backend(job, tree_options(), connector);
+  backend->start(events);
+  backend->write_stdin("to rank 0\n");
+  backend->close_stdin();
+  backend->signal(SIGUSR1);
+  std::this_thread::sleep_for(milliseconds(300));
+  std::map<int, std::string> routed;  // host -> the frame types routed to it
+  for (const ssh::Frame& f : frames(connector.host("n1").remotes.at(0)->written())) {
+    if (f.type != FrameType::kRouted) continue;
+    for (const ssh::Frame& g : frames(f.payload)) {
+      routed[f.id] += static_cast<char>(g.type);
+      if (g.type == FrameType::kStdin) {
+        EXPECT_EQ(f.id, 2);
+        EXPECT_EQ(g.payload, "to rank 0\n");
+      }
+      if (g.type == FrameType::kSignal) {
+        EXPECT_EQ(g.id, SIGUSR1);
+      }
+    }
+  }
+  EXPECT_EQ(routed[1], "JGS");
+  EXPECT_EQ(routed[2], "JGSIE");  // control before stdin
+  backend->signal(SIGKILL);
+}
+
+}  // namespace
+}  // namespace ddl::launcher

@@ -1,0 +1,167 @@
+#!/usr/bin/env bash
+# The ssh launcher's launch tree (issue 26 item 2) on N namespace hosts (hosts.sh) at fan-out
+# W (default 64 hosts, W 4: three levels of hosts), one rank a host:
+#   job     `ddlrun --tree-width W` with stdin: every rank's line arrives, rank 0 echoes its
+#           stdin, ddlrun exits 0; only the first W hosts were logged in to from ddlrun's side,
+#           every other host from another host's address (its tree parent);
+#   status  the deepest rank exits 7: ddlrun exits 7;
+#   pmix    (given PMIX_CLIENT) a PMIx fence that collects data, then one that does not (each
+#           Get of another host's key a direct modex), every rank's keys all found: fences
+#           and modex travel the tree;
+#   threads ddlrun's threads stay under W + 16 while every rank runs (no thread per host);
+#   chaos   the agent of an interior host of the second level (node W+1, with hosts below it)
+#           is SIGKILLed mid-job: ddlrun names that host and the hosts below it and exits 1
+#           within the heartbeat deadline + 4 s; then nothing of the job is left on any host
+#           (no rank, agent or keeper; no /tmp/ddlrun.*, ddlrun-pmix.* or ddlrun-agent.*).
+# Prints the seconds each part took.
+#
+# Usage: tree_test.sh DDLRUN [N [W [PMIX_CLIENT]]]   (exit 77, skipped, when not root or without
+# ip netns)
+set -uo pipefail
+ddlrun=$(realpath "$1")
+n=${2:-64}
+width=${3:-4}
+pmix_client=${4:+$(realpath "$4")}
+deadline=4
+# shellcheck source=SCRIPTDIR/hosts.sh
+source "$(dirname "$0")/hosts.sh"
+# shellcheck source=SCRIPTDIR/../lib/procs.sh
+source "$(dirname "$0")/../lib/procs.sh"
+fails=0
+fail() {
+  echo "FAIL: $1"
+  [[ -n ${2:-} ]] && sed -n '1,30s/^/    | /p' "$2"
+  fails=$((fails + 1))
+}
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+t0=$(now_ms)
+netns_up "$n" || exit $?
+echo "  netns_up $n hosts: $(($(now_ms) - t0)) ms"
+unset SSH_AUTH_SOCK
+export HOME="$NETNS_DIR/home" XDG_CACHE_HOME="$NETNS_DIR/cache"
+mkdir -p "$HOME"
+out="$NETNS_DIR/out"
+mkdir -p "$out"
+hosts=$(IFS=,; echo "${NETNS_HOSTS[*]}")
+common=(--launcher ssh --no-probe --ssh-config "$NETNS_SSH_CONFIG" --tree-width "$width"
+  --heartbeat-timeout "$deadline" -H "$hosts")
+
+# The processes of the job on host K, all but sshd's, as "pid args" lines.
+job_procs() {
+  local pid
+  for pid in $(netns_pids "$1"); do
+    [[ $(ps -o comm= -p "$pid" 2>/dev/null) == sshd* ]] && continue
+    ps -o pid=,args= -p "$pid" 2>/dev/null
+  done
+}
+# nothing_left NAME SECONDS: within SECONDS no process of the job and no temporary directory of
+# ddlrun's on any host.
+nothing_left() {
+  local k i left
+  for ((k = 1; k <= n; k++)); do
+    for ((i = 0; i < $2 * 10; i++)); do
+      left=$(job_procs "$k")
+      [[ -z $left ]] && break
+      sleep 0.1
+    done
+    [[ -z $left ]] || fail "$1: left on node$k: $(tr '\n' ';' <<<"$left")"
+    # (not /tmp/ddlrun*: a checkout cloned there is bound into every host by hosts.sh)
+    left=$(netns_exec "$k" sh -c 'ls -d /tmp/ddlrun.* /tmp/ddlrun-pmix.* /tmp/ddlrun-agent.* 2>/dev/null')
+    [[ -z $left ]] || fail "$1: left in node$k's /tmp: $left"
+  done
+}
+from_head() { grep -c "Accepted publickey for root from $NETNS_HOST_ADDR " "$NETNS_DIR/node$1/sshd.log"; }
+
+echo "== job: every line, stdin to rank 0, exit 0"
+t0=$(now_ms)
+printf 'stdin-line-1\nstdin-line-2\n' |
+  timeout 120 "$ddlrun" "${common[@]}" --tag-output none \
+    sh -c 'echo "line of rank $RANK on $(hostname)"; if [ "$RANK" = 0 ]; then sed "s/^/echo /"; fi' \
+    >"$out/job" 2>"$out/job.err"
+rc=$?
+echo "  job: exit $rc, $(($(now_ms) - t0)) ms"
+[[ $rc == 0 ]] || fail "job: exit $rc, not 0" "$out/job.err"
+for ((k = 1; k <= n; k++)); do
+  grep -qx "line of rank $((k - 1)) on node$k" "$out/job" || fail "job: no line of rank $((k - 1))" "$out/job"
+done
+(($(grep -c '^line of rank ' "$out/job") == n)) || fail "job: not $n lines" "$out/job"
+[[ $(grep '^echo ' "$out/job") == $'echo stdin-line-1\necho stdin-line-2' ]] ||
+  fail "job: rank 0 did not get its stdin" "$out/job"
+for ((k = 1; k <= n; k++)); do
+  if ((k <= width)); then
+    (($(from_head "$k") >= 1)) || fail "job: node$k (first level) not logged in to from ddlrun"
+  else
+    (($(from_head "$k") == 0)) || fail "job: ddlrun logged in to node$k itself (not in the tree)"
+  fi
+done
+grep -q "Accepted publickey for root from $(netns_addr 1) " "$NETNS_DIR/node$((width + 1))/sshd.log" ||
+  fail "job: node$((width + 1)) was not logged in to from node1, its tree parent"
+
+echo "== status: the deepest rank exits 7"
+t0=$(now_ms)
+timeout 120 "$ddlrun" "${common[@]}" sh -c "exit \$((RANK == $((n - 1)) ? 7 : 0))" \
+  </dev/null >"$out/status" 2>&1
+rc=$?
+echo "  status: exit $rc, $(($(now_ms) - t0)) ms"
+[[ $rc == 7 ]] || fail "status: exit $rc, not 7" "$out/status"
+
+if [[ -n $pmix_client ]]; then
+  for mode in collect nocollect; do
+    echo "== pmix: $mode"
+    t0=$(now_ms)
+    timeout 120 "$ddlrun" "${common[@]}" --tag-output none "$pmix_client" "$mode" </dev/null \
+      >"$out/pmix_$mode" 2>&1
+    rc=$?
+    echo "  pmix $mode: exit $rc, $(($(now_ms) - t0)) ms"
+    [[ $rc == 0 ]] || fail "pmix $mode: exit $rc, not 0" "$out/pmix_$mode"
+    ok=$(grep -c "fence, $n keys ok\$" "$out/pmix_$mode")
+    ((ok == n)) || fail "pmix $mode: $ok of $n ranks found every key" "$out/pmix_$mode"
+  done
+fi
+
+echo "== chaos: node$((width + 1))'s agent (an interior host) SIGKILLed mid-job"
+: >"$out/chaos"
+env --default-signal=INT "$ddlrun" "${common[@]}" --tag-output rank \
+  sh -c 'echo "up $RANK"; sleep 60' </dev/null >"$out/chaos" 2>&1 &
+job_pid=$!
+for ((i = 0; i < 600; i++)); do
+  (($(grep -c ' up ' "$out/chaos") >= n)) && break
+  alive "$job_pid" || break
+  sleep 0.1
+done
+(($(grep -c ' up ' "$out/chaos") >= n)) || fail "chaos: not every rank started" "$out/chaos"
+threads=$(awk '/^Threads:/ {print $2}' "/proc/$job_pid/status")
+echo "  ddlrun's threads with $n ranks running: $threads"
+((threads <= width + 16)) || fail "chaos: ddlrun runs $threads threads for $n hosts at width $width"
+victim=$((width + 1))
+agent=""
+for pid in $(netns_pids "$victim"); do
+  [[ $(tr '\0' ' ' </proc/"$pid"/cmdline 2>/dev/null) == *" --agent"* ]] && agent=$pid
+done
+[[ -n $agent ]] || fail "chaos: no agent on node$victim"
+kill -KILL "$agent"
+t0=$(now_ms)
+for ((i = 0; i < (deadline + 4) * 10; i++)); do
+  alive "$job_pid" || break
+  sleep 0.1
+done
+if alive "$job_pid"; then
+  fail "chaos: ddlrun still running $((deadline + 4)) s after the agent's SIGKILL" "$out/chaos"
+  kill -KILL "$job_pid"
+fi
+wait "$job_pid"
+rc=$?
+echo "  chaos: exit $rc, $(($(now_ms) - t0)) ms after the SIGKILL"
+grep '^ddlrun' "$out/chaos" | head -3
+[[ $rc == 1 ]] || fail "chaos: exit $rc, not 1" "$out/chaos"
+grep -Eq "^ddlrun: node$victim: .*; the [0-9]+ hosts? below it in the launch tree (is|are) lost with it" \
+  "$out/chaos" || fail "chaos: node$victim and its subtree are not named" "$out/chaos"
+t0=$(now_ms)
+nothing_left chaos $((deadline + 4))
+echo "  chaos: every host checked empty $(($(now_ms) - t0)) ms later"
+
+((fails == 0)) || {
+  echo "$fails check(s) failed"
+  exit 1
+}
+echo "PASS"
