@@ -13,10 +13,16 @@
 #                recursive doubling, ring, segmented ring, Rabenseifner), malloc tuned too; N
 #                is the one that won
 #   mpi-untuned  mpirun as installed
-#   gloo         gloo_allreduce_bench (Gloo's ring over TCP) under ddlrun; n/a when not built
-#   mem-limit / link-limit   the busbw no allreduce can beat here (below)
-#   ddl/...      ddl's busbw over the other's (time over time); ddl%lim = ddl's busbw as a
-#                share of the limit
+#   ddl-base     with --baseline DIR: ddl-bench of that build (another libddl, e.g. main's)
+#   gloo         gloo_allreduce_bench (Debian's Gloo, its ring over TCP) under ddlrun; n/a when
+#                not built
+#   torch-gloo   torch.distributed's all_reduce on backend gloo (the Gloo bundled with torch;
+#                bench/gpu_allreduce_torch.py --device cpu) under ddlrun, with --torch-python's
+#                torch (default: build/venv's, else /opt/ddl-venv's); float32 only; n/a without
+#   copy-limit / 1pass-limit / link-limit   the busbw no allreduce of that kind can beat here
+#                (below)
+#   ddl/...      ddl's busbw over the other's (time over time); ddl%copy, ddl%1pass, ddl%lim:
+#                ddl's busbw as a share of the limit
 #   #wrong       the most wrong elements any benchmark's check found at that size (must be 0)
 #
 # Why tune malloc: Open MPI 4.1's allreduce allocates a temporary buffer on every call, and
@@ -31,7 +37,8 @@
 #
 # The settings:
 #   local  this host, 2 ranks and 4 ranks (two tables): ddl-bench and Gloo under `ddlrun -H
-#          localhost:N`, MPI under `mpirun -np N`. The limit is memory's:
+#          localhost:N`, MPI under `mpirun -np N`. The limits are memory's (copy-limit, and
+#          1pass-limit below it):
 #            memcpy_bench -p N (comm/bench/memcpy_bench.c) forks N processes that copy S bytes
 #            between two pre-faulted buffers of their own, all at once, and gives one
 #            process's copy rate R (bytes copied / s; it runs in every run beside the others,
@@ -42,7 +49,13 @@
 #            3/n), where a memcpy of S moves 2S. So
 #              t_limit = S (5 - 3/n) / (2 R)     (R measured with n processes copying at once)
 #              busbw_limit = 2(n-1)/n S / t_limit = 4(n-1) R / (5n - 3)
-#          (n = 2: 0.57 R; n = 4: 0.71 R). Below ~64 KiB every allreduce is bound by latency,
+#          (n = 2: 0.57 R; n = 4: 0.71 R). The single-pass limit is the least any allreduce
+#          must move when the ranks can read each other's buffers (registered or shared
+#          memory): the n inputs read once, shared evenly (each rank reads its part of every
+#          rank's input, S in all), and each rank's output written once (S): 2S per rank, one
+#          memcpy of S, so t_1pass = S / R and busbw_1pass = 2(n-1)/n R (n = 2: R; n = 4: 1.5
+#          R). Going through slots can approach it too where the slots stay in the cache (only
+#          the input and output then reach memory). Below ~64 KiB every allreduce is bound by latency,
 #          not by this. The 8-byte row comes from a run of its own with more iterations; its
 #          time (us) is printed for each benchmark under the table.
 #   flat   (root) 3 fake hosts x 2 ranks (network namespaces with their own sshd,
@@ -67,9 +80,10 @@
 # script keeps every run's log in a temporary directory (<setting>/<benchmark>.<run>.<sweep|
 # lat>), joins the rows by size, takes the medians and prints the comparison.
 #
-# Usage: bench/allreduce_compare.sh [--quick] [--build DIR] [--runs N] [--only SETTING]
+# Usage: bench/allreduce_compare.sh [--quick] [--build DIR] [--baseline DIR] [--torch-python PY]
+#                                   [--runs N] [--only SETTING]
 #                                   [--no-netns] [--rate RATE] [--uplink RATE] [--mtu MTU]
-#                                   [--keep DIR]
+#                                   [--keep DIR] [--tables DIR]
 #                                   [--net-max SIZE] [--net-iters N]
 #                                   [-b MIN] [-e MAX] [-f FACTOR] [-w N] [-n N] [-t TYPE]
 #   --quick        this host only, 2 and 4 ranks; sizes 8 (latency), 1K, 32K and 1M; 1 run,
@@ -77,6 +91,9 @@
 #                  a short memcpy_bench (the bench.allreduce_smoke test)
 #   --build DIR    the build directory holding ddlrun and comm/bench (default: build/ of this
 #                  checkout)
+#   --baseline DIR a second build directory whose ddl-bench runs as column ddl-base (this
+#                  host only), e.g. /work/main/build: before and after in one run
+#   --torch-python PY  the python with torch for torch-gloo (none: the column says n/a)
 #   --runs N       runs of every benchmark; the table shows the medians (default 3)
 #   --only S       run one setting: local, flat or racks
 #   --no-netns     this host only (the same as --only local)
@@ -86,6 +103,8 @@
 #                  link, so no TCP transfer reaches more than ~94% of the payload floor; 9000
 #                  for jumbo frames, as HPC fabrics often run)
 #   --keep DIR     keep every benchmark's output (and the command that made it) in DIR
+#   --tables DIR   run nothing: print this host's tables from DIR's logs (a --keep directory,
+#                  or logs laid out alike: DIR/local2/ddl.1.sweep, memcpy.1.lat, ...)
 #   --net-max SIZE the namespace settings' largest size (default 16M)
 #   --net-iters N  their timed iterations (default 5; 1 warm-up)
 #   -b -e -f -w -n -t  this host's sweep, passed to every benchmark (default -b 1K -e 64M -f 4
@@ -97,6 +116,7 @@
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build="$here/../build"
+baseline="" torch_python="" tables_from=""
 only="" rate=1gbit uplink=250mbit mtu=1500 keep="" runs=3 quick=0
 min=1K max=64M factor=4 warmup=3 iters=10 type=float32
 net_max=16M net_iters=5
@@ -104,6 +124,8 @@ while (($#)); do
   case $1 in
     --quick) quick=1 only=local min=1K max=1M factor=32 warmup=1 iters=3 runs=1 ;;
     --build) build=${2:?--build takes a directory}; shift ;;
+    --baseline) baseline=${2:?--baseline takes a build directory}; shift ;;
+    --torch-python) torch_python=${2:?--torch-python takes a python}; shift ;;
     --runs) runs=${2:?--runs takes a count}; shift ;;
     --only) only=${2:?--only takes local, flat or racks}; shift ;;
     --no-netns) only=local ;;
@@ -111,6 +133,7 @@ while (($#)); do
     --uplink) uplink=${2:?--uplink takes a rate like 250mbit}; shift ;;
     --mtu) mtu=${2:?--mtu takes a number of bytes}; shift ;;
     --keep) keep=${2:?--keep takes a directory}; shift ;;
+    --tables) tables_from=${2:?--tables takes a directory}; shift ;;
     --net-max) net_max=${2:?--net-max takes a size}; shift ;;
     --net-iters) net_iters=${2:?--net-iters takes a count}; shift ;;
     -b) min=${2:?-b takes a size}; shift ;;
@@ -150,6 +173,29 @@ ddlrun=$(realpath "$ddlrun")
 bin=$(realpath "$bin")
 gloo="$bin/gloo_allreduce_bench"
 [[ -x $gloo ]] || gloo=""
+if [[ -n $baseline ]]; then
+  if [[ ! -x $baseline/comm/bench/ddl-bench || ! -x $baseline/ddlrun/ddlrun ]]; then
+    echo "allreduce_compare: --baseline $baseline has no ddlrun/ddlrun and comm/bench/ddl-bench" >&2
+    exit 2
+  fi
+  baseline=$(realpath "$baseline")
+fi
+# torch-gloo: the given python, else build/venv's, else /opt/ddl-venv's, if it imports torch.
+torch_script="$here/gpu_allreduce_torch.py"
+if [[ -z $torch_python ]]; then
+  for py in "$build/venv/bin/python" /opt/ddl-venv/bin/python; do
+    if [[ -x $py ]]; then torch_python=$py; break; fi
+  done
+fi
+torch_version=""
+if [[ -n $torch_python ]]; then
+  torch_version=$("$torch_python" -c 'import torch; print(torch.__version__)' 2>/dev/null)
+  if [[ -z $torch_version ]]; then
+    echo "allreduce_compare: $torch_python cannot import torch: no torch-gloo column"
+    torch_python=""
+  fi
+fi
+[[ $type == float32 ]] || torch_python=""  # the torch benchmark reduces float32 only
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1  # mpirun as root
 cores=$(nproc)
 
@@ -234,6 +280,17 @@ run_setting() {
         read -ra opts <<<"${variant#*|}"
         run_bench "$dir/$name.$run.$phase" "${launch[@]}" "${opts[@]}" "$bin/ddl-bench" "${args[@]}"
       done
+      if [[ -n $baseline && ${dir##*/} == local* ]]; then
+        # Its own ddlrun too: the runtime it was built with.
+        run_bench "$dir/ddlbase.$run.$phase" "$baseline/ddlrun/ddlrun" "${launch[@]:1}" \
+          "$baseline/comm/bench/ddl-bench" "${args[@]}"
+      fi
+      if [[ -n $torch_python && ${dir##*/} == local* ]]; then
+        local targs=("${args[@]:0:10}")  # -b -e -f -w -n (the torch script: float32 sum)
+        [[ $phase == lat ]] && targs=("${lat_args[@]}")
+        run_bench "$dir/torch.$run.$phase" "${launch[@]}" "$torch_python" "$torch_script" \
+          --backend gloo --device cpu "${targs[@]}"
+      fi
       run_bench "$dir/mpi.$run.$phase" "${mpi[@]}" "${mpi_tuned[@]}" \
         "$bin/mpi_allreduce_bench" "${args[@]}"
       for algo in "${forced_algos[@]}"; do
@@ -258,9 +315,10 @@ table() {
   local dir=$1 title=$2 ranks=$3 limit=$4
   echo
   echo "== $title: allreduce $type sum, busbw GB/s, median of $runs run(s)"
-  local have_gloo=0
+  local have_gloo=0 torch_name="torch-gloo"
   [[ -z $gloo ]] || have_gloo=1
-  if ! awk -v n="$ranks" -v limit="$limit" -v have_gloo="$have_gloo" '
+  [[ -z $torch_version ]] || torch_name="torch-gloo (torch $torch_version)"
+  if ! awk -v n="$ranks" -v limit="$limit" -v have_gloo="$have_gloo" -v torch_name="$torch_name" '
     function add(arr, k, v) { arr[k] = (k in arr) ? arr[k] " " v : v }
     function median(list,   v, m, i, j, x) {
       m = split(list, v, " ")
@@ -274,16 +332,18 @@ table() {
     function has(k, s) { return (k SUBSEP s) in bw }
     function bwm(k, s) { return median(bw[k, s]) }
     function tm(k, s) { return median(t[k, s]) }
+    function absent(k) { return (k == "gloo" && !have_gloo) || (k == "torch" && !("torch" in keys)) }
     function cell(k, s) {
-      if (!(k in keys)) return k == "gloo" && !have_gloo ? "n/a" : "-"
+      if (!(k in keys)) return absent(k) ? "n/a" : "-"
       return has(k, s) ? sprintf("%.4f", bwm(k, s)) : "-"
     }
     # ddl over k: time over time (the same size and ranks), which keeps more digits.
     function ratio(k, s) {
       if (!has("ddl", s) || !has(k, s) || tm("ddl", s) <= 0)
-        return k == "gloo" && !have_gloo ? "n/a" : "-"
+        return absent(k) ? "n/a" : "-"
       return sprintf("%.2f", tm(k, s) / tm("ddl", s))
     }
+    function share(l, s) { return l <= 0 || !has("ddl", s) ? "-" : sprintf("%.0f%%", 100 * bwm("ddl", s) / l) }
     # The best forced MPI algorithm at s: its key, or "".
     function best(s,   a, k, b, bk) {
       b = -1; bk = ""
@@ -293,11 +353,13 @@ table() {
       }
       return bk
     }
-    # The limit busbw at s (GB/s), or -1.
-    function lim(s,   r, secs) {
+    # The limit busbw at s (GB/s), or -1: the copy limit (or that of the links), with one_pass
+    # the single-pass limit.
+    function lim(s, one_pass,   r, secs) {
       if (limit == "mem") {
         if (!((s) in rate)) return -1
         r = median(rate[s]) * 1e9  # bytes per second
+        if (one_pass) return 2 * (n - 1) / n * r / 1e9
         return 4 * (n - 1) * r / (5 * n - 3) / 1e9
       }
       secs = substr(limit, 6) + 0
@@ -306,6 +368,9 @@ table() {
     FNR == 1 { f = FILENAME; sub(/.*\//, "", f); split(f, parts, "."); key = parts[1] }
     /^#/ || $1 !~ /^[0-9]+$/ { next }
     key == "memcpy" && NF == 5 { add(rate, $1, $3); next }
+    key == "torch" && NF == 6 {  # gpu_allreduce_torch.py: size count time algbw busbw wrong
+      $0 = $1 " " $2 " float32 sum " $3 " " $4 " " $5 " " $6
+    }
     NF == 8 {
       keys[key] = 1
       if (!($1 in seen)) { seen[$1] = 1; sizes[++ns] = $1 }
@@ -322,39 +387,58 @@ table() {
         sizes[j + 1] = x
       }
       flat = "ddlflat" in keys
-      lname = limit == "mem" ? "mem-limit" : "link-limit"
+      base = "ddlbase" in keys
+      mem = limit == "mem"
       printf "%10s %9s", "size(B)", "ddl"
+      if (base) printf " %9s", "ddl-base"
       if (flat) printf " %9s", "ddl-flat"
-      printf " %9s %12s %11s %9s %10s %9s %8s %8s %7s %6s\n", "mpi-tuned", "mpi-best(N)", "mpi-untuned",
-        "gloo", lname, "ddl/tuned", "ddl/best", "ddl/gloo", "ddl%lim", "#wrong"
+      printf " %9s %12s %11s %9s %10s", "mpi-tuned", "mpi-best(N)", "mpi-untuned", "gloo", "torch-gloo"
+      if (mem) printf " %10s %11s", "copy-limit", "1pass-limit"
+      else printf " %10s", "link-limit"
+      if (base) printf " %8s", "ddl/base"
+      printf " %9s %8s %8s %9s", "ddl/tuned", "ddl/best", "ddl/gloo", "ddl/torch"
+      if (mem) printf " %8s %9s", "ddl%copy", "ddl%1pass"
+      else printf " %7s", "ddl%lim"
+      printf " %6s\n", "#wrong"
       for (i = 1; i <= ns; ++i) {
         s = sizes[i]
         printf "%10s %9s", s, cell("ddl", s)
+        if (base) printf " %9s", cell("ddlbase", s)
         if (flat) printf " %9s", cell("ddlflat", s)
         b = best(s)
-        l = lim(s)
+        l = lim(s, 0)
+        l1 = mem ? lim(s, 1) : -1
         wmax = 0
         for (k in keys) if ((k SUBSEP s) in wrong && wrong[k, s] > wmax) wmax = wrong[k, s]
-        printf " %9s %12s %11s %9s %10s %9s %8s %8s %7s %6s\n", cell("mpi", s),
+        printf " %9s %12s %11s %9s %10s %10s", cell("mpi", s),
           b == "" ? "n/a" : sprintf("%.4f(%s)", bwm(b, s), substr(b, 4)), cell("mpiu", s),
-          cell("gloo", s), l < 0 ? "-" : sprintf("%.4f", l), ratio("mpi", s),
-          b == "" ? "n/a" : ratio(b, s), ratio("gloo", s),
-          l <= 0 || !has("ddl", s) ? "-" : sprintf("%.0f%%", 100 * bwm("ddl", s) / l), wmax
+          cell("gloo", s), cell("torch", s), l < 0 ? "-" : sprintf("%.4f", l)
+        if (mem) printf " %11s", l1 < 0 ? "-" : sprintf("%.4f", l1)
+        if (base) printf " %8s", ratio("ddlbase", s)
+        printf " %9s %8s %8s %9s", ratio("mpi", s), b == "" ? "n/a" : ratio(b, s), ratio("gloo", s),
+          ratio("torch", s)
+        if (mem) printf " %8s %9s", share(l, s), share(l1, s)
+        else printf " %7s", share(l, s)
+        printf " %6s\n", wmax
       }
       if (ns == 0) print "  (no rows: every benchmark failed)"
-      if (limit == "mem")
-        printf "  mem-limit: a direct shared-memory allreduce moves S(5-3/n) bytes per rank, a memcpy 2S: busbw = 4(n-1)/(5n-3) x copy rate of %d processes at once (memcpy_bench)\n", n
-      else
+      if (mem) {
+        printf "  copy-limit: an allreduce through shared slots moves S(5-3/n) bytes per rank, a memcpy 2S: busbw = 4(n-1)/(5n-3) x copy rate R of %d processes at once (memcpy_bench)\n", n
+        printf "  1pass-limit: every input read once, every output written once (2S per rank, one memcpy): busbw = 2(n-1)/n x R\n"
+        if ("torch" in keys) printf "  torch-gloo: %s\n", torch_name
+      } else
         printf "  link-limit: busbw at the floor time (%.3f ms per MiB: the busiest link carrying its least); tc lets the first 1 MB of a burst through unshaped, so it binds from ~1 MiB up\n", substr(limit, 6) * 1048576 * 1e3
       # The 8-byte latency, each benchmark.
       if (has("ddl", 8)) {
         line = sprintf("  8 B latency (us): ddl %.1f", tm("ddl", 8))
+        if (has("ddlbase", 8)) line = line sprintf(", ddl-base %.1f", tm("ddlbase", 8))
         if (has("ddlflat", 8)) line = line sprintf(", ddl-flat %.1f", tm("ddlflat", 8))
         if (has("mpi", 8)) line = line sprintf(", mpi-tuned %.1f (ddl/mpi-tuned %.2f)", tm("mpi", 8), tm("mpi", 8) / tm("ddl", 8))
         b = best(8)
         if (b != "") line = line sprintf(", mpi-best(%s) %.1f", substr(b, 4), tm(b, 8))
         if (has("mpiu", 8)) line = line sprintf(", mpi-untuned %.1f", tm("mpiu", 8))
         if (has("gloo", 8)) line = line sprintf(", gloo %.1f", tm("gloo", 8))
+        if (has("torch", 8)) line = line sprintf(", torch-gloo %.1f", tm("torch", 8))
         print line
       }
       # On links: the time at 16 MiB against the floor.
@@ -385,6 +469,19 @@ table() {
     failed=1
   fi
 }
+
+# --tables: the tables of logs made before (elsewhere: a quiet machine), nothing run.
+if [[ -n $tables_from ]]; then
+  for n in 2 4; do
+    dir="$tables_from/local$n"
+    [[ -d $dir ]] || continue
+    runs=$(find "$dir" -name 'ddl.*.sweep' | wc -l)
+    [[ -e $(find "$dir" -name 'gloo.*' -print -quit) ]] || gloo=""
+    torch_version=$(sed -n 's/^# torch \([^ ]*\) gloo.*/\1/p' "$dir"/torch.1.sweep 2>/dev/null)
+    table "$dir" "this host, $n ranks" "$n" mem
+  done
+  exit $failed
+fi
 
 gloo_store="$work/gloo-store"
 mkdir -p "$gloo_store"

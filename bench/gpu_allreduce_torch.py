@@ -13,7 +13,7 @@ and #wrong. The merging form reads such files and ddl-bench's output and prints 
     python3 bench/gpu_allreduce_torch.py --merge libddl=bench.txt ddl=ddl.txt nccl=nccl.txt
 
 How it works: init_process_group(backend) from the environment; float32 tensors on `device`
-(cuda: GPU LOCAL_RANK, or 0 with --gpu0). For each size from -b to -e (times 2): fill the tensor with this rank's
+(cuda: GPU LOCAL_RANK, or 0 with --gpu0). For each size from -b to -e (times -f, 2): fill the tensor with this rank's
 pattern (element i of rank r is 2((i + r) mod n) + (i mod 3), as bench/bench_common.h, whose
 sum over the ranks is exact in float32), run -w all_reduce calls, a barrier, then -n timed
 calls, synchronising the device before reading the clock; then refill, all_reduce once and count
@@ -33,11 +33,11 @@ def parse_size(text):
     return int(text[:-1] if unit else text) * units[unit]
 
 
-def sizes(low, high):
+def sizes(low, high, factor=2):
     s = low
     while s <= high:
         yield s
-        s *= 2
+        s *= factor
 
 
 def pattern(torch, n, rank, count, device):
@@ -58,7 +58,7 @@ def synchronize(torch, device):
 def measure(args, torch, dist, device, rank, n):
     """One row per size: (bytes, count, time_us, algbw, busbw, wrong)."""
     rows = []
-    for size in sizes(args.b, args.e):
+    for size in sizes(args.b, args.e, args.f):
         count = size // 4
         if count == 0:
             continue
@@ -162,6 +162,7 @@ def main():
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     p.add_argument("-b", type=parse_size, default=8, help="smallest message in bytes (8)")
     p.add_argument("-e", type=parse_size, default=256 << 20, help="largest (256M)")
+    p.add_argument("-f", type=int, default=2, help="each size is the last times this (2)")
     p.add_argument("-w", type=int, default=5, help="untimed calls per size (5)")
     p.add_argument("-n", type=int, default=20, help="timed calls per size (20)")
     p.add_argument("--gpu0", action="store_true",

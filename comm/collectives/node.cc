@@ -24,12 +24,21 @@
 //   5. reduce-scatter reduces without the copy back; allgather and broadcast copy the others'
 //      pieces straight after step 3; each then publishes `done`.
 //
+// Output that outgrows the cache (stream_bytes: the members' inputs and outputs, 2nS, larger
+// than the last-level cache) is written with streaming stores (node_copy.h): no read for
+// ownership of each output line, and the slots stay in the cache; an sfence ends the call. A
+// member copies the others' pieces out starting with the next member (r + 1, r + 2, ...), so
+// the members do not all read the same slot at once. Nothing waits after the last copy out:
+// the next call's steps use the other slot first, and its step j waits for `done` of j - 2.
+//
 // Each element is reduced by one member in one fixed order, so results are bitwise identical
 // on every member and independent of timing. Allreduces of at most small_bytes take one step
 // instead: every member copies its whole input into its slot and reduces all n inputs
 // itself, in rank order (the same bits everywhere, one wait). A barrier is a step without
 // data. Traffic per member for an allreduce of S bytes: (n-1)/n S copied in, S read and S/n
 // written by the reduction (and S/n into the slot), (n-1)/n S copied out; one wait per step.
+// Of that, only the input (S read) and the output (S written) need reach memory: the slots
+// stay in the cache, so a large allreduce can approach one memcpy of S per member.
 //
 // Waiting spins a while when the host has a core for every member (a few microseconds'
 // latency), hardly at all when the members outnumber the cores; then yields the core for up to
@@ -51,9 +60,11 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <thread>
 
+#include "comm/collectives/node_copy.h"
 #include "comm/collectives/node_segment.h"
 #include "comm/transport/link.h"
 #include "comm/transport/os.h"
@@ -97,11 +108,31 @@ inline void cpu_relax() {
 #endif
 }
 
+/// The last-level cache's bytes as sysfs gives them ("32768K"), or 0.
+size_t last_level_cache() {
+  FILE* f = std::fopen("/sys/devices/system/cpu/cpu0/cache/index3/size", "r");
+  if (f == nullptr) return 0;
+  unsigned long long v = 0;
+  char unit = 0;
+  const int got = std::fscanf(f, "%llu%c", &v, &unit);
+  std::fclose(f);
+  if (got < 1) return 0;
+  return static_cast<size_t>(v) * (unit == 'K' ? 1024 : unit == 'M' ? 1024 * 1024 : 1);
+}
+
 size_t round_up(size_t v, size_t to) {
   return (v + to - 1) / to * to;
 }
 
 }  // namespace
+
+size_t auto_stream_bytes(int members) {
+  static const size_t cache = [] {
+    const size_t c = last_level_cache();
+    return c > 0 ? c : size_t{32} << 20;
+  }();
+  return cache / (2 * static_cast<size_t>(std::max(members, 1))) + 1;
+}
 
 /// One collective as a sweep of steps (see the top of this file). Offsets and lengths are in
 /// elements, per member.
@@ -113,6 +144,7 @@ struct NodeGroup::Sweep {
   int divisor = 1;
   bool reduce = false;  ///< pieces are reduced by their slice's member
   bool gather = false;  ///< every member's (reduced) piece lands in every member's out
+  bool stream = false;  ///< out is written with streaming stores (node_copy.h)
   int source = -1;      ///< broadcast: the only member with data
   std::vector<size_t> in_off, out_off, len;
   size_t piece = 0;  ///< elements per member per step
@@ -171,6 +203,9 @@ NodeGroup::NodeGroup(std::vector<NodeMember> members, int self, NodeOptions opti
   for (const NodeMember& m : members_)
     pidfds_.push_back(m.pid != getpid() ? open_pidfd(m.pid) : -1);
   spin_limit_ = static_cast<int>(n) <= host_cores() ? 4000 : 16;
+  if (options_.stream_bytes == NodeOptions::kStreamAuto) {
+    options_.stream_bytes = auto_stream_bytes(static_cast<int>(n));
+  }
   await_attached();
   probe_cma();
   scratch_.resize(kBlockBytes);
@@ -329,6 +364,7 @@ void NodeGroup::run(const Sweep& s) {
     gather_piece(s, steps - 1, step_);
     publish(kDone, step_);
   }
+  if (s.stream) node::stream_fence();  // the output is all there before the caller has it
 }
 
 void NodeGroup::step(const Sweep& s, size_t j) {
@@ -384,17 +420,19 @@ void NodeGroup::reduce_piece(const Sweep& s, size_t j) {
     for (int q = 1; q < size(); ++q)
       reduce_into(acc, src(q), c, s.type, s.op);
     if (s.divisor > 1) divide(acc, c, s.type, s.divisor);
-    std::memcpy(dst + b * ts, acc, c * ts);
+    node::copy_out(dst + b * ts, acc, c * ts, s.stream);
     if (s.gather) std::memcpy(back + b * ts, acc, c * ts);
   }
 }
 
 void NodeGroup::gather_piece(const Sweep& s, size_t j, uint64_t at_step) {
+  // Member r reads r + 1, r + 2, ...: the members start on different peers' slots.
   const size_t ts = s.ts();
-  for (int q = 0; q < size(); ++q) {
-    if (q == self_ || (s.source >= 0 && q != s.source) || s.count(q, j) == 0) continue;
-    std::memcpy(s.out + (s.out_off[q] + j * s.piece) * ts, slot(q, at_step) + s.slot_at(q),
-                s.count(q, j) * ts);
+  for (int k = 1; k < size(); ++k) {
+    const int q = (self_ + k) % size();
+    if ((s.source >= 0 && q != s.source) || s.count(q, j) == 0) continue;
+    node::copy_out(s.out + (s.out_off[q] + j * s.piece) * ts, slot(q, at_step) + s.slot_at(q),
+                   s.count(q, j) * ts, s.stream);
   }
 }
 
@@ -433,8 +471,13 @@ void NodeGroup::allreduce(const void* send, void* recv, size_t count, DataType t
   }
   Sweep s = sweep(send, recv, type, op, sig);
   s.reduce = s.gather = true;
+  s.stream = streams(count * ts);
   s.by_slices(count, size());
   run(s);
+}
+
+bool NodeGroup::streams(size_t bytes) const {
+  return options_.stream_bytes > 0 && bytes >= options_.stream_bytes;
 }
 
 NodeGroup::Sweep NodeGroup::sweep(const void* in, void* out, DataType type, ReduceOp op,
@@ -471,6 +514,7 @@ void NodeGroup::allgather(const void* send, void* recv, size_t count, DataType t
   }
   Sweep s = sweep(send, recv, type, ReduceOp::kSum, sig);
   s.gather = true;
+  s.stream = streams(count * ts * size());
   for (int q = 0; q < size(); ++q) {
     s.in_off.push_back(0);
     s.out_off.push_back(q * count);
@@ -488,6 +532,7 @@ void NodeGroup::broadcast(void* buf, size_t bytes, int root, const Signature* si
   s.len.assign(size(), 0);
   s.len[root] = bytes;
   s.piece = segment_->slot_bytes;
+  s.stream = streams(bytes);
   run(s);
 }
 
@@ -505,6 +550,7 @@ void NodeGroup::reduce_scatter_in_place(void* buf, size_t count, DataType type, 
 void NodeGroup::allgather_in_place(void* buf, size_t count, DataType type) {
   Sweep s = sweep(buf, buf, type, ReduceOp::kSum, nullptr);
   s.gather = true;
+  s.stream = streams(count * type_size(type));
   s.by_slices(count, size());
   run(s);
 }

@@ -14,6 +14,10 @@
 
 namespace ddl::comm {
 
+/// The streaming threshold kStreamAuto stands for with `members` ranks: the smallest S with
+/// 2 members S > the last-level cache (sysfs' index3 of cpu0; 32 MiB where it says nothing).
+size_t auto_stream_bytes(int members);
+
 /// One rank of a node group.
 struct NodeMember {
   int rank = 0;      ///< global rank
@@ -33,6 +37,12 @@ struct NodeOptions {
   /// buffers where they lie, through cross-memory attach (process_vm_readv), when every
   /// member may: no copy through the slots (node_cma.cc; off by default: measured slower).
   size_t cma_bytes = 0;
+  /// Allreduces, allgathers and broadcasts of at least this many bytes (DDL_SHM_STREAM_BYTES;
+  /// 0: never) write their output with streaming stores (node_copy.h), which cost no read
+  /// for ownership but leave the output out of the cache. kStreamAuto: from the size where
+  /// the members' inputs and outputs (2 n S) outgrow the last-level cache (auto_stream_bytes).
+  size_t stream_bytes = kStreamAuto;
+  static constexpr size_t kStreamAuto = SIZE_MAX;
   std::chrono::milliseconds timeout{60'000};  ///< no progress for this long: TransportError
 };
 
@@ -86,6 +96,8 @@ class NodeGroup {
   /// A sweep from `in` to `out` with its reduction folded (kAvg sums, then divides by size()),
   /// pieces as large as the slots allow, and the call's signature; its layout is the caller's.
   Sweep sweep(const void* in, void* out, DataType type, ReduceOp op, const Signature* sig) const;
+  /// Whether output of `bytes` is written with streaming stores (stream_bytes).
+  bool streams(size_t bytes) const;
   void run(const Sweep& s);
   void step(const Sweep& s, size_t piece);
   void copy_in(const Sweep& s, size_t piece);

@@ -13,6 +13,13 @@
 // the left operand on ties, so max(+0, -0) is +0 and the result never depends on anything but
 // the operands' order.
 //
+// Vectorised: this file is compiled at -O3 (comm/CMakeLists.txt; GCC 12 leaves these loops
+// scalar at -O2), so the loops use SSE2 on any x86-64. With GCC on x86-64, reduce_into is also
+// built a second time for AVX2 (target_clones): the dynamic loader picks the clone the CPU
+// runs (an ifunc resolved once, at load), and every kernel below is always inlined into
+// both, so the AVX2 clone's loops use 32-byte vectors. Element-wise operations give the same
+// bits at any vector width (no reassociation, and the AVX2 clone has no FMA to contract with).
+//
 // float16 and bfloat16 are widened to float a block at a time (kBlock elements on the stack),
 // reduced as float, and narrowed back with round-to-nearest-even. Widening is exact. Narrowing
 // keeps infinities, turns overflow into infinity, rounds subnormals correctly, and turns any
@@ -116,14 +123,17 @@ struct Max {
   static T apply(T a, T b) { return (!is_nan(a) && (b > a || is_nan(b))) ? b : a; }
 };
 
+// Inlined into each clone of reduce_into, so that it is vectorised for that clone's target.
+#define DDL_KERNEL [[gnu::always_inline]] inline
+
 template <typename T, template <typename> class Op>
-void reduce_loop(T* __restrict dst, const T* __restrict src, size_t count) {
+DDL_KERNEL void reduce_loop(T* __restrict dst, const T* __restrict src, size_t count) {
   for (size_t i = 0; i < count; ++i)
     dst[i] = Op<T>::apply(dst[i], src[i]);
 }
 
 template <typename T>
-void reduce_typed(void* dst, const void* src, size_t count, ReduceOp op) {
+DDL_KERNEL void reduce_typed(void* dst, const void* src, size_t count, ReduceOp op) {
   auto* d = static_cast<T*>(dst);
   const auto* s = static_cast<const T*>(src);
   switch (op) {
@@ -141,7 +151,7 @@ void reduce_typed(void* dst, const void* src, size_t count, ReduceOp op) {
 
 // Signed integers: sum and product wrap, done in the unsigned type of the same width.
 template <typename T>
-void reduce_signed(void* dst, const void* src, size_t count, ReduceOp op) {
+DDL_KERNEL void reduce_signed(void* dst, const void* src, size_t count, ReduceOp op) {
   using U = std::make_unsigned_t<T>;
   switch (op) {
     case ReduceOp::kSum:
@@ -156,7 +166,7 @@ void reduce_signed(void* dst, const void* src, size_t count, ReduceOp op) {
 
 // float16/bfloat16: a block at a time through float.
 template <float (*Widen)(uint16_t), uint16_t (*Narrow)(float)>
-void reduce_narrow(void* dst, const void* src, size_t count, ReduceOp op) {
+DDL_KERNEL void reduce_narrow(void* dst, const void* src, size_t count, ReduceOp op) {
   auto* d = static_cast<uint16_t*>(dst);
   const auto* s = static_cast<const uint16_t*>(src);
   float a[kBlock];
@@ -227,7 +237,14 @@ std::string_view to_string(ReduceOp op) {
   return base::lookup(kOpNames, op).value_or("unknown");
 }
 
-void reduce_into(void* dst, const void* src, size_t count, DataType type, ReduceOp op) {
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define DDL_REDUCE_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define DDL_REDUCE_CLONES
+#endif
+
+DDL_REDUCE_CLONES void reduce_into(void* dst, const void* src, size_t count, DataType type,
+                                   ReduceOp op) {
   switch (type) {
     case DataType::kFloat32:
       return reduce_typed<float>(dst, src, count, op);

@@ -211,6 +211,9 @@ void read_shm_options(CommOptions& o) {
   if (const char* v = env("DDL_SHM_CMA_BYTES")) {
     o.shm_cma_bytes = static_cast<size_t>(env_number("DDL_SHM_CMA_BYTES", v));
   }
+  if (const char* v = env("DDL_SHM_STREAM_BYTES")) {
+    o.shm_stream_bytes = static_cast<size_t>(env_number("DDL_SHM_STREAM_BYTES", v));
+  }
   if (const char* v = env("DDL_SHM_SMALL_BYTES")) {
     o.shm_small_bytes = std::min<size_t>(static_cast<size_t>(env_number("DDL_SHM_SMALL_BYTES", v)),
                                          size_t{1} << 30);
@@ -398,6 +401,7 @@ void Communicator::make_node_group(const std::vector<int>& pids, const std::stri
   o.chunk_bytes = options_.shm_chunk_bytes;
   o.small_bytes = options_.shm_small_bytes;
   o.cma_bytes = options_.shm_cma_bytes;
+  o.stream_bytes = options_.shm_stream_bytes;
   o.timeout = options_.timeout;
   node_ = std::make_unique<NodeGroup>(std::move(members), self, o);
 }

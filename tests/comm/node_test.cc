@@ -8,12 +8,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstring>
 #include <functional>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "comm/collectives/node_copy.h"
 #include "comm/transport/link.h"
 
 namespace ddl::comm {
@@ -398,6 +401,156 @@ TEST(NodeGroup, ProcessesReadEachOthersBuffersAndAgreeWithTheSlots) {
       EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
     }
   }
+}
+
+TEST(NodeCopy, StreamCopyEqualsMemcpyAtEveryAlignmentAndLength) {
+  std::vector<std::byte> src(4096 + 64), dst(4096 + 64);
+  for (size_t i = 0; i < src.size(); ++i)
+    src[i] = static_cast<std::byte>(i * 131 + 7);
+  for (size_t d_off = 0; d_off < 17; ++d_off) {
+    for (size_t s_off : {size_t{0}, size_t{3}, size_t{16}}) {
+      for (size_t len : {0, 1, 15, 16, 63, 64, 65, 127, 128, 129, 1000, 4000}) {
+        std::fill(dst.begin(), dst.end(), std::byte{0xee});
+        node::stream_copy(dst.data() + d_off, src.data() + s_off, len);
+        node::stream_fence();
+        for (size_t i = 0; i < dst.size(); ++i) {
+          const bool inside = i >= d_off && i < d_off + len;
+          ASSERT_EQ(dst[i], inside ? src[i - d_off + s_off] : std::byte{0xee})
+              << "dst+" << d_off << " src+" << s_off << " len " << len << " byte " << i;
+        }
+      }
+    }
+  }
+}
+
+/// One call of the stress test: its size, type, op, place and the buffers' misalignment.
+struct StressCall {
+  size_t count;
+  DataType type;
+  ReduceOp op;
+  bool in_place;
+  size_t shift;  ///< elements the buffers start past an aligned address
+};
+
+/// The same pseudo-random calls for every member: sizes from 0 to 40,000 elements (the
+/// one-step path, sweeps of one to many steps, streamed output), every type and op.
+std::vector<StressCall> stress_calls(int how_many) {
+  std::mt19937_64 rng(20261126);
+  std::vector<StressCall> calls;
+  for (int k = 0; k < how_many; ++k) {
+    const size_t pick = rng() % 4;
+    const size_t count = pick == 0 ? rng() % 16 : pick == 1 ? rng() % 600 : rng() % 40'000;
+    calls.push_back({count, kTypes[rng() % std::size(kTypes)], kOps[rng() % std::size(kOps)],
+                     rng() % 2 == 0, rng() % 5});
+  }
+  return calls;
+}
+
+TEST(NodeGroup, ManyBackToBackCallsOfVariedSizesAreAllExact) {
+  const auto calls = stress_calls(300);
+  for (int n : {2, 3, 4}) {
+    NodeOptions o;
+    o.chunk_bytes = 4096;  // 40,000 elements: up to ~160 steps
+    o.small_bytes = 512;
+    o.stream_bytes = 8192;  // most sweeps stream their output
+    o.timeout = 20s;
+    std::vector<std::string> bad(n);
+    expect_no_errors(run_group(n, o, [&](NodeGroup& g) {
+      for (size_t k = 0; k < calls.size() && bad[g.rank()].empty(); ++k) {
+        const StressCall& c = calls[k];
+        const size_t ts = type_size(c.type), bytes = c.count * ts;
+        const auto mine = input(g.rank(), c.count, c.type, k);
+        // Misaligned by `shift` elements from a 64-byte boundary, in and out.
+        std::vector<std::byte> space(2 * bytes + 256);
+        std::byte* in = reinterpret_cast<std::byte*>(
+            (reinterpret_cast<uintptr_t>(space.data()) + 63) / 64 * 64 + c.shift * ts);
+        std::byte* out = c.in_place ? in : in + bytes + 64;
+        std::memcpy(in, mine.data(), bytes);
+        g.allreduce(in, out, c.count, c.type, c.op, nullptr);
+        if (!std::equal(out, out + bytes, reference(n, c.count, c.type, c.op, k).begin())) {
+          bad[g.rank()] = "call " + std::to_string(k) + ": " + std::to_string(c.count) + " " +
+                          std::string(to_string(c.type)) + " " + std::string(to_string(c.op));
+        }
+      }
+    }));
+    for (int r = 0; r < n; ++r)
+      EXPECT_EQ(bad[r], "") << "n=" << n << " member " << r;
+  }
+}
+
+TEST(NodeGroup, StreamedAllgatherAndBroadcastCopyExactly) {
+  NodeOptions o = tiny_chunks();
+  o.stream_bytes = 1;  // everything streams
+  const int n = 3;
+  const size_t count = 1001;
+  std::vector<std::string> bad(n);
+  expect_no_errors(run_group(n, o, [&](NodeGroup& g) {
+    const auto mine = input(g.rank(), count, DataType::kFloat64, 4);
+    std::vector<std::byte> all(count * 8 * n + 8);
+    g.allgather(mine.data(), all.data() + 8, count, DataType::kFloat64, nullptr);
+    for (int q = 0; q < n; ++q) {
+      const auto want = input(q, count, DataType::kFloat64, 4);
+      if (!std::equal(want.begin(), want.end(), all.begin() + 8 + q * count * 8))
+        bad[g.rank()] += "allgather block " + std::to_string(q) + "; ";
+    }
+    auto buf = input(g.rank(), 3333, DataType::kUint8, 6);
+    g.broadcast(buf.data(), buf.size(), 1, nullptr);
+    if (buf != input(1, 3333, DataType::kUint8, 6)) bad[g.rank()] += "broadcast";
+  }));
+  for (int r = 0; r < n; ++r)
+    EXPECT_EQ(bad[r], "") << "member " << r;
+}
+
+// A member killed while the others run large allreduces back to back: the survivor's call
+// (mid-sweep or the next one) names it.
+TEST(NodeGroup, AProcessKilledMidCallIsNamed) {
+  NodeOptions o;
+  o.chunk_bytes = 64 * 1024;
+  o.timeout = 20s;
+  o.job = "node-test-kill-" + std::to_string(getpid());
+  std::vector<NodeMember> m = members(2);
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  const size_t count = 4u << 20;  // 16 MiB of float32: hundreds of steps a call
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    m[1].pid = getpid();
+    try {
+      NodeGroup g(m, 1, o);
+      std::vector<float> buf(count, 1.0f);
+      const char c = 1;
+      if (write(ready[1], &c, 1) != 1) _exit(3);
+      for (;;)
+        g.allreduce(buf.data(), buf.data(), count, DataType::kFloat32, ReduceOp::kSum, nullptr);
+    } catch (...) {
+      _exit(2);
+    }
+  }
+  m[1].pid = child;
+  std::string error;
+  std::thread killer;
+  try {
+    NodeGroup g(m, 0, o);
+    char c;
+    ASSERT_EQ(read(ready[0], &c, 1), 1);
+    killer = std::thread([child] {
+      std::this_thread::sleep_for(150ms);
+      kill(child, SIGKILL);
+    });
+    std::vector<float> buf(count, 1.0f);
+    for (int k = 0; k < 100'000; ++k)
+      g.allreduce(buf.data(), buf.data(), count, DataType::kFloat32, ReduceOp::kSum, nullptr);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  if (killer.joinable()) killer.join();
+  int status = 0;
+  waitpid(child, &status, 0);
+  EXPECT_EQ(error, "rank 11 (h): the process has exited");
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "child status " << status;
+  close(ready[0]);
+  close(ready[1]);
 }
 
 }  // namespace
