@@ -362,6 +362,13 @@ class LibsshChannel final : public Channel {
     callbacks_.channel_exit_signal_function = on_exit_signal;
     ssh_callbacks_init(&callbacks_);
   }
+  /// ssh_channel_free keeps a channel the host has not closed yet (libssh frees it when the
+  /// host's close arrives), and libssh reads a channel's callbacks for every message to it: so
+  /// they go before this object does, or a late exit-status or close read freed memory (the
+  /// crash of a launch after --probe-links, whose agents' channels were closed from this side).
+  ~LibsshChannel() override {
+    if (channel_) ssh_remove_channel_callbacks(channel_.get(), &callbacks_);
+  }
   /// Opens a new channel of `s` and runs `command` there (Session::exec).
   void start(ssh_session s, const std::string& command, const std::string& endpoint) {
     channel_.reset(ssh_channel_new(s));
@@ -405,7 +412,7 @@ class LibsshChannel final : public Channel {
   }
 
   std::string signal_;
-  ssh_channel_callbacks_struct callbacks_{};  // outlives the channel
+  ssh_channel_callbacks_struct callbacks_{};  // removed from the channel before it is freed
   ChannelPtr channel_;
 };
 
