@@ -130,6 +130,20 @@ int dry_run(const JobPlan& plan, const Options& whole, const PerNode& node, Node
   return part.client->finish(0);
 }
 
+/// When this node's own rank is blamed but node 0 says another node failed first (its ranks'
+/// end reached this node's ranks as a closed connection before node 0's word did), the line
+/// that names that node, as the supervisor would have printed it; "" otherwise.
+std::string earlier_failure(const NodeClient& client, const launcher::JobEnd& end) {
+  const std::optional<NodeStop> stop = client.first_stop();
+  if (!stop || end.rank < 0 || stop->node == client.node_rank()) return "";
+  std::string line =
+      "ddlrun: " + stop->host + ": node rank " + std::to_string(stop->node) + ": " + stop->what;
+  if (stop->what.find("status") == std::string::npos) {
+    line += " (exit status " + std::to_string(stop->status) + ")";
+  }
+  return line + "; it failed first, and this node's ranks failed after it";
+}
+
 /// The local backend of this node's ranks, which another node's failure stops.
 class NodeBackend : public launcher::Backend {
  public:
@@ -231,6 +245,9 @@ class LiveRounds : public NodeRounds {
     ended.signal = end.signal;
     ended.reason = end.reason;
     ended.end = client_->round_end();
+    if (const std::string line = earlier_failure(*client_, end); !line.empty()) {
+      err_ << hostfiles::printable(line) << "\n";
+    }
     return ended;
   }
 

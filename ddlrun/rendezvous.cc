@@ -482,6 +482,11 @@ int NodeClient::finish(int status, bool restartable) {
   return status != 0 ? status : stop_->status;
 }
 
+std::optional<NodeStop> NodeClient::first_stop() const {
+  std::lock_guard lock(mutex_);
+  return stop_;
+}
+
 RoundEnd NodeClient::round_end() const {
   std::lock_guard lock(mutex_);
   return {end_final_, end_lost_, node0_gone_ && !end_status_, welcome_.nodes};

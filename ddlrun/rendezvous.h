@@ -187,6 +187,9 @@ class NodeClient {
   int finish(int status, bool restartable = true);
   /// How the round ended; valid once finish() returned.
   RoundEnd round_end() const;
+  /// The first stop node 0 sent this node (or node 0's loss); none when this node's failure
+  /// came first or nothing failed. Valid once finish() returned.
+  std::optional<NodeStop> first_stop() const;
 
  private:
   NodeClient(int fd, std::string endpoint, int node_rank);
