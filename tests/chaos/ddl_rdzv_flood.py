@@ -12,35 +12,18 @@ the rank that started it, its last line says. Standard library only.
 
     ddl_rdzv_flood.py HOST PORT SECONDS
 """
-import os
-import signal
-import socket
 import struct
 import sys
-import threading
 import time
 
-host, port, seconds = sys.argv[1].strip("[]"), int(sys.argv[2]), float(sys.argv[3])
-until = time.monotonic() + seconds
-counts = {}
-lock = threading.Lock()
+from flood import Flood
 
-
-def attack(name, send):
-    while time.monotonic() < until:
-        try:
-            with socket.create_connection((host, port), timeout=2) as s:
-                s.settimeout(1)
-                with lock:
-                    counts[name] = counts.get(name, 0) + 1
-                send(s)
-        except OSError:
-            time.sleep(0.05)
+flood = Flood("ddl_rdzv_flood", sys.argv[1].strip("[]"), int(sys.argv[2]), float(sys.argv[3]))
 
 
 def stream(s):
     chunk = b"DDLRV2" + b"x" * 65530
-    while time.monotonic() < until:
+    while flood.running():
         s.sendall(chunk)
 
 
@@ -56,38 +39,15 @@ def wrong(s):
 
 
 def trickle(s):
-    while time.monotonic() < until:
+    while flood.running():
         s.sendall(b"D")
         time.sleep(1)
 
 
 def idle(s):
-    while time.monotonic() < until:
+    while flood.running():
         time.sleep(0.2)
 
 
-def summary():
-    with lock:
-        done = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
-    return f"ddl_rdzv_flood: {done} connections in {seconds - max(0, until - time.monotonic()):.0f} s"
-
-
-def stopped(*_):  # SIGTERM: say what was done, and go
-    print(summary(), flush=True)
-    os._exit(0)
-
-
-signal.signal(signal.SIGTERM, stopped)
-threads = []
-for name, send, n in (("stream", stream, 10), ("garbage", garbage, 4), ("wrong", wrong, 4),
-                      ("trickle", trickle, 10), ("idle", idle, 60)):
-    for _ in range(n):
-        threads.append(threading.Thread(target=attack, args=(name, send), daemon=True))
-for t in threads:
-    t.start()
-while time.monotonic() < until:
-    time.sleep(0.5)
-    print(summary(), flush=True)
-for t in threads:
-    t.join(5)
-print(summary())
+flood.run([("stream", stream, 10), ("garbage", garbage, 4), ("wrong", wrong, 4),
+           ("trickle", trickle, 10), ("idle", idle, 60)], report_every=0.5)

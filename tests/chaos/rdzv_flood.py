@@ -10,18 +10,14 @@ Prints what it did (also when ended by SIGTERM). Standard library only.
 
     rdzv_flood.py HOST PORT SECONDS
 """
-import os
-import signal
 import socket
 import struct
 import sys
-import threading
 import time
 
-host, port, seconds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
-until = time.monotonic() + seconds
-counts = {}
-lock = threading.Lock()
+from flood import Flood
+
+flood = Flood("rdzv_flood", sys.argv[1], int(sys.argv[2]), float(sys.argv[3]))
 
 
 def message(kind, fields):
@@ -31,22 +27,10 @@ def message(kind, fields):
     return out
 
 
-def attack(name, send):
-    while time.monotonic() < until:
-        try:
-            with socket.create_connection((host, port), timeout=2) as s:
-                s.settimeout(1)
-                with lock:
-                    counts[name] = counts.get(name, 0) + 1
-                send(s)
-        except OSError:
-            time.sleep(0.05)
-
-
 def prefix(s):
     s.sendall(bytes([1]) + struct.pack(">II", 9, (64 << 20) - 64))  # under the old 64 MiB limit
     chunk = b"x" * 65536
-    while time.monotonic() < until:
+    while flood.running():
         s.sendall(chunk)
 
 
@@ -57,7 +41,7 @@ def fields(s):
 
 
 def trickle(s):
-    while time.monotonic() < until:
+    while flood.running():
         s.sendall(b"z")
         time.sleep(1)
 
@@ -66,34 +50,14 @@ def refused(s):
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     s.sendall(message(1, [b"DDLNODE3", b"n" * 16, b"p" * 32, b"1" * 200000, b"3", b"", b"evil",
                           b"", b"0"]))
-    while time.monotonic() < until:
+    while flood.running():
         time.sleep(0.2)
 
 
 def idle(s):
-    while time.monotonic() < until:
+    while flood.running():
         time.sleep(0.2)
 
 
-def summary():
-    with lock:
-        done = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
-    return f"rdzv_flood: {done} connections in {seconds - max(0, until - time.monotonic()):.0f} s"
-
-
-def stopped(*_):  # SIGTERM: say what was done, and go
-    print(summary(), flush=True)
-    os._exit(0)
-
-
-signal.signal(signal.SIGTERM, stopped)
-threads = []
-for name, send, n in (("prefix", prefix, 20), ("fields", fields, 4), ("trickle", trickle, 10),
-                      ("refused", refused, 6), ("idle", idle, 20)):
-    for _ in range(n):
-        threads.append(threading.Thread(target=attack, args=(name, send), daemon=True))
-for t in threads:
-    t.start()
-for t in threads:
-    t.join(seconds + 5)
-print(summary())
+flood.run([("prefix", prefix, 20), ("fields", fields, 4), ("trickle", trickle, 10),
+           ("refused", refused, 6), ("idle", idle, 20)])
