@@ -4,22 +4,7 @@ Compression.fp16 sends floating-point tensors as float16 and restores their dtyp
 
 import tensorflow as tf
 
-
-class Compressor:
-    """compress(tensor) -> (tensor to send, context); decompress(tensor, context) -> tensor."""
-
-    @staticmethod
-    def compress(tensor):
-        return tensor, None
-
-    @staticmethod
-    def decompress(tensor, ctx):
-        del ctx
-        return tensor
-
-
-class NoneCompressor(Compressor):
-    """Sends tensors unchanged."""
+from ..common.compression import Compressor, NoneCompressor
 
 
 class FP16Compressor(Compressor):

@@ -4,22 +4,7 @@ bytes; libddl sums float16 rounding to nearest even) and restores their dtype af
 
 import torch
 
-
-class Compressor:
-    """compress(tensor) -> (tensor to send, context); decompress(tensor, context) -> tensor."""
-
-    @staticmethod
-    def compress(tensor):
-        return tensor, None
-
-    @staticmethod
-    def decompress(tensor, ctx):
-        del ctx
-        return tensor
-
-
-class NoneCompressor(Compressor):
-    """Sends tensors unchanged."""
+from ..common.compression import Compressor, NoneCompressor
 
 
 class FP16Compressor(Compressor):
