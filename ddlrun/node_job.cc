@@ -130,18 +130,24 @@ int dry_run(const JobPlan& plan, const Options& whole, const PerNode& node, Node
   return part.client->finish(0);
 }
 
+/// "node rank 2: its ranks ended with status 143": another node's stop as the supervisor says
+/// it (after the node's host name), with the status when `what` does not give it.
+std::string describe_stop(const NodeStop& stop) {
+  std::string text = "node rank " + std::to_string(stop.node) + ": " + stop.what;
+  if (stop.what.find("status") == std::string::npos) {
+    text += " (exit status " + std::to_string(stop.status) + ")";
+  }
+  return text;
+}
+
 /// When this node's own rank is blamed but node 0 says another node failed first (its ranks'
 /// end reached this node's ranks as a closed connection before node 0's word did), the line
 /// that names that node, as the supervisor would have printed it; "" otherwise.
 std::string earlier_failure(const NodeClient& client, const launcher::JobEnd& end) {
   const std::optional<NodeStop> stop = client.first_stop();
   if (!stop || end.rank < 0 || stop->node == client.node_rank()) return "";
-  std::string line =
-      "ddlrun: " + stop->host + ": node rank " + std::to_string(stop->node) + ": " + stop->what;
-  if (stop->what.find("status") == std::string::npos) {
-    line += " (exit status " + std::to_string(stop->status) + ")";
-  }
-  return line + "; it failed first, and this node's ranks failed after it";
+  return "ddlrun: " + stop->host + ": " + describe_stop(*stop) +
+         "; it failed first, and this node's ranks failed after it";
 }
 
 /// The local backend of this node's ranks, which another node's failure stops.
@@ -164,10 +170,7 @@ class NodeBackend : public launcher::Backend {
           e.host = stop.node >= 0 && static_cast<size_t>(stop.node) < host_of_node_.size()
                        ? host_of_node_[static_cast<size_t>(stop.node)]
                        : -1;
-          e.data = "node rank " + std::to_string(stop.node) + ": " + stop.what;
-          if (stop.what.find("status") == std::string::npos) {
-            e.data += " (exit status " + std::to_string(stop.status) + ")";
-          }
+          e.data = describe_stop(stop);
           e.status.code = stop.status;
           events.push(std::move(e));
         },
