@@ -25,6 +25,7 @@ if [[ ${#targets[@]} -eq 0 ]]; then
            fuzz_mode fuzz_topology fuzz_inventory fuzz_node_wire fuzz_link_agent)
 fi
 seconds=${FUZZ_SECONDS:-9}
+grow=${FUZZ_GROW:-0}
 jobs=${FUZZ_JOBS:-2}
 fuzz_build=$build/fuzz-build
 run_dir=$fuzz_build/fuzz-run
@@ -43,15 +44,60 @@ generator=()
 if command -v ninja >/dev/null && [[ ! -f $fuzz_build/CMakeCache.txt ]]; then
   generator=(-G Ninja)
 fi
-echo "run_fuzzers: configuring $fuzz_build"
+# ccache (when installed, and no other launcher is in the environment) compiles the clang tree
+# too, shared by every checkout: CCACHE_BASEDIR makes the paths under the source relative, and
+# the build directory is mapped out of the debug information (-fdebug-prefix-map; ninja compiles
+# in it), so ccache leaves the directory out of its hash. A fresh clone (CI) then hits what an
+# earlier run in any other directory compiled.
+launcher=${CMAKE_CXX_COMPILER_LAUNCHER:-}
+if [[ -z $launcher ]] && command -v ccache >/dev/null; then
+  launcher=ccache
+fi
+export CCACHE_BASEDIR=$src
+start=$SECONDS
+echo "run_fuzzers: configuring $fuzz_build${launcher:+ (compiler launcher $launcher)}"
 mkdir -p "$fuzz_build"
 CC=clang CXX=clang++ cmake -S "$src" -B "$fuzz_build" "${generator[@]}" -DDDL_FUZZ=ON \
-  -DDDL_BUILD_TESTS=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$fuzz_build/configure.log" 2>&1 || {
+  -DDDL_BUILD_TESTS=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_C_COMPILER_LAUNCHER="$launcher" -DCMAKE_CXX_COMPILER_LAUNCHER="$launcher" \
+  -DCMAKE_C_FLAGS="-fdebug-prefix-map=$fuzz_build=." \
+  -DCMAKE_CXX_FLAGS="-fdebug-prefix-map=$fuzz_build=." >"$fuzz_build/configure.log" 2>&1 || {
   cat "$fuzz_build/configure.log" >&2
   exit 1
 }
 echo "run_fuzzers: building ${targets[*]}"
 cmake --build "$fuzz_build" --parallel "$jobs" --target "${targets[@]}"
+echo "run_fuzzers: configured and built in $((SECONDS - start)) s"
+start=$SECONDS
+
+# coverage LOG: "A -> B edges": what the corpus reached before the fuzzing and after it.
+coverage() {
+  local inited final
+  inited=$(sed -n 's/^#[0-9]*[[:space:]]*INITED cov: \([0-9]*\).*/\1/p' "$1" | head -n 1)
+  final=$(sed -n 's/^#[0-9]*[[:space:]]*DONE *cov: \([0-9]*\).*/\1/p' "$1" | tail -n 1)
+  echo "${inited:-?} -> ${final:-?} edges"
+}
+
+# grow TARGET RUN_CORPUS (FUZZ_GROW=1): the run's corpus, minimised by libFuzzer's merge (the
+# fewest inputs that keep every feature it reached) and less the hand-written seeds, replaces
+# tests/fuzz/corpus/TARGET/grown/ in the source tree.
+grow() {
+  local target=$1 corpus=$2 seeds=$src/tests/fuzz/corpus/$1 merged=$run_dir/$1/merged
+  rm -rf "$merged"
+  mkdir -p "$merged" "$seeds"
+  find "$seeds" -maxdepth 1 -type f -exec cp {} "$merged/" \;
+  if ! "$fuzz_build/tests/fuzz/$target" -merge=1 -timeout=20 -rss_limit_mb=2048 -max_len=4096 \
+      "$merged" "$corpus" >"$run_dir/$target/merge.log" 2>&1; then
+    echo "run_fuzzers: $target: the merge failed; last lines of $run_dir/$target/merge.log:"
+    tail -n 20 "$run_dir/$target/merge.log"
+    return 1
+  fi
+  find "$seeds" -maxdepth 1 -type f -printf '%f\0' | (cd "$merged" && xargs -0 -r rm -f --)
+  rm -rf "$seeds/grown"
+  mkdir "$seeds/grown"
+  find "$merged" -maxdepth 1 -type f -exec cp {} "$seeds/grown/" \;
+  echo "run_fuzzers: $target: $(find "$seeds/grown" -type f | wc -l) inputs in $seeds/grown"
+}
 
 rm -rf "$run_dir"
 mkdir -p "$run_dir"
@@ -81,7 +127,11 @@ for target in "${targets[@]}"; do
       echo "run_fuzzers: $target input $crash (base64): $(base64 -w0 "$crash")"
     done
   else
-    echo "run_fuzzers: $target ok: ${execs:-?} runs in ${seconds}s, corpus $(ls "$corpus" | wc -l) inputs"
+    echo "run_fuzzers: $target ok: ${execs:-?} runs in ${seconds}s, coverage $(coverage "$log"),"\
+      "corpus $(find "$corpus" -type f | wc -l) inputs"
+    if [[ $grow == 1 ]] && ! grow "$target" "$corpus"; then
+      failed+=("$target")
+    fi
   fi
 done
 
@@ -89,4 +139,4 @@ if [[ ${#failed[@]} -gt 0 ]]; then
   echo "run_fuzzers: failed: ${failed[*]}" >&2
   exit 1
 fi
-echo "run_fuzzers: all ${#targets[@]} fuzzers ran clean"
+echo "run_fuzzers: all ${#targets[@]} fuzzers ran clean ($((SECONDS - start)) s)"
