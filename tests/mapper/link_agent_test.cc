@@ -22,6 +22,7 @@
 
 #include "mapper/link_probe.h"
 #include "tests/lib/dial.h"
+#include "tests/lib/link_agent_thread.h"
 #include "tests/lib/tcp_recorder.h"
 
 namespace ddl::mapper {
@@ -30,41 +31,14 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-/// An agent in a thread over a socket pair (as LocalAgent runs one); the destructor closes its
-/// channel and waits for it.
-class Agent {
+/// An agent in a thread over a socket pair (as LocalAgent runs one), greeted and given its
+/// token; the destructor closes its channel and waits for it.
+class Agent : public ddl::testing::LinkAgentThread {
  public:
   explicit Agent(const std::string& token = "t0k3n") {
-    EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, fds_), 0);
-    thread_ = std::thread([this] { run_link_agent(fds_[1], fds_[1]); });
-    const std::string greeting = line();
-    EXPECT_EQ(std::sscanf(greeting.c_str(), "ddl-link-agent 2 %d", &port_), 1) << greeting;
-    send("token " + token);
-    EXPECT_EQ(line(), "ready");
+    greet();
+    authenticate(token);
   }
-  ~Agent() {
-    ::shutdown(fds_[0], SHUT_RDWR);
-    thread_.join();
-    ::close(fds_[0]);
-    ::close(fds_[1]);
-  }
-  void send(const std::string& line) {
-    const std::string text = line + "\n";
-    ASSERT_EQ(::write(fds_[0], text.data(), text.size()), static_cast<ssize_t>(text.size()));
-  }
-  std::string line() {
-    std::string out;
-    char c = 0;
-    while (::read(fds_[0], &c, 1) == 1 && c != '\n')
-      out += c;
-    return out;
-  }
-  int port() const { return port_; }
-
- private:
-  int fds_[2] = {-1, -1};
-  int port_ = 0;
-  std::thread thread_;
 };
 
 using ddl::testing::dial;

@@ -1,56 +1,19 @@
 #include "mapper/link_probe.h"
 
 #include <gtest/gtest.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <string>
-#include <thread>
+
+#include "tests/lib/link_agent_thread.h"
 
 namespace ddl::mapper {
 namespace {
 
 // The agents themselves, over real loopback TCP: agents of "this host" run in this process.
 
-/// An agent in a thread, spoken to over a socket pair, as ddlrun speaks to one over ssh.
-class AgentThread {
- public:
-  AgentThread() {
-    EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, fds_), 0);
-    thread_ = std::thread([this] { status_ = run_link_agent(fds_[1], fds_[1]); });
-  }
-  ~AgentThread() {
-    ::shutdown(fds_[0], SHUT_RDWR);
-    thread_.join();
-    ::close(fds_[0]);
-    ::close(fds_[1]);
-  }
-  void send(const std::string& line) {
-    const std::string text = line + "\n";
-    ASSERT_EQ(::write(fds_[0], text.data(), text.size()), static_cast<ssize_t>(text.size()));
-  }
-  std::string line() {
-    std::string out;
-    char c = 0;
-    while (::read(fds_[0], &c, 1) == 1 && c != '\n')
-      out += c;
-    return out;
-  }
-  int port() {
-    int port = 0;
-    EXPECT_EQ(std::sscanf(greeting_.c_str(), "ddl-link-agent 2 %d", &port), 1) << greeting_;
-    return port;
-  }
-  void greet() { greeting_ = line(); }
-
- private:
-  int fds_[2] = {-1, -1};
-  int status_ = -1;
-  std::thread thread_;
-  std::string greeting_;
-};
+using AgentThread = ddl::testing::LinkAgentThread;
 
 TEST(LinkAgentTest, MeasuresLoopback) {
   AgentThread a, b;
