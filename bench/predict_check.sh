@@ -30,15 +30,19 @@
 # Usage: bench/predict_check.sh [--build DIR] [--only flat|racks|ring] [--size SIZE] [--iters N]
 #                               [--rate RATE] [--uplink RATE] [--tolerance PCT]
 #                               [--pick-slack PCT] [--tell-rate RATE] [--hosts N] [--ranks R]
+#                               [--run-timeout SECONDS]
 #   --hosts N, --ranks R  the ring cluster: N hosts (2..256, default 32) of R ranks (default 2)
 #   --tell-rate RATE  tell ddlrun the hosts' links run at RATE instead of --rate (a wrong
 #                     fabric: the check should then fail)
+#   --run-timeout S   each ddl-bench run's limit (default 300 s); a run that reaches it is named
+#                     as timed out and its mode left out of the table (never shown as 0 ms)
 # Exit status: 0 when every check passed, 1 when one failed (or a run did), 2 bad usage, 77
 # when the namespace clusters cannot be made here (not root, no ip netns or sshd).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build="$here/../build"
 only="" size=16M iters=3 rate=1gbit uplink=250mbit tolerance=20 slack=5 told="" hosts=32 ranks=2
+run_timeout=300
 while (($#)); do
   case $1 in
     --build) build=${2:?--build takes a directory}; shift ;;
@@ -52,6 +56,7 @@ while (($#)); do
     --pick-slack) slack=${2:?--pick-slack takes a percentage}; shift ;;
     --hosts) hosts=${2:?--hosts takes a number}; shift ;;
     --ranks) ranks=${2:?--ranks takes a number}; shift ;;
+    --run-timeout) run_timeout=${2:?--run-timeout takes seconds}; shift ;;
     -h | --help) sed -n '2,/^set /{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
     *) echo "predict_check: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -63,6 +68,10 @@ case $only in
 esac
 if ! [[ $hosts =~ ^[0-9]+$ ]] || ((hosts < 2 || hosts > 256)); then
   echo "predict_check: --hosts takes 2 to 256, not '$hosts'" >&2
+  exit 2
+fi
+if ! [[ $run_timeout =~ ^[1-9][0-9]*$ ]]; then
+  echo "predict_check: --run-timeout takes a whole number of seconds, not '$run_timeout'" >&2
   exit 2
 fi
 if ! [[ $ranks =~ ^[0-9]+$ ]] || ((ranks < 2 || ranks > 64)); then
@@ -99,11 +108,15 @@ for m in p["modes"]:
 # measure HOSTS MODE: ddl-bench's time of one allreduce of --size in MODE, seconds.
 measure() {
   local out
-  out=$(timeout 300 "$ddlrun" -q --tag-output none --launcher ssh --ssh-config "$NETNS_SSH_CONFIG" \
+  out=$(timeout "$run_timeout" "$ddlrun" -q --tag-output none --launcher ssh --ssh-config "$NETNS_SSH_CONFIG" \
     --tcp -H "$1" --mode "$2" "$bench" -b "$size" -e "$size" -w 1 -n "$iters" -t float32 -o sum \
     -c 1 2>&1 </dev/null)
   local rc=$?
-  if ((rc != 0)); then
+  if ((rc == 124)); then
+    echo "predict_check: ddl-bench in mode $2 timed out ($run_timeout s); its last lines:" >&2
+    tail -n 10 <<<"$out" | sed 's/^/  | /' >&2
+    return 1
+  elif ((rc != 0)); then
     echo "predict_check: ddl-bench in mode $2 failed (exit $rc):" >&2
     tail -n 10 <<<"$out" | sed 's/^/  | /' >&2
     return 1
@@ -115,7 +128,7 @@ measure() {
 check() {
   local title=$1 hosts=$2
   shift 2
-  local lines mode pred chosen meas picked="" rows=() best="" best_t=""
+  local lines mode pred chosen meas picked="" picked_mode="" rows=() best="" best_t="" lost=()
   if ! lines=$(predictions "$hosts" "$@"); then
     echo "predict_check: ddlrun --dry-run failed on $title" >&2
     failed=1
@@ -124,8 +137,9 @@ check() {
   echo
   echo "== $title; ddlrun $*; allreduce of $size float32, $iters timed iterations"
   while read -r mode pred chosen bound; do
+    ((chosen)) && picked_mode=$mode
     if ! meas=$(measure "$hosts" "$mode") || [[ -z $meas ]]; then
-      failed=1
+      failed=1 lost+=("$mode")
       continue
     fi
     rows+=("$mode $pred $meas $chosen $bound")
@@ -134,6 +148,17 @@ check() {
       best=$mode best_t=$meas
     fi
   done <<<"$lines"
+  # A mode whose run failed or timed out has no measurement: it is named, never shown as 0.
+  if ((${#lost[@]})); then
+    echo "  not measured (the run failed or timed out, above): ${lost[*]}"
+  fi
+  if ((${#rows[@]} == 0)); then
+    echo "  no mode was measured: nothing to compare the predictions with"
+    return
+  fi
+  if [[ -z $picked ]]; then
+    echo "  the picked mode ${picked_mode:-(none)} was not measured: the pick is not checked"
+  fi
   printf '%s\n' "${rows[@]}" | awk -v tol="$tolerance" -v slack="$slack" -v picked="$picked" \
     -v best="$best" -v best_t="$best_t" '
     BEGIN {
@@ -149,6 +174,7 @@ check() {
       if (!ok) bad = 1
     }
     END {
+      if (picked == "") exit 1
       split(picked, p, " ")
       fast = p[2] <= best_t * (1 + slack / 100)
       printf "  picked %s (%.1f ms); fastest measured %s (%.1f ms): %s\n", p[1], p[2] * 1e3, best,
