@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets in a separate clang build tree and runs each for a bounded time on
-# a copy of its seed corpus (tests/fuzz/corpus/<target>); fails if any fuzzer finds a crash, a
-# leak, a timeout or a sanitizer report. The ctest test fuzz.smoke runs it.
+# Builds the libFuzzer targets in a separate clang build tree (through ccache when installed) and
+# runs each for a bounded time on a copy of its hand-written seeds (tests/fuzz/corpus/<target>)
+# and of the corpus a longer run kept (tests/fuzz/grown/<target>.b64); fails if any fuzzer finds
+# a crash, a leak, a timeout or a sanitizer report. The ctest test fuzz.smoke runs it.
 #
 # Usage: run_fuzzers.sh SOURCE_DIR BUILD_DIR [TARGET...]
 #   The clang tree is BUILD_DIR/fuzz-build; corpora, logs and crash inputs go to
-#   BUILD_DIR/fuzz-build/fuzz-run (never into the source tree).
-# Environment: FUZZ_SECONDS (per target, default 9: eleven targets x 9 s, plus building ddl_mapper
-#   for fuzz_inventory, keep fuzz.smoke near the 2.3 minutes that seven targets x 15 s took),
-#   FUZZ_JOBS (build parallelism, default 2).
+#   BUILD_DIR/fuzz-build/fuzz-run (never into the source tree, but with FUZZ_GROW=1).
+# Environment: FUZZ_SECONDS (per target, default 3: each run starts from the coverage the kept
+#   corpus reaches, more than 9 s from the seeds alone reached; each fuzzer's line shows its
+#   coverage before and after), FUZZ_JOBS (build parallelism, default 2), FUZZ_GROW=1 (after
+#   each target's run, its corpus, minimised, replaces tests/fuzz/grown/<target>.b64: run
+#   with FUZZ_SECONDS=60 or more after changing a parser or a fuzz target, and commit it).
 # Exits 77 (ctest: skipped) when clang or the libFuzzer runtime is missing.
 set -euo pipefail
 
@@ -24,7 +27,7 @@ if [[ ${#targets[@]} -eq 0 ]]; then
   targets=(fuzz_hosts_option fuzz_hostlist_expand fuzz_hostfile fuzz_lsf fuzz_slurm fuzz_rankfile
            fuzz_mode fuzz_topology fuzz_inventory fuzz_node_wire fuzz_link_agent)
 fi
-seconds=${FUZZ_SECONDS:-9}
+seconds=${FUZZ_SECONDS:-3}
 grow=${FUZZ_GROW:-0}
 jobs=${FUZZ_JOBS:-2}
 fuzz_build=$build/fuzz-build
@@ -78,25 +81,38 @@ coverage() {
   echo "${inited:-?} -> ${final:-?} edges"
 }
 
+# The corpus a longer run kept (FUZZ_GROW=1) lies in tests/fuzz/grown/TARGET.b64, one input a
+# line in base64 (a few hundred small inputs a target: one text file, not hundreds).
+# unpack B64 DIR: one file a line of B64 in DIR (grown-N).
+unpack() {
+  python3 -c 'import base64, sys
+for n, line in enumerate(open(sys.argv[1])):
+    with open(f"{sys.argv[2]}/grown-{n}", "wb") as f:
+        f.write(base64.b64decode(line))' "$1" "$2"
+}
+
 # grow TARGET RUN_CORPUS (FUZZ_GROW=1): the run's corpus, minimised by libFuzzer's merge (the
 # fewest inputs that keep every feature it reached) and less the hand-written seeds, replaces
-# tests/fuzz/corpus/TARGET/grown/ in the source tree.
+# tests/fuzz/grown/TARGET.b64 in the source tree.
 grow() {
   local target=$1 corpus=$2 seeds=$src/tests/fuzz/corpus/$1 merged=$run_dir/$1/merged
+  local out=$src/tests/fuzz/grown/$1.b64 file
   rm -rf "$merged"
-  mkdir -p "$merged" "$seeds"
-  find "$seeds" -maxdepth 1 -type f -exec cp {} "$merged/" \;
+  mkdir -p "$merged" "$src/tests/fuzz/grown"
+  [[ -d $seeds ]] && find "$seeds" -maxdepth 1 -type f -exec cp {} "$merged/" \;
   if ! "$fuzz_build/tests/fuzz/$target" -merge=1 -timeout=20 -rss_limit_mb=2048 -max_len=4096 \
       "$merged" "$corpus" >"$run_dir/$target/merge.log" 2>&1; then
     echo "run_fuzzers: $target: the merge failed; last lines of $run_dir/$target/merge.log:"
     tail -n 20 "$run_dir/$target/merge.log"
     return 1
   fi
-  find "$seeds" -maxdepth 1 -type f -printf '%f\0' | (cd "$merged" && xargs -0 -r rm -f --)
-  rm -rf "$seeds/grown"
-  mkdir "$seeds/grown"
-  find "$merged" -maxdepth 1 -type f -exec cp {} "$seeds/grown/" \;
-  echo "run_fuzzers: $target: $(find "$seeds/grown" -type f | wc -l) inputs in $seeds/grown"
+  [[ -d $seeds ]] && find "$seeds" -maxdepth 1 -type f -printf '%f\0' |
+    (cd "$merged" && xargs -0 -r rm -f --)
+  : >"$out"
+  for file in "$merged"/*; do
+    [[ -f $file ]] && { base64 -w0 "$file"; echo; } >>"$out"
+  done
+  echo "run_fuzzers: $target: $(wc -l <"$out") inputs in $out"
 }
 
 rm -rf "$run_dir"
@@ -109,6 +125,9 @@ for target in "${targets[@]}"; do
   mkdir -p "$corpus" "$artifacts"
   if [[ -d $src/tests/fuzz/corpus/$target ]]; then
     cp -R "$src/tests/fuzz/corpus/$target/." "$corpus/"
+  fi
+  if [[ -f $src/tests/fuzz/grown/$target.b64 ]]; then
+    unpack "$src/tests/fuzz/grown/$target.b64" "$corpus"
   fi
   log=$run_dir/$target/fuzz.log
   status=0
