@@ -66,6 +66,7 @@
 
 #include "comm/collectives/node_copy.h"
 #include "comm/collectives/node_segment.h"
+#include "comm/collectives/node_sweep.h"
 #include "comm/transport/link.h"
 #include "comm/transport/os.h"
 
@@ -134,47 +135,6 @@ size_t auto_stream_bytes(int members) {
   return cache / (2 * static_cast<size_t>(std::max(members, 1))) + 1;
 }
 
-/// One collective as a sweep of steps (see the top of this file). Offsets and lengths are in
-/// elements, per member.
-struct NodeGroup::Sweep {
-  const std::byte* in = nullptr;
-  std::byte* out = nullptr;
-  DataType type = DataType::kUint8;
-  ReduceOp op = ReduceOp::kSum;  ///< already folded: kAvg reduces as kSum, then divides
-  int divisor = 1;
-  bool reduce = false;  ///< pieces are reduced by their slice's member
-  bool gather = false;  ///< every member's (reduced) piece lands in every member's out
-  bool stream = false;  ///< out is written with streaming stores (node_copy.h)
-  int source = -1;      ///< broadcast: the only member with data
-  std::vector<size_t> in_off, out_off, len;
-  size_t piece = 0;  ///< elements per member per step
-  const Signature* sig = nullptr;
-
-  size_t ts() const { return type_size(type); }
-  size_t steps() const {
-    size_t most = 0;
-    for (size_t l : len)
-      most = std::max(most, (l + piece - 1) / piece);
-    return most;
-  }
-  /// Elements of member q's slice in step j.
-  size_t count(int q, size_t j) const {
-    const size_t at = j * piece;
-    return at < len[q] ? std::min(piece, len[q] - at) : 0;
-  }
-  /// Member q's slice is chunk q of partition(count, n), at the same place in `in` and `out`.
-  void by_slices(size_t count, int n) {
-    const auto offsets = partition(count, n);
-    for (int q = 0; q < n; ++q) {
-      in_off.push_back(offsets[q]);
-      len.push_back(offsets[q + 1] - offsets[q]);
-    }
-    out_off = in_off;
-  }
-  /// Where member q's piece lies in a slot, in bytes.
-  size_t slot_at(int q) const { return source >= 0 ? 0 : q * piece * ts(); }
-};
-
 NodeGroup::NodeGroup(std::vector<NodeMember> members, int self, NodeOptions options)
     : members_(std::move(members)), self_(self), options_(std::move(options)) {
   const auto n = static_cast<uint32_t>(members_.size());
@@ -195,6 +155,7 @@ NodeGroup::NodeGroup(std::vector<NodeMember> members, int self, NodeOptions opti
   }
   cma_probe_ = node::kReady;
   node::control(s, self_).probe_addr = reinterpret_cast<uintptr_t>(&cma_probe_);
+  node::control(s, self_).probe_fd = make_probe_fd();  // before pid: the others' probe reads it
   node::control(s, self_).pid.store(members_[self_].pid, std::memory_order_release);
   if (s->attached.fetch_add(1, std::memory_order_acq_rel) + 1 == n) {
     shm_unlink(name_.c_str());  // everyone holds it: no name left behind
@@ -208,6 +169,7 @@ NodeGroup::NodeGroup(std::vector<NodeMember> members, int self, NodeOptions opti
   }
   await_attached();
   probe_cma();
+  probe_share();
   scratch_.resize(kBlockBytes);
 }
 
@@ -239,7 +201,10 @@ void NodeGroup::await_attached() {
 
 void NodeGroup::release() {
   if (segment_ == nullptr) return;
-  node::control(segment_, self_).closed.store(1, std::memory_order_release);
+  node::Control& mine = node::control(segment_, self_);
+  if (mine.probe_fd >= 0) close(mine.probe_fd);
+  mine.probe_fd = -1;
+  mine.closed.store(1, std::memory_order_release);
   if (self_ == 0 && !name_.empty() &&
       segment_->attached.load(std::memory_order_acquire) < segment_->members) {
     shm_unlink(name_.c_str());
@@ -356,8 +321,9 @@ void NodeGroup::run(const Sweep& s) {
     if (s.sig != nullptr) sig_only(s.sig);
     return;
   }
+  direct_any_ = false;
   for (size_t j = 0; j < steps; ++j)
-    step(s, j);
+    if (step(s, j)) return;
   if (s.reduce && s.gather) {
     // The last step's reduced pieces, which no later step collects.
     await_all(kReduced, nullptr);
@@ -367,11 +333,17 @@ void NodeGroup::run(const Sweep& s) {
   if (s.stream) node::stream_fence();  // the output is all there before the caller has it
 }
 
-void NodeGroup::step(const Sweep& s, size_t j) {
+bool NodeGroup::step(const Sweep& s, size_t j) {
   begin_step(j == 0 ? s.sig : nullptr);
-  copy_in(s, j);
+  if (j == 0 && s.share) {
+    node::Control& c = node::control(segment_, self_);
+    if (s.mine != nullptr) c.shared = *s.mine;
+    c.share.store(s.mine != nullptr ? static_cast<uint32_t>(step_) : 0, std::memory_order_relaxed);
+  }
+  if (s.mine == nullptr) copy_in(s, j);  // a shared buffer is read where it lies
   publish(kPosted, step_);
   await_all(kPosted, j == 0 ? s.sig : nullptr);
+  if (j == 0 && s.share && adopt_shared(s)) return true;
   if (s.reduce && s.gather) {
     // Every member published step j - 1's `reduced` before this step's `posted`: collect those
     // pieces now, one wait instead of two per step.
@@ -381,11 +353,12 @@ void NodeGroup::step(const Sweep& s, size_t j) {
     }
     reduce_piece(s, j);
     publish(kReduced, step_);
-    return;
+    return false;
   }
   if (s.reduce) reduce_piece(s, j);
   if (s.gather) gather_piece(s, j, step_);
   publish(kDone, step_);
+  return false;
 }
 
 void NodeGroup::copy_in(const Sweep& s, size_t j) {
@@ -413,8 +386,10 @@ void NodeGroup::reduce_piece(const Sweep& s, size_t j) {
   std::byte* acc = scratch_.data();
   for (size_t b = 0; b < k; b += block) {
     const size_t c = std::min(block, k - b);
-    auto src = [&](int q) {
-      return (q == self_ ? own : slot(q, step_) + s.slot_at(self_)) + b * ts;
+    auto src = [&](int q) -> const std::byte* {
+      if (q == self_) return own + b * ts;
+      if (direct_any_ && direct_[q] != nullptr) return direct_[q] + (own - s.in) + b * ts;
+      return slot(q, step_) + s.slot_at(self_) + b * ts;
     };
     std::memcpy(acc, src(0), c * ts);
     for (int q = 1; q < size(); ++q)
@@ -473,6 +448,10 @@ void NodeGroup::allreduce(const void* send, void* recv, size_t count, DataType t
   s.reduce = s.gather = true;
   s.stream = streams(count * ts);
   s.by_slices(count, size());
+  // A shared buffer (ddl_alloc) is held against ddl_free for the call.
+  const SharedPin pin(share_ok_ && send == recv ? recv : nullptr, count * ts);
+  s.share = share_ok_;  // every member's word is read, shared or not
+  s.mine = pin.ok() ? &pin.ref() : nullptr;
   run(s);
 }
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 
+#include "comm/collectives/shared_buffer.h"
 #include "comm/collectives/signature.h"
 
 namespace ddl::comm::node {
@@ -26,11 +27,17 @@ struct alignas(128) Control {
   std::atomic<uint32_t> closed{0};    ///< it has left the group
   std::atomic<int32_t> pid{0};        ///< set when it has mapped the segment (0: not yet)
   std::atomic<uint32_t> cma{0};       ///< 1: it can read every member's memory (CMA), 2: not
+  /// The step (low 32 bits) whose allreduce buffer is a shared one, described by `shared`
+  /// (node_shared.cc); any other value: this call's is not.
+  std::atomic<uint32_t> share{0};
   uint64_t probe_addr = 0;            ///< a word in its memory, for the others' CMA probe
   uint64_t send_addr = 0;             ///< the CMA path's buffers of this call (node_cma.cc)
   uint64_t recv_addr = 0;
+  SharedRef shared;                  ///< this call's shared buffer, when `share` says so
+  int32_t probe_fd = -1;             ///< a memfd of its, for the others' probe (node_shared.cc)
+  std::atomic<uint32_t> share_ok{0};  ///< 1: it can map every member's shared buffers, 2: not
 };
-static_assert(offsetof(Control, closed) <= 128, "the counters and signatures fit one line");
+static_assert(offsetof(Control, share) + 4 <= 128, "the counters and signatures fit one line");
 
 /// The head of the segment; `members` Controls follow at kControlOffset, then the slots at
 /// data_offset(members): member m's slot k (0, 1) at (2 m + k) x slot_bytes.
@@ -43,7 +50,7 @@ struct Segment {
   std::atomic<uint32_t> attached{0};  ///< members that have mapped it (the maker included)
 };
 
-constexpr uint64_t kReady = 0x44444c4e4f444531;  // "DDLNODE1"
+constexpr uint64_t kReady = 0x44444c4e4f444532;  // "DDLNODE2"
 constexpr size_t kControlOffset = 128;
 static_assert(sizeof(Segment) <= kControlOffset);
 
