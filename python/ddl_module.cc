@@ -336,8 +336,8 @@ void def_shared(py::module_& m) {
   py::class_<SharedBlock>(m, "SharedBlock", py::buffer_protocol())
       .def(py::init<size_t>(), py::arg("bytes"))
       .def_readonly("bytes", &SharedBlock::bytes)
-      .def_property_readonly("address",
-                             [](const SharedBlock& b) { return reinterpret_cast<uintptr_t>(b.data); })
+      .def_property_readonly(
+          "address", [](const SharedBlock& b) { return reinterpret_cast<uintptr_t>(b.data); })
       .def_buffer([](SharedBlock& b) {
         return py::buffer_info(b.data, 1, py::format_descriptor<uint8_t>::format(), 1,
                                {static_cast<py::ssize_t>(b.bytes)}, {py::ssize_t{1}});

@@ -3,9 +3,9 @@
 // How it works. The members share one segment (node_segment.h): per member its control lines
 // (for each step parity a post line holding the `posted` counter, the call's signature and a
 // tiny allreduce's input; then the other counters and a futex word) and two slots that every
-// other member reads. A collective is a sweep of steps; step j handles piece j (`piece` elements) of
-// every member's slice of the buffer (partition(count, n) for allreduce), so a step's data
-// stays in cache from the copy in to the copy out. In step j member r:
+// other member reads. A collective is a sweep of steps; step j handles piece j (`piece` elements)
+// of every member's slice of the buffer (partition(count, n) for allreduce), so a step's data stays
+// in cache from the copy in to the copy out. In step j member r:
 //
 //   1. waits until every member has finished reading step j - 2 (its `done`): the slot this
 //      step uses (j % 2) is free again, so a fast member runs at most a step ahead;

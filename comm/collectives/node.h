@@ -50,7 +50,7 @@ struct NodeOptions {
 namespace node {
 struct Segment;  // node_segment.h
 struct Control;
-}
+}  // namespace node
 
 /// The ranks of one host, with one shared segment: a control line per member (step counters
 /// and the call's signature) and two slots per member that peers read directly (node.cc says

@@ -38,14 +38,13 @@ struct alignas(128) Control {
   /// The step (low 32 bits) whose allreduce buffer is a shared one, described by `shared`
   /// (node_shared.cc); any other value: this call's is not.
   std::atomic<uint32_t> share{0};
-  uint64_t probe_addr = 0;            ///< a word in its memory, for the others' CMA probe
-  uint64_t send_addr = 0;             ///< the CMA path's buffers of this call (node_cma.cc)
+  uint64_t probe_addr = 0;  ///< a word in its memory, for the others' CMA probe
+  uint64_t send_addr = 0;   ///< the CMA path's buffers of this call (node_cma.cc)
   uint64_t recv_addr = 0;
-  SharedRef shared;                  ///< this call's shared buffer, when `share` says so
-  int32_t probe_fd = -1;             ///< a memfd of its, for the others' probe (node_shared.cc)
+  SharedRef shared;                   ///< this call's shared buffer, when `share` says so
+  int32_t probe_fd = -1;              ///< a memfd of its, for the others' probe (node_shared.cc)
   std::atomic<uint32_t> share_ok{0};  ///< 1: it can map every member's shared buffers, 2: not
 };
-
 
 /// The head of the segment; `members` Controls follow at kControlOffset, then the slots at
 /// data_offset(members): member m's slot k (0, 1) at (2 m + k) x slot_bytes.

@@ -6,8 +6,8 @@
 #include <cstddef>
 #include <vector>
 
-#include "comm/collectives/node.h"
 #include "comm/collectives/collectives.h"
+#include "comm/collectives/node.h"
 
 namespace ddl::comm {
 

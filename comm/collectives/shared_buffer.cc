@@ -99,8 +99,8 @@ std::byte* make_memfd(const char* name, size_t file_bytes, int* fd_out) {
   if (p == MAP_FAILED) {
     close(fd);
     throw std::invalid_argument("ddl_alloc: reserving " + size_text(file_bytes) +
-                             " of shared memory: " + std::strerror(err) +
-                             " (free memory, or allocate less)");
+                                " of shared memory: " + std::strerror(err) +
+                                " (free memory, or allocate less)");
   }
   *fd_out = fd;
   return static_cast<std::byte*>(p);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <csignal>
 #include <cstring>
@@ -658,12 +659,10 @@ TEST(NodeGroup, SharedBuffersGiveTheSameBitsForEveryTypeAndOp) {
   NodeOptions streamed;  // large, the output written with streaming stores
   streamed.stream_bytes = 1;
   streamed.timeout = 20s;
-  EXPECT_EQ(shared_allreduce(4, 0b1111, (1u << 20) + 3, DataType::kFloat32, ReduceOp::kAvg,
-                             streamed),
-            4);
-  EXPECT_EQ(shared_allreduce(4, 0b0110, (1u << 20) + 3, DataType::kFloat32, ReduceOp::kAvg,
-                             streamed),
-            0);
+  EXPECT_EQ(
+      shared_allreduce(4, 0b1111, (1u << 20) + 3, DataType::kFloat32, ReduceOp::kAvg, streamed), 4);
+  EXPECT_EQ(
+      shared_allreduce(4, 0b0110, (1u << 20) + 3, DataType::kFloat32, ReduceOp::kAvg, streamed), 0);
 }
 
 TEST(NodeGroup, SharedAndPlainCallsAlternateBackToBack) {
@@ -693,9 +692,59 @@ TEST(NodeGroup, SharedAndPlainCallsAlternateBackToBack) {
   }));
 }
 
+/// Runs member(r, m) for every member of `m`: 0 on this thread, the others in forked children
+/// that learn every member's pid through a pipe before they join. Returns each one's result
+/// (a child's exit status; 2 for an exception, 1 for a child killed).
+std::vector<int> run_processes(
+    std::vector<NodeMember> m,
+    const std::function<int(int, const std::vector<NodeMember>&)>& member) {
+  const int n = static_cast<int>(m.size());
+  std::vector<std::array<int, 2>> pipes(n);
+  std::vector<pid_t> children;
+  for (int r = 1; r < n; ++r) {
+    if (pipe(pipes[r].data()) != 0) return {};
+    const pid_t child = fork();
+    if (child == 0) {
+      std::vector<int> pids(n);
+      if (read(pipes[r][0], pids.data(), n * sizeof(int)) != static_cast<ssize_t>(n * sizeof(int)))
+        _exit(4);
+      for (int k = 0; k < n; ++k)
+        m[k].pid = pids[k];
+      try {
+        _exit(member(r, m));
+      } catch (...) {
+        _exit(2);
+      }
+    }
+    children.push_back(child);
+    m[r].pid = child;
+  }
+  std::vector<int> pids;
+  for (const NodeMember& x : m)
+    pids.push_back(x.pid);
+  for (int r = 1; r < n; ++r) {
+    EXPECT_EQ(write(pipes[r][1], pids.data(), n * sizeof(int)),
+              static_cast<ssize_t>(n * sizeof(int)));
+    close(pipes[r][0]);
+    close(pipes[r][1]);
+  }
+  std::vector<int> results(n, 2);
+  try {
+    results[0] = member(0, m);
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << e.what();
+  }
+  for (int r = 1; r < n; ++r) {
+    int status = 0;
+    waitpid(children[r - 1], &status, 0);
+    results[r] = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+  }
+  return results;
+}
+
 TEST(NodeGroup, ProcessesMapEachOthersSharedBuffers) {
-  // Three processes; member r shares when bit r of the mask is set. The children report
-  // through their exit status: 0 right and as many single passes as expected.
+  // Three processes; member r shares when bit r of the mask is set. Each reports 0 when its
+  // results were right and it took as many single passes as expected.
   const size_t count = (1u << 20) / 4 + 5;
   for (unsigned mask : {0b111u, 0b101u, 0b000u}) {
     SCOPED_TRACE("mask " + std::to_string(mask));
@@ -704,61 +753,22 @@ TEST(NodeGroup, ProcessesMapEachOthersSharedBuffers) {
     NodeOptions o;
     o.timeout = 20s;
     o.job = "node-test-shared-" + std::to_string(getpid()) + "-" + std::to_string(mask);
-    std::vector<NodeMember> m = members(3);
-    auto member = [&](int r) -> int {  // 0: right
-      NodeGroup g(m, r, o);
-      if (!g.maps_peers()) return 5;
-      Shared shared(count * 4);
-      std::vector<std::byte> plain(count * 4);
-      std::byte* buf = (mask >> r) & 1 ? shared.p : plain.data();
-      for (int k = 0; k < 3; ++k) {  // again: the peers' mappings are kept and reused
-        const auto in = input(r, count, DataType::kFloat32, mask);
-        std::memcpy(buf, in.data(), in.size());
-        g.allreduce(buf, buf, count, DataType::kFloat32, ReduceOp::kSum, nullptr);
-        if (std::memcmp(buf, want.data(), want.size()) != 0) return 3;
-      }
-      return g.single_passes() == passes ? 0 : 6;
-    };
-    int pipes[3][2];
-    std::vector<pid_t> children;
-    for (int r = 1; r < 3; ++r) {
-      ASSERT_EQ(pipe(pipes[r]), 0);
-      const pid_t child = fork();
-      ASSERT_GE(child, 0);
-      if (child == 0) {
-        int pids[3];
-        if (read(pipes[r][0], pids, sizeof pids) != sizeof pids) _exit(4);
-        for (int k = 0; k < 3; ++k)
-          m[k].pid = pids[k];
-        try {
-          _exit(member(r));
-        } catch (...) {
-          _exit(2);
-        }
-      }
-      children.push_back(child);
-      m[r].pid = child;
-    }
-    const int pids[3] = {m[0].pid, m[1].pid, m[2].pid};
-    for (int r = 1; r < 3; ++r) {
-      ASSERT_EQ(write(pipes[r][1], pids, sizeof pids), static_cast<ssize_t>(sizeof pids));
-      close(pipes[r][0]);
-      close(pipes[r][1]);
-    }
-    std::string error;
-    int mine = -1;
-    try {
-      mine = member(0);
-    } catch (const std::exception& e) {
-      error = e.what();
-    }
-    EXPECT_EQ(error, "");
-    EXPECT_EQ(mine, 0);
-    for (pid_t c : children) {
-      int status = 0;
-      waitpid(c, &status, 0);
-      EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
-    }
+    const auto results =
+        run_processes(members(3), [&](int r, const std::vector<NodeMember>& m) -> int {
+          NodeGroup g(m, r, o);
+          if (!g.maps_peers()) return 5;
+          Shared shared(count * 4);
+          std::vector<std::byte> plain(count * 4);
+          std::byte* buf = (mask >> r) & 1 ? shared.p : plain.data();
+          for (int k = 0; k < 3; ++k) {  // again: the peers' mappings are kept and reused
+            const auto in = input(r, count, DataType::kFloat32, mask);
+            std::memcpy(buf, in.data(), in.size());
+            g.allreduce(buf, buf, count, DataType::kFloat32, ReduceOp::kSum, nullptr);
+            if (std::memcmp(buf, want.data(), want.size()) != 0) return 3;
+          }
+          return g.single_passes() == passes ? 0 : 6;
+        });
+    EXPECT_EQ(results, std::vector<int>({0, 0, 0}));
   }
 }
 
