@@ -606,8 +606,18 @@ void Communicator::allreduce(const void* send, void* recv, size_t count, DataTyp
         reduce_into(reference.data(), inputs.data() + bytes * r, count, type, op);
       if (op == ReduceOp::kAvg) divide(reference.data(), count, type, size_);
     }
-    if (send != recv && count > 0) std::memmove(recv, send, bytes);
-    allreduce_locked(recv, count, type, op, to_check);
+    const auto* in = static_cast<const std::byte*>(send);
+    const auto* out = static_cast<const std::byte*>(recv);
+    if (send != recv && count > 0 && (in + bytes <= out || out + bytes <= in) && size_ > 1 &&
+        choose_allreduce(bytes) == AllreduceAlgo::kShm) {
+      // The node group reads send and writes recv itself: no copy of the input first (which
+      // would be a whole extra pass over memory).
+      if (to_check != nullptr) to_check->route = Route::kShm;
+      node_->allreduce(send, recv, count, type, op, to_check);
+    } else {
+      if (send != recv && count > 0) std::memmove(recv, send, bytes);
+      allreduce_locked(recv, count, type, op, to_check);
+    }
     if (!reference.empty()) compare_with_reference(recv, reference.data(), count, type);
   });
 }
