@@ -143,6 +143,10 @@ template <typename T>
 class SharedBuffer {
  public:
   explicit SharedBuffer(size_t count) : count_(count) {
+    if (count > SIZE_MAX / sizeof(T)) {
+      throw Error(DDL_ERR_ARGUMENT, "ddl::SharedBuffer: " + std::to_string(count) +
+                                        " elements are more bytes than a size_t holds");
+    }
     data_ = static_cast<T*>(ddl_alloc(count * sizeof(T)));
     if (data_ == nullptr) throw Error(DDL_ERR_ARGUMENT, ddl_last_error());
   }
