@@ -757,9 +757,10 @@ TEST(NodeGroup, ProcessesMapEachOthersSharedBuffers) {
         run_processes(members(3), [&](int r, const std::vector<NodeMember>& m) -> int {
           NodeGroup g(m, r, o);
           if (!g.maps_peers()) return 5;
-          Shared shared(count * 4);
+          Shared shared(count * 4 + 64);
           std::vector<std::byte> plain(count * 4);
-          std::byte* buf = (mask >> r) & 1 ? shared.p : plain.data();
+          // Member 1's buffer starts 64 bytes into its allocation: the peers find it there.
+          std::byte* buf = (mask >> r) & 1 ? shared.p + (r == 1 ? 64 : 0) : plain.data();
           for (int k = 0; k < 3; ++k) {  // again: the peers' mappings are kept and reused
             const auto in = input(r, count, DataType::kFloat32, mask);
             std::memcpy(buf, in.data(), in.size());
