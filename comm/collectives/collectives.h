@@ -32,6 +32,10 @@ std::string_view to_string(ReduceOp op);
 void reduce_into(void* dst, const void* src, size_t count, DataType type, ReduceOp op);
 /// buf[i] /= divisor, for kAvg's last step.
 void divide(void* buf, size_t count, DataType type, int divisor);
+/// Whether float16 converts through F16C (the CPU has it). set_f16c(false) makes it convert
+/// with the scalar code (the same bits: tests compare the two); returns the previous setting.
+bool uses_f16c();
+bool set_f16c(bool on);
 
 /// The ranks one algorithm runs over, in ring order, with a link to each member: a ring of one
 /// dimension, or the whole job. Built by the communicator from its links.
