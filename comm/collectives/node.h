@@ -152,10 +152,11 @@ class NodeGroup {
   NodeOptions options_;
   node::Segment* segment_ = nullptr;
   size_t segment_bytes_ = 0;
-  std::string name_;         ///< the segment's name, while it may still need unlinking
-  std::vector<int> pidfds_;  ///< each member's process, -1 when ours or unavailable
-  uint64_t step_ = 0;        ///< steps made; the same on every member between calls
-  unsigned spin_limit_ = 0;  ///< polls of a counter before sleeping on it
+  std::string name_;                 ///< the segment's name, while it may still need unlinking
+  std::vector<int> pidfds_;          ///< each member's process, -1 when ours or unavailable
+  uint64_t step_ = 0;                ///< steps made; the same on every member between calls
+  std::vector<uint64_t> done_seen_;  ///< each member's `done` as this one last read it
+  unsigned spin_limit_ = 0;          ///< polls of a counter before sleeping on it
   std::vector<std::byte> scratch_;
   bool cma_ = false;                ///< every member can read every other's memory
   uint64_t cma_probe_ = 0;          ///< the word the others read to find out
