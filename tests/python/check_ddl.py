@@ -173,6 +173,13 @@ def check_shared():
         expect(f"mixed allreduce of {n}", b, arange_mod(n, 3) + N - 1)
     if ddl.shared_zeros((0, 3), np.float32).shape != (0, 3):
         sys.exit(f"rank {R}: shared_zeros((0, 3)) has the wrong shape")
+    try:
+        ddl.shared_zeros((10**15,), np.float64)
+        sys.exit(f"rank {R}: shared_zeros of 8 PB did not fail")
+    except ddl.Error as e:
+        if not str(e).startswith("ddl_alloc: 8000000000000000 bytes (7629394531.2 MiB) is more "
+                                 "than this host's memory, "):
+            sys.exit(f"rank {R}: shared_zeros of 8 PB: {e}")
     if torch is not None:
         t = ddl.shared_zeros((3, 20_000), torch.bfloat16)
         if t.dtype != torch.bfloat16 or tuple(t.shape) != (3, 20_000):
