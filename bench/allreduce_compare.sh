@@ -13,6 +13,9 @@
 #                recursive doubling, ring, segmented ring, Rabenseifner), malloc tuned too; N
 #                is the one that won
 #   mpi-untuned  mpirun as installed
+#   ddl-shared   (local only) ddl-bench -S: buffers from ddl_alloc, allreduce in place, so that
+#                libddl takes its single pass (no copy through its slots); shr%1pass: its share
+#                of the 1pass-limit
 #   ddl-base     with --baseline DIR: ddl-bench of that build (another libddl, e.g. main's)
 #   gloo         gloo_allreduce_bench (Debian's Gloo, its ring over TCP) under ddlrun; n/a when
 #                not built
@@ -280,6 +283,10 @@ run_setting() {
         read -ra opts <<<"${variant#*|}"
         run_bench "$dir/$name.$run.$phase" "${launch[@]}" "${opts[@]}" "$bin/ddl-bench" "${args[@]}"
       done
+      if [[ ${dir##*/} == local* ]]; then
+        # ddl_alloc'd buffers, in place: the single pass (issue 28).
+        run_bench "$dir/ddlshared.$run.$phase" "${launch[@]}" "$bin/ddl-bench" -S "${args[@]}"
+      fi
       if [[ -n $baseline && ${dir##*/} == local* ]]; then
         # Its own ddlrun too: the runtime it was built with.
         run_bench "$dir/ddlbase.$run.$phase" "$baseline/ddlrun/ddlrun" "${launch[@]:1}" \
@@ -388,9 +395,11 @@ table() {
       }
       flat = "ddlflat" in keys
       base = "ddlbase" in keys
+      shr = "ddlshared" in keys
       mem = limit == "mem"
       printf "%10s %9s", "size(B)", "ddl"
       if (base) printf " %9s", "ddl-base"
+      if (shr) printf " %10s", "ddl-shared"
       if (flat) printf " %9s", "ddl-flat"
       printf " %9s %12s %11s %9s %10s", "mpi-tuned", "mpi-best(N)", "mpi-untuned", "gloo", "torch-gloo"
       if (mem) printf " %10s %11s", "copy-limit", "1pass-limit"
@@ -399,11 +408,13 @@ table() {
       printf " %9s %8s %8s %9s", "ddl/tuned", "ddl/best", "ddl/gloo", "ddl/torch"
       if (mem) printf " %8s %9s", "ddl%copy", "ddl%1pass"
       else printf " %7s", "ddl%lim"
+      if (shr && mem) printf " %9s", "shr%1pass"
       printf " %6s\n", "#wrong"
       for (i = 1; i <= ns; ++i) {
         s = sizes[i]
         printf "%10s %9s", s, cell("ddl", s)
         if (base) printf " %9s", cell("ddlbase", s)
+        if (shr) printf " %10s", cell("ddlshared", s)
         if (flat) printf " %9s", cell("ddlflat", s)
         b = best(s)
         l = lim(s, 0)
@@ -419,6 +430,7 @@ table() {
           ratio("torch", s)
         if (mem) printf " %8s %9s", share(l, s), share(l1, s)
         else printf " %7s", share(l, s)
+        if (shr && mem) printf " %9s", l1 <= 0 || !has("ddlshared", s) ? "-" : sprintf("%.0f%%", 100 * bwm("ddlshared", s) / l1)
         printf " %6s\n", wmax
       }
       if (ns == 0) print "  (no rows: every benchmark failed)"
@@ -432,6 +444,7 @@ table() {
       if (has("ddl", 8)) {
         line = sprintf("  8 B latency (us): ddl %.1f", tm("ddl", 8))
         if (has("ddlbase", 8)) line = line sprintf(", ddl-base %.1f", tm("ddlbase", 8))
+        if (has("ddlshared", 8)) line = line sprintf(", ddl-shared %.1f", tm("ddlshared", 8))
         if (has("ddlflat", 8)) line = line sprintf(", ddl-flat %.1f", tm("ddlflat", 8))
         if (has("mpi", 8)) line = line sprintf(", mpi-tuned %.1f (ddl/mpi-tuned %.2f)", tm("mpi", 8), tm("mpi", 8) / tm("ddl", 8))
         b = best(8)

@@ -317,6 +317,33 @@ void def_rendezvous(py::module_& m) {
       .def_property_readonly("port", &ddl::comm::RendezvousServer::port);
 }
 
+/// A ddl_alloc buffer (shared memory the host's ranks map), freed when the last array or
+/// tensor over it goes: its buffer protocol gives `bytes` writable bytes, which the package's
+/// ddl.shared_zeros() views as a numpy array or torch tensor.
+struct SharedBlock {
+  explicit SharedBlock(size_t bytes) : bytes(bytes) {
+    data = ddl_alloc(bytes);
+    if (data == nullptr) throw ddl::Error(DDL_ERR_ARGUMENT, ddl_last_error());
+  }
+  ~SharedBlock() { ddl_free(data); }
+  SharedBlock(const SharedBlock&) = delete;
+  SharedBlock& operator=(const SharedBlock&) = delete;
+  void* data = nullptr;
+  size_t bytes = 0;
+};
+
+void def_shared(py::module_& m) {
+  py::class_<SharedBlock>(m, "SharedBlock", py::buffer_protocol())
+      .def(py::init<size_t>(), py::arg("bytes"))
+      .def_readonly("bytes", &SharedBlock::bytes)
+      .def_property_readonly(
+          "address", [](const SharedBlock& b) { return reinterpret_cast<uintptr_t>(b.data); })
+      .def_buffer([](SharedBlock& b) {
+        return py::buffer_info(b.data, 1, py::format_descriptor<uint8_t>::format(), 1,
+                               {static_cast<py::ssize_t>(b.bytes)}, {py::ssize_t{1}});
+      });
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_ddl, m) {
@@ -330,4 +357,5 @@ PYBIND11_MODULE(_ddl, m) {
   def_exchanges(m);
   def_variable_exchanges(m);
   def_rendezvous(m);
+  def_shared(m);
 }

@@ -365,7 +365,11 @@ static void prepare(const bench_options* o, const bench_backend* b, void* send, 
   switch (o->coll) {
     case BENCH_ALLREDUCE:
       fill(send, o->type, count, o->op, r, n);
-      memset(recv, 0, count * elem);
+      if (b->in_place) {
+        memcpy(recv, send, count * elem);
+      } else {
+        memset(recv, 0, count * elem);
+      }
       break;
     case BENCH_ALLGATHER:
       fill(send, o->type, count, BENCH_SUM, r, n);
@@ -491,6 +495,11 @@ static void buffers_free(const bench_backend* b, buffers* x) {
     if (x->run_send != NULL) b->memory->release(x->run_send);
     if (x->run_recv != NULL) b->memory->release(x->run_recv);
   }
+  if (b->host_free != NULL) {
+    if (x->send != NULL) b->host_free(x->send);
+    if (x->recv != NULL) b->host_free(x->recv);
+    return;
+  }
   free(x->send);
   free(x->recv);
 }
@@ -498,8 +507,8 @@ static void buffers_free(const bench_backend* b, buffers* x) {
 static int buffers_alloc(const bench_backend* b, size_t bytes, buffers* x, char* err,
                          size_t err_len) {
   memset(x, 0, sizeof(*x));
-  x->send = aligned_alloc(4096, bytes);
-  x->recv = aligned_alloc(4096, bytes);
+  x->send = b->host_alloc != NULL ? b->host_alloc(bytes) : aligned_alloc(4096, bytes);
+  x->recv = b->host_alloc != NULL ? b->host_alloc(bytes) : aligned_alloc(4096, bytes);
   if (x->send == NULL || x->recv == NULL) {
     snprintf(err, err_len, "cannot allocate 2 x %zu bytes (-e): %s", bytes, strerror(errno));
     return 1;
@@ -541,6 +550,7 @@ int bench_run(const bench_options* o, const bench_backend* b, FILE* out) {
   if (buffers_alloc(b, buf_bytes, &x, err, sizeof(err)) != 0) goto failed;
   void* send = x.run_send;
   void* recv = x.run_recv;
+  const void* from = b->in_place && o->coll == BENCH_ALLREDUCE ? recv : send;
 
   double init_ms = o->init_ms;
   if (reduce_double(b, &init_ms, BENCH_MAX, err, sizeof(err)) != 0) goto failed;
@@ -552,6 +562,9 @@ int bench_run(const bench_options* o, const bench_backend* b, FILE* out) {
     if (b->memory != NULL) {
       fprintf(out, "# buffers: %s device memory (filled and checked through host copies)\n",
               b->memory->name);
+    }
+    if (b->in_place && o->coll == BENCH_ALLREDUCE) {
+      fprintf(out, "# allreduce in place on recv (recv starts with the input)\n");
     }
     fprintf(out, "# time: mean of the timed collectives, max over ranks; busbw = algbw * %.4f\n",
             bus_factor(o->coll, n));
@@ -578,14 +591,14 @@ int bench_run(const bench_options* o, const bench_backend* b, FILE* out) {
     prepare(o, b, x.send, x.recv, count);
     if (buffers_sync(b, &x, span, 1, err, sizeof(err)) != 0) goto failed;
     for (int w = 0; w < o->warmup; ++w) {
-      if (b->run(b->ctx, o->coll, send, recv, count, o->type, o->op, err, sizeof(err)) != 0) {
+      if (b->run(b->ctx, o->coll, from, recv, count, o->type, o->op, err, sizeof(err)) != 0) {
         goto failed;
       }
     }
     if (b->barrier(b->ctx, err, sizeof(err)) != 0) goto failed;
     double start = bench_now_us();
     for (int it = 0; it < o->iters; ++it) {
-      if (b->run(b->ctx, o->coll, send, recv, count, o->type, o->op, err, sizeof(err)) != 0) {
+      if (b->run(b->ctx, o->coll, from, recv, count, o->type, o->op, err, sizeof(err)) != 0) {
         goto failed;
       }
     }
@@ -596,7 +609,7 @@ int bench_run(const bench_options* o, const bench_backend* b, FILE* out) {
     if (o->check) {
       prepare(o, b, x.send, x.recv, count);
       if (buffers_sync(b, &x, span, 1, err, sizeof(err)) != 0) goto failed;
-      if (b->run(b->ctx, o->coll, send, recv, count, o->type, o->op, err, sizeof(err)) != 0) {
+      if (b->run(b->ctx, o->coll, from, recv, count, o->type, o->op, err, sizeof(err)) != 0) {
         goto failed;
       }
       if (buffers_sync(b, &x, span, 0, err, sizeof(err)) != 0) goto failed;

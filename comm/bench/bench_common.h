@@ -111,6 +111,12 @@ typedef struct {
   unsigned colls;
   /* NULL: the buffers run collectives on are host memory; else they are memory's. */
   const bench_memory* memory;
+  /* Nonzero: allreduce runs in place, run(recv, recv), and recv starts with the input too. */
+  int in_place;
+  /* Set: the host buffers come from host_alloc (zeroed, page aligned; NULL on failure) and go
+   * back through host_free (ddl-bench -S: ddl_alloc's shared memory). */
+  void* (*host_alloc)(size_t bytes);
+  void (*host_free)(void* p);
 } bench_backend;
 
 /* Extra options of one benchmark: opts like getopt's ("s:i:"), and a call that takes each one

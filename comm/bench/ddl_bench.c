@@ -10,7 +10,8 @@
  * allreduce, allgather, reducescatter or bcast; -h lists every option. -G puts the buffers in
  * GPU memory (the GPU libddl's NCCL uses for the rank, cudaMalloc through the CUDA runtime opened
  * with dlopen: cuda_memory.h), so that libddl runs them through NCCL (its comm/device path);
- * filling and checking go through host copies outside the timed loop.
+ * filling and checking go through host copies outside the timed loop. -S takes the buffers
+ * from ddl_alloc and runs allreduce in place on them (libddl's single pass on one host).
  *
  * How it works: ddl_init() (timed; the "init" line shows the slowest rank's), then bench_run()
  * (bench_common.h) with a backend whose run is one ddl_ call. Allreduce runs out of place (send
@@ -78,21 +79,45 @@ static int rank_device(void) {
   return found >= 0 ? found : entries == 1 ? 0 : gpu;
 }
 
-/* -G: the buffers in GPU memory. */
+/* The options of ddl-bench's own: -G and -S. */
+typedef struct {
+  int gpu_buffers;
+  int shared_buffers;
+} ddl_bench_flags;
+
 static int take_option(void* ctx, int opt, const char* arg) {
   (void)arg;
-  if (opt != 'G') return 1;
-  *(int*)ctx = 1;
+  ddl_bench_flags* f = (ddl_bench_flags*)ctx;
+  if (opt == 'G') {
+    f->gpu_buffers = 1;
+  } else if (opt == 'S') {
+    f->shared_buffers = 1;
+  } else {
+    return 1;
+  }
   return 0;
+}
+
+/* -S: the buffers from ddl_alloc (zeroed already). */
+static void* shared_alloc(size_t bytes) {
+  void* p = ddl_alloc(bytes);
+  if (p == NULL) fprintf(stderr, "ddl-bench: error: ddl_alloc: %s\n", ddl_last_error());
+  return p;
+}
+
+static void shared_free(void* p) {
+  if (ddl_free(p) != DDL_SUCCESS) fprintf(stderr, "ddl-bench: error: %s\n", ddl_last_error());
 }
 
 int main(int argc, char** argv) {
   bench_options o;
-  int gpu_buffers = 0;
+  ddl_bench_flags flags = {0, 0};
   bench_extra_options extra = {
-      "G", take_option, &gpu_buffers,
+      "GS", take_option, &flags,
       "  -G         buffers in GPU memory (this rank's GPU, through libcudart): libddl's NCCL "
-      "path\n"};
+      "path\n"
+      "  -S         buffers from ddl_alloc (shared memory the host's ranks map), allreduce in "
+      "place:\n             libddl's single pass when every rank of the host passes one\n"};
   int status = bench_parse_options(argc, argv, "ddl-bench", &o, &extra);
   if (status != 0) return status == 1 ? 0 : 2;
 
@@ -115,7 +140,12 @@ int main(int argc, char** argv) {
   b.types = (1u << BENCH_TYPE_COUNT) - 1;
   b.ops = (1u << BENCH_OP_COUNT) - 1;
   b.colls = (1u << BENCH_COLL_COUNT) - 1;
-  if (gpu_buffers) {
+  if (flags.shared_buffers) {
+    b.in_place = 1;
+    b.host_alloc = shared_alloc;
+    b.host_free = shared_free;
+  }
+  if (flags.gpu_buffers) {
     char err[512];
     b.memory = bench_cuda_memory(rank_device(), err, sizeof(err));
     if (b.memory == NULL) {

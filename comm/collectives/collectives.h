@@ -32,6 +32,10 @@ std::string_view to_string(ReduceOp op);
 void reduce_into(void* dst, const void* src, size_t count, DataType type, ReduceOp op);
 /// buf[i] /= divisor, for kAvg's last step.
 void divide(void* buf, size_t count, DataType type, int divisor);
+/// Whether float16 converts through F16C (the CPU has it). set_f16c(false) makes it convert
+/// with the scalar code (the same bits: tests compare the two); returns the previous setting.
+bool uses_f16c();
+bool set_f16c(bool on);
 
 /// The ranks one algorithm runs over, in ring order, with a link to each member: a ring of one
 /// dimension, or the whole job. Built by the communicator from its links.
@@ -60,6 +64,17 @@ class Group {
 /// The boundaries of `count` elements cut into `parts` nearly equal chunks: chunk i is
 /// [offsets[i], offsets[i+1]); the first count % parts chunks have one more element.
 std::vector<size_t> partition(size_t count, int parts);
+
+/// The sub-rings of a ring of prod(factors) members (ring_factors, comm/mode.h) as seen from
+/// the member at `position`: for each factor k, innermost first, the positions of the members
+/// of this member's k-th sub-ring in its order. A position is read as mixed-radix digits,
+/// innermost first (position = d0 + f0 (d1 + f1 (d2 + ...))); sub-ring k holds the members
+/// whose digits differ only in digit k. So sub-ring 0 is a run of f0 neighbours of the ring and
+/// every member's sub-rings meet those of its peers as the dimensions of multi_dim_allreduce
+/// must. sub_ring_positions(6, 4, {3, 2}) = {{3, 4, 5}, {1, 4}}. Throws std::invalid_argument
+/// unless the factors are at least 1, multiply to `size`, and 0 <= position < size.
+std::vector<std::vector<int>> sub_ring_positions(int size, int position,
+                                                 std::span<const int> factors);
 
 // The algorithms. All are in place on `buf` (out of place is a copy first, done by the caller),
 // work for any count including 0 and counts not divisible by the group size, and give bitwise

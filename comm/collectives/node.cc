@@ -1,10 +1,11 @@
 // Collectives among the ranks of one host, read directly from shared memory.
 //
-// How it works. The members share one segment (node_segment.h): per member a control line
-// (three step counters, a futex word and the call's signature) and two slots that every other
-// member reads. A collective is a sweep of steps; step j handles piece j (`piece` elements) of
-// every member's slice of the buffer (partition(count, n) for allreduce), so a step's data
-// stays in cache from the copy in to the copy out. In step j member r:
+// How it works. The members share one segment (node_segment.h): per member its control lines
+// (for each step parity a post line holding the `posted` counter, the call's signature and a
+// tiny allreduce's input; then the other counters and a futex word) and two slots that every
+// other member reads. A collective is a sweep of steps; step j handles piece j (`piece` elements)
+// of every member's slice of the buffer (partition(count, n) for allreduce), so a step's data stays
+// in cache from the copy in to the copy out. In step j member r:
 //
 //   1. waits until every member has finished reading step j - 2 (its `done`): the slot this
 //      step uses (j % 2) is free again, so a fast member runs at most a step ahead;
@@ -34,7 +35,9 @@
 // Each element is reduced by one member in one fixed order, so results are bitwise identical
 // on every member and independent of timing. Allreduces of at most small_bytes take one step
 // instead: every member copies its whole input into its slot and reduces all n inputs
-// itself, in rank order (the same bits everywhere, one wait). A barrier is a step without
+// itself, in rank order (the same bits everywhere, one wait); an input of at most 16 bytes goes
+// into the post line instead of the slot, so that a peer's wait for `posted`, its signature
+// check and its read of the input touch one cache line. A barrier is a step without
 // data. Traffic per member for an allreduce of S bytes: (n-1)/n S copied in, S read and S/n
 // written by the reduction (and S/n into the slot), (n-1)/n S copied out; one wait per step.
 // Of that, only the input (S read) and the output (S written) need reach memory: the slots
@@ -66,6 +69,7 @@
 
 #include "comm/collectives/node_copy.h"
 #include "comm/collectives/node_segment.h"
+#include "comm/collectives/node_sweep.h"
 #include "comm/transport/link.h"
 #include "comm/transport/os.h"
 
@@ -134,47 +138,6 @@ size_t auto_stream_bytes(int members) {
   return cache / (2 * static_cast<size_t>(std::max(members, 1))) + 1;
 }
 
-/// One collective as a sweep of steps (see the top of this file). Offsets and lengths are in
-/// elements, per member.
-struct NodeGroup::Sweep {
-  const std::byte* in = nullptr;
-  std::byte* out = nullptr;
-  DataType type = DataType::kUint8;
-  ReduceOp op = ReduceOp::kSum;  ///< already folded: kAvg reduces as kSum, then divides
-  int divisor = 1;
-  bool reduce = false;  ///< pieces are reduced by their slice's member
-  bool gather = false;  ///< every member's (reduced) piece lands in every member's out
-  bool stream = false;  ///< out is written with streaming stores (node_copy.h)
-  int source = -1;      ///< broadcast: the only member with data
-  std::vector<size_t> in_off, out_off, len;
-  size_t piece = 0;  ///< elements per member per step
-  const Signature* sig = nullptr;
-
-  size_t ts() const { return type_size(type); }
-  size_t steps() const {
-    size_t most = 0;
-    for (size_t l : len)
-      most = std::max(most, (l + piece - 1) / piece);
-    return most;
-  }
-  /// Elements of member q's slice in step j.
-  size_t count(int q, size_t j) const {
-    const size_t at = j * piece;
-    return at < len[q] ? std::min(piece, len[q] - at) : 0;
-  }
-  /// Member q's slice is chunk q of partition(count, n), at the same place in `in` and `out`.
-  void by_slices(size_t count, int n) {
-    const auto offsets = partition(count, n);
-    for (int q = 0; q < n; ++q) {
-      in_off.push_back(offsets[q]);
-      len.push_back(offsets[q + 1] - offsets[q]);
-    }
-    out_off = in_off;
-  }
-  /// Where member q's piece lies in a slot, in bytes.
-  size_t slot_at(int q) const { return source >= 0 ? 0 : q * piece * ts(); }
-};
-
 NodeGroup::NodeGroup(std::vector<NodeMember> members, int self, NodeOptions options)
     : members_(std::move(members)), self_(self), options_(std::move(options)) {
   const auto n = static_cast<uint32_t>(members_.size());
@@ -195,6 +158,7 @@ NodeGroup::NodeGroup(std::vector<NodeMember> members, int self, NodeOptions opti
   }
   cma_probe_ = node::kReady;
   node::control(s, self_).probe_addr = reinterpret_cast<uintptr_t>(&cma_probe_);
+  node::control(s, self_).probe_fd = make_probe_fd();  // before pid: the others' probe reads it
   node::control(s, self_).pid.store(members_[self_].pid, std::memory_order_release);
   if (s->attached.fetch_add(1, std::memory_order_acq_rel) + 1 == n) {
     shm_unlink(name_.c_str());  // everyone holds it: no name left behind
@@ -208,7 +172,9 @@ NodeGroup::NodeGroup(std::vector<NodeMember> members, int self, NodeOptions opti
   }
   await_attached();
   probe_cma();
+  probe_share();
   scratch_.resize(kBlockBytes);
+  done_seen_.assign(n, 0);
 }
 
 NodeGroup::~NodeGroup() {
@@ -239,7 +205,10 @@ void NodeGroup::await_attached() {
 
 void NodeGroup::release() {
   if (segment_ == nullptr) return;
-  node::control(segment_, self_).closed.store(1, std::memory_order_release);
+  node::Control& mine = node::control(segment_, self_);
+  if (mine.probe_fd >= 0) close(mine.probe_fd);
+  mine.probe_fd = -1;
+  mine.closed.store(1, std::memory_order_release);
   if (self_ == 0 && !name_.empty() &&
       segment_->attached.load(std::memory_order_acquire) < segment_->members) {
     shm_unlink(name_.c_str());
@@ -259,7 +228,7 @@ void NodeGroup::publish(Field f, uint64_t value) {
   node::Control& c = node::control(segment_, self_);
   // seq_cst store, then load: either a waiter's re-check (after it counted itself among the
   // sleepers) sees the new value, or this sees the sleeper and changes `wake` under it.
-  (f == kPosted ? c.posted : f == kReduced ? c.reduced : c.done).store(value);
+  (f == kPosted ? c.post[value % 2].posted : f == kReduced ? c.reduced : c.done).store(value);
   if (c.sleepers.load() != 0) {
     c.wake.fetch_add(1);
     futex_wake_all(c.wake);
@@ -287,8 +256,9 @@ void NodeGroup::check_member(int m, Clock::time_point since) {
 }
 
 namespace {
-std::atomic<uint64_t>& field_of(node::Control& c, int f) {
-  return f == 0 ? c.posted : f == 1 ? c.reduced : c.done;
+/// Field `f` of member c for `step` (posted: the post of its parity).
+std::atomic<uint64_t>& field_of(node::Control& c, int f, uint64_t step) {
+  return f == 0 ? c.post[step % 2].posted : f == 1 ? c.reduced : c.done;
 }
 }  // namespace
 
@@ -322,23 +292,34 @@ void NodeGroup::wait_until(int m, const std::atomic<uint64_t>& counter, uint64_t
 
 void NodeGroup::begin_step(const Signature* sig) {
   ++step_;
-  // The slot of step_ - 2 is free once everyone has finished that step.
-  for (int m = 0; step_ > 2 && m < size(); ++m)
-    if (m != self_) wait_until(m, node::control(segment_, m).done, step_ - 2);
-  if (sig != nullptr) node::control(segment_, self_).sigs[step_ % 2] = *sig;
+  // The slot of step_ - 2 is free once everyone has finished that step. A member's `done`
+  // seen earlier may already say so: then its line is not fetched again.
+  for (int m = 0; step_ > 2 && m < size(); ++m) {
+    if (m == self_ || done_seen_[m] >= step_ - 2) continue;
+    const std::atomic<uint64_t>& done = node::control(segment_, m).done;
+    wait_until(m, done, step_ - 2);
+    done_seen_[m] = done.load(std::memory_order_acquire);
+  }
+  if (sig != nullptr) node::control(segment_, self_).post[step_ % 2].sig = *sig;
 }
 
 void NodeGroup::await_all(Field f, const Signature* sig) {
   for (int m = 0; m < size(); ++m)
-    if (m != self_) wait_until(m, field_of(node::control(segment_, m), f), step_);
+    if (m != self_) wait_until(m, field_of(node::control(segment_, m), f, step_), step_);
   if (sig != nullptr) check_signatures(*sig);
 }
 
 void NodeGroup::check_signatures(const Signature& mine) const {
+  // The common case first: every member's bytes equal this one's (no verdicts to build).
+  bool same = true;
+  for (int m = 0; same && m < size(); ++m)
+    same = m == self_ ||
+           std::memcmp(&node::control(segment_, m).post[step_ % 2].sig, &mine, sizeof mine) == 0;
+  if (same) return;
   Verdict v = Verdict::of(members_[self_].rank, mine);
   for (int m = 0; m < size(); ++m) {
     if (m == self_) continue;
-    v.merge(Verdict::of(members_[m].rank, node::control(segment_, m).sigs[step_ % 2]));
+    v.merge(Verdict::of(members_[m].rank, node::control(segment_, m).post[step_ % 2].sig));
   }
   if (v.mismatch()) throw MismatchError(v.message());
 }
@@ -356,8 +337,9 @@ void NodeGroup::run(const Sweep& s) {
     if (s.sig != nullptr) sig_only(s.sig);
     return;
   }
+  direct_any_ = false;
   for (size_t j = 0; j < steps; ++j)
-    step(s, j);
+    if (step(s, j)) return;
   if (s.reduce && s.gather) {
     // The last step's reduced pieces, which no later step collects.
     await_all(kReduced, nullptr);
@@ -367,11 +349,17 @@ void NodeGroup::run(const Sweep& s) {
   if (s.stream) node::stream_fence();  // the output is all there before the caller has it
 }
 
-void NodeGroup::step(const Sweep& s, size_t j) {
+bool NodeGroup::step(const Sweep& s, size_t j) {
   begin_step(j == 0 ? s.sig : nullptr);
-  copy_in(s, j);
+  if (j == 0 && s.share) {
+    node::Control& c = node::control(segment_, self_);
+    if (s.mine != nullptr) c.shared = *s.mine;
+    c.share.store(s.mine != nullptr ? static_cast<uint32_t>(step_) : 0, std::memory_order_relaxed);
+  }
+  if (s.mine == nullptr) copy_in(s, j);  // a shared buffer is read where it lies
   publish(kPosted, step_);
   await_all(kPosted, j == 0 ? s.sig : nullptr);
+  if (j == 0 && s.share && adopt_shared(s)) return true;
   if (s.reduce && s.gather) {
     // Every member published step j - 1's `reduced` before this step's `posted`: collect those
     // pieces now, one wait instead of two per step.
@@ -381,11 +369,12 @@ void NodeGroup::step(const Sweep& s, size_t j) {
     }
     reduce_piece(s, j);
     publish(kReduced, step_);
-    return;
+    return false;
   }
   if (s.reduce) reduce_piece(s, j);
   if (s.gather) gather_piece(s, j, step_);
   publish(kDone, step_);
+  return false;
 }
 
 void NodeGroup::copy_in(const Sweep& s, size_t j) {
@@ -413,8 +402,10 @@ void NodeGroup::reduce_piece(const Sweep& s, size_t j) {
   std::byte* acc = scratch_.data();
   for (size_t b = 0; b < k; b += block) {
     const size_t c = std::min(block, k - b);
-    auto src = [&](int q) {
-      return (q == self_ ? own : slot(q, step_) + s.slot_at(self_)) + b * ts;
+    auto src = [&](int q) -> const std::byte* {
+      if (q == self_) return own + b * ts;
+      if (direct_any_ && direct_[q] != nullptr) return direct_[q] + (own - s.in) + b * ts;
+      return slot(q, step_) + s.slot_at(self_) + b * ts;
     };
     std::memcpy(acc, src(0), c * ts);
     for (int q = 1; q < size(); ++q)
@@ -441,7 +432,13 @@ void NodeGroup::small_allreduce(const void* send, void* recv, size_t count, Data
   const size_t ts = type_size(type), bytes = count * ts;
   const ReduceOp fold = op == ReduceOp::kAvg ? ReduceOp::kSum : op;
   begin_step(sig);
-  std::memcpy(slot(self_, step_), send, bytes);
+  // A tiny input rides in the post line itself, with the counter and the signature: a peer
+  // waits, checks and reads it in one line.
+  const bool tiny = bytes <= node::kInlineBytes;
+  auto input = [&](int q) -> std::byte* {
+    return tiny ? node::control(segment_, q).post[step_ % 2].data : slot(q, step_);
+  };
+  std::memcpy(input(self_), send, bytes);
   publish(kPosted, step_);
   await_all(kPosted, sig);
   const size_t block = std::max<size_t>(1, kBlockBytes / ts);
@@ -449,9 +446,9 @@ void NodeGroup::small_allreduce(const void* send, void* recv, size_t count, Data
   auto* out = static_cast<std::byte*>(recv);
   for (size_t b = 0; b < count; b += block) {
     const size_t c = std::min(block, count - b);
-    std::memcpy(acc, slot(0, step_) + b * ts, c * ts);
+    std::memcpy(acc, input(0) + b * ts, c * ts);
     for (int q = 1; q < size(); ++q)
-      reduce_into(acc, slot(q, step_) + b * ts, c, type, fold);
+      reduce_into(acc, input(q) + b * ts, c, type, fold);
     if (op == ReduceOp::kAvg) divide(acc, c, type, size());
     std::memcpy(out + b * ts, acc, c * ts);
   }
@@ -473,6 +470,10 @@ void NodeGroup::allreduce(const void* send, void* recv, size_t count, DataType t
   s.reduce = s.gather = true;
   s.stream = streams(count * ts);
   s.by_slices(count, size());
+  // A shared buffer (ddl_alloc) is held against ddl_free for the call.
+  const SharedPin pin(share_ok_ && send == recv ? recv : nullptr, count * ts);
+  s.share = share_ok_;  // every member's word is read, shared or not
+  s.mine = pin.ok() ? &pin.ref() : nullptr;
   run(s);
 }
 

@@ -10,6 +10,7 @@
 
 #include "comm/collectives/collectives.h"
 #include "comm/collectives/dimension.h"
+#include "comm/collectives/shared_buffer.h"
 #include "comm/collectives/signature.h"
 
 namespace ddl::comm {
@@ -48,7 +49,8 @@ struct NodeOptions {
 
 namespace node {
 struct Segment;  // node_segment.h
-}
+struct Control;
+}  // namespace node
 
 /// The ranks of one host, with one shared segment: a control line per member (step counters
 /// and the call's signature) and two slots per member that peers read directly (node.cc says
@@ -70,6 +72,11 @@ class NodeGroup {
   /// Whether large allreduces read the peers' buffers directly (cma_bytes, and every member
   /// may read every other's memory).
   bool reads_peers() const { return cma_; }
+  /// Whether every member can map every other's shared buffers (ddl_alloc): in-place
+  /// allreduces on them then read and write the peers' buffers directly (node_shared.cc).
+  bool maps_peers() const { return share_ok_; }
+  /// Allreduces that took the single pass (every member's buffer shared), for tests.
+  uint64_t single_passes() const { return single_passes_; }
 
   /// recv = op over the members' send (in place when send == recv).
   void allreduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
@@ -99,7 +106,8 @@ class NodeGroup {
   /// Whether output of `bytes` is written with streaming stores (stream_bytes).
   bool streams(size_t bytes) const;
   void run(const Sweep& s);
-  void step(const Sweep& s, size_t piece);
+  /// Step `piece`; true when it finished the whole call (every member's buffer shared).
+  bool step(const Sweep& s, size_t piece);
   void copy_in(const Sweep& s, size_t piece);
   void reduce_piece(const Sweep& s, size_t piece);
   /// Copies the others' pieces of step `at_step` (piece j) from their slots into the output.
@@ -110,6 +118,16 @@ class NodeGroup {
   void cma_read(int m, void* dst, uint64_t addr, size_t bytes);
   void cma_allreduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
                      const Signature* sig);
+  /// Whether every member can map every other's shared buffers (decided together).
+  void probe_share();
+  /// Publishes a verdict in `field` of this member's control line (1 yes, 2 no) and returns
+  /// whether every member's is yes; throws naming a member that exits or never answers.
+  bool agree(std::atomic<uint32_t> node::Control::*field, bool mine);
+  /// Step 0 of an allreduce sweep, after every `posted`: the members whose buffers are
+  /// shared (direct_); when all are, runs the single pass and returns true.
+  bool adopt_shared(const Sweep& s);
+  /// Every member's slice reduced from the members' buffers straight into all of them.
+  void single_pass(const Sweep& s);
   void small_allreduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
                        const Signature* sig);
   void sig_only(const Signature* sig);
@@ -134,14 +152,22 @@ class NodeGroup {
   NodeOptions options_;
   node::Segment* segment_ = nullptr;
   size_t segment_bytes_ = 0;
-  std::string name_;         ///< the segment's name, while it may still need unlinking
-  std::vector<int> pidfds_;  ///< each member's process, -1 when ours or unavailable
-  uint64_t step_ = 0;        ///< steps made; the same on every member between calls
-  unsigned spin_limit_ = 0;  ///< polls of a counter before sleeping on it
+  std::string name_;                 ///< the segment's name, while it may still need unlinking
+  std::vector<int> pidfds_;          ///< each member's process, -1 when ours or unavailable
+  uint64_t step_ = 0;                ///< steps made; the same on every member between calls
+  std::vector<uint64_t> done_seen_;  ///< each member's `done` as this one last read it
+  unsigned spin_limit_ = 0;          ///< polls of a counter before sleeping on it
   std::vector<std::byte> scratch_;
   bool cma_ = false;                ///< every member can read every other's memory
   uint64_t cma_probe_ = 0;          ///< the word the others read to find out
   std::vector<std::byte> cma_tmp_;  ///< a peer's block of the reduction
+  bool share_ok_ = false;           ///< every member can map every other's shared buffers
+  PeerMaps peer_maps_;
+  /// This allreduce's members whose (shared) buffers are read where they lie, else nullptr;
+  /// direct_any_ says whether any is.
+  std::vector<std::byte*> direct_;
+  bool direct_any_ = false;
+  uint64_t single_passes_ = 0;
 };
 
 /// A NodeGroup as one dimension of the multi-dimensional allreduce.

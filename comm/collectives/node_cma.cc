@@ -48,7 +48,6 @@ constexpr size_t kCmaBlockBytes = 256 * 1024;  // the reduction's blocks (acc an
 
 void NodeGroup::probe_cma() {
   if (segment_->cma_bytes == 0) return;  // off for every member (member 0's option)
-  node::Control& mine = node::control(segment_, self_);
   bool ok = true;
   for (int m = 0; ok && m < size(); ++m) {
     if (m == self_) continue;
@@ -59,25 +58,8 @@ void NodeGroup::probe_cma() {
                                                           0) == static_cast<ssize_t>(sizeof word) &&
                                          word == node::kReady);
   }
-  mine.cma.store(ok ? 1 : 2);
   // Everyone's verdict, so that all take the same path.
-  const auto since = std::chrono::steady_clock::now();
-  cma_ = true;
-  for (int m = 0; m < size(); ++m) {
-    uint32_t v;
-    while ((v = node::control(segment_, m).cma.load()) == 0) {
-      if (exited(m) || std::chrono::steady_clock::now() - since >= options_.timeout) {
-        const std::string who = members_[m].name;
-        release();
-        throw transport::TransportError(
-            who + ": " +
-            (exited(m) ? "the process has exited" : "did not join within the timeout") +
-            " (before it joined this host's shared-memory group)");
-      }
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
-    cma_ = cma_ && v == 1;
-  }
+  cma_ = agree(&node::Control::cma, ok);
   if (cma_) cma_tmp_.resize(2 * kCmaBlockBytes);
 }
 

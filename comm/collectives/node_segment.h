@@ -7,30 +7,44 @@
 #include <cstdint>
 #include <string>
 
+#include "comm/collectives/shared_buffer.h"
 #include "comm/collectives/signature.h"
 
 namespace ddl::comm::node {
 
-/// One member's control line: what it has finished, written by it alone and read by the
-/// others. Step counters only grow; a member's slots are free again for step s once every
-/// member's `done` has reached s - 2.
+/// What a member posts for one step, in one cache line: the counter its peers wait on, the
+/// call's signature and, for an allreduce of at most kInlineBytes, the input itself, so that a
+/// peer's wait, check and read of a tiny allreduce cost one line between the cores.
+struct alignas(64) Post {
+  std::atomic<uint64_t> posted{0};  ///< the last step of this parity whose input is posted
+  Signature sig;                    ///< the call being made at that step
+  std::byte data[16];               ///< a tiny allreduce's input (node.cc, small_allreduce)
+};
+static_assert(sizeof(Post) == 64, "a step's post is one cache line");
+constexpr size_t kInlineBytes = sizeof(Post::data);
+
+/// One member's control lines: what it has finished, written by it alone and read by the
+/// others. Step counters only grow; a member's slots (and post[s % 2]) are free again for step
+/// s once every member's `done` has reached s - 2.
 struct alignas(128) Control {
-  // The first 128 bytes are what a peer reads in every step: the counters and the call's
-  // signature share one cache line.
-  std::atomic<uint64_t> posted{0};    ///< its input of this step is in its slot
+  Post post[2];                       ///< step s posts in post[s % 2]
   std::atomic<uint64_t> reduced{0};   ///< its reduced piece of this step is in its slot
   std::atomic<uint64_t> done{0};      ///< it has read everything it needed of this step
   std::atomic<uint32_t> wake{0};      ///< bumped by a publish that finds sleepers: their futex word
   std::atomic<uint32_t> sleepers{0};  ///< members asleep on `wake` (the publisher wakes them)
-  Signature sigs[2];                  ///< the call being made at step s is in sigs[s % 2]
   std::atomic<uint32_t> closed{0};    ///< it has left the group
   std::atomic<int32_t> pid{0};        ///< set when it has mapped the segment (0: not yet)
   std::atomic<uint32_t> cma{0};       ///< 1: it can read every member's memory (CMA), 2: not
-  uint64_t probe_addr = 0;            ///< a word in its memory, for the others' CMA probe
-  uint64_t send_addr = 0;             ///< the CMA path's buffers of this call (node_cma.cc)
+  /// The step (low 32 bits) whose allreduce buffer is a shared one, described by `shared`
+  /// (node_shared.cc); any other value: this call's is not.
+  std::atomic<uint32_t> share{0};
+  uint64_t probe_addr = 0;  ///< a word in its memory, for the others' CMA probe
+  uint64_t send_addr = 0;   ///< the CMA path's buffers of this call (node_cma.cc)
   uint64_t recv_addr = 0;
+  SharedRef shared;                   ///< this call's shared buffer, when `share` says so
+  int32_t probe_fd = -1;              ///< a memfd of its, for the others' probe (node_shared.cc)
+  std::atomic<uint32_t> share_ok{0};  ///< 1: it can map every member's shared buffers, 2: not
 };
-static_assert(offsetof(Control, closed) <= 128, "the counters and signatures fit one line");
 
 /// The head of the segment; `members` Controls follow at kControlOffset, then the slots at
 /// data_offset(members): member m's slot k (0, 1) at (2 m + k) x slot_bytes.
@@ -43,7 +57,7 @@ struct Segment {
   std::atomic<uint32_t> attached{0};  ///< members that have mapped it (the maker included)
 };
 
-constexpr uint64_t kReady = 0x44444c4e4f444531;  // "DDLNODE1"
+constexpr uint64_t kReady = 0x44444c4e4f444533;  // "DDLNODE3"
 constexpr size_t kControlOffset = 128;
 static_assert(sizeof(Segment) <= kControlOffset);
 

@@ -23,13 +23,21 @@
 // float16 and bfloat16 are widened to float a block at a time (kBlock elements on the stack),
 // reduced as float, and narrowed back with round-to-nearest-even. Widening is exact. Narrowing
 // keeps infinities, turns overflow into infinity, rounds subnormals correctly, and turns any
-// NaN into a quiet NaN of the same sign.
+// NaN into a quiet NaN of the same sign. float16's conversions use F16C (8 at a time) where the
+// CPU has it (checked once): widening is exact either way, narrowing rounds to nearest even
+// either way, and NaNs are first made the canonical quiet NaN of their sign, so that F16C's
+// narrowing (which would keep a NaN's payload) gives float_to_half's bits.
 //
 // divide() is kAvg's last step, applied once to a fully reduced sum: floats divide by the
 // divisor in their own precision (float16/bfloat16 through float, then rounded), integers
 // truncate toward zero.
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
+
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cstdint>
 #include <cstring>
@@ -93,6 +101,71 @@ inline uint16_t float_to_bf16(float f) {
   if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);  // NaN
   const uint32_t odd = (x >> 16) & 1u;
   return static_cast<uint16_t>((x + 0x7fffu + odd) >> 16);  // overflow rounds to inf
+}
+
+// --- float16 a block at a time: F16C where the CPU has it ----------------------------------
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define DDL_F16C 1
+__attribute__((target("avx,f16c"))) void widen_half_f16c(const uint16_t* in, float* out, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(out + i,
+                     _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i))));
+  for (; i < n; ++i)
+    out[i] = half_to_float(in[i]);
+}
+
+__attribute__((target("avx,f16c"))) void narrow_half_f16c(const float* in, uint16_t* out,
+                                                          size_t n) {
+  const __m256 sign = _mm256_castsi256_ps(_mm256_set1_epi32(INT32_MIN));
+  const __m256 quiet = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fc00000));
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 f = _mm256_loadu_ps(in + i);
+    // A NaN becomes the quiet NaN of its sign with no payload: F16C gives sign | 0x7e00.
+    const __m256 nan = _mm256_cmp_ps(f, f, _CMP_UNORD_Q);
+    f = _mm256_blendv_ps(f, _mm256_or_ps(_mm256_and_ps(f, sign), quiet), nan);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i),
+                     _mm256_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
+  for (; i < n; ++i)
+    out[i] = float_to_half(in[i]);
+}
+#endif
+
+std::atomic<bool> g_f16c{[] {
+#ifdef DDL_F16C
+  return __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+#else
+  return false;
+#endif
+}()};
+
+void widen_half(const uint16_t* in, float* out, size_t n) {
+#ifdef DDL_F16C
+  if (g_f16c.load(std::memory_order_relaxed)) return widen_half_f16c(in, out, n);
+#endif
+  for (size_t i = 0; i < n; ++i)
+    out[i] = half_to_float(in[i]);
+}
+
+void narrow_half(const float* in, uint16_t* out, size_t n) {
+#ifdef DDL_F16C
+  if (g_f16c.load(std::memory_order_relaxed)) return narrow_half_f16c(in, out, n);
+#endif
+  for (size_t i = 0; i < n; ++i)
+    out[i] = float_to_half(in[i]);
+}
+
+void widen_bf16(const uint16_t* in, float* out, size_t n) {
+  for (size_t i = 0; i < n; ++i)
+    out[i] = bf16_to_float(in[i]);
+}
+
+void narrow_bf16(const float* in, uint16_t* out, size_t n) {
+  for (size_t i = 0; i < n; ++i)
+    out[i] = float_to_bf16(in[i]);
 }
 
 // --- the operations ------------------------------------------------------------------------
@@ -165,7 +238,8 @@ DDL_KERNEL void reduce_signed(void* dst, const void* src, size_t count, ReduceOp
 }
 
 // float16/bfloat16: a block at a time through float.
-template <float (*Widen)(uint16_t), uint16_t (*Narrow)(float)>
+template <void (*Widen)(const uint16_t*, float*, size_t),
+          void (*Narrow)(const float*, uint16_t*, size_t)>
 DDL_KERNEL void reduce_narrow(void* dst, const void* src, size_t count, ReduceOp op) {
   auto* d = static_cast<uint16_t*>(dst);
   const auto* s = static_cast<const uint16_t*>(src);
@@ -173,13 +247,10 @@ DDL_KERNEL void reduce_narrow(void* dst, const void* src, size_t count, ReduceOp
   float b[kBlock];
   for (size_t start = 0; start < count; start += kBlock) {
     const size_t n = std::min(kBlock, count - start);
-    for (size_t i = 0; i < n; ++i)
-      a[i] = Widen(d[start + i]);
-    for (size_t i = 0; i < n; ++i)
-      b[i] = Widen(s[start + i]);
+    Widen(d + start, a, n);
+    Widen(s + start, b, n);
     reduce_typed<float>(a, b, n, op);
-    for (size_t i = 0; i < n; ++i)
-      d[start + i] = Narrow(a[i]);
+    Narrow(a, d + start, n);
   }
 }
 
@@ -191,12 +262,19 @@ void divide_typed(void* buf, size_t count, int divisor) {
     p[i] = static_cast<T>(p[i] / by);
 }
 
-template <float (*Widen)(uint16_t), uint16_t (*Narrow)(float)>
+template <void (*Widen)(const uint16_t*, float*, size_t),
+          void (*Narrow)(const float*, uint16_t*, size_t)>
 void divide_narrow(void* buf, size_t count, int divisor) {
   auto* p = static_cast<uint16_t*>(buf);
   const float by = static_cast<float>(divisor);
-  for (size_t i = 0; i < count; ++i)
-    p[i] = Narrow(Widen(p[i]) / by);
+  float a[kBlock];
+  for (size_t start = 0; start < count; start += kBlock) {
+    const size_t n = std::min(kBlock, count - start);
+    Widen(p + start, a, n);
+    for (size_t i = 0; i < n; ++i)
+      a[i] /= by;
+    Narrow(a, p + start, n);
+  }
 }
 
 }  // namespace
@@ -251,9 +329,9 @@ DDL_REDUCE_CLONES void reduce_into(void* dst, const void* src, size_t count, Dat
     case DataType::kFloat64:
       return reduce_typed<double>(dst, src, count, op);
     case DataType::kFloat16:
-      return reduce_narrow<half_to_float, float_to_half>(dst, src, count, op);
+      return reduce_narrow<widen_half, narrow_half>(dst, src, count, op);
     case DataType::kBFloat16:
-      return reduce_narrow<bf16_to_float, float_to_bf16>(dst, src, count, op);
+      return reduce_narrow<widen_bf16, narrow_bf16>(dst, src, count, op);
     case DataType::kInt32:
       return reduce_signed<int32_t>(dst, src, count, op);
     case DataType::kInt64:
@@ -271,9 +349,9 @@ void divide(void* buf, size_t count, DataType type, int divisor) {
     case DataType::kFloat64:
       return divide_typed<double>(buf, count, divisor);
     case DataType::kFloat16:
-      return divide_narrow<half_to_float, float_to_half>(buf, count, divisor);
+      return divide_narrow<widen_half, narrow_half>(buf, count, divisor);
     case DataType::kBFloat16:
-      return divide_narrow<bf16_to_float, float_to_bf16>(buf, count, divisor);
+      return divide_narrow<widen_bf16, narrow_bf16>(buf, count, divisor);
     case DataType::kInt32:
       return divide_typed<int32_t>(buf, count, divisor);
     case DataType::kInt64:
@@ -281,6 +359,21 @@ void divide(void* buf, size_t count, DataType type, int divisor) {
     case DataType::kUint8:
       return divide_typed<uint8_t>(buf, count, divisor);
   }
+}
+
+bool set_f16c(bool on) {
+#ifdef DDL_F16C
+  const bool had = g_f16c.load();
+  g_f16c.store(on && __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c"));
+  return had;
+#else
+  (void)on;
+  return false;
+#endif
+}
+
+bool uses_f16c() {
+  return g_f16c.load();
 }
 
 }  // namespace ddl::comm

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/collectives/shared_buffer.h"
 #include "comm/core/communicator.h"
 #include "ddl/ddl.h"
 
@@ -452,6 +453,22 @@ const char* ddl_error_string(ddl_status_t status) {
       return "the ranks called different collectives";
   }
   return "unknown status";
+}
+
+void* ddl_alloc(size_t bytes) {
+  void* p = nullptr;
+  const ddl_status_t status = guarded([&]() -> ddl_status_t {
+    p = ddl::comm::shared_alloc(bytes);
+    return DDL_SUCCESS;
+  });
+  return status == DDL_SUCCESS ? p : nullptr;
+}
+
+ddl_status_t ddl_free(void* p) {
+  return guarded([&]() -> ddl_status_t {
+    ddl::comm::shared_free(p);
+    return DDL_SUCCESS;
+  });
 }
 
 const char* ddl_last_error(void) {

@@ -28,7 +28,7 @@ __all__ = [
     "Error", "MismatchError", "ERR_MISMATCH", "init", "finalize", "initialized", "rank", "size",
     "local_rank", "local_size", "local_gpuid", "allreduce", "allreduce_n", "broadcast",
     "allgather", "reduce_scatter", "barrier", "allgatherv", "alltoall", "alltoallv", "send",
-    "recv", "new_group", "Group", "DDLCallback", "DDLGlobalVariablesCallback",
+    "recv", "new_group", "Group", "DDLCallback", "DDLGlobalVariablesCallback", "shared_zeros",
 ]
 
 # ddl_datatype_t and ddl_op_t (ddl/ddl.h).
@@ -201,6 +201,30 @@ def _empty_like(view, shape):
     import numpy
 
     return numpy.empty(shape, dtype=view.obj.dtype)
+
+
+def shared_zeros(shape, dtype="float32"):
+    """A zeroed numpy array (dtype a numpy dtype or its name) or torch CPU tensor (dtype a
+    torch.dtype) of `shape` in memory the other ranks of this host can map (ddl_alloc).
+
+    An in-place allreduce on such buffers, when every rank of the host passes one, takes
+    libddl's single pass: each rank reduces its share straight from the others' buffers and
+    writes the result into all of them, with no copy through libddl's own shared memory. The
+    memory is freed when the last array or tensor over it is gone. Needs no ddl.init()."""
+    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    count = math.prod(shape)
+    if type(dtype).__module__.startswith("torch"):
+        import torch
+
+        itemsize = torch.empty((), dtype=dtype).element_size()
+        block = _ddl.SharedBlock(max(1, count * itemsize))
+        return torch.frombuffer(block, dtype=dtype, count=count).reshape(shape) if count else \
+            torch.zeros(shape, dtype=dtype)
+    import numpy
+
+    dtype = numpy.dtype(dtype)
+    block = _ddl.SharedBlock(max(1, count * dtype.itemsize))
+    return numpy.frombuffer(block, dtype=dtype, count=count).reshape(shape)
 
 
 def _handle(group):

@@ -1,13 +1,15 @@
 // The C API's group handles and argument checks in a job of one rank (DDL_ALLOW_SINGLE=1):
 // the world group, a group of one, destroyed, NULL and earlier sessions' handles refused with
-// their exact texts, messages to a bad peer, and calls before ddl_init().
+// their exact texts, messages to a bad peer, calls before ddl_init(), and ddl_alloc/ddl_free.
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
 #include "ddl/ddl.h"
+#include "ddl/ddl.hpp"
 
 namespace {
 
@@ -93,6 +95,44 @@ TEST_F(CApiTest, BadListsAndAnEarlierSessionsGroup) {
   ASSERT_EQ(ddl_init(), DDL_SUCCESS);
   EXPECT_EQ(ddl_group_barrier(g), DDL_ERR_ARGUMENT);
   EXPECT_EQ(ddl_last_error(), "ddl_group_barrier" + kNotLive);
+}
+
+TEST_F(CApiTest, SharedBuffersWithoutInitAndTheirRefusals) {
+  EXPECT_EQ(ddl_alloc(0), nullptr);
+  EXPECT_STREQ(ddl_last_error(), "ddl_alloc: 0 bytes (ask for at least 1)");
+  EXPECT_EQ(ddl_alloc(~size_t{0}), nullptr);
+  EXPECT_EQ(std::string(ddl_last_error()).rfind("ddl_alloc: 18446744073709551615 bytes (", 0), 0u)
+      << ddl_last_error();
+  void* p = ddl_alloc(4096 * 3 + 1);
+  ASSERT_NE(p, nullptr) << ddl_last_error();
+  static_cast<char*>(p)[4096 * 3] = 7;
+  EXPECT_EQ(ddl_free(p), DDL_SUCCESS);
+  char text[32];
+  std::snprintf(text, sizeof text, "%p", p);
+  EXPECT_EQ(ddl_free(p), DDL_ERR_ARGUMENT);
+  EXPECT_EQ(ddl_last_error(), std::string("ddl_free: ") + text +
+                                  " is not a buffer from ddl_alloc (or it was freed already)");
+  EXPECT_EQ(ddl_free(nullptr), DDL_SUCCESS);
+  // In a job (of one) an allreduce on it works in place, and C++'s SharedBuffer frees it.
+  ASSERT_EQ(ddl_init(), DDL_SUCCESS) << ddl_last_error();
+  ddl::SharedBuffer<float> b(1000);
+  b.data()[999] = 2.5f;
+  ASSERT_EQ(ddl_allreduce(b.data(), b.data(), b.size(), DDL_FLOAT32, DDL_SUM), DDL_SUCCESS);
+  EXPECT_EQ(b.span()[999], 2.5f);
+  try {
+    ddl::SharedBuffer<double> none(0);
+    ADD_FAILURE() << "SharedBuffer(0) did not throw";
+  } catch (const ddl::Error& e) {
+    EXPECT_EQ(e.status(), DDL_ERR_ARGUMENT);
+    EXPECT_STREQ(e.what(), "ddl_alloc: 0 bytes (ask for at least 1)");
+  }
+  try {
+    ddl::SharedBuffer<double> huge(SIZE_MAX / 4);
+    ADD_FAILURE() << "SharedBuffer(SIZE_MAX / 4) did not throw";
+  } catch (const ddl::Error& e) {
+    EXPECT_EQ(std::string(e.what()), "ddl::SharedBuffer: " + std::to_string(SIZE_MAX / 4) +
+                                         " elements are more bytes than a size_t holds");
+  }
 }
 
 }  // namespace

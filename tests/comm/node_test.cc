@@ -8,6 +8,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
+#include <atomic>
 #include <csignal>
 #include <cstring>
 #include <functional>
@@ -17,6 +20,7 @@
 #include <vector>
 
 #include "comm/collectives/node_copy.h"
+#include "comm/collectives/shared_buffer.h"
 #include "comm/transport/link.h"
 
 namespace ddl::comm {
@@ -551,6 +555,222 @@ TEST(NodeGroup, AProcessKilledMidCallIsNamed) {
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "child status " << status;
   close(ready[0]);
   close(ready[1]);
+}
+
+// ---- Shared buffers (ddl_alloc; node_shared.cc) ----
+
+/// A shared_alloc buffer holding `bytes`, freed when it ends.
+struct Shared {
+  explicit Shared(size_t bytes) : p(static_cast<std::byte*>(shared_alloc(bytes))), n(bytes) {}
+  ~Shared() { shared_free(p); }
+  std::byte* p;
+  size_t n;
+};
+
+TEST(SharedBuffer, AllocationsAndFreesThatCannotBeDoneSayWhy) {
+  auto error = [](const std::function<void()>& f) -> std::string {
+    try {
+      f();
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_EQ(error([] { shared_alloc(0); }), "ddl_alloc: 0 bytes (ask for at least 1)");
+  const std::string absurd = error([] { shared_alloc(size_t{1} << 62); });
+  EXPECT_EQ(absurd.rfind("ddl_alloc: 4611686018427387904 bytes (4398046511104.0 MiB) is more "
+                         "than this host's memory, ",
+                         0),
+            0u)
+      << absurd;
+  int local = 0;
+  char text[32];
+  std::snprintf(text, sizeof text, "%p", static_cast<void*>(&local));
+  EXPECT_EQ(error([&] { shared_free(&local); }),
+            std::string("ddl_free: ") + text +
+                " is not a buffer from ddl_alloc (or it was freed already)");
+  void* p = shared_alloc(100);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 4096, 0u);
+  EXPECT_EQ(shared_bytes(static_cast<std::byte*>(p) + 99), 100u);
+  EXPECT_EQ(static_cast<unsigned char*>(p)[99], 0);  // zeroed
+  std::snprintf(text, sizeof text, "%p", p);
+  {
+    const SharedPin pin(p, 100);  // what an allreduce on it holds
+    EXPECT_TRUE(pin.ok());
+    EXPECT_EQ(error([&] { shared_free(p); }),
+              std::string("ddl_free: ") + text +
+                  " is in use by a collective running now (free it after the call returns)");
+    EXPECT_FALSE(SharedPin(p, 101).ok());  // runs past its end: not shared
+  }
+  EXPECT_EQ(error([&] { shared_free(static_cast<std::byte*>(p) + 8); }).find("ddl_free: "), 0u);
+  EXPECT_EQ(error([&] { shared_free(p); }), "");
+  EXPECT_EQ(error([&] { shared_free(p); }),
+            std::string("ddl_free: ") + text +
+                " is not a buffer from ddl_alloc (or it was freed already)");
+  EXPECT_EQ(error([] { shared_free(nullptr); }), "");
+  EXPECT_FALSE(SharedPin(p, 1).ok());
+}
+
+/// Runs an in-place allreduce of `count` elements on n threads, member r's buffer shared when
+/// bit r of `shared_mask` is set; checks every member's result and returns how many single
+/// passes the members took.
+int shared_allreduce(int n, unsigned shared_mask, size_t count, DataType t, ReduceOp op,
+                     const NodeOptions& o) {
+  const auto want = reference(n, count, t, op, count + shared_mask);
+  std::atomic<int> passes{0};
+  expect_no_errors(run_group(n, o, [&](NodeGroup& g) {
+    EXPECT_TRUE(g.maps_peers());
+    const auto in = input(g.rank(), count, t, count + shared_mask);
+    Shared shared(std::max<size_t>(1, in.size()));
+    std::vector<std::byte> plain(in.size());
+    std::byte* buf = (shared_mask >> g.rank()) & 1 ? shared.p : plain.data();
+    std::memcpy(buf, in.data(), in.size());
+    g.allreduce(buf, buf, count, t, op, nullptr);
+    EXPECT_EQ(std::memcmp(buf, want.data(), want.size()), 0)
+        << "n=" << n << " mask=" << shared_mask << " " << to_string(t) << " " << to_string(op)
+        << " count=" << count << " member " << g.rank();
+    passes += static_cast<int>(g.single_passes());
+  }));
+  return passes;
+}
+
+TEST(NodeGroup, SharedBuffersTakeTheSinglePassOnlyWhenEveryMemberHasOne) {
+  for (int n : {2, 3, 4}) {
+    for (unsigned mask = 0; mask < (1u << n); ++mask) {
+      const bool all = mask == (1u << n) - 1;
+      // Many steps through the slots when not all share; 1000 elements above small_bytes.
+      EXPECT_EQ(shared_allreduce(n, mask, 1000, DataType::kFloat32, ReduceOp::kSum, tiny_chunks()),
+                all ? n : 0)
+          << "n=" << n << " mask=" << mask;
+    }
+  }
+}
+
+TEST(NodeGroup, SharedBuffersGiveTheSameBitsForEveryTypeAndOp) {
+  for (DataType t : kTypes) {
+    for (ReduceOp op : kOps) {
+      for (size_t count : {size_t{13}, size_t{1000}, size_t{4099}}) {
+        shared_allreduce(3, 0b111, count, t, op, tiny_chunks());
+        shared_allreduce(3, 0b010, count, t, op, tiny_chunks());
+      }
+    }
+  }
+  NodeOptions streamed;  // large, the output written with streaming stores
+  streamed.stream_bytes = 1;
+  streamed.timeout = 20s;
+  EXPECT_EQ(
+      shared_allreduce(4, 0b1111, (1u << 20) + 3, DataType::kFloat32, ReduceOp::kAvg, streamed), 4);
+  EXPECT_EQ(
+      shared_allreduce(4, 0b0110, (1u << 20) + 3, DataType::kFloat32, ReduceOp::kAvg, streamed), 0);
+}
+
+TEST(NodeGroup, SharedAndPlainCallsAlternateBackToBack) {
+  // The same groups through varied calls: a stale `share` word must never be taken for the
+  // current call's.
+  const int n = 3;
+  NodeOptions o = tiny_chunks();
+  o.job = "node-test-alternate-" + std::to_string(getpid());
+  expect_no_errors(run_group(n, o, [&](NodeGroup& g) {
+    Shared shared(4 * 5000);
+    std::vector<std::byte> plain(4 * 5000);
+    uint64_t all_shared = 0;
+    for (int k = 0; k < 60; ++k) {
+      const size_t count = 100 + 37 * static_cast<size_t>(k);
+      const unsigned mask = (k * 5 + 3) % 8;
+      all_shared += mask == 7;
+      std::byte* buf = (mask >> g.rank()) & 1 ? shared.p : plain.data();
+      const auto in = input(g.rank(), count, DataType::kInt32, k);
+      std::memcpy(buf, in.data(), in.size());
+      if (k % 7 == 3) g.barrier(nullptr);
+      g.allreduce(buf, buf, count, DataType::kInt32, ReduceOp::kSum, nullptr);
+      const auto want = reference(n, count, DataType::kInt32, ReduceOp::kSum, k);
+      ASSERT_EQ(std::memcmp(buf, want.data(), want.size()), 0) << "call " << k;
+    }
+    EXPECT_EQ(g.single_passes(), all_shared);
+    EXPECT_GT(all_shared, 0u);
+  }));
+}
+
+/// Runs member(r, m) for every member of `m`: 0 on this thread, the others in forked children
+/// that learn every member's pid through a pipe before they join. Returns each one's result
+/// (a child's exit status; 2 for an exception, 1 for a child killed).
+std::vector<int> run_processes(
+    std::vector<NodeMember> m,
+    const std::function<int(int, const std::vector<NodeMember>&)>& member) {
+  const int n = static_cast<int>(m.size());
+  std::vector<std::array<int, 2>> pipes(n);
+  std::vector<pid_t> children;
+  for (int r = 1; r < n; ++r) {
+    if (pipe(pipes[r].data()) != 0) return {};
+    const pid_t child = fork();
+    if (child == 0) {
+      std::vector<int> pids(n);
+      if (read(pipes[r][0], pids.data(), n * sizeof(int)) != static_cast<ssize_t>(n * sizeof(int)))
+        _exit(4);
+      for (int k = 0; k < n; ++k)
+        m[k].pid = pids[k];
+      try {
+        _exit(member(r, m));
+      } catch (...) {
+        _exit(2);
+      }
+    }
+    children.push_back(child);
+    m[r].pid = child;
+  }
+  std::vector<int> pids;
+  for (const NodeMember& x : m)
+    pids.push_back(x.pid);
+  for (int r = 1; r < n; ++r) {
+    EXPECT_EQ(write(pipes[r][1], pids.data(), n * sizeof(int)),
+              static_cast<ssize_t>(n * sizeof(int)));
+    close(pipes[r][0]);
+    close(pipes[r][1]);
+  }
+  std::vector<int> results(n, 2);
+  try {
+    results[0] = member(0, m);
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << e.what();
+  }
+  for (int r = 1; r < n; ++r) {
+    int status = 0;
+    waitpid(children[r - 1], &status, 0);
+    results[r] = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+  }
+  return results;
+}
+
+TEST(NodeGroup, ProcessesMapEachOthersSharedBuffers) {
+  // Three processes; member r shares when bit r of the mask is set. Each reports 0 when its
+  // results were right and it took as many single passes as expected.
+  const size_t count = (1u << 20) / 4 + 5;
+  for (unsigned mask : {0b111u, 0b101u, 0b000u}) {
+    SCOPED_TRACE("mask " + std::to_string(mask));
+    const auto want = reference(3, count, DataType::kFloat32, ReduceOp::kSum, mask);
+    const uint64_t passes = mask == 0b111u ? 3 : 0;
+    NodeOptions o;
+    o.timeout = 20s;
+    o.job = "node-test-shared-" + std::to_string(getpid()) + "-" + std::to_string(mask);
+    const auto results =
+        run_processes(members(3), [&](int r, const std::vector<NodeMember>& m) -> int {
+          NodeGroup g(m, r, o);
+          if (!g.maps_peers()) return 5;
+          Shared shared(count * 4 + 64);
+          std::vector<std::byte> plain(count * 4);
+          // Member 1's buffer starts 64 bytes into its allocation: the peers find it there.
+          std::byte* buf = (mask >> r) & 1 ? shared.p + (r == 1 ? 64 : 0) : plain.data();
+          for (int k = 0; k < 3; ++k) {  // again: the peers' mappings are kept and reused
+            const auto in = input(r, count, DataType::kFloat32, mask);
+            std::memcpy(buf, in.data(), in.size());
+            g.allreduce(buf, buf, count, DataType::kFloat32, ReduceOp::kSum, nullptr);
+            if (std::memcmp(buf, want.data(), want.size()) != 0) return 3;
+          }
+          return g.single_passes() == passes ? 0 : 6;
+        });
+    EXPECT_EQ(results, std::vector<int>({0, 0, 0}));
+  }
 }
 
 }  // namespace

@@ -148,6 +148,36 @@ TEST(ReduceTest, Float16MatchesTheCompilersArithmetic) {
   }
 }
 
+// F16C's conversions (where the CPU has them) give the scalar code's bits for every float16
+// pair: all 65536 patterns against a spread, NaNs (signalling, quiet, with payloads) included,
+// for every op, and kAvg's division.
+TEST(ReduceTest, Float16ThroughF16CGivesTheScalarBits) {
+  if (!uses_f16c()) GTEST_SKIP() << "this CPU has no F16C: only the scalar code runs";
+  std::vector<uint16_t> dst, src;
+  for (uint32_t x = 0; x < 0x10000; ++x) {
+    for (uint16_t y : {0x0000, 0x8000, 0x0001, 0x83ff, 0x3c00, 0x7bff, 0xfbff, 0x7c00, 0x7c01,
+                       0xfe01, 0x7e00, 0x1234, 0xc321, 0x0400}) {
+      dst.push_back(static_cast<uint16_t>(x));
+      src.push_back(y);
+    }
+  }
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax}) {
+    std::vector<uint16_t> fast = dst, slow = dst;
+    reduce_into(fast.data(), src.data(), fast.size(), DataType::kFloat16, op);
+    set_f16c(false);
+    reduce_into(slow.data(), src.data(), slow.size(), DataType::kFloat16, op);
+    set_f16c(true);
+    for (size_t i = 0; i < fast.size(); ++i)
+      ASSERT_EQ(fast[i], slow[i]) << to_string(op) << std::hex << " " << dst[i] << " " << src[i];
+  }
+  std::vector<uint16_t> fast = dst, slow = dst;
+  divide(fast.data(), fast.size(), DataType::kFloat16, 3);
+  set_f16c(false);
+  divide(slow.data(), slow.size(), DataType::kFloat16, 3);
+  set_f16c(true);
+  EXPECT_TRUE(fast == slow);
+}
+
 TEST(ReduceTest, Float16RoundsToNearestEvenAndOverflowsToInf) {
   // 1 + 2^-11 is halfway between 1 and 1 + 2^-10: rounds to 1 (even).
   std::vector<uint16_t> d{bits(1), bits(1), bits(65504), bits(-65504), bits(0x1p-13)};

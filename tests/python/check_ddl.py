@@ -157,6 +157,38 @@ def check_errors():
         sys.exit(f"rank {R}: broadcast with root {N} did not raise ddl.Error")
 
 
+def check_shared():
+    """ddl.shared_zeros (ddl_alloc memory): every rank sharing (libddl's single pass), then only
+    the even ranks (the mixed path); numpy and torch; exact sums either way."""
+    for n in (5, 100_000):
+        a = ddl.shared_zeros((n,), np.int64)
+        if a.dtype != np.int64 or a.shape != (n,) or a.any():
+            sys.exit(f"rank {R}: shared_zeros gave {a.dtype} {a.shape}, nonzero {a.any()}")
+        a[:] = arange_mod(n, 5) + R
+        ddl.allreduce(a)
+        expect(f"shared allreduce of {n}", a, N * arange_mod(n, 5) + N * (N - 1) // 2)
+        b = ddl.shared_zeros(n, "float64") if R % 2 == 0 else np.zeros(n)
+        b[:] = arange_mod(n, 3) + R
+        ddl.allreduce(b, op="max")
+        expect(f"mixed allreduce of {n}", b, arange_mod(n, 3) + N - 1)
+    if ddl.shared_zeros((0, 3), np.float32).shape != (0, 3):
+        sys.exit(f"rank {R}: shared_zeros((0, 3)) has the wrong shape")
+    try:
+        ddl.shared_zeros((10**15,), np.float64)
+        sys.exit(f"rank {R}: shared_zeros of 8 PB did not fail")
+    except ddl.Error as e:
+        if not str(e).startswith("ddl_alloc: 8000000000000000 bytes (7629394531.2 MiB) is more "
+                                 "than this host's memory, "):
+            sys.exit(f"rank {R}: shared_zeros of 8 PB: {e}")
+    if torch is not None:
+        t = ddl.shared_zeros((3, 20_000), torch.bfloat16)
+        if t.dtype != torch.bfloat16 or tuple(t.shape) != (3, 20_000):
+            sys.exit(f"rank {R}: shared_zeros gave {t.dtype} {tuple(t.shape)}")
+        t += R
+        ddl.allreduce(t)
+        expect("shared torch allreduce", t, np.full((3, 20_000), N * (N - 1) // 2))
+
+
 def check_gil_released():
     """Rank 0 waits in a barrier on another thread while the others sleep: its main thread
     must keep running Python meanwhile (the GIL is released while ddl communicates)."""
@@ -187,6 +219,7 @@ def main():
         check_allreduce_n([torch.bfloat16])
         check_allreduce_n([torch.float32, np.float32, torch.int64])  # numpy and torch mixed
     check_errors()
+    check_shared()
     if N > 1:
         check_gil_released()
     ddl.barrier()

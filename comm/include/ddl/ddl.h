@@ -172,6 +172,21 @@ ddl_status_t ddl_group_send(ddl_group_t group, const void* buf, size_t count, dd
 ddl_status_t ddl_group_recv(ddl_group_t group, void* buf, size_t count, ddl_datatype_t type,
                             int peer, int tag);
 
+/* ---- Shared buffers ----
+ * `bytes` of zeroed memory (page aligned) that the other ranks of this host can map. An
+ * in-place allreduce (send == recv, or send copied into recv first) on a host where every
+ * rank's buffer lies in such memory takes a single pass: each rank reduces its share of the
+ * buffer from the others' buffers where they lie and writes the result into all of them, with
+ * no copy through libddl's own shared memory (the fastest a one-host allreduce can be; see
+ * libddl(3)). Ranks may mix such buffers with ordinary ones: the call is as exact as ever,
+ * only the copies of the shared ones are saved. Any thread may call these, without
+ * ddl_init(). ddl_alloc returns NULL (ddl_last_error() says why: 0 bytes, more than the
+ * host's memory, or the kernel's refusal) on failure. ddl_free(NULL) does nothing; freeing
+ * anything else than ddl_alloc's pointer, twice, or while a collective uses the buffer fails
+ * with DDL_ERR_ARGUMENT and frees nothing. */
+void* ddl_alloc(size_t bytes);
+ddl_status_t ddl_free(void* p);
+
 /* A fixed description of a status ("a peer failed or timed out"). */
 const char* ddl_error_string(ddl_status_t status);
 /* The calling thread's last error message, "" when none. Valid until its next ddl_ call. */

@@ -134,6 +134,43 @@ class Group {
   bool owned_ = false;
 };
 
+/// `count` zeroed elements of T in memory the host's other ranks can map (ddl_alloc): an
+/// in-place allreduce where every rank of the host passes such a buffer takes the single pass.
+/// Freed (ddl_free) when it ends; movable, not copyable.
+///   ddl::SharedBuffer<float> grad(n);
+///   session.allreduce(grad.span(), DDL_AVG);
+template <typename T>
+class SharedBuffer {
+ public:
+  explicit SharedBuffer(size_t count) : count_(count) {
+    if (count > SIZE_MAX / sizeof(T)) {
+      throw Error(DDL_ERR_ARGUMENT, "ddl::SharedBuffer: " + std::to_string(count) +
+                                        " elements are more bytes than a size_t holds");
+    }
+    data_ = static_cast<T*>(ddl_alloc(count * sizeof(T)));
+    if (data_ == nullptr) throw Error(DDL_ERR_ARGUMENT, ddl_last_error());
+  }
+  ~SharedBuffer() {
+    if (data_ != nullptr) ddl_free(data_);
+  }
+  SharedBuffer(SharedBuffer&& o) noexcept
+      : data_(std::exchange(o.data_, nullptr)), count_(std::exchange(o.count_, 0)) {}
+  SharedBuffer& operator=(SharedBuffer&& o) noexcept {
+    std::swap(data_, o.data_);
+    std::swap(count_, o.count_);
+    return *this;
+  }
+  SharedBuffer(const SharedBuffer&) = delete;
+  SharedBuffer& operator=(const SharedBuffer&) = delete;
+  T* data() const { return data_; }
+  size_t size() const { return count_; }
+  std::span<T> span() const { return {data_, count_}; }
+
+ private:
+  T* data_ = nullptr;
+  size_t count_ = 0;
+};
+
 /// The runtime, initialised for the lifetime of this object (one per process at a time).
 class Session {
  public:

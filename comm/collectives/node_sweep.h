@@ -1,0 +1,59 @@
+#pragma once
+// A node group's collective as a sweep of steps (node.cc), shared by node.cc and
+// node_shared.cc.
+
+#include <algorithm>
+#include <cstddef>
+#include <vector>
+
+#include "comm/collectives/collectives.h"
+#include "comm/collectives/node.h"
+
+namespace ddl::comm {
+
+/// One collective as a sweep of steps (see the top of this file). Offsets and lengths are in
+/// elements, per member.
+struct NodeGroup::Sweep {
+  const std::byte* in = nullptr;
+  std::byte* out = nullptr;
+  DataType type = DataType::kUint8;
+  ReduceOp op = ReduceOp::kSum;  ///< already folded: kAvg reduces as kSum, then divides
+  int divisor = 1;
+  bool reduce = false;  ///< pieces are reduced by their slice's member
+  bool gather = false;  ///< every member's (reduced) piece lands in every member's out
+  bool stream = false;  ///< out is written with streaming stores (node_copy.h)
+  int source = -1;      ///< broadcast: the only member with data
+  /// An in-place allreduce whose members may share buffers (maps_peers()): this member's
+  /// buffer when it is a shared one, else nullptr (node_shared.cc).
+  bool share = false;
+  const SharedRef* mine = nullptr;
+  std::vector<size_t> in_off, out_off, len;
+  size_t piece = 0;  ///< elements per member per step
+  const Signature* sig = nullptr;
+
+  size_t ts() const { return type_size(type); }
+  size_t steps() const {
+    size_t most = 0;
+    for (size_t l : len)
+      most = std::max(most, (l + piece - 1) / piece);
+    return most;
+  }
+  /// Elements of member q's slice in step j.
+  size_t count(int q, size_t j) const {
+    const size_t at = j * piece;
+    return at < len[q] ? std::min(piece, len[q] - at) : 0;
+  }
+  /// Member q's slice is chunk q of partition(count, n), at the same place in `in` and `out`.
+  void by_slices(size_t count, int n) {
+    const auto offsets = partition(count, n);
+    for (int q = 0; q < n; ++q) {
+      in_off.push_back(offsets[q]);
+      len.push_back(offsets[q + 1] - offsets[q]);
+    }
+    out_off = in_off;
+  }
+  /// Where member q's piece lies in a slot, in bytes.
+  size_t slot_at(int q) const { return source >= 0 ? 0 : q * piece * ts(); }
+};
+
+}  // namespace ddl::comm
