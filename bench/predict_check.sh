@@ -109,9 +109,9 @@ for m in p["modes"]:
 # measure HOSTS MODE: ddl-bench's time of one allreduce of --size in MODE, seconds.
 measure() {
   local out
-  out=$(timeout "$run_timeout" "$ddlrun" -q --tag-output none --launcher ssh --ssh-config "$NETNS_SSH_CONFIG" \
-    --tcp -H "$1" --mode "$2" "$bench" -b "$size" -e "$size" -w 1 -n "$iters" -t float32 -o sum \
-    -c 1 2>&1 </dev/null)
+  out=$(timeout "$run_timeout" "$ddlrun" -q --tag-output none --launcher ssh \
+    --ssh-config "$NETNS_SSH_CONFIG" --tcp -H "$1" --mode "$2" "$bench" -b "$size" -e "$size" \
+    -w 1 -n "$iters" -t float32 -o sum -c 1 2>&1 </dev/null)
   local rc=$?
   if ((rc == 124)); then
     echo "predict_check: ddl-bench in mode $2 timed out ($run_timeout s); its last lines:" >&2

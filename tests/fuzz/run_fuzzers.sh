@@ -57,14 +57,16 @@ if [[ -z $launcher ]] && command -v ccache >/dev/null; then
   launcher=ccache
 fi
 export CCACHE_BASEDIR=$src
+prefix_map="-fdebug-prefix-map=$fuzz_build=."
+[[ $fuzz_build == *[[:space:]]* ]] && prefix_map=""  # CMake would split the flag at a space
 start=$SECONDS
 echo "run_fuzzers: configuring $fuzz_build${launcher:+ (compiler launcher $launcher)}"
 mkdir -p "$fuzz_build"
 CC=clang CXX=clang++ cmake -S "$src" -B "$fuzz_build" "${generator[@]}" -DDDL_FUZZ=ON \
   -DDDL_BUILD_TESTS=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_C_COMPILER_LAUNCHER="$launcher" -DCMAKE_CXX_COMPILER_LAUNCHER="$launcher" \
-  -DCMAKE_C_FLAGS="-fdebug-prefix-map=$fuzz_build=." \
-  -DCMAKE_CXX_FLAGS="-fdebug-prefix-map=$fuzz_build=." >"$fuzz_build/configure.log" 2>&1 || {
+  -DCMAKE_C_FLAGS="$prefix_map" -DCMAKE_CXX_FLAGS="$prefix_map" \
+  >"$fuzz_build/configure.log" 2>&1 || {
   cat "$fuzz_build/configure.log" >&2
   exit 1
 }
