@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace ddl::launcher::ssh {
@@ -50,9 +51,12 @@ namespace ddl::launcher::ssh {
 //                more whole frames of that host's conversation, passed on unchanged
 //   agent  -> L  host `id`, a child in the tree, is lost: payload = why (its agent went silent,
 //                or its channel closed before done, or it ended badly after done)
-// W, T and L name these three here; their type bytes are 1, 2 and 3, which no text begins
-// with, so that a login script's "Welcome ..." or "This system ..." is still caught as not
-// the agent's.
+//   agent  -> V  (routed from the host) what the host's command (TreeHost::command: ddlrun's
+//                probe, then the agent) printed up to its line "...", or all it printed when
+//                it ended first (CommandOutput, tree.h): how ddlrun's probe travels the tree
+// W, T, L and V name these four here; their type bytes are 1, 2, 3 and 4, which no text
+// begins with, so that a login script's "Welcome ..." or "This system ..." is still caught as
+// not the agent's.
 
 enum class FrameType : char {
   kHello = 'H',
@@ -77,6 +81,7 @@ enum class FrameType : char {
   kSubtree = '\x01',  ///< W
   kRouted = '\x02',   ///< T
   kLost = '\x03',     ///< L
+  kOutput = '\x04',   ///< V
 };
 
 /// Bytes of stdin ddlrun may send before the agent grants more (kStdinCredit).
@@ -154,6 +159,8 @@ class FrameReader {
   /// The next whole frame, or nullopt until more bytes come. Throws std::runtime_error on an
   /// unknown type or a frame over 256 MiB (the stream is not the agent's).
   std::optional<Frame> next();
+  /// The bytes fed but not yet handed out (the start of the next frame), taken out.
+  std::string take_rest() { return std::exchange(buffer_, {}); }
 
  private:
   std::string buffer_;

@@ -5,6 +5,9 @@
 #           stdin, ddlrun exits 0; only the first W hosts were logged in to from ddlrun's side,
 #           every other host from another host's address (its tree parent);
 #   status  the deepest rank exits 7: ddlrun exits 7;
+#   probe   the same job probed (no --no-probe): the probe goes down the tree too, so ddlrun
+#           logs in to the first W hosts only and every host sees exactly one login in all
+#           (probe and launch), each below the first level from its tree parent; ranks run;
 #   pmix    (given PMIX_CLIENT) a PMIx fence that collects data, then one that does not (each
 #           Get of another host's key a direct modex), every rank's keys all found: fences
 #           and modex travel the tree;
@@ -12,7 +15,9 @@
 #   chaos   the agent of an interior host of the second level (node W+1, with hosts below it)
 #           is SIGKILLed mid-job: ddlrun names that host and the hosts below it and exits 1
 #           within the heartbeat deadline + 4 s; then nothing of the job is left on any host
-#           (no rank, agent or keeper; no /tmp/ddlrun.*, ddlrun-pmix.* or ddlrun-agent.*).
+#           (no rank, agent or keeper; no /tmp/ddlrun.*, ddlrun-pmix.* or ddlrun-agent.*);
+#   unreach the last host's sshd stopped, probed: ddlrun names it with its tree parent, exits 1
+#           and nothing is left on any host.
 # Prints the seconds each part took.
 #
 # Usage: tree_test.sh DDLRUN [N [W [PMIX_CLIENT]]]   (exit 77, skipped, when not root or without
@@ -71,6 +76,7 @@ nothing_left() {
   done
 }
 from_head() { grep -c "Accepted publickey for root from $NETNS_HOST_ADDR " "$NETNS_DIR/node$1/sshd.log"; }
+logins() { grep -c "Accepted publickey for root from " "$NETNS_DIR/node$1/sshd.log"; }
 
 echo "== job: every line, stdin to rank 0, exit 0"
 t0=$(now_ms)
@@ -104,6 +110,34 @@ timeout 120 "$ddlrun" "${common[@]}" sh -c "exit \$((RANK == $((n - 1)) ? 7 : 0)
 rc=$?
 echo "  status: exit $rc, $(($(now_ms) - t0)) ms"
 [[ $rc == 7 ]] || fail "status: exit $rc, not 7" "$out/status"
+
+echo "== probe: one login per host in all, through the tree"
+declare -A before_all before_head
+for ((k = 1; k <= n; k++)); do
+  before_all[$k]=$(logins "$k")
+  before_head[$k]=$(from_head "$k")
+done
+probed=("${common[@]/--no-probe/}")
+t0=$(now_ms)
+timeout 120 "$ddlrun" "${probed[@]}" --tag-output none sh -c 'echo "probed rank $RANK"' \
+  </dev/null >"$out/probe" 2>&1
+rc=$?
+echo "  probe: exit $rc, $(($(now_ms) - t0)) ms"
+[[ $rc == 0 ]] || fail "probe: exit $rc, not 0" "$out/probe"
+(($(grep -c '^probed rank ' "$out/probe") == n)) || fail "probe: not $n lines" "$out/probe"
+head_logins=0 all_logins=0
+for ((k = 1; k <= n; k++)); do
+  got=$(($(logins "$k") - before_all[$k]))
+  head=$(($(from_head "$k") - before_head[$k]))
+  all_logins=$((all_logins + got)) head_logins=$((head_logins + head))
+  ((got == 1)) || fail "probe: node$k was logged in to $got times, not once"
+  if ((k <= width)); then
+    ((head == 1)) || fail "probe: node$k (first level) not logged in to from ddlrun"
+  else
+    ((head == 0)) || fail "probe: ddlrun logged in to node$k itself (not through the tree)"
+  fi
+done
+echo "  probe: $head_logins logins from ddlrun's host, $all_logins in all, for $n hosts"
 
 if [[ -n $pmix_client ]]; then
   for mode in collect nocollect; do
@@ -159,6 +193,19 @@ grep -Eq "^ddlrun: node$victim: .*; the [0-9]+ hosts? below it in the launch tre
 t0=$(now_ms)
 nothing_left chaos $((deadline + 4))
 echo "  chaos: every host checked empty $(($(now_ms) - t0)) ms later"
+
+echo "== unreach: node$n's sshd stopped, probed through the tree"
+netns_stop_sshd "$n"
+t0=$(now_ms)
+timeout 120 "$ddlrun" "${probed[@]}" true </dev/null >"$out/unreach" 2>&1
+rc=$?
+echo "  unreach: exit $rc, $(($(now_ms) - t0)) ms"
+grep '^ddlrun\|^  node' "$out/unreach" | head -3
+[[ $rc == 1 ]] || fail "unreach: exit $rc, not 1" "$out/unreach"
+grep -q "cannot probe 1 of $n hosts:" "$out/unreach" || fail "unreach: not 1 of $n hosts" "$out/unreach"
+grep -Eq "^  node$n: connection refused \(.*\) \(from node[0-9]+, its parent in the launch tree\)$" \
+  "$out/unreach" || fail "unreach: node$n is not named with its tree parent" "$out/unreach"
+nothing_left unreach 5
 
 ((fails == 0)) || {
   echo "$fails check(s) failed"
