@@ -218,6 +218,7 @@ class Relay::Talk {
     if (avail == ddl::ssh::Channel::kError) return false;
     bool eof = avail == ddl::ssh::Channel::kEof;
     char buf[65536];
+    read_stderr(buf, sizeof buf);  // first: what a command said goes with its output
     while (avail > 0) {
       const int n = channel_->read(buf, sizeof buf, ddl::ssh::Stream::kStdout);
       if (n <= 0) {
@@ -227,7 +228,13 @@ class Relay::Talk {
       last_heard_ = Clock::now();
       take(std::string_view(buf, static_cast<size_t>(n)));
     }
-    for (int n; (n = channel_->read(buf, sizeof buf, ddl::ssh::Stream::kStderr)) > 0;) {
+    read_stderr(buf, sizeof buf);
+    return !(eof || channel_->eof());
+  }
+
+  /// The child's stderr: its command's, kept with its output, then its agent's, passed up.
+  void read_stderr(char* buf, size_t size) {
+    for (int n; (n = channel_->read(buf, size, ddl::ssh::Stream::kStderr)) > 0;) {
       last_heard_ = Clock::now();
       if (!prefix_) {
         err_line_.append(buf, static_cast<size_t>(n));
@@ -236,7 +243,6 @@ class Relay::Talk {
       }
     }
     pass_stderr_lines();
-    return !(eof || channel_->eof());
   }
 
   /// Bytes of the child's stdout: its command's output until the line "..." (then sent up, V),

@@ -117,7 +117,8 @@ for ((k = 1; k <= n; k++)); do
   before_all[$k]=$(logins "$k")
   before_head[$k]=$(from_head "$k")
 done
-probed=("${common[@]/--no-probe/}")
+probed=()
+for a in "${common[@]}"; do [[ $a == --no-probe ]] || probed+=("$a"); done
 t0=$(now_ms)
 timeout 120 "$ddlrun" "${probed[@]}" --tag-output none sh -c 'echo "probed rank $RANK"' \
   </dev/null >"$out/probe" 2>&1
