@@ -40,9 +40,8 @@ class SubtreeStart {
     const Clock::time_point deadline = Clock::now() + limit;
     Clock::time_point next_beat = Clock::now();
     bool open = kept_.channel != nullptr;
-    while (open && awaited_ > 0) {
+    while (open && (awaited_ > 0 || !out_.empty())) {  // the subtree frame goes, in any case
       sort_frames();
-      if (awaited_ == 0) break;
       if (Clock::now() >= deadline) {
         fail_awaited([&](const Node& n) {
           return "no answer within " + base::seconds_text(limit) + from_parent_text(n.parent);

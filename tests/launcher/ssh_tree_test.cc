@@ -17,6 +17,7 @@
 #include "launcher/ssh/protocol.h"
 #include "launcher/ssh/relay.h"
 #include "launcher/ssh/tree.h"
+#include "launcher/ssh/tree_start.h"
 #include "launcher/wire.h"
 #include "tests/ssh/fake_ssh.h"
 
@@ -464,6 +465,51 @@ TEST(SshBackendTree, ALostInteriorHostIsNamedAndTakesItsSubtree) {
   ASSERT_EQ(exits.size(), 1u);
   EXPECT_EQ(exits[0].rank, 0);
   backend->finish();
+}
+
+/// n1's session as ddlrun's probe leaves it when it went down the tree: its agent running
+/// (`ddlrun --probe-agent`), and the subtree `children` started through it (start_subtree).
+std::shared_ptr<ddl::ssh::KeptSessions> probed_tree(FakeConnector& connector,
+                                                    const LaunchOptions& o,
+                                                    std::vector<TreeHost> children) {
+  ddl::ssh::KeptSessions::Kept kept;
+  kept.session = connector.connect("n1", o.ssh);
+  kept.channel = kept.session->exec("/opt/ddlrun --probe-agent");
+  kept.command = "/opt/ddlrun --probe-agent";
+  const ssh::SubtreeFrame w =
+      ssh::subtree_frame(o.ssh, o.ddlrun_path, o.heartbeat_timeout, std::move(children));
+  EXPECT_TRUE(ssh::start_subtree(kept, "n1", w, milliseconds(1000)).empty());
+  auto sessions = std::make_shared<ddl::ssh::KeptSessions>();
+  sessions->put("n1", std::move(kept));
+  return sessions;
+}
+
+TEST(SshBackendTree, TakesOverTheSubtreeTheProbeStartedOrStartsItsOwn) {
+  for (const bool same : {true, false}) {
+    SCOPED_TRACE(same ? "the same tree" : "another tree");
+    FakeConnector connector;
+    connector.host("n1").program = TreeAgent{};
+    LaunchOptions o = tree_options();
+    // The launch puts n2 and n3 below n1 as a chain; the other tree has them side by side.
+    const std::vector<TreeHost> chain = {{1, "n2", {{2, "n3", {}}}}};
+    const std::vector<TreeHost> flat = {{1, "n2", {}}, {2, "n3", {}}};
+    o.ssh.keep_sessions = probed_tree(connector, o, same ? chain : flat);
+    EventQueue events;
+    const std::unique_ptr<Backend> backend = make_ssh_backend(chain_job(), o, connector);
+    EXPECT_EQ(backend->start(events), (std::vector<int>{0, 1, 2})) << same;
+    for (const Event& e : events_until(events, 3))
+      EXPECT_NE(e.type, Event::Type::kHostFailure) << e.data;
+    backend->finish();
+    // The same tree: no second login and no second subtree frame; another: the probe's
+    // session closed (its subtree stops) and n1 logged in to again, with the launch's tree.
+    EXPECT_EQ(connector.host("n1").logins, same ? 1 : 2);
+    const std::shared_ptr<FakeRemote> last = connector.host("n1").remotes.back();
+    int subtrees = 0;
+    for (const ssh::Frame& f : frames(last->written()))
+      subtrees += f.type == FrameType::kSubtree ? 1 : 0;
+    EXPECT_EQ(subtrees, 1) << same;
+    EXPECT_EQ(connector.host("n1").remotes.front()->closed(), true);
+  }
 }
 
 TEST(SshBackendTree, StdinAndSignalsGoDownToRoutedHosts) {
