@@ -31,8 +31,9 @@ struct TreeHost {
 /// The same hosts in the same places (commands aside).
 bool same_shape(const std::vector<TreeHost>& a, const std::vector<TreeHost>& b);
 
-/// PRRTE's radix, the default of --tree-width.
-constexpr int kDefaultTreeWidth = 64;
+/// The default of --tree-width: Slurm's TreeWidth. ddlrun runs a thread per first-level
+/// host (and its probe at most as many), so 50 keeps it under 64 threads at any host count.
+constexpr int kDefaultTreeWidth = 50;
 /// How deep a subtree frame may nest (a fan-out of 2 reaches 2^32 hosts well before).
 constexpr int kMaxTreeDepth = 32;
 

@@ -7,6 +7,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -509,6 +510,108 @@ TEST(SshBackendTree, TakesOverTheSubtreeTheProbeStartedOrStartsItsOwn) {
       subtrees += f.type == FrameType::kSubtree ? 1 : 0;
     EXPECT_EQ(subtrees, 1) << same;
     EXPECT_EQ(connector.host("n1").remotes.front()->closed(), true);
+  }
+}
+
+/// `n` hosts n0, n1, ... (indices 0, 1, ...), a rank each.
+Job wide_job(int n) {
+  Job job;
+  comm::Topology& t = job.topology;
+  t.job_id = "job-wide";
+  for (int h = 0; h < n; ++h) {
+    t.hosts.push_back({h, "n" + std::to_string(h), "10.1." + std::to_string(h / 250) + "." +
+                                                      std::to_string(h % 250 + 1),
+                       {}});
+    t.ranks.push_back({h, 0, h, -1, "", "", comm::CpuSet(), "", ""});
+  }
+  t.mode = comm::parse_mode("p:1x" + std::to_string(n));
+  t.rings = comm::default_rings({1, n});
+  job.argv = {"train"};
+  job.token = "abc";
+  return job;
+}
+
+/// Plays a first-level agent and, as the relays below it would, every host of its subtree:
+/// each says hello (those below once the subtree frame came), ready to its job, and on go its
+/// rank (rank = host index) exits 0 and it says done.
+struct SubtreeAgent {
+  void operator()(FakeRemote& r) const {
+    r.print(hello_frame("first"));
+    auto reader = std::make_shared<ssh::FrameReader>();
+    auto own = std::make_shared<int>(-1);
+    r.on_write([reader, own](FakeRemote& r, std::string_view bytes) {
+      reader->feed(bytes);
+      std::string up;
+      while (auto f = reader->next()) {
+        if (f->type == FrameType::kSubtree) {
+          hellos(ssh::decode_subtree(f->payload).children, up);
+        } else if (f->type == FrameType::kRouted) {
+          ssh::FrameReader inner;
+          inner.feed(f->payload);
+          while (auto g = inner.next())
+            up += ssh::route(f->id, answer(f->id, *g));
+        } else {
+          if (f->type == FrameType::kJob) *own = f->id;
+          up += answer(*own, *f);
+        }
+      }
+      if (!up.empty()) r.print(up);
+    });
+  }
+  static void hellos(const std::vector<TreeHost>& level, std::string& up) {
+    for (const TreeHost& h : level) {
+      up += ssh::route(h.index, hello_frame(h.name));
+      hellos(h.children, up);
+    }
+  }
+  static std::string answer(int host, const ssh::Frame& f) {
+    if (f.type == FrameType::kJob) return ssh::encode_frame(FrameType::kReady, 0, {});
+    if (f.type != FrameType::kGo) return "";
+    return exit_frame(host, 0) + ssh::encode_frame(FrameType::kDone, 0, {});
+  }
+};
+
+/// This process's threads (/proc/self/status).
+int threads_now() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("Threads:", 0) == 0) return std::stoi(line.substr(8));
+  }
+  return -1;
+}
+
+// Issue 26 item 3: at the default width (50, Slurm's TreeWidth) ddlrun's side of the launch
+// holds a thread and a session per first-level host only, so its threads stay under 64 at
+// any host count: run at 128 and 1,024 hosts; at Summit's 4,608 the first level is as wide.
+TEST(SshBackendTree, DefaultWidthKeepsTheThreadsUnder64AtAnyHostCount) {
+  std::vector<std::pair<int, std::string>> summit;
+  for (int h = 0; h < 4608; ++h)
+    summit.emplace_back(h, "n" + std::to_string(h));
+  EXPECT_EQ(ssh::launch_tree(summit, LaunchOptions{}.tree_width).size(), 50u);
+  for (const int n : {128, 1024}) {
+    FakeConnector connector;
+    for (int h = 0; h < n; ++h)
+      connector.host("n" + std::to_string(h)).program = SubtreeAgent{};
+    LaunchOptions o;
+    o.ddlrun_path = "/opt/ddlrun";
+    o.heartbeat_timeout = std::chrono::seconds(60);  // the agents played here send none
+    ASSERT_EQ(o.tree_width, 50);
+    EventQueue events;
+    const std::unique_ptr<Backend> backend = make_ssh_backend(wide_job(n), o, connector);
+    ASSERT_EQ(backend->start(events).size(), static_cast<size_t>(n));
+    const int threads = threads_now();
+    int exits = 0;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (exits < n) {
+      std::optional<Event> e = events.pop(deadline);
+      if (!e) break;
+      exits += e->type == Event::Type::kExit ? 1 : 0;
+      ASSERT_NE(e->type, Event::Type::kHostFailure) << e->data;
+    }
+    backend->finish();
+    EXPECT_EQ(exits, n);
+    EXPECT_LT(threads, 64) << n << " hosts";
+    EXPECT_EQ(connector.connected().size(), 50u) << n << " hosts";
   }
 }
 
