@@ -81,20 +81,21 @@ void probe_first(const tree::TreeHost& t, const Options& o, const mapper::SshPro
     if (!t.children.empty()) {
       ddl::ssh::KeptSessions::Kept kept = so.keep_sessions->take(t.name);
       const tree::SubtreeFrame w = tree::subtree_frame(
-          so, self_path(), std::chrono::milliseconds(static_cast<int64_t>(o.heartbeat_timeout * 1000)),
-          t.children);
+          so, self_path(),
+          std::chrono::milliseconds(static_cast<int64_t>(o.heartbeat_timeout * 1000)), t.children);
       below = tree::start_subtree(kept, t.name, w, tree::subtree_start_limit(so, levels_below));
       so.keep_sessions->put(t.name, std::move(kept));
     }
   } catch (const std::exception& e) {
     const bool probe = dynamic_cast<const mapper::ProbeError*>(&e) != nullptr;
-    out.put({t.name, std::nullopt, (probe ? "" : "protocol error: ") + std::string(e.what()),
-             false});
+    out.put(
+        {t.name, std::nullopt, (probe ? "" : "protocol error: ") + std::string(e.what()), false});
     std::vector<tree::TreeHost> level = t.children;
     while (!level.empty()) {  // every host below: not reached
       std::vector<tree::TreeHost> next;
       for (tree::TreeHost& h : level) {
-        if (!h.command.empty()) below.push_back({h.index, h.name, {}, {}, tree::unreached_text(t.name)});
+        if (!h.command.empty())
+          below.push_back({h.index, h.name, {}, {}, tree::unreached_text(t.name)});
         next.insert(next.end(), h.children.begin(), h.children.end());
       }
       level = std::move(next);

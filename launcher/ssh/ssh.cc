@@ -90,11 +90,11 @@ struct HostConn {
   std::string stdin_frames;  ///< stdin to write after `outgoing` (at most kStdinWindow)
   std::thread thread;        ///< the first level's only
   // The launch tree.
-  bool first_level = true;         ///< ddlrun logs in to it itself
-  std::vector<HostConn*> subtree;  ///< every host below it, at every level
-  std::string subtree_frame;       ///< the first level's W frame, when it has hosts below
+  bool first_level = true;              ///< ddlrun logs in to it itself
+  std::vector<HostConn*> subtree;       ///< every host below it, at every level
+  std::string subtree_frame;            ///< the first level's W frame, when it has hosts below
   std::vector<ssh::TreeHost> children;  ///< the first level's, with their subtrees
-  bool collateral = false;         ///< failed only because its tree parent was lost
+  bool collateral = false;              ///< failed only because its tree parent was lost
 };
 
 class SshBackend : public Backend {

@@ -519,8 +519,9 @@ Job wide_job(int n) {
   comm::Topology& t = job.topology;
   t.job_id = "job-wide";
   for (int h = 0; h < n; ++h) {
-    t.hosts.push_back({h, "n" + std::to_string(h), "10.1." + std::to_string(h / 250) + "." +
-                                                      std::to_string(h % 250 + 1),
+    t.hosts.push_back({h,
+                       "n" + std::to_string(h),
+                       "10.1." + std::to_string(h / 250) + "." + std::to_string(h % 250 + 1),
                        {}});
     t.ranks.push_back({h, 0, h, -1, "", "", comm::CpuSet(), "", ""});
   }

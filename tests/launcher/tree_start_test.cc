@@ -4,6 +4,8 @@
 // and start_subtree collecting the outputs of a first-level host's subtree through the
 // recording ssh double (tests/ssh/fake_ssh.h).
 
+#include "launcher/ssh/tree_start.h"
+
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -14,7 +16,6 @@
 #include "launcher/ssh/protocol.h"
 #include "launcher/ssh/relay.h"
 #include "launcher/ssh/tree.h"
-#include "launcher/ssh/tree_start.h"
 #include "launcher/wire.h"
 #include "tests/ssh/fake_ssh.h"
 
@@ -64,7 +65,8 @@ TEST(SubtreeFrame, CarriesEachHostsCommandAndSameShapeIgnoresIt) {
 
 TEST(TreeTexts, AProbeBelowNamesItsParentOrTheHostAboveThatFailed) {
   EXPECT_EQ(ssh::from_parent_text("node3"), " (from node3, its parent in the launch tree)");
-  EXPECT_EQ(ssh::unreached_text("node3"), "not reached: node3, above it in the launch tree, failed");
+  EXPECT_EQ(ssh::unreached_text("node3"),
+            "not reached: node3, above it in the launch tree, failed");
 }
 
 std::string hello_frame(const std::string& host) {
@@ -179,8 +181,9 @@ TEST(StartSubtree, CollectsEachOutputKeepsTheRestAndNamesFailures) {
   ssh::SubtreeFrame w;
   w.ddlrun_path = "/x/ddlrun";
   // n2's inventory is known (no command): only its agent starts.
-  w.children = {{1, "n1", {{3, "n3", {}, kProbe}, {4, "n4", {{5, "n5", {}, kProbe}}, kProbe}}, kProbe},
-                {2, "n2", {}, {}}};
+  w.children = {
+      {1, "n1", {{3, "n3", {}, kProbe}, {4, "n4", {{5, "n5", {}, kProbe}}, kProbe}}, kProbe},
+      {2, "n2", {}, {}}};
   const std::vector<ssh::StartedHost> got = ssh::start_subtree(kept, "n0", w, milliseconds(3000));
   ASSERT_EQ(got.size(), 4u);
   EXPECT_EQ(got[0], (ssh::StartedHost{1, "n1", "n0", inv, ""}));
@@ -210,10 +213,10 @@ TEST(StartSubtree, SilenceAndAClosedChannelFailWhatIsLeft) {
   w.children = {{1, "n1", {{3, "n3", {}, kProbe}}, kProbe}, {2, "n2", {}, kProbe}};
   {
     FakeConnector connector;
-    ddl::ssh::KeptSessions::Kept kept =
-        kept_agent(connector, [](FakeRemote& r) { r.print(output_of(1, {0, "", "x", ""})); });
-    const std::vector<ssh::StartedHost> got =
-        ssh::start_subtree(kept, "n0", w, milliseconds(300));
+    ddl::ssh::KeptSessions::Kept kept = kept_agent(connector, [](FakeRemote& r) {
+      r.print(output_of(1, {0, "", "x", ""}));
+    });
+    const std::vector<ssh::StartedHost> got = ssh::start_subtree(kept, "n0", w, milliseconds(300));
     ASSERT_EQ(got.size(), 3u);
     EXPECT_TRUE(got[0].output);
     EXPECT_EQ(got[1].error, "no answer within 0.3 s (from n1, its parent in the launch tree)");
@@ -222,8 +225,7 @@ TEST(StartSubtree, SilenceAndAClosedChannelFailWhatIsLeft) {
   {
     FakeConnector connector;
     ddl::ssh::KeptSessions::Kept kept = kept_agent(connector, [](FakeRemote& r) { r.end(1); });
-    const std::vector<ssh::StartedHost> got =
-        ssh::start_subtree(kept, "n0", w, milliseconds(3000));
+    const std::vector<ssh::StartedHost> got = ssh::start_subtree(kept, "n0", w, milliseconds(3000));
     ASSERT_EQ(got.size(), 3u);
     for (const ssh::StartedHost& s : got)
       EXPECT_EQ(s.error, "not reached: n0, above it in the launch tree, failed") << s.name;
