@@ -8,6 +8,9 @@
 #   probe   the same job probed (no --no-probe): the probe goes down the tree too, so ddlrun
 #           logs in to the first W hosts only and every host sees exactly one login in all
 #           (probe and launch), each below the first level from its tree parent; ranks run;
+#           every inventory lands in the job's disk cache (--job-id); again with the cache,
+#           two hosts below the first level left out of it (probed again through the tree,
+#           the others only launched): still one login per host;
 #   pmix    (given PMIX_CLIENT) a PMIx fence that collects data, then one that does not (each
 #           Get of another host's key a direct modex), every rank's keys all found: fences
 #           and modex travel the tree;
@@ -111,34 +114,52 @@ rc=$?
 echo "  status: exit $rc, $(($(now_ms) - t0)) ms"
 [[ $rc == 7 ]] || fail "status: exit $rc, not 7" "$out/status"
 
-echo "== probe: one login per host in all, through the tree"
-declare -A before_all before_head
-for ((k = 1; k <= n; k++)); do
-  before_all[$k]=$(logins "$k")
-  before_head[$k]=$(from_head "$k")
-done
+# probe_job NAME: a probed job of the job id tree-probe (its inventories in the job's disk
+# cache): every rank's line, exactly one login per host in all, from ddlrun's host for the
+# first level only.
+probe_job() {
+  local k got head head_logins=0 all_logins=0 rc t0
+  declare -A before_all before_head
+  for ((k = 1; k <= n; k++)); do
+    before_all[$k]=$(logins "$k")
+    before_head[$k]=$(from_head "$k")
+  done
+  t0=$(now_ms)
+  timeout 120 "$ddlrun" "${probed[@]}" --job-id tree-probe --tag-output none \
+    sh -c 'echo "probed rank $RANK"' </dev/null >"$out/$1" 2>&1
+  rc=$?
+  echo "  $1: exit $rc, $(($(now_ms) - t0)) ms"
+  [[ $rc == 0 ]] || fail "$1: exit $rc, not 0" "$out/$1"
+  (($(grep -c '^probed rank ' "$out/$1") == n)) || fail "$1: not $n lines" "$out/$1"
+  for ((k = 1; k <= n; k++)); do
+    got=$(($(logins "$k") - before_all[$k]))
+    head=$(($(from_head "$k") - before_head[$k]))
+    all_logins=$((all_logins + got)) head_logins=$((head_logins + head))
+    ((got == 1)) || fail "$1: node$k was logged in to $got times, not once"
+    if ((k <= width)); then
+      ((head == 1)) || fail "$1: node$k (first level) not logged in to from ddlrun"
+    else
+      ((head == 0)) || fail "$1: ddlrun logged in to node$k itself (not through the tree)"
+    fi
+  done
+  echo "  $1: $head_logins logins from ddlrun's host, $all_logins in all, for $n hosts"
+}
 probed=()
 for a in "${common[@]}"; do [[ $a == --no-probe ]] || probed+=("$a"); done
-t0=$(now_ms)
-timeout 120 "$ddlrun" "${probed[@]}" --tag-output none sh -c 'echo "probed rank $RANK"' \
-  </dev/null >"$out/probe" 2>&1
-rc=$?
-echo "  probe: exit $rc, $(($(now_ms) - t0)) ms"
-[[ $rc == 0 ]] || fail "probe: exit $rc, not 0" "$out/probe"
-(($(grep -c '^probed rank ' "$out/probe") == n)) || fail "probe: not $n lines" "$out/probe"
-head_logins=0 all_logins=0
-for ((k = 1; k <= n; k++)); do
-  got=$(($(logins "$k") - before_all[$k]))
-  head=$(($(from_head "$k") - before_head[$k]))
-  all_logins=$((all_logins + got)) head_logins=$((head_logins + head))
-  ((got == 1)) || fail "probe: node$k was logged in to $got times, not once"
-  if ((k <= width)); then
-    ((head == 1)) || fail "probe: node$k (first level) not logged in to from ddlrun"
-  else
-    ((head == 0)) || fail "probe: ddlrun logged in to node$k itself (not through the tree)"
-  fi
+cache="$XDG_CACHE_HOME/ddlrun/probe/tree-probe"
+echo "== probe: one login per host in all, through the tree"
+probe_job probe
+(($(ls "$cache" | grep -c '\.yaml$') == n)) || fail "probe: not $n inventories in the job's cache"
+echo "== probe_cached: the same with the cache, two hosts below the first level left out of it"
+rm -f "$cache/node$((width + 2)).yaml" "$cache/node$((n - 1)).yaml"
+sleep 1.1 && touch "$out/marker"
+probe_job probe_cached
+for k in 1 $((width + 1)) "$n"; do
+  [[ $cache/node$k.yaml -nt $out/marker ]] && fail "probe_cached: node$k probed again, not read from the cache"
 done
-echo "  probe: $head_logins logins from ddlrun's host, $all_logins in all, for $n hosts"
+for k in $((width + 2)) $((n - 1)); do
+  [[ -s $cache/node$k.yaml ]] || fail "probe_cached: node$k not probed again into the cache"
+done
 
 if [[ -n $pmix_client ]]; then
   for mode in collect nocollect; do
