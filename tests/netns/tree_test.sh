@@ -19,8 +19,9 @@
 #           is SIGKILLed mid-job: ddlrun names that host and the hosts below it and exits 1
 #           within the heartbeat deadline + 4 s; then nothing of the job is left on any host
 #           (no rank, agent or keeper; no /tmp/ddlrun.*, ddlrun-pmix.* or ddlrun-agent.*);
-#   unreach the last host's sshd stopped, probed: ddlrun names it with its tree parent, exits 1
-#           and nothing is left on any host.
+#   unreach the sshds of the last host and of an interior one stopped, probed: ddlrun names
+#           each with its tree parent and the hosts below the interior one as not reached,
+#           exits 1, and nothing is left on any host.
 # Prints the seconds each part took.
 #
 # Usage: tree_test.sh DDLRUN [N [W [PMIX_CLIENT]]]   (exit 77, skipped, when not root or without
@@ -216,17 +217,24 @@ t0=$(now_ms)
 nothing_left chaos $((deadline + 4))
 echo "  chaos: every host checked empty $(($(now_ms) - t0)) ms later"
 
-echo "== unreach: node$n's sshd stopped, probed through the tree"
+victim=$((width + 1))
+echo "== unreach: the sshds of node$n (a leaf) and node$victim (interior) stopped, probed"
 netns_stop_sshd "$n"
+netns_stop_sshd "$victim"
 t0=$(now_ms)
 timeout 120 "$ddlrun" "${probed[@]}" true </dev/null >"$out/unreach" 2>&1
 rc=$?
 echo "  unreach: exit $rc, $(($(now_ms) - t0)) ms"
-grep '^ddlrun\|^  node' "$out/unreach" | head -3
+grep '^ddlrun\|^  node' "$out/unreach" | head -6
 [[ $rc == 1 ]] || fail "unreach: exit $rc, not 1" "$out/unreach"
-grep -q "cannot probe 1 of $n hosts:" "$out/unreach" || fail "unreach: not 1 of $n hosts" "$out/unreach"
-grep -Eq "^  node$n: connection refused \(.*\) \(from node[0-9]+, its parent in the launch tree\)$" \
-  "$out/unreach" || fail "unreach: node$n is not named with its tree parent" "$out/unreach"
+below=$(grep -cE "^  node[0-9]+: not reached: node$victim, above it in the launch tree, failed$" "$out/unreach")
+grep -q "cannot probe $((below + 2)) of $n hosts:" "$out/unreach" ||
+  fail "unreach: not $((below + 2)) of $n hosts" "$out/unreach"
+((below >= 1)) || fail "unreach: the hosts below node$victim are not named" "$out/unreach"
+for k in "$n" "$victim"; do
+  grep -Eq "^  node$k: connection refused \(.*\) \(from node[0-9]+, its parent in the launch tree\)$" \
+    "$out/unreach" || fail "unreach: node$k is not named with its tree parent" "$out/unreach"
+done
 nothing_left unreach 5
 
 ((fails == 0)) || {
