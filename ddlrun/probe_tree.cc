@@ -161,6 +161,13 @@ std::vector<mapper::HostProbe> probe_through_tree(const Options& o,
     if (r.ok() && !r.cached && to_probe.erase(h) > 0) mapper::cache_inventory(so, h, *r.inventory);
     results.push_back(r);
   }
+  // A first-level host probed only for the hosts below it (this host, or one --host-xml
+  // describes) whose login failed: its failure too, since theirs only point at it.
+  const std::set<std::string> listed(remote.begin(), remote.end());
+  for (const tree::TreeHost* t : log_in) {
+    const mapper::HostProbe& r = probed.results[t->name];
+    if (!listed.contains(t->name) && !r.ok()) results.push_back(r);
+  }
   return results;
 }
 
