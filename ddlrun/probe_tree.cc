@@ -66,7 +66,11 @@ mapper::HostProbe result_of(const tree::StartedHost& s, const std::string& comma
                              s.output->err});
     r.error.clear();
   } catch (const mapper::ProbeError& e) {
-    r.error = e.what() + tree::from_parent_text(s.parent);
+    // Its tree parent goes on the reason's first line, before the lines of stderr it quotes.
+    r.error = e.what();
+    size_t at = r.error.find("; its stderr:");
+    if (at == std::string::npos) at = std::min(r.error.find('\n'), r.error.size());
+    r.error.insert(at, tree::from_parent_text(s.parent));
   }
   return r;
 }

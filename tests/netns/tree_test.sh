@@ -19,8 +19,9 @@
 #           is SIGKILLed mid-job: ddlrun names that host and the hosts below it and exits 1
 #           within the heartbeat deadline + 4 s; then nothing of the job is left on any host
 #           (no rank, agent or keeper; no /tmp/ddlrun.*, ddlrun-pmix.* or ddlrun-agent.*);
-#   unreach the sshds of the last host and of an interior one stopped, probed: ddlrun names
-#           each with its tree parent and the hosts below the interior one as not reached,
+#   unreach the sshds of the last host and of an interior one stopped, and the login of the
+#           host before the last exiting 3, probed: ddlrun names each with its tree parent
+#           (and the failed one's stderr) and the hosts below the interior one as not reached,
 #           exits 1, and nothing is left on any host.
 # Prints the seconds each part took.
 #
@@ -217,10 +218,12 @@ t0=$(now_ms)
 nothing_left chaos $((deadline + 4))
 echo "  chaos: every host checked empty $(($(now_ms) - t0)) ms later"
 
-victim=$((width + 1))
-echo "== unreach: the sshds of node$n (a leaf) and node$victim (interior) stopped, probed"
+victim=$((width + 1)) broken=$((n - 1))
+echo "== unreach: the sshds of node$n (a leaf) and node$victim (interior) stopped, node$broken's" \
+  "login exits 3, probed"
 netns_stop_sshd "$n"
 netns_stop_sshd "$victim"
+netns_exec "$broken" sh -c "echo 'echo broken login >&2; exit 3' >'$(getent passwd root | cut -d: -f6)/.bashrc'"
 t0=$(now_ms)
 timeout 120 "$ddlrun" "${probed[@]}" true </dev/null >"$out/unreach" 2>&1
 rc=$?
@@ -228,8 +231,10 @@ echo "  unreach: exit $rc, $(($(now_ms) - t0)) ms"
 grep '^ddlrun\|^  node' "$out/unreach" | head -6
 [[ $rc == 1 ]] || fail "unreach: exit $rc, not 1" "$out/unreach"
 below=$(grep -cE "^  node[0-9]+: not reached: node$victim, above it in the launch tree, failed$" "$out/unreach")
-grep -q "cannot probe $((below + 2)) of $n hosts:" "$out/unreach" ||
-  fail "unreach: not $((below + 2)) of $n hosts" "$out/unreach"
+grep -q "cannot probe $((below + 3)) of $n hosts:" "$out/unreach" ||
+  fail "unreach: not $((below + 3)) of $n hosts" "$out/unreach"
+grep -A1 -E "^  node$broken: '.*--probe-agent' exited with status 3 \(from node[0-9]+, its parent in the launch tree\); its stderr:$" \
+  "$out/unreach" | grep -qx "      broken login" || fail "unreach: node$broken's failed probe is not named" "$out/unreach"
 ((below >= 1)) || fail "unreach: the hosts below node$victim are not named" "$out/unreach"
 for k in "$n" "$victim"; do
   grep -Eq "^  node$k: connection refused \(.*\) \(from node[0-9]+, its parent in the launch tree\)$" \
