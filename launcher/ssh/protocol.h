@@ -15,8 +15,13 @@ namespace ddl::launcher::ssh {
 // (wire.h). The conversation:
 //
 //   agent  -> H  hello: payload = hostname, the address ddlrun reached it at, two free ports
-//   ddlrun -> J  job: id = this host's index; payload = encoded Job, rendezvous address, ports,
-//                and the address of ddlrun's rendezvous server ("": where ddlrun came from)
+//   ddlrun -> U  the job's bytes (encode_job), once down each channel before the first J; an
+//                interior agent passes it on to each child before the frames routed to it,
+//                so ddlrun sends the job, which grows with the hosts, once per channel and not
+//                once per host
+//   ddlrun -> J  job: id = this host's index; payload = the encoded Job ("": the U before),
+//                rendezvous address, ports, and the address of ddlrun's rendezvous server
+//                ("": where ddlrun came from)
 //   agent  -> K  ready (program found, topology file written)   or   F failure (id = status)
 //   ddlrun -> G  go: start the ranks
 //   agent  -> O / R  bytes of rank `id`'s stdout / stderr, as read (chunks, not lines)
@@ -61,6 +66,7 @@ namespace ddl::launcher::ssh {
 enum class FrameType : char {
   kHello = 'H',
   kJob = 'J',
+  kJobBytes = 'U',
   kReady = 'K',
   kFailure = 'F',
   kGo = 'G',

@@ -93,6 +93,12 @@ bool Relay::down(int host, std::string_view frames) {
   return true;
 }
 
+void Relay::broadcast(std::string_view frames) {
+  std::lock_guard lock(mutex_);
+  for (auto& c : children_)
+    c->down.append(frames);
+}
+
 void Relay::upstream_gone() {
   {
     std::lock_guard lock(mutex_);

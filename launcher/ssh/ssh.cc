@@ -148,12 +148,13 @@ class SshBackend : public Backend {
     rv.master_port = first->master_port;
     // ddlrun's rendezvous server; each agent fills in the address ddlrun came from.
     rv.ddl_port = options_.rendezvous_port;
-    const std::string job_bytes = encode_job(job_);
     {
+      // The job once down each channel (U), and each host's job frame without it.
       std::lock_guard lock(mutex_);
+      job_bytes_frame_ = ssh::encode_frame(ssh::FrameType::kJobBytes, 0, encode_job(job_));
       for (auto& h : hosts_) {
         std::string payload;
-        wire::put_str(payload, job_bytes);
+        wire::put_str(payload, {});
         wire::put_str(payload, rv.address);
         wire::put_u32(payload, static_cast<uint32_t>(rv.master_port));
         wire::put_u32(payload, static_cast<uint32_t>(rv.ddl_port));
@@ -508,7 +509,8 @@ class SshBackend : public Backend {
   bool stop_ = false;
   size_t stdin_window_ = ssh::kStdinWindow;  ///< stdin bytes rank 0's agent can take now
   bool stdin_closed_ = false;
-  bool killed_ = false;  ///< SIGKILL went out: finish() waits for no more exits
+  bool killed_ = false;          ///< SIGKILL went out: finish() waits for no more exits
+  std::string job_bytes_frame_;  ///< U, once start() has the rendezvous; guarded by mutex_
 };
 
 // What ddlrun knows of one host's conversation, whether its frames come on the host's own
@@ -811,6 +813,10 @@ class SshBackend::Conversation {
     killed_ = b_.killed_;
     for (auto& t : talks_)
       to_send += t->due_frames();
+    if (!job_bytes_sent_ && !b_.job_bytes_frame_.empty()) {
+      to_send = b_.job_bytes_frame_ + to_send;  // before any job frame
+      job_bytes_sent_ = true;
+    }
     if (std::any_of(talks_.begin(), talks_.end(), [](auto& t) { return t->running(); })) {
       for (const pmix_server::FenceResult& r : b_.fences_->expire(Clock::now()))
         b_.deliver(r);
@@ -995,7 +1001,8 @@ class SshBackend::Conversation {
   std::unique_ptr<ddl::ssh::Session> session_;
   std::unique_ptr<ddl::ssh::Channel> channel_;  ///< destroyed before session_
   std::string command_;                         ///< what runs on channel_, for messages
-  bool started_below_ = false;  ///< the probe started the hosts below through channel_
+  bool started_below_ = false;   ///< the probe started the hosts below through channel_
+  bool job_bytes_sent_ = false;  ///< U went down channel_
   ssh::FrameReader reader_;
   std::string err_line_;  ///< the agent's stderr, up to its next newline
   std::string pending_;   ///< frames the remote window could not take yet
