@@ -82,6 +82,18 @@ slow_logins() {
   done
 }
 
+# published: what the peers' own projects publish about launch at scale, beside the model
+# (sources in ../shared/REFERENCE.md, "Launching on thousands of hosts"). None of them is a
+# launch of `true` timed like the rows above: they are targets and reports, not measurements.
+published() {
+  echo "published, for comparison (targets and reports, not runs of this benchmark):"
+  echo "  PMIx (design target)           10^6 processes on 10^5 nodes through MPI_Init in < 30 s"
+  echo "  Open MPI (ORTE report)         1,024 hosts: ~30 s for the daemons to call back"
+  echo "  Slurm                          fans out through slurmd's tree, TreeWidth 50; srun opens one"
+  echo "                                 I/O port per 48 nodes (no launch time published)"
+  echo "  PRRTE                          ssh tree spawn, routed radix 64, 128 ssh in flight"
+}
+
 launch_table() {
   [[ -x $ddlrun ]] || { echo "netns_scale: no ddlrun at $ddlrun (--ddlrun)" >&2; exit 2; }
   ddlrun=$(realpath "$ddlrun")
@@ -130,5 +142,6 @@ launch_table() {
   ((${#y_mpi[@]})) && xof=hosts_n var=N fit "mpirun" "${xs_m[@]}" -- "${y_mpi[@]}"
   echo "  (namespace hosts share this machine's $(nproc) CPUs, so every launcher's time here also grows"
   echo "  with N; the tree's model assumes hosts with CPUs of their own, each level costing alike)"
+  published
   return 0
 }

@@ -12,8 +12,9 @@
 #          ddlrun gets --link host=RATE --link rack=UPLINK and --nodes 2 (the racks; with
 #          --mode auto, so the model picks the mode).
 #   ring   --hosts (32) hosts x --ranks (2) ranks, every host's link shaped to --rate: DDL's
-#          layout p:RANKSxHOSTSx1x1 has one ring of all the hosts, the case whose chunks grow
-#          with the ring (comm::pipeline_chunk_bytes); beside the flat ring. Up to 256 hosts
+#          layout p:RANKSxHOSTSx1x1 has one ring of all the hosts, which libddl runs as
+#          sub-rings beyond 16 (DDL_MAX_RING: 32 as 8 x 4) in chunks that grow with the longest
+#          (comm::pipeline_chunk_bytes); beside the flat ring. Up to 256 hosts
 #          (tests/netns/hosts.sh); not run unless asked for with --only ring.
 # The links are shaped with known rates, so ddlrun is told them with --link: the user's path
 # (the probe sees a veth's nominal 10 Gbit/s, not tc's limit), in tc's spelling (--link takes

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <functional>
 #include <limits>
 #include <sstream>
 
@@ -138,6 +141,71 @@ size_t pipeline_chunk_bytes(size_t pipeline_bytes, std::span<const int> sizes) {
     return std::numeric_limits<size_t>::max();
   }
   return std::max(pipeline_bytes, per_step * steps);
+}
+
+namespace {
+
+/// The factors of `n` (all its prime factors at most `limit`) into exactly `k` factors of at
+/// most `limit`, in non-increasing order, with the least sum; empty when there are none.
+/// Depth-first over the divisors, largest factor first: `n` has few divisors (4,608: 30).
+std::vector<int> even_factors(int n, int k, int limit) {
+  if (k == 1) return n <= limit ? std::vector<int>{n} : std::vector<int>{};
+  std::vector<int> best;
+  int best_sum = std::numeric_limits<int>::max();
+  for (int d = std::min(n, limit); d >= 2; --d) {
+    if (n % d != 0) continue;
+    // The largest of k factors is at least the k-th root of n.
+    if (std::pow(static_cast<double>(d), k) < static_cast<double>(n) - 0.5) break;
+    std::vector<int> rest = even_factors(n / d, k - 1, d);
+    if (rest.empty()) continue;
+    int sum = d;
+    for (int f : rest)
+      sum += f;
+    if (sum < best_sum) {
+      best_sum = sum;
+      best = {d};
+      best.insert(best.end(), rest.begin(), rest.end());
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+std::vector<int> ring_factors(int size, int max_ring) {
+  if (max_ring < 2 || size <= max_ring) return {size};
+  // Prime factors above max_ring stand alone; the product of the others is split evenly.
+  std::vector<int> out;
+  int small = 1, rest = size;
+  for (int p = 2; static_cast<int64_t>(p) * p <= rest; ++p) {
+    for (; rest % p == 0; rest /= p) {
+      if (p > max_ring) {
+        out.push_back(p);
+      } else {
+        small *= p;
+      }
+    }
+  }
+  if (rest > max_ring) {
+    out.push_back(rest);
+  } else {
+    small *= rest;
+  }
+  std::vector<int> even;
+  for (int k = 1; small > 1 && even.empty(); ++k)
+    even = even_factors(small, k, max_ring);
+  out.insert(out.end(), even.begin(), even.end());
+  std::sort(out.begin(), out.end(), std::greater<>());
+  return out;
+}
+
+std::vector<int> split_dims(std::span<const int> dims, int max_ring) {
+  std::vector<int> out;
+  for (int d : dims) {
+    const std::vector<int> f = ring_factors(d, max_ring);
+    out.insert(out.end(), f.begin(), f.end());
+  }
+  return out;
 }
 
 size_t pipeline_chunk_elems(size_t count, size_t elem_size, size_t chunk_bytes) {

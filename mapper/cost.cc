@@ -30,12 +30,14 @@
 //     plus the others' share of one chunk (the pipeline's fill). Each chunk pays every step of
 //     its rings a latency, so the chunk is libddl's own, comm::pipeline_chunk_bytes: 1 MiB
 //     (DDL_PIPELINE_BYTES) for rings of up to 3, growing with the longest ring's steps beyond
-//     (256 KiB a step: 4,608 hosts in one ring take 2.25 GiB chunks, so 64 MiB is one chunk,
-//     where 1 MiB chunks paid 64 x 9,214 latencies).
+//     (256 KiB a step). A dimension longer than comm::kMaxRing (16) whose every hop leaves its
+//     host runs as sub-rings, as libddl runs it (comm::ring_factors, run_dims): 4,608 hosts as
+//     9 x 8 x 8 x 8, each a dimension of its own, the same bytes through each NIC in 58 steps
+//     instead of 9,214, so the chunk stays at 4 MiB and the dimensions overlap.
 //
 // The bandwidth bound (bandwidth_bound_seconds) is the busiest link's bytes alone: no
-// latency, no fill. Every ring pays at least 2(d-1) latencies in a row, so a long ring stays
-// above it: p:6x4608x1x1 by 9,214 x 30 us = 0.28 s at the default latency.
+// latency, no fill. Summit at 64 MiB is within 5% of it: p:6x4608x1x1 116.6 ms against
+// 114.2 (one ring of 4,608 paid 9,214 x 30 us = 0.28 s in a row), p:6x18x256x1 119.1 ms.
 //
 // The prediction is as good as the levels: the inventory knows NIC speeds, not what lies
 // between the hosts, so --link gives the rest.
@@ -230,6 +232,31 @@ double recursive_doubling_seconds(const Fabric& f, const Layout& l, double bytes
   return std::ceil(std::log2(n)) * (f.levels[widest].latency_s + bytes / rate_across(f, widest));
 }
 
+bool every_hop_leaves_its_host(const Layout& l, const std::vector<std::vector<int>>& rings) {
+  for (const std::vector<int>& ring : rings) {
+    for (size_t i = 0; i < ring.size(); ++i)
+      if (l.host[ring[i]] == l.host[ring[(i + 1) % ring.size()]]) return false;
+  }
+  return true;
+}
+
+/// The dimensions libddl's multi-dimensional ring runs for `dims`: a dimension longer than
+/// comm::kMaxRing whose every hop leaves its host as its sub-rings (comm::ring_factors), each
+/// a dimension of its own (they move the same bytes through each NIC; a ring with hops inside
+/// hosts would not), the others whole.
+std::vector<int> run_dims(const Layout& l, const std::vector<int>& dims) {
+  const int n = static_cast<int>(l.host.size());
+  std::vector<int> out;
+  for (size_t j = 0; j < dims.size(); ++j) {
+    const bool split =
+        dims[j] > comm::kMaxRing && every_hop_leaves_its_host(l, dimension_rings(dims, j, n));
+    const std::vector<int> f =
+        split ? comm::ring_factors(dims[j], comm::kMaxRing) : std::vector<int>{dims[j]};
+    out.insert(out.end(), f.begin(), f.end());
+  }
+  return out;
+}
+
 /// How many chunks libddl cuts an allreduce of `bytes` into over dimensions `dims`.
 double pipeline_chunks(const std::vector<int>& dims, double bytes) {
   const size_t chunk = comm::pipeline_chunk_bytes(comm::kPipelineBytes, dims);
@@ -278,11 +305,12 @@ std::pair<double, double> predict(const Fabric& fabric, const Layout& layout,
     const double t = recursive_doubling_seconds(fabric, layout, bytes);
     return {t, t};
   }
-  const auto dims = std::count_if(mode.dims.begin(), mode.dims.end(), [](int d) { return d > 1; });
+  const std::vector<int> run = run_dims(layout, mode.dims);
+  const auto dims = std::count_if(run.begin(), run.end(), [](int d) { return d > 1; });
   if (mode.algorithm == comm::Algorithm::kRing || dims < 2) {
     return flat_ring_seconds(fabric, layout, bytes);
   }
-  return multi_dim_seconds(fabric, layout, mode.dims, bytes);
+  return multi_dim_seconds(fabric, layout, run, bytes);
 }
 
 void apply(FabricLevel& level, const LinkSetting& s) {

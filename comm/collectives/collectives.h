@@ -61,6 +61,17 @@ class Group {
 /// [offsets[i], offsets[i+1]); the first count % parts chunks have one more element.
 std::vector<size_t> partition(size_t count, int parts);
 
+/// The sub-rings of a ring of prod(factors) members (ring_factors, comm/mode.h) as seen from
+/// the member at `position`: for each factor k, innermost first, the positions of the members
+/// of this member's k-th sub-ring in its order. A position is read as mixed-radix digits,
+/// innermost first (position = d0 + f0 (d1 + f1 (d2 + ...))); sub-ring k holds the members
+/// whose digits differ only in digit k. So sub-ring 0 is a run of f0 neighbours of the ring and
+/// every member's sub-rings meet those of its peers as the dimensions of multi_dim_allreduce
+/// must. sub_ring_positions(6, 4, {3, 2}) = {{3, 4, 5}, {1, 4}}. Throws std::invalid_argument
+/// unless the factors are at least 1, multiply to `size`, and 0 <= position < size.
+std::vector<std::vector<int>> sub_ring_positions(int size, int position,
+                                                 std::span<const int> factors);
+
 // The algorithms. All are in place on `buf` (out of place is a copy first, done by the caller),
 // work for any count including 0 and counts not divisible by the group size, and give bitwise
 // identical results on every member (each element is reduced in one fixed order).

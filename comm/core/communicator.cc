@@ -10,7 +10,12 @@
 //
 // Allreduce chooses, unless DDL_ALGO or the mode letter says otherwise: recursive doubling
 // below DDL_SMALL_BYTES (latency), the multi-dimensional ring when the topology has two or more
-// dimensions with more than one rank (the PowerAI DDL algorithm), else the flat ring. The
+// dimensions with more than one rank (the PowerAI DDL algorithm), else the flat ring. A ring
+// longer than DDL_MAX_RING (16) whose every hop leaves its host runs as sub-rings, each a
+// dimension of its own (ring_factors, sub_ring_positions): a ring of d pays 2(d-1) latencies a
+// pass, 4,608 hosts as 9 x 8 x 8 x 8 pay 58 and move the same bytes through each NIC (a ring
+// with hops inside hosts would move more, so it runs whole); one long dimension alone is then
+// multi-dimensional too. The
 // algorithms divide for kAvg themselves (once, on the piece each rank owns). DDL_CHECK=tol also
 // gathers every rank's input, reduces it in rank order, and compares each element of the result
 // with that reference (host buffers only).
@@ -35,6 +40,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <set>
 #include <span>
 
@@ -124,6 +130,25 @@ double element(const void* buf, size_t i, DataType type) {
     }
   }
   return 0;
+}
+
+/// The sub-rings `ring` runs as (ring_factors: none when it runs whole), each a Group of its
+/// members in their order with this rank's place in it.
+std::vector<std::unique_ptr<Group>> sub_rings(const Group& ring, int max_ring,
+                                              const std::function<transport::Link&(int)>& link) {
+  const std::vector<int> factors = ring_factors(ring.size(), max_ring);
+  std::vector<std::unique_ptr<Group>> out;
+  if (factors.size() < 2) return out;
+  for (const std::vector<int>& positions : sub_ring_positions(ring.size(), ring.rank(), factors)) {
+    std::vector<int> members;
+    int self = 0;
+    for (int p : positions) {
+      if (p == ring.rank()) self = static_cast<int>(members.size());
+      members.push_back(ring.global(p));
+    }
+    out.push_back(std::make_unique<Group>(std::move(members), self, link, ring.timeout()));
+  }
+  return out;
 }
 
 }  // namespace
@@ -231,6 +256,9 @@ CommOptions options_from_environment() {
   read_algorithm(o);
   if (const char* v = env("DDL_PIPELINE_BYTES")) {
     o.pipeline_bytes = static_cast<size_t>(env_number("DDL_PIPELINE_BYTES", v));
+  }
+  if (const char* v = env("DDL_MAX_RING")) {
+    o.max_ring = static_cast<int>(std::min(env_number("DDL_MAX_RING", v), double{INT32_MAX}));
   }
   read_shm_options(o);
   if (const char* v = env("DDL_SMALL_BYTES")) {
@@ -355,6 +383,13 @@ void Communicator::make_groups(const std::optional<Topology>& topology) {
       if (it == ring.end() || ring.size() < 2) continue;
       dims_.push_back(std::make_unique<Group>(ring, static_cast<int>(it - ring.begin()), link_fn,
                                               options_.timeout));
+      // Sub-rings move the same bytes through each host's links only when every hop of the
+      // ring leaves its host.
+      bool across = true;
+      for (size_t i = 0; i < ring.size(); ++i)
+        across = across && host_of_[ring[i]] != host_of_[ring[(i + 1) % ring.size()]];
+      sub_rings_.push_back(across ? sub_rings(*dims_.back(), options_.max_ring, link_fn)
+                                  : std::vector<std::unique_ptr<Group>>{});
     }
   }
 }
@@ -370,6 +405,10 @@ void Communicator::connect_neighbours() {
   neighbours(*flat_);
   for (const auto& g : dims_)
     neighbours(*g);
+  for (const auto& subs : sub_rings_) {
+    for (const auto& g : subs)
+      neighbours(*g);
+  }
   for (int p : peers)
     link(p);
   // One byte each way with every neighbour: a link is whole only once both sides have
@@ -407,8 +446,10 @@ void Communicator::make_node_group(const std::vector<int>& pids, const std::stri
 }
 
 void Communicator::make_dimensions() {
-  // The ring of a dimension whose members are exactly this host's ranks runs through node_.
-  for (const auto& g : dims_) {
+  // The ring of a dimension whose members are exactly this host's ranks runs through node_;
+  // a long one runs as its sub-rings.
+  for (size_t d = 0; d < dims_.size(); ++d) {
+    const auto& g = dims_[d];
     bool this_host = node_ != nullptr && g->size() == node_->size();
     for (int i = 0; this_host && i < g->size(); ++i)
       this_host = host_of_[g->global(i)] == host_of_[rank_];
@@ -417,10 +458,20 @@ void Communicator::make_dimensions() {
       this_host = g->global(i) > g->global(i - 1);
     if (this_host) {
       dimensions_.push_back(std::make_unique<NodeDimension>(*node_));
+    } else if (!sub_rings_[d].empty()) {
+      for (const auto& sub : sub_rings_[d])
+        dimensions_.push_back(std::make_unique<RingDimension>(*sub));
     } else {
       dimensions_.push_back(std::make_unique<RingDimension>(*g));
     }
   }
+}
+
+std::vector<int> Communicator::allreduce_dimensions() const {
+  std::vector<int> sizes;
+  for (const auto& d : dimensions_)
+    sizes.push_back(d->size());
+  return sizes;
 }
 
 bool Communicator::node_is_job() const {
@@ -530,7 +581,7 @@ AllreduceAlgo Communicator::choose_allreduce(size_t bytes) const {
       algo = AllreduceAlgo::kShm;
     } else if (bytes < options_.small_bytes) {
       algo = AllreduceAlgo::kRecursiveDoubling;
-    } else if (dims_.size() >= 2) {
+    } else if (dimensions_.size() >= 2) {
       algo = AllreduceAlgo::kMultiRing;
     } else {
       algo = AllreduceAlgo::kRing;

@@ -47,6 +47,9 @@ struct CommOptions {
   /// DDL_PIPELINE_BYTES: the multi-dimensional allreduce's chunks for rings of up to 3, grown
   /// for longer ones (pipeline_chunk_bytes, comm/mode.h); 0: not pipelined.
   size_t pipeline_bytes = kPipelineBytes;
+  /// DDL_MAX_RING: a ring of the multi-dimensional allreduce longer than this runs as sub-rings
+  /// (ring_factors, comm/mode.h); 0: never split. The same on every rank.
+  int max_ring = kMaxRing;
   /// DDL_SHM=0 turns the direct shared-memory collectives off (links and rings only).
   bool shm = true;
   size_t shm_chunk_bytes = 256 * 1024;  ///< DDL_SHM_CHUNK_BYTES: NodeOptions::chunk_bytes
@@ -95,6 +98,10 @@ class Communicator {
   int size() const { return size_; }
   int local_rank() const { return local_rank_; }
   int local_size() const { return local_size_; }
+  /// The sizes of the dimensions the multi-dimensional allreduce runs on host memory,
+  /// innermost first: the topology's rings through this rank, a long one as its sub-rings
+  /// (DDL_MAX_RING). Empty without a topology.
+  std::vector<int> allreduce_dimensions() const;
   int gpu() const { return gpu_; }
   const CommOptions& options() const { return options_; }
   /// "rendezvous", "pmix", "memory", "single".
@@ -138,9 +145,9 @@ class Communicator {
   std::vector<int> learn_peers(const std::vector<std::string>& all);
   /// host_of_, local_rank_ and local_size_.
   void find_local_ranks(const std::optional<Topology>& topology, const RankPlacement* me);
-  /// flat_, and dims_ from the topology's rings.
+  /// flat_, and dims_ from the topology's rings, with their sub_rings_.
   void make_groups(const std::optional<Topology>& topology);
-  /// Links to the ring neighbours of flat_ and dims_, and a byte each way with each.
+  /// Links to the ring neighbours of flat_, dims_ and sub_rings_, and a byte each way with each.
   void connect_neighbours();
   transport::Link& link(int peer);
   /// Runs one collective call: serialised, numbered (by `seq`: the job's or a group's),
@@ -208,7 +215,10 @@ class Communicator {
   std::map<int, std::unique_ptr<transport::Link>> links_;
   std::unique_ptr<Group> flat_;               ///< every rank, in rank order
   std::vector<std::unique_ptr<Group>> dims_;  ///< this rank's ring in each dimension (size > 1)
-  std::unique_ptr<NodeGroup> node_;           ///< this host's ranks, when there are several
+  /// sub_rings_[i]: dims_[i]'s sub-rings (ring_factors), innermost first; empty when it runs
+  /// whole. Only the host-memory multi-dimensional allreduce uses them.
+  std::vector<std::vector<std::unique_ptr<Group>>> sub_rings_;
+  std::unique_ptr<NodeGroup> node_;  ///< this host's ranks, when there are several
   std::vector<std::unique_ptr<Dimension>> dimensions_;  ///< dims_ as Dimensions (node_ inside)
   std::mutex collective_mutex_;
   uint64_t seq_ = 0;      ///< collective calls made, under collective_mutex_

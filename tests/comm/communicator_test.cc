@@ -34,6 +34,21 @@ void check_allreduce_sum(Communicator& c, size_t count) {
   }
 }
 
+/// kAvg of 0.1 (rank + 1) + i % 3: the mean over the ranks, and the same bits on every rank.
+void check_avg_same_bits(Communicator& c, size_t count) {
+  std::vector<float> v(count);
+  for (size_t i = 0; i < v.size(); ++i)
+    v[i] = 0.1f * static_cast<float>(c.rank() + 1) + static_cast<float>(i % 3);
+  c.allreduce(v.data(), v.data(), v.size(), DataType::kFloat32, ReduceOp::kAvg);
+  std::vector<float> all(v.size() * c.size());
+  c.allgather(v.data(), all.data(), v.size(), DataType::kFloat32);
+  for (int r = 1; r < c.size(); ++r)
+    ASSERT_EQ(std::memcmp(all.data(), all.data() + r * v.size(), v.size() * 4), 0)
+        << "rank " << r << " differs from rank 0";
+  EXPECT_NEAR(v[0], 0.05f * static_cast<float>(c.size() + 1), 1e-5);
+  EXPECT_NEAR(v[1], 0.05f * static_cast<float>(c.size() + 1) + 1, 1e-5);
+}
+
 TEST(CommunicatorTest, FlatRingOverSharedMemory) {
   run_ranks(4, std::nullopt, fast(), [](Communicator& c) {
     EXPECT_EQ(c.size(), 4);
@@ -72,19 +87,29 @@ TEST(CommunicatorTest, MultiDimensionalPipelineOverTheNodeGroupAndTcp) {
       run_ranks(8, t, o, [](Communicator& c) {
         for (size_t n : {0ul, 1ul, 7ul, 4097ul, 100003ul})
           check_allreduce_sum(c, n);
-        // kAvg divides once by all 8: every rank gets the same bits.
-        std::vector<float> v(50'001);
-        for (size_t i = 0; i < v.size(); ++i)
-          v[i] = 0.1f * static_cast<float>(c.rank() + 1) + static_cast<float>(i % 3);
-        c.allreduce(v.data(), v.data(), v.size(), DataType::kFloat32, ReduceOp::kAvg);
-        std::vector<float> all(v.size() * c.size());
-        c.allgather(v.data(), all.data(), v.size(), DataType::kFloat32);
-        for (int r = 1; r < c.size(); ++r)
-          ASSERT_EQ(std::memcmp(all.data(), all.data() + r * v.size(), v.size() * 4), 0)
-              << "rank " << r << " differs from rank 0";
-        EXPECT_NEAR(v[0], 0.45f, 1e-6);
+        check_avg_same_bits(c, 50'001);  // kAvg divides once by all 8
       });
     }
+  }
+}
+
+TEST(CommunicatorTest, LongRingsRunAsSubRings) {
+  // 12 hosts of one rank in one dimension: with DDL_MAX_RING 4 the ring runs as 4 x 3, with 2 as
+  // 2 x 2 x 3 (the TCP links of sub-rings whose neighbours are not the ring's), with 0 whole
+  // (the flat ring, one dimension). Sums are exact; kAvg gives every rank the same bits.
+  const Topology t = grid(1, 12, "job-split-" + std::to_string(getpid()));
+  const std::vector<std::pair<int, std::vector<int>>> cases = {
+      {4, {4, 3}}, {2, {3, 2, 2}}, {0, {12}}, {16, {12}}};
+  for (const auto& [max_ring, dims] : cases) {
+    CommOptions o = fast();
+    o.max_ring = max_ring;
+    o.pipeline_bytes = 4096;  // several chunks: the pipeline's threads, one per sub-ring
+    run_ranks(12, t, o, [&dims](Communicator& c) {
+      EXPECT_EQ(c.allreduce_dimensions(), dims) << "rank " << c.rank();
+      for (size_t n : {0ul, 1ul, 11ul, 4097ul, 100003ul})
+        check_allreduce_sum(c, n);
+      check_avg_same_bits(c, 30'001);
+    });
   }
 }
 

@@ -3,7 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <stdexcept>
 #include <vector>
+
+#include "comm/collectives/collectives.h"
 
 namespace ddl::comm {
 namespace {
@@ -130,6 +133,55 @@ TEST(ModeTest, PipelineChunkElements) {
   EXPECT_EQ(pipeline_chunk_elems(1 << 20, 1, 1), 256u);  // at most 4096 chunks
   EXPECT_EQ(pipeline_chunk_elems(4097, 1, 1), 2u);
   EXPECT_EQ(pipeline_chunk_elems(size_t{64} << 20, 4, size_t{2303} << 20), size_t{2303} << 18);
+}
+
+// A ring longer than max_ring runs as the fewest sub-rings of at most max_ring, the most even
+// (least sum of sizes: fewest steps), largest first; a prime above max_ring alone.
+TEST(ModeTest, LongRingsSplitIntoEvenSubRings) {
+  EXPECT_EQ(kMaxRing, 16);
+  using V = std::vector<int>;
+  EXPECT_EQ(ring_factors(16, 16), V{16});
+  EXPECT_EQ(ring_factors(1, 16), V{1});
+  EXPECT_EQ(ring_factors(0, 16), V{0});
+  EXPECT_EQ(ring_factors(4608, 0), V{4608});  // DDL_MAX_RING=0: never
+  EXPECT_EQ(ring_factors(4608, 1), V{4608});
+  EXPECT_EQ(ring_factors(4608, 16), (V{9, 8, 8, 8}));  // 58 steps, not 9,214
+  EXPECT_EQ(ring_factors(256, 16), (V{16, 16}));
+  EXPECT_EQ(ring_factors(18, 16), (V{6, 3}));   // sum 9, not 9 + 2
+  EXPECT_EQ(ring_factors(32, 16), (V{8, 4}));   // predict_check's 32 hosts
+  EXPECT_EQ(ring_factors(17, 16), V{17});       // a prime stays a ring
+  EXPECT_EQ(ring_factors(34, 16), (V{17, 2}));  // the prime above 16 alone
+  EXPECT_EQ(ring_factors(97 * 97 * 4, 16), (V{97, 97, 4}));
+  EXPECT_EQ(ring_factors(12, 2), (V{3, 2, 2}));
+  EXPECT_EQ(ring_factors(1 << 30, 16), (V{16, 16, 16, 16, 16, 16, 8, 8}));  // 2^(4+4+4+4+4+4+3+3)
+  EXPECT_EQ(ring_factors(2147483647, 16), V{2147483647});                   // 2^31 - 1 is prime
+  EXPECT_EQ(ring_factors(735134400, 16).size(), 8u);  // 1,344 divisors: still quick
+  EXPECT_EQ(split_dims(V{6, 4608, 1, 1}, 16), (V{6, 9, 8, 8, 8, 1, 1}));
+  EXPECT_EQ(split_dims(V{6, 18, 256, 1}, 16), (V{6, 6, 3, 16, 16, 1}));
+  EXPECT_EQ(split_dims(V{}, 16), V{});
+}
+
+// A member's sub-rings: its position in mixed radix, one digit a sub-ring.
+TEST(ModeTest, SubRingPositionsMeetAsDimensions) {
+  using VV = std::vector<std::vector<int>>;
+  const std::vector<int> f32 = {3, 2};
+  EXPECT_EQ(sub_ring_positions(6, 4, f32), (VV{{3, 4, 5}, {1, 4}}));
+  EXPECT_EQ(sub_ring_positions(6, 0, f32), (VV{{0, 1, 2}, {0, 3}}));
+  // Every member of a sub-ring computes the same sub-ring, and each member is in exactly one
+  // sub-ring of each factor.
+  const std::vector<int> f = {4, 3, 2};
+  for (int p = 0; p < 24; ++p) {
+    const VV mine = sub_ring_positions(24, p, f);
+    ASSERT_EQ(mine.size(), 3u);
+    for (size_t k = 0; k < 3; ++k) {
+      ASSERT_EQ(mine[k].size(), static_cast<size_t>(f[k]));
+      for (int q : mine[k])
+        EXPECT_EQ(sub_ring_positions(24, q, f)[k], mine[k]) << p << " and " << q;
+    }
+  }
+  EXPECT_THROW(sub_ring_positions(6, 6, f32), std::invalid_argument);
+  EXPECT_THROW(sub_ring_positions(7, 0, f32), std::invalid_argument);
+  EXPECT_THROW(sub_ring_positions(6, 0, std::vector<int>{6, 0}), std::invalid_argument);
 }
 
 }  // namespace
