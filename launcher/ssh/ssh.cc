@@ -148,22 +148,7 @@ class SshBackend : public Backend {
     rv.master_port = first->master_port;
     // ddlrun's rendezvous server; each agent fills in the address ddlrun came from.
     rv.ddl_port = options_.rendezvous_port;
-    {
-      // The job once down each channel (U), and each host's job frame without it.
-      std::lock_guard lock(mutex_);
-      job_bytes_frame_ = ssh::encode_frame(ssh::FrameType::kJobBytes, 0, encode_job(job_));
-      for (auto& h : hosts_) {
-        std::string payload;
-        wire::put_str(payload, {});
-        wire::put_str(payload, rv.address);
-        wire::put_u32(payload, static_cast<uint32_t>(rv.master_port));
-        wire::put_u32(payload, static_cast<uint32_t>(rv.ddl_port));
-        wire::put_str(payload, rv.ddl_address);
-        wire::put_u32(payload, static_cast<uint32_t>(std::min<int64_t>(
-                                   options_.heartbeat_timeout.count(), UINT32_MAX)));
-        h->job_frame = ssh::encode_frame(ssh::FrameType::kJob, h->index, payload);
-      }
-    }
+    set_job_frames(rv);
     changed_.notify_all();
     if (!wait_for(Phase::kReady, options_.ssh.command_timeout)) {
       throw_failures("cannot start the job on");
@@ -249,6 +234,22 @@ class SshBackend : public Backend {
           ssh::FrameType::kSubtree, 0,
           ssh::encode(ssh::subtree_frame(options_.ssh, options_.ddlrun_path,
                                          options_.heartbeat_timeout, t.children)));
+    }
+  }
+  /// The job, once down each channel (U), and each host's job frame, which refers to it.
+  void set_job_frames(const Rendezvous& rv) {
+    std::lock_guard lock(mutex_);
+    job_bytes_frame_ = ssh::encode_frame(ssh::FrameType::kJobBytes, 0, encode_job(job_));
+    for (auto& h : hosts_) {
+      std::string payload;
+      wire::put_str(payload, {});  // the job: the U before
+      wire::put_str(payload, rv.address);
+      wire::put_u32(payload, static_cast<uint32_t>(rv.master_port));
+      wire::put_u32(payload, static_cast<uint32_t>(rv.ddl_port));
+      wire::put_str(payload, rv.ddl_address);
+      wire::put_u32(payload, static_cast<uint32_t>(std::min<int64_t>(
+                                 options_.heartbeat_timeout.count(), UINT32_MAX)));
+      h->job_frame = ssh::encode_frame(ssh::FrameType::kJob, h->index, payload);
     }
   }
   /// Closes the probe's sessions to the hosts below the first level (their agents, given no
