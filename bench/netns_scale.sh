@@ -15,7 +15,7 @@
 #
 # Usage: bench/netns_scale.sh [-n RUNS] [--hosts "32 128 256"]
 #        bench/netns_scale.sh --launch [-n RUNS] [--hosts "32 64 128"] [--width W]
-#                             [--ddlrun PATH] [--no-mpirun] [--login-sleep S]
+#                             [--ddlrun PATH] [--no-mpirun] [--login-sleep S] [--probe]
 #   -n RUNS       runs per count (default 1; 3 with --launch)
 #   --hosts LIST  host counts, each 1..256 (default "32 128 256"; "32 64 128" with --launch)
 #   --launch      time launches instead of the harness
@@ -24,11 +24,14 @@
 #   --no-mpirun   leave mpirun out
 #   --login-sleep S  every login sleeps S seconds first (`sleep S` in each host's .bashrc, as
 #                 bench/launch_compare.sh does): a slow site's login
+#   --probe       ddlrun probes the hosts' hardware (default --no-probe): flat from its host,
+#                 through the launch tree beyond the fan-out, one login per host either way
 # Exit status: 0, 1 when a run failed or left something behind, 2 bad usage, 77 when the
 # namespace hosts cannot be made here (not root, no ip netns or sshd).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 runs="" counts="" launch=0 width=8 ddlrun=$here/../build/ddlrun/ddlrun mpirun=1 login_sleep=0
+probe=0
 while (($#)); do
   case $1 in
     -n) runs=${2:?-n takes a number}; shift ;;
@@ -37,6 +40,7 @@ while (($#)); do
     --width) width=${2:?--width takes a number}; shift ;;
     --ddlrun) ddlrun=${2:?--ddlrun takes a path}; shift ;;
     --no-mpirun) mpirun=0 ;;
+    --probe) probe=1 ;;
     --login-sleep) login_sleep=${2:?--login-sleep takes seconds}; shift ;;
     -h | --help) sed -n '2,/^set /{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
     *) echo "netns_scale: unknown argument '$1' (see --help)" >&2; exit 2 ;;

@@ -107,7 +107,8 @@ launch_table() {
   declare -gA secs=() rss=() thr=()
   local n hosts xs_n=() xs_l=() xs_m=() y_flat=() y_tree=() y_mpi=()
   echo "netns_scale --launch: true, 1 rank a host, median of $runs; tree fan-out $width; every login" \
-    "sleeps $login_sleep s; $(nproc) CPUs, load $(cut -d' ' -f1 /proc/loadavg)"
+    "sleeps $login_sleep s; $( ((probe)) && echo "probed (down the tree with it)" || echo "--no-probe");" \
+    "$(nproc) CPUs, load $(cut -d' ' -f1 /proc/loadavg)"
   printf '%6s %8s %8s %8s %8s %9s %9s %9s %9s\n' hosts "flat s" "tree s" "mpirun s" levels \
     "flat MB" "flat thr" "tree MB" "tree thr"
   for n in $counts; do
@@ -118,7 +119,8 @@ launch_table() {
     hosts=$(IFS=,; echo "${NETNS_HOSTS[*]}")
     slow_logins "$n"
     secs=() rss=() thr=()
-    local d=(--launcher ssh --no-probe --ssh-config "$NETNS_SSH_CONFIG" -H "$hosts")
+    local d=(--launcher ssh --ssh-config "$NETNS_SSH_CONFIG" -H "$hosts")
+    ((probe)) || d+=(--no-probe)
     time_runs flat "$ddlrun" "${d[@]}" --tree-width 0 true
     time_runs tree "$ddlrun" "${d[@]}" --tree-width "$width" true
     secs[mpirun]=-

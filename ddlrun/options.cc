@@ -288,7 +288,7 @@ void add_launching_options(CLI::App& app, Options& o) {
             "its agent gives ddlrun up (default 10)");
   s.option("--tree-width,--fanout", o.tree_width,
            "ssh launcher: beyond K hosts, log in to K and let their agents start the rest, "
-           "K under each (a launch tree; default 64; 0: always log in to every host)",
+           "K under each (a launch tree; default 50; 0: always log in to every host)",
            "K")
       ->check(at_least(0));
 }

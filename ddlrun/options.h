@@ -68,7 +68,7 @@ struct Options {
   double rdzv_timeout = 300;         ///< --rdzv-timeout seconds
   double kill_grace = 3;             ///< --kill-grace: seconds between SIGTERM and SIGKILL
   double heartbeat_timeout = 10;     ///< --heartbeat-timeout: seconds of silence = host lost
-  int tree_width = 64;               ///< --tree-width/--fanout: launch tree fan-out, 0: flat
+  int tree_width = 50;               ///< --tree-width/--fanout: launch tree fan-out, 0: flat
   std::string output_dir;            ///< --output-dir: rank.N/stdout|stderr instead of ours
   std::string tag_output = "auto";   ///< --tag-output auto|rank|mpi|none
   std::vector<std::string> program;  ///< the program and its arguments, untouched

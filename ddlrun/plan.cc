@@ -12,6 +12,7 @@
 
 #include "base/text.h"
 #include "ddlrun/backends.h"
+#include "ddlrun/probe_tree.h"
 #include "ddlrun/shell_words.h"
 #include "hostfiles/hostfiles.h"
 #include "launcher/launcher.h"
@@ -310,6 +311,13 @@ std::vector<mapper::HostProbe> probe_remote_hosts(const Options& o, JobPlan& pla
     if (ssh_follows && !o.dry_run) {
       so.keep_command = quote_shell_word(self_path()) + " --probe-agent";
     }
+  }
+  // Beyond --tree-width hosts the probe goes down the launch tree: one login per host.
+  if (probe_goes_down_the_tree(o, plan.hosts.size(), ssh_follows, fresh)) {
+    std::vector<std::string> all;
+    for (const hostfiles::Host& h : plan.hosts.hosts())
+      all.push_back(h.name);
+    return probe_through_tree(o, all, hosts, so);
   }
   return mapper::probe_hosts_ssh(hosts, so);
 }

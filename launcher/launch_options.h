@@ -51,7 +51,7 @@ struct LaunchOptions {
   /// The ssh backend: the fan-out of the launch tree (--tree-width; launcher/ssh/tree.h):
   /// beyond this many hosts ddlrun logs in to this many and their agents start the rest.
   /// 0: flat (ddlrun logs in to every host).
-  int tree_width = 64;
+  int tree_width = 50;
 };
 
 }  // namespace ddl::launcher

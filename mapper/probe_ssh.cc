@@ -469,6 +469,18 @@ std::string job_cache_dir(const SshProbeOptions& options) {
   return job_dir;
 }
 
+std::optional<Inventory> cached_inventory(const SshProbeOptions& options, const std::string& host) {
+  const std::string job_dir = job_cache_dir(options);
+  if (job_dir.empty()) return std::nullopt;
+  return read_cache(job_dir + "/" + escape_component(host) + ".yaml");
+}
+
+void cache_inventory(const SshProbeOptions& options, const std::string& host,
+                     const Inventory& inventory) {
+  const std::string job_dir = job_cache_dir(options);
+  if (!job_dir.empty()) write_cache(job_dir + "/" + escape_component(host) + ".yaml", inventory);
+}
+
 std::optional<std::string> read_cache_file(const std::string& path) {
   const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) return std::nullopt;

@@ -126,6 +126,13 @@ std::string format_probe_failures(std::span<const HostProbe> results);
 /// options.job_id is empty or the directory cannot be made.
 std::string job_cache_dir(const SshProbeOptions& options);
 
+/// The inventory of `host` in the job's disk cache (options.job_id), when it has one that
+/// reads; nullopt without a job id.
+std::optional<Inventory> cached_inventory(const SshProbeOptions& options, const std::string& host);
+/// Writes the inventory of `host` into the job's disk cache; nothing without a job id.
+void cache_inventory(const SshProbeOptions& options, const std::string& host,
+                     const Inventory& inventory);
+
 /// The text of a cache file: nullopt unless it is a regular file of ours that can be read.
 std::optional<std::string> read_cache_file(const std::string& path);
 

@@ -134,6 +134,9 @@ class KeptSessions {
     std::unique_ptr<Channel> channel;
     std::string pending;
     std::string command;  ///< what runs on `channel`, for messages
+    /// What the caller already sent down `channel` for the launcher (the payload of the
+    /// launch tree's subtree frame: the hosts below were started through it); empty: nothing.
+    std::string subtree{};
   };
   /// Keeps `kept` for `host`, replacing (and closing) one kept before.
   void put(const std::string& host, Kept kept);

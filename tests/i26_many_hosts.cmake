@@ -15,7 +15,9 @@ set_tests_properties(bench.netns_scale_smoke PROPERTIES SKIP_RETURN_CODE 77 TIME
 # Issue 26 item 2: the launch tree. 64 namespace hosts at --tree-width 4 (three levels of
 # hosts): every rank's line, stdin to rank 0, the exit status, PMIx fences with and without
 # data (direct modex) across the tree, ddlrun's threads, and an interior agent SIGKILLed
-# mid-job (named with its subtree, nothing left on any host).
+# mid-job (named with its subtree, nothing left on any host); probed jobs: the probe goes down
+# the tree (4 logins from ddlrun's host, 64 in all, the job's disk cache filled and read), and
+# hosts below that cannot be reached or probed are named with their tree parent.
 add_test(NAME netns.tree_64x4
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/netns/tree_test.sh $<TARGET_FILE:ddlrun> 64 4
                  $<TARGET_FILE:pmix_client>)

@@ -146,6 +146,9 @@ class Agent : private pmix_server::Host {
           start_relay(f->payload);
         } else if (f->type == ssh::FrameType::kRouted) {
           if (relay_) relay_->down(f->id, f->payload);
+        } else if (f->type == ssh::FrameType::kJobBytes) {
+          if (relay_) relay_->broadcast(ssh::encode_frame(f->type, f->id, f->payload));
+          job_bytes_ = std::move(f->payload);
         } else {
           return f;
         }
@@ -208,6 +211,7 @@ class Agent : private pmix_server::Host {
   ddl::ssh::Connector& connector_;     ///< logs in to this agent's children in the launch tree
   std::unique_ptr<ssh::Relay> relay_;  ///< its children, once a subtree frame came
   std::string ddlrun_address_;         ///< ddlrun's host, from the subtree frame
+  std::string job_bytes_;              ///< the job (U), for a job frame that does not carry it
   std::mutex out_mutex_;
   ssh::FrameReader reader_;
   std::atomic<int64_t> last_heard_ms_;  ///< when bytes last came from ddlrun
@@ -426,7 +430,11 @@ std::optional<int> Agent::receive_job() {
   host_index_ = f->id;
   try {
     wire::Reader in(f->payload, "job frame");
-    job_ = decode_job(in.str());
+    const std::string bytes = in.str();
+    if (bytes.empty() && job_bytes_.empty())
+      throw std::runtime_error("the job's bytes are missing");
+    job_ = decode_job(bytes.empty() ? job_bytes_ : bytes);
+    job_bytes_.clear();
     rv_.address = in.str();
     rv_.master_port = static_cast<int>(in.u32());
     rv_.ddl_port = static_cast<int>(in.u32());

@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace ddl::launcher::ssh {
@@ -14,8 +15,13 @@ namespace ddl::launcher::ssh {
 // (wire.h). The conversation:
 //
 //   agent  -> H  hello: payload = hostname, the address ddlrun reached it at, two free ports
-//   ddlrun -> J  job: id = this host's index; payload = encoded Job, rendezvous address, ports,
-//                and the address of ddlrun's rendezvous server ("": where ddlrun came from)
+//   ddlrun -> U  the job's bytes (encode_job), once down each channel before the first J; an
+//                interior agent passes it on to each child before the frames routed to it,
+//                so ddlrun sends the job, which grows with the hosts, once per channel and not
+//                once per host
+//   ddlrun -> J  job: id = this host's index; payload = the encoded Job ("": the U before),
+//                rendezvous address, ports, and the address of ddlrun's rendezvous server
+//                ("": where ddlrun came from)
 //   agent  -> K  ready (program found, topology file written)   or   F failure (id = status)
 //   ddlrun -> G  go: start the ranks
 //   agent  -> O / R  bytes of rank `id`'s stdout / stderr, as read (chunks, not lines)
@@ -50,13 +56,17 @@ namespace ddl::launcher::ssh {
 //                more whole frames of that host's conversation, passed on unchanged
 //   agent  -> L  host `id`, a child in the tree, is lost: payload = why (its agent went silent,
 //                or its channel closed before done, or it ended badly after done)
-// W, T and L name these three here; their type bytes are 1, 2 and 3, which no text begins
-// with, so that a login script's "Welcome ..." or "This system ..." is still caught as not
-// the agent's.
+//   agent  -> V  (routed from the host) what the host's command (TreeHost::command: ddlrun's
+//                probe, then the agent) printed up to its line "...", or all it printed when
+//                it ended first (CommandOutput, tree.h): how ddlrun's probe travels the tree
+// W, T, L and V name these four here; their type bytes are 1, 2, 3 and 4, which no text
+// begins with, so that a login script's "Welcome ..." or "This system ..." is still caught as
+// not the agent's.
 
 enum class FrameType : char {
   kHello = 'H',
   kJob = 'J',
+  kJobBytes = 'U',
   kReady = 'K',
   kFailure = 'F',
   kGo = 'G',
@@ -77,6 +87,7 @@ enum class FrameType : char {
   kSubtree = '\x01',  ///< W
   kRouted = '\x02',   ///< T
   kLost = '\x03',     ///< L
+  kOutput = '\x04',   ///< V
 };
 
 /// Bytes of stdin ddlrun may send before the agent grants more (kStdinCredit).
@@ -154,6 +165,8 @@ class FrameReader {
   /// The next whole frame, or nullopt until more bytes come. Throws std::runtime_error on an
   /// unknown type or a frame over 256 MiB (the stream is not the agent's).
   std::optional<Frame> next();
+  /// The bytes fed but not yet handed out (the start of the next frame), taken out.
+  std::string take_rest() { return std::exchange(buffer_, {}); }
 
  private:
   std::string buffer_;

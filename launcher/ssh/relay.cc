@@ -15,6 +15,11 @@
 // its hello, a child silent for the heartbeat deadline, or whose channel ends before it said
 // done, is reported lost (L). Either way its channel closes, so its agent, and below it every
 // agent of its subtree, loses its parent and stops its ranks (protocol.h).
+// A child with a command of its own (TreeHost::command: ddlrun's probe travelling the tree)
+// runs that instead of the agent: what it prints up to its line "..." goes up as its output
+// (V, routed from it), and the bytes after that are its agent's frames; a command that ends
+// first sends up all it printed and how it ended (V), and one that prints no "..." within the
+// command timeout is the child's failure (F).
 
 #include "launcher/ssh/relay.h"
 
@@ -30,6 +35,8 @@ namespace ddl::launcher::ssh {
 namespace {
 using Clock = std::chrono::steady_clock;
 constexpr int kPollMs = 20;
+constexpr size_t kMaxCommandOut = size_t{64} << 20;  // a huge host's inventory is ~1 MiB
+constexpr size_t kMaxCommandErr = size_t{64} << 10;
 
 void collect(const TreeHost& h, std::vector<int>& out) {
   out.push_back(h.index);
@@ -86,6 +93,12 @@ bool Relay::down(int host, std::string_view frames) {
   return true;
 }
 
+void Relay::broadcast(std::string_view frames) {
+  std::lock_guard lock(mutex_);
+  for (auto& c : children_)
+    c->down.append(frames);
+}
+
 void Relay::upstream_gone() {
   {
     std::lock_guard lock(mutex_);
@@ -115,6 +128,7 @@ class Relay::Talk {
     } catch (const std::exception& e) {
       return report(std::string("protocol error: ") + e.what());
     }
+    if (prefix_) return end_of_command();
     if (silent_) {
       session_->stop_blocking();
       return report("no heartbeat for " + base::seconds_text(r_.spec_.heartbeat_timeout) +
@@ -126,7 +140,7 @@ class Relay::Talk {
   }
 
  private:
-  std::string from() const { return " (from " + r_.self_ + ", its parent in the launch tree)"; }
+  std::string from() const { return from_parent_text(r_.self_); }
 
   bool log_in() {
     r_.logins_.acquire();
@@ -142,7 +156,11 @@ class Relay::Talk {
   }
 
   bool start_agent() {
-    command_ = ::ddl::launcher::shell_join({r_.spec_.ddlrun_path}) + " --agent";
+    command_ = c_.host.command.empty()
+                   ? ::ddl::launcher::shell_join({r_.spec_.ddlrun_path}) + " --agent"
+                   : c_.host.command;
+    prefix_ = !c_.host.command.empty();
+    prefix_deadline_ = Clock::now() + r_.spec_.ssh.command_timeout;
     try {
       channel_ = session_->exec(command_);
     } catch (const ddl::ssh::Error&) {
@@ -176,6 +194,7 @@ class Relay::Talk {
     }
     if (!write_failed_ && !write_pending()) write_failed_ = true;
     const bool open = pump();
+    if (prefix_ && (!open || Clock::now() >= prefix_deadline_)) return false;
     forward();
     if (hello_ && Clock::now() - last_heard_ > r_.spec_.heartbeat_timeout) {
       silent_ = true;
@@ -205,6 +224,7 @@ class Relay::Talk {
     if (avail == ddl::ssh::Channel::kError) return false;
     bool eof = avail == ddl::ssh::Channel::kEof;
     char buf[65536];
+    read_stderr(buf, sizeof buf);  // first: what a command said goes with its output
     while (avail > 0) {
       const int n = channel_->read(buf, sizeof buf, ddl::ssh::Stream::kStdout);
       if (n <= 0) {
@@ -212,14 +232,58 @@ class Relay::Talk {
         break;
       }
       last_heard_ = Clock::now();
-      reader_.feed(std::string_view(buf, static_cast<size_t>(n)));
+      take(std::string_view(buf, static_cast<size_t>(n)));
     }
-    for (int n; (n = channel_->read(buf, sizeof buf, ddl::ssh::Stream::kStderr)) > 0;) {
+    read_stderr(buf, sizeof buf);
+    return !(eof || channel_->eof());
+  }
+
+  /// The child's stderr: its command's, kept with its output, then its agent's, passed up.
+  void read_stderr(char* buf, size_t size) {
+    for (int n; (n = channel_->read(buf, size, ddl::ssh::Stream::kStderr)) > 0;) {
       last_heard_ = Clock::now();
-      err_line_.append(buf, static_cast<size_t>(n));
+      if (!prefix_) {
+        err_line_.append(buf, static_cast<size_t>(n));
+      } else if (printed_.err.size() < kMaxCommandErr) {
+        printed_.err.append(buf, std::min<size_t>(n, kMaxCommandErr - printed_.err.size()));
+      }
     }
     pass_stderr_lines();
-    return !(eof || channel_->eof());
+  }
+
+  /// Bytes of the child's stdout: its command's output until the line "..." (then sent up, V),
+  /// its agent's frames after it.
+  void take(std::string_view bytes) {
+    if (!prefix_) return reader_.feed(bytes);
+    printed_.out.append(bytes);
+    const size_t end = printed_.out.find("\n...\n");
+    if (end == std::string::npos) {
+      if (printed_.out.size() > kMaxCommandOut) {
+        throw std::runtime_error("'" + command_ + "' printed more than " +
+                                 std::to_string(kMaxCommandOut >> 20) + " MiB before its \"...\"");
+      }
+      return;
+    }
+    const std::string rest = printed_.out.substr(end + 5);
+    printed_.out.resize(end + 1);
+    send_up(route(c_.host.index, encode_frame(FrameType::kOutput, 0, encode(printed_))));
+    prefix_ = false;
+    printed_ = {};
+    reader_.feed(rest);
+  }
+
+  /// The command ended, or printed no "..." in time, before its agent began: all it printed
+  /// and how it ended go up (V), or that it timed out (F).
+  void end_of_command() {
+    if (r_.gone()) return;
+    if (Clock::now() >= prefix_deadline_ && !channel_->eof()) {
+      session_->stop_blocking();
+      return report("timed out after " + base::seconds_text(r_.spec_.ssh.command_timeout) +
+                    " waiting for '" + command_ + "' to print its output" + from());
+    }
+    printed_.exit_status = channel_->exit_status();
+    printed_.signal = channel_->exit_signal();
+    send_up(route(c_.host.index, encode_frame(FrameType::kOutput, 0, encode(printed_))));
   }
 
   /// The child agent's own stderr, a line at a time, as its notes (R frames of rank -1).
@@ -299,6 +363,9 @@ class Relay::Talk {
   bool done_ = false;
   bool silent_ = false;
   bool write_failed_ = false;
+  bool prefix_ = false;  ///< its command (TreeHost::command) has not printed its "..." yet
+  Clock::time_point prefix_deadline_;
+  CommandOutput printed_;  ///< what the command printed so far
 };
 
 void Relay::start() {

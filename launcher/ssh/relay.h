@@ -37,6 +37,8 @@ class Relay {
   bool down(int host, std::string_view frames);
   /// The channel up has closed: every child's channel closes (their agents stop their ranks).
   void upstream_gone();
+  /// Frames for every child (the job's bytes, U), before what comes for them later.
+  void broadcast(std::string_view frames);
   /// Waits until every child's conversation has ended, or upstream_gone().
   void wait();
 

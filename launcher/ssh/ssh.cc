@@ -33,7 +33,9 @@
 // what they send comes up routed, so hello/ready/go, output, stdin, signals, exits and PMIx
 // work as they do flat. A host below is timed by its tree parent, which reports it lost (L);
 // a lost host takes the hosts below it along, reported after it as "lost with its tree parent
-// X" (the lost host is the job's reason, and a restart keeps the others).
+// X" (the lost host is the job's reason, and a restart keeps the others). When ddlrun's probe
+// already went down the tree (tree_probe.h), a first-level session comes with its subtree
+// started: its W is not sent again, and the hosts' hellos wait in the kept channel's bytes.
 
 #include <signal.h>
 
@@ -88,10 +90,11 @@ struct HostConn {
   std::string stdin_frames;  ///< stdin to write after `outgoing` (at most kStdinWindow)
   std::thread thread;        ///< the first level's only
   // The launch tree.
-  bool first_level = true;         ///< ddlrun logs in to it itself
-  std::vector<HostConn*> subtree;  ///< every host below it, at every level
-  std::string subtree_frame;       ///< the first level's W frame, when it has hosts below
-  bool collateral = false;         ///< failed only because its tree parent was lost
+  bool first_level = true;              ///< ddlrun logs in to it itself
+  std::vector<HostConn*> subtree;       ///< every host below it, at every level
+  std::string subtree_frame;            ///< the first level's W frame, when it has hosts below
+  std::vector<ssh::TreeHost> children;  ///< the first level's, with their subtrees
+  bool collateral = false;              ///< failed only because its tree parent was lost
 };
 
 class SshBackend : public Backend {
@@ -145,21 +148,7 @@ class SshBackend : public Backend {
     rv.master_port = first->master_port;
     // ddlrun's rendezvous server; each agent fills in the address ddlrun came from.
     rv.ddl_port = options_.rendezvous_port;
-    const std::string job_bytes = encode_job(job_);
-    {
-      std::lock_guard lock(mutex_);
-      for (auto& h : hosts_) {
-        std::string payload;
-        wire::put_str(payload, job_bytes);
-        wire::put_str(payload, rv.address);
-        wire::put_u32(payload, static_cast<uint32_t>(rv.master_port));
-        wire::put_u32(payload, static_cast<uint32_t>(rv.ddl_port));
-        wire::put_str(payload, rv.ddl_address);
-        wire::put_u32(payload, static_cast<uint32_t>(std::min<int64_t>(
-                                   options_.heartbeat_timeout.count(), UINT32_MAX)));
-        h->job_frame = ssh::encode_frame(ssh::FrameType::kJob, h->index, payload);
-      }
-    }
+    set_job_frames(rv);
     changed_.notify_all();
     if (!wait_for(Phase::kReady, options_.ssh.command_timeout)) {
       throw_failures("cannot start the job on");
@@ -240,15 +229,27 @@ class SshBackend : public Backend {
       c->first_level = true;
       note_subtree(t, by_index);
       if (t.children.empty()) continue;
-      ssh::SubtreeFrame w;
-      w.ssh = options_.ssh;
-      w.ssh.keep_sessions.reset();
-      w.ssh.ssh_config = absolute(w.ssh.ssh_config);
-      w.ssh.known_hosts = absolute(w.ssh.known_hosts);
-      w.ddlrun_path = options_.ddlrun_path;
-      w.heartbeat_timeout = options_.heartbeat_timeout;
-      w.children = t.children;
-      c->subtree_frame = ssh::encode_frame(ssh::FrameType::kSubtree, 0, ssh::encode(w));
+      c->children = t.children;
+      c->subtree_frame = ssh::encode_frame(
+          ssh::FrameType::kSubtree, 0,
+          ssh::encode(ssh::subtree_frame(options_.ssh, options_.ddlrun_path,
+                                         options_.heartbeat_timeout, t.children)));
+    }
+  }
+  /// The job, once down each channel (U), and each host's job frame, which refers to it.
+  void set_job_frames(const Rendezvous& rv) {
+    std::lock_guard lock(mutex_);
+    job_bytes_frame_ = ssh::encode_frame(ssh::FrameType::kJobBytes, 0, encode_job(job_));
+    for (auto& h : hosts_) {
+      std::string payload;
+      wire::put_str(payload, {});  // the job: the U before
+      wire::put_str(payload, rv.address);
+      wire::put_u32(payload, static_cast<uint32_t>(rv.master_port));
+      wire::put_u32(payload, static_cast<uint32_t>(rv.ddl_port));
+      wire::put_str(payload, rv.ddl_address);
+      wire::put_u32(payload, static_cast<uint32_t>(std::min<int64_t>(
+                                 options_.heartbeat_timeout.count(), UINT32_MAX)));
+      h->job_frame = ssh::encode_frame(ssh::FrameType::kJob, h->index, payload);
     }
   }
   /// Closes the probe's sessions to the hosts below the first level (their agents, given no
@@ -269,14 +270,6 @@ class SshBackend : public Backend {
       c->subtree.insert(c->subtree.end(), below->subtree.begin(), below->subtree.end());
     }
   }
-  /// A path as the hosts below see it: absolute (they do not start in ddlrun's directory).
-  static std::string absolute(const std::string& path) {
-    if (path.empty() || path.front() == '/' || path.front() == '~') return path;
-    std::error_code ec;
-    const std::filesystem::path p = std::filesystem::absolute(path, ec);
-    return ec ? path : p.string();
-  }
-
   HostConn* rank0_host() {
     for (auto& h : hosts_) {
       if (std::find(h->ranks.begin(), h->ranks.end(), 0) != h->ranks.end()) return h.get();
@@ -470,12 +463,15 @@ class SshBackend : public Backend {
   /// so that each host sees one login; else a new login, at most ssh.max_parallel at once.
   /// When the probe's channel already runs the agent (`ddlrun --probe-agent`), that too, with
   /// the bytes the agent sent after the inventory.
-  ddl::ssh::KeptSessions::Kept open_session(const std::string& name) {
+  /// When the probe has also started the hosts below it through that channel (Kept::subtree,
+  /// tree_probe.h), those are taken over too when they are the hosts this launch puts there;
+  /// else the kept session is closed (its hosts below stop) and this one logs in again.
+  ddl::ssh::KeptSessions::Kept open_session(const HostConn& c) {
     if (options_.ssh.keep_sessions) {
-      ddl::ssh::KeptSessions::Kept kept = options_.ssh.keep_sessions->take(name);
-      if (kept.session && kept.session->connected() && (!kept.channel || kept.channel->open())) {
-        return kept;
-      }
+      ddl::ssh::KeptSessions::Kept kept = options_.ssh.keep_sessions->take(c.name);
+      const bool alive =
+          kept.session && kept.session->connected() && (!kept.channel || kept.channel->open());
+      if (alive && (kept.subtree.empty() || started_here(kept.subtree, c))) return kept;
     }
     logins_.acquire();
     struct Release {
@@ -483,8 +479,17 @@ class SshBackend : public Backend {
       ~Release() { logins.release(); }
     } release{logins_};
     ddl::ssh::KeptSessions::Kept fresh;
-    fresh.session = connector_.connect(name, options_.ssh);
+    fresh.session = connector_.connect(c.name, options_.ssh);
     return fresh;
+  }
+  /// Whether the subtree frame `payload` that the probe sent started the hosts the launch
+  /// puts below `c`.
+  static bool started_here(const std::string& payload, const HostConn& c) {
+    try {
+      return ssh::same_shape(ssh::decode_subtree(payload).children, c.children);
+    } catch (const std::exception&) {
+      return false;
+    }
   }
 
   class HostTalk;
@@ -505,7 +510,8 @@ class SshBackend : public Backend {
   bool stop_ = false;
   size_t stdin_window_ = ssh::kStdinWindow;  ///< stdin bytes rank 0's agent can take now
   bool stdin_closed_ = false;
-  bool killed_ = false;  ///< SIGKILL went out: finish() waits for no more exits
+  bool killed_ = false;          ///< SIGKILL went out: finish() waits for no more exits
+  std::string job_bytes_frame_;  ///< U, once start() has the rendezvous; guarded by mutex_
 };
 
 // What ddlrun knows of one host's conversation, whether its frames come on the host's own
@@ -579,6 +585,7 @@ class SshBackend::HostTalk {
       case ssh::FrameType::kStdinCredit:
         return on_stdin_credit(f);
       case ssh::FrameType::kHeartbeat:
+      case ssh::FrameType::kOutput:  // a probe's, late: the probe already gave up on it
         return;
       case ssh::FrameType::kFence:
       case ssh::FrameType::kAbort:
@@ -725,7 +732,7 @@ class SshBackend::Conversation {
   Step log_in() {
     ddl::ssh::KeptSessions::Kept kept;
     try {
-      kept = b_.open_session(c_.name);
+      kept = b_.open_session(c_);
     } catch (const std::exception& e) {
       b_.fail(c_, e.what());
       return Step::kEnd;
@@ -733,6 +740,7 @@ class SshBackend::Conversation {
     session_ = std::move(kept.session);
     channel_ = std::move(kept.channel);  // the probe's, its agent running; freed before session_
     reader_.feed(kept.pending);
+    started_below_ = !kept.subtree.empty();
     command_ = channel_ ? kept.command : shell_join({b_.options_.ddlrun_path}) + " --agent";
     return Step::kStartAgent;
   }
@@ -747,7 +755,7 @@ class SshBackend::Conversation {
         return Step::kEnd;
       }
     }
-    pending_ = c_.subtree_frame;  // the hosts below, for its agent to start
+    if (!started_below_) pending_ = c_.subtree_frame;  // the hosts below, for its agent to start
     // Heartbeats: a frame a second down the channel from now on; once the agent said hello,
     // silence from it for the deadline loses the host.
     next_beat_ = Clock::now();
@@ -806,6 +814,10 @@ class SshBackend::Conversation {
     killed_ = b_.killed_;
     for (auto& t : talks_)
       to_send += t->due_frames();
+    if (!job_bytes_sent_ && !b_.job_bytes_frame_.empty()) {
+      to_send = b_.job_bytes_frame_ + to_send;  // before any job frame
+      job_bytes_sent_ = true;
+    }
     if (std::any_of(talks_.begin(), talks_.end(), [](auto& t) { return t->running(); })) {
       for (const pmix_server::FenceResult& r : b_.fences_->expire(Clock::now()))
         b_.deliver(r);
@@ -990,6 +1002,8 @@ class SshBackend::Conversation {
   std::unique_ptr<ddl::ssh::Session> session_;
   std::unique_ptr<ddl::ssh::Channel> channel_;  ///< destroyed before session_
   std::string command_;                         ///< what runs on channel_, for messages
+  bool started_below_ = false;   ///< the probe started the hosts below through channel_
+  bool job_bytes_sent_ = false;  ///< U went down channel_
   ssh::FrameReader reader_;
   std::string err_line_;  ///< the agent's stderr, up to its next newline
   std::string pending_;   ///< frames the remote window could not take yet

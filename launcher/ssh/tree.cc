@@ -10,6 +10,7 @@
 
 #include "launcher/ssh/tree.h"
 
+#include <filesystem>
 #include <stdexcept>
 
 #include "launcher/ssh/protocol.h"
@@ -27,7 +28,7 @@ std::vector<TreeHost> build(const Hosts& hosts, size_t begin, size_t end, size_t
   const size_t n = end - begin;
   const size_t first = std::min(n, width);
   for (size_t i = 0; i < first; ++i)
-    level.push_back(TreeHost{hosts[begin + i].first, hosts[begin + i].second, {}});
+    level.push_back(TreeHost{hosts[begin + i].first, hosts[begin + i].second, {}, {}});
   const size_t rest = n - first;
   size_t at = begin + first;
   for (size_t i = 0; i < first && rest > 0; ++i) {
@@ -41,6 +42,7 @@ std::vector<TreeHost> build(const Hosts& hosts, size_t begin, size_t end, size_t
 void put_host(std::string& out, const TreeHost& h) {
   wire::put_u32(out, static_cast<uint32_t>(h.index));
   wire::put_str(out, h.name);
+  wire::put_str(out, h.command);
   wire::put_u32(out, static_cast<uint32_t>(h.children.size()));
   for (const TreeHost& c : h.children)
     put_host(out, c);
@@ -51,15 +53,24 @@ std::vector<TreeHost> get_hosts(wire::Reader& in, int depth) {
     throw std::runtime_error("malformed subtree frame: deeper than " +
                              std::to_string(kMaxTreeDepth) + " levels");
   }
-  const uint32_t n = in.count(12);
+  const uint32_t n = in.count(16);
   std::vector<TreeHost> hosts(n);
   for (TreeHost& h : hosts) {
     h.index = in.i32();
     if (h.index < 0) throw std::runtime_error("malformed subtree frame: a negative host index");
     h.name = in.str();
+    h.command = in.str();
     h.children = get_hosts(in, depth + 1);
   }
   return hosts;
+}
+
+/// A path as the hosts below see it: absolute (they do not start in ddlrun's directory).
+std::string absolute(const std::string& path) {
+  if (path.empty() || path.front() == '/' || path.front() == '~') return path;
+  std::error_code ec;
+  const std::filesystem::path p = std::filesystem::absolute(path, ec);
+  return ec ? path : p.string();
 }
 
 uint32_t clamp_ms(std::chrono::milliseconds ms) {
@@ -71,6 +82,16 @@ uint32_t clamp_ms(std::chrono::milliseconds ms) {
 std::vector<TreeHost> launch_tree(const Hosts& hosts, int width) {
   const size_t w = width <= 0 ? hosts.size() : static_cast<size_t>(width);
   return build(hosts, 0, hosts.size(), std::max<size_t>(w, 1));
+}
+
+bool same_shape(const std::vector<TreeHost>& a, const std::vector<TreeHost>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].index != b[i].index || a[i].name != b[i].name ||
+        !same_shape(a[i].children, b[i].children))
+      return false;
+  }
+  return true;
 }
 
 int hosts_below(const TreeHost& h) {
@@ -129,6 +150,44 @@ SubtreeFrame decode_subtree(std::string_view payload) {
   return f;
 }
 
+SubtreeFrame subtree_frame(const ddl::ssh::Options& ssh, const std::string& ddlrun_path,
+                           std::chrono::milliseconds heartbeat_timeout,
+                           std::vector<TreeHost> children) {
+  SubtreeFrame w;
+  w.ssh = ssh;
+  w.ssh.keep_sessions.reset();
+  w.ssh.ssh_config = absolute(w.ssh.ssh_config);
+  w.ssh.known_hosts = absolute(w.ssh.known_hosts);
+  w.ddlrun_path = ddlrun_path;
+  w.heartbeat_timeout = heartbeat_timeout;
+  w.children = std::move(children);
+  return w;
+}
+
+std::string encode(const CommandOutput& o) {
+  std::string out;
+  wire::put_u32(out, static_cast<uint32_t>(o.exit_status));
+  wire::put_str(out, o.signal);
+  wire::put_str(out, o.out);
+  wire::put_str(out, o.err);
+  return out;
+}
+
+CommandOutput decode_command_output(std::string_view payload) {
+  wire::Reader in(payload, "command output frame");
+  CommandOutput o;
+  o.exit_status = in.i32();
+  if (o.exit_status < -1) {
+    throw std::runtime_error("malformed command output frame: exit status " +
+                             std::to_string(o.exit_status));
+  }
+  o.signal = in.str();
+  o.out = in.str();
+  o.err = in.str();
+  in.expect_done();
+  return o;
+}
+
 std::string route(int host, std::string_view frames) {
   return encode_frame(FrameType::kRouted, host, frames);
 }
@@ -141,6 +200,14 @@ std::string tree_lost_text(const std::string& why, int below) {
 
 std::string lost_with_parent_text(const std::string& parent) {
   return "lost with its tree parent " + parent;
+}
+
+std::string from_parent_text(const std::string& parent) {
+  return " (from " + parent + ", its parent in the launch tree)";
+}
+
+std::string unreached_text(const std::string& above) {
+  return "not reached: " + above + ", above it in the launch tree, failed";
 }
 
 }  // namespace ddl::launcher::ssh

@@ -21,11 +21,19 @@ struct TreeHost {
   int index = 0;  ///< Host::index
   std::string name;
   std::vector<TreeHost> children;
+  /// What its tree parent runs there instead of `ddlrun --agent`: a command that prints some
+  /// text ending in a line "..." (sent up as its output, V) and then goes on as the agent on
+  /// the same channel (ddlrun's probe: `ddlrun --probe-agent`). Empty: the agent alone.
+  std::string command{};
   bool operator==(const TreeHost&) const = default;
 };
 
-/// PRRTE's radix, the default of --tree-width.
-constexpr int kDefaultTreeWidth = 64;
+/// The same hosts in the same places (commands aside).
+bool same_shape(const std::vector<TreeHost>& a, const std::vector<TreeHost>& b);
+
+/// The default of --tree-width: Slurm's TreeWidth. ddlrun runs a thread per first-level
+/// host (and its probe at most as many), so 50 keeps it under 64 threads at any host count.
+constexpr int kDefaultTreeWidth = 50;
 /// How deep a subtree frame may nest (a fan-out of 2 reaches 2^32 hosts well before).
 constexpr int kMaxTreeDepth = 32;
 
@@ -55,6 +63,27 @@ std::string encode(const SubtreeFrame& f);
 /// Throws std::runtime_error("malformed subtree frame: ...") on short, long or too deep input.
 SubtreeFrame decode_subtree(std::string_view payload);
 
+/// The subtree frame a first-level host's agent gets: ddlrun's ssh settings without the kept
+/// sessions, the config and known_hosts paths made absolute (the hosts below do not start in
+/// ddlrun's directory), ddlrun's path, the heartbeat deadline and `children`.
+SubtreeFrame subtree_frame(const ddl::ssh::Options& ssh, const std::string& ddlrun_path,
+                           std::chrono::milliseconds heartbeat_timeout,
+                           std::vector<TreeHost> children);
+
+/// What a host's command (TreeHost::command) printed before its agent began (V): its stdout up
+/// to and with the line before "...", and its stderr, with exit_status 0; or, when it ended
+/// first, all it printed and how it ended (exit_status -1: without a status; signal: "KILL").
+struct CommandOutput {
+  int exit_status = 0;
+  std::string signal;
+  std::string out;
+  std::string err;
+  bool operator==(const CommandOutput&) const = default;
+};
+std::string encode(const CommandOutput& o);
+/// Throws std::runtime_error("malformed command output frame: ...").
+CommandOutput decode_command_output(std::string_view payload);
+
 /// A routed frame (T) carrying `frames` (whole frames) for or from host `host`.
 std::string route(int host, std::string_view frames);
 
@@ -63,5 +92,11 @@ std::string route(int host, std::string_view frames);
 std::string tree_lost_text(const std::string& why, int below);
 /// What a host below a lost one is lost with: "lost with its tree parent PARENT".
 std::string lost_with_parent_text(const std::string& parent);
+/// What follows a failure seen by a host's tree parent: " (from PARENT, its parent in the
+/// launch tree)".
+std::string from_parent_text(const std::string& parent);
+/// Why a host was not reached while its subtree started, because a host above it failed: "not
+/// reached: ABOVE, above it in the launch tree, failed".
+std::string unreached_text(const std::string& above);
 
 }  // namespace ddl::launcher::ssh

@@ -222,9 +222,10 @@ TEST(OptionsTest, DurationsTooShortAndCountsTooLargeAreSaidSo) {
             "--np: '2147483648' is too large: at most 2147483647");
 }
 
-// Issue 26: the ssh launcher's launch tree, PRRTE's radix by default; 0 is flat.
+// Issue 26: the ssh launcher's launch tree, Slurm's TreeWidth by default (ddlrun under 64
+// threads); 0 is flat.
 TEST(OptionsTest, TreeWidth) {
-  EXPECT_EQ(parse({"p"}).tree_width, 64);
+  EXPECT_EQ(parse({"p"}).tree_width, 50);
   EXPECT_EQ(parse({"--tree-width", "4", "p"}).tree_width, 4);
   EXPECT_EQ(parse({"--fanout", "0", "p"}).tree_width, 0);
   EXPECT_EQ(usage_error({"--tree-width", "-1", "p"}),

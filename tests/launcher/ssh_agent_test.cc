@@ -142,6 +142,43 @@ TEST(SshAgent, AJobItCannotReadAsksAboutTheVersion) {
   EXPECT_EQ(peer.status(), 1);
 }
 
+/// A job frame without the job's bytes: those came before, once per channel (U).
+std::string job_payload_without_job() {
+  std::string payload;
+  wire::put_str(payload, {});
+  wire::put_str(payload, "127.0.0.1");
+  wire::put_u32(payload, 29500);
+  wire::put_u32(payload, 29501);
+  wire::put_str(payload, "127.0.0.1");
+  wire::put_u32(payload, 10'000);
+  return payload;
+}
+
+TEST(SshAgent, TakesTheJobsBytesSentBeforeItsJobFrame) {
+  AgentPeer peer;
+  peer.expect(ssh::FrameType::kHello);
+  peer.send(ssh::FrameType::kJobBytes, 0, encode_job(one_host({"/bin/true"})));
+  peer.send(ssh::FrameType::kJob, 0, job_payload_without_job());
+  peer.expect(ssh::FrameType::kReady);
+  peer.send(ssh::FrameType::kGo, 0);
+  bool done = false;
+  for (std::optional<ssh::Frame> f; !done && (f = peer.next());)
+    done = f->type == ssh::FrameType::kDone;
+  EXPECT_TRUE(done);
+  EXPECT_EQ(peer.status(), 0);
+}
+
+TEST(SshAgent, AJobFrameWithoutTheJobsBytesIsNamed) {
+  AgentPeer peer;
+  peer.expect(ssh::FrameType::kHello);
+  peer.send(ssh::FrameType::kJob, 0, job_payload_without_job());
+  const ssh::Frame f = peer.expect(ssh::FrameType::kFailure);
+  EXPECT_EQ(f.payload,
+            "cannot read the job: the job's bytes are missing (is ddlrun the same version on "
+            "every host?)");
+  EXPECT_EQ(peer.status(), 1);
+}
+
 TEST(SshAgent, AProgramThatIsNotThereFailsWith127) {
   AgentPeer peer;
   peer.expect(ssh::FrameType::kHello);
@@ -236,11 +273,12 @@ TEST(SshAgent, AnInteriorAgentStartsItsChildAndLeavesAfterIt) {
   ASSERT_EQ(f.type, ssh::FrameType::kRouted);
   EXPECT_EQ(f.id, 1);
   EXPECT_EQ(f.payload.front(), 'H');
-  // Its job goes down, its ready comes up.
+  // The job's bytes (U) go to every child, before its job frame; its ready comes up.
   Job job = one_host({"/bin/true"}, 1);
   job.topology.hosts.push_back({1, "c1", "10.9.9.9", {}});
+  peer.send(ssh::FrameType::kJobBytes, 0, encode_job(job));
   peer.send(ssh::FrameType::kRouted, 1,
-            ssh::encode_frame(ssh::FrameType::kJob, 1, job_payload(job)));
+            ssh::encode_frame(ssh::FrameType::kJob, 1, job_payload_without_job()));
   f = next_command(peer);
   ASSERT_EQ(f.type, ssh::FrameType::kRouted);
   EXPECT_EQ(f.payload, ssh::encode_frame(ssh::FrameType::kReady, 0, {}));

@@ -206,7 +206,7 @@ TEST_F(SshBackendTest, RunsTheAgentOnEveryHostAndRelaysTheRanks) {
   for (const char* host : {"n1", "n2"}) {
     EXPECT_EQ(connector.host(host).commands, std::vector<std::string>{kAgent}) << host;
     const FakeRemote& remote = *connector.host(host).remotes.at(0);
-    EXPECT_EQ(frame_types(remote.written()), "JG") << host;  // the job, then go
+    EXPECT_EQ(frame_types(remote.written()), "UJG") << host;  // the job, its frame, then go
     EXPECT_TRUE(remote.closed()) << host;
   }
   // The job frame names the host's index and the rendezvous on rank 0's host (n1's hello).
@@ -214,8 +214,12 @@ TEST_F(SshBackendTest, RunsTheAgentOnEveryHostAndRelaysTheRanks) {
       frames_of(connector.host("n2").remotes.at(0)->written(), ssh::FrameType::kJob);
   ASSERT_EQ(jobs.size(), 1u);
   EXPECT_EQ(jobs[0].id, 1);
+  const std::vector<ssh::Frame> bytes =
+      frames_of(connector.host("n2").remotes.at(0)->written(), ssh::FrameType::kJobBytes);
+  ASSERT_EQ(bytes.size(), 1u);
+  EXPECT_EQ(decode_job(bytes[0].payload).argv, std::vector<std::string>{"train"});
   wire::Reader in(jobs[0].payload, "job frame");
-  EXPECT_EQ(decode_job(in.str()).argv, std::vector<std::string>{"train"});
+  EXPECT_EQ(in.str(), "");  // the job's bytes came once, before
   EXPECT_EQ(in.str(), "10.9.9.9");
   EXPECT_EQ(in.u32(), 5000u);
 }
@@ -282,8 +286,8 @@ TEST_F(SshBackendTest, AnAgentThatRefusesTheJobGivesItsStatus) {
             "  n2: n2: program 'train' not found in PATH\n"
             "install the program on those hosts at the same path, or give its full path");
   // Nobody got go.
-  EXPECT_EQ(frame_types(connector.host("n1").remotes.at(0)->written()), "J");
-  EXPECT_EQ(frame_types(connector.host("n2").remotes.at(0)->written()), "J");
+  EXPECT_EQ(frame_types(connector.host("n1").remotes.at(0)->written()), "UJ");
+  EXPECT_EQ(frame_types(connector.host("n2").remotes.at(0)->written()), "UJ");
 }
 
 TEST_F(SshBackendTest, AChannelThatClosesWhileRanksRunLosesTheHost) {
@@ -333,7 +337,7 @@ TEST_F(SshBackendTest, TakesTheProbesSessionAndAgent) {
   backend->finish();
   EXPECT_EQ(connector.host("n1").logins, 1);  // the probe's only
   EXPECT_EQ(connector.host("n1").commands, std::vector<std::string>{"/x/ddlrun --probe-agent"});
-  EXPECT_EQ(frame_types(connector.host("n1").remotes.at(0)->written()), "JG");
+  EXPECT_EQ(frame_types(connector.host("n1").remotes.at(0)->written()), "UJG");
   EXPECT_EQ(kept->size(), 0u);
 }
 
@@ -349,10 +353,10 @@ TEST_F(SshBackendTest, SignalsAndStdinGoDownTheChannels) {
   const auto sent = [&](const char* host) {
     return frame_types(connector.host(host).remotes.at(0)->written());
   };
-  for (int i = 0; i < 250 && (sent("n1") != "JGSIE" || sent("n2") != "JGS"); ++i)
+  for (int i = 0; i < 250 && (sent("n1") != "UJGSIE" || sent("n2") != "UJGS"); ++i)
     std::this_thread::sleep_for(milliseconds(20));
-  EXPECT_EQ(sent("n1"), "JGSIE");  // rank 0's host gets stdin
-  EXPECT_EQ(sent("n2"), "JGS");
+  EXPECT_EQ(sent("n1"), "UJGSIE");  // rank 0's host gets stdin
+  EXPECT_EQ(sent("n2"), "UJGS");
   const std::vector<ssh::Frame> stdin_frames =
       frames_of(connector.host("n1").remotes.at(0)->written(), ssh::FrameType::kStdin);
   ASSERT_EQ(stdin_frames.size(), 1u);
@@ -364,7 +368,7 @@ TEST_F(SshBackendTest, SignalsAndStdinGoDownTheChannels) {
   const auto start = std::chrono::steady_clock::now();
   backend->finish();
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));  // no grace
-  EXPECT_EQ(sent("n2"), "JGSS");
+  EXPECT_EQ(sent("n2"), "UJGSS");
   EXPECT_EQ(
       frames_of(connector.host("n2").remotes.at(0)->written(), ssh::FrameType::kSignal).at(1).id,
       SIGKILL);

@@ -7,6 +7,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -17,6 +18,7 @@
 #include "launcher/ssh/protocol.h"
 #include "launcher/ssh/relay.h"
 #include "launcher/ssh/tree.h"
+#include "launcher/ssh/tree_start.h"
 #include "launcher/wire.h"
 #include "tests/ssh/fake_ssh.h"
 
@@ -464,6 +466,154 @@ TEST(SshBackendTree, ALostInteriorHostIsNamedAndTakesItsSubtree) {
   ASSERT_EQ(exits.size(), 1u);
   EXPECT_EQ(exits[0].rank, 0);
   backend->finish();
+}
+
+/// n1's session as ddlrun's probe leaves it when it went down the tree: its agent running
+/// (`ddlrun --probe-agent`), and the subtree `children` started through it (start_subtree).
+std::shared_ptr<ddl::ssh::KeptSessions> probed_tree(FakeConnector& connector,
+                                                    const LaunchOptions& o,
+                                                    std::vector<TreeHost> children) {
+  ddl::ssh::KeptSessions::Kept kept;
+  kept.session = connector.connect("n1", o.ssh);
+  kept.channel = kept.session->exec("/opt/ddlrun --probe-agent");
+  kept.command = "/opt/ddlrun --probe-agent";
+  const ssh::SubtreeFrame w =
+      ssh::subtree_frame(o.ssh, o.ddlrun_path, o.heartbeat_timeout, std::move(children));
+  EXPECT_TRUE(ssh::start_subtree(kept, "n1", w, milliseconds(1000)).empty());
+  auto sessions = std::make_shared<ddl::ssh::KeptSessions>();
+  sessions->put("n1", std::move(kept));
+  return sessions;
+}
+
+TEST(SshBackendTree, TakesOverTheSubtreeTheProbeStartedOrStartsItsOwn) {
+  for (const bool same : {true, false}) {
+    SCOPED_TRACE(same ? "the same tree" : "another tree");
+    FakeConnector connector;
+    connector.host("n1").program = TreeAgent{};
+    LaunchOptions o = tree_options();
+    // The launch puts n2 and n3 below n1 as a chain; the other tree has them side by side.
+    const std::vector<TreeHost> chain = {{1, "n2", {{2, "n3", {}}}}};
+    const std::vector<TreeHost> flat = {{1, "n2", {}}, {2, "n3", {}}};
+    o.ssh.keep_sessions = probed_tree(connector, o, same ? chain : flat);
+    EventQueue events;
+    const std::unique_ptr<Backend> backend = make_ssh_backend(chain_job(), o, connector);
+    EXPECT_EQ(backend->start(events), (std::vector<int>{0, 1, 2})) << same;
+    for (const Event& e : events_until(events, 3))
+      EXPECT_NE(e.type, Event::Type::kHostFailure) << e.data;
+    backend->finish();
+    // The same tree: no second login and no second subtree frame; another: the probe's
+    // session closed (its subtree stops) and n1 logged in to again, with the launch's tree.
+    EXPECT_EQ(connector.host("n1").logins, same ? 1 : 2);
+    const std::shared_ptr<FakeRemote> last = connector.host("n1").remotes.back();
+    int subtrees = 0;
+    for (const ssh::Frame& f : frames(last->written()))
+      subtrees += f.type == FrameType::kSubtree ? 1 : 0;
+    EXPECT_EQ(subtrees, 1) << same;
+    EXPECT_EQ(connector.host("n1").remotes.front()->closed(), true);
+  }
+}
+
+/// `n` hosts n0, n1, ... (indices 0, 1, ...), a rank each.
+Job wide_job(int n) {
+  Job job;
+  comm::Topology& t = job.topology;
+  t.job_id = "job-wide";
+  for (int h = 0; h < n; ++h) {
+    t.hosts.push_back({h,
+                       "n" + std::to_string(h),
+                       "10.1." + std::to_string(h / 250) + "." + std::to_string(h % 250 + 1),
+                       {}});
+    t.ranks.push_back({h, 0, h, -1, "", "", comm::CpuSet(), "", ""});
+  }
+  t.mode = comm::parse_mode("p:1x" + std::to_string(n));
+  t.rings = comm::default_rings({1, n});
+  job.argv = {"train"};
+  job.token = "abc";
+  return job;
+}
+
+/// Plays a first-level agent and, as the relays below it would, every host of its subtree:
+/// each says hello (those below once the subtree frame came), ready to its job, and on go its
+/// rank (rank = host index) exits 0 and it says done.
+struct SubtreeAgent {
+  void operator()(FakeRemote& r) const {
+    r.print(hello_frame("first"));
+    auto reader = std::make_shared<ssh::FrameReader>();
+    auto own = std::make_shared<int>(-1);
+    r.on_write([reader, own](FakeRemote& r, std::string_view bytes) {
+      reader->feed(bytes);
+      std::string up;
+      while (auto f = reader->next()) {
+        if (f->type == FrameType::kSubtree) {
+          hellos(ssh::decode_subtree(f->payload).children, up);
+        } else if (f->type == FrameType::kRouted) {
+          ssh::FrameReader inner;
+          inner.feed(f->payload);
+          while (auto g = inner.next())
+            up += ssh::route(f->id, answer(f->id, *g));
+        } else {
+          if (f->type == FrameType::kJob) *own = f->id;
+          up += answer(*own, *f);
+        }
+      }
+      if (!up.empty()) r.print(up);
+    });
+  }
+  static void hellos(const std::vector<TreeHost>& level, std::string& up) {
+    for (const TreeHost& h : level) {
+      up += ssh::route(h.index, hello_frame(h.name));
+      hellos(h.children, up);
+    }
+  }
+  static std::string answer(int host, const ssh::Frame& f) {
+    if (f.type == FrameType::kJob) return ssh::encode_frame(FrameType::kReady, 0, {});
+    if (f.type != FrameType::kGo) return "";
+    return exit_frame(host, 0) + ssh::encode_frame(FrameType::kDone, 0, {});
+  }
+};
+
+/// This process's threads (/proc/self/status).
+int threads_now() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("Threads:", 0) == 0) return std::stoi(line.substr(8));
+  }
+  return -1;
+}
+
+// Issue 26 item 3: at the default width (50, Slurm's TreeWidth) ddlrun's side of the launch
+// holds a thread and a session per first-level host only, so its threads stay under 64 at
+// any host count: run at 128 and 1,024 hosts; at Summit's 4,608 the first level is as wide.
+TEST(SshBackendTree, DefaultWidthKeepsTheThreadsUnder64AtAnyHostCount) {
+  std::vector<std::pair<int, std::string>> summit;
+  for (int h = 0; h < 4608; ++h)
+    summit.emplace_back(h, "n" + std::to_string(h));
+  EXPECT_EQ(ssh::launch_tree(summit, LaunchOptions{}.tree_width).size(), 50u);
+  for (const int n : {128, 1024}) {
+    FakeConnector connector;
+    for (int h = 0; h < n; ++h)
+      connector.host("n" + std::to_string(h)).program = SubtreeAgent{};
+    LaunchOptions o;
+    o.ddlrun_path = "/opt/ddlrun";
+    o.heartbeat_timeout = std::chrono::seconds(60);  // the agents played here send none
+    ASSERT_EQ(o.tree_width, 50);
+    EventQueue events;
+    const std::unique_ptr<Backend> backend = make_ssh_backend(wide_job(n), o, connector);
+    ASSERT_EQ(backend->start(events).size(), static_cast<size_t>(n));
+    const int threads = threads_now();
+    int exits = 0;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (exits < n) {
+      std::optional<Event> e = events.pop(deadline);
+      if (!e) break;
+      exits += e->type == Event::Type::kExit ? 1 : 0;
+      ASSERT_NE(e->type, Event::Type::kHostFailure) << e->data;
+    }
+    backend->finish();
+    EXPECT_EQ(exits, n);
+    EXPECT_LT(threads, 64) << n << " hosts";
+    EXPECT_EQ(connector.connected().size(), 50u) << n << " hosts";
+  }
 }
 
 TEST(SshBackendTree, StdinAndSignalsGoDownToRoutedHosts) {

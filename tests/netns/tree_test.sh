@@ -5,6 +5,12 @@
 #           stdin, ddlrun exits 0; only the first W hosts were logged in to from ddlrun's side,
 #           every other host from another host's address (its tree parent);
 #   status  the deepest rank exits 7: ddlrun exits 7;
+#   probe   the same job probed (no --no-probe): the probe goes down the tree too, so ddlrun
+#           logs in to the first W hosts only and every host sees exactly one login in all
+#           (probe and launch), each below the first level from its tree parent; ranks run;
+#           every inventory lands in the job's disk cache (--job-id); again with the cache,
+#           two hosts below the first level left out of it (probed again through the tree,
+#           the others only launched): still one login per host;
 #   pmix    (given PMIX_CLIENT) a PMIx fence that collects data, then one that does not (each
 #           Get of another host's key a direct modex), every rank's keys all found: fences
 #           and modex travel the tree;
@@ -12,7 +18,11 @@
 #   chaos   the agent of an interior host of the second level (node W+1, with hosts below it)
 #           is SIGKILLed mid-job: ddlrun names that host and the hosts below it and exits 1
 #           within the heartbeat deadline + 4 s; then nothing of the job is left on any host
-#           (no rank, agent or keeper; no /tmp/ddlrun.*, ddlrun-pmix.* or ddlrun-agent.*).
+#           (no rank, agent or keeper; no /tmp/ddlrun.*, ddlrun-pmix.* or ddlrun-agent.*);
+#   unreach the sshds of the last host and of an interior one stopped, and the login of the
+#           host before the last exiting 3, probed: ddlrun names each with its tree parent
+#           (and the failed one's stderr) and the hosts below the interior one as not reached,
+#           exits 1, and nothing is left on any host.
 # Prints the seconds each part took.
 #
 # Usage: tree_test.sh DDLRUN [N [W [PMIX_CLIENT]]]   (exit 77, skipped, when not root or without
@@ -71,6 +81,7 @@ nothing_left() {
   done
 }
 from_head() { grep -c "Accepted publickey for root from $NETNS_HOST_ADDR " "$NETNS_DIR/node$1/sshd.log"; }
+logins() { grep -c "Accepted publickey for root from " "$NETNS_DIR/node$1/sshd.log"; }
 
 echo "== job: every line, stdin to rank 0, exit 0"
 t0=$(now_ms)
@@ -104,6 +115,53 @@ timeout 120 "$ddlrun" "${common[@]}" sh -c "exit \$((RANK == $((n - 1)) ? 7 : 0)
 rc=$?
 echo "  status: exit $rc, $(($(now_ms) - t0)) ms"
 [[ $rc == 7 ]] || fail "status: exit $rc, not 7" "$out/status"
+
+# probe_job NAME: a probed job of the job id tree-probe (its inventories in the job's disk
+# cache): every rank's line, exactly one login per host in all, from ddlrun's host for the
+# first level only.
+probe_job() {
+  local k got head head_logins=0 all_logins=0 rc t0
+  declare -A before_all before_head
+  for ((k = 1; k <= n; k++)); do
+    before_all[$k]=$(logins "$k")
+    before_head[$k]=$(from_head "$k")
+  done
+  t0=$(now_ms)
+  timeout 120 "$ddlrun" "${probed[@]}" --job-id tree-probe --tag-output none \
+    sh -c 'echo "probed rank $RANK"' </dev/null >"$out/$1" 2>&1
+  rc=$?
+  echo "  $1: exit $rc, $(($(now_ms) - t0)) ms"
+  [[ $rc == 0 ]] || fail "$1: exit $rc, not 0" "$out/$1"
+  (($(grep -c '^probed rank ' "$out/$1") == n)) || fail "$1: not $n lines" "$out/$1"
+  for ((k = 1; k <= n; k++)); do
+    got=$(($(logins "$k") - before_all[$k]))
+    head=$(($(from_head "$k") - before_head[$k]))
+    all_logins=$((all_logins + got)) head_logins=$((head_logins + head))
+    ((got == 1)) || fail "$1: node$k was logged in to $got times, not once"
+    if ((k <= width)); then
+      ((head == 1)) || fail "$1: node$k (first level) not logged in to from ddlrun"
+    else
+      ((head == 0)) || fail "$1: ddlrun logged in to node$k itself (not through the tree)"
+    fi
+  done
+  echo "  $1: $head_logins logins from ddlrun's host, $all_logins in all, for $n hosts"
+}
+probed=()
+for a in "${common[@]}"; do [[ $a == --no-probe ]] || probed+=("$a"); done
+cache="$XDG_CACHE_HOME/ddlrun/probe/tree-probe"
+echo "== probe: one login per host in all, through the tree"
+probe_job probe
+(($(ls "$cache" | grep -c '\.yaml$') == n)) || fail "probe: not $n inventories in the job's cache"
+echo "== probe_cached: the same with the cache, two hosts below the first level left out of it"
+rm -f "$cache/node$((width + 2)).yaml" "$cache/node$((n - 1)).yaml"
+sleep 1.1 && touch "$out/marker"
+probe_job probe_cached
+for k in 1 $((width + 1)) "$n"; do
+  [[ $cache/node$k.yaml -nt $out/marker ]] && fail "probe_cached: node$k probed again, not read from the cache"
+done
+for k in $((width + 2)) $((n - 1)); do
+  [[ -s $cache/node$k.yaml ]] || fail "probe_cached: node$k not probed again into the cache"
+done
 
 if [[ -n $pmix_client ]]; then
   for mode in collect nocollect; do
@@ -159,6 +217,30 @@ grep -Eq "^ddlrun: node$victim: .*; the [0-9]+ hosts? below it in the launch tre
 t0=$(now_ms)
 nothing_left chaos $((deadline + 4))
 echo "  chaos: every host checked empty $(($(now_ms) - t0)) ms later"
+
+victim=$((width + 1)) broken=$((n - 1))
+echo "== unreach: the sshds of node$n (a leaf) and node$victim (interior) stopped, node$broken's" \
+  "login exits 3, probed"
+netns_stop_sshd "$n"
+netns_stop_sshd "$victim"
+netns_exec "$broken" sh -c "echo 'echo broken login >&2; exit 3' >'$(getent passwd root | cut -d: -f6)/.bashrc'"
+t0=$(now_ms)
+timeout 120 "$ddlrun" "${probed[@]}" true </dev/null >"$out/unreach" 2>&1
+rc=$?
+echo "  unreach: exit $rc, $(($(now_ms) - t0)) ms"
+grep '^ddlrun\|^  node' "$out/unreach" | head -6
+[[ $rc == 1 ]] || fail "unreach: exit $rc, not 1" "$out/unreach"
+below=$(grep -cE "^  node[0-9]+: not reached: node$victim, above it in the launch tree, failed$" "$out/unreach")
+grep -q "cannot probe $((below + 3)) of $n hosts:" "$out/unreach" ||
+  fail "unreach: not $((below + 3)) of $n hosts" "$out/unreach"
+grep -A1 -E "^  node$broken: '.*--probe-agent' exited with status 3 \(from node[0-9]+, its parent in the launch tree\); its stderr:$" \
+  "$out/unreach" | grep -qx "      broken login" || fail "unreach: node$broken's failed probe is not named" "$out/unreach"
+((below >= 1)) || fail "unreach: the hosts below node$victim are not named" "$out/unreach"
+for k in "$n" "$victim"; do
+  grep -Eq "^  node$k: connection refused \(.*\) \(from node[0-9]+, its parent in the launch tree\)$" \
+    "$out/unreach" || fail "unreach: node$k is not named with its tree parent" "$out/unreach"
+done
+nothing_left unreach 5
 
 ((fails == 0)) || {
   echo "$fails check(s) failed"

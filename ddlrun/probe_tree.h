@@ -1,0 +1,31 @@
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "ddlrun/options.h"
+#include "mapper/mapper.h"
+
+namespace ddl::cli {
+
+/// Whether ddlrun's probe goes down the launch tree (probe_through_tree): the ssh launcher
+/// follows, this is neither a dry run nor a restart's check (`fresh`), --probe-links is off
+/// (it measures from every host's kept session), and there are more than --tree-width hosts.
+bool probe_goes_down_the_tree(const Options& o, std::size_t hosts, bool ssh_follows, bool fresh);
+
+/// Probes `remote` (the hosts of `all`, the job's hosts in order, whose hardware must come from
+/// a probe) along the launch tree of `all` at --tree-width, so that each host pays for one
+/// login: ddlrun logs in to the first level only, running so.keep_command there (the probe,
+/// then the agent, kept in so.keep_sessions), and sends each its subtree; every host below
+/// that the job's disk cache does not know runs so.keep_command too (the others the agent
+/// alone), and its output comes back up the tree. A first-level host is logged in to now only
+/// when it or a host below it is to be probed. One result per host of `remote`, in order; a
+/// failure below the first level names the host's tree parent. New inventories go to the
+/// job's disk cache.
+std::vector<mapper::HostProbe> probe_through_tree(const Options& o,
+                                                  const std::vector<std::string>& all,
+                                                  const std::vector<std::string>& remote,
+                                                  const mapper::SshProbeOptions& so);
+
+}  // namespace ddl::cli

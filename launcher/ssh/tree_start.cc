@@ -1,0 +1,212 @@
+// ddlrun's side of a subtree started before the launch (tree_start.h).
+//
+// How it works: the hosts of the subtree frame are indexed (each one's tree parent, the hosts
+// below it, whether its command's output is awaited). The subtree frame goes down the kept
+// channel, after the bytes the agent already sent (its hello) have been read. Then, turn by
+// turn until no output is awaited: a heartbeat a second goes down as far as the remote window
+// takes, and each frame that comes up is sorted: a V routed from an awaited host is its
+// output; an F routed from one (it could not be logged in to or started) or an L naming one
+// is its error, and every awaited host below it is "not reached"; all the rest (hellos,
+// notes, failures of hosts not awaited, and a copy of every L) is kept, re-encoded, in
+// kept.pending for the launch. A deadline, or the end of the channel, fails what is left.
+
+#include "launcher/ssh/tree_start.h"
+
+#include <map>
+
+#include "base/text.h"
+#include "launcher/ssh/protocol.h"
+
+namespace ddl::launcher::ssh {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr int kPollMs = 20;
+
+class SubtreeStart {
+ public:
+  SubtreeStart(ddl::ssh::KeptSessions::Kept& kept, const std::string& host, const SubtreeFrame& w)
+      : kept_(kept), host_(host) {
+    for (const TreeHost& c : w.children)
+      index(c, host);
+    out_ = encode_frame(FrameType::kSubtree, 0, encode(w));
+    kept_.subtree = encode(w);
+  }
+
+  std::vector<StartedHost> run(std::chrono::milliseconds limit) {
+    reader_.feed(kept_.pending);
+    kept_.pending.clear();
+    const Clock::time_point deadline = Clock::now() + limit;
+    Clock::time_point next_beat = Clock::now();
+    bool open = kept_.channel != nullptr;
+    while (open && (awaited_ > 0 || !out_.empty())) {  // the subtree frame goes, in any case
+      sort_frames();
+      if (Clock::now() >= deadline) {
+        fail_awaited([&](const Node& n) {
+          return "no answer within " + base::seconds_text(limit) + from_parent_text(n.parent);
+        });
+        break;
+      }
+      if (Clock::now() >= next_beat) {
+        out_ += encode_frame(FrameType::kHeartbeat, 0, {});
+        next_beat += kHeartbeatInterval;
+      }
+      open = write() && read();
+    }
+    sort_frames();
+    if (!open) {
+      fail_awaited([&](const Node&) { return unreached_text(host_); });
+      kept_.channel.reset();  // the launch logs in again
+      kept_.subtree.clear();
+    }
+    kept_.pending = kept_.pending + reader_.take_rest();
+    std::vector<StartedHost> out;
+    for (int i : order_)
+      out.push_back(std::move(nodes_.at(i).result));
+    return out;
+  }
+
+ private:
+  struct Node {
+    std::string parent;
+    std::vector<int> below;  ///< every host below it
+    bool awaited = false;    ///< its command's output has not come yet
+    StartedHost result;
+  };
+
+  /// Indexes `h`, below `parent`, and its subtree (in the tree's order); returns the hosts of
+  /// that subtree.
+  std::vector<int> index(const TreeHost& h, const std::string& parent) {
+    Node& n = nodes_[h.index];  // a map's nodes stay put
+    n.parent = parent;
+    n.result = StartedHost{h.index, h.name, parent, std::nullopt, {}};
+    if (!h.command.empty()) {
+      n.awaited = true;
+      ++awaited_;
+      order_.push_back(h.index);
+    }
+    for (const TreeHost& c : h.children) {
+      n.below.push_back(c.index);
+      const std::vector<int> under = index(c, h.name);
+      n.below.insert(n.below.end(), under.begin(), under.end());
+    }
+    return n.below;
+  }
+
+  /// Each awaited host fails with why(node).
+  template <typename Why>
+  void fail_awaited(Why why) {
+    for (auto& [i, n] : nodes_) {
+      if (!n.awaited) continue;
+      n.result.error = why(n);
+      n.awaited = false;
+      --awaited_;
+    }
+  }
+
+  /// Host `i` failed (`why`): so does every awaited host below it.
+  void fail(int i, const std::string& why) {
+    Node& n = nodes_.at(i);
+    if (n.awaited) {
+      n.result.error = why;
+      n.awaited = false;
+      --awaited_;
+    }
+    for (int d : n.below) {
+      Node& m = nodes_.at(d);
+      if (!m.awaited) continue;
+      m.result.error = unreached_text(n.result.name);
+      m.awaited = false;
+      --awaited_;
+    }
+  }
+
+  /// Every whole frame read so far: answers taken, the rest kept for the launch.
+  void sort_frames() {
+    while (std::optional<Frame> f = reader_.next()) {
+      if (f->type == FrameType::kHeartbeat) continue;  // the launch hears its own
+      const auto it = nodes_.find(f->id);
+      if (f->type == FrameType::kLost && it != nodes_.end()) {
+        fail(f->id, f->payload);
+      } else if (f->type == FrameType::kRouted && it != nodes_.end()) {
+        routed(it->first, it->second, f->payload);
+        continue;
+      }
+      kept_.pending += encode_frame(f->type, f->id, f->payload);
+    }
+  }
+
+  /// The frames routed from host `i`: its output and, while it is awaited, its failure are
+  /// taken, the rest kept.
+  void routed(int i, Node& n, std::string_view frames) {
+    FrameReader inner;
+    inner.feed(frames);
+    std::string keep;
+    while (std::optional<Frame> g = inner.next()) {
+      if (g->type == FrameType::kOutput && n.awaited) {
+        n.result.output = decode_command_output(g->payload);
+        n.awaited = false;
+        --awaited_;
+      } else if (g->type == FrameType::kFailure && n.awaited) {
+        fail(i, g->payload);
+      } else if (g->type != FrameType::kOutput) {
+        keep += encode_frame(g->type, g->id, g->payload);
+      }
+    }
+    if (!keep.empty()) kept_.pending += route(i, keep);
+  }
+
+  /// Writes what the remote window takes; false on an error.
+  bool write() {
+    while (!out_.empty()) {
+      const uint32_t window = kept_.channel->window();
+      if (window == 0) return true;
+      const int n = kept_.channel->write(
+          std::string_view(out_).substr(0, std::min<size_t>(out_.size(), window)));
+      if (n < 0) return false;
+      if (n == 0) return true;
+      out_.erase(0, static_cast<size_t>(n));
+    }
+    return true;
+  }
+
+  /// Reads what the agent sent; false once its channel has ended.
+  bool read() {
+    ddl::ssh::Channel& ch = *kept_.channel;
+    int avail = ch.poll(std::chrono::milliseconds(kPollMs));
+    if (avail == ddl::ssh::Channel::kError || avail == ddl::ssh::Channel::kEof) return false;
+    char buf[65536];
+    while (avail > 0) {
+      const int n = ch.read(buf, sizeof buf, ddl::ssh::Stream::kStdout);
+      if (n == ddl::ssh::Channel::kError || n == ddl::ssh::Channel::kEof) return false;
+      if (n == 0) break;
+      reader_.feed(std::string_view(buf, static_cast<size_t>(n)));
+      avail -= n;
+    }
+    return !ch.eof();
+  }
+
+  ddl::ssh::KeptSessions::Kept& kept_;
+  std::string host_;
+  std::map<int, Node> nodes_;
+  std::vector<int> order_;  ///< the awaited hosts, in the tree's order
+  int awaited_ = 0;
+  std::string out_;  ///< frames the remote window could not take yet
+  FrameReader reader_;
+};
+
+}  // namespace
+
+std::vector<StartedHost> start_subtree(ddl::ssh::KeptSessions::Kept& kept, const std::string& host,
+                                       const SubtreeFrame& w, std::chrono::milliseconds limit) {
+  SubtreeStart start(kept, host, w);
+  return start.run(limit);
+}
+
+std::chrono::milliseconds subtree_start_limit(const ddl::ssh::Options& ssh, int levels) {
+  return (ssh.connect_timeout * 4 + std::chrono::seconds(5) + ssh.command_timeout) *
+         std::max(levels, 1);
+}
+
+}  // namespace ddl::launcher::ssh

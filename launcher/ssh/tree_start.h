@@ -1,0 +1,46 @@
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "launcher/ssh/tree.h"
+#include "ssh/session.h"
+
+namespace ddl::launcher::ssh {
+
+// Starting a first-level host's subtree before the launch, so that ddlrun's probe travels the
+// launch tree (tree.h) and each host pays for one login: ddlrun's probe logs in to the first
+// level, keeps each session with its agent running (ssh::KeptSessions), and sends it its
+// subtree frame (W) at once, each host below with a command (TreeHost::command: the probe,
+// then the agent). Their outputs come back up (V) and ddlrun reads its inventories from them;
+// the other frames (the agents' hellos) wait in the kept channel for the launch, which takes
+// the hosts below over instead of starting them again (Kept::subtree).
+
+/// What became of one host below a first-level host while its subtree started.
+struct StartedHost {
+  int index = 0;  ///< Host::index
+  std::string name;
+  std::string parent;                   ///< its tree parent's name
+  std::optional<CommandOutput> output;  ///< what its command printed (V), when it came
+  /// Why it did not come: the failure its tree parent saw (naming the parent), no answer in
+  /// time, or a host above it that failed (unreached_text).
+  std::string error;
+  bool operator==(const StartedHost&) const = default;
+};
+
+/// Sends `w`, the subtree frame of first-level host `host`, down the agent channel kept for
+/// it, and reads until every host of `w` with a command has answered (V) or failed (F, L; a
+/// failed host's subtree with it), sending a heartbeat a second, for at most `limit` (the
+/// rest then fail, "no answer within T"). The frames that are not answers stay in
+/// kept.pending, and kept.subtree records `w`; when the channel ends, kept.channel is gone.
+/// One StartedHost per host with a command, in the tree's order.
+std::vector<StartedHost> start_subtree(ddl::ssh::KeptSessions::Kept& kept, const std::string& host,
+                                       const SubtreeFrame& w, std::chrono::milliseconds limit);
+
+/// How long start_subtree waits for `levels` levels of hosts below the first: for each, a
+/// login (connect_timeout 4 times over, plus 5 s) and the command (command_timeout).
+std::chrono::milliseconds subtree_start_limit(const ddl::ssh::Options& ssh, int levels);
+
+}  // namespace ddl::launcher::ssh

@@ -1,0 +1,238 @@
+// ddlrun's probe down the launch tree, the launcher's side (launcher/ssh/tree.h, relay.h,
+// tree_start.h): the command output frame (V) and its exact errors, each host's command in
+// the subtree frame, an interior agent's relay running a child's command before its agent,
+// and start_subtree collecting the outputs of a first-level host's subtree through the
+// recording ssh double (tests/ssh/fake_ssh.h).
+
+#include "launcher/ssh/tree_start.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "launcher/ssh/protocol.h"
+#include "launcher/ssh/relay.h"
+#include "launcher/ssh/tree.h"
+#include "launcher/wire.h"
+#include "tests/ssh/fake_ssh.h"
+
+namespace ddl::launcher {
+namespace {
+
+using ddl::ssh::FakeConnector;
+using ddl::ssh::FakeRemote;
+using ssh::CommandOutput;
+using ssh::FrameType;
+using ssh::TreeHost;
+using std::chrono::milliseconds;
+
+constexpr const char* kProbe = "/x/ddlrun --probe-agent";
+
+std::string output_error(const std::string& payload) {
+  try {
+    ssh::decode_command_output(payload);
+  } catch (const std::runtime_error& e) {
+    return e.what();
+  }
+  return "decoded";
+}
+
+TEST(CommandOutputFrame, RoundTripsAndMalformedOnesAreNamed) {
+  const CommandOutput ok{0, "", "version: 1\n", ""};
+  EXPECT_EQ(ssh::decode_command_output(ssh::encode(ok)), ok);
+  const CommandOutput killed{-1, "KILL", "half", "sh: oops\n"};
+  EXPECT_EQ(ssh::decode_command_output(ssh::encode(killed)), killed);
+  const std::string good = ssh::encode(killed);
+  EXPECT_EQ(output_error(good.substr(0, 6)), "malformed command output frame: truncated");
+  EXPECT_EQ(output_error(good + "x"), "malformed command output frame: trailing bytes");
+  EXPECT_EQ(output_error(ssh::encode(CommandOutput{-2, "", "", ""})),
+            "malformed command output frame: exit status -2");
+}
+
+TEST(SubtreeFrame, CarriesEachHostsCommandAndSameShapeIgnoresIt) {
+  ssh::SubtreeFrame f;
+  f.children = {{1, "a", {{3, "c", {}, kProbe}}, {}}, {2, "b", {}, kProbe}};
+  EXPECT_EQ(ssh::decode_subtree(ssh::encode(f)).children, f.children);
+  const std::vector<TreeHost> plain = {{1, "a", {{3, "c", {}, {}}}, {}}, {2, "b", {}, {}}};
+  EXPECT_TRUE(ssh::same_shape(f.children, plain));
+  EXPECT_FALSE(ssh::same_shape(f.children, {{1, "a", {}, {}}, {2, "b", {}, {}}}));
+  EXPECT_FALSE(ssh::same_shape(f.children, {{1, "a", {{4, "c", {}, {}}}, {}}, {2, "b", {}, {}}}));
+  EXPECT_FALSE(ssh::same_shape(f.children, {{1, "a", {{3, "d", {}, {}}}, {}}, {2, "b", {}, {}}}));
+}
+
+TEST(TreeTexts, AProbeBelowNamesItsParentOrTheHostAboveThatFailed) {
+  EXPECT_EQ(ssh::from_parent_text("node3"), " (from node3, its parent in the launch tree)");
+  EXPECT_EQ(ssh::unreached_text("node3"),
+            "not reached: node3, above it in the launch tree, failed");
+}
+
+std::string hello_frame(const std::string& host) {
+  std::string hello;
+  wire::put_str(hello, host);
+  wire::put_str(hello, "10.9.9.9");
+  wire::put_u32(hello, 5000);
+  wire::put_u32(hello, 5001);
+  return ssh::encode_frame(FrameType::kHello, 0, hello);
+}
+
+std::vector<ssh::Frame> frames(const std::string& bytes) {
+  ssh::FrameReader reader;
+  reader.feed(bytes);
+  std::vector<ssh::Frame> out;
+  while (auto f = reader.next()) {
+    if (f->type != FrameType::kHeartbeat) out.push_back(std::move(*f));
+  }
+  return out;
+}
+
+/// The frames routed from `host` in `got`, unwrapped, in order.
+std::vector<ssh::Frame> from(const std::vector<ssh::Frame>& got, int host) {
+  std::vector<ssh::Frame> out;
+  for (const ssh::Frame& f : got) {
+    if (f.type != FrameType::kRouted || f.id != host) continue;
+    for (ssh::Frame& g : frames(f.payload))
+      out.push_back(std::move(g));
+  }
+  return out;
+}
+
+const std::string kInventory = "version: 1\nhost: {name: c1}\n";
+
+TEST(Relay, AChildsCommandOutputGoesUpBeforeItsAgentsFrames) {
+  FakeConnector connector;
+  connector.host("c1").program = [](FakeRemote& r) {
+    r.print("sh: warning\n", ddl::ssh::Stream::kStderr);
+    r.print(kInventory + "...\n" + hello_frame("c1"));
+  };
+  connector.host("c2").program = [](FakeRemote& r) {
+    r.print("sh: 1: /x/ddlrun: not found\n", ddl::ssh::Stream::kStderr);
+    r.end(127);
+  };
+  std::mutex mutex;
+  std::string up;
+  ssh::SubtreeFrame spec;
+  spec.ddlrun_path = "/x/ddlrun";
+  spec.heartbeat_timeout = milliseconds(2000);
+  spec.children = {{1, "c1", {}, kProbe}, {2, "c2", {}, kProbe}};
+  ssh::Relay relay(
+      spec, "c0",
+      [&](std::string_view b) {
+        std::lock_guard lock(mutex);
+        up.append(b);
+        return true;
+      },
+      connector);
+  relay.start();
+  std::vector<ssh::Frame> got;
+  for (int i = 0; i < 300 && (from(got, 1).size() < 2 || from(got, 2).empty()); ++i) {
+    std::this_thread::sleep_for(milliseconds(10));
+    std::lock_guard lock(mutex);
+    got = frames(up);
+  }
+  const std::vector<ssh::Frame> c1 = from(got, 1);
+  ASSERT_EQ(c1.size(), 2u);
+  EXPECT_EQ(c1[0].type, FrameType::kOutput);
+  EXPECT_EQ(ssh::decode_command_output(c1[0].payload),
+            (CommandOutput{0, "", kInventory, "sh: warning\n"}));
+  EXPECT_EQ(c1[1].type, FrameType::kHello);  // then its agent's frames
+  const std::vector<ssh::Frame> c2 = from(got, 2);
+  ASSERT_EQ(c2.size(), 1u);  // its output and how it ended; no failure of its own
+  EXPECT_EQ(c2[0].type, FrameType::kOutput);
+  EXPECT_EQ(ssh::decode_command_output(c2[0].payload),
+            (CommandOutput{127, "", "", "sh: 1: /x/ddlrun: not found\n"}));
+  EXPECT_EQ(connector.host("c1").commands, std::vector<std::string>{kProbe});
+  relay.upstream_gone();
+}
+
+/// A first-level host n0 whose probe left its agent running on a kept channel; `agent` plays
+/// what the hosts below send up once the subtree frame came.
+ddl::ssh::KeptSessions::Kept kept_agent(FakeConnector& connector,
+                                        std::function<void(FakeRemote&)> agent) {
+  connector.host("n0").program = [agent](FakeRemote& r) {
+    r.on_write([agent, sent = false](FakeRemote& remote, std::string_view) mutable {
+      if (!std::exchange(sent, true)) agent(remote);
+    });
+  };
+  ddl::ssh::KeptSessions::Kept kept;
+  kept.session = connector.connect("n0", {});
+  kept.channel = kept.session->exec(kProbe);
+  kept.pending = hello_frame("n0");
+  kept.command = kProbe;
+  return kept;
+}
+
+std::string output_of(int host, const CommandOutput& o) {
+  return ssh::route(host, ssh::encode_frame(FrameType::kOutput, 0, ssh::encode(o)));
+}
+
+TEST(StartSubtree, CollectsEachOutputKeepsTheRestAndNamesFailures) {
+  FakeConnector connector;
+  const CommandOutput inv{0, "", kInventory, ""};
+  ddl::ssh::KeptSessions::Kept kept = kept_agent(connector, [&](FakeRemote& r) {
+    r.print(output_of(1, inv) + ssh::route(1, hello_frame("n1")) +
+            ssh::route(2, hello_frame("n2")) + output_of(3, inv) +
+            ssh::route(4, ssh::encode_frame(FrameType::kFailure, 1,
+                                            "connection refused (10.0.0.4:22) (from n1, its "
+                                            "parent in the launch tree)")));
+  });
+  ssh::SubtreeFrame w;
+  w.ddlrun_path = "/x/ddlrun";
+  // n2's inventory is known (no command): only its agent starts.
+  w.children = {
+      {1, "n1", {{3, "n3", {}, kProbe}, {4, "n4", {{5, "n5", {}, kProbe}}, kProbe}}, kProbe},
+      {2, "n2", {}, {}}};
+  const std::vector<ssh::StartedHost> got = ssh::start_subtree(kept, "n0", w, milliseconds(3000));
+  ASSERT_EQ(got.size(), 4u);
+  EXPECT_EQ(got[0], (ssh::StartedHost{1, "n1", "n0", inv, ""}));
+  EXPECT_EQ(got[1], (ssh::StartedHost{3, "n3", "n1", inv, ""}));
+  EXPECT_EQ(got[2],
+            (ssh::StartedHost{4, "n4", "n1", std::nullopt,
+                              "connection refused (10.0.0.4:22) (from n1, its parent in the "
+                              "launch tree)"}));
+  EXPECT_EQ(got[3], (ssh::StartedHost{5, "n5", "n4", std::nullopt,
+                                      "not reached: n4, above it in the launch tree, failed"}));
+  // The launch gets the hellos, n0's own first, and knows the subtree is started.
+  const std::vector<ssh::Frame> rest = frames(kept.pending);
+  ASSERT_EQ(rest.size(), 3u);
+  EXPECT_EQ(rest[0].type, FrameType::kHello);
+  EXPECT_EQ(from(rest, 1).at(0).type, FrameType::kHello);
+  EXPECT_EQ(from(rest, 2).at(0).type, FrameType::kHello);
+  EXPECT_EQ(kept.subtree, ssh::encode(w));
+  ASSERT_NE(kept.channel, nullptr);
+  const std::vector<ssh::Frame> written = frames(connector.host("n0").remotes.at(0)->written());
+  ASSERT_FALSE(written.empty());
+  EXPECT_EQ(written[0].type, FrameType::kSubtree);
+  EXPECT_EQ(ssh::decode_subtree(written[0].payload).children, w.children);
+}
+
+TEST(StartSubtree, SilenceAndAClosedChannelFailWhatIsLeft) {
+  ssh::SubtreeFrame w;
+  w.children = {{1, "n1", {{3, "n3", {}, kProbe}}, kProbe}, {2, "n2", {}, kProbe}};
+  {
+    FakeConnector connector;
+    ddl::ssh::KeptSessions::Kept kept = kept_agent(connector, [](FakeRemote& r) {
+      r.print(output_of(1, {0, "", "x", ""}));
+    });
+    const std::vector<ssh::StartedHost> got = ssh::start_subtree(kept, "n0", w, milliseconds(300));
+    ASSERT_EQ(got.size(), 3u);
+    EXPECT_TRUE(got[0].output);
+    EXPECT_EQ(got[1].error, "no answer within 0.3 s (from n1, its parent in the launch tree)");
+    EXPECT_EQ(got[2].error, "no answer within 0.3 s (from n0, its parent in the launch tree)");
+  }
+  {
+    FakeConnector connector;
+    ddl::ssh::KeptSessions::Kept kept = kept_agent(connector, [](FakeRemote& r) { r.end(1); });
+    const std::vector<ssh::StartedHost> got = ssh::start_subtree(kept, "n0", w, milliseconds(3000));
+    ASSERT_EQ(got.size(), 3u);
+    for (const ssh::StartedHost& s : got)
+      EXPECT_EQ(s.error, "not reached: n0, above it in the launch tree, failed") << s.name;
+    EXPECT_EQ(kept.channel, nullptr);  // the launch logs in again
+    EXPECT_TRUE(kept.subtree.empty());
+  }
+}
+
+}  // namespace
+}  // namespace ddl::launcher
