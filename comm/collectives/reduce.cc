@@ -33,6 +33,7 @@
 // truncate toward zero.
 
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -134,9 +135,19 @@ __attribute__((target("avx,f16c"))) void narrow_half_f16c(const float* in, uint1
 }
 #endif
 
+#ifdef DDL_F16C
+/// Whether the CPU converts float16 (F16C, CPUID leaf 1 ECX) with AVX registers. Asked of
+/// CPUID directly: clang 14's __builtin_cpu_supports does not know "f16c".
+bool cpu_has_f16c() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __builtin_cpu_supports("avx") && __get_cpuid(1, &a, &b, &c, &d) != 0 &&
+         (c & bit_F16C) != 0;
+}
+#endif
+
 std::atomic<bool> g_f16c{[] {
 #ifdef DDL_F16C
-  return __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+  return cpu_has_f16c();
 #else
   return false;
 #endif
@@ -364,7 +375,7 @@ void divide(void* buf, size_t count, DataType type, int divisor) {
 bool set_f16c(bool on) {
 #ifdef DDL_F16C
   const bool had = g_f16c.load();
-  g_f16c.store(on && __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c"));
+  g_f16c.store(on && cpu_has_f16c());
   return had;
 #else
   (void)on;
