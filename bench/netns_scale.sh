@@ -9,7 +9,10 @@
 # one rank per host through ddlrun's ssh launcher flat (--tree-width 0), through its launch
 # tree (--tree-width W) and through Open MPI's mpirun (its own tree spawn), RUNS times each;
 # one row per count: the median seconds of each, and ddlrun's peak memory (VmHWM, MB) and
-# most threads (sampled every 20 ms) flat and tree. Then a model fitted to those rows (least
+# most threads (sampled every 20 ms) flat and tree, and what the tree launch cost all of this
+# machine's CPUs (/proc/stat: ddlrun, the fake hosts' sshd and agents, the kernel) with that
+# over the CPUs, the least wall time the hosts' own work allows here whatever the launcher
+# ("floor s"). Then a model fitted to those rows (least
 # squares) and its launch time at 1,024 and 4,608 hosts: flat and mpirun as a + b*N, the tree
 # as a + b*L, L its levels of hosts at fan-out W (ceil(log_W) of the hosts, as tree.h builds).
 #

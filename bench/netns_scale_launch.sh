@@ -15,12 +15,19 @@ sample() {
   echo "$rss $thr"
 }
 
+# busy: the CPU time every process of this machine has spent, in jiffies (/proc/stat: user,
+# nice, system, irq, softirq), so that a run's difference is what the run cost all CPUs: the
+# launcher, every fake host's sshd and agent, and the kernel's share of their traffic.
+busy() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 }' /proc/stat; }
+
 # time_runs KEY CMD...: runs CMD `runs` times; sets secs[KEY] (median), rss[KEY] (MB) and
-# thr[KEY] (most threads) for ddlrun; a failed run marks KEY "failed".
+# thr[KEY] (most threads) for ddlrun, and cpu[KEY], the machine's CPU seconds of the median
+# run (busy); a failed run marks KEY "failed".
 time_runs() {
-  local key=$1 i t0 pid rc times=() peak=0 most=0 r t
+  local key=$1 i t0 b0 pid rc times=() cpus=() peak=0 most=0 r t
   shift
   for ((i = 0; i < runs; i++)); do
+    b0=$(busy)
     t0=$EPOCHREALTIME
     "$@" </dev/null >"$work/out" 2>&1 &
     pid=$!
@@ -34,12 +41,21 @@ time_runs() {
       return
     fi
     times+=("$(echo "$EPOCHREALTIME - $t0" | bc)")
+    cpus+=("$(( $(busy) - b0 ))")
     ((r > peak)) && peak=$r
     ((t > most)) && most=$t
   done
   secs[$key]=$(printf '%s\n' "${times[@]}" | sort -g | awk '{ v[NR] = $1 } END { printf "%.2f", v[int((NR + 1) / 2)] }')
   rss[$key]=$(awk -v k="$peak" 'BEGIN { printf "%.1f", k / 1024 }')
   thr[$key]=$most
+  cpu[$key]=$(printf '%s\n' "${cpus[@]}" | sort -g |
+    awk -v hz="$(getconf CLK_TCK)" '{ v[NR] = $1 } END { printf "%.2f", v[int((NR + 1) / 2)] / hz }')
+}
+
+# floor_of CPU_SECONDS: the least wall time that CPU time takes on this machine's CPUs.
+floor_of() {
+  [[ -n $1 ]] || { echo -; return; }
+  awk -v c="$1" -v n="$(nproc)" 'BEGIN { printf "%.2f", c / n }'
 }
 
 # levels N: the launch tree's levels of hosts at fan-out `width` (tree.h: W + W^2 + ... >= N).
@@ -104,13 +120,13 @@ launch_table() {
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   work=$(mktemp -d "${TMPDIR:-/tmp}/netns_scale.XXXXXX") || exit 1
   trap 'netns_down; rm -rf "$work"' EXIT
-  declare -gA secs=() rss=() thr=()
+  declare -gA secs=() rss=() thr=() cpu=()
   local n hosts xs_n=() xs_l=() xs_m=() y_flat=() y_tree=() y_mpi=()
   echo "netns_scale --launch: true, 1 rank a host, median of $runs; tree fan-out $width; every login" \
     "sleeps $login_sleep s; $( ((probe)) && echo "probed (down the tree with it)" || echo "--no-probe");" \
     "$(nproc) CPUs, load $(cut -d' ' -f1 /proc/loadavg)"
-  printf '%6s %8s %8s %8s %8s %9s %9s %9s %9s\n' hosts "flat s" "tree s" "mpirun s" levels \
-    "flat MB" "flat thr" "tree MB" "tree thr"
+  printf '%6s %8s %8s %8s %8s %9s %9s %9s %9s %10s %9s\n' hosts "flat s" "tree s" "mpirun s" \
+    levels "flat MB" "flat thr" "tree MB" "tree thr" "tree CPU s" "floor s"
   for n in $counts; do
     netns_up "$n" || exit $?
     unset SSH_AUTH_SOCK
@@ -118,7 +134,7 @@ launch_table() {
     mkdir -p "$HOME"
     hosts=$(IFS=,; echo "${NETNS_HOSTS[*]}")
     slow_logins "$n"
-    secs=() rss=() thr=()
+    secs=() rss=() thr=() cpu=()
     local d=(--launcher ssh --ssh-config "$NETNS_SSH_CONFIG" -H "$hosts")
     ((probe)) || d+=(--no-probe)
     time_runs flat "$ddlrun" "${d[@]}" --tree-width 0 true
@@ -128,9 +144,9 @@ launch_table() {
       time_runs mpirun mpirun --mca plm_rsh_args "-F $NETNS_SSH_CONFIG" --mca oob_tcp_if_include \
         "$NETNS_NET" --mca btl_tcp_if_include "$NETNS_NET" -H "$hosts" -np "$n" true
     fi
-    printf '%6s %8s %8s %8s %8s %9s %9s %9s %9s\n' "$n" "${secs[flat]}" "${secs[tree]}" \
+    printf '%6s %8s %8s %8s %8s %9s %9s %9s %9s %10s %9s\n' "$n" "${secs[flat]}" "${secs[tree]}" \
       "${secs[mpirun]}" "$(levels "$n")" "${rss[flat]:--}" "${thr[flat]:--}" "${rss[tree]:--}" \
-      "${thr[tree]:--}"
+      "${thr[tree]:--}" "${cpu[tree]:--}" "$(floor_of "${cpu[tree]:-}")"
     [[ ${secs[flat]} != failed ]] && xs_n+=("$n") && y_flat+=("${secs[flat]}")
     [[ ${secs[tree]} != failed ]] && xs_l+=("$(levels "$n")") && y_tree+=("${secs[tree]}")
     [[ ${secs[mpirun]} != failed && ${secs[mpirun]} != - ]] && xs_m+=("$n") && y_mpi+=("${secs[mpirun]}")
@@ -142,6 +158,9 @@ launch_table() {
   ((${#y_mpi[@]})) && xof=hosts_n var=N fit "mpirun" "${xs_m[@]}" -- "${y_mpi[@]}"
   echo "  (namespace hosts share this machine's $(nproc) CPUs, so every launcher's time here also grows"
   echo "  with N; the tree's model assumes hosts with CPUs of their own, each level costing alike)"
+  echo "tree CPU s: what the tree launch cost all of this machine's CPUs (ddlrun, every fake host's"
+  echo "  sshd and agent, the kernel); floor s: that over the $(nproc) CPUs, the least wall time those"
+  echo "  hosts' own work allows here, whatever the launcher"
   published
   return 0
 }
