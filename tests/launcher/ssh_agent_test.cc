@@ -91,15 +91,20 @@ Job one_host(std::vector<std::string> argv, int ranks = 2) {
   return job;
 }
 
-std::string job_payload(const Job& job) {
+/// A job frame's payload carrying `job_bytes` (empty: the job came before, once per channel, U).
+std::string job_payload_of(const std::string& job_bytes) {
   std::string payload;
-  wire::put_str(payload, encode_job(job));
+  wire::put_str(payload, job_bytes);
   wire::put_str(payload, "127.0.0.1");
   wire::put_u32(payload, 29500);
   wire::put_u32(payload, 29501);
   wire::put_str(payload, "127.0.0.1");
   wire::put_u32(payload, 10'000);
   return payload;
+}
+
+std::string job_payload(const Job& job) {
+  return job_payload_of(encode_job(job));
 }
 
 std::string this_host() {
@@ -144,14 +149,7 @@ TEST(SshAgent, AJobItCannotReadAsksAboutTheVersion) {
 
 /// A job frame without the job's bytes: those came before, once per channel (U).
 std::string job_payload_without_job() {
-  std::string payload;
-  wire::put_str(payload, {});
-  wire::put_str(payload, "127.0.0.1");
-  wire::put_u32(payload, 29500);
-  wire::put_u32(payload, 29501);
-  wire::put_str(payload, "127.0.0.1");
-  wire::put_u32(payload, 10'000);
-  return payload;
+  return job_payload_of({});
 }
 
 TEST(SshAgent, TakesTheJobsBytesSentBeforeItsJobFrame) {

@@ -12,6 +12,7 @@
 #include "launcher/factory.h"
 #include "launcher/ssh/protocol.h"
 #include "launcher/wire.h"
+#include "tests/launcher/ssh_frames.h"
 #include "tests/ssh/fake_ssh.h"
 
 namespace ddl::launcher {
@@ -20,6 +21,8 @@ namespace {
 using ddl::ssh::FakeConnector;
 using ddl::ssh::FakeRemote;
 using std::chrono::milliseconds;
+using test::events_until;
+using test::hello_frame;
 
 constexpr char kDdlrun[] = "/opt/ddlrun/bin/ddlrun";
 constexpr char kAgent[] = "/opt/ddlrun/bin/ddlrun --agent";
@@ -56,15 +59,6 @@ LaunchOptions options() {
 
 std::string frame(ssh::FrameType type, int32_t id, std::string_view payload = {}) {
   return ssh::encode_frame(type, id, payload);
-}
-
-std::string hello_frame(const std::string& host) {
-  std::string hello;
-  wire::put_str(hello, host);
-  wire::put_str(hello, "10.9.9.9");
-  wire::put_u32(hello, 5000);
-  wire::put_u32(hello, 5001);
-  return frame(ssh::FrameType::kHello, 0, hello);
 }
 
 std::string exit_frame(int rank, int code, int signal = 0) {
@@ -144,19 +138,6 @@ std::vector<ssh::Frame> frames_of(const std::string& bytes, ssh::FrameType type)
     if (f->type == type) out.push_back(std::move(*f));
   }
   return out;
-}
-
-/// Events until `exits` exits or host failures came (at most 5 s).
-std::vector<Event> events_until(EventQueue& events, int exits) {
-  std::vector<Event> got;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (exits > 0) {
-    std::optional<Event> e = events.pop(deadline);
-    if (!e) break;
-    if (e->type == Event::Type::kExit || e->type == Event::Type::kHostFailure) --exits;
-    got.push_back(std::move(*e));
-  }
-  return got;
 }
 
 void agents_on_both(FakeConnector& connector) {

@@ -20,6 +20,7 @@
 #include "launcher/ssh/tree.h"
 #include "launcher/ssh/tree_start.h"
 #include "launcher/wire.h"
+#include "tests/launcher/ssh_frames.h"
 #include "tests/ssh/fake_ssh.h"
 
 namespace ddl::launcher {
@@ -30,6 +31,9 @@ using ddl::ssh::FakeRemote;
 using ssh::FrameType;
 using ssh::TreeHost;
 using std::chrono::milliseconds;
+using test::events_until;
+using test::frames;
+using test::hello_frame;
 
 std::vector<std::pair<int, std::string>> hosts(int n) {
   std::vector<std::pair<int, std::string>> out;
@@ -167,25 +171,6 @@ TEST(TreeTexts, ALostHostNamesWhatGoesWithIt) {
 }
 
 // --- the relay -----------------------------------------------------------------------------
-
-std::string hello_frame(const std::string& host) {
-  std::string hello;
-  wire::put_str(hello, host);
-  wire::put_str(hello, "10.9.9.9");
-  wire::put_u32(hello, 5000);
-  wire::put_u32(hello, 5001);
-  return ssh::encode_frame(FrameType::kHello, 0, hello);
-}
-
-std::vector<ssh::Frame> frames(const std::string& bytes) {
-  ssh::FrameReader reader;
-  reader.feed(bytes);
-  std::vector<ssh::Frame> out;
-  while (auto f = reader.next()) {
-    if (f->type != FrameType::kHeartbeat) out.push_back(std::move(*f));
-  }
-  return out;
-}
 
 /// What the relay passed up, waited for.
 class Upstream {
@@ -392,18 +377,6 @@ LaunchOptions tree_options() {
   o.ssh.ssh_config = "/etc/cfg";
   o.tree_width = 1;
   return o;
-}
-
-std::vector<Event> events_until(EventQueue& events, int exits) {
-  std::vector<Event> got;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (exits > 0) {
-    std::optional<Event> e = events.pop(deadline);
-    if (!e) break;
-    if (e->type == Event::Type::kExit || e->type == Event::Type::kHostFailure) --exits;
-    got.push_back(std::move(*e));
-  }
-  return got;
 }
 
 TEST(SshBackendTree, LogsInToTheFirstLevelOnlyAndRunsEveryHostThroughIt) {

@@ -17,6 +17,7 @@
 #include "launcher/ssh/relay.h"
 #include "launcher/ssh/tree.h"
 #include "launcher/wire.h"
+#include "tests/launcher/ssh_frames.h"
 #include "tests/ssh/fake_ssh.h"
 
 namespace ddl::launcher {
@@ -28,6 +29,8 @@ using ssh::CommandOutput;
 using ssh::FrameType;
 using ssh::TreeHost;
 using std::chrono::milliseconds;
+using test::frames;
+using test::hello_frame;
 
 constexpr const char* kProbe = "/x/ddlrun --probe-agent";
 
@@ -67,25 +70,6 @@ TEST(TreeTexts, AProbeBelowNamesItsParentOrTheHostAboveThatFailed) {
   EXPECT_EQ(ssh::from_parent_text("node3"), " (from node3, its parent in the launch tree)");
   EXPECT_EQ(ssh::unreached_text("node3"),
             "not reached: node3, above it in the launch tree, failed");
-}
-
-std::string hello_frame(const std::string& host) {
-  std::string hello;
-  wire::put_str(hello, host);
-  wire::put_str(hello, "10.9.9.9");
-  wire::put_u32(hello, 5000);
-  wire::put_u32(hello, 5001);
-  return ssh::encode_frame(FrameType::kHello, 0, hello);
-}
-
-std::vector<ssh::Frame> frames(const std::string& bytes) {
-  ssh::FrameReader reader;
-  reader.feed(bytes);
-  std::vector<ssh::Frame> out;
-  while (auto f = reader.next()) {
-    if (f->type != FrameType::kHeartbeat) out.push_back(std::move(*f));
-  }
-  return out;
 }
 
 /// The frames routed from `host` in `got`, unwrapped, in order.

@@ -133,6 +133,16 @@ netns_pids() {
   done
 }
 
+# netns_job_procs K: the processes in host K's namespace but sshd's (the listener and the
+# sessions, which may outlive a cut link), as "pid args" lines: what a job left there.
+netns_job_procs() {
+  local pid
+  for pid in $(netns_pids "$1"); do
+    [[ $(ps -o comm= -p "$pid" 2>/dev/null) == sshd* ]] && continue
+    ps -o pid=,args= -p "$pid" 2>/dev/null
+  done
+}
+
 # Prints the processes still in host K (netns_pids) after giving them up to 3 s to end (an
 # agent's keeper and sshd's session end just after ddlrun does); empty when none are left.
 netns_leftovers() {

@@ -46,20 +46,11 @@ now_ms() { echo $(($(date +%s%N) / 1000000)); }
 # shellcheck source=SCRIPTDIR/../lib/procs.sh
 source "$(dirname "$0")/../lib/procs.sh"  # alive
 
-# The processes of the job on host K: all in its namespace but sshd's (the listener and the
-# sessions, which may outlive a cut link), as "pid args" lines.
-job_procs() {
-  local pid
-  for pid in $(netns_pids "$1"); do
-    [[ $(ps -o comm= -p "$pid" 2>/dev/null) == sshd* ]] && continue
-    ps -o pid=,args= -p "$pid" 2>/dev/null
-  done
-}
 # gone K SECONDS NAME: nothing of the job on host K within SECONDS.
 gone() {
   local i left
   for ((i = 0; i < $2 * 10; i++)); do
-    left=$(job_procs "$1")
+    left=$(netns_job_procs "$1")
     [[ -z $left ]] && return 0
     sleep 0.1
   done

@@ -56,21 +56,13 @@ hosts=$(IFS=,; echo "${NETNS_HOSTS[*]}")
 common=(--launcher ssh --no-probe --ssh-config "$NETNS_SSH_CONFIG" --tree-width "$width"
   --heartbeat-timeout "$deadline" -H "$hosts")
 
-# The processes of the job on host K, all but sshd's, as "pid args" lines.
-job_procs() {
-  local pid
-  for pid in $(netns_pids "$1"); do
-    [[ $(ps -o comm= -p "$pid" 2>/dev/null) == sshd* ]] && continue
-    ps -o pid=,args= -p "$pid" 2>/dev/null
-  done
-}
 # nothing_left NAME SECONDS: within SECONDS no process of the job and no temporary directory of
 # ddlrun's on any host.
 nothing_left() {
   local k i left
   for ((k = 1; k <= n; k++)); do
     for ((i = 0; i < $2 * 10; i++)); do
-      left=$(job_procs "$k")
+      left=$(netns_job_procs "$k")
       [[ -z $left ]] && break
       sleep 0.1
     done
