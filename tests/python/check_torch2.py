@@ -18,6 +18,7 @@ integers, so every collective's result is exact. Each rank prints "rank R of N o
 """
 
 import datetime
+import os
 import sys
 import time
 import warnings
@@ -291,7 +292,11 @@ def main():
     else:
         sys.exit(f"check_torch2.py: unknown mode {mode!r} (collectives, train, torchrun)")
     dist.destroy_process_group()
-    print(f"rank {rank} of {n} ok", flush=True)
+    # One write(2) of the whole line: the ranks share torchrun's stdout pipe, and a line written
+    # in two pieces (text, then newline) ran into the other rank's once in CI
+    # ("rank 0 of 2 okrank 1 of 2 ok"); a pipe keeps a write of this size whole.
+    sys.stdout.flush()
+    os.write(sys.stdout.fileno(), f"rank {rank} of {n} ok\n".encode())
 
 
 if __name__ == "__main__":
