@@ -32,6 +32,37 @@ std::size_t KeptSessions::size() const {
   return kept_.size();
 }
 
+void KeptSessions::keep_alive(std::function<void(Kept&)> beat, std::chrono::milliseconds interval) {
+  std::lock_guard lock(mutex_);
+  beat_ = std::move(beat);
+  interval_ = interval;
+  if (!beater_.joinable()) beater_ = std::thread([this] { beat_all(); });
+}
+
+void KeptSessions::beat_all() {
+  std::unique_lock lock(mutex_);
+  while (!stop_.wait_for(lock, interval_, [this] { return stopping_; })) {
+    std::vector<std::string> names;
+    for (const auto& [name, kept] : kept_)
+      names.push_back(name);
+    for (const std::string& name : names) {  // the lock taken again for each: take() waits less
+      lock.unlock();
+      lock.lock();
+      if (stopping_) return;
+      if (auto it = kept_.find(name); it != kept_.end()) beat_(it->second);
+    }
+  }
+}
+
+KeptSessions::~KeptSessions() {
+  {
+    const std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  stop_.notify_all();
+  if (beater_.joinable()) beater_.join();
+}
+
 std::string descriptor_exhaustion(int err) {
   if (err == ENFILE) {
     return "the system's open files are exhausted (fs.file-max): close some, or raise it";

@@ -108,35 +108,49 @@ rc=$?
 echo "  status: exit $rc, $(($(now_ms) - t0)) ms"
 [[ $rc == 7 ]] || fail "status: exit $rc, not 7" "$out/status"
 
-# probe_job NAME: a probed job of the job id tree-probe (its inventories in the job's disk
-# cache): every rank's line, exactly one login per host in all, from ddlrun's host for the
-# first level only.
-probe_job() {
-  local k got head head_logins=0 all_logins=0 rc t0
-  declare -A before_all before_head
+# count_logins: each host's logins so far, in all and from ddlrun's host (before_all,
+# before_head).
+declare -A before_all before_head
+count_logins() {
+  local k
   for ((k = 1; k <= n; k++)); do
     before_all[$k]=$(logins "$k")
     before_head[$k]=$(from_head "$k")
   done
+}
+# check_logins NAME [SKIP...]: since count_logins, every host but the SKIP ones was logged in
+# to exactly once, from ddlrun's host for the first level only, from another host below it.
+check_logins() {
+  local k got head head_logins=0 all_logins=0 name=$1
+  shift
+  for ((k = 1; k <= n; k++)); do
+    [[ " $* " == *" $k "* ]] && continue
+    got=$(($(logins "$k") - before_all[$k]))
+    head=$(($(from_head "$k") - before_head[$k]))
+    all_logins=$((all_logins + got)) head_logins=$((head_logins + head))
+    ((got == 1)) || fail "$name: node$k was logged in to $got times, not once"
+    if ((k <= width)); then
+      ((head == 1)) || fail "$name: node$k (first level) not logged in to from ddlrun"
+    else
+      ((head == 0)) || fail "$name: ddlrun logged in to node$k itself (not through the tree)"
+    fi
+  done
+  echo "  $name: $head_logins logins from ddlrun's host, $all_logins in all, for $((n - $#)) hosts"
+}
+# probe_job NAME [JOB_ID]: a probed job of the job id JOB_ID (default tree-probe; its
+# inventories in the job's disk cache): every rank's line, exactly one login per host in all,
+# from ddlrun's host for the first level only.
+probe_job() {
+  local rc t0
+  count_logins
   t0=$(now_ms)
-  timeout 120 "$ddlrun" "${probed[@]}" --job-id tree-probe --tag-output none \
+  timeout 120 "$ddlrun" "${probed[@]}" --job-id "${2:-tree-probe}" --tag-output none \
     sh -c 'echo "probed rank $RANK"' </dev/null >"$out/$1" 2>&1
   rc=$?
   echo "  $1: exit $rc, $(($(now_ms) - t0)) ms"
   [[ $rc == 0 ]] || fail "$1: exit $rc, not 0" "$out/$1"
   (($(grep -c '^probed rank ' "$out/$1") == n)) || fail "$1: not $n lines" "$out/$1"
-  for ((k = 1; k <= n; k++)); do
-    got=$(($(logins "$k") - before_all[$k]))
-    head=$(($(from_head "$k") - before_head[$k]))
-    all_logins=$((all_logins + got)) head_logins=$((head_logins + head))
-    ((got == 1)) || fail "$1: node$k was logged in to $got times, not once"
-    if ((k <= width)); then
-      ((head == 1)) || fail "$1: node$k (first level) not logged in to from ddlrun"
-    else
-      ((head == 0)) || fail "$1: ddlrun logged in to node$k itself (not through the tree)"
-    fi
-  done
-  echo "  $1: $head_logins logins from ddlrun's host, $all_logins in all, for $n hosts"
+  check_logins "$1"
 }
 probed=()
 for a in "${common[@]}"; do [[ $a == --no-probe ]] || probed+=("$a"); done
@@ -154,6 +168,112 @@ done
 for k in $((width + 2)) $((n - 1)); do
   [[ -s $cache/node$k.yaml ]] || fail "probe_cached: node$k not probed again into the cache"
 done
+
+# agents_up: how many hosts run an agent of ddlrun's (--agent, --probe-agent).
+agents_up() {
+  local k pid up=0
+  for ((k = 1; k <= n; k++)); do
+    for pid in $(netns_pids "$k"); do
+      if [[ $(tr '\0' ' ' </proc/"$pid"/cmdline 2>/dev/null) == *" --"*agent* ]]; then
+        up=$((up + 1))
+        break
+      fi
+    done
+  done
+  echo "$up"
+}
+
+echo "== plan_wait: ddlrun plans for longer than the heartbeat deadline after the probe"
+export DDLRUN_TEST_PLAN_DELAY_MS=$(((deadline + 2) * 1000))
+probe_job plan_wait tree-plan-wait
+unset DDLRUN_TEST_PLAN_DELAY_MS
+grep -q 'DDLRUN_TEST_PLAN_DELAY_MS: planning' "$out/plan_wait" ||
+  fail "plan_wait: planning was not delayed" "$out/plan_wait"
+
+echo "== plan_kill: ddlrun SIGKILLed while it plans, every host's agent waiting for its job"
+DDLRUN_TEST_PLAN_DELAY_MS=120000 "$ddlrun" "${probed[@]}" --job-id tree-plan-kill true \
+  </dev/null >"$out/plan_kill" 2>&1 &
+job_pid=$!
+for ((i = 0; i < 600; i++)); do
+  grep -q 'DDLRUN_TEST_PLAN_DELAY_MS: planning' "$out/plan_kill" && break
+  alive "$job_pid" || break
+  sleep 0.1
+done
+grep -q 'DDLRUN_TEST_PLAN_DELAY_MS: planning' "$out/plan_kill" ||
+  fail "plan_kill: ddlrun did not get to its planning" "$out/plan_kill"
+sleep 1
+up=$(agents_up)
+echo "  plan_kill: $up hosts run an agent while ddlrun plans"
+((up == n)) || fail "plan_kill: $up of $n hosts run an agent while ddlrun plans" "$out/plan_kill"
+kill -KILL "$job_pid"
+wait "$job_pid" 2>/dev/null
+t0=$(now_ms)
+nothing_left plan_kill "$deadline"
+echo "  plan_kill: every host checked empty $(($(now_ms) - t0)) ms after the SIGKILL"
+
+echo "== dry_run: --dry-run probes through the tree too, and leaves nothing"
+count_logins
+t0=$(now_ms)
+timeout 120 "$ddlrun" "${probed[@]}" --job-id tree-dry --dry-run true </dev/null \
+  >"$out/dry_run" 2>&1
+rc=$?
+echo "  dry_run: exit $rc, $(($(now_ms) - t0)) ms"
+[[ $rc == 0 ]] || fail "dry_run: exit $rc, not 0" "$out/dry_run"
+(($(ls "$XDG_CACHE_HOME/ddlrun/probe/tree-dry" | grep -c '\.yaml$') == n)) ||
+  fail "dry_run: not $n inventories in the job's cache" "$out/dry_run"
+check_logins dry_run
+nothing_left dry_run 5
+
+victim=$((width + 1)) go=/tmp/tree-restart-go
+echo "== restart: rank $((n - 1)) fails; node$victim's login broken before the restart's probe"
+count_logins
+t0=$(now_ms)
+"$ddlrun" "${probed[@]}" --job-id tree-restart --max-restarts 1 --min-hosts $((n / 2)) --tag-output none sh -c '
+  if [ "${DDL_RESTART_COUNT:-0}" = 0 ]; then
+    echo "up $RANK"
+    if [ "$RANK" = '"$((n - 1))"' ]; then
+      while [ ! -e '"$go"' ]; do sleep 0.1; done
+      exit 5
+    fi
+    exec sleep 60
+  fi
+  echo "again $RANK"' </dev/null >"$out/restart" 2>&1 &
+job_pid=$!
+for ((i = 0; i < 600; i++)); do
+  (($(grep -c '^up ' "$out/restart") >= n)) && break
+  alive "$job_pid" || break
+  sleep 0.1
+done
+(($(grep -c '^up ' "$out/restart") >= n)) || fail "restart: not every rank started" "$out/restart"
+check_logins restart_first
+count_logins
+netns_exec "$victim" sh -c "echo 'echo broken login >&2; exit 3' >'$(getent passwd root | cut -d: -f6)/.bashrc'"
+netns_exec "$n" touch "$go"
+for ((i = 0; i < 1200; i++)); do
+  alive "$job_pid" || break
+  sleep 0.1
+done
+alive "$job_pid" && kill -KILL "$job_pid"
+wait "$job_pid"
+rc=$?
+echo "  restart: exit $rc, $(($(now_ms) - t0)) ms"
+grep '^ddlrun' "$out/restart" | head -4
+[[ $rc == 0 ]] || fail "restart: exit $rc, not 0" "$out/restart"
+grep -Eq "^ddlrun: node$victim does not answer \('.*--probe-agent' exited with status 3 \(from node1, its parent in the launch tree\); its stderr:" \
+  "$out/restart" || fail "restart: node$victim's failed probe is not named with its tree parent" "$out/restart"
+below=$(sed -nE "s/^ddlrun: node([0-9]+) does not answer \(not reached: node$victim, above it in the launch tree, failed\); left out$/\1/p" "$out/restart")
+(($(wc -w <<<"$below") >= 1)) || fail "restart: the hosts below node$victim are not named" "$out/restart"
+again=$((n - 1 - $(wc -w <<<"$below")))
+(($(grep -c '^again ' "$out/restart") == again)) ||
+  fail "restart: not $again ranks ran again" "$out/restart"
+check_logins restart_again "$victim" $below
+(($(logins "$victim") - before_all[$victim] == 1)) || fail "restart: node$victim's login not tried once"
+for k in $below; do
+  (($(logins "$k") == before_all[$k])) || fail "restart: node$k, below node$victim, logged in to"
+done
+netns_exec "$victim" sh -c "rm -f '$(getent passwd root | cut -d: -f6)/.bashrc'"
+netns_exec "$n" rm -f "$go"
+nothing_left restart 5
 
 if [[ -n $pmix_client ]]; then
   for mode in collect nocollect; do
