@@ -11,6 +11,18 @@
 #           every inventory lands in the job's disk cache (--job-id); again with the cache,
 #           two hosts below the first level left out of it (probed again through the tree,
 #           the others only launched): still one login per host;
+#   plan_wait  ddlrun plans for longer than the heartbeat deadline after the probe (the test
+#           hook DDLRUN_TEST_PLAN_DELAY_MS): its heartbeats keep the waiting agents, and the
+#           job runs, one login per host;
+#   plan_kill  ddlrun SIGKILLed while it plans, an agent waiting on every host: every host is
+#           empty within the heartbeat deadline;
+#   dry_run --dry-run probes through the tree too: one login per host, the first level's from
+#           ddlrun's host, every inventory in the job's cache, and nothing left on any host;
+#   restart --max-restarts 1: rank N-1 fails once every rank runs, and meanwhile the login of
+#           node W+1 (interior) is broken: the restart's probe goes down the tree (one login
+#           per host per attempt, again only the first level's from ddlrun's host), names
+#           node W+1 with its tree parent and the hosts below it as not reached, leaves them
+#           out, and the job runs again on the others without a second login to any of them;
 #   pmix    (given PMIX_CLIENT) a PMIx fence that collects data, then one that does not (each
 #           Get of another host's key a direct modex), every rank's keys all found: fences
 #           and modex travel the tree;
@@ -191,6 +203,7 @@ grep -q 'DDLRUN_TEST_PLAN_DELAY_MS: planning' "$out/plan_wait" ||
   fail "plan_wait: planning was not delayed" "$out/plan_wait"
 
 echo "== plan_kill: ddlrun SIGKILLed while it plans, every host's agent waiting for its job"
+: >"$out/plan_kill"
 DDLRUN_TEST_PLAN_DELAY_MS=120000 "$ddlrun" "${probed[@]}" --job-id tree-plan-kill true \
   </dev/null >"$out/plan_kill" 2>&1 &
 job_pid=$!
@@ -228,6 +241,7 @@ victim=$((width + 1)) go=/tmp/tree-restart-go
 echo "== restart: rank $((n - 1)) fails; node$victim's login broken before the restart's probe"
 count_logins
 t0=$(now_ms)
+: >"$out/restart"
 "$ddlrun" "${probed[@]}" --job-id tree-restart --max-restarts 1 --min-hosts $((n / 2)) --tag-output none sh -c '
   if [ "${DDL_RESTART_COUNT:-0}" = 0 ]; then
     echo "up $RANK"
