@@ -16,6 +16,8 @@
 #           job runs, one login per host;
 #   plan_kill  ddlrun SIGKILLed while it plans, an agent waiting on every host: every host is
 #           empty within the heartbeat deadline;
+#   plan_stop  the same with ddlrun frozen (SIGSTOP; its connections stay open, its heartbeats
+#           stop): every host is empty within the heartbeat deadline + 2 s;
 #   dry_run --dry-run probes through the tree too: one login per host, the first level's from
 #           ddlrun's host, every inventory in the job's cache, and nothing left on any host;
 #   restart --max-restarts 1: rank N-1 fails once every rank runs, and meanwhile the login of
@@ -202,27 +204,36 @@ unset DDLRUN_TEST_PLAN_DELAY_MS
 grep -q 'DDLRUN_TEST_PLAN_DELAY_MS: planning' "$out/plan_wait" ||
   fail "plan_wait: planning was not delayed" "$out/plan_wait"
 
+# plan_fault NAME SIGNAL SECONDS: ddlrun gets SIGNAL while it plans, an agent waiting on every
+# host; then within SECONDS every host is empty, and ddlrun is gone.
+plan_fault() {
+  local up
+  : >"$out/$1"
+  DDLRUN_TEST_PLAN_DELAY_MS=120000 "$ddlrun" "${probed[@]}" --job-id "tree-$1" true \
+    </dev/null >"$out/$1" 2>&1 &
+  job_pid=$!
+  for ((i = 0; i < 600; i++)); do
+    grep -q 'DDLRUN_TEST_PLAN_DELAY_MS: planning' "$out/$1" && break
+    alive "$job_pid" || break
+    sleep 0.1
+  done
+  grep -q 'DDLRUN_TEST_PLAN_DELAY_MS: planning' "$out/$1" ||
+    fail "$1: ddlrun did not get to its planning" "$out/$1"
+  sleep 1
+  up=$(agents_up)
+  echo "  $1: $up hosts run an agent while ddlrun plans"
+  ((up == n)) || fail "$1: $up of $n hosts run an agent while ddlrun plans" "$out/$1"
+  kill -"$2" "$job_pid"
+  t0=$(now_ms)
+  nothing_left "$1" "$3"
+  echo "  $1: every host checked empty $(($(now_ms) - t0)) ms after the SIG$2"
+  kill -KILL "$job_pid" 2>/dev/null
+  wait "$job_pid" 2>/dev/null
+}
 echo "== plan_kill: ddlrun SIGKILLed while it plans, every host's agent waiting for its job"
-: >"$out/plan_kill"
-DDLRUN_TEST_PLAN_DELAY_MS=120000 "$ddlrun" "${probed[@]}" --job-id tree-plan-kill true \
-  </dev/null >"$out/plan_kill" 2>&1 &
-job_pid=$!
-for ((i = 0; i < 600; i++)); do
-  grep -q 'DDLRUN_TEST_PLAN_DELAY_MS: planning' "$out/plan_kill" && break
-  alive "$job_pid" || break
-  sleep 0.1
-done
-grep -q 'DDLRUN_TEST_PLAN_DELAY_MS: planning' "$out/plan_kill" ||
-  fail "plan_kill: ddlrun did not get to its planning" "$out/plan_kill"
-sleep 1
-up=$(agents_up)
-echo "  plan_kill: $up hosts run an agent while ddlrun plans"
-((up == n)) || fail "plan_kill: $up of $n hosts run an agent while ddlrun plans" "$out/plan_kill"
-kill -KILL "$job_pid"
-wait "$job_pid" 2>/dev/null
-t0=$(now_ms)
-nothing_left plan_kill "$deadline"
-echo "  plan_kill: every host checked empty $(($(now_ms) - t0)) ms after the SIGKILL"
+plan_fault plan_kill KILL "$deadline"
+echo "== plan_stop: ddlrun frozen (SIGSTOP) while it plans: its heartbeats stop"
+plan_fault plan_stop STOP $((deadline + 2))
 
 echo "== dry_run: --dry-run probes through the tree too, and leaves nothing"
 count_logins
