@@ -3,6 +3,8 @@
 #include "ssh/session.h"
 
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -36,7 +38,15 @@ void KeptSessions::keep_alive(std::function<void(Kept&)> beat, std::chrono::mill
   std::lock_guard lock(mutex_);
   beat_ = std::move(beat);
   interval_ = interval;
-  if (!beater_.joinable()) beater_ = std::thread([this] { beat_all(); });
+  if (beater_.joinable()) return;
+  // Made with every signal blocked, which it keeps: ddlrun takes SIGINT and the like with
+  // sigtimedwait() on threads that block them, and a thread that did not would get them.
+  sigset_t all;
+  sigset_t old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  beater_ = std::thread([this] { beat_all(); });
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
 
 void KeptSessions::beat_all() {

@@ -150,7 +150,8 @@ class KeptSessions {
   /// From now on, every `interval` on a thread of its own, calls `beat` on each session kept
   /// at the time (ddlrun's heartbeat to the agents waiting in the kept channels while it plans
   /// the job), until this is destroyed. Each call holds the lock, so a take() waits for one
-  /// beat at most; `beat` must not block. A second call replaces `beat`.
+  /// beat at most; `beat` must not block. A second call replaces `beat`. The thread blocks
+  /// every signal.
   void keep_alive(std::function<void(Kept&)> beat, std::chrono::milliseconds interval);
 
   KeptSessions() = default;

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -126,6 +127,23 @@ TEST(KeptSessions, KeepAliveBeatsEachKeptSessionUntilTakenOrDestroyed) {
   const int after = count("node2:22");
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   EXPECT_EQ(count("node2:22"), after);  // destroyed: the beats stopped
+}
+
+// ddlrun takes SIGINT and the like with sigtimedwait() on a thread that blocks them: the beat
+// thread, made while they were not blocked, must not take them (a signal's default action
+// there would end ddlrun at once).
+TEST(KeptSessions, TheKeepAliveThreadTakesNoSignal) {
+  KeptSessions kept;
+  kept.keep_alive([](KeptSessions::Kept&) {}, std::chrono::milliseconds(10));
+  sigset_t usr1;
+  sigset_t old;
+  sigemptyset(&usr1);
+  sigaddset(&usr1, SIGUSR1);
+  ASSERT_EQ(pthread_sigmask(SIG_BLOCK, &usr1, &old), 0);
+  ASSERT_EQ(kill(getpid(), SIGUSR1), 0);
+  const timespec wait{5, 0};
+  EXPECT_EQ(sigtimedwait(&usr1, nullptr, &wait), SIGUSR1);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
 
 // The double itself: what the units' tests rely on.
