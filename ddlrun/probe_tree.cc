@@ -10,6 +10,10 @@
 // back. The outputs are read as inventories by the mapper (inventory_from_probe_output, the
 // same texts as a probe from here, with the tree parent named), and the launch later takes
 // the first level's sessions over with their subtrees already running: one login per host.
+// A restart's probe (past the disk cache: every host gets the command) goes the same way, and
+// the tree without the hosts whose probe failed (and those below them, never reached) goes to
+// the launch, which then takes it over as it is (LaunchOptions::probe_tree). A dry run closes
+// the sessions once the outputs came: every agent exits.
 
 #include "ddlrun/probe_tree.h"
 

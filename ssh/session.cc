@@ -1,4 +1,9 @@
 // What ssh/session.h offers besides libssh: kept sessions, and the texts of its messages.
+//
+// Kept sessions' keep-alive: one thread, made with every signal blocked, wakes each interval
+// (or at once when the sessions are destroyed), lists the hosts kept at that moment, and beats
+// each in turn, taking the lock anew for each one so that a take() waits for one beat at most;
+// a host taken meanwhile is skipped.
 
 #include "ssh/session.h"
 

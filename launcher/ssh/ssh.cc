@@ -34,8 +34,12 @@
 // work as they do flat. A host below is timed by its tree parent, which reports it lost (L);
 // a lost host takes the hosts below it along, reported after it as "lost with its tree parent
 // X" (the lost host is the job's reason, and a restart keeps the others). When ddlrun's probe
-// already went down the tree (tree_probe.h), a first-level session comes with its subtree
+// already went down the tree (tree_start.h), a first-level session comes with its subtree
 // started: its W is not sent again, and the hosts' hellos wait in the kept channel's bytes.
+// When ddlrun passes the probe's tree (LaunchOptions::probe_tree: a restart's probe that left
+// hosts out) and it holds exactly this launch's hosts, the launch takes that shape, and each
+// host's id in the tree's frames (its route) stays the one the probe's W gave it, while its
+// job frame carries its index in this job, whose hosts were numbered again.
 
 #include <signal.h>
 

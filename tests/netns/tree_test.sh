@@ -36,7 +36,7 @@
 #   unreach the sshds of the last host and of an interior one stopped, and the login of the
 #           host before the last exiting 3, probed: ddlrun names each with its tree parent
 #           (and the failed one's stderr) and the hosts below the interior one as not reached,
-#           exits 1, and nothing is left on any host.
+#           exits 1, and nothing is left on any host; the same with --dry-run.
 # Prints the seconds each part took.
 #
 # Usage: tree_test.sh DDLRUN [N [W [PMIX_CLIENT]]]   (exit 77, skipped, when not root or without
@@ -361,23 +361,27 @@ echo "== unreach: the sshds of node$n (a leaf) and node$victim (interior) stoppe
 netns_stop_sshd "$n"
 netns_stop_sshd "$victim"
 netns_exec "$broken" sh -c "echo 'echo broken login >&2; exit 3' >'$(getent passwd root | cut -d: -f6)/.bashrc'"
-t0=$(now_ms)
-timeout 120 "$ddlrun" "${probed[@]}" true </dev/null >"$out/unreach" 2>&1
-rc=$?
-echo "  unreach: exit $rc, $(($(now_ms) - t0)) ms"
-grep '^ddlrun\|^  node' "$out/unreach" | head -6
-[[ $rc == 1 ]] || fail "unreach: exit $rc, not 1" "$out/unreach"
-below=$(grep -cE "^  node[0-9]+: not reached: node$victim, above it in the launch tree, failed$" "$out/unreach")
-grep -q "cannot probe $((below + 3)) of $n hosts:" "$out/unreach" ||
-  fail "unreach: not $((below + 3)) of $n hosts" "$out/unreach"
-grep -A1 -E "^  node$broken: '.*--probe-agent' exited with status 3 \(from node[0-9]+, its parent in the launch tree\); its stderr:$" \
-  "$out/unreach" | grep -qx "      broken login" || fail "unreach: node$broken's failed probe is not named" "$out/unreach"
-((below >= 1)) || fail "unreach: the hosts below node$victim are not named" "$out/unreach"
-for k in "$n" "$victim"; do
-  grep -Eq "^  node$k: connection refused \(.*\) \(from node[0-9]+, its parent in the launch tree\)$" \
-    "$out/unreach" || fail "unreach: node$k is not named with its tree parent" "$out/unreach"
+for run in unreach unreach_dry; do
+  extra=()
+  [[ $run == unreach_dry ]] && extra=(--dry-run)
+  t0=$(now_ms)
+  timeout 120 "$ddlrun" "${probed[@]}" "${extra[@]}" true </dev/null >"$out/$run" 2>&1
+  rc=$?
+  echo "  $run: exit $rc, $(($(now_ms) - t0)) ms"
+  [[ $run == unreach ]] && grep '^ddlrun\|^  node' "$out/$run" | head -6
+  [[ $rc == 1 ]] || fail "$run: exit $rc, not 1" "$out/$run"
+  below=$(grep -cE "^  node[0-9]+: not reached: node$victim, above it in the launch tree, failed$" "$out/$run")
+  grep -q "cannot probe $((below + 3)) of $n hosts:" "$out/$run" ||
+    fail "$run: not $((below + 3)) of $n hosts" "$out/$run"
+  grep -A1 -E "^  node$broken: '.*--probe-agent' exited with status 3 \(from node[0-9]+, its parent in the launch tree\); its stderr:$" \
+    "$out/$run" | grep -qx "      broken login" || fail "$run: node$broken's failed probe is not named" "$out/$run"
+  ((below >= 1)) || fail "$run: the hosts below node$victim are not named" "$out/$run"
+  for k in "$n" "$victim"; do
+    grep -Eq "^  node$k: connection refused \(.*\) \(from node[0-9]+, its parent in the launch tree\)$" \
+      "$out/$run" || fail "$run: node$k is not named with its tree parent" "$out/$run"
+  done
+  nothing_left "$run" 5
 done
-nothing_left unreach 5
 
 ((fails == 0)) || {
   echo "$fails check(s) failed"
