@@ -20,11 +20,12 @@
 #           stop): every host is empty within the heartbeat deadline + 2 s;
 #   dry_run --dry-run probes through the tree too: one login per host, the first level's from
 #           ddlrun's host, every inventory in the job's cache, and nothing left on any host;
-#   restart --max-restarts 1: rank N-1 fails once every rank runs, and meanwhile the login of
-#           node W+1 (interior) is broken: the restart's probe goes down the tree (one login
-#           per host per attempt, again only the first level's from ddlrun's host), names
-#           node W+1 with its tree parent and the hosts below it as not reached, leaves them
-#           out, and the job runs again on the others without a second login to any of them;
+#   restart --max-restarts 1: rank N-1 fails once every rank runs, and meanwhile the logins
+#           of node2 (first level) and node W+1 (below node1) are broken: the restart's probe
+#           goes down the tree (one login per host per attempt, again only the first level's
+#           from ddlrun's host), names node W+1 with its tree parent, node2, and the hosts
+#           below each as not reached, leaves them out, and the job runs again on the others
+#           without a second login to any of them;
 #   pmix    (given PMIX_CLIENT) a PMIx fence that collects data, then one that does not (each
 #           Get of another host's key a direct modex), every rank's keys all found: fences
 #           and modex travel the tree;
@@ -248,12 +249,15 @@ echo "  dry_run: exit $rc, $(($(now_ms) - t0)) ms"
 check_logins dry_run
 nothing_left dry_run 5
 
-victim=$((width + 1)) go=/tmp/tree-restart-go
-echo "== restart: rank $((n - 1)) fails; node$victim's login broken before the restart's probe"
+victim=$((width + 1)) top=2 go=/tmp/tree-restart-go
+home=$(getent passwd root | cut -d: -f6)
+echo "== restart: rank $((n - 1)) fails; the logins of node$top (first level) and node$victim" \
+  "(below node1) broken before the restart's probe"
 count_logins
 t0=$(now_ms)
 : >"$out/restart"
-"$ddlrun" "${probed[@]}" --job-id tree-restart --max-restarts 1 --min-hosts $((n / 2)) --tag-output none sh -c '
+"$ddlrun" "${probed[@]}" --job-id tree-restart --max-restarts 1 --min-hosts $((n / 2)) \
+  --tag-output none sh -c '
   if [ "${DDL_RESTART_COUNT:-0}" = 0 ]; then
     echo "up $RANK"
     if [ "$RANK" = '"$((n - 1))"' ]; then
@@ -272,7 +276,9 @@ done
 (($(grep -c '^up ' "$out/restart") >= n)) || fail "restart: not every rank started" "$out/restart"
 check_logins restart_first
 count_logins
-netns_exec "$victim" sh -c "echo 'echo broken login >&2; exit 3' >'$(getent passwd root | cut -d: -f6)/.bashrc'"
+for k in "$top" "$victim"; do
+  netns_exec "$k" sh -c "echo 'echo broken login >&2; exit 3' >'$home/.bashrc'"
+done
 netns_exec "$n" touch "$go"
 for ((i = 0; i < 1200; i++)); do
   alive "$job_pid" || break
@@ -282,21 +288,30 @@ alive "$job_pid" && kill -KILL "$job_pid"
 wait "$job_pid"
 rc=$?
 echo "  restart: exit $rc, $(($(now_ms) - t0)) ms"
-grep '^ddlrun' "$out/restart" | head -4
+grep '^ddlrun' "$out/restart" | grep -v 'not reached' | head -5
 [[ $rc == 0 ]] || fail "restart: exit $rc, not 0" "$out/restart"
 grep -Eq "^ddlrun: node$victim does not answer \('.*--probe-agent' exited with status 3 \(from node1, its parent in the launch tree\); its stderr:" \
   "$out/restart" || fail "restart: node$victim's failed probe is not named with its tree parent" "$out/restart"
-below=$(sed -nE "s/^ddlrun: node([0-9]+) does not answer \(not reached: node$victim, above it in the launch tree, failed\); left out$/\1/p" "$out/restart")
-(($(wc -w <<<"$below") >= 1)) || fail "restart: the hosts below node$victim are not named" "$out/restart"
-again=$((n - 1 - $(wc -w <<<"$below")))
+grep -Eq "^ddlrun: node$top does not answer \('.*--probe-agent' exited with status 3; its stderr:" \
+  "$out/restart" || fail "restart: node$top's failed probe is not named" "$out/restart"
+left_out="$top $victim"
+for k in "$top" "$victim"; do
+  below=$(sed -nE "s/^ddlrun: node([0-9]+) does not answer \(not reached: node$k, above it in the launch tree, failed\); left out$/\1/p" "$out/restart")
+  (($(wc -w <<<"$below") >= 1)) || fail "restart: the hosts below node$k are not named" "$out/restart"
+  left_out+=" $below"
+  for j in $below; do
+    (($(logins "$j") == before_all[$j])) || fail "restart: node$j, below node$k, logged in to"
+  done
+done
+again=$((n - $(wc -w <<<"$left_out")))
 (($(grep -c '^again ' "$out/restart") == again)) ||
   fail "restart: not $again ranks ran again" "$out/restart"
-check_logins restart_again "$victim" $below
-(($(logins "$victim") - before_all[$victim] == 1)) || fail "restart: node$victim's login not tried once"
-for k in $below; do
-  (($(logins "$k") == before_all[$k])) || fail "restart: node$k, below node$victim, logged in to"
+# shellcheck disable=SC2086  # a list of host numbers
+check_logins restart_again $left_out
+for k in "$top" "$victim"; do
+  (($(logins "$k") - before_all[$k] == 1)) || fail "restart: node$k's login not tried once"
+  netns_exec "$k" sh -c "rm -f '$home/.bashrc'"
 done
-netns_exec "$victim" sh -c "rm -f '$(getent passwd root | cut -d: -f6)/.bashrc'"
 netns_exec "$n" rm -f "$go"
 nothing_left restart 5
 
