@@ -515,8 +515,11 @@ struct ProbedTreeAgent {
       while (auto f = reader->next()) {
         if (f->type == FrameType::kSubtree) {
           for (const TreeHost& h : ssh::decode_subtree(f->payload).children) {
+            // The failed host speaks once more after its failure, as one whose probe printed
+            // what ddlrun could not read would: the launch has no place for it, and ignores it.
             up += ssh::route(h.index, h.name == failed
-                                          ? ssh::encode_frame(FrameType::kFailure, 1, "refused")
+                                          ? ssh::encode_frame(FrameType::kFailure, 1, "refused") +
+                                                hello_frame(h.name)
                                           : hello_frame(h.name));
             for (const TreeHost& g : h.children)
               up += ssh::route(g.index, hello_frame(g.name));
