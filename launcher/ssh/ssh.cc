@@ -790,6 +790,7 @@ class SshBackend::Conversation {
     channel_ = std::move(kept.channel);  // the probe's, its agent running; freed before session_
     reader_.feed(kept.pending);
     started_below_ = !kept.subtree.empty();
+    if (started_below_) note_left_out(kept.subtree);
     command_ = channel_ ? kept.command : shell_join({b_.options_.ddlrun_path}) + " --agent";
     return Step::kStartAgent;
   }
@@ -878,7 +879,7 @@ class SshBackend::Conversation {
   /// host below lost.
   void dispatch(ssh::Frame& f) {
     // A host the launch left out of the probe's tree (its probe failed) that speaks anyway.
-    if (b_.adopted_tree_ && !by_index_.contains(f.id) &&
+    if (left_out_.contains(f.id) &&
         (f.type == ssh::FrameType::kRouted || f.type == ssh::FrameType::kLost))
       return;
     if (f.type == ssh::FrameType::kRouted) {
@@ -892,6 +893,21 @@ class SshBackend::Conversation {
     }
     if (f.type == ssh::FrameType::kLost) return on_lost(talk_of(f.id), f.payload);
     own().on_frame(f);
+  }
+
+  /// The hosts that the probe's subtree frame `payload` started below this one and that this
+  /// launch left out (their probe failed, so they run nothing, or the launch ignores them).
+  void note_left_out(const std::string& payload) {
+    std::function<void(const std::vector<ssh::TreeHost>&)> note = [&](const auto& level) {
+      for (const ssh::TreeHost& t : level) {
+        if (!by_index_.contains(t.index)) left_out_.insert(t.index);
+        note(t.children);
+      }
+    };
+    try {
+      note(ssh::decode_subtree(payload).children);
+    } catch (const std::exception&) {  // then the launch did not take the session over
+    }
   }
 
   HostTalk& talk_of(int index) {
@@ -1052,6 +1068,7 @@ class SshBackend::Conversation {
   HostConn& c_;
   std::vector<std::unique_ptr<HostTalk>> talks_;  ///< c_'s, then those of the hosts below it
   std::map<int, HostTalk*> by_index_;             ///< the hosts below, by route
+  std::set<int> left_out_;                        ///< note_left_out
   std::unique_ptr<ddl::ssh::Session> session_;
   std::unique_ptr<ddl::ssh::Channel> channel_;  ///< destroyed before session_
   std::string command_;                         ///< what runs on channel_, for messages
