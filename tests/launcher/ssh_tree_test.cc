@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <map>
@@ -690,6 +691,62 @@ TEST(SshBackendTree, DefaultWidthKeepsTheThreadsUnder64AtAnyHostCount) {
     EXPECT_EQ(exits, n);
     EXPECT_LT(threads, 64) << n << " hosts";
     EXPECT_EQ(connector.connected().size(), 50u) << n << " hosts";
+  }
+}
+
+/// The most threads this process had while `during` ran (sampled every millisecond).
+template <typename Fn>
+int peak_threads(Fn during) {
+  std::atomic<int> peak{threads_now()};
+  std::atomic<bool> done{false};
+  std::thread sampler([&] {
+    while (!done) {
+      peak = std::max(peak.load(), threads_now());
+      std::this_thread::sleep_for(milliseconds(1));
+    }
+  });
+  during();
+  done = true;
+  sampler.join();
+  return peak;
+}
+
+// Issue 26 item 3, flat: with --tree-width 0 ddlrun logs in to every host itself (a session
+// each), but its conversations run on a fixed pool of threads: at 128 and 1,024 hosts its
+// threads never exceed kLoginThreads + kTalkThreads more than before the launch (the sampler's
+// own thread included in both), and once every host is logged in the talkers alone are left.
+TEST(SshBackendTree, FlatLaunchRunsOnAFixedPoolOfThreads) {
+  for (const int n : {128, 1024}) {
+    FakeConnector connector;
+    for (int h = 0; h < n; ++h)
+      connector.host("n" + std::to_string(h)).program = SubtreeAgent{};
+    LaunchOptions o;
+    o.ddlrun_path = "/opt/ddlrun";
+    o.heartbeat_timeout = std::chrono::seconds(60);  // the agents played here send none
+    o.tree_width = 0;
+    const int before = threads_now();
+    int exits = 0;
+    int after_start = 0;
+    const int peak = peak_threads([&] {
+      EventQueue events;
+      const std::unique_ptr<Backend> backend = make_ssh_backend(wide_job(n), o, connector);
+      ASSERT_EQ(backend->start(events).size(), static_cast<size_t>(n));
+      for (int i = 0; i < 200 && (after_start = threads_now()) > before + 1 + ssh::kTalkThreads;
+           ++i)
+        std::this_thread::sleep_for(milliseconds(10));  // the login threads are ending
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+      while (exits < n) {
+        std::optional<Event> e = events.pop(deadline);
+        if (!e) break;
+        exits += e->type == Event::Type::kExit ? 1 : 0;
+        ASSERT_NE(e->type, Event::Type::kHostFailure) << e->data;
+      }
+      backend->finish();
+    });
+    EXPECT_EQ(exits, n);
+    EXPECT_LE(peak, before + 1 + ssh::kLoginThreads + ssh::kTalkThreads) << n << " hosts";
+    EXPECT_LE(after_start, before + 1 + ssh::kTalkThreads) << n << " hosts";
+    EXPECT_EQ(connector.connected().size(), static_cast<size_t>(n)) << n << " hosts";
   }
 }
 
