@@ -31,20 +31,21 @@
 // host's key is a direct modex.
 //
 // The launch tree (tree.h; --tree-width K, beyond K hosts): the conversations above are the
-// first level's only, at most K of them, so ddlrun's sessions do not grow with the hosts. Each first-level conversation sends its agent a subtree frame (W: the hosts below it
-// and how to log in to them), and its agent starts theirs (relay.h). The other hosts keep
-// their HostConn and their own HostTalk (phase, ranks, frames), driven by the conversation of
-// the first-level host above them: what ddlrun sends them goes routed (T) down that channel,
-// what they send comes up routed, so hello/ready/go, output, stdin, signals, exits and PMIx
-// work as they do flat. A host below is timed by its tree parent, which reports it lost (L);
-// a lost host takes the hosts below it along, reported after it as "lost with its tree parent
-// X" (the lost host is the job's reason, and a restart keeps the others). When ddlrun's probe
-// already went down the tree (tree_start.h), a first-level session comes with its subtree
-// started: its W is not sent again, and the hosts' hellos wait in the kept channel's bytes.
-// When ddlrun passes the probe's tree (LaunchOptions::probe_tree: a restart's probe that left
-// hosts out) and it holds exactly this launch's hosts, the launch takes that shape, and each
-// host's id in the tree's frames (its route) stays the one the probe's W gave it, while its
-// job frame carries its index in this job, whose hosts were numbered again.
+// first level's only, at most K of them, so ddlrun's sessions do not grow with the hosts. Each
+// first-level conversation sends its agent a subtree frame (W: the hosts below it and how to log in
+// to them), and its agent starts theirs (relay.h). The other hosts keep their HostConn and their
+// own HostTalk (phase, ranks, frames), driven by the conversation of the first-level host above
+// them: what ddlrun sends them goes routed (T) down that channel, what they send comes up routed,
+// so hello/ready/go, output, stdin, signals, exits and PMIx work as they do flat. A host below is
+// timed by its tree parent, which reports it lost (L); a lost host takes the hosts below it along,
+// reported after it as "lost with its tree parent X" (the lost host is the job's reason, and a
+// restart keeps the others). When ddlrun's probe already went down the tree (tree_start.h), a
+// first-level session comes with its subtree started: its W is not sent again, and the hosts'
+// hellos wait in the kept channel's bytes. When ddlrun passes the probe's tree
+// (LaunchOptions::probe_tree: a restart's probe that left hosts out) and it holds exactly this
+// launch's hosts, the launch takes that shape, and each host's id in the tree's frames (its route)
+// stays the one the probe's W gave it, while its job frame carries its index in this job, whose
+// hosts were numbered again.
 
 #include <poll.h>
 #include <signal.h>
