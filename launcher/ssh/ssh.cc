@@ -6,20 +6,19 @@
 // probe logged in with (so a host sees one login per job), or logs in through the
 // ssh::Connector (ssh/session.h: ssh config, keys only, strict host keys, connect timeout; at
 // most ssh.max_parallel logins at once), runs `ddlrun --agent` in an exec channel, and hands
-// the conversation to a talk thread (host i to talker i mod kTalkThreads); a slow login holds
-// only its login thread, never a conversation already talking. A talk thread gives each of its
-// conversations a turn (below) that never waits, and waits, when a round read nothing, in one
-// poll() on all their sockets for at most 20 ms; each session stays with one thread at a time.
-// start() waits for every hello:
-// if a host failed, every channel is closed (so the agents that did start exit) and one
-// LaunchError lists each failed host with its reason. Then the job goes to every agent with
-// the rendezvous of rank 0's host (the address ddlrun reached it at, and its free ports); each
-// agent checks the program and writes its topology file; only when all are ready do they get
-// "go", so a program missing on one host starts nothing anywhere. From then on each turn
-// turns frames into events (output, exits) and writes queued frames (signals, stdin) between
-// reads. While the supervisor's event queue is output_full() a conversation does not read its
-// channel (it goes on writing): ssh's window then stops the agent, and the agent stops reading
-// its ranks. Stdin goes in a window (protocol.h: Z) so no side queues more than
+// the conversation to a talk thread (a talker per kHostsPerTalker hosts, host i to talker i mod
+// their number); a slow login holds only its login thread, never a conversation already talking. A
+// talk thread gives each of its conversations a turn (below) that never waits, and waits, when a
+// round read nothing, in one poll() on all their sockets for at most 20 ms; each session stays with
+// one thread at a time. start() waits for every hello: if a host failed, every channel is closed
+// (so the agents that did start exit) and one LaunchError lists each failed host with its reason.
+// Then the job goes to every agent with the rendezvous of rank 0's host (the address ddlrun reached
+// it at, and its free ports); each agent checks the program and writes its topology file; only when
+// all are ready do they get "go", so a program missing on one host starts nothing anywhere. From
+// then on each turn turns frames into events (output, exits) and writes queued frames (signals,
+// stdin) between reads. While the supervisor's event queue is output_full() a conversation does not
+// read its channel (it goes on writing): ssh's window then stops the agent, and the agent stops
+// reading its ranks. Stdin goes in a window (protocol.h: Z) so no side queues more than
 // kStdinWindow of it. A channel that closes before its agent said "done" is a lost host.
 //
 // PMIx across hosts: each agent is its host's PMIx server. ddlrun joins the hosts' fence
@@ -1219,7 +1218,8 @@ void SshBackend::start_pool() {
   }
   const size_t n = first_level_.size();
   logins_left_ = n;
-  const size_t talkers = std::min<size_t>(n, ssh::kTalkThreads);
+  const size_t talkers =
+      std::min<size_t>((n + ssh::kHostsPerTalker - 1) / ssh::kHostsPerTalker, ssh::kTalkThreads);
   for (size_t i = 0; i < talkers; ++i)
     talkers_.push_back(std::make_unique<Talker>(*this));
   const size_t logins = std::min<size_t>(
