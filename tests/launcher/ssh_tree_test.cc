@@ -660,8 +660,9 @@ int threads_now() {
 }
 
 // Issue 26 item 3: at the default width (50, Slurm's TreeWidth) ddlrun's side of the launch
-// holds a thread and a session per first-level host only, so its threads stay under 64 at
-// any host count: run at 128 and 1,024 hosts; at Summit's 4,608 the first level is as wide.
+// holds a session per first-level host only (its threads are a fixed pool, below), so its
+// threads stay under 64 at any host count: run at 128 and 1,024 hosts; at Summit's 4,608 the
+// first level is as wide.
 TEST(SshBackendTree, DefaultWidthKeepsTheThreadsUnder64AtAnyHostCount) {
   std::vector<std::pair<int, std::string>> summit;
   for (int h = 0; h < 4608; ++h)
