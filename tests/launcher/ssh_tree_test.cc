@@ -751,6 +751,42 @@ TEST(SshBackendTree, FlatLaunchRunsOnAFixedPoolOfThreads) {
   }
 }
 
+// A slow login holds only its own login thread: while n0's agent takes 1.5 s to start, n1's
+// conversation is already driven (it gets ddlrun's heartbeat a second), and the job then runs.
+TEST(SshBackendTree, ASlowLoginDoesNotStallTheOtherConversations) {
+  FakeConnector connector;
+  connector.host("n0").program = [](FakeRemote& r) {
+    std::this_thread::sleep_for(milliseconds(1500));
+    SubtreeAgent{}(r);
+  };
+  connector.host("n1").program = SubtreeAgent{};
+  LaunchOptions o;
+  o.ddlrun_path = "/opt/ddlrun";
+  o.heartbeat_timeout = std::chrono::seconds(60);  // the agents played here send none
+  EventQueue events;
+  const std::unique_ptr<Backend> backend = make_ssh_backend(wide_job(2), o, connector);
+  int beats = -1;
+  std::thread watch([&] {
+    std::this_thread::sleep_for(milliseconds(1300));
+    std::shared_ptr<FakeRemote> n1;
+    {
+      ddl::ssh::FakeHost& h = connector.host("n1");
+      if (!h.remotes.empty()) n1 = h.remotes.front();
+    }
+    if (!n1) return;
+    ssh::FrameReader reader;  // test::frames leaves heartbeats out
+    reader.feed(n1->written());
+    beats = 0;
+    while (auto f = reader.next())
+      beats += f->type == FrameType::kHeartbeat ? 1 : 0;
+  });
+  const size_t started = backend->start(events).size();
+  watch.join();
+  EXPECT_EQ(started, 2u);
+  EXPECT_GE(beats, 2);  // at once, and a second later
+  backend->finish();
+}
+
 TEST(SshBackendTree, StdinAndSignalsGoDownToRoutedHosts) {
   // Rank 0 on n3, the deepest host: its stdin goes routed through n1's channel.
   Job job = chain_job();
