@@ -399,7 +399,6 @@ void NodeGroup::reduce_piece(const Sweep& s, size_t j) {
   std::byte* dst = s.out + (s.out_off[self_] + j * s.piece) * ts;
   std::byte* back = slot(self_, step_) + s.slot_at(self_);  // where the others collect it
   const size_t block = std::max<size_t>(1, kBlockBytes / ts);
-  std::byte* acc = scratch_.data();
   for (size_t b = 0; b < k; b += block) {
     const size_t c = std::min(block, k - b);
     auto src = [&](int q) -> const std::byte* {
@@ -407,12 +406,10 @@ void NodeGroup::reduce_piece(const Sweep& s, size_t j) {
       if (direct_any_ && direct_[q] != nullptr) return direct_[q] + (own - s.in) + b * ts;
       return slot(q, step_) + s.slot_at(self_) + b * ts;
     };
-    std::memcpy(acc, src(0), c * ts);
-    for (int q = 1; q < size(); ++q)
-      reduce_into(acc, src(q), c, s.type, s.op);
-    if (s.divisor > 1) divide(acc, c, s.type, s.divisor);
-    node::copy_out(dst + b * ts, acc, c * ts, s.stream);
-    if (s.gather) std::memcpy(back + b * ts, acc, c * ts);
+    // The last operand's result goes straight where the others collect it (when they do).
+    std::byte* result =
+        reduce_block(src, s.gather ? back + b * ts : nullptr, c, s.type, s.op, s.divisor);
+    node::copy_out(dst + b * ts, result, c * ts, s.stream);
   }
 }
 
@@ -442,15 +439,12 @@ void NodeGroup::small_allreduce(const void* send, void* recv, size_t count, Data
   publish(kPosted, step_);
   await_all(kPosted, sig);
   const size_t block = std::max<size_t>(1, kBlockBytes / ts);
-  std::byte* acc = scratch_.data();
   auto* out = static_cast<std::byte*>(recv);
   for (size_t b = 0; b < count; b += block) {
     const size_t c = std::min(block, count - b);
-    std::memcpy(acc, input(0) + b * ts, c * ts);
-    for (int q = 1; q < size(); ++q)
-      reduce_into(acc, input(q) + b * ts, c, type, fold);
-    if (op == ReduceOp::kAvg) divide(acc, c, type, size());
-    std::memcpy(out + b * ts, acc, c * ts);
+    // The inputs are copies (post line or slot), so out overlaps none of them.
+    reduce_block([&](int q) -> const std::byte* { return input(q) + b * ts; }, out + b * ts, c,
+                 type, fold, op == ReduceOp::kAvg ? size() : 1);
   }
   publish(kDone, step_);
 }

@@ -110,6 +110,12 @@ class NodeGroup {
   bool step(const Sweep& s, size_t piece);
   void copy_in(const Sweep& s, size_t piece);
   void reduce_piece(const Sweep& s, size_t piece);
+  /// One block (c elements) of this member's piece reduced from src(0..n-1) in rank order;
+  /// returns where the result lies: `last` when given (the slot the others collect from),
+  /// else the accumulator.
+  template <typename Src>
+  std::byte* reduce_block(const Src& src, std::byte* last, size_t c, DataType type, ReduceOp op,
+                          int divisor);
   /// Copies the others' pieces of step `at_step` (piece j) from their slots into the output.
   void gather_piece(const Sweep& s, size_t piece, uint64_t at_step);
   /// Whether every member can read every other's memory (decided together, see node_cma.cc).
