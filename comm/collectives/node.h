@@ -19,6 +19,10 @@ namespace ddl::comm {
 /// 2 members S > the last-level cache (sysfs' index3 of cpu0; 32 MiB where it says nothing).
 size_t auto_stream_bytes(int members);
 
+/// The slot size kChunkAuto stands for: one core's L2 cache (sysfs' level-2 cache of cpu0),
+/// within 256 KiB .. 4 MiB; 256 KiB where sysfs says nothing.
+size_t auto_chunk_bytes();
+
 /// One rank of a node group.
 struct NodeMember {
   int rank = 0;      ///< global rank
@@ -30,7 +34,10 @@ struct NodeOptions {
   std::string job = "ddl";  ///< names the segment
   /// Bytes each step moves through a member's slot (DDL_SHM_CHUNK_BYTES): pieces of the
   /// buffer small enough to stay in cache between the copy in, the reduction and the copy out.
-  size_t chunk_bytes = 256 * 1024;
+  /// kChunkAuto: one core's L2 (auto_chunk_bytes), the fewest steps (each a wait) whose slot
+  /// still stays in the writer's L2 while the others read it. Member 0's value counts.
+  size_t chunk_bytes = kChunkAuto;
+  static constexpr size_t kChunkAuto = SIZE_MAX;
   /// Allreduces of at most this many bytes (DDL_SHM_SMALL_BYTES) take one step: every member
   /// copies its whole input in and reduces all of it itself.
   size_t small_bytes = 8 * 1024;

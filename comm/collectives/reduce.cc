@@ -228,8 +228,7 @@ DDL_KERNEL void reduce_loop3(T* __restrict dst, const T* __restrict a, const T* 
 
 /// dst = op(a, b) when `a` is given, else dst = op(dst, b).
 template <typename T>
-DDL_KERNEL void reduce_typed(void* dst, const void* a, const void* src, size_t count,
-                             ReduceOp op) {
+DDL_KERNEL void reduce_typed(void* dst, const void* a, const void* src, size_t count, ReduceOp op) {
   auto* d = static_cast<T*>(dst);
   const auto* l = static_cast<const T*>(a);
   const auto* s = static_cast<const T*>(src);
@@ -351,8 +350,8 @@ std::string_view to_string(ReduceOp op) {
 
 namespace {
 /// dst = op(a, b), or dst = op(dst, b) when a is null: every type's kernel, for both clones.
-DDL_KERNEL void reduce_any(void* dst, const void* a, const void* src, size_t count,
-                           DataType type, ReduceOp op) {
+DDL_KERNEL void reduce_any(void* dst, const void* a, const void* src, size_t count, DataType type,
+                           ReduceOp op) {
   switch (type) {
     case DataType::kFloat32:
       return reduce_typed<float>(dst, a, src, count, op);

@@ -228,8 +228,8 @@ TEST(ReduceTest, ReduceOfGivesTheBitsOfACopyThenReduceInto) {
   // a length that leaves vector tails: reduce_of(dst, a, b) must equal dst = a; reduce_into(dst,
   // b) bit for bit, and leave a and b alone.
   const size_t n = 1037;
-  const DataType types[] = {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16,
-                            DataType::kBFloat16, DataType::kInt32,  DataType::kInt64,
+  const DataType types[] = {DataType::kFloat32,  DataType::kFloat64, DataType::kFloat16,
+                            DataType::kBFloat16, DataType::kInt32,   DataType::kInt64,
                             DataType::kUint8};
   const ReduceOp ops[] = {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMin, ReduceOp::kMax,
                           ReduceOp::kProd};
