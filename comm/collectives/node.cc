@@ -19,9 +19,9 @@
 //      them before its `posted` of step j, so no wait is needed) and publishes `done` for
 //      j - 1; then reduces the piece of its own slice from every member in rank order 0..n-1
 //      (its own input read where it lies, the others' from their slots), a block at a time:
-//      members 0 and 1 in one pass (reduce_of), any further ones into a block that stays in
-//      L1 (reduce_into), the last one straight into its own place in its slot (reduce_block);
-//      kAvg divides once; the block is copied from there to its output, then `reduced`.
+//      members 0 and 1 in one pass (reduce_of) into a block that stays in L1, any further
+//      ones into it too (reduce_into); kAvg divides once; the block is copied to its output
+//      and into its own place in its slot, then `reduced`.
 //      After the last step one more wait for `reduced` collects the last pieces.
 //   5. reduce-scatter reduces without the copy back; allgather and broadcast copy the others'
 //      pieces straight after step 3; each then publishes `done`.
@@ -437,10 +437,12 @@ void NodeGroup::reduce_piece(const Sweep& s, size_t j) {
       if (direct_any_ && direct_[q] != nullptr) return direct_[q] + (own - s.in) + b * ts;
       return slot(q, step_) + s.slot_at(self_) + b * ts;
     };
-    // The last operand's result goes straight where the others collect it (when they do).
-    std::byte* result =
-        reduce_block(src, s.gather ? back + b * ts : nullptr, c, s.type, s.op, s.divisor);
-    node::copy_out(dst + b * ts, result, c * ts, s.stream);
+    // Reduced in L1, then copied out: the slot's lines were last read by the others, and
+    // memcpy's whole-line stores take them back faster than the reduction's own stores
+    // (measured: 1 MiB on 2 ranks ~40% slower reducing straight into the slot).
+    const std::byte* acc = reduce_block(src, nullptr, c, s.type, s.op, s.divisor);
+    node::copy_out(dst + b * ts, acc, c * ts, s.stream);
+    if (s.gather) std::memcpy(back + b * ts, acc, c * ts);
   }
 }
 
