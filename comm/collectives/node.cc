@@ -35,8 +35,8 @@
 //
 // The slots are one core's L2 cache by default (auto_chunk_bytes): each step is a wait for
 // every member, so the fewer the better, as long as a step's slot stays in its writer's cache
-// while the others read it (measured on 2 ranks at 1-4 MiB: 256 KiB slots 20-25% slower
-// than 1 MiB ones, 2 MiB ones slower again from 4 MiB).
+// while the others read it (measured on 2 ranks at 1-4 MiB, on a loaded machine: 256 KiB
+// slots 10-35% slower than 1 MiB ones, 2 MiB ones slower again at 4 MiB).
 //
 // Each element is reduced by one member in one fixed order, so results are bitwise identical
 // on every member and independent of timing. Allreduces of at most small_bytes take one step
