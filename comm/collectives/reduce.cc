@@ -127,9 +127,12 @@ __attribute__((target("avx,f16c"))) void narrow_half_f16c(const float* in, uint1
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     __m256 f = _mm256_loadu_ps(in + i);
-    // A NaN becomes the quiet NaN of its sign with no payload: F16C gives sign | 0x7e00.
+    // A NaN becomes the quiet NaN of its sign with no payload: F16C gives sign | 0x7e00. The
+    // lanes are picked with and/andnot/or on the all-ones or all-zeros mask (GCC 12 turned
+    // _mm256_blendv_ps here into a branch per lane: narrowing ran at ~6 GB/s).
     const __m256 nan = _mm256_cmp_ps(f, f, _CMP_UNORD_Q);
-    f = _mm256_blendv_ps(f, _mm256_or_ps(_mm256_and_ps(f, sign), quiet), nan);
+    const __m256 canonical = _mm256_or_ps(_mm256_and_ps(f, sign), quiet);
+    f = _mm256_or_ps(_mm256_andnot_ps(nan, f), _mm256_and_ps(nan, canonical));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i),
                      _mm256_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
   }
