@@ -139,50 +139,6 @@ __attribute__((target("avx,f16c"))) void narrow_half_f16c(const float* in, uint1
   for (; i < n; ++i)
     out[i] = float_to_half(in[i]);
 }
-
-/// Eight float16 results from eight floats, NaNs made canonical first (narrow_half_f16c's bits).
-__attribute__((target("avx,f16c"), always_inline)) inline void store_half8(uint16_t* out,
-                                                                           __m256 f) {
-  const __m256 sign = _mm256_castsi256_ps(_mm256_set1_epi32(INT32_MIN));
-  const __m256 quiet = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fc00000));
-  const __m256 nan = _mm256_cmp_ps(f, f, _CMP_UNORD_Q);
-  const __m256 canonical = _mm256_or_ps(_mm256_and_ps(f, sign), quiet);
-  f = _mm256_or_ps(_mm256_andnot_ps(nan, f), _mm256_and_ps(nan, canonical));
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(out),
-                   _mm256_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-}
-
-__attribute__((target("avx,f16c"), always_inline)) inline __m256 load_half8(const uint16_t* in) {
-  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in)));
-}
-
-/// d[i] = op(l[i], s[i]) for float16, eight at a time in registers (widen, reduce as float,
-/// narrow: the block-wise path's bits, without its arrays); returns the elements done (a
-/// multiple of 8; the caller does the rest). Min and max pick lanes as Min/Max below do: b
-/// where a is not NaN and (b < a or b is NaN), else a. d may be l.
-__attribute__((target("avx,f16c"))) size_t reduce_half_f16c(uint16_t* d, const uint16_t* l,
-                                                            const uint16_t* s, size_t n,
-                                                            ReduceOp op) {
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256 a = load_half8(l + i), b = load_half8(s + i);
-    __m256 r;
-    if (op == ReduceOp::kSum || op == ReduceOp::kAvg) {
-      r = _mm256_add_ps(a, b);
-    } else if (op == ReduceOp::kProd) {
-      r = _mm256_mul_ps(a, b);
-    } else {
-      const __m256 better =
-          op == ReduceOp::kMin ? _mm256_cmp_ps(b, a, _CMP_LT_OQ) : _mm256_cmp_ps(b, a, _CMP_GT_OQ);
-      const __m256 take_b =
-          _mm256_andnot_ps(_mm256_cmp_ps(a, a, _CMP_UNORD_Q),
-                           _mm256_or_ps(better, _mm256_cmp_ps(b, b, _CMP_UNORD_Q)));
-      r = _mm256_or_ps(_mm256_andnot_ps(take_b, a), _mm256_and_ps(take_b, b));
-    }
-    store_half8(d + i, r);
-  }
-  return i;
-}
 #endif
 
 #ifdef DDL_F16C
@@ -404,22 +360,8 @@ DDL_KERNEL void reduce_any(void* dst, const void* a, const void* src, size_t cou
       return reduce_typed<float>(dst, a, src, count, op);
     case DataType::kFloat64:
       return reduce_typed<double>(dst, a, src, count, op);
-    case DataType::kFloat16: {
-      size_t done = 0;
-#ifdef DDL_F16C
-      if (g_f16c.load(std::memory_order_relaxed)) {
-        auto* d = static_cast<uint16_t*>(dst);
-        const auto* s = static_cast<const uint16_t*>(src);
-        done =
-            reduce_half_f16c(d, a != nullptr ? static_cast<const uint16_t*>(a) : d, s, count, op);
-        if (done == count) return;
-        dst = d + done;
-        src = s + done;
-        if (a != nullptr) a = static_cast<const uint16_t*>(a) + done;
-      }
-#endif
-      return reduce_narrow<widen_half, narrow_half>(dst, a, src, count - done, op);
-    }
+    case DataType::kFloat16:
+      return reduce_narrow<widen_half, narrow_half>(dst, a, src, count, op);
     case DataType::kBFloat16:
       return reduce_narrow<widen_bf16, narrow_bf16>(dst, a, src, count, op);
     case DataType::kInt32:
