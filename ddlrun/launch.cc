@@ -241,6 +241,7 @@ int launch(const JobPlan& plan, const Options& o, spdlog::logger& log, launcher:
   lo.heartbeat_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(o.heartbeat_timeout * 1000));
   lo.tree_width = o.tree_width;
+  lo.probe_tree = plan.probe_tree;
   // ddlrun serves the runtime's rendezvous: the bootstrap of its own launchers, and the
   // fallback under external ones whose ranks find no PMIx server (srun --mpi=pmi2). In
   // per-node mode node 0 serves it for every node's ranks.

@@ -4,10 +4,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <set>
 #include <stdexcept>
+#include <thread>
 #include <tuple>
 
 #include "base/text.h"
@@ -292,8 +296,10 @@ std::vector<std::string> hardware_known_here(const Options& o, JobPlan& plan,
 
 /// Probes `hosts` with the prober, or over ssh. Unless this is a dry run, the ssh probe's
 /// sessions are kept in plan.sessions, and when `ssh_follows` each host's agent starts in its
-/// probe's channel. `fresh` passes by the job's disk cache, so that every host is reached (a
-/// restart's check that it still answers).
+/// probe's channel and hears ddlrun's heartbeat until the launch takes it over. `fresh` passes
+/// by the job's disk cache, so that every host is reached (a restart's check that it still
+/// answers). Beyond --tree-width hosts the probe goes down the launch tree (probe_tree.h):
+/// for a dry run too, whose agents then exit with the sessions.
 std::vector<mapper::HostProbe> probe_remote_hosts(const Options& o, JobPlan& plan,
                                                   const RemoteProber& prober,
                                                   const std::vector<std::string>& hosts,
@@ -301,25 +307,41 @@ std::vector<mapper::HostProbe> probe_remote_hosts(const Options& o, JobPlan& pla
   if (prober.probe) return prober.probe(hosts);
   mapper::SshProbeOptions so = ssh_probe_options(o, plan.job_id);
   if (fresh) so.job_id.clear();
+  const bool tree = probe_goes_down_the_tree(o, plan.hosts.size(), ssh_follows);
   // The ssh launcher runs each agent through its probe's session, --probe-links its own.
-  if (!o.dry_run || o.probe_links) {
+  if (!o.dry_run || o.probe_links || tree) {
     plan.sessions = std::make_shared<mapper::SshSessions>();
     so.keep_sessions = plan.sessions;
     // Each agent starts right after its probe, in the same login shell, when the ssh
     // launcher is the one that will run the job (else the kept channels are closed and the
-    // agents, given no job, exit).
-    if (ssh_follows && !o.dry_run) {
+    // agents, given no job, exit), or when the agents carry the probe down the tree.
+    if (ssh_follows && (!o.dry_run || tree)) {
       so.keep_command = quote_shell_word(self_path()) + " --probe-agent";
+      launcher::ssh::keep_agents_alive(*plan.sessions);
     }
   }
-  // Beyond --tree-width hosts the probe goes down the launch tree: one login per host.
-  if (probe_goes_down_the_tree(o, plan.hosts.size(), ssh_follows, fresh)) {
-    std::vector<std::string> all;
-    for (const hostfiles::Host& h : plan.hosts.hosts())
-      all.push_back(h.name);
-    return probe_through_tree(o, all, hosts, so);
+  if (!tree) return mapper::probe_hosts_ssh(hosts, so);
+  std::vector<std::string> all;
+  for (const hostfiles::Host& h : plan.hosts.hosts())
+    all.push_back(h.name);
+  std::vector<mapper::HostProbe> results = probe_through_tree(o, all, hosts, so, &plan.probe_tree);
+  if (o.dry_run) {  // every agent exits with its session: nothing is left on any host
+    plan.sessions.reset();
+    plan.probe_tree.clear();
   }
-  return mapper::probe_hosts_ssh(hosts, so);
+  return results;
+}
+
+/// The test hook DDLRUN_TEST_PLAN_DELAY_MS=N (tests/netns/tree_test.sh): planning takes N ms
+/// longer after the probe, as it may at thousands of hosts, and says so on stderr, so that a
+/// test can act in that gap (kill ddlrun) while the probed hosts' agents wait for their job.
+void test_plan_delay(const Env& env) {
+  const std::optional<std::string> ms = env("DDLRUN_TEST_PLAN_DELAY_MS");
+  if (!ms || ms->empty()) return;
+  const long n = std::strtol(ms->c_str(), nullptr, 10);
+  std::fprintf(stderr, "ddlrun: DDLRUN_TEST_PLAN_DELAY_MS: planning %ld ms longer\n", n);
+  std::fflush(stderr);
+  std::this_thread::sleep_for(std::chrono::milliseconds(std::clamp(n, 0L, 3'600'000L)));
 }
 
 /// plan.hosts without the hosts in `without`.
@@ -689,6 +711,7 @@ JobPlan make_plan(const Options& o, GetEnv getenv_fn, void* env_context, const R
   const RemoteProber prober = remote_prober(o, env, plan.job_id, remote);
   gather_hardware(o, plan, prober, local_names, ssh_launcher_follows(o, env),
                   replan.drop_unreachable, known);
+  test_plan_delay(env);
   check_distinct_machines(plan, local_names);
   place_ranks(o, rankfile ? &*rankfile : nullptr, replan, plan);
   measure_links(o, plan, local_names);

@@ -56,6 +56,9 @@ struct JobPlan {
   /// The sessions the ssh probe logged in with, kept for the ssh launcher (one login per
   /// host); null when nothing was probed over ssh, for a dry run, or another launcher.
   std::shared_ptr<mapper::SshSessions> sessions;
+  /// The launch tree the probe went down, without the hosts whose probe failed
+  /// (LaunchOptions::probe_tree); empty when the probe was flat or for a dry run.
+  std::vector<launcher::ssh::TreeHost> probe_tree;
   /// Hosts left out because their probe failed (Replan::drop_unreachable): name, reason.
   std::vector<std::pair<std::string, std::string>> unreachable;
 };

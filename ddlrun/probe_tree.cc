@@ -10,6 +10,10 @@
 // back. The outputs are read as inventories by the mapper (inventory_from_probe_output, the
 // same texts as a probe from here, with the tree parent named), and the launch later takes
 // the first level's sessions over with their subtrees already running: one login per host.
+// A restart's probe (past the disk cache: every host gets the command) goes the same way, and
+// the tree without the hosts whose probe failed (and those below them, never reached) goes to
+// the launch, which then takes it over as it is (LaunchOptions::probe_tree). A dry run closes
+// the sessions once the outputs came: every agent exits.
 
 #include "ddlrun/probe_tree.h"
 
@@ -128,15 +132,16 @@ void pool(std::size_t n, int threads, const Job& job) {
 
 }  // namespace
 
-bool probe_goes_down_the_tree(const Options& o, std::size_t hosts, bool ssh_follows, bool fresh) {
-  return ssh_follows && !o.dry_run && !fresh && !o.probe_links && o.tree_width > 0 &&
+bool probe_goes_down_the_tree(const Options& o, std::size_t hosts, bool ssh_follows) {
+  return ssh_follows && !o.probe_links && o.tree_width > 0 &&
          hosts > static_cast<std::size_t>(o.tree_width);
 }
 
 std::vector<mapper::HostProbe> probe_through_tree(const Options& o,
                                                   const std::vector<std::string>& all,
                                                   const std::vector<std::string>& remote,
-                                                  const mapper::SshProbeOptions& so) {
+                                                  const mapper::SshProbeOptions& so,
+                                                  std::vector<tree::TreeHost>* tree) {
   TreeProbe probed;
   std::set<std::string> to_probe;
   for (const std::string& h : remote) {
@@ -171,6 +176,13 @@ std::vector<mapper::HostProbe> probe_through_tree(const Options& o,
   for (const tree::TreeHost* t : log_in) {
     const mapper::HostProbe& r = probed.results[t->name];
     if (!listed.contains(t->name) && !r.ok()) results.push_back(r);
+  }
+  if (tree != nullptr) {
+    std::set<std::string> failed;
+    for (const mapper::HostProbe& r : results)
+      if (!r.ok()) failed.insert(r.host);
+    *tree =
+        tree::prune_tree(first, [&](const tree::TreeHost& h) { return !failed.contains(h.name); });
   }
   return results;
 }

@@ -5,14 +5,16 @@
 #include <vector>
 
 #include "ddlrun/options.h"
+#include "launcher/launcher.h"
 #include "mapper/mapper.h"
 
 namespace ddl::cli {
 
 /// Whether ddlrun's probe goes down the launch tree (probe_through_tree): the ssh launcher
-/// follows, this is neither a dry run nor a restart's check (`fresh`), --probe-links is off
-/// (it measures from every host's kept session), and there are more than --tree-width hosts.
-bool probe_goes_down_the_tree(const Options& o, std::size_t hosts, bool ssh_follows, bool fresh);
+/// follows (or would, for --dry-run), --probe-links is off (it measures from every host's kept
+/// session), and there are more than --tree-width hosts. A restart's probe goes down the tree
+/// too (past the disk cache: every host is probed).
+bool probe_goes_down_the_tree(const Options& o, std::size_t hosts, bool ssh_follows);
 
 /// Probes `remote` (the hosts of `all`, the job's hosts in order, whose hardware must come from
 /// a probe) along the launch tree of `all` at --tree-width, so that each host pays for one
@@ -22,10 +24,10 @@ bool probe_goes_down_the_tree(const Options& o, std::size_t hosts, bool ssh_foll
 /// alone), and its output comes back up the tree. A first-level host is logged in to now only
 /// when it or a host below it is to be probed. One result per host of `remote`, in order; a
 /// failure below the first level names the host's tree parent. New inventories go to the
-/// job's disk cache.
-std::vector<mapper::HostProbe> probe_through_tree(const Options& o,
-                                                  const std::vector<std::string>& all,
-                                                  const std::vector<std::string>& remote,
-                                                  const mapper::SshProbeOptions& so);
+/// job's disk cache. `tree`, when given, gets the launch tree the probe went down, without
+/// the hosts whose probe failed and those below them (LaunchOptions::probe_tree).
+std::vector<mapper::HostProbe> probe_through_tree(
+    const Options& o, const std::vector<std::string>& all, const std::vector<std::string>& remote,
+    const mapper::SshProbeOptions& so, std::vector<launcher::ssh::TreeHost>* tree = nullptr);
 
 }  // namespace ddl::cli

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -9,6 +10,8 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <thread>
+#include <vector>
 
 #include "base/check.h"
 #include "base/text.h"
@@ -144,10 +147,28 @@ class KeptSessions {
   Kept take(const std::string& host);
   /// How many are kept.
   std::size_t size() const;
+  /// From now on, every `interval` on a thread of its own, calls `beat` on each session kept
+  /// at the time (ddlrun's heartbeat to the agents waiting in the kept channels while it plans
+  /// the job), until this is destroyed. Each call holds the lock, so a take() waits for one
+  /// beat at most; `beat` must not block. A second call replaces `beat`. The thread blocks
+  /// every signal.
+  void keep_alive(std::function<void(Kept&)> beat, std::chrono::milliseconds interval);
+
+  KeptSessions() = default;
+  KeptSessions(const KeptSessions&) = delete;
+  KeptSessions& operator=(const KeptSessions&) = delete;
+  ~KeptSessions();
 
  private:
+  void beat_all();
+
   mutable std::mutex mutex_;
   std::map<std::string, Kept, std::less<>> kept_;
+  std::function<void(Kept&)> beat_;
+  std::chrono::milliseconds interval_{1000};
+  bool stopping_ = false;
+  std::condition_variable stop_;
+  std::thread beater_;
 };
 
 /// The reason for a call that failed with `err` EMFILE or ENFILE, naming the limit: "too many

@@ -17,7 +17,10 @@ set_tests_properties(bench.netns_scale_smoke PROPERTIES SKIP_RETURN_CODE 77 TIME
 # data (direct modex) across the tree, ddlrun's threads, and an interior agent SIGKILLed
 # mid-job (named with its subtree, nothing left on any host); probed jobs: the probe goes down
 # the tree (4 logins from ddlrun's host, 64 in all, the job's disk cache filled and read), and
-# hosts below that cannot be reached or probed are named with their tree parent.
+# hosts below that cannot be reached or probed are named with their tree parent; the probe of
+# --dry-run and of a restart (a host whose login broke left out with its subtree) go down the
+# tree too, one login per host per attempt; ddlrun planning past the heartbeat deadline after
+# the probe keeps its agents, and SIGKILLed then leaves nothing.
 add_test(NAME netns.tree_64x4
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/netns/tree_test.sh $<TARGET_FILE:ddlrun> 64 4
                  $<TARGET_FILE:pmix_client>)

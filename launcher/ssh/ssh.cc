@@ -34,8 +34,12 @@
 // work as they do flat. A host below is timed by its tree parent, which reports it lost (L);
 // a lost host takes the hosts below it along, reported after it as "lost with its tree parent
 // X" (the lost host is the job's reason, and a restart keeps the others). When ddlrun's probe
-// already went down the tree (tree_probe.h), a first-level session comes with its subtree
+// already went down the tree (tree_start.h), a first-level session comes with its subtree
 // started: its W is not sent again, and the hosts' hellos wait in the kept channel's bytes.
+// When ddlrun passes the probe's tree (LaunchOptions::probe_tree: a restart's probe that left
+// hosts out) and it holds exactly this launch's hosts, the launch takes that shape, and each
+// host's id in the tree's frames (its route) stays the one the probe's W gave it, while its
+// job frame carries its index in this job, whose hosts were numbered again.
 
 #include <signal.h>
 
@@ -45,9 +49,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <semaphore>
+#include <set>
 #include <thread>
 
 #include "base/text.h"
@@ -90,6 +96,9 @@ struct HostConn {
   std::string stdin_frames;  ///< stdin to write after `outgoing` (at most kStdinWindow)
   std::thread thread;        ///< the first level's only
   // The launch tree.
+  /// Its id in the tree's frames (T, L, the subtree frames): `index`, or the probe's when the
+  /// launch takes over the probe's tree (LaunchOptions::probe_tree).
+  int route = 0;
   bool first_level = true;              ///< ddlrun logs in to it itself
   std::vector<HostConn*> subtree;       ///< every host below it, at every level
   std::string subtree_frame;            ///< the first level's W frame, when it has hosts below
@@ -107,6 +116,7 @@ class SshBackend : public Backend {
     for (const comm::Host& h : job_.topology.hosts) {
       auto c = std::make_unique<HostConn>();
       c->index = h.index;
+      c->route = h.index;
       c->name = h.name;
       for (const comm::RankPlacement& r : job_.topology.ranks) {
         if (r.host == h.index) c->ranks.push_back(r.rank);
@@ -212,22 +222,26 @@ class SshBackend : public Backend {
 
  private:
   /// The launch tree over the hosts with ranks (tree.h): which log in from ddlrun, and the
-  /// subtree frame each of those sends on.
+  /// subtree frame each of those sends on. The probe's tree when it holds exactly these hosts
+  /// (its ids then each host's route), else launch_tree's.
   void plan_tree() {
-    std::vector<std::pair<int, std::string>> order;
-    std::map<int, HostConn*> by_index;
-    for (auto& h : hosts_) {
-      order.emplace_back(h->index, h->name);
-      by_index[h->index] = h.get();
+    std::vector<ssh::TreeHost> first = adopt_probe_tree();
+    if (first.empty()) {
+      std::vector<std::pair<int, std::string>> order;
+      for (auto& h : hosts_)
+        order.emplace_back(h->index, h->name);
+      first = ssh::launch_tree(order, options_.tree_width);
     }
-    const std::vector<ssh::TreeHost> first = ssh::launch_tree(order, options_.tree_width);
+    std::map<int, HostConn*> by_route;
+    for (auto& h : hosts_)
+      by_route[h->route] = h.get();
     depth_ = ssh::tree_depth(first);
     for (auto& h : hosts_)
       h->first_level = false;
     for (const ssh::TreeHost& t : first) {
-      HostConn* c = by_index.at(t.index);
+      HostConn* c = by_route.at(t.index);
       c->first_level = true;
-      note_subtree(t, by_index);
+      note_subtree(t, by_route);
       if (t.children.empty()) continue;
       c->children = t.children;
       c->subtree_frame = ssh::encode_frame(
@@ -235,6 +249,31 @@ class SshBackend : public Backend {
           ssh::encode(ssh::subtree_frame(options_.ssh, options_.ddlrun_path,
                                          options_.heartbeat_timeout, t.children)));
     }
+  }
+  /// LaunchOptions::probe_tree, without its commands, when its hosts are this launch's, each
+  /// once (their routes set from it); else nothing.
+  std::vector<ssh::TreeHost> adopt_probe_tree() {
+    std::vector<std::string> names = ssh::tree_names(options_.probe_tree);
+    std::vector<std::string> mine;
+    for (auto& h : hosts_)
+      mine.push_back(h->name);
+    std::sort(names.begin(), names.end());
+    std::sort(mine.begin(), mine.end());
+    if (names.empty() || names != mine) return {};
+    std::map<std::string, HostConn*> by_name;
+    for (auto& h : hosts_)
+      by_name[h->name] = h.get();
+    adopted_tree_ = true;
+    std::vector<ssh::TreeHost> tree = options_.probe_tree;
+    const std::function<void(std::vector<ssh::TreeHost>&)> adopt = [&](auto& level) {
+      for (ssh::TreeHost& t : level) {
+        by_name.at(t.name)->route = t.index;
+        t.command.clear();  // their probes ran: the launch starts only agents
+        adopt(t.children);
+      }
+    };
+    adopt(tree);
+    return tree;
   }
   /// The job, once down each channel (U), and each host's job frame, which refers to it.
   void set_job_frames(const Rendezvous& rv) {
@@ -260,12 +299,12 @@ class SshBackend : public Backend {
       if (!h->first_level) options_.ssh.keep_sessions->take(h->name);
     }
   }
-  /// Fills in the subtree of `t` and of every host below it.
-  static void note_subtree(const ssh::TreeHost& t, const std::map<int, HostConn*>& by_index) {
-    HostConn* c = by_index.at(t.index);
+  /// Fills in the subtree of `t` and of every host below it (`by_route`: the hosts by route).
+  static void note_subtree(const ssh::TreeHost& t, const std::map<int, HostConn*>& by_route) {
+    HostConn* c = by_route.at(t.index);
     for (const ssh::TreeHost& child : t.children) {
-      note_subtree(child, by_index);
-      HostConn* below = by_index.at(child.index);
+      note_subtree(child, by_route);
+      HostConn* below = by_route.at(child.index);
       c->subtree.push_back(below);
       c->subtree.insert(c->subtree.end(), below->subtree.begin(), below->subtree.end());
     }
@@ -483,10 +522,19 @@ class SshBackend : public Backend {
     return fresh;
   }
   /// Whether the subtree frame `payload` that the probe sent started the hosts the launch
-  /// puts below `c`.
-  static bool started_here(const std::string& payload, const HostConn& c) {
+  /// puts below `c`: all of them, and no other, but for those whose probe failed there (they
+  /// and the hosts below them run nothing) when the launch took the probe's tree.
+  bool started_here(const std::string& payload, const HostConn& c) const {
     try {
-      return ssh::same_shape(ssh::decode_subtree(payload).children, c.children);
+      std::vector<ssh::TreeHost> started = ssh::decode_subtree(payload).children;
+      if (adopted_tree_) {
+        std::set<std::string> mine;
+        for (const auto& h : hosts_)
+          mine.insert(h->name);
+        started =
+            ssh::prune_tree(started, [&](const ssh::TreeHost& t) { return mine.contains(t.name); });
+      }
+      return ssh::same_shape(started, c.children);
     } catch (const std::exception&) {
       return false;
     }
@@ -502,7 +550,8 @@ class SshBackend : public Backend {
   ddl::ssh::Connector& connector_;
   std::counting_semaphore<> logins_;  ///< logins in flight, at most ssh.max_parallel
   std::vector<std::unique_ptr<HostConn>> hosts_;
-  int depth_ = 1;  ///< levels of the launch tree
+  int depth_ = 1;              ///< levels of the launch tree
+  bool adopted_tree_ = false;  ///< the launch took the probe's tree (adopt_probe_tree)
   EventQueue* events_ = nullptr;
   std::unique_ptr<pmix_server::FenceCombiner> fences_;  ///< guarded by mutex_
   std::mutex mutex_;
@@ -557,7 +606,7 @@ class SshBackend::HostTalk {
   }
   /// `frames` as they travel to it.
   std::string wrap(const std::string& frames) const {
-    return routed_ && !frames.empty() ? ssh::route(c_.index, frames) : frames;
+    return routed_ && !frames.empty() ? ssh::route(c_.route, frames) : frames;
   }
 
   void on_frame(ssh::Frame& f) {
@@ -705,7 +754,7 @@ class SshBackend::Conversation {
     talks_.push_back(std::make_unique<HostTalk>(backend, c, false));
     for (HostConn* h : c.subtree) {
       talks_.push_back(std::make_unique<HostTalk>(backend, *h, true));
-      by_index_[h->index] = talks_.back().get();
+      by_index_[h->route] = talks_.back().get();
     }
   }
 
@@ -741,6 +790,7 @@ class SshBackend::Conversation {
     channel_ = std::move(kept.channel);  // the probe's, its agent running; freed before session_
     reader_.feed(kept.pending);
     started_below_ = !kept.subtree.empty();
+    if (started_below_) note_left_out(kept.subtree);
     command_ = channel_ ? kept.command : shell_join({b_.options_.ddlrun_path}) + " --agent";
     return Step::kStartAgent;
   }
@@ -828,6 +878,10 @@ class SshBackend::Conversation {
   /// A frame on the channel: the channel's own host's, one routed from a host below, or a
   /// host below lost.
   void dispatch(ssh::Frame& f) {
+    // A host the launch left out of the probe's tree (its probe failed) that speaks anyway.
+    if (left_out_.contains(f.id) &&
+        (f.type == ssh::FrameType::kRouted || f.type == ssh::FrameType::kLost))
+      return;
     if (f.type == ssh::FrameType::kRouted) {
       HostTalk& t = talk_of(f.id);
       if (t.ended() && !t.done()) return;  // lost: what still comes from it is stale
@@ -839,6 +893,21 @@ class SshBackend::Conversation {
     }
     if (f.type == ssh::FrameType::kLost) return on_lost(talk_of(f.id), f.payload);
     own().on_frame(f);
+  }
+
+  /// The hosts that the probe's subtree frame `payload` started below this one and that this
+  /// launch left out (their probe failed, so they run nothing, or the launch ignores them).
+  void note_left_out(const std::string& payload) {
+    std::function<void(const std::vector<ssh::TreeHost>&)> note = [&](const auto& level) {
+      for (const ssh::TreeHost& t : level) {
+        if (!by_index_.contains(t.index)) left_out_.insert(t.index);
+        note(t.children);
+      }
+    };
+    try {
+      note(ssh::decode_subtree(payload).children);
+    } catch (const std::exception&) {  // then the launch did not take the session over
+    }
   }
 
   HostTalk& talk_of(int index) {
@@ -854,11 +923,11 @@ class SshBackend::Conversation {
   void on_lost(HostTalk& t, const std::string& why) {
     HostConn& h = t.conn();
     const bool below_open = std::any_of(h.subtree.begin(), h.subtree.end(), [&](HostConn* d) {
-      return !by_index_.at(d->index)->ended();
+      return !by_index_.at(d->route)->ended();
     });
     t.lost(ssh::tree_lost_text(why, static_cast<int>(h.subtree.size())), below_open);
     for (HostConn* d : h.subtree)
-      by_index_.at(d->index)->lost_with(h.name);
+      by_index_.at(d->route)->lost_with(h.name);
   }
 
   /// Every host below this one goes with it.
@@ -998,7 +1067,8 @@ class SshBackend::Conversation {
   SshBackend& b_;
   HostConn& c_;
   std::vector<std::unique_ptr<HostTalk>> talks_;  ///< c_'s, then those of the hosts below it
-  std::map<int, HostTalk*> by_index_;             ///< the hosts below, by index
+  std::map<int, HostTalk*> by_index_;             ///< the hosts below, by route
+  std::set<int> left_out_;                        ///< note_left_out
   std::unique_ptr<ddl::ssh::Session> session_;
   std::unique_ptr<ddl::ssh::Channel> channel_;  ///< destroyed before session_
   std::string command_;                         ///< what runs on channel_, for messages

@@ -94,6 +94,26 @@ bool same_shape(const std::vector<TreeHost>& a, const std::vector<TreeHost>& b) 
   return true;
 }
 
+std::vector<TreeHost> prune_tree(const std::vector<TreeHost>& tree,
+                                 const std::function<bool(const TreeHost&)>& keep) {
+  std::vector<TreeHost> kept;
+  for (const TreeHost& h : tree) {
+    if (!keep(h)) continue;
+    kept.push_back(TreeHost{h.index, h.name, prune_tree(h.children, keep), h.command});
+  }
+  return kept;
+}
+
+std::vector<std::string> tree_names(const std::vector<TreeHost>& tree) {
+  std::vector<std::string> names;
+  for (const TreeHost& h : tree) {
+    names.push_back(h.name);
+    const std::vector<std::string> below = tree_names(h.children);
+    names.insert(names.end(), below.begin(), below.end());
+  }
+  return names;
+}
+
 int hosts_below(const TreeHost& h) {
   int n = 0;
   for (const TreeHost& c : h.children)

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -42,6 +43,12 @@ constexpr int kMaxTreeDepth = 32;
 /// (every host on the first level, none below) when `width` is 0 or there are at most `width`
 /// hosts.
 std::vector<TreeHost> launch_tree(const std::vector<std::pair<int, std::string>>& hosts, int width);
+/// `tree` without the hosts `keep` refuses, each with its whole subtree (a host below one left
+/// out is not reached); the order, indices and commands of the rest as they were.
+std::vector<TreeHost> prune_tree(const std::vector<TreeHost>& tree,
+                                 const std::function<bool(const TreeHost&)>& keep);
+/// The names of every host of `tree`, at every level, in the tree's order.
+std::vector<std::string> tree_names(const std::vector<TreeHost>& tree);
 /// How many hosts lie below `h`, at every level.
 int hosts_below(const TreeHost& h);
 /// Levels of hosts: 1 when flat, 0 when there are none.

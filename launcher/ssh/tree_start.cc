@@ -5,8 +5,10 @@
 // channel, after the bytes the agent already sent (its hello) have been read. Then, turn by
 // turn until no output is awaited: a heartbeat a second goes down as far as the remote window
 // takes, and each frame that comes up is sorted: a V routed from an awaited host is its
-// output; an F routed from one (it could not be logged in to or started) or an L naming one
-// is its error, and every awaited host below it is "not reached"; all the rest (hellos,
+// output (and when it says its command ended in failure, every awaited host below it is "not
+// reached": no agent started them); an F routed from one (it could not be logged in to or
+// started) or an L naming one is its error, and every awaited host below it is "not reached";
+// all the rest (hellos,
 // notes, failures of hosts not awaited, and a copy of every L) is kept, re-encoded, in
 // kept.pending for the launch. A deadline, or the end of the channel, fails what is left.
 
@@ -148,6 +150,8 @@ class SubtreeStart {
         n.result.output = decode_command_output(g->payload);
         n.awaited = false;
         --awaited_;
+        // Its command ended (it failed) before its agent began: no host below it will start.
+        if (n.result.output->exit_status != 0 || !n.result.output->signal.empty()) fail(i, "");
       } else if (g->type == FrameType::kFailure && n.awaited) {
         fail(i, g->payload);
       } else if (g->type != FrameType::kOutput) {
@@ -202,6 +206,23 @@ std::vector<StartedHost> start_subtree(ddl::ssh::KeptSessions::Kept& kept, const
                                        const SubtreeFrame& w, std::chrono::milliseconds limit) {
   SubtreeStart start(kept, host, w);
   return start.run(limit);
+}
+
+void beat_kept(ddl::ssh::KeptSessions::Kept& kept) {
+  if (!kept.channel || !kept.channel->open()) return;
+  const std::string beat = encode_frame(FrameType::kHeartbeat, 0, {});
+  if (kept.channel->window() >= beat.size() && kept.channel->write(beat) < 0) return;
+  char buf[4096];
+  for (int avail = kept.channel->poll(std::chrono::milliseconds(0)); avail > 0;) {
+    const int n = kept.channel->read(buf, sizeof buf, ddl::ssh::Stream::kStdout);
+    if (n <= 0) break;
+    kept.pending.append(buf, static_cast<size_t>(n));
+    avail -= n;
+  }
+}
+
+void keep_agents_alive(ddl::ssh::KeptSessions& sessions) {
+  sessions.keep_alive(beat_kept, kHeartbeatInterval);
 }
 
 std::chrono::milliseconds subtree_start_limit(const ddl::ssh::Options& ssh, int levels) {

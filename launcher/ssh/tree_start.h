@@ -39,6 +39,16 @@ struct StartedHost {
 std::vector<StartedHost> start_subtree(ddl::ssh::KeptSessions::Kept& kept, const std::string& host,
                                        const SubtreeFrame& w, std::chrono::milliseconds limit);
 
+/// ddlrun's heartbeat to the agent waiting in `kept`'s channel for its job (a beat for
+/// ssh::KeptSessions::keep_alive): a heartbeat frame when the remote window takes it whole,
+/// and what the agent sent meanwhile read into kept.pending, without blocking. So an agent
+/// neither times out while ddlrun plans the job after the probe, nor lingers once ddlrun is
+/// gone: its channel then ends, or the heartbeats stop.
+void beat_kept(ddl::ssh::KeptSessions::Kept& kept);
+/// Beats every session `sessions` keeps a heartbeat interval apart (beat_kept), from now until
+/// it is destroyed; the launch takes each session out of it before its own heartbeats start.
+void keep_agents_alive(ddl::ssh::KeptSessions& sessions);
+
 /// How long start_subtree waits for `levels` levels of hosts below the first: for each, a
 /// login (connect_timeout 4 times over, plus 5 s) and the command (command_timeout).
 std::chrono::milliseconds subtree_start_limit(const ddl::ssh::Options& ssh, int levels);

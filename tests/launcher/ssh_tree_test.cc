@@ -486,6 +486,110 @@ TEST(SshBackendTree, TakesOverTheSubtreeTheProbeStartedOrStartsItsOwn) {
   }
 }
 
+TEST(LaunchTree, PruneTreeDropsAHostWithItsSubtreeAndNamesListEveryHost) {
+  const std::vector<TreeHost> tree = {{0, "a", {{2, "c", {{4, "e", {}}}}, {3, "d", {}, "probe"}}},
+                                      {1, "b", {}}};
+  EXPECT_EQ(ssh::tree_names(tree), (std::vector<std::string>{"a", "c", "e", "d", "b"}));
+  const auto without = [](std::set<std::string> gone) {
+    return [gone](const TreeHost& h) { return !gone.contains(h.name); };
+  };
+  EXPECT_EQ(ssh::prune_tree(tree, without({"c"})),
+            (std::vector<TreeHost>{{0, "a", {{3, "d", {}, "probe"}}}, {1, "b", {}}}));
+  EXPECT_EQ(ssh::prune_tree(tree, without({"a"})), (std::vector<TreeHost>{{1, "b", {}}}));
+  EXPECT_EQ(ssh::prune_tree(tree, without({})), tree);
+}
+
+/// Plays n1's agent after ddlrun's probe went down the tree (a restart's): the probe's
+/// subtree frame started every host below it but `failed`, which failed to log in (F). Each
+/// host below says hello as from its id in that frame, answers ready to its job and, on go,
+/// its rank (the job frame's host index, as in chain_job) exits 0.
+struct ProbedTreeAgent {
+  std::string failed;
+  void operator()(FakeRemote& r) const {
+    r.print(hello_frame("n1"));
+    auto reader = std::make_shared<ssh::FrameReader>();
+    auto rank_of = std::make_shared<std::map<int, int>>();  // by route: the job's host index
+    r.on_write([failed = failed, reader, rank_of](FakeRemote& r, std::string_view bytes) {
+      reader->feed(bytes);
+      std::string up;
+      while (auto f = reader->next()) {
+        if (f->type == FrameType::kSubtree) {
+          for (const TreeHost& h : ssh::decode_subtree(f->payload).children) {
+            // The failed host speaks once more after its failure, as one whose probe printed
+            // what ddlrun could not read would: the launch has no place for it, and ignores it.
+            up += ssh::route(h.index, h.name == failed
+                                          ? ssh::encode_frame(FrameType::kFailure, 1, "refused") +
+                                                hello_frame(h.name)
+                                          : hello_frame(h.name));
+            for (const TreeHost& g : h.children)
+              up += ssh::route(g.index, hello_frame(g.name));
+          }
+        } else if (f->type == FrameType::kRouted) {
+          for (const ssh::Frame& g : frames(f->payload)) {
+            if (g.type == FrameType::kJob) (*rank_of)[f->id] = g.id;
+            up += ssh::route(f->id, answer(rank_of->at(f->id), g));
+          }
+        } else {
+          up += answer(0, *f);
+        }
+      }
+      if (!up.empty()) r.print(up);
+    });
+  }
+  static std::string answer(int rank, const ssh::Frame& f) {
+    if (f.type == FrameType::kJob) return ssh::encode_frame(FrameType::kReady, 0, {});
+    if (f.type != FrameType::kGo) return "";
+    return exit_frame(rank, 0) + ssh::encode_frame(FrameType::kDone, 0, {});
+  }
+};
+
+// A restart whose probe went down the tree and left a host out (nX, which failed, and the
+// hosts below it, never reached): the job's hosts are numbered again (n2 is 1, n3 2), but the
+// agents below n1 know them by the probe's ids (2, 3). Given the probe's tree, the launch
+// takes it over with those ids: one login, no second subtree frame, every rank runs, and
+// each host's job frame travels to its probe id carrying its index in the job. Without it the
+// launch starts its own tree (ids 1 and 2) through a second login.
+TEST(SshBackendTree, ARestartTakesOverTheProbesTreeWithoutTheHostsThatFailed) {
+  for (const bool given : {true, false}) {
+    SCOPED_TRACE(given ? "the probe's tree given" : "no probe tree");
+    FakeConnector connector;
+    connector.host("n1").program = ProbedTreeAgent{"nX"};
+    LaunchOptions o = tree_options();
+    const std::vector<TreeHost> probed = {{1, "nX", {}, "/opt/ddlrun --probe-agent"},
+                                          {2, "n2", {{3, "n3", {}}}}};
+    ddl::ssh::KeptSessions::Kept kept;
+    kept.session = connector.connect("n1", o.ssh);
+    kept.channel = kept.session->exec("/opt/ddlrun --probe-agent");
+    kept.command = "/opt/ddlrun --probe-agent";
+    const std::vector<ssh::StartedHost> started = ssh::start_subtree(
+        kept, "n1", ssh::subtree_frame(o.ssh, o.ddlrun_path, o.heartbeat_timeout, probed),
+        milliseconds(1000));
+    ASSERT_EQ(started.size(), 1u);
+    EXPECT_EQ(started[0].error, "refused");
+    o.ssh.keep_sessions = std::make_shared<ddl::ssh::KeptSessions>();
+    o.ssh.keep_sessions->put("n1", std::move(kept));
+    if (given) o.probe_tree = {{0, "n1", {{2, "n2", {{3, "n3", {}}}}}}};
+    EventQueue events;
+    const std::unique_ptr<Backend> backend = make_ssh_backend(chain_job(), o, connector);
+    EXPECT_EQ(backend->start(events), (std::vector<int>{0, 1, 2}));
+    for (const Event& e : events_until(events, 3))
+      EXPECT_NE(e.type, Event::Type::kHostFailure) << e.data;
+    backend->finish();
+    EXPECT_EQ(connector.host("n1").logins, given ? 1 : 2);
+    std::map<int, int> jobs;  // id in the tree -> the job frame's host index
+    int subtrees = 0;
+    for (const ssh::Frame& f : frames(connector.host("n1").remotes.back()->written())) {
+      subtrees += f.type == FrameType::kSubtree ? 1 : 0;
+      if (f.type != FrameType::kRouted) continue;
+      for (const ssh::Frame& g : frames(f.payload))
+        if (g.type == FrameType::kJob) jobs[f.id] = g.id;
+    }
+    EXPECT_EQ(subtrees, 1);  // the probe's, or the launch's own
+    EXPECT_EQ(jobs,
+              given ? (std::map<int, int>{{2, 1}, {3, 2}}) : (std::map<int, int>{{1, 1}, {2, 2}}));
+  }
+}
+
 /// `n` hosts n0, n1, ... (indices 0, 1, ...), a rank each.
 Job wide_job(int n) {
   Job job;

@@ -192,6 +192,57 @@ TEST(StartSubtree, CollectsEachOutputKeepsTheRestAndNamesFailures) {
   EXPECT_EQ(ssh::decode_subtree(written[0].payload).children, w.children);
 }
 
+// Between the probe and the launch ddlrun beats each kept agent (keep_agents_alive): a
+// heartbeat frame down when the remote window takes it whole, and what the agent sent read
+// into pending after what was there, without blocking; nothing for a closed or absent channel.
+TEST(BeatKept, SendsAHeartbeatAndKeepsWhatTheAgentSent) {
+  FakeConnector connector;
+  ddl::ssh::KeptSessions::Kept kept =
+      kept_agent(connector, [](FakeRemote& r) { r.print(ssh::route(1, hello_frame("n1"))); });
+  std::shared_ptr<FakeRemote> remote = connector.host("n0").remotes.at(0);
+  ssh::beat_kept(kept);
+  const std::string beat = ssh::encode_frame(FrameType::kHeartbeat, 0, {});
+  EXPECT_EQ(remote->written(), beat);
+  for (int i = 0; i < 100 && frames(kept.pending).size() < 2; ++i) {
+    std::this_thread::sleep_for(milliseconds(10));
+    ssh::beat_kept(kept);
+  }
+  const std::vector<ssh::Frame> got = frames(kept.pending);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].type, FrameType::kHello);  // n0's, there before
+  EXPECT_EQ(got[1].type, FrameType::kRouted);
+  // A window too small for a whole frame: nothing is written (a frame is never cut).
+  remote->set_window(static_cast<uint32_t>(beat.size() - 1));
+  const std::string before = remote->written();
+  ssh::beat_kept(kept);
+  EXPECT_EQ(remote->written(), before);
+  // No channel (the probe command ran alone): nothing to do.
+  ddl::ssh::KeptSessions::Kept bare;
+  bare.session = connector.connect("n0", {});
+  ssh::beat_kept(bare);
+  EXPECT_EQ(bare.pending, "");
+}
+
+// An interior host whose probe ended in failure (its login shell exited 3) starts no agent:
+// the hosts below it are not reached at once, not waited for until the limit.
+TEST(StartSubtree, AnInteriorCommandThatFailedLeavesItsSubtreeUnreached) {
+  FakeConnector connector;
+  const CommandOutput failed{3, "", "", "broken login\n"};
+  ddl::ssh::KeptSessions::Kept kept =
+      kept_agent(connector, [&](FakeRemote& r) { r.print(output_of(1, failed)); });
+  ssh::SubtreeFrame w;
+  w.children = {{1, "n1", {{2, "n2", {{3, "n3", {}, kProbe}}, kProbe}}, kProbe}};
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::vector<ssh::StartedHost> got = ssh::start_subtree(kept, "n0", w, milliseconds(20000));
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[0], (ssh::StartedHost{1, "n1", "n0", failed, ""}));
+  EXPECT_EQ(got[1], (ssh::StartedHost{2, "n2", "n1", std::nullopt,
+                                      "not reached: n1, above it in the launch tree, failed"}));
+  EXPECT_EQ(got[2], (ssh::StartedHost{3, "n3", "n2", std::nullopt,
+                                      "not reached: n1, above it in the launch tree, failed"}));
+}
+
 TEST(StartSubtree, SilenceAndAClosedChannelFailWhatIsLeft) {
   ssh::SubtreeFrame w;
   w.children = {{1, "n1", {{3, "n3", {}, kProbe}}, kProbe}, {2, "n2", {}, kProbe}};

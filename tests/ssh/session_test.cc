@@ -2,11 +2,15 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <map>
+#include <mutex>
+#include <thread>
 
 #include "tests/ssh/fake_ssh.h"
 
@@ -86,6 +90,60 @@ TEST(KeptSessions, DestroyingClosesWhatWasNotTaken) {
   }
   EXPECT_EQ(connector.host("node1").sessions_open, 0);
   EXPECT_TRUE(connector.host("node1").remotes.at(0)->closed());
+}
+
+// ddlrun's heartbeat while it plans (launcher/ssh/tree_start.h: keep_agents_alive): every
+// session kept is beaten each interval, one taken is not, and destroying stops the beats.
+TEST(KeptSessions, KeepAliveBeatsEachKeptSessionUntilTakenOrDestroyed) {
+  FakeConnector connector;
+  std::mutex mutex;
+  std::map<std::string, int> beats;  // by endpoint ("node1:22")
+  const auto count = [&](const std::string& endpoint) {
+    std::lock_guard lock(mutex);
+    return beats[endpoint];
+  };
+  {
+    KeptSessions kept;
+    kept.put("node1", KeptSessions::Kept{connector.connect("node1", {}), {}, {}, {}});
+    kept.put("node2", KeptSessions::Kept{connector.connect("node2", {}), {}, {}, {}});
+    kept.keep_alive(
+        [&](KeptSessions::Kept& k) {
+          std::lock_guard lock(mutex);
+          ++beats[k.session->endpoint()];
+          k.pending += "b";
+        },
+        std::chrono::milliseconds(10));
+    KeptSessions::Kept one = kept.take("node1");
+    ASSERT_NE(one.session, nullptr);
+    const int one_beats = count("node1:22");
+    for (int i = 0; i < 500 && count("node2:22") < 3; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    EXPECT_GE(count("node2:22"), 3);
+    EXPECT_EQ(count("node1:22"), one_beats);  // taken: no more beats
+    KeptSessions::Kept two = kept.take("node2");
+    EXPECT_GE(two.pending.size(), 3u);  // what a beat read stays with the session
+    kept.put("node2", std::move(two));
+  }
+  const int after = count("node2:22");
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(count("node2:22"), after);  // destroyed: the beats stopped
+}
+
+// ddlrun takes SIGINT and the like with sigtimedwait() on a thread that blocks them: the beat
+// thread, made while they were not blocked, must not take them (a signal's default action
+// there would end ddlrun at once).
+TEST(KeptSessions, TheKeepAliveThreadTakesNoSignal) {
+  KeptSessions kept;
+  kept.keep_alive([](KeptSessions::Kept&) {}, std::chrono::milliseconds(10));
+  sigset_t usr1;
+  sigset_t old;
+  sigemptyset(&usr1);
+  sigaddset(&usr1, SIGUSR1);
+  ASSERT_EQ(pthread_sigmask(SIG_BLOCK, &usr1, &old), 0);
+  ASSERT_EQ(kill(getpid(), SIGUSR1), 0);
+  const timespec wait{5, 0};
+  EXPECT_EQ(sigtimedwait(&usr1, nullptr, &wait), SIGUSR1);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
 
 // The double itself: what the units' tests rely on.
