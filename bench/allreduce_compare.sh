@@ -22,10 +22,10 @@
 #   torch-gloo   torch.distributed's all_reduce on backend gloo (the Gloo bundled with torch;
 #                bench/gpu_allreduce_torch.py --device cpu) under ddlrun, with --torch-python's
 #                torch (default: build/venv's, else /opt/ddl-venv's); float32 only; n/a without
-#   copy-limit / 1pass-limit / link-limit   the busbw no allreduce of that kind can beat here
-#                (below)
-#   ddl/...      ddl's busbw over the other's (time over time); ddl%copy, ddl%1pass, ddl%lim:
-#                ddl's busbw as a share of the limit
+#   copy-limit / 1pass-limit / slot-limit / link-limit   the busbw no allreduce of that kind
+#                can beat here (below)
+#   ddl/...      ddl's busbw over the other's (time over time); ddl%copy, ddl%1pass, ddl%slot,
+#                ddl%lim: ddl's busbw as a share of the limit
 #   #wrong       the most wrong elements any benchmark's check found at that size (must be 0)
 #
 # Why tune malloc: Open MPI 4.1's allreduce allocates a temporary buffer on every call, and
@@ -58,7 +58,12 @@
 #          rank's input, S in all), and each rank's output written once (S): 2S per rank, one
 #          memcpy of S, so t_1pass = S / R and busbw_1pass = 2(n-1)/n R (n = 2: R; n = 4: 1.5
 #          R). Going through slots can approach it too where the slots stay in the cache (only
-#          the input and output then reach memory). Below ~64 KiB every allreduce is bound by latency,
+#          the input and output then reach memory). The slot limit is the least an allreduce
+#          through shared slots must move when every rank's buffers are its own (private, as
+#          ddl-bench's are): the copy limit's bytes plus the S/n that the reduced slice is
+#          written twice, once to the rank's output and once where the others can read it (no
+#          other rank can read the output): S (5 - 2/n) per rank, so busbw_slot = 4(n-1) R /
+#          (5n - 2) (n = 2: 0.50 R, 7/8 of the copy limit; n = 4: 0.67 R, 17/18 of it). Below ~64 KiB every allreduce is bound by latency,
 #          not by this. The 8-byte row comes from a run of its own with more iterations; its
 #          time (us) is printed for each benchmark under the table.
 #   flat   (root) 3 fake hosts x 2 ranks (network namespaces with their own sshd,
@@ -360,13 +365,14 @@ table() {
       }
       return bk
     }
-    # The limit busbw at s (GB/s), or -1: the copy limit (or that of the links), with one_pass
-    # the single-pass limit.
-    function lim(s, one_pass,   r, secs) {
+    # The limit busbw at s (GB/s), or -1: the copy limit (or that of the links), with kind 1
+    # the single-pass limit, with kind 2 the slot limit.
+    function lim(s, kind,   r, secs) {
       if (limit == "mem") {
         if (!((s) in rate)) return -1
         r = median(rate[s]) * 1e9  # bytes per second
-        if (one_pass) return 2 * (n - 1) / n * r / 1e9
+        if (kind == 1) return 2 * (n - 1) / n * r / 1e9
+        if (kind == 2) return 4 * (n - 1) * r / (5 * n - 2) / 1e9
         return 4 * (n - 1) * r / (5 * n - 3) / 1e9
       }
       secs = substr(limit, 6) + 0
@@ -402,11 +408,11 @@ table() {
       if (shr) printf " %10s", "ddl-shared"
       if (flat) printf " %9s", "ddl-flat"
       printf " %9s %12s %11s %9s %10s", "mpi-tuned", "mpi-best(N)", "mpi-untuned", "gloo", "torch-gloo"
-      if (mem) printf " %10s %11s", "copy-limit", "1pass-limit"
+      if (mem) printf " %10s %11s %10s", "copy-limit", "1pass-limit", "slot-limit"
       else printf " %10s", "link-limit"
       if (base) printf " %8s", "ddl/base"
       printf " %9s %8s %8s %9s", "ddl/tuned", "ddl/best", "ddl/gloo", "ddl/torch"
-      if (mem) printf " %8s %9s", "ddl%copy", "ddl%1pass"
+      if (mem) printf " %8s %9s %8s", "ddl%copy", "ddl%1pass", "ddl%slot"
       else printf " %7s", "ddl%lim"
       if (shr && mem) printf " %9s", "shr%1pass"
       printf " %6s\n", "#wrong"
@@ -419,16 +425,17 @@ table() {
         b = best(s)
         l = lim(s, 0)
         l1 = mem ? lim(s, 1) : -1
+        ls = mem ? lim(s, 2) : -1
         wmax = 0
         for (k in keys) if ((k SUBSEP s) in wrong && wrong[k, s] > wmax) wmax = wrong[k, s]
         printf " %9s %12s %11s %9s %10s %10s", cell("mpi", s),
           b == "" ? "n/a" : sprintf("%.4f(%s)", bwm(b, s), substr(b, 4)), cell("mpiu", s),
           cell("gloo", s), cell("torch", s), l < 0 ? "-" : sprintf("%.4f", l)
-        if (mem) printf " %11s", l1 < 0 ? "-" : sprintf("%.4f", l1)
+        if (mem) printf " %11s %10s", l1 < 0 ? "-" : sprintf("%.4f", l1), ls < 0 ? "-" : sprintf("%.4f", ls)
         if (base) printf " %8s", ratio("ddlbase", s)
         printf " %9s %8s %8s %9s", ratio("mpi", s), b == "" ? "n/a" : ratio(b, s), ratio("gloo", s),
           ratio("torch", s)
-        if (mem) printf " %8s %9s", share(l, s), share(l1, s)
+        if (mem) printf " %8s %9s %8s", share(l, s), share(l1, s), share(ls, s)
         else printf " %7s", share(l, s)
         if (shr && mem) printf " %9s", l1 <= 0 || !has("ddlshared", s) ? "-" : sprintf("%.0f%%", 100 * bwm("ddlshared", s) / l1)
         printf " %6s\n", wmax
@@ -437,6 +444,7 @@ table() {
       if (mem) {
         printf "  copy-limit: an allreduce through shared slots moves S(5-3/n) bytes per rank, a memcpy 2S: busbw = 4(n-1)/(5n-3) x copy rate R of %d processes at once (memcpy_bench)\n", n
         printf "  1pass-limit: every input read once, every output written once (2S per rank, one memcpy): busbw = 2(n-1)/n x R\n"
+        printf "  slot-limit: through slots with private buffers the reduced slice is written twice (output and slot): S(5-2/n) per rank, busbw = 4(n-1)/(5n-2) x R\n"
         if ("torch" in keys) printf "  torch-gloo: %s\n", torch_name
       } else
         printf "  link-limit: busbw at the floor time (%.3f ms per MiB: the busiest link carrying its least); tc lets the first 1 MB of a burst through unshaped, so it binds from ~1 MiB up\n", substr(limit, 6) * 1048576 * 1e3

@@ -30,6 +30,9 @@ std::string_view to_string(ReduceOp op);
 /// bfloat16 are widened to float, reduced, and rounded to nearest even. Vectorised where the
 /// compiler can.
 void reduce_into(void* dst, const void* src, size_t count, DataType type, ReduceOp op);
+/// dst[i] = op(a[i], b[i]): the bits of copying a into dst and then reduce_into(dst, b), in one
+/// pass. dst overlaps neither a nor b.
+void reduce_of(void* dst, const void* a, const void* b, size_t count, DataType type, ReduceOp op);
 /// buf[i] /= divisor, for kAvg's last step.
 void divide(void* buf, size_t count, DataType type, int divisor);
 /// Whether float16 converts through F16C (the CPU has it). set_f16c(false) makes it convert

@@ -19,6 +19,10 @@ namespace ddl::comm {
 /// 2 members S > the last-level cache (sysfs' index3 of cpu0; 32 MiB where it says nothing).
 size_t auto_stream_bytes(int members);
 
+/// The slot size kChunkAuto stands for: one core's L2 cache (sysfs' level-2 cache of cpu0),
+/// within 256 KiB .. 4 MiB; 256 KiB where sysfs says nothing.
+size_t auto_chunk_bytes();
+
 /// One rank of a node group.
 struct NodeMember {
   int rank = 0;      ///< global rank
@@ -30,7 +34,10 @@ struct NodeOptions {
   std::string job = "ddl";  ///< names the segment
   /// Bytes each step moves through a member's slot (DDL_SHM_CHUNK_BYTES): pieces of the
   /// buffer small enough to stay in cache between the copy in, the reduction and the copy out.
-  size_t chunk_bytes = 256 * 1024;
+  /// kChunkAuto: one core's L2 (auto_chunk_bytes), the fewest steps (each a wait) whose slot
+  /// still stays in the writer's L2 while the others read it. Member 0's value counts.
+  size_t chunk_bytes = kChunkAuto;
+  static constexpr size_t kChunkAuto = SIZE_MAX;
   /// Allreduces of at most this many bytes (DDL_SHM_SMALL_BYTES) take one step: every member
   /// copies its whole input in and reduces all of it itself.
   size_t small_bytes = 8 * 1024;
@@ -110,6 +117,12 @@ class NodeGroup {
   bool step(const Sweep& s, size_t piece);
   void copy_in(const Sweep& s, size_t piece);
   void reduce_piece(const Sweep& s, size_t piece);
+  /// One block (c elements) of this member's piece reduced from src(0..n-1) in rank order;
+  /// returns where the result lies: `last` when given (the slot the others collect from),
+  /// else the accumulator.
+  template <typename Src>
+  std::byte* reduce_block(const Src& src, std::byte* last, size_t c, DataType type, ReduceOp op,
+                          int divisor);
   /// Copies the others' pieces of step `at_step` (piece j) from their slots into the output.
   void gather_piece(const Sweep& s, size_t piece, uint64_t at_step);
   /// Whether every member can read every other's memory (decided together, see node_cma.cc).

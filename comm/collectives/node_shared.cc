@@ -112,10 +112,9 @@ void NodeGroup::single_pass(const Sweep& s) {
   std::byte* acc = scratch_.data();
   for (size_t b = 0; b < bytes; b += kSharedBlockBytes) {
     const size_t c = std::min(kSharedBlockBytes, bytes - b);
-    std::memcpy(acc, direct_[0] + lo + b, c);
-    for (int q = 1; q < size(); ++q)
-      reduce_into(acc, direct_[q] + lo + b, c / ts, s.type, s.op);
-    if (s.divisor > 1) divide(acc, c / ts, s.type, s.divisor);
+    // Into the accumulator: this member's own buffer is one of the sources.
+    reduce_block([&](int q) -> const std::byte* { return direct_[q] + lo + b; }, nullptr, c / ts,
+                 s.type, s.op, s.divisor);
     for (int k = 1; k <= size(); ++k) {
       const int q = (self_ + k) % size();
       node::copy_out(direct_[q] + lo + b, acc, c, s.stream);

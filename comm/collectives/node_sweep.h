@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstring>
 #include <vector>
 
 #include "comm/collectives/collectives.h"
@@ -55,5 +56,31 @@ struct NodeGroup::Sweep {
   /// Where member q's piece lies in a slot, in bytes.
   size_t slot_at(int q) const { return source >= 0 ? 0 : q * piece * ts(); }
 };
+
+template <typename Src>
+std::byte* NodeGroup::reduce_block(const Src& src, std::byte* last, size_t c, DataType type,
+                                   ReduceOp op, int divisor) {
+  // Rank order 0..n-1, each step op(left, next): the first two in one pass (reduce_of), the
+  // rest into the accumulator in L1; the last into `last` when given (it overlaps no source),
+  // else the accumulator.
+  std::byte* acc = scratch_.data();
+  std::byte* to = last != nullptr && size() == 2 ? last : acc;
+  if (size() == 1) {
+    std::memcpy(to, src(0), c * type_size(type));
+  } else {
+    reduce_of(to, src(0), src(1), c, type, op);
+  }
+  for (int q = 2; q < size(); ++q) {
+    if (q + 1 == size() && last != nullptr) {
+      reduce_of(last, acc, src(q), c, type, op);
+      to = last;
+    } else {
+      reduce_into(acc, src(q), c, type, op);
+    }
+  }
+  if (divisor > 1) divide(to, c, type, divisor);
+  if (last != nullptr && to != last) std::memcpy(last, to, c * type_size(type));
+  return to;
+}
 
 }  // namespace ddl::comm

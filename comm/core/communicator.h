@@ -52,9 +52,9 @@ struct CommOptions {
   int max_ring = kMaxRing;
   /// DDL_SHM=0 turns the direct shared-memory collectives off (links and rings only).
   bool shm = true;
-  size_t shm_chunk_bytes = 256 * 1024;  ///< DDL_SHM_CHUNK_BYTES: NodeOptions::chunk_bytes
-  size_t shm_small_bytes = 8 * 1024;    ///< DDL_SHM_SMALL_BYTES: NodeOptions::small_bytes
-  size_t shm_cma_bytes = 0;             ///< DDL_SHM_CMA_BYTES: NodeOptions::cma_bytes (0: off)
+  size_t shm_chunk_bytes = NodeOptions::kChunkAuto;  ///< DDL_SHM_CHUNK_BYTES (unset: auto)
+  size_t shm_small_bytes = 8 * 1024;  ///< DDL_SHM_SMALL_BYTES: NodeOptions::small_bytes
+  size_t shm_cma_bytes = 0;           ///< DDL_SHM_CMA_BYTES: NodeOptions::cma_bytes (0: off)
   size_t shm_stream_bytes = NodeOptions::kStreamAuto;  ///< DDL_SHM_STREAM_BYTES (unset: auto)
   /// The runtime for GPU buffers; null: NCCL, loaded by the constructor when present (tests
   /// pass a stand-in). DDL_NCCL=0 turns NCCL off.

@@ -12,6 +12,8 @@
 #include <array>
 #include <atomic>
 #include <csignal>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <random>
@@ -180,6 +182,46 @@ TEST(NodeGroup, LargeBuffersTakeManyStepsAndStayExact) {
     for (int r = 0; r < 4; ++r)
       EXPECT_TRUE(got[r] == want) << "member " << r;
   }
+}
+
+TEST(NodeGroup, TheAutomaticSlotIsOneCoresL2WithinItsBounds) {
+  // What sysfs says of cpu0's level-2 cache, read here independently (the first index whose
+  // level is 2 and whose type is not Instruction).
+  size_t l2 = 0;
+  for (int i = 0; i < 8 && l2 == 0; ++i) {
+    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/";
+    auto read = [&](const char* f) {
+      std::string v;
+      if (FILE* fp = std::fopen((dir + f).c_str(), "r")) {
+        char buf[64] = "";
+        if (std::fgets(buf, sizeof buf, fp) != nullptr) v = buf;
+        std::fclose(fp);
+      }
+      while (!v.empty() && v.back() == '\n')
+        v.pop_back();
+      return v;
+    };
+    if (read("level") != "2" || read("type") == "Instruction") continue;
+    const std::string size = read("size");
+    char* end = nullptr;
+    l2 = std::strtoull(size.c_str(), &end, 10) * (*end == 'K' ? 1024 : *end == 'M' ? 1 << 20 : 1);
+  }
+  const size_t want = l2 == 0 ? 256 * 1024 : std::clamp<size_t>(l2, 256 * 1024, 4 << 20);
+  EXPECT_EQ(auto_chunk_bytes(), want) << "sysfs L2: " << l2;
+  // A group with the default (automatic) slot runs a sweep of several steps exactly.
+  NodeOptions o;
+  o.timeout = 20s;
+  const size_t count = 3 * want / 4 + 5;  // 3 slots' worth of float32 over 2 members
+  const auto expect = reference(2, count, DataType::kFloat32, ReduceOp::kSum, 3);
+  std::vector<std::vector<std::byte>> got(2);
+  expect_no_errors(run_group(2, o, [&](NodeGroup& g) {
+    auto mine = input(g.rank(), count, DataType::kFloat32, 3);
+    std::vector<std::byte> out(mine.size());
+    g.allreduce(mine.data(), out.data(), count, DataType::kFloat32, ReduceOp::kSum, nullptr);
+    got[g.rank()] = out;
+  }));
+  for (int r = 0; r < 2; ++r)
+    EXPECT_TRUE(got[r] == expect) << "member " << r;
 }
 
 TEST(NodeGroup, ReduceScatterGivesEachMemberItsBlock) {
@@ -469,7 +511,7 @@ TEST(NodeGroup, ManyBackToBackCallsOfVariedSizesAreAllExact) {
         std::byte* in = reinterpret_cast<std::byte*>(
             (reinterpret_cast<uintptr_t>(space.data()) + 63) / 64 * 64 + c.shift * ts);
         std::byte* out = c.in_place ? in : in + bytes + 64;
-        std::memcpy(in, mine.data(), bytes);
+        if (bytes > 0) std::memcpy(in, mine.data(), bytes);  // no null source (UBSan)
         g.allreduce(in, out, c.count, c.type, c.op, nullptr);
         if (!std::equal(out, out + bytes, reference(n, c.count, c.type, c.op, k).begin())) {
           bad[g.rank()] = "call " + std::to_string(k) + ": " + std::to_string(c.count) + " " +

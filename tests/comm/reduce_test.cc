@@ -223,5 +223,36 @@ TEST(ReduceTest, LongBuffersUseEveryBlock) {
   }
 }
 
+TEST(ReduceTest, ReduceOfGivesTheBitsOfACopyThenReduceInto) {
+  // Every type and op over bytes that include NaNs, infinities, ties and wrapping integers, with
+  // a length that leaves vector tails: reduce_of(dst, a, b) must equal dst = a; reduce_into(dst,
+  // b) bit for bit, and leave a and b alone.
+  const size_t n = 1037;
+  const DataType types[] = {DataType::kFloat32,  DataType::kFloat64, DataType::kFloat16,
+                            DataType::kBFloat16, DataType::kInt32,   DataType::kInt64,
+                            DataType::kUint8};
+  const ReduceOp ops[] = {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMin, ReduceOp::kMax,
+                          ReduceOp::kProd};
+  for (DataType t : types) {
+    const size_t bytes = n * type_size(t);
+    std::vector<uint8_t> a(bytes), b(bytes);
+    uint32_t x = 12345;
+    for (size_t i = 0; i < bytes; ++i) {
+      x = x * 1103515245u + 12345u;
+      a[i] = static_cast<uint8_t>(x >> 16);
+      b[i] = static_cast<uint8_t>(x >> 8);
+    }
+    for (ReduceOp op : ops) {
+      std::vector<uint8_t> want = a, got(bytes, 0xee);
+      const std::vector<uint8_t> a0 = a, b0 = b;
+      reduce_into(want.data(), b.data(), n, t, op);
+      reduce_of(got.data(), a.data(), b.data(), n, t, op);
+      EXPECT_EQ(got, want) << to_string(t) << " " << to_string(op);
+      EXPECT_EQ(a, a0);
+      EXPECT_EQ(b, b0);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ddl::comm
