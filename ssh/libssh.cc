@@ -400,6 +400,7 @@ class LibsshChannel final : public Channel {
   }
   int exit_status() override { return ssh_channel_get_exit_status(channel_.get()); }
   std::string exit_signal() override { return signal_; }
+  int fd() override { return ssh_get_fd(ssh_channel_get_session(channel_.get())); }
 
  private:
   /// libssh's answer in our terms; SSH_AGAIN is "nothing now".

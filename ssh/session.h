@@ -91,6 +91,9 @@ class Channel {
   virtual int exit_status() = 0;
   /// The signal that ended the command ("KILL"), when the server said; "" otherwise.
   virtual std::string exit_signal() = 0;
+  /// The socket under it, for poll() to wait on several channels at once (POLLIN: something
+  /// came, which poll(0) then reads); -1 when there is none to wait on (then poll it).
+  virtual int fd() { return -1; }
 };
 
 /// A connected, logged-in session to one host. Used by one thread at a time; destroying it

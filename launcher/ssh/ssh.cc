@@ -1,47 +1,55 @@
 // The ssh backend: ddlrun's own multi-host launcher.
 //
-// How it works: one thread per host that has ranks. Each takes the session its host's probe
-// logged in with (so a host sees one login per job), or logs in through the ssh::Connector
-// (ssh/session.h: ssh config, keys only, strict host keys, connect timeout; at most
-// ssh.max_parallel logins at once), runs `ddlrun --agent` in an exec channel and waits for its
-// hello. start() waits for every hello:
-// if a host failed, every channel is closed (so the agents that did start exit) and one
-// LaunchError lists each failed host with its reason. Then the job goes to every agent with
-// the rendezvous of rank 0's host (the address ddlrun reached it at, and its free ports); each
-// agent checks the program and writes its topology file; only when all are ready do they get
-// "go", so a program missing on one host starts nothing anywhere. From then on each thread
-// turns frames into events (output, exits) and writes queued frames (signals, stdin) between
-// reads. While the supervisor's event queue is output_full() a thread does not read its
-// channel (it goes on writing): ssh's window then stops the agent, and the agent stops reading
-// its ranks. Stdin goes in a window (protocol.h: Z) so no side queues more than
+// How it works: one conversation per host that has ranks (per first-level host in the launch
+// tree, below), on a fixed pool of threads that does not grow with the hosts (tree.h:
+// kLoginThreads, kTalkThreads). A login thread takes the next host, takes the session its
+// probe logged in with (so a host sees one login per job), or logs in through the
+// ssh::Connector (ssh/session.h: ssh config, keys only, strict host keys, connect timeout; at
+// most ssh.max_parallel logins at once), runs `ddlrun --agent` in an exec channel, and hands
+// the conversation to a talk thread (a talker per kHostsPerTalker hosts, host i to talker i mod
+// their number); a slow login holds only its login thread, never a conversation already talking. A
+// talk thread gives each of its conversations a turn (below) that never waits, and waits, when a
+// round read nothing, in one poll() on all their sockets for at most 20 ms; each session stays with
+// one thread at a time. start() waits for every hello: if a host failed, every channel is closed
+// (so the agents that did start exit) and one LaunchError lists each failed host with its reason.
+// Then the job goes to every agent with the rendezvous of rank 0's host (the address ddlrun reached
+// it at, and its free ports); each agent checks the program and writes its topology file; only when
+// all are ready do they get "go", so a program missing on one host starts nothing anywhere. From
+// then on each turn turns frames into events (output, exits) and writes queued frames (signals,
+// stdin) between reads. While the supervisor's event queue is output_full() a conversation does not
+// read its channel (it goes on writing): ssh's window then stops the agent, and the agent stops
+// reading its ranks. Stdin goes in a window (protocol.h: Z) so no side queues more than
 // kStdinWindow of it. A channel that closes before its agent said "done" is a lost host.
 //
 // PMIx across hosts: each agent is its host's PMIx server. ddlrun joins the hosts' fence
-// contributions in one FenceCombiner (any host's thread adds what its agent sent, and the
-// last one sends the combined data down to every host taking part; every thread checks the
-// fences' timeouts as it polls), passes direct modex requests to the rank's host and the
+// contributions in one FenceCombiner (any host's conversation adds what its agent sent, and
+// the last one sends the combined data down to every host taking part; every turn checks the
+// fences' timeouts), passes direct modex requests to the rank's host and the
 // answers back, and turns a PMIx_Abort into the rank's failure (pmix_server::abort_events).
 // Data is collected when the ranks ask for it (PMIX_COLLECT_DATA); otherwise a Get of another
 // host's key is a direct modex.
 //
-// The launch tree (tree.h; --tree-width K, beyond K hosts): the threads above run for the
-// first level only, at most K of them, so ddlrun's threads and sessions do not grow with the
-// hosts. Each first-level conversation sends its agent a subtree frame (W: the hosts below it
-// and how to log in to them), and its agent starts theirs (relay.h). The other hosts keep
-// their HostConn and their own HostTalk (phase, ranks, frames), driven by the conversation of
-// the first-level host above them: what ddlrun sends them goes routed (T) down that channel,
-// what they send comes up routed, so hello/ready/go, output, stdin, signals, exits and PMIx
-// work as they do flat. A host below is timed by its tree parent, which reports it lost (L);
-// a lost host takes the hosts below it along, reported after it as "lost with its tree parent
-// X" (the lost host is the job's reason, and a restart keeps the others). When ddlrun's probe
-// already went down the tree (tree_start.h), a first-level session comes with its subtree
-// started: its W is not sent again, and the hosts' hellos wait in the kept channel's bytes.
-// When ddlrun passes the probe's tree (LaunchOptions::probe_tree: a restart's probe that left
-// hosts out) and it holds exactly this launch's hosts, the launch takes that shape, and each
-// host's id in the tree's frames (its route) stays the one the probe's W gave it, while its
-// job frame carries its index in this job, whose hosts were numbered again.
+// The launch tree (tree.h; --tree-width K, beyond K hosts): the conversations above are the
+// first level's only, at most K of them, so ddlrun's sessions do not grow with the hosts. Each
+// first-level conversation sends its agent a subtree frame (W: the hosts below it and how to log in
+// to them), and its agent starts theirs (relay.h). The other hosts keep their HostConn and their
+// own HostTalk (phase, ranks, frames), driven by the conversation of the first-level host above
+// them: what ddlrun sends them goes routed (T) down that channel, what they send comes up routed,
+// so hello/ready/go, output, stdin, signals, exits and PMIx work as they do flat. A host below is
+// timed by its tree parent, which reports it lost (L); a lost host takes the hosts below it along,
+// reported after it as "lost with its tree parent X" (the lost host is the job's reason, and a
+// restart keeps the others). When ddlrun's probe already went down the tree (tree_start.h), a
+// first-level session comes with its subtree started: its W is not sent again, and the hosts'
+// hellos wait in the kept channel's bytes. When ddlrun passes the probe's tree
+// (LaunchOptions::probe_tree: a restart's probe that left hosts out) and it holds exactly this
+// launch's hosts, the launch takes that shape, and each host's id in the tree's frames (its route)
+// stays the one the probe's W gave it, while its job frame carries its index in this job, whose
+// hosts were numbered again.
 
+#include <poll.h>
 #include <signal.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -94,7 +102,6 @@ struct HostConn {
   bool go = false;
   std::string outgoing;      ///< frames to write (signals, PMIx)
   std::string stdin_frames;  ///< stdin to write after `outgoing` (at most kStdinWindow)
-  std::thread thread;        ///< the first level's only
   // The launch tree.
   /// Its id in the tree's frames (T, L, the subtree frames): `index`, or the probe's when the
   /// launch takes over the probe's tree (LaunchOptions::probe_tree).
@@ -133,10 +140,7 @@ class SshBackend : public Backend {
     events_ = &events;
     fences_ = std::make_unique<pmix_server::FenceCombiner>(pmix_server::make_layout(job_.topology),
                                                            default_fence_timeout());
-    for (auto& h : hosts_) {
-      HostConn* c = h.get();
-      if (c->first_level) c->thread = std::thread([this, c] { converse(*c); });
-    }
+    start_pool();
     drop_kept_sessions();
     // Each level logs in after the one above it said hello.
     const auto connect_limit =
@@ -215,9 +219,7 @@ class SshBackend : public Backend {
       stop_ = true;
     }
     changed_.notify_all();
-    for (auto& h : hosts_) {
-      if (h->thread.joinable()) h->thread.join();
-    }
+    join_pool();
   }
 
  private:
@@ -542,8 +544,14 @@ class SshBackend : public Backend {
 
   class HostTalk;
   class Conversation;
-  /// One first-level host's whole conversation (and so its subtree's), on its own thread.
-  void converse(HostConn& c);
+  class Talker;
+  /// The head's threads (issue 26 item 3): at most kLoginThreads log in to the first level
+  /// and start its agents, and hand each conversation to one of at most kTalkThreads talkers.
+  void start_pool();
+  /// Waits for the pool's threads (after stop_, or once every conversation ended).
+  void join_pool();
+  /// A login thread: logs in to the next first-level host not yet taken, until none is left.
+  void log_in_next();
 
   Job job_;
   LaunchOptions options_;
@@ -561,6 +569,12 @@ class SshBackend : public Backend {
   bool stdin_closed_ = false;
   bool killed_ = false;          ///< SIGKILL went out: finish() waits for no more exits
   std::string job_bytes_frame_;  ///< U, once start() has the rendezvous; guarded by mutex_
+  // The pool (start_pool).
+  std::vector<HostConn*> first_level_;      ///< the hosts ddlrun logs in to, in the job's order
+  std::atomic<size_t> next_login_{0};       ///< the first of first_level_ no thread took yet
+  std::atomic<size_t> logins_left_{0};      ///< of first_level_, not yet handed on or failed
+  std::vector<std::thread> login_threads_;  ///< at most kLoginThreads
+  std::vector<std::unique_ptr<Talker>> talkers_;  ///< at most kTalkThreads
 };
 
 // What ddlrun knows of one host's conversation, whether its frames come on the host's own
@@ -750,6 +764,19 @@ class SshBackend::Conversation {
  public:
   enum class Step { kLogIn, kStartAgent, kTalk, kClose, kEnd };
 
+  /// While talking: the socket to wait on for what its agent sends (-1: none, poll instead),
+  /// whether the last turn read anything, and whether it is held (not reading) because the
+  /// supervisor's output is full.
+  int fd() { return channel_ ? channel_->fd() : -1; }
+  bool heard() const { return heard_; }
+  bool held() const { return held_; }
+  /// Not logged in, as ddlrun is stopping: the host, and those below it, failed.
+  Step abandon() {
+    lose_subtree();
+    b_.fail(c_, "stopped before the job started");
+    return Step::kEnd;
+  }
+
   Conversation(SshBackend& backend, HostConn& c) : b_(backend), c_(c) {
     talks_.push_back(std::make_unique<HostTalk>(backend, c, false));
     for (HostConn* h : c.subtree) {
@@ -813,10 +840,10 @@ class SshBackend::Conversation {
     return Step::kTalk;
   }
 
+  /// One turn of kTalk (a Talker gives each of its conversations one in turn).
   Step talk() {
     try {
-      while (turn()) {
-      }
+      if (turn()) return Step::kTalk;
     } catch (const std::exception& e) {
       own().lost(std::string("protocol error: ") + e.what(), subtree_open());
       lose_subtree();
@@ -974,20 +1001,22 @@ class SshBackend::Conversation {
     return true;
   }
 
-  /// Output only while the supervisor has room for it (its events go on meanwhile). The host
-  /// is not silent while we are the ones not reading it.
+  /// Output only while the supervisor has room for it (its events go on meanwhile; held()
+  /// meanwhile). The host is not silent while we are the ones not reading it. Never waits: the
+  /// Talker waits for all of its conversations at once.
   void receive() {
-    if (own().running() && b_.events_->output_full()) {
-      b_.events_->wait_for_room(Clock::now() + std::chrono::milliseconds(kPollMs));
+    heard_ = false;
+    held_ = own().running() && b_.events_->output_full();
+    if (held_) {
       last_heard_ = Clock::now();
     } else {
-      open_ = pump(kPollMs);
+      open_ = pump();
     }
   }
 
-  /// Reads what the agent has sent; returns false when the channel has ended.
-  bool pump(int wait_ms) {
-    int avail = channel_->poll(std::chrono::milliseconds(wait_ms));
+  /// Reads what the agent has sent, without waiting; returns false when the channel has ended.
+  bool pump() {
+    int avail = channel_->poll(std::chrono::milliseconds(0));
     if (avail == ddl::ssh::Channel::kError) return false;
     char buf[65536];
     bool eof = avail == ddl::ssh::Channel::kEof;
@@ -999,6 +1028,7 @@ class SshBackend::Conversation {
         break;
       }
       last_heard_ = Clock::now();
+      heard_ = true;
       reader_.feed(std::string_view(buf, static_cast<size_t>(n)));
     }
     relay_stderr(buf, sizeof buf);
@@ -1011,6 +1041,7 @@ class SshBackend::Conversation {
       const int n = channel_->read(buf, size, ddl::ssh::Stream::kStderr);
       if (n <= 0) break;
       last_heard_ = Clock::now();
+      heard_ = true;
       err_line_.append(buf, static_cast<size_t>(n));
       size_t nl;
       while ((nl = err_line_.find('\n')) != std::string::npos) {
@@ -1086,13 +1117,143 @@ class SshBackend::Conversation {
   bool killed_ = false;
   bool open_ = true;
   bool silent_ = false;  ///< no heartbeat for the deadline
+  bool heard_ = false;   ///< the last turn read something
+  bool held_ = false;    ///< the last turn did not read: the supervisor's output is full
 };
 
-void SshBackend::converse(HostConn& c) {
-  Conversation conversation(*this, c);
+// One of the head's talk threads: the conversations the login threads hand it, one turn each
+// in turn. When a round read nothing, it waits in poll() on their sockets and its wake-up
+// eventfd (a new conversation, or the last login done) for at most kPollMs, so frames queued
+// by other threads (signals, stdin, fence results) go within that as they did per host; while
+// every conversation is held by the supervisor's full output it waits for room instead. A
+// conversation whose channel has no socket (a test double) makes the wait short.
+class SshBackend::Talker {
+ public:
+  explicit Talker(SshBackend& backend)
+      : b_(backend), wake_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
+    thread_ = std::thread([this] { run(); });
+  }
+  ~Talker() {
+    join();
+    if (wake_ >= 0) ::close(wake_);
+  }
+  void join() {
+    if (thread_.joinable()) thread_.join();
+  }
+  /// Takes over `c`, logged in and its agent started.
+  void hand(std::unique_ptr<Conversation> c) {
+    {
+      std::lock_guard lock(mutex_);
+      inbox_.push_back(std::move(c));
+    }
+    wake();
+  }
+  void wake() {
+    const uint64_t one = 1;
+    if (wake_ >= 0) (void)!::write(wake_, &one, sizeof one);
+  }
+
+ private:
   using Step = Conversation::Step;
-  for (Step step = Step::kLogIn; step != Step::kEnd;)
-    step = conversation.run(step);
+
+  void run() {
+    while (take_inbox()) {
+      bool heard = false;
+      for (size_t i = 0; i < mine_.size();) {
+        Step step = mine_[i]->run(Step::kTalk);
+        if (step == Step::kClose) step = mine_[i]->run(Step::kClose);
+        heard = heard || mine_[i]->heard();
+        if (step == Step::kTalk) {
+          ++i;
+        } else {
+          mine_.erase(mine_.begin() + static_cast<std::ptrdiff_t>(i));
+        }
+      }
+      if (!heard) idle_wait();
+    }
+  }
+
+  /// Moves what was handed over into mine_; false when it has nothing to talk to and nothing
+  /// more will come.
+  bool take_inbox() {
+    std::lock_guard lock(mutex_);
+    for (auto& c : inbox_)
+      mine_.push_back(std::move(c));
+    inbox_.clear();
+    return !mine_.empty() || b_.logins_left_.load() > 0;
+  }
+
+  void idle_wait() {
+    std::vector<pollfd> fds{{wake_, POLLIN, 0}};
+    bool every_fd = true;
+    bool all_held = !mine_.empty();
+    for (auto& c : mine_) {
+      if (c->held()) continue;  // it is not reading: its socket would wake us for nothing
+      all_held = false;
+      const int fd = c->fd();
+      every_fd = every_fd && fd >= 0;
+      if (fd >= 0) fds.push_back({fd, POLLIN, 0});
+    }
+    if (all_held) {
+      b_.events_->wait_for_room(Clock::now() + std::chrono::milliseconds(kPollMs));
+      return;
+    }
+    ::poll(fds.data(), fds.size(), every_fd ? kPollMs : kShortPollMs);
+    uint64_t n = 0;
+    if (wake_ >= 0) (void)!::read(wake_, &n, sizeof n);
+  }
+
+  static constexpr int kShortPollMs = 2;
+  SshBackend& b_;
+  int wake_;
+  std::mutex mutex_;
+  std::vector<std::unique_ptr<Conversation>> inbox_;  ///< guarded by mutex_
+  std::vector<std::unique_ptr<Conversation>> mine_;   ///< its thread's own
+  std::thread thread_;
+};
+
+void SshBackend::start_pool() {
+  for (auto& h : hosts_) {
+    if (h->first_level) first_level_.push_back(h.get());
+  }
+  const size_t n = first_level_.size();
+  logins_left_ = n;
+  const size_t talkers =
+      std::min<size_t>((n + ssh::kHostsPerTalker - 1) / ssh::kHostsPerTalker, ssh::kTalkThreads);
+  for (size_t i = 0; i < talkers; ++i)
+    talkers_.push_back(std::make_unique<Talker>(*this));
+  const size_t logins = std::min<size_t>(
+      {n, ssh::kLoginThreads, static_cast<size_t>(std::max(options_.ssh.max_parallel, 1))});
+  for (size_t i = 0; i < logins; ++i)
+    login_threads_.emplace_back([this] { log_in_next(); });
+}
+
+void SshBackend::join_pool() {
+  for (std::thread& t : login_threads_) {
+    if (t.joinable()) t.join();
+  }
+  for (auto& t : talkers_)
+    t->join();
+}
+
+void SshBackend::log_in_next() {
+  using Step = Conversation::Step;
+  for (size_t i = next_login_++; i < first_level_.size(); i = next_login_++) {
+    auto conversation = std::make_unique<Conversation>(*this, *first_level_[i]);
+    bool stopped;
+    {
+      std::lock_guard lock(mutex_);
+      stopped = stop_;
+    }
+    Step step = stopped ? conversation->abandon() : Step::kLogIn;
+    while (step == Step::kLogIn || step == Step::kStartAgent)
+      step = conversation->run(step);
+    if (step == Step::kTalk) talkers_[i % talkers_.size()]->hand(std::move(conversation));
+    if (--logins_left_ == 0) {
+      for (auto& t : talkers_)
+        t->wake();  // an idle one may end now
+    }
+  }
 }
 
 }  // namespace

@@ -32,9 +32,16 @@ struct TreeHost {
 /// The same hosts in the same places (commands aside).
 bool same_shape(const std::vector<TreeHost>& a, const std::vector<TreeHost>& b);
 
-/// The default of --tree-width: Slurm's TreeWidth. ddlrun runs a thread per first-level
-/// host (and its probe at most as many), so 50 keeps it under 64 threads at any host count.
+/// The default of --tree-width: Slurm's TreeWidth. ddlrun holds a session per first-level
+/// host (and its probe a thread per host it probes, at most as many).
 constexpr int kDefaultTreeWidth = 50;
+/// ddlrun's threads for the launch's conversations, whatever the number of hosts (ssh.cc): at
+/// most kLoginThreads log in to the first level (and no more than ssh.max_parallel, nor than
+/// its hosts), each then handing the conversation on to one of at most kTalkThreads talkers,
+/// one for each kHostsPerTalker hosts, which drive several each. So at most 40 at any count.
+constexpr int kLoginThreads = 32;
+constexpr int kTalkThreads = 8;
+constexpr int kHostsPerTalker = 8;
 /// How deep a subtree frame may nest (a fan-out of 2 reaches 2^32 hosts well before).
 constexpr int kMaxTreeDepth = 32;
 

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <map>
@@ -659,8 +660,9 @@ int threads_now() {
 }
 
 // Issue 26 item 3: at the default width (50, Slurm's TreeWidth) ddlrun's side of the launch
-// holds a thread and a session per first-level host only, so its threads stay under 64 at
-// any host count: run at 128 and 1,024 hosts; at Summit's 4,608 the first level is as wide.
+// holds a session per first-level host only (its threads are a fixed pool, below), so its
+// threads stay under 64 at any host count: run at 128 and 1,024 hosts; at Summit's 4,608 the
+// first level is as wide.
 TEST(SshBackendTree, DefaultWidthKeepsTheThreadsUnder64AtAnyHostCount) {
   std::vector<std::pair<int, std::string>> summit;
   for (int h = 0; h < 4608; ++h)
@@ -691,6 +693,98 @@ TEST(SshBackendTree, DefaultWidthKeepsTheThreadsUnder64AtAnyHostCount) {
     EXPECT_LT(threads, 64) << n << " hosts";
     EXPECT_EQ(connector.connected().size(), 50u) << n << " hosts";
   }
+}
+
+/// The most threads this process had while `during` ran (sampled every millisecond).
+template <typename Fn>
+int peak_threads(Fn during) {
+  std::atomic<int> peak{threads_now()};
+  std::atomic<bool> done{false};
+  std::thread sampler([&] {
+    while (!done) {
+      peak = std::max(peak.load(), threads_now());
+      std::this_thread::sleep_for(milliseconds(1));
+    }
+  });
+  during();
+  done = true;
+  sampler.join();
+  return peak;
+}
+
+// Issue 26 item 3, flat: with --tree-width 0 ddlrun logs in to every host itself (a session
+// each), but its conversations run on a fixed pool of threads: at 128 and 1,024 hosts its
+// threads never exceed kLoginThreads + kTalkThreads more than before the launch (the sampler's
+// own thread included in both), and once every host is logged in the talkers alone are left.
+TEST(SshBackendTree, FlatLaunchRunsOnAFixedPoolOfThreads) {
+  for (const int n : {128, 1024}) {
+    FakeConnector connector;
+    for (int h = 0; h < n; ++h)
+      connector.host("n" + std::to_string(h)).program = SubtreeAgent{};
+    LaunchOptions o;
+    o.ddlrun_path = "/opt/ddlrun";
+    o.heartbeat_timeout = std::chrono::seconds(60);  // the agents played here send none
+    o.tree_width = 0;
+    const int before = threads_now();
+    int exits = 0;
+    int after_start = 0;
+    const int peak = peak_threads([&] {
+      EventQueue events;
+      const std::unique_ptr<Backend> backend = make_ssh_backend(wide_job(n), o, connector);
+      ASSERT_EQ(backend->start(events).size(), static_cast<size_t>(n));
+      for (int i = 0; i < 200 && (after_start = threads_now()) > before + 1 + ssh::kTalkThreads;
+           ++i)
+        std::this_thread::sleep_for(milliseconds(10));  // the login threads are ending
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+      while (exits < n) {
+        std::optional<Event> e = events.pop(deadline);
+        if (!e) break;
+        exits += e->type == Event::Type::kExit ? 1 : 0;
+        ASSERT_NE(e->type, Event::Type::kHostFailure) << e->data;
+      }
+      backend->finish();
+    });
+    EXPECT_EQ(exits, n);
+    EXPECT_LE(peak, before + 1 + ssh::kLoginThreads + ssh::kTalkThreads) << n << " hosts";
+    EXPECT_LE(after_start, before + 1 + ssh::kTalkThreads) << n << " hosts";
+    EXPECT_EQ(connector.connected().size(), static_cast<size_t>(n)) << n << " hosts";
+  }
+}
+
+// A slow login holds only its own login thread: while n0's agent takes 1.5 s to start, n1's
+// conversation is already driven (it gets ddlrun's heartbeat a second), and the job then runs.
+TEST(SshBackendTree, ASlowLoginDoesNotStallTheOtherConversations) {
+  FakeConnector connector;
+  connector.host("n0").program = [](FakeRemote& r) {
+    std::this_thread::sleep_for(milliseconds(1500));
+    SubtreeAgent{}(r);
+  };
+  connector.host("n1").program = SubtreeAgent{};
+  LaunchOptions o;
+  o.ddlrun_path = "/opt/ddlrun";
+  o.heartbeat_timeout = std::chrono::seconds(60);  // the agents played here send none
+  EventQueue events;
+  const std::unique_ptr<Backend> backend = make_ssh_backend(wide_job(2), o, connector);
+  int beats = -1;
+  std::thread watch([&] {
+    std::this_thread::sleep_for(milliseconds(1300));
+    std::shared_ptr<FakeRemote> n1;
+    {
+      ddl::ssh::FakeHost& h = connector.host("n1");
+      if (!h.remotes.empty()) n1 = h.remotes.front();
+    }
+    if (!n1) return;
+    ssh::FrameReader reader;  // test::frames leaves heartbeats out
+    reader.feed(n1->written());
+    beats = 0;
+    while (auto f = reader.next())
+      beats += f->type == FrameType::kHeartbeat ? 1 : 0;
+  });
+  const size_t started = backend->start(events).size();
+  watch.join();
+  EXPECT_EQ(started, 2u);
+  EXPECT_GE(beats, 2);  // at once, and a second later
+  backend->finish();
 }
 
 TEST(SshBackendTree, StdinAndSignalsGoDownToRoutedHosts) {
