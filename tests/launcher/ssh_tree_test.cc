@@ -659,6 +659,21 @@ int threads_now() {
   return -1;
 }
 
+/// The exits `events` brings within a minute, up to `n`; a host failure fails the test and ends
+/// the wait.
+int exits_within_a_minute(EventQueue& events, int n) {
+  int exits = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (exits < n) {
+    std::optional<Event> e = events.pop(deadline);
+    if (!e) break;
+    EXPECT_NE(e->type, Event::Type::kHostFailure) << e->data;
+    if (e->type == Event::Type::kHostFailure) break;
+    exits += e->type == Event::Type::kExit ? 1 : 0;
+  }
+  return exits;
+}
+
 // Issue 26 item 3: at the default width (50, Slurm's TreeWidth) ddlrun's side of the launch
 // holds a session per first-level host only (its threads are a fixed pool, below), so its
 // threads stay under 64 at any host count: run at 128 and 1,024 hosts; at Summit's 4,608 the
@@ -680,14 +695,7 @@ TEST(SshBackendTree, DefaultWidthKeepsTheThreadsUnder64AtAnyHostCount) {
     const std::unique_ptr<Backend> backend = make_ssh_backend(wide_job(n), o, connector);
     ASSERT_EQ(backend->start(events).size(), static_cast<size_t>(n));
     const int threads = threads_now();
-    int exits = 0;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    while (exits < n) {
-      std::optional<Event> e = events.pop(deadline);
-      if (!e) break;
-      exits += e->type == Event::Type::kExit ? 1 : 0;
-      ASSERT_NE(e->type, Event::Type::kHostFailure) << e->data;
-    }
+    const int exits = exits_within_a_minute(events, n);
     backend->finish();
     EXPECT_EQ(exits, n);
     EXPECT_LT(threads, 64) << n << " hosts";
@@ -735,13 +743,7 @@ TEST(SshBackendTree, FlatLaunchRunsOnAFixedPoolOfThreads) {
       for (int i = 0; i < 200 && (after_start = threads_now()) > before + 1 + ssh::kTalkThreads;
            ++i)
         std::this_thread::sleep_for(milliseconds(10));  // the login threads are ending
-      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-      while (exits < n) {
-        std::optional<Event> e = events.pop(deadline);
-        if (!e) break;
-        exits += e->type == Event::Type::kExit ? 1 : 0;
-        ASSERT_NE(e->type, Event::Type::kHostFailure) << e->data;
-      }
+      exits = exits_within_a_minute(events, n);
       backend->finish();
     });
     EXPECT_EQ(exits, n);

@@ -53,11 +53,12 @@ wait_for() {
   done
   return 1
 }
-# grep_wait PATTERN FILE: until FILE has a line matching PATTERN (20 s at most).
+# grep_wait PATTERN FILE [COUNT]: waits (20 s at most) until FILE holds COUNT (1) lines matching
+# PATTERN (grep -E).
 grep_wait() {
   local i
   for ((i = 0; i < 400; i++)); do
-    grep -Eq "$1" "$2" && return 0
+    (($(grep -Ec "$1" "$2") >= ${3:-1})) && return 0
     sleep 0.05
   done
   return 1
@@ -115,11 +116,8 @@ wait_for "$out/node1.0" "$out/node2.0" "$out/node3.0" || fail "second: ranks did
 pids=$(netns_pids 3 | xargs)
 # shellcheck disable=SC2086  # a list of PIDs
 [[ -n $pids ]] && kill -KILL $pids
-for ((i = 0; i < 400; i++)); do  # the second planning: restart 1's, its probe done
-  (($(grep -c "DDLRUN_TEST_PLAN_DELAY_MS: planning" "$out/second.err") >= 2)) && break
-  sleep 0.05
-done
-(($(grep -c "DDLRUN_TEST_PLAN_DELAY_MS: planning" "$out/second.err") >= 2)) ||
+# The second planning: restart 1's, its probe done.
+grep_wait "DDLRUN_TEST_PLAN_DELAY_MS: planning" "$out/second.err" 2 ||
   fail "second: restart 1 was not planned" "$out/second.err"
 netns_stop_sshd 2
 for ((i = 0; i < 60; i++)); do

@@ -126,6 +126,18 @@ echo "  status: exit $rc, $(($(now_ms) - t0)) ms"
 # count_logins: each host's logins so far, in all and from ddlrun's host (before_all,
 # before_head).
 declare -A before_all before_head
+# ranks_up PATTERN FILE JOB: waits (60 s at most, or until JOB has ended) until FILE holds n lines
+# matching PATTERN (grep); true when it does.
+ranks_up() {
+  local i
+  for ((i = 0; i < 600; i++)); do
+    (($(grep -c "$1" "$2") >= n)) && return 0
+    alive "$3" || break
+    sleep 0.1
+  done
+  (($(grep -c "$1" "$2") >= n))
+}
+
 count_logins() {
   local k
   for ((k = 1; k <= n; k++)); do
@@ -268,12 +280,7 @@ t0=$(now_ms)
   fi
   echo "again $RANK"' </dev/null >"$out/restart" 2>&1 &
 job_pid=$!
-for ((i = 0; i < 600; i++)); do
-  (($(grep -c '^up ' "$out/restart") >= n)) && break
-  alive "$job_pid" || break
-  sleep 0.1
-done
-(($(grep -c '^up ' "$out/restart") >= n)) || fail "restart: not every rank started" "$out/restart"
+ranks_up '^up ' "$out/restart" "$job_pid" || fail "restart: not every rank started" "$out/restart"
 check_logins restart_first
 count_logins
 for k in "$top" "$victim"; do
@@ -334,12 +341,7 @@ echo "== chaos: node$((width + 1))'s agent (an interior host) SIGKILLed mid-job"
 env --default-signal=INT "$ddlrun" "${common[@]}" --tag-output rank \
   sh -c 'echo "up $RANK"; sleep 60' </dev/null >"$out/chaos" 2>&1 &
 job_pid=$!
-for ((i = 0; i < 600; i++)); do
-  (($(grep -c ' up ' "$out/chaos") >= n)) && break
-  alive "$job_pid" || break
-  sleep 0.1
-done
-(($(grep -c ' up ' "$out/chaos") >= n)) || fail "chaos: not every rank started" "$out/chaos"
+ranks_up ' up ' "$out/chaos" "$job_pid" || fail "chaos: not every rank started" "$out/chaos"
 threads=$(awk '/^Threads:/ {print $2}' "/proc/$job_pid/status")
 echo "  ddlrun's threads with $n ranks running: $threads"
 ((threads <= width + 16)) || fail "chaos: ddlrun runs $threads threads for $n hosts at width $width"
