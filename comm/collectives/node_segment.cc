@@ -66,15 +66,10 @@ Segment* create_segment(const std::string& name, uint32_t members, size_t slot_b
                          " (is /dev/shm mounted and writable?)");
   }
   const size_t size = segment_bytes(members, slot_bytes);
-  int err = ftruncate(fd, static_cast<off_t>(size)) == 0 ? 0 : errno;
-  if (err == 0) err = posix_fallocate(fd, 0, static_cast<off_t>(size));
-  void* p = MAP_FAILED;
-  if (err == 0) {
-    p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (p == MAP_FAILED) err = errno;
-  }
+  int err = 0;
+  void* p = transport::map_reserved(fd, size, &err);
   close(fd);
-  if (p == MAP_FAILED) {
+  if (p == nullptr) {
     shm_unlink(name.c_str());
     throw TransportError("making the shared-memory segment " + name + " (" + mib(size) +
                          "): " + std::strerror(err) +

@@ -27,6 +27,8 @@
 #include <mutex>
 #include <stdexcept>
 
+#include "comm/transport/os.h"
+
 namespace ddl::comm {
 
 namespace {
@@ -89,14 +91,9 @@ std::byte* make_memfd(const char* name, size_t file_bytes, int* fd_out) {
   if (fd < 0) {
     throw std::runtime_error(std::string("ddl_alloc: memfd_create: ") + std::strerror(errno));
   }
-  int err = ftruncate(fd, static_cast<off_t>(file_bytes)) == 0 ? 0 : errno;
-  if (err == 0) err = posix_fallocate(fd, 0, static_cast<off_t>(file_bytes));
-  void* p = MAP_FAILED;
-  if (err == 0) {
-    p = mmap(nullptr, file_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (p == MAP_FAILED) err = errno;
-  }
-  if (p == MAP_FAILED) {
+  int err = 0;
+  void* p = transport::map_reserved(fd, file_bytes, &err);
+  if (p == nullptr) {
     close(fd);
     throw std::invalid_argument("ddl_alloc: reserving " + size_text(file_bytes) +
                                 " of shared memory: " + std::strerror(err) +

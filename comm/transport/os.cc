@@ -1,9 +1,12 @@
 #include "comm/transport/os.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cctype>
+#include <cerrno>
 #include <cstdio>
 
 namespace ddl::comm::transport {
@@ -23,6 +26,16 @@ int open_pidfd(int pid) {
   (void)pid;
   return -1;
 #endif
+}
+
+void* map_reserved(int fd, size_t bytes, int* err) {
+  *err = ftruncate(fd, static_cast<off_t>(bytes)) == 0 ? 0 : errno;
+  if (*err == 0) *err = posix_fallocate(fd, 0, static_cast<off_t>(bytes));
+  if (*err != 0) return nullptr;
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p != MAP_FAILED) return p;
+  *err = errno;
+  return nullptr;
 }
 
 }  // namespace ddl::comm::transport
