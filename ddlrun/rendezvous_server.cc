@@ -142,6 +142,7 @@ struct NodeServer::State {
   std::string host_problem(const Conn& c, const std::vector<std::string>& f,
                            std::string& host) const;
   void refuse(const std::string& line);
+  void refuse_hello(Conn& c, const std::vector<std::string>& f, const std::string& problem);
   void limit_strangers(const Conn& newest);
   void welcome();
   void gathered();
@@ -262,6 +263,8 @@ void NodeServer::State::on_message(Conn& c, const wire::Message& m) {
       hello(c, f);
     } else if (m.type == wire::kHello && proves(c, f)) {
       late(c, f);
+    } else if (m.type == wire::kHello) {
+      refuse_hello(c, f, hello_problem(c, f));  // a stranger's hello read once the nodes met
     } else {
       c.closed = true;  // only a hello opens a connection
     }
@@ -384,12 +387,7 @@ void NodeServer::State::hello(Conn& c, const std::vector<std::string>& f) {
   std::string problem = hello_problem(c, f);
   if (problem.empty()) problem = host_problem(c, f, host);
   if (!problem.empty()) {
-    const std::string node = f.size() > 3 ? base::excerpt(f[3], 16) : "?";
-    const std::string shown = f.size() > 6 ? base::excerpt(f[6]) : "";
-    refuse("rendezvous: refused node " + node + " (" + (shown.empty() ? "" : shown + ", ") +
-           "from " + c.address + "): " + problem);  // before the node can read why
-    wire::send_now(c.fd, wire::kError, {"refused node " + node + ": " + problem});
-    c.closed = true;
+    refuse_hello(c, f, problem);
     return;
   }
   c.node = *wire::to_int(f[3]);
@@ -400,6 +398,18 @@ void NodeServer::State::hello(Conn& c, const std::vector<std::string>& f) {
   c.in.set_limits(wire::kMaxMessage, 1u << 20);
   nodes[static_cast<size_t>(c.node)] = &c;
   gathered();
+}
+
+// Refuses the hello `f` for `problem`: reported by node 0 first (before the node can read
+// why), then sent to the node, whose connection is closed.
+void NodeServer::State::refuse_hello(Conn& c, const std::vector<std::string>& f,
+                                     const std::string& problem) {
+  const std::string node = f.size() > 3 ? base::excerpt(f[3], 16) : "?";
+  const std::string shown = f.size() > 6 ? base::excerpt(f[6]) : "";
+  refuse("rendezvous: refused node " + node + " (" + (shown.empty() ? "" : shown + ", ") + "from " +
+         c.address + "): " + problem);
+  wire::send_now(c.fd, wire::kError, {"refused node " + node + ": " + problem});
+  c.closed = true;
 }
 
 // Reports a refused connection, the first kMaxRefusalReports of them: a stranger that keeps
