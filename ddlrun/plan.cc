@@ -20,6 +20,7 @@
 #include "ddlrun/shell_words.h"
 #include "hostfiles/hostfiles.h"
 #include "launcher/launcher.h"
+#include "launcher/ssh/tree_links.h"
 #include "mapper/mapper.h"
 
 namespace ddl::cli {
@@ -325,7 +326,9 @@ std::vector<mapper::HostProbe> probe_remote_hosts(const Options& o, JobPlan& pla
   for (const hostfiles::Host& h : plan.hosts.hosts())
     all.push_back(h.name);
   std::vector<mapper::HostProbe> results = probe_through_tree(o, all, hosts, so, &plan.probe_tree);
-  if (o.dry_run) {  // every agent exits with its session: nothing is left on any host
+  // Every agent exits with its session: nothing is left on any host (--probe-links first
+  // measures through them: measure_links).
+  if (o.dry_run && !o.probe_links) {
     plan.sessions.reset();
     plan.probe_tree.clear();
   }
@@ -482,18 +485,24 @@ std::vector<mapper::LinkHost> link_hosts(const JobPlan& plan,
   return hosts;
 }
 
-/// --probe-links: measures the links between the hosts with ranks into plan.links, through the
-/// sessions the probe kept (dropped after a dry run); in a batch job, once per job (the probe
-/// cache's links.cache, for the same hosts at the same addresses). A measurement that cannot be
-/// made is a warning, and the plan goes on without it.
-void measure_links(const Options& o, JobPlan& plan, const std::vector<std::string>& local_names) {
-  if (!o.probe_links || plan.placed.topology_hosts.size() < 2) return;
+/// --probe-links' measurement into plan.links (measure_links): through the agents the probe
+/// left along the launch tree (launcher/ssh/tree_links.h) when it went down one, else through
+/// the sessions it kept.
+void measure_links_now(const Options& o, JobPlan& plan,
+                       const std::vector<std::string>& local_names) {
   const mapper::SshProbeOptions so = ssh_probe_options(o, plan.job_id);
   mapper::LinkProbeOptions lo;
   lo.ssh = so;
   lo.agent_command = quote_shell_word(self_path()) + " --link-agent";
   lo.agent_port = o.probe_links_port;
   lo.sessions = plan.sessions;
+  std::unique_ptr<launcher::ssh::TreeLinks> tree;
+  if (plan.sessions && !plan.probe_tree.empty()) {
+    tree = std::make_unique<launcher::ssh::TreeLinks>(
+        *plan.sessions, plan.probe_tree,
+        std::chrono::milliseconds(static_cast<int64_t>(o.heartbeat_timeout * 1000)));
+    lo.open = [&tree](const mapper::LinkHost& h, int port) { return tree->open(h.name, port); };
+  }
   const std::vector<mapper::LinkHost> hosts = link_hosts(plan, local_names);
   const std::string job_dir = mapper::job_cache_dir(so);
   const std::string cache = job_dir.empty() ? "" : job_dir + "/links.cache";
@@ -506,7 +515,19 @@ void measure_links(const Options& o, JobPlan& plan, const std::vector<std::strin
     plan.warnings.push_back(std::string("--probe-links: ") + e.what() +
                             "; planned without measured links");
   }
-  if (o.dry_run) plan.sessions.reset();
+}
+
+/// --probe-links: measures the links between the hosts with ranks into plan.links
+/// (measure_links_now); in a batch job, once per job (the probe cache's links.cache, for the
+/// same hosts at the same addresses). A measurement that cannot be made is a warning, and the
+/// plan goes on without it. A dry run then drops the probe's sessions: every agent exits.
+void measure_links(const Options& o, JobPlan& plan, const std::vector<std::string>& local_names) {
+  if (!o.probe_links) return;
+  if (plan.placed.topology_hosts.size() >= 2) measure_links_now(o, plan, local_names);
+  if (o.dry_run) {
+    plan.sessions.reset();
+    plan.probe_tree.clear();
+  }
 }
 
 /// Hosts per rack and racks per aisle in the layout's dimensions (IBM's four fields, after

@@ -133,7 +133,7 @@ void pool(std::size_t n, int threads, const Job& job) {
 }  // namespace
 
 bool probe_goes_down_the_tree(const Options& o, std::size_t hosts, bool ssh_follows) {
-  return ssh_follows && !o.probe_links && o.tree_width > 0 &&
+  return ssh_follows && o.tree_width > 0 &&
          hosts > static_cast<std::size_t>(o.tree_width);
 }
 
@@ -158,7 +158,8 @@ std::vector<mapper::HostProbe> probe_through_tree(const Options& o,
   const int levels_below = tree::tree_depth(first) - 1;
   std::vector<const tree::TreeHost*> log_in;
   for (tree::TreeHost& t : first) {
-    if (mark(t.children, to_probe, so.keep_command) || to_probe.contains(t.name))
+    // --probe-links measures through every host's agent: each first-level host is logged in.
+    if (mark(t.children, to_probe, so.keep_command) || to_probe.contains(t.name) || o.probe_links)
       log_in.push_back(&t);
   }
   pool(log_in.size(), so.max_parallel,

@@ -11,9 +11,9 @@
 namespace ddl::cli {
 
 /// Whether ddlrun's probe goes down the launch tree (probe_through_tree): the ssh launcher
-/// follows (or would, for --dry-run), --probe-links is off (it measures from every host's kept
-/// session), and there are more than --tree-width hosts. A restart's probe goes down the tree
-/// too (past the disk cache: every host is probed).
+/// follows (or would, for --dry-run) and there are more than --tree-width hosts. A restart's
+/// probe goes down the tree too (past the disk cache: every host is probed), and so does
+/// --probe-links' measurement after it (launcher/ssh/tree_links.h).
 bool probe_goes_down_the_tree(const Options& o, std::size_t hosts, bool ssh_follows);
 
 /// Probes `remote` (the hosts of `all`, the job's hosts in order, whose hardware must come from
@@ -22,7 +22,8 @@ bool probe_goes_down_the_tree(const Options& o, std::size_t hosts, bool ssh_foll
 /// then the agent, kept in so.keep_sessions), and sends each its subtree; every host below
 /// that the job's disk cache does not know runs so.keep_command too (the others the agent
 /// alone), and its output comes back up the tree. A first-level host is logged in to now only
-/// when it or a host below it is to be probed. One result per host of `remote`, in order; a
+/// when it or a host below it is to be probed, or with --probe-links (which measures through
+/// every host's agent). One result per host of `remote`, in order; a
 /// failure below the first level names the host's tree parent. New inventories go to the
 /// job's disk cache. `tree`, when given, gets the launch tree the probe went down, without
 /// the hosts whose probe failed and those below them (LaunchOptions::probe_tree).

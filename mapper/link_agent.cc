@@ -362,7 +362,7 @@ bool serve_link_test(int fd, const std::string& token, int stop_fd, const std::s
   }
 }
 
-int run_link_agent(int in_fd, int out_fd, int want_port) {
+int run_link_agent(int in_fd, int out_fd, int want_port, const std::string& seen_from) {
   const auto [listen_fd, port] = listen_any(want_port);
   if (listen_fd < 0) {
     const std::string which =
@@ -373,9 +373,11 @@ int run_link_agent(int in_fd, int out_fd, int want_port) {
   }
   const Socket listener(listen_fd);
   // The address ddlrun's host connected from, as this host's sshd saw it (SSH_CONNECTION):
-  // where the other hosts reach ddlrun's own host.
+  // where the other hosts reach ddlrun's own host. Below the launch tree's first level the
+  // caller says it (this host was logged in to from its tree parent).
   const char* ssh = std::getenv("SSH_CONNECTION");
-  const std::string client = ssh && *ssh ? std::string(ssh).substr(0, std::strcspn(ssh, " ")) : "-";
+  std::string client = ssh && *ssh ? std::string(ssh).substr(0, std::strcspn(ssh, " ")) : "-";
+  if (!seen_from.empty()) client = seen_from;
   if (base::write_all(out_fd, "ddl-link-agent 2 " + std::to_string(port) + " " + client + "\n") !=
       0) {
     return 1;

@@ -42,17 +42,15 @@ using std::chrono::milliseconds;
 constexpr milliseconds kTestTimeout{10'000};  // one pair's test, answered by its agent
 constexpr int kSliceMs = 50;
 
-/// One host's agent, spoken to in lines.
-class Agent {
- public:
-  virtual ~Agent() = default;
-  /// Sends one line (the '\n' added). Throws LinkError.
-  virtual void send(const std::string& line) = 0;
-  /// The next line it prints, waiting at most `timeout`. Throws LinkError.
-  virtual std::string line(milliseconds timeout) = 0;
+/// One host's agent: its channel, spoken to in lines, and where it listens.
+struct Agent {
+  std::unique_ptr<LinkChannel> channel;
   int port = 0;
   std::string address;
   std::string client;  ///< where its host saw ddlrun's host log in from; "-": not known
+
+  void send(const std::string& line) { channel->send(line); }
+  std::string line(milliseconds timeout) { return channel->line(timeout); }
 };
 
 /// Takes a line out of `buffer` when it holds one.
@@ -65,15 +63,15 @@ bool take_line(std::string& buffer, std::string& line) {
 }
 
 /// An agent in a channel of an ssh session (kept by the probe, or ours).
-class SshAgent : public Agent {
+class SshChannel : public LinkChannel {
  public:
-  SshAgent(ssh::KeptSessions::Kept kept, std::unique_ptr<ssh::Channel> channel,
+  SshChannel(ssh::KeptSessions::Kept kept, std::unique_ptr<ssh::Channel> channel,
            std::shared_ptr<ssh::KeptSessions> home, std::string host)
       : kept_(std::move(kept)),
         channel_(std::move(channel)),
         home_(std::move(home)),
         host_(std::move(host)) {}
-  ~SshAgent() override {
+  ~SshChannel() override {
     // The agent ends and its channel closes from the far side before the session goes back:
     // a channel freed while the host still had to close it crashed libssh later, when the ssh
     // launcher wrote to the kept session (ddlrun.probe_links_netns, launch).
@@ -129,15 +127,15 @@ class SshAgent : public Agent {
 };
 
 /// This host's agent: run_link_agent in a thread, over a socket pair.
-class LocalAgent : public Agent {
+class LocalChannel : public LinkChannel {
  public:
-  explicit LocalAgent(int port) {
+  explicit LocalChannel(int port) {
     if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds_) != 0) {
       throw LinkError("cannot make a socket pair: " + base::errno_text(errno));
     }
     thread_ = std::thread([fd = fds_[1], port] { run_link_agent(fd, fd, port); });
   }
-  ~LocalAgent() override {
+  ~LocalChannel() override {
     ::shutdown(fds_[0], SHUT_RDWR);  // the agent reads EOF and returns
     thread_.join();
     ::close(fds_[0]);
@@ -170,25 +168,29 @@ class LocalAgent : public Agent {
   std::string buffer_;
 };
 
-/// Starts `host`'s agent and reads its port.
-std::unique_ptr<Agent> start_agent(const LinkHost& host, const LinkProbeOptions& o) {
-  std::unique_ptr<Agent> agent;
-  if (host.local) {
-    agent = std::make_unique<LocalAgent>(o.agent_port);
-  } else {
-    ssh::KeptSessions::Kept kept;
-    if (o.sessions) kept = o.sessions->take(host.name);
-    try {
-      if (!kept.session) kept.session = ssh::libssh_connector().connect(host.name, o.ssh);
-      std::unique_ptr<ssh::Channel> channel = kept.session->exec(
-          o.agent_command + (o.agent_port != 0 ? " " + std::to_string(o.agent_port) : ""));
-      agent =
-          std::make_unique<SshAgent>(std::move(kept), std::move(channel), o.sessions, host.name);
-    } catch (const ssh::Error& e) {
-      if (o.sessions && kept.session) o.sessions->put(host.name, std::move(kept));
-      throw LinkError(e.what());
-    }
+/// `host`'s agent over ssh: in a new channel of the session the probe kept, else of a login.
+std::unique_ptr<LinkChannel> ssh_channel(const LinkHost& host, const LinkProbeOptions& o) {
+  ssh::KeptSessions::Kept kept;
+  if (o.sessions) kept = o.sessions->take(host.name);
+  try {
+    if (!kept.session) kept.session = ssh::libssh_connector().connect(host.name, o.ssh);
+    std::unique_ptr<ssh::Channel> channel = kept.session->exec(
+        o.agent_command + (o.agent_port != 0 ? " " + std::to_string(o.agent_port) : ""));
+    return std::make_unique<SshChannel>(std::move(kept), std::move(channel), o.sessions,
+                                        host.name);
+  } catch (const ssh::Error& e) {
+    if (o.sessions && kept.session) o.sessions->put(host.name, std::move(kept));
+    throw LinkError(e.what());
   }
+}
+
+/// Starts `host`'s agent (in this process, through LinkProbeOptions::open, or over ssh) and
+/// reads its port.
+std::unique_ptr<Agent> start_agent(const LinkHost& host, const LinkProbeOptions& o) {
+  auto agent = std::make_unique<Agent>();
+  if (host.local) agent->channel = std::make_unique<LocalChannel>(o.agent_port);
+  if (!host.local && o.open) agent->channel = o.open(host, o.agent_port);
+  if (!agent->channel) agent->channel = ssh_channel(host, o);
   const std::string hello = agent->line(o.ssh.connect_timeout);
   char client[64] = "";
   if (std::sscanf(hello.c_str(), "ddl-link-agent 2 %d %63s", &agent->port, client) != 2) {

@@ -1,5 +1,7 @@
 #pragma once
 
+#include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -16,8 +18,9 @@ namespace ddl::mapper {
 // between the agents, host to host, at the addresses the ranks will use.
 
 /// What `ddlrun --link-agent [PORT]` does: listens on TCP port `port` (0: any free one) of
-/// every address, prints "ddl-link-agent 2 PORT CLIENT" on `out_fd` (CLIENT: the address
-/// ddlrun's host logged in from, the first word of $SSH_CONNECTION, "-" without it), then
+/// every address, prints "ddl-link-agent 2 PORT CLIENT" on `out_fd` (CLIENT: `client`, the
+/// address ddlrun's host logged in from; when empty, the first word of $SSH_CONNECTION, "-"
+/// without it), then
 /// answers the lines of `in_fd`:
 ///   "token T"            tests against this agent must prove they know T: "ready"
 ///   "test ADDRESS PORT"  measures the link to the agent there: "ok LATENCY_S BYTES_PER_S",
@@ -26,7 +29,7 @@ namespace ddl::mapper {
 ///   "end"                the agent returns 0 (as when `in_fd` ends)
 /// Between lines it serves the tests other agents run against it. Returns 0 when `in_fd`
 /// ends, 1 when it cannot listen or has been idle for a minute (nothing is left running).
-int run_link_agent(int in_fd, int out_fd, int port = 0);
+int run_link_agent(int in_fd, int out_fd, int port = 0, const std::string& client = {});
 
 /// A line of ddlrun's channel to the agent, read.
 struct AgentRequest {
@@ -61,6 +64,27 @@ struct LinkHost {
   bool local = false;  ///< this host: its agent runs in this process
 };
 
+/// ddlrun's channel to one host's link agent: the lines of run_link_agent's conversation.
+/// Over ssh (a channel of the host's session) or, beyond the launch tree's fan-out, along the
+/// tree's frames (launcher/ssh/tree_links.h); tests pass their own.
+class LinkChannel {
+ public:
+  /// Ends the agent's conversation (it returns; nothing of it is left on its host).
+  virtual ~LinkChannel() = default;
+  /// Sends one line (the '\n' added). Throws LinkError("the link agent ended...") when it is
+  /// gone.
+  virtual void send(const std::string& line) = 0;
+  /// The next line it prints, waiting at most `timeout`. Throws LinkError: "the link agent did
+  /// not answer in time", "the link agent ended" (": why", when known).
+  virtual std::string line(std::chrono::milliseconds timeout) = 0;
+};
+
+/// Starts `host`'s link agent, listening on TCP port `port` (0: any free one), and returns the
+/// channel to it, its greeting not yet read; null when this way does not reach `host` (it is
+/// then logged in to over ssh). Throws LinkError when it cannot start it.
+using OpenLinkChannel =
+    std::function<std::unique_ptr<LinkChannel>(const LinkHost& host, int port)>;
+
 /// How to reach the hosts and how long to measure.
 struct LinkProbeOptions {
   ssh::Options ssh;           ///< how to log in where no kept session waits
@@ -70,6 +94,9 @@ struct LinkProbeOptions {
   /// back; null or a host without one: a new login.
   std::shared_ptr<ssh::KeptSessions> sessions;
   double budget_s = 1.5;  ///< for the rounds of transfers (sample_links)
+  /// The remote hosts' agents, when set (the launch tree); null, or a host it returns null
+  /// for: over ssh, as above. This host's agent always runs in this process.
+  OpenLinkChannel open;
 };
 
 /// Measures the links between `hosts` (job order): an agent on each, then measure_links over

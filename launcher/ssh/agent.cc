@@ -30,6 +30,9 @@
 // them, and theirs come up through it. The agent says done for its own ranks as before, but
 // leaves only once every child's conversation has ended (or ddlrun is gone), so its channel
 // stays open for the frames of the hosts below it.
+//
+// While it waits for its job, N frames (--probe-links down the tree) run this host's link
+// agent in a thread of its own and carry its lines (tree_links.h); the job stops it.
 
 #include "launcher/ssh/agent.h"
 
@@ -56,6 +59,7 @@
 #include "launcher/process.h"
 #include "launcher/ssh/protocol.h"
 #include "launcher/ssh/relay.h"
+#include "launcher/ssh/tree_links.h"
 #include "launcher/supervise.h"
 #include "launcher/wire.h"
 
@@ -146,6 +150,8 @@ class Agent : private pmix_server::Host {
           start_relay(f->payload);
         } else if (f->type == ssh::FrameType::kRouted) {
           if (relay_) relay_->down(f->id, f->payload);
+        } else if (f->type == ssh::FrameType::kLinkLine) {
+          link_line(f->id, f->payload);
         } else if (f->type == ssh::FrameType::kJobBytes) {
           if (relay_) relay_->broadcast(ssh::encode_frame(f->type, f->id, f->payload));
           job_bytes_ = std::move(f->payload);
@@ -171,6 +177,19 @@ class Agent : private pmix_server::Host {
   }
   /// Becomes an interior agent of the launch tree: starts the children's agents (relay.h).
   void start_relay(std::string_view payload);
+  /// An N frame: a line for this host's --probe-links agent, started by the first
+  /// (tree_links.h).
+  void link_line(int port, const std::string& line) {
+    if (!links_) {
+      links_ = std::make_unique<ssh::LinkAgentThread>(
+          [this](std::string_view frames) {
+            std::lock_guard lock(out_mutex_);
+            return base::write_all(out_, frames) == 0;
+          },
+          ddlrun_address_);
+    }
+    links_->take(port, line);
+  }
   int fail(int status, const std::string& message) {
     send(ssh::FrameType::kFailure, status, message);
     return status;
@@ -210,6 +229,7 @@ class Agent : private pmix_server::Host {
   bool liveness_;
   ddl::ssh::Connector& connector_;     ///< logs in to this agent's children in the launch tree
   std::unique_ptr<ssh::Relay> relay_;  ///< its children, once a subtree frame came
+  std::unique_ptr<ssh::LinkAgentThread> links_;  ///< --probe-links' agent, until the job
   std::string ddlrun_address_;         ///< ddlrun's host, from the subtree frame
   std::string job_bytes_;              ///< the job (U), for a job frame that does not carry it
   std::mutex out_mutex_;
@@ -425,6 +445,7 @@ std::optional<int> Agent::receive_job() {
   } catch (const std::exception& e) {
     return fail(1, e.what());
   }
+  if (links_) links_->stop();  // the measurement is over
   if (!f) return 1;  // ddlrun gave up before sending the job (another host failed)
   if (f->type != ssh::FrameType::kJob) return fail(1, "expected the job first");
   host_index_ = f->id;

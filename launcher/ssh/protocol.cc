@@ -10,8 +10,8 @@ namespace ddl::launcher::ssh {
 
 namespace {
 constexpr uint32_t kMaxPayload = 256u << 20;
-// The last three: the launch tree's W, T and L (protocol.h).
-constexpr std::string_view kTypes = "HJUKFGORXDSIECBAQPZY\x01\x02\x03\x04";
+// The last five: the launch tree's W, T, L and V, and --probe-links' N (protocol.h).
+constexpr std::string_view kTypes = "HJUKFGORXDSIECBAQPZY\x01\x02\x03\x04\x05";
 }  // namespace
 
 std::string encode_frame(FrameType type, int32_t id, std::string_view payload) {

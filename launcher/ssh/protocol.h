@@ -59,7 +59,14 @@ namespace ddl::launcher::ssh {
 //   agent  -> V  (routed from the host) what the host's command (TreeHost::command: ddlrun's
 //                probe, then the agent) printed up to its line "...", or all it printed when
 //                it ended first (CommandOutput, tree.h): how ddlrun's probe travels the tree
-// W, T, L and V name these four here; their type bytes are 1, 2, 3 and 4, which no text
+// and, for --probe-links down the tree (tree_links.h), while the agent waits for its job:
+//   ddlrun -> N  a line for this host's link agent (mapper::run_link_agent), which the agent
+//                runs in a thread of its own: the first N starts it, listening on TCP port `id`
+//                (0: any free one); payload = the line without its newline ("": none). The
+//                job frame (J) stops it, as does the end of the channel.
+//   agent  -> N  id 0: a line the link agent printed, without its newline; id 1: it ended
+//                (payload: how), and no more lines come
+// W, T, L, V and N name these five here; their type bytes are 1, 2, 3, 4 and 5, which no text
 // begins with, so that a login script's "Welcome ..." or "This system ..." is still caught as
 // not the agent's.
 
@@ -88,6 +95,7 @@ enum class FrameType : char {
   kRouted = '\x02',   ///< T
   kLost = '\x03',     ///< L
   kOutput = '\x04',   ///< V
+  kLinkLine = '\x05', ///< N
 };
 
 /// Bytes of stdin ddlrun may send before the agent grants more (kStdinCredit).

@@ -648,7 +648,8 @@ class SshBackend::HostTalk {
       case ssh::FrameType::kStdinCredit:
         return on_stdin_credit(f);
       case ssh::FrameType::kHeartbeat:
-      case ssh::FrameType::kOutput:  // a probe's, late: the probe already gave up on it
+      case ssh::FrameType::kOutput:    // a probe's, late: the probe already gave up on it
+      case ssh::FrameType::kLinkLine:  // --probe-links' agent's, late (its end)
         return;
       case ssh::FrameType::kFence:
       case ssh::FrameType::kAbort:

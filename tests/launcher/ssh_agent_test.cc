@@ -2,7 +2,9 @@
 // other end of a socket pair, in place of the ssh channel. Without liveness threads, so nothing
 // exits the test; the agent's reader thread may outlive a test, so the sockets stay open.
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -292,6 +294,33 @@ TEST(SshAgent, AnInteriorAgentStartsItsChildAndLeavesAfterIt) {
   EXPECT_EQ(f.payload, ssh::encode_frame(ssh::FrameType::kDone, 0, {}));
   EXPECT_EQ(peer.status(), 0);
   EXPECT_EQ(connector.host("c1").commands, std::vector<std::string>{"/opt/ddlrun --agent"});
+}
+
+// --probe-links down the tree (tree_links.h): before its job the agent runs a link agent on N
+// frames and sends its lines up; the job stops it (its port closes) and the job goes on.
+TEST(SshAgent, RunsALinkAgentOnNFramesUntilItsJob) {
+  AgentPeer peer;
+  peer.expect(ssh::FrameType::kHello);
+  peer.send(ssh::FrameType::kLinkLine, 0, "");
+  ssh::Frame f = peer.expect(ssh::FrameType::kLinkLine);
+  EXPECT_EQ(f.id, 0);
+  int port = 0;
+  ASSERT_EQ(std::sscanf(f.payload.c_str(), "ddl-link-agent 2 %d ", &port), 1) << f.payload;
+  peer.send(ssh::FrameType::kLinkLine, 0, "token abc");
+  EXPECT_EQ(peer.expect(ssh::FrameType::kLinkLine).payload, "ready");
+  peer.send(ssh::FrameType::kJob, 0, job_payload(one_host({"/bin/true"})));
+  f = peer.expect(ssh::FrameType::kLinkLine);  // it ended
+  EXPECT_EQ(f.id, 1);
+  peer.expect(ssh::FrameType::kReady);
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_NE(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);  // nothing listens
+  close(fd);
+  peer.hang_up();
+  EXPECT_EQ(peer.status(), 1);
 }
 
 }  // namespace

@@ -1,0 +1,343 @@
+// ddlrun's side of --probe-links down the launch tree (tree_links.h).
+//
+// How it works: the hosts of the probe's tree are indexed under the first-level host whose
+// kept session reaches them (its parent, the hosts below it). A first-level session is taken
+// from the kept ones with its agent's channel and what it already sent (Kept::pending); a host
+// below one whose subtree the probe did not start (Kept::subtree empty) is not reached this
+// way. One thread drives every taken channel: each turn it writes what is due (the channels'
+// N frames, routed to hosts below the first level, and a heartbeat a second) as far as the
+// remote window takes, reads what came and sorts the frames: heartbeats dropped, N frames
+// (the first level's own, or routed from a host below) queued as that host's lines, an L (a
+// host lost, found by its tree parent) or a routed F kept and the host and those below it
+// lost, everything else kept, re-encoded, for the launch. A channel that ends, fails, falls
+// silent for the heartbeat deadline or sends what is not a frame loses its whole subtree, and
+// goes back without its channel (the launch starts its agent anew, or finds the host gone).
+// mapper::probe_links waits on a channel's lines with a condition variable. At the end the
+// link agents are told "end" (by each channel), their ends awaited a second at most, and each
+// session goes back with the kept frames in front of the bytes not yet read.
+
+#include "launcher/ssh/tree_links.h"
+
+#include <poll.h>
+
+#include <deque>
+
+#include "base/text.h"
+
+namespace ddl::launcher::ssh {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+namespace {
+constexpr milliseconds kPollSlice{5};
+constexpr milliseconds kEndWait{1000};  // for the link agents to say they ended
+}  // namespace
+
+struct TreeLinks::Conn {
+  std::string name;  ///< the first-level host
+  int index = 0;     ///< its index in the tree
+  ddl::ssh::KeptSessions::Kept kept;
+  FrameReader reader;
+  std::string out;      ///< frames due down, guarded by TreeLinks::mutex_
+  std::string sending;  ///< frames the remote window did not take yet (the pump's)
+  std::string keep;     ///< frames for the launch, in the order they came (the pump's)
+  Clock::time_point last_heard;
+  Clock::time_point next_beat;
+  bool gone = false;
+};
+
+struct TreeLinks::Node {
+  std::string name;
+  std::string parent;  ///< its tree parent; "" on the first level
+  Conn* conn = nullptr;
+  std::vector<int> below;  ///< every host below it
+  std::deque<std::string> lines;
+  bool started = false;  ///< an N went to it
+  bool ended = false;    ///< its link agent said it ended (N 1)
+  std::string end_why;
+  std::string lost;  ///< why it cannot be reached; "": it can
+};
+
+/// One host's link agent, its lines in N frames.
+class TreeLinks::Channel : public mapper::LinkChannel {
+ public:
+  Channel(TreeLinks& links, int host, int port) : links_(links), host_(host) {
+    links_.send(host_, encode_frame(FrameType::kLinkLine, port, {}));
+  }
+  ~Channel() override {
+    try {
+      send("end");
+    } catch (const mapper::LinkError&) {  // gone already
+    }
+  }
+  void send(const std::string& line) override {
+    links_.send(host_, encode_frame(FrameType::kLinkLine, 0, line));
+  }
+  std::string line(milliseconds timeout) override { return links_.line(host_, timeout); }
+
+ private:
+  TreeLinks& links_;
+  int host_;
+};
+
+namespace {
+
+/// Indexes `h` (below `parent`, reached through `conn`) and its subtree into `nodes`; returns
+/// the hosts of that subtree.
+template <typename Nodes, typename Conn>
+std::vector<int> index_tree(const TreeHost& h, const std::string& parent, Conn* conn,
+                            Nodes& nodes) {
+  auto& n = nodes[h.index];
+  n.name = h.name;
+  n.parent = parent;
+  n.conn = conn;
+  for (const TreeHost& c : h.children) {
+    n.below.push_back(c.index);
+    const std::vector<int> under = index_tree(c, h.name, conn, nodes);
+    n.below.insert(n.below.end(), under.begin(), under.end());
+  }
+  return n.below;
+}
+
+}  // namespace
+
+TreeLinks::TreeLinks(ddl::ssh::KeptSessions& sessions, const std::vector<TreeHost>& tree,
+                     milliseconds heartbeat_timeout)
+    : sessions_(sessions), heartbeat_timeout_(heartbeat_timeout) {
+  for (const TreeHost& t : tree) {
+    ddl::ssh::KeptSessions::Kept kept = sessions_.take(t.name);
+    if (!kept.session || !kept.channel) {
+      if (kept.session) sessions_.put(t.name, std::move(kept));
+      continue;
+    }
+    auto c = std::make_unique<Conn>();
+    c->name = t.name;
+    c->index = t.index;
+    c->reader.feed(kept.pending);
+    kept.pending.clear();
+    c->kept = std::move(kept);
+    c->last_heard = c->next_beat = Clock::now();
+    TreeHost reached = t;
+    if (c->kept.subtree.empty()) reached.children.clear();  // the probe started none below
+    index_tree(reached, "", c.get(), nodes_);
+    conns_.push_back(std::move(c));
+  }
+  for (const auto& [i, n] : nodes_)
+    by_name_[n.name] = i;
+  pump_ = std::thread([this] { pump(); });
+}
+
+TreeLinks::~TreeLinks() {
+  close_agents();
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  pump_.join();
+  for (auto& c : conns_) {
+    c->kept.pending = c->keep + c->reader.take_rest();
+    sessions_.put(c->name, std::move(c->kept));
+  }
+}
+
+std::unique_ptr<mapper::LinkChannel> TreeLinks::open(const std::string& host, int port) {
+  const auto it = by_name_.find(host);
+  if (it == by_name_.end()) return nullptr;
+  return std::make_unique<Channel>(*this, it->second, port);
+}
+
+void TreeLinks::send(int host, const std::string& frame) {
+  std::lock_guard lock(mutex_);
+  Node& n = nodes_.at(host);
+  if (!n.lost.empty()) throw mapper::LinkError("the link agent ended: " + n.lost);
+  n.started = true;
+  n.conn->out += n.parent.empty() ? frame : route(host, frame);
+}
+
+std::string TreeLinks::line(int host, milliseconds timeout) {
+  std::unique_lock lock(mutex_);
+  Node& n = nodes_.at(host);
+  changed_.wait_for(lock, timeout,
+                    [&] { return !n.lines.empty() || !n.lost.empty() || n.ended; });
+  if (!n.lines.empty()) {
+    std::string line = std::move(n.lines.front());
+    n.lines.pop_front();
+    return line;
+  }
+  if (!n.lost.empty()) throw mapper::LinkError("the link agent ended: " + n.lost);
+  if (n.ended) {
+    throw mapper::LinkError("the link agent ended" + (n.end_why.empty() ? "" : ": " + n.end_why));
+  }
+  throw mapper::LinkError("the link agent did not answer in time");
+}
+
+void TreeLinks::close_agents() {
+  std::unique_lock lock(mutex_);
+  changed_.wait_for(lock, kEndWait, [&] {
+    for (const auto& [i, n] : nodes_) {
+      if (n.started && !n.ended && n.lost.empty()) return false;
+    }
+    return true;
+  });
+}
+
+void TreeLinks::pump() {
+  std::vector<pollfd> fds;
+  for (;;) {
+    {
+      std::lock_guard lock(mutex_);
+      if (stopping_) return;
+    }
+    fds.clear();
+    bool pollable = true;
+    for (auto& c : conns_) {
+      if (c->gone) continue;
+      turn(*c);
+      if (c->gone) continue;
+      const int fd = c->kept.channel->fd();
+      pollable = pollable && fd >= 0;
+      fds.push_back({fd, POLLIN, 0});
+    }
+    if (pollable && !fds.empty()) {
+      ::poll(fds.data(), fds.size(), static_cast<int>(kPollSlice.count()));
+    } else {
+      std::this_thread::sleep_for(kPollSlice);
+    }
+  }
+}
+
+bool TreeLinks::turn(Conn& c) {
+  {
+    std::lock_guard lock(mutex_);
+    c.sending += c.out;
+    c.out.clear();
+  }
+  const Clock::time_point now = Clock::now();
+  if (now >= c.next_beat) {
+    c.sending += encode_frame(FrameType::kHeartbeat, 0, {});
+    c.next_beat = now + kHeartbeatInterval;
+  }
+  ddl::ssh::Channel& ch = *c.kept.channel;
+  while (!c.sending.empty() && ch.window() > 0) {
+    const int n = ch.write(std::string_view(c.sending).substr(
+        0, std::min<size_t>(c.sending.size(), ch.window())));
+    if (n < 0) {
+      lose_conn(c, "lost the connection to " + c.kept.session->endpoint());
+      return false;
+    }
+    if (n == 0) break;
+    c.sending.erase(0, static_cast<size_t>(n));
+  }
+  int avail = ch.poll(milliseconds(0));
+  char buf[65536];
+  while (avail > 0) {
+    const int n = ch.read(buf, sizeof buf, ddl::ssh::Stream::kStdout);
+    if (n <= 0) break;
+    c.reader.feed(std::string_view(buf, static_cast<size_t>(n)));
+    c.last_heard = Clock::now();
+    avail -= n;
+  }
+  try {
+    sort(c);
+  } catch (const std::exception& e) {
+    lose_conn(c, std::string("protocol error: ") + e.what());
+    return false;
+  }
+  if (avail == ddl::ssh::Channel::kError || avail == ddl::ssh::Channel::kEof || ch.eof()) {
+    lose_conn(c, "the connection to its agent closed");
+    return false;
+  }
+  if (Clock::now() - c.last_heard > heartbeat_timeout_) {
+    lose_conn(c, "no heartbeat for " + base::seconds_text(heartbeat_timeout_) +
+                     " (the host is unreachable, or its agent is stopped or hung)");
+    return false;
+  }
+  return true;
+}
+
+void TreeLinks::sort(Conn& c) {
+  while (std::optional<Frame> f = c.reader.next()) {
+    switch (f->type) {
+      case FrameType::kHeartbeat:
+        continue;
+      case FrameType::kLinkLine:
+        link_frame(c.index, *f);
+        continue;
+      case FrameType::kRouted:
+        if (nodes_.contains(f->id) && nodes_.at(f->id).conn == &c) {
+          routed(c, f->id, f->payload);
+          continue;
+        }
+        break;
+      case FrameType::kLost:
+        if (nodes_.contains(f->id)) lose(f->id, f->payload);
+        break;
+      case FrameType::kFailure:  // the first-level agent gave up
+        lose(c.index, f->payload);
+        break;
+      default:
+        break;
+    }
+    c.keep += encode_frame(f->type, f->id, f->payload);
+  }
+}
+
+void TreeLinks::routed(Conn& c, int host, std::string_view frames) {
+  FrameReader inner;
+  inner.feed(frames);
+  std::string keep;
+  try {
+    while (std::optional<Frame> g = inner.next()) {
+      if (g->type == FrameType::kLinkLine) {
+        link_frame(host, *g);
+        continue;
+      }
+      if (g->type == FrameType::kFailure) lose(host, g->payload);
+      keep += encode_frame(g->type, g->id, g->payload);
+    }
+  } catch (const std::exception& e) {
+    lose(host, std::string("protocol error: ") + e.what());
+  }
+  if (!keep.empty()) c.keep += route(host, keep);
+}
+
+void TreeLinks::link_frame(int host, const Frame& f) {
+  {
+    std::lock_guard lock(mutex_);
+    Node& n = nodes_.at(host);
+    if (f.id == 0) {
+      n.lines.push_back(f.payload);
+    } else {
+      n.ended = true;
+      n.end_why = f.payload;
+    }
+  }
+  changed_.notify_all();
+}
+
+void TreeLinks::lose(int host, const std::string& why) {
+  {
+    std::lock_guard lock(mutex_);
+    Node& n = nodes_.at(host);
+    if (n.lost.empty()) n.lost = why;
+    for (int d : n.below) {
+      Node& m = nodes_.at(d);
+      if (m.lost.empty()) m.lost = lost_with_parent_text(m.parent);
+    }
+  }
+  changed_.notify_all();
+}
+
+void TreeLinks::lose_conn(Conn& c, const std::string& why) {
+  c.gone = true;
+  lose(c.index, why);
+  // The launch runs its agent again in a new channel of the session, if it still answers,
+  // with nothing of this one's.
+  c.keep.clear();
+  c.reader.take_rest();
+  c.kept.channel.reset();
+  c.kept.subtree.clear();
+}
+
+}  // namespace ddl::launcher::ssh

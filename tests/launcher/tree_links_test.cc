@@ -1,0 +1,416 @@
+// --probe-links down the launch tree (launcher/ssh/tree_links.h): the N frame, an agent's link
+// agent in a thread (LinkAgentThread, the real mapper::run_link_agent), and ddlrun's TreeLinks
+// driving a first-level session kept by the probe through the recording ssh double
+// (tests/ssh/fake_ssh.h), whose remote end plays the agents of a chain n1 -> n2 -> n3 (routing
+// as their relays would) with a real link agent per host, so that mapper::probe_links measures
+// real TCP links through it. Then the faults: a host lost mid-measurement, a lost parent,
+// garbage from the first level or from below, a silent first level, a link agent that never
+// answers. Each is bounded, names the host, and leaves no link agent running.
+
+#include "launcher/ssh/tree_links.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "launcher/ssh/protocol.h"
+#include "launcher/ssh/tree.h"
+#include "tests/launcher/ssh_frames.h"
+#include "tests/ssh/fake_ssh.h"
+
+namespace ddl::launcher {
+namespace {
+
+using ddl::ssh::FakeConnector;
+using ddl::ssh::FakeRemote;
+using ssh::FrameType;
+using ssh::TreeHost;
+using std::chrono::milliseconds;
+using Clock = std::chrono::steady_clock;
+using test::frames;
+using test::hello_frame;
+
+/// Frames collected from a LinkAgentThread's up, thread-safe.
+struct Collected {
+  std::mutex mutex;
+  std::string bytes;
+  bool up(std::string_view b) {
+    std::lock_guard lock(mutex);
+    bytes.append(b);
+    return true;
+  }
+  /// The N frames so far, waiting up to 5 s for at least `count`.
+  std::vector<ssh::Frame> wait(size_t count) {
+    std::vector<ssh::Frame> got;
+    for (int i = 0; i < 500; ++i) {
+      {
+        std::lock_guard lock(mutex);
+        got = frames(bytes);
+      }
+      if (got.size() >= count) break;
+      std::this_thread::sleep_for(milliseconds(10));
+    }
+    return got;
+  }
+};
+
+/// Whether something listens on 127.0.0.1:port.
+bool listening(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  ::close(fd);
+  return ok;
+}
+
+TEST(LinkLineFrame, IsKnownAndCarriesThePortAndTheLine) {
+  EXPECT_EQ(static_cast<char>(FrameType::kLinkLine), '\x05');
+  ssh::FrameReader reader;
+  reader.feed(ssh::route(7, ssh::encode_frame(FrameType::kLinkLine, 29555, "token abc")));
+  const std::optional<ssh::Frame> t = reader.next();
+  ASSERT_TRUE(t.has_value());
+  EXPECT_EQ(t->type, FrameType::kRouted);
+  EXPECT_EQ(t->id, 7);
+  const std::vector<ssh::Frame> inner = frames(t->payload);
+  ASSERT_EQ(inner.size(), 1u);
+  EXPECT_EQ(inner[0].type, FrameType::kLinkLine);
+  EXPECT_EQ(inner[0].id, 29555);
+  EXPECT_EQ(inner[0].payload, "token abc");
+}
+
+TEST(LinkAgentThread, RunsTheLinkAgentAndSendsItsLinesUpUntilItEnds) {
+  Collected up;
+  ssh::LinkAgentThread links([&](std::string_view b) { return up.up(b); }, "10.1.2.3");
+  links.take(0, "");
+  std::vector<ssh::Frame> got = up.wait(1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].type, FrameType::kLinkLine);
+  EXPECT_EQ(got[0].id, 0);
+  int port = 0;
+  char client[64] = "";
+  ASSERT_EQ(std::sscanf(got[0].payload.c_str(), "ddl-link-agent 2 %d %63s", &port, client), 2);
+  EXPECT_STREQ(client, "10.1.2.3");  // where ddlrun logged in from, as the first level saw it
+  EXPECT_TRUE(listening(port));
+  links.take(0, "token abc");
+  links.take(0, "what");
+  got = up.wait(3);
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[1].payload, "ready");
+  EXPECT_EQ(got[2].payload, "error unknown request 'what'");
+  links.take(0, "end");
+  got = up.wait(4);
+  ASSERT_EQ(got.size(), 4u);
+  EXPECT_EQ(got[3].id, 1);  // it ended
+  EXPECT_EQ(got[3].payload, "");
+  links.stop();
+  EXPECT_FALSE(listening(port));
+  links.take(0, "");  // stopped: nothing starts again
+  EXPECT_EQ(up.wait(5).size(), 4u);
+}
+
+TEST(LinkAgentThread, StopEndsALinkAgentThatIsStillRunning) {
+  Collected up;
+  ssh::LinkAgentThread links([&](std::string_view b) { return up.up(b); }, "");
+  links.take(0, "token abc");
+  const std::vector<ssh::Frame> got = up.wait(2);
+  ASSERT_EQ(got.size(), 2u);
+  int port = 0;
+  ASSERT_EQ(std::sscanf(got[0].payload.c_str(), "ddl-link-agent 2 %d", &port), 1);
+  EXPECT_EQ(got[1].payload, "ready");
+  const Clock::time_point start = Clock::now();
+  links.stop();
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(2));
+  EXPECT_FALSE(listening(port));
+}
+
+// The chain n1 (index 0, the first level) -> n2 (1) -> n3 (2), as the probe started it.
+const std::vector<TreeHost> kChain = {{0, "n1", {{1, "n2", {{2, "n3", {}, {}}}, {}}}, {}}};
+
+/// Plays n1's agent and, as the relays would, n2's and n3's: each host's N frames go to a
+/// real link agent of its own (LinkAgentThread), whose lines come back routed from it.
+struct ChainAgents {
+  struct State {
+    std::mutex mutex;
+    std::map<int, std::unique_ptr<ssh::LinkAgentThread>> agents;
+    std::set<int> deaf;  ///< hosts whose N frames are ignored (a link agent that never answers)
+    /// When host `lose_on_test` gets its first "test" line, its parent reports it lost.
+    int lose_on_test = -1;
+    int ends = 0;  ///< link agents that said they ended
+  };
+  std::shared_ptr<State> state = std::make_shared<State>();
+
+  void operator()(FakeRemote& r) const {
+    r.print(hello_frame("n1") + ssh::route(1, hello_frame("n2")) +
+            ssh::route(2, hello_frame("n3")));
+    auto reader = std::make_shared<ssh::FrameReader>();
+    r.on_write([s = state, reader](FakeRemote& r, std::string_view bytes) {
+      reader->feed(bytes);
+      while (auto f = reader->next()) {
+        if (f->type == FrameType::kLinkLine) take(s, r, 0, *f);
+        if (f->type != FrameType::kRouted) continue;
+        for (const ssh::Frame& g : frames(f->payload))
+          if (g.type == FrameType::kLinkLine) take(s, r, f->id, g);
+      }
+    });
+  }
+
+  static void take(const std::shared_ptr<State>& s, FakeRemote& r, int host, const ssh::Frame& f) {
+    ssh::LinkAgentThread* agent = nullptr;
+    {
+      std::lock_guard lock(s->mutex);
+      if (s->deaf.contains(host)) return;
+      if (host == s->lose_on_test && f.payload.starts_with("test ")) {
+        s->lose_on_test = -1;
+        r.print(ssh::encode_frame(FrameType::kLost, host, "no heartbeat for 10 s (x)"));
+        return;
+      }
+      auto& a = s->agents[host];
+      if (!a) {
+        a = std::make_unique<ssh::LinkAgentThread>(
+            [s, &r, host](std::string_view frames) {
+              for (const ssh::Frame& g : test::frames(std::string(frames))) {
+                std::lock_guard lock(s->mutex);
+                s->ends += g.id == 1 ? 1 : 0;
+              }
+              r.print(host == 0 ? std::string(frames) : ssh::route(host, frames));
+              return true;
+            },
+            "10.9.9.1");
+      }
+      agent = a.get();
+    }
+    agent->take(f.id, f.payload);
+  }
+};
+
+/// A kept session for n1, its agent played by `agents`, as the probe left it.
+struct Kept {
+  FakeConnector connector;
+  ddl::ssh::KeptSessions sessions;
+  ChainAgents agents;
+  std::shared_ptr<FakeRemote> remote;
+
+  Kept() {
+    connector.host("n1").program = agents;
+    std::unique_ptr<ddl::ssh::Session> session = connector.connect("n1", {});
+    std::unique_ptr<ddl::ssh::Channel> channel = session->exec("/x/ddlrun --probe-agent");
+    remote = connector.host("n1").remotes.at(0);
+    ssh::SubtreeFrame w;
+    w.children = kChain[0].children;
+    sessions.put("n1", {std::move(session), std::move(channel), "", "/x/ddlrun --probe-agent",
+                        ssh::encode(w)});
+  }
+  ~Kept() {
+    std::map<int, std::unique_ptr<ssh::LinkAgentThread>> stopping;
+    {
+      std::lock_guard lock(agents.state->mutex);
+      stopping.swap(agents.state->agents);
+    }
+    stopping.clear();  // every link agent stopped (outside the lock their lines take)
+  }
+};
+
+std::vector<mapper::LinkHost> chain_hosts() {
+  return {{"n1", "127.0.0.1", false}, {"n2", "127.0.0.1", false}, {"n3", "127.0.0.1", false}};
+}
+
+mapper::LinkProbeOptions probe_options(ssh::TreeLinks& tree) {
+  mapper::LinkProbeOptions lo;
+  lo.ssh.connect_timeout = milliseconds(3000);
+  lo.agent_command = "'/x/ddlrun' --link-agent";
+  lo.budget_s = 0.3;
+  lo.open = [&tree](const mapper::LinkHost& h, int port) { return tree.open(h.name, port); };
+  return lo;
+}
+
+/// What `channel` says when it fails, or "answered: LINE".
+std::string failure(mapper::LinkChannel& channel, milliseconds timeout) {
+  try {
+    return "answered: " + channel.line(timeout);
+  } catch (const mapper::LinkError& e) {
+    return e.what();
+  }
+}
+
+TEST(TreeLinks, MeasuresThroughTheFirstLevelsSessionAndGivesItBack) {
+  Kept k;
+  std::vector<std::string> notes;
+  mapper::LinkMeasurement m;
+  {
+    ssh::TreeLinks tree(k.sessions, kChain, milliseconds(10'000));
+    EXPECT_EQ(k.sessions.size(), 0u);  // held while it measures
+    m = mapper::probe_links(chain_hosts(), probe_options(tree), notes);
+  }
+  EXPECT_EQ(m.pairs.size(), 3u);
+  for (const std::string& n : notes)
+    EXPECT_EQ(n.find(" -> "), std::string::npos) << n;
+  EXPECT_EQ(k.connector.connected(), std::vector<std::string>{"n1"});  // no other login
+  {
+    std::lock_guard lock(k.agents.state->mutex);
+    EXPECT_EQ(k.agents.state->ends, 3);  // every link agent was told "end" and ended
+  }
+  // The session goes back with its channel, and the frames that were not the link agents'
+  // (the hellos), for the launch.
+  ddl::ssh::KeptSessions::Kept back = k.sessions.take("n1");
+  ASSERT_TRUE(back.channel != nullptr);
+  EXPECT_FALSE(back.subtree.empty());
+  EXPECT_EQ(back.pending, hello_frame("n1") + ssh::route(1, hello_frame("n2")) +
+                              ssh::route(2, hello_frame("n3")));
+  // Down the channel: heartbeats, n1's N frames as they are, the others' routed to them.
+  std::set<int> routed_to;
+  for (const ssh::Frame& f : frames(k.remote->written())) {
+    ASSERT_TRUE(f.type == FrameType::kLinkLine || f.type == FrameType::kRouted);
+    if (f.type == FrameType::kRouted) routed_to.insert(f.id);
+  }
+  EXPECT_EQ(routed_to, (std::set<int>{1, 2}));
+}
+
+TEST(TreeLinks, AHostLostMidMeasurementIsNamedAndTheRestMeasured) {
+  Kept k;
+  k.agents.state->lose_on_test = 1;  // n2's parent reports it lost at its first test
+  std::vector<std::string> notes;
+  mapper::LinkMeasurement m;
+  const Clock::time_point start = Clock::now();
+  {
+    ssh::TreeLinks tree(k.sessions, kChain, milliseconds(10'000));
+    m = mapper::probe_links(chain_hosts(), probe_options(tree), notes);
+  }
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(5));
+  std::string all;
+  for (const std::string& n : notes)
+    all += n + "\n";
+  EXPECT_NE(all.find("--probe-links: n2 -> n3: the link agent ended: no heartbeat for 10 s (x)\n"),
+            std::string::npos)
+      << all;
+  EXPECT_LT(m.pairs.size(), 3u);
+  // The L goes on to the launch, which names the host too.
+  const ddl::ssh::KeptSessions::Kept back = k.sessions.take("n1");
+  bool lost = false;
+  for (const ssh::Frame& f : frames(back.pending))
+    lost = lost || (f.type == FrameType::kLost && f.id == 1);
+  EXPECT_TRUE(lost);
+}
+
+TEST(TreeLinks, ALostParentTakesItsSubtreeWithItInTheFlatPathsWords) {
+  Kept k;
+  ssh::TreeLinks tree(k.sessions, kChain, milliseconds(10'000));
+  std::unique_ptr<mapper::LinkChannel> n2 = tree.open("n2", 0);
+  std::unique_ptr<mapper::LinkChannel> n3 = tree.open("n3", 0);
+  ASSERT_TRUE(n2 && n3);
+  EXPECT_TRUE(n2->line(milliseconds(3000)).starts_with("ddl-link-agent 2 "));
+  EXPECT_TRUE(n3->line(milliseconds(3000)).starts_with("ddl-link-agent 2 "));
+  k.remote->print(ssh::encode_frame(FrameType::kLost, 1, "the connection to its agent closed"));
+  const Clock::time_point start = Clock::now();
+  EXPECT_EQ(failure(*n3, milliseconds(5000)),
+            "the link agent ended: lost with its tree parent n2");
+  EXPECT_EQ(failure(*n2, milliseconds(5000)),
+            "the link agent ended: the connection to its agent closed");
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(2));
+  try {
+    n2->send("test 127.0.0.1 1");
+    ADD_FAILURE() << "sent to a lost host";
+  } catch (const mapper::LinkError& e) {
+    EXPECT_STREQ(e.what(), "the link agent ended: the connection to its agent closed");
+  }
+  std::unique_ptr<mapper::LinkChannel> n1 = tree.open("n1", 0);  // above it: still there
+  EXPECT_TRUE(n1->line(milliseconds(3000)).starts_with("ddl-link-agent 2 "));
+}
+
+TEST(TreeLinks, GarbageFromTheFirstLevelLosesItsSubtreeAndItsChannel) {
+  Kept k;
+  {
+    ssh::TreeLinks tree(k.sessions, kChain, milliseconds(10'000));
+    std::unique_ptr<mapper::LinkChannel> n2 = tree.open("n2", 0);
+    EXPECT_TRUE(n2->line(milliseconds(3000)).starts_with("ddl-link-agent 2 "));
+    k.remote->print("\x7fWelcome to n1, a garbage frame\n");
+    EXPECT_EQ(failure(*n2, milliseconds(5000)),
+              "the link agent ended: lost with its tree parent n1");
+    std::unique_ptr<mapper::LinkChannel> n1 = tree.open("n1", 0);
+    EXPECT_EQ(failure(*n1, milliseconds(5000)),
+              "the link agent ended: protocol error: unexpected byte 127 from the agent (is "
+              "something printing on its stdout, such as a login script?)");
+  }
+  // Back without its channel (the launch starts its agent anew) nor anything it sent.
+  const ddl::ssh::KeptSessions::Kept back = k.sessions.take("n1");
+  EXPECT_TRUE(back.session != nullptr);
+  EXPECT_TRUE(back.channel == nullptr);
+  EXPECT_TRUE(back.pending.empty());
+  EXPECT_TRUE(back.subtree.empty());
+  EXPECT_TRUE(k.remote->closed());
+}
+
+TEST(TreeLinks, GarbageRoutedFromBelowLosesThatHostOnly) {
+  Kept k;
+  ssh::TreeLinks tree(k.sessions, kChain, milliseconds(10'000));
+  std::unique_ptr<mapper::LinkChannel> n2 = tree.open("n2", 0);
+  std::unique_ptr<mapper::LinkChannel> n3 = tree.open("n3", 0);
+  EXPECT_TRUE(n3->line(milliseconds(3000)).starts_with("ddl-link-agent 2 "));
+  k.remote->print(ssh::route(2, "\x7fgarbage, not a frame"));
+  EXPECT_EQ(failure(*n3, milliseconds(5000)),
+            "the link agent ended: protocol error: unexpected byte 127 from the agent (is "
+            "something printing on its stdout, such as a login script?)");
+  EXPECT_TRUE(n2->line(milliseconds(3000)).starts_with("ddl-link-agent 2 "));
+}
+
+TEST(TreeLinks, ASilentFirstLevelIsLostWithinTheHeartbeatDeadline) {
+  FakeConnector connector;
+  ddl::ssh::KeptSessions sessions;
+  std::unique_ptr<ddl::ssh::Session> session = connector.connect("n1", {});
+  std::unique_ptr<ddl::ssh::Channel> channel = session->exec("/x/ddlrun --probe-agent");
+  sessions.put("n1", {std::move(session), std::move(channel), "", "", "w"});
+  ssh::TreeLinks tree(sessions, kChain, milliseconds(300));
+  std::unique_ptr<mapper::LinkChannel> n3 = tree.open("n3", 0);
+  std::unique_ptr<mapper::LinkChannel> n1 = tree.open("n1", 0);
+  const Clock::time_point start = Clock::now();
+  EXPECT_EQ(failure(*n1, milliseconds(5000)),
+            "the link agent ended: no heartbeat for 0.3 s (the host is unreachable, or its "
+            "agent is stopped or hung)");
+  EXPECT_EQ(failure(*n3, milliseconds(5000)), "the link agent ended: lost with its tree parent n2");
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(2));
+}
+
+TEST(TreeLinks, ALinkAgentThatNeverAnswersIsNamedInTime) {
+  Kept k;
+  k.agents.state->deaf.insert(2);
+  std::vector<std::string> notes;
+  ssh::TreeLinks tree(k.sessions, kChain, milliseconds(10'000));
+  mapper::LinkProbeOptions lo = probe_options(tree);
+  lo.ssh.connect_timeout = milliseconds(300);
+  const Clock::time_point start = Clock::now();
+  try {
+    mapper::probe_links(chain_hosts(), lo, notes);
+    ADD_FAILURE() << "measured without n3's agent";
+  } catch (const mapper::LinkError& e) {
+    EXPECT_STREQ(e.what(),
+                 "cannot start the link agent on 1 of 3 hosts:\n"
+                 "  n3: the link agent did not answer in time");
+  }
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(3));
+}
+
+TEST(TreeLinks, AHostOutsideTheTreeOrItsKeptSessionsIsNotReachedThisWay) {
+  Kept k;
+  // n4 below n1 and n5 under a first-level n6 whose session was not kept.
+  const std::vector<TreeHost> tree_hosts = {
+      {0, "n1", {{1, "n2", {{2, "n3", {}, {}}}, {}}}, {}}, {5, "n6", {{4, "n5", {}, {}}}, {}}};
+  ssh::TreeLinks tree(k.sessions, tree_hosts, milliseconds(10'000));
+  EXPECT_EQ(tree.open("n9", 0), nullptr);
+  EXPECT_EQ(tree.open("n5", 0), nullptr);
+  EXPECT_EQ(tree.open("n6", 0), nullptr);
+  EXPECT_NE(tree.open("n3", 0), nullptr);
+}
+
+}  // namespace
+}  // namespace ddl::launcher

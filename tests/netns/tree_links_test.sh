@@ -1,0 +1,184 @@
+#!/usr/bin/env bash
+# ddlrun --probe-links down the launch tree (launcher/ssh/tree_links.h) on 3 racks x 4 namespace
+# hosts (hosts.sh's netns_up_racks: host links shaped to 1 Gbit/s, the racks' uplinks to
+# 250 Mbit/s), one rank a host, at --tree-width 2: node1 and node2 on the first level, three
+# levels of hosts (node3 below node1, node5 and node6 below node3):
+#   flat    --dry-run --probe-links --tree-width 0: the racks the flat measurement finds;
+#   tree    the same at --tree-width 2: the same racks, every pair measured, and each host
+#           logged in to exactly once, the first level from ddlrun's host only, every other
+#           host from another host (its tree parent); nothing left on any host;
+#   launch  a job with --probe-links at --tree-width 2: every rank's line, exit 0, and still
+#           one login per host for the probe, the measurement and the launch;
+#   nolisten  node3's port 29555 taken (--probe-links-port 29555): its link agent cannot
+#           start; the warning names node3 in the same words, flat and through the tree;
+#   killed  node3's agent SIGKILLed once its link agent listens (mid-measurement): ddlrun
+#           names node3 in a --probe-links warning, plans without it, exits 0 in bounded time,
+#           and nothing is left on any host.
+# Then no namespace is left.
+#
+# Usage: tree_links_test.sh DDLRUN   (exit 77, skipped, when not root or without ip netns/sshd)
+set -uo pipefail
+ddlrun=$(realpath "$1")
+# shellcheck source=SCRIPTDIR/hosts.sh
+source "$(dirname "$0")/hosts.sh"
+unset SSH_AUTH_SOCK
+fails=0
+fail() {
+  echo "FAIL: $1"
+  shift
+  local f
+  for f in "$@"; do sed -n '1,40s/^/    | /p' "$f"; done
+  fails=$((fails + 1))
+}
+n=12
+width=2
+
+netns_up_racks 3 4 || exit $?
+export HOME="$NETNS_DIR/home" XDG_CACHE_HOME="$NETNS_DIR/cache"
+mkdir -p "$HOME"
+out="$NETNS_DIR/out"
+mkdir -p "$out"
+for ((k = 1; k <= n; k++)); do netns_shape "$k" 1gbit || fail "tc could not shape node$k"; done
+netns_shape_uplink 250mbit || fail "tc could not shape the uplinks"
+hosts=$(printf 'node%d:1,' $(seq "$n"))
+hosts=${hosts%,}
+
+# run NAME EXPECTED_RC ARGS...: ddlrun with the hosts' ssh config; $out/NAME, NAME.err.
+run() {
+  local name=$1 want=$2 rc start=$SECONDS
+  shift 2
+  timeout 120 "$ddlrun" --launcher ssh --ssh-config "$NETNS_SSH_CONFIG" "$@" >"$out/$name" \
+    2>"$out/$name.err"
+  rc=$?
+  echo "  $name: exit $rc ($((SECONDS - start)) s)"
+  ((rc == want)) || fail "$name: exit $rc, not $want" "$out/$name.err"
+}
+
+from_head() { grep -c "Accepted publickey for root from $NETNS_HOST_ADDR " "$NETNS_DIR/node$1/sshd.log"; }
+logins() { grep -c "Accepted publickey for root from " "$NETNS_DIR/node$1/sshd.log"; }
+declare -A before_all before_head
+count_logins() {
+  local k
+  for ((k = 1; k <= n; k++)); do
+    before_all[$k]=$(logins "$k")
+    before_head[$k]=$(from_head "$k")
+  done
+}
+# check_logins NAME: since count_logins, every host was logged in to exactly once, from
+# ddlrun's host for the first level only.
+check_logins() {
+  local k got head
+  for ((k = 1; k <= n; k++)); do
+    got=$(($(logins "$k") - before_all[$k]))
+    head=$(($(from_head "$k") - before_head[$k]))
+    ((got == 1)) || fail "$1: node$k was logged in to $got times, not once"
+    if ((k <= width)); then
+      ((head == 1)) || fail "$1: node$k (first level) not logged in to from ddlrun"
+    else
+      ((head == 0)) || fail "$1: ddlrun logged in to node$k itself (not through the tree)"
+    fi
+  done
+}
+# nothing_left NAME: within 5 s no process of ddlrun's on any host (only sshd's).
+nothing_left() {
+  local k i left
+  for ((k = 1; k <= n; k++)); do
+    for ((i = 0; i < 50; i++)); do
+      left=$(netns_job_procs "$k")
+      [[ -z $left ]] && break
+      sleep 0.1
+    done
+    [[ -z $left ]] || fail "$1: left on node$k: $(tr '\n' ';' <<<"$left")"
+  done
+}
+racks_of() { grep '^  racks:' "$out/$1"; }
+
+echo "== flat and tree: the same racks"
+run flat 0 --dry-run --probe-links --tree-width 0 -H "$hosts" prog
+count_logins
+run tree 0 --dry-run --probe-links -v --tree-width "$width" -H "$hosts" prog
+check_logins tree
+echo "  flat: $(racks_of flat)"
+echo "  tree: $(racks_of tree)"
+grep -Fxq "  racks:   3 racks of 4 hosts: node1 node2 node3 node4 | node5 node6 node7 node8 | node9 node10 node11 node12" \
+  "$out/flat" || fail "flat: not the three racks" "$out/flat" "$out/flat.err"
+[[ -n $(racks_of tree) && $(racks_of tree) == "$(racks_of flat)" ]] ||
+  fail "tree: other racks than flat" "$out/tree" "$out/tree.err"
+grep -Eq "^links: +66 of 66 host pairs measured in " "$out/tree" ||
+  fail "tree: not every pair measured" "$out/tree"
+grep -q "link agent" "$out/tree.err" && fail "tree: a link agent's warning" "$out/tree.err"
+nothing_left tree
+
+echo "== launch: the job takes over the tree the links were measured through"
+count_logins
+run launch 0 --probe-links --tree-width "$width" --tag-output none -H "$hosts" \
+  sh -c 'echo "rank $RANK on $(hostname)"'
+check_logins launch
+(($(grep -c '^rank ' "$out/launch") == n)) || fail "launch: not $n lines" "$out/launch" "$out/launch.err"
+grep -q "link agent" "$out/launch.err" && fail "launch: a link agent's warning" "$out/launch.err"
+nothing_left launch
+
+echo "== nolisten: node3's link agent cannot listen, named alike flat and through the tree"
+netns_exec 3 /usr/bin/python3 -c '
+import socket, time
+s = socket.socket()
+s.bind(("0.0.0.0", 29555))
+s.listen()
+time.sleep(300)' &
+blocker=$!
+for _ in $(seq 50); do
+  ip netns exec "$(netns_ns 3)" ss -ltnH 'sport = :29555' | grep -q . && break
+  sleep 0.1
+done
+run nolisten_flat 0 --dry-run --probe-links --probe-links-port 29555 --tree-width 0 -H "$hosts" prog
+run nolisten_tree 0 --dry-run --probe-links --probe-links-port 29555 --tree-width "$width" \
+  -H "$hosts" prog
+kill "$blocker"
+wait "$blocker" 2>/dev/null
+expected="ddlrun: warning: --probe-links: cannot start the link agent on 1 of 12 hosts:"
+for run_name in nolisten_flat nolisten_tree; do
+  grep -Fxq "$expected" "$out/$run_name.err" || fail "$run_name: no warning '$expected'" "$out/$run_name.err"
+  grep -Eq "^  node3: '.*' printed 'error cannot listen on TCP port 29555: .*', not a link agent's greeting; is ddlrun the same version there\?; planned without measured links$" \
+    "$out/$run_name.err" || fail "$run_name: node3 not named" "$out/$run_name.err"
+done
+diff <(grep -A1 -- "--probe-links" "$out/nolisten_flat.err") \
+  <(grep -A1 -- "--probe-links" "$out/nolisten_tree.err") >"$out/nolisten.diff" ||
+  fail "nolisten: the tree's warning is not the flat one's" "$out/nolisten.diff"
+nothing_left nolisten
+
+echo "== killed: node3 (interior, below node1) dies mid-measurement"
+SECONDS=0
+"$ddlrun" --launcher ssh --ssh-config "$NETNS_SSH_CONFIG" --dry-run --probe-links \
+  --probe-links-port 29555 --tree-width "$width" -H "$hosts" prog >"$out/killed" 2>"$out/killed.err" &
+job=$!
+killed=0
+for _ in $(seq 600); do
+  if ip netns exec "$(netns_ns 3)" ss -ltnH 'sport = :29555' | grep -q .; then
+    for pid in $(netns_job_procs 3 | awk '/--probe-agent/ { print $1 }'); do kill -9 "$pid"; done
+    killed=1
+    break
+  fi
+  kill -0 "$job" 2>/dev/null || break
+  sleep 0.05
+done
+wait "$job"
+rc=$?
+echo "  killed: exit $rc ($SECONDS s)"
+((killed)) || fail "killed: node3's link agent was never seen listening" "$out/killed.err"
+((rc == 0)) || fail "killed: exit $rc, not 0" "$out/killed.err"
+((SECONDS <= 30)) || fail "killed: took $SECONDS s"
+grep -E "^ddlrun: warning: --probe-links: " "$out/killed.err" | grep -q "node3" ||
+  grep -A12 "^ddlrun: warning: --probe-links: cannot start the link agent" "$out/killed.err" |
+  grep -q "^  node3: the link agent ended" ||
+  fail "killed: node3 not named in a --probe-links warning" "$out/killed.err"
+grep -E "probe-links|node3" "$out/killed.err" | head -5 | sed 's/^/    /'
+nothing_left killed
+
+prefix=$NETNS_PREFIX
+netns_down
+if ip netns list | grep -q "^$prefix-"; then fail "namespaces left"; fi
+if ((fails)); then
+  echo "$fails check(s) failed"
+  exit 1
+fi
+echo "all checks passed"
