@@ -64,7 +64,7 @@ void raise_open_files_limit() {
     err << "ddlrun: error: " << hostfiles::printable(e.what()) << "\n" << std::flush;
     std::exit(kExitFailure);
   }
-  launcher::run_agent(0, 1);
+  launcher::run_agent(0, 1, mapper::run_link_agent);
 }
 
 /// `ddlrun --link-agent [PORT]`: the --probe-links agent (mapper::run_link_agent); its status.
@@ -87,7 +87,7 @@ int link_agent(const std::vector<std::string>& args) {
 std::optional<int> run_helper_role(const std::vector<std::string>& args, std::ostream& out,
                                    std::ostream& err) {
   if (args.empty()) return std::nullopt;
-  if (args.front() == "--agent") launcher::run_agent(0, 1);
+  if (args.front() == "--agent") launcher::run_agent(0, 1, mapper::run_link_agent);
   if (args.front() == "--probe-agent") probe_then_agent(out, err);
   if (args.front() == "--link-agent") return link_agent(args);
   if (args.front() == "--keeper") launcher::run_keeper(0);

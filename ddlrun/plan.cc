@@ -20,7 +20,6 @@
 #include "ddlrun/shell_words.h"
 #include "hostfiles/hostfiles.h"
 #include "launcher/launcher.h"
-#include "launcher/ssh/tree_links.h"
 #include "mapper/mapper.h"
 
 namespace ddl::cli {
@@ -501,7 +500,7 @@ void measure_links_now(const Options& o, JobPlan& plan,
     tree = std::make_unique<launcher::ssh::TreeLinks>(
         *plan.sessions, plan.probe_tree,
         std::chrono::milliseconds(static_cast<int64_t>(o.heartbeat_timeout * 1000)));
-    lo.open = [&tree](const mapper::LinkHost& h, int port) { return tree->open(h.name, port); };
+    lo.open = link_channels(*tree);
   }
   const std::vector<mapper::LinkHost> hosts = link_hosts(plan, local_names);
   const std::string job_dir = mapper::job_cache_dir(so);

@@ -14,6 +14,8 @@
 // the tree without the hosts whose probe failed (and those below them, never reached) goes to
 // the launch, which then takes it over as it is (LaunchOptions::probe_tree). A dry run closes
 // the sessions once the outputs came: every agent exits.
+// --probe-links then measures through the same agents (link_channels: launcher/ssh/
+// tree_links.h under mapper::probe_links), before the launch takes the tree over.
 
 #include "ddlrun/probe_tree.h"
 
@@ -113,6 +115,36 @@ void probe_first(const tree::TreeHost& t, const Options& o, const mapper::SshPro
     out.put(result_of(s, so.keep_command));
 }
 
+/// A host's link agent along the launch tree, as mapper::probe_links speaks to it.
+class TreeLinkChannel : public mapper::LinkChannel {
+ public:
+  TreeLinkChannel(tree::TreeLinks& links, int id) : links_(links), id_(id) {}
+  ~TreeLinkChannel() override {
+    try {
+      links_.send(id_, "end");
+    } catch (const tree::TreeLinkError&) {  // gone already
+    }
+  }
+  void send(const std::string& line) override {
+    try {
+      links_.send(id_, line);
+    } catch (const tree::TreeLinkError& e) {
+      throw mapper::LinkError(e.what());
+    }
+  }
+  std::string line(std::chrono::milliseconds timeout) override {
+    try {
+      return links_.line(id_, timeout);
+    } catch (const tree::TreeLinkError& e) {
+      throw mapper::LinkError(e.what());
+    }
+  }
+
+ private:
+  tree::TreeLinks& links_;
+  int id_;
+};
+
 /// Runs `job(i)` for i in [0, n) on at most `threads` threads (here when none can be had).
 template <typename Job>
 void pool(std::size_t n, int threads, const Job& job) {
@@ -133,8 +165,7 @@ void pool(std::size_t n, int threads, const Job& job) {
 }  // namespace
 
 bool probe_goes_down_the_tree(const Options& o, std::size_t hosts, bool ssh_follows) {
-  return ssh_follows && o.tree_width > 0 &&
-         hosts > static_cast<std::size_t>(o.tree_width);
+  return ssh_follows && o.tree_width > 0 && hosts > static_cast<std::size_t>(o.tree_width);
 }
 
 std::vector<mapper::HostProbe> probe_through_tree(const Options& o,
@@ -186,6 +217,19 @@ std::vector<mapper::HostProbe> probe_through_tree(const Options& o,
         tree::prune_tree(first, [&](const tree::TreeHost& h) { return !failed.contains(h.name); });
   }
   return results;
+}
+
+mapper::OpenLinkChannel link_channels(tree::TreeLinks& links) {
+  return [&links](const mapper::LinkHost& h, int port) -> std::unique_ptr<mapper::LinkChannel> {
+    int id = -1;
+    try {
+      id = links.open(h.name, port);
+    } catch (const tree::TreeLinkError& e) {
+      throw mapper::LinkError(e.what());
+    }
+    if (id < 0) return nullptr;
+    return std::make_unique<TreeLinkChannel>(links, id);
+  };
 }
 
 }  // namespace ddl::cli

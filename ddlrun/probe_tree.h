@@ -31,4 +31,10 @@ std::vector<mapper::HostProbe> probe_through_tree(
     const Options& o, const std::vector<std::string>& all, const std::vector<std::string>& remote,
     const mapper::SshProbeOptions& so, std::vector<launcher::ssh::TreeHost>* tree = nullptr);
 
+/// --probe-links' channels to the link agents of the hosts `links` reaches along the launch
+/// tree (launcher/ssh/tree_links.h), as mapper::probe_links speaks to them: null for a host
+/// it does not reach (logged in to over ssh instead); TreeLinkError becomes LinkError, its
+/// words unchanged. `links` outlives the channels.
+mapper::OpenLinkChannel link_channels(launcher::ssh::TreeLinks& links);
+
 }  // namespace ddl::cli

@@ -13,5 +13,6 @@
 #include "launcher/pmix_topo.h"       // the PMIx server's hwloc topology
 #include "launcher/process.h"         // ProcessSet
 #include "launcher/rank_exec.h"       // ddlrun --rank-exec
+#include "launcher/ssh/tree_links.h"  // TreeLinks: --probe-links down the launch tree
 #include "launcher/ssh/tree_start.h"  // start_subtree: ddlrun's probe down the launch tree
 #include "launcher/supervise.h"       // supervise(): the event loop

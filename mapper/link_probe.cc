@@ -66,7 +66,7 @@ bool take_line(std::string& buffer, std::string& line) {
 class SshChannel : public LinkChannel {
  public:
   SshChannel(ssh::KeptSessions::Kept kept, std::unique_ptr<ssh::Channel> channel,
-           std::shared_ptr<ssh::KeptSessions> home, std::string host)
+             std::shared_ptr<ssh::KeptSessions> home, std::string host)
       : kept_(std::move(kept)),
         channel_(std::move(channel)),
         home_(std::move(home)),
@@ -176,8 +176,7 @@ std::unique_ptr<LinkChannel> ssh_channel(const LinkHost& host, const LinkProbeOp
     if (!kept.session) kept.session = ssh::libssh_connector().connect(host.name, o.ssh);
     std::unique_ptr<ssh::Channel> channel = kept.session->exec(
         o.agent_command + (o.agent_port != 0 ? " " + std::to_string(o.agent_port) : ""));
-    return std::make_unique<SshChannel>(std::move(kept), std::move(channel), o.sessions,
-                                        host.name);
+    return std::make_unique<SshChannel>(std::move(kept), std::move(channel), o.sessions, host.name);
   } catch (const ssh::Error& e) {
     if (o.sessions && kept.session) o.sessions->put(host.name, std::move(kept));
     throw LinkError(e.what());

@@ -82,8 +82,7 @@ class LinkChannel {
 /// Starts `host`'s link agent, listening on TCP port `port` (0: any free one), and returns the
 /// channel to it, its greeting not yet read; null when this way does not reach `host` (it is
 /// then logged in to over ssh). Throws LinkError when it cannot start it.
-using OpenLinkChannel =
-    std::function<std::unique_ptr<LinkChannel>(const LinkHost& host, int port)>;
+using OpenLinkChannel = std::function<std::unique_ptr<LinkChannel>(const LinkHost& host, int port)>;
 
 /// How to reach the hosts and how long to measure.
 struct LinkProbeOptions {

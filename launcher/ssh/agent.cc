@@ -59,7 +59,6 @@
 #include "launcher/process.h"
 #include "launcher/ssh/protocol.h"
 #include "launcher/ssh/relay.h"
-#include "launcher/ssh/tree_links.h"
 #include "launcher/supervise.h"
 #include "launcher/wire.h"
 
@@ -84,11 +83,13 @@ class Agent : private pmix_server::Host {
  public:
   /// `liveness`: the heartbeat and watchdog threads (start_liveness), with SIGTERM, SIGINT and
   /// SIGHUP blocked for the watchdog to take; off only in tests.
-  Agent(int in_fd, int out_fd, bool liveness, ddl::ssh::Connector& connector)
+  Agent(int in_fd, int out_fd, bool liveness, ddl::ssh::Connector& connector,
+        ssh::LinkAgentRunner links)
       : in_(in_fd),
         out_(out_fd),
         liveness_(liveness),
         connector_(connector),
+        run_links_(std::move(links)),
         last_heard_ms_(now_ms()) {}
 
   /// The whole conversation; returns the agent's exit status.
@@ -186,7 +187,7 @@ class Agent : private pmix_server::Host {
             std::lock_guard lock(out_mutex_);
             return base::write_all(out_, frames) == 0;
           },
-          ddlrun_address_);
+          ddlrun_address_, run_links_);
     }
     links_->take(port, line);
   }
@@ -229,9 +230,10 @@ class Agent : private pmix_server::Host {
   bool liveness_;
   ddl::ssh::Connector& connector_;     ///< logs in to this agent's children in the launch tree
   std::unique_ptr<ssh::Relay> relay_;  ///< its children, once a subtree frame came
+  ssh::LinkAgentRunner run_links_;     ///< runs --probe-links' agent (ddlrun's)
   std::unique_ptr<ssh::LinkAgentThread> links_;  ///< --probe-links' agent, until the job
-  std::string ddlrun_address_;         ///< ddlrun's host, from the subtree frame
-  std::string job_bytes_;              ///< the job (U), for a job frame that does not carry it
+  std::string ddlrun_address_;                   ///< ddlrun's host, from the subtree frame
+  std::string job_bytes_;  ///< the job (U), for a job frame that does not carry it
   std::mutex out_mutex_;
   ssh::FrameReader reader_;
   std::atomic<int64_t> last_heard_ms_;  ///< when bytes last came from ddlrun
@@ -446,7 +448,7 @@ std::optional<int> Agent::receive_job() {
     return fail(1, e.what());
   }
   if (links_) links_->stop();  // the measurement is over
-  if (!f) return 1;  // ddlrun gave up before sending the job (another host failed)
+  if (!f) return 1;            // ddlrun gave up before sending the job (another host failed)
   if (f->type != ssh::FrameType::kJob) return fail(1, "expected the job first");
   host_index_ = f->id;
   try {
@@ -679,21 +681,22 @@ void Agent::relay_event(const Event& e) {
 
 }  // namespace
 
-int converse_as_agent(int in_fd, int out_fd, bool liveness, ddl::ssh::Connector& connector) {
+int converse_as_agent(int in_fd, int out_fd, bool liveness, ddl::ssh::Connector& connector,
+                      ssh::LinkAgentRunner links) {
   // Never destroyed: the reader, heartbeat and watchdog threads may still use it (blocked in
   // read() or write()) until _exit ends them.
-  auto* agent = new Agent(in_fd, out_fd, liveness, connector);
+  auto* agent = new Agent(in_fd, out_fd, liveness, connector, std::move(links));
   const int status = agent->run();
   agent->remove_files();
   return status;
 }
 
-void run_agent(int in_fd, int out_fd) {
+void run_agent(int in_fd, int out_fd, const ssh::LinkAgentRunner& links) {
   std::error_code ec;
   const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (!ec) enable_keeper(self.string());
   remove_stale_dirs();
-  const int status = converse_as_agent(in_fd, out_fd, true, ddl::ssh::libssh_connector());
+  const int status = converse_as_agent(in_fd, out_fd, true, ddl::ssh::libssh_connector(), links);
   std::fflush(nullptr);
   _exit(status);
 }

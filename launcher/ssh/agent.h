@@ -1,5 +1,6 @@
 #pragma once
 
+#include "launcher/ssh/tree_links.h"
 #include "ssh/session.h"
 
 namespace ddl::launcher {
@@ -9,7 +10,9 @@ namespace ddl::launcher {
 /// `liveness` (the heartbeat and watchdog threads, which exit the process when ddlrun goes
 /// silent or a stop signal comes) and then exits. Tests run it without: the agent and the
 /// thread reading `in_fd` outlive the call, so they keep both descriptors open until they exit.
-/// `connector` logs in to its children when it is an interior agent of a launch tree (tree.h).
-int converse_as_agent(int in_fd, int out_fd, bool liveness, ddl::ssh::Connector& connector);
+/// `connector` logs in to its children when it is an interior agent of a launch tree (tree.h);
+/// `links` runs this host's --probe-links agent before the job (tree_links.h; null: none).
+int converse_as_agent(int in_fd, int out_fd, bool liveness, ddl::ssh::Connector& connector,
+                      ssh::LinkAgentRunner links = {});
 
 }  // namespace ddl::launcher

@@ -1,8 +1,8 @@
 // An agent's link agent for --probe-links down the launch tree (tree_links.h).
 //
-// How it works: the first N frame makes a socket pair and two threads: one runs
-// mapper::run_link_agent on its end (the same code as `ddlrun --link-agent`, over the pair
-// instead of an ssh channel's stdin and stdout), the other reads the lines it prints and sends
+// How it works: the first N frame makes a socket pair and two threads: one runs the link
+// agent (ddlrun's mapper::run_link_agent, the same code as `ddlrun --link-agent`) on its end
+// instead of an ssh channel's stdin and stdout, the other reads the lines it prints and sends
 // each up as an N frame (id 0), then, once it returned and shut its end, that it ended (N, id
 // 1). Each N frame's line is written to our end. stop() shuts our end: the link agent reads
 // the end of its input and returns (a test it serves stops too), and both threads are joined.
@@ -14,6 +14,7 @@
 #include <system_error>
 
 #include "base/text.h"
+#include "launcher/ssh/protocol.h"
 #include "launcher/ssh/tree_links.h"
 
 namespace ddl::launcher::ssh {
@@ -33,8 +34,8 @@ bool send_all(int fd, std::string_view bytes) {
 
 }  // namespace
 
-LinkAgentThread::LinkAgentThread(Up up, std::string seen_from)
-    : up_(std::move(up)), seen_from_(std::move(seen_from)) {}
+LinkAgentThread::LinkAgentThread(Up up, std::string seen_from, LinkAgentRunner run)
+    : up_(std::move(up)), seen_from_(std::move(seen_from)), run_(std::move(run)) {}
 
 LinkAgentThread::~LinkAgentThread() {
   stop();
@@ -42,6 +43,11 @@ LinkAgentThread::~LinkAgentThread() {
 
 void LinkAgentThread::take(int port, const std::string& line) {
   if (stopped_) return;
+  if (!run_) {
+    stopped_ = true;
+    up_(encode_frame(FrameType::kLinkLine, 1, "this agent cannot run a link agent"));
+    return;
+  }
   if (!agent_.joinable()) {
     if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds_) != 0) {
       up_(encode_frame(FrameType::kLinkLine, 1,
@@ -50,7 +56,7 @@ void LinkAgentThread::take(int port, const std::string& line) {
     }
     try {
       agent_ = std::thread([this, port] {
-        status_ = mapper::run_link_agent(fds_[1], fds_[1], port, seen_from_);
+        status_ = run_(fds_[1], fds_[1], port, seen_from_);
         ::shutdown(fds_[1], SHUT_RDWR);  // the reader sees the end
       });
       reader_ = std::thread([this] { read_lines(); });

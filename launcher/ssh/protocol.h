@@ -91,11 +91,11 @@ enum class FrameType : char {
   kModexResponse = 'P',
   kStdinCredit = 'Z',
   kHeartbeat = 'Y',
-  kSubtree = '\x01',  ///< W
-  kRouted = '\x02',   ///< T
-  kLost = '\x03',     ///< L
-  kOutput = '\x04',   ///< V
-  kLinkLine = '\x05', ///< N
+  kSubtree = '\x01',   ///< W
+  kRouted = '\x02',    ///< T
+  kLost = '\x03',      ///< L
+  kOutput = '\x04',    ///< V
+  kLinkLine = '\x05',  ///< N
 };
 
 /// Bytes of stdin ddlrun may send before the agent grants more (kStdinCredit).

@@ -5,6 +5,7 @@
 #include "launcher/backend.h"
 #include "launcher/job.h"
 #include "launcher/launch_options.h"
+#include "launcher/ssh/tree_links.h"
 #include "ssh/session.h"
 
 namespace ddl::launcher {
@@ -19,7 +20,8 @@ std::unique_ptr<Backend> make_ssh_backend(const Job& job, const LaunchOptions& o
 
 /// `ddlrun --agent`: the per-host side of the ssh backend, speaking the agent protocol
 /// (protocol.h) on `in_fd` and `out_fd`. Never returns: exits with 0 when its ranks ran
-/// (their statuses went up the channel), else non-zero.
-[[noreturn]] void run_agent(int in_fd, int out_fd);
+/// (their statuses went up the channel), else non-zero. `links` runs this host's
+/// --probe-links agent when ddlrun asks for it before the job (ssh/tree_links.h).
+[[noreturn]] void run_agent(int in_fd, int out_fd, const ssh::LinkAgentRunner& links = {});
 
 }  // namespace ddl::launcher

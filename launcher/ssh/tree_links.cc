@@ -12,9 +12,9 @@
 // lost, everything else kept, re-encoded, for the launch. A channel that ends, fails, falls
 // silent for the heartbeat deadline or sends what is not a frame loses its whole subtree, and
 // goes back without its channel (the launch starts its agent anew, or finds the host gone).
-// mapper::probe_links waits on a channel's lines with a condition variable. At the end the
-// link agents are told "end" (by each channel), their ends awaited a second at most, and each
-// session goes back with the kept frames in front of the bytes not yet read.
+// A caller waits on a host's lines with a condition variable. At the end the link agents,
+// told "end" by the caller, are awaited a second at most, and each session goes back with the
+// kept frames in front of the bytes not yet read.
 
 #include "launcher/ssh/tree_links.h"
 
@@ -57,28 +57,6 @@ struct TreeLinks::Node {
   bool ended = false;    ///< its link agent said it ended (N 1)
   std::string end_why;
   std::string lost;  ///< why it cannot be reached; "": it can
-};
-
-/// One host's link agent, its lines in N frames.
-class TreeLinks::Channel : public mapper::LinkChannel {
- public:
-  Channel(TreeLinks& links, int host, int port) : links_(links), host_(host) {
-    links_.send(host_, encode_frame(FrameType::kLinkLine, port, {}));
-  }
-  ~Channel() override {
-    try {
-      send("end");
-    } catch (const mapper::LinkError&) {  // gone already
-    }
-  }
-  void send(const std::string& line) override {
-    links_.send(host_, encode_frame(FrameType::kLinkLine, 0, line));
-  }
-  std::string line(milliseconds timeout) override { return links_.line(host_, timeout); }
-
- private:
-  TreeLinks& links_;
-  int host_;
 };
 
 namespace {
@@ -129,7 +107,7 @@ TreeLinks::TreeLinks(ddl::ssh::KeptSessions& sessions, const std::vector<TreeHos
 }
 
 TreeLinks::~TreeLinks() {
-  close_agents();
+  await_ends();
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
@@ -141,38 +119,42 @@ TreeLinks::~TreeLinks() {
   }
 }
 
-std::unique_ptr<mapper::LinkChannel> TreeLinks::open(const std::string& host, int port) {
+int TreeLinks::open(const std::string& host, int port) {
   const auto it = by_name_.find(host);
-  if (it == by_name_.end()) return nullptr;
-  return std::make_unique<Channel>(*this, it->second, port);
+  if (it == by_name_.end()) return -1;
+  send_frame(it->second, encode_frame(FrameType::kLinkLine, port, {}));
+  return it->second;
 }
 
-void TreeLinks::send(int host, const std::string& frame) {
+void TreeLinks::send(int id, const std::string& line) {
+  send_frame(id, encode_frame(FrameType::kLinkLine, 0, line));
+}
+
+void TreeLinks::send_frame(int host, const std::string& frame) {
   std::lock_guard lock(mutex_);
   Node& n = nodes_.at(host);
-  if (!n.lost.empty()) throw mapper::LinkError("the link agent ended: " + n.lost);
+  if (!n.lost.empty()) throw TreeLinkError("the link agent ended: " + n.lost);
   n.started = true;
   n.conn->out += n.parent.empty() ? frame : route(host, frame);
 }
 
-std::string TreeLinks::line(int host, milliseconds timeout) {
+std::string TreeLinks::line(int id, milliseconds timeout) {
   std::unique_lock lock(mutex_);
-  Node& n = nodes_.at(host);
-  changed_.wait_for(lock, timeout,
-                    [&] { return !n.lines.empty() || !n.lost.empty() || n.ended; });
+  Node& n = nodes_.at(id);
+  changed_.wait_for(lock, timeout, [&] { return !n.lines.empty() || !n.lost.empty() || n.ended; });
   if (!n.lines.empty()) {
     std::string line = std::move(n.lines.front());
     n.lines.pop_front();
     return line;
   }
-  if (!n.lost.empty()) throw mapper::LinkError("the link agent ended: " + n.lost);
+  if (!n.lost.empty()) throw TreeLinkError("the link agent ended: " + n.lost);
   if (n.ended) {
-    throw mapper::LinkError("the link agent ended" + (n.end_why.empty() ? "" : ": " + n.end_why));
+    throw TreeLinkError("the link agent ended" + (n.end_why.empty() ? "" : ": " + n.end_why));
   }
-  throw mapper::LinkError("the link agent did not answer in time");
+  throw TreeLinkError("the link agent did not answer in time");
 }
 
-void TreeLinks::close_agents() {
+void TreeLinks::await_ends() {
   std::unique_lock lock(mutex_);
   changed_.wait_for(lock, kEndWait, [&] {
     for (const auto& [i, n] : nodes_) {
@@ -207,53 +189,60 @@ void TreeLinks::pump() {
   }
 }
 
-bool TreeLinks::turn(Conn& c) {
+void TreeLinks::turn(Conn& c) {
   {
     std::lock_guard lock(mutex_);
     c.sending += c.out;
     c.out.clear();
   }
-  const Clock::time_point now = Clock::now();
-  if (now >= c.next_beat) {
+  if (Clock::now() >= c.next_beat) {
     c.sending += encode_frame(FrameType::kHeartbeat, 0, {});
-    c.next_beat = now + kHeartbeatInterval;
+    c.next_beat = Clock::now() + kHeartbeatInterval;
   }
+  if (!write(c)) return lose_conn(c, "lost the connection to " + c.kept.session->endpoint());
+  const bool open = read(c);
+  try {
+    sort(c);
+  } catch (const std::exception& e) {
+    return lose_conn(c, std::string("protocol error: ") + e.what());
+  }
+  if (!open) return lose_conn(c, "the connection to its agent closed");
+  if (Clock::now() - c.last_heard > heartbeat_timeout_) {
+    lose_conn(c, "no heartbeat for " + base::seconds_text(heartbeat_timeout_) +
+                     " (the host is unreachable, or its agent is stopped or hung)");
+  }
+}
+
+/// Writes what the remote window takes; false on an error.
+bool TreeLinks::write(Conn& c) {
   ddl::ssh::Channel& ch = *c.kept.channel;
-  while (!c.sending.empty() && ch.window() > 0) {
-    const int n = ch.write(std::string_view(c.sending).substr(
-        0, std::min<size_t>(c.sending.size(), ch.window())));
-    if (n < 0) {
-      lose_conn(c, "lost the connection to " + c.kept.session->endpoint());
-      return false;
-    }
-    if (n == 0) break;
+  while (!c.sending.empty()) {
+    const uint32_t window = ch.window();
+    if (window == 0) return true;
+    const int n =
+        ch.write(std::string_view(c.sending).substr(0, std::min<size_t>(c.sending.size(), window)));
+    if (n < 0) return false;
+    if (n == 0) return true;
     c.sending.erase(0, static_cast<size_t>(n));
   }
+  return true;
+}
+
+/// Reads what came, without waiting; false once the channel has ended.
+bool TreeLinks::read(Conn& c) {
+  ddl::ssh::Channel& ch = *c.kept.channel;
   int avail = ch.poll(milliseconds(0));
+  if (avail == ddl::ssh::Channel::kError || avail == ddl::ssh::Channel::kEof) return false;
   char buf[65536];
   while (avail > 0) {
     const int n = ch.read(buf, sizeof buf, ddl::ssh::Stream::kStdout);
-    if (n <= 0) break;
+    if (n == ddl::ssh::Channel::kError || n == ddl::ssh::Channel::kEof) return false;
+    if (n == 0) break;
     c.reader.feed(std::string_view(buf, static_cast<size_t>(n)));
     c.last_heard = Clock::now();
     avail -= n;
   }
-  try {
-    sort(c);
-  } catch (const std::exception& e) {
-    lose_conn(c, std::string("protocol error: ") + e.what());
-    return false;
-  }
-  if (avail == ddl::ssh::Channel::kError || avail == ddl::ssh::Channel::kEof || ch.eof()) {
-    lose_conn(c, "the connection to its agent closed");
-    return false;
-  }
-  if (Clock::now() - c.last_heard > heartbeat_timeout_) {
-    lose_conn(c, "no heartbeat for " + base::seconds_text(heartbeat_timeout_) +
-                     " (the host is unreachable, or its agent is stopped or hung)");
-    return false;
-  }
-  return true;
+  return !ch.eof();
 }
 
 void TreeLinks::sort(Conn& c) {

@@ -18,6 +18,7 @@
 #include "launcher/ssh/protocol.h"
 #include "launcher/ssh/tree.h"
 #include "launcher/wire.h"
+#include "mapper/link_probe.h"
 #include "tests/ssh/fake_ssh.h"
 
 namespace ddl::launcher {
@@ -27,10 +28,13 @@ namespace {
 class AgentPeer {
  public:
   /// `connector`: how it logs in to its children, should it get a subtree (W).
-  explicit AgentPeer(ddl::ssh::Connector& connector = ddl::ssh::libssh_connector()) {
+  /// `links`: its --probe-links agent (tree_links.h).
+  explicit AgentPeer(ddl::ssh::Connector& connector = ddl::ssh::libssh_connector(),
+                     ssh::LinkAgentRunner links = {}) {
     EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds_), 0);
-    agent_ = std::thread(
-        [this, &connector] { status_ = converse_as_agent(fds_[1], fds_[1], false, connector); });
+    agent_ = std::thread([this, &connector, links] {
+      status_ = converse_as_agent(fds_[1], fds_[1], false, connector, links);
+    });
   }
   ~AgentPeer() {
     if (agent_.joinable()) {
@@ -299,7 +303,7 @@ TEST(SshAgent, AnInteriorAgentStartsItsChildAndLeavesAfterIt) {
 // --probe-links down the tree (tree_links.h): before its job the agent runs a link agent on N
 // frames and sends its lines up; the job stops it (its port closes) and the job goes on.
 TEST(SshAgent, RunsALinkAgentOnNFramesUntilItsJob) {
-  AgentPeer peer;
+  AgentPeer peer(ddl::ssh::libssh_connector(), mapper::run_link_agent);
   peer.expect(ssh::FrameType::kHello);
   peer.send(ssh::FrameType::kLinkLine, 0, "");
   ssh::Frame f = peer.expect(ssh::FrameType::kLinkLine);
@@ -319,6 +323,19 @@ TEST(SshAgent, RunsALinkAgentOnNFramesUntilItsJob) {
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   EXPECT_NE(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);  // nothing listens
   close(fd);
+  peer.hang_up();
+  EXPECT_EQ(peer.status(), 1);
+}
+
+TEST(SshAgent, WithoutALinkAgentItSaysSoAndGoesOn) {
+  AgentPeer peer;
+  peer.expect(ssh::FrameType::kHello);
+  peer.send(ssh::FrameType::kLinkLine, 0, "");
+  const ssh::Frame f = peer.expect(ssh::FrameType::kLinkLine);
+  EXPECT_EQ(f.id, 1);
+  EXPECT_EQ(f.payload, "this agent cannot run a link agent");
+  peer.send(ssh::FrameType::kJob, 0, job_payload(one_host({"/bin/true"})));
+  peer.expect(ssh::FrameType::kReady);
   peer.hang_up();
   EXPECT_EQ(peer.status(), 1);
 }

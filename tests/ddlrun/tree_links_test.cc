@@ -1,13 +1,12 @@
-// --probe-links down the launch tree (launcher/ssh/tree_links.h): the N frame, an agent's link
-// agent in a thread (LinkAgentThread, the real mapper::run_link_agent), and ddlrun's TreeLinks
-// driving a first-level session kept by the probe through the recording ssh double
+// --probe-links down the launch tree (launcher/ssh/tree_links.h, ddlrun/probe_tree.h): the N
+// frame, an agent's link agent in a thread (LinkAgentThread, the real mapper::run_link_agent),
+// and ddlrun's TreeLinks, as mapper::LinkChannels (link_channels), driving a first-level
+// session kept by the probe through the recording ssh double
 // (tests/ssh/fake_ssh.h), whose remote end plays the agents of a chain n1 -> n2 -> n3 (routing
 // as their relays would) with a real link agent per host, so that mapper::probe_links measures
 // real TCP links through it. Then the faults: a host lost mid-measurement, a lost parent,
 // garbage from the first level or from below, a silent first level, a link agent that never
 // answers. Each is bounded, names the host, and leaves no link agent running.
-
-#include "launcher/ssh/tree_links.h"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
@@ -22,8 +21,11 @@
 #include <set>
 #include <thread>
 
+#include "ddlrun/probe_tree.h"
+#include "launcher/launcher.h"
 #include "launcher/ssh/protocol.h"
 #include "launcher/ssh/tree.h"
+#include "mapper/mapper.h"
 #include "tests/launcher/ssh_frames.h"
 #include "tests/ssh/fake_ssh.h"
 
@@ -48,10 +50,10 @@ struct Collected {
     bytes.append(b);
     return true;
   }
-  /// The N frames so far, waiting up to 5 s for at least `count`.
-  std::vector<ssh::Frame> wait(size_t count) {
+  /// The N frames so far, waiting up to `ms` for at least `count`.
+  std::vector<ssh::Frame> wait(size_t count, int ms = 5000) {
     std::vector<ssh::Frame> got;
-    for (int i = 0; i < 500; ++i) {
+    for (int i = 0; i < ms / 10; ++i) {
       {
         std::lock_guard lock(mutex);
         got = frames(bytes);
@@ -92,7 +94,8 @@ TEST(LinkLineFrame, IsKnownAndCarriesThePortAndTheLine) {
 
 TEST(LinkAgentThread, RunsTheLinkAgentAndSendsItsLinesUpUntilItEnds) {
   Collected up;
-  ssh::LinkAgentThread links([&](std::string_view b) { return up.up(b); }, "10.1.2.3");
+  ssh::LinkAgentThread links([&](std::string_view b) { return up.up(b); }, "10.1.2.3",
+                             mapper::run_link_agent);
   links.take(0, "");
   std::vector<ssh::Frame> got = up.wait(1);
   ASSERT_EQ(got.size(), 1u);
@@ -117,12 +120,13 @@ TEST(LinkAgentThread, RunsTheLinkAgentAndSendsItsLinesUpUntilItEnds) {
   links.stop();
   EXPECT_FALSE(listening(port));
   links.take(0, "");  // stopped: nothing starts again
-  EXPECT_EQ(up.wait(5).size(), 4u);
+  EXPECT_EQ(up.wait(5, 200).size(), 4u);
 }
 
 TEST(LinkAgentThread, StopEndsALinkAgentThatIsStillRunning) {
   Collected up;
-  ssh::LinkAgentThread links([&](std::string_view b) { return up.up(b); }, "");
+  ssh::LinkAgentThread links([&](std::string_view b) { return up.up(b); }, "",
+                             mapper::run_link_agent);
   links.take(0, "token abc");
   const std::vector<ssh::Frame> got = up.wait(2);
   ASSERT_EQ(got.size(), 2u);
@@ -187,7 +191,7 @@ struct ChainAgents {
               r.print(host == 0 ? std::string(frames) : ssh::route(host, frames));
               return true;
             },
-            "10.9.9.1");
+            "10.9.9.1", mapper::run_link_agent);
       }
       agent = a.get();
     }
@@ -231,8 +235,14 @@ mapper::LinkProbeOptions probe_options(ssh::TreeLinks& tree) {
   lo.ssh.connect_timeout = milliseconds(3000);
   lo.agent_command = "'/x/ddlrun' --link-agent";
   lo.budget_s = 0.3;
-  lo.open = [&tree](const mapper::LinkHost& h, int port) { return tree.open(h.name, port); };
+  lo.open = cli::link_channels(tree);
   return lo;
+}
+
+/// The channel to `host`'s link agent along `tree`, as probe_links opens it (null: not
+/// reached that way).
+std::unique_ptr<mapper::LinkChannel> open(ssh::TreeLinks& tree, const std::string& host) {
+  return cli::link_channels(tree)(mapper::LinkHost{host, "127.0.0.1", false}, 0);
 }
 
 /// What `channel` says when it fails, or "answered: LINE".
@@ -306,15 +316,14 @@ TEST(TreeLinks, AHostLostMidMeasurementIsNamedAndTheRestMeasured) {
 TEST(TreeLinks, ALostParentTakesItsSubtreeWithItInTheFlatPathsWords) {
   Kept k;
   ssh::TreeLinks tree(k.sessions, kChain, milliseconds(10'000));
-  std::unique_ptr<mapper::LinkChannel> n2 = tree.open("n2", 0);
-  std::unique_ptr<mapper::LinkChannel> n3 = tree.open("n3", 0);
+  std::unique_ptr<mapper::LinkChannel> n2 = open(tree, "n2");
+  std::unique_ptr<mapper::LinkChannel> n3 = open(tree, "n3");
   ASSERT_TRUE(n2 && n3);
   EXPECT_TRUE(n2->line(milliseconds(3000)).starts_with("ddl-link-agent 2 "));
   EXPECT_TRUE(n3->line(milliseconds(3000)).starts_with("ddl-link-agent 2 "));
   k.remote->print(ssh::encode_frame(FrameType::kLost, 1, "the connection to its agent closed"));
   const Clock::time_point start = Clock::now();
-  EXPECT_EQ(failure(*n3, milliseconds(5000)),
-            "the link agent ended: lost with its tree parent n2");
+  EXPECT_EQ(failure(*n3, milliseconds(5000)), "the link agent ended: lost with its tree parent n2");
   EXPECT_EQ(failure(*n2, milliseconds(5000)),
             "the link agent ended: the connection to its agent closed");
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(2));
@@ -324,7 +333,7 @@ TEST(TreeLinks, ALostParentTakesItsSubtreeWithItInTheFlatPathsWords) {
   } catch (const mapper::LinkError& e) {
     EXPECT_STREQ(e.what(), "the link agent ended: the connection to its agent closed");
   }
-  std::unique_ptr<mapper::LinkChannel> n1 = tree.open("n1", 0);  // above it: still there
+  std::unique_ptr<mapper::LinkChannel> n1 = open(tree, "n1");  // above it: still there
   EXPECT_TRUE(n1->line(milliseconds(3000)).starts_with("ddl-link-agent 2 "));
 }
 
@@ -332,12 +341,13 @@ TEST(TreeLinks, GarbageFromTheFirstLevelLosesItsSubtreeAndItsChannel) {
   Kept k;
   {
     ssh::TreeLinks tree(k.sessions, kChain, milliseconds(10'000));
-    std::unique_ptr<mapper::LinkChannel> n2 = tree.open("n2", 0);
+    std::unique_ptr<mapper::LinkChannel> n1 = open(tree, "n1");
+    std::unique_ptr<mapper::LinkChannel> n2 = open(tree, "n2");
+    EXPECT_TRUE(n1->line(milliseconds(3000)).starts_with("ddl-link-agent 2 "));
     EXPECT_TRUE(n2->line(milliseconds(3000)).starts_with("ddl-link-agent 2 "));
     k.remote->print("\x7fWelcome to n1, a garbage frame\n");
     EXPECT_EQ(failure(*n2, milliseconds(5000)),
               "the link agent ended: lost with its tree parent n1");
-    std::unique_ptr<mapper::LinkChannel> n1 = tree.open("n1", 0);
     EXPECT_EQ(failure(*n1, milliseconds(5000)),
               "the link agent ended: protocol error: unexpected byte 127 from the agent (is "
               "something printing on its stdout, such as a login script?)");
@@ -354,8 +364,8 @@ TEST(TreeLinks, GarbageFromTheFirstLevelLosesItsSubtreeAndItsChannel) {
 TEST(TreeLinks, GarbageRoutedFromBelowLosesThatHostOnly) {
   Kept k;
   ssh::TreeLinks tree(k.sessions, kChain, milliseconds(10'000));
-  std::unique_ptr<mapper::LinkChannel> n2 = tree.open("n2", 0);
-  std::unique_ptr<mapper::LinkChannel> n3 = tree.open("n3", 0);
+  std::unique_ptr<mapper::LinkChannel> n2 = open(tree, "n2");
+  std::unique_ptr<mapper::LinkChannel> n3 = open(tree, "n3");
   EXPECT_TRUE(n3->line(milliseconds(3000)).starts_with("ddl-link-agent 2 "));
   k.remote->print(ssh::route(2, "\x7fgarbage, not a frame"));
   EXPECT_EQ(failure(*n3, milliseconds(5000)),
@@ -371,8 +381,8 @@ TEST(TreeLinks, ASilentFirstLevelIsLostWithinTheHeartbeatDeadline) {
   std::unique_ptr<ddl::ssh::Channel> channel = session->exec("/x/ddlrun --probe-agent");
   sessions.put("n1", {std::move(session), std::move(channel), "", "", "w"});
   ssh::TreeLinks tree(sessions, kChain, milliseconds(300));
-  std::unique_ptr<mapper::LinkChannel> n3 = tree.open("n3", 0);
-  std::unique_ptr<mapper::LinkChannel> n1 = tree.open("n1", 0);
+  std::unique_ptr<mapper::LinkChannel> n3 = open(tree, "n3");
+  std::unique_ptr<mapper::LinkChannel> n1 = open(tree, "n1");
   const Clock::time_point start = Clock::now();
   EXPECT_EQ(failure(*n1, milliseconds(5000)),
             "the link agent ended: no heartbeat for 0.3 s (the host is unreachable, or its "
@@ -403,13 +413,13 @@ TEST(TreeLinks, ALinkAgentThatNeverAnswersIsNamedInTime) {
 TEST(TreeLinks, AHostOutsideTheTreeOrItsKeptSessionsIsNotReachedThisWay) {
   Kept k;
   // n4 below n1 and n5 under a first-level n6 whose session was not kept.
-  const std::vector<TreeHost> tree_hosts = {
-      {0, "n1", {{1, "n2", {{2, "n3", {}, {}}}, {}}}, {}}, {5, "n6", {{4, "n5", {}, {}}}, {}}};
+  const std::vector<TreeHost> tree_hosts = {{0, "n1", {{1, "n2", {{2, "n3", {}, {}}}, {}}}, {}},
+                                            {5, "n6", {{4, "n5", {}, {}}}, {}}};
   ssh::TreeLinks tree(k.sessions, tree_hosts, milliseconds(10'000));
-  EXPECT_EQ(tree.open("n9", 0), nullptr);
-  EXPECT_EQ(tree.open("n5", 0), nullptr);
-  EXPECT_EQ(tree.open("n6", 0), nullptr);
-  EXPECT_NE(tree.open("n3", 0), nullptr);
+  EXPECT_EQ(open(tree, "n9"), nullptr);
+  EXPECT_EQ(open(tree, "n5"), nullptr);
+  EXPECT_EQ(open(tree, "n6"), nullptr);
+  EXPECT_NE(open(tree, "n3"), nullptr);
 }
 
 }  // namespace
