@@ -19,6 +19,7 @@
 #include "launcher/ssh/tree_links.h"
 
 #include <poll.h>
+#include <signal.h>
 
 #include <deque>
 
@@ -103,7 +104,12 @@ TreeLinks::TreeLinks(ddl::ssh::KeptSessions& sessions, const std::vector<TreeHos
   }
   for (const auto& [i, n] : nodes_)
     by_name_[n.name] = i;
+  // The pump takes no signal (as KeptSessions' heartbeat thread): they stay ddlrun's.
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
   pump_ = std::thread([this] { pump(); });
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
 
 TreeLinks::~TreeLinks() {

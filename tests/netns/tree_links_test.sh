@@ -11,8 +11,9 @@
 #           one login per host for the probe, the measurement and the launch;
 #   nolisten  node3's port 29555 taken (--probe-links-port 29555): its link agent cannot
 #           start; the warning names node3 in the same words, flat and through the tree;
-#   killed  node3's agent SIGKILLed once its link agent listens (mid-measurement): ddlrun
-#           names node3 in a --probe-links warning, plans without it, exits 0 in bounded time,
+#   killed  node3's agent SIGKILLed once its link agent listens (mid-measurement; inside the
+#           agent's process, no `ddlrun --link-agent` command runs there): ddlrun
+#           names node3 in its --probe-links warnings, exits 0 in bounded time,
 #           and nothing is left on any host.
 # Then no namespace is left.
 #
@@ -154,6 +155,8 @@ job=$!
 killed=0
 for _ in $(seq 600); do
   if ip netns exec "$(netns_ns 3)" ss -ltnH 'sport = :29555' | grep -q .; then
+    # its link agent runs inside its agent: no command of its own, no token on a command line
+    netns_job_procs 3 | grep -q -- "--link-agent" && fail "killed: node3 runs a --link-agent command"
     for pid in $(netns_job_procs 3 | awk '/--probe-agent/ { print $1 }'); do kill -9 "$pid"; done
     killed=1
     break
