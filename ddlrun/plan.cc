@@ -484,14 +484,13 @@ std::vector<mapper::LinkHost> link_hosts(const JobPlan& plan,
   return hosts;
 }
 
-/// --probe-links' measurement into plan.links (measure_links): through the agents the probe
-/// left along the launch tree (launcher/ssh/tree_links.h) when it went down one, else through
-/// the sessions it kept.
-void measure_links_now(const Options& o, JobPlan& plan,
-                       const std::vector<std::string>& local_names) {
-  const mapper::SshProbeOptions so = ssh_probe_options(o, plan.job_id);
+/// --probe-links' measurement of `hosts`: through the agents the probe left along the launch
+/// tree (launcher/ssh/tree_links.h) when it went down one, else through the sessions it kept
+/// (the tree's sessions go back to them before this returns).
+mapper::LinkMeasurement measure_through_probe(const Options& o, JobPlan& plan,
+                                              const std::vector<mapper::LinkHost>& hosts) {
   mapper::LinkProbeOptions lo;
-  lo.ssh = so;
+  lo.ssh = ssh_probe_options(o, plan.job_id);
   lo.agent_command = quote_shell_word(self_path()) + " --link-agent";
   lo.agent_port = o.probe_links_port;
   lo.sessions = plan.sessions;
@@ -502,13 +501,20 @@ void measure_links_now(const Options& o, JobPlan& plan,
         std::chrono::milliseconds(static_cast<int64_t>(o.heartbeat_timeout * 1000)));
     lo.open = link_channels(*tree);
   }
+  return mapper::probe_links(hosts, lo, plan.warnings);
+}
+
+/// --probe-links' measurement into plan.links (measure_links): the batch job's cache, else
+/// measure_through_probe.
+void measure_links_now(const Options& o, JobPlan& plan,
+                       const std::vector<std::string>& local_names) {
   const std::vector<mapper::LinkHost> hosts = link_hosts(plan, local_names);
-  const std::string job_dir = mapper::job_cache_dir(so);
+  const std::string job_dir = mapper::job_cache_dir(ssh_probe_options(o, plan.job_id));
   const std::string cache = job_dir.empty() ? "" : job_dir + "/links.cache";
   try {
     if (!cache.empty()) plan.links = mapper::read_links_cache(cache, hosts);
     plan.links_cached = plan.links.has_value();
-    if (!plan.links) plan.links = mapper::probe_links(hosts, lo, plan.warnings);
+    if (!plan.links) plan.links = measure_through_probe(o, plan, hosts);
     if (!cache.empty() && !plan.links_cached) mapper::write_links_cache(cache, hosts, *plan.links);
   } catch (const mapper::LinkError& e) {
     plan.warnings.push_back(std::string("--probe-links: ") + e.what() +

@@ -181,6 +181,7 @@ class Agent : private pmix_server::Host {
   /// An N frame: a line for this host's --probe-links agent, started by the first
   /// (tree_links.h).
   void link_line(int port, const std::string& line) {
+    if (job_came_) return;  // the measurement is over
     if (!links_) {
       links_ = std::make_unique<ssh::LinkAgentThread>(
           [this](std::string_view frames) {
@@ -232,6 +233,7 @@ class Agent : private pmix_server::Host {
   std::unique_ptr<ssh::Relay> relay_;  ///< its children, once a subtree frame came
   ssh::LinkAgentRunner run_links_;     ///< runs --probe-links' agent (ddlrun's)
   std::unique_ptr<ssh::LinkAgentThread> links_;  ///< --probe-links' agent, until the job
+  std::atomic<bool> job_came_{false};            ///< (or the channel ended)
   std::string ddlrun_address_;                   ///< ddlrun's host, from the subtree frame
   std::string job_bytes_;  ///< the job (U), for a job frame that does not carry it
   std::mutex out_mutex_;
@@ -447,8 +449,9 @@ std::optional<int> Agent::receive_job() {
   } catch (const std::exception& e) {
     return fail(1, e.what());
   }
-  if (links_) links_->stop();  // the measurement is over
-  if (!f) return 1;            // ddlrun gave up before sending the job (another host failed)
+  job_came_ = true;  // the measurement is over: no N frame starts a link agent again
+  if (links_) links_->stop();
+  if (!f) return 1;  // ddlrun gave up before sending the job (another host failed)
   if (f->type != ssh::FrameType::kJob) return fail(1, "expected the job first");
   host_index_ = f->id;
   try {
