@@ -139,6 +139,7 @@ class TreeLinkChannel : public mapper::LinkChannel {
       throw mapper::LinkError(e.what());
     }
   }
+  std::string gone() override { return links_.gone(id_); }
 
  private:
   tree::TreeLinks& links_;

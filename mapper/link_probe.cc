@@ -1,17 +1,21 @@
 // probe_links: a link agent on every host, driven by lines, measured by measure_links.
 //
 // How it works:
-//  1. Every host's agent starts at once, one thread per host: over ssh in a new channel of the
-//     session the hardware probe kept (or of a new login), or, for this host, in a thread of
-//     this process over a socket pair. Each says its port; each gets the run's token.
+//  1. Every host's agent starts at once, one thread per host: through LinkProbeOptions::open
+//     when it reaches the host (the launch tree's agents), else over ssh in a new channel of
+//     the session the hardware probe kept (or of a new login), or, for this host, in a thread
+//     of this process over a socket pair; each a LinkChannel. Each says its port; each gets
+//     the run's token.
 //  2. measure_links runs the rounds; a round sends "test ADDRESS PORT" to the first host of
 //     each pair, all pairs at once (a thread each), and waits for their answers. An agent whose
 //     port cannot be reached (a firewall drops or refuses it: "unreachable" within a second) is
 //     remembered: that pair and every later one with that host is measured from its side, the
 //     second lost waiting is not charged to the time budget (so the other pairs are still
-//     measured), and a note names the host, the port and what to do.
-//  3. The agents are stopped by closing their stdin (the channel, the socket pair); kept
-//     sessions go back where they came from.
+//     measured), and a note names the host, the port and what to do. A host whose agent is
+//     gone (its channel failed, or says so: the launch tree found it lost) is left out of the
+//     later pairs, so that they do not wait for it, and a note names it.
+//  3. The agents are stopped by destroying their channels ("end", then the channel or the
+//     socket pair closed); kept sessions go back where they came from.
 
 #include "mapper/link_probe.h"
 
@@ -265,7 +269,7 @@ std::vector<std::unique_ptr<Agent>> start_agents(const std::vector<LinkHost>& ho
 class AgentTester : public LinkTester {
  public:
   AgentTester(std::vector<std::unique_ptr<Agent>>& agents, const std::vector<LinkHost>& hosts)
-      : agents_(agents), hosts_(hosts), unreachable_(hosts.size()) {}
+      : agents_(agents), hosts_(hosts), unreachable_(hosts.size()), gone_(hosts.size()) {}
 
   std::vector<LinkSample> measure(const LinkRound& round,
                                   std::vector<std::string>& notes) override {
@@ -275,6 +279,7 @@ class AgentTester : public LinkTester {
       const auto [a, b] = round[i];
       try {
         got[i] = test(a, b, waited[i]);
+      } catch (const Skipped&) {  // a host whose agent is gone: named once, by add_notes
       } catch (const LinkError& e) {
         const std::lock_guard lock(mutex_);
         notes.push_back("--probe-links: " + name(a) + " -> " + name(b) + ": " + e.what());
@@ -291,13 +296,17 @@ class AgentTester : public LinkTester {
   /// Seconds the rounds lost waiting for ports that could not be reached.
   double lost_s() const { return lost_s_; }
 
-  /// A note for each host whose agent could not be reached.
+  /// A note for each host whose agent could not be reached, and for each that is gone.
   void add_notes(std::vector<std::string>& notes) const;
 
  private:
+  /// A pair not measured because one of its hosts' agents is gone.
+  struct Skipped {};
+
   /// Measures the pair a < b: from a's agent, or from b's when b's port cannot be reached.
-  /// `waited`: the seconds lost finding that out.
+  /// `waited`: the seconds lost finding that out. Throws Skipped when either agent is gone.
   LinkSample test(int a, int b, double& waited) {
+    if (gone(a) || gone(b)) throw Skipped{};
     if (!blocked(b)) {
       const auto start = std::chrono::steady_clock::now();
       const std::string reply = ask(a, b);
@@ -314,12 +323,29 @@ class AgentTester : public LinkTester {
     return sample(a, b, reply);
   }
 
-  /// The answer of `from`'s agent to a test against `to`'s.
+  /// The answer of `from`'s agent to a test against `to`'s. A failure of its channel (it
+  /// ended, or did not answer in time: a late answer would be taken for the next) makes it
+  /// gone.
   std::string ask(int from, int to) {
     Agent& sender = *agents_[static_cast<std::size_t>(from)];
     const Agent& receiver = *agents_[static_cast<std::size_t>(to)];
-    sender.send("test " + receiver.address + " " + std::to_string(receiver.port));
-    return sender.line(kTestTimeout);
+    try {
+      sender.send("test " + receiver.address + " " + std::to_string(receiver.port));
+      return sender.line(kTestTimeout);
+    } catch (const LinkError& e) {
+      const std::lock_guard lock(mutex_);
+      std::string& why = gone_[static_cast<std::size_t>(from)];
+      if (why.empty()) why = e.what();
+      throw;
+    }
+  }
+
+  /// Whether `host`'s agent is gone: its channel failed, or says so (LinkChannel::gone).
+  bool gone(int host) {
+    const std::lock_guard lock(mutex_);
+    std::string& why = gone_[static_cast<std::size_t>(host)];
+    if (why.empty()) why = agents_[static_cast<std::size_t>(host)]->channel->gone();
+    return !why.empty();
   }
 
   static LinkSample sample(int a, int b, const std::string& reply) {
@@ -346,6 +372,7 @@ class AgentTester : public LinkTester {
   const std::vector<LinkHost>& hosts_;
   std::mutex mutex_;
   std::vector<std::string> unreachable_;  ///< by host: how its port could not be reached
+  std::vector<std::string> gone_;         ///< by host: why its agent is gone
   double lost_s_ = 0;
 };
 
@@ -359,6 +386,11 @@ void AgentTester::add_notes(std::vector<std::string>& notes) const {
                     host + " outward. Let TCP port " + port + " in through " + host +
                     "'s firewall (--probe-links-port PORT gives every agent that port), or leave "
                     "--probe-links out (--nodes gives the hosts per rack)");
+  }
+  for (std::size_t h = 0; h < hosts_.size(); ++h) {
+    if (gone_[h].empty()) continue;
+    notes.push_back("--probe-links: " + hosts_[h].name + ": " + gone_[h] +
+                    "; its pairs after that were not measured");
   }
 }
 

@@ -77,6 +77,9 @@ class LinkChannel {
   /// The next line it prints, waiting at most `timeout`. Throws LinkError: "the link agent did
   /// not answer in time", "the link agent ended" (": why", when known).
   virtual std::string line(std::chrono::milliseconds timeout) = 0;
+  /// Why the agent is known to be gone, without waiting ("the link agent ended: why"); ""
+  /// while it may be there (the default: found out by send() and line()).
+  virtual std::string gone() { return {}; }
 };
 
 /// Starts `host`'s link agent, listening on TCP port `port` (0: any free one), and returns the

@@ -160,6 +160,12 @@ std::string TreeLinks::line(int id, milliseconds timeout) {
   throw TreeLinkError("the link agent did not answer in time");
 }
 
+std::string TreeLinks::gone(int id) {
+  std::lock_guard lock(mutex_);
+  const Node& n = nodes_.at(id);
+  return n.lost.empty() ? "" : "the link agent ended: " + n.lost;
+}
+
 void TreeLinks::await_ends() {
   std::unique_lock lock(mutex_);
   changed_.wait_for(lock, kEndWait, [&] {

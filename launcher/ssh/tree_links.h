@@ -95,6 +95,8 @@ class TreeLinks {
   /// The next line host `id`'s link agent printed, waiting at most `timeout`. Throws
   /// TreeLinkError when it is lost, has ended, or said nothing in time.
   std::string line(int id, std::chrono::milliseconds timeout);
+  /// Why host `id` is lost ("the link agent ended: WHY"), without waiting; "" while it is not.
+  std::string gone(int id);
 
  private:
   struct Conn;
