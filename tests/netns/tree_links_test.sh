@@ -83,7 +83,8 @@ check_logins() {
     fi
   done
 }
-# nothing_left NAME: within 5 s no process of ddlrun's on any host (only sshd's).
+# nothing_left NAME: within 5 s no process of ddlrun's on any host (only sshd's), and no
+# directory of its agents' in their /tmp.
 nothing_left() {
   local k i left
   for ((k = 1; k <= n; k++)); do
@@ -93,6 +94,8 @@ nothing_left() {
       sleep 0.1
     done
     [[ -z $left ]] || fail "$1: left on node$k: $(tr '\n' ';' <<<"$left")"
+    left=$(netns_exec "$k" sh -c 'ls -d /tmp/ddlrun-pmix.* /tmp/ddlrun-agent.* 2>/dev/null')
+    [[ -z $left ]] || fail "$1: left in node$k's /tmp: $left"
   done
 }
 racks_of() { grep '^  racks:' "$out/$1"; }
