@@ -11,10 +11,11 @@
 #           one login per host for the probe, the measurement and the launch;
 #   nolisten  node3's port 29555 taken (--probe-links-port 29555): its link agent cannot
 #           start; the warning names node3 in the same words, flat and through the tree;
-#   killed  node3's agent SIGKILLed once its link agent listens (mid-measurement; inside the
-#           agent's process, no `ddlrun --link-agent` command runs there): ddlrun
-#           names node3 in its --probe-links warnings, exits 0 in bounded time,
-#           and nothing is left on any host;
+#   killed  node3's agent SIGKILLed once its link agent listens, mid-measurement of a job
+#           (inside the agent's process, no `ddlrun --link-agent` command runs there): ddlrun
+#           names node3 in its --probe-links warnings, then the launch names node3 with the
+#           2 hosts below it and starts no rank; exit 1 in bounded time, nothing left on any
+#           host;
 #   hung    node10's agent (a leaf) SIGSTOPped once its link agent listens, heartbeat deadline
 #           3 s: its parent finds it silent, ddlrun names node10 in a --probe-links warning
 #           within 30 s; continued, it finds its parent gone and exits: nothing is left.
@@ -139,7 +140,7 @@ import socket, time
 s = socket.socket()
 s.bind(("0.0.0.0", 29555))
 s.listen()
-time.sleep(300)' &)
+time.sleep(300)' &) 2>/dev/null
 for _ in $(seq 50); do
   ip netns exec "$(netns_ns 3)" ss -ltnH 'sport = :29555' | grep -q . && break
   sleep 0.1
@@ -159,10 +160,11 @@ diff <(grep -A1 -- "--probe-links" "$out/nolisten_flat.err") \
   fail "nolisten: the tree's warning is not the flat one's" "$out/nolisten.diff"
 nothing_left nolisten
 
-echo "== killed: node3 (interior, below node1) dies mid-measurement"
+echo "== killed: node3 (interior, below node1) dies mid-measurement of a job"
 SECONDS=0
-"$ddlrun" --launcher ssh --ssh-config "$NETNS_SSH_CONFIG" --dry-run --probe-links \
-  --probe-links-port 29555 --tree-width "$width" -H "$hosts" prog >"$out/killed" 2>"$out/killed.err" &
+"$ddlrun" --launcher ssh --ssh-config "$NETNS_SSH_CONFIG" --probe-links --probe-links-port 29555 \
+  --tree-width "$width" -H "$hosts" sh -c 'echo "rank $RANK"' </dev/null >"$out/killed" \
+  2>"$out/killed.err" &
 job=$!
 killed=0
 for _ in $(seq 600); do
@@ -180,13 +182,18 @@ wait "$job"
 rc=$?
 echo "  killed: exit $rc ($SECONDS s)"
 ((killed)) || fail "killed: node3's link agent was never seen listening" "$out/killed.err"
-((rc == 0)) || fail "killed: exit $rc, not 0" "$out/killed.err"
+((rc == 1)) || fail "killed: exit $rc, not 1" "$out/killed.err"
 ((SECONDS <= 30)) || fail "killed: took $SECONDS s"
 grep -E "^ddlrun: warning: --probe-links: " "$out/killed.err" | grep -q "node3" ||
   grep -A12 "^ddlrun: warning: --probe-links: cannot start the link agent" "$out/killed.err" |
   grep -q "^  node3: the link agent ended" ||
   fail "killed: node3 not named in a --probe-links warning" "$out/killed.err"
-grep -E "probe-links|node3" "$out/killed.err" | head -5 | sed 's/^/    /'
+# The launch that takes the tree over names it too, with the hosts below it, and starts none.
+grep -Fxq "ddlrun: error: cannot start the job on 1 of 12 hosts:" "$out/killed.err" &&
+  grep -Eq "^  node3: .* \(from node1, its parent in the launch tree\); the 2 hosts below it in the launch tree are lost with it$" \
+    "$out/killed.err" || fail "killed: the launch does not name node3 and its subtree" "$out/killed.err"
+grep -q "^rank " "$out/killed" && fail "killed: ranks ran" "$out/killed"
+grep -E "probe-links: node3|node3:" "$out/killed.err" | head -4 | sed 's/^/    /'
 nothing_left killed
 
 echo "== hung: node10 (a leaf, below node8) stops mid-measurement (SIGSTOP), heartbeat deadline 3 s"
