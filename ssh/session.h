@@ -86,8 +86,14 @@ class Channel {
   virtual bool open() = 0;
   /// How many bytes write() takes now (the remote window); 0: none until the remote side reads.
   virtual std::uint32_t window() = 0;
-  /// Writes at most window() bytes of `bytes` to the command's stdin: how many went, or kError.
+  /// Writes at most window() bytes of `bytes` to the command's stdin, never waiting: how many
+  /// it took, or kError. 0 when it takes none now: the remote window is shut, or the socket has
+  /// not yet sent what the last write gave it (flushed() is false: wait for POLLOUT on fd()). A
+  /// host cut off (no RST) so never holds up the thread that writes to it.
   virtual int write(std::string_view bytes) = 0;
+  /// Whether the socket has sent everything write() took (trying once more now, without
+  /// waiting); false: write() takes nothing until the socket can write again (POLLOUT on fd()).
+  virtual bool flushed() { return true; }
   /// The command's exit status, waiting for it (at most the connect timeout); -1 when it
   /// ended without one (see exit_signal()).
   virtual int exit_status() = 0;
