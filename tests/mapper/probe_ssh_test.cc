@@ -562,19 +562,35 @@ int threads_now() {
 // missing probe fail with probe_host_ssh's texts, and each session is kept for the launcher.
 TEST(RemoteProberFake, SlowCommandsHoldNoThreadAndAllWaitTogether) {
   ssh::FakeConnector connector;
+  // Each command prints its inventory and ends a second after it started: one thread of the
+  // test's plays them all (one each would count against ddlrun's).
   std::mutex mutex;
-  std::vector<std::thread> late;  // each command's output, a second after it started
+  struct Due {
+    std::chrono::steady_clock::time_point at;
+    ssh::FakeRemote* remote;  ///< null once played
+    std::string host;
+  };
+  std::vector<Due> due;
+  std::atomic<bool> done{false};
+  std::thread late([&] {
+    while (!done) {
+      std::this_thread::sleep_for(milliseconds(5));
+      std::lock_guard lock(mutex);
+      for (Due& d : due) {
+        if (d.remote == nullptr || std::chrono::steady_clock::now() < d.at) continue;
+        d.remote->print(to_yaml(inventory_named(d.host)));
+        d.remote->end(0);
+        d.remote = nullptr;
+      }
+    }
+  });
   std::vector<std::string> hosts;
   for (int i = 0; i < 48; ++i) {
     const std::string h = "n" + std::to_string(i);
     hosts.push_back(h);
     connector.host(h).program = [&, h](ssh::FakeRemote& r) {
       std::lock_guard lock(mutex);
-      late.emplace_back([&r, h] {
-        std::this_thread::sleep_for(milliseconds(1000));
-        r.print(to_yaml(inventory_named(h)));
-        r.end(0);
-      });
+      due.push_back({std::chrono::steady_clock::now() + milliseconds(1000), &r, h});
     };
   }
   connector.host("refused").refuse = "connection refused (10.200.3.2:22)";
@@ -590,7 +606,6 @@ TEST(RemoteProberFake, SlowCommandsHoldNoThreadAndAllWaitTogether) {
   ASSERT_EQ(o.max_parallel, 32);
   const int before = threads_now();
   std::atomic<int> peak{before};
-  std::atomic<bool> done{false};
   std::thread sampler([&] {
     while (!done) {
       peak = std::max(peak.load(), threads_now());
@@ -602,14 +617,15 @@ TEST(RemoteProberFake, SlowCommandsHoldNoThreadAndAllWaitTogether) {
   const auto took = std::chrono::steady_clock::now() - t0;
   done = true;
   sampler.join();
-  for (std::thread& t : late)
-    t.join();
+  late.join();
   EXPECT_LT(took, milliseconds(1800));
   EXPECT_LE(peak, before + 1 + 32);
   ASSERT_EQ(r.size(), 50u);
   for (int i = 0; i < 48; ++i) {
     EXPECT_TRUE(r[i].ok()) << r[i].host << ": " << r[i].error;
-    if (r[i].ok()) EXPECT_EQ(*r[i].inventory, inventory_named(r[i].host));
+    if (r[i].ok()) {
+      EXPECT_EQ(*r[i].inventory, inventory_named(r[i].host));
+    }
   }
   EXPECT_EQ(r[48].error, "connection refused (10.200.3.2:22)");
   EXPECT_EQ(r[49].error, fake_reason("bare", fake_options(), connector));
