@@ -28,9 +28,9 @@
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
 #include <cctype>
 #include <cerrno>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -179,12 +179,13 @@ constexpr std::string_view kInventoryEnd = "\n...\n";
 /// ("timed out after T waiting for 'command' to finish" or "to print the inventory").
 Read read_step(Running& r) {
   for (;;) {
-    const int n_out = drain(*r.session, *r.channel, ssh::Stream::kStdout, r.out.out, kMaxStdout + 1);
+    const int n_out =
+        drain(*r.session, *r.channel, ssh::Stream::kStdout, r.out.out, kMaxStdout + 1);
     const int n_err = drain(*r.session, *r.channel, ssh::Stream::kStderr, r.out.err, kMaxStderr);
     if (r.keep && r.out.out.find(kInventoryEnd) != std::string::npos) return Read::kInventory;
     if (r.out.out.size() > kMaxStdout) {
-      throw ProbeError("'" + r.command + "' printed more than " +
-                       std::to_string(kMaxStdout >> 20) + " MiB; that is not an inventory");
+      throw ProbeError("'" + r.command + "' printed more than " + std::to_string(kMaxStdout >> 20) +
+                       " MiB; that is not an inventory");
     }
     if (r.channel->eof() || (n_out < 0 && n_err < 0)) return Read::kEnded;
     if (n_out > 0 || n_err > 0) continue;
@@ -487,9 +488,8 @@ class PipelinedProbe {
   void work() {
     std::unique_lock lock(mutex_);
     for (;;) {
-      changed_.wait(lock, [&] {
-        return !read_.empty() || next_ < todo_.size() || unsettled_ == 0;
-      });
+      changed_.wait(lock,
+                    [&] { return !read_.empty() || next_ < todo_.size() || unsettled_ == 0; });
       if (!read_.empty()) {
         std::unique_ptr<Item> item = std::move(read_.front());
         read_.pop_front();
@@ -602,10 +602,10 @@ class PipelinedProbe {
   int wake_;
   std::mutex mutex_;
   std::condition_variable changed_;
-  std::size_t next_ = 0;                         ///< the first host no worker took yet
-  std::size_t unsettled_;                        ///< hosts without an outcome yet
-  std::vector<std::unique_ptr<Item>> started_;   ///< from the workers to the reader
-  std::deque<std::unique_ptr<Item>> read_;       ///< from the reader to the workers
+  std::size_t next_ = 0;                        ///< the first host no worker took yet
+  std::size_t unsettled_;                       ///< hosts without an outcome yet
+  std::vector<std::unique_ptr<Item>> started_;  ///< from the workers to the reader
+  std::deque<std::unique_ptr<Item>> read_;      ///< from the reader to the workers
 };
 
 }  // namespace

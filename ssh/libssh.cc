@@ -16,7 +16,8 @@
 // A command runs in an exec channel (LibsshSession::exec), which records the signal that ended
 // it. Its writes never wait (LibsshChannel::write): the session goes non-blocking for each, and
 // a write takes nothing while libssh still holds bytes the socket has not taken (a host cut off
-// fills the socket's buffer), so the caller keeps the rest and polls for POLLOUT. Every libssh object is owned by a unique_ptr, so every return and throw frees it.
+// fills the socket's buffer), so the caller keeps the rest and polls for POLLOUT. Every libssh
+// object is owned by a unique_ptr, so every return and throw frees it.
 
 #include <arpa/inet.h>
 #include <libssh/callbacks.h>

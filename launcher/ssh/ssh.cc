@@ -19,10 +19,11 @@
 // stdin) between reads, never waiting: what the remote window or the socket does not take (a
 // host cut off without a RST fills its socket's buffer) waits in the conversation for POLLOUT,
 // so one host never holds up its talker's others, and a host that takes none of it for the
-// heartbeat deadline is lost ("took no data for 10 s (N bytes wait for it: ...)"). While the supervisor's event queue is output_full() a conversation does not
-// read its channel (it goes on writing): ssh's window then stops the agent, and the agent stops
-// reading its ranks. Stdin goes in a window (protocol.h: Z) so no side queues more than
-// kStdinWindow of it. A channel that closes before its agent said "done" is a lost host.
+// heartbeat deadline is lost ("took no data for 10 s (N bytes wait for it: ...)"). While the
+// supervisor's event queue is output_full() a conversation does not read its channel (it goes on
+// writing): ssh's window then stops the agent, and the agent stops reading its ranks. Stdin goes in
+// a window (protocol.h: Z) so no side queues more than kStdinWindow of it. A channel that closes
+// before its agent said "done" is a lost host.
 //
 // PMIx across hosts: each agent is its host's PMIx server. ddlrun joins the hosts' fence
 // contributions in one FenceCombiner (any host's conversation adds what its agent sent, and
@@ -1138,8 +1139,8 @@ class SshBackend::Conversation {
   bool started_below_ = false;   ///< the probe started the hosts below through channel_
   bool job_bytes_sent_ = false;  ///< U went down channel_
   ssh::FrameReader reader_;
-  std::string err_line_;  ///< the agent's stderr, up to its next newline
-  std::string pending_;   ///< frames the remote window or the socket could not take yet
+  std::string err_line_;      ///< the agent's stderr, up to its next newline
+  std::string pending_;       ///< frames the remote window or the socket could not take yet
   bool socket_full_ = false;  ///< the socket took nothing the last turn: wait for POLLOUT
   bool write_failed_ = false;
   std::string write_error_;
@@ -1150,10 +1151,10 @@ class SshBackend::Conversation {
   bool stopping_ = false;
   bool killed_ = false;
   bool open_ = true;
-  bool silent_ = false;  ///< no heartbeat for the deadline
+  bool silent_ = false;   ///< no heartbeat for the deadline
   bool stalled_ = false;  ///< took nothing written for the deadline
-  bool heard_ = false;   ///< the last turn read something
-  bool held_ = false;    ///< the last turn did not read: the supervisor's output is full
+  bool heard_ = false;    ///< the last turn read something
+  bool held_ = false;     ///< the last turn did not read: the supervisor's output is full
 };
 
 // One of the head's talk threads: the conversations the login threads hand it, one turn each

@@ -854,8 +854,8 @@ TEST(SshBackendTree, AHostWhoseSocketTakesNothingStallsNoOtherConversation) {
     }
     if (e->type == Event::Type::kHostFailure) failures.push_back(*e);
   }
-  const milliseconds from_last = std::chrono::duration_cast<milliseconds>(
-      std::chrono::steady_clock::now() - last_output);
+  const milliseconds from_last =
+      std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - last_output);
   backend->finish();
   done = true;
   agents.join();

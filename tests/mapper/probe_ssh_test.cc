@@ -555,6 +555,48 @@ int threads_now() {
   return -1;
 }
 
+/// Plays slow probe commands on one thread (one each would count against the prober's): each
+/// prints its host's inventory and ends `after` it started.
+class LateInventories {
+ public:
+  explicit LateInventories(milliseconds after) : after_(after), thread_([this] { run(); }) {}
+  ~LateInventories() {
+    done_ = true;
+    thread_.join();
+  }
+  /// The program of host `host`'s command.
+  std::function<void(ssh::FakeRemote&)> program(const std::string& host) {
+    return [this, host](ssh::FakeRemote& r) {
+      std::lock_guard lock(mutex_);
+      due_.push_back({std::chrono::steady_clock::now() + after_, &r, host});
+    };
+  }
+
+ private:
+  struct Due {
+    std::chrono::steady_clock::time_point at;
+    ssh::FakeRemote* remote;  ///< null once played
+    std::string host;
+  };
+  void run() {
+    while (!done_) {
+      std::this_thread::sleep_for(milliseconds(5));
+      std::lock_guard lock(mutex_);
+      for (Due& d : due_) {
+        if (d.remote == nullptr || std::chrono::steady_clock::now() < d.at) continue;
+        d.remote->print(to_yaml(inventory_named(d.host)));
+        d.remote->end(0);
+        d.remote = nullptr;
+      }
+    }
+  }
+  milliseconds after_;
+  std::mutex mutex_;
+  std::vector<Due> due_;
+  std::atomic<bool> done_{false};
+  std::thread thread_;
+};
+
 // Issue 26: over ssh a host whose probe command is slow (a login shell that sleeps) holds no
 // thread while it is: 48 hosts whose commands print their inventory 1 s after they start are
 // probed at max_parallel 32 in one round of that second (a thread each for the wait would take
@@ -562,36 +604,11 @@ int threads_now() {
 // missing probe fail with probe_host_ssh's texts, and each session is kept for the launcher.
 TEST(RemoteProberFake, SlowCommandsHoldNoThreadAndAllWaitTogether) {
   ssh::FakeConnector connector;
-  // Each command prints its inventory and ends a second after it started: one thread of the
-  // test's plays them all (one each would count against ddlrun's).
-  std::mutex mutex;
-  struct Due {
-    std::chrono::steady_clock::time_point at;
-    ssh::FakeRemote* remote;  ///< null once played
-    std::string host;
-  };
-  std::vector<Due> due;
-  std::atomic<bool> done{false};
-  std::thread late([&] {
-    while (!done) {
-      std::this_thread::sleep_for(milliseconds(5));
-      std::lock_guard lock(mutex);
-      for (Due& d : due) {
-        if (d.remote == nullptr || std::chrono::steady_clock::now() < d.at) continue;
-        d.remote->print(to_yaml(inventory_named(d.host)));
-        d.remote->end(0);
-        d.remote = nullptr;
-      }
-    }
-  });
+  LateInventories late(milliseconds(1000));
   std::vector<std::string> hosts;
   for (int i = 0; i < 48; ++i) {
-    const std::string h = "n" + std::to_string(i);
-    hosts.push_back(h);
-    connector.host(h).program = [&, h](ssh::FakeRemote& r) {
-      std::lock_guard lock(mutex);
-      due.push_back({std::chrono::steady_clock::now() + milliseconds(1000), &r, h});
-    };
+    hosts.push_back("n" + std::to_string(i));
+    connector.host(hosts.back()).program = late.program(hosts.back());
   }
   connector.host("refused").refuse = "connection refused (10.200.3.2:22)";
   connector.host("bare").program = [](ssh::FakeRemote& r) {
@@ -606,6 +623,7 @@ TEST(RemoteProberFake, SlowCommandsHoldNoThreadAndAllWaitTogether) {
   ASSERT_EQ(o.max_parallel, 32);
   const int before = threads_now();
   std::atomic<int> peak{before};
+  std::atomic<bool> done{false};
   std::thread sampler([&] {
     while (!done) {
       peak = std::max(peak.load(), threads_now());
@@ -617,7 +635,6 @@ TEST(RemoteProberFake, SlowCommandsHoldNoThreadAndAllWaitTogether) {
   const auto took = std::chrono::steady_clock::now() - t0;
   done = true;
   sampler.join();
-  late.join();
   EXPECT_LT(took, milliseconds(1800));
   EXPECT_LE(peak, before + 1 + 32);
   ASSERT_EQ(r.size(), 50u);
