@@ -54,8 +54,9 @@ struct Options {
   std::chrono::milliseconds connect_timeout{10'000};
   /// For a remote command to finish (the probe), or to answer (the launcher's agents).
   std::chrono::milliseconds command_timeout{120'000};
-  /// Hosts logged in to at once: the probe's pool of threads; the launch's login threads are
-  /// also at most ssh::kLoginThreads (32). 32 keeps ddlrun under 64 threads, flat or tree.
+  /// Hosts logged in to at once: the probe's login threads (one more thread reads every started
+  /// probe); the launch's login threads are also at most ssh::kLoginThreads (32). 32 keeps
+  /// ddlrun under 64 threads, flat or tree.
   int max_parallel = 32;
   /// Where the prober leaves each host's logged-in session once its probe ran, so that the ssh
   /// launcher runs its agent through it instead of logging in again (one login per host);
