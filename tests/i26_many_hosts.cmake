@@ -52,7 +52,7 @@ set_tests_properties(chaos.sample_tree PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 15
 
 # Issue 26, the head's talkers never wait on one host (pool2): 3 namespace hosts on one talker,
 # node1 cut off (link down) while 200 MB of stdin head for its rank 0; node2's and node3's
-# output keeps arriving (no gap over 1.5 s), node1 is named lost within the heartbeat deadline
+# output keeps arriving (no gap over 2.5 s), node1 is named lost within the heartbeat deadline
 # (4 s) + 4 s, and nothing is left on any host. main's blocking writes stall every host.
 add_test(NAME netns.write_stall
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/netns/write_stall_test.sh $<TARGET_FILE:ddlrun>)
