@@ -463,11 +463,11 @@ class PipelinedProbe {
         std::min<std::size_t>(std::max(options_.max_parallel, 1), todo_.size());
     std::vector<std::jthread> pool;
     try {
-      while (pool.size() < want)
+      while (wake_ >= 0 && pool.size() < want)
         pool.emplace_back([this] { work(); });
     } catch (const std::system_error&) {
     }
-    if (pool.empty() || wake_ < 0) {  // no thread, or no eventfd: one host after the other
+    if (pool.empty()) {  // no thread, or no eventfd: one host after the other
       for (const auto& [host, o] : todo_)
         settle(*o, [&] { return probe_host_ssh(*host, options_, connector_); });
       return;
