@@ -225,9 +225,11 @@ void TreeLinks::turn(Conn& c) {
   }
 }
 
-/// Writes what the remote window takes; false on an error.
+/// Writes what the remote window takes, never waiting (what the socket did not take yet goes
+/// first, Channel::flushed); false on an error.
 bool TreeLinks::write(Conn& c) {
   ddl::ssh::Channel& ch = *c.kept.channel;
+  if (!ch.flushed()) return true;
   while (!c.sending.empty()) {
     const uint32_t window = ch.window();
     if (window == 0) return true;
