@@ -134,31 +134,34 @@ NodeOptions tiny_chunks() {
 }
 
 TEST(NodeGroup, AllreduceMatchesRankOrderReferenceBitForBit) {
-  for (int n : {2, 3, 4}) {
-    for (DataType t : kTypes) {
-      for (ReduceOp op : kOps) {
-        for (size_t count : {size_t{0}, size_t{1}, size_t{5}, size_t{13}, size_t{1000}}) {
-          const auto want = reference(n, count, t, op, count);
-          std::vector<std::vector<std::byte>> got(n);
-          expect_no_errors(run_group(n, tiny_chunks(), [&](NodeGroup& g) {
-            auto mine = input(g.rank(), count, t, count);
-            std::vector<std::byte> out(mine.size());
-            // Out of place on even members, in place on odd ones.
-            if (g.rank() % 2 == 0) {
-              g.allreduce(mine.data(), out.data(), count, t, op, nullptr);
-            } else {
-              g.allreduce(mine.data(), mine.data(), count, t, op, nullptr);
-              out = mine;
-            }
-            got[g.rank()] = out;
-          }));
-          for (int r = 0; r < n; ++r)
-            ASSERT_EQ(got[r], want) << "n=" << n << " " << to_string(t) << " " << to_string(op)
-                                    << " count=" << count << " member " << r;
+  for (int in_place_parity : {1, 0})
+    for (int n : {2, 3, 4}) {
+      for (DataType t : kTypes) {
+        for (ReduceOp op : kOps) {
+          for (size_t count : {size_t{0}, size_t{1}, size_t{5}, size_t{13}, size_t{1000}}) {
+            const auto want = reference(n, count, t, op, count);
+            std::vector<std::vector<std::byte>> got(n);
+            expect_no_errors(run_group(n, tiny_chunks(), [&](NodeGroup& g) {
+              auto mine = input(g.rank(), count, t, count);
+              std::vector<std::byte> out(mine.size());
+              // In place on the members of one parity, out of place on the others (a member
+              // reduces its slice straight into its output, which is then its input or not).
+              if (g.rank() % 2 != in_place_parity) {
+                g.allreduce(mine.data(), out.data(), count, t, op, nullptr);
+              } else {
+                g.allreduce(mine.data(), mine.data(), count, t, op, nullptr);
+                out = mine;
+              }
+              got[g.rank()] = out;
+            }));
+            for (int r = 0; r < n; ++r)
+              ASSERT_EQ(got[r], want)
+                  << "in place on parity " << in_place_parity << ", n=" << n << " " << to_string(t)
+                  << " " << to_string(op) << " count=" << count << " member " << r;
+          }
         }
       }
     }
-  }
 }
 
 TEST(NodeGroup, LargeBuffersTakeManyStepsAndStayExact) {
