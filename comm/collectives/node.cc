@@ -19,9 +19,11 @@
 //      them before its `posted` of step j, so no wait is needed) and publishes `done` for
 //      j - 1; then reduces the piece of its own slice from every member in rank order 0..n-1
 //      (its own input read where it lies, the others' from their slots), a block at a time:
-//      members 0 and 1 in one pass (reduce_of) into a block that stays in L1, any further
-//      ones into it too (reduce_into); kAvg divides once; the block is copied to its output
-//      and into its own place in its slot, then `reduced`.
+//      members 0 and 1 in one pass (reduce_of), any further ones after them (reduce_into
+//      into an accumulator in L1, the last reduce_of), the last pass writing straight into
+//      the output (whether or not the call is in place; its block then lies in L1); kAvg
+//      divides once; the block is copied into its own place in its slot, then `reduced`.
+//      Streamed output (below) is reduced into the accumulator and copied out instead.
 //      After the last step one more wait for `reduced` collects the last pieces.
 //   5. reduce-scatter reduces without the copy back; allgather and broadcast copy the others'
 //      pieces straight after step 3; each then publishes `done`.
