@@ -187,6 +187,35 @@ TEST(NodeGroup, LargeBuffersTakeManyStepsAndStayExact) {
   }
 }
 
+TEST(NodeGroup, PiecesOfManyBlocksAreExactInAndOutOfPlace) {
+  // Slots of 1 MiB: each member's piece spans many of the reduction's blocks (up to 32 KiB,
+  // straight into the output, through the accumulator with 3 members or more) and ends in a
+  // partial one, for every type, in place on some members and not on others.
+  NodeOptions o;
+  o.chunk_bytes = 1 << 20;
+  o.timeout = 20s;
+  for (int n : {2, 3, 4}) {
+    for (DataType t : kTypes) {
+      const size_t count = (3u << 20) / type_size(t) + 5;
+      const auto want = reference(n, count, t, ReduceOp::kSum, 3);
+      std::vector<std::vector<std::byte>> got(n);
+      expect_no_errors(run_group(n, o, [&](NodeGroup& g) {
+        auto mine = input(g.rank(), count, t, 3);
+        std::vector<std::byte> out(mine.size());
+        if (g.rank() == 1) {
+          g.allreduce(mine.data(), mine.data(), count, t, ReduceOp::kSum, nullptr);
+          out = mine;
+        } else {
+          g.allreduce(mine.data(), out.data(), count, t, ReduceOp::kSum, nullptr);
+        }
+        got[g.rank()] = out;
+      }));
+      for (int r = 0; r < n; ++r)
+        EXPECT_TRUE(got[r] == want) << "n=" << n << " " << to_string(t) << " member " << r;
+    }
+  }
+}
+
 TEST(NodeGroup, TheAutomaticSlotIsOneCoresL2WithinItsBounds) {
   // What sysfs says of cpu0's level-2 cache, read here independently (the first index whose
   // level is 2 and whose type is not Instruction).
