@@ -12,12 +12,16 @@
 // Sessions and channels are owned by unique_ptrs, so every return and throw frees them.
 //
 // Many hosts (RemoteProber): the distinct hosts not yet known are looked up in the job's disk
-// cache, the rest are probed by a pool of at most max_parallel threads taking the next host from
-// a shared counter, and successes go into the run's map and the disk cache.
+// cache, the rest are probed (PipelinedProbe, below: at most max_parallel threads log in and
+// start the commands, one thread reads them all, so a slow host holds no thread while it is
+// slow; a HostProbeFn, as tests pass, on a pool of at most max_parallel threads), and successes
+// go into the run's map and the disk cache.
 
 #include "mapper/probe_ssh.h"
 
 #include <fcntl.h>
+#include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -26,9 +30,11 @@
 #include <atomic>
 #include <cctype>
 #include <cerrno>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -150,43 +156,57 @@ int drain(ssh::Session& session, ssh::Channel& ch, ssh::Stream stream, std::stri
   return n;
 }
 
-/// Reads `command`'s stdout and stderr from `ch` into `out` until `done(out)` holds (returns
-/// true) or the command's output ends (false). Throws when it prints more than an inventory,
-/// on a read error, and after `timeout` ("timed out after T waiting for 'command' <what>").
-bool read_output(ssh::Session& session, ssh::Channel& ch, const std::string& command,
-                 RemoteOutput& out, std::chrono::milliseconds timeout, std::string_view what,
-                 const std::function<bool(const RemoteOutput&)>& done) {
-  const base::Deadline deadline(timeout);
+/// A host's probe command, started: what it printed so far, and until when it may print.
+struct Running {
+  std::string host;
+  std::string command;
+  bool keep = false;  ///< keep_command: its output is complete at the inventory's "..." line
+  std::chrono::milliseconds timeout{0};
+  base::Deadline deadline{std::chrono::milliseconds(0)};
+  RemoteOutput out;
+  std::unique_ptr<ssh::Session> session;
+  std::unique_ptr<ssh::Channel> channel;  ///< destroyed before session
+};
+
+/// How far a command's output is.
+enum class Read { kMore, kInventory, kEnded };
+
+constexpr std::string_view kInventoryEnd = "\n...\n";
+
+/// Reads what `r`'s command printed on stdout and stderr, without waiting: kInventory once the
+/// inventory is complete (keep_command), kEnded once its output ended, kMore while more may
+/// come. Throws when it prints more than an inventory, on a read error, and past its deadline
+/// ("timed out after T waiting for 'command' to finish" or "to print the inventory").
+Read read_step(Running& r) {
   for (;;) {
-    const int n_out = drain(session, ch, ssh::Stream::kStdout, out.out, kMaxStdout + 1);
-    const int n_err = drain(session, ch, ssh::Stream::kStderr, out.err, kMaxStderr);
-    if (done && done(out)) return true;
-    if (out.out.size() > kMaxStdout) {
-      throw ProbeError("'" + command + "' printed more than " + std::to_string(kMaxStdout >> 20) +
+    const int n_out =
+        drain(*r.session, *r.channel, ssh::Stream::kStdout, r.out.out, kMaxStdout + 1);
+    const int n_err = drain(*r.session, *r.channel, ssh::Stream::kStderr, r.out.err, kMaxStderr);
+    if (r.keep && r.out.out.find(kInventoryEnd) != std::string::npos) return Read::kInventory;
+    if (r.out.out.size() > kMaxStdout) {
+      throw ProbeError("'" + r.command + "' printed more than " + std::to_string(kMaxStdout >> 20) +
                        " MiB; that is not an inventory");
     }
-    if (ch.eof() || (n_out < 0 && n_err < 0)) return false;
+    if (r.channel->eof() || (n_out < 0 && n_err < 0)) return Read::kEnded;
     if (n_out > 0 || n_err > 0) continue;
-    if (deadline.passed()) {
-      throw ProbeError("timed out after " + ssh::seconds_text(timeout) + " waiting for '" +
-                       command + "' " + std::string(what));
+    if (r.deadline.passed()) {
+      throw ProbeError("timed out after " + ssh::seconds_text(r.timeout) + " waiting for '" +
+                       r.command + "' " + (r.keep ? "to print the inventory" : "to finish"));
     }
-    const std::chrono::milliseconds wait(deadline.poll_ms(kPollSliceMs));
-    if (ch.poll(wait) == ssh::Channel::kError) {
-      throw ProbeError("reading from the remote command failed: " + session_error(session));
-    }
+    return Read::kMore;
   }
 }
 
-/// Runs `command` on `session` to its end.
-RemoteOutput run_command(ssh::Session& session, const std::string& command,
-                         std::chrono::milliseconds timeout) {
-  RemoteOutput out;
-  const std::unique_ptr<ssh::Channel> ch = session.exec(command);
-  read_output(session, *ch, command, out, timeout, "to finish", {});
-  out.exit_status = ch->exit_status();
-  out.signal = ch->exit_signal();
-  return out;
+/// read_step until the output is complete, waiting on the channel in between.
+Read read_output(Running& r) {
+  for (;;) {
+    const Read step = read_step(r);
+    if (step != Read::kMore) return step;
+    const std::chrono::milliseconds wait(r.deadline.poll_ms(kPollSliceMs));
+    if (r.channel->poll(wait) == ssh::Channel::kError) {
+      throw ProbeError("reading from the remote command failed: " + session_error(*r.session));
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -234,29 +254,46 @@ std::string probe_command(const SshProbeOptions& options) {
 
 namespace {
 
-/// Runs `command` (keep_command) and reads its stdout up to the line "..." that ends the
-/// inventory; the channel stays open. Output that ends first is judged as a probe's.
-Inventory probe_and_keep(const std::string& host, const SshProbeOptions& options,
-                         std::unique_ptr<ssh::Session> session) {
-  const std::string& command = options.keep_command;
-  std::unique_ptr<ssh::Channel> ch = session->exec(command);
-  RemoteOutput out;
-  static constexpr std::string_view kEnd = "\n...\n";
-  const auto ended_inventory = [](const RemoteOutput& o) {
-    return o.out.find(kEnd) != std::string::npos;
-  };
-  if (read_output(*session, *ch, command, out, options.command_timeout, "to print the inventory",
-                  ended_inventory)) {
-    const std::size_t end = out.out.find(kEnd);
+/// Steps 1 and 2 up to the command's start: logs in to `host` and runs the probe command, or
+/// keep_command (with keep_sessions). Throws ssh::Error or ProbeError.
+std::unique_ptr<Running> start_probe(const std::string& host, const SshProbeOptions& options,
+                                     ssh::Connector& connector) {
+  auto r = std::make_unique<Running>();
+  r->host = host;
+  r->keep = options.keep_sessions && !options.keep_command.empty();
+  r->command = r->keep ? options.keep_command : probe_command(options);
+  if (r->command.empty()) {
+    throw ProbeError("no command to run: the path of ddlrun-probe is not set");
+  }
+  r->session = connector.connect(host, options);
+  r->channel = r->session->exec(r->command);
+  r->timeout = options.command_timeout;
+  r->deadline = base::Deadline(options.command_timeout);
+  return r;
+}
+
+/// Steps 2 and 3 once the output is complete (`how`): the exit status (or signal) and the
+/// inventory; the session (and with keep_command the channel, with what the agent sent after
+/// the inventory) kept. keep_command's output that ended before the "..." line is judged as
+/// a probe's. Throws ProbeError.
+Inventory finish_probe(Running& r, Read how, const SshProbeOptions& options) {
+  if (how == Read::kInventory) {
+    const std::size_t end = r.out.out.find(kInventoryEnd);
     Inventory inventory = inventory_from_probe_output(
-        host, command, RemoteOutput{0, {}, out.out.substr(0, end + 1), out.err});
-    options.keep_sessions->put(host,
-                               ssh::KeptSessions::Kept{std::move(session), std::move(ch),
-                                                       out.out.substr(end + kEnd.size()), command});
+        r.host, r.command, RemoteOutput{0, {}, r.out.out.substr(0, end + 1), r.out.err});
+    options.keep_sessions->put(
+        r.host, ssh::KeptSessions::Kept{std::move(r.session), std::move(r.channel),
+                                        r.out.out.substr(end + kInventoryEnd.size()), r.command});
     return inventory;
   }
-  out.exit_status = ch->exit_status();
-  return inventory_from_probe_output(host, command, out);
+  r.out.exit_status = r.channel->exit_status();
+  if (!r.keep) r.out.signal = r.channel->exit_signal();
+  Inventory inventory = inventory_from_probe_output(r.host, r.command, r.out);
+  if (options.keep_sessions && !r.keep) {
+    r.channel.reset();
+    options.keep_sessions->put(r.host, ssh::KeptSessions::Kept{std::move(r.session), {}, {}, {}});
+  }
+  return inventory;
 }
 
 }  // namespace
@@ -264,20 +301,9 @@ Inventory probe_and_keep(const std::string& host, const SshProbeOptions& options
 Inventory probe_host_ssh(const std::string& host, const SshProbeOptions& options,
                          ssh::Connector& connector) {
   try {
-    if (options.keep_sessions && !options.keep_command.empty()) {
-      return probe_and_keep(host, options, connector.connect(host, options));
-    }
-    const std::string command = probe_command(options);
-    if (command.empty()) {
-      throw ProbeError("no command to run: the path of ddlrun-probe is not set");
-    }
-    std::unique_ptr<ssh::Session> session = connector.connect(host, options);
-    Inventory inventory = inventory_from_probe_output(
-        host, command, run_command(*session, command, options.command_timeout));
-    if (options.keep_sessions) {
-      options.keep_sessions->put(host, ssh::KeptSessions::Kept{std::move(session), {}, {}, {}});
-    }
-    return inventory;
+    std::unique_ptr<Running> r = start_probe(host, options, connector);
+    const Read how = read_output(*r);
+    return finish_probe(*r, how, options);
   } catch (const ssh::Error& e) {
     throw ProbeError(e.what());
   }
@@ -343,8 +369,10 @@ Inventory inventory_from_probe_output(std::string_view host, std::string_view co
 // Many hosts
 
 RemoteProber::RemoteProber(SshProbeOptions options)
-    : options_(std::move(options)),
-      probe_one_([o = options_](const std::string& host) { return probe_host_ssh(host, o); }) {}
+    : RemoteProber(std::move(options), ssh::libssh_connector()) {}
+
+RemoteProber::RemoteProber(SshProbeOptions options, ssh::Connector& connector)
+    : options_(std::move(options)), connector_(&connector) {}
 
 RemoteProber::RemoteProber(SshProbeOptions options, HostProbeFn probe_one)
     : options_(std::move(options)), probe_one_(std::move(probe_one)) {}
@@ -387,6 +415,199 @@ void probe_all(const Todo& todo, int max_parallel, const HostProbeFn& probe_one)
   }
 }  // joins
 
+/// The reason a probe failed with `e`: its text, unless it is none of the probe's own errors.
+std::string reason_of(const std::exception& e) {
+  if (dynamic_cast<const ProbeError*>(&e) != nullptr ||
+      dynamic_cast<const ssh::Error*>(&e) != nullptr) {
+    return e.what();
+  }
+  return std::string("internal error: ") + e.what() + " (please report this)";
+}
+
+/// The outcome of `work`, which probes one host: its inventory, or the reason it failed.
+template <typename Work>
+void settle(Outcome& o, Work&& work) {
+  try {
+    o.inventory = work();
+  } catch (const std::exception& e) {
+    o.error = reason_of(e);
+  }
+  if (o.inventory == std::nullopt && o.error.empty()) o.error = "unknown failure";
+}
+
+// Probing many hosts over ssh without a thread per host in wait (RemoteProber with a
+// connector). At most max_parallel worker threads log in to the next host and start its probe
+// command, then hand it to the calling thread, which reads every started command's output in
+// one poll() on their sockets (ssh::Channel::fd) and its wake-up eventfd: a host whose command
+// is slow to start or to print (a login shell that sleeps) holds no thread, so every host's
+// wait overlaps while at most max_parallel log in at once. A command whose output is complete
+// (or failed, or past its deadline) goes back to a worker, which takes its exit status, parses
+// the inventory and keeps the session: the parse runs in parallel, and a blocking close never
+// holds up the reading. The texts are probe_host_ssh's, whose steps these are.
+class PipelinedProbe {
+ public:
+  PipelinedProbe(const Todo& todo, const SshProbeOptions& options, ssh::Connector& connector)
+      : todo_(todo),
+        options_(options),
+        connector_(connector),
+        wake_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
+        unsettled_(todo.size()) {}
+  ~PipelinedProbe() {
+    if (wake_ >= 0) close(wake_);
+  }
+  PipelinedProbe(const PipelinedProbe&) = delete;
+  PipelinedProbe& operator=(const PipelinedProbe&) = delete;
+
+  void run() {
+    const std::size_t want =
+        std::min<std::size_t>(std::max(options_.max_parallel, 1), todo_.size());
+    std::vector<std::jthread> pool;
+    try {
+      while (wake_ >= 0 && pool.size() < want)
+        pool.emplace_back([this] { work(); });
+    } catch (const std::system_error&) {
+    }
+    if (pool.empty()) {  // no thread, or no eventfd: one host after the other
+      for (const auto& [host, o] : todo_)
+        settle(*o, [&] { return probe_host_ssh(*host, options_, connector_); });
+      return;
+    }
+    read_all();
+  }  // joins
+
+ private:
+  /// A started probe and where its outcome goes.
+  struct Item {
+    Outcome* outcome = nullptr;
+    std::unique_ptr<Running> running;
+    Read how = Read::kMore;
+    std::string error;  ///< why reading it failed
+  };
+
+  /// A worker: finishes what was read, else starts the next host, until every host settled.
+  void work() {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      changed_.wait(lock,
+                    [&] { return !read_.empty() || next_ < todo_.size() || unsettled_ == 0; });
+      if (!read_.empty()) {
+        std::unique_ptr<Item> item = std::move(read_.front());
+        read_.pop_front();
+        lock.unlock();
+        finish(*item);
+        item.reset();  // closes a session not kept, here rather than in the reading thread
+        lock.lock();
+        settled();
+      } else if (next_ < todo_.size()) {
+        const std::size_t i = next_++;
+        lock.unlock();
+        auto item = std::make_unique<Item>();
+        item->outcome = todo_[i].second;
+        try {
+          item->running = start_probe(*todo_[i].first, options_, connector_);
+        } catch (const std::exception& e) {
+          item->outcome->error = reason_of(e);
+        }
+        lock.lock();
+        if (item->running) {
+          started_.push_back(std::move(item));
+          wake();
+        } else {
+          settled();
+        }
+      } else {
+        return;
+      }
+    }
+  }
+
+  void finish(Item& item) {
+    Outcome& o = *item.outcome;
+    if (!item.error.empty()) {
+      o.error = item.error;
+      return;
+    }
+    settle(o, [&] { return finish_probe(*item.running, item.how, options_); });
+  }
+
+  /// Under the lock: one more host settled; the reader and the workers may be done.
+  void settled() {
+    --unsettled_;
+    changed_.notify_all();
+    wake();
+  }
+  void wake() {
+    const std::uint64_t one = 1;
+    (void)!::write(wake_, &one, sizeof one);
+  }
+
+  /// The calling thread: reads every started probe until every host settled.
+  void read_all() {
+    std::vector<std::unique_ptr<Item>> mine;
+    for (;;) {
+      {
+        std::lock_guard lock(mutex_);
+        if (unsettled_ == 0) return;
+        for (auto& item : started_)
+          mine.push_back(std::move(item));
+        started_.clear();
+      }
+      for (std::size_t i = 0; i < mine.size();) {
+        if (!read_one(*mine[i])) {
+          ++i;
+          continue;
+        }
+        std::lock_guard lock(mutex_);
+        read_.push_back(std::move(mine[i]));
+        mine.erase(mine.begin() + static_cast<std::ptrdiff_t>(i));
+        changed_.notify_one();
+      }
+      wait(mine);
+    }
+  }
+
+  /// One look at `item`'s output: true once it is complete, or reading it failed.
+  static bool read_one(Item& item) {
+    try {
+      item.how = read_step(*item.running);
+      return item.how != Read::kMore;
+    } catch (const std::exception& e) {
+      item.error = reason_of(e);
+    }
+    return true;
+  }
+
+  /// Waits for output on any of `mine`, a wake-up, or the nearest deadline (at most
+  /// kPollSliceMs; 5 ms when a channel has no socket to wait on).
+  void wait(const std::vector<std::unique_ptr<Item>>& mine) {
+    std::vector<pollfd> fds{{wake_, POLLIN, 0}};
+    int ms = kPollSliceMs;
+    for (const auto& item : mine) {
+      const int fd = item->running->channel->fd();
+      if (fd >= 0) {
+        fds.push_back({fd, POLLIN, 0});
+      } else {
+        ms = std::min(ms, 5);
+      }
+      ms = std::min(ms, item->running->deadline.poll_ms(kPollSliceMs));
+    }
+    ::poll(fds.data(), fds.size(), ms);
+    std::uint64_t n = 0;
+    (void)!::read(wake_, &n, sizeof n);
+  }
+
+  const Todo& todo_;
+  const SshProbeOptions& options_;
+  ssh::Connector& connector_;
+  int wake_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::size_t next_ = 0;                        ///< the first host no worker took yet
+  std::size_t unsettled_;                       ///< hosts without an outcome yet
+  std::vector<std::unique_ptr<Item>> started_;  ///< from the workers to the reader
+  std::deque<std::unique_ptr<Item>> read_;      ///< from the reader to the workers
+};
+
 }  // namespace
 
 std::vector<HostProbe> RemoteProber::probe(std::span<const std::string> hosts) {
@@ -414,7 +635,11 @@ std::vector<HostProbe> RemoteProber::probe(std::span<const std::string> hosts) {
     }
     if (!o.inventory) todo.emplace_back(&host, &o);
   }
-  probe_all(todo, options_.max_parallel, probe_one_);
+  if (connector_ != nullptr) {
+    PipelinedProbe(todo, options_, *connector_).run();
+  } else {
+    probe_all(todo, options_.max_parallel, probe_one_);
+  }
   for (const auto& [host, o] : todo) {
     if (o->inventory && !job_dir.empty()) write_cache(cache_file(*host), *o->inventory);
   }

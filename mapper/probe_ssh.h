@@ -90,12 +90,19 @@ struct HostProbe {
 /// fakes.
 using HostProbeFn = std::function<Inventory(const std::string& host)>;
 
-/// Probes the hosts of one run: in parallel (at most max_parallel at once), each distinct host
-/// once however often it is asked for, through the job's disk cache when options.job_id is set.
+/// Probes the hosts of one run: in parallel (at most max_parallel logins at once), each
+/// distinct host once however often it is asked for, through the job's disk cache when
+/// options.job_id is set. Over ssh a host's command, once started, holds no thread while it is
+/// slow: one thread reads every host's output (probe_ssh.cc, PipelinedProbe), so the threads
+/// stay at most max_parallel + 1 and all hosts' waits overlap.
 class RemoteProber {
  public:
+  /// Over ssh::libssh_connector().
   explicit RemoteProber(SshProbeOptions options);
-  /// The same with another way to probe one host (a fake, in tests).
+  /// Over `connector` (a fake, in tests), which must outlive it.
+  RemoteProber(SshProbeOptions options, ssh::Connector& connector);
+  /// With another way to probe one host (a fake, in tests; jsrun), each probe on a thread of a
+  /// pool of at most max_parallel.
   RemoteProber(SshProbeOptions options, HostProbeFn probe_one);
 
   /// One result per entry of `hosts`, in that order. Never throws for a host that fails.
@@ -105,6 +112,7 @@ class RemoteProber {
 
  private:
   SshProbeOptions options_;
+  ssh::Connector* connector_ = nullptr;  ///< over ssh; null: probe_one_
   HostProbeFn probe_one_;
   std::mutex mutex_;
   std::map<std::string, Inventory, std::less<>> inventories_;

@@ -14,7 +14,10 @@
 //     ssh-agent and the identity files. A passphrase callback that refuses keeps libssh from
 //     ever asking for one.
 // A command runs in an exec channel (LibsshSession::exec), which records the signal that ended
-// it. Every libssh object is owned by a unique_ptr, so every return and throw frees it.
+// it. Its writes never wait (LibsshChannel::write): the session goes non-blocking for each, and
+// a write takes nothing while libssh still holds bytes the socket has not taken (a host cut off
+// fills the socket's buffer), so the caller keeps the rest and polls for POLLOUT. Every libssh
+// object is owned by a unique_ptr, so every return and throw frees it.
 
 #include <arpa/inet.h>
 #include <libssh/callbacks.h>
@@ -394,15 +397,46 @@ class LibsshChannel final : public Channel {
   bool open() override { return ssh_channel_is_open(channel_.get()) != 0; }
   std::uint32_t window() override { return ssh_channel_window_size(channel_.get()); }
   int write(std::string_view bytes) override {
-    const int n =
-        ssh_channel_write(channel_.get(), bytes.data(), static_cast<std::uint32_t>(bytes.size()));
+    const NonBlocking for_now(session());
+    if (!flush_now()) return 0;
+    const auto size = static_cast<std::uint32_t>(std::min(bytes.size(), kMostPerWrite));
+    const int n = ssh_channel_write(channel_.get(), bytes.data(), size);
     return n < 0 ? kError : n;
+  }
+  bool flushed() override {
+    const NonBlocking for_now(session());
+    return flush_now();
   }
   int exit_status() override { return ssh_channel_get_exit_status(channel_.get()); }
   std::string exit_signal() override { return signal_; }
-  int fd() override { return ssh_get_fd(ssh_channel_get_session(channel_.get())); }
+  int fd() override { return ssh_get_fd(session()); }
 
  private:
+  /// What one write() takes at most: what waits in libssh's own buffer for the socket (which
+  /// libssh does not bound) stays at most this, the rest with the caller.
+  static constexpr std::size_t kMostPerWrite = std::size_t{64} << 10;
+
+  /// The session non-blocking while it lives, then as it was: in blocking mode libssh's
+  /// write waits (up to the connect timeout, again each call) until the socket took it all.
+  class NonBlocking {
+   public:
+    explicit NonBlocking(ssh_session s) : s_(s), was_(ssh_is_blocking(s)) {
+      ssh_set_blocking(s_, 0);
+    }
+    ~NonBlocking() { ssh_set_blocking(s_, was_); }
+    NonBlocking(const NonBlocking&) = delete;
+    NonBlocking& operator=(const NonBlocking&) = delete;
+
+   private:
+    ssh_session s_;
+    int was_;
+  };
+
+  ssh_session session() { return ssh_channel_get_session(channel_.get()); }
+  /// Sends what the socket takes now of what libssh holds for it (the session non-blocking):
+  /// whether nothing is left. A failed session counts as flushed: the next write says it.
+  bool flush_now() { return ssh_blocking_flush(session(), 0) != SSH_AGAIN; }
+
   /// libssh's answer in our terms; SSH_AGAIN is "nothing now".
   static int status(int n) {
     return n == SSH_EOF ? kEof : n == SSH_ERROR ? kError : std::max(n, 0);

@@ -54,8 +54,9 @@ struct Options {
   std::chrono::milliseconds connect_timeout{10'000};
   /// For a remote command to finish (the probe), or to answer (the launcher's agents).
   std::chrono::milliseconds command_timeout{120'000};
-  /// Hosts logged in to at once: the probe's pool of threads; the launch's login threads are
-  /// also at most ssh::kLoginThreads (32). 32 keeps ddlrun under 64 threads, flat or tree.
+  /// Hosts logged in to at once: the probe's login threads (one more thread reads every started
+  /// probe); the launch's login threads are also at most ssh::kLoginThreads (32). 32 keeps
+  /// ddlrun under 64 threads, flat or tree.
   int max_parallel = 32;
   /// Where the prober leaves each host's logged-in session once its probe ran, so that the ssh
   /// launcher runs its agent through it instead of logging in again (one login per host);
@@ -86,8 +87,14 @@ class Channel {
   virtual bool open() = 0;
   /// How many bytes write() takes now (the remote window); 0: none until the remote side reads.
   virtual std::uint32_t window() = 0;
-  /// Writes at most window() bytes of `bytes` to the command's stdin: how many went, or kError.
+  /// Writes at most window() bytes of `bytes` to the command's stdin, never waiting: how many
+  /// it took, or kError. 0 when it takes none now: the remote window is shut, or the socket has
+  /// not yet sent what the last write gave it (flushed() is false: wait for POLLOUT on fd()). A
+  /// host cut off (no RST) so never holds up the thread that writes to it.
   virtual int write(std::string_view bytes) = 0;
+  /// Whether the socket has sent everything write() took (trying once more now, without
+  /// waiting); false: write() takes nothing until the socket can write again (POLLOUT on fd()).
+  virtual bool flushed() { return true; }
   /// The command's exit status, waiting for it (at most the connect timeout); -1 when it
   /// ended without one (see exit_signal()).
   virtual int exit_status() = 0;

@@ -49,3 +49,18 @@ add_test(NAME chaos.sample_tree
                  --faults "kill_agent stop_agent link_down")
 set_tests_properties(chaos.sample_tree PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 150
                      ENVIRONMENT CHAOS_LOST_S=4)
+
+# Issue 26, the head's talkers never wait on one host (pool2): 3 namespace hosts on one talker,
+# node1 cut off (link down) while 200 MB of stdin head for its rank 0; node2's and node3's
+# output keeps arriving (no gap over 2.5 s), node1 is named lost within the heartbeat deadline
+# (4 s) + 4 s, and nothing is left on any host. main's blocking writes stall every host.
+add_test(NAME netns.write_stall
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/netns/write_stall_test.sh $<TARGET_FILE:ddlrun>)
+set_tests_properties(netns.write_stall PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 60 LABELS "netns")
+# Issue 26, a slow host holds no thread of the probe (pool2): 40 namespace hosts whose login
+# shells sleep 3 s, probed flat by `ddlrun --dry-run --tree-width 0`: more than 32 (the logins
+# at once) sleep at the same moment, as one thread reads every started probe, and ddlrun keeps
+# under 64 threads. main, a thread waiting for each host's probe, lets at most 32 sleep at once.
+add_test(NAME netns.probe_overlap
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/netns/probe_overlap_test.sh $<TARGET_FILE:ddlrun> 40)
+set_tests_properties(netns.probe_overlap PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120 LABELS "netns")

@@ -16,10 +16,14 @@
 // it at, and its free ports); each agent checks the program and writes its topology file; only when
 // all are ready do they get "go", so a program missing on one host starts nothing anywhere. From
 // then on each turn turns frames into events (output, exits) and writes queued frames (signals,
-// stdin) between reads. While the supervisor's event queue is output_full() a conversation does not
-// read its channel (it goes on writing): ssh's window then stops the agent, and the agent stops
-// reading its ranks. Stdin goes in a window (protocol.h: Z) so no side queues more than
-// kStdinWindow of it. A channel that closes before its agent said "done" is a lost host.
+// stdin) between reads, never waiting: what the remote window or the socket does not take (a
+// host cut off without a RST fills its socket's buffer) waits in the conversation for POLLOUT,
+// so one host never holds up its talker's others, and a host that takes none of it for the
+// heartbeat deadline is lost ("took no data for 10 s (N bytes wait for it: ...)"). While the
+// supervisor's event queue is output_full() a conversation does not read its channel (it goes on
+// writing): ssh's window then stops the agent, and the agent stops reading its ranks. Stdin goes in
+// a window (protocol.h: Z) so no side queues more than kStdinWindow of it. A channel that closes
+// before its agent said "done" is a lost host.
 //
 // PMIx across hosts: each agent is its host's PMIx server. ddlrun joins the hosts' fence
 // contributions in one FenceCombiner (any host's conversation adds what its agent sent, and
@@ -768,6 +772,8 @@ class SshBackend::Conversation {
   /// whether the last turn read anything, and whether it is held (not reading) because the
   /// supervisor's output is full.
   int fd() { return channel_ ? channel_->fd() : -1; }
+  /// Frames wait for the socket to take them: wait for POLLOUT too.
+  bool socket_full() const { return socket_full_; }
   bool heard() const { return heard_; }
   bool held() const { return held_; }
   /// Not logged in, as ddlrun is stopping: the host, and those below it, failed.
@@ -837,6 +843,7 @@ class SshBackend::Conversation {
     // silence from it for the deadline loses the host.
     next_beat_ = Clock::now();
     last_heard_ = Clock::now();
+    last_sent_ = last_heard_;
     return Step::kTalk;
   }
 
@@ -867,6 +874,11 @@ class SshBackend::Conversation {
     receive();
     if (own().hello() && Clock::now() - last_heard_ > b_.options_.heartbeat_timeout) {
       silent_ = true;
+      return false;
+    }
+    if (own().hello() && !write_failed_ &&
+        Clock::now() - last_sent_ > b_.options_.heartbeat_timeout) {
+      stalled_ = true;
       return false;
     }
     while (auto f = reader_.next())
@@ -986,18 +998,29 @@ class SshBackend::Conversation {
     }
   }
 
-  /// Writes what the remote window takes now and keeps the rest for later: an agent that
-  /// reads nothing (stopped, or its host cut off) never blocks this thread. False on an error.
+  /// Writes what the remote window and the socket take now and keeps the rest for later
+  /// (socket_full_: until poll() says POLLOUT): an agent that reads nothing (stopped, or its
+  /// host cut off) never blocks this thread, nor so the other conversations of its Talker.
+  /// last_sent_ is when the last byte went or nothing waited (turn() loses a host that takes
+  /// nothing for the heartbeat deadline). False on an error.
   bool write_pending() {
+    socket_full_ = false;
+    bool wrote = false;
     while (!pending_.empty()) {
+      if (!channel_->flushed()) {
+        socket_full_ = true;
+        break;
+      }
       const uint32_t window = channel_->window();
-      if (window == 0) return true;
+      if (window == 0) break;
       const size_t len = std::min<size_t>(pending_.size(), window);
       const int n = channel_->write(std::string_view(pending_).substr(0, len));
       if (n < 0) return false;
-      if (n == 0) return true;
+      if (n == 0) break;
       pending_.erase(0, static_cast<size_t>(n));
+      wrote = true;
     }
+    if (wrote || pending_.empty()) last_sent_ = Clock::now();
     return true;
   }
 
@@ -1009,6 +1032,7 @@ class SshBackend::Conversation {
     held_ = own().running() && b_.events_->output_full();
     if (held_) {
       last_heard_ = Clock::now();
+      last_sent_ = last_heard_;  // the window may wait for what we do not read
     } else {
       open_ = pump();
     }
@@ -1059,20 +1083,29 @@ class SshBackend::Conversation {
   Step close() {
     const bool below_open = subtree_open();
     const int below = static_cast<int>(talks_.size()) - 1;
+    // Closing must not wait for a host that cannot answer (nor hold up the Talker's others).
+    if (silent_ || stalled_ || !channel_->flushed()) session_->stop_blocking();
     if (silent_) {
-      // Closing must not wait for a host that cannot answer.
-      session_->stop_blocking();
       own().lost(
           ssh::tree_lost_text("no heartbeat for " + seconds_text(b_.options_.heartbeat_timeout) +
                                   " (the host is unreachable, or its agent is stopped or hung)",
                               below),
           below_open);
+    } else if (stalled_) {
+      own().lost(ssh::tree_lost_text(stalled_reason(), below), below_open);
     } else if (!open_ && (own().has_unfinished() || below_open)) {
       own().lost(ssh::tree_lost_text(closed_reason(), below), below_open);
     }
     lose_subtree();
     if (!own().running()) b_.fail(c_, "stopped before the job started");
     return Step::kEnd;
+  }
+
+  /// Why a host that took nothing for the heartbeat deadline is lost.
+  std::string stalled_reason() const {
+    return "took no data for " + seconds_text(b_.options_.heartbeat_timeout) + " (" +
+           std::to_string(pending_.size()) +
+           " bytes wait for it: the host is unreachable, or its agent is stopped or hung)";
   }
 
   /// Why the channel closed before every rank ended.
@@ -1106,23 +1139,28 @@ class SshBackend::Conversation {
   bool started_below_ = false;   ///< the probe started the hosts below through channel_
   bool job_bytes_sent_ = false;  ///< U went down channel_
   ssh::FrameReader reader_;
-  std::string err_line_;  ///< the agent's stderr, up to its next newline
-  std::string pending_;   ///< frames the remote window could not take yet
+  std::string err_line_;      ///< the agent's stderr, up to its next newline
+  std::string pending_;       ///< frames the remote window or the socket could not take yet
+  bool socket_full_ = false;  ///< the socket took nothing the last turn: wait for POLLOUT
   bool write_failed_ = false;
   std::string write_error_;
   Clock::time_point next_beat_;
   Clock::time_point last_heard_;
+  Clock::time_point last_sent_;  ///< the last byte written, or nothing waiting (write_pending)
   Clock::time_point stop_deadline_ = Clock::time_point::max();
   bool stopping_ = false;
   bool killed_ = false;
   bool open_ = true;
-  bool silent_ = false;  ///< no heartbeat for the deadline
-  bool heard_ = false;   ///< the last turn read something
-  bool held_ = false;    ///< the last turn did not read: the supervisor's output is full
+  bool silent_ = false;   ///< no heartbeat for the deadline
+  bool stalled_ = false;  ///< took nothing written for the deadline
+  bool heard_ = false;    ///< the last turn read something
+  bool held_ = false;     ///< the last turn did not read: the supervisor's output is full
 };
 
 // One of the head's talk threads: the conversations the login threads hand it, one turn each
-// in turn. When a round read nothing, it waits in poll() on their sockets and its wake-up
+// in turn. No turn waits on a host: reads take what came, writes what the remote window and the
+// socket take (the rest waits in the conversation, which then asks for POLLOUT too). When a
+// round read nothing, it waits in poll() on their sockets and its wake-up
 // eventfd (a new conversation, or the last login done) for at most kPollMs, so frames queued
 // by other threads (signals, stdin, fence results) go within that as they did per host; while
 // every conversation is held by the supervisor's full output it waits for room instead. A
@@ -1192,7 +1230,8 @@ class SshBackend::Talker {
       all_held = false;
       const int fd = c->fd();
       every_fd = every_fd && fd >= 0;
-      if (fd >= 0) fds.push_back({fd, POLLIN, 0});
+      const short out = c->socket_full() ? POLLOUT : 0;
+      if (fd >= 0) fds.push_back({fd, static_cast<short>(POLLIN | out), 0});
     }
     if (all_held) {
       b_.events_->wait_for_room(Clock::now() + std::chrono::milliseconds(kPollMs));

@@ -789,6 +789,87 @@ TEST(SshBackendTree, ASlowLoginDoesNotStallTheOtherConversations) {
   backend->finish();
 }
 
+/// Plays an agent whose rank runs until it is signalled: hello, ready to its job, and on a
+/// signal its rank's exit and done.
+struct RunningAgent {
+  void operator()(FakeRemote& r) const {
+    r.print(hello_frame("running"));
+    auto reader = std::make_shared<ssh::FrameReader>();
+    auto own = std::make_shared<int>(-1);
+    r.on_write([reader, own](FakeRemote& r, std::string_view bytes) {
+      reader->feed(bytes);
+      while (auto f = reader->next()) {
+        if (f->type == FrameType::kJob) {
+          *own = f->id;
+          r.print(ssh::encode_frame(FrameType::kReady, 0, {}));
+        }
+        if (f->type == FrameType::kSignal) {
+          r.print(exit_frame(*own, 0, f->id) + ssh::encode_frame(FrameType::kDone, 0, {}));
+        }
+      }
+    });
+  }
+};
+
+// Issue 26: a write never waits on a host. n0's socket takes nothing (its host cut off without
+// a RST, while its agent still seems to speak) and half a MiB of stdin for rank 0 waits there:
+// n1 and n2, on the same talker, go on being read (n1's output every 50 ms arrives with no gap
+// of the 1.5 s a blocking write takes), and n0 is lost, named, once it took nothing for
+// the heartbeat deadline, its session closed without waiting.
+TEST(SshBackendTree, AHostWhoseSocketTakesNothingStallsNoOtherConversation) {
+  FakeConnector connector;
+  for (const char* h : {"n0", "n1", "n2"})
+    connector.host(h).program = RunningAgent{};
+  LaunchOptions o;
+  o.ddlrun_path = "/opt/ddlrun";
+  o.heartbeat_timeout = std::chrono::seconds(2);
+  EventQueue events;
+  const std::unique_ptr<Backend> backend = make_ssh_backend(wide_job(3), o, connector);
+  ASSERT_EQ(backend->start(events).size(), 3u);
+  std::vector<std::shared_ptr<FakeRemote>> remotes;
+  for (const char* h : {"n0", "n1", "n2"})
+    remotes.push_back(connector.host(h).remotes.at(0));
+  remotes[0]->jam(milliseconds(1500));
+  std::atomic<bool> done{false};
+  std::thread agents([&] {  // every agent beats; n1's rank prints
+    for (int i = 0; !done; ++i) {
+      for (auto& r : remotes)
+        r->print(ssh::encode_frame(FrameType::kHeartbeat, 0, {}));
+      remotes[1]->print(ssh::encode_frame(FrameType::kStdout, 1, std::to_string(i) + "\n"));
+      std::this_thread::sleep_for(milliseconds(50));
+    }
+  });
+  std::thread feed([&] { backend->write_stdin(std::string(size_t{2} << 20, 'x')); });
+  const auto t0 = std::chrono::steady_clock::now();
+  auto last_output = t0;
+  milliseconds widest{0};
+  std::vector<Event> failures;
+  for (;;) {
+    std::optional<Event> e = events.pop(t0 + std::chrono::milliseconds(4500));
+    if (!e) break;
+    const auto now = std::chrono::steady_clock::now();
+    if (e->type == Event::Type::kOutput && e->host == 1) {
+      widest = std::max(widest, std::chrono::duration_cast<milliseconds>(now - last_output));
+      last_output = now;
+    }
+    if (e->type == Event::Type::kHostFailure) failures.push_back(*e);
+  }
+  const milliseconds from_last =
+      std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - last_output);
+  backend->finish();
+  done = true;
+  agents.join();
+  feed.join();
+  EXPECT_LT(widest, milliseconds(1000));
+  EXPECT_LT(from_last, milliseconds(1000));
+  ASSERT_EQ(failures.size(), 1u);
+  EXPECT_EQ(failures[0].host, 0);
+  EXPECT_NE(failures[0].data.find("took no data for 2 s ("), std::string::npos) << failures[0].data;
+  EXPECT_NE(failures[0].data.find("bytes wait for it: the host is unreachable"), std::string::npos)
+      << failures[0].data;
+  EXPECT_TRUE(connector.host("n0").stopped_blocking);
+}
+
 TEST(SshBackendTree, StdinAndSignalsGoDownToRoutedHosts) {
   // Rank 0 on n3, the deepest host: its stdin goes routed through n1's channel.
   Job job = chain_job();

@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <optional>
 #include <thread>
 
@@ -543,6 +544,129 @@ TEST(ProbeHostFake, KeepCommandThatEndsFirstIsJudgedAsAProbe) {
             "'/x/ddlrun --probe-agent' exited with status 2; its stderr:\n"
             "ddlrun: unknown option --probe-agent");
   EXPECT_EQ(o.keep_sessions->size(), 0u);
+}
+
+/// This process's threads (/proc/self/status).
+int threads_now() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("Threads:", 0) == 0) return std::stoi(line.substr(8));
+  }
+  return -1;
+}
+
+/// Plays slow probe commands on one thread (one each would count against the prober's): each
+/// prints its host's inventory and ends `after` it started.
+class LateInventories {
+ public:
+  explicit LateInventories(milliseconds after) : after_(after), thread_([this] { run(); }) {}
+  ~LateInventories() {
+    done_ = true;
+    thread_.join();
+  }
+  /// The program of host `host`'s command.
+  std::function<void(ssh::FakeRemote&)> program(const std::string& host) {
+    return [this, host](ssh::FakeRemote& r) {
+      std::lock_guard lock(mutex_);
+      due_.push_back({std::chrono::steady_clock::now() + after_, &r, host});
+    };
+  }
+
+ private:
+  struct Due {
+    std::chrono::steady_clock::time_point at;
+    ssh::FakeRemote* remote;  ///< null once played
+    std::string host;
+  };
+  void run() {
+    while (!done_) {
+      std::this_thread::sleep_for(milliseconds(5));
+      std::lock_guard lock(mutex_);
+      for (Due& d : due_) {
+        if (d.remote == nullptr || std::chrono::steady_clock::now() < d.at) continue;
+        d.remote->print(to_yaml(inventory_named(d.host)));
+        d.remote->end(0);
+        d.remote = nullptr;
+      }
+    }
+  }
+  milliseconds after_;
+  std::mutex mutex_;
+  std::vector<Due> due_;
+  std::atomic<bool> done_{false};
+  std::thread thread_;
+};
+
+// Issue 26: over ssh a host whose probe command is slow (a login shell that sleeps) holds no
+// thread while it is: 48 hosts whose commands print their inventory 1 s after they start are
+// probed at max_parallel 32 in one round of that second (a thread each for the wait would take
+// two), by at most 32 threads more than before (and the sampler's); a refused login and a
+// missing probe fail with probe_host_ssh's texts, and each session is kept for the launcher.
+TEST(RemoteProberFake, SlowCommandsHoldNoThreadAndAllWaitTogether) {
+  ssh::FakeConnector connector;
+  LateInventories late(milliseconds(1000));
+  std::vector<std::string> hosts;
+  for (int i = 0; i < 48; ++i) {
+    hosts.push_back("n" + std::to_string(i));
+    connector.host(hosts.back()).program = late.program(hosts.back());
+  }
+  connector.host("refused").refuse = "connection refused (10.200.3.2:22)";
+  connector.host("bare").program = [](ssh::FakeRemote& r) {
+    r.print("sh: 1: /opt/ddlrun/bin/ddlrun-probe: not found\n", ssh::Stream::kStderr);
+    r.end(127);
+  };
+  hosts.push_back("refused");
+  hosts.push_back("bare");
+  SshProbeOptions o = fake_options();
+  o.command_timeout = milliseconds(10'000);
+  o.keep_sessions = std::make_shared<SshSessions>();
+  ASSERT_EQ(o.max_parallel, 32);
+  const int before = threads_now();
+  std::atomic<int> peak{before};
+  std::atomic<bool> done{false};
+  std::thread sampler([&] {
+    while (!done) {
+      peak = std::max(peak.load(), threads_now());
+      std::this_thread::sleep_for(milliseconds(1));
+    }
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::vector<HostProbe> r = RemoteProber(o, connector).probe(hosts);
+  const auto took = std::chrono::steady_clock::now() - t0;
+  done = true;
+  sampler.join();
+  EXPECT_LT(took, milliseconds(1800));
+  EXPECT_LE(peak, before + 1 + 32);
+  ASSERT_EQ(r.size(), 50u);
+  for (int i = 0; i < 48; ++i) {
+    EXPECT_TRUE(r[i].ok()) << r[i].host << ": " << r[i].error;
+    if (r[i].ok()) {
+      EXPECT_EQ(*r[i].inventory, inventory_named(r[i].host));
+    }
+  }
+  EXPECT_EQ(r[48].error, "connection refused (10.200.3.2:22)");
+  EXPECT_EQ(r[49].error, fake_reason("bare", fake_options(), connector));
+  EXPECT_EQ(o.keep_sessions->size(), 48u);
+}
+
+// The same reading loop keeps probe_host_ssh's deadline: a command that never prints times out
+// with its text, and the other hosts are not held up by it.
+TEST(RemoteProberFake, ASilentCommandTimesOutAlone) {
+  ssh::FakeConnector connector;
+  connector.host("quiet").program = [](ssh::FakeRemote&) {};
+  connector.host("n1").program = [](ssh::FakeRemote& r) {
+    r.print(to_yaml(inventory_named("n1")));
+    r.end(0);
+  };
+  SshProbeOptions o = fake_options();
+  o.command_timeout = milliseconds(300);
+  const std::vector<std::string> hosts{"quiet", "n1"};
+  const std::vector<HostProbe> r = RemoteProber(o, connector).probe(hosts);
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].error, fake_reason("quiet", o, connector));
+  EXPECT_EQ(r[0].error,
+            "timed out after 0.3 s waiting for '/opt/ddlrun/bin/ddlrun-probe' to finish");
+  EXPECT_TRUE(r[1].ok()) << r[1].error;
 }
 
 // --- probe_host_ssh without an ssh server --------------------------------------------------------

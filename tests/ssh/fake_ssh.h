@@ -13,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ssh/session.h"
@@ -52,6 +53,14 @@ class FakeRemote {
     std::lock_guard lock(mutex_);
     fail_writes_ = true;
   }
+  /// From now on the socket to it takes nothing, as when its host is cut off without a RST:
+  /// flushed() is false, and a write() made anyway waits `block` before it takes the bytes, as
+  /// libssh's write in blocking mode waits (up to its timeout) for the socket.
+  void jam(std::chrono::milliseconds block) {
+    std::lock_guard lock(mutex_);
+    jammed_ = true;
+    jam_block_ = block;
+  }
   /// Sets the remote window (how much write() takes at once).
   void set_window(std::uint32_t window) {
     std::lock_guard lock(mutex_);
@@ -84,6 +93,8 @@ class FakeRemote {
   int exit_status_ = -1;
   std::string signal_;
   bool fail_writes_ = false;
+  bool jammed_ = false;
+  std::chrono::milliseconds jam_block_{0};
   std::uint32_t window_ = 1 << 20;
   OnWrite on_write_;
   std::string written_;
@@ -128,6 +139,12 @@ class FakeChannel final : public Channel {
     return remote_->window_;
   }
   int write(std::string_view bytes) override {
+    std::chrono::milliseconds block{0};
+    {
+      std::lock_guard lock(remote_->mutex_);
+      if (remote_->jammed_) block = remote_->jam_block_;
+    }
+    std::this_thread::sleep_for(block);
     FakeRemote::OnWrite react;
     {
       std::lock_guard lock(remote_->mutex_);
@@ -137,6 +154,10 @@ class FakeChannel final : public Channel {
     }
     if (react) react(*remote_, bytes);
     return static_cast<int>(bytes.size());
+  }
+  bool flushed() override {
+    std::lock_guard lock(remote_->mutex_);
+    return !remote_->jammed_;
   }
   int exit_status() override {
     std::lock_guard lock(remote_->mutex_);

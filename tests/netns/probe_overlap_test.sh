@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# A slow host holds no thread of ddlrun's probe (issue 26): N namespace hosts (default 40, more
+# than the probe's 32 logins at once), each whose login shell sleeps 3 s before it runs the
+# command (`sleep` in root's .bashrc, noting when each sleep starts and ends in a file every host
+# sees). `ddlrun --dry-run --tree-width 0` probes them all flat over ssh. Checked:
+#   - it exits 0 and every host was probed once (N sleeps);
+#   - more than 32 hosts slept at the same moment: the probe's login threads start each host's
+#     command and move on, one thread reads them all (mapper/probe_ssh.cc). A thread that waits
+#     for its host's probe to end, as main's did, allows at most 32 (its pool);
+#   - ddlrun never had 64 threads or more.
+# Usage: probe_overlap_test.sh DDLRUN [N]   (77, skipped, without root, ip netns or sshd)
+set -uo pipefail
+ddlrun=$(realpath "$1")
+n=${2:-40}
+# shellcheck source=SCRIPTDIR/hosts.sh
+source "$(dirname "$0")/hosts.sh"
+netns_up "$n" || exit $?
+unset SSH_AUTH_SOCK
+export HOME="$NETNS_DIR/home" XDG_CACHE_HOME="$NETNS_DIR/cache"
+mkdir -p "$HOME"
+out="$NETNS_DIR/out"
+mkdir -p "$out"
+fails=0
+fail() {
+  echo "FAIL: $1"
+  [[ -n ${2:-} ]] && sed -n '1,30s/^/    | /p' "$2"
+  fails=$((fails + 1))
+}
+
+sleeps="$NETNS_DIR/sleeps"
+: >"$sleeps"
+root_home=$(getent passwd root | cut -d: -f6)
+for ((k = 1; k <= n; k++)); do
+  # shellcheck disable=SC2016  # expanded by each host's shell
+  netns_exec "$k" sh -c "cat >'$root_home/.bashrc'" <<RC
+printf '%s +\n' "\${EPOCHREALTIME/./}" >>'$sleeps'
+sleep 3
+printf '%s -\n' "\${EPOCHREALTIME/./}" >>'$sleeps'
+RC
+done
+
+hosts=$(IFS=,; echo "${NETNS_HOSTS[*]}")
+start=$EPOCHREALTIME
+timeout 120 "$ddlrun" --launcher ssh --ssh-config "$NETNS_SSH_CONFIG" --dry-run --tree-width 0 \
+  -H "$hosts" true >"$out/plan" 2>"$out/err" &
+job=$!
+most=0  # its most threads (sampled every 10 ms; timeout's child is ddlrun)
+while kill -0 "$job" 2>/dev/null; do
+  for p in $(pgrep -P "$job"); do
+    t=$(awk '/^Threads:/ {print $2}' "/proc/$p/status" 2>/dev/null)
+    ((${t:-0} > most)) && most=$t
+  done
+  sleep 0.01
+done
+wait "$job"
+rc=$?
+echo "  ddlrun --dry-run on $n hosts whose logins sleep 3 s: exit $rc in" \
+  "$(echo "$EPOCHREALTIME - $start" | bc) s, $most threads at most"
+[[ $rc == 0 ]] || fail "exit $rc, not 0" "$out/err"
+began=$(grep -c ' +$' "$sleeps")
+((began == n)) || fail "$began logins slept, not $n (one per host)" "$sleeps"
+together=$(sort -n "$sleeps" | awk '$2 == "+" {now++; if (now > most) most = now}
+  $2 == "-" {now--} END {print most + 0}')
+echo "  at most $together hosts slept at once"
+((together > 32)) || fail "at most $together of $n hosts slept at once: a thread waited for each"
+((most > 0 && most < 64)) || fail "ddlrun had $most threads at most, not 1 to 63"
+
+if ((fails > 0)); then
+  echo "$fails failure(s)"
+  exit 1
+fi
+echo "all passed"
