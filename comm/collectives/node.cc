@@ -94,10 +94,12 @@ using transport::seconds_text;
 using Clock = std::chrono::steady_clock;
 using transport::TransportError;
 constexpr size_t kBlockBytes = 16 * 1024;  // the reduction's accumulator, kept in L1
-// A block reduced straight into the output, then copied into the slot from L1 (still in L1,
-// the smallest L1 being 32 KiB). Measured on 2 ranks taking turns call by call with 16 KiB
-// blocks: 2-7% faster at 64 KiB-4 MiB in the loaded machine's slow mode, level to 4% faster in
-// its fast one; 64 and 128 KiB went either way, a whole piece a block 5% slower.
+// A block of 2 members reduced straight into the output, then copied into the slot from L1
+// (still in L1, the smallest L1 being 32 KiB). Measured taking turns call by call with 16 KiB
+// blocks: on 2 ranks 2-7% faster at 64 KiB-4 MiB in the loaded machine's slow mode, level to
+// 4% faster in its fast one (64 and 128 KiB went either way, a whole piece a block 5% slower);
+// on 4 ranks, where the accumulator takes the first members' sums, 6-8% slower at 256 KiB and
+// 1 MiB, so 3 members and more keep kBlockBytes.
 constexpr size_t kDirectBlockBytes = 32 * 1024;
 constexpr auto kCheckEvery = std::chrono::milliseconds(20);
 constexpr auto kSleepAtMost = std::chrono::milliseconds(5);
@@ -448,7 +450,8 @@ void NodeGroup::reduce_piece(const Sweep& s, size_t j) {
   // were last read by the others, and memcpy's whole-line stores take them back faster than
   // the reduction's own stores (measured: 1 MiB on 2 ranks ~40% slower that way).
   const bool direct = !s.stream && !direct_any_ && (dst == own || !overlaps(dst, own, k * ts));
-  const size_t block = std::max<size_t>(1, (direct ? kDirectBlockBytes : kBlockBytes) / ts);
+  const bool wide = direct && size() == 2;  // no accumulator: members 0 and 1 in one pass
+  const size_t block = std::max<size_t>(1, (wide ? kDirectBlockBytes : kBlockBytes) / ts);
   for (size_t b = 0; b < k; b += block) {
     const size_t c = std::min(block, k - b);
     auto src = [&](int q) -> const std::byte* {
