@@ -31,7 +31,7 @@ std::string_view to_string(ReduceOp op);
 /// compiler can.
 void reduce_into(void* dst, const void* src, size_t count, DataType type, ReduceOp op);
 /// dst[i] = op(a[i], b[i]): the bits of copying a into dst and then reduce_into(dst, b), in one
-/// pass. dst overlaps neither a nor b.
+/// pass. dst is exactly a, exactly b, or overlaps neither (an in-place reduction).
 void reduce_of(void* dst, const void* a, const void* b, size_t count, DataType type, ReduceOp op);
 /// buf[i] /= divisor, for kAvg's last step.
 void divide(void* buf, size_t count, DataType type, int divisor);

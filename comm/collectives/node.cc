@@ -19,9 +19,11 @@
 //      them before its `posted` of step j, so no wait is needed) and publishes `done` for
 //      j - 1; then reduces the piece of its own slice from every member in rank order 0..n-1
 //      (its own input read where it lies, the others' from their slots), a block at a time:
-//      members 0 and 1 in one pass (reduce_of) into a block that stays in L1, any further
-//      ones into it too (reduce_into); kAvg divides once; the block is copied to its output
-//      and into its own place in its slot, then `reduced`.
+//      members 0 and 1 in one pass (reduce_of), any further ones after them (reduce_into
+//      into an accumulator in L1, the last reduce_of), the last pass writing straight into
+//      the output (whether or not the call is in place; its block then lies in L1); kAvg
+//      divides once; the block is copied into its own place in its slot, then `reduced`.
+//      Streamed output (below) is reduced into the accumulator and copied out instead.
 //      After the last step one more wait for `reduced` collects the last pieces.
 //   5. reduce-scatter reduces without the copy back; allgather and broadcast copy the others'
 //      pieces straight after step 3; each then publishes `done`.
@@ -92,6 +94,13 @@ using transport::seconds_text;
 using Clock = std::chrono::steady_clock;
 using transport::TransportError;
 constexpr size_t kBlockBytes = 16 * 1024;  // the reduction's accumulator, kept in L1
+// A block of 2 members reduced straight into the output, then copied into the slot from L1
+// (still in L1, the smallest L1 being 32 KiB). Measured taking turns call by call with 16 KiB
+// blocks: on 2 ranks 2-7% faster at 64 KiB-4 MiB in the loaded machine's slow mode, level to
+// 4% faster in its fast one (64 and 128 KiB went either way, a whole piece a block 5% slower);
+// on 4 ranks, where the accumulator takes the first members' sums, 6-8% slower at 256 KiB and
+// 1 MiB, so 3 members and more keep kBlockBytes.
+constexpr size_t kDirectBlockBytes = 32 * 1024;
 constexpr auto kCheckEvery = std::chrono::milliseconds(20);
 constexpr auto kSleepAtMost = std::chrono::milliseconds(5);
 constexpr auto kYieldFor = std::chrono::microseconds(500);
@@ -149,6 +158,11 @@ size_t cache_bytes(int level) {
   return 0;
 }
 
+/// Whether [a, a + bytes) and [b, b + bytes) share a byte.
+bool overlaps(const std::byte* a, const std::byte* b, size_t bytes) {
+  return a < b + bytes && b < a + bytes;
+}
+
 size_t round_up(size_t v, size_t to) {
   return (v + to - 1) / to * to;
 }
@@ -204,7 +218,7 @@ NodeGroup::NodeGroup(std::vector<NodeMember> members, int self, NodeOptions opti
   await_attached();
   probe_cma();
   probe_share();
-  scratch_.resize(kBlockBytes);
+  scratch_.resize(std::max(kBlockBytes, kDirectBlockBytes));  // reduce_block's accumulator
   done_seen_.assign(n, 0);
 }
 
@@ -424,12 +438,20 @@ void NodeGroup::copy_in(const Sweep& s, size_t j) {
 }
 
 void NodeGroup::reduce_piece(const Sweep& s, size_t j) {
-  // This member's piece from every member in rank order, a block at a time in L1.
+  // This member's piece from every member in rank order, a block at a time.
   const size_t ts = s.ts(), k = s.count(self_, j);
   const std::byte* own = s.in + (s.in_off[self_] + j * s.piece) * ts;
   std::byte* dst = s.out + (s.out_off[self_] + j * s.piece) * ts;
   std::byte* back = slot(self_, step_) + s.slot_at(self_);  // where the others collect it
-  const size_t block = std::max<size_t>(1, kBlockBytes / ts);
+  // Reduced straight into the output (no streaming) when it is exactly this member's input
+  // (in place: reduce_of reads each element before it writes it) or overlaps it nowhere: its
+  // lines are this member's own, and the block is then in L1 for the copy into the slot. Else
+  // reduced in the accumulator in L1 and copied out. Never reduced into the slot: its lines
+  // were last read by the others, and memcpy's whole-line stores take them back faster than
+  // the reduction's own stores (measured: 1 MiB on 2 ranks ~40% slower that way).
+  const bool direct = !s.stream && !direct_any_ && (dst == own || !overlaps(dst, own, k * ts));
+  const bool wide = direct && size() == 2;  // no accumulator: members 0 and 1 in one pass
+  const size_t block = std::max<size_t>(1, (wide ? kDirectBlockBytes : kBlockBytes) / ts);
   for (size_t b = 0; b < k; b += block) {
     const size_t c = std::min(block, k - b);
     auto src = [&](int q) -> const std::byte* {
@@ -437,11 +459,9 @@ void NodeGroup::reduce_piece(const Sweep& s, size_t j) {
       if (direct_any_ && direct_[q] != nullptr) return direct_[q] + (own - s.in) + b * ts;
       return slot(q, step_) + s.slot_at(self_) + b * ts;
     };
-    // Reduced in L1, then copied out: the slot's lines were last read by the others, and
-    // memcpy's whole-line stores take them back faster than the reduction's own stores
-    // (measured: 1 MiB on 2 ranks ~40% slower reducing straight into the slot).
-    const std::byte* acc = reduce_block(src, nullptr, c, s.type, s.op, s.divisor);
-    node::copy_out(dst + b * ts, acc, c * ts, s.stream);
+    std::byte* to = dst + b * ts;
+    const std::byte* acc = reduce_block(src, direct ? to : nullptr, c, s.type, s.op, s.divisor);
+    if (!direct) node::copy_out(to, acc, c * ts, s.stream);
     if (s.gather) std::memcpy(back + b * ts, acc, c * ts);
   }
 }

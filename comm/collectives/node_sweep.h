@@ -61,12 +61,13 @@ template <typename Src>
 std::byte* NodeGroup::reduce_block(const Src& src, std::byte* last, size_t c, DataType type,
                                    ReduceOp op, int divisor) {
   // Rank order 0..n-1, each step op(left, next): the first two in one pass (reduce_of), the
-  // rest into the accumulator in L1; the last into `last` when given (it overlaps no source),
-  // else the accumulator.
+  // rest into the accumulator in L1; the last into `last` when given (it overlaps no source,
+  // or is exactly this member's own, which is read before or by that last pass), else the
+  // accumulator.
   std::byte* acc = scratch_.data();
   std::byte* to = last != nullptr && size() == 2 ? last : acc;
   if (size() == 1) {
-    std::memcpy(to, src(0), c * type_size(type));
+    if (to != src(0)) std::memcpy(to, src(0), c * type_size(type));
   } else {
     reduce_of(to, src(0), src(1), c, type, op);
   }

@@ -7,7 +7,9 @@
 // Clang auto-vectorise at -O2/-O3.
 //
 // reduce_of(dst, a, b) computes dst[i] = op(a[i], b[i]): the same bits as copying a into dst
-// and then reduce_into(dst, b), in one pass (no copy of a first); dst must overlap neither.
+// and then reduce_into(dst, b), in one pass (no copy of a first); dst may be exactly a (then it
+// is reduce_into) or exactly b (a loop of dst[i] = op(a[i], dst[i])), and overlaps neither
+// otherwise.
 //
 // Integers wrap: sums and products of int32/int64 are computed in the unsigned type of the same
 // width (defined behaviour, the same bits as two's complement), uint8 wraps modulo 256.
@@ -222,6 +224,13 @@ DDL_KERNEL void reduce_loop(T* __restrict dst, const T* __restrict src, size_t c
     dst[i] = Op<T>::apply(dst[i], src[i]);
 }
 
+/// dst[i] = op(a[i], dst[i]): reduce_of with dst exactly b.
+template <typename T, template <typename> class Op>
+DDL_KERNEL void reduce_loop_left(T* __restrict dst, const T* __restrict a, size_t count) {
+  for (size_t i = 0; i < count; ++i)
+    dst[i] = Op<T>::apply(a[i], dst[i]);
+}
+
 template <typename T, template <typename> class Op>
 DDL_KERNEL void reduce_loop3(T* __restrict dst, const T* __restrict a, const T* __restrict b,
                              size_t count) {
@@ -229,12 +238,30 @@ DDL_KERNEL void reduce_loop3(T* __restrict dst, const T* __restrict a, const T* 
     dst[i] = Op<T>::apply(a[i], b[i]);
 }
 
-/// dst = op(a, b) when `a` is given, else dst = op(dst, b).
+/// dst = op(a, dst): reduce_of with dst exactly its right operand.
+template <typename T>
+DDL_KERNEL void reduce_left(T* d, const T* l, size_t count, ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAvg:
+      return reduce_loop_left<T, Sum>(d, l, count);
+    case ReduceOp::kProd:
+      return reduce_loop_left<T, Prod>(d, l, count);
+    case ReduceOp::kMin:
+      return reduce_loop_left<T, Min>(d, l, count);
+    case ReduceOp::kMax:
+      return reduce_loop_left<T, Max>(d, l, count);
+  }
+}
+
+/// dst = op(a, b) when `a` is given, else dst = op(dst, b). dst may be exactly a or b.
 template <typename T>
 DDL_KERNEL void reduce_typed(void* dst, const void* a, const void* src, size_t count, ReduceOp op) {
   auto* d = static_cast<T*>(dst);
   const auto* l = static_cast<const T*>(a);
   const auto* s = static_cast<const T*>(src);
+  if (l == d) l = nullptr;  // dst = op(dst, b)
+  if (l != nullptr && s == d) return reduce_left<T>(d, l, count, op);
   switch (op) {
     case ReduceOp::kSum:
     case ReduceOp::kAvg:
@@ -265,7 +292,8 @@ DDL_KERNEL void reduce_signed(void* dst, const void* a, const void* src, size_t 
   }
 }
 
-// float16/bfloat16: a block at a time through float.
+// float16/bfloat16: a block at a time through float (both operands widened before dst's block
+// is written, so dst may be exactly either).
 template <void (*Widen)(const uint16_t*, float*, size_t),
           void (*Narrow)(const float*, uint16_t*, size_t)>
 DDL_KERNEL void reduce_narrow(void* dst, const void* left, const void* src, size_t count,

@@ -134,31 +134,34 @@ NodeOptions tiny_chunks() {
 }
 
 TEST(NodeGroup, AllreduceMatchesRankOrderReferenceBitForBit) {
-  for (int n : {2, 3, 4}) {
-    for (DataType t : kTypes) {
-      for (ReduceOp op : kOps) {
-        for (size_t count : {size_t{0}, size_t{1}, size_t{5}, size_t{13}, size_t{1000}}) {
-          const auto want = reference(n, count, t, op, count);
-          std::vector<std::vector<std::byte>> got(n);
-          expect_no_errors(run_group(n, tiny_chunks(), [&](NodeGroup& g) {
-            auto mine = input(g.rank(), count, t, count);
-            std::vector<std::byte> out(mine.size());
-            // Out of place on even members, in place on odd ones.
-            if (g.rank() % 2 == 0) {
-              g.allreduce(mine.data(), out.data(), count, t, op, nullptr);
-            } else {
-              g.allreduce(mine.data(), mine.data(), count, t, op, nullptr);
-              out = mine;
-            }
-            got[g.rank()] = out;
-          }));
-          for (int r = 0; r < n; ++r)
-            ASSERT_EQ(got[r], want) << "n=" << n << " " << to_string(t) << " " << to_string(op)
-                                    << " count=" << count << " member " << r;
+  for (int in_place_parity : {1, 0})
+    for (int n : {2, 3, 4}) {
+      for (DataType t : kTypes) {
+        for (ReduceOp op : kOps) {
+          for (size_t count : {size_t{0}, size_t{1}, size_t{5}, size_t{13}, size_t{1000}}) {
+            const auto want = reference(n, count, t, op, count);
+            std::vector<std::vector<std::byte>> got(n);
+            expect_no_errors(run_group(n, tiny_chunks(), [&](NodeGroup& g) {
+              auto mine = input(g.rank(), count, t, count);
+              std::vector<std::byte> out(mine.size());
+              // In place on the members of one parity, out of place on the others (a member
+              // reduces its slice straight into its output, which is then its input or not).
+              if (g.rank() % 2 != in_place_parity) {
+                g.allreduce(mine.data(), out.data(), count, t, op, nullptr);
+              } else {
+                g.allreduce(mine.data(), mine.data(), count, t, op, nullptr);
+                out = mine;
+              }
+              got[g.rank()] = out;
+            }));
+            for (int r = 0; r < n; ++r)
+              ASSERT_EQ(got[r], want)
+                  << "in place on parity " << in_place_parity << ", n=" << n << " " << to_string(t)
+                  << " " << to_string(op) << " count=" << count << " member " << r;
+          }
         }
       }
     }
-  }
 }
 
 TEST(NodeGroup, LargeBuffersTakeManyStepsAndStayExact) {
@@ -181,6 +184,35 @@ TEST(NodeGroup, LargeBuffersTakeManyStepsAndStayExact) {
     }));
     for (int r = 0; r < 4; ++r)
       EXPECT_TRUE(got[r] == want) << "member " << r;
+  }
+}
+
+TEST(NodeGroup, PiecesOfManyBlocksAreExactInAndOutOfPlace) {
+  // Slots of 1 MiB: each member's piece spans many of the reduction's blocks (up to 32 KiB,
+  // straight into the output, through the accumulator with 3 members or more) and ends in a
+  // partial one, for every type, in place on some members and not on others.
+  NodeOptions o;
+  o.chunk_bytes = 1 << 20;
+  o.timeout = 20s;
+  for (int n : {2, 3, 4}) {
+    for (DataType t : kTypes) {
+      const size_t count = (3u << 20) / type_size(t) + 5;
+      const auto want = reference(n, count, t, ReduceOp::kSum, 3);
+      std::vector<std::vector<std::byte>> got(n);
+      expect_no_errors(run_group(n, o, [&](NodeGroup& g) {
+        auto mine = input(g.rank(), count, t, 3);
+        std::vector<std::byte> out(mine.size());
+        if (g.rank() == 1) {
+          g.allreduce(mine.data(), mine.data(), count, t, ReduceOp::kSum, nullptr);
+          out = mine;
+        } else {
+          g.allreduce(mine.data(), out.data(), count, t, ReduceOp::kSum, nullptr);
+        }
+        got[g.rank()] = out;
+      }));
+      for (int r = 0; r < n; ++r)
+        EXPECT_TRUE(got[r] == want) << "n=" << n << " " << to_string(t) << " member " << r;
+    }
   }
 }
 

@@ -254,5 +254,35 @@ TEST(ReduceTest, ReduceOfGivesTheBitsOfACopyThenReduceInto) {
   }
 }
 
+TEST(ReduceTest, ReduceOfMayWriteOverEitherOperand) {
+  // In place: reduce_of(a, a, b) and reduce_of(b, a, b) must give the bits of a fresh
+  // reduce_of(dst, a, b) for every type and op (NaNs, ties and wrapping integers included),
+  // with a length that leaves vector and float16 block tails.
+  const size_t n = 1037;
+  const DataType types[] = {DataType::kFloat32,  DataType::kFloat64, DataType::kFloat16,
+                            DataType::kBFloat16, DataType::kInt32,   DataType::kInt64,
+                            DataType::kUint8};
+  const ReduceOp ops[] = {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMin, ReduceOp::kMax,
+                          ReduceOp::kProd};
+  for (DataType t : types) {
+    const size_t bytes = n * type_size(t);
+    std::vector<uint8_t> a(bytes), b(bytes);
+    uint32_t x = 777;
+    for (size_t i = 0; i < bytes; ++i) {
+      x = x * 1103515245u + 12345u;
+      a[i] = static_cast<uint8_t>(x >> 16);
+      b[i] = static_cast<uint8_t>(x >> 8);
+    }
+    for (ReduceOp op : ops) {
+      std::vector<uint8_t> want(bytes), over_a = a, over_b = b;
+      reduce_of(want.data(), a.data(), b.data(), n, t, op);
+      reduce_of(over_a.data(), over_a.data(), b.data(), n, t, op);
+      reduce_of(over_b.data(), a.data(), over_b.data(), n, t, op);
+      EXPECT_EQ(over_a, want) << "dst = a, " << to_string(t) << " " << to_string(op);
+      EXPECT_EQ(over_b, want) << "dst = b, " << to_string(t) << " " << to_string(op);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ddl::comm
