@@ -468,8 +468,10 @@ class PipelinedProbe {
     } catch (const std::system_error&) {
     }
     if (pool.empty()) {  // no thread, or no eventfd: one host after the other
-      for (const auto& [host, o] : todo_)
-        settle(*o, [&] { return probe_host_ssh(*host, options_, connector_); });
+      for (const auto& [host, o] : todo_) {
+        const std::string* name = host;  // clang before 16 captures no structured binding
+        settle(*o, [&] { return probe_host_ssh(*name, options_, connector_); });
+      }
       return;
     }
     read_all();
