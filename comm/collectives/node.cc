@@ -338,8 +338,12 @@ void NodeGroup::wait_until(int m, const std::atomic<uint64_t>& counter, uint64_t
 void NodeGroup::begin_step(const Signature* sig) {
   ++step_;
   // The slot of step_ - 2 is free once everyone has finished that step. A member's `done`
-  // seen earlier may already say so: then its line is not fetched again.
-  for (int m = 0; step_ > 2 && m < size(); ++m) {
+  // seen earlier may already say so: then its line is not fetched again. So does every post of
+  // step_ - 1 when that was a one-wait step: a member reads an earlier step's slots after its
+  // next post only inside a sweep (the pipelined gather), never across a one-wait step. Then
+  // no `done` line is fetched at all (small allreduces back to back: one line less per call).
+  const bool after_one_wait = posts_seen_step_ + 1 == step_;
+  for (int m = 0; step_ > 2 && !after_one_wait && m < size(); ++m) {
     if (m == self_ || done_seen_[m] >= step_ - 2) continue;
     const std::atomic<uint64_t>& done = node::control(segment_, m).done;
     wait_until(m, done, step_ - 2);
@@ -373,6 +377,7 @@ void NodeGroup::sig_only(const Signature* sig) {
   begin_step(sig);
   publish(kPosted, step_);
   await_all(kPosted, sig);
+  posts_seen_step_ = step_;
   publish(kDone, step_);
 }
 
@@ -491,6 +496,7 @@ void NodeGroup::small_allreduce(const void* send, void* recv, size_t count, Data
   std::memcpy(input(self_), send, bytes);
   publish(kPosted, step_);
   await_all(kPosted, sig);
+  posts_seen_step_ = step_;
   const size_t block = std::max<size_t>(1, kBlockBytes / ts);
   auto* out = static_cast<std::byte*>(recv);
   for (size_t b = 0; b < count; b += block) {

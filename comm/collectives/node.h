@@ -169,7 +169,10 @@ class NodeGroup {
   std::vector<int> pidfds_;          ///< each member's process, -1 when ours or unavailable
   uint64_t step_ = 0;                ///< steps made; the same on every member between calls
   std::vector<uint64_t> done_seen_;  ///< each member's `done` as this one last read it
-  unsigned spin_limit_ = 0;          ///< polls of a counter before sleeping on it
+  /// The last one-wait step (a small allreduce, a signature check) in which every member's
+  /// post was seen: a member that posted step s has read nothing of step s - 1's buffers since.
+  uint64_t posts_seen_step_ = 0;
+  unsigned spin_limit_ = 0;  ///< polls of a counter before sleeping on it
   std::vector<std::byte> scratch_;
   bool cma_ = false;                ///< every member can read every other's memory
   uint64_t cma_probe_ = 0;          ///< the word the others read to find out
