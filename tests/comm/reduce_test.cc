@@ -223,11 +223,10 @@ TEST(ReduceTest, LongBuffersUseEveryBlock) {
   }
 }
 
-TEST(ReduceTest, ReduceOfGivesTheBitsOfACopyThenReduceInto) {
-  // Every type and op over bytes that include NaNs, infinities, ties and wrapping integers, with
-  // a length that leaves vector tails: reduce_of(dst, a, b) must equal dst = a; reduce_into(dst,
-  // b) bit for bit, and leave a and b alone.
-  const size_t n = 1037;
+/// Calls check(type, op, a, b) for every type and op, a and b n elements of bytes from a fixed
+/// generator seeded with `seed` (NaNs, infinities, ties and wrapping integers among them).
+template <class Check>
+void for_every_type_and_op(size_t n, uint32_t seed, Check check) {
   const DataType types[] = {DataType::kFloat32,  DataType::kFloat64, DataType::kFloat16,
                             DataType::kBFloat16, DataType::kInt32,   DataType::kInt64,
                             DataType::kUint8};
@@ -236,52 +235,47 @@ TEST(ReduceTest, ReduceOfGivesTheBitsOfACopyThenReduceInto) {
   for (DataType t : types) {
     const size_t bytes = n * type_size(t);
     std::vector<uint8_t> a(bytes), b(bytes);
-    uint32_t x = 12345;
+    uint32_t x = seed;
     for (size_t i = 0; i < bytes; ++i) {
       x = x * 1103515245u + 12345u;
       a[i] = static_cast<uint8_t>(x >> 16);
       b[i] = static_cast<uint8_t>(x >> 8);
     }
-    for (ReduceOp op : ops) {
-      std::vector<uint8_t> want = a, got(bytes, 0xee);
-      const std::vector<uint8_t> a0 = a, b0 = b;
-      reduce_into(want.data(), b.data(), n, t, op);
-      reduce_of(got.data(), a.data(), b.data(), n, t, op);
-      EXPECT_EQ(got, want) << to_string(t) << " " << to_string(op);
-      EXPECT_EQ(a, a0);
-      EXPECT_EQ(b, b0);
-    }
+    for (ReduceOp op : ops)
+      check(t, op, a, b);
   }
+}
+
+TEST(ReduceTest, ReduceOfGivesTheBitsOfACopyThenReduceInto) {
+  // Every type and op, with a length that leaves vector tails: reduce_of(dst, a, b) must equal
+  // dst = a; reduce_into(dst, b) bit for bit, and leave a and b alone.
+  const size_t n = 1037;
+  for_every_type_and_op(
+      n, 12345, [&](DataType t, ReduceOp op, std::vector<uint8_t>& a, std::vector<uint8_t>& b) {
+        std::vector<uint8_t> want = a, got(a.size(), 0xee);
+        const std::vector<uint8_t> a0 = a, b0 = b;
+        reduce_into(want.data(), b.data(), n, t, op);
+        reduce_of(got.data(), a.data(), b.data(), n, t, op);
+        EXPECT_EQ(got, want) << to_string(t) << " " << to_string(op);
+        EXPECT_EQ(a, a0);
+        EXPECT_EQ(b, b0);
+      });
 }
 
 TEST(ReduceTest, ReduceOfMayWriteOverEitherOperand) {
   // In place: reduce_of(a, a, b) and reduce_of(b, a, b) must give the bits of a fresh
-  // reduce_of(dst, a, b) for every type and op (NaNs, ties and wrapping integers included),
-  // with a length that leaves vector and float16 block tails.
+  // reduce_of(dst, a, b) for every type and op, with a length that leaves vector and float16
+  // block tails.
   const size_t n = 1037;
-  const DataType types[] = {DataType::kFloat32,  DataType::kFloat64, DataType::kFloat16,
-                            DataType::kBFloat16, DataType::kInt32,   DataType::kInt64,
-                            DataType::kUint8};
-  const ReduceOp ops[] = {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMin, ReduceOp::kMax,
-                          ReduceOp::kProd};
-  for (DataType t : types) {
-    const size_t bytes = n * type_size(t);
-    std::vector<uint8_t> a(bytes), b(bytes);
-    uint32_t x = 777;
-    for (size_t i = 0; i < bytes; ++i) {
-      x = x * 1103515245u + 12345u;
-      a[i] = static_cast<uint8_t>(x >> 16);
-      b[i] = static_cast<uint8_t>(x >> 8);
-    }
-    for (ReduceOp op : ops) {
-      std::vector<uint8_t> want(bytes), over_a = a, over_b = b;
-      reduce_of(want.data(), a.data(), b.data(), n, t, op);
-      reduce_of(over_a.data(), over_a.data(), b.data(), n, t, op);
-      reduce_of(over_b.data(), a.data(), over_b.data(), n, t, op);
-      EXPECT_EQ(over_a, want) << "dst = a, " << to_string(t) << " " << to_string(op);
-      EXPECT_EQ(over_b, want) << "dst = b, " << to_string(t) << " " << to_string(op);
-    }
-  }
+  for_every_type_and_op(
+      n, 777, [&](DataType t, ReduceOp op, std::vector<uint8_t>& a, std::vector<uint8_t>& b) {
+        std::vector<uint8_t> want(a.size()), over_a = a, over_b = b;
+        reduce_of(want.data(), a.data(), b.data(), n, t, op);
+        reduce_of(over_a.data(), over_a.data(), b.data(), n, t, op);
+        reduce_of(over_b.data(), a.data(), over_b.data(), n, t, op);
+        EXPECT_EQ(over_a, want) << "dst = a, " << to_string(t) << " " << to_string(op);
+        EXPECT_EQ(over_b, want) << "dst = b, " << to_string(t) << " " << to_string(op);
+      });
 }
 
 }  // namespace
