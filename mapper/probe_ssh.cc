@@ -388,33 +388,6 @@ struct Outcome {
 /// The hosts still to probe, each with where its outcome goes.
 using Todo = std::vector<std::pair<const std::string*, Outcome*>>;
 
-/// Probes every host of `todo` with `probe_one`, at most `max_parallel` at once (threads that
-/// take the next host from a shared counter); a failure becomes the host's error.
-void probe_all(const Todo& todo, int max_parallel, const HostProbeFn& probe_one) {
-  std::atomic<std::size_t> next{0};
-  const auto worker = [&] {
-    for (std::size_t i = next++; i < todo.size(); i = next++) {
-      Outcome& o = *todo[i].second;
-      try {
-        o.inventory = probe_one(*todo[i].first);
-      } catch (const ProbeError& e) {
-        o.error = e.what();
-      } catch (const std::exception& e) {
-        o.error = std::string("internal error: ") + e.what() + " (please report this)";
-      }
-      if (o.inventory == std::nullopt && o.error.empty()) o.error = "unknown failure";
-    }
-  };
-  const std::size_t want = std::min<std::size_t>(std::max(max_parallel, 1), todo.size());
-  std::vector<std::jthread> pool;
-  try {
-    while (pool.size() < want)
-      pool.emplace_back(worker);
-  } catch (const std::system_error&) {
-    if (pool.empty()) worker();  // no thread to be had: probe one after the other here
-  }
-}  // joins
-
 /// The reason a probe failed with `e`: its text, unless it is none of the probe's own errors.
 std::string reason_of(const std::exception& e) {
   if (dynamic_cast<const ProbeError*>(&e) != nullptr ||
@@ -434,6 +407,25 @@ void settle(Outcome& o, Work&& work) {
   }
   if (o.inventory == std::nullopt && o.error.empty()) o.error = "unknown failure";
 }
+
+/// Probes every host of `todo` with `probe_one`, at most `max_parallel` at once (threads that
+/// take the next host from a shared counter); a failure becomes the host's error.
+void probe_all(const Todo& todo, int max_parallel, const HostProbeFn& probe_one) {
+  std::atomic<std::size_t> next{0};
+  const auto worker = [&] {
+    for (std::size_t i = next++; i < todo.size(); i = next++) {
+      settle(*todo[i].second, [&] { return probe_one(*todo[i].first); });
+    }
+  };
+  const std::size_t want = std::min<std::size_t>(std::max(max_parallel, 1), todo.size());
+  std::vector<std::jthread> pool;
+  try {
+    while (pool.size() < want)
+      pool.emplace_back(worker);
+  } catch (const std::system_error&) {
+    if (pool.empty()) worker();  // no thread to be had: probe one after the other here
+  }
+}  // joins
 
 // Probing many hosts over ssh without a thread per host in wait (RemoteProber with a
 // connector). At most max_parallel worker threads log in to the next host and start its probe

@@ -13,6 +13,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 
@@ -97,6 +98,25 @@ std::string descriptors_exhausted_now() {
     return "";
   }
   return descriptor_exhaustion(errno);
+}
+
+bool write_some(Channel& channel, std::string& pending, bool* socket_full, std::size_t* wrote) {
+  if (socket_full != nullptr) *socket_full = false;
+  while (!pending.empty()) {
+    if (!channel.flushed()) {
+      if (socket_full != nullptr) *socket_full = true;
+      return true;
+    }
+    const std::uint32_t window = channel.window();
+    if (window == 0) return true;
+    const int n = channel.write(
+        std::string_view(pending).substr(0, std::min<size_t>(pending.size(), window)));
+    if (n < 0) return false;
+    if (n == 0) return true;
+    pending.erase(0, static_cast<size_t>(n));
+    if (wrote != nullptr) *wrote += static_cast<size_t>(n);
+  }
+  return true;
 }
 
 }  // namespace ddl::ssh

@@ -105,6 +105,13 @@ class Channel {
   virtual int fd() { return -1; }
 };
 
+/// Writes from the front of `pending` what `channel`'s remote window and socket take now, never
+/// waiting, and erases it from `pending`: false on an error. `socket_full`, when given, says
+/// whether it stopped because the socket still holds what an earlier write gave it (wait for
+/// POLLOUT on fd()); the bytes it wrote are added to `*wrote`, when given.
+bool write_some(Channel& channel, std::string& pending, bool* socket_full = nullptr,
+                std::size_t* wrote = nullptr);
+
 /// A connected, logged-in session to one host. Used by one thread at a time; destroying it
 /// disconnects (its channels must be destroyed first).
 class Session {

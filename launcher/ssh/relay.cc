@@ -204,18 +204,7 @@ class Relay::Talk {
   }
 
   /// Writes what the remote window takes now; false on an error.
-  bool write_pending() {
-    while (!pending_.empty()) {
-      const uint32_t window = channel_->window();
-      if (window == 0) return true;
-      const int n = channel_->write(
-          std::string_view(pending_).substr(0, std::min<size_t>(pending_.size(), window)));
-      if (n < 0) return false;
-      if (n == 0) return true;
-      pending_.erase(0, static_cast<size_t>(n));
-    }
-    return true;
-  }
+  bool write_pending() { return ddl::ssh::write_some(*channel_, pending_); }
 
   /// Reads what the child sent (stdout: frames; stderr: lines, passed up as notes); false once
   /// its channel has ended.

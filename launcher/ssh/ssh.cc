@@ -1005,23 +1005,9 @@ class SshBackend::Conversation {
   /// last_sent_ is when the last byte went or nothing waited (turn() loses a host that takes
   /// nothing for the heartbeat deadline). False on an error.
   bool write_pending() {
-    socket_full_ = false;
-    bool wrote = false;
-    while (!pending_.empty()) {
-      if (!channel_->flushed()) {
-        socket_full_ = true;
-        break;
-      }
-      const uint32_t window = channel_->window();
-      if (window == 0) break;
-      const size_t len = std::min<size_t>(pending_.size(), window);
-      const int n = channel_->write(std::string_view(pending_).substr(0, len));
-      if (n < 0) return false;
-      if (n == 0) break;
-      pending_.erase(0, static_cast<size_t>(n));
-      wrote = true;
-    }
-    if (wrote || pending_.empty()) last_sent_ = Clock::now();
+    size_t wrote = 0;
+    if (!ddl::ssh::write_some(*channel_, pending_, &socket_full_, &wrote)) return false;
+    if (wrote > 0 || pending_.empty()) last_sent_ = Clock::now();
     return true;
   }
 

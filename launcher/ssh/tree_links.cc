@@ -228,18 +228,7 @@ void TreeLinks::turn(Conn& c) {
 /// Writes what the remote window takes, never waiting (what the socket did not take yet goes
 /// first, Channel::flushed); false on an error.
 bool TreeLinks::write(Conn& c) {
-  ddl::ssh::Channel& ch = *c.kept.channel;
-  if (!ch.flushed()) return true;
-  while (!c.sending.empty()) {
-    const uint32_t window = ch.window();
-    if (window == 0) return true;
-    const int n =
-        ch.write(std::string_view(c.sending).substr(0, std::min<size_t>(c.sending.size(), window)));
-    if (n < 0) return false;
-    if (n == 0) return true;
-    c.sending.erase(0, static_cast<size_t>(n));
-  }
-  return true;
+  return ddl::ssh::write_some(*c.kept.channel, c.sending);
 }
 
 /// Reads what came, without waiting; false once the channel has ended.

@@ -162,18 +162,7 @@ class SubtreeStart {
   }
 
   /// Writes what the remote window takes; false on an error.
-  bool write() {
-    while (!out_.empty()) {
-      const uint32_t window = kept_.channel->window();
-      if (window == 0) return true;
-      const int n = kept_.channel->write(
-          std::string_view(out_).substr(0, std::min<size_t>(out_.size(), window)));
-      if (n < 0) return false;
-      if (n == 0) return true;
-      out_.erase(0, static_cast<size_t>(n));
-    }
-    return true;
-  }
+  bool write() { return ddl::ssh::write_some(*kept_.channel, out_); }
 
   /// Reads what the agent sent; false once its channel has ended.
   bool read() {
