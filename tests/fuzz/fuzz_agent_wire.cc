@@ -1,0 +1,158 @@
+// libFuzzer target for the ssh agent protocol (launcher/ssh/protocol.h, tree.h, job.h): the
+// bytes a broken or hostile host sends ddlrun or an interior agent up its channel, and a
+// parent sends a child down. The first byte picks what reads the rest (its value modulo 4):
+//   0  FrameReader fed in pieces (the next byte sizes the first), as ssh's reads cut them:
+//      every frame taken must encode back (encode_frame) to exactly the bytes it came from,
+//      and a routed frame's payload (T) is read again as frames, as ddlrun and the relay do;
+//   1  a frame payload decoder, picked by the next byte: fence, fence result, abort, modex
+//      request and answer, command output (V), subtree (W); a payload accepted must encode
+//      back to exactly its bytes (a subtree's ssh.max_parallel below 1 reads as 1);
+//   2  decode_job (U, J): a job accepted must encode to bytes that decode and encode again to
+//      the same bytes (its topology travels as text, which reads back in its canonical form);
+//   3  the head's hello and exit payloads, read as ssh.cc reads them (wire::Reader).
+// Only std::runtime_error (comm::TopologyError is one) may escape a decoder; anything else,
+// a crash, a sanitizer report or an allocation over libFuzzer's limit is a bug.
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+#include "launcher/job.h"
+#include "launcher/ssh/protocol.h"
+#include "launcher/ssh/tree.h"
+#include "launcher/wire.h"
+
+namespace {
+
+namespace ssh = ddl::launcher::ssh;
+
+[[noreturn]] void fail(const char* what) {
+  std::fprintf(stderr, "fuzz_agent_wire: %s\n", what);
+  std::abort();
+}
+
+/// Every whole frame of `bytes`, each checked to encode back to its bytes; routed payloads
+/// read again (at most `depth` levels).
+void read_frames(std::string_view bytes, size_t step, int depth) {
+  ssh::FrameReader reader;
+  std::string consumed, taken;
+  size_t at = 0;
+  try {
+    while (at < bytes.size()) {
+      const size_t n = std::min(step, bytes.size() - at);
+      reader.feed(bytes.substr(at, n));
+      consumed.append(bytes.substr(at, n));
+      at += n;
+      step = step * 3 % 1031 + 1;
+      while (std::optional<ssh::Frame> f = reader.next()) {
+        taken += ssh::encode_frame(f->type, f->id, f->payload);
+        if (f->type == ssh::FrameType::kRouted && depth > 0) read_frames(f->payload, 7, depth - 1);
+      }
+    }
+  } catch (const std::runtime_error&) {
+    return;
+  }
+  if (consumed.compare(0, taken.size(), taken) != 0) fail("a frame does not encode back");
+  if (taken + reader.take_rest() != consumed) fail("the reader lost or added bytes");
+}
+
+/// The bytes of a subtree frame as encode() writes them: `in` with its max_parallel field
+/// (after the ssh settings' strings and numbers) at least 1, as decode_subtree reads it.
+std::string normalised_subtree(std::string_view in, const ssh::SubtreeFrame& f) {
+  std::string out(in);
+  const size_t at = 4 + f.ssh.ssh_config.size() + 4 + f.ssh.user.size() + 4 + 4 +
+                    f.ssh.known_hosts.size() + 4 + 4 + 4;
+  std::string one;
+  ddl::launcher::wire::put_u32(one, static_cast<uint32_t>(f.ssh.max_parallel));
+  out.replace(at, 4, one);
+  return out;
+}
+
+void decode_payload(uint8_t which, std::string_view p) {
+  std::string again;
+  try {
+    switch (which % 7) {
+      case 0:
+        again = ssh::encode(ssh::decode_fence(p));
+        break;
+      case 1:
+        again = ssh::encode(ssh::decode_fence_result(p));
+        break;
+      case 2:
+        again = ssh::encode(ssh::decode_abort(p));
+        break;
+      case 3:
+        again = ssh::encode(ssh::decode_modex_request(p));
+        break;
+      case 4:
+        again = ssh::encode(ssh::decode_modex_response(p));
+        break;
+      case 5:
+        again = ssh::encode(ssh::decode_command_output(p));
+        break;
+      default: {
+        const ssh::SubtreeFrame f = ssh::decode_subtree(p);
+        if (f.ssh.max_parallel < 1) fail("a subtree frame with max_parallel below 1");
+        if (ssh::encode(f) != normalised_subtree(p, f)) fail("a subtree does not encode back");
+        return;
+      }
+    }
+  } catch (const std::runtime_error&) {
+    return;
+  }
+  if (again != p) fail("a payload does not encode back to its bytes");
+}
+
+void decode_job(const std::string& bytes) {
+  std::string once;
+  try {
+    once = ddl::launcher::encode_job(ddl::launcher::decode_job(bytes));
+  } catch (const std::runtime_error&) {
+    return;
+  }
+  if (ddl::launcher::encode_job(ddl::launcher::decode_job(once)) != once)
+    fail("a job does not encode, decode and encode to the same bytes");
+}
+
+void head_payloads(std::string_view p) {
+  try {
+    ddl::launcher::wire::Reader hello(p, "hello");
+    hello.str();
+    hello.str();
+    hello.u32();
+    hello.u32();
+  } catch (const std::runtime_error&) {
+  }
+  try {
+    ddl::launcher::wire::Reader exit(p, "exit");
+    exit.i32();
+    exit.i32();
+  } catch (const std::runtime_error&) {
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size < 2) return 0;
+  const std::string_view rest(reinterpret_cast<const char*>(data) + 2, size - 2);
+  switch (data[0] % 4) {
+    case 0:
+      read_frames(rest, data[1] % 64 + 1, 3);
+      break;
+    case 1:
+      decode_payload(data[1], rest);
+      break;
+    case 2:
+      decode_job(std::string(reinterpret_cast<const char*>(data) + 1, size - 1));
+      break;
+    default:
+      head_payloads(std::string_view(reinterpret_cast<const char*>(data) + 1, size - 1));
+      break;
+  }
+  return 0;
+}
