@@ -126,21 +126,38 @@ ModexResponse decode_modex_response(std::string_view payload) {
   return f;
 }
 
+void FrameReader::feed(std::string_view bytes) {
+  buffer_.erase(0, std::exchange(at_, 0));
+  buffer_.append(bytes);
+}
+
+std::string FrameReader::take_rest() {
+  std::string rest = buffer_.substr(at_);
+  buffer_.clear();
+  at_ = 0;
+  return rest;
+}
+
 std::optional<Frame> FrameReader::next() {
-  if (buffer_.size() < 9) return std::nullopt;
-  if (kTypes.find(buffer_[0]) == std::string_view::npos) {
-    const unsigned char c = static_cast<unsigned char>(buffer_[0]);
+  const std::string_view left = std::string_view(buffer_).substr(at_);
+  if (left.size() < 9) return std::nullopt;
+  if (kTypes.find(left[0]) == std::string_view::npos) {
+    const unsigned char c = static_cast<unsigned char>(left[0]);
     throw std::runtime_error("unexpected byte " + std::to_string(c) +
                              " from the agent (is something printing on its stdout, such as a "
                              "login script?)");
   }
-  wire::Reader head(std::string_view(buffer_).substr(1, 8), "frame");
+  wire::Reader head(left.substr(1, 8), "frame");
   const int32_t id = head.i32();
   const uint32_t length = head.u32();
   if (length > kMaxPayload) throw std::runtime_error("a frame from the agent is too large");
-  if (buffer_.size() < 9 + static_cast<size_t>(length)) return std::nullopt;
-  Frame f{static_cast<FrameType>(buffer_[0]), id, buffer_.substr(9, length)};
-  buffer_.erase(0, 9 + static_cast<size_t>(length));
+  if (left.size() < 9 + static_cast<size_t>(length)) return std::nullopt;
+  Frame f{static_cast<FrameType>(left[0]), id, std::string(left.substr(9, length))};
+  at_ += 9 + static_cast<size_t>(length);
+  if (at_ > buffer_.size() / 2) {  // what is dropped pays for moving what is left
+    buffer_.erase(0, at_);
+    at_ = 0;
+  }
   return f;
 }
 

@@ -166,18 +166,22 @@ ModexResponse decode_modex_response(std::string_view payload);
 /// The bytes of one frame.
 std::string encode_frame(FrameType type, int32_t id, std::string_view payload);
 
-/// Collects bytes as they arrive and hands out whole frames.
+/// Collects bytes as they arrive and hands out whole frames. Frames are taken from an offset
+/// into the bytes fed, and the bytes before it dropped at the next feed or once they are over
+/// half of the buffer: a read of many small frames costs time linear in its size, not the
+/// square (each frame moving every byte after it).
 class FrameReader {
  public:
-  void feed(std::string_view bytes) { buffer_.append(bytes); }
+  void feed(std::string_view bytes);
   /// The next whole frame, or nullopt until more bytes come. Throws std::runtime_error on an
   /// unknown type or a frame over 256 MiB (the stream is not the agent's).
   std::optional<Frame> next();
   /// The bytes fed but not yet handed out (the start of the next frame), taken out.
-  std::string take_rest() { return std::exchange(buffer_, {}); }
+  std::string take_rest();
 
  private:
   std::string buffer_;
+  size_t at_ = 0;  ///< where the next frame begins in buffer_
 };
 
 }  // namespace ddl::launcher::ssh

@@ -6,8 +6,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <map>
+#include <optional>
 
 #include "launcher/ssh/protocol.h"
 
@@ -234,6 +236,53 @@ TEST(FrameTest, ForeignBytesSayWhatToCheck) {
     EXPECT_STREQ(e.what(),
                  "unexpected byte 87 from the agent (is something printing on its stdout, such "
                  "as a login script?)");
+  }
+}
+
+// A channel's read of 4 MiB of small frames (a rank that writes a byte at a time, or a hostile
+// host) is taken in time linear in its size: each frame taken used to move every byte after it
+// (466,000 frames, ~1 TB moved), which held ddlrun or the relay for minutes.
+TEST(FrameTest, ManySmallFramesTakeLinearTime) {
+  const std::string one = ssh::encode_frame(ssh::FrameType::kHeartbeat, 0, "");
+  std::string stream;
+  for (size_t i = 0; i < (size_t{4} << 20) / one.size(); ++i)
+    stream += one;
+  ssh::FrameReader r;
+  r.feed(stream + one.substr(0, 5));
+  const auto start = std::chrono::steady_clock::now();
+  size_t frames = 0;
+  while (r.next())
+    ++frames;
+  EXPECT_EQ(frames, stream.size() / one.size());
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  EXPECT_EQ(r.take_rest(), one.substr(0, 5));  // the start of the next frame, as fed
+  EXPECT_FALSE(r.next());
+}
+
+TEST(FrameTest, TheRestIsWhatFollowsTheFramesTaken) {
+  const std::string a = ssh::encode_frame(ssh::FrameType::kStdout, 1, "a");
+  const std::string b = ssh::encode_frame(ssh::FrameType::kStderr, 2, "bb");
+  ssh::FrameReader r;
+  r.feed(a + b + b.substr(0, 4));
+  ASSERT_TRUE(r.next());
+  r.feed(b.substr(4));  // the rest of the second b, fed after a was taken
+  ASSERT_TRUE(r.next());
+  const std::optional<ssh::Frame> f = r.next();
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->payload, "bb");
+  r.feed(a.substr(0, 3));
+  EXPECT_EQ(r.take_rest(), a.substr(0, 3));
+  EXPECT_EQ(r.take_rest(), "");
+}
+
+TEST(FrameTest, ALengthOver256MiBIsRefusedBeforeItsBytes) {
+  ssh::FrameReader r;
+  r.feed(std::string("O\0\0\0\0\x10\0\0\x01", 9));  // 256 MiB + 1, and nothing of it
+  try {
+    r.next();
+    FAIL();
+  } catch (const std::runtime_error& e) {
+    EXPECT_STREQ(e.what(), "a frame from the agent is too large");
   }
 }
 
