@@ -295,6 +295,7 @@ class Relay::Talk {
       if (f->type == FrameType::kDone) done_ = true;
       std::string bytes = encode_frame(f->type, f->id, f->payload);
       if (f->type == FrameType::kRouted || f->type == FrameType::kLost) {
+        check_below(f->id);
         if (!own.empty()) up += route(c_.host.index, own);
         own.clear();
         up += bytes;
@@ -304,6 +305,15 @@ class Relay::Talk {
     }
     if (!own.empty()) up += route(c_.host.index, own);
     if (!up.empty()) send_up(up);
+  }
+
+  /// A routed or lost frame from the child names a host below it, never itself or another
+  /// (which a broken or hostile child could otherwise speak for).
+  void check_below(int host) const {
+    if (host == c_.host.index || !std::binary_search(c_.below.begin(), c_.below.end(), host)) {
+      throw std::runtime_error("a frame for host " + std::to_string(host) +
+                               ", which is not below " + c_.host.name + " in the launch tree");
+    }
   }
 
   /// Up the agent's channel; the time it blocks there is not the child's silence.

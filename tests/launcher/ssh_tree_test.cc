@@ -304,6 +304,37 @@ TEST(Relay, ASilentChildAndAClosedOneAreLost) {
   EXPECT_TRUE(connector.host("c1").stopped_blocking);
 }
 
+// A child that speaks for a host not below it (its sibling c2) or for itself as routed is a
+// protocol error, reported as its loss; nothing it forged goes up.
+TEST(Relay, AChildSpeakingForAHostNotBelowItIsLost) {
+  FakeConnector connector;
+  connector.host("c1").program = [](FakeRemote& r) {
+    r.print(hello_frame("c1"));
+    r.print(ssh::route(2, ssh::encode_frame(FrameType::kDone, 0, {})));
+  };
+  connector.host("c2").program = [](FakeRemote& r) {
+    r.print(hello_frame("c2"));
+    r.print(ssh::encode_frame(FrameType::kLost, 2, "forged"));
+  };
+  Upstream up;
+  ssh::Relay relay(relay_spec(), "c0", up.sink(), connector);
+  relay.start();
+  const std::vector<ssh::Frame> got =
+      up.await([](auto& g) { return has(g, FrameType::kLost, 1) && has(g, FrameType::kLost, 2); });
+  ASSERT_NE(find(got, FrameType::kLost, 1), nullptr);
+  EXPECT_EQ(find(got, FrameType::kLost, 1)->payload,
+            "protocol error: a frame for host 2, which is not below c1 in the launch tree");
+  ASSERT_NE(find(got, FrameType::kLost, 2), nullptr);
+  EXPECT_EQ(find(got, FrameType::kLost, 2)->payload,
+            "protocol error: a frame for host 2, which is not below c2 in the launch tree");
+  for (const ssh::Frame& f : got) {
+    if (f.type != FrameType::kRouted) continue;
+    for (const ssh::Frame& g : frames(f.payload))
+      EXPECT_NE(g.type, FrameType::kDone) << "host " << f.id;
+  }
+  relay.wait();
+}
+
 // --- ddlrun over a 3-level tree --------------------------------------------------------------
 
 /// n1 n2 n3 (indices 0 1 2), a rank each; at width 1 a chain n1 -> n2 -> n3.
