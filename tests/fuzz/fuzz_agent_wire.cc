@@ -9,19 +9,24 @@
 //      back to exactly its bytes (a subtree's ssh.max_parallel below 1 reads as 1);
 //   2  decode_job (U, J): a job accepted must encode to bytes that decode and encode again to
 //      the same bytes (its topology travels as text, which reads back in its canonical form);
-//   3  the head's hello and exit payloads, read as ssh.cc reads them (wire::Reader).
+//   3  ddlrun's PMIx fence combiner (launcher/pmix_server/fence.h) fed hosts' fence frames
+//      (C): records of a host, a clock step and a payload; every result (done or timed out)
+//      may name only hosts that contributed to that fence.
 // Only std::runtime_error (comm::TopologyError is one) may escape a decoder; anything else,
 // a crash, a sanitizer report or an allocation over libFuzzer's limit is a bug.
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 
 #include "launcher/job.h"
+#include "launcher/pmix_server/fence.h"
 #include "launcher/ssh/protocol.h"
 #include "launcher/ssh/tree.h"
 #include "launcher/wire.h"
@@ -118,20 +123,52 @@ void decode_job(const std::string& bytes) {
     fail("a job does not encode, decode and encode to the same bytes");
 }
 
-void head_payloads(std::string_view p) {
-  try {
-    ddl::launcher::wire::Reader hello(p, "hello");
-    hello.str();
-    hello.str();
-    hello.u32();
-    hello.u32();
-  } catch (const std::runtime_error&) {
+/// The job of fences(): ranks 0,1 on host 0, 2 on host 2, 3,4 on host 1; host 3 holds none.
+ddl::comm::Topology fence_job() {
+  ddl::comm::Topology t;
+  t.job_id = "j";
+  t.hosts = {{2, "c", "", {}}, {0, "a", "", {}}, {1, "b", "", {}}, {3, "empty", "", {}}};
+  const int host_of[] = {0, 0, 2, 1, 1};
+  for (int r = 0; r < 5; ++r) {
+    ddl::comm::RankPlacement p;
+    p.rank = r;
+    p.host = host_of[r];
+    t.ranks.push_back(p);
   }
-  try {
-    ddl::launcher::wire::Reader exit(p, "exit");
-    exit.i32();
-    exit.i32();
-  } catch (const std::runtime_error&) {
+  return t;
+}
+
+/// ddlrun's fence combiner fed what hosts sent (C frames, as ssh.cc hands them on): records
+/// of a host byte, a clock step byte and a length-prefixed fence payload; each result must
+/// name only hosts that contributed to it.
+void fences(std::string_view in) {
+  using ddl::launcher::pmix_server::FenceCombiner;
+  FenceCombiner combiner(ddl::launcher::pmix_server::make_layout(fence_job()),
+                         std::chrono::milliseconds(1000));
+  FenceCombiner::Clock::time_point now{};
+  std::set<std::pair<std::string, int>> contributed;
+  auto check = [&](const ddl::launcher::pmix_server::FenceResult& r) {
+    for (int h : r.hosts)
+      if (contributed.count({r.key, h}) == 0) fail("a fence result for a host that never came");
+    if (r.status == 0 && !r.error.empty()) fail("a fence that succeeded with an error");
+    std::erase_if(contributed, [&](const auto& c) { return c.first == r.key; });
+  };
+  while (in.size() >= 4) {
+    const int host = static_cast<uint8_t>(in[0]) % 5;
+    now += std::chrono::milliseconds(static_cast<uint8_t>(in[1]) * 10);
+    const size_t n = std::min<size_t>(static_cast<uint8_t>(in[2]) * 4 + in[3] % 4, in.size() - 4);
+    const std::string_view payload = in.substr(4, n);
+    in.remove_prefix(4 + n);
+    try {
+      ssh::FenceFrame f = ssh::decode_fence(payload);
+      contributed.insert({f.key, host});
+      const std::optional<ddl::launcher::pmix_server::FenceResult> done = combiner.add(
+          host, {f.key, std::move(f.participants), f.timeout_s, std::move(f.data)}, now);
+      if (done) check(*done);
+    } catch (const std::runtime_error&) {
+    }
+    for (const auto& r : combiner.expire(now))
+      check(r);
   }
 }
 
@@ -151,7 +188,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       decode_job(std::string(reinterpret_cast<const char*>(data) + 1, size - 1));
       break;
     default:
-      head_payloads(std::string_view(reinterpret_cast<const char*>(data) + 1, size - 1));
+      fences(std::string_view(reinterpret_cast<const char*>(data) + 1, size - 1));
       break;
   }
   return 0;

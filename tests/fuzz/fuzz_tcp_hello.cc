@@ -18,6 +18,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -68,15 +70,30 @@ int acceptor_port() {
   return port;
 }
 
+/// Waits for `fd` to be readable; false after kWaitMs. libFuzzer's timeout alarm (SIGALRM)
+/// interrupts poll(), which then waits again for the time left.
+bool readable(int fd) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(kWaitMs);
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        until - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return false;
+    pollfd p{fd, POLLIN, 0};
+    const int n = ::poll(&p, 1, static_cast<int>(left.count()));
+    if (n > 0) return true;
+    if (n < 0 && errno != EINTR) return false;
+  }
+}
+
 /// Reads up to `n` bytes before kWaitMs; what came, and whether the peer closed.
 std::string read_some(int fd, size_t n, bool& closed) {
   std::string got;
   closed = false;
   while (got.size() < n) {
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, kWaitMs) <= 0) fail("the acceptor neither answered nor closed in time");
+    if (!readable(fd)) fail("the acceptor neither answered nor closed in time");
     char buf[64];
     const ssize_t k = ::recv(fd, buf, std::min(sizeof buf, n - got.size()), 0);
+    if (k < 0 && errno == EINTR) continue;
     if (k <= 0) {
       closed = true;
       break;
@@ -102,8 +119,10 @@ void send_pieces(int fd, std::string_view bytes) {
   size_t step = 1;
   while (!bytes.empty()) {
     const size_t n = std::min(step, bytes.size());
-    if (::send(fd, bytes.data(), n, MSG_NOSIGNAL) <= 0) return;  // closed by the acceptor
-    bytes.remove_prefix(n);
+    const ssize_t k = ::send(fd, bytes.data(), n, MSG_NOSIGNAL);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return;  // closed by the acceptor
+    bytes.remove_prefix(static_cast<size_t>(k));
     step = step * 5 % 61 + 1;
   }
 }
