@@ -25,8 +25,11 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <string_view>
+#include <thread>
+#include <utility>
 
 #include "base/digest.h"
 #include "comm/bootstrap/bootstrap.h"
@@ -88,15 +91,28 @@ std::string read_to_close(int fd) {
   }
 }
 
+/// A connection to the server, tried again for kWaitMs: connect() may be interrupted (libFuzzer's
+/// alarm), or find no local port free while earlier connections linger in TIME_WAIT.
 int connect_server() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(server_port()));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
-    fail("cannot connect to the server");
-  return fd;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(kWaitMs);
+  for (;;) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(server_port()));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) return fd;
+    const int e = errno;
+    if (fd >= 0) ::close(fd);
+    static bool told = false;
+    if (!std::exchange(told, true))
+      std::fprintf(stderr, "fuzz: connect: %s; trying again\n", std::strerror(e));
+    if (std::chrono::steady_clock::now() >= until) {
+      std::fprintf(stderr, "fuzz: cannot connect to the server: %s\n", std::strerror(e));
+      std::abort();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
 }
 
 /// The server's challenge: its nonce.

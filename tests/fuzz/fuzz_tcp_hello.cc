@@ -24,10 +24,13 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
+#include <utility>
 
 #include "comm/transport/link.h"
 #include "comm/transport/tcp/hello.h"
@@ -103,15 +106,28 @@ std::string read_some(int fd, size_t n, bool& closed) {
   return got;
 }
 
+/// A connection to the acceptor, tried again for kWaitMs: connect() may be interrupted (libFuzzer's
+/// alarm), or find no local port free while earlier connections linger in TIME_WAIT.
 int connect_acceptor() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(acceptor_port()));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
-    fail("cannot connect to the acceptor");
-  return fd;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(kWaitMs);
+  for (;;) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(acceptor_port()));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) return fd;
+    const int e = errno;
+    if (fd >= 0) ::close(fd);
+    static bool told = false;
+    if (!std::exchange(told, true))
+      std::fprintf(stderr, "fuzz: connect: %s; trying again\n", std::strerror(e));
+    if (std::chrono::steady_clock::now() >= until) {
+      std::fprintf(stderr, "fuzz: cannot connect to the acceptor: %s\n", std::strerror(e));
+      std::abort();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
 }
 
 /// Sends `bytes` in pieces of growing size (the acceptor reads what has come each time).
