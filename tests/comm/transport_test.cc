@@ -1,15 +1,22 @@
 // The transports over the real thing: TCP on this host's sockets and shared memory under
 // /dev/shm, between threads and between forked processes; exchange() on top of both.
 
+#include <arpa/inet.h>
 #include <dirent.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <ctime>
 #include <future>
 #include <thread>
 #include <vector>
@@ -378,6 +385,63 @@ TEST(TcpTest, OnlyAWrongTokenMeansTheAcceptorTimesOut) {
                  "rank 0 (test): no connection from the peer within 0.5 s (is it running, with "
                  "this job's token?)");
   }
+}
+
+/// What the process has spent on the CPU, in milliseconds.
+long cpu_ms() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return t.tv_sec * 1000L + t.tv_nsec / 1'000'000L;
+}
+
+/// The child of AcceptorOutOfDescriptorsRestsThenAccepts: 0 when the acceptor rested while
+/// no descriptor was left and challenged the queued connection once one freed.
+int acceptor_out_of_descriptors() {
+  DeviceOptions o;
+  o.rank = 1;
+  o.token = "t";
+  o.bind_address = "127.0.0.1";
+  auto d = make_tcp_device(o);
+  const std::string a = d->address();
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(static_cast<uint16_t>(std::stoi(a.substr(a.rfind(':') + 1))));
+  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  rlimit limit{};
+  getrlimit(RLIMIT_NOFILE, &limit);
+  limit.rlim_cur = 64;
+  if (setrlimit(RLIMIT_NOFILE, &limit) != 0) return 3;
+  std::vector<int> spare;
+  for (int fd; (fd = open("/dev/null", O_RDONLY)) >= 0;)
+    spare.push_back(fd);
+  if (spare.size() < 2) return 6;
+  close(spare.back());
+  const int client = socket(AF_INET, SOCK_STREAM, 0);  // the last descriptor
+  if (client < 0 || connect(client, reinterpret_cast<sockaddr*>(&to), sizeof to) != 0) return 4;
+  const long before = cpu_ms();
+  std::this_thread::sleep_for(1s);  // the connection waits in the queue, the acceptor rests
+  if (cpu_ms() - before > 300) return 1;
+  close(spare.front());  // a descriptor frees: the acceptor takes the connection and challenges it
+  pollfd p{client, POLLIN, 0};
+  char challenge[tcp::kChallengeSize];
+  if (poll(&p, 1, 3000) != 1 || recv(client, challenge, sizeof challenge, MSG_WAITALL) !=
+                                    static_cast<ssize_t>(sizeof challenge))
+    return 2;
+  return tcp::decode_challenge(std::string_view(challenge, sizeof challenge)) ? 0 : 5;
+}
+
+// A rank out of descriptors (a flood of connections, a low ulimit -n) cannot accept a queued
+// connection: its acceptor leaves the listening socket alone for a moment each time (it spun
+// on it, a core at 100%, for as long as no descriptor freed), and takes the connection after.
+TEST(TcpTest, AcceptorOutOfDescriptorsRestsThenAccepts) {
+  const pid_t pid = fork();  // in a child, so that this process keeps its descriptors and limit
+  ASSERT_GE(pid, 0);
+  if (pid == 0) _exit(acceptor_out_of_descriptors());
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0)
+      << "1: the acceptor spun on the CPU, 2: no challenge after a descriptor freed";
 }
 
 TEST(TcpTest, InitiatorTimeoutNamesThePeerAndTheAddress) {

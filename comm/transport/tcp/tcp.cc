@@ -10,6 +10,9 @@
 // The higher rank's device runs one acceptor thread from its creation: it accepts every
 // connection, sends the challenge, checks the answer (5 s at most per connection, many at
 // once), closes the connections that fail it and files the others by the initiator's rank.
+// When accept() finds no descriptor free (a flood of connections, a low ulimit -n) the
+// connection stays queued; the acceptor leaves the listening socket alone for kAcceptPause
+// rather than spin on it, and takes the connection once a descriptor frees.
 // connect() on the higher rank waits on that file for its peer, so connections that arrive
 // for another peer, or before anyone asks, wait for their own connect() call; connect() may be
 // called from several threads. A connection the acceptor closes is seen by the initiator as a
@@ -57,6 +60,8 @@ using tcp::kSocketBuffer;
 constexpr auto kHelloTime = std::chrono::seconds(5);
 /// The most sockets one link may have.
 constexpr int kMaxStreams = 64;
+/// How long the acceptor leaves its listening socket alone once accept() found no descriptor.
+constexpr auto kAcceptPause = std::chrono::milliseconds(100);
 
 using base::errno_text;
 
@@ -129,7 +134,8 @@ class TcpDevice : public Device {
   };
 
   void accept_loop();
-  void accept_new(std::vector<Incoming>& incoming);
+  /// Accepts what waits; false when this process has no descriptor left for it.
+  bool accept_new(std::vector<Incoming>& incoming);
   /// Reads more of `c`'s hello; true when `c` is done with (filed or closed).
   bool read_hello(Incoming& c);
   /// The connections of a link to `peer`, as the initiator.
@@ -230,9 +236,13 @@ TcpDevice::~TcpDevice() {
 void TcpDevice::accept_loop() {
   std::vector<Incoming> incoming;
   std::vector<pollfd> fds;
+  Clock::time_point paused_until{};  // no descriptor left: the listening socket rests
   for (;;) {
-    fds.assign({pollfd{wake_fd_, POLLIN, 0}, pollfd{listen_fd_, POLLIN, 0}});
+    const bool paused = Clock::now() < paused_until;
+    fds.assign({pollfd{wake_fd_, POLLIN, 0},
+                pollfd{listen_fd_, static_cast<short>(paused ? 0 : POLLIN), 0}});
     Clock::time_point next = Clock::now() + std::chrono::seconds(1);
+    if (paused) next = std::min(next, paused_until);
     for (const Incoming& c : incoming) {
       fds.push_back(pollfd{c.fd, POLLIN, 0});
       next = std::min(next, c.deadline);
@@ -252,16 +262,20 @@ void TcpDevice::accept_loop() {
       still.push_back(std::move(c));
     }
     incoming = std::move(still);
-    if (fds[1].revents != 0) accept_new(incoming);
+    if ((fds[1].revents & POLLIN) != 0 && !accept_new(incoming))
+      paused_until = Clock::now() + kAcceptPause;
   }
   for (const Incoming& c : incoming)
     ::close(c.fd);
 }
 
-void TcpDevice::accept_new(std::vector<Incoming>& incoming) {
+bool TcpDevice::accept_new(std::vector<Incoming>& incoming) {
   for (;;) {
     const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-    if (fd < 0) return;  // EAGAIN, or an error of one connection: the next poll() tells
+    // EAGAIN, or an error of one connection: the next poll() tells. Out of descriptors (or
+    // buffers) the connection stays queued and the listening socket readable: the caller
+    // rests it, or poll() would wake at once, again and again.
+    if (fd < 0) return errno != EMFILE && errno != ENFILE && errno != ENOBUFS && errno != ENOMEM;
     Incoming c{fd, {}, "", Clock::now() + kHelloTime};
     try {
       c.nonce = tcp::random_nonce();
