@@ -9,7 +9,8 @@
 // value; once every rank has sent that round, the server answers each with all values (status 0).
 // If the first rank to arrive has waited longer than it said it would, or a rank's connection
 // closes, the server answers everyone waiting with status 1 and a message naming the ranks that are
-// missing, so that no rank hangs and every rank can say who did not come.
+// missing, so that no rank hangs and every rank can say who did not come. A rank that takes no
+// byte of its answer for 5 s (stopped, hung) is cut off, so that it cannot hold the others up.
 // Strangers cannot exhaust the server: before its hello is accepted a connection is read no
 // further than the hello's 46 bytes (a wrong magic is refused at its first byte), and at most
 // kMaxStrangers such connections wait at once (the oldest is closed). Refusals are closed at
@@ -58,6 +59,7 @@ constexpr size_t kHelloSize = 6 + 4 + 4 + 32;
 constexpr uint32_t kMaxValue = 1u << 20;
 constexpr size_t kMaxStrangers = 32;    // connections waiting without an accepted hello
 constexpr int kMaxRefusalReports = 10;  // refused connections reported, then one line more
+constexpr auto kSendStall = 5s;  // a rank that takes no byte of its answer for this long is cut off
 
 void put_u32(std::string& out, uint32_t v) {
   for (int shift = 24; shift >= 0; shift -= 8)
@@ -80,17 +82,25 @@ std::string rank_proof(const std::string& token, std::string_view nonce, uint32_
   return base::bytes(base::hmac_sha256(token, message));
 }
 
-bool write_all(int fd, std::string_view data) {
+/// Writes all of `data`; false when the connection fails, or when `stall` passes without the
+/// peer taking a byte (a peer that stops reading cannot hold the writer up for ever).
+bool write_all(int fd, std::string_view data,
+               std::chrono::milliseconds stall = std::chrono::milliseconds::max()) {
+  Clock::time_point last_taken = Clock::now();
   while (!data.empty()) {
     const ssize_t n = send(fd, data.data(), data.size(), MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && errno == EAGAIN) {
+      const auto left =
+          stall - std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - last_taken);
+      if (left.count() <= 0) return false;
       pollfd p{fd, POLLOUT, 0};
-      poll(&p, 1, 1000);
+      poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), 1000)));
       continue;
     }
     if (n <= 0) return false;
     data.remove_prefix(static_cast<size_t>(n));
+    last_taken = Clock::now();
   }
   return true;
 }
@@ -363,10 +373,16 @@ struct RendezvousServer::State {
     msg += message;
     for (Client& c : clients) {
       if (c.waiting) {
-        write_all(c.fd, msg);
+        answer(c, msg);
         c.waiting = false;
       }
     }
+  }
+
+  /// Sends a rank its answer. One that takes none of it for kSendStall (stopped, hung) is cut
+  /// off (its connection shut: it leaves the rendezvous), so that the others still hear theirs.
+  void answer(const Client& c, const std::string& msg) {
+    if (!write_all(c.fd, msg, kSendStall)) ::shutdown(c.fd, SHUT_RDWR);
   }
 
   std::vector<int> missing() const {
@@ -390,7 +406,7 @@ struct RendezvousServer::State {
     }
     for (int r = 0; r < size; ++r) {
       Client& c = clients[by_rank[r]];
-      write_all(c.fd, msg);
+      answer(c, msg);
       c.waiting = false;
     }
     ++round;

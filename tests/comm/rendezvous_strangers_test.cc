@@ -4,7 +4,9 @@
 // quoting a short printable prefix (a refused rank is told why, without waiting for it to read); a
 // flood of strangers during the ranks' meeting neither keeps them out nor grows the server.
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -18,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/digest.h"
 #include "comm/bootstrap/bootstrap.h"
 #include "tests/lib/dial.h"
 
@@ -169,6 +172,86 @@ TEST(RendezvousStrangersTest, AFloodOfStrangersNeitherKeepsRanksOutNorGrowsTheSe
                           std::to_string(server.port()) + "?)"),
             lines.end());
   EXPECT_LE(lines.size(), 12u) << "the first ten refusals, one line for the rest, the cap's";
+}
+
+void put_u32(std::string& out, uint32_t v) {
+  for (int shift = 24; shift >= 0; shift -= 8)
+    out.push_back(static_cast<char>((v >> shift) & 0xff));
+}
+
+/// Rank `rank` of a job of 2 by hand: a connection that says hello with the right proof and
+/// receives through a small buffer (so that unread answers soon fill what the server can
+/// queue); -1 on failure.
+int hand_rank(int port, const std::string& token, uint32_t rank) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int small = 4096;
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);  // before connect: the window
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  char challenge[22];
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      ::recv(fd, challenge, sizeof challenge, MSG_WAITALL) != 22) {
+    ::close(fd);
+    return -1;
+  }
+  std::string message = "libddl rendezvous rank: " + std::string(challenge + 6, 16);
+  put_u32(message, rank);
+  put_u32(message, 2);
+  std::string hello = "DDLRV2";
+  put_u32(hello, rank);
+  put_u32(hello, 2);
+  hello += base::bytes(base::hmac_sha256(token, message));
+  ::send(fd, hello.data(), hello.size(), MSG_NOSIGNAL);
+  return fd;
+}
+
+/// Whether `fd` ends (end of file or an error) within `limit`, reading all that comes.
+bool ends_within(int fd, std::chrono::milliseconds limit) {
+  std::vector<char> buf(1 << 20);
+  const auto until = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < until) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 50) != 1) continue;
+    const ssize_t n = ::recv(fd, buf.data(), buf.size(), MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN)) return true;
+  }
+  return false;
+}
+
+// A rank that takes none of its answers (stopped, hung) is cut off once the server can queue
+// no more of them and 5 s pass: the other rank still gets its round answered. The server
+// waited for it for ever, and so every rank of the job.
+TEST(RendezvousStrangersTest, ARankThatStopsReadingIsCutOffAndTheOtherAnswered) {
+  const std::string token = "t0k3n";
+  RendezvousServer server(token, 2);
+  const int deaf = hand_rank(server.port(), token, 0);
+  ASSERT_GE(deaf, 0);
+  auto rank1 =
+      make_rendezvous_bootstrap("127.0.0.1:" + std::to_string(server.port()), token, 1, 2, 5s);
+  const std::string value(1u << 20, 'v');
+  bool stalled = false;
+  for (uint32_t round = 0; round < 4 && !stalled; ++round) {
+    std::string msg;
+    put_u32(msg, round);
+    put_u32(msg, 60'000);
+    put_u32(msg, static_cast<uint32_t>(value.size()));
+    ASSERT_EQ(::send(deaf, (msg + value).data(), msg.size() + value.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(msg.size() + value.size()));
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      EXPECT_EQ(rank1->allgather(value, 10s).size(), 2u);
+    } catch (const BootstrapError& e) {
+      FAIL() << "round " << round << ": " << e.what();
+    }
+    const auto took = std::chrono::steady_clock::now() - start;
+    EXPECT_LT(took, 9s) << "round " << round;
+    stalled = took >= 4s;  // the server's queue to the deaf rank was full: it waited 5 s
+  }
+  EXPECT_TRUE(stalled) << "4 rounds of 2 MiB answers never filled the deaf rank's queue";
+  EXPECT_TRUE(ends_within(deaf, 5000ms)) << "the deaf rank was not cut off";
+  ::close(deaf);
 }
 
 }  // namespace
