@@ -16,6 +16,9 @@
 #           names node3 in its --probe-links warnings, then the launch names node3 with the
 #           2 hosts below it and starts no rank; exit 1 in bounded time, nothing left on any
 #           host;
+#   killed1 the same for node1, on the first level (its connection from ddlrun lost): the
+#           launch names node1 once with the hosts below it, logs in to no host again (nor
+#           runs a new agent on node1), starts no rank; exit 1, nothing left on any host;
 #   hung    node10's agent (a leaf) SIGSTOPped once its link agent listens, heartbeat deadline
 #           3 s: its parent finds it silent, ddlrun names node10 in a --probe-links warning
 #           within 30 s; continued, it finds its parent gone and exits: nothing is left.
@@ -195,6 +198,40 @@ grep -Fxq "ddlrun: error: cannot start the job on 1 of 12 hosts:" "$out/killed.e
 grep -q "^rank " "$out/killed" && fail "killed: ranks ran" "$out/killed"
 grep -E "probe-links: node3|node3:" "$out/killed.err" | head -4 | sed 's/^/    /'
 nothing_left killed
+
+echo "== killed1: node1 (first level, logged in to by ddlrun) dies mid-measurement of a job"
+count_logins
+SECONDS=0
+"$ddlrun" --launcher ssh --ssh-config "$NETNS_SSH_CONFIG" --probe-links --probe-links-port 29555 \
+  --tree-width "$width" -H "$hosts" sh -c 'echo "rank $RANK"' </dev/null >"$out/killed1" \
+  2>"$out/killed1.err" &
+job=$!
+killed=0
+for _ in $(seq 600); do
+  if ip netns exec "$(netns_ns 1)" ss -ltnH 'sport = :29555' | grep -q .; then
+    for pid in $(netns_job_procs 1 | awk '/--probe-agent/ { print $1 }'); do kill -9 "$pid"; done
+    killed=1
+    break
+  fi
+  kill -0 "$job" 2>/dev/null || break
+  sleep 0.05
+done
+wait "$job"
+rc=$?
+echo "  killed1: exit $rc ($SECONDS s)"
+((killed)) || fail "killed1: node1's link agent was never seen listening" "$out/killed1.err"
+((rc == 1)) || fail "killed1: exit $rc, not 1" "$out/killed1.err"
+((SECONDS <= 30)) || fail "killed1: took $SECONDS s"
+# Named once, by the launch, with the hosts below it; no host logged in to again (the launch
+# ran no new agent on node1, which would have logged in to its subtree once more); no rank.
+grep -Fxq "ddlrun: error: cannot start the job on 1 of 12 hosts:" "$out/killed1.err" &&
+  grep -Eq "^  node1: the connection to its agent closed; the [0-9]+ hosts below it in the launch tree are lost with it$" \
+    "$out/killed1.err" || fail "killed1: the launch does not name node1 and its subtree" "$out/killed1.err"
+(($(grep -c "^  node" "$out/killed1.err") == 1)) || fail "killed1: not one host named" "$out/killed1.err"
+check_logins killed1
+grep -q "^rank " "$out/killed1" && fail "killed1: ranks ran" "$out/killed1"
+grep -E "^  node1:" "$out/killed1.err" | sed 's/^/    /'
+nothing_left killed1
 
 echo "== hung: node10 (a leaf, below node8) stops mid-measurement (SIGSTOP), heartbeat deadline 3 s"
 SECONDS=0
