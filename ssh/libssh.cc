@@ -22,9 +22,11 @@
 #include <arpa/inet.h>
 #include <libssh/callbacks.h>
 #include <libssh/libssh.h>
+#include <linux/sockios.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -401,11 +403,16 @@ class LibsshChannel final : public Channel {
     if (!flush_now()) return 0;
     const auto size = static_cast<std::uint32_t>(std::min(bytes.size(), kMostPerWrite));
     const int n = ssh_channel_write(channel_.get(), bytes.data(), size);
+    observe();  // what the write handed the socket at once
     return n < 0 ? kError : n;
   }
   bool flushed() override {
     const NonBlocking for_now(session());
     return flush_now();
+  }
+  std::uint64_t moved() override {
+    observe();
+    return moved_;
   }
   int exit_status() override { return ssh_channel_get_exit_status(channel_.get()); }
   std::string exit_signal() override { return signal_; }
@@ -435,7 +442,23 @@ class LibsshChannel final : public Channel {
   ssh_session session() { return ssh_channel_get_session(channel_.get()); }
   /// Sends what the socket takes now of what libssh holds for it (the session non-blocking):
   /// whether nothing is left. A failed session counts as flushed: the next write says it.
-  bool flush_now() { return ssh_blocking_flush(session(), 0) != SSH_AGAIN; }
+  bool flush_now() {
+    observe();  // what the link carried since the last look
+    const bool done = ssh_blocking_flush(session(), 0) != SSH_AGAIN;
+    observe();  // what the flush handed the socket
+    return done;
+  }
+  /// Adds to moved_ how far the socket's send queue (bytes not yet acknowledged by the host)
+  /// changed since the last look: it grows as libssh hands the socket bytes and shrinks as the
+  /// link carries them; a host cut off leaves it as it is. Where the queue cannot be read
+  /// (not a TCP or Unix socket), nothing counts: as before, only what write() takes.
+  void observe() {
+    int queued = 0;
+    const int fd = ssh_get_fd(session());
+    if (fd < 0 || ioctl(fd, SIOCOUTQ, &queued) != 0) return;
+    moved_ += static_cast<std::uint64_t>(queued > queued_ ? queued - queued_ : queued_ - queued);
+    queued_ = queued;
+  }
 
   /// libssh's answer in our terms; SSH_AGAIN is "nothing now".
   static int status(int n) {
@@ -447,6 +470,8 @@ class LibsshChannel final : public Channel {
   }
 
   std::string signal_;
+  int queued_ = 0;                            ///< the socket's send queue at the last observe()
+  std::uint64_t moved_ = 0;                   ///< Channel::moved()
   ssh_channel_callbacks_struct callbacks_{};  // removed from the channel before it is freed
   ChannelPtr channel_;
 };

@@ -119,4 +119,17 @@ bool write_some(Channel& channel, std::string& pending, bool* socket_full, std::
   return true;
 }
 
+bool Outbox::write(Channel& channel) {
+  std::size_t wrote = 0;
+  const bool ok = write_some(channel, bytes_, &socket_full_, &wrote);
+  const std::uint64_t moved = channel.moved();
+  if (wrote > 0 || moved != moved_ || bytes_.empty()) last_progress_ = Clock::now();
+  moved_ = moved;
+  return ok;
+}
+
+bool Outbox::stalled(std::chrono::milliseconds deadline) const {
+  return !bytes_.empty() && Clock::now() - last_progress_ > deadline;
+}
+
 }  // namespace ddl::ssh

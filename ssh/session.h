@@ -95,6 +95,12 @@ class Channel {
   /// Whether the socket has sent everything write() took (trying once more now, without
   /// waiting); false: write() takes nothing until the socket can write again (POLLOUT on fd()).
   virtual bool flushed() { return true; }
+  /// A count that grows whenever bytes that write() took move on towards the host: libssh's
+  /// buffer hands some to the socket, or the socket's queue sends some (the link carries
+  /// them). Unchanged while nothing moves (a host cut off, or one whose side reads nothing),
+  /// so a slow link that drains one write over many seconds still shows progress. Default 0:
+  /// a channel whose flushed() is always true needs none.
+  virtual std::uint64_t moved() { return 0; }
   /// The command's exit status, waiting for it (at most the connect timeout); -1 when it
   /// ended without one (see exit_signal()).
   virtual int exit_status() = 0;
@@ -111,6 +117,37 @@ class Channel {
 /// POLLOUT on fd()); the bytes it wrote are added to `*wrote`, when given.
 bool write_some(Channel& channel, std::string& pending, bool* socket_full = nullptr,
                 std::size_t* wrote = nullptr);
+
+/// Bytes for one channel, written as it takes them (write_some), and when they last made
+/// progress: the ssh launcher loses a host that took none of them for its heartbeat deadline
+/// ("took no data for ..."). Progress is a byte that write() took, a byte that moved on below
+/// it (Channel::moved()), or nothing left to write; time only counts while bytes wait and
+/// nothing moves. Used by one thread.
+class Outbox {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  /// Queues `bytes` after those waiting.
+  void add(std::string_view bytes) { bytes_.append(bytes); }
+  /// Writes from the front what `channel` takes now, never waiting; false on an error.
+  bool write(Channel& channel);
+  /// Bytes wait and none moved for more than `deadline` (since the last progress or excuse()).
+  bool stalled(std::chrono::milliseconds deadline) const;
+  /// The time until now does not count: the caller held the channel up (it was not reading
+  /// what the other side sends, so the other side may have stopped reading too).
+  void excuse() { last_progress_ = Clock::now(); }
+  /// The last write() stopped because the socket still holds an earlier write's bytes: wait
+  /// for POLLOUT on the channel's fd().
+  bool socket_full() const { return socket_full_; }
+  /// How many bytes wait.
+  std::size_t size() const { return bytes_.size(); }
+
+ private:
+  std::string bytes_;
+  bool socket_full_ = false;
+  std::uint64_t moved_ = 0;  ///< Channel::moved() at the last write()
+  Clock::time_point last_progress_ = Clock::now();
+};
 
 /// A connected, logged-in session to one host. Used by one thread at a time; destroying it
 /// disconnects (its channels must be destroyed first).
@@ -159,6 +196,10 @@ class KeptSessions {
     /// What the caller already sent down `channel` for the launcher (the payload of the
     /// launch tree's subtree frame: the hosts below were started through it); empty: nothing.
     std::string subtree{};
+    /// Why the agent that ran on `channel`, and every agent the caller started below it, is
+    /// gone (the caller's words; the channel and session are then null): the launcher fails
+    /// the host with it, logging in to no host again. Empty: nothing was lost.
+    std::string lost{};
   };
   /// Keeps `kept` for `host`, replacing (and closing) one kept before.
   void put(const std::string& host, Kept kept);

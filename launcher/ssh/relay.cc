@@ -1,20 +1,22 @@
 // An interior agent's relay along the launch tree (relay.h, tree.h).
 //
-// How it works: one thread per child (an agent has at most --tree-width of them). Each logs in
-// from this host with ddlrun's ssh settings (the subtree frame's; at most ssh.max_parallel
-// logins at once), runs `ddlrun --agent` there and sends it its own subtree frame, then talks:
-// each turn it writes what is due down (frames routed to that child or below it, and a
-// heartbeat a second) as far as the remote window takes, reads what the child sent and passes
-// it up: the child's own frames wrapped as routed from the child (T), frames already routed
-// (from further down) and lost-host notes (L) unchanged. The child's heartbeats stop here:
-// this agent's own heartbeat speaks for its subtree, and a silent child is this agent's to
-// name. Upward writes block while the channel up is full, and a thread that blocks reads no
-// more from its child, so ssh's window holds the child back in turn (bounded buffers, output
-// back-pressure down the tree); the time spent blocked does not count as the child's silence.
-// A child that fails before its hello is reported as that host's failure (F, routed); after
-// its hello, a child silent for the heartbeat deadline, or whose channel ends before it said
-// done, is reported lost (L). Either way its channel closes, so its agent, and below it every
-// agent of its subtree, loses its parent and stops its ranks (protocol.h).
+// How it works: one thread per child (an agent has at most --tree-width of them). Each logs in from
+// this host with ddlrun's ssh settings (the subtree frame's; at most ssh.max_parallel logins at
+// once), runs `ddlrun --agent` there and sends it its own subtree frame, then talks: each turn it
+// writes what is due down (frames routed to that child or below it, and a heartbeat a second) as
+// far as the remote window and the socket take (the rest waits for the next turn), reads what the
+// child sent and passes it up: the child's own frames wrapped as routed from the child (T), frames
+// already routed (from further down) and lost-host notes (L) unchanged. The child's heartbeats stop
+// here: this agent's own heartbeat speaks for its subtree, and a silent child is this agent's to
+// name. Upward writes block while the channel up is full, and a thread that blocks reads no more
+// from its child, so ssh's window holds the child back in turn (bounded buffers, output
+// back-pressure down the tree); the time spent blocked does not count as the child's silence. A
+// child that fails before its hello is reported as that host's failure (F, routed); after its
+// hello, a child silent for the heartbeat deadline, one that takes none of what waits for it for as
+// long (ssh::Outbox: no byte moves towards it, however slowly; the head's own rule for the first
+// level, "took no data for ..."), or whose channel ends before it said done, is reported lost (L).
+// Either way its channel closes, so its agent, and below it every agent of its subtree, loses its
+// parent and stops its ranks (protocol.h).
 // A child with a command of its own (TreeHost::command: ddlrun's probe travelling the tree)
 // runs that instead of the agent: what it prints up to its line "..." goes up as its output
 // (V, routed from it), and the bytes after that are its agent's frames; a command that ends
@@ -134,6 +136,10 @@ class Relay::Talk {
       return report("no heartbeat for " + base::seconds_text(r_.spec_.heartbeat_timeout) +
                     " (the host is unreachable, or its agent is stopped or hung)");
     }
+    if (stalled_) {
+      session_->stop_blocking();
+      return report(took_no_data_text(r_.spec_.heartbeat_timeout, outbox_.size()) + from());
+    }
     // Done, and then the end of its agent: but an agent leaves after its subtree, so one
     // that did not exit 0 left hosts below it behind.
     if (!r_.gone() && (!done_ || channel_->exit_status() != 0)) report(closed_reason());
@@ -174,7 +180,8 @@ class Relay::Talk {
     mine.ddlrun_address = r_.spec_.ddlrun_address;
     mine.heartbeat_timeout = r_.spec_.heartbeat_timeout;
     mine.children = c_.host.children;
-    pending_ = encode_frame(FrameType::kSubtree, 0, encode(mine));
+    outbox_.add(encode_frame(FrameType::kSubtree, 0, encode(mine)));
+    outbox_.excuse();
     last_heard_ = Clock::now();
     next_beat_ = Clock::now();
     return true;
@@ -185,14 +192,14 @@ class Relay::Talk {
     if (r_.gone()) return false;
     {
       std::lock_guard lock(r_.mutex_);
-      pending_ += c_.down;
+      outbox_.add(c_.down);
       c_.down.clear();
     }
     if (Clock::now() >= next_beat_) {
-      pending_ += encode_frame(FrameType::kHeartbeat, 0, {});
+      outbox_.add(encode_frame(FrameType::kHeartbeat, 0, {}));
       next_beat_ = Clock::now() + kHeartbeatInterval;
     }
-    if (!write_failed_ && !write_pending()) write_failed_ = true;
+    if (!write_failed_ && !outbox_.write(*channel_)) write_failed_ = true;
     const bool open = pump();
     if (prefix_ && (!open || Clock::now() >= prefix_deadline_)) return false;
     forward();
@@ -200,11 +207,12 @@ class Relay::Talk {
       silent_ = true;
       return false;
     }
+    if (hello_ && !write_failed_ && outbox_.stalled(r_.spec_.heartbeat_timeout)) {
+      stalled_ = true;
+      return false;
+    }
     return open;
   }
-
-  /// Writes what the remote window takes now; false on an error.
-  bool write_pending() { return ddl::ssh::write_some(*channel_, pending_); }
 
   /// Reads what the child sent (stdout: frames; stderr: lines, passed up as notes); false once
   /// its channel has ended.
@@ -316,10 +324,13 @@ class Relay::Talk {
     }
   }
 
-  /// Up the agent's channel; the time it blocks there is not the child's silence.
+  /// Up the agent's channel; the time it blocks there is neither the child's silence nor its
+  /// taking no data (we read nothing of it meanwhile, so it may have stopped reading too).
   void send_up(const std::string& frames) {
+    const Clock::time_point start = Clock::now();
     r_.up_(frames);
     last_heard_ = Clock::now();
+    if (last_heard_ - start > std::chrono::milliseconds(kPollMs)) outbox_.excuse();
   }
 
   std::string closed_reason() {
@@ -354,13 +365,15 @@ class Relay::Talk {
   std::unique_ptr<ddl::ssh::Channel> channel_;  ///< destroyed before session_
   std::string command_;
   FrameReader reader_;
-  std::string pending_;   ///< frames the remote window could not take yet
+  /// Frames the remote window or the socket could not take yet, and when they last moved.
+  ddl::ssh::Outbox outbox_;
   std::string err_line_;  ///< the child agent's stderr, up to its next newline
   Clock::time_point last_heard_;
   Clock::time_point next_beat_;
   bool hello_ = false;
   bool done_ = false;
   bool silent_ = false;
+  bool stalled_ = false;  ///< took none of outbox_ for the heartbeat deadline
   bool write_failed_ = false;
   bool prefix_ = false;  ///< its command (TreeHost::command) has not printed its "..." yet
   Clock::time_point prefix_deadline_;

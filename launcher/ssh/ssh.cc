@@ -19,7 +19,9 @@
 // stdin) between reads, never waiting: what the remote window or the socket does not take (a
 // host cut off without a RST fills its socket's buffer) waits in the conversation for POLLOUT,
 // so one host never holds up its talker's others, and a host that takes none of it for the
-// heartbeat deadline is lost ("took no data for 10 s (N bytes wait for it: ...)"). While the
+// heartbeat deadline is lost ("took no data for 10 s (N bytes wait for it: ...)"; ssh::Outbox:
+// only time in which no byte moves counts, so a slow link that drains a write over more than
+// the deadline is not lost; the relay applies the same rule to its children). While the
 // supervisor's event queue is output_full() a conversation does not read its channel (it goes on
 // writing): ssh's window then stops the agent, and the agent stops reading its ranks. Stdin goes in
 // a window (protocol.h: Z) so no side queues more than kStdinWindow of it. A channel that closes
@@ -44,7 +46,9 @@
 // reported after it as "lost with its tree parent X" (the lost host is the job's reason, and a
 // restart keeps the others). When ddlrun's probe already went down the tree (tree_start.h), a
 // first-level session comes with its subtree started: its W is not sent again, and the hosts'
-// hellos wait in the kept channel's bytes. When ddlrun passes the probe's tree
+// hellos wait in the kept channel's bytes; one whose agent --probe-links lost (KeptSessions::
+// Kept::lost) fails that host with the hosts below it, logging in to none of them again. When
+// ddlrun passes the probe's tree
 // (LaunchOptions::probe_tree: a restart's probe that left hosts out) and it holds exactly this
 // launch's hosts, the launch takes that shape, and each host's id in the tree's frames (its route)
 // stays the one the probe's W gave it, while its job frame carries its index in this job, whose
@@ -510,10 +514,12 @@ class SshBackend : public Backend {
   /// the bytes the agent sent after the inventory.
   /// When the probe has also started the hosts below it through that channel (Kept::subtree,
   /// tree_probe.h), those are taken over too when they are the hosts this launch puts there;
-  /// else the kept session is closed (its hosts below stop) and this one logs in again.
+  /// else the kept session is closed (its hosts below stop) and this one logs in again. One
+  /// whose agent was lost since (Kept::lost, --probe-links' tree_links.h) comes back as it is.
   ddl::ssh::KeptSessions::Kept open_session(const HostConn& c) {
     if (options_.ssh.keep_sessions) {
       ddl::ssh::KeptSessions::Kept kept = options_.ssh.keep_sessions->take(c.name);
+      if (!kept.lost.empty()) return kept;  // its agent, and those below, are gone: no login
       const bool alive =
           kept.session && kept.session->connected() && (!kept.channel || kept.channel->open());
       if (alive && (kept.subtree.empty() || started_here(kept.subtree, c))) return kept;
@@ -774,7 +780,7 @@ class SshBackend::Conversation {
   /// supervisor's output is full.
   int fd() { return channel_ ? channel_->fd() : -1; }
   /// Frames wait for the socket to take them: wait for POLLOUT too.
-  bool socket_full() const { return socket_full_; }
+  bool socket_full() const { return outbox_.socket_full(); }
   bool heard() const { return heard_; }
   bool held() const { return held_; }
   /// Not logged in, as ddlrun is stopping: the host, and those below it, failed.
@@ -820,6 +826,11 @@ class SshBackend::Conversation {
       b_.fail(c_, e.what());
       return Step::kEnd;
     }
+    if (!kept.lost.empty()) {  // lost after the probe (--probe-links): so are the hosts below
+      own().lost(ssh::tree_lost_text(kept.lost, static_cast<int>(talks_.size()) - 1));
+      lose_subtree();
+      return Step::kEnd;
+    }
     session_ = std::move(kept.session);
     channel_ = std::move(kept.channel);  // the probe's, its agent running; freed before session_
     reader_.feed(kept.pending);
@@ -839,12 +850,12 @@ class SshBackend::Conversation {
         return Step::kEnd;
       }
     }
-    if (!started_below_) pending_ = c_.subtree_frame;  // the hosts below, for its agent to start
+    if (!started_below_) outbox_.add(c_.subtree_frame);  // the hosts below, for its agent to start
     // Heartbeats: a frame a second down the channel from now on; once the agent said hello,
     // silence from it for the deadline loses the host.
     next_beat_ = Clock::now();
     last_heard_ = Clock::now();
-    last_sent_ = last_heard_;
+    outbox_.excuse();
     return Step::kTalk;
   }
 
@@ -877,8 +888,7 @@ class SshBackend::Conversation {
       silent_ = true;
       return false;
     }
-    if (own().hello() && !write_failed_ &&
-        Clock::now() - last_sent_ > b_.options_.heartbeat_timeout) {
+    if (own().hello() && !write_failed_ && outbox_.stalled(b_.options_.heartbeat_timeout)) {
       stalled_ = true;
       return false;
     }
@@ -987,28 +997,17 @@ class SshBackend::Conversation {
       to_send += t->wrap(ssh::encode_frame(ssh::FrameType::kSignal, SIGKILL, {}));
   }
 
-  /// Queues `frames` and writes what the remote window takes. A write can fail because the
-  /// agent has already finished (its last frames are still to be read): stop writing, and let
-  /// reading decide whether anything was lost.
+  /// Queues `frames` and writes what the remote window and the socket take now, never waiting
+  /// (the rest waits in outbox_, for POLLOUT when the socket is full). A write can fail because
+  /// the agent has already finished (its last frames are still to be read): stop writing, and
+  /// let reading decide whether anything was lost.
   void send(const std::string& frames) {
     if (write_failed_) return;
-    pending_ += frames;
-    if (!write_pending()) {
+    outbox_.add(frames);
+    if (!outbox_.write(*channel_)) {
       write_failed_ = true;
       write_error_ = session_->error();
     }
-  }
-
-  /// Writes what the remote window and the socket take now and keeps the rest for later
-  /// (socket_full_: until poll() says POLLOUT): an agent that reads nothing (stopped, or its
-  /// host cut off) never blocks this thread, nor so the other conversations of its Talker.
-  /// last_sent_ is when the last byte went or nothing waited (turn() loses a host that takes
-  /// nothing for the heartbeat deadline). False on an error.
-  bool write_pending() {
-    size_t wrote = 0;
-    if (!ddl::ssh::write_some(*channel_, pending_, &socket_full_, &wrote)) return false;
-    if (wrote > 0 || pending_.empty()) last_sent_ = Clock::now();
-    return true;
   }
 
   /// Output only while the supervisor has room for it (its events go on meanwhile; held()
@@ -1019,7 +1018,7 @@ class SshBackend::Conversation {
     held_ = own().running() && b_.events_->output_full();
     if (held_) {
       last_heard_ = Clock::now();
-      last_sent_ = last_heard_;  // the window may wait for what we do not read
+      outbox_.excuse();  // the window may wait for what we do not read
     } else {
       open_ = pump();
     }
@@ -1079,20 +1078,15 @@ class SshBackend::Conversation {
                               below),
           below_open);
     } else if (stalled_) {
-      own().lost(ssh::tree_lost_text(stalled_reason(), below), below_open);
+      own().lost(ssh::tree_lost_text(
+                     ssh::took_no_data_text(b_.options_.heartbeat_timeout, outbox_.size()), below),
+                 below_open);
     } else if (!open_ && (own().has_unfinished() || below_open)) {
       own().lost(ssh::tree_lost_text(closed_reason(), below), below_open);
     }
     lose_subtree();
     if (!own().running()) b_.fail(c_, "stopped before the job started");
     return Step::kEnd;
-  }
-
-  /// Why a host that took nothing for the heartbeat deadline is lost.
-  std::string stalled_reason() const {
-    return "took no data for " + seconds_text(b_.options_.heartbeat_timeout) + " (" +
-           std::to_string(pending_.size()) +
-           " bytes wait for it: the host is unreachable, or its agent is stopped or hung)";
   }
 
   /// Why the channel closed before every rank ended.
@@ -1126,14 +1120,16 @@ class SshBackend::Conversation {
   bool started_below_ = false;   ///< the probe started the hosts below through channel_
   bool job_bytes_sent_ = false;  ///< U went down channel_
   ssh::FrameReader reader_;
-  std::string err_line_;      ///< the agent's stderr, up to its next newline
-  std::string pending_;       ///< frames the remote window or the socket could not take yet
-  bool socket_full_ = false;  ///< the socket took nothing the last turn: wait for POLLOUT
+  std::string err_line_;  ///< the agent's stderr, up to its next newline
+  /// Frames the remote window or the socket could not take yet, and when they last moved:
+  /// an agent that reads nothing (stopped, or its host cut off) never blocks this thread, nor
+  /// so the other conversations of its Talker; turn() loses a host that takes nothing for the
+  /// heartbeat deadline, but not one behind a slow link that goes on taking bytes.
+  ddl::ssh::Outbox outbox_;
   bool write_failed_ = false;
   std::string write_error_;
   Clock::time_point next_beat_;
   Clock::time_point last_heard_;
-  Clock::time_point last_sent_;  ///< the last byte written, or nothing waiting (write_pending)
   Clock::time_point stop_deadline_ = Clock::time_point::max();
   bool stopping_ = false;
   bool killed_ = false;

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "base/text.h"
 #include "launcher/ssh/protocol.h"
 #include "launcher/wire.h"
 
@@ -216,6 +217,11 @@ std::string tree_lost_text(const std::string& why, int below) {
   if (below <= 0) return why;
   return why + "; the " + std::to_string(below) + (below == 1 ? " host" : " hosts") +
          " below it in the launch tree " + (below == 1 ? "is" : "are") + " lost with it";
+}
+
+std::string took_no_data_text(std::chrono::milliseconds deadline, std::size_t waiting) {
+  return "took no data for " + base::seconds_text(deadline) + " (" + std::to_string(waiting) +
+         " bytes wait for it: the host is unreachable, or its agent is stopped or hung)";
 }
 
 std::string lost_with_parent_text(const std::string& parent) {

@@ -104,6 +104,10 @@ std::string route(int host, std::string_view frames);
 /// Why a host with `below` hosts under it in the tree was lost: `why`, and, when it has any,
 /// "; the N hosts below it in the launch tree are lost with it".
 std::string tree_lost_text(const std::string& why, int below);
+/// Why a host whose channel took none of the `waiting` bytes for it for the heartbeat deadline
+/// `deadline` (ssh::Outbox::stalled) is lost, as ddlrun and a tree parent say it: "took no data
+/// for 10 s (N bytes wait for it: the host is unreachable, or its agent is stopped or hung)".
+std::string took_no_data_text(std::chrono::milliseconds deadline, std::size_t waiting);
 /// What a host below a lost one is lost with: "lost with its tree parent PARENT".
 std::string lost_with_parent_text(const std::string& parent);
 /// What follows a failure seen by a host's tree parent: " (from PARENT, its parent in the

@@ -11,7 +11,8 @@
 // host lost, found by its tree parent) or a routed F kept and the host and those below it
 // lost, everything else kept, re-encoded, for the launch. A channel that ends, fails, falls
 // silent for the heartbeat deadline or sends what is not a frame loses its whole subtree, and
-// goes back without its channel (the launch starts its agent anew, or finds the host gone).
+// goes back closed, saying why (Kept::lost): the launch fails that host and the hosts below it
+// without logging in to any of them again, as it does for a host lost further down.
 // A caller waits on a host's lines with a condition variable. At the end the link agents,
 // told "end" by the caller, are awaited a second at most, and each session goes back with the
 // kept frames in front of the bytes not yet read.
@@ -324,12 +325,16 @@ void TreeLinks::lose(int host, const std::string& why) {
 void TreeLinks::lose_conn(Conn& c, const std::string& why) {
   c.gone = true;
   lose(c.index, why);
-  // The launch runs its agent again in a new channel of the session, if it still answers,
-  // with nothing of this one's.
+  // The session goes back closed, with why (Kept::lost): the launch names the host with the
+  // hosts below it and logs in to none of them again, as for a host lost further down (whose
+  // L the launch reads in the kept frames). Closing never waits for a host that cannot answer.
   c.keep.clear();
   c.reader.take_rest();
+  c.kept.session->stop_blocking();
   c.kept.channel.reset();
+  c.kept.session.reset();
   c.kept.subtree.clear();
+  c.kept.lost = why;
 }
 
 }  // namespace ddl::launcher::ssh

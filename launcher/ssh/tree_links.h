@@ -78,6 +78,7 @@ class LinkAgentThread {
 /// lost (TreeLinkError "the link agent ended: WHY") when an L names it or a host above it, its
 /// F comes, its first-level session closes, fails or falls silent for the heartbeat deadline,
 /// or its frames cannot be read; the hosts below a lost one are "lost with its tree parent P".
+/// A first-level session so lost goes back closed, with why in Kept::lost.
 class TreeLinks {
  public:
   TreeLinks(ddl::ssh::KeptSessions& sessions, const std::vector<TreeHost>& tree,

@@ -22,6 +22,7 @@
 #include <thread>
 
 #include "ddlrun/probe_tree.h"
+#include "launcher/factory.h"
 #include "launcher/launcher.h"
 #include "launcher/ssh/protocol.h"
 #include "launcher/ssh/tree.h"
@@ -38,6 +39,7 @@ using ssh::FrameType;
 using ssh::TreeHost;
 using std::chrono::milliseconds;
 using Clock = std::chrono::steady_clock;
+using test::chain_job;
 using test::frames;
 using test::hello_frame;
 
@@ -357,13 +359,59 @@ TEST(TreeLinks, GarbageFromTheFirstLevelLosesItsSubtreeAndItsChannel) {
               "the link agent ended: protocol error: unexpected byte 127 from the agent (is "
               "something printing on its stdout, such as a login script?)");
   }
-  // Back without its channel (the launch starts its agent anew) nor anything it sent.
+  // Back closed, saying why (the launch fails n1 with it), without anything it sent.
   const ddl::ssh::KeptSessions::Kept back = k.sessions.take("n1");
-  EXPECT_TRUE(back.session != nullptr);
+  EXPECT_TRUE(back.session == nullptr);
   EXPECT_TRUE(back.channel == nullptr);
   EXPECT_TRUE(back.pending.empty());
   EXPECT_TRUE(back.subtree.empty());
+  EXPECT_EQ(back.lost,
+            "protocol error: unexpected byte 127 from the agent (is something printing on its "
+            "stdout, such as a login script?)");
   EXPECT_TRUE(k.remote->closed());
+  EXPECT_EQ(k.connector.host("n1").sessions_open, 0);
+}
+
+// Issue 26: n1, on the first level, loses its connection mid-measurement. The launch that then
+// takes the tree over names n1 once, with the 2 hosts below it, logs in to no host again (nor
+// runs an agent anew on n1, whose new agent would log in to n2 and n3 again), starts no rank,
+// and leaves no session open.
+TEST(TreeLinks, AFirstLevelLostMidMeasurementFailsTheLaunchWithoutANewLogin) {
+  Kept k;
+  {
+    ssh::TreeLinks tree(k.sessions, kChain, milliseconds(10'000));
+    std::unique_ptr<mapper::LinkChannel> n2 = open(tree, "n2");
+    EXPECT_TRUE(n2->line(milliseconds(3000)).starts_with("ddl-link-agent 2 "));
+    k.remote->end(-1);  // the connection to n1 closes
+    EXPECT_EQ(failure(*n2, milliseconds(5000)),
+              "the link agent ended: lost with its tree parent n1");
+  }
+  LaunchOptions o;
+  o.ddlrun_path = "/x/ddlrun";
+  o.tree_width = 1;
+  o.ssh.command_timeout = milliseconds(2000);
+  o.ssh.keep_sessions =
+      std::shared_ptr<ddl::ssh::KeptSessions>(std::shared_ptr<void>(), &k.sessions);
+  o.probe_tree = kChain;
+  EventQueue events;
+  const std::unique_ptr<Backend> backend = make_ssh_backend(chain_job(), o, k.connector);
+  try {
+    backend->start(events);
+    ADD_FAILURE() << "the job started without n1's agent";
+  } catch (const LaunchError& e) {
+    EXPECT_STREQ(e.what(),
+                 "cannot start the job on 1 of 3 hosts:\n"
+                 "  n1: the connection to its agent closed; the 2 hosts below it in the launch "
+                 "tree are lost with it\n"
+                 "fix them (each must pass 'ssh -o BatchMode=yes HOST ddlrun --version'), or "
+                 "leave them out of the host list");
+  }
+  backend->finish();
+  EXPECT_EQ(k.connector.connected(), std::vector<std::string>{"n1"});  // the probe's login only
+  EXPECT_EQ(k.connector.host("n1").commands.size(), 1u);               // the probe's agent only
+  for (const ssh::Frame& f : frames(k.remote->written()))
+    EXPECT_NE(f.type, FrameType::kJob);
+  EXPECT_EQ(k.connector.host("n1").sessions_open, 0);
 }
 
 TEST(TreeLinks, GarbageRoutedFromBelowLosesThatHostOnly) {

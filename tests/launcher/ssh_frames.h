@@ -1,8 +1,8 @@
 #pragma once
 
 // Helpers shared by the ssh launcher's tests (ssh_backend_test, ssh_tree_test,
-// tree_start_test): an agent's hello as it writes it, the frames in a stream of bytes, and the
-// events a backend pushes until its ranks ended.
+// tree_start_test, tree_links_test): an agent's hello as it writes it, a chain of three hosts'
+// job, the frames in a stream of bytes, and the events a backend pushes until its ranks ended.
 
 #include <chrono>
 #include <optional>
@@ -10,7 +10,10 @@
 #include <utility>
 #include <vector>
 
+#include "comm/mode.h"
+#include "comm/topology.h"
 #include "launcher/backend.h"
+#include "launcher/job.h"
 #include "launcher/ssh/protocol.h"
 #include "launcher/wire.h"
 
@@ -24,6 +27,21 @@ inline std::string hello_frame(const std::string& host) {
   wire::put_u32(hello, 5000);
   wire::put_u32(hello, 5001);
   return ssh::encode_frame(ssh::FrameType::kHello, 0, hello);
+}
+
+/// n1 n2 n3 (indices 0 1 2), a rank each; at --tree-width 1 a chain n1 -> n2 -> n3.
+inline Job chain_job() {
+  Job job;
+  comm::Topology& t = job.topology;
+  t.job_id = "job-1";
+  t.hosts = {{0, "n1", "10.0.0.1", {}}, {1, "n2", "10.0.0.2", {}}, {2, "n3", "10.0.0.3", {}}};
+  for (int r = 0; r < 3; ++r)
+    t.ranks.push_back({r, 0, r, -1, "", "", comm::CpuSet(), "", ""});
+  t.mode = comm::parse_mode("p:1x3");
+  t.rings = comm::default_rings({1, 3});
+  job.argv = {"train"};
+  job.token = "abc";
+  return job;
 }
 
 /// The frames in `bytes`, heartbeats left out.

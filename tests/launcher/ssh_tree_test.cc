@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <regex>
 #include <set>
 #include <thread>
 
@@ -32,6 +33,7 @@ using ddl::ssh::FakeRemote;
 using ssh::FrameType;
 using ssh::TreeHost;
 using std::chrono::milliseconds;
+using test::chain_job;
 using test::events_until;
 using test::frames;
 using test::hello_frame;
@@ -304,6 +306,62 @@ TEST(Relay, ASilentChildAndAClosedOneAreLost) {
   EXPECT_TRUE(connector.host("c1").stopped_blocking);
 }
 
+// Issue 26: the relay's own "took no data" rule, the head's for the first level. Both children
+// beat (never silent). c1's socket takes nothing (its host cut off without a RST): it is lost
+// within the heartbeat deadline in the head's words, from this relay's host, its session
+// closed without waiting. c2's link is slow (48 KiB/s: a 64 KiB write drains in 1.3 s, three
+// times the 0.4 s deadline) but its bytes move: it is not lost, and its 96 KiB arrive whole.
+TEST(Relay, AChildThatTakesNoDataIsLostButOneBehindASlowLinkIsNot) {
+  FakeConnector connector;
+  connector.host("c1").program = [](FakeRemote& r) {
+    r.print(hello_frame("c1"));
+    r.jam(milliseconds(0));
+  };
+  connector.host("c2").program = [](FakeRemote& r) {
+    r.print(hello_frame("c2"));
+    r.throttle(48 << 10);
+  };
+  Upstream up;
+  ssh::Relay relay(relay_spec(), "c0", up.sink(), connector);
+  relay.start();
+  up.await([](auto& g) { return has(g, FrameType::kRouted, 1) && has(g, FrameType::kRouted, 2); });
+  std::vector<std::shared_ptr<FakeRemote>> remotes;  // both ran their agent: hello came up
+  for (const char* h : {"c1", "c2"})
+    remotes.push_back(connector.host(h).remotes.at(0));
+  std::atomic<bool> done{false};
+  std::thread beats([&] {
+    while (!done) {
+      for (auto& r : remotes)
+        r->print(ssh::encode_frame(FrameType::kHeartbeat, 0, {}));
+      std::this_thread::sleep_for(milliseconds(50));
+    }
+  });
+  const std::string bytes = ssh::encode_frame(FrameType::kStdin, 0, std::string(96 << 10, 'x'));
+  EXPECT_TRUE(relay.down(2, bytes));
+  const std::vector<ssh::Frame> got =
+      up.await([](auto& g) { return has(g, FrameType::kLost, 1); }, milliseconds(3000));
+  const bool arrived = [&] {
+    for (int i = 0; i < 400; ++i) {
+      if (remotes[1]->written().find(bytes) != std::string::npos) return true;
+      std::this_thread::sleep_for(milliseconds(10));
+    }
+    return false;
+  }();
+  const std::vector<ssh::Frame> after = up.await([](auto&) { return false; }, milliseconds(100));
+  done = true;
+  beats.join();
+  ASSERT_NE(find(got, FrameType::kLost, 1), nullptr);
+  EXPECT_TRUE(std::regex_match(
+      find(got, FrameType::kLost, 1)->payload,
+      std::regex(
+          R"(took no data for 0\.4 s \([0-9]+ bytes wait for it: the host is unreachable, )"
+          R"(or its agent is stopped or hung\) \(from c0, its parent in the launch tree\))")))
+      << find(got, FrameType::kLost, 1)->payload;
+  EXPECT_TRUE(connector.host("c1").stopped_blocking);
+  EXPECT_TRUE(arrived);
+  EXPECT_FALSE(has(after, FrameType::kLost, 2));
+}
+
 // A child that speaks for a host not below it (its sibling c2) or for itself as routed is a
 // protocol error, reported as its loss; nothing it forged goes up.
 TEST(Relay, AChildSpeakingForAHostNotBelowItIsLost) {
@@ -336,21 +394,6 @@ TEST(Relay, AChildSpeakingForAHostNotBelowItIsLost) {
 }
 
 // --- ddlrun over a 3-level tree --------------------------------------------------------------
-
-/// n1 n2 n3 (indices 0 1 2), a rank each; at width 1 a chain n1 -> n2 -> n3.
-Job chain_job() {
-  Job job;
-  comm::Topology& t = job.topology;
-  t.job_id = "job-1";
-  t.hosts = {{0, "n1", "10.0.0.1", {}}, {1, "n2", "10.0.0.2", {}}, {2, "n3", "10.0.0.3", {}}};
-  for (int r = 0; r < 3; ++r)
-    t.ranks.push_back({r, 0, r, -1, "", "", comm::CpuSet(), "", ""});
-  t.mode = comm::parse_mode("p:1x3");
-  t.rings = comm::default_rings({1, 3});
-  job.argv = {"train"};
-  job.token = "abc";
-  return job;
-}
 
 std::string exit_frame(int rank, int code, int signal = 0) {
   std::string status;
@@ -899,6 +942,58 @@ TEST(SshBackendTree, AHostWhoseSocketTakesNothingStallsNoOtherConversation) {
   EXPECT_NE(failures[0].data.find("bytes wait for it: the host is unreachable"), std::string::npos)
       << failures[0].data;
   EXPECT_TRUE(connector.host("n0").stopped_blocking);
+}
+
+// Issue 26: a slow link is not a host that takes no data. n0's link carries 48 KiB/s, so one
+// 64 KiB write takes 1.3 s to drain, more than twice the 0.5 s heartbeat deadline: while its
+// bytes move n0 is not lost, and rank 0's 100 KiB of stdin and its end arrive whole. (Counting
+// the time until a whole write drained, as before, lost n0 after half a second.)
+TEST(SshBackendTree, AHostBehindASlowLinkThatTakesBytesIsNotLost) {
+  FakeConnector connector;
+  for (const char* h : {"n0", "n1"})
+    connector.host(h).program = RunningAgent{};
+  LaunchOptions o;
+  o.ddlrun_path = "/opt/ddlrun";
+  o.heartbeat_timeout = milliseconds(500);
+  EventQueue events;
+  const std::unique_ptr<Backend> backend = make_ssh_backend(wide_job(2), o, connector);
+  ASSERT_EQ(backend->start(events).size(), 2u);
+  std::vector<std::shared_ptr<FakeRemote>> remotes;
+  for (const char* h : {"n0", "n1"})
+    remotes.push_back(connector.host(h).remotes.at(0));
+  remotes[0]->throttle(48 << 10);
+  std::atomic<bool> done{false};
+  std::thread agents([&] {  // every agent beats
+    while (!done) {
+      for (auto& r : remotes)
+        r->print(ssh::encode_frame(FrameType::kHeartbeat, 0, {}));
+      std::this_thread::sleep_for(milliseconds(50));
+    }
+  });
+  const std::string data(size_t{100} << 10, 's');
+  backend->write_stdin(data);
+  backend->close_stdin();
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<Event> failures;
+  std::string stdin_bytes;
+  bool eof = false;
+  while (!eof && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(8)) {
+    if (std::optional<Event> e = events.pop(std::chrono::steady_clock::now() + milliseconds(50))) {
+      if (e->type == Event::Type::kHostFailure) failures.push_back(*e);
+    }
+    stdin_bytes.clear();
+    for (const ssh::Frame& f : frames(remotes[0]->written())) {
+      if (f.type == FrameType::kStdin) stdin_bytes += f.payload;
+      eof = eof || f.type == FrameType::kStdinEof;
+    }
+  }
+  backend->finish();
+  done = true;
+  agents.join();
+  EXPECT_TRUE(failures.empty()) << failures.front().data;
+  EXPECT_TRUE(eof);
+  EXPECT_EQ(stdin_bytes.size(), data.size());
+  EXPECT_TRUE(stdin_bytes == data);  // in order (not printed: 100 KiB)
 }
 
 TEST(SshBackendTree, StdinAndSignalsGoDownToRoutedHosts) {

@@ -16,6 +16,9 @@
 #           names node3 in its --probe-links warnings, then the launch names node3 with the
 #           2 hosts below it and starts no rank; exit 1 in bounded time, nothing left on any
 #           host;
+#   killed1 the same for node1, on the first level (its connection from ddlrun lost): the
+#           launch names node1 once with the hosts below it, logs in to no host again (nor
+#           runs a new agent on node1), starts no rank; exit 1, nothing left on any host;
 #   hung    node10's agent (a leaf) SIGSTOPped once its link agent listens, heartbeat deadline
 #           3 s: its parent finds it silent, ddlrun names node10 in a --probe-links warning
 #           within 30 s; continued, it finds its parent gone and exits: nothing is left.
@@ -160,30 +163,44 @@ diff <(grep -A1 -- "--probe-links" "$out/nolisten_flat.err") \
   fail "nolisten: the tree's warning is not the flat one's" "$out/nolisten.diff"
 nothing_left nolisten
 
-echo "== killed: node3 (interior, below node1) dies mid-measurement of a job"
-SECONDS=0
-"$ddlrun" --launcher ssh --ssh-config "$NETNS_SSH_CONFIG" --probe-links --probe-links-port 29555 \
-  --tree-width "$width" -H "$hosts" sh -c 'echo "rank $RANK"' </dev/null >"$out/killed" \
-  2>"$out/killed.err" &
-job=$!
-killed=0
-for _ in $(seq 600); do
-  if ip netns exec "$(netns_ns 3)" ss -ltnH 'sport = :29555' | grep -q .; then
-    # its link agent runs inside its agent: no command of its own, no token on a command line
-    netns_job_procs 3 | grep -q -- "--link-agent" && fail "killed: node3 runs a --link-agent command"
-    for pid in $(netns_job_procs 3 | awk '/--probe-agent/ { print $1 }'); do kill -9 "$pid"; done
+# listening K JOB: waits (30 s at most) until node K's link agent listens on port 29555; false
+# when the job JOB ended first or it never did.
+listening() {
+  for _ in $(seq 600); do
+    ip netns exec "$(netns_ns "$1")" ss -ltnH 'sport = :29555' | grep -q . && return 0
+    kill -0 "$2" 2>/dev/null || return 1
+    sleep 0.05
+  done
+  return 1
+}
+
+# kill_mid_measurement NAME K: a job with --probe-links at --tree-width 2, node K's agent
+# SIGKILLed once its link agent listens (inside the agent's process: no `ddlrun --link-agent`
+# command runs there, so no token on a command line); the job must exit 1 within 30 s, naming
+# node K in $out/NAME.err and starting no rank.
+kill_mid_measurement() {
+  local name=$1 k=$2 killed=0 job rc pid
+  SECONDS=0
+  "$ddlrun" --launcher ssh --ssh-config "$NETNS_SSH_CONFIG" --probe-links --probe-links-port 29555 \
+    --tree-width "$width" -H "$hosts" sh -c 'echo "rank $RANK"' </dev/null >"$out/$name" \
+    2>"$out/$name.err" &
+  job=$!
+  if listening "$k" "$job"; then
+    netns_job_procs "$k" | grep -q -- "--link-agent" && fail "$name: node$k runs a --link-agent command"
+    for pid in $(netns_job_procs "$k" | awk '/--probe-agent/ { print $1 }'); do kill -9 "$pid"; done
     killed=1
-    break
   fi
-  kill -0 "$job" 2>/dev/null || break
-  sleep 0.05
-done
-wait "$job"
-rc=$?
-echo "  killed: exit $rc ($SECONDS s)"
-((killed)) || fail "killed: node3's link agent was never seen listening" "$out/killed.err"
-((rc == 1)) || fail "killed: exit $rc, not 1" "$out/killed.err"
-((SECONDS <= 30)) || fail "killed: took $SECONDS s"
+  wait "$job"
+  rc=$?
+  echo "  $name: exit $rc ($SECONDS s)"
+  ((killed)) || fail "$name: node$k's link agent was never seen listening" "$out/$name.err"
+  ((rc == 1)) || fail "$name: exit $rc, not 1" "$out/$name.err"
+  ((SECONDS <= 30)) || fail "$name: took $SECONDS s"
+  grep -q "^rank " "$out/$name" && fail "$name: ranks ran" "$out/$name"
+}
+
+echo "== killed: node3 (interior, below node1) dies mid-measurement of a job"
+kill_mid_measurement killed 3
 grep -E "^ddlrun: warning: --probe-links: " "$out/killed.err" | grep -q "node3" ||
   grep -A12 "^ddlrun: warning: --probe-links: cannot start the link agent" "$out/killed.err" |
   grep -q "^  node3: the link agent ended" ||
@@ -192,9 +209,21 @@ grep -E "^ddlrun: warning: --probe-links: " "$out/killed.err" | grep -q "node3" 
 grep -Fxq "ddlrun: error: cannot start the job on 1 of 12 hosts:" "$out/killed.err" &&
   grep -Eq "^  node3: .* \(from node1, its parent in the launch tree\); the 2 hosts below it in the launch tree are lost with it$" \
     "$out/killed.err" || fail "killed: the launch does not name node3 and its subtree" "$out/killed.err"
-grep -q "^rank " "$out/killed" && fail "killed: ranks ran" "$out/killed"
 grep -E "probe-links: node3|node3:" "$out/killed.err" | head -4 | sed 's/^/    /'
 nothing_left killed
+
+echo "== killed1: node1 (first level, logged in to by ddlrun) dies mid-measurement of a job"
+count_logins
+kill_mid_measurement killed1 1
+# Named once, by the launch, with the hosts below it; no host logged in to again (the launch
+# ran no new agent on node1, which would have logged in to its subtree once more).
+grep -Fxq "ddlrun: error: cannot start the job on 1 of 12 hosts:" "$out/killed1.err" &&
+  grep -Eq "^  node1: the connection to its agent closed; the [0-9]+ hosts below it in the launch tree are lost with it$" \
+    "$out/killed1.err" || fail "killed1: the launch does not name node1 and its subtree" "$out/killed1.err"
+(($(grep -c "^  node" "$out/killed1.err") == 1)) || fail "killed1: not one host named" "$out/killed1.err"
+check_logins killed1
+grep -E "^  node1:" "$out/killed1.err" | sed 's/^/    /'
+nothing_left killed1
 
 echo "== hung: node10 (a leaf, below node8) stops mid-measurement (SIGSTOP), heartbeat deadline 3 s"
 SECONDS=0
@@ -203,15 +232,10 @@ SECONDS=0
   >"$out/hung" 2>"$out/hung.err" &
 job=$!
 stopped=()
-for _ in $(seq 600); do
-  if ip netns exec "$(netns_ns 10)" ss -ltnH 'sport = :29555' | grep -q .; then
-    stopped=($(netns_job_procs 10 | awk '/--probe-agent/ { print $1 }'))
-    for pid in "${stopped[@]}"; do kill -STOP "$pid"; done
-    break
-  fi
-  kill -0 "$job" 2>/dev/null || break
-  sleep 0.05
-done
+if listening 10 "$job"; then
+  stopped=($(netns_job_procs 10 | awk '/--probe-agent/ { print $1 }'))
+  for pid in "${stopped[@]}"; do kill -STOP "$pid"; done
+fi
 wait "$job"
 rc=$?
 echo "  hung: exit $rc ($SECONDS s)"

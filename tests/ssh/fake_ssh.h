@@ -61,6 +61,15 @@ class FakeRemote {
     jammed_ = true;
     jam_block_ = block;
   }
+  /// From now on the link to it carries `bytes_per_second`, as a slow link does: write()
+  /// takes at most 64 KiB (as libssh's), and only once the socket's queue sent all of the last
+  /// write (flushed() is false until then); the queue drains at that rate, the remote command
+  /// gets the bytes as they arrive, and moved() counts them.
+  void throttle(std::uint64_t bytes_per_second) {
+    std::lock_guard lock(mutex_);
+    rate_ = bytes_per_second;
+    drained_at_ = std::chrono::steady_clock::now();
+  }
   /// Sets the remote window (how much write() takes at once).
   void set_window(std::uint32_t window) {
     std::lock_guard lock(mutex_);
@@ -96,6 +105,10 @@ class FakeRemote {
   bool jammed_ = false;
   std::chrono::milliseconds jam_block_{0};
   std::uint32_t window_ = 1 << 20;
+  std::uint64_t rate_ = 0;  ///< throttle(); 0: the link carries everything at once
+  std::string queue_;       ///< written, not yet carried (throttle)
+  std::chrono::steady_clock::time_point drained_at_;
+  std::uint64_t moved_ = 0;  ///< bytes the throttled link carried
   OnWrite on_write_;
   std::string written_;
   bool closed_ = false;
@@ -141,7 +154,8 @@ class FakeChannel final : public Channel {
   int write(std::string_view bytes) override {
     std::chrono::milliseconds block{0};
     {
-      std::lock_guard lock(remote_->mutex_);
+      std::unique_lock lock(remote_->mutex_);
+      if (remote_->rate_ > 0) return write_throttled(bytes, lock);
       if (remote_->jammed_) block = remote_->jam_block_;
     }
     std::this_thread::sleep_for(block);
@@ -156,8 +170,17 @@ class FakeChannel final : public Channel {
     return static_cast<int>(bytes.size());
   }
   bool flushed() override {
-    std::lock_guard lock(remote_->mutex_);
+    std::unique_lock lock(remote_->mutex_);
+    if (remote_->rate_ > 0) {
+      deliver(drain(), lock);
+      return remote_->queue_.empty();
+    }
     return !remote_->jammed_;
+  }
+  std::uint64_t moved() override {
+    std::unique_lock lock(remote_->mutex_);
+    deliver(drain(), lock);
+    return remote_->moved_;
   }
   int exit_status() override {
     std::lock_guard lock(remote_->mutex_);
@@ -169,6 +192,45 @@ class FakeChannel final : public Channel {
   }
 
  private:
+  /// A throttled link's write(): nothing while its queue holds bytes, else 64 KiB at most.
+  int write_throttled(std::string_view bytes, std::unique_lock<std::mutex>& lock) {
+    deliver(drain(), lock);
+    if (!remote_->queue_.empty()) return 0;
+    if (remote_->fail_writes_) return kError;
+    const std::size_t n = std::min<std::size_t>(bytes.size(), std::size_t{64} << 10);
+    remote_->queue_.append(bytes.substr(0, n));
+    remote_->drained_at_ = std::chrono::steady_clock::now();
+    return static_cast<int>(n);
+  }
+  /// What the throttled link carried since the last look, taken off its queue (under the lock).
+  std::string drain() {
+    const auto now = std::chrono::steady_clock::now();
+    FakeRemote& r = *remote_;
+    if (r.rate_ == 0 || r.queue_.empty()) {
+      r.drained_at_ = now;
+      return {};
+    }
+    const double seconds = std::chrono::duration<double>(now - r.drained_at_).count();
+    const auto n =
+        std::min<std::size_t>(r.queue_.size(), static_cast<std::size_t>(seconds * r.rate_));
+    if (n == 0) return {};
+    std::string carried = r.queue_.substr(0, n);
+    r.queue_.erase(0, n);
+    r.moved_ += n;
+    r.drained_at_ += std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+        std::chrono::duration<double>(static_cast<double>(n) / r.rate_));
+    r.written_.append(carried);
+    return carried;
+  }
+  /// The remote command reacts to `bytes` that arrived, outside the lock.
+  void deliver(const std::string& bytes, std::unique_lock<std::mutex>& lock) {
+    if (bytes.empty() || !remote_->on_write_) return;
+    FakeRemote::OnWrite react = remote_->on_write_;
+    lock.unlock();
+    react(*remote_, bytes);
+    lock.lock();
+  }
+
   std::shared_ptr<FakeRemote> remote_;
 };
 

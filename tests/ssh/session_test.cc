@@ -147,6 +147,44 @@ TEST(KeptSessions, TheKeepAliveThreadTakesNoSignal) {
 }
 
 // The double itself: what the units' tests rely on.
+// The "took no data" rule's clock (issue 26): it runs only while bytes wait and none moves.
+// A jammed channel (a host cut off) stalls after the deadline; a throttled one (a slow link,
+// each 64 KiB write taking 8x the deadline to drain) never does while its bytes move; excuse()
+// restarts the clock; nothing waiting is never a stall.
+TEST(Outbox, StallsOnlyWhileBytesWaitAndNoneMoves) {
+  const std::chrono::milliseconds deadline(100);
+  const auto remote = [](const char* name) { return std::make_shared<FakeRemote>(name); };
+  std::shared_ptr<FakeRemote> cut = remote("cut");
+  std::shared_ptr<FakeRemote> slow = remote("slow");
+  FakeChannel cut_channel(cut);
+  FakeChannel slow_channel(slow);
+  Outbox to_cut;
+  Outbox to_slow;
+  EXPECT_TRUE(to_cut.write(cut_channel));
+  std::this_thread::sleep_for(2 * deadline);
+  EXPECT_FALSE(to_cut.stalled(deadline));  // nothing waits
+  cut->jam(std::chrono::milliseconds(0));
+  slow->throttle(80 << 10);  // 64 KiB in 800 ms
+  to_cut.add(std::string(1000, 'c'));
+  to_slow.add(std::string(100 << 10, 's'));
+  const auto start = std::chrono::steady_clock::now();
+  bool slow_stalled = false;
+  while (std::chrono::steady_clock::now() - start < std::chrono::milliseconds(600)) {
+    EXPECT_TRUE(to_cut.write(cut_channel));
+    EXPECT_TRUE(to_slow.write(slow_channel));
+    slow_stalled = slow_stalled || to_slow.stalled(deadline);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_TRUE(to_cut.stalled(deadline));
+  EXPECT_EQ(to_cut.size(), 1000u);
+  EXPECT_TRUE(to_cut.socket_full());
+  EXPECT_FALSE(slow_stalled);
+  EXPECT_GT(slow->written().size(), 0u);
+  EXPECT_GT(to_slow.size(), 0u);  // still draining its first 64 KiB
+  to_cut.excuse();
+  EXPECT_FALSE(to_cut.stalled(deadline));
+}
+
 TEST(FakeSsh, RefusesExecFailsAndRecords) {
   FakeConnector connector;
   connector.host("down").refuse = "connection refused (10.0.0.9:22)";
