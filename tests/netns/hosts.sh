@@ -143,6 +143,16 @@ netns_job_procs() {
   done
 }
 
+# netns_session: what a test on these hosts starts from, after netns_up: no ssh agent (only
+# the key the ssh config names), HOME and XDG_CACHE_HOME fresh under NETNS_DIR (no user ssh
+# config, keys or probe cache), and the directory out (NETNS_DIR/out) for the test's files.
+netns_session() {
+  unset SSH_AUTH_SOCK
+  export HOME="$NETNS_DIR/home" XDG_CACHE_HOME="$NETNS_DIR/cache"
+  out="$NETNS_DIR/out"
+  mkdir -p "$HOME" "$out"
+}
+
 # netns_job_procs_of K...: netns_job_procs of every host K given, as "K pid args" lines, with one
 # look at every process for them all (netns_job_procs looks at every process once per host:
 # seconds for 64 hosts).

@@ -27,11 +27,7 @@ loop=$(realpath "$2")
 # shellcheck source=SCRIPTDIR/hosts.sh
 source "$(dirname "$0")/hosts.sh"
 netns_up 3 || exit $?
-unset SSH_AUTH_SOCK
-export HOME="$NETNS_DIR/home"
-mkdir -p "$HOME"
-out="$NETNS_DIR/out"
-mkdir -p "$out"
+netns_session
 fails=0
 deadline=4
 common=(--launcher ssh --no-probe --ssh-config "$NETNS_SSH_CONFIG" --tag-output rank

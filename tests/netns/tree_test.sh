@@ -62,11 +62,7 @@ now_ms() { echo $(($(date +%s%N) / 1000000)); }
 t0=$(now_ms)
 netns_up "$n" || exit $?
 echo "  netns_up $n hosts: $(($(now_ms) - t0)) ms"
-unset SSH_AUTH_SOCK
-export HOME="$NETNS_DIR/home" XDG_CACHE_HOME="$NETNS_DIR/cache"
-mkdir -p "$HOME"
-out="$NETNS_DIR/out"
-mkdir -p "$out"
+netns_session
 hosts=$(IFS=,; echo "${NETNS_HOSTS[*]}")
 all_hosts=()
 for ((k = 1; k <= n; k++)); do all_hosts+=("$k"); done
