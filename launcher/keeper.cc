@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -35,6 +36,8 @@ constexpr const char* kKeeperVariable = "DDLRUN_KEEPER=1";
 /// What a keeper says first; a program that does not say it in time is not one (and is killed).
 constexpr char kKeeperHello = 'K';
 constexpr int kKeeperHelloMs = 2000;
+/// The keeper's own small program, looked for beside ddlrun (launcher/keeper_main.cc).
+constexpr const char* kKeeperProgram = "ddlrun-keeper";
 
 std::mutex g_mutex;
 std::string g_program;  // empty: not armed
@@ -59,16 +62,30 @@ void expect_hello(pid_t pid, int fd) {
   g_failed = true;
 }
 
-/// Starts `g_program --keeper` (g_mutex held). Only async-signal-safe calls between fork and
-/// exec: this process has threads. Its hello is awaited on a thread (expect_hello), not here:
-/// the requests queue in the socket meanwhile, and a launch does not wait for a second ddlrun
-/// to load its libraries.
+/// What runs the keeper: kKeeperProgram beside g_program when it is there (a keeper starts
+/// for ddlrun and for every agent, and loading all of ddlrun's libraries cost as much CPU as
+/// the keeper's own work), else `g_program --keeper`.
+std::vector<std::string> keeper_command() {
+  const size_t slash = g_program.rfind('/');
+  const std::string beside =
+      (slash == std::string::npos ? "" : g_program.substr(0, slash + 1)) + kKeeperProgram;
+  if (slash != std::string::npos && access(beside.c_str(), X_OK) == 0) return {beside};
+  return {g_program, "--keeper"};
+}
+
+/// Starts the keeper (keeper_command; g_mutex held). Only async-signal-safe calls between fork
+/// and exec: this process has threads. Its hello is awaited on a thread (expect_hello), not
+/// here: the requests queue in the socket meanwhile, and a launch does not wait for it to load.
 bool start_keeper() {
   if (const char* k = std::getenv("DDLRUN_KEEPER"); k != nullptr && *k != '\0') return false;
   int fds[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) return false;
   const int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
-  const char* argv[] = {g_program.c_str(), "--keeper", nullptr};
+  const std::vector<std::string> command = keeper_command();
+  std::vector<const char*> argv;
+  for (const std::string& word : command)
+    argv.push_back(word.c_str());
+  argv.push_back(nullptr);
   std::vector<char*> envp;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e)
     envp.push_back(*e);
@@ -79,7 +96,7 @@ bool start_keeper() {
     setpgid(0, 0);  // out of reach of the terminal's and ddlrun's group signals
     if (dup2(fds[1], 0) < 0 || (null_fd >= 0 && (dup2(null_fd, 1) < 0 || dup2(null_fd, 2) < 0)))
       _exit(127);
-    execve(argv[0], const_cast<char* const*>(argv), envp.data());
+    execve(argv[0], const_cast<char* const*>(argv.data()), envp.data());
     _exit(127);
   }
   close(fds[1]);
@@ -116,32 +133,32 @@ void request(char kind, std::string_view what) {
 }
 
 /// The NUL-separated environment of process `pid` holds every entry of one of the markers
-/// (tab-separated "NAME=value" entries); false when unreadable.
+/// (tab-separated "NAME=value" entries); false when unreadable. Searches the bytes as they are
+/// (each entry between NULs): a sweep reads every process's environment.
 bool has_entry(const std::string& pid, const std::set<std::string>& markers) {
   const int fd = open(("/proc/" + pid + "/environ").c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
-  std::string env;
+  std::string env(1, '\0');  // so that the first entry, too, follows a NUL
   char buf[65536];
   ssize_t n;
   while ((n = read(fd, buf, sizeof buf)) > 0)
     env.append(buf, static_cast<size_t>(n));
   close(fd);
-  const auto split = [](const std::string& s, char sep) {
-    std::set<std::string> parts;
-    size_t start = 0;
-    while (start < s.size()) {
-      size_t end = s.find(sep, start);
-      if (end == std::string::npos) end = s.size();
-      parts.insert(s.substr(start, end - start));
-      start = end + 1;
-    }
-    return parts;
+  if (env.back() != '\0') env.push_back('\0');
+  std::string needle;
+  const auto holds = [&](std::string_view entry) {
+    needle.assign(1, '\0');
+    needle.append(entry);
+    needle.push_back('\0');
+    return env.find(needle) != std::string::npos;
   };
-  const std::set<std::string> entries = split(env, '\0');
-  for (const std::string& m : markers) {
+  for (const std::string_view m : markers) {
     bool all = true;
-    for (const std::string& e : split(m, '\t'))
-      all = all && entries.count(e) != 0;
+    for (size_t from = 0; all && from <= m.size();) {
+      const size_t tab = std::min(m.find('\t', from), m.size());
+      all = holds(m.substr(from, tab - from));
+      from = tab + 1;
+    }
     if (all) return true;
   }
   return false;
@@ -282,10 +299,12 @@ int remove_stale_dirs() {
 }
 
 void run_keeper(int fd) {
-  [[maybe_unused]] const ssize_t said = write(fd, &kKeeperHello, 1);
+  // SIGPIPE first: a parent that died before the hello (killed as it started the keeper) is
+  // exactly what the keeper is for.
+  signal(SIGPIPE, SIG_IGN);
   signal(SIGINT, SIG_IGN);
   signal(SIGHUP, SIG_IGN);
-  signal(SIGPIPE, SIG_IGN);
+  [[maybe_unused]] const ssize_t said = write(fd, &kKeeperHello, 1);
   std::set<int> groups;
   std::set<std::string> markers;
   std::vector<std::string> dirs;
@@ -307,9 +326,11 @@ void run_keeper(int fd) {
       if (line[0] == 'd') dirs.push_back(arg);
     }
   }
-  // Our parent has ended. What it started goes first, then its files.
-  for (int round = 0; round < 3; ++round) {
-    if (sweep(groups, markers) == 0 && round > 0) break;
+  // Our parent has ended. What it started goes first, then its files. A round that signals
+  // nothing ends the sweeps: no process of the job was left to start another (after a clean
+  // end, the usual case, one pass over /proc).
+  for (int round = 0; round < 3 && !(groups.empty() && markers.empty()); ++round) {
+    if (sweep(groups, markers) == 0) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   for (const std::string& d : dirs) {

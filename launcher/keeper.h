@@ -5,7 +5,8 @@
 namespace ddl::launcher {
 
 // The keeper: what ddlrun (or an agent) leaves behind when it dies without cleaning up, such
-// as under SIGKILL, is removed by a small process of its own, `ddlrun --keeper`. The kernel
+// as under SIGKILL, is removed by a small process of its own: `ddlrun-keeper` where it lies
+// beside ddlrun (keeper_main.cc: it loads libc alone), else `ddlrun --keeper`. The kernel
 // kills the ranks themselves (PR_SET_PDEATHSIG), but not what they started, nor does it remove
 // temporary directories.
 //
@@ -15,8 +16,9 @@ namespace ddl::launcher {
 // collects requests until the pipe reaches EOF, which happens when this process ends however it
 // ends; then it SIGKILLs every process group it was given, then every process whose
 // environment holds a marker it was given (the job's token, which a rank's children inherit
-// even when they leave its process group), three times 100 ms apart to catch forks in flight,
-// then removes the directories and exits. After a clean exit there is nothing left to do.
+// even when they leave its process group), again 100 ms later while a pass found any (to catch
+// forks in flight; at most three passes), then removes the directories and exits. After a
+// clean exit one pass over /proc finds nothing left to do.
 // Unprivileged: it only signals what the same user may signal.
 
 /// Arms the keeper for this process: `program` is ddlrun's absolute path (it is run as

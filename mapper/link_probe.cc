@@ -296,8 +296,9 @@ class AgentTester : public LinkTester {
   /// Seconds the rounds lost waiting for ports that could not be reached.
   double lost_s() const { return lost_s_; }
 
-  /// A note for each host whose agent could not be reached, and for each that is gone.
-  void add_notes(std::vector<std::string>& notes) const;
+  /// A note for each host whose agent could not be reached, and for each that is gone: also
+  /// one found gone after its last pair (its loss reported while another pair was measured).
+  void add_notes(std::vector<std::string>& notes);
 
  private:
   /// A pair not measured because one of its hosts' agents is gone.
@@ -376,7 +377,9 @@ class AgentTester : public LinkTester {
   double lost_s_ = 0;
 };
 
-void AgentTester::add_notes(std::vector<std::string>& notes) const {
+void AgentTester::add_notes(std::vector<std::string>& notes) {
+  for (std::size_t h = 0; h < hosts_.size(); ++h)
+    gone(static_cast<int>(h));
   for (std::size_t h = 0; h < hosts_.size(); ++h) {
     if (unreachable_[h].empty()) continue;
     const std::string& host = hosts_[h].name;

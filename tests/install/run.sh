@@ -56,7 +56,7 @@ headers=$(cd "$prefix/include" 2>/dev/null && find . -type f | sort | tr '\n' ' 
 [[ $headers == "./ddl/ddl.h ./ddl/ddl.hpp " ]] ||
   fail "installed headers are '$headers', expected ./ddl/ddl.h ./ddl/ddl.hpp"
 for f in "$libdir/pkgconfig/ddl.pc" "$libdir/cmake/ddl/ddlConfig.cmake" \
-  "$libdir/cmake/ddl/ddlConfigVersion.cmake" "$prefix/bin/ddlrun" \
+  "$libdir/cmake/ddl/ddlConfigVersion.cmake" "$prefix/bin/ddlrun" "$prefix/bin/ddlrun-keeper" \
   "$prefix/share/man/man3/libddl.3" "$prefix/share/man/man1/ddlrun.1" \
   "$prefix/share/man/man5/ddl-topology.5"; do
   [[ -f $f ]] || fail "missing $f"

@@ -79,7 +79,7 @@ TMPDIR="$work/tmp2" "$ddlrun" -H localhost:2 --no-probe --tag-output none sh -c 
   'echo "kids $$"; sleep 30' >"$work/stale" 2>&1 &
 job=$!
 if wait_for "$work/stale" 2; then
-  keeper=$(ps -o pid=,args= --ppid "$job" | awk '/--keeper/ {print $1}')
+  keeper=$(ps -o pid=,args= --ppid "$job" | awk '/--keeper|ddlrun-keeper/ {print $1}')
   kill -KILL "$job" $keeper
   wait "$job" 2>/dev/null
   for g in $(awk '/^kids /{print $2}' "$work/stale"); do kill -KILL -- "-$g" 2>/dev/null; done

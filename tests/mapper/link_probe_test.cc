@@ -2,8 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <string>
 
 #include "tests/lib/link_agent_thread.h"
@@ -82,6 +84,62 @@ TEST(ProbeLinksTest, AHostWhoseAgentCannotStartIsNamed) {
         "cannot start the link agent on 1 of 2 hosts:\n  ghost: "))
         << e.what();
   }
+}
+
+/// A scripted agent's channel: greets, answers its token, and answers every test with
+/// `answer`, after which `lost` (when set) is set: the other end's agent is gone meanwhile.
+class ScriptedChannel : public LinkChannel {
+ public:
+  ScriptedChannel(std::string answer, std::shared_ptr<std::atomic<bool>> lost,
+                  std::shared_ptr<std::atomic<bool>> gone)
+      : answer_(std::move(answer)), lost_(std::move(lost)), gone_(std::move(gone)) {
+    lines_.push_back("ddl-link-agent 2 4000 10.9.9.1");
+  }
+  void send(const std::string& line) override {
+    if (line.starts_with("token ")) lines_.push_back("ready");
+    if (!line.starts_with("test ")) return;
+    lines_.push_back(answer_);
+    if (lost_) *lost_ = true;
+  }
+  std::string line(std::chrono::milliseconds) override {
+    if (lines_.empty()) throw LinkError("the link agent did not answer in time");
+    std::string l = lines_.front();
+    lines_.erase(lines_.begin());
+    return l;
+  }
+  std::string gone() override {
+    return gone_ && *gone_ ? "the link agent ended: no heartbeat for 3 s" : "";
+  }
+
+ private:
+  std::string answer_;
+  std::vector<std::string> lines_;
+  std::shared_ptr<std::atomic<bool>> lost_, gone_;
+};
+
+TEST(ProbeLinksTest, AHostLostDuringItsLastPairIsNamedAsGone) {
+  // b's agent stops while a measures their only pair: a's test times out, and b's parent
+  // reports b gone. b has no later pair to find that out; it is named all the same.
+  auto lost = std::make_shared<std::atomic<bool>>(false);
+  const std::vector<LinkHost> hosts = {{"a", "10.9.9.2", false}, {"b", "10.9.9.3", false}};
+  LinkProbeOptions o;
+  o.budget_s = 0.05;
+  o.open = [lost](const LinkHost& host, int) -> std::unique_ptr<LinkChannel> {
+    if (host.name == "a")
+      return std::make_unique<ScriptedChannel>("error timed out receiving", lost, nullptr);
+    return std::make_unique<ScriptedChannel>("error not asked", nullptr, lost);
+  };
+  std::vector<std::string> notes;
+  const LinkMeasurement m = probe_links(hosts, o, notes);
+  EXPECT_TRUE(m.pairs.empty());
+  std::string all;
+  for (const std::string& n : notes)
+    all += n + "\n";
+  EXPECT_NE(all.find("--probe-links: a -> b: timed out receiving\n"), std::string::npos) << all;
+  EXPECT_NE(all.find("--probe-links: b: the link agent ended: no heartbeat for 3 s; its pairs "
+                     "after that were not measured\n"),
+            std::string::npos)
+      << all;
 }
 
 TEST(LinksCacheTest, ReadsBackForTheSameHostsOnly) {

@@ -21,6 +21,10 @@ copies=$(find "$site/ddl/lib" -maxdepth 1 -name 'libddl.so*' -type f -size +4k |
 soname=$(readelf -d "$lib" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
 [[ -n $soname ]] || fail "$lib has no SONAME"
 
+# ddlrun's keeper (launcher/keeper_main.cc) beside it, loading the C library alone.
+[[ -x $venv/bin/ddlrun-keeper ]] || fail "no $venv/bin/ddlrun-keeper beside ddlrun"
+keeper_libs=$(ldd "$venv/bin/ddlrun-keeper" | awk '$1 ~ /^lib/ { print $1 }' | tr '\n' ' ')
+[[ $keeper_libs == "libc.so.6 " ]] || fail "ddlrun-keeper loads '$keeper_libs', not libc.so.6 alone"
 mapfile -t elves < <(find "$venv/bin/ddlrun" "$site/ddl" -type f \( -name '*.so*' -o -name ddlrun \) \
   -exec sh -c 'head -c 4 "$1" | grep -q ELF' sh {} \; -print)
 ((${#elves[@]} >= 3)) || fail "expected ddlrun, libddl and _ddl, found: ${elves[*]}"
