@@ -143,8 +143,10 @@ fuzz_one() {
   log=$run_dir/$target/fuzz.log
   status=0
   # -timeout: an input may legitimately expand to 1,000,000 host names (the parsers' limit),
-  # which takes about 3 s under ASan here, more when ctest runs other tests beside this one.
-  "$fuzz_build/tests/fuzz/$target" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=2048 \
+  # which takes about 3 s under ASan here, and 20 s and more when ctest runs other tests beside
+  # this one and another fuzzer (fuzz_hostfile's 'gpu[01-906]a[01-906]ax-sh', 820,836 names,
+  # was reported so at load 10): a hang still ends the run, after 60 s.
+  "$fuzz_build/tests/fuzz/$target" -max_total_time="$seconds" -timeout=60 -rss_limit_mb=2048 \
     -max_len=4096 -print_final_stats=1 -artifact_prefix="$artifacts/" "$corpus" >"$log" 2>&1 ||
     status=$?
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
