@@ -13,6 +13,9 @@ add_test(NAME chaos.sample_ssh
                  $<TARGET_FILE:chaos_loop> --launchers ssh)
 set_tests_properties(chaos.sample_local chaos.sample_ssh PROPERTIES SKIP_RETURN_CODE 77
                      TIMEOUT 300)
+# A heartbeat deadline of 4 s (not the default 10), as chaos.sample_tree and the liveness tests
+# have: a frozen agent or a cut link is then found in about 4 s, not 10.
+set_tests_properties(chaos.sample_ssh PROPERTIES ENVIRONMENT CHAOS_LOST_S=4)
 # Issue 27: a stranger flooding per-node mode's rendezvous during a job on the 3 namespace
 # hosts: every node ends 0, node 0's ddlrun under 64 MiB, nothing left (skipped without root).
 add_test(NAME chaos.sample_pernode

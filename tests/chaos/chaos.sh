@@ -61,7 +61,7 @@ while (($#)); do
 done
 RANDOM=$seed
 timeout_s=${CHAOS_DDL_TIMEOUT:-5}  # DDL_TIMEOUT the ranks get
-lost_s=${CHAOS_LOST_S:-10}         # how long a silent host may take to be declared lost
+lost_s=${CHAOS_LOST_S:-10}         # the ssh launchers' --heartbeat-timeout (10: ddlrun's default)
 kinds_local="kill_rank stop_rank kill_ddlrun close_stdout slow_reader fast_stdin"
 kinds_ssh="kill_rank stop_rank kill_agent stop_agent kill_ddlrun link_down close_stdout \
 slow_reader fast_stdin"
@@ -111,7 +111,8 @@ job_args() {
     printf '%s\n' --launcher ssh --tree-width 1 --heartbeat-timeout "$lost_s" \
       --ssh-config "$NETNS_SSH_CONFIG" -H node1:2,node2:2,node3:2
   else
-    printf '%s\n' --launcher ssh --ssh-config "$NETNS_SSH_CONFIG" -H node1:2,node2:2,node3:2
+    printf '%s\n' --launcher ssh --heartbeat-timeout "$lost_s" --ssh-config "$NETNS_SSH_CONFIG" \
+      -H node1:2,node2:2,node3:2
   fi
 }
 nranks() { [[ $1 == local ]] && echo 4 || echo 6; }

@@ -9,7 +9,8 @@
 #   BUILD_DIR/fuzz-build/fuzz-run (never into the source tree, but with FUZZ_GROW=1).
 # Environment: FUZZ_SECONDS (per target, default 3: each run starts from the coverage the kept
 #   corpus reaches, more than 9 s from the seeds alone reached; each fuzzer's line shows its
-#   coverage before and after), FUZZ_JOBS (build parallelism, default 2), FUZZ_GROW=1 (after
+#   coverage before and after), FUZZ_JOBS (build parallelism, and how many fuzzers run at once;
+#   default 2), FUZZ_GROW=1 (after
 #   each target's run, its corpus, minimised, replaces tests/fuzz/grown/<target>.b64: run
 #   with FUZZ_SECONDS=60 or more after changing a parser or a fuzz target, and commit it).
 # Exits 77 (ctest: skipped) when clang or the libFuzzer runtime is missing.
@@ -128,7 +129,9 @@ rm -rf "$run_dir"
 mkdir -p "$run_dir"
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 failed=()
-for target in "${targets[@]}"; do
+# fuzz_one TARGET: one fuzzer's run (and its grow); prints its report, returns 1 if it failed.
+fuzz_one() {
+  local target=$1 corpus artifacts log status execs crash
   corpus=$run_dir/$target/corpus
   artifacts=$run_dir/$target/artifacts
   mkdir -p "$corpus" "$artifacts"
@@ -141,26 +144,41 @@ for target in "${targets[@]}"; do
   log=$run_dir/$target/fuzz.log
   status=0
   # -timeout: an input may legitimately expand to 1,000,000 host names (the parsers' limit),
-  # which takes about 3 s under ASan here, more when ctest runs other tests beside this one.
-  "$fuzz_build/tests/fuzz/$target" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=2048 \
+  # which takes about 3 s under ASan here, and 20 s and more when ctest runs other tests beside
+  # this one and another fuzzer (fuzz_hostfile's 'gpu[01-906]a[01-906]ax-sh', 820,836 names,
+  # was reported so at load 10): a hang still ends the run, after 60 s.
+  "$fuzz_build/tests/fuzz/$target" -max_total_time="$seconds" -timeout=60 -rss_limit_mb=2048 \
     -max_len=4096 -print_final_stats=1 -artifact_prefix="$artifacts/" "$corpus" >"$log" 2>&1 ||
     status=$?
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
   if [[ $status -ne 0 ]]; then
-    failed+=("$target")
     echo "run_fuzzers: $target FAILED (exit $status); last lines of $log:"
     tail -n 60 "$log"
     for crash in "$artifacts"/*; do
       [[ -f $crash ]] || continue
       echo "run_fuzzers: $target input $crash (base64): $(base64 -w0 "$crash")"
     done
-  else
-    echo "run_fuzzers: $target ok: ${execs:-?} runs in ${seconds}s, coverage $(coverage "$log"),"\
-      "corpus $(find "$corpus" -type f | wc -l) inputs"
-    if [[ $grow == 1 ]] && ! grow "$target" "$corpus"; then
-      failed+=("$target")
-    fi
+    return 1
   fi
+  echo "run_fuzzers: $target ok: ${execs:-?} runs in ${seconds}s, coverage $(coverage "$log"),"\
+    "corpus $(find "$corpus" -type f | wc -l) inputs"
+  [[ $grow != 1 ]] || grow "$target" "$corpus"
+}
+
+# FUZZ_JOBS fuzzers run at once, each for its FUZZ_SECONDS as when run alone (the same targets,
+# seeds and kept corpus, less wall time); their reports print in the list's order.
+pids=()
+for target in "${targets[@]}"; do
+  while (($(jobs -rp | wc -l) >= jobs)); do wait -n || true; done
+  mkdir -p "$run_dir/$target"
+  fuzz_one "$target" >"$run_dir/$target/report" 2>&1 &
+  pids+=($!)
+done
+for i in "${!targets[@]}"; do
+  status=0
+  wait "${pids[$i]}" || status=$?
+  cat "$run_dir/${targets[$i]}/report"
+  ((status == 0)) || failed+=("${targets[$i]}")
 done
 
 if [[ ${#failed[@]} -gt 0 ]]; then

@@ -1,5 +1,6 @@
 /* A libddl training-like loop for the reliability tests (tests/i14_life.cmake): every rank
- * allreduces 1024 floats every 20 ms and checks the sum, for argv[1] seconds (default 600).
+ * allreduces 1024 floats every 20 ms and checks the sum, for argv[1] seconds (default 600; the
+ * ranks stop together, at the first step after any rank's time is up).
  * At the start each rank prints "rank R pid P" (tests signal one rank by its pid), and then
  * "rank R step S" once a second. DDL_LOOP_EXIT_RANK=R: rank R exits 0 after
  * DDL_LOOP_EXIT_STEP (default 5) steps, leaving the others inside a collective. */
@@ -35,17 +36,22 @@ int main(int argc, char** argv) {
   float buf[1024];
   const double start = now_s();
   double next_print = start;
-  for (long step = 0; now_s() - start < seconds; ++step) {
+  // The ranks stop together: each adds 1 to the last element once its time is up, and every
+  // rank leaves after the first allreduce whose sum has it (a rank that stopped on its own
+  // clock alone left a slower peer inside one more allreduce, failing it).
+  for (long step = 0;; ++step) {
     if (exit_rank != NULL && atoi(exit_rank) == rank && step == leave_at) {
       printf("rank %d leaving at step %ld (DDL_LOOP_EXIT_RANK)\n", rank, step);
       return 0;
     }
-    for (int i = 0; i < 1024; ++i) buf[i] = (float)(rank + 1);
+    for (int i = 0; i < 1023; ++i) buf[i] = (float)(rank + 1);
+    buf[1023] = now_s() - start < seconds ? 0.0f : 1.0f;
     ok(ddl_allreduce(buf, buf, 1024, DDL_FLOAT32, DDL_SUM), "allreduce");
     if (buf[0] != (float)size * (float)(size + 1) / 2.0f) {
       fprintf(stderr, "rank %d: wrong sum %g at step %ld\n", rank, buf[0], step);
       return 1;
     }
+    if (buf[1023] > 0.0f) break;
     if (now_s() >= next_print) {
       printf("rank %d step %ld\n", rank, step);
       next_print += 1.0;

@@ -143,6 +143,53 @@ netns_job_procs() {
   done
 }
 
+# netns_session: what a test on these hosts starts from, after netns_up: no ssh agent (only
+# the key the ssh config names), HOME and XDG_CACHE_HOME fresh under NETNS_DIR (no user ssh
+# config, keys or probe cache), and the directory out (NETNS_DIR/out) for the test's files.
+netns_session() {
+  unset SSH_AUTH_SOCK
+  export HOME="$NETNS_DIR/home" XDG_CACHE_HOME="$NETNS_DIR/cache"
+  out="$NETNS_DIR/out"
+  mkdir -p "$HOME" "$out"
+}
+
+# netns_job_procs_of K...: netns_job_procs of every host K given, as "K pid args" lines, with one
+# look at every process for them all (netns_job_procs looks at every process once per host:
+# seconds for 64 hosts).
+netns_job_procs_of() {
+  local k map pid comm keep=() line
+  local -A host_of=()
+  map=$(cd /run/netns 2>/dev/null && for k in "$@"; do echo "$NETNS_PREFIX-$k"; done |
+    xargs -r stat -L -c '%i %n' 2>/dev/null) || true
+  [[ -n $map ]] || return 0
+  while read -r k pid; do
+    read -r comm <"/proc/$pid/comm" 2>/dev/null || continue
+    [[ $comm == sshd* ]] && continue
+    host_of[$pid]=$k
+    keep+=("$pid")
+  done < <(stat -c '%N' /proc/[0-9]*/ns/net 2>/dev/null | awk -v map="$map" -v pre="$NETNS_PREFIX-" '
+    BEGIN { n = split(map, a, "\n")
+            for (i = 1; i <= n; i++) { split(a[i], f, " "); sub(pre, "", f[2]); host["net:[" f[1] "]"] = f[2] } }
+    { t = $3; gsub(/[^a-z0-9:\[\]]/, "", t); if (t in host) { split($1, p, "/"); print host[t], p[3] } }')
+  ((${#keep[@]})) || return 0
+  ps -o pid=,args= -p "$(IFS=,; echo "${keep[*]}")" 2>/dev/null | while read -r pid line; do
+    echo "${host_of[$pid]} $pid $line"
+  done
+}
+
+# netns_glob K PATTERN...: the paths in host K that match each glob PATTERN (an absolute path,
+# as host K sees it: its own /tmp), one a line; through its holder's root, no process started.
+netns_glob() {
+  local root="/proc/${_netns_holder[$1]}/root" pattern path
+  shift
+  for pattern in "$@"; do
+    for path in "$root"$pattern; do
+      [[ -e $path || -L $path ]] && echo "${path#"$root"}"
+    done
+  done
+  return 0
+}
+
 # Prints the processes still in host K (netns_pids) after giving them up to 3 s to end (an
 # agent's keeper and sshd's session end just after ddlrun does); empty when none are left.
 netns_leftovers() {

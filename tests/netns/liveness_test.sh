@@ -27,11 +27,7 @@ loop=$(realpath "$2")
 # shellcheck source=SCRIPTDIR/hosts.sh
 source "$(dirname "$0")/hosts.sh"
 netns_up 3 || exit $?
-unset SSH_AUTH_SOCK
-export HOME="$NETNS_DIR/home"
-mkdir -p "$HOME"
-out="$NETNS_DIR/out"
-mkdir -p "$out"
+netns_session
 fails=0
 deadline=4
 common=(--launcher ssh --no-probe --ssh-config "$NETNS_SSH_CONFIG" --tag-output rank
@@ -95,6 +91,16 @@ ends() {
   took_ms=$(($(now_ms) - t0))
   echo "  $1: exit $rc, $took_ms ms"
 }
+# timed_out NAME: until ddlrun's --timeout has fired (its note in $out/NAME; 15 s at most), then
+# its --kill-grace of 1 s and half a second more: the SIGKILL has gone out.
+timed_out() {
+  local i
+  for ((i = 0; i < 150; i++)); do
+    grep -q "timed out after" "$out/$1" && break
+    sleep 0.1
+  done
+  sleep 1.5
+}
 agent_on() {
   local pid
   for pid in $(netns_pids "$1"); do
@@ -122,7 +128,7 @@ start frozen -H node1:2,node2:2 --timeout 6 --kill-grace 1 --heartbeat-timeout 6
 if running frozen 4; then
   agent=$(agent_on 2)
   kill -STOP "$agent"
-  sleep 8  # --timeout fired, SIGKILL went out; node2 cannot answer
+  timed_out frozen  # --timeout fired, SIGKILL went out; node2 cannot answer
   alive "$job_pid" || fail "frozen: ddlrun ended before the signal (no frozen host?)" "$out/frozen"
   kill -TERM "$job_pid"
   ends frozen 2
@@ -151,7 +157,7 @@ agent=$(agent_on 1)
 kill -STOP "$agent"
 head -c 4000000 /dev/zero >&7 &
 feeder=$!
-sleep 6  # --timeout fired; the window to node1 is full, the rest waits in ddlrun
+timed_out window  # --timeout fired; the window to node1 is full, the rest waits in ddlrun
 kill -TERM "$job_pid"
 ends window 2
 [[ $rc == 124 ]] || fail "window: exit $rc, not 124" "$out/window"

@@ -62,29 +62,30 @@ now_ms() { echo $(($(date +%s%N) / 1000000)); }
 t0=$(now_ms)
 netns_up "$n" || exit $?
 echo "  netns_up $n hosts: $(($(now_ms) - t0)) ms"
-unset SSH_AUTH_SOCK
-export HOME="$NETNS_DIR/home" XDG_CACHE_HOME="$NETNS_DIR/cache"
-mkdir -p "$HOME"
-out="$NETNS_DIR/out"
-mkdir -p "$out"
+netns_session
 hosts=$(IFS=,; echo "${NETNS_HOSTS[*]}")
+all_hosts=()
+for ((k = 1; k <= n; k++)); do all_hosts+=("$k"); done
 common=(--launcher ssh --no-probe --ssh-config "$NETNS_SSH_CONFIG" --tree-width "$width"
   --heartbeat-timeout "$deadline" -H "$hosts")
 
 # nothing_left NAME SECONDS: within SECONDS no process of the job and no temporary directory of
-# ddlrun's on any host.
+# ddlrun's on any host (every host looked at together: netns_job_procs_of).
 nothing_left() {
-  local k i left
+  local k i left mine
+  for ((i = 0; i < $2 * 10; i++)); do
+    left=$(netns_job_procs_of "${all_hosts[@]}")
+    [[ -z $left ]] && break
+    sleep 0.1
+  done
   for ((k = 1; k <= n; k++)); do
-    for ((i = 0; i < $2 * 10; i++)); do
-      left=$(netns_job_procs "$k")
-      [[ -z $left ]] && break
-      sleep 0.1
-    done
-    [[ -z $left ]] || fail "$1: left on node$k: $(tr '\n' ';' <<<"$left")"
+    if [[ -n $left ]]; then
+      mine=$(awk -v k="$k" '$1 == k { sub(/^[0-9]+ /, ""); print }' <<<"$left")
+      [[ -z $mine ]] || fail "$1: left on node$k: $(tr '\n' ';' <<<"$mine")"
+    fi
     # (not /tmp/ddlrun*: a checkout cloned there is bound into every host by hosts.sh)
-    left=$(netns_exec "$k" sh -c 'ls -d /tmp/ddlrun.* /tmp/ddlrun-pmix.* /tmp/ddlrun-agent.* 2>/dev/null')
-    [[ -z $left ]] || fail "$1: left in node$k's /tmp: $left"
+    mine=$(netns_glob "$k" '/tmp/ddlrun.*' '/tmp/ddlrun-pmix.*' '/tmp/ddlrun-agent.*')
+    [[ -z $mine ]] || fail "$1: left in node$k's /tmp: $mine"
   done
 }
 from_head() { grep -c "Accepted publickey for root from $NETNS_HOST_ADDR " "$NETNS_DIR/node$1/sshd.log"; }
@@ -198,16 +199,12 @@ done
 
 # agents_up: how many hosts run an agent of ddlrun's (--agent, --probe-agent).
 agents_up() {
-  local k pid up=0
-  for ((k = 1; k <= n; k++)); do
-    for pid in $(netns_pids "$k"); do
-      if [[ $(tr '\0' ' ' </proc/"$pid"/cmdline 2>/dev/null) == *" --"*agent* ]]; then
-        up=$((up + 1))
-        break
-      fi
-    done
-  done
-  echo "$up"
+  local k pid args
+  local -A up=()
+  while read -r k pid args; do
+    [[ " $args" == *" --"*agent* ]] && up[$k]=1
+  done < <(netns_job_procs_of "${all_hosts[@]}")
+  echo "${#up[@]}"
 }
 
 echo "== plan_wait: ddlrun plans for longer than the heartbeat deadline after the probe"

@@ -14,7 +14,7 @@ import time
 import torch
 import torch.distributed as dist
 
-TIMEOUT = 10.0
+TIMEOUT = 6.0
 
 
 def main():
