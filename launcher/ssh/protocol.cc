@@ -161,4 +161,14 @@ std::optional<Frame> FrameReader::next() {
   return f;
 }
 
+std::vector<Frame> routed_frames(std::string_view payload) {
+  FrameReader inner;
+  inner.feed(payload);
+  std::vector<Frame> frames;
+  while (std::optional<Frame> f = inner.next())
+    frames.push_back(std::move(*f));
+  if (!inner.take_rest().empty()) throw std::runtime_error("a routed frame ends inside a frame");
+  return frames;
+}
+
 }  // namespace ddl::launcher::ssh

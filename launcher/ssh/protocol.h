@@ -184,4 +184,9 @@ class FrameReader {
   size_t at_ = 0;  ///< where the next frame begins in buffer_
 };
 
+/// The frames a routed frame's payload carries. Throws std::runtime_error when it is not whole
+/// frames: one that FrameReader refuses, or bytes after the last whole one ("a routed frame
+/// ends inside a frame"), which a reader taking what it can would drop without a word.
+std::vector<Frame> routed_frames(std::string_view payload);
+
 }  // namespace ddl::launcher::ssh

@@ -935,10 +935,8 @@ class SshBackend::Conversation {
     if (f.type == ssh::FrameType::kRouted) {
       HostTalk& t = talk_of(f.id);
       if (t.ended() && !t.done()) return;  // lost: what still comes from it is stale
-      ssh::FrameReader inner;
-      inner.feed(f.payload);
-      while (auto g = inner.next())
-        t.on_frame(*g);
+      for (ssh::Frame& g : ssh::routed_frames(f.payload))
+        t.on_frame(g);
       return;
     }
     if (f.type == ssh::FrameType::kLost) return on_lost(talk_of(f.id), f.payload);

@@ -258,13 +258,10 @@ void TreeLinks::sort(Conn& c) {
         link_frame(c.index, *f);
         continue;
       case FrameType::kRouted:
-        if (nodes_.contains(f->id) && nodes_.at(f->id).conn == &c) {
-          routed(c, f->id, f->payload);
-          continue;
-        }
-        break;
+        routed(c, below(c, f->id), f->payload);
+        continue;
       case FrameType::kLost:
-        if (nodes_.contains(f->id)) lose(f->id, f->payload);
+        lose(below(c, f->id), f->payload);
         break;
       case FrameType::kFailure:  // the first-level agent gave up
         lose(c.index, f->payload);
@@ -276,18 +273,25 @@ void TreeLinks::sort(Conn& c) {
   }
 }
 
+int TreeLinks::below(const Conn& c, int host) const {
+  const auto it = nodes_.find(host);
+  if (it == nodes_.end() || it->second.conn != &c) {
+    throw std::runtime_error("a frame for host " + std::to_string(host) + ", which is not below " +
+                             c.name + " in the launch tree");
+  }
+  return host;
+}
+
 void TreeLinks::routed(Conn& c, int host, std::string_view frames) {
-  FrameReader inner;
-  inner.feed(frames);
   std::string keep;
   try {
-    while (std::optional<Frame> g = inner.next()) {
-      if (g->type == FrameType::kLinkLine) {
-        link_frame(host, *g);
+    for (const Frame& g : routed_frames(frames)) {
+      if (g.type == FrameType::kLinkLine) {
+        link_frame(host, g);
         continue;
       }
-      if (g->type == FrameType::kFailure) lose(host, g->payload);
-      keep += encode_frame(g->type, g->id, g->payload);
+      if (g.type == FrameType::kFailure) lose(host, g.payload);
+      keep += encode_frame(g.type, g.id, g.payload);
     }
   } catch (const std::exception& e) {
     lose(host, std::string("protocol error: ") + e.what());

@@ -108,6 +108,8 @@ class TreeLinks {
   bool write(Conn& c);
   bool read(Conn& c);
   void sort(Conn& c);
+  /// `host` when it is below `c`'s first-level host; else throws (a protocol error).
+  int below(const Conn& c, int host) const;
   void routed(Conn& c, int host, std::string_view frames);
   void link_frame(int host, const Frame& f);
   void lose(int host, const std::string& why);

@@ -414,6 +414,37 @@ TEST(TreeLinks, AFirstLevelLostMidMeasurementFailsTheLaunchWithoutANewLogin) {
   EXPECT_EQ(k.connector.host("n1").sessions_open, 0);
 }
 
+// A first-level agent that speaks for a host not below it (here: not in the tree at all) is a
+// protocol error, as in the relays and the launch: it cannot have another host lost, or pass
+// its frames off as that host's.
+TEST(TreeLinks, AFrameForAHostNotBelowTheFirstLevelLosesItsChannel) {
+  for (const std::string& frame :
+       {ssh::encode_frame(FrameType::kLost, 7, "no heartbeat for 10 s"),
+        ssh::route(7, ssh::encode_frame(FrameType::kHeartbeat, 0, ""))}) {
+    Kept k;
+    ssh::TreeLinks tree(k.sessions, kChain, milliseconds(10'000));
+    std::unique_ptr<mapper::LinkChannel> n1 = open(tree, "n1");
+    EXPECT_TRUE(n1->line(milliseconds(3000)).starts_with("ddl-link-agent 2 "));
+    k.remote->print(frame);
+    EXPECT_EQ(failure(*n1, milliseconds(5000)),
+              "the link agent ended: protocol error: a frame for host 7, which is not below n1 in "
+              "the launch tree");
+  }
+}
+
+// A routed frame whose payload ends inside a frame loses its host, rather than dropping the
+// rest without a word.
+TEST(TreeLinks, ARoutedFrameEndingInsideAFrameLosesThatHost) {
+  Kept k;
+  ssh::TreeLinks tree(k.sessions, kChain, milliseconds(10'000));
+  std::unique_ptr<mapper::LinkChannel> n2 = open(tree, "n2");
+  EXPECT_TRUE(n2->line(milliseconds(3000)).starts_with("ddl-link-agent 2 "));
+  const std::string whole = ssh::encode_frame(FrameType::kHeartbeat, 0, "");
+  k.remote->print(ssh::route(1, whole + whole.substr(0, whole.size() - 1)));
+  EXPECT_EQ(failure(*n2, milliseconds(5000)),
+            "the link agent ended: protocol error: a routed frame ends inside a frame");
+}
+
 TEST(TreeLinks, GarbageRoutedFromBelowLosesThatHostOnly) {
   Kept k;
   ssh::TreeLinks tree(k.sessions, kChain, milliseconds(10'000));

@@ -226,6 +226,23 @@ TEST(FrameTest, SplitsAStreamIntoFrames) {
   EXPECT_FALSE(r.next());
 }
 
+TEST(FrameTest, ARoutedPayloadIsWholeFramesOrAnError) {
+  const std::string a = ssh::encode_frame(ssh::FrameType::kHeartbeat, 0, "");
+  const std::string b = ssh::encode_frame(ssh::FrameType::kFailure, 3, "why");
+  const std::vector<ssh::Frame> got = ssh::routed_frames(a + b);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[1].type, ssh::FrameType::kFailure);
+  EXPECT_EQ(got[1].id, 3);
+  EXPECT_EQ(got[1].payload, "why");
+  EXPECT_TRUE(ssh::routed_frames("").empty());
+  try {
+    ssh::routed_frames(a + b.substr(0, b.size() - 1));
+    ADD_FAILURE() << "a partial frame taken";
+  } catch (const std::runtime_error& e) {
+    EXPECT_STREQ(e.what(), "a routed frame ends inside a frame");
+  }
+}
+
 TEST(FrameTest, ForeignBytesSayWhatToCheck) {
   ssh::FrameReader r;
   r.feed("Welcome to node1!\n");

@@ -407,6 +407,7 @@ std::string exit_frame(int rank, int code, int signal = 0) {
 /// n2 lost (L) on n2's go.
 struct TreeAgent {
   bool lose_n2 = false;
+  bool cut_n2 = false;  ///< n2's frames come routed with the last one cut short
   void operator()(FakeRemote& r) const {
     r.print(hello_frame("n1"));
     auto reader = std::make_shared<ssh::FrameReader>();
@@ -438,6 +439,10 @@ struct TreeAgent {
       return r.print(ssh::encode_frame(FrameType::kLost, 1, "no heartbeat for 10 s (x)"));
     }
     if (lose_n2 && host == 2) return;  // below the lost n2: nothing comes from it
+    if (cut_n2 && host == 1) {
+      const std::string out = ssh::encode_frame(FrameType::kStdout, 1, "rank 1\n");
+      return r.print(ssh::route(1, out + out.substr(0, out.size() - 1)));
+    }
     as(ssh::encode_frame(FrameType::kStdout, host, "rank " + std::to_string(host) + "\n") +
        exit_frame(host, 0) + ssh::encode_frame(FrameType::kDone, 0, {}));
     if (--left == 0) r.end(0);
@@ -513,6 +518,27 @@ TEST(SshBackendTree, ALostInteriorHostIsNamedAndTakesItsSubtree) {
   EXPECT_TRUE(failures[1].with_parent);
   ASSERT_EQ(exits.size(), 1u);
   EXPECT_EQ(exits[0].rank, 0);
+  backend->finish();
+}
+
+// A routed frame whose payload ends inside a frame is a protocol error of the first level's
+// conversation, not output cut short without a word.
+TEST(SshBackendTree, ARoutedFrameEndingInsideAFrameIsAProtocolError) {
+  FakeConnector connector;
+  TreeAgent agent;
+  agent.cut_n2 = true;
+  connector.host("n1").program = agent;
+  EventQueue events;
+  const std::unique_ptr<Backend> backend = make_ssh_backend(chain_job(), tree_options(), connector);
+  backend->start(events);
+  std::vector<Event> failures;
+  for (Event& e : events_until(events, 3)) {
+    if (e.type == Event::Type::kHostFailure) failures.push_back(e);
+  }
+  ASSERT_FALSE(failures.empty());
+  EXPECT_NE(failures[0].data.find("protocol error: a routed frame ends inside a frame"),
+            std::string::npos)
+      << failures[0].data;
   backend->finish();
 }
 
