@@ -164,6 +164,7 @@ struct Running {
   std::chrono::milliseconds timeout{0};
   base::Deadline deadline{std::chrono::milliseconds(0)};
   RemoteOutput out;
+  std::size_t searched = 0;  ///< out.out holds no kInventoryEnd that starts before this
   std::unique_ptr<ssh::Session> session;
   std::unique_ptr<ssh::Channel> channel;  ///< destroyed before session
 };
@@ -172,6 +173,16 @@ struct Running {
 enum class Read { kMore, kInventory, kEnded };
 
 constexpr std::string_view kInventoryEnd = "\n...\n";
+
+/// Whether `r`'s output holds the inventory's end, looking only at what came since the last
+/// look (output of up to kMaxStdout, read a packet at a time, is searched once, not once a
+/// packet).
+bool inventory_ended(Running& r) {
+  if (r.out.out.find(kInventoryEnd, r.searched) != std::string::npos) return true;
+  const std::size_t size = r.out.out.size();
+  r.searched = size >= kInventoryEnd.size() ? size - (kInventoryEnd.size() - 1) : 0;
+  return false;
+}
 
 /// Reads what `r`'s command printed on stdout and stderr, without waiting: kInventory once the
 /// inventory is complete (keep_command), kEnded once its output ended, kMore while more may
@@ -182,7 +193,7 @@ Read read_step(Running& r) {
     const int n_out =
         drain(*r.session, *r.channel, ssh::Stream::kStdout, r.out.out, kMaxStdout + 1);
     const int n_err = drain(*r.session, *r.channel, ssh::Stream::kStderr, r.out.err, kMaxStderr);
-    if (r.keep && r.out.out.find(kInventoryEnd) != std::string::npos) return Read::kInventory;
+    if (r.keep && inventory_ended(r)) return Read::kInventory;
     if (r.out.out.size() > kMaxStdout) {
       throw ProbeError("'" + r.command + "' printed more than " + std::to_string(kMaxStdout >> 20) +
                        " MiB; that is not an inventory");

@@ -252,8 +252,10 @@ class Relay::Talk {
   /// its agent's frames after it.
   void take(std::string_view bytes) {
     if (!prefix_) return reader_.feed(bytes);
+    // Only where the marker may start anew: output of up to kMaxCommandOut is searched once.
+    const size_t from = printed_.out.size() >= 4 ? printed_.out.size() - 4 : 0;
     printed_.out.append(bytes);
-    const size_t end = printed_.out.find("\n...\n");
+    const size_t end = printed_.out.find("\n...\n", from);
     if (end == std::string::npos) {
       if (printed_.out.size() > kMaxCommandOut) {
         throw std::runtime_error("'" + command_ + "' printed more than " +

@@ -531,6 +531,26 @@ TEST(ProbeHostFake, KeepCommandKeepsTheChannelWithWhatFollowsTheInventory) {
   EXPECT_FALSE(connector.host("node1").remotes.at(0)->closed());
 }
 
+// The "...\n" line is found wherever the reads (16 KiB each) split it: the search resumes
+// where the last one stopped, a few bytes back.
+TEST(ProbeHostFake, KeepCommandFindsTheInventorysEndAcrossReads) {
+  const std::string yaml = to_yaml(inventory_named("node1"));
+  for (std::size_t end = 16380; end <= 16386; ++end) {  // where the inventory's last \n lies
+    ASSERT_LT(yaml.size() + 3, end);
+    const std::string padded = yaml + "#" + std::string(end - yaml.size() - 1, 'x') + "\n";
+    ASSERT_EQ(padded.size(), end + 1);
+    ssh::FakeConnector connector;
+    connector.host("node1").program = [padded](ssh::FakeRemote& r) {
+      r.print(padded + "...\nHELLO");
+    };
+    SshProbeOptions o = fake_options();
+    o.keep_sessions = std::make_shared<SshSessions>();
+    o.keep_command = "/x/ddlrun --probe-agent";
+    EXPECT_EQ(probe_host_ssh("node1", o, connector), inventory_named("node1")) << end;
+    EXPECT_EQ(o.keep_sessions->take("node1").pending, "HELLO") << end;
+  }
+}
+
 TEST(ProbeHostFake, KeepCommandThatEndsFirstIsJudgedAsAProbe) {
   ssh::FakeConnector connector;
   connector.host("node1").program = [](ssh::FakeRemote& r) {
