@@ -33,14 +33,18 @@
 
 #include "base/digest.h"
 #include "comm/bootstrap/bootstrap.h"
+#include "tests/fuzz/fuzz_socket.h"
 
 namespace {
+
+using ddl::fuzz::connect_loopback;
+using ddl::fuzz::readable;
+using ddl::fuzz::send_pieces;
 
 constexpr const char* kToken = "fuzz-token";
 constexpr std::string_view kMagic = "DDLRV2";
 constexpr size_t kNonceSize = 16;
 constexpr uint32_t kMaxValue = 1u << 20;
-constexpr int kWaitMs = 8000;
 
 [[noreturn]] void fail(const char* what) {
   std::fprintf(stderr, "fuzz_rendezvous_server: %s\n", what);
@@ -63,21 +67,6 @@ uint32_t get_u32(std::string_view p) {
   return v;
 }
 
-/// Waits for `fd` to be readable; false after kWaitMs. libFuzzer's timeout alarm (SIGALRM)
-/// interrupts poll(), which then waits again for the time left.
-bool readable(int fd) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(kWaitMs);
-  for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        until - std::chrono::steady_clock::now());
-    if (left.count() <= 0) return false;
-    pollfd p{fd, POLLIN, 0};
-    const int n = ::poll(&p, 1, static_cast<int>(left.count()));
-    if (n > 0) return true;
-    if (n < 0 && errno != EINTR) return false;
-  }
-}
-
 /// Everything the server sends until it closes; fails past kWaitMs of silence.
 std::string read_to_close(int fd) {
   std::string got;
@@ -88,30 +77,6 @@ std::string read_to_close(int fd) {
     if (k < 0 && errno == EINTR) continue;
     if (k <= 0) return got;
     got.append(buf, static_cast<size_t>(k));
-  }
-}
-
-/// A connection to the server, tried again for kWaitMs: connect() may be interrupted (libFuzzer's
-/// alarm), or find no local port free while earlier connections linger in TIME_WAIT.
-int connect_server() {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(kWaitMs);
-  for (;;) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(static_cast<uint16_t>(server_port()));
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) return fd;
-    const int e = errno;
-    if (fd >= 0) ::close(fd);
-    static bool told = false;
-    if (!std::exchange(told, true))
-      std::fprintf(stderr, "fuzz: connect: %s; trying again\n", std::strerror(e));
-    if (std::chrono::steady_clock::now() >= until) {
-      std::fprintf(stderr, "fuzz: cannot connect to the server: %s\n", std::strerror(e));
-      std::abort();
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
 }
 
@@ -128,18 +93,6 @@ std::string read_challenge(int fd) {
   }
   if (!got.starts_with(kMagic)) fail("the challenge does not start with the magic");
   return got.substr(kMagic.size());
-}
-
-void send_pieces(int fd, std::string_view bytes) {
-  size_t step = 1;
-  while (!bytes.empty()) {
-    const size_t n = std::min(step, bytes.size());
-    const ssize_t k = ::send(fd, bytes.data(), n, MSG_NOSIGNAL);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) return;  // closed by the server
-    bytes.remove_prefix(static_cast<size_t>(k));
-    step = step * 5 % 61 + 1;
-  }
 }
 
 /// Checks the answers in `got`: whole ones, rounds (status 0) only when `may_round`.
@@ -162,7 +115,7 @@ void check_answers(std::string_view got, bool may_round) {
 }
 
 void speak(std::string_view input, bool knows_token) {
-  const int fd = connect_server();
+  const int fd = connect_loopback(server_port(), "the server");
   const std::string nonce = read_challenge(fd);
   bool valid = false;
   std::string sent(input);

@@ -34,15 +34,19 @@
 
 #include "comm/transport/link.h"
 #include "comm/transport/tcp/hello.h"
+#include "tests/fuzz/fuzz_socket.h"
 
 namespace {
+
+using ddl::fuzz::connect_loopback;
+using ddl::fuzz::readable;
+using ddl::fuzz::send_pieces;
 
 namespace tcp = ddl::comm::transport::tcp;
 using ddl::comm::transport::Device;
 using ddl::comm::transport::DeviceOptions;
 
 constexpr const char* kToken = "fuzz-token";
-constexpr int kWaitMs = 8000;
 
 [[noreturn]] void fail(const char* what) {
   std::fprintf(stderr, "fuzz_tcp_hello: %s\n", what);
@@ -73,21 +77,6 @@ int acceptor_port() {
   return port;
 }
 
-/// Waits for `fd` to be readable; false after kWaitMs. libFuzzer's timeout alarm (SIGALRM)
-/// interrupts poll(), which then waits again for the time left.
-bool readable(int fd) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(kWaitMs);
-  for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        until - std::chrono::steady_clock::now());
-    if (left.count() <= 0) return false;
-    pollfd p{fd, POLLIN, 0};
-    const int n = ::poll(&p, 1, static_cast<int>(left.count()));
-    if (n > 0) return true;
-    if (n < 0 && errno != EINTR) return false;
-  }
-}
-
 /// Reads up to `n` bytes before kWaitMs; what came, and whether the peer closed.
 std::string read_some(int fd, size_t n, bool& closed) {
   std::string got;
@@ -106,45 +95,9 @@ std::string read_some(int fd, size_t n, bool& closed) {
   return got;
 }
 
-/// A connection to the acceptor, tried again for kWaitMs: connect() may be interrupted (libFuzzer's
-/// alarm), or find no local port free while earlier connections linger in TIME_WAIT.
-int connect_acceptor() {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(kWaitMs);
-  for (;;) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(static_cast<uint16_t>(acceptor_port()));
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) return fd;
-    const int e = errno;
-    if (fd >= 0) ::close(fd);
-    static bool told = false;
-    if (!std::exchange(told, true))
-      std::fprintf(stderr, "fuzz: connect: %s; trying again\n", std::strerror(e));
-    if (std::chrono::steady_clock::now() >= until) {
-      std::fprintf(stderr, "fuzz: cannot connect to the acceptor: %s\n", std::strerror(e));
-      std::abort();
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-}
-
 /// Sends `bytes` in pieces of growing size (the acceptor reads what has come each time).
-void send_pieces(int fd, std::string_view bytes) {
-  size_t step = 1;
-  while (!bytes.empty()) {
-    const size_t n = std::min(step, bytes.size());
-    const ssize_t k = ::send(fd, bytes.data(), n, MSG_NOSIGNAL);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) return;  // closed by the acceptor
-    bytes.remove_prefix(static_cast<size_t>(k));
-    step = step * 5 % 61 + 1;
-  }
-}
-
 void at_acceptor(std::string_view input, bool knows_token) {
-  const int fd = connect_acceptor();
+  const int fd = connect_loopback(acceptor_port(), "the acceptor");
   bool closed = false;
   const std::optional<tcp::Challenge> c =
       tcp::decode_challenge(read_some(fd, tcp::kChallengeSize, closed));

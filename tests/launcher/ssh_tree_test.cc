@@ -216,6 +216,18 @@ const ssh::Frame* find(const std::vector<ssh::Frame>& got, FrameType type, int i
   return nullptr;
 }
 
+/// Why host `id` was lost (its L frame's payload in `got`), or "(not lost)".
+std::string lost_text(const std::vector<ssh::Frame>& got, int id) {
+  const ssh::Frame* f = find(got, FrameType::kLost, id);
+  return f != nullptr ? f->payload : "(not lost)";
+}
+/// What a relay over relay_spec()'s c1 and c2, passing up to `up`, passed up until both were
+/// lost (3 s at most).
+std::vector<ssh::Frame> until_both_lost(Upstream& up) {
+  return up.await(
+      [](auto& g) { return has(g, FrameType::kLost, 1) && has(g, FrameType::kLost, 2); });
+}
+
 ssh::SubtreeFrame relay_spec() {
   ssh::SubtreeFrame spec;
   spec.ddlrun_path = "/opt/ddlrun";
@@ -284,13 +296,10 @@ TEST(Relay, ASilentChildAndAClosedOneAreLost) {
   Upstream up;
   ssh::Relay relay(relay_spec(), "c0", up.sink(), connector);
   relay.start();
-  const std::vector<ssh::Frame> got =
-      up.await([](auto& g) { return has(g, FrameType::kLost, 1) && has(g, FrameType::kLost, 2); });
-  ASSERT_NE(find(got, FrameType::kLost, 1), nullptr);
-  EXPECT_EQ(find(got, FrameType::kLost, 1)->payload,
+  const std::vector<ssh::Frame> got = until_both_lost(up);
+  EXPECT_EQ(lost_text(got, 1),
             "no heartbeat for 0.4 s (the host is unreachable, or its agent is stopped or hung)");
-  ASSERT_NE(find(got, FrameType::kLost, 2), nullptr);
-  EXPECT_EQ(find(got, FrameType::kLost, 2)->payload,
+  EXPECT_EQ(lost_text(got, 2),
             "the connection to its agent closed (from c0, its parent in the launch tree)");
   // The closed child's last words went up as a note of host 2.
   bool note = false;
@@ -377,13 +386,10 @@ TEST(Relay, AChildSpeakingForAHostNotBelowItIsLost) {
   Upstream up;
   ssh::Relay relay(relay_spec(), "c0", up.sink(), connector);
   relay.start();
-  const std::vector<ssh::Frame> got =
-      up.await([](auto& g) { return has(g, FrameType::kLost, 1) && has(g, FrameType::kLost, 2); });
-  ASSERT_NE(find(got, FrameType::kLost, 1), nullptr);
-  EXPECT_EQ(find(got, FrameType::kLost, 1)->payload,
+  const std::vector<ssh::Frame> got = until_both_lost(up);
+  EXPECT_EQ(lost_text(got, 1),
             "protocol error: a frame for host 2, which is not below c1 in the launch tree");
-  ASSERT_NE(find(got, FrameType::kLost, 2), nullptr);
-  EXPECT_EQ(find(got, FrameType::kLost, 2)->payload,
+  EXPECT_EQ(lost_text(got, 2),
             "protocol error: a frame for host 2, which is not below c2 in the launch tree");
   for (const ssh::Frame& f : got) {
     if (f.type != FrameType::kRouted) continue;
