@@ -140,22 +140,20 @@ class SubtreeStart {
   }
 
   /// The frames routed from host `i`: its output and, while it is awaited, its failure are
-  /// taken, the rest kept.
+  /// taken, the rest kept. Throws when they are not whole frames (routed_frames).
   void routed(int i, Node& n, std::string_view frames) {
-    FrameReader inner;
-    inner.feed(frames);
     std::string keep;
-    while (std::optional<Frame> g = inner.next()) {
-      if (g->type == FrameType::kOutput && n.awaited) {
-        n.result.output = decode_command_output(g->payload);
+    for (const Frame& g : routed_frames(frames)) {
+      if (g.type == FrameType::kOutput && n.awaited) {
+        n.result.output = decode_command_output(g.payload);
         n.awaited = false;
         --awaited_;
         // Its command ended (it failed) before its agent began: no host below it will start.
         if (n.result.output->exit_status != 0 || !n.result.output->signal.empty()) fail(i, "");
-      } else if (g->type == FrameType::kFailure && n.awaited) {
-        fail(i, g->payload);
-      } else if (g->type != FrameType::kOutput) {
-        keep += encode_frame(g->type, g->id, g->payload);
+      } else if (g.type == FrameType::kFailure && n.awaited) {
+        fail(i, g.payload);
+      } else if (g.type != FrameType::kOutput) {
+        keep += encode_frame(g.type, g.id, g.payload);
       }
     }
     if (!keep.empty()) kept_.pending += route(i, keep);

@@ -243,6 +243,24 @@ TEST(StartSubtree, AnInteriorCommandThatFailedLeavesItsSubtreeUnreached) {
                                       "not reached: n1, above it in the launch tree, failed"}));
 }
 
+// A routed frame whose payload ends inside a frame is a protocol error of the first level's
+// agent (ddlrun names that host and leaves its subtree unreached), not a frame dropped.
+TEST(StartSubtree, ARoutedFrameEndingInsideAFrameIsAProtocolError) {
+  FakeConnector connector;
+  ddl::ssh::KeptSessions::Kept kept = kept_agent(connector, [&](FakeRemote& r) {
+    const std::string hello = hello_frame("n1");
+    r.print(ssh::route(1, hello + hello.substr(0, hello.size() - 1)));
+  });
+  ssh::SubtreeFrame w;
+  w.children = {{1, "n1", {}, kProbe}};
+  try {
+    ssh::start_subtree(kept, "n0", w, milliseconds(3000));
+    ADD_FAILURE() << "a partial frame passed";
+  } catch (const std::runtime_error& e) {
+    EXPECT_STREQ(e.what(), "a routed frame ends inside a frame");
+  }
+}
+
 TEST(StartSubtree, SilenceAndAClosedChannelFailWhatIsLeft) {
   ssh::SubtreeFrame w;
   w.children = {{1, "n1", {{3, "n3", {}, kProbe}}, kProbe}, {2, "n2", {}, kProbe}};
