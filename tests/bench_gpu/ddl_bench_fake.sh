@@ -5,7 +5,8 @@
 # memory) first on LD_LIBRARY_PATH: every row is checked (#wrong 0), the header says the buffers
 # are device memory, and every rank's NCCL communicator ran collectives (so the data went
 # through libddl's NCCL path, not its host transports). Then -G where the runtime has no GPU:
-# every rank fails with the exact message and the job ends non-zero.
+# each rank that reports fails with the exact message (the first one ddlrun names always
+# does) and the job ends non-zero.
 #   ddl_bench_fake.sh DDLRUN DDL_BENCH FAKE_LIB_DIR
 set -uo pipefail
 ddlrun=$1 bench=$2 fake=$3
@@ -34,8 +35,15 @@ out=$(FAKE_CUDA_DEVICES=0 "$ddlrun" -H localhost:2 --no-probe --tag-output none 
 rc=$?
 echo "$out"
 ((rc != 0)) || fail "ddl-bench -G without a GPU exited 0"
-for r in 0 1; do
-  want="ddl-bench: error: rank $r: -G: no GPU on this host (cudaGetDeviceCount: no CUDA-capable device is detected (fake))"
-  grep -qxF "$want" <<<"$out" || fail "missing: $want"
-done
+# The rank that fails first is stopped-for by ddlrun, which may stop the other before it
+# prints: the first one ddlrun names must have printed the exact line (and ddlrun repeats it),
+# and every rank's error line that did appear must be the exact one.
+want() { echo "ddl-bench: error: rank $1: -G: no GPU on this host (cudaGetDeviceCount: no CUDA-capable device is detected (fake))"; }
+first=$(sed -nE 's/^ddlrun: rank ([01]) \(localhost\) exited with status 1; stopping the other process$/\1/p' <<<"$out")
+[[ $first == [01] ]] || fail "ddlrun did not name the one rank that failed first"
+grep -qxF "$(want "$first")" <<<"$out" || fail "missing: $(want "$first")"
+grep -qxF "  $(want "$first")" <<<"$out" || fail "ddlrun did not repeat rank $first's last line"
+while IFS= read -r line; do
+  [[ $line == "$(want 0)" || $line == "$(want 1)" ]] || fail "unexpected error line: $line"
+done < <(grep "^ddl-bench: error:" <<<"$out")
 echo "bench.ddl_bench_gpu_fake: ok"
