@@ -1,5 +1,7 @@
 #include "base/fd.h"
 
+#include <poll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,6 +27,24 @@ Deadline::Clock::duration Deadline::left() const {
 int Deadline::poll_ms(int cap_ms) const {
   const auto ms = std::chrono::ceil<std::chrono::milliseconds>(at_ - Clock::now());
   return static_cast<int>(std::clamp<long long>(ms.count(), 0, cap_ms));
+}
+
+int AcceptRest::accept(int listen_fd, int flags) {
+  const int fd = ::accept4(listen_fd, nullptr, nullptr, flags);
+  if (fd < 0 && (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)) {
+    const int e = errno;
+    until_ = Clock::now() + kRest;
+    errno = e;
+  }
+  return fd;
+}
+
+short AcceptRest::events() const {
+  return listening() ? POLLIN : 0;
+}
+
+int AcceptRest::poll_ms(int cap_ms) const {
+  return listening() ? cap_ms : std::min(cap_ms, Deadline(until_).poll_ms(cap_ms));
 }
 
 }  // namespace ddl::base
