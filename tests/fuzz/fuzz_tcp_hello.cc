@@ -4,12 +4,13 @@
 //      encode back to exactly its bytes, and only the exact sizes are accepted;
 //   1  a stranger at a real acceptor (make_tcp_device, rank 1, on 127.0.0.1): the fuzzer reads
 //      the challenge, sends the rest in pieces and shuts its side; the acceptor must close the
-//      connection without accepting it (no 'K': the stranger cannot know the proof), within
-//      its hello time, whatever came;
+//      connection without accepting it (no 'K': the stranger cannot know the proof; at most
+//      its refusal, 'N'), within its hello time, whatever came;
 //   2  an initiator that knows the token: a hello with the right proof for the challenge's
 //      nonce, whose initiator rank, stream and stream count come from the input, then the rest
 //      of the input; the acceptor must answer 'K' exactly when the numbers are valid (rank 0,
-//      below the acceptor's; 1 <= streams <= 64; stream < streams) and close otherwise.
+//      below the acceptor's; 1 <= streams <= 64; stream < streams) and refuse ('N' or
+//      nothing) and close otherwise.
 // Nothing may escape, crash or hang; a connection neither answered nor closed within 8 s is a
 // bug (the acceptor's hello time is 5 s).
 #include <arpa/inet.h>
@@ -120,7 +121,7 @@ void at_acceptor(std::string_view input, bool knows_token) {
   if (valid && answer != "K") fail("the acceptor refused a right hello");
   if (!valid) {
     read_some(fd, 1, closed);
-    if (!closed) fail("the acceptor sent more than 'K'");
+    if (!closed) fail("the acceptor sent more than its refusal");
   }
   ::close(fd);
 }

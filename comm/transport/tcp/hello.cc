@@ -5,9 +5,9 @@
 // "DDLTCP1\0", its own rank, which stream of how many this connection is, and
 // SHA-256(token || nonce || its rank || acceptor's rank || stream || streams). The
 // acceptor computes the same digest and, when it matches, sends one byte ('K'); otherwise it
-// closes the connection. The token never crosses the network and a recorded hello is useless
-// against the next nonce; this keeps out stray, stale and foreign processes, not an attacker
-// who can change packets in flight (there is no encryption). Integers are big-endian.
+// sends 'N' and closes the connection. The token never crosses the network and a recorded hello is
+// useless against the next nonce; this keeps out stray, stale and foreign processes, not an
+// attacker who can change packets in flight (there is no encryption). Integers are big-endian.
 
 #include "comm/transport/tcp/hello.h"
 

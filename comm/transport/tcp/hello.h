@@ -30,6 +30,10 @@ constexpr size_t kChallengeSize = 8 + 4 + 16;
 constexpr size_t kHelloSize = 8 + 4 + 2 + 2 + 32;
 /// The acceptor's last byte, sent when the hello is right.
 constexpr char kAccepted = 'K';
+/// The acceptor's last byte, sent when the hello is wrong (a wrong token, rank or count)
+/// before it closes the connection. A connection closed without either byte was crowded out,
+/// not refused: the initiator tries again.
+constexpr char kRefused = 'N';
 
 struct Challenge {
   int acceptor = 0;

@@ -9,14 +9,25 @@
 // peer refuses) and answers the acceptor's challenge with a proof of the job token (hello.cc).
 // The higher rank's device runs one acceptor thread from its creation: it accepts every
 // connection, sends the challenge, checks the answer (5 s at most per connection, many at
-// once), closes the connections that fail it and files the others by the initiator's rank.
-// When accept() finds no descriptor free (a flood of connections, a low ulimit -n) the
-// connection stays queued; the acceptor leaves the listening socket alone for kAcceptPause
-// rather than spin on it, and takes the connection once a descriptor frees.
+// once), refuses the connections that fail it (one byte, 'N', then closed) and files the
+// others by the initiator's rank. When accept() finds no descriptor free (a flood of
+// connections, a low ulimit -n) the connection stays queued; the acceptor leaves the listening
+// socket alone for a moment (base::AcceptRest) rather than spin on it, and takes the
+// connection once a descriptor frees.
 // connect() on the higher rank waits on that file for its peer, so connections that arrive
 // for another peer, or before anyone asks, wait for their own connect() call; connect() may be
-// called from several threads. A connection the acceptor closes is seen by the initiator as a
-// refused handshake.
+// called from several threads.
+//
+// Strangers cannot use up the acceptor's descriptors: at most kMaxPending connections wait for
+// their hello at once. When one more comes, the oldest waiting one is closed to make room,
+// but only once it has had kHelloGrace (a peer answers within a round trip, so the oldest is
+// the likeliest stranger); until then the listening socket is left alone and new connections
+// wait in its queue. A flood of silent connections thus costs the rank kMaxPending
+// descriptors, and a real peer, once accepted, keeps its place for kHelloGrace however many
+// come after it. An initiator whose connection is closed after the challenge and before the
+// answer (crowded out by a flood, or the acceptor out of descriptors) connects again, waiting
+// longer each time (kRetryFirst, doubling up to kRetryMost), until its deadline; only an 'N'
+// is a refusal, reported at once.
 //
 // With DeviceOptions::streams = n > 1 the initiator opens n connections to the peer, each
 // hello saying which of how many it is; the acceptor hands a link over once all n have
@@ -60,8 +71,14 @@ using tcp::kSocketBuffer;
 constexpr auto kHelloTime = std::chrono::seconds(5);
 /// The most sockets one link may have.
 constexpr int kMaxStreams = 64;
-/// How long the acceptor leaves its listening socket alone once accept() found no descriptor.
-constexpr auto kAcceptPause = std::chrono::milliseconds(100);
+/// The most connections that wait for their hello at once (strangers' included).
+constexpr size_t kMaxPending = 64;
+/// How long an accepted connection keeps its place however many connections come after it.
+constexpr auto kHelloGrace = std::chrono::milliseconds(200);
+/// The initiator's first wait before it connects again after its connection was closed
+/// unanswered; each such close doubles it, up to kRetryMost.
+constexpr auto kRetryFirst = std::chrono::milliseconds(50);
+constexpr auto kRetryMost = std::chrono::milliseconds(1000);
 
 using base::errno_text;
 
@@ -130,12 +147,16 @@ class TcpDevice : public Device {
     int fd;
     tcp::Nonce nonce;
     std::string in;
-    Clock::time_point deadline;
+    Clock::time_point since;     ///< when it was accepted
+    Clock::time_point deadline;  ///< for its hello
   };
 
   void accept_loop();
-  /// Accepts what waits; false when this process has no descriptor left for it.
-  bool accept_new(std::vector<Incoming>& incoming);
+  /// Accepts what waits, while there is room (kMaxPending, kHelloGrace) and a descriptor.
+  void accept_new(std::vector<Incoming>& incoming, base::AcceptRest& rest);
+  /// Reads the hellos of `incoming` that poll() found ready (`ready`, in order) and closes
+  /// those past their deadline; keeps the others, oldest first.
+  void read_hellos(std::vector<Incoming>& incoming, const pollfd* ready);
   /// Reads more of `c`'s hello; true when `c` is done with (filed or closed).
   bool read_hello(Incoming& c);
   /// The connections of a link to `peer`, as the initiator.
@@ -144,7 +165,11 @@ class TcpDevice : public Device {
   /// Connection `stream` of a link to `peer`, as the initiator.
   int initiate_one(int peer, const std::string& name, const std::string& address,
                    std::chrono::milliseconds timeout, Clock::time_point deadline, int stream);
-  void handshake(int fd, int peer, const std::string& name, const std::string& address,
+  /// Connects `fd` to `a` before `deadline`: 0, or the errno of the failure.
+  static int connect_by(int fd, const addrinfo* a, Clock::time_point deadline);
+  /// The handshake on connected `fd`: true when the acceptor took it, false when it closed the
+  /// connection after its challenge without an answer (crowded out: worth another try).
+  bool handshake(int fd, int peer, const std::string& name, const std::string& address,
                  Clock::time_point deadline, int stream);
 
   /// The checked connections from one initiator, by stream index.
@@ -234,15 +259,19 @@ TcpDevice::~TcpDevice() {
 }
 
 void TcpDevice::accept_loop() {
-  std::vector<Incoming> incoming;
+  std::vector<Incoming> incoming;  // oldest first
   std::vector<pollfd> fds;
-  Clock::time_point paused_until{};  // no descriptor left: the listening socket rests
+  base::AcceptRest rest;  // no descriptor left: the listening socket rests
   for (;;) {
-    const bool paused = Clock::now() < paused_until;
+    // Room for one more: below the cap, or the oldest past its grace.
+    const auto room =
+        incoming.size() < kMaxPending ? Clock::time_point{} : incoming.front().since + kHelloGrace;
+    const auto listen_at = std::max(rest.until(), room);
+    const bool listening = Clock::now() >= listen_at;
     fds.assign({pollfd{wake_fd_, POLLIN, 0},
-                pollfd{listen_fd_, static_cast<short>(paused ? 0 : POLLIN), 0}});
+                pollfd{listen_fd_, static_cast<short>(listening ? POLLIN : 0), 0}});
     Clock::time_point next = Clock::now() + std::chrono::seconds(1);
-    if (paused) next = std::min(next, paused_until);
+    if (!listening) next = std::min(next, listen_at);
     for (const Incoming& c : incoming) {
       fds.push_back(pollfd{c.fd, POLLIN, 0});
       next = std::min(next, c.deadline);
@@ -250,37 +279,46 @@ void TcpDevice::accept_loop() {
     if (::poll(fds.data(), fds.size(), wait_ms(next)) < 0 && errno != EINTR) return;
     if (fds[0].revents != 0) break;
     // Hellos first (fds[2..] match `incoming` as it was), then new connections.
-    const auto now = Clock::now();
-    std::vector<Incoming> still;
-    for (size_t i = 0; i < incoming.size(); ++i) {
-      Incoming& c = incoming[i];
-      if (fds[i + 2].revents != 0 && read_hello(c)) continue;
-      if (now >= c.deadline) {
-        ::close(c.fd);
-        continue;
-      }
-      still.push_back(std::move(c));
-    }
-    incoming = std::move(still);
-    if ((fds[1].revents & POLLIN) != 0 && !accept_new(incoming))
-      paused_until = Clock::now() + kAcceptPause;
+    read_hellos(incoming, fds.data() + 2);
+    if ((fds[1].revents & POLLIN) != 0) accept_new(incoming, rest);
   }
   for (const Incoming& c : incoming)
     ::close(c.fd);
 }
 
-bool TcpDevice::accept_new(std::vector<Incoming>& incoming) {
+void TcpDevice::read_hellos(std::vector<Incoming>& incoming, const pollfd* ready) {
+  const auto now = Clock::now();
+  std::vector<Incoming> still;
+  for (size_t i = 0; i < incoming.size(); ++i) {
+    Incoming& c = incoming[i];
+    if (ready[i].revents != 0 && read_hello(c)) continue;
+    if (now >= c.deadline) {
+      ::close(c.fd);
+      continue;
+    }
+    still.push_back(std::move(c));
+  }
+  incoming = std::move(still);
+}
+
+void TcpDevice::accept_new(std::vector<Incoming>& incoming, base::AcceptRest& rest) {
   for (;;) {
-    const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-    // EAGAIN, or an error of one connection: the next poll() tells. Out of descriptors (or
-    // buffers) the connection stays queued and the listening socket readable: the caller
-    // rests it, or poll() would wake at once, again and again.
-    if (fd < 0) return errno != EMFILE && errno != ENFILE && errno != ENOBUFS && errno != ENOMEM;
-    Incoming c{fd, {}, "", Clock::now() + kHelloTime};
+    const auto now = Clock::now();
+    const bool full = incoming.size() >= kMaxPending;
+    if (full && now < incoming.front().since + kHelloGrace) return;  // the queue waits
+    // EAGAIN, or an error of one connection: the next poll() tells. Out of descriptors the
+    // connection stays queued and `rest` rests the listening socket.
+    const int fd = rest.accept(listen_fd_, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) return;
+    if (full) {  // the oldest, unproven after its grace, makes room
+      ::close(incoming.front().fd);
+      incoming.erase(incoming.begin());
+    }
+    Incoming c{fd, {}, "", now, now + kHelloTime};
     try {
       c.nonce = tcp::random_nonce();
     } catch (const TransportError&) {
-      ::close(fd);  // no randomness, no challenge: the initiator sees a refused handshake
+      ::close(fd);  // no randomness, no challenge: the initiator sees no ddl transport
       continue;
     }
     const std::string challenge = tcp::encode(tcp::Challenge{rank_, c.nonce});
@@ -311,7 +349,14 @@ bool TcpDevice::read_hello(Incoming& c) {
       hello->streams <= kMaxStreams && hello->stream < hello->streams &&
       same_digest(hello->proof, tcp::hello_proof(token_, c.nonce, hello->initiator, rank_,
                                                  hello->stream, hello->streams));
-  if (!good || ::send(c.fd, &tcp::kAccepted, 1, MSG_NOSIGNAL) != 1) {
+  if (!good) {  // refused, and told so: the initiator does not try again
+    if (::send(c.fd, &tcp::kRefused, 1, MSG_NOSIGNAL) != 1) {
+      // Gone already: it learns nothing it needs.
+    }
+    ::close(c.fd);
+    return true;
+  }
+  if (::send(c.fd, &tcp::kAccepted, 1, MSG_NOSIGNAL) != 1) {
     ::close(c.fd);
     return true;
   }
@@ -388,6 +433,7 @@ int TcpDevice::initiate_one(int peer, const std::string& name, const std::string
   }
   std::unique_ptr<addrinfo, void (*)(addrinfo*)> owned(list, freeaddrinfo);
   std::string last = "timed out";
+  int unanswered = 0;  // connections closed after the challenge without an answer
   for (;;) {
     for (addrinfo* a = list; a != nullptr; a = a->ai_next) {
       const int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -396,44 +442,58 @@ int TcpDevice::initiate_one(int peer, const std::string& name, const std::string
         continue;
       }
       set_buffers(fd);
-      int err = 0;
-      if (::connect(fd, a->ai_addr, a->ai_addrlen) != 0) err = errno;
-      if (err == EINPROGRESS) {
-        pollfd p{fd, POLLOUT, 0};
-        while (::poll(&p, 1, wait_ms(deadline)) == 0 && Clock::now() < deadline) {
-        }
-        socklen_t len = sizeof err;
-        if (p.revents == 0) {
-          err = ETIMEDOUT;
-        } else {
-          getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
-        }
+      const int err = connect_by(fd, a, deadline);
+      bool answered = false;
+      try {
+        answered = err == 0 && handshake(fd, peer, name, address, deadline, stream);
+      } catch (...) {
+        ::close(fd);
+        throw;
       }
-      if (err == 0) {
-        try {
-          handshake(fd, peer, name, address, deadline, stream);
-        } catch (...) {
-          ::close(fd);
-          throw;
-        }
+      if (answered) {
         tcp::tune_socket(fd);
         return fd;
       }
-      last = errno_text(err);
       ::close(fd);
+      if (err != 0) {
+        last = errno_text(err);
+        continue;
+      }
+      ++unanswered;
+      last = "it closed the connection before answering this rank's hello, " +
+             std::to_string(unanswered) + (unanswered == 1 ? " time" : " times") +
+             " (is a flood of connections reaching it? see libddl(3), TRANSPORTS)";
+      break;  // crowded out: wait before the next try
     }
+    // Refused (the peer is not listening yet): every 50 ms. Crowded out: longer each time.
+    const Clock::duration pause =
+        unanswered == 0 ? std::chrono::milliseconds(50)
+                        : std::min<Clock::duration>(
+                              kRetryFirst * (1 << std::min(unanswered - 1, 10)), kRetryMost);
+    std::this_thread::sleep_for(std::min<Clock::duration>(pause, deadline - Clock::now()));
     if (Clock::now() >= deadline) {
       throw TransportError(name + ": cannot connect to " + address + " within " +
                            seconds_text(timeout) + ": " + last);
     }
-    std::this_thread::sleep_for(
-        std::min<Clock::duration>(std::chrono::milliseconds(50), deadline - Clock::now()));
   }
 }
 
-void TcpDevice::handshake(int fd, int peer, const std::string& name, const std::string& address,
+int TcpDevice::connect_by(int fd, const addrinfo* a, Clock::time_point deadline) {
+  int err = 0;
+  if (::connect(fd, a->ai_addr, a->ai_addrlen) != 0) err = errno;
+  if (err != EINPROGRESS) return err;
+  pollfd p{fd, POLLOUT, 0};
+  while (::poll(&p, 1, wait_ms(deadline)) == 0 && Clock::now() < deadline) {
+  }
+  if (p.revents == 0) return ETIMEDOUT;
+  socklen_t len = sizeof err;
+  getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+  return err;
+}
+
+bool TcpDevice::handshake(int fd, int peer, const std::string& name, const std::string& address,
                           Clock::time_point deadline, int stream) {
-  // Reads exactly `n` bytes; false on end of file.
+  // Reads exactly `n` bytes; std::nullopt on end of file or a reset.
   auto read_exact = [&](size_t n) {
     std::string in;
     while (in.size() < n) {
@@ -462,14 +522,17 @@ void TcpDevice::handshake(int fd, int peer, const std::string& name, const std::
   const std::string hello = tcp::encode(
       tcp::Hello{rank_, stream, streams_,
                  tcp::hello_proof(token_, challenge->nonce, rank_, peer, stream, streams_)});
-  if (::send(fd, hello.data(), hello.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(hello.size())) {
-    throw TransportError(name + ": the connection broke during the handshake");
-  }
+  // A broken send, an end or a reset before the answer: the acceptor closed the connection
+  // unanswered (crowded out), not a refusal.
+  if (::send(fd, hello.data(), hello.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(hello.size()))
+    return false;
   const auto answer = read_exact(1);
-  if (!answer || (*answer)[0] != tcp::kAccepted) {
+  if (!answer) return false;
+  if ((*answer)[0] != tcp::kAccepted) {
     throw TransportError(name +
                          ": the peer refused this rank's hello (is the job token the same?)");
   }
+  return true;
 }
 
 }  // namespace
