@@ -16,6 +16,7 @@
 
 #include "base/check.h"
 #include "base/digest.h"
+#include "base/fd.h"
 #include "base/text.h"
 #include "comm/comm.h"
 #include "ddlrun/node_wire.h"
@@ -115,6 +116,7 @@ struct NodeServer::State {
   Settings s;
   std::function<void(const std::string&)> report;
   int listen_fd = -1;
+  base::AcceptRest rest;  ///< rests the listening socket while no descriptor is left
   int wake[2] = {-1, -1};
   int port = 0;
   std::list<Conn> conns;
@@ -165,10 +167,10 @@ std::string NodeServer::State::who(const Conn& c) const {
 void NodeServer::State::run() {
   gather_deadline = Clock::now() + s.timeout;
   while (phase != Phase::kOver) {
-    std::vector<pollfd> fds = {{wake[0], POLLIN, 0}, {listen_fd, POLLIN, 0}};
+    std::vector<pollfd> fds = {{wake[0], POLLIN, 0}, {listen_fd, rest.events(), 0}};
     for (const Conn& c : conns)
       fds.push_back({c.fd, POLLIN, 0});
-    ::poll(fds.data(), fds.size(), 200);
+    ::poll(fds.data(), fds.size(), rest.poll_ms(200));
     if (fds[0].revents != 0) break;
     if (fds[1].revents != 0) accept_one();
     size_t i = 2;
@@ -194,8 +196,8 @@ void NodeServer::State::run() {
 // A new connection gets node 0's challenge at once (sent without waiting: a socket's buffer
 // holds it); the oldest of too many connections without hello is closed.
 void NodeServer::State::accept_one() {
-  const int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
-  if (fd < 0) return;
+  const int fd = rest.accept(listen_fd, SOCK_CLOEXEC);
+  if (fd < 0) return;  // out of descriptors, `rest` rests the listening socket
   const int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   timeval limit{5, 0};  // an admitted node that does not read cannot hold node 0 up for long

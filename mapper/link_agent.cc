@@ -18,7 +18,8 @@
 // the rest of a test another (kTestMs); while it serves a connection the agent watches its
 // stdin, and a line or the end of it from ddlrun ends that connection at once, so a stranger
 // can neither delay ddlrun's requests nor keep the agent alive. The agent ends when its stdin
-// does, or after a minute without a line.
+// does, or after a minute without a line or a connection. Out of descriptors, its listening
+// socket rests rather than spin (base::AcceptRest), and the connection is taken once one frees.
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -362,34 +363,23 @@ bool serve_link_test(int fd, const std::string& token, int stop_fd, const std::s
   }
 }
 
-int run_link_agent(int in_fd, int out_fd, int want_port, const std::string& seen_from) {
-  const auto [listen_fd, port] = listen_any(want_port);
-  if (listen_fd < 0) {
-    const std::string which =
-        want_port == 0 ? "a TCP port" : "TCP port " + std::to_string(want_port);
-    base::write_all(out_fd,
-                    "error cannot listen on " + which + ": " + base::errno_text(errno) + "\n");
-    return 1;
-  }
-  const Socket listener(listen_fd);
-  // The address ddlrun's host connected from, as this host's sshd saw it (SSH_CONNECTION):
-  // where the other hosts reach ddlrun's own host. Below the launch tree's first level the
-  // caller says it (this host was logged in to from its tree parent).
-  const char* ssh = std::getenv("SSH_CONNECTION");
-  std::string client = ssh && *ssh ? std::string(ssh).substr(0, std::strcspn(ssh, " ")) : "-";
-  if (!seen_from.empty()) client = seen_from;
-  if (base::write_all(out_fd, "ddl-link-agent 2 " + std::to_string(port) + " " + client + "\n") !=
-      0) {
-    return 1;
-  }
+namespace {
+
+/// Serves the listening socket and ddlrun's lines until stdin ends (0) or a minute passes
+/// without a connection or a line, or ddlrun cannot be written to (1).
+int serve_agent(int in_fd, int out_fd, int listen_fd) {
   std::string token, pending;
+  base::AcceptRest rest;  // out of descriptors the listening socket rests rather than spin
+  base::Deadline idle{std::chrono::milliseconds(kIdleMs)};
   for (;;) {
-    pollfd p[2] = {{in_fd, POLLIN, 0}, {listen_fd, POLLIN, 0}};
-    const int n = ::poll(p, 2, kIdleMs);
+    pollfd p[2] = {{in_fd, POLLIN, 0}, {listen_fd, rest.events(), 0}};
+    const int n = ::poll(p, 2, rest.poll_ms(idle.poll_ms(kIdleMs)));
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return 1;
+    if (n < 0 || (n == 0 && idle.passed())) return 1;
+    if (n == 0) continue;  // a rest ended
+    idle = base::Deadline(std::chrono::milliseconds(kIdleMs));
     if (p[1].revents & POLLIN) {
-      const Socket peer(::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC));
+      const Socket peer(rest.accept(listen_fd, SOCK_CLOEXEC));
       try {
         if (peer.fd >= 0)
           serve_test(peer.fd, token, in_fd, base::hex(base::random_bytes(kNonceBytes)));
@@ -410,6 +400,31 @@ int run_link_agent(int in_fd, int out_fd, int want_port, const std::string& seen
       if (!reply.empty() && base::write_all(out_fd, reply + "\n") != 0) return 1;
     }
   }
+}
+
+}  // namespace
+
+int run_link_agent(int in_fd, int out_fd, int want_port, const std::string& seen_from) {
+  const auto [listen_fd, port] = listen_any(want_port);
+  if (listen_fd < 0) {
+    const std::string which =
+        want_port == 0 ? "a TCP port" : "TCP port " + std::to_string(want_port);
+    base::write_all(out_fd,
+                    "error cannot listen on " + which + ": " + base::errno_text(errno) + "\n");
+    return 1;
+  }
+  const Socket listener(listen_fd);
+  // The address ddlrun's host connected from, as this host's sshd saw it (SSH_CONNECTION):
+  // where the other hosts reach ddlrun's own host. Below the launch tree's first level the
+  // caller says it (this host was logged in to from its tree parent).
+  const char* ssh = std::getenv("SSH_CONNECTION");
+  std::string client = ssh && *ssh ? std::string(ssh).substr(0, std::strcspn(ssh, " ")) : "-";
+  if (!seen_from.empty()) client = seen_from;
+  if (base::write_all(out_fd, "ddl-link-agent 2 " + std::to_string(port) + " " + client + "\n") !=
+      0) {
+    return 1;
+  }
+  return serve_agent(in_fd, out_fd, listen_fd);
 }
 
 }  // namespace ddl::mapper

@@ -13,7 +13,8 @@
 // byte of its answer for 5 s (stopped, hung) is cut off, so that it cannot hold the others up.
 // Strangers cannot exhaust the server: before its hello is accepted a connection is read no
 // further than the hello's 46 bytes (a wrong magic is refused at its first byte), and at most
-// kMaxStrangers such connections wait at once (the oldest is closed). Refusals are closed at
+// kMaxStrangers such connections wait at once (the oldest is closed); out of descriptors, the
+// listening socket rests instead of spinning (base::AcceptRest). Refusals are closed at
 // once and reported (the first kMaxRefusalReports of them) quoting at most a short printable
 // prefix of what was sent; a refused hello is told why as a failed round, sent without waiting.
 //
@@ -39,6 +40,7 @@
 #include <thread>
 
 #include "base/digest.h"
+#include "base/fd.h"
 #include "base/text.h"
 #include "comm/bootstrap/bootstrap.h"
 #include "comm/core/quiet_thread.h"
@@ -345,6 +347,7 @@ struct RendezvousServer::State {
   int refusals = 0;
   bool strangers_told = false;
   int listen_fd = -1;
+  base::AcceptRest rest;  ///< rests the listening socket while no descriptor is left
   int port = 0;
   int wake[2] = {-1, -1};
   std::atomic<bool> stop{false};
@@ -512,8 +515,8 @@ struct RendezvousServer::State {
   /// socket's buffer (sent at once, or the connection is dropped). The oldest of too many
   /// connections without hello is closed.
   void accept_one() {
-    const int fd = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-    if (fd < 0) return;
+    const int fd = rest.accept(listen_fd, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) return;  // out of descriptors, `rest` rests the listening socket
     Client c;
     c.fd = fd;
     c.address = peer_address(fd);
@@ -577,10 +580,10 @@ struct RendezvousServer::State {
 
   void run() {
     while (!stop) {
-      std::vector<pollfd> fds = {{wake[0], POLLIN, 0}, {listen_fd, POLLIN, 0}};
+      std::vector<pollfd> fds = {{wake[0], POLLIN, 0}, {listen_fd, rest.events(), 0}};
       for (const Client& c : clients)
         fds.push_back({c.fd, POLLIN, 0});
-      poll(fds.data(), fds.size(), 200);
+      poll(fds.data(), fds.size(), rest.poll_ms(200));
       if (stop) break;
       if (fds[1].revents & POLLIN) accept_one();
       std::vector<size_t> drop;

@@ -23,6 +23,7 @@
 #include "base/digest.h"
 #include "comm/bootstrap/bootstrap.h"
 #include "tests/lib/dial.h"
+#include "tests/lib/out_of_descriptors.h"
 
 namespace ddl::comm {
 namespace {
@@ -252,6 +253,17 @@ TEST(RendezvousStrangersTest, ARankThatStopsReadingIsCutOffAndTheOtherAnswered) 
   EXPECT_TRUE(stalled) << "4 rounds of 2 MiB answers never filled the deaf rank's queue";
   EXPECT_TRUE(ends_within(deaf, 5000ms)) << "the deaf rank was not cut off";
   ::close(deaf);
+}
+
+// Out of descriptors (a flood of connections, a low ulimit -n) the server leaves its listening
+// socket alone for a moment each time instead of spinning on it (a core at 100% for as long
+// as no descriptor freed), and takes the queued connection once one frees.
+TEST(RendezvousStrangers, OutOfDescriptorsTheServerRestsThenTakesTheConnection) {
+  const int status = ddl::testing::in_child([] {
+    RendezvousServer server("t0k3n", 2);
+    return ddl::testing::listener_out_of_descriptors(server.port());
+  });
+  EXPECT_EQ(status, 0) << ddl::testing::out_of_descriptors_text(status);
 }
 
 }  // namespace

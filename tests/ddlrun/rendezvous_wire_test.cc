@@ -18,6 +18,7 @@
 #include "ddlrun/node_wire.h"
 #include "ddlrun/rendezvous.h"
 #include "tests/lib/dial.h"
+#include "tests/lib/out_of_descriptors.h"
 #include "tests/lib/tcp_recorder.h"
 
 namespace ddl::cli {
@@ -196,6 +197,17 @@ TEST(RendezvousWire, ConnectionsWithoutHelloAreCappedOldestFirst) {
                 "rendezvous: more than 32 connections have not said hello; closing the oldest (is "
                 "something other than ddlrun connecting to port " +
                 std::to_string(n0.server->port()) + "?)"});
+}
+
+// Out of descriptors (a flood of connections, a low ulimit -n) node 0 leaves its listening
+// socket alone for a moment each time instead of spinning on it (a core at 100% for as long
+// as no descriptor freed), and takes the queued connection once one frees.
+TEST(RendezvousWire, OutOfDescriptorsNode0RestsThenTakesTheConnection) {
+  const int status = ddl::testing::in_child([] {
+    Node0 n0(2);
+    return ddl::testing::listener_out_of_descriptors(n0.server->port());
+  });
+  EXPECT_EQ(status, 0) << ddl::testing::out_of_descriptors_text(status);
 }
 
 TEST(RendezvousWire, ARefusalQuotesAShortPrintablePrefix) {

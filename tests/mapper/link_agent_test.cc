@@ -23,6 +23,7 @@
 #include "mapper/link_probe.h"
 #include "tests/lib/dial.h"
 #include "tests/lib/link_agent_thread.h"
+#include "tests/lib/out_of_descriptors.h"
 #include "tests/lib/tcp_recorder.h"
 
 namespace ddl::mapper {
@@ -99,6 +100,17 @@ TEST(LinkAgentStrangerTest, AStrangerDoesNotDelayTheAgentsEnd) {
   agent.reset();  // as ~LocalAgent: the channel closes, the thread is joined
   EXPECT_LT(Clock::now() - start, 1s);
   ::close(fd);
+}
+
+// Out of descriptors (a flood of connections, a low ulimit -n) the agent leaves its listening
+// socket alone for a moment each time instead of spinning on it (a core at 100% for as long
+// as no descriptor freed), and takes the queued connection once one frees.
+TEST(LinkAgentStrangerTest, OutOfDescriptorsTheAgentRestsThenTakesTheConnection) {
+  const int status = ddl::testing::in_child([] {
+    Agent agent;
+    return ddl::testing::listener_out_of_descriptors(agent.port());
+  });
+  EXPECT_EQ(status, 0) << ddl::testing::out_of_descriptors_text(status);
 }
 
 TEST(LinkAgentChallengeTest, OnlyTheProofForItsNonceIsServed) {
