@@ -18,6 +18,13 @@
 // once and reported (the first kMaxRefusalReports of them) quoting at most a short printable
 // prefix of what was sent; a refused hello is told why as a failed round, sent without waiting.
 //
+// The client trusts the server no more than the server trusts it: its connect and hello end
+// at its deadline (a host that drops packets, or a server that says nothing, is not waited
+// out), each round's answer must come whole within the round's timeout and kAnswerSlack more
+// however it trickles, a server that stops reading cannot hold it, a length over kMaxValue or
+// a count other than the job's size is a protocol error naming the server's address, and a
+// failed round's message is shown printable, at most kMaxErrorText bytes of it.
+//
 // The memory bootstrap (threads in one process) keeps the rounds in a shared table.
 
 #include <arpa/inet.h>
@@ -60,6 +67,9 @@ constexpr size_t kChallengeSize = 6 + kNonceSize;
 constexpr size_t kHelloSize = 6 + 4 + 4 + 32;
 constexpr uint32_t kMaxValue = 1u << 20;
 constexpr size_t kMaxStrangers = 32;    // connections waiting without an accepted hello
+constexpr size_t kMaxErrorText = 4096;  // of a failed round's message, shown to the user
+constexpr auto kAnswerSlack = std::chrono::milliseconds(10'000);    // past a round's own timeout
+constexpr auto kChallengeTime = std::chrono::milliseconds(10'000);  // at least, once connected
 constexpr int kMaxRefusalReports = 10;  // refused connections reported, then one line more
 constexpr auto kSendStall = 5s;  // a rank that takes no byte of its answer for this long is cut off
 
@@ -84,17 +94,21 @@ std::string rank_proof(const std::string& token, std::string_view nonce, uint32_
   return base::bytes(base::hmac_sha256(token, message));
 }
 
-/// Writes all of `data`; false when the connection fails, or when `stall` passes without the
-/// peer taking a byte (a peer that stops reading cannot hold the writer up for ever).
+/// Writes all of `data` (`fd` non-blocking); false when the connection fails, when `stall`
+/// passes without the peer taking a byte, or at `until` (a peer that stops reading, or reads
+/// a byte now and then, cannot hold the writer up for ever).
 bool write_all(int fd, std::string_view data,
-               std::chrono::milliseconds stall = std::chrono::milliseconds::max()) {
+               std::chrono::milliseconds stall = std::chrono::milliseconds::max(),
+               Clock::time_point until = Clock::time_point::max()) {
   Clock::time_point last_taken = Clock::now();
   while (!data.empty()) {
     const ssize_t n = send(fd, data.data(), data.size(), MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && errno == EAGAIN) {
+      const auto now = Clock::now();
       const auto left =
-          stall - std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - last_taken);
+          std::min(stall - std::chrono::duration_cast<std::chrono::milliseconds>(now - last_taken),
+                   std::chrono::ceil<std::chrono::milliseconds>(until - now));
       if (left.count() <= 0) return false;
       pollfd p{fd, POLLOUT, 0};
       poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), 1000)));
@@ -138,41 +152,61 @@ std::string listen_address(int fd) {
   return address_text(a);
 }
 
-/// Reads exactly n bytes before `deadline`; false on EOF, error or timeout.
-bool read_exact(int fd, char* out, size_t n, Clock::time_point deadline) {
-  while (n > 0) {
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    if (left.count() <= 0) return false;
+/// Reads up to `n` bytes before `deadline`: how many came before EOF, an error or the deadline.
+size_t read_upto(int fd, char* out, size_t n, Clock::time_point deadline) {
+  size_t got = 0;
+  while (got < n) {
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0) break;
     pollfd p{fd, POLLIN, 0};
     const int rc = poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), 1000)));
-    if (rc < 0 && errno != EINTR) return false;
+    if (rc < 0 && errno != EINTR) break;
     if (rc <= 0) continue;
-    const ssize_t got = recv(fd, out, n, 0);
-    if (got < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-    if (got <= 0) return false;
-    out += got;
-    n -= static_cast<size_t>(got);
+    const ssize_t k = recv(fd, out + got, n - got, 0);
+    if (k < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (k <= 0) break;
+    got += static_cast<size_t>(k);
   }
-  return true;
+  return got;
+}
+
+/// Reads exactly n bytes before `deadline`; false on EOF, error or timeout.
+bool read_exact(int fd, char* out, size_t n, Clock::time_point deadline) {
+  return read_upto(fd, out, n, deadline) == n;
 }
 
 // ---------------------------------------------------------------------------------------------
 // Client
 
-/// Reads the server's challenge and answers it with this rank's proof; false when the
-/// connection closed, timed out or the server speaks another protocol.
-bool answer_challenge(int fd, const std::string& token, int rank, int size,
-                      Clock::time_point deadline) {
+/// Reads the server's challenge and answers it with this rank's proof before `deadline`
+/// (`waited` from now): "" or why not, to follow "the rendezvous at ADDRESS ".
+std::string answer_challenge(int fd, const std::string& token, int rank, int size,
+                             Clock::time_point deadline, std::chrono::milliseconds waited) {
   char challenge[kChallengeSize];
-  if (!read_exact(fd, challenge, sizeof challenge, deadline)) return false;
-  if (std::string_view(challenge, kMagic.size()) != kMagic) return false;
+  const size_t got = read_upto(fd, challenge, sizeof challenge, deadline);
+  const std::string_view came(challenge, got);
+  if (!came.starts_with(kMagic.substr(0, std::min(got, kMagic.size())))) {
+    return "does not speak " + std::string(kMagic) + " (it sent '" + base::excerpt(came) +
+           "'; is something other than this job's ddlrun listening there?)";
+  }
+  if (got < sizeof challenge && Clock::now() >= deadline) {
+    return "sent no whole challenge within " + seconds_text(waited) +
+           " (is ddlrun stopped or overloaded? see its output)";
+  }
+  if (got < sizeof challenge) {
+    return "closed the connection before its challenge (is it this version's ddlrun? see its "
+           "output)";
+  }
   const std::string_view nonce(challenge + kMagic.size(), kNonceSize);
   std::string hello(kMagic);
   put_u32(hello, static_cast<uint32_t>(rank));
   put_u32(hello, static_cast<uint32_t>(size));
   hello += rank_proof(token, nonce, static_cast<uint32_t>(rank), static_cast<uint32_t>(size));
-  return write_all(fd, hello);
+  if (!write_all(fd, hello, std::chrono::milliseconds::max(), deadline)) {
+    return "closed the connection or took none of this rank's hello (is ddlrun stopped or "
+           "overloaded? see its output)";
+  }
+  return "";
 }
 
 class RendezvousClient : public Bootstrap {
@@ -186,40 +220,63 @@ class RendezvousClient : public Bootstrap {
 
   std::vector<std::string> allgather(const std::string& value,
                                      std::chrono::milliseconds timeout) override {
+    // The server answers by itself when the wait is over; our own deadline is a backstop.
+    const std::chrono::milliseconds waited = timeout + kAnswerSlack;
+    const Clock::time_point deadline = Clock::now() + waited;
     std::string msg;
     put_u32(msg, round_++);
     put_u32(msg, static_cast<uint32_t>(timeout.count()));
     put_u32(msg, static_cast<uint32_t>(value.size()));
     msg += value;
-    if (!write_all(fd_, msg)) throw lost();
-    // The server answers by itself when the wait is over; our own deadline is a backstop.
-    const Clock::time_point deadline = Clock::now() + timeout + std::chrono::seconds(10);
+    if (!write_all(fd_, msg, std::chrono::milliseconds::max(), deadline))
+      throw cut(waited, deadline);
     char head[8];
-    if (!read_exact(fd_, head, 8, deadline)) throw lost();
+    if (!read_exact(fd_, head, 8, deadline)) throw cut(waited, deadline);
     const uint32_t status = get_u32(head), n = get_u32(head + 4);
-    if (status != 0) {
-      if (n > kMaxValue) throw lost();
-      std::string message(n, '\0');
-      if (!read_exact(fd_, message.data(), n, deadline)) throw lost();
-      throw BootstrapError(message);
+    if (status > 1) {
+      throw garbled("'" + base::excerpt(std::string_view(head, 8)) + "'");
     }
-    if (n != static_cast<uint32_t>(size_)) throw lost();
+    if (status == 1) {
+      if (n > kMaxValue) throw garbled(too_long("an error message", n));
+      std::string message(n, '\0');
+      if (!read_exact(fd_, message.data(), n, deadline)) throw cut(waited, deadline);
+      throw BootstrapError(base::excerpt(message, kMaxErrorText));
+    }
+    if (n != static_cast<uint32_t>(size_)) {
+      throw garbled(std::to_string(n) + " values for a job of " + std::to_string(size_) + " ranks");
+    }
     std::vector<std::string> values(size_);
-    for (auto& v : values) {
+    for (size_t r = 0; r < values.size(); ++r) {
       char len[4];
-      if (!read_exact(fd_, len, 4, deadline)) throw lost();
+      if (!read_exact(fd_, len, 4, deadline)) throw cut(waited, deadline);
       const uint32_t l = get_u32(len);
-      if (l > kMaxValue) throw lost();
-      v.resize(l);
-      if (!read_exact(fd_, v.data(), l, deadline)) throw lost();
+      if (l > kMaxValue) throw garbled(too_long("rank " + std::to_string(r) + "'s value", l));
+      values[r].resize(l);
+      if (!read_exact(fd_, values[r].data(), l, deadline)) throw cut(waited, deadline);
     }
     return values;
   }
 
  private:
-  BootstrapError lost() const {
-    return BootstrapError("rank " + std::to_string(rank_) + ": lost the rendezvous at " + address_ +
-                          " (did ddlrun stop?)");
+  std::string who() const { return "rank " + std::to_string(rank_); }
+  /// The answer did not come whole: the connection closed, or `waited` passed (at `deadline`).
+  BootstrapError cut(std::chrono::milliseconds waited, Clock::time_point deadline) const {
+    if (Clock::now() >= deadline) {
+      return BootstrapError(who() + ": the rendezvous at " + address_ + " did not answer within " +
+                            seconds_text(waited) +
+                            " (is ddlrun stopped or overloaded? see its output)");
+    }
+    return BootstrapError(who() + ": lost the rendezvous at " + address_ + " (did ddlrun stop?)");
+  }
+  /// The server sent `what`, which is no answer of this protocol.
+  BootstrapError garbled(const std::string& what) const {
+    return BootstrapError(who() + ": the rendezvous at " + address_ + " sent what is no " +
+                          std::string(kMagic) + " answer: " + what +
+                          " (is something other than this job's ddlrun listening there?)");
+  }
+  static std::string too_long(const std::string& what, uint32_t n) {
+    return what + " of " + std::to_string(n) + " bytes, over the " +
+           std::to_string(kMaxValue >> 20) + " MiB limit";
   }
   int fd_;
   std::string address_;
@@ -300,21 +357,28 @@ std::unique_ptr<Bootstrap> make_rendezvous_bootstrap(const std::string& address,
                            address + ": " + gai_strerror(gai));
     }
     for (addrinfo* a = list; a != nullptr; a = a->ai_next) {
-      const int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+      const int fd =
+          socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol);
       if (fd < 0) continue;
-      if (connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
+      // Not past the deadline: a host that drops the packets is not waited out.
+      const int err = transport::connect_before(fd, a->ai_addr, a->ai_addrlen, deadline);
+      if (err == 0) {
         freeaddrinfo(list);
         const int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        if (!answer_challenge(fd, token, rank, size, std::max(deadline, Clock::now() + 10s))) {
+        const auto waited =
+            std::max(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()),
+                     kChallengeTime);
+        const std::string why =
+            answer_challenge(fd, token, rank, size, Clock::now() + waited, waited);
+        if (!why.empty()) {
           close(fd);
           throw BootstrapError("rank " + std::to_string(rank) + ": the rendezvous at " + address +
-                               " closed the connection or does not speak " + std::string(kMagic) +
-                               " (is it this version's ddlrun?)");
+                               " " + why);
         }
         return std::make_unique<RendezvousClient>(fd, address, rank, size);
       }
-      last_error = std::strerror(errno);
+      last_error = std::strerror(err);
       close(fd);
     }
     freeaddrinfo(list);

@@ -1,6 +1,7 @@
 #include "comm/transport/os.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -8,6 +9,8 @@
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
+
+#include "base/fd.h"
 
 namespace ddl::comm::transport {
 
@@ -36,6 +39,21 @@ void* map_reserved(int fd, size_t bytes, int* err) {
   if (p != MAP_FAILED) return p;
   *err = errno;
   return nullptr;
+}
+
+int connect_before(int fd, const sockaddr* to, socklen_t length,
+                   std::chrono::steady_clock::time_point deadline) {
+  int err = 0;
+  if (::connect(fd, to, length) != 0) err = errno;
+  if (err != EINPROGRESS) return err;
+  pollfd p{fd, POLLOUT, 0};
+  while (::poll(&p, 1, base::Deadline(deadline).poll_ms()) <= 0 &&
+         std::chrono::steady_clock::now() < deadline) {
+  }
+  if (p.revents == 0) return ETIMEDOUT;
+  socklen_t len = sizeof err;
+  getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+  return err;
 }
 
 }  // namespace ddl::comm::transport

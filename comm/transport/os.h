@@ -1,6 +1,9 @@
 #pragma once
 // Small operating-system helpers that the transports, the bootstrap and the node group share.
 
+#include <sys/socket.h>
+
+#include <chrono>
 #include <cstddef>
 #include <string>
 
@@ -19,5 +22,10 @@ int open_pidfd(int pid);
 /// Returns the mapping, or nullptr with *err the errno of the step that failed; `fd` stays
 /// open either way.
 void* map_reserved(int fd, size_t bytes, int* err);
+/// connect() of the non-blocking socket `fd` to `to`, waiting for it until `deadline` at most
+/// (a host that drops the connection's packets is not waited out): 0, or the errno of the
+/// failure (ETIMEDOUT at the deadline).
+int connect_before(int fd, const sockaddr* to, socklen_t length,
+                   std::chrono::steady_clock::time_point deadline);
 
 }  // namespace ddl::comm::transport

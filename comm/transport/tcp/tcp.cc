@@ -165,8 +165,6 @@ class TcpDevice : public Device {
   /// Connection `stream` of a link to `peer`, as the initiator.
   int initiate_one(int peer, const std::string& name, const std::string& address,
                    std::chrono::milliseconds timeout, Clock::time_point deadline, int stream);
-  /// Connects `fd` to `a` before `deadline`: 0, or the errno of the failure.
-  static int connect_by(int fd, const addrinfo* a, Clock::time_point deadline);
   /// The handshake on connected `fd`: true when the acceptor took it, false when it closed the
   /// connection after its challenge without an answer (crowded out: worth another try).
   bool handshake(int fd, int peer, const std::string& name, const std::string& address,
@@ -442,7 +440,7 @@ int TcpDevice::initiate_one(int peer, const std::string& name, const std::string
         continue;
       }
       set_buffers(fd);
-      const int err = connect_by(fd, a, deadline);
+      const int err = connect_before(fd, a->ai_addr, a->ai_addrlen, deadline);
       bool answered = false;
       try {
         answered = err == 0 && handshake(fd, peer, name, address, deadline, stream);
@@ -476,19 +474,6 @@ int TcpDevice::initiate_one(int peer, const std::string& name, const std::string
                            seconds_text(timeout) + ": " + last);
     }
   }
-}
-
-int TcpDevice::connect_by(int fd, const addrinfo* a, Clock::time_point deadline) {
-  int err = 0;
-  if (::connect(fd, a->ai_addr, a->ai_addrlen) != 0) err = errno;
-  if (err != EINPROGRESS) return err;
-  pollfd p{fd, POLLOUT, 0};
-  while (::poll(&p, 1, wait_ms(deadline)) == 0 && Clock::now() < deadline) {
-  }
-  if (p.revents == 0) return ETIMEDOUT;
-  socklen_t len = sizeof err;
-  getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
-  return err;
 }
 
 bool TcpDevice::handshake(int fd, int peer, const std::string& name, const std::string& address,
