@@ -377,6 +377,28 @@ TEST(TreeLinks, GarbageFromTheFirstLevelLosesItsSubtreeAndItsChannel) {
   EXPECT_EQ(k.connector.host("n1").sessions_open, 0);
 }
 
+/// Launches the chain job through `k`'s kept sessions, as ddlrun does after --probe-links:
+/// the launch's error ("" when the job started).
+std::string launch_after_links(Kept& k) {
+  LaunchOptions o;
+  o.ddlrun_path = "/x/ddlrun";
+  o.tree_width = 1;
+  o.ssh.command_timeout = milliseconds(2000);
+  o.ssh.keep_sessions =
+      std::shared_ptr<ddl::ssh::KeptSessions>(std::shared_ptr<void>(), &k.sessions);
+  o.probe_tree = kChain;
+  EventQueue events;
+  const std::unique_ptr<Backend> backend = make_ssh_backend(chain_job(), o, k.connector);
+  std::string error;
+  try {
+    backend->start(events);
+  } catch (const LaunchError& e) {
+    error = e.what();
+  }
+  backend->finish();
+  return error;
+}
+
 // Issue 26: n1, on the first level, loses its connection mid-measurement. The launch that then
 // takes the tree over names n1 once, with the 2 hosts below it, logs in to no host again (nor
 // runs an agent anew on n1, whose new agent would log in to n2 and n3 again), starts no rank,
@@ -391,32 +413,56 @@ TEST(TreeLinks, AFirstLevelLostMidMeasurementFailsTheLaunchWithoutANewLogin) {
     EXPECT_EQ(failure(*n2, milliseconds(5000)),
               "the link agent ended: lost with its tree parent n1");
   }
-  LaunchOptions o;
-  o.ddlrun_path = "/x/ddlrun";
-  o.tree_width = 1;
-  o.ssh.command_timeout = milliseconds(2000);
-  o.ssh.keep_sessions =
-      std::shared_ptr<ddl::ssh::KeptSessions>(std::shared_ptr<void>(), &k.sessions);
-  o.probe_tree = kChain;
-  EventQueue events;
-  const std::unique_ptr<Backend> backend = make_ssh_backend(chain_job(), o, k.connector);
-  try {
-    backend->start(events);
-    ADD_FAILURE() << "the job started without n1's agent";
-  } catch (const LaunchError& e) {
-    EXPECT_STREQ(e.what(),
-                 "cannot start the job on 1 of 3 hosts:\n"
-                 "  n1: the connection to its agent closed; the 2 hosts below it in the launch "
-                 "tree are lost with it\n"
-                 "fix them (each must pass 'ssh -o BatchMode=yes HOST ddlrun --version'), or "
-                 "leave them out of the host list");
-  }
-  backend->finish();
+  EXPECT_EQ(launch_after_links(k),
+            "cannot start the job on 1 of 3 hosts:\n"
+            "  n1: the connection to its agent closed; the 2 hosts below it in the launch "
+            "tree are lost with it\n"
+            "fix them (each must pass 'ssh -o BatchMode=yes HOST ddlrun --version'), or "
+            "leave them out of the host list");
   EXPECT_EQ(k.connector.connected(), std::vector<std::string>{"n1"});  // the probe's login only
   EXPECT_EQ(k.connector.host("n1").commands.size(), 1u);               // the probe's agent only
   for (const ssh::Frame& f : frames(k.remote->written()))
     EXPECT_NE(f.type, FrameType::kJob);
   EXPECT_EQ(k.connector.host("n1").sessions_open, 0);
+}
+
+// Issue 26: n1's agent dies after --probe-links gave its session back, before the launch takes
+// it (here its channel closes; then its agent said why it gave up). The launch names n1 with
+// the hosts below it and the reason, logs in to no host again (a new agent on n1 would log in
+// to n2 and n3 a second time, while their first agents may still run), starts no rank, and
+// leaves no session open. Before, it logged in to n1 anew and started the subtree again.
+TEST(TreeLinks, AKeptChannelThatDiesBeforeTheLaunchTakesItFailsTheLaunchWithoutANewLogin) {
+  for (const bool said_why : {false, true}) {
+    Kept k;
+    {
+      ssh::TreeLinks tree(k.sessions, kChain, milliseconds(10'000));
+      std::unique_ptr<mapper::LinkChannel> n2 = open(tree, "n2");
+      EXPECT_TRUE(n2->line(milliseconds(3000)).starts_with("ddl-link-agent 2 "));
+      n2->send("end");
+    }
+    ASSERT_EQ(k.sessions.size(), 1u);  // given back alive
+    if (said_why) {
+      k.remote->print(
+          ssh::encode_frame(FrameType::kFailure, 1, "no heartbeat from ddlrun for 10 s"));
+    }
+    k.remote->end(-1);
+    const std::string why =
+        said_why ? "no heartbeat from ddlrun for 10 s" : "the connection to its agent closed";
+    EXPECT_EQ(launch_after_links(k),
+              "cannot start the job on 1 of 3 hosts:\n"
+              "  n1: " +
+                  why +
+                  "; the 2 hosts below it in the launch tree are lost with it\n"
+                  "fix them (each must pass 'ssh -o BatchMode=yes HOST ddlrun --version'), or "
+                  "leave them out of the host list");
+    EXPECT_EQ(k.connector.connected(), std::vector<std::string>{"n1"});  // the probe's login only
+    EXPECT_EQ(k.connector.host("n1").commands.size(), 1u);               // the probe's agent only
+    for (const ssh::Frame& f : frames(k.remote->written())) {
+      EXPECT_NE(f.type, FrameType::kJob);
+      EXPECT_NE(f.type, FrameType::kSubtree);
+    }
+    EXPECT_EQ(k.connector.host("n1").sessions_open, 0);
+  }
 }
 
 // Issue 26: n1's socket takes nothing (its host cut off without a RST, while its agent still
