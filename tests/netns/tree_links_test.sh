@@ -29,7 +29,6 @@ set -uo pipefail
 ddlrun=$(realpath "$1")
 # shellcheck source=SCRIPTDIR/hosts.sh
 source "$(dirname "$0")/hosts.sh"
-unset SSH_AUTH_SOCK
 fails=0
 fail() {
   echo "FAIL: $1"
@@ -42,10 +41,7 @@ n=12
 width=2
 
 netns_up_racks 3 4 || exit $?
-export HOME="$NETNS_DIR/home" XDG_CACHE_HOME="$NETNS_DIR/cache"
-mkdir -p "$HOME"
-out="$NETNS_DIR/out"
-mkdir -p "$out"
+netns_session
 for ((k = 1; k <= n; k++)); do netns_shape "$k" 1gbit || fail "tc could not shape node$k"; done
 netns_shape_uplink 250mbit || fail "tc could not shape the uplinks"
 hosts=$(printf 'node%d:1,' $(seq "$n"))
@@ -90,13 +86,9 @@ check_logins() {
 # nothing_left NAME: within 5 s no process of ddlrun's on any host (only sshd's), and no
 # directory of its agents' in their /tmp.
 nothing_left() {
-  local k i left
+  local k left
   for ((k = 1; k <= n; k++)); do
-    for ((i = 0; i < 50; i++)); do
-      left=$(netns_job_procs "$k")
-      [[ -z $left ]] && break
-      sleep 0.1
-    done
+    left=$(netns_job_left "$k" 5)
     [[ -z $left ]] || fail "$1: left on node$k: $(tr '\n' ';' <<<"$left")"
     left=$(netns_exec "$k" sh -c 'ls -d /tmp/ddlrun-pmix.* /tmp/ddlrun-agent.* 2>/dev/null')
     [[ -z $left ]] || fail "$1: left in node$k's /tmp: $left"
