@@ -69,7 +69,8 @@
 #          just written (the peers' parts of its slice, then their reduced slices), which is
 #          busbw's own numerator, so busbw_xchg = X, the rate at which one rank takes such
 #          bytes in while every rank does (memcpy_bench -x -p N: the node group's slots and
-#          steps without the reduction; median over the runs as R). On this VM X moves with
+#          steps without the reduction; median over the runs as R; only where the ranks do
+#          not outnumber the cores, "-" otherwise). On this VM X moves with
 #          where the host puts its two vCPUs and can lie below the copy limit. Below ~64 KiB
 #          every allreduce is bound by latency, not by these. The 8-byte row comes from a run of its own with more iterations; its
 #          time (us) is printed for each benchmark under the table.
@@ -289,7 +290,9 @@ run_setting() {
       echo "allreduce_compare:   run $run/$runs, ${phase/lat/8 bytes}" >&2
       if ((${#mem_args[@]})); then
         run_bench "$dir/memcpy.$run.$phase" "$bin/memcpy_bench" "${mem_args[@]}" "${mem_sizes[@]}"
-        run_bench "$dir/xchg.$run.$phase" "$bin/memcpy_bench" -x "${mem_args[@]}" "${mem_sizes[@]}"
+        if ((ranks <= cores)); then  # (ranks sharing a core hand bytes over in its cache)
+          run_bench "$dir/xchg.$run.$phase" "$bin/memcpy_bench" -x "${mem_args[@]}" "${mem_sizes[@]}"
+        fi
       fi
       for variant in "${ddl_variants[@]}"; do
         name=${variant%%|*}
@@ -338,7 +341,7 @@ table() {
   local have_gloo=0 torch_name="torch-gloo"
   [[ -z $gloo ]] || have_gloo=1
   [[ -z $torch_version ]] || torch_name="torch-gloo (torch $torch_version)"
-  if ! awk -v n="$ranks" -v limit="$limit" -v have_gloo="$have_gloo" -v torch_name="$torch_name" '
+  if ! awk -v n="$ranks" -v cores="$cores" -v limit="$limit" -v have_gloo="$have_gloo" -v torch_name="$torch_name" '
     function add(arr, k, v) { arr[k] = (k in arr) ? arr[k] " " v : v }
     function median(list,   v, m, i, j, x) {
       m = split(list, v, " ")
@@ -457,7 +460,8 @@ table() {
         printf "  copy-limit: an allreduce through shared slots moves S(5-3/n) bytes per rank, a memcpy 2S: busbw = 4(n-1)/(5n-3) x copy rate R of %d processes at once (memcpy_bench)\n", n
         printf "  1pass-limit: every input read once, every output written once (2S per rank, one memcpy): busbw = 2(n-1)/n x R\n"
         printf "  slot-limit: through slots with private buffers the reduced slice is written twice (output and slot): S(5-2/n) per rank, busbw = 4(n-1)/(5n-2) x R\n"
-        printf "  xchg-limit: with private buffers every rank takes in 2(n-1)/n S bytes other cores just wrote: busbw = X, the rate one rank takes them in while all do (memcpy_bench -x; from 64 KiB up)\n"
+        if (n <= cores) printf "  xchg-limit: with private buffers every rank takes in 2(n-1)/n S bytes other cores just wrote: busbw = X, the rate one rank takes them in while all do (memcpy_bench -x; from 64 KiB up)\n"
+        else printf "  xchg-limit: not measured: %d ranks outnumber the %d cores (ranks that share a core hand bytes over in its cache, and the exchange measures their turns)\n", n, cores
         if ("torch" in keys) printf "  torch-gloo: %s\n", torch_name
       } else
         printf "  link-limit: busbw at the floor time (%.3f ms per MiB: the busiest link carrying its least); tc lets the first 1 MB of a burst through unshaped, so it binds from ~1 MiB up\n", substr(limit, 6) * 1048576 * 1e3
