@@ -140,6 +140,10 @@ static int parse(int argc, char** argv, options* o) {
     usage(stderr);
     return 2;
   }
+  if (!o->exchange && o->chunk != 0) {
+    fprintf(stderr, "memcpy_bench: error: -c sets the slots of -x: add -x\n");
+    return 2;
+  }
   if (o->exchange && o->procs < 2) {
     fprintf(stderr, "memcpy_bench: error: -x needs at least 2 processes (-p 2 or more)\n");
     return 2;

@@ -29,6 +29,7 @@ expect_error() {  # WANT ARGS...: exits 2 with exactly WANT as its first line on
 }
 expect_error "memcpy_bench: error: -x needs at least 2 processes (-p 2 or more)" -x -p 1
 expect_error "memcpy_bench: error: -c 100: takes a size of at least 4K, like 1M" -x -c 100
+expect_error "memcpy_bench: error: -c sets the slots of -x: add -x" -c 1M
 
 # A process killed mid-round: the other gives up, the benchmark fails, nothing is left.
 "$bench" -x -p 2 -c 256K -b 1M -e 1M -r 1 -m 60000 >/dev/null 2>/tmp/memcpy_exchange.$$ &
