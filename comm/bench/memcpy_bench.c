@@ -55,16 +55,18 @@ typedef struct {
   double min_ms;    /* -m, default 100 */
   int exchange;     /* -x: the rate of bytes taken in from other cores */
   size_t chunk;     /* -c: a process's slot under -x, default the L2 cache's size */
+  double give_up_s; /* -g: -x's wait for another process at most, default 10 */
 } options;
 
 static void usage(FILE* f) {
   fprintf(
       f,
-      "usage: memcpy_bench [-x [-c SLOT]] [-p PROCS] [-b MIN] [-e MAX] [-f FACTOR] [-r ROUNDS]\n"
-      "                    [-m MS]\n"
+      "usage: memcpy_bench [-x [-c SLOT] [-g SECS]] [-p PROCS] [-b MIN] [-e MAX] [-f FACTOR]\n"
+      "                    [-r ROUNDS] [-m MS]\n"
       "  -x         measure the exchange instead: bytes each process takes in per second that\n"
       "             the others have just written, through shared slots (see the source's head)\n"
       "  -c SLOT    -x: a process's slot in bytes (default the L2 cache's size, 256K to 4M)\n"
+      "  -g SECS    -x: a process that waits SECS for another gives up (default 10)\n"
       "  -p PROCS   processes copying at once (default 2)\n"
       "  -b MIN     smallest copy in bytes; K, M, G multiply by 1024^k (default 8)\n"
       "  -e MAX     largest copy in bytes (default 64M)\n"
@@ -83,9 +85,10 @@ static int parse(int argc, char** argv, options* o) {
   o->min_ms = 100;
   o->exchange = 0;
   o->chunk = 0;
+  o->give_up_s = 10;
   int opt;
   opterr = 0;
-  while ((opt = getopt(argc, argv, "xc:p:b:e:f:r:m:h")) != -1) {
+  while ((opt = getopt(argc, argv, "xc:g:p:b:e:f:r:m:h")) != -1) {
     char* end = NULL;
     const char* bad = NULL;
     switch (opt) {
@@ -120,6 +123,10 @@ static int parse(int argc, char** argv, options* o) {
         if (bench_parse_size(optarg, &o->chunk) != 0 || o->chunk < 4096) {
           bad = "takes a size of at least 4K, like 1M";
         }
+        break;
+      case 'g':
+        o->give_up_s = strtod(optarg, &end);
+        if (*end != '\0' || !(o->give_up_s > 0)) bad = "takes seconds > 0";
         break;
       case 'h':
         usage(stdout);
@@ -217,8 +224,8 @@ static xshared xshared_at(char* base, int procs, size_t chunk) {
 }
 
 /* Until *word >= at_least: spins, then yields the core to whoever can use it. A process that
- * waits 10 s for another (which died, or was stopped) gives up: nothing is left spinning. */
-static void xwait(const long* word, long at_least, int me, int other) {
+ * waits -g seconds for another (which died, or was stopped) gives up: nothing is left spinning. */
+static void xwait(const long* word, long at_least, const options* o, int me, int other) {
   double since = 0;
   for (int spins = 0; __atomic_load_n(word, __ATOMIC_ACQUIRE) < at_least; ++spins) {
     if (spins < 64) continue;
@@ -226,11 +233,11 @@ static void xwait(const long* word, long at_least, int me, int other) {
     if (spins % 4096 != 0) continue;
     double now = bench_now_us();
     if (since == 0) since = now;
-    if (now - since > 10e6) {
+    if (now - since > o->give_up_s * 1e6) {
       fprintf(stderr,
-              "memcpy_bench: error: -x: process %d waited 10 s for process %d: it died "
+              "memcpy_bench: error: -x: process %d waited %g s for process %d: it died "
               "or was stopped\n",
-              me, other);
+              me, o->give_up_s, other);
       _exit(1);
     }
   }
@@ -255,7 +262,7 @@ static int xstep(xstate* st, long first) {
   const long i = st->step;
   const xshared* x = st->x;
   for (int m = 0; m < n; ++m) {
-    if (m != st->me) xwait(&x->ctl[m].took, i - 2, st->me, m); /* my slot of i - 2 is free */
+    if (m != st->me) xwait(&x->ctl[m].took, i - 2, st->o, st->me, m); /* my slot of i - 2 is free */
   }
   const long stop = __atomic_load_n(x->stop_at, __ATOMIC_ACQUIRE);
   if (stop >= first && i > stop) return 0;
@@ -267,7 +274,7 @@ static int xstep(xstate* st, long first) {
   __atomic_store_n(&x->ctl[st->me].posted, i, __ATOMIC_RELEASE);
   for (int m = 0; m < n; ++m) {
     if (m == st->me) continue;
-    xwait(&x->ctl[m].posted, i, st->me, m);
+    xwait(&x->ctl[m].posted, i, st->o, st->me, m);
     const char* theirs = x->slots + ((size_t)m * 2 + (size_t)(i % 2)) * x->chunk;
     memcpy(st->out + m * st->slice + at, theirs + (size_t)st->me * st->piece, st->piece);
   }
