@@ -91,8 +91,8 @@ TreeLinks::TreeLinks(ddl::ssh::KeptSessions& sessions, const std::vector<TreeHos
     : sessions_(sessions), heartbeat_timeout_(heartbeat_timeout) {
   for (const TreeHost& t : tree) {
     ddl::ssh::KeptSessions::Kept kept = sessions_.take(t.name);
-    if (!kept.session || !kept.channel) {
-      if (kept.session) sessions_.put(t.name, std::move(kept));
+    if (!kept.session || !kept.channel) {  // back as it was: one lost (Kept::lost) stays lost
+      if (kept.session || !kept.lost.empty()) sessions_.put(t.name, std::move(kept));
       continue;
     }
     auto c = std::make_unique<Conn>();

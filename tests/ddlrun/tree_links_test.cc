@@ -647,11 +647,20 @@ TEST(TreeLinks, AHostOutsideTheTreeOrItsKeptSessionsIsNotReachedThisWay) {
   // n4 below n1 and n5 under a first-level n6 whose session was not kept.
   const std::vector<TreeHost> tree_hosts = {{0, "n1", {{1, "n2", {{2, "n3", {}, {}}}, {}}}, {}},
                                             {5, "n6", {{4, "n5", {}, {}}}, {}}};
-  ssh::TreeLinks tree(k.sessions, tree_hosts, milliseconds(10'000));
-  EXPECT_EQ(open(tree, "n9"), nullptr);
-  EXPECT_EQ(open(tree, "n5"), nullptr);
-  EXPECT_EQ(open(tree, "n6"), nullptr);
-  EXPECT_NE(open(tree, "n3"), nullptr);
+  {
+    ssh::TreeLinks tree(k.sessions, tree_hosts, milliseconds(10'000));
+    EXPECT_EQ(open(tree, "n9"), nullptr);
+    EXPECT_EQ(open(tree, "n5"), nullptr);
+    EXPECT_EQ(open(tree, "n6"), nullptr);
+    EXPECT_NE(open(tree, "n3"), nullptr);
+  }
+  // A first-level host the probe lost (Kept::lost, no session) goes back as it was, for the
+  // launch to name it without logging in to it again.
+  ddl::ssh::KeptSessions::Kept lost;
+  lost.lost = "took no data for 10 s (x)";
+  k.sessions.put("n6", std::move(lost));
+  { ssh::TreeLinks tree(k.sessions, tree_hosts, milliseconds(10'000)); }
+  EXPECT_EQ(k.sessions.take("n6").lost, "took no data for 10 s (x)");
 }
 
 }  // namespace
