@@ -22,10 +22,10 @@
 #   torch-gloo   torch.distributed's all_reduce on backend gloo (the Gloo bundled with torch;
 #                bench/gpu_allreduce_torch.py --device cpu) under ddlrun, with --torch-python's
 #                torch (default: build/venv's, else /opt/ddl-venv's); float32 only; n/a without
-#   copy-limit / 1pass-limit / slot-limit / link-limit   the busbw no allreduce of that kind
-#                can beat here (below)
+#   copy-limit / 1pass-limit / slot-limit / xchg-limit / link-limit   the busbw no allreduce
+#                of that kind can beat here (below)
 #   ddl/...      ddl's busbw over the other's (time over time); ddl%copy, ddl%1pass, ddl%slot,
-#                ddl%lim: ddl's busbw as a share of the limit
+#                ddl%xchg, ddl%lim: ddl's busbw as a share of the limit
 #   #wrong       the most wrong elements any benchmark's check found at that size (must be 0)
 #
 # Why tune malloc: Open MPI 4.1's allreduce allocates a temporary buffer on every call, and
@@ -63,8 +63,16 @@
 #          ddl-bench's are): the copy limit's bytes plus the S/n that the reduced slice is
 #          written twice, once to the rank's output and once where the others can read it (no
 #          other rank can read the output): S (5 - 2/n) per rank, so busbw_slot = 4(n-1) R /
-#          (5n - 2) (n = 2: 0.50 R, 7/8 of the copy limit; n = 4: 0.67 R, 17/18 of it). Below ~64 KiB every allreduce is bound by latency,
-#          not by this. The 8-byte row comes from a run of its own with more iterations; its
+#          (5n - 2) (n = 2: 0.50 R, 7/8 of the copy limit; n = 4: 0.67 R, 17/18 of it).
+#          The exchange limit counts what crosses between cores instead of what is copied:
+#          with private buffers every rank must take in 2(n-1)/n S bytes that other cores have
+#          just written (the peers' parts of its slice, then their reduced slices), which is
+#          busbw's own numerator, so busbw_xchg = X, the rate at which one rank takes such
+#          bytes in while every rank does (memcpy_bench -x -p N: the node group's slots and
+#          steps without the reduction; median over the runs as R; only where the ranks do
+#          not outnumber the cores, "-" otherwise). On this VM X moves with
+#          where the host puts its two vCPUs and can lie below the copy limit. Below ~64 KiB
+#          every allreduce is bound by latency, not by these. The 8-byte row comes from a run of its own with more iterations; its
 #          time (us) is printed for each benchmark under the table.
 #   flat   (root) 3 fake hosts x 2 ranks (network namespaces with their own sshd,
 #          tests/netns/hosts.sh), every host's link shaped to --rate (1 Gbit/s) each way with
@@ -282,6 +290,9 @@ run_setting() {
       echo "allreduce_compare:   run $run/$runs, ${phase/lat/8 bytes}" >&2
       if ((${#mem_args[@]})); then
         run_bench "$dir/memcpy.$run.$phase" "$bin/memcpy_bench" "${mem_args[@]}" "${mem_sizes[@]}"
+        if ((ranks <= cores)); then  # (ranks sharing a core hand bytes over in its cache)
+          run_bench "$dir/xchg.$run.$phase" "$bin/memcpy_bench" -x "${mem_args[@]}" "${mem_sizes[@]}"
+        fi
       fi
       for variant in "${ddl_variants[@]}"; do
         name=${variant%%|*}
@@ -330,7 +341,7 @@ table() {
   local have_gloo=0 torch_name="torch-gloo"
   [[ -z $gloo ]] || have_gloo=1
   [[ -z $torch_version ]] || torch_name="torch-gloo (torch $torch_version)"
-  if ! awk -v n="$ranks" -v limit="$limit" -v have_gloo="$have_gloo" -v torch_name="$torch_name" '
+  if ! awk -v n="$ranks" -v cores="$cores" -v limit="$limit" -v have_gloo="$have_gloo" -v torch_name="$torch_name" '
     function add(arr, k, v) { arr[k] = (k in arr) ? arr[k] " " v : v }
     function median(list,   v, m, i, j, x) {
       m = split(list, v, " ")
@@ -366,8 +377,10 @@ table() {
       return bk
     }
     # The limit busbw at s (GB/s), or -1: the copy limit (or that of the links), with kind 1
-    # the single-pass limit, with kind 2 the slot limit.
+    # the single-pass limit, with kind 2 the slot limit, with kind 3 the exchange limit.
     function lim(s, kind,   r, secs) {
+      # (the exchange from 64 KiB up: below, its two waits a step are what it measures)
+      if (limit == "mem" && kind == 3) return (s in xrate) && s >= 65536 ? median(xrate[s]) : -1
       if (limit == "mem") {
         if (!((s) in rate)) return -1
         r = median(rate[s]) * 1e9  # bytes per second
@@ -381,6 +394,7 @@ table() {
     FNR == 1 { f = FILENAME; sub(/.*\//, "", f); split(f, parts, "."); key = parts[1] }
     /^#/ || $1 !~ /^[0-9]+$/ { next }
     key == "memcpy" && NF == 5 { add(rate, $1, $3); next }
+    key == "xchg" && NF == 5 { add(xrate, $1, $3); next }
     key == "torch" && NF == 6 {  # gpu_allreduce_torch.py: size count time algbw busbw wrong
       $0 = $1 " " $2 " float32 sum " $3 " " $4 " " $5 " " $6
     }
@@ -408,11 +422,11 @@ table() {
       if (shr) printf " %10s", "ddl-shared"
       if (flat) printf " %9s", "ddl-flat"
       printf " %9s %12s %11s %9s %10s", "mpi-tuned", "mpi-best(N)", "mpi-untuned", "gloo", "torch-gloo"
-      if (mem) printf " %10s %11s %10s", "copy-limit", "1pass-limit", "slot-limit"
+      if (mem) printf " %10s %11s %10s %10s", "copy-limit", "1pass-limit", "slot-limit", "xchg-limit"
       else printf " %10s", "link-limit"
       if (base) printf " %8s", "ddl/base"
       printf " %9s %8s %8s %9s", "ddl/tuned", "ddl/best", "ddl/gloo", "ddl/torch"
-      if (mem) printf " %8s %9s %8s", "ddl%copy", "ddl%1pass", "ddl%slot"
+      if (mem) printf " %8s %9s %8s %8s", "ddl%copy", "ddl%1pass", "ddl%slot", "ddl%xchg"
       else printf " %7s", "ddl%lim"
       if (shr && mem) printf " %9s", "shr%1pass"
       printf " %6s\n", "#wrong"
@@ -426,16 +440,17 @@ table() {
         l = lim(s, 0)
         l1 = mem ? lim(s, 1) : -1
         ls = mem ? lim(s, 2) : -1
+        lx = mem ? lim(s, 3) : -1
         wmax = 0
         for (k in keys) if ((k SUBSEP s) in wrong && wrong[k, s] > wmax) wmax = wrong[k, s]
         printf " %9s %12s %11s %9s %10s %10s", cell("mpi", s),
           b == "" ? "n/a" : sprintf("%.4f(%s)", bwm(b, s), substr(b, 4)), cell("mpiu", s),
           cell("gloo", s), cell("torch", s), l < 0 ? "-" : sprintf("%.4f", l)
-        if (mem) printf " %11s %10s", l1 < 0 ? "-" : sprintf("%.4f", l1), ls < 0 ? "-" : sprintf("%.4f", ls)
+        if (mem) printf " %11s %10s %10s", l1 < 0 ? "-" : sprintf("%.4f", l1), ls < 0 ? "-" : sprintf("%.4f", ls), lx < 0 ? "-" : sprintf("%.4f", lx)
         if (base) printf " %8s", ratio("ddlbase", s)
         printf " %9s %8s %8s %9s", ratio("mpi", s), b == "" ? "n/a" : ratio(b, s), ratio("gloo", s),
           ratio("torch", s)
-        if (mem) printf " %8s %9s %8s", share(l, s), share(l1, s), share(ls, s)
+        if (mem) printf " %8s %9s %8s %8s", share(l, s), share(l1, s), share(ls, s), share(lx, s)
         else printf " %7s", share(l, s)
         if (shr && mem) printf " %9s", l1 <= 0 || !has("ddlshared", s) ? "-" : sprintf("%.0f%%", 100 * bwm("ddlshared", s) / l1)
         printf " %6s\n", wmax
@@ -445,6 +460,8 @@ table() {
         printf "  copy-limit: an allreduce through shared slots moves S(5-3/n) bytes per rank, a memcpy 2S: busbw = 4(n-1)/(5n-3) x copy rate R of %d processes at once (memcpy_bench)\n", n
         printf "  1pass-limit: every input read once, every output written once (2S per rank, one memcpy): busbw = 2(n-1)/n x R\n"
         printf "  slot-limit: through slots with private buffers the reduced slice is written twice (output and slot): S(5-2/n) per rank, busbw = 4(n-1)/(5n-2) x R\n"
+        if (n <= cores) printf "  xchg-limit: with private buffers every rank takes in 2(n-1)/n S bytes other cores just wrote: busbw = X, the rate one rank takes them in while all do (memcpy_bench -x; from 64 KiB up)\n"
+        else printf "  xchg-limit: not measured: %d ranks outnumber the %d cores (ranks that share a core hand bytes over in its cache, and the exchange measures their turns)\n", n, cores
         if ("torch" in keys) printf "  torch-gloo: %s\n", torch_name
       } else
         printf "  link-limit: busbw at the floor time (%.3f ms per MiB: the busiest link carrying its least); tc lets the first 1 MB of a burst through unshaped, so it binds from ~1 MiB up\n", substr(limit, 6) * 1048576 * 1e3

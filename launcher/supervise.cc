@@ -11,7 +11,8 @@
 //                   signal or sent SIGKILL, output the sink cannot take is dropped instead.
 //   sink failed  -> (stdout closed or full) the stop starts: 141 for EPIPE, else 1
 //   exit         -> a failure (status != 0 or a signal) that comes first names the culprit
-//                   and starts the stop: SIGTERM to every process, SIGKILL after the grace.
+//                   and starts the stop: SIGTERM (and SIGCONT, so that a stopped process
+//                   takes it) to every process, SIGKILL after the grace.
 //                   When the failed rank's output blames a peer (blame.h), the note names that
 //                   peer: a rank that left early, or the end of a chain of stalls (the note
 //                   then waits up to kBlameWait for the other ranks' errors). For a stall,
@@ -19,7 +20,8 @@
 //                   timeout, moments later, names the rank it waits for; killed first, it
 //                   would end the chain as the culprit, a bystander.
 //   host lost    -> the same, for every rank of that host that had not ended
-//   signal       -> forwarded; the stop starts. A signal while stopping (a second one, or the
+//   signal       -> forwarded (with SIGCONT); the stop starts. A signal while stopping (a second
+//   one, or the
 //                   first after a failure) sends SIGKILL and ends the loop at once
 //   SIGTSTP      -> SIGSTOP to every process, then to ddlrun itself; SIGCONT resumes them
 //   timeout      -> the stop starts; exit status 124
@@ -309,8 +311,15 @@ class Supervisor {
 
   void send_term() {
     term_at_ = kNever;
-    backend_.signal(SIGTERM);
+    signal_and_resume(SIGTERM);
     kill_at_ = Clock::now() + options_.kill_grace;
+  }
+
+  // A stop's signal, then SIGCONT (as Slurm's scancel and systemd do): a stopped process (kill
+  // -STOP, a suspended job) takes the signal now instead of being killed after the grace.
+  void signal_and_resume(int s) {
+    backend_.signal(s);
+    backend_.signal(SIGCONT);
   }
 
   // No event came before the deadline: the grace is over, or SIGKILL's wait, or the timeout.
@@ -357,7 +366,7 @@ class Supervisor {
     sink_.note("ddlrun: got " + signal_name(s) + "; passing it to " + processes(running_.size()) +
                (s == SIGINT ? " (interrupt again to kill them at once)" : ""));
     if (!exit_status_) exit_status_ = 128 + s;
-    backend_.signal(s);
+    signal_and_resume(s);
     stopping_ = true;
     kill_at_ = Clock::now() + options_.kill_grace;
   }

@@ -20,3 +20,9 @@ add_test(NAME launcher.blame_local
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/launcher/blame_job_test.sh $<TARGET_FILE:ddlrun>
                  $<TARGET_FILE:ddl_loop>)
 set_tests_properties(launcher.blame_local PROPERTIES TIMEOUT 60)
+
+# A rank stopped (kill -STOP) when the job fails, or when the user interrupts it, takes ddlrun's
+# signal at once (SIGCONT follows it): ddlrun ends within seconds, not after --kill-grace 20.
+add_test(NAME launcher.stopped_rank
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/launcher/stopped_rank_test.sh $<TARGET_FILE:ddlrun>)
+set_tests_properties(launcher.stopped_rank PROPERTIES TIMEOUT 90)

@@ -116,7 +116,7 @@ TEST(SuperviseTest, FirstFailureStopsTheRestAndNamesTheRank) {
   RecordingSink sink;
   const comm::Topology t = three_ranks();
   EXPECT_EQ(supervise(b, &t, quiet_options(), sink), 7);
-  EXPECT_EQ(b.signals, (std::vector<int>{SIGTERM}));
+  EXPECT_EQ(b.signals, (std::vector<int>{SIGTERM, SIGCONT}));
   EXPECT_EQ(sink.notes, (std::vector<std::string>{
                             "ddlrun: rank 2 (n2) exited with status 7; stopping the other 2 "
                             "processes",
@@ -141,7 +141,7 @@ TEST(SuperviseTest, SigkillAfterTheGrace) {
   const auto start = std::chrono::steady_clock::now();
   EXPECT_EQ(supervise(b, nullptr, quiet_options(), sink), 3);
   EXPECT_GE(std::chrono::steady_clock::now() - start, 200ms);
-  EXPECT_EQ(b.signals, (std::vector<int>{SIGTERM, SIGKILL}));
+  EXPECT_EQ(b.signals, (std::vector<int>{SIGTERM, SIGCONT, SIGKILL}));
   EXPECT_EQ(sink.notes.back(),
             "ddlrun: 1 of 2 processes still running 0.2 s after SIGTERM; sending SIGKILL");
 }
@@ -163,7 +163,7 @@ TEST(SuperviseTest, LostHostEndsTheJob) {
   const comm::Topology t = three_ranks();
   EXPECT_EQ(supervise(b, &t, quiet_options(), sink), 1);
   EXPECT_EQ(sink.notes.at(0), "ddlrun: n2: connection reset; stopping the other 2 processes");
-  EXPECT_EQ(b.signals, (std::vector<int>{SIGTERM}));
+  EXPECT_EQ(b.signals, (std::vector<int>{SIGTERM, SIGCONT}));
 }
 
 TEST(SuperviseTest, InterruptIsForwardedAndASecondKills) {
@@ -172,7 +172,7 @@ TEST(SuperviseTest, InterruptIsForwardedAndASecondKills) {
   b.script_ = {sigint, sigint};
   RecordingSink sink;
   EXPECT_EQ(supervise(b, nullptr, quiet_options(), sink), 130);
-  EXPECT_EQ(b.signals, (std::vector<int>{SIGINT, SIGKILL}));
+  EXPECT_EQ(b.signals, (std::vector<int>{SIGINT, SIGCONT, SIGKILL}));
   EXPECT_EQ(sink.notes, (std::vector<std::string>{
                             "ddlrun: got SIGINT; passing it to 2 processes (interrupt again to "
                             "kill them at once)",
@@ -192,7 +192,7 @@ TEST(SuperviseTest, ASignalWhileStoppingLeavesAtOnce) {
   const auto start = std::chrono::steady_clock::now();
   EXPECT_EQ(supervise(b, &t, o, sink), 4);
   EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
-  EXPECT_EQ(b.signals, (std::vector<int>{SIGTERM, SIGKILL}));
+  EXPECT_EQ(b.signals, (std::vector<int>{SIGTERM, SIGCONT, SIGKILL}));
   EXPECT_EQ(sink.notes.back(), "ddlrun: got SIGTERM while stopping: killing every process now");
   EXPECT_TRUE(b.finished);
 }
@@ -229,7 +229,7 @@ TEST(SuperviseTest, ASecondTermLeavesAtOnce) {
   o.kill_grace = 10s;
   RecordingSink sink;
   EXPECT_EQ(supervise(b, nullptr, o, sink), 143);
-  EXPECT_EQ(b.signals, (std::vector<int>{SIGTERM, SIGKILL}));
+  EXPECT_EQ(b.signals, (std::vector<int>{SIGTERM, SIGCONT, SIGKILL}));
   EXPECT_EQ(sink.notes, (std::vector<std::string>{
                             "ddlrun: got SIGTERM; passing it to 2 processes",
                             "ddlrun: got SIGTERM while stopping: killing every process now"}));
@@ -246,7 +246,7 @@ TEST(SuperviseTest, GivesUpOnProcessesThatNeverEnd) {
   const auto start = std::chrono::steady_clock::now();
   EXPECT_EQ(supervise(b, nullptr, o, sink), 2);
   EXPECT_GE(std::chrono::steady_clock::now() - start, 400ms);
-  EXPECT_EQ(b.signals, (std::vector<int>{SIGTERM, SIGKILL}));
+  EXPECT_EQ(b.signals, (std::vector<int>{SIGTERM, SIGCONT, SIGKILL}));
   EXPECT_EQ(sink.notes.back(),
             "ddlrun: 1 of 2 processes did not report their end 0.3 s after SIGKILL; leaving "
             "without them");
@@ -352,7 +352,7 @@ TEST(SuperviseTest, ExitsAndSignalsPassOutputAStalledReaderHoldsBack) {
   const auto start = std::chrono::steady_clock::now();
   EXPECT_EQ(supervise(b, nullptr, quiet_options(), sink), 128 + SIGTERM);
   EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
-  EXPECT_EQ(b.signals, (std::vector<int>{SIGTERM}));
+  EXPECT_EQ(b.signals, (std::vector<int>{SIGTERM, SIGCONT}));
   EXPECT_TRUE(sink.lines.empty());  // dropped: the reader never took any
 }
 
@@ -370,7 +370,7 @@ TEST(SuperviseTest, AClosedStdoutStopsTheJobWithItsStatus) {
   StalledSink sink;
   sink.failure_ = OutputFailure{141, "standard output is closed (EPIPE)"};
   EXPECT_EQ(supervise(b, nullptr, quiet_options(), sink), 141);
-  EXPECT_EQ(b.signals, (std::vector<int>{SIGTERM}));
+  EXPECT_EQ(b.signals, (std::vector<int>{SIGTERM, SIGCONT}));
   EXPECT_EQ(sink.notes.at(0), "ddlrun: standard output is closed (EPIPE); stopping 2 processes");
 }
 
