@@ -13,10 +13,13 @@
 // byte of its answer for 5 s (stopped, hung) is cut off, so that it cannot hold the others up.
 // Strangers cannot exhaust the server: before its hello is accepted a connection is read no
 // further than the hello's 46 bytes (a wrong magic is refused at its first byte), and at most
-// kMaxStrangers such connections wait at once (the oldest is closed); out of descriptors, the
-// listening socket rests instead of spinning (base::AcceptRest). Refusals are closed at
-// once and reported (the first kMaxRefusalReports of them) quoting at most a short printable
-// prefix of what was sent; a refused hello is told why as a failed round, sent without waiting.
+// kMaxStrangers such connections wait at once: one more takes the place of the oldest, once
+// that one has had kHelloGrace (a rank answers within a round trip, so it is not crowded out
+// by strangers that come after it; until then new connections wait in the listening queue);
+// out of descriptors, the listening socket rests instead of spinning (base::AcceptRest). Refusals
+// are closed at once and reported (the first kMaxRefusalReports of them) quoting at most a short
+// printable prefix of what was sent; a refused hello is told why as a failed round, sent without
+// waiting.
 //
 // The client trusts the server no more than the server trusts it: its connect and hello end
 // at its deadline (a host that drops packets, or a server that says nothing, is not waited
@@ -67,6 +70,7 @@ constexpr size_t kChallengeSize = 6 + kNonceSize;
 constexpr size_t kHelloSize = 6 + 4 + 4 + 32;
 constexpr uint32_t kMaxValue = 1u << 20;
 constexpr size_t kMaxStrangers = 32;    // connections waiting without an accepted hello
+constexpr auto kHelloGrace = 200ms;     // a connection's place, however many come after it
 constexpr size_t kMaxErrorText = 4096;  // of a failed round's message, shown to the user
 constexpr auto kAnswerSlack = std::chrono::milliseconds(10'000);    // past a round's own timeout
 constexpr auto kChallengeTime = std::chrono::milliseconds(10'000);  // at least, once connected
@@ -419,9 +423,10 @@ struct RendezvousServer::State {
 
   struct Client {
     int fd = -1;
-    int rank = -1;        ///< -1 until the hello was read
-    std::string nonce;    ///< the challenge it must answer
-    std::string address;  ///< where it came from, for reports
+    int rank = -1;            ///< -1 until the hello was read
+    std::string nonce;        ///< the challenge it must answer
+    std::string address;      ///< where it came from, for reports
+    Clock::time_point since;  ///< when it was accepted
     Clock::time_point admitted_by;
     std::string in;
     bool waiting = false;
@@ -554,14 +559,29 @@ struct RendezvousServer::State {
     }
   }
 
-  /// Closes the oldest connections without an accepted hello while there are more than
-  /// kMaxStrangers (never the newest, `keep`).
+  /// When there is room for one more connection without an accepted hello: now while fewer
+  /// than kMaxStrangers wait, else once the oldest of them has had its kHelloGrace.
+  Clock::time_point room_at() const {
+    size_t waiting = 0;
+    Clock::time_point oldest = Clock::time_point::max();
+    for (const Client& c : clients) {
+      if (c.rank >= 0 || c.fd < 0) continue;
+      ++waiting;
+      oldest = std::min(oldest, c.since);
+    }
+    return waiting < kMaxStrangers ? Clock::time_point{} : oldest + kHelloGrace;
+  }
+
+  /// Closes the oldest connections without an accepted hello that have had their
+  /// kHelloGrace while there are more than kMaxStrangers (never the newest, `keep`).
   void limit_strangers(size_t keep) {
     size_t waiting = 0;
     for (const Client& c : clients)
       waiting += c.rank < 0 ? 1 : 0;
+    const auto graced = Clock::now() - kHelloGrace;
     for (size_t i = 0; i < clients.size() && waiting > kMaxStrangers; ++i) {
       if (clients[i].rank >= 0 || i == keep || clients[i].fd < 0) continue;
+      if (clients[i].since > graced) break;  // the oldest first: the rest are younger
       close(clients[i].fd);
       clients[i].fd = -1;  // dropped by the loop
       --waiting;
@@ -584,7 +604,8 @@ struct RendezvousServer::State {
     Client c;
     c.fd = fd;
     c.address = peer_address(fd);
-    c.admitted_by = Clock::now() + std::chrono::seconds(5);
+    c.since = Clock::now();
+    c.admitted_by = c.since + std::chrono::seconds(5);
     c.nonce = base::random_bytes(kNonceSize);
     const std::string challenge = std::string(kMagic) + c.nonce;
     if (send(fd, challenge.data(), challenge.size(), MSG_NOSIGNAL) ==
@@ -644,10 +665,15 @@ struct RendezvousServer::State {
 
   void run() {
     while (!stop) {
-      std::vector<pollfd> fds = {{wake[0], POLLIN, 0}, {listen_fd, rest.events(), 0}};
+      // The listening socket waits while no descriptor is left, and while every stranger's
+      // place is held by one within its grace.
+      const Clock::time_point room = room_at();
+      const bool roomy = Clock::now() >= room;
+      std::vector<pollfd> fds = {{wake[0], POLLIN, 0},
+                                 {listen_fd, roomy ? rest.events() : short{0}, 0}};
       for (const Client& c : clients)
         fds.push_back({c.fd, POLLIN, 0});
-      poll(fds.data(), fds.size(), rest.poll_ms(200));
+      poll(fds.data(), fds.size(), roomy ? rest.poll_ms(200) : base::Deadline(room).poll_ms(200));
       if (stop) break;
       if (fds[1].revents & POLLIN) accept_one();
       std::vector<size_t> drop;

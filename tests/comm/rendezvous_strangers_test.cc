@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <atomic>
 #include <fstream>
+#include <functional>
 #include <future>
 #include <mutex>
 #include <string>
@@ -182,8 +183,9 @@ void put_u32(std::string& out, uint32_t v) {
 
 /// Rank `rank` of a job of 2 by hand: a connection that says hello with the right proof and
 /// receives through a small buffer (so that unread answers soon fill what the server can
-/// queue); -1 on failure.
-int hand_rank(int port, const std::string& token, uint32_t rank) {
+/// queue), running `before_hello` between the challenge and the hello; -1 on failure.
+int hand_rank(int port, const std::string& token, uint32_t rank,
+              const std::function<void()>& before_hello = {}) {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   const int small = 4096;
   ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);  // before connect: the window
@@ -204,6 +206,7 @@ int hand_rank(int port, const std::string& token, uint32_t rank) {
   put_u32(hello, rank);
   put_u32(hello, 2);
   hello += base::bytes(base::hmac_sha256(token, message));
+  if (before_hello) before_hello();
   ::send(fd, hello.data(), hello.size(), MSG_NOSIGNAL);
   return fd;
 }
@@ -253,6 +256,43 @@ TEST(RendezvousStrangersTest, ARankThatStopsReadingIsCutOffAndTheOtherAnswered) 
   EXPECT_TRUE(stalled) << "4 rounds of 2 MiB answers never filled the deaf rank's queue";
   EXPECT_TRUE(ends_within(deaf, 5000ms)) << "the deaf rank was not cut off";
   ::close(deaf);
+}
+
+// A rank's connection keeps its place for its grace (200 ms) however many strangers come
+// after it: 40 arrive between its challenge and its hello (32 may wait), and it still gets
+// in. Before, the oldest waiting connection was closed at once: the rank's.
+TEST(RendezvousStrangersTest, ARankKeepsItsPlaceForItsGraceDuringAFlood) {
+  const std::string token = "t0k3n";
+  RendezvousServer server(token, 2);
+  std::vector<int> strangers;
+  const int rank0 = hand_rank(server.port(), token, 0, [&] {
+    for (int i = 0; i < 40; ++i)
+      strangers.push_back(dial(server.port()));
+    char challenge[22];
+    for (int i = 0; i < 31; ++i) {  // the places left beside the rank's
+      EXPECT_EQ(::recv(strangers[static_cast<size_t>(i)], challenge, sizeof challenge, MSG_WAITALL),
+                22)
+          << "stranger " << i;
+    }
+    std::this_thread::sleep_for(30ms);  // time for the next to take a place, were there one
+  });
+  ASSERT_GE(rank0, 0);
+  std::string round;
+  put_u32(round, 0);
+  put_u32(round, 5000);
+  put_u32(round, 2);
+  round += "v0";
+  ::send(rank0, round.data(), round.size(), MSG_NOSIGNAL);
+  auto rank1 =
+      make_rendezvous_bootstrap("127.0.0.1:" + std::to_string(server.port()), token, 1, 2, 5s);
+  try {
+    EXPECT_EQ(rank1->allgather("v1", 5s), (std::vector<std::string>{"v0", "v1"}));
+  } catch (const BootstrapError& e) {
+    ADD_FAILURE() << "the flood crowded rank 0 out: " << e.what();
+  }
+  ::close(rank0);
+  for (int fd : strangers)
+    ::close(fd);
 }
 
 // Out of descriptors (a flood of connections, a low ulimit -n) the server leaves its listening
