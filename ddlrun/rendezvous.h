@@ -6,7 +6,8 @@
 //   0. challenge node 0 speaks first on every connection: the magic and a random nonce. Until a
 //               node's hello is accepted its messages are small (wire::kMaxHello, a length
 //               prefix past it refused at once), it has 10 s, and at most 32 such connections
-//               wait at once (the oldest is closed): strangers cannot exhaust node 0 (out
+//               wait at once (the oldest is closed once it has had 200 ms, so that strangers
+//               that come after a node do not crowd it out): strangers cannot exhaust node 0 (out
 //               of descriptors, its listening socket rests rather than spin: base::AcceptRest);
 //   1. hello    each node sends its own nonce and the proof that it knows the job's secret
 //               (HMAC-SHA256 over both nonces: the secret never crosses the network), its node

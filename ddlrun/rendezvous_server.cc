@@ -31,8 +31,11 @@ using Clock = std::chrono::steady_clock;
 
 /// How long a new connection has to say hello.
 constexpr auto kHelloWait = std::chrono::seconds(10);
-/// How many connections may wait for their hello at once: past that the oldest is closed.
+/// How many connections may wait for their hello at once: past that the oldest is closed,
+/// once it has had kHelloGrace (a node answers at once: strangers that come after it do not
+/// crowd it out); until then new connections wait in the listening queue.
 constexpr size_t kMaxStrangers = 32;
+constexpr auto kHelloGrace = std::chrono::milliseconds(200);
 /// How many refused connections node 0 reports; the rest only as a count.
 constexpr int kMaxRefusalReports = 10;
 
@@ -134,6 +137,9 @@ struct NodeServer::State {
 
   void run();
   void accept_one();
+  /// When there is room for one more connection without hello: now while fewer than
+  /// kMaxStrangers wait, else once the oldest of them has had kHelloGrace.
+  Clock::time_point room_at() const;
   void read_from(Conn& c);
   void on_message(Conn& c, const wire::Message& m);
   void hello(Conn& c, const std::vector<std::string>& f);
@@ -167,10 +173,13 @@ std::string NodeServer::State::who(const Conn& c) const {
 void NodeServer::State::run() {
   gather_deadline = Clock::now() + s.timeout;
   while (phase != Phase::kOver) {
-    std::vector<pollfd> fds = {{wake[0], POLLIN, 0}, {listen_fd, rest.events(), 0}};
+    const Clock::time_point room = room_at();  // the strangers' places all held: no accept
+    const bool roomy = Clock::now() >= room;
+    std::vector<pollfd> fds = {{wake[0], POLLIN, 0},
+                               {listen_fd, roomy ? rest.events() : short{0}, 0}};
     for (const Conn& c : conns)
       fds.push_back({c.fd, POLLIN, 0});
-    ::poll(fds.data(), fds.size(), rest.poll_ms(200));
+    ::poll(fds.data(), fds.size(), roomy ? rest.poll_ms(200) : base::Deadline(room).poll_ms(200));
     if (fds[0].revents != 0) break;
     if (fds[1].revents != 0) accept_one();
     size_t i = 2;
@@ -210,13 +219,26 @@ void NodeServer::State::accept_one() {
   limit_strangers(c);
 }
 
+Clock::time_point NodeServer::State::room_at() const {
+  size_t waiting = 0;
+  Clock::time_point oldest = Clock::time_point::max();
+  for (const Conn& c : conns) {
+    if (c.node >= 0 || c.closed) continue;
+    ++waiting;
+    oldest = std::min(oldest, c.opened);
+  }
+  return waiting < kMaxStrangers ? Clock::time_point{} : oldest + kHelloGrace;
+}
+
 void NodeServer::State::limit_strangers(const Conn& newest) {
   size_t waiting = 0;
   for (const Conn& c : conns)
     waiting += c.node < 0 && !c.closed ? 1 : 0;
+  const auto graced = Clock::now() - kHelloGrace;
   for (Conn& c : conns) {  // oldest first
     if (waiting <= kMaxStrangers) break;
     if (c.node >= 0 || c.closed || &c == &newest) continue;
+    if (c.opened > graced) break;  // within its grace, and so are the younger ones
     c.closed = true;
     --waiting;
     if (!strangers_told) {

@@ -13,6 +13,7 @@
 
 #include <future>
 #include <mutex>
+#include <thread>
 
 #include "base/digest.h"
 #include "ddlrun/node_wire.h"
@@ -197,6 +198,34 @@ TEST(RendezvousWire, ConnectionsWithoutHelloAreCappedOldestFirst) {
                 "rendezvous: more than 32 connections have not said hello; closing the oldest (is "
                 "something other than ddlrun connecting to port " +
                 std::to_string(n0.server->port()) + "?)"});
+}
+
+// A node's connection keeps its place for its grace (200 ms) however many strangers come
+// after it: 40 arrive between its challenge and its hello (32 may wait), and it still gets
+// its welcome. Before, the oldest waiting connection was closed at once: the node's.
+TEST(RendezvousWire, ANodeKeepsItsPlaceForItsGraceDuringAFlood) {
+  Node0 n0(2);
+  const int node1 = dial(n0.server->port());
+  const std::string nonce = challenged(node1);
+  std::vector<int> strangers;
+  for (int i = 0; i < 40; ++i)
+    strangers.push_back(dial(n0.server->port()));
+  for (int i = 0; i < 31; ++i)  // the places left beside the node's
+    challenged(strangers[static_cast<size_t>(i)]);
+  std::this_thread::sleep_for(30ms);  // time for the next to take a place, were there one
+  send_bytes(node1, hello(nonce, kSecret));
+  auto node0 = std::async(std::launch::async, [&] { return join(n0.endpoint(), 0, 2); });
+  wire::Reader in;
+  const std::optional<wire::Message> m = next(node1, in, 5000ms);
+  EXPECT_TRUE(m && m->type == wire::kWelcome) << "the flood crowded node 1 out";
+  try {
+    EXPECT_EQ(node0.get()->welcome().nodes.size(), 2u);
+  } catch (const RendezvousError& e) {
+    ADD_FAILURE() << e.what();
+  }
+  ::close(node1);
+  for (int fd : strangers)
+    ::close(fd);
 }
 
 // Out of descriptors (a flood of connections, a low ulimit -n) node 0 leaves its listening
