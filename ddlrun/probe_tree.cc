@@ -94,6 +94,8 @@ void probe_first(const tree::TreeHost& t, const Options& o, const mapper::SshPro
           so, self_path(),
           std::chrono::milliseconds(static_cast<int64_t>(o.heartbeat_timeout * 1000)), t.children);
       below = tree::start_subtree(kept, t.name, w, tree::subtree_start_limit(so, levels_below));
+      // Lost meanwhile (silent, or took no data): its probe fails with why, in the launch's words.
+      if (!kept.lost.empty()) out.put({t.name, std::nullopt, kept.lost, false});
       so.keep_sessions->put(t.name, std::move(kept));
     }
   } catch (const std::exception& e) {

@@ -71,8 +71,9 @@ set_tests_properties(netns.probe_overlap PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 
 # ddlrun's host), a job measured so takes over the tree; a host whose link agent cannot listen
 # is named in the flat path's words; an interior host killed mid-measurement of a job is named
 # (the warnings, then the launch with its subtree), as is a first-level host killed so (named
-# once, no host logged in to again), a leaf stopped mid-measurement is named within the
-# heartbeat deadline, and nothing is left on any host. About 23 s.
+# once, no host logged in to again) or killed after the probe while ddlrun plans (the same),
+# a leaf stopped mid-measurement is named within the heartbeat deadline, and nothing is left
+# on any host. About 27 s.
 add_test(NAME ddlrun.probe_links_tree_netns
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/netns/tree_links_test.sh $<TARGET_FILE:ddlrun>)
 set_tests_properties(ddlrun.probe_links_tree_netns PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120

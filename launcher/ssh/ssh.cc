@@ -47,7 +47,9 @@
 // restart keeps the others). When ddlrun's probe already went down the tree (tree_start.h), a
 // first-level session comes with its subtree started: its W is not sent again, and the hosts'
 // hellos wait in the kept channel's bytes; one whose agent --probe-links lost (KeptSessions::
-// Kept::lost) fails that host with the hosts below it, logging in to none of them again. When
+// Kept::lost), or whose agent is found gone when the launch takes it (a new agent would log in
+// to the hosts below a second time), fails that host with the hosts below it, logging in to
+// none of them again. When
 // ddlrun passes the probe's tree
 // (LaunchOptions::probe_tree: a restart's probe that left hosts out) and it holds exactly this
 // launch's hosts, the launch takes that shape, and each host's id in the tree's frames (its route)
@@ -515,14 +517,17 @@ class SshBackend : public Backend {
   /// When the probe has also started the hosts below it through that channel (Kept::subtree,
   /// tree_probe.h), those are taken over too when they are the hosts this launch puts there;
   /// else the kept session is closed (its hosts below stop) and this one logs in again. One
-  /// whose agent was lost since (Kept::lost, --probe-links' tree_links.h) comes back as it is.
+  /// whose agent was lost since (Kept::lost, --probe-links' tree_links.h) comes back as it is,
+  /// and so, lost, does one whose agent is found gone after it started those hosts (gone()).
   ddl::ssh::KeptSessions::Kept open_session(const HostConn& c) {
     if (options_.ssh.keep_sessions) {
       ddl::ssh::KeptSessions::Kept kept = options_.ssh.keep_sessions->take(c.name);
       if (!kept.lost.empty()) return kept;  // its agent, and those below, are gone: no login
-      const bool alive =
-          kept.session && kept.session->connected() && (!kept.channel || kept.channel->open());
-      if (alive && (kept.subtree.empty() || started_here(kept.subtree, c))) return kept;
+      const bool connected = kept.session && kept.session->connected();
+      const bool alive = connected && (!kept.channel || kept.channel->open());
+      const bool here = kept.subtree.empty() || started_here(kept.subtree, c);
+      if (alive && here) return kept;
+      if (kept.session && !kept.subtree.empty() && here) return gone(std::move(kept), connected);
     }
     logins_.acquire();
     struct Release {
@@ -532,6 +537,30 @@ class SshBackend : public Backend {
     ddl::ssh::KeptSessions::Kept fresh;
     fresh.session = connector_.connect(c.name, options_.ssh);
     return fresh;
+  }
+  /// A kept session whose agent died after the probe started the hosts below it through it
+  /// (and --probe-links, if any, gave it back): lost, with why, as Kept::lost. Logging in anew
+  /// would start a second agent on each host below, while the first may still run.
+  static ddl::ssh::KeptSessions::Kept gone(ddl::ssh::KeptSessions::Kept kept, bool connected) {
+    kept.lost = connected ? "the connection to its agent closed"
+                          : "lost the connection to " + kept.session->endpoint();
+    char buf[4096];  // what it sent last, without waiting
+    if (kept.channel) kept.channel->poll(std::chrono::milliseconds(0));
+    for (int n = 0, i = 0; kept.channel && i < 256; ++i) {
+      if ((n = kept.channel->read(buf, sizeof buf, ddl::ssh::Stream::kStdout)) <= 0) break;
+      kept.pending.append(buf, static_cast<size_t>(n));
+    }
+    try {  // the agent said why it gave up (F) before it went
+      ssh::FrameReader reader;
+      reader.feed(kept.pending);
+      while (std::optional<ssh::Frame> f = reader.next())
+        if (f->type == ssh::FrameType::kFailure) kept.lost = f->payload;
+    } catch (const std::exception&) {  // not frames: the channel's end is the reason
+    }
+    kept.session->stop_blocking();  // closing never waits for a host that cannot answer
+    kept.channel.reset();
+    kept.session.reset();
+    return kept;
   }
   /// Whether the subtree frame `payload` that the probe sent started the hosts the launch
   /// puts below `c`: all of them, and no other, but for those whose probe failed there (they

@@ -10,12 +10,14 @@
 // (the first level's own, or routed from a host below) queued as that host's lines, an L (a
 // host lost, found by its tree parent) or a routed F kept and the host and those below it
 // lost, everything else kept, re-encoded, for the launch. A channel that ends, fails, falls
-// silent for the heartbeat deadline or sends what is not a frame loses its whole subtree, and
-// goes back closed, saying why (Kept::lost): the launch fails that host and the hosts below it
-// without logging in to any of them again, as it does for a host lost further down.
-// A caller waits on a host's lines with a condition variable. At the end the link agents,
-// told "end" by the caller, are awaited a second at most, and each session goes back with the
-// kept frames in front of the bytes not yet read.
+// silent for the heartbeat deadline, takes none of the bytes waiting for it for that deadline
+// while none moves below it (the launch's rule and words, ssh::Outbox: "took no data for ..."; a
+// write never waits for its socket, so the other channels go on meanwhile) or sends what is not
+// a frame loses its whole subtree, and goes back closed, saying why (Kept::lost): the launch fails
+// that host and the hosts below it without logging in to any of them again, as it does for a host
+// lost further down. A caller waits on a host's lines with a condition variable. At the end the
+// link agents, told "end" by the caller, are awaited a second at most, and each session goes back
+// with the kept frames in front of the bytes not yet read.
 
 #include "launcher/ssh/tree_links.h"
 
@@ -41,9 +43,11 @@ struct TreeLinks::Conn {
   int index = 0;     ///< its index in the tree
   ddl::ssh::KeptSessions::Kept kept;
   FrameReader reader;
-  std::string out;      ///< frames due down, guarded by TreeLinks::mutex_
-  std::string sending;  ///< frames the remote window did not take yet (the pump's)
-  std::string keep;     ///< frames for the launch, in the order they came (the pump's)
+  std::string out;  ///< frames due down, guarded by TreeLinks::mutex_
+  /// Frames the remote window or the socket did not take yet (the pump's), and when they last
+  /// moved: the launch's rule, "took no data for ...", loses a host that takes none of them.
+  ddl::ssh::Outbox outbox;
+  std::string keep;  ///< frames for the launch, in the order they came (the pump's)
   Clock::time_point last_heard;
   Clock::time_point next_beat;
   bool gone = false;
@@ -87,8 +91,8 @@ TreeLinks::TreeLinks(ddl::ssh::KeptSessions& sessions, const std::vector<TreeHos
     : sessions_(sessions), heartbeat_timeout_(heartbeat_timeout) {
   for (const TreeHost& t : tree) {
     ddl::ssh::KeptSessions::Kept kept = sessions_.take(t.name);
-    if (!kept.session || !kept.channel) {
-      if (kept.session) sessions_.put(t.name, std::move(kept));
+    if (!kept.session || !kept.channel) {  // back as it was: one lost (Kept::lost) stays lost
+      if (kept.session || !kept.lost.empty()) sessions_.put(t.name, std::move(kept));
       continue;
     }
     auto c = std::make_unique<Conn>();
@@ -205,11 +209,11 @@ void TreeLinks::pump() {
 void TreeLinks::turn(Conn& c) {
   {
     std::lock_guard lock(mutex_);
-    c.sending += c.out;
+    c.outbox.add(c.out);
     c.out.clear();
   }
   if (Clock::now() >= c.next_beat) {
-    c.sending += encode_frame(FrameType::kHeartbeat, 0, {});
+    c.outbox.add(encode_frame(FrameType::kHeartbeat, 0, {}));
     c.next_beat = Clock::now() + kHeartbeatInterval;
   }
   if (!write(c)) return lose_conn(c, "lost the connection to " + c.kept.session->endpoint());
@@ -221,15 +225,18 @@ void TreeLinks::turn(Conn& c) {
   }
   if (!open) return lose_conn(c, "the connection to its agent closed");
   if (Clock::now() - c.last_heard > heartbeat_timeout_) {
-    lose_conn(c, "no heartbeat for " + base::seconds_text(heartbeat_timeout_) +
-                     " (the host is unreachable, or its agent is stopped or hung)");
+    return lose_conn(c, "no heartbeat for " + base::seconds_text(heartbeat_timeout_) +
+                            " (the host is unreachable, or its agent is stopped or hung)");
+  }
+  if (c.outbox.stalled(heartbeat_timeout_)) {
+    lose_conn(c, took_no_data_text(heartbeat_timeout_, c.outbox.size()));
   }
 }
 
-/// Writes what the remote window takes, never waiting (what the socket did not take yet goes
-/// first, Channel::flushed); false on an error.
+/// Writes what the remote window and the socket take, never waiting (ssh::Outbox: nothing
+/// while the socket still holds an earlier write's bytes, Channel::flushed); false on an error.
 bool TreeLinks::write(Conn& c) {
-  return ddl::ssh::write_some(*c.kept.channel, c.sending);
+  return c.outbox.write(*c.kept.channel);
 }
 
 /// Reads what came, without waiting; false once the channel has ended.

@@ -76,9 +76,11 @@ class LinkAgentThread {
 /// lines to their hosts, the rest kept in Kept::pending for the launch), and gives each back
 /// when destroyed, once every link agent it started has ended (or a second passed). A host is
 /// lost (TreeLinkError "the link agent ended: WHY") when an L names it or a host above it, its
-/// F comes, its first-level session closes, fails or falls silent for the heartbeat deadline,
-/// or its frames cannot be read; the hosts below a lost one are "lost with its tree parent P".
-/// A first-level session so lost goes back closed, with why in Kept::lost.
+/// F comes, its first-level session closes, fails, falls silent for the heartbeat deadline or
+/// takes none of the bytes waiting for it for that deadline (ssh::Outbox, in the launch's
+/// words: "took no data for ..."), or its frames cannot be read; the hosts below a lost one are
+/// "lost with its tree parent P". A first-level session so lost goes back closed, with why in
+/// Kept::lost.
 class TreeLinks {
  public:
   TreeLinks(ddl::ssh::KeptSessions& sessions, const std::vector<TreeHost>& tree,

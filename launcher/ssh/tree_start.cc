@@ -11,6 +11,12 @@
 // all the rest (hellos,
 // notes, failures of hosts not awaited, and a copy of every L) is kept, re-encoded, in
 // kept.pending for the launch. A deadline, or the end of the channel, fails what is left.
+// Once its agent said hello, the first-level host is held to the launch's rules and words: no
+// byte from it for the heartbeat deadline ("no heartbeat for ..."), or none of the bytes
+// waiting for it taken while none moves below (ssh::Outbox: "took no data for ..."; a write
+// never waits for the socket), and it is lost: its channel and session close without waiting,
+// kept.lost says why (the launch names it, with the hosts below, and logs in to none of them
+// again) and what is left fails as not reached.
 
 #include "launcher/ssh/tree_start.h"
 
@@ -32,8 +38,9 @@ class SubtreeStart {
       : kept_(kept), host_(host) {
     for (const TreeHost& c : w.children)
       index(c, host);
-    out_ = encode_frame(FrameType::kSubtree, 0, encode(w));
+    out_.add(encode_frame(FrameType::kSubtree, 0, encode(w)));
     kept_.subtree = encode(w);
+    deadline_ = w.heartbeat_timeout;
   }
 
   std::vector<StartedHost> run(std::chrono::milliseconds limit) {
@@ -42,7 +49,8 @@ class SubtreeStart {
     const Clock::time_point deadline = Clock::now() + limit;
     Clock::time_point next_beat = Clock::now();
     bool open = kept_.channel != nullptr;
-    while (open && (awaited_ > 0 || !out_.empty())) {  // the subtree frame goes, in any case
+    last_heard_ = Clock::now();
+    while (open && (awaited_ > 0 || out_.size() > 0)) {  // the subtree frame goes, in any case
       sort_frames();
       if (Clock::now() >= deadline) {
         fail_awaited([&](const Node& n) {
@@ -51,10 +59,11 @@ class SubtreeStart {
         break;
       }
       if (Clock::now() >= next_beat) {
-        out_ += encode_frame(FrameType::kHeartbeat, 0, {});
+        out_.add(encode_frame(FrameType::kHeartbeat, 0, {}));
         next_beat += kHeartbeatInterval;
       }
       open = write() && read();
+      if (open && hello_ && lost()) return finish();
     }
     sort_frames();
     if (!open) {
@@ -63,10 +72,7 @@ class SubtreeStart {
       kept_.subtree.clear();
     }
     kept_.pending = kept_.pending + reader_.take_rest();
-    std::vector<StartedHost> out;
-    for (int i : order_)
-      out.push_back(std::move(nodes_.at(i).result));
-    return out;
+    return finish();
   }
 
  private:
@@ -94,6 +100,36 @@ class SubtreeStart {
       n.below.insert(n.below.end(), under.begin(), under.end());
     }
     return n.below;
+  }
+
+  /// One StartedHost per awaited host, in the tree's order.
+  std::vector<StartedHost> finish() {
+    std::vector<StartedHost> out;
+    for (int i : order_)
+      out.push_back(std::move(nodes_.at(i).result));
+    return out;
+  }
+
+  /// Whether the first-level host is lost by the launch's rules (silence, or no data taken):
+  /// then its channel and session are closed, without waiting, and kept.lost says why.
+  bool lost() {
+    std::string why;
+    if (Clock::now() - last_heard_ > deadline_) {
+      why = "no heartbeat for " + base::seconds_text(deadline_) +
+            " (the host is unreachable, or its agent is stopped or hung)";
+    } else if (out_.stalled(deadline_)) {
+      why = took_no_data_text(deadline_, out_.size());
+    } else {
+      return false;
+    }
+    fail_awaited([&](const Node&) { return unreached_text(host_); });
+    kept_.session->stop_blocking();
+    kept_.channel.reset();
+    kept_.session.reset();
+    kept_.subtree.clear();
+    kept_.pending.clear();
+    kept_.lost = why;
+    return true;
   }
 
   /// Each awaited host fails with why(node).
@@ -127,7 +163,8 @@ class SubtreeStart {
   /// Every whole frame read so far: answers taken, the rest kept for the launch.
   void sort_frames() {
     while (std::optional<Frame> f = reader_.next()) {
-      if (f->type == FrameType::kHeartbeat) continue;  // the launch hears its own
+      if (f->type == FrameType::kHello) hello_ = true;  // its agent reads its channel now
+      if (f->type == FrameType::kHeartbeat) continue;   // the launch hears its own
       const auto it = nodes_.find(f->id);
       if (f->type == FrameType::kLost && it != nodes_.end()) {
         fail(f->id, f->payload);
@@ -159,8 +196,8 @@ class SubtreeStart {
     if (!keep.empty()) kept_.pending += route(i, keep);
   }
 
-  /// Writes what the remote window takes; false on an error.
-  bool write() { return ddl::ssh::write_some(*kept_.channel, out_); }
+  /// Writes what the remote window and the socket take, never waiting; false on an error.
+  bool write() { return out_.write(*kept_.channel); }
 
   /// Reads what the agent sent; false once its channel has ended.
   bool read() {
@@ -173,6 +210,7 @@ class SubtreeStart {
       if (n == ddl::ssh::Channel::kError || n == ddl::ssh::Channel::kEof) return false;
       if (n == 0) break;
       reader_.feed(std::string_view(buf, static_cast<size_t>(n)));
+      last_heard_ = Clock::now();
       avail -= n;
     }
     return !ch.eof();
@@ -183,8 +221,11 @@ class SubtreeStart {
   std::map<int, Node> nodes_;
   std::vector<int> order_;  ///< the awaited hosts, in the tree's order
   int awaited_ = 0;
-  std::string out_;  ///< frames the remote window could not take yet
+  ddl::ssh::Outbox out_;  ///< frames the remote window or the socket did not take yet
   FrameReader reader_;
+  std::chrono::milliseconds deadline_;  ///< the heartbeat deadline (the subtree frame's)
+  Clock::time_point last_heard_;
+  bool hello_ = false;  ///< the first-level agent's hello came
 };
 
 }  // namespace

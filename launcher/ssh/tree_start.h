@@ -35,7 +35,11 @@ struct StartedHost {
 /// failed host's subtree with it), sending a heartbeat a second, for at most `limit` (the
 /// rest then fail, "no answer within T"). The frames that are not answers stay in
 /// kept.pending, and kept.subtree records `w`; when the channel ends, kept.channel is gone.
-/// One StartedHost per host with a command, in the tree's order.
+/// Once its agent said hello, `host` falling silent for w.heartbeat_timeout, or taking none of
+/// the bytes waiting for it for that long (ssh::Outbox), is lost in the launch's words ("no
+/// heartbeat for ...", "took no data for ..."): kept.lost says why, its channel and session
+/// are closed without waiting, and the hosts still awaited fail as not reached. One
+/// StartedHost per host with a command, in the tree's order.
 std::vector<StartedHost> start_subtree(ddl::ssh::KeptSessions::Kept& kept, const std::string& host,
                                        const SubtreeFrame& w, std::chrono::milliseconds limit);
 

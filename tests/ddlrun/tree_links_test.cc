@@ -14,12 +14,16 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <regex>
 #include <set>
 #include <thread>
+#include <tuple>
+#include <utility>
 
 #include "ddlrun/probe_tree.h"
 #include "launcher/factory.h"
@@ -156,10 +160,13 @@ struct ChainAgents {
     int ends = 0;  ///< link agents that said they ended
   };
   std::shared_ptr<State> state = std::make_shared<State>();
+  /// The first-level host played: n1 with the chain below it, or a host alone.
+  std::string first = "n1";
 
   void operator()(FakeRemote& r) const {
-    r.print(hello_frame("n1") + ssh::route(1, hello_frame("n2")) +
-            ssh::route(2, hello_frame("n3")));
+    r.print(first != "n1" ? hello_frame(first)
+                          : hello_frame("n1") + ssh::route(1, hello_frame("n2")) +
+                                ssh::route(2, hello_frame("n3")));
     auto reader = std::make_shared<ssh::FrameReader>();
     r.on_write([s = state, reader](FakeRemote& r, std::string_view bytes) {
       reader->feed(bytes);
@@ -372,6 +379,28 @@ TEST(TreeLinks, GarbageFromTheFirstLevelLosesItsSubtreeAndItsChannel) {
   EXPECT_EQ(k.connector.host("n1").sessions_open, 0);
 }
 
+/// Launches the chain job through `k`'s kept sessions, as ddlrun does after --probe-links:
+/// the launch's error ("" when the job started).
+std::string launch_after_links(Kept& k) {
+  LaunchOptions o;
+  o.ddlrun_path = "/x/ddlrun";
+  o.tree_width = 1;
+  o.ssh.command_timeout = milliseconds(2000);
+  o.ssh.keep_sessions =
+      std::shared_ptr<ddl::ssh::KeptSessions>(std::shared_ptr<void>(), &k.sessions);
+  o.probe_tree = kChain;
+  EventQueue events;
+  const std::unique_ptr<Backend> backend = make_ssh_backend(chain_job(), o, k.connector);
+  std::string error;
+  try {
+    backend->start(events);
+  } catch (const LaunchError& e) {
+    error = e.what();
+  }
+  backend->finish();
+  return error;
+}
+
 // Issue 26: n1, on the first level, loses its connection mid-measurement. The launch that then
 // takes the tree over names n1 once, with the 2 hosts below it, logs in to no host again (nor
 // runs an agent anew on n1, whose new agent would log in to n2 and n3 again), starts no rank,
@@ -386,32 +415,151 @@ TEST(TreeLinks, AFirstLevelLostMidMeasurementFailsTheLaunchWithoutANewLogin) {
     EXPECT_EQ(failure(*n2, milliseconds(5000)),
               "the link agent ended: lost with its tree parent n1");
   }
-  LaunchOptions o;
-  o.ddlrun_path = "/x/ddlrun";
-  o.tree_width = 1;
-  o.ssh.command_timeout = milliseconds(2000);
-  o.ssh.keep_sessions =
-      std::shared_ptr<ddl::ssh::KeptSessions>(std::shared_ptr<void>(), &k.sessions);
-  o.probe_tree = kChain;
-  EventQueue events;
-  const std::unique_ptr<Backend> backend = make_ssh_backend(chain_job(), o, k.connector);
-  try {
-    backend->start(events);
-    ADD_FAILURE() << "the job started without n1's agent";
-  } catch (const LaunchError& e) {
-    EXPECT_STREQ(e.what(),
-                 "cannot start the job on 1 of 3 hosts:\n"
-                 "  n1: the connection to its agent closed; the 2 hosts below it in the launch "
-                 "tree are lost with it\n"
-                 "fix them (each must pass 'ssh -o BatchMode=yes HOST ddlrun --version'), or "
-                 "leave them out of the host list");
-  }
-  backend->finish();
+  EXPECT_EQ(launch_after_links(k),
+            "cannot start the job on 1 of 3 hosts:\n"
+            "  n1: the connection to its agent closed; the 2 hosts below it in the launch "
+            "tree are lost with it\n"
+            "fix them (each must pass 'ssh -o BatchMode=yes HOST ddlrun --version'), or "
+            "leave them out of the host list");
   EXPECT_EQ(k.connector.connected(), std::vector<std::string>{"n1"});  // the probe's login only
   EXPECT_EQ(k.connector.host("n1").commands.size(), 1u);               // the probe's agent only
   for (const ssh::Frame& f : frames(k.remote->written()))
     EXPECT_NE(f.type, FrameType::kJob);
   EXPECT_EQ(k.connector.host("n1").sessions_open, 0);
+}
+
+// Issue 26: n1's agent dies after --probe-links gave its session back, before the launch takes
+// it (here its channel closes; then its agent said why it gave up). The launch names n1 with
+// the hosts below it and the reason, logs in to no host again (a new agent on n1 would log in
+// to n2 and n3 a second time, while their first agents may still run), starts no rank, and
+// leaves no session open. Before, it logged in to n1 anew and started the subtree again.
+TEST(TreeLinks, AKeptChannelThatDiesBeforeTheLaunchTakesItFailsTheLaunchWithoutANewLogin) {
+  for (const bool said_why : {false, true}) {
+    Kept k;
+    {
+      ssh::TreeLinks tree(k.sessions, kChain, milliseconds(10'000));
+      std::unique_ptr<mapper::LinkChannel> n2 = open(tree, "n2");
+      EXPECT_TRUE(n2->line(milliseconds(3000)).starts_with("ddl-link-agent 2 "));
+      n2->send("end");
+    }
+    ASSERT_EQ(k.sessions.size(), 1u);  // given back alive
+    if (said_why) {
+      k.remote->print(
+          ssh::encode_frame(FrameType::kFailure, 1, "no heartbeat from ddlrun for 10 s"));
+    }
+    k.remote->end(-1);
+    const std::string why =
+        said_why ? "no heartbeat from ddlrun for 10 s" : "the connection to its agent closed";
+    EXPECT_EQ(launch_after_links(k),
+              "cannot start the job on 1 of 3 hosts:\n"
+              "  n1: " +
+                  why +
+                  "; the 2 hosts below it in the launch tree are lost with it\n"
+                  "fix them (each must pass 'ssh -o BatchMode=yes HOST ddlrun --version'), or "
+                  "leave them out of the host list");
+    EXPECT_EQ(k.connector.connected(), std::vector<std::string>{"n1"});  // the probe's login only
+    EXPECT_EQ(k.connector.host("n1").commands.size(), 1u);               // the probe's agent only
+    for (const ssh::Frame& f : frames(k.remote->written())) {
+      EXPECT_NE(f.type, FrameType::kJob);
+      EXPECT_NE(f.type, FrameType::kSubtree);
+    }
+    EXPECT_EQ(k.connector.host("n1").sessions_open, 0);
+  }
+}
+
+/// m1, a second first-level host (no host below it), kept beside `k`'s n1 as the probe left
+/// it, and both agents beating every 50 ms, as theirs do, while it lives.
+struct BesideN1 {
+  ChainAgents agent;
+  std::vector<std::shared_ptr<FakeRemote>> remotes;
+  std::atomic<bool> done{false};
+  std::thread beats;
+
+  explicit BesideN1(Kept& k) {
+    agent.first = "m1";
+    k.connector.host("m1").program = agent;
+    std::unique_ptr<ddl::ssh::Session> session = k.connector.connect("m1", {});
+    std::unique_ptr<ddl::ssh::Channel> channel = session->exec("/x/ddlrun --probe-agent");
+    k.sessions.put("m1", {std::move(session), std::move(channel), "", "/x/ddlrun --probe-agent"});
+    remotes = {k.remote, k.connector.host("m1").remotes.at(0)};
+    beats = std::thread([this] {
+      for (; !done; std::this_thread::sleep_for(milliseconds(50)))
+        for (auto& r : remotes)
+          r->print(ssh::encode_frame(FrameType::kHeartbeat, 0, {}));
+    });
+  }
+  ~BesideN1() {
+    done = true;
+    beats.join();
+    std::map<int, std::unique_ptr<ssh::LinkAgentThread>> stopping;  // as ~Kept does
+    std::lock_guard lock(agent.state->mutex);
+    stopping.swap(agent.state->agents);
+  }
+  /// The tree: n1 with n2 and n3 below it, and m1.
+  static std::vector<TreeHost> tree() {
+    std::vector<TreeHost> two = kChain;
+    two.push_back({3, "m1", {}, {}});
+    return two;
+  }
+};
+
+/// Round trips ("token t", "ready") to `m1` for `span` from now: the widest, and how long
+/// after now host 0 of `tree` was lost (0: not within `span`).
+std::pair<milliseconds, milliseconds> round_trips(ssh::TreeLinks& tree, mapper::LinkChannel& m1,
+                                                  milliseconds span) {
+  const Clock::time_point start = Clock::now();
+  milliseconds widest{0}, to_loss{0};
+  while (Clock::now() - start < span) {
+    const Clock::time_point asked = Clock::now();
+    m1.send("token t");
+    EXPECT_EQ(m1.line(milliseconds(3000)), "ready");
+    widest = std::max(widest, std::chrono::duration_cast<milliseconds>(Clock::now() - asked));
+    if (to_loss == milliseconds(0) && !tree.gone(0).empty())
+      to_loss = std::chrono::duration_cast<milliseconds>(Clock::now() - start);
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  return {widest, to_loss};
+}
+
+// Issue 26: n1's socket takes nothing (its host cut off without a RST, while its agent still
+// beats). TreeLinks loses it within the heartbeat deadline in the launch's words, with the
+// hosts below it, and gives its session back closed (without waiting), saying why, so that the
+// launch fails n1 as it fails a host that took no data. m1, the other first-level host, goes on
+// answering meanwhile: a write that waited for n1's socket (3 s) would stall it. Before, n1
+// was never lost while it beat.
+TEST(TreeLinks, AFirstLevelThatTakesNoDataIsLostWithoutStallingTheOthers) {
+  Kept k;
+  std::string n1_failure, n2_failure;
+  milliseconds widest{0}, to_loss{0};
+  {
+    BesideN1 m1_host(k);
+    ssh::TreeLinks tree(k.sessions, BesideN1::tree(), milliseconds(1000));
+    std::unique_ptr<mapper::LinkChannel> n1 = open(tree, "n1");
+    std::unique_ptr<mapper::LinkChannel> n2 = open(tree, "n2");
+    std::unique_ptr<mapper::LinkChannel> m1 = open(tree, "m1");
+    for (auto* c : {n1.get(), n2.get(), m1.get()})
+      EXPECT_TRUE(c->line(milliseconds(3000)).starts_with("ddl-link-agent 2 "));
+    k.remote->jam(milliseconds(3000));
+    std::tie(widest, to_loss) = round_trips(tree, *m1, milliseconds(5000));
+    n1_failure = failure(*n1, milliseconds(100));
+    n2_failure = failure(*n2, milliseconds(100));
+    m1->send("end");
+  }
+  EXPECT_TRUE(std::regex_match(
+      n1_failure, std::regex(R"(the link agent ended: took no data for 1 s \([0-9]+ bytes )"
+                             R"(wait for it: the host is unreachable, or its agent is stopped )"
+                             R"(or hung\))")))
+      << n1_failure;
+  EXPECT_EQ(n2_failure, "the link agent ended: lost with its tree parent n1");
+  EXPECT_GT(to_loss, milliseconds(0));
+  EXPECT_LT(to_loss, milliseconds(3500));
+  EXPECT_LT(widest, milliseconds(2000));
+  const ddl::ssh::KeptSessions::Kept back = k.sessions.take("n1");
+  EXPECT_TRUE(back.session == nullptr);
+  EXPECT_EQ(back.lost, n1_failure.substr(std::string("the link agent ended: ").size()));
+  EXPECT_TRUE(k.connector.host("n1").stopped_blocking);
+  EXPECT_EQ(k.connector.host("n1").sessions_open, 0);
+  EXPECT_TRUE(k.sessions.take("m1").channel != nullptr);  // m1 goes back as it came
 }
 
 // A first-level agent that speaks for a host not below it (here: not in the tree at all) is a
@@ -499,11 +647,20 @@ TEST(TreeLinks, AHostOutsideTheTreeOrItsKeptSessionsIsNotReachedThisWay) {
   // n4 below n1 and n5 under a first-level n6 whose session was not kept.
   const std::vector<TreeHost> tree_hosts = {{0, "n1", {{1, "n2", {{2, "n3", {}, {}}}, {}}}, {}},
                                             {5, "n6", {{4, "n5", {}, {}}}, {}}};
-  ssh::TreeLinks tree(k.sessions, tree_hosts, milliseconds(10'000));
-  EXPECT_EQ(open(tree, "n9"), nullptr);
-  EXPECT_EQ(open(tree, "n5"), nullptr);
-  EXPECT_EQ(open(tree, "n6"), nullptr);
-  EXPECT_NE(open(tree, "n3"), nullptr);
+  {
+    ssh::TreeLinks tree(k.sessions, tree_hosts, milliseconds(10'000));
+    EXPECT_EQ(open(tree, "n9"), nullptr);
+    EXPECT_EQ(open(tree, "n5"), nullptr);
+    EXPECT_EQ(open(tree, "n6"), nullptr);
+    EXPECT_NE(open(tree, "n3"), nullptr);
+  }
+  // A first-level host the probe lost (Kept::lost, no session) goes back as it was, for the
+  // launch to name it without logging in to it again.
+  ddl::ssh::KeptSessions::Kept lost;
+  lost.lost = "took no data for 10 s (x)";
+  k.sessions.put("n6", std::move(lost));
+  { ssh::TreeLinks tree(k.sessions, tree_hosts, milliseconds(10'000)); }
+  EXPECT_EQ(k.sessions.take("n6").lost, "took no data for 10 s (x)");
 }
 
 }  // namespace

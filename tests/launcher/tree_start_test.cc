@@ -8,9 +8,11 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <regex>
 #include <thread>
 
 #include "launcher/ssh/protocol.h"
@@ -284,6 +286,78 @@ TEST(StartSubtree, SilenceAndAClosedChannelFailWhatIsLeft) {
       EXPECT_EQ(s.error, "not reached: n0, above it in the launch tree, failed") << s.name;
     EXPECT_EQ(kept.channel, nullptr);  // the launch logs in again
     EXPECT_TRUE(kept.subtree.empty());
+  }
+}
+
+/// n0 kept as the probe left it (its agent said hello), played by `program`, and a thread
+/// that beats up its channel every 50 ms while it lives, as its agent does.
+struct BeatingAgent {
+  FakeConnector connector;
+  ddl::ssh::KeptSessions::Kept kept;
+  std::shared_ptr<FakeRemote> remote;
+  std::atomic<bool> done{false};
+  std::thread beats;
+
+  BeatingAgent(std::function<void(FakeRemote&)> program, bool beating) {
+    connector.host("n0").program = std::move(program);
+    kept.session = connector.connect("n0", {});
+    kept.channel = kept.session->exec(kProbe);
+    kept.pending = hello_frame("n0");
+    kept.command = kProbe;
+    remote = connector.host("n0").remotes.at(0);
+    if (!beating) return;
+    beats = std::thread([this] {
+      for (; !done; std::this_thread::sleep_for(milliseconds(50)))
+        remote->print(ssh::encode_frame(FrameType::kHeartbeat, 0, {}));
+    });
+  }
+  ~BeatingAgent() {
+    done = true;
+    if (beats.joinable()) beats.join();
+  }
+};
+
+// Issue 26: the first-level host's socket takes nothing (cut off without a RST, while its
+// agent still beats): it is lost within the heartbeat deadline in the launch's words, not
+// waited for until the limit (minutes); its channel and session close without waiting (a
+// write made anyway would wait 1.5 s), and the hosts below are not reached. A silent one is
+// lost the same way. Before, both waited for the limit.
+TEST(StartSubtree, AFirstLevelThatTakesNoDataOrFallsSilentIsLostInTheLaunchsWords) {
+  ssh::SubtreeFrame w;
+  w.heartbeat_timeout = milliseconds(1000);
+  w.children = {{1, "n1", {{2, "n2", {}, kProbe}}, kProbe}};
+  const std::string none = "not reached: n0, above it in the launch tree, failed";
+  {
+    BeatingAgent a([](FakeRemote& r) { r.jam(milliseconds(1500)); }, true);
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::vector<ssh::StartedHost> got =
+        ssh::start_subtree(a.kept, "n0", w, milliseconds(20000));
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(4));
+    ASSERT_EQ(got.size(), 2u);
+    EXPECT_EQ(got[0].error, none);
+    EXPECT_EQ(got[1].error, none);
+    EXPECT_TRUE(std::regex_match(
+        a.kept.lost, std::regex(R"(took no data for 1 s \([0-9]+ bytes wait for it: the host )"
+                                R"(is unreachable, or its agent is stopped or hung\))")))
+        << a.kept.lost;
+    EXPECT_EQ(a.kept.channel, nullptr);
+    EXPECT_EQ(a.kept.session, nullptr);
+    EXPECT_TRUE(a.kept.subtree.empty());
+    EXPECT_TRUE(a.connector.host("n0").stopped_blocking);
+    EXPECT_EQ(a.connector.host("n0").sessions_open, 0);
+    EXPECT_EQ(a.remote->written(), "");  // no write waited for the jammed socket
+  }
+  {
+    BeatingAgent a([](FakeRemote&) {}, false);
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::vector<ssh::StartedHost> got =
+        ssh::start_subtree(a.kept, "n0", w, milliseconds(20000));
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(4));
+    ASSERT_EQ(got.size(), 2u);
+    EXPECT_EQ(got[0].error, none);
+    EXPECT_EQ(a.kept.lost,
+              "no heartbeat for 1 s (the host is unreachable, or its agent is stopped or hung)");
+    EXPECT_EQ(a.kept.channel, nullptr);
   }
 }
 

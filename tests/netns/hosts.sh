@@ -143,6 +143,18 @@ netns_job_procs() {
   done
 }
 
+# netns_job_left K SECONDS: what netns_job_procs still lists on host K after giving the job's
+# processes up to SECONDS to end (looking every 0.1 s); empty as soon as none are left.
+netns_job_left() {
+  local i left
+  for ((i = 0; i < $2 * 10; i++)); do
+    left=$(netns_job_procs "$1")
+    [[ -z $left ]] && return 0
+    sleep 0.1
+  done
+  echo "$left"
+}
+
 # netns_session: what a test on these hosts starts from, after netns_up: no ssh agent (only
 # the key the ssh config names), HOME and XDG_CACHE_HOME fresh under NETNS_DIR (no user ssh
 # config, keys or probe cache), and the directory out (NETNS_DIR/out) for the test's files.

@@ -30,11 +30,7 @@ fi
 source "$(dirname "$0")/hosts.sh"
 netns_up 3 || exit $?
 
-unset SSH_AUTH_SOCK
-export HOME="$NETNS_DIR/home"  # no user ssh config, keys or probe cache
-mkdir -p "$HOME"
-out="$NETNS_DIR/out"
-mkdir -p "$out"
+netns_session
 fails=0
 hosts=node1:2,node2:2,node3:2  # 6 ranks, 2 a host
 echo "hosts: node1=$(netns_addr 1) node2=$(netns_addr 2) node3=$(netns_addr 3)" \

@@ -32,11 +32,7 @@ start=$EPOCHREALTIME
 netns_up "$n" || exit $?
 up_s=$(echo "$EPOCHREALTIME - $start" | bc)
 
-unset SSH_AUTH_SOCK
-export HOME="$NETNS_DIR/home" XDG_CACHE_HOME="$NETNS_DIR/cache"
-mkdir -p "$HOME"
-out="$NETNS_DIR/out"
-mkdir -p "$out"
+netns_session
 
 [[ $NETNS_NET == 10.200.* ]] || fail "the hosts' network $NETNS_NET is outside 10.200.0.0/16"
 want_prefix=$( ((n <= 31)) && echo 24 || echo $((n <= 63 ? 23 : n <= 127 ? 22 : n <= 255 ? 21 : 20)))

@@ -22,11 +22,7 @@ command -v python3 >/dev/null || { echo "SKIP: no python3"; exit 77; }
 # shellcheck source=SCRIPTDIR/hosts.sh
 source "$here/hosts.sh"
 netns_up 3 || exit $?
-unset SSH_AUTH_SOCK
-export HOME="$NETNS_DIR/home"
-mkdir -p "$HOME"
-out="$NETNS_DIR/out"
-mkdir -p "$out"
+netns_session
 secret="pernode-wire-secret-$$-$RANDOM"
 export DDL_JOB_TOKEN=$secret
 fails=0

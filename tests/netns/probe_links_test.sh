@@ -21,7 +21,6 @@ set -uo pipefail
 ddlrun=$(realpath "$1")
 # shellcheck source=SCRIPTDIR/hosts.sh
 source "$(dirname "$0")/hosts.sh"
-unset SSH_AUTH_SOCK
 fails=0
 fail() {
   echo "FAIL: $1"
@@ -52,17 +51,9 @@ nothing_left() {
   done
 }
 
-# home: a fresh HOME under NETNS_DIR (no ssh config, keys or probe cache).
-home() {
-  export HOME="$NETNS_DIR/home"
-  mkdir -p "$HOME"
-  out="$NETNS_DIR/out"
-  mkdir -p "$out"
-}
-
 # 1. Two racks.
 netns_up_racks 2 2 || exit $?
-home
+netns_session
 for k in 1 2 3 4; do netns_shape "$k" 1gbit || fail "tc could not shape node$k"; done
 netns_shape_uplink 250mbit || fail "tc could not shape the uplink"
 hosts=node1:2,node2:2,node3:2,node4:2
@@ -115,7 +106,7 @@ netns_down
 
 # 2. Flat: three hosts at 1 Gbit/s.
 netns_up 3 || exit $?
-home
+netns_session
 for k in 1 2 3; do netns_shape "$k" 1gbit || fail "tc could not shape node$k"; done
 run flat --dry-run --probe-links -H node1:2,node2:2,node3:2 prog
 grep -q '^mode:      p:2x3x1x1 (ranks per host x hosts per rack x racks per aisle x aisles)$' \
@@ -133,7 +124,7 @@ netns_down
 
 # 3. A host whose agent's port a firewall drops.
 netns_up 5 || exit $?
-home
+netns_session
 hosts5=node1:1,node2:1,node3:1,node4:1,node5:1
 # The agents' traffic on node1's link, captured: every test starts with a challenge, and no
 # secret-sized string crosses twice (the token itself used to open every test connection).

@@ -15,11 +15,7 @@ n=${2:-40}
 # shellcheck source=SCRIPTDIR/hosts.sh
 source "$(dirname "$0")/hosts.sh"
 netns_up "$n" || exit $?
-unset SSH_AUTH_SOCK
-export HOME="$NETNS_DIR/home" XDG_CACHE_HOME="$NETNS_DIR/cache"
-mkdir -p "$HOME"
-out="$NETNS_DIR/out"
-mkdir -p "$out"
+netns_session
 fails=0
 fail() {
   echo "FAIL: $1"

@@ -14,11 +14,7 @@ probe=$(realpath "$2")
 source "$(dirname "$0")/hosts.sh"
 netns_up 4 || exit $?
 
-unset SSH_AUTH_SOCK              # no agent: only the key the config names
-export HOME="$NETNS_DIR/home"    # no user ssh config or keys, no user cache
-mkdir -p "$HOME"
-out="$NETNS_DIR/out"
-mkdir -p "$out"
+netns_session
 fails=0
 
 # run NAME ARGS...: the driver with the hosts' ssh config; stdout in $out/NAME, stderr in

@@ -26,11 +26,7 @@ fi
 # shellcheck source=SCRIPTDIR/hosts.sh
 source "$here/hosts.sh"
 netns_up 3 || exit $?
-unset SSH_AUTH_SOCK
-export HOME="$NETNS_DIR/home"  # no user ssh config, keys or probe cache
-mkdir -p "$HOME"
-out=$NETNS_DIR/out
-mkdir -p "$out"
+netns_session
 # Marks the ddlruns this test starts (and their keepers, which inherit it): other tests may run
 # ddlrun here at the same time, and theirs are not this test's leftovers.
 export RESTART_NETNS_MARK=$$

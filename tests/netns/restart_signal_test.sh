@@ -14,11 +14,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=SCRIPTDIR/hosts.sh
 source "$here/hosts.sh"
 netns_up 3 || exit $?
-unset SSH_AUTH_SOCK
-export HOME="$NETNS_DIR/home"
-mkdir -p "$HOME"
-out=$NETNS_DIR/out
-mkdir -p "$out"
+netns_session
 export RESTART_SIGNAL_MARK=$$
 fails=0
 fail() {

@@ -12,11 +12,7 @@ ddlrun=$(realpath "$1")
 source "$(dirname "$0")/hosts.sh"
 netns_up 2 || exit $?
 
-unset SSH_AUTH_SOCK
-export HOME="$NETNS_DIR/home" XDG_CACHE_HOME="$NETNS_DIR/cache"
-mkdir -p "$HOME"
-out="$NETNS_DIR/out"
-mkdir -p "$out"
+netns_session
 fails=0
 fail() {
   echo "FAIL: $1"

@@ -19,6 +19,11 @@
 #   killed1 the same for node1, on the first level (its connection from ddlrun lost): the
 #           launch names node1 once with the hosts below it, logs in to no host again (nor
 #           runs a new agent on node1), starts no rank; exit 1, nothing left on any host;
+#   gone1   node1's agent SIGKILLed after the probe, while ddlrun plans (the test hook
+#           DDLRUN_TEST_PLAN_DELAY_MS), a job without --probe-links: the launch finds its kept
+#           connection dead and names node1 once with the hosts below it, logs in to no host
+#           again (a new agent on node1 would log in to its subtree again), starts no rank;
+#           exit 1, nothing left on any host;
 #   hung    node10's agent (a leaf) SIGSTOPped once its link agent listens, heartbeat deadline
 #           3 s: its parent finds it silent, ddlrun names node10 in a --probe-links warning
 #           within 30 s; continued, it finds its parent gone and exits: nothing is left.
@@ -29,7 +34,6 @@ set -uo pipefail
 ddlrun=$(realpath "$1")
 # shellcheck source=SCRIPTDIR/hosts.sh
 source "$(dirname "$0")/hosts.sh"
-unset SSH_AUTH_SOCK
 fails=0
 fail() {
   echo "FAIL: $1"
@@ -42,10 +46,7 @@ n=12
 width=2
 
 netns_up_racks 3 4 || exit $?
-export HOME="$NETNS_DIR/home" XDG_CACHE_HOME="$NETNS_DIR/cache"
-mkdir -p "$HOME"
-out="$NETNS_DIR/out"
-mkdir -p "$out"
+netns_session
 for ((k = 1; k <= n; k++)); do netns_shape "$k" 1gbit || fail "tc could not shape node$k"; done
 netns_shape_uplink 250mbit || fail "tc could not shape the uplinks"
 hosts=$(printf 'node%d:1,' $(seq "$n"))
@@ -90,13 +91,9 @@ check_logins() {
 # nothing_left NAME: within 5 s no process of ddlrun's on any host (only sshd's), and no
 # directory of its agents' in their /tmp.
 nothing_left() {
-  local k i left
+  local k left
   for ((k = 1; k <= n; k++)); do
-    for ((i = 0; i < 50; i++)); do
-      left=$(netns_job_procs "$k")
-      [[ -z $left ]] && break
-      sleep 0.1
-    done
+    left=$(netns_job_left "$k" 5)
     [[ -z $left ]] || fail "$1: left on node$k: $(tr '\n' ';' <<<"$left")"
     left=$(netns_exec "$k" sh -c 'ls -d /tmp/ddlrun-pmix.* /tmp/ddlrun-agent.* 2>/dev/null')
     [[ -z $left ]] || fail "$1: left in node$k's /tmp: $left"
@@ -227,6 +224,41 @@ grep -Fxq "ddlrun: error: cannot start the job on 1 of 12 hosts:" "$out/killed1.
 check_logins killed1
 grep -E "^  node1:" "$out/killed1.err" | sed 's/^/    /'
 nothing_left killed1
+
+echo "== gone1: node1's agent dies after the probe, before the launch takes its connection over"
+count_logins
+SECONDS=0
+DDLRUN_TEST_PLAN_DELAY_MS=3000 "$ddlrun" --launcher ssh --ssh-config "$NETNS_SSH_CONFIG" \
+  --tree-width "$width" -H "$hosts" sh -c 'echo "rank $RANK"' </dev/null >"$out/gone1" \
+  2>"$out/gone1.err" &
+job=$!
+killed=0
+for _ in $(seq 600); do  # ddlrun plans 3 s longer once the probe is done: its agents wait
+  if grep -q "DDLRUN_TEST_PLAN_DELAY_MS: planning" "$out/gone1.err"; then
+    for pid in $(netns_job_procs 1 | awk '/--probe-agent/ { print $1 }'); do kill -9 "$pid"; done
+    killed=1
+    break
+  fi
+  kill -0 "$job" 2>/dev/null || break
+  sleep 0.05
+done
+wait "$job"
+rc=$?
+echo "  gone1: exit $rc ($SECONDS s)"
+((killed)) || fail "gone1: ddlrun never said it plans" "$out/gone1.err"
+((rc == 1)) || fail "gone1: exit $rc, not 1" "$out/gone1.err"
+((SECONDS <= 30)) || fail "gone1: took $SECONDS s"
+grep -q "^rank " "$out/gone1" && fail "gone1: ranks ran" "$out/gone1"
+# Named once, with the hosts below it; no host logged in to again (a new agent on node1 would
+# have logged in to its subtree a second time).
+grep -Fxq "ddlrun: error: cannot start the job on 1 of 12 hosts:" "$out/gone1.err" &&
+  grep -Eq "^  node1: the connection to its agent closed; the [0-9]+ hosts below it in the launch tree are lost with it$" \
+    "$out/gone1.err" || fail "gone1: the launch does not name node1 and its subtree" "$out/gone1.err"
+(($(sed -n '/^ddlrun: error: cannot start the job/,$p' "$out/gone1.err" | grep -c "^  node") == 1)) ||
+  fail "gone1: the launch does not name one host" "$out/gone1.err"
+check_logins gone1
+grep -E "^  node1:" "$out/gone1.err" | sed 's/^/    /'
+nothing_left gone1
 
 echo "== hung: node10 (a leaf, below node8) stops mid-measurement (SIGSTOP), heartbeat deadline 3 s"
 SECONDS=0

@@ -17,11 +17,7 @@ ddlrun=$(realpath "$1")
 # shellcheck source=SCRIPTDIR/hosts.sh
 source "$(dirname "$0")/hosts.sh"
 netns_up 3 || exit $?
-unset SSH_AUTH_SOCK
-export HOME="$NETNS_DIR/home"
-mkdir -p "$HOME"
-out="$NETNS_DIR/out"
-mkdir -p "$out"
+netns_session
 # shellcheck source=SCRIPTDIR/../lib/procs.sh
 source "$(dirname "$0")/../lib/procs.sh"  # alive
 fails=0
@@ -39,12 +35,9 @@ stamp() {
 }
 # gone K SECONDS: nothing of the job on host K within SECONDS.
 gone() {
-  local i left
-  for ((i = 0; i < $2 * 10; i++)); do
-    left=$(netns_job_procs "$1")
-    [[ -z $left ]] && return 0
-    sleep 0.1
-  done
+  local left
+  left=$(netns_job_left "$1" "$2")
+  [[ -z $left ]] && return 0
   fail "left on node$1 after $2 s: $(tr '\n' ';' <<<"$left")"
   # shellcheck disable=SC2046
   kill -KILL $(awk '{print $1}' <<<"$left") 2>/dev/null
@@ -56,6 +49,7 @@ program='if [ "$RANK" = 0 ]; then echo "up 0"; exec sleep 60; fi
 i=0; while :; do echo "tick $RANK $i"; i=$((i + 1)); sleep 0.2; done'
 mkfifo "$out/stdin"
 log="$out/log"
+: >"$log"  # before the job starts writing to it, so that the wait below can grep it at once
 "$ddlrun" --launcher ssh --no-probe --ssh-config "$NETNS_SSH_CONFIG" \
   --heartbeat-timeout "$deadline" -H node1:1,node2:1,node3:1 sh -c "$program" \
   <"$out/stdin" > >(stamp >"$log") 2>&1 &
