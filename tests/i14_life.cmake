@@ -26,3 +26,10 @@ set_tests_properties(launcher.blame_local PROPERTIES TIMEOUT 60)
 add_test(NAME launcher.stopped_rank
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/launcher/stopped_rank_test.sh $<TARGET_FILE:ddlrun>)
 set_tests_properties(launcher.stopped_rank PROPERTIES TIMEOUT 90)
+
+# A rank running a libddl program as another user (uid nobody, setpriv: root only) leaves
+# PMIx's thread stuck; ddlrun still ends on --timeout: it waits for PMIx with a deadline.
+add_test(NAME launcher.foreign_rank
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/launcher/foreign_rank_test.sh $<TARGET_FILE:ddlrun>
+                 $<TARGET_FILE:hello_allreduce>)
+set_tests_properties(launcher.foreign_rank PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 90)

@@ -74,14 +74,17 @@ struct Waiter {
 
   static void callback(pmix_status_t status, void* cbdata) {
     auto* w = static_cast<Waiter*>(cbdata);
-    {
-      std::lock_guard lock(w->mutex);
-      w->status = status;
-      w->done = true;
-    }
+    // Notified under the lock: a waiter whose deadline passed may see `done`, delete itself
+    // and its condition variable as soon as it has the lock.
+    std::lock_guard lock(w->mutex);
+    w->status = status;
+    w->done = true;
     w->cv.notify_all();
   }
 };
+
+/// How long the end of a job waits for PMIx to deregister its clients (deregister()).
+constexpr std::chrono::seconds kDeregisterWait{5};
 
 /// An operation started with a Waiter (start_op); `waiter` is null when PMIx answered at once,
 /// with `status`.
@@ -382,6 +385,31 @@ void register_clients(const Server::Impl& s) {
   if (!failure.empty()) throw LaunchError(failure);
 }
 
+/// Deregisters the job's clients `clients` and then its namespace `nspace`, waiting for PMIx
+/// at most kDeregisterWait in all (it handles requests in order, so a later job's registration
+/// comes after these). Each call takes a callback: without one, PMIx 4.2 blocks until its
+/// thread has done the work, and that thread can be stuck for good (deregistering a client
+/// whose connection it refused, it waited on a lock that held garbage, and ddlrun hung at the
+/// end of the job until SIGKILL). What is not answered in time is left to PMIx.
+void deregister(const std::string& nspace, const std::vector<int>& clients) {
+  std::vector<Started> ops;
+  for (int r : clients) {
+    ops.push_back(start_op([&](pmix_op_cbfunc_t cb, void* data) {
+      pmix_proc_t proc;
+      PMIX_PROC_LOAD(&proc, nspace.c_str(), static_cast<pmix_rank_t>(r));
+      PMIx_server_deregister_client(&proc, cb, data);
+      return PMIX_SUCCESS;
+    }));
+  }
+  ops.push_back(start_op([&](pmix_op_cbfunc_t cb, void* data) {
+    PMIx_server_deregister_nspace(nspace.c_str(), cb, data);
+    return PMIX_SUCCESS;
+  }));
+  const auto deadline = std::chrono::steady_clock::now() + kDeregisterWait;
+  for (const Started& op : ops)
+    await_op(op, deadline);
+}
+
 }  // namespace
 
 void add_environment(std::vector<EnvVar>& env, std::vector<EnvVar> pmix,
@@ -510,17 +538,20 @@ Server::~Server() {
     std::lock_guard lock(g_mutex);
     g_impl.reset();
   }
-  if (!nspace_.empty()) {
+  if (nspace_.empty()) return;
+  // Only the clients that connected: one that never did has nothing in PMIx but its
+  // registration, which the namespace's deregistration removes, and deregistering one whose
+  // connection PMIx refused (another user's process) leaves PMIx 4.2's thread stuck for good.
+  std::vector<int> connected;
+  {
+    std::lock_guard lock(impl_->mutex);
     for (int r : impl_->local) {
-      pmix_proc_t proc;
-      PMIX_PROC_LOAD(&proc, nspace_.c_str(), static_cast<pmix_rank_t>(r));
-      PMIx_server_deregister_client(&proc, nullptr, nullptr);
+      auto it = impl_->states.find(r);
+      if (it != impl_->states.end() && it->second != ClientState::kNotConnected)
+        connected.push_back(r);
     }
-    // Not waited for: PMIx handles requests in order, so a later job's registration comes
-    // after it, and a process that exits next (an agent) need not wait for a PMIx thread
-    // that may still be busy with a rank killed halfway through connecting.
-    PMIx_server_deregister_nspace(nspace_.c_str(), nullptr, nullptr);
   }
+  deregister(nspace_, connected);
 }
 
 void Server::register_job(const Job& job, const std::vector<int>& host_indices) {
