@@ -86,10 +86,11 @@ void give_python_package(launcher::Job& job, spdlog::logger& log) {
   }
 }
 
-/// ddlrun's rendezvous server for the ranks of `plan`, admitting `token`; its failures name
-/// each missing rank's host; the connections it refuses are warnings in `log`.
+/// ddlrun's rendezvous server for the ranks of `plan`, admitting `token`, on the address
+/// rank_rendezvous_bind() chooses; its failures name each missing rank's host; the connections
+/// it refuses are warnings in `log`.
 std::unique_ptr<comm::RendezvousServer> serve_ranks(const JobPlan& plan, const std::string& token,
-                                                    spdlog::logger& log) {
+                                                    bool per_node, spdlog::logger& log) {
   std::vector<std::string> hosts(plan.topology.ranks.size());
   for (const comm::RankPlacement& r : plan.topology.ranks) {
     const comm::Host* h = plan.topology.find_host(r.host);
@@ -98,7 +99,8 @@ std::unique_ptr<comm::RendezvousServer> serve_ranks(const JobPlan& plan, const s
   }
   return std::make_unique<comm::RendezvousServer>(
       token, static_cast<int>(plan.topology.ranks.size()), 0, std::move(hosts),
-      [&log](const std::string& line) { log.warn("{}", line); });
+      [&log](const std::string& line) { log.warn("{}", line); },
+      rank_rendezvous_bind(plan.launcher.kind, per_node));
 }
 
 /// Per-node mode: the nodes agree on the plan and take node 0's ports; this node starts its own
@@ -204,6 +206,10 @@ std::string python_package_dir(const std::string& ddlrun_path) {
   return "";
 }
 
+std::string rank_rendezvous_bind(launcher::Kind kind, bool per_node) {
+  return kind == launcher::Kind::kLocal && !per_node ? launcher::kLocalRendezvousAddress : "";
+}
+
 launcher::TagStyle tag_style(const std::string& name) {
   if (name == "rank") return launcher::TagStyle::kTerminal;
   if (name == "mpi") return launcher::TagStyle::kOpenMpi;
@@ -247,7 +253,7 @@ int launch(const JobPlan& plan, const Options& o, spdlog::logger& log, launcher:
   // per-node mode node 0 serves it for every node's ranks.
   std::unique_ptr<comm::RendezvousServer> rendezvous;
   if (node == nullptr || node->client->node_rank() == 0) {
-    rendezvous = serve_ranks(plan, job.token, log);
+    rendezvous = serve_ranks(plan, job.token, node != nullptr, log);
     lo.rendezvous_port = rendezvous->port();
   }
   if (node != nullptr) join_nodes(*node, lo);

@@ -25,6 +25,13 @@ launcher::Job make_job(const JobPlan& plan, const std::string& topology_path);
 /// ddlrun's own folder; "" when neither holds ddl/__init__.py (the package was not built).
 std::string python_package_dir(const std::string& ddlrun_path);
 
+/// The address ddlrun's rendezvous server for the ranks listens on: the one the ranks are told
+/// where ddlrun knows it before the job starts (the local launcher's loopback address), else
+/// "" (every address): an ssh agent tells its ranks the address its host's sshd saw ddlrun
+/// come from (SSH_CONNECTION), which differs between hosts on different networks, an external
+/// launcher's ranks get ddlrun's host name, and per-node mode's --rdzv HOST may be a name.
+std::string rank_rendezvous_bind(launcher::Kind kind, bool per_node);
+
 /// The --tag-output value as a style ("auto", "rank", "mpi", "none").
 launcher::TagStyle tag_style(const std::string& name);
 

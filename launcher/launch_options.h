@@ -11,6 +11,10 @@
 
 namespace ddl::launcher {
 
+/// The address the local backend tells its ranks for ddlrun's rendezvous ($DDL_RENDEZVOUS),
+/// unless LaunchOptions::rendezvous_host names another (per-node mode).
+inline constexpr char kLocalRendezvousAddress[] = "127.0.0.1";
+
 /// What the backends that start ranks through another program (mpirun, srun, prterun, jsrun)
 /// and the ssh backend need besides the job.
 struct LaunchOptions {
@@ -38,7 +42,7 @@ struct LaunchOptions {
   /// host (Host::index); the others are other ddlruns'. nullopt: every rank.
   std::optional<int> only_host;
   /// The host of $DDL_RENDEZVOUS and $MASTER_ADDR when the ranks meet on another host (per-node
-  /// mode: node 0's); empty: this host (127.0.0.1) and rank 0's host.
+  /// mode: node 0's); empty: this host (kLocalRendezvousAddress) and rank 0's host.
   std::string rendezvous_host;
   /// $MASTER_PORT agreed among the nodes (per-node mode); 0: a free port of this host.
   int master_port = 0;

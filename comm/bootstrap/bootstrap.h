@@ -53,7 +53,8 @@ std::unique_ptr<Bootstrap> make_pmix_bootstrap();
 /// Threads of one process: `size` bootstraps that share one table (tests).
 std::vector<std::unique_ptr<Bootstrap>> make_memory_bootstraps(int size);
 
-/// ddlrun's side of the rendezvous: listens on every address (port 0: any free port), admits
+/// ddlrun's side of the rendezvous: listens on `bind_address` (a numeric IPv4 or IPv6 address;
+/// "", the default: every address) and port `port` (0: any free port), admits
 /// connections that prove they know `token` within a few seconds (others are dropped; at most
 /// 32 wait at once, read no further than the hello), and answers each allgather round once
 /// all `size` ranks have sent their value. Its failures name the missing ranks, with their
@@ -65,7 +66,7 @@ class RendezvousServer {
  public:
   using Report = std::function<void(const std::string&)>;
   RendezvousServer(std::string token, int size, int port = 0, std::vector<std::string> hosts = {},
-                   Report report = {});
+                   Report report = {}, const std::string& bind_address = "");
   ~RendezvousServer();
   RendezvousServer(const RendezvousServer&) = delete;
   RendezvousServer& operator=(const RendezvousServer&) = delete;

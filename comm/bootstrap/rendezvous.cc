@@ -693,8 +693,61 @@ struct RendezvousServer::State {
   }
 };
 
+namespace {
+
+/// A listening socket on `address` (numeric IPv4 or IPv6; "": every address, IPv6 with IPv4
+/// mapped) and `port`, non-blocking.
+int listen_socket(const std::string& address, int port) {
+  sockaddr_storage storage{};
+  socklen_t size = sizeof(sockaddr_in6);
+  auto* a6 = reinterpret_cast<sockaddr_in6*>(&storage);
+  auto* a4 = reinterpret_cast<sockaddr_in*>(&storage);
+  a6->sin6_family = AF_INET6;
+  a6->sin6_addr = in6addr_any;
+  a6->sin6_port = htons(static_cast<uint16_t>(port));
+  if (!address.empty() && inet_pton(AF_INET6, address.c_str(), &a6->sin6_addr) != 1) {
+    a4->sin_family = AF_INET;
+    a4->sin_port = htons(static_cast<uint16_t>(port));
+    size = sizeof(sockaddr_in);
+    if (inet_pton(AF_INET, address.c_str(), &a4->sin_addr) != 1)
+      throw BootstrapError("rendezvous: '" + address +
+                           "' is not a numeric IP address to listen on");
+  }
+  const std::string where = (address.empty() ? "*" : address) + ":" + std::to_string(port);
+  const int fd = socket(storage.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) throw BootstrapError(std::string("rendezvous: socket: ") + std::strerror(errno));
+  const int zero = 0, one = 1;
+  if (storage.ss_family == AF_INET6) {
+    const int v6only = address.empty() ? zero : one;
+    setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, sizeof v6only);
+  }
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&storage), size) != 0 || listen(fd, 1024) != 0) {
+    const int e = errno;
+    close(fd);
+    throw BootstrapError("rendezvous: cannot listen on " + where + ": " + std::strerror(e));
+  }
+  return fd;
+}
+
+/// The port `fd` listens on.
+int bound_port(int fd) {
+  sockaddr_storage a{};
+  socklen_t len = sizeof a;
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    const int e = errno;
+    close(fd);
+    throw BootstrapError(std::string("rendezvous: getsockname: ") + std::strerror(e));
+  }
+  return a.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&a)->sin6_port)
+                                 : ntohs(reinterpret_cast<sockaddr_in*>(&a)->sin_port);
+}
+
+}  // namespace
+
 RendezvousServer::RendezvousServer(std::string token, int size, int port,
-                                   std::vector<std::string> hosts, Report report)
+                                   std::vector<std::string> hosts, Report report,
+                                   const std::string& bind_address)
     : state_(std::make_unique<State>()) {
   State& s = *state_;
   s.token = std::move(token);
@@ -702,26 +755,8 @@ RendezvousServer::RendezvousServer(std::string token, int size, int port,
   s.hosts = std::move(hosts);
   s.report = std::move(report);
   s.by_rank.assign(size, -1);
-  s.listen_fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (s.listen_fd < 0)
-    throw BootstrapError(std::string("rendezvous: socket: ") + std::strerror(errno));
-  const int zero = 0, one = 1;
-  setsockopt(s.listen_fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
-  setsockopt(s.listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  sockaddr_in6 a{};
-  a.sin6_family = AF_INET6;
-  a.sin6_addr = in6addr_any;
-  a.sin6_port = htons(static_cast<uint16_t>(port));
-  socklen_t len = sizeof a;
-  if (bind(s.listen_fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-      listen(s.listen_fd, 1024) != 0 ||
-      getsockname(s.listen_fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-    const int e = errno;
-    close(s.listen_fd);
-    throw BootstrapError("rendezvous: cannot listen on port " + std::to_string(port) + ": " +
-                         std::strerror(e));
-  }
-  s.port = ntohs(a.sin6_port);
+  s.listen_fd = listen_socket(bind_address, port);
+  s.port = bound_port(s.listen_fd);
   if (pipe2(s.wake, O_CLOEXEC) != 0) {
     close(s.listen_fd);
     throw BootstrapError(std::string("rendezvous: pipe: ") + std::strerror(errno));

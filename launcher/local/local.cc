@@ -35,7 +35,7 @@ class LocalBackend : public Backend, private pmix_server::Host {
     const comm::Host* host0 = ranks.empty() ? nullptr : t.find_host(ranks.front().host);
     rv.address = host0 != nullptr && !host0->address.empty() ? host0->address : "127.0.0.1";
     rv.master_port = options_.master_port != 0 ? options_.master_port : free_tcp_port();
-    rv.ddl_address = "127.0.0.1";
+    rv.ddl_address = kLocalRendezvousAddress;
     if (!options_.rendezvous_host.empty()) rv.address = rv.ddl_address = options_.rendezvous_host;
     rv.ddl_port = options_.rendezvous_port;
     const std::vector<std::string> base =

@@ -252,3 +252,12 @@ TEST_F(LaunchTest, TopologyFileIsRemovedAfterTheJob) {
 }
 
 }  // namespace
+
+// ddlrun's rendezvous for the ranks listens where the ranks are told to come when ddlrun knows
+// it beforehand (the local launcher: loopback only), else on every address.
+TEST(RankRendezvousBindTest, LoopbackForTheLocalLauncherOnly) {
+  using ddl::launcher::Kind;
+  EXPECT_EQ(ddl::cli::rank_rendezvous_bind(Kind::kLocal, false), "127.0.0.1");
+  EXPECT_EQ(ddl::cli::rank_rendezvous_bind(Kind::kLocal, true), "");
+  EXPECT_EQ(ddl::cli::rank_rendezvous_bind(Kind::kSsh, false), "");
+}
