@@ -33,3 +33,9 @@ add_test(NAME launcher.foreign_rank
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/launcher/foreign_rank_test.sh $<TARGET_FILE:ddlrun>
                  $<TARGET_FILE:hello_allreduce>)
 set_tests_properties(launcher.foreign_rank PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 90)
+
+# The local launcher's rendezvous for the ranks listens on 127.0.0.1 only, the address the
+# ranks are told (/proc/net/tcp, tcp6).
+add_test(NAME launcher.rendezvous_bind_local
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/launcher/rendezvous_bind_test.sh $<TARGET_FILE:ddlrun>)
+set_tests_properties(launcher.rendezvous_bind_local PROPERTIES TIMEOUT 60)
