@@ -542,6 +542,7 @@ Server::~Server() {
   // Only the clients that connected: one that never did has nothing in PMIx but its
   // registration, which the namespace's deregistration removes, and deregistering one whose
   // connection PMIx refused (another user's process) leaves PMIx 4.2's thread stuck for good.
+  // (Under load that thread can get stuck all the same: hence deregister()'s deadline.)
   std::vector<int> connected;
   {
     std::lock_guard lock(impl_->mutex);
