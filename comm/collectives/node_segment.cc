@@ -96,8 +96,10 @@ Segment* attach_segment(const std::string& name, const std::string& maker,
       throw TransportError("shm_open " + name + ": " + std::strerror(errno));
     }
     if (fd >= 0) {
-      Segment* s = map_ready(fd);
+      const std::string foreign = transport::foreign_segment(fd, name);
+      Segment* s = foreign.empty() ? map_ready(fd) : nullptr;
       close(fd);
+      if (!foreign.empty()) throw TransportError(foreign);
       if (s != nullptr) return s;
     }
     if (std::chrono::steady_clock::now() >= deadline) {

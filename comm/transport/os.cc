@@ -3,12 +3,14 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 
 #include "base/fd.h"
 
@@ -20,6 +22,16 @@ std::string safe_job(const std::string& job) {
     out.push_back(
         std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-' ? c : '_');
   return out.empty() ? "job" : out;
+}
+
+std::string foreign_segment(int fd, const std::string& name) {
+  struct stat st {};
+  if (fstat(fd, &st) != 0) return "fstat " + name + ": " + std::strerror(errno);
+  if (st.st_uid == geteuid()) return "";
+  return "the shared-memory segment " + name + " belongs to uid " + std::to_string(st.st_uid) +
+         ", not to this rank's uid " + std::to_string(geteuid()) +
+         ": another user of this host made a file of that name first; remove /dev/shm" + name +
+         " (as that user or root), or give the job another DDL_JOB_ID";
 }
 
 int open_pidfd(int pid) {

@@ -27,5 +27,9 @@ void* map_reserved(int fd, size_t bytes, int* err);
 /// failure (ETIMEDOUT at the deadline).
 int connect_before(int fd, const sockaddr* to, socklen_t length,
                    std::chrono::steady_clock::time_point deadline);
+/// Why the shared-memory file `fd` (named `name`) must not be joined, or "" when it belongs to
+/// this process's user: segment names can be guessed, and another user of the host who made
+/// one first (world-writable, its magic set) would otherwise be joined.
+std::string foreign_segment(int fd, const std::string& name);
 
 }  // namespace ddl::comm::transport

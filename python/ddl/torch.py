@@ -275,7 +275,16 @@ def _meet_through_store(options, ranks):
     address, token = store.get("ddl/rendezvous").decode().split()
     os.environ.update(DDL_RANK=str(rank), DDL_SIZE=str(world), DDL_RENDEZVOUS=address,
                       DDL_JOB_TOKEN=token)
-    os.environ.setdefault("DDL_JOB_ID", "torch-" + token[:12])
+    os.environ.setdefault("DDL_JOB_ID", job_id_of(token))
+
+
+def job_id_of(token):
+    """The job id (which names the job's shared-memory segments, listed in /dev/shm for every
+    user of the host) derived from the token without giving away any of it: a hash's prefix,
+    not the token's own."""
+    import hashlib
+
+    return "torch-" + hashlib.sha256(("ddl job id " + token).encode()).hexdigest()[:12]
 
 
 def _reachable_address():

@@ -5,6 +5,7 @@
 
 #include <dirent.h>
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "comm/collectives/node_copy.h"
+#include "comm/collectives/node_segment.h"
 #include "comm/collectives/shared_buffer.h"
 #include "comm/transport/link.h"
 
@@ -162,6 +164,29 @@ TEST(NodeGroup, AllreduceMatchesRankOrderReferenceBitForBit) {
         }
       }
     }
+}
+
+TEST(NodeSegment, OneAnotherUserOwnsIsNotJoined) {
+  const std::string name = "/ddl-node-test-" + std::to_string(getpid()) + "-foreign";
+  node::create_segment(name, 2, 4096, 64, 0);  // mapped for the test's life
+  if (chown(("/dev/shm" + name).c_str(), 65534, 65534) != 0) {
+    shm_unlink(name.c_str());
+    GTEST_SKIP() << "cannot give " << name << " to uid 65534 (not root)";
+  }
+  std::string what = "(joined)";
+  try {
+    node::attach_segment(name, "rank 0 (h)", 1000ms);
+  } catch (const transport::TransportError& e) {
+    what = e.what();
+  }
+  shm_unlink(name.c_str());
+  EXPECT_EQ(what, "the shared-memory segment " + name +
+                      " belongs to uid 65534, not to this rank's uid " + std::to_string(geteuid()) +
+                      ": another user of this host made a file of that name first; remove "
+                      "/dev/shm" +
+                      name +
+                      " (as that user or root), or give the job another "
+                      "DDL_JOB_ID");
 }
 
 TEST(NodeGroup, LargeBuffersTakeManyStepsAndStayExact) {

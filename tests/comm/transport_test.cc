@@ -576,6 +576,47 @@ TEST(ShmTest, SmallRingStillCarriesLargeTransfers) {
   EXPECT_EQ(other.get(), "");
 }
 
+/// The one /dev/shm entry whose name contains `job`, with its leading slash ("" if not one).
+std::string shm_entry(const std::string& job) {
+  std::string found;
+  int n = 0;
+  if (DIR* d = opendir("/dev/shm")) {
+    while (dirent* e = readdir(d)) {
+      if (std::strstr(e->d_name, job.c_str()) == nullptr) continue;
+      found = std::string("/") + e->d_name;
+      ++n;
+    }
+    closedir(d);
+  }
+  return n == 1 ? found : "";
+}
+
+TEST(ShmTest, ASegmentAnotherUserOwnsIsNotJoined) {
+  const std::string job = fresh_job();
+  DeviceOptions o;
+  o.job_id = job;
+  auto a = make_shm_device(o);
+  o.rank = 1;
+  auto b = make_shm_device(o);
+  auto la = a->connect(1, name_of(1), b->address(), 1s);
+  const std::string name = shm_entry(job);
+  ASSERT_NE(name, "");
+  // As another user would have made it first (root here can give it away; others skip).
+  if (chown(("/dev/shm" + name).c_str(), 65534, 65534) != 0) {
+    GTEST_SKIP() << "cannot give " << name << " to uid 65534 (not root)";
+  }
+  try {
+    b->connect(0, name_of(0), a->address(), 1s);
+    ADD_FAILURE() << "joined";
+  } catch (const TransportError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "rank 0 (test): the shared-memory segment " + name +
+                  " belongs to uid 65534, not to this rank's uid " + std::to_string(geteuid()) +
+                  ": another user of this host made a file of that name first; remove /dev/shm" +
+                  name + " (as that user or root), or give the job another DDL_JOB_ID");
+  }
+}
+
 TEST(ShmTest, BadAddressIsAnError) {
   auto d = make_shm_device(DeviceOptions{});
   try {

@@ -265,6 +265,17 @@ def check_fsdp2(rank, n):
     check_weights("FSDP2 fully_shard", flat, want, 1e-6)
 
 
+def check_job_id():
+    """Under torchrun the job id names /dev/shm segments every user can list: it must give away
+    no part of the token (it once was "torch-" + the token's first 12 characters)."""
+    import hashlib
+
+    token, job = os.environ["DDL_JOB_TOKEN"], os.environ["DDL_JOB_ID"]
+    want = "torch-" + hashlib.sha256(("ddl job id " + token).encode()).hexdigest()[:12]
+    if job != want or any(token[i:i + 8] in job for i in range(len(token) - 7)):
+        fail(f"the job id {job!r} is not the token's hash {want!r}, or shows part of the token")
+
+
 def main():
     mode = sys.argv[1] if len(sys.argv) > 1 else "collectives"
     # torch 2.13 renames all_gather_into_tensor and reduce_scatter_tensor (both still work).
@@ -289,6 +300,7 @@ def main():
         dist.all_reduce(t, op=dist.ReduceOp.AVG)
         expect("all_reduce AVG", t, torch.full((3,), (n + 1) / 2))
         dist.monitored_barrier(timeout=datetime.timedelta(seconds=30))
+        check_job_id()
     else:
         sys.exit(f"check_torch2.py: unknown mode {mode!r} (collectives, train, torchrun)")
     dist.destroy_process_group()

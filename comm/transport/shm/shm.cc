@@ -101,8 +101,10 @@ class ShmDevice : public Device {
       const int fd = shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
       if (fd < 0 && errno != ENOENT) fail(peer_name, "shm_open " + name, errno);
       if (fd >= 0) {
-        Segment* s = map_ready(fd);
+        const std::string foreign = transport::foreign_segment(fd, name);
+        Segment* s = foreign.empty() ? map_ready(fd) : nullptr;
         close(fd);
+        if (!foreign.empty()) throw TransportError(peer_name + ": " + foreign);
         if (s != nullptr) {
           s->ranks[1] = rank_;
           s->attached.store(1, std::memory_order_release);
