@@ -16,6 +16,15 @@ command -v setpriv >/dev/null || { echo "launcher.foreign_rank: skipped: no setp
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
+# A copy of the program and its libddl that uid nobody can reach wherever the build tree is (a
+# clone under /root is not).
+chmod 755 "$work"
+lib=$(ldd "$hello" | awk '$1 ~ /^libddl\.so/ { print $3 }')
+[ -n "$lib" ] || fail "$hello does not link libddl: $(ldd "$hello")"
+cp "$hello" "$work/hello" && cp "$lib" "$work/" || fail "cannot copy $hello and $lib"
+hello=$work/hello
+export LD_LIBRARY_PATH=$work${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+
 # run NAME WANT_RC PREFIX...: the job, with rank 0 run through PREFIX... then setpriv; checks
 # that ddlrun ended with WANT_RC within seconds and left nothing.
 run() {
