@@ -17,13 +17,13 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 # A copy of the program and its libddl that uid nobody can reach wherever the build tree is (a
-# clone under /root is not).
+# clone under /root is not); the ranks find that libddl through LD_LIBRARY_PATH (theirs only:
+# ddlrun keeps its own).
 chmod 755 "$work"
 lib=$(ldd "$hello" | awk '$1 ~ /^libddl\.so/ { print $3 }')
 [ -n "$lib" ] || fail "$hello does not link libddl: $(ldd "$hello")"
 cp "$hello" "$work/hello" && cp "$lib" "$work/" || fail "cannot copy $hello and $lib"
 hello=$work/hello
-export LD_LIBRARY_PATH=$work${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 
 # run NAME WANT_RC PREFIX...: the job, with rank 0 run through PREFIX... then setpriv; checks
 # that ddlrun ended with WANT_RC within seconds and left nothing.
@@ -34,7 +34,8 @@ run() {
   start=$SECONDS
   # shellcheck disable=SC2016
   timeout -s KILL 60 "$ddlrun" -H localhost:2 --no-probe --timeout 3 sh -c \
-    'echo $$ >"$0.$DDL_RANK"; h=$1; shift; if [ "$DDL_RANK" = 0 ]; then
+    'echo $$ >"$0.$DDL_RANK"; export LD_LIBRARY_PATH="${0%/*}"; h=$1; shift
+     if [ "$DDL_RANK" = 0 ]; then
        exec "$@" setpriv --reuid=65534 --regid=65534 --clear-groups "$h"; else exec "$h"; fi' \
     "$work/pid" "$hello" "$@" >"$work/out" 2>&1
   rc=$?
