@@ -28,27 +28,13 @@ namespace {
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
+using ddl::testing::read_within;
 
 std::string u32(uint32_t v) {
   std::string out;
   for (int shift = 24; shift >= 0; shift -= 8)
     out.push_back(static_cast<char>((v >> shift) & 0xff));
   return out;
-}
-
-/// Exactly `n` bytes from `fd` within 5 s (fewer at its end or after 5 s).
-std::string take(int fd, size_t n) {
-  std::string got;
-  const auto until = Clock::now() + 5s;
-  while (got.size() < n && Clock::now() < until) {
-    pollfd p{fd, POLLIN, 0};
-    if (poll(&p, 1, 50) <= 0) continue;
-    char buf[4096];
-    const ssize_t k = recv(fd, buf, std::min(sizeof buf, n - got.size()), 0);
-    if (k <= 0) break;
-    got.append(buf, static_cast<size_t>(k));
-  }
-  return got;
 }
 
 /// `text` with `address` (where it occurs) as ADDR.
@@ -102,7 +88,7 @@ class FakeServer {
 /// header and value (`value` bytes) read.
 void handshake(int fd, size_t value = 1) {
   give(fd, "DDLRV2" + std::string(16, 'n'));
-  take(fd, 46 + 12 + value);
+  read_within(fd, 46 + 12 + value, 5s);
 }
 
 /// What rank 0 of 2 says when its first round (a 1-byte value, timeout `round`) meets `script`.
@@ -252,7 +238,7 @@ TEST(RendezvousClient, SilenceATrickleAndADeafServerEndWithinTheirBounds) {
     std::string what = "no error";
     FakeServer server([&](int& fd) {
       give(fd, "DDLRV2" + std::string(16, 'n'));
-      take(fd, 46);                           // the hello, and nothing more
+      read_within(fd, 46, 5s);                // the hello, and nothing more
       const auto until = Clock::now() + 15s;  // then it closes, lest a rank that waits hang
       while (!over && Clock::now() < until)
         std::this_thread::sleep_for(10ms);

@@ -29,6 +29,7 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 using ddl::testing::dial;
+using ddl::testing::read_within;
 
 /// The acceptor's cap on connections waiting for their hello (tcp.cc, kMaxPending).
 constexpr int kMaxPending = 64;
@@ -55,21 +56,6 @@ DeviceOptions options(int rank) {
   o.token = "t";
   o.bind_address = "127.0.0.1";
   return o;
-}
-
-/// Exactly `n` bytes from `fd` within `limit`; what came before the end, an error or the limit.
-std::string read_within(int fd, size_t n, std::chrono::milliseconds limit) {
-  const auto until = Clock::now() + limit;
-  std::string got;
-  while (got.size() < n && Clock::now() < until) {
-    pollfd p{fd, POLLIN, 0};
-    if (poll(&p, 1, 10) <= 0) continue;
-    char buf[64];
-    const ssize_t k = recv(fd, buf, std::min(sizeof buf, n - got.size()), 0);
-    if (k <= 0) break;
-    got.append(buf, static_cast<size_t>(k));
-  }
-  return got;
 }
 
 /// The hello of rank 0 (of one stream) to rank 1 that answers `challenge` with token "t".

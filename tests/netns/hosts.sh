@@ -143,17 +143,22 @@ netns_job_procs() {
   done
 }
 
-# netns_job_left K SECONDS: what netns_job_procs still lists on host K after giving the job's
-# processes up to SECONDS to end (looking every 0.1 s); empty as soon as none are left.
-netns_job_left() {
+# netns_left_after LIST K SECONDS: what `LIST K` (netns_pids, netns_job_procs) still prints
+# after giving those processes up to SECONDS to end (looking every 0.1 s); empty as soon as
+# none are left.
+netns_left_after() {
   local i left
-  for ((i = 0; i < $2 * 10; i++)); do
-    left=$(netns_job_procs "$1")
+  for ((i = 0; i < $3 * 10; i++)); do
+    left=$("$1" "$2")
     [[ -z $left ]] && return 0
     sleep 0.1
   done
   echo "$left"
 }
+
+# netns_job_left K SECONDS: what netns_job_procs still lists on host K after giving the job's
+# processes up to SECONDS to end; empty as soon as none are left.
+netns_job_left() { netns_left_after netns_job_procs "$1" "$2"; }
 
 # netns_session: what a test on these hosts starts from, after netns_up: no ssh agent (only
 # the key the ssh config names), HOME and XDG_CACHE_HOME fresh under NETNS_DIR (no user ssh
@@ -204,15 +209,7 @@ netns_glob() {
 
 # Prints the processes still in host K (netns_pids) after giving them up to 3 s to end (an
 # agent's keeper and sshd's session end just after ddlrun does); empty when none are left.
-netns_leftovers() {
-  local k=$1 i left
-  for ((i = 0; i < 30; i++)); do
-    left=$(netns_pids "$k")
-    [[ -z $left ]] && return 0
-    sleep 0.1
-  done
-  echo "$left"
-}
+netns_leftovers() { netns_left_after netns_pids "$1" 3; }
 
 # Shapes host K's link both ways with a token bucket: netns_shape K 1gbit [BURST]; RATE "off"
 # takes it away. BURST (tc's units, default 1mb) must hold at least RATE/HZ.

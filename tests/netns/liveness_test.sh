@@ -44,12 +44,9 @@ source "$(dirname "$0")/../lib/procs.sh"  # alive
 
 # gone K SECONDS NAME: nothing of the job on host K within SECONDS.
 gone() {
-  local i left
-  for ((i = 0; i < $2 * 10; i++)); do
-    left=$(netns_job_procs "$1")
-    [[ -z $left ]] && return 0
-    sleep 0.1
-  done
+  local left
+  left=$(netns_job_left "$1" "$2")
+  [[ -z $left ]] && return 0
   fail "$3: left on node$1 after $2 s: $(tr '\n' ';' <<<"$left")"
   # shellcheck disable=SC2046
   kill -KILL $(awk '{print $1}' <<<"$left") 2>/dev/null

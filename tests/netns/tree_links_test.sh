@@ -171,6 +171,17 @@ listening() {
   return 1
 }
 
+# failed_launch NAME RC KILLED WHY: the checks of a job whose host was killed (KILLED 1; WHY
+# says why it was not): it exited 1 within 30 s of SECONDS=0 and no rank ran.
+failed_launch() {
+  local name=$1 rc=$2
+  echo "  $name: exit $rc ($SECONDS s)"
+  (($3)) || fail "$name: $4" "$out/$name.err"
+  ((rc == 1)) || fail "$name: exit $rc, not 1" "$out/$name.err"
+  ((SECONDS <= 30)) || fail "$name: took $SECONDS s"
+  grep -q "^rank " "$out/$name" && fail "$name: ranks ran" "$out/$name"
+}
+
 # kill_mid_measurement NAME K: a job with --probe-links at --tree-width 2, node K's agent
 # SIGKILLed once its link agent listens (inside the agent's process: no `ddlrun --link-agent`
 # command runs there, so no token on a command line); the job must exit 1 within 30 s, naming
@@ -189,11 +200,7 @@ kill_mid_measurement() {
   fi
   wait "$job"
   rc=$?
-  echo "  $name: exit $rc ($SECONDS s)"
-  ((killed)) || fail "$name: node$k's link agent was never seen listening" "$out/$name.err"
-  ((rc == 1)) || fail "$name: exit $rc, not 1" "$out/$name.err"
-  ((SECONDS <= 30)) || fail "$name: took $SECONDS s"
-  grep -q "^rank " "$out/$name" && fail "$name: ranks ran" "$out/$name"
+  failed_launch "$name" "$rc" "$killed" "node$k's link agent was never seen listening"
 }
 
 echo "== killed: node3 (interior, below node1) dies mid-measurement of a job"
@@ -243,12 +250,7 @@ for _ in $(seq 600); do  # ddlrun plans 3 s longer once the probe is done: its a
   sleep 0.05
 done
 wait "$job"
-rc=$?
-echo "  gone1: exit $rc ($SECONDS s)"
-((killed)) || fail "gone1: ddlrun never said it plans" "$out/gone1.err"
-((rc == 1)) || fail "gone1: exit $rc, not 1" "$out/gone1.err"
-((SECONDS <= 30)) || fail "gone1: took $SECONDS s"
-grep -q "^rank " "$out/gone1" && fail "gone1: ranks ran" "$out/gone1"
+failed_launch gone1 $? "$killed" "ddlrun never said it plans"
 # Named once, with the hosts below it; no host logged in to again (a new agent on node1 would
 # have logged in to its subtree a second time).
 grep -Fxq "ddlrun: error: cannot start the job on 1 of 12 hosts:" "$out/gone1.err" &&
