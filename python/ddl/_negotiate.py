@@ -1,47 +1,63 @@
 """ddl._negotiate: asynchronous collectives matched by name across ranks, as Horovod's
-controller matches them, rather than by the order each rank called them in.
+controller matches them, rather than by the order each rank called them in, and checked before
+any of their data moves.
 
-How it works: submit(name, fn) records the call as pending on this rank and queues one
-negotiation cycle on ddl's worker thread (ddl._worker). A cycle takes this rank's pending
-calls, in the order they were submitted, and sends the 64-bit hashes of their names, with a
-flag saying whether a thread of this rank is blocked waiting for one of them, to every rank in
-one small allgather (a second one only when a rank has more than _WINDOW calls pending). The
-calls that every rank announced are agreed, in rank 0's order, and each rank runs them in that
-order right after the allgather: the same collectives in the same order everywhere, whatever
-order the ranks called them in. A call some rank has not announced yet stays pending for a
-later cycle. A cycle on a rank with nothing pending is skipped: every cycle is the same
-allgather, so the other ranks' cycle pairs with this rank's next one. A wait for a call that is
-still pending, with no cycle queued, queues one of its own; when every rank is waiting and no
-name is common to all of them, no call can ever be agreed (the ranks called differently named
-collectives): every rank raises NameMismatch, naming what it called that the others did not,
-and forgets its pending calls, instead of hanging or pairing tensors that do not belong
-together. One cycle costs one allgather of (2 + _WINDOW) int64 whatever number of calls it
-agrees (the calls of a fusion cycle, a bucket of gradients, share it).
+How it works: submit(name, fn, sig, group) records the call as pending on this rank and queues
+one negotiation cycle of its group (None: the whole job) on ddl's worker thread (ddl._worker). A
+cycle takes this rank's pending calls of the group, in the order they were submitted, and sends
+the 64-bit hashes of their names and of their signatures (what every rank's call of that name
+must agree on: kind, dtype, shape, op, root, as the caller describes it), with a flag saying
+whether a thread of this rank is blocked waiting for one of them, to every member in one small
+allgather (a second one only when a rank has more than _WINDOW calls pending). The calls that
+every member announced are agreed, in the first member's order, and each member runs them in
+that order right after the allgather: the same collectives in the same order everywhere,
+whatever order the ranks called them in. An agreed call whose signature differs between members
+does not run anywhere: one more allgather brings every member's description of it, and every
+member's call raises CallMismatch naming two members and their calls. Nothing of it was sent,
+so the communicator stays usable and later calls run as usual. A call some member has not
+announced yet stays pending for a later cycle. A cycle on a rank with nothing pending is
+skipped: every cycle is the same allgather, so the other ranks' cycle pairs with this rank's
+next one. A wait for a call that is still pending, with no cycle queued, queues one of its own;
+when every member is waiting and no name is common to all of them, no call can ever be agreed
+(the ranks called differently named collectives): every member raises NameMismatch, naming what
+it called that the others did not, and forgets its pending calls, instead of hanging or pairing
+tensors that do not belong together. One cycle costs one allgather of (2 + 2 * _WINDOW) int64
+whatever number of calls it agrees (the calls of a fusion cycle, a bucket of gradients, share
+it). The arrays are numpy's, so torch, TensorFlow and numpy callers share one negotiation.
 """
 
 import hashlib
 import threading
 
-import torch
+import numpy as np
 
 from . import _worker
+from ._ddl import MismatchError
 
-__all__ = ["NameMismatch", "submit"]
+__all__ = ["NameMismatch", "CallMismatch", "submit"]
 
-_WINDOW = 32  # names per rank in the first allgather of a cycle
+_WINDOW = 32  # calls per rank in the first allgather of a cycle
+_TEXT = 240  # bytes of a call's description in a CallMismatch
 
 
 class NameMismatch(RuntimeError):
     """The ranks wait for collectives that are named differently: none can run."""
 
 
+class CallMismatch(MismatchError):
+    """The ranks called the collective of one name with different arguments; it did not run
+    anywhere, and the job goes on."""
+
+
 class Call:
     """One named collective: a handle with done() and wait()."""
 
-    __slots__ = ("name", "key", "fn", "_event", "_result", "_error")
+    __slots__ = ("name", "key", "sig", "sig_key", "fn", "group", "_event", "_result", "_error")
 
-    def __init__(self, name, fn):
-        self.name, self.key, self.fn = name, _key(name), fn
+    def __init__(self, name, fn, sig, group):
+        self.name, self.key, self.fn, self.group = name, _key(name), fn, group
+        self.sig = sig
+        self.sig_key = _key(repr(sig)) if sig is not None else 0
         self._event = threading.Event()
         self._result = self._error = None
 
@@ -49,14 +65,14 @@ class Call:
         return self._event.is_set()
 
     def wait(self):
-        """The collective's result, once every rank called it; raises what it raised."""
-        global _waiters, _queued
+        """The collective's result, once every member called it; raises what it raised."""
+        global _waiters
         with _cond:
             _waiters += 1
             try:
                 while not self._event.is_set():
-                    if _queued == 0:
-                        _queue_cycle()
+                    if _queued.get(_group_key(self.group), 0) == 0:
+                        _queue_cycle(self.group)
                     _cond.wait()
             finally:
                 _waiters -= 1
@@ -64,94 +80,149 @@ class Call:
             raise self._error
         return self._result
 
+    def describe(self):
+        return f"{self.name!r}" if self.sig is None else f"{self.name!r} {_text(self.sig)}"
+
     def _finish(self, result=None, error=None):
         self._result, self._error = result, error
         self._event.set()
 
 
 _cond = threading.Condition()
-_pending = []  # Calls submitted and not agreed yet, in submission order
+_pending = {}  # group key -> Calls submitted and not agreed yet, in submission order
 _waiters = 0  # threads in Call.wait()
-_queued = 0  # cycles queued on the worker and not yet ended
+_queued = {}  # group key -> cycles queued on the worker and not yet ended
 
 
-def _key(name):
-    return int.from_bytes(hashlib.blake2b(name.encode(), digest_size=8).digest(), "little",
+def _key(text):
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little",
                           signed=True)
 
 
-def submit(name, fn):
-    """Queues fn() to run once every rank has submitted a call named `name`; a Call."""
-    call = Call(name, fn)
+def _group_key(group):
+    return None if group is None else id(group)
+
+
+def _text(sig):
+    """A signature as the errors show it: kind(args)."""
+    if isinstance(sig, tuple) and sig and isinstance(sig[0], str):
+        return f"{sig[0]}({', '.join(str(a) for a in sig[1:])})"
+    return repr(sig)
+
+
+def submit(name, fn, sig=None, group=None):
+    """Queues fn() to run once every member of `group` (a ddl.Group; None: every rank) has
+    submitted a call named `name`; a Call. `sig` (a tuple of plain values, e.g. ("allreduce",
+    "float32", (4, 2), "sum")) is what the members' calls of that name must agree on: when
+    they differ, fn runs nowhere and every member's wait() raises CallMismatch."""
+    call = Call(name, fn, sig, group)
+    gk = _group_key(group)
     with _cond:
-        if any(p.name == name for p in _pending):
+        pending = _pending.setdefault(gk, [])
+        if any(p.name == name for p in pending):
             raise ValueError(f"a collective named {name!r} is still pending on this rank: "
                              "names of calls in flight must be unique")
-        _pending.append(call)
-        _queue_cycle()
+        pending.append(call)
+        _queue_cycle(group)
     return call
 
 
-def _queue_cycle():
-    """(under _cond) one more cycle on the worker thread."""
-    global _queued
-    _queued += 1
-    _worker.submit(_cycle)
+def _queue_cycle(group):
+    """(under _cond) one more cycle of `group` on the worker thread."""
+    gk = _group_key(group)
+    _queued[gk] = _queued.get(gk, 0) + 1
+    _worker.submit(lambda: _cycle(group))
 
 
-def _cycle():
-    """On the worker thread: agree on the calls every rank has pending, run them in order."""
-    global _queued
+def _cycle(group):
+    """On the worker thread: agree on the calls every member has pending, run them in order."""
+    gk = _group_key(group)
     try:
         with _cond:
-            calls, waiting = list(_pending), _waiters > 0
+            calls, waiting = list(_pending.get(gk, ())), _waiters > 0
         if calls:
-            _negotiate(calls, waiting)
+            _negotiate(calls, waiting, group)
     finally:
         with _cond:
-            _queued -= 1
+            _queued[gk] -= 1
             _cond.notify_all()
 
 
-def _announce(calls, waiting):
-    """Every rank's [waiting, count, keys...], padded: an int64 tensor of one row per rank."""
-    import ddl  # noqa: PLC0415 (ddl imports this module's users)
+def _allgather(row, group):
+    import ddl  # noqa: PLC0415 (ddl's package imports this module's users)
 
-    keys = [c.key for c in calls]
-    row = torch.zeros(2 + _WINDOW, dtype=torch.int64)
-    row[0], row[1] = int(waiting), len(keys)
-    row[2:2 + min(len(keys), _WINDOW)] = torch.tensor(keys[:_WINDOW], dtype=torch.int64)
-    rows = ddl.allgather(row.unsqueeze(0))
+    return ddl.allgather(row[np.newaxis], group=group)
+
+
+def _announce(calls, waiting, group):
+    """Every member's [waiting, count, name key, signature key, ...], padded: an int64 array
+    of one row per member."""
+    keys = [k for c in calls for k in (c.key, c.sig_key)]
+    row = np.zeros(2 + 2 * _WINDOW, dtype=np.int64)
+    row[0], row[1] = int(waiting), len(calls)
+    row[2:2 + min(len(keys), 2 * _WINDOW)] = keys[:2 * _WINDOW]
+    rows = _allgather(row, group)
     most = int(rows[:, 1].max())
     if most <= _WINDOW:
         return rows
-    full = torch.zeros(2 + most, dtype=torch.int64)
+    full = np.zeros(2 + 2 * most, dtype=np.int64)
     full[:2] = row[:2]
-    full[2:2 + len(keys)] = torch.tensor(keys, dtype=torch.int64)
-    return ddl.allgather(full.unsqueeze(0))
+    full[2:2 + len(keys)] = keys
+    return _allgather(full, group)
 
 
-def _negotiate(calls, waiting):
+def _negotiate(calls, waiting, group):
     try:
-        rows = _announce(calls, waiting)
+        rows = _announce(calls, waiting, group)
     except BaseException as e:  # noqa: BLE001 (the job is broken: every waiter hears it)
         _fail(calls, e)
         return
-    announced = [set(r[2:2 + int(r[1])].tolist()) for r in rows]
-    common = set.intersection(*announced)
+    announced = [dict(zip(r[2:2 + 2 * int(r[1]):2].tolist(), r[3:3 + 2 * int(r[1]):2].tolist()))
+                 for r in rows]
+    common = set.intersection(*(set(a) for a in announced))
     mine = {c.key: c for c in calls}
-    agreed = [mine[k] for k in rows[0, 2:2 + int(rows[0, 1])].tolist() if k in common]
+    agreed = [mine[k] for k in rows[0, 2:2 + 2 * int(rows[0, 1]):2].tolist() if k in common]
     if not agreed and all(int(r[0]) for r in rows):
-        _fail(calls, NameMismatch(_mismatch(calls, announced)))
+        _fail(calls, NameMismatch(_mismatch(calls, [set(a) for a in announced])))
         return
     with _cond:
         for call in agreed:
-            _pending.remove(call)
+            _pending[_group_key(group)].remove(call)
+    differing = [c for c in agreed if len({a[c.key] for a in announced}) > 1]
+    if differing:
+        _refuse(differing, announced, group)
     for call in agreed:
+        if call in differing:
+            continue
         try:
             call._finish(result=call.fn())
         except BaseException as e:  # noqa: BLE001 (given to the waiter)
             call._finish(error=e)
+
+
+def _refuse(calls, announced, group):
+    """Fails each of `calls` (agreed, with differing signatures) on every member, naming the
+    first member and the first whose call differs from it; nothing of them runs."""
+    texts = np.zeros((len(calls), _TEXT), dtype=np.uint8)
+    for i, call in enumerate(calls):
+        raw = call.describe().encode()[:_TEXT]
+        texts[i, :len(raw)] = np.frombuffer(raw, dtype=np.uint8)
+    try:
+        everyone = _allgather(texts.reshape(-1), group).reshape(len(announced), len(calls), _TEXT)
+    except BaseException as e:  # noqa: BLE001 (the job is broken: every waiter hears it)
+        _fail(calls, e)
+        return
+    for i, call in enumerate(calls):
+        first = announced[0][call.key]
+        other = next(r for r, a in enumerate(announced) if a[call.key] != first)
+
+        def said(r):
+            return bytes(everyone[r, i]).rstrip(b"\0").decode(errors="replace")
+
+        call._finish(error=CallMismatch(
+            f"collective mismatch: rank 0 called {said(0)} but rank {other} called "
+            f"{said(other)}; it ran on no rank (give every rank's call of one name the same "
+            "kind, dtype, shape, op and root)"))
 
 
 def _mismatch(calls, announced):
@@ -169,7 +240,8 @@ def _mismatch(calls, announced):
 def _fail(calls, error):
     with _cond:
         for call in calls:
-            if call in _pending:
-                _pending.remove(call)
+            pending = _pending.get(_group_key(call.group), [])
+            if call in pending:
+                pending.remove(call)
     for call in calls:
         call._finish(error=error)
