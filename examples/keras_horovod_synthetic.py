@@ -94,8 +94,9 @@ def main():
     parser.add_argument("--legacy-keras", action="store_true",
                         help="Keras 2 (tf-keras) instead of Keras 3")
     args = parser.parse_args()
-    if LEGACY and not keras.__version__.startswith("2."):
-        sys.exit(f"--legacy-keras: tf.keras is Keras {keras.__version__}: install tf-keras")
+    if LEGACY and not keras.__name__.startswith("tf_keras"):
+        sys.exit(f"--legacy-keras: tf.keras is {keras.__name__}, not tf-keras: pip install "
+                 "tf-keras")
 
     hvd.init()
     rank, size = hvd.rank(), hvd.size()

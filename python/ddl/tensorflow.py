@@ -268,7 +268,8 @@ def reduce_gradients(grads, op="avg"):
 
 def broadcast_variables(variables, root=0):
     """Assigns rank root's values to the variables (tf or Keras) on every rank: one broadcast
-    per dtype of all the variables packed flat. In a graph, returns the op that does it."""
+    per dtype of all the variables packed flat. In a tf.compat.v1 graph, returns the op that
+    does it."""
     variables = list(variables)
     if not 0 <= int(root) < size():
         raise ValueError(f"ddl.tensorflow.broadcast_variables: root {root} is not a rank of "
@@ -283,7 +284,7 @@ def broadcast_variables(variables, root=0):
         sizes = [int(values[i].shape.num_elements()) for i in places]
         for i, part in zip(places, tf.split(flat, sizes)):
             assigns.append(variables[i].assign(tf.reshape(part, values[i].shape)))
-    return None if tf.executing_eagerly() else tf.group(*assigns)
+    return None if tf.executing_eagerly() or tf.inside_function() else tf.group(*assigns)
 
 
 class DistributedGradientTape(tf.GradientTape):
@@ -403,8 +404,10 @@ def no_xla(model):
     """Turns off XLA for the model's training step (an XLA-compiled step cannot call ddl's
     ops), rebuilding a training function already made."""
     if getattr(model, "jit_compile", False):
-        model.jit_compile = False
-        if getattr(model, "train_function", None) is not None:
+        made = getattr(model, "train_function", None) is not None
+        model.jit_compile = False  # tf-keras drops the training function it made here
+        if made:
+            model.train_function = None
             model.make_train_function(force=True)
 
 
@@ -433,13 +436,12 @@ def allreduce_metrics(logs, op="avg"):
     return logs
 
 
-_NUMPY_TYPES = {"float": "float32", "double": "float64", "half": "float16", "int32": "int32",
-                "int64": "int64", "uint8": "uint8"}
+_NUMPY_TYPES = ("float32", "float64", "float16", "int32", "int64", "uint8")
 
 
 def _stand_in(sig):
     """A joined rank's part in an allreduce op of signature `sig` (tf_ops.cc: "allreduce",
-    dtype, "op N", shapes): the same libddl call on zeros."""
+    dtype, op, shapes): the same libddl call on zeros."""
     import numpy as np  # noqa: PLC0415
 
     from . import allreduce_n as ddl_allreduce_n  # noqa: PLC0415
@@ -448,10 +450,9 @@ def _stand_in(sig):
     if dtype not in _NUMPY_TYPES:
         raise TypeError(f"ddl.tensorflow.join: a joined rank cannot stand in for an allreduce "
                         f"of {dtype}")
-    arrays = [np.zeros([int(d) for d in s.strip("[]").split(",") if d], _NUMPY_TYPES[dtype])
+    arrays = [np.zeros([int(d) for d in s.strip("[]").split(",") if d], dtype)
               for s in shapes.split(" ")]
-    code = next(k for k, v in _OPS.items() if v == int(op.split()[1]))
-    return lambda: ddl_allreduce_n(arrays, code)
+    return lambda: ddl_allreduce_n(arrays, op)
 
 
 def join():

@@ -228,6 +228,20 @@ std::string shape_text(const tf::TensorShape& shape, int from = 0) {
   return text + "]";
 }
 
+/// A dtype as the signatures show it: Python's name (float32, not TensorFlow's "float").
+std::string type_name(tf::DataType type) {
+  return tf::DataTypeString(type) == "float"    ? "float32"
+         : tf::DataTypeString(type) == "double" ? "float64"
+         : tf::DataTypeString(type) == "half"   ? "float16"
+                                                : tf::DataTypeString(type);
+}
+
+/// A reduction (ddl_op_t) as the signatures show it: sum, avg, min, max, prod.
+std::string op_name(int op) {
+  constexpr const char* kNames[] = {"sum", "avg", "min", "max", "prod"};
+  return op >= 0 && op < 5 ? kNames[op] : absl::StrCat("op ", op);
+}
+
 /// An op whose collective is matched across ranks by name (Requests).
 class NamedOp : public tf::AsyncOpKernel {
  public:
@@ -260,7 +274,7 @@ class AllreduceOp : public NamedOp {
     std::vector<void*> buffers;
     std::vector<size_t> counts;
     std::string signature =
-        absl::StrCat("allreduce|", tf::DataTypeString(context->input(0).dtype()), "|op ", op_, "|");
+        absl::StrCat("allreduce|", type_name(context->input(0).dtype()), "|", op_name(op_), "|");
     for (int i = 0; i < context->num_inputs(); ++i) {
       tf::Tensor* out = nullptr;
       OP_REQUIRES_OK_ASYNC(context, copy_to_output(context, i, &out), done);
@@ -300,7 +314,7 @@ class BroadcastOp : public NamedOp {
     tf::Tensor* out = nullptr;
     OP_REQUIRES_OK_ASYNC(context, copy_to_output(context, 0, &out), done);
     const int root = root_;
-    std::string signature = absl::StrCat("broadcast|", tf::DataTypeString(out->dtype()), "|",
+    std::string signature = absl::StrCat("broadcast|", type_name(out->dtype()), "|",
                                          shape_text(out->shape()), "|root ", root);
     file(context, std::move(done), std::move(signature), [out, root] {
       if (out->NumElements() == 0) return absl::OkStatus();
@@ -362,8 +376,8 @@ class AllgatherOp : public NamedOp {
   void ComputeAsync(tf::OpKernelContext* context, DoneCallback done) override {
     if (!joined(context)) return done();
     const tf::Tensor& in = context->input(0);
-    std::string signature = absl::StrCat("allgather|", tf::DataTypeString(in.dtype()), "|rows of ",
-                                         shape_text(in.shape(), 1));
+    std::string signature =
+        absl::StrCat("allgather|", type_name(in.dtype()), "|rows of ", shape_text(in.shape(), 1));
     file(context, std::move(done), std::move(signature),
          [context] { return allgather(context, context->input(0)); });
   }
@@ -441,8 +455,8 @@ class AlltoallOp : public NamedOp {
     std::vector<int64_t> rows;
     OP_REQUIRES_OK_ASYNC(context, send_rows(context->input(0), context->input(1), &rows), done);
     const tf::Tensor& in = context->input(0);
-    std::string signature = absl::StrCat("alltoall|", tf::DataTypeString(in.dtype()), "|rows of ",
-                                         shape_text(in.shape(), 1));
+    std::string signature =
+        absl::StrCat("alltoall|", type_name(in.dtype()), "|rows of ", shape_text(in.shape(), 1));
     file(context, std::move(done), std::move(signature),
          [context, rows] { return alltoall(context, context->input(0), rows); });
   }
