@@ -89,7 +89,8 @@ ddl_datatype_t datatype_of(const at::Tensor& tensor, const char* what) {
     default:
       TORCH_CHECK(false, "ddl backend: ", what, ": dtype ", tensor.scalar_type(),
                   " is not supported (it takes float32, float64, float16, bfloat16, int8, int16, "
-                  "int32, int64, uint8", kUint16Taken, " and bool)");
+                  "int32, int64, uint8",
+                  kUint16Taken, " and bool)");
   }
 }
 

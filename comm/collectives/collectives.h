@@ -16,7 +16,8 @@ namespace ddl::comm {
 struct Signature;  // signature.h
 
 /// Element types of the collectives (ddl.h's DDL_FLOAT32 ... in the same order). kBool is one
-/// byte: 0 is false, anything else true; reductions write 0 or 1.
+/// byte: 0 is false, anything else true; a reduction over two or more ranks writes 0 or 1 (one
+/// rank's result is its input).
 enum class DataType {
   kFloat32,
   kFloat64,

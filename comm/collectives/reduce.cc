@@ -415,9 +415,9 @@ constexpr std::pair<DataType, TypeInfo> kTypes[] = {
     {DataType::kBool, {"bool", 1}}};
 
 constexpr std::pair<ReduceOp, std::string_view> kOpNames[] = {
-    {ReduceOp::kSum, "sum"},   {ReduceOp::kAvg, "avg"},   {ReduceOp::kMin, "min"},
-    {ReduceOp::kMax, "max"},   {ReduceOp::kProd, "prod"}, {ReduceOp::kBand, "band"},
-    {ReduceOp::kBor, "bor"},   {ReduceOp::kBxor, "bxor"}};
+    {ReduceOp::kSum, "sum"}, {ReduceOp::kAvg, "avg"},   {ReduceOp::kMin, "min"},
+    {ReduceOp::kMax, "max"}, {ReduceOp::kProd, "prod"}, {ReduceOp::kBand, "band"},
+    {ReduceOp::kBor, "bor"}, {ReduceOp::kBxor, "bxor"}};
 
 bool is_bitwise(ReduceOp op) {
   return op == ReduceOp::kBand || op == ReduceOp::kBor || op == ReduceOp::kBxor;
@@ -440,8 +440,8 @@ std::string_view to_string(ReduceOp op) {
 }
 
 bool is_floating(DataType type) {
-  return type == DataType::kFloat32 || type == DataType::kFloat64 ||
-         type == DataType::kFloat16 || type == DataType::kBFloat16;
+  return type == DataType::kFloat32 || type == DataType::kFloat64 || type == DataType::kFloat16 ||
+         type == DataType::kBFloat16;
 }
 
 std::string reduction_error(DataType type, ReduceOp op) {

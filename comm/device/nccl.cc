@@ -127,7 +127,7 @@ constexpr std::pair<ReduceOp, ncclRedOp_t> kNcclOps[] = {{ReduceOp::kSum, ncclSu
 
 // bool is uint8 holding 0 or 1: or (sum, max, bor) is its max, and (prod, min, band) its min.
 constexpr std::pair<ReduceOp, ncclRedOp_t> kNcclBoolOps[] = {
-    {ReduceOp::kSum, ncclMax}, {ReduceOp::kMax, ncclMax},  {ReduceOp::kBor, ncclMax},
+    {ReduceOp::kSum, ncclMax},  {ReduceOp::kMax, ncclMax}, {ReduceOp::kBor, ncclMax},
     {ReduceOp::kProd, ncclMin}, {ReduceOp::kMin, ncclMin}, {ReduceOp::kBand, ncclMin}};
 
 /// NCCL's type for a reduction of `t` (nccl_reduction_error() has refused the others).
@@ -140,8 +140,8 @@ ncclDataType_t nccl_type(DataType t) {
 ncclRedOp_t nccl_op(DataType t, ReduceOp op) {
   const std::optional<ncclRedOp_t> n =
       t == DataType::kBool ? base::lookup(kNcclBoolOps, op) : base::lookup(kNcclOps, op);
-  DDL_CHECK(n.has_value(), "NCCL reduction " + std::string(to_string(op)) + " of " +
-                               std::string(to_string(t)));
+  DDL_CHECK(n.has_value(),
+            "NCCL reduction " + std::string(to_string(op)) + " of " + std::string(to_string(t)));
   return *n;
 }
 
@@ -187,8 +187,7 @@ class NcclComm : public Comm {
   }
   void allgather(const void* send, void* recv, size_t send_count, DataType type) override {
     const auto [moved, n] = nccl_moved(type, send_count);
-    run("ncclAllGather",
-        [&] { return api_->ncclAllGather(send, recv, n, moved, comm_, stream_); });
+    run("ncclAllGather", [&] { return api_->ncclAllGather(send, recv, n, moved, comm_, stream_); });
   }
   void broadcast(void* buf, size_t count, DataType type, int root) override {
     const auto [moved, n] = nccl_moved(type, count);

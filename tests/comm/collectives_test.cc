@@ -30,11 +30,9 @@ constexpr DataType kTypes[] = {DataType::kFloat32,  DataType::kFloat64, DataType
                                DataType::kBFloat16, DataType::kInt32,   DataType::kInt64,
                                DataType::kUint8,    DataType::kInt8,    DataType::kInt16,
                                DataType::kUint16,   DataType::kBool};
-constexpr ReduceOp kOps[] = {ReduceOp::kSum,  ReduceOp::kAvg, ReduceOp::kMin,
-                             ReduceOp::kMax,  ReduceOp::kProd, ReduceOp::kBand,
-                             ReduceOp::kBor,  ReduceOp::kBxor};
+constexpr ReduceOp kOps[] = {ReduceOp::kSum,  ReduceOp::kAvg,  ReduceOp::kMin, ReduceOp::kMax,
+                             ReduceOp::kProd, ReduceOp::kBand, ReduceOp::kBor, ReduceOp::kBxor};
 constexpr size_t kCounts[] = {0, 1, 2, 3, 7, 64, 1000};
-
 
 // --- inputs and the reference --------------------------------------------------------------
 //
@@ -89,8 +87,10 @@ int64_t int_input(DataType t, int r, size_t i) {
   return wrap(t, h);
 }
 
-/// bool's reference: or (sum, max, bor), and (prod, min, band), xor (bxor), as 0 or 1.
+/// bool's reference: or (sum, max, bor), and (prod, min, band), xor (bxor), as 0 or 1 from two
+/// ranks on.
 int64_t bool_reference(int n, size_t i, ReduceOp op) {
+  if (n == 1) return int_input(DataType::kBool, 0, i);  // nothing reduced: the input's byte
   bool acc = int_input(DataType::kBool, 0, i) != 0;
   for (int r = 1; r < n; ++r) {
     const bool v = int_input(DataType::kBool, r, i) != 0;

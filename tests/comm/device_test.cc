@@ -310,14 +310,12 @@ TEST(DeviceMultiDimTest, ResultsForEveryGridCountTypeAndOp) {
        std::vector<std::vector<int>>{{4}, {2, 3}, {3, 2}, {2, 2, 2}, {1, 3}}) {
     for (size_t count : {0ul, 1ul, 5ul, 6ul, 7ul, 24ul, 1001ul}) {
       for (DataType type : {DataType::kFloat32, DataType::kFloat64, DataType::kInt32,
-                            DataType::kInt64, DataType::kUint8, DataType::kInt8,
-                            DataType::kBool}) {
+                            DataType::kInt64, DataType::kUint8, DataType::kInt8, DataType::kBool}) {
         for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMin, ReduceOp::kMax,
                             ReduceOp::kProd, ReduceOp::kBand, ReduceOp::kBor}) {
           if (op == ReduceOp::kAvg && (type == DataType::kFloat32 || type == DataType::kFloat64))
             continue;  // float averages of averages round differently: checked below
-          if (!reduction_error(type, op).empty() ||
-              !device::nccl_reduction_error(type, op).empty())
+          if (!reduction_error(type, op).empty() || !device::nccl_reduction_error(type, op).empty())
             continue;  // refused: ReductionsNcclLacksAreRefusedBeforeItIsCalled
           run_grid(sizes, count, type, op, count % 2 == 0);
           if (::testing::Test::HasFatalFailure()) return;
@@ -598,14 +596,16 @@ TEST(DeviceCommunicatorTest, ReductionsNcclLacksAreRefusedBeforeItIsCalled) {
     std::vector<int16_t> s(4, static_cast<int16_t>(c.rank() == 1 ? -7 : 0));
     std::vector<int32_t> w(4, 1);
     std::vector<uint8_t> b{0, 1, static_cast<uint8_t>(c.rank()), 0, 1, 0};
-    for (void* p : {static_cast<void*>(s.data()), static_cast<void*>(w.data()),
-                    static_cast<void*>(b.data())})
+    for (void* p :
+         {static_cast<void*>(s.data()), static_cast<void*>(w.data()), static_cast<void*>(b.data())})
       dev->on_device(p);
     void* bufs[] = {w.data()};
     const size_t counts[] = {4};
     auto& t = texts[c.rank()];
-    t.push_back(refusal([&] { c.allreduce(s.data(), s.data(), 4, DataType::kInt16, ReduceOp::kSum); }));
-    t.push_back(refusal([&] { c.allreduce_n(bufs, counts, 1, DataType::kInt32, ReduceOp::kBand); }));
+    t.push_back(
+        refusal([&] { c.allreduce(s.data(), s.data(), 4, DataType::kInt16, ReduceOp::kSum); }));
+    t.push_back(
+        refusal([&] { c.allreduce_n(bufs, counts, 1, DataType::kInt32, ReduceOp::kBand); }));
     t.push_back(refusal(
         [&] { c.reduce_scatter(b.data(), b.data(), 3, DataType::kBool, ReduceOp::kBxor); }));
     c.broadcast(s.data(), 4, DataType::kInt16, 1);

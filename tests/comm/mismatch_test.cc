@@ -147,8 +147,8 @@ TEST(MismatchTest, TypeAndReduction) {
                         mismatch(odd, "allreduce(" + count + ", int32, sum)",
                                  "allreduce(" + count + ", int32, max)"));
       expect_everywhere(run(n, odd,
-                            allreduce_of(k, k, DataType::kInt16, DataType::kUint16,
-                                         ReduceOp::kBand, ReduceOp::kBand),
+                            allreduce_of(k, k, DataType::kInt16, DataType::kUint16, ReduceOp::kBand,
+                                         ReduceOp::kBand),
                             t),
                         mismatch(odd, "allreduce(" + count + ", int16, band)",
                                  "allreduce(" + count + ", uint16, band)"));

@@ -36,9 +36,8 @@ constexpr DataType kTypes[] = {DataType::kFloat32,  DataType::kFloat64, DataType
                                DataType::kBFloat16, DataType::kInt32,   DataType::kInt64,
                                DataType::kUint8,    DataType::kInt8,    DataType::kInt16,
                                DataType::kUint16,   DataType::kBool};
-constexpr ReduceOp kOps[] = {ReduceOp::kSum,  ReduceOp::kAvg, ReduceOp::kMin,
-                             ReduceOp::kMax,  ReduceOp::kProd, ReduceOp::kBand,
-                             ReduceOp::kBor,  ReduceOp::kBxor};
+constexpr ReduceOp kOps[] = {ReduceOp::kSum,  ReduceOp::kAvg,  ReduceOp::kMin, ReduceOp::kMax,
+                             ReduceOp::kProd, ReduceOp::kBand, ReduceOp::kBor, ReduceOp::kBxor};
 
 /// Whether the runtime reduces `t` with `op` (the refused pairs are ReduceTest's).
 bool reduces(DataType t, ReduceOp op) {
@@ -229,6 +228,8 @@ TEST(NodeGroup, PiecesOfManyBlocksAreExactInAndOutOfPlace) {
   o.timeout = 20s;
   for (int n : {2, 3, 4}) {
     for (DataType t : kTypes) {
+      // int8's and int16's sums are uint8's and uint16's kernels: no other path.
+      if (t == DataType::kInt8 || t == DataType::kInt16) continue;
       const size_t count = (3u << 20) / type_size(t) + 5;
       const auto want = reference(n, count, t, ReduceOp::kSum, 3);
       std::vector<std::vector<std::byte>> got(n);

@@ -44,7 +44,8 @@ typedef enum {
   DDL_INT8 = 7,
   DDL_INT16 = 8,
   DDL_UINT16 = 9,
-  DDL_BOOL = 10 /* one byte: 0 is false, anything else true (results are 0 or 1) */
+  DDL_BOOL = 10 /* one byte: 0 is false, anything else true; a reduction over two or more
+                   ranks writes 0 or 1 */
 } ddl_datatype_t;
 
 /* Integers wrap (sum, prod) and DDL_AVG truncates their wrapped sum toward zero. DDL_BAND,

@@ -61,12 +61,11 @@ constexpr ddl_datatype_t datatype_of() {
     static_assert(sizeof(bool) == 1, "DDL_BOOL is one byte");
     return DDL_BOOL;
   }
-  static_assert(std::is_same_v<T, uint8_t> || std::is_same_v<T, float> ||
-                    std::is_same_v<T, double> || std::is_same_v<T, int32_t> ||
-                    std::is_same_v<T, int64_t> || std::is_same_v<T, int8_t> ||
-                    std::is_same_v<T, int16_t> || std::is_same_v<T, uint16_t> ||
-                    std::is_same_v<T, bool>,
-                "no ddl data type for this element type");
+  static_assert(
+      std::is_same_v<T, uint8_t> || std::is_same_v<T, float> || std::is_same_v<T, double> ||
+          std::is_same_v<T, int32_t> || std::is_same_v<T, int64_t> || std::is_same_v<T, int8_t> ||
+          std::is_same_v<T, int16_t> || std::is_same_v<T, uint16_t> || std::is_same_v<T, bool>,
+      "no ddl data type for this element type");
   return DDL_UINT8;
 }
 
