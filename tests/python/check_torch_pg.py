@@ -26,7 +26,7 @@ import ddl.torch  # noqa: F401  (registers the backend "ddl")
 from ddl import _torch_pg
 
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int32, torch.int64,
-          torch.uint8]
+          torch.uint8, torch.int8, torch.int16]
 COUNTS = (1, 7, 100003)
 
 
@@ -202,8 +202,9 @@ def raises(what, call, text):
 
 def check_errors(rank, n):
     uint16 = ", uint16" if hasattr(torch, "uint16") else ""  # torch 2.3 on
-    raises("complex64", lambda: dist.all_reduce(torch.zeros(3, dtype=torch.complex64)),
-           "ddl backend: allreduce: dtype ComplexFloat is not supported (it takes float32, "
+    quantized = torch.quantize_per_tensor(torch.zeros(3), 0.1, 0, torch.qint8)  # no ddl type
+    raises("qint8", lambda: dist.all_reduce(quantized),
+           "ddl backend: allreduce: dtype QInt8 is not supported (it takes float32, "
            f"float64, float16, bfloat16, int8, int16, int32, int64, uint8{uint16} and bool)")
     raises("BAND", lambda: dist.all_reduce(torch.zeros(3), op=dist.ReduceOp.BAND),
            "ddl backend: allreduce: reduce op band is bitwise: it takes integer and bool types, "
