@@ -202,9 +202,13 @@ def raises(what, call, text):
 
 def check_errors(rank, n):
     uint16 = ", uint16" if hasattr(torch, "uint16") else ""  # torch 2.3 on
-    quantized = torch.quantize_per_tensor(torch.zeros(3), 0.1, 0, torch.qint8)  # no ddl type
-    raises("qint8", lambda: dist.all_reduce(quantized),
-           "ddl backend: allreduce: dtype QInt8 is not supported (it takes float32, "
+    # A dtype with no ddl type that reaches the backend: torch 2.3's uint32, else a quantized one.
+    if hasattr(torch, "uint32"):
+        odd, name = torch.zeros(3, dtype=torch.uint32), "UInt32"
+    else:
+        odd, name = torch.quantize_per_tensor(torch.zeros(3), 0.1, 0, torch.qint8), "QInt8"
+    raises(name, lambda: dist.all_reduce(odd),
+           f"ddl backend: allreduce: dtype {name} is not supported (it takes float32, "
            f"float64, float16, bfloat16, int8, int16, int32, int64, uint8{uint16} and bool)")
     raises("BAND", lambda: dist.all_reduce(torch.zeros(3), op=dist.ReduceOp.BAND),
            "ddl backend: allreduce: reduce op band is bitwise: it takes integer and bool types, "
