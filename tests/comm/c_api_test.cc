@@ -156,6 +156,22 @@ TEST_F(CApiTest, ReductionsTheTypeDoesNotTakeAreRefusedWithTheirTexts) {
   EXPECT_STREQ(ddl_last_error(),
                "reduce_scatter: reduce op bxor is bitwise: it takes integer and bool types, not "
                "float64");
+  const int me = 0;
+  ddl_group_t g = nullptr;  // a group's calls check the same
+  ASSERT_EQ(ddl_group_create(&me, 1, &g), DDL_SUCCESS) << ddl_last_error();
+  EXPECT_EQ(ddl_group_allreduce(g, b, b, 3, DDL_BOOL, DDL_AVG), DDL_ERR_ARGUMENT);
+  EXPECT_STREQ(ddl_last_error(),
+               "allreduce: reduce op avg does not take bool (on bool, sum and max are a logical "
+               "or, prod and min a logical and)");
+  EXPECT_EQ(ddl_group_allreduce_n(g, buffers, counts, 1, DDL_FLOAT16, DDL_BOR), DDL_ERR_ARGUMENT);
+  EXPECT_STREQ(ddl_last_error(),
+               "allreduce_n: reduce op bor is bitwise: it takes integer and bool types, not "
+               "float16");
+  EXPECT_EQ(ddl_group_reduce_scatter(g, f, f, 2, DDL_BFLOAT16, DDL_BAND), DDL_ERR_ARGUMENT);
+  EXPECT_STREQ(ddl_last_error(),
+               "reduce_scatter: reduce op band is bitwise: it takes integer and bool types, not "
+               "bfloat16");
+  EXPECT_EQ(ddl_group_destroy(g), DDL_SUCCESS);
   EXPECT_EQ(ddl_allreduce(f, f, 2, static_cast<ddl_datatype_t>(DDL_BOOL + 1), DDL_SUM),
             DDL_ERR_ARGUMENT);
   EXPECT_STREQ(ddl_last_error(), "ddl_allreduce: unknown data type");
