@@ -282,6 +282,15 @@ void expect_results(const Case& c, DataType t, ReduceOp op, size_t count,
 
 // --- the grid: algorithms x ranks x types x ops x counts -----------------------------------
 
+/// The narrow integer types and bool, and the bitwise ops. The pipelined cases cut buffers into
+/// 40-byte chunks, so their 1000 elements are slow; the pipeline never looks at the type or op,
+/// and every other case runs these pairs at every count, so there they go up to 64 elements.
+bool narrow_or_bitwise(DataType t, ReduceOp op) {
+  return t == DataType::kInt8 || t == DataType::kInt16 || t == DataType::kUint16 ||
+         t == DataType::kBool || op == ReduceOp::kBand || op == ReduceOp::kBor ||
+         op == ReduceOp::kBxor;
+}
+
 class AllreduceGridTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(AllreduceGridTest, EveryTypeOpAndCountMatchesTheReferenceOnEveryRank) {
@@ -297,8 +306,10 @@ TEST_P(AllreduceGridTest, EveryTypeOpAndCountMatchesTheReferenceOnEveryRank) {
   for (DataType t : kTypes) {
     for (ReduceOp op : kOps) {
       if (!reduction_error(t, op).empty()) continue;  // refused (ReduceTest.RefusedPairsSayWhy)
-      for (size_t count : kCounts)
+      for (size_t count : kCounts) {
+        if (c.algo == Algo::kPipelined && count > 64 && narrow_or_bitwise(t, op)) continue;
         combos.push_back({t, op, count});
+      }
     }
   }
   // results[k][r]: combo k on rank r. Every rank runs every combo in the same order.
