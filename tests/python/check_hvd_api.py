@@ -154,7 +154,8 @@ def check_errors(n):
     expect(ValueError, "hvd.allreduce: only the global process set exists on libddl",
            hvd.allreduce, ones, process_set=object())
     expect(TypeError, "allreduce: dtype torch.complex64 is not one of torch.float32, "
-           "torch.float64, torch.float16, torch.bfloat16, torch.int32, torch.int64, torch.uint8",
+           "torch.float64, torch.float16, torch.bfloat16, torch.int32, torch.int64, torch.uint8, "
+           "torch.int8, torch.int16, torch.uint16, torch.bool",
            hvd.allreduce_, torch.ones(2, dtype=torch.complex64))
     expect(ValueError, "hvd.poll: handle 999999 was not created or has been cleared "
            "(synchronize() clears it)", hvd.poll, 999999)
