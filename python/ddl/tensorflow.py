@@ -41,9 +41,11 @@ __all__ = [
     "is_tensorflow",
 ]
 
-_OPS = {"sum": 0, "avg": 1, "min": 2, "max": 3, "prod": 4}
-_DTYPES = (tf.float32, tf.float64, tf.float16, tf.bfloat16, tf.int32, tf.int64, tf.uint8)
-_DTYPE_NAMES = "float32, float64, float16, bfloat16, int32, int64, uint8"
+_OPS = {"sum": 0, "avg": 1, "min": 2, "max": 3, "prod": 4, "band": 5, "bor": 6, "bxor": 7}
+_DTYPES = (tf.float32, tf.float64, tf.float16, tf.bfloat16, tf.int32, tf.int64, tf.uint8,
+           tf.int8, tf.int16, tf.uint16, tf.bool)
+_DTYPE_NAMES = ("float32, float64, float16, bfloat16, int32, int64, uint8, int8, int16, uint16, "
+                "bool")
 
 
 def _load():
@@ -436,7 +438,8 @@ def allreduce_metrics(logs, op="avg"):
     return logs
 
 
-_NUMPY_TYPES = ("float32", "float64", "float16", "int32", "int64", "uint8")
+_NUMPY_TYPES = ("float32", "float64", "float16", "int32", "int64", "uint8", "int8", "int16",
+                "uint16", "bool")
 
 
 def _stand_in(sig):
