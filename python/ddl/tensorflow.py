@@ -351,8 +351,7 @@ def _optimizer_kind(optimizer):
     """The method distribute_optimizer wraps: "apply", "apply_gradients", "compute_gradients"."""
     if isinstance(optimizer, tf.compat.v1.train.Optimizer):
         return "compute_gradients"
-    root = type(optimizer).__module__.split(".")[0]
-    if root == "keras" and hasattr(optimizer, "apply") and hasattr(optimizer, "stateless_apply"):
+    if keras_of(optimizer) == "keras" and hasattr(optimizer, "apply"):
         return "apply"
     if hasattr(optimizer, "apply_gradients"):
         return "apply_gradients"
@@ -364,6 +363,16 @@ def _reduced(reducer, grads, variables):
     if getattr(reducer, "with_variables", False):
         return reducer(list(grads), list(variables))
     return reducer(list(grads))
+
+
+def keras_of(obj):
+    """"keras" (Keras 3) or "tf_keras" (Keras 2) for an object of a class of theirs or of a
+    subclass of one (a user's optimizer); None otherwise."""
+    for cls in type(obj).__mro__:
+        root = cls.__module__.split(".")[0]
+        if root in ("keras", "tf_keras"):
+            return root
+    return None
 
 
 def _wrap_apply(original, reducer):

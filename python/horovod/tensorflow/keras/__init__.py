@@ -59,7 +59,7 @@ def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse=""
 def _distribute(optimizer, reduce, passes, average):
     """The optimizer with reduce(grads, variables) applied to its gradients: tf-keras ones as
     Horovod's subclass (_keras2, passes > 1 too), Keras 3's in place."""
-    if type(optimizer).__module__.split(".")[0] == "tf_keras":
+    if _dtf.keras_of(optimizer) == "tf_keras":
         from ._keras2 import distributed_optimizer  # noqa: PLC0415
 
         return distributed_optimizer(optimizer, reduce, passes, average)
