@@ -321,6 +321,7 @@ class BetweenAttempts {
   const std::optional<Clock::time_point> deadline_;
   const Leave leave_;
   std::atomic<bool> done_{false};
+  launcher::StopSignalsTaken taken_;  ///< before thread_: the guard leaves the signals to it
   std::thread thread_;
 };
 
@@ -357,8 +358,8 @@ class LiveRunner : public JobRunner {
       if (!o.topology_file.empty()) comm::write_topology_file(plan.topology, o.topology_file);
       log_.info("restart {}: the new plan:\n{}", restart,
                 hostfiles::printable(render_plan(plan, o)));
-      if (o.timeout) o.timeout = remaining(*o.timeout);
     }
+    if (o.timeout) o.timeout = remaining(*o.timeout);  // from ddlrun's start: probe and plan too
     guard_.reset();
     launcher::JobEnd end;
     launch(plan, o, log_, &end);

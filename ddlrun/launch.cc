@@ -56,8 +56,10 @@ class WorkDir {
                                   std::strerror(errno) + " (set TMPDIR to a writable directory)");
     }
     path_ = pattern;
+    launcher::remove_at_signal(path_);
   }
   ~WorkDir() {
+    launcher::forget_at_signal(path_);
     std::error_code ec;
     std::filesystem::remove_all(path_, ec);
   }

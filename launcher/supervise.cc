@@ -50,6 +50,7 @@
 #include <thread>
 
 #include "launcher/blame.h"
+#include "launcher/startup_signals.h"
 
 namespace ddl::launcher {
 
@@ -99,7 +100,10 @@ class SideThreads {
     sigemptyset(&stop_signals_);
     for (int s : {SIGINT, SIGTERM, SIGHUP, SIGUSR2, SIGTSTP, SIGCONT})
       sigaddset(&stop_signals_, s);
-    if (options_.handle_signals) pthread_sigmask(SIG_BLOCK, &stop_signals_, &old_mask_);
+    if (options_.handle_signals) {
+      taken_.emplace();
+      pthread_sigmask(SIG_BLOCK, &stop_signals_, &old_mask_);
+    }
     signal(SIGPIPE, SIG_IGN);
     if (pipe2(wake_, O_CLOEXEC) != 0) wake_[0] = wake_[1] = -1;
   }
@@ -112,7 +116,10 @@ class SideThreads {
   }
 
   /// From now on a signal is an event for the loop.
-  void job_started() { started_ = true; }
+  void job_started() {
+    started_ = true;
+    retire_startup_signals();
+  }
 
   /// Forwards stdin to rank 0, or closes rank 0's stdin when there is none to forward.
   void start_stdin() {
@@ -145,6 +152,7 @@ class SideThreads {
       if (fd >= 0) close(fd);
     backend_.finish();
     if (options_.handle_signals) pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
+    taken_.reset();
   }
 
  private:
@@ -183,6 +191,7 @@ class SideThreads {
   const SuperviseOptions& options_;
   sigset_t stop_signals_;
   sigset_t old_mask_;
+  std::optional<StopSignalsTaken> taken_;  ///< from prepare() to stop(): ours, not the guard's
   std::atomic<bool> done_{false};
   std::atomic<bool> started_{false};
   int wake_[2] = {-1, -1};
@@ -279,6 +288,9 @@ class Supervisor {
   void handle(const Event& e) {
     switch (e.type) {
       case Event::Type::kOutput:
+        // Output after its rank's exit (the ssh launcher's exits pass output that waits for
+        // its window): the rank ends in the sink again once this is out.
+        if (ended_with_.contains(e.rank)) ended_.insert(e.rank);
         tails_.add(e.rank, e.stream, e.data);
         feed_blame(e.rank, e.data);
         if (!drop_output_ || sink_.ready()) sink_.output(e.rank, e.stream, e.data);
