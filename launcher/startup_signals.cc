@@ -42,6 +42,8 @@ struct Guard {
   Clock::time_point deadline = Clock::time_point::max();
   double timeout_s = 0;
   std::string step;
+  sigset_t signals;  ///< the stop signals not ignored when ddlrun started (nohup, `cmd &`)
+  bool chosen = false;
 };
 
 Guard& guard() {
@@ -49,12 +51,20 @@ Guard& guard() {
   return *g;
 }
 
+/// The stop signals ddlrun did not inherit ignored (the shell's `cmd &` ignores SIGINT, nohup
+/// SIGHUP: those stay ignored until the job starts), chosen once.
 sigset_t stop_signals() {
-  sigset_t set;
-  sigemptyset(&set);
-  for (int s : {SIGINT, SIGTERM, SIGHUP})
-    sigaddset(&set, s);
-  return set;
+  Guard& g = guard();
+  std::lock_guard lock(g.mutex);
+  if (!g.chosen) {
+    sigemptyset(&g.signals);
+    for (int s : {SIGINT, SIGTERM, SIGHUP}) {
+      struct sigaction old {};
+      if (sigaction(s, nullptr, &old) != 0 || old.sa_handler != SIG_IGN) sigaddset(&g.signals, s);
+    }
+    g.chosen = true;
+  }
+  return g.signals;
 }
 
 /// Says `note`, removes the registered paths and ends ddlrun with `status` (g.mutex held).

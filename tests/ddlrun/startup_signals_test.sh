@@ -40,7 +40,10 @@ while True:
     held.append(s.accept()[0])
 EOF
 listener=$!
-for ((i = 0; i < 100 && ! -s $tmp/port; i++)); do sleep 0.05; done
+for ((i = 0; i < 100; i++)); do
+  [[ -s $tmp/port ]] && break
+  sleep 0.05
+done
 port=$(cat "$tmp/port")
 printf 'Host frozen\n  HostName 127.0.0.1\n  Port %s\n  User root\n' "$port" >"$tmp/ssh_config"
 export HOME=$tmp/home XDG_CACHE_HOME=$tmp/cache TMPDIR=$tmp/t
@@ -62,7 +65,8 @@ ends() {
 for sig in INT TERM; do
   for delay in 0.2 0.5 1; do
     name="SIG$sig at $delay s"
-    "$ddlrun" "${job[@]}" 2>"$tmp/err" &
+    # (a background job of a script starts with SIGINT ignored: as from a terminal, not so)
+    env --default-signal=INT "$ddlrun" "${job[@]}" 2>"$tmp/err" &
     pid=$!
     sleep "$delay"
     t0=$(now_ms)
