@@ -359,7 +359,10 @@ class LiveRunner : public JobRunner {
       log_.info("restart {}: the new plan:\n{}", restart,
                 hostfiles::printable(render_plan(plan, o)));
     }
-    if (o.timeout) o.timeout = remaining(*o.timeout);  // from ddlrun's start: probe and plan too
+    if (o.timeout) {  // from ddlrun's start: the probe and the plan count too
+      o.timeout_given = o.timeout;
+      o.timeout = remaining(*o.timeout);
+    }
     guard_.reset();
     launcher::JobEnd end;
     launch(plan, o, log_, &end);

@@ -323,6 +323,7 @@ class Supervisor {
 
   void send_term() {
     term_at_ = kNever;
+    stop_signal_ = SIGTERM;
     signal_and_resume(SIGTERM);
     kill_at_ = Clock::now() + options_.kill_grace;
   }
@@ -341,8 +342,8 @@ class Supervisor {
     if (now >= kill_at_) {
       if (!running_.empty()) {
         sink_.note("ddlrun: " + std::to_string(running_.size()) + " of " + std::to_string(total_) +
-                   " processes still running " + seconds(options_.kill_grace) +
-                   " after SIGTERM; sending SIGKILL");
+                   " processes still running " + seconds(options_.kill_grace) + " after " +
+                   signal_name(stop_signal_) + "; sending SIGKILL");
         backend_.signal(SIGKILL);
       }
       kill_at_ = kNever;
@@ -357,7 +358,8 @@ class Supervisor {
       leave_ = true;
     }
     if (!stopping_ && now >= timeout_at_) {
-      sink_.note("ddlrun: the job timed out after " + seconds(*options_.timeout) +
+      sink_.note("ddlrun: the job timed out after " +
+                 seconds(options_.timeout_given.value_or(*options_.timeout)) +
                  " (--timeout); stopping " + processes(running_.size()));
       begin_stop(124);
     }
@@ -378,6 +380,7 @@ class Supervisor {
     sink_.note("ddlrun: got " + signal_name(s) + "; passing it to " + processes(running_.size()) +
                (s == SIGINT ? " (interrupt again to kill them at once)" : ""));
     if (!exit_status_) exit_status_ = 128 + s;
+    stop_signal_ = s;
     signal_and_resume(s);
     stopping_ = true;
     kill_at_ = Clock::now() + options_.kill_grace;
@@ -640,8 +643,9 @@ class Supervisor {
   Clock::time_point blame_at_ = kNever;
   std::map<int, std::string> blame_partial_;  // each rank's unfinished line
 
-  bool failed_ = false;  // the stop began with a failure of the job's own
-  int signal_ = 0;       // the first stop signal ddlrun got
+  bool failed_ = false;        // the stop began with a failure of the job's own
+  int signal_ = 0;             // the first stop signal ddlrun got
+  int stop_signal_ = SIGTERM;  // what the stop sent the processes (a forwarded SIGINT, say)
   JobEnd end_;
 };
 
