@@ -32,7 +32,10 @@ it). The arrays are numpy's, so torch, TensorFlow and numpy callers share one ne
 """
 
 import hashlib
+import os
+import sys
 import threading
+import time
 
 import numpy as np
 
@@ -56,12 +59,12 @@ class CallMismatch(MismatchError):
 class Call:
     """One named collective: a handle with done() and wait()."""
 
-    __slots__ = ("name", "key", "sig", "sig_key", "fn", "group", "failed", "stand_in", "_event",
-                 "_result", "_error")
+    __slots__ = ("name", "key", "sig", "sig_key", "fn", "group", "failed", "stand_in", "since",
+                 "_event", "_result", "_error")
 
     def __init__(self, name, fn, sig, group, failed=None):
         self.name, self.key, self.fn, self.group, self.failed = name, _key(name), fn, group, failed
-        self.sig, self.stand_in = sig, None
+        self.sig, self.stand_in, self.since = sig, None, time.monotonic()
         self.sig_key = _key(repr(sig)) if sig is not None else 0
         self._event = threading.Event()
         self._result = self._error = None
@@ -149,7 +152,41 @@ def submit(name, fn, sig=None, group=None, failed=None):
                              "names of calls in flight must be unique")
         pending.append(call)
         _queue_cycle(group)
+        _watch()
     return call
+
+
+_watcher = None
+
+
+def _watch():
+    """(under _cond) starts the stall watcher once: every 10 s it names, once each, the calls
+    this rank has waited for longer than DDL_STALL_SECONDS (default 60; 0: never), as
+    Horovod's stall inspector does, since a call no other rank makes waits forever."""
+    global _watcher
+    if _watcher is None:
+        limit = float(os.environ.get("DDL_STALL_SECONDS", "60") or 0)
+        _watcher = threading.Thread(target=_stalls, args=(limit,), name="ddl-stall-watch",
+                                    daemon=True)
+        if limit > 0:
+            _watcher.start()
+
+
+def _stalls(limit):
+    told = set()
+    while True:
+        time.sleep(min(10.0, limit))
+        with _cond:
+            late = [c for calls in _pending.values() for c in calls
+                    if time.monotonic() - c.since > limit and id(c) not in told]
+        for call in late:
+            told.add(id(call))
+            rank = os.environ.get("DDL_RANK", "?")
+            name = "join()" if call.key == _JOIN_KEY else repr(call.name)
+            print(f"ddl: rank {rank} has waited {limit:g} s for the collective {name}, which "
+                  "another rank has not called yet: every rank must make collectives of the "
+                  "same names (DDL_STALL_SECONDS sets this warning's delay)", file=sys.stderr,
+                  flush=True)
 
 
 def _queue_cycle(group):
