@@ -6,8 +6,9 @@ or "allreduce.noname.<N>" for this rank's N-th unnamed allreduce in that group) 
 to ddl._negotiate with sig, the tuple every member's call of that name must agree on (dtype,
 shape, op, root, ...). fn runs on ddl's worker thread once every member of the group has called
 a collective of that name, in an order all members agree on; when their sigs differ fn runs
-nowhere and every member's wait() raises CallMismatch, the communicator untouched. A duplicate
-name still in flight raises ValueError at once. The synchronous calls are run() then wait().
+nowhere and every member's wait() raises CallMismatch, the communicator untouched. A name
+started and not yet synchronized on this rank raises ValueError at once (as Horovod's, whose
+calls stay in flight until its controller has run them). The synchronous calls are run() then wait().
 
 join(): a joined rank takes part in the allreduces the other ranks still make, adding zeros,
 until every rank has joined; it returns the rank that joined last. The negotiator knows nothing
@@ -50,8 +51,12 @@ class Handle:
     def __init__(self, kind, name, fn, sig, group, standin):
         self.kind, self.name, self.fn, self.sig = kind, name, fn, sig
         self.group, self.standin, self.error = group, standin, None
+        if (id(group), name) in _live:
+            raise ValueError(f"hvd.{kind}: a collective named {name!r} was started and not "
+                             "synchronized yet on this rank: names of calls in flight must be "
+                             "unique (synchronize the first, or give another name=)")
         self.call = _negotiate.submit(name, fn, sig, group)
-        _live[id(self)] = self
+        _live[(id(group), name)] = self
 
     def done(self):
         return self.error is not None or self.call.done()
@@ -62,17 +67,17 @@ class Handle:
                 result = self.call.wait()
             except _negotiate.NameMismatch as e:
                 if self.group is not None:
-                    _live.pop(id(self), None)
+                    _live.pop((id(self.group), self.name), None)
                     raise
                 _recover(e)
                 if self.error is None:
                     continue
-                _live.pop(id(self), None)
+                _live.pop((id(self.group), self.name), None)
                 raise self.error from None
             except BaseException:
-                _live.pop(id(self), None)
+                _live.pop((id(self.group), self.name), None)
                 raise
-            _live.pop(id(self), None)
+            _live.pop((id(self.group), self.name), None)
             return result
 
     def describe(self):
@@ -82,7 +87,7 @@ class Handle:
         self.call = _negotiate.submit(self.name, self.fn, self.sig, self.group)
 
 
-_live = {}  # id(handle) -> handle not waited for yet
+_live = {}  # (id(group), name) -> Handle not waited for yet
 _unnamed = {}  # (kind, group id) -> unnamed calls so far
 _lock = threading.RLock()  # one recovery at a time
 _recovered = []  # NameMismatch errors already recovered from (most recent last)
@@ -163,8 +168,11 @@ def _recover(error):
         failed = [h for h in list(_live.values()) if h.group is None and _failed_with(h, error)]
         name = f"hvd.recover.{_joins['recoveries']}"
         _joins["recoveries"] += 1
-        everyone = _negotiate.submit(name, lambda: _gather_objects(
-            [h.describe() for h in failed])).wait()
+        try:
+            everyone = _negotiate.submit(name, lambda: _gather_objects(
+                [h.describe() for h in failed])).wait()
+        except RuntimeError:  # some rank is not recovering: the first failure is the one to see
+            everyone = []
         joined = [r for r, calls in enumerate(everyone) if any(c["kind"] == "join" for c in calls)]
         active = [r for r in range(len(everyone)) if r not in joined]
         common = _common(everyone, active)
