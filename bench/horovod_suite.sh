@@ -59,12 +59,15 @@ out=${out:-$(mktemp -d /tmp/horovod_suite.XXXXXX)}
 mkdir -p "$out"
 echo "horovod_suite: $ranks ranks, logs and junit XML in $out"
 
-# One rank: Horovod's runner's variables from ddlrun's, then pytest over the module.
+# One rank: Horovod's runner's variables from ddlrun's, then pytest over the module; the rank
+# ends with status 0 whatever pytest said (its status goes to the log), or ddlrun would stop the
+# ranks still testing as soon as one rank's pytest exits 1.
 rank_command='export HOROVOD_RANK=$RANK HOROVOD_SIZE=$WORLD_SIZE
 export HOROVOD_LOCAL_RANK=$LOCAL_RANK HOROVOD_LOCAL_SIZE=$LOCAL_WORLD_SIZE
 export HOROVOD_CROSS_RANK=${GROUP_RANK:-0} HOROVOD_CROSS_SIZE=$((WORLD_SIZE / LOCAL_WORLD_SIZE))
-exec "$0" -m pytest -v -rA -p no:cacheprovider --junitxml="$1/$2.rank$RANK.xml" "$2" \
-  >"$1/$2.rank$RANK.log" 2>&1'
+"$0" -m pytest -v -rA -p no:cacheprovider --junitxml="$1/$2.rank$RANK.xml" "$2" \
+  >"$1/$2.rank$RANK.log" 2>&1
+echo "pytest exit $?" >>"$1/$2.rank$RANK.log"'
 
 status=0
 for module in "${modules[@]}"; do

@@ -109,8 +109,10 @@ def group_of(process_set, what):
     naming `what` (the call) otherwise."""
     if process_set is global_process_set:
         return None
-    if not isinstance(process_set, ProcessSet) or \
-            _registered.get(process_set.process_set_id) is not process_set:
+    if not isinstance(process_set, ProcessSet):
+        raise ValueError(f"hvd.{what}: process_set must be a ProcessSet (hvd.global_process_set "
+                         f"or one from hvd.add_process_set), not {type(process_set).__name__}")
+    if _registered.get(process_set.process_set_id) is not process_set:
         raise ValueError(f"hvd.{what}: process_set {process_set!r} is not registered: "
                          "add it with hvd.add_process_set(ranks) first")
     if process_set.group is None:

@@ -208,6 +208,9 @@ def gathered_rows(tensor, name=None, process_set=global_process_set):
 def _root(root_rank, process_set, what):
     """The group rank of job rank root_rank; ValueError when it is not in the set."""
     ranks = process_set.ranks
+    if process_set is global_process_set and root_rank not in ranks:
+        raise ValueError(f"hvd.{what}: root_rank {root_rank} is not a rank of this job "
+                         f"(0..{len(ranks) - 1})")
     if root_rank not in ranks:
         raise ValueError(f"hvd.{what}: root_rank {root_rank} is not a rank of {process_set!r} "
                          f"(ranks {ranks})")

@@ -71,10 +71,13 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._parameter_names = _parameter_names(named, self.param_groups)
         self.backward_passes_per_step = backward_passes_per_step
         self.process_set = process_set
+        member = process_set.included()
         self._reducer = GradientReducer(
-            [p for g in self.param_groups for p in g["params"]], op=resolve_op(op),
+            [p for g in self.param_groups for p in g["params"]] if member else [],
+            op=resolve_op(op),
             passes=backward_passes_per_step, predivide=gradient_predivide_factor,
-            compression=compression, group=group_of(process_set, "DistributedOptimizer"),
+            compression=compression,
+            group=group_of(process_set, "DistributedOptimizer") if member else None,
             sparse_as_dense=sparse_as_dense, submit=_submit)
         self._synchronized, self._should_synchronize = False, True
 
@@ -120,7 +123,8 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
                          num_groups=0, groups=None, sparse_as_dense=False,
                          process_set=global_process_set):
     """An optimizer like `optimizer` (same class, same param_groups) that averages (op) the
-    gradients over the process set's ranks, overlapping the backward pass. num_groups and
+    gradients over the process set's ranks, overlapping the backward pass (on a rank outside
+    the set, the wrapped optimizer alone: its own gradients, as Horovod's). num_groups and
     groups are accepted (buckets group the gradients here); sparse gradients are reduced as
     such, or densified with sparse_as_dense=True."""
     del num_groups, groups
