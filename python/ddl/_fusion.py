@@ -14,7 +14,8 @@ Buckets start strictly in bucket order, so every rank issues the same calls in t
 whatever order its hooks ran in; each is named ("ddl.fusion.<R>.<B>": bucket B of the R-th
 reducer) and matched by that name with the other ranks' (ddl._negotiate), so that Horovod's
 named asynchronous calls made meanwhile cannot be paired with a bucket, with a signature (the
-dtypes and shapes of its gradients) every rank's bucket of that name must match.
+op, and the dtypes as sent, shapes and sparsity of its gradients) every rank's bucket of that
+name must match.
 synchronize() starts the buckets not yet started (a missing .grad counts as zeros) and waits for
 all of them; it raises the first error a reduction raised. Sparse gradients (nn.Embedding(
 sparse=True)) are reduced in their bucket's call by allgathering their indices and values
@@ -131,8 +132,9 @@ class GradientReducer:
                 p.grad = p.grad.to_dense()
                 sparse.append(p)
         name = f"{self._name}.{len(self.handles)}"
-        sig = ("fusion", self.op, tuple((str(p.grad.dtype), tuple(p.shape), p.grad.is_sparse)
-                                        for p in bucket))
+        sig = ("fusion", "sum" if self.predivide != 1.0 else self.op,
+               tuple((self._wire_dtype(p.grad), tuple(p.shape), p.grad.is_sparse)
+                     for p in bucket))
         self.handles.append(self._submit(name, lambda: self._reduce(bucket, sparse), sig,
                                          self.group))
 
@@ -173,6 +175,13 @@ class GradientReducer:
             result = self.compression.decompress(tensor, ctx) if self.compression else tensor
             if result.data_ptr() != grad.data_ptr():
                 grad.copy_(result)
+
+    def _wire_dtype(self, grad):
+        """The name of the dtype `grad` is reduced in (after compression), e.g. "float16"."""
+        dtype = grad.dtype
+        if self.compression and not grad.is_sparse:
+            dtype = self.compression.compress(torch.empty(0, dtype=dtype))[0].dtype
+        return str(dtype).replace("torch.", "")
 
     def _compress(self, tensor):
         return self.compression.compress(tensor) if self.compression else (tensor, None)

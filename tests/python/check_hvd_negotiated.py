@@ -39,15 +39,22 @@ def check_mismatch_recovers(r, n):
     assert got.tolist() == [float(sum(range(n)))] * 5, got
     h = hvd.allreduce_async(torch.ones(2), name="twice")
     expect_raise(ValueError, lambda: hvd.allreduce_async(torch.ones(2), name="twice"),
-                 "still pending")
+                 "not synchronized yet")
     assert hvd.synchronize(h).tolist() == [1.0, 1.0]
 
 
 def check_join(r, n):
-    """Rank 0 runs out of data first: the others' allreduces average its zeros in."""
+    """Rank 0 runs out of data first: the others' allreduces, and their DistributedOptimizer's
+    gradients, average its zeros in."""
+    model = torch.nn.Linear(2, 1, bias=False)
+    torch.nn.init.ones_(model.weight)
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=1.0))
     if r != 0:
         got = hvd.allreduce(torch.full((3,), 6.0), name="uneven", op=hvd.Average)
         assert got.tolist() == [6.0 * (n - 1) / n] * 3, got
+        model(torch.ones(1, 2)).sum().backward()
+        opt.step()
+        assert torch.allclose(model.weight, torch.full((1, 2), 1.0 - (n - 1) / n)), model.weight
         expect_raise(RuntimeError, lambda: hvd.allgather(torch.ones(1)), "joined")
     last = hvd.join()
     assert last != 0 and hvd.allgather_object(last) == [last] * n

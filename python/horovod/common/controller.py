@@ -21,8 +21,10 @@ has not joined made are the ones to run: a joined rank submits a stand-in of eac
 among them (zeros of those dtypes and shapes under the same name and sig), the others submit
 their calls again, and calls that cannot run with a joined rank (allgather, broadcast, ...)
 raise on the ranks that made them. With no rank joined, or nothing in common, the failure is
-real and NameMismatch is raised. Unnamed-call counters restart when a join ends, as the joined
-ranks made fewer calls.
+real and NameMismatch is raised, except on ranks waiting at a barrier (or a join) while others
+wait for something else: those keep waiting, as the others, having failed, come next (a
+barrier carries no data, so every barrier is named alike). Unnamed-call counters restart when a
+join ends, as the joined ranks made fewer calls.
 """
 
 import pickle
@@ -176,14 +178,15 @@ def _recover(error):
         joined = [r for r, calls in enumerate(everyone) if any(c["kind"] == "join" for c in calls)]
         active = [r for r in range(len(everyone)) if r not in joined]
         common = _common(everyone, active)
-        if not joined or not active or not common:
-            for h in failed:
-                if h.kind == "join" and joined and active:
-                    h.resubmit()
-                else:
-                    h.error = error
+        if joined and active and common:
+            _resume(failed, everyone[active[0]], common, joined)
             return
-        _resume(failed, everyone[active[0]], common, joined)
+        others = {c["kind"] for calls in everyone for c in calls} - {"barrier", "join"}
+        for h in failed:
+            if (h.kind == "join" and joined and active) or (h.kind == "barrier" and others):
+                h.resubmit()  # the ranks that failed their calls will come here next
+            else:
+                h.error = error
 
 
 def _common(everyone, active):

@@ -327,4 +327,4 @@ def join(device=-1):
 def barrier(process_set=global_process_set):
     """Returns once every member of the set has entered."""
     group = _check([], process_set, "barrier")
-    synchronize(_submit("barrier", None, lambda: ddl.barrier(group=group), ("barrier",), group))
+    synchronize(_submit("barrier", "all", lambda: ddl.barrier(group=group), ("barrier",), group))
