@@ -8,7 +8,8 @@ shape, op, root, ...). fn runs on ddl's worker thread once every member of the g
 a collective of that name, in an order all members agree on; when their sigs differ fn runs
 nowhere and every member's wait() raises CallMismatch, the communicator untouched. A name
 started and not yet synchronized on this rank raises ValueError at once (as Horovod's, whose
-calls stay in flight until its controller has run them). The synchronous calls are run() then wait().
+calls stay in flight until its controller has run them). The synchronous calls are run() then
+wait().
 
 join(): a joined rank takes part in the allreduces the other ranks still make, adding zeros,
 until every rank has joined; it returns the rank that joined last. The negotiator knows nothing
@@ -211,10 +212,9 @@ def _resume(failed, described, common, joined):
     for h in failed:
         if h.name in common and by_name[h.name]["standin"] is None:
             h.error = JoinedError(
-                f"hvd.{h.kind} {h.name!r}: rank{'s' if len(joined) > 1 else ''} "
-                f"{', '.join(map(str, joined))} joined (hvd.join()) and take{'' if len(joined) > 1 else 's'} "
-                f"part in allreduces only; call hvd.join() on this rank too, or make the {h.kind} "
-                "before any rank joins")
+                f"hvd.{h.kind} {h.name!r} cannot run: rank(s) {', '.join(map(str, joined))} "
+                "called hvd.join(), and a joined rank takes part in allreduces only; call "
+                f"hvd.join() on this rank too, or make the {h.kind} before any rank joins")
         else:
             h.resubmit()
 
