@@ -51,14 +51,15 @@ class Handle:
 
     __slots__ = ("kind", "name", "fn", "sig", "group", "standin", "call", "error")
 
-    def __init__(self, kind, name, fn, sig, group, standin):
+    def __init__(self, kind, name, fn, sig, group, standin, now=False):
         self.kind, self.name, self.fn, self.sig = kind, name, fn, sig
         self.group, self.standin, self.error = group, standin, None
         if (id(group), name) in _live:
             raise ValueError(f"hvd.{kind}: a collective named {name!r} was started and not "
                              "synchronized yet on this rank: names of calls in flight must be "
                              "unique (synchronize the first, or give another name=)")
-        self.call = _negotiate.submit(name, fn, sig, group)
+        submit = _submit_now if now else _negotiate.submit
+        self.call = submit(name, fn, sig, group)
         _live[(id(group), name)] = self
 
     def done(self):
@@ -90,6 +91,7 @@ class Handle:
         self.call = _negotiate.submit(self.name, self.fn, self.sig, self.group)
 
 
+_submit_now = getattr(_negotiate, "submit_now", _negotiate.submit)  # where the ddl has it
 _live = {}  # (id(group), name) -> Handle not waited for yet
 _unnamed = {}  # (kind, group id) -> unnamed calls so far
 _lock = threading.RLock()  # one recovery at a time
@@ -108,12 +110,13 @@ def call_name(kind, name, group):
     return f"{kind}.{name}" + (f"#{_epoch[0]}" if _epoch[0] else "")
 
 
-def run(kind, name, fn, sig, group=None, standin=None):
+def run(kind, name, fn, sig, group=None, standin=None, now=False):
     """Submits fn as the collective `kind` named `name` (None: unnamed) in `group` (a ddl.Group,
     None for the job); a Handle. `standin`, for allreduces: [(dtype, shape), ...] and the op of
-    the ddl.allreduce_n fn makes, which a joined rank matches with zeros."""
+    the ddl.allreduce_n fn makes, which a joined rank matches with zeros. now=True: the caller
+    waits at once, so the negotiation may run on its thread (_negotiate.submit_now)."""
     name = call_name(kind, name, group)
-    return Handle(kind, name, timeline.wrap(kind, name, fn), sig, group, standin)
+    return Handle(kind, name, timeline.wrap(kind, name, fn), sig, group, standin, now)
 
 
 def reset():

@@ -133,7 +133,7 @@ class _Alltoall(torch.autograd.Function):
     @staticmethod
     def forward(ctx, tensor, splits, name, process_set):
         ctx.process_set = process_set
-        out, received = ops.synchronize(ops.alltoall_async(tensor, splits, name, process_set))
+        out, received = ops._now(ops.alltoall_async, tensor, splits, name, process_set)
         ctx.received = received
         ctx.mark_non_differentiable(received)
         return out, received
@@ -141,8 +141,8 @@ class _Alltoall(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad, unused):
         del unused
-        back, _ = ops.synchronize(ops.alltoall_async(grad.contiguous(), ctx.received,
-                                                     process_set=ctx.process_set))
+        back, _ = ops._now(ops.alltoall_async, grad.contiguous(), ctx.received,
+                           process_set=ctx.process_set)
         return back, None, None, None
 
 
@@ -158,14 +158,14 @@ class _Reducescatter(torch.autograd.Function):
     @staticmethod
     def forward(ctx, name, op, pre, post, process_set, *tensors):
         ctx.op, ctx.process_set = op, process_set
-        return tuple(ops.synchronize(ops.grouped_reducescatter_async(
-            list(tensors), name, op, process_set, pre, post)))
+        return tuple(ops._now(ops.grouped_reducescatter_async, list(tensors), name, op,
+                              process_set, pre, post))
 
     @staticmethod
     def backward(ctx, *grads):
         ps = ctx.process_set
-        gathered = ops.synchronize(ops.grouped_allgather_async(
-            [g.contiguous() for g in grads], process_set=ps))
+        gathered = ops._now(ops.grouped_allgather_async, [g.contiguous() for g in grads],
+                            process_set=ps)
         if ctx.op == Sum:
             gathered = [g * len(ps.ranks) for g in gathered]
         return (None,) * 5 + tuple(gathered)

@@ -13,6 +13,7 @@ how: wire.py. Ops map to libddl's (Average: avg, Sum, Min, Max, Product); Adasum
 """
 
 import itertools
+import threading
 
 import torch
 
@@ -44,6 +45,7 @@ ADASUM = ("op Adasum is not supported by horovod.torch on libddl (libddl has no 
 mlsl_built = _basics._no
 _handles = {}  # integer handle -> (controller handle, function of its result)
 _handle_ids = itertools.count(1)
+_here = threading.local()  # .now: the caller of _submit waits for it at once (_now)
 
 
 def init(comm=None, process_sets=None):
@@ -95,8 +97,20 @@ def _submit(kind, name, fn, sig, group, standin=None, finish=None):
     """An integer handle of the collective fn (controller.run); synchronize() returns
     finish(fn's result) (fn's result when finish is None)."""
     handle = next(_handle_ids)
-    _handles[handle] = (_controller.run(kind, name, fn, sig, group, standin), finish)
+    now = getattr(_here, "now", False)
+    _handles[handle] = (_controller.run(kind, name, fn, sig, group, standin, now), finish)
     return handle
+
+
+def _now(call, *args, **kwargs):
+    """The output of the asynchronous `call`, waited for at once (the negotiation may then
+    run on this thread: no hand-off to ddl's worker and back)."""
+    _here.now = True
+    try:
+        handle = call(*args, **kwargs)
+    finally:
+        _here.now = False
+    return synchronize(handle)
 
 
 def poll(handle):
@@ -156,8 +170,8 @@ def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.
 def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                postscale_factor=1.0, process_set=global_process_set):
     """Reduces tensor in place; returns it."""
-    return synchronize(allreduce_async_(tensor, average, name, op, prescale_factor,
-                                        postscale_factor, process_set))
+    return _now(allreduce_async_, tensor, average, name, op, prescale_factor, postscale_factor,
+                process_set)
 
 
 def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0,
@@ -169,8 +183,8 @@ def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_
 
 def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
                        postscale_factor=1.0, process_set=global_process_set):
-    return synchronize(grouped_allreduce_async_(tensors, average, name, op, prescale_factor,
-                                                postscale_factor, process_set))
+    return _now(grouped_allreduce_async_, tensors, average, name, op, prescale_factor,
+                postscale_factor, process_set)
 
 
 def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
@@ -201,8 +215,8 @@ def gathered_rows(tensor, name=None, process_set=global_process_set):
     group = _check([tensor], process_set, "allgather")
     sig = ("allgather", wire.dtype_name(tensor.dtype), max(tensor.dim(), 1),
            tuple(tensor.shape[1:]))
-    return synchronize(_submit("allgather", name, wire.gather_fn([tensor], group), sig, group,
-                               finish=lambda out: out[0]))
+    return _now(_submit, "allgather", name, wire.gather_fn([tensor], group), sig, group,
+                finish=lambda out: out[0])
 
 
 def _root(root_rank, process_set, what):
@@ -232,7 +246,7 @@ def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set
 
 def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
     """Copies root_rank's tensor into every member's, in place; returns it."""
-    return synchronize(broadcast_async_(tensor, root_rank, name, process_set))
+    return _now(broadcast_async_, tensor, root_rank, name, process_set)
 
 
 def _alltoall_splits(x, splits, n):
@@ -327,4 +341,4 @@ def join(device=-1):
 def barrier(process_set=global_process_set):
     """Returns once every member of the set has entered."""
     group = _check([], process_set, "barrier")
-    synchronize(_submit("barrier", "all", lambda: ddl.barrier(group=group), ("barrier",), group))
+    _now(_submit, "barrier", "all", lambda: ddl.barrier(group=group), ("barrier",), group)

@@ -20,8 +20,14 @@ _REDUCED = {torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.i
 _WIDENED = {torch.int8: torch.int32, torch.int16: torch.int32}
 
 
+_NAMES = {}  # torch dtype -> its name without "torch." (str() costs a microsecond a call)
+
+
 def dtype_name(dtype):
-    return str(dtype).replace("torch.", "")
+    name = _NAMES.get(dtype)
+    if name is None:
+        name = _NAMES[dtype] = str(dtype).replace("torch.", "")
+    return name
 
 
 def reduce_dtype(dtype, what):
