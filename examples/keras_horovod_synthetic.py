@@ -1,8 +1,11 @@
-"""A Keras 3 script on Horovod's API (horovod.tensorflow.keras, here on libddl): model.fit with
+"""A Keras script on Horovod's API (horovod.tensorflow.keras, here on libddl): model.fit with
 hvd.DistributedOptimizer and Horovod's callbacks, then a custom training loop in a tf.function
-with hvd.DistributedGradientTape and hvd.broadcast_variables.
+with hvd.DistributedGradientTape and hvd.broadcast_variables. Keras 3 (tf.keras of TensorFlow
+2.16+), or with --legacy-keras Keras 2 (tf-keras, through TF_USE_LEGACY_KERAS=1, with one of its
+legacy optimizers in model.fit), as older Horovod scripts have it.
 
     build/ddlrun/ddlrun -H localhost:2 python examples/keras_horovod_synthetic.py [--check]
+                                                                      [--legacy-keras]
 
 How it works: every rank makes the same synthetic regression data (seeded) and trains on rows
 rank, rank+size, ... of it, from its own random weights, which the broadcast replaces by rank
@@ -18,10 +21,13 @@ import os
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+LEGACY = "--legacy-keras" in sys.argv
+if LEGACY:
+    os.environ["TF_USE_LEGACY_KERAS"] = "1"  # before TensorFlow is imported
 
-import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
+from tensorflow import keras  # noqa: E402 (Keras 3, or tf-keras under --legacy-keras)
 
 import horovod.tensorflow as hvd_tf  # noqa: E402
 import horovod.tensorflow.keras as hvd  # noqa: E402
@@ -39,7 +45,8 @@ def flat(model):
 
 def fit(model, x, y, args, lr, distributed):
     """model.fit for a few epochs; distributed: through Horovod's optimizer and callbacks."""
-    optimizer = keras.optimizers.Adam(learning_rate=lr)
+    optimizer = (keras.optimizers.legacy.Adam if LEGACY else keras.optimizers.Adam)(
+        learning_rate=lr)
     callbacks = [hvd.callbacks.LearningRateWarmupCallback(initial_lr=lr, warmup_epochs=1,
                                                           steps_per_epoch=args.steps)]
     if distributed:
@@ -47,7 +54,7 @@ def fit(model, x, y, args, lr, distributed):
         callbacks = [hvd.callbacks.BroadcastGlobalVariablesCallback(0),
                      hvd.callbacks.MetricAverageCallback()] + callbacks
     model.compile(optimizer=optimizer, loss="mse", jit_compile=False if not distributed
-                  else "auto")
+                  else (True if LEGACY else "auto"))
     return model.fit(x, y, batch_size=len(x) // args.steps, epochs=args.epochs, shuffle=False,
                      verbose=0, callbacks=callbacks)
 
@@ -84,7 +91,12 @@ def main():
     parser.add_argument("--batch-size", type=int, default=16, help="per rank")
     parser.add_argument("--lr", type=float, default=0.005, help="for one rank; scaled by size")
     parser.add_argument("--check", action="store_true")
+    parser.add_argument("--legacy-keras", action="store_true",
+                        help="Keras 2 (tf-keras) instead of Keras 3")
     args = parser.parse_args()
+    if LEGACY and not keras.__name__.startswith("tf_keras"):
+        sys.exit(f"--legacy-keras: tf.keras is {keras.__name__}, not tf-keras: pip install "
+                 "tf-keras")
 
     hvd.init()
     rank, size = hvd.rank(), hvd.size()

@@ -29,6 +29,15 @@ ddl_tf_test(python.tf_keras_ibm_2 ${tf_job}
             ${PROJECT_SOURCE_DIR}/examples/tf_keras_mnist_synthetic.py --epochs 2 --steps 4 --check)
 ddl_tf_test(python.keras_horovod_2 ${tf_job}
             ${PROJECT_SOURCE_DIR}/examples/keras_horovod_synthetic.py --epochs 2 --steps 4 --check)
+# The same script on Keras 2 (tf-keras under TF_USE_LEGACY_KERAS=1, a legacy optimizer).
+ddl_tf_test(python.keras2_horovod_2 ${tf_job}
+            ${PROJECT_SOURCE_DIR}/examples/keras_horovod_synthetic.py --epochs 2 --steps 4 --check
+            --legacy-keras)
+# Graph-mode TensorFlow pairs ops by name, never by the order an executor starts them; a call
+# made differently fails on every rank and the job goes on (tests/python/check_tf_pairing.py).
+set(tf_job3 ${CMAKE_CURRENT_SOURCE_DIR}/python/tf_job.sh "${ddl_tf_ddlrun}" "${ddl_tf_python}" 3)
+ddl_tf_test(python.tf_pairing_2 ${tf_job} ${CMAKE_CURRENT_SOURCE_DIR}/python/check_tf_pairing.py)
+ddl_tf_test(python.tf_pairing_3 ${tf_job3} ${CMAKE_CURRENT_SOURCE_DIR}/python/check_tf_pairing.py)
 # bench/keras_compare.sh runs both modes (ddl and MultiWorkerMirroredStrategy), tiny.
 ddl_tf_test(bench.keras_smoke ${PROJECT_SOURCE_DIR}/bench/keras_compare.sh
             --ddlrun "${ddl_tf_ddlrun}" --python "${ddl_tf_python}" --ranks 2 --hidden 32

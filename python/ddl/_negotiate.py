@@ -21,7 +21,12 @@ next one. A wait for a call that is still pending, with no cycle queued, queues 
 when every member is waiting and no name is common to all of them, no call can ever be agreed
 (the ranks called differently named collectives): every member raises NameMismatch, naming what
 it called that the others did not, and forgets its pending calls, instead of hanging or pairing
-tensors that do not belong together. One cycle costs one allgather of (2 + 2 * _WINDOW) int64
+tensors that do not belong together. join() (Horovod's, for uneven data) is a call of its own
+whose flag rides on the announcement: while some members have joined, the calls every other
+member announced are agreed; one more exchange brings their signatures, and a joined member
+stands in for an allreduce with zeros of the same shape (the same libddl call), while any other
+kind fails on every member; once every member has joined, each join returns the member that
+joined last. One cycle costs one allgather of (2 + 2 * _WINDOW) int64
 whatever number of calls it agrees (the calls of a fusion cycle, a bucket of gradients, share
 it). The arrays are numpy's, so torch, TensorFlow and numpy callers share one negotiation.
 """
@@ -37,7 +42,6 @@ from ._ddl import MismatchError
 __all__ = ["NameMismatch", "CallMismatch", "submit"]
 
 _WINDOW = 32  # calls per rank in the first allgather of a cycle
-_TEXT = 240  # bytes of a call's description in a CallMismatch
 
 
 class NameMismatch(RuntimeError):
@@ -52,11 +56,12 @@ class CallMismatch(MismatchError):
 class Call:
     """One named collective: a handle with done() and wait()."""
 
-    __slots__ = ("name", "key", "sig", "sig_key", "fn", "group", "_event", "_result", "_error")
+    __slots__ = ("name", "key", "sig", "sig_key", "fn", "group", "failed", "stand_in", "_event",
+                 "_result", "_error")
 
-    def __init__(self, name, fn, sig, group):
-        self.name, self.key, self.fn, self.group = name, _key(name), fn, group
-        self.sig = sig
+    def __init__(self, name, fn, sig, group, failed=None):
+        self.name, self.key, self.fn, self.group, self.failed = name, _key(name), fn, group, failed
+        self.sig, self.stand_in = sig, None
         self.sig_key = _key(repr(sig)) if sig is not None else 0
         self._event = threading.Event()
         self._result = self._error = None
@@ -86,7 +91,13 @@ class Call:
     def _finish(self, result=None, error=None):
         self._result, self._error = result, error
         self._event.set()
+        if error is not None and self.failed is not None:
+            self.failed(error)
 
+
+_JOIN = "\0join"  # the name of a join() call
+_JOINABLE = {("allreduce",)}  # signature kinds a joined rank stands in for
+_joined_before = {}  # group key -> members seen joined in earlier cycles of the current join
 
 _cond = threading.Condition()
 _pending = {}  # group key -> Calls submitted and not agreed yet, in submission order
@@ -97,6 +108,19 @@ _queued = {}  # group key -> cycles queued on the worker and not yet ended
 def _key(text):
     return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little",
                           signed=True)
+
+
+_JOIN_KEY = _key(_JOIN)
+
+
+def join(stand_in, group=None):
+    """This rank makes no more calls of `group` until every member has joined; a Call whose
+    result is the member that joined last. Meanwhile, an allreduce ("allreduce" signature) that
+    every other member calls runs here through stand_in(sig)(), which must make the same libddl
+    call with zeros; any other call fails on every member."""
+    call = submit(_JOIN, None, sig=("join",), group=group)
+    call.stand_in = stand_in
+    return call
 
 
 def _group_key(group):
@@ -110,12 +134,13 @@ def _text(sig):
     return repr(sig)
 
 
-def submit(name, fn, sig=None, group=None):
+def submit(name, fn, sig=None, group=None, failed=None):
     """Queues fn() to run once every member of `group` (a ddl.Group; None: every rank) has
     submitted a call named `name`; a Call. `sig` (a tuple of plain values, e.g. ("allreduce",
     "float32", (4, 2), "sum")) is what the members' calls of that name must agree on: when
-    they differ, fn runs nowhere and every member's wait() raises CallMismatch."""
-    call = Call(name, fn, sig, group)
+    they differ, fn runs nowhere and every member's wait() raises CallMismatch. `failed(error)`,
+    when given, is called (on the worker thread) when the call fails instead of running."""
+    call = Call(name, fn, sig, group, failed)
     gk = _group_key(group)
     with _cond:
         pending = _pending.setdefault(gk, [])
@@ -172,57 +197,94 @@ def _announce(calls, waiting, group):
 
 
 def _negotiate(calls, waiting, group):
+    gk = _group_key(group)
+    joining = any(c.key == _JOIN_KEY for c in calls)
     try:
-        rows = _announce(calls, waiting, group)
+        rows = _announce(calls, waiting | (joining << 1), group)
     except BaseException as e:  # noqa: BLE001 (the job is broken: every waiter hears it)
         _fail(calls, e)
         return
+    joined = [bool(int(r[0]) & 2) for r in rows]
+    if all(joined):
+        _end_join(calls, joined, gk)
+        return
+    _joined_before.setdefault(gk, set()).update(r for r, j in enumerate(joined) if j)
     announced = [dict(zip(r[2:2 + 2 * int(r[1]):2].tolist(), r[3:3 + 2 * int(r[1]):2].tolist()))
                  for r in rows]
-    common = set.intersection(*(set(a) for a in announced))
+    active = [r for r, j in enumerate(joined) if not j]
+    common = set.intersection(*(set(announced[r]) for r in active)) - {_JOIN_KEY}
+    lead = rows[active[0]]
+    agreed = [k for k in lead[2:2 + 2 * int(lead[1]):2].tolist() if k in common]
+    if not agreed:
+        if not any(joined) and all(int(r[0]) & 1 for r in rows):
+            _fail(calls, NameMismatch(_mismatch(calls, [set(a) for a in announced])))
+        return
     mine = {c.key: c for c in calls}
-    agreed = [mine[k] for k in rows[0, 2:2 + 2 * int(rows[0, 1]):2].tolist() if k in common]
-    if not agreed and all(int(r[0]) for r in rows):
-        _fail(calls, NameMismatch(_mismatch(calls, [set(a) for a in announced])))
-        return
     with _cond:
-        for call in agreed:
-            _pending[_group_key(group)].remove(call)
-    differing = [c for c in agreed if len({a[c.key] for a in announced}) > 1]
-    if differing:
-        _refuse(differing, announced, group)
-    for call in agreed:
-        if call in differing:
-            continue
-        try:
-            call._finish(result=call.fn())
-        except BaseException as e:  # noqa: BLE001 (given to the waiter)
-            call._finish(error=e)
+        for key in agreed:
+            if key in mine:
+                _pending[gk].remove(mine[key])
+    differing = {k for k in agreed if len({announced[r][k] for r in active}) > 1}
+    texts = _texts(agreed, mine, group) if differing or any(joined) else None
+    for key in agreed:
+        _run_agreed(key, mine.get(key), differing, texts, active, joined, calls)
 
 
-def _refuse(calls, announced, group):
-    """Fails each of `calls` (agreed, with differing signatures) on every member, naming the
-    first member and the first whose call differs from it; nothing of them runs."""
-    texts = np.zeros((len(calls), _TEXT), dtype=np.uint8)
-    for i, call in enumerate(calls):
-        raw = call.describe().encode()[:_TEXT]
-        texts[i, :len(raw)] = np.frombuffer(raw, dtype=np.uint8)
-    try:
-        everyone = _allgather(texts.reshape(-1), group).reshape(len(announced), len(calls), _TEXT)
-    except BaseException as e:  # noqa: BLE001 (the job is broken: every waiter hears it)
-        _fail(calls, e)
+def _run_agreed(key, call, differing, texts, active, joined, calls):
+    """Runs one agreed call here: its fn, a joined rank's stand-in, or its refusal."""
+    error = None
+    lead = texts[active[0]][key] if texts else None
+    if key in differing:
+        other = next(r for r in active if texts[r][key][1] != lead[1])
+        error = CallMismatch(
+            f"collective mismatch: rank {active[0]} called {lead[0]} but rank {other} called "
+            f"{texts[other][key][0]}; it ran on no rank (give every rank's call of one name "
+            "the same kind, dtype, shape, op and root)")
+    elif any(joined) and tuple((lead[1] or ())[:1]) not in _JOINABLE:
+        error = CallMismatch(
+            f"{lead[0]} cannot run while rank "
+            f"{', '.join(str(r) for r, j in enumerate(joined) if j)} has joined (join() stands "
+            "in for allreduces only); it ran on no rank")
+    if call is None:  # this rank has joined
+        if error is None:
+            next(c for c in calls if c.key == _JOIN_KEY).stand_in(lead[1])()
         return
-    for i, call in enumerate(calls):
-        first = announced[0][call.key]
-        other = next(r for r, a in enumerate(announced) if a[call.key] != first)
+    if error is not None:
+        call._finish(error=error)
+        return
+    try:
+        call._finish(result=call.fn())
+    except BaseException as e:  # noqa: BLE001 (given to the waiter)
+        call._finish(error=e)
 
-        def said(r):
-            return bytes(everyone[r, i]).rstrip(b"\0").decode(errors="replace")
 
-        call._finish(error=CallMismatch(
-            f"collective mismatch: rank 0 called {said(0)} but rank {other} called "
-            f"{said(other)}; it ran on no rank (give every rank's call of one name the same "
-            "kind, dtype, shape, op and root)"))
+def _texts(keys, mine, group):
+    """Every member's (description, signature) of each call of `keys` ((None, None) where it
+    has none): a list by member of {key: (text, sig)}, through two allgathers."""
+    import ast  # noqa: PLC0415
+
+    raw = [repr((mine[k].describe(), mine[k].sig) if k in mine else (None, None)).encode()
+           for k in keys]
+    lengths = _allgather(np.array([len(r) for r in raw], dtype=np.int64), group)
+    most = int(lengths.max())
+    padded = np.zeros((len(keys), most), dtype=np.uint8)
+    for i, r in enumerate(raw):
+        padded[i, :len(r)] = np.frombuffer(r, dtype=np.uint8)
+    everyone = _allgather(padded.reshape(-1), group).reshape(len(lengths), len(keys), most)
+    return [{k: ast.literal_eval(bytes(everyone[m, i, :int(lengths[m, i])]).decode())
+             for i, k in enumerate(keys)} for m in range(len(lengths))]
+
+
+def _end_join(calls, joined, gk):
+    """Every member has joined: each one's join returns the member that joined last (the
+    highest of those that joined in this cycle)."""
+    before = _joined_before.pop(gk, set())
+    last = max(set(range(len(joined))) - before or range(len(joined)))
+    for call in calls:
+        if call.key == _JOIN_KEY:
+            with _cond:
+                _pending[gk].remove(call)
+            call._finish(result=last)
 
 
 def _mismatch(calls, announced):

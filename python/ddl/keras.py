@@ -1,4 +1,5 @@
-"""ddl.keras: IBM's Keras recipe on libddl, for tf.keras (Keras 3) scripts run under ddlrun.
+"""ddl.keras: IBM's Keras recipe on libddl, for tf.keras scripts run under ddlrun: Keras 3, or
+Keras 2 (tf-keras) where TF_USE_LEGACY_KERAS=1 makes tf.keras tf-keras.
 
     import ddl
     model.compile(optimizer=keras.optimizers.SGD(0.01 * ddl.size()), loss=...)
@@ -18,7 +19,7 @@ ddl.DDLGlobalVariablesCallback are these classes (`import ddl` loads this module
 first names them).
 """
 
-import keras
+from tensorflow import keras  # Keras 3, or tf-keras under TF_USE_LEGACY_KERAS=1
 
 from . import tensorflow as ddl_tf
 
@@ -53,9 +54,11 @@ class DDLGlobalVariablesCallback(keras.callbacks.Callback):
 
 
 def model_variables(model):
-    """The model's variables, then its optimizer's (when it has been built)."""
+    """The model's variables, then its optimizer's (when it has made them: Keras 3's and
+    tf-keras' `variables` property, tf-keras' legacy optimizers' variables() method)."""
     variables = list(model.variables)
     optimizer = getattr(model, "optimizer", None)
-    if optimizer is not None and getattr(optimizer, "built", False):
-        variables += list(optimizer.variables)
+    if optimizer is not None and getattr(optimizer, "built", True):
+        more = getattr(optimizer, "variables", None)
+        variables += list(more() if callable(more) else more or [])
     return variables

@@ -23,12 +23,17 @@ Keras optimizer wrapper distribute_optimizer(). Importing ddl does not import th
 ddl's functions load it when they are given a TensorFlow tensor.
 """
 
+import ctypes
+import functools
 import os
+import re
 import sys
+import threading
 
 import tensorflow as tf
 
-from . import init, rank, size
+from . import _negotiate, init, rank, size
+from ._ddl import MismatchError
 
 __all__ = [
     "allreduce", "allreduce_n", "broadcast", "allgather", "alltoall", "reduce_gradients",
@@ -57,6 +62,58 @@ def _load():
 
 
 _lib = _load()
+
+
+class _Bridge:
+    """The thread that takes the ops' requests (python/tensorflow/tf_ops.cc: Requests) and
+    hands them to ddl._negotiate, which runs each on ddl's worker thread once every rank has
+    made the op of its name with the same signature, or fails it on every rank."""
+
+    def __init__(self):
+        c = ctypes.CDLL(os.path.join(os.path.dirname(os.path.abspath(__file__)), "_tf_ops.so"))
+        c.ddl_tf_next.restype = ctypes.c_int64
+        for f in (c.ddl_tf_name, c.ddl_tf_signature):
+            f.restype, f.argtypes = ctypes.c_char_p, [ctypes.c_int64]
+        c.ddl_tf_run.argtypes = [ctypes.c_int64]
+        c.ddl_tf_fail.argtypes = [ctypes.c_int64, ctypes.c_int, ctypes.c_char_p]
+        self._c = c
+        threading.Thread(target=self._run, name="ddl-tf-requests", daemon=True).start()
+
+    def _run(self):
+        c = self._c
+        while True:
+            rid = c.ddl_tf_next()
+            name = c.ddl_tf_name(rid).decode(errors="replace")
+            sig = tuple(c.ddl_tf_signature(rid).decode(errors="replace").split("|"))
+            try:
+                _negotiate.submit(name, functools.partial(c.ddl_tf_run, rid), sig=sig,
+                                  failed=functools.partial(self._failed, rid))
+            except ValueError as e:  # a name still pending
+                c.ddl_tf_fail(rid, 1, f"ddl: {e}".encode())
+
+    def _failed(self, rid, error):
+        mismatch = isinstance(error, (MismatchError, _negotiate.NameMismatch))
+        self._c.ddl_tf_fail(rid, 0 if mismatch else 3, f"ddl: {error}".encode())
+
+
+_bridge = None
+_bridge_lock = threading.Lock()
+
+
+def _named(kind, name=None):
+    """The ddl_name attr of a new op of `kind`: in a graph, "" (the node's name, alike on every
+    rank, pairs it); run eagerly, `name` or "<kind>.eager" (an eager op runs to its end before
+    the thread's next one starts, so the ranks' unnamed eager ops of a kind pair in the order
+    they run, however many each rank ran before: a rank that joined, or whose call failed
+    before it was made, does not shift them); starts the request thread."""
+    global _bridge
+    if _bridge is None:
+        with _bridge_lock:
+            if _bridge is None:
+                _bridge = _Bridge()
+    if not tf.executing_eagerly():
+        return ""
+    return str(name) if name else f"{kind}.eager"
 
 
 def is_tensorflow(obj):
@@ -94,51 +151,68 @@ def _assign_back(x, result):
     return result
 
 
-def allreduce_n(tensors, op="sum"):
+def _node(name):
+    """`name` as a valid op name for a graph (None stays None: TensorFlow names the op)."""
+    return None if not name else re.sub(r"[^A-Za-z0-9_.\-/]", "_", str(name)).lstrip("_-/.") or None
+
+
+def allreduce_n(tensors, op="sum", name=None):
     """op over every rank's tensors (sum, avg, min, max, prod): a list of new tensors, one
-    fused op per dtype (in a fixed dtype order, so every rank makes the same calls)."""
+    fused op per dtype (in a fixed dtype order). The ops are matched across ranks by name
+    (`name`, else the op's name in a graph, else the eager call's number)."""
     code = _op(op)
     values = [_tensor(t, f"ddl.tensorflow.allreduce_n: item {i}") for i, t in enumerate(tensors)]
     init()
     out = [None] * len(values)
-    for dtype in sorted({v.dtype for v in values}, key=_DTYPES.index):
+    dtypes = sorted({v.dtype for v in values}, key=_DTYPES.index)
+    for dtype in dtypes:
         places = [i for i, v in enumerate(values) if v.dtype == dtype]
-        for i, r in zip(places, _lib.ddl_allreduce([values[i] for i in places], reduce_op=code)):
+        each = name if not name or len(dtypes) == 1 else f"{name}.{dtype.name}"
+        reduced = _lib.ddl_allreduce([values[i] for i in places], reduce_op=code,
+                                     ddl_name=_named("allreduce", each), name=_node(each))
+        for i, r in zip(places, reduced):
             out[i] = r
     return out
 
 
-def allreduce(x, op="sum"):
+def allreduce(x, op="sum", name=None):
     """op over every rank's x (sum, avg, min, max, prod): a new tensor; a variable is assigned
     the result (and returned)."""
-    return _assign_back(x, allreduce_n([_tensor(x, "ddl.tensorflow.allreduce")], op)[0])
+    return _assign_back(x, allreduce_n([_tensor(x, "ddl.tensorflow.allreduce")], op, name)[0])
 
 
-def broadcast(x, root=0):
-    """Rank root's x on every rank: a new tensor; a variable is assigned it (and returned)."""
+def broadcast(x, root=0, name=None, grad_op="sum"):
+    """Rank root's x on every rank: a new tensor; a variable is assigned it (and returned).
+    Its gradient is the gradients reduced with grad_op (sum; Horovod's is avg) on root, zeros
+    elsewhere."""
     value = _tensor(x, "ddl.tensorflow.broadcast")
     if not 0 <= int(root) < size():
         raise ValueError(f"ddl.tensorflow.broadcast: root {root} is not a rank of this job of "
                          f"{size()} (0..{size() - 1})")
-    return _assign_back(x, _lib.ddl_broadcast(value, root_rank=int(root)))
+    return _assign_back(x, _lib.ddl_broadcast(value, root_rank=int(root), name=_node(name),
+                                              ddl_name=_named("broadcast", name),
+                                              grad_op=_op(grad_op)))
 
 
-def allgather(x):
+def allgather(x, name=None, grad_op="sum"):
     """Every rank's x concatenated on the first axis, by rank (the first dimension may differ
-    between ranks; the others must match); a scalar counts as a vector of one."""
+    between ranks; the others must match); a scalar counts as a vector of one. Its gradient is
+    this rank's rows of the gradients reduced with grad_op (sum; Horovod's is avg)."""
     value = _tensor(x, "ddl.tensorflow.allgather")
     init()
-    return _lib.ddl_allgather(value)
+    return _lib.ddl_allgather(value, name=_node(name), ddl_name=_named("allgather", name),
+                              grad_op=_op(grad_op))
 
 
-def alltoall(x, splits=None, with_splits=False):
+def alltoall(x, splits=None, with_splits=False, name=None):
     """splits[j] rows (first-axis slices) of x to rank j, in order (equal blocks when splits is
     None); returns what every rank sent here concatenated by rank, and with with_splits=True
     also the rows received from each rank (an int64 vector)."""
     value = _tensor(x, "ddl.tensorflow.alltoall")
     init()
     splits = tf.zeros([0], tf.int64) if splits is None else tf.cast(splits, tf.int64)
-    out, received = _lib.ddl_alltoall(value, splits)
+    out, received = _lib.ddl_alltoall(value, splits, name=_node(name),
+                                      ddl_name=_named("alltoall", name))
     return (out, received) if with_splits else out
 
 
@@ -150,22 +224,24 @@ def _allreduce_grad(op, *grads):
         raise LookupError(f"ddl.tensorflow: an allreduce with op {name!r} has no gradient "
                           "(sum and avg have)")
     grads = [tf.zeros_like(out) if g is None else g for g, out in zip(grads, op.outputs)]
-    return _lib.ddl_allreduce(grads, reduce_op=code)
+    return _lib.ddl_allreduce(grads, reduce_op=code, ddl_name=_named("allreduce"))
 
 
 @tf.RegisterGradient("DdlBroadcast")
 def _broadcast_grad(op, grad):
-    reduced = _lib.ddl_allreduce([grad], reduce_op=_OPS["sum"])[0]
+    reduced = _lib.ddl_allreduce([grad], reduce_op=op.get_attr("grad_op"),
+                                 ddl_name=_named("allreduce"))[0]
     return reduced if rank() == op.get_attr("root_rank") else reduced * 0
 
 
 @tf.RegisterGradient("DdlAllgather")
 def _allgather_grad(op, grad):
-    reduced = _lib.ddl_allreduce([grad], reduce_op=_OPS["sum"])[0]
+    reduced = _lib.ddl_allreduce([grad], reduce_op=op.get_attr("grad_op"),
+                                 ddl_name=_named("allreduce"))[0]
     x = op.inputs[0]
     rows = tf.reshape(tf.size(x, out_type=tf.int64), [1]) if x.shape.rank == 0 else \
         tf.shape(x, out_type=tf.int64)[:1]
-    every = _lib.ddl_allgather(rows)
+    every = _lib.ddl_allgather(rows, ddl_name=_named("allgather"))
     start = tf.reduce_sum(every[:rank()])
     mine = reduced[start:start + every[rank()]]
     return tf.reshape(mine, tf.shape(x))
@@ -174,7 +250,7 @@ def _allgather_grad(op, grad):
 @tf.RegisterGradient("DdlAlltoall")
 def _alltoall_grad(op, grad, unused_splits_grad):
     del unused_splits_grad
-    back, _ = _lib.ddl_alltoall(grad, op.outputs[1])
+    back, _ = _lib.ddl_alltoall(grad, op.outputs[1], ddl_name=_named("alltoall"))
     return [tf.reshape(back, tf.shape(op.inputs[0])), None]
 
 
@@ -192,20 +268,23 @@ def reduce_gradients(grads, op="avg"):
 
 def broadcast_variables(variables, root=0):
     """Assigns rank root's values to the variables (tf or Keras) on every rank: one broadcast
-    per dtype of all the variables packed flat."""
+    per dtype of all the variables packed flat. In a tf.compat.v1 graph, returns the op that
+    does it."""
     variables = list(variables)
     if not 0 <= int(root) < size():
         raise ValueError(f"ddl.tensorflow.broadcast_variables: root {root} is not a rank of "
                          f"this job of {size()} (0..{size() - 1})")
     values = [_tensor(v, f"ddl.tensorflow.broadcast_variables: {getattr(v, 'name', i)}")
               for i, v in enumerate(variables)]
+    assigns = []
     for dtype in sorted({v.dtype for v in values}, key=_DTYPES.index):
         places = [i for i, v in enumerate(values) if v.dtype == dtype]
         flat = tf.concat([tf.reshape(values[i], [-1]) for i in places], 0)
-        flat = _lib.ddl_broadcast(flat, root_rank=int(root))
+        flat = _lib.ddl_broadcast(flat, root_rank=int(root), ddl_name=_named("broadcast"))
         sizes = [int(values[i].shape.num_elements()) for i in places]
         for i, part in zip(places, tf.split(flat, sizes)):
-            variables[i].assign(tf.reshape(part, values[i].shape))
+            assigns.append(variables[i].assign(tf.reshape(part, values[i].shape)))
+    return None if tf.executing_eagerly() or tf.inside_function() else tf.group(*assigns)
 
 
 class DistributedGradientTape(tf.GradientTape):
@@ -246,31 +325,89 @@ XLA_MESSAGE = ("ddl: the training step is being compiled with XLA (Keras' jit_co
 
 
 def distribute_optimizer(optimizer, op="avg", reduce=None):
-    """Makes a Keras 3 optimizer reduce (op) its gradients over every rank before it applies
-    them; returns it. `reduce(grads) -> grads` replaces the reduction (Horovod's options).
-    Applying it twice is harmless."""
-    if getattr(optimizer, "_ddl_original_apply", None) is not None:
+    """Makes an optimizer reduce (op) its gradients over every rank before it applies them;
+    returns it. Keras 3: its apply(), which every other path calls; tf-keras (Keras 2, also its
+    legacy optimizers): apply_gradients(), which minimize() and the training step call;
+    tf.compat.v1.train optimizers: compute_gradients(), as Horovod's. `reduce(grads) -> grads`
+    replaces the reduction (Horovod's options). Applying it twice is harmless."""
+    if getattr(optimizer, "_ddl_original", None) is not None:
         return optimizer
     _op(op)
-    original = optimizer.apply
     reducer = reduce or (lambda grads: reduce_gradients(grads, op))
+    kind = _optimizer_kind(optimizer)
+    if kind is None:
+        raise TypeError(f"ddl: a {type(optimizer).__module__}.{type(optimizer).__name__} is not "
+                        "an optimizer ddl can distribute: one of Keras 3 (keras.optimizers), "
+                        "tf-keras (TF_USE_LEGACY_KERAS=1) or tf.compat.v1.train")
+    original = getattr(optimizer, kind)
+    optimizer._ddl_original = (kind, original)
+    setattr(optimizer, kind, _WRAPPERS[kind](original, reducer))
+    return optimizer
 
+
+def _optimizer_kind(optimizer):
+    """The method distribute_optimizer wraps: "apply", "apply_gradients", "compute_gradients"."""
+    if isinstance(optimizer, tf.compat.v1.train.Optimizer):
+        return "compute_gradients"
+    root = type(optimizer).__module__.split(".")[0]
+    if root == "keras" and hasattr(optimizer, "apply") and hasattr(optimizer, "stateless_apply"):
+        return "apply"
+    if hasattr(optimizer, "apply_gradients"):
+        return "apply_gradients"
+    return None
+
+
+def _reduced(reducer, grads, variables):
+    """reducer's gradients; a reducer marked with_variables also takes the variables."""
+    if getattr(reducer, "with_variables", False):
+        return reducer(list(grads), list(variables))
+    return reducer(list(grads))
+
+
+def _wrap_apply(original, reducer):
     def apply(grads, trainable_variables=None):
         if _in_xla():
             raise ValueError(XLA_MESSAGE)
-        return original(reducer(list(grads)), trainable_variables)
+        grads = list(grads)
+        variables = trainable_variables if trainable_variables is not None else \
+            getattr(original.__self__, "_trainable_variables", [None] * len(grads))
+        return original(_reduced(reducer, grads, variables), trainable_variables)
 
-    optimizer._ddl_original_apply = original
-    optimizer.apply = apply
-    return optimizer
+    return apply
+
+
+def _wrap_apply_gradients(original, reducer):
+    def apply_gradients(grads_and_vars, *args, **kwargs):
+        if _in_xla():
+            raise ValueError(XLA_MESSAGE)
+        pairs = list(grads_and_vars)
+        grads = _reduced(reducer, [g for g, _ in pairs], [v for _, v in pairs])
+        return original(list(zip(grads, [v for _, v in pairs])), *args, **kwargs)
+
+    return apply_gradients
+
+
+def _wrap_compute_gradients(original, reducer):
+    def compute_gradients(*args, **kwargs):
+        pairs = original(*args, **kwargs)
+        grads = _reduced(reducer, [g for g, _ in pairs], [v for _, v in pairs])
+        return list(zip(grads, [v for _, v in pairs]))
+
+    return compute_gradients
+
+
+_WRAPPERS = {"apply": _wrap_apply, "apply_gradients": _wrap_apply_gradients,
+             "compute_gradients": _wrap_compute_gradients}
 
 
 def no_xla(model):
     """Turns off XLA for the model's training step (an XLA-compiled step cannot call ddl's
     ops), rebuilding a training function already made."""
     if getattr(model, "jit_compile", False):
-        model.jit_compile = False
-        if getattr(model, "train_function", None) is not None:
+        made = getattr(model, "train_function", None) is not None
+        model.jit_compile = False  # tf-keras drops the training function it made here
+        if made:
+            model.train_function = None
             model.make_train_function(force=True)
 
 
@@ -297,3 +434,39 @@ def allreduce_metrics(logs, op="avg"):
     for k, v in zip(keys, values):
         logs[k] = float(v)
     return logs
+
+
+_NUMPY_TYPES = ("float32", "float64", "float16", "int32", "int64", "uint8")
+
+
+def _stand_in(sig):
+    """A joined rank's part in an allreduce op of signature `sig` (tf_ops.cc: "allreduce",
+    dtype, op, shapes): the same libddl call on zeros."""
+    import numpy as np  # noqa: PLC0415
+
+    from . import allreduce_n as ddl_allreduce_n  # noqa: PLC0415
+
+    _, dtype, op, shapes = sig
+    if dtype not in _NUMPY_TYPES:
+        raise TypeError(f"ddl.tensorflow.join: a joined rank cannot stand in for an allreduce "
+                        f"of {dtype}")
+    arrays = [np.zeros([int(d) for d in s.strip("[]").split(",") if d], dtype)
+              for s in shapes.split(" ")]
+    return lambda: ddl_allreduce_n(arrays, op)
+
+
+def join():
+    """This rank has no more data: until every rank has joined, it takes part in the other
+    ranks' allreduces with zeros. Returns (an int32 scalar tensor; in a graph, when the op runs)
+    the rank that joined last, the same on every rank."""
+    import numpy as np  # noqa: PLC0415
+
+    init()
+    _named("join")  # the request thread serves the other ranks' ops meanwhile
+
+    def run():
+        return np.int32(_negotiate.join(_stand_in).wait())
+
+    if tf.executing_eagerly():
+        return tf.constant(run())
+    return tf.reshape(tf.numpy_function(run, [], tf.int32, stateful=True), [])

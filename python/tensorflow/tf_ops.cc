@@ -3,25 +3,30 @@
 // How it works: four ops, DdlAllreduce (a list of tensors of one dtype, reduced by one
 // ddl_allreduce_n call, which fuses them into large buckets), DdlAllgather (first dimensions
 // may differ between ranks), DdlBroadcast and DdlAlltoall (optional splits), each an
-// AsyncOpKernel: ComputeAsync checks its inputs, then queues the collective on one worker
-// thread per process and returns, so TensorFlow's executor threads never block on the network;
-// the worker runs the queued collectives one at a time in the order they were queued and calls
-// each op's done callback. The ops are stateful, so inside a tf.function TensorFlow's automatic
-// control dependencies run them in program order, the same on every rank (libddl matches calls
-// by order). Outputs are new tensors (an input TensorFlow no longer needs is reused in place).
-// Shapes that only the peers know (allgather's and alltoall's first dimension) are exchanged
-// first with a small ddl_allgather/ddl_alltoall of int64s; then the output is allocated on the
-// worker and filled by ddl_allgatherv/ddl_alltoallv. A failed call sets the op's status to the
-// runtime's message (ddl_last_error(), read on the worker): FAILED_PRECONDITION when the ranks'
-// calls did not match (DDL_ERR_MISMATCH), UNAVAILABLE for a lost peer, INVALID_ARGUMENT for a
-// bad argument, INTERNAL otherwise.
+// AsyncOpKernel. ComputeAsync checks its inputs and files a Request: the op's name (the
+// `ddl_name` attr, else the node's name, which a graph gives every rank alike), its signature
+// (what every rank's op of that name must agree on: kind, dtype, shapes, op, root) and the work
+// to do; then it returns, so TensorFlow's executor threads never block on the network. The
+// requests are matched across ranks by name, not by the order each rank's executor happens to
+// start them (a tf.compat.v1 graph starts independent ops in any order): Python's ddl.tensorflow
+// runs a thread that takes each request (ddl_tf_next), hands it to ddl._negotiate, which agrees
+// on the calls every rank has made, in one order, and checks their signatures before any data
+// moves, and then runs the agreed ones on ddl's worker thread (ddl_tf_run: the work, then the
+// op's done callback) or fails them on every rank (ddl_tf_fail: FAILED_PRECONDITION when the
+// ranks' calls differ, and the job goes on). Outputs are new tensors (an input TensorFlow no
+// longer needs is reused in place). Shapes that only the peers know (allgather's and alltoall's
+// first dimension) are exchanged first with a small ddl_allgather/ddl_alltoall of int64s; then
+// the output is allocated and filled by ddl_allgatherv/ddl_alltoallv. A failed libddl call sets
+// the op's status to the runtime's message (ddl_last_error()): FAILED_PRECONDITION when the
+// ranks' calls did not match (DDL_ERR_MISMATCH), UNAVAILABLE for a lost peer, INVALID_ARGUMENT
+// for a bad argument, INTERNAL otherwise.
 #include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <functional>
 #include <mutex>
 #include <string>
-#include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -44,43 +49,86 @@ absl::Status failure(const Parts&... parts) {
   return make(absl::StrCat(parts...));
 }
 
-/// The thread that runs every queued collective, in queue order; it lives as long as the
-/// process (never joined: a process ends with it waiting on an empty queue).
-class Worker {
+/// The collectives the ops asked for, until Python's negotiation thread runs or fails them.
+class Requests {
  public:
-  static Worker& instance() {
-    static Worker* worker = new Worker;
-    return *worker;
+  using Work = std::function<absl::Status()>;
+
+  static Requests& instance() {
+    static Requests* requests = new Requests;  // never destroyed: a thread may wait in next()
+    return *requests;
   }
 
-  void submit(std::function<void()> work) {
+  /// Files the op's collective: `work` runs (on ddl's worker thread) once every rank has filed
+  /// one of that name and signature; `done` is called after it, or after a failure.
+  void add(std::string name, std::string signature, tf::OpKernelContext* context,
+           tf::AsyncOpKernel::DoneCallback done, Work work) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      queue_.push_back(std::move(work));
+      const int64_t id = next_id_++;
+      table_.emplace(id, Request{std::move(name), std::move(signature), context, std::move(done),
+                                 std::move(work)});
+      ready_ids_.push_back(id);
     }
     ready_.notify_one();
   }
 
- private:
-  Worker() : thread_([this] { run(); }) { thread_.detach(); }
+  /// Blocks until a request is filed; its id (its name and signature stay readable until it
+  /// is run or failed).
+  int64_t next() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    ready_.wait(lock, [this] { return !ready_ids_.empty(); });
+    const int64_t id = ready_ids_.front();
+    ready_ids_.pop_front();
+    return id;
+  }
 
-  void run() {
-    for (;;) {
-      std::function<void()> work;
-      {
-        std::unique_lock<std::mutex> lock(mutex_);
-        ready_.wait(lock, [this] { return !queue_.empty(); });
-        work = std::move(queue_.front());
-        queue_.pop_front();
-      }
-      work();
-    }
+  const char* name(int64_t id) { return find(id).name.c_str(); }
+  const char* signature(int64_t id) { return find(id).signature.c_str(); }
+
+  void run(int64_t id) {
+    Request request = take(id);
+    if (!request.done) return;
+    request.context->SetStatus(request.work());
+    request.done();
+  }
+
+  void fail(int64_t id, absl::Status status) {
+    Request request = take(id);
+    if (!request.done) return;
+    request.context->SetStatus(status);
+    request.done();
+  }
+
+ private:
+  struct Request {
+    std::string name, signature;
+    tf::OpKernelContext* context = nullptr;
+    tf::AsyncOpKernel::DoneCallback done;
+    Work work;
+  };
+
+  Request& find(int64_t id) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    static Request none;
+    auto it = table_.find(id);
+    return it == table_.end() ? none : it->second;
+  }
+
+  Request take(int64_t id) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = table_.find(id);
+    if (it == table_.end()) return Request{};
+    Request request = std::move(it->second);
+    table_.erase(it);
+    return request;
   }
 
   std::mutex mutex_;
   std::condition_variable ready_;
-  std::deque<std::function<void()>> queue_;
-  std::thread thread_;  // last: starts once the members above exist
+  std::unordered_map<int64_t, Request> table_;
+  std::deque<int64_t> ready_ids_;
+  int64_t next_id_ = 1;
 };
 
 /// The TensorFlow status of a failed libddl call `what`.
@@ -96,6 +144,20 @@ absl::Status failure(const std::string& what, ddl_status_t status) {
       return failure<absl::UnavailableError>(message);
     case DDL_ERR_ARGUMENT:
       return failure<absl::InvalidArgumentError>(message);
+    default:
+      return failure<absl::InternalError>(message);
+  }
+}
+
+/// The status of a call that Python's negotiation failed (ddl_tf_fail's codes).
+absl::Status failure_of(int code, const char* message) {
+  switch (code) {
+    case 0:
+      return failure<absl::FailedPreconditionError>(message);
+    case 1:
+      return failure<absl::InvalidArgumentError>(message);
+    case 2:
+      return failure<absl::UnavailableError>(message);
     default:
       return failure<absl::InternalError>(message);
   }
@@ -158,10 +220,52 @@ absl::Status copy_to_output(tf::OpKernelContext* context, int i, tf::Tensor** ou
   return absl::OkStatus();
 }
 
-/// DdlAllreduce: op (a ddl_op_t) over every rank's tensors, all in one ddl_allreduce_n.
-class AllreduceOp : public tf::AsyncOpKernel {
+/// `shape` as the signatures show it, e.g. "[17,3]"; from dimension `from` on.
+std::string shape_text(const tf::TensorShape& shape, int from = 0) {
+  std::string text = "[";
+  for (int d = from; d < shape.dims(); ++d)
+    absl::StrAppend(&text, d > from ? "," : "", shape.dim_size(d));
+  return text + "]";
+}
+
+/// A dtype as the signatures show it: Python's name (float32, not TensorFlow's "float").
+std::string type_name(tf::DataType type) {
+  return tf::DataTypeString(type) == "float"    ? "float32"
+         : tf::DataTypeString(type) == "double" ? "float64"
+         : tf::DataTypeString(type) == "half"   ? "float16"
+                                                : tf::DataTypeString(type);
+}
+
+/// A reduction (ddl_op_t) as the signatures show it: sum, avg, min, max, prod.
+std::string op_name(int op) {
+  constexpr const char* kNames[] = {"sum", "avg", "min", "max", "prod"};
+  return op >= 0 && op < 5 ? kNames[op] : absl::StrCat("op ", op);
+}
+
+/// An op whose collective is matched across ranks by name (Requests).
+class NamedOp : public tf::AsyncOpKernel {
  public:
-  explicit AllreduceOp(tf::OpKernelConstruction* context) : AsyncOpKernel(context) {
+  explicit NamedOp(tf::OpKernelConstruction* context) : AsyncOpKernel(context) {
+    OP_REQUIRES_OK(context, context->GetAttr("ddl_name", &name_));
+    if (name_.empty()) name_ = name();
+  }
+
+ protected:
+  /// Files `work` under this op's name with `signature` ("kind|field|..."): Requests.
+  void file(tf::OpKernelContext* context, DoneCallback done, std::string signature,
+            Requests::Work work) {
+    Requests::instance().add(name_, std::move(signature), context, std::move(done),
+                             std::move(work));
+  }
+
+ private:
+  std::string name_;
+};
+
+/// DdlAllreduce: op (a ddl_op_t) over every rank's tensors, all in one ddl_allreduce_n.
+class AllreduceOp : public NamedOp {
+ public:
+  explicit AllreduceOp(tf::OpKernelConstruction* context) : NamedOp(context) {
     OP_REQUIRES_OK(context, context->GetAttr("reduce_op", &op_));
   }
 
@@ -169,22 +273,23 @@ class AllreduceOp : public tf::AsyncOpKernel {
     if (!joined(context)) return done();
     std::vector<void*> buffers;
     std::vector<size_t> counts;
+    std::string signature =
+        absl::StrCat("allreduce|", type_name(context->input(0).dtype()), "|", op_name(op_), "|");
     for (int i = 0; i < context->num_inputs(); ++i) {
       tf::Tensor* out = nullptr;
       OP_REQUIRES_OK_ASYNC(context, copy_to_output(context, i, &out), done);
+      absl::StrAppend(&signature, i ? " " : "", shape_text(out->shape()));
       if (out->NumElements() == 0) continue;
       buffers.push_back(out->data());
       counts.push_back(static_cast<size_t>(out->NumElements()));
     }
     const ddl_datatype_t type = ddl_type(context->input(0).dtype());
     const auto op = static_cast<ddl_op_t>(op_);
-    Worker::instance().submit([context, done, buffers, counts, type, op] {
-      if (!buffers.empty()) {
-        const ddl_status_t status =
-            ddl_allreduce_n(buffers.data(), counts.data(), buffers.size(), type, op);
-        if (status != DDL_SUCCESS) context->SetStatus(failure("allreduce", status));
-      }
-      done();
+    file(context, std::move(done), std::move(signature), [buffers, counts, type, op] {
+      if (buffers.empty()) return absl::OkStatus();
+      const ddl_status_t status =
+          ddl_allreduce_n(buffers.data(), counts.data(), buffers.size(), type, op);
+      return status == DDL_SUCCESS ? absl::OkStatus() : failure("allreduce", status);
     });
   }
 
@@ -193,9 +298,9 @@ class AllreduceOp : public tf::AsyncOpKernel {
 };
 
 /// DdlBroadcast: root_rank's tensor on every rank.
-class BroadcastOp : public tf::AsyncOpKernel {
+class BroadcastOp : public NamedOp {
  public:
-  explicit BroadcastOp(tf::OpKernelConstruction* context) : AsyncOpKernel(context) {
+  explicit BroadcastOp(tf::OpKernelConstruction* context) : NamedOp(context) {
     OP_REQUIRES_OK(context, context->GetAttr("root_rank", &root_));
   }
 
@@ -209,13 +314,13 @@ class BroadcastOp : public tf::AsyncOpKernel {
     tf::Tensor* out = nullptr;
     OP_REQUIRES_OK_ASYNC(context, copy_to_output(context, 0, &out), done);
     const int root = root_;
-    Worker::instance().submit([context, done, out, root] {
-      if (out->NumElements() > 0) {
-        const ddl_status_t status = ddl_bcast(out->data(), static_cast<size_t>(out->NumElements()),
-                                              ddl_type(out->dtype()), root);
-        if (status != DDL_SUCCESS) context->SetStatus(failure("broadcast", status));
-      }
-      done();
+    std::string signature = absl::StrCat("broadcast|", type_name(out->dtype()), "|",
+                                         shape_text(out->shape()), "|root ", root);
+    file(context, std::move(done), std::move(signature), [out, root] {
+      if (out->NumElements() == 0) return absl::OkStatus();
+      const ddl_status_t status = ddl_bcast(out->data(), static_cast<size_t>(out->NumElements()),
+                                            ddl_type(out->dtype()), root);
+      return status == DDL_SUCCESS ? absl::OkStatus() : failure("broadcast", status);
     });
   }
 
@@ -264,16 +369,17 @@ absl::Status allgather(tf::OpKernelContext* context, const tf::Tensor& in) {
 }
 
 /// DdlAllgather: every rank's tensor, concatenated on the first dimension in rank order.
-class AllgatherOp : public tf::AsyncOpKernel {
+class AllgatherOp : public NamedOp {
  public:
-  using AsyncOpKernel::AsyncOpKernel;
+  using NamedOp::NamedOp;
 
   void ComputeAsync(tf::OpKernelContext* context, DoneCallback done) override {
     if (!joined(context)) return done();
-    Worker::instance().submit([context, done] {
-      context->SetStatus(allgather(context, context->input(0)));
-      done();
-    });
+    const tf::Tensor& in = context->input(0);
+    std::string signature =
+        absl::StrCat("allgather|", type_name(in.dtype()), "|rows of ", shape_text(in.shape(), 1));
+    file(context, std::move(done), std::move(signature),
+         [context] { return allgather(context, context->input(0)); });
   }
 };
 
@@ -340,18 +446,19 @@ absl::Status alltoall(tf::OpKernelContext* context, const tf::Tensor& in,
 
 /// DdlAlltoall: splits[j] rows of the tensor to rank j (equal blocks without splits); returns
 /// what each rank sent here, concatenated in rank order, and how many rows each sent.
-class AlltoallOp : public tf::AsyncOpKernel {
+class AlltoallOp : public NamedOp {
  public:
-  using AsyncOpKernel::AsyncOpKernel;
+  using NamedOp::NamedOp;
 
   void ComputeAsync(tf::OpKernelContext* context, DoneCallback done) override {
     if (!joined(context)) return done();
     std::vector<int64_t> rows;
     OP_REQUIRES_OK_ASYNC(context, send_rows(context->input(0), context->input(1), &rows), done);
-    Worker::instance().submit([context, done, rows] {
-      context->SetStatus(alltoall(context, context->input(0), rows));
-      done();
-    });
+    const tf::Tensor& in = context->input(0);
+    std::string signature =
+        absl::StrCat("alltoall|", type_name(in.dtype()), "|rows of ", shape_text(in.shape(), 1));
+    file(context, std::move(done), std::move(signature),
+         [context, rows] { return alltoall(context, context->input(0), rows); });
   }
 };
 
@@ -377,6 +484,7 @@ REGISTER_OP("DdlAllreduce")
     .Attr(kTypes)
     .Attr("N: int >= 1")
     .Attr("reduce_op: int")
+    .Attr("ddl_name: string = ''")
     .SetIsStateful()
     .SetShapeFn([](ShapeContext* c) {
       for (int i = 0; i < c->num_inputs(); ++i)
@@ -389,6 +497,8 @@ REGISTER_OP("DdlBroadcast")
     .Output("broadcast: T")
     .Attr(kTypes)
     .Attr("root_rank: int")
+    .Attr("ddl_name: string = ''")
+    .Attr("grad_op: int = 0")
     .SetIsStateful()
     .SetShapeFn([](ShapeContext* c) {
       c->set_output(0, c->input(0));
@@ -399,6 +509,8 @@ REGISTER_OP("DdlAllgather")
     .Input("tensor: T")
     .Output("gathered: T")
     .Attr(kTypes)
+    .Attr("ddl_name: string = ''")
+    .Attr("grad_op: int = 0")
     .SetIsStateful()
     .SetShapeFn([](ShapeContext* c) { return unknown_rows(c, 0); });
 
@@ -408,6 +520,7 @@ REGISTER_OP("DdlAlltoall")
     .Output("received: T")
     .Output("received_splits: int64")
     .Attr(kTypes)
+    .Attr("ddl_name: string = ''")
     .SetIsStateful()
     .SetShapeFn([](ShapeContext* c) {
       c->set_output(1, c->Vector(c->UnknownDim()));
@@ -421,3 +534,24 @@ REGISTER_KERNEL_BUILDER(Name("DdlAlltoall").Device(tf::DEVICE_CPU), AlltoallOp);
 
 }  // namespace
 }  // namespace ddl_tf
+
+// The negotiation thread's side (ddl/tensorflow.py, through ctypes): take the next request
+// (blocking), read its name and signature, then run it or fail it. `code` of a failure: 0
+// FAILED_PRECONDITION (the ranks' calls differ), 1 INVALID_ARGUMENT, 2 UNAVAILABLE, 3 INTERNAL.
+extern "C" {
+__attribute__((visibility("default"))) int64_t ddl_tf_next() {
+  return ddl_tf::Requests::instance().next();
+}
+__attribute__((visibility("default"))) const char* ddl_tf_name(int64_t id) {
+  return ddl_tf::Requests::instance().name(id);
+}
+__attribute__((visibility("default"))) const char* ddl_tf_signature(int64_t id) {
+  return ddl_tf::Requests::instance().signature(id);
+}
+__attribute__((visibility("default"))) void ddl_tf_run(int64_t id) {
+  ddl_tf::Requests::instance().run(id);
+}
+__attribute__((visibility("default"))) void ddl_tf_fail(int64_t id, int code, const char* message) {
+  ddl_tf::Requests::instance().fail(id, ddl_tf::failure_of(code, message));
+}
+}

@@ -5,8 +5,8 @@ gradients of allreduce, allgather and broadcast, and the exact errors (an unsupp
 shapes that differ between ranks). Each rank prints "rank R of N ok".
 
 How it works: rank r contributes values made from r, so every result is known in closed form
-(sums n(n+1)/2, ...). `import ddl` is checked first not to import TensorFlow. The mismatch
-check comes last: after it every collective fails (libddl(3)).
+(sums n(n+1)/2, ...). `import ddl` is checked first not to import TensorFlow. A mismatch fails
+on every rank before any data moves, and the job goes on.
 """
 
 import os
@@ -118,16 +118,19 @@ def errors():
     check_error("unknown op", lambda: dtf.allreduce(tf.constant([1.0]), op="mean"), ValueError,
                 "unknown op 'mean': one of sum, avg, min, max, prod")
     check_error("allgather shapes", lambda: dtf.allgather(tf.zeros([1, rank + 1])),
-                tf.errors.InvalidArgumentError,
-                f"ddl allgather: rank 1's tensor has 2 elements per row of its first "
-                f"dimension, rank 0's has 1")
+                tf.errors.FailedPreconditionError,
+                "collective mismatch: rank 0 called 'allgather.eager' allgather(float32, rows "
+                "of [1]) but rank 1 called 'allgather.eager' allgather(float32, rows of [2]); "
+                "it ran on no rank")
     check_error("alltoall splits", lambda: dtf.alltoall(tf.zeros([3]), splits=[1] * n),
                 tf.errors.InvalidArgumentError,
                 f"ddl alltoall: splits add up to {n}, the first dimension is 3")
-    # Last: after a mismatch every collective fails.
     check_error("shapes differ", lambda: dtf.allreduce(tf.zeros([2 + rank])),
-                tf.errors.FailedPreconditionError, "ddl allreduce: ")
-
+                tf.errors.FailedPreconditionError,
+                "collective mismatch: rank 0 called 'allreduce.eager' allreduce(float32, sum, "
+                "[2]) but rank 1 called 'allreduce.eager' allreduce(float32, sum, [3])")
+    # The mismatches ran on no rank: the job goes on.
+    check("allreduce after the mismatches", dtf.allreduce(tf.constant([rank + 1.0])), [TOTAL])
 
 values()
 graph()

@@ -32,6 +32,7 @@ import ddl
 import ddl.tensorflow as _dtf
 
 from .compression import Compression
+from .util import _executing_eagerly  # noqa: F401 (Horovod's tests read hvd._executing_eagerly)
 
 from ..common import basics as _basics
 from ..common.basics import (NOT_INITIALIZED, Adasum, Average, Max, Min, Product, Sum, _job,
@@ -80,24 +81,25 @@ def _scale(tensor, factor, what):
     return tensor * tf.cast(factor, tensor.dtype)
 
 
-def _reduce_dense(tensors, op, compression, prescale, postscale, what):
+def _reduce_dense(tensors, op, compression, prescale, postscale, what, name=None):
     """Dense tensors reduced with Horovod's op: one fused ddl op per dtype."""
     packed = [compression.compress(tf.convert_to_tensor(t)) for t in tensors]
     values = [_scale(t, prescale, what) for t, _ in packed]
-    reduced = _dtf.allreduce_n(values, _DDL_OPS[op])
+    reduced = _dtf.allreduce_n(values, _DDL_OPS[op], name=name)
     return [compression.decompress(_scale(r, postscale, what), ctx)
             for r, (_, ctx) in zip(reduced, packed)]
 
 
-def _reduce_sparse(slices, op):
+def _reduce_sparse(slices, op, name=None):
     """An IndexedSlices reduced as Horovod does: values and indices allgathered (values
-    divided by size() for Average)."""
+    divided by size() for Average), each op matched across ranks by its own name."""
     if op not in (Average, Sum):
         raise ValueError("hvd.allreduce: IndexedSlices are reduced with Average or Sum only")
-    values = _dtf.allgather(slices.values)
+    values = _dtf.allgather(slices.values, name=name and f"{name}.values", grad_op="avg")
     if op == Average:
         values = values / tf.cast(ddl.size(), values.dtype)
-    return tf.IndexedSlices(values, _dtf.allgather(slices.indices), slices.dense_shape)
+    indices = _dtf.allgather(slices.indices, name=name and f"{name}.indices", grad_op="avg")
+    return tf.IndexedSlices(values, indices, slices.dense_shape)
 
 
 def grouped_allreduce(tensors, average=None, device_dense="", device_sparse="",
@@ -105,18 +107,18 @@ def grouped_allreduce(tensors, average=None, device_dense="", device_sparse="",
                       postscale_factor=1.0, process_set=global_process_set, name=None):
     """Every tensor of the list reduced over every rank (one fused op per dtype); None stays
     None, IndexedSlices are allgathered."""
-    del device_dense, device_sparse, name
+    del device_dense, device_sparse
     _check_set(process_set, "grouped_allreduce")
     op = resolve_op(op, average, "grouped_allreduce")
     out = list(tensors)
     dense = [i for i, t in enumerate(out) if t is not None and not isinstance(t, tf.IndexedSlices)]
     reduced = _reduce_dense([out[i] for i in dense], op, compression, prescale_factor,
-                            postscale_factor, "grouped_allreduce") if dense else []
+                            postscale_factor, "grouped_allreduce", name) if dense else []
     for i, r in zip(dense, reduced):
         out[i] = r
     for i, t in enumerate(out):
         if isinstance(t, tf.IndexedSlices):
-            out[i] = _reduce_sparse(t, op)
+            out[i] = _reduce_sparse(t, op, name and f"{name}.{i}")
     return out
 
 
@@ -131,17 +133,17 @@ def allreduce(tensor, average=None, device_dense="", device_sparse="",
 
 def allgather(tensor, name=None, ignore_name_scope=False, process_set=global_process_set):
     """Every rank's tensor concatenated on dimension 0 by rank (first dimensions may differ)."""
-    del name, ignore_name_scope
+    del ignore_name_scope
     _check_set(process_set, "allgather")
-    return _dtf.allgather(tensor)
+    return _dtf.allgather(tensor, name=name, grad_op="avg")
 
 
 def broadcast(tensor, root_rank, name=None, ignore_name_scope=False,
               process_set=global_process_set):
     """root_rank's tensor on every rank: a new tensor."""
-    del name, ignore_name_scope
+    del ignore_name_scope
     _check_set(process_set, "broadcast")
-    return _dtf.broadcast(tf.convert_to_tensor(tensor), root_rank)
+    return _dtf.broadcast(tf.convert_to_tensor(tensor), root_rank, name=name, grad_op="avg")
 
 
 def alltoall(tensor, splits=None, name=None, ignore_name_scope=False,
@@ -149,17 +151,33 @@ def alltoall(tensor, splits=None, name=None, ignore_name_scope=False,
     """splits[r] rows of tensor (dimension 0, in order; equal blocks without splits) to rank r;
     returns the rows received from every rank, by rank, and when splits is given the counts
     received too."""
-    del name, ignore_name_scope
+    del ignore_name_scope
     _check_set(process_set, "alltoall")
-    output, received = _dtf.alltoall(tensor, splits, with_splits=True)
+    output, received = _dtf.alltoall(tensor, splits, with_splits=True, name=name)
     return output if splits is None else (output, received)
 
 
 def broadcast_variables(variables, root_rank, process_set=global_process_set, inplace=False):
-    """Assigns root_rank's values to the variables on every rank (one op per dtype)."""
+    """Assigns root_rank's values to the variables on every rank (one op per dtype); in a
+    graph, returns the op that does it."""
     del inplace
     _check_set(process_set, "broadcast_variables")
-    _dtf.broadcast_variables(variables, root_rank)
+    return _dtf.broadcast_variables(variables, root_rank)
+
+
+def broadcast_global_variables(root_rank):
+    """In a graph (tf.compat.v1): the op that assigns root_rank's values to every global
+    variable on every rank."""
+    if tf.executing_eagerly():
+        raise RuntimeError("hvd.broadcast_global_variables() does not support eager execution "
+                           "(TensorFlow 2 has no global variables): use "
+                           "hvd.broadcast_variables(<model/optimizer variables>, root_rank)")
+    return broadcast_variables(tf.compat.v1.global_variables(), root_rank)
+
+
+def broadcast_object_fn(root_rank=0, session=None, name=None, process_set=global_process_set):
+    """A function that broadcasts its picklable argument from root_rank (broadcast_object)."""
+    return lambda obj: broadcast_object(obj, root_rank, session, name, process_set)
 
 
 def broadcast_object(obj, root_rank=0, session=None, name=None,
@@ -236,3 +254,86 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False,  # noqa: N802
         backward_passes_per_step=backward_passes_per_step,
         average_aggregated_gradients=average_aggregated_gradients, num_groups=num_groups,
         groups=groups, process_set=process_set, scale_local_gradients=scale_local_gradients)
+
+
+def join():
+    """This rank has no more data: until every rank has joined, it takes part in the others'
+    allreduces with zeros (other collectives fail on every rank meanwhile). Returns the rank
+    that joined last (an int32 scalar tensor)."""
+    _job(lambda: None)
+    return _dtf.join()
+
+
+class HorovodInternalError(RuntimeError):
+    """A collective failed because the job broke (a rank was lost): Horovod's name for it."""
+
+
+class _PartialTape(_dtf.DistributedGradientTape):
+    """A DistributedGradientTape that leaves the gradients of some variables (local sources)
+    unreduced, divided by size() when scale_local_gradients."""
+
+    def __init__(self, tape, reduce, local_sources, scale):
+        super().__init__(tape, reduce=lambda grads: grads)
+        self._hvd_reduce, self._hvd_scale = reduce, scale
+        self._hvd_local = {id(v) for v in local_sources}
+
+    def register_local_source(self, var):
+        """The gradient of var stays this rank's own."""
+        self._hvd_local.add(id(var))
+
+    def gradient(self, target, sources, output_gradients=None, **kwargs):
+        grads = super().gradient(target, sources, output_gradients, **kwargs)
+        flat_sources, flat = tf.nest.flatten(sources), tf.nest.flatten(grads)
+        shared = [i for i, v in enumerate(flat_sources) if id(v) not in self._hvd_local]
+        for i, g in zip(shared, self._hvd_reduce([flat[i] for i in shared])):
+            flat[i] = g
+        for i, v in enumerate(flat_sources):
+            if self._hvd_scale and id(v) in self._hvd_local and flat[i] is not None:
+                flat[i] = _divided(flat[i], ddl.size())
+        return tf.nest.pack_sequence_as(grads, flat)
+
+    def get_local_and_global_gradients(self, target, sources, output_gradients=None):
+        """([(local variable, gradient)...], [(other variable, gradient)...])."""
+        grads = self.gradient(target, sources, output_gradients)
+        pairs = list(zip(tf.nest.flatten(sources), tf.nest.flatten(grads)))
+        return ([p for p in pairs if id(p[0]) in self._hvd_local],
+                [p for p in pairs if id(p[0]) not in self._hvd_local])
+
+
+def _divided(grad, n):
+    if isinstance(grad, tf.IndexedSlices):
+        return tf.IndexedSlices(grad.values / n, grad.indices, grad.dense_shape)
+    return grad / tf.cast(n, grad.dtype)
+
+
+def PartialDistributedGradientTape(gradtape, device_dense="", device_sparse="",  # noqa: N802
+                                   compression=Compression.none, sparse_as_dense=False,
+                                   op=Average, gradient_predivide_factor=1.0,
+                                   local_layers=None, process_set=global_process_set,
+                                   scale_local_gradients=True):
+    """DistributedGradientTape whose gradients of the variables of `local_layers` (a Keras
+    layer or a list of them) stay this rank's own (divided by size() when
+    scale_local_gradients); the others are reduced (op)."""
+    del device_dense, device_sparse
+    layers = [] if local_layers is None else (
+        list(local_layers) if isinstance(local_layers, (list, tuple)) else [local_layers])
+    _check_set(process_set, "PartialDistributedGradientTape")
+    reduce = _reducer(compression, sparse_as_dense, op, gradient_predivide_factor,
+                      "PartialDistributedGradientTape")
+    return _PartialTape(gradtape, reduce, [v for layer in layers for v in layer.trainable_weights],
+                        scale_local_gradients)
+
+
+from .mpi_ops import (broadcast_, grouped_allgather, grouped_reducescatter,  # noqa: E402
+                      local_rank_op, local_size_op, process_set_included_op, rank_op,
+                      reducescatter, size_op)
+from . import elastic, util  # noqa: E402,F401
+
+
+def __getattr__(name):
+    """SyncBatchNormalization, loaded when first named (it imports Keras)."""
+    if name == "SyncBatchNormalization":
+        from .sync_batch_norm import SyncBatchNormalization  # noqa: PLC0415
+
+        return SyncBatchNormalization
+    raise AttributeError(f"module 'horovod.tensorflow' has no attribute {name!r}")

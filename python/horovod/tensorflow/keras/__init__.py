@@ -1,5 +1,6 @@
-"""horovod.tensorflow.keras on libddl: Horovod's Keras API for Keras 3 (tf.keras in TensorFlow
-2.16+; Horovod itself stops at Keras 2), under ddlrun.
+"""horovod.tensorflow.keras on libddl: Horovod's Keras API for tf.keras, under ddlrun: Keras 3
+(tf.keras in TensorFlow 2.16+; Horovod itself stops at Keras 2) and Keras 2 (tf-keras, which
+tf.keras is under TF_USE_LEGACY_KERAS=1, its legacy optimizers included).
 
     import horovod.tensorflow.keras as hvd
     hvd.init()
@@ -10,8 +11,9 @@
                               hvd.callbacks.LearningRateWarmupCallback(0.01 * hvd.size())])
 
 How it works: DistributedOptimizer returns the optimizer itself with its apply() (which Keras 3's
-training step calls with the step's gradients) reducing the gradients first, one fused ddl op
-per dtype inside the compiled step (ddl.tensorflow.distribute_optimizer); the callbacks are in
+training step calls with the step's gradients; tf-keras: apply_gradients()) reducing the
+gradients first, one fused ddl op per dtype inside the compiled step
+(ddl.tensorflow.distribute_optimizer); the callbacks are in
 horovod.tensorflow.keras.callbacks. Keras 3 compiles the step with XLA by default, which cannot
 run ddl's ops: the callbacks turn it off (model.jit_compile = False); without them compile with
 jit_compile=False (the step otherwise fails with a message saying so).
@@ -27,14 +29,15 @@ from .. import (Adasum, Average, Compression, Max, Min, Product, Sum, allgather,
                 grouped_allreduce, init, is_initialized, local_rank, local_size, rank, shutdown,
                 size)
 from .. import _check_set, _reducer
-from . import callbacks
+from . import callbacks, elastic
 
 __all__ = [
     "Adasum", "Average", "Compression", "Max", "Min", "Product", "Sum", "allgather",
     "allgather_object", "allreduce", "alltoall", "broadcast", "broadcast_object",
     "broadcast_variables", "cross_rank", "cross_size", "ddl_built", "global_process_set",
     "grouped_allreduce", "init", "is_initialized", "local_rank", "local_size", "rank",
-    "shutdown", "size", "callbacks", "DistributedOptimizer", "broadcast_global_variables",
+    "shutdown", "size", "callbacks", "elastic", "DistributedOptimizer",
+    "PartialDistributedOptimizer", "broadcast_global_variables",
 ]
 
 
@@ -43,8 +46,8 @@ def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse=""
                          gradient_predivide_factor=1.0, op=Average, backward_passes_per_step=1,
                          average_aggregated_gradients=False, num_groups=0, groups=None,
                          process_set=global_process_set, scale_local_gradients=True):
-    """The Keras 3 optimizer, made to reduce (op) its gradients over every rank before it
-    applies them; returns it."""
+    """The Keras optimizer (Keras 3, or tf-keras), made to reduce (op) its gradients over
+    every rank before it applies them; returns it."""
     del name, device_dense, device_sparse, num_groups, groups, scale_local_gradients
     del average_aggregated_gradients
     _check_set(process_set, "DistributedOptimizer")
@@ -54,9 +57,6 @@ def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse=""
                          "horovod.tensorflow.keras on libddl; give the Keras optimizer "
                          "gradient_accumulation_steps= instead (its accumulated gradients are "
                          "averaged over the ranks at every step)")
-    if not hasattr(optimizer, "apply") or not hasattr(optimizer, "apply_gradients"):
-        raise TypeError(f"hvd.DistributedOptimizer: a {type(optimizer).__name__}; a Keras 3 "
-                        "optimizer (keras.optimizers.*) is needed")
     reduce = _reducer(compression, sparse_as_dense, op, gradient_predivide_factor,
                       "DistributedOptimizer")
     return _dtf.distribute_optimizer(optimizer, reduce=reduce)
@@ -65,9 +65,50 @@ def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse=""
 def broadcast_global_variables(root_rank, model=None):
     """Assigns root_rank's values of the model's (and its optimizer's) variables everywhere."""
     if model is None:
-        raise ValueError("hvd.broadcast_global_variables: Keras 3 has no global variable "
-                         "collection: pass model=, or use "
+        raise ValueError("hvd.broadcast_global_variables: TensorFlow 2's Keras has no global "
+                         "variable collection: pass model=, or use "
                          "hvd.callbacks.BroadcastGlobalVariablesCallback")
     from ddl.keras import model_variables
 
     broadcast_variables(model_variables(model), root_rank)
+
+
+def PartialDistributedOptimizer(optimizer, name=None, device_dense="",  # noqa: N802
+                                device_sparse="", compression=Compression.none,
+                                sparse_as_dense=False, gradient_predivide_factor=1.0, op=Average,
+                                backward_passes_per_step=1, average_aggregated_gradients=False,
+                                groups=None, process_set=global_process_set, local_layers=None,
+                                scale_local_gradients=True):
+    """DistributedOptimizer whose gradients of the variables of `local_layers` (a layer or a
+    list of them) stay this rank's own (divided by size() when scale_local_gradients)."""
+    layers = [] if local_layers is None else (
+        list(local_layers) if isinstance(local_layers, (list, tuple)) else [local_layers])
+    local = {id(v) for layer in layers for v in layer.trainable_weights}
+    _check_set(process_set, "PartialDistributedOptimizer")
+    reduce = _reducer(compression, sparse_as_dense, op, gradient_predivide_factor,
+                      "PartialDistributedOptimizer")
+    del name, device_dense, device_sparse, groups, average_aggregated_gradients
+    if backward_passes_per_step != 1:
+        raise ValueError("hvd.PartialDistributedOptimizer(backward_passes_per_step="
+                         f"{backward_passes_per_step}): not supported by horovod.tensorflow."
+                         "keras on libddl")
+    return _dtf.distribute_optimizer(optimizer, reduce=_partial(reduce, local,
+                                                                scale_local_gradients))
+
+
+def _partial(reduce, local, scale):
+    """A reduction of (gradient, variable) lists that leaves the local variables' own."""
+    import ddl  # noqa: PLC0415
+
+    def reduce_pairs(grads, variables):
+        shared = [i for i, v in enumerate(variables) if id(v) not in local]
+        out = list(grads)
+        for i, g in zip(shared, reduce([grads[i] for i in shared])):
+            out[i] = g
+        if scale:
+            out = [g / ddl.size() if id(v) in local and g is not None else g
+                   for g, v in zip(out, variables)]
+        return out
+
+    reduce_pairs.with_variables = True
+    return reduce_pairs
