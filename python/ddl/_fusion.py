@@ -15,7 +15,8 @@ whatever order its hooks ran in; each is named ("ddl.fusion.<R>.<B>": bucket B o
 reducer) and matched by that name with the other ranks' (ddl._negotiate), so that Horovod's
 named asynchronous calls made meanwhile cannot be paired with a bucket, with a signature (the
 op, and the dtypes as sent, shapes and sparsity of its gradients) every rank's bucket of that
-name must match.
+name must match; a rank that has joined (ddl._negotiate.join) stands in for a bucket of dense
+gradients.
 synchronize() starts the buckets not yet started (a missing .grad counts as zeros) and waits for
 all of them; it raises the first error a reduction raised. Sparse gradients (nn.Embedding(
 sparse=True)) are reduced in their bucket's call by allgathering their indices and values
@@ -132,11 +133,19 @@ class GradientReducer:
                 p.grad = p.grad.to_dense()
                 sparse.append(p)
         name = f"{self._name}.{len(self.handles)}"
-        sig = ("fusion", "sum" if self.predivide != 1.0 else self.op,
-               tuple((self._wire_dtype(p.grad), tuple(p.shape), p.grad.is_sparse)
-                     for p in bucket))
+        sig = self._signature(bucket)
         self.handles.append(self._submit(name, lambda: self._reduce(bucket, sparse), sig,
                                          self.group))
+
+    def _signature(self, bucket):
+        """What every rank's bucket of one name must agree on: of kind "allreduce" (the
+        gradients' dtypes as sent and shapes, the op: what a joined rank stands in for with
+        zeros, ddl._negotiate.join) when they are all dense, "fusion" with sparse ones."""
+        op = "sum" if self.predivide != 1.0 else self.op
+        grads = tuple((self._wire_dtype(p.grad), tuple(p.shape)) for p in bucket)
+        if any(p.grad.is_sparse for p in bucket):
+            return ("fusion", op, grads, tuple(p.grad.is_sparse for p in bucket))
+        return ("allreduce", grads, op, "fusion")
 
     def _reduce(self, bucket, resparse=()):
         """On the worker thread: one fused allreduce of the bucket's dense gradients, in place,

@@ -9,28 +9,23 @@ a collective of that name, in an order all members agree on; when their sigs dif
 nowhere and every member's wait() raises CallMismatch, the communicator untouched. A name
 started and not yet synchronized on this rank raises ValueError at once (as Horovod's, whose
 calls stay in flight until its controller has run them). The synchronous calls are run() then
-wait().
+wait() (with now=True: on the calling thread where ddl offers _negotiate.submit_now).
 
-join(): a joined rank takes part in the allreduces the other ranks still make, adding zeros,
-until every rank has joined; it returns the rank that joined last. The negotiator knows nothing
-of joins: a joined rank waits for the call "join.<N>", which the others have not made, while
-they wait for theirs, so the negotiator finds every member waiting with no name in common and
-fails every pending call with NameMismatch. On every rank the waiting thread then recovers
-(_recover): one allgather of every rank's failed calls, described (name, sig, whether it is a
-join, and for an allreduce the dtypes and shapes of what it sends); the calls every rank that
-has not joined made are the ones to run: a joined rank submits a stand-in of each allreduce
-among them (zeros of those dtypes and shapes under the same name and sig), the others submit
-their calls again, and calls that cannot run with a joined rank (allgather, broadcast, ...)
-raise on the ranks that made them. With no rank joined, or nothing in common, the failure is
-real and NameMismatch is raised, except on ranks waiting at a barrier (or a join) while others
-wait for something else: those keep waiting, as the others, having failed, come next (a
-barrier carries no data, so every barrier is named alike). Unnamed-call counters restart when a
-join ends, as the joined ranks made fewer calls.
+join() is the negotiator's: until every rank has joined, a joined rank takes part in the
+allreduces the others make (signatures of kind "allreduce": [(dtype, shape), ...] and the op)
+through stand_in(), which makes the same ddl.allreduce_n with zeros; any other call fails on
+every rank. Unnamed-call counters restart when a join ends, as the joined ranks made fewer calls.
+
+When the negotiator fails every rank's calls with NameMismatch (every rank waits, no name in
+common: the ranks' programs diverged, e.g. one left a test early after an assertion while the
+others went on), the waiting thread recovers (_recover): one allgather of every rank's failed
+calls by kind; a rank waiting at a barrier while others wait for something else keeps waiting,
+as the others, having failed, come next (a barrier carries no data, so every barrier is named
+alike); everything else raises the NameMismatch.
 """
 
 import pickle
 import threading
-import time
 
 import numpy as np
 
@@ -39,21 +34,17 @@ from ddl import _negotiate
 
 from . import timeline
 
-__all__ = ["Handle", "run", "join", "reset", "JoinedError"]
-
-
-class JoinedError(RuntimeError):
-    """A collective that cannot run while some rank has joined (hvd.join())."""
+__all__ = ["Handle", "run", "join", "reset", "stand_in"]
 
 
 class Handle:
     """One collective in flight: done() and wait() (its result, or what it raised)."""
 
-    __slots__ = ("kind", "name", "fn", "sig", "group", "standin", "call", "error")
+    __slots__ = ("kind", "name", "fn", "sig", "group", "call", "error")
 
-    def __init__(self, kind, name, fn, sig, group, standin, now=False):
+    def __init__(self, kind, name, fn, sig, group, now=False):
         self.kind, self.name, self.fn, self.sig = kind, name, fn, sig
-        self.group, self.standin, self.error = group, standin, None
+        self.group, self.error = group, None
         if (id(group), name) in _live:
             raise ValueError(f"hvd.{kind}: a collective named {name!r} was started and not "
                              "synchronized yet on this rank: names of calls in flight must be "
@@ -84,9 +75,6 @@ class Handle:
             _live.pop((id(self.group), self.name), None)
             return result
 
-    def describe(self):
-        return {"name": self.name, "kind": self.kind, "sig": self.sig, "standin": self.standin}
-
     def resubmit(self):
         self.call = _negotiate.submit(self.name, self.fn, self.sig, self.group)
 
@@ -96,7 +84,7 @@ _live = {}  # (id(group), name) -> Handle not waited for yet
 _unnamed = {}  # (kind, group id) -> unnamed calls so far
 _lock = threading.RLock()  # one recovery at a time
 _recovered = []  # NameMismatch errors already recovered from (most recent last)
-_joins = {"count": 0, "recoveries": 0}
+_recoveries = [0]  # recoveries so far (the same on every rank: each is collective)
 _epoch = [0]  # shutdowns so far: calls left in flight by an earlier init never pair with later
 
 
@@ -110,13 +98,12 @@ def call_name(kind, name, group):
     return f"{kind}.{name}" + (f"#{_epoch[0]}" if _epoch[0] else "")
 
 
-def run(kind, name, fn, sig, group=None, standin=None, now=False):
+def run(kind, name, fn, sig, group=None, now=False):
     """Submits fn as the collective `kind` named `name` (None: unnamed) in `group` (a ddl.Group,
-    None for the job); a Handle. `standin`, for allreduces: [(dtype, shape), ...] and the op of
-    the ddl.allreduce_n fn makes, which a joined rank matches with zeros. now=True: the caller
-    waits at once, so the negotiation may run on its thread (_negotiate.submit_now)."""
+    None for the job); a Handle. now=True: the caller waits at once, so the negotiation may
+    run on its thread (_negotiate.submit_now)."""
     name = call_name(kind, name, group)
-    return Handle(kind, name, timeline.wrap(kind, name, fn), sig, group, standin, now)
+    return Handle(kind, name, timeline.wrap(kind, name, fn), sig, group, now)
 
 
 def reset():
@@ -128,17 +115,27 @@ def reset():
     _recovered.clear()
 
 
-def join():
+def join(group=None):
     """Waits until every rank has joined, taking part in the others' allreduces meanwhile;
     the rank that joined last (the same on every rank)."""
-    mark = np.array([[_joins["recoveries"], time.time(), ddl.rank()]], dtype=np.float64)
-    name = f"join.{_joins['count']}"
-    handle = Handle("join", name, lambda: ddl.allgather(mark), ("join",), None, None)
-    everyone = handle.wait()
-    _joins["count"] += 1
+    last = _negotiate.join(stand_in, group).wait()
     _unnamed.clear()
-    order = sorted(range(len(everyone)), key=lambda r: tuple(everyone[r]))
-    return int(order[-1])
+    return int(last)
+
+
+def stand_in(sig):
+    """A joined rank's part in the allreduce of signature sig (("allreduce", [(dtype, shape),
+    ...], op, ...)): the same ddl.allreduce_n, on zeros of the dtypes the others reduce in."""
+    specs, op = sig[1], sig[2]
+
+    def contribute():
+        ddl.allreduce_n([_zeros(_REDUCED_AS.get(dtype, dtype), shape) for dtype, shape in specs],
+                        op=op)
+
+    return contribute
+
+
+_REDUCED_AS = {"int8": "int32", "int16": "int32"}  # what horovod.torch reduces them in
 
 
 def _failed_with(handle, error):
@@ -164,73 +161,27 @@ def _gather_objects(obj):
 
 
 def _recover(error):
-    """After NameMismatch on the whole job: runs what the ranks that have not joined all called
-    (see the module's text), or fails the calls with `error` when no rank has joined."""
+    """After NameMismatch on the whole job: a rank waiting at a barrier while others wait for
+    something else keeps waiting; every other call fails with `error`."""
     with _lock:
         if any(e is error for e in _recovered):
             return
         _recovered.append(error)
         del _recovered[:-8]
         failed = [h for h in list(_live.values()) if h.group is None and _failed_with(h, error)]
-        name = f"hvd.recover.{_joins['recoveries']}"
-        _joins["recoveries"] += 1
+        name = f"hvd.recover.{_recoveries[0]}"
+        _recoveries[0] += 1
         try:
             everyone = _negotiate.submit(name, lambda: _gather_objects(
-                [h.describe() for h in failed])).wait()
+                [h.kind for h in failed])).wait()
         except RuntimeError:  # some rank is not recovering: the first failure is the one to see
             everyone = []
-        joined = [r for r, calls in enumerate(everyone) if any(c["kind"] == "join" for c in calls)]
-        active = [r for r in range(len(everyone)) if r not in joined]
-        common = _common(everyone, active)
-        if joined and active and common:
-            _resume(failed, everyone[active[0]], common, joined)
-            return
-        others = {c["kind"] for calls in everyone for c in calls} - {"barrier", "join"}
+        others = {kind for kinds in everyone for kind in kinds} - {"barrier"}
         for h in failed:
-            if (h.kind == "join" and joined and active) or (h.kind == "barrier" and others):
-                h.resubmit()  # the ranks that failed their calls will come here next
+            if h.kind == "barrier" and others:
+                h.resubmit()
             else:
                 h.error = error
-
-
-def _common(everyone, active):
-    """The names every active rank called, in the first active rank's order."""
-    if not active:
-        return []
-    sets = [{c["name"] for c in everyone[r]} for r in active]
-    return [c["name"] for c in everyone[active[0]] if all(c["name"] in s for s in sets)]
-
-
-def _resume(failed, described, common, joined):
-    """Submits again what can run now: stand-ins on a joined rank, the calls elsewhere."""
-    by_name = {c["name"]: c for c in described}
-    if ddl.rank() in joined:
-        for name in common:
-            call = by_name[name]
-            if call["standin"] is not None:
-                _negotiate.submit(name, _zeros_fn(call["standin"]), call["sig"])
-        for h in failed:
-            h.resubmit()
-        return
-    for h in failed:
-        if h.name in common and by_name[h.name]["standin"] is None:
-            h.error = JoinedError(
-                f"hvd.{h.kind} {h.name!r} cannot run: rank(s) {', '.join(map(str, joined))} "
-                "called hvd.join(), and a joined rank takes part in allreduces only; call "
-                f"hvd.join() on this rank too, or make the {h.kind} before any rank joins")
-        else:
-            h.resubmit()
-
-
-def _zeros_fn(standin):
-    """A joined rank's part in an allreduce: zeros of the dtypes and shapes the others send."""
-    specs, op = standin
-
-    def contribute():
-        zeros = [_zeros(dtype, shape) for dtype, shape in specs]
-        ddl.allreduce_n(zeros, op=op)
-
-    return contribute
 
 
 def _zeros(dtype, shape):
@@ -239,4 +190,3 @@ def _zeros(dtype, shape):
 
         return torch.zeros(shape, dtype=torch.bfloat16)
     return np.zeros(shape, dtype=np.dtype(dtype))
-

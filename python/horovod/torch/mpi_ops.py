@@ -93,12 +93,12 @@ def _copy(tensor):
     return tensor.detach().clone(memory_format=torch.contiguous_format)
 
 
-def _submit(kind, name, fn, sig, group, standin=None, finish=None):
+def _submit(kind, name, fn, sig, group, finish=None):
     """An integer handle of the collective fn (controller.run); synchronize() returns
     finish(fn's result) (fn's result when finish is None)."""
     handle = next(_handle_ids)
     now = getattr(_here, "now", False)
-    _handles[handle] = (_controller.run(kind, name, fn, sig, group, standin, now), finish)
+    _handles[handle] = (_controller.run(kind, name, fn, sig, group, now), finish)
     return handle
 
 
@@ -145,7 +145,7 @@ def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale
         wire.reduce_dtype(t.dtype, "grouped_allreduce")
     fn = wire.allreduce_fn(tensors, code, prescale_factor, postscale_factor, group)
     sig = _sig("allreduce", tensors, code, float(prescale_factor), float(postscale_factor))
-    return _submit("grouped_allreduce", name, fn, sig, group, wire.standin(tensors, code))
+    return _submit("grouped_allreduce", name, fn, sig, group)
 
 
 def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
@@ -156,8 +156,7 @@ def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1
     wire.reduce_dtype(tensor.dtype, "allreduce")
     fn = wire.allreduce_fn([tensor], code, prescale_factor, postscale_factor, group)
     sig = _sig("allreduce", [tensor], code, float(prescale_factor), float(postscale_factor))
-    return _submit("allreduce", name, fn, sig, group, wire.standin([tensor], code),
-                   lambda out: out[0])
+    return _submit("allreduce", name, fn, sig, group, lambda out: out[0])
 
 
 def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0,

@@ -59,14 +59,9 @@ def _parameter_names(named_parameters, param_groups):
 
 
 def _submit(name, fn, sig, group):
-    """A bucket's reduction through the controller; a rank that has joined stands in for it
-    with zeros of the gradients' dtypes and shapes (sig: ("fusion", op, ((dtype, shape,
-    sparse), ...))) unless a gradient is sparse."""
-    _, op, grads = sig
-    standin = None
-    if not any(sparse for _, _, sparse in grads):
-        standin = [(dtype, shape) for dtype, shape, _ in grads], op
-    return controller.run("allreduce", name, fn, sig, group, standin)
+    """A bucket's reduction through the controller (a rank that has joined stands in for it
+    where its signature is of kind "allreduce": dense gradients)."""
+    return controller.run("allreduce", name, fn, sig, group)
 
 
 class _DistributedOptimizer(torch.optim.Optimizer):

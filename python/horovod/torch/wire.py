@@ -53,7 +53,7 @@ def _scale(tensor, factor):
 
 def allreduce_fn(tensors, op, pre, post, group):
     """A function that reduces `tensors` in place (one fused ddl.allreduce_n) and returns
-    them; what a joined rank stands in for is standin(tensors, op)."""
+    them (a joined rank stands in with controller.stand_in: the same call on zeros)."""
 
     def run():
         wires = []
@@ -68,11 +68,6 @@ def allreduce_fn(tensors, op, pre, post, group):
         return tensors
 
     return run
-
-
-def standin(tensors, op):
-    """What a joined rank must send to take part in this allreduce: dtypes, shapes, op."""
-    return [(dtype_name(reduce_dtype(t.dtype, "allreduce")), tuple(t.shape)) for t in tensors], op
 
 
 def as_bytes(tensor):
