@@ -1,6 +1,7 @@
 """horovod.torch's calls negotiated by name and checked before they run, as a 2-rank job (3
 works too): a mismatched synchronous call (shape, dtype, root) raises ddl.MismatchError on
-every rank and the next calls still work; a duplicate name in flight is refused; join() stands
+every rank and the next calls still work; a rank gone ahead to a barrier waits there for the
+others whose calls failed; a duplicate name in flight is refused; join() stands
 in with zeros for a rank with less data and refuses an allgather; process sets; the forms and
 gradients of reducescatter, grouped_allgather, alltoall and grouped_allreduce; sparse
 allreduce and DistributedOptimizer on nn.Embedding(sparse=True); int8 sums and scaled integers;
@@ -16,6 +17,7 @@ import torch
 
 import ddl
 import horovod.torch as hvd
+from ddl._negotiate import NameMismatch
 from horovod.common.util import is_version_greater_equal_than
 from horovod.runner.util.threads import in_thread
 
@@ -41,6 +43,16 @@ def check_mismatch_recovers(r, n):
     expect_raise(ValueError, lambda: hvd.allreduce_async(torch.ones(2), name="twice"),
                  "not synchronized yet")
     assert hvd.synchronize(h).tolist() == [1.0, 1.0]
+
+
+def check_diverged(r, n):
+    """Rank 0 goes on to a barrier while the others still make a call: theirs fails with
+    NameMismatch, rank 0's barrier waits for them, and the job goes on."""
+    if r != 0:
+        expect_raise(NameMismatch, lambda: hvd.allreduce(torch.ones(1), name="late"),
+                     "'allreduce.late'")
+    hvd.barrier()
+    assert hvd.allreduce(torch.ones(1), op=hvd.Sum).item() == n
 
 
 def check_join(r, n):
@@ -158,7 +170,7 @@ def main():
     r, n = hvd.rank(), hvd.size()
     assert is_version_greater_equal_than("2.13.0+cpu", "2.13") and in_thread(lambda: 0).name
     assert issubclass(hvd.HorovodInternalError, RuntimeError)
-    for check in (check_mismatch_recovers, check_join, check_process_sets, check_forms,
+    for check in (check_mismatch_recovers, check_diverged, check_join, check_process_sets, check_forms,
                   check_dtypes, check_sparse, check_optimizer_state):
         check(r, n)
     check_timeline(r)
