@@ -51,6 +51,15 @@ void call(const char* what, const at::Tensor& on, Call libddl_call) {
   throw ddl::Error(status, "ddl backend: " + message);
 }
 
+/// torch.uint16 (at::kUInt16) exists from torch 2.3 on; Debian's torch 1.13 has none.
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3)
+#define DDL_TORCH_UINT16 1
+constexpr const char* kUint16Taken = ", uint16";
+#else
+#define DDL_TORCH_UINT16 0
+constexpr const char* kUint16Taken = "";
+#endif
+
 ddl_datatype_t datatype_of(const at::Tensor& tensor, const char* what) {
   switch (tensor.scalar_type()) {
     case at::kFloat:
@@ -67,14 +76,26 @@ ddl_datatype_t datatype_of(const at::Tensor& tensor, const char* what) {
       return DDL_INT64;
     case at::kByte:
       return DDL_UINT8;
+    case at::kChar:
+      return DDL_INT8;
+    case at::kShort:
+      return DDL_INT16;
+    case at::kBool:
+      return DDL_BOOL;
+#if DDL_TORCH_UINT16
+    case at::kUInt16:
+      return DDL_UINT16;
+#endif
     default:
       TORCH_CHECK(false, "ddl backend: ", what, ": dtype ", tensor.scalar_type(),
-                  " is not supported (it takes float32, float64, float16, bfloat16, int32, int64 "
-                  "and uint8)");
+                  " is not supported (it takes float32, float64, float16, bfloat16, int8, int16, "
+                  "int32, int64, uint8",
+                  kUint16Taken, " and bool)");
   }
 }
 
-constexpr const char* kOpsTaken = " is not supported (it takes SUM, AVG, PRODUCT, MIN and MAX)";
+constexpr const char* kOpsTaken =
+    " is not supported (it takes SUM, AVG, PRODUCT, MIN, MAX, BAND, BOR and BXOR)";
 
 ddl_op_t op_of(const c10d::ReduceOp& op, const char* what) {
   switch (static_cast<c10d::ReduceOp::RedOpType>(op)) {
@@ -89,11 +110,11 @@ ddl_op_t op_of(const c10d::ReduceOp& op, const char* what) {
     case c10d::ReduceOp::MAX:
       return DDL_MAX;
     case c10d::ReduceOp::BAND:
-      TORCH_CHECK(false, "ddl backend: ", what, ": reduce op BAND", kOpsTaken);
+      return DDL_BAND;
     case c10d::ReduceOp::BOR:
-      TORCH_CHECK(false, "ddl backend: ", what, ": reduce op BOR", kOpsTaken);
+      return DDL_BOR;
     case c10d::ReduceOp::BXOR:
-      TORCH_CHECK(false, "ddl backend: ", what, ": reduce op BXOR", kOpsTaken);
+      return DDL_BXOR;
     case c10d::ReduceOp::PREMUL_SUM:
       TORCH_CHECK(false, "ddl backend: ", what, ": reduce op PREMUL_SUM", kOpsTaken);
     default:

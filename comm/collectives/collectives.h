@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -14,17 +15,42 @@ namespace ddl::comm {
 
 struct Signature;  // signature.h
 
-/// Element types of the collectives (ddl.h's DDL_FLOAT32 ... in the same order).
-enum class DataType { kFloat32, kFloat64, kFloat16, kBFloat16, kInt32, kInt64, kUint8 };
+/// Element types of the collectives (ddl.h's DDL_FLOAT32 ... in the same order). kBool is one
+/// byte: 0 is false, anything else true; a reduction over two or more ranks writes 0 or 1 (one
+/// rank's result is its input).
+enum class DataType {
+  kFloat32,
+  kFloat64,
+  kFloat16,
+  kBFloat16,
+  kInt32,
+  kInt64,
+  kUint8,
+  kInt8,
+  kInt16,
+  kUint16,
+  kBool
+};
+/// The number of DataType values (each below it is one).
+inline constexpr int kDataTypes = static_cast<int>(DataType::kBool) + 1;
 /// Reductions (ddl.h's DDL_SUM ... in the same order). kAvg sums, then divides by the number
-/// of ranks (integer types: truncating division).
-enum class ReduceOp { kSum, kAvg, kMin, kMax, kProd };
+/// of ranks (integer types: the wrapped sum, divided truncating toward zero). kBand, kBor and
+/// kBxor are bitwise, on the integer types and kBool only. On kBool, kSum and kMax are a
+/// logical or, kProd and kMin a logical and; kAvg is refused (reduction_error()).
+enum class ReduceOp { kSum, kAvg, kMin, kMax, kProd, kBand, kBor, kBxor };
+/// The number of ReduceOp values.
+inline constexpr int kReduceOps = static_cast<int>(ReduceOp::kBxor) + 1;
 
 /// Bytes per element.
 size_t type_size(DataType type);
 /// "float32", "bfloat16", ...; "sum", "avg", ...
 std::string_view to_string(DataType type);
 std::string_view to_string(ReduceOp op);
+/// Whether `type` is float32, float64, float16 or bfloat16.
+bool is_floating(DataType type);
+/// Why `op` does not reduce `type` ("" when it does): the bitwise ops on a floating type, avg
+/// on bool. The caller prefixes the collective's name.
+std::string reduction_error(DataType type, ReduceOp op);
 
 /// dst[i] = op(dst[i], src[i]) for `count` elements (kAvg reduces as kSum). float16 and
 /// bfloat16 are widened to float, reduced, and rounded to nearest even. Vectorised where the

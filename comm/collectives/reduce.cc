@@ -11,8 +11,12 @@
 // is reduce_into) or exactly b (a loop of dst[i] = op(a[i], dst[i])), and overlaps neither
 // otherwise.
 //
-// Integers wrap: sums and products of int32/int64 are computed in the unsigned type of the same
-// width (defined behaviour, the same bits as two's complement), uint8 wraps modulo 256.
+// Integers wrap: sums, products and bitwise ops of int8/int16/int32/int64 are computed in the
+// unsigned type of the same width (defined behaviour, the same bits as two's complement), uint8
+// and uint16 wrap modulo 2^8 and 2^16 (their products as unsigned int, never a signed int's
+// overflow). bool is a byte, any non-zero value true: sum, max and bor are a logical or, prod,
+// min and band a logical and, bxor a logical xor, and each writes 0 or 1. The bitwise ops on a
+// floating type and avg on bool never get here (reduction_error() refuses them first).
 //
 // Floats: min and max propagate NaN (a NaN in either operand gives a NaN) and otherwise keep
 // the left operand on ties, so max(+0, -0) is +0 and the result never depends on anything but
@@ -35,7 +39,7 @@
 //
 // divide() is kAvg's last step, applied once to a fully reduced sum: floats divide by the
 // divisor in their own precision (float16/bfloat16 through float, then rounded), integers
-// truncate toward zero.
+// (their wrapped sum) truncate toward zero.
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <cpuid.h>
@@ -53,6 +57,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "base/check.h"
 #include "base/table.h"
 #include "comm/collectives/collectives.h"
 
@@ -191,11 +196,19 @@ void narrow_bf16(const float* in, uint16_t* out, size_t n) {
 
 template <typename T>
 struct Sum {
-  static T apply(T a, T b) { return a + b; }
+  static T apply(T a, T b) { return static_cast<T>(a + b); }
 };
+// Integers narrower than int are promoted to int, where 65535 * 65535 would overflow: they
+// multiply as unsigned int (the callers pass unsigned types for every integer).
 template <typename T>
 struct Prod {
-  static T apply(T a, T b) { return a * b; }
+  static T apply(T a, T b) {
+    if constexpr (std::is_integral_v<T> && sizeof(T) < sizeof(unsigned)) {
+      return static_cast<T>(static_cast<unsigned>(a) * static_cast<unsigned>(b));
+    } else {
+      return a * b;
+    }
+  }
 };
 template <typename T>
 inline bool is_nan(T x) {
@@ -213,6 +226,31 @@ struct Min {
 template <typename T>
 struct Max {
   static T apply(T a, T b) { return (!is_nan(a) && (b > a || is_nan(b))) ? b : a; }
+};
+template <typename T>
+struct Band {
+  static T apply(T a, T b) { return static_cast<T>(a & b); }
+};
+template <typename T>
+struct Bor {
+  static T apply(T a, T b) { return static_cast<T>(a | b); }
+};
+template <typename T>
+struct Bxor {
+  static T apply(T a, T b) { return static_cast<T>(a ^ b); }
+};
+// bool: any non-zero byte is true; the result is 0 or 1.
+template <typename T>
+struct Or {
+  static T apply(T a, T b) { return static_cast<T>((a | b) != 0); }
+};
+template <typename T>
+struct And {
+  static T apply(T a, T b) { return static_cast<T>((a != 0) & (b != 0)); }
+};
+template <typename T>
+struct Xor {
+  static T apply(T a, T b) { return static_cast<T>((a != 0) != (b != 0)); }
 };
 
 // Inlined into each clone of reduce_into, so that it is vectorised for that clone's target.
@@ -238,58 +276,75 @@ DDL_KERNEL void reduce_loop3(T* __restrict dst, const T* __restrict a, const T* 
     dst[i] = Op<T>::apply(a[i], b[i]);
 }
 
-/// dst = op(a, dst): reduce_of with dst exactly its right operand.
-template <typename T>
-DDL_KERNEL void reduce_left(T* d, const T* l, size_t count, ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum:
-    case ReduceOp::kAvg:
-      return reduce_loop_left<T, Sum>(d, l, count);
-    case ReduceOp::kProd:
-      return reduce_loop_left<T, Prod>(d, l, count);
-    case ReduceOp::kMin:
-      return reduce_loop_left<T, Min>(d, l, count);
-    case ReduceOp::kMax:
-      return reduce_loop_left<T, Max>(d, l, count);
-  }
-}
-
 /// dst = op(a, b) when `a` is given, else dst = op(dst, b). dst may be exactly a or b.
-template <typename T>
-DDL_KERNEL void reduce_typed(void* dst, const void* a, const void* src, size_t count, ReduceOp op) {
+template <typename T, template <typename> class Op>
+DDL_KERNEL void reduce_with(void* dst, const void* a, const void* src, size_t count) {
   auto* d = static_cast<T*>(dst);
   const auto* l = static_cast<const T*>(a);
   const auto* s = static_cast<const T*>(src);
   if (l == d) l = nullptr;  // dst = op(dst, b)
-  if (l != nullptr && s == d) return reduce_left<T>(d, l, count, op);
+  if (l == nullptr) return reduce_loop<T, Op>(d, s, count);
+  if (s == d) return reduce_loop_left<T, Op>(d, l, count);
+  reduce_loop3<T, Op>(d, l, s, count);
+}
+
+/// `op`'s loop for T. A floating T never gets a bitwise op (reduction_error() refuses it
+/// before any data moves).
+template <typename T>
+DDL_KERNEL void reduce_typed(void* dst, const void* a, const void* src, size_t count, ReduceOp op) {
   switch (op) {
     case ReduceOp::kSum:
     case ReduceOp::kAvg:
-      return l != nullptr ? reduce_loop3<T, Sum>(d, l, s, count) : reduce_loop<T, Sum>(d, s, count);
+      return reduce_with<T, Sum>(dst, a, src, count);
     case ReduceOp::kProd:
-      return l != nullptr ? reduce_loop3<T, Prod>(d, l, s, count)
-                          : reduce_loop<T, Prod>(d, s, count);
+      return reduce_with<T, Prod>(dst, a, src, count);
     case ReduceOp::kMin:
-      return l != nullptr ? reduce_loop3<T, Min>(d, l, s, count) : reduce_loop<T, Min>(d, s, count);
+      return reduce_with<T, Min>(dst, a, src, count);
     case ReduceOp::kMax:
-      return l != nullptr ? reduce_loop3<T, Max>(d, l, s, count) : reduce_loop<T, Max>(d, s, count);
+      return reduce_with<T, Max>(dst, a, src, count);
+    case ReduceOp::kBand:
+    case ReduceOp::kBor:
+    case ReduceOp::kBxor:
+      break;
+  }
+  if constexpr (std::is_integral_v<T>) {
+    if (op == ReduceOp::kBand) return reduce_with<T, Band>(dst, a, src, count);
+    if (op == ReduceOp::kBor) return reduce_with<T, Bor>(dst, a, src, count);
+    return reduce_with<T, Bxor>(dst, a, src, count);
+  } else {
+    DDL_FAIL("reduce: a bitwise op on a floating type got past reduction_error()");
   }
 }
 
-// Signed integers: sum and product wrap, done in the unsigned type of the same width.
+// Signed integers: sum, product and the bitwise ops are done in the unsigned type of the same
+// width (sums and products wrap: defined behaviour, the bits of two's complement).
 template <typename T>
 DDL_KERNEL void reduce_signed(void* dst, const void* a, const void* src, size_t count,
                               ReduceOp op) {
-  using U = std::make_unsigned_t<T>;
+  if (op == ReduceOp::kMin || op == ReduceOp::kMax) {
+    return reduce_typed<T>(dst, a, src, count, op);
+  }
+  reduce_typed<std::make_unsigned_t<T>>(dst, a, src, count, op);
+}
+
+// bool, as bytes: or for sum, max and bor; and for prod, min and band; xor for bxor (avg is
+// refused before any data moves).
+DDL_KERNEL void reduce_bool(void* dst, const void* a, const void* src, size_t count, ReduceOp op) {
   switch (op) {
     case ReduceOp::kSum:
-    case ReduceOp::kAvg:
-    case ReduceOp::kProd:
-      return reduce_typed<U>(dst, a, src, count, op);
-    case ReduceOp::kMin:
     case ReduceOp::kMax:
-      return reduce_typed<T>(dst, a, src, count, op);
+    case ReduceOp::kBor:
+      return reduce_with<uint8_t, Or>(dst, a, src, count);
+    case ReduceOp::kProd:
+    case ReduceOp::kMin:
+    case ReduceOp::kBand:
+      return reduce_with<uint8_t, And>(dst, a, src, count);
+    case ReduceOp::kBxor:
+      return reduce_with<uint8_t, Xor>(dst, a, src, count);
+    case ReduceOp::kAvg:
+      break;
   }
+  DDL_FAIL("reduce: avg of bool got past reduction_error()");
 }
 
 // float16/bfloat16: a block at a time through float (both operands widened before dst's block
@@ -312,12 +367,18 @@ DDL_KERNEL void reduce_narrow(void* dst, const void* left, const void* src, size
   }
 }
 
+// Integers divide as int (or int64): the divisor is never narrowed to T (256 ranks of uint8).
 template <typename T>
 void divide_typed(void* buf, size_t count, int divisor) {
   auto* p = static_cast<T*>(buf);
-  const T by = static_cast<T>(divisor);
-  for (size_t i = 0; i < count; ++i)
-    p[i] = static_cast<T>(p[i] / by);
+  if constexpr (std::is_integral_v<T>) {
+    for (size_t i = 0; i < count; ++i)
+      p[i] = static_cast<T>(p[i] / divisor);
+  } else {
+    const T by = static_cast<T>(divisor);
+    for (size_t i = 0; i < count; ++i)
+      p[i] = p[i] / by;
+  }
 }
 
 template <void (*Widen)(const uint16_t*, float*, size_t),
@@ -349,13 +410,18 @@ constexpr std::pair<DataType, TypeInfo> kTypes[] = {
     {DataType::kFloat32, {"float32", 4}}, {DataType::kFloat64, {"float64", 8}},
     {DataType::kFloat16, {"float16", 2}}, {DataType::kBFloat16, {"bfloat16", 2}},
     {DataType::kInt32, {"int32", 4}},     {DataType::kInt64, {"int64", 8}},
-    {DataType::kUint8, {"uint8", 1}}};
+    {DataType::kUint8, {"uint8", 1}},     {DataType::kInt8, {"int8", 1}},
+    {DataType::kInt16, {"int16", 2}},     {DataType::kUint16, {"uint16", 2}},
+    {DataType::kBool, {"bool", 1}}};
 
-constexpr std::pair<ReduceOp, std::string_view> kOpNames[] = {{ReduceOp::kSum, "sum"},
-                                                              {ReduceOp::kAvg, "avg"},
-                                                              {ReduceOp::kMin, "min"},
-                                                              {ReduceOp::kMax, "max"},
-                                                              {ReduceOp::kProd, "prod"}};
+constexpr std::pair<ReduceOp, std::string_view> kOpNames[] = {
+    {ReduceOp::kSum, "sum"}, {ReduceOp::kAvg, "avg"},   {ReduceOp::kMin, "min"},
+    {ReduceOp::kMax, "max"}, {ReduceOp::kProd, "prod"}, {ReduceOp::kBand, "band"},
+    {ReduceOp::kBor, "bor"}, {ReduceOp::kBxor, "bxor"}};
+
+bool is_bitwise(ReduceOp op) {
+  return op == ReduceOp::kBand || op == ReduceOp::kBor || op == ReduceOp::kBxor;
+}
 
 }  // namespace
 
@@ -371,6 +437,23 @@ std::string_view to_string(DataType type) {
 
 std::string_view to_string(ReduceOp op) {
   return base::lookup(kOpNames, op).value_or("unknown");
+}
+
+bool is_floating(DataType type) {
+  return type == DataType::kFloat32 || type == DataType::kFloat64 || type == DataType::kFloat16 ||
+         type == DataType::kBFloat16;
+}
+
+std::string reduction_error(DataType type, ReduceOp op) {
+  if (is_bitwise(op) && is_floating(type)) {
+    return "reduce op " + std::string(to_string(op)) + " is bitwise: it takes integer and bool " +
+           "types, not " + std::string(to_string(type));
+  }
+  if (op == ReduceOp::kAvg && type == DataType::kBool) {
+    return "reduce op avg does not take bool (on bool, sum and max are a logical or, prod and "
+           "min a logical and)";
+  }
+  return "";
 }
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
@@ -398,6 +481,14 @@ DDL_KERNEL void reduce_any(void* dst, const void* a, const void* src, size_t cou
       return reduce_signed<int64_t>(dst, a, src, count, op);
     case DataType::kUint8:
       return reduce_typed<uint8_t>(dst, a, src, count, op);
+    case DataType::kInt8:
+      return reduce_signed<int8_t>(dst, a, src, count, op);
+    case DataType::kInt16:
+      return reduce_signed<int16_t>(dst, a, src, count, op);
+    case DataType::kUint16:
+      return reduce_typed<uint16_t>(dst, a, src, count, op);
+    case DataType::kBool:
+      return reduce_bool(dst, a, src, count, op);
   }
 }
 }  // namespace
@@ -429,6 +520,14 @@ void divide(void* buf, size_t count, DataType type, int divisor) {
       return divide_typed<int64_t>(buf, count, divisor);
     case DataType::kUint8:
       return divide_typed<uint8_t>(buf, count, divisor);
+    case DataType::kInt8:
+      return divide_typed<int8_t>(buf, count, divisor);
+    case DataType::kInt16:
+      return divide_typed<int16_t>(buf, count, divisor);
+    case DataType::kUint16:
+      return divide_typed<uint16_t>(buf, count, divisor);
+    case DataType::kBool:
+      DDL_FAIL("divide: avg of bool got past reduction_error()");
   }
 }
 

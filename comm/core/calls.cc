@@ -18,6 +18,12 @@
 
 namespace ddl::comm {
 
+void check_reduction(const char* what, DataType type, ReduceOp op) {
+  if (std::string why = reduction_error(type, op); !why.empty()) {
+    throw ArgumentError(std::string(what) + ": " + why);
+  }
+}
+
 void check_buffers(void* const* buffers, const size_t* counts, size_t n) {
   if (n > 0 && (buffers == nullptr || counts == nullptr)) {
     throw ArgumentError("allreduce_n: null buffer or count list");

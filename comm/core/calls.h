@@ -1,7 +1,7 @@
 #pragma once
 
-// Steps shared by the job's calls (Communicator) and a group's (Subgroup): allreduce_n's
-// buckets, and alltoall with its checks.
+// Steps shared by the job's calls (Communicator) and a group's (Subgroup): the check of a
+// reduction's type and op, allreduce_n's buckets, and alltoall with its checks.
 
 #include <cstdint>
 #include <functional>
@@ -14,6 +14,9 @@ namespace ddl::comm {
 /// Compares a signature across the ranks of a call (throws MismatchError on all of them).
 using Verify = std::function<void(const Signature&)>;
 
+/// Throws ArgumentError "<what>: <why>" when `op` does not reduce `type` (reduction_error():
+/// a bitwise op on a floating type, avg on bool), before any data moves.
+void check_reduction(const char* what, DataType type, ReduceOp op);
 /// allreduce_n's arguments: throws ArgumentError for a null list or a null buffer of elements.
 void check_buffers(void* const* buffers, const size_t* counts, size_t n);
 /// allreduce_n's fusion: consecutive buffers of fewer than `bucket_elems` elements are copied

@@ -106,7 +106,14 @@ double element(const void* buf, size_t i, DataType type) {
     case DataType::kInt64:
       return static_cast<double>(static_cast<const int64_t*>(buf)[i]);
     case DataType::kUint8:
+    case DataType::kBool:
       return static_cast<const uint8_t*>(buf)[i];
+    case DataType::kInt8:
+      return static_cast<const int8_t*>(buf)[i];
+    case DataType::kInt16:
+      return static_cast<const int16_t*>(buf)[i];
+    case DataType::kUint16:
+      return static_cast<const uint16_t*>(buf)[i];
     case DataType::kFloat16:
     case DataType::kBFloat16: {
       // Widen through the runtime's own reduction: 0 + x is exact.
@@ -538,6 +545,12 @@ device::Comm& Communicator::device_flat() {
   return *device_flat_;
 }
 
+void Communicator::check_device_reduction(const char* what, DataType type, ReduceOp op) {
+  if (std::string why = device::nccl_reduction_error(type, op); !why.empty()) {
+    throw ArgumentError(std::string(what) + ": " + why);
+  }
+}
+
 void Communicator::device_allreduce(const void* send, void* recv, size_t count, DataType type,
                                     ReduceOp op) {
   device::Comm& flat = device_flat();
@@ -635,8 +648,10 @@ void Communicator::allreduce(const void* send, void* recv, size_t count, DataTyp
     if (count > 0 && (send == nullptr || recv == nullptr)) {
       throw ArgumentError("allreduce: a null buffer for " + std::to_string(count) + " elements");
     }
+    check_reduction("allreduce", type, op);
     Signature sig = signature(CollectiveKind::kAllreduce, count, type, op);
     if (const void* b[] = {send, recv}; count > 0 && on_device("allreduce", b)) {
+      check_device_reduction("allreduce", type, op);
       sig.route = Route::kDevice;
       verify(sig);
       device_allreduce(send, recv, count, type, op);
@@ -694,6 +709,7 @@ void Communicator::allreduce_n(void* const* buffers, const size_t* counts, size_
                                ReduceOp op) {
   collective([&] {
     check_buffers(buffers, counts, n);
+    check_reduction("allreduce_n", type, op);
     const size_t ts = type_size(type);
     const size_t bucket_elems = std::max<size_t>(1, options_.bucket_bytes / ts);
     Signature sig = signature(CollectiveKind::kAllreduceN, 0, type, op);
@@ -701,6 +717,7 @@ void Communicator::allreduce_n(void* const* buffers, const size_t* counts, size_
     if (n > 0 && device_ &&
         on_device("allreduce_n", std::vector<const void*>(buffers, buffers + n))) {
       // NCCL fuses small operations itself; each buffer is one allreduce, in place.
+      check_device_reduction("allreduce_n", type, op);
       sig.route = Route::kDevice;
       verify(sig);
       for (size_t k = 0; k < n; ++k)
@@ -781,8 +798,10 @@ void Communicator::reduce_scatter(const void* send, void* recv, size_t recv_coun
     if (recv_count > 0 && (send == nullptr || recv == nullptr)) {
       throw ArgumentError("reduce_scatter: a null buffer");
     }
+    check_reduction("reduce_scatter", type, op);
     Signature sig = signature(CollectiveKind::kReduceScatter, recv_count, type, op);
     if (const void* b[] = {send, recv}; recv_count > 0 && on_device("reduce_scatter", b)) {
+      check_device_reduction("reduce_scatter", type, op);
       sig.route = Route::kDevice;
       verify(sig);
       device_flat().reduce_scatter(send, recv, recv_count, type, op);

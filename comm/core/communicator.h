@@ -187,6 +187,8 @@ class Communicator {
   bool on_device(const char* what, std::span<const void* const> buffers);
   /// The NCCL communicators, made on first use.
   device::Comm& device_flat();
+  /// Throws ArgumentError "<what>: <why>" when NCCL cannot reduce `type` with `op`.
+  static void check_device_reduction(const char* what, DataType type, ReduceOp op);
   void device_allreduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op);
 
   int rank_ = 0;

@@ -141,11 +141,17 @@ int of_current(int (Communicator::*get)() const) {
   return c ? ((*c).*get)() : -1;
 }
 
+// ddl.h's enums are DataType's and ReduceOp's values, in the same order (type_of, op_of).
+static_assert(DDL_BOOL == static_cast<int>(ddl::comm::DataType::kBool) &&
+              DDL_BOOL + 1 == ddl::comm::kDataTypes && DDL_INT8 == 7 && DDL_UINT16 == 9);
+static_assert(DDL_BXOR == static_cast<int>(ddl::comm::ReduceOp::kBxor) &&
+              DDL_BXOR + 1 == ddl::comm::kReduceOps && DDL_BAND == 5);
+
 bool valid(ddl_datatype_t t) {
-  return t >= DDL_FLOAT32 && t <= DDL_UINT8;
+  return t >= DDL_FLOAT32 && t <= DDL_BOOL;
 }
 bool valid(ddl_op_t o) {
-  return o >= DDL_SUM && o <= DDL_PROD;
+  return o >= DDL_SUM && o <= DDL_BXOR;
 }
 
 ddl_status_t bad_type_or_op(const char* what, bool type_ok) {

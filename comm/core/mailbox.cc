@@ -90,7 +90,7 @@ Mailbox::Header Mailbox::read_header(int rank, Peer& p) {
   Header h{};
   transport::exchange(nullptr, {}, &link(rank, p), {reinterpret_cast<std::byte*>(&h), sizeof h},
                       timeout_);
-  if (h.magic != kMagic || h.type > static_cast<uint8_t>(DataType::kUint8)) {
+  if (h.magic != kMagic || h.type >= kDataTypes) {
     throw transport::TransportError(name_(rank) +
                                     ": a message that is not one of libddl's (corrupt link)");
   }

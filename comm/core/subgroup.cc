@@ -64,6 +64,7 @@ void Subgroup::allreduce(const void* send, void* recv, size_t count, DataType ty
     if (count > 0 && (send == nullptr || recv == nullptr)) {
       throw ArgumentError("allreduce: a null buffer for " + std::to_string(count) + " elements");
     }
+    check_reduction("allreduce", type, op);
     if (const void* b[] = {send, recv}; count > 0) host_only("allreduce", b);
     if (send != recv && count > 0) std::memmove(recv, send, count * type_size(type));
     allreduce_checked(recv, count, type, op,
@@ -75,6 +76,7 @@ void Subgroup::allreduce_n(void* const* buffers, const size_t* counts, size_t n,
                            ReduceOp op) {
   collective([&] {
     check_buffers(buffers, counts, n);
+    check_reduction("allreduce_n", type, op);
     host_only("allreduce_n", std::vector<const void*>(buffers, buffers + n));
     const size_t ts = type_size(type);
     const size_t bucket_elems = std::max<size_t>(1, comm_.options_.bucket_bytes / ts);
@@ -128,6 +130,7 @@ void Subgroup::reduce_scatter(const void* send, void* recv, size_t recv_count, D
     if (recv_count > 0 && (send == nullptr || recv == nullptr)) {
       throw ArgumentError("reduce_scatter: a null buffer");
     }
+    check_reduction("reduce_scatter", type, op);
     if (const void* b[] = {send, recv}; recv_count > 0) host_only("reduce_scatter", b);
     const Signature sig = signature(CollectiveKind::kReduceScatter, recv_count, type, op);
     if (size() > 1) check_signatures(group_, sig);

@@ -68,6 +68,12 @@ class Runtime {
 /// jsrun or srun gave the rank its own), else `gpu` unchanged.
 int visible_device(int gpu, const char* visible);
 
+/// Why NCCL cannot reduce `type` with `op` (allreduce, reduce_scatter) on GPU buffers, "" when
+/// it can: NCCL has no int16 or uint16 and no bitwise reductions (bool's band and bor run as
+/// its min and max; bxor is refused). Broadcast and allgather take every type (as bytes where
+/// NCCL has no such type).
+std::string nccl_reduction_error(DataType type, ReduceOp op);
+
 /// NCCL and the CUDA runtime, loaded with dlopen on first use (libddl does not link them, so it
 /// runs where they are not installed). Returns nullptr, with `why` saying what was missing, when
 /// libddl was built without the NCCL path, when $DDL_NCCL is 0, or when libnccl.so.2,

@@ -38,9 +38,7 @@ int visible_device(int gpu, const char* visible) {
 void multi_dim_allreduce(std::span<Comm* const> dims, Comm& flat, const void* send, void* recv,
                          size_t count, DataType type, ReduceOp op) {
   if (count == 0) return;
-  const bool integer =
-      type == DataType::kInt32 || type == DataType::kInt64 || type == DataType::kUint8;
-  if (dims.empty() || (integer && op == ReduceOp::kAvg)) {
+  if (dims.empty() || (!is_floating(type) && op == ReduceOp::kAvg)) {
     flat.allreduce(send, recv, count, type, op);
     return;
   }

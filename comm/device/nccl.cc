@@ -20,6 +20,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <thread>
 #include <utility>
 
@@ -32,6 +34,19 @@
 #endif
 
 namespace ddl::comm::device {
+
+std::string nccl_reduction_error(DataType type, ReduceOp op) {
+  if (type == DataType::kInt16 || type == DataType::kUint16) {
+    return "GPU buffers of " + std::string(to_string(type)) + ": NCCL has no " +
+           std::string(to_string(type)) + " reduction (pass host memory, or int32 on the GPU)";
+  }
+  const bool bitwise = op == ReduceOp::kBand || op == ReduceOp::kBor || op == ReduceOp::kBxor;
+  if (bitwise && (type != DataType::kBool || op == ReduceOp::kBxor)) {
+    return "GPU buffers: NCCL has no bitwise reduction " + std::string(to_string(op)) + " for " +
+           std::string(to_string(type)) + " (pass host memory)";
+  }
+  return "";
+}
 
 #ifndef DDL_NCCL_PATH
 
@@ -101,7 +116,8 @@ constexpr std::pair<DataType, ncclDataType_t> kNcclTypes[] = {
     {DataType::kFloat32, ncclFloat32}, {DataType::kFloat64, ncclFloat64},
     {DataType::kFloat16, ncclFloat16}, {DataType::kBFloat16, ncclBfloat16},
     {DataType::kInt32, ncclInt32},     {DataType::kInt64, ncclInt64},
-    {DataType::kUint8, ncclUint8}};
+    {DataType::kUint8, ncclUint8},     {DataType::kInt8, ncclInt8},
+    {DataType::kBool, ncclUint8}};
 
 constexpr std::pair<ReduceOp, ncclRedOp_t> kNcclOps[] = {{ReduceOp::kSum, ncclSum},
                                                          {ReduceOp::kAvg, ncclAvg},
@@ -109,12 +125,31 @@ constexpr std::pair<ReduceOp, ncclRedOp_t> kNcclOps[] = {{ReduceOp::kSum, ncclSu
                                                          {ReduceOp::kMax, ncclMax},
                                                          {ReduceOp::kProd, ncclProd}};
 
+// bool is uint8 holding 0 or 1: or (sum, max, bor) is its max, and (prod, min, band) its min.
+constexpr std::pair<ReduceOp, ncclRedOp_t> kNcclBoolOps[] = {
+    {ReduceOp::kSum, ncclMax},  {ReduceOp::kMax, ncclMax}, {ReduceOp::kBor, ncclMax},
+    {ReduceOp::kProd, ncclMin}, {ReduceOp::kMin, ncclMin}, {ReduceOp::kBand, ncclMin}};
+
+/// NCCL's type for a reduction of `t` (nccl_reduction_error() has refused the others).
 ncclDataType_t nccl_type(DataType t) {
-  return base::lookup(kNcclTypes, t).value_or(ncclFloat32);
+  const std::optional<ncclDataType_t> n = base::lookup(kNcclTypes, t);
+  DDL_CHECK(n.has_value(), "NCCL reduction of " + std::string(to_string(t)));
+  return *n;
 }
 
-ncclRedOp_t nccl_op(ReduceOp op) {
-  return base::lookup(kNcclOps, op).value_or(ncclSum);
+ncclRedOp_t nccl_op(DataType t, ReduceOp op) {
+  const std::optional<ncclRedOp_t> n =
+      t == DataType::kBool ? base::lookup(kNcclBoolOps, op) : base::lookup(kNcclOps, op);
+  DDL_CHECK(n.has_value(),
+            "NCCL reduction " + std::string(to_string(op)) + " of " + std::string(to_string(t)));
+  return *n;
+}
+
+/// What NCCL moves for `count` elements of `t` that only move (broadcast, allgather): its own
+/// type, or bytes where it has none (int16, uint16).
+std::pair<ncclDataType_t, size_t> nccl_moved(DataType t, size_t count) {
+  if (const std::optional<ncclDataType_t> n = base::lookup(kNcclTypes, t)) return {*n, count};
+  return {ncclUint8, count * type_size(t)};
 }
 
 class NcclComm : public Comm {
@@ -139,25 +174,25 @@ class NcclComm : public Comm {
 
   void allreduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op) override {
     run("ncclAllReduce", [&] {
-      return api_->ncclAllReduce(send, recv, count, nccl_type(type), nccl_op(op), comm_, stream_);
+      return api_->ncclAllReduce(send, recv, count, nccl_type(type), nccl_op(type, op), comm_,
+                                 stream_);
     });
   }
   void reduce_scatter(const void* send, void* recv, size_t recv_count, DataType type,
                       ReduceOp op) override {
     run("ncclReduceScatter", [&] {
-      return api_->ncclReduceScatter(send, recv, recv_count, nccl_type(type), nccl_op(op), comm_,
-                                     stream_);
+      return api_->ncclReduceScatter(send, recv, recv_count, nccl_type(type), nccl_op(type, op),
+                                     comm_, stream_);
     });
   }
   void allgather(const void* send, void* recv, size_t send_count, DataType type) override {
-    run("ncclAllGather", [&] {
-      return api_->ncclAllGather(send, recv, send_count, nccl_type(type), comm_, stream_);
-    });
+    const auto [moved, n] = nccl_moved(type, send_count);
+    run("ncclAllGather", [&] { return api_->ncclAllGather(send, recv, n, moved, comm_, stream_); });
   }
   void broadcast(void* buf, size_t count, DataType type, int root) override {
-    run("ncclBroadcast", [&] {
-      return api_->ncclBroadcast(buf, buf, count, nccl_type(type), root, comm_, stream_);
-    });
+    const auto [moved, n] = nccl_moved(type, count);
+    run("ncclBroadcast",
+        [&] { return api_->ncclBroadcast(buf, buf, n, moved, root, comm_, stream_); });
   }
 
  private:

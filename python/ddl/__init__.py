@@ -31,13 +31,16 @@ __all__ = [
     "recv", "new_group", "Group", "DDLCallback", "DDLGlobalVariablesCallback", "shared_zeros",
 ]
 
-# ddl_datatype_t and ddl_op_t (ddl/ddl.h).
-_NUMPY_TYPES = {"f4": 0, "f8": 1, "f2": 2, "i4": 4, "i8": 5, "u1": 6}
+# ddl_datatype_t and ddl_op_t (ddl/ddl.h). torch.uint16 exists from torch 2.3 on.
+_NUMPY_TYPES = {"f4": 0, "f8": 1, "f2": 2, "i4": 4, "i8": 5, "u1": 6, "i1": 7, "i2": 8, "u2": 9,
+                "b1": 10}
+_NUMPY_NAMES = "float32, float64, float16, int32, int64, uint8, int8, int16, uint16, bool"
 _TORCH_TYPES = {
     "torch.float32": 0, "torch.float64": 1, "torch.float16": 2, "torch.bfloat16": 3,
-    "torch.int32": 4, "torch.int64": 5, "torch.uint8": 6,
+    "torch.int32": 4, "torch.int64": 5, "torch.uint8": 6, "torch.int8": 7, "torch.int16": 8,
+    "torch.uint16": 9, "torch.bool": 10,
 }
-_OPS = {"sum": 0, "avg": 1, "min": 2, "max": 3, "prod": 4}
+_OPS = {"sum": 0, "avg": 1, "min": 2, "max": 3, "prod": 4, "band": 5, "bor": 6, "bxor": 7}
 
 
 def init():
@@ -132,8 +135,7 @@ class _View:
                 raise ValueError(f"{what}: the array is read-only")
             key = obj.dtype.str[1:]
             if key not in _NUMPY_TYPES:
-                raise TypeError(f"{what}: dtype {obj.dtype} is not one of float32, float64, "
-                                "float16, int32, int64, uint8")
+                raise TypeError(f"{what}: dtype {obj.dtype} is not one of {_NUMPY_NAMES}")
             self.address = obj.__array_interface__["data"][0]
             self.count, self.type = obj.size, _NUMPY_TYPES[key]
             self.is_torch = False
@@ -242,9 +244,11 @@ def _size(group):
 
 
 def allreduce(x, op="sum", out=None, group=None):
-    """Reduces x over every rank (of `group`: a ddl.Group) with op (sum, avg, min, max, prod).
+    """Reduces x over every rank (of `group`: a ddl.Group) with op (sum, avg, min, max, prod;
+    the bitwise band, bor, bxor on integer and bool dtypes).
 
-    In place (returns x) unless out is given: then x is only read and out (same dtype and
+    Integers wrap; avg truncates their wrapped sum toward zero. On bool, sum and max are a
+    logical or, prod and min a logical and; avg of bool is refused (ddl.Error). In place (returns x) unless out is given: then x is only read and out (same dtype and
     number of elements) receives the result and is returned. A TensorFlow tensor gives a new
     tensor (a variable is assigned the result): ddl.tensorflow.allreduce."""
     if _is_tf(x):

@@ -1,6 +1,7 @@
 // The C API's group handles and argument checks in a job of one rank (DDL_ALLOW_SINGLE=1):
 // the world group, a group of one, destroyed, NULL and earlier sessions' handles refused with
-// their exact texts, messages to a bad peer, calls before ddl_init(), and ddl_alloc/ddl_free.
+// their exact texts, messages to a bad peer, calls before ddl_init(), ddl_alloc/ddl_free, and
+// the reductions a type does not take.
 
 #include <gtest/gtest.h>
 
@@ -133,6 +134,58 @@ TEST_F(CApiTest, SharedBuffersWithoutInitAndTheirRefusals) {
     EXPECT_EQ(std::string(e.what()), "ddl::SharedBuffer: " + std::to_string(SIZE_MAX / 4) +
                                          " elements are more bytes than a size_t holds");
   }
+}
+
+TEST_F(CApiTest, ReductionsTheTypeDoesNotTakeAreRefusedWithTheirTexts) {
+  ASSERT_EQ(ddl_init(), DDL_SUCCESS) << ddl_last_error();
+  float f[2] = {1, 2};
+  EXPECT_EQ(ddl_allreduce(f, f, 2, DDL_FLOAT32, DDL_BAND), DDL_ERR_ARGUMENT);
+  EXPECT_STREQ(ddl_last_error(),
+               "allreduce: reduce op band is bitwise: it takes integer and bool types, not "
+               "float32");
+  bool b[3] = {true, false, true};
+  void* buffers[] = {b};
+  const size_t counts[] = {3};
+  EXPECT_EQ(ddl_allreduce_n(buffers, counts, 1, DDL_BOOL, DDL_AVG), DDL_ERR_ARGUMENT);
+  EXPECT_STREQ(ddl_last_error(),
+               "allreduce_n: reduce op avg does not take bool (on bool, sum and max are a "
+               "logical or, prod and min a logical and)");
+  double d[1] = {1};
+  EXPECT_EQ(ddl_group_reduce_scatter(ddl_group_world(), d, d, 1, DDL_FLOAT64, DDL_BXOR),
+            DDL_ERR_ARGUMENT);
+  EXPECT_STREQ(ddl_last_error(),
+               "reduce_scatter: reduce op bxor is bitwise: it takes integer and bool types, not "
+               "float64");
+  const int me = 0;
+  ddl_group_t g = nullptr;  // a group's calls check the same
+  ASSERT_EQ(ddl_group_create(&me, 1, &g), DDL_SUCCESS) << ddl_last_error();
+  EXPECT_EQ(ddl_group_allreduce(g, b, b, 3, DDL_BOOL, DDL_AVG), DDL_ERR_ARGUMENT);
+  EXPECT_STREQ(ddl_last_error(),
+               "allreduce: reduce op avg does not take bool (on bool, sum and max are a logical "
+               "or, prod and min a logical and)");
+  EXPECT_EQ(ddl_group_allreduce_n(g, buffers, counts, 1, DDL_FLOAT16, DDL_BOR), DDL_ERR_ARGUMENT);
+  EXPECT_STREQ(ddl_last_error(),
+               "allreduce_n: reduce op bor is bitwise: it takes integer and bool types, not "
+               "float16");
+  EXPECT_EQ(ddl_group_reduce_scatter(g, f, f, 2, DDL_BFLOAT16, DDL_BAND), DDL_ERR_ARGUMENT);
+  EXPECT_STREQ(ddl_last_error(),
+               "reduce_scatter: reduce op band is bitwise: it takes integer and bool types, not "
+               "bfloat16");
+  EXPECT_EQ(ddl_group_destroy(g), DDL_SUCCESS);
+  EXPECT_EQ(ddl_allreduce(f, f, 2, static_cast<ddl_datatype_t>(DDL_BOOL + 1), DDL_SUM),
+            DDL_ERR_ARGUMENT);
+  EXPECT_STREQ(ddl_last_error(), "ddl_allreduce: unknown data type");
+  EXPECT_EQ(ddl_allreduce(f, f, 2, DDL_INT8, static_cast<ddl_op_t>(DDL_BXOR + 1)),
+            DDL_ERR_ARGUMENT);
+  EXPECT_STREQ(ddl_last_error(), "ddl_allreduce: unknown reduction");
+  // What the types do take, in a job of one (the C++ layer's element types included).
+  int16_t s[2] = {-3, 7};
+  EXPECT_EQ(ddl_allreduce(s, s, 2, DDL_INT16, DDL_BXOR), DDL_SUCCESS) << ddl_last_error();
+  EXPECT_EQ(ddl_allreduce(b, b, 3, DDL_BOOL, DDL_PROD), DDL_SUCCESS) << ddl_last_error();
+  EXPECT_EQ(b[2], true);
+  static_assert(ddl::datatype_of<int8_t>() == DDL_INT8 && ddl::datatype_of<bool>() == DDL_BOOL &&
+                ddl::datatype_of<int16_t>() == DDL_INT16 &&
+                ddl::datatype_of<uint16_t>() == DDL_UINT16);
 }
 
 }  // namespace

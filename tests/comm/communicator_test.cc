@@ -191,7 +191,19 @@ TEST(CommunicatorTest, SmallBroadcastsReachEveryRankFromEveryRoot) {
 TEST(CommunicatorTest, CheckCatchesNothingWhenResultsAreRight) {
   CommOptions o = fast();
   o.check = 0.0;
-  run_ranks(2, std::nullopt, o, [](Communicator& c) { check_allreduce_sum(c, 4099); });
+  run_ranks(2, std::nullopt, o, [](Communicator& c) {
+    check_allreduce_sum(c, 4099);
+    // The narrow types against the reference too (DDL_CHECK reads their elements).
+    std::vector<int8_t> s(100, static_cast<int8_t>(-c.rank() - 1));
+    c.allreduce(s.data(), s.data(), s.size(), DataType::kInt8, ReduceOp::kSum);
+    EXPECT_EQ(s[99], -3);
+    std::vector<uint16_t> u(100, 40000);
+    c.allreduce(u.data(), u.data(), u.size(), DataType::kUint16, ReduceOp::kSum);
+    EXPECT_EQ(u[0], 80000 - 65536);
+    std::vector<uint8_t> b(100, static_cast<uint8_t>(c.rank()));
+    c.allreduce(b.data(), b.data(), b.size(), DataType::kBool, ReduceOp::kBxor);
+    EXPECT_EQ(b[50], 1);
+  });
 }
 
 TEST(CommunicatorTest, TopologyOfAnotherJobIsRefused) {

@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <barrier>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -224,6 +225,7 @@ std::vector<GridComms> make_grid(FakeDevice& dev, const std::vector<int>& sizes)
 /// A value for rank r, element i that keeps sums exact in every type.
 double value(int r, size_t i, DataType type) {
   const int v = static_cast<int>((static_cast<size_t>(r) * 7 + i * 3) % 11);
+  if (type == DataType::kBool) return v % 2;
   return type == DataType::kUint8 ? v % 4 : v - 3;
 }
 
@@ -251,7 +253,11 @@ void fill(std::vector<std::byte>& buf, int r, size_t count, DataType type) {
         break;
       }
       case DataType::kUint8:
+      case DataType::kBool:
         buf[i] = static_cast<std::byte>(static_cast<uint8_t>(v));
+        break;
+      case DataType::kInt8:
+        buf[i] = static_cast<std::byte>(static_cast<int8_t>(v));
         break;
       default:
         FAIL() << "type not used here";
@@ -304,11 +310,13 @@ TEST(DeviceMultiDimTest, ResultsForEveryGridCountTypeAndOp) {
        std::vector<std::vector<int>>{{4}, {2, 3}, {3, 2}, {2, 2, 2}, {1, 3}}) {
     for (size_t count : {0ul, 1ul, 5ul, 6ul, 7ul, 24ul, 1001ul}) {
       for (DataType type : {DataType::kFloat32, DataType::kFloat64, DataType::kInt32,
-                            DataType::kInt64, DataType::kUint8}) {
-        for (ReduceOp op :
-             {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProd}) {
+                            DataType::kInt64, DataType::kUint8, DataType::kInt8, DataType::kBool}) {
+        for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMin, ReduceOp::kMax,
+                            ReduceOp::kProd, ReduceOp::kBand, ReduceOp::kBor}) {
           if (op == ReduceOp::kAvg && (type == DataType::kFloat32 || type == DataType::kFloat64))
             continue;  // float averages of averages round differently: checked below
+          if (!reduction_error(type, op).empty() || !device::nccl_reduction_error(type, op).empty())
+            continue;  // refused: ReductionsNcclLacksAreRefusedBeforeItIsCalled
           run_grid(sizes, count, type, op, count % 2 == 0);
           if (::testing::Test::HasFatalFailure()) return;
         }
@@ -564,6 +572,59 @@ TEST(DeviceCommunicatorTest, MismatchesAreCaughtBeforeNcclIsCalled) {
     EXPECT_EQ(errors[1], want + tail);
   }
   EXPECT_EQ(dev->log.take(), std::vector<std::string>{});
+}
+
+/// What ArgumentError `call` throws, "(accepted)" when it throws none.
+std::string refusal(const std::function<void()>& call) {
+  try {
+    call();
+  } catch (const ArgumentError& e) {
+    return e.what();
+  }
+  return "(accepted)";
+}
+
+TEST(DeviceCommunicatorTest, ReductionsNcclLacksAreRefusedBeforeItIsCalled) {
+  // NCCL has no int16/uint16 and no bitwise ops: refused on every rank before any call, the
+  // communicator still usable; int16 still moves (broadcast) and bool's bor runs as a max.
+  auto dev = std::make_shared<FakeDevice>();
+  CommOptions o = fast();
+  o.device = dev;
+  std::vector<std::vector<std::string>> texts(2);
+  std::vector<std::vector<uint8_t>> flags(2);
+  run_ranks(2, std::nullopt, o, [&](Communicator& c) {
+    std::vector<int16_t> s(4, static_cast<int16_t>(c.rank() == 1 ? -7 : 0));
+    std::vector<int32_t> w(4, 1);
+    std::vector<uint8_t> b{0, 1, static_cast<uint8_t>(c.rank()), 0, 1, 0};
+    for (void* p :
+         {static_cast<void*>(s.data()), static_cast<void*>(w.data()), static_cast<void*>(b.data())})
+      dev->on_device(p);
+    void* bufs[] = {w.data()};
+    const size_t counts[] = {4};
+    auto& t = texts[c.rank()];
+    t.push_back(
+        refusal([&] { c.allreduce(s.data(), s.data(), 4, DataType::kInt16, ReduceOp::kSum); }));
+    t.push_back(
+        refusal([&] { c.allreduce_n(bufs, counts, 1, DataType::kInt32, ReduceOp::kBand); }));
+    t.push_back(refusal(
+        [&] { c.reduce_scatter(b.data(), b.data(), 3, DataType::kBool, ReduceOp::kBxor); }));
+    c.broadcast(s.data(), 4, DataType::kInt16, 1);
+    EXPECT_EQ(s, std::vector<int16_t>(4, -7));
+    c.allreduce(b.data(), b.data(), 6, DataType::kBool, ReduceOp::kBor);
+    flags[c.rank()] = b;
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(texts[r], (std::vector<std::string>{
+                            "allreduce: GPU buffers of int16: NCCL has no int16 reduction (pass "
+                            "host memory, or int32 on the GPU)",
+                            "allreduce_n: GPU buffers: NCCL has no bitwise reduction band for "
+                            "int32 (pass host memory)",
+                            "reduce_scatter: GPU buffers: NCCL has no bitwise reduction bxor for "
+                            "bool (pass host memory)"}));
+    EXPECT_EQ(flags[r], (std::vector<uint8_t>{0, 1, 1, 0, 1, 0}));
+  }
+  EXPECT_EQ(dev->log.take(), (std::vector<std::string>{"broadcast:2:4", "broadcast:2:4",
+                                                       "allreduce:2:6", "allreduce:2:6"}));
 }
 
 TEST(DeviceRuntimeTest, TheTopologysGpuAsCudaSeesIt) {

@@ -146,6 +146,12 @@ TEST(MismatchTest, TypeAndReduction) {
                             t),
                         mismatch(odd, "allreduce(" + count + ", int32, sum)",
                                  "allreduce(" + count + ", int32, max)"));
+      expect_everywhere(run(n, odd,
+                            allreduce_of(k, k, DataType::kInt16, DataType::kUint16, ReduceOp::kBand,
+                                         ReduceOp::kBand),
+                            t),
+                        mismatch(odd, "allreduce(" + count + ", int16, band)",
+                                 "allreduce(" + count + ", uint16, band)"));
     }
   });
 }

@@ -34,9 +34,15 @@ using namespace std::chrono_literals;
 
 constexpr DataType kTypes[] = {DataType::kFloat32,  DataType::kFloat64, DataType::kFloat16,
                                DataType::kBFloat16, DataType::kInt32,   DataType::kInt64,
-                               DataType::kUint8};
-constexpr ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMin, ReduceOp::kMax,
-                             ReduceOp::kProd};
+                               DataType::kUint8,    DataType::kInt8,    DataType::kInt16,
+                               DataType::kUint16,   DataType::kBool};
+constexpr ReduceOp kOps[] = {ReduceOp::kSum,  ReduceOp::kAvg,  ReduceOp::kMin, ReduceOp::kMax,
+                             ReduceOp::kProd, ReduceOp::kBand, ReduceOp::kBor, ReduceOp::kBxor};
+
+/// Whether the runtime reduces `t` with `op` (the refused pairs are ReduceTest's).
+bool reduces(DataType t, ReduceOp op) {
+  return reduction_error(t, op).empty();
+}
 
 int job_counter = 0;
 
@@ -140,6 +146,7 @@ TEST(NodeGroup, AllreduceMatchesRankOrderReferenceBitForBit) {
     for (int n : {2, 3, 4}) {
       for (DataType t : kTypes) {
         for (ReduceOp op : kOps) {
+          if (!reduces(t, op)) continue;
           for (size_t count : {size_t{0}, size_t{1}, size_t{5}, size_t{13}, size_t{1000}}) {
             const auto want = reference(n, count, t, op, count);
             std::vector<std::vector<std::byte>> got(n);
@@ -221,6 +228,8 @@ TEST(NodeGroup, PiecesOfManyBlocksAreExactInAndOutOfPlace) {
   o.timeout = 20s;
   for (int n : {2, 3, 4}) {
     for (DataType t : kTypes) {
+      // int8's and int16's sums are uint8's and uint16's kernels: no other path.
+      if (t == DataType::kInt8 || t == DataType::kInt16) continue;
       const size_t count = (3u << 20) / type_size(t) + 5;
       const auto want = reference(n, count, t, ReduceOp::kSum, 3);
       std::vector<std::vector<std::byte>> got(n);
@@ -543,8 +552,11 @@ std::vector<StressCall> stress_calls(int how_many) {
   for (int k = 0; k < how_many; ++k) {
     const size_t pick = rng() % 4;
     const size_t count = pick == 0 ? rng() % 16 : pick == 1 ? rng() % 600 : rng() % 40'000;
-    calls.push_back({count, kTypes[rng() % std::size(kTypes)], kOps[rng() % std::size(kOps)],
-                     rng() % 2 == 0, rng() % 5});
+    const DataType t = kTypes[rng() % std::size(kTypes)];
+    ReduceOp op = kOps[rng() % std::size(kOps)];
+    while (!reduces(t, op))
+      op = kOps[rng() % std::size(kOps)];
+    calls.push_back({count, t, op, rng() % 2 == 0, rng() % 5});
   }
   return calls;
 }
@@ -749,6 +761,7 @@ TEST(NodeGroup, SharedBuffersTakeTheSinglePassOnlyWhenEveryMemberHasOne) {
 TEST(NodeGroup, SharedBuffersGiveTheSameBitsForEveryTypeAndOp) {
   for (DataType t : kTypes) {
     for (ReduceOp op : kOps) {
+      if (!reduces(t, op)) continue;
       for (size_t count : {size_t{13}, size_t{1000}, size_t{4099}}) {
         shared_allreduce(3, 0b111, count, t, op, tiny_chunks());
         shared_allreduce(3, 0b010, count, t, op, tiny_chunks());

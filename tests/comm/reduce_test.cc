@@ -32,10 +32,39 @@ TEST(ReduceTest, TypeSizesAndNames) {
   EXPECT_EQ(type_size(DataType::kInt32), 4u);
   EXPECT_EQ(type_size(DataType::kInt64), 8u);
   EXPECT_EQ(type_size(DataType::kUint8), 1u);
+  EXPECT_EQ(type_size(DataType::kInt8), 1u);
+  EXPECT_EQ(type_size(DataType::kInt16), 2u);
+  EXPECT_EQ(type_size(DataType::kUint16), 2u);
+  EXPECT_EQ(type_size(DataType::kBool), 1u);
   EXPECT_EQ(to_string(DataType::kBFloat16), "bfloat16");
   EXPECT_EQ(to_string(DataType::kUint8), "uint8");
+  EXPECT_EQ(to_string(DataType::kInt8), "int8");
+  EXPECT_EQ(to_string(DataType::kInt16), "int16");
+  EXPECT_EQ(to_string(DataType::kUint16), "uint16");
+  EXPECT_EQ(to_string(DataType::kBool), "bool");
   EXPECT_EQ(to_string(ReduceOp::kAvg), "avg");
   EXPECT_EQ(to_string(ReduceOp::kProd), "prod");
+  EXPECT_EQ(to_string(ReduceOp::kBand), "band");
+  EXPECT_EQ(to_string(ReduceOp::kBor), "bor");
+  EXPECT_EQ(to_string(ReduceOp::kBxor), "bxor");
+  EXPECT_EQ(kDataTypes, 11);
+  EXPECT_EQ(kReduceOps, 8);
+}
+
+TEST(ReduceTest, RefusedPairsSayWhy) {
+  EXPECT_EQ(reduction_error(DataType::kFloat32, ReduceOp::kBand),
+            "reduce op band is bitwise: it takes integer and bool types, not float32");
+  EXPECT_EQ(reduction_error(DataType::kBFloat16, ReduceOp::kBxor),
+            "reduce op bxor is bitwise: it takes integer and bool types, not bfloat16");
+  EXPECT_EQ(reduction_error(DataType::kBool, ReduceOp::kAvg),
+            "reduce op avg does not take bool (on bool, sum and max are a logical or, prod and "
+            "min a logical and)");
+  int refused = 0;
+  for (int t = 0; t < kDataTypes; ++t) {
+    for (int op = 0; op < kReduceOps; ++op)
+      refused += !reduction_error(static_cast<DataType>(t), static_cast<ReduceOp>(op)).empty();
+  }
+  EXPECT_EQ(refused, 4 * 3 + 1);  // the floats' bitwise ops, bool's avg
 }
 
 TEST(ReduceTest, PartitionGivesTheFirstChunksTheRemainder) {
@@ -93,6 +122,68 @@ TEST(ReduceTest, IntegersWrap) {
   EXPECT_EQ(m, (std::vector<int32_t>{-5, -3}));
 }
 
+TEST(ReduceTest, NarrowIntegersWrapAndCompareWithTheirSign) {
+  std::vector<int8_t> a{127, -128, -5, 100}, b{1, -1, 3, 100};
+  auto i8 = [&](ReduceOp op) {
+    auto d = a;
+    reduce_into(d.data(), b.data(), d.size(), DataType::kInt8, op);
+    return d;
+  };
+  EXPECT_EQ(i8(ReduceOp::kSum), (std::vector<int8_t>{-128, 127, -2, -56}));
+  EXPECT_EQ(i8(ReduceOp::kProd), (std::vector<int8_t>{127, -128, -15, 16}));
+  EXPECT_EQ(i8(ReduceOp::kMin), (std::vector<int8_t>{1, -128, -5, 100}));
+  EXPECT_EQ(i8(ReduceOp::kMax), (std::vector<int8_t>{127, -1, 3, 100}));
+  std::vector<int16_t> c{32767, -300, 2}, e{1, 200, -20000};
+  reduce_into(c.data(), e.data(), 3, DataType::kInt16, ReduceOp::kSum);
+  EXPECT_EQ(c, (std::vector<int16_t>{-32768, -100, -19998}));
+  std::vector<uint16_t> u{65535, 300, 7}, v{65535, 400, 65535};
+  auto u16 = [&](ReduceOp op) {
+    auto d = u;
+    reduce_into(d.data(), v.data(), d.size(), DataType::kUint16, op);
+    return d;
+  };
+  EXPECT_EQ(u16(ReduceOp::kProd), (std::vector<uint16_t>{1, 54464, 65529}));  // mod 65536
+  EXPECT_EQ(u16(ReduceOp::kSum), (std::vector<uint16_t>{65534, 700, 6}));
+  EXPECT_EQ(u16(ReduceOp::kMin), (std::vector<uint16_t>{65535, 300, 7}));
+}
+
+TEST(ReduceTest, BitwiseOpsOnIntegers) {
+  std::vector<int32_t> a{0x0ff0, -1, 5}, b{0x00ff, 0x1234, -6};
+  auto i32 = [&](ReduceOp op) {
+    auto d = a;
+    reduce_into(d.data(), b.data(), d.size(), DataType::kInt32, op);
+    return d;
+  };
+  EXPECT_EQ(i32(ReduceOp::kBand), (std::vector<int32_t>{0x00f0, 0x1234, 0}));
+  EXPECT_EQ(i32(ReduceOp::kBor), (std::vector<int32_t>{0x0fff, -1, -1}));
+  EXPECT_EQ(i32(ReduceOp::kBxor), (std::vector<int32_t>{0x0f0f, ~0x1234, -1}));
+  std::vector<int8_t> c{-128, 0x55}, e{-1, 0x0f};
+  reduce_into(c.data(), e.data(), 2, DataType::kInt8, ReduceOp::kBxor);
+  EXPECT_EQ(c, (std::vector<int8_t>{127, 0x5a}));
+  std::vector<uint16_t> u{0xf00f, 0x1}, v{0x0ff0, 0x8000};
+  reduce_into(u.data(), v.data(), 2, DataType::kUint16, ReduceOp::kBor);
+  EXPECT_EQ(u, (std::vector<uint16_t>{0xffff, 0x8001}));
+  std::vector<int64_t> w{INT64_MIN | 6}, x{INT64_MIN | 3};
+  reduce_into(w.data(), x.data(), 1, DataType::kInt64, ReduceOp::kBand);
+  EXPECT_EQ(w, (std::vector<int64_t>{INT64_MIN | 2}));
+}
+
+// Any non-zero byte is true; every result is 0 or 1.
+TEST(ReduceTest, BoolIsLogical) {
+  const std::vector<uint8_t> a{0, 0, 1, 2, 0x80, 0}, b{0, 1, 0, 1, 0x40, 0xff};
+  auto run = [&](ReduceOp op) {
+    auto d = a;
+    reduce_into(d.data(), b.data(), d.size(), DataType::kBool, op);
+    return d;
+  };
+  const std::vector<uint8_t> any{0, 1, 1, 1, 1, 1}, all{0, 0, 0, 1, 1, 0}, odd{0, 1, 1, 0, 0, 1};
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kBor})
+    EXPECT_EQ(run(op), any) << to_string(op);
+  for (ReduceOp op : {ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kBand})
+    EXPECT_EQ(run(op), all) << to_string(op);
+  EXPECT_EQ(run(ReduceOp::kBxor), odd);
+}
+
 TEST(ReduceTest, DivideTruncatesIntegersAndRoundsFloats) {
   std::vector<int32_t> i{7, -7, 9};
   divide(i.data(), 3, DataType::kInt32, 2);
@@ -100,6 +191,18 @@ TEST(ReduceTest, DivideTruncatesIntegersAndRoundsFloats) {
   std::vector<uint8_t> u{255, 1};
   divide(u.data(), 2, DataType::kUint8, 4);
   EXPECT_EQ(u, (std::vector<uint8_t>{63, 0}));
+  std::vector<uint8_t> many{255};
+  divide(many.data(), 1, DataType::kUint8, 256);  // 256 ranks: the divisor is not narrowed
+  EXPECT_EQ(many, (std::vector<uint8_t>{0}));
+  std::vector<int8_t> s8{-7, 127};
+  divide(s8.data(), 2, DataType::kInt8, 200);
+  EXPECT_EQ(s8, (std::vector<int8_t>{0, 0}));
+  std::vector<int16_t> s16{-7, 32767};
+  divide(s16.data(), 2, DataType::kInt16, 2);
+  EXPECT_EQ(s16, (std::vector<int16_t>{-3, 16383}));
+  std::vector<uint16_t> u16{65535};
+  divide(u16.data(), 1, DataType::kUint16, 3);
+  EXPECT_EQ(u16, (std::vector<uint16_t>{21845}));
   std::vector<float> f{1, 10};
   divide(f.data(), 2, DataType::kFloat32, 3);
   EXPECT_EQ(f, (std::vector<float>{1.0f / 3, 10.0f / 3}));
@@ -227,12 +330,8 @@ TEST(ReduceTest, LongBuffersUseEveryBlock) {
 /// generator seeded with `seed` (NaNs, infinities, ties and wrapping integers among them).
 template <class Check>
 void for_every_type_and_op(size_t n, uint32_t seed, Check check) {
-  const DataType types[] = {DataType::kFloat32,  DataType::kFloat64, DataType::kFloat16,
-                            DataType::kBFloat16, DataType::kInt32,   DataType::kInt64,
-                            DataType::kUint8};
-  const ReduceOp ops[] = {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMin, ReduceOp::kMax,
-                          ReduceOp::kProd};
-  for (DataType t : types) {
+  for (int k = 0; k < kDataTypes; ++k) {
+    const auto t = static_cast<DataType>(k);
     const size_t bytes = n * type_size(t);
     std::vector<uint8_t> a(bytes), b(bytes);
     uint32_t x = seed;
@@ -241,8 +340,10 @@ void for_every_type_and_op(size_t n, uint32_t seed, Check check) {
       a[i] = static_cast<uint8_t>(x >> 16);
       b[i] = static_cast<uint8_t>(x >> 8);
     }
-    for (ReduceOp op : ops)
-      check(t, op, a, b);
+    for (int o = 0; o < kReduceOps; ++o) {
+      const auto op = static_cast<ReduceOp>(o);
+      if (reduction_error(t, op).empty()) check(t, op, a, b);
+    }
   }
 }
 

@@ -261,6 +261,9 @@ bool reduce_any(void* acc, const void* in, size_t n, ncclDataType_t t, ncclRedOp
     case ncclUint8:
       reduce(static_cast<uint8_t*>(acc), static_cast<const uint8_t*>(in), n, op);
       return true;
+    case ncclInt8:
+      reduce(static_cast<int8_t*>(acc), static_cast<const int8_t*>(in), n, op);
+      return true;
     default:
       return false;
   }
@@ -278,6 +281,8 @@ void average_any(void* acc, size_t n, ncclDataType_t t, int size) {
       return average(static_cast<int64_t*>(acc), n, size);
     case ncclUint8:
       return average(static_cast<uint8_t*>(acc), n, size);
+    case ncclInt8:
+      return average(static_cast<int8_t*>(acc), n, size);
     default:
       return;
   }

@@ -130,6 +130,32 @@ void check_reduce_scatter(int rank, int size) {
   CHECK(rs_out.get()[1] == static_cast<double>(size) * (2 * rank + 1), "reduce_scatter");
 }
 
+/// int8 (NCCL's int8), bool (NCCL's uint8: or as max, and as min), int16 moved as bytes, and
+/// int16's reduction refused (NCCL has none) with its text, the job still usable after it.
+void check_narrow_types(int rank, int size) {
+  DeviceBuffer<int8_t> c(4);
+  c.put(std::vector<int8_t>(4, static_cast<int8_t>(-rank)));
+  ok(ddl_allreduce(c.ptr, c.ptr, 4, DDL_INT8, DDL_SUM), "int8 allreduce");
+  CHECK(c.get()[3] == static_cast<int8_t>(-size * (size - 1) / 2), "int8 sum is %d", c.get()[3]);
+  DeviceBuffer<uint8_t> b(2);
+  const std::vector<uint8_t> flags{1, static_cast<uint8_t>(rank == size - 1)};
+  b.put(flags);
+  ok(ddl_allreduce(b.ptr, b.ptr, 2, DDL_BOOL, DDL_BOR), "bool bor");
+  CHECK(b.get() == (std::vector<uint8_t>{1, 1}), "bool bor");
+  b.put(flags);
+  ok(ddl_allreduce(b.ptr, b.ptr, 2, DDL_BOOL, DDL_PROD), "bool prod");
+  CHECK(b.get() == (std::vector<uint8_t>{1, static_cast<uint8_t>(size == 1)}), "bool prod");
+  DeviceBuffer<int16_t> s(3);
+  s.put(std::vector<int16_t>(3, static_cast<int16_t>(rank == 0 ? -300 : rank)));
+  ok(ddl_bcast(s.ptr, 3, DDL_INT16, 0), "int16 bcast");
+  CHECK(s.get() == std::vector<int16_t>(3, -300), "int16 bcast");
+  CHECK(ddl_allreduce(s.ptr, s.ptr, 3, DDL_INT16, DDL_SUM) == DDL_ERR_ARGUMENT &&
+            std::strcmp(ddl_last_error(),
+                        "allreduce: GPU buffers of int16: NCCL has no int16 reduction (pass host "
+                        "memory, or int32 on the GPU)") == 0,
+        "int16 allreduce: %s", ddl_last_error());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -142,6 +168,7 @@ int main(int argc, char** argv) {
   check_bcast(rank, size);
   check_allgather(rank, size);
   check_reduce_scatter(rank, size);
+  check_narrow_types(rank, size);
   ok(ddl_barrier(), "barrier");
   ok(ddl_finalize(), "ddl_finalize");
   if (failures > 0) return 1;

@@ -67,7 +67,7 @@ static void check_large_allreduce(size_t big, int rank, int size) {
   free(out);
 }
 
-/* small messages (latency path) with int64 and min, float64 avg */
+/* small messages (latency path) with int64 and min, float64 avg, int16 and bool */
 static void check_small_allreduce(int rank, int size) {
   int64_t small[3] = {rank, -rank, 100 + rank};
   ok(ddl_allreduce(small, small, 3, DDL_INT64, DDL_MIN), "allreduce min");
@@ -76,6 +76,21 @@ static void check_small_allreduce(int rank, int size) {
   double avg = rank;
   ok(ddl_allreduce(&avg, &avg, 1, DDL_FLOAT64, DDL_AVG), "allreduce avg");
   CHECK(avg == (size - 1) / 2.0, "avg %g", avg);
+  /* the narrow types: int16 bxor (bit r from rank r), bool prod (an and) and sum (an or) */
+  int16_t bits[2] = {(int16_t)(1u << (rank % 16)), -1}, want = 0;
+  for (int r = 0; r < size; ++r) want = (int16_t)(want ^ (int16_t)(1u << (r % 16)));
+  ok(ddl_allreduce(bits, bits, 2, DDL_INT16, DDL_BXOR), "allreduce bxor");
+  CHECK(bits[0] == want && bits[1] == (size % 2 ? -1 : 0), "bxor %d %d", bits[0], bits[1]);
+  uint8_t flags[2] = {1, rank == size - 1};
+  ok(ddl_allreduce(flags, flags, 2, DDL_BOOL, DDL_PROD), "allreduce bool prod");
+  CHECK(flags[0] == 1 && flags[1] == (size == 1), "bool prod %d %d", flags[0], flags[1]);
+  flags[1] = rank == size - 1;
+  ok(ddl_allreduce(flags, flags, 2, DDL_BOOL, DDL_SUM), "allreduce bool sum");
+  CHECK(flags[0] == 1 && flags[1] == 1, "bool sum %d %d", flags[0], flags[1]);
+  CHECK(ddl_allreduce(&avg, &avg, 1, DDL_FLOAT64, DDL_BAND) == DDL_ERR_ARGUMENT &&
+            strcmp(ddl_last_error(), "allreduce: reduce op band is bitwise: it takes integer "
+                                     "and bool types, not float64") == 0,
+        "float64 band: %s", ddl_last_error());
 }
 
 /* allreduce_n: three buffers fused */

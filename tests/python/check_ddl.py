@@ -3,8 +3,11 @@
 How it works: run as a real job (tests/python/run_job.sh starts it under ddlrun). Rank r fills
 its arrays from r and the element index so every result is an exact small integer in every
 dtype (fp16/bf16 included); each rank checks its own results and prints "rank R of N ok". Torch
-tensors are checked too when torch is importable.
+tensors are checked too when torch is importable. The bitwise ops on every integer dtype, bool's
+logical reductions, and the refused pairs with their texts (check_bits_and_bools).
 """
+
+import functools
 
 import sys
 import threading
@@ -21,11 +24,13 @@ except ImportError:
 
 R, N = ddl.rank(), ddl.size()
 COUNTS = (1, 7, 1000, 100003)  # a single element, odd sizes, large enough for the ring paths
-NUMPY_TYPES = [np.float32, np.float64, np.float16, np.int32, np.int64, np.uint8]
+NUMPY_TYPES = [np.float32, np.float64, np.float16, np.int32, np.int64, np.uint8, np.int8,
+               np.int16, np.uint16]
 TORCH_TYPES = [] if torch is None else [
     torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int32, torch.int64,
-    torch.uint8,
-]
+    torch.uint8, torch.int8, torch.int16,
+] + ([torch.uint16] if hasattr(torch, "uint16") else [])  # torch 2.3 on
+INTEGER_TYPES = [t for t in NUMPY_TYPES + TORCH_TYPES if "int" in str(t)]
 
 
 def arange_mod(n, k):
@@ -127,6 +132,49 @@ def check_reduce_scatter(dtype):
     expect(f"reduce_scatter 2-d {dtype}", ddl.reduce_scatter(x), np.full((2, 3), N))
 
 
+def check_bits_and_bools():
+    """band, bor, bxor on every integer dtype; bool's or, and, xor; the refused pairs."""
+    n = 1001
+    i = np.arange(n, dtype=np.int64)
+    mine = [(i * 7 + r * 13) % 61 for r in range(N)]  # every integer dtype holds 0..60
+    for op, fold in (("band", np.bitwise_and), ("bor", np.bitwise_or), ("bxor", np.bitwise_xor)):
+        want = functools.reduce(fold, mine)
+        for dtype in INTEGER_TYPES:
+            x = make(mine[R], dtype)
+            expect(f"allreduce {op} {dtype}", ddl.allreduce(x, op=op), want)
+    flags = [(i + r) % 3 != 0 for r in range(N)]
+    any_, all_ = np.logical_or.reduce(flags), np.logical_and.reduce(flags)
+    odd = np.logical_xor.reduce(flags)
+    for dtype in [np.bool_] + ([] if torch is None else [torch.bool]):
+        for op, want in (("sum", any_), ("max", any_), ("bor", any_), ("prod", all_),
+                         ("min", all_), ("band", all_), ("bxor", odd)):
+            x = make(flags[R], dtype)
+            expect(f"allreduce {op} {dtype}", ddl.allreduce(x, op=op), want.astype(np.int64))
+        x = make(flags[R], dtype)
+        expect(f"broadcast {dtype}", ddl.broadcast(x, N - 1), flags[N - 1].astype(np.int64))
+        expect(f"allgather {dtype}", ddl.allgather(make(flags[R], dtype)),
+               np.concatenate(flags).astype(np.int64))
+    refused = (
+        (np.zeros(3, np.bool_), "avg",
+         "allreduce: reduce op avg does not take bool (on bool, sum and max are a logical or, "
+         "prod and min a logical and)"),
+        (np.zeros(3, np.float32), "band",
+         "allreduce: reduce op band is bitwise: it takes integer and bool types, not float32"),
+    )
+    if torch is not None:
+        refused += ((torch.zeros(3, dtype=torch.float16), "bxor",
+                     "allreduce: reduce op bxor is bitwise: it takes integer and bool types, not "
+                     "float16"),)
+    for x, op, text in refused:
+        try:
+            ddl.allreduce(x, op=op)
+        except ddl.Error as e:
+            if (e.status, str(e)) != (1, text):
+                sys.exit(f"rank {R}: allreduce {op} {x.dtype}: {e.status} {str(e)!r}, want {text!r}")
+        else:
+            sys.exit(f"rank {R}: allreduce {op} {x.dtype} was not refused")
+
+
 def check_errors():
     def raises(kind, call):
         try:
@@ -218,6 +266,7 @@ def main():
     if torch is not None:
         check_allreduce_n([torch.bfloat16])
         check_allreduce_n([torch.float32, np.float32, torch.int64])  # numpy and torch mixed
+    check_bits_and_bools()
     check_errors()
     check_shared()
     if N > 1:

@@ -153,7 +153,7 @@ def check_errors(n):
            "or one from hvd.add_process_set), not object", hvd.allreduce, ones,
            process_set=object())
     expect(TypeError, "hvd.allreduce: dtype complex64 cannot be reduced (it takes float32, "
-           "float64, float16, bfloat16, int32, int64, uint8, int8 and int16)",
+           "float64, float16, bfloat16, int32, int64, uint8, int8, int16, uint16 and bool)",
            hvd.allreduce_, torch.ones(2, dtype=torch.complex64))
     expect(ValueError, "hvd.poll: handle 999999 was not created or has been cleared "
            "(synchronize() clears it)", hvd.poll, 999999)

@@ -4,8 +4,9 @@ the feature), as an N-rank job: `check_torch2.py [collectives|train|torchrun]`.
 How it works: init_process_group(backend="ddl") with nothing else -- no init_method, no import
 of ddl: under ddlrun its sitecustomize registers the backend and libddl finds the job from
 ddlrun's variables; under torchrun the ranks meet through the store torch hands the backend.
-collectives: every ReduceOp the backend takes (AVG included) and the exact error of one it does
-not (BAND, BXOR); all_reduce, broadcast, all_gather, all_gather_into_tensor,
+collectives: every ReduceOp the backend takes (AVG included; BAND, BOR, BXOR on int8, int16,
+int32, uint8, torch 2.3's uint16 and bool, whose SUM is an or and PRODUCT an and) and the exact
+error of a pair it does not (BAND on float32, AVG on bool); all_reduce, broadcast, all_gather, all_gather_into_tensor,
 reduce_scatter_tensor (SUM, AVG; and 2.13's all_gather_single, reduce_scatter_single), reduce,
 gather, scatter, all_to_all(_single); the object
 collectives; new_group subgroups (members and not); barrier; monitored_barrier passing, then
@@ -64,8 +65,46 @@ def check_ops(rank, n):
     for name in ("BAND", "BXOR"):
         expect_error(f"all_reduce {name}",
                      lambda: dist.all_reduce(x(), op=getattr(dist.ReduceOp, name)),
-                     f"ddl backend: allreduce: reduce op {name} is not supported (it takes SUM, "
-                     "AVG, PRODUCT, MIN and MAX)")
+                     f"ddl backend: allreduce: reduce op {name.lower()} is bitwise: it takes "
+                     "integer and bool types, not float32")
+    check_small_types(rank, n)
+
+
+def check_small_types(rank, n):
+    """The bitwise ops on the integer dtypes, bool's logical reductions and AVG's refusal."""
+    i = torch.arange(12)
+    mine = [(i * 7 + r * 13) % 61 for r in range(n)]  # every integer dtype holds 0..60
+    dtypes = [torch.int8, torch.int16, torch.int32, torch.uint8]
+    dtypes += [torch.uint16] if hasattr(torch, "uint16") else []  # torch 2.3 on
+    folds = {"BAND": torch.bitwise_and, "BOR": torch.bitwise_or, "BXOR": torch.bitwise_xor}
+    for dtype in dtypes:
+        for name, fold in folds.items():
+            want = mine[0]
+            for other in mine[1:]:
+                want = fold(want, other)
+            t = mine[rank].to(dtype)
+            dist.all_reduce(t, op=getattr(dist.ReduceOp, name))
+            expect(f"all_reduce {name} {dtype}", t, want)
+        t = mine[rank].to(dtype)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        expect(f"all_reduce MAX {dtype}", t, torch.stack(mine).max(0).values)
+        t = mine[rank].to(dtype)
+        dist.broadcast(t, src=n - 1)
+        expect(f"broadcast {dtype}", t, mine[n - 1])
+    flags = torch.stack([(i + r) % 3 != 0 for r in range(n)])
+    any_, all_ = flags.any(0), flags.all(0)
+    for name, want in (("SUM", any_), ("MAX", any_), ("BOR", any_), ("PRODUCT", all_),
+                       ("MIN", all_), ("BAND", all_), ("BXOR", flags.sum(0) % 2 == 1)):
+        t = flags[rank].clone()
+        dist.all_reduce(t, op=getattr(dist.ReduceOp, name))
+        expect(f"all_reduce {name} bool", t, want)
+    parts = [torch.zeros(12, dtype=torch.bool) for _ in range(n)]
+    dist.all_gather(parts, flags[rank])
+    expect("all_gather bool", torch.stack(parts), flags)
+    expect_error("all_reduce AVG bool",
+                 lambda: dist.all_reduce(flags[rank].clone(), op=dist.ReduceOp.AVG),
+                 "ddl backend: allreduce: reduce op avg does not take bool (on bool, sum and max "
+                 "are a logical or, prod and min a logical and)")
 
 
 def check_collectives(rank, n):

@@ -26,7 +26,7 @@ import ddl.torch  # noqa: F401  (registers the backend "ddl")
 from ddl import _torch_pg
 
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int32, torch.int64,
-          torch.uint8]
+          torch.uint8, torch.int8, torch.int16]
 COUNTS = (1, 7, 100003)
 
 
@@ -201,13 +201,18 @@ def raises(what, call, text):
 
 
 def check_errors(rank, n):
-    raises("int16", lambda: dist.all_reduce(torch.zeros(3, dtype=torch.int16)),
-           "ddl backend: allreduce: dtype Short is not supported (it takes float32, float64, "
-           "float16, bfloat16, int32, int64 and uint8)")
-    raises("BAND", lambda: dist.all_reduce(torch.zeros(3, dtype=torch.int32),
-                                           op=dist.ReduceOp.BAND),
-           "ddl backend: allreduce: reduce op BAND is not supported (it takes SUM, AVG, "
-           "PRODUCT, MIN and MAX)")
+    uint16 = ", uint16" if hasattr(torch, "uint16") else ""  # torch 2.3 on
+    # A dtype with no ddl type that reaches the backend: torch 2.3's uint32, else a quantized one.
+    if hasattr(torch, "uint32"):
+        odd, name = torch.zeros(3, dtype=torch.uint32), "UInt32"
+    else:
+        odd, name = torch.quantize_per_tensor(torch.zeros(3), 0.1, 0, torch.qint8), "QInt8"
+    raises(name, lambda: dist.all_reduce(odd),
+           f"ddl backend: allreduce: dtype {name} is not supported (it takes float32, "
+           f"float64, float16, bfloat16, int8, int16, int32, int64, uint8{uint16} and bool)")
+    raises("BAND", lambda: dist.all_reduce(torch.zeros(3), op=dist.ReduceOp.BAND),
+           "ddl backend: allreduce: reduce op band is bitwise: it takes integer and bool types, "
+           "not float32")
     raises("all_gather sizes", lambda: dist.all_gather([torch.zeros(3) for _ in range(n)],
                                                        torch.zeros(4)),
            "ddl backend: allgather: an output of 3 Float for an input of 4 Float")

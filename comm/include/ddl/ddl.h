@@ -19,7 +19,8 @@ extern "C" {
 
 typedef enum {
   DDL_SUCCESS = 0,
-  DDL_ERR_ARGUMENT = 1,  /* a null buffer, an unknown type or op, a root out of range */
+  DDL_ERR_ARGUMENT = 1,  /* a null buffer, an unknown type or op, an op the type does not take,
+                            a root out of range */
   DDL_ERR_STATE = 2,     /* not initialised, or initialised twice */
   DDL_ERR_BOOTSTRAP = 3, /* the ranks could not find each other (names the missing ranks) */
   DDL_ERR_TRANSPORT = 4, /* a peer failed or timed out (names it) */
@@ -39,10 +40,28 @@ typedef enum {
   DDL_BFLOAT16 = 3,
   DDL_INT32 = 4,
   DDL_INT64 = 5,
-  DDL_UINT8 = 6
+  DDL_UINT8 = 6,
+  DDL_INT8 = 7,
+  DDL_INT16 = 8,
+  DDL_UINT16 = 9,
+  DDL_BOOL = 10 /* one byte: 0 is false, anything else true; a reduction over two or more
+                   ranks writes 0 or 1 */
 } ddl_datatype_t;
 
-typedef enum { DDL_SUM = 0, DDL_AVG = 1, DDL_MIN = 2, DDL_MAX = 3, DDL_PROD = 4 } ddl_op_t;
+/* Integers wrap (sum, prod) and DDL_AVG truncates their wrapped sum toward zero. DDL_BAND,
+ * DDL_BOR and DDL_BXOR are bitwise and take the integer types and DDL_BOOL only. On DDL_BOOL,
+ * DDL_SUM and DDL_MAX are a logical or, DDL_PROD and DDL_MIN a logical and, and DDL_AVG is
+ * refused. A refused pair returns DDL_ERR_ARGUMENT. */
+typedef enum {
+  DDL_SUM = 0,
+  DDL_AVG = 1,
+  DDL_MIN = 2,
+  DDL_MAX = 3,
+  DDL_PROD = 4,
+  DDL_BAND = 5,
+  DDL_BOR = 6,
+  DDL_BXOR = 7
+} ddl_op_t;
 
 /* Finds this rank and the job from the launcher's variables, reads the topology file
  * ($DDL_TOPOLOGY_FILE) when there is one, and wires the ranks together (PMIx, else ddlrun's

@@ -46,17 +46,26 @@ inline void check(ddl_status_t status) {
   }
 }
 
-/// The ddl type of T (float, double, int32_t, int64_t, uint8_t).
+/// The ddl type of T (float, double, int32_t, int64_t, uint8_t, int8_t, int16_t, uint16_t,
+/// bool).
 template <typename T>
 constexpr ddl_datatype_t datatype_of() {
   if constexpr (std::is_same_v<T, float>) return DDL_FLOAT32;
   if constexpr (std::is_same_v<T, double>) return DDL_FLOAT64;
   if constexpr (std::is_same_v<T, int32_t>) return DDL_INT32;
   if constexpr (std::is_same_v<T, int64_t>) return DDL_INT64;
-  static_assert(std::is_same_v<T, uint8_t> || std::is_same_v<T, float> ||
-                    std::is_same_v<T, double> || std::is_same_v<T, int32_t> ||
-                    std::is_same_v<T, int64_t>,
-                "no ddl data type for this element type");
+  if constexpr (std::is_same_v<T, int8_t>) return DDL_INT8;
+  if constexpr (std::is_same_v<T, int16_t>) return DDL_INT16;
+  if constexpr (std::is_same_v<T, uint16_t>) return DDL_UINT16;
+  if constexpr (std::is_same_v<T, bool>) {
+    static_assert(sizeof(bool) == 1, "DDL_BOOL is one byte");
+    return DDL_BOOL;
+  }
+  static_assert(
+      std::is_same_v<T, uint8_t> || std::is_same_v<T, float> || std::is_same_v<T, double> ||
+          std::is_same_v<T, int32_t> || std::is_same_v<T, int64_t> || std::is_same_v<T, int8_t> ||
+          std::is_same_v<T, int16_t> || std::is_same_v<T, uint16_t> || std::is_same_v<T, bool>,
+      "no ddl data type for this element type");
   return DDL_UINT8;
 }
 

@@ -125,17 +125,13 @@ def join(group=None):
 
 def stand_in(sig):
     """A joined rank's part in the allreduce of signature sig (("allreduce", [(dtype, shape),
-    ...], op, ...)): the same ddl.allreduce_n, on zeros of the dtypes the others reduce in."""
+    ...], op, ...)): the same ddl.allreduce_n, on zeros of those dtypes and shapes."""
     specs, op = sig[1], sig[2]
 
     def contribute():
-        ddl.allreduce_n([_zeros(_REDUCED_AS.get(dtype, dtype), shape) for dtype, shape in specs],
-                        op=op)
+        ddl.allreduce_n([_zeros(dtype, shape) for dtype, shape in specs], op=op)
 
     return contribute
-
-
-_REDUCED_AS = {"int8": "int32", "int16": "int32"}  # what horovod.torch reduces them in
 
 
 def _failed_with(handle, error):

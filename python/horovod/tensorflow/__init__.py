@@ -72,13 +72,16 @@ def _check_set(process_set, what):
                          "process set")
 
 
-def _scale(tensor, factor, what):
-    if factor == 1.0:
+def _scale(tensor, factor, what=None):
+    """tensor * factor in tensor's dtype, computed as Horovod does: in float64 for integers
+    (truncated back), float32 for float16."""
+    del what
+    if isinstance(factor, (int, float)) and factor == 1.0:
         return tensor
-    if not tensor.dtype.is_floating:
-        raise ValueError(f"hvd.{what}: prescale_factor/postscale_factor need floating-point "
-                         f"tensors, not {tensor.dtype.name}")
-    return tensor * tf.cast(factor, tensor.dtype)
+    dtype = tensor.dtype
+    wide = tf.float64 if dtype.is_integer or dtype == tf.bool else (
+        tf.float32 if dtype in (tf.float16, tf.bfloat16) else dtype)
+    return tf.cast(tf.cast(tensor, wide) * tf.cast(factor, wide), dtype)
 
 
 def _reduce_dense(tensors, op, compression, prescale, postscale, what, name=None):
@@ -94,7 +97,8 @@ def _reduce_sparse(slices, op, name=None):
     """An IndexedSlices reduced as Horovod does: values and indices allgathered (values
     divided by size() for Average), each op matched across ranks by its own name."""
     if op not in (Average, Sum):
-        raise ValueError("hvd.allreduce: IndexedSlices are reduced with Average or Sum only")
+        raise NotImplementedError("hvd.allreduce: IndexedSlices are reduced with Average or Sum "
+                                  "only (they are allgathered)")
     values = _dtf.allgather(slices.values, name=name and f"{name}.values", grad_op="avg")
     if op == Average:
         values = values / tf.cast(ddl.size(), values.dtype)
@@ -118,6 +122,9 @@ def grouped_allreduce(tensors, average=None, device_dense="", device_sparse="",
         out[i] = r
     for i, t in enumerate(out):
         if isinstance(t, tf.IndexedSlices):
+            if prescale_factor != 1.0 or postscale_factor != 1.0:
+                raise NotImplementedError("hvd.allreduce: prescale_factor/postscale_factor are "
+                                          "not supported with IndexedSlices")
             out[i] = _reduce_sparse(t, op, name and f"{name}.{i}")
     return out
 
@@ -229,11 +236,11 @@ def DistributedGradientTape(gradtape, device_dense="", device_sparse="",  # noqa
                             gradient_predivide_factor=1.0, num_groups=0, groups=None,
                             process_set=global_process_set, scale_local_gradients=True):
     """A tape whose gradient() returns gradients reduced (op) over every rank."""
-    del device_dense, device_sparse, num_groups, groups, scale_local_gradients
+    del device_dense, device_sparse, num_groups, groups
     _check_set(process_set, "DistributedGradientTape")
     reduce = _reducer(compression, sparse_as_dense, op, gradient_predivide_factor,
                       "DistributedGradientTape")
-    return _dtf.DistributedGradientTape(gradtape, reduce=reduce)
+    return _PartialTape(gradtape, reduce, [], scale_local_gradients)
 
 
 def DistributedOptimizer(optimizer, name=None, use_locking=False,  # noqa: N802

@@ -29,7 +29,9 @@ def _rows(total, size, rank):
 
 
 def _factor(tensor, factor):
-    return tensor if factor == 1.0 else tensor * tf.cast(factor, tensor.dtype)
+    from . import _scale  # noqa: PLC0415 (the package imports this module)
+
+    return _scale(tensor, factor)
 
 
 def reducescatter(tensor, device_dense="", compression=None, op=Average, name=None,

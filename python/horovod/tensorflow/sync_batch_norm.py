@@ -2,8 +2,8 @@
 statistics are those of every rank's batch together, for tf.keras (Keras 3, or tf-keras under
 TF_USE_LEGACY_KERAS=1).
 
-How it works: the layer is tf.keras' BatchNormalization with its batch moments replaced (Keras
-3's _moments, tf-keras' _calculate_mean_and_var): each rank sums its inputs, their squares and
+How it works: the layer is tf.keras' BatchNormalization with its batch moments replaced (_moments,
+which both Keras 3 and tf-keras call): each rank sums its inputs, their squares and
 its count over the reduced axes, the three are summed over the ranks in one fused allreduce
 (ddl's op, matched by name like every other), and mean = sum / count, variance = sum of squares
 / count - mean^2, so every rank normalizes with the global batch's moments and updates its
@@ -41,12 +41,13 @@ class SyncBatchNormalization(tf.keras.layers.BatchNormalization):
         if hasattr(self, "fused"):
             self.fused = False
 
-    def _moments(self, inputs, mask):  # Keras 3 (its build sets _reduction_axes)
-        del mask
-        mean, variance = _global_moments(inputs, list(self._reduction_axes), keep_dims=False)
-        return tf.cast(mean, inputs.dtype), tf.cast(variance, inputs.dtype)
-
-    def _calculate_mean_and_var(self, inputs, reduction_axes, keep_dims, mask=None):  # tf-keras
-        del mask
-        mean, variance = _global_moments(inputs, list(reduction_axes), keep_dims)
+    def _moments(self, inputs, *args, **kwargs):
+        """Keras 3: (inputs, mask), its build having set _reduction_axes; tf-keras: (inputs,
+        reduction_axes, keep_dims)."""
+        if "keep_dims" in kwargs or len(args) == 2:
+            axes = args[0] if args else kwargs["reduction_axes"]
+            keep_dims = kwargs["keep_dims"] if "keep_dims" in kwargs else args[1]
+        else:
+            axes, keep_dims = self._reduction_axes, False
+        mean, variance = _global_moments(inputs, list(axes), keep_dims)
         return tf.cast(mean, inputs.dtype), tf.cast(variance, inputs.dtype)

@@ -3,10 +3,10 @@
 How it works: every collective is a function run on ddl's worker thread once the negotiator has
 matched the ranks' calls (horovod.common.controller); this module holds those functions and the
 tensors they move. Data that is only moved (allgather, broadcast, alltoall) travels as its raw
-bytes (a uint8 view), so every dtype works, bool, int8 and int16 included. Reduced data travels
-in a dtype libddl reduces: its own, or int32 for int8 and int16 (converted back afterwards: the
-same wrap-around as summing in the narrow type). Scale factors apply before and after the
-reduction in float64 for integers and float32 for float16 (Horovod's rules), in place otherwise.
+bytes (a uint8 view), so every dtype works. Reduced data travels in its own dtype (libddl
+reduces float32/64, float16, bfloat16, int8/16/32/64, uint8, uint16 and bool). Scale factors
+apply before and after the reduction in float64 for integers and float32 for float16 (Horovod's
+rules), in place otherwise.
 """
 
 import math
@@ -15,9 +15,10 @@ import torch
 
 import ddl
 
-_REDUCED = {torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int32, torch.int64,
-            torch.uint8}
-_WIDENED = {torch.int8: torch.int32, torch.int16: torch.int32}
+_REDUCED = [dtype for dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16,
+                                torch.int32, torch.int64, torch.uint8, torch.int8, torch.int16,
+                                getattr(torch, "uint16", None), torch.bool)
+            if dtype is not None and str(dtype) in ddl._TORCH_TYPES]
 
 
 _NAMES = {}  # torch dtype -> its name without "torch." (str() costs a microsecond a call)
@@ -31,13 +32,12 @@ def dtype_name(dtype):
 
 
 def reduce_dtype(dtype, what):
-    """The dtype `dtype` is reduced in; TypeError naming `what` for one libddl cannot reduce."""
+    """dtype, when libddl reduces it; TypeError naming `what` otherwise."""
     if dtype in _REDUCED:
         return dtype
-    if dtype in _WIDENED:
-        return _WIDENED[dtype]
-    raise TypeError(f"hvd.{what}: dtype {dtype_name(dtype)} cannot be reduced (it takes float32, "
-                    "float64, float16, bfloat16, int32, int64, uint8, int8 and int16)")
+    names = [dtype_name(d) for d in _REDUCED]
+    raise TypeError(f"hvd.{what}: dtype {dtype_name(dtype)} cannot be reduced (it takes "
+                    f"{', '.join(names[:-1])} and {names[-1]})")
 
 
 def _scale(tensor, factor):
