@@ -15,10 +15,7 @@ import torch
 
 import ddl
 
-_REDUCED = [dtype for dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16,
-                                torch.int32, torch.int64, torch.uint8, torch.int8, torch.int16,
-                                getattr(torch, "uint16", None), torch.bool)
-            if dtype is not None and str(dtype) in ddl._TORCH_TYPES]
+_REDUCED = [name.replace("torch.", "") for name in ddl._TORCH_TYPES]  # libddl's, by name
 
 
 _NAMES = {}  # torch dtype -> its name without "torch." (str() costs a microsecond a call)
@@ -33,11 +30,10 @@ def dtype_name(dtype):
 
 def reduce_dtype(dtype, what):
     """dtype, when libddl reduces it; TypeError naming `what` otherwise."""
-    if dtype in _REDUCED:
+    if dtype_name(dtype) in _REDUCED:
         return dtype
-    names = [dtype_name(d) for d in _REDUCED]
     raise TypeError(f"hvd.{what}: dtype {dtype_name(dtype)} cannot be reduced (it takes "
-                    f"{', '.join(names[:-1])} and {names[-1]})")
+                    f"{', '.join(_REDUCED[:-1])} and {_REDUCED[-1]})")
 
 
 def _scale(tensor, factor):
