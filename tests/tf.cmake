@@ -42,3 +42,7 @@ ddl_tf_test(python.tf_pairing_3 ${tf_job3} ${CMAKE_CURRENT_SOURCE_DIR}/python/ch
 ddl_tf_test(bench.keras_smoke ${PROJECT_SOURCE_DIR}/bench/keras_compare.sh
             --ddlrun "${ddl_tf_ddlrun}" --python "${ddl_tf_python}" --ranks 2 --hidden 32
             --layers 1 --batch 16 --warmup 2 --steps 3)
+# horovod.tensorflow beyond the four basic calls: join with uneven data, reducescatter,
+# grouped_allgather, broadcast_, *_op, broadcast_global_variables in a graph,
+# SyncBatchNormalization, tf-keras backward_passes_per_step (tests/python/check_hvd_tf.py).
+ddl_tf_test(python.hvd_tf_3 ${tf_job3} ${CMAKE_CURRENT_SOURCE_DIR}/python/check_hvd_tf.py)

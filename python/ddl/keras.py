@@ -19,7 +19,11 @@ ddl.DDLGlobalVariablesCallback are these classes (`import ddl` loads this module
 first names them).
 """
 
-from tensorflow import keras  # Keras 3, or tf-keras under TF_USE_LEGACY_KERAS=1
+import tensorflow as tf
+
+if not hasattr(tf, "keras"):  # a folder named tensorflow on the path, not TensorFlow
+    raise ModuleNotFoundError("No module named 'tensorflow'", name="tensorflow")
+keras = tf.keras  # Keras 3, or tf-keras under TF_USE_LEGACY_KERAS=1
 
 from . import tensorflow as ddl_tf
 

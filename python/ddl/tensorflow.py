@@ -41,9 +41,11 @@ __all__ = [
     "is_tensorflow",
 ]
 
-_OPS = {"sum": 0, "avg": 1, "min": 2, "max": 3, "prod": 4}
-_DTYPES = (tf.float32, tf.float64, tf.float16, tf.bfloat16, tf.int32, tf.int64, tf.uint8)
-_DTYPE_NAMES = "float32, float64, float16, bfloat16, int32, int64, uint8"
+_OPS = {"sum": 0, "avg": 1, "min": 2, "max": 3, "prod": 4, "band": 5, "bor": 6, "bxor": 7}
+_DTYPES = (tf.float32, tf.float64, tf.float16, tf.bfloat16, tf.int32, tf.int64, tf.uint8,
+           tf.int8, tf.int16, tf.uint16, tf.bool)
+_DTYPE_NAMES = ("float32, float64, float16, bfloat16, int32, int64, uint8, int8, int16, uint16, "
+                "bool")
 
 
 def _load():
@@ -349,8 +351,7 @@ def _optimizer_kind(optimizer):
     """The method distribute_optimizer wraps: "apply", "apply_gradients", "compute_gradients"."""
     if isinstance(optimizer, tf.compat.v1.train.Optimizer):
         return "compute_gradients"
-    root = type(optimizer).__module__.split(".")[0]
-    if root == "keras" and hasattr(optimizer, "apply") and hasattr(optimizer, "stateless_apply"):
+    if keras_of(optimizer) == "keras" and hasattr(optimizer, "apply"):
         return "apply"
     if hasattr(optimizer, "apply_gradients"):
         return "apply_gradients"
@@ -362,6 +363,16 @@ def _reduced(reducer, grads, variables):
     if getattr(reducer, "with_variables", False):
         return reducer(list(grads), list(variables))
     return reducer(list(grads))
+
+
+def keras_of(obj):
+    """"keras" (Keras 3) or "tf_keras" (Keras 2) for an object of a class of theirs or of a
+    subclass of one (a user's optimizer); None otherwise."""
+    for cls in type(obj).__mro__:
+        root = cls.__module__.split(".")[0]
+        if root in ("keras", "tf_keras"):
+            return root
+    return None
 
 
 def _wrap_apply(original, reducer):
@@ -436,7 +447,8 @@ def allreduce_metrics(logs, op="avg"):
     return logs
 
 
-_NUMPY_TYPES = ("float32", "float64", "float16", "int32", "int64", "uint8")
+_NUMPY_TYPES = ("float32", "float64", "float16", "int32", "int64", "uint8", "int8", "int16",
+                "uint16", "bool")
 
 
 def _stand_in(sig):

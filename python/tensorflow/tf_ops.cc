@@ -178,6 +178,14 @@ ddl_datatype_t ddl_type(tf::DataType type) {
       return DDL_INT32;
     case tf::DT_INT64:
       return DDL_INT64;
+    case tf::DT_INT8:
+      return DDL_INT8;
+    case tf::DT_INT16:
+      return DDL_INT16;
+    case tf::DT_UINT16:
+      return DDL_UINT16;
+    case tf::DT_BOOL:
+      return DDL_BOOL;
     default:
       return DDL_UINT8;
   }
@@ -236,10 +244,10 @@ std::string type_name(tf::DataType type) {
                                                 : tf::DataTypeString(type);
 }
 
-/// A reduction (ddl_op_t) as the signatures show it: sum, avg, min, max, prod.
+/// A reduction (ddl_op_t) as the signatures show it: sum, avg, min, max, prod, band, ...
 std::string op_name(int op) {
-  constexpr const char* kNames[] = {"sum", "avg", "min", "max", "prod"};
-  return op >= 0 && op < 5 ? kNames[op] : absl::StrCat("op ", op);
+  constexpr const char* kNames[] = {"sum", "avg", "min", "max", "prod", "band", "bor", "bxor"};
+  return op >= 0 && op < 8 ? kNames[op] : absl::StrCat("op ", op);
 }
 
 /// An op whose collective is matched across ranks by name (Requests).
@@ -476,7 +484,8 @@ absl::Status unknown_rows(ShapeContext* c, int output) {
   return absl::OkStatus();
 }
 
-constexpr char kTypes[] = "T: {float, double, half, bfloat16, int32, int64, uint8}";
+constexpr char kTypes[] =
+    "T: {float, double, half, bfloat16, int32, int64, uint8, int8, int16, uint16, bool}";
 
 REGISTER_OP("DdlAllreduce")
     .Input("tensors: N * T")

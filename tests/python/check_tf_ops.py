@@ -47,11 +47,15 @@ def check_error(what, call, kind, text):
 
 
 def values():
-    for dtype in (tf.float32, tf.float64, tf.float16, tf.bfloat16, tf.int32, tf.int64, tf.uint8):
+    for dtype in (tf.float32, tf.float64, tf.float16, tf.bfloat16, tf.int32, tf.int64, tf.uint8,
+                  tf.int8, tf.int16, tf.uint16):
         x = tf.fill([3, 2], tf.cast(rank + 1, dtype))
         check(f"allreduce sum {dtype.name}", dtf.allreduce(x), np.full([3, 2], TOTAL))
         check(f"ddl.allreduce max {dtype.name}", ddl.allreduce(x, op="max"), np.full([3, 2], n))
     check("avg", ddl.allreduce(tf.constant([float(rank)]), op="avg"), [(n - 1) / 2])
+    check("bool or", dtf.allreduce(tf.constant([rank == 0, False]), op="max"), [True, False])
+    check("int8 band", dtf.allreduce(tf.constant([3, 5 + rank], tf.int8), op="band"),
+          [3, int(np.bitwise_and.reduce(np.arange(5, 5 + n)))])
     mixed = dtf.allreduce_n([tf.constant([rank + 1.0]), tf.constant([rank + 1], tf.int64),
                              tf.zeros([0]), tf.constant([[2.0 * rank]], tf.float64)])
     for got, expected in zip(mixed, ([TOTAL], [TOTAL], np.zeros([0]), [[n * (n - 1)]])):
@@ -112,11 +116,11 @@ def gradients():
 
 
 def errors():
-    check_error("unsupported dtype", lambda: dtf.allreduce(tf.constant([1], tf.int16)),
-                TypeError, "ddl.tensorflow.allreduce: dtype int16 is not one of float32, "
-                "float64, float16, bfloat16, int32, int64, uint8")
+    check_error("unsupported dtype", lambda: dtf.allreduce(tf.constant([1], tf.complex64)),
+                TypeError, "ddl.tensorflow.allreduce: dtype complex64 is not one of float32, "
+                "float64, float16, bfloat16, int32, int64, uint8, int8, int16, uint16, bool")
     check_error("unknown op", lambda: dtf.allreduce(tf.constant([1.0]), op="mean"), ValueError,
-                "unknown op 'mean': one of sum, avg, min, max, prod")
+                "unknown op 'mean': one of sum, avg, min, max, prod, band, bor, bxor")
     check_error("allgather shapes", lambda: dtf.allgather(tf.zeros([1, rank + 1])),
                 tf.errors.FailedPreconditionError,
                 "collective mismatch: rank 0 called 'allgather.eager' allgather(float32, rows "

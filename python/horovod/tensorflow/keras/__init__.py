@@ -49,16 +49,26 @@ def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse=""
     """The Keras optimizer (Keras 3, or tf-keras), made to reduce (op) its gradients over
     every rank before it applies them; returns it."""
     del name, device_dense, device_sparse, num_groups, groups, scale_local_gradients
-    del average_aggregated_gradients
     _check_set(process_set, "DistributedOptimizer")
-    if backward_passes_per_step != 1:
-        raise ValueError("hvd.DistributedOptimizer(backward_passes_per_step="
-                         f"{backward_passes_per_step}): not supported on Keras 3 by "
-                         "horovod.tensorflow.keras on libddl; give the Keras optimizer "
-                         "gradient_accumulation_steps= instead (its accumulated gradients are "
-                         "averaged over the ranks at every step)")
     reduce = _reducer(compression, sparse_as_dense, op, gradient_predivide_factor,
                       "DistributedOptimizer")
+    return _distribute(optimizer, lambda grads, variables: reduce(grads),
+                       backward_passes_per_step, average_aggregated_gradients)
+
+
+def _distribute(optimizer, reduce, passes, average):
+    """The optimizer with reduce(grads, variables) applied to its gradients: tf-keras ones as
+    Horovod's subclass (_keras2, passes > 1 too), Keras 3's in place."""
+    if _dtf.keras_of(optimizer) == "tf_keras":
+        from ._keras2 import distributed_optimizer  # noqa: PLC0415
+
+        return distributed_optimizer(optimizer, reduce, passes, average)
+    if passes != 1:
+        raise ValueError(f"hvd.DistributedOptimizer(backward_passes_per_step={passes}): not "
+                         "supported on Keras 3 by horovod.tensorflow.keras on libddl; give the "
+                         "Keras optimizer gradient_accumulation_steps= instead (its accumulated "
+                         "gradients are averaged over the ranks at every step)")
+    reduce.with_variables = True
     return _dtf.distribute_optimizer(optimizer, reduce=reduce)
 
 
@@ -87,13 +97,9 @@ def PartialDistributedOptimizer(optimizer, name=None, device_dense="",  # noqa: 
     _check_set(process_set, "PartialDistributedOptimizer")
     reduce = _reducer(compression, sparse_as_dense, op, gradient_predivide_factor,
                       "PartialDistributedOptimizer")
-    del name, device_dense, device_sparse, groups, average_aggregated_gradients
-    if backward_passes_per_step != 1:
-        raise ValueError("hvd.PartialDistributedOptimizer(backward_passes_per_step="
-                         f"{backward_passes_per_step}): not supported by horovod.tensorflow."
-                         "keras on libddl")
-    return _dtf.distribute_optimizer(optimizer, reduce=_partial(reduce, local,
-                                                                scale_local_gradients))
+    del name, device_dense, device_sparse, groups
+    return _distribute(optimizer, _partial(reduce, local, scale_local_gradients),
+                       backward_passes_per_step, average_aggregated_gradients)
 
 
 def _partial(reduce, local, scale):
@@ -110,5 +116,4 @@ def _partial(reduce, local, scale):
                    for g, v in zip(out, variables)]
         return out
 
-    reduce_pairs.with_variables = True
     return reduce_pairs

@@ -6,7 +6,8 @@ config (so get_config/from_config, isinstance and the training step are the opti
 The gradients are reduced where Keras 2 makes them: compute_gradients (what minimize() and
 model.fit's step call on the new optimizers), _compute_gradients (the legacy ones; Horovod's
 spelling) and get_gradients; apply_gradients reduces gradients that did not come through them
-(a custom loop's tape.gradient). With backward_passes_per_step = n > 1 the gradients are
+(a custom loop's tape.gradient). Gradients of variables given to register_local_var are not
+reduced (divided by size(), as Horovod's). With backward_passes_per_step = n > 1 the gradients are
 accumulated here in one variable per trainable variable (the helper `_agg_helper`, whose
 `counter` counts the passes since the last reduction): every n-th pass reduces the sum (divided
 by n with average_aggregated_gradients) over the ranks and apply_gradients applies it, then
@@ -63,12 +64,17 @@ def _methods(base, reduce, passes, average):
     def _hvd_reduce(self, grads, variables):
         self._hvd_reduced = True
         if passes == 1:
-            return reduce(grads, variables)
+            return _reduce_shared(self, reduce, grads, variables)
         complete = self._agg_helper.add(_dense(grads), variables)
+        present = [v for v, g in zip(variables, grads) if g is not None]
         return tf.cond(complete, lambda: self._agg_helper.reduced(
-            lambda g: reduce(g, [variables[i] for i, x in enumerate(grads) if x is not None]),
-            grads), lambda: [None if g is None else tf.zeros_like(tf.convert_to_tensor(g))
-                             for g in grads])
+            lambda g: _reduce_shared(self, reduce, g, present), grads),
+            lambda: [None if g is None else tf.zeros_like(tf.convert_to_tensor(g))
+                     for g in grads])
+
+    def register_local_var(self, var):
+        """var's gradient stays this rank's own (divided by size())."""
+        self._hvd_local = getattr(self, "_hvd_local", set()) | {id(var)}
 
     def _compute_gradients(self, loss, var_list, grad_loss=None, tape=None):
         tape = tf.GradientTape() if tape is None else tape
@@ -97,9 +103,24 @@ def _methods(base, reduce, passes, average):
                        lambda: _apply_and_reset(self, base, pairs, args, kwargs),
                        lambda: _skip(self))
 
-    return {"_hvd_reduce": _hvd_reduce, "_compute_gradients": _compute_gradients,
+    return {"_hvd_reduce": _hvd_reduce, "register_local_var": register_local_var,
+            "_compute_gradients": _compute_gradients,
             "compute_gradients": compute_gradients, "get_gradients": get_gradients,
             "apply_gradients": apply_gradients}
+
+
+def _reduce_shared(optimizer, reduce, grads, variables):
+    """The gradients of the variables not registered local reduced; the local ones divided by
+    size()."""
+    import ddl  # noqa: PLC0415
+
+    local = getattr(optimizer, "_hvd_local", set())
+    shared = [i for i, v in enumerate(variables) if id(v) not in local]
+    out = list(grads)
+    for i, g in zip(shared, reduce([grads[i] for i in shared], [variables[i] for i in shared])):
+        out[i] = g
+    return [g / tf.cast(ddl.size(), g.dtype) if id(v) in local and g is not None else g
+            for g, v in zip(out, variables)]
 
 
 def _apply_and_reset(optimizer, base, pairs, args, kwargs):

@@ -29,16 +29,18 @@ def _value(x):
 
 
 class BroadcastGlobalVariablesCallback(keras.callbacks.Callback):
-    """Every rank takes root_rank's variables when training begins."""
+    """Every rank takes root_rank's variables when training begins (but local_variables)."""
 
     def __init__(self, root_rank, device="", local_variables=None):
         super().__init__()
-        del device, local_variables
+        del device
         self.root_rank = root_rank
+        self.local = {id(v) for v in local_variables or []}
 
     def on_train_begin(self, logs=None):
         _dtf.no_xla(self.model)
-        _dtf.broadcast_variables(model_variables(self.model), self.root_rank)
+        _dtf.broadcast_variables([v for v in model_variables(self.model) if id(v) not in
+                                  self.local], self.root_rank)
 
 
 class MetricAverageCallback(keras.callbacks.Callback):
