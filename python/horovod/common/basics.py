@@ -12,7 +12,7 @@ import ddl
 
 from . import controller, timeline
 from . import process_sets as _sets
-from .process_sets import global_process_set
+from .process_sets import global_process_set  # noqa: F401 (horovod.tensorflow imports it here)
 
 Average, Sum, Adasum, Min, Max, Product = 0, 1, 2, 3, 4, 5
 NOT_INITIALIZED = "Horovod has not been initialized; use hvd.init()."

@@ -7,9 +7,10 @@ scale factors, root), in its process set's ddl group. It runs on ddl's worker th
 member has called it (the ranks may call them in different orders); a call whose signatures
 differ runs nowhere and raises ddl.MismatchError on every member, and the job goes on. An
 asynchronous call returns an integer handle for poll() and synchronize(); a synchronous call
-waits for it. allreduce, grouped_allreduce, allgather, grouped_allgather, broadcast, alltoall,
-reducescatter and grouped_reducescatter are autograd functions (autograd.py). What travels and
-how: wire.py. Ops map to libddl's (Average: avg, Sum, Min, Max, Product); Adasum is refused.
+waits for it (_now: the negotiation then runs on the calling thread where ddl offers
+_negotiate.submit_now). allreduce, grouped_allreduce, allgather, grouped_allgather, broadcast,
+alltoall, reducescatter and grouped_reducescatter are autograd functions (autograd.py). What
+travels and how: wire.py. Ops map to libddl's (Average: avg, Sum, Min, Max, Product); Adasum is refused.
 """
 
 import itertools
