@@ -10,6 +10,8 @@
 # tests that failed on any rank. The packages the suites import (pytest, parameterized, mock,
 # cloudpickle, packaging) are pip-installed into the venv when missing. PYTHONPATH, when set,
 # is passed to the ranks (ahead of the installed horovod: a source tree's python/ for instance).
+# Horovod's TensorFlow suites are written for Keras 2: the ranks get TF_USE_LEGACY_KERAS=1
+# (tf.keras is tf-keras, which scripts/setup installs) unless --keras 3.
 #
 # Usage: bench/horovod_suite.sh --horovod DIR [--ranks N] [--venv DIR] [--out DIR]
 #                               [--timeout S] [MODULE...]
@@ -18,12 +20,13 @@
 #   --venv DIR     the venv with ddlrun, ddl, torch, tensorflow (default build/venv)
 #   --out DIR      where the logs and XML go (default: a new directory under /tmp, printed)
 #   --timeout S    ddlrun --timeout of each job (default 1800)
+#   --keras 2|3    the Keras tf.keras is in the TensorFlow suites (default 2: tf-keras)
 #   MODULE         default: test_torch.py test_tensorflow.py test_tensorflow2_keras.py
 # Exit status: 0 when every module's job ran (whatever the tests said), 1 when a job could not
 # report (no XML from some rank), 2 bad usage.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-horovod="" ranks=2 venv="$here/../build/venv" out="" timeout=1800 modules=()
+horovod="" ranks=2 venv="$here/../build/venv" out="" timeout=1800 keras=2 modules=()
 while (($#)); do
   case $1 in
     --horovod) horovod=${2:?--horovod takes a directory}; shift ;;
@@ -31,6 +34,7 @@ while (($#)); do
     --venv) venv=${2:?--venv takes a directory}; shift ;;
     --out) out=${2:?--out takes a directory}; shift ;;
     --timeout) timeout=${2:?--timeout takes seconds}; shift ;;
+    --keras) keras=${2:?--keras takes 2 or 3}; shift ;;
     -h | --help) sed -n '2,/^set /{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
     -*) echo "horovod_suite: unknown option '$1' (see --help)" >&2; exit 2 ;;
     *) modules+=("$1") ;;
@@ -43,6 +47,10 @@ if [[ -z $horovod || ! -d $horovod/test/parallel ]]; then
   exit 2
 fi
 horovod=$(cd "$horovod" && pwd)
+if [[ $keras != 2 && $keras != 3 ]]; then
+  echo "horovod_suite: --keras $keras: 2 (tf-keras) or 3" >&2
+  exit 2
+fi
 ((${#modules[@]})) || modules=(test_torch.py test_tensorflow.py test_tensorflow2_keras.py)
 for tool in python ddlrun; do
   if [[ ! -x $venv/bin/$tool ]]; then
@@ -65,6 +73,7 @@ echo "horovod_suite: $ranks ranks, logs and junit XML in $out"
 rank_command='export HOROVOD_RANK=$RANK HOROVOD_SIZE=$WORLD_SIZE
 export HOROVOD_LOCAL_RANK=$LOCAL_RANK HOROVOD_LOCAL_SIZE=$LOCAL_WORLD_SIZE
 export HOROVOD_CROSS_RANK=${GROUP_RANK:-0} HOROVOD_CROSS_SIZE=$((WORLD_SIZE / LOCAL_WORLD_SIZE))
+export HOROVOD_HOSTNAME=$(hostname) HOROVOD_CONTROLLER=gloo HOROVOD_CPU_OPERATIONS=gloo
 "$0" -m pytest -v -rA -p no:cacheprovider --junitxml="$1/$2.rank$RANK.xml" "$2" \
   >"$1/$2.rank$RANK.log" 2>&1
 echo "pytest exit $?" >>"$1/$2.rank$RANK.log"'
@@ -73,6 +82,8 @@ status=0
 for module in "${modules[@]}"; do
   passthrough=()
   [[ -n ${PYTHONPATH:-} ]] && passthrough=(-x "PYTHONPATH=$PYTHONPATH")
+  ((keras == 2)) && passthrough+=(-x TF_USE_LEGACY_KERAS=1)
+  passthrough+=(-x TF_CPP_MIN_LOG_LEVEL=3)
   start=$SECONDS
   (cd "$horovod/test/parallel" &&
     "$venv/bin/ddlrun" -H "localhost:$ranks" --timeout "$timeout" "${passthrough[@]}" \
