@@ -42,7 +42,7 @@ import numpy as np
 from . import _worker
 from ._ddl import MismatchError
 
-__all__ = ["NameMismatch", "CallMismatch", "submit"]
+__all__ = ["NameMismatch", "CallMismatch", "submit", "submit_now", "join"]
 
 _WINDOW = 32  # calls per rank in the first allgather of a cycle
 
@@ -144,16 +144,41 @@ def submit(name, fn, sig=None, group=None, failed=None):
     they differ, fn runs nowhere and every member's wait() raises CallMismatch. `failed(error)`,
     when given, is called (on the worker thread) when the call fails instead of running."""
     call = Call(name, fn, sig, group, failed)
+    with _cond:
+        _add(call)
+        _queue_cycle(group)
+    return call
+
+
+def submit_now(name, fn, sig=None, group=None, failed=None):
+    """submit() for a caller about to wait: when ddl's worker thread is idle with nothing
+    queued, the negotiation cycle runs on the calling thread (the worker held meanwhile), which
+    spares the hand-off to the worker and back; otherwise as submit(). A Call either way."""
+    call = Call(name, fn, sig, group, failed)
     gk = _group_key(group)
     with _cond:
-        pending = _pending.setdefault(gk, [])
-        if any(p.name == name for p in pending):
-            raise ValueError(f"a collective named {name!r} is still pending on this rank: "
-                             "names of calls in flight must be unique")
-        pending.append(call)
-        _queue_cycle(group)
-        _watch()
+        _add(call)
+        inline = _queued.get(gk, 0) == 0 and _worker.hold()
+        if inline:
+            _queued[gk] = 1
+        else:
+            _queue_cycle(group)
+    if inline:
+        try:
+            _cycle(group)
+        finally:
+            _worker.release()
     return call
+
+
+def _add(call):
+    """(under _cond) call, pending on this rank; ValueError when its name is pending already."""
+    pending = _pending.setdefault(_group_key(call.group), [])
+    if any(p.name == call.name for p in pending):
+        raise ValueError(f"a collective named {call.name!r} is still pending on this rank: "
+                         "names of calls in flight must be unique")
+    pending.append(call)
+    _watch()
 
 
 _watcher = None
