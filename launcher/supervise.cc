@@ -279,10 +279,12 @@ class Supervisor {
   const JobEnd& end() const { return end_; }
 
  private:
-  // Processes still run, or (unless output is dropped) output is still queued or unwritten.
+  // Processes still run, or (unless output is dropped) output is still queued, unwritten or
+  // on its way (Backend::output_may_follow).
   bool waiting() {
     return !running_.empty() ||
-           (!drop_output_ && (events_.has_output() || !ended_.empty() || !sink_.written()));
+           (!drop_output_ && (events_.has_output() || !ended_.empty() || !sink_.written() ||
+                              backend_.output_may_follow()));
   }
 
   void handle(const Event& e) {

@@ -123,6 +123,7 @@ struct HostConn {
   std::string subtree_frame;            ///< the first level's W frame, when it has hosts below
   std::vector<ssh::TreeHost> children;  ///< the first level's, with their subtrees
   bool collateral = false;              ///< failed only because its tree parent was lost
+  bool quiet = false;  ///< said done or was lost: no more output comes (guarded by the mutex)
 };
 
 class SshBackend : public Backend {
@@ -225,6 +226,12 @@ class SshBackend : public Backend {
         h->stdin_frames += ssh::encode_frame(ssh::FrameType::kStdinEof, 0, {});
     }
     changed_.notify_all();
+  }
+  bool output_may_follow() override {
+    std::lock_guard lock(mutex_);
+    return !stop_ && std::any_of(hosts_.begin(), hosts_.end(), [](const auto& h) {
+      return h->phase == Phase::kRunning && !h->quiet;
+    });
   }
   void finish() override {
     {
@@ -628,6 +635,8 @@ class SshBackend::HostTalk {
  public:
   HostTalk(SshBackend& backend, HostConn& c, bool routed)
       : b_(backend), c_(c), routed_(routed), unfinished_(c.ranks) {}
+  /// Its conversation is over: nothing more comes from it, whatever it said.
+  ~HostTalk() { quieten(); }
 
   HostConn& conn() { return c_; }
   bool hello() const { return hello_; }
@@ -696,7 +705,7 @@ class SshBackend::HostTalk {
         return on_exit(f);
       case ssh::FrameType::kDone:
         done_ = true;
-        return;
+        return quieten();
       case ssh::FrameType::kStdinCredit:
         return on_stdin_credit(f);
       case ssh::FrameType::kHeartbeat:
@@ -718,6 +727,7 @@ class SshBackend::HostTalk {
   void lost(const std::string& why, bool hosts_below = false) {
     if (lost_) return;
     lost_ = true;
+    quieten();
     if (!running_) {
       b_.fail(c_, why);
     } else if (!unfinished_.empty() || hosts_below) {
@@ -731,6 +741,7 @@ class SshBackend::HostTalk {
   void lost_with(const std::string& parent) {
     if (ended()) return;
     lost_ = true;
+    quieten();
     if (!running_) {
       b_.fail(c_, ssh::lost_with_parent_text(parent), 1, true);
     } else if (!unfinished_.empty()) {
@@ -777,6 +788,15 @@ class SshBackend::HostTalk {
     st.signal = in.i32();
     unfinished_.erase(std::remove(unfinished_.begin(), unfinished_.end(), f.id), unfinished_.end());
     b_.events_->push(Event{Event::Type::kExit, f.id, c_.index, Stream::kStdout, {}, st});
+  }
+
+  /// No more output comes from it: the supervisor may stop waiting for it (output_may_follow).
+  void quieten() {
+    {
+      std::lock_guard lock(b_.mutex_);
+      c_.quiet = true;
+    }
+    if (b_.events_ != nullptr) b_.events_->push(Event{});
   }
 
   void on_stdin_credit(const ssh::Frame& f) {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <atomic>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -373,35 +374,38 @@ class EndingSink : public RecordingSink {
   void end(int rank) override { lines.push_back(std::to_string(rank) + " end"); }
 };
 
-/// Rank 0 exits at once; its last output (a partial line) comes 100 ms later, as under the ssh
-/// launcher when it waited for its host's output window; then rank 1 exits.
+/// Both ranks exit at once; rank 0's last output (a partial line) comes 100 ms later, as under
+/// the ssh launcher when it waited for its host's output window, which says meanwhile that
+/// output may follow.
 class LateOutputBackend : public FakeBackend {
  public:
-  LateOutputBackend() : FakeBackend({0, 1}) { script_ = {exit_of(0, 0)}; }
+  LateOutputBackend() : FakeBackend({0, 1}) { script_ = {exit_of(0, 0), exit_of(1, 0)}; }
   ~LateOutputBackend() override {
     if (late_.joinable()) late_.join();
   }
   std::vector<int> start(EventQueue& events) override {
     std::vector<int> ranks = FakeBackend::start(events);
-    late_ = std::thread([&events] {
+    late_ = std::thread([this, &events] {
       std::this_thread::sleep_for(100ms);
       events.push(Event{Event::Type::kOutput, 0, -1, Stream::kStdout, "tail", {}});
-      std::this_thread::sleep_for(100ms);
-      events.push(exit_of(1, 0));
+      more_ = false;
+      events.push(Event{});
     });
     return ranks;
   }
+  bool output_may_follow() override { return more_; }
 
  private:
+  std::atomic<bool> more_{true};
   std::thread late_;
 };
 
-TEST(SuperviseTest, OutputAfterItsRanksExitEndsTheRankAgain) {
-  // Issue 37: exits pass output that waits; what comes after the exit is not lost.
+TEST(SuperviseTest, OutputThatFollowsTheExitsIsWaitedForAndEndsItsRankAgain) {
+  // Issue 37: exits pass output that waits; what comes after them is neither lost nor cut.
   LateOutputBackend b;
   EndingSink sink;
   EXPECT_EQ(supervise(b, nullptr, quiet_options(), sink), 0);
-  EXPECT_EQ(sink.lines, (std::vector<std::string>{"0 end", "0 out tail", "0 end", "1 end"}));
+  EXPECT_EQ(sink.lines, (std::vector<std::string>{"0 end", "1 end", "0 out tail", "0 end"}));
 }
 
 TEST(SuperviseTest, ATimeoutStopsTheJobAndTheStopDoesNotWaitForTheReader) {
