@@ -99,28 +99,27 @@ _worker = None
 _start_lock = threading.Lock()
 
 
-def submit(fn):
-    """Queues fn() to run on the worker thread after everything submitted before; a Handle."""
+def _started():
+    """The worker, started on first use."""
     global _worker
     if _worker is None:
         with _start_lock:
             if _worker is None:
                 _worker = _Worker()
                 atexit.register(drain)
-    return _worker.submit(fn)
+    return _worker
+
+
+def submit(fn):
+    """Queues fn() to run on the worker thread after everything submitted before; a Handle."""
+    return _started().submit(fn)
 
 
 def hold():
     """Runs nothing on the worker thread until release(), when it is idle with nothing queued:
     True then (the caller may call libddl itself), False otherwise. For a caller that would
     otherwise hand one call to the worker and wait for it."""
-    global _worker
-    if _worker is None:
-        with _start_lock:
-            if _worker is None:
-                _worker = _Worker()
-                atexit.register(drain)
-    return _worker.hold()
+    return _started().hold()
 
 
 def release():

@@ -2,7 +2,8 @@
 apply_gradients and a tf.compat.v1 optimizer in a Session graph each train together (every
 rank ends with the same weights, from different data and different initial weights), rank 0
 says so once on standard error, gradients a DistributedGradientTape reduced are not reduced
-again, and IBM's op names work (ddl.init(gpuid) returning the job's shape, ddl.bcast,
+again, the trained model saves and loads in a Python that never imports ddl, and IBM's op
+names work (ddl.init(gpuid) returning the job's shape, ddl.bcast,
 ddl.all_reduce_n with mpi= and check=). With --tf-keras, Keras is tf-keras
 (TF_USE_LEGACY_KERAS=1) and its legacy optimizer is used too. Each rank prints
 "rank R of N ok".
@@ -55,6 +56,28 @@ def fit():
     x, y = data()
     model.fit(x, y, batch_size=8, epochs=2, verbose=0)
     same_everywhere("model.fit", model.get_weights())
+    saves_and_loads_without_ddl(model, x)
+
+
+def saves_and_loads_without_ddl(model, x):
+    """The trained model saved, then loaded by a Python that never imports ddl."""
+    import subprocess  # noqa: PLC0415
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "model.h5" if TF_KERAS else "model.keras")
+        model.save(path)
+        np.save(os.path.join(folder, "x.npy"), x)
+        np.save(os.path.join(folder, "y.npy"), model.predict(x, verbose=0))
+        code = ("import sys, numpy as np; from tensorflow import keras; "
+                f"m = keras.models.load_model({path!r}); "
+                f"d = {folder!r}; p = m.predict(np.load(d + '/x.npy'), verbose=0); "
+                "assert 'ddl' not in sys.modules, 'loading imported ddl'; "
+                "assert np.allclose(p, np.load(d + '/y.npy')), 'predictions differ'")
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("DDL_", "PYTHONPATH"))}
+        done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                              text=True)
+        if done.returncode != 0:
+            sys.exit(f"rank {rank}: the model does not load without ddl: {done.stderr[-800:]}")
 
 
 def tape_loop():

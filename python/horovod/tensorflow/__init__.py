@@ -81,7 +81,9 @@ def _scale(tensor, factor, what=None):
     dtype = tensor.dtype
     wide = tf.float64 if dtype.is_integer or dtype == tf.bool else (
         tf.float32 if dtype in (tf.float16, tf.bfloat16) else dtype)
-    return tf.cast(tf.cast(tensor, wide) * tf.cast(factor, wide), dtype)
+    factor = tf.cast(factor, wide) if isinstance(factor, (tf.Tensor, tf.Variable)) else \
+        tf.constant(factor, wide)  # a Python float kept in full (tf.cast would go by float32)
+    return tf.cast(tf.cast(tensor, wide) * factor, dtype)
 
 
 def _reduce_dense(tensors, op, compression, prescale, postscale, what, name=None):
