@@ -1,4 +1,4 @@
-# Issue 37: supervision under slow readers and in the first second.
+# Supervision under slow readers and in the first second.
 
 # A slow reader in a launch tree (5 namespace hosts, --tree-width 2): the rank of the last host
 # prints 12 MB into `ddlrun | (sleep 7; cat)` (heartbeat deadline 3 s): every byte arrives
