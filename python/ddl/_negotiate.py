@@ -31,6 +31,7 @@ whatever number of calls it agrees (the calls of a fusion cycle, a bucket of gra
 it). The arrays are numpy's, so torch, TensorFlow and numpy callers share one negotiation.
 """
 
+import functools
 import hashlib
 import os
 import sys
@@ -108,6 +109,7 @@ _waiters = 0  # threads in Call.wait()
 _queued = {}  # group key -> cycles queued on the worker and not yet ended
 
 
+@functools.lru_cache(maxsize=8192)  # a training step's names and signatures repeat every step
 def _key(text):
     return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little",
                           signed=True)
