@@ -123,12 +123,40 @@ class _Recorder(unittest.TextTestResult):
         self._record(test, "failed", "unexpected success")
 
 
+def compare(paths):
+    """Prints each run's counts (passed, failed, skipped) and the tests whose outcome differs
+    between the first run (gloo) and each other, with the other's detail."""
+    runs = []
+    for path in paths:
+        with open(path, encoding="utf-8") as f:
+            runs.append(json.load(f))
+    for run in runs:
+        counts = {k: 0 for k in ("passed", "failed", "skipped")}
+        for outcome in run["tests"].values():
+            counts[outcome["outcome"]] += 1
+        print(f"{run['backend']:5} {run['world_size']} ranks: {len(run['tests'])} tests, "
+              f"passed {counts['passed']}, failed {counts['failed']}, "
+              f"skipped {counts['skipped']}")
+    base = runs[0]
+    for run in runs[1:]:
+        for name in sorted(set(base["tests"]) | set(run["tests"])):
+            a = base["tests"].get(name, {"outcome": "absent"})
+            b = run["tests"].get(name, {"outcome": "absent"})
+            if a["outcome"] != b["outcome"]:
+                print(f"  {name}: {base['backend']} {a['outcome']}, {run['backend']} "
+                      f"{b['outcome']}: {b.get('detail', '')}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", required=True, help="JSON file of the outcomes")
+    parser.add_argument("--out", help="JSON file of the outcomes")
+    parser.add_argument("--compare", nargs="+", metavar="JSON",
+                        help="print the counts of these runs and what differs from the first")
     parser.add_argument("-k", action="append", default=[],
                         help="run only tests whose name contains this (repeatable)")
     args = parser.parse_args()
+    if args.compare:
+        return compare(args.compare)
     loader = unittest.TestLoader()
     if args.k:
         loader.testNamePatterns = [f"*{k}*" for k in args.k]

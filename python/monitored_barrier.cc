@@ -11,6 +11,7 @@
 // hold the barrier up.
 #include <c10/util/StringUtil.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <string>

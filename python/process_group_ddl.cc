@@ -273,7 +273,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::broadcast(std::vector<at::Tensor
 c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::allreduce(std::vector<at::Tensor>& tensors,
                                                           const c10d::AllreduceOptions& opts) {
   check_one(tensors.size(), "allreduce");
-  if (tensors[0].defined() && tensors[0].is_sparse()) return allreduce_sparse(tensors[0], opts.reduceOp);
+  if (tensors[0].defined() && tensors[0].is_sparse())
+    return allreduce_sparse(tensors[0], opts.reduceOp);
   check_tensor(tensors[0], "allreduce");
   const ddl_op_t op = op_of(opts.reduceOp, "allreduce");
   return enqueue(
@@ -746,30 +747,29 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::allgather_coalesced(
       outputs.push_back(list[i]);
     }
   }
-  return enqueue(c10d::OpType::ALLGATHER_COALESCED, outputs,
-                 [group = group_, inputs, outputs, what]() mutable {
-                   std::vector<at::Tensor> packs;
-                   for (const at::Tensor& input : inputs)
-                     packs.push_back(bytes_of(input));
-                   at::Tensor pack = at::cat(packs);
-                   const int64_t n = pack.numel();
-                   at::Tensor all = at::empty({n * static_cast<int64_t>(outputs.size() /
-                                                                        inputs.size())},
-                                              pack.options());
-                   call(what, pack, [&] {
-                     return ddl_group_allgather(group, pack.data_ptr(), all.data_ptr(), n,
-                                                DDL_UINT8);
-                   });
-                   int64_t offset = 0;
-                   for (at::Tensor& output : outputs) {
-                     const int64_t bytes = static_cast<int64_t>(output.nbytes());
-                     output.copy_(all.narrow(0, offset, bytes)
-                                      .view(output.scalar_type())
-                                      .view(output.sizes()));
-                     offset += bytes;
-                   }
-                   settle(all);
-                 });
+  return enqueue(
+      c10d::OpType::ALLGATHER_COALESCED, outputs,
+      [group = group_, inputs, outputs, what]() mutable {
+        std::vector<at::Tensor> packs;
+        for (const at::Tensor& input : inputs)
+          packs.push_back(bytes_of(input));
+        at::Tensor pack = at::cat(packs);
+        const int64_t n = pack.numel();
+        at::Tensor all =
+            at::empty({n * static_cast<int64_t>(outputs.size() / inputs.size())}, pack.options());
+        call(what, pack, [&] {
+          return ddl_group_allgather(group, pack.data_ptr(), all.data_ptr(), n, DDL_UINT8);
+        });
+        int64_t offset = 0;
+        for (at::Tensor& output : outputs) {
+          const int64_t bytes = static_cast<int64_t>(output.nbytes());
+          // A copy: a view as a wider dtype needs an aligned start.
+          output.copy_(
+              all.narrow(0, offset, bytes).clone().view(output.scalar_type()).view(output.sizes()));
+          offset += bytes;
+        }
+        settle(all);
+      });
 }
 
 namespace {
@@ -807,15 +807,13 @@ void run_sparse_allreduce(ddl_group_t group, int size, at::Tensor& tensor) {
   at::Tensor values = input.values().contiguous();        // nnz x dense sizes
   at::Tensor nnz = at::full({1}, input._nnz(), at::kLong);
   at::Tensor counts = at::empty({size}, at::kLong);
-  call(what, nnz, [&] {
-    return ddl_group_allgather(group, nnz.data_ptr(), counts.data_ptr(), 1, DDL_INT64);
-  });
+  call(what, nnz,
+       [&] { return ddl_group_allgather(group, nnz.data_ptr(), counts.data_ptr(), 1, DDL_INT64); });
   std::vector<int64_t> rows(counts.data_ptr<int64_t>(), counts.data_ptr<int64_t>() + size);
   at::Tensor all_indices = allgather_rows(group, indices, rows, what);
   at::Tensor all_values = allgather_rows(group, values, rows, what);
-  at::Tensor sum = at::sparse_coo_tensor(all_indices.t(), all_values, input.sizes(),
-                                         input.options())
-                       .coalesce();
+  at::Tensor sum =
+      at::sparse_coo_tensor(all_indices.t(), all_values, input.sizes(), input.options()).coalesce();
   tensor.copy_(sum);
 }
 

@@ -34,10 +34,9 @@
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #define DDL_TORCH2 0
 #endif
+#include <atomic>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
-
-#include <atomic>
 
 #include "ddl/ddl.h"
 
@@ -152,8 +151,12 @@ class ProcessGroupDdl : public TorchBackend {
 
   /// Sequence numbers (TORCH_DISTRIBUTED_DEBUG=DETAIL's checks): every rank starts the group
   /// at 0 and counts the collectives it issues, so the ranks agree while their calls match.
-  void setSequenceNumberForGroup() override { sequence_ = 0; }
-  uint64_t getSequenceNumberForGroup() override { return sequence_; }
+  void setSequenceNumberForGroup() override {
+    sequence_ = 0;
+  }
+  uint64_t getSequenceNumberForGroup() override {
+    return sequence_;
+  }
 #endif
 
  private:

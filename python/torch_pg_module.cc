@@ -16,16 +16,15 @@ PYBIND11_MODULE(_torch_pg, m) {
   m.attr("torch_major") = TORCH_VERSION_MAJOR;
   py::class_<ddl::python::ProcessGroupDdl, ddl::python::TorchBackend,
              c10::intrusive_ptr<ddl::python::ProcessGroupDdl>>(m, "ProcessGroupDdl")
-      .def(py::init<int, int, std::vector<int>, c10::intrusive_ptr<c10d::Store>>(),
-           py::arg("rank"), py::arg("size"), py::arg("ranks") = std::vector<int>(),
-           py::arg("store"),
+      .def(py::init<int, int, std::vector<int>, c10::intrusive_ptr<c10d::Store>>(), py::arg("rank"),
+           py::arg("size"), py::arg("ranks") = std::vector<int>(), py::arg("store"),
            "The group of job ranks `ranks` (every rank when empty) in which this process is "
            "group rank `rank` of `size`, meeting in `store` for monitored_barrier; libddl must "
            "be initialised (ddl.init())",
            py::call_guard<py::gil_scoped_release>());
 #if DDL_TORCH2
-  py::class_<ddl::python::GroupDdl, c10d::ProcessGroup,
-             c10::intrusive_ptr<ddl::python::GroupDdl>>(m, "GroupDdl")
+  py::class_<ddl::python::GroupDdl, c10d::ProcessGroup, c10::intrusive_ptr<ddl::python::GroupDdl>>(
+      m, "GroupDdl")
       .def(py::init<const c10::intrusive_ptr<c10d::Store>&, int, int,
                     const c10::intrusive_ptr<c10d::Backend>&>(),
            py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("backend"),
