@@ -75,7 +75,7 @@ class ProcessGroupDdl : public TorchBackend {
   /// not match, ddl::Error when libddl cannot make the group.
   /// `store` (torch's store of the group; may be null) is where monitoredBarrier meets.
   ProcessGroupDdl(int rank, int size, std::vector<int> ranks,
-                  c10::intrusive_ptr<c10d::Store> store = nullptr);
+                  c10::intrusive_ptr<c10d::Store> store);
 
   const std::string getBackendName() const override { return "ddl"; }
 

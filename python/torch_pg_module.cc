@@ -1,7 +1,8 @@
 // ddl._torch_pg: ProcessGroupDdl (process_group_ddl.h) for Python, a subclass of torch's own
 // backend type (torch.distributed.ProcessGroup on torch 1.x, its Backend on 2.x), so c10d
 // (DistributedDataParallel included) takes it as any other backend. ddl/_site/sitecustomize.py (in
-// ddlrun's ranks) and `import ddl.torch` register it as the backend "ddl".
+// ddlrun's ranks) and `import ddl.torch` register it as the backend "ddl". On torch 2.x also
+// GroupDdl, the torch ProcessGroup named "ddl" that ddl/torch.py's creator returns around it.
 #include <pybind11/stl.h>
 #include <torch/csrc/utils/pybind.h>
 
