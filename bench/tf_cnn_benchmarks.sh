@@ -8,20 +8,24 @@
 # between its ranks (--num_intra_threads), so a rank is never given more cores than it has.
 #
 # Usage: bench/tf_cnn_benchmarks.sh --benchmarks DIR [--ddlrun PATH] [--python PY]
-#                                   [--ranks "1 2 4"] [--model M] [--batch N] [--batches N]
+#                                   [--ranks "1 2 4"] [--model M] [--data D] [--batch N]
+#                                   [--batches N]
 #   --benchmarks DIR  a checkout of github.com/tensorflow/benchmarks (its
 #                     scripts/tf_cnn_benchmarks/tf_cnn_benchmarks.py is run as it is)
 #   --ddlrun PATH     a ddlrun whose package ddl has the TensorFlow ops (default:
 #                     $DDL_VENV/bin/ddlrun, else build/venv/bin/ddlrun)
 #   --python PY       the interpreter with tensorflow and tf-keras (default: beside that ddlrun)
 #   --ranks LIST      the rank counts to run under ddlrun (default "1 2 4")
-#   --model M         tf_cnn_benchmarks' --model (default trivial; resnet50 is the seeds')
-#   --batch N         per-rank --batch_size (default 32); --batches N: --num_batches (default 40)
+#   --model M         tf_cnn_benchmarks' --model (default resnet20; resnet50 with --data
+#                     imagenet is the seeds' Summit run)
+#   --data D          its --data_name, synthetic data of that shape (default cifar10)
+#   --batch N         per-rank --batch_size (default 32); --batches N: --num_batches (default 20)
 # Exit status: 0 when every run printed its rate, 1 when one did not, 2 bad usage.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 venv=${DDL_VENV:-$here/../build/venv}
-ddlrun=$venv/bin/ddlrun python="" benchmarks="" ranks="1 2 4" model=trivial batch=32 batches=40
+ddlrun=$venv/bin/ddlrun python="" benchmarks="" ranks="1 2 4" model=resnet20 data=cifar10 batch=32
+batches=20
 while (($#)); do
   case $1 in
     --benchmarks) benchmarks=${2:?--benchmarks takes a directory}; shift ;;
@@ -29,6 +33,7 @@ while (($#)); do
     --python) python=${2:?--python takes an interpreter}; shift ;;
     --ranks) ranks=${2:?--ranks takes a list}; shift ;;
     --model) model=${2:?--model takes a name}; shift ;;
+    --data) data=${2:?--data takes a data set name}; shift ;;
     --batch) batch=${2:?--batch takes a count}; shift ;;
     --batches) batches=${2:?--batches takes a count}; shift ;;
     -h | --help) sed -n '2,/^set /{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
@@ -50,7 +55,7 @@ if [[ ! -x $ddlrun ]] || ! "$python" -c "import tensorflow, tf_keras" 2>/dev/nul
 fi
 export TF_CPP_MIN_LOG_LEVEL=3 TF_USE_LEGACY_KERAS=1 CUDA_VISIBLE_DEVICES=
 cores=$(nproc)
-common=(--device=cpu --data_format=NHWC --model="$model" --batch_size="$batch"
+common=(--device=cpu --data_format=NHWC --model="$model" --data_name="$data" --batch_size="$batch"
         --num_batches="$batches" --num_warmup_batches=5 --display_every=1000)
 
 # Runs the benchmark with $1 ranks (0: one process, no ddlrun); prints its total images/sec.
@@ -76,6 +81,7 @@ rate() {
 status=0
 single=$(rate 0) || { echo "tf_cnn_benchmarks: the one-process run failed" >&2; exit 1; }
 printf '%-22s %8s %14s %10s\n' "run ($model, b=$batch)" ranks "images/sec" efficiency
+printf '%-22s %8s %14s %10s\n' "----" "-----" "----------" "----------"
 printf '%-22s %8s %14s %10s\n' "one process" 1 "$single" "-"
 for n in $ranks; do
   if ! total=$(rate "$n"); then

@@ -46,3 +46,10 @@ ddl_tf_test(bench.keras_smoke ${PROJECT_SOURCE_DIR}/bench/keras_compare.sh
 # grouped_allgather, broadcast_, *_op, broadcast_global_variables in a graph,
 # SyncBatchNormalization, tf-keras backward_passes_per_step (tests/python/check_hvd_tf.py).
 ddl_tf_test(python.hvd_tf_3 ${tf_job3} ${CMAKE_CURRENT_SOURCE_DIR}/python/check_hvd_tf.py)
+# IBM's recipe, `import ddl` alone: Keras 3 fit, a GradientTape loop and a tf.compat.v1
+# optimizer train together, said once; IBM's op names (tests/python/check_import_ddl_tf.py);
+# the same on tf-keras.
+ddl_tf_test(python.import_ddl_tf_2 ${tf_job}
+            ${CMAKE_CURRENT_SOURCE_DIR}/python/check_import_ddl_tf.py)
+ddl_tf_test(python.import_ddl_tf_keras2_2 ${tf_job}
+            ${CMAKE_CURRENT_SOURCE_DIR}/python/check_import_ddl_tf.py --tf-keras)

@@ -43,8 +43,12 @@ _TORCH_TYPES = {
 _OPS = {"sum": 0, "avg": 1, "min": 2, "max": 3, "prod": 4, "band": 5, "bor": 6, "bxor": 7}
 
 
-def init():
+def init(*ibm_args, **ibm_kwargs):
     """Joins the job (ddl_init); does nothing when already initialised.
+
+    Given IBM's TensorFlow arguments (user_gpuid, mode=, pci=), it is IBM's `init` op as well:
+    it returns (rank, size, local_rank, local_size, local_gpuid) as TensorFlow tensors
+    (ddl.tensorflow.ibm_init).
 
     Also makes an uncaught KeyboardInterrupt (Ctrl-C, which ddlrun passes to every rank) end
     the rank with one line, "rank R: interrupted (KeyboardInterrupt)", instead of a traceback
@@ -55,6 +59,11 @@ def init():
         _ddl.init()
         if sys.excepthook is sys.__excepthook__:
             sys.excepthook = _one_line_interrupt(_ddl.rank(), sys.excepthook)
+    if ibm_args or ibm_kwargs:
+        from . import tensorflow as ddl_tf  # noqa: PLC0415 (IBM's op: TensorFlow's tensors)
+
+        return ddl_tf.ibm_init(*ibm_args, **ibm_kwargs)
+    return None
 
 
 def _one_line_interrupt(rank, previous):
@@ -161,7 +170,7 @@ def _tf(group, what):
 # The Keras callbacks of IBM's recipe (ddl/keras.py) and the TensorFlow and Keras modules,
 # imported when first used, so `import ddl` alone never imports TensorFlow.
 _LAZY = {"DDLCallback": "keras", "DDLGlobalVariablesCallback": "keras", "tensorflow": None,
-         "keras": None}
+         "keras": None, "bcast": "tensorflow", "all_reduce_n": "tensorflow"}
 
 
 def __getattr__(name):
@@ -506,3 +515,19 @@ class Group:
 
     def recv(self, x, peer, tag=0):
         return recv(x, peer, tag, group=self)
+
+
+def _imported_by_a_script():
+    """True when the module importing ddl now is the user's, not ddl's own Horovod package."""
+    frame = sys._getframe(2)  # above this function and ddl's own module code
+    while frame is not None and "importlib" in frame.f_code.co_filename:
+        frame = frame.f_back
+    name = frame.f_globals.get("__name__", "") if frame is not None else ""
+    return name.split(".")[0] not in ("ddl", "horovod")
+
+
+# IBM's `import ddl` makes a TensorFlow script data-parallel (ddl/_autowrap.py).
+from . import _autowrap  # noqa: E402
+
+if _autowrap.wanted() and _imported_by_a_script():
+    _autowrap.install()

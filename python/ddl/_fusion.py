@@ -13,8 +13,15 @@ result written back into each .grad, while autograd goes on computing the earlie
 Buckets start strictly in bucket order, so every rank issues the same calls in the same order
 whatever order its hooks ran in; each is named ("ddl.fusion.<R>.<B>": bucket B of the R-th
 reducer) and matched by that name with the other ranks' (ddl._negotiate), so that Horovod's
-named asynchronous calls made meanwhile cannot be paired with a bucket. synchronize() starts the buckets not yet started (a missing
-.grad counts as zeros) and waits for all of them; it raises the first error a reduction raised.
+named asynchronous calls made meanwhile cannot be paired with a bucket, with a signature (the
+op, and the dtypes as sent, shapes and sparsity of its gradients) every rank's bucket of that
+name must match; a rank that has joined (ddl._negotiate.join) stands in for a bucket of dense
+gradients.
+synchronize() starts the buckets not yet started (a missing .grad counts as zeros) and waits for
+all of them; it raises the first error a reduction raised. Sparse gradients (nn.Embedding(
+sparse=True)) are reduced in their bucket's call by allgathering their indices and values
+(their rows added up, averaged for "avg"), or, with sparse_as_dense, densified, reduced with the
+rest and made sparse again.
 """
 
 import itertools
@@ -22,7 +29,7 @@ import os
 
 import torch
 
-from . import _negotiate, allreduce_n, size
+from . import _negotiate, allgatherv, allreduce_n, size
 
 __all__ = ["GradientReducer", "fusion_threshold"]
 
@@ -73,10 +80,11 @@ class GradientReducer:
     object with compress(t) -> (t, ctx) and decompress(t, ctx) (Horovod's Compression)."""
 
     def __init__(self, params, op="avg", passes=1, predivide=1.0, compression=None,
-                 threshold=None):
+                 threshold=None, group=None, sparse_as_dense=False, submit=None):
         self.params = [p for p in params if p.requires_grad]
         self.op, self.passes, self.predivide = op, passes, predivide
-        self.compression = compression
+        self.compression, self.group, self.sparse_as_dense = compression, group, sparse_as_dense
+        self._submit = submit or _negotiate.submit
         self.buckets = plan_buckets(self.params, fusion_threshold()
                                     if threshold is None else threshold)
         self._bucket_of = {p: i for i, b in enumerate(self.buckets) for p in b}
@@ -117,30 +125,72 @@ class GradientReducer:
             self._start(self.buckets[len(self.handles)])
 
     def _start(self, bucket):
+        sparse = []
         for p in bucket:
             if p.grad is None:
                 p.grad = torch.zeros_like(p)
+            elif p.grad.is_sparse and self.sparse_as_dense:
+                p.grad = p.grad.to_dense()
+                sparse.append(p)
         name = f"{self._name}.{len(self.handles)}"
-        self.handles.append(_negotiate.submit(name, lambda: self._reduce(bucket)))
+        sig = self._signature(bucket)
+        self.handles.append(self._submit(name, lambda: self._reduce(bucket, sparse), sig,
+                                         self.group))
 
-    def _reduce(self, bucket):
-        """On the worker thread: one fused allreduce of the bucket's gradients, in place."""
+    def _signature(self, bucket):
+        """What every rank's bucket of one name must agree on: of kind "allreduce" (the
+        gradients' dtypes as sent and shapes, the op: what a joined rank stands in for with
+        zeros, ddl._negotiate.join) when they are all dense, "fusion" with sparse ones."""
+        op = "sum" if self.predivide != 1.0 else self.op
+        grads = tuple((self._wire_dtype(p.grad), tuple(p.shape)) for p in bucket)
+        if any(p.grad.is_sparse for p in bucket):
+            return ("fusion", op, grads, tuple(p.grad.is_sparse for p in bucket))
+        return ("allreduce", grads, op, "fusion")
+
+    def _reduce(self, bucket, resparse=()):
+        """On the worker thread: one fused allreduce of the bucket's dense gradients, in place,
+        then its sparse ones; gradients densified for it become sparse again."""
+        self._reduce_dense([p for p in bucket if not p.grad.is_sparse])
+        for p in bucket:
+            if p.grad.is_sparse:
+                p.grad = self._reduce_sparse(p.grad)
+        for p in resparse:
+            p.grad = p.grad.to_sparse()
+
+    def _reduce_sparse(self, grad):
+        """Every rank's rows of a sparse gradient, added up (averaged for "avg")."""
+        g = grad.coalesce()
+        indices = allgatherv(g.indices().t().contiguous(), group=self.group)
+        values = allgatherv(g.values().contiguous(), group=self.group)
+        if self.op == "avg":
+            values = values / (size() if self.group is None else self.group.size())
+        return torch.sparse_coo_tensor(indices.t(), values, g.size()).coalesce()
+
+    def _reduce_dense(self, bucket):
         op, pre, post = self.op, 1.0, 1.0
         if self.predivide != 1.0:
-            op, pre, post = "sum", 1.0 / self.predivide, self.predivide / size()
+            n = size() if self.group is None else self.group.size()
+            op, pre, post = "sum", 1.0 / self.predivide, self.predivide / n
         grads = [p.grad for p in bucket]
         packed = [self._compress(g if g.is_contiguous() else g.contiguous()) for g in grads]
         tensors = [t for t, _ in packed]
         if pre != 1.0:
             for t in tensors:
                 t.mul_(pre)
-        allreduce_n(tensors, op=op)
+        allreduce_n(tensors, op=op, group=self.group)
         for grad, tensor, (_, ctx) in zip(grads, tensors, packed):
             if post != 1.0:
                 tensor.mul_(post)
             result = self.compression.decompress(tensor, ctx) if self.compression else tensor
             if result.data_ptr() != grad.data_ptr():
                 grad.copy_(result)
+
+    def _wire_dtype(self, grad):
+        """The name of the dtype `grad` is reduced in (after compression), e.g. "float16"."""
+        dtype = grad.dtype
+        if self.compression and not grad.is_sparse:
+            dtype = self.compression.compress(torch.empty(0, dtype=dtype))[0].dtype
+        return str(dtype).replace("torch.", "")
 
     def _compress(self, tensor):
         return self.compression.compress(tensor) if self.compression else (tensor, None)

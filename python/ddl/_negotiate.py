@@ -32,14 +32,17 @@ it). The arrays are numpy's, so torch, TensorFlow and numpy callers share one ne
 """
 
 import hashlib
+import os
+import sys
 import threading
+import time
 
 import numpy as np
 
 from . import _worker
 from ._ddl import MismatchError
 
-__all__ = ["NameMismatch", "CallMismatch", "submit"]
+__all__ = ["NameMismatch", "CallMismatch", "submit", "submit_now", "join"]
 
 _WINDOW = 32  # calls per rank in the first allgather of a cycle
 
@@ -56,12 +59,12 @@ class CallMismatch(MismatchError):
 class Call:
     """One named collective: a handle with done() and wait()."""
 
-    __slots__ = ("name", "key", "sig", "sig_key", "fn", "group", "failed", "stand_in", "_event",
-                 "_result", "_error")
+    __slots__ = ("name", "key", "sig", "sig_key", "fn", "group", "failed", "stand_in", "since",
+                 "_event", "_result", "_error")
 
     def __init__(self, name, fn, sig, group, failed=None):
         self.name, self.key, self.fn, self.group, self.failed = name, _key(name), fn, group, failed
-        self.sig, self.stand_in = sig, None
+        self.sig, self.stand_in, self.since = sig, None, time.monotonic()
         self.sig_key = _key(repr(sig)) if sig is not None else 0
         self._event = threading.Event()
         self._result = self._error = None
@@ -141,15 +144,74 @@ def submit(name, fn, sig=None, group=None, failed=None):
     they differ, fn runs nowhere and every member's wait() raises CallMismatch. `failed(error)`,
     when given, is called (on the worker thread) when the call fails instead of running."""
     call = Call(name, fn, sig, group, failed)
-    gk = _group_key(group)
     with _cond:
-        pending = _pending.setdefault(gk, [])
-        if any(p.name == name for p in pending):
-            raise ValueError(f"a collective named {name!r} is still pending on this rank: "
-                             "names of calls in flight must be unique")
-        pending.append(call)
+        _add(call)
         _queue_cycle(group)
     return call
+
+
+def submit_now(name, fn, sig=None, group=None, failed=None):
+    """submit() for a caller about to wait: when ddl's worker thread is idle with nothing
+    queued, the negotiation cycle runs on the calling thread (the worker held meanwhile), which
+    spares the hand-off to the worker and back; otherwise as submit(). A Call either way."""
+    call = Call(name, fn, sig, group, failed)
+    gk = _group_key(group)
+    with _cond:
+        _add(call)
+        inline = _queued.get(gk, 0) == 0 and _worker.hold()
+        if inline:
+            _queued[gk] = 1
+        else:
+            _queue_cycle(group)
+    if inline:
+        try:
+            _cycle(group)
+        finally:
+            _worker.release()
+    return call
+
+
+def _add(call):
+    """(under _cond) call, pending on this rank; ValueError when its name is pending already."""
+    pending = _pending.setdefault(_group_key(call.group), [])
+    if any(p.name == call.name for p in pending):
+        raise ValueError(f"a collective named {call.name!r} is still pending on this rank: "
+                         "names of calls in flight must be unique")
+    pending.append(call)
+    _watch()
+
+
+_watcher = None
+
+
+def _watch():
+    """(under _cond) starts the stall watcher once: every 10 s it names, once each, the calls
+    this rank has waited for longer than DDL_STALL_SECONDS (default 60; 0: never), as
+    Horovod's stall inspector does, since a call no other rank makes waits forever."""
+    global _watcher
+    if _watcher is None:
+        limit = float(os.environ.get("DDL_STALL_SECONDS", "60") or 0)
+        _watcher = threading.Thread(target=_stalls, args=(limit,), name="ddl-stall-watch",
+                                    daemon=True)
+        if limit > 0:
+            _watcher.start()
+
+
+def _stalls(limit):
+    told = set()
+    while True:
+        time.sleep(min(10.0, limit))
+        with _cond:
+            late = [c for calls in _pending.values() for c in calls
+                    if time.monotonic() - c.since > limit and id(c) not in told]
+        for call in late:
+            told.add(id(call))
+            rank = os.environ.get("DDL_RANK", "?")
+            name = "join()" if call.key == _JOIN_KEY else repr(call.name)
+            print(f"ddl: rank {rank} has waited {limit:g} s for the collective {name}, which "
+                  "another rank has not called yet: every rank must make collectives of the "
+                  "same names (DDL_STALL_SECONDS sets this warning's delay)", file=sys.stderr,
+                  flush=True)
 
 
 def _queue_cycle(group):

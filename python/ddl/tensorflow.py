@@ -38,7 +38,7 @@ from ._ddl import MismatchError
 __all__ = [
     "allreduce", "allreduce_n", "broadcast", "allgather", "alltoall", "reduce_gradients",
     "broadcast_variables", "DistributedGradientTape", "distribute_optimizer", "allreduce_metrics",
-    "is_tensorflow",
+    "is_tensorflow", "join", "ibm_init", "bcast", "all_reduce_n",
 ]
 
 _OPS = {"sum": 0, "avg": 1, "min": 2, "max": 3, "prod": 4, "band": 5, "bor": 6, "bxor": 7}
@@ -272,6 +272,12 @@ def broadcast_variables(variables, root=0):
     """Assigns rank root's values to the variables (tf or Keras) on every rank: one broadcast
     per dtype of all the variables packed flat. In a tf.compat.v1 graph, returns the op that
     does it."""
+    assigns = broadcast_assigns(variables, root)
+    return None if tf.executing_eagerly() or tf.inside_function() else tf.group(*assigns)
+
+
+def broadcast_assigns(variables, root=0):
+    """broadcast_variables' assignments (ops or values to depend on, in a graph)."""
     variables = list(variables)
     if not 0 <= int(root) < size():
         raise ValueError(f"ddl.tensorflow.broadcast_variables: root {root} is not a rank of "
@@ -286,7 +292,7 @@ def broadcast_variables(variables, root=0):
         sizes = [int(values[i].shape.num_elements()) for i in places]
         for i, part in zip(places, tf.split(flat, sizes)):
             assigns.append(variables[i].assign(tf.reshape(part, values[i].shape)))
-    return None if tf.executing_eagerly() or tf.inside_function() else tf.group(*assigns)
+    return [a for a in assigns if a is not None]
 
 
 class DistributedGradientTape(tf.GradientTape):
@@ -309,7 +315,17 @@ class DistributedGradientTape(tf.GradientTape):
     def gradient(self, target, sources, output_gradients=None, **kwargs):
         grads = super().gradient(target, sources, output_gradients, **kwargs)
         flat = tf.nest.flatten(grads)
-        return tf.nest.pack_sequence_as(grads, self._ddl_reduce(flat))
+        return tf.nest.pack_sequence_as(grads, mark_reduced(self._ddl_reduce(flat)))
+
+
+def mark_reduced(grads):
+    """grads, noted as reduced already, so that `import ddl`'s optimizers (ddl._autowrap) do
+    not reduce them again."""
+    from . import _autowrap  # noqa: PLC0415
+
+    if _autowrap.installed:
+        _autowrap.reduced_by_tape.update(id(g) for g in grads if g is not None)
+    return grads
 
 
 def _in_xla():
@@ -482,3 +498,50 @@ def join():
     if tf.executing_eagerly():
         return tf.constant(run())
     return tf.reshape(tf.numpy_function(run, [], tf.int32, stateful=True), [])
+
+
+# IBM PowerAI DDL's TensorFlow ops, under their names and arguments (the seeds' scripts).
+
+
+def ibm_init(user_gpuid=-1, mode="", pci=""):
+    """IBM's `init` op: joins the job and returns (rank, size, local_rank, local_size,
+    local_gpuid) as int32 scalar tensors. user_gpuid >= 0 is the GPU the script chose (returned
+    as local_gpuid); mode and pci are accepted: ddlrun's plan (-mode, the topology file) already
+    decided the rings and devices."""
+    del mode, pci
+    from . import local_gpuid, local_rank, local_size  # noqa: PLC0415
+
+    init()
+    gpu = int(user_gpuid) if int(user_gpuid) >= 0 else local_gpuid()
+    return tuple(tf.constant(v, tf.int32) for v in (rank(), size(), local_rank(),
+                                                    local_size(), gpu))
+
+
+def bcast(x, root=0, name=None):
+    """IBM's `bcast`: rank root's x on every rank (broadcast)."""
+    return broadcast(x, root, name)
+
+
+def all_reduce_n(tensors, op="avg", mpi=False, check=None, name=None):
+    """IBM's `all_reduce_n`: the tensors reduced over every rank (op sum or avg), one fused op
+    per dtype. mpi=True reduces each tensor on its own instead (the plain, unfused baseline);
+    check=tol runs both and raises ValueError when an element of the fused result is further
+    than tol (relative to max(1, |baseline|)) from the baseline's."""
+    if op not in ("sum", "avg"):
+        raise ValueError(f"ddl.tensorflow.all_reduce_n: op {op!r}: IBM's all_reduce_n takes "
+                         "'sum' or 'avg'")
+    tensors = list(tensors)
+    if mpi and check is None:
+        return [allreduce(t, op, name and f"{name}.{i}") for i, t in enumerate(tensors)]
+    fused = allreduce_n(tensors, op, name)
+    if check is None:
+        return fused
+    baseline = [allreduce(t, op, name and f"{name}.baseline.{i}") for i, t in enumerate(tensors)]
+    checks = [tf.debugging.assert_less_equal(
+        tf.abs(tf.cast(f, tf.float64) - tf.cast(b, tf.float64)),
+        float(check) * tf.maximum(1.0, tf.abs(tf.cast(b, tf.float64))),
+        message=f"ddl.tensorflow.all_reduce_n: item {i}: the fused result is further than "
+                f"check={check} from the unfused baseline") for i, (f, b) in
+        enumerate(zip(fused, baseline))]
+    with tf.control_dependencies(checks):
+        return [tf.identity(b) if mpi else tf.identity(f) for f, b in zip(fused, baseline)]

@@ -28,7 +28,7 @@ def check_mismatch(r):
         hvd.synchronize(handle)
     except NameMismatch as e:
         want = ("every rank waits for a collective that another rank did not call, so none can "
-                f"run: this rank called '{name}' (not called by rank {1 - r}); give each "
+                f"run: this rank called 'allreduce.{name}' (not called by rank {1 - r}); give each "
                 "collective the same name= on every rank (or no name, and the same order)")
         assert str(e) == want, str(e)
     else:

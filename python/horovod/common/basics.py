@@ -1,52 +1,64 @@
 """The part of Horovod's API that does not depend on the framework, on libddl: the reduction
 ops, the global process set, joining and leaving the job, and the ranks. horovod.torch and
-horovod.tensorflow re-export it; init() takes the framework's module name for its errors."""
+horovod.tensorflow re-export it; init() takes the framework's module name for its errors.
+Collectives go through horovod.common.controller (matched by name, checked before they run);
+process sets: horovod.common.process_sets."""
+
+import os
 
 import numpy as np
 
 import ddl
 
+from . import controller, timeline
+from . import process_sets as _sets
+from .process_sets import global_process_set  # noqa: F401 (horovod.tensorflow imports it here)
+
 Average, Sum, Adasum, Min, Max, Product = 0, 1, 2, 3, 4, 5
 NOT_INITIALIZED = "Horovod has not been initialized; use hvd.init()."
 
-
-class _GlobalProcessSet:
-    """The only process set: every rank of the job."""
-
-    process_set_id = 0
-
-    def __repr__(self):
-        return "global_process_set"
-
-
-global_process_set = _GlobalProcessSet()
 _cross = {}  # this rank's place among the ranks of its local_rank: {"rank": ..., "size": ...}
+_state = {"initialized": False}
 
 
 def init(framework, comm=None, process_sets=None):
     """Joins the job ddlrun started (ddl.init()); a second call does nothing. `framework`
-    ("horovod.torch", ...) names the API in the errors."""
+    ("horovod.torch", ...) names the API in the errors. process_sets: ProcessSets (or lists of
+    ranks) to add, the same on every rank. HOROVOD_TIMELINE=path records a timeline into path
+until shutdown() (HOROVOD_TIMELINE_MARK_CYCLES=1: with cycle marks; DYNAMIC: none until
+start_timeline())."""
     if comm is not None:
         raise ValueError(f"hvd.init(comm=...): {framework} on libddl takes no MPI communicator; "
                          "run the script with ddlrun, which gives every rank its place")
-    if process_sets not in (None, [], "dynamic"):
-        raise ValueError(f"hvd.init(process_sets=...): {framework} on libddl has only the "
-                         "global process set")
     ddl.init()
     if not _cross:
-        local = ddl.allgather(np.array([ddl.local_rank()], dtype=np.int64)).tolist()
-        peers = [r for r, lr in enumerate(local) if lr == ddl.local_rank()]
+        mine = np.array([[ddl.local_rank()]], dtype=np.int64)
+        local = controller.run("init", None, lambda: ddl.allgather(mine), ("init",)).wait()
+        peers = [r for r, lr in enumerate(local.reshape(-1).tolist()) if lr == ddl.local_rank()]
         _cross.update(rank=peers.index(ddl.rank()), size=len(peers))
+    _state["initialized"] = True
+    path = os.environ.get("HOROVOD_TIMELINE", "")
+    if path and path != "DYNAMIC":
+        timeline.start_timeline(path, os.environ.get("HOROVOD_TIMELINE_MARK_CYCLES", "0") == "1")
+    if process_sets not in (None, "dynamic"):
+        for ps in process_sets:
+            _sets.add_process_set(ps)
 
 
 def shutdown():
-    """Leaves the job; init() may be called again."""
-    _cross.clear()
-    ddl.finalize()
+    """Leaves Horovod's API: forgets the calls in flight and removes the process sets; init()
+    may be called again. The process stays in libddl's job (it leaves at exit), so a
+    shutdown followed by init() costs nothing and cannot race with the other ranks."""
+    if not _state["initialized"]:
+        return
+    _state["initialized"] = False
+    timeline.stop_timeline()
+    controller.reset()
+    _sets.reset()
 
 
 def is_initialized():
-    return ddl.initialized() and bool(_cross)
+    return _state["initialized"]
 
 
 def _job(what):

@@ -297,7 +297,7 @@ class _PartialTape(_dtf.DistributedGradientTape):
         for i, v in enumerate(flat_sources):
             if self._hvd_scale and id(v) in self._hvd_local and flat[i] is not None:
                 flat[i] = _divided(flat[i], ddl.size())
-        return tf.nest.pack_sequence_as(grads, flat)
+        return tf.nest.pack_sequence_as(grads, _dtf.mark_reduced(flat))
 
     def get_local_and_global_gradients(self, target, sources, output_gradients=None):
         """([(local variable, gradient)...], [(other variable, gradient)...])."""

@@ -5,7 +5,9 @@ class (as Horovod does, so isinstance checks and learning-rate schedulers work) 
 param_groups, whose reduction is ddl._fusion.GradientReducer, the code ddl.torch's optimizer
 uses: hooks on the gradient accumulators start a fused allreduce of each bucket of gradients
 (up to HOROVOD_FUSION_THRESHOLD bytes) on ddl's worker thread as soon as the bucket is ready,
-and step() (or synchronize()) waits for the rest before the wrapped update.
+and step() (or synchronize()) waits for the rest before the wrapped update. The buckets are
+submitted through horovod.common.controller (named, with their gradients' dtypes and shapes as
+signature) in the process set's group, so a mismatch raises on every rank and the job goes on.
 """
 
 import warnings
@@ -15,6 +17,8 @@ import torch
 
 from ddl._fusion import GradientReducer
 
+from ..common import controller
+from ..common.process_sets import group_of
 from .compression import Compression
 from .mpi_ops import ADASUM, Adasum, Average, global_process_set, resolve_op
 
@@ -46,16 +50,37 @@ def _check_names(named_parameters, param_groups):
                          "not named. Python object ids: " + ", ".join(str(i) for i in unnamed))
 
 
+def _parameter_names(named_parameters, param_groups):
+    """{parameter: name}: the names given, else "allreduce.noname.<group>.<index>"."""
+    if named_parameters is not None:
+        return {p: name for name, p in named_parameters}
+    return {p: f"allreduce.noname.{i}.{j}" for i, g in enumerate(param_groups)
+            for j, p in enumerate(g["params"])}
+
+
+def _submit(name, fn, sig, group):
+    """A bucket's reduction through the controller (a rank that has joined stands in for it
+    where its signature is of kind "allreduce": dense gradients)."""
+    return controller.run("allreduce", name, fn, sig, group)
+
+
 class _DistributedOptimizer(torch.optim.Optimizer):
     def __init__(self, params, named_parameters, compression, backward_passes_per_step, op,
-                 gradient_predivide_factor):
+                 gradient_predivide_factor, sparse_as_dense, process_set):
         super(self.__class__, self).__init__(params)
-        _check_names(named_parameters, self.param_groups)
+        named = None if named_parameters is None else list(named_parameters)
+        _check_names(named, self.param_groups)
+        self._parameter_names = _parameter_names(named, self.param_groups)
         self.backward_passes_per_step = backward_passes_per_step
+        self.process_set = process_set
+        member = process_set.included()
         self._reducer = GradientReducer(
-            [p for g in self.param_groups for p in g["params"]], op=resolve_op(op),
+            [p for g in self.param_groups for p in g["params"]] if member else [],
+            op=resolve_op(op),
             passes=backward_passes_per_step, predivide=gradient_predivide_factor,
-            compression=compression)
+            compression=compression,
+            group=group_of(process_set, "DistributedOptimizer") if member else None,
+            sparse_as_dense=sparse_as_dense, submit=_submit)
         self._synchronized, self._should_synchronize = False, True
 
     def set_backward_passes_per_step(self, passes):
@@ -100,11 +125,11 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
                          num_groups=0, groups=None, sparse_as_dense=False,
                          process_set=global_process_set):
     """An optimizer like `optimizer` (same class, same param_groups) that averages (op) the
-    gradients over every rank, overlapping the backward pass. num_groups and groups are
-    accepted (buckets group the gradients here); sparse_as_dense: gradients are dense."""
-    del num_groups, groups, sparse_as_dense
-    if process_set is not global_process_set:
-        raise ValueError("hvd.DistributedOptimizer: only the global process set exists on libddl")
+    gradients over the process set's ranks, overlapping the backward pass (on a rank outside
+    the set, the wrapped optimizer alone: its own gradients, as Horovod's). num_groups and
+    groups are accepted (buckets group the gradients here); sparse gradients are reduced as
+    such, or densified with sparse_as_dense=True."""
+    del num_groups, groups
     if gradient_predivide_factor != 1.0 and op != Average:
         raise ValueError("gradient_predivide_factor not supported with op != Average")
     if op == Adasum:
@@ -112,4 +137,4 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
                dict(_DistributedOptimizer.__dict__))
     return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step,
-               op, gradient_predivide_factor)
+               op, gradient_predivide_factor, sparse_as_dense, process_set)

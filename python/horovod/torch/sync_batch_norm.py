@@ -12,9 +12,7 @@ of one rank, it is torch's BatchNorm.
 import torch
 from torch.nn.modules.batchnorm import _BatchNorm
 
-import ddl
-
-from .mpi_ops import size
+from .mpi_ops import Sum, allreduce_, size
 
 
 def _channel_shape(x):
@@ -32,7 +30,7 @@ class _SyncBatchNormFunction(torch.autograd.Function):
         channels, dims = x.shape[1], [0] + list(range(2, x.dim()))
         stats = torch.cat([torch.tensor([x.numel() // channels], dtype=torch.float64),
                            _channel_sums(x, dims)])
-        ddl.allreduce(stats, op="sum")
+        allreduce_(stats, op=Sum)
         count = stats[0].item()
         mean = stats[1:1 + channels] / count
         var = (stats[1 + channels:] / count - mean * mean).clamp_(min=0)
@@ -56,7 +54,7 @@ class _SyncBatchNormFunction(torch.autograd.Function):
         channels, dims, shape = dy.shape[1], [0] + list(range(2, dy.dim())), _channel_shape(dy)
         sum_dy, sum_dy_xhat = dy.sum(dims), (dy * xhat).sum(dims)
         both = torch.cat([sum_dy, sum_dy_xhat]).to(torch.float64)
-        ddl.allreduce(both, op="sum")
+        allreduce_(both, op=Sum)
         mean_dy = (both[:channels] / ctx.count).to(dy.dtype)
         mean_dy_xhat = (both[channels:] / ctx.count).to(dy.dtype)
         scale = invstd if weight is None else invstd * weight

@@ -1,0 +1,1 @@
+"""horovod.runner.util: small helpers of Horovod's runner (threads)."""
