@@ -68,16 +68,16 @@ def _load_suite():
     return module
 
 
-_environment()
-_suite = _load_suite()
+if "--compare" not in sys.argv:  # the parent's run and its spawned ranks
+    _environment()
+    _suite = _load_suite()
 
+    class TestDistBackendWithSpawn(_suite.TestDistBackend, _suite.DistributedTest._DistTestBase):
+        """test_distributed_spawn.py's class: each test in WORLD_SIZE spawned processes."""
 
-class TestDistBackendWithSpawn(_suite.TestDistBackend, _suite.DistributedTest._DistTestBase):
-    """test_distributed_spawn.py's class: each test in WORLD_SIZE spawned processes."""
-
-    def setUp(self):
-        super().setUp()
-        self._spawn_processes()
+        def setUp(self):
+            super().setUp()
+            self._spawn_processes()
 
 
 class _Recorder(unittest.TextTestResult):
@@ -93,7 +93,9 @@ class _Recorder(unittest.TextTestResult):
         super().startTest(test)
 
     def _record(self, test, outcome, detail=""):
-        line = next((ln for ln in reversed(detail.strip().splitlines()) if ln.strip()), "")
+        lines = [ln.strip() for ln in detail.strip().splitlines() if ln.strip()]
+        errors = [ln for ln in lines if re.search(r"(Error|Exception|Skip\w*):", ln)]
+        line = (errors or lines or [""])[-1]
         self.outcomes[test.id().rsplit(".", 1)[-1]] = {
             "outcome": outcome, "detail": line[:300],
             "seconds": round(time.monotonic() - self._started, 2)}
