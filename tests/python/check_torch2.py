@@ -294,6 +294,8 @@ def check_debug_detail(rank, n):
 
 
 def check_features(rank, n):
+    warnings.filterwarnings("ignore", "Sparse invariant checks")
+    warnings.filterwarnings("ignore", "torch.distributed.all_gather_coalesced will be deprecated")
     check_names_and_sequence(rank, n)
     check_sparse(rank, n)
     check_gather_coalesced(rank, n)

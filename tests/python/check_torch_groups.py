@@ -123,7 +123,6 @@ def check_refused(rank):
 
 def main():
     torch.set_num_threads(1)
-    warnings.filterwarnings("ignore", "torch.distributed.all_gather_coalesced will be deprecated")
     dist.init_process_group('ddl', init_method='env://')
     rank, n = dist.get_rank(), dist.get_world_size()
     check_groups(rank, n)
