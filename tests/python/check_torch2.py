@@ -208,13 +208,15 @@ def check_barriers(rank, n):
     # Seconds as a float, and the group object's own method (which bypasses dist's).
     dist.monitored_barrier(timeout=30.0)
     dist.group.WORLD.monitored_barrier(datetime.timedelta(seconds=30))
+    group = dist.new_group(backend="ddl")
     if n >= 3:  # two late ranks, all named with wait_all_ranks
         if rank == 0:
             expect_error("monitored_barrier, ranks missing",
-                         lambda: dist.monitored_barrier(timeout=0.2, wait_all_ranks=True),
+                         lambda: dist.monitored_barrier(group, 0.2, wait_all_ranks=True),
                          f"Ranks {', '.join(map(str, range(1, n)))} failed to pass "
                          "monitoredBarrier in 200 ms")
-            expect_error("monitored_barrier, no time", lambda: dist.monitored_barrier(timeout=0),
+            expect_error("monitored_barrier, no time",
+                         lambda: dist.monitored_barrier(group, timeout=0),
                          "Rank 0 timed out in monitoredBarrier after 0 ms.")
         dist.barrier()
 
