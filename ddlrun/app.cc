@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
@@ -109,6 +110,16 @@ int run_options(const Options& o, std::ostream& out, std::ostream& err, hostfile
   if (std::optional<PerNode> node = per_node_settings(o, getenv_fn, env_context)) {
     return run_per_node(o, *node, getenv_fn, env_context, out, err, *log);
   }
+  // --timeout counts from here: the probe and the plan too (the guard, startup_signals.h,
+  // ends ddlrun at the deadline until the job starts, and the runner gives the rest to it).
+  const std::unique_ptr<JobRunner> runner =
+      make_job_runner(o, err, *log, getenv_fn, env_context, remote);
+  if (o.timeout && !o.dry_run) {
+    launcher::startup_deadline(std::chrono::steady_clock::now() +
+                                   std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                       std::chrono::duration<double>(*o.timeout)),
+                               *o.timeout);
+  }
   JobPlan plan = make_plan(o, getenv_fn, env_context, remote);
   for (const std::string& w : plan.warnings)
     log->warn("{}", hostfiles::printable(w));
@@ -134,8 +145,7 @@ int run_options(const Options& o, std::ostream& out, std::ostream& err, hostfile
     write_plan(out, plan, o);
     return kExitOk;
   }
-  const std::unique_ptr<JobRunner> runner =
-      make_job_runner(o, err, *log, getenv_fn, env_context, remote);
+  launcher::startup_step("starting the job on its hosts");
   return run_with_restarts(std::move(plan), restart_limits(o), *runner);
 }
 
@@ -152,8 +162,8 @@ int report_error(const std::exception& e, std::ostream& err) {
   int status = kExitFailure;
   if (const auto* launch_error = dynamic_cast<const launcher::LaunchError*>(&e)) {
     status = launch_error->status();
-  } else if (is_one_of<UsageError, hostfiles::InputError, comm::ModeError, mapper::PlacementError>(
-                 e)) {
+  } else if (is_one_of<UsageError, hostfiles::InputError, comm::ModeError, mapper::PlacementError,
+                       launcher::ssh::TreeTooDeep>(e)) {
     status = kExitUsage;
   } else if (!is_one_of<mapper::ProbeError, comm::TopologyError, base::InternalError,
                         RendezvousError>(e)) {

@@ -321,6 +321,7 @@ class BetweenAttempts {
   const std::optional<Clock::time_point> deadline_;
   const Leave leave_;
   std::atomic<bool> done_{false};
+  launcher::StopSignalsTaken taken_;  ///< before thread_: the guard leaves the signals to it
   std::thread thread_;
 };
 
@@ -357,7 +358,10 @@ class LiveRunner : public JobRunner {
       if (!o.topology_file.empty()) comm::write_topology_file(plan.topology, o.topology_file);
       log_.info("restart {}: the new plan:\n{}", restart,
                 hostfiles::printable(render_plan(plan, o)));
-      if (o.timeout) o.timeout = remaining(*o.timeout);
+    }
+    if (o.timeout) {  // from ddlrun's start: the probe and the plan count too
+      o.timeout_given = o.timeout;
+      o.timeout = remaining(*o.timeout);
     }
     guard_.reset();
     launcher::JobEnd end;

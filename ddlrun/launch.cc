@@ -56,8 +56,10 @@ class WorkDir {
                                   std::strerror(errno) + " (set TMPDIR to a writable directory)");
     }
     path_ = pattern;
+    launcher::remove_at_signal(path_);
   }
   ~WorkDir() {
+    launcher::forget_at_signal(path_);
     std::error_code ec;
     std::filesystem::remove_all(path_, ec);
   }
@@ -267,6 +269,9 @@ int launch(const JobPlan& plan, const Options& o, spdlog::logger& log, launcher:
   launcher::SuperviseOptions so;
   so.kill_grace = std::chrono::milliseconds(static_cast<int64_t>(o.kill_grace * 1000));
   if (o.timeout) so.timeout = std::chrono::milliseconds(static_cast<int64_t>(*o.timeout * 1000));
+  if (o.timeout_given) {
+    so.timeout_given = std::chrono::milliseconds(static_cast<int64_t>(*o.timeout_given * 1000));
+  }
   // Past SIGKILL, the ssh launcher declares a host that does not answer lost within the
   // heartbeat deadline; the supervisor's own limit comes after it.
   so.give_up = lo.heartbeat_timeout + std::chrono::seconds(5);

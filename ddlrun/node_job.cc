@@ -180,6 +180,7 @@ class NodeBackend : public launcher::Backend {
   void signal(int sig) override { inner_->signal(sig); }
   void write_stdin(std::string_view data) override { inner_->write_stdin(data); }
   void close_stdin() override { inner_->close_stdin(); }
+  bool output_may_follow() override { return inner_->output_may_follow(); }
   void finish() override { inner_->finish(); }
 
  private:

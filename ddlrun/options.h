@@ -55,7 +55,9 @@ struct Options {
   std::optional<double> connect_timeout;  ///< --connect-timeout seconds, for probing over ssh
   int verbosity = 0;                      ///< number of -v
   bool quiet = false;
-  std::optional<double> timeout;     ///< seconds
+  std::optional<double> timeout;  ///< seconds
+  /// --timeout as given, once `timeout` is what is left of it (ddlrun's runner, elastic.cc).
+  std::optional<double> timeout_given;
   int max_restarts = 0;              ///< --max-restarts: restarts after a failure; 0: none
   std::optional<int> min_hosts;      ///< --min-hosts: fewest hosts to restart on; none: all
   std::optional<NodeRange> nnodes;   ///< --nnodes N or MIN:MAX (torchrun)

@@ -305,6 +305,9 @@ std::vector<mapper::HostProbe> probe_remote_hosts(const Options& o, JobPlan& pla
                                                   const std::vector<std::string>& hosts,
                                                   bool ssh_follows, bool fresh) {
   if (prober.probe) return prober.probe(hosts);
+  launcher::startup_step("probing " + std::to_string(hosts.size()) +
+                         (hosts.size() == 1 ? " host" : " hosts") +
+                         " over ssh (--no-probe or --host-xml skip it)");
   mapper::SshProbeOptions so = ssh_probe_options(o, plan.job_id);
   if (fresh) so.job_id.clear();
   const bool tree = probe_goes_down_the_tree(o, plan.hosts.size(), ssh_follows);
@@ -737,6 +740,7 @@ JobPlan make_plan(const Options& o, GetEnv getenv_fn, void* env_context, const R
   const RemoteProber prober = remote_prober(o, env, plan.job_id, remote);
   gather_hardware(o, plan, prober, local_names, ssh_launcher_follows(o, env),
                   replan.drop_unreachable, known);
+  launcher::startup_step("planning the job");
   test_plan_delay(env);
   check_distinct_machines(plan, local_names);
   place_ranks(o, rankfile ? &*rankfile : nullptr, replan, plan);

@@ -204,6 +204,11 @@ class Backend {
   /// Closes rank 0's standard input (once what was written has gone); wakes a blocked
   /// write_stdin(), which then drops its data. Idempotent; any thread.
   virtual void close_stdin() = 0;
+  /// Whether output of processes that have ended may still come: the ssh launcher's agents send
+  /// their ranks' exits past output that waits for its host's window (protocol.h: M), and say
+  /// done once all of it went. The supervisor waits for it as for queued output; the backend
+  /// pushes an event (kWake) when it turns false.
+  virtual bool output_may_follow() { return false; }
   /// Releases everything (threads, connections, temporary files) once every process has ended
   /// or been killed. Kills what is still running. Idempotent; the destructor calls it.
   virtual void finish() = 0;

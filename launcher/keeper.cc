@@ -94,6 +94,9 @@ bool start_keeper() {
   const pid_t pid = fork();
   if (pid == 0) {
     setpgid(0, 0);  // out of reach of the terminal's and ddlrun's group signals
+    sigset_t none;  // ddlrun's stop signals are blocked (startup_signals.h); not the keeper's
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
     if (dup2(fds[1], 0) < 0 || (null_fd >= 0 && (dup2(null_fd, 1) < 0 || dup2(null_fd, 2) < 0)))
       _exit(127);
     execve(argv[0], const_cast<char* const*>(argv.data()), envp.data());

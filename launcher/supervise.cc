@@ -50,6 +50,7 @@
 #include <thread>
 
 #include "launcher/blame.h"
+#include "launcher/startup_signals.h"
 
 namespace ddl::launcher {
 
@@ -99,7 +100,10 @@ class SideThreads {
     sigemptyset(&stop_signals_);
     for (int s : {SIGINT, SIGTERM, SIGHUP, SIGUSR2, SIGTSTP, SIGCONT})
       sigaddset(&stop_signals_, s);
-    if (options_.handle_signals) pthread_sigmask(SIG_BLOCK, &stop_signals_, &old_mask_);
+    if (options_.handle_signals) {
+      taken_.emplace();
+      pthread_sigmask(SIG_BLOCK, &stop_signals_, &old_mask_);
+    }
     signal(SIGPIPE, SIG_IGN);
     if (pipe2(wake_, O_CLOEXEC) != 0) wake_[0] = wake_[1] = -1;
   }
@@ -112,7 +116,10 @@ class SideThreads {
   }
 
   /// From now on a signal is an event for the loop.
-  void job_started() { started_ = true; }
+  void job_started() {
+    started_ = true;
+    retire_startup_signals();
+  }
 
   /// Forwards stdin to rank 0, or closes rank 0's stdin when there is none to forward.
   void start_stdin() {
@@ -145,6 +152,7 @@ class SideThreads {
       if (fd >= 0) close(fd);
     backend_.finish();
     if (options_.handle_signals) pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
+    taken_.reset();
   }
 
  private:
@@ -183,6 +191,7 @@ class SideThreads {
   const SuperviseOptions& options_;
   sigset_t stop_signals_;
   sigset_t old_mask_;
+  std::optional<StopSignalsTaken> taken_;  ///< from prepare() to stop(): ours, not the guard's
   std::atomic<bool> done_{false};
   std::atomic<bool> started_{false};
   int wake_[2] = {-1, -1};
@@ -270,15 +279,20 @@ class Supervisor {
   const JobEnd& end() const { return end_; }
 
  private:
-  // Processes still run, or (unless output is dropped) output is still queued or unwritten.
+  // Processes still run, or (unless output is dropped) output is still queued, unwritten or
+  // on its way (Backend::output_may_follow).
   bool waiting() {
     return !running_.empty() ||
-           (!drop_output_ && (events_.has_output() || !ended_.empty() || !sink_.written()));
+           (!drop_output_ && (events_.has_output() || !ended_.empty() || !sink_.written() ||
+                              backend_.output_may_follow()));
   }
 
   void handle(const Event& e) {
     switch (e.type) {
       case Event::Type::kOutput:
+        // Output after its rank's exit (the ssh launcher's exits pass output that waits for
+        // its window): the rank ends in the sink again once this is out.
+        if (ended_with_.contains(e.rank)) ended_.insert(e.rank);
         tails_.add(e.rank, e.stream, e.data);
         feed_blame(e.rank, e.data);
         if (!drop_output_ || sink_.ready()) sink_.output(e.rank, e.stream, e.data);
@@ -311,6 +325,7 @@ class Supervisor {
 
   void send_term() {
     term_at_ = kNever;
+    stop_signal_ = SIGTERM;
     signal_and_resume(SIGTERM);
     kill_at_ = Clock::now() + options_.kill_grace;
   }
@@ -329,8 +344,8 @@ class Supervisor {
     if (now >= kill_at_) {
       if (!running_.empty()) {
         sink_.note("ddlrun: " + std::to_string(running_.size()) + " of " + std::to_string(total_) +
-                   " processes still running " + seconds(options_.kill_grace) +
-                   " after SIGTERM; sending SIGKILL");
+                   " processes still running " + seconds(options_.kill_grace) + " after " +
+                   signal_name(stop_signal_) + "; sending SIGKILL");
         backend_.signal(SIGKILL);
       }
       kill_at_ = kNever;
@@ -345,7 +360,8 @@ class Supervisor {
       leave_ = true;
     }
     if (!stopping_ && now >= timeout_at_) {
-      sink_.note("ddlrun: the job timed out after " + seconds(*options_.timeout) +
+      sink_.note("ddlrun: the job timed out after " +
+                 seconds(options_.timeout_given.value_or(*options_.timeout)) +
                  " (--timeout); stopping " + processes(running_.size()));
       begin_stop(124);
     }
@@ -366,6 +382,7 @@ class Supervisor {
     sink_.note("ddlrun: got " + signal_name(s) + "; passing it to " + processes(running_.size()) +
                (s == SIGINT ? " (interrupt again to kill them at once)" : ""));
     if (!exit_status_) exit_status_ = 128 + s;
+    stop_signal_ = s;
     signal_and_resume(s);
     stopping_ = true;
     kill_at_ = Clock::now() + options_.kill_grace;
@@ -628,8 +645,9 @@ class Supervisor {
   Clock::time_point blame_at_ = kNever;
   std::map<int, std::string> blame_partial_;  // each rank's unfinished line
 
-  bool failed_ = false;  // the stop began with a failure of the job's own
-  int signal_ = 0;       // the first stop signal ddlrun got
+  bool failed_ = false;        // the stop began with a failure of the job's own
+  int signal_ = 0;             // the first stop signal ddlrun got
+  int stop_signal_ = SIGTERM;  // what the stop sent the processes (a forwarded SIGINT, say)
   JobEnd end_;
 };
 

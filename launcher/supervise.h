@@ -19,6 +19,9 @@ struct SuperviseOptions {
   std::chrono::milliseconds kill_grace{3000};
   /// Ends the job after this long (--timeout): exit status 124.
   std::optional<std::chrono::milliseconds> timeout;
+  /// The --timeout the note names when `timeout` is what is left of it (the probe, the plan
+  /// and earlier attempts took the rest); unset: `timeout` itself.
+  std::optional<std::chrono::milliseconds> timeout_given;
   /// Takes SIGINT, SIGTERM and SIGHUP (blocked in every thread, read by one) and forwards them;
   /// a second SIGINT kills at once. Off in unit tests that drive signals through events.
   bool handle_signals = true;

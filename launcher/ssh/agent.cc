@@ -7,8 +7,9 @@
 // ProcessSet (the same code as the local launcher: environment, CPU binding, process groups,
 // PR_SET_PDEATHSIG) and from then on relays their output and exits up the channel while a
 // reader thread applies signals and stdin coming down. Neither direction buffers without
-// bound: output waits in the ProcessSet's bounded queue while the channel is full (ddlrun
-// stops reading it when its own stdout is slow), and stdin comes in a window that the agent
+// bound: output goes up only as far as the window ddlrun grants (M) and otherwise waits in the
+// ProcessSet's bounded queue (which then stops reading the ranks), while exits pass it, so
+// the channel itself never fills behind a slow reader; stdin comes in a window that the agent
 // reopens (Z) as rank 0 takes it. If the channel closes first, ddlrun is
 // gone: the ranks get SIGTERM, then SIGKILL after two seconds, and the agent exits.
 //
@@ -241,6 +242,8 @@ class Agent : private pmix_server::Host {
   std::atomic<int64_t> last_heard_ms_;  ///< when bytes last came from ddlrun
   std::atomic<int64_t> deadline_ms_{ssh::kDefaultHeartbeatTimeout.count()};
   std::atomic<bool> suspended_{false};  ///< the job is stopped (Ctrl-Z): kSuspendedTimeout
+  /// Bytes of output ddlrun has room for (M frames less what went up); output waits at 0.
+  std::atomic<int64_t> output_credit_{0};
   std::mutex procs_mutex_;
   ProcessSet* procs_ = nullptr;  ///< the ranks, once started; guarded by procs_mutex_
   std::string dir_;              ///< written before the watchdog reads it, under procs_mutex_
@@ -628,6 +631,10 @@ void Agent::read_commands(ProcessSet& procs, EventQueue& events,
       case ssh::FrameType::kStdinEof:
         procs.close_stdin(0);
         break;
+      case ssh::FrameType::kOutputCredit:
+        output_credit_ += std::max(cmd->id, 0);
+        events.push(Event{});  // wakes relay(), which may hold output for it
+        break;
       case ssh::FrameType::kFenceResult:
       case ssh::FrameType::kModexRequest:
       case ssh::FrameType::kModexResponse:
@@ -649,9 +656,10 @@ bool Agent::relay(EventQueue& events, ProcessSet& procs, std::atomic<size_t>& st
   size_t running = mine_.size();
   bool lost = false;
   Clock::time_point kill_at = Clock::time_point::max();
-  while (running > 0) {
+  // Output waits for its window (M); exits pass it, and done waits until it has gone.
+  while (running > 0 || (!lost && events.has_output())) {
     const Clock::time_point deadline = std::min(kill_at, Clock::now() + std::chrono::hours(24));
-    std::optional<Event> e = events.pop(deadline);
+    std::optional<Event> e = events.pop(deadline, lost || output_credit_ > 0);
     if (const size_t n = stdin_gone.exchange(0); n > 0 && !lost) {
       send(ssh::FrameType::kStdinCredit, static_cast<int32_t>(n));
     }
@@ -672,6 +680,7 @@ bool Agent::relay(EventQueue& events, ProcessSet& procs, std::atomic<size_t>& st
 
 void Agent::relay_event(const Event& e) {
   if (e.type == Event::Type::kOutput) {
+    output_credit_ -= static_cast<int64_t>(e.data.size());
     send(e.stream == Stream::kStdout ? ssh::FrameType::kStdout : ssh::FrameType::kStderr, e.rank,
          e.data);
   } else if (e.type == Event::Type::kExit) {

@@ -2,6 +2,7 @@
 
 #include "launcher/ssh/protocol.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "launcher/wire.h"
@@ -11,7 +12,7 @@ namespace ddl::launcher::ssh {
 namespace {
 constexpr uint32_t kMaxPayload = 256u << 20;
 // The last five: the launch tree's W, T, L and V, and --probe-links' N (protocol.h).
-constexpr std::string_view kTypes = "HJUKFGORXDSIECBAQPZY\x01\x02\x03\x04\x05";
+constexpr std::string_view kTypes = "HJUKFGORXDSIECBAQPZYM\x01\x02\x03\x04\x05";
 }  // namespace
 
 std::string encode_frame(FrameType type, int32_t id, std::string_view payload) {
@@ -124,6 +125,10 @@ ModexResponse decode_modex_response(std::string_view payload) {
   f.data = in.str();
   in.expect_done();
   return f;
+}
+
+size_t output_window(size_t hosts) {
+  return std::clamp(kOutputBudget / std::max<size_t>(hosts, 1), kMinOutputWindow, kMaxOutputWindow);
 }
 
 void FrameReader::feed(std::string_view bytes) {

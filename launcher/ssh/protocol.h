@@ -24,6 +24,10 @@ namespace ddl::launcher::ssh {
 //                ("": where ddlrun came from)
 //   agent  -> K  ready (program found, topology file written)   or   F failure (id = status)
 //   ddlrun -> G  go: start the ranks
+//   ddlrun -> M  `id` more bytes of output (O and R) may come: the agent sends a rank's output
+//                only while ddlrun has granted room for it (the first M comes with G, the
+//                host's output window, output_window()), and ddlrun grants back what it read
+//                while its own queue has room (launcher/backend.h: EventQueue)
 //   agent  -> O / R  bytes of rank `id`'s stdout / stderr, as read (chunks, not lines)
 //   agent  -> X  rank `id` ended: payload = exit code, signal
 //   agent  -> D  every rank of this host has ended; the agent exits
@@ -31,8 +35,12 @@ namespace ddl::launcher::ssh {
 //   agent  -> Z  `id` more bytes of stdin may come: ddlrun has at most kStdinWindow bytes of I
 //                frames that the agent has not yet passed on (written, or dropped with a
 //                closed stdin), so the agent's stdin queue is bounded
-// Output needs no window: each side stops reading the other when it cannot pass output on,
-// and ssh's own channel window holds the rest back.
+// Output goes in a window too (M), so that a reader who does not read holds the ranks back
+// (the agent stops reading them) and never the channel: ddlrun and every relay keep reading
+// every channel, and heartbeats, exits and lost-host notes pass output that waits, as they do
+// in the local launcher. (When ddlrun stopped reading a channel instead, a full channel held
+// the frames behind the output: an exit went unnoticed, and in the launch tree a relay blocked
+// upwards wrote no heartbeat down, so the hosts below gave up: issue 37.)
 // and, for the PMIx server each agent runs (pmix_server/):
 //   agent  -> C  fence contribution (FenceFrame): this host's ranks have all entered fence `key`
 //   ddlrun -> B  fence result (FenceResultFrame): every host has contributed (or time is up)
@@ -91,6 +99,7 @@ enum class FrameType : char {
   kModexResponse = 'P',
   kStdinCredit = 'Z',
   kHeartbeat = 'Y',
+  kOutputCredit = 'M',
   kSubtree = '\x01',   ///< W
   kRouted = '\x02',    ///< T
   kLost = '\x03',      ///< L
@@ -100,6 +109,13 @@ enum class FrameType : char {
 
 /// Bytes of stdin ddlrun may send before the agent grants more (kStdinCredit).
 constexpr size_t kStdinWindow = size_t{512} << 10;
+/// The output window ddlrun grants each host (M) when `hosts` hosts run ranks: what ddlrun
+/// may hold beyond its own queue is at most kOutputBudget in all (one host's window at most
+/// kMaxOutputWindow, at least kMinOutputWindow), and a single chunk beyond each.
+constexpr size_t kOutputBudget = size_t{16} << 20;
+constexpr size_t kMinOutputWindow = size_t{64} << 10;
+constexpr size_t kMaxOutputWindow = size_t{1} << 20;
+size_t output_window(size_t hosts);
 /// How often each side sends a heartbeat (Y).
 constexpr std::chrono::milliseconds kHeartbeatInterval{1000};
 /// The heartbeat deadline until the job frame says otherwise, and ddlrun's default

@@ -16,16 +16,18 @@
 // it at, and its free ports); each agent checks the program and writes its topology file; only when
 // all are ready do they get "go", so a program missing on one host starts nothing anywhere. From
 // then on each turn turns frames into events (output, exits) and writes queued frames (signals,
-// stdin) between reads, never waiting: what the remote window or the socket does not take (a
-// host cut off without a RST fills its socket's buffer) waits in the conversation for POLLOUT,
-// so one host never holds up its talker's others, and a host that takes none of it for the
+// stdin, output windows) between reads, never waiting: what the remote window or the socket does
+// not take (a host cut off without a RST fills its socket's buffer) waits in the conversation for
+// POLLOUT, so one host never holds up its talker's others, and a host that takes none of it for the
 // heartbeat deadline is lost ("took no data for 10 s (N bytes wait for it: ...)"; ssh::Outbox:
 // only time in which no byte moves counts, so a slow link that drains a write over more than
-// the deadline is not lost; the relay applies the same rule to its children). While the
-// supervisor's event queue is output_full() a conversation does not read its channel (it goes on
-// writing): ssh's window then stops the agent, and the agent stops reading its ranks. Stdin goes in
-// a window (protocol.h: Z) so no side queues more than kStdinWindow of it. A channel that closes
-// before its agent said "done" is a lost host.
+// the deadline is not lost; the relay applies the same rule to its children). Every channel is
+// read all the time: output comes in a window per host (protocol.h: M, output_window()), which
+// a conversation grants back as it reads output only while the supervisor's event queue is not
+// output_full(), so a slow reader stops the agents, and the agents stop reading their ranks,
+// while heartbeats, exits and lost-host notes still come (a full channel would hold them back).
+// Stdin goes in a window (protocol.h: Z) so no side queues more than kStdinWindow of it. A
+// channel that closes before its agent said "done" is a lost host.
 //
 // PMIx across hosts: each agent is its host's PMIx server. ddlrun joins the hosts' fence
 // contributions in one FenceCombiner (any host's conversation adds what its agent sent, and
@@ -121,6 +123,7 @@ struct HostConn {
   std::string subtree_frame;            ///< the first level's W frame, when it has hosts below
   std::vector<ssh::TreeHost> children;  ///< the first level's, with their subtrees
   bool collateral = false;              ///< failed only because its tree parent was lost
+  bool quiet = false;  ///< said done or was lost: no more output comes (guarded by the mutex)
 };
 
 class SshBackend : public Backend {
@@ -140,6 +143,7 @@ class SshBackend : public Backend {
       }
       if (!c->ranks.empty()) hosts_.push_back(std::move(c));
     }
+    output_window_ = ssh::output_window(hosts_.size());
     plan_tree();
   }
   ~SshBackend() override { finish(); }
@@ -222,6 +226,12 @@ class SshBackend : public Backend {
         h->stdin_frames += ssh::encode_frame(ssh::FrameType::kStdinEof, 0, {});
     }
     changed_.notify_all();
+  }
+  bool output_may_follow() override {
+    std::lock_guard lock(mutex_);
+    return !stop_ && std::any_of(hosts_.begin(), hosts_.end(), [](const auto& h) {
+      return h->phase == Phase::kRunning && !h->quiet;
+    });
   }
   void finish() override {
     {
@@ -598,6 +608,7 @@ class SshBackend : public Backend {
   std::counting_semaphore<> logins_;  ///< logins in flight, at most ssh.max_parallel
   std::vector<std::unique_ptr<HostConn>> hosts_;
   int depth_ = 1;              ///< levels of the launch tree
+  size_t output_window_ = 0;   ///< each host's output window (protocol.h: M)
   bool adopted_tree_ = false;  ///< the launch took the probe's tree (adopt_probe_tree)
   EventQueue* events_ = nullptr;
   std::unique_ptr<pmix_server::FenceCombiner> fences_;  ///< guarded by mutex_
@@ -624,6 +635,8 @@ class SshBackend::HostTalk {
  public:
   HostTalk(SshBackend& backend, HostConn& c, bool routed)
       : b_(backend), c_(c), routed_(routed), unfinished_(c.ranks) {}
+  /// Its conversation is over: nothing more comes from it, whatever it said.
+  ~HostTalk() { quieten(); }
 
   HostConn& conn() { return c_; }
   bool hello() const { return hello_; }
@@ -635,10 +648,11 @@ class SshBackend::HostTalk {
   bool stopped() const { return ended() || !running_ || unfinished_.empty(); }
   bool has_unfinished() const { return !ended() && !unfinished_.empty(); }
 
-  /// What to send it now, under the lock (wrapped in a routed frame when routed): the job, go,
-  /// and (once running) the frames queued for it, control before stdin so that stdin never
-  /// holds a signal or a fence result back.
-  std::string due_frames() {
+  /// What to send it now, under the lock (wrapped in a routed frame when routed): the job, go
+  /// with its output window, and (once running) the frames queued for it, control before stdin
+  /// so that stdin never holds a signal or a fence result back, and, when the supervisor has
+  /// `room` for output, the window for the output read since (M).
+  std::string due_frames(bool room) {
     std::string to_send;
     if (c_.phase == Phase::kHello && !c_.job_frame.empty()) {
       to_send = std::move(c_.job_frame);
@@ -646,10 +660,17 @@ class SshBackend::HostTalk {
     }
     if (c_.phase == Phase::kReady && c_.go) {
       to_send = ssh::encode_frame(ssh::FrameType::kGo, 0, {});
+      owed_ = b_.output_window_;
       c_.phase = Phase::kRunning;
       running_ = true;
     }
     if (running_) {
+      if (owed_ > 0 && (room || !granted_)) {
+        to_send +=
+            ssh::encode_frame(ssh::FrameType::kOutputCredit, static_cast<int32_t>(owed_), {});
+        owed_ = 0;
+        granted_ = true;
+      }
       to_send += c_.outgoing;
       c_.outgoing.clear();
       to_send += c_.stdin_frames;
@@ -672,6 +693,7 @@ class SshBackend::HostTalk {
         return on_failure(f);
       case ssh::FrameType::kStdout:
       case ssh::FrameType::kStderr:
+        if (f.id >= 0) owed_ += f.payload.size();  // a rank's: in its window (not an agent's note)
         return b_.events_->push(
             Event{Event::Type::kOutput,
                   f.id,
@@ -683,7 +705,7 @@ class SshBackend::HostTalk {
         return on_exit(f);
       case ssh::FrameType::kDone:
         done_ = true;
-        return;
+        return quieten();
       case ssh::FrameType::kStdinCredit:
         return on_stdin_credit(f);
       case ssh::FrameType::kHeartbeat:
@@ -705,6 +727,7 @@ class SshBackend::HostTalk {
   void lost(const std::string& why, bool hosts_below = false) {
     if (lost_) return;
     lost_ = true;
+    quieten();
     if (!running_) {
       b_.fail(c_, why);
     } else if (!unfinished_.empty() || hosts_below) {
@@ -718,6 +741,7 @@ class SshBackend::HostTalk {
   void lost_with(const std::string& parent) {
     if (ended()) return;
     lost_ = true;
+    quieten();
     if (!running_) {
       b_.fail(c_, ssh::lost_with_parent_text(parent), 1, true);
     } else if (!unfinished_.empty()) {
@@ -766,6 +790,15 @@ class SshBackend::HostTalk {
     b_.events_->push(Event{Event::Type::kExit, f.id, c_.index, Stream::kStdout, {}, st});
   }
 
+  /// No more output comes from it: the supervisor may stop waiting for it (output_may_follow).
+  void quieten() {
+    {
+      std::lock_guard lock(b_.mutex_);
+      c_.quiet = true;
+    }
+    if (b_.events_ != nullptr) b_.events_->push(Event{});
+  }
+
   void on_stdin_credit(const ssh::Frame& f) {
     {
       std::lock_guard lock(b_.mutex_);
@@ -780,7 +813,9 @@ class SshBackend::HostTalk {
   std::vector<int> unfinished_;
   bool hello_ = false;
   bool running_ = false;
-  bool done_ = false;  ///< said done (D)
+  size_t owed_ = 0;       ///< output read from it that its window has not been given back for
+  bool granted_ = false;  ///< its first window (with go) went
+  bool done_ = false;     ///< said done (D)
   bool lost_ = false;
 };
 
@@ -805,13 +840,11 @@ class SshBackend::Conversation {
   enum class Step { kLogIn, kStartAgent, kTalk, kClose, kEnd };
 
   /// While talking: the socket to wait on for what its agent sends (-1: none, poll instead),
-  /// whether the last turn read anything, and whether it is held (not reading) because the
-  /// supervisor's output is full.
+  /// and whether the last turn read anything.
   int fd() { return channel_ ? channel_->fd() : -1; }
   /// Frames wait for the socket to take them: wait for POLLOUT too.
   bool socket_full() const { return outbox_.socket_full(); }
   bool heard() const { return heard_; }
-  bool held() const { return held_; }
   /// Not logged in, as ddlrun is stopping: the host, and those below it, failed.
   Step abandon() {
     lose_subtree();
@@ -938,11 +971,12 @@ class SshBackend::Conversation {
   /// Every host's frames due now, under the lock; the fences' timeouts checked once running.
   std::string due_frames() {
     std::string to_send;
+    const bool room = !b_.events_->output_full();
     std::lock_guard lock(b_.mutex_);
     stopping_ = b_.stop_;
     killed_ = b_.killed_;
     for (auto& t : talks_)
-      to_send += t->due_frames();
+      to_send += t->due_frames(room);
     if (!job_bytes_sent_ && !b_.job_bytes_frame_.empty()) {
       to_send = b_.job_bytes_frame_ + to_send;  // before any job frame
       job_bytes_sent_ = true;
@@ -1037,18 +1071,13 @@ class SshBackend::Conversation {
     }
   }
 
-  /// Output only while the supervisor has room for it (its events go on meanwhile; held()
-  /// meanwhile). The host is not silent while we are the ones not reading it. Never waits: the
-  /// Talker waits for all of its conversations at once.
+  /// Whatever came, output or not: the output windows (M) bound what the agents send, so the
+  /// channel is read even while the supervisor has no room for output, and the heartbeats and
+  /// exits behind that output come. Never waits: the Talker waits for all of its conversations
+  /// at once.
   void receive() {
     heard_ = false;
-    held_ = own().running() && b_.events_->output_full();
-    if (held_) {
-      last_heard_ = Clock::now();
-      outbox_.excuse();  // the window may wait for what we do not read
-    } else {
-      open_ = pump();
-    }
+    open_ = pump();
   }
 
   /// Reads what the agent has sent, without waiting; returns false when the channel has ended.
@@ -1164,17 +1193,16 @@ class SshBackend::Conversation {
   bool silent_ = false;   ///< no heartbeat for the deadline
   bool stalled_ = false;  ///< took nothing written for the deadline
   bool heard_ = false;    ///< the last turn read something
-  bool held_ = false;     ///< the last turn did not read: the supervisor's output is full
 };
 
 // One of the head's talk threads: the conversations the login threads hand it, one turn each
 // in turn. No turn waits on a host: reads take what came, writes what the remote window and the
 // socket take (the rest waits in the conversation, which then asks for POLLOUT too). When a
 // round read nothing, it waits in poll() on their sockets and its wake-up
-// eventfd (a new conversation, or the last login done) for at most kPollMs, so frames queued
-// by other threads (signals, stdin, fence results) go within that as they did per host; while
-// every conversation is held by the supervisor's full output it waits for room instead. A
-// conversation whose channel has no socket (a test double) makes the wait short.
+// eventfd (a new conversation, the last login done, or room again for output in the
+// supervisor's queue, so that the output windows go at once) for at most kPollMs, so frames
+// queued by other threads (signals, stdin, fence results) go within that as they did per host.
+// A conversation whose channel has no socket (a test double) makes the wait short.
 class SshBackend::Talker {
  public:
   explicit Talker(SshBackend& backend)
@@ -1205,6 +1233,7 @@ class SshBackend::Talker {
   using Step = Conversation::Step;
 
   void run() {
+    const int waker = b_.events_->add_waker([this] { wake(); });
     while (take_inbox()) {
       bool heard = false;
       for (size_t i = 0; i < mine_.size();) {
@@ -1219,6 +1248,7 @@ class SshBackend::Talker {
       }
       if (!heard) idle_wait();
     }
+    b_.events_->remove_waker(waker);
   }
 
   /// Moves what was handed over into mine_; false when it has nothing to talk to and nothing
@@ -1234,18 +1264,11 @@ class SshBackend::Talker {
   void idle_wait() {
     std::vector<pollfd> fds{{wake_, POLLIN, 0}};
     bool every_fd = true;
-    bool all_held = !mine_.empty();
     for (auto& c : mine_) {
-      if (c->held()) continue;  // it is not reading: its socket would wake us for nothing
-      all_held = false;
       const int fd = c->fd();
       every_fd = every_fd && fd >= 0;
       const short out = c->socket_full() ? POLLOUT : 0;
       if (fd >= 0) fds.push_back({fd, static_cast<short>(POLLIN | out), 0});
-    }
-    if (all_held) {
-      b_.events_->wait_for_room(Clock::now() + std::chrono::milliseconds(kPollMs));
-      return;
     }
     ::poll(fds.data(), fds.size(), every_fd ? kPollMs : kShortPollMs);
     uint64_t n = 0;

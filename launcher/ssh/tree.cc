@@ -82,7 +82,14 @@ uint32_t clamp_ms(std::chrono::milliseconds ms) {
 
 std::vector<TreeHost> launch_tree(const Hosts& hosts, int width) {
   const size_t w = width <= 0 ? hosts.size() : static_cast<size_t>(width);
-  return build(hosts, 0, hosts.size(), std::max<size_t>(w, 1));
+  std::vector<TreeHost> tree = build(hosts, 0, hosts.size(), std::max<size_t>(w, 1));
+  if (const int depth = tree_depth(tree); depth > kMaxTreeDepth) {
+    throw TreeTooDeep(std::to_string(hosts.size()) + " hosts at --tree-width " +
+                      std::to_string(width) + " make a launch tree " + std::to_string(depth) +
+                      " levels deep, and it may be at most " + std::to_string(kMaxTreeDepth) +
+                      ": give --tree-width 2 or more");
+  }
+  return tree;
 }
 
 bool same_shape(const std::vector<TreeHost>& a, const std::vector<TreeHost>& b) {

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -45,10 +46,17 @@ constexpr int kHostsPerTalker = 8;
 /// How deep a subtree frame may nest (a fan-out of 2 reaches 2^32 hosts well before).
 constexpr int kMaxTreeDepth = 32;
 
+/// A launch tree deeper than kMaxTreeDepth (--tree-width 1 over more than 32 hosts): what()
+/// says how deep, and the width that fits.
+class TreeTooDeep : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 /// The launch tree of `hosts` (index and name, in the job's order) with at most `width`
 /// children under ddlrun and under each host: the first level, each with its subtree. Flat
 /// (every host on the first level, none below) when `width` is 0 or there are at most `width`
-/// hosts.
+/// hosts. Throws TreeTooDeep when it would be deeper than kMaxTreeDepth levels.
 std::vector<TreeHost> launch_tree(const std::vector<std::pair<int, std::string>>& hosts, int width);
 /// `tree` without the hosts `keep` refuses, each with its whole subtree (a host below one left
 /// out is not reached); the order, indices and commands of the rest as they were.

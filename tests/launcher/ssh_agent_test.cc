@@ -199,6 +199,7 @@ TEST(SshAgent, WaitsForGoThenRelaysTheRanksAndSaysDone) {
   peer.send(ssh::FrameType::kJob, 0, job_payload(one_host({"/bin/sh", "-c", "echo rank $RANK"})));
   peer.expect(ssh::FrameType::kReady);
   peer.send(ssh::FrameType::kGo, 0);
+  peer.send(ssh::FrameType::kOutputCredit, 1 << 20);
   std::map<int, std::string> output;
   std::map<int, std::pair<uint32_t, uint32_t>> exits;
   for (;;) {
@@ -215,6 +216,38 @@ TEST(SshAgent, WaitsForGoThenRelaysTheRanksAndSaysDone) {
   EXPECT_EQ(output, (std::map<int, std::string>{{0, "rank 0\n"}, {1, "rank 1\n"}}));
   EXPECT_EQ(exits.size(), 2u);
   EXPECT_EQ(exits[0], std::make_pair(0u, 0u));
+  EXPECT_EQ(peer.status(), 0);
+}
+
+/// The next frame that is not a heartbeat; nullopt when none came.
+std::optional<ssh::Frame> next_frame(AgentPeer& peer) {
+  for (;;) {
+    std::optional<ssh::Frame> f = peer.next();
+    if (!f || f->type != ssh::FrameType::kHeartbeat) return f;
+  }
+}
+
+TEST(SshAgent, OutputWaitsForItsWindowWhileExitsPassIt) {
+  // Issue 37: a reader that does not read holds the ranks back, never the channel, so that
+  // ddlrun learns of a failed rank at once. Rank 0 prints 3 bytes and fails; nothing of its
+  // output goes before the window (M), its exit does, and done waits for the output.
+  AgentPeer peer;
+  peer.expect(ssh::FrameType::kHello);
+  peer.send(ssh::FrameType::kJob, 0,
+            job_payload(one_host({"/bin/sh", "-c", "echo hi; exit 3"}, 1)));
+  peer.expect(ssh::FrameType::kReady);
+  peer.send(ssh::FrameType::kGo, 0);
+  std::optional<ssh::Frame> f = next_frame(peer);
+  ASSERT_TRUE(f.has_value());
+  ASSERT_EQ(static_cast<char>(f->type), 'X');
+  wire::Reader in(f->payload, "exit");
+  EXPECT_EQ(in.u32(), 3u);
+  peer.send(ssh::FrameType::kOutputCredit, 2);  // one chunk may go past what is left
+  f = next_frame(peer);
+  ASSERT_TRUE(f.has_value());
+  EXPECT_EQ(static_cast<char>(f->type), 'O');
+  EXPECT_EQ(f->payload, "hi\n");
+  peer.expect(ssh::FrameType::kDone);
   EXPECT_EQ(peer.status(), 0);
 }
 

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -118,13 +119,14 @@ struct ScriptedAgent {
   }
 };
 
-/// The frame types in `bytes`, heartbeats left out.
+/// The frame types in `bytes`, heartbeats and output windows (M) left out.
 std::string frame_types(const std::string& bytes) {
   ssh::FrameReader reader;
   reader.feed(bytes);
   std::string types;
   while (auto f = reader.next()) {
-    if (f->type != ssh::FrameType::kHeartbeat) types += static_cast<char>(f->type);
+    if (f->type != ssh::FrameType::kHeartbeat && f->type != ssh::FrameType::kOutputCredit)
+      types += static_cast<char>(f->type);
   }
   return types;
 }
@@ -203,6 +205,35 @@ TEST_F(SshBackendTest, RunsTheAgentOnEveryHostAndRelaysTheRanks) {
   EXPECT_EQ(in.str(), "");  // the job's bytes came once, before
   EXPECT_EQ(in.str(), "10.9.9.9");
   EXPECT_EQ(in.u32(), 5000u);
+}
+
+TEST_F(SshBackendTest, ReadsExitsWhileTheSupervisorHasNoRoomForOutput) {
+  // Issue 37 item 2: the supervisor's output is full (a reader that does not read). The
+  // channels are read all the same (the output windows bound them), so the ranks' exits come
+  // past the output that waits; each host got its window with go, and no more since.
+  for (int i = 0; i < 5; ++i)
+    events.push(Event{Event::Type::kOutput, 9, 0, Stream::kStdout, std::string(1 << 20, 'x'), {}});
+  ASSERT_TRUE(events.output_full());
+  const std::unique_ptr<Backend> backend = this->backend();
+  backend->start(events);
+  std::set<int> exited;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (exited.size() < 3 && std::chrono::steady_clock::now() < until) {
+    const std::optional<Event> e = events.pop(until, /*take_output=*/false);
+    if (e && e->type == Event::Type::kExit) exited.insert(e->rank);
+  }
+  EXPECT_EQ(exited, (std::set<int>{0, 1, 2}));
+  EXPECT_TRUE(events.has_output(0));  // rank 0's line, read and waiting for room
+  backend->finish();
+  for (const char* host : {"n1", "n2"}) {
+    const std::vector<ssh::Frame> windows =
+        frames_of(connector.host(host).remotes.at(0)->written(), ssh::FrameType::kOutputCredit);
+    ASSERT_EQ(windows.size(), 1u) << host;
+    EXPECT_EQ(windows[0].id, 1 << 20) << host;
+  }
+  EXPECT_EQ(ssh::output_window(2), size_t{1} << 20);
+  EXPECT_EQ(ssh::output_window(40), (size_t{16} << 20) / 40);
+  EXPECT_EQ(ssh::output_window(4608), size_t{64} << 10);
 }
 
 TEST_F(SshBackendTest, QuotesTheAgentsPathForTheRemoteShell) {

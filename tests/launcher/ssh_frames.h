@@ -62,6 +62,7 @@ inline std::vector<Event> events_until(EventQueue& events, int exits) {
   while (exits > 0) {
     std::optional<Event> e = events.pop(deadline);
     if (!e) break;
+    if (e->type == Event::Type::kWake) continue;  // a host said done (output_may_follow)
     if (e->type == Event::Type::kExit || e->type == Event::Type::kHostFailure) --exits;
     got.push_back(std::move(*e));
   }

@@ -91,6 +91,20 @@ TEST(LaunchTree, SharesTheRestEvenlyUnderTheFirstLevel) {
   EXPECT_EQ(chain, (std::vector<TreeHost>{{0, "n0", {{1, "n1", {{2, "n2", {}}}}}}}));
 }
 
+TEST(LaunchTree, ATreeDeeperThan32LevelsIsRefusedUpFront) {
+  // Issue 37 item 3: a chain of 33 hosts failed at every launch as a malformed frame.
+  EXPECT_EQ(ssh::tree_depth(ssh::launch_tree(hosts(32), 1)), 32);
+  try {
+    ssh::launch_tree(hosts(40), 1);
+    ADD_FAILURE() << "no error";
+  } catch (const ssh::TreeTooDeep& e) {
+    EXPECT_STREQ(e.what(),
+                 "40 hosts at --tree-width 1 make a launch tree 40 levels deep, and it may be at "
+                 "most 32: give --tree-width 2 or more");
+  }
+  EXPECT_EQ(ssh::tree_depth(ssh::launch_tree(hosts(4000), 2)), 11);
+}
+
 TEST(SubtreeFrame, RoundTripsWithoutTheKeptSessions) {
   ssh::SubtreeFrame f;
   f.ssh.ssh_config = "/run/x/ssh_config";
@@ -137,7 +151,10 @@ TEST(SubtreeFrame, MalformedOnesAreNamed) {
   EXPECT_EQ(decode_error(good.substr(0, good.size() - 3)),
             "malformed subtree frame: a count of 1 exceeds the data");
   EXPECT_EQ(decode_error(good + "x"), "malformed subtree frame: trailing bytes");
-  f.children = ssh::launch_tree(hosts(40), 1);  // a chain 40 deep
+  f.children = {};  // a chain 40 deep, as launch_tree no longer makes one
+  for (int i = 39; i >= 0; --i) {
+    f.children = {{i, "n" + std::to_string(i), std::move(f.children)}};
+  }
   EXPECT_EQ(decode_error(ssh::encode(f)), "malformed subtree frame: deeper than 32 levels");
   f.children = {{-3, "x", {}}};
   EXPECT_EQ(decode_error(ssh::encode(f)), "malformed subtree frame: a negative host index");
@@ -1073,8 +1090,8 @@ TEST(SshBackendTree, StdinAndSignalsGoDownToRoutedHosts) {
       }
     }
   }
-  EXPECT_EQ(routed[1], "JGS");
-  EXPECT_EQ(routed[2], "JGSIE");  // control before stdin
+  EXPECT_EQ(routed[1], "JGMS");    // go with the host's output window (M)
+  EXPECT_EQ(routed[2], "JGMSIE");  // control before stdin
   backend->signal(SIGKILL);
 }
 

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <atomic>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -177,6 +178,17 @@ TEST(SuperviseTest, InterruptIsForwardedAndASecondKills) {
                             "ddlrun: got SIGINT; passing it to 2 processes (interrupt again to "
                             "kill them at once)",
                             "ddlrun: second interrupt: killing every process now"}));
+}
+
+TEST(SuperviseTest, TheKillNoteNamesTheSignalThatWasForwarded) {
+  // Issue 37 item 6: a SIGINT passed on is not called SIGTERM when SIGKILL follows it.
+  FakeBackend b({0}, {SIGKILL});
+  b.script_ = {Event{Event::Type::kSignal, -1, -1, Stream::kStdout, {}, {0, SIGINT}}};
+  RecordingSink sink;
+  EXPECT_EQ(supervise(b, nullptr, quiet_options(), sink), 128 + SIGINT);
+  ASSERT_EQ(sink.notes.size(), 2u);
+  EXPECT_EQ(sink.notes[1],
+            "ddlrun: 1 of 1 processes still running 0.2 s after SIGINT; sending SIGKILL");
 }
 
 // Processes that never end (a host that cannot be reached): a signal while the job is being
@@ -354,6 +366,46 @@ TEST(SuperviseTest, ExitsAndSignalsPassOutputAStalledReaderHoldsBack) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
   EXPECT_EQ(b.signals, (std::vector<int>{SIGTERM, SIGCONT}));
   EXPECT_TRUE(sink.lines.empty());  // dropped: the reader never took any
+}
+
+/// Records the ends of ranks among the output.
+class EndingSink : public RecordingSink {
+ public:
+  void end(int rank) override { lines.push_back(std::to_string(rank) + " end"); }
+};
+
+/// Both ranks exit at once; rank 0's last output (a partial line) comes 100 ms later, as under
+/// the ssh launcher when it waited for its host's output window, which says meanwhile that
+/// output may follow.
+class LateOutputBackend : public FakeBackend {
+ public:
+  LateOutputBackend() : FakeBackend({0, 1}) { script_ = {exit_of(0, 0), exit_of(1, 0)}; }
+  ~LateOutputBackend() override {
+    if (late_.joinable()) late_.join();
+  }
+  std::vector<int> start(EventQueue& events) override {
+    std::vector<int> ranks = FakeBackend::start(events);
+    late_ = std::thread([this, &events] {
+      std::this_thread::sleep_for(100ms);
+      events.push(Event{Event::Type::kOutput, 0, -1, Stream::kStdout, "tail", {}});
+      more_ = false;
+      events.push(Event{});
+    });
+    return ranks;
+  }
+  bool output_may_follow() override { return more_; }
+
+ private:
+  std::atomic<bool> more_{true};
+  std::thread late_;
+};
+
+TEST(SuperviseTest, OutputThatFollowsTheExitsIsWaitedForAndEndsItsRankAgain) {
+  // Issue 37: exits pass output that waits; what comes after them is neither lost nor cut.
+  LateOutputBackend b;
+  EndingSink sink;
+  EXPECT_EQ(supervise(b, nullptr, quiet_options(), sink), 0);
+  EXPECT_EQ(sink.lines, (std::vector<std::string>{"0 end", "1 end", "0 out tail", "0 end"}));
 }
 
 TEST(SuperviseTest, ATimeoutStopsTheJobAndTheStopDoesNotWaitForTheReader) {

@@ -58,6 +58,12 @@ def reducescatter():
           np.full((rows, 2), (n + 1) / 2))
     check("reducescatter int prescale", hvd.reducescatter(tf.fill([n], 10), op=hvd.Sum,
                                                           prescale_factor=0.25), [2 * n])
+    factor = 0.123456789012345  # a float64 factor must not be rounded to float32 on the way
+    value = tf.constant([7.60786438], tf.float64)
+    got = hvd.allreduce(value, op=hvd.Sum, postscale_factor=factor).numpy()
+    if got[0] != np.float64(7.60786438) * n * factor:
+        sys.exit(f"rank {rank}: float64 postscale: {got[0]!r}, expected "
+                 f"{np.float64(7.60786438) * n * factor!r}")
     variable = tf.Variable(tf.ones([n, 2]))
     with tf.GradientTape() as tape:
         out = hvd.reducescatter(variable * 1.0, op=hvd.Sum)

@@ -11,16 +11,20 @@ ddlrun, eagerly and inside tf.function.
     if first_batch:
         hvd.broadcast_variables(model.variables, root_rank=0)
 
-How it works: the collectives are ddl's TensorFlow ops (ddl.tensorflow: asynchronous, stateful
-so that tf.function keeps their order, with Horovod's gradients); allreduce of a list of
-tensors (grouped_allreduce, DistributedGradientTape, DistributedOptimizer) is one fused op per
-dtype, not one per tensor. Ops map to libddl's (Average: avg, Sum, Min, Max, Product); Adasum is
-refused. prescale_factor/postscale_factor multiply floating-point tensors before and after.
-An IndexedSlices gradient is allgathered (values and indices, values divided by size() for
-Average) unless sparse_as_dense. Names (name=) are accepted and not needed: libddl matches calls
-by order, so every rank must make the same calls in the same order (else every rank fails with
-tf.errors.FailedPreconditionError naming two ranks and their calls). Only the global process
-set exists; no elastic training, no Join. horovod.tensorflow.keras holds the Keras 3 pieces.
+How it works: the collectives are ddl's TensorFlow ops (ddl.tensorflow: asynchronous, with
+Horovod's gradients), matched across ranks by name as Horovod's controller matches them (the
+op's node name in a graph, name=, or the kind run eagerly) and checked before any data moves:
+a call the ranks make differently (shape, dtype, op, root) fails with
+tf.errors.FailedPreconditionError on every rank, naming two ranks and their calls, and later
+calls run as usual, in graph mode (a Session starts independent ops in any order), eagerly and
+inside tf.function. allreduce of a list of tensors (grouped_allreduce, DistributedGradientTape,
+DistributedOptimizer) is one fused op per dtype. Ops map to libddl's (Average: avg, Sum, Min,
+Max, Product); Adasum is refused. prescale_factor/postscale_factor scale as Horovod does
+(integers in float64, float16 in float32). An IndexedSlices gradient is allgathered (values and
+indices, values divided by size() for Average) unless sparse_as_dense. join() serves uneven
+data (a joined rank stands in with zeros in the others' allreduces). Only the global process
+set exists here. horovod.tensorflow.keras (and horovod.keras) hold the Keras pieces, for Keras
+3 and tf-keras.
 """
 
 import pickle
@@ -81,7 +85,9 @@ def _scale(tensor, factor, what=None):
     dtype = tensor.dtype
     wide = tf.float64 if dtype.is_integer or dtype == tf.bool else (
         tf.float32 if dtype in (tf.float16, tf.bfloat16) else dtype)
-    return tf.cast(tf.cast(tensor, wide) * tf.cast(factor, wide), dtype)
+    factor = tf.cast(factor, wide) if isinstance(factor, (tf.Tensor, tf.Variable)) else \
+        tf.constant(factor, wide)  # a Python float kept in full (tf.cast would go by float32)
+    return tf.cast(tf.cast(tensor, wide) * factor, dtype)
 
 
 def _reduce_dense(tensors, op, compression, prescale, postscale, what, name=None):

@@ -42,7 +42,7 @@ class _Aggregation:
         """The sums reduced over the ranks (None where the pass had no gradient)."""
         scale = 1.0 / self.passes if self.average else 1.0
         present = [i for i, g in enumerate(grads) if g is not None]
-        values = reduce([self.sums[i] * tf.cast(scale, self.sums[i].dtype) for i in present])
+        values = reduce([self.sums[i] * tf.constant(scale, self.sums[i].dtype) for i in present])
         out = [None] * len(grads)
         for i, v in zip(present, values):
             out[i] = v

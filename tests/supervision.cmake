@@ -1,0 +1,18 @@
+# Supervision under slow readers and in the first second.
+
+# A slow reader in a launch tree (5 namespace hosts, --tree-width 2): the rank of the last host
+# prints 12 MB into `ddlrun | (sleep 7; cat)` (heartbeat deadline 3 s): every byte arrives
+# (sha256), no host is lost, flat too; rank 0 failing while the others print into a reader
+# that never reads is named at once (exit 3), flat and in the tree. main loses node5 and
+# 4 MB of output, and runs the failing jobs until they are killed. About 40 s.
+add_test(NAME netns.slow_reader
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/netns/slow_reader_test.sh $<TARGET_FILE:ddlrun> 5 2 12 7 3)
+set_tests_properties(netns.slow_reader PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 150 LABELS "netns")
+
+# ddlrun's first seconds on this host (a listener that never answers as a frozen sshd):
+# SIGINT and SIGTERM 0.2 to 1 s in end it with the note and 130/143, its TMPDIR empty;
+# --timeout 2 ends the probe in 2 s (124), saying so; --tree-width 1 over 40 hosts is refused
+# up front (2). About 10 s.
+add_test(NAME ddlrun.startup_signals
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/ddlrun/startup_signals_test.sh $<TARGET_FILE:ddlrun>)
+set_tests_properties(ddlrun.startup_signals PROPERTIES TIMEOUT 60)
