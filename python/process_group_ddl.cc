@@ -210,8 +210,9 @@ void WorkDdl::complete(std::exception_ptr error) {
   }
 }
 
-ProcessGroupDdl::ProcessGroupDdl(int rank, int size, std::vector<int> ranks)
-    : TorchBackend(rank, size) {
+ProcessGroupDdl::ProcessGroupDdl(int rank, int size, std::vector<int> ranks,
+                                 c10::intrusive_ptr<c10d::Store> store)
+    : TorchBackend(rank, size), store_ddl_(std::move(store)) {
   TORCH_CHECK(ddl_initialized(),
               "ddl backend: libddl is not initialised; call ddl.init() before creating the "
               "group (init_process_group(\"ddl\") does it after `import ddl.torch`)");
@@ -242,6 +243,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::enqueue(c10d::OpType type,
                                                         RunQueue* queue) {
   // The kernels that wrote a GPU tensor ran on this thread's stream; the worker's are others.
   if (!outputs.empty()) settle(outputs[0]);
+  if (queue == nullptr && type != c10d::OpType::UNKNOWN) ++sequence_;
   const bool small = queue == nullptr && RunQueue::inlinable(type, outputs);
   auto work = c10::make_intrusive<WorkDdl>(rank_, type, std::move(outputs));
   if (queue == nullptr) queue = &RunQueue::collectives();
@@ -271,6 +273,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::broadcast(std::vector<at::Tensor
 c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::allreduce(std::vector<at::Tensor>& tensors,
                                                           const c10d::AllreduceOptions& opts) {
   check_one(tensors.size(), "allreduce");
+  if (tensors[0].defined() && tensors[0].is_sparse())
+    return allreduce_sparse(tensors[0], opts.reduceOp);
   check_tensor(tensors[0], "allreduce");
   const ddl_op_t op = op_of(opts.reduceOp, "allreduce");
   return enqueue(
@@ -710,12 +714,138 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::recvAnysource(std::vector<at::Te
               "a named rank): give recv/irecv the src rank");
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::allgather_coalesced(
-    std::vector<std::vector<at::Tensor>>&, std::vector<at::Tensor>&,
-    const c10d::AllgatherOptions&) {
-  TORCH_CHECK(false,
-              "ddl backend: all_gather_coalesced is not supported: call all_gather for "
-              "each tensor, or all_gather_into_tensor on one flat tensor");
+}  // namespace ddl::python
+
+namespace ddl::python {
+namespace {
+
+/// Each tensor's bytes, flattened (a contiguous copy where it is not contiguous).
+at::Tensor bytes_of(const at::Tensor& tensor) {
+  return contiguous_of(tensor).reshape({-1}).view(at::kByte);
 }
+
+}  // namespace
+
+// all_gather_coalesced, how it works: every rank packs the bytes of its inputs one after the
+// other (the same sizes on every rank, which torch requires), one libddl allgather of uint8
+// gives every rank all of them, rank r's pack at r * pack bytes, and each output takes its
+// slice viewed as its own dtype. Inputs of several dtypes travel in the one call.
+c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::allgather_coalesced(
+    std::vector<std::vector<at::Tensor>>& outputLists, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions&) {
+  const char* what = "all_gather_coalesced";
+  TORCH_CHECK(!inputs.empty(), "ddl backend: ", what, ": no input tensors");
+  TORCH_CHECK(static_cast<int>(outputLists.size()) == size_, "ddl backend: ", what, ": ",
+              outputLists.size(), " output lists for ", size_, " ranks");
+  std::vector<at::Tensor> outputs;
+  for (const std::vector<at::Tensor>& list : outputLists) {
+    TORCH_CHECK(list.size() == inputs.size(), "ddl backend: ", what, ": an output list of ",
+                list.size(), " tensors for ", inputs.size(), " inputs");
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      check_tensor(inputs[i], what, &inputs[0]);
+      check_one_per_rank({list[i]}, "output", inputs[i], "input", 1, what);
+      outputs.push_back(list[i]);
+    }
+  }
+  return enqueue(
+      c10d::OpType::ALLGATHER_COALESCED, outputs,
+      [group = group_, inputs, outputs, what]() mutable {
+        std::vector<at::Tensor> packs;
+        for (const at::Tensor& input : inputs)
+          packs.push_back(bytes_of(input));
+        at::Tensor pack = at::cat(packs);
+        const int64_t n = pack.numel();
+        at::Tensor all =
+            at::empty({n * static_cast<int64_t>(outputs.size() / inputs.size())}, pack.options());
+        call(what, pack, [&] {
+          return ddl_group_allgather(group, pack.data_ptr(), all.data_ptr(), n, DDL_UINT8);
+        });
+        int64_t offset = 0;
+        for (at::Tensor& output : outputs) {
+          const int64_t bytes = static_cast<int64_t>(output.nbytes());
+          // A copy: a view as a wider dtype needs an aligned start.
+          output.copy_(
+              all.narrow(0, offset, bytes).clone().view(output.scalar_type()).view(output.sizes()));
+          offset += bytes;
+        }
+        settle(all);
+      });
+}
+
+namespace {
+
+/// Every rank's rows of `rows` (a 2-d or more tensor whose first axis may differ between ranks),
+/// one after the other in group rank order: libddl's allgatherv of `counts[r]` rows from rank r.
+at::Tensor allgather_rows(ddl_group_t group, const at::Tensor& rows,
+                          const std::vector<int64_t>& counts, const char* what) {
+  int64_t row_size = 1;
+  for (int64_t d = 1; d < rows.dim(); ++d)
+    row_size *= rows.size(d);
+  std::vector<size_t> recv_counts, displs;
+  int64_t total = 0;
+  for (int64_t count : counts) {
+    recv_counts.push_back(static_cast<size_t>(count * row_size));
+    displs.push_back(static_cast<size_t>(total * row_size));
+    total += count;
+  }
+  std::vector<int64_t> shape = rows.sizes().vec();
+  shape[0] = total;
+  at::Tensor all = at::empty(shape, rows.options());
+  call(what, rows, [&] {
+    return ddl_group_allgatherv(group, rows.data_ptr(), static_cast<size_t>(rows.numel()),
+                                all.data_ptr(), recv_counts.data(), displs.data(),
+                                datatype_of(rows, what));
+  });
+  return all;
+}
+
+/// The sparse allreduce's steps on the worker (see allreduce_sparse).
+void run_sparse_allreduce(ddl_group_t group, int size, at::Tensor& tensor) {
+  const char* what = "allreduce";
+  at::Tensor input = tensor.coalesce();
+  at::Tensor indices = input.indices().t().contiguous();  // nnz x sparse_dim
+  at::Tensor values = input.values().contiguous();        // nnz x dense sizes
+  at::Tensor nnz = at::full({1}, input._nnz(), at::kLong);
+  at::Tensor counts = at::empty({size}, at::kLong);
+  call(what, nnz,
+       [&] { return ddl_group_allgather(group, nnz.data_ptr(), counts.data_ptr(), 1, DDL_INT64); });
+  std::vector<int64_t> rows(counts.data_ptr<int64_t>(), counts.data_ptr<int64_t>() + size);
+  at::Tensor all_indices = allgather_rows(group, indices, rows, what);
+  at::Tensor all_values = allgather_rows(group, values, rows, what);
+  at::Tensor sum =
+      at::sparse_coo_tensor(all_indices.t(), all_values, input.sizes(), input.options()).coalesce();
+  tensor.copy_(sum);
+}
+
+}  // namespace
+
+// Sparse allreduce, how it works: each rank coalesces its COO tensor (one entry per index), the
+// ranks allgather their entry counts, then their indices (as rows of sparse_dim) and values
+// (rows of the dense part) with libddl's allgatherv; every rank builds the tensor of all of
+// them and coalesces it, which sums the entries that share an index. The result replaces the
+// caller's tensor (torch's sparse copy_ takes the new entries), which the work's result holds.
+// Only SUM, as gloo's.
+c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::allreduce_sparse(at::Tensor& tensor,
+                                                                 const c10d::ReduceOp& op) {
+  TORCH_CHECK(static_cast<c10d::ReduceOp::RedOpType>(op) == c10d::ReduceOp::SUM,
+              "ddl backend: allreduce: a sparse tensor takes reduce op SUM only");
+  TORCH_CHECK(tensor.device().is_cpu(), "ddl backend: allreduce: a sparse tensor on ",
+              tensor.device(), "; sparse tensors must be on the CPU");
+  datatype_of(tensor, "allreduce");
+  return enqueue(c10d::OpType::ALLREDUCE, {tensor},
+                 [group = group_, size = size_, tensor]() mutable {
+                   run_sparse_allreduce(group, size, tensor);
+                 });
+}
+
+#if DDL_TORCH2
+GroupDdl::GroupDdl(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                   const c10::intrusive_ptr<c10d::Backend>& backend)
+    : c10d::ProcessGroup(store, rank, size) {
+  setDefaultBackend(BackendType::CUSTOM);
+  setBackend(c10::DeviceType::CPU, BackendType::CUSTOM, backend);
+  setBackend(c10::DeviceType::CUDA, BackendType::CUSTOM, backend);
+}
+#endif
 
 }  // namespace ddl::python

@@ -28,11 +28,14 @@
 
 #if TORCH_VERSION_MAJOR >= 2
 #include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #define DDL_TORCH2 1
 #else
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #define DDL_TORCH2 0
 #endif
+#include <atomic>
+#include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include "ddl/ddl.h"
@@ -70,7 +73,9 @@ class ProcessGroupDdl : public TorchBackend {
   /// `rank` of `size`; a subgroup is made with ddl_group_create, in the collectives' order, and
   /// lives until ddl_finalize. Throws c10::Error when libddl is not initialised or the ranks do
   /// not match, ddl::Error when libddl cannot make the group.
-  ProcessGroupDdl(int rank, int size, std::vector<int> ranks);
+  /// `store` (torch's store of the group; may be null) is where monitoredBarrier meets.
+  ProcessGroupDdl(int rank, int size, std::vector<int> ranks,
+                  c10::intrusive_ptr<c10d::Store> store);
 
   const std::string getBackendName() const override { return "ddl"; }
 
@@ -118,11 +123,17 @@ class ProcessGroupDdl : public TorchBackend {
                                       int tag) override;
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int srcRank,
                                       int tag) override;
-  /// Not supported: each throws c10::Error naming the call and what to do instead.
+  /// Not supported: throws c10::Error naming the call and what to do instead.
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
+  /// outputTensorLists[r][i] takes group rank r's inputTensors[i] (any dtypes): one allgather of
+  /// every input's bytes.
   c10::intrusive_ptr<c10d::Work> allgather_coalesced(
       std::vector<std::vector<at::Tensor>>& outputTensorLists,
       std::vector<at::Tensor>& inputTensors, const c10d::AllgatherOptions& opts) override;
+  /// torch's monitored_barrier through the group's store (monitored_barrier.cc): rank 0 waits
+  /// for every other rank within opts.timeout and throws torch's texts naming those that did
+  /// not come; the others wait for rank 0's release.
+  void monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks = false) override;
 
 #if DDL_TORCH2
   /// all_gather_into_tensor and reduce_scatter_tensor of several tensors at once (torch's
@@ -137,6 +148,15 @@ class ProcessGroupDdl : public TorchBackend {
   /// nothing to batch); end's work completes once every collective issued before it has.
   void startCoalescing() override {}
   c10::intrusive_ptr<c10d::Work> endCoalescing() override;
+
+  /// Sequence numbers (TORCH_DISTRIBUTED_DEBUG=DETAIL's checks): every rank starts the group
+  /// at 0 and counts the collectives it issues, so the ranks agree while their calls match.
+  void setSequenceNumberForGroup() override {
+    sequence_ = 0;
+  }
+  uint64_t getSequenceNumberForGroup() override {
+    return sequence_;
+  }
 #endif
 
  private:
@@ -145,7 +165,31 @@ class ProcessGroupDdl : public TorchBackend {
   c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, std::vector<at::Tensor> outputs,
                                          std::function<void()> run, RunQueue* queue = nullptr);
 
+  /// allreduce of a sparse COO tensor (SUM): every rank's entries gathered, then summed.
+  c10::intrusive_ptr<c10d::Work> allreduce_sparse(at::Tensor& tensor, const c10d::ReduceOp& op);
+
   ddl_group_t group_ = nullptr;  ///< libddl's group (ddl_group_world() for every rank)
+  c10::intrusive_ptr<c10d::Store> store_ddl_;  ///< monitoredBarrier's meeting place
+  uint64_t barrier_rounds_ = 0;                ///< monitoredBarrier calls so far
+  std::atomic<uint64_t> sequence_{0};          ///< collectives issued (sequence number)
 };
+
+#if DDL_TORCH2
+/// The torch ProcessGroup of a ddl group (torch 2.x), which ddl/torch.py's creator returns in
+/// place of the bare backend: torch's own would call itself "custom" and refuse sequence
+/// numbers. It holds `backend` (ProcessGroupDdl, or torch's debug wrapper around it) for the
+/// devices cpu and cuda.
+class GroupDdl : public c10d::ProcessGroup {
+ public:
+  GroupDdl(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+           const c10::intrusive_ptr<c10d::Backend>& backend);
+
+  const std::string getBackendName() const override { return "ddl"; }
+  void setSequenceNumberForGroup() override { getDefaultBackend()->setSequenceNumberForGroup(); }
+  uint64_t getSequenceNumberForGroup() override {
+    return getDefaultBackend()->getSequenceNumberForGroup();
+  }
+};
+#endif
 
 }  // namespace ddl::python

@@ -56,8 +56,10 @@ bool RunQueue::inlinable(c10d::OpType type, const std::vector<at::Tensor>& outpu
   // CPU or CUDA tensors alike: a GPU call is synchronous in libddl too (it returns once NCCL is
   // done), so on the caller's thread it only spares the hand-off (H100: 39 us a call before).
   size_t bytes = 0;
-  for (const at::Tensor& tensor : outputs)
+  for (const at::Tensor& tensor : outputs) {
+    if (tensor.layout() != at::kStrided) return false;  // sparse: several calls, any size
     bytes += tensor.nbytes();
+  }
   return inline_bytes() > 0 && bytes <= inline_bytes();
 }
 

@@ -204,9 +204,23 @@ def _create_process_group(options, pg_options=None):
     ddl.init()
     if ranks == list(range(ddl.size())):
         ranks = []  # the job itself: libddl's world group
-    pg = _torch_pg.ProcessGroupDdl(options.group_rank, options.group_size, ranks)
-    _stores[str(options.group_id)] = options.store
-    return pg
+    pg = _torch_pg.ProcessGroupDdl(options.group_rank, options.group_size, ranks, options.store)
+    if _torch_pg.torch_major < 2:
+        return pg  # torch 1.x: the backend is the process group, named "ddl"
+    return _torch_pg.GroupDdl(options.store, options.group_rank, options.group_size,
+                              _debug_wrapper(pg, options))
+
+
+def _debug_wrapper(backend, options):
+    """`backend`, or under TORCH_DISTRIBUTED_DEBUG=DETAIL torch's checking wrapper around it
+    (which compares every collective's kind, shapes and sequence number across the ranks
+    through a gloo group before running it), as torch wraps its own backends."""
+    c10d = torch.distributed.distributed_c10d
+    if c10d.get_debug_level() != c10d.DebugLevel.DETAIL or not c10d._GLOO_AVAILABLE:
+        return backend
+    return c10d._create_process_group_wrapper(
+        wrapped_pg=backend, store_prefix=str(options.group_id), store=options.store,
+        rank=options.group_rank, world_size=options.group_size, timeout=options.timeout)
 
 
 def _check_built_for_this_torch():
@@ -226,9 +240,6 @@ def _check_built_for_this_torch():
             "package was built for, or build it for this one (cmake -DPython3_EXECUTABLE="
             f"{sys.executable}, or pip install . in its environment)")
 
-
-# The store of each ddl group, by group name (monitored_barrier meets through it).
-_stores = {}
 
 # libddl's variables for who a rank is, as its launchers set them (comm/core/communicator.cc).
 _LAUNCHER_RANKS = ("DDL_RANK", "OMPI_COMM_WORLD_RANK", "JSM_NAMESPACE_RANK", "SLURM_PROCID",
@@ -325,56 +336,25 @@ def _apply_timeout(timeout):
 
 
 def _monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
-    """torch.distributed.monitored_barrier for ddl groups (torch's own takes gloo's only); any
-    other group goes to torch's. Meets through the group's store: every rank but 0 says it
-    arrived and waits for rank 0's release; rank 0 waits for each within `timeout` (the group's
-    when None) and raises naming the group ranks that did not come (the first one, or all of them
-    with wait_all_ranks=True), so the other ranks time out in turn."""
+    """torch.distributed.monitored_barrier for ddl groups too (torch's own takes gloo's only):
+    the group's own monitored_barrier (ProcessGroupDdl::monitoredBarrier, python/
+    monitored_barrier.cc: through the group's store, with torch's texts, "Rank 1 failed to pass
+    monitoredBarrier in 2000 ms"); `timeout` a timedelta or seconds, the group's (DDL_TIMEOUT)
+    when None. Any other group goes to torch's."""
     import datetime
 
     dist = torch.distributed
-    c10d = dist.distributed_c10d
-    pg = group if group is not None else c10d._get_default_group()
+    pg = group if group is not None else dist.distributed_c10d._get_default_group()
     if dist.get_backend(pg) != "ddl":
         return _torch_monitored_barrier(group=group, timeout=timeout,
                                         wait_all_ranks=wait_all_ranks)
-    names = getattr(c10d, "_pg_names", None) or c10d._world.pg_names
-    store = _stores[str(names[pg])]
     if timeout is None:
-        timeout = datetime.timedelta(seconds=float(os.environ.get("DDL_TIMEOUT", 1800)))
-    rounds = _barrier_rounds.setdefault(str(names[pg]), [0])
-    rounds[0] += 1
-    key = f"ddl/monitored_barrier/{rounds[0]}/"
-    rank, size = dist.get_rank(pg), dist.get_world_size(pg)
-    seconds = f"{timeout.total_seconds():g} s"
-    if rank != 0:
-        store.set(key + str(rank), "1")
-        try:
-            store.wait([key + "release"], timeout)
-        except RuntimeError:
-            raise RuntimeError(f"ddl backend: monitored_barrier: rank {rank}: rank 0 did not "
-                               f"release the barrier within {seconds} (see rank 0's error "
-                               "for the ranks that did not come)") from None
-        return
-    start = datetime.datetime.now()
-    missing = []
-    for peer in range(1, size):
-        left = max(timeout - (datetime.datetime.now() - start), datetime.timedelta(0))
-        try:
-            store.wait([key + str(peer)], max(left, datetime.timedelta(milliseconds=1)))
-        except RuntimeError:
-            missing.append(peer)
-            if not wait_all_ranks:
-                break
-    if missing:
-        which = "rank " if len(missing) == 1 else "ranks "
-        raise RuntimeError(f"ddl backend: monitored_barrier: {which}"
-                           f"{', '.join(map(str, missing))} did not reach the barrier within "
-                           f"{seconds}")
-    store.set(key + "release", "1")
+        return pg.monitored_barrier(wait_all_ranks=wait_all_ranks)
+    if not isinstance(timeout, datetime.timedelta):
+        timeout = datetime.timedelta(seconds=timeout)
+    return pg.monitored_barrier(timeout, wait_all_ranks=wait_all_ranks)
 
 
-_barrier_rounds = {}
 _torch_monitored_barrier = None
 
 

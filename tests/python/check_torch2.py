@@ -198,12 +198,111 @@ def check_barriers(rank, n):
         time.sleep(2.5)
     timeout = datetime.timedelta(seconds=1)
     if rank == 0:
-        want = f"ddl backend: monitored_barrier: rank {n - 1} did not reach the barrier within 1 s"
+        want = f"Rank {n - 1} failed to pass monitoredBarrier in 1000 ms"
     else:
-        want = (f"ddl backend: monitored_barrier: rank {rank}: rank 0 did not release the "
-                "barrier within 1 s (see rank 0's error for the ranks that did not come)")
+        want = (f"Rank {rank} successfully reached monitoredBarrier, but received errors while "
+                "waiting for send/recv from rank 0. Please check rank 0 logs for faulty rank.")
     expect_error("late monitored_barrier",
                  lambda: dist.monitored_barrier(timeout=timeout, wait_all_ranks=True), want)
+    dist.barrier()
+    # Seconds as a float, and the group object's own method (which bypasses dist's).
+    dist.monitored_barrier(timeout=30.0)
+    dist.group.WORLD.monitored_barrier(datetime.timedelta(seconds=30))
+    group = dist.new_group(backend="ddl")
+    if n >= 3:  # two late ranks, all named with wait_all_ranks
+        if rank == 0:
+            expect_error("monitored_barrier, ranks missing",
+                         lambda: dist.monitored_barrier(group, 0.2, wait_all_ranks=True),
+                         f"Ranks {', '.join(map(str, range(1, n)))} failed to pass "
+                         "monitoredBarrier in 200 ms")
+            expect_error("monitored_barrier, no time",
+                         lambda: dist.monitored_barrier(group, timeout=0),
+                         "Rank 0 timed out in monitoredBarrier after 0 ms.")
+        dist.barrier()
+
+
+# --- what torch's own distributed suite asks of a backend ---------------------------------
+
+def check_sparse(rank, n):
+    """all_reduce of a sparse COO tensor sums every rank's entries; DDP trains an
+    nn.Embedding(sparse=True) with the averaged sparse gradient."""
+    t = torch.sparse_coo_tensor([[0, rank + 1]], [[1.0, 2.0], [float(rank), 1.0]], (n + 1, 2))
+    dist.all_reduce(t)
+    want = torch.zeros(n + 1, 2)
+    want[0] = torch.tensor([float(n), 2.0 * n])
+    for r in range(n):
+        want[r + 1] = torch.tensor([float(r), 1.0])
+    expect("sparse all_reduce", t.to_dense(), want)
+    expect_error("sparse all_reduce MAX", lambda: dist.all_reduce(t, op=dist.ReduceOp.MAX),
+                 "ddl backend: allreduce: a sparse tensor takes reduce op SUM only")
+    emb = torch.nn.Embedding(n + 1, 3, sparse=True)
+    model = torch.nn.parallel.DistributedDataParallel(emb)
+    model(torch.tensor([rank, rank + 1])).sum().backward()
+    counts = torch.zeros(n + 1, 1)
+    for r in range(n):
+        counts[r] += 1
+        counts[r + 1] += 1
+    expect("DDP sparse embedding gradient", emb.weight.grad.to_dense(), (counts / n).expand(-1, 3))
+    if TORCH2:
+        backend = model._get_ddp_logging_data().get("backend_name")
+        if backend != "ddl":
+            fail(f"DDP logging data backend_name {backend!r}, want 'ddl'")
+
+
+def check_names_and_sequence(rank, n):
+    """The group calls itself ddl; its sequence number is the same on every rank and counts
+    the collectives."""
+    pg = dist.group.WORLD
+    names = [pg.name()] + ([pg._get_backend_name()] if TORCH2 else [])
+    if names != ["ddl"] * len(names):
+        fail(f"the group's names are {names}, want 'ddl'")
+    if not TORCH2:
+        return
+    before = pg._get_sequence_number_for_group()
+    seqs = [None] * n
+    dist.all_gather_object(seqs, before)
+    after = pg._get_sequence_number_for_group()
+    if len(set(seqs)) != 1 or after <= before:
+        fail(f"sequence numbers {seqs} then {after}")
+
+
+def check_gather_coalesced(rank, n):
+    inputs = [torch.full((3,), rank, dtype=torch.int16), torch.full((3, 2), rank + 10,
+                                                                  dtype=torch.int16)]
+    outputs = [[torch.zeros_like(t) for t in inputs] for _ in range(n)]
+    dist.all_gather_coalesced(outputs, inputs)
+    for r in range(n):
+        expect(f"all_gather_coalesced from {r}", outputs[r][0], torch.full((3,), r))
+        expect(f"all_gather_coalesced from {r}", outputs[r][1], torch.full((3, 2), r + 10))
+
+
+def check_debug_detail(rank, n):
+    """TORCH_DISTRIBUTED_DEBUG=DETAIL: a group made now is wrapped by torch's checker, which
+    runs matching calls and stops mismatched ones on every rank."""
+    os.environ["TORCH_DISTRIBUTED_DEBUG"] = "DETAIL"
+    dist.set_debug_level_from_env()
+    group = dist.new_group(backend="ddl")
+    t = torch.full((4,), float(rank))
+    dist.all_reduce(t, group=group)
+    expect("all_reduce under DETAIL", t, torch.full((4,), float(n * (n - 1) // 2)))
+    try:
+        dist.all_reduce(torch.zeros(2 + rank % 2), group=group)
+        fail("no error for a mismatched all_reduce under DETAIL")
+    except RuntimeError as e:
+        if "Detected mismatch between collectives on ranks" not in str(e):
+            fail(f"mismatched all_reduce under DETAIL: {e}")
+    os.environ["TORCH_DISTRIBUTED_DEBUG"] = "OFF"
+    dist.set_debug_level_from_env()
+
+
+def check_features(rank, n):
+    warnings.filterwarnings("ignore", "Sparse invariant checks")
+    warnings.filterwarnings("ignore", "torch.distributed.all_gather_coalesced will be deprecated")
+    check_names_and_sequence(rank, n)
+    check_sparse(rank, n)
+    check_gather_coalesced(rank, n)
+    if TORCH2:
+        check_debug_detail(rank, n)
     dist.barrier()
 
 
@@ -334,6 +433,8 @@ def main():
         check_zero(rank, n)
         if TORCH2:
             check_fsdp2(rank, n)
+    elif mode == "features":
+        check_features(rank, n)
     elif mode == "torchrun":
         t = torch.full((3,), float(rank + 1))
         dist.all_reduce(t, op=dist.ReduceOp.AVG)
@@ -341,7 +442,8 @@ def main():
         dist.monitored_barrier(timeout=datetime.timedelta(seconds=30))
         check_job_id()
     else:
-        sys.exit(f"check_torch2.py: unknown mode {mode!r} (collectives, train, torchrun)")
+        sys.exit(f"check_torch2.py: unknown mode {mode!r} (collectives, train, features, "
+                 "torchrun)")
     dist.destroy_process_group()
     # One write(2) of the whole line: the ranks share torchrun's stdout pipe, and a line written
     # in two pieces (text, then newline) ran into the other rank's once in CI

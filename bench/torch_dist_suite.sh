@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# PyTorch's own distributed suite (bench/torch_dist_suite.py) on gloo and on ddl, side by side:
+# for each world size, gloo's run then ddl's, then each pair's counts and the tests whose
+# outcome differs. Each test spawns its ranks (about 15 s a test on a loaded 2-core machine; the
+# whole class is about 150 tests, skips included), so -k narrows it.
+#   bench/torch_dist_suite.sh [--python PY] [--ranks "2 3"] [--debug DETAIL] [--out DIR]
+#                             [-k pattern ...]
+# PY (default build/venv/bin/python) needs torch 2.x, expecttest and the package ddl (the
+# venv's, or build/python first on PYTHONPATH).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+python=build/venv/bin/python ranks="2 3" out=$(mktemp -d /tmp/torch_dist_suite.XXXXXX) debug=OFF
+patterns=()
+while (($#)); do
+  case $1 in
+    --python) python=$2; shift 2 ;;
+    --ranks) ranks=$2; shift 2 ;;
+    --debug) debug=$2; shift 2 ;;
+    --out) out=$2; mkdir -p "$out"; shift 2 ;;
+    -k) patterns+=(-k "$2"); shift 2 ;;
+    *) echo "torch_dist_suite.sh: unknown argument '$1' (see the comment atop the script)" >&2
+       exit 2 ;;
+  esac
+done
+"$python" -c 'import expecttest' 2>/dev/null || {
+  echo "torch_dist_suite.sh: $python has no expecttest (torch's test helpers need it):" \
+    "$python -m pip install expecttest" >&2
+  exit 1
+}
+for n in $ranks; do
+  for backend in gloo ddl; do
+    echo "torch_dist_suite: $backend, $n ranks (log $out/$backend.$n.log)"
+    BACKEND=$backend WORLD_SIZE=$n TORCH_DISTRIBUTED_DEBUG=$debug \
+      "$python" "$here/torch_dist_suite.py" --out "$out/$backend.$n.json" "${patterns[@]}" \
+      >"$out/$backend.$n.log" 2>&1 || true
+  done
+  "$python" "$here/torch_dist_suite.py" --compare "$out/gloo.$n.json" "$out/ddl.$n.json"
+done
