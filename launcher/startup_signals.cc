@@ -106,7 +106,12 @@ void watch() {
 }  // namespace
 
 void guard_startup_signals(bool watch_them) {
-  const sigset_t set = stop_signals();
+  // All three blocked in every thread, the ignored ones too: a signal that comes later for the
+  // job's supervisor must stay pending for it, not be dropped by a thread that left it open.
+  sigset_t set;
+  sigemptyset(&set);
+  for (int s : {SIGINT, SIGTERM, SIGHUP})
+    sigaddset(&set, s);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   if (!watch_them) return;
   Guard& g = guard();

@@ -16,7 +16,7 @@ if ((status != 1)); then
   echo "setup_offline: setup_venv exited with $status, not 1" >&2
   exit 1
 fi
-want="setup: pip cannot install torch==2.13.0 tensorflow-cpu numpy scikit-build-core>=0.10 into\
+want="setup: pip cannot install torch==2.13.0 tensorflow-cpu tf-keras numpy scikit-build-core>=0.10 into\
  $tmp/venv: its package index (PyPI, or PIP_INDEX_URL) cannot be reached or lacks a package\
  (pip's output above). Connect to PyPI and run scripts/setup again; DDL_NO_VENV=1 scripts/setup\
  sets up everything but the venv (its tests then skip)."
