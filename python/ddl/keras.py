@@ -27,7 +27,8 @@ keras = tf.keras  # Keras 3, or tf-keras under TF_USE_LEGACY_KERAS=1
 
 from . import tensorflow as ddl_tf
 
-__all__ = ["DDLCallback", "DDLGlobalVariablesCallback"]
+__all__ = ["DDLCallback", "DDLGlobalVariablesCallback", "model_variables",
+           "optimizer_variables"]
 
 
 class DDLCallback(keras.callbacks.Callback):
@@ -60,9 +61,13 @@ class DDLGlobalVariablesCallback(keras.callbacks.Callback):
 def model_variables(model):
     """The model's variables, then its optimizer's (when it has made them: Keras 3's and
     tf-keras' `variables` property, tf-keras' legacy optimizers' variables() method)."""
-    variables = list(model.variables)
     optimizer = getattr(model, "optimizer", None)
-    if optimizer is not None and getattr(optimizer, "built", True):
-        more = getattr(optimizer, "variables", None)
-        variables += list(more() if callable(more) else more or [])
-    return variables
+    built = optimizer is not None and getattr(optimizer, "built", True)
+    return list(model.variables) + (optimizer_variables(optimizer) if built else [])
+
+
+def optimizer_variables(optimizer):
+    """An optimizer's variables: Keras 3's and tf-keras' `variables` property, tf-keras' legacy
+    optimizers' variables() method."""
+    more = getattr(optimizer, "variables", None)
+    return list(more() if callable(more) else more or [])

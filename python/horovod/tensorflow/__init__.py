@@ -296,13 +296,8 @@ class _PartialTape(_dtf.DistributedGradientTape):
 
     def gradient(self, target, sources, output_gradients=None, **kwargs):
         grads = super().gradient(target, sources, output_gradients, **kwargs)
-        flat_sources, flat = tf.nest.flatten(sources), tf.nest.flatten(grads)
-        shared = [i for i, v in enumerate(flat_sources) if id(v) not in self._hvd_local]
-        for i, g in zip(shared, self._hvd_reduce([flat[i] for i in shared])):
-            flat[i] = g
-        for i, v in enumerate(flat_sources):
-            if self._hvd_scale and id(v) in self._hvd_local and flat[i] is not None:
-                flat[i] = _divided(flat[i], ddl.size())
+        flat = reduce_but_local(lambda g, v: self._hvd_reduce(g), tf.nest.flatten(grads),
+                                tf.nest.flatten(sources), self._hvd_local, self._hvd_scale)
         return tf.nest.pack_sequence_as(grads, _dtf.mark_reduced(flat))
 
     def get_local_and_global_gradients(self, target, sources, output_gradients=None):
@@ -311,6 +306,18 @@ class _PartialTape(_dtf.DistributedGradientTape):
         pairs = list(zip(tf.nest.flatten(sources), tf.nest.flatten(grads)))
         return ([p for p in pairs if id(p[0]) in self._hvd_local],
                 [p for p in pairs if id(p[0]) not in self._hvd_local])
+
+
+def reduce_but_local(reduce, grads, variables, local, scale):
+    """grads, those of the variables whose ids are not in `local` reduced by reduce(grads,
+    variables); the local ones this rank's own, divided by size() when scale (Horovod's
+    scale_local_gradients). Partial tapes and optimizers, Keras 2 and 3, share it."""
+    shared = [i for i, v in enumerate(variables) if id(v) not in local]
+    out = list(grads)
+    for i, g in zip(shared, reduce([grads[i] for i in shared], [variables[i] for i in shared])):
+        out[i] = g
+    return [_divided(g, ddl.size()) if scale and id(v) in local and g is not None else g
+            for g, v in zip(out, variables)]
 
 
 def _divided(grad, n):

@@ -88,13 +88,12 @@ class TensorFlowKerasState(ObjectState):
         super().__init__(**kwargs)
 
     def _variables(self):
-        from ddl.keras import model_variables  # noqa: PLC0415
+        from ddl.keras import model_variables, optimizer_variables  # noqa: PLC0415
 
         variables = model_variables(self.model)
         if self.optimizer is not None and self.optimizer is not getattr(self.model, "optimizer",
                                                                         None):
-            more = getattr(self.optimizer, "variables", None)
-            variables += list(more() if callable(more) else more or [])
+            variables += optimizer_variables(self.optimizer)
         return variables
 
     def save(self):

@@ -28,7 +28,7 @@ from .. import (Adasum, Average, Compression, Max, Min, Product, Sum, allgather,
                 broadcast_variables, cross_rank, cross_size, ddl_built, global_process_set,
                 grouped_allreduce, init, is_initialized, local_rank, local_size, rank, shutdown,
                 size)
-from .. import _check_set, _reducer
+from .. import _check_set, _reducer, reduce_but_local
 from . import callbacks, elastic
 
 __all__ = [
@@ -104,16 +104,5 @@ def PartialDistributedOptimizer(optimizer, name=None, device_dense="",  # noqa: 
 
 def _partial(reduce, local, scale):
     """A reduction of (gradient, variable) lists that leaves the local variables' own."""
-    import ddl  # noqa: PLC0415
-
-    def reduce_pairs(grads, variables):
-        shared = [i for i, v in enumerate(variables) if id(v) not in local]
-        out = list(grads)
-        for i, g in zip(shared, reduce([grads[i] for i in shared])):
-            out[i] = g
-        if scale:
-            out = [g / ddl.size() if id(v) in local and g is not None else g
-                   for g, v in zip(out, variables)]
-        return out
-
-    return reduce_pairs
+    return lambda grads, variables: reduce_but_local(lambda g, v: reduce(g), grads, variables,
+                                                     local, scale)

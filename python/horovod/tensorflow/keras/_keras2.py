@@ -112,15 +112,10 @@ def _methods(base, reduce, passes, average):
 def _reduce_shared(optimizer, reduce, grads, variables):
     """The gradients of the variables not registered local reduced; the local ones divided by
     size()."""
-    import ddl  # noqa: PLC0415
+    from .. import reduce_but_local  # noqa: PLC0415 (horovod.tensorflow imports Keras late)
 
-    local = getattr(optimizer, "_hvd_local", set())
-    shared = [i for i, v in enumerate(variables) if id(v) not in local]
-    out = list(grads)
-    for i, g in zip(shared, reduce([grads[i] for i in shared], [variables[i] for i in shared])):
-        out[i] = g
-    return [g / tf.cast(ddl.size(), g.dtype) if id(v) in local and g is not None else g
-            for g, v in zip(out, variables)]
+    return reduce_but_local(reduce, grads, variables, getattr(optimizer, "_hvd_local", set()),
+                            True)
 
 
 def _apply_and_reset(optimizer, base, pairs, args, kwargs):
