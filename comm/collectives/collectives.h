@@ -82,6 +82,8 @@ class Group {
   /// The link to member `index` (0..size-1, not rank()).
   transport::Link& link(int index) const { return link_(members_[index]); }
   std::chrono::milliseconds timeout() const { return timeout_; }
+  /// How long a transfer of this group may make no progress before it fails.
+  void set_timeout(std::chrono::milliseconds timeout) { timeout_ = timeout; }
 
  private:
   std::vector<int> members_;

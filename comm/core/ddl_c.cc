@@ -11,11 +11,15 @@
 // ddl_finalize() (which empties the registry) or ddl_group_destroy() cannot free a group under a
 // running call.
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "comm/collectives/shared_buffer.h"
@@ -350,6 +354,25 @@ int ddl_group_global_rank(ddl_group_t group, int group_rank) {
   if (group_rank < 0 || group_rank >= size) return -1;
   const GroupEntry g = find_group(group);
   return g.sub ? g.sub->global(group_rank) : group_rank;
+}
+
+ddl_status_t ddl_group_set_timeout(ddl_group_t group, double seconds) {
+  if (!(seconds > 0 && seconds <= 1e9)) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%g", seconds);
+    g_last_error =
+        "ddl_group_set_timeout: " + std::string(text) + " is not a timeout (seconds, more than 0)";
+    return DDL_ERR_ARGUMENT;
+  }
+  return with_group("ddl_group_set_timeout", group, [&](auto& g) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(g)>, ddl::comm::Subgroup>) {
+      g.set_timeout(std::chrono::milliseconds(std::max<int64_t>(1, std::llround(seconds * 1e3))));
+    } else {
+      throw ddl::comm::ArgumentError(
+          "ddl_group_set_timeout: the world group keeps DDL_TIMEOUT; make a group of every rank "
+          "with ddl_group_create() for a timeout of its own");
+    }
+  });
 }
 
 ddl_status_t ddl_group_allreduce(ddl_group_t group, const void* send, void* recv, size_t count,

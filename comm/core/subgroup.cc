@@ -27,6 +27,11 @@ Subgroup::Subgroup(Communicator& comm, std::vector<int> members, int self, uint3
           [&comm](int peer) -> transport::Link& { return comm.link(peer); }, comm.options_.timeout),
       id_(id) {}
 
+void Subgroup::set_timeout(std::chrono::milliseconds timeout) {
+  std::lock_guard lock(comm_.collective_mutex_);
+  group_.set_timeout(timeout);
+}
+
 template <typename Body>
 void Subgroup::collective(Body&& body) {
   comm_.collective(seq_, std::forward<Body>(body));

@@ -34,6 +34,10 @@ class Subgroup {
   int global(int group_rank) const { return group_.global(group_rank); }
   /// What tells the group's calls and messages apart from other groups' (never 0).
   uint32_t id() const { return id_; }
+  /// The group's own timeout: its collectives fail with TransportError once a transfer has
+  /// made no progress for `timeout` (the communicator's DDL_TIMEOUT until this is called).
+  /// Local; messages keep the communicator's timeout.
+  void set_timeout(std::chrono::milliseconds timeout);
 
   void allreduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op);
   void allreduce_n(void* const* buffers, const size_t* counts, size_t n, DataType type,

@@ -68,7 +68,17 @@ TEST_F(CApiTest, TheWorldAndAGroupOfOne) {
   EXPECT_STREQ(ddl_last_error(), "send: peer 0 is this rank; messages go to other ranks");
   EXPECT_EQ(ddl_recv(in, 3, DDL_FLOAT32, 3, 0), DDL_ERR_ARGUMENT);
   EXPECT_STREQ(ddl_last_error(), "recv: peer 3 is not a rank (0..0)");
+  EXPECT_EQ(ddl_group_set_timeout(g, 0.5), DDL_SUCCESS) << ddl_last_error();
+  EXPECT_EQ(ddl_group_set_timeout(g, 0), DDL_ERR_ARGUMENT);
+  EXPECT_STREQ(ddl_last_error(),
+               "ddl_group_set_timeout: 0 is not a timeout (seconds, more than 0)");
+  EXPECT_EQ(ddl_group_set_timeout(world, 1), DDL_ERR_ARGUMENT);
+  EXPECT_STREQ(ddl_last_error(),
+               "ddl_group_set_timeout: the world group keeps DDL_TIMEOUT; make a group of every "
+               "rank with ddl_group_create() for a timeout of its own");
   EXPECT_EQ(ddl_group_destroy(g), DDL_SUCCESS);
+  EXPECT_EQ(ddl_group_set_timeout(g, 1), DDL_ERR_ARGUMENT);
+  EXPECT_EQ(ddl_last_error(), "ddl_group_set_timeout" + kNotLive);
   EXPECT_EQ(ddl_group_barrier(g), DDL_ERR_ARGUMENT);
   EXPECT_EQ(ddl_last_error(), "ddl_group_barrier" + kNotLive);
   EXPECT_EQ(ddl_group_destroy(g), DDL_ERR_ARGUMENT);

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -302,6 +303,35 @@ TEST(GroupTest, BadListsAreRefused) {
       ADD_FAILURE() << "no error";
     } catch (const ArgumentError& e) {
       EXPECT_STREQ(e.what(), "group_create: 2 is not a rank (0..1)");
+    }
+  });
+}
+
+TEST(GroupTest, AGroupsOwnTimeoutEndsACallAPeerNeverMakes) {
+  // Rank 0 alone calls the barrier of a group whose timeout is 0.3 s (the job's is 20 s): it
+  // fails after the group's timeout, naming the peer, while rank 1 waits (its links open).
+  std::atomic<bool> failed{false};
+  run_ranks(2, std::nullopt, fast(), [&failed](Communicator& c) {
+    const int list[] = {0, 1};
+    std::unique_ptr<Subgroup> g = c.create_group(list);
+    g->set_timeout(300ms);
+    if (c.rank() == 1) {
+      for (int i = 0; i < 1000 && !failed; ++i)
+        std::this_thread::sleep_for(10ms);
+    } else {
+      const auto start = std::chrono::steady_clock::now();
+      try {
+        g->barrier();
+        ADD_FAILURE() << "no error";
+      } catch (const transport::TransportError& e) {
+        char host[256] = {};
+        gethostname(host, sizeof host - 1);
+        EXPECT_EQ(e.what(), "rank 1 (" + std::string(host) + "): no progress for 0.3 s");
+      }
+      const auto waited = std::chrono::steady_clock::now() - start;
+      EXPECT_GE(waited, 300ms);
+      EXPECT_LT(waited, 10s);
+      failed = true;
     }
   });
 }

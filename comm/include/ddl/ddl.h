@@ -164,6 +164,12 @@ int ddl_group_rank(ddl_group_t group);
 int ddl_group_size(ddl_group_t group);
 /* The job rank of member `group_rank`; -1 when out of range or the group is invalid. */
 int ddl_group_global_rank(ddl_group_t group, int group_rank);
+/* Gives the group's collectives a timeout of their own: a call fails with DDL_ERR_TRANSPORT
+ * ("rank 1 (node2): no progress for 1 s") once a transfer has made no progress for `seconds`
+ * (more than 0), where the job's calls keep $DDL_TIMEOUT. Local (each member sets its own; a
+ * member that does not keeps $DDL_TIMEOUT), for the calls made after it; messages keep
+ * $DDL_TIMEOUT. The world group refuses (DDL_ERR_ARGUMENT): make a group of every rank. */
+ddl_status_t ddl_group_set_timeout(ddl_group_t group, double seconds);
 
 /* The collectives above, on a group's members (roots and peers are group ranks). */
 ddl_status_t ddl_group_allreduce(ddl_group_t group, const void* send, void* recv, size_t count,

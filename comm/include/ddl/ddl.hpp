@@ -127,6 +127,8 @@ class Group {
     return out;
   }
   void barrier() { check(ddl_group_barrier(group_)); }
+  /// The group's collectives fail after `seconds` without progress (ddl_group_set_timeout).
+  void set_timeout(double seconds) { check(ddl_group_set_timeout(group_, seconds)); }
   template <typename T>
   void send(std::span<const T> data, int peer, int tag = 0) {
     check(ddl_group_send(group_, data.data(), data.size(), datatype_of<T>(), peer, tag));
