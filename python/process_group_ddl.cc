@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <numeric>
 #include <tuple>
 #include <utility>
 
@@ -47,6 +48,9 @@ void call(const char* what, const at::Tensor& on, Call libddl_call) {
   if (message.empty()) message = ddl_error_string(status);
   // libddl's message may already name the collective ("broadcast: root 9 is not a rank").
   const std::string prefix = std::string(what) + ": ";
+  // A transfer that made no progress for the timeout reads as torch's timeouts do.
+  if (status == DDL_ERR_TRANSPORT && message.find(": no progress for ") != std::string::npos)
+    message = "Timed out (" + message + ")";
   if (message.rfind(prefix, 0) != 0) message = prefix + message;
   throw ddl::Error(status, "ddl backend: " + message);
 }
@@ -211,12 +215,16 @@ void WorkDdl::complete(std::exception_ptr error) {
 }
 
 ProcessGroupDdl::ProcessGroupDdl(int rank, int size, std::vector<int> ranks,
-                                 c10::intrusive_ptr<c10d::Store> store)
+                                 c10::intrusive_ptr<c10d::Store> store, double timeout)
     : TorchBackend(rank, size), store_ddl_(std::move(store)) {
   TORCH_CHECK(ddl_initialized(),
               "ddl backend: libddl is not initialised; call ddl.init() before creating the "
               "group (init_process_group(\"ddl\") does it after `import ddl.torch`)");
   init();
+  if (ranks.empty() && timeout > 0) {  // the job's ranks, as a group of their own
+    ranks.resize(static_cast<size_t>(ddl_size()));
+    std::iota(ranks.begin(), ranks.end(), 0);
+  }
   if (ranks.empty()) {
     TORCH_CHECK(ddl_rank() == rank && ddl_size() == size, "ddl backend: torch asks for rank ", rank,
                 " of ", size, " but the job is rank ", ddl_rank(), " of ", ddl_size(),
@@ -231,9 +239,12 @@ ProcessGroupDdl::ProcessGroupDdl(int rank, int size, std::vector<int> ranks,
               c10::Join(", ", ranks));
   // Made in the collectives' order: every member creates it between the same collectives.
   ddl_group_t* made = &group_;
-  enqueue(c10d::OpType::UNKNOWN, {}, [ranks, made] {
+  enqueue(c10d::OpType::UNKNOWN, {}, [ranks, made, timeout] {
     call("new_group", at::Tensor(),
          [&] { return ddl_group_create(ranks.data(), static_cast<int>(ranks.size()), made); });
+    if (timeout > 0) {
+      call("new_group", at::Tensor(), [&] { return ddl_group_set_timeout(*made, timeout); });
+    }
   })->wait();
 }
 

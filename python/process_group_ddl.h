@@ -74,8 +74,11 @@ class ProcessGroupDdl : public TorchBackend {
   /// lives until ddl_finalize. Throws c10::Error when libddl is not initialised or the ranks do
   /// not match, ddl::Error when libddl cannot make the group.
   /// `store` (torch's store of the group; may be null) is where monitoredBarrier meets.
-  ProcessGroupDdl(int rank, int size, std::vector<int> ranks,
-                  c10::intrusive_ptr<c10d::Store> store);
+  /// `timeout` > 0 (seconds) gives the group's collectives a timeout of their own
+  /// (ddl_group_set_timeout; a group of every rank is then a libddl group of its own, not the
+  /// world group); 0 leaves them libddl's DDL_TIMEOUT. A call that times out throws "Timed out".
+  ProcessGroupDdl(int rank, int size, std::vector<int> ranks, c10::intrusive_ptr<c10d::Store> store,
+                  double timeout = 0);
 
   const std::string getBackendName() const override { return "ddl"; }
 

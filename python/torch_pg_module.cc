@@ -17,11 +17,13 @@ PYBIND11_MODULE(_torch_pg, m) {
   m.attr("torch_major") = TORCH_VERSION_MAJOR;
   py::class_<ddl::python::ProcessGroupDdl, ddl::python::TorchBackend,
              c10::intrusive_ptr<ddl::python::ProcessGroupDdl>>(m, "ProcessGroupDdl")
-      .def(py::init<int, int, std::vector<int>, c10::intrusive_ptr<c10d::Store>>(), py::arg("rank"),
-           py::arg("size"), py::arg("ranks") = std::vector<int>(), py::arg("store"),
+      .def(py::init<int, int, std::vector<int>, c10::intrusive_ptr<c10d::Store>, double>(),
+           py::arg("rank"), py::arg("size"), py::arg("ranks") = std::vector<int>(),
+           py::arg("store"), py::arg("timeout") = 0.0,
            "The group of job ranks `ranks` (every rank when empty) in which this process is "
-           "group rank `rank` of `size`, meeting in `store` for monitored_barrier; libddl must "
-           "be initialised (ddl.init())",
+           "group rank `rank` of `size`, meeting in `store` for monitored_barrier, its "
+           "collectives failing after `timeout` seconds without progress (0: libddl's "
+           "DDL_TIMEOUT); libddl must be initialised (ddl.init())",
            py::call_guard<py::gil_scoped_release>());
 #if DDL_TORCH2
   py::class_<ddl::python::GroupDdl, c10d::ProcessGroup, c10::intrusive_ptr<ddl::python::GroupDdl>>(

@@ -8,6 +8,7 @@
 #   features     what torch's own distributed suite asks (bench/torch_dist_suite.sh): the name
 #                ddl, sequence numbers, sparse all_reduce and DDP on a sparse embedding,
 #                all_gather_coalesced, TORCH_DISTRIBUTED_DEBUG=DETAIL (torch 2.x);
+#   timeouts     a group's own timeout (new_group(timeout=) once libddl runs): "Timed out";
 #   torchrun     the ranks meet through torch's store under torchrun (no ddlrun).
 # DDL_TORCH2_DDLRUN and DDL_TORCH2_PYTHON name the torch 2.x build's ddlrun and python: those of
 # the venv DDL_VENV (pip install) by default; for a build tree configured with
@@ -42,6 +43,9 @@ add_test(NAME python.torch2_train_3
 add_test(NAME python.torch2_features_3
          COMMAND ${ddl_torch2_job} ddlrun "${DDL_TORCH2_DDLRUN}" "${DDL_TORCH2_PYTHON}" 3
                  ${ddl_torch2_check} features)
+add_test(NAME python.torch2_timeouts_3
+         COMMAND ${ddl_torch2_job} ddlrun "${DDL_TORCH2_DDLRUN}" "${DDL_TORCH2_PYTHON}" 3
+                 ${ddl_torch2_check} timeouts)
 add_test(NAME python.torch2_torchrun_2
          COMMAND ${ddl_torch2_job} torchrun ${ddl_torch2_pydir} "${DDL_TORCH2_PYTHON}" 2
                  ${ddl_torch2_check} torchrun)
@@ -50,18 +54,19 @@ add_test(NAME python.torch2_hvd_api_4
          COMMAND ${ddl_torch2_job} ddlrun "${DDL_TORCH2_DDLRUN}" "${DDL_TORCH2_PYTHON}" 4
                  ${CMAKE_CURRENT_SOURCE_DIR}/python/check_hvd_api.py)
 set_tests_properties(python.torch2_collectives_3 python.torch2_train_3 python.torch2_torchrun_2
-                     python.torch2_hvd_api_4 python.torch2_features_3
+                     python.torch2_hvd_api_4 python.torch2_features_3 python.torch2_timeouts_3
                      PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
 # Run from the venv: after pip.venv_current has brought its package up to date.
 if(DDL_TORCH2_DDLRUN STREQUAL "${DDL_VENV}/bin/ddlrun")
   set_tests_properties(python.torch2_collectives_3 python.torch2_train_3 python.torch2_torchrun_2
-                       python.torch2_hvd_api_4 python.torch2_features_3 PROPERTIES FIXTURES_REQUIRED ddl_venv
+                       python.torch2_hvd_api_4 python.torch2_features_3 python.torch2_timeouts_3
+                       PROPERTIES FIXTURES_REQUIRED ddl_venv
                        LABELS "venv;python")
 endif()
 
 # The same checks on this build's torch (1.13: no FSDP2).
 if(TARGET ddl_torch_pg)
-  foreach(mode IN ITEMS collectives train features)
+  foreach(mode IN ITEMS collectives train features timeouts)
     add_test(NAME python.torch_${mode}_3
              COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/python/run_job.sh --torch --plain
                      $<TARGET_FILE:ddlrun> - ${Python3_EXECUTABLE} 3 ${ddl_torch2_check} ${mode})

@@ -186,8 +186,8 @@ def _create_process_group(options, pg_options=None):
     another launcher libddl knows) libddl finds the job from the launcher's variables; under
     torchrun, or with no launcher at all, the ranks meet through the store torch hands the
     backend (_meet_through_store). A timeout other than torch's default becomes libddl's
-    DDL_TIMEOUT (start-up and every transfer) when this creates the runtime; a runtime already
-    running keeps its own, which the error names."""
+    DDL_TIMEOUT (start-up and every transfer) when this creates the runtime; once the runtime
+    runs, a timeout other than DDL_TIMEOUT is the group's own (_apply_timeout)."""
     del pg_options
     _check_built_for_this_torch()
     try:
@@ -198,13 +198,14 @@ def _create_process_group(options, pg_options=None):
             f"({torch.__version__}; it needs torch's C++ headers, or libtorch-dev, when ddlrun is "
             f"built: run scripts/setup, then rebuild): {e}") from None
     ranks = [int(r) for r in options.global_ranks_in_group]
-    _apply_timeout(options.timeout)
+    own_timeout = _apply_timeout(options.timeout)
     if not ddl.initialized() and _meets_through_store():
         _meet_through_store(options, ranks)
     ddl.init()
     if ranks == list(range(ddl.size())):
-        ranks = []  # the job itself: libddl's world group
-    pg = _torch_pg.ProcessGroupDdl(options.group_rank, options.group_size, ranks, options.store)
+        ranks = []  # the job itself: libddl's world group, or every rank with own_timeout
+    pg = _torch_pg.ProcessGroupDdl(options.group_rank, options.group_size, ranks, options.store,
+                                   own_timeout)
     if _torch_pg.torch_major < 2:
         return pg  # torch 1.x: the backend is the process group, named "ddl"
     return _torch_pg.GroupDdl(options.store, options.group_rank, options.group_size,
@@ -320,19 +321,21 @@ def _reachable_address():
 
 
 def _apply_timeout(timeout):
-    """Gives libddl the group's timeout (a timedelta) unless it is torch's default."""
+    """The seconds a new group's collectives get as their own timeout (0: libddl's DDL_TIMEOUT)
+    for the group's `timeout` (a timedelta): torch's default changes nothing; before libddl
+    starts, a timeout becomes DDL_TIMEOUT (start-up and every transfer of the job); once it
+    runs, a timeout other than DDL_TIMEOUT is the group's own (ddl_group_set_timeout)."""
     from torch.distributed.constants import default_pg_timeout
 
     seconds = timeout.total_seconds()
     if timeout == default_pg_timeout:
-        return
+        return 0.0
     if not ddl.initialized():
         os.environ["DDL_TIMEOUT"] = f"{seconds:g}"
-    elif os.environ.get("DDL_TIMEOUT") != f"{seconds:g}":
-        raise RuntimeError(
-            f"ddl backend: init_process_group: timeout={seconds:g}s, but libddl already runs "
-            f"with DDL_TIMEOUT={os.environ.get('DDL_TIMEOUT', '60 (the default)')}: pass the "
-            "timeout before any ddl call, or set DDL_TIMEOUT for the job (ddlrun -x)")
+        return 0.0
+    if os.environ.get("DDL_TIMEOUT", "60") == f"{seconds:g}":
+        return 0.0
+    return seconds
 
 
 def _monitored_barrier(group=None, timeout=None, wait_all_ranks=False):

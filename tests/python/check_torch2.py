@@ -1,5 +1,5 @@
 """The torch.distributed backend "ddl" as torch 2.x users call it (and torch 1.13 where it has
-the feature), as an N-rank job: `check_torch2.py [collectives|train|torchrun]`.
+the feature), as an N-rank job: `check_torch2.py [collectives|train|features|timeouts|torchrun]`.
 
 How it works: init_process_group(backend="ddl") with nothing else -- no init_method, no import
 of ddl: under ddlrun its sitecustomize registers the backend and libddl finds the job from
@@ -14,7 +14,8 @@ failing with its error on every rank when the last rank comes late. train: DDP (
 static_graph, the allreduce and fp16_compress comm hooks), ZeroRedundancyOptimizer and, on torch
 2.x, FSDP2 (fully_shard on a CPU DeviceMesh) each train 3 steps of a small MLP on their rank's
 shard of one batch and must end with the weights one process computes on the whole batch, the
-same on every rank. torchrun: init, all_reduce, monitored_barrier. Rank values are small
+same on every rank. timeouts: a group's own timeout (check_group_timeout). torchrun: init,
+all_reduce, monitored_barrier. Rank values are small
 integers, so every collective's result is exact. Each rank prints "rank R of N ok".
 """
 
@@ -219,6 +220,39 @@ def check_barriers(rank, n):
                          lambda: dist.monitored_barrier(group, timeout=0),
                          "Rank 0 timed out in monitoredBarrier after 0 ms.")
         dist.barrier()
+
+
+def check_group_timeout(rank, n):
+    """A group's own timeout once libddl runs with its DDL_TIMEOUT (60 s): new_group(timeout=
+    2 s) of every rank works as any group, then a barrier that rank 0 alone calls fails there
+    after about 2 s with torch's "Timed out" and libddl's text naming the peer; the others wait,
+    their links open, until rank 0 says it is done. The run's last check: the call that timed
+    out leaves the job's links out of step."""
+    import re
+
+    seconds = 2.0
+    group = dist.new_group(timeout=datetime.timedelta(seconds=seconds))
+    t = torch.full((2,), float(rank + 1))
+    dist.all_reduce(t, group=group)
+    expect("all_reduce on a group of its own timeout", t, torch.full((2,), n * (n + 1) / 2))
+    dist.barrier(group)
+    store = dist.distributed_c10d._get_default_store()
+    if rank != 0:
+        store.get("group timeout checked")
+        return
+    started = time.monotonic()
+    try:
+        dist.barrier(group)
+        fail("a barrier of a group with its own timeout that rank 0 alone called succeeded")
+    except RuntimeError as e:
+        took = time.monotonic() - started
+        text = str(e).splitlines()[0]
+        want = r"ddl backend: barrier: Timed out \(rank \d+ \(.+\): no progress for 2 s\)"
+        if not re.fullmatch(want, text):
+            fail(f"a group's own timeout: error {text!r}, want {want!r}")
+        if not seconds <= took < seconds + 10:
+            fail(f"a group's own timeout of {seconds:g} s: failed after {took:.1f} s")
+    store.set("group timeout checked", "1")
 
 
 # --- what torch's own distributed suite asks of a backend ---------------------------------
@@ -435,6 +469,8 @@ def main():
             check_fsdp2(rank, n)
     elif mode == "features":
         check_features(rank, n)
+    elif mode == "timeouts":
+        check_group_timeout(rank, n)
     elif mode == "torchrun":
         t = torch.full((3,), float(rank + 1))
         dist.all_reduce(t, op=dist.ReduceOp.AVG)
@@ -443,7 +479,7 @@ def main():
         check_job_id()
     else:
         sys.exit(f"check_torch2.py: unknown mode {mode!r} (collectives, train, features, "
-                 "torchrun)")
+                 "timeouts, torchrun)")
     dist.destroy_process_group()
     # One write(2) of the whole line: the ranks share torchrun's stdout pipe, and a line written
     # in two pieces (text, then newline) ran into the other rank's once in CI
