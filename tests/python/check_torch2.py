@@ -226,7 +226,8 @@ def check_group_timeout(rank, n):
     """A group's own timeout once libddl runs with its DDL_TIMEOUT (60 s): new_group(timeout=
     2 s) of every rank works as any group, then a barrier that rank 0 alone calls fails there
     after about 2 s with torch's "Timed out" and libddl's text naming the peer; the others wait,
-    their links open, until rank 0 says it is done. The run's last check: the call that timed
+    their links open, until rank 0 says it is done (through the store, which rank 0 holds, so
+    it waits until they have heard). The run's last check: the call that timed
     out leaves the job's links out of step."""
     import re
 
@@ -239,6 +240,7 @@ def check_group_timeout(rank, n):
     store = dist.distributed_c10d._get_default_store()
     if rank != 0:
         store.get("group timeout checked")
+        store.add("group timeout told", 1)
         return
     started = time.monotonic()
     try:
@@ -253,6 +255,8 @@ def check_group_timeout(rank, n):
         if not seconds <= took < seconds + 10:
             fail(f"a group's own timeout of {seconds:g} s: failed after {took:.1f} s")
     store.set("group timeout checked", "1")
+    while store.add("group timeout told", 0) < n - 1:  # rank 0 holds the store: wait for them
+        time.sleep(0.05)
 
 
 # --- what torch's own distributed suite asks of a backend ---------------------------------
