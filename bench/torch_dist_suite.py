@@ -9,10 +9,10 @@ gloo name checks to accept "ddl" as well (so every test that runs on gloo runs o
 the rewritten text under the module's own name and file (tracebacks point into torch's file,
 which stays untouched), and adds "ddl" to the "ddp", "subgroup" and "plugin" features. Then it
 builds TestDistBackendWithSpawn(TestDistBackend, DistributedTest._DistTestBase) as
-test_distributed_spawn.py does: each test spawns WORLD_SIZE processes, which re-import this
-file (so they rewrite the suite the same way) and join a group on $BACKEND through
-INIT_METHOD=file://$TEMP_DIR/... Results go to a JSON file, one entry per test: passed, failed
-(with the first line of the error), or skipped (with the reason).
+test_distributed_spawn.py does: each test starts WORLD_SIZE new processes (forked from a server
+that imported this file once, or spawned as torch's driver does: _start_ranks), which join a
+group on $BACKEND through INIT_METHOD=file://$TEMP_DIR/... Results go to a JSON file, one entry
+per test: passed, failed (with the first line of the error), or skipped (with the reason).
 
     BACKEND=ddl WORLD_SIZE=2 python bench/torch_dist_suite.py --out ddl.json [-k pattern]
     bench/torch_dist_suite.sh   # both backends, 2 and 3 ranks, and the comparison
@@ -51,12 +51,15 @@ def _environment():
 
 
 def _load_suite():
-    """torch's distributed_test module, its gloo name checks rewritten to take ddl as well."""
+    """torch's distributed_test module, its gloo name checks rewritten to take ddl as well (the
+    one already loaded, in a rank forked from the server that preloaded it)."""
     import ddl.torch  # noqa: F401  (registers the backend "ddl")
     from torch.testing._internal.common_distributed import DistTestCases
 
     for feature in ("ddp", "subgroup", "plugin"):
         DistTestCases.backend_feature[feature].add("ddl")
+    if getattr(sys.modules.get(_SUITE), "ddl_rewritten", False):
+        return sys.modules[_SUITE]
     spec = importlib.util.find_spec(_SUITE)
     with open(spec.origin, encoding="utf-8") as f:
         text = f.read()
@@ -65,19 +68,68 @@ def _load_suite():
     module = importlib.util.module_from_spec(spec)
     sys.modules[_SUITE] = module
     exec(compile(text, spec.origin, "exec"), module.__dict__)
+    module.ddl_rewritten = True
     return module
 
 
-if "--compare" not in sys.argv:  # the parent's run and its spawned ranks
+if "--compare" not in sys.argv:  # the parent's run, its ranks and their fork server
     _environment()
     _suite = _load_suite()
+    if __name__ not in ("__main__", "__mp_main__"):  # the fork server's preload
+        import gc
+
+        gc.freeze()  # the forked ranks' collections leave the imported objects (and pages) alone
 
     class TestDistBackendWithSpawn(_suite.TestDistBackend, _suite.DistributedTest._DistTestBase):
-        """test_distributed_spawn.py's class: each test in WORLD_SIZE spawned processes."""
+        """test_distributed_spawn.py's class: each test in WORLD_SIZE new processes, started
+        as $TORCH_DIST_SUITE_START says (_start_ranks)."""
 
         def setUp(self):
             super().setUp()
-            self._spawn_processes()
+            _start_ranks(self)
+
+        @classmethod
+        def _run(cls, rank, test_name, file_name, pipe, environ=None, **kwargs):
+            if environ is not None:  # a forked rank: the parent's environment of this test
+                os.environ.clear()
+                os.environ.update(environ)
+                _suite.INIT_METHOD = os.getenv("INIT_METHOD", "env://")
+            super()._run(rank, test_name, file_name, pipe, **kwargs)
+
+
+def _start_ranks(test):
+    """Starts `test`'s WORLD_SIZE ranks. "spawn" (torch's own way): each rank a new interpreter
+    that imports torch, ddl and the suite again (seconds of CPU each, per test). "forkserver"
+    (the default): one server process imports this file as a module (so torch, ddl and the
+    rewritten suite) once, and each rank of each test is a fresh fork of it, given the parent's
+    environment of the moment (a spawned rank reads it at its start: TEMP_DIR and INIT_METHOD
+    change per test); nothing of an earlier test is in it, as the server never runs one. (The
+    server imports this file by its module name, its folder put on PYTHONPATH: Python 3.11
+    gives the server neither the main script's path nor sys.path, so a preload of "__main__"
+    would preload nothing.)"""
+    import torch.multiprocessing as mp
+
+    method = os.environ.get("TORCH_DIST_SUITE_START", "forkserver")
+    if method == "spawn":
+        test._spawn_processes()
+        return
+    here = os.path.dirname(os.path.abspath(__file__))
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if here not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([here] + paths)
+    context = mp.get_context("forkserver")
+    context.set_forkserver_preload([os.path.splitext(os.path.basename(__file__))[0]])
+    environ = dict(os.environ)
+    test.processes = []
+    for rank in range(int(test.world_size)):
+        parent_conn, child_conn = mp.Pipe()
+        process = context.Process(
+            target=type(test)._run, name=f"process {rank}",
+            args=(rank, test._current_test_name(), test.file_name, child_conn),
+            kwargs={"fake_pg": getattr(test, "fake_pg", False), "environ": environ})
+        process.start()
+        test.pid_to_pipe[process.pid] = parent_conn
+        test.processes.append(process)
 
 
 class _Recorder(unittest.TextTestResult):

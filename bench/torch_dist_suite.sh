@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # PyTorch's own distributed suite (bench/torch_dist_suite.py) on gloo and on ddl, side by side:
 # for each world size, gloo's run then ddl's, then each pair's counts and the tests whose
-# outcome differs. Each test spawns its ranks (about 15 s a test on a loaded 2-core machine; the
-# whole class is about 150 tests, skips included), so -k narrows it.
+# outcome differs. Each test runs in new rank processes, forked from one server that imported
+# torch and the suite once (torch_dist_suite.py, _start_ranks): the whole class, 285 tests (194
+# skip on a CPU host), takes minutes a backend; TORCH_DIST_SUITE_START=spawn starts every rank
+# as torch's driver does, a new interpreter importing everything again (30-60 s a test on the
+# loaded 2-core machine, hours a backend). -k narrows it.
 #   bench/torch_dist_suite.sh [--python PY] [--ranks "2 3"] [--debug DETAIL] [--out DIR]
 #                             [-k pattern ...]
 # PY (default build/venv/bin/python) needs torch 2.x, expecttest and the package ddl (the
