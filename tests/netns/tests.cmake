@@ -1,4 +1,17 @@
-# Issue 26 item 1: the namespace harness (tests/netns/hosts.sh) beyond one /24, up to 256 hosts.
+# The namespace-host harness (tests/netns/hosts.sh) and jobs across many namespace hosts;
+# skipped (77) unless root with ip netns and sshd.
+
+# The benchmark's two racks of namespace hosts (netns_up_racks): 16 MiB transfers show the
+# 250 Mbit/s uplink as the bottleneck and pass through its qdiscs; a ddlrun job on all 4 hosts;
+# nothing left after netns_down. Skipped (77) unless root with ip netns, sshd and python3.
+add_test(NAME netns.racks_up COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/bench_allreduce/racks_up_test.sh
+                                     $<TARGET_FILE:ddlrun>)
+set_tests_properties(netns.racks_up PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 60)
+
+# The harness's own check that each fake host sees this checkout (wherever it was cloned):
+# passes for the checkout, fails with its message for a directory only this host sees.
+add_test(NAME netns.sees_checkout COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/netns/sees_checkout_test.sh)
+set_tests_properties(netns.sees_checkout PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 60)
 
 # 40 namespace hosts (a /23): their addresses, hostnames and /tmp; `ddlrun -H node1,...,node40
 # true` over ssh (one rank a host, every host logged in); netns_down leaves no namespace,
@@ -11,11 +24,6 @@ set_tests_properties(netns.many_hosts_40 PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 
 add_test(NAME netns.many_hosts_64
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/netns/many_hosts_test.sh $<TARGET_FILE:ddlrun> 64)
 set_tests_properties(netns.many_hosts_64 PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 180)
-
-# bench/netns_scale.sh once, small (4 hosts), so it keeps working; bench/netns_scale.sh with
-# its defaults times 32, 128 and 256 hosts.
-add_test(NAME bench.netns_scale_smoke COMMAND ${PROJECT_SOURCE_DIR}/bench/netns_scale.sh --hosts 4)
-set_tests_properties(bench.netns_scale_smoke PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 60)
 
 # Issue 26 item 2: the launch tree. 64 namespace hosts at --tree-width 4 (three levels of
 # hosts): every rank's line, stdin to rank 0, the exit status, PMIx fences with and without
@@ -30,25 +38,6 @@ add_test(NAME netns.tree_64x4
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/netns/tree_test.sh $<TARGET_FILE:ddlrun> 64 4
                  $<TARGET_FILE:pmix_client>)
 set_tests_properties(netns.tree_64x4 PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 180 LABELS "netns")
-
-# Issue 26 item 5: bench/netns_scale.sh --launch once, small (4 and 8 hosts, fan-out 2, one
-# run each), so that its columns (ddlrun flat and tree, mpirun, RSS, threads) and its fitted
-# model keep working; the lead times 32, 64 and 128 hosts on a quiet machine.
-add_test(NAME bench.netns_scale_launch_smoke
-         COMMAND ${PROJECT_SOURCE_DIR}/bench/netns_scale.sh --launch --hosts "4 8" --width 2 -n 1
-                 --ddlrun $<TARGET_FILE:ddlrun>)
-set_tests_properties(bench.netns_scale_launch_smoke PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120)
-
-# Issue 26 item 2, the chaos suite on a launch tree: a chain node1 -> node2 -> node3
-# (--tree-width 1, three levels) under a real libddl allreduce loop (its PMIx fences and modex
-# routed through the tree); an agent SIGKILLed, an agent SIGSTOPped, a link cut (random host,
-# an interior one included), heartbeat deadline 4 s: named, ended in time, nothing left.
-add_test(NAME chaos.sample_tree
-         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/chaos/chaos.sh $<TARGET_FILE:ddlrun>
-                 $<TARGET_FILE:chaos_loop> --launchers tree
-                 --faults "kill_agent stop_agent link_down")
-set_tests_properties(chaos.sample_tree PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 150
-                     ENVIRONMENT CHAOS_LOST_S=4)
 
 # Issue 26, the head's talkers never wait on one host (pool2): 3 namespace hosts on one talker,
 # node1 cut off (link down) while 200 MB of stdin head for its rank 0; node2's and node3's
@@ -65,16 +54,11 @@ add_test(NAME netns.probe_overlap
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/netns/probe_overlap_test.sh $<TARGET_FILE:ddlrun> 40)
 set_tests_properties(netns.probe_overlap PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120 LABELS "netns")
 
-# Issue 26, --probe-links down the launch tree (launcher/ssh/tree_links.h): 3 racks x 4
-# namespace hosts (shaped host links and uplinks) at --tree-width 2 (three levels): the racks
-# found are the flat measurement's, every host is logged in to once (the first level from
-# ddlrun's host), a job measured so takes over the tree; a host whose link agent cannot listen
-# is named in the flat path's words; an interior host killed mid-measurement of a job is named
-# (the warnings, then the launch with its subtree), as is a first-level host killed so (named
-# once, no host logged in to again) or killed after the probe while ddlrun plans (the same),
-# a leaf stopped mid-measurement is named within the heartbeat deadline, and nothing is left
-# on any host. About 27 s.
-add_test(NAME ddlrun.probe_links_tree_netns
-         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/netns/tree_links_test.sh $<TARGET_FILE:ddlrun>)
-set_tests_properties(ddlrun.probe_links_tree_netns PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120
-                     LABELS "netns")
+# A slow reader in a launch tree (5 namespace hosts, --tree-width 2): the rank of the last host
+# prints 12 MB into `ddlrun | (sleep 7; cat)` (heartbeat deadline 3 s): every byte arrives
+# (sha256), no host is lost, flat too; rank 0 failing while the others print into a reader
+# that never reads is named at once (exit 3), flat and in the tree. main loses node5 and
+# 4 MB of output, and runs the failing jobs until they are killed. About 40 s.
+add_test(NAME netns.slow_reader
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/netns/slow_reader_test.sh $<TARGET_FILE:ddlrun> 5 2 12 7 3)
+set_tests_properties(netns.slow_reader PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 150 LABELS "netns")

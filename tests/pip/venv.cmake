@@ -13,7 +13,7 @@ set(DDL_VENV "${PROJECT_BINARY_DIR}/venv" CACHE PATH
     "The venv of scripts/setup that the venv tests run (ddl_venv_test)")
 
 add_test(NAME pip.venv_current
-         COMMAND ${CMAKE_CURRENT_LIST_DIR}/pip/venv_current.sh ${DDL_VENV} ${PROJECT_SOURCE_DIR})
+         COMMAND ${CMAKE_CURRENT_LIST_DIR}/venv_current.sh ${DDL_VENV} ${PROJECT_SOURCE_DIR})
 set_tests_properties(pip.venv_current PROPERTIES FIXTURES_SETUP ddl_venv SKIP_RETURN_CODE 77
                                                  TIMEOUT 600 LABELS "venv;pip")
 
@@ -23,7 +23,7 @@ function(ddl_venv_test)
     set(arg_TIMEOUT 300)
   endif()
   add_test(NAME ${arg_NAME}
-           COMMAND ${CMAKE_CURRENT_FUNCTION_LIST_DIR}/pip/in_venv.sh ${DDL_VENV} ${arg_COMMAND})
+           COMMAND ${CMAKE_CURRENT_FUNCTION_LIST_DIR}/in_venv.sh ${DDL_VENV} ${arg_COMMAND})
   set_tests_properties(${arg_NAME} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT ${arg_TIMEOUT}
                        FIXTURES_REQUIRED ddl_venv LABELS "venv;${arg_LABELS}")
 endfunction()

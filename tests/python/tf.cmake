@@ -3,7 +3,7 @@
 # exact errors), IBM's tf.keras recipe and a Keras 3 script on Horovod's API, each checked
 # against one process trained on the combined batches. They need a ddlrun whose package has the
 # TensorFlow ops: this build's when its Python has tensorflow (-DPython3_EXECUTABLE=...), else
-# the venv's (DDL_VENV, made by scripts/setup: through ddl_venv_test of tests/venv.cmake when
+# the venv's (DDL_VENV, made by scripts/setup: through ddl_venv_test of tests/pip/venv.cmake when
 # that is defined); skipped (77) without either. bench.keras_smoke runs bench/keras_compare.sh tiny.
 # DDLRUN and PYTHON of the tests: this build's, the venv's, or none (the tests skip).
 set(ddl_tf_ddlrun "")
