@@ -35,8 +35,8 @@
 #include <thread>
 #include <vector>
 
-#include "ddlrun/node_wire.h"
-#include "ddlrun/rendezvous.h"
+#include "ddlrun/per_node/node_wire.h"
+#include "ddlrun/per_node/rendezvous.h"
 #include "mapper/link_probe.h"
 #include "tests/lib/tcp_recorder.h"
 

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "ddlrun/options.h"
-#include "ddlrun/plan.h"
+#include "ddlrun/plan/plan.h"
 #include "launcher/launcher.h"
 
 namespace spdlog {

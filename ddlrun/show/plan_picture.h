@@ -2,9 +2,9 @@
 
 #include <string>
 
-#include "ddlrun/picture_layout.h"
-#include "ddlrun/picture_svg.h"
-#include "ddlrun/plan.h"
+#include "ddlrun/plan/plan.h"
+#include "ddlrun/show/picture_layout.h"
+#include "ddlrun/show/picture_svg.h"
 
 namespace ddl::cli {
 

@@ -2,7 +2,7 @@
 // rank bound to them, NICs, rank boxes) with every ring edge as an arrow, or one box per rack
 // with an arrow per dimension and pair of racks that its rings join. Colours: a pale fill per
 // local rank, repeated in its cores; a colour per ring dimension, keyed in the legend.
-#include "ddlrun/picture_svg.h"
+#include "ddlrun/show/picture_svg.h"
 
 #include <algorithm>
 #include <array>

@@ -2,7 +2,7 @@
 // line that starts in column 0, and the indented lines after it); each block is hashed on its
 // own, so that two nodes' digests differ exactly in the blocks whose text differs.
 
-#include "ddlrun/plan_digest.h"
+#include "ddlrun/plan/plan_digest.h"
 
 #include <cstdint>
 #include <cstdio>
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "comm/comm.h"
-#include "ddlrun/plan.h"
+#include "ddlrun/plan/plan.h"
 
 namespace ddl::cli {
 

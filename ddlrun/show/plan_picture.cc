@@ -1,7 +1,7 @@
 // From a JobPlan to what its picture shows (picture::Model); the layout and drawing need no
 // plan. Ranks are drawn in the package of their GPU, else of their first CPU, else in a column
 // of ranks without a package; racks come from the mode's dimension after those inside a host.
-#include "ddlrun/plan_picture.h"
+#include "ddlrun/show/plan_picture.h"
 
 #include <algorithm>
 #include <map>

@@ -1,7 +1,7 @@
 // Per-node mode's rendezvous: the wire format and the node's side (how it works in
 // rendezvous.h; node 0's side in rendezvous_server.cc).
 
-#include "ddlrun/rendezvous.h"
+#include "ddlrun/per_node/rendezvous.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -20,7 +20,7 @@
 #include "base/digest.h"
 #include "base/fd.h"
 #include "base/text.h"
-#include "ddlrun/node_wire.h"
+#include "ddlrun/per_node/node_wire.h"
 
 namespace ddl::cli {
 

@@ -1,7 +1,7 @@
 // From a plan to a running job: the Job the backends share, the backend for the chosen
 // launcher, the output sink, and the supervisor.
 
-#include "ddlrun/launch.h"
+#include "ddlrun/run/launch.h"
 
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
@@ -16,7 +16,7 @@
 
 #include "comm/comm.h"
 #include "ddlrun/backends.h"
-#include "ddlrun/per_node.h"
+#include "ddlrun/per_node/per_node.h"
 #include "hostfiles/hostfiles.h"
 #include "launcher/launcher.h"
 

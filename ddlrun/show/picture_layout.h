@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "comm/comm.h"
-#include "ddlrun/svg_writer.h"
+#include "ddlrun/show/svg_writer.h"
 
 namespace ddl::cli::picture {
 

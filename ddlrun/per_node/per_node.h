@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "ddlrun/elastic.h"
 #include "ddlrun/options.h"
-#include "ddlrun/plan.h"
-#include "ddlrun/rendezvous.h"
+#include "ddlrun/per_node/rendezvous.h"
+#include "ddlrun/plan/plan.h"
+#include "ddlrun/run/elastic.h"
 #include "launcher/launcher.h"
 
 namespace spdlog {

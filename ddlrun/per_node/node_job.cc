@@ -10,10 +10,10 @@
 #include <mutex>
 #include <ostream>
 
-#include "ddlrun/launch.h"
-#include "ddlrun/per_node.h"
-#include "ddlrun/plan_digest.h"
-#include "ddlrun/report.h"
+#include "ddlrun/per_node/per_node.h"
+#include "ddlrun/plan/plan_digest.h"
+#include "ddlrun/run/launch.h"
+#include "ddlrun/show/report.h"
 #include "hostfiles/hostfiles.h"
 #include "mapper/mapper.h"
 

@@ -17,7 +17,7 @@
 // --probe-links then measures through the same agents (link_channels: launcher/ssh/
 // tree_links.h under mapper::probe_links), before the launch takes the tree over.
 
-#include "ddlrun/probe_tree.h"
+#include "ddlrun/plan/probe_tree.h"
 
 #include <algorithm>
 #include <atomic>
@@ -28,7 +28,7 @@
 #include <system_error>
 #include <thread>
 
-#include "ddlrun/plan.h"
+#include "ddlrun/plan/plan.h"
 #include "launcher/launcher.h"
 
 namespace ddl::cli {

@@ -14,7 +14,7 @@
 
 #include <algorithm>
 
-#include "ddlrun/per_node.h"
+#include "ddlrun/per_node/per_node.h"
 #include "hostfiles/hostfiles.h"
 #include "launcher/launcher.h"
 

@@ -4,7 +4,7 @@
 #include <utility>
 #include <vector>
 
-#include "ddlrun/picture_layout.h"
+#include "ddlrun/show/picture_layout.h"
 
 namespace ddl::cli::picture {
 

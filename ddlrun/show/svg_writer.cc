@@ -1,4 +1,4 @@
-#include "ddlrun/svg_writer.h"
+#include "ddlrun/show/svg_writer.h"
 
 #include <cmath>
 #include <cstdio>

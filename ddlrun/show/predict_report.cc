@@ -1,4 +1,4 @@
-#include "ddlrun/predict_report.h"
+#include "ddlrun/show/predict_report.h"
 
 #include <cmath>
 #include <sstream>

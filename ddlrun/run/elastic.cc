@@ -15,7 +15,7 @@
 // with DDL_RESTART_COUNT and torchrun's TORCHELASTIC_* variables. The exit status is the last
 // attempt's: 0 once one succeeds, else the status of the failure no restart followed.
 
-#include "ddlrun/elastic.h"
+#include "ddlrun/run/elastic.h"
 
 #include <signal.h>
 #include <spdlog/spdlog.h>
@@ -31,8 +31,8 @@
 
 #include "base/text.h"
 #include "comm/comm.h"
-#include "ddlrun/launch.h"
-#include "ddlrun/report.h"
+#include "ddlrun/run/launch.h"
+#include "ddlrun/show/report.h"
 #include "hostfiles/hostfiles.h"
 
 namespace ddl::cli {

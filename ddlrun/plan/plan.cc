@@ -1,4 +1,4 @@
-#include "ddlrun/plan.h"
+#include "ddlrun/plan/plan.h"
 
 #include <fnmatch.h>
 #include <unistd.h>
@@ -16,7 +16,7 @@
 
 #include "base/text.h"
 #include "ddlrun/backends.h"
-#include "ddlrun/probe_tree.h"
+#include "ddlrun/plan/probe_tree.h"
 #include "ddlrun/shell_words.h"
 #include "hostfiles/hostfiles.h"
 #include "launcher/launcher.h"

@@ -5,8 +5,8 @@
 #include <utility>
 #include <vector>
 
-#include "ddlrun/plan.h"
-#include "ddlrun/report.h"
+#include "ddlrun/plan/plan.h"
+#include "ddlrun/show/report.h"
 
 namespace ddl::cli {
 

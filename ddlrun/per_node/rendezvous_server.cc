@@ -19,9 +19,9 @@
 #include "base/fd.h"
 #include "base/text.h"
 #include "comm/comm.h"
-#include "ddlrun/node_wire.h"
-#include "ddlrun/plan_digest.h"
-#include "ddlrun/rendezvous.h"
+#include "ddlrun/per_node/node_wire.h"
+#include "ddlrun/per_node/rendezvous.h"
+#include "ddlrun/plan/plan_digest.h"
 
 namespace ddl::cli {
 

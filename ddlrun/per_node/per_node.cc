@@ -11,7 +11,7 @@
 // MASTER_PORT), and the rendezvous connection carries failures both ways until every node is
 // done.
 
-#include "ddlrun/per_node.h"
+#include "ddlrun/per_node/per_node.h"
 
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -25,8 +25,8 @@
 #include <sstream>
 
 #include "base/text.h"
-#include "ddlrun/launch.h"
-#include "ddlrun/report.h"
+#include "ddlrun/run/launch.h"
+#include "ddlrun/show/report.h"
 #include "hostfiles/hostfiles.h"
 #include "mapper/mapper.h"
 

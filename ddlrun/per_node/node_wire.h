@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "ddlrun/rendezvous.h"
+#include "ddlrun/per_node/rendezvous.h"
 
 namespace ddl::cli::wire {
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "ddlrun/options.h"
-#include "ddlrun/plan.h"
+#include "ddlrun/plan/plan.h"
 
 namespace ddl::cli {
 

@@ -16,7 +16,7 @@
 // from above when its host is in a lower row, else from below. No line crosses a host.
 // Dimensions, directions and rings get different depths and offsets so that a->b and b->a, and
 // parallel rings, stay apart.
-#include "ddlrun/picture_layout.h"
+#include "ddlrun/show/picture_layout.h"
 
 #include <algorithm>
 #include <cmath>

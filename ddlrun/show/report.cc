@@ -1,4 +1,4 @@
-#include "ddlrun/report.h"
+#include "ddlrun/show/report.h"
 
 #include <algorithm>
 #include <array>
@@ -9,11 +9,11 @@
 #include "base/text.h"
 #include "ddl_config.h"
 #include "ddlrun/backends.h"
-#include "ddlrun/launch.h"
-#include "ddlrun/picture_layout.h"
-#include "ddlrun/plan_picture.h"
-#include "ddlrun/predict_report.h"
+#include "ddlrun/run/launch.h"
 #include "ddlrun/shell_words.h"
+#include "ddlrun/show/picture_layout.h"
+#include "ddlrun/show/plan_picture.h"
+#include "ddlrun/show/predict_report.h"
 #include "launcher/launcher.h"
 
 namespace ddl::cli {
