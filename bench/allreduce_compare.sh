@@ -71,8 +71,9 @@
 #          steps without the reduction; median over the runs as R; only where the ranks do
 #          not outnumber the cores, "-" otherwise). On a VM, X moves with where the host
 #          places the vCPUs and can lie below the copy limit. Below ~64 KiB
-#          every allreduce is bound by latency, not by these. The 8-byte row comes from a run of its own with more iterations; its
-#          time (us) is printed for each benchmark under the table.
+#          every allreduce is bound by latency, not by these. The 8-byte row comes from a run
+#          of its own with more iterations; its time (us) is printed for each benchmark under
+#          the table.
 #   flat   (root) 3 fake hosts x 2 ranks (network namespaces with their own sshd,
 #          tests/netns/hosts.sh), every host's link shaped to --rate (1 Gbit/s) each way with
 #          tc tbf: ddl and Gloo under `ddlrun --launcher ssh --tcp -H node1:2,node2:2,

@@ -7,7 +7,7 @@ replaces a small awk program each. Python 3 standard library only, so that Debia
 
 Usage from a shell script (numbers on stdin: whitespace-separated, a leading number of each
 word as awk reads it, so "12ms" is 12):
-  benchtable.py stats [--scale K] [--format F]    "MEDIAN MIN" of the numbers times K
+  benchtable.py stats [--scale K] [--format F]    "MEDIAN MIN" of the numbers times K (1e-6, 1/100)
   benchtable.py median [--scale K] [--format F]   the median alone, "-" when there is none
   benchtable.py ratio A B [--format F]            A / B (default format "%.2fx")
   benchtable.py share PART WHOLE                  PART / WHOLE as a whole percentage ("37%")
@@ -18,6 +18,7 @@ import argparse
 import math
 import re
 import sys
+from fractions import Fraction
 
 _LEADING_NUMBER = re.compile(r"\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
 
@@ -93,7 +94,7 @@ def _main(argv):
     commands = parser.add_subparsers(dest="command", required=True)
     for name in ("stats", "median"):
         command = commands.add_parser(name)
-        command.add_argument("--scale", type=float, default=1.0)
+        command.add_argument("--scale", type=lambda text: float(Fraction(text)), default=1.0)
         command.add_argument("--format", default="%g")
     command = commands.add_parser("ratio")
     command.add_argument("a", type=float)

@@ -78,6 +78,7 @@ class CommandLine(unittest.TestCase):
              "2.5 1.0\n"),
             (["stats"], "", "- -\n"),
             (["median", "--format", "%.2f"], "0.3 0.1 0.2", "0.20\n"),
+            (["median", "--scale", "1/100", "--format", "%.2f"], "250 150", "2.00\n"),
             (["median"], "", "-\n"),
             (["ratio", "3", "2"], "", "1.50x\n"),
             (["ratio", "1", "0"], "", "infx\n"),
