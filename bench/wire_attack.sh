@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Strangers against per-node mode's rendezvous and the link agent (issue 27): builds
+# Strangers against per-node mode's rendezvous and the link agent: builds
 # bench/wire_attack.cc against the rendezvous, link agent and base sources of each REF (default:
 # main, then the working tree) and runs it, printing each version's figures.
 #

@@ -1,8 +1,8 @@
 # The bench/ scripts in small runs, so that they keep working (no timing is checked).
 
-# Issue 25, item 5 (the GPU path, prepared for a lent device). bench/gpu_check.sh in its no-GPU
-# mode from the build tree (tests/bench_gpu/nogpu_test.sh): the CPU-side steps and the reasons
-# for each skipped GPU step, so the script a GPU session runs stays working.
+# The GPU path, prepared for a lent device: bench/gpu_check.sh in its no-GPU mode from the build
+# tree (tests/bench_gpu/nogpu_test.sh): the CPU-side steps and the reasons for each skipped GPU
+# step, so the script a GPU session runs stays working.
 set(gpu_check_torch 0)
 if(TARGET ddl_torch_pg)
   set(gpu_check_torch 1)
@@ -36,6 +36,20 @@ endif()
 add_test(NAME bench.allreduce_smoke
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/bench_allreduce/smoke_test.sh ${CMAKE_BINARY_DIR})
 set_tests_properties(bench.allreduce_smoke PROPERTIES TIMEOUT 300)
+# bench/benchtable.py (the bench scripts' medians, ratios, shares and columns): its functions and
+# its command line, under this Python and the PATH's python3.
+# bench/allreduce_table.py on saved logs of 2 and 4 ranks: the tables allreduce_compare.sh has
+# always printed for them, byte for byte (tests/bench_allreduce/table_expected.txt), exit 1 on
+# wrong elements, the errors for a missing log and a bad --limit, and --tables end to end.
+if(Python3_EXECUTABLE)
+  add_test(NAME bench.benchtable
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/bench/benchtable_test.py
+                   ${PROJECT_SOURCE_DIR})
+  add_test(NAME bench.allreduce_table
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/bench_allreduce/table_test.py
+                   ${PROJECT_SOURCE_DIR})
+  set_tests_properties(bench.benchtable bench.allreduce_table PROPERTIES TIMEOUT 60 LABELS unit)
+endif()
 # memcpy_bench -x (the exchange limit): rows on 2 and 3 processes, exact errors, and a process
 # killed mid-round makes the others give up within 10 s, nothing left running.
 add_test(NAME bench.memcpy_exchange
@@ -78,7 +92,7 @@ set_tests_properties(bench.launch_compare_smoke PROPERTIES SKIP_RETURN_CODE 77 T
 add_test(NAME bench.netns_scale_smoke COMMAND ${PROJECT_SOURCE_DIR}/bench/netns_scale.sh --hosts 4)
 set_tests_properties(bench.netns_scale_smoke PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 60)
 
-# Issue 26 item 5: bench/netns_scale.sh --launch once, small (4 and 8 hosts, fan-out 2, one
+# bench/netns_scale.sh --launch once, small (4 and 8 hosts, fan-out 2, one
 # run each), so that its columns (ddlrun flat and tree, mpirun, RSS, threads) and its fitted
 # model keep working; the lead times 32, 64 and 128 hosts on a quiet machine.
 add_test(NAME bench.netns_scale_launch_smoke
