@@ -40,9 +40,9 @@ def _variant_dir(framework, label, version, install):
         return os.path.join(_VARIANTS, f"{framework}-{_minor(version)}")
     raise RuntimeError(
         f"ddl: this ddlrun wheel was built for {label} {', '.join(have) or 'no version'}, not for "
-        f"{label} {version} of {sys.executable}: install one of those ({install}), or build "
-        "ddlrun from its source for this one (`pip install .` in a checkout, README: Building "
-        "from source)")
+        f"{label} {version} of {sys.executable}: install one of those ({install}), or "
+        "install ddlrun from its source into this environment (`pip install .` in a checkout of "
+        "ddlrun, with the compiler and -dev packages its scripts/setup installs)")
 
 
 def torch_backend(version):

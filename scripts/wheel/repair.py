@@ -163,7 +163,10 @@ class Bundle:
         for path in self.elves():
             rpath = self.run_path(path)
             run("strip", "--strip-unneeded", path)
-            run("patchelf", "--force-rpath", "--set-rpath", rpath, path)
+            if rpath:
+                run("patchelf", "--force-rpath", "--set-rpath", rpath, path)
+            else:
+                run("patchelf", "--remove-rpath", path)
 
 
 def place_variants(bundle, args):

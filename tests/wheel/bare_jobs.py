@@ -2,7 +2,7 @@
 of the wheel in /tmp with torch 2.13 and tensorflow-cpu from /wheelhouse (read-only, no index),
 then 2-rank jobs through the venv's ddlrun, each checked by its output. Prints "bare_jobs: ok".
 
-    /usr/bin/python3 /tmp/bare_jobs.py
+    /usr/bin/python3 /tmp/bare_jobs.py TF_VERSION     (X.Y: the wheel's TensorFlow ops are for it)
 """
 
 import glob
@@ -38,7 +38,7 @@ def expect(lines, *wanted):
             fail(f"expected the line {w!r}")
 
 
-def install():
+def install(tf):
     """The venv, and the wheel into it with pip from Debian's pip wheel: nothing built."""
     for tool in ("cc", "gcc", "g++", "c++", "sh", "cmake"):
         if any(os.path.exists(os.path.join(d, tool)) for d in ("/usr/bin", "/bin")):
@@ -49,8 +49,8 @@ def install():
     wheel = glob.glob("/tmp/ddlrun-*.whl")[0]
     pip = glob.glob("/tmp/pip-*.whl")[0] + "/pip"
     run("pip install " + os.path.basename(wheel), f"{VENV}/bin/python", pip, "install", "-q",
-        "--no-compile", "--no-index", "--find-links", "/wheelhouse", "--only-binary", ":all:", wheel,
-        "torch==2.13.0", "tensorflow-cpu==2.21.0")
+        "--no-compile", "--no-index", "--find-links", "/wheelhouse", "--only-binary", ":all:",
+        wheel, "torch==2.13.0", f"tensorflow-cpu=={tf}.*")
 
 
 NUMPY_JOB = """import numpy, ddl
@@ -67,7 +67,8 @@ dist.destroy_process_group()"""
 
 TF_JOB = """import tensorflow as tf, ddl, ddl.tensorflow as dt
 x = dt.allreduce(tf.fill([4], float(ddl.rank() + 1)), op="sum")
-print(f"rank {ddl.rank()} tf {tf.__version__.split('.')[0]}: {x.numpy().tolist()}")"""
+v = ".".join(tf.__version__.split(".")[:2])
+print(f"rank {ddl.rank()} tf {v}: {x.numpy().tolist()}")"""
 
 OTHER_VERSIONS = """import sys
 import time
@@ -80,7 +81,7 @@ for what, call in (("torch", lambda: _binaries.torch_backend("2.99.0")),
         print(f"{what}: {type(e).__name__}: {e}")"""
 
 
-def jobs():
+def jobs(tf):
     site = f"{VENV}/lib/python3.11/site-packages"
     ddlrun = [f"{VENV}/bin/ddlrun", "-H", "localhost:2", "--tag-output", "none", "python", "-c"]
     out = run("numpy job", *ddlrun, "import os\n" + NUMPY_JOB)
@@ -89,23 +90,22 @@ def jobs():
     out = run("torch job", *ddlrun, TORCH_JOB)
     expect(out, *(f"rank {r} torch 2.13.0+cpu: [3.0, 3.0, 3.0, 3.0]" for r in (0, 1)))
     out = run("TensorFlow job", *ddlrun, TF_JOB)
-    expect(out, *(f"rank {r} tf 2: [3.0, 3.0, 3.0, 3.0]" for r in (0, 1)))
+    expect(out, *(f"rank {r} tf {tf}: [3.0, 3.0, 3.0, 3.0]" for r in (0, 1)))
     out = run("versions the wheel was not built for", "python", "-c", OTHER_VERSIONS)
     python = f"{VENV}/bin/python"
     torches = sorted((n[len("torch-"):] for n in os.listdir(f"{site}/ddl/_variants")
                       if n.startswith("torch-")), key=lambda v: [int(p) for p in v.split(".")])
+    todo = ("or install ddlrun from its source into this environment (`pip install .` in a "
+            "checkout of ddlrun, with the compiler and -dev packages its scripts/setup installs)")
     expect(out, f"torch: RuntimeError: ddl: this ddlrun wheel was built for torch "
-           f"{', '.join(torches)}, not for "
-           f"torch 2.99.0 of {python}: install one of those (pip install 'torch==2.13.*'), or "
-           "build ddlrun from its source for this one (`pip install .` in a checkout, README: "
-           "Building from source)",
-           "tf: ImportError: ddl: this ddlrun wheel was built for TensorFlow 2.21, not for "
+           f"{', '.join(torches)}, not for torch 2.99.0 of {python}: install one of those (pip "
+           f"install 'torch==2.13.*'), {todo}",
+           f"tf: ImportError: ddl: this ddlrun wheel was built for TensorFlow {tf}, not for "
            f"TensorFlow 2.99.0 of {python}: install one of those (pip install "
-           "'tensorflow-cpu==2.21.*'), or build ddlrun from its source for this one (`pip "
-           "install .` in a checkout, README: Building from source)")
+           f"'tensorflow-cpu=={tf}.*'), {todo}")
 
 
 if __name__ == "__main__":
-    install()
-    jobs()
+    install(sys.argv[1])
+    jobs(sys.argv[1])
     print("bare_jobs: ok")

@@ -28,8 +28,11 @@ pip_wheel=$(compgen -G "/usr/share/python-wheels/pip-*.whl" | head -n 1)
 [[ -n $pip_wheel ]] || fail "no Debian pip wheel in /usr/share/python-wheels (apt-get install python3-pip-whl)"
 
 # The wheelhouse: offline when it already holds everything, else from pip's index.
+# TensorFlow: the version the wheel's ops are for.
+tf=$(unzip -l "$wheel" | sed -n 's|.* ddl/_variants/tf-\([0-9.]*\)/_tf_ops.so$|\1|p' | tail -n 1)
+[[ -n $tf ]] || fail "$wheel has no TensorFlow ops (built with a Python without tensorflow?)"
 house=$build/wheelhouse
-want=(torch==2.13.0 tensorflow-cpu==2.21.0 numpy)
+want=(torch==2.13.0 "tensorflow-cpu==$tf.*" numpy)
 mkdir -p "$house"
 if ! python3 "$pip_wheel/pip" download -q --no-index --find-links "$house" -d "$house" \
   "${want[@]}" >/dev/null 2>&1; then
@@ -55,8 +58,8 @@ log=$work/jobs.log
 env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin unshare --mount --propagation private -- /bin/sh -c \
   'mount -t proc proc "$1/proc" && mount -t sysfs sysfs "$1/sys" &&
    mount --bind "$2" "$1/wheelhouse" && mount -o remount,bind,ro "$1/wheelhouse" &&
-   exec chroot --userspec=65534:65534 "$1" /usr/bin/python3 /tmp/bare_jobs.py' \
-  sh "$root" "$house" 2>&1 | tee "$log"
+   exec chroot --userspec=65534:65534 "$1" /usr/bin/python3 /tmp/bare_jobs.py "$3"' \
+  sh "$root" "$house" "$tf" 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 ((status == 0)) || fail "the jobs in the bare root failed ($status; above)"
 grep -qx "bare_jobs: ok" "$log" || fail "the jobs did not all run"
