@@ -5,10 +5,12 @@
  * this library to the copied libpmix's and libhwloc's DT_NEEDED. The dynamic linker runs a
  * library's constructor before those of the libraries that need it, so this one runs before
  * PMIx or hwloc can read their variables: it finds its own folder (dladdr) and points
- * PMIX_MCA_mca_base_component_path and HWLOC_PLUGINS_PATH at the folders beside it. PMIx thus
- * never opens the plugins of a PMIx of the host's (another version), wherever the wheel is
- * installed, in ddlrun and in every rank it starts (which inherit the variables as well). A
- * path already set to another folder is replaced: the plugins must be those of this PMIx. */
+ * PMIx's plugin folder (PMIX_PKGLIBDIR, which replaces the folder compiled into Debian's PMIx,
+ * and PMIX_MCA_mca_base_component_path, searched besides it) and HWLOC_PLUGINS_PATH at the
+ * folders beside it. PMIx thus never opens the plugins of a PMIx of the host's (another
+ * version), wherever the wheel is installed, in ddlrun and in every rank it starts (which
+ * inherit the variables as well). A path already set to another folder is replaced: the plugins
+ * must be those of this PMIx. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <limits.h>
@@ -32,6 +34,7 @@ __attribute__((constructor)) static void ddl_wheel_plugin_paths(void) {
   char* slash = strrchr(folder, '/');
   if (slash == NULL) return;
   *slash = '\0';
+  point_at("PMIX_PKGLIBDIR", folder, "pmix");
   point_at("PMIX_MCA_mca_base_component_path", folder, "pmix");
   point_at("HWLOC_PLUGINS_PATH", folder, "hwloc");
 }
