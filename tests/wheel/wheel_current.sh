@@ -12,8 +12,9 @@ if [[ ! -x $venv/bin/python ]]; then
 fi
 wheel=$(compgen -G "$dist/ddlrun-*-manylinux_*.whl" | sort | tail -n 1)
 if [[ -n $wheel ]]; then
-  newer=$(cd "$source" && git ls-files -co --exclude-standard -z |
-    xargs -0 -r find 2>/dev/null -maxdepth 0 -type f -newer "$wheel" | head -n 3)
+  wheel=$(realpath "$wheel")
+  newer=$(cd "$source" && git ls-files -co --exclude-standard |
+    while read -r f; do [[ -f $f && $f -nt $wheel ]] && echo "$f"; done | head -n 3)
   if [[ -z $newer ]]; then
     echo "wheel_current: $wheel is newer than every source file"
     exit 0
