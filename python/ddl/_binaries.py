@@ -38,8 +38,9 @@ def _variant_dir(framework, label, version, install):
     have = built_for(framework)
     if _minor(version) in have:
         return os.path.join(_VARIANTS, f"{framework}-{_minor(version)}")
+    served = f"{label} {', '.join(have)}" if have else f"no {label} version"
     raise RuntimeError(
-        f"ddl: this ddlrun wheel was built for {label} {', '.join(have) or 'no version'}, not for "
+        f"ddl: this ddlrun wheel was built for {served}, not for "
         f"{label} {version} of {sys.executable}: install one of those ({install}), or "
         "install ddlrun from its source into this environment (`pip install .` in a checkout of "
         "ddlrun, with the compiler and -dev packages its scripts/setup installs)")

@@ -190,7 +190,7 @@ def place_variants(bundle, args):
     for spec in args.torch_extension:
         path, _, version = spec.partition("=")
         put(path, "torch", version, keep=True)
-    if not os.path.isdir(os.path.join(variants)) or not os.listdir(variants):
+    if not os.path.isdir(variants) or not os.listdir(variants):
         die("the wheel has no torch backend nor TensorFlow ops: build it with a Python that has "
             "torch (scripts/setup's build/venv)")
     if os.path.exists(os.path.join(pkg, "_torch_build.py")):
