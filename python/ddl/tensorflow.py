@@ -25,14 +25,12 @@ ddl's functions load it when they are given a TensorFlow tensor.
 
 import ctypes
 import functools
-import os
 import re
-import sys
 import threading
 
 import tensorflow as tf
 
-from . import _negotiate, init, rank, size
+from . import _binaries, _negotiate, init, rank, size
 from ._ddl import MismatchError
 
 __all__ = [
@@ -49,12 +47,9 @@ _DTYPE_NAMES = ("float32, float64, float16, bfloat16, int32, int64, uint8, int8,
 
 
 def _load():
-    """The op library ddl/_tf_ops.so, or ImportError saying why it cannot be had."""
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_tf_ops.so")
-    if not os.path.exists(path):
-        raise ImportError(f"ddl.tensorflow: {path} is missing: this ddl was built without "
-                          "TensorFlow (its build found no tensorflow in the Python it was built "
-                          f"for); build or install it for {sys.executable}")
+    """The op library _tf_ops.so for this TensorFlow (ddl._binaries), or ImportError saying why
+    it cannot be had."""
+    path = _binaries.tf_ops_path(tf.__version__)
     try:
         return tf.load_op_library(path)
     except tf.errors.NotFoundError as e:
@@ -72,7 +67,7 @@ class _Bridge:
     made the op of its name with the same signature, or fails it on every rank."""
 
     def __init__(self):
-        c = ctypes.CDLL(os.path.join(os.path.dirname(os.path.abspath(__file__)), "_tf_ops.so"))
+        c = ctypes.CDLL(_binaries.tf_ops_path(tf.__version__))
         c.ddl_tf_next.restype = ctypes.c_int64
         for f in (c.ddl_tf_name, c.ddl_tf_signature):
             f.restype, f.argtypes = ctypes.c_char_p, [ctypes.c_int64]

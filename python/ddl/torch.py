@@ -29,6 +29,7 @@ import numpy
 import torch
 
 import ddl
+from ddl import _binaries
 from ddl._fusion import GradientReducer
 
 __all__ = [
@@ -189,14 +190,7 @@ def _create_process_group(options, pg_options=None):
     DDL_TIMEOUT (start-up and every transfer) when this creates the runtime; once the runtime
     runs, a timeout other than DDL_TIMEOUT is the group's own (_apply_timeout)."""
     del pg_options
-    _check_built_for_this_torch()
-    try:
-        from . import _torch_pg
-    except ImportError as e:
-        raise RuntimeError(
-            "ddl backend: the extension ddl._torch_pg was not built for this torch "
-            f"({torch.__version__}; it needs torch's C++ headers, or libtorch-dev, when ddlrun is "
-            f"built: run scripts/setup, then rebuild): {e}") from None
+    _torch_pg = _binaries.torch_backend(torch.__version__)
     ranks = [int(r) for r in options.global_ranks_in_group]
     own_timeout = _apply_timeout(options.timeout)
     if not ddl.initialized() and _meets_through_store():
@@ -222,24 +216,6 @@ def _debug_wrapper(backend, options):
     return c10d._create_process_group_wrapper(
         wrapped_pg=backend, store_prefix=str(options.group_id), store=options.store,
         rank=options.group_rank, world_size=options.group_size, timeout=options.timeout)
-
-
-def _check_built_for_this_torch():
-    """Raises RuntimeError when ddl._torch_pg was built against another torch than this
-    interpreter's (loading it would abort the process)."""
-    import sys
-
-    try:
-        from ._torch_build import TORCH_VERSION as built
-    except ImportError:
-        return  # not built at all: the import of the extension says so
-    this = torch.__version__.split("+")[0]
-    if built and built.split(".")[:2] != this.split(".")[:2]:
-        raise RuntimeError(
-            f"ddl backend: the extension ddl._torch_pg was built against torch {built}, but "
-            f"this Python ({sys.executable}) has torch {this}: run the job with the Python the "
-            "package was built for, or build it for this one (cmake -DPython3_EXECUTABLE="
-            f"{sys.executable}, or pip install . in its environment)")
 
 
 # libddl's variables for who a rank is, as its launchers set them (comm/core/communicator.cc).
