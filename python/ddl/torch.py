@@ -193,10 +193,7 @@ def _create_process_group(options, pg_options=None):
     try:
         from . import _torch_pg
     except ImportError as e:
-        raise RuntimeError(
-            "ddl backend: the extension ddl._torch_pg was not built for this torch "
-            f"({torch.__version__}; it needs torch's C++ headers, or libtorch-dev, when ddlrun is "
-            f"built: run scripts/setup, then rebuild): {e}") from None
+        raise RuntimeError(_not_built_text(e)) from None
     ranks = [int(r) for r in options.global_ranks_in_group]
     _apply_timeout(options.timeout)
     if not ddl.initialized() and _meets_through_store():
@@ -221,6 +218,42 @@ def _debug_wrapper(backend, options):
     return c10d._create_process_group_wrapper(
         wrapped_pg=backend, store_prefix=str(options.group_id), store=options.store,
         rank=options.group_rank, world_size=options.group_size, timeout=options.timeout)
+
+
+def _not_built_text(error):
+    """The error of a package whose extension ddl._torch_pg is missing (`error`, the import's),
+    with the step that builds it where this package came from."""
+    return ("ddl backend: the extension ddl._torch_pg was not built for this torch "
+            f"({torch.__version__}; it needs torch, and its C++ headers, when ddlrun is built): "
+            f"{_rebuild_hint()}: {error}")
+
+
+def _rebuild_hint():
+    """How to build ddl's extensions for this environment's torch: pip's reinstall when pip
+    installed this package (its dist-info, ddlrun, lists this very file), from the source it
+    was installed from (direct_url.json); the build tree's steps otherwise."""
+    import importlib.metadata
+    import json
+    import sys
+
+    try:
+        dist = importlib.metadata.distribution("ddlrun")
+        mine = os.path.realpath(dist.locate_file("ddl/__init__.py")) == \
+            os.path.realpath(os.path.join(os.path.dirname(__file__), "__init__.py"))
+    except importlib.metadata.PackageNotFoundError:
+        mine = False
+    if not mine:
+        return "run scripts/setup, then rebuild"
+    source = "ddlrun"
+    try:
+        url = json.loads(dist.read_text("direct_url.json") or "{}").get("url", "")
+    except ValueError:
+        url = ""
+    if url.startswith("file://"):
+        source = url[len("file://"):]
+    return ("pip built this ddlrun without torch: reinstall it in this environment, now that "
+            f"torch is here: {sys.executable} -m pip install --force-reinstall --no-deps "
+            f"{source}")
 
 
 def _check_built_for_this_torch():
