@@ -606,8 +606,9 @@ std::string NodeServer::State::missing() const {
   std::vector<int> absent;
   std::string came;
   for (size_t k = 0; k < nodes.size(); ++k) {
-    if (nodes[k] == nullptr && !member(static_cast<int>(k))) continue;
-    if (nodes[k] == nullptr) {
+    const bool here = nodes[k] != nullptr && nodes[k]->proven;  // its hardware came too
+    if (!here && !member(static_cast<int>(k))) continue;
+    if (!here) {
       absent.push_back(static_cast<int>(k));
     } else {
       came += (came.empty() ? "" : ", ") + std::string("node ") + std::to_string(k) + " (" +
