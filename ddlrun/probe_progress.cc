@@ -36,8 +36,8 @@ void ProbeProgress::settled(const std::string& host) {
 
 std::string ProbeProgress::line(const std::vector<std::string>& waiting, size_t total,
                                 long seconds) {
-  std::string text = "ddlrun: still probing after " + std::to_string(seconds) + " s: " +
-                     std::to_string(waiting.size()) + " of " + std::to_string(total) +
+  std::string text = "ddlrun: still probing after " + std::to_string(seconds) +
+                     " s: " + std::to_string(waiting.size()) + " of " + std::to_string(total) +
                      (total == 1 ? " host has" : " hosts have") + " not answered: ";
   for (size_t i = 0; i < waiting.size() && i < kShownHosts; ++i)
     text += (i > 0 ? ", " : "") + hostfiles::printable(waiting[i], false);

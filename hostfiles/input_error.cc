@@ -69,9 +69,8 @@ size_t utf8_length_at(std::string_view text, size_t i) {
   if (in(c, 0xf0, 0xf4)) {
     const unsigned char low = c == 0xf0 ? 0x90 : 0x80;
     const unsigned char high = c == 0xf4 ? 0x8f : 0xbf;
-    return in(at(i + 1), low, high) && in(at(i + 2), 0x80, 0xbf) && in(at(i + 3), 0x80, 0xbf)
-               ? 4
-               : 0;
+    return in(at(i + 1), low, high) && in(at(i + 2), 0x80, 0xbf) && in(at(i + 3), 0x80, 0xbf) ? 4
+                                                                                              : 0;
   }
   return 0;
 }

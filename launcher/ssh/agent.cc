@@ -13,7 +13,8 @@
 // reopens (Z) as rank 0 takes it. Every frame goes up through an Upward (upward.h), queued
 // and written by a thread of its own, so that a parent slow to read blocks no thread that
 // sends (an interior agent's relays go on reading the hosts below). If the channel closes
-// first, ddlrun is gone: the ranks get SIGTERM, then SIGKILL after two seconds, and the agent exits.
+// first, ddlrun is gone: the ranks get SIGTERM, then SIGKILL after two seconds, and the agent
+// exits.
 //
 // From its hello on, a heartbeat thread sends a heartbeat frame every second, and a watchdog
 // thread (which never blocks on the channel) takes SIGTERM, SIGINT and SIGHUP (blocked in every
@@ -60,9 +61,9 @@
 #include "launcher/keeper.h"
 #include "launcher/pmix_server/server.h"
 #include "launcher/process.h"
-#include "launcher/ssh/upward.h"
 #include "launcher/ssh/protocol.h"
 #include "launcher/ssh/relay.h"
+#include "launcher/ssh/upward.h"
 #include "launcher/supervise.h"
 #include "launcher/wire.h"
 
@@ -189,8 +190,7 @@ class Agent : private pmix_server::Host {
     if (job_came_) return;  // the measurement is over
     if (!links_) {
       links_ = std::make_unique<ssh::LinkAgentThread>(
-          [this](std::string_view frames) { return up_.put(frames); },
-          ddlrun_address_, run_links_);
+          [this](std::string_view frames) { return up_.put(frames); }, ddlrun_address_, run_links_);
     }
     links_->take(port, line);
   }
@@ -314,8 +314,7 @@ void Agent::start_relay(std::string_view payload) {
   ddlrun_address_ = spec.ddlrun_address;
   deadline_ms_ = spec.heartbeat_timeout.count();
   relay_ = std::make_unique<ssh::Relay>(
-      std::move(spec), host_name(),
-      [this](std::string_view frames) { return up_.put(frames); },
+      std::move(spec), host_name(), [this](std::string_view frames) { return up_.put(frames); },
       connector_);
   relay_->start();
 }

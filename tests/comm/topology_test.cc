@@ -219,8 +219,9 @@ TEST(CpuSetTest, ErrorTexts) {
   EXPECT_EQ(error("a"), "invalid CPU set 'a': 'a' is not a PU index");
   EXPECT_EQ(error("-4"),
             "invalid CPU set '-4': entry '-4' starts with '-': PU indices cannot be negative");
-  EXPECT_EQ(error("0,-5-3"),
-            "invalid CPU set '0,-5-3': entry '-5-3' starts with '-': PU indices cannot be negative");
+  EXPECT_EQ(
+      error("0,-5-3"),
+      "invalid CPU set '0,-5-3': entry '-5-3' starts with '-': PU indices cannot be negative");
   EXPECT_EQ(error("3--5"), "invalid CPU set '3--5': entry '3--5': PU indices cannot be negative");
   EXPECT_EQ(error("27-0"), "invalid CPU set '27-0': range 27-0 runs backwards");
   EXPECT_EQ(error("0-1048576"), "invalid CPU set '0-1048576': PU 1048576 is above 1048575");
@@ -503,8 +504,9 @@ TEST(TopologyParseErrorTest, AliasesAreRefused) {
 TEST(TopologyParseErrorTest, AKeyGivenTwiceIsRefused) {
   EXPECT_EQ(parse_error(replaced(kSmallText, "host: 1, gpu: 1", "host: 1, gpu: 1, gpu: 0")),
             "topology.yaml:12:47: the key 'gpu' again (first at line 12): give each field once");
-  EXPECT_EQ(parse_error(replaced(kSmallText, "mode: \"r:2x2\"\n", "mode: \"r:2x2\"\nmode: \"r:4\"\n")),
-            "topology.yaml:5:1: the key 'mode' again (first at line 4): give each field once");
+  EXPECT_EQ(
+      parse_error(replaced(kSmallText, "mode: \"r:2x2\"\n", "mode: \"r:2x2\"\nmode: \"r:4\"\n")),
+      "topology.yaml:5:1: the key 'mode' again (first at line 4): give each field once");
 }
 
 TEST(TopologyParseErrorTest, TagsAreRefused) {
@@ -517,9 +519,10 @@ TEST(TopologyParseErrorTest, TagsAreRefused) {
 }
 
 TEST(TopologyParseErrorTest, DeepNestingIsNamed) {
-  EXPECT_EQ(parse_error(replaced(kSmallText, "      - [1, 3]", "      - " + std::string(100000, '['))),
-            "topology.yaml:21:15: YAML nested more than 16 levels deep; a topology file nests 5: "
-            "is this the topology file ddlrun wrote?");
+  EXPECT_EQ(
+      parse_error(replaced(kSmallText, "      - [1, 3]", "      - " + std::string(100000, '['))),
+      "topology.yaml:21:15: YAML nested more than 16 levels deep; a topology file nests 5: "
+      "is this the topology file ddlrun wrote?");
 }
 
 TEST(TopologyParseErrorTest, MissingFields) {

@@ -217,8 +217,8 @@ TEST(RendezvousWire, ANodeKeepsItsPlaceForItsGraceDuringAFlood) {
   auto node0 = std::async(std::launch::async, [&] { return join(n0.endpoint(), 0, 2); });
   wire::Reader in;
   const std::optional<wire::Message> proven = next(node1, in, 5000ms);
-  EXPECT_TRUE(proven && wire::node0_proved(*proven, kSecret, std::string(wire::kNonceSize, 'n'),
-                                           nonce))
+  EXPECT_TRUE(proven &&
+              wire::node0_proved(*proven, kSecret, std::string(wire::kNonceSize, 'n'), nonce))
       << "node 0 did not prove the secret";
   send_bytes(node1, wire::encode(wire::kInventory, {"inventory"}));
   const std::optional<wire::Message> m = next(node1, in, 5000ms);

@@ -121,7 +121,8 @@ TEST(RankEnvironmentTest, PythonDirFirstOnPythonPath) {
 TEST(RankEnvironmentTest, ASitePackagesIsNeverOnThePythonPath) {
   Job job = sample_job();
   const Rendezvous rv{"a", 1, 2, ""};
-  for (const std::string dir : {"/v/lib/python3.11/site-packages", "/usr/lib/python3/dist-packages/"}) {
+  for (const std::string dir :
+       {"/v/lib/python3.11/site-packages", "/usr/lib/python3/dist-packages/"}) {
     job.python_dir = dir;
     EXPECT_EQ(as_map(rank_environment(job, 0, rv, "t", {.python_path = "/u"}))["PYTHONPATH"],
               dir + "/ddl/_site:/u");
