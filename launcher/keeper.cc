@@ -354,6 +354,7 @@ void run_keeper(int fd) {
       if (line[0] == 'd') dirs.push_back(arg);
     }
   }
+  if (link >= 0) close(link);  // (a pipe's reader sees its end once the writers are gone)
   // Our parent has ended. What it started goes first, then its files. A round that signals
   // nothing ends the sweeps: no process of the job was left to start another (after a clean
   // end, the usual case, one pass over /proc).

@@ -10,11 +10,8 @@
 // bound: output goes up only as far as the window ddlrun grants (M) and otherwise waits in the
 // ProcessSet's bounded queue (which then stops reading the ranks), while exits pass it, so
 // the channel itself never fills behind a slow reader; stdin comes in a window that the agent
-// reopens (Z) as rank 0 takes it. Every frame goes up through an Upward (upward.h), queued
-// and written by a thread of its own, so that a parent slow to read blocks no thread that
-// sends (an interior agent's relays go on reading the hosts below). If the channel closes
-// first, ddlrun is gone: the ranks get SIGTERM, then SIGKILL after two seconds, and the agent
-// exits.
+// reopens (Z) as rank 0 takes it. If the channel closes first, ddlrun is
+// gone: the ranks get SIGTERM, then SIGKILL after two seconds, and the agent exits.
 //
 // From its hello on, a heartbeat thread sends a heartbeat frame every second, and a watchdog
 // thread (which never blocks on the channel) takes SIGTERM, SIGINT and SIGHUP (blocked in every
@@ -63,7 +60,6 @@
 #include "launcher/process.h"
 #include "launcher/ssh/protocol.h"
 #include "launcher/ssh/relay.h"
-#include "launcher/ssh/upward.h"
 #include "launcher/supervise.h"
 #include "launcher/wire.h"
 
@@ -91,7 +87,7 @@ class Agent : private pmix_server::Host {
   Agent(int in_fd, int out_fd, bool liveness, ddl::ssh::Connector& connector,
         ssh::LinkAgentRunner links)
       : in_(in_fd),
-        up_(out_fd),
+        out_(out_fd),
         liveness_(liveness),
         connector_(connector),
         run_links_(std::move(links)),
@@ -99,9 +95,6 @@ class Agent : private pmix_server::Host {
 
   /// The whole conversation; returns the agent's exit status.
   int run();
-  /// Waits until what went up is written, for at most the heartbeat deadline (a parent that
-  /// reads nothing for as long has given this host up anyway).
-  void flush_up() { up_.flush(std::chrono::milliseconds(deadline_ms_.load())); }
   /// Stops the PMIx server and removes the agent's directory.
   void remove_files() {
     pmix_.reset();
@@ -146,7 +139,9 @@ class Agent : private pmix_server::Host {
 
   /// Sends one frame; false when the channel is gone.
   bool send(ssh::FrameType type, int32_t id, std::string_view payload = {}) {
-    return up_.put(ssh::encode_frame(type, id, payload));
+    const std::string bytes = ssh::encode_frame(type, id, payload);
+    std::lock_guard lock(out_mutex_);
+    return base::write_all(out_, bytes) == 0;
   }
   /// Blocks for the next frame from ddlrun for this host (a subtree frame and routed frames
   /// go to the relay meanwhile); nullopt when the channel closed.
@@ -190,7 +185,11 @@ class Agent : private pmix_server::Host {
     if (job_came_) return;  // the measurement is over
     if (!links_) {
       links_ = std::make_unique<ssh::LinkAgentThread>(
-          [this](std::string_view frames) { return up_.put(frames); }, ddlrun_address_, run_links_);
+          [this](std::string_view frames) {
+            std::lock_guard lock(out_mutex_);
+            return base::write_all(out_, frames) == 0;
+          },
+          ddlrun_address_, run_links_);
     }
     links_->take(port, line);
   }
@@ -229,7 +228,7 @@ class Agent : private pmix_server::Host {
               std::string data);
 
   int in_;
-  ssh::Upward up_;  ///< the channel up: queued, written by a thread of its own
+  int out_;
   bool liveness_;
   ddl::ssh::Connector& connector_;     ///< logs in to this agent's children in the launch tree
   std::unique_ptr<ssh::Relay> relay_;  ///< its children, once a subtree frame came
@@ -238,6 +237,7 @@ class Agent : private pmix_server::Host {
   std::atomic<bool> job_came_{false};            ///< (or the channel ended)
   std::string ddlrun_address_;                   ///< ddlrun's host, from the subtree frame
   std::string job_bytes_;  ///< the job (U), for a job frame that does not carry it
+  std::mutex out_mutex_;
   ssh::FrameReader reader_;
   std::atomic<int64_t> last_heard_ms_;  ///< when bytes last came from ddlrun
   std::atomic<int64_t> deadline_ms_{ssh::kDefaultHeartbeatTimeout.count()};
@@ -314,7 +314,11 @@ void Agent::start_relay(std::string_view payload) {
   ddlrun_address_ = spec.ddlrun_address;
   deadline_ms_ = spec.heartbeat_timeout.count();
   relay_ = std::make_unique<ssh::Relay>(
-      std::move(spec), host_name(), [this](std::string_view frames) { return up_.put(frames); },
+      std::move(spec), host_name(),
+      [this](std::string_view frames) {
+        std::lock_guard lock(out_mutex_);
+        return base::write_all(out_, frames) == 0;
+      },
       connector_);
   relay_->start();
 }
@@ -695,7 +699,6 @@ int converse_as_agent(int in_fd, int out_fd, bool liveness, ddl::ssh::Connector&
   // read() or write()) until _exit ends them.
   auto* agent = new Agent(in_fd, out_fd, liveness, connector, std::move(links));
   const int status = agent->run();
-  agent->flush_up();
   agent->remove_files();
   return status;
 }
@@ -704,7 +707,7 @@ void run_agent(int in_fd, int out_fd, const ssh::LinkAgentRunner& links) {
   std::error_code ec;
   const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (!ec) enable_keeper(self.string());
-  keeper_watch_link(in_fd);
+  keeper_watch_link(out_fd);
   remove_stale_dirs();
   const int status = converse_as_agent(in_fd, out_fd, true, ddl::ssh::libssh_connector(), links);
   std::fflush(nullptr);
