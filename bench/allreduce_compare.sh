@@ -30,9 +30,8 @@
 #
 # Why tune malloc: Open MPI 4.1's allreduce allocates a temporary buffer on every call, and
 # glibc hands blocks above its mmap threshold (128 KiB, rising to at most 32 MiB) back to the
-# kernel when freed, so each large call page-faults its buffer afresh (issue 15 measured
-# 0.06-0.32 GB/s at 64 MiB on 4 ranks untuned, 2-4 GB/s tuned; how much it costs depends on
-# the kernel and on what else runs). `-x MALLOC_MMAP_THRESHOLD_=1073741824 -x
+# kernel when freed, so each large call page-faults its buffer afresh (how much that costs
+# depends on the kernel and on what else runs). `-x MALLOC_MMAP_THRESHOLD_=1073741824 -x
 # MALLOC_TRIM_THRESHOLD_=4294967296` keeps the buffers in the heap. mpi-untuned is printed so
 # that the difference stays visible. Where ranks outnumber this machine's cores,
 # mpirun also gets `--mca mpi_yield_when_idle 1`: busy polling would starve the very rank a
@@ -70,10 +69,11 @@
 #          busbw's own numerator, so busbw_xchg = X, the rate at which one rank takes such
 #          bytes in while every rank does (memcpy_bench -x -p N: the node group's slots and
 #          steps without the reduction; median over the runs as R; only where the ranks do
-#          not outnumber the cores, "-" otherwise). On this VM X moves with
-#          where the host puts its two vCPUs and can lie below the copy limit. Below ~64 KiB
-#          every allreduce is bound by latency, not by these. The 8-byte row comes from a run of its own with more iterations; its
-#          time (us) is printed for each benchmark under the table.
+#          not outnumber the cores, "-" otherwise). On a VM, X moves with where the host
+#          places the vCPUs and can lie below the copy limit. Below ~64 KiB
+#          every allreduce is bound by latency, not by these. The 8-byte row comes from a run
+#          of its own with more iterations; its time (us) is printed for each benchmark under
+#          the table.
 #   flat   (root) 3 fake hosts x 2 ranks (network namespaces with their own sshd,
 #          tests/netns/hosts.sh), every host's link shaped to --rate (1 Gbit/s) each way with
 #          tc tbf: ddl and Gloo under `ddlrun --launcher ssh --tcp -H node1:2,node2:2,
@@ -94,7 +94,8 @@
 #
 # How it works: each benchmark prints nccl-tests' table (comm/bench/bench_common.h); this
 # script keeps every run's log in a temporary directory (<setting>/<benchmark>.<run>.<sweep|
-# lat>), joins the rows by size, takes the medians and prints the comparison.
+# lat>), and bench/allreduce_table.py joins the rows by size, takes the medians and prints the
+# comparison (python3 on PATH: Debian's or a venv's).
 #
 # Usage: bench/allreduce_compare.sh [--quick] [--build DIR] [--baseline DIR] [--torch-python PY]
 #                                   [--runs N] [--only SETTING]
@@ -119,8 +120,9 @@
 #                  link, so no TCP transfer reaches more than ~94% of the payload floor; 9000
 #                  for jumbo frames, as HPC fabrics often run)
 #   --keep DIR     keep every benchmark's output (and the command that made it) in DIR
-#   --tables DIR   run nothing: print this host's tables from DIR's logs (a --keep directory,
-#                  or logs laid out alike: DIR/local2/ddl.1.sweep, memcpy.1.lat, ...)
+#   --tables DIR   run nothing (no build or mpirun needed): print this host's tables from DIR's
+#                  logs (a --keep directory, or logs laid out alike: DIR/local2/ddl.1.sweep,
+#                  memcpy.1.lat, ...)
 #   --net-max SIZE the namespace settings' largest size (default 16M)
 #   --net-iters N  their timed iterations (default 5; 1 warm-up)
 #   -b -e -f -w -n -t  this host's sweep, passed to every benchmark (default -b 1K -e 64M -f 4
@@ -172,6 +174,38 @@ if [[ ! $runs =~ ^[1-9][0-9]*$ ]]; then
   exit 2
 fi
 want() { [[ -z $only || $only == "$1" ]]; }
+cores=$(nproc)
+failed=0
+
+# table DIR TITLE RANKS LIMIT: the comparison of DIR's logs (bench/allreduce_table.py). LIMIT
+# is "mem" (memcpy logs in DIR: the memory limit of RANKS ranks) or "link:SECONDS_PER_BYTE" (the
+# floor time of S bytes is S times that).
+table() {
+  local dir=$1 title=$2 rc
+  python3 "$here/allreduce_table.py" --title "$title" --type "$type" --runs "$runs" \
+    --ranks "$3" --cores "$cores" --limit "$4" ${gloo:+--have-gloo} \
+    --torch-version "$torch_version" "$dir"/*.sweep "$dir"/*.lat
+  rc=$?
+  if ((rc == 1)); then
+    echo "allreduce_compare: wrong elements in $title (the #wrong column)" >&2
+  elif ((rc != 0)); then
+    echo "allreduce_compare: no table for $title (allreduce_table.py exited $rc)" >&2
+  fi
+  ((rc == 0)) || failed=1
+}
+
+# --tables: the tables of logs made before (elsewhere: a quiet machine), nothing run.
+if [[ -n $tables_from ]]; then
+  for n in 2 4; do
+    dir="$tables_from/local$n"
+    [[ -d $dir ]] || continue
+    runs=$(find "$dir" -name 'ddl.*.sweep' | wc -l)
+    gloo=$(find "$dir" -name 'gloo.*' -print -quit)
+    torch_version=$(sed -n 's/^# torch \([^ ]*\) gloo.*/\1/p' "$dir"/torch.1.sweep 2>/dev/null)
+    table "$dir" "this host, $n ranks" "$n" mem
+  done
+  exit $failed
+fi
 
 ddlrun="$build/ddlrun/ddlrun"
 bin="$build/comm/bench"
@@ -213,7 +247,6 @@ if [[ -n $torch_python ]]; then
 fi
 [[ $type == float32 ]] || torch_python=""  # the torch benchmark reduces float32 only
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1  # mpirun as root
-cores=$(nproc)
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/allreduce_compare.XXXXXX") || exit 1
 chmod 755 "$work"
@@ -223,7 +256,6 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-failed=0
 
 # The peers' settings (see the header).
 mpi_tuned=(-x MALLOC_MMAP_THRESHOLD_=1073741824 -x MALLOC_TRIM_THRESHOLD_=4294967296)
@@ -300,7 +332,7 @@ run_setting() {
         run_bench "$dir/$name.$run.$phase" "${launch[@]}" "${opts[@]}" "$bin/ddl-bench" "${args[@]}"
       done
       if [[ ${dir##*/} == local* ]]; then
-        # ddl_alloc'd buffers, in place: the single pass (issue 28).
+        # ddl_alloc'd buffers, in place: libddl's single pass.
         run_bench "$dir/ddlshared.$run.$phase" "${launch[@]}" "$bin/ddl-bench" -S "${args[@]}"
       fi
       if [[ -n $baseline && ${dir##*/} == local* ]]; then
@@ -330,196 +362,6 @@ run_setting() {
     done
   done
 }
-
-# table DIR TITLE RANKS LIMIT: the comparison of DIR's logs. LIMIT is "mem" (memcpy logs in
-# DIR: the memory limit of RANKS ranks) or "link:SECONDS_PER_BYTE" (the floor time of S bytes
-# is S times that). Columns ddl-flat appear when DIR has their logs.
-table() {
-  local dir=$1 title=$2 ranks=$3 limit=$4
-  echo
-  echo "== $title: allreduce $type sum, busbw GB/s, median of $runs run(s)"
-  local have_gloo=0 torch_name="torch-gloo"
-  [[ -z $gloo ]] || have_gloo=1
-  [[ -z $torch_version ]] || torch_name="torch-gloo (torch $torch_version)"
-  if ! awk -v n="$ranks" -v cores="$cores" -v limit="$limit" -v have_gloo="$have_gloo" -v torch_name="$torch_name" '
-    function add(arr, k, v) { arr[k] = (k in arr) ? arr[k] " " v : v }
-    function median(list,   v, m, i, j, x) {
-      m = split(list, v, " ")
-      for (i = 2; i <= m; ++i) {  # insertion sort
-        x = v[i] + 0
-        for (j = i - 1; j >= 1 && v[j] + 0 > x; --j) v[j + 1] = v[j]
-        v[j + 1] = x
-      }
-      return m % 2 ? v[(m + 1) / 2] + 0 : (v[m / 2] + v[m / 2 + 1]) / 2
-    }
-    function has(k, s) { return (k SUBSEP s) in bw }
-    function bwm(k, s) { return median(bw[k, s]) }
-    function tm(k, s) { return median(t[k, s]) }
-    function absent(k) { return (k == "gloo" && !have_gloo) || (k == "torch" && !("torch" in keys)) }
-    function cell(k, s) {
-      if (!(k in keys)) return absent(k) ? "n/a" : "-"
-      return has(k, s) ? sprintf("%.4f", bwm(k, s)) : "-"
-    }
-    # ddl over k: time over time (the same size and ranks), which keeps more digits.
-    function ratio(k, s) {
-      if (!has("ddl", s) || !has(k, s) || tm("ddl", s) <= 0)
-        return absent(k) ? "n/a" : "-"
-      return sprintf("%.2f", tm(k, s) / tm("ddl", s))
-    }
-    function share(l, s) { return l <= 0 || !has("ddl", s) ? "-" : sprintf("%.0f%%", 100 * bwm("ddl", s) / l) }
-    # The best forced MPI algorithm at s: its key, or "".
-    function best(s,   a, k, b, bk) {
-      b = -1; bk = ""
-      for (a = 1; a <= 6; ++a) {
-        k = "mpi" a
-        if (has(k, s) && bwm(k, s) > b) { b = bwm(k, s); bk = k }
-      }
-      return bk
-    }
-    # The limit busbw at s (GB/s), or -1: the copy limit (or that of the links), with kind 1
-    # the single-pass limit, with kind 2 the slot limit, with kind 3 the exchange limit.
-    function lim(s, kind,   r, secs) {
-      # (the exchange from 64 KiB up: below, its two waits a step are what it measures)
-      if (limit == "mem" && kind == 3) return (s in xrate) && s >= 65536 ? median(xrate[s]) : -1
-      if (limit == "mem") {
-        if (!((s) in rate)) return -1
-        r = median(rate[s]) * 1e9  # bytes per second
-        if (kind == 1) return 2 * (n - 1) / n * r / 1e9
-        if (kind == 2) return 4 * (n - 1) * r / (5 * n - 2) / 1e9
-        return 4 * (n - 1) * r / (5 * n - 3) / 1e9
-      }
-      secs = substr(limit, 6) + 0
-      return 2 * (n - 1) / n / secs / 1e9
-    }
-    FNR == 1 { f = FILENAME; sub(/.*\//, "", f); split(f, parts, "."); key = parts[1] }
-    /^#/ || $1 !~ /^[0-9]+$/ { next }
-    key == "memcpy" && NF == 5 { add(rate, $1, $3); next }
-    key == "xchg" && NF == 5 { add(xrate, $1, $3); next }
-    key == "torch" && NF == 6 {  # gpu_allreduce_torch.py: size count time algbw busbw wrong
-      $0 = $1 " " $2 " float32 sum " $3 " " $4 " " $5 " " $6
-    }
-    NF == 8 {
-      keys[key] = 1
-      if (!($1 in seen)) { seen[$1] = 1; sizes[++ns] = $1 }
-      add(t, key SUBSEP $1, $5); add(bw, key SUBSEP $1, $7)
-      w = $8 + 0
-      if (!((key SUBSEP $1) in wrong) || w > wrong[key, $1]) wrong[key, $1] = w
-      if (w != 0) bad[$1] = bad[$1] " " key
-    }
-    END {
-      # Sizes in order (the 8-byte runs come in between the sweeps).
-      for (i = 2; i <= ns; ++i) {
-        x = sizes[i]
-        for (j = i - 1; j >= 1 && sizes[j] + 0 > x + 0; --j) sizes[j + 1] = sizes[j]
-        sizes[j + 1] = x
-      }
-      flat = "ddlflat" in keys
-      base = "ddlbase" in keys
-      shr = "ddlshared" in keys
-      mem = limit == "mem"
-      printf "%10s %9s", "size(B)", "ddl"
-      if (base) printf " %9s", "ddl-base"
-      if (shr) printf " %10s", "ddl-shared"
-      if (flat) printf " %9s", "ddl-flat"
-      printf " %9s %12s %11s %9s %10s", "mpi-tuned", "mpi-best(N)", "mpi-untuned", "gloo", "torch-gloo"
-      if (mem) printf " %10s %11s %10s %10s", "copy-limit", "1pass-limit", "slot-limit", "xchg-limit"
-      else printf " %10s", "link-limit"
-      if (base) printf " %8s", "ddl/base"
-      printf " %9s %8s %8s %9s", "ddl/tuned", "ddl/best", "ddl/gloo", "ddl/torch"
-      if (mem) printf " %8s %9s %8s %8s", "ddl%copy", "ddl%1pass", "ddl%slot", "ddl%xchg"
-      else printf " %7s", "ddl%lim"
-      if (shr && mem) printf " %9s", "shr%1pass"
-      printf " %6s\n", "#wrong"
-      for (i = 1; i <= ns; ++i) {
-        s = sizes[i]
-        printf "%10s %9s", s, cell("ddl", s)
-        if (base) printf " %9s", cell("ddlbase", s)
-        if (shr) printf " %10s", cell("ddlshared", s)
-        if (flat) printf " %9s", cell("ddlflat", s)
-        b = best(s)
-        l = lim(s, 0)
-        l1 = mem ? lim(s, 1) : -1
-        ls = mem ? lim(s, 2) : -1
-        lx = mem ? lim(s, 3) : -1
-        wmax = 0
-        for (k in keys) if ((k SUBSEP s) in wrong && wrong[k, s] > wmax) wmax = wrong[k, s]
-        printf " %9s %12s %11s %9s %10s %10s", cell("mpi", s),
-          b == "" ? "n/a" : sprintf("%.4f(%s)", bwm(b, s), substr(b, 4)), cell("mpiu", s),
-          cell("gloo", s), cell("torch", s), l < 0 ? "-" : sprintf("%.4f", l)
-        if (mem) printf " %11s %10s %10s", l1 < 0 ? "-" : sprintf("%.4f", l1), ls < 0 ? "-" : sprintf("%.4f", ls), lx < 0 ? "-" : sprintf("%.4f", lx)
-        if (base) printf " %8s", ratio("ddlbase", s)
-        printf " %9s %8s %8s %9s", ratio("mpi", s), b == "" ? "n/a" : ratio(b, s), ratio("gloo", s),
-          ratio("torch", s)
-        if (mem) printf " %8s %9s %8s %8s", share(l, s), share(l1, s), share(ls, s), share(lx, s)
-        else printf " %7s", share(l, s)
-        if (shr && mem) printf " %9s", l1 <= 0 || !has("ddlshared", s) ? "-" : sprintf("%.0f%%", 100 * bwm("ddlshared", s) / l1)
-        printf " %6s\n", wmax
-      }
-      if (ns == 0) print "  (no rows: every benchmark failed)"
-      if (mem) {
-        printf "  copy-limit: an allreduce through shared slots moves S(5-3/n) bytes per rank, a memcpy 2S: busbw = 4(n-1)/(5n-3) x copy rate R of %d processes at once (memcpy_bench)\n", n
-        printf "  1pass-limit: every input read once, every output written once (2S per rank, one memcpy): busbw = 2(n-1)/n x R\n"
-        printf "  slot-limit: through slots with private buffers the reduced slice is written twice (output and slot): S(5-2/n) per rank, busbw = 4(n-1)/(5n-2) x R\n"
-        if (n <= cores) printf "  xchg-limit: with private buffers every rank takes in 2(n-1)/n S bytes other cores just wrote: busbw = X, the rate one rank takes them in while all do (memcpy_bench -x; from 64 KiB up)\n"
-        else printf "  xchg-limit: not measured: %d ranks outnumber the %d cores (ranks that share a core hand bytes over in its cache, and the exchange measures their turns)\n", n, cores
-        if ("torch" in keys) printf "  torch-gloo: %s\n", torch_name
-      } else
-        printf "  link-limit: busbw at the floor time (%.3f ms per MiB: the busiest link carrying its least); tc lets the first 1 MB of a burst through unshaped, so it binds from ~1 MiB up\n", substr(limit, 6) * 1048576 * 1e3
-      # The 8-byte latency, each benchmark.
-      if (has("ddl", 8)) {
-        line = sprintf("  8 B latency (us): ddl %.1f", tm("ddl", 8))
-        if (has("ddlbase", 8)) line = line sprintf(", ddl-base %.1f", tm("ddlbase", 8))
-        if (has("ddlshared", 8)) line = line sprintf(", ddl-shared %.1f", tm("ddlshared", 8))
-        if (has("ddlflat", 8)) line = line sprintf(", ddl-flat %.1f", tm("ddlflat", 8))
-        if (has("mpi", 8)) line = line sprintf(", mpi-tuned %.1f (ddl/mpi-tuned %.2f)", tm("mpi", 8), tm("mpi", 8) / tm("ddl", 8))
-        b = best(8)
-        if (b != "") line = line sprintf(", mpi-best(%s) %.1f", substr(b, 4), tm(b, 8))
-        if (has("mpiu", 8)) line = line sprintf(", mpi-untuned %.1f", tm("mpiu", 8))
-        if (has("gloo", 8)) line = line sprintf(", gloo %.1f", tm("gloo", 8))
-        if (has("torch", 8)) line = line sprintf(", torch-gloo %.1f", tm("torch", 8))
-        print line
-      }
-      # On links: the time at 16 MiB against the floor.
-      S = 16777216
-      if (limit != "mem") {
-        if (!has("ddl", S)) { print "  16 MiB: no row (--net-max below 16M?)" }
-        else {
-          floor_ms = S * substr(limit, 6) * 1e3
-          line = sprintf("  16 MiB: floor %.0f ms; ms (floor/time):", floor_ms)
-          split("ddl ddlflat mpi best mpiu gloo", order, " ")
-          for (o = 1; o <= 6; ++o) {
-            k = order[o]; label = k == "ddlflat" ? "ddl-flat" : k == "mpi" ? "mpi-tuned" : k == "mpiu" ? "mpi-untuned" : k
-            if (k == "best") { k = best(S); if (k == "") continue; label = "mpi-best(" substr(k, 4) ")" }
-            if (!has(k, S)) continue
-            ms = tm(k, S) / 1e3
-            line = line sprintf(" %s %.0f (%.0f%%)", label, ms, 100 * floor_ms / ms)
-          }
-          print line
-        }
-      }
-      wrong_rows = 0
-      for (i = 1; i <= ns; ++i) {
-        if (sizes[i] in bad) { printf "  wrong elements at %s bytes:%s\n", sizes[i], bad[sizes[i]]; wrong_rows++ }
-      }
-      exit wrong_rows > 0
-    }' "$dir"/*.sweep "$dir"/*.lat; then
-    echo "allreduce_compare: wrong elements in $title (the #wrong column)" >&2
-    failed=1
-  fi
-}
-
-# --tables: the tables of logs made before (elsewhere: a quiet machine), nothing run.
-if [[ -n $tables_from ]]; then
-  for n in 2 4; do
-    dir="$tables_from/local$n"
-    [[ -d $dir ]] || continue
-    runs=$(find "$dir" -name 'ddl.*.sweep' | wc -l)
-    [[ -e $(find "$dir" -name 'gloo.*' -print -quit) ]] || gloo=""
-    torch_version=$(sed -n 's/^# torch \([^ ]*\) gloo.*/\1/p' "$dir"/torch.1.sweep 2>/dev/null)
-    table "$dir" "this host, $n ranks" "$n" mem
-  done
-  exit $failed
-fi
 
 gloo_store="$work/gloo-store"
 mkdir -p "$gloo_store"

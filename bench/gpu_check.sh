@@ -15,7 +15,7 @@
 #   torch-nccl   the same with backend nccl
 #   table        libddl, torch ddl and torch nccl side by side, per size
 #   nccl-2       (tried last) `ddl-bench -G` asking for 2 ranks (--np 2) on the one GPU: ddlrun
-#                places one rank per GPU and refuses with its error (first H100 run, 26 Nov 2026)
+#                places one rank per GPU and refuses with its error
 #   torch-nccl-2 (tried last) torch's nccl with 2 ranks both on GPU 0, the same refusal; NCCL
 #                would refuse a shared GPU too ("Duplicate GPU"); both steps print what happened
 #                and count as tried, not failed

@@ -6,8 +6,8 @@
 # minimum of N runs in milliseconds, and each ddlrun row's median over its mpirun row's.
 # Timed with hyperfine when it is installed (shell start-up subtracted), else with a loop. The
 # plain ddlrun row runs with this host's probe cache warm (man ddlrun: PLACEMENT); the next
-# row turns the cache off. On this host, the goal of issue 26 (ddlrun -H localhost:4 true in at
-# most half of mpirun's time) is checked on the medians, and --before PATH measures an older
+# row turns the cache off. On this host, the goal (ddlrun -H localhost:4 true in at most half
+# of mpirun's time) is checked on the medians, and --before PATH measures an older
 # ddlrun in the same run (the rows "before"), so that before and after share the machine's load.
 #
 # Usage: bench/launch_bench.sh [--quick] [-n N] [--ddlrun PATH] [--before PATH] [--shape RATE]
@@ -60,6 +60,8 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/launch_bench.XXXXXX") || exit 1
 trap 'rm -rf "$work"' EXIT
 failed=0
 rows=()
+# benchtable stats|median|ratio|share ...: bench/benchtable.py.
+benchtable() { python3 "$here/benchtable.py" "$@"; }
 
 # measure LABEL BASELINE_LABEL CMD...: runs CMD once to check it works (its failure is shown in
 # the row), then `runs` times; adds a row "label|median|min|baseline".
@@ -85,8 +87,8 @@ measure() {
     }
     # command,mean,stddev,median,user,system,min,max (seconds)
     IFS=, read -r _ _ _ med _ _ min _ < <(sed -n 2p "$work/t.csv")
-    median[$label]=$(awk -v s="$med" 'BEGIN { printf "%.1f", s * 1000 }')
-    minimum[$label]=$(awk -v s="$min" 'BEGIN { printf "%.1f", s * 1000 }')
+    printf -v "median[$label]" '%.1f' "${med}e3"  # (ms)
+    printf -v "minimum[$label]" '%.1f' "${min}e3"
   else
     local i t0 t1
     : >"$work/times"
@@ -97,9 +99,8 @@ measure() {
       t1=$(date +%s%N)
       echo $((t1 - t0)) >>"$work/times"
     done
-    median[$label]=$(sort -n "$work/times" | awk '{ v[NR] = $1 } END {
-      m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "%.1f", m / 1e6 }')
-    minimum[$label]=$(sort -n "$work/times" | awk 'NR == 1 { printf "%.1f", $1 / 1e6 }')
+    read -r "median[$label]" "minimum[$label]" < <(benchtable stats --scale 1e-6 --format %.1f \
+      <"$work/times")
   fi
   rows+=("$label|${median[$label]}|${minimum[$label]}|$base")
 }
@@ -111,7 +112,7 @@ print_rows() {
     IFS='|' read -r label med min base <<<"$row"
     ratio=""
     if [[ -n $base && -n ${median[$base]:-} && -n $min ]]; then
-      ratio=$(awk -v a="$med" -v b="${median[$base]}" 'BEGIN { printf "%.2fx", a / b }')
+      ratio=$(benchtable ratio "$med" "${median[$base]}")
     fi
     if [[ -z $min ]]; then
       printf '%-56s %s\n' "$label" "$med"
@@ -126,7 +127,7 @@ print_rows() {
 goal() {
   [[ -n ${median[$1]:-} && -n ${median[$2]:-} ]] || return 0
   awk -v a="${median[$1]}" -v b="${median[$2]}" -v max="$3" -v what="$1" 'BEGIN {
-    printf "goal (issue 26): %s in at most %.2fx of mpirun'"'"'s median: %.2fx, %s\n", what, max,
+    printf "goal: %s in at most %.2fx of mpirun'"'"'s median: %.2fx, %s\n", what, max,
       a / b, a <= max * b ? "met" : "NOT met" }'
 }
 

@@ -61,6 +61,9 @@ login_ms=$((($(date +%s%N) - t0) / 1000000))
 failed=0
 declare -A median=()
 
+# benchtable stats|median|ratio|share ...: bench/benchtable.py.
+benchtable() { python3 "$here/benchtable.py" "$@"; }
+
 # measure LABEL CMD...: prints "label  median  min  ratio" (ratio over the row labelled mpirun).
 measure() {
   local label=$1 i t0 rc
@@ -78,11 +81,9 @@ measure() {
     echo $(($(date +%s%N) - t0)) >>"$work/times"
   done
   local med min ratio=""
-  med=$(sort -n "$work/times" | awk '{ v[NR] = $1 } END {
-    m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "%.2f", m / 1e9 }')
-  min=$(sort -n "$work/times" | awk 'NR == 1 { printf "%.2f", $1 / 1e9 }')
+  read -r med min < <(benchtable stats --scale 1e-9 --format %.2f <"$work/times")
   median[$label]=$med
-  [[ -n ${median[mpirun]:-} ]] && ratio=$(awk -v a="$med" -v b="${median[mpirun]}" 'BEGIN { printf "%.2fx", a / b }')
+  [[ -n ${median[mpirun]:-} ]] && ratio=$(benchtable ratio "$med" "${median[mpirun]}")
   printf '  %-44s %9s %9s %7s\n' "$label" "$med" "$min" "$ratio"
 }
 

@@ -5,7 +5,7 @@
 # bridge, no process of the run, no directory). Prints one row per count: median and minimum
 # of the runs for up and down, in seconds.
 #
-# With --launch (issue 26 item 5), instead: for each count, netns_up N once, then `true` with
+# With --launch, instead: for each count, netns_up N once, then `true` with
 # one rank per host through ddlrun's ssh launcher flat (--tree-width 0), through its launch
 # tree (--tree-width W) and through Open MPI's mpirun (its own tree spawn), RUNS times each;
 # one row per count: the median seconds of each, and ddlrun's peak memory (VmHWM, MB) and
@@ -62,6 +62,8 @@ source "$here/../tests/netns/hosts.sh"
 # shellcheck source=SCRIPTDIR/../tests/lib/procs.sh
 source "$here/../tests/lib/procs.sh"
 failed=0
+# benchtable stats|median|ratio|share ...: bench/benchtable.py (netns_scale_launch.sh uses it too).
+benchtable() { python3 "$here/benchtable.py" "$@"; }
 if ((launch)); then
   # shellcheck source=SCRIPTDIR/netns_scale_launch.sh
   source "$here/netns_scale_launch.sh"
@@ -83,7 +85,7 @@ leftovers() {
 }
 
 # stats VALUES...: "median min".
-stats() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)], v[1] }'; }
+stats() { printf '%s\n' "$@" | benchtable stats; }
 
 printf '%6s %12s %12s %12s %12s  %s\n' hosts "up median" "up min" "down median" "down min" check
 for n in $counts; do

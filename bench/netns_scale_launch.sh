@@ -45,11 +45,11 @@ time_runs() {
     ((r > peak)) && peak=$r
     ((t > most)) && most=$t
   done
-  secs[$key]=$(printf '%s\n' "${times[@]}" | sort -g | awk '{ v[NR] = $1 } END { printf "%.2f", v[int((NR + 1) / 2)] }')
+  secs[$key]=$(printf '%s\n' "${times[@]}" | benchtable median --format %.2f)
   rss[$key]=$(awk -v k="$peak" 'BEGIN { printf "%.1f", k / 1024 }')
   thr[$key]=$most
-  cpu[$key]=$(printf '%s\n' "${cpus[@]}" | sort -g |
-    awk -v hz="$(getconf CLK_TCK)" '{ v[NR] = $1 } END { printf "%.2f", v[int((NR + 1) / 2)] / hz }')
+  cpu[$key]=$(printf '%s\n' "${cpus[@]}" |  # clock ticks
+    benchtable median --scale "1/$(getconf CLK_TCK)" --format %.2f)
 }
 
 # floor_of CPU_SECONDS: the least wall time that CPU time takes on this machine's CPUs.

@@ -63,7 +63,7 @@ one() {
   awk -v a="$first" -v b="$fault" -v t="$total" 'BEGIN { printf "%d %d\n", a * 1000 - b, t }'
 }
 
-median() { grep -v '^-' | sort -n | awk '{ v[NR] = $1 } END { print (NR ? v[int((NR + 1) / 2)] : "-") }'; }
+median() { grep -v '^-' | python3 "$here/benchtable.py" median --format %.0f; }  # "-" if none
 
 declare -A cmd=(
   [ddlrun_ddl]="$ddlrun -H localhost:$ranks --max-restarts 1 --tag-output none $python"

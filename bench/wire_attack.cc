@@ -1,18 +1,18 @@
-// Strangers against per-node mode's rendezvous and the link agent (issue 27, items 1, 2, 3, 9):
-// the attacks of the issue, run in this process against node 0's NodeServer and a link agent,
-// with the figures each gives. bench/wire_attack.sh builds it from the sources of two commits
-// (main and the branch) and prints both; it speaks only what both versions share.
+// Strangers against per-node mode's rendezvous and the link agent: five attacks, run in this
+// process against node 0's NodeServer and a link agent, with the figures each gives.
+// bench/wire_attack.sh builds it from the sources of two commits (main and the branch) and
+// prints both; it speaks only what both versions share.
 //
-//   flood     item 1: 20 connections each send a 64 MiB length prefix and then 64 MiB: peak
+//   flood     20 connections each send a 64 MiB length prefix and then 64 MiB: peak
 //             resident size, and whether node 0 lived (each case runs in a child process
 //             limited to 768 MiB of address space);
-//   fields    item 1: one connection sends 64 fields of 1 MiB: CPU seconds node 0 spent;
-//   refusals  item 2: six strangers send a hello with a wrong token and a 20 MB node rank and
+//   fields    one connection sends 64 fields of 1 MiB: CPU seconds node 0 spent;
+//   refusals  six strangers send a hello with a wrong token and a 20 MB node rank and
 //             never read: how long a real node then takes to join, and the longest line node 0
 //             printed;
-//   agent     item 3: a stranger trickles a byte every 4 s into a link agent's port: how long
+//   agent     a stranger trickles a byte every 4 s into a link agent's port: how long
 //             ~LocalAgent (the agent's end) takes;
-//   secrets   item 9: 2 nodes join through a recording proxy: how often the secret and the
+//   secrets   2 nodes join through a recording proxy: how often the secret and the
 //             ranks' token appear in the bytes.
 
 #include <arpa/inet.h>
@@ -35,8 +35,8 @@
 #include <thread>
 #include <vector>
 
-#include "ddlrun/node_wire.h"
-#include "ddlrun/rendezvous.h"
+#include "ddlrun/per_node/node_wire.h"
+#include "ddlrun/per_node/rendezvous.h"
 #include "mapper/link_probe.h"
 #include "tests/lib/tcp_recorder.h"
 

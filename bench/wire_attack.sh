@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Strangers against per-node mode's rendezvous and the link agent (issue 27): builds
+# Strangers against per-node mode's rendezvous and the link agent: builds
 # bench/wire_attack.cc against the rendezvous, link agent and base sources of each REF (default:
 # main, then the working tree) and runs it, printing each version's figures.
 #
@@ -11,7 +11,7 @@ refs=("$@")
 ((${#refs[@]})) || refs=(main .)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-sources=(ddlrun/rendezvous.cc ddlrun/rendezvous_server.cc ddlrun/rendezvous.h ddlrun/node_wire.h
+sources=(ddlrun/per_node/rendezvous.cc ddlrun/per_node/rendezvous_server.cc ddlrun/per_node/rendezvous.h ddlrun/per_node/node_wire.h
   mapper/link_agent.cc mapper/link_probe.h mapper/links.h ssh/session.h base comm/comm.h
   comm/mode.h comm/topology.h comm/bootstrap/bootstrap.h comm/bootstrap/rank_list.cc)
 for ref in "${refs[@]}"; do

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "ddlrun/plan.h"
+#include "ddlrun/plan/plan.h"
 #include "hostfiles/hostfiles.h"
 
 namespace ddl::cli {

@@ -1,7 +1,7 @@
 #pragma once
 
 #include "ddlrun/options.h"
-#include "ddlrun/plan.h"
+#include "ddlrun/plan/plan.h"
 #include "launcher/launcher.h"
 
 namespace ddl::cli {

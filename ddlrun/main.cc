@@ -2,7 +2,7 @@
 #include <string_view>
 
 #include "ddlrun/app.h"
-#include "ddlrun/plan.h"
+#include "ddlrun/plan/plan.h"
 #include "launcher/launcher.h"
 #include "mapper/mapper.h"
 

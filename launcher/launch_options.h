@@ -57,7 +57,7 @@ struct LaunchOptions {
   /// beyond this many hosts ddlrun logs in to this many and their agents start the rest.
   /// 0: flat (ddlrun logs in to every host).
   int tree_width = 50;
-  /// The ssh backend: the launch tree ddlrun's probe went down (ddlrun/probe_tree.h), without
+  /// The ssh backend: the launch tree ddlrun's probe went down (ddlrun/plan/probe_tree.h), without
   /// the hosts whose probe failed, its hosts indexed as the probe's frames named them. When it
   /// holds exactly the hosts this launch runs, the launch takes that shape and those indices
   /// for its frames, so that it takes over the subtrees the probe started (a restart whose

@@ -1,7 +1,7 @@
 // The restart decisions of run_with_restarts(), against a recording fake runner (no job is
 // started): when the job starts again, on which hosts, and what the user is told.
 
-#include "ddlrun/elastic.h"
+#include "ddlrun/run/elastic.h"
 
 #include <gtest/gtest.h>
 

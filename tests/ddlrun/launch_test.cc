@@ -1,7 +1,7 @@
 // Jobs started for real through the ddlrun binary and its local launcher: what ranks see, what
 // ddlrun prints and returns, and that nothing is left running.
 
-#include "ddlrun/launch.h"
+#include "ddlrun/run/launch.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

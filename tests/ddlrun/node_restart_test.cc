@@ -6,7 +6,7 @@
 
 #include <deque>
 
-#include "ddlrun/per_node.h"
+#include "ddlrun/per_node/per_node.h"
 
 namespace ddl::cli {
 namespace {

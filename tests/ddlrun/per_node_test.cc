@@ -1,7 +1,7 @@
 // Per-node mode's settings: what turns it on (options, Kubernetes operators' and Slurm's
 // variables, never a RANK inherited alone), where each value comes from, and the exact errors.
 
-#include "ddlrun/per_node.h"
+#include "ddlrun/per_node/per_node.h"
 
 #include <gtest/gtest.h>
 #include <netinet/in.h>

@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <sstream>
 
-#include "ddlrun/plan_picture.h"
+#include "ddlrun/show/plan_picture.h"
 
 namespace ddl::cli {
 namespace {

@@ -1,4 +1,4 @@
-#include "ddlrun/probe_progress.h"
+#include "ddlrun/plan/probe_progress.h"
 
 #include <gtest/gtest.h>
 

@@ -1,14 +1,14 @@
 // Per-node mode's rendezvous over real loopback sockets: the gather, the plan's agreement,
 // refusals and timeouts with their exact texts, and the control channel's stops.
 
-#include "ddlrun/rendezvous.h"
+#include "ddlrun/per_node/rendezvous.h"
 
 #include <gtest/gtest.h>
 
 #include <future>
 #include <mutex>
 
-#include "ddlrun/plan_digest.h"
+#include "ddlrun/plan/plan_digest.h"
 
 namespace ddl::cli {
 namespace {

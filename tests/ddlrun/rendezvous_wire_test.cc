@@ -16,8 +16,8 @@
 #include <thread>
 
 #include "base/digest.h"
-#include "ddlrun/node_wire.h"
-#include "ddlrun/rendezvous.h"
+#include "ddlrun/per_node/node_wire.h"
+#include "ddlrun/per_node/rendezvous.h"
 #include "tests/lib/dial.h"
 #include "tests/lib/out_of_descriptors.h"
 #include "tests/lib/tcp_recorder.h"

@@ -1,11 +1,11 @@
-// The plan's YAML writer (ddlrun/report.cc: to_yaml): its exact layout on a small document,
+// The plan's YAML writer (ddlrun/show/report.cc: to_yaml): its exact layout on a small document,
 // and that yaml-cpp reads back every value of a hostile one as written.
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
 #include <string>
 
-#include "ddlrun/report.h"
+#include "ddlrun/show/report.h"
 
 namespace ddl::cli {
 namespace {

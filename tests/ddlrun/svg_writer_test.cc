@@ -1,5 +1,5 @@
 // The SVG writer: escaping of every text and attribute, numbers, boxes, and the document.
-#include "ddlrun/svg_writer.h"
+#include "ddlrun/show/svg_writer.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
-// libFuzzer target for per-node mode's rendezvous wire format (ddlrun/node_wire.h), both sides,
-// before and after authentication. The first byte picks the side:
+// libFuzzer target for per-node mode's rendezvous wire format (ddlrun/per_node/node_wire.h), both
+// sides, before and after authentication. The first byte picks the side:
 //   0  node 0 before a hello is accepted: wire::Reader with the hello's limits, fed in pieces
 //      whose sizes come from the input; only std::runtime_error may escape, and every message
 //      taken must encode back to exactly the bytes it came from;
@@ -14,8 +14,8 @@
 #include <string>
 #include <string_view>
 
-#include "ddlrun/node_wire.h"
-#include "ddlrun/rendezvous.h"
+#include "ddlrun/per_node/node_wire.h"
+#include "ddlrun/per_node/rendezvous.h"
 
 namespace {
 

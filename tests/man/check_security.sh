@@ -77,7 +77,7 @@ for v in $variables; do
 done
 
 # 5. Quoted messages: a distinctive piece of each must still be in the code.
-messages=("ddlrun/node_job.cc|is unauthenticated: anyone who reaches it can join this job"
+messages=("ddlrun/per_node/node_job.cc|is unauthenticated: anyone who reaches it can join this job"
           "launcher/ssh/relay.cc|which is not below ")
 for m in "${messages[@]}"; do
   file=${m%%|*}

@@ -1,4 +1,4 @@
-/* A libddl training-like loop for the reliability tests (tests/i14_life.cmake): every rank
+/* A libddl training-like loop for the reliability tests (tests/launcher/tests.cmake): every rank
  * allreduces 1024 floats every 20 ms and checks the sum, for argv[1] seconds (default 600; the
  * ranks stop together, at the first step after any rank's time is up).
  * At the start each rank prints "rank R pid P" (tests signal one rank by its pid), and then

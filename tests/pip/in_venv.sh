@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs a command of a venv test (tests/venv.cmake) as a user of the wheel would: the venv's bin/
+# Runs a command of a venv test (tests/pip/venv.cmake) as a user of the wheel would: the venv's bin/
 # first on PATH, no PYTHONPATH, no LD_LIBRARY_PATH, none of the launcher variables of whatever
 # runs the test. Skipped (77) when the venv or its ddlrun is absent.
 #   in_venv.sh VENV COMMAND [ARGS...]

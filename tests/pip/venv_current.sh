@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The fixture of the venv tests (tests/venv.cmake): re-installs the project into the venv of
+# The fixture of the venv tests (tests/pip/venv.cmake): re-installs the project into the venv of
 # scripts/setup, `pip install .` with the venv's own scikit-build-core and no dependencies, so
 # the tests run the package of the sources as they are now. Incremental: the persistent build
 # directory (pyproject.toml: build/wheel/) rebuilds only what changed. Skipped (77) without the

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs a check of the torch backend "ddl" with a given ddlrun and python (for torch 2.x those of a
-# torch 2.x build: DDL_TORCH2_DDLRUN, DDL_TORCH2_PYTHON in tests/torch2.cmake), or under
+# torch 2.x build: DDL_TORCH2_DDLRUN, DDL_TORCH2_PYTHON in tests/python/torch2.cmake), or under
 # torchrun; skips (77) when they are not given or the python has no torch.
 #   torch2_job.sh ddlrun DDLRUN PYTHON N SCRIPT [args...]     N ranks of DDLRUN's local launcher
 #   torch2_job.sh torchrun PYDIR PYTHON N SCRIPT [args...]    torchrun --standalone, N workers;

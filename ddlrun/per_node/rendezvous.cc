@@ -1,0 +1,513 @@
+// Per-node mode's rendezvous: the wire format and the node's side (how it works in
+// rendezvous.h; node 0's side in rendezvous_server.cc).
+
+#include "ddlrun/per_node/rendezvous.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "base/check.h"
+#include "base/digest.h"
+#include "base/fd.h"
+#include "base/text.h"
+#include "ddlrun/per_node/node_wire.h"
+
+namespace ddl::cli {
+
+namespace wire {
+
+namespace {
+
+void put_u32(std::string& out, uint32_t v) {
+  for (int shift = 24; shift >= 0; shift -= 8)
+    out.push_back(static_cast<char>((v >> shift) & 0xff));
+}
+
+uint32_t get_u32(const std::string& in, size_t at) {
+  uint32_t v = 0;
+  for (size_t i = 0; i < 4; ++i)
+    v = (v << 8) | static_cast<unsigned char>(in[at + i]);
+  return v;
+}
+
+}  // namespace
+
+std::string encode(int type, const std::vector<std::string>& fields) {
+  std::string out(1, static_cast<char>(type));
+  put_u32(out, static_cast<uint32_t>(fields.size()));
+  for (const std::string& f : fields) {
+    put_u32(out, static_cast<uint32_t>(f.size()));
+    out += f;
+  }
+  return out;
+}
+
+void Reader::set_limits(size_t limit, uint32_t max_fields) {
+  limit_ = limit;
+  max_fields_ = max_fields;
+}
+
+// How it works: `start_` is where the message at the front begins in the buffer and `at_` how
+// far it has been parsed; the field count and the length of the field being read are kept once
+// read, and a field once whole is moved into `partial_`. A call goes on from there, so each byte
+// is looked at once; the bytes of whole messages are dropped when a call runs out of bytes (once
+// per read, not once per message).
+std::optional<Message> Reader::take() {
+  while (true) {
+    const size_t have = buffer_.size() - at_;
+    if (!count_) {
+      if (have < 5) break;
+      partial_.type = static_cast<unsigned char>(buffer_[at_]);
+      count_ = get_u32(buffer_, at_ + 1);
+      if (*count_ > max_fields_)
+        throw std::runtime_error("a message with " + std::to_string(*count_) + " fields");
+      at_ += 5;
+    } else if (partial_.fields.size() == *count_) {
+      Message whole = std::move(partial_);
+      start_ = at_;
+      count_.reset();
+      partial_ = Message{};
+      return whole;
+    } else if (!length_) {
+      if (have < 4) break;
+      length_ = get_u32(buffer_, at_);
+      if (at_ - start_ + 4 + *length_ > limit_) {
+        throw std::runtime_error("a message over " + std::to_string(limit_ >> 10) + " KiB");
+      }
+      at_ += 4;
+    } else {
+      if (have < *length_) break;
+      partial_.fields.push_back(buffer_.substr(at_, *length_));
+      at_ += *length_;
+      length_.reset();
+    }
+  }
+  buffer_.erase(0, start_);
+  at_ -= start_;
+  start_ = 0;
+  return std::nullopt;
+}
+
+size_t Reader::room() const {
+  // A whole header or length prefix past the limit must still come in, to be refused.
+  const size_t cap = limit_ + 8;
+  const size_t held = buffer_.size() - start_;
+  return held >= cap ? 1 : cap - held;
+}
+
+bool fill(int fd, Reader& reader) {
+  char chunk[65536];
+  ssize_t n = 0;
+  do {
+    n = ::recv(fd, chunk, std::min(sizeof chunk, reader.room()), 0);
+  } while (n < 0 && errno == EINTR);
+  if (n <= 0) return false;
+  reader.add(std::string_view(chunk, static_cast<size_t>(n)));
+  return true;
+}
+
+bool send(int fd, int type, const std::vector<std::string>& fields) {
+  return base::write_all(fd, encode(type, fields)) == 0;
+}
+
+bool send_now(int fd, int type, const std::vector<std::string>& fields) {
+  const std::string bytes = encode(type, fields);
+  const ssize_t n = ::send(fd, bytes.data(), bytes.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+  return n == static_cast<ssize_t>(bytes.size());
+}
+
+std::string proof(const std::string& secret, std::string_view role, std::string_view nonce_a,
+                  std::string_view nonce_b) {
+  std::string message = "ddlrun per-node rendezvous: ";
+  message.append(role).append(1, '\0').append(nonce_a).append(nonce_b);
+  return base::bytes(base::hmac_sha256(secret, message));
+}
+
+std::string ranks_token(const std::string& secret, std::string_view salt) {
+  std::string message = "ddlrun per-node ranks token: ";
+  message.append(salt);
+  return base::hex(base::hmac_sha256(secret, message));
+}
+
+std::string peer_address(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return "?";
+  char host[NI_MAXHOST];
+  if (getnameinfo(reinterpret_cast<sockaddr*>(&ss), len, host, sizeof host, nullptr, 0,
+                  NI_NUMERICHOST) != 0) {
+    return "?";
+  }
+  std::string h = host;
+  if (h.rfind("::ffff:", 0) == 0) h = h.substr(7);
+  return h;
+}
+
+std::optional<int> to_int(const std::string& text) {
+  if (text.empty() || text.size() > 9) return std::nullopt;
+  int v = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return std::nullopt;
+    v = v * 10 + (c - '0');
+  }
+  return v;
+}
+
+}  // namespace wire
+
+namespace {
+
+using base::seconds_text;
+using Clock = std::chrono::steady_clock;
+
+/// "HOST:PORT" ("[v6]:PORT") split; throws RendezvousError when it is not one.
+std::pair<std::string, std::string> split_endpoint(const std::string& endpoint) {
+  const size_t colon = endpoint.rfind(':');
+  std::string host = colon == std::string::npos ? "" : endpoint.substr(0, colon);
+  const std::string port = colon == std::string::npos ? "" : endpoint.substr(colon + 1);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
+  if (host.empty() || !wire::to_int(port)) {
+    throw RendezvousError("rendezvous endpoint '" + endpoint + "' is not HOST:PORT");
+  }
+  return {host, port};
+}
+
+/// One attempt to connect to `host`:`port`; the socket, or -1 with `why` set.
+int connect_once(const std::string& host, const std::string& port, std::string& why) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (const int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &found); rc != 0) {
+    why = std::string("cannot resolve ") + host + ": " + gai_strerror(rc);
+    return -1;
+  }
+  int fd = -1;
+  for (addrinfo* a = found; a != nullptr && fd < 0; a = a->ai_next) {
+    fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    if (::connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
+      why = base::errno_text(errno);
+      ::close(fd);
+      fd = -1;
+    }
+  }
+  freeaddrinfo(found);
+  if (fd >= 0) {
+    const int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  }
+  return fd;
+}
+
+/// Connects, retrying every 200 ms until `deadline`.
+int connect_until(const std::string& endpoint, const base::Deadline& deadline, int node_rank) {
+  const auto [host, port] = split_endpoint(endpoint);
+  std::string why;
+  while (true) {
+    const int fd = connect_once(host, port, why);
+    if (fd >= 0) return fd;
+    if (deadline.passed()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  throw RendezvousError("node " + std::to_string(node_rank) + " cannot reach the rendezvous at " +
+                        endpoint + " (" + why + "); start node 0 (ddlrun --node-rank 0) on " +
+                        host + ", or check --rdzv (MASTER_ADDR, MASTER_PORT) and that port " +
+                        port + " is open there");
+}
+
+/// Node 0 closed the connection before it answered.
+class ClosedEarly : public RendezvousError {
+ public:
+  using RendezvousError::RendezvousError;
+};
+
+/// The next message before `deadline`; nullopt on timeout. Throws RendezvousError (`where`
+/// names the endpoint) when the connection closes or the server sends an error.
+std::optional<wire::Message> receive(int fd, wire::Reader& pending, const base::Deadline& deadline,
+                                     const std::string& where) {
+  while (true) {
+    std::optional<wire::Message> m;
+    try {
+      m = pending.take();
+    } catch (const std::runtime_error& e) {
+      throw RendezvousError(where + "node 0 sent something this ddlrun cannot read (" + e.what() +
+                            "); run the same ddlrun on every node");
+    }
+    if (m) {
+      if (m->type == wire::kError && !m->fields.empty())
+        throw RendezvousError(where + m->fields[0]);
+      return m;
+    }
+    pollfd p{fd, POLLIN, 0};
+    const int ready = ::poll(&p, 1, deadline.poll_ms());
+    if (ready == 0 && deadline.passed()) return std::nullopt;
+    if (ready > 0 && !wire::fill(fd, pending)) {
+      throw ClosedEarly(
+          where + "node 0 closed the connection (its ddlrun ended or failed; see its output)");
+    }
+  }
+}
+
+}  // namespace
+
+namespace wire {
+
+Welcome decode_welcome(const Message& m, const std::string& secret, std::string_view nonce,
+                       std::string_view challenge) {
+  Welcome w;
+  const std::optional<int> n = m.fields.size() >= 4 ? to_int(m.fields[3]) : std::nullopt;
+  if (m.type != kWelcome || !n || m.fields.size() != 4 + 4 * static_cast<size_t>(*n)) {
+    throw RendezvousError("node 0 sent something other than the job (another ddlrun version?)");
+  }
+  if (!base::same_secret(m.fields[0], proof(secret, "node 0", nonce, challenge))) {
+    throw RendezvousError(
+        "node 0 does not know this job's secret: it did not prove it in its welcome; give every "
+        "node the same secret (DDL_JOB_TOKEN or --rdzv-token-file), and check --rdzv");
+  }
+  w.job_token = ranks_token(secret, m.fields[1]);
+  w.job_id = m.fields[2];
+  for (int i = 0; i < *n; ++i) {
+    const size_t at = 4 + 4 * static_cast<size_t>(i);
+    w.nodes.push_back(
+        {m.fields[at + 1], m.fields[at + 2], m.fields[at + 3], to_int(m.fields[at]).value_or(-1)});
+  }
+  return w;
+}
+
+bool node0_proved(const Message& m, const std::string& secret, std::string_view nonce,
+                  std::string_view challenge) {
+  return m.type == kProven && m.fields.size() == 1 &&
+         base::same_secret(m.fields[0], proof(secret, "node 0", nonce, challenge));
+}
+
+std::optional<std::string> decode_challenge(const Message& m) {
+  if (m.type != kChallenge || m.fields.size() != 2 || m.fields[0] != kMagic ||
+      m.fields[1].size() != kNonceSize) {
+    return std::nullopt;
+  }
+  return m.fields[1];
+}
+
+}  // namespace wire
+
+NodeClient::NodeClient(int fd, std::string endpoint, int node_rank)
+    : fd_(fd),
+      endpoint_(std::move(endpoint)),
+      node_rank_(node_rank),
+      pending_(std::make_unique<wire::Reader>()) {}
+
+NodeClient::~NodeClient() {
+  if (thread_.joinable()) {
+    if (wake_[1] >= 0) (void)!::write(wake_[1], "x", 1);
+    thread_.join();
+  }
+  for (int fd : {wake_[0], wake_[1], fd_})
+    if (fd >= 0) ::close(fd);
+}
+
+std::unique_ptr<NodeClient> NodeClient::join(const std::string& endpoint, const std::string& token,
+                                             const NodeHello& hello,
+                                             std::chrono::milliseconds timeout) {
+  const base::Deadline deadline(timeout);
+  // The server's own deadline comes first, and with it the names of the missing nodes.
+  const base::Deadline wait(deadline.at() + std::chrono::seconds(5));
+  while (true) {
+    std::unique_ptr<NodeClient> c(new NodeClient(connect_until(endpoint, deadline, hello.node_rank),
+                                                 endpoint, hello.node_rank));
+    bool challenged = false;
+    try {
+      c->greet(token, hello, wait, timeout, challenged);
+      return c;
+    } catch (const ClosedEarly&) {
+      // Before its challenge node 0 was busy (it closes the oldest connections that have not
+      // said hello); after it, in a restart's round, it may still be closing the round before.
+      if ((challenged && hello.round == 0) || deadline.passed()) throw;
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  }
+}
+
+// node 0's challenge, this node's hello with its proof of the secret, node 0's proof, this
+// node's inventory (its hardware goes to node 0 only once node 0 proved that it knows the
+// secret: a stranger listening at node 0's address learns nothing of it), node 0's welcome.
+// `challenged` is set once the challenge came.
+void NodeClient::greet(const std::string& token, const NodeHello& hello, const base::Deadline& wait,
+                       std::chrono::milliseconds timeout, bool& challenged) {
+  const std::string where = "the rendezvous at " + endpoint_ + ": ";
+  const auto timed_out = [&] {
+    return RendezvousError("node " + std::to_string(hello.node_rank) + " waited " +
+                           std::to_string(timeout.count() / 1000) + " s at the rendezvous at " +
+                           endpoint_ + " and node 0 never sent the job; see node 0's output");
+  };
+  const std::optional<wire::Message> first = receive(fd_, *pending_, wait, where);
+  if (!first) throw timed_out();
+  const std::optional<std::string> challenge = wire::decode_challenge(*first);
+  if (!challenge) {
+    throw RendezvousError(where + "it does not speak this rendezvous (" +
+                          std::string(wire::kMagic) + "): run the same ddlrun on every node");
+  }
+  challenged = true;
+  const std::string nonce = base::random_bytes(wire::kNonceSize);
+  send(wire::kHello, {wire::kMagic, nonce, wire::proof(token, "node", *challenge, nonce),
+                      std::to_string(hello.node_rank), std::to_string(hello.nnodes), hello.job,
+                      hello.host, "", std::to_string(hello.round)});
+  const std::optional<wire::Message> proven = receive(fd_, *pending_, wait, where);
+  if (!proven) throw timed_out();
+  if (!wire::node0_proved(*proven, token, nonce, *challenge)) {
+    throw RendezvousError(where +
+                          "node 0 did not prove that it knows this job's secret, so this node "
+                          "sent it nothing of its own; give every node the same secret "
+                          "(DDL_JOB_TOKEN or --rdzv-token-file) and the same ddlrun, and check "
+                          "--rdzv");
+  }
+  send(wire::kInventory, {hello.inventory});
+  const std::optional<wire::Message> m = receive(fd_, *pending_, wait, where);
+  if (!m) throw timed_out();
+  try {
+    welcome_ = wire::decode_welcome(*m, token, nonce, *challenge);
+  } catch (const RendezvousError& e) {
+    throw RendezvousError(where + e.what());
+  }
+}
+
+int NodeClient::index() const {
+  for (size_t k = 0; k < welcome_.nodes.size(); ++k) {
+    if (welcome_.nodes[k].rank == node_rank_) return static_cast<int>(k);
+  }
+  return node_rank_;
+}
+
+bool NodeClient::send(int type, const std::vector<std::string>& fields) {
+  std::lock_guard lock(mutex_);
+  return wire::send(fd_, type, fields);
+}
+
+Ports NodeClient::agree(const std::string& digest, const Ports& ports) {
+  send(wire::kPlan, {digest, std::to_string(ports.ddl), std::to_string(ports.master)});
+  const std::string where = "the rendezvous at " + endpoint_ + ": ";
+  while (true) {
+    std::optional<wire::Message> m =
+        receive(fd_, *pending_, base::Deadline(std::chrono::minutes(5)), where);
+    if (!m) throw RendezvousError(where + "node 0 did not confirm the plan within 5 minutes");
+    if (m->type == wire::kHeartbeat) continue;
+    if (m->type != wire::kGo || m->fields.size() != 2) {
+      throw RendezvousError(where + "node 0 sent something other than the go-ahead");
+    }
+    return {wire::to_int(m->fields[0]).value_or(0), wire::to_int(m->fields[1]).value_or(0)};
+  }
+}
+
+void NodeClient::watch(std::function<void(const NodeStop&)> on_stop,
+                       std::chrono::milliseconds heartbeat_timeout) {
+  on_stop_ = std::move(on_stop);
+  heartbeat_timeout_ = heartbeat_timeout;
+  if (::pipe2(wake_, O_CLOEXEC) != 0) throw RendezvousError("pipe: " + base::errno_text(errno));
+  thread_ = std::thread([this] { control_loop(); });
+}
+
+void NodeClient::report_failure(const std::string& what, int status) {
+  send(wire::kFail, {what, std::to_string(status)});
+}
+
+// The control channel's thread: heartbeats out, stop and end in (what agree() read past the
+// go-ahead first); silence or a closed connection counts as node 0 gone.
+void NodeClient::control_loop() {
+  auto heard = Clock::now();
+  auto beat = Clock::now();
+  while (true) {
+    try {
+      while (std::optional<wire::Message> m = pending_->take()) {
+        if (!on_control(*m)) return;
+      }
+    } catch (const std::exception& e) {
+      lost(std::string("it sent garbage: ") + e.what());
+      return;
+    }
+    pollfd p[2] = {{fd_, POLLIN, 0}, {wake_[0], POLLIN, 0}};
+    ::poll(p, 2, 200);
+    if (p[1].revents != 0) return;
+    const auto now = Clock::now();
+    if (now - beat >= std::chrono::seconds(1)) {
+      send(wire::kHeartbeat, {});
+      beat = now;
+    }
+    if (p[0].revents != 0) {
+      if (!wire::fill(fd_, *pending_)) {
+        lost("its ddlrun is gone: the rendezvous connection closed");
+        return;
+      }
+      heard = now;
+    }
+    if (now - heard > heartbeat_timeout_) {
+      lost("its ddlrun is silent: no heartbeat for " + seconds_text(heartbeat_timeout_));
+      return;
+    }
+  }
+}
+
+// One message of the control channel; false once the job has ended.
+bool NodeClient::on_control(const wire::Message& m) {
+  if (m.type == wire::kStop && m.fields.size() == 4) {
+    stopped({wire::to_int(m.fields[0]).value_or(-1), m.fields[1], m.fields[2],
+             wire::to_int(m.fields[3]).value_or(1)});
+  } else if (m.type == wire::kEnd && m.fields.size() >= 2) {
+    std::lock_guard lock(mutex_);
+    end_status_ = wire::to_int(m.fields[0]).value_or(1);
+    end_final_ = m.fields[1] == "1";
+    for (size_t i = 2; i < m.fields.size(); ++i)
+      end_lost_.push_back(wire::to_int(m.fields[i]).value_or(-1));
+    changed_.notify_all();
+    return false;
+  }
+  return true;
+}
+
+void NodeClient::lost(const std::string& what) {
+  {
+    std::lock_guard lock(mutex_);
+    node0_gone_ = true;
+  }
+  stopped({0, welcome_.nodes.empty() ? "" : welcome_.nodes[0].host, what, 1});
+}
+
+void NodeClient::stopped(const NodeStop& stop) {
+  {
+    std::lock_guard lock(mutex_);
+    changed_.notify_all();
+    if (stop_) return;
+    stop_ = stop;
+  }
+  if (on_stop_) on_stop_(stop);
+}
+
+int NodeClient::finish(int status, bool restartable) {
+  send(wire::kDone, {std::to_string(status), restartable ? "1" : "0"});
+  std::unique_lock lock(mutex_);
+  changed_.wait(lock, [this] { return end_status_.has_value() || node0_gone_; });
+  if (end_status_) return *end_status_;
+  return status != 0 ? status : stop_->status;
+}
+
+std::optional<NodeStop> NodeClient::first_stop() const {
+  std::lock_guard lock(mutex_);
+  return stop_;
+}
+
+RoundEnd NodeClient::round_end() const {
+  std::lock_guard lock(mutex_);
+  return {end_final_, end_lost_, node0_gone_ && !end_status_, welcome_.nodes};
+}
+
+}  // namespace ddl::cli

@@ -1,0 +1,245 @@
+// ddlrun's probe down the launch tree (probe_tree.h; launcher/ssh/tree_start.h).
+//
+// How it works: the launch tree of the job's hosts is the one the ssh launcher will build
+// (launcher::ssh::launch_tree over the hosts in the job's order, their indices the topology's
+// when every host gets ranks). Each host below the first level whose inventory is neither
+// known here (this host, --host-xml) nor in the job's disk cache gets the probe-then-agent
+// command. A pool of at most max_parallel threads (never more than the first level's hosts)
+// probes the first-level hosts that have something to probe, keeping each session with its
+// agent, and starts each one's subtree through it (start_subtree), which brings every output
+// back. The outputs are read as inventories by the mapper (inventory_from_probe_output, the
+// same texts as a probe from here, with the tree parent named), and the launch later takes
+// the first level's sessions over with their subtrees already running: one login per host.
+// A restart's probe (past the disk cache: every host gets the command) goes the same way, and
+// the tree without the hosts whose probe failed (and those below them, never reached) goes to
+// the launch, which then takes it over as it is (LaunchOptions::probe_tree). A dry run closes
+// the sessions once the outputs came: every agent exits.
+// --probe-links then measures through the same agents (link_channels: launcher/ssh/
+// tree_links.h under mapper::probe_links), before the launch takes the tree over.
+
+#include "ddlrun/plan/probe_tree.h"
+
+#include <algorithm>
+#include <atomic>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <system_error>
+#include <thread>
+
+#include "ddlrun/plan/plan.h"
+#include "launcher/launcher.h"
+
+namespace ddl::cli {
+
+namespace {
+
+namespace tree = launcher::ssh;
+
+/// What the probe learnt of each host.
+struct TreeProbe {
+  std::mutex mutex;
+  std::map<std::string, mapper::HostProbe> results;
+  std::function<void(const std::string&)> on_settled;  ///< SshProbeOptions::on_settled
+
+  void put(mapper::HostProbe r) {
+    const std::string host = r.host;
+    {
+      std::lock_guard lock(mutex);
+      results[host] = std::move(r);
+    }
+    if (on_settled) on_settled(host);
+  }
+};
+
+/// Gives every host below the first level that is to be probed the probe's command; true when
+/// `h` or a host below it got one.
+bool mark(std::vector<tree::TreeHost>& level, const std::set<std::string>& to_probe,
+          const std::string& command) {
+  bool any = false;
+  for (tree::TreeHost& h : level) {
+    if (to_probe.contains(h.name)) h.command = command;
+    const bool below = mark(h.children, to_probe, command);
+    any = any || below || !h.command.empty();
+  }
+  return any;
+}
+
+/// A host's answer from below as a probe result: its inventory, or why not, naming its parent.
+mapper::HostProbe result_of(const tree::StartedHost& s, const std::string& command) {
+  mapper::HostProbe r{s.name, std::nullopt, s.error, false};
+  if (!s.output) return r;
+  try {
+    r.inventory = mapper::inventory_from_probe_output(
+        s.name, command,
+        mapper::RemoteOutput{s.output->exit_status, s.output->signal, s.output->out,
+                             s.output->err});
+    r.error.clear();
+  } catch (const mapper::ProbeError& e) {
+    // Its tree parent goes on the reason's first line, before the lines of stderr it quotes.
+    r.error = e.what();
+    size_t at = r.error.find("; its stderr:");
+    if (at == std::string::npos) at = std::min(r.error.find('\n'), r.error.size());
+    r.error.insert(at, tree::from_parent_text(s.parent));
+  }
+  return r;
+}
+
+/// Probes first-level host `t` (keeping its session and agent) and starts its subtree through
+/// it; its result and those of the hosts below go into `out`.
+void probe_first(const tree::TreeHost& t, const Options& o, const mapper::SshProbeOptions& so,
+                 int levels_below, TreeProbe& out) {
+  std::vector<tree::StartedHost> below;
+  try {
+    out.put({t.name, mapper::probe_host_ssh(t.name, so), "", false});
+    if (!t.children.empty()) {
+      ddl::ssh::KeptSessions::Kept kept = so.keep_sessions->take(t.name);
+      const tree::SubtreeFrame w = tree::subtree_frame(
+          so, self_path(),
+          std::chrono::milliseconds(static_cast<int64_t>(o.heartbeat_timeout * 1000)), t.children);
+      below = tree::start_subtree(kept, t.name, w, tree::subtree_start_limit(so, levels_below));
+      // Lost meanwhile (silent, or took no data): its probe fails with why, in the launch's words.
+      if (!kept.lost.empty()) out.put({t.name, std::nullopt, kept.lost, false});
+      so.keep_sessions->put(t.name, std::move(kept));
+    }
+  } catch (const std::exception& e) {
+    const bool probe = dynamic_cast<const mapper::ProbeError*>(&e) != nullptr;
+    out.put(
+        {t.name, std::nullopt, (probe ? "" : "protocol error: ") + std::string(e.what()), false});
+    std::vector<tree::TreeHost> level = t.children;
+    while (!level.empty()) {  // every host below: not reached
+      std::vector<tree::TreeHost> next;
+      for (tree::TreeHost& h : level) {
+        if (!h.command.empty())
+          below.push_back({h.index, h.name, {}, {}, tree::unreached_text(t.name)});
+        next.insert(next.end(), h.children.begin(), h.children.end());
+      }
+      level = std::move(next);
+    }
+  }
+  for (const tree::StartedHost& s : below)
+    out.put(result_of(s, so.keep_command));
+}
+
+/// A host's link agent along the launch tree, as mapper::probe_links speaks to it.
+class TreeLinkChannel : public mapper::LinkChannel {
+ public:
+  TreeLinkChannel(tree::TreeLinks& links, int id) : links_(links), id_(id) {}
+  ~TreeLinkChannel() override {
+    try {
+      links_.send(id_, "end");
+    } catch (const tree::TreeLinkError&) {  // gone already
+    }
+  }
+  void send(const std::string& line) override {
+    try {
+      links_.send(id_, line);
+    } catch (const tree::TreeLinkError& e) {
+      throw mapper::LinkError(e.what());
+    }
+  }
+  std::string line(std::chrono::milliseconds timeout) override {
+    try {
+      return links_.line(id_, timeout);
+    } catch (const tree::TreeLinkError& e) {
+      throw mapper::LinkError(e.what());
+    }
+  }
+  std::string gone() override { return links_.gone(id_); }
+
+ private:
+  tree::TreeLinks& links_;
+  int id_;
+};
+
+/// Runs `job(i)` for i in [0, n) on at most `threads` threads (here when none can be had).
+template <typename Job>
+void pool(std::size_t n, int threads, const Job& job) {
+  std::atomic<std::size_t> next{0};
+  const auto worker = [&] {
+    for (std::size_t i = next++; i < n; i = next++)
+      job(i);
+  };
+  std::vector<std::jthread> running;
+  try {
+    while (running.size() < std::min<std::size_t>(std::max(threads, 1), n))
+      running.emplace_back(worker);
+  } catch (const std::system_error&) {
+    if (running.empty()) worker();
+  }
+}
+
+}  // namespace
+
+bool probe_goes_down_the_tree(const Options& o, std::size_t hosts, bool ssh_follows) {
+  return ssh_follows && o.tree_width > 0 && hosts > static_cast<std::size_t>(o.tree_width);
+}
+
+std::vector<mapper::HostProbe> probe_through_tree(const Options& o,
+                                                  const std::vector<std::string>& all,
+                                                  const std::vector<std::string>& remote,
+                                                  const mapper::SshProbeOptions& so,
+                                                  std::vector<tree::TreeHost>* tree) {
+  TreeProbe probed;
+  probed.on_settled = so.on_settled;
+  std::set<std::string> to_probe;
+  for (const std::string& h : remote) {
+    if (std::optional<mapper::Inventory> inv = mapper::cached_inventory(so, h)) {
+      probed.put({h, std::move(*inv), "", true});
+    } else {
+      to_probe.insert(h);
+    }
+  }
+  std::vector<std::pair<int, std::string>> order;
+  for (const std::string& h : all)
+    order.emplace_back(static_cast<int>(order.size()), h);
+  std::vector<tree::TreeHost> first = tree::launch_tree(order, o.tree_width);
+  const int levels_below = tree::tree_depth(first) - 1;
+  std::vector<const tree::TreeHost*> log_in;
+  for (tree::TreeHost& t : first) {
+    // --probe-links measures through every host's agent: each first-level host is logged in.
+    if (mark(t.children, to_probe, so.keep_command) || to_probe.contains(t.name) || o.probe_links)
+      log_in.push_back(&t);
+  }
+  pool(log_in.size(), so.max_parallel,
+       [&](std::size_t i) { probe_first(*log_in[i], o, so, levels_below, probed); });
+  std::vector<mapper::HostProbe> results;
+  for (const std::string& h : remote) {
+    mapper::HostProbe& r = probed.results[h];
+    if (r.host.empty()) r = {h, std::nullopt, "not probed (please report this)", false};
+    if (r.ok() && !r.cached && to_probe.erase(h) > 0) mapper::cache_inventory(so, h, *r.inventory);
+    results.push_back(r);
+  }
+  // A first-level host probed only for the hosts below it (this host, or one --host-xml
+  // describes) whose login failed: its failure too, since theirs only point at it.
+  const std::set<std::string> listed(remote.begin(), remote.end());
+  for (const tree::TreeHost* t : log_in) {
+    const mapper::HostProbe& r = probed.results[t->name];
+    if (!listed.contains(t->name) && !r.ok()) results.push_back(r);
+  }
+  if (tree != nullptr) {
+    std::set<std::string> failed;
+    for (const mapper::HostProbe& r : results)
+      if (!r.ok()) failed.insert(r.host);
+    *tree =
+        tree::prune_tree(first, [&](const tree::TreeHost& h) { return !failed.contains(h.name); });
+  }
+  return results;
+}
+
+mapper::OpenLinkChannel link_channels(tree::TreeLinks& links) {
+  return [&links](const mapper::LinkHost& h, int port) -> std::unique_ptr<mapper::LinkChannel> {
+    int id = -1;
+    try {
+      id = links.open(h.name, port);
+    } catch (const tree::TreeLinkError& e) {
+      throw mapper::LinkError(e.what());
+    }
+    if (id < 0) return nullptr;
+    return std::make_unique<TreeLinkChannel>(links, id);
+  };
+}
+
+}  // namespace ddl::cli
