@@ -45,6 +45,11 @@ void HostList::add(Host host, const Position& where) {
   std::string key = detail::lowercase(host.name);
   const auto it = index_.find(key);
   if (it == index_.end()) {
+    if (hosts_.size() == detail::kMaxNames) {
+      throw InputError(where, "more than " + std::to_string(detail::kMaxNames) +
+                                  " hosts, the most a host list may hold (as its ranges do): "
+                                  "list fewer hosts");
+    }
     index_.emplace(std::move(key), hosts_.size());
     hosts_.push_back(std::move(host));
     return;

@@ -46,9 +46,10 @@ class InputError : public std::runtime_error {
 };
 
 /// `text` safe to print on a terminal: control characters (0x00-0x1f, 0x7f, and the C1
-/// controls U+0080-U+009F written in UTF-8) are written C-style as "\x1b", so that a name read
-/// from a file cannot move the cursor, recolour or retitle the terminal, or hide text. Newlines
-/// and tabs are kept when `keep_layout` is true; other bytes, UTF-8 letters included, pass.
+/// controls U+0080-U+009F written in UTF-8) and every byte that is not part of valid UTF-8
+/// (0xff, a lone 0x9b that an 8-bit terminal takes for CSI) are written C-style as "\x1b", so
+/// that a name read from a file cannot move the cursor, recolour or retitle the terminal, or
+/// hide text. Newlines and tabs are kept when `keep_layout` is true; UTF-8 letters pass.
 std::string printable(std::string_view text, bool keep_layout = true);
 
 }  // namespace ddl::hostfiles

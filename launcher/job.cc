@@ -32,10 +32,21 @@ std::string host_port(const std::string& host, int port) {
   return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
 }
 
-/// The PYTHONPATH rule of rank_environment(): job.python_dir's hook directory and itself first.
+/// True when `dir` is an environment's site-packages (or Debian's dist-packages), which holds
+/// other packages than ddl: torch, numpy, ...
+bool is_site_directory(const std::string& dir) {
+  const size_t slash = dir.find_last_not_of('/');
+  const std::string trimmed = dir.substr(0, slash == std::string::npos ? 0 : slash + 1);
+  return trimmed.ends_with("/site-packages") || trimmed.ends_with("/dist-packages");
+}
+
+/// The PYTHONPATH rule of rank_environment(): job.python_dir's hook directory first, then
+/// job.python_dir itself unless it is a whole site-packages (whose torch would replace that of
+/// another interpreter the ranks run: the hook then serves ddl alone from it).
 void add_python_path(const Job& job, const Inherited& inherited, std::vector<EnvVar>& env) {
   if (job.python_dir.empty()) return;
-  const std::string ours = job.python_dir + "/ddl/_site:" + job.python_dir;
+  const std::string ours = job.python_dir + "/ddl/_site" +
+                           (is_site_directory(job.python_dir) ? "" : ":" + job.python_dir);
   EnvVar* exported = nullptr;
   for (EnvVar& e : env) {
     if (e.first == "PYTHONPATH") exported = &e;

@@ -71,8 +71,10 @@ struct Rendezvous {
 ///   OMP_NUM_THREADS = the cores of its CPU set, unless the rank inherits one or is not bound;
 /// then job.exports, which win over all of the above; then, when job.python_dir is set,
 /// PYTHONPATH = "<python_dir>/ddl/_site:<python_dir>" before the exported or inherited
-/// PYTHONPATH (unless that already starts with them). Throws comm::TopologyError when the rank
-/// is not in the topology.
+/// PYTHONPATH (unless that already starts with them); "<python_dir>/ddl/_site" alone when
+/// python_dir is a site-packages or dist-packages (a pip-installed ddlrun's: its torch must not
+/// replace that of another interpreter the ranks run; the hook there serves ddl). Throws
+/// comm::TopologyError when the rank is not in the topology.
 std::vector<EnvVar> rank_environment(const Job& job, int rank, const Rendezvous& rendezvous,
                                      const std::string& topology_path, const Inherited& inherited);
 

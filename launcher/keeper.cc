@@ -38,11 +38,16 @@ constexpr char kKeeperHello = 'K';
 constexpr int kKeeperHelloMs = 2000;
 /// The keeper's own small program, looked for beside ddlrun (launcher/keeper_main.cc).
 constexpr const char* kKeeperProgram = "ddlrun-keeper";
+/// Where a keeper finds the link it watches (keeper_watch_link): this descriptor, named by
+/// this variable.
+constexpr int kLinkFd = 3;
+constexpr const char* kLinkVariable = "DDLRUN_KEEPER_LINK=3";
 
 std::mutex g_mutex;
 std::string g_program;  // empty: not armed
 int g_socket = -1;      // our end; -1 until the keeper runs
 bool g_failed = false;  // it could not be started: do not try again
+int g_link = -1;        // a copy of the link the keeper watches (keeper_watch_link), or -1
 
 /// Waits (on a thread of its own) for the hello of keeper `pid` on `fd`; a program that does
 /// not say it in time is killed, and no keeper is used from then on.
@@ -90,6 +95,7 @@ bool start_keeper() {
   for (char** e = environ; e != nullptr && *e != nullptr; ++e)
     envp.push_back(*e);
   envp.push_back(const_cast<char*>(kKeeperVariable));
+  if (g_link >= 0) envp.push_back(const_cast<char*>(kLinkVariable));
   envp.push_back(nullptr);
   const pid_t pid = fork();
   if (pid == 0) {
@@ -99,6 +105,7 @@ bool start_keeper() {
     sigprocmask(SIG_SETMASK, &none, nullptr);
     if (dup2(fds[1], 0) < 0 || (null_fd >= 0 && (dup2(null_fd, 1) < 0 || dup2(null_fd, 2) < 0)))
       _exit(127);
+    if (g_link >= 0 && dup2(g_link, kLinkFd) < 0) _exit(127);  // g_link > kLinkFd: no clash
     execve(argv[0], const_cast<char* const*>(argv.data()), envp.data());
     _exit(127);
   }
@@ -247,6 +254,11 @@ void enable_keeper(const std::string& program) {
   if (g_program.empty()) g_program = program;
 }
 
+void keeper_watch_link(int fd) {
+  std::lock_guard lock(g_mutex);
+  if (g_link < 0 && g_socket < 0) g_link = fcntl(fd, F_DUPFD_CLOEXEC, 10);
+}
+
 void keeper_kill_group(int pgid) {
   if (pgid > 1) request('g', std::to_string(pgid));
 }
@@ -308,12 +320,25 @@ void run_keeper(int fd) {
   signal(SIGINT, SIG_IGN);
   signal(SIGHUP, SIG_IGN);
   [[maybe_unused]] const ssize_t said = write(fd, &kKeeperHello, 1);
+  const pid_t parent = getppid();
+  const char* link_variable = std::getenv("DDLRUN_KEEPER_LINK");
+  int link = link_variable != nullptr ? std::atoi(link_variable) : -1;
   std::set<int> groups;
   std::set<std::string> markers;
   std::vector<std::string> dirs;
   std::string buf;
   char chunk[4096];
   for (;;) {
+    // The link is polled for its hang-up only (no events asked for: its bytes are the
+    // parent's); once it hung up, the parent is killed and the requests read to their EOF.
+    pollfd p[2] = {{fd, POLLIN, 0}, {link, 0, 0}};
+    if (poll(p, link >= 0 ? 2 : 1, -1) < 0 && errno != EINTR) break;
+    if (link >= 0 && (p[1].revents & (POLLHUP | POLLERR | POLLNVAL)) != 0) {
+      if (getppid() == parent) kill(parent, SIGKILL);
+      close(link);
+      link = -1;
+    }
+    if (p[0].revents == 0) continue;
     const ssize_t n = read(fd, chunk, sizeof chunk);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
@@ -329,6 +354,7 @@ void run_keeper(int fd) {
       if (line[0] == 'd') dirs.push_back(arg);
     }
   }
+  if (link >= 0) close(link);  // (a pipe's reader sees its end once the writers are gone)
   // Our parent has ended. What it started goes first, then its files. A round that signals
   // nothing ends the sweeps: no process of the job was left to start another (after a clean
   // end, the usual case, one pass over /proc).

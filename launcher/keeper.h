@@ -18,12 +18,22 @@ namespace ddl::launcher {
 // environment holds a marker it was given (the job's token, which a rank's children inherit
 // even when they leave its process group), again 100 ms later while a pass found any (to catch
 // forks in flight; at most three passes), then removes the directories and exits. After a
-// clean exit one pass over /proc finds nothing left to do.
-// Unprivileged: it only signals what the same user may signal.
+// clean exit one pass over /proc finds nothing left to do. An agent's keeper also holds the
+// agent's link to its parent (keeper_watch_link: the write end, closed as soon as the agent
+// ended) and polls it for a hang-up or error without writing to it: a stopped (SIGSTOP) agent never
+// ends, and its ranks would run on after its parent gave the host up; the keeper kills it then, and
+// the pipe's EOF follows. Unprivileged: it only signals what the same user may signal.
 
 /// Arms the keeper for this process: `program` is ddlrun's absolute path (it is run as
 /// `program --keeper`). Until then the functions below do nothing (as in unit tests).
 void enable_keeper(const std::string& program);
+
+/// Also act when `fd` (an agent's link to its parent: its stdout to sshd, whose reader goes
+/// only when the channel closes, not at the end of the agent's stdin) hangs up or errs, that
+/// is when the parent gave this host up and closed the channel: the keeper then SIGKILLs this
+/// process first (a stopped agent, which could not end by itself) and carries out the rest as
+/// when it ends. Call before the first request (the keeper takes `fd` when it starts).
+void keeper_watch_link(int fd);
 
 /// When this process ends: SIGKILL to process group `pgid`.
 void keeper_kill_group(int pgid);
@@ -43,7 +53,9 @@ void keeper_remove_dir(const std::string& path);
 /// many it removed.
 int remove_stale_dirs();
 
-/// `ddlrun --keeper`: reads requests on `fd` until EOF, carries them out, exits 0.
+/// `ddlrun --keeper`: reads requests on `fd` until EOF, carries them out, exits 0. With
+/// $DDLRUN_KEEPER_LINK (a descriptor number, set by keeper_watch_link's start), a hang-up on
+/// that descriptor SIGKILLs its parent first.
 [[noreturn]] void run_keeper(int fd);
 
 }  // namespace ddl::launcher

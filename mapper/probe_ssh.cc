@@ -421,11 +421,13 @@ void settle(Outcome& o, Work&& work) {
 
 /// Probes every host of `todo` with `probe_one`, at most `max_parallel` at once (threads that
 /// take the next host from a shared counter); a failure becomes the host's error.
-void probe_all(const Todo& todo, int max_parallel, const HostProbeFn& probe_one) {
+void probe_all(const Todo& todo, int max_parallel, const HostProbeFn& probe_one,
+               const std::function<void(const std::string&)>& on_settled) {
   std::atomic<std::size_t> next{0};
   const auto worker = [&] {
     for (std::size_t i = next++; i < todo.size(); i = next++) {
       settle(*todo[i].second, [&] { return probe_one(*todo[i].first); });
+      if (on_settled) on_settled(*todo[i].first);
     }
   };
   const std::size_t want = std::min<std::size_t>(std::max(max_parallel, 1), todo.size());
@@ -474,6 +476,7 @@ class PipelinedProbe {
       for (const auto& [host, o] : todo_) {
         const std::string* name = host;  // clang before 16 captures no structured binding
         settle(*o, [&] { return probe_host_ssh(*name, options_, connector_); });
+        if (options_.on_settled) options_.on_settled(*name);
       }
       return;
     }
@@ -483,6 +486,7 @@ class PipelinedProbe {
  private:
   /// A started probe and where its outcome goes.
   struct Item {
+    const std::string* host = nullptr;
     Outcome* outcome = nullptr;
     std::unique_ptr<Running> running;
     Read how = Read::kMore;
@@ -500,13 +504,15 @@ class PipelinedProbe {
         read_.pop_front();
         lock.unlock();
         finish(*item);
+        const std::string& host = *item->host;
         item.reset();  // closes a session not kept, here rather than in the reading thread
         lock.lock();
-        settled();
+        settled(host);
       } else if (next_ < todo_.size()) {
         const std::size_t i = next_++;
         lock.unlock();
         auto item = std::make_unique<Item>();
+        item->host = todo_[i].first;
         item->outcome = todo_[i].second;
         try {
           item->running = start_probe(*todo_[i].first, options_, connector_);
@@ -518,7 +524,7 @@ class PipelinedProbe {
           started_.push_back(std::move(item));
           wake();
         } else {
-          settled();
+          settled(*item->host);
         }
       } else {
         return;
@@ -535,8 +541,9 @@ class PipelinedProbe {
     settle(o, [&] { return finish_probe(*item.running, item.how, options_); });
   }
 
-  /// Under the lock: one more host settled; the reader and the workers may be done.
-  void settled() {
+  /// Under the lock: one more host, `host`, settled; the reader and the workers may be done.
+  void settled(const std::string& host) {
+    if (options_.on_settled) options_.on_settled(host);
     --unsettled_;
     changed_.notify_all();
     wake();
@@ -638,12 +645,16 @@ std::vector<HostProbe> RemoteProber::probe(std::span<const std::string> hosts) {
       o.inventory = read_cache(cache_file(host));
       o.cached = o.inventory.has_value();
     }
-    if (!o.inventory) todo.emplace_back(&host, &o);
+    if (!o.inventory) {
+      todo.emplace_back(&host, &o);
+    } else if (options_.on_settled) {
+      options_.on_settled(host);
+    }
   }
   if (connector_ != nullptr) {
     PipelinedProbe(todo, options_, *connector_).run();
   } else {
-    probe_all(todo, options_.max_parallel, probe_one_);
+    probe_all(todo, options_.max_parallel, probe_one_, options_.on_settled);
   }
   for (const auto& [host, o] : todo) {
     if (o->inventory && !job_dir.empty()) write_cache(cache_file(*host), *o->inventory);

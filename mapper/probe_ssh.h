@@ -46,6 +46,9 @@ struct SshProbeOptions : ssh::Options {
   /// --probe-agent`); the channel is kept open with the session, so that each host pays for
   /// one login and one login shell. Empty: the probe command, and the session alone is kept.
   std::string keep_command;
+  /// Called as each host's probe ends, answered or failed (a cached host at once), from any of
+  /// the probe's threads: ddlrun's progress lines name the hosts it still waits for.
+  std::function<void(const std::string& host)> on_settled;
 };
 
 /// The command run on each host: remote_command, else probe_path (shell-quoted when needed).

@@ -47,8 +47,16 @@ bool parse_cpu_ranges(std::string_view text, std::vector<CpuSet::Range>& ranges,
     CpuSet::Range range;
     for (const auto& [number, value] :
          {std::pair{first_text, &range.first}, {last_text, &range.last}}) {
-      if (!parse_int(number, *value) || *value < 0) {
+      if (number.empty() && dash == 0) {
+        why = "entry " + quote(item) + " starts with '-': PU indices cannot be negative";
+        return false;
+      }
+      if (!parse_int(number, *value)) {
         why = quote(number) + " is not a PU index";
+        return false;
+      }
+      if (*value < 0) {
+        why = "entry " + quote(item) + ": PU indices cannot be negative";
         return false;
       }
     }

@@ -10,8 +10,8 @@
 // field from a newer minor version, a malformed value) it gives up and returns nothing, and the
 // text goes to the yaml-cpp reader, which accepts any YAML spelling and words the errors. It also
 // gives up on texts that only look like its layout: a key with no entries under it ("hosts:"
-// alone is null to YAML, not an empty list) and a NUL among the first bytes (which yaml-cpp takes
-// for UTF-16 or UTF-32), so that whatever it takes, both readers read alike. Before
+// alone is null to YAML, not an empty list) and a NUL byte anywhere (which the yaml-cpp reader
+// refuses), so that whatever it takes, both readers read alike. Before
 // anything else, both readers look at the first line: one naming another major version (in any
 // quoting) is refused at once, since such a file may not even be YAML this reader understands.
 
@@ -175,8 +175,8 @@ std::optional<Topology> parse_fast(std::string_view text, const std::string& sou
   std::string_view line;
   if (!lines.next(line)) return std::nullopt;
   sniff_version(line, source);
-  // yaml-cpp guesses the encoding from the first bytes and reads "#\0..." as UTF-16.
-  if (text.substr(0, 4).find('\0') != std::string_view::npos) return std::nullopt;
+  // The yaml-cpp reader refuses a NUL byte wherever it is.
+  if (text.find('\0') != std::string_view::npos) return std::nullopt;
 
   std::string scratch;
   if (!quoted_field(line, "version: ", scratch)) return std::nullopt;

@@ -106,22 +106,53 @@ void write_topology_file(const Topology& topology, const std::string& path) {
   ::close(dir_fd);
 }
 
-Topology read_topology_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+namespace {
+
+/// What a file of mode `mode` is, in words, for one that is not a regular file.
+std::string file_kind(mode_t mode) {
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+/// Opens `path` for reading without blocking (a FIFO with no writer would block open() itself)
+/// and refuses anything but a regular file by its type, before a byte is read: a FIFO could
+/// block the read, /dev/zero never ends.
+int open_regular(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     throw TopologyError("cannot read topology file " + quote(path) + ": " + errno_text(errno));
   }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const int error = errno;
+    ::close(fd);
+    throw TopologyError("cannot read topology file " + quote(path) + ": " + errno_text(error));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw TopologyError("topology file " + quote(path) + " is " + file_kind(st.st_mode) +
+                        ", not a regular file: give DDL_TOPOLOGY_FILE the file ddlrun wrote");
+  }
+  try {
+    check_size(static_cast<uint64_t>(st.st_size), path);
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  return fd;
+}
+
+}  // namespace
+
+Topology read_topology_file(const std::string& path) {
+  const int fd = open_regular(path);
   std::string text;
   struct stat st {};
-  if (::fstat(fd, &st) == 0 && st.st_size > 0) {
-    try {
-      check_size(static_cast<uint64_t>(st.st_size), path);
-    } catch (...) {
-      ::close(fd);
-      throw;
-    }
-    text.reserve(static_cast<size_t>(st.st_size));
-  }
+  if (::fstat(fd, &st) == 0 && st.st_size > 0) text.reserve(static_cast<size_t>(st.st_size));
   char buf[1 << 16];
   while (true) {
     const ssize_t n = ::read(fd, buf, sizeof buf);

@@ -5,6 +5,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <map>
 #include <sstream>
 
 #include "base/text.h"
@@ -24,32 +25,49 @@ using topology::validate_read;
 
 namespace {
 
-/// Refuses YAML aliases before the document is built: ddlrun never writes them, and every use
-/// of one repeats its anchor's whole subtree, so that a file of a few hundred KB could stand for
-/// billions of ring entries. The events are read once, without building anything.
-class NoAliases : public YAML::EventHandler {
+/// How deep a topology file's YAML may nest; ddlrun's own files go 5 levels deep (a ring's
+/// members in a dimension's rings).
+constexpr size_t kMaxDepth = 16;
+
+/// Refuses, before the document is built, what ddlrun never writes and yaml-cpp would take
+/// without a word: aliases (every use of one repeats its anchor's whole subtree, so that a file
+/// of a few hundred KB could stand for billions of ring entries), tags (`!!binary` would hand
+/// its base64 text on as a value), a key given twice in one mapping (yaml-cpp keeps both and
+/// answers with the first) and nesting deeper than kMaxDepth (which yaml-cpp reports only as
+/// "bad file"). The events are read once, without building anything.
+///
+/// How it works: a stack holds one frame per open sequence or mapping. In a mapping, nodes
+/// alternate between key and value; each key that is a scalar is looked up in the frame's keys.
+class EventChecks : public YAML::EventHandler {
  public:
-  explicit NoAliases(const std::string& source) : source_(source) {}
+  explicit EventChecks(const std::string& source) : source_(source) {}
   void OnDocumentStart(const YAML::Mark&) override {}
   void OnDocumentEnd() override {}
-  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnNull(const YAML::Mark& mark, YAML::anchor_t) override { node(mark, "", nullptr); }
   void OnAlias(const YAML::Mark& mark, YAML::anchor_t) override {
-    throw TopologyError(base::yaml_position(source_, mark) +
-                        ": a YAML alias (*name): topology files hold none (each use of an alias "
-                        "repeats a whole subtree); write the entries out, as ddlrun does");
+    fail(mark,
+         "a YAML alias (*name): topology files hold none (each use of an alias repeats a whole "
+         "subtree); write the entries out, as ddlrun does");
   }
-  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
-                const std::string&) override {}
-  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
-                       YAML::EmitterStyle::value) override {}
-  void OnSequenceEnd() override {}
-  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
-                  YAML::EmitterStyle::value) override {}
-  void OnMapEnd() override {}
+  void OnScalar(const YAML::Mark& mark, const std::string& tag, YAML::anchor_t,
+                const std::string& value) override {
+    node(mark, tag, &value);
+  }
+  void OnSequenceStart(const YAML::Mark& mark, const std::string& tag, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {
+    open(mark, tag, false);
+  }
+  void OnSequenceEnd() override { frames_.pop_back(); }
+  void OnMapStart(const YAML::Mark& mark, const std::string& tag, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {
+    open(mark, tag, true);
+  }
+  void OnMapEnd() override { frames_.pop_back(); }
 
   /// Reads the first document of `text`, the one YAML::Load builds; throws TopologyError at
-  /// the first alias. (Not a loop over the documents: on some malformed streams yaml-cpp 0.7's
-  /// HandleNextDocument returns true forever without consuming input; fuzz_topology found one.)
+  /// the first thing refused. (Not a loop over the documents: on some malformed streams
+  /// yaml-cpp 0.7's HandleNextDocument returns true forever without consuming input;
+  /// fuzz_topology found one.)
   void check(const std::string& text) {
     std::istringstream in(text);
     YAML::Parser parser(in);
@@ -57,8 +75,62 @@ class NoAliases : public YAML::EventHandler {
   }
 
  private:
+  struct Frame {
+    bool map = false;
+    bool key_next = true;
+    std::map<std::string, YAML::Mark> keys;
+  };
+
+  [[noreturn]] void fail(const YAML::Mark& mark, const std::string& problem) const {
+    throw TopologyError(base::yaml_position(source_, mark) + ": " + problem);
+  }
+
+  void check_tag(const YAML::Mark& mark, const std::string& tag) const {
+    if (tag.empty() || tag == "?" || tag == "!") return;
+    fail(mark, "a YAML tag (" + topology::quote(tag) +
+                   "): topology files hold none; write plain values, as ddlrun does");
+  }
+
+  /// A node at `mark`: a key or a value when the innermost open node is a mapping.
+  void node(const YAML::Mark& mark, const std::string& tag, const std::string* scalar) {
+    check_tag(mark, tag);
+    if (frames_.empty() || !frames_.back().map) return;
+    Frame& frame = frames_.back();
+    frame.key_next = !frame.key_next;
+    if (frame.key_next || scalar == nullptr) return;  // a value, or a key that is no scalar
+    const auto [first, added] = frame.keys.emplace(*scalar, mark);
+    if (added) return;
+    fail(mark, "the key " + topology::quote(*scalar) + " again (first at line " +
+                   std::to_string(first->second.line + 1) + "): give each field once");
+  }
+
+  void open(const YAML::Mark& mark, const std::string& tag, bool map) {
+    node(mark, tag, nullptr);
+    if (frames_.size() == kMaxDepth) {
+      fail(mark, "YAML nested more than " + std::to_string(kMaxDepth) +
+                     " levels deep; a topology file nests 5: is this the topology file ddlrun "
+                     "wrote?");
+    }
+    frames_.push_back(Frame{map, true, {}});
+  }
+
   const std::string& source_;
+  std::vector<Frame> frames_;
 };
+
+/// Refuses a NUL byte anywhere in `text`: topology files are text, and yaml-cpp would read one
+/// as the end of a value or take the file for UTF-16.
+void refuse_nul(std::string_view text, const std::string& source) {
+  const size_t nul = text.find('\0');
+  if (nul == std::string_view::npos) return;
+  const std::string_view before = text.substr(0, nul);
+  const size_t line_start = before.rfind('\n');
+  const size_t line = static_cast<size_t>(std::count(before.begin(), before.end(), '\n')) + 1;
+  const size_t column = line_start == std::string_view::npos ? nul + 1 : nul - line_start;
+  throw TopologyError(source + ":" + std::to_string(line) + ":" + std::to_string(column) +
+                      ": a NUL byte; a topology file is text: is this the topology file ddlrun "
+                      "wrote?");
+}
 
 class GenericReader {
  public:
@@ -68,10 +140,11 @@ class GenericReader {
     // A file of another major version may not even be YAML that this reader understands.
     std::string_view first_line;
     if (Lines(text).next(first_line)) sniff_version(first_line, source_);
+    refuse_nul(text, source_);
     YAML::Node root;
     try {
       const std::string copy(text);
-      NoAliases(source_).check(copy);
+      EventChecks(source_).check(copy);
       root = YAML::Load(copy);
     } catch (const YAML::Exception& e) {
       throw TopologyError(at(e.mark) + "not valid YAML: " + e.msg);

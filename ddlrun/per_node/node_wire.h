@@ -14,7 +14,7 @@
 namespace ddl::cli::wire {
 
 enum Type : uint8_t {
-  kHello = 1,  ///< magic, nonce, proof, node rank, node count, job, host, inventory, round
+  kHello = 1,  ///< magic, nonce, proof, node rank, node count, job, host, "", round
   kWelcome,    ///< proof, salt, job id, N, then node rank, host, address, inventory for each
   kPlan,       ///< digest, ddl port, master port
   kGo,         ///< ddl port, master port
@@ -25,9 +25,11 @@ enum Type : uint8_t {
   kEnd,        ///< status, final ("1": no restart), node ranks of the nodes lost
   kError,      ///< text
   kChallenge,  ///< magic, nonce: node 0's first words on every connection
+  kProven,     ///< proof: node 0's, once it admitted a node's hello, before the node says more
+  kInventory,  ///< inventory: a node's hardware, sent only once node 0 proved the secret
 };
 
-inline constexpr const char* kMagic = "DDLNODE3";
+inline constexpr const char* kMagic = "DDLNODE4";
 inline constexpr size_t kMaxMessage = size_t{64} << 20;
 /// Before the hello is accepted: a hello carries one node's hardware, tens of KB.
 inline constexpr size_t kMaxHello = size_t{256} << 10;
@@ -92,6 +94,11 @@ std::string ranks_token(const std::string& secret, std::string_view salt);
 /// node 0's challenge (kChallenge with this ddlrun's magic): its nonce; nullopt when it is not
 /// one.
 std::optional<std::string> decode_challenge(const Message& m);
+
+/// Whether node 0's proof `m` (kProven) shows that it knows `secret` for `nonce`, this node's,
+/// and `challenge`, node 0's. A node sends its inventory only then.
+bool node0_proved(const Message& m, const std::string& secret, std::string_view nonce,
+                  std::string_view challenge);
 
 /// node 0's welcome, once its proof (for `nonce`, this node's, and `challenge`, node 0's)
 /// shows that it knows `secret`; the ranks' token derived from it. Throws RendezvousError.

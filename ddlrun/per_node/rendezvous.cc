@@ -286,6 +286,12 @@ Welcome decode_welcome(const Message& m, const std::string& secret, std::string_
   return w;
 }
 
+bool node0_proved(const Message& m, const std::string& secret, std::string_view nonce,
+                  std::string_view challenge) {
+  return m.type == kProven && m.fields.size() == 1 &&
+         base::same_secret(m.fields[0], proof(secret, "node 0", nonce, challenge));
+}
+
 std::optional<std::string> decode_challenge(const Message& m) {
   if (m.type != kChallenge || m.fields.size() != 2 || m.fields[0] != kMagic ||
       m.fields[1].size() != kNonceSize) {
@@ -333,8 +339,10 @@ std::unique_ptr<NodeClient> NodeClient::join(const std::string& endpoint, const 
   }
 }
 
-// node 0's challenge, this node's hello with its proof of the secret, node 0's welcome with
-// its own proof. `challenged` is set once the challenge came.
+// node 0's challenge, this node's hello with its proof of the secret, node 0's proof, this
+// node's inventory (its hardware goes to node 0 only once node 0 proved that it knows the
+// secret: a stranger listening at node 0's address learns nothing of it), node 0's welcome.
+// `challenged` is set once the challenge came.
 void NodeClient::greet(const std::string& token, const NodeHello& hello, const base::Deadline& wait,
                        std::chrono::milliseconds timeout, bool& challenged) {
   const std::string where = "the rendezvous at " + endpoint_ + ": ";
@@ -354,7 +362,17 @@ void NodeClient::greet(const std::string& token, const NodeHello& hello, const b
   const std::string nonce = base::random_bytes(wire::kNonceSize);
   send(wire::kHello, {wire::kMagic, nonce, wire::proof(token, "node", *challenge, nonce),
                       std::to_string(hello.node_rank), std::to_string(hello.nnodes), hello.job,
-                      hello.host, hello.inventory, std::to_string(hello.round)});
+                      hello.host, "", std::to_string(hello.round)});
+  const std::optional<wire::Message> proven = receive(fd_, *pending_, wait, where);
+  if (!proven) throw timed_out();
+  if (!wire::node0_proved(*proven, token, nonce, *challenge)) {
+    throw RendezvousError(where +
+                          "node 0 did not prove that it knows this job's secret, so this node "
+                          "sent it nothing of its own; give every node the same secret "
+                          "(DDL_JOB_TOKEN or --rdzv-token-file) and the same ddlrun, and check "
+                          "--rdzv");
+  }
+  send(wire::kInventory, {hello.inventory});
   const std::optional<wire::Message> m = receive(fd_, *pending_, wait, where);
   if (!m) throw timed_out();
   try {

@@ -85,6 +85,7 @@ struct Conn {
   int rank = -1;  ///< its --node-rank
   std::string host;
   std::string inventory;
+  bool proven = false;  ///< its inventory came, after node 0's proof: it counts as come
   Clock::time_point opened = Clock::now();
   Clock::time_point heard = Clock::now();
   std::optional<std::string> digest;
@@ -143,12 +144,12 @@ struct NodeServer::State {
   void read_from(Conn& c);
   void on_message(Conn& c, const wire::Message& m);
   void hello(Conn& c, const std::vector<std::string>& f);
+  void inventory(Conn& c, const std::string& text);
   void late(Conn& c, const std::vector<std::string>& f);
   bool speaks(const Conn& c, const std::vector<std::string>& f) const;
   bool proves(const Conn& c, const std::vector<std::string>& f) const;
   std::string hello_problem(const Conn& c, const std::vector<std::string>& f) const;
-  std::string host_problem(const Conn& c, const std::vector<std::string>& f,
-                           std::string& host) const;
+  std::string host_problem(const Conn& c, const std::string& inventory, std::string& host) const;
   void refuse(const std::string& line);
   void refuse_hello(Conn& c, const std::vector<std::string>& f, const std::string& problem);
   void limit_strangers(const Conn& newest);
@@ -294,6 +295,9 @@ void NodeServer::State::on_message(Conn& c, const wire::Message& m) {
     }
     return;
   }
+  if (m.type == wire::kInventory && phase == Phase::kGather && !c.proven && f.size() == 1) {
+    inventory(c, f[0]);
+  }
   if (m.type == wire::kPlan && phase == Phase::kPlan && f.size() == 3) plan(c, f);
   if (m.type == wire::kFail && phase == Phase::kRun && f.size() == 2) {
     const int status = wire::to_int(f[1]).value_or(1);
@@ -379,18 +383,18 @@ std::string NodeServer::State::hello_problem(const Conn& c,
 // A node whose host name another node has too (cloned VMs, some containers) is taken under
 // the address node 0 saw it come from, when the machine identities their probes found differ
 // (mapper/machine.h); refused when they are the same or unknown (--no-probe).
-std::string NodeServer::State::host_problem(const Conn& c, const std::vector<std::string>& f,
+std::string NodeServer::State::host_problem(const Conn& c, const std::string& inventory,
                                             std::string& host) const {
   const auto named = [&](const std::string& name) -> const Conn* {
     for (const Conn* other : nodes)
-      if (other != nullptr && other->host == name) return other;
+      if (other != nullptr && other != &c && other->proven && other->host == name) return other;
     return nullptr;
   };
   const Conn* other = named(host);
   if (other == nullptr) return "";
   const std::string same =
       "its host name " + base::excerpt(host) + " is node " + std::to_string(other->node) + "'s too";
-  const std::string mine = identity_of(f[7]), theirs = identity_of(other->inventory);
+  const std::string mine = identity_of(inventory), theirs = identity_of(other->inventory);
   if (mine.empty() || theirs.empty() || mine == theirs) {
     return same +
            (mine.empty() || theirs.empty()
@@ -406,10 +410,10 @@ std::string NodeServer::State::host_problem(const Conn& c, const std::vector<std
   return "";
 }
 
+// A hello that proves the secret is admitted and answered with node 0's own proof; the node
+// then sends its inventory (inventory()), and only then counts as come.
 void NodeServer::State::hello(Conn& c, const std::vector<std::string>& f) {
-  std::string host = f.size() > 6 ? f[6] : "";
-  std::string problem = hello_problem(c, f);
-  if (problem.empty()) problem = host_problem(c, f, host);
+  const std::string problem = hello_problem(c, f);
   if (!problem.empty()) {
     refuse_hello(c, f, problem);
     return;
@@ -417,10 +421,33 @@ void NodeServer::State::hello(Conn& c, const std::vector<std::string>& f) {
   c.node = *wire::to_int(f[3]);
   c.rank = c.node;
   c.client_nonce = f[1];
-  c.host = host;
-  c.inventory = f[7];
+  c.host = f[6];
   c.in.set_limits(wire::kMaxMessage, 1u << 20);
   nodes[static_cast<size_t>(c.node)] = &c;
+  if (!wire::send_now(c.fd, wire::kProven,
+                      {wire::proof(s.token, "node 0", c.client_nonce, c.nonce)})) {
+    c.closed = true;
+  }
+}
+
+// The inventory of an admitted node: its host name checked against the others' (host_problem),
+// then the node has come.
+void NodeServer::State::inventory(Conn& c, const std::string& text) {
+  std::string host = c.host;
+  const std::string problem = host_problem(c, text, host);
+  if (!problem.empty()) {
+    const std::string node = std::to_string(c.rank);
+    refuse("rendezvous: refused node " + node + " (" + base::excerpt(c.host) + ", from " +
+           c.address + "): " + problem);
+    wire::send_now(c.fd, wire::kError, {"refused node " + node + ": " + problem});
+    nodes[static_cast<size_t>(c.node)] = nullptr;
+    c.node = -1;
+    c.closed = true;
+    return;
+  }
+  c.host = host;
+  c.inventory = text;
+  c.proven = true;
   gathered();
 }
 
@@ -455,7 +482,8 @@ bool NodeServer::State::member(int rank) const {
 
 // Every member came: the welcome now; at least min_nodes: the welcome after the last call.
 void NodeServer::State::gathered() {
-  const auto came = std::count_if(nodes.begin(), nodes.end(), [](const Conn* n) { return n; });
+  const auto came =
+      std::count_if(nodes.begin(), nodes.end(), [](const Conn* n) { return n && n->proven; });
   const size_t members = s.members.empty() ? nodes.size() : s.members.size();
   if (static_cast<size_t>(came) == members) {
     welcome();
@@ -465,6 +493,12 @@ void NodeServer::State::gathered() {
 }
 
 void NodeServer::State::welcome() {
+  for (Conn*& n : nodes) {  // admitted, but its inventory has not come: it is too late
+    if (n != nullptr && !n->proven) {
+      n->closed = true;
+      n = nullptr;
+    }
+  }
   std::erase(nodes, nullptr);  // the nodes that came, renumbered in node-rank order
   for (size_t k = 0; k < nodes.size(); ++k)
     nodes[k]->node = static_cast<int>(k);
@@ -572,8 +606,9 @@ std::string NodeServer::State::missing() const {
   std::vector<int> absent;
   std::string came;
   for (size_t k = 0; k < nodes.size(); ++k) {
-    if (nodes[k] == nullptr && !member(static_cast<int>(k))) continue;
-    if (nodes[k] == nullptr) {
+    const bool here = nodes[k] != nullptr && nodes[k]->proven;  // its hardware came too
+    if (!here && !member(static_cast<int>(k))) continue;
+    if (!here) {
       absent.push_back(static_cast<int>(k));
     } else {
       came += (came.empty() ? "" : ", ") + std::string("node ") + std::to_string(k) + " (" +

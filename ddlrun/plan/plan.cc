@@ -16,6 +16,7 @@
 
 #include "base/text.h"
 #include "ddlrun/backends.h"
+#include "ddlrun/plan/probe_progress.h"
 #include "ddlrun/plan/probe_tree.h"
 #include "ddlrun/shell_words.h"
 #include "hostfiles/hostfiles.h"
@@ -25,6 +26,9 @@
 namespace ddl::cli {
 
 namespace {
+
+/// How often a probe that goes on says which hosts it still waits for (ProbeProgress).
+constexpr std::chrono::milliseconds kProbeProgressEvery{5000};
 
 bool valid_variable_name(std::string_view name) {
   if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0]))) return false;
@@ -310,6 +314,11 @@ std::vector<mapper::HostProbe> probe_remote_hosts(const Options& o, JobPlan& pla
                          " over ssh (--no-probe or --host-xml skip it)");
   mapper::SshProbeOptions so = ssh_probe_options(o, plan.job_id);
   if (fresh) so.job_id.clear();
+  ProbeProgress progress(hosts, kProbeProgressEvery, [](const std::string& line) {
+    std::fprintf(stderr, "%s\n", line.c_str());
+    std::fflush(stderr);
+  });
+  so.on_settled = [&progress](const std::string& host) { progress.settled(host); };
   const bool tree = probe_goes_down_the_tree(o, plan.hosts.size(), ssh_follows);
   // The ssh launcher runs each agent through its probe's session, --probe-links its own.
   if (!o.dry_run || o.probe_links || tree) {

@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -41,10 +42,15 @@ namespace tree = launcher::ssh;
 struct TreeProbe {
   std::mutex mutex;
   std::map<std::string, mapper::HostProbe> results;
+  std::function<void(const std::string&)> on_settled;  ///< SshProbeOptions::on_settled
 
   void put(mapper::HostProbe r) {
-    std::lock_guard lock(mutex);
-    results[r.host] = std::move(r);
+    const std::string host = r.host;
+    {
+      std::lock_guard lock(mutex);
+      results[host] = std::move(r);
+    }
+    if (on_settled) on_settled(host);
   }
 };
 
@@ -177,6 +183,7 @@ std::vector<mapper::HostProbe> probe_through_tree(const Options& o,
                                                   const mapper::SshProbeOptions& so,
                                                   std::vector<tree::TreeHost>* tree) {
   TreeProbe probed;
+  probed.on_settled = so.on_settled;
   std::set<std::string> to_probe;
   for (const std::string& h : remote) {
     if (std::optional<mapper::Inventory> inv = mapper::cached_inventory(so, h)) {

@@ -707,6 +707,7 @@ void run_agent(int in_fd, int out_fd, const ssh::LinkAgentRunner& links) {
   std::error_code ec;
   const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (!ec) enable_keeper(self.string());
+  keeper_watch_link(out_fd);
   remove_stale_dirs();
   const int status = converse_as_agent(in_fd, out_fd, true, ddl::ssh::libssh_connector(), links);
   std::fflush(nullptr);

@@ -52,8 +52,11 @@ def init(*ibm_args, **ibm_kwargs):
 
     Also makes an uncaught KeyboardInterrupt (Ctrl-C, which ddlrun passes to every rank) end
     the rank with one line, "rank R: interrupted (KeyboardInterrupt)", instead of a traceback
-    from every rank, unless the program set its own sys.excepthook. The exit is still by SIGINT
-    (status 130 under ddlrun), and ``except KeyboardInterrupt`` works as always.
+    from every rank, unless the program set its own sys.excepthook. The rank then ends at once
+    by SIGINT (status 130 under ddlrun), without atexit handlers or the interpreter's shutdown:
+    those may wait for a collective that the interrupted peers will never join (ddl's worker
+    thread, torch's process groups), until DDL_TIMEOUT. ``except KeyboardInterrupt`` and
+    ``finally`` work as always.
     """
     if not _ddl.initialized():
         _ddl.init()
@@ -71,15 +74,34 @@ def _one_line_interrupt(rank, previous):
 
     def hook(kind, value, tb):
         if issubclass(kind, KeyboardInterrupt):
-            try:
-                print(f"rank {rank}: interrupted (KeyboardInterrupt)", file=sys.stderr,
-                      flush=True)
-            except (OSError, ValueError):
-                pass  # stderr closed: nothing to say it on
-            return
+            _end_by_sigint(f"rank {rank}: interrupted (KeyboardInterrupt)\n")
         previous(kind, value, tb)
 
     return hook
+
+
+def _end_by_sigint(line):
+    """Says `line` on the process's standard error and ends this process now by SIGINT, as
+    Python itself ends after an uncaught KeyboardInterrupt, but before atexit and the
+    interpreter's shutdown. What Python buffered is flushed first; the line goes to descriptor
+    2 itself, since a hook around this one (torch.distributed's, which prefixes "[rankN]: ")
+    may hold sys.stderr in a buffer that it would write only after this returns."""
+    import os
+    import signal
+
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        try:
+            stream.flush()
+        except (AttributeError, OSError, ValueError):
+            pass
+    try:
+        os.write(2, line.encode())
+    except OSError:
+        pass  # stderr closed: nothing to say it on
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
+    os.kill(os.getpid(), signal.SIGINT)
+    os._exit(130)  # (only if SIGINT could not end it)
 
 
 def finalize():

@@ -84,11 +84,43 @@ def _source_build_torch_backend(version):
     try:
         from . import _torch_pg
     except ImportError as e:
-        raise RuntimeError(
-            "ddl backend: the extension ddl._torch_pg was not built for this torch "
-            f"({version}; it needs torch's C++ headers, or libtorch-dev, when ddlrun is "
-            f"built: run scripts/setup, then rebuild): {e}") from None
+        raise RuntimeError(not_built_text(version, e)) from None
     return _torch_pg
+
+
+def not_built_text(version, error):
+    """The error of a package whose extension ddl._torch_pg is missing for torch `version`
+    (`error`, the import's), with the step that builds it where this package came from."""
+    return ("ddl backend: the extension ddl._torch_pg was not built for this torch "
+            f"({version}; it needs torch, and its C++ headers, when ddlrun is built): "
+            f"{_rebuild_hint()}: {error}")
+
+
+def _rebuild_hint():
+    """How to build ddl's extensions for this environment's torch: pip's reinstall when pip
+    installed this package (its dist-info, ddlrun, lists this very file), from the source it
+    was installed from (direct_url.json); the build tree's steps otherwise."""
+    import importlib.metadata
+    import json
+
+    try:
+        dist = importlib.metadata.distribution("ddlrun")
+        mine = os.path.realpath(dist.locate_file("ddl/__init__.py")) == \
+            os.path.realpath(os.path.join(os.path.dirname(__file__), "__init__.py"))
+    except importlib.metadata.PackageNotFoundError:
+        mine = False
+    if not mine:
+        return "run scripts/setup, then rebuild"
+    source = "ddlrun"
+    try:
+        url = json.loads(dist.read_text("direct_url.json") or "{}").get("url", "")
+    except ValueError:
+        url = ""
+    if url.startswith("file://"):
+        source = url[len("file://"):]
+    return ("pip built this ddlrun without torch: reinstall it in this environment, now that "
+            f"torch is here: {sys.executable} -m pip install --force-reinstall --no-deps "
+            f"{source}")
 
 
 def tf_ops_path(version):

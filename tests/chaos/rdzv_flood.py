@@ -48,7 +48,7 @@ def trickle(s):
 
 def refused(s):
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    s.sendall(message(1, [b"DDLNODE3", b"n" * 16, b"p" * 32, b"1" * 200000, b"3", b"", b"evil",
+    s.sendall(message(1, [b"DDLNODE4", b"n" * 16, b"p" * 32, b"1" * 200000, b"3", b"", b"evil",
                           b"", b"0"]))
     while flood.running():
         time.sleep(0.2)

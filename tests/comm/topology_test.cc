@@ -217,7 +217,12 @@ TEST(CpuSetTest, ErrorTexts) {
   };
   EXPECT_EQ(error("3-x"), "invalid CPU set '3-x': 'x' is not a PU index");
   EXPECT_EQ(error("a"), "invalid CPU set 'a': 'a' is not a PU index");
-  EXPECT_EQ(error("-4"), "invalid CPU set '-4': '' is not a PU index");
+  EXPECT_EQ(error("-4"),
+            "invalid CPU set '-4': entry '-4' starts with '-': PU indices cannot be negative");
+  EXPECT_EQ(
+      error("0,-5-3"),
+      "invalid CPU set '0,-5-3': entry '-5-3' starts with '-': PU indices cannot be negative");
+  EXPECT_EQ(error("3--5"), "invalid CPU set '3--5': entry '3--5': PU indices cannot be negative");
   EXPECT_EQ(error("27-0"), "invalid CPU set '27-0': range 27-0 runs backwards");
   EXPECT_EQ(error("0-1048576"), "invalid CPU set '0-1048576': PU 1048576 is above 1048575");
   EXPECT_EQ(error("99999999999"), "invalid CPU set '99999999999': '99999999999' is not a PU index");
@@ -415,14 +420,23 @@ TEST(TopologyFormatTest, AKeyWithoutEntriesIsNotAnEmptyList) {
   }
 }
 
-// Regression (the readers must agree, as fuzz_topology checks): yaml-cpp reads a text whose first
-// bytes hold a NUL as UTF-16, so a first comment line "#\0" must not let the fast reader take it.
-TEST(TopologyFormatTest, ANulAmongTheFirstBytesGoesToYamlCpp) {
+// The readers must agree (fuzz_topology checks it): yaml-cpp reads a text whose first bytes hold
+// a NUL as UTF-16, and one further on as the end of a value; both readers refuse any NUL.
+TEST(TopologyFormatTest, ANulByteAnywhereIsRefused) {
   const std::string text = std::string("#\0\n", 3) + std::string(kOneRankText);
   EXPECT_EQ(parse_topology_fast(text, "t.yaml"), std::nullopt);
   EXPECT_EQ(parse_error(text),
-            "topology.yaml: expected a mapping with the keys version, job_id, mode, hosts, ranks "
-            "and ring_orders, got nothing; is this a ddlrun topology file?");
+            "topology.yaml:1:2: a NUL byte; a topology file is text: is this the topology file "
+            "ddlrun wrote?");
+  const std::string inside =
+      replaced(kSmallText, "name: \"node02\"", std::string("name: \"node\0\"", 14));
+  EXPECT_EQ(parse_topology_fast(inside, "t.yaml"), std::nullopt);
+  EXPECT_EQ(parse_error(inside),
+            "topology.yaml:7:27: a NUL byte; a topology file is text: is this the topology file "
+            "ddlrun wrote?");
+  EXPECT_EQ(parse_error(std::string(kSmallText) + std::string("\0\0\0", 3)),
+            "topology.yaml:22:1: a NUL byte; a topology file is text: is this the topology file "
+            "ddlrun wrote?");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -485,6 +499,30 @@ TEST(TopologyParseErrorTest, AliasesAreRefused) {
   EXPECT_EQ(parse_error(text),
             "topology.yaml:21:9: a YAML alias (*name): topology files hold none (each use of an "
             "alias repeats a whole subtree); write the entries out, as ddlrun does");
+}
+
+TEST(TopologyParseErrorTest, AKeyGivenTwiceIsRefused) {
+  EXPECT_EQ(parse_error(replaced(kSmallText, "host: 1, gpu: 1", "host: 1, gpu: 1, gpu: 0")),
+            "topology.yaml:12:47: the key 'gpu' again (first at line 12): give each field once");
+  EXPECT_EQ(
+      parse_error(replaced(kSmallText, "mode: \"r:2x2\"\n", "mode: \"r:2x2\"\nmode: \"r:4\"\n")),
+      "topology.yaml:5:1: the key 'mode' again (first at line 4): give each field once");
+}
+
+TEST(TopologyParseErrorTest, TagsAreRefused) {
+  EXPECT_EQ(parse_error(replaced(kSmallText, "job_id: \"job-42\"", "job_id: !!binary am9iLTQy")),
+            "topology.yaml:3:9: a YAML tag ('tag:yaml.org,2002:binary'): topology files hold none; "
+            "write plain values, as ddlrun does");
+  EXPECT_EQ(parse_error(replaced(kSmallText, "hosts:\n", "hosts: !!seq\n")),
+            "topology.yaml:5:8: a YAML tag ('tag:yaml.org,2002:seq'): topology files hold none; "
+            "write plain values, as ddlrun does");
+}
+
+TEST(TopologyParseErrorTest, DeepNestingIsNamed) {
+  EXPECT_EQ(
+      parse_error(replaced(kSmallText, "      - [1, 3]", "      - " + std::string(100000, '['))),
+      "topology.yaml:21:15: YAML nested more than 16 levels deep; a topology file nests 5: "
+      "is this the topology file ddlrun wrote?");
 }
 
 TEST(TopologyParseErrorTest, MissingFields) {
@@ -731,6 +769,30 @@ TEST_F(TopologyFileTest, AHugeFileIsRefusedBeforeItIsRead) {
                   "(ddlrun writes a few hundred bytes a rank); is this the topology file "
                   "ddlrun wrote?");
   }
+}
+
+// A FIFO would block open() itself (beyond DDL_TIMEOUT) and /dev/zero never ends: both are
+// refused by their type, before a byte is read.
+TEST_F(TopologyFileTest, AnythingButARegularFileIsRefusedByItsType) {
+  const std::string fifo = path("fifo.yaml");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0) << std::strerror(errno);
+  const auto error = [](const std::string& file) -> std::string {
+    try {
+      read_topology_file(file);
+    } catch (const TopologyError& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  EXPECT_EQ(error(fifo), "topology file '" + fifo +
+                             "' is a FIFO, not a regular file: give DDL_TOPOLOGY_FILE the file "
+                             "ddlrun wrote");
+  EXPECT_EQ(error("/dev/zero"),
+            "topology file '/dev/zero' is a character device, not a regular file: give "
+            "DDL_TOPOLOGY_FILE the file ddlrun wrote");
+  EXPECT_EQ(error(dir_), "topology file '" + dir_ +
+                             "' is a directory, not a regular file: give DDL_TOPOLOGY_FILE the "
+                             "file ddlrun wrote");
 }
 
 TEST_F(TopologyFileTest, RoundTrip) {

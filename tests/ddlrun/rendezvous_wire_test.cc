@@ -216,6 +216,11 @@ TEST(RendezvousWire, ANodeKeepsItsPlaceForItsGraceDuringAFlood) {
   send_bytes(node1, hello(nonce, kSecret));
   auto node0 = std::async(std::launch::async, [&] { return join(n0.endpoint(), 0, 2); });
   wire::Reader in;
+  const std::optional<wire::Message> proven = next(node1, in, 5000ms);
+  EXPECT_TRUE(proven &&
+              wire::node0_proved(*proven, kSecret, std::string(wire::kNonceSize, 'n'), nonce))
+      << "node 0 did not prove the secret";
+  send_bytes(node1, wire::encode(wire::kInventory, {"inventory"}));
   const std::optional<wire::Message> m = next(node1, in, 5000ms);
   EXPECT_TRUE(m && m->type == wire::kWelcome) << "the flood crowded node 1 out";
   try {
@@ -350,18 +355,26 @@ TEST(RendezvousWire, AProofForAnotherChallengeIsAWrongToken) {
                                      "(DDL_JOB_TOKEN or --rdzv-token-file)"});
 }
 
-TEST(RendezvousWire, Node0MustProveTheSecretToo) {
+// A node sends its hardware only once node 0 proved the secret: a stranger listening at node
+// 0's address (here one that admits anyone) learns nothing of it.
+TEST(RendezvousWire, Node0MustProveTheSecretBeforeANodeSaysMore) {
   Node0 n0(1, "");  // admits anyone, knows no secret
+  testing::TcpRecorder link(n0.server->port());
+  const std::string endpoint = "127.0.0.1:" + std::to_string(link.port());
   try {
-    join(n0.endpoint(), 0, 1);
+    join(endpoint, 0, 1);
     ADD_FAILURE() << "joined";
   } catch (const RendezvousError& e) {
     EXPECT_EQ(std::string(e.what()),
-              "the rendezvous at " + n0.endpoint() +
-                  ": node 0 does not know this job's secret: it did not prove it in its welcome; "
-                  "give every node the same secret (DDL_JOB_TOKEN or --rdzv-token-file), and "
-                  "check --rdzv");
+              "the rendezvous at " + endpoint +
+                  ": node 0 did not prove that it knows this job's secret, so this node sent it "
+                  "nothing of its own; give every node the same secret (DDL_JOB_TOKEN or "
+                  "--rdzv-token-file) and the same ddlrun, and check --rdzv");
   }
+  std::this_thread::sleep_for(200ms);
+  const std::string seen = link.bytes();
+  EXPECT_NE(seen.find(wire::kMagic), std::string::npos) << "the recorder saw nothing";
+  EXPECT_EQ(seen.find("inventory"), std::string::npos) << "the node's hardware crossed the wire";
 }
 
 TEST(RendezvousWire, NeitherTheSecretNorTheRanksTokenCrossesTheWire) {

@@ -6,7 +6,8 @@
 #            "ddlrun: got SIGINT while starting the job; leaving now", nothing left in its TMPDIR;
 #   sigterm  the same with SIGTERM: 143;
 #   timeout  --timeout 2: exit 124 within 5 s (not after the connect timeout), the note saying
-#            that it was probing;
+#            that it was probing; --timeout 7: after 5 s a line names the hosts not answered;
+#   plan     --timeout 2 with a 30 s plan (the test hook DDLRUN_TEST_PLAN_DELAY_MS): 124 in 2 s;
 # and --tree-width 1 over 40 hosts is refused up front (exit 2, its text), before any login.
 # Usage: startup_signals_test.sh DDLRUN
 set -uo pipefail
@@ -93,6 +94,30 @@ echo "  --timeout 2: exit $rc after $ms ms"
 ((ms < 5000)) || fail "--timeout: took $ms ms" "$tmp/err"
 grep -qx "ddlrun: the job timed out after 2 s (--timeout) while probing 2 hosts over ssh (--no-probe or --host-xml skip it), before it started; leaving now" "$tmp/err" ||
   fail "--timeout: not the note" "$tmp/err"
+
+t0=$(now_ms)
+"$ddlrun" --timeout 7 "${job[@]}" 2>"$tmp/err" &
+pid=$!
+ends "$pid" 12
+rc=$?
+ms=$(($(now_ms) - t0))
+echo "  --timeout 7: exit $rc after $ms ms"
+[[ $rc == 124 ]] || fail "--timeout 7: exit $rc, not 124" "$tmp/err"
+((ms < 10000)) || fail "--timeout 7: took $ms ms" "$tmp/err"
+grep -qx "ddlrun: still probing after 5 s: 2 of 2 hosts have not answered: frozen, frozen2" "$tmp/err" ||
+  fail "--timeout 7: no progress line naming the hosts waited for" "$tmp/err"
+
+t0=$(now_ms)
+DDLRUN_TEST_PLAN_DELAY_MS=30000 "$ddlrun" --timeout 2 -H localhost:1 --no-probe true 2>"$tmp/err" &
+pid=$!
+ends "$pid" 8
+rc=$?
+ms=$(($(now_ms) - t0))
+echo "  --timeout 2, a 30 s plan: exit $rc after $ms ms"
+[[ $rc == 124 ]] || fail "slow plan: exit $rc, not 124" "$tmp/err"
+((ms < 5000)) || fail "slow plan: took $ms ms" "$tmp/err"
+grep -qx "ddlrun: the job timed out after 2 s (--timeout) while planning the job, before it started; leaving now" "$tmp/err" ||
+  fail "slow plan: not the note" "$tmp/err"
 
 hosts=$(for ((k = 1; k <= 40; k++)); do printf 'frozen%s,' "$k"; done)
 "$ddlrun" --launcher ssh --no-probe --ssh-config "$tmp/ssh_config" --tree-width 1 \

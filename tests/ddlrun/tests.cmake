@@ -80,8 +80,9 @@ set_tests_properties(ddlrun.messages_local PROPERTIES TIMEOUT 60)
 
 # ddlrun's first seconds on this host (a listener that never answers as a frozen sshd):
 # SIGINT and SIGTERM 0.2 to 1 s in end it with the note and 130/143, its TMPDIR empty;
-# --timeout 2 ends the probe in 2 s (124), saying so; --tree-width 1 over 40 hosts is refused
-# up front (2). About 10 s.
+# --timeout 2 ends the probe in 2 s (124), saying so, and a slow plan too; a probe that goes on
+# names the hosts not answered every 5 s; --tree-width 1 over 40 hosts is refused up front (2).
+# About 20 s.
 add_test(NAME ddlrun.startup_signals
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/ddlrun/startup_signals_test.sh $<TARGET_FILE:ddlrun>)
 set_tests_properties(ddlrun.startup_signals PROPERTIES TIMEOUT 60)

@@ -273,6 +273,29 @@ TEST(HostfileTest, ControlBytesInHostNamesAreRefusedAndNeverEchoedRaw) {
             "   ^~~~");
 }
 
+TEST(HostfileTest, BytesOutsideUtf8InHostNamesAreEscaped) {
+  EXPECT_EQ(hostfile_error("node\xff\n"),
+            "hosts.txt:1:5: invalid character '\\xff' in host name 'node\\xff': use letters, "
+            "digits, '-', '.' and '_'\n"
+            "  node\\xff\n"
+            "      ^~~~");
+}
+
+TEST(HostfileTest, AtMostAMillionHosts) {
+  std::string text;
+  text.reserve(12'000'012);
+  char line[16];
+  for (int i = 0; i <= 1'000'000; ++i) {
+    std::snprintf(line, sizeof line, "n%07d\n", i);
+    text += line;
+  }
+  EXPECT_EQ(hostfile_error(text),
+            "hosts.txt:1000001:1: more than 1000000 hosts, the most a host list may hold (as its "
+            "ranges do): list fewer hosts\n"
+            "  n1000000\n"
+            "  ^");
+}
+
 TEST(HostfileTest, InvalidHostNames) {
   EXPECT_EQ(hostfile_error("a/b slots=2\n"),
             "hosts.txt:1:2: invalid character '/' in host name 'a/b': use letters, digits, "

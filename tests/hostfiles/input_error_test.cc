@@ -59,7 +59,11 @@ TEST(PrintableTest, EscapesControlCharactersCStyle) {
   EXPECT_EQ(printable("line\n\tnext", /*keep_layout=*/false), "line\\x0a\\x09next");
   // UTF-8 letters pass; C1 controls written in UTF-8 (U+009B) do not.
   EXPECT_EQ(printable("n\xc3\xa9ud \xc2\x9b"), "n\xc3\xa9ud \\xc2\\x9b");
-  EXPECT_EQ(printable("\xc2\xa0\x9b"), "\xc2\xa0\x9b");
+  // Bytes outside valid UTF-8 are escaped (a lone 0x9b is CSI to an 8-bit terminal).
+  EXPECT_EQ(printable("\xc2\xa0\x9b"), "\xc2\xa0\\x9b");
+  EXPECT_EQ(printable("a\xff\xfe"), "a\\xff\\xfe");
+  EXPECT_EQ(printable("\xe2\x82\xac \xe2\x82 \xf0\x9f\x98\x80 \xed\xa0\x80"),
+            "\xe2\x82\xac \\xe2\\x82 \xf0\x9f\x98\x80 \\xed\\xa0\\x80");
   EXPECT_EQ(printable(std::string_view("\0", 1)), "\\x00");
 }
 

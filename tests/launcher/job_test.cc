@@ -116,6 +116,19 @@ TEST(RankEnvironmentTest, PythonDirFirstOnPythonPath) {
   EXPECT_EQ(as_map(env)["PYTHONPATH"], ours + ":/x");
 }
 
+// A pip-installed ddlrun's package lies in its environment's site-packages: on the path of
+// /usr/bin/python3 ranks, that environment's torch would silently replace Debian's.
+TEST(RankEnvironmentTest, ASitePackagesIsNeverOnThePythonPath) {
+  Job job = sample_job();
+  const Rendezvous rv{"a", 1, 2, ""};
+  for (const std::string dir :
+       {"/v/lib/python3.11/site-packages", "/usr/lib/python3/dist-packages/"}) {
+    job.python_dir = dir;
+    EXPECT_EQ(as_map(rank_environment(job, 0, rv, "t", {.python_path = "/u"}))["PYTHONPATH"],
+              dir + "/ddl/_site:/u");
+  }
+}
+
 TEST(RankEnvironmentTest, InheritedFromTheEnvironment) {
   const Inherited in = inherited_from({"A=1", "PYTHONPATH=/p:/q", "OMP_NUM_THREADS=3"});
   EXPECT_TRUE(in.omp_num_threads);

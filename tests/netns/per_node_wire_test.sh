@@ -4,7 +4,7 @@
 # DDL_JOB_TOKEN set, started in its namespaces by nsenter:
 #   capture  tcpdump on node1 (node 0: every interface, its loopback too) during a job of
 #            ddl_check on 3 x 2 ranks, each rank writing down its $DDL_JOB_TOKEN: the TCP
-#            streams (reassembled, tests/netns/pcap_streams.py) hold the rendezvous (DDLNODE3)
+#            streams (reassembled, tests/netns/pcap_streams.py) hold the rendezvous (DDLNODE4)
 #            and the ranks' hellos (DDLRV2), but neither the secret nor the ranks' token, which
 #            every rank has, the same;
 #   flood    a stranger on this side floods node 0's rendezvous (tests/chaos/rdzv_flood.py: 64
@@ -86,7 +86,7 @@ for r in 1 2 3 4 5; do
 done
 [[ ${#token} == 64 ]] || fail "capture: the ranks' token is '$token', not 64 hex digits"
 [[ $token != "$secret" ]] || fail "capture: the ranks' token is the secret"
-grep -aq DDLNODE3 "$out/streams" || fail "capture: no rendezvous in the capture"
+grep -aq DDLNODE4 "$out/streams" || fail "capture: no rendezvous in the capture"
 grep -aq DDLRV2 "$out/streams" || fail "capture: no rank's hello in the capture"
 n=$(grep -ac -- "$secret" "$out/streams")
 ((n == 0)) || fail "capture: the secret crossed the network ($n times)"

@@ -62,3 +62,10 @@ set_tests_properties(netns.probe_overlap PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 
 add_test(NAME netns.slow_reader
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/netns/slow_reader_test.sh $<TARGET_FILE:ddlrun> 5 2 12 7 3)
 set_tests_properties(netns.slow_reader PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 150 LABELS "netns")
+
+# A frozen (SIGSTOP) interior agent of a launch tree (7 namespace hosts, --tree-width 2): once
+# its parent gave the host up, its keeper kills it and cleans up; nothing of the job is left on
+# any host without SIGCONT. main leaves the agent, its rank and its /tmp entry. About 20 s.
+add_test(NAME netns.stopped_agent
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/netns/stopped_agent_test.sh $<TARGET_FILE:ddlrun> 7 2 3)
+set_tests_properties(netns.stopped_agent PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120 LABELS "netns")

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Ctrl-C of a Python job: 4 ranks in an allreduce loop (tests/python/sigint_loop.py, through
-# `import ddl` or the torch backend "ddl"), SIGINT to ddlrun once every rank has started. The
-# job must end with status 130 within 20 s, and each rank may print at most one line on stderr,
+# `import ddl`, ddl's worker thread or the torch backend "ddl"), SIGINT to ddlrun once every
+# rank has started. The job must end with status 130 within 20 s, every rank by itself (not
+# killed by ddlrun after --kill-grace), and each rank may print at most one line on stderr,
 # "rank R: interrupted (KeyboardInterrupt)": no traceback, no interpreter dump ("object repr",
 # "lost sys.stderr").
-#   check_sigint.sh DDLRUN PYTHON_DIR PYTHON numpy|torch
+#   check_sigint.sh DDLRUN PYTHON_DIR PYTHON numpy|worker|torch
 set -uo pipefail
 ddlrun=$1 pydir=$2 python=$3 what=$4
 here=$(cd "$(dirname "$0")" && pwd)
@@ -40,6 +41,10 @@ cat "$out"
 failed=0
 if ((status != 130)); then
   echo "check_sigint: ddlrun exited with $status, not 130" >&2
+  failed=1
+fi
+if grep -q "sending SIGKILL" "$out"; then
+  echo "check_sigint: the ranks did not end by themselves after SIGINT" >&2
   failed=1
 fi
 for bad in "object repr" "lost sys.stderr" "Traceback"; do

@@ -1,8 +1,8 @@
 """A collective loop that runs until interrupted, for check_sigint.sh.
 
-How it works: joins the job (through `import ddl` on numpy arrays, or the torch.distributed
-backend "ddl" on tensors, as the argument says), prints "rank R started", then allreduces in a
-loop for ever. Ctrl-C (SIGINT from ddlrun) must end it with at most one line.
+How it works: joins the job (through `import ddl` on numpy arrays, on ddl's worker thread, or
+the torch.distributed backend "ddl" on tensors, as the argument says: numpy, worker or torch),
+prints "rank R started", then allreduces in a loop for ever. Ctrl-C (SIGINT from ddlrun) must end it with at most one line.
 """
 
 import sys
@@ -30,6 +30,11 @@ def main():
 
     x = numpy.ones(1000, dtype=numpy.float32)
     print(f"rank {ddl.rank()} started", flush=True)
+    if sys.argv[1] == "worker":  # on ddl's worker thread, as DistributedOptimizer's calls run
+        from ddl import _worker
+
+        while True:
+            _worker.submit(lambda: ddl.allreduce(x)).wait()
     while True:
         ddl.allreduce(x)
         x[:] = 1

@@ -123,8 +123,12 @@ if(TARGET ddl_torch_pg)
   add_test(NAME python.site_hook
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/python/check_site_hook.py
                    ${PROJECT_BINARY_DIR}/python)
+  add_test(NAME python.rebuild_hint
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/python/check_rebuild_hint.py
+                   ${PROJECT_BINARY_DIR}/python)
   set_tests_properties(python.ddp_backend_4 python.torch_pg_4 python.torch_pg_peer_lost_4
-                       python.ibm_style_4 python.site_hook python.torch_groups_4
+                       python.ibm_style_4 python.site_hook python.rebuild_hint
+                       python.torch_groups_4
                        python.torch_timeout_4
                        PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
   # bench/ddp_compare.sh --quick: ddl against gloo from Python (all_reduce, DDP steps) on 4
@@ -167,15 +171,21 @@ if(TARGET ddl_torch_pg)
 endif()
 
 # Ctrl-C (SIGINT to ddlrun) of 4 Python ranks in an allreduce loop: status 130, at most one line
-# per rank, no traceback or interpreter dump (numpy through `import ddl`, and the torch backend).
+# per rank, each ending by itself, no traceback or interpreter dump (numpy through `import ddl`,
+# on ddl's worker thread, and the torch backend).
 if(TARGET ddl_python)
-  foreach(what numpy torch)
+  foreach(what numpy worker torch)
     add_test(NAME python.sigint_${what}_4
              COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/python/check_sigint.sh $<TARGET_FILE:ddlrun>
                      ${PROJECT_BINARY_DIR}/python ${Python3_EXECUTABLE} ${what})
     set_tests_properties(python.sigint_${what}_4 PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120)
   endforeach()
 endif()
+# The same with the venv's ddlrun and torch 2.x, whose process groups (and excepthook, which
+# holds stderr in a buffer) kept the interrupted ranks alive until ddlrun's SIGKILL.
+ddl_venv_test(NAME python.sigint_torch2_4 TIMEOUT 120 LABELS python
+              COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/python/check_sigint.sh ${DDL_VENV}/bin/ddlrun
+                      ${CMAKE_CURRENT_BINARY_DIR} ${DDL_VENV}/bin/python torch)
 
 # horovod.torch's asynchronous calls matched by name: ranks calling a, b and b, a get their own
 # sums; differently named calls raise NameMismatch on every rank (2 ranks).

@@ -1,7 +1,8 @@
 """ddlrun's sitecustomize: registers the torch.distributed backend "ddl" in the ranks of a job.
 
 How it works: ddlrun puts this directory (ddl/_site of its package) first on every rank's
-PYTHONPATH, so Python's `site` imports this module at start-up instead of the system's
+PYTHONPATH (and the directory holding ddl after it, unless that is a whole site-packages: then
+a finder here serves ddl alone from it, first), so Python's `site` imports this module at start-up instead of the system's
 sitecustomize, which it then runs (Debian's installs apport's hook), so nothing is lost. In a
 rank of a ddlrun job (DDL_RANK and DDL_SIZE set), or of torchrun (TORCHELASTIC_RUN_ID set, this
 directory on its PYTHONPATH), it adds a finder to sys.meta_path that watches for one import,
@@ -109,6 +110,34 @@ def _add_horovod():
         sys.path.append(horovod)
 
 
+class _DdlOnlyFinder:
+    """Finds the package ddl, and nothing else, in `directory`: the site-packages of the
+    environment whose ddlrun started the job, which ddlrun does not put on PYTHONPATH (another
+    interpreter, Debian's /usr/bin/python3, would import that environment's torch and numpy
+    instead of its own)."""
+
+    def __init__(self, directory):
+        self._directory = directory
+
+    def find_spec(self, name, path=None, target=None):
+        del path, target
+        if name != "ddl":
+            return None
+        import importlib.machinery
+
+        return importlib.machinery.PathFinder.find_spec(name, [self._directory])
+
+
+def _add_ddl():
+    """The package ddl this directory belongs to, first, when its directory is not on
+    sys.path: that of a pip-installed ddlrun is a whole site-packages, of which the ranks get
+    ddl alone (see _DdlOnlyFinder)."""
+    here = os.path.dirname(os.path.realpath(__file__))
+    directory = os.path.dirname(os.path.dirname(here))
+    if directory not in {os.path.realpath(p or ".") for p in sys.path}:
+        sys.meta_path.insert(0, _DdlOnlyFinder(directory))
+
+
 def install():
     """Registers the backend now if torch.distributed is imported, else once it is (the
     entry point of an installed ddl calls this too: ddl/_autoload.py)."""
@@ -121,5 +150,6 @@ def install():
 if __name__ == "sitecustomize":  # imported by site at start-up, not by ddl/_autoload.py
     _run_next_sitecustomize()
     if _in_job():
+        _add_ddl()
         _add_horovod()
         install()
