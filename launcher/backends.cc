@@ -3,6 +3,7 @@
 // descriptor is its row), its line here and its section of ddlrun(1).
 
 #include "launcher/descriptor.h"
+#include "launcher/flux/flux.h"
 #include "launcher/local/local.h"
 #include "launcher/mpirun/mpirun.h"
 #include "launcher/prterun/prterun.h"
@@ -19,8 +20,9 @@ constexpr BackendDescriptor kAuto{.name = "auto", .picks = Picks::kAnyRule};
 
 constexpr BackendDescriptor kPmix{.name = "pmix", .picks = Picks::kPmixServers};
 
-constexpr const BackendDescriptor* kBackends[] = {
-    &kAuto, &kLocalBackend, &kSshBackend, &kMpirunBackend, &kPmix, &kPrterunBackend, &kSrunBackend};
+constexpr const BackendDescriptor* kBackends[] = {&kAuto,          &kLocalBackend, &kSshBackend,
+                                                  &kMpirunBackend, &kPmix,         &kPrterunBackend,
+                                                  &kSrunBackend,   &kFluxBackend};
 
 }  // namespace
 

@@ -60,7 +60,8 @@ struct BackendDescriptor {
 /// A table of backends: pointers to rows, in --launcher's order.
 using BackendTable = std::span<const BackendDescriptor* const>;
 
-/// launcher's own rows (auto, local, ssh, mpirun, pmix, prterun, srun), in --launcher's order.
+/// launcher's own rows (auto, local, ssh, mpirun, pmix, prterun, srun, flux), in --launcher's
+/// order.
 BackendTable builtin_backends();
 
 /// The row called `name`, or nullptr.

@@ -33,7 +33,7 @@ TEST(ChooseTest, NamesRoundTrip) {
   for (const BackendDescriptor* b : table())
     EXPECT_EQ(find_backend(table(), b->name), b) << b->name;
   EXPECT_EQ(find_backend(table(), "mpiexec"), nullptr);
-  EXPECT_EQ(table().size(), 8u);
+  EXPECT_EQ(table().size(), 9u);
 }
 
 TEST(ChooseTest, AutoPrefersBatchSystemsThenLocalThenSsh) {
