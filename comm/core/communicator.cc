@@ -45,6 +45,7 @@
 #include <set>
 #include <span>
 
+#include "comm/bootstrap/rank_variables.h"
 #include "comm/core/calls.h"
 #include "comm/mode.h"
 
@@ -162,25 +163,18 @@ std::vector<std::unique_ptr<Group>> sub_rings(const Group& ring, int max_ring,
 }  // namespace
 
 Identity identity_from_environment() {
-  static const std::pair<const char*, const char*> kSources[] = {
-      {"DDL_RANK", "DDL_SIZE"},
-      {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
-      {"JSM_NAMESPACE_RANK", "JSM_NAMESPACE_SIZE"},
-      {"SLURM_PROCID", "SLURM_NTASKS"},
-      {"PMI_RANK", "PMI_SIZE"},
-  };
-  for (const auto& [rank_var, size_var] : kSources) {
-    const char* r = env(rank_var);
+  for (const RankVariable* v : rank_variables_of(&RankVariable::identity)) {
+    const std::string rank_var(v->rank), size_var(v->size);
+    const char* r = env(rank_var.c_str());
     if (r == nullptr) continue;
-    const char* s = env(size_var);
+    const char* s = env(size_var.c_str());
     if (s == nullptr) {
-      throw BootstrapError(std::string("$") + rank_var + " is set but $" + size_var +
+      throw BootstrapError("$" + rank_var + " is set but $" + size_var +
                            " is not; start the program with ddlrun");
     }
-    Identity id{parse_int(rank_var, r), parse_int(size_var, s), rank_var};
+    Identity id{parse_int(rank_var.c_str(), r), parse_int(size_var.c_str(), s), rank_var};
     if (id.size < 1 || id.rank >= id.size) {
-      throw BootstrapError(std::string("$") + rank_var + "=" + r + " is not below $" + size_var +
-                           "=" + s);
+      throw BootstrapError("$" + rank_var + "=" + r + " is not below $" + size_var + "=" + s);
     }
     return id;
   }
@@ -805,9 +799,17 @@ namespace {
 
 /// The size variable that goes with rank variable `rank` (Identity::source).
 std::string size_variable_of(const std::string& rank) {
-  if (rank == "SLURM_PROCID") return "SLURM_NTASKS";
-  const size_t at = rank.rfind("RANK");
-  return at == std::string::npos ? rank : rank.substr(0, at) + "SIZE";
+  for (const RankVariable& v : rank_variables())
+    if (v.rank == rank) return std::string(v.size);
+  return rank;
+}
+
+/// "DDL_RANK, OMPI_COMM_WORLD_RANK, ...": the variables identity_from_environment() reads.
+std::string identity_variables() {
+  std::string out;
+  for (const RankVariable* v : rank_variables_of(&RankVariable::identity))
+    out += (out.empty() ? "" : ", ") + std::string(v->rank);
+  return out;
 }
 
 }  // namespace
@@ -832,9 +834,10 @@ std::unique_ptr<Communicator> init_from_environment() {
     if (id.source.empty()) {
       if (single == nullptr || std::string(single) != "1") {
         throw BootstrapError(
-            "this process was not started by a launcher (no PMIx server, and none of "
-            "DDL_RANK, OMPI_COMM_WORLD_RANK, JSM_NAMESPACE_RANK, SLURM_PROCID, PMI_RANK is "
-            "set); run it with ddlrun, or set DDL_ALLOW_SINGLE=1 to run it as a job of one rank");
+            "this process was not started by a launcher (no PMIx server, and none of " +
+            identity_variables() +
+            " is set); run it with ddlrun, or set DDL_ALLOW_SINGLE=1 to run it as a job of one "
+            "rank");
       }
       bootstrap = std::make_unique<SingleBootstrap>();
     } else if (id.size == 1) {

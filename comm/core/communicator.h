@@ -229,9 +229,9 @@ struct Identity {
   std::string source;  ///< "DDL_RANK", "OMPI_COMM_WORLD_RANK", ...; "" when none was found
 };
 
-/// The first of DDL_RANK/DDL_SIZE, OMPI_COMM_WORLD_RANK/SIZE, JSM_NAMESPACE_RANK/SIZE,
-/// SLURM_PROCID/SLURM_NTASKS, PMI_RANK/PMI_SIZE that is set. Throws BootstrapError when a rank
-/// is set without a size or either is not a number.
+/// The first of the rank variables libddl reads (comm/bootstrap/rank_variables.h: DDL_RANK,
+/// OMPI_COMM_WORLD_RANK, JSM_NAMESPACE_RANK, SLURM_PROCID, PMI_RANK) that is set, with its size.
+/// Throws BootstrapError when a rank is set without a size or either is not a number.
 Identity identity_from_environment();
 
 /// What ddl_init() does: identity, topology file ($DDL_TOPOLOGY_FILE), bootstrap (PMIx when a

@@ -1,7 +1,8 @@
 // libddl's environment table and its registry of allreduce algorithms, checked against
 // libddl(3): every variable of the table has its entry in ENVIRONMENT with the default it states,
-// every variable the user sets is in the table (or read where it is used, listed below), and
-// DDL_ALGO's entry and ALGORITHMS name exactly the registry's rows.
+// every variable the user sets is in the table (or read where it is used, listed below),
+// DDL_ALGO's entry and ALGORITHMS name exactly the registry's rows, and the Identity entries
+// exactly the rank variables libddl reads (comm/bootstrap/rank_variables.h).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -12,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/bootstrap/rank_variables.h"
 #include "comm/core/communicator.h"
 
 namespace ddl::comm {
@@ -158,6 +160,16 @@ TEST(SettingsTest, DdlAlgoAndAlgorithmsNameExactlyTheRegistry) {
   for (const AllreduceAlgorithm& a : allreduce_algorithms())
     rows.insert(std::string(a.name));
   EXPECT_EQ(named, rows) << "each row of the registry has its entry in libddl(3) ALGORITHMS";
+}
+
+TEST(SettingsTest, TheIdentityVariablesAreTheRowsLibddlReads) {
+  std::set<std::string> documented;
+  for (const auto& [tag, body] : entries(man_page(), "ENVIRONMENT", "Identity"))
+    if (tag.rfind("PMIX_", 0) != 0) documented.insert(tag);
+  std::set<std::string> rows;
+  for (const RankVariable* v : rank_variables_of(&RankVariable::identity))
+    rows.insert(std::string(v->rank) + ", " + std::string(v->size));
+  EXPECT_EQ(documented, rows) << "libddl(3) ENVIRONMENT, Identity: one entry per rank variable";
 }
 
 TEST(SettingsTest, NumbersAreClampedIntoTheirRows) {
