@@ -14,6 +14,7 @@
 #include "base/fd.h"
 #include "base/text.h"
 #include "comm/comm.h"
+#include "ddlrun/backends.h"
 #include "ddlrun/options.h"
 #include "ddlrun/per_node/per_node.h"
 #include "ddlrun/plan/plan.h"
@@ -129,7 +130,7 @@ int run_options(const Options& o, std::ostream& out, std::ostream& err, hostfile
     const auto [why, text] = prediction_verdict(plan);
     log->info("mode {}", hostfiles::printable(why + " " + text));
   }
-  log->info("launcher {}: {}", launcher::to_string(plan.launcher.kind), plan.launcher.reason);
+  log->info("launcher {}: {}", chosen_backend(plan).name, plan.launcher.reason);
   if (const auto& links = plan.topology.links) {
     const size_t hosts = plan.topology.hosts.size();
     log->info("--probe-links: {} of {} host pairs measured in {:.2f} s{}, {} {}",

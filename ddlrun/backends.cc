@@ -1,41 +1,45 @@
-// ddlrun's one table from --launcher name (choose.h's Kind) to backend, and the only file of
-// ddlrun that includes lsf/: the jsrun backend plugs in here like launcher/'s own.
+// ddlrun's one table of backends, and the only file of ddlrun that names lsf/'s backend: the
+// jsrun row plugs in here after launcher/'s own.
 
 #include "ddlrun/backends.h"
 
-#include <array>
+#include <vector>
 
 #include "base/check.h"
 #include "lsf/lsf.h"
 
 namespace ddl::cli {
 
-namespace {
-
-using launcher::Kind;
-
-const std::array<launcher::BackendEntry, 6> kBackends = {{
-    {Kind::kLocal, launcher::make_local_backend, nullptr},
-    {Kind::kSsh, launcher::make_ssh_backend, nullptr},
-    {Kind::kMpirun, nullptr, launcher::make_mpirun_launcher},
-    {Kind::kPrterun, nullptr, launcher::make_prterun_launcher},
-    {Kind::kSrun, nullptr, launcher::make_srun_launcher},
-    {Kind::kJsrun, nullptr, lsf::make_jsrun_launcher},
-}};
-
-}  // namespace
-
-const launcher::BackendEntry& backend_entry(Kind kind) {
-  for (const launcher::BackendEntry& e : kBackends) {
-    if (e.kind == kind) return e;
-  }
-  // auto and pmix: choose() made them local, ssh, srun or jsrun.
-  DDL_FAIL("no launcher was chosen");
+launcher::BackendTable backends() {
+  static const std::vector<const launcher::BackendDescriptor*> table = [] {
+    const launcher::BackendTable own = launcher::builtin_backends();
+    std::vector<const launcher::BackendDescriptor*> all(own.begin(), own.end());
+    all.push_back(&lsf::kJsrunBackend);
+    return all;
+  }();
+  return table;
 }
 
-RemoteProbe launcher_probe(Kind kind, const std::string& job_id) {
-  DDL_CHECK(kind == Kind::kJsrun,
-            "the " + std::string(launcher::to_string(kind)) + " launcher cannot probe hosts");
+const launcher::BackendDescriptor& backend_named(std::string_view name) {
+  const launcher::BackendDescriptor* b = launcher::find_backend(backends(), name);
+  // auto and pmix: choose() made them local, ssh, srun or jsrun.
+  if (b == nullptr || b->picks != launcher::BackendDescriptor::Picks::kNothing) {
+    DDL_FAIL("no launcher was chosen");
+  }
+  return *b;
+}
+
+const launcher::BackendDescriptor& chosen_backend(const JobPlan& plan) {
+  return plan.launcher.backend != nullptr ? *plan.launcher.backend : backend_named("local");
+}
+
+launcher::Choice choose_backend(std::string_view requested, const launcher::Situation& situation) {
+  return launcher::choose(backends(), requested, situation);
+}
+
+RemoteProbe launcher_probe(const launcher::BackendDescriptor& backend, const std::string& job_id) {
+  DDL_CHECK(&backend == &lsf::kJsrunBackend,
+            "the " + std::string(backend.name) + " launcher cannot probe hosts");
   return [job_id](const std::vector<std::string>& hosts) {
     lsf::JsrunProbeOptions jo;
     jo.ddlrun_path = self_path();

@@ -14,6 +14,7 @@
 
 #include "base/text.h"
 #include "ddl_config.h"
+#include "ddlrun/backends.h"
 #include "hostfiles/hostfiles.h"
 #include "launcher/launcher.h"
 
@@ -252,14 +253,17 @@ void add_job_id_option(CLI::App& app, Options& o) {
 void add_launching_options(CLI::App& app, Options& o) {
   Section s(app, "Launching");
   std::string launchers;
-  for (std::string_view n : launcher::kind_names())
-    launchers += (launchers.empty() ? "" : "|") + std::string(n);
+  std::vector<std::string_view> names;
+  for (const launcher::BackendDescriptor* b : backends()) {
+    launchers += (launchers.empty() ? "" : "|") + std::string(b->name);
+    names.push_back(b->name);
+  }
   s.option("--launcher", o.launcher,
            "How to start ranks: " + launchers +
                " (default auto: jsrun in LSF, srun in Slurm, else pmix: ddlrun's own "
                "local or ssh launcher, serving PMIx to the ranks)",
            "NAME")
-      ->check(one_of("launcher", {launcher::kind_names().begin(), launcher::kind_names().end()}));
+      ->check(one_of("launcher", names));
   s.one_value("--mpiarg", o.mpiargs,
               "Extra arguments for mpirun, split like a shell (IBM: -mpiarg)", "ARGS");
   s.option("--jsrun-mode", o.jsrun_mode,

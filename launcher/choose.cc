@@ -13,9 +13,6 @@ namespace ddl::launcher {
 
 namespace {
 
-constexpr std::array<std::string_view, 8> kNames = {"auto", "local",   "ssh",  "mpirun",
-                                                    "pmix", "prterun", "srun", "jsrun"};
-
 bool iequals(std::string_view a, std::string_view b) {
   return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](char x, char y) {
     return std::tolower(static_cast<unsigned char>(x)) ==
@@ -24,40 +21,6 @@ bool iequals(std::string_view a, std::string_view b) {
 }
 
 }  // namespace
-
-std::string_view to_string(Kind kind) {
-  return kNames[static_cast<size_t>(kind)];
-}
-
-std::optional<Kind> kind_from_string(std::string_view name) {
-  for (size_t i = 0; i < kNames.size(); ++i) {
-    if (kNames[i] == name) return static_cast<Kind>(i);
-  }
-  return std::nullopt;
-}
-
-std::span<const std::string_view> kind_names() {
-  return kNames;
-}
-
-Choice choose(Kind requested, const Situation& s) {
-  if (requested == Kind::kPmix) {
-    return s.all_hosts_local
-               ? Choice{Kind::kLocal,
-                        "asked for with --launcher pmix: ddlrun's own launcher with its PMIx "
-                        "server (local: every host is this host)"}
-               : Choice{Kind::kSsh,
-                        "asked for with --launcher pmix: ddlrun's own launcher with its PMIx "
-                        "server (ssh: some hosts are remote)"};
-  }
-  if (requested != Kind::kAuto) {
-    return {requested, "asked for with --launcher " + std::string(to_string(requested))};
-  }
-  if (s.in_lsf_job) return {Kind::kJsrun, "inside an LSF job ($LSB_JOBID is set)"};
-  if (s.in_slurm_job) return {Kind::kSrun, "inside a Slurm job ($SLURM_JOB_ID is set)"};
-  if (s.all_hosts_local) return {Kind::kLocal, "every host is this host"};
-  return {Kind::kSsh, "some hosts are remote and no batch system was found"};
-}
 
 std::vector<std::string> local_host_names() {
   std::vector<std::string> names = {"localhost", "127.0.0.1", "::1"};

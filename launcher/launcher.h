@@ -5,14 +5,16 @@
 // --rank-exec, --agent).
 
 #include "launcher/backend.h"          // Backend, Event, LaunchError
-#include "launcher/choose.h"           // Kind: the --launcher names, auto's choice
+#include "launcher/choose.h"           // Situation, Choice: what auto looks at, what it chose
+#include "launcher/descriptor.h"       // BackendDescriptor: a row of the table of backends
 #include "launcher/external.h"         // ExternalLauncher: the base of mpirun, srun, prterun, jsrun
-#include "launcher/factory.h"          // BackendEntry: a row of ddlrun's table of backends
 #include "launcher/job.h"              // Job, rank_environment
 #include "launcher/keeper.h"           // ddlrun --keeper
 #include "launcher/pmix_topo.h"        // the PMIx server's hwloc topology
 #include "launcher/process.h"          // ProcessSet
 #include "launcher/rank_exec.h"        // ddlrun --rank-exec
+#include "launcher/ssh/agent.h"        // run_agent: ddlrun --agent
+#include "launcher/ssh/ssh.h"          // make_ssh_backend: the ssh launcher
 #include "launcher/ssh/tree.h"         // TreeTooDeep: --tree-width too narrow for the hosts
 #include "launcher/ssh/tree_links.h"   // TreeLinks: --probe-links down the launch tree
 #include "launcher/ssh/tree_start.h"   // start_subtree: ddlrun's probe down the launch tree

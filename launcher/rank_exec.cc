@@ -46,10 +46,6 @@ namespace {
 constexpr std::string_view kPassThrough[] = {"PATH", "LD_LIBRARY_PATH", "PYTHONPATH",
                                              "OMP_NUM_THREADS"};
 
-/// The rank variables, in the order launcher_rank() tries them.
-constexpr const char* kRankVariables[] = {"DDL_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK",
-                                          "SLURM_PROCID", "JSM_NAMESPACE_RANK"};
-
 std::optional<int> parse_int(std::string_view text) {
   int value = 0;
   const char* end = text.data() + text.size();
@@ -165,10 +161,12 @@ int this_rank() {
   const std::optional<int> rank = launcher_rank(
       [](const char* name, void*) -> std::optional<std::string> { return get(name); });
   if (!rank) {
-    throw Failure{
-        "cannot tell which rank this is: none of $DDL_RANK, $OMPI_COMM_WORLD_RANK, $PMIX_RANK, "
-        "$SLURM_PROCID, $JSM_NAMESPACE_RANK is set (ddlrun --rank-exec runs under mpirun, "
-        "srun, prterun or jsrun started by ddlrun)"};
+    std::string names;
+    for (const comm::RankVariable* v : comm::rank_variables_of(&comm::RankVariable::rank_exec))
+      names += (names.empty() ? "$" : ", $") + std::string(v->rank);
+    throw Failure{"cannot tell which rank this is: none of " + names +
+                  " is set (ddlrun --rank-exec runs under mpirun, srun, prterun or jsrun "
+                  "started by ddlrun)"};
   }
   return *rank;
 }
@@ -309,8 +307,8 @@ void set_rank_environment(const Job& job, int rank, const Rendezvous& rendezvous
 }  // namespace
 
 std::optional<int> launcher_rank(hostfiles::GetEnv getenv_fn, void* env_context) {
-  for (const char* name : kRankVariables) {
-    std::optional<std::string> v = getenv_fn(name, env_context);
+  for (const comm::RankVariable* row : comm::rank_variables_of(&comm::RankVariable::rank_exec)) {
+    std::optional<std::string> v = getenv_fn(std::string(row->rank).c_str(), env_context);
     if (!v || v->empty()) continue;
     std::optional<int> rank = parse_int(*v);
     if (rank && *rank >= 0) return rank;

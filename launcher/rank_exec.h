@@ -9,7 +9,8 @@
 namespace ddl::launcher {
 
 /// The global rank that the launcher which started this process gave it, from the first of
-/// DDL_RANK, OMPI_COMM_WORLD_RANK, PMIX_RANK, SLURM_PROCID, JSM_NAMESPACE_RANK that is set;
+/// DDL_RANK, OMPI_COMM_WORLD_RANK, PMIX_RANK, SLURM_PROCID, JSM_NAMESPACE_RANK that is set (the
+/// rows of comm's table of rank variables that `ddlrun --rank-exec` reads, in its order);
 /// nullopt when none is.
 std::optional<int> launcher_rank(hostfiles::GetEnv getenv_fn, void* env_context = nullptr);
 

@@ -332,4 +332,11 @@ std::unique_ptr<launcher::ExternalLauncher> make_jsrun_launcher(
   return std::make_unique<Launcher>(options);
 }
 
+const launcher::BackendDescriptor kJsrunBackend{
+    .name = "jsrun",
+    .auto_rank = 0,
+    .automatic = [](const launcher::Situation& s) { return s.in_lsf_job; },
+    .why = "inside an LSF job ($LSB_JOBID is set)",
+    .make_launcher = make_jsrun_launcher};
+
 }  // namespace ddl::lsf

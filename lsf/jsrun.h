@@ -93,4 +93,8 @@ void check_allocation(const std::vector<std::string>& environ);
 std::unique_ptr<launcher::ExternalLauncher> make_jsrun_launcher(
     const launcher::LaunchOptions& options);
 
+/// jsrun's row of the table of backends (launcher/descriptor.h): auto picks it inside an LSF
+/// job, before every other.
+extern const launcher::BackendDescriptor kJsrunBackend;
+
 }  // namespace ddl::lsf

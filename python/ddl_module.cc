@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "comm/bootstrap/bootstrap.h"
+#include "comm/bootstrap/rank_variables.h"
 #include "ddl/ddl.h"
 #include "ddl/ddl.hpp"
 
@@ -315,6 +316,15 @@ void def_rendezvous(py::module_& m) {
   py::class_<ddl::comm::RendezvousServer>(m, "RendezvousServer")
       .def(py::init<std::string, int>(), py::arg("token"), py::arg("size"))
       .def_property_readonly("port", &ddl::comm::RendezvousServer::port);
+  // The variables that say a launcher libddl knows started this process: the rank variables
+  // ddl_init() reads (comm/bootstrap/rank_variables.h), and PMIx's namespace.
+  m.def("launcher_variables", [] {
+    std::vector<std::string> names;
+    for (const auto* v : ddl::comm::rank_variables_of(&ddl::comm::RankVariable::identity))
+      names.emplace_back(v->rank);
+    names.emplace_back(ddl::comm::kPmixNamespaceVariable);
+    return names;
+  });
 }
 
 /// A ddl_alloc buffer (shared memory the host's ranks map), freed when the last array or

@@ -264,9 +264,7 @@ void pattern(const Group& g, Messages& m, UseFn&& use) {
 [[noreturn]] void throw_mismatch(const Group& g, const Signature& sig) {
   Messages m(g, nullptr, 0, &sig, Framing::kVerdict);
   pattern(g, m, [](Use) {});
-  if (!m.verdict().mismatch()) {
-    throw std::logic_error("signatures hash apart but compare equal");
-  }
+  DDL_CHECK(m.verdict().mismatch(), "signatures hash apart but compare equal");
   throw MismatchError(m.verdict().message());
 }
 

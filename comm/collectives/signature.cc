@@ -28,6 +28,7 @@
 #include <utility>
 
 #include "base/table.h"
+#include "comm/collectives/algorithms.h"
 
 namespace ddl::comm {
 
@@ -50,19 +51,9 @@ constexpr std::pair<CollectiveKind, KindInfo> kKinds[] = {
     {CollectiveKind::kAlltoall, {"alltoall", false}},
     {CollectiveKind::kAlltoallv, {"alltoallv", false}}};
 
-/// Route's names, in the enum's order.
-constexpr std::string_view kRouteNames[] = {
-    "default", "ring", "multiring", "rd", "nccl on GPU memory", "shm"};
-static_assert(std::size(kRouteNames) == static_cast<size_t>(Route::kShm) + 1, "one name per Route");
-
 std::string_view kind_name(CollectiveKind k) {
   const std::optional<KindInfo> info = base::lookup(kKinds, k);
   return info ? info->name : "unknown collective";
-}
-
-std::string_view route_name(Route r) {
-  const auto i = static_cast<size_t>(r);
-  return i < std::size(kRouteNames) ? kRouteNames[i] : "unknown";
 }
 
 bool reduces(CollectiveKind k) {

@@ -29,10 +29,6 @@ enum class CollectiveKind : uint8_t {
   kAlltoallv
 };
 
-/// How the rank runs the call: ranks that chose differently (DDL_ALGO, DDL_SMALL_BYTES set
-/// differently, GPU memory on one rank and host memory on another) would not meet either.
-enum class Route : uint8_t { kDefault, kRing, kMultiRing, kRecursiveDoubling, kDevice, kShm };
-
 /// One rank's collective call, as every rank must agree on it. Plain bytes on the wire (no
 /// padding), so two signatures are equal exactly when their bytes are.
 struct Signature {
@@ -48,14 +44,17 @@ struct Signature {
   CollectiveKind kind = CollectiveKind::kBarrier;
   uint8_t type = 0;  ///< DataType
   uint8_t op = 0;    ///< ReduceOp
-  Route route = Route::kDefault;
+  /// How the rank runs the call (algorithms.h: kRouteDefault, kRouteDevice, route_of()): ranks
+  /// that chose differently (DDL_ALGO, DDL_SMALL_BYTES set differently, GPU memory on one rank
+  /// and host memory on another) would not meet either.
+  uint8_t route = 0;
   uint32_t group = 0;  ///< the group's id (Subgroup::id()); 0 for the whole job
 
   bool operator==(const Signature&) const = default;
 };
 static_assert(sizeof(Signature) == 40, "a Signature is sent as its bytes");
 
-/// A signature with those fields (route kDefault, group 0).
+/// A signature with those fields (route kRouteDefault, group 0).
 Signature make_signature(uint64_t seq, CollectiveKind kind, size_t count, DataType type,
                          ReduceOp op, int root = -1);
 

@@ -8,7 +8,8 @@
 // no two ranks wait on each other in a cycle; other peers are connected on first use. Shared
 // memory serves peers on the same host, TCP the others.
 //
-// Allreduce chooses, unless DDL_ALGO or the mode letter says otherwise: recursive doubling
+// Allreduce asks the registry of algorithms (comm/collectives/algorithms.h), unless DDL_ALGO or
+// the mode letter names one: shared memory directly in a job on one host, recursive doubling
 // below DDL_SMALL_BYTES (latency), the multi-dimensional ring when the topology has two or more
 // dimensions with more than one rank (the PowerAI DDL algorithm), else the flat ring. A ring
 // longer than DDL_MAX_RING (16) whose every hop leaves its host runs as sub-rings, each a
@@ -44,6 +45,7 @@
 #include <set>
 #include <span>
 
+#include "comm/bootstrap/rank_variables.h"
 #include "comm/core/calls.h"
 #include "comm/mode.h"
 
@@ -161,121 +163,22 @@ std::vector<std::unique_ptr<Group>> sub_rings(const Group& ring, int max_ring,
 }  // namespace
 
 Identity identity_from_environment() {
-  static const std::pair<const char*, const char*> kSources[] = {
-      {"DDL_RANK", "DDL_SIZE"},
-      {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
-      {"JSM_NAMESPACE_RANK", "JSM_NAMESPACE_SIZE"},
-      {"SLURM_PROCID", "SLURM_NTASKS"},
-      {"PMI_RANK", "PMI_SIZE"},
-  };
-  for (const auto& [rank_var, size_var] : kSources) {
-    const char* r = env(rank_var);
+  for (const RankVariable* v : rank_variables_of(&RankVariable::identity)) {
+    const std::string rank_var(v->rank), size_var(v->size);
+    const char* r = env(rank_var.c_str());
     if (r == nullptr) continue;
-    const char* s = env(size_var);
+    const char* s = env(size_var.c_str());
     if (s == nullptr) {
-      throw BootstrapError(std::string("$") + rank_var + " is set but $" + size_var +
+      throw BootstrapError("$" + rank_var + " is set but $" + size_var +
                            " is not; start the program with ddlrun");
     }
-    Identity id{parse_int(rank_var, r), parse_int(size_var, s), rank_var};
+    Identity id{parse_int(rank_var.c_str(), r), parse_int(size_var.c_str(), s), rank_var};
     if (id.size < 1 || id.rank >= id.size) {
-      throw BootstrapError(std::string("$") + rank_var + "=" + r + " is not below $" + size_var +
-                           "=" + s);
+      throw BootstrapError("$" + rank_var + "=" + r + " is not below $" + size_var + "=" + s);
     }
     return id;
   }
   return {};
-}
-
-namespace {
-
-/// $name's value `v` as a number of at least 0; throws std::invalid_argument naming it.
-double env_number(const char* name, const char* v) {
-  char* end = nullptr;
-  const double d = std::strtod(v, &end);
-  if (end == v || *end != '\0' || !(d >= 0) || !std::isfinite(d)) {
-    throw std::invalid_argument(std::string("$") + name + " is '" + v +
-                                "'; expected a number of at least 0");
-  }
-  return d;
-}
-
-/// The allreduce algorithm: DDL_OPTIONS' mode letter, then DDL_ALGO over it.
-void read_algorithm(CommOptions& o) {
-  if (const char* v = env("DDL_OPTIONS")) {
-    try {
-      if (mode_from_ddl_options(v).algorithm == Algorithm::kRing) o.algo = AllreduceAlgo::kRing;
-    } catch (const ModeError&) {
-      // ddlrun checked the mode; a hand-written DDL_OPTIONS with a bad one is ignored here.
-    }
-  }
-  if (const char* v = env("DDL_ALGO")) {
-    const std::string a = v;
-    if (a == "auto") {
-      o.algo = AllreduceAlgo::kAuto;
-    } else if (a == "ring") {
-      o.algo = AllreduceAlgo::kRing;
-    } else if (a == "multiring") {
-      o.algo = AllreduceAlgo::kMultiRing;
-    } else if (a == "rd") {
-      o.algo = AllreduceAlgo::kRecursiveDoubling;
-    } else if (a == "shm") {
-      o.algo = AllreduceAlgo::kShm;
-    } else {
-      throw std::invalid_argument("$DDL_ALGO is '" + a +
-                                  "'; expected auto, shm, ring, multiring or rd");
-    }
-  }
-}
-
-/// The direct shared-memory collectives: DDL_SHM and its sizes.
-void read_shm_options(CommOptions& o) {
-  if (const char* v = env("DDL_SHM")) {
-    const std::string a = v;
-    if (a != "0" && a != "1") {
-      throw std::invalid_argument("$DDL_SHM is '" + a + "'; expected 0 or 1");
-    }
-    o.shm = a == "1";
-  }
-  if (const char* v = env("DDL_SHM_CHUNK_BYTES")) {
-    o.shm_chunk_bytes = std::clamp<size_t>(
-        static_cast<size_t>(env_number("DDL_SHM_CHUNK_BYTES", v)), 4096, size_t{1} << 30);
-  }
-  if (const char* v = env("DDL_SHM_CMA_BYTES")) {
-    o.shm_cma_bytes = static_cast<size_t>(env_number("DDL_SHM_CMA_BYTES", v));
-  }
-  if (const char* v = env("DDL_SHM_STREAM_BYTES")) {
-    o.shm_stream_bytes = static_cast<size_t>(env_number("DDL_SHM_STREAM_BYTES", v));
-  }
-  if (const char* v = env("DDL_SHM_SMALL_BYTES")) {
-    o.shm_small_bytes = std::min<size_t>(static_cast<size_t>(env_number("DDL_SHM_SMALL_BYTES", v)),
-                                         size_t{1} << 30);
-  }
-}
-
-}  // namespace
-
-CommOptions options_from_environment() {
-  CommOptions o;
-  if (const char* v = env("DDL_TIMEOUT")) {
-    o.timeout =
-        std::chrono::milliseconds(static_cast<int64_t>(env_number("DDL_TIMEOUT", v) * 1000));
-  }
-  read_algorithm(o);
-  if (const char* v = env("DDL_PIPELINE_BYTES")) {
-    o.pipeline_bytes = static_cast<size_t>(env_number("DDL_PIPELINE_BYTES", v));
-  }
-  if (const char* v = env("DDL_MAX_RING")) {
-    o.max_ring = static_cast<int>(std::min(env_number("DDL_MAX_RING", v), double{INT32_MAX}));
-  }
-  read_shm_options(o);
-  if (const char* v = env("DDL_SMALL_BYTES")) {
-    o.small_bytes = static_cast<size_t>(env_number("DDL_SMALL_BYTES", v));
-  }
-  if (const char* v = env("DDL_BUCKET_BYTES")) {
-    o.bucket_bytes = std::max<size_t>(1, static_cast<size_t>(env_number("DDL_BUCKET_BYTES", v)));
-  }
-  if (const char* v = env("DDL_CHECK")) o.check = env_number("DDL_CHECK", v);
-  return o;
 }
 
 // The constructor's steps, in order: find this rank in the topology, open the devices, learn
@@ -472,6 +375,8 @@ void Communicator::make_dimensions() {
       dimensions_.push_back(std::make_unique<RingDimension>(*g));
     }
   }
+  for (const auto& d : dimensions_)
+    dimension_list_.push_back(d.get());
 }
 
 std::vector<int> Communicator::allreduce_dimensions() const {
@@ -486,8 +391,7 @@ bool Communicator::node_is_job() const {
 }
 
 bool Communicator::shm_job() const {
-  return node_is_job() &&
-         (options_.algo == AllreduceAlgo::kAuto || options_.algo == AllreduceAlgo::kShm);
+  return node_is_job() && (options_.algo == nullptr || options_.algo->shm_collectives);
 }
 
 std::string Communicator::peer_name(int peer) const {
@@ -555,19 +459,19 @@ void Communicator::device_allreduce(const void* send, void* recv, size_t count, 
                                     ReduceOp op) {
   device::Comm& flat = device_flat();
   if (count == 0) return;
-  const size_t bytes = count * type_size(type);
-  const bool multi =
-      !device_dims_.empty() && (options_.algo == AllreduceAlgo::kMultiRing ||
-                                (options_.algo == AllreduceAlgo::kAuto &&
-                                 device_dims_.size() >= 2 && bytes >= options_.small_bytes));
-  if (!multi) {
+  AllreduceShape shape;
+  shape.bytes = count * type_size(type);
+  shape.small_bytes = options_.small_bytes;
+  shape.rings = shape.dimensions = device_dims_.size();
+  const AllreduceAlgorithm& algo = ::ddl::comm::choose_allreduce(options_.algo, shape);
+  if (algo.device == nullptr) {
     flat.allreduce(send, recv, count, type, op);
     return;
   }
-  std::vector<device::Comm*> dims;
+  std::vector<device::Comm*> rings;
   for (const auto& c : device_dims_)
-    dims.push_back(c.get());
-  device::multi_dim_allreduce(dims, flat, send, recv, count, type, op);
+    rings.push_back(c.get());
+  algo.device(rings, flat, send, recv, count, type, op);
 }
 
 Signature Communicator::signature(CollectiveKind kind, size_t count, DataType type, ReduceOp op,
@@ -586,59 +490,43 @@ void Communicator::verify(const Signature& sig) {
   }
 }
 
-AllreduceAlgo Communicator::choose_allreduce(size_t bytes) const {
-  AllreduceAlgo algo = options_.algo;
-  if (algo == AllreduceAlgo::kShm && !shm_job()) algo = AllreduceAlgo::kAuto;
-  if (algo == AllreduceAlgo::kAuto) {
-    if (shm_job()) {
-      algo = AllreduceAlgo::kShm;
-    } else if (bytes < options_.small_bytes) {
-      algo = AllreduceAlgo::kRecursiveDoubling;
-    } else if (dimensions_.size() >= 2) {
-      algo = AllreduceAlgo::kMultiRing;
-    } else {
-      algo = AllreduceAlgo::kRing;
-    }
-  }
-  if (algo == AllreduceAlgo::kMultiRing && dims_.empty()) algo = AllreduceAlgo::kRing;
-  return algo;
+const AllreduceAlgorithm& Communicator::choose_allreduce(size_t bytes) const {
+  AllreduceShape shape;
+  shape.bytes = bytes;
+  shape.small_bytes = options_.small_bytes;
+  shape.one_host = shm_job();
+  shape.rings = dims_.size();
+  shape.dimensions = dimensions_.size();
+  return ::ddl::comm::choose_allreduce(options_.algo, shape);
 }
 
-void Communicator::allreduce_locked(void* buf, size_t count, DataType type, ReduceOp op,
-                                    Signature* sig) {
-  if (size_ == 1) return;
-  const AllreduceAlgo algo = choose_allreduce(count * type_size(type));
-  if (algo == AllreduceAlgo::kRecursiveDoubling || algo == AllreduceAlgo::kShm) {
-    // The signature rides on the data's own messages (or the node group's first step).
-    if (algo == AllreduceAlgo::kShm) {
-      if (sig != nullptr) sig->route = Route::kShm;
-      node_->allreduce(buf, buf, count, type, op, sig);
+AllreduceSite Communicator::allreduce_site() {
+  return {*flat_,
+          dimension_list_,
+          shm_job() ? node_.get() : nullptr,
+          options_.pipeline_bytes,
+          [this](const Signature& sig) { verify(sig); },
+          node_is_job()};
+}
+
+void Communicator::allreduce_locked(const void* send, void* recv, size_t count, DataType type,
+                                    ReduceOp op, Signature* sig) {
+  const size_t bytes = count * type_size(type);
+  const auto* in = static_cast<const std::byte*>(send);
+  const auto* out = static_cast<const std::byte*>(recv);
+  const bool apart = send != recv && count > 0 && (in + bytes <= out || out + bytes <= in);
+  if (size_ > 1) {
+    const AllreduceAlgorithm& algo = choose_allreduce(bytes);
+    if (apart && algo.run_apart != nullptr) {
+      // The algorithm reads send and writes recv itself: no copy of the input first (which
+      // would be a whole extra pass over memory).
+      algo.run_apart(allreduce_site(), send, recv, count, type, op, sig);
       return;
     }
-    if (sig != nullptr) sig->route = Route::kRecursiveDoubling;
-    if (sig != nullptr && node_is_job()) {
-      verify(*sig);  // as every call of a one-host job (verify())
-      sig = nullptr;
-    }
-    recursive_doubling_allreduce(*flat_, buf, count, type, op, sig);
-    return;
-  }
-  if (sig != nullptr) {
-    sig->route = algo == AllreduceAlgo::kMultiRing ? Route::kMultiRing : Route::kRing;
-    verify(*sig);
-  }
-  if (count == 0) return;
-  if (algo == AllreduceAlgo::kMultiRing) {
-    std::vector<Dimension*> dims;
-    std::vector<int> sizes;
-    for (const auto& d : dimensions_) {
-      dims.push_back(d.get());
-      sizes.push_back(d->size());
-    }
-    multi_dim_allreduce(dims, buf, count, type, op,
-                        pipeline_chunk_bytes(options_.pipeline_bytes, sizes));
-  } else {
-    ring_allreduce(*flat_, buf, count, type, op);
+    if (send != recv && count > 0) std::memmove(recv, send, bytes);
+    algo.run(allreduce_site(), recv, count, type, op, sig);
+  } else if (send != recv && count > 0) {
+    std::memmove(recv, send, bytes);
   }
 }
 
@@ -652,7 +540,7 @@ void Communicator::allreduce(const void* send, void* recv, size_t count, DataTyp
     Signature sig = signature(CollectiveKind::kAllreduce, count, type, op);
     if (const void* b[] = {send, recv}; count > 0 && on_device("allreduce", b)) {
       check_device_reduction("allreduce", type, op);
-      sig.route = Route::kDevice;
+      sig.route = kRouteDevice;
       verify(sig);
       device_allreduce(send, recv, count, type, op);
       return;
@@ -672,18 +560,7 @@ void Communicator::allreduce(const void* send, void* recv, size_t count, DataTyp
         reduce_into(reference.data(), inputs.data() + bytes * r, count, type, op);
       if (op == ReduceOp::kAvg) divide(reference.data(), count, type, size_);
     }
-    const auto* in = static_cast<const std::byte*>(send);
-    const auto* out = static_cast<const std::byte*>(recv);
-    if (send != recv && count > 0 && (in + bytes <= out || out + bytes <= in) && size_ > 1 &&
-        choose_allreduce(bytes) == AllreduceAlgo::kShm) {
-      // The node group reads send and writes recv itself: no copy of the input first (which
-      // would be a whole extra pass over memory).
-      if (to_check != nullptr) to_check->route = Route::kShm;
-      node_->allreduce(send, recv, count, type, op, to_check);
-    } else {
-      if (send != recv && count > 0) std::memmove(recv, send, bytes);
-      allreduce_locked(recv, count, type, op, to_check);
-    }
+    allreduce_locked(send, recv, count, type, op, to_check);
     if (!reference.empty()) compare_with_reference(recv, reference.data(), count, type);
   });
 }
@@ -718,7 +595,7 @@ void Communicator::allreduce_n(void* const* buffers, const size_t* counts, size_
         on_device("allreduce_n", std::vector<const void*>(buffers, buffers + n))) {
       // NCCL fuses small operations itself; each buffer is one allreduce, in place.
       check_device_reduction("allreduce_n", type, op);
-      sig.route = Route::kDevice;
+      sig.route = kRouteDevice;
       verify(sig);
       for (size_t k = 0; k < n; ++k)
         if (counts[k] > 0) device_allreduce(buffers[k], buffers[k], counts[k], type, op);
@@ -729,7 +606,7 @@ void Communicator::allreduce_n(void* const* buffers, const size_t* counts, size_
     // bucket's was).
     for_each_bucket(buffers, counts, n, ts, bucket_elems, [&](void* buf, size_t count) {
       Signature bucket_sig = sig;
-      allreduce_locked(buf, count, type, op, &bucket_sig);
+      allreduce_locked(buf, buf, count, type, op, &bucket_sig);
     });
   });
 }
@@ -743,20 +620,20 @@ void Communicator::broadcast(void* buf, size_t count, DataType type, int root) {
     if (count > 0 && buf == nullptr) throw ArgumentError("broadcast: a null buffer");
     Signature sig = signature(CollectiveKind::kBroadcast, count, type, ReduceOp::kSum, root);
     if (const void* b[] = {buf}; count > 0 && on_device("broadcast", b)) {
-      sig.route = Route::kDevice;
+      sig.route = kRouteDevice;
       verify(sig);
       device_flat().broadcast(buf, count, type, root);
       return;
     }
     const size_t bytes = count * type_size(type);
     if (shm_job()) {
-      sig.route = Route::kShm;
+      sig.route = route_of("shm");
       node_->broadcast(buf, bytes, root, &sig);
       return;
     }
     if (size_ > 1 && count > 0 && bytes < options_.small_bytes && !node_is_job()) {
       // Small: the data rides on the check's own messages.
-      sig.route = Route::kRecursiveDoubling;
+      sig.route = route_of("rd");
       recursive_doubling_broadcast(*flat_, buf, bytes, root, sig);
       return;
     }
@@ -773,13 +650,13 @@ void Communicator::allgather(const void* send, void* recv, size_t count, DataTyp
     }
     Signature sig = signature(CollectiveKind::kAllgather, count, type, ReduceOp::kSum);
     if (const void* b[] = {send, recv}; count > 0 && on_device("allgather", b)) {
-      sig.route = Route::kDevice;
+      sig.route = kRouteDevice;
       verify(sig);
       device_flat().allgather(send, recv, count, type);
       return;
     }
     if (shm_job()) {
-      sig.route = Route::kShm;
+      sig.route = route_of("shm");
       node_->allgather(send, recv, count, type, &sig);
       return;
     }
@@ -802,13 +679,13 @@ void Communicator::reduce_scatter(const void* send, void* recv, size_t recv_coun
     Signature sig = signature(CollectiveKind::kReduceScatter, recv_count, type, op);
     if (const void* b[] = {send, recv}; recv_count > 0 && on_device("reduce_scatter", b)) {
       check_device_reduction("reduce_scatter", type, op);
-      sig.route = Route::kDevice;
+      sig.route = kRouteDevice;
       verify(sig);
       device_flat().reduce_scatter(send, recv, recv_count, type, op);
       return;
     }
     if (shm_job()) {
-      sig.route = Route::kShm;
+      sig.route = route_of("shm");
       node_->reduce_scatter(send, recv, recv_count, type, op, &sig);
       return;
     }
@@ -827,7 +704,7 @@ void Communicator::barrier() {
   collective([&] {
     Signature sig = signature(CollectiveKind::kBarrier, 0, DataType::kUint8, ReduceOp::kSum);
     if (shm_job()) {
-      sig.route = Route::kShm;
+      sig.route = route_of("shm");
       node_->barrier(&sig);
       return;
     }
@@ -922,9 +799,17 @@ namespace {
 
 /// The size variable that goes with rank variable `rank` (Identity::source).
 std::string size_variable_of(const std::string& rank) {
-  if (rank == "SLURM_PROCID") return "SLURM_NTASKS";
-  const size_t at = rank.rfind("RANK");
-  return at == std::string::npos ? rank : rank.substr(0, at) + "SIZE";
+  for (const RankVariable& v : rank_variables())
+    if (v.rank == rank) return std::string(v.size);
+  return rank;
+}
+
+/// "DDL_RANK, OMPI_COMM_WORLD_RANK, ...": the variables identity_from_environment() reads.
+std::string identity_variables() {
+  std::string out;
+  for (const RankVariable* v : rank_variables_of(&RankVariable::identity))
+    out += (out.empty() ? "" : ", ") + std::string(v->rank);
+  return out;
 }
 
 }  // namespace
@@ -949,9 +834,10 @@ std::unique_ptr<Communicator> init_from_environment() {
     if (id.source.empty()) {
       if (single == nullptr || std::string(single) != "1") {
         throw BootstrapError(
-            "this process was not started by a launcher (no PMIx server, and none of "
-            "DDL_RANK, OMPI_COMM_WORLD_RANK, JSM_NAMESPACE_RANK, SLURM_PROCID, PMI_RANK is "
-            "set); run it with ddlrun, or set DDL_ALLOW_SINGLE=1 to run it as a job of one rank");
+            "this process was not started by a launcher (no PMIx server, and none of " +
+            identity_variables() +
+            " is set); run it with ddlrun, or set DDL_ALLOW_SINGLE=1 to run it as a job of one "
+            "rank");
       }
       bootstrap = std::make_unique<SingleBootstrap>();
     } else if (id.size == 1) {

@@ -17,6 +17,7 @@
 #include "comm/collectives/node.h"
 #include "comm/collectives/signature.h"
 #include "comm/core/mailbox.h"
+#include "comm/core/settings.h"
 #include "comm/core/subgroup.h"
 #include "comm/device/device.h"
 #include "comm/topology.h"
@@ -32,34 +33,6 @@ class ArgumentError : public std::invalid_argument {
 
 /// DDL_CHECK found a result that differs from the reference.
 using CheckError = base::Error<struct CheckErrorTag>;
-
-/// Which allreduce algorithm to use (DDL_ALGO, or the mode string's letter). kShm: the ranks of
-/// one host directly in shared memory (node.h), for a job on one host.
-enum class AllreduceAlgo { kAuto, kRing, kMultiRing, kRecursiveDoubling, kShm };
-
-/// What the environment says, resolved (see from_environment()).
-struct CommOptions {
-  std::chrono::milliseconds timeout{60'000};  ///< DDL_TIMEOUT seconds: init and every transfer
-  AllreduceAlgo algo = AllreduceAlgo::kAuto;  ///< DDL_ALGO=auto|shm|ring|multiring|rd
-  size_t small_bytes = 16 * 1024;             ///< DDL_SMALL_BYTES: below, recursive doubling
-  std::optional<double> check;                ///< DDL_CHECK=tol: compare with a reference
-  size_t bucket_bytes = 64u << 20;            ///< DDL_BUCKET_BYTES: allreduce_n's fusion
-  /// DDL_PIPELINE_BYTES: the multi-dimensional allreduce's chunks for rings of up to 3, grown
-  /// for longer ones (pipeline_chunk_bytes, comm/mode.h); 0: not pipelined.
-  size_t pipeline_bytes = kPipelineBytes;
-  /// DDL_MAX_RING: a ring of the multi-dimensional allreduce longer than this runs as sub-rings
-  /// (ring_factors, comm/mode.h); 0: never split. The same on every rank.
-  int max_ring = kMaxRing;
-  /// DDL_SHM=0 turns the direct shared-memory collectives off (links and rings only).
-  bool shm = true;
-  size_t shm_chunk_bytes = NodeOptions::kChunkAuto;  ///< DDL_SHM_CHUNK_BYTES (unset: auto)
-  size_t shm_small_bytes = 8 * 1024;  ///< DDL_SHM_SMALL_BYTES: NodeOptions::small_bytes
-  size_t shm_cma_bytes = 0;           ///< DDL_SHM_CMA_BYTES: NodeOptions::cma_bytes (0: off)
-  size_t shm_stream_bytes = NodeOptions::kStreamAuto;  ///< DDL_SHM_STREAM_BYTES (unset: auto)
-  /// The runtime for GPU buffers; null: NCCL, loaded by the constructor when present (tests
-  /// pass a stand-in). DDL_NCCL=0 turns NCCL off.
-  std::shared_ptr<device::Runtime> device;
-};
 
 /// The ranks of one job, wired together: the C, C++ and Python APIs all sit on this.
 ///
@@ -167,11 +140,16 @@ class Communicator {
                       int root = -1) const;
   /// Compares `sig` across the ranks; throws MismatchError on every rank when it differs.
   void verify(const Signature& sig);
-  /// In place on host memory; with `sig`, the call's signature is checked on the way (at no
-  /// extra message for recursive doubling), else the caller has checked it.
-  void allreduce_locked(void* buf, size_t count, DataType type, ReduceOp op, Signature* sig);
+  /// From `send` into `recv` (the same buffer, or not) on host memory; with `sig`, the call's
+  /// signature is checked on the way (at no extra message for recursive doubling), else the
+  /// caller has checked it.
+  void allreduce_locked(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
+                        Signature* sig);
   /// The algorithm for an allreduce of `bytes` on host memory (options_.algo resolved).
-  AllreduceAlgo choose_allreduce(size_t bytes) const;
+  const AllreduceAlgorithm& choose_allreduce(size_t bytes) const;
+  /// What the algorithms run over: every rank, the dimensions, the node group when it holds
+  /// the job (shm_job()).
+  AllreduceSite allreduce_site();
   /// Whether node_ holds every rank (a job on one host): then every call's signature is
   /// checked through it, whatever route the data takes.
   bool node_is_job() const;
@@ -222,6 +200,7 @@ class Communicator {
   std::vector<std::vector<std::unique_ptr<Group>>> sub_rings_;
   std::unique_ptr<NodeGroup> node_;  ///< this host's ranks, when there are several
   std::vector<std::unique_ptr<Dimension>> dimensions_;  ///< dims_ as Dimensions (node_ inside)
+  std::vector<Dimension*> dimension_list_;              ///< dimensions_, for AllreduceSite
   std::mutex collective_mutex_;
   uint64_t seq_ = 0;      ///< collective calls made, under collective_mutex_
   std::string poisoned_;  ///< the mismatch that made this communicator unusable; "" when none
@@ -250,15 +229,10 @@ struct Identity {
   std::string source;  ///< "DDL_RANK", "OMPI_COMM_WORLD_RANK", ...; "" when none was found
 };
 
-/// The first of DDL_RANK/DDL_SIZE, OMPI_COMM_WORLD_RANK/SIZE, JSM_NAMESPACE_RANK/SIZE,
-/// SLURM_PROCID/SLURM_NTASKS, PMI_RANK/PMI_SIZE that is set. Throws BootstrapError when a rank
-/// is set without a size or either is not a number.
+/// The first of the rank variables libddl reads (comm/bootstrap/rank_variables.h: DDL_RANK,
+/// OMPI_COMM_WORLD_RANK, JSM_NAMESPACE_RANK, SLURM_PROCID, PMI_RANK) that is set, with its size.
+/// Throws BootstrapError when a rank is set without a size or either is not a number.
 Identity identity_from_environment();
-
-/// CommOptions from DDL_TIMEOUT, DDL_ALGO, DDL_SMALL_BYTES, DDL_CHECK, DDL_BUCKET_BYTES and the
-/// algorithm letter of DDL_OPTIONS' -mode ("r" means ring). Throws std::invalid_argument naming
-/// the variable and its bad value.
-CommOptions options_from_environment();
 
 /// What ddl_init() does: identity, topology file ($DDL_TOPOLOGY_FILE), bootstrap (PMIx when a
 /// PMIx server is around, else ddlrun's rendezvous from $DDL_RENDEZVOUS and $DDL_JOB_TOKEN, else

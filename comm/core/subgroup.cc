@@ -54,14 +54,14 @@ void Subgroup::host_only(const char* what, std::span<const void* const> buffers)
 void Subgroup::allreduce_checked(void* buf, size_t count, DataType type, ReduceOp op,
                                  Signature sig) {
   if (size() == 1) return;
-  if (count * type_size(type) < comm_.options_.small_bytes) {
-    sig.route = Route::kRecursiveDoubling;
-    recursive_doubling_allreduce(group_, buf, count, type, op, &sig);
-    return;
-  }
-  sig.route = Route::kRing;
-  check_signatures(group_, sig);
-  ring_allreduce(group_, buf, count, type, op);
+  // A group has no topology of its own and no shared-memory group: the automatic choice among
+  // the rows left (DDL_ALGO names the job's algorithm, not a group's).
+  AllreduceShape shape;
+  shape.bytes = count * type_size(type);
+  shape.small_bytes = comm_.options_.small_bytes;
+  const AllreduceSite site{group_, {}, nullptr, 0, [this](const Signature& s) { verify(s); },
+                           false};
+  choose_allreduce(nullptr, shape).run(site, buf, count, type, op, &sig);
 }
 
 void Subgroup::allreduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op) {
@@ -105,7 +105,7 @@ void Subgroup::broadcast(void* buf, size_t count, DataType type, int root) {
     if (size() == 1) return;
     const size_t bytes = count * type_size(type);
     if (count > 0 && bytes < comm_.options_.small_bytes) {
-      sig.route = Route::kRecursiveDoubling;
+      sig.route = route_of("rd");
       recursive_doubling_broadcast(group_, buf, bytes, root, sig);
       return;
     }

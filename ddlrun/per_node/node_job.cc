@@ -10,6 +10,7 @@
 #include <mutex>
 #include <ostream>
 
+#include "ddlrun/backends.h"
 #include "ddlrun/per_node/per_node.h"
 #include "ddlrun/plan/plan_digest.h"
 #include "ddlrun/run/launch.h"
@@ -231,7 +232,7 @@ class LiveRounds : public NodeRounds {
     }
     const KnownHardware known = known_hardware(w);
     JobPlan plan = make_plan(whole, getenv_, env_context_, {}, {}, &known);
-    plan.launcher = {launcher::Kind::kLocal, "per-node mode: each node starts its own ranks"};
+    plan.launcher = {&backend_named("local"), "per-node mode: each node starts its own ranks"};
     plan.hosts_from = "the rendezvous at " + node_.endpoint() + ", in node-rank order";
     for (const std::string& warning : plan.warnings)
       log_.warn("{}", hostfiles::printable(warning));

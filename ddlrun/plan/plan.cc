@@ -222,14 +222,13 @@ RemoteProber remote_prober(const Options& o, const Env& env, const std::string& 
     return {remote, "ssh"};
   }
   // The probe cache the ssh probe keeps too.
-  return {launcher_probe(launcher::Kind::kJsrun, ssh_probe_options(o, job_id).job_id), "jsrun"};
+  return {launcher_probe(backend_named("jsrun"), ssh_probe_options(o, job_id).job_id), "jsrun"};
 }
 
 /// Whether the ssh launcher follows the probe: hosts probed over ssh are remote, so it does
 /// unless a batch system's launcher (or --launcher) says otherwise.
 bool ssh_launcher_follows(const Options& o, const Env& env) {
-  return launcher::choose(*launcher::kind_from_string(o.launcher), batch_situation(env)).kind ==
-         launcher::Kind::kSsh;
+  return choose_backend(o.launcher, batch_situation(env)).backend->keeps_probe_sessions;
 }
 
 /// The --host-xml file for `host`: an exact name beats a pattern; among several, the last wins.
@@ -632,8 +631,8 @@ void choose_launcher(const Options& o, const Env& env, const std::vector<std::st
       plan.placement.hosts.begin(), plan.placement.hosts.end(), [&](const mapper::HostRanks& h) {
         return h.count == 0 || launcher::is_local_host(h.host, local_names);
       });
-  plan.launcher = launcher::choose(*launcher::kind_from_string(o.launcher), situation);
-  if (plan.launcher.kind != launcher::Kind::kSsh) plan.sessions.reset();  // closes them
+  plan.launcher = choose_backend(o.launcher, situation);
+  if (!chosen_backend(plan).keeps_probe_sessions) plan.sessions.reset();  // closes them
 }
 
 /// Whether ddlrun sets `name` itself for each rank (launcher/job.cc), so that -x cannot.
@@ -692,17 +691,17 @@ void resolve_wdir(const Options& o, JobPlan& plan) {
   std::error_code ec;
   plan.wdir = std::filesystem::absolute(o.wdir, ec).lexically_normal().string();
   if (plan.wdir.size() > 1 && plan.wdir.back() == '/') plan.wdir.pop_back();
-  if (plan.launcher.kind != launcher::Kind::kLocal && plan.launcher.kind != launcher::Kind::kSsh) {
+  if (!chosen_backend(plan).own()) {
     plan.warnings.push_back("--wdir is used by the local and ssh launchers only; this job uses " +
-                            std::string(launcher::to_string(plan.launcher.kind)) +
+                            std::string(chosen_backend(plan).name) +
                             ", whose ranks start where it puts them");
   }
 }
 
 void warn_unused_mpiargs(JobPlan& plan) {
-  if (!plan.mpiargs.empty() && plan.launcher.kind != launcher::Kind::kMpirun) {
+  if (!plan.mpiargs.empty() && !chosen_backend(plan).takes_mpiarg) {
     plan.warnings.push_back("--mpiarg is used only by the mpirun launcher; this job uses " +
-                            std::string(launcher::to_string(plan.launcher.kind)));
+                            std::string(chosen_backend(plan).name));
   }
 }
 

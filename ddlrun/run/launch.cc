@@ -102,7 +102,7 @@ std::unique_ptr<comm::RendezvousServer> serve_ranks(const JobPlan& plan, const s
   return std::make_unique<comm::RendezvousServer>(
       token, static_cast<int>(plan.topology.ranks.size()), 0, std::move(hosts),
       [&log](const std::string& line) { log.warn("{}", line); },
-      rank_rendezvous_bind(plan.launcher.kind, per_node));
+      rank_rendezvous_bind(chosen_backend(plan), per_node));
 }
 
 /// Per-node mode: the nodes agree on the plan and take node 0's ports; this node starts its own
@@ -208,8 +208,8 @@ std::string python_package_dir(const std::string& ddlrun_path) {
   return "";
 }
 
-std::string rank_rendezvous_bind(launcher::Kind kind, bool per_node) {
-  return kind == launcher::Kind::kLocal && !per_node ? launcher::kLocalRendezvousAddress : "";
+std::string rank_rendezvous_bind(const launcher::BackendDescriptor& backend, bool per_node) {
+  return backend.runs_here && !per_node ? launcher::kLocalRendezvousAddress : "";
 }
 
 launcher::TagStyle tag_style(const std::string& name) {
@@ -260,7 +260,7 @@ int launch(const JobPlan& plan, const Options& o, spdlog::logger& log, launcher:
   }
   if (node != nullptr) join_nodes(*node, lo);
   set_backend_options(lo, plan, o);
-  std::unique_ptr<launcher::Backend> backend = backend_entry(plan.launcher.kind).make(job, lo);
+  std::unique_ptr<launcher::Backend> backend = chosen_backend(plan).make(job, lo);
   if (node != nullptr) backend = node_backend(std::move(backend), *node, lo.heartbeat_timeout);
 
   std::unique_ptr<launcher::OutputSink> sink =

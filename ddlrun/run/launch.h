@@ -30,7 +30,7 @@ std::string python_package_dir(const std::string& ddlrun_path);
 /// "" (every address): an ssh agent tells its ranks the address its host's sshd saw ddlrun
 /// come from (SSH_CONNECTION), which differs between hosts on different networks, an external
 /// launcher's ranks get ddlrun's host name, and per-node mode's --rdzv HOST may be a name.
-std::string rank_rendezvous_bind(launcher::Kind kind, bool per_node);
+std::string rank_rendezvous_bind(const launcher::BackendDescriptor& backend, bool per_node);
 
 /// The --tag-output value as a style ("auto", "rank", "mpi", "none").
 launcher::TagStyle tag_style(const std::string& name);

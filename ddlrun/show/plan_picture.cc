@@ -5,6 +5,9 @@
 
 #include <algorithm>
 #include <map>
+#include <string>
+
+#include "ddlrun/backends.h"
 
 namespace ddl::cli {
 
@@ -153,7 +156,7 @@ picture::Legend plan_legend(const JobPlan& plan) {
   return {{{"mode", plan.mode.str() + " (" + plan.mode_reason + ")"},
            {"ranks", std::to_string(plan.placement.ranks) + " (" + plan.placement.describe() + ")"},
            {"hosts", hosts},
-           {"launcher", std::string(launcher::to_string(plan.launcher.kind))}}};
+           {"launcher", std::string(chosen_backend(plan).name)}}};
 }
 
 picture::Model picture_model(const JobPlan& plan) {

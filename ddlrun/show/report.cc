@@ -466,48 +466,62 @@ std::string mode_text(const JobPlan& plan) {
   return s + " (" + plan.mode_reason + ")";
 }
 
-/// What the jsrun launcher would run for `plan`: its command and ERF (empty in the
-/// resource-set form), or why it cannot be built. The dry run names ddlrun "ddlrun" and the
-/// private work directory "<work-dir>", so that its text is the same on every machine; the
-/// variables it forwards depend on ddlrun's environment (PATH, PYTHONPATH, ...).
-struct JsrunPreview {
+/// What the plan's external launcher would run: its command and its work file (rankfile,
+/// host file, ERF; none for jsrun's resource sets), or why it cannot be built. The dry run
+/// names ddlrun "ddlrun" and the private work directory "<work-dir>", so that its text is the
+/// same on every machine; the variables it forwards depend on ddlrun's environment (PATH,
+/// PYTHONPATH, ...).
+struct LauncherPreview {
   std::vector<std::string> argv;
-  std::string erf;
+  std::string file_what;  ///< "erf", "rankfile", ...
+  std::string file_path;
+  std::string file_text;
   std::string error;
 };
 
-inline constexpr const char* kErfPreviewPath = "<work-dir>/ddlrun.erf";
-
-JsrunPreview jsrun_preview(const JobPlan& plan, const Options& o) {
-  JsrunPreview p;
+LauncherPreview launcher_preview(const JobPlan& plan, const Options& o) {
+  LauncherPreview p;
   try {
     const launcher::Job job = make_job(plan, "<work-dir>/topology.yaml");
     launcher::LaunchOptions lo;
     lo.ddlrun_path = "ddlrun";
     lo.environ = launcher::current_environment();
+    lo.mpiargs = plan.mpiargs;
     set_backend_options(lo, plan, o);
     // A rendezvous port so that the names match a real run (ddlrun serves the rendezvous).
     lo.rendezvous_port = 1;
     lo.work_dir = "<work-dir>";
-    launcher::ExternalCommand c = backend_entry(launcher::Kind::kJsrun).preview(job, lo);
+    const launcher::BackendDescriptor& backend = chosen_backend(plan);
+    for (char c : backend.make_launcher(lo)->names().work_file_what)
+      p.file_what += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    launcher::ExternalCommand c = backend.preview(job, lo);
     p.argv = std::move(c.argv);
-    p.erf = std::move(c.work_file.text);
+    p.file_path = std::move(c.work_file.path);
+    p.file_text = std::move(c.work_file.text);
   } catch (const std::exception& e) {
     p.error = e.what();
   }
   return p;
 }
 
-void jsrun_text(std::ostream& out, const JobPlan& plan, const Options& o) {
-  const JsrunPreview p = jsrun_preview(plan, o);
+/// "jsrun:     ": a label and its value's column.
+std::string label(std::string_view name) {
+  std::string s = std::string(name) + ":";
+  return s + std::string(s.size() < 11 ? 11 - s.size() : 1, ' ');
+}
+
+/// An external launcher's command and work file, as the dry run shows them.
+void launcher_text(std::ostream& out, const JobPlan& plan, const Options& o) {
+  const std::string name(chosen_backend(plan).name);
+  const LauncherPreview p = launcher_preview(plan, o);
   if (!p.error.empty()) {
-    out << "jsrun:     cannot be built: " << p.error << "\n";
+    out << label(name) << "cannot be built: " << p.error << "\n";
     return;
   }
-  out << "jsrun:     " << quote_shell_words(p.argv) << "\n";
-  if (p.erf.empty()) return;
-  out << "erf:       " << kErfPreviewPath << "\n";
-  std::istringstream lines(p.erf);
+  out << label(name) << quote_shell_words(p.argv) << "\n";
+  if (p.file_text.empty()) return;
+  out << label(p.file_what) << p.file_path << "\n";
+  std::istringstream lines(p.file_text);
   for (std::string line; std::getline(lines, line);)
     out << "  " << line << "\n";
 }
@@ -589,9 +603,8 @@ std::string render_text(const JobPlan& plan, const Options& o) {
   if (plan.links) links_text(out, plan);
   prediction_text(out, plan);
   out << "job id:    " << plan.job_id << "\n";
-  out << "launcher:  " << launcher::to_string(plan.launcher.kind) << " (" << plan.launcher.reason
-      << ")\n";
-  if (plan.launcher.kind == launcher::Kind::kJsrun) jsrun_text(out, plan, o);
+  out << "launcher:  " << chosen_backend(plan).name << " (" << plan.launcher.reason << ")\n";
+  if (!chosen_backend(plan).own()) launcher_text(out, plan, o);
   run_settings_text(out, plan, o);
   return out.str();
 }
@@ -672,12 +685,12 @@ Value::List rings_document(const comm::Topology& topology) {
 
 /// What the jsrun launcher would run (null for other launchers).
 Value jsrun_document(const JobPlan& plan, const Options& o) {
-  if (plan.launcher.kind != launcher::Kind::kJsrun) return Value();
-  const JsrunPreview p = jsrun_preview(plan, o);
+  if (&chosen_backend(plan) != &backend_named("jsrun")) return Value();
+  const LauncherPreview p = launcher_preview(plan, o);
   return Value::Map{{"mode", o.jsrun_mode},
                     {"command", p.error.empty() ? strings(p.argv) : Value()},
-                    {"erf_file", p.erf.empty() ? Value() : Value(kErfPreviewPath)},
-                    {"erf", p.erf.empty() ? Value() : Value(p.erf)},
+                    {"erf_file", p.file_text.empty() ? Value() : Value(p.file_path)},
+                    {"erf", p.file_text.empty() ? Value() : Value(p.file_text)},
                     {"error", p.error.empty() ? Value() : Value(p.error)}};
 }
 
@@ -772,7 +785,7 @@ Value plan_document(const JobPlan& plan, const Options& o) {
       {"rings", rings_document(plan.topology)},
       {"prediction", prediction_document(plan)},
       {"nic", plan.nic.names.empty() ? Value() : Value(plan.nic.str())},
-      {"launcher", Value::Map{{"name", std::string(launcher::to_string(plan.launcher.kind))},
+      {"launcher", Value::Map{{"name", std::string(chosen_backend(plan).name)},
                               {"reason", plan.launcher.reason}}},
       {"jsrun", jsrun_document(plan, o)},
       {"tcp", o.tcp},

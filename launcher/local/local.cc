@@ -9,7 +9,6 @@
 
 #include <algorithm>
 
-#include "launcher/factory.h"
 #include "launcher/pmix_server/server.h"
 #include "launcher/process.h"
 
@@ -113,5 +112,14 @@ class LocalBackend : public Backend, private pmix_server::Host {
 std::unique_ptr<Backend> make_local_backend(const Job& job, const LaunchOptions& options) {
   return std::make_unique<LocalBackend>(job, options);
 }
+
+const BackendDescriptor kLocalBackend{
+    .name = "local",
+    .auto_rank = 2,
+    .automatic = [](const Situation& s) { return s.all_hosts_local; },
+    .why = "every host is this host",
+    .make_backend = make_local_backend,
+    .serves_pmix = true,
+    .runs_here = true};
 
 }  // namespace ddl::launcher

@@ -146,4 +146,7 @@ std::unique_ptr<ExternalLauncher> make_mpirun_launcher(const LaunchOptions&) {
   return std::make_unique<mpirun::Launcher>();
 }
 
+const BackendDescriptor kMpirunBackend{
+    .name = "mpirun", .make_launcher = make_mpirun_launcher, .takes_mpiarg = true};
+
 }  // namespace ddl::launcher

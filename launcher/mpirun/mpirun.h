@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "launcher/descriptor.h"
 #include "launcher/external.h"
 
 namespace ddl::launcher {
@@ -12,6 +13,9 @@ namespace ddl::launcher {
 /// make_external_backend: LaunchError when mpirun is not on $PATH, or when ddlrun runs as
 /// root without Open MPI's OMPI_ALLOW_RUN_AS_ROOT pair.
 std::unique_ptr<ExternalLauncher> make_mpirun_launcher(const LaunchOptions& options);
+
+/// mpirun's row of the table of backends (launcher/backends.cc): it takes --mpiarg.
+extern const BackendDescriptor kMpirunBackend;
 
 }  // namespace ddl::launcher
 

@@ -56,4 +56,6 @@ std::unique_ptr<ExternalLauncher> make_prterun_launcher(const LaunchOptions&) {
   return std::make_unique<prterun::Launcher>();
 }
 
+const BackendDescriptor kPrterunBackend{.name = "prterun", .make_launcher = make_prterun_launcher};
+
 }  // namespace ddl::launcher

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "launcher/descriptor.h"
 #include "launcher/external.h"
 
 namespace ddl::launcher {
@@ -12,6 +13,9 @@ namespace ddl::launcher {
 /// make_external_backend: LaunchError naming the package to install when prterun is not on
 /// $PATH.
 std::unique_ptr<ExternalLauncher> make_prterun_launcher(const LaunchOptions& options);
+
+/// prterun's row of the table of backends (launcher/backends.cc).
+extern const BackendDescriptor kPrterunBackend;
 
 }  // namespace ddl::launcher
 

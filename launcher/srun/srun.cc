@@ -341,4 +341,10 @@ std::unique_ptr<ExternalLauncher> make_srun_launcher(const LaunchOptions&) {
   return std::make_unique<srun::Launcher>();
 }
 
+const BackendDescriptor kSrunBackend{.name = "srun",
+                                     .auto_rank = 1,
+                                     .automatic = [](const Situation& s) { return s.in_slurm_job; },
+                                     .why = "inside a Slurm job ($SLURM_JOB_ID is set)",
+                                     .make_launcher = make_srun_launcher};
+
 }  // namespace ddl::launcher

@@ -5,6 +5,7 @@
 #include <string_view>
 #include <vector>
 
+#include "launcher/descriptor.h"
 #include "launcher/external.h"
 
 namespace ddl::launcher {
@@ -13,6 +14,9 @@ namespace ddl::launcher {
 /// (srun::check_allocation), for make_external_backend: the MPI plugin is one the installed
 /// Slurm has (`srun --mpi=list`); a preview, which asks Slurm nothing, assumes pmix.
 std::unique_ptr<ExternalLauncher> make_srun_launcher(const LaunchOptions& options);
+
+/// srun's row of the table of backends (launcher/backends.cc): auto picks it inside a Slurm job.
+extern const BackendDescriptor kSrunBackend;
 
 }  // namespace ddl::launcher
 

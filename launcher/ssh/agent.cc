@@ -54,7 +54,7 @@
 #include <thread>
 
 #include "base/fd.h"
-#include "launcher/factory.h"
+#include "launcher/job.h"
 #include "launcher/keeper.h"
 #include "launcher/pmix_server/server.h"
 #include "launcher/process.h"

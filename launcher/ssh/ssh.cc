@@ -58,6 +58,8 @@
 // stays the one the probe's W gave it, while its job frame carries its index in this job, whose
 // hosts were numbered again.
 
+#include "launcher/ssh/ssh.h"
+
 #include <poll.h>
 #include <signal.h>
 #include <sys/eventfd.h>
@@ -78,7 +80,6 @@
 
 #include "base/text.h"
 #include "launcher/external.h"
-#include "launcher/factory.h"
 #include "launcher/pmix_server/fence.h"
 #include "launcher/pmix_server/server.h"
 #include "launcher/process.h"
@@ -1338,5 +1339,15 @@ std::unique_ptr<Backend> make_ssh_backend(const Job& job, const LaunchOptions& o
 std::unique_ptr<Backend> make_ssh_backend(const Job& job, const LaunchOptions& options) {
   return make_ssh_backend(job, options, ddl::ssh::libssh_connector());
 }
+
+const BackendDescriptor kSshBackend{
+    .name = "ssh",
+    .auto_rank = 3,
+    .automatic = [](const Situation&) { return true; },
+    .why = "some hosts are remote",
+    .why_auto = "some hosts are remote and no batch system was found",
+    .make_backend = make_ssh_backend,
+    .serves_pmix = true,
+    .keeps_probe_sessions = true};
 
 }  // namespace ddl::launcher

@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "launcher/backend.h"
+#include "launcher/descriptor.h"
 #include "launcher/job.h"
 #include "launcher/launch_options.h"
 #include "launcher/ssh/tree_links.h"
@@ -23,5 +24,9 @@ std::unique_ptr<Backend> make_ssh_backend(const Job& job, const LaunchOptions& o
 /// (their statuses went up the channel), else non-zero. `links` runs this host's
 /// --probe-links agent when ddlrun asks for it before the job (ssh/tree_links.h).
 [[noreturn]] void run_agent(int in_fd, int out_fd, const ssh::LinkAgentRunner& links = {});
+
+/// ssh's row of the table of backends (launcher/backends.cc): auto picks it when nothing before it
+/// fits.
+extern const BackendDescriptor kSshBackend;
 
 }  // namespace ddl::launcher

@@ -218,9 +218,9 @@ def _debug_wrapper(backend, options):
         rank=options.group_rank, world_size=options.group_size, timeout=options.timeout)
 
 
-# libddl's variables for who a rank is, as its launchers set them (comm/core/communicator.cc).
-_LAUNCHER_RANKS = ("DDL_RANK", "OMPI_COMM_WORLD_RANK", "JSM_NAMESPACE_RANK", "SLURM_PROCID",
-                   "PMI_RANK", "PMIX_NAMESPACE")
+# libddl's variables for who a rank is, as its launchers set them: the rows of libddl's table
+# (comm/bootstrap/rank_variables.h) that ddl_init() reads, and PMIx's namespace.
+_LAUNCHER_RANKS = tuple(ddl._ddl.launcher_variables())
 
 
 def _meets_through_store():

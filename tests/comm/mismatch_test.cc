@@ -285,7 +285,7 @@ TEST(MismatchTest, ACallRefusedOnOneRankPutsItOutOfStep) {
 
 TEST(MismatchTest, RanksThatChoseDifferentAlgorithmsAreToldApart) {
   // DDL_ALGO=ring on rank 1 only: the same call, another route.
-  auto options = [](int r) { return fast(r == 1 ? AllreduceAlgo::kRing : AllreduceAlgo::kAuto); };
+  auto options = [](int r) { return fast(r == 1 ? "ring" : "auto"); };
   expect_everywhere(run(3, 1, allreduce_of(kSmall, kSmall), std::nullopt, options),
                     "collective mismatch: rank 0 called allreduce(count=10, float32, sum, "
                     "algorithm=shm) #1 but rank 1 called allreduce(count=10, float32, sum, "
@@ -302,7 +302,7 @@ TEST(MismatchTest, RanksThatChoseDifferentAlgorithmsAreToldApart) {
                     "algorithm=ring) #1");
   // And rank 1 on the shared-memory route while the others take recursive doubling.
   auto shm_on_one = [](int r) {
-    CommOptions o = fast(r == 1 ? AllreduceAlgo::kShm : AllreduceAlgo::kRecursiveDoubling);
+    CommOptions o = fast(r == 1 ? "shm" : "rd");
     return o;
   };
   expect_everywhere(run(3, 1, allreduce_of(kSmall, kSmall), std::nullopt, shm_on_one),

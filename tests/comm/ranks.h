@@ -50,10 +50,10 @@ inline void run_ranks(int n, const std::optional<Topology>& topology, CommOption
     EXPECT_EQ(errors[r], "") << "rank " << r;
 }
 
-inline CommOptions fast(AllreduceAlgo algo = AllreduceAlgo::kAuto) {
+inline CommOptions fast(std::string_view algo = "auto") {
   CommOptions o;
   o.timeout = 20s;
-  o.algo = algo;
+  o.algo = find_allreduce(algo);
   return o;
 }
 

@@ -295,6 +295,21 @@ TEST(AppTest, WdirIsMadeAbsoluteShownAndWarnedAboutUnderExternalLaunchers) {
             "mpirun, whose ranks start where it puts them\n");
 }
 
+TEST(AppTest, EveryExternalLaunchersDryRunShowsItsCommand) {
+  // What each would run and the file it would read; ddlrun's own launchers run no other program.
+  for (const char* name : {"mpirun", "prterun", "srun"}) {
+    const Result r = ddlrun({"--dry-run", "-H", "a,b", "--launcher", name, "prog"});
+    const std::string label =
+        std::string(name) + ":" + std::string(10 - std::string(name).size(), ' ');
+    EXPECT_NE(r.out.find("\n" + label + name + " "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(" ddlrun --rank-exec -- prog\n"), std::string::npos) << r.out;
+  }
+  const Result mpirun = ddlrun({"--dry-run", "-H", "a,b", "--launcher", "mpirun", "prog"});
+  EXPECT_NE(mpirun.out.find("\nrankfile:  <work-dir>/rankfile\n"), std::string::npos) << mpirun.out;
+  const Result ssh = ddlrun({"--dry-run", "-H", "a,b", "--launcher", "ssh", "prog"});
+  EXPECT_EQ(ssh.out.find("--rank-exec"), std::string::npos) << ssh.out;
+}
+
 TEST(AppTest, OneMachineUnderTwoNamesIsRefusedNamingBoth) {
   // Without probing: both names are this host.
   const Result r = ddlrun({"--dry-run", "-H", "localhost:2,127.0.0.1:2", "prog"});

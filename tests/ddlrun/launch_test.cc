@@ -16,6 +16,8 @@
 #include <sstream>
 #include <thread>
 
+#include "ddlrun/backends.h"
+
 namespace {
 
 using namespace std::chrono_literals;
@@ -256,8 +258,7 @@ TEST_F(LaunchTest, TopologyFileIsRemovedAfterTheJob) {
 // ddlrun's rendezvous for the ranks listens where the ranks are told to come when ddlrun knows
 // it beforehand (the local launcher: loopback only), else on every address.
 TEST(RankRendezvousBindTest, LoopbackForTheLocalLauncherOnly) {
-  using ddl::launcher::Kind;
-  EXPECT_EQ(ddl::cli::rank_rendezvous_bind(Kind::kLocal, false), "127.0.0.1");
-  EXPECT_EQ(ddl::cli::rank_rendezvous_bind(Kind::kLocal, true), "");
-  EXPECT_EQ(ddl::cli::rank_rendezvous_bind(Kind::kSsh, false), "");
+  EXPECT_EQ(ddl::cli::rank_rendezvous_bind(ddl::cli::backend_named("local"), false), "127.0.0.1");
+  EXPECT_EQ(ddl::cli::rank_rendezvous_bind(ddl::cli::backend_named("local"), true), "");
+  EXPECT_EQ(ddl::cli::rank_rendezvous_bind(ddl::cli::backend_named("ssh"), false), "");
 }

@@ -158,10 +158,10 @@ TEST(OptionsTest, UsageErrors) {
             "--timeout: '-1' is not a number of seconds above 0");
   EXPECT_EQ(usage_error({"--launcher", "mpirn", "p"}),
             "--launcher: unknown launcher 'mpirn' (did you mean 'mpirun'?); use one of auto, "
-            "local, ssh, mpirun, pmix, prterun, srun, jsrun");
+            "local, ssh, mpirun, pmix, prterun, srun, flux, jsrun");
   EXPECT_EQ(usage_error({"--launcher", "mpiexec", "p"}),
             "--launcher: unknown launcher 'mpiexec'; use one of auto, local, ssh, mpirun, pmix, "
-            "prterun, srun, jsrun");
+            "prterun, srun, flux, jsrun");
   EXPECT_EQ(
       usage_error({"--output", "xml", "p"}),
       "--output: unknown format 'xml' (did you mean 'yaml'?); use one of text, yaml, json, svg");

@@ -26,9 +26,9 @@
 #include <utility>
 
 #include "ddlrun/plan/probe_tree.h"
-#include "launcher/factory.h"
 #include "launcher/launcher.h"
 #include "launcher/ssh/protocol.h"
+#include "launcher/ssh/ssh.h"
 #include "launcher/ssh/tree.h"
 #include "mapper/mapper.h"
 #include "tests/launcher/ssh_frames.h"

@@ -3,50 +3,69 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <vector>
+
+#include "launcher/descriptor.h"
+#include "lsf/lsf.h"
+
 namespace ddl::launcher {
 namespace {
 
+/// launcher's rows and lsf's jsrun, as ddlrun joins them.
+BackendTable table() {
+  static const std::vector<const BackendDescriptor*> rows = [] {
+    std::vector<const BackendDescriptor*> v(builtin_backends().begin(), builtin_backends().end());
+    v.push_back(&lsf::kJsrunBackend);
+    return v;
+  }();
+  return rows;
+}
+
+Choice choose(std::string_view requested, const Situation& s) {
+  return launcher::choose(table(), requested, s);
+}
+
+std::string_view name(const Choice& c) {
+  return c.backend->name;
+}
+
 TEST(ChooseTest, NamesRoundTrip) {
-  for (std::string_view name : kind_names()) {
-    auto kind = kind_from_string(name);
-    ASSERT_TRUE(kind.has_value()) << name;
-    EXPECT_EQ(to_string(*kind), name);
-  }
-  EXPECT_FALSE(kind_from_string("mpiexec").has_value());
-  EXPECT_EQ(kind_names().size(), 8u);
+  for (const BackendDescriptor* b : table())
+    EXPECT_EQ(find_backend(table(), b->name), b) << b->name;
+  EXPECT_EQ(find_backend(table(), "mpiexec"), nullptr);
+  EXPECT_EQ(table().size(), 9u);
 }
 
 TEST(ChooseTest, AutoPrefersBatchSystemsThenLocalThenSsh) {
-  EXPECT_EQ(choose(Kind::kAuto, {true, true, true}).kind, Kind::kJsrun);
-  EXPECT_EQ(choose(Kind::kAuto, {true, false, false}).reason,
-            "inside an LSF job ($LSB_JOBID is set)");
-  EXPECT_EQ(choose(Kind::kAuto, {false, true, true}).kind, Kind::kSrun);
-  const Choice local = choose(Kind::kAuto, {false, false, true});
-  EXPECT_EQ(local.kind, Kind::kLocal);
+  EXPECT_EQ(name(choose("auto", {true, true, true})), "jsrun");
+  EXPECT_EQ(choose("auto", {true, false, false}).reason, "inside an LSF job ($LSB_JOBID is set)");
+  EXPECT_EQ(name(choose("auto", {false, true, true})), "srun");
+  const Choice local = choose("auto", {false, false, true});
+  EXPECT_EQ(name(local), "local");
   EXPECT_EQ(local.reason, "every host is this host");
-  const Choice ssh = choose(Kind::kAuto, {false, false, false});
-  EXPECT_EQ(ssh.kind, Kind::kSsh);
+  const Choice ssh = choose("auto", {false, false, false});
+  EXPECT_EQ(name(ssh), "ssh");
   EXPECT_EQ(ssh.reason, "some hosts are remote and no batch system was found");
 }
 
 TEST(ChooseTest, NamedLauncherIsKept) {
-  const Choice c = choose(Kind::kMpirun, {true, true, true});
-  EXPECT_EQ(c.kind, Kind::kMpirun);
+  const Choice c = choose("mpirun", {true, true, true});
+  EXPECT_EQ(name(c), "mpirun");
   EXPECT_EQ(c.reason, "asked for with --launcher mpirun");
 }
 
 TEST(ChooseTest, PmixIsDdlrunsOwnLauncherWithItsServer) {
-  const Choice local = choose(Kind::kPmix, {true, true, true});
-  EXPECT_EQ(local.kind, Kind::kLocal);
+  const Choice local = choose("pmix", {true, true, true});
+  EXPECT_EQ(name(local), "local");
   EXPECT_EQ(local.reason,
             "asked for with --launcher pmix: ddlrun's own launcher with its PMIx server (local: "
             "every host is this host)");
-  const Choice ssh = choose(Kind::kPmix, {false, false, false});
-  EXPECT_EQ(ssh.kind, Kind::kSsh);
+  const Choice ssh = choose("pmix", {false, false, false});
+  EXPECT_EQ(name(ssh), "ssh");
   EXPECT_EQ(ssh.reason,
             "asked for with --launcher pmix: ddlrun's own launcher with its PMIx server (ssh: "
             "some hosts are remote)");
-  EXPECT_EQ(choose(Kind::kPrterun, {false, false, true}).kind, Kind::kPrterun);
+  EXPECT_EQ(name(choose("prterun", {false, false, true})), "prterun");
 }
 
 TEST(ChooseTest, LocalHostNamesIncludeThisHostAndLoopback) {

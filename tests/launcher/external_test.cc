@@ -1,6 +1,6 @@
 // The external launchers' base (external.h): the steps make_external_backend takes, in order,
 // through a recording fake launcher; the preview; the rankfile lines mpirun and prterun share;
-// and a BackendEntry of either kind.
+// and a BackendDescriptor of either kind.
 
 #include "launcher/external.h"
 
@@ -13,7 +13,9 @@
 #include <sstream>
 
 #include "base/check.h"
-#include "launcher/factory.h"
+#include "launcher/descriptor.h"
+#include "launcher/local/local.h"
+#include "launcher/mpirun/mpirun.h"
 #include "tests/launcher/test_util.h"
 
 namespace ddl::launcher {
@@ -144,9 +146,9 @@ TEST(ExternalRankfile, LinesInRankOrderWithUnknownHostsAndUnboundRanks) {
 }
 
 TEST(BackendEntryTest, OwnLaunchersHaveNothingToPreview) {
-  const BackendEntry local{Kind::kLocal, make_local_backend, nullptr};
+  const BackendDescriptor local{.name = "local", .make_backend = make_local_backend};
   EXPECT_THROW(local.preview(one_rank_job(), {}), base::InternalError);
-  const BackendEntry mpirun{Kind::kMpirun, nullptr, make_mpirun_launcher};
+  const BackendDescriptor mpirun{.name = "mpirun", .make_launcher = make_mpirun_launcher};
   LaunchOptions o;
   o.ddlrun_path = "ddlrun";
   o.work_dir = "<work-dir>";

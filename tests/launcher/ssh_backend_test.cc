@@ -10,8 +10,8 @@
 #include <set>
 #include <thread>
 
-#include "launcher/factory.h"
 #include "launcher/ssh/protocol.h"
+#include "launcher/ssh/ssh.h"
 #include "launcher/wire.h"
 #include "tests/launcher/ssh_frames.h"
 #include "tests/ssh/fake_ssh.h"

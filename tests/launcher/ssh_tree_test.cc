@@ -16,9 +16,9 @@
 #include <set>
 #include <thread>
 
-#include "launcher/factory.h"
 #include "launcher/ssh/protocol.h"
 #include "launcher/ssh/relay.h"
+#include "launcher/ssh/ssh.h"
 #include "launcher/ssh/tree.h"
 #include "launcher/ssh/tree_start.h"
 #include "launcher/wire.h"

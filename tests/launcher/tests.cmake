@@ -71,3 +71,11 @@ set_tests_properties(launcher.foreign_rank PROPERTIES SKIP_RETURN_CODE 77 TIMEOU
 add_test(NAME launcher.rendezvous_bind_local
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/launcher/rendezvous_bind_test.sh $<TARGET_FILE:ddlrun>)
 set_tests_properties(launcher.rendezvous_bind_local PROPERTIES TIMEOUT 60)
+
+# Flux (tests/launcher/bin/flux): no Flux instance can run here, so a test double of `flux run`
+# checks the command and runs the tasks on this machine; ddlrun's flux launcher against it: the
+# dry run's command, a job's variables, a real libddl job (ddl_check) and a failing rank.
+add_test(NAME launcher.flux_job
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/launcher/flux_job.sh $<TARGET_FILE:ddlrun>
+                 $<TARGET_FILE:ddl_check> ${CMAKE_CURRENT_SOURCE_DIR})
+set_tests_properties(launcher.flux_job PROPERTIES TIMEOUT 180)
