@@ -7,7 +7,7 @@ TensorFlow 2 and Keras 3 (IBM's `import ddl` recipe; horovod.tensorflow is built
         loss = ...
     grads = ddl.tensorflow.reduce_gradients(tape.gradient(loss, model.trainable_variables))
 
-How it works: the ops come from ddl/_tf_ops.so (python/tensorflow/tf_ops.cc, built against the
+How it works: the ops come from ddl/_tf_ops.so (python/ext/tensorflow/tf_ops.cc, built against the
 TensorFlow the package was built for): DdlAllreduce reduces a list of tensors of one dtype with
 one fused libddl call (allreduce_n), DdlAllgather (first dimensions may differ), DdlBroadcast
 and DdlAlltoall. They run asynchronously on a worker thread, and they are stateful, so inside a
@@ -62,7 +62,7 @@ _lib = _load()
 
 
 class _Bridge:
-    """The thread that takes the ops' requests (python/tensorflow/tf_ops.cc: Requests) and
+    """The thread that takes the ops' requests (python/ext/tensorflow/tf_ops.cc: Requests) and
     hands them to ddl._negotiate, which runs each on ddl's worker thread once every rank has
     made the op of its name with the same signature, or fails it on every rank."""
 

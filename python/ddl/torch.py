@@ -181,7 +181,7 @@ class DistributedSampler(torch.utils.data.Sampler):
 
 def _create_process_group(options, pg_options=None):
     """init_process_group("ddl") and new_group(backend="ddl")'s creator (torch's extended API):
-    the C++ backend ProcessGroupDdl (python/process_group_ddl.h: a c10d::ProcessGroup on torch
+    the C++ backend ProcessGroupDdl (python/ext/torch/process_group_ddl.h: a c10d::ProcessGroup on torch
     1.x, a c10d::Backend on 2.x) over the job ddl.init() joins, or over a libddl group of
     new_group's ranks (made by every member, in the collectives' order). Under ddlrun (or
     another launcher libddl knows) libddl finds the job from the launcher's variables; under

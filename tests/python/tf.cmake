@@ -1,4 +1,4 @@
-# TensorFlow 2 / Keras 3 on ddl (python/tensorflow, ddl.tensorflow, ddl.keras,
+# TensorFlow 2 / Keras 3 on ddl (python/ext/tensorflow, ddl.tensorflow, ddl.keras,
 # horovod.tensorflow[.keras]), as 2-rank jobs: the ops (values, dtypes, tf.function, gradients,
 # exact errors), IBM's tf.keras recipe and a Keras 3 script on Horovod's API, each checked
 # against one process trained on the combined batches. They need a ddlrun whose package has the
