@@ -42,7 +42,7 @@
 
 namespace {
 
-using namespace ddl::cli;
+using namespace ddl::ddlrun;
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 

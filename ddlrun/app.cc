@@ -25,7 +25,7 @@
 #include "launcher/launcher.h"
 #include "mapper/mapper.h"
 
-namespace ddl::cli {
+namespace ddl::ddlrun {
 
 namespace {
 
@@ -195,4 +195,4 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   }
 }
 
-}  // namespace ddl::cli
+}  // namespace ddl::ddlrun

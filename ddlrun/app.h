@@ -7,7 +7,7 @@
 #include "ddlrun/plan/plan.h"
 #include "hostfiles/hostfiles.h"
 
-namespace ddl::cli {
+namespace ddl::ddlrun {
 
 /// ddlrun's exit statuses (man ddlrun(1), EXIT STATUS). A failed rank's own status is passed
 /// through; these are ddlrun's.
@@ -24,4 +24,4 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
         hostfiles::GetEnv getenv_fn = hostfiles::process_getenv, void* env_context = nullptr,
         const RemoteProbe& remote = {});
 
-}  // namespace ddl::cli
+}  // namespace ddl::ddlrun

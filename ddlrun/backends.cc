@@ -8,7 +8,7 @@
 #include "base/check.h"
 #include "lsf/lsf.h"
 
-namespace ddl::cli {
+namespace ddl::ddlrun {
 
 launcher::BackendTable backends() {
   static const std::vector<const launcher::BackendDescriptor*> table = [] {
@@ -55,4 +55,4 @@ void set_backend_options(launcher::LaunchOptions& lo, const JobPlan& plan, const
   lo.host_pus = lsf::usable_pus(plan.inventories);
 }
 
-}  // namespace ddl::cli
+}  // namespace ddl::ddlrun

@@ -6,7 +6,7 @@
 #include "ddlrun/plan/plan.h"
 #include "launcher/launcher.h"
 
-namespace ddl::cli {
+namespace ddl::ddlrun {
 
 /// ddlrun's table of backends: launcher's rows, then lsf's jsrun (backends.cc), in
 /// --launcher's order.
@@ -31,4 +31,4 @@ void set_backend_options(launcher::LaunchOptions& lo, const JobPlan& plan, const
 /// probe cache of `job_id`. Internal error for a launcher that cannot.
 RemoteProbe launcher_probe(const launcher::BackendDescriptor& backend, const std::string& job_id);
 
-}  // namespace ddl::cli
+}  // namespace ddl::ddlrun

@@ -20,12 +20,12 @@ int main(int argc, char** argv) {
   if (!helper) ddl::launcher::guard_startup_signals();
   // Only the ddlrun program arms the keeper (`ddlrun --keeper`, keeper.h): code that calls
   // run() in-process, such as the unit tests, is not a program that knows --keeper.
-  ddl::launcher::enable_keeper(ddl::cli::self_path());
+  ddl::launcher::enable_keeper(ddl::ddlrun::self_path());
   // ddlrun's PMIx servers take this host's topology from the probe cache instead of
   // discovering it once more.
   ddl::launcher::provide_host_topology([] {
     return ddl::launcher::HostTopology{ddl::mapper::local_topology(/*use_cache=*/true),
                                        ddl::mapper::hwloc_source()};
   });
-  return ddl::cli::run(std::vector<std::string>(argv + 1, argv + argc), std::cout, std::cerr);
+  return ddl::ddlrun::run(std::vector<std::string>(argv + 1, argv + argc), std::cout, std::cerr);
 }

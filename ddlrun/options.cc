@@ -18,7 +18,7 @@
 #include "hostfiles/hostfiles.h"
 #include "launcher/launcher.h"
 
-namespace ddl::cli {
+namespace ddl::ddlrun {
 
 namespace {
 
@@ -578,4 +578,4 @@ std::string help_text() {
   return make_app(o)->help();
 }
 
-}  // namespace ddl::cli
+}  // namespace ddl::ddlrun

@@ -6,7 +6,7 @@
 
 #include "base/check.h"
 
-namespace ddl::cli {
+namespace ddl::ddlrun {
 
 enum class OutputFormat { kText, kYaml, kJson, kSvg };
 
@@ -101,4 +101,4 @@ std::string help_text();
 /// UsageError saying what is wrong with `value` (without the "--nnodes: " prefix).
 NodeRange parse_node_range(const std::string& value);
 
-}  // namespace ddl::cli
+}  // namespace ddl::ddlrun

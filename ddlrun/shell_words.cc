@@ -2,7 +2,7 @@
 
 #include <stdexcept>
 
-namespace ddl::cli {
+namespace ddl::ddlrun {
 
 std::vector<std::string> split_shell_words(std::string_view text) {
   std::vector<std::string> words;
@@ -78,4 +78,4 @@ std::string quote_shell_words(const std::vector<std::string>& words) {
   return s;
 }
 
-}  // namespace ddl::cli
+}  // namespace ddl::ddlrun

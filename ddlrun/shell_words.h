@@ -4,7 +4,7 @@
 #include <string_view>
 #include <vector>
 
-namespace ddl::cli {
+namespace ddl::ddlrun {
 
 /// Splits `text` into words as a POSIX shell would, without expanding anything: blanks separate
 /// words; '...' keeps everything literally; "..." keeps everything but \" \\ \$ \` ; a backslash
@@ -18,4 +18,4 @@ std::string quote_shell_word(std::string_view word);
 /// The words quoted and joined with spaces, so that a shell gives back exactly `words`.
 std::string quote_shell_words(const std::vector<std::string>& words);
 
-}  // namespace ddl::cli
+}  // namespace ddl::ddlrun

@@ -18,7 +18,7 @@
 #include "hostfiles/hostfiles.h"
 #include "mapper/mapper.h"
 
-namespace ddl::cli {
+namespace ddl::ddlrun {
 
 namespace {
 
@@ -287,4 +287,4 @@ int run_per_node(const Options& o, const PerNode& node, GetEnv getenv_fn, void* 
   return run_node_rounds(node, restart_limits(o), rounds);
 }
 
-}  // namespace ddl::cli
+}  // namespace ddl::ddlrun

@@ -18,7 +18,7 @@
 #include "hostfiles/hostfiles.h"
 #include "launcher/launcher.h"
 
-namespace ddl::cli {
+namespace ddl::ddlrun {
 
 namespace {
 
@@ -121,4 +121,4 @@ int run_node_rounds(const PerNode& node, const RestartLimits& limits, NodeRounds
   }
 }
 
-}  // namespace ddl::cli
+}  // namespace ddl::ddlrun

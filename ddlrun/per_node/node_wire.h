@@ -11,7 +11,7 @@
 
 #include "ddlrun/per_node/rendezvous.h"
 
-namespace ddl::cli::wire {
+namespace ddl::ddlrun::wire {
 
 enum Type : uint8_t {
   kHello = 1,  ///< magic, nonce, proof, node rank, node count, job, host, "", round
@@ -111,4 +111,4 @@ std::string peer_address(int fd);
 /// `text` as a whole number, nullopt when it is not one.
 std::optional<int> to_int(const std::string& text);
 
-}  // namespace ddl::cli::wire
+}  // namespace ddl::ddlrun::wire

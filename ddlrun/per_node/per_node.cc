@@ -30,7 +30,7 @@
 #include "hostfiles/hostfiles.h"
 #include "mapper/mapper.h"
 
-namespace ddl::cli {
+namespace ddl::ddlrun {
 
 namespace {
 
@@ -264,4 +264,4 @@ std::string describe_failure(int rank, const launcher::ExitStatus& status) {
                              : " exited with status " + std::to_string(status.code));
 }
 
-}  // namespace ddl::cli
+}  // namespace ddl::ddlrun

@@ -20,7 +20,7 @@ namespace spdlog {
 class logger;
 }
 
-namespace ddl::cli {
+namespace ddl::ddlrun {
 
 /// Where this node stands in a per-node job, from the options and the environment.
 struct PerNode {
@@ -109,4 +109,4 @@ std::unique_ptr<launcher::Backend> node_backend(std::unique_ptr<launcher::Backen
 /// "rank 4 exited with status 7", "rank 2 was killed by SIGKILL".
 std::string describe_failure(int rank, const launcher::ExitStatus& status);
 
-}  // namespace ddl::cli
+}  // namespace ddl::ddlrun

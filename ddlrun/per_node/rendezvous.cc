@@ -22,7 +22,7 @@
 #include "base/text.h"
 #include "ddlrun/per_node/node_wire.h"
 
-namespace ddl::cli {
+namespace ddl::ddlrun {
 
 namespace wire {
 
@@ -510,4 +510,4 @@ RoundEnd NodeClient::round_end() const {
   return {end_final_, end_lost_, node0_gone_ && !end_status_, welcome_.nodes};
 }
 
-}  // namespace ddl::cli
+}  // namespace ddl::ddlrun

@@ -59,7 +59,7 @@ namespace ddl::base {
 class Deadline;
 }
 
-namespace ddl::cli {
+namespace ddl::ddlrun {
 
 namespace wire {
 struct Message;
@@ -221,4 +221,4 @@ class NodeClient {
   std::thread thread_;
 };
 
-}  // namespace ddl::cli
+}  // namespace ddl::ddlrun

@@ -23,7 +23,7 @@
 #include "ddlrun/per_node/rendezvous.h"
 #include "ddlrun/plan/plan_digest.h"
 
-namespace ddl::cli {
+namespace ddl::ddlrun {
 
 namespace {
 
@@ -662,4 +662,4 @@ int NodeServer::port() const {
   return state_->port;
 }
 
-}  // namespace ddl::cli
+}  // namespace ddl::ddlrun

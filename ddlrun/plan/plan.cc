@@ -23,7 +23,7 @@
 #include "launcher/launcher.h"
 #include "mapper/mapper.h"
 
-namespace ddl::cli {
+namespace ddl::ddlrun {
 
 namespace {
 
@@ -762,4 +762,4 @@ JobPlan make_plan(const Options& o, GetEnv getenv_fn, void* env_context, const R
   return plan;
 }
 
-}  // namespace ddl::cli
+}  // namespace ddl::ddlrun

@@ -14,7 +14,7 @@
 #include "launcher/launcher.h"
 #include "mapper/mapper.h"
 
-namespace ddl::cli {
+namespace ddl::ddlrun {
 
 /// Everything a run needs, resolved from the options and the environment: the hosts and where
 /// they came from, how many ranks go where, the mode, the launcher and why, and what every rank
@@ -106,4 +106,4 @@ std::string self_path();
 /// --ssh-config, --connect-timeout, and the job id for the probe cache.
 mapper::SshProbeOptions ssh_probe_options(const Options& options, const std::string& job_id);
 
-}  // namespace ddl::cli
+}  // namespace ddl::ddlrun

@@ -13,7 +13,7 @@
 #include "comm/comm.h"
 #include "ddlrun/plan/plan.h"
 
-namespace ddl::cli {
+namespace ddl::ddlrun {
 
 namespace {
 
@@ -85,4 +85,4 @@ std::string digest_difference(const std::string& a, const std::string& b) {
   return text;
 }
 
-}  // namespace ddl::cli
+}  // namespace ddl::ddlrun

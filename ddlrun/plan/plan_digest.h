@@ -4,7 +4,7 @@
 
 #include <string>
 
-namespace ddl::cli {
+namespace ddl::ddlrun {
 
 struct JobPlan;
 
@@ -17,4 +17,4 @@ std::string plan_digest(const JobPlan& plan);
 /// they are equal, "everything" when either is not a plan_digest().
 std::string digest_difference(const std::string& a, const std::string& b);
 
-}  // namespace ddl::cli
+}  // namespace ddl::ddlrun

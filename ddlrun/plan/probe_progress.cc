@@ -9,7 +9,7 @@
 
 #include "hostfiles/hostfiles.h"
 
-namespace ddl::cli {
+namespace ddl::ddlrun {
 
 ProbeProgress::ProbeProgress(std::vector<std::string> hosts, std::chrono::milliseconds every,
                              std::function<void(const std::string& line)> say)
@@ -63,4 +63,4 @@ void ProbeProgress::run() {
   }
 }
 
-}  // namespace ddl::cli
+}  // namespace ddl::ddlrun

@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-namespace ddl::cli {
+namespace ddl::ddlrun {
 
 /// What a long probe is waiting for: while hosts have not answered, every `every` a line such
 /// as "ddlrun: still probing after 10 s: 2 of 40 hosts have not answered: node3, node17"
@@ -46,4 +46,4 @@ class ProbeProgress {
   std::thread thread_;
 };
 
-}  // namespace ddl::cli
+}  // namespace ddl::ddlrun

@@ -32,7 +32,7 @@
 #include "ddlrun/plan/plan.h"
 #include "launcher/launcher.h"
 
-namespace ddl::cli {
+namespace ddl::ddlrun {
 
 namespace {
 
@@ -242,4 +242,4 @@ mapper::OpenLinkChannel link_channels(tree::TreeLinks& links) {
   };
 }
 
-}  // namespace ddl::cli
+}  // namespace ddl::ddlrun

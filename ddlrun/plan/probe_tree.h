@@ -8,7 +8,7 @@
 #include "launcher/launcher.h"
 #include "mapper/mapper.h"
 
-namespace ddl::cli {
+namespace ddl::ddlrun {
 
 /// Whether ddlrun's probe goes down the launch tree (probe_through_tree): the ssh launcher
 /// follows (or would, for --dry-run) and there are more than --tree-width hosts. A restart's
@@ -37,4 +37,4 @@ std::vector<mapper::HostProbe> probe_through_tree(
 /// words unchanged. `links` outlives the channels.
 mapper::OpenLinkChannel link_channels(launcher::ssh::TreeLinks& links);
 
-}  // namespace ddl::cli
+}  // namespace ddl::ddlrun

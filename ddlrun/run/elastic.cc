@@ -35,7 +35,7 @@
 #include "ddlrun/show/report.h"
 #include "hostfiles/hostfiles.h"
 
-namespace ddl::cli {
+namespace ddl::ddlrun {
 
 namespace {
 
@@ -427,4 +427,4 @@ std::unique_ptr<JobRunner> make_job_runner(const Options& options, std::ostream&
   return std::make_unique<LiveRunner>(options, err, log, getenv_fn, env_context, remote);
 }
 
-}  // namespace ddl::cli
+}  // namespace ddl::ddlrun

@@ -16,7 +16,7 @@ namespace spdlog {
 class logger;
 }
 
-namespace ddl::cli {
+namespace ddl::ddlrun {
 
 /// How often, and on how few or many hosts, a failed job is started again (--max-restarts,
 /// --min-hosts, --nnodes MIN:MAX).
@@ -102,4 +102,4 @@ std::chrono::milliseconds restart_pause(int restart);
 /// that ends ddlrun between attempts, while restart `restart` is prepared after `why`.
 std::string between_attempts_note(int signal, double timeout, int restart, const std::string& why);
 
-}  // namespace ddl::cli
+}  // namespace ddl::ddlrun

@@ -20,7 +20,7 @@
 #include "hostfiles/hostfiles.h"
 #include "launcher/launcher.h"
 
-namespace ddl::cli {
+namespace ddl::ddlrun {
 
 namespace {
 
@@ -280,4 +280,4 @@ int launch(const JobPlan& plan, const Options& o, spdlog::logger& log, launcher:
   return supervise_node(*node, *backend, plan, so, *sink, end);
 }
 
-}  // namespace ddl::cli
+}  // namespace ddl::ddlrun

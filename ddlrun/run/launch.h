@@ -11,7 +11,7 @@ namespace spdlog {
 class logger;
 }
 
-namespace ddl::cli {
+namespace ddl::ddlrun {
 
 struct NodePart;
 
@@ -44,4 +44,4 @@ launcher::TagStyle tag_style(const std::string& name);
 int launch(const JobPlan& plan, const Options& options, spdlog::logger& log,
            launcher::JobEnd* end = nullptr, const NodePart* node = nullptr);
 
-}  // namespace ddl::cli
+}  // namespace ddl::ddlrun

@@ -21,7 +21,7 @@
 #include <algorithm>
 #include <cmath>
 
-namespace ddl::cli::picture {
+namespace ddl::ddlrun::picture {
 
 namespace {
 
@@ -275,4 +275,4 @@ std::string edge_path(const EdgeEnds& e) {
   return between_rows_path(e, ax + side, bx + side);
 }
 
-}  // namespace ddl::cli::picture
+}  // namespace ddl::ddlrun::picture

@@ -6,7 +6,7 @@
 #include "comm/comm.h"
 #include "ddlrun/show/svg_writer.h"
 
-namespace ddl::cli::picture {
+namespace ddl::ddlrun::picture {
 
 using svg::Box;
 
@@ -92,4 +92,4 @@ struct EdgeEnds {
 /// The SVG path data of one ring edge; the arrow marker goes at its end.
 std::string edge_path(const EdgeEnds& edge);
 
-}  // namespace ddl::cli::picture
+}  // namespace ddl::ddlrun::picture

@@ -9,7 +9,7 @@
 #include <map>
 #include <tuple>
 
-namespace ddl::cli::picture {
+namespace ddl::ddlrun::picture {
 
 namespace {
 
@@ -335,4 +335,4 @@ std::string model_svg(const Model& model, const std::string& heading, const Lege
   return w.finish();
 }
 
-}  // namespace ddl::cli::picture
+}  // namespace ddl::ddlrun::picture

@@ -6,7 +6,7 @@
 
 #include "ddlrun/show/picture_layout.h"
 
-namespace ddl::cli::picture {
+namespace ddl::ddlrun::picture {
 
 /// What the picture's legend lists below its heading, one "key: value" line each, in order.
 /// plan_legend() (plan_picture.h) gives the mode, ranks, hosts and launcher; whoever knows more
@@ -21,4 +21,4 @@ struct Legend {
 /// and one path per dimension and pair of racks that rings join.
 std::string model_svg(const Model& model, const std::string& heading, const Legend& legend);
 
-}  // namespace ddl::cli::picture
+}  // namespace ddl::ddlrun::picture

@@ -9,7 +9,7 @@
 
 #include "ddlrun/backends.h"
 
-namespace ddl::cli {
+namespace ddl::ddlrun {
 
 namespace {
 
@@ -177,4 +177,4 @@ std::string plan_svg(const JobPlan& plan, const picture::Legend& legend) {
   return picture::model_svg(picture_model(plan), "ddlrun plan: " + plan.mode.str(), legend);
 }
 
-}  // namespace ddl::cli
+}  // namespace ddl::ddlrun

@@ -6,7 +6,7 @@
 #include "ddlrun/show/picture_layout.h"
 #include "ddlrun/show/picture_svg.h"
 
-namespace ddl::cli {
+namespace ddl::ddlrun {
 
 /// The legend of `plan`: mode (and why), ranks, hosts (and racks), launcher.
 picture::Legend plan_legend(const JobPlan& plan);
@@ -21,4 +21,4 @@ picture::Model picture_model(const JobPlan& plan);
 /// The picture of `plan` (`--dry-run --output svg`), headed by its mode.
 std::string plan_svg(const JobPlan& plan, const picture::Legend& legend);
 
-}  // namespace ddl::cli
+}  // namespace ddl::ddlrun

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <sstream>
 
-namespace ddl::cli {
+namespace ddl::ddlrun {
 
 namespace {
 
@@ -136,4 +136,4 @@ Value prediction_document(const JobPlan& plan) {
                     {"picked", plan.mode_auto}};
 }
 
-}  // namespace ddl::cli
+}  // namespace ddl::ddlrun

@@ -8,7 +8,7 @@
 #include "ddlrun/plan/plan.h"
 #include "ddlrun/show/report.h"
 
-namespace ddl::cli {
+namespace ddl::ddlrun {
 
 /// The dry run's prediction in text: the fabric's levels, each mode's predicted time and busbw
 /// at 1, 16 and 256 MiB (the plan's mode starred), and which mode was picked and why. Nothing
@@ -27,4 +27,4 @@ std::vector<std::pair<std::string, std::string>> prediction_legend(const JobPlan
 /// The same as a document (the `prediction` key of YAML and JSON plans); null for one rank.
 Value prediction_document(const JobPlan& plan);
 
-}  // namespace ddl::cli
+}  // namespace ddl::ddlrun

@@ -16,7 +16,7 @@
 #include "ddlrun/show/predict_report.h"
 #include "launcher/launcher.h"
 
-namespace ddl::cli {
+namespace ddl::ddlrun {
 
 namespace {
 
@@ -836,4 +836,4 @@ std::string render_plan(const JobPlan& plan, const Options& o) {
   return render_text(plan, o);
 }
 
-}  // namespace ddl::cli
+}  // namespace ddl::ddlrun

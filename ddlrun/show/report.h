@@ -11,7 +11,7 @@
 #include "ddlrun/options.h"
 #include "ddlrun/plan/plan.h"
 
-namespace ddl::cli {
+namespace ddl::ddlrun {
 
 /// A small document tree that prints as YAML or JSON with the same content and key order.
 struct Value {
@@ -57,4 +57,4 @@ std::string render_plan(const JobPlan& plan, const Options& options);
 /// lines): the JSON or YAML of a million ranks is never held whole.
 void write_plan(std::ostream& out, const JobPlan& plan, const Options& options);
 
-}  // namespace ddl::cli
+}  // namespace ddl::ddlrun

@@ -5,7 +5,7 @@
 
 #include "base/check.h"
 
-namespace ddl::cli::svg {
+namespace ddl::ddlrun::svg {
 
 std::string xml_escape(std::string_view text) {
   std::string out;
@@ -126,4 +126,4 @@ std::string Writer::finish() const {
          "</style>\n<defs>\n" + defs_ + "</defs>\n" + body_ + "</svg>\n";
 }
 
-}  // namespace ddl::cli::svg
+}  // namespace ddl::ddlrun::svg

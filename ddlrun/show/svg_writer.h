@@ -5,7 +5,7 @@
 #include <utility>
 #include <vector>
 
-namespace ddl::cli::svg {
+namespace ddl::ddlrun::svg {
 
 /// `text` safe inside XML character data and attribute values: & < > " ' as entities, and the
 /// control characters XML 1.0 forbids (all below 0x20 but tab, newline and return, and 0x7f)
@@ -72,4 +72,4 @@ class Writer {
   int open_groups_ = 0;
 };
 
-}  // namespace ddl::cli::svg
+}  // namespace ddl::ddlrun::svg

@@ -40,7 +40,7 @@ namespace ddl::launcher::ssh {
 // every channel, and heartbeats, exits and lost-host notes pass output that waits, as they do
 // in the local launcher. (When ddlrun stopped reading a channel instead, a full channel held
 // the frames behind the output: an exit went unnoticed, and in the launch tree a relay blocked
-// upwards wrote no heartbeat down, so the hosts below gave up: issue 37.)
+// upwards wrote no heartbeat down, so the hosts below gave up.)
 // and, for the PMIx server each agent runs (pmix_server/):
 //   agent  -> C  fence contribution (FenceFrame): this host's ranks have all entered fence `key`
 //   ddlrun -> B  fence result (FenceResultFrame): every host has contributed (or time is up)

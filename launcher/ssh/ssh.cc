@@ -595,7 +595,7 @@ class SshBackend : public Backend {
   class HostTalk;
   class Conversation;
   class Talker;
-  /// The head's threads (issue 26 item 3): at most kLoginThreads log in to the first level
+  /// The head's threads: at most kLoginThreads log in to the first level
   /// and start its agents, and hand each conversation to one of at most kTalkThreads talkers.
   void start_pool();
   /// Waits for the pool's threads (after stop_, or once every conversation ended).

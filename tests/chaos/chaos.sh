@@ -30,7 +30,7 @@
 #     /dev/shm/ddl-* segment;
 #   - memory: ddlrun's peak resident size under 64 MiB (sampled every 0.1 s).
 # A slow reader pauses 3 s, in the launch tree the heartbeat deadline + 2 s: no host may be lost
-# behind it (issue 37).
+# behind it.
 # Per-node mode has one fault, rdzv_flood: a stranger on this side floods node 0's rendezvous
 # (rdzv_flood.py: 64 MiB length prefixes, huge fields, trickles, refused hellos that never
 # read, idle connections) from before the nodes start until after they end, with
@@ -338,7 +338,7 @@ one_run() {
   export CHAOS_DIR=$dir CHAOS_SECONDS=$seconds DDL_TIMEOUT=$timeout_s TMPDIR=$work/tmp
   case $kind in
     slow_reader)
-      # In the launch tree the reader pauses past the heartbeat deadline (issue 37: a full
+      # In the launch tree the reader pauses past the heartbeat deadline (a full
       # channel starved the interior agents' heartbeats, and healthy hosts were lost).
       local pause=3
       [[ $launcher == tree ]] && pause=$((lost_s + 2))

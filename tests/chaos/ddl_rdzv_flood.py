@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A stranger flooding libddl's rendezvous, where the ranks meet (issue 27, as rdzv_flood.py
+"""A stranger flooding libddl's rendezvous, where the ranks meet (as rdzv_flood.py
 floods per-node mode's): for SECONDS, as many connections as the kinds below allow at once,
 each reopened when the server closes it:
   stream   the magic DDLRV2, then megabytes as fast as the server takes them;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A stranger floods libddl's rendezvous (where the ranks meet: ddlrun's RendezvousServer)
-# during a real job (issue 27): one per-node ddlrun (--nnodes 1, whose ranks meet there, not
+# during a real job: one per-node ddlrun (--nnodes 1, whose ranks meet there, not
 # through PMIx) on 4 ranks of the chaos loop (chaos_loop.c: libddl allreduces, every sum
 # checked); rank 0 starts ddl_rdzv_flood.py against $DDL_RENDEZVOUS a second before the ranks
 # call ddl_init, and it floods until the job ends. The job must end 0 with every sum right,

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A stranger flooding per-node mode's rendezvous (issue 27): for SECONDS, as many connections
+"""A stranger flooding per-node mode's rendezvous: for SECONDS, as many connections
 as the kinds below allow at once, each reopened when node 0 closes it:
   prefix   length prefixes just under 64 MiB, then the bytes as fast as node 0 takes them;
   fields   hellos of 64 fields of 1 MiB each;

@@ -1,4 +1,4 @@
-// The ranks' rendezvous hello proves the job's token by challenge and response (issue 27): a
+// The ranks' rendezvous hello proves the job's token by challenge and response: a
 // recording proxy between the ranks and ddlrun's server sees the protocol but never the token.
 
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// libddl's rendezvous server against strangers (issue 27, as node 0's rendezvous): before a
+// libddl's rendezvous server against strangers (as node 0's rendezvous): before a
 // hello is accepted a connection is read no further than the hello, at most 32 such
 // connections wait at once (the oldest is closed), refusals are closed at once and reported
 // quoting a short printable prefix (a refused rank is told why, without waiting for it to read); a

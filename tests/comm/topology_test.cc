@@ -492,7 +492,7 @@ TEST(TopologyParseErrorTest, NotAMapping) {
 }
 
 // Aliases are refused before anything is built: each use repeats its anchor's whole subtree
-// (issue 27: 860 KB aliasing a 20,000-entry ring 200,000 times grew each rank to 2.6 GB).
+// (860 KB aliasing a 20,000-entry ring 200,000 times grew each rank to 2.6 GB).
 TEST(TopologyParseErrorTest, AliasesAreRefused) {
   const std::string text = replaced(replaced(kSmallText, "      - [0, 1]\n", "      - &r [0, 1]\n"),
                                     "      - [1, 3]", "      - *r");

@@ -1,4 +1,4 @@
-// End-to-end tests of ddlrun's command line through ddl::cli::run(), with a test environment.
+// End-to-end tests of ddlrun's command line through ddl::ddlrun::run(), with a test environment.
 #include "ddlrun/app.h"
 
 #include <gtest/gtest.h>
@@ -17,7 +17,7 @@
 #include "comm/topology.h"
 #include "mapper/probe_hwloc.h"
 
-namespace ddl::cli {
+namespace ddl::ddlrun {
 namespace {
 
 using Env = std::map<std::string, std::string>;
@@ -218,7 +218,7 @@ TEST(AppTest, ModeMustMatchRankCount) {
             "(2 hosts x 4); make the dimensions multiply to 8 or change the number of ranks\n");
 }
 
-// Issue 27: a fixed --mode that a restart on fewer hosts cannot keep is refused at the start.
+// A fixed --mode that a restart on fewer hosts cannot keep is refused at the start.
 TEST(AppTest, AModeThatARestartCannotKeepIsRefusedAtTheStart) {
   const Result r = ddlrun({"--dry-run", "-H", "a:2,b:2", "--mode", "r:2x2", "--max-restarts", "1",
                            "--min-hosts", "1", "prog"});
@@ -232,7 +232,7 @@ TEST(AppTest, AModeThatARestartCannotKeepIsRefusedAtTheStart) {
             0);
 }
 
-// Issue 27: -x DDL_SIZE=3 reached the ranks, and libddl blamed $DDL_RANK.
+// -x DDL_SIZE=3 must not reach the ranks (libddl would blame $DDL_RANK).
 TEST(AppTest, RankVariablesCannotBeExported) {
   const Result r = ddlrun({"--dry-run", "-H", "a:2", "-x", "DDL_SIZE=3", "prog"});
   EXPECT_EQ(r.status, 2);
@@ -758,4 +758,4 @@ TEST(AppTest, ThisHostIsProbedWithHwloc) {
 }
 
 }  // namespace
-}  // namespace ddl::cli
+}  // namespace ddl::ddlrun

@@ -8,7 +8,7 @@
 
 #include "base/check.h"
 
-namespace ddl::cli {
+namespace ddl::ddlrun {
 namespace {
 
 TEST(BackendsTest, EveryResolvedKindHasOneFactory) {
@@ -63,4 +63,4 @@ TEST(BackendsTest, OnlyJsrunProbesHostsItself) {
 }
 
 }  // namespace
-}  // namespace ddl::cli
+}  // namespace ddl::ddlrun

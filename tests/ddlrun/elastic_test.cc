@@ -10,7 +10,7 @@
 
 #include "mapper/mapper.h"
 
-namespace ddl::cli {
+namespace ddl::ddlrun {
 namespace {
 
 using Names = std::vector<std::string>;
@@ -246,7 +246,7 @@ TEST(ElasticTest, ARestartThatCannotStartEndsTheJobWithItsStatus) {
   EXPECT_EQ(r.notes.at(2), "ddlrun: the job was restarted 1 time and ended with status 127:");
 }
 
-// Issue 27, item 10: a host that fails while a restart starts is one more lost host; the job
+// A host that fails while a restart starts is one more lost host; the job
 // goes on without it while --min-hosts allows.
 TEST(ElasticTest, AHostLostWhileARestartStartsIsOneMoreLostHost) {
   FakeRunner r(kThree);
@@ -270,7 +270,7 @@ TEST(ElasticTest, AHostLostWhileARestartStartsIsOneMoreLostHost) {
                    "2: restart 1 could not start: n2: no heartbeat for 10 s (1 so far)"}));
 }
 
-// Issue 27, item 4: a signal that came while a failed attempt was being stopped ends the job
+// A signal that came while a failed attempt was being stopped ends the job
 // with 128+N: no restart, the summary of those before.
 TEST(ElasticTest, ASignalWhileAFailureIsStoppedEndsTheJob) {
   FakeRunner r(kThree);
@@ -379,4 +379,4 @@ TEST(ElasticTest, LimitsFromTheOptions) {
 }
 
 }  // namespace
-}  // namespace ddl::cli
+}  // namespace ddl::ddlrun

@@ -11,7 +11,7 @@
 #include "ddl_config.h"
 #include "ddlrun/options.h"
 
-namespace ddl::cli {
+namespace ddl::ddlrun {
 namespace {
 
 std::string read(const std::string& path) {
@@ -126,4 +126,4 @@ TEST(HelpManTest, IbmSpellingsAreInTheManPage) {
 }
 
 }  // namespace
-}  // namespace ddl::cli
+}  // namespace ddl::ddlrun

@@ -92,10 +92,10 @@ TEST_F(LaunchTest, PythonPackageOfTheBuildTree) {
   const std::filesystem::path ddlrun = dir_ / "build" / "ddlrun" / "ddlrun";
   std::filesystem::create_directories(ddlrun.parent_path());
   std::ofstream(ddlrun.string()) << "";
-  EXPECT_EQ(ddl::cli::python_package_dir(ddlrun.string()), "");
+  EXPECT_EQ(ddl::ddlrun::python_package_dir(ddlrun.string()), "");
   std::filesystem::create_directories(dir_ / "build" / "python" / "ddl");
   std::ofstream((dir_ / "build" / "python" / "ddl" / "__init__.py").string()) << "";
-  EXPECT_EQ(ddl::cli::python_package_dir(ddlrun.string()),
+  EXPECT_EQ(ddl::ddlrun::python_package_dir(ddlrun.string()),
             std::filesystem::canonical(dir_ / "build" / "python").string());
 }
 
@@ -258,7 +258,8 @@ TEST_F(LaunchTest, TopologyFileIsRemovedAfterTheJob) {
 // ddlrun's rendezvous for the ranks listens where the ranks are told to come when ddlrun knows
 // it beforehand (the local launcher: loopback only), else on every address.
 TEST(RankRendezvousBindTest, LoopbackForTheLocalLauncherOnly) {
-  EXPECT_EQ(ddl::cli::rank_rendezvous_bind(ddl::cli::backend_named("local"), false), "127.0.0.1");
-  EXPECT_EQ(ddl::cli::rank_rendezvous_bind(ddl::cli::backend_named("local"), true), "");
-  EXPECT_EQ(ddl::cli::rank_rendezvous_bind(ddl::cli::backend_named("ssh"), false), "");
+  EXPECT_EQ(ddl::ddlrun::rank_rendezvous_bind(ddl::ddlrun::backend_named("local"), false),
+            "127.0.0.1");
+  EXPECT_EQ(ddl::ddlrun::rank_rendezvous_bind(ddl::ddlrun::backend_named("local"), true), "");
+  EXPECT_EQ(ddl::ddlrun::rank_rendezvous_bind(ddl::ddlrun::backend_named("ssh"), false), "");
 }

@@ -1,5 +1,5 @@
 // A standalone `ddlrun --link-agent` (as ssh starts it for --probe-links) with a stranger
-// connected to its port (issue 27): it still answers ddlrun's `test`, and it ends as soon as
+// connected to its port: it still answers ddlrun's `test`, and it ends as soon as
 // its controller goes (stdin closed), with nothing left running.
 
 #include <arpa/inet.h>
@@ -19,7 +19,7 @@
 
 #include "tests/lib/dial.h"
 
-namespace ddl::cli {
+namespace ddl::ddlrun {
 namespace {
 
 using namespace std::chrono_literals;
@@ -130,4 +130,4 @@ TEST(LinkAgentCli, ItsPortArgumentIsChecked) {
 }
 
 }  // namespace
-}  // namespace ddl::cli
+}  // namespace ddl::ddlrun

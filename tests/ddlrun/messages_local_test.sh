@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Messages of small defects (issue 27, item 13), with the local launcher:
+# Messages of small defects, with the local launcher:
 #   1. a deleted current directory: one clear error before any rank starts (PMIx printed an
 #      error per rank), exit 1; with --wdir the job runs;
 #   2. out of descriptors (ulimit -n 24, 8 ranks): "cannot create a pipe" says the limit and

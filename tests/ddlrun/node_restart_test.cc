@@ -8,7 +8,7 @@
 
 #include "ddlrun/per_node/per_node.h"
 
-namespace ddl::cli {
+namespace ddl::ddlrun {
 namespace {
 
 /// Plays the rounds it is given, in order, recording each call.
@@ -180,4 +180,4 @@ TEST(NodeRestart, AStoppedJobOrNoRestartsAskedForIsNotRestarted) {
 }
 
 }  // namespace
-}  // namespace ddl::cli
+}  // namespace ddl::ddlrun

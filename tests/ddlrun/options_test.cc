@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-namespace ddl::cli {
+namespace ddl::ddlrun {
 namespace {
 
 using Args = std::vector<std::string>;
@@ -210,8 +210,8 @@ TEST(OptionsTest, DurationsTooLongAreRefused) {
   EXPECT_EQ(parse({"--timeout", "1e9", "p"}).timeout, 1e9);
 }
 
-// Issue 27: --timeout 1e-9 "timed out after 0 s"; --max-restarts 99999999999999999999 was
-// "not a whole number".
+// Absurd numbers get texts that say what is wrong: --timeout 1e-9 (not "timed out after 0 s"),
+// --max-restarts 99999999999999999999 (not "not a whole number").
 TEST(OptionsTest, DurationsTooShortAndCountsTooLargeAreSaidSo) {
   EXPECT_EQ(usage_error({"--timeout", "1e-9", "p"}),
             "--timeout: '1e-9' is less than 0.001 s (1 ms), the shortest duration ddlrun takes");
@@ -222,7 +222,7 @@ TEST(OptionsTest, DurationsTooShortAndCountsTooLargeAreSaidSo) {
             "--np: '2147483648' is too large: at most 2147483647");
 }
 
-// Issue 26: the ssh launcher's launch tree, Slurm's TreeWidth by default (ddlrun under 64
+// The ssh launcher's launch tree, Slurm's TreeWidth by default (ddlrun under 64
 // threads); 0 is flat.
 TEST(OptionsTest, TreeWidth) {
   EXPECT_EQ(parse({"p"}).tree_width, 50);
@@ -284,4 +284,4 @@ TEST(OptionsTest, OptionGivenTwice) {
 }
 
 }  // namespace
-}  // namespace ddl::cli
+}  // namespace ddl::ddlrun

@@ -14,7 +14,7 @@
 
 #include "ddlrun/app.h"
 
-namespace ddl::cli {
+namespace ddl::ddlrun {
 namespace {
 
 using Vars = std::map<std::string, std::string>;
@@ -272,4 +272,4 @@ TEST(PerNode, TimeoutCountsForAllRoundsTogether) {
 }
 
 }  // namespace
-}  // namespace ddl::cli
+}  // namespace ddl::ddlrun

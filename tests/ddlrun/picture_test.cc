@@ -9,7 +9,7 @@
 
 #include "ddlrun/show/plan_picture.h"
 
-namespace ddl::cli {
+namespace ddl::ddlrun {
 namespace {
 
 using picture::Box;
@@ -243,4 +243,4 @@ TEST(PictureTest, TextFromUsersIsEscaped) {
 }
 
 }  // namespace
-}  // namespace ddl::cli
+}  // namespace ddl::ddlrun

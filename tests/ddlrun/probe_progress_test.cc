@@ -7,7 +7,7 @@
 #include <thread>
 #include <vector>
 
-namespace ddl::cli {
+namespace ddl::ddlrun {
 namespace {
 
 using namespace std::chrono_literals;
@@ -61,4 +61,4 @@ TEST(ProbeProgressTest, QuietWhenEveryHostAnswersInTime) {
 }
 
 }  // namespace
-}  // namespace ddl::cli
+}  // namespace ddl::ddlrun

@@ -10,7 +10,7 @@
 
 #include "ddlrun/plan/plan_digest.h"
 
-namespace ddl::cli {
+namespace ddl::ddlrun {
 namespace {
 
 using namespace std::chrono_literals;
@@ -182,7 +182,7 @@ TEST(Rendezvous, TwoNodesOfOneHostNameAreRefused) {
   EXPECT_THROW(first.get(), RendezvousError);
 }
 
-// Issue 27, item 8: cloned VMs share a host name, not their machine identity: the later node is
+// Cloned VMs share a host name, not their machine identity: the later node is
 // taken under its address; the same identity is one machine, started twice.
 TEST(Rendezvous, NodesOfOneHostNameAndTwoMachinesAreTakenByAddress) {
   const auto machine = [](int n) {
@@ -313,7 +313,7 @@ struct Running {
   std::optional<NodeStop> stops[3];
 };
 
-// Issue 27: a node that came late was told "node 0 closed the connection" and node 0 said
+// A node that came late was told "node 0 closed the connection" and node 0 said
 // nothing; both say why now, and the running job goes on.
 TEST(Rendezvous, ANodeOfARunningJobIsToldItStartedWithoutIt) {
   Running r;
@@ -398,7 +398,7 @@ TEST(Rendezvous, ARestartsRoundTakesItsSurvivorsRenumberedAndRefusesOthers) {
             "the rendezvous at " + endpoint +
                 ": refused node 0: it is at round 0 of the job, this rendezvous at round 1 "
                 "(restart 1); a node of an earlier round cannot join a later one");
-  EXPECT_EQ(error_of([&] { join(0, 2); }),  // issue 27: "earlier" was said of later rounds too
+  EXPECT_EQ(error_of([&] { join(0, 2); }),  // "earlier" was said of later rounds too
             "the rendezvous at " + endpoint +
                 ": refused node 0: it is at round 2 of the job, this rendezvous at round 1 "
                 "(restart 1); a node of a later round cannot join an earlier one");
@@ -444,4 +444,4 @@ TEST(Rendezvous, Node0GoneStopsTheOthers) {
 }
 
 }  // namespace
-}  // namespace ddl::cli
+}  // namespace ddl::ddlrun

@@ -1,4 +1,4 @@
-// Per-node mode's rendezvous against strangers (issue 27), over real loopback sockets: the
+// Per-node mode's rendezvous against strangers, over real loopback sockets: the
 // limits before a hello is accepted (message size, field count, connections waiting), linear
 // parsing, refusals that quote short and printable and never hold node 0 up, and the secrets:
 // proved by challenge and response, the ranks' token derived on each node, neither ever on the
@@ -22,7 +22,7 @@
 #include "tests/lib/out_of_descriptors.h"
 #include "tests/lib/tcp_recorder.h"
 
-namespace ddl::cli {
+namespace ddl::ddlrun {
 namespace {
 
 using namespace std::chrono_literals;
@@ -404,4 +404,4 @@ TEST(RendezvousWire, NeitherTheSecretNorTheRanksTokenCrossesTheWire) {
 }
 
 }  // namespace
-}  // namespace ddl::cli
+}  // namespace ddl::ddlrun

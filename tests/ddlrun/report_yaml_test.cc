@@ -7,7 +7,7 @@
 
 #include "ddlrun/show/report.h"
 
-namespace ddl::cli {
+namespace ddl::ddlrun {
 namespace {
 
 TEST(ReportYaml, LayoutOfNestedBlocks) {
@@ -97,4 +97,4 @@ TEST(ReportYaml, GeneratedListsAreWrittenItemByItem) {
 }
 
 }  // namespace
-}  // namespace ddl::cli
+}  // namespace ddl::ddlrun

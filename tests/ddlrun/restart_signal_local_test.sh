@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Signals to ddlrun --max-restarts with the local launcher (issue 27, items 4 and 13):
+# Signals to ddlrun --max-restarts with the local launcher:
 #   1. SIGTERM while a failed attempt is being stopped (a rank that ignores SIGTERM holds the
 #      stop for --kill-grace): the job ends at once with 143, not restarted;
 #   2. a rank that fails on every attempt: from restart 2 on, each restart waits (0.25 s, 0.5 s:

@@ -4,7 +4,7 @@
 
 #include <stdexcept>
 
-namespace ddl::cli {
+namespace ddl::ddlrun {
 namespace {
 
 using Words = std::vector<std::string>;
@@ -38,4 +38,4 @@ TEST(ShellWordsTest, QuotingRoundTrips) {
 }
 
 }  // namespace
-}  // namespace ddl::cli
+}  // namespace ddl::ddlrun

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ddlrun's first seconds (issue 37 items 4 and 5), on this host alone: a "host" whose sshd
+# ddlrun's first seconds, on this host alone: a "host" whose sshd
 # accepts the connection and never answers (a frozen sshd: a listener on loopback that reads
 # nothing), probed over ssh with a 30 s connect timeout:
 #   sigint   SIGINT 0.2, 0.5 and 1 s after ddlrun starts: exit 130 within 3 s, with the line

@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-namespace ddl::cli::svg {
+namespace ddl::ddlrun::svg {
 namespace {
 
 TEST(SvgWriterTest, EscapesMarkupAndQuotes) {
@@ -60,4 +60,4 @@ TEST(SvgWriterTest, DocumentEscapesTextTitlesAndAttributes) {
 }
 
 }  // namespace
-}  // namespace ddl::cli::svg
+}  // namespace ddl::ddlrun::svg

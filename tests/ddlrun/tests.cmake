@@ -1,6 +1,6 @@
 # ddlrun end to end: plans, probes, restarts, per-node mode, signals.
 
-# Issue 26: a plan of 262,144 ranks stays under a generous peak memory (RSS, not time), its
+# A plan of 262,144 ranks stays under a generous peak memory (RSS, not time), its
 # topology file complete, its text plan summarised, its JSON complete (bench/plan_scale.sh
 # measures 27,648 to 1,048,576 ranks).
 add_test(NAME ddlrun.plan_scale_memory
@@ -33,7 +33,7 @@ add_test(NAME ddlrun.same_machine_netns
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/netns/same_machine_test.sh $<TARGET_FILE:ddlrun>)
 set_tests_properties(ddlrun.same_machine_netns PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 60)
 
-# Issue 26, --probe-links down the launch tree (launcher/ssh/tree_links.h): 3 racks x 4
+# --probe-links down the launch tree (launcher/ssh/tree_links.h): 3 racks x 4
 # namespace hosts (shaped host links and uplinks) at --tree-width 2 (three levels): the racks
 # found are the flat measurement's, every host is logged in to once (the first level from
 # ddlrun's host), a job measured so takes over the tree; a host whose link agent cannot listen
@@ -106,7 +106,7 @@ if(TARGET ddl_python)
   set_tests_properties(ddlrun.restart_netns_3x2 PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
 endif()
 
-# Per-node mode (issue 18): three namespace hosts each running ddlrun --node-rank K --nnodes 3
+# Per-node mode: three namespace hosts each running ddlrun --node-rank K --nnodes 3
 # (as Kubernetes pods would): the plan of a single ddlrun, a libddl job, a DDP script, a lost
 # rank and a lost node ending every node within 5 s, a wrong token refused; with --max-restarts
 # a failed rank restarting every node, a lost node with --nnodes 2:3 restarting the other two as a
@@ -118,7 +118,7 @@ if(TARGET ddl_python)
   set_tests_properties(pernode.netns_3x2 PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
 endif()
 
-# Issue 27: per-node mode's secrets never cross the network (tcpdump on node 0's host, streams
+# Per-node mode's secrets never cross the network (tcpdump on node 0's host, streams
 # reassembled) and a stranger flooding the rendezvous during a job (every node ends 0, node 0
 # under 64 MiB). Skipped (77) without root, ip netns, sshd or tcpdump.
 add_test(NAME pernode.wire_netns_3x2

@@ -244,14 +244,14 @@ mapper::LinkProbeOptions probe_options(ssh::TreeLinks& tree) {
   lo.ssh.connect_timeout = milliseconds(3000);
   lo.agent_command = "'/x/ddlrun' --link-agent";
   lo.budget_s = 0.3;
-  lo.open = cli::link_channels(tree);
+  lo.open = ddlrun::link_channels(tree);
   return lo;
 }
 
 /// The channel to `host`'s link agent along `tree`, as probe_links opens it (null: not
 /// reached that way).
 std::unique_ptr<mapper::LinkChannel> open(ssh::TreeLinks& tree, const std::string& host) {
-  return cli::link_channels(tree)(mapper::LinkHost{host, "127.0.0.1", false}, 0);
+  return ddlrun::link_channels(tree)(mapper::LinkHost{host, "127.0.0.1", false}, 0);
 }
 
 /// What `channel` says when it fails, or "answered: LINE".
@@ -401,7 +401,7 @@ std::string launch_after_links(Kept& k) {
   return error;
 }
 
-// Issue 26: n1, on the first level, loses its connection mid-measurement. The launch that then
+// n1, on the first level, loses its connection mid-measurement. The launch that then
 // takes the tree over names n1 once, with the 2 hosts below it, logs in to no host again (nor
 // runs an agent anew on n1, whose new agent would log in to n2 and n3 again), starts no rank,
 // and leaves no session open.
@@ -428,7 +428,7 @@ TEST(TreeLinks, AFirstLevelLostMidMeasurementFailsTheLaunchWithoutANewLogin) {
   EXPECT_EQ(k.connector.host("n1").sessions_open, 0);
 }
 
-// Issue 26: n1's agent dies after --probe-links gave its session back, before the launch takes
+// n1's agent dies after --probe-links gave its session back, before the launch takes
 // it (here its channel closes; then its agent said why it gave up). The launch names n1 with
 // the hosts below it and the reason, logs in to no host again (a new agent on n1 would log in
 // to n2 and n3 a second time, while their first agents may still run), starts no rank, and
@@ -521,7 +521,7 @@ std::pair<milliseconds, milliseconds> round_trips(ssh::TreeLinks& tree, mapper::
   return {widest, to_loss};
 }
 
-// Issue 26: n1's socket takes nothing (its host cut off without a RST, while its agent still
+// n1's socket takes nothing (its host cut off without a RST, while its agent still
 // beats). TreeLinks loses it within the heartbeat deadline in the launch's words, with the
 // hosts below it, and gives its session back closed (without waiting), saying why, so that the
 // launch fails n1 as it fails a host that took no data. m1, the other first-level host, goes on

@@ -19,7 +19,7 @@
 
 namespace {
 
-using namespace ddl::cli;
+using namespace ddl::ddlrun;
 
 void read_messages(std::string_view bytes, bool admitted) {
   wire::Reader reader =

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ddlrun's summary names the rank at fault, not a bystander (issue 14, items 7 and 17c), with
+# ddlrun's summary names the rank at fault, not a bystander, with
 # a real libddl loop (ddl_loop.c) on 4 local ranks:
 #   stall  rank 2 SIGSTOPped mid-loop, DDL_TIMEOUT=3: the others time out, and the summary
 #          says the first to fail was "waiting for rank 2 (localhost), which made no progress

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# ddlrun's output and stdin under readers and writers that do not keep up (issue 14, items 1, 5
-# and 13), with real ranks through the local launcher or the ssh one (fake hosts: hosts.sh):
+# ddlrun's output and stdin under readers and writers that do not keep up, with real
+# ranks through the local launcher or the ssh one (fake hosts: hosts.sh):
 #   - ranks running `yes` into a reader that never reads: ddlrun's VmRSS (and every agent's)
 #     stays under 64 MiB, and SIGTERM ends the job within 5 s with 143;
 #   - `yes` ranks into `head -1`: the job ends within 5 s with 141 and says stdout is closed;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What ddlrun leaves behind, and how fast it leaves, under the local launcher (issue 14):
+# What ddlrun leaves behind, and how fast it leaves, under the local launcher:
 #   sigkill  ddlrun SIGKILLed while each rank has a child in its process group and one that
 #            left it (setsid): within 5 s no process of the job is left and its TMPDIR is empty
 #            (item 3; the keeper, launcher/keeper.h);

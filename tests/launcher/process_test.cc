@@ -36,7 +36,7 @@ SpawnSpec sh(const std::string& script) {
   return s;
 }
 
-// Issue 27: "cannot create a pipe: Too many open files" under ulimit -n 64 said no more.
+// Out of descriptors (ulimit -n 64): more than "cannot create a pipe: Too many open files".
 TEST(ProcessSetTest, OutOfDescriptorsSaysTheLimitAndWhatToDo) {
   rlimit limit{};
   ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &limit), 0);

@@ -228,7 +228,7 @@ std::optional<ssh::Frame> next_frame(AgentPeer& peer) {
 }
 
 TEST(SshAgent, OutputWaitsForItsWindowWhileExitsPassIt) {
-  // Issue 37: a reader that does not read holds the ranks back, never the channel, so that
+  // A reader that does not read holds the ranks back, never the channel, so that
   // ddlrun learns of a failed rank at once. Rank 0 prints 3 bytes and fails; nothing of its
   // output goes before the window (M), its exit does, and done waits for the output.
   AgentPeer peer;

@@ -208,7 +208,7 @@ TEST_F(SshBackendTest, RunsTheAgentOnEveryHostAndRelaysTheRanks) {
 }
 
 TEST_F(SshBackendTest, ReadsExitsWhileTheSupervisorHasNoRoomForOutput) {
-  // Issue 37 item 2: the supervisor's output is full (a reader that does not read). The
+  // The supervisor's output is full (a reader that does not read). The
   // channels are read all the same (the output windows bound them), so the ranks' exits come
   // past the output that waits; each host got its window with go, and no more since.
   for (int i = 0; i < 5; ++i)

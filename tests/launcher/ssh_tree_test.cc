@@ -92,7 +92,7 @@ TEST(LaunchTree, SharesTheRestEvenlyUnderTheFirstLevel) {
 }
 
 TEST(LaunchTree, ATreeDeeperThan32LevelsIsRefusedUpFront) {
-  // Issue 37 item 3: a chain of 33 hosts failed at every launch as a malformed frame.
+  // A chain of 33 hosts failed at every launch as a malformed frame.
   EXPECT_EQ(ssh::tree_depth(ssh::launch_tree(hosts(32), 1)), 32);
   try {
     ssh::launch_tree(hosts(40), 1);
@@ -332,7 +332,7 @@ TEST(Relay, ASilentChildAndAClosedOneAreLost) {
   EXPECT_TRUE(connector.host("c1").stopped_blocking);
 }
 
-// Issue 26: the relay's own "took no data" rule, the head's for the first level. Both children
+// The relay's own "took no data" rule, the head's for the first level. Both children
 // beat (never silent). c1's socket takes nothing (its host cut off without a RST): it is lost
 // within the heartbeat deadline in the head's words, from this relay's host, its session
 // closed without waiting. c2's link is slow (48 KiB/s: a 64 KiB write drains in 1.3 s, three
@@ -797,7 +797,7 @@ int exits_within_a_minute(EventQueue& events, int n) {
   return exits;
 }
 
-// Issue 26 item 3: at the default width (50, Slurm's TreeWidth) ddlrun's side of the launch
+// At the default width (50, Slurm's TreeWidth) ddlrun's side of the launch
 // holds a session per first-level host only (its threads are a fixed pool, below), so its
 // threads stay under 64 at any host count: run at 128 and 1,024 hosts; at Summit's 4,608 the
 // first level is as wide.
@@ -843,7 +843,7 @@ int peak_threads(Fn during) {
   return peak;
 }
 
-// Issue 26 item 3, flat: with --tree-width 0 ddlrun logs in to every host itself (a session
+// Flat: with --tree-width 0 ddlrun logs in to every host itself (a session
 // each), but its conversations run on a fixed pool of threads: at 128 and 1,024 hosts its
 // threads never exceed kLoginThreads + kTalkThreads more than before the launch (the sampler's
 // own thread included in both), and once every host is logged in the talkers alone are left.
@@ -934,7 +934,7 @@ struct RunningAgent {
   }
 };
 
-// Issue 26: a write never waits on a host. n0's socket takes nothing (its host cut off without
+// A write never waits on a host. n0's socket takes nothing (its host cut off without
 // a RST, while its agent still seems to speak) and half a MiB of stdin for rank 0 waits there:
 // n1 and n2, on the same talker, go on being read (n1's output every 50 ms arrives with no gap
 // of the 1.5 s a blocking write takes), and n0 is lost, named, once it took nothing for
@@ -993,7 +993,7 @@ TEST(SshBackendTree, AHostWhoseSocketTakesNothingStallsNoOtherConversation) {
   EXPECT_TRUE(connector.host("n0").stopped_blocking);
 }
 
-// Issue 26: a slow link is not a host that takes no data. n0's link carries 48 KiB/s, so one
+// A slow link is not a host that takes no data. n0's link carries 48 KiB/s, so one
 // 64 KiB write takes 1.3 s to drain, more than twice the 0.5 s heartbeat deadline: while its
 // bytes move n0 is not lost, and rank 0's 100 KiB of stdin and its end arrive whole. (Counting
 // the time until a whole write drained, as before, lost n0 after half a second.)

@@ -181,7 +181,7 @@ TEST(SuperviseTest, InterruptIsForwardedAndASecondKills) {
 }
 
 TEST(SuperviseTest, TheKillNoteNamesTheSignalThatWasForwarded) {
-  // Issue 37 item 6: a SIGINT passed on is not called SIGTERM when SIGKILL follows it.
+  // A SIGINT passed on is not called SIGTERM when SIGKILL follows it.
   FakeBackend b({0}, {SIGKILL});
   b.script_ = {Event{Event::Type::kSignal, -1, -1, Stream::kStdout, {}, {0, SIGINT}}};
   RecordingSink sink;
@@ -192,7 +192,7 @@ TEST(SuperviseTest, TheKillNoteNamesTheSignalThatWasForwarded) {
 }
 
 // Processes that never end (a host that cannot be reached): a signal while the job is being
-// stopped leaves at once, whatever stopped it, rather than waiting for them (issue 14, 11/12).
+// stopped leaves at once, whatever stopped it, rather than waiting for them.
 TEST(SuperviseTest, ASignalWhileStoppingLeavesAtOnce) {
   FakeBackend b({0, 1, 2}, {});
   const Event sigterm{Event::Type::kSignal, -1, -1, Stream::kStdout, {}, {0, SIGTERM}};
@@ -209,8 +209,8 @@ TEST(SuperviseTest, ASignalWhileStoppingLeavesAtOnce) {
   EXPECT_TRUE(b.finished);
 }
 
-// Issue 27: "stopping 1 processes"; and a signal while a failure is stopped is what ended the
-// job (JobEnd::signal, not failed: no restart follows), though the status stays the failure's.
+// "stopping 1 process", not "1 processes"; and a signal while a failure is stopped is what ended
+// the job (JobEnd::signal, not failed: no restart follows), though the status stays the failure's.
 TEST(SuperviseTest, OneProcessIsSingularAndASignalWhileStoppingIsNoFailure) {
   FakeBackend one({0});
   SuperviseOptions o = quiet_options();
@@ -264,7 +264,7 @@ TEST(SuperviseTest, GivesUpOnProcessesThatNeverEnd) {
             "without them");
 }
 
-// A stalled rank is named, not the bystander that timed out first (issue 14, item 7): the
+// A stalled rank is named, not the bystander that timed out first: the
 // note waits for the other ranks' errors.
 TEST(SuperviseTest, NamesTheStalledRankNotTheFirstToFail) {
   FakeBackend b({0, 1, 2});
@@ -401,7 +401,7 @@ class LateOutputBackend : public FakeBackend {
 };
 
 TEST(SuperviseTest, OutputThatFollowsTheExitsIsWaitedForAndEndsItsRankAgain) {
-  // Issue 37: exits pass output that waits; what comes after them is neither lost nor cut.
+  // Exits pass output that waits; what comes after them is neither lost nor cut.
   LateOutputBackend b;
   EndingSink sink;
   EXPECT_EQ(supervise(b, nullptr, quiet_options(), sink), 0);
@@ -471,7 +471,7 @@ TEST(SuperviseTest, JobEndNamesTheFailureAndTheLostHosts) {
     EXPECT_EQ(end.lost_hosts, (std::set<std::string>{"n2"}));
   }
   {
-    // Issue 26: n2 lost only with its tree parent n1 (the ssh launcher's launch tree) is no
+    // n2 lost only with its tree parent n1 (the ssh launcher's launch tree) is no
     // lost host of its own: a restart keeps it.
     FakeBackend b({0, 1, 2});
     Event first{Event::Type::kHostFailure, -1, 0, Stream::kStdout, "no heartbeat for 4 s", {}};

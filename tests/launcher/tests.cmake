@@ -6,7 +6,7 @@ add_test(NAME launcher.launch_ssh_netns
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/netns/launch_ssh_test.sh $<TARGET_FILE:ddlrun>)
 set_tests_properties(launcher.launch_ssh_netns PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
 
-# Issue 14 (reliability), items 1, 5 and 13: ddlrun's output and stdin stay bounded under slow,
+# ddlrun's output and stdin stay bounded under slow,
 # stalled and closed readers and fast stdin producers; untagged output passes byte for byte.
 add_test(NAME launcher.io_bounds_local
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/launcher/io_bounds_test.sh $<TARGET_FILE:ddlrun> local
@@ -30,7 +30,7 @@ add_test(NAME launcher.descriptors_netns
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/netns/descriptors_test.sh $<TARGET_FILE:ddlrun>)
 set_tests_properties(launcher.descriptors_netns PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 90)
 
-# Issue 14 (reliability), the launcher's side: no wait without a deadline (partitions, frozen
+# The launcher's side: no wait without a deadline (partitions, frozen
 # agents, signals while stopping), nothing left behind (SIGKILL of ddlrun), Ctrl-Z, blame.
 add_executable(ddl_loop netns/ddl_loop.c)
 target_link_libraries(ddl_loop PRIVATE ddl)

@@ -317,7 +317,7 @@ struct BeatingAgent {
   }
 };
 
-// Issue 26: the first-level host's socket takes nothing (cut off without a RST, while its
+// The first-level host's socket takes nothing (cut off without a RST, while its
 // agent still beats): it is lost within the heartbeat deadline in the launch's words, not
 // waited for until the limit (minutes); its channel and session close without waiting (a
 // write made anyway would wait 1.5 s), and the hosts below are not reached. A silent one is

@@ -265,7 +265,7 @@ TEST(CostTest, SummitInRacksOf18RunsSubRings) {
                         chain_seconds(16, s / 108, chunks) + chain_seconds(16, s / 1728, chunks);
   EXPECT_NEAR(predict_seconds(f, l, mode, s), bound + others / chunks, 1e-12);
   EXPECT_NEAR(predict_seconds(f, l, mode, s), 0.11909, 1e-5);
-  EXPECT_LE(predict_seconds(f, l, mode, s), 1.10 * bound);  // issue 28's goal
+  EXPECT_LE(predict_seconds(f, l, mode, s), 1.10 * bound);  // the goal
   // Without the split (DDL_MAX_RING=0 in libddl) the racks' 256 paid 510 latencies in a row.
   EXPECT_LE(predict_seconds(f, l, mode, s), 0.13823 - 0.019);
 }
@@ -287,7 +287,7 @@ TEST(CostTest, SummitInOneRingRunsSubRingsAndBeatsTheFlatRing) {
                         chain_seconds(8, s / 432, chunks) + chain_seconds(8, s / 3456, chunks);
   EXPECT_NEAR(predict_seconds(f, l, mode, s), bound + others / chunks, 1e-12);
   EXPECT_NEAR(predict_seconds(f, l, mode, s), 0.11664, 1e-5);
-  EXPECT_LE(predict_seconds(f, l, mode, s), 1.10 * bound);  // issue 28's goal
+  EXPECT_LE(predict_seconds(f, l, mode, s), 1.10 * bound);  // the goal
   // The flat ring: 55,294 steps at 30 us, then 2 x 27647/27648 S over a NIC.
   const comm::Mode flat = comm::parse_mode("r:6x4608x1x1");
   EXPECT_NEAR(predict_seconds(f, l, flat, s), 55294 * 30e-6 + 2 * 27647.0 / 27648 * s / kNic,

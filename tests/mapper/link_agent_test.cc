@@ -1,4 +1,4 @@
-// The link agent against strangers (issue 27): the answer to its challenge has one deadline
+// The link agent against strangers: the answer to its challenge has one deadline
 // however slowly it trickles in, and a connection being served never delays ddlrun's requests
 // nor the agent's end (~LocalAgent, a closed stdin); the token never crosses the wire (a
 // recorder between two agents finds none of it); a port that drops connections is

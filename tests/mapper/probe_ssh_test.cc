@@ -208,7 +208,7 @@ TEST(ProbeOutput, KilledOrNoStatus) {
             "its stderr:\nKilled");
 }
 
-// Issue 27: a login script that prints on stdout was "not an inventory ... not valid YAML".
+// A login script that prints on stdout was "not an inventory ... not valid YAML".
 TEST(ProbeOutput, OutputBeforeTheInventoryIsALoginScript) {
   RemoteOutput out;
   out.out = "Welcome to \"node3\"!\n\x1b[0m\nversion: 1\nhostname: \"node3\"\n";
@@ -617,7 +617,7 @@ class LateInventories {
   std::thread thread_;
 };
 
-// Issue 26: over ssh a host whose probe command is slow (a login shell that sleeps) holds no
+// Over ssh a host whose probe command is slow (a login shell that sleeps) holds no
 // thread while it is: 48 hosts whose commands print their inventory 1 s after they start are
 // probed at max_parallel 32 in one round of that second (a thread each for the wait would take
 // two), by at most 32 threads more than before (and the sampler's); a refused login and a

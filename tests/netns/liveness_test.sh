@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Nothing in ddlrun may wait for ever on one host (issue 14, items 11 and 12), on fake hosts
+# Nothing in ddlrun may wait for ever on one host, on fake hosts
 # (hosts.sh) through the ssh launcher with a libddl loop (ddl_loop.c) on 3 hosts x 2 ranks:
 #   partition  node3's link goes down mid-job: ddlrun names node3 and "no heartbeat for 4 s"
 #              and exits 1 within the deadline + 4 s; node3's agent, hearing nothing from

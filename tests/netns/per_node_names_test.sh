@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Per-node mode on two fake hosts (hosts.sh) that share the host name "vm" (cloned VMs, some
 # containers) but not their machine identity (each has its own network namespace): node 0 takes
-# the second under its address, and ddl_check on 2 x 2 ranks passes (issue 27, item 8). With
+# the second under its address, and ddl_check on 2 x 2 ranks passes. With
 # --no-probe (no identity to tell them apart) the second node is refused, saying why.
 # Usage: per_node_names_test.sh DDLRUN DDL_CHECK   (77 without root, netns or sshd)
 set -uo pipefail

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Per-node mode (issue 18) on three fake hosts (hosts.sh): each host runs its own
+# Per-node mode on three fake hosts (hosts.sh): each host runs its own
 #   ddlrun --node-rank K --nnodes 3 --rdzv node1:29400 ...
 # started in its namespaces by nsenter, as a Kubernetes pod would be, with DDL_JOB_TOKEN set:
 #   plan       the three --dry-run plans (topology files and text) equal one another, and the
@@ -116,7 +116,7 @@ done
 echo "PASS libddl: ddl_check on 6 ranks of 3 nodes, every collective right"
 
 # Without --max-restarts the ranks see DDL_RESTART_COUNT and torchrun's variables (0), as under
-# a single ddlrun (issue 27).
+# a single ddlrun.
 all vars sh -c 'echo "count=$DDL_RESTART_COUNT te=$TORCHELASTIC_RESTART_COUNT max=$TORCHELASTIC_MAX_RESTARTS"'
 for k in 1 2 3; do
   grep -q "count=0 te=0 max=0$" "$out/vars.$k" || fail "vars: node$k's rank lacks the variables" "$out/vars.$k"
@@ -236,7 +236,7 @@ nothing_left "node silent"
 
 echo "== node stopped"
 # Ctrl-Z (SIGTSTP) on node3's ddlrun: it tells node 0 and stops its ranks rather than pause
-# alone, and the others end within 5 s saying so (issue 27: they called it silent, 10 s later).
+# alone, and the others end within 5 s saying so (not "silent", 10 s later).
 for k in 1 2 3; do node "$k" tstp -a 2 -x DDL_TIMEOUT=30 "$loop" 60; done
 if running tstp; then
   kill -TSTP "${pids[3]}"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Per-node mode's secrets on the wire and strangers at its rendezvous (issue 27) on three fake
+# Per-node mode's secrets on the wire and strangers at its rendezvous on three fake
 # hosts (hosts.sh), each running ddlrun --node-rank K --nnodes 3 --rdzv node1:29400 with
 # DDL_JOB_TOKEN set, started in its namespaces by nsenter:
 #   capture  tcpdump on node1 (node 0: every interface, its loopback too) during a job of

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A slow host holds no thread of ddlrun's probe (issue 26): N namespace hosts (default 40, more
+# A slow host holds no thread of ddlrun's probe: N namespace hosts (default 40, more
 # than the probe's 32 logins at once), each whose login shell sleeps 3 s before it runs the
 # command (`sleep` in root's .bashrc, noting when each sleep starts and ends in a file every host
 # sees). `ddlrun --dry-run --tree-width 0` probes them all flat over ssh. Checked:

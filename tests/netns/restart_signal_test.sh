@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # ddlrun --max-restarts between two attempts, on fake hosts (hosts.sh) through the ssh launcher
-# (issue 27, items 10 and 11):
+#:
 #   1. node2's sshd is frozen (SIGSTOP: connections hang) and its rank then fails: the restart's
 #      probe of node2 hangs (--connect-timeout 30), and --timeout 8 ends ddlrun at 8 s, saying so;
 #   2. the same without --timeout: SIGINT ends ddlrun during the probe, saying so (exit 130);

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Supervision under a reader that does not read (issue 37 items 1 and 2), on N namespace hosts
+# Supervision under a reader that does not read, on N namespace hosts
 # (hosts.sh, default 5) through the ssh launcher, one rank a host, heartbeat deadline D s:
 #   tree   --tree-width W (default 2): the rank of the last host (below the first level) prints
 #          MB MB (`seq`) into `ddlrun | (sleep PAUSE; cat)`, PAUSE > D: every byte arrives

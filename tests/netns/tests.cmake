@@ -19,13 +19,13 @@ set_tests_properties(netns.sees_checkout PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 
 add_test(NAME netns.many_hosts_40
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/netns/many_hosts_test.sh $<TARGET_FILE:ddlrun> 40)
 set_tests_properties(netns.many_hosts_40 PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120)
-# The same at 64 hosts (a /22), where a thread per host in ddlrun (issue 26 item 3) would
+# The same at 64 hosts (a /22), where a thread per host in ddlrun would
 # exceed the check's 46 threads: its flat launch runs on a fixed pool (launcher/ssh/ssh.cc).
 add_test(NAME netns.many_hosts_64
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/netns/many_hosts_test.sh $<TARGET_FILE:ddlrun> 64)
 set_tests_properties(netns.many_hosts_64 PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 180)
 
-# Issue 26 item 2: the launch tree. 64 namespace hosts at --tree-width 4 (three levels of
+# The launch tree. 64 namespace hosts at --tree-width 4 (three levels of
 # hosts): every rank's line, stdin to rank 0, the exit status, PMIx fences with and without
 # data (direct modex) across the tree, ddlrun's threads, and an interior agent SIGKILLed
 # mid-job (named with its subtree, nothing left on any host); probed jobs: the probe goes down
@@ -39,14 +39,14 @@ add_test(NAME netns.tree_64x4
                  $<TARGET_FILE:pmix_client>)
 set_tests_properties(netns.tree_64x4 PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 180 LABELS "netns")
 
-# Issue 26, the head's talkers never wait on one host (pool2): 3 namespace hosts on one talker,
+# The head's talkers never wait on one host (pool2): 3 namespace hosts on one talker,
 # node1 cut off (link down) while 200 MB of stdin head for its rank 0; node2's and node3's
 # output keeps arriving (no gap over 2.5 s), node1 is named lost within the heartbeat deadline
 # (4 s) + 4 s, and nothing is left on any host. main's blocking writes stall every host.
 add_test(NAME netns.write_stall
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/netns/write_stall_test.sh $<TARGET_FILE:ddlrun>)
 set_tests_properties(netns.write_stall PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 60 LABELS "netns")
-# Issue 26, a slow host holds no thread of the probe (pool2): 40 namespace hosts whose login
+# A slow host holds no thread of the probe (pool2): 40 namespace hosts whose login
 # shells sleep 3 s, probed flat by `ddlrun --dry-run --tree-width 0`: more than 32 (the logins
 # at once) sleep at the same moment, as one thread reads every started probe, and ddlrun keeps
 # under 64 threads. main, a thread waiting for each host's probe, lets at most 32 sleep at once.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The ssh launcher's launch tree (issue 26 item 2) on N namespace hosts (hosts.sh) at fan-out
+# The ssh launcher's launch tree on N namespace hosts (hosts.sh) at fan-out
 # W (default 64 hosts, W 4: three levels of hosts), one rank a host:
 #   job     `ddlrun --tree-width W` with stdin: every rank's line arrives, rank 0 echoes its
 #           stdin, ddlrun exits 0; only the first W hosts were logged in to from ddlrun's side,

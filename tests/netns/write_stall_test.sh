@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# No write to a cut-off host stalls the other hosts (issue 26): 3 namespace hosts (hosts.sh)
+# No write to a cut-off host stalls the other hosts: 3 namespace hosts (hosts.sh)
 # through the ssh launcher, flat, so one talker thread of ddlrun's drives all three. Rank 0 on
 # node1 never reads its stdin; ranks 1 and 2 (node2, node3) print a tick every 0.2 s. Once
 # every rank runs, node1's link goes down (no RST), and then 200 MB of stdin for rank 0 flows

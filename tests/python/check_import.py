@@ -115,11 +115,10 @@ def check_torch(failures):
         "import ddl.torch", "import ddl.torch; ddl.init()")
     status, out = run(late, DDL_ALLOW_SINGLE="1")
     print(out, end="")
-    want = ("error ddl backend: init_process_group: timeout=5s, but libddl already runs with "
-            "DDL_TIMEOUT=60 (the default): pass the timeout before any ddl call, or set "
-            "DDL_TIMEOUT for the job (ddlrun -x)")
-    if status != 0 or want not in out:
-        failures.append(f"a timeout once libddl runs: want {want!r}")
+    # A timeout other than DDL_TIMEOUT once libddl runs is the group's own (a libddl group of
+    # every rank with that timeout), not an error.
+    if status != 0 or "ProcessGroupDdl 1" not in out or "torch single ok" not in out:
+        failures.append("a timeout once libddl runs: want a working group with its own timeout")
 
 
 NO_KERAS = """

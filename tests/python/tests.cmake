@@ -201,7 +201,7 @@ endif()
 include(python/tf.cmake)
 include(python/torch2.cmake)
 
-# Issue 36: horovod.torch's calls negotiated by name and checked before they run (a mismatch
+# Horovod.torch's calls negotiated by name and checked before they run (a mismatch
 # raises on every rank, the job goes on), join() for uneven data, process sets, the forms and
 # gradients Horovod's suite uses (tests/python/check_hvd_negotiated.py): 2 ranks on this build's
 # torch and on torch 2.x (the venv; skipped without it). It passes on 3 ranks too (by hand:

@@ -147,7 +147,7 @@ TEST(KeptSessions, TheKeepAliveThreadTakesNoSignal) {
 }
 
 // The double itself: what the units' tests rely on.
-// The "took no data" rule's clock (issue 26): it runs only while bytes wait and none moves.
+// The "took no data" rule's clock: it runs only while bytes wait and none moves.
 // A jammed channel (a host cut off) stalls after the deadline; a throttled one (a slow link,
 // each 64 KiB write taking 8x the deadline to drain) never does while its bytes move; excuse()
 // restarts the clock; nothing waiting is never a stall.
