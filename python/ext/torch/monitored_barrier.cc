@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "process_group_ddl.h"
@@ -33,13 +34,17 @@ milliseconds timeout_of(const c10d::BarrierOptions& opts) {
   return milliseconds(static_cast<int64_t>(value * 1000));
 }
 
-/// Whether `key` appears in `store` within `timeout`.
+/// Whether `key` appears in `store` within `timeout`. Polled with check(), never with a wait()
+/// that may time out: torch's TCPStore client (1.13) keeps a timed-out wait's answer pending on
+/// its socket, and the store's next call then reads it as its own (seen as new_group's store
+/// barrier never ending on rank 0 after a rank came late to a monitored barrier).
 bool arrives(c10d::Store& store, const std::string& key, milliseconds timeout) {
-  try {
-    store.wait({key}, std::max(timeout, milliseconds(1)));
-    return true;
-  } catch (const std::exception&) {
-    return false;
+  const auto deadline = Clock::now() + timeout;
+  for (auto pause = milliseconds(1);; pause = std::min(pause * 2, milliseconds(50))) {
+    if (store.check({key})) return true;
+    const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0) return false;
+    std::this_thread::sleep_for(std::min(pause, left));
   }
 }
 
