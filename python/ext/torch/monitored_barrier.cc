@@ -3,7 +3,8 @@
 // How it works: the ranks meet through the group's store (torch's, prefixed by the group), under
 // keys of the call's round ("ddl/monitored_barrier/<round>/..."; every member counts its calls).
 // Every rank but 0 sets its key and waits for rank 0's "release"; rank 0 waits for the other
-// ranks' keys in rank order within the timeout, then sets "release". A rank that is not there in
+// ranks' keys in rank order within the timeout, then sets "release" and waits until each has
+// said it saw it (the store may live in rank 0's process). A rank that is not there in
 // time is named on rank 0 ("Rank 2 failed to pass monitoredBarrier in 2000 ms"; with
 // waitAllRanks, rank 0 keeps waiting and names them all: "Ranks 1, 2 failed ..."), and rank 0
 // never releases the round, so the ranks that came fail in turn when their timeout runs out,
@@ -59,6 +60,7 @@ void ProcessGroupDdl::monitoredBarrier(const c10d::BarrierOptions& opts, bool wa
     TORCH_CHECK(arrives(*store_ddl_, key + "release", timeout), "Rank ", rank_,
                 " successfully reached monitoredBarrier, but received errors while waiting for "
                 "send/recv from rank 0. Please check rank 0 logs for faulty rank.");
+    store_ddl_->set(key + "seen/" + std::to_string(rank_), std::vector<uint8_t>{1});
     return;
   }
   const Clock::time_point start = Clock::now();
@@ -74,6 +76,12 @@ void ProcessGroupDdl::monitoredBarrier(const c10d::BarrierOptions& opts, bool wa
   TORCH_CHECK(missing.empty(), missing.size() == 1 ? "Rank " : "Ranks ", c10::Join(", ", missing),
               " failed to pass monitoredBarrier in ", timeout.count(), " ms");
   store_ddl_->set(key + "release", std::vector<uint8_t>{1});
+  // Rank 0 leaves once every rank has seen the release (within the timeout): the store may live
+  // in rank 0's process (torchrun), and a rank still polling it would lose it.
+  for (int peer = 1; peer < size_; ++peer) {
+    const auto spent = std::chrono::duration_cast<milliseconds>(Clock::now() - start);
+    if (!arrives(*store_ddl_, key + "seen/" + std::to_string(peer), timeout - spent)) break;
+  }
 }
 
 }  // namespace ddl::python
