@@ -299,9 +299,8 @@ void add_backend_options(CLI::App& app, Options& o) {
     for (const launcher::BackendOption& option : b->options) {
       std::string& value = o.backend_settings[std::string(option.name)];
       value = option.default_value;  // so that --help shows none
-      CLI::Option* added =
-          s.one_value(std::string(option.name), value, std::string(option.help),
-                      std::string(option.value_name));
+      CLI::Option* added = s.one_value(std::string(option.name), value, std::string(option.help),
+                                       std::string(option.value_name));
       if (!option.choices.empty()) {
         // "--jsrun-mode" -> "jsrun mode", the name its refusal gives the value.
         std::string what(option.name.substr(2));

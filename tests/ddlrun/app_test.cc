@@ -324,10 +324,9 @@ TEST(AppTest, ThePlanDocumentGivesEveryExternalLaunchersCommandAndOwnOptions) {
     EXPECT_FALSE(launcher["settings"]) << name;  // none of these has options of its own
   }
   const Env lsf = {{"LSB_JOBID", "1234"}, {"LSB_MCPU_HOSTS", "batch1 1 a26n15 42"}};
-  const Result js = ddlrun(
-      {"--dry-run", "--jsrun-mode", "rs", "--output", "yaml", "--host-xml",
-       "*=" + topology("summit-ac922.xml"), "prog"},
-      lsf);
+  const Result js = ddlrun({"--dry-run", "--jsrun-mode", "rs", "--output", "yaml", "--host-xml",
+                            "*=" + topology("summit-ac922.xml"), "prog"},
+                           lsf);
   ASSERT_EQ(js.status, 0) << js.err;
   const YAML::Node launcher = YAML::Load(js.out)["launcher"];
   EXPECT_EQ(launcher["command"][0].as<std::string>(), "jsrun");
