@@ -92,7 +92,6 @@ work=$(mktemp -d "${NETNS_DIR:-/tmp}/chaos.XXXXXX")
 mkdir -p "$work/tmp"
 [[ -n ${NETNS_DIR:-} ]] || trap 'rm -rf "$work"' EXIT
 
-now_ms() { echo $(($(date +%s%N) / 1000000)); }
 # shellcheck source=SCRIPTDIR/../lib/procs.sh
 source "$(dirname "$0")/../lib/procs.sh"  # alive PID [NAME]
 rss_kib() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0; }
