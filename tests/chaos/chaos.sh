@@ -31,6 +31,11 @@
 #   - memory: ddlrun's peak resident size under 64 MiB (sampled every 0.1 s).
 # A slow reader pauses 3 s, in the launch tree the heartbeat deadline + 2 s: no host may be lost
 # behind it.
+# An early signal (early_sigint, early_sigterm) comes 0.1-1.0 s after ddlrun started, without
+# waiting for the ranks (ddlrun still probes the hosts or starts their agents): ddlrun must end
+# within 3 s with 128 + the signal and the line "ddlrun: got SIGINT while starting the job;
+# leaving now" (unless the ranks had already written their pid files: then the job had started
+# and the signal went to them), remove its temp files and leave nothing on any host.
 # Per-node mode has one fault, rdzv_flood: a stranger on this side floods node 0's rendezvous
 # (rdzv_flood.py: 64 MiB length prefixes, huge fields, trickles, refused hellos that never
 # read, idle connections) from before the nodes start until after they end, with
@@ -64,9 +69,10 @@ done
 RANDOM=$seed
 timeout_s=${CHAOS_DDL_TIMEOUT:-5}  # DDL_TIMEOUT the ranks get
 lost_s=${CHAOS_LOST_S:-10}         # the ssh launchers' --heartbeat-timeout (10: ddlrun's default)
-kinds_local="kill_rank stop_rank kill_ddlrun close_stdout slow_reader fast_stdin"
+kinds_local="kill_rank stop_rank kill_ddlrun close_stdout slow_reader fast_stdin early_sigint \
+early_sigterm"
 kinds_ssh="kill_rank stop_rank kill_agent stop_agent kill_ddlrun link_down close_stdout \
-slow_reader fast_stdin"
+slow_reader fast_stdin early_sigint early_sigterm"
 kinds_pernode="rdzv_flood"
 
 have_ssh=0
@@ -152,6 +158,12 @@ inject() {
       bound=$(((lost_s > timeout_s ? lost_s : timeout_s) * 1000 + 5000))
       ip -n "$(netns_ns "$k")" link set "$(netns_veth "$k")" down ;;
     close_stdout | slow_reader | fast_stdin) victim="" ;;  # set up at the start
+    early_sigint | early_sigterm)
+      victim="" bound=3000
+      # the job has started once every rank wrote its pid file (then the ranks get the signal)
+      started_before=0
+      (($(find "$dir" -name 'pid.[0-9]*' ! -name '*.tmp' | wc -l) == n)) && started_before=1
+      kill "-$(tr a-z A-Z <<<"${kind#early_sig}")" "$job_pid" ;;
   esac
 }
 
@@ -160,6 +172,8 @@ expected_status() {
   case $1 in
     kill_rank) echo '^137$' ;;
     kill_ddlrun) echo '^137$' ;;  # ddlrun's own death
+    early_sigint) echo '^130$' ;;
+    early_sigterm) echo '^143$' ;;
     close_stdout | slow_reader | fast_stdin) echo '^0$' ;;
     *) echo '^([1-9][0-9]*)$' ;;
   esac
@@ -323,7 +337,7 @@ one_run() {
   dir="$work/run.$i"
   mkdir -p "$dir"
   n=$(nranks "$launcher")
-  victim="" bound=5000 stopped_agent="" down_host=""
+  victim="" bound=5000 stopped_agent="" down_host="" started_before=0
   note_stale_sshd "$launcher"
   job_id="chaos$$r$i"
   local args
@@ -345,18 +359,29 @@ one_run() {
         > >(sleep "$pause"; cat >/dev/null) </dev/null &
       ;;
     fast_stdin) "$ddlrun" "${args[@]}" "${env[@]}" "$loop" >"$dir/out" 2>"$dir/err" < <(yes) & ;;
+    early_*)
+      # (a background job of a script starts with SIGINT ignored: as from a terminal, not so)
+      env --default-signal=INT "$ddlrun" "${args[@]}" "${env[@]}" "$loop" >"$dir/out" \
+        2>"$dir/err" </dev/null &
+      ;;
     *) "$ddlrun" "${args[@]}" "${env[@]}" "$loop" >"$dir/out" 2>"$dir/err" </dev/null & ;;
   esac
   job_pid=$!
   started=$(now_ms)
   local ok=1
-  while (($(find "$dir" -name 'pid.[0-9]*' ! -name '*.tmp' | wc -l) < n)); do
+  [[ $kind == early_* ]] && ok=2  # the fault does not wait for the ranks
+  while ((ok == 1)) && (($(find "$dir" -name 'pid.[0-9]*' ! -name '*.tmp' | wc -l) < n)); do
     if ! alive "$job_pid" || (($(now_ms) - started > 30000)); then ok=0; break; fi
     sleep 0.05
   done
   if ((!ok)); then
     problems+=("the job did not start: $(head -c 300 "$dir/err" | tr '\n' ' ')")
     fault_at=$(now_ms)
+  elif ((ok == 2)); then
+    local early_ms=$((RANDOM % 901 + 100))
+    sleep "$(printf '%d.%03d' $((early_ms / 1000)) $((early_ms % 1000)))"
+    fault_at=$(now_ms)
+    inject "$kind" "$launcher"
   else
     sleep "0.$((RANDOM % 13 + 2))"
     fault_at=$(now_ms)
@@ -385,6 +410,11 @@ one_run() {
     *) ((took <= bound)) || problems+=("ended ${took} ms after the fault (bound ${bound} ms)") ;;
   esac
   [[ $rc =~ $(expected_status "$kind") ]] || problems+=("exit status $rc")
+  if [[ $kind == early_* ]] && ((!started_before)); then
+    local sig=${kind#early_sig}
+    grep -qx "ddlrun: got SIG${sig^^} while starting the job; leaving now" "$dir/err" ||
+      problems+=("no line \"ddlrun: got SIG${sig^^} while starting the job; leaving now\"")
+  fi
   if [[ -n $victim ]] && ! grep '^ddlrun' "$dir/err" | grep -q "$victim\b"; then
     problems+=("ddlrun's messages do not name $victim")
   fi
