@@ -32,10 +32,11 @@
 # A slow reader pauses 3 s, in the launch tree the heartbeat deadline + 2 s: no host may be lost
 # behind it.
 # An early signal (early_sigint, early_sigterm) comes 0.1-1.0 s after ddlrun started, without
-# waiting for the ranks (ddlrun still probes the hosts or starts their agents): ddlrun must end
-# within 3 s with 128 + the signal and the line "ddlrun: got SIGINT while starting the job;
-# leaving now" (unless the ranks had already written their pid files: then the job had started
-# and the signal went to them), remove its temp files and leave nothing on any host.
+# waiting for the ranks (ddlrun may still probe the hosts or start their agents): ddlrun must
+# end within 3 s with 128 + the signal, saying "ddlrun: got SIGINT while starting the job;
+# leaving now" or, once the job had started, "ddlrun: got SIGINT; passing it to N processes"
+# (never killed by the default action without a word), remove its temp files and leave nothing
+# on any host. The victim column says which: (before) or (started).
 # Per-node mode has one fault, rdzv_flood: a stranger on this side floods node 0's rendezvous
 # (rdzv_flood.py: 64 MiB length prefixes, huge fields, trickles, refused hellos that never
 # read, idle connections) from before the nodes start until after they end, with
@@ -337,7 +338,7 @@ one_run() {
   dir="$work/run.$i"
   mkdir -p "$dir"
   n=$(nranks "$launcher")
-  victim="" bound=5000 stopped_agent="" down_host="" started_before=0
+  victim="" bound=5000 stopped_agent="" down_host="" started_before=0 early_when=""
   note_stale_sshd "$launcher"
   job_id="chaos$$r$i"
   local args
@@ -410,10 +411,19 @@ one_run() {
     *) ((took <= bound)) || problems+=("ended ${took} ms after the fault (bound ${bound} ms)") ;;
   esac
   [[ $rc =~ $(expected_status "$kind") ]] || problems+=("exit status $rc")
-  if [[ $kind == early_* ]] && ((!started_before)); then
-    local sig=${kind#early_sig}
-    grep -qx "ddlrun: got SIG${sig^^} while starting the job; leaving now" "$dir/err" ||
-      problems+=("no line \"ddlrun: got SIG${sig^^} while starting the job; leaving now\"")
+  if [[ $kind == early_* ]]; then
+    # Before the ranks started, ddlrun's note; after, the signal passed on to them.
+    local sig=SIG$(tr a-z A-Z <<<"${kind#early_sig}")
+    if grep -qx "ddlrun: got $sig while starting the job; leaving now" "$dir/err"; then
+      early_when="(before)"
+    elif grep -q "^ddlrun: got $sig; passing it to" "$dir/err"; then
+      early_when="(started)"
+    else
+      problems+=("neither \"ddlrun: got $sig while starting the job; leaving now\" nor" \
+        "\"ddlrun: got $sig; passing it to ...\"")
+    fi
+    ((started_before)) && [[ $early_when == "(before)" ]] &&
+      problems+=("the ranks had started, yet ddlrun said it was starting the job")
   fi
   if [[ -n $victim ]] && ! grep '^ddlrun' "$dir/err" | grep -q "$victim\b"; then
     problems+=("ddlrun's messages do not name $victim")
@@ -435,11 +445,11 @@ one_run() {
   if ((${#problems[@]} == 0)); then
     passed_of[$key]=$((${passed_of[$key]:-0} + 1))
     printf 'ok   %3d %-6s %-12s %-8s exit %3d, down in %5d ms, peak %3d MiB\n' "$i" \
-      "$launcher" "$kind" "${victim:--}" "$rc" "$took" $((peak / 1024))
+      "$launcher" "$kind" "${victim:-${early_when:--}}" "$rc" "$took" $((peak / 1024))
   else
     failed=$((failed + 1))
     printf 'FAIL %3d %-6s %-12s %-8s exit %3d, down in %5d ms\n' "$i" "$launcher" "$kind" \
-      "${victim:--}" "$rc" "$took"
+      "${victim:-${early_when:--}}" "$rc" "$took"
     local p
     for p in "${problems[@]}"; do echo "       $p"; done
     grep -E '^ddlrun|chaos_loop: rank' "$dir/err" | head -12 | sed 's/^/       | /'
