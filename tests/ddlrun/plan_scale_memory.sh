@@ -5,8 +5,7 @@
 # summarises the hosts and ranks, and its JSON lists every rank. bench/plan_scale.sh measures
 # the same at 27,648 to 1,048,576 ranks. Then a plan of the most hosts a list may hold, a
 # 1,000,000-line hostfile of one slot each (--no-probe), under HOSTS_MAX_MB: a plan keeps each
-# rank's placement once, and no string a host where none is needed (it took 1306 MB when the
-# topology copied the placement's ranks and hosts, 939 MB since).
+# rank's placement once, and no string a host where none is needed.
 #
 #   plan_scale_memory.sh DDLRUN TESTS_DIR [MAX_MB [HOSTS_MAX_MB]]   (defaults 1000, 1100)
 set -euo pipefail
