@@ -9,7 +9,10 @@
 #   flat  the same bytes over the same slow link, node3's own (shaped likewise), no tree.
 # Both must end 0 with every byte in order (sha256), no host lost, nothing of the job left on
 # any host. A relay whose upward writes starved its subtree would lose node2 or node3 in the
-# tree ("no heartbeat from ddlrun") where the flat job loses nothing. At 256kbit and D = 3 both
+# tree ("no heartbeat from ddlrun") where the flat job loses nothing. It does not: the relay
+# writes up synchronously, but sshd takes each write into the channel's buffers at once (what is
+# in flight is bounded by the output windows ddlrun grants, M), so the relay's turns, and the
+# heartbeats down, go on while the bytes crawl. At 256kbit and D = 3 both
 # lose the slow host itself now and then, flat as often as in the tree (ddlrun hears nothing of
 # it for 3 s: ssh's packets of up to 32 KiB arrive whole), below 160kbit always: that is the
 # link's limit, not the tree's.
