@@ -338,7 +338,7 @@ std::vector<long> shown_positions(size_t n, size_t head, size_t tail) {
 /// One line per rank: host, local rank, GPU, CPUs, NIC and address; summarised ranks (the
 /// first and the last used host's) above kListedHosts hosts.
 void rank_table(std::ostream& out, const JobPlan& plan) {
-  const std::vector<comm::RankPlacement>& ranks = plan.placed.ranks;
+  const std::vector<comm::RankPlacement>& ranks = plan.topology.ranks;
   std::vector<std::vector<std::string>> rows = {
       {"RANK", "HOST", "LOCAL", "GPU", "BUS ID", "CPUS", "NIC", "ADDRESS"}};
   size_t head = ranks.size();
@@ -357,7 +357,7 @@ void rank_table(std::ostream& out, const JobPlan& plan) {
       continue;
     }
     const comm::RankPlacement& r = ranks[static_cast<size_t>(i)];
-    rows.push_back({std::to_string(r.rank), plan.placed.topology_hosts[r.host].name,
+    rows.push_back({std::to_string(r.rank), plan.topology.hosts[r.host].name,
                     std::to_string(r.local_rank), r.gpu < 0 ? "-" : std::to_string(r.gpu),
                     dash(r.gpu_bus_id), dash(r.cpus.str()), dash(r.nic), dash(r.address)});
   }
@@ -409,7 +409,7 @@ std::string seconds_text(double seconds) {
 
 /// A host's name in the measured links (Host::index).
 const std::string& link_host(const JobPlan& plan, int index) {
-  return plan.placed.topology_hosts[static_cast<size_t>(index)].name;
+  return plan.topology.hosts[static_cast<size_t>(index)].name;
 }
 
 /// Up to this many hosts, the dry run prints the whole bandwidth matrix.
@@ -417,7 +417,7 @@ constexpr size_t kMatrixHosts = 8;
 
 /// The measured pairs as a matrix of MB/s ("-" on the diagonal and for pairs not measured).
 void link_matrix(std::ostream& out, const JobPlan& plan, const comm::LinkMeasurement& links) {
-  const size_t n = plan.placed.topology_hosts.size();
+  const size_t n = plan.topology.hosts.size();
   std::vector<std::vector<std::string>> rows(n + 1, std::vector<std::string>(n + 1, "-"));
   rows[0][0] = "MB/s";
   for (size_t i = 0; i < n; ++i)
@@ -434,7 +434,7 @@ void link_matrix(std::ostream& out, const JobPlan& plan, const comm::LinkMeasure
 /// for a few hosts the matrix.
 void links_text(std::ostream& out, const JobPlan& plan) {
   const comm::LinkMeasurement& links = *plan.links;
-  const size_t n = plan.placed.topology_hosts.size();
+  const size_t n = plan.topology.hosts.size();
   std::vector<double> bw;
   for (const comm::LinkSample& p : links.pairs)
     bw.push_back(p.bytes_per_s);
@@ -641,11 +641,11 @@ Value::Generated hosts_document(const JobPlan& plan) {
 
 /// Each rank's host, GPU, CPUs, NIC and address, made as it is written.
 Value::Generated placement_document(const JobPlan& plan) {
-  return {plan.placed.ranks.size(), [&plan](size_t i) -> Value {
-            const comm::RankPlacement& r = plan.placed.ranks[i];
+  return {plan.topology.ranks.size(), [&plan](size_t i) -> Value {
+            const comm::RankPlacement& r = plan.topology.ranks[i];
             return Value::Map{
                 {"rank", r.rank},
-                {"host", plan.placed.topology_hosts[r.host].name},
+                {"host", plan.topology.hosts[r.host].name},
                 {"local_rank", r.local_rank},
                 {"gpu", r.gpu < 0 ? Value() : Value(r.gpu)},
                 {"gpu_bus_id", r.gpu_bus_id.empty() ? Value() : Value(r.gpu_bus_id)},
@@ -720,7 +720,7 @@ Value launcher_document(const JobPlan& plan, const Options& o) {
 /// What --probe-links measured, hosts by name.
 Value links_document(const JobPlan& plan) {
   const comm::LinkMeasurement& links = *plan.links;
-  const size_t n = plan.placed.topology_hosts.size();
+  const size_t n = plan.topology.hosts.size();
   Value::List racks, levels, pairs;
   for (const std::vector<int>& rack : links.racks) {
     Value::List hosts;

@@ -49,18 +49,22 @@ add_test(NAME python.torch2_timeouts_3
 add_test(NAME python.torch2_torchrun_2
          COMMAND ${ddl_torch2_job} torchrun ${ddl_torch2_pydir} "${DDL_TORCH2_PYTHON}" 2
                  ${ddl_torch2_check} torchrun)
+# A rank that never calls init: named with its host, not torch's store's "1/2 clients joined".
+add_test(NAME python.torch2_missing_rank_2
+         COMMAND ${ddl_torch2_job} ddlrun "${DDL_TORCH2_DDLRUN}" "${DDL_TORCH2_PYTHON}" 2
+                 ${CMAKE_CURRENT_SOURCE_DIR}/python/check_torch_missing_rank.py)
 # horovod.torch on torch 2.x: every call of the API with its errors.
 add_test(NAME python.torch2_hvd_api_4
          COMMAND ${ddl_torch2_job} ddlrun "${DDL_TORCH2_DDLRUN}" "${DDL_TORCH2_PYTHON}" 4
                  ${CMAKE_CURRENT_SOURCE_DIR}/python/check_hvd_api.py)
 set_tests_properties(python.torch2_collectives_3 python.torch2_train_3 python.torch2_torchrun_2
                      python.torch2_hvd_api_4 python.torch2_features_3 python.torch2_timeouts_3
-                     PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
+                     python.torch2_missing_rank_2 PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
 # Run from the venv: after pip.venv_current has brought its package up to date.
 if(DDL_TORCH2_DDLRUN STREQUAL "${DDL_VENV}/bin/ddlrun")
   set_tests_properties(python.torch2_collectives_3 python.torch2_train_3 python.torch2_torchrun_2
                        python.torch2_hvd_api_4 python.torch2_features_3 python.torch2_timeouts_3
-                       PROPERTIES FIXTURES_REQUIRED ddl_venv
+                       python.torch2_missing_rank_2 PROPERTIES FIXTURES_REQUIRED ddl_venv
                        LABELS "venv;python")
 endif()
 
