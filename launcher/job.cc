@@ -20,7 +20,7 @@
 #include <stdexcept>
 
 #include "base/digest.h"
-#include "launcher/wire.h"
+#include "base/net/codec.h"
 
 namespace ddl::launcher {
 
@@ -76,8 +76,8 @@ Inherited inherited_from(const std::vector<std::string>& environ) {
   return in;
 }
 
-using wire::put_str;
-using wire::put_u32;
+using base::net::put_str;
+using base::net::put_u32;
 
 std::vector<EnvVar> rank_environment(const Job& job, int rank, const Rendezvous& rendezvous,
                                      const std::string& topology_path, const Inherited& inherited) {
@@ -159,7 +159,7 @@ std::string encode_job(const Job& job) {
 
 Job decode_job(const std::string& bytes) {
   if (bytes.rfind("DDLJOB2", 0) != 0) throw std::runtime_error("malformed job: bad header");
-  wire::Reader in(std::string_view(bytes).substr(7), "job");
+  base::net::Decoder in(std::string_view(bytes).substr(7), "job");
   Job job;
   job.topology = comm::parse_topology(in.str(), "the job's topology");
   for (uint32_t n = in.count(4); n > 0; --n)
