@@ -57,12 +57,15 @@
 
 namespace ddl::base {
 class Deadline;
-}
+namespace net {
+struct Fields;
+}  // namespace net
+}  // namespace ddl::base
 
 namespace ddl::ddlrun {
 
 namespace wire {
-struct Message;
+using Message = base::net::Fields;
 class Reader;
 }  // namespace wire
 
