@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/net/handshake.h"
 #include "comm/transport/link.h"
 #include "comm/transport/tcp/hello.h"
 #include "tests/lib/dial.h"
@@ -194,7 +195,7 @@ class CrowdedAcceptor {
       const int c = accept(fd_, nullptr, nullptr);
       if (c < 0) return;
       ++connections_;
-      const std::string challenge = tcp::encode(tcp::Challenge{1, tcp::random_nonce()});
+      const std::string challenge = tcp::encode(tcp::Challenge{1, base::net::nonce()});
       send(c, challenge.data(), challenge.size(), MSG_NOSIGNAL);
       const std::string hello =
           i % 2 == 0 && i < closes ? "" : read_within(c, tcp::kHelloSize, 2000ms);
