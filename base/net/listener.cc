@@ -2,73 +2,9 @@
 
 #include "base/net/listener.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 
 namespace ddl::base::net {
-
-namespace {
-
-/// Binds and listens `fd`, then reads back its port; false with errno set when it cannot.
-bool bind_and_listen(int fd, sockaddr_storage& a, socklen_t size, int backlog, int& port) {
-  const int one = 1;
-  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&a), size) != 0 || listen(fd, backlog) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &size) != 0) {
-    return false;
-  }
-  port = ntohs(a.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&a)->sin6_port
-                                       : reinterpret_cast<sockaddr_in*>(&a)->sin_port);
-  return true;
-}
-
-/// `address` and `port` as a socket address of `family`; false when `address` is not one.
-bool socket_address(int family, const std::string& address, int port, sockaddr_storage& a) {
-  a = sockaddr_storage{};
-  a.ss_family = static_cast<sa_family_t>(family);
-  if (family == AF_INET6) {
-    auto* a6 = reinterpret_cast<sockaddr_in6*>(&a);
-    a6->sin6_port = htons(static_cast<uint16_t>(port));
-    return address.empty() || inet_pton(AF_INET6, address.c_str(), &a6->sin6_addr) == 1;
-  }
-  auto* a4 = reinterpret_cast<sockaddr_in*>(&a);
-  a4->sin_port = htons(static_cast<uint16_t>(port));
-  return address.empty() || inet_pton(AF_INET, address.c_str(), &a4->sin_addr) == 1;
-}
-
-}  // namespace
-
-// How it works: "" is IPv6's any address with IPv4 mapped (IPV6_V6ONLY off), or IPv4's any
-// address when the host has no IPv6; a numeric address is bound in its own family alone.
-Listening listen_tcp(const std::string& address, int port, int backlog) {
-  Listening out;
-  bool numeric = address.empty();
-  for (const int family : {AF_INET6, AF_INET}) {
-    sockaddr_storage a{};
-    if (!socket_address(family, address, port, a)) continue;
-    numeric = true;
-    const int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd < 0) continue;
-    const int v6only = address.empty() ? 0 : 1;
-    if (family == AF_INET6) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, sizeof v6only);
-    const socklen_t size = family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
-    if (bind_and_listen(fd, a, size, backlog, out.port)) {
-      out.fd = fd;
-      return out;
-    }
-    const int e = errno;
-    close(fd);
-    errno = e;
-    if (!address.empty()) return out;  // a numeric address has its one family
-  }
-  out.bad_address = !numeric;
-  return out;
-}
 
 GuardLimits server_limits(std::chrono::milliseconds hello_time) {
   GuardLimits limits;

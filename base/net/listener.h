@@ -25,18 +25,6 @@
 
 namespace ddl::base::net {
 
-/// A listening TCP socket and the port it listens on.
-struct Listening {
-  int fd = -1;  ///< -1 when it could not listen (errno says why)
-  int port = 0;
-  bool bad_address = false;  ///< the address to listen on is not a numeric IP address
-};
-
-/// A listening socket (non-blocking, close-on-exec, SO_REUSEADDR) on `address` (numeric IPv4
-/// or IPv6; "": every address, IPv6 with IPv4 mapped, or IPv4 where there is no IPv6) and
-/// `port` (0: any free one), with a queue of `backlog` connections.
-Listening listen_tcp(const std::string& address, int port, int backlog);
-
 /// A guard's limits.
 struct GuardLimits {
   /// The most connections that wait for their hello at once (strangers' included).

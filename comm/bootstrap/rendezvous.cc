@@ -53,6 +53,7 @@
 #include "base/net/codec.h"
 #include "base/net/handshake.h"
 #include "base/net/listener.h"
+#include "base/net/socket.h"
 #include "base/text.h"
 #include "comm/bootstrap/bootstrap.h"
 #include "comm/core/quiet_thread.h"
@@ -116,54 +117,7 @@ bool write_all(int fd, std::string_view data,
   return true;
 }
 
-/// "ADDRESS:PORT" of a socket address (IPv4 mapped into IPv6 as IPv4).
-std::string address_text(const sockaddr_storage& a) {
-  char host[INET6_ADDRSTRLEN] = "?";
-  if (a.ss_family == AF_INET6) {
-    const auto* v6 = reinterpret_cast<const sockaddr_in6*>(&a);
-    inet_ntop(AF_INET6, &v6->sin6_addr, host, sizeof host);
-    std::string h = host;
-    if (h.starts_with("::ffff:")) h = h.substr(7);  // IPv4, mapped
-    return h + ":" + std::to_string(ntohs(v6->sin6_port));
-  }
-  const auto* v4 = reinterpret_cast<const sockaddr_in*>(&a);
-  inet_ntop(AF_INET, &v4->sin_addr, host, sizeof host);
-  return std::string(host) + ":" + std::to_string(ntohs(v4->sin_port));
-}
-
-/// The address and port `fd` is connected to, for reports ("?" when unknown).
-std::string peer_address(int fd) {
-  sockaddr_storage a{};
-  socklen_t len = sizeof a;
-  if (getpeername(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) return "?";
-  return address_text(a);
-}
-
-/// The address and port `fd` was accepted at, for messages ("?" when unknown).
-std::string listen_address(int fd) {
-  sockaddr_storage a{};
-  socklen_t len = sizeof a;
-  if (getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) return "?";
-  return address_text(a);
-}
-
-/// Reads up to `n` bytes before `deadline`: how many came before EOF, an error or the deadline.
-size_t read_upto(int fd, char* out, size_t n, Clock::time_point deadline) {
-  size_t got = 0;
-  while (got < n) {
-    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
-    if (left.count() <= 0) break;
-    pollfd p{fd, POLLIN, 0};
-    const int rc = poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), 1000)));
-    if (rc < 0 && errno != EINTR) break;
-    if (rc <= 0) continue;
-    const ssize_t k = recv(fd, out + got, n - got, 0);
-    if (k < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-    if (k <= 0) break;
-    got += static_cast<size_t>(k);
-  }
-  return got;
-}
+using base::net::read_upto;
 
 /// Reads exactly n bytes before `deadline`; false on EOF, error or timeout.
 bool read_exact(int fd, char* out, size_t n, Clock::time_point deadline) {
@@ -333,15 +287,12 @@ class MemoryBootstrap : public Bootstrap {
 std::unique_ptr<Bootstrap> make_rendezvous_bootstrap(const std::string& address,
                                                      const std::string& token, int rank, int size,
                                                      std::chrono::milliseconds timeout) {
-  const size_t colon = address.rfind(':');
-  if (colon == std::string::npos || colon == 0) {
+  const auto endpoint = base::net::split_host_port(address);
+  if (!endpoint) {
     throw BootstrapError("rank " + std::to_string(rank) + ": $DDL_RENDEZVOUS '" + address +
                          "' is not HOST:PORT");
   }
-  std::string host = address.substr(0, colon);
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']')
-    host = host.substr(1, host.size() - 2);
-  const std::string port = address.substr(colon + 1);
+  const auto& [host, port] = *endpoint;
   const Clock::time_point deadline = Clock::now() + timeout;
   std::string last_error = "no address";
   for (;;) {
@@ -526,7 +477,8 @@ struct RendezvousServer::State {
   /// Tells a refused rank why, as a failed round (status 1) that its first allgather reads: at
   /// once or not at all (a rank that does not read cannot hold the server up).
   void tell_refused(const Client& c, const std::string& why) {
-    const std::string text = "refused by the rendezvous at " + listen_address(c.fd) + ": " + why +
+    const std::string text = "refused by the rendezvous at " +
+                             base::net::local_address(c.fd, true) + ": " + why +
                              "; is it a process of this job, started by its ddlrun?";
     std::string msg;
     put_u32(msg, 1);
@@ -544,7 +496,7 @@ struct RendezvousServer::State {
     Client c;
     c.fd = fd;
     c.id = ++accepted;
-    c.address = peer_address(fd);
+    c.address = base::net::peer_address(fd, true);
     c.nonce = base::net::nonce();
     const std::string challenge = std::string(kMagic) + c.nonce;
     if (send(fd, challenge.data(), challenge.size(), MSG_NOSIGNAL) ==

@@ -86,9 +86,6 @@ bool node0_proved(const Message& m, const std::string& secret, std::string_view 
 Welcome decode_welcome(const Message& m, const std::string& secret, std::string_view nonce,
                        std::string_view challenge);
 
-/// The peer's address ("10.200.0.10"), "?" when unknown.
-std::string peer_address(int fd);
-
 /// `text` as a whole number, nullopt when it is not one.
 std::optional<int> to_int(const std::string& text);
 

@@ -20,6 +20,7 @@
 #include "base/digest.h"
 #include "base/fd.h"
 #include "base/net/handshake.h"
+#include "base/net/socket.h"
 #include "base/text.h"
 #include "ddlrun/per_node/node_wire.h"
 
@@ -38,20 +39,6 @@ std::string ranks_token(const std::string& secret, std::string_view salt) {
   std::string message = "ddlrun per-node ranks token: ";
   message.append(salt);
   return base::hex(base::hmac_sha256(secret, message));
-}
-
-std::string peer_address(int fd) {
-  sockaddr_storage ss{};
-  socklen_t len = sizeof ss;
-  if (getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return "?";
-  char host[NI_MAXHOST];
-  if (getnameinfo(reinterpret_cast<sockaddr*>(&ss), len, host, sizeof host, nullptr, 0,
-                  NI_NUMERICHOST) != 0) {
-    return "?";
-  }
-  std::string h = host;
-  if (h.rfind("::ffff:", 0) == 0) h = h.substr(7);
-  return h;
 }
 
 std::optional<int> to_int(const std::string& text) {
@@ -73,15 +60,11 @@ using Clock = std::chrono::steady_clock;
 
 /// "HOST:PORT" ("[v6]:PORT") split; throws RendezvousError when it is not one.
 std::pair<std::string, std::string> split_endpoint(const std::string& endpoint) {
-  const size_t colon = endpoint.rfind(':');
-  std::string host = colon == std::string::npos ? "" : endpoint.substr(0, colon);
-  const std::string port = colon == std::string::npos ? "" : endpoint.substr(colon + 1);
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']')
-    host = host.substr(1, host.size() - 2);
-  if (host.empty() || !wire::to_int(port)) {
+  auto split = base::net::split_host_port(endpoint);
+  if (!split || !wire::to_int(split->second)) {
     throw RendezvousError("rendezvous endpoint '" + endpoint + "' is not HOST:PORT");
   }
-  return {host, port};
+  return *split;
 }
 
 /// One attempt to connect to `host`:`port`; the socket, or -1 with `why` set.

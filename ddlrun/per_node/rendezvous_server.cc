@@ -19,6 +19,7 @@
 #include "base/fd.h"
 #include "base/net/handshake.h"
 #include "base/net/listener.h"
+#include "base/net/socket.h"
 #include "base/text.h"
 #include "comm/comm.h"
 #include "ddlrun/per_node/node_wire.h"
@@ -184,7 +185,7 @@ void NodeServer::State::accept_one() {
   Conn& c = conns.emplace_back();
   c.fd = fd;
   c.id = ++accepted;
-  c.address = wire::peer_address(fd);
+  c.address = base::net::peer_address(fd, false);
   c.nonce = base::net::nonce();
   if (!wire::send_now(fd, wire::kChallenge, {wire::kMagic, c.nonce})) c.closed = true;
   for (const uint64_t old : guard.arrive(c.id))

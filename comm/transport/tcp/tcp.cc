@@ -53,6 +53,7 @@
 #include "base/fd.h"
 #include "base/net/handshake.h"
 #include "base/net/listener.h"
+#include "base/net/socket.h"
 #include "base/text.h"
 #include "comm/core/quiet_thread.h"
 #include "comm/transport/link.h"
@@ -83,17 +84,6 @@ using base::errno_text;
 /// Milliseconds left until `deadline`, for poll(): at least 0, at most 1000.
 int wait_ms(Clock::time_point deadline) {
   return base::Deadline(deadline).poll_ms();
-}
-
-/// Splits "1.2.3.4:5" or "[fe80::1]:5" into host and port.
-std::pair<std::string, std::string> split_address(const std::string& a) {
-  const size_t colon = a.rfind(':');
-  if (colon == std::string::npos) return {a, ""};
-  std::string host = a.substr(0, colon);
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  return {host, a.substr(colon + 1)};
 }
 
 /// The first IPv4 address of an interface that is up and not loopback; "127.0.0.1" when none.
@@ -420,7 +410,8 @@ std::vector<int> TcpDevice::initiate(int peer, const std::string& name, const st
 int TcpDevice::initiate_one(int peer, const std::string& name, const std::string& address,
                             std::chrono::milliseconds timeout, Clock::time_point deadline,
                             int stream) {
-  const auto [host, port] = split_address(address);
+  const auto [host, port] =
+      base::net::split_host_port(address).value_or(std::make_pair(address, std::string()));
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_NUMERICSERV;
@@ -481,20 +472,12 @@ bool TcpDevice::handshake(int fd, int peer, const std::string& name, const std::
                           Clock::time_point deadline, int stream) {
   // Reads exactly `n` bytes; std::nullopt on end of file or a reset.
   auto read_exact = [&](size_t n) {
-    std::string in;
-    while (in.size() < n) {
-      pollfd p{fd, POLLIN, 0};
-      if (Clock::now() >= deadline) {
-        throw TransportError(name + ": no answer from " + address + " during the handshake");
-      }
-      if (::poll(&p, 1, wait_ms(deadline)) <= 0) continue;
-      char buf[64];
-      const ssize_t k = ::recv(fd, buf, std::min(n - in.size(), sizeof buf), MSG_DONTWAIT);
-      if (k < 0 && (errno == EAGAIN || errno == EINTR)) continue;
-      if (k <= 0) return std::optional<std::string>();
-      in.append(buf, static_cast<size_t>(k));
+    std::string in(n, '\0');
+    if (base::net::read_upto(fd, in.data(), n, deadline) == n) return std::optional(in);
+    if (Clock::now() >= deadline) {
+      throw TransportError(name + ": no answer from " + address + " during the handshake");
     }
-    return std::optional<std::string>(std::move(in));
+    return std::optional<std::string>();
   };
   const auto bytes = read_exact(tcp::kChallengeSize);
   const auto challenge = bytes ? tcp::decode_challenge(*bytes) : std::nullopt;
