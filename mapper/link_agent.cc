@@ -43,7 +43,7 @@
 #include "base/digest.h"
 #include "base/fd.h"
 #include "base/net/handshake.h"
-#include "base/net/socket.h"
+#include "base/net/listener.h"
 #include "base/text.h"
 #include "mapper/link_probe.h"
 

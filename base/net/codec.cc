@@ -99,7 +99,7 @@ std::string InBuffer::take_rest() {
   return rest;
 }
 
-std::string encode_fields(int type, const std::vector<std::string>& fields) {
+std::string encode(int type, const std::vector<std::string>& fields) {
   std::string out(1, static_cast<char>(type));
   put_u32(out, static_cast<uint32_t>(fields.size()));
   for (const std::string& f : fields)
@@ -167,12 +167,12 @@ bool fill(int fd, FieldsReader& reader) {
   return true;
 }
 
-bool send_fields(int fd, int type, const std::vector<std::string>& fields) {
-  return base::write_all(fd, encode_fields(type, fields)) == 0;
+bool send(int fd, int type, const std::vector<std::string>& fields) {
+  return base::write_all(fd, encode(type, fields)) == 0;
 }
 
-bool send_fields_now(int fd, int type, const std::vector<std::string>& fields) {
-  const std::string bytes = encode_fields(type, fields);
+bool send_now(int fd, int type, const std::vector<std::string>& fields) {
+  const std::string bytes = encode(type, fields);
   const ssize_t n = ::send(fd, bytes.data(), bytes.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
   return n == static_cast<ssize_t>(bytes.size());
 }

@@ -77,13 +77,17 @@ struct Fields {
 };
 
 /// The bytes of a message of fields.
-std::string encode_fields(int type, const std::vector<std::string>& fields);
+std::string encode(int type, const std::vector<std::string>& fields);
+
+/// A FieldsReader's limits unless told others.
+inline constexpr size_t kMaxFieldsBytes = size_t{64} << 20;
+inline constexpr uint32_t kMaxFields = 1u << 20;
 
 /// Messages of fields, read as the bytes of one stream come (see the top of this file).
 class FieldsReader {
  public:
   /// At most `limit` bytes and `max_fields` fields a message.
-  explicit FieldsReader(size_t limit, uint32_t max_fields)
+  explicit FieldsReader(size_t limit = kMaxFieldsBytes, uint32_t max_fields = kMaxFields)
       : limit_(limit), max_fields_(max_fields) {}
   /// The limits from the next message on.
   void set_limits(size_t limit, uint32_t max_fields);
@@ -109,10 +113,10 @@ class FieldsReader {
 bool fill(int fd, FieldsReader& reader);
 
 /// Sends a whole message of fields; false when the connection is gone.
-bool send_fields(int fd, int type, const std::vector<std::string>& fields);
+bool send(int fd, int type, const std::vector<std::string>& fields);
 
 /// Sends a whole message of fields now or not at all (a peer that does not read cannot hold
 /// the sender up); false when it did not all go.
-bool send_fields_now(int fd, int type, const std::vector<std::string>& fields);
+bool send_now(int fd, int type, const std::vector<std::string>& fields);
 
 }  // namespace ddl::base::net

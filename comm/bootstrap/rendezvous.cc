@@ -13,7 +13,7 @@
 // byte of its answer for 5 s (stopped, hung) is cut off, so that it cannot hold the others up.
 // Strangers cannot exhaust the server: before its hello is accepted a connection is read no
 // further than the hello's 46 bytes (a wrong magic is refused at its first byte), and the
-// listener's guard (base/net/listener.h: server_limits) caps the connections that wait for
+// listener's guard (base/net/listener.h) caps the connections that wait for
 // their hello, keeps a rank's place for its grace and closes a connection silent for
 // kHelloTime; out of descriptors, the listening socket rests instead of spinning
 // (base::AcceptRest). Refusals are closed at once and reported (the guard bounds how many)
@@ -53,7 +53,6 @@
 #include "base/net/codec.h"
 #include "base/net/handshake.h"
 #include "base/net/listener.h"
-#include "base/net/socket.h"
 #include "base/text.h"
 #include "comm/bootstrap/bootstrap.h"
 #include "comm/core/quiet_thread.h"
@@ -79,6 +78,7 @@ constexpr auto kChallengeTime = std::chrono::milliseconds(10'000);  // at least,
 constexpr auto kSendStall = 5s;  // a rank that takes no byte of its answer for this long is cut off
 
 using base::net::get_u32;
+using base::net::put_str;
 using base::net::put_u32;
 
 /// What a rank's proof of the job's token binds, for the server's `nonce`.
@@ -177,8 +177,7 @@ class RendezvousClient : public Bootstrap {
     std::string msg;
     put_u32(msg, round_++);
     put_u32(msg, static_cast<uint32_t>(timeout.count()));
-    put_u32(msg, static_cast<uint32_t>(value.size()));
-    msg += value;
+    put_str(msg, value);
     if (!write_all(fd_, msg, std::chrono::milliseconds::max(), deadline))
       throw cut(waited, deadline);
     char head[8];
@@ -383,8 +382,7 @@ struct RendezvousServer::State {
   void answer_error(const std::string& message) {
     std::string msg;
     put_u32(msg, 1);
-    put_u32(msg, static_cast<uint32_t>(message.size()));
-    msg += message;
+    put_str(msg, message);
     for (Client& c : clients) {
       if (c.waiting) {
         answer(c, msg);
@@ -413,11 +411,8 @@ struct RendezvousServer::State {
     std::string msg;
     put_u32(msg, 0);
     put_u32(msg, static_cast<uint32_t>(size));
-    for (int r = 0; r < size; ++r) {
-      const std::string& v = clients[by_rank[r]].value;
-      put_u32(msg, static_cast<uint32_t>(v.size()));
-      msg += v;
-    }
+    for (int r = 0; r < size; ++r)
+      put_str(msg, clients[by_rank[r]].value);
     for (int r = 0; r < size; ++r) {
       Client& c = clients[by_rank[r]];
       answer(c, msg);
@@ -482,8 +477,7 @@ struct RendezvousServer::State {
                              "; is it a process of this job, started by its ddlrun?";
     std::string msg;
     put_u32(msg, 1);
-    put_u32(msg, static_cast<uint32_t>(text.size()));
-    msg += text;
+    put_str(msg, text);
     (void)send(c.fd, msg.data(), msg.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
   }
 
@@ -624,17 +618,12 @@ RendezvousServer::RendezvousServer(std::string token, int size, int port,
   s.token = std::move(token);
   s.size = size;
   s.hosts = std::move(hosts);
-  const base::net::GuardLimits limits = base::net::server_limits(kHelloTime);
-  s.guard = base::net::ListenerGuard(limits, std::move(report));
+  s.guard = base::net::ListenerGuard({.hello_time = kHelloTime}, std::move(report));
   s.by_rank.assign(size, -1);
   const base::net::Listening listening = listen_socket(bind_address, port);
   s.listen_fd = listening.fd;
   s.port = listening.port;
-  const std::string suspects = " (is something other than this job's ranks connecting to port " +
-                               std::to_string(s.port) + "?)";
-  s.guard.set_notices({"rendezvous: more than " + std::to_string(limits.max_waiting) +
-                           " connections have not said hello; closing the oldest" + suspects,
-                       "rendezvous: more refused connections are not shown" + suspects});
+  s.guard.name("rendezvous", s.port, "this job's ranks", "this job's ranks");
   if (pipe2(s.wake, O_CLOEXEC) != 0) {
     close(s.listen_fd);
     throw BootstrapError(std::string("rendezvous: pipe: ") + std::strerror(errno));

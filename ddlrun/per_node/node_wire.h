@@ -32,7 +32,7 @@ enum Type : uint8_t {
 };
 
 inline constexpr const char* kMagic = "DDLNODE4";
-inline constexpr size_t kMaxMessage = size_t{64} << 20;
+inline constexpr size_t kMaxMessage = base::net::kMaxFieldsBytes;
 /// Before the hello is accepted: a hello carries one node's hardware, tens of KB.
 inline constexpr size_t kMaxHello = size_t{256} << 10;
 inline constexpr uint32_t kMaxHelloFields = 16;
@@ -40,28 +40,11 @@ inline constexpr uint32_t kMaxHelloFields = 16;
 inline constexpr size_t kNonceSize = base::net::kNonceSize;
 
 using Message = base::net::Fields;
-
-/// The messages of one connection (base::net::FieldsReader), by default with the limits of an
-/// admitted node.
-class Reader : public base::net::FieldsReader {
- public:
-  explicit Reader(size_t limit = kMaxMessage, uint32_t max_fields = 1u << 20)
-      : FieldsReader(limit, max_fields) {}
-};
-
-inline std::string encode(int type, const std::vector<std::string>& fields) {
-  return base::net::encode_fields(type, fields);
-}
+using Reader = base::net::FieldsReader;  ///< by default with an admitted node's limits
+using base::net::encode;
 using base::net::fill;
-/// Sends a whole message; false when the connection is gone.
-inline bool send(int fd, int type, const std::vector<std::string>& fields) {
-  return base::net::send_fields(fd, type, fields);
-}
-/// Sends a whole message now or not at all (a connection that does not read cannot hold node
-/// 0 up); false when it did not all go.
-inline bool send_now(int fd, int type, const std::vector<std::string>& fields) {
-  return base::net::send_fields_now(fd, type, fields);
-}
+using base::net::send;
+using base::net::send_now;
 
 /// What proves knowledge of the job's secret (HMAC-SHA256, raw bytes): `role` says who proves
 /// it ("node", "node 0"), the nonces which connection it is for.

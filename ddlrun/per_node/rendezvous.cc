@@ -20,7 +20,7 @@
 #include "base/digest.h"
 #include "base/fd.h"
 #include "base/net/handshake.h"
-#include "base/net/socket.h"
+#include "base/net/listener.h"
 #include "base/text.h"
 #include "ddlrun/per_node/node_wire.h"
 

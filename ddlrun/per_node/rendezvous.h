@@ -59,6 +59,7 @@ namespace ddl::base {
 class Deadline;
 namespace net {
 struct Fields;
+class FieldsReader;
 }  // namespace net
 }  // namespace ddl::base
 
@@ -66,7 +67,7 @@ namespace ddl::ddlrun {
 
 namespace wire {
 using Message = base::net::Fields;
-class Reader;
+using Reader = base::net::FieldsReader;
 }  // namespace wire
 
 /// The rendezvous failed: refused, timed out, unreachable or broken; what() names the endpoint,

@@ -19,7 +19,6 @@
 #include "base/fd.h"
 #include "base/net/handshake.h"
 #include "base/net/listener.h"
-#include "base/net/socket.h"
 #include "base/text.h"
 #include "comm/comm.h"
 #include "ddlrun/per_node/node_wire.h"
@@ -368,7 +367,7 @@ void NodeServer::State::hello(Conn& c, const std::vector<std::string>& f) {
   guard.settled(c.id);
   c.client_nonce = f[1];
   c.host = f[6];
-  c.in.set_limits(wire::kMaxMessage, 1u << 20);
+  c.in.set_limits(wire::kMaxMessage, base::net::kMaxFields);
   nodes[static_cast<size_t>(c.node)] = &c;
   if (!wire::send_now(c.fd, wire::kProven,
                       {wire::proof(s.token, "node 0", c.client_nonce, c.nonce)})) {
@@ -576,17 +575,8 @@ NodeServer::NodeServer(Settings settings, std::function<void(const std::string&)
   const base::net::Listening listening = listen_on(st.s.port);
   st.listen_fd = listening.fd;
   st.port = listening.port;
-  const std::string port = std::to_string(st.port);
-  const base::net::GuardLimits limits = base::net::server_limits(kHelloWait);
-  st.guard = base::net::ListenerGuard(limits, st.report);
-  st.guard.set_notices(
-      {"rendezvous: more than " + std::to_string(limits.max_waiting) +
-           " connections have not said hello; closing the oldest (is "
-           "something other than ddlrun connecting to port " +
-           port + "?)",
-       "rendezvous: more refused connections are not shown (is something other than this "
-       "job's ddlrun connecting to port " +
-           port + "?)"});
+  st.guard = base::net::ListenerGuard({.hello_time = kHelloWait}, st.report);
+  st.guard.name("rendezvous", st.port, "ddlrun", "this job's ddlrun");
   if (::pipe2(st.wake, O_CLOEXEC) != 0) {
     ::close(st.listen_fd);
     throw RendezvousError("pipe: " + base::errno_text(errno));

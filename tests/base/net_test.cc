@@ -68,7 +68,7 @@ TEST(InBuffer, TakesWholeMessagesOffTheFrontAndKeepsTheRest) {
 }
 
 TEST(FieldsReader, ReadsMessagesAByteAtATime) {
-  const std::string bytes = encode_fields(7, {"one", "", "three"}) + encode_fields(2, {});
+  const std::string bytes = encode(7, {"one", "", "three"}) + encode(2, {});
   FieldsReader r(1024, 8);
   std::vector<Fields> got;
   for (char c : bytes) {
@@ -85,7 +85,7 @@ TEST(FieldsReader, ReadsMessagesAByteAtATime) {
 
 TEST(FieldsReader, RefusesACountOrALengthPastItsLimitsBeforeTheBytesCome) {
   FieldsReader many(1024, 4);
-  many.add(encode_fields(1, std::vector<std::string>(5)).substr(0, 5));
+  many.add(encode(1, std::vector<std::string>(5)).substr(0, 5));
   EXPECT_EQ(error_of([&] { many.take(); }), "a message with 5 fields");
   FieldsReader big(2048, 4);
   std::string head(1, '\1');
@@ -99,8 +99,8 @@ TEST(FieldsReader, RefusesACountOrALengthPastItsLimitsBeforeTheBytesCome) {
 TEST(FieldsReader, FillsFromASocketAndSendsWholeMessages) {
   int sv[2];
   ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-  ASSERT_TRUE(send_fields(sv[0], 3, {"x"}));
-  ASSERT_TRUE(send_fields_now(sv[0], 4, {"y", "z"}));
+  ASSERT_TRUE(send(sv[0], 3, {"x"}));
+  ASSERT_TRUE(send_now(sv[0], 4, {"y", "z"}));
   FieldsReader r(1024, 4);
   std::vector<Fields> got;
   while (got.size() < 2 && fill(sv[1], r))
@@ -150,7 +150,7 @@ GuardLimits limits(size_t max_waiting, std::chrono::milliseconds grace,
 TEST(ListenerGuard, ClosesTheOldestOnlyOnceItHadItsGraceAndSaysSoOnce) {
   std::vector<std::string> told;
   ListenerGuard g(limits(2, 50ms, 10s), [&](const std::string& l) { told.push_back(l); });
-  g.set_notices({"crowded", "more"});
+  g.name("server", 7, "peers", "peers");
   EXPECT_TRUE(g.arrive(1).empty());
   EXPECT_TRUE(g.arrive(2).empty());
   EXPECT_GT(g.room_at(), ListenerGuard::Clock::now());  // full: the listener waits
@@ -160,7 +160,9 @@ TEST(ListenerGuard, ClosesTheOldestOnlyOnceItHadItsGraceAndSaysSoOnce) {
   EXPECT_EQ(g.arrive(4), (std::vector<ListenerGuard::Id>{1, 2}));
   std::this_thread::sleep_for(60ms);
   EXPECT_EQ(g.arrive(5), (std::vector<ListenerGuard::Id>{3}));
-  EXPECT_EQ(told, (std::vector<std::string>{"crowded"}));
+  EXPECT_EQ(told, (std::vector<std::string>{
+                      "server: more than 2 connections have not said hello; closing the oldest "
+                      "(is something other than peers connecting to port 7?)"}));
   g.settled(4);
   EXPECT_EQ(g.waiting(), 1u);
   EXPECT_EQ(g.room_at(), ListenerGuard::Clock::time_point{});
@@ -181,17 +183,19 @@ TEST(ListenerGuard, GivesBackTheConnectionsPastTheirHelloTime) {
 TEST(ListenerGuard, ReportsTheFirstRefusalsThenOneLineMore) {
   std::vector<std::string> told;
   ListenerGuard g(limits(8, 0ms, 1s), [&](const std::string& l) { told.push_back(l); });
-  g.set_notices({"crowded", "more refused"});
+  g.name("server", 7, "peers", "this job's peers");
   for (const char* line : {"a", "b", "c", "d"})
     g.refused(line);
-  EXPECT_EQ(told, (std::vector<std::string>{"a", "b", "more refused"}));
+  EXPECT_EQ(told, (std::vector<std::string>{
+                      "a", "b",
+                      "server: more refused connections are not shown (is something other than "
+                      "this job's peers connecting to port 7?)"}));
 }
 
 TEST(ListenerGuard, ServersShareOneSetOfLimits) {
-  const GuardLimits l = server_limits(10s);
+  const GuardLimits l;
   EXPECT_EQ(l.max_waiting, 32u);
   EXPECT_EQ(l.grace, 200ms);
-  EXPECT_EQ(l.hello_time, 10s);
   EXPECT_EQ(l.max_reports, 10);
 }
 

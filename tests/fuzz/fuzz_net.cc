@@ -69,7 +69,7 @@ void read_fields(std::string_view bytes) {
       at += n;
       step = step * 3 % 1031 + 1;
       while (std::optional<Fields> m = reader.take())
-        taken += encode_fields(m->type, m->fields);
+        taken += encode(m->type, m->fields);
     }
   } catch (const std::runtime_error&) {
     return;

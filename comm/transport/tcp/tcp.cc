@@ -53,7 +53,6 @@
 #include "base/fd.h"
 #include "base/net/handshake.h"
 #include "base/net/listener.h"
-#include "base/net/socket.h"
 #include "base/text.h"
 #include "comm/core/quiet_thread.h"
 #include "comm/transport/link.h"
@@ -106,14 +105,6 @@ std::string default_address() {
 void set_buffers(int fd) {
   setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &kSocketBuffer, sizeof kSocketBuffer);
   setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &kSocketBuffer, sizeof kSocketBuffer);
-}
-
-/// The acceptor guard's limits: kMaxPending waiting, kHelloTime for a hello.
-base::net::GuardLimits acceptor_limits() {
-  base::net::GuardLimits limits;
-  limits.max_waiting = kMaxPending;
-  limits.hello_time = kHelloTime;
-  return limits;
 }
 
 class TcpDevice : public Device {
@@ -250,7 +241,7 @@ void TcpDevice::accept_loop() {
   std::vector<Incoming> incoming;  // oldest first
   std::vector<pollfd> fds;
   base::AcceptRest rest;  // no descriptor left: the listening socket rests
-  base::net::ListenerGuard guard(acceptor_limits());
+  base::net::ListenerGuard guard({.max_waiting = kMaxPending, .hello_time = kHelloTime});
   for (;;) {
     const auto listen_at = std::max(rest.until(), guard.room_at());
     const bool listening = Clock::now() >= listen_at;
