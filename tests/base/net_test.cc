@@ -1,7 +1,10 @@
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -197,6 +200,50 @@ TEST(ListenerGuard, ServersShareOneSetOfLimits) {
   EXPECT_EQ(l.max_waiting, 32u);
   EXPECT_EQ(l.grace, 200ms);
   EXPECT_EQ(l.max_reports, 10);
+}
+
+TEST(Socket, SplitsHostAndPortAndRefusesWhatIsNotOne) {
+  using Split = std::optional<std::pair<std::string, std::string>>;
+  EXPECT_EQ(split_host_port("node1:29500"), Split({"node1", "29500"}));
+  EXPECT_EQ(split_host_port("[fe80::1]:5"), Split({"fe80::1", "5"}));
+  EXPECT_EQ(split_host_port("fe80::1:5"), Split({"fe80::1", "5"}));
+  EXPECT_EQ(split_host_port("host:"), Split({"host", ""}));
+  EXPECT_EQ(split_host_port("node1"), std::nullopt);
+  EXPECT_EQ(split_host_port(":5"), std::nullopt);
+}
+
+TEST(Socket, ListensNamesBothEndsAndReadsUntilItsDeadline) {
+  const Listening l = listen_tcp("127.0.0.1", 0, 4);
+  ASSERT_GE(l.fd, 0);
+  ASSERT_GT(l.port, 0);
+  const int c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(static_cast<uint16_t>(l.port));
+  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(c, reinterpret_cast<sockaddr*>(&to), sizeof to), 0);
+  EXPECT_EQ(peer_address(c, true), "127.0.0.1:" + std::to_string(l.port));
+  EXPECT_EQ(local_address(l.fd, false), "127.0.0.1");
+  ASSERT_EQ(write(c, "abc", 3), 3);
+  int a = -1;
+  for (int i = 0; i < 100 && a < 0; ++i, std::this_thread::sleep_for(10ms))
+    a = accept4(l.fd, nullptr, nullptr, SOCK_CLOEXEC);
+  ASSERT_GE(a, 0);
+  char buf[8];
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(read_upto(a, buf, sizeof buf, start + 100ms), 3u);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 100ms);
+  EXPECT_EQ(std::string(buf, 3), "abc");
+  for (int fd : {a, c, l.fd})
+    close(fd);
+}
+
+TEST(Socket, SaysWhenTheAddressIsNoNumericAddressOrNotThisHosts) {
+  EXPECT_TRUE(listen_tcp("localhost", 0, 4).bad_address);
+  const Listening l = listen_tcp("10.200.255.254", 0, 4);
+  EXPECT_EQ(l.fd, -1);
+  EXPECT_FALSE(l.bad_address);
+  EXPECT_EQ(errno, EADDRNOTAVAIL);
 }
 
 }  // namespace
