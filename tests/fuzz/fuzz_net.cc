@@ -8,6 +8,7 @@
 //   2  base::net::InBuffer: bytes added and taken in pieces come out in order, none lost;
 //   3  the handshake's parsers (may_speak, after_magic) and proof checks: a proof is accepted
 //      only when it is the one for that secret, label and context.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
