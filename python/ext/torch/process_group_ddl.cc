@@ -221,7 +221,7 @@ void WorkDdl::complete(std::exception_ptr error) {
 
 ProcessGroupDdl::ProcessGroupDdl(int rank, int size, std::vector<int> ranks,
                                  c10::intrusive_ptr<c10d::Store> store, double timeout)
-    : TorchBackend(rank, size), store_ddl_(std::move(store)), timeout_(timeout) {
+    : TorchBackend(rank, size), timeout_(timeout), store_ddl_(std::move(store)) {
   TORCH_CHECK(ddl_initialized(),
               "ddl backend: libddl is not initialised; call ddl.init() before creating the "
               "group (init_process_group(\"ddl\") does it after `import ddl.torch`)");
