@@ -200,10 +200,10 @@ Communicator::Communicator(std::unique_ptr<Bootstrap> bootstrap, std::optional<T
   if (size_ > 1) {
     connect_neighbours();
     make_node_group(pids, topology ? topology->job_id : std::string("ddl"));
-    mailbox_ = std::make_unique<Mailbox>(
-        [this](int peer) { return connect_message_link(peer, true); },
-        [this](int peer) { return connect_message_link(peer, false); },
-        [this](int peer) { return peer_name(peer); }, options_.timeout);
+    mailbox_ =
+        std::make_unique<Mailbox>([this](int peer) { return connect_message_link(peer, true); },
+                                  [this](int peer) { return connect_message_link(peer, false); },
+                                  [this](int peer) { return peer_name(peer); }, options_.timeout);
   }
   make_dimensions();
   // The GPU runtime (NCCL), when there is one: loaded now rather than on the first collective.

@@ -201,7 +201,7 @@ bool Mailbox::look(Candidate& c, const Wanted& w) {
   if (take_early(c.rank, p, w)) return true;
   if (!c.gone.empty()) return false;
   std::unique_lock lock(p.recv_mutex, std::try_to_lock);
-  if (!lock.owns_lock()) return false;  // a receive on another thread reads this link
+  if (!lock.owns_lock()) return false;        // a receive on another thread reads this link
   if (take_early(c.rank, p, w)) return true;  // put aside by that receive meanwhile
   std::byte first[sizeof(Header)];
   size_t got = 0;
@@ -218,8 +218,8 @@ bool Mailbox::look(Candidate& c, const Wanted& w) {
   return read_data(c.rank, p, read_header(c.rank, p, {first, got}), w);
 }
 
-int Mailbox::recv_any(std::span<const int> peers, uint32_t group, int tag, void* buf,
-                      size_t count, DataType type) {
+int Mailbox::recv_any(std::span<const int> peers, uint32_t group, int tag, void* buf, size_t count,
+                      DataType type) {
   std::vector<Candidate> candidates;
   for (int r : peers)
     candidates.push_back(Candidate{r, &peer(r), nullptr, "", false});
@@ -287,13 +287,14 @@ transport::TransportError Mailbox::no_message(const std::vector<Candidate>& cand
     return transport::TransportError(text + "every one is gone (" + gone + ")");
   text += "no message within " + base::seconds_text(timeout_);
   if (!silent.empty()) {
-    text += "; " + names(silent) + (silent.size() == 1 ? " has" : " have") +
-            " sent this rank nothing";
+    text +=
+        "; " + names(silent) + (silent.size() == 1 ? " has" : " have") + " sent this rank nothing";
   }
   if (!gone.empty()) text += "; " + gone;
   return transport::TransportError(
-      text + " (does every sender use this tag? if a rank died, its own output says why; if it "
-             "is only slow, raise DDL_TIMEOUT)");
+      text +
+      " (does every sender use this tag? if a rank died, its own output says why; if it "
+      "is only slow, raise DDL_TIMEOUT)");
 }
 
 }  // namespace ddl::comm

@@ -6,10 +6,10 @@
 // and stores its magic last (release); its connect() returns at once. The higher rank's
 // connect() retries shm_open() until the segment exists and its magic is set (or the
 // deadline), maps it, marks it attached and unlinks the name at once, so that once both sides
-// hold it nothing is left in /dev/shm, whatever happens to either process next. try_connect()
-// creates as connect() does, or looks for the segment once (nothing when it is not there yet). A name left
-// over from a crashed process of the same job is replaced. Ranks must share the pid
-// namespace (one host, one container).
+// hold it nothing is left in /dev/shm, whatever happens to either process next. A name left
+// over from a crashed process of the same job is replaced. Ranks must share the pid namespace
+// (one host, one container). try_connect() creates as connect() does, or looks for the segment
+// once (nothing when it is not there yet).
 
 #include <fcntl.h>
 #include <sys/mman.h>

@@ -767,10 +767,9 @@ c10::intrusive_ptr<c10d::Backend> ProcessGroupDdl::split(
 }
 
 c10::intrusive_ptr<c10d::Backend::Options> ProcessGroupDdl::getBackendOptions() {
-  const auto timeout =
-      timeout_ > 0 ? std::chrono::duration_cast<std::chrono::milliseconds>(
-                         std::chrono::duration<double>(timeout_))
-                   : c10d::kBackendDefaultTimeout;
+  const auto timeout = timeout_ > 0 ? std::chrono::duration_cast<std::chrono::milliseconds>(
+                                          std::chrono::duration<double>(timeout_))
+                                    : c10d::kBackendDefaultTimeout;
   return c10::make_intrusive<Options>("ddl", timeout);
 }
 #endif

@@ -170,7 +170,9 @@ class ProcessGroupDdl : public TorchBackend {
   }
 
   /// torch's split_group (ProcessGroup::splitGroup): a group splits into libddl groups.
-  bool supportsSplitting() const override { return true; }
+  bool supportsSplitting() const override {
+    return true;
+  }
   /// The group of this group's ranks `ranks` (group ranks; torch's split_group gives every
   /// rank the split it is in), made as new_group makes one (every member makes it, in the
   /// collectives' order), with opts->timeout as its own unless it is torch's default; nullptr
