@@ -52,6 +52,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -122,6 +123,24 @@ std::string default_address() {
 void set_buffers(int fd) {
   setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &kSocketBuffer, sizeof kSocketBuffer);
   setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &kSocketBuffer, sizeof kSocketBuffer);
+}
+
+/// The addresses of `address` ("ip:port") of the peer `name`; throws TransportError when it
+/// cannot be resolved.
+std::unique_ptr<addrinfo, void (*)(addrinfo*)> resolve(const std::string& name,
+                                                       const std::string& address) {
+  const auto [host, port] = split_address(address);
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  addrinfo* list = nullptr;
+  const int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &list);
+  if (rc != 0 || port.empty()) {
+    if (rc == 0) freeaddrinfo(list);
+    throw TransportError(name + ": cannot resolve its address '" + address +
+                         "': " + (rc != 0 ? gai_strerror(rc) : "no port"));
+  }
+  return {list, freeaddrinfo};
 }
 
 /// Compares digests in time that does not depend on where they differ.
@@ -449,17 +468,8 @@ std::vector<int> TcpDevice::initiate(int peer, const std::string& name, const st
 int TcpDevice::initiate_one(int peer, const std::string& name, const std::string& address,
                             std::chrono::milliseconds timeout, Clock::time_point deadline,
                             int stream, bool refused_ends) {
-  const auto [host, port] = split_address(address);
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_NUMERICSERV;
-  addrinfo* list = nullptr;
-  const int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &list);
-  if (rc != 0 || port.empty()) {
-    throw TransportError(name + ": cannot resolve its address '" + address +
-                         "': " + (rc != 0 ? gai_strerror(rc) : "no port"));
-  }
-  std::unique_ptr<addrinfo, void (*)(addrinfo*)> owned(list, freeaddrinfo);
+  const auto owned = resolve(name, address);
+  addrinfo* const list = owned.get();
   std::string last = "timed out";
   int unanswered = 0;  // connections closed after the challenge without an answer
   for (;;) {
