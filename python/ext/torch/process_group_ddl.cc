@@ -760,7 +760,7 @@ c10::intrusive_ptr<c10d::Backend> ProcessGroupDdl::split(
                 " is not a rank of the group (0..", size_ - 1, ")");
     job_ranks.push_back(ddl_group_global_rank(group_, r));
   }
-  const bool own = opts && opts->timeout != c10d::kBackendDefaultTimeout;
+  const bool own = opts && opts->timeout != ::kBackendDefaultTimeout;
   return c10::make_intrusive<ProcessGroupDdl>(
       static_cast<int>(self - sorted.begin()), static_cast<int>(sorted.size()), job_ranks, store,
       own ? std::chrono::duration<double>(opts->timeout).count() : 0.0);
@@ -769,7 +769,7 @@ c10::intrusive_ptr<c10d::Backend> ProcessGroupDdl::split(
 c10::intrusive_ptr<c10d::Backend::Options> ProcessGroupDdl::getBackendOptions() {
   const auto timeout = timeout_ > 0 ? std::chrono::duration_cast<std::chrono::milliseconds>(
                                           std::chrono::duration<double>(timeout_))
-                                    : c10d::kBackendDefaultTimeout;
+                                    : ::kBackendDefaultTimeout;
   return c10::make_intrusive<Options>("ddl", timeout);
 }
 #endif
