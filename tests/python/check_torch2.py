@@ -395,7 +395,9 @@ def check_any_source(rank, n):
 
 def check_split(rank, n):
     """What torch's split_group does with a backend that supports splitting (torch refuses the
-    call itself on a host without an accelerator, whatever the backend): the parent's options,
+    call itself on a host without an accelerator, whatever the backend): the parent's options
+    (torch 2.13 cannot deepcopy a custom backend's, so they are passed as split_group's
+    pg_options would be),
     ProcessGroup.split_group into halves (a group named "ddl" of its own, collectives over it),
     a rank that the split leaves out getting None; then a 2-D DeviceMesh (dp x tp) on the CPU,
     an all_reduce over each dimension's group."""
@@ -405,11 +407,12 @@ def check_split(rank, n):
     backend = pg._get_backend(torch.device("cpu"))
     if not backend.supports_splitting:
         fail("the ddl backend does not support splitting")
-    if backend.options.backend != "ddl":
-        fail(f"the ddl backend's options name {backend.options.backend!r}")
+    options = backend.options
+    if options.backend != "ddl":
+        fail(f"the ddl backend's options name {options.backend!r}")
     half = n // 2
     mine = list(range(half)) if rank < half else list(range(half, n))
-    sub = pg.split_group(mine, timeout=datetime.timedelta(seconds=60),
+    sub = pg.split_group(mine, timeout=datetime.timedelta(seconds=60), opts=options,
                          group_name=f"half{rank // half}")
     if sub is None or sub.name() != "ddl" or sub.size() != half or sub.rank() != rank % half:
         fail(f"split_group: {sub and (sub.name(), sub.rank(), sub.size())}")
