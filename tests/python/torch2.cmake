@@ -56,6 +56,12 @@ add_test(NAME python.torch2_messages_3
 add_test(NAME python.torch2_split_4
          COMMAND ${ddl_torch2_job} ddlrun "${DDL_TORCH2_DDLRUN}" "${DDL_TORCH2_PYTHON}" 4
                  ${ddl_torch2_check} split)
+set_tests_properties(python.torch2_messages_3 python.torch2_split_4
+                     PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
+if(DDL_TORCH2_DDLRUN STREQUAL "${DDL_VENV}/bin/ddlrun")
+  set_tests_properties(python.torch2_messages_3 python.torch2_split_4
+                       PROPERTIES FIXTURES_REQUIRED ddl_venv LABELS "venv;python")
+endif()
 add_test(NAME python.torch2_torchrun_2
          COMMAND ${ddl_torch2_job} torchrun ${ddl_torch2_pydir} "${DDL_TORCH2_PYTHON}" 2
                  ${ddl_torch2_check} torchrun)
@@ -65,14 +71,13 @@ add_test(NAME python.torch2_hvd_api_4
                  ${CMAKE_CURRENT_SOURCE_DIR}/python/check_hvd_api.py)
 set_tests_properties(python.torch2_collectives_3 python.torch2_train_3 python.torch2_torchrun_2
                      python.torch2_hvd_api_4 python.torch2_features_3 python.torch2_timeouts_3
-                     python.torch2_messages_3 python.torch2_split_4
                      PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
 # Run from the venv: after pip.venv_current has brought its package up to date.
 if(DDL_TORCH2_DDLRUN STREQUAL "${DDL_VENV}/bin/ddlrun")
   set_tests_properties(python.torch2_collectives_3 python.torch2_train_3 python.torch2_torchrun_2
                        python.torch2_hvd_api_4 python.torch2_features_3 python.torch2_timeouts_3
-                       python.torch2_messages_3 python.torch2_split_4
-                       PROPERTIES FIXTURES_REQUIRED ddl_venv LABELS "venv;python")
+                       PROPERTIES FIXTURES_REQUIRED ddl_venv
+                       LABELS "venv;python")
 endif()
 
 # The same checks on this build's torch (1.13: no FSDP2).
