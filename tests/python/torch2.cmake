@@ -9,6 +9,10 @@
 #                ddl, sequence numbers, sparse all_reduce and DDP on a sparse embedding,
 #                all_gather_coalesced, TORCH_DISTRIBUTED_DEBUG=DETAIL (torch 2.x);
 #   timeouts     a group's own timeout (new_group(timeout=) once libddl runs): "Timed out";
+#   messages     recv and irecv from any source (torch's test_send_recv_any_source), tags, a
+#                subgroup's;
+#   split        (torch 2.x, 4 ranks) split_group's path (supports_splitting, the backend's
+#                options, ProcessGroup.split_group) and a 2-D DeviceMesh on the CPU;
 #   torchrun     the ranks meet through torch's store under torchrun (no ddlrun).
 # DDL_TORCH2_DDLRUN and DDL_TORCH2_PYTHON name the torch 2.x build's ddlrun and python: those of
 # the venv DDL_VENV (pip install) by default; for a build tree configured with
@@ -46,6 +50,18 @@ add_test(NAME python.torch2_features_3
 add_test(NAME python.torch2_timeouts_3
          COMMAND ${ddl_torch2_job} ddlrun "${DDL_TORCH2_DDLRUN}" "${DDL_TORCH2_PYTHON}" 3
                  ${ddl_torch2_check} timeouts)
+add_test(NAME python.torch2_messages_3
+         COMMAND ${ddl_torch2_job} ddlrun "${DDL_TORCH2_DDLRUN}" "${DDL_TORCH2_PYTHON}" 3
+                 ${ddl_torch2_check} messages)
+add_test(NAME python.torch2_split_4
+         COMMAND ${ddl_torch2_job} ddlrun "${DDL_TORCH2_DDLRUN}" "${DDL_TORCH2_PYTHON}" 4
+                 ${ddl_torch2_check} split)
+set_tests_properties(python.torch2_messages_3 python.torch2_split_4
+                     PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
+if(DDL_TORCH2_DDLRUN STREQUAL "${DDL_VENV}/bin/ddlrun")
+  set_tests_properties(python.torch2_messages_3 python.torch2_split_4
+                       PROPERTIES FIXTURES_REQUIRED ddl_venv LABELS "venv;python")
+endif()
 add_test(NAME python.torch2_torchrun_2
          COMMAND ${ddl_torch2_job} torchrun ${ddl_torch2_pydir} "${DDL_TORCH2_PYTHON}" 2
                  ${ddl_torch2_check} torchrun)
@@ -70,7 +86,7 @@ endif()
 
 # The same checks on this build's torch (1.13: no FSDP2).
 if(TARGET ddl_torch_pg)
-  foreach(mode IN ITEMS collectives train features timeouts)
+  foreach(mode IN ITEMS collectives train features timeouts messages)
     add_test(NAME python.torch_${mode}_3
              COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/python/run_job.sh --torch --plain
                      $<TARGET_FILE:ddlrun> - ${Python3_EXECUTABLE} 3 ${ddl_torch2_check} ${mode})

@@ -17,6 +17,10 @@
 // connect() on the higher rank waits on that file for its peer, so connections that arrive
 // for another peer, or before anyone asks, wait for their own connect() call; connect() may be
 // called from several threads.
+// try_connect() is connect() that never waits on the peer's program: the initiator (whose
+// peer's acceptor thread answers by itself) takes a refused connection as the peer's end
+// rather than trying again; the higher rank takes the link from the file when it is there,
+// and returns nothing otherwise.
 //
 // Strangers cannot use up the acceptor's descriptors: the listener's guard
 // (base/net/listener.h) lets at most kMaxPending connections wait for their hello at once and
@@ -45,6 +49,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -107,6 +112,25 @@ void set_buffers(int fd) {
   setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &kSocketBuffer, sizeof kSocketBuffer);
 }
 
+/// The addresses of `address` ("ip:port") of the peer `name`; throws TransportError when it
+/// cannot be resolved.
+std::unique_ptr<addrinfo, void (*)(addrinfo*)> resolve(const std::string& name,
+                                                       const std::string& address) {
+  const auto [host, port] =
+      base::net::split_host_port(address).value_or(std::make_pair(address, std::string()));
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  addrinfo* list = nullptr;
+  const int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &list);
+  if (rc != 0 || port.empty()) {
+    if (rc == 0) freeaddrinfo(list);
+    throw TransportError(name + ": cannot resolve its address '" + address +
+                         "': " + (rc != 0 ? gai_strerror(rc) : "no port"));
+  }
+  return {list, freeaddrinfo};
+}
+
 class TcpDevice : public Device {
  public:
   explicit TcpDevice(const DeviceOptions& o);
@@ -119,6 +143,9 @@ class TcpDevice : public Device {
   std::unique_ptr<Link> connect(int peer, const std::string& peer_name,
                                 const std::string& peer_address,
                                 std::chrono::milliseconds timeout) override;
+  std::unique_ptr<Link> try_connect(int peer, const std::string& peer_name,
+                                    const std::string& peer_address,
+                                    std::chrono::milliseconds timeout) override;
 
  private:
   /// A connection the acceptor has challenged and waits to hear from.
@@ -139,12 +166,17 @@ class TcpDevice : public Device {
                    const pollfd* ready);
   /// Reads more of `c`'s hello; true when `c` is done with (filed or closed).
   bool read_hello(Incoming& c);
-  /// The connections of a link to `peer`, as the initiator.
+  /// The connections of a link to `peer`, as the initiator; a refused connection is tried
+  /// again until the timeout, or (`refused_ends`) fails at once.
   std::vector<int> initiate(int peer, const std::string& name, const std::string& address,
-                            std::chrono::milliseconds timeout);
+                            std::chrono::milliseconds timeout, bool refused_ends = false);
   /// Connection `stream` of a link to `peer`, as the initiator.
   int initiate_one(int peer, const std::string& name, const std::string& address,
-                   std::chrono::milliseconds timeout, Clock::time_point deadline, int stream);
+                   std::chrono::milliseconds timeout, Clock::time_point deadline, int stream,
+                   bool refused_ends);
+  /// The link from `peer` that the acceptor has filed whole, taken from the file; nullptr
+  /// when it has not. Called with mutex_ held.
+  std::unique_ptr<Link> claim(int peer, const std::string& peer_name);
   /// The handshake on connected `fd`: true when the acceptor took it, false when it closed the
   /// connection after its challenge without an answer (crowded out: worth another try).
   bool handshake(int fd, int peer, const std::string& name, const std::string& address,
@@ -376,20 +408,38 @@ std::unique_ptr<Link> TcpDevice::connect(int peer, const std::string& peer_name,
     throw TransportError(peer_name + ": no connection from the peer within " +
                          seconds_text(timeout) + " (is it running, with this job's token?)");
   }
+  return claim(peer, peer_name);
+}
+
+std::unique_ptr<Link> TcpDevice::try_connect(int peer, const std::string& peer_name,
+                                             const std::string& peer_address,
+                                             std::chrono::milliseconds timeout) {
+  if (peer == rank_) throw TransportError(peer_name + ": a rank cannot connect to itself");
+  if (peer > rank_) {
+    return std::make_unique<tcp::TcpLink>(initiate(peer, peer_name, peer_address, timeout, true),
+                                          peer, peer_name);
+  }
+  std::lock_guard lock(mutex_);
+  return claim(peer, peer_name);
+}
+
+std::unique_ptr<Link> TcpDevice::claim(int peer, const std::string& peer_name) {
+  auto it = accepted_.find(peer);
+  if (it == accepted_.end() || !it->second.complete()) return nullptr;
   std::vector<int> fds;
-  for (auto& [stream, fd] : accepted_[peer].fds)
+  for (auto& [stream, fd] : it->second.fds)
     fds.push_back(fd);
-  accepted_.erase(peer);
+  accepted_.erase(it);
   return std::make_unique<tcp::TcpLink>(std::move(fds), peer, peer_name);
 }
 
 std::vector<int> TcpDevice::initiate(int peer, const std::string& name, const std::string& address,
-                                     std::chrono::milliseconds timeout) {
+                                     std::chrono::milliseconds timeout, bool refused_ends) {
   const auto deadline = Clock::now() + timeout;
   std::vector<int> fds;
   try {
     for (int s = 0; s < streams_; ++s)
-      fds.push_back(initiate_one(peer, name, address, timeout, deadline, s));
+      fds.push_back(initiate_one(peer, name, address, timeout, deadline, s, refused_ends));
   } catch (...) {
     for (int fd : fds)
       ::close(fd);
@@ -400,19 +450,9 @@ std::vector<int> TcpDevice::initiate(int peer, const std::string& name, const st
 
 int TcpDevice::initiate_one(int peer, const std::string& name, const std::string& address,
                             std::chrono::milliseconds timeout, Clock::time_point deadline,
-                            int stream) {
-  const auto [host, port] =
-      base::net::split_host_port(address).value_or(std::make_pair(address, std::string()));
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_NUMERICSERV;
-  addrinfo* list = nullptr;
-  const int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &list);
-  if (rc != 0 || port.empty()) {
-    throw TransportError(name + ": cannot resolve its address '" + address +
-                         "': " + (rc != 0 ? gai_strerror(rc) : "no port"));
-  }
-  std::unique_ptr<addrinfo, void (*)(addrinfo*)> owned(list, freeaddrinfo);
+                            int stream, bool refused_ends) {
+  const auto owned = resolve(name, address);
+  addrinfo* const list = owned.get();
   std::string last = "timed out";
   int unanswered = 0;  // connections closed after the challenge without an answer
   for (;;) {
@@ -436,6 +476,9 @@ int TcpDevice::initiate_one(int peer, const std::string& name, const std::string
         return fd;
       }
       ::close(fd);
+      if (err == ECONNREFUSED && refused_ends) {
+        throw TransportError(name + ": its listener refuses connections: the rank has ended");
+      }
       if (err != 0) {
         last = errno_text(err);
         continue;
