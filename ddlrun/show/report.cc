@@ -4,6 +4,7 @@
 #include <array>
 #include <cctype>
 #include <cstdio>
+#include <optional>
 #include <sstream>
 
 #include "base/text.h"
@@ -683,28 +684,32 @@ Value::List rings_document(const comm::Topology& topology) {
   return rings;
 }
 
-/// What the jsrun launcher would run (null for other launchers).
-Value jsrun_document(const JobPlan& plan, const Options& o) {
-  if (&chosen_backend(plan) != &backend_named("jsrun")) return Value();
-  const LauncherPreview p = launcher_preview(plan, o);
+/// The preview's command line; null when it could not be built (its error says why).
+Value preview_command(const LauncherPreview& p) {
+  return p.error.empty() ? strings(p.argv) : Value();
+}
+
+/// What the jsrun launcher would run (null for other launchers); `p`: its preview.
+Value jsrun_document(const JobPlan& plan, const Options& o, const LauncherPreview* p) {
+  if (p == nullptr || &chosen_backend(plan) != &backend_named("jsrun")) return Value();
   return Value::Map{{"mode", backend_named("jsrun").setting(o.backend_settings, "--jsrun-mode")},
-                    {"command", p.error.empty() ? strings(p.argv) : Value()},
-                    {"erf_file", p.file_text.empty() ? Value() : Value(p.file_path)},
-                    {"erf", p.file_text.empty() ? Value() : Value(p.file_text)},
-                    {"error", p.error.empty() ? Value() : Value(p.error)}};
+                    {"command", preview_command(*p)},
+                    {"erf_file", p->file_text.empty() ? Value() : Value(p->file_path)},
+                    {"erf", p->file_text.empty() ? Value() : Value(p->file_text)},
+                    {"error", p->error.empty() ? Value() : Value(p->error)}};
 }
 
 /// The launcher: its name and why; for a launcher that runs another program, that program's
 /// command line (or why it cannot be built) and its work file's path; its own options' values
-/// (BackendDescriptor::options), each as given or its default.
-Value launcher_document(const JobPlan& plan, const Options& o) {
+/// (BackendDescriptor::options), each as given or its default. `p`: the external launcher's
+/// preview; null for ddlrun's own launchers.
+Value launcher_document(const JobPlan& plan, const Options& o, const LauncherPreview* p) {
   const launcher::BackendDescriptor& backend = chosen_backend(plan);
   Value::Map doc{{"name", std::string(backend.name)}, {"reason", plan.launcher.reason}};
-  if (!backend.own()) {
-    const LauncherPreview p = launcher_preview(plan, o);
-    doc.emplace_back("command", p.error.empty() ? strings(p.argv) : Value());
-    doc.emplace_back("work_file", p.file_path.empty() ? Value() : Value(p.file_path));
-    doc.emplace_back("error", p.error.empty() ? Value() : Value(p.error));
+  if (p != nullptr) {
+    doc.emplace_back("command", preview_command(*p));
+    doc.emplace_back("work_file", p->file_path.empty() ? Value() : Value(p->file_path));
+    doc.emplace_back("error", p->error.empty() ? Value() : Value(p->error));
   }
   if (!backend.options.empty()) {
     Value::Map settings;
@@ -796,6 +801,10 @@ std::string to_yaml(const Value& value) {
 }
 
 Value plan_document(const JobPlan& plan, const Options& o) {
+  // What an external launcher would run: built once, for the launcher's entry and jsrun's.
+  std::optional<LauncherPreview> preview;
+  if (!chosen_backend(plan).own()) preview = launcher_preview(plan, o);
+  const LauncherPreview* p = preview ? &*preview : nullptr;
   Value document = Value::Map{
       {"ddlrun", DDL_VERSION},
       {"dry_run", true},
@@ -808,8 +817,8 @@ Value plan_document(const JobPlan& plan, const Options& o) {
       {"rings", rings_document(plan.topology)},
       {"prediction", prediction_document(plan)},
       {"nic", plan.nic.names.empty() ? Value() : Value(plan.nic.str())},
-      {"launcher", launcher_document(plan, o)},
-      {"jsrun", jsrun_document(plan, o)},
+      {"launcher", launcher_document(plan, o, p)},
+      {"jsrun", jsrun_document(plan, o, p)},
       {"tcp", o.tcp},
       {"topology_file", o.topology_file.empty() ? Value() : Value(o.topology_file)},
       {"timeout", o.timeout ? Value(*o.timeout) : Value()},
