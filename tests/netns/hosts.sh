@@ -137,6 +137,23 @@ netns_pids() {
   done
 }
 
+# netns_agent_pid K: host K's ddlrun agent (`ddlrun --agent`, or `--probe-agent` while a probed
+# host's agent waits for its job); empty when there is none. Looked for up to 10 times, 0.1 s
+# apart: `ip netns pids` scans /proc, and a busy machine's short-lived processes can end its scan
+# early (seen once beside parallel builds: a chaos fault then killed nothing).
+netns_agent_pid() {
+  local pid try
+  for ((try = 0; try < 10; try++)); do
+    for pid in $(netns_pids "$1"); do
+      [[ $(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) == *-agent\ * ]] && {
+        echo "$pid"
+        return 0
+      }
+    done
+    sleep 0.1
+  done
+}
+
 # netns_job_procs K: the processes in host K's namespace but sshd's (the listener and the
 # sessions, which may outlive a cut link), as "pid args" lines: what a job left there.
 netns_job_procs() {

@@ -41,10 +41,7 @@ for ((i = 0; i < 600; i++)); do
   sleep 0.1
 done
 (($(grep -c ' up ' "$out/stop") >= n)) || fail "not every rank started" "$out/stop"
-agent=""
-for pid in $(netns_pids "$victim"); do
-  [[ $(tr '\0' ' ' </proc/"$pid"/cmdline 2>/dev/null) == *" --agent"* ]] && agent=$pid
-done
+agent=$(netns_agent_pid "$victim")
 [[ -n $agent ]] || fail "no agent on node$victim"
 kill -STOP "$agent"
 t0=$(now_ms)

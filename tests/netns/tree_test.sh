@@ -333,10 +333,7 @@ threads=$(awk '/^Threads:/ {print $2}' "/proc/$job_pid/status")
 echo "  ddlrun's threads with $n ranks running: $threads"
 ((threads <= width + 16)) || fail "chaos: ddlrun runs $threads threads for $n hosts at width $width"
 victim=$((width + 1))
-agent=""
-for pid in $(netns_pids "$victim"); do
-  [[ $(tr '\0' ' ' </proc/"$pid"/cmdline 2>/dev/null) == *" --agent"* ]] && agent=$pid
-done
+agent=$(netns_agent_pid "$victim")
 [[ -n $agent ]] || fail "chaos: no agent on node$victim"
 kill -KILL "$agent"
 t0=$(now_ms)
