@@ -6,12 +6,17 @@
 #   python  the Python package in jobs: numpy, torch, TensorFlow, Horovod's API, pip and venvs
 #   gpu     the GPU path, on a device or its test doubles
 #   slow    over 30 s on a 2-core machine (`ctest -LE slow` leaves them out)
+#   waits   mostly waiting (deadlines, paused readers, shaped links, a job's timeout): under a
+#           third of a core in use, measured alone. Every other test asks CTest for one slot of
+#           the resource `cpu` (ddl_label_tests); scripts/test gives CTest as many slots as cores
+#           and runs two waiting tests beside them (`ctest -L waits` lists them)
 set(ddl_label_rules
   unit   "^(man|house|format)\\.|^mapper\\.probe_(live|xml|bad_xml)$|^lsf\\.(golden_dry_run|jsrun_double)$"
   netns  "netns|^chaos\\.sample_(ssh|tree)$|^bench\\.(predict_check|launch_smoke|launch_compare)"
   python "^python\\.|^pip\\.|^bench\\.(hvd|keras|ddp|torch)"
   gpu    "gpu"
-  slow   "^pip\\.(venv_current|fresh_venv)$|^bench\\.(hvd_smoke|keras_smoke|allreduce_smoke)$|^python\\.(hvd_tf_3|hvd_train_4|hvd_benchmark_4|torch2_hvd_api_4|torch2_hvd_negotiated_2|keras_horovod_2|keras2_horovod_2|train_netns_3x2)$|^fuzz\\.smoke$|^netns\\.(tree_64x4|many_hosts_64|slow_reader|slow_parent)$|^chaos\\.|^pernode\\.netns_3x2$|^ddlrun\\.restart_netns_3x2$|^launcher\\.(launch_ssh_netns|liveness_netns)$")
+  slow   "^pip\\.(venv_current|fresh_venv)$|^bench\\.(hvd_smoke|keras_smoke|allreduce_smoke)$|^python\\.(hvd_tf_3|hvd_train_4|hvd_benchmark_4|torch2_hvd_api_4|torch2_hvd_negotiated_2|keras_horovod_2|keras2_horovod_2|train_netns_3x2)$|^fuzz\\.smoke$|^netns\\.(tree_64x4|many_hosts_64|slow_reader|slow_parent)$|^chaos\\.|^pernode\\.netns_3x2$|^ddlrun\\.restart_netns_3x2$|^launcher\\.(launch_ssh_netns|liveness_netns)$"
+  waits  "^launcher\\.(liveness_netns|io_bounds_(netns|local)|srun_real|blame_local|leftovers_local)$|^netns\\.(slow_parent|slow_reader|write_stall|stopped_agent)$|^ddlrun\\.(restart_signal_netns|startup_signals)$|^pernode\\.(wire_netns_3x2|srun_real)$|^pmix\\.jobs_netns_3x2$|^mapper\\.probe_ssh_netns$")
 
 # The labels of `test`: what it has, its component, and each rule's that its name matches.
 function(ddl_labels_of test out)
@@ -38,5 +43,14 @@ function(ddl_label_tests)
   foreach(test ${tests})
     ddl_labels_of(${test} labels)
     set_tests_properties(${test} PROPERTIES LABELS "${labels}")
+    if(NOT "waits" IN_LIST labels)
+      set_tests_properties(${test} PROPERTIES RESOURCE_GROUPS "cpu:1")
+    endif()
+    # On a fresh build (no timings yet) CTest starts the highest COST first: the slow ones, so
+    # that the suite does not end waiting on one of them.
+    get_test_property(${test} COST cost)
+    if("slow" IN_LIST labels AND NOT cost)
+      set_tests_properties(${test} PROPERTIES COST 100)
+    endif()
   endforeach()
 endfunction()
