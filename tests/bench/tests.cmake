@@ -99,3 +99,10 @@ add_test(NAME bench.netns_scale_launch_smoke
          COMMAND ${PROJECT_SOURCE_DIR}/bench/netns_scale.sh --launch --hosts "4 8" --width 2 -n 1
                  --ddlrun $<TARGET_FILE:ddlrun>)
 set_tests_properties(bench.netns_scale_launch_smoke PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120)
+
+# bench/test_cpu.py (each test's share of a core, measured alone in a cgroup: the evidence for the
+# `waits` label) on a CTest folder the test writes: CPU time counted, a sleeper flagged, ENVIRONMENT
+# passed, a leftover process named and killed. Skipped (77) where no cgroup can be made.
+add_test(NAME bench.test_cpu
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/bench/test_cpu_test.sh ${CMAKE_SOURCE_DIR}/bench/test_cpu.py)
+set_tests_properties(bench.test_cpu PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 60)
