@@ -7,11 +7,12 @@
 # "lost sys.stderr").
 #   check_sigint.sh DDLRUN PYTHON_DIR PYTHON numpy|worker|torch
 set -uo pipefail
+source "$(dirname "$0")/../lib/python.sh"
 ddlrun=$1 pydir=$2 python=$3 what=$4
 here=$(cd "$(dirname "$0")" && pwd)
 n=4
-if [[ $what == torch ]] && ! "$python" -c 'import torch' 2>/dev/null; then
-  echo "check_sigint: $python cannot import torch: skipped"
+if [[ $what == torch ]] && ! python_has "$python" torch; then
+  echo "check_sigint: $python has no torch: skipped"
   exit 77
 fi
 out=$(mktemp "${TMPDIR:-/tmp}/check_sigint.XXXXXX") || exit 1

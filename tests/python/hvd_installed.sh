@@ -5,10 +5,11 @@
 # installed ddlrun with no PYTHONPATH (ddl and its horovod come from the installed ddlrun).
 #   hvd_installed.sh CMAKE BUILD_DIR PYTHON
 set -uo pipefail
+source "$(dirname "$0")/../lib/python.sh"
 cmake=$1 build=$2 python=$3
 here=$(cd "$(dirname "$0")" && pwd)
-if ! "$python" -c 'import torch' 2>/dev/null; then
-  echo "hvd_installed: $python cannot import torch: skipped"
+if ! python_has "$python" torch; then
+  echo "hvd_installed: $python has no torch: skipped"
   exit 77
 fi
 prefix=$(mktemp -d /tmp/hvd_installed.XXXXXX)

@@ -10,10 +10,11 @@
 # agents give their ranks ddlrun's package and the hook that registers the backend).
 #   netns_train.sh DDLRUN PYTHON_DIR PYTHON
 set -uo pipefail
+source "$(dirname "$0")/../lib/python.sh"
 ddlrun=$1 pydir=$2 python=$3
 here=$(cd "$(dirname "$0")" && pwd)
-if ! "$python" -c 'import torch' 2>/dev/null; then
-  echo "netns_train: $python cannot import torch (scripts/setup installs python3-torch): skipped"
+if ! python_has "$python" torch; then
+  echo "netns_train: $python has no torch (scripts/setup installs python3-torch): skipped"
   exit 77
 fi
 # shellcheck source=../netns/hosts.sh

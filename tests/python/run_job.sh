@@ -6,6 +6,7 @@
 # (Debian's python3-torchvision). --plain: no PYTHONPATH at all, as a user would run it (the
 # ranks find ddlrun's own package).
 set -uo pipefail
+source "$(dirname "$0")/../lib/python.sh"
 need_torch=0 plain=0 modules=torch
 while [[ ${1:-} == --* ]]; do
   case $1 in
@@ -17,8 +18,8 @@ while [[ ${1:-} == --* ]]; do
 done
 ddlrun=$1 pydir=$2 python=$3 n=$4 script=$5
 shift 5
-if ((need_torch)) && ! "$python" -c "import $modules" 2>/dev/null; then
-  echo "run_job: $python cannot import $modules (scripts/setup installs python3-torch and" \
+if ((need_torch)) && ! python_has "$python" ${modules//,/ }; then
+  echo "run_job: $python has no $modules (scripts/setup installs python3-torch and" \
     "python3-torchvision): skipped"
   exit 77
 fi

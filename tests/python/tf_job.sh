@@ -6,6 +6,7 @@
 # Skipped (77) when DDLRUN is empty or missing, or PYTHON cannot import tensorflow. TensorFlow
 # is kept quiet and small: no start-up logs, one intra-op and two inter-op threads per rank.
 set -uo pipefail
+source "$(dirname "$0")/../lib/python.sh"
 ddlrun=$1 python=$2
 shift 2
 if [[ -z $ddlrun || ! -x $ddlrun ]]; then
@@ -13,8 +14,8 @@ if [[ -z $ddlrun || ! -x $ddlrun ]]; then
     "the venv, or configure a build with -DPython3_EXECUTABLE=<python with tensorflow>): skipped"
   exit 77
 fi
-if ! TF_CPP_MIN_LOG_LEVEL=3 "$python" -c "import tensorflow" 2>/dev/null; then
-  echo "tf_job: $python cannot import tensorflow: skipped"
+if ! python_has "$python" tensorflow; then
+  echo "tf_job: $python has no tensorflow: skipped"
   exit 77
 fi
 export TF_CPP_MIN_LOG_LEVEL=3 TF_NUM_INTRAOP_THREADS=1 TF_NUM_INTEROP_THREADS=2

@@ -7,6 +7,7 @@
 #                                                             PYDIR (or -) first on PYTHONPATH
 set -uo pipefail
 here=$(dirname "$0")
+source "$here/../lib/python.sh"
 how=$1 first=$2 python=$3 n=$4 script=$5
 shift 5
 if [[ -z $python || ! -x $python ]]; then
@@ -14,8 +15,8 @@ if [[ -z $python || ! -x $python ]]; then
     "or -DDDL_TORCH2_PYTHON=): skipped"
   exit 77
 fi
-if ! "$python" -c 'import torch' 2>/dev/null; then
-  echo "torch2_job: $python cannot import torch: skipped"
+if ! python_has "$python" torch; then
+  echo "torch2_job: $python has no torch: skipped"
   exit 77
 fi
 if [[ $how == ddlrun ]]; then
