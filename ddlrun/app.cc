@@ -54,6 +54,13 @@ void raise_open_files_limit() {
   setrlimit(RLIMIT_NOFILE, &limit);
 }
 
+/// What ddlrun's agent does with the mapper: this host's --probe-links agent and its
+/// inventory (launcher::AgentServices).
+launcher::AgentServices agent_services() {
+  return {mapper::run_link_agent,
+          [] { return mapper::to_yaml(mapper::probe_hwloc(mapper::this_host_cached())); }};
+}
+
 /// `ddlrun --probe-agent`, what the ssh probe runs when the ssh launcher will follow: this
 /// host's inventory, a line "...", then the agent on the same channel (one login shell per
 /// host for probe and launch; mapper::SshProbeOptions::keep_command).
@@ -66,7 +73,7 @@ void raise_open_files_limit() {
     err << "ddlrun: error: " << hostfiles::printable(e.what()) << "\n" << std::flush;
     std::exit(kExitFailure);
   }
-  launcher::run_agent(0, 1, mapper::run_link_agent);
+  launcher::run_agent(0, 1, agent_services());
 }
 
 /// `ddlrun --link-agent [PORT]`: the --probe-links agent (mapper::run_link_agent); its status.
@@ -89,7 +96,7 @@ int link_agent(const std::vector<std::string>& args) {
 std::optional<int> run_helper_role(const std::vector<std::string>& args, std::ostream& out,
                                    std::ostream& err) {
   if (args.empty()) return std::nullopt;
-  if (args.front() == "--agent") launcher::run_agent(0, 1, mapper::run_link_agent);
+  if (args.front() == "--agent") launcher::run_agent(0, 1, agent_services());
   if (args.front() == "--probe-agent") probe_then_agent(out, err);
   if (args.front() == "--link-agent") return link_agent(args);
   if (args.front() == "--keeper") launcher::run_keeper(0);
