@@ -710,8 +710,9 @@ class SshBackend::HostTalk {
       case ssh::FrameType::kStdinCredit:
         return on_stdin_credit(f);
       case ssh::FrameType::kHeartbeat:
-      case ssh::FrameType::kOutput:    // a probe's, late: the probe already gave up on it
-      case ssh::FrameType::kLinkLine:  // --probe-links' agent's, late (its end)
+      case ssh::FrameType::kOutput:     // a probe's, late: the probe already gave up on it
+      case ssh::FrameType::kLinkLine:   // --probe-links' agent's, late (its end)
+      case ssh::FrameType::kInventory:  // an inventory's answer, late: the probe gave up on it
         return;
       case ssh::FrameType::kFence:
       case ssh::FrameType::kAbort:
