@@ -50,8 +50,7 @@ RemoteProbe launcher_probe(const launcher::BackendDescriptor& backend, const std
 }
 
 void set_backend_options(launcher::LaunchOptions& lo, const JobPlan& plan, const Options& o) {
-  lo.jsrun_mode = o.jsrun_mode;
-  lo.smpiargs = o.smpiargs;
+  lo.settings = o.backend_settings;
   lo.host_pus = lsf::usable_pus(plan.inventories);
 }
 

@@ -22,8 +22,8 @@ const launcher::BackendDescriptor& chosen_backend(const JobPlan& plan);
 /// launcher::choose() over ddlrun's table.
 launcher::Choice choose_backend(std::string_view requested, const launcher::Situation& situation);
 
-/// Sets what `options` tells particular backends about `plan`: the jsrun backend's
-/// --jsrun-mode, --smpiargs and each host's hardware threads from the plan's inventories.
+/// Sets what `options` tells particular backends about `plan`: their own options (--jsrun-mode,
+/// --smpiargs) and each host's hardware threads from the plan's inventories.
 void set_backend_options(launcher::LaunchOptions& lo, const JobPlan& plan, const Options& o);
 
 /// How the launcher `backend` reaches the hosts to probe them, where it can (jsrun, inside LSF:

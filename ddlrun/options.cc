@@ -266,13 +266,6 @@ void add_launching_options(CLI::App& app, Options& o) {
       ->check(one_of("launcher", names));
   s.one_value("--mpiarg", o.mpiargs,
               "Extra arguments for mpirun, split like a shell (IBM: -mpiarg)", "ARGS");
-  s.option("--jsrun-mode", o.jsrun_mode,
-           "How the jsrun launcher describes the job: erf (a resource file, default) or rs "
-           "(resource sets, for sites where ERF is broken)",
-           "erf|rs")
-      ->check(one_of("jsrun mode", {"erf", "rs"}));
-  s.one_value("--smpiargs", o.smpiargs, "Passed to jsrun as --smpiargs ARGS (e.g. \"-gpu\")",
-              "ARGS");
   s.one_value("-x", o.exports, "Export VAR (from this environment) or VAR=VAL to every rank",
               "VAR[=VAL]");
   s.option("--horovod", o.horovod,
@@ -295,6 +288,27 @@ void add_launching_options(CLI::App& app, Options& o) {
            "K under each (a launch tree; default 50; 0: always log in to every host)",
            "K")
       ->check(at_least(0));
+}
+
+/// Each backend's own options (launcher::BackendDescriptor::options), in a section of --help of
+/// its own ("Launcher jsrun"), their values kept by name in o.backend_settings from their
+/// defaults on.
+void add_backend_options(CLI::App& app, Options& o) {
+  for (const launcher::BackendDescriptor* b : backends()) {
+    Section s(app, "Launcher " + std::string(b->name));
+    for (const launcher::BackendOption& option : b->options) {
+      std::string& value = o.backend_settings[std::string(option.name)];
+      value = option.default_value;  // so that --help shows none
+      CLI::Option* added = s.one_value(std::string(option.name), value, std::string(option.help),
+                                       std::string(option.value_name));
+      if (!option.choices.empty()) {
+        // "--jsrun-mode" -> "jsrun mode", the name its refusal gives the value.
+        std::string what(option.name.substr(2));
+        std::replace(what.begin(), what.end(), '-', ' ');
+        added->check(one_of(what, {option.choices.begin(), option.choices.end()}));
+      }
+    }
+  }
 }
 
 void add_restart_options(CLI::App& app, Options& o) {
@@ -382,6 +396,7 @@ std::unique_ptr<CLI::App> make_app(Options& o) {
   add_hardware_options(*app, o);
   add_job_id_option(*app, o);
   add_launching_options(*app, o);
+  add_backend_options(*app, o);
   add_restart_options(*app, o);
   add_per_node_options(*app, o);
   add_output_options(*app, o);

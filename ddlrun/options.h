@@ -1,5 +1,6 @@
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -32,8 +33,9 @@ struct Options {
   std::string launcher = "auto";
   std::vector<std::string> mpiargs;  ///< each --mpiarg value, unsplit
   std::string horovod = "auto";      ///< --horovod: auto (an installed Horovod first) or ddl
-  std::string jsrun_mode = "erf";    ///< --jsrun-mode: erf (resource file) or rs (resource sets)
-  std::string smpiargs;              ///< --smpiargs: jsrun's --smpiargs value; empty: none
+  /// The backends' own options (launcher::BackendOption: --jsrun-mode, --smpiargs) by name,
+  /// each as given or its default; what LaunchOptions::settings gets.
+  std::map<std::string, std::string, std::less<>> backend_settings;
   std::vector<std::string> exports;  ///< each -x value: "VAR" or "VAR=VAL"
   std::string wdir;                  ///< --wdir: where ranks start on every host; empty: here
   bool tcp = false;

@@ -16,6 +16,16 @@ std::unique_ptr<Backend> BackendDescriptor::make(const Job& job,
   return make_external_backend(*make_launcher(options), job, options);
 }
 
+std::string BackendDescriptor::setting(
+    const std::map<std::string, std::string, std::less<>>& settings, std::string_view name) const {
+  const auto option = std::find_if(options.begin(), options.end(),
+                                   [name](const BackendOption& o) { return o.name == name; });
+  DDL_CHECK(option != options.end(),
+            "the " + std::string(this->name) + " launcher has no option " + std::string(name));
+  const auto it = settings.find(name);
+  return it == settings.end() ? std::string(option->default_value) : it->second;
+}
+
 ExternalCommand BackendDescriptor::preview(const Job& job, const LaunchOptions& options) const {
   DDL_CHECK(make_launcher != nullptr,
             "the " + std::string(name) + " launcher runs no other program to preview");

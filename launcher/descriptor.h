@@ -11,6 +11,7 @@
 // that serve PMIx. choose() resolves a name to the row that starts the job, with the reason the
 // dry run and -v print.
 
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -23,6 +24,18 @@
 #include "launcher/launch_options.h"
 
 namespace ddl::launcher {
+
+/// An option of one backend's own: ddlrun offers it under the backend's section of --help
+/// ("Launcher jsrun") and keeps its value, as given, in LaunchOptions::settings under its
+/// name, where the backend reads it (BackendDescriptor::setting: the default when not given).
+struct BackendOption {
+  std::string_view name = "";        ///< "--jsrun-mode"
+  std::string_view value_name = "";  ///< what --help shows after it: "erf|rs"
+  std::string_view help = "";        ///< --help's line
+  std::string_view default_value = "";
+  /// The values it takes (others refused with did-you-mean); empty: any one word.
+  std::span<const std::string_view> choices{};
+};
 
 /// One backend (or one name that picks a backend): a row of the table of backends.
 struct BackendDescriptor {
@@ -47,7 +60,13 @@ struct BackendDescriptor {
   bool runs_here = false;     ///< every rank on this host: the rendezvous listens on loopback
   /// Takes over the ssh probe's sessions (one login per host); others close them.
   bool keeps_probe_sessions = false;
+  /// Its own options (ddlrun's --help shows them under "Launcher NAME").
+  std::span<const BackendOption> options{};
 
+  /// The value of its option `name` in `settings` (LaunchOptions::settings), or that option's
+  /// default when not there; an internal error for a name not among its options.
+  std::string setting(const std::map<std::string, std::string, std::less<>>& settings,
+                      std::string_view name) const;
   /// Whether ddlrun starts the ranks itself (no other program runs them).
   bool own() const { return make_backend != nullptr; }
   /// The backend for `job`; throws LaunchError when it cannot start it here.

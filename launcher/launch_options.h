@@ -24,8 +24,9 @@ struct LaunchOptions {
   /// How to reach other hosts over ssh (ssh config, user, port, known hosts, connect timeout).
   ddl::ssh::Options ssh;
   std::vector<std::string> mpiargs;  ///< --mpiarg words, passed to mpirun and prterun as they are
-  std::string jsrun_mode = "erf";    ///< --jsrun-mode: erf or rs (the jsrun backend, lsf/)
-  std::string smpiargs;              ///< --smpiargs: passed to jsrun; empty: not passed
+  /// The backends' own options (BackendDescriptor::options) by name, each as given or its
+  /// default: {"--jsrun-mode", "erf"}.
+  std::map<std::string, std::string, std::less<>> settings;
   /// Each host's hardware threads (OS numbers, ascending, from its inventory) by host name;
   /// hosts not probed are absent. The jsrun backend counts CPUs the way jsrun does from them.
   std::map<std::string, std::vector<int>> host_pus;

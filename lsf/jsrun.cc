@@ -292,6 +292,21 @@ void check_allocation(const std::vector<std::string>& environ) {
 
 namespace {
 
+constexpr std::string_view kModeOption = "--jsrun-mode";
+constexpr std::string_view kSmpiargsOption = "--smpiargs";
+constexpr std::string_view kModes[] = {"erf", "rs"};
+constexpr launcher::BackendOption kOptions[] = {
+    {.name = kModeOption,
+     .value_name = "erf|rs",
+     .help = "How the jsrun launcher describes the job: erf (a resource file, default) or rs "
+             "(resource sets, for sites where ERF is broken)",
+     .default_value = "erf",
+     .choices = kModes},
+    {.name = kSmpiargsOption,
+     .value_name = "ARGS",
+     .help = "Passed to jsrun as --smpiargs ARGS (e.g. \"-gpu\")"},
+};
+
 constexpr launcher::ExternalLauncher::Names kNames = {
     "jsrun",
     "jsrun launcher: jsrun is not on $PATH; load the site's jsrun (Summit: it is in "
@@ -301,8 +316,8 @@ constexpr launcher::ExternalLauncher::Names kNames = {
 class Launcher : public launcher::ExternalLauncher {
  public:
   explicit Launcher(const launcher::LaunchOptions& options) : ExternalLauncher(kNames) {
-    jsrun_.mode = parse_jsrun_mode(options.jsrun_mode);
-    jsrun_.smpiargs = options.smpiargs;
+    jsrun_.mode = parse_jsrun_mode(kJsrunBackend.setting(options.settings, kModeOption));
+    jsrun_.smpiargs = kJsrunBackend.setting(options.settings, kSmpiargsOption);
     jsrun_.usable_pus = options.host_pus;
   }
 
@@ -337,6 +352,7 @@ const launcher::BackendDescriptor kJsrunBackend{
     .auto_rank = 0,
     .automatic = [](const launcher::Situation& s) { return s.in_lsf_job; },
     .why = "inside an LSF job ($LSB_JOBID is set)",
-    .make_launcher = make_jsrun_launcher};
+    .make_launcher = make_jsrun_launcher,
+    .options = kOptions};
 
 }  // namespace ddl::lsf

@@ -87,7 +87,7 @@ launcher::ExternalCommand jsrun_command(const launcher::Job& job,
 void check_allocation(const std::vector<std::string>& environ);
 
 /// jsrun inside an LSF job (see jsrun_command), for launcher::make_external_backend: its
-/// JsrunOptions from options.jsrun_mode (LaunchError for an unknown mode), options.smpiargs
+/// JsrunOptions from its settings --jsrun-mode (LaunchError for an unknown mode), --smpiargs
 /// and options.host_pus; the allocation checked, jsrun found on $PATH, the ERF written into
 /// options.work_dir; jsrun's exit status is the job's. A preview's argv[0] is "jsrun".
 std::unique_ptr<launcher::ExternalLauncher> make_jsrun_launcher(

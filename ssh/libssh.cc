@@ -20,6 +20,7 @@
 // object is owned by a unique_ptr, so every return and throw frees it.
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <libssh/callbacks.h>
 #include <libssh/libssh.h>
 #include <linux/sockios.h>
@@ -539,6 +540,19 @@ SessionPtr configured_session(const std::string& host, const Options& options) {
   return session;
 }
 
+/// libssh makes its socket blocking once connected (fcntl(fd, F_SETFL, 0) on the first POLLOUT,
+/// and a ProxyCommand's socketpair is blocking from the start). A blocking send() of a packet
+/// larger than the room the socket has waits until the host acknowledges it all, and a host cut
+/// off never does: the write of a "never waiting" channel then held its talker thread, and with
+/// it every other host that thread serves, until TCP gave up. Non-blocking, send() takes what
+/// fits and libssh keeps the rest for the next flush; libssh only sends after poll() says
+/// POLLOUT, so it is never refused outright, and it only reads after POLLIN.
+void keep_nonblocking(int fd) {
+  if (fd < 0) return;
+  const int flags = fcntl(fd, F_GETFL);
+  if (flags >= 0) fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+}
+
 /// Steps 2 and 3: the TCP connection (or the config's ProxyCommand) and the ssh handshake.
 void handshake(ssh_session s, const std::string& host_name, unsigned port, const Options& options) {
   const std::string endpoint = endpoint_text(host_name, port);
@@ -552,7 +566,10 @@ void handshake(ssh_session s, const std::string& host_name, unsigned port, const
     }
   }
   const Clock::time_point handshake_start = Clock::now();
-  if (ssh_connect(s) == SSH_OK) return;
+  if (ssh_connect(s) == SSH_OK) {
+    keep_nonblocking(ssh_get_fd(s));
+    return;
+  }
   const std::string error = session_error(s);
   if (use_proxy) throw Error("cannot connect through ProxyCommand '" + proxy + "': " + error);
   if (Clock::now() - handshake_start >= options.connect_timeout) {

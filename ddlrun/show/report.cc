@@ -687,11 +687,34 @@ Value::List rings_document(const comm::Topology& topology) {
 Value jsrun_document(const JobPlan& plan, const Options& o) {
   if (&chosen_backend(plan) != &backend_named("jsrun")) return Value();
   const LauncherPreview p = launcher_preview(plan, o);
-  return Value::Map{{"mode", o.jsrun_mode},
+  return Value::Map{{"mode", backend_named("jsrun").setting(o.backend_settings, "--jsrun-mode")},
                     {"command", p.error.empty() ? strings(p.argv) : Value()},
                     {"erf_file", p.file_text.empty() ? Value() : Value(p.file_path)},
                     {"erf", p.file_text.empty() ? Value() : Value(p.file_text)},
                     {"error", p.error.empty() ? Value() : Value(p.error)}};
+}
+
+/// The launcher: its name and why; for a launcher that runs another program, that program's
+/// command line (or why it cannot be built) and its work file's path; its own options' values
+/// (BackendDescriptor::options), each as given or its default.
+Value launcher_document(const JobPlan& plan, const Options& o) {
+  const launcher::BackendDescriptor& backend = chosen_backend(plan);
+  Value::Map doc{{"name", std::string(backend.name)}, {"reason", plan.launcher.reason}};
+  if (!backend.own()) {
+    const LauncherPreview p = launcher_preview(plan, o);
+    doc.emplace_back("command", p.error.empty() ? strings(p.argv) : Value());
+    doc.emplace_back("work_file", p.file_path.empty() ? Value() : Value(p.file_path));
+    doc.emplace_back("error", p.error.empty() ? Value() : Value(p.error));
+  }
+  if (!backend.options.empty()) {
+    Value::Map settings;
+    for (const launcher::BackendOption& option : backend.options) {
+      settings.emplace_back(std::string(option.name),
+                            backend.setting(o.backend_settings, option.name));
+    }
+    doc.emplace_back("settings", std::move(settings));
+  }
+  return doc;
 }
 
 /// What --probe-links measured, hosts by name.
@@ -785,8 +808,7 @@ Value plan_document(const JobPlan& plan, const Options& o) {
       {"rings", rings_document(plan.topology)},
       {"prediction", prediction_document(plan)},
       {"nic", plan.nic.names.empty() ? Value() : Value(plan.nic.str())},
-      {"launcher", Value::Map{{"name", std::string(chosen_backend(plan).name)},
-                              {"reason", plan.launcher.reason}}},
+      {"launcher", launcher_document(plan, o)},
       {"jsrun", jsrun_document(plan, o)},
       {"tcp", o.tcp},
       {"topology_file", o.topology_file.empty() ? Value() : Value(o.topology_file)},

@@ -122,12 +122,17 @@ on_hosts() { [[ $1 == ssh || $1 == tree ]]; }  # launcher $1 runs on the namespa
 
 # host_of_rank R: the host name in rank R's pid file.
 host_of_rank() { awk '{ print $3 }' "$dir/pid.$1" 2>/dev/null; }
-# agent_pid K: host K's `ddlrun --agent`.
+# agent_pid K: host K's `ddlrun --agent`. Looked for up to 10 times: `ip netns pids` scans
+# /proc, and a busy machine's short-lived processes can end its scan early (seen once in a run
+# beside parallel builds: the fault then killed nothing).
 agent_pid() {
-  local pid
-  for pid in $(netns_pids "$1"); do
-    # the agent of a probed host still runs as `ddlrun --probe-agent` (one login for both)
-    if alive "$pid" "-agent"; then echo "$pid"; return; fi
+  local pid try
+  for ((try = 0; try < 10; try++)); do
+    for pid in $(netns_pids "$1"); do
+      # the agent of a probed host still runs as `ddlrun --probe-agent` (one login for both)
+      if alive "$pid" "-agent"; then echo "$pid"; return; fi
+    done
+    sleep 0.1
   done
 }
 

@@ -310,6 +310,47 @@ TEST(AppTest, EveryExternalLaunchersDryRunShowsItsCommand) {
   EXPECT_EQ(ssh.out.find("--rank-exec"), std::string::npos) << ssh.out;
 }
 
+TEST(AppTest, ThePlanDocumentGivesEveryExternalLaunchersCommandAndOwnOptions) {
+  for (const char* name : {"mpirun", "prterun", "srun", "flux"}) {
+    const Result r =
+        ddlrun({"--dry-run", "-H", "a,b", "--launcher", name, "--output", "json", "prog"});
+    ASSERT_EQ(r.status, 0) << name << ": " << r.err;
+    const YAML::Node launcher = YAML::Load(r.out)["launcher"];
+    EXPECT_EQ(launcher["name"].as<std::string>(), name);
+    const YAML::Node command = launcher["command"];
+    ASSERT_TRUE(command.IsSequence()) << name << ": " << r.out;
+    EXPECT_EQ(command[0].as<std::string>(), name);
+    EXPECT_EQ(command[command.size() - 1].as<std::string>(), "prog");
+    EXPECT_FALSE(launcher["settings"]) << name;  // none of these has options of its own
+  }
+  const Env lsf = {{"LSB_JOBID", "1234"}, {"LSB_MCPU_HOSTS", "batch1 1 a26n15 42"}};
+  const Result js = ddlrun({"--dry-run", "--jsrun-mode", "rs", "--output", "yaml", "--host-xml",
+                            "*=" + topology("summit-ac922.xml"), "prog"},
+                           lsf);
+  ASSERT_EQ(js.status, 0) << js.err;
+  const YAML::Node launcher = YAML::Load(js.out)["launcher"];
+  EXPECT_EQ(launcher["command"][0].as<std::string>(), "jsrun");
+  EXPECT_EQ(launcher["settings"]["--jsrun-mode"].as<std::string>(), "rs");
+  EXPECT_EQ(launcher["settings"]["--smpiargs"].as<std::string>(), "");  // its default
+  // ddlrun's own launchers run no other program.
+  const Result ssh =
+      ddlrun({"--dry-run", "-H", "a,b", "--launcher", "ssh", "--output", "json", "prog"});
+  EXPECT_FALSE(YAML::Load(ssh.out)["launcher"]["command"]) << ssh.out;
+}
+
+TEST(AppTest, ABackendsOwnOptionsAreInASectionOfTheirOwnAndCheckedAsItSays) {
+  const Result help = ddlrun({"--help"});
+  const std::size_t section = help.out.find("\nLauncher jsrun:\n");
+  ASSERT_NE(section, std::string::npos) << help.out;
+  EXPECT_NE(help.out.find("--jsrun-mode erf|rs", section), std::string::npos) << help.out;
+  EXPECT_NE(help.out.find("--smpiargs ARGS", section), std::string::npos) << help.out;
+  const Result bad = ddlrun({"--dry-run", "--jsrun-mode", "rss", "prog"});
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_EQ(bad.err,
+            "ddlrun: error: --jsrun-mode: unknown jsrun mode 'rss' (did you mean 'rs'?); use one "
+            "of erf, rs\n");
+}
+
 TEST(AppTest, OneMachineUnderTwoNamesIsRefusedNamingBoth) {
   // Without probing: both names are this host.
   const Result r = ddlrun({"--dry-run", "-H", "localhost:2,127.0.0.1:2", "prog"});

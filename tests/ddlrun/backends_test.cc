@@ -42,10 +42,11 @@ TEST(BackendsTest, TheJsrunPreviewComesFromTheTable) {
   plan.topology.mode = comm::parse_mode("r");
   plan.program = {"prog"};
   Options o;
-  o.jsrun_mode = "rs";
+  o.backend_settings["--jsrun-mode"] = "rs";
   launcher::LaunchOptions lo;
   set_backend_options(lo, plan, o);
-  EXPECT_EQ(lo.jsrun_mode, "rs");
+  EXPECT_EQ(lo.settings.at("--jsrun-mode"), "rs");
+  EXPECT_EQ(backend_named("jsrun").setting(lo.settings, "--smpiargs"), "");  // its default
   launcher::Job job;
   job.topology = plan.topology;
   job.argv = plan.program;

@@ -10,7 +10,12 @@
 #     node1 (main's blocking writes let none through at all);
 #   - ddlrun names node1 lost (no heartbeat, or took no data, for the deadline of 4 s) and
 #     exits 1 within the deadline + 4 s of the cut, losing no other host;
-#   - nothing of the job is left on any host (node1's agent gives ddlrun up on its own).
+#   - nothing of the job is left on any host (node1's agent gives ddlrun up on its own);
+#   - before the cut, every ssh connection of ddlrun is non-blocking (O_NONBLOCK in its fdinfo):
+#     libssh makes its socket blocking once connected, and a blocking send() bigger than the room
+#     left waits for a cut-off host's acknowledgement, holding the talker (and node2's and
+#     node3's output with it) until TCP gives up; the stall itself shows in about 1 run in 4 on
+#     2 busy cores, this check in every run.
 # Usage: write_stall_test.sh DDLRUN   (77, skipped, without root, ip netns or sshd)
 set -uo pipefail
 ddlrun=$(realpath "$1")
@@ -32,6 +37,16 @@ now_us() { echo "${EPOCHREALTIME/./}"; }
 stamp() {
   local line
   while IFS= read -r line; do printf '%s %s\n' "${EPOCHREALTIME/./}" "$line"; done
+}
+# blocking_ssh_fds PID: the descriptors of PID's established ssh connections that lack
+# O_NONBLOCK (fdinfo's flags are octal; O_NONBLOCK is 04000).
+blocking_ssh_fds() {
+  local fd flags
+  for fd in $(ss -Htnp state established '( dport = :22 )' | grep -o "pid=$1,fd=[0-9]*" |
+    sed 's/.*fd=//'); do
+    flags=$(awk '/^flags:/ {print $2}' "/proc/$1/fdinfo/$fd" 2>/dev/null) || continue
+    [[ -n $flags ]] && (((8#$flags & 8#4000) == 0)) && echo "$fd"
+  done
 }
 # gone K SECONDS: nothing of the job on host K within SECONDS.
 gone() {
@@ -63,6 +78,11 @@ done
 if ! grep -q 'tick 2 2$' "$log" || ! grep -q 'up 0$' "$log"; then
   fail "the job did not start" "$log"
 else
+  ssh_fds=$(ss -Htnp state established '( dport = :22 )' | grep -c "pid=$job_pid,")
+  blocking=$(blocking_ssh_fds "$job_pid")
+  echo "  ddlrun's ssh connections: $ssh_fds; blocking: $(echo ${blocking:-none})"
+  ((ssh_fds == 3)) || fail "ddlrun has $ssh_fds ssh connections, not 3"
+  [[ -z $blocking ]] || fail "ddlrun's ssh sockets $(echo $blocking) are blocking"
   ip -n "$(netns_ns 1)" link set "$(netns_veth 1)" down
   cut=$(now_us)
   echo "  node1 cut off; 200 MB of stdin for rank 0 follows"
