@@ -7,8 +7,8 @@
 //     either, until EOF or command_timeout; then the exit status (or signal) decides whether
 //     stdout is parsed as an inventory.
 //  3. With keep_sessions the session is kept for the ssh launcher; with keep_command too, the
-//     command prints the inventory and a line "..." and goes on as the agent: its channel is
-//     kept open, with what it sent after the inventory.
+//     command is ddlrun's agent, asked for the inventory (keep_ask) as it starts: its answer is
+//     the output, and its channel is kept open with the rest of what the agent sent.
 // Sessions and channels are owned by unique_ptrs, so every return and throw frees them.
 //
 // Many hosts (RemoteProber): the distinct hosts not yet known are looked up in the job's disk
@@ -160,11 +160,12 @@ int drain(ssh::Session& session, ssh::Channel& ch, ssh::Stream stream, std::stri
 struct Running {
   std::string host;
   std::string command;
-  bool keep = false;  ///< keep_command: its output is complete at the inventory's "..." line
+  bool keep = false;              ///< keep_command: its output is complete at its agent's answer
+  SshProbeOptions::AgentAsk ask;  ///< keep_command's request and how its answer is read
+  std::optional<RemoteOutput> answer;  ///< keep_command's answer, once it came
   std::chrono::milliseconds timeout{0};
   base::Deadline deadline{std::chrono::milliseconds(0)};
   RemoteOutput out;
-  std::size_t searched = 0;  ///< out.out holds no kInventoryEnd that starts before this
   std::unique_ptr<ssh::Session> session;
   std::unique_ptr<ssh::Channel> channel;  ///< destroyed before session
 };
@@ -172,16 +173,11 @@ struct Running {
 /// How far a command's output is.
 enum class Read { kMore, kInventory, kEnded };
 
-constexpr std::string_view kInventoryEnd = "\n...\n";
-
-/// Whether `r`'s output holds the inventory's end, looking only at what came since the last
-/// look (output of up to kMaxStdout, read a packet at a time, is searched once, not once a
-/// packet).
+/// Whether keep_command's agent has answered the inventory request (r.answer), its other
+/// bytes left in r.out.out.
 bool inventory_ended(Running& r) {
-  if (r.out.out.find(kInventoryEnd, r.searched) != std::string::npos) return true;
-  const std::size_t size = r.out.out.size();
-  r.searched = size >= kInventoryEnd.size() ? size - (kInventoryEnd.size() - 1) : 0;
-  return false;
+  if (!r.answer && r.ask.answer) r.answer = r.ask.answer(r.out.out);
+  return r.answer.has_value();
 }
 
 /// Reads what `r`'s command printed on stdout and stderr, without waiting: kInventory once the
@@ -273,11 +269,15 @@ std::unique_ptr<Running> start_probe(const std::string& host, const SshProbeOpti
   r->host = host;
   r->keep = options.keep_sessions && !options.keep_command.empty();
   r->command = r->keep ? options.keep_command : probe_command(options);
+  if (r->keep) r->ask = options.keep_ask;
   if (r->command.empty()) {
     throw ProbeError("no command to run: the path of ddlrun-probe is not set");
   }
   r->session = connector.connect(host, options);
   r->channel = r->session->exec(r->command);
+  // A request the channel does not take (the command ended at once) is no error of its own:
+  // the command's output and exit status say what happened.
+  if (r->keep && !r->ask.request.empty()) r->channel->write(r->ask.request);
   r->timeout = options.command_timeout;
   r->deadline = base::Deadline(options.command_timeout);
   return r;
@@ -285,16 +285,16 @@ std::unique_ptr<Running> start_probe(const std::string& host, const SshProbeOpti
 
 /// Steps 2 and 3 once the output is complete (`how`): the exit status (or signal) and the
 /// inventory; the session (and with keep_command the channel, with what the agent sent after
-/// the inventory) kept. keep_command's output that ended before the "..." line is judged as
+/// the inventory) kept. keep_command's output that ended before its answer is judged as
 /// a probe's. Throws ProbeError.
 Inventory finish_probe(Running& r, Read how, const SshProbeOptions& options) {
   if (how == Read::kInventory) {
-    const std::size_t end = r.out.out.find(kInventoryEnd);
-    Inventory inventory = inventory_from_probe_output(
-        r.host, r.command, RemoteOutput{0, {}, r.out.out.substr(0, end + 1), r.out.err});
-    options.keep_sessions->put(
-        r.host, ssh::KeptSessions::Kept{std::move(r.session), std::move(r.channel),
-                                        r.out.out.substr(end + kInventoryEnd.size()), r.command});
+    RemoteOutput answer = std::move(*r.answer);
+    answer.err = r.out.err + answer.err;
+    Inventory inventory = inventory_from_probe_output(r.host, r.command, answer);
+    options.keep_sessions->put(r.host,
+                               ssh::KeptSessions::Kept{std::move(r.session), std::move(r.channel),
+                                                       std::move(r.out.out), r.command});
     return inventory;
   }
   r.out.exit_status = r.channel->exit_status();

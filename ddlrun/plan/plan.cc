@@ -328,6 +328,7 @@ std::vector<mapper::HostProbe> probe_remote_hosts(const Options& o, JobPlan& pla
     // agents, given no job, exit), or when the agents carry the probe down the tree.
     if (ssh_follows && (!o.dry_run || tree)) {
       so.keep_command = quote_shell_word(self_path()) + " --probe-agent";
+      so.keep_ask = agent_inventory_ask();
       launcher::ssh::keep_agents_alive(*plan.sessions);
     }
   }

@@ -242,4 +242,32 @@ mapper::OpenLinkChannel link_channels(tree::TreeLinks& links) {
   };
 }
 
+mapper::SshProbeOptions::AgentAsk agent_inventory_ask() {
+  mapper::SshProbeOptions::AgentAsk ask;
+  ask.request = tree::encode_frame(tree::FrameType::kInventory, 0, {});
+  ask.answer = [](std::string& printed) -> std::optional<mapper::RemoteOutput> {
+    tree::FrameReader reader;
+    reader.feed(printed);
+    std::string rest;
+    std::optional<mapper::RemoteOutput> answer;
+    try {
+      while (std::optional<tree::Frame> f = reader.next()) {
+        if (f->type != tree::FrameType::kInventory || answer) {
+          rest += tree::encode_frame(f->type, f->id, f->payload);
+          continue;
+        }
+        const tree::CommandOutput o = tree::inventory_answer_output(f->id, f->payload);
+        answer = mapper::RemoteOutput{o.exit_status, o.signal, o.out, o.err};
+      }
+    } catch (const std::runtime_error&) {
+      // Not the agent's frames (a login script's words): judged as what a probe printed.
+      answer = mapper::RemoteOutput{0, {}, printed, {}};
+      return answer;
+    }
+    if (answer) printed = rest + reader.take_rest();
+    return answer;
+  };
+  return ask;
+}
+
 }  // namespace ddl::ddlrun

@@ -37,4 +37,9 @@ std::vector<mapper::HostProbe> probe_through_tree(
 /// words unchanged. `links` outlives the channels.
 mapper::OpenLinkChannel link_channels(launcher::ssh::TreeLinks& links);
 
+/// How ddlrun's agent, run as the probe command (mapper::SshProbeOptions::keep_command), is
+/// asked for its host's inventory: an inventory request (Hw), and its answer read from the
+/// frames the agent sends (its hello stays for the launch).
+mapper::SshProbeOptions::AgentAsk agent_inventory_ask();
+
 }  // namespace ddl::ddlrun

@@ -64,9 +64,9 @@ namespace ddl::launcher::ssh {
 //                more whole frames of that host's conversation, passed on unchanged
 //   agent  -> L  host `id`, a child in the tree, is lost: payload = why (its agent went silent,
 //                or its channel closed before done, or it ended badly after done)
-//   agent  -> V  (routed from the host) what the host's command (TreeHost::command: ddlrun's
-//                probe, then the agent) printed up to its line "...", or all it printed when
-//                it ended first (CommandOutput, tree.h): how ddlrun's probe travels the tree
+//   agent  -> V  (routed from the host) all that the host's command (TreeHost::command: ddlrun's
+//                agent under the probe's name) printed when it ended before its hello, and
+//                how it ended (CommandOutput, tree.h)
 // and, for --probe-links down the tree (tree_links.h), while the agent waits for its job:
 //   ddlrun -> N  a line for this host's link agent (mapper::run_link_agent), which the agent
 //                runs in a thread of its own: the first N starts it, listening on TCP port `id`

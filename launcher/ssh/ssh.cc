@@ -524,7 +524,7 @@ class SshBackend : public Backend {
   /// Host `name`'s session: the one its probe logged in with (ssh::Options::keep_sessions),
   /// so that each host sees one login; else a new login, at most ssh.max_parallel at once.
   /// When the probe's channel already runs the agent (`ddlrun --probe-agent`), that too, with
-  /// the bytes the agent sent after the inventory.
+  /// the bytes the agent sent besides its answer.
   /// When the probe has also started the hosts below it through that channel (Kept::subtree,
   /// tree_probe.h), those are taken over too when they are the hosts this launch puts there;
   /// else the kept session is closed (its hosts below stop) and this one logs in again. One

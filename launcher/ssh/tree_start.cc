@@ -2,14 +2,15 @@
 //
 // How it works: the hosts of the subtree frame are indexed (each one's tree parent, the hosts
 // below it, whether its command's output is awaited). The subtree frame goes down the kept
-// channel, after the bytes the agent already sent (its hello) have been read. Then, turn by
-// turn until no output is awaited: a heartbeat a second goes down as far as the remote window
-// takes, and each frame that comes up is sorted: a V routed from an awaited host is its
-// output (and when it says its command ended in failure, every awaited host below it is "not
-// reached": no agent started them); an F routed from one (it could not be logged in to or
-// started) or an L naming one is its error, and every awaited host below it is "not reached";
-// all the rest (hellos,
-// notes, failures of hosts not awaited, and a copy of every L) is kept, re-encoded, in
+// channel, after the bytes the agent already sent (its hello) have been read, and an inventory
+// request (Hw) routed to each awaited host after it. Then, turn by turn until no output is
+// awaited: a heartbeat a second goes down as far as the remote window takes, and each frame
+// that comes up is sorted: a Hw routed from an awaited host is its output (the inventory, or
+// why it has none), and so is a V (its command ended before its agent began: when in failure,
+// every awaited host below it is "not reached", no agent started them); an F routed from one
+// (it could not be logged in to or started) or an L naming one is its error, and every awaited
+// host below it is "not reached"; all the rest (hellos, notes, failures of hosts not awaited,
+// and a copy of every L) is kept, re-encoded, in
 // kept.pending for the launch. A deadline, or the end of the channel, fails what is left.
 // Once its agent said hello, the first-level host is held to the launch's rules and words: no
 // byte from it for the heartbeat deadline ("no heartbeat for ..."), or none of the bytes
@@ -39,6 +40,8 @@ class SubtreeStart {
     for (const TreeHost& c : w.children)
       index(c, host);
     out_.add(encode_frame(FrameType::kSubtree, 0, encode(w)));
+    for (int i : order_)
+      out_.add(route(i, encode_frame(FrameType::kInventory, 0, {})));
     kept_.subtree = encode(w);
     deadline_ = w.heartbeat_timeout;
   }
@@ -181,7 +184,11 @@ class SubtreeStart {
   void routed(int i, Node& n, std::string_view frames) {
     std::string keep;
     for (const Frame& g : routed_frames(frames)) {
-      if (g.type == FrameType::kOutput && n.awaited) {
+      if (g.type == FrameType::kInventory && n.awaited) {
+        n.result.output = inventory_answer_output(g.id, g.payload);
+        n.awaited = false;
+        --awaited_;
+      } else if (g.type == FrameType::kOutput && n.awaited) {
         n.result.output = decode_command_output(g.payload);
         n.awaited = false;
         --awaited_;
@@ -189,7 +196,7 @@ class SubtreeStart {
         if (n.result.output->exit_status != 0 || !n.result.output->signal.empty()) fail(i, "");
       } else if (g.type == FrameType::kFailure && n.awaited) {
         fail(i, g.payload);
-      } else if (g.type != FrameType::kOutput) {
+      } else if (g.type != FrameType::kOutput && g.type != FrameType::kInventory) {
         keep += encode_frame(g.type, g.id, g.payload);
       }
     }
@@ -251,6 +258,11 @@ void beat_kept(ddl::ssh::KeptSessions::Kept& kept) {
 
 void keep_agents_alive(ddl::ssh::KeptSessions& sessions) {
   sessions.keep_alive(beat_kept, kHeartbeatInterval);
+}
+
+CommandOutput inventory_answer_output(int id, const std::string& payload) {
+  if (id == 0) return {0, {}, payload, {}};
+  return {1, {}, {}, "ddlrun: error: " + payload + "\n"};
 }
 
 std::chrono::milliseconds subtree_start_limit(const ddl::ssh::Options& ssh, int levels) {

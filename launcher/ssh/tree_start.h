@@ -31,7 +31,8 @@ struct StartedHost {
 };
 
 /// Sends `w`, the subtree frame of first-level host `host`, down the agent channel kept for
-/// it, and reads until every host of `w` with a command has answered (V) or failed (F, L; a
+/// it with an inventory request (Hw) routed to every host of `w` with a command, and reads
+/// until each has answered (Hw, or V from a command that ended first) or failed (F, L; a
 /// failed host's subtree with it), sending a heartbeat a second, for at most `limit` (the
 /// rest then fail, "no answer within T"). The frames that are not answers stay in
 /// kept.pending, and kept.subtree records `w`; when the channel ends, kept.channel is gone.
@@ -52,6 +53,11 @@ void beat_kept(ddl::ssh::KeptSessions::Kept& kept);
 /// Beats every session `sessions` keeps a heartbeat interval apart (beat_kept), from now until
 /// it is destroyed; the launch takes each session out of it before its own heartbeats start.
 void keep_agents_alive(ddl::ssh::KeptSessions& sessions);
+
+/// An agent's answer to an inventory request (Hw, protocol.h: `id`, `payload`) as the output of
+/// the probe command it replaces: the inventory, or a failure (exit status 1) whose stderr says
+/// why, as ddlrun's own probe words it.
+CommandOutput inventory_answer_output(int id, const std::string& payload);
 
 /// How long start_subtree waits for `levels` levels of hosts below the first: for each, a
 /// login (connect_timeout 4 times over, plus 5 s) and the command (command_timeout).

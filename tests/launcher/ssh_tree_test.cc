@@ -650,6 +650,7 @@ struct ProbedTreeAgent {
           }
         } else if (f->type == FrameType::kRouted) {
           for (const ssh::Frame& g : frames(f->payload)) {
+            if (g.type == FrameType::kInventory) continue;  // nX's: it failed, and says no more
             if (g.type == FrameType::kJob) (*rank_of)[f->id] = g.id;
             up += ssh::route(f->id, answer(rank_of->at(f->id), g));
           }

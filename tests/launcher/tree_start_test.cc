@@ -87,11 +87,26 @@ std::vector<ssh::Frame> from(const std::vector<ssh::Frame>& got, int host) {
 
 const std::string kInventory = "version: 1\nhost: {name: c1}\n";
 
-TEST(Relay, AChildsCommandOutputGoesUpBeforeItsAgentsFrames) {
+/// The answer to an inventory request of a fake agent whose host has kInventory.
+std::string inventory_answer() {
+  return ssh::encode_frame(FrameType::kInventory, 0, kInventory);
+}
+
+// A child running a command (ddlrun's agent, named as its probe) sends frames from the start:
+// its hello, then its answer to the inventory request routed to it, both up as from it; one
+// whose command ends before its hello sends up all it printed and how it ended (V).
+TEST(Relay, AChildsAgentAnswersItsRequestAndACommandThatEndsFirstSendsItsOutput) {
   FakeConnector connector;
   connector.host("c1").program = [](FakeRemote& r) {
     r.print("sh: warning\n", ddl::ssh::Stream::kStderr);
-    r.print(kInventory + "...\n" + hello_frame("c1"));
+    r.print(hello_frame("c1"));
+    auto reader = std::make_shared<ssh::FrameReader>();
+    r.on_write([reader](FakeRemote& remote, std::string_view bytes) {
+      reader->feed(bytes);
+      while (auto f = reader->next()) {
+        if (f->type == FrameType::kInventory) remote.print(inventory_answer());
+      }
+    });
   };
   connector.host("c2").program = [](FakeRemote& r) {
     r.print("sh: 1: /x/ddlrun: not found\n", ddl::ssh::Stream::kStderr);
@@ -112,6 +127,7 @@ TEST(Relay, AChildsCommandOutputGoesUpBeforeItsAgentsFrames) {
       },
       connector);
   relay.start();
+  relay.down(1, ssh::encode_frame(FrameType::kInventory, 0, {}));
   std::vector<ssh::Frame> got;
   for (int i = 0; i < 300 && (from(got, 1).size() < 2 || from(got, 2).empty()); ++i) {
     std::this_thread::sleep_for(milliseconds(10));
@@ -120,10 +136,9 @@ TEST(Relay, AChildsCommandOutputGoesUpBeforeItsAgentsFrames) {
   }
   const std::vector<ssh::Frame> c1 = from(got, 1);
   ASSERT_EQ(c1.size(), 2u);
-  EXPECT_EQ(c1[0].type, FrameType::kOutput);
-  EXPECT_EQ(ssh::decode_command_output(c1[0].payload),
-            (CommandOutput{0, "", kInventory, "sh: warning\n"}));
-  EXPECT_EQ(c1[1].type, FrameType::kHello);  // then its agent's frames
+  EXPECT_EQ(c1[0].type, FrameType::kHello);
+  EXPECT_EQ(c1[1].type, FrameType::kInventory);
+  EXPECT_EQ(c1[1].payload, kInventory);
   const std::vector<ssh::Frame> c2 = from(got, 2);
   ASSERT_EQ(c2.size(), 1u);  // its output and how it ended; no failure of its own
   EXPECT_EQ(c2[0].type, FrameType::kOutput);
@@ -154,12 +169,16 @@ std::string output_of(int host, const CommandOutput& o) {
   return ssh::route(host, ssh::encode_frame(FrameType::kOutput, 0, ssh::encode(o)));
 }
 
+std::string answer_of(int host) {
+  return ssh::route(host, inventory_answer());
+}
+
 TEST(StartSubtree, CollectsEachOutputKeepsTheRestAndNamesFailures) {
   FakeConnector connector;
   const CommandOutput inv{0, "", kInventory, ""};
   ddl::ssh::KeptSessions::Kept kept = kept_agent(connector, [&](FakeRemote& r) {
-    r.print(output_of(1, inv) + ssh::route(1, hello_frame("n1")) +
-            ssh::route(2, hello_frame("n2")) + output_of(3, inv) +
+    r.print(ssh::route(1, hello_frame("n1")) + answer_of(1) + ssh::route(2, hello_frame("n2")) +
+            answer_of(3) +
             ssh::route(4, ssh::encode_frame(FrameType::kFailure, 1,
                                             "connection refused (10.0.0.4:22) (from n1, its "
                                             "parent in the launch tree)")));
@@ -192,6 +211,31 @@ TEST(StartSubtree, CollectsEachOutputKeepsTheRestAndNamesFailures) {
   ASSERT_FALSE(written.empty());
   EXPECT_EQ(written[0].type, FrameType::kSubtree);
   EXPECT_EQ(ssh::decode_subtree(written[0].payload).children, w.children);
+  // Then an inventory request routed to each host with a command, in the tree's order.
+  std::vector<int> asked;
+  for (const ssh::Frame& f : written) {
+    if (f.type != FrameType::kRouted) continue;
+    ASSERT_EQ(frames(f.payload).at(0).type, FrameType::kInventory);
+    asked.push_back(f.id);
+  }
+  EXPECT_EQ(asked, (std::vector<int>{1, 3, 4, 5}));
+}
+
+// An agent that cannot probe its host answers why (Hw, id 1): ddlrun reads it as a probe that
+// failed with that on its stderr.
+TEST(StartSubtree, AnAgentThatCannotProbeItsHostIsAFailedProbe) {
+  FakeConnector connector;
+  ddl::ssh::KeptSessions::Kept kept = kept_agent(connector, [&](FakeRemote& r) {
+    r.print(ssh::route(
+        1, hello_frame("n1") + ssh::encode_frame(FrameType::kInventory, 1, "hwloc failed")));
+  });
+  ssh::SubtreeFrame w;
+  w.children = {{1, "n1", {}, kProbe}};
+  const std::vector<ssh::StartedHost> got = ssh::start_subtree(kept, "n0", w, milliseconds(3000));
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0],
+            (ssh::StartedHost{1, "n1", "n0",
+                              CommandOutput{1, "", "", "ddlrun: error: hwloc failed\n"}, ""}));
 }
 
 // Between the probe and the launch ddlrun beats each kept agent (keep_agents_alive): a

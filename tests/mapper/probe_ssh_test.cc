@@ -514,14 +514,39 @@ TEST(ProbeHostFake, KeepsTheSessionForTheLauncher) {
   EXPECT_EQ(kept.channel, nullptr);
 }
 
+/// A stand-in for ddlrun's agent protocol (the mapper's caller speaks it): the request is
+/// "inventory?", the answer what comes before a line "END" (or, when it begins with "error ",
+/// a failure that says why); the bytes after it stay.
+SshProbeOptions::AgentAsk test_ask() {
+  SshProbeOptions::AgentAsk ask;
+  ask.request = "inventory?";
+  ask.answer = [](std::string& printed) -> std::optional<RemoteOutput> {
+    const std::size_t end = printed.find("END\n");
+    if (end == std::string::npos) return std::nullopt;
+    RemoteOutput out{0, {}, printed.substr(0, end), {}};
+    if (out.out.rfind("error ", 0) == 0) out = RemoteOutput{1, {}, {}, out.out.substr(6)};
+    printed.erase(0, end + 4);
+    return out;
+  };
+  return ask;
+}
+
+/// A fake agent that says hello ("HELLO") and answers "inventory?" with `answer`.
+std::function<void(ssh::FakeRemote&)> asked_agent(const std::string& answer) {
+  return [answer](ssh::FakeRemote& r) {
+    r.on_write([answer](ssh::FakeRemote& remote, std::string_view bytes) {
+      if (bytes == "inventory?") remote.print(answer + "HELLO");
+    });
+  };
+}
+
 TEST(ProbeHostFake, KeepCommandKeepsTheChannelWithWhatFollowsTheInventory) {
   ssh::FakeConnector connector;
-  connector.host("node1").program = [](ssh::FakeRemote& r) {
-    r.print(to_yaml(inventory_named("node1")) + "...\nHELLO");  // the agent's first bytes
-  };
+  connector.host("node1").program = asked_agent(to_yaml(inventory_named("node1")) + "END\n");
   SshProbeOptions o = fake_options();
   o.keep_sessions = std::make_shared<SshSessions>();
   o.keep_command = "/x/ddlrun --probe-agent";
+  o.keep_ask = test_ask();
   EXPECT_EQ(probe_host_ssh("node1", o, connector), inventory_named("node1"));
   EXPECT_EQ(connector.host("node1").commands, std::vector<std::string>{"/x/ddlrun --probe-agent"});
   ssh::KeptSessions::Kept kept = o.keep_sessions->take("node1");
@@ -529,23 +554,35 @@ TEST(ProbeHostFake, KeepCommandKeepsTheChannelWithWhatFollowsTheInventory) {
   EXPECT_EQ(kept.pending, "HELLO");
   EXPECT_EQ(kept.command, "/x/ddlrun --probe-agent");
   EXPECT_FALSE(connector.host("node1").remotes.at(0)->closed());
+  EXPECT_EQ(connector.host("node1").remotes.at(0)->written(), "inventory?");
 }
 
-// The "...\n" line is found wherever the reads (16 KiB each) split it: the search resumes
-// where the last one stopped, a few bytes back.
-TEST(ProbeHostFake, KeepCommandFindsTheInventorysEndAcrossReads) {
+// An agent that answers it cannot probe its host fails as a probe that said so would.
+TEST(ProbeHostFake, KeepCommandsFailedAnswerIsJudgedAsAProbe) {
+  ssh::FakeConnector connector;
+  connector.host("node1").program = asked_agent("error hwloc failed\nEND\n");
+  SshProbeOptions o = fake_options();
+  o.keep_sessions = std::make_shared<SshSessions>();
+  o.keep_command = "/x/ddlrun --probe-agent";
+  o.keep_ask = test_ask();
+  EXPECT_EQ(fake_reason("node1", o, connector),
+            "'/x/ddlrun --probe-agent' exited with status 1; its stderr:\nhwloc failed");
+  EXPECT_EQ(o.keep_sessions->size(), 0u);
+}
+
+// The answer is found wherever the reads (16 KiB each) split it.
+TEST(ProbeHostFake, KeepCommandFindsTheAnswerAcrossReads) {
   const std::string yaml = to_yaml(inventory_named("node1"));
   for (std::size_t end = 16380; end <= 16386; ++end) {  // where the inventory's last \n lies
     ASSERT_LT(yaml.size() + 3, end);
     const std::string padded = yaml + "#" + std::string(end - yaml.size() - 1, 'x') + "\n";
     ASSERT_EQ(padded.size(), end + 1);
     ssh::FakeConnector connector;
-    connector.host("node1").program = [padded](ssh::FakeRemote& r) {
-      r.print(padded + "...\nHELLO");
-    };
+    connector.host("node1").program = asked_agent(padded + "END\n");
     SshProbeOptions o = fake_options();
     o.keep_sessions = std::make_shared<SshSessions>();
     o.keep_command = "/x/ddlrun --probe-agent";
+    o.keep_ask = test_ask();
     EXPECT_EQ(probe_host_ssh("node1", o, connector), inventory_named("node1")) << end;
     EXPECT_EQ(o.keep_sessions->take("node1").pending, "HELLO") << end;
   }
@@ -560,6 +597,7 @@ TEST(ProbeHostFake, KeepCommandThatEndsFirstIsJudgedAsAProbe) {
   SshProbeOptions o = fake_options();
   o.keep_sessions = std::make_shared<SshSessions>();
   o.keep_command = "/x/ddlrun --probe-agent";
+  o.keep_ask = test_ask();
   EXPECT_EQ(fake_reason("node1", o, connector),
             "'/x/ddlrun --probe-agent' exited with status 2; its stderr:\n"
             "ddlrun: unknown option --probe-agent");
