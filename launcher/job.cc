@@ -20,7 +20,8 @@
 #include <stdexcept>
 
 #include "base/digest.h"
-#include "launcher/wire.h"
+#include "base/net/codec.h"
+#include "base/net/listener.h"
 
 namespace ddl::launcher {
 
@@ -76,8 +77,8 @@ Inherited inherited_from(const std::vector<std::string>& environ) {
   return in;
 }
 
-using wire::put_str;
-using wire::put_u32;
+using base::net::put_str;
+using base::net::put_u32;
 
 std::vector<EnvVar> rank_environment(const Job& job, int rank, const Rendezvous& rendezvous,
                                      const std::string& topology_path, const Inherited& inherited) {
@@ -159,7 +160,7 @@ std::string encode_job(const Job& job) {
 
 Job decode_job(const std::string& bytes) {
   if (bytes.rfind("DDLJOB2", 0) != 0) throw std::runtime_error("malformed job: bad header");
-  wire::Reader in(std::string_view(bytes).substr(7), "job");
+  base::net::Decoder in(std::string_view(bytes).substr(7), "job");
   Job job;
   job.topology = comm::parse_topology(in.str(), "the job's topology");
   for (uint32_t n = in.count(4); n > 0; --n)
@@ -180,28 +181,12 @@ Job decode_job(const std::string& bytes) {
 
 namespace {
 
-/// Binds a TCP socket to the wildcard address at `port` (0: the kernel picks), IPv6 dual-stack
-/// first, else IPv4, and returns the port it got, 0 when neither family binds. The socket is
-/// closed again.
+/// Listens on the wildcard address at `port` (0: the kernel picks; base::net::listen_tcp) and
+/// returns the port it got, 0 when it cannot. The socket is closed again.
 int bind_wildcard(int port) {
-  for (int family : {AF_INET6, AF_INET}) {
-    const int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) continue;
-    sockaddr_storage a{};
-    socklen_t len = family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
-    auto* v6 = reinterpret_cast<sockaddr_in6*>(&a);
-    auto* v4 = reinterpret_cast<sockaddr_in*>(&a);
-    a.ss_family = static_cast<sa_family_t>(family);
-    (family == AF_INET6 ? v6->sin6_port : v4->sin_port) = htons(static_cast<uint16_t>(port));
-    int got = 0;
-    if (bind(fd, reinterpret_cast<sockaddr*>(&a), len) == 0 &&
-        getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
-      got = ntohs(family == AF_INET6 ? v6->sin6_port : v4->sin_port);
-    }
-    close(fd);
-    if (got != 0) return got;
-  }
-  return 0;
+  const base::net::Listening l = base::net::listen_tcp("", port, 1);
+  if (l.fd >= 0) close(l.fd);
+  return l.fd >= 0 ? l.port : 0;
 }
 
 }  // namespace

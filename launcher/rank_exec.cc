@@ -32,6 +32,7 @@
 #include <memory>
 #include <set>
 
+#include "base/net/listener.h"
 #include "comm/comm.h"
 #include "launcher/backend.h"
 #include "launcher/external.h"
@@ -205,19 +206,13 @@ Rendezvous master_rendezvous(const std::string& who) {
 
 /// $DDL_RENDEZVOUS (`meet`, "host:port" or "[v6 address]:port") into `rendezvous`.
 void read_ddl_rendezvous(const std::string& meet, const std::string& who, Rendezvous& rendezvous) {
-  const size_t colon = meet.rfind(':');
-  const std::optional<int> dport = colon == std::string::npos
-                                       ? std::nullopt
-                                       : parse_int(std::string_view(meet).substr(colon + 1));
-  if (!dport || colon == 0) {
+  const auto split = base::net::split_host_port(meet);
+  const std::optional<int> dport = split ? parse_int(split->second) : std::nullopt;
+  if (!dport) {
     throw Failure{who + ": malformed $DDL_RENDEZVOUS '" + meet +
                   "' (expected host:port); unset it and let ddlrun set it"};
   }
-  std::string host = meet.substr(0, colon);
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  rendezvous.ddl_address = host;
+  rendezvous.ddl_address = split->first;
   rendezvous.ddl_port = *dport;
 }
 

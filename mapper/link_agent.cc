@@ -5,9 +5,9 @@
 // ADDRESS PORT" for each pair it should measure as the sender. A test is one TCP connection:
 //  1. the connect, within kConnectMs: an agent whose port a firewall drops or refuses is
 //     "unreachable" (ddlrun then measures the pair from that agent's side), not waited out;
-//  2. challenge and response: the receiver sends "ddl-link-test 2 NONCE" (16 random bytes in
-//     hex), the sender answers link_proof(token, NONCE), HMAC-SHA256 under ddlrun's token: the
-//     token never crosses the network, and a recorded answer is useless against the next nonce;
+//  2. challenge and response (base/net/handshake.h): the receiver sends "ddl-link-test 2 NONCE"
+//     (a fresh nonce in hex), the sender answers link_proof(token, NONCE), in hex: the token
+//     never crosses the network, and a recorded answer is useless against the next nonce;
 //  3. latency: kPings one-byte ping-pongs; half the median round trip;
 //  4. bandwidth: the sender writes for kBulkSeconds (at most kBulkBytes), then shuts down its
 //     side; the receiver times what arrives and answers "BYTES SECONDS" over the second half of
@@ -42,6 +42,8 @@
 #include "base/check.h"
 #include "base/digest.h"
 #include "base/fd.h"
+#include "base/net/handshake.h"
+#include "base/net/listener.h"
 #include "base/text.h"
 #include "mapper/link_probe.h"
 
@@ -57,7 +59,6 @@ constexpr int kSendBuffer = 512 << 10;  // bounds what is still in flight when t
 constexpr int kConnectMs = 1000;        // to connect: a firewall's DROP is not waited out
 constexpr int kTokenMs = 5000;          // for the whole answer to the challenge
 constexpr std::string_view kChallenge = "ddl-link-test 2 ";
-constexpr std::size_t kNonceBytes = 16;
 constexpr int kTestMs = 8000;  // for the rest of a test (ddlrun waits 10 s for it)
 constexpr int kIdleMs = 60'000;
 
@@ -274,33 +275,6 @@ void serve_test(int fd, const std::string& token, int in_fd, const std::string& 
   send_all(fd, out, std::strlen(out), b);
 }
 
-/// A listening TCP socket on every address (IPv6 with IPv4 mapped, else IPv4) and its port:
-/// `want`, or any free one for 0.
-std::pair<int, int> listen_any(int want) {
-  for (const int family : {AF_INET6, AF_INET}) {
-    Socket s(::socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    if (s.fd < 0) continue;
-    sockaddr_storage addr{};
-    socklen_t len = family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
-    addr.ss_family = static_cast<sa_family_t>(family);
-    const uint16_t port_n = htons(static_cast<uint16_t>(want));
-    if (family == AF_INET6) reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port = port_n;
-    if (family == AF_INET) reinterpret_cast<sockaddr_in*>(&addr)->sin_port = port_n;
-    set_int(s.fd, SOL_SOCKET, SO_REUSEADDR, 1);
-    if (family == AF_INET6) set_int(s.fd, IPPROTO_IPV6, IPV6_V6ONLY, 0);
-    if (::bind(s.fd, reinterpret_cast<sockaddr*>(&addr), len) != 0 || ::listen(s.fd, 16) != 0 ||
-        ::getsockname(s.fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-      continue;
-    }
-    const int port = ntohs(family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port
-                                              : reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
-    const int fd = s.fd;
-    s.fd = -1;
-    return {fd, port};
-  }
-  return {-1, 0};
-}
-
 /// One line from ddlrun: the answer to send back ("" for none).
 std::string answer(const std::string& line, std::string& token, int in_fd) {
   const AgentRequest r = parse_agent_request(line);
@@ -341,13 +315,13 @@ AgentRequest parse_agent_request(const std::string& line) {
 }
 
 std::string link_proof(const std::string& token, const std::string& nonce) {
-  return base::hex(base::hmac_sha256(token, "ddl link test: " + nonce));
+  return base::hex(base::net::proof(token, "ddl link test: ", nonce));
 }
 
 std::optional<std::string> parse_link_challenge(const std::string& line) {
   if (!line.starts_with(kChallenge)) return std::nullopt;
   const std::string nonce = line.substr(kChallenge.size());
-  if (nonce.size() != 2 * kNonceBytes ||
+  if (nonce.size() != 2 * base::net::kNonceSize ||
       nonce.find_first_not_of("0123456789abcdef") != std::string::npos) {
     return std::nullopt;
   }
@@ -381,8 +355,7 @@ int serve_agent(int in_fd, int out_fd, int listen_fd) {
     if (p[1].revents & POLLIN) {
       const Socket peer(rest.accept(listen_fd, SOCK_CLOEXEC));
       try {
-        if (peer.fd >= 0)
-          serve_test(peer.fd, token, in_fd, base::hex(base::random_bytes(kNonceBytes)));
+        if (peer.fd >= 0) serve_test(peer.fd, token, in_fd, base::hex(base::net::nonce()));
       } catch (const TestFailed&) {  // the sender reports it
       }
     }
@@ -405,7 +378,8 @@ int serve_agent(int in_fd, int out_fd, int listen_fd) {
 }  // namespace
 
 int run_link_agent(int in_fd, int out_fd, int want_port, const std::string& seen_from) {
-  const auto [listen_fd, port] = listen_any(want_port);
+  const base::net::Listening listening = base::net::listen_tcp("", want_port, 16);
+  const int listen_fd = listening.fd;
   if (listen_fd < 0) {
     const std::string which =
         want_port == 0 ? "a TCP port" : "TCP port " + std::to_string(want_port);
@@ -420,8 +394,8 @@ int run_link_agent(int in_fd, int out_fd, int want_port, const std::string& seen
   const char* ssh = std::getenv("SSH_CONNECTION");
   std::string client = ssh && *ssh ? std::string(ssh).substr(0, std::strcspn(ssh, " ")) : "-";
   if (!seen_from.empty()) client = seen_from;
-  if (base::write_all(out_fd, "ddl-link-agent 2 " + std::to_string(port) + " " + client + "\n") !=
-      0) {
+  if (base::write_all(out_fd, "ddl-link-agent 2 " + std::to_string(listening.port) + " " + client +
+                                  "\n") != 0) {
     return 1;
   }
   return serve_agent(in_fd, out_fd, listen_fd);

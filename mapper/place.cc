@@ -11,6 +11,8 @@
 
 #include "mapper/place.h"
 
+#include <algorithm>
+
 #include "mapper/bind.h"
 #include "mapper/map.h"
 #include "mapper/nic.h"
@@ -59,6 +61,7 @@ void place_host(HostUse& use, const HostOffer& offer, const PlaceRequest& reques
 
 SlotPlacement Placement::slots() const {
   SlotPlacement s;
+  s.hosts.reserve(hosts.size());
   for (const HostUse& h : hosts) {
     s.hosts.push_back(HostRanks{h.name, h.first_rank, h.count});
     s.ranks += h.count;
@@ -73,6 +76,7 @@ Placement place(const hostfiles::HostList& hosts,
     throw PlacementError("no hosts to place ranks on; name them with -H or --hostfile");
   Placement out;
   const std::vector<HostOffer> offers = host_offers(hosts, inventories);
+  out.hosts.reserve(hosts.size());
   for (size_t i = 0; i < hosts.size(); ++i) {
     HostUse use;
     use.name = hosts.hosts()[i].name;
@@ -90,6 +94,8 @@ Placement place(const hostfiles::HostList& hosts,
     total += u.count;
   out.ranks.resize(total);
   RingOrders rings;
+  out.topology_hosts.reserve(static_cast<size_t>(std::count_if(
+      out.hosts.begin(), out.hosts.end(), [](const HostUse& u) { return u.count > 0; })));
   for (size_t i = 0; i < hosts.size(); ++i) {
     if (out.hosts[i].count > 0) place_host(out.hosts[i], offers[i], request, rings, out);
   }

@@ -77,6 +77,11 @@ Placement place(const hostfiles::HostList& hosts,
 /// rings across hosts join the ranks at the same place on each host. Validated before return.
 comm::Topology make_topology(const Placement& placement, const comm::Mode& mode,
                              const std::string& job_id);
+/// make_topology() that moves the ranks and the used hosts out of `placement` (left empty:
+/// its hosts, counts and ring orders stay) instead of copying them: a plan then holds each
+/// rank's placement once (168 bytes and its strings a rank, a million ranks in a large plan).
+comm::Topology take_topology(Placement& placement, const comm::Mode& mode,
+                             const std::string& job_id);
 
 /// The GPUs per socket, when the innermost ring should stay inside a socket rather than span the
 /// host: every used host runs the same number k >= 2 of GPU ranks on each of two or more

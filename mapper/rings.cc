@@ -20,6 +20,7 @@
 #include <climits>
 #include <numeric>
 #include <optional>
+#include <utility>
 
 #include "base/check.h"
 #include "mapper/locality.h"
@@ -214,17 +215,15 @@ std::optional<int> socket_ring_size(const Placement& placement) {
   return any ? size : std::nullopt;
 }
 
-comm::Topology make_topology(const Placement& placement, const comm::Mode& mode,
-                             const std::string& job_id) {
-  comm::Topology t;
-  t.job_id = job_id;
-  t.hosts = placement.topology_hosts;
-  t.ranks = placement.ranks;
+namespace {
+
+/// make_topology()'s rings, into `t` (its hosts and ranks already there): coordinates host by
+/// host (`hosts`), each host's ranks in hardware ring order; validated.
+void draw_rings(const std::vector<HostUse>& hosts, const comm::Mode& mode, comm::Topology& t) {
   t.mode = mode;
-  // Coordinates: host by host, each host's ranks in hardware ring order.
   std::vector<int> rank_at;
-  rank_at.reserve(placement.ranks.size());
-  for (const HostUse& h : placement.hosts) {
+  rank_at.reserve(t.ranks.size());
+  for (const HostUse& h : hosts) {
     for (int local : h.ring_order)
       rank_at.push_back(h.ranks[local]);
   }
@@ -247,6 +246,27 @@ comm::Topology make_topology(const Placement& placement, const comm::Mode& mode,
   } catch (const comm::TopologyError& e) {
     DDL_FAIL(std::string("the plan is inconsistent: ") + e.what());
   }
+}
+
+}  // namespace
+
+comm::Topology make_topology(const Placement& placement, const comm::Mode& mode,
+                             const std::string& job_id) {
+  comm::Topology t;
+  t.job_id = job_id;
+  t.hosts = placement.topology_hosts;
+  t.ranks = placement.ranks;
+  draw_rings(placement.hosts, mode, t);
+  return t;
+}
+
+comm::Topology take_topology(Placement& placement, const comm::Mode& mode,
+                             const std::string& job_id) {
+  comm::Topology t;
+  t.job_id = job_id;
+  t.hosts = std::exchange(placement.topology_hosts, {});
+  t.ranks = std::exchange(placement.ranks, {});
+  draw_rings(placement.hosts, mode, t);
   return t;
 }
 

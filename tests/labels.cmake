@@ -11,7 +11,7 @@ set(ddl_label_rules
   netns  "netns|^chaos\\.sample_(ssh|tree)$|^bench\\.(predict_check|launch_smoke|launch_compare)"
   python "^python\\.|^pip\\.|^bench\\.(hvd|keras|ddp|torch)"
   gpu    "gpu"
-  slow   "^pip\\.(venv_current|fresh_venv)$|^bench\\.(hvd_smoke|keras_smoke|allreduce_smoke)$|^python\\.(hvd_tf_3|hvd_train_4|hvd_benchmark_4|torch2_hvd_api_4|torch2_hvd_negotiated_2|keras_horovod_2|keras2_horovod_2|train_netns_3x2)$|^fuzz\\.smoke$|^netns\\.(tree_64x4|many_hosts_64|slow_reader)$|^chaos\\.|^pernode\\.netns_3x2$|^ddlrun\\.restart_netns_3x2$|^launcher\\.(launch_ssh_netns|liveness_netns)$")
+  slow   "^pip\\.(venv_current|fresh_venv)$|^bench\\.(hvd_smoke|keras_smoke|allreduce_smoke)$|^python\\.(hvd_tf_3|hvd_train_4|hvd_benchmark_4|torch2_hvd_api_4|torch2_hvd_negotiated_2|keras_horovod_2|keras2_horovod_2|train_netns_3x2)$|^fuzz\\.smoke$|^netns\\.(tree_64x4|many_hosts_64|slow_reader|slow_parent)$|^chaos\\.|^pernode\\.netns_3x2$|^ddlrun\\.restart_netns_3x2$|^launcher\\.(launch_ssh_netns|liveness_netns)$")
 
 # The labels of `test`: what it has, its component, and each rule's that its name matches.
 function(ddl_labels_of test out)

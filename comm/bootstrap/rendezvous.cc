@@ -12,14 +12,13 @@
 // missing, so that no rank hangs and every rank can say who did not come. A rank that takes no
 // byte of its answer for 5 s (stopped, hung) is cut off, so that it cannot hold the others up.
 // Strangers cannot exhaust the server: before its hello is accepted a connection is read no
-// further than the hello's 46 bytes (a wrong magic is refused at its first byte), and at most
-// kMaxStrangers such connections wait at once: one more takes the place of the oldest, once
-// that one has had kHelloGrace (a rank answers within a round trip, so it is not crowded out
-// by strangers that come after it; until then new connections wait in the listening queue);
-// out of descriptors, the listening socket rests instead of spinning (base::AcceptRest). Refusals
-// are closed at once and reported (the first kMaxRefusalReports of them) quoting at most a short
-// printable prefix of what was sent; a refused hello is told why as a failed round, sent without
-// waiting.
+// further than the hello's 46 bytes (a wrong magic is refused at its first byte), and the
+// listener's guard (base/net/listener.h) caps the connections that wait for
+// their hello, keeps a rank's place for its grace and closes a connection silent for
+// kHelloTime; out of descriptors, the listening socket rests instead of spinning
+// (base::AcceptRest). Refusals are closed at once and reported (the guard bounds how many)
+// quoting at most a short printable prefix of what was sent; a refused hello is told why as a
+// failed round, sent without waiting.
 //
 // The client trusts the server no more than the server trusts it: its connect and hello end
 // at its deadline (a host that drops packets, or a server that says nothing, is not waited
@@ -51,6 +50,9 @@
 
 #include "base/digest.h"
 #include "base/fd.h"
+#include "base/net/codec.h"
+#include "base/net/handshake.h"
+#include "base/net/listener.h"
 #include "base/text.h"
 #include "comm/bootstrap/bootstrap.h"
 #include "comm/core/quiet_thread.h"
@@ -65,38 +67,28 @@ using transport::seconds_text;
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 constexpr std::string_view kMagic = "DDLRV2";
-constexpr size_t kNonceSize = 16;
+constexpr size_t kNonceSize = base::net::kNonceSize;
 constexpr size_t kChallengeSize = 6 + kNonceSize;
 constexpr size_t kHelloSize = 6 + 4 + 4 + 32;
 constexpr uint32_t kMaxValue = 1u << 20;
-constexpr size_t kMaxStrangers = 32;    // connections waiting without an accepted hello
-constexpr auto kHelloGrace = 200ms;     // a connection's place, however many come after it
+constexpr auto kHelloTime = 5s;         // for a connection's hello
 constexpr size_t kMaxErrorText = 4096;  // of a failed round's message, shown to the user
 constexpr auto kAnswerSlack = std::chrono::milliseconds(10'000);    // past a round's own timeout
 constexpr auto kChallengeTime = std::chrono::milliseconds(10'000);  // at least, once connected
-constexpr int kMaxRefusalReports = 10;  // refused connections reported, then one line more
 constexpr auto kSendStall = 5s;  // a rank that takes no byte of its answer for this long is cut off
 
-void put_u32(std::string& out, uint32_t v) {
-  for (int shift = 24; shift >= 0; shift -= 8)
-    out.push_back(static_cast<char>((v >> shift) & 0xff));
-}
-uint32_t get_u32(const char* p) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; ++i)
-    v = (v << 8) | static_cast<unsigned char>(p[i]);
-  return v;
-}
+using base::net::get_u32;
+using base::net::put_str;
+using base::net::put_u32;
 
-/// What a rank sends to prove it knows the job's token, for the server's `nonce`.
-std::string rank_proof(const std::string& token, std::string_view nonce, uint32_t rank,
-                       uint32_t size) {
-  std::string message = "libddl rendezvous rank: ";
-  message.append(nonce);
-  put_u32(message, rank);
-  put_u32(message, size);
-  return base::bytes(base::hmac_sha256(token, message));
+/// What a rank's proof of the job's token binds, for the server's `nonce`.
+std::string rank_context(std::string_view nonce, uint32_t rank, uint32_t size) {
+  std::string context(nonce);
+  put_u32(context, rank);
+  put_u32(context, size);
+  return context;
 }
+constexpr std::string_view kRankLabel = "libddl rendezvous rank: ";
 
 /// Writes all of `data` (`fd` non-blocking); false when the connection fails, when `stall`
 /// passes without the peer taking a byte, or at `until` (a peer that stops reading, or reads
@@ -125,54 +117,7 @@ bool write_all(int fd, std::string_view data,
   return true;
 }
 
-/// "ADDRESS:PORT" of a socket address (IPv4 mapped into IPv6 as IPv4).
-std::string address_text(const sockaddr_storage& a) {
-  char host[INET6_ADDRSTRLEN] = "?";
-  if (a.ss_family == AF_INET6) {
-    const auto* v6 = reinterpret_cast<const sockaddr_in6*>(&a);
-    inet_ntop(AF_INET6, &v6->sin6_addr, host, sizeof host);
-    std::string h = host;
-    if (h.starts_with("::ffff:")) h = h.substr(7);  // IPv4, mapped
-    return h + ":" + std::to_string(ntohs(v6->sin6_port));
-  }
-  const auto* v4 = reinterpret_cast<const sockaddr_in*>(&a);
-  inet_ntop(AF_INET, &v4->sin_addr, host, sizeof host);
-  return std::string(host) + ":" + std::to_string(ntohs(v4->sin_port));
-}
-
-/// The address and port `fd` is connected to, for reports ("?" when unknown).
-std::string peer_address(int fd) {
-  sockaddr_storage a{};
-  socklen_t len = sizeof a;
-  if (getpeername(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) return "?";
-  return address_text(a);
-}
-
-/// The address and port `fd` was accepted at, for messages ("?" when unknown).
-std::string listen_address(int fd) {
-  sockaddr_storage a{};
-  socklen_t len = sizeof a;
-  if (getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) return "?";
-  return address_text(a);
-}
-
-/// Reads up to `n` bytes before `deadline`: how many came before EOF, an error or the deadline.
-size_t read_upto(int fd, char* out, size_t n, Clock::time_point deadline) {
-  size_t got = 0;
-  while (got < n) {
-    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
-    if (left.count() <= 0) break;
-    pollfd p{fd, POLLIN, 0};
-    const int rc = poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), 1000)));
-    if (rc < 0 && errno != EINTR) break;
-    if (rc <= 0) continue;
-    const ssize_t k = recv(fd, out + got, n - got, 0);
-    if (k < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-    if (k <= 0) break;
-    got += static_cast<size_t>(k);
-  }
-  return got;
-}
+using base::net::read_upto;
 
 /// Reads exactly n bytes before `deadline`; false on EOF, error or timeout.
 bool read_exact(int fd, char* out, size_t n, Clock::time_point deadline) {
@@ -189,7 +134,7 @@ std::string answer_challenge(int fd, const std::string& token, int rank, int siz
   char challenge[kChallengeSize];
   const size_t got = read_upto(fd, challenge, sizeof challenge, deadline);
   const std::string_view came(challenge, got);
-  if (!came.starts_with(kMagic.substr(0, std::min(got, kMagic.size())))) {
+  if (!base::net::may_speak(came, kMagic)) {
     return "does not speak " + std::string(kMagic) + " (it sent '" + base::excerpt(came) +
            "'; is something other than this job's ddlrun listening there?)";
   }
@@ -205,7 +150,9 @@ std::string answer_challenge(int fd, const std::string& token, int rank, int siz
   std::string hello(kMagic);
   put_u32(hello, static_cast<uint32_t>(rank));
   put_u32(hello, static_cast<uint32_t>(size));
-  hello += rank_proof(token, nonce, static_cast<uint32_t>(rank), static_cast<uint32_t>(size));
+  hello += base::net::proof(
+      token, kRankLabel,
+      rank_context(nonce, static_cast<uint32_t>(rank), static_cast<uint32_t>(size)));
   if (!write_all(fd, hello, std::chrono::milliseconds::max(), deadline)) {
     return "closed the connection or took none of this rank's hello (is ddlrun stopped or "
            "overloaded? see its output)";
@@ -230,13 +177,12 @@ class RendezvousClient : public Bootstrap {
     std::string msg;
     put_u32(msg, round_++);
     put_u32(msg, static_cast<uint32_t>(timeout.count()));
-    put_u32(msg, static_cast<uint32_t>(value.size()));
-    msg += value;
+    put_str(msg, value);
     if (!write_all(fd_, msg, std::chrono::milliseconds::max(), deadline))
       throw cut(waited, deadline);
     char head[8];
     if (!read_exact(fd_, head, 8, deadline)) throw cut(waited, deadline);
-    const uint32_t status = get_u32(head), n = get_u32(head + 4);
+    const uint32_t status = get_u32({head, 8}, 0), n = get_u32({head, 8}, 4);
     if (status > 1) {
       throw garbled("'" + base::excerpt(std::string_view(head, 8)) + "'");
     }
@@ -253,7 +199,7 @@ class RendezvousClient : public Bootstrap {
     for (size_t r = 0; r < values.size(); ++r) {
       char len[4];
       if (!read_exact(fd_, len, 4, deadline)) throw cut(waited, deadline);
-      const uint32_t l = get_u32(len);
+      const uint32_t l = get_u32({len, 4});
       if (l > kMaxValue) throw garbled(too_long("rank " + std::to_string(r) + "'s value", l));
       values[r].resize(l);
       if (!read_exact(fd_, values[r].data(), l, deadline)) throw cut(waited, deadline);
@@ -340,15 +286,12 @@ class MemoryBootstrap : public Bootstrap {
 std::unique_ptr<Bootstrap> make_rendezvous_bootstrap(const std::string& address,
                                                      const std::string& token, int rank, int size,
                                                      std::chrono::milliseconds timeout) {
-  const size_t colon = address.rfind(':');
-  if (colon == std::string::npos || colon == 0) {
+  const auto endpoint = base::net::split_host_port(address);
+  if (!endpoint) {
     throw BootstrapError("rank " + std::to_string(rank) + ": $DDL_RENDEZVOUS '" + address +
                          "' is not HOST:PORT");
   }
-  std::string host = address.substr(0, colon);
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']')
-    host = host.substr(1, host.size() - 2);
-  const std::string port = address.substr(colon + 1);
+  const auto& [host, port] = *endpoint;
   const Clock::time_point deadline = Clock::now() + timeout;
   std::string last_error = "no address";
   for (;;) {
@@ -410,10 +353,9 @@ std::vector<std::unique_ptr<Bootstrap>> make_memory_bootstraps(int size) {
 struct RendezvousServer::State {
   std::string token;
   int size = 0;
-  std::vector<std::string> hosts;   ///< each rank's host, for messages; may be empty
-  RendezvousServer::Report report;  ///< refusals and strangers; may be empty
-  int refusals = 0;
-  bool strangers_told = false;
+  std::vector<std::string> hosts;  ///< each rank's host, for messages; may be empty
+  base::net::ListenerGuard guard;  ///< strangers' cap, hello deadline, refusals reported
+  uint64_t accepted = 0;           ///< connections accepted so far: the next one's id
   int listen_fd = -1;
   base::AcceptRest rest;  ///< rests the listening socket while no descriptor is left
   int port = 0;
@@ -423,11 +365,10 @@ struct RendezvousServer::State {
 
   struct Client {
     int fd = -1;
-    int rank = -1;            ///< -1 until the hello was read
-    std::string nonce;        ///< the challenge it must answer
-    std::string address;      ///< where it came from, for reports
-    Clock::time_point since;  ///< when it was accepted
-    Clock::time_point admitted_by;
+    uint64_t id = 0;      ///< its name for the guard
+    int rank = -1;        ///< -1 until the hello was read
+    std::string nonce;    ///< the challenge it must answer
+    std::string address;  ///< where it came from, for reports
     std::string in;
     bool waiting = false;
     uint32_t round = 0;
@@ -441,8 +382,7 @@ struct RendezvousServer::State {
   void answer_error(const std::string& message) {
     std::string msg;
     put_u32(msg, 1);
-    put_u32(msg, static_cast<uint32_t>(message.size()));
-    msg += message;
+    put_str(msg, message);
     for (Client& c : clients) {
       if (c.waiting) {
         answer(c, msg);
@@ -471,11 +411,8 @@ struct RendezvousServer::State {
     std::string msg;
     put_u32(msg, 0);
     put_u32(msg, static_cast<uint32_t>(size));
-    for (int r = 0; r < size; ++r) {
-      const std::string& v = clients[by_rank[r]].value;
-      put_u32(msg, static_cast<uint32_t>(v.size()));
-      msg += v;
-    }
+    for (int r = 0; r < size; ++r)
+      put_str(msg, clients[by_rank[r]].value);
     for (int r = 0; r < size; ++r) {
       Client& c = clients[by_rank[r]];
       answer(c, msg);
@@ -487,16 +424,15 @@ struct RendezvousServer::State {
   /// Why the hello in `c.in` is refused; "" when it is accepted (c.rank set, the hello taken
   /// out of c.in) or not complete yet.
   std::string check_hello(Client& c) {
-    const size_t head = std::min(c.in.size(), kMagic.size());
-    if (c.in.compare(0, head, kMagic, 0, head) != 0) {
+    if (!base::net::may_speak(c.in, kMagic)) {
       return "it does not speak " + std::string(kMagic) + " (it sent '" + base::excerpt(c.in, 32) +
              "')";
     }
     if (c.in.size() < kHelloSize) return "";
-    const uint32_t rank = get_u32(c.in.data() + kMagic.size());
-    const uint32_t n = get_u32(c.in.data() + kMagic.size() + 4);
+    const uint32_t rank = get_u32(c.in, kMagic.size());
+    const uint32_t n = get_u32(c.in, kMagic.size() + 4);
     const std::string_view proof = std::string_view(c.in).substr(kMagic.size() + 8, 32);
-    if (!base::same_secret(proof, rank_proof(token, c.nonce, rank, n))) {
+    if (!base::net::proves(proof, token, kRankLabel, rank_context(c.nonce, rank, n))) {
       return "its proof of the job's token is wrong";
     }
     if (n != static_cast<uint32_t>(size)) {
@@ -514,15 +450,14 @@ struct RendezvousServer::State {
   bool consume(Client& c) {
     if (c.rank < 0) {
       if (const std::string why = check_hello(c); !why.empty()) {
-        refused("rendezvous: refused a connection from " + c.address + ": " + why);
+        guard.refused("rendezvous: refused a connection from " + c.address + ": " + why);
         if (c.in.size() == kHelloSize) tell_refused(c, why);
         return false;
       }
       if (c.rank < 0) return true;
     }
     while (c.in.size() >= 12) {
-      const uint32_t r = get_u32(c.in.data()), wait_ms = get_u32(c.in.data() + 4),
-                     len = get_u32(c.in.data() + 8);
+      const uint32_t r = get_u32(c.in, 0), wait_ms = get_u32(c.in, 4), len = get_u32(c.in, 8);
       if (len > kMaxValue) return false;
       if (c.in.size() < 12 + len) return true;
       c.round = r;
@@ -537,83 +472,43 @@ struct RendezvousServer::State {
   /// Tells a refused rank why, as a failed round (status 1) that its first allgather reads: at
   /// once or not at all (a rank that does not read cannot hold the server up).
   void tell_refused(const Client& c, const std::string& why) {
-    const std::string text = "refused by the rendezvous at " + listen_address(c.fd) + ": " + why +
+    const std::string text = "refused by the rendezvous at " +
+                             base::net::local_address(c.fd, true) + ": " + why +
                              "; is it a process of this job, started by its ddlrun?";
     std::string msg;
     put_u32(msg, 1);
-    put_u32(msg, static_cast<uint32_t>(text.size()));
-    msg += text;
+    put_str(msg, text);
     (void)send(c.fd, msg.data(), msg.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-  }
-
-  /// Reports a refusal, the first kMaxRefusalReports of them: a stranger that keeps trying
-  /// cannot fill ddlrun's output.
-  void refused(const std::string& line) {
-    if (!report) return;
-    if (++refusals <= kMaxRefusalReports) report(line);
-    if (refusals == kMaxRefusalReports + 1) {
-      report(
-          "rendezvous: more refused connections are not shown (is something other than this "
-          "job's ranks connecting to port " +
-          std::to_string(port) + "?)");
-    }
-  }
-
-  /// When there is room for one more connection without an accepted hello: now while fewer
-  /// than kMaxStrangers wait, else once the oldest of them has had its kHelloGrace.
-  Clock::time_point room_at() const {
-    size_t waiting = 0;
-    Clock::time_point oldest = Clock::time_point::max();
-    for (const Client& c : clients) {
-      if (c.rank >= 0 || c.fd < 0) continue;
-      ++waiting;
-      oldest = std::min(oldest, c.since);
-    }
-    return waiting < kMaxStrangers ? Clock::time_point{} : oldest + kHelloGrace;
-  }
-
-  /// Closes the oldest connections without an accepted hello that have had their
-  /// kHelloGrace while there are more than kMaxStrangers (never the newest, `keep`).
-  void limit_strangers(size_t keep) {
-    size_t waiting = 0;
-    for (const Client& c : clients)
-      waiting += c.rank < 0 ? 1 : 0;
-    const auto graced = Clock::now() - kHelloGrace;
-    for (size_t i = 0; i < clients.size() && waiting > kMaxStrangers; ++i) {
-      if (clients[i].rank >= 0 || i == keep || clients[i].fd < 0) continue;
-      if (clients[i].since > graced) break;  // the oldest first: the rest are younger
-      close(clients[i].fd);
-      clients[i].fd = -1;  // dropped by the loop
-      --waiting;
-      if (!strangers_told && report) {
-        strangers_told = true;
-        report("rendezvous: more than " + std::to_string(kMaxStrangers) +
-               " connections have not said hello; closing the oldest (is something other than "
-               "this job's ranks connecting to port " +
-               std::to_string(port) + "?)");
-      }
-    }
   }
 
   /// A new connection, challenged at once: the magic and a fresh nonce, which fit the new
   /// socket's buffer (sent at once, or the connection is dropped). The oldest of too many
-  /// connections without hello is closed.
+  /// connections without hello is closed (the guard's choice).
   void accept_one() {
     const int fd = rest.accept(listen_fd, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) return;  // out of descriptors, `rest` rests the listening socket
     Client c;
     c.fd = fd;
-    c.address = peer_address(fd);
-    c.since = Clock::now();
-    c.admitted_by = c.since + std::chrono::seconds(5);
-    c.nonce = base::random_bytes(kNonceSize);
+    c.id = ++accepted;
+    c.address = base::net::peer_address(fd, true);
+    c.nonce = base::net::nonce();
     const std::string challenge = std::string(kMagic) + c.nonce;
     if (send(fd, challenge.data(), challenge.size(), MSG_NOSIGNAL) ==
         static_cast<ssize_t>(challenge.size())) {
       clients.push_back(std::move(c));
-      limit_strangers(clients.size() - 1);
+      close_clients(guard.arrive(clients.back().id));
     } else {
       close(fd);
+    }
+  }
+
+  /// Closes the connections the guard gave up on (dropped by the loop).
+  void close_clients(const std::vector<uint64_t>& ids) {
+    for (Client& c : clients) {
+      if (c.fd >= 0 && std::find(ids.begin(), ids.end(), c.id) != ids.end()) {
+        close(c.fd);
+        c.fd = -1;
+      }
     }
   }
 
@@ -630,7 +525,10 @@ struct RendezvousServer::State {
     c.in.append(buf, static_cast<size_t>(n));
     const int before = c.rank;
     if (!consume(c)) return false;
-    if (before < 0 && c.rank >= 0) by_rank[c.rank] = static_cast<int>(i);
+    if (before < 0 && c.rank >= 0) {
+      by_rank[c.rank] = static_cast<int>(i);
+      guard.settled(c.id);
+    }
     return true;
   }
 
@@ -640,6 +538,7 @@ struct RendezvousServer::State {
       Client& c = clients[*it];
       const int rank = c.rank;
       if (c.fd >= 0) close(c.fd);
+      guard.settled(c.id);
       if (rank >= 0) by_rank[rank] = -1;
       clients.erase(clients.begin() + static_cast<std::ptrdiff_t>(*it));
       for (int r = 0; r < size; ++r)
@@ -667,7 +566,7 @@ struct RendezvousServer::State {
     while (!stop) {
       // The listening socket waits while no descriptor is left, and while every stranger's
       // place is held by one within its grace.
-      const Clock::time_point room = room_at();
+      const Clock::time_point room = guard.room_at();
       const bool roomy = Clock::now() >= room;
       std::vector<pollfd> fds = {{wake[0], POLLIN, 0},
                                  {listen_fd, roomy ? rest.events() : short{0}, 0}};
@@ -676,15 +575,15 @@ struct RendezvousServer::State {
       poll(fds.data(), fds.size(), roomy ? rest.poll_ms(200) : base::Deadline(room).poll_ms(200));
       if (stop) break;
       if (fds[1].revents & POLLIN) accept_one();
+      close_clients(guard.overdue());
       std::vector<size_t> drop;
       for (size_t i = 0; i + 2 < fds.size(); ++i) {
         bool ok = clients[i].fd >= 0;
         if (ok && fds[i + 2].revents != 0) ok = read_client(i);
-        if (ok && clients[i].rank < 0 && Clock::now() > clients[i].admitted_by) ok = false;
         if (!ok) drop.push_back(i);
       }
       for (size_t i = fds.size() - 2; i < clients.size(); ++i) {
-        if (clients[i].fd < 0) drop.push_back(i);  // closed by limit_strangers
+        if (clients[i].fd < 0) drop.push_back(i);  // closed by the guard
       }
       drop_clients(drop);
       try_complete();
@@ -696,51 +595,17 @@ struct RendezvousServer::State {
 namespace {
 
 /// A listening socket on `address` (numeric IPv4 or IPv6; "": every address, IPv6 with IPv4
-/// mapped) and `port`, non-blocking.
-int listen_socket(const std::string& address, int port) {
-  sockaddr_storage storage{};
-  socklen_t size = sizeof(sockaddr_in6);
-  auto* a6 = reinterpret_cast<sockaddr_in6*>(&storage);
-  auto* a4 = reinterpret_cast<sockaddr_in*>(&storage);
-  a6->sin6_family = AF_INET6;
-  a6->sin6_addr = in6addr_any;
-  a6->sin6_port = htons(static_cast<uint16_t>(port));
-  if (!address.empty() && inet_pton(AF_INET6, address.c_str(), &a6->sin6_addr) != 1) {
-    a4->sin_family = AF_INET;
-    a4->sin_port = htons(static_cast<uint16_t>(port));
-    size = sizeof(sockaddr_in);
-    if (inet_pton(AF_INET, address.c_str(), &a4->sin_addr) != 1)
-      throw BootstrapError("rendezvous: '" + address +
-                           "' is not a numeric IP address to listen on");
+/// mapped) and `port`, non-blocking, and the port it got.
+base::net::Listening listen_socket(const std::string& address, int port) {
+  const base::net::Listening l = base::net::listen_tcp(address, port, 1024);
+  if (l.bad_address) {
+    throw BootstrapError("rendezvous: '" + address + "' is not a numeric IP address to listen on");
   }
-  const std::string where = (address.empty() ? "*" : address) + ":" + std::to_string(port);
-  const int fd = socket(storage.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (fd < 0) throw BootstrapError(std::string("rendezvous: socket: ") + std::strerror(errno));
-  const int zero = 0, one = 1;
-  if (storage.ss_family == AF_INET6) {
-    const int v6only = address.empty() ? zero : one;
-    setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, sizeof v6only);
+  if (l.fd < 0) {
+    const std::string where = (address.empty() ? "*" : address) + ":" + std::to_string(port);
+    throw BootstrapError("rendezvous: cannot listen on " + where + ": " + std::strerror(errno));
   }
-  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&storage), size) != 0 || listen(fd, 1024) != 0) {
-    const int e = errno;
-    close(fd);
-    throw BootstrapError("rendezvous: cannot listen on " + where + ": " + std::strerror(e));
-  }
-  return fd;
-}
-
-/// The port `fd` listens on.
-int bound_port(int fd) {
-  sockaddr_storage a{};
-  socklen_t len = sizeof a;
-  if (getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-    const int e = errno;
-    close(fd);
-    throw BootstrapError(std::string("rendezvous: getsockname: ") + std::strerror(e));
-  }
-  return a.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&a)->sin6_port)
-                                 : ntohs(reinterpret_cast<sockaddr_in*>(&a)->sin_port);
+  return l;
 }
 
 }  // namespace
@@ -753,10 +618,12 @@ RendezvousServer::RendezvousServer(std::string token, int size, int port,
   s.token = std::move(token);
   s.size = size;
   s.hosts = std::move(hosts);
-  s.report = std::move(report);
+  s.guard = base::net::ListenerGuard({.hello_time = kHelloTime}, std::move(report));
   s.by_rank.assign(size, -1);
-  s.listen_fd = listen_socket(bind_address, port);
-  s.port = bound_port(s.listen_fd);
+  const base::net::Listening listening = listen_socket(bind_address, port);
+  s.listen_fd = listening.fd;
+  s.port = listening.port;
+  s.guard.name("rendezvous", s.port, "this job's ranks", "this job's ranks");
   if (pipe2(s.wake, O_CLOEXEC) != 0) {
     close(s.listen_fd);
     throw BootstrapError(std::string("rendezvous: pipe: ") + std::strerror(errno));

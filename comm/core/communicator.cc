@@ -201,7 +201,8 @@ Communicator::Communicator(std::unique_ptr<Bootstrap> bootstrap, std::optional<T
     connect_neighbours();
     make_node_group(pids, topology ? topology->job_id : std::string("ddl"));
     mailbox_ =
-        std::make_unique<Mailbox>([this](int peer) { return connect_message_link(peer); },
+        std::make_unique<Mailbox>([this](int peer) { return connect_message_link(peer, true); },
+                                  [this](int peer) { return connect_message_link(peer, false); },
                                   [this](int peer) { return peer_name(peer); }, options_.timeout);
   }
   make_dimensions();
@@ -759,11 +760,29 @@ void Communicator::recv(void* buf, size_t count, DataType type, int peer, int ta
   mailbox_->recv(peer, 0, tag, buf, count, type);
 }
 
-std::unique_ptr<transport::Link> Communicator::connect_message_link(int peer) {
+int Communicator::recv_any(void* buf, size_t count, DataType type, int tag) {
+  check_any(buf, count, size_);
+  std::vector<int> peers;
+  for (int r = 0; r < size_; ++r) {
+    if (r != rank_) peers.push_back(r);
+  }
+  return mailbox_->recv_any(peers, 0, tag, buf, count, type);
+}
+
+void Communicator::check_any(const void* buf, size_t count, int ranks) const {
+  if (ranks < 2) {
+    throw ArgumentError(
+        "recv_any: this rank is alone in its group; there is no other rank to receive from");
+  }
+  if (count > 0 && buf == nullptr) throw ArgumentError("recv_any: a null buffer");
+}
+
+std::unique_ptr<transport::Link> Communicator::connect_message_link(int peer, bool wait) {
   const bool local = host_of_[peer] == host_of_[rank_];
   transport::Device& dev = local ? *message_shm_ : *message_tcp_;
-  return dev.connect(peer, peer_name(peer),
-                     local ? shm_addresses_[peer] : message_tcp_addresses_[peer], options_.timeout);
+  const std::string& address = local ? shm_addresses_[peer] : message_tcp_addresses_[peer];
+  return wait ? dev.connect(peer, peer_name(peer), address, options_.timeout)
+              : dev.try_connect(peer, peer_name(peer), address, options_.timeout);
 }
 
 std::unique_ptr<Subgroup> Communicator::create_group(std::span<const int> ranks) {

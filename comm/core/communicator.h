@@ -95,6 +95,10 @@ class Communicator {
   /// not serialised with the collectives. Throw ArgumentError for a bad peer or buffer.
   void send(const void* buf, size_t count, DataType type, int peer, int tag);
   void recv(void* buf, size_t count, DataType type, int peer, int tag);
+  /// ddl_recv_any: the first message under `tag` from whichever other rank sends one
+  /// (Mailbox::recv_any); returns its sender. Throws ArgumentError for a bad buffer or a job of
+  /// one rank.
+  int recv_any(void* buf, size_t count, DataType type, int tag);
   /// ddl_group_create: the group of `ranks` (distinct job ranks), or nullptr when this rank is
   /// not one of them. Members must all make their groups with the same lists in the same
   /// order. Nothing is sent, and the collective lock is not taken (a collective running on
@@ -131,10 +135,13 @@ class Communicator {
   void collective(Body&& body) {
     collective(seq_, std::forward<Body>(body));
   }
-  /// The message link to `peer` (p2p devices), for mailbox_.
-  std::unique_ptr<transport::Link> connect_message_link(int peer);
+  /// The message link to `peer` (p2p devices), for mailbox_: Device::connect, or (not
+  /// `wait`) Device::try_connect.
+  std::unique_ptr<transport::Link> connect_message_link(int peer, bool wait);
   /// Throws ArgumentError unless `peer` is another rank and `buf` holds `count` elements.
   void check_peer(const char* what, int peer, const void* buf, size_t count) const;
+  /// Throws ArgumentError unless `buf` holds `count` elements and the group has `ranks` > 1.
+  void check_any(const void* buf, size_t count, int ranks) const;
   /// The signature of the call being made.
   Signature signature(CollectiveKind kind, size_t count, DataType type, ReduceOp op,
                       int root = -1) const;

@@ -273,6 +273,10 @@ ddl_status_t ddl_recv(void* buf, size_t count, ddl_datatype_t type, int peer, in
   return ddl_group_recv(ddl_group_world(), buf, count, type, peer, tag);
 }
 
+ddl_status_t ddl_recv_any(void* buf, size_t count, ddl_datatype_t type, int tag, int* source) {
+  return ddl_group_recv_any(ddl_group_world(), buf, count, type, tag, source);
+}
+
 ddl_status_t ddl_alltoall(const void* send, void* recv, size_t count, ddl_datatype_t type) {
   return ddl_group_alltoall(ddl_group_world(), send, recv, count, type);
 }
@@ -456,6 +460,15 @@ ddl_status_t ddl_group_recv(ddl_group_t group, void* buf, size_t count, ddl_data
   if (!valid(type)) return bad_type_or_op("ddl_recv", false);
   return with_group("ddl_recv", group,
                     [&](auto& g) { g.recv(buf, count, type_of(type), peer, tag); });
+}
+
+ddl_status_t ddl_group_recv_any(ddl_group_t group, void* buf, size_t count, ddl_datatype_t type,
+                                int tag, int* source) {
+  if (!valid(type)) return bad_type_or_op("ddl_recv_any", false);
+  return with_group("ddl_recv_any", group, [&](auto& g) {
+    const int from = g.recv_any(buf, count, type_of(type), tag);
+    if (source != nullptr) *source = from;
+  });
 }
 
 const char* ddl_error_string(ddl_status_t status) {

@@ -201,4 +201,17 @@ void Subgroup::recv(void* buf, size_t count, DataType type, int peer, int tag) {
   comm_.mailbox_->recv(from, id_, tag, buf, count, type);
 }
 
+int Subgroup::recv_any(void* buf, size_t count, DataType type, int tag) {
+  comm_.check_any(buf, count, size());
+  std::vector<int> peers;
+  for (int r = 0; r < size(); ++r) {
+    if (r != rank()) peers.push_back(global(r));
+  }
+  const int from = comm_.mailbox_->recv_any(peers, id_, tag, buf, count, type);
+  for (int r = 0; r < size(); ++r) {
+    if (global(r) == from) return r;
+  }
+  DDL_FAIL("recv_any: the sender " + std::to_string(from) + " is not a member");
+}
+
 }  // namespace ddl::comm

@@ -51,6 +51,9 @@ class Subgroup {
                  const size_t* recv_counts, const size_t* recv_displs, DataType type);
   void send(const void* buf, size_t count, DataType type, int peer, int tag);
   void recv(void* buf, size_t count, DataType type, int peer, int tag);
+  /// The first message under the group's `tag` from whichever other member sends one; returns
+  /// its group rank (Communicator::recv_any).
+  int recv_any(void* buf, size_t count, DataType type, int tag);
 
  private:
   /// Runs one call under the communicator's lock, numbered by this group.

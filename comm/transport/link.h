@@ -101,6 +101,14 @@ class Device {
   virtual std::unique_ptr<Link> connect(int peer, const std::string& peer_name,
                                         const std::string& peer_address,
                                         std::chrono::milliseconds timeout) = 0;
+  /// connect() without waiting for the peer's program to call connect() too. The side that
+  /// makes the link (the lower rank) makes it as connect() does (the peer's device takes its
+  /// half on its own), but fails at once when the peer is gone (tcp: its listener refuses);
+  /// the side that waits takes the link only when the peer has made it already, and returns
+  /// nullptr otherwise. What a receive from any rank uses. Throws TransportError.
+  virtual std::unique_ptr<Link> try_connect(int peer, const std::string& peer_name,
+                                            const std::string& peer_address,
+                                            std::chrono::milliseconds timeout) = 0;
 };
 
 /// What a Device is created with.

@@ -1,6 +1,6 @@
 #pragma once
-// The wire format of per-node mode's rendezvous (rendezvous.h): a message is one type byte, a
-// 4-byte field count and the fields, each a 4-byte length and its bytes (big-endian), at most
+// The wire format of per-node mode's rendezvous (rendezvous.h): a message of fields
+// (base/net/codec.h: one type byte, a 4-byte field count, each field length-prefixed), at most
 // kMaxMessage bytes in all, and at most kMaxHello (kMaxHelloFields fields) before a node proved
 // that it knows the job's secret.
 
@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "base/net/codec.h"
+#include "base/net/handshake.h"
 #include "ddlrun/per_node/rendezvous.h"
 
 namespace ddl::ddlrun::wire {
@@ -30,57 +32,19 @@ enum Type : uint8_t {
 };
 
 inline constexpr const char* kMagic = "DDLNODE4";
-inline constexpr size_t kMaxMessage = size_t{64} << 20;
+inline constexpr size_t kMaxMessage = base::net::kMaxFieldsBytes;
 /// Before the hello is accepted: a hello carries one node's hardware, tens of KB.
 inline constexpr size_t kMaxHello = size_t{256} << 10;
 inline constexpr uint32_t kMaxHelloFields = 16;
 /// The nonces' size in bytes.
-inline constexpr size_t kNonceSize = 16;
+inline constexpr size_t kNonceSize = base::net::kNonceSize;
 
-struct Message {
-  int type = 0;
-  std::vector<std::string> fields;
-};
-
-std::string encode(int type, const std::vector<std::string>& fields);
-
-/// The messages of one connection, read as the bytes come: each byte is looked at once (a
-/// field once complete is never parsed again), and a length prefix or field count past the
-/// limits is refused as soon as it is read, before its bytes are waited for.
-class Reader {
- public:
-  explicit Reader(size_t limit = kMaxMessage, uint32_t max_fields = 1u << 20)
-      : limit_(limit), max_fields_(max_fields) {}
-  /// The limits from the next message on (the hello accepted: the larger ones).
-  void set_limits(size_t limit, uint32_t max_fields);
-  void add(std::string_view bytes) { buffer_.append(bytes); }
-  /// One whole message off the front; nullopt while it is incomplete. Throws
-  /// std::runtime_error for a message past the limits.
-  std::optional<Message> take();
-  /// How many bytes the next read may add: what the current message can still need.
-  size_t room() const;
-
- private:
-  std::string buffer_;
-  size_t limit_;
-  uint32_t max_fields_;
-  size_t start_ = 0;                ///< where the message at the front begins
-  size_t at_ = 0;                   ///< how far it has been parsed
-  std::optional<uint32_t> count_;   ///< its field count, once read
-  std::optional<uint32_t> length_;  ///< the length of the field being read, once read
-  Message partial_;
-};
-
-/// Appends what `fd` has to `reader` (one read of at most its room; call when poll says `fd` is
-/// readable). False on end of file or error.
-bool fill(int fd, Reader& reader);
-
-/// Sends a whole message; false when the connection is gone.
-bool send(int fd, int type, const std::vector<std::string>& fields);
-
-/// Sends a whole message now or not at all (a connection that does not read cannot hold node
-/// 0 up); false when it did not all go.
-bool send_now(int fd, int type, const std::vector<std::string>& fields);
+using Message = base::net::Fields;
+using Reader = base::net::FieldsReader;  ///< by default with an admitted node's limits
+using base::net::encode;
+using base::net::fill;
+using base::net::send;
+using base::net::send_now;
 
 /// What proves knowledge of the job's secret (HMAC-SHA256, raw bytes): `role` says who proves
 /// it ("node", "node 0"), the nonces which connection it is for.
@@ -104,9 +68,6 @@ bool node0_proved(const Message& m, const std::string& secret, std::string_view 
 /// shows that it knows `secret`; the ranks' token derived from it. Throws RendezvousError.
 Welcome decode_welcome(const Message& m, const std::string& secret, std::string_view nonce,
                        std::string_view challenge);
-
-/// The peer's address ("10.200.0.10"), "?" when unknown.
-std::string peer_address(int fd);
 
 /// `text` as a whole number, nullopt when it is not one.
 std::optional<int> to_int(const std::string& text);

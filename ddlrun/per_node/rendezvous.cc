@@ -19,6 +19,8 @@
 #include "base/check.h"
 #include "base/digest.h"
 #include "base/fd.h"
+#include "base/net/handshake.h"
+#include "base/net/listener.h"
 #include "base/text.h"
 #include "ddlrun/per_node/node_wire.h"
 
@@ -26,131 +28,17 @@ namespace ddl::ddlrun {
 
 namespace wire {
 
-namespace {
-
-void put_u32(std::string& out, uint32_t v) {
-  for (int shift = 24; shift >= 0; shift -= 8)
-    out.push_back(static_cast<char>((v >> shift) & 0xff));
-}
-
-uint32_t get_u32(const std::string& in, size_t at) {
-  uint32_t v = 0;
-  for (size_t i = 0; i < 4; ++i)
-    v = (v << 8) | static_cast<unsigned char>(in[at + i]);
-  return v;
-}
-
-}  // namespace
-
-std::string encode(int type, const std::vector<std::string>& fields) {
-  std::string out(1, static_cast<char>(type));
-  put_u32(out, static_cast<uint32_t>(fields.size()));
-  for (const std::string& f : fields) {
-    put_u32(out, static_cast<uint32_t>(f.size()));
-    out += f;
-  }
-  return out;
-}
-
-void Reader::set_limits(size_t limit, uint32_t max_fields) {
-  limit_ = limit;
-  max_fields_ = max_fields;
-}
-
-// How it works: `start_` is where the message at the front begins in the buffer and `at_` how
-// far it has been parsed; the field count and the length of the field being read are kept once
-// read, and a field once whole is moved into `partial_`. A call goes on from there, so each byte
-// is looked at once; the bytes of whole messages are dropped when a call runs out of bytes (once
-// per read, not once per message).
-std::optional<Message> Reader::take() {
-  while (true) {
-    const size_t have = buffer_.size() - at_;
-    if (!count_) {
-      if (have < 5) break;
-      partial_.type = static_cast<unsigned char>(buffer_[at_]);
-      count_ = get_u32(buffer_, at_ + 1);
-      if (*count_ > max_fields_)
-        throw std::runtime_error("a message with " + std::to_string(*count_) + " fields");
-      at_ += 5;
-    } else if (partial_.fields.size() == *count_) {
-      Message whole = std::move(partial_);
-      start_ = at_;
-      count_.reset();
-      partial_ = Message{};
-      return whole;
-    } else if (!length_) {
-      if (have < 4) break;
-      length_ = get_u32(buffer_, at_);
-      if (at_ - start_ + 4 + *length_ > limit_) {
-        throw std::runtime_error("a message over " + std::to_string(limit_ >> 10) + " KiB");
-      }
-      at_ += 4;
-    } else {
-      if (have < *length_) break;
-      partial_.fields.push_back(buffer_.substr(at_, *length_));
-      at_ += *length_;
-      length_.reset();
-    }
-  }
-  buffer_.erase(0, start_);
-  at_ -= start_;
-  start_ = 0;
-  return std::nullopt;
-}
-
-size_t Reader::room() const {
-  // A whole header or length prefix past the limit must still come in, to be refused.
-  const size_t cap = limit_ + 8;
-  const size_t held = buffer_.size() - start_;
-  return held >= cap ? 1 : cap - held;
-}
-
-bool fill(int fd, Reader& reader) {
-  char chunk[65536];
-  ssize_t n = 0;
-  do {
-    n = ::recv(fd, chunk, std::min(sizeof chunk, reader.room()), 0);
-  } while (n < 0 && errno == EINTR);
-  if (n <= 0) return false;
-  reader.add(std::string_view(chunk, static_cast<size_t>(n)));
-  return true;
-}
-
-bool send(int fd, int type, const std::vector<std::string>& fields) {
-  return base::write_all(fd, encode(type, fields)) == 0;
-}
-
-bool send_now(int fd, int type, const std::vector<std::string>& fields) {
-  const std::string bytes = encode(type, fields);
-  const ssize_t n = ::send(fd, bytes.data(), bytes.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
-  return n == static_cast<ssize_t>(bytes.size());
-}
-
 std::string proof(const std::string& secret, std::string_view role, std::string_view nonce_a,
                   std::string_view nonce_b) {
-  std::string message = "ddlrun per-node rendezvous: ";
-  message.append(role).append(1, '\0').append(nonce_a).append(nonce_b);
-  return base::bytes(base::hmac_sha256(secret, message));
+  std::string context(role);
+  context.append(1, '\0').append(nonce_a).append(nonce_b);
+  return base::net::proof(secret, "ddlrun per-node rendezvous: ", context);
 }
 
 std::string ranks_token(const std::string& secret, std::string_view salt) {
   std::string message = "ddlrun per-node ranks token: ";
   message.append(salt);
   return base::hex(base::hmac_sha256(secret, message));
-}
-
-std::string peer_address(int fd) {
-  sockaddr_storage ss{};
-  socklen_t len = sizeof ss;
-  if (getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return "?";
-  char host[NI_MAXHOST];
-  if (getnameinfo(reinterpret_cast<sockaddr*>(&ss), len, host, sizeof host, nullptr, 0,
-                  NI_NUMERICHOST) != 0) {
-    return "?";
-  }
-  std::string h = host;
-  if (h.rfind("::ffff:", 0) == 0) h = h.substr(7);
-  return h;
 }
 
 std::optional<int> to_int(const std::string& text) {
@@ -172,15 +60,11 @@ using Clock = std::chrono::steady_clock;
 
 /// "HOST:PORT" ("[v6]:PORT") split; throws RendezvousError when it is not one.
 std::pair<std::string, std::string> split_endpoint(const std::string& endpoint) {
-  const size_t colon = endpoint.rfind(':');
-  std::string host = colon == std::string::npos ? "" : endpoint.substr(0, colon);
-  const std::string port = colon == std::string::npos ? "" : endpoint.substr(colon + 1);
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']')
-    host = host.substr(1, host.size() - 2);
-  if (host.empty() || !wire::to_int(port)) {
+  auto split = base::net::split_host_port(endpoint);
+  if (!split || !wire::to_int(split->second)) {
     throw RendezvousError("rendezvous endpoint '" + endpoint + "' is not HOST:PORT");
   }
-  return {host, port};
+  return *split;
 }
 
 /// One attempt to connect to `host`:`port`; the socket, or -1 with `why` set.
@@ -359,7 +243,7 @@ void NodeClient::greet(const std::string& token, const NodeHello& hello, const b
                           std::string(wire::kMagic) + "): run the same ddlrun on every node");
   }
   challenged = true;
-  const std::string nonce = base::random_bytes(wire::kNonceSize);
+  const std::string nonce = base::net::nonce();
   send(wire::kHello, {wire::kMagic, nonce, wire::proof(token, "node", *challenge, nonce),
                       std::to_string(hello.node_rank), std::to_string(hello.nnodes), hello.job,
                       hello.host, "", std::to_string(hello.round)});

@@ -57,13 +57,17 @@
 
 namespace ddl::base {
 class Deadline;
-}
+namespace net {
+struct Fields;
+class FieldsReader;
+}  // namespace net
+}  // namespace ddl::base
 
 namespace ddl::ddlrun {
 
 namespace wire {
-struct Message;
-class Reader;
+using Message = base::net::Fields;
+using Reader = base::net::FieldsReader;
 }  // namespace wire
 
 /// The rendezvous failed: refused, timed out, unreachable or broken; what() names the endpoint,

@@ -17,6 +17,8 @@
 #include "base/check.h"
 #include "base/digest.h"
 #include "base/fd.h"
+#include "base/net/handshake.h"
+#include "base/net/listener.h"
 #include "base/text.h"
 #include "comm/comm.h"
 #include "ddlrun/per_node/node_wire.h"
@@ -31,52 +33,22 @@ using Clock = std::chrono::steady_clock;
 
 /// How long a new connection has to say hello.
 constexpr auto kHelloWait = std::chrono::seconds(10);
-/// How many connections may wait for their hello at once: past that the oldest is closed,
-/// once it has had kHelloGrace (a node answers at once: strangers that come after it do not
-/// crowd it out); until then new connections wait in the listening queue.
-constexpr size_t kMaxStrangers = 32;
-constexpr auto kHelloGrace = std::chrono::milliseconds(200);
-/// How many refused connections node 0 reports; the rest only as a count.
-constexpr int kMaxRefusalReports = 10;
 
 /// A socket listening on `port` of every address (IPv6 with IPv4 mapped, else IPv4).
-int listen_on(int port) {
-  int fd = ::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  const int one = 1;
-  const int zero = 0;
-  int rc = -1;
-  if (fd >= 0) {
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
-    sockaddr_in6 a{};
-    a.sin6_family = AF_INET6;
-    a.sin6_addr = in6addr_any;
-    a.sin6_port = htons(static_cast<uint16_t>(port));
-    rc = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  }
-  if (fd < 0 || rc != 0) {  // no IPv6 here
-    if (fd >= 0) ::close(fd);
-    fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_ANY);
-    a.sin_port = htons(static_cast<uint16_t>(port));
-    rc = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  }
-  if (rc != 0 || ::listen(fd, 128) != 0) {
-    const int err = errno;
-    ::close(fd);
+base::net::Listening listen_on(int port) {
+  const base::net::Listening l = base::net::listen_tcp("", port, 128);
+  if (l.fd < 0) {
     throw RendezvousError("node 0 cannot serve the rendezvous on port " + std::to_string(port) +
-                          ": " + base::errno_text(err) +
+                          ": " + base::errno_text(errno) +
                           "; choose another port (--rdzv HOST:PORT, MASTER_PORT) on every node");
   }
-  return fd;
+  return l;
 }
 
 /// A node's connection, and what node 0 knows of the node.
 struct Conn {
   int fd = -1;
+  uint64_t id = 0;                                          ///< its name for the listener's guard
   wire::Reader in{wire::kMaxHello, wire::kMaxHelloFields};  ///< the larger limits once admitted
   std::string nonce;                                        ///< node 0's challenge to it
   std::string client_nonce;                                 ///< the node's, from its hello
@@ -86,7 +58,6 @@ struct Conn {
   std::string host;
   std::string inventory;
   bool proven = false;  ///< its inventory came, after node 0's proof: it counts as come
-  Clock::time_point opened = Clock::now();
   Clock::time_point heard = Clock::now();
   std::optional<std::string> digest;
   bool done = false;
@@ -133,14 +104,13 @@ struct NodeServer::State {
   Clock::time_point last_beat = Clock::now();
   Ports ports;
   std::optional<int> first_status;
-  int refusals = 0;             ///< connections refused so far (reported up to a limit)
-  bool strangers_told = false;  ///< whether the cap on connections without hello was reported
+  base::net::ListenerGuard guard;  ///< strangers' cap, hello deadline, refusals reported
+  uint64_t accepted = 0;           ///< connections accepted so far: the next one's id
 
   void run();
   void accept_one();
-  /// When there is room for one more connection without hello: now while fewer than
-  /// kMaxStrangers wait, else once the oldest of them has had kHelloGrace.
-  Clock::time_point room_at() const;
+  /// Closes connection `id` (one the guard gave up on).
+  void close_conn(uint64_t id);
   void read_from(Conn& c);
   void on_message(Conn& c, const wire::Message& m);
   void hello(Conn& c, const std::vector<std::string>& f);
@@ -150,9 +120,7 @@ struct NodeServer::State {
   bool proves(const Conn& c, const std::vector<std::string>& f) const;
   std::string hello_problem(const Conn& c, const std::vector<std::string>& f) const;
   std::string host_problem(const Conn& c, const std::string& inventory, std::string& host) const;
-  void refuse(const std::string& line);
   void refuse_hello(Conn& c, const std::vector<std::string>& f, const std::string& problem);
-  void limit_strangers(const Conn& newest);
   void welcome();
   void gathered();
   bool member(int rank) const;
@@ -174,7 +142,7 @@ std::string NodeServer::State::who(const Conn& c) const {
 void NodeServer::State::run() {
   gather_deadline = Clock::now() + s.timeout;
   while (phase != Phase::kOver) {
-    const Clock::time_point room = room_at();  // the strangers' places all held: no accept
+    const Clock::time_point room = guard.room_at();  // the strangers' places all held: no accept
     const bool roomy = Clock::now() >= room;
     std::vector<pollfd> fds = {{wake[0], POLLIN, 0},
                                {listen_fd, roomy ? rest.events() : short{0}, 0}};
@@ -194,6 +162,7 @@ void NodeServer::State::run() {
         continue;
       }
       ::close(it->fd);
+      guard.settled(it->id);
       std::replace(nodes.begin(), nodes.end(), &*it, static_cast<Conn*>(nullptr));
       it = conns.erase(it);
     }
@@ -214,42 +183,17 @@ void NodeServer::State::accept_one() {
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof limit);
   Conn& c = conns.emplace_back();
   c.fd = fd;
-  c.address = wire::peer_address(fd);
-  c.nonce = base::random_bytes(wire::kNonceSize);
+  c.id = ++accepted;
+  c.address = base::net::peer_address(fd, false);
+  c.nonce = base::net::nonce();
   if (!wire::send_now(fd, wire::kChallenge, {wire::kMagic, c.nonce})) c.closed = true;
-  limit_strangers(c);
+  for (const uint64_t old : guard.arrive(c.id))
+    close_conn(old);
 }
 
-Clock::time_point NodeServer::State::room_at() const {
-  size_t waiting = 0;
-  Clock::time_point oldest = Clock::time_point::max();
-  for (const Conn& c : conns) {
-    if (c.node >= 0 || c.closed) continue;
-    ++waiting;
-    oldest = std::min(oldest, c.opened);
-  }
-  return waiting < kMaxStrangers ? Clock::time_point{} : oldest + kHelloGrace;
-}
-
-void NodeServer::State::limit_strangers(const Conn& newest) {
-  size_t waiting = 0;
-  for (const Conn& c : conns)
-    waiting += c.node < 0 && !c.closed ? 1 : 0;
-  const auto graced = Clock::now() - kHelloGrace;
-  for (Conn& c : conns) {  // oldest first
-    if (waiting <= kMaxStrangers) break;
-    if (c.node >= 0 || c.closed || &c == &newest) continue;
-    if (c.opened > graced) break;  // within its grace, and so are the younger ones
-    c.closed = true;
-    --waiting;
-    if (!strangers_told) {
-      strangers_told = true;
-      report("rendezvous: more than " + std::to_string(kMaxStrangers) +
-             " connections have not said hello; closing the oldest (is something other than "
-             "ddlrun connecting to port " +
-             std::to_string(port) + "?)");
-    }
-  }
+void NodeServer::State::close_conn(uint64_t id) {
+  for (Conn& c : conns)
+    if (c.id == id) c.closed = true;
 }
 
 void NodeServer::State::read_from(Conn& c) {
@@ -275,7 +219,7 @@ void NodeServer::State::read_from(Conn& c) {
     if (c.node >= 0) {
       report(line);
     } else {
-      refuse(line);
+      guard.refused(line);
     }
     c.closed = true;
   }
@@ -320,8 +264,8 @@ void NodeServer::State::late(Conn& c, const std::vector<std::string>& f) {
                               "that --nnodes MIN:MAX leaves room for";
   const std::string node = base::excerpt(f[3], 16);
   c.host = f[6];
-  refuse("rendezvous: refused node " + node + " (" + base::excerpt(c.host) + ", from " + c.address +
-         "): " + problem);
+  guard.refused("rendezvous: refused node " + node + " (" + base::excerpt(c.host) + ", from " +
+                c.address + "): " + problem);
   wire::send_now(c.fd, wire::kError, {"refused node " + node + ": " + problem});
   c.closed = true;
 }
@@ -420,9 +364,10 @@ void NodeServer::State::hello(Conn& c, const std::vector<std::string>& f) {
   }
   c.node = *wire::to_int(f[3]);
   c.rank = c.node;
+  guard.settled(c.id);
   c.client_nonce = f[1];
   c.host = f[6];
-  c.in.set_limits(wire::kMaxMessage, 1u << 20);
+  c.in.set_limits(wire::kMaxMessage, base::net::kMaxFields);
   nodes[static_cast<size_t>(c.node)] = &c;
   if (!wire::send_now(c.fd, wire::kProven,
                       {wire::proof(s.token, "node 0", c.client_nonce, c.nonce)})) {
@@ -437,8 +382,8 @@ void NodeServer::State::inventory(Conn& c, const std::string& text) {
   const std::string problem = host_problem(c, text, host);
   if (!problem.empty()) {
     const std::string node = std::to_string(c.rank);
-    refuse("rendezvous: refused node " + node + " (" + base::excerpt(c.host) + ", from " +
-           c.address + "): " + problem);
+    guard.refused("rendezvous: refused node " + node + " (" + base::excerpt(c.host) + ", from " +
+                  c.address + "): " + problem);
     wire::send_now(c.fd, wire::kError, {"refused node " + node + ": " + problem});
     nodes[static_cast<size_t>(c.node)] = nullptr;
     c.node = -1;
@@ -457,22 +402,10 @@ void NodeServer::State::refuse_hello(Conn& c, const std::vector<std::string>& f,
                                      const std::string& problem) {
   const std::string node = f.size() > 3 ? base::excerpt(f[3], 16) : "?";
   const std::string shown = f.size() > 6 ? base::excerpt(f[6]) : "";
-  refuse("rendezvous: refused node " + node + " (" + (shown.empty() ? "" : shown + ", ") + "from " +
-         c.address + "): " + problem);
+  guard.refused("rendezvous: refused node " + node + " (" + (shown.empty() ? "" : shown + ", ") +
+                "from " + c.address + "): " + problem);
   wire::send_now(c.fd, wire::kError, {"refused node " + node + ": " + problem});
   c.closed = true;
-}
-
-// Reports a refused connection, the first kMaxRefusalReports of them: a stranger that keeps
-// trying cannot fill node 0's output.
-void NodeServer::State::refuse(const std::string& line) {
-  if (++refusals <= kMaxRefusalReports) report(line);
-  if (refusals == kMaxRefusalReports + 1) {
-    report(
-        "rendezvous: more refused connections are not shown (is something other than this "
-        "job's ddlrun connecting to port " +
-        std::to_string(port) + "?)");
-  }
 }
 
 bool NodeServer::State::member(int rank) const {
@@ -586,8 +519,9 @@ void NodeServer::State::tick() {
     fail_all("the rendezvous timed out after " + base::seconds_text(s.timeout) + ": " + missing());
     return;
   }
+  for (const uint64_t id : guard.overdue())
+    close_conn(id);
   for (Conn& c : conns) {
-    if (c.node < 0 && now - c.opened > kHelloWait) c.closed = true;
     if (phase == Phase::kRun && c.node >= 0 && !c.done && !c.closed &&
         now - c.heard > s.heartbeat_timeout) {
       lost(c, "its ddlrun is silent: no heartbeat for " + base::seconds_text(s.heartbeat_timeout));
@@ -638,12 +572,11 @@ NodeServer::NodeServer(Settings settings, std::function<void(const std::string&)
   st.s = std::move(settings);
   st.report = std::move(report);
   st.nodes.assign(static_cast<size_t>(st.s.nnodes), nullptr);
-  st.listen_fd = listen_on(st.s.port);
-  sockaddr_storage ss{};
-  socklen_t len = sizeof ss;
-  getsockname(st.listen_fd, reinterpret_cast<sockaddr*>(&ss), &len);
-  st.port = ntohs(ss.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port
-                                           : reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+  const base::net::Listening listening = listen_on(st.s.port);
+  st.listen_fd = listening.fd;
+  st.port = listening.port;
+  st.guard = base::net::ListenerGuard({.hello_time = kHelloWait}, st.report);
+  st.guard.name("rendezvous", st.port, "ddlrun", "this job's ddlrun");
   if (::pipe2(st.wake, O_CLOEXEC) != 0) {
     ::close(st.listen_fd);
     throw RendezvousError("pipe: " + base::errno_text(errno));

@@ -411,11 +411,7 @@ void record_probes(JobPlan& plan, const std::vector<mapper::HostProbe>& results,
 void gather_hardware(const Options& o, JobPlan& plan, const RemoteProber& prober,
                      const std::vector<std::string>& local_names, bool ssh_follows,
                      bool drop_unreachable, const KnownHardware* known) {
-  if (o.no_probe) {
-    for (const hostfiles::Host& h : plan.hosts.hosts())
-      plan.hardware_from[h.name] = "not probed";
-    return;
-  }
+  if (o.no_probe) return;  // no entry: "not probed"
   const std::vector<std::string> remote_hosts = hardware_known_here(o, plan, local_names, known);
   if (remote_hosts.empty()) return;
   record_probes(
@@ -619,7 +615,7 @@ void resolve_mode(const Options& o, JobPlan& plan) {
     plan.mode = fastest;
     plan.mode_reason = "--mode auto: the fastest predicted, see prediction";
   }
-  plan.topology = mapper::make_topology(plan.placed, plan.mode, plan.job_id);
+  plan.topology = mapper::take_topology(plan.placed, plan.mode, plan.job_id);
   plan.topology.links = plan.links;
 }
 

@@ -26,11 +26,13 @@ struct JobPlan {
   /// Each host's hardware, by host name; hosts not probed (--no-probe) are missing. Hosts
   /// described by one --host-xml file (or this host under several names) share one inventory.
   std::map<std::string, std::shared_ptr<const mapper::Inventory>> inventories;
-  /// Where each host's hardware came from: "this host", "ssh", "ssh (cached)", "node.xml",
-  /// "not probed".
+  /// Where each host's hardware came from: "this host", "ssh", "ssh (cached)", "node.xml";
+  /// hosts not probed are missing (the report says "not probed").
   std::map<std::string, std::string> hardware_from;
-  mapper::Placement placed;  ///< every rank's GPU, CPUs and NIC
-  comm::Topology topology;   ///< what the topology file holds
+  /// Every host's use (counts, ring order); its ranks and used hosts, placed, move into
+  /// `topology` once the mode is resolved (mapper::take_topology): read them there.
+  mapper::Placement placed;
+  comm::Topology topology;  ///< what the topology file holds: every rank's GPU, CPUs and NIC
   std::string job_id;
   comm::Mode mode;  ///< resolved: dims always present
   bool mode_given = false;

@@ -33,8 +33,8 @@ std::string rank_detail(const comm::RankPlacement& r, const std::string& host) {
 
 std::vector<RankInfo> rank_infos(const JobPlan& plan, const std::map<std::string, int>& index) {
   std::vector<RankInfo> out;
-  for (const comm::RankPlacement& r : plan.placed.ranks) {
-    const std::string& host = plan.placed.topology_hosts[static_cast<size_t>(r.host)].name;
+  for (const comm::RankPlacement& r : plan.topology.ranks) {
+    const std::string& host = plan.topology.hosts[static_cast<size_t>(r.host)].name;
     out.push_back(
         {r.rank, index.at(host), r.local_rank, r.gpu, r.cpus.str(), r.nic, rank_detail(r, host)});
   }
@@ -91,7 +91,7 @@ void add_nics(const mapper::Inventory& inventory, const std::vector<int>& ranks,
   for (const mapper::Nic& nic : inventory.nics) {
     bool used = false;
     for (int r : ranks)
-      used = used || plan.placed.ranks[static_cast<size_t>(r)].nic == nic.name;
+      used = used || plan.topology.ranks[static_cast<size_t>(r)].nic == nic.name;
     if (!used && nic.pci_bus_id.empty()) continue;
     PackageInfo* into = &other;
     for (PackageInfo& p : packages)
@@ -107,15 +107,15 @@ std::vector<PackageInfo> host_packages(const JobPlan& plan, const mapper::HostUs
   if (host.inventory) {
     std::map<int, int> owner_of_pu;
     for (int r : host.ranks)
-      for (int pu : plan.placed.ranks[static_cast<size_t>(r)].cpus.pus())
+      for (int pu : plan.topology.ranks[static_cast<size_t>(r)].cpus.pus())
         owner_of_pu[pu] = r;
     packages = packages_of(*host.inventory, owner_of_pu);
     add_nics(*host.inventory, host.ranks, plan, packages, other);
   }
   for (int r : host.ranks) {
-    const int p = host.inventory
-                      ? package_of_rank(*host.inventory, plan.placed.ranks[static_cast<size_t>(r)])
-                      : -1;
+    const int p = host.inventory ? package_of_rank(*host.inventory,
+                                                   plan.topology.ranks[static_cast<size_t>(r)])
+                                 : -1;
     (p < 0 ? other : packages[static_cast<size_t>(p)]).ranks.push_back(r);
   }
   if (!other.ranks.empty() || !other.nics.empty()) packages.push_back(std::move(other));

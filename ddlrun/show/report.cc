@@ -4,6 +4,7 @@
 #include <array>
 #include <cctype>
 #include <cstdio>
+#include <optional>
 #include <sstream>
 
 #include "base/text.h"
@@ -338,7 +339,7 @@ std::vector<long> shown_positions(size_t n, size_t head, size_t tail) {
 /// One line per rank: host, local rank, GPU, CPUs, NIC and address; summarised ranks (the
 /// first and the last used host's) above kListedHosts hosts.
 void rank_table(std::ostream& out, const JobPlan& plan) {
-  const std::vector<comm::RankPlacement>& ranks = plan.placed.ranks;
+  const std::vector<comm::RankPlacement>& ranks = plan.topology.ranks;
   std::vector<std::vector<std::string>> rows = {
       {"RANK", "HOST", "LOCAL", "GPU", "BUS ID", "CPUS", "NIC", "ADDRESS"}};
   size_t head = ranks.size();
@@ -357,7 +358,7 @@ void rank_table(std::ostream& out, const JobPlan& plan) {
       continue;
     }
     const comm::RankPlacement& r = ranks[static_cast<size_t>(i)];
-    rows.push_back({std::to_string(r.rank), plan.placed.topology_hosts[r.host].name,
+    rows.push_back({std::to_string(r.rank), plan.topology.hosts[r.host].name,
                     std::to_string(r.local_rank), r.gpu < 0 ? "-" : std::to_string(r.gpu),
                     dash(r.gpu_bus_id), dash(r.cpus.str()), dash(r.nic), dash(r.address)});
   }
@@ -409,7 +410,7 @@ std::string seconds_text(double seconds) {
 
 /// A host's name in the measured links (Host::index).
 const std::string& link_host(const JobPlan& plan, int index) {
-  return plan.placed.topology_hosts[static_cast<size_t>(index)].name;
+  return plan.topology.hosts[static_cast<size_t>(index)].name;
 }
 
 /// Up to this many hosts, the dry run prints the whole bandwidth matrix.
@@ -417,7 +418,7 @@ constexpr size_t kMatrixHosts = 8;
 
 /// The measured pairs as a matrix of MB/s ("-" on the diagonal and for pairs not measured).
 void link_matrix(std::ostream& out, const JobPlan& plan, const comm::LinkMeasurement& links) {
-  const size_t n = plan.placed.topology_hosts.size();
+  const size_t n = plan.topology.hosts.size();
   std::vector<std::vector<std::string>> rows(n + 1, std::vector<std::string>(n + 1, "-"));
   rows[0][0] = "MB/s";
   for (size_t i = 0; i < n; ++i)
@@ -434,7 +435,7 @@ void link_matrix(std::ostream& out, const JobPlan& plan, const comm::LinkMeasure
 /// for a few hosts the matrix.
 void links_text(std::ostream& out, const JobPlan& plan) {
   const comm::LinkMeasurement& links = *plan.links;
-  const size_t n = plan.placed.topology_hosts.size();
+  const size_t n = plan.topology.hosts.size();
   std::vector<double> bw;
   for (const comm::LinkSample& p : links.pairs)
     bw.push_back(p.bytes_per_s);
@@ -641,11 +642,11 @@ Value::Generated hosts_document(const JobPlan& plan) {
 
 /// Each rank's host, GPU, CPUs, NIC and address, made as it is written.
 Value::Generated placement_document(const JobPlan& plan) {
-  return {plan.placed.ranks.size(), [&plan](size_t i) -> Value {
-            const comm::RankPlacement& r = plan.placed.ranks[i];
+  return {plan.topology.ranks.size(), [&plan](size_t i) -> Value {
+            const comm::RankPlacement& r = plan.topology.ranks[i];
             return Value::Map{
                 {"rank", r.rank},
-                {"host", plan.placed.topology_hosts[r.host].name},
+                {"host", plan.topology.hosts[r.host].name},
                 {"local_rank", r.local_rank},
                 {"gpu", r.gpu < 0 ? Value() : Value(r.gpu)},
                 {"gpu_bus_id", r.gpu_bus_id.empty() ? Value() : Value(r.gpu_bus_id)},
@@ -683,28 +684,32 @@ Value::List rings_document(const comm::Topology& topology) {
   return rings;
 }
 
-/// What the jsrun launcher would run (null for other launchers).
-Value jsrun_document(const JobPlan& plan, const Options& o) {
-  if (&chosen_backend(plan) != &backend_named("jsrun")) return Value();
-  const LauncherPreview p = launcher_preview(plan, o);
+/// The preview's command line; null when it could not be built (its error says why).
+Value preview_command(const LauncherPreview& p) {
+  return p.error.empty() ? strings(p.argv) : Value();
+}
+
+/// What the jsrun launcher would run (null for other launchers); `p`: its preview.
+Value jsrun_document(const JobPlan& plan, const Options& o, const LauncherPreview* p) {
+  if (p == nullptr || &chosen_backend(plan) != &backend_named("jsrun")) return Value();
   return Value::Map{{"mode", backend_named("jsrun").setting(o.backend_settings, "--jsrun-mode")},
-                    {"command", p.error.empty() ? strings(p.argv) : Value()},
-                    {"erf_file", p.file_text.empty() ? Value() : Value(p.file_path)},
-                    {"erf", p.file_text.empty() ? Value() : Value(p.file_text)},
-                    {"error", p.error.empty() ? Value() : Value(p.error)}};
+                    {"command", preview_command(*p)},
+                    {"erf_file", p->file_text.empty() ? Value() : Value(p->file_path)},
+                    {"erf", p->file_text.empty() ? Value() : Value(p->file_text)},
+                    {"error", p->error.empty() ? Value() : Value(p->error)}};
 }
 
 /// The launcher: its name and why; for a launcher that runs another program, that program's
 /// command line (or why it cannot be built) and its work file's path; its own options' values
-/// (BackendDescriptor::options), each as given or its default.
-Value launcher_document(const JobPlan& plan, const Options& o) {
+/// (BackendDescriptor::options), each as given or its default. `p`: the external launcher's
+/// preview; null for ddlrun's own launchers.
+Value launcher_document(const JobPlan& plan, const Options& o, const LauncherPreview* p) {
   const launcher::BackendDescriptor& backend = chosen_backend(plan);
   Value::Map doc{{"name", std::string(backend.name)}, {"reason", plan.launcher.reason}};
-  if (!backend.own()) {
-    const LauncherPreview p = launcher_preview(plan, o);
-    doc.emplace_back("command", p.error.empty() ? strings(p.argv) : Value());
-    doc.emplace_back("work_file", p.file_path.empty() ? Value() : Value(p.file_path));
-    doc.emplace_back("error", p.error.empty() ? Value() : Value(p.error));
+  if (p != nullptr) {
+    doc.emplace_back("command", preview_command(*p));
+    doc.emplace_back("work_file", p->file_path.empty() ? Value() : Value(p->file_path));
+    doc.emplace_back("error", p->error.empty() ? Value() : Value(p->error));
   }
   if (!backend.options.empty()) {
     Value::Map settings;
@@ -720,7 +725,7 @@ Value launcher_document(const JobPlan& plan, const Options& o) {
 /// What --probe-links measured, hosts by name.
 Value links_document(const JobPlan& plan) {
   const comm::LinkMeasurement& links = *plan.links;
-  const size_t n = plan.placed.topology_hosts.size();
+  const size_t n = plan.topology.hosts.size();
   Value::List racks, levels, pairs;
   for (const std::vector<int>& rack : links.racks) {
     Value::List hosts;
@@ -796,6 +801,10 @@ std::string to_yaml(const Value& value) {
 }
 
 Value plan_document(const JobPlan& plan, const Options& o) {
+  // What an external launcher would run: built once, for the launcher's entry and jsrun's.
+  std::optional<LauncherPreview> preview;
+  if (!chosen_backend(plan).own()) preview = launcher_preview(plan, o);
+  const LauncherPreview* p = preview ? &*preview : nullptr;
   Value document = Value::Map{
       {"ddlrun", DDL_VERSION},
       {"dry_run", true},
@@ -808,8 +817,8 @@ Value plan_document(const JobPlan& plan, const Options& o) {
       {"rings", rings_document(plan.topology)},
       {"prediction", prediction_document(plan)},
       {"nic", plan.nic.names.empty() ? Value() : Value(plan.nic.str())},
-      {"launcher", launcher_document(plan, o)},
-      {"jsrun", jsrun_document(plan, o)},
+      {"launcher", launcher_document(plan, o, p)},
+      {"jsrun", jsrun_document(plan, o, p)},
       {"tcp", o.tcp},
       {"topology_file", o.topology_file.empty() ? Value() : Value(o.topology_file)},
       {"timeout", o.timeout ? Value(*o.timeout) : Value()},

@@ -56,6 +56,7 @@
 #include <thread>
 
 #include "base/fd.h"
+#include "base/net/codec.h"
 #include "launcher/job.h"
 #include "launcher/keeper.h"
 #include "launcher/pmix_server/server.h"
@@ -63,7 +64,6 @@
 #include "launcher/ssh/protocol.h"
 #include "launcher/ssh/relay.h"
 #include "launcher/supervise.h"
-#include "launcher/wire.h"
 
 namespace ddl::launcher {
 
@@ -454,10 +454,10 @@ bool Agent::say_hello() {
   while (ddl_port != 0 && ddl_port == master_port)
     ddl_port = free_tcp_port();
   std::string hello;
-  wire::put_str(hello, host_name());
-  wire::put_str(hello, ssh_connection_field(2));
-  wire::put_u32(hello, static_cast<uint32_t>(master_port));
-  wire::put_u32(hello, static_cast<uint32_t>(ddl_port));
+  base::net::put_str(hello, host_name());
+  base::net::put_str(hello, ssh_connection_field(2));
+  base::net::put_u32(hello, static_cast<uint32_t>(master_port));
+  base::net::put_u32(hello, static_cast<uint32_t>(ddl_port));
   return send(ssh::FrameType::kHello, 0, hello);
 }
 
@@ -474,7 +474,7 @@ std::optional<int> Agent::receive_job() {
   if (f->type != ssh::FrameType::kJob) return fail(1, "expected the job first");
   host_index_ = f->id;
   try {
-    wire::Reader in(f->payload, "job frame");
+    base::net::Decoder in(f->payload, "job frame");
     const std::string bytes = in.str();
     if (bytes.empty() && job_bytes_.empty())
       throw std::runtime_error("the job's bytes are missing");
@@ -614,8 +614,8 @@ std::optional<int> Agent::start_ranks(ProcessSet& procs) {
     procs.finish();
     for (size_t i = 0; i < started; ++i) {
       std::string status;
-      wire::put_u32(status, 0);
-      wire::put_u32(status, SIGKILL);
+      base::net::put_u32(status, 0);
+      base::net::put_u32(status, SIGKILL);
       send(ssh::FrameType::kExit, mine_[i].rank, status);
     }
     return fail(e.status(), e.what());
@@ -701,8 +701,8 @@ void Agent::relay_event(const Event& e) {
          e.data);
   } else if (e.type == Event::Type::kExit) {
     std::string status;
-    wire::put_u32(status, static_cast<uint32_t>(e.status.code));
-    wire::put_u32(status, static_cast<uint32_t>(e.status.signal));
+    base::net::put_u32(status, static_cast<uint32_t>(e.status.code));
+    base::net::put_u32(status, static_cast<uint32_t>(e.status.signal));
     send(ssh::FrameType::kExit, e.rank, status);
   }
 }

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <stdexcept>
 
-#include "launcher/wire.h"
+#include "base/net/codec.h"
 
 namespace ddl::launcher::ssh {
 
@@ -20,56 +20,56 @@ std::string encode_frame(FrameType type, int32_t id, std::string_view payload) {
   std::string out;
   out.reserve(9 + payload.size());
   out.push_back(static_cast<char>(type));
-  wire::put_u32(out, static_cast<uint32_t>(id));
-  wire::put_str(out, payload);
+  base::net::put_u32(out, static_cast<uint32_t>(id));
+  base::net::put_str(out, payload);
   return out;
 }
 
 std::string encode(const FenceFrame& f) {
   std::string out;
-  wire::put_str(out, f.key);
-  wire::put_u32(out, static_cast<uint32_t>(f.participants.size()));
+  base::net::put_str(out, f.key);
+  base::net::put_u32(out, static_cast<uint32_t>(f.participants.size()));
   for (int r : f.participants)
-    wire::put_u32(out, static_cast<uint32_t>(r));
-  wire::put_u32(out, static_cast<uint32_t>(f.timeout_s));
-  wire::put_str(out, f.data);
+    base::net::put_u32(out, static_cast<uint32_t>(r));
+  base::net::put_u32(out, static_cast<uint32_t>(f.timeout_s));
+  base::net::put_str(out, f.data);
   return out;
 }
 
 std::string encode(const FenceResultFrame& f) {
   std::string out;
-  wire::put_str(out, f.key);
-  wire::put_u32(out, static_cast<uint32_t>(f.status));
-  wire::put_str(out, f.data);
-  wire::put_str(out, f.error);
+  base::net::put_str(out, f.key);
+  base::net::put_u32(out, static_cast<uint32_t>(f.status));
+  base::net::put_str(out, f.data);
+  base::net::put_str(out, f.error);
   return out;
 }
 
 std::string encode(const AbortFrame& f) {
   std::string out;
-  wire::put_u32(out, static_cast<uint32_t>(f.status));
-  wire::put_str(out, f.message);
+  base::net::put_u32(out, static_cast<uint32_t>(f.status));
+  base::net::put_str(out, f.message);
   return out;
 }
 
 std::string encode(const ModexRequest& f) {
   std::string out;
-  wire::put_u32(out, static_cast<uint32_t>(f.host));
-  wire::put_u32(out, static_cast<uint32_t>(f.rank));
+  base::net::put_u32(out, static_cast<uint32_t>(f.host));
+  base::net::put_u32(out, static_cast<uint32_t>(f.rank));
   return out;
 }
 
 std::string encode(const ModexResponse& f) {
   std::string out;
-  wire::put_u32(out, static_cast<uint32_t>(f.host));
-  wire::put_u32(out, static_cast<uint32_t>(f.status));
-  wire::put_str(out, f.data);
+  base::net::put_u32(out, static_cast<uint32_t>(f.host));
+  base::net::put_u32(out, static_cast<uint32_t>(f.status));
+  base::net::put_str(out, f.data);
   return out;
 }
 
 namespace {
 /// A non-negative number (a rank, a host, seconds).
-int index_from(wire::Reader& in, const char* what) {
+int index_from(base::net::Decoder& in, const char* what) {
   const int v = in.i32();
   if (v < 0) throw std::runtime_error(std::string("malformed ") + what + ": a negative index");
   return v;
@@ -77,7 +77,7 @@ int index_from(wire::Reader& in, const char* what) {
 }  // namespace
 
 FenceFrame decode_fence(std::string_view payload) {
-  wire::Reader in(payload, "fence frame");
+  base::net::Decoder in(payload, "fence frame");
   FenceFrame f;
   f.key = in.str();
   const uint32_t n = in.count(4);
@@ -90,7 +90,7 @@ FenceFrame decode_fence(std::string_view payload) {
 }
 
 FenceResultFrame decode_fence_result(std::string_view payload) {
-  wire::Reader in(payload, "fence result frame");
+  base::net::Decoder in(payload, "fence result frame");
   FenceResultFrame f;
   f.key = in.str();
   f.status = in.i32();
@@ -101,7 +101,7 @@ FenceResultFrame decode_fence_result(std::string_view payload) {
 }
 
 AbortFrame decode_abort(std::string_view payload) {
-  wire::Reader in(payload, "abort frame");
+  base::net::Decoder in(payload, "abort frame");
   AbortFrame f;
   f.status = in.i32();
   f.message = in.str();
@@ -110,7 +110,7 @@ AbortFrame decode_abort(std::string_view payload) {
 }
 
 ModexRequest decode_modex_request(std::string_view payload) {
-  wire::Reader in(payload, "modex request frame");
+  base::net::Decoder in(payload, "modex request frame");
   ModexRequest f;
   f.host = index_from(in, "modex request frame");
   f.rank = index_from(in, "modex request frame");
@@ -119,7 +119,7 @@ ModexRequest decode_modex_request(std::string_view payload) {
 }
 
 ModexResponse decode_modex_response(std::string_view payload) {
-  wire::Reader in(payload, "modex response frame");
+  base::net::Decoder in(payload, "modex response frame");
   ModexResponse f;
   f.host = index_from(in, "modex response frame");
   f.status = in.i32();
@@ -133,19 +133,15 @@ size_t output_window(size_t hosts) {
 }
 
 void FrameReader::feed(std::string_view bytes) {
-  buffer_.erase(0, std::exchange(at_, 0));
-  buffer_.append(bytes);
+  in_.add(bytes);
 }
 
 std::string FrameReader::take_rest() {
-  std::string rest = buffer_.substr(at_);
-  buffer_.clear();
-  at_ = 0;
-  return rest;
+  return in_.take_rest();
 }
 
 std::optional<Frame> FrameReader::next() {
-  const std::string_view left = std::string_view(buffer_).substr(at_);
+  const std::string_view left = in_.pending();
   if (left.size() < 9) return std::nullopt;
   if (kTypes.find(left[0]) == std::string_view::npos) {
     const unsigned char c = static_cast<unsigned char>(left[0]);
@@ -153,17 +149,12 @@ std::optional<Frame> FrameReader::next() {
                              " from the agent (is something printing on its stdout, such as a "
                              "login script?)");
   }
-  wire::Reader head(left.substr(1, 8), "frame");
-  const int32_t id = head.i32();
-  const uint32_t length = head.u32();
+  const int32_t id = static_cast<int32_t>(base::net::get_u32(left, 1));
+  const uint32_t length = base::net::get_u32(left, 5);
   if (length > kMaxPayload) throw std::runtime_error("a frame from the agent is too large");
   if (left.size() < 9 + static_cast<size_t>(length)) return std::nullopt;
   Frame f{static_cast<FrameType>(left[0]), id, std::string(left.substr(9, length))};
-  at_ += 9 + static_cast<size_t>(length);
-  if (at_ > buffer_.size() / 2) {  // what is dropped pays for moving what is left
-    buffer_.erase(0, at_);
-    at_ = 0;
-  }
+  in_.take(9 + static_cast<size_t>(length));
   return f;
 }
 

@@ -8,11 +8,13 @@
 #include <utility>
 #include <vector>
 
+#include "base/net/codec.h"
+
 namespace ddl::launcher::ssh {
 
 // The agent protocol: frames over the ssh channel's stdin (ddlrun -> agent) and stdout
 // (agent -> ddlrun). A frame is one type byte, a signed 32-bit id and a length-prefixed payload
-// (wire.h). The conversation:
+// (base/net/codec.h). The conversation:
 //
 //   agent  -> H  hello: payload = hostname, the address ddlrun reached it at, two free ports
 //   ddlrun -> U  the job's bytes (encode_job), once down each channel before the first J; an
@@ -189,10 +191,8 @@ ModexResponse decode_modex_response(std::string_view payload);
 /// The bytes of one frame.
 std::string encode_frame(FrameType type, int32_t id, std::string_view payload);
 
-/// Collects bytes as they arrive and hands out whole frames. Frames are taken from an offset
-/// into the bytes fed, and the bytes before it dropped at the next feed or once they are over
-/// half of the buffer: a read of many small frames costs time linear in its size, not the
-/// square (each frame moving every byte after it).
+/// Collects bytes as they arrive and hands out whole frames (off a base::net::InBuffer: a read
+/// of many small frames costs time linear in its size).
 class FrameReader {
  public:
   void feed(std::string_view bytes);
@@ -203,8 +203,7 @@ class FrameReader {
   std::string take_rest();
 
  private:
-  std::string buffer_;
-  size_t at_ = 0;  ///< where the next frame begins in buffer_
+  base::net::InBuffer in_;
 };
 
 /// The frames a routed frame's payload carries. Throws std::runtime_error when it is not whole

@@ -78,6 +78,7 @@
 #include <set>
 #include <thread>
 
+#include "base/net/codec.h"
 #include "base/text.h"
 #include "launcher/external.h"
 #include "launcher/pmix_server/fence.h"
@@ -85,7 +86,6 @@
 #include "launcher/process.h"
 #include "launcher/ssh/protocol.h"
 #include "launcher/ssh/tree.h"
-#include "launcher/wire.h"
 
 namespace ddl::launcher {
 
@@ -304,13 +304,13 @@ class SshBackend : public Backend {
     job_bytes_frame_ = ssh::encode_frame(ssh::FrameType::kJobBytes, 0, encode_job(job_));
     for (auto& h : hosts_) {
       std::string payload;
-      wire::put_str(payload, {});  // the job: the U before
-      wire::put_str(payload, rv.address);
-      wire::put_u32(payload, static_cast<uint32_t>(rv.master_port));
-      wire::put_u32(payload, static_cast<uint32_t>(rv.ddl_port));
-      wire::put_str(payload, rv.ddl_address);
-      wire::put_u32(payload, static_cast<uint32_t>(std::min<int64_t>(
-                                 options_.heartbeat_timeout.count(), UINT32_MAX)));
+      base::net::put_str(payload, {});  // the job: the U before
+      base::net::put_str(payload, rv.address);
+      base::net::put_u32(payload, static_cast<uint32_t>(rv.master_port));
+      base::net::put_u32(payload, static_cast<uint32_t>(rv.ddl_port));
+      base::net::put_str(payload, rv.ddl_address);
+      base::net::put_u32(payload, static_cast<uint32_t>(std::min<int64_t>(
+                                      options_.heartbeat_timeout.count(), UINT32_MAX)));
       h->job_frame = ssh::encode_frame(ssh::FrameType::kJob, h->index, payload);
     }
   }
@@ -757,7 +757,7 @@ class SshBackend::HostTalk {
 
  private:
   void on_hello(const ssh::Frame& f) {
-    wire::Reader in(f.payload, "hello");
+    base::net::Decoder in(f.payload, "hello");
     in.str();  // its host name
     const std::string reached = in.str();
     const int mp = static_cast<int>(in.u32());
@@ -784,7 +784,7 @@ class SshBackend::HostTalk {
   }
 
   void on_exit(const ssh::Frame& f) {
-    wire::Reader in(f.payload, "exit");
+    base::net::Decoder in(f.payload, "exit");
     ExitStatus st;
     st.code = in.i32();
     st.signal = in.i32();

@@ -13,9 +13,9 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "base/net/codec.h"
 #include "base/text.h"
 #include "launcher/ssh/protocol.h"
-#include "launcher/wire.h"
 
 namespace ddl::launcher::ssh {
 
@@ -41,15 +41,15 @@ std::vector<TreeHost> build(const Hosts& hosts, size_t begin, size_t end, size_t
 }
 
 void put_host(std::string& out, const TreeHost& h) {
-  wire::put_u32(out, static_cast<uint32_t>(h.index));
-  wire::put_str(out, h.name);
-  wire::put_str(out, h.command);
-  wire::put_u32(out, static_cast<uint32_t>(h.children.size()));
+  base::net::put_u32(out, static_cast<uint32_t>(h.index));
+  base::net::put_str(out, h.name);
+  base::net::put_str(out, h.command);
+  base::net::put_u32(out, static_cast<uint32_t>(h.children.size()));
   for (const TreeHost& c : h.children)
     put_host(out, c);
 }
 
-std::vector<TreeHost> get_hosts(wire::Reader& in, int depth) {
+std::vector<TreeHost> get_hosts(base::net::Decoder& in, int depth) {
   if (depth > kMaxTreeDepth) {
     throw std::runtime_error("malformed subtree frame: deeper than " +
                              std::to_string(kMaxTreeDepth) + " levels");
@@ -138,25 +138,25 @@ int tree_depth(const std::vector<TreeHost>& level) {
 
 std::string encode(const SubtreeFrame& f) {
   std::string out;
-  wire::put_str(out, f.ssh.ssh_config);
-  wire::put_str(out, f.ssh.user);
-  wire::put_u32(out, static_cast<uint32_t>(f.ssh.port));
-  wire::put_str(out, f.ssh.known_hosts);
-  wire::put_u32(out, f.ssh.host_key_policy == ddl::ssh::HostKeyPolicy::kAcceptNew ? 1 : 0);
-  wire::put_u32(out, clamp_ms(f.ssh.connect_timeout));
-  wire::put_u32(out, clamp_ms(f.ssh.command_timeout));
-  wire::put_u32(out, static_cast<uint32_t>(f.ssh.max_parallel));
-  wire::put_str(out, f.ddlrun_path);
-  wire::put_str(out, f.ddlrun_address);
-  wire::put_u32(out, clamp_ms(f.heartbeat_timeout));
-  wire::put_u32(out, static_cast<uint32_t>(f.children.size()));
+  base::net::put_str(out, f.ssh.ssh_config);
+  base::net::put_str(out, f.ssh.user);
+  base::net::put_u32(out, static_cast<uint32_t>(f.ssh.port));
+  base::net::put_str(out, f.ssh.known_hosts);
+  base::net::put_u32(out, f.ssh.host_key_policy == ddl::ssh::HostKeyPolicy::kAcceptNew ? 1 : 0);
+  base::net::put_u32(out, clamp_ms(f.ssh.connect_timeout));
+  base::net::put_u32(out, clamp_ms(f.ssh.command_timeout));
+  base::net::put_u32(out, static_cast<uint32_t>(f.ssh.max_parallel));
+  base::net::put_str(out, f.ddlrun_path);
+  base::net::put_str(out, f.ddlrun_address);
+  base::net::put_u32(out, clamp_ms(f.heartbeat_timeout));
+  base::net::put_u32(out, static_cast<uint32_t>(f.children.size()));
   for (const TreeHost& c : f.children)
     put_host(out, c);
   return out;
 }
 
 SubtreeFrame decode_subtree(std::string_view payload) {
-  wire::Reader in(payload, "subtree frame");
+  base::net::Decoder in(payload, "subtree frame");
   SubtreeFrame f;
   f.ssh.ssh_config = in.str();
   f.ssh.user = in.str();
@@ -194,15 +194,15 @@ SubtreeFrame subtree_frame(const ddl::ssh::Options& ssh, const std::string& ddlr
 
 std::string encode(const CommandOutput& o) {
   std::string out;
-  wire::put_u32(out, static_cast<uint32_t>(o.exit_status));
-  wire::put_str(out, o.signal);
-  wire::put_str(out, o.out);
-  wire::put_str(out, o.err);
+  base::net::put_u32(out, static_cast<uint32_t>(o.exit_status));
+  base::net::put_str(out, o.signal);
+  base::net::put_str(out, o.out);
+  base::net::put_str(out, o.err);
   return out;
 }
 
 CommandOutput decode_command_output(std::string_view payload) {
-  wire::Reader in(payload, "command output frame");
+  base::net::Decoder in(payload, "command output frame");
   CommandOutput o;
   o.exit_status = in.i32();
   if (o.exit_status < -1) {

@@ -235,6 +235,19 @@ def _meets_through_store():
     return not any(os.environ.get(name) for name in _LAUNCHER_RANKS)
 
 
+def meet_before_store(timeout=None):
+    """In a ddlrun rank, before init_process_group("ddl") makes torch's store: libddl's ranks
+    meet (ddl.init(), with `timeout`, a timedelta, as DDL_TIMEOUT unless it is torch's
+    default). torch's store only counts the ranks that came ("1/2 clients joined"); libddl's
+    rendezvous names those that did not, with their hosts. Under torchrun, or outside any
+    launcher, the ranks meet through that store instead (_meet_through_store): nothing here."""
+    if ddl.initialized() or _meets_through_store():
+        return
+    if timeout is not None:
+        _apply_timeout(timeout)
+    ddl.init()
+
+
 # Rank 0's rendezvous server under torchrun: kept for the life of the process.
 _servers = []
 

@@ -31,6 +31,12 @@
 #   - memory: ddlrun's peak resident size under 64 MiB (sampled every 0.1 s).
 # A slow reader pauses 3 s, in the launch tree the heartbeat deadline + 2 s: no host may be lost
 # behind it.
+# An early signal (early_sigint, early_sigterm) comes 0.1-1.0 s after ddlrun started, without
+# waiting for the ranks (ddlrun may still probe the hosts or start their agents): ddlrun must
+# end within 3 s with 128 + the signal, saying "ddlrun: got SIGINT while starting the job;
+# leaving now" or, once the job had started, "ddlrun: got SIGINT; passing it to N processes"
+# (never killed by the default action without a word), remove its temp files and leave nothing
+# on any host. The victim column says which: (before) or (started).
 # Per-node mode has one fault, rdzv_flood: a stranger on this side floods node 0's rendezvous
 # (rdzv_flood.py: 64 MiB length prefixes, huge fields, trickles, refused hellos that never
 # read, idle connections) from before the nodes start until after they end, with
@@ -64,9 +70,10 @@ done
 RANDOM=$seed
 timeout_s=${CHAOS_DDL_TIMEOUT:-5}  # DDL_TIMEOUT the ranks get
 lost_s=${CHAOS_LOST_S:-10}         # the ssh launchers' --heartbeat-timeout (10: ddlrun's default)
-kinds_local="kill_rank stop_rank kill_ddlrun close_stdout slow_reader fast_stdin"
+kinds_local="kill_rank stop_rank kill_ddlrun close_stdout slow_reader fast_stdin early_sigint \
+early_sigterm"
 kinds_ssh="kill_rank stop_rank kill_agent stop_agent kill_ddlrun link_down close_stdout \
-slow_reader fast_stdin"
+slow_reader fast_stdin early_sigint early_sigterm"
 kinds_pernode="rdzv_flood"
 
 have_ssh=0
@@ -92,7 +99,6 @@ work=$(mktemp -d "${NETNS_DIR:-/tmp}/chaos.XXXXXX")
 mkdir -p "$work/tmp"
 [[ -n ${NETNS_DIR:-} ]] || trap 'rm -rf "$work"' EXIT
 
-now_ms() { echo $(($(date +%s%N) / 1000000)); }
 # shellcheck source=SCRIPTDIR/../lib/procs.sh
 source "$(dirname "$0")/../lib/procs.sh"  # alive PID [NAME]
 rss_kib() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0; }
@@ -122,19 +128,6 @@ on_hosts() { [[ $1 == ssh || $1 == tree ]]; }  # launcher $1 runs on the namespa
 
 # host_of_rank R: the host name in rank R's pid file.
 host_of_rank() { awk '{ print $3 }' "$dir/pid.$1" 2>/dev/null; }
-# agent_pid K: host K's `ddlrun --agent`. Looked for up to 10 times: `ip netns pids` scans
-# /proc, and a busy machine's short-lived processes can end its scan early (seen once in a run
-# beside parallel builds: the fault then killed nothing).
-agent_pid() {
-  local pid try
-  for ((try = 0; try < 10; try++)); do
-    for pid in $(netns_pids "$1"); do
-      # the agent of a probed host still runs as `ddlrun --probe-agent` (one login for both)
-      if alive "$pid" "-agent"; then echo "$pid"; return; fi
-    done
-    sleep 0.1
-  done
-}
 
 # inject KIND LAUNCHER: the fault; sets `victim` (what must be named) and `bound` (ms).
 inject() {
@@ -148,9 +141,9 @@ inject() {
     stop_rank)
       victim="rank $r"; bound=$(((timeout_s + 5) * 1000))
       kill -STOP "$(awk '{ print $1 }' "$dir/pid.$r")" ;;
-    kill_agent) victim="node$k"; kill -KILL "$(agent_pid "$k")" ;;
+    kill_agent) victim="node$k"; kill -KILL "$(netns_agent_pid "$k")" ;;
     stop_agent)
-      victim="node$k"; bound=$(((lost_s + 5) * 1000)); stopped_agent=$(agent_pid "$k")
+      victim="node$k"; bound=$(((lost_s + 5) * 1000)); stopped_agent=$(netns_agent_pid "$k")
       kill -STOP "$stopped_agent" ;;
     kill_ddlrun) victim=""; kill -KILL "$job_pid" ;;
     link_down)
@@ -158,6 +151,12 @@ inject() {
       bound=$(((lost_s > timeout_s ? lost_s : timeout_s) * 1000 + 5000))
       ip -n "$(netns_ns "$k")" link set "$(netns_veth "$k")" down ;;
     close_stdout | slow_reader | fast_stdin) victim="" ;;  # set up at the start
+    early_sigint | early_sigterm)
+      victim="" bound=3000
+      # the job has started once every rank wrote its pid file (then the ranks get the signal)
+      started_before=0
+      (($(find "$dir" -name 'pid.[0-9]*' ! -name '*.tmp' | wc -l) == n)) && started_before=1
+      kill "-$(tr a-z A-Z <<<"${kind#early_sig}")" "$job_pid" ;;
   esac
 }
 
@@ -166,6 +165,8 @@ expected_status() {
   case $1 in
     kill_rank) echo '^137$' ;;
     kill_ddlrun) echo '^137$' ;;  # ddlrun's own death
+    early_sigint) echo '^130$' ;;
+    early_sigterm) echo '^143$' ;;
     close_stdout | slow_reader | fast_stdin) echo '^0$' ;;
     *) echo '^([1-9][0-9]*)$' ;;
   esac
@@ -329,7 +330,7 @@ one_run() {
   dir="$work/run.$i"
   mkdir -p "$dir"
   n=$(nranks "$launcher")
-  victim="" bound=5000 stopped_agent="" down_host=""
+  victim="" bound=5000 stopped_agent="" down_host="" started_before=0 early_when=""
   note_stale_sshd "$launcher"
   job_id="chaos$$r$i"
   local args
@@ -351,18 +352,29 @@ one_run() {
         > >(sleep "$pause"; cat >/dev/null) </dev/null &
       ;;
     fast_stdin) "$ddlrun" "${args[@]}" "${env[@]}" "$loop" >"$dir/out" 2>"$dir/err" < <(yes) & ;;
+    early_*)
+      # (a background job of a script starts with SIGINT ignored: as from a terminal, not so)
+      env --default-signal=INT "$ddlrun" "${args[@]}" "${env[@]}" "$loop" >"$dir/out" \
+        2>"$dir/err" </dev/null &
+      ;;
     *) "$ddlrun" "${args[@]}" "${env[@]}" "$loop" >"$dir/out" 2>"$dir/err" </dev/null & ;;
   esac
   job_pid=$!
   started=$(now_ms)
   local ok=1
-  while (($(find "$dir" -name 'pid.[0-9]*' ! -name '*.tmp' | wc -l) < n)); do
+  [[ $kind == early_* ]] && ok=2  # the fault does not wait for the ranks
+  while ((ok == 1)) && (($(find "$dir" -name 'pid.[0-9]*' ! -name '*.tmp' | wc -l) < n)); do
     if ! alive "$job_pid" || (($(now_ms) - started > 30000)); then ok=0; break; fi
     sleep 0.05
   done
   if ((!ok)); then
     problems+=("the job did not start: $(head -c 300 "$dir/err" | tr '\n' ' ')")
     fault_at=$(now_ms)
+  elif ((ok == 2)); then
+    local early_ms=$((RANDOM % 901 + 100))
+    sleep "$(printf '%d.%03d' $((early_ms / 1000)) $((early_ms % 1000)))"
+    fault_at=$(now_ms)
+    inject "$kind" "$launcher"
   else
     sleep "0.$((RANDOM % 13 + 2))"
     fault_at=$(now_ms)
@@ -391,6 +403,20 @@ one_run() {
     *) ((took <= bound)) || problems+=("ended ${took} ms after the fault (bound ${bound} ms)") ;;
   esac
   [[ $rc =~ $(expected_status "$kind") ]] || problems+=("exit status $rc")
+  if [[ $kind == early_* ]]; then
+    # Before the ranks started, ddlrun's note; after, the signal passed on to them.
+    local sig=SIG$(tr a-z A-Z <<<"${kind#early_sig}")
+    if grep -qx "ddlrun: got $sig while starting the job; leaving now" "$dir/err"; then
+      early_when="(before)"
+    elif grep -q "^ddlrun: got $sig; passing it to" "$dir/err"; then
+      early_when="(started)"
+    else
+      problems+=("neither \"ddlrun: got $sig while starting the job; leaving now\" nor" \
+        "\"ddlrun: got $sig; passing it to ...\"")
+    fi
+    ((started_before)) && [[ $early_when == "(before)" ]] &&
+      problems+=("the ranks had started, yet ddlrun said it was starting the job")
+  fi
   if [[ -n $victim ]] && ! grep '^ddlrun' "$dir/err" | grep -q "$victim\b"; then
     problems+=("ddlrun's messages do not name $victim")
   fi
@@ -411,11 +437,11 @@ one_run() {
   if ((${#problems[@]} == 0)); then
     passed_of[$key]=$((${passed_of[$key]:-0} + 1))
     printf 'ok   %3d %-6s %-12s %-8s exit %3d, down in %5d ms, peak %3d MiB\n' "$i" \
-      "$launcher" "$kind" "${victim:--}" "$rc" "$took" $((peak / 1024))
+      "$launcher" "$kind" "${victim:-${early_when:--}}" "$rc" "$took" $((peak / 1024))
   else
     failed=$((failed + 1))
     printf 'FAIL %3d %-6s %-12s %-8s exit %3d, down in %5d ms\n' "$i" "$launcher" "$kind" \
-      "${victim:--}" "$rc" "$took"
+      "${victim:-${early_when:--}}" "$rc" "$took"
     local p
     for p in "${problems[@]}"; do echo "       $p"; done
     grep -E '^ddlrun|chaos_loop: rank' "$dir/err" | head -12 | sed 's/^/       | /'

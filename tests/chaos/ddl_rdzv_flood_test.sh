@@ -16,14 +16,6 @@ here=$(cd "$(dirname "$0")" && pwd)
 source "$here/../lib/procs.sh"
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-fails=0
-fail() {
-  echo "FAIL: $1"
-  shift
-  local f
-  for f in "$@"; do sed 's/^/    | /' "$f" | head -40; done
-  fails=$((fails + 1))
-}
 rss_kib() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0; }
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 

@@ -32,10 +32,13 @@ set_tests_properties(chaos.ddl_rdzv_flood PROPERTIES TIMEOUT 120)
 # The chaos suite on a launch tree: a chain node1 -> node2 -> node3
 # (--tree-width 1, three levels) under a real libddl allreduce loop (its PMIx fences and modex
 # routed through the tree); an agent SIGKILLed, an agent SIGSTOPped, a link cut (random host,
-# an interior one included), heartbeat deadline 4 s: named, ended in time, nothing left.
+# an interior one included), heartbeat deadline 4 s: named, ended in time, nothing left; a
+# reader pausing past that deadline (no host lost); SIGINT and SIGTERM 0.1-1.0 s into the launch
+# (its note, 130 or 143, nothing left on any host).
 add_test(NAME chaos.sample_tree
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/chaos/chaos.sh $<TARGET_FILE:ddlrun>
                  $<TARGET_FILE:chaos_loop> --launchers tree
-                 --faults "kill_agent stop_agent link_down")
+                 --faults
+                 "kill_agent stop_agent link_down slow_reader early_sigint early_sigterm")
 set_tests_properties(chaos.sample_tree PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 150
                      ENVIRONMENT CHAOS_LOST_S=4)

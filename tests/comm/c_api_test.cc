@@ -40,6 +40,8 @@ TEST_F(CApiTest, BeforeInitEveryGroupCallSaysSo) {
   int x = 0;
   EXPECT_EQ(ddl_send(&x, 1, DDL_INT32, 0, 0), DDL_ERR_STATE);
   EXPECT_STREQ(ddl_last_error(), "ddl_send: call ddl_init() first");
+  EXPECT_EQ(ddl_recv_any(&x, 1, DDL_INT32, 0, nullptr), DDL_ERR_STATE);
+  EXPECT_STREQ(ddl_last_error(), "ddl_recv_any: call ddl_init() first");
   ddl_group_t g = nullptr;
   EXPECT_EQ(ddl_group_create(&x, 1, &g), DDL_ERR_STATE);
   EXPECT_EQ(ddl_group_rank(nullptr), -1);
@@ -68,6 +70,12 @@ TEST_F(CApiTest, TheWorldAndAGroupOfOne) {
   EXPECT_STREQ(ddl_last_error(), "send: peer 0 is this rank; messages go to other ranks");
   EXPECT_EQ(ddl_recv(in, 3, DDL_FLOAT32, 3, 0), DDL_ERR_ARGUMENT);
   EXPECT_STREQ(ddl_last_error(), "recv: peer 3 is not a rank (0..0)");
+  int source = 7;
+  EXPECT_EQ(ddl_group_recv_any(g, in, 3, DDL_FLOAT32, 0, &source), DDL_ERR_ARGUMENT);
+  EXPECT_STREQ(ddl_last_error(),
+               "recv_any: this rank is alone in its group; there is no other rank to receive "
+               "from");
+  EXPECT_EQ(source, 7);
   EXPECT_EQ(ddl_group_set_timeout(g, 0.5), DDL_SUCCESS) << ddl_last_error();
   EXPECT_EQ(ddl_group_set_timeout(g, 0), DDL_ERR_ARGUMENT);
   EXPECT_STREQ(ddl_last_error(),

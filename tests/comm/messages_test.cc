@@ -2,12 +2,15 @@
 // TCP links, and with processes over the real rendezvous for a peer that dies: every pair on
 // odd rank counts, tags received out of order, count 0, large messages both ways at once,
 // messages beside collectives, group tags, and the exact errors (a size that differs, a bad
-// peer, a peer that is gone or silent).
+// peer, a peer that is gone or silent); receives from any source: senders racing, beside named
+// receives, group tags, ranks that ended or never send.
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <numeric>
 #include <string>
 #include <thread>
@@ -221,6 +224,191 @@ TEST(MessageTest, ASilentPeerTimesOutNamingIt) {
   EXPECT_EQ(error, "recv from " + peer + ", tag 0: " + peer +
                        ": no progress for 1 s (if that rank died, its own output says why; if it "
                        "is only slow, raise DDL_TIMEOUT)");
+}
+
+/// Ranks 1.. each send rank 0 `n` messages under tag 4 ({sender, i}); rank 0 takes them all
+/// from any source and checks each sender's come in order, the source reported with each.
+void senders_race(Communicator& c, int n) {
+  if (c.rank() != 0) {
+    for (int i = 0; i < n; ++i) {
+      const std::vector<int32_t> msg{c.rank(), i};
+      c.send(msg.data(), msg.size(), DataType::kInt32, 0, 4);
+    }
+    return;
+  }
+  std::vector<int> next(static_cast<size_t>(c.size()), 0);
+  for (int k = 0; k < n * (c.size() - 1); ++k) {
+    std::vector<int32_t> msg(2, -1);
+    const int from = c.recv_any(msg.data(), msg.size(), DataType::kInt32, 4);
+    ASSERT_EQ(msg[0], from);
+    ASSERT_EQ(msg[1], next[static_cast<size_t>(from)]++);
+  }
+  for (int r = 1; r < c.size(); ++r)
+    EXPECT_EQ(next[static_cast<size_t>(r)], n) << "from rank " << r;
+}
+
+TEST(AnySourceTest, SendersRaceAndEachOnesMessagesComeInOrder) {
+  for (int n : {2, 3, 5}) {
+    SCOPED_TRACE(std::to_string(n) + " ranks");
+    run_ranks(n, std::nullopt, fast(), [](Communicator& c) { senders_race(c, 200); });
+  }
+  const Topology t = grid(1, 3, "anysource-tcp-" + std::to_string(getpid()));  // TCP only
+  run_ranks(3, t, fast(), [](Communicator& c) { senders_race(c, 200); });
+}
+
+TEST(AnySourceTest, AHigherRankReceivesFromLowerOnesThatSendLater) {
+  // Rank 2 waits for links that ranks 0 and 1 make only when they send (their sends come late).
+  run_ranks(3, std::nullopt, fast(), [](Communicator& c) {
+    if (c.rank() < 2) {
+      std::this_thread::sleep_for(100ms * (c.rank() + 1));
+      const int32_t v = 10 + c.rank();
+      c.send(&v, 1, DataType::kInt32, 2, 0);
+      return;
+    }
+    std::vector<int> from;
+    for (int k = 0; k < 2; ++k) {
+      int32_t v = -1;
+      from.push_back(c.recv_any(&v, 1, DataType::kInt32, 0));
+      EXPECT_EQ(v, 10 + from.back());
+    }
+    std::sort(from.begin(), from.end());
+    EXPECT_EQ(from, (std::vector<int>{0, 1}));
+  });
+}
+
+TEST(AnySourceTest, MixedWithNamedReceivesAndTags) {
+  run_ranks(3, std::nullopt, fast(), [](Communicator& c) {
+    if (c.rank() == 1) {
+      const int32_t a = 1, b = 2, late = 7, other = 8;
+      c.send(&a, 1, DataType::kInt32, 0, 1);
+      c.send(&b, 1, DataType::kInt32, 0, 2);
+      std::this_thread::sleep_for(100ms);
+      c.send(&other, 1, DataType::kInt32, 0, 8);  // while a named receive reads this link
+      std::this_thread::sleep_for(100ms);
+      c.send(&late, 1, DataType::kInt32, 0, 7);
+    } else if (c.rank() == 2) {
+      const int32_t v = 3;
+      c.send(&v, 1, DataType::kInt32, 0, 2);
+    } else {
+      int32_t v = 0;
+      c.recv(&v, 1, DataType::kInt32, 1, 2);  // rank 1's tag 1 waits aside
+      EXPECT_EQ(v, 2);
+      EXPECT_EQ(c.recv_any(&v, 1, DataType::kInt32, 1), 1);  // taken from aside
+      EXPECT_EQ(v, 1);
+      EXPECT_EQ(c.recv_any(&v, 1, DataType::kInt32, 2), 2);
+      EXPECT_EQ(v, 3);
+      int32_t named = 0;
+      std::thread t([&] { c.recv(&named, 1, DataType::kInt32, 1, 7); });
+      std::this_thread::sleep_for(20ms);
+      EXPECT_EQ(c.recv_any(&v, 1, DataType::kInt32, 8), 1);
+      EXPECT_EQ(v, 8);
+      t.join();
+      EXPECT_EQ(named, 7);
+    }
+  });
+}
+
+TEST(AnySourceTest, GroupTagsAreTheGroupsAndSourcesGroupRanks) {
+  run_ranks(3, std::nullopt, fast(), [](Communicator& c) {
+    const int list[] = {2, 0};
+    std::unique_ptr<Subgroup> g = c.create_group(list);
+    if (c.rank() == 2) {
+      const int32_t job = 1, group = 2;
+      c.send(&job, 1, DataType::kInt32, 0, 5);
+      g->send(&group, 1, DataType::kInt32, 1, 5);
+    } else if (c.rank() == 0) {
+      int32_t v = 0;
+      EXPECT_EQ(g->recv_any(&v, 1, DataType::kInt32, 5), 0);  // group rank 0 is rank 2
+      EXPECT_EQ(v, 2);
+      EXPECT_EQ(c.recv_any(&v, 1, DataType::kInt32, 5), 2);
+      EXPECT_EQ(v, 1);
+    }
+  });
+}
+
+TEST(AnySourceTest, ARankThatNeverSendsIsNamedWhenTheTimeoutPasses) {
+  std::string error;
+  CommOptions o = fast();
+  o.timeout = 1s;
+  std::atomic<bool> given_up{false};
+  run_ranks(3, std::nullopt, o, [&](Communicator& c) {
+    if (c.rank() == 0) {
+      int32_t v = 0;
+      EXPECT_EQ(c.recv_any(&v, 1, DataType::kInt32, 3), 1);
+      try {
+        c.recv_any(&v, 1, DataType::kInt32, 3);
+      } catch (const transport::TransportError& e) {
+        error = e.what();
+      }
+      given_up = true;
+      return;
+    }
+    if (c.rank() == 1) {
+      const int32_t v = 1;
+      c.send(&v, 1, DataType::kInt32, 0, 3);
+    }
+    while (!given_up)  // ranks 1 and 2 stay (not gone) until rank 0 has given up
+      std::this_thread::sleep_for(10ms);
+  });
+  const std::string one = "rank 1 (" + host() + ")", two = "rank 2 (" + host() + ")";
+  EXPECT_EQ(error, "recv from any of " + one + ", " + two + ", tag 3: no message within 1 s; " +
+                       two +
+                       " has sent this rank nothing (does every sender use this tag? if a rank "
+                       "died, its own output says why; if it is only slow, raise DDL_TIMEOUT)");
+}
+
+TEST(AnySourceTest, ARankThatEndedIsLeftOutUntilEveryOneHas) {
+  std::string error;
+  const Topology t = grid(1, 3, "anysource-ended-" + std::to_string(getpid()));  // TCP only
+  run_ranks(3, t, fast(), [&](Communicator& c) {
+    int32_t v = c.rank();
+    c.barrier();
+    if (c.rank() == 2) {
+      c.send(&v, 1, DataType::kInt32, 0, 0);
+      return;  // gone
+    }
+    if (c.rank() == 1) {
+      std::this_thread::sleep_for(500ms);  // after rank 2 has sent and ended
+      c.send(&v, 1, DataType::kInt32, 0, 0);
+      return;
+    }
+    std::vector<int> from;
+    for (int k = 0; k < 2; ++k)
+      from.push_back(c.recv_any(&v, 1, DataType::kInt32, 0));
+    EXPECT_EQ(from, (std::vector<int>{2, 1}));
+    std::this_thread::sleep_for(500ms);  // rank 1 ends too
+    try {
+      c.recv_any(&v, 1, DataType::kInt32, 0);
+    } catch (const transport::TransportError& e) {
+      error = e.what();
+    }
+  });
+  const std::string one = "rank 1 (" + host() + ")", two = "rank 2 (" + host() + ")";
+  EXPECT_EQ(error, "recv from any of " + one + ", " + two + ", tag 0: every one is gone (" + one +
+                       ": the connection was closed by the peer; " + two +
+                       ": the connection was closed by the peer)");
+}
+
+TEST(AnySourceTest, BadCallsAreRefused) {
+  run_ranks(1, std::nullopt, fast(), [](Communicator& c) {
+    float x = 0;
+    try {
+      c.recv_any(&x, 1, DataType::kFloat32, 0);
+      ADD_FAILURE() << "no error";
+    } catch (const ArgumentError& e) {
+      EXPECT_STREQ(e.what(),
+                   "recv_any: this rank is alone in its group; there is no other rank to "
+                   "receive from");
+    }
+  });
+  run_ranks(2, std::nullopt, fast(), [](Communicator& c) {
+    try {
+      c.recv_any(nullptr, 1, DataType::kFloat32, 0);
+      ADD_FAILURE() << "no error";
+    } catch (const ArgumentError& e) {
+      EXPECT_STREQ(e.what(), "recv_any: a null buffer");
+    }
+  });
 }
 
 // Ranks as processes over the real rendezvous and TCP: rank 1 dies while rank 0 waits for its

@@ -19,6 +19,8 @@
 #include <thread>
 #include <vector>
 
+#include "base/net/handshake.h"
+#include "base/net/listener.h"
 #include "comm/transport/link.h"
 #include "comm/transport/tcp/hello.h"
 #include "tests/lib/dial.h"
@@ -194,7 +196,7 @@ class CrowdedAcceptor {
       const int c = accept(fd_, nullptr, nullptr);
       if (c < 0) return;
       ++connections_;
-      const std::string challenge = tcp::encode(tcp::Challenge{1, tcp::random_nonce()});
+      const std::string challenge = tcp::encode(tcp::Challenge{1, base::net::nonce()});
       send(c, challenge.data(), challenge.size(), MSG_NOSIGNAL);
       const std::string hello =
           i % 2 == 0 && i < closes ? "" : read_within(c, tcp::kHelloSize, 2000ms);
@@ -256,6 +258,33 @@ TEST(TcpFlood, ARefusalIsToldAndNotTriedAgain) {
   ASSERT_EQ(send(fd, wrong.data(), wrong.size(), MSG_NOSIGNAL), static_cast<ssize_t>(wrong.size()));
   EXPECT_EQ(read_within(fd, 2, 2000ms), std::string(1, tcp::kRefused));
   close(fd);
+}
+
+// An acceptor of another libddl version (the previous magic, DDLTCP1) is refused by the magic
+// check, named as no ddl TCP transport, before this rank sends any proof.
+TEST(TcpFlood, AnAcceptorOfAnotherVersionIsNoTransport) {
+  const base::net::Listening l = base::net::listen_tcp("127.0.0.1", 0, 4);
+  ASSERT_GE(l.fd, 0);
+  std::thread acceptor([&] {
+    pollfd p{l.fd, POLLIN, 0};
+    if (poll(&p, 1, 5000) != 1) return;
+    const int c = accept(l.fd, nullptr, nullptr);
+    std::string old("DDLTCP1\0\0\0\0\x01", 12);
+    old += base::net::nonce();
+    send(c, old.data(), old.size(), MSG_NOSIGNAL);
+    read_within(c, tcp::kHelloSize, 2000ms);
+    close(c);
+  });
+  auto rank0 = make_tcp_device(options(0));
+  const std::string address = "127.0.0.1:" + std::to_string(l.port);
+  try {
+    rank0->connect(1, "rank 1 (test)", address, 5s);
+    ADD_FAILURE() << "connected";
+  } catch (const TransportError& e) {
+    EXPECT_STREQ(e.what(), ("rank 1 (test): " + address + " is not a ddl TCP transport").c_str());
+  }
+  acceptor.join();
+  close(l.fd);
 }
 
 }  // namespace

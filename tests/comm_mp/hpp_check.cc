@@ -1,5 +1,6 @@
 // The C++ layer (ddl.hpp) in a real job: a Group of the even ranks made by every rank, its
-// collectives and messages, and the job's alltoall and messages through Session. Prints
+// collectives and messages (from any source too), and the job's alltoall and messages through
+// Session, rank 0 receiving every other rank's from any source. Prints
 // "rank R of N ok" (run_check.sh) or the first failure.
 #include <cstdio>
 #include <ddl/ddl.hpp>
@@ -46,6 +47,12 @@ int main() {
     if (rank == 0 && size > 1) session.send(std::span<const int32_t>(&token, 1), size - 1);
     if (rank == size - 1 && size > 1) session.recv(std::span(&token, 1), 0);
     if (rank == size - 1 && size > 1 && token != 0) return fail(rank, "message");
+    if (rank > 0) session.send(std::span<const int32_t>(&rank, 1), 0, 9);
+    std::vector<int> seen(static_cast<size_t>(size), 0);
+    for (int k = 1; rank == 0 && k < size; ++k) {
+      const int from = session.recv_any(std::span(&token, 1), 9);
+      if (from != token || seen[static_cast<size_t>(from)]++ != 0) return fail(rank, "recv_any");
+    }
     session.barrier();
     std::printf("rank %d of %d ok\n", rank, size);
     return 0;

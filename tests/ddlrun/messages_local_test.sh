@@ -8,15 +8,11 @@
 #      host names (it cited '-H:1:2' when no -H was given).
 #   messages_local_test.sh DDLRUN
 set -uo pipefail
+# shellcheck source=SCRIPTDIR/../lib/procs.sh
+source "$(dirname "$0")/../lib/procs.sh"
 ddlrun=$1
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-fails=0
-fail() {
-  echo "FAIL messages_local: $1"
-  [[ -n ${2:-} ]] && sed 's/^/    | /' "$2"
-  fails=$((fails + 1))
-}
 
 mkdir "$work/gone"
 (cd "$work/gone" && rmdir "$work/gone" && "$ddlrun" -H localhost:2 --no-probe true) 2>"$work/gone.err"

@@ -3,13 +3,16 @@
 # stays under a generous bound on the whole process's peak memory (RSS, GNU time; not time,
 # which a loaded machine makes meaningless). Its topology file lists every rank, its text plan
 # summarises the hosts and ranks, and its JSON lists every rank. bench/plan_scale.sh measures
-# the same at 27,648 to 1,048,576 ranks.
+# the same at 27,648 to 1,048,576 ranks. Then a plan of the most hosts a list may hold, a
+# 1,000,000-line hostfile of one slot each (--no-probe), under HOSTS_MAX_MB: a plan keeps each
+# rank's placement once, and no string a host where none is needed.
 #
-#   plan_scale_memory.sh DDLRUN TESTS_DIR [MAX_MB]    (MAX_MB default 1000)
+#   plan_scale_memory.sh DDLRUN TESTS_DIR [MAX_MB [HOSTS_MAX_MB]]   (defaults 1000, 1100)
 set -euo pipefail
 ddlrun=$1
 tests=$2
 max_mb=${3:-1000}
+hosts_max_mb=${4:-1100}
 [[ -x /usr/bin/time ]] || { echo "plan_scale_memory: skipped: no GNU time (/usr/bin/time)"; exit 77; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -48,6 +51,21 @@ echo "262,144 ranks, JSON plan: peak RSS $((kb / 1024)) MB"
 listed=$(grep -c '^      "rank": ' "$work/plan.json" || true)
 if [[ $listed != 262144 ]]; then
   echo "FAIL: the JSON plan lists $listed ranks, not 262144" >&2
+  fail=1
+fi
+awk 'BEGIN { for (i = 1; i <= 1000000; i++) printf "n%07d\n", i }' >"$work/hosts"
+/usr/bin/time -f '%M' -o "$work/rss" "$ddlrun" --dry-run --no-probe --job-id scale \
+  --hostfile "$work/hosts" true >"$work/hosts.txt"
+kb=$(tail -n1 "$work/rss")
+echo "1,000,000 hosts from a hostfile, --no-probe: peak RSS $((kb / 1024)) MB (bound $hosts_max_mb MB)"
+if ((kb / 1024 > hosts_max_mb)); then
+  echo "FAIL: peak RSS $((kb / 1024)) MB is above $hosts_max_mb MB" >&2
+  fail=1
+fi
+if ! grep -q '^ranks:     1000000 (1000000 hosts x 1)$' "$work/hosts.txt" ||
+  ! grep -q '^  n1000000  .* not probed ' "$work/hosts.txt"; then
+  echo "FAIL: the plan of 1,000,000 hosts does not say so:" >&2
+  head -n 20 "$work/hosts.txt" >&2
   fail=1
 fi
 exit "$fail"

@@ -14,18 +14,12 @@
 #   - nothing is left running.
 # Usage: restart_local_test.sh DDLRUN CHAOS_LOOP
 set -uo pipefail
+# shellcheck source=SCRIPTDIR/../lib/procs.sh
+source "$(dirname "$0")/../lib/procs.sh"
 ddlrun=$1 chaos_loop=$2
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export TMPDIR=$work
-fails=0
-fail() {
-  echo "FAIL restart_local: $1"
-  shift
-  local f
-  for f in "$@"; do sed 's/^/    | /' "$f"; done
-  fails=$((fails + 1))
-}
 
 cat >"$work/rank.sh" <<'EOF'
 #!/bin/sh
@@ -113,8 +107,6 @@ fi
 
 sleep 0.5
 # Only this test's processes: they alone have TMPDIR=$work (chaos tests may run chaos_loop now).
-# shellcheck source=SCRIPTDIR/../lib/procs.sh
-source "$(dirname "$0")/../lib/procs.sh"
 left=$(own_pids "^($chaos_loop|/bin/sh $work/)" "TMPDIR=$work" | paste -sd,)
 [[ -z $left ]] || fail "processes left: $(ps -o pid=,args= -p "$left")"
 ((fails == 0)) && echo "restart_local: ok"

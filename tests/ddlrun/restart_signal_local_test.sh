@@ -8,18 +8,12 @@
 #   3. nothing is left running.
 #   restart_signal_local_test.sh DDLRUN
 set -uo pipefail
+# shellcheck source=SCRIPTDIR/../lib/procs.sh
+source "$(dirname "$0")/../lib/procs.sh"
 ddlrun=$1
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export TMPDIR=$work
-fails=0
-fail() {
-  echo "FAIL restart_signal_local: $1"
-  shift
-  local f
-  for f in "$@"; do sed 's/^/    | /' "$f"; done
-  fails=$((fails + 1))
-}
 # Rank 1 fails only once rank 0 ignores SIGTERM (a loaded CI machine once ran rank 1's exit
 # before rank 0's trap: rank 0 died at the stop's SIGTERM, and the stop ended before the test's).
 cat >"$work/rank.sh" <<'EOS'
@@ -94,8 +88,6 @@ got=$(grep -E '^ddlrun: (restart|got|the job)|^  [0-9]\. after' "$work/pause.err
 [[ $got == "$want" ]] || fail "pause: the notes differ:"$'\n'"$got" "$work/pause.err"
 
 sleep 0.5
-# shellcheck source=SCRIPTDIR/../lib/procs.sh
-source "$(dirname "$0")/../lib/procs.sh"
 left=$(own_pids "^(sleep|/bin/sh $work/)" "TMPDIR=$work" | paste -sd,)
 [[ -z $left ]] || fail "processes left: $(ps -o pid=,args= -p "$left")"
 ((fails == 0)) && echo "restart_signal_local: ok"

@@ -11,6 +11,8 @@
 # and --tree-width 1 over 40 hosts is refused up front (exit 2, its text), before any login.
 # Usage: startup_signals_test.sh DDLRUN
 set -uo pipefail
+# shellcheck source=SCRIPTDIR/../lib/procs.sh
+source "$(dirname "$0")/../lib/procs.sh"
 ddlrun=$(realpath "$1")
 tmp=$(mktemp -d)
 listener=""
@@ -19,13 +21,6 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
-fails=0
-fail() {
-  echo "FAIL: $1"
-  [[ -n ${2:-} ]] && sed -n '1,10s/^/    | /p' "$2"
-  fails=$((fails + 1))
-}
-now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
 python3 - "$tmp/port" <<'EOF' &
 import socket, sys
@@ -128,8 +123,4 @@ echo "  --tree-width 1 over 40 hosts: exit $rc"
 grep -qx "ddlrun: error: 40 hosts at --tree-width 1 make a launch tree 40 levels deep, and it may be at most 32: give --tree-width 2 or more" "$tmp/err" ||
   fail "--tree-width 1: not the error" "$tmp/err"
 
-if ((fails > 0)); then
-  echo "$fails failure(s)"
-  exit 1
-fi
-echo "all passed"
+passed_or_exit

@@ -2,7 +2,8 @@
 
 # A plan of 262,144 ranks stays under a generous peak memory (RSS, not time), its
 # topology file complete, its text plan summarised, its JSON complete (bench/plan_scale.sh
-# measures 27,648 to 1,048,576 ranks).
+# measures 27,648 to 1,048,576 ranks); a plan of 1,000,000 one-slot hosts from a hostfile
+# (--no-probe) under 1100 MB.
 add_test(NAME ddlrun.plan_scale_memory
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/ddlrun/plan_scale_memory.sh $<TARGET_FILE:ddlrun>
                  ${CMAKE_CURRENT_SOURCE_DIR})

@@ -25,11 +25,11 @@
 #include <string>
 #include <string_view>
 
+#include "base/net/codec.h"
 #include "launcher/job.h"
 #include "launcher/pmix_server/fence.h"
 #include "launcher/ssh/protocol.h"
 #include "launcher/ssh/tree.h"
-#include "launcher/wire.h"
 
 namespace {
 
@@ -72,7 +72,7 @@ std::string normalised_subtree(std::string_view in, const ssh::SubtreeFrame& f) 
   const size_t at = 4 + f.ssh.ssh_config.size() + 4 + f.ssh.user.size() + 4 + 4 +
                     f.ssh.known_hosts.size() + 4 + 4 + 4;
   std::string one;
-  ddl::launcher::wire::put_u32(one, static_cast<uint32_t>(f.ssh.max_parallel));
+  ddl::base::net::put_u32(one, static_cast<uint32_t>(f.ssh.max_parallel));
   out.replace(at, 4, one);
   return out;
 }

@@ -27,7 +27,7 @@ targets=("$@")
 if [[ ${#targets[@]} -eq 0 ]]; then
   targets=(fuzz_hosts_option fuzz_hostlist_expand fuzz_hostfile fuzz_lsf fuzz_slurm fuzz_rankfile
            fuzz_mode fuzz_topology fuzz_inventory fuzz_node_wire fuzz_link_agent fuzz_agent_wire
-           fuzz_tcp_hello fuzz_rendezvous_server)
+           fuzz_tcp_hello fuzz_rendezvous_server fuzz_net)
 fi
 seconds=${FUZZ_SECONDS:-3}
 grow=${FUZZ_GROW:-0}

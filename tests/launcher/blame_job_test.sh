@@ -8,16 +8,12 @@
 #          were still running a collective; rank R ... because of it".
 # Usage: blame_job_test.sh DDLRUN DDL_LOOP
 set -uo pipefail
+# shellcheck source=SCRIPTDIR/../lib/procs.sh
+source "$(dirname "$0")/../lib/procs.sh"
 ddlrun=$(realpath "$1")
 loop=$(realpath "$2")
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
-fails=0
-fail() {
-  echo "FAIL: $1"
-  sed -n '1,30s/^/    | /p' "$out"
-  fails=$((fails + 1))
-}
 
 echo "== stall: rank 2 stopped"
 "$ddlrun" -H localhost:4 --no-probe --tag-output rank --kill-grace 1 -x DDL_TIMEOUT=3 \
@@ -49,8 +45,4 @@ rc=$?
 grep -qE "^ddlrun: rank 2 \(localhost\) exited \(status 0\) while the others were still running a collective; rank [013] \(localhost\) exited with status 1 because of it; stopping the other [0-9]+ process" "$out" ||
   fail "left: the summary does not name rank 2"
 
-if ((fails > 0)); then
-  echo "$fails failure(s)"
-  exit 1
-fi
-echo "all passed"
+passed_or_exit

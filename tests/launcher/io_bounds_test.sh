@@ -17,15 +17,12 @@
 # Usage: io_bounds_test.sh DDLRUN local|ssh [DDL_CHECK]   (ssh: exit 77, skipped, when not root
 # or without ip netns or sshd)
 set -uo pipefail
+# shellcheck source=SCRIPTDIR/../lib/procs.sh
+source "$(dirname "$0")/../lib/procs.sh"
 ddlrun=$(realpath "$1")
 mode=$2
 check=${3:+$(realpath "$3")}  # tests/comm_mp's ddl_check, when given
 limit_kb=$((64 * 1024))
-fails=0
-fail() {
-  echo "FAIL: $*"
-  fails=$((fails + 1))
-}
 
 if [[ $mode == ssh ]]; then
   # shellcheck source=SCRIPTDIR/../netns/hosts.sh
@@ -82,7 +79,6 @@ check_rss() {  # check_rss WHAT "ddlrun=N agents=M"
   ((a < limit_kb)) || fail "$1: an agent's VmRSS reached ${a} kB (limit $limit_kb)"
   if [[ $mode == ssh ]] && ((a == 0)); then fail "$1: no agent found to measure"; fi
 }
-now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
 # 1. A reader that never reads; then SIGTERM.
 fifo="$work/fifo"

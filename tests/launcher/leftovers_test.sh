@@ -15,13 +15,6 @@ set -uo pipefail
 ddlrun=$(realpath "$1")
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-fails=0
-fail() {
-  echo "FAIL: $1"
-  [[ -n ${2:-} ]] && sed -n '1,30s/^/    | /p' "$2"
-  fails=$((fails + 1))
-}
-now_ms() { echo $(($(date +%s%N) / 1000000)); }
 # shellcheck source=SCRIPTDIR/../lib/procs.sh
 source "$(dirname "$0")/../lib/procs.sh"  # alive
 # wait_for FILE N: until FILE has N lines starting "kids " (10 s at most).
@@ -180,8 +173,4 @@ else
   kill -KILL "$job"
 fi
 
-if ((fails > 0)); then
-  echo "$fails failure(s)"
-  exit 1
-fi
-echo "all passed"
+passed_or_exit

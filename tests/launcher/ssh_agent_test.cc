@@ -14,11 +14,11 @@
 #include <optional>
 #include <thread>
 
+#include "base/net/codec.h"
 #include "launcher/job.h"
 #include "launcher/ssh/agent.h"
 #include "launcher/ssh/protocol.h"
 #include "launcher/ssh/tree.h"
-#include "launcher/wire.h"
 #include "mapper/inventory.h"
 #include "mapper/link_probe.h"
 #include "mapper/probe_hwloc.h"
@@ -103,12 +103,12 @@ Job one_host(std::vector<std::string> argv, int ranks = 2) {
 /// A job frame's payload carrying `job_bytes` (empty: the job came before, once per channel, U).
 std::string job_payload_of(const std::string& job_bytes) {
   std::string payload;
-  wire::put_str(payload, job_bytes);
-  wire::put_str(payload, "127.0.0.1");
-  wire::put_u32(payload, 29500);
-  wire::put_u32(payload, 29501);
-  wire::put_str(payload, "127.0.0.1");
-  wire::put_u32(payload, 10'000);
+  base::net::put_str(payload, job_bytes);
+  base::net::put_str(payload, "127.0.0.1");
+  base::net::put_u32(payload, 29500);
+  base::net::put_u32(payload, 29501);
+  base::net::put_str(payload, "127.0.0.1");
+  base::net::put_u32(payload, 10'000);
   return payload;
 }
 
@@ -125,7 +125,7 @@ std::string this_host() {
 TEST(SshAgent, SaysHelloFirstAndLeavesWhenDdlrunGivesUp) {
   AgentPeer peer;
   const ssh::Frame hello = peer.expect(ssh::FrameType::kHello);
-  wire::Reader in(hello.payload, "hello");
+  base::net::Decoder in(hello.payload, "hello");
   EXPECT_EQ(in.str(), this_host());
   in.str();  // the address ddlrun reached it at ($SSH_CONNECTION; none here)
   const uint32_t master_port = in.u32();
@@ -211,7 +211,7 @@ TEST(SshAgent, WaitsForGoThenRelaysTheRanksAndSaysDone) {
     if (f->type == ssh::FrameType::kDone) break;
     if (f->type == ssh::FrameType::kStdout) output[f->id] += f->payload;
     if (f->type == ssh::FrameType::kExit) {
-      wire::Reader in(f->payload, "exit");
+      base::net::Decoder in(f->payload, "exit");
       const uint32_t code = in.u32();
       exits[f->id] = {code, in.u32()};
     }
@@ -243,7 +243,7 @@ TEST(SshAgent, OutputWaitsForItsWindowWhileExitsPassIt) {
   std::optional<ssh::Frame> f = next_frame(peer);
   ASSERT_TRUE(f.has_value());
   ASSERT_EQ(static_cast<char>(f->type), 'X');
-  wire::Reader in(f->payload, "exit");
+  base::net::Decoder in(f->payload, "exit");
   EXPECT_EQ(in.u32(), 3u);
   peer.send(ssh::FrameType::kOutputCredit, 2);  // one chunk may go past what is left
   f = next_frame(peer);
@@ -270,10 +270,10 @@ TEST(SshAgent, WhenDdlrunIsLostTheRanksAreStopped) {
 /// ready to its job, and on go done and the end (exit 0).
 void child_agent(ddl::ssh::FakeRemote& r) {
   std::string hello;
-  wire::put_str(hello, "c1");
-  wire::put_str(hello, "10.9.9.9");
-  wire::put_u32(hello, 1);
-  wire::put_u32(hello, 2);
+  base::net::put_str(hello, "c1");
+  base::net::put_str(hello, "10.9.9.9");
+  base::net::put_u32(hello, 1);
+  base::net::put_u32(hello, 2);
   r.print(ssh::encode_frame(ssh::FrameType::kHello, 0, hello));
   auto reader = std::make_shared<ssh::FrameReader>();
   r.on_write([reader](ddl::ssh::FakeRemote& r, std::string_view bytes) {

@@ -10,9 +10,9 @@
 #include <set>
 #include <thread>
 
+#include "base/net/codec.h"
 #include "launcher/ssh/protocol.h"
 #include "launcher/ssh/ssh.h"
-#include "launcher/wire.h"
 #include "tests/launcher/ssh_frames.h"
 #include "tests/ssh/fake_ssh.h"
 
@@ -64,8 +64,8 @@ std::string frame(ssh::FrameType type, int32_t id, std::string_view payload = {}
 
 std::string exit_frame(int rank, int code, int signal = 0) {
   std::string status;
-  wire::put_u32(status, static_cast<uint32_t>(code));
-  wire::put_u32(status, static_cast<uint32_t>(signal));
+  base::net::put_u32(status, static_cast<uint32_t>(code));
+  base::net::put_u32(status, static_cast<uint32_t>(signal));
   return frame(ssh::FrameType::kExit, rank, status);
 }
 
@@ -204,7 +204,7 @@ TEST_F(SshBackendTest, RunsTheAgentOnEveryHostAndRelaysTheRanks) {
       frames_of(connector.host("n2").remotes.at(0)->written(), ssh::FrameType::kJobBytes);
   ASSERT_EQ(bytes.size(), 1u);
   EXPECT_EQ(decode_job(bytes[0].payload).argv, std::vector<std::string>{"train"});
-  wire::Reader in(jobs[0].payload, "job frame");
+  base::net::Decoder in(jobs[0].payload, "job frame");
   EXPECT_EQ(in.str(), "");  // the job's bytes came once, before
   EXPECT_EQ(in.str(), "10.9.9.9");
   EXPECT_EQ(in.u32(), 5000u);

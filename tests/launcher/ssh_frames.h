@@ -10,22 +10,22 @@
 #include <utility>
 #include <vector>
 
+#include "base/net/codec.h"
 #include "comm/mode.h"
 #include "comm/topology.h"
 #include "launcher/backend.h"
 #include "launcher/job.h"
 #include "launcher/ssh/protocol.h"
-#include "launcher/wire.h"
 
 namespace ddl::launcher::test {
 
 /// The hello frame an agent on `host` writes (reached at 10.9.9.9, ports 5000 and 5001).
 inline std::string hello_frame(const std::string& host) {
   std::string hello;
-  wire::put_str(hello, host);
-  wire::put_str(hello, "10.9.9.9");
-  wire::put_u32(hello, 5000);
-  wire::put_u32(hello, 5001);
+  base::net::put_str(hello, host);
+  base::net::put_str(hello, "10.9.9.9");
+  base::net::put_u32(hello, 5000);
+  base::net::put_u32(hello, 5001);
   return ssh::encode_frame(ssh::FrameType::kHello, 0, hello);
 }
 

@@ -16,12 +16,12 @@
 #include <set>
 #include <thread>
 
+#include "base/net/codec.h"
 #include "launcher/ssh/protocol.h"
 #include "launcher/ssh/relay.h"
 #include "launcher/ssh/ssh.h"
 #include "launcher/ssh/tree.h"
 #include "launcher/ssh/tree_start.h"
-#include "launcher/wire.h"
 #include "tests/launcher/ssh_frames.h"
 #include "tests/ssh/fake_ssh.h"
 
@@ -420,8 +420,8 @@ TEST(Relay, AChildSpeakingForAHostNotBelowItIsLost) {
 
 std::string exit_frame(int rank, int code, int signal = 0) {
   std::string status;
-  wire::put_u32(status, static_cast<uint32_t>(code));
-  wire::put_u32(status, static_cast<uint32_t>(signal));
+  base::net::put_u32(status, static_cast<uint32_t>(code));
+  base::net::put_u32(status, static_cast<uint32_t>(signal));
   return ssh::encode_frame(FrameType::kExit, rank, status);
 }
 

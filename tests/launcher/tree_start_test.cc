@@ -15,10 +15,10 @@
 #include <regex>
 #include <thread>
 
+#include "base/net/codec.h"
 #include "launcher/ssh/protocol.h"
 #include "launcher/ssh/relay.h"
 #include "launcher/ssh/tree.h"
-#include "launcher/wire.h"
 #include "tests/launcher/ssh_frames.h"
 #include "tests/ssh/fake_ssh.h"
 

@@ -1,4 +1,4 @@
-# Process checks the shell tests share (sourced, not run).
+# What the shell tests share (sourced, not run): process checks, clocks, failure counting.
 
 # alive PID [WORDS]: PID runs and is not a zombie (and, with WORDS, its command line holds
 # them). A process reaped between two looks is gone: ps then prints nothing, which must not
@@ -17,4 +17,30 @@ own_pids() {
   for pid in $(pgrep -f "$1" || true); do
     tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qxF -- "$2" && echo "$pid"
   done
+}
+
+# What every test script counts and prints the same way.
+now_ms() { echo $(($(date +%s%N) / 1000000)); }  # milliseconds since the epoch
+now_us() { echo "${EPOCHREALTIME/./}"; }         # microseconds since the epoch
+
+# fail WHAT [FILE...]: one failed check: "FAIL: WHAT", then the first FAIL_LINES (default 40)
+# lines of each FILE indented (a command's output, to see why); counted in `fails`.
+fails=0
+fail() {
+  echo "FAIL: $1"
+  shift
+  local f
+  for f in "$@"; do
+    [[ -n $f ]] && sed -n "1,${FAIL_LINES:-40}s/^/    | /p" "$f"
+  done
+  fails=$((fails + 1))
+}
+
+# passed_or_exit: exits 1 after "N failure(s)" when a check failed, else says "all passed".
+passed_or_exit() {
+  if ((fails > 0)); then
+    echo "$fails failure(s)"
+    exit 1
+  fi
+  echo "all passed"
 }

@@ -14,19 +14,12 @@ set -uo pipefail
 ddlrun=$(realpath "$1")
 # shellcheck source=SCRIPTDIR/hosts.sh
 source "$(dirname "$0")/hosts.sh"
+# shellcheck source=SCRIPTDIR/../lib/procs.sh
+source "$(dirname "$0")/../lib/procs.sh"
 netns_up 8 || exit $?
 
 netns_session
-fails=0
-fail() {
-  echo "FAIL: $1"
-  shift
-  local f
-  for f in "$@"; do sed -n '1,20s/^/    | /p' "$f"; done
-  fails=$((fails + 1))
-}
-hosts=$(IFS=,; echo "${NETNS_HOSTS[*]}")
-args=(--ssh-config "$NETNS_SSH_CONFIG" --launcher ssh --tag-output none -H "$hosts")
+args=(--ssh-config "$NETNS_SSH_CONFIG" --launcher ssh --tag-output none -H "$NETNS_LIST")
 logins() { grep -c "Accepted publickey" "$NETNS_DIR/node$1/sshd.log"; }
 # Each login shell (one per command ssh runs) counts itself in the host's own /tmp.
 root_home=$(getent passwd root | cut -d: -f6)

@@ -38,6 +38,8 @@
 #   NETNS_KNOWN_HOSTS  known_hosts with every host's key (by address)
 #   NETNS_KEY          the private key that logs in as root on every host
 #   NETNS_HOSTS        array of the aliases: node1 .. nodeN
+#   NETNS_LIST         the same joined by commas ("node1,node2,..."), for ddlrun -H
+#   NETNS_NUMBERS      array of the host numbers: 1 .. N (for netns_job_procs_of and such)
 #   NETNS_HOST_ADDR    this side's address on the bridge (10.200.R.1), which every host reaches
 #   NETNS_NET          the hosts' network, 10.200.R.0/24 (/23 .. /20 for more than 31 hosts; for
 #                      --mca oob_tcp_if_include and such)
@@ -59,6 +61,8 @@ NETNS_SSH_CONFIG=""
 NETNS_KNOWN_HOSTS=""
 NETNS_KEY=""
 NETNS_HOSTS=()
+NETNS_LIST=""
+NETNS_NUMBERS=()
 NETNS_HOST_ADDR=""
 NETNS_NET=""
 NETNS_BRIDGE="dt$$br"
@@ -130,6 +134,23 @@ netns_pids() {
   local k=$1 sshd=${_netns_pid[$1]:-}
   ip netns pids "$(netns_ns "$k")" 2>/dev/null | while read -r pid; do
     [[ $pid == "$sshd" ]] || echo "$pid"
+  done
+}
+
+# netns_agent_pid K: host K's ddlrun agent (`ddlrun --agent`, or `--probe-agent` while a probed
+# host's agent waits for its job); empty when there is none. Looked for up to 10 times, 0.1 s
+# apart: `ip netns pids` scans /proc, and a busy machine's short-lived processes can end its scan
+# early (seen once beside parallel builds: a chaos fault then killed nothing).
+netns_agent_pid() {
+  local pid try
+  for ((try = 0; try < 10; try++)); do
+    for pid in $(netns_pids "$1"); do
+      [[ $(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) == *-agent\ * ]] && {
+        echo "$pid"
+        return 0
+      }
+    done
+    sleep 0.1
   done
 }
 
@@ -565,6 +586,10 @@ netns_up() {
     netns_down
     return 1
   fi
+  NETNS_LIST=$(IFS=,; echo "${NETNS_HOSTS[*]}")
+  NETNS_NUMBERS=()
+  local k
+  for ((k = 1; k <= n; k++)); do NETNS_NUMBERS+=("$k"); done
   return 0
 }
 

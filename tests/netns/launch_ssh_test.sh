@@ -31,18 +31,9 @@ source "$(dirname "$0")/hosts.sh"
 netns_up 3 || exit $?
 
 netns_session
-fails=0
 hosts=node1:2,node2:2,node3:2  # 6 ranks, 2 a host
 echo "hosts: node1=$(netns_addr 1) node2=$(netns_addr 2) node3=$(netns_addr 3)" \
   "this side=$NETNS_HOST_ADDR; launchers: ${launchers[*]}"
-
-fail() {
-  echo "FAIL: $1"
-  shift
-  local f
-  for f in "$@"; do sed -n '1,40s/^/    | /p' "$f"; done
-  fails=$((fails + 1))
-}
 
 # The ddlrun options of launcher $1: ssh config, and for mpirun how it reaches the hosts and
 # which network Open MPI's daemons and ranks use.
@@ -59,7 +50,6 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1  # mpirun refus
 
 # shellcheck source=SCRIPTDIR/../lib/procs.sh
 source "$(dirname "$0")/../lib/procs.sh"  # alive
-now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
 # start NAME LAUNCHER ARGS...: ddlrun in the background (SIGINT not ignored, stdin /dev/null);
 # $out/NAME, NAME.err; sets job_pid and job_start (ms).

@@ -28,17 +28,10 @@ loop=$(realpath "$2")
 source "$(dirname "$0")/hosts.sh"
 netns_up 3 || exit $?
 netns_session
-fails=0
 deadline=4
 common=(--launcher ssh --no-probe --ssh-config "$NETNS_SSH_CONFIG" --tag-output rank
   -x DDL_TIMEOUT=60)
 
-fail() {
-  echo "FAIL: $1"
-  [[ -n ${2:-} ]] && sed -n '1,40s/^/    | /p' "$2"
-  fails=$((fails + 1))
-}
-now_ms() { echo $(($(date +%s%N) / 1000000)); }
 # shellcheck source=SCRIPTDIR/../lib/procs.sh
 source "$(dirname "$0")/../lib/procs.sh"  # alive
 
@@ -241,8 +234,4 @@ if running stopped 6; then
   wait "$job_pid" 2>/dev/null
 fi
 
-if ((fails > 0)); then
-  echo "$fails failure(s)"
-  exit 1
-fi
-echo "all passed"
+passed_or_exit

@@ -20,14 +20,6 @@ n=${2:-40}
 source "$(dirname "$0")/hosts.sh"
 # shellcheck source=SCRIPTDIR/../lib/procs.sh
 source "$(dirname "$0")/../lib/procs.sh"
-fails=0
-fail() {
-  echo "FAIL: $1"
-  shift
-  local f
-  for f in "$@"; do sed -n '1,20s/^/    | /p' "$f"; done
-  fails=$((fails + 1))
-}
 start=$EPOCHREALTIME
 netns_up "$n" || exit $?
 up_s=$(echo "$EPOCHREALTIME - $start" | bc)
@@ -61,13 +53,12 @@ ssh=(ssh -F "$NETNS_SSH_CONFIG")
 "${ssh[@]}" node1 'echo mine >/tmp/many-hosts-probe'
 "${ssh[@]}" "node$n" 'test ! -e /tmp/many-hosts-probe' || fail "node$n sees node1's /tmp"
 
-hosts=$(IFS=,; echo "${NETNS_HOSTS[*]}")
 logins() { grep -c "Accepted publickey" "$NETNS_DIR/node$1/sshd.log"; }
 declare -A before=()
 for ((k = 1; k <= n; k++)); do before[$k]=$(logins "$k"); done
 start=$EPOCHREALTIME
 timeout 120 "$ddlrun" --launcher ssh --no-probe --ssh-config "$NETNS_SSH_CONFIG" \
-  --tree-width 0 --tag-output none -H "$hosts" true >"$out/job" 2>"$out/job.err" &
+  --tree-width 0 --tag-output none -H "$NETNS_LIST" true >"$out/job" 2>"$out/job.err" &
 job=$!
 # Its most threads (sampled every 10 ms; timeout's child is ddlrun).
 most=0

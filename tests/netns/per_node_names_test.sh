@@ -5,6 +5,8 @@
 # --no-probe (no identity to tell them apart) the second node is refused, saying why.
 # Usage: per_node_names_test.sh DDLRUN DDL_CHECK   (77 without root, netns or sshd)
 set -uo pipefail
+# shellcheck source=SCRIPTDIR/../lib/procs.sh
+source "$(dirname "$0")/../lib/procs.sh"
 ddlrun=$(realpath "$1")
 check=$(realpath "$2")
 here=$(cd "$(dirname "$0")" && pwd)
@@ -14,12 +16,6 @@ netns_up 2 || exit $?
 out="$NETNS_DIR/out"
 mkdir -p "$out"
 export DDL_JOB_TOKEN=names-secret
-fails=0
-fail() {
-  echo "FAIL per_node_names: $1"
-  [[ -n ${2:-} ]] && sed -n '1,30s/^/    | /p' "$2"
-  fails=$((fails + 1))
-}
 for k in 1 2; do netns_exec "$k" hostname vm; done
 # run NAME ARGS...: both nodes; their output in $out/NAME.K, statuses in rcs[K].
 declare -A rcs=()

@@ -26,6 +26,8 @@
 #              the others time out naming node 2.
 # Usage: per_node_test.sh DDLRUN DDL_CHECK DDL_LOOP PYTHON_DIR PYTHON   (77 without root, netns or sshd)
 set -uo pipefail
+# shellcheck source=SCRIPTDIR/../lib/procs.sh
+source "$(dirname "$0")/../lib/procs.sh"
 ddlrun=$(realpath "$1")
 check=$(realpath "$2")
 loop=$(realpath "$3")
@@ -36,13 +38,6 @@ source "$here/hosts.sh"
 netns_up 3 || exit $?
 netns_session
 export DDL_JOB_TOKEN=pernode-secret
-fails=0
-fail() {
-  echo "FAIL: $1"
-  [[ -n ${2:-} ]] && sed -n '1,30s/^/    | /p' "$2"
-  fails=$((fails + 1))
-}
-now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
 # node K NAME ARGS...: ddlrun --node-rank K-1 on host K in the background, its output in
 # $out/NAME.K; pids[K] is ddlrun itself (nsenter execs it). @K@ in ARGS becomes K.

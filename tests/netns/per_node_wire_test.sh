@@ -14,6 +14,8 @@
 #            node 0 says why it closes connections without naming more than a few.
 # Usage: per_node_wire_test.sh DDLRUN DDL_CHECK   (77 without root, netns, sshd or tcpdump)
 set -uo pipefail
+# shellcheck source=SCRIPTDIR/../lib/procs.sh
+source "$(dirname "$0")/../lib/procs.sh"
 ddlrun=$(realpath "$1")
 check=$(realpath "$2")
 here=$(cd "$(dirname "$0")" && pwd)
@@ -25,12 +27,6 @@ netns_up 3 || exit $?
 netns_session
 secret="pernode-wire-secret-$$-$RANDOM"
 export DDL_JOB_TOKEN=$secret
-fails=0
-fail() {
-  echo "FAIL: $1"
-  [[ -n ${2:-} ]] && sed -n '1,30s/^/    | /p' "$2"
-  fails=$((fails + 1))
-}
 
 # on K CMD...: CMD in host K's namespaces; nsenter execs it (so that $! of `on K CMD &` is CMD).
 on() {

@@ -21,14 +21,8 @@ set -uo pipefail
 ddlrun=$(realpath "$1")
 # shellcheck source=SCRIPTDIR/hosts.sh
 source "$(dirname "$0")/hosts.sh"
-fails=0
-fail() {
-  echo "FAIL: $1"
-  shift
-  local f
-  for f in "$@"; do sed 's/^/    | /' "$f"; done
-  fails=$((fails + 1))
-}
+# shellcheck source=SCRIPTDIR/../lib/procs.sh
+source "$(dirname "$0")/../lib/procs.sh"
 
 # run NAME ARGS...: ddlrun with the hosts' ssh config; $out/NAME, NAME.err, NAME.rc
 run() {

@@ -14,14 +14,10 @@ ddlrun=$(realpath "$1")
 n=${2:-40}
 # shellcheck source=SCRIPTDIR/hosts.sh
 source "$(dirname "$0")/hosts.sh"
+# shellcheck source=SCRIPTDIR/../lib/procs.sh
+source "$(dirname "$0")/../lib/procs.sh"
 netns_up "$n" || exit $?
 netns_session
-fails=0
-fail() {
-  echo "FAIL: $1"
-  [[ -n ${2:-} ]] && sed -n '1,30s/^/    | /p' "$2"
-  fails=$((fails + 1))
-}
 
 sleeps="$NETNS_DIR/sleeps"
 : >"$sleeps"
@@ -35,10 +31,9 @@ printf '%s -\n' "\${EPOCHREALTIME/./}" >>'$sleeps'
 RC
 done
 
-hosts=$(IFS=,; echo "${NETNS_HOSTS[*]}")
 start=$EPOCHREALTIME
 timeout 120 "$ddlrun" --launcher ssh --ssh-config "$NETNS_SSH_CONFIG" --dry-run --tree-width 0 \
-  -H "$hosts" true >"$out/plan" 2>"$out/err" &
+  -H "$NETNS_LIST" true >"$out/plan" 2>"$out/err" &
 job=$!
 most=0  # its most threads (sampled every 10 ms; timeout's child is ddlrun)
 while kill -0 "$job" 2>/dev/null; do
@@ -61,8 +56,4 @@ echo "  at most $together hosts slept at once"
 ((together > 32)) || fail "at most $together of $n hosts slept at once: a thread waited for each"
 ((most > 0 && most < 64)) || fail "ddlrun had $most threads at most, not 1 to 63"
 
-if ((fails > 0)); then
-  echo "$fails failure(s)"
-  exit 1
-fi
-echo "all passed"
+passed_or_exit

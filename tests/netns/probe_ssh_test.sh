@@ -12,10 +12,11 @@ driver=$(realpath "$1")
 probe=$(realpath "$2")
 # shellcheck source=SCRIPTDIR/hosts.sh
 source "$(dirname "$0")/hosts.sh"
+# shellcheck source=SCRIPTDIR/../lib/procs.sh
+source "$(dirname "$0")/../lib/procs.sh"
 netns_up 4 || exit $?
 
 netns_session
-fails=0
 
 # run NAME ARGS...: the driver with the hosts' ssh config; stdout in $out/NAME, stderr in
 # $out/NAME.err, exit status in $out/NAME.rc, seconds taken in $out/NAME.s
@@ -30,13 +31,6 @@ run() {
   echo "  $name: $* -> exit $(cat "$out/$name.rc") in $(cat "$out/$name.s") s"
 }
 
-fail() {
-  echo "FAIL: $1"
-  shift
-  local f
-  for f in "$@"; do sed 's/^/    | /' "$f"; done
-  fails=$((fails + 1))
-}
 
 # has NAME LINE: the output has exactly this line. starts NAME TEXT: a line starts with it.
 has() { grep -Fxq -- "$2" "$out/$1" || fail "$1: no line '$2'" "$out/$1"; }

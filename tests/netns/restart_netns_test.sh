@@ -25,20 +25,13 @@ if ! "$python" -c 'import torch' 2>/dev/null; then
 fi
 # shellcheck source=SCRIPTDIR/hosts.sh
 source "$here/hosts.sh"
+# shellcheck source=SCRIPTDIR/../lib/procs.sh
+source "$here/../lib/procs.sh"
 netns_up 3 || exit $?
 netns_session
 # Marks the ddlruns this test starts (and their keepers, which inherit it): other tests may run
 # ddlrun here at the same time, and theirs are not this test's leftovers.
 export RESTART_NETNS_MARK=$$
-fails=0
-fail() {
-  echo "FAIL restart_netns: $1"
-  shift
-  local f
-  for f in "$@"; do sed -n '1,60s/^/    | /p' "$f"; done
-  fails=$((fails + 1))
-}
-now_ms() { echo $(($(date +%s%N) / 1000000)); }
 script=$here/../../examples/train_elastic.py
 common=(--launcher ssh --ssh-config "$NETNS_SSH_CONFIG" --tag-output none --kill-grace 1
   --heartbeat-timeout 3 -x "PYTHONPATH=$pydir" -x DDL_TIMEOUT=5)
@@ -197,8 +190,6 @@ for k in 1 2 3; do
   [[ -z $left ]] || fail "processes left on node$k: $(ps -o pid=,args= -p "${left//$'\n'/,}")"
 done
 # ddlruns of this test (and their keepers, which clean up after them): 3 s to be gone.
-# shellcheck source=SCRIPTDIR/../lib/procs.sh
-source "$here/../lib/procs.sh"
 for ((i = 0; i < 30; i++)); do
   left=$(own_pids "^$ddlrun " "RESTART_NETNS_MARK=$$" | paste -sd,)
   [[ -z $left ]] && break

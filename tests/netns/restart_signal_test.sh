@@ -9,6 +9,8 @@
 # Skips (77) when fake hosts cannot be made here.
 #   restart_signal_test.sh DDLRUN
 set -uo pipefail
+# shellcheck source=SCRIPTDIR/../lib/procs.sh
+source "$(dirname "$0")/../lib/procs.sh"
 ddlrun=$1
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=SCRIPTDIR/hosts.sh
@@ -16,14 +18,6 @@ source "$here/hosts.sh"
 netns_up 3 || exit $?
 netns_session
 export RESTART_SIGNAL_MARK=$$
-fails=0
-fail() {
-  echo "FAIL restart_signal: $1"
-  shift
-  local f
-  for f in "$@"; do sed -n '1,40s/^/    | /p' "$f"; done
-  fails=$((fails + 1))
-}
 common=(--launcher ssh --ssh-config "$NETNS_SSH_CONFIG" --tag-output none --kill-grace 1
   --heartbeat-timeout 3 -x "DIR=$out")
 cat >"$out/rank.sh" <<'EOS'
@@ -59,7 +53,6 @@ grep_wait() {
   done
   return 1
 }
-now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
 # probe_hangs NAME ARGS...: node2's rank fails once node2's sshd is frozen; $out/NAME.err.
 probe_hangs() {

@@ -10,17 +10,11 @@ set -uo pipefail
 ddlrun=$(realpath "$1")
 # shellcheck source=SCRIPTDIR/hosts.sh
 source "$(dirname "$0")/hosts.sh"
+# shellcheck source=SCRIPTDIR/../lib/procs.sh
+source "$(dirname "$0")/../lib/procs.sh"
 netns_up 2 || exit $?
 
 netns_session
-fails=0
-fail() {
-  echo "FAIL: $1"
-  shift
-  local f
-  for f in "$@"; do sed -n '1,20s/^/    | /p' "$f"; done
-  fails=$((fails + 1))
-}
 addr1=$(netns_addr 1)
 config="$NETNS_DIR/ssh_config_same"
 {

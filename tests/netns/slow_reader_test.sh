@@ -25,26 +25,16 @@ deadline=${6:-3}
 source "$(dirname "$0")/hosts.sh"
 # shellcheck source=SCRIPTDIR/../lib/procs.sh
 source "$(dirname "$0")/../lib/procs.sh"
-fails=0
-fail() {
-  echo "FAIL: $1"
-  [[ -n ${2:-} ]] && sed -n '1,20s/^/    | /p' "$2"
-  fails=$((fails + 1))
-}
-now_ms() { echo $(($(date +%s%N) / 1000000)); }
 netns_up "$n" || exit $?
 netns_session
-hosts=$(IFS=,; echo "${NETNS_HOSTS[*]}")
-all_hosts=()
-for ((k = 1; k <= n; k++)); do all_hosts+=("$k"); done
 common=(--launcher ssh --no-probe --ssh-config "$NETNS_SSH_CONFIG" --heartbeat-timeout "$deadline"
-  -H "$hosts")
+  -H "$NETNS_LIST")
 
 # nothing_left NAME: within 5 s no process of the job and no directory of ddlrun's on any host.
 nothing_left() {
   local i left
   for ((i = 0; i < 50; i++)); do
-    left=$(netns_job_procs_of "${all_hosts[@]}")
+    left=$(netns_job_procs_of "${NETNS_NUMBERS[@]}")
     [[ -z $left ]] && break
     sleep 0.1
   done
@@ -101,8 +91,4 @@ slow flat 0
 failing fail_flat 0
 failing fail_tree "$width"
 
-if ((fails > 0)); then
-  echo "$fails failure(s)"
-  exit 1
-fi
-echo "all passed"
+passed_or_exit

@@ -17,24 +17,14 @@ deadline=${4:-3}
 source "$(dirname "$0")/hosts.sh"
 # shellcheck source=SCRIPTDIR/../lib/procs.sh
 source "$(dirname "$0")/../lib/procs.sh"
-fails=0
-fail() {
-  echo "FAIL: $1"
-  [[ -n ${2:-} ]] && sed -n '1,20s/^/    | /p' "$2"
-  fails=$((fails + 1))
-}
-now_ms() { echo $(($(date +%s%N) / 1000000)); }
 netns_up "$n" || exit $?
 netns_session
-hosts=$(IFS=,; echo "${NETNS_HOSTS[*]}")
-all_hosts=()
-for ((k = 1; k <= n; k++)); do all_hosts+=("$k"); done
 victim=$((width + 1))
 
 # left: what of the job is on any host: "K pid args" lines, then "K path" lines.
 left() {
   local k
-  netns_job_procs_of "${all_hosts[@]}"
+  netns_job_procs_of "${NETNS_NUMBERS[@]}"
   for ((k = 1; k <= n; k++)); do
     netns_glob "$k" '/tmp/ddlrun.*' '/tmp/ddlrun-pmix.*' '/tmp/ddlrun-agent.*' | sed "s/^/$k /"
   done
@@ -42,7 +32,7 @@ left() {
 
 echo "== node$victim's agent (interior) SIGSTOPped mid-job, never resumed"
 env --default-signal=INT "$ddlrun" --launcher ssh --no-probe --ssh-config "$NETNS_SSH_CONFIG" \
-  --tree-width "$width" --heartbeat-timeout "$deadline" -H "$hosts" --tag-output rank \
+  --tree-width "$width" --heartbeat-timeout "$deadline" -H "$NETNS_LIST" --tag-output rank \
   sh -c 'echo "up $RANK"; sleep 60' </dev/null >"$out/stop" 2>&1 &
 job_pid=$!
 for ((i = 0; i < 600; i++)); do
@@ -51,10 +41,7 @@ for ((i = 0; i < 600; i++)); do
   sleep 0.1
 done
 (($(grep -c ' up ' "$out/stop") >= n)) || fail "not every rank started" "$out/stop"
-agent=""
-for pid in $(netns_pids "$victim"); do
-  [[ $(tr '\0' ' ' </proc/"$pid"/cmdline 2>/dev/null) == *" --agent"* ]] && agent=$pid
-done
+agent=$(netns_agent_pid "$victim")
 [[ -n $agent ]] || fail "no agent on node$victim"
 kill -STOP "$agent"
 t0=$(now_ms)
@@ -82,8 +69,4 @@ rest=$(left)
 echo "  every host empty $(($(now_ms) - t0)) ms after ddlrun's end"
 [[ -n $agent ]] && kill -CONT "$agent" 2>/dev/null  # (the test's own cleanup, after the check)
 
-if ((fails > 0)); then
-  echo "$fails failure(s)"
-  exit 1
-fi
-echo "all passed"
+passed_or_exit

@@ -63,6 +63,15 @@ add_test(NAME netns.slow_reader
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/netns/slow_reader_test.sh $<TARGET_FILE:ddlrun> 5 2 12 7 3)
 set_tests_properties(netns.slow_reader PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 150 LABELS "netns")
 
+# An interior agent's link crawls (512 kbit/s, tc tbf on node1 of a chain node1 -> node2 ->
+# node3, heartbeat deadline 3 s) while node3's rank prints 1.2 MB through it: every byte
+# arrives, no host below it is lost (its relay's heartbeats down do not starve behind the
+# output it writes up), as flat over the same link. About 45 s.
+add_test(NAME netns.slow_parent
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/netns/slow_parent_test.sh $<TARGET_FILE:ddlrun>
+                 512kbit 800 5)  # 800 kB crawl up for about 13 s, over twice the deadline
+set_tests_properties(netns.slow_parent PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 150 LABELS "netns")
+
 # A frozen (SIGSTOP) interior agent of a launch tree (7 namespace hosts, --tree-width 2): once
 # its parent gave the host up, its keeper kills it and cleans up; nothing of the job is left on
 # any host without SIGCONT. main leaves the agent, its rank and its /tmp entry. About 20 s.

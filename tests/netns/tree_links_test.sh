@@ -34,14 +34,8 @@ set -uo pipefail
 ddlrun=$(realpath "$1")
 # shellcheck source=SCRIPTDIR/hosts.sh
 source "$(dirname "$0")/hosts.sh"
-fails=0
-fail() {
-  echo "FAIL: $1"
-  shift
-  local f
-  for f in "$@"; do sed -n '1,40s/^/    | /p' "$f"; done
-  fails=$((fails + 1))
-}
+# shellcheck source=SCRIPTDIR/../lib/procs.sh
+source "$(dirname "$0")/../lib/procs.sh"
 n=12
 width=2
 

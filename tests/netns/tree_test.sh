@@ -52,29 +52,19 @@ deadline=4
 source "$(dirname "$0")/hosts.sh"
 # shellcheck source=SCRIPTDIR/../lib/procs.sh
 source "$(dirname "$0")/../lib/procs.sh"
-fails=0
-fail() {
-  echo "FAIL: $1"
-  [[ -n ${2:-} ]] && sed -n '1,30s/^/    | /p' "$2"
-  fails=$((fails + 1))
-}
-now_ms() { echo $(($(date +%s%N) / 1000000)); }
 t0=$(now_ms)
 netns_up "$n" || exit $?
 echo "  netns_up $n hosts: $(($(now_ms) - t0)) ms"
 netns_session
-hosts=$(IFS=,; echo "${NETNS_HOSTS[*]}")
-all_hosts=()
-for ((k = 1; k <= n; k++)); do all_hosts+=("$k"); done
 common=(--launcher ssh --no-probe --ssh-config "$NETNS_SSH_CONFIG" --tree-width "$width"
-  --heartbeat-timeout "$deadline" -H "$hosts")
+  --heartbeat-timeout "$deadline" -H "$NETNS_LIST")
 
 # nothing_left NAME SECONDS: within SECONDS no process of the job and no temporary directory of
 # ddlrun's on any host (every host looked at together: netns_job_procs_of).
 nothing_left() {
   local k i left mine
   for ((i = 0; i < $2 * 10; i++)); do
-    left=$(netns_job_procs_of "${all_hosts[@]}")
+    left=$(netns_job_procs_of "${NETNS_NUMBERS[@]}")
     [[ -z $left ]] && break
     sleep 0.1
   done
@@ -203,7 +193,7 @@ agents_up() {
   local -A up=()
   while read -r k pid args; do
     [[ " $args" == *" --"*agent* ]] && up[$k]=1
-  done < <(netns_job_procs_of "${all_hosts[@]}")
+  done < <(netns_job_procs_of "${NETNS_NUMBERS[@]}")
   echo "${#up[@]}"
 }
 
@@ -343,10 +333,7 @@ threads=$(awk '/^Threads:/ {print $2}' "/proc/$job_pid/status")
 echo "  ddlrun's threads with $n ranks running: $threads"
 ((threads <= width + 16)) || fail "chaos: ddlrun runs $threads threads for $n hosts at width $width"
 victim=$((width + 1))
-agent=""
-for pid in $(netns_pids "$victim"); do
-  [[ $(tr '\0' ' ' </proc/"$pid"/cmdline 2>/dev/null) == *" --agent"* ]] && agent=$pid
-done
+agent=$(netns_agent_pid "$victim")
 [[ -n $agent ]] || fail "chaos: no agent on node$victim"
 kill -KILL "$agent"
 t0=$(now_ms)

@@ -12,17 +12,11 @@ set -uo pipefail
 ddlrun=$(realpath "$1")
 # shellcheck source=SCRIPTDIR/hosts.sh
 source "$(dirname "$0")/hosts.sh"
+# shellcheck source=SCRIPTDIR/../lib/procs.sh
+source "$(dirname "$0")/../lib/procs.sh"
 netns_up 2 || exit $?
 
 netns_session
-fails=0
-fail() {
-  echo "FAIL: $1"
-  shift
-  local f
-  for f in "$@"; do sed -n '1,20s/^/    | /p' "$f"; done
-  fails=$((fails + 1))
-}
 ssh_args=(--launcher ssh --ssh-config "$NETNS_SSH_CONFIG" --no-probe --tag-output none)
 
 # A directory that this host and node1 have (each its own /tmp) but node2 has not.

@@ -1,5 +1,6 @@
 """The torch.distributed backend "ddl" as torch 2.x users call it (and torch 1.13 where it has
-the feature), as an N-rank job: `check_torch2.py [collectives|train|features|timeouts|torchrun]`.
+the feature), as an N-rank job:
+`check_torch2.py [collectives|train|features|timeouts|messages|split|torchrun]`.
 
 How it works: init_process_group(backend="ddl") with nothing else -- no init_method, no import
 of ddl: under ddlrun its sitecustomize registers the backend and libddl finds the job from
@@ -14,7 +15,9 @@ failing with its error on every rank when the last rank comes late. train: DDP (
 static_graph, the allreduce and fp16_compress comm hooks), ZeroRedundancyOptimizer and, on torch
 2.x, FSDP2 (fully_shard on a CPU DeviceMesh) each train 3 steps of a small MLP on their rank's
 shard of one batch and must end with the weights one process computes on the whole batch, the
-same on every rank. timeouts: a group's own timeout (check_group_timeout). torchrun: init,
+same on every rank. timeouts: a group's own timeout (check_group_timeout). messages: receives
+from any source (check_any_source). split (torch 2.x, 4 ranks): split_group's path and a 2-D
+DeviceMesh (check_split). torchrun: init,
 all_reduce, monitored_barrier. Rank values are small
 integers, so every collective's result is exact. Each rank prints "rank R of N ok".
 """
@@ -344,6 +347,94 @@ def check_features(rank, n):
     dist.barrier()
 
 
+def check_any_source(rank, n):
+    """recv and irecv with no src, as torch's test_send_recv_any_source: each rank in turn
+    receives two messages from every other, from any source, each reporting its sender (recv's
+    result, the work's source rank); then a tag chosen among two waiting, and a subgroup's
+    receive, whose sender torch maps from the group rank the backend reports."""
+    got = []
+    for receiver in range(n):
+        if receiver != rank:
+            for _ in range(2):
+                dist.send(torch.full((10,), float(rank)), receiver)
+            continue
+        for _ in range(n - 1):
+            t = torch.full((10,), -1.0)
+            sender = dist.recv(t)
+            expect("recv from any source", t, torch.full((10,), float(sender)))
+            got.append(sender)
+            t = torch.full((10,), -1.0)
+            work = dist.irecv(t)
+            work.wait()
+            sender = work._source_rank()
+            if work.source_rank() != sender:
+                fail(f"irecv: source_rank() {work.source_rank()}, _source_rank() {sender}")
+            expect("irecv from any source", t, torch.full((10,), float(sender)))
+            got.append(sender)
+    if sorted(got) != sorted([r for r in range(n) if r != rank] * 2):
+        fail(f"recv from any source: senders {got}")
+    if rank == 1:
+        dist.send(torch.tensor([5.0]), 0, tag=5)
+        dist.send(torch.tensor([6.0]), 0, tag=6)
+    elif rank == 0:
+        t = torch.zeros(1)
+        for tag in (6, 5):
+            if dist.recv(t, tag=tag) != 1:
+                fail(f"recv from any source, tag {tag}: not from rank 1")
+            expect(f"recv from any source, tag {tag}", t, torch.tensor([float(tag)]))
+    pair = dist.new_group([n - 2, n - 1])
+    if rank == n - 1:
+        dist.send(torch.tensor([float(rank)]), n - 2, group=pair)
+    elif rank == n - 2:
+        t = torch.zeros(1)
+        if dist.recv(t, group=pair) != n - 1:
+            fail("recv from any source in a subgroup: not from the last rank")
+        expect("recv from any source in a subgroup", t, torch.tensor([float(n - 1)]))
+    dist.barrier()
+
+
+def check_split(rank, n):
+    """What torch's split_group does with a backend that supports splitting (torch refuses the
+    call itself on a host without an accelerator, whatever the backend): the parent's options
+    (torch 2.13 cannot deepcopy a custom backend's, so they are passed as split_group's
+    pg_options would be),
+    ProcessGroup.split_group into halves (a group named "ddl" of its own, collectives over it),
+    a rank that the split leaves out getting None; then a 2-D DeviceMesh (dp x tp) on the CPU,
+    an all_reduce over each dimension's group."""
+    from torch.distributed.device_mesh import init_device_mesh
+
+    pg = dist.distributed_c10d._get_default_group()
+    backend = pg._get_backend(torch.device("cpu"))
+    if not backend.supports_splitting:
+        fail("the ddl backend does not support splitting")
+    options = backend.options
+    if options.backend != "ddl":
+        fail(f"the ddl backend's options name {options.backend!r}")
+    half = n // 2
+    mine = list(range(half)) if rank < half else list(range(half, n))
+    sub = pg.split_group(mine, timeout=datetime.timedelta(seconds=60), opts=options,
+                         group_name=f"half{rank // half}")
+    if sub is None or sub.name() != "ddl" or sub.size() != half or sub.rank() != rank % half:
+        fail(f"split_group: {sub and (sub.name(), sub.rank(), sub.size())}")
+    sub._get_backend(torch.device("cpu"))._set_sequence_number_for_group()
+    t = torch.full((3,), float(rank))
+    sub.allreduce([t]).wait()
+    expect("all_reduce over a split group", t, torch.full((3,), float(sum(mine))))
+    firsts = pg.split_group(list(range(half)), group_name="firsts")
+    if (firsts is None) != (rank >= half):
+        fail(f"split_group of the first half: {firsts} on rank {rank}")
+    mesh = init_device_mesh("cpu", (2, half), mesh_dim_names=("dp", "tp"))
+    for dim, members in (("tp", [rank // half * half + i for i in range(half)]),
+                         ("dp", [rank % half, rank % half + half])):
+        group = mesh.get_group(dim)
+        if dist.get_backend(group) != "ddl":
+            fail(f"DeviceMesh {dim}: backend {dist.get_backend(group)}")
+        t = torch.full((2,), float(rank))
+        dist.all_reduce(t, group=group)
+        expect(f"DeviceMesh {dim} all_reduce", t, torch.full((2,), float(sum(members))))
+    dist.barrier()
+
+
 # --- training ---------------------------------------------------------------------------------
 
 STEPS, BATCH = 3, 4
@@ -475,6 +566,10 @@ def main():
         check_features(rank, n)
     elif mode == "timeouts":
         check_group_timeout(rank, n)
+    elif mode == "messages":
+        check_any_source(rank, n)
+    elif mode == "split" and TORCH2:
+        check_split(rank, n)
     elif mode == "torchrun":
         t = torch.full((3,), float(rank + 1))
         dist.all_reduce(t, op=dist.ReduceOp.AVG)
@@ -483,7 +578,7 @@ def main():
         check_job_id()
     else:
         sys.exit(f"check_torch2.py: unknown mode {mode!r} (collectives, train, features, "
-                 "timeouts, torchrun)")
+                 "timeouts, messages, split on torch 2.x, torchrun)")
     dist.destroy_process_group()
     # One write(2) of the whole line: the ranks share torchrun's stdout pipe, and a line written
     # in two pieces (text, then newline) ran into the other rank's once in CI

@@ -2,8 +2,8 @@
 (several at once, overlapping, used in alternation with the job's calls), all_to_all_single
 (equal blocks and split sizes), all_to_all, send/recv/isend/irecv (a ring, both directions at
 once with large messages, inside a subgroup), batch_isend_irecv (torch's _coalescing_manager),
-all_gather_into_tensor and reduce_scatter_tensor on a subgroup, and the calls it refuses, each
-with a message naming the call. Written as a user would: no import of ours (ddlrun's ranks get
+all_gather_into_tensor and reduce_scatter_tensor on a subgroup, and recv from any source in a
+subgroup (the sender's global rank). Written as a user would: no import of ours (ddlrun's ranks get
 the backend registered). Each rank prints "rank R of N ok".
 """
 
@@ -110,15 +110,24 @@ def check_messages(rank, n):
     expect("batch_isend_irecv", got[:2], torch.full((2,), float(left)))
 
 
-def check_refused(rank):
-    for what, call in (
-            ("recv from any source is not supported", lambda: dist.recv(torch.zeros(1))),):
-        try:
-            call()
-            fail(f"no error for '{what}'")
-        except RuntimeError as e:
-            if f"ddl backend: {what}" not in str(e):
-                fail(f"the error for '{what}' says: {e}")
+def check_any_source(rank):
+    """The odd ranks' group: rank 3 sends rank 1 two messages, rank 1 receives them from any
+    source, first with irecv (the work's source rank is rank 3's group rank), then recv (its
+    result is rank 3's global rank)."""
+    odds = dist.new_group([1, 3])
+    if rank == 3:
+        for v in (1.0, 2.0):
+            dist.send(torch.tensor([v]), 1, group=odds)
+    elif rank == 1:
+        t = torch.zeros(1)
+        work = dist.irecv(t, group=odds)
+        work.wait()
+        if work._source_rank() != 1:
+            fail(f"irecv from any source: source rank {work._source_rank()}, want group rank 1")
+        expect("irecv from any source", t, torch.tensor([1.0]))
+        if dist.recv(t, group=odds) != 3:
+            fail("recv from any source: not from rank 3")
+        expect("recv from any source", t, torch.tensor([2.0]))
 
 
 def main():
@@ -128,7 +137,7 @@ def main():
     check_groups(rank, n)
     check_alltoall(rank, n)
     check_messages(rank, n)
-    check_refused(rank)
+    check_any_source(rank)
     dist.barrier()
     print(f"rank {rank} of {n} ok", flush=True)
     dist.destroy_process_group()

@@ -120,6 +120,12 @@ if(TARGET ddl_torch_pg)
            COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/python/run_job.sh --torch --plain
                    $<TARGET_FILE:ddlrun> ${PROJECT_BINARY_DIR}/python ${Python3_EXECUTABLE} 4
                    ${CMAKE_CURRENT_SOURCE_DIR}/python/check_torch_timeout.py)
+  # A rank that never calls init_process_group("ddl"): the others' init fails naming it and
+  # its host (libddl's ranks meet before torch's store counts them).
+  add_test(NAME python.torch_missing_rank_2
+           COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/python/run_job.sh --torch --plain
+                   $<TARGET_FILE:ddlrun> ${PROJECT_BINARY_DIR}/python ${Python3_EXECUTABLE} 2
+                   ${CMAKE_CURRENT_SOURCE_DIR}/python/check_torch_missing_rank.py)
   add_test(NAME python.site_hook
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/python/check_site_hook.py
                    ${PROJECT_BINARY_DIR}/python)
@@ -129,7 +135,7 @@ if(TARGET ddl_torch_pg)
   set_tests_properties(python.ddp_backend_4 python.torch_pg_4 python.torch_pg_peer_lost_4
                        python.ibm_style_4 python.site_hook python.rebuild_hint
                        python.torch_groups_4
-                       python.torch_timeout_4
+                       python.torch_timeout_4 python.torch_missing_rank_2
                        PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
   # bench/ddp_compare.sh --quick: ddl against gloo from Python (all_reduce, DDP steps) on 4
   # ranks; every result and DDP's weights checked, no timing.

@@ -9,6 +9,10 @@
 #                ddl, sequence numbers, sparse all_reduce and DDP on a sparse embedding,
 #                all_gather_coalesced, TORCH_DISTRIBUTED_DEBUG=DETAIL (torch 2.x);
 #   timeouts     a group's own timeout (new_group(timeout=) once libddl runs): "Timed out";
+#   messages     recv and irecv from any source (torch's test_send_recv_any_source), tags, a
+#                subgroup's;
+#   split        (torch 2.x, 4 ranks) split_group's path (supports_splitting, the backend's
+#                options, ProcessGroup.split_group) and a 2-D DeviceMesh on the CPU;
 #   torchrun     the ranks meet through torch's store under torchrun (no ddlrun).
 # DDL_TORCH2_DDLRUN and DDL_TORCH2_PYTHON name the torch 2.x build's ddlrun and python: those of
 # the venv DDL_VENV (pip install) by default; for a build tree configured with
@@ -34,39 +38,35 @@ set(ddl_torch2_pydir "${DDL_TORCH2_PYDIR}")
 if(ddl_torch2_pydir STREQUAL "")
   set(ddl_torch2_pydir -)
 endif()
-add_test(NAME python.torch2_collectives_3
-         COMMAND ${ddl_torch2_job} ddlrun "${DDL_TORCH2_DDLRUN}" "${DDL_TORCH2_PYTHON}" 3
-                 ${ddl_torch2_check} collectives)
-add_test(NAME python.torch2_train_3
-         COMMAND ${ddl_torch2_job} ddlrun "${DDL_TORCH2_DDLRUN}" "${DDL_TORCH2_PYTHON}" 3
-                 ${ddl_torch2_check} train)
-add_test(NAME python.torch2_features_3
-         COMMAND ${ddl_torch2_job} ddlrun "${DDL_TORCH2_DDLRUN}" "${DDL_TORCH2_PYTHON}" 3
-                 ${ddl_torch2_check} features)
-add_test(NAME python.torch2_timeouts_3
-         COMMAND ${ddl_torch2_job} ddlrun "${DDL_TORCH2_DDLRUN}" "${DDL_TORCH2_PYTHON}" 3
-                 ${ddl_torch2_check} timeouts)
-add_test(NAME python.torch2_torchrun_2
-         COMMAND ${ddl_torch2_job} torchrun ${ddl_torch2_pydir} "${DDL_TORCH2_PYTHON}" 2
-                 ${ddl_torch2_check} torchrun)
+# ddl_torch2_test(NAME LAUNCHER WHERE RANKS SCRIPT [ARGS...]): torch2_job.sh runs SCRIPT on RANKS
+# ranks of the torch 2.x Python through LAUNCHER (ddlrun, with its path WHERE; or torchrun, with
+# the package's build directory WHERE); skipped (77) without that Python.
+function(ddl_torch2_test name launcher where ranks)
+  add_test(NAME ${name}
+           COMMAND ${ddl_torch2_job} ${launcher} "${where}" "${DDL_TORCH2_PYTHON}" ${ranks} ${ARGN})
+  set_tests_properties(${name} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
+  # Run from the venv: after pip.venv_current has brought its package up to date.
+  if(DDL_TORCH2_DDLRUN STREQUAL "${DDL_VENV}/bin/ddlrun")
+    set_tests_properties(${name} PROPERTIES FIXTURES_REQUIRED ddl_venv LABELS "venv;python")
+  endif()
+endfunction()
+
+foreach(mode IN ITEMS collectives train features timeouts messages)
+  ddl_torch2_test(python.torch2_${mode}_3 ddlrun "${DDL_TORCH2_DDLRUN}" 3 ${ddl_torch2_check} ${mode})
+endforeach()
+ddl_torch2_test(python.torch2_split_4 ddlrun "${DDL_TORCH2_DDLRUN}" 4 ${ddl_torch2_check} split)
+ddl_torch2_test(python.torch2_torchrun_2 torchrun ${ddl_torch2_pydir} 2 ${ddl_torch2_check}
+                torchrun)
+# A rank that never calls init: named with its host, not torch's store's "1/2 clients joined".
+ddl_torch2_test(python.torch2_missing_rank_2 ddlrun "${DDL_TORCH2_DDLRUN}" 2
+                ${CMAKE_CURRENT_SOURCE_DIR}/python/check_torch_missing_rank.py)
 # horovod.torch on torch 2.x: every call of the API with its errors.
-add_test(NAME python.torch2_hvd_api_4
-         COMMAND ${ddl_torch2_job} ddlrun "${DDL_TORCH2_DDLRUN}" "${DDL_TORCH2_PYTHON}" 4
-                 ${CMAKE_CURRENT_SOURCE_DIR}/python/check_hvd_api.py)
-set_tests_properties(python.torch2_collectives_3 python.torch2_train_3 python.torch2_torchrun_2
-                     python.torch2_hvd_api_4 python.torch2_features_3 python.torch2_timeouts_3
-                     PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
-# Run from the venv: after pip.venv_current has brought its package up to date.
-if(DDL_TORCH2_DDLRUN STREQUAL "${DDL_VENV}/bin/ddlrun")
-  set_tests_properties(python.torch2_collectives_3 python.torch2_train_3 python.torch2_torchrun_2
-                       python.torch2_hvd_api_4 python.torch2_features_3 python.torch2_timeouts_3
-                       PROPERTIES FIXTURES_REQUIRED ddl_venv
-                       LABELS "venv;python")
-endif()
+ddl_torch2_test(python.torch2_hvd_api_4 ddlrun "${DDL_TORCH2_DDLRUN}" 4
+                ${CMAKE_CURRENT_SOURCE_DIR}/python/check_hvd_api.py)
 
 # The same checks on this build's torch (1.13: no FSDP2).
 if(TARGET ddl_torch_pg)
-  foreach(mode IN ITEMS collectives train features timeouts)
+  foreach(mode IN ITEMS collectives train features timeouts messages)
     add_test(NAME python.torch_${mode}_3
              COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/python/run_job.sh --torch --plain
                      $<TARGET_FILE:ddlrun> - ${Python3_EXECUTABLE} 3 ${ddl_torch2_check} ${mode})

@@ -115,6 +115,13 @@ ddl_status_t ddl_barrier(void);
  * own: they never mix with the collectives, which may run meanwhile on other threads. */
 ddl_status_t ddl_send(const void* buf, size_t count, ddl_datatype_t type, int peer, int tag);
 ddl_status_t ddl_recv(void* buf, size_t count, ddl_datatype_t type, int peer, int tag);
+/* A receive from any source: the first message under `tag` from whichever other rank sends
+ * one (in each sender's order, as ddl_recv()); *source (when not NULL) is set to its sender.
+ * It waits on every other rank at once, including those that have sent this rank nothing yet,
+ * beside ddl_recv() calls on other threads. Errors as ddl_recv()'s, except that a rank that has
+ * ended is left out: DDL_ERR_TRANSPORT comes when no message arrives for $DDL_TIMEOUT seconds
+ * (naming the ranks waited on, and those that sent nothing) or when every other rank is gone. */
+ddl_status_t ddl_recv_any(void* buf, size_t count, ddl_datatype_t type, int tag, int* source);
 
 /* recv (size * count elements) = the count-element block for this rank from every rank's send
  * (size * count elements, block r for rank r), by rank. */
@@ -196,6 +203,9 @@ ddl_status_t ddl_group_send(ddl_group_t group, const void* buf, size_t count, dd
                             int peer, int tag);
 ddl_status_t ddl_group_recv(ddl_group_t group, void* buf, size_t count, ddl_datatype_t type,
                             int peer, int tag);
+/* ddl_recv_any() among the group's other members; *source is the sender's group rank. */
+ddl_status_t ddl_group_recv_any(ddl_group_t group, void* buf, size_t count, ddl_datatype_t type,
+                                int tag, int* source);
 
 /* ---- Shared buffers ----
  * `bytes` of zeroed memory (page aligned) that the other ranks of this host can map. An

@@ -138,6 +138,14 @@ class Group {
   void recv(std::span<T> data, int peer, int tag = 0) {
     check(ddl_group_recv(group_, data.data(), data.size(), datatype_of<T>(), peer, tag));
   }
+  /// From whichever other member sends under `tag` first (ddl_group_recv_any); returns the
+  /// sender's group rank.
+  template <typename T>
+  int recv_any(std::span<T> data, int tag = 0) {
+    int source = -1;
+    check(ddl_group_recv_any(group_, data.data(), data.size(), datatype_of<T>(), tag, &source));
+    return source;
+  }
 
  private:
   explicit Group(ddl_group_t world) : group_(world), owned_(false) {}
@@ -230,7 +238,7 @@ class Session {
     return out;
   }
   void barrier() { check(ddl_barrier()); }
-  /// alltoall, send and recv on the whole job (see Group).
+  /// alltoall, send, recv and recv_any on the whole job (see Group).
   template <typename T>
   std::vector<T> alltoall(std::span<const T> in) {
     return Group::world().alltoall(in);
@@ -242,6 +250,10 @@ class Session {
   template <typename T>
   void recv(std::span<T> data, int peer, int tag = 0) {
     Group::world().recv(data, peer, tag);
+  }
+  template <typename T>
+  int recv_any(std::span<T> data, int tag = 0) {
+    return Group::world().recv_any(data, tag);
   }
 };
 

@@ -7,8 +7,9 @@
 // connect() retries shm_open() until the segment exists and its magic is set (or the
 // deadline), maps it, marks it attached and unlinks the name at once, so that once both sides
 // hold it nothing is left in /dev/shm, whatever happens to either process next. A name left
-// over from a crashed process of the same job is replaced. Ranks must share the pid
-// namespace (one host, one container).
+// over from a crashed process of the same job is replaced. Ranks must share the pid namespace
+// (one host, one container). try_connect() creates as connect() does, or looks for the segment
+// once (nothing when it is not there yet).
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -20,6 +21,7 @@
 #include <charconv>
 #include <cstring>
 #include <new>
+#include <optional>
 #include <thread>
 
 #include "comm/transport/link.h"
@@ -48,6 +50,21 @@ class ShmDevice : public Device {
   std::unique_ptr<Link> connect(int peer, const std::string& peer_name,
                                 const std::string& peer_address,
                                 std::chrono::milliseconds timeout) override {
+    return link(peer, peer_name, peer_address, timeout);
+  }
+
+  std::unique_ptr<Link> try_connect(int peer, const std::string& peer_name,
+                                    const std::string& peer_address,
+                                    std::chrono::milliseconds) override {
+    return link(peer, peer_name, peer_address, std::nullopt);
+  }
+
+ private:
+  /// The link to `peer`: the segment made, or attached waiting at most `timeout` (none: not
+  /// waiting, nullptr when the segment is not there yet).
+  std::unique_ptr<Link> link(int peer, const std::string& peer_name,
+                             const std::string& peer_address,
+                             std::optional<std::chrono::milliseconds> timeout) {
     if (peer == rank_) throw TransportError(peer_name + ": a rank cannot connect to itself");
     int peer_pid = 0;
     const char* end = peer_address.data() + peer_address.size();
@@ -60,12 +77,13 @@ class ShmDevice : public Device {
     const int creator_pid = rank_ < peer ? getpid() : peer_pid;
     const std::string name = "/ddl-" + job_ + "-" + std::to_string(creator_pid) + "-" +
                              std::to_string(lo) + "-" + std::to_string(hi);
-    Segment* s =
-        rank_ < peer ? create(name, peer_name, peer_pid) : attach(name, peer_name, timeout);
+    Segment* s = rank_ < peer ? create(name, peer_name, peer_pid)
+                 : timeout    ? attach(name, peer_name, *timeout)
+                              : attach_once(name, peer_name);
+    if (s == nullptr) return nullptr;
     return std::make_unique<shm::ShmLink>(s, rank_ < peer ? 0 : 1, peer, peer_name, peer_pid, name);
   }
 
- private:
   Segment* create(const std::string& name, const std::string& peer_name, int peer_pid) {
     int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
     if (fd < 0 && errno == EEXIST) {  // left by a crashed process with our pid
@@ -98,20 +116,7 @@ class ShmDevice : public Device {
     const auto deadline = Clock::now() + timeout;
     auto nap = std::chrono::microseconds(200);
     for (;;) {
-      const int fd = shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
-      if (fd < 0 && errno != ENOENT) fail(peer_name, "shm_open " + name, errno);
-      if (fd >= 0) {
-        const std::string foreign = transport::foreign_segment(fd, name);
-        Segment* s = foreign.empty() ? map_ready(fd) : nullptr;
-        close(fd);
-        if (!foreign.empty()) throw TransportError(peer_name + ": " + foreign);
-        if (s != nullptr) {
-          s->ranks[1] = rank_;
-          s->attached.store(1, std::memory_order_release);
-          shm_unlink(name.c_str());
-          return s;
-        }
-      }
+      if (Segment* s = attach_once(name, peer_name)) return s;
       if (Clock::now() >= deadline) {
         throw TransportError(peer_name + ": no shared-memory segment from the peer within " +
                              seconds_text(timeout) + " (is it running on this host?)");
@@ -119,6 +124,23 @@ class ShmDevice : public Device {
       std::this_thread::sleep_for(nap);
       nap = std::min(nap * 2, std::chrono::microseconds(10'000));
     }
+  }
+
+  /// The segment `name` mapped and marked attached when its creator has finished it; nullptr
+  /// before.
+  Segment* attach_once(const std::string& name, const std::string& peer_name) {
+    const int fd = shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
+    if (fd < 0 && errno != ENOENT) fail(peer_name, "shm_open " + name, errno);
+    if (fd < 0) return nullptr;
+    const std::string foreign = transport::foreign_segment(fd, name);
+    Segment* s = foreign.empty() ? map_ready(fd) : nullptr;
+    close(fd);
+    if (!foreign.empty()) throw TransportError(peer_name + ": " + foreign);
+    if (s == nullptr) return nullptr;
+    s->ranks[1] = rank_;
+    s->attached.store(1, std::memory_order_release);
+    shm_unlink(name.c_str());
+    return s;
   }
 
   /// The whole segment behind `fd` once its creator has finished it; nullptr before.

@@ -1,6 +1,5 @@
 #pragma once
 
-#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -14,15 +13,15 @@ namespace ddl::comm::transport::tcp {
 
 /// A SHA-256 digest.
 using Digest = base::Digest;
-/// The acceptor's random challenge.
-using Nonce = std::array<uint8_t, 16>;
+/// The acceptor's random challenge (base::net::kNonceSize bytes).
+using Nonce = std::string;
 
 using base::sha256;
 
-/// What the initiator proves it knows the token with:
-/// SHA-256(token, nonce, from, to, stream, streams).
-Digest hello_proof(std::string_view token, const Nonce& nonce, int from, int to, int stream,
-                   int streams);
+/// What the initiator proves it knows the token with (base::net::proof): the nonce, both
+/// ranks and the connection's stream index and count under the token.
+std::string hello_proof(std::string_view token, std::string_view nonce, int from, int to,
+                        int stream, int streams);
 
 /// The acceptor's first message: magic, its rank, a fresh nonce.
 constexpr size_t kChallengeSize = 8 + 4 + 16;
@@ -37,17 +36,15 @@ constexpr char kRefused = 'N';
 
 struct Challenge {
   int acceptor = 0;
-  Nonce nonce{};
+  Nonce nonce;
 };
 struct Hello {
   int initiator = 0;
   int stream = 0;   ///< which of the link's sockets this connection is
   int streams = 1;  ///< how many sockets the link has
-  Digest proof{};
+  std::string proof;
 };
 
-/// A nonce from getrandom().
-Nonce random_nonce();
 std::string encode(const Challenge& c);
 std::string encode(const Hello& h);
 /// std::nullopt when `bytes` (exactly k...Size long) does not start with the magic.

@@ -17,17 +17,18 @@
 // connect() on the higher rank waits on that file for its peer, so connections that arrive
 // for another peer, or before anyone asks, wait for their own connect() call; connect() may be
 // called from several threads.
+// try_connect() is connect() that never waits on the peer's program: the initiator (whose
+// peer's acceptor thread answers by itself) takes a refused connection as the peer's end
+// rather than trying again; the higher rank takes the link from the file when it is there,
+// and returns nothing otherwise.
 //
-// Strangers cannot use up the acceptor's descriptors: at most kMaxPending connections wait for
-// their hello at once. When one more comes, the oldest waiting one is closed to make room,
-// but only once it has had kHelloGrace (a peer answers within a round trip, so the oldest is
-// the likeliest stranger); until then the listening socket is left alone and new connections
-// wait in its queue. A flood of silent connections thus costs the rank kMaxPending
-// descriptors, and a real peer, once accepted, keeps its place for kHelloGrace however many
-// come after it. An initiator whose connection is closed after the challenge and before the
-// answer (crowded out by a flood, or the acceptor out of descriptors) connects again, waiting
-// longer each time (kRetryFirst, doubling up to kRetryMost), until its deadline; only an 'N'
-// is a refusal, reported at once.
+// Strangers cannot use up the acceptor's descriptors: the listener's guard
+// (base/net/listener.h) lets at most kMaxPending connections wait for their hello at once and
+// closes the oldest of them to make room only once it has had its grace, so a flood of silent
+// connections costs the rank kMaxPending descriptors and a real peer keeps its place. An initiator
+// whose connection is closed after the challenge and before the answer (crowded out by a flood, or
+// the acceptor out of descriptors) connects again, waiting longer each time (kRetryFirst, doubling
+// up to kRetryMost), until its deadline; only an 'N' is a refusal, reported at once.
 //
 // With DeviceOptions::streams = n > 1 the initiator opens n connections to the peer, each
 // hello saying which of how many it is; the acceptor hands a link over once all n have
@@ -48,12 +49,16 @@
 #include <condition_variable>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
 
 #include "base/check.h"
 #include "base/fd.h"
+#include "base/net/handshake.h"
+#include "base/net/listener.h"
+#include "base/text.h"
 #include "comm/core/quiet_thread.h"
 #include "comm/transport/link.h"
 #include "comm/transport/os.h"
@@ -73,8 +78,6 @@ constexpr auto kHelloTime = std::chrono::seconds(5);
 constexpr int kMaxStreams = 64;
 /// The most connections that wait for their hello at once (strangers' included).
 constexpr size_t kMaxPending = 64;
-/// How long an accepted connection keeps its place however many connections come after it.
-constexpr auto kHelloGrace = std::chrono::milliseconds(200);
 /// The initiator's first wait before it connects again after its connection was closed
 /// unanswered; each such close doubles it, up to kRetryMost.
 constexpr auto kRetryFirst = std::chrono::milliseconds(50);
@@ -85,17 +88,6 @@ using base::errno_text;
 /// Milliseconds left until `deadline`, for poll(): at least 0, at most 1000.
 int wait_ms(Clock::time_point deadline) {
   return base::Deadline(deadline).poll_ms();
-}
-
-/// Splits "1.2.3.4:5" or "[fe80::1]:5" into host and port.
-std::pair<std::string, std::string> split_address(const std::string& a) {
-  const size_t colon = a.rfind(':');
-  if (colon == std::string::npos) return {a, ""};
-  std::string host = a.substr(0, colon);
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  return {host, a.substr(colon + 1)};
 }
 
 /// The first IPv4 address of an interface that is up and not loopback; "127.0.0.1" when none.
@@ -120,12 +112,23 @@ void set_buffers(int fd) {
   setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &kSocketBuffer, sizeof kSocketBuffer);
 }
 
-/// Compares digests in time that does not depend on where they differ.
-bool same_digest(const tcp::Digest& a, const tcp::Digest& b) {
-  uint8_t diff = 0;
-  for (size_t i = 0; i < a.size(); ++i)
-    diff |= static_cast<uint8_t>(a[i] ^ b[i]);
-  return diff == 0;
+/// The addresses of `address` ("ip:port") of the peer `name`; throws TransportError when it
+/// cannot be resolved.
+std::unique_ptr<addrinfo, void (*)(addrinfo*)> resolve(const std::string& name,
+                                                       const std::string& address) {
+  const auto [host, port] =
+      base::net::split_host_port(address).value_or(std::make_pair(address, std::string()));
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  addrinfo* list = nullptr;
+  const int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &list);
+  if (rc != 0 || port.empty()) {
+    if (rc == 0) freeaddrinfo(list);
+    throw TransportError(name + ": cannot resolve its address '" + address +
+                         "': " + (rc != 0 ? gai_strerror(rc) : "no port"));
+  }
+  return {list, freeaddrinfo};
 }
 
 class TcpDevice : public Device {
@@ -140,31 +143,40 @@ class TcpDevice : public Device {
   std::unique_ptr<Link> connect(int peer, const std::string& peer_name,
                                 const std::string& peer_address,
                                 std::chrono::milliseconds timeout) override;
+  std::unique_ptr<Link> try_connect(int peer, const std::string& peer_name,
+                                    const std::string& peer_address,
+                                    std::chrono::milliseconds timeout) override;
 
  private:
   /// A connection the acceptor has challenged and waits to hear from.
   struct Incoming {
     int fd;
+    uint64_t id;  ///< its name for the guard
     tcp::Nonce nonce;
     std::string in;
-    Clock::time_point since;     ///< when it was accepted
-    Clock::time_point deadline;  ///< for its hello
   };
 
   void accept_loop();
-  /// Accepts what waits, while there is room (kMaxPending, kHelloGrace) and a descriptor.
-  void accept_new(std::vector<Incoming>& incoming, base::AcceptRest& rest);
+  /// Accepts what waits, while the guard has room and there is a descriptor.
+  void accept_new(std::vector<Incoming>& incoming, base::net::ListenerGuard& guard,
+                  base::AcceptRest& rest);
   /// Reads the hellos of `incoming` that poll() found ready (`ready`, in order) and closes
-  /// those past their deadline; keeps the others, oldest first.
-  void read_hellos(std::vector<Incoming>& incoming, const pollfd* ready);
+  /// those the guard gives up on; keeps the others, oldest first.
+  void read_hellos(std::vector<Incoming>& incoming, base::net::ListenerGuard& guard,
+                   const pollfd* ready);
   /// Reads more of `c`'s hello; true when `c` is done with (filed or closed).
   bool read_hello(Incoming& c);
-  /// The connections of a link to `peer`, as the initiator.
+  /// The connections of a link to `peer`, as the initiator; a refused connection is tried
+  /// again until the timeout, or (`refused_ends`) fails at once.
   std::vector<int> initiate(int peer, const std::string& name, const std::string& address,
-                            std::chrono::milliseconds timeout);
+                            std::chrono::milliseconds timeout, bool refused_ends = false);
   /// Connection `stream` of a link to `peer`, as the initiator.
   int initiate_one(int peer, const std::string& name, const std::string& address,
-                   std::chrono::milliseconds timeout, Clock::time_point deadline, int stream);
+                   std::chrono::milliseconds timeout, Clock::time_point deadline, int stream,
+                   bool refused_ends);
+  /// The link from `peer` that the acceptor has filed whole, taken from the file; nullptr
+  /// when it has not. Called with mutex_ held.
+  std::unique_ptr<Link> claim(int peer, const std::string& peer_name);
   /// The handshake on connected `fd`: true when the acceptor took it, false when it closed the
   /// connection after its challenge without an answer (crowded out: worth another try).
   bool handshake(int fd, int peer, const std::string& name, const std::string& address,
@@ -186,6 +198,7 @@ class TcpDevice : public Device {
   std::mutex mutex_;
   std::condition_variable arrived_;
   std::map<int, Arrived> accepted_;  ///< by initiator rank, not yet claimed
+  uint64_t accepted_count_ = 0;      ///< connections the acceptor took: the next one's id
   std::thread acceptor_;
 };
 
@@ -260,37 +273,37 @@ void TcpDevice::accept_loop() {
   std::vector<Incoming> incoming;  // oldest first
   std::vector<pollfd> fds;
   base::AcceptRest rest;  // no descriptor left: the listening socket rests
+  base::net::ListenerGuard guard({.max_waiting = kMaxPending, .hello_time = kHelloTime});
   for (;;) {
-    // Room for one more: below the cap, or the oldest past its grace.
-    const auto room =
-        incoming.size() < kMaxPending ? Clock::time_point{} : incoming.front().since + kHelloGrace;
-    const auto listen_at = std::max(rest.until(), room);
+    const auto listen_at = std::max(rest.until(), guard.room_at());
     const bool listening = Clock::now() >= listen_at;
     fds.assign({pollfd{wake_fd_, POLLIN, 0},
                 pollfd{listen_fd_, static_cast<short>(listening ? POLLIN : 0), 0}});
-    Clock::time_point next = Clock::now() + std::chrono::seconds(1);
+    Clock::time_point next = std::min(Clock::now() + std::chrono::seconds(1), guard.next_due());
     if (!listening) next = std::min(next, listen_at);
-    for (const Incoming& c : incoming) {
+    for (const Incoming& c : incoming)
       fds.push_back(pollfd{c.fd, POLLIN, 0});
-      next = std::min(next, c.deadline);
-    }
     if (::poll(fds.data(), fds.size(), wait_ms(next)) < 0 && errno != EINTR) return;
     if (fds[0].revents != 0) break;
     // Hellos first (fds[2..] match `incoming` as it was), then new connections.
-    read_hellos(incoming, fds.data() + 2);
-    if ((fds[1].revents & POLLIN) != 0) accept_new(incoming, rest);
+    read_hellos(incoming, guard, fds.data() + 2);
+    if ((fds[1].revents & POLLIN) != 0) accept_new(incoming, guard, rest);
   }
   for (const Incoming& c : incoming)
     ::close(c.fd);
 }
 
-void TcpDevice::read_hellos(std::vector<Incoming>& incoming, const pollfd* ready) {
-  const auto now = Clock::now();
+void TcpDevice::read_hellos(std::vector<Incoming>& incoming, base::net::ListenerGuard& guard,
+                            const pollfd* ready) {
+  const std::vector<uint64_t> late = guard.overdue();
   std::vector<Incoming> still;
   for (size_t i = 0; i < incoming.size(); ++i) {
     Incoming& c = incoming[i];
-    if (ready[i].revents != 0 && read_hello(c)) continue;
-    if (now >= c.deadline) {
+    if (ready[i].revents != 0 && read_hello(c)) {
+      guard.settled(c.id);
+      continue;
+    }
+    if (std::find(late.begin(), late.end(), c.id) != late.end()) {
       ::close(c.fd);
       continue;
     }
@@ -299,23 +312,18 @@ void TcpDevice::read_hellos(std::vector<Incoming>& incoming, const pollfd* ready
   incoming = std::move(still);
 }
 
-void TcpDevice::accept_new(std::vector<Incoming>& incoming, base::AcceptRest& rest) {
+void TcpDevice::accept_new(std::vector<Incoming>& incoming, base::net::ListenerGuard& guard,
+                           base::AcceptRest& rest) {
   for (;;) {
-    const auto now = Clock::now();
-    const bool full = incoming.size() >= kMaxPending;
-    if (full && now < incoming.front().since + kHelloGrace) return;  // the queue waits
+    if (Clock::now() < guard.room_at()) return;  // the queue waits
     // EAGAIN, or an error of one connection: the next poll() tells. Out of descriptors the
     // connection stays queued and `rest` rests the listening socket.
     const int fd = rest.accept(listen_fd_, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) return;
-    if (full) {  // the oldest, unproven after its grace, makes room
-      ::close(incoming.front().fd);
-      incoming.erase(incoming.begin());
-    }
-    Incoming c{fd, {}, "", now, now + kHelloTime};
+    Incoming c{fd, ++accepted_count_, {}, ""};
     try {
-      c.nonce = tcp::random_nonce();
-    } catch (const TransportError&) {
+      c.nonce = base::net::nonce();
+    } catch (const std::exception&) {
       ::close(fd);  // no randomness, no challenge: the initiator sees no ddl transport
       continue;
     }
@@ -327,6 +335,12 @@ void TcpDevice::accept_new(std::vector<Incoming>& incoming, base::AcceptRest& re
       continue;
     }
     incoming.push_back(std::move(c));
+    for (const uint64_t old : guard.arrive(incoming.back().id)) {  // unproven after its grace
+      const auto it = std::find_if(incoming.begin(), incoming.end(),
+                                   [old](const Incoming& i) { return i.id == old; });
+      ::close(it->fd);
+      incoming.erase(it);
+    }
   }
 }
 
@@ -345,8 +359,8 @@ bool TcpDevice::read_hello(Incoming& c) {
   const bool good =
       hello && hello->initiator >= 0 && hello->initiator < rank_ && hello->streams >= 1 &&
       hello->streams <= kMaxStreams && hello->stream < hello->streams &&
-      same_digest(hello->proof, tcp::hello_proof(token_, c.nonce, hello->initiator, rank_,
-                                                 hello->stream, hello->streams));
+      base::same_secret(hello->proof, tcp::hello_proof(token_, c.nonce, hello->initiator, rank_,
+                                                       hello->stream, hello->streams));
   if (!good) {  // refused, and told so: the initiator does not try again
     if (::send(c.fd, &tcp::kRefused, 1, MSG_NOSIGNAL) != 1) {
       // Gone already: it learns nothing it needs.
@@ -394,20 +408,38 @@ std::unique_ptr<Link> TcpDevice::connect(int peer, const std::string& peer_name,
     throw TransportError(peer_name + ": no connection from the peer within " +
                          seconds_text(timeout) + " (is it running, with this job's token?)");
   }
+  return claim(peer, peer_name);
+}
+
+std::unique_ptr<Link> TcpDevice::try_connect(int peer, const std::string& peer_name,
+                                             const std::string& peer_address,
+                                             std::chrono::milliseconds timeout) {
+  if (peer == rank_) throw TransportError(peer_name + ": a rank cannot connect to itself");
+  if (peer > rank_) {
+    return std::make_unique<tcp::TcpLink>(initiate(peer, peer_name, peer_address, timeout, true),
+                                          peer, peer_name);
+  }
+  std::lock_guard lock(mutex_);
+  return claim(peer, peer_name);
+}
+
+std::unique_ptr<Link> TcpDevice::claim(int peer, const std::string& peer_name) {
+  auto it = accepted_.find(peer);
+  if (it == accepted_.end() || !it->second.complete()) return nullptr;
   std::vector<int> fds;
-  for (auto& [stream, fd] : accepted_[peer].fds)
+  for (auto& [stream, fd] : it->second.fds)
     fds.push_back(fd);
-  accepted_.erase(peer);
+  accepted_.erase(it);
   return std::make_unique<tcp::TcpLink>(std::move(fds), peer, peer_name);
 }
 
 std::vector<int> TcpDevice::initiate(int peer, const std::string& name, const std::string& address,
-                                     std::chrono::milliseconds timeout) {
+                                     std::chrono::milliseconds timeout, bool refused_ends) {
   const auto deadline = Clock::now() + timeout;
   std::vector<int> fds;
   try {
     for (int s = 0; s < streams_; ++s)
-      fds.push_back(initiate_one(peer, name, address, timeout, deadline, s));
+      fds.push_back(initiate_one(peer, name, address, timeout, deadline, s, refused_ends));
   } catch (...) {
     for (int fd : fds)
       ::close(fd);
@@ -418,18 +450,9 @@ std::vector<int> TcpDevice::initiate(int peer, const std::string& name, const st
 
 int TcpDevice::initiate_one(int peer, const std::string& name, const std::string& address,
                             std::chrono::milliseconds timeout, Clock::time_point deadline,
-                            int stream) {
-  const auto [host, port] = split_address(address);
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_NUMERICSERV;
-  addrinfo* list = nullptr;
-  const int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &list);
-  if (rc != 0 || port.empty()) {
-    throw TransportError(name + ": cannot resolve its address '" + address +
-                         "': " + (rc != 0 ? gai_strerror(rc) : "no port"));
-  }
-  std::unique_ptr<addrinfo, void (*)(addrinfo*)> owned(list, freeaddrinfo);
+                            int stream, bool refused_ends) {
+  const auto owned = resolve(name, address);
+  addrinfo* const list = owned.get();
   std::string last = "timed out";
   int unanswered = 0;  // connections closed after the challenge without an answer
   for (;;) {
@@ -453,6 +476,9 @@ int TcpDevice::initiate_one(int peer, const std::string& name, const std::string
         return fd;
       }
       ::close(fd);
+      if (err == ECONNREFUSED && refused_ends) {
+        throw TransportError(name + ": its listener refuses connections: the rank has ended");
+      }
       if (err != 0) {
         last = errno_text(err);
         continue;
@@ -480,20 +506,12 @@ bool TcpDevice::handshake(int fd, int peer, const std::string& name, const std::
                           Clock::time_point deadline, int stream) {
   // Reads exactly `n` bytes; std::nullopt on end of file or a reset.
   auto read_exact = [&](size_t n) {
-    std::string in;
-    while (in.size() < n) {
-      pollfd p{fd, POLLIN, 0};
-      if (Clock::now() >= deadline) {
-        throw TransportError(name + ": no answer from " + address + " during the handshake");
-      }
-      if (::poll(&p, 1, wait_ms(deadline)) <= 0) continue;
-      char buf[64];
-      const ssize_t k = ::recv(fd, buf, std::min(n - in.size(), sizeof buf), MSG_DONTWAIT);
-      if (k < 0 && (errno == EAGAIN || errno == EINTR)) continue;
-      if (k <= 0) return std::optional<std::string>();
-      in.append(buf, static_cast<size_t>(k));
+    std::string in(n, '\0');
+    if (base::net::read_upto(fd, in.data(), n, deadline) == n) return std::optional(in);
+    if (Clock::now() >= deadline) {
+      throw TransportError(name + ": no answer from " + address + " during the handshake");
     }
-    return std::optional<std::string>(std::move(in));
+    return std::optional<std::string>();
   };
   const auto bytes = read_exact(tcp::kChallengeSize);
   const auto challenge = bytes ? tcp::decode_challenge(*bytes) : std::nullopt;

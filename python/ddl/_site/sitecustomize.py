@@ -7,7 +7,8 @@ sitecustomize, which it then runs (Debian's installs apport's hook), so nothing 
 rank of a ddlrun job (DDL_RANK and DDL_SIZE set), or of torchrun (TORCHELASTIC_RUN_ID set, this
 directory on its PYTHONPATH), it adds a finder to sys.meta_path that watches for one import,
 torch.distributed: when that module has run, the backend "ddl" is registered, so `init_process_group("ddl")` works in scripts that never import ddl (IBM's). Its creator
-imports ddl.torch only when a group is made. Outside a job this module runs the system's
+imports ddl.torch only when a group is made. In a ddlrun rank, init_process_group("ddl") has
+libddl's ranks meet first (_meet_first), so that a rank that never calls it is named. Outside a job this module runs the system's
 sitecustomize and does nothing else; it never imports torch or ddl itself.
 """
 
@@ -54,6 +55,41 @@ def _register(dist):
     except Exception as e:  # an unknown torch: say so, never break the import
         print(f"ddl: the torch.distributed backend ddl was not registered: "
               f"{type(e).__name__}: {e}", file=sys.stderr)
+    if _in_ddlrun_job() and hasattr(dist, "init_process_group"):
+        _meet_first(dist)
+
+
+def _in_ddlrun_job():
+    """A rank ddlrun started (not torchrun's worker, whose ranks meet through torch's store)."""
+    return _in_job() and not os.environ.get("TORCHELASTIC_RUN_ID")
+
+
+def _meet_first(dist):
+    """Wraps init_process_group (in torch.distributed and distributed_c10d) so that, for the
+    backend "ddl", libddl's ranks meet before torch's store waits for them: a rank that never
+    calls init is then named with its host by libddl's rendezvous ("rank 1 (node2) has not
+    joined the rendezvous in time"), not counted by the store ("1/2 clients joined"). Other
+    backends go straight to torch's."""
+    import functools
+
+    original = dist.init_process_group
+    if getattr(original, "_ddl_meets_first", False):
+        return
+
+    @functools.wraps(original)
+    def init_process_group(backend=None, *args, **kwargs):
+        if str(backend).lower() == "ddl":
+            timeout = kwargs.get("timeout", args[1] if len(args) > 1 else None)
+            from ddl.torch import meet_before_store
+
+            meet_before_store(timeout)
+        return original(backend, *args, **kwargs)
+
+    init_process_group._ddl_meets_first = True
+    dist.init_process_group = init_process_group
+    c10d = getattr(dist, "distributed_c10d", None)
+    if c10d is not None and c10d.init_process_group is original:
+        c10d.init_process_group = init_process_group
 
 
 class _Loader:

@@ -205,6 +205,11 @@ WorkDdl::WorkDdl(int rank, c10d::OpType type, std::vector<at::Tensor> outputs)
           c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {
 }
 
+int WorkDdl::sourceRank() const {
+  if (!source_) return c10d::Work::sourceRank();
+  return source_->load();
+}
+
 void WorkDdl::complete(std::exception_ptr error) {
   finish(error);
   if (error) {
@@ -216,7 +221,7 @@ void WorkDdl::complete(std::exception_ptr error) {
 
 ProcessGroupDdl::ProcessGroupDdl(int rank, int size, std::vector<int> ranks,
                                  c10::intrusive_ptr<c10d::Store> store, double timeout)
-    : TorchBackend(rank, size), store_ddl_(std::move(store)) {
+    : TorchBackend(rank, size), timeout_(timeout), store_ddl_(std::move(store)) {
   TORCH_CHECK(ddl_initialized(),
               "ddl backend: libddl is not initialised; call ddl.init() before creating the "
               "group (init_process_group(\"ddl\") does it after `import ddl.torch`)");
@@ -719,11 +724,55 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::recv(std::vector<at::Tensor>& te
       &queue);
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::recvAnysource(std::vector<at::Tensor>&, int) {
-  TORCH_CHECK(false,
-              "ddl backend: recv from any source is not supported (libddl receives from "
-              "a named rank): give recv/irecv the src rank");
+c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::recvAnysource(std::vector<at::Tensor>& tensors,
+                                                              int tag) {
+  check_one(tensors.size(), "recv");
+  check_tensor(tensors[0], "recv");
+  auto source = std::make_shared<std::atomic<int>>(-1);
+  c10::intrusive_ptr<c10d::Work> work = enqueue(
+      c10d::OpType::RECVANYSOURCE, tensors,
+      [group = group_, tensor = tensors[0], tag, source]() mutable {
+        at::Tensor buffer = contiguous_of(tensor);
+        int from = -1;
+        call("recv", buffer, [&] {
+          return ddl_group_recv_any(group, buffer.data_ptr(), buffer.numel(),
+                                    datatype_of(buffer, "recv"), tag, &from);
+        });
+        write_back(tensor, buffer);
+        source->store(from);
+      },
+      &RunQueue::messages(false, RunQueue::kAnySource));
+  static_cast<WorkDdl&>(*work).set_source(source);
+  return work;
 }
+
+#if DDL_TORCH2
+c10::intrusive_ptr<c10d::Backend> ProcessGroupDdl::split(
+    const c10::intrusive_ptr<c10d::Store>& store, const std::vector<int>& ranks,
+    const c10::intrusive_ptr<Options>& opts) {
+  std::vector<int> sorted = ranks;
+  std::sort(sorted.begin(), sorted.end());
+  const auto self = std::find(sorted.begin(), sorted.end(), rank_);
+  if (self == sorted.end()) return nullptr;
+  std::vector<int> job_ranks;
+  for (int r : sorted) {
+    TORCH_CHECK(r >= 0 && r < size_, "ddl backend: split_group: ", r,
+                " is not a rank of the group (0..", size_ - 1, ")");
+    job_ranks.push_back(ddl_group_global_rank(group_, r));
+  }
+  const bool own = opts && opts->timeout != ::kBackendDefaultTimeout;
+  return c10::make_intrusive<ProcessGroupDdl>(
+      static_cast<int>(self - sorted.begin()), static_cast<int>(sorted.size()), job_ranks, store,
+      own ? std::chrono::duration<double>(opts->timeout).count() : 0.0);
+}
+
+c10::intrusive_ptr<c10d::Backend::Options> ProcessGroupDdl::getBackendOptions() {
+  const auto timeout = timeout_ > 0 ? std::chrono::duration_cast<std::chrono::milliseconds>(
+                                          std::chrono::duration<double>(timeout_))
+                                    : ::kBackendDefaultTimeout;
+  return c10::make_intrusive<Options>("ddl", timeout);
+}
+#endif
 
 }  // namespace ddl::python
 
@@ -850,6 +899,21 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::allreduce_sparse(at::Tensor& ten
 }
 
 #if DDL_TORCH2
+c10::intrusive_ptr<c10d::ProcessGroup> GroupDdl::splitGroup(
+    const std::vector<int>& ranks, const std::optional<std::chrono::milliseconds>& timeout,
+    const std::optional<c10::intrusive_ptr<c10d::Backend::Options>>& opts,
+    const std::optional<std::string>& name, const std::optional<std::string>& groupDesc,
+    const std::optional<std::vector<c10::Device>>& devices) {
+  c10::intrusive_ptr<c10d::ProcessGroup> split =
+      c10d::ProcessGroup::splitGroup(ranks, timeout, opts, name, groupDesc, devices);
+  if (!split) return split;
+  auto group = c10::make_intrusive<GroupDdl>(split->getStore(), split->getRank(), split->getSize(),
+                                             split->getDefaultBackend());
+  group->setGroupName(split->getGroupName());
+  group->setGroupDesc(split->getGroupDesc());
+  return group;
+}
+
 GroupDdl::GroupDdl(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                    const c10::intrusive_ptr<c10d::Backend>& backend)
     : c10d::ProcessGroup(store, rank, size) {

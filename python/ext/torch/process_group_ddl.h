@@ -57,13 +57,19 @@ class WorkDdl : public c10d::Work {
 
   std::vector<at::Tensor> result() override { return outputs_; }
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+  /// A receive from any source: the group rank of the sender (once complete). Any other work:
+  /// torch's refusal.
+  int sourceRank() const override;
 
   /// Called by the worker: marks the work done and completes the future (with `error`, if any).
   void complete(std::exception_ptr error);
+  /// Where a receive from any source puts its sender's group rank (see sourceRank()).
+  void set_source(std::shared_ptr<const std::atomic<int>> source) { source_ = std::move(source); }
 
  private:
   std::vector<at::Tensor> outputs_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
+  std::shared_ptr<const std::atomic<int>> source_;
 };
 
 /// The "ddl" backend: tensors through libddl (which must be initialised, by ddl.init()).
@@ -126,7 +132,9 @@ class ProcessGroupDdl : public TorchBackend {
                                       int tag) override;
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int srcRank,
                                       int tag) override;
-  /// Not supported: throws c10::Error naming the call and what to do instead.
+  /// recv/irecv with no src: the first message under `tag` from whichever other rank of the
+  /// group sends one (ddl_group_recv_any); the work's sourceRank() is its sender. These
+  /// receives run on a queue of their own.
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
   /// outputTensorLists[r][i] takes group rank r's inputTensors[i] (any dtypes): one allgather of
   /// every input's bytes.
@@ -160,6 +168,21 @@ class ProcessGroupDdl : public TorchBackend {
   uint64_t getSequenceNumberForGroup() override {
     return sequence_;
   }
+
+  /// torch's split_group (ProcessGroup::splitGroup): a group splits into libddl groups.
+  bool supportsSplitting() const override {
+    return true;
+  }
+  /// The group of this group's ranks `ranks` (group ranks; torch's split_group gives every
+  /// rank the split it is in), made as new_group makes one (every member makes it, in the
+  /// collectives' order), with opts->timeout as its own unless it is torch's default; nullptr
+  /// on a rank that `ranks` leaves out.
+  c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store,
+                                          const std::vector<int>& ranks,
+                                          const c10::intrusive_ptr<Options>& opts) override;
+  /// The name "ddl" and the group's own timeout (torch's default when it has none), which
+  /// split_group copies for the groups it splits off.
+  c10::intrusive_ptr<Options> getBackendOptions() override;
 #endif
 
  private:
@@ -172,6 +195,7 @@ class ProcessGroupDdl : public TorchBackend {
   c10::intrusive_ptr<c10d::Work> allreduce_sparse(at::Tensor& tensor, const c10d::ReduceOp& op);
 
   ddl_group_t group_ = nullptr;  ///< libddl's group (ddl_group_world() for every rank)
+  double timeout_ = 0;           ///< the group's own timeout in seconds (0: DDL_TIMEOUT)
   c10::intrusive_ptr<c10d::Store> store_ddl_;  ///< monitoredBarrier's meeting place
   uint64_t barrier_rounds_ = 0;                ///< monitoredBarrier calls so far
   std::atomic<uint64_t> sequence_{0};          ///< collectives issued (sequence number)
@@ -188,6 +212,12 @@ class GroupDdl : public c10d::ProcessGroup {
            const c10::intrusive_ptr<c10d::Backend>& backend);
 
   const std::string getBackendName() const override { return "ddl"; }
+  /// torch's split, the group it makes held as a GroupDdl (so it is named "ddl" too).
+  c10::intrusive_ptr<c10d::ProcessGroup> splitGroup(
+      const std::vector<int>& ranks, const std::optional<std::chrono::milliseconds>& timeout,
+      const std::optional<c10::intrusive_ptr<c10d::Backend::Options>>& opts,
+      const std::optional<std::string>& name, const std::optional<std::string>& groupDesc,
+      const std::optional<std::vector<c10::Device>>& devices = std::nullopt) override;
   void setSequenceNumberForGroup() override { getDefaultBackend()->setSequenceNumberForGroup(); }
   uint64_t getSequenceNumberForGroup() override {
     return getDefaultBackend()->getSequenceNumberForGroup();

@@ -24,8 +24,10 @@ class RunQueue {
  public:
   /// The queue of every group's collectives.
   static RunQueue& collectives();
-  /// The queue of messages to (`send`) or from job rank `peer`.
+  /// The queue of messages to (`send`) or from job rank `peer`, or (kAnySource) of the
+  /// receives from any source.
   static RunQueue& messages(bool send, int peer);
+  static constexpr int kAnySource = -1;
 
   /// Whether a call of `type` on `outputs` may run inline: a collective that moves data (not
   /// barrier, which waits for late ranks, nor messages or alltoall, which wait for peers) on

@@ -24,7 +24,13 @@ PYBIND11_MODULE(_torch_pg, m) {
            "group rank `rank` of `size`, meeting in `store` for monitored_barrier, its "
            "collectives failing after `timeout` seconds without progress (0: libddl's "
            "DDL_TIMEOUT); libddl must be initialised (ddl.init())",
-           py::call_guard<py::gil_scoped_release>());
+           py::call_guard<py::gil_scoped_release>())
+#if DDL_TORCH2
+      .def_property_readonly("options", &ddl::python::ProcessGroupDdl::getBackendOptions,
+                             "The backend's options (name \"ddl\", the group's timeout), which "
+                             "split_group copies for the groups it splits off")
+#endif
+      ;
 #if DDL_TORCH2
   py::class_<ddl::python::GroupDdl, c10d::ProcessGroup, c10::intrusive_ptr<ddl::python::GroupDdl>>(
       m, "GroupDdl")
