@@ -6,9 +6,7 @@
 //  2. The probe runs in an exec channel; stdout and stderr are read in turn without blocking on
 //     either, until EOF or command_timeout; then the exit status (or signal) decides whether
 //     stdout is parsed as an inventory.
-//  3. With keep_sessions the session is kept for the ssh launcher; with keep_command too, the
-//     command is ddlrun's agent, asked for the inventory (keep_ask) as it starts: its answer is
-//     the output, and its channel is kept open with the rest of what the agent sent.
+//  3. With keep_sessions the session is kept (--probe-links' link agents run through it).
 // Sessions and channels are owned by unique_ptrs, so every return and throw frees them.
 //
 // Many hosts (RemoteProber): the distinct hosts not yet known are looked up in the job's disk
@@ -160,9 +158,6 @@ int drain(ssh::Session& session, ssh::Channel& ch, ssh::Stream stream, std::stri
 struct Running {
   std::string host;
   std::string command;
-  bool keep = false;              ///< keep_command: its output is complete at its agent's answer
-  SshProbeOptions::AgentAsk ask;  ///< keep_command's request and how its answer is read
-  std::optional<RemoteOutput> answer;  ///< keep_command's answer, once it came
   std::chrono::milliseconds timeout{0};
   base::Deadline deadline{std::chrono::milliseconds(0)};
   RemoteOutput out;
@@ -170,45 +165,31 @@ struct Running {
   std::unique_ptr<ssh::Channel> channel;  ///< destroyed before session
 };
 
-/// How far a command's output is.
-enum class Read { kMore, kInventory, kEnded };
-
-/// Whether keep_command's agent has answered the inventory request (r.answer), its other
-/// bytes left in r.out.out.
-bool inventory_ended(Running& r) {
-  if (!r.answer && r.ask.answer) r.answer = r.ask.answer(r.out.out);
-  return r.answer.has_value();
-}
-
-/// Reads what `r`'s command printed on stdout and stderr, without waiting: kInventory once the
-/// inventory is complete (keep_command), kEnded once its output ended, kMore while more may
-/// come. Throws when it prints more than an inventory, on a read error, and past its deadline
-/// ("timed out after T waiting for 'command' to finish" or "to print the inventory").
-Read read_step(Running& r) {
+/// Reads what `r`'s command printed on stdout and stderr, without waiting: true once its output
+/// ended, false while more may come. Throws when it prints more than an inventory, on a
+/// read error, and past its deadline ("timed out after T waiting for 'command' to finish").
+bool read_step(Running& r) {
   for (;;) {
     const int n_out =
         drain(*r.session, *r.channel, ssh::Stream::kStdout, r.out.out, kMaxStdout + 1);
     const int n_err = drain(*r.session, *r.channel, ssh::Stream::kStderr, r.out.err, kMaxStderr);
-    if (r.keep && inventory_ended(r)) return Read::kInventory;
     if (r.out.out.size() > kMaxStdout) {
       throw ProbeError("'" + r.command + "' printed more than " + std::to_string(kMaxStdout >> 20) +
                        " MiB; that is not an inventory");
     }
-    if (r.channel->eof() || (n_out < 0 && n_err < 0)) return Read::kEnded;
+    if (r.channel->eof() || (n_out < 0 && n_err < 0)) return true;
     if (n_out > 0 || n_err > 0) continue;
     if (r.deadline.passed()) {
       throw ProbeError("timed out after " + ssh::seconds_text(r.timeout) + " waiting for '" +
-                       r.command + "' " + (r.keep ? "to print the inventory" : "to finish"));
+                       r.command + "' to finish");
     }
-    return Read::kMore;
+    return false;
   }
 }
 
 /// read_step until the output is complete, waiting on the channel in between.
-Read read_output(Running& r) {
-  for (;;) {
-    const Read step = read_step(r);
-    if (step != Read::kMore) return step;
+void read_output(Running& r) {
+  while (!read_step(r)) {
     const std::chrono::milliseconds wait(r.deadline.poll_ms(kPollSliceMs));
     if (r.channel->poll(wait) == ssh::Channel::kError) {
       throw ProbeError("reading from the remote command failed: " + session_error(*r.session));
@@ -261,46 +242,30 @@ std::string probe_command(const SshProbeOptions& options) {
 
 namespace {
 
-/// Steps 1 and 2 up to the command's start: logs in to `host` and runs the probe command, or
-/// keep_command (with keep_sessions). Throws ssh::Error or ProbeError.
+/// Steps 1 and 2 up to the command's start: logs in to `host` and runs the probe command.
+/// Throws ssh::Error or ProbeError.
 std::unique_ptr<Running> start_probe(const std::string& host, const SshProbeOptions& options,
                                      ssh::Connector& connector) {
   auto r = std::make_unique<Running>();
   r->host = host;
-  r->keep = options.keep_sessions && !options.keep_command.empty();
-  r->command = r->keep ? options.keep_command : probe_command(options);
-  if (r->keep) r->ask = options.keep_ask;
+  r->command = probe_command(options);
   if (r->command.empty()) {
     throw ProbeError("no command to run: the path of ddlrun-probe is not set");
   }
   r->session = connector.connect(host, options);
   r->channel = r->session->exec(r->command);
-  // A request the channel does not take (the command ended at once) is no error of its own:
-  // the command's output and exit status say what happened.
-  if (r->keep && !r->ask.request.empty()) r->channel->write(r->ask.request);
   r->timeout = options.command_timeout;
   r->deadline = base::Deadline(options.command_timeout);
   return r;
 }
 
-/// Steps 2 and 3 once the output is complete (`how`): the exit status (or signal) and the
-/// inventory; the session (and with keep_command the channel, with what the agent sent after
-/// the inventory) kept. keep_command's output that ended before its answer is judged as
-/// a probe's. Throws ProbeError.
-Inventory finish_probe(Running& r, Read how, const SshProbeOptions& options) {
-  if (how == Read::kInventory) {
-    RemoteOutput answer = std::move(*r.answer);
-    answer.err = r.out.err + answer.err;
-    Inventory inventory = inventory_from_probe_output(r.host, r.command, answer);
-    options.keep_sessions->put(r.host,
-                               ssh::KeptSessions::Kept{std::move(r.session), std::move(r.channel),
-                                                       std::move(r.out.out), r.command});
-    return inventory;
-  }
+/// Steps 2 and 3 once the output has ended: the exit status (or signal) and the inventory; the
+/// session kept (keep_sessions). Throws ProbeError.
+Inventory finish_probe(Running& r, const SshProbeOptions& options) {
   r.out.exit_status = r.channel->exit_status();
-  if (!r.keep) r.out.signal = r.channel->exit_signal();
+  r.out.signal = r.channel->exit_signal();
   Inventory inventory = inventory_from_probe_output(r.host, r.command, r.out);
-  if (options.keep_sessions && !r.keep) {
+  if (options.keep_sessions) {
     r.channel.reset();
     options.keep_sessions->put(r.host, ssh::KeptSessions::Kept{std::move(r.session), {}, {}, {}});
   }
@@ -313,8 +278,8 @@ Inventory probe_host_ssh(const std::string& host, const SshProbeOptions& options
                          ssh::Connector& connector) {
   try {
     std::unique_ptr<Running> r = start_probe(host, options, connector);
-    const Read how = read_output(*r);
-    return finish_probe(*r, how, options);
+    read_output(*r);
+    return finish_probe(*r, options);
   } catch (const ssh::Error& e) {
     throw ProbeError(e.what());
   }
@@ -489,7 +454,6 @@ class PipelinedProbe {
     const std::string* host = nullptr;
     Outcome* outcome = nullptr;
     std::unique_ptr<Running> running;
-    Read how = Read::kMore;
     std::string error;  ///< why reading it failed
   };
 
@@ -538,7 +502,7 @@ class PipelinedProbe {
       o.error = item.error;
       return;
     }
-    settle(o, [&] { return finish_probe(*item.running, item.how, options_); });
+    settle(o, [&] { return finish_probe(*item.running, options_); });
   }
 
   /// Under the lock: one more host, `host`, settled; the reader and the workers may be done.
@@ -581,8 +545,7 @@ class PipelinedProbe {
   /// One look at `item`'s output: true once it is complete, or reading it failed.
   static bool read_one(Item& item) {
     try {
-      item.how = read_step(*item.running);
-      return item.how != Read::kMore;
+      return read_step(*item.running);
     } catch (const std::exception& e) {
       item.error = reason_of(e);
     }

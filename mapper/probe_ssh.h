@@ -49,20 +49,6 @@ struct SshProbeOptions : ssh::Options {
   std::string job_id;
   /// Where the disk cache lives; empty: default_probe_cache_dir().
   std::string cache_dir;
-  /// With keep_sessions: a command to run instead of probe_command() that runs ddlrun's agent
-  /// (`ddlrun --probe-agent`), asked for the inventory with keep_ask; the channel is kept open
-  /// with the session, so that each host pays for one login and one login shell. Empty: the
-  /// probe command, and the session alone is kept.
-  std::string keep_command;
-  /// How keep_command's agent is asked for the inventory and how its answer is read (ddlrun's
-  /// agent protocol, which the mapper does not speak).
-  struct AgentAsk {
-    std::string request;  ///< written down the channel once the command runs
-    /// Takes the agent's answer out of what it printed so far: nullopt until it is whole, else
-    /// the answer as the output of a probe command; what is not the answer stays in `printed`.
-    std::function<std::optional<RemoteOutput>(std::string& printed)> answer;
-  };
-  AgentAsk keep_ask;
   /// Called as each host's probe ends, answered or failed (a cached host at once), from any of
   /// the probe's threads: ddlrun's progress lines name the hosts it still waits for.
   std::function<void(const std::string& host)> on_settled;

@@ -30,6 +30,7 @@
 #include <thread>
 
 #include "ddlrun/plan/plan.h"
+#include "ddlrun/shell_words.h"
 #include "launcher/launcher.h"
 
 namespace ddl::ddlrun {
@@ -87,23 +88,32 @@ mapper::HostProbe result_of(const tree::StartedHost& s, const std::string& comma
   return r;
 }
 
-/// Probes first-level host `t` (keeping its session and agent) and starts its subtree through
-/// it; its result and those of the hosts below go into `out`.
+/// Probes first-level host `t`, its agent running `command` (kept for the launch with its
+/// session), and starts its subtree through it; its result and those of the hosts below go
+/// into `out`.
 void probe_first(const tree::TreeHost& t, const Options& o, const mapper::SshProbeOptions& so,
-                 int levels_below, TreeProbe& out) {
+                 const std::string& command, int levels_below, TreeProbe& out) {
   std::vector<tree::StartedHost> below;
   try {
-    out.put({t.name, mapper::probe_host_ssh(t.name, so), "", false});
+    ddl::ssh::KeptSessions::Kept kept;
+    const tree::AgentAnswer a =
+        tree::ask_agent(ddl::ssh::libssh_connector(), t.name, so, command, kept);
+    if (!a.output) throw mapper::ProbeError(a.error);
+    const tree::CommandOutput& own = *a.output;
+    out.put(
+        {t.name,
+         mapper::inventory_from_probe_output(
+             t.name, command, mapper::RemoteOutput{own.exit_status, own.signal, own.out, own.err}),
+         "", false});
     if (!t.children.empty()) {
-      ddl::ssh::KeptSessions::Kept kept = so.keep_sessions->take(t.name);
       const tree::SubtreeFrame w = tree::subtree_frame(
           so, self_path(),
           std::chrono::milliseconds(static_cast<int64_t>(o.heartbeat_timeout * 1000)), t.children);
       below = tree::start_subtree(kept, t.name, w, tree::subtree_start_limit(so, levels_below));
       // Lost meanwhile (silent, or took no data): its probe fails with why, in the launch's words.
       if (!kept.lost.empty()) out.put({t.name, std::nullopt, kept.lost, false});
-      so.keep_sessions->put(t.name, std::move(kept));
     }
+    so.keep_sessions->put(t.name, std::move(kept));
   } catch (const std::exception& e) {
     const bool probe = dynamic_cast<const mapper::ProbeError*>(&e) != nullptr;
     out.put(
@@ -120,7 +130,7 @@ void probe_first(const tree::TreeHost& t, const Options& o, const mapper::SshPro
     }
   }
   for (const tree::StartedHost& s : below)
-    out.put(result_of(s, so.keep_command));
+    out.put(result_of(s, command));
 }
 
 /// A host's link agent along the launch tree, as mapper::probe_links speaks to it.
@@ -197,14 +207,17 @@ std::vector<mapper::HostProbe> probe_through_tree(const Options& o,
     order.emplace_back(static_cast<int>(order.size()), h);
   std::vector<tree::TreeHost> first = tree::launch_tree(order, o.tree_width);
   const int levels_below = tree::tree_depth(first) - 1;
+  const std::string command = quote_shell_word(self_path()) + " --probe-agent";
   std::vector<const tree::TreeHost*> log_in;
   for (tree::TreeHost& t : first) {
-    // --probe-links measures through every host's agent: each first-level host is logged in.
-    if (mark(t.children, to_probe, so.keep_command) || to_probe.contains(t.name) || o.probe_links)
+    // --probe-links measures through every host's agent down a tree: each first-level host is
+    // logged in (flat, it logs in to the hosts the probe did not reach itself).
+    if (mark(t.children, to_probe, command) || to_probe.contains(t.name) ||
+        (o.probe_links && levels_below > 0))
       log_in.push_back(&t);
   }
   pool(log_in.size(), so.max_parallel,
-       [&](std::size_t i) { probe_first(*log_in[i], o, so, levels_below, probed); });
+       [&](std::size_t i) { probe_first(*log_in[i], o, so, command, levels_below, probed); });
   std::vector<mapper::HostProbe> results;
   for (const std::string& h : remote) {
     mapper::HostProbe& r = probed.results[h];
@@ -240,34 +253,6 @@ mapper::OpenLinkChannel link_channels(tree::TreeLinks& links) {
     if (id < 0) return nullptr;
     return std::make_unique<TreeLinkChannel>(links, id);
   };
-}
-
-mapper::SshProbeOptions::AgentAsk agent_inventory_ask() {
-  mapper::SshProbeOptions::AgentAsk ask;
-  ask.request = tree::encode_frame(tree::FrameType::kInventory, 0, {});
-  ask.answer = [](std::string& printed) -> std::optional<mapper::RemoteOutput> {
-    tree::FrameReader reader;
-    reader.feed(printed);
-    std::string rest;
-    std::optional<mapper::RemoteOutput> answer;
-    try {
-      while (std::optional<tree::Frame> f = reader.next()) {
-        if (f->type != tree::FrameType::kInventory || answer) {
-          rest += tree::encode_frame(f->type, f->id, f->payload);
-          continue;
-        }
-        const tree::CommandOutput o = tree::inventory_answer_output(f->id, f->payload);
-        answer = mapper::RemoteOutput{o.exit_status, o.signal, o.out, o.err};
-      }
-    } catch (const std::runtime_error&) {
-      // Not the agent's frames (a login script's words): judged as what a probe printed.
-      answer = mapper::RemoteOutput{0, {}, printed, {}};
-      return answer;
-    }
-    if (answer) printed = rest + reader.take_rest();
-    return answer;
-  };
-  return ask;
 }
 
 }  // namespace ddl::ddlrun

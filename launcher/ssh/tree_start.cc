@@ -23,6 +23,7 @@
 
 #include <map>
 
+#include "base/fd.h"
 #include "base/text.h"
 #include "launcher/ssh/protocol.h"
 
@@ -235,7 +236,108 @@ class SubtreeStart {
   bool hello_ = false;  ///< the first-level agent's hello came
 };
 
+/// Empties `kept`, closing its channel before its session.
+void drop(ddl::ssh::KeptSessions::Kept& kept) {
+  kept.channel.reset();
+  kept = {};
+}
+
+// Asking a first-level agent for its inventory (ask_agent): the request goes down as the
+// channel opens; then, until the deadline, stdout is read as the agent's frames (the answer
+// taken, the rest kept for the launch) and stderr kept for the answer's text. Bytes that are
+// not frames, or a command that ends first, are the command's output, judged as a probe's.
+class InventoryAsk {
+ public:
+  InventoryAsk(ddl::ssh::KeptSessions::Kept& kept, std::chrono::milliseconds timeout)
+      : kept_(kept), timeout_(timeout), deadline_(timeout) {}
+
+  AgentAnswer run() {
+    // A request the channel does not take (the command ended at once) is no error of its own.
+    kept_.channel->write(encode_frame(FrameType::kInventory, 0, {}));
+    for (;;) {
+      const bool ended =
+          read(ddl::ssh::Stream::kStdout, out_) & read(ddl::ssh::Stream::kStderr, err_);
+      if (std::optional<AgentAnswer> a = answer()) return *a;
+      if (ended || kept_.channel->eof()) return ended_first();
+      if (deadline_.passed()) {
+        return {std::nullopt, "timed out after " + base::seconds_text(timeout_) + " waiting for '" +
+                                  kept_.command + "' to print the inventory"};
+      }
+      kept_.channel->poll(std::chrono::milliseconds(deadline_.poll_ms(kPollMs)));
+    }
+  }
+
+ private:
+  /// Reads what waits on `stream` into `into` (stdout into the frame reader too); true at its
+  /// end. Throws ddl::ssh::Error on a read error.
+  bool read(ddl::ssh::Stream stream, std::string& into) {
+    char buf[16384];
+    for (;;) {
+      const int n = kept_.channel->read(buf, sizeof buf, stream);
+      if (n == ddl::ssh::Channel::kEof) return true;
+      if (n == ddl::ssh::Channel::kError) {
+        throw ddl::ssh::Error("reading from the remote command failed: " + kept_.session->error());
+      }
+      if (n == 0) return false;
+      into.append(buf, static_cast<size_t>(n));
+      if (stream == ddl::ssh::Stream::kStdout) reader_.feed(std::string_view(buf, n));
+    }
+  }
+
+  /// The answer once it came (the other frames kept), or what the command printed when it is
+  /// not the agent's frames; nullopt while it is to come.
+  std::optional<AgentAnswer> answer() {
+    try {
+      while (std::optional<Frame> f = reader_.next()) {
+        if (f->type != FrameType::kInventory) {
+          kept_.pending += encode_frame(f->type, f->id, f->payload);
+          continue;
+        }
+        CommandOutput o = inventory_answer_output(f->id, f->payload);
+        o.err = err_ + o.err;
+        kept_.pending += reader_.take_rest();
+        return AgentAnswer{o, {}};
+      }
+    } catch (const std::runtime_error&) {  // not the agent's frames: a login script's words
+      drop(kept_);
+      return AgentAnswer{CommandOutput{0, {}, out_, err_}, {}};
+    }
+    return std::nullopt;
+  }
+
+  /// The command ended before it answered: its output and how it ended.
+  AgentAnswer ended_first() {
+    const CommandOutput o{kept_.channel->exit_status(), kept_.channel->exit_signal(), out_, err_};
+    drop(kept_);
+    return {o, {}};
+  }
+
+  ddl::ssh::KeptSessions::Kept& kept_;
+  std::chrono::milliseconds timeout_;
+  base::Deadline deadline_;
+  FrameReader reader_;
+  std::string out_;  ///< all of stdout, for a command that is not the agent
+  std::string err_;
+};
+
 }  // namespace
+
+AgentAnswer ask_agent(ddl::ssh::Connector& connector, const std::string& host,
+                      const ddl::ssh::Options& options, const std::string& command,
+                      ddl::ssh::KeptSessions::Kept& kept) {
+  drop(kept);
+  try {
+    kept.session = connector.connect(host, options);
+    kept.channel = kept.session->exec(command);
+    kept.command = command;
+    AgentAnswer a = InventoryAsk(kept, options.command_timeout).run();
+    if (!a.output) drop(kept);
+    return a;
+  } catch (const ddl::ssh::Error& e) {
+    drop(kept);
+    return {std::nullopt, e.what()};
+  }
+}
 
 std::vector<StartedHost> start_subtree(ddl::ssh::KeptSessions::Kept& kept, const std::string& host,
                                        const SubtreeFrame& w, std::chrono::milliseconds limit) {

@@ -10,13 +10,14 @@
 
 namespace ddl::launcher::ssh {
 
-// Starting a first-level host's subtree before the launch, so that ddlrun's probe travels the
-// launch tree (tree.h) and each host pays for one login: ddlrun's probe logs in to the first
-// level, keeps each session with its agent running (ssh::KeptSessions), and sends it its
-// subtree frame (W) at once, each host below with a command (TreeHost::command: the probe,
-// then the agent). Their outputs come back up (V) and ddlrun reads its inventories from them;
-// the other frames (the agents' hellos) wait in the kept channel for the launch, which takes
-// the hosts below over instead of starting them again (Kept::subtree).
+// Starting the first level's agents before the launch, so that ddlrun's probe travels the
+// launch tree (tree.h), flat or deeper, and each host pays for one login: ddlrun logs in to each
+// first-level host, runs its agent and asks it for the inventory (ask_agent), keeps each session
+// with its agent running (ssh::KeptSessions), and sends it its subtree frame (W) at once, each host
+// below with a command (TreeHost::command: the probe, then the agent). Their outputs come back up
+// (V) and ddlrun reads its inventories from them; the other frames (the agents' hellos) wait in the
+// kept channel for the launch, which takes the hosts below over instead of starting them again
+// (Kept::subtree).
 
 /// What became of one host below a first-level host while its subtree started.
 struct StartedHost {
@@ -29,6 +30,29 @@ struct StartedHost {
   std::string error;
   bool operator==(const StartedHost&) const = default;
 };
+
+/// A first-level host's agent, asked for its host's inventory before the launch (ask_agent).
+struct AgentAnswer {
+  /// Its answer (Hw) as the output of the probe command it replaces, or, when its command ended
+  /// first or printed what is not the agent's frames (a login script's words), that command's
+  /// output and exit status; either judged as a probe's. Nullopt when neither came.
+  std::optional<CommandOutput> output;
+  /// Why not: the login or the command's start failed (ddl::ssh::Error's reason), or no answer
+  /// within the command timeout ("timed out after T waiting for 'COMMAND' to print the
+  /// inventory").
+  std::string error;
+};
+
+/// Logs in to `host` through `connector` (`options`: the config, keys, timeouts), runs `command`
+/// (ddlrun's agent, `ddlrun --probe-agent`) in an exec channel and asks it for its host's
+/// inventory (Hw), reading its stdout and stderr until the answer comes, the command ends, or
+/// options.command_timeout passes; the stderr read goes before the answer's own. Once it
+/// answered, `kept` holds the session, the agent's channel and the frames it sent besides the
+/// answer (its hello), for the subtree's start and the launch; else `kept` is empty and the
+/// session closed.
+AgentAnswer ask_agent(ddl::ssh::Connector& connector, const std::string& host,
+                      const ddl::ssh::Options& options, const std::string& command,
+                      ddl::ssh::KeptSessions::Kept& kept);
 
 /// Sends `w`, the subtree frame of first-level host `host`, down the agent channel kept for
 /// it with an inventory request (Hw) routed to every host of `w` with a command, and reads

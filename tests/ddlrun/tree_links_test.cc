@@ -663,33 +663,5 @@ TEST(TreeLinks, AHostOutsideTheTreeOrItsKeptSessionsIsNotReachedThisWay) {
   EXPECT_EQ(k.sessions.take("n6").lost, "took no data for 10 s (x)");
 }
 
-// The probe's agent on the first level is asked for its inventory with a Hw frame; its answer
-// is taken out of what it sent (wherever the reads split it), its hello and the frames after
-// the answer stay for the launch, and an answer that it cannot probe its host reads as a
-// probe that failed saying why.
-TEST(AgentInventoryAsk, TakesTheAnswerAndLeavesTheOtherFrames) {
-  const mapper::SshProbeOptions::AgentAsk ask = ddlrun::agent_inventory_ask();
-  EXPECT_EQ(ask.request, ssh::encode_frame(FrameType::kInventory, 0, {}));
-  const std::string hello = hello_frame("n1");
-  const std::string answer = ssh::encode_frame(FrameType::kInventory, 0, "version: 1\n");
-  const std::string beat = ssh::encode_frame(FrameType::kHeartbeat, 0, {});
-  std::string printed = hello + answer.substr(0, answer.size() - 1);
-  EXPECT_EQ(ask.answer(printed), std::nullopt);
-  EXPECT_EQ(printed, hello + answer.substr(0, answer.size() - 1));
-  printed += answer.back() + beat;
-  const std::optional<mapper::RemoteOutput> got = ask.answer(printed);
-  ASSERT_TRUE(got.has_value());
-  EXPECT_EQ(got->exit_status, 0);
-  EXPECT_EQ(got->out, "version: 1\n");
-  EXPECT_EQ(printed, hello + beat);
-
-  printed = hello + ssh::encode_frame(FrameType::kInventory, 1, "hwloc failed");
-  const std::optional<mapper::RemoteOutput> failed = ask.answer(printed);
-  ASSERT_TRUE(failed.has_value());
-  EXPECT_EQ(failed->exit_status, 1);
-  EXPECT_EQ(failed->err, "ddlrun: error: hwloc failed\n");
-  EXPECT_EQ(printed, hello);
-}
-
 }  // namespace
 }  // namespace ddl::launcher

@@ -1,5 +1,6 @@
 // ddlrun's probe down the launch tree, the launcher's side (launcher/ssh/tree.h, relay.h,
-// tree_start.h): the command output frame (V) and its exact errors, each host's command in
+// tree_start.h): the command output frame (V) and its exact errors, a first-level agent asked
+// for its inventory (ask_agent), each host's command in
 // the subtree frame, an interior agent's relay running a child's command before its agent,
 // and start_subtree collecting the outputs of a first-level host's subtree through the
 // recording ssh double (tests/ssh/fake_ssh.h).
@@ -146,6 +147,101 @@ TEST(Relay, AChildsAgentAnswersItsRequestAndACommandThatEndsFirstSendsItsOutput)
             (CommandOutput{127, "", "", "sh: 1: /x/ddlrun: not found\n"}));
   EXPECT_EQ(connector.host("c1").commands, std::vector<std::string>{kProbe});
   relay.upstream_gone();
+}
+
+/// A fake agent on n0 that, asked for its inventory (Hw), prints `reply` (in pieces of at most
+/// `piece` bytes), after `note` on stderr.
+void asked_agent(FakeConnector& connector, const std::string& reply, size_t piece = 1 << 30,
+                 const std::string& note = {}) {
+  connector.host("n0").program = [=](FakeRemote& r) {
+    r.on_write([=](FakeRemote& remote, std::string_view bytes) {
+      if (bytes != ssh::encode_frame(FrameType::kInventory, 0, {})) return;
+      remote.print(note, ddl::ssh::Stream::kStderr);
+      for (size_t at = 0; at < reply.size(); at += piece)
+        remote.print(reply.substr(at, piece));
+    });
+  };
+}
+
+/// Options whose command timeout is `timeout`.
+ddl::ssh::Options timed(milliseconds timeout) {
+  ddl::ssh::Options o;
+  o.command_timeout = timeout;
+  return o;
+}
+
+// A first-level agent is asked for its inventory as its channel opens: its answer, wherever the
+// reads split it, is the output of a probe (stderr before it kept), and the session stays with
+// the agent's channel and the frames besides the answer (its hello, a heartbeat after) for the
+// subtree's start and the launch.
+TEST(AskAgent, TakesTheAnswerAndKeepsTheChannelWithTheOtherFrames) {
+  const std::string big = "version: 1\n#" + std::string(20000, 'x') + "\n";
+  const std::string beat = ssh::encode_frame(FrameType::kHeartbeat, 0, {});
+  for (const size_t piece : {size_t{1} << 30, size_t{16380}, size_t{7}}) {
+    FakeConnector connector;
+    asked_agent(connector,
+                hello_frame("n0") + ssh::encode_frame(FrameType::kInventory, 0, big) + beat, piece,
+                "a note\n");
+    ddl::ssh::KeptSessions::Kept kept;
+    const ssh::AgentAnswer a =
+        ssh::ask_agent(connector, "n0", timed(milliseconds(3000)), kProbe, kept);
+    EXPECT_EQ(a.error, "") << piece;
+    EXPECT_EQ(a.output, (CommandOutput{0, "", big, "a note\n"})) << piece;
+    ASSERT_NE(kept.channel, nullptr);
+    EXPECT_EQ(kept.pending, hello_frame("n0") + beat) << piece;
+    EXPECT_EQ(kept.command, kProbe);
+    EXPECT_EQ(connector.host("n0").commands, std::vector<std::string>{kProbe});
+    EXPECT_EQ(connector.host("n0").remotes.at(0)->written(),
+              ssh::encode_frame(FrameType::kInventory, 0, {}));
+    EXPECT_FALSE(connector.host("n0").remotes.at(0)->closed());
+  }
+}
+
+// An agent that cannot probe its host, a command that ends before it answers (a login shell
+// that fails, an agent too old for the request) and one that prints what is not the agent's
+// frames (a login script) give the output ddlrun judges as a probe's; the last two close the
+// session.
+TEST(AskAgent, AFailedAnswerOrACommandThatIsNoAgentIsJudgedAsAProbe) {
+  FakeConnector connector;
+  asked_agent(connector, ssh::encode_frame(FrameType::kInventory, 1, "hwloc failed"));
+  ddl::ssh::KeptSessions::Kept kept;
+  EXPECT_EQ(ssh::ask_agent(connector, "n0", timed(milliseconds(3000)), kProbe, kept).output,
+            (CommandOutput{1, "", "", "ddlrun: error: hwloc failed\n"}));
+  connector.host("n1").program = [](FakeRemote& r) {
+    r.print("ddlrun: unknown option --probe-agent\n", ddl::ssh::Stream::kStderr);
+    r.end(2);
+  };
+  EXPECT_EQ(ssh::ask_agent(connector, "n1", timed(milliseconds(3000)), kProbe, kept).output,
+            (CommandOutput{2, "", "", "ddlrun: unknown option --probe-agent\n"}));
+  EXPECT_EQ(kept.session, nullptr);
+  EXPECT_EQ(connector.host("n1").sessions_open, 0);
+  connector.host("n2").program = [](FakeRemote& r) { r.print("Welcome to n2!\n"); };
+  EXPECT_EQ(ssh::ask_agent(connector, "n2", timed(milliseconds(3000)), kProbe, kept).output,
+            (CommandOutput{0, "", "Welcome to n2!\n", ""}));
+  EXPECT_EQ(kept.session, nullptr);
+  EXPECT_EQ(connector.host("n2").sessions_open, 0);
+}
+
+// A host that cannot be logged in to, or whose agent never answers, gives why, and nothing is
+// kept.
+TEST(AskAgent, ALoginThatFailsOrNoAnswerSaysWhy) {
+  FakeConnector connector;
+  connector.host("n0").refuse = "connection refused (10.200.3.2:22)";
+  ddl::ssh::KeptSessions::Kept kept;
+  const ssh::AgentAnswer refused =
+      ssh::ask_agent(connector, "n0", timed(milliseconds(3000)), kProbe, kept);
+  EXPECT_EQ(refused.output, std::nullopt);
+  EXPECT_EQ(refused.error, "connection refused (10.200.3.2:22)");
+  connector.host("n1").exec_error = "channel open refused";
+  EXPECT_EQ(ssh::ask_agent(connector, "n1", timed(milliseconds(3000)), kProbe, kept).error,
+            "cannot run '/x/ddlrun --probe-agent' on n1:22: channel open refused");
+  const ssh::AgentAnswer silent =
+      ssh::ask_agent(connector, "n2", timed(milliseconds(200)), kProbe, kept);
+  EXPECT_EQ(silent.output, std::nullopt);
+  EXPECT_EQ(silent.error,
+            "timed out after 0.2 s waiting for '/x/ddlrun --probe-agent' to print the inventory");
+  EXPECT_EQ(kept.session, nullptr);
+  EXPECT_EQ(connector.host("n2").sessions_open, 0);
 }
 
 /// A first-level host n0 whose probe left its agent running on a kept channel; `agent` plays
