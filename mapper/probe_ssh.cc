@@ -6,7 +6,6 @@
 //  2. The probe runs in an exec channel; stdout and stderr are read in turn without blocking on
 //     either, until EOF or command_timeout; then the exit status (or signal) decides whether
 //     stdout is parsed as an inventory.
-//  3. With keep_sessions the session is kept (--probe-links' link agents run through it).
 // Sessions and channels are owned by unique_ptrs, so every return and throw frees them.
 //
 // Many hosts (RemoteProber): the distinct hosts not yet known are looked up in the job's disk
@@ -259,17 +258,12 @@ std::unique_ptr<Running> start_probe(const std::string& host, const SshProbeOpti
   return r;
 }
 
-/// Steps 2 and 3 once the output has ended: the exit status (or signal) and the inventory; the
-/// session kept (keep_sessions). Throws ProbeError.
-Inventory finish_probe(Running& r, const SshProbeOptions& options) {
+/// Step 2 once the output has ended: the exit status (or signal) judged, and the inventory.
+/// Throws ProbeError.
+Inventory finish_probe(Running& r) {
   r.out.exit_status = r.channel->exit_status();
   r.out.signal = r.channel->exit_signal();
-  Inventory inventory = inventory_from_probe_output(r.host, r.command, r.out);
-  if (options.keep_sessions) {
-    r.channel.reset();
-    options.keep_sessions->put(r.host, ssh::KeptSessions::Kept{std::move(r.session), {}, {}, {}});
-  }
-  return inventory;
+  return inventory_from_probe_output(r.host, r.command, r.out);
 }
 
 }  // namespace
@@ -279,7 +273,7 @@ Inventory probe_host_ssh(const std::string& host, const SshProbeOptions& options
   try {
     std::unique_ptr<Running> r = start_probe(host, options, connector);
     read_output(*r);
-    return finish_probe(*r, options);
+    return finish_probe(*r);
   } catch (const ssh::Error& e) {
     throw ProbeError(e.what());
   }
@@ -412,7 +406,7 @@ void probe_all(const Todo& todo, int max_parallel, const HostProbeFn& probe_one,
 // is slow to start or to print (a login shell that sleeps) holds no thread, so every host's
 // wait overlaps while at most max_parallel log in at once. A command whose output is complete
 // (or failed, or past its deadline) goes back to a worker, which takes its exit status, parses
-// the inventory and keeps the session: the parse runs in parallel, and a blocking close never
+// the inventory and closes the session: the parse runs in parallel, and a blocking close never
 // holds up the reading. The texts are probe_host_ssh's, whose steps these are.
 class PipelinedProbe {
  public:
@@ -469,7 +463,7 @@ class PipelinedProbe {
         lock.unlock();
         finish(*item);
         const std::string& host = *item->host;
-        item.reset();  // closes a session not kept, here rather than in the reading thread
+        item.reset();  // closes the session here rather than in the reading thread
         lock.lock();
         settled(host);
       } else if (next_ < todo_.size()) {
@@ -502,7 +496,7 @@ class PipelinedProbe {
       o.error = item.error;
       return;
     }
-    settle(o, [&] { return finish_probe(*item.running, options_); });
+    settle(o, [&] { return finish_probe(*item.running); });
   }
 
   /// Under the lock: one more host, `host`, settled; the reader and the workers may be done.

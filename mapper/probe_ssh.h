@@ -27,8 +27,6 @@ namespace ddl::mapper {
 // commands of the same job do not probe again.
 
 using HostKeyPolicy = ssh::HostKeyPolicy;
-/// Where the probe leaves each host's logged-in session for the ssh launcher.
-using SshSessions = ssh::KeptSessions;
 
 /// What a remote command did.
 struct RemoteOutput {

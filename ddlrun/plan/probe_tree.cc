@@ -44,6 +44,7 @@ struct TreeProbe {
   std::mutex mutex;
   std::map<std::string, mapper::HostProbe> results;
   std::function<void(const std::string&)> on_settled;  ///< SshProbeOptions::on_settled
+  ddl::ssh::KeptSessions* agents = nullptr;            ///< where each first-level agent is kept
 
   void put(mapper::HostProbe r) {
     const std::string host = r.host;
@@ -113,7 +114,7 @@ void probe_first(const tree::TreeHost& t, const Options& o, const mapper::SshPro
       // Lost meanwhile (silent, or took no data): its probe fails with why, in the launch's words.
       if (!kept.lost.empty()) out.put({t.name, std::nullopt, kept.lost, false});
     }
-    so.keep_sessions->put(t.name, std::move(kept));
+    out.agents->put(t.name, std::move(kept));
   } catch (const std::exception& e) {
     const bool probe = dynamic_cast<const mapper::ProbeError*>(&e) != nullptr;
     out.put(
@@ -191,9 +192,11 @@ std::vector<mapper::HostProbe> probe_through_tree(const Options& o,
                                                   const std::vector<std::string>& all,
                                                   const std::vector<std::string>& remote,
                                                   const mapper::SshProbeOptions& so,
-                                                  std::vector<tree::TreeHost>* tree) {
+                                                  ddl::ssh::KeptSessions& agents,
+                                                  std::vector<tree::TreeHost>& tree) {
   TreeProbe probed;
   probed.on_settled = so.on_settled;
+  probed.agents = &agents;
   std::set<std::string> to_probe;
   for (const std::string& h : remote) {
     if (std::optional<mapper::Inventory> inv = mapper::cached_inventory(so, h)) {
@@ -209,11 +212,12 @@ std::vector<mapper::HostProbe> probe_through_tree(const Options& o,
   const int levels_below = tree::tree_depth(first) - 1;
   const std::string command = quote_shell_word(self_path()) + " --probe-agent";
   std::vector<const tree::TreeHost*> log_in;
+  const std::set<std::string> listed(remote.begin(), remote.end());
   for (tree::TreeHost& t : first) {
-    // --probe-links measures through every host's agent down a tree: each first-level host is
-    // logged in (flat, it logs in to the hosts the probe did not reach itself).
+    // --probe-links measures through every host's agent: each first-level host is logged in
+    // (flat, each remote one).
     if (mark(t.children, to_probe, command) || to_probe.contains(t.name) ||
-        (o.probe_links && levels_below > 0))
+        (o.probe_links && (levels_below > 0 || listed.contains(t.name))))
       log_in.push_back(&t);
   }
   pool(log_in.size(), so.max_parallel,
@@ -227,18 +231,14 @@ std::vector<mapper::HostProbe> probe_through_tree(const Options& o,
   }
   // A first-level host probed only for the hosts below it (this host, or one --host-xml
   // describes) whose login failed: its failure too, since theirs only point at it.
-  const std::set<std::string> listed(remote.begin(), remote.end());
   for (const tree::TreeHost* t : log_in) {
     const mapper::HostProbe& r = probed.results[t->name];
     if (!listed.contains(t->name) && !r.ok()) results.push_back(r);
   }
-  if (tree != nullptr) {
-    std::set<std::string> failed;
-    for (const mapper::HostProbe& r : results)
-      if (!r.ok()) failed.insert(r.host);
-    *tree =
-        tree::prune_tree(first, [&](const tree::TreeHost& h) { return !failed.contains(h.name); });
-  }
+  std::set<std::string> failed;
+  for (const mapper::HostProbe& r : results)
+    if (!r.ok()) failed.insert(r.host);
+  tree = tree::prune_tree(first, [&](const tree::TreeHost& h) { return !failed.contains(h.name); });
   return results;
 }
 

@@ -70,7 +70,7 @@ int hosts_below(const TreeHost& h);
 int tree_depth(const std::vector<TreeHost>& level);
 
 /// What an interior agent needs to start its children's agents (W): how to log in (the ssh
-/// settings of ddlrun, without kept sessions), ddlrun's path, the address of ddlrun's host as
+/// settings of ddlrun), ddlrun's path, the address of ddlrun's host as
 /// the first level saw it ("" for the first level: its own $SSH_CONNECTION), the heartbeat
 /// deadline, and its children with their subtrees. Never the job's token: that comes in the
 /// job frame (J), down the channels.

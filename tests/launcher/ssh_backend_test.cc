@@ -345,7 +345,7 @@ TEST_F(SshBackendTest, TakesTheProbesSessionAndAgent) {
                                                std::string(buf, static_cast<size_t>(n)),
                                                "/x/ddlrun --probe-agent"});
   LaunchOptions o = options();
-  o.ssh.keep_sessions = kept;
+  o.agents = kept;
   const std::unique_ptr<Backend> backend = this->backend(o);
   EXPECT_EQ(backend->start(events), (std::vector<int>{0, 1, 2}));
   events_until(events, 3);

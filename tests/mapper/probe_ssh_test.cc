@@ -499,21 +499,6 @@ TEST(ProbeHostFake, ACommandThatNeverEndsTimesOut) {
             "timed out after 0.2 s waiting for '/opt/ddlrun/bin/ddlrun-probe' to finish");
 }
 
-TEST(ProbeHostFake, KeepsTheSessionForTheLauncher) {
-  ssh::FakeConnector connector;
-  connector.host("node1").program = [](ssh::FakeRemote& r) {
-    r.print(to_yaml(inventory_named("node1")));
-    r.end(0);
-  };
-  SshProbeOptions o = fake_options();
-  o.keep_sessions = std::make_shared<SshSessions>();
-  probe_host_ssh("node1", o, connector);
-  ssh::KeptSessions::Kept kept = o.keep_sessions->take("node1");
-  ASSERT_NE(kept.session, nullptr);
-  EXPECT_EQ(kept.session->endpoint(), "node1:22");
-  EXPECT_EQ(kept.channel, nullptr);
-}
-
 /// This process's threads (/proc/self/status).
 int threads_now() {
   std::ifstream status("/proc/self/status");
@@ -569,7 +554,7 @@ class LateInventories {
 // thread while it is: 48 hosts whose commands print their inventory 1 s after they start are
 // probed at max_parallel 32 in one round of that second (a thread each for the wait would take
 // two), by at most 32 threads more than before (and the sampler's); a refused login and a
-// missing probe fail with probe_host_ssh's texts, and each session is kept for the launcher.
+// missing probe fail with probe_host_ssh's texts.
 TEST(RemoteProberFake, SlowCommandsHoldNoThreadAndAllWaitTogether) {
   ssh::FakeConnector connector;
   LateInventories late(milliseconds(1000));
@@ -587,7 +572,6 @@ TEST(RemoteProberFake, SlowCommandsHoldNoThreadAndAllWaitTogether) {
   hosts.push_back("bare");
   SshProbeOptions o = fake_options();
   o.command_timeout = milliseconds(10'000);
-  o.keep_sessions = std::make_shared<SshSessions>();
   ASSERT_EQ(o.max_parallel, 32);
   const int before = threads_now();
   std::atomic<int> peak{before};
@@ -614,7 +598,6 @@ TEST(RemoteProberFake, SlowCommandsHoldNoThreadAndAllWaitTogether) {
   }
   EXPECT_EQ(r[48].error, "connection refused (10.200.3.2:22)");
   EXPECT_EQ(r[49].error, fake_reason("bare", fake_options(), connector));
-  EXPECT_EQ(o.keep_sessions->size(), 48u);
 }
 
 // The same reading loop keeps probe_host_ssh's deadline: a command that never prints times out
