@@ -248,6 +248,8 @@ void drop(ddl::ssh::KeptSessions::Kept& kept) {
 // not frames, or a command that ends first, are the command's output, judged as a probe's.
 class InventoryAsk {
  public:
+  static constexpr size_t kMaxStderr = size_t{64} << 10;  ///< kept of what it says on stderr
+
   InventoryAsk(ddl::ssh::KeptSessions::Kept& kept, std::chrono::milliseconds timeout)
       : kept_(kept), timeout_(timeout), deadline_(timeout) {}
 
@@ -255,8 +257,8 @@ class InventoryAsk {
     // A request the channel does not take (the command ended at once) is no error of its own.
     kept_.channel->write(encode_frame(FrameType::kInventory, 0, {}));
     for (;;) {
-      const bool ended =
-          read(ddl::ssh::Stream::kStdout, out_) & read(ddl::ssh::Stream::kStderr, err_);
+      const bool ended = read(ddl::ssh::Stream::kStdout, out_);  // no frame can follow
+      read(ddl::ssh::Stream::kStderr, err_);
       if (std::optional<AgentAnswer> a = answer()) return *a;
       if (ended || kept_.channel->eof()) return ended_first();
       if (deadline_.passed()) {
@@ -279,8 +281,9 @@ class InventoryAsk {
         throw ddl::ssh::Error("reading from the remote command failed: " + kept_.session->error());
       }
       if (n == 0) return false;
-      into.append(buf, static_cast<size_t>(n));
       if (stream == ddl::ssh::Stream::kStdout) reader_.feed(std::string_view(buf, n));
+      if (stream == ddl::ssh::Stream::kStdout || into.size() < kMaxStderr)
+        into.append(buf, static_cast<size_t>(n));
     }
   }
 
