@@ -3,17 +3,19 @@
 // How it works: the launch tree of the job's hosts is the one the ssh launcher will build
 // (launcher::ssh::launch_tree over the hosts in the job's order, their indices the topology's
 // when every host gets ranks). Each host below the first level whose inventory is neither
-// known here (this host, --host-xml) nor in the job's disk cache gets the probe-then-agent
-// command. A pool of at most max_parallel threads (never more than the first level's hosts)
-// probes the first-level hosts that have something to probe, keeping each session with its
-// agent, and starts each one's subtree through it (start_subtree), which brings every output
-// back. The outputs are read as inventories by the mapper (inventory_from_probe_output, the
-// same texts as a probe from here, with the tree parent named), and the launch later takes
-// the first level's sessions over with their subtrees already running: one login per host.
-// A restart's probe (past the disk cache: every host gets the command) goes the same way, and
-// the tree without the hosts whose probe failed (and those below them, never reached) goes to
-// the launch, which then takes it over as it is (LaunchOptions::probe_tree). A dry run closes
-// the sessions once the outputs came: every agent exits.
+// known here (this host, --host-xml) nor in the job's disk cache gets the agent's command
+// (ddlrun --probe-agent). The first-level hosts that have something to probe are logged in to
+// (at most max_parallel at once), their agents asked for their inventories and read together
+// on one thread (ask_agents: a slow login shell holds no thread), and then a pool of at most
+// max_parallel threads keeps each session with its agent and starts each one's subtree
+// through it (start_subtree), which brings every answer back. The outputs are read as inventories
+// by the mapper (inventory_from_probe_output, the same texts as a probe from here, with the tree
+// parent named), and the launch later takes the first level's sessions over with their subtrees
+// already running: one login per host. A restart's probe (past the disk cache: every host gets the
+// command) goes the same way, and the tree without the hosts whose probe failed (and those below
+// them, never reached) goes to the launch, which then takes it over as it is
+// (LaunchOptions::probe_tree). A dry run closes the sessions once the outputs came: every agent
+// exits.
 // --probe-links then measures through the same agents (link_channels: launcher/ssh/
 // tree_links.h under mapper::probe_links), before the launch takes the tree over.
 
@@ -89,16 +91,15 @@ mapper::HostProbe result_of(const tree::StartedHost& s, const std::string& comma
   return r;
 }
 
-/// Probes first-level host `t`, its agent running `command` (kept for the launch with its
-/// session), and starts its subtree through it; its result and those of the hosts below go
-/// into `out`.
-void probe_first(const tree::TreeHost& t, const Options& o, const mapper::SshProbeOptions& so,
-                 const std::string& command, int levels_below, TreeProbe& out) {
+/// First-level host `t`, whose agent running `command` gave answer `a` (`kept` with its
+/// session): its inventory, and its subtree started through it; its result and those of the
+/// hosts below go into `out`, and `kept` into out.agents.
+void probe_first(const tree::TreeHost& t, const tree::AgentAnswer& a,
+                 ddl::ssh::KeptSessions::Kept& kept, const Options& o,
+                 const mapper::SshProbeOptions& so, const std::string& command, int levels_below,
+                 TreeProbe& out) {
   std::vector<tree::StartedHost> below;
   try {
-    ddl::ssh::KeptSessions::Kept kept;
-    const tree::AgentAnswer a =
-        tree::ask_agent(ddl::ssh::libssh_connector(), t.name, so, command, kept);
     if (!a.output) throw mapper::ProbeError(a.error);
     const tree::CommandOutput& own = *a.output;
     out.put(
@@ -116,6 +117,8 @@ void probe_first(const tree::TreeHost& t, const Options& o, const mapper::SshPro
     }
     out.agents->put(t.name, std::move(kept));
   } catch (const std::exception& e) {
+    kept.channel.reset();
+    kept.session.reset();
     const bool probe = dynamic_cast<const mapper::ProbeError*>(&e) != nullptr;
     out.put(
         {t.name, std::nullopt, (probe ? "" : "protocol error: ") + std::string(e.what()), false});
@@ -165,23 +168,6 @@ class TreeLinkChannel : public mapper::LinkChannel {
   int id_;
 };
 
-/// Runs `job(i)` for i in [0, n) on at most `threads` threads (here when none can be had).
-template <typename Job>
-void pool(std::size_t n, int threads, const Job& job) {
-  std::atomic<std::size_t> next{0};
-  const auto worker = [&] {
-    for (std::size_t i = next++; i < n; i = next++)
-      job(i);
-  };
-  std::vector<std::jthread> running;
-  try {
-    while (running.size() < std::min<std::size_t>(std::max(threads, 1), n))
-      running.emplace_back(worker);
-  } catch (const std::system_error&) {
-    if (running.empty()) worker();
-  }
-}
-
 }  // namespace
 
 bool probe_goes_down_the_tree(const Options& o, std::size_t hosts, bool ssh_follows) {
@@ -220,8 +206,15 @@ std::vector<mapper::HostProbe> probe_through_tree(const Options& o,
         (o.probe_links && (levels_below > 0 || listed.contains(t.name))))
       log_in.push_back(&t);
   }
-  pool(log_in.size(), so.max_parallel,
-       [&](std::size_t i) { probe_first(*log_in[i], o, so, command, levels_below, probed); });
+  std::vector<std::string> names;
+  for (const tree::TreeHost* t : log_in)
+    names.push_back(t->name);
+  std::vector<ddl::ssh::KeptSessions::Kept> kept;
+  const std::vector<tree::AgentAnswer> answers =
+      tree::ask_agents(ddl::ssh::libssh_connector(), names, so, command, kept);
+  tree::on_pool(log_in.size(), so.max_parallel, [&](std::size_t i) {
+    probe_first(*log_in[i], answers[i], kept[i], o, so, command, levels_below, probed);
+  });
   std::vector<mapper::HostProbe> results;
   for (const std::string& h : remote) {
     mapper::HostProbe& r = probed.results[h];

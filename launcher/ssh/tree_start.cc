@@ -21,7 +21,11 @@
 
 #include "launcher/ssh/tree_start.h"
 
+#include <poll.h>
+
+#include <algorithm>
 #include <map>
+#include <memory>
 
 #include "base/fd.h"
 #include "base/text.h"
@@ -250,24 +254,30 @@ class InventoryAsk {
  public:
   static constexpr size_t kMaxStderr = size_t{64} << 10;  ///< kept of what it says on stderr
 
+  /// Asks the agent running on kept.channel.
   InventoryAsk(ddl::ssh::KeptSessions::Kept& kept, std::chrono::milliseconds timeout)
-      : kept_(kept), timeout_(timeout), deadline_(timeout) {}
-
-  AgentAnswer run() {
+      : kept_(kept), timeout_(timeout), deadline_(timeout) {
     // A request the channel does not take (the command ended at once) is no error of its own.
     kept_.channel->write(encode_frame(FrameType::kInventory, 0, {}));
-    for (;;) {
-      const bool ended = read(ddl::ssh::Stream::kStdout, out_);  // no frame can follow
-      read(ddl::ssh::Stream::kStderr, err_);
-      if (std::optional<AgentAnswer> a = answer()) return *a;
-      if (ended || kept_.channel->eof()) return ended_first();
-      if (deadline_.passed()) {
-        return {std::nullopt, "timed out after " + base::seconds_text(timeout_) + " waiting for '" +
-                                  kept_.command + "' to print the inventory"};
-      }
-      kept_.channel->poll(std::chrono::milliseconds(deadline_.poll_ms(kPollMs)));
-    }
   }
+
+  /// One look, never waiting: the answer once it came, nullopt while it is to come. Throws
+  /// ddl::ssh::Error on a read error.
+  std::optional<AgentAnswer> step() {
+    const bool ended = read(ddl::ssh::Stream::kStdout, out_);  // no frame can follow
+    read(ddl::ssh::Stream::kStderr, err_);
+    if (std::optional<AgentAnswer> a = answer()) return a;
+    if (ended || kept_.channel->eof()) return ended_first();
+    if (deadline_.passed()) {
+      return AgentAnswer{std::nullopt, "timed out after " + base::seconds_text(timeout_) +
+                                           " waiting for '" + kept_.command +
+                                           "' to print the inventory"};
+    }
+    return std::nullopt;
+  }
+  /// The socket to wait on (-1: none) and for how long at most.
+  int fd() { return kept_.channel->fd(); }
+  int wait_ms() const { return deadline_.poll_ms(kPollMs); }
 
  private:
   /// Reads what waits on `stream` into `into` (stdout into the frame reader too); true at its
@@ -323,23 +333,59 @@ class InventoryAsk {
   std::string err_;
 };
 
+/// Reads every agent of `asks` (null: settled already) on this thread until each answered,
+/// waiting on all their channels at once; each answer goes to `answers`, and the session of
+/// one that gave none is closed.
+void read_answers(std::vector<std::unique_ptr<InventoryAsk>>& asks,
+                  std::vector<AgentAnswer>& answers,
+                  std::vector<ddl::ssh::KeptSessions::Kept>& kept) {
+  for (;;) {
+    std::vector<pollfd> fds;
+    int ms = kPollMs;
+    for (size_t i = 0; i < asks.size(); ++i) {
+      if (!asks[i]) continue;
+      std::optional<AgentAnswer> a;
+      try {
+        a = asks[i]->step();
+      } catch (const ddl::ssh::Error& e) {
+        a = AgentAnswer{std::nullopt, e.what()};
+      }
+      if (!a) {
+        if (asks[i]->fd() >= 0) fds.push_back({asks[i]->fd(), POLLIN, 0});
+        ms = std::min(asks[i]->fd() >= 0 ? asks[i]->wait_ms() : 2, ms);
+        continue;
+      }
+      asks[i].reset();
+      if (!a->output) drop(kept[i]);
+      answers[i] = std::move(*a);
+    }
+    if (std::all_of(asks.begin(), asks.end(), [](const auto& a) { return !a; })) return;
+    ::poll(fds.data(), fds.size(), ms);
+  }
+}
+
 }  // namespace
 
-AgentAnswer ask_agent(ddl::ssh::Connector& connector, const std::string& host,
-                      const ddl::ssh::Options& options, const std::string& command,
-                      ddl::ssh::KeptSessions::Kept& kept) {
-  drop(kept);
-  try {
-    kept.session = connector.connect(host, options);
-    kept.channel = kept.session->exec(command);
-    kept.command = command;
-    AgentAnswer a = InventoryAsk(kept, options.command_timeout).run();
-    if (!a.output) drop(kept);
-    return a;
-  } catch (const ddl::ssh::Error& e) {
-    drop(kept);
-    return {std::nullopt, e.what()};
-  }
+std::vector<AgentAnswer> ask_agents(ddl::ssh::Connector& connector,
+                                    const std::vector<std::string>& hosts,
+                                    const ddl::ssh::Options& options, const std::string& command,
+                                    std::vector<ddl::ssh::KeptSessions::Kept>& kept) {
+  kept = std::vector<ddl::ssh::KeptSessions::Kept>(hosts.size());
+  std::vector<AgentAnswer> answers(hosts.size());
+  std::vector<std::unique_ptr<InventoryAsk>> asks(hosts.size());
+  on_pool(hosts.size(), options.max_parallel, [&](size_t i) {
+    try {
+      kept[i].session = connector.connect(hosts[i], options);
+      kept[i].channel = kept[i].session->exec(command);
+      kept[i].command = command;
+      asks[i] = std::make_unique<InventoryAsk>(kept[i], options.command_timeout);
+    } catch (const ddl::ssh::Error& e) {
+      drop(kept[i]);
+      answers[i].error = e.what();
+    }
+  });
+  read_answers(asks, answers, kept);
+  return answers;
 }
 
 std::vector<StartedHost> start_subtree(ddl::ssh::KeptSessions::Kept& kept, const std::string& host,

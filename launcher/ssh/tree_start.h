@@ -1,8 +1,12 @@
 #pragma once
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <optional>
 #include <string>
+#include <system_error>
+#include <thread>
 #include <vector>
 
 #include "launcher/ssh/tree.h"
@@ -12,7 +16,7 @@ namespace ddl::launcher::ssh {
 
 // Starting the first level's agents before the launch, so that ddlrun's probe travels the
 // launch tree (tree.h), flat or deeper, and each host pays for one login: ddlrun logs in to each
-// first-level host, runs its agent and asks it for the inventory (ask_agent), keeps each session
+// first-level host, runs its agent and asks it for the inventory (ask_agents), keeps each session
 // with its agent running (ssh::KeptSessions), and sends it its subtree frame (W) at once, each host
 // below with a command (TreeHost::command: the probe, then the agent). Their outputs come back up
 // (V) and ddlrun reads its inventories from them; the other frames (the agents' hellos) wait in the
@@ -31,7 +35,7 @@ struct StartedHost {
   bool operator==(const StartedHost&) const = default;
 };
 
-/// A first-level host's agent, asked for its host's inventory before the launch (ask_agent).
+/// A first-level host's agent, asked for its host's inventory before the launch (ask_agents).
 struct AgentAnswer {
   /// Its answer (Hw) as the output of the probe command it replaces, or, when its command ended
   /// first or printed what is not the agent's frames (a login script's words), that command's
@@ -43,16 +47,36 @@ struct AgentAnswer {
   std::string error;
 };
 
-/// Logs in to `host` through `connector` (`options`: the config, keys, timeouts), runs `command`
-/// (ddlrun's agent, `ddlrun --probe-agent`) in an exec channel and asks it for its host's
-/// inventory (Hw), reading its stdout and stderr until the answer comes, the command ends, or
-/// options.command_timeout passes; the stderr read goes before the answer's own. Once it
-/// answered, `kept` holds the session, the agent's channel and the frames it sent besides the
-/// answer (its hello), for the subtree's start and the launch; else `kept` is empty and the
-/// session closed.
-AgentAnswer ask_agent(ddl::ssh::Connector& connector, const std::string& host,
-                      const ddl::ssh::Options& options, const std::string& command,
-                      ddl::ssh::KeptSessions::Kept& kept);
+/// Logs in to each of `hosts` through `connector` (`options`: the config, keys, timeouts; at
+/// most options.max_parallel logins at once), runs `command` (ddlrun's agent, `ddlrun
+/// --probe-agent`) in an exec channel and asks it for its host's inventory (Hw); then reads
+/// every agent's stdout and stderr on the calling thread, waiting on all their channels at
+/// once (a host slow to answer, such as a login shell that sleeps, holds no thread), until
+/// each answer comes, its command ends, or options.command_timeout passes; the stderr read goes
+/// before the answer's own. One answer per host, in order. Once one answered, its `kept`
+/// entry holds the session, the agent's channel and the frames it sent besides the answer
+/// (its hello), for the subtree's start and the launch; else it is empty, the session closed.
+std::vector<AgentAnswer> ask_agents(ddl::ssh::Connector& connector,
+                                    const std::vector<std::string>& hosts,
+                                    const ddl::ssh::Options& options, const std::string& command,
+                                    std::vector<ddl::ssh::KeptSessions::Kept>& kept);
+
+/// Runs `job(i)` for i in [0, n) on at most `threads` threads (here when none can be had).
+template <typename Job>
+void on_pool(std::size_t n, int threads, const Job& job) {
+  std::atomic<std::size_t> next{0};
+  const auto worker = [&] {
+    for (std::size_t i = next++; i < n; i = next++)
+      job(i);
+  };
+  std::vector<std::jthread> running;
+  try {
+    while (running.size() < std::min<std::size_t>(std::max(threads, 1), n))
+      running.emplace_back(worker);
+  } catch (const std::system_error&) {
+    if (running.empty()) worker();
+  }
+}
 
 /// Sends `w`, the subtree frame of first-level host `host`, down the agent channel kept for
 /// it with an inventory request (Hw) routed to every host of `w` with a command, and reads

@@ -1,6 +1,6 @@
 // ddlrun's probe down the launch tree, the launcher's side (launcher/ssh/tree.h, relay.h,
 // tree_start.h): the command output frame (V) and its exact errors, a first-level agent asked
-// for its inventory (ask_agent), each host's command in
+// for its inventory (ask_agents), each host's command in
 // the subtree frame, an interior agent's relay running a child's command before its agent,
 // and start_subtree collecting the outputs of a first-level host's subtree through the
 // recording ssh double (tests/ssh/fake_ssh.h).
@@ -170,6 +170,15 @@ ddl::ssh::Options timed(milliseconds timeout) {
   return o;
 }
 
+/// ask_agents for one host: its answer, `kept` its entry.
+ssh::AgentAnswer ask_one(FakeConnector& connector, const std::string& host,
+                         const ddl::ssh::Options& options, ddl::ssh::KeptSessions::Kept& kept) {
+  std::vector<ddl::ssh::KeptSessions::Kept> all;
+  ssh::AgentAnswer a = ssh::ask_agents(connector, {host}, options, kProbe, all).at(0);
+  kept = std::move(all.at(0));
+  return a;
+}
+
 // A first-level agent is asked for its inventory as its channel opens: its answer, wherever the
 // reads split it, is the output of a probe (stderr before it kept), and the session stays with
 // the agent's channel and the frames besides the answer (its hello, a heartbeat after) for the
@@ -183,8 +192,7 @@ TEST(AskAgent, TakesTheAnswerAndKeepsTheChannelWithTheOtherFrames) {
                 hello_frame("n0") + ssh::encode_frame(FrameType::kInventory, 0, big) + beat, piece,
                 "a note\n");
     ddl::ssh::KeptSessions::Kept kept;
-    const ssh::AgentAnswer a =
-        ssh::ask_agent(connector, "n0", timed(milliseconds(3000)), kProbe, kept);
+    const ssh::AgentAnswer a = ask_one(connector, "n0", timed(milliseconds(3000)), kept);
     EXPECT_EQ(a.error, "") << piece;
     EXPECT_EQ(a.output, (CommandOutput{0, "", big, "a note\n"})) << piece;
     ASSERT_NE(kept.channel, nullptr);
@@ -205,18 +213,18 @@ TEST(AskAgent, AFailedAnswerOrACommandThatIsNoAgentIsJudgedAsAProbe) {
   FakeConnector connector;
   asked_agent(connector, ssh::encode_frame(FrameType::kInventory, 1, "hwloc failed"));
   ddl::ssh::KeptSessions::Kept kept;
-  EXPECT_EQ(ssh::ask_agent(connector, "n0", timed(milliseconds(3000)), kProbe, kept).output,
+  EXPECT_EQ(ask_one(connector, "n0", timed(milliseconds(3000)), kept).output,
             (CommandOutput{1, "", "", "ddlrun: error: hwloc failed\n"}));
   connector.host("n1").program = [](FakeRemote& r) {
     r.print("ddlrun: unknown option --probe-agent\n", ddl::ssh::Stream::kStderr);
     r.end(2);
   };
-  EXPECT_EQ(ssh::ask_agent(connector, "n1", timed(milliseconds(3000)), kProbe, kept).output,
+  EXPECT_EQ(ask_one(connector, "n1", timed(milliseconds(3000)), kept).output,
             (CommandOutput{2, "", "", "ddlrun: unknown option --probe-agent\n"}));
   EXPECT_EQ(kept.session, nullptr);
   EXPECT_EQ(connector.host("n1").sessions_open, 0);
   connector.host("n2").program = [](FakeRemote& r) { r.print("Welcome to n2!\n"); };
-  EXPECT_EQ(ssh::ask_agent(connector, "n2", timed(milliseconds(3000)), kProbe, kept).output,
+  EXPECT_EQ(ask_one(connector, "n2", timed(milliseconds(3000)), kept).output,
             (CommandOutput{0, "", "Welcome to n2!\n", ""}));
   EXPECT_EQ(kept.session, nullptr);
   EXPECT_EQ(connector.host("n2").sessions_open, 0);
@@ -228,20 +236,69 @@ TEST(AskAgent, ALoginThatFailsOrNoAnswerSaysWhy) {
   FakeConnector connector;
   connector.host("n0").refuse = "connection refused (10.200.3.2:22)";
   ddl::ssh::KeptSessions::Kept kept;
-  const ssh::AgentAnswer refused =
-      ssh::ask_agent(connector, "n0", timed(milliseconds(3000)), kProbe, kept);
+  const ssh::AgentAnswer refused = ask_one(connector, "n0", timed(milliseconds(3000)), kept);
   EXPECT_EQ(refused.output, std::nullopt);
   EXPECT_EQ(refused.error, "connection refused (10.200.3.2:22)");
   connector.host("n1").exec_error = "channel open refused";
-  EXPECT_EQ(ssh::ask_agent(connector, "n1", timed(milliseconds(3000)), kProbe, kept).error,
+  EXPECT_EQ(ask_one(connector, "n1", timed(milliseconds(3000)), kept).error,
             "cannot run '/x/ddlrun --probe-agent' on n1:22: channel open refused");
-  const ssh::AgentAnswer silent =
-      ssh::ask_agent(connector, "n2", timed(milliseconds(200)), kProbe, kept);
+  const ssh::AgentAnswer silent = ask_one(connector, "n2", timed(milliseconds(200)), kept);
   EXPECT_EQ(silent.output, std::nullopt);
   EXPECT_EQ(silent.error,
             "timed out after 0.2 s waiting for '/x/ddlrun --probe-agent' to print the inventory");
   EXPECT_EQ(kept.session, nullptr);
   EXPECT_EQ(connector.host("n2").sessions_open, 0);
+}
+
+/// Fake agents that answer their inventory request `delay` after it came, each from a thread
+/// of its own (joined when this goes, before the connector that holds their remote ends).
+class LateAgents {
+ public:
+  explicit LateAgents(milliseconds delay) : delay_(delay) {}
+  ~LateAgents() {
+    for (std::thread& t : threads_)
+      t.join();
+  }
+  std::function<void(FakeRemote&)> program() {
+    return [this](FakeRemote& r) {
+      r.on_write([this](FakeRemote& remote, std::string_view) {
+        std::lock_guard lock(mutex_);
+        threads_.emplace_back([this, &remote] {
+          std::this_thread::sleep_for(delay_);
+          remote.print(inventory_answer());
+        });
+      });
+    };
+  }
+
+ private:
+  milliseconds delay_;
+  std::mutex mutex_;
+  std::vector<std::thread> threads_;
+};
+
+// A slow agent (a login shell that sleeps) holds no thread: 24 hosts whose agents answer 1 s
+// after they are asked, at most 4 logins at once, all answer within about that second (a
+// thread waiting on each would take six).
+TEST(AskAgent, SlowAgentsAreReadTogether) {
+  FakeConnector connector;
+  LateAgents late(milliseconds(1000));
+  std::vector<std::string> hosts;
+  for (int i = 0; i < 24; ++i) {
+    hosts.push_back("n" + std::to_string(i));
+    connector.host(hosts.back()).program = late.program();
+  }
+  ddl::ssh::Options o = timed(milliseconds(5000));
+  o.max_parallel = 4;
+  std::vector<ddl::ssh::KeptSessions::Kept> kept;
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::vector<ssh::AgentAnswer> got = ssh::ask_agents(connector, hosts, o, kProbe, kept);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, milliseconds(1800));
+  ASSERT_EQ(got.size(), 24u);
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].output, (CommandOutput{0, "", kInventory, ""})) << hosts[i];
+    EXPECT_NE(kept.at(i).channel, nullptr) << hosts[i];
+  }
 }
 
 /// A first-level host n0 whose probe left its agent running on a kept channel; `agent` plays
