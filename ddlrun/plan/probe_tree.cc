@@ -91,14 +91,14 @@ mapper::HostProbe result_of(const tree::StartedHost& s, const std::string& comma
   return r;
 }
 
-/// First-level host `t`, whose agent running `command` gave answer `a` (`kept` with its
-/// session): its inventory, and its subtree started through it; its result and those of the
-/// hosts below go into `out`, and `kept` into out.agents.
-void probe_first(const tree::TreeHost& t, const tree::AgentAnswer& a,
-                 ddl::ssh::KeptSessions::Kept& kept, const Options& o,
+/// First-level host `t`, whose agent running `command` gave answer `a` (its session kept in
+/// out.agents): its inventory, and its subtree started through it; its result and those of the
+/// hosts below go into `out`, and its session back into out.agents unless it failed.
+void probe_first(const tree::TreeHost& t, const tree::AgentAnswer& a, const Options& o,
                  const mapper::SshProbeOptions& so, const std::string& command, int levels_below,
                  TreeProbe& out) {
   std::vector<tree::StartedHost> below;
+  ddl::ssh::KeptSessions::Kept kept = out.agents->take(t.name);
   try {
     if (!a.output) throw mapper::ProbeError(a.error);
     const tree::CommandOutput& own = *a.output;
@@ -117,7 +117,7 @@ void probe_first(const tree::TreeHost& t, const tree::AgentAnswer& a,
     }
     out.agents->put(t.name, std::move(kept));
   } catch (const std::exception& e) {
-    kept.channel.reset();
+    kept.channel.reset();  // before its session
     kept.session.reset();
     const bool probe = dynamic_cast<const mapper::ProbeError*>(&e) != nullptr;
     out.put(
@@ -209,11 +209,10 @@ std::vector<mapper::HostProbe> probe_through_tree(const Options& o,
   std::vector<std::string> names;
   for (const tree::TreeHost* t : log_in)
     names.push_back(t->name);
-  std::vector<ddl::ssh::KeptSessions::Kept> kept;
   const std::vector<tree::AgentAnswer> answers =
-      tree::ask_agents(ddl::ssh::libssh_connector(), names, so, command, kept);
+      tree::ask_agents(ddl::ssh::libssh_connector(), names, so, command, agents);
   tree::on_pool(log_in.size(), so.max_parallel, [&](std::size_t i) {
-    probe_first(*log_in[i], answers[i], kept[i], o, so, command, levels_below, probed);
+    probe_first(*log_in[i], answers[i], o, so, command, levels_below, probed);
   });
   std::vector<mapper::HostProbe> results;
   for (const std::string& h : remote) {

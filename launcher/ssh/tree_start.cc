@@ -26,6 +26,8 @@
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <thread>
 
 #include "base/fd.h"
 #include "base/text.h"
@@ -333,34 +335,56 @@ class InventoryAsk {
   std::string err_;
 };
 
-/// Reads every agent of `asks` (null: settled already) on this thread until each answered,
-/// waiting on all their channels at once; each answer goes to `answers`, and the session of
-/// one that gave none is closed.
-void read_answers(std::vector<std::unique_ptr<InventoryAsk>>& asks,
-                  std::vector<AgentAnswer>& answers,
-                  std::vector<ddl::ssh::KeptSessions::Kept>& kept) {
-  for (;;) {
+/// One host's login and ask, from a login thread to the reading one.
+struct Asking {
+  size_t index = 0;  ///< in ask_agents' hosts
+  ddl::ssh::KeptSessions::Kept kept;
+  std::unique_ptr<InventoryAsk> ask;  ///< null: the login failed (its answer says why)
+};
+
+/// The logins handed to the reading thread.
+struct Started {
+  std::mutex mutex;
+  std::vector<std::unique_ptr<Asking>> items;  ///< guarded by mutex
+};
+
+/// Reads every agent handed over in `started` on this thread, waiting on all their channels at
+/// once, until each of `hosts` settled: an answer goes to `answers` and its session into
+/// `agents` at once (their heartbeat comes from there), one that gave none is closed.
+void read_answers(Started& started, const std::vector<std::string>& hosts,
+                  std::vector<AgentAnswer>& answers, ddl::ssh::KeptSessions& agents) {
+  std::vector<std::unique_ptr<Asking>> mine;
+  for (size_t settled = 0; settled < hosts.size();) {
+    {
+      std::lock_guard lock(started.mutex);
+      for (auto& a : started.items)
+        mine.push_back(std::move(a));
+      started.items.clear();
+    }
     std::vector<pollfd> fds;
     int ms = kPollMs;
-    for (size_t i = 0; i < asks.size(); ++i) {
-      if (!asks[i]) continue;
-      std::optional<AgentAnswer> a;
+    for (auto it = mine.begin(); it != mine.end();) {
+      Asking& a = **it;
+      std::optional<AgentAnswer> got;
       try {
-        a = asks[i]->step();
+        if (a.ask) got = a.ask->step();
       } catch (const ddl::ssh::Error& e) {
-        a = AgentAnswer{std::nullopt, e.what()};
+        got = AgentAnswer{std::nullopt, e.what()};
       }
-      if (!a) {
-        if (asks[i]->fd() >= 0) fds.push_back({asks[i]->fd(), POLLIN, 0});
-        ms = std::min(asks[i]->fd() >= 0 ? asks[i]->wait_ms() : 2, ms);
+      if (a.ask && !got) {
+        if (a.ask->fd() >= 0) fds.push_back({a.ask->fd(), POLLIN, 0});
+        ms = std::min(a.ask->fd() >= 0 ? a.ask->wait_ms() : 2, ms);
+        ++it;
         continue;
       }
-      asks[i].reset();
-      if (!a->output) drop(kept[i]);
-      answers[i] = std::move(*a);
+      a.ask.reset();
+      if (got) answers[a.index] = std::move(*got);
+      if (answers[a.index].output && a.kept.session) agents.put(hosts[a.index], std::move(a.kept));
+      drop(a.kept);
+      it = mine.erase(it);
+      ++settled;
     }
-    if (std::all_of(asks.begin(), asks.end(), [](const auto& a) { return !a; })) return;
-    ::poll(fds.data(), fds.size(), ms);
+    if (settled < hosts.size()) ::poll(fds.data(), fds.size(), ms);
   }
 }
 
@@ -369,22 +393,27 @@ void read_answers(std::vector<std::unique_ptr<InventoryAsk>>& asks,
 std::vector<AgentAnswer> ask_agents(ddl::ssh::Connector& connector,
                                     const std::vector<std::string>& hosts,
                                     const ddl::ssh::Options& options, const std::string& command,
-                                    std::vector<ddl::ssh::KeptSessions::Kept>& kept) {
-  kept = std::vector<ddl::ssh::KeptSessions::Kept>(hosts.size());
+                                    ddl::ssh::KeptSessions& agents) {
   std::vector<AgentAnswer> answers(hosts.size());
-  std::vector<std::unique_ptr<InventoryAsk>> asks(hosts.size());
-  on_pool(hosts.size(), options.max_parallel, [&](size_t i) {
-    try {
-      kept[i].session = connector.connect(hosts[i], options);
-      kept[i].channel = kept[i].session->exec(command);
-      kept[i].command = command;
-      asks[i] = std::make_unique<InventoryAsk>(kept[i], options.command_timeout);
-    } catch (const ddl::ssh::Error& e) {
-      drop(kept[i]);
-      answers[i].error = e.what();
-    }
+  Started started;
+  std::jthread logins([&] {
+    on_pool(hosts.size(), options.max_parallel, [&](size_t i) {
+      auto a = std::make_unique<Asking>();
+      a->index = i;
+      try {
+        a->kept.session = connector.connect(hosts[i], options);
+        a->kept.channel = a->kept.session->exec(command);
+        a->kept.command = command;
+        a->ask = std::make_unique<InventoryAsk>(a->kept, options.command_timeout);
+      } catch (const ddl::ssh::Error& e) {
+        drop(a->kept);
+        answers[i].error = e.what();
+      }
+      std::lock_guard lock(started.mutex);
+      started.items.push_back(std::move(a));
+    });
   });
-  read_answers(asks, answers, kept);
+  read_answers(started, hosts, answers, agents);
   return answers;
 }
 

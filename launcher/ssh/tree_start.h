@@ -48,18 +48,19 @@ struct AgentAnswer {
 };
 
 /// Logs in to each of `hosts` through `connector` (`options`: the config, keys, timeouts; at
-/// most options.max_parallel logins at once), runs `command` (ddlrun's agent, `ddlrun
-/// --probe-agent`) in an exec channel and asks it for its host's inventory (Hw); then reads
-/// every agent's stdout and stderr on the calling thread, waiting on all their channels at
-/// once (a host slow to answer, such as a login shell that sleeps, holds no thread), until
-/// each answer comes, its command ends, or options.command_timeout passes; the stderr read goes
-/// before the answer's own. One answer per host, in order. Once one answered, its `kept`
-/// entry holds the session, the agent's channel and the frames it sent besides the answer
-/// (its hello), for the subtree's start and the launch; else it is empty, the session closed.
+/// most options.max_parallel logins at once, on threads of their own), runs `command` (ddlrun's
+/// agent, `ddlrun --probe-agent`) in an exec channel and asks it for its host's inventory (Hw);
+/// meanwhile the calling thread reads every started agent's stdout and stderr, waiting on all
+/// their channels at once (a host slow to answer, such as a login shell that sleeps, holds no
+/// thread), until each answer comes, its command ends, or options.command_timeout passes; the
+/// stderr read goes before the answer's own. One answer per host, in order. The session of one
+/// that answered goes into `agents` at once, with the agent's channel and the frames it sent
+/// besides the answer (its hello), for the subtree's start and the launch (and ddlrun's
+/// heartbeat, KeptSessions::keep_alive); the others are closed.
 std::vector<AgentAnswer> ask_agents(ddl::ssh::Connector& connector,
                                     const std::vector<std::string>& hosts,
                                     const ddl::ssh::Options& options, const std::string& command,
-                                    std::vector<ddl::ssh::KeptSessions::Kept>& kept);
+                                    ddl::ssh::KeptSessions& agents);
 
 /// Runs `job(i)` for i in [0, n) on at most `threads` threads (here when none can be had).
 template <typename Job>

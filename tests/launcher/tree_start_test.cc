@@ -170,12 +170,12 @@ ddl::ssh::Options timed(milliseconds timeout) {
   return o;
 }
 
-/// ask_agents for one host: its answer, `kept` its entry.
+/// ask_agents for one host: its answer, `kept` its session when it answered.
 ssh::AgentAnswer ask_one(FakeConnector& connector, const std::string& host,
                          const ddl::ssh::Options& options, ddl::ssh::KeptSessions::Kept& kept) {
-  std::vector<ddl::ssh::KeptSessions::Kept> all;
-  ssh::AgentAnswer a = ssh::ask_agents(connector, {host}, options, kProbe, all).at(0);
-  kept = std::move(all.at(0));
+  ddl::ssh::KeptSessions agents;
+  ssh::AgentAnswer a = ssh::ask_agents(connector, {host}, options, kProbe, agents).at(0);
+  kept = agents.take(host);
   return a;
 }
 
@@ -290,15 +290,33 @@ TEST(AskAgent, SlowAgentsAreReadTogether) {
   }
   ddl::ssh::Options o = timed(milliseconds(5000));
   o.max_parallel = 4;
-  std::vector<ddl::ssh::KeptSessions::Kept> kept;
+  ddl::ssh::KeptSessions agents;
   const auto t0 = std::chrono::steady_clock::now();
-  const std::vector<ssh::AgentAnswer> got = ssh::ask_agents(connector, hosts, o, kProbe, kept);
+  const std::vector<ssh::AgentAnswer> got = ssh::ask_agents(connector, hosts, o, kProbe, agents);
   EXPECT_LT(std::chrono::steady_clock::now() - t0, milliseconds(1800));
   ASSERT_EQ(got.size(), 24u);
   for (size_t i = 0; i < got.size(); ++i) {
     EXPECT_EQ(got[i].output, (CommandOutput{0, "", kInventory, ""})) << hosts[i];
-    EXPECT_NE(kept.at(i).channel, nullptr) << hosts[i];
+    EXPECT_NE(agents.take(hosts[i]).channel, nullptr) << hosts[i];
   }
+}
+
+// An agent that answered waits in `agents` at once, where ddlrun's heartbeat reaches it
+// (KeptSessions::keep_alive), while the others are still asked: a slow host never keeps it
+// from hearing ddlrun for its heartbeat deadline.
+TEST(AskAgent, AnAnsweredAgentIsKeptAtOnce) {
+  FakeConnector connector;
+  LateAgents late(milliseconds(1000));
+  asked_agent(connector, inventory_answer());
+  connector.host("n1").program = late.program();
+  std::atomic<int> beats{0};
+  ddl::ssh::KeptSessions agents;
+  agents.keep_alive([&](ddl::ssh::KeptSessions::Kept&) { ++beats; }, milliseconds(100));
+  const std::vector<ssh::AgentAnswer> got =
+      ssh::ask_agents(connector, {"n0", "n1"}, timed(milliseconds(5000)), kProbe, agents);
+  EXPECT_GE(beats.load(), 5);
+  EXPECT_EQ(got.at(1).output, (CommandOutput{0, "", kInventory, ""}));
+  EXPECT_EQ(agents.size(), 2u);
 }
 
 /// A first-level host n0 whose probe left its agent running on a kept channel; `agent` plays
