@@ -54,19 +54,11 @@ void raise_open_files_limit() {
   setrlimit(RLIMIT_NOFILE, &limit);
 }
 
-/// `ddlrun --probe-agent`, what the ssh probe runs when the ssh launcher will follow: this
-/// host's inventory, a line "...", then the agent on the same channel (one login shell per
-/// host for probe and launch; mapper::SshProbeOptions::keep_command).
-[[noreturn]] void probe_then_agent(std::ostream& out, std::ostream& err) {
-  try {
-    std::string text = mapper::to_yaml(mapper::probe_hwloc(mapper::this_host_cached()));
-    if (text.empty() || text.back() != '\n') text += '\n';
-    out << text << "...\n" << std::flush;
-  } catch (const std::exception& e) {
-    err << "ddlrun: error: " << hostfiles::printable(e.what()) << "\n" << std::flush;
-    std::exit(kExitFailure);
-  }
-  launcher::run_agent(0, 1, mapper::run_link_agent);
+/// What ddlrun's agent does with the mapper: this host's --probe-links agent and its
+/// inventory (launcher::AgentServices).
+launcher::AgentServices agent_services() {
+  return {mapper::run_link_agent,
+          [] { return mapper::to_yaml(mapper::probe_hwloc(mapper::this_host_cached())); }};
 }
 
 /// `ddlrun --link-agent [PORT]`: the --probe-links agent (mapper::run_link_agent); its status.
@@ -86,11 +78,12 @@ int link_agent(const std::vector<std::string>& args) {
 /// returns), keeper (--keeper), and the wrapper of each rank under mpirun, srun, prterun
 /// or jsrun (--rank-exec, whose exit status this returns). Nothing when `args` asks for none;
 /// the other roles never return.
-std::optional<int> run_helper_role(const std::vector<std::string>& args, std::ostream& out,
-                                   std::ostream& err) {
+std::optional<int> run_helper_role(const std::vector<std::string>& args) {
   if (args.empty()) return std::nullopt;
-  if (args.front() == "--agent") launcher::run_agent(0, 1, mapper::run_link_agent);
-  if (args.front() == "--probe-agent") probe_then_agent(out, err);
+  // --probe-agent: the same agent, named so in the commands of the hosts ddlrun probes.
+  if (args.front() == "--agent" || args.front() == "--probe-agent") {
+    launcher::run_agent(0, 1, agent_services());
+  }
   if (args.front() == "--link-agent") return link_agent(args);
   if (args.front() == "--keeper") launcher::run_keeper(0);
   if (args.front() == "--rank-exec") {
@@ -182,7 +175,7 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   // prints of them goes through hostfiles::printable, so that no control byte reaches the
   // terminal raw.
   raise_open_files_limit();
-  if (std::optional<int> status = run_helper_role(args, out, err)) return *status;
+  if (std::optional<int> status = run_helper_role(args)) return *status;
   try {
     ParsedCommandLine parsed = parse_command_line(args);
     if (parsed.exit_code) {

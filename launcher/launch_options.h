@@ -64,6 +64,10 @@ struct LaunchOptions {
   /// for its frames, so that it takes over the subtrees the probe started (a restart whose
   /// probe left hosts out: one login per host still); else launch_tree of --tree-width.
   std::vector<ssh::TreeHost> probe_tree;
+  /// The ssh backend: the first level's sessions with the agents ddlrun's probe started
+  /// (ddlrun/plan/probe_tree.h), by host name; the launch takes each over instead of logging in
+  /// again (one login per host). Null: none.
+  std::shared_ptr<ddl::ssh::KeptSessions> agents;
 };
 
 }  // namespace ddl::launcher

@@ -2,10 +2,9 @@
 //
 // How it works:
 //  1. Every host's agent starts at once, one thread per host: through LinkProbeOptions::open
-//     when it reaches the host (the launch tree's agents), else over ssh in a new channel of
-//     the session the hardware probe kept (or of a new login), or, for this host, in a thread
-//     of this process over a socket pair; each a LinkChannel. Each says its port; each gets
-//     the run's token.
+//     when it reaches the host (ddlrun's agents), else over ssh in a login of its own, or, for
+//     this host, in a thread of this process over a socket pair; each a LinkChannel. Each says its
+//     port; each gets the run's token.
 //  2. measure_links runs the rounds; a round sends "test ADDRESS PORT" to the first host of
 //     each pair, all pairs at once (a thread each), and waits for their answers. An agent whose
 //     port cannot be reached (a firewall drops or refuses it: "unreachable" within a second) is
@@ -15,7 +14,7 @@
 //     gone (its channel failed, or says so: the launch tree found it lost) is left out of the
 //     later pairs, so that they do not wait for it, and a note names it.
 //  3. The agents are stopped by destroying their channels ("end", then the channel or the
-//     socket pair closed); kept sessions go back where they came from.
+//     socket pair closed).
 
 #include "mapper/link_probe.h"
 
@@ -66,26 +65,17 @@ bool take_line(std::string& buffer, std::string& line) {
   return true;
 }
 
-/// An agent in a channel of an ssh session (kept by the probe, or ours).
+/// An agent in a channel of an ssh session of its own.
 class SshChannel : public LinkChannel {
  public:
-  SshChannel(ssh::KeptSessions::Kept kept, std::unique_ptr<ssh::Channel> channel,
-             std::shared_ptr<ssh::KeptSessions> home, std::string host)
-      : kept_(std::move(kept)),
-        channel_(std::move(channel)),
-        home_(std::move(home)),
-        host_(std::move(host)) {}
+  SshChannel(std::unique_ptr<ssh::Session> session, std::unique_ptr<ssh::Channel> channel)
+      : session_(std::move(session)), channel_(std::move(channel)) {}
   ~SshChannel() override {
-    // The agent ends and its channel closes from the far side before the session goes back:
-    // a channel freed while the host still had to close it crashed libssh later, when the ssh
-    // launcher wrote to the kept session (ddlrun.probe_links_netns, launch).
     try {
       send("end");
-      channel_->exit_status();    // waits for the agent's end (at most the connect timeout)
     } catch (const LinkError&) {  // gone already
     }
     channel_.reset();
-    if (home_ && kept_.session) home_->put(host_, std::move(kept_));
   }
 
   void send(const std::string& line) override {
@@ -94,7 +84,7 @@ class SshChannel : public LinkChannel {
     const base::Deadline deadline(kTestTimeout);
     while (!rest.empty()) {
       const int n = channel_->write(rest);
-      if (n < 0) throw LinkError("cannot write to the link agent: " + kept_.session->error());
+      if (n < 0) throw LinkError("cannot write to the link agent: " + session_->error());
       if (n == 0 && deadline.passed()) throw LinkError("the link agent takes no input");
       if (n == 0) std::this_thread::sleep_for(milliseconds(1));
       rest.remove_prefix(static_cast<std::size_t>(n));
@@ -123,10 +113,8 @@ class SshChannel : public LinkChannel {
   }
 
  private:
-  ssh::KeptSessions::Kept kept_;
-  std::unique_ptr<ssh::Channel> channel_;
-  std::shared_ptr<ssh::KeptSessions> home_;
-  std::string host_;
+  std::unique_ptr<ssh::Session> session_;
+  std::unique_ptr<ssh::Channel> channel_;  ///< destroyed before session_
   std::string buffer_;
 };
 
@@ -172,17 +160,14 @@ class LocalChannel : public LinkChannel {
   std::string buffer_;
 };
 
-/// `host`'s agent over ssh: in a new channel of the session the probe kept, else of a login.
+/// `host`'s agent over ssh, in a login of its own.
 std::unique_ptr<LinkChannel> ssh_channel(const LinkHost& host, const LinkProbeOptions& o) {
-  ssh::KeptSessions::Kept kept;
-  if (o.sessions) kept = o.sessions->take(host.name);
   try {
-    if (!kept.session) kept.session = ssh::libssh_connector().connect(host.name, o.ssh);
-    std::unique_ptr<ssh::Channel> channel = kept.session->exec(
+    std::unique_ptr<ssh::Session> session = ssh::libssh_connector().connect(host.name, o.ssh);
+    std::unique_ptr<ssh::Channel> channel = session->exec(
         o.agent_command + (o.agent_port != 0 ? " " + std::to_string(o.agent_port) : ""));
-    return std::make_unique<SshChannel>(std::move(kept), std::move(channel), o.sessions, host.name);
+    return std::make_unique<SshChannel>(std::move(session), std::move(channel));
   } catch (const ssh::Error& e) {
-    if (o.sessions && kept.session) o.sessions->put(host.name, std::move(kept));
     throw LinkError(e.what());
   }
 }

@@ -89,13 +89,10 @@ using OpenLinkChannel = std::function<std::unique_ptr<LinkChannel>(const LinkHos
 
 /// How to reach the hosts and how long to measure.
 struct LinkProbeOptions {
-  ssh::Options ssh;           ///< how to log in where no kept session waits
+  ssh::Options ssh;           ///< how to log in to a host that `open` does not reach
   std::string agent_command;  ///< what runs the agent on a host: "'/path/ddlrun' --link-agent"
   int agent_port = 0;         ///< the agents' TCP port (--probe-links-port); 0: any free one
-  /// The sessions the hardware probe kept, by host name: used for the agent's channel and put
-  /// back; null or a host without one: a new login.
-  std::shared_ptr<ssh::KeptSessions> sessions;
-  double budget_s = 1.5;  ///< for the rounds of transfers (sample_links)
+  double budget_s = 1.5;      ///< for the rounds of transfers (sample_links)
   /// The remote hosts' agents, when set (the launch tree); null, or a host it returns null
   /// for: over ssh, as above. This host's agent always runs in this process.
   OpenLinkChannel open;

@@ -6,9 +6,6 @@
 //  2. The probe runs in an exec channel; stdout and stderr are read in turn without blocking on
 //     either, until EOF or command_timeout; then the exit status (or signal) decides whether
 //     stdout is parsed as an inventory.
-//  3. With keep_sessions the session is kept for the ssh launcher; with keep_command too, the
-//     command prints the inventory and a line "..." and goes on as the agent: its channel is
-//     kept open, with what it sent after the inventory.
 // Sessions and channels are owned by unique_ptrs, so every return and throw frees them.
 //
 // Many hosts (RemoteProber): the distinct hosts not yet known are looked up in the job's disk
@@ -160,59 +157,38 @@ int drain(ssh::Session& session, ssh::Channel& ch, ssh::Stream stream, std::stri
 struct Running {
   std::string host;
   std::string command;
-  bool keep = false;  ///< keep_command: its output is complete at the inventory's "..." line
   std::chrono::milliseconds timeout{0};
   base::Deadline deadline{std::chrono::milliseconds(0)};
   RemoteOutput out;
-  std::size_t searched = 0;  ///< out.out holds no kInventoryEnd that starts before this
   std::unique_ptr<ssh::Session> session;
   std::unique_ptr<ssh::Channel> channel;  ///< destroyed before session
 };
 
-/// How far a command's output is.
-enum class Read { kMore, kInventory, kEnded };
-
-constexpr std::string_view kInventoryEnd = "\n...\n";
-
-/// Whether `r`'s output holds the inventory's end, looking only at what came since the last
-/// look (output of up to kMaxStdout, read a packet at a time, is searched once, not once a
-/// packet).
-bool inventory_ended(Running& r) {
-  if (r.out.out.find(kInventoryEnd, r.searched) != std::string::npos) return true;
-  const std::size_t size = r.out.out.size();
-  r.searched = size >= kInventoryEnd.size() ? size - (kInventoryEnd.size() - 1) : 0;
-  return false;
-}
-
-/// Reads what `r`'s command printed on stdout and stderr, without waiting: kInventory once the
-/// inventory is complete (keep_command), kEnded once its output ended, kMore while more may
-/// come. Throws when it prints more than an inventory, on a read error, and past its deadline
-/// ("timed out after T waiting for 'command' to finish" or "to print the inventory").
-Read read_step(Running& r) {
+/// Reads what `r`'s command printed on stdout and stderr, without waiting: true once its output
+/// ended, false while more may come. Throws when it prints more than an inventory, on a
+/// read error, and past its deadline ("timed out after T waiting for 'command' to finish").
+bool read_step(Running& r) {
   for (;;) {
     const int n_out =
         drain(*r.session, *r.channel, ssh::Stream::kStdout, r.out.out, kMaxStdout + 1);
     const int n_err = drain(*r.session, *r.channel, ssh::Stream::kStderr, r.out.err, kMaxStderr);
-    if (r.keep && inventory_ended(r)) return Read::kInventory;
     if (r.out.out.size() > kMaxStdout) {
       throw ProbeError("'" + r.command + "' printed more than " + std::to_string(kMaxStdout >> 20) +
                        " MiB; that is not an inventory");
     }
-    if (r.channel->eof() || (n_out < 0 && n_err < 0)) return Read::kEnded;
+    if (r.channel->eof() || (n_out < 0 && n_err < 0)) return true;
     if (n_out > 0 || n_err > 0) continue;
     if (r.deadline.passed()) {
       throw ProbeError("timed out after " + ssh::seconds_text(r.timeout) + " waiting for '" +
-                       r.command + "' " + (r.keep ? "to print the inventory" : "to finish"));
+                       r.command + "' to finish");
     }
-    return Read::kMore;
+    return false;
   }
 }
 
 /// read_step until the output is complete, waiting on the channel in between.
-Read read_output(Running& r) {
-  for (;;) {
-    const Read step = read_step(r);
-    if (step != Read::kMore) return step;
+void read_output(Running& r) {
+  while (!read_step(r)) {
     const std::chrono::milliseconds wait(r.deadline.poll_ms(kPollSliceMs));
     if (r.channel->poll(wait) == ssh::Channel::kError) {
       throw ProbeError("reading from the remote command failed: " + session_error(*r.session));
@@ -265,14 +241,13 @@ std::string probe_command(const SshProbeOptions& options) {
 
 namespace {
 
-/// Steps 1 and 2 up to the command's start: logs in to `host` and runs the probe command, or
-/// keep_command (with keep_sessions). Throws ssh::Error or ProbeError.
+/// Steps 1 and 2 up to the command's start: logs in to `host` and runs the probe command.
+/// Throws ssh::Error or ProbeError.
 std::unique_ptr<Running> start_probe(const std::string& host, const SshProbeOptions& options,
                                      ssh::Connector& connector) {
   auto r = std::make_unique<Running>();
   r->host = host;
-  r->keep = options.keep_sessions && !options.keep_command.empty();
-  r->command = r->keep ? options.keep_command : probe_command(options);
+  r->command = probe_command(options);
   if (r->command.empty()) {
     throw ProbeError("no command to run: the path of ddlrun-probe is not set");
   }
@@ -283,28 +258,12 @@ std::unique_ptr<Running> start_probe(const std::string& host, const SshProbeOpti
   return r;
 }
 
-/// Steps 2 and 3 once the output is complete (`how`): the exit status (or signal) and the
-/// inventory; the session (and with keep_command the channel, with what the agent sent after
-/// the inventory) kept. keep_command's output that ended before the "..." line is judged as
-/// a probe's. Throws ProbeError.
-Inventory finish_probe(Running& r, Read how, const SshProbeOptions& options) {
-  if (how == Read::kInventory) {
-    const std::size_t end = r.out.out.find(kInventoryEnd);
-    Inventory inventory = inventory_from_probe_output(
-        r.host, r.command, RemoteOutput{0, {}, r.out.out.substr(0, end + 1), r.out.err});
-    options.keep_sessions->put(
-        r.host, ssh::KeptSessions::Kept{std::move(r.session), std::move(r.channel),
-                                        r.out.out.substr(end + kInventoryEnd.size()), r.command});
-    return inventory;
-  }
+/// Step 2 once the output has ended: the exit status (or signal) judged, and the inventory.
+/// Throws ProbeError.
+Inventory finish_probe(Running& r) {
   r.out.exit_status = r.channel->exit_status();
-  if (!r.keep) r.out.signal = r.channel->exit_signal();
-  Inventory inventory = inventory_from_probe_output(r.host, r.command, r.out);
-  if (options.keep_sessions && !r.keep) {
-    r.channel.reset();
-    options.keep_sessions->put(r.host, ssh::KeptSessions::Kept{std::move(r.session), {}, {}, {}});
-  }
-  return inventory;
+  r.out.signal = r.channel->exit_signal();
+  return inventory_from_probe_output(r.host, r.command, r.out);
 }
 
 }  // namespace
@@ -313,8 +272,8 @@ Inventory probe_host_ssh(const std::string& host, const SshProbeOptions& options
                          ssh::Connector& connector) {
   try {
     std::unique_ptr<Running> r = start_probe(host, options, connector);
-    const Read how = read_output(*r);
-    return finish_probe(*r, how, options);
+    read_output(*r);
+    return finish_probe(*r);
   } catch (const ssh::Error& e) {
     throw ProbeError(e.what());
   }
@@ -447,7 +406,7 @@ void probe_all(const Todo& todo, int max_parallel, const HostProbeFn& probe_one,
 // is slow to start or to print (a login shell that sleeps) holds no thread, so every host's
 // wait overlaps while at most max_parallel log in at once. A command whose output is complete
 // (or failed, or past its deadline) goes back to a worker, which takes its exit status, parses
-// the inventory and keeps the session: the parse runs in parallel, and a blocking close never
+// the inventory and closes the session: the parse runs in parallel, and a blocking close never
 // holds up the reading. The texts are probe_host_ssh's, whose steps these are.
 class PipelinedProbe {
  public:
@@ -489,7 +448,6 @@ class PipelinedProbe {
     const std::string* host = nullptr;
     Outcome* outcome = nullptr;
     std::unique_ptr<Running> running;
-    Read how = Read::kMore;
     std::string error;  ///< why reading it failed
   };
 
@@ -505,7 +463,7 @@ class PipelinedProbe {
         lock.unlock();
         finish(*item);
         const std::string& host = *item->host;
-        item.reset();  // closes a session not kept, here rather than in the reading thread
+        item.reset();  // closes the session here rather than in the reading thread
         lock.lock();
         settled(host);
       } else if (next_ < todo_.size()) {
@@ -538,7 +496,7 @@ class PipelinedProbe {
       o.error = item.error;
       return;
     }
-    settle(o, [&] { return finish_probe(*item.running, item.how, options_); });
+    settle(o, [&] { return finish_probe(*item.running); });
   }
 
   /// Under the lock: one more host, `host`, settled; the reader and the workers may be done.
@@ -581,8 +539,7 @@ class PipelinedProbe {
   /// One look at `item`'s output: true once it is complete, or reading it failed.
   static bool read_one(Item& item) {
     try {
-      item.how = read_step(*item.running);
-      return item.how != Read::kMore;
+      return read_step(*item.running);
     } catch (const std::exception& e) {
       item.error = reason_of(e);
     }

@@ -27,8 +27,14 @@ namespace ddl::mapper {
 // commands of the same job do not probe again.
 
 using HostKeyPolicy = ssh::HostKeyPolicy;
-/// Where the probe leaves each host's logged-in session for the ssh launcher.
-using SshSessions = ssh::KeptSessions;
+
+/// What a remote command did.
+struct RemoteOutput {
+  int exit_status = 0;  ///< -1: it ended without one (see signal)
+  std::string signal;   ///< the signal that ended it ("KILL"), when the server said
+  std::string out;
+  std::string err;
+};
 
 /// How to reach the hosts (ssh::Options) and what to run there.
 struct SshProbeOptions : ssh::Options {
@@ -41,11 +47,6 @@ struct SshProbeOptions : ssh::Options {
   std::string job_id;
   /// Where the disk cache lives; empty: default_probe_cache_dir().
   std::string cache_dir;
-  /// With keep_sessions: a command to run instead of probe_command() that prints the inventory
-  /// and a line "...", then goes on as ddlrun's agent on the same channel (`ddlrun
-  /// --probe-agent`); the channel is kept open with the session, so that each host pays for
-  /// one login and one login shell. Empty: the probe command, and the session alone is kept.
-  std::string keep_command;
   /// Called as each host's probe ends, answered or failed (a cached host at once), from any of
   /// the probe's threads: ddlrun's progress lines name the hosts it still waits for.
   std::function<void(const std::string& host)> on_settled;
@@ -63,14 +64,6 @@ Inventory probe_host_ssh(const std::string& host, const SshProbeOptions& options
                          ssh::Connector& connector);
 /// The same through ssh::libssh_connector().
 Inventory probe_host_ssh(const std::string& host, const SshProbeOptions& options);
-
-/// What a remote command did.
-struct RemoteOutput {
-  int exit_status = 0;  ///< -1: it ended without one (see signal)
-  std::string signal;   ///< the signal that ended it ("KILL"), when the server said
-  std::string out;
-  std::string err;
-};
 
 /// The inventory that `command` printed on `host`, parsed with inventory_from_yaml(out,
 /// "inventory of HOST"). Throws ProbeError with the reason: exit status 127 (ddlrun-probe is not

@@ -58,10 +58,6 @@ struct Options {
   /// probe); the launch's login threads are also at most ssh::kLoginThreads (32). 32 keeps
   /// ddlrun under 64 threads, flat or tree.
   int max_parallel = 32;
-  /// Where the prober leaves each host's logged-in session once its probe ran, so that the ssh
-  /// launcher runs its agent through it instead of logging in again (one login per host);
-  /// null: sessions are closed after the probe.
-  std::shared_ptr<KeptSessions> keep_sessions;
 };
 
 /// Which output stream of a remote command.
@@ -180,8 +176,9 @@ class Connector {
 /// The real connector (libssh). Lives as long as the program.
 Connector& libssh_connector();
 
-/// Logged-in sessions kept for later, by host name as listed: the prober leaves each host's
-/// here (Options::keep_sessions) and the ssh launcher takes them. Thread-safe. Destroying it
+/// Logged-in sessions kept for later, by host name as listed: ddlrun's probe leaves each
+/// first-level host's here, with its agent running, and the ssh launcher takes them
+/// (launcher::LaunchOptions::agents). Thread-safe. Destroying it
 /// closes what was not taken.
 class KeptSessions {
  public:

@@ -297,12 +297,12 @@ std::vector<std::string> hardware_known_here(const Options& o, JobPlan& plan,
   return remote_hosts;
 }
 
-/// Probes `hosts` with the prober, or over ssh. Unless this is a dry run, the ssh probe's
-/// sessions are kept in plan.sessions, and when `ssh_follows` each host's agent starts in its
-/// probe's channel and hears ddlrun's heartbeat until the launch takes it over. `fresh` passes
-/// by the job's disk cache, so that every host is reached (a restart's check that it still
-/// answers). Beyond --tree-width hosts the probe goes down the launch tree (probe_tree.h):
-/// for a dry run too, whose agents then exit with the sessions.
+/// Probes `hosts` with the prober, or over ssh: through ddlrun's agents (probe_tree.h) when the
+/// ssh launcher follows or --probe-links measures through them, each first-level host's kept
+/// in plan.sessions, hearing ddlrun's heartbeat until the launch takes it over; else with the
+/// probe command alone. `fresh` passes by the job's disk cache, so that every host is reached
+/// (a restart's check that it still answers). Beyond --tree-width hosts the agents carry the
+/// probe down the launch tree: for a dry run too, whose agents then exit with the sessions.
 std::vector<mapper::HostProbe> probe_remote_hosts(const Options& o, JobPlan& plan,
                                                   const RemoteProber& prober,
                                                   const std::vector<std::string>& hosts,
@@ -319,23 +319,17 @@ std::vector<mapper::HostProbe> probe_remote_hosts(const Options& o, JobPlan& pla
   });
   so.on_settled = [&progress](const std::string& host) { progress.settled(host); };
   const bool tree = probe_goes_down_the_tree(o, plan.hosts.size(), ssh_follows);
-  // The ssh launcher runs each agent through its probe's session, --probe-links its own.
-  if (!o.dry_run || o.probe_links || tree) {
-    plan.sessions = std::make_shared<mapper::SshSessions>();
-    so.keep_sessions = plan.sessions;
-    // Each agent starts right after its probe, in the same login shell, when the ssh
-    // launcher is the one that will run the job (else the kept channels are closed and the
-    // agents, given no job, exit), or when the agents carry the probe down the tree.
-    if (ssh_follows && (!o.dry_run || tree)) {
-      so.keep_command = quote_shell_word(self_path()) + " --probe-agent";
-      launcher::ssh::keep_agents_alive(*plan.sessions);
-    }
-  }
-  if (!tree) return mapper::probe_hosts_ssh(hosts, so);
+  // The ssh launcher runs the job through the probe's agents, --probe-links measures through
+  // them; else (another launcher follows, or a flat dry run) the probe command runs alone.
+  if (!o.probe_links && (!ssh_follows || (o.dry_run && !tree)))
+    return mapper::probe_hosts_ssh(hosts, so);
+  plan.sessions = std::make_shared<ddl::ssh::KeptSessions>();
+  launcher::ssh::keep_agents_alive(*plan.sessions);
   std::vector<std::string> all;
   for (const hostfiles::Host& h : plan.hosts.hosts())
     all.push_back(h.name);
-  std::vector<mapper::HostProbe> results = probe_through_tree(o, all, hosts, so, &plan.probe_tree);
+  std::vector<mapper::HostProbe> results =
+      probe_through_tree(o, all, hosts, so, *plan.sessions, plan.probe_tree);
   // Every agent exits with its session: nothing is left on any host (--probe-links first
   // measures through them: measure_links).
   if (o.dry_run && !o.probe_links) {
@@ -492,15 +486,14 @@ std::vector<mapper::LinkHost> link_hosts(const JobPlan& plan,
 }
 
 /// --probe-links' measurement of `hosts`: through the agents the probe left along the launch
-/// tree (launcher/ssh/tree_links.h) when it went down one, else through the sessions it kept
-/// (the tree's sessions go back to them before this returns).
+/// tree, flat or deeper (launcher/ssh/tree_links.h; their sessions go back before this
+/// returns); a host they do not reach over ssh.
 mapper::LinkMeasurement measure_through_probe(const Options& o, JobPlan& plan,
                                               const std::vector<mapper::LinkHost>& hosts) {
   mapper::LinkProbeOptions lo;
   lo.ssh = ssh_probe_options(o, plan.job_id);
   lo.agent_command = quote_shell_word(self_path()) + " --link-agent";
   lo.agent_port = o.probe_links_port;
-  lo.sessions = plan.sessions;
   std::unique_ptr<launcher::ssh::TreeLinks> tree;
   if (plan.sessions && !plan.probe_tree.empty()) {
     tree = std::make_unique<launcher::ssh::TreeLinks>(

@@ -55,11 +55,12 @@ struct JobPlan {
   /// topology.links.
   std::optional<comm::LinkMeasurement> links;
   bool links_cached = false;  ///< links read from the batch job's probe cache
-  /// The sessions the ssh probe logged in with, kept for the ssh launcher (one login per
-  /// host); null when nothing was probed over ssh, for a dry run, or another launcher.
-  std::shared_ptr<mapper::SshSessions> sessions;
-  /// The launch tree the probe went down, without the hosts whose probe failed
-  /// (LaunchOptions::probe_tree); empty when the probe was flat or for a dry run.
+  /// The first level's sessions with ddlrun's agents, which the ssh probe started
+  /// (probe_tree.h), kept for --probe-links and the ssh launcher (one login per host); null
+  /// when no agent was started, for a dry run, or another launcher.
+  std::shared_ptr<ddl::ssh::KeptSessions> sessions;
+  /// The launch tree the agents' probe went down, flat or deeper, without the hosts whose probe
+  /// failed (LaunchOptions::probe_tree); empty without agents or for a dry run.
   std::vector<launcher::ssh::TreeHost> probe_tree;
   /// Hosts left out because their probe failed (Replan::drop_unreachable): name, reason.
   std::vector<std::pair<std::string, std::string>> unreachable;

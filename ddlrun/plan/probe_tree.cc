@@ -3,17 +3,19 @@
 // How it works: the launch tree of the job's hosts is the one the ssh launcher will build
 // (launcher::ssh::launch_tree over the hosts in the job's order, their indices the topology's
 // when every host gets ranks). Each host below the first level whose inventory is neither
-// known here (this host, --host-xml) nor in the job's disk cache gets the probe-then-agent
-// command. A pool of at most max_parallel threads (never more than the first level's hosts)
-// probes the first-level hosts that have something to probe, keeping each session with its
-// agent, and starts each one's subtree through it (start_subtree), which brings every output
-// back. The outputs are read as inventories by the mapper (inventory_from_probe_output, the
-// same texts as a probe from here, with the tree parent named), and the launch later takes
-// the first level's sessions over with their subtrees already running: one login per host.
-// A restart's probe (past the disk cache: every host gets the command) goes the same way, and
-// the tree without the hosts whose probe failed (and those below them, never reached) goes to
-// the launch, which then takes it over as it is (LaunchOptions::probe_tree). A dry run closes
-// the sessions once the outputs came: every agent exits.
+// known here (this host, --host-xml) nor in the job's disk cache gets the agent's command
+// (ddlrun --probe-agent). The first-level hosts that have something to probe are logged in to
+// (at most max_parallel at once), their agents asked for their inventories and read together
+// on one thread (ask_agents: a slow login shell holds no thread), and then a pool of at most
+// max_parallel threads keeps each session with its agent and starts each one's subtree
+// through it (start_subtree), which brings every answer back. The outputs are read as inventories
+// by the mapper (inventory_from_probe_output, the same texts as a probe from here, with the tree
+// parent named), and the launch later takes the first level's sessions over with their subtrees
+// already running: one login per host. A restart's probe (past the disk cache: every host gets the
+// command) goes the same way, and the tree without the hosts whose probe failed (and those below
+// them, never reached) goes to the launch, which then takes it over as it is
+// (LaunchOptions::probe_tree). A dry run closes the sessions once the outputs came: every agent
+// exits.
 // --probe-links then measures through the same agents (link_channels: launcher/ssh/
 // tree_links.h under mapper::probe_links), before the launch takes the tree over.
 
@@ -30,6 +32,7 @@
 #include <thread>
 
 #include "ddlrun/plan/plan.h"
+#include "ddlrun/shell_words.h"
 #include "launcher/launcher.h"
 
 namespace ddl::ddlrun {
@@ -43,6 +46,7 @@ struct TreeProbe {
   std::mutex mutex;
   std::map<std::string, mapper::HostProbe> results;
   std::function<void(const std::string&)> on_settled;  ///< SshProbeOptions::on_settled
+  ddl::ssh::KeptSessions* agents = nullptr;            ///< where each first-level agent is kept
 
   void put(mapper::HostProbe r) {
     const std::string host = r.host;
@@ -87,24 +91,34 @@ mapper::HostProbe result_of(const tree::StartedHost& s, const std::string& comma
   return r;
 }
 
-/// Probes first-level host `t` (keeping its session and agent) and starts its subtree through
-/// it; its result and those of the hosts below go into `out`.
-void probe_first(const tree::TreeHost& t, const Options& o, const mapper::SshProbeOptions& so,
-                 int levels_below, TreeProbe& out) {
+/// First-level host `t`, whose agent running `command` gave answer `a` (its session kept in
+/// out.agents): its inventory, and its subtree started through it; its result and those of the
+/// hosts below go into `out`, and its session back into out.agents unless it failed.
+void probe_first(const tree::TreeHost& t, const tree::AgentAnswer& a, const Options& o,
+                 const mapper::SshProbeOptions& so, const std::string& command, int levels_below,
+                 TreeProbe& out) {
   std::vector<tree::StartedHost> below;
+  ddl::ssh::KeptSessions::Kept kept = out.agents->take(t.name);
   try {
-    out.put({t.name, mapper::probe_host_ssh(t.name, so), "", false});
+    if (!a.output) throw mapper::ProbeError(a.error);
+    const tree::CommandOutput& own = *a.output;
+    out.put(
+        {t.name,
+         mapper::inventory_from_probe_output(
+             t.name, command, mapper::RemoteOutput{own.exit_status, own.signal, own.out, own.err}),
+         "", false});
     if (!t.children.empty()) {
-      ddl::ssh::KeptSessions::Kept kept = so.keep_sessions->take(t.name);
       const tree::SubtreeFrame w = tree::subtree_frame(
           so, self_path(),
           std::chrono::milliseconds(static_cast<int64_t>(o.heartbeat_timeout * 1000)), t.children);
       below = tree::start_subtree(kept, t.name, w, tree::subtree_start_limit(so, levels_below));
       // Lost meanwhile (silent, or took no data): its probe fails with why, in the launch's words.
       if (!kept.lost.empty()) out.put({t.name, std::nullopt, kept.lost, false});
-      so.keep_sessions->put(t.name, std::move(kept));
     }
+    out.agents->put(t.name, std::move(kept));
   } catch (const std::exception& e) {
+    kept.channel.reset();  // before its session
+    kept.session.reset();
     const bool probe = dynamic_cast<const mapper::ProbeError*>(&e) != nullptr;
     out.put(
         {t.name, std::nullopt, (probe ? "" : "protocol error: ") + std::string(e.what()), false});
@@ -120,7 +134,7 @@ void probe_first(const tree::TreeHost& t, const Options& o, const mapper::SshPro
     }
   }
   for (const tree::StartedHost& s : below)
-    out.put(result_of(s, so.keep_command));
+    out.put(result_of(s, command));
 }
 
 /// A host's link agent along the launch tree, as mapper::probe_links speaks to it.
@@ -154,23 +168,6 @@ class TreeLinkChannel : public mapper::LinkChannel {
   int id_;
 };
 
-/// Runs `job(i)` for i in [0, n) on at most `threads` threads (here when none can be had).
-template <typename Job>
-void pool(std::size_t n, int threads, const Job& job) {
-  std::atomic<std::size_t> next{0};
-  const auto worker = [&] {
-    for (std::size_t i = next++; i < n; i = next++)
-      job(i);
-  };
-  std::vector<std::jthread> running;
-  try {
-    while (running.size() < std::min<std::size_t>(std::max(threads, 1), n))
-      running.emplace_back(worker);
-  } catch (const std::system_error&) {
-    if (running.empty()) worker();
-  }
-}
-
 }  // namespace
 
 bool probe_goes_down_the_tree(const Options& o, std::size_t hosts, bool ssh_follows) {
@@ -181,9 +178,11 @@ std::vector<mapper::HostProbe> probe_through_tree(const Options& o,
                                                   const std::vector<std::string>& all,
                                                   const std::vector<std::string>& remote,
                                                   const mapper::SshProbeOptions& so,
-                                                  std::vector<tree::TreeHost>* tree) {
+                                                  ddl::ssh::KeptSessions& agents,
+                                                  std::vector<tree::TreeHost>& tree) {
   TreeProbe probed;
   probed.on_settled = so.on_settled;
+  probed.agents = &agents;
   std::set<std::string> to_probe;
   for (const std::string& h : remote) {
     if (std::optional<mapper::Inventory> inv = mapper::cached_inventory(so, h)) {
@@ -197,14 +196,24 @@ std::vector<mapper::HostProbe> probe_through_tree(const Options& o,
     order.emplace_back(static_cast<int>(order.size()), h);
   std::vector<tree::TreeHost> first = tree::launch_tree(order, o.tree_width);
   const int levels_below = tree::tree_depth(first) - 1;
+  const std::string command = quote_shell_word(self_path()) + " --probe-agent";
   std::vector<const tree::TreeHost*> log_in;
+  const std::set<std::string> listed(remote.begin(), remote.end());
   for (tree::TreeHost& t : first) {
-    // --probe-links measures through every host's agent: each first-level host is logged in.
-    if (mark(t.children, to_probe, so.keep_command) || to_probe.contains(t.name) || o.probe_links)
+    // --probe-links measures through every host's agent: each first-level host is logged in
+    // (flat, each remote one).
+    if (mark(t.children, to_probe, command) || to_probe.contains(t.name) ||
+        (o.probe_links && (levels_below > 0 || listed.contains(t.name))))
       log_in.push_back(&t);
   }
-  pool(log_in.size(), so.max_parallel,
-       [&](std::size_t i) { probe_first(*log_in[i], o, so, levels_below, probed); });
+  std::vector<std::string> names;
+  for (const tree::TreeHost* t : log_in)
+    names.push_back(t->name);
+  const std::vector<tree::AgentAnswer> answers =
+      tree::ask_agents(ddl::ssh::libssh_connector(), names, so, command, agents);
+  tree::on_pool(log_in.size(), so.max_parallel, [&](std::size_t i) {
+    probe_first(*log_in[i], answers[i], o, so, command, levels_below, probed);
+  });
   std::vector<mapper::HostProbe> results;
   for (const std::string& h : remote) {
     mapper::HostProbe& r = probed.results[h];
@@ -214,18 +223,14 @@ std::vector<mapper::HostProbe> probe_through_tree(const Options& o,
   }
   // A first-level host probed only for the hosts below it (this host, or one --host-xml
   // describes) whose login failed: its failure too, since theirs only point at it.
-  const std::set<std::string> listed(remote.begin(), remote.end());
   for (const tree::TreeHost* t : log_in) {
     const mapper::HostProbe& r = probed.results[t->name];
     if (!listed.contains(t->name) && !r.ok()) results.push_back(r);
   }
-  if (tree != nullptr) {
-    std::set<std::string> failed;
-    for (const mapper::HostProbe& r : results)
-      if (!r.ok()) failed.insert(r.host);
-    *tree =
-        tree::prune_tree(first, [&](const tree::TreeHost& h) { return !failed.contains(h.name); });
-  }
+  std::set<std::string> failed;
+  for (const mapper::HostProbe& r : results)
+    if (!r.ok()) failed.insert(r.host);
+  tree = tree::prune_tree(first, [&](const tree::TreeHost& h) { return !failed.contains(h.name); });
   return results;
 }
 

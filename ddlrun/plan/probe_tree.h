@@ -17,19 +17,23 @@ namespace ddl::ddlrun {
 bool probe_goes_down_the_tree(const Options& o, std::size_t hosts, bool ssh_follows);
 
 /// Probes `remote` (the hosts of `all`, the job's hosts in order, whose hardware must come from
-/// a probe) along the launch tree of `all` at --tree-width, so that each host pays for one
-/// login: ddlrun logs in to the first level only, running so.keep_command there (the probe,
-/// then the agent, kept in so.keep_sessions), and sends each its subtree; every host below
-/// that the job's disk cache does not know runs so.keep_command too (the others the agent
-/// alone), and its output comes back up the tree. A first-level host is logged in to now only
-/// when it or a host below it is to be probed, or with --probe-links (which measures through
-/// every host's agent). One result per host of `remote`, in order; a
-/// failure below the first level names the host's tree parent. New inventories go to the
-/// job's disk cache. `tree`, when given, gets the launch tree the probe went down, without
-/// the hosts whose probe failed and those below them (LaunchOptions::probe_tree).
-std::vector<mapper::HostProbe> probe_through_tree(
-    const Options& o, const std::vector<std::string>& all, const std::vector<std::string>& remote,
-    const mapper::SshProbeOptions& so, std::vector<launcher::ssh::TreeHost>* tree = nullptr);
+/// a probe) through ddlrun's agents along the launch tree of `all` at --tree-width (flat within
+/// it), so that each host pays for one login: ddlrun logs in to the first level only, runs
+/// `ddlrun --probe-agent` there and asks it for its inventory (launcher/ssh/tree_start.h:
+/// ask_agent), keeps the session with its agent in `agents` for --probe-links and the launch,
+/// and sends each its subtree; every host below that the job's disk cache does not know runs
+/// the agent too and is asked the same way, its answer coming back up the tree. A first-level
+/// host is logged in to now only when it or a host below it is to be probed, or with
+/// --probe-links (which measures through every remote host's agent). One result per host of
+/// `remote`, in order; a failure below the first level names the host's tree parent. New
+/// inventories go to the job's disk cache. `tree` gets the launch tree the probe went down,
+/// without the hosts whose probe failed and those below them (LaunchOptions::probe_tree).
+std::vector<mapper::HostProbe> probe_through_tree(const Options& o,
+                                                  const std::vector<std::string>& all,
+                                                  const std::vector<std::string>& remote,
+                                                  const mapper::SshProbeOptions& so,
+                                                  ddl::ssh::KeptSessions& agents,
+                                                  std::vector<launcher::ssh::TreeHost>& tree);
 
 /// --probe-links' channels to the link agents of the hosts `links` reaches along the launch
 /// tree (launcher/ssh/tree_links.h), as mapper::probe_links speaks to them: null for a host

@@ -241,7 +241,7 @@ int launch(const JobPlan& plan, const Options& o, spdlog::logger& log, launcher:
   launcher::LaunchOptions lo;
   lo.ddlrun_path = self_path();
   lo.ssh = ssh_probe_options(o, plan.job_id);
-  lo.ssh.keep_sessions = plan.sessions;
+  lo.agents = plan.sessions;
   lo.mpiargs = plan.mpiargs;
   lo.work_dir = work.path();
   lo.environ = launcher::current_environment();

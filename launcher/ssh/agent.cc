@@ -33,7 +33,9 @@
 // stays open for the frames of the hosts below it.
 //
 // While it waits for its job, N frames (--probe-links down the tree) run this host's link
-// agent in a thread of its own and carry its lines (tree_links.h); the job stops it.
+// agent in a thread of its own and carry its lines (tree_links.h); the job stops it. An
+// inventory request (Hw) is answered at once on the reader's thread with this host's
+// inventory (AgentServices::inventory, ddlrun's hwloc/NVML probe), or why it has none.
 
 #include "launcher/ssh/agent.h"
 
@@ -85,12 +87,12 @@ class Agent : private pmix_server::Host {
   /// `liveness`: the heartbeat and watchdog threads (start_liveness), with SIGTERM, SIGINT and
   /// SIGHUP blocked for the watchdog to take; off only in tests.
   Agent(int in_fd, int out_fd, bool liveness, ddl::ssh::Connector& connector,
-        ssh::LinkAgentRunner links)
+        AgentServices services)
       : in_(in_fd),
         out_(out_fd),
         liveness_(liveness),
         connector_(connector),
-        run_links_(std::move(links)),
+        services_(std::move(services)),
         last_heard_ms_(now_ms()) {}
 
   /// The whole conversation; returns the agent's exit status.
@@ -154,6 +156,8 @@ class Agent : private pmix_server::Host {
           if (relay_) relay_->down(f->id, f->payload);
         } else if (f->type == ssh::FrameType::kLinkLine) {
           link_line(f->id, f->payload);
+        } else if (f->type == ssh::FrameType::kInventory) {
+          answer_inventory();
         } else if (f->type == ssh::FrameType::kJobBytes) {
           if (relay_) relay_->broadcast(ssh::encode_frame(f->type, f->id, f->payload));
           job_bytes_ = std::move(f->payload);
@@ -189,9 +193,21 @@ class Agent : private pmix_server::Host {
             std::lock_guard lock(out_mutex_);
             return base::write_all(out_, frames) == 0;
           },
-          ddlrun_address_, run_links_);
+          ddlrun_address_, services_.links);
     }
     links_->take(port, line);
+  }
+  /// An inventory request (Hw): this host's inventory goes up (id 0), or why not (id 1).
+  void answer_inventory() {
+    if (!services_.inventory) {
+      send(ssh::FrameType::kInventory, 1, "this agent cannot probe its host");
+      return;
+    }
+    try {
+      send(ssh::FrameType::kInventory, 0, services_.inventory());
+    } catch (const std::exception& e) {
+      send(ssh::FrameType::kInventory, 1, e.what());
+    }
   }
   int fail(int status, const std::string& message) {
     send(ssh::FrameType::kFailure, status, message);
@@ -232,7 +248,7 @@ class Agent : private pmix_server::Host {
   bool liveness_;
   ddl::ssh::Connector& connector_;     ///< logs in to this agent's children in the launch tree
   std::unique_ptr<ssh::Relay> relay_;  ///< its children, once a subtree frame came
-  ssh::LinkAgentRunner run_links_;     ///< runs --probe-links' agent (ddlrun's)
+  AgentServices services_;             ///< --probe-links' agent and the inventory (ddlrun's)
   std::unique_ptr<ssh::LinkAgentThread> links_;  ///< --probe-links' agent, until the job
   std::atomic<bool> job_came_{false};            ///< (or the channel ended)
   std::string ddlrun_address_;                   ///< ddlrun's host, from the subtree frame
@@ -694,22 +710,22 @@ void Agent::relay_event(const Event& e) {
 }  // namespace
 
 int converse_as_agent(int in_fd, int out_fd, bool liveness, ddl::ssh::Connector& connector,
-                      ssh::LinkAgentRunner links) {
+                      AgentServices services) {
   // Never destroyed: the reader, heartbeat and watchdog threads may still use it (blocked in
   // read() or write()) until _exit ends them.
-  auto* agent = new Agent(in_fd, out_fd, liveness, connector, std::move(links));
+  auto* agent = new Agent(in_fd, out_fd, liveness, connector, std::move(services));
   const int status = agent->run();
   agent->remove_files();
   return status;
 }
 
-void run_agent(int in_fd, int out_fd, const ssh::LinkAgentRunner& links) {
+void run_agent(int in_fd, int out_fd, const AgentServices& services) {
   std::error_code ec;
   const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (!ec) enable_keeper(self.string());
   keeper_watch_link(out_fd);
   remove_stale_dirs();
-  const int status = converse_as_agent(in_fd, out_fd, true, ddl::ssh::libssh_connector(), links);
+  const int status = converse_as_agent(in_fd, out_fd, true, ddl::ssh::libssh_connector(), services);
   std::fflush(nullptr);
   _exit(status);
 }

@@ -11,8 +11,9 @@ namespace ddl::launcher::ssh {
 
 namespace {
 constexpr uint32_t kMaxPayload = 256u << 20;
-// The last five: the launch tree's W, T, L and V, and --probe-links' N (protocol.h).
-constexpr std::string_view kTypes = "HJUKFGORXDSIECBAQPZYM\x01\x02\x03\x04\x05";
+// The last six: the launch tree's W, T, L and V, --probe-links' N and the inventory's Hw
+// (protocol.h).
+constexpr std::string_view kTypes = "HJUKFGORXDSIECBAQPZYM\x01\x02\x03\x04\x05\x06";
 }  // namespace
 
 std::string encode_frame(FrameType type, int32_t id, std::string_view payload) {

@@ -66,9 +66,9 @@ namespace ddl::launcher::ssh {
 //                more whole frames of that host's conversation, passed on unchanged
 //   agent  -> L  host `id`, a child in the tree, is lost: payload = why (its agent went silent,
 //                or its channel closed before done, or it ended badly after done)
-//   agent  -> V  (routed from the host) what the host's command (TreeHost::command: ddlrun's
-//                probe, then the agent) printed up to its line "...", or all it printed when
-//                it ended first (CommandOutput, tree.h): how ddlrun's probe travels the tree
+//   agent  -> V  (routed from the host) all that the host's command (TreeHost::command: ddlrun's
+//                agent under the probe's name) printed when it ended before its hello, and
+//                how it ended (CommandOutput, tree.h)
 // and, for --probe-links down the tree (tree_links.h), while the agent waits for its job:
 //   ddlrun -> N  a line for this host's link agent (mapper::run_link_agent), which the agent
 //                runs in a thread of its own: the first N starts it, listening on TCP port `id`
@@ -76,9 +76,15 @@ namespace ddl::launcher::ssh {
 //                job frame (J) stops it, as does the end of the channel.
 //   agent  -> N  id 0: a line the link agent printed, without its newline; id 1: it ended
 //                (payload: how), and no more lines come
-// W, T, L, V and N name these five here; their type bytes are 1, 2, 3, 4 and 5, which no text
-// begins with, so that a login script's "Welcome ..." or "This system ..." is still caught as
-// not the agent's.
+// and, so that ddlrun plans from its agents' answers, at any time before the job (routed like
+// the rest to a host below the first level):
+//   ddlrun -> Hw inventory request: this host's hardware (the hwloc/NVML probe ddlrun runs
+//                here; AgentServices::inventory)
+//   agent  -> Hw the answer: id 0, payload = the inventory as YAML (mapper's inventory text);
+//                id 1, payload = why this host could not be probed
+// W, T, L, V, N and Hw name these six here; their type bytes are 1, 2, 3, 4, 5 and 6, which
+// no text begins with, so that a login script's "Welcome ..." or "This system ..." is still
+// caught as not the agent's.
 
 enum class FrameType : char {
   kHello = 'H',
@@ -102,11 +108,12 @@ enum class FrameType : char {
   kStdinCredit = 'Z',
   kHeartbeat = 'Y',
   kOutputCredit = 'M',
-  kSubtree = '\x01',   ///< W
-  kRouted = '\x02',    ///< T
-  kLost = '\x03',      ///< L
-  kOutput = '\x04',    ///< V
-  kLinkLine = '\x05',  ///< N
+  kSubtree = '\x01',    ///< W
+  kRouted = '\x02',     ///< T
+  kLost = '\x03',       ///< L
+  kOutput = '\x04',     ///< V
+  kLinkLine = '\x05',   ///< N
+  kInventory = '\x06',  ///< Hw
 };
 
 /// Bytes of stdin ddlrun may send before the agent grants more (kStdinCredit).

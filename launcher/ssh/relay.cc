@@ -17,11 +17,11 @@
 // level, "took no data for ..."), or whose channel ends before it said done, is reported lost (L).
 // Either way its channel closes, so its agent, and below it every agent of its subtree, loses its
 // parent and stops its ranks (protocol.h).
-// A child with a command of its own (TreeHost::command: ddlrun's probe travelling the tree)
-// runs that instead of the agent: what it prints up to its line "..." goes up as its output
-// (V, routed from it), and the bytes after that are its agent's frames; a command that ends
-// first sends up all it printed and how it ended (V), and one that prints no "..." within the
-// command timeout is the child's failure (F).
+// A child with a command of its own (TreeHost::command: ddlrun's agent named as its probe,
+// whose inventory request comes routed from ddlrun) runs that instead: its stdout is frames
+// from the start, and until its agent's hello what it prints is kept too, so that a command
+// that ends first sends up all it printed and how it ended (V), and one that says no hello
+// within the command timeout is the child's failure (F).
 
 #include "launcher/ssh/relay.h"
 
@@ -37,7 +37,7 @@ namespace ddl::launcher::ssh {
 namespace {
 using Clock = std::chrono::steady_clock;
 constexpr int kPollMs = 20;
-constexpr size_t kMaxCommandOut = size_t{64} << 20;  // a huge host's inventory is ~1 MiB
+constexpr size_t kMaxCommandOut = size_t{64} << 10;  // before its hello: a login script's words
 constexpr size_t kMaxCommandErr = size_t{64} << 10;
 
 void collect(const TreeHost& h, std::vector<int>& out) {
@@ -201,8 +201,8 @@ class Relay::Talk {
     }
     if (!write_failed_ && !outbox_.write(*channel_)) write_failed_ = true;
     const bool open = pump();
-    if (prefix_ && (!open || Clock::now() >= prefix_deadline_)) return false;
     forward();
+    if (prefix_ && (!open || Clock::now() >= prefix_deadline_)) return false;
     if (hello_ && Clock::now() - last_heard_ > r_.spec_.heartbeat_timeout) {
       silent_ = true;
       return false;
@@ -248,30 +248,16 @@ class Relay::Talk {
     pass_stderr_lines();
   }
 
-  /// Bytes of the child's stdout: its command's output until the line "..." (then sent up, V),
-  /// its agent's frames after it.
+  /// Bytes of the child's stdout: its agent's frames, kept too until its hello while it runs
+  /// a command (its output, should it end first).
   void take(std::string_view bytes) {
-    if (!prefix_) return reader_.feed(bytes);
-    // Only where the marker may start anew: output of up to kMaxCommandOut is searched once.
-    const size_t from = printed_.out.size() >= 4 ? printed_.out.size() - 4 : 0;
-    printed_.out.append(bytes);
-    const size_t end = printed_.out.find("\n...\n", from);
-    if (end == std::string::npos) {
-      if (printed_.out.size() > kMaxCommandOut) {
-        throw std::runtime_error("'" + command_ + "' printed more than " +
-                                 std::to_string(kMaxCommandOut >> 20) + " MiB before its \"...\"");
-      }
-      return;
+    if (prefix_ && printed_.out.size() < kMaxCommandOut) {
+      printed_.out.append(bytes.substr(0, kMaxCommandOut - printed_.out.size()));
     }
-    const std::string rest = printed_.out.substr(end + 5);
-    printed_.out.resize(end + 1);
-    send_up(route(c_.host.index, encode_frame(FrameType::kOutput, 0, encode(printed_))));
-    prefix_ = false;
-    printed_ = {};
-    reader_.feed(rest);
+    reader_.feed(bytes);
   }
 
-  /// The command ended, or printed no "..." in time, before its agent began: all it printed
+  /// The command ended, or said no hello in time, before its agent began: all it printed
   /// and how it ended go up (V), or that it timed out (F).
   void end_of_command() {
     if (r_.gone()) return;
@@ -301,7 +287,11 @@ class Relay::Talk {
     std::string own;
     while (std::optional<Frame> f = reader_.next()) {
       if (f->type == FrameType::kHeartbeat) continue;
-      if (f->type == FrameType::kHello) hello_ = true;
+      if (f->type == FrameType::kHello) {
+        hello_ = true;
+        prefix_ = false;  // its agent began
+        printed_ = {};
+      }
       if (f->type == FrameType::kDone) done_ = true;
       std::string bytes = encode_frame(f->type, f->id, f->payload);
       if (f->type == FrameType::kRouted || f->type == FrameType::kLost) {
@@ -377,7 +367,7 @@ class Relay::Talk {
   bool silent_ = false;
   bool stalled_ = false;  ///< took none of outbox_ for the heartbeat deadline
   bool write_failed_ = false;
-  bool prefix_ = false;  ///< its command (TreeHost::command) has not printed its "..." yet
+  bool prefix_ = false;  ///< its command (TreeHost::command) has not said hello yet
   Clock::time_point prefix_deadline_;
   CommandOutput printed_;  ///< what the command printed so far
 };

@@ -317,9 +317,9 @@ class SshBackend : public Backend {
   /// Closes the probe's sessions to the hosts below the first level (their agents, given no
   /// job, exit): their tree parents log in to them, and ddlrun holds no session per host.
   void drop_kept_sessions() {
-    if (!options_.ssh.keep_sessions) return;
+    if (!options_.agents) return;
     for (auto& h : hosts_) {
-      if (!h->first_level) options_.ssh.keep_sessions->take(h->name);
+      if (!h->first_level) options_.agents->take(h->name);
     }
   }
   /// Fills in the subtree of `t` and of every host below it (`by_route`: the hosts by route).
@@ -521,18 +521,18 @@ class SshBackend : public Backend {
     changed_.notify_all();
   }
 
-  /// Host `name`'s session: the one its probe logged in with (ssh::Options::keep_sessions),
+  /// Host `name`'s session: the one its probe logged in with (LaunchOptions::agents),
   /// so that each host sees one login; else a new login, at most ssh.max_parallel at once.
   /// When the probe's channel already runs the agent (`ddlrun --probe-agent`), that too, with
-  /// the bytes the agent sent after the inventory.
+  /// the bytes the agent sent besides its answer.
   /// When the probe has also started the hosts below it through that channel (Kept::subtree,
   /// tree_probe.h), those are taken over too when they are the hosts this launch puts there;
   /// else the kept session is closed (its hosts below stop) and this one logs in again. One
   /// whose agent was lost since (Kept::lost, --probe-links' tree_links.h) comes back as it is,
   /// and so, lost, does one whose agent is found gone after it started those hosts (gone()).
   ddl::ssh::KeptSessions::Kept open_session(const HostConn& c) {
-    if (options_.ssh.keep_sessions) {
-      ddl::ssh::KeptSessions::Kept kept = options_.ssh.keep_sessions->take(c.name);
+    if (options_.agents) {
+      ddl::ssh::KeptSessions::Kept kept = options_.agents->take(c.name);
       if (!kept.lost.empty()) return kept;  // its agent, and those below, are gone: no login
       const bool connected = kept.session && kept.session->connected();
       const bool alive = connected && (!kept.channel || kept.channel->open());
@@ -710,8 +710,9 @@ class SshBackend::HostTalk {
       case ssh::FrameType::kStdinCredit:
         return on_stdin_credit(f);
       case ssh::FrameType::kHeartbeat:
-      case ssh::FrameType::kOutput:    // a probe's, late: the probe already gave up on it
-      case ssh::FrameType::kLinkLine:  // --probe-links' agent's, late (its end)
+      case ssh::FrameType::kOutput:     // a probe's, late: the probe already gave up on it
+      case ssh::FrameType::kLinkLine:   // --probe-links' agent's, late (its end)
+      case ssh::FrameType::kInventory:  // an inventory's answer, late: the probe gave up on it
         return;
       case ssh::FrameType::kFence:
       case ssh::FrameType::kAbort:

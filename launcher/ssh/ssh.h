@@ -6,6 +6,7 @@
 #include "launcher/descriptor.h"
 #include "launcher/job.h"
 #include "launcher/launch_options.h"
+#include "launcher/ssh/agent.h"
 #include "launcher/ssh/tree_links.h"
 #include "ssh/session.h"
 
@@ -21,9 +22,9 @@ std::unique_ptr<Backend> make_ssh_backend(const Job& job, const LaunchOptions& o
 
 /// `ddlrun --agent`: the per-host side of the ssh backend, speaking the agent protocol
 /// (protocol.h) on `in_fd` and `out_fd`. Never returns: exits with 0 when its ranks ran
-/// (their statuses went up the channel), else non-zero. `links` runs this host's
-/// --probe-links agent when ddlrun asks for it before the job (ssh/tree_links.h).
-[[noreturn]] void run_agent(int in_fd, int out_fd, const ssh::LinkAgentRunner& links = {});
+/// (their statuses went up the channel), else non-zero. `services` answers ddlrun's requests
+/// before the job: this host's --probe-links agent (ssh/tree_links.h) and its inventory.
+[[noreturn]] void run_agent(int in_fd, int out_fd, const AgentServices& services = {});
 
 /// ssh's row of the table of backends (launcher/backends.cc): auto picks it when nothing before it
 /// fits.

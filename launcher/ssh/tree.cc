@@ -183,7 +183,6 @@ SubtreeFrame subtree_frame(const ddl::ssh::Options& ssh, const std::string& ddlr
                            std::vector<TreeHost> children) {
   SubtreeFrame w;
   w.ssh = ssh;
-  w.ssh.keep_sessions.reset();
   w.ssh.ssh_config = absolute(w.ssh.ssh_config);
   w.ssh.known_hosts = absolute(w.ssh.known_hosts);
   w.ddlrun_path = ddlrun_path;

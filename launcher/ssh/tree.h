@@ -23,9 +23,9 @@ struct TreeHost {
   int index = 0;  ///< Host::index
   std::string name;
   std::vector<TreeHost> children;
-  /// What its tree parent runs there instead of `ddlrun --agent`: a command that prints some
-  /// text ending in a line "..." (sent up as its output, V) and then goes on as the agent on
-  /// the same channel (ddlrun's probe: `ddlrun --probe-agent`). Empty: the agent alone.
+  /// What its tree parent runs there instead of `ddlrun --agent`: the agent under another name
+  /// (ddlrun's probe: `ddlrun --probe-agent`, asked for the inventory by a routed Hw), whose
+  /// output before its hello goes up (V) should it end first. Empty: the agent alone.
   std::string command{};
   bool operator==(const TreeHost&) const = default;
 };
@@ -70,7 +70,7 @@ int hosts_below(const TreeHost& h);
 int tree_depth(const std::vector<TreeHost>& level);
 
 /// What an interior agent needs to start its children's agents (W): how to log in (the ssh
-/// settings of ddlrun, without kept sessions), ddlrun's path, the address of ddlrun's host as
+/// settings of ddlrun), ddlrun's path, the address of ddlrun's host as
 /// the first level saw it ("" for the first level: its own $SSH_CONNECTION), the heartbeat
 /// deadline, and its children with their subtrees. Never the job's token: that comes in the
 /// job frame (J), down the channels.
@@ -92,9 +92,10 @@ SubtreeFrame subtree_frame(const ddl::ssh::Options& ssh, const std::string& ddlr
                            std::chrono::milliseconds heartbeat_timeout,
                            std::vector<TreeHost> children);
 
-/// What a host's command (TreeHost::command) printed before its agent began (V): its stdout up
-/// to and with the line before "...", and its stderr, with exit_status 0; or, when it ended
-/// first, all it printed and how it ended (exit_status -1: without a status; signal: "KILL").
+/// What a host's command (TreeHost::command) printed when it ended before its agent began (V):
+/// all it printed and how it ended (exit_status -1: without a status; signal: "KILL"); or, as
+/// ddlrun reads an agent's answer to an inventory request (inventory_answer_output), the
+/// inventory with exit_status 0.
 struct CommandOutput {
   int exit_status = 0;
   std::string signal;

@@ -2,14 +2,15 @@
 //
 // How it works: the hosts of the subtree frame are indexed (each one's tree parent, the hosts
 // below it, whether its command's output is awaited). The subtree frame goes down the kept
-// channel, after the bytes the agent already sent (its hello) have been read. Then, turn by
-// turn until no output is awaited: a heartbeat a second goes down as far as the remote window
-// takes, and each frame that comes up is sorted: a V routed from an awaited host is its
-// output (and when it says its command ended in failure, every awaited host below it is "not
-// reached": no agent started them); an F routed from one (it could not be logged in to or
-// started) or an L naming one is its error, and every awaited host below it is "not reached";
-// all the rest (hellos,
-// notes, failures of hosts not awaited, and a copy of every L) is kept, re-encoded, in
+// channel, after the bytes the agent already sent (its hello) have been read, and an inventory
+// request (Hw) routed to each awaited host after it. Then, turn by turn until no output is
+// awaited: a heartbeat a second goes down as far as the remote window takes, and each frame
+// that comes up is sorted: a Hw routed from an awaited host is its output (the inventory, or
+// why it has none), and so is a V (its command ended before its agent began: when in failure,
+// every awaited host below it is "not reached", no agent started them); an F routed from one
+// (it could not be logged in to or started) or an L naming one is its error, and every awaited
+// host below it is "not reached"; all the rest (hellos, notes, failures of hosts not awaited,
+// and a copy of every L) is kept, re-encoded, in
 // kept.pending for the launch. A deadline, or the end of the channel, fails what is left.
 // Once its agent said hello, the first-level host is held to the launch's rules and words: no
 // byte from it for the heartbeat deadline ("no heartbeat for ..."), or none of the bytes
@@ -20,8 +21,15 @@
 
 #include "launcher/ssh/tree_start.h"
 
-#include <map>
+#include <poll.h>
 
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "base/fd.h"
 #include "base/text.h"
 #include "launcher/ssh/protocol.h"
 
@@ -39,6 +47,8 @@ class SubtreeStart {
     for (const TreeHost& c : w.children)
       index(c, host);
     out_.add(encode_frame(FrameType::kSubtree, 0, encode(w)));
+    for (int i : order_)
+      out_.add(route(i, encode_frame(FrameType::kInventory, 0, {})));
     kept_.subtree = encode(w);
     deadline_ = w.heartbeat_timeout;
   }
@@ -181,7 +191,11 @@ class SubtreeStart {
   void routed(int i, Node& n, std::string_view frames) {
     std::string keep;
     for (const Frame& g : routed_frames(frames)) {
-      if (g.type == FrameType::kOutput && n.awaited) {
+      if (g.type == FrameType::kInventory && n.awaited) {
+        n.result.output = inventory_answer_output(g.id, g.payload);
+        n.awaited = false;
+        --awaited_;
+      } else if (g.type == FrameType::kOutput && n.awaited) {
         n.result.output = decode_command_output(g.payload);
         n.awaited = false;
         --awaited_;
@@ -189,7 +203,7 @@ class SubtreeStart {
         if (n.result.output->exit_status != 0 || !n.result.output->signal.empty()) fail(i, "");
       } else if (g.type == FrameType::kFailure && n.awaited) {
         fail(i, g.payload);
-      } else if (g.type != FrameType::kOutput) {
+      } else if (g.type != FrameType::kOutput && g.type != FrameType::kInventory) {
         keep += encode_frame(g.type, g.id, g.payload);
       }
     }
@@ -228,7 +242,180 @@ class SubtreeStart {
   bool hello_ = false;  ///< the first-level agent's hello came
 };
 
+/// Empties `kept`, closing its channel before its session.
+void drop(ddl::ssh::KeptSessions::Kept& kept) {
+  kept.channel.reset();
+  kept = {};
+}
+
+// Asking a first-level agent for its inventory (ask_agent): the request goes down as the
+// channel opens; then, until the deadline, stdout is read as the agent's frames (the answer
+// taken, the rest kept for the launch) and stderr kept for the answer's text. Bytes that are
+// not frames, or a command that ends first, are the command's output, judged as a probe's.
+class InventoryAsk {
+ public:
+  static constexpr size_t kMaxStderr = size_t{64} << 10;  ///< kept of what it says on stderr
+
+  /// Asks the agent running on kept.channel.
+  InventoryAsk(ddl::ssh::KeptSessions::Kept& kept, std::chrono::milliseconds timeout)
+      : kept_(kept), timeout_(timeout), deadline_(timeout) {
+    // A request the channel does not take (the command ended at once) is no error of its own.
+    kept_.channel->write(encode_frame(FrameType::kInventory, 0, {}));
+  }
+
+  /// One look, never waiting: the answer once it came, nullopt while it is to come. Throws
+  /// ddl::ssh::Error on a read error.
+  std::optional<AgentAnswer> step() {
+    const bool ended = read(ddl::ssh::Stream::kStdout, out_);  // no frame can follow
+    read(ddl::ssh::Stream::kStderr, err_);
+    if (std::optional<AgentAnswer> a = answer()) return a;
+    if (ended || kept_.channel->eof()) return ended_first();
+    if (deadline_.passed()) {
+      return AgentAnswer{std::nullopt, "timed out after " + base::seconds_text(timeout_) +
+                                           " waiting for '" + kept_.command +
+                                           "' to print the inventory"};
+    }
+    return std::nullopt;
+  }
+  /// The socket to wait on (-1: none) and for how long at most.
+  int fd() { return kept_.channel->fd(); }
+  int wait_ms() const { return deadline_.poll_ms(kPollMs); }
+
+ private:
+  /// Reads what waits on `stream` into `into` (stdout into the frame reader too); true at its
+  /// end. Throws ddl::ssh::Error on a read error.
+  bool read(ddl::ssh::Stream stream, std::string& into) {
+    char buf[16384];
+    for (;;) {
+      const int n = kept_.channel->read(buf, sizeof buf, stream);
+      if (n == ddl::ssh::Channel::kEof) return true;
+      if (n == ddl::ssh::Channel::kError) {
+        throw ddl::ssh::Error("reading from the remote command failed: " + kept_.session->error());
+      }
+      if (n == 0) return false;
+      if (stream == ddl::ssh::Stream::kStdout) reader_.feed(std::string_view(buf, n));
+      if (stream == ddl::ssh::Stream::kStdout || into.size() < kMaxStderr)
+        into.append(buf, static_cast<size_t>(n));
+    }
+  }
+
+  /// The answer once it came (the other frames kept), or what the command printed when it is
+  /// not the agent's frames; nullopt while it is to come.
+  std::optional<AgentAnswer> answer() {
+    try {
+      while (std::optional<Frame> f = reader_.next()) {
+        if (f->type != FrameType::kInventory) {
+          kept_.pending += encode_frame(f->type, f->id, f->payload);
+          continue;
+        }
+        CommandOutput o = inventory_answer_output(f->id, f->payload);
+        o.err = err_ + o.err;
+        kept_.pending += reader_.take_rest();
+        return AgentAnswer{o, {}};
+      }
+    } catch (const std::runtime_error&) {  // not the agent's frames: a login script's words
+      drop(kept_);
+      return AgentAnswer{CommandOutput{0, {}, out_, err_}, {}};
+    }
+    return std::nullopt;
+  }
+
+  /// The command ended before it answered: its output and how it ended.
+  AgentAnswer ended_first() {
+    const CommandOutput o{kept_.channel->exit_status(), kept_.channel->exit_signal(), out_, err_};
+    drop(kept_);
+    return {o, {}};
+  }
+
+  ddl::ssh::KeptSessions::Kept& kept_;
+  std::chrono::milliseconds timeout_;
+  base::Deadline deadline_;
+  FrameReader reader_;
+  std::string out_;  ///< all of stdout, for a command that is not the agent
+  std::string err_;
+};
+
+/// One host's login and ask, from a login thread to the reading one.
+struct Asking {
+  size_t index = 0;  ///< in ask_agents' hosts
+  ddl::ssh::KeptSessions::Kept kept;
+  std::unique_ptr<InventoryAsk> ask;  ///< null: the login failed (its answer says why)
+};
+
+/// The logins handed to the reading thread.
+struct Started {
+  std::mutex mutex;
+  std::vector<std::unique_ptr<Asking>> items;  ///< guarded by mutex
+};
+
+/// Reads every agent handed over in `started` on this thread, waiting on all their channels at
+/// once, until each of `hosts` settled: an answer goes to `answers` and its session into
+/// `agents` at once (their heartbeat comes from there), one that gave none is closed.
+void read_answers(Started& started, const std::vector<std::string>& hosts,
+                  std::vector<AgentAnswer>& answers, ddl::ssh::KeptSessions& agents) {
+  std::vector<std::unique_ptr<Asking>> mine;
+  for (size_t settled = 0; settled < hosts.size();) {
+    {
+      std::lock_guard lock(started.mutex);
+      for (auto& a : started.items)
+        mine.push_back(std::move(a));
+      started.items.clear();
+    }
+    std::vector<pollfd> fds;
+    int ms = kPollMs;
+    for (auto it = mine.begin(); it != mine.end();) {
+      Asking& a = **it;
+      std::optional<AgentAnswer> got;
+      try {
+        if (a.ask) got = a.ask->step();
+      } catch (const ddl::ssh::Error& e) {
+        got = AgentAnswer{std::nullopt, e.what()};
+      }
+      if (a.ask && !got) {
+        if (a.ask->fd() >= 0) fds.push_back({a.ask->fd(), POLLIN, 0});
+        ms = std::min(a.ask->fd() >= 0 ? a.ask->wait_ms() : 2, ms);
+        ++it;
+        continue;
+      }
+      a.ask.reset();
+      if (got) answers[a.index] = std::move(*got);
+      if (answers[a.index].output && a.kept.session) agents.put(hosts[a.index], std::move(a.kept));
+      drop(a.kept);
+      it = mine.erase(it);
+      ++settled;
+    }
+    if (settled < hosts.size()) ::poll(fds.data(), fds.size(), ms);
+  }
+}
+
 }  // namespace
+
+std::vector<AgentAnswer> ask_agents(ddl::ssh::Connector& connector,
+                                    const std::vector<std::string>& hosts,
+                                    const ddl::ssh::Options& options, const std::string& command,
+                                    ddl::ssh::KeptSessions& agents) {
+  std::vector<AgentAnswer> answers(hosts.size());
+  Started started;
+  std::jthread logins([&] {
+    on_pool(hosts.size(), options.max_parallel, [&](size_t i) {
+      auto a = std::make_unique<Asking>();
+      a->index = i;
+      try {
+        a->kept.session = connector.connect(hosts[i], options);
+        a->kept.channel = a->kept.session->exec(command);
+        a->kept.command = command;
+        a->ask = std::make_unique<InventoryAsk>(a->kept, options.command_timeout);
+      } catch (const ddl::ssh::Error& e) {
+        drop(a->kept);
+        answers[i].error = e.what();
+      }
+      std::lock_guard lock(started.mutex);
+      started.items.push_back(std::move(a));
+    });
+  });
+  read_answers(started, hosts, answers, agents);
+  return answers;
+}
 
 std::vector<StartedHost> start_subtree(ddl::ssh::KeptSessions::Kept& kept, const std::string& host,
                                        const SubtreeFrame& w, std::chrono::milliseconds limit) {
@@ -251,6 +438,11 @@ void beat_kept(ddl::ssh::KeptSessions::Kept& kept) {
 
 void keep_agents_alive(ddl::ssh::KeptSessions& sessions) {
   sessions.keep_alive(beat_kept, kHeartbeatInterval);
+}
+
+CommandOutput inventory_answer_output(int id, const std::string& payload) {
+  if (id == 0) return {0, {}, payload, {}};
+  return {1, {}, {}, "ddlrun: error: " + payload + "\n"};
 }
 
 std::chrono::milliseconds subtree_start_limit(const ddl::ssh::Options& ssh, int levels) {

@@ -1,8 +1,12 @@
 #pragma once
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <optional>
 #include <string>
+#include <system_error>
+#include <thread>
 #include <vector>
 
 #include "launcher/ssh/tree.h"
@@ -10,13 +14,14 @@
 
 namespace ddl::launcher::ssh {
 
-// Starting a first-level host's subtree before the launch, so that ddlrun's probe travels the
-// launch tree (tree.h) and each host pays for one login: ddlrun's probe logs in to the first
-// level, keeps each session with its agent running (ssh::KeptSessions), and sends it its
-// subtree frame (W) at once, each host below with a command (TreeHost::command: the probe,
-// then the agent). Their outputs come back up (V) and ddlrun reads its inventories from them;
-// the other frames (the agents' hellos) wait in the kept channel for the launch, which takes
-// the hosts below over instead of starting them again (Kept::subtree).
+// Starting the first level's agents before the launch, so that ddlrun's probe travels the
+// launch tree (tree.h), flat or deeper, and each host pays for one login: ddlrun logs in to each
+// first-level host, runs its agent and asks it for the inventory (ask_agents), keeps each session
+// with its agent running (ssh::KeptSessions), and sends it its subtree frame (W) at once, each host
+// below with a command (TreeHost::command: the probe, then the agent). Their outputs come back up
+// (V) and ddlrun reads its inventories from them; the other frames (the agents' hellos) wait in the
+// kept channel for the launch, which takes the hosts below over instead of starting them again
+// (Kept::subtree).
 
 /// What became of one host below a first-level host while its subtree started.
 struct StartedHost {
@@ -30,8 +35,53 @@ struct StartedHost {
   bool operator==(const StartedHost&) const = default;
 };
 
+/// A first-level host's agent, asked for its host's inventory before the launch (ask_agents).
+struct AgentAnswer {
+  /// Its answer (Hw) as the output of the probe command it replaces, or, when its command ended
+  /// first or printed what is not the agent's frames (a login script's words), that command's
+  /// output and exit status; either judged as a probe's. Nullopt when neither came.
+  std::optional<CommandOutput> output;
+  /// Why not: the login or the command's start failed (ddl::ssh::Error's reason), or no answer
+  /// within the command timeout ("timed out after T waiting for 'COMMAND' to print the
+  /// inventory").
+  std::string error;
+};
+
+/// Logs in to each of `hosts` through `connector` (`options`: the config, keys, timeouts; at
+/// most options.max_parallel logins at once, on threads of their own), runs `command` (ddlrun's
+/// agent, `ddlrun --probe-agent`) in an exec channel and asks it for its host's inventory (Hw);
+/// meanwhile the calling thread reads every started agent's stdout and stderr, waiting on all
+/// their channels at once (a host slow to answer, such as a login shell that sleeps, holds no
+/// thread), until each answer comes, its command ends, or options.command_timeout passes; the
+/// stderr read goes before the answer's own. One answer per host, in order. The session of one
+/// that answered goes into `agents` at once, with the agent's channel and the frames it sent
+/// besides the answer (its hello), for the subtree's start and the launch (and ddlrun's
+/// heartbeat, KeptSessions::keep_alive); the others are closed.
+std::vector<AgentAnswer> ask_agents(ddl::ssh::Connector& connector,
+                                    const std::vector<std::string>& hosts,
+                                    const ddl::ssh::Options& options, const std::string& command,
+                                    ddl::ssh::KeptSessions& agents);
+
+/// Runs `job(i)` for i in [0, n) on at most `threads` threads (here when none can be had).
+template <typename Job>
+void on_pool(std::size_t n, int threads, const Job& job) {
+  std::atomic<std::size_t> next{0};
+  const auto worker = [&] {
+    for (std::size_t i = next++; i < n; i = next++)
+      job(i);
+  };
+  std::vector<std::jthread> running;
+  try {
+    while (running.size() < std::min<std::size_t>(std::max(threads, 1), n))
+      running.emplace_back(worker);
+  } catch (const std::system_error&) {
+    if (running.empty()) worker();
+  }
+}
+
 /// Sends `w`, the subtree frame of first-level host `host`, down the agent channel kept for
-/// it, and reads until every host of `w` with a command has answered (V) or failed (F, L; a
+/// it with an inventory request (Hw) routed to every host of `w` with a command, and reads
+/// until each has answered (Hw, or V from a command that ended first) or failed (F, L; a
 /// failed host's subtree with it), sending a heartbeat a second, for at most `limit` (the
 /// rest then fail, "no answer within T"). The frames that are not answers stay in
 /// kept.pending, and kept.subtree records `w`; when the channel ends, kept.channel is gone.
@@ -52,6 +102,11 @@ void beat_kept(ddl::ssh::KeptSessions::Kept& kept);
 /// Beats every session `sessions` keeps a heartbeat interval apart (beat_kept), from now until
 /// it is destroyed; the launch takes each session out of it before its own heartbeats start.
 void keep_agents_alive(ddl::ssh::KeptSessions& sessions);
+
+/// An agent's answer to an inventory request (Hw, protocol.h: `id`, `payload`) as the output of
+/// the probe command it replaces: the inventory, or a failure (exit status 1) whose stderr says
+/// why, as ddlrun's own probe words it.
+CommandOutput inventory_answer_output(int id, const std::string& payload);
 
 /// How long start_subtree waits for `levels` levels of hosts below the first: for each, a
 /// login (connect_timeout 4 times over, plus 5 s) and the command (command_timeout).

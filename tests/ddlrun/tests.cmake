@@ -23,7 +23,8 @@ add_test(NAME ddlrun.probe_ssh_netns
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/netns/ddlrun_probe_test.sh $<TARGET_FILE:ddlrun>)
 set_tests_properties(ddlrun.probe_ssh_netns PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120)
 # --probe-links on the two-rack namespace cluster (1 Gbit/s hosts, 250 Mbit/s uplink: racks
-# found, p:2x2x2x1 with no --nodes) and on three flat hosts (one rack); about 10 s.
+# found, p:2x2x2x1 with no --nodes) and on three flat hosts (one rack), each link agent inside
+# its host's ddlrun agent; about 10 s.
 add_test(NAME ddlrun.probe_links_netns
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/netns/probe_links_test.sh $<TARGET_FILE:ddlrun>)
 set_tests_properties(ddlrun.probe_links_netns PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 180)

@@ -386,8 +386,7 @@ std::string launch_after_links(Kept& k) {
   o.ddlrun_path = "/x/ddlrun";
   o.tree_width = 1;
   o.ssh.command_timeout = milliseconds(2000);
-  o.ssh.keep_sessions =
-      std::shared_ptr<ddl::ssh::KeptSessions>(std::shared_ptr<void>(), &k.sessions);
+  o.agents = std::shared_ptr<ddl::ssh::KeptSessions>(std::shared_ptr<void>(), &k.sessions);
   o.probe_tree = kChain;
   EventQueue events;
   const std::unique_ptr<Backend> backend = make_ssh_backend(chain_job(), o, k.connector);

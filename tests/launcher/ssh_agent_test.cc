@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <thread>
 
@@ -18,7 +19,9 @@
 #include "launcher/ssh/agent.h"
 #include "launcher/ssh/protocol.h"
 #include "launcher/ssh/tree.h"
+#include "mapper/inventory.h"
 #include "mapper/link_probe.h"
+#include "mapper/probe_hwloc.h"
 #include "tests/ssh/fake_ssh.h"
 
 namespace ddl::launcher {
@@ -28,12 +31,12 @@ namespace {
 class AgentPeer {
  public:
   /// `connector`: how it logs in to its children, should it get a subtree (W).
-  /// `links`: its --probe-links agent (tree_links.h).
+  /// `links`: its --probe-links agent (tree_links.h); `inventory`: its host's inventory.
   explicit AgentPeer(ddl::ssh::Connector& connector = ddl::ssh::libssh_connector(),
-                     ssh::LinkAgentRunner links = {}) {
+                     ssh::LinkAgentRunner links = {}, std::function<std::string()> inventory = {}) {
     EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds_), 0);
-    agent_ = std::thread([this, &connector, links] {
-      status_ = converse_as_agent(fds_[1], fds_[1], false, connector, links);
+    agent_ = std::thread([this, &connector, links, inventory] {
+      status_ = converse_as_agent(fds_[1], fds_[1], false, connector, {links, inventory});
     });
   }
   ~AgentPeer() {
@@ -263,8 +266,8 @@ TEST(SshAgent, WhenDdlrunIsLostTheRanksAreStopped) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
 }
 
-/// Plays a child's agent below the agent under test: hello at once, ready to its job, and on
-/// go done and the end (exit 0).
+/// Plays a child's agent below the agent under test: hello at once, its inventory when asked,
+/// ready to its job, and on go done and the end (exit 0).
 void child_agent(ddl::ssh::FakeRemote& r) {
   std::string hello;
   base::net::put_str(hello, "c1");
@@ -278,6 +281,8 @@ void child_agent(ddl::ssh::FakeRemote& r) {
     while (auto f = reader->next()) {
       if (f->type == ssh::FrameType::kJob)
         r.print(ssh::encode_frame(ssh::FrameType::kReady, 0, {}));
+      if (f->type == ssh::FrameType::kInventory)
+        r.print(ssh::encode_frame(ssh::FrameType::kInventory, 0, "hostname: c1\n"));
       if (f->type == ssh::FrameType::kGo) {
         r.print(ssh::encode_frame(ssh::FrameType::kDone, 0, {}));
         r.end(0);
@@ -371,6 +376,88 @@ TEST(SshAgent, WithoutALinkAgentItSaysSoAndGoesOn) {
   peer.expect(ssh::FrameType::kReady);
   peer.hang_up();
   EXPECT_EQ(peer.status(), 1);
+}
+
+// Agents first: ddlrun plans from its agents' answers. Before its job an agent answers an
+// inventory request (Hw) with its host's inventory, and the job goes on on the same channel.
+TEST(SshAgent, AnswersAnInventoryRequestWithItsHostsInventoryBeforeItsJob) {
+  const auto probe = [] {
+    return mapper::to_yaml(mapper::probe_hwloc(mapper::this_host_cached()));
+  };
+  AgentPeer peer(ddl::ssh::libssh_connector(), {}, probe);
+  peer.expect(ssh::FrameType::kHello);
+  peer.send(ssh::FrameType::kInventory, 0);
+  const ssh::Frame f = next_command(peer);
+  ASSERT_EQ(f.type, ssh::FrameType::kInventory);
+  EXPECT_EQ(f.id, 0) << f.payload;
+  const mapper::Inventory inv = mapper::inventory_from_yaml(f.payload, "the agent's inventory");
+  EXPECT_EQ(inv, mapper::probe_hwloc(mapper::this_host_cached()));
+  peer.send(ssh::FrameType::kJob, 0, job_payload(one_host({"/bin/true"})));
+  peer.expect(ssh::FrameType::kReady);
+  peer.hang_up();
+  EXPECT_EQ(peer.status(), 1);
+}
+
+TEST(SshAgent, AnInventoryItCannotTakeIsAnsweredWithWhy) {
+  AgentPeer peer(ddl::ssh::libssh_connector(), {}, []() -> std::string {
+    throw mapper::ProbeError("hwloc cannot read this host's topology");
+  });
+  peer.expect(ssh::FrameType::kHello);
+  peer.send(ssh::FrameType::kInventory, 0);
+  const ssh::Frame f = next_command(peer);
+  ASSERT_EQ(f.type, ssh::FrameType::kInventory);
+  EXPECT_EQ(f.id, 1);
+  EXPECT_EQ(f.payload, "hwloc cannot read this host's topology");
+}
+
+TEST(SshAgent, WithoutAnInventoryItSaysSoAndGoesOn) {
+  AgentPeer peer;
+  peer.expect(ssh::FrameType::kHello);
+  peer.send(ssh::FrameType::kInventory, 0);
+  const ssh::Frame f = next_command(peer);
+  ASSERT_EQ(f.type, ssh::FrameType::kInventory);
+  EXPECT_EQ(f.id, 1);
+  EXPECT_EQ(f.payload, "this agent cannot probe its host");
+  peer.send(ssh::FrameType::kJob, 0, job_payload(one_host({"/bin/true"})));
+  peer.expect(ssh::FrameType::kReady);
+  peer.hang_up();
+  EXPECT_EQ(peer.status(), 1);
+}
+
+// Down the launch tree the request goes routed to a host below, and its answer comes up
+// routed from it, through the interior agent.
+TEST(SshAgent, AnInventoryRequestTravelsTheTreeToAHostBelow) {
+  ddl::ssh::FakeConnector connector;
+  connector.host("c1").program = child_agent;
+  AgentPeer peer(connector);
+  peer.expect(ssh::FrameType::kHello);
+  ssh::SubtreeFrame w;
+  w.ddlrun_path = "/opt/ddlrun";
+  w.ddlrun_address = "10.0.0.9";
+  w.children = {{1, "c1", {}}};
+  peer.send(ssh::FrameType::kSubtree, 0, ssh::encode(w));
+  ssh::Frame f = next_command(peer);  // the child's hello, routed
+  ASSERT_EQ(f.type, ssh::FrameType::kRouted);
+  peer.send(ssh::FrameType::kRouted, 1, ssh::encode_frame(ssh::FrameType::kInventory, 0, {}));
+  f = next_command(peer);
+  ASSERT_EQ(f.type, ssh::FrameType::kRouted);
+  EXPECT_EQ(f.id, 1);
+  EXPECT_EQ(f.payload, ssh::encode_frame(ssh::FrameType::kInventory, 0, "hostname: c1\n"));
+  // The job then goes down the same channels; the agent leaves after its child.
+  Job job = one_host({"/bin/true"}, 1);
+  job.topology.hosts.push_back({1, "c1", "10.9.9.9", {}});
+  peer.send(ssh::FrameType::kJobBytes, 0, encode_job(job));
+  peer.send(ssh::FrameType::kRouted, 1,
+            ssh::encode_frame(ssh::FrameType::kJob, 1, job_payload_without_job()));
+  EXPECT_EQ(next_command(peer).payload, ssh::encode_frame(ssh::FrameType::kReady, 0, {}));
+  peer.send(ssh::FrameType::kJob, 0, job_payload(job));
+  peer.expect(ssh::FrameType::kReady);
+  peer.send(ssh::FrameType::kGo, 0);
+  while (next_command(peer).type != ssh::FrameType::kDone) {
+  }
+  peer.send(ssh::FrameType::kRouted, 1, ssh::encode_frame(ssh::FrameType::kGo, 0, {}));
+  EXPECT_EQ(next_command(peer).payload, ssh::encode_frame(ssh::FrameType::kDone, 0, {}));
+  EXPECT_EQ(peer.status(), 0);
 }
 
 }  // namespace

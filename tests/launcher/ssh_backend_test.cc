@@ -80,9 +80,12 @@ struct ScriptedAgent {
   int refuse_status = 1;
   int exits_then_close = -1;
   bool ranks_hang = false;  ///< on go: nothing (the ranks run on)
+  /// After its hello: the answer to an inventory request that the probe gave up waiting for.
+  bool late_inventory = false;
 
   void operator()(FakeRemote& r) const {
     r.print(hello_frame(host));
+    if (late_inventory) r.print(frame(ssh::FrameType::kInventory, 0, "hostname: " + host + "\n"));
     auto reader = std::make_shared<ssh::FrameReader>();
     r.on_write([self = *this, reader](FakeRemote& r, std::string_view bytes) {
       reader->feed(bytes);
@@ -342,7 +345,7 @@ TEST_F(SshBackendTest, TakesTheProbesSessionAndAgent) {
                                                std::string(buf, static_cast<size_t>(n)),
                                                "/x/ddlrun --probe-agent"});
   LaunchOptions o = options();
-  o.ssh.keep_sessions = kept;
+  o.agents = kept;
   const std::unique_ptr<Backend> backend = this->backend(o);
   EXPECT_EQ(backend->start(events), (std::vector<int>{0, 1, 2}));
   events_until(events, 3);
@@ -351,6 +354,18 @@ TEST_F(SshBackendTest, TakesTheProbesSessionAndAgent) {
   EXPECT_EQ(connector.host("n1").commands, std::vector<std::string>{"/x/ddlrun --probe-agent"});
   EXPECT_EQ(frame_types(connector.host("n1").remotes.at(0)->written()), "UJG");
   EXPECT_EQ(kept->size(), 0u);
+}
+
+// An inventory's answer that comes after the probe gave up on it (Hw, protocol.h) is stale,
+// not a broken agent: the job starts.
+TEST_F(SshBackendTest, AnInventoryAnswerThatComesLateIsPassedBy) {
+  ScriptedAgent late{"n2", {2}};
+  late.late_inventory = true;
+  connector.host("n2").program = late;
+  const std::unique_ptr<Backend> backend = this->backend();
+  EXPECT_EQ(backend->start(events), (std::vector<int>{0, 1, 2}));
+  events_until(events, 3);
+  backend->finish();
 }
 
 TEST_F(SshBackendTest, SignalsAndStdinGoDownTheChannels) {

@@ -1,5 +1,10 @@
 # The launchers in real jobs: ssh, output and stdin bounds, liveness, leftovers, blame.
 
+# `ddlrun --agent` answers an inventory request (Hw) with what `ddlrun --probe` prints.
+add_test(NAME launcher.agent_inventory
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/launcher/agent_inventory_test.py $<TARGET_FILE:ddlrun>)
+set_tests_properties(launcher.agent_inventory PROPERTIES TIMEOUT 60)
+
 # Jobs on namespace hosts over real sshd: ddlrun --launcher ssh (and mpirun when installed), the
 # ranks' variables, failures, signals, unreachable hosts, arguments byte for byte.
 add_test(NAME launcher.launch_ssh_netns

@@ -1,5 +1,6 @@
 // ddlrun's probe down the launch tree, the launcher's side (launcher/ssh/tree.h, relay.h,
-// tree_start.h): the command output frame (V) and its exact errors, each host's command in
+// tree_start.h): the command output frame (V) and its exact errors, a first-level agent asked
+// for its inventory (ask_agents), each host's command in
 // the subtree frame, an interior agent's relay running a child's command before its agent,
 // and start_subtree collecting the outputs of a first-level host's subtree through the
 // recording ssh double (tests/ssh/fake_ssh.h).
@@ -87,11 +88,26 @@ std::vector<ssh::Frame> from(const std::vector<ssh::Frame>& got, int host) {
 
 const std::string kInventory = "version: 1\nhost: {name: c1}\n";
 
-TEST(Relay, AChildsCommandOutputGoesUpBeforeItsAgentsFrames) {
+/// The answer to an inventory request of a fake agent whose host has kInventory.
+std::string inventory_answer() {
+  return ssh::encode_frame(FrameType::kInventory, 0, kInventory);
+}
+
+// A child running a command (ddlrun's agent, named as its probe) sends frames from the start:
+// its hello, then its answer to the inventory request routed to it, both up as from it; one
+// whose command ends before its hello sends up all it printed and how it ended (V).
+TEST(Relay, AChildsAgentAnswersItsRequestAndACommandThatEndsFirstSendsItsOutput) {
   FakeConnector connector;
   connector.host("c1").program = [](FakeRemote& r) {
     r.print("sh: warning\n", ddl::ssh::Stream::kStderr);
-    r.print(kInventory + "...\n" + hello_frame("c1"));
+    r.print(hello_frame("c1"));
+    auto reader = std::make_shared<ssh::FrameReader>();
+    r.on_write([reader](FakeRemote& remote, std::string_view bytes) {
+      reader->feed(bytes);
+      while (auto f = reader->next()) {
+        if (f->type == FrameType::kInventory) remote.print(inventory_answer());
+      }
+    });
   };
   connector.host("c2").program = [](FakeRemote& r) {
     r.print("sh: 1: /x/ddlrun: not found\n", ddl::ssh::Stream::kStderr);
@@ -112,6 +128,7 @@ TEST(Relay, AChildsCommandOutputGoesUpBeforeItsAgentsFrames) {
       },
       connector);
   relay.start();
+  relay.down(1, ssh::encode_frame(FrameType::kInventory, 0, {}));
   std::vector<ssh::Frame> got;
   for (int i = 0; i < 300 && (from(got, 1).size() < 2 || from(got, 2).empty()); ++i) {
     std::this_thread::sleep_for(milliseconds(10));
@@ -120,10 +137,9 @@ TEST(Relay, AChildsCommandOutputGoesUpBeforeItsAgentsFrames) {
   }
   const std::vector<ssh::Frame> c1 = from(got, 1);
   ASSERT_EQ(c1.size(), 2u);
-  EXPECT_EQ(c1[0].type, FrameType::kOutput);
-  EXPECT_EQ(ssh::decode_command_output(c1[0].payload),
-            (CommandOutput{0, "", kInventory, "sh: warning\n"}));
-  EXPECT_EQ(c1[1].type, FrameType::kHello);  // then its agent's frames
+  EXPECT_EQ(c1[0].type, FrameType::kHello);
+  EXPECT_EQ(c1[1].type, FrameType::kInventory);
+  EXPECT_EQ(c1[1].payload, kInventory);
   const std::vector<ssh::Frame> c2 = from(got, 2);
   ASSERT_EQ(c2.size(), 1u);  // its output and how it ended; no failure of its own
   EXPECT_EQ(c2[0].type, FrameType::kOutput);
@@ -131,6 +147,176 @@ TEST(Relay, AChildsCommandOutputGoesUpBeforeItsAgentsFrames) {
             (CommandOutput{127, "", "", "sh: 1: /x/ddlrun: not found\n"}));
   EXPECT_EQ(connector.host("c1").commands, std::vector<std::string>{kProbe});
   relay.upstream_gone();
+}
+
+/// A fake agent on n0 that, asked for its inventory (Hw), prints `reply` (in pieces of at most
+/// `piece` bytes), after `note` on stderr.
+void asked_agent(FakeConnector& connector, const std::string& reply, size_t piece = 1 << 30,
+                 const std::string& note = {}) {
+  connector.host("n0").program = [=](FakeRemote& r) {
+    r.on_write([=](FakeRemote& remote, std::string_view bytes) {
+      if (bytes != ssh::encode_frame(FrameType::kInventory, 0, {})) return;
+      remote.print(note, ddl::ssh::Stream::kStderr);
+      for (size_t at = 0; at < reply.size(); at += piece)
+        remote.print(reply.substr(at, piece));
+    });
+  };
+}
+
+/// Options whose command timeout is `timeout`.
+ddl::ssh::Options timed(milliseconds timeout) {
+  ddl::ssh::Options o;
+  o.command_timeout = timeout;
+  return o;
+}
+
+/// ask_agents for one host: its answer, `kept` its session when it answered.
+ssh::AgentAnswer ask_one(FakeConnector& connector, const std::string& host,
+                         const ddl::ssh::Options& options, ddl::ssh::KeptSessions::Kept& kept) {
+  ddl::ssh::KeptSessions agents;
+  ssh::AgentAnswer a = ssh::ask_agents(connector, {host}, options, kProbe, agents).at(0);
+  kept = agents.take(host);
+  return a;
+}
+
+// A first-level agent is asked for its inventory as its channel opens: its answer, wherever the
+// reads split it, is the output of a probe (stderr before it kept), and the session stays with
+// the agent's channel and the frames besides the answer (its hello, a heartbeat after) for the
+// subtree's start and the launch.
+TEST(AskAgent, TakesTheAnswerAndKeepsTheChannelWithTheOtherFrames) {
+  const std::string big = "version: 1\n#" + std::string(20000, 'x') + "\n";
+  const std::string beat = ssh::encode_frame(FrameType::kHeartbeat, 0, {});
+  for (const size_t piece : {size_t{1} << 30, size_t{16380}, size_t{7}}) {
+    FakeConnector connector;
+    asked_agent(connector,
+                hello_frame("n0") + ssh::encode_frame(FrameType::kInventory, 0, big) + beat, piece,
+                "a note\n");
+    ddl::ssh::KeptSessions::Kept kept;
+    const ssh::AgentAnswer a = ask_one(connector, "n0", timed(milliseconds(3000)), kept);
+    EXPECT_EQ(a.error, "") << piece;
+    EXPECT_EQ(a.output, (CommandOutput{0, "", big, "a note\n"})) << piece;
+    ASSERT_NE(kept.channel, nullptr);
+    EXPECT_EQ(kept.pending, hello_frame("n0") + beat) << piece;
+    EXPECT_EQ(kept.command, kProbe);
+    EXPECT_EQ(connector.host("n0").commands, std::vector<std::string>{kProbe});
+    EXPECT_EQ(connector.host("n0").remotes.at(0)->written(),
+              ssh::encode_frame(FrameType::kInventory, 0, {}));
+    EXPECT_FALSE(connector.host("n0").remotes.at(0)->closed());
+  }
+}
+
+// An agent that cannot probe its host, a command that ends before it answers (a login shell
+// that fails, an agent too old for the request) and one that prints what is not the agent's
+// frames (a login script) give the output ddlrun judges as a probe's; the last two close the
+// session.
+TEST(AskAgent, AFailedAnswerOrACommandThatIsNoAgentIsJudgedAsAProbe) {
+  FakeConnector connector;
+  asked_agent(connector, ssh::encode_frame(FrameType::kInventory, 1, "hwloc failed"));
+  ddl::ssh::KeptSessions::Kept kept;
+  EXPECT_EQ(ask_one(connector, "n0", timed(milliseconds(3000)), kept).output,
+            (CommandOutput{1, "", "", "ddlrun: error: hwloc failed\n"}));
+  connector.host("n1").program = [](FakeRemote& r) {
+    r.print("ddlrun: unknown option --probe-agent\n", ddl::ssh::Stream::kStderr);
+    r.end(2);
+  };
+  EXPECT_EQ(ask_one(connector, "n1", timed(milliseconds(3000)), kept).output,
+            (CommandOutput{2, "", "", "ddlrun: unknown option --probe-agent\n"}));
+  EXPECT_EQ(kept.session, nullptr);
+  EXPECT_EQ(connector.host("n1").sessions_open, 0);
+  connector.host("n2").program = [](FakeRemote& r) { r.print("Welcome to n2!\n"); };
+  EXPECT_EQ(ask_one(connector, "n2", timed(milliseconds(3000)), kept).output,
+            (CommandOutput{0, "", "Welcome to n2!\n", ""}));
+  EXPECT_EQ(kept.session, nullptr);
+  EXPECT_EQ(connector.host("n2").sessions_open, 0);
+}
+
+// A host that cannot be logged in to, or whose agent never answers, gives why, and nothing is
+// kept.
+TEST(AskAgent, ALoginThatFailsOrNoAnswerSaysWhy) {
+  FakeConnector connector;
+  connector.host("n0").refuse = "connection refused (10.200.3.2:22)";
+  ddl::ssh::KeptSessions::Kept kept;
+  const ssh::AgentAnswer refused = ask_one(connector, "n0", timed(milliseconds(3000)), kept);
+  EXPECT_EQ(refused.output, std::nullopt);
+  EXPECT_EQ(refused.error, "connection refused (10.200.3.2:22)");
+  connector.host("n1").exec_error = "channel open refused";
+  EXPECT_EQ(ask_one(connector, "n1", timed(milliseconds(3000)), kept).error,
+            "cannot run '/x/ddlrun --probe-agent' on n1:22: channel open refused");
+  const ssh::AgentAnswer silent = ask_one(connector, "n2", timed(milliseconds(200)), kept);
+  EXPECT_EQ(silent.output, std::nullopt);
+  EXPECT_EQ(silent.error,
+            "timed out after 0.2 s waiting for '/x/ddlrun --probe-agent' to print the inventory");
+  EXPECT_EQ(kept.session, nullptr);
+  EXPECT_EQ(connector.host("n2").sessions_open, 0);
+}
+
+/// Fake agents that answer their inventory request `delay` after it came, each from a thread
+/// of its own (joined when this goes, before the connector that holds their remote ends).
+class LateAgents {
+ public:
+  explicit LateAgents(milliseconds delay) : delay_(delay) {}
+  ~LateAgents() {
+    for (std::thread& t : threads_)
+      t.join();
+  }
+  std::function<void(FakeRemote&)> program() {
+    return [this](FakeRemote& r) {
+      r.on_write([this](FakeRemote& remote, std::string_view) {
+        std::lock_guard lock(mutex_);
+        threads_.emplace_back([this, &remote] {
+          std::this_thread::sleep_for(delay_);
+          remote.print(inventory_answer());
+        });
+      });
+    };
+  }
+
+ private:
+  milliseconds delay_;
+  std::mutex mutex_;
+  std::vector<std::thread> threads_;
+};
+
+// A slow agent (a login shell that sleeps) holds no thread: 24 hosts whose agents answer 1 s
+// after they are asked, at most 4 logins at once, all answer within about that second (a
+// thread waiting on each would take six).
+TEST(AskAgent, SlowAgentsAreReadTogether) {
+  FakeConnector connector;
+  LateAgents late(milliseconds(1000));
+  std::vector<std::string> hosts;
+  for (int i = 0; i < 24; ++i) {
+    hosts.push_back("n" + std::to_string(i));
+    connector.host(hosts.back()).program = late.program();
+  }
+  ddl::ssh::Options o = timed(milliseconds(5000));
+  o.max_parallel = 4;
+  ddl::ssh::KeptSessions agents;
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::vector<ssh::AgentAnswer> got = ssh::ask_agents(connector, hosts, o, kProbe, agents);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, milliseconds(1800));
+  ASSERT_EQ(got.size(), 24u);
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].output, (CommandOutput{0, "", kInventory, ""})) << hosts[i];
+    EXPECT_NE(agents.take(hosts[i]).channel, nullptr) << hosts[i];
+  }
+}
+
+// An agent that answered waits in `agents` at once, where ddlrun's heartbeat reaches it
+// (KeptSessions::keep_alive), while the others are still asked: a slow host never keeps it
+// from hearing ddlrun for its heartbeat deadline.
+TEST(AskAgent, AnAnsweredAgentIsKeptAtOnce) {
+  FakeConnector connector;
+  LateAgents late(milliseconds(1000));
+  asked_agent(connector, inventory_answer());
+  connector.host("n1").program = late.program();
+  std::atomic<int> beats{0};
+  ddl::ssh::KeptSessions agents;
+  agents.keep_alive([&](ddl::ssh::KeptSessions::Kept&) { ++beats; }, milliseconds(100));
+  const std::vector<ssh::AgentAnswer> got =
+      ssh::ask_agents(connector, {"n0", "n1"}, timed(milliseconds(5000)), kProbe, agents);
+  EXPECT_GE(beats.load(), 5);
+  EXPECT_EQ(got.at(1).output, (CommandOutput{0, "", kInventory, ""}));
+  EXPECT_EQ(agents.size(), 2u);
 }
 
 /// A first-level host n0 whose probe left its agent running on a kept channel; `agent` plays
@@ -154,12 +340,16 @@ std::string output_of(int host, const CommandOutput& o) {
   return ssh::route(host, ssh::encode_frame(FrameType::kOutput, 0, ssh::encode(o)));
 }
 
+std::string answer_of(int host) {
+  return ssh::route(host, inventory_answer());
+}
+
 TEST(StartSubtree, CollectsEachOutputKeepsTheRestAndNamesFailures) {
   FakeConnector connector;
   const CommandOutput inv{0, "", kInventory, ""};
   ddl::ssh::KeptSessions::Kept kept = kept_agent(connector, [&](FakeRemote& r) {
-    r.print(output_of(1, inv) + ssh::route(1, hello_frame("n1")) +
-            ssh::route(2, hello_frame("n2")) + output_of(3, inv) +
+    r.print(ssh::route(1, hello_frame("n1")) + answer_of(1) + ssh::route(2, hello_frame("n2")) +
+            answer_of(3) +
             ssh::route(4, ssh::encode_frame(FrameType::kFailure, 1,
                                             "connection refused (10.0.0.4:22) (from n1, its "
                                             "parent in the launch tree)")));
@@ -192,6 +382,31 @@ TEST(StartSubtree, CollectsEachOutputKeepsTheRestAndNamesFailures) {
   ASSERT_FALSE(written.empty());
   EXPECT_EQ(written[0].type, FrameType::kSubtree);
   EXPECT_EQ(ssh::decode_subtree(written[0].payload).children, w.children);
+  // Then an inventory request routed to each host with a command, in the tree's order.
+  std::vector<int> asked;
+  for (const ssh::Frame& f : written) {
+    if (f.type != FrameType::kRouted) continue;
+    ASSERT_EQ(frames(f.payload).at(0).type, FrameType::kInventory);
+    asked.push_back(f.id);
+  }
+  EXPECT_EQ(asked, (std::vector<int>{1, 3, 4, 5}));
+}
+
+// An agent that cannot probe its host answers why (Hw, id 1): ddlrun reads it as a probe that
+// failed with that on its stderr.
+TEST(StartSubtree, AnAgentThatCannotProbeItsHostIsAFailedProbe) {
+  FakeConnector connector;
+  ddl::ssh::KeptSessions::Kept kept = kept_agent(connector, [&](FakeRemote& r) {
+    r.print(ssh::route(
+        1, hello_frame("n1") + ssh::encode_frame(FrameType::kInventory, 1, "hwloc failed")));
+  });
+  ssh::SubtreeFrame w;
+  w.children = {{1, "n1", {}, kProbe}};
+  const std::vector<ssh::StartedHost> got = ssh::start_subtree(kept, "n0", w, milliseconds(3000));
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0],
+            (ssh::StartedHost{1, "n1", "n0",
+                              CommandOutput{1, "", "", "ddlrun: error: hwloc failed\n"}, ""}));
 }
 
 // Between the probe and the launch ddlrun beats each kept agent (keep_agents_alive): a

@@ -499,73 +499,6 @@ TEST(ProbeHostFake, ACommandThatNeverEndsTimesOut) {
             "timed out after 0.2 s waiting for '/opt/ddlrun/bin/ddlrun-probe' to finish");
 }
 
-TEST(ProbeHostFake, KeepsTheSessionForTheLauncher) {
-  ssh::FakeConnector connector;
-  connector.host("node1").program = [](ssh::FakeRemote& r) {
-    r.print(to_yaml(inventory_named("node1")));
-    r.end(0);
-  };
-  SshProbeOptions o = fake_options();
-  o.keep_sessions = std::make_shared<SshSessions>();
-  probe_host_ssh("node1", o, connector);
-  ssh::KeptSessions::Kept kept = o.keep_sessions->take("node1");
-  ASSERT_NE(kept.session, nullptr);
-  EXPECT_EQ(kept.session->endpoint(), "node1:22");
-  EXPECT_EQ(kept.channel, nullptr);
-}
-
-TEST(ProbeHostFake, KeepCommandKeepsTheChannelWithWhatFollowsTheInventory) {
-  ssh::FakeConnector connector;
-  connector.host("node1").program = [](ssh::FakeRemote& r) {
-    r.print(to_yaml(inventory_named("node1")) + "...\nHELLO");  // the agent's first bytes
-  };
-  SshProbeOptions o = fake_options();
-  o.keep_sessions = std::make_shared<SshSessions>();
-  o.keep_command = "/x/ddlrun --probe-agent";
-  EXPECT_EQ(probe_host_ssh("node1", o, connector), inventory_named("node1"));
-  EXPECT_EQ(connector.host("node1").commands, std::vector<std::string>{"/x/ddlrun --probe-agent"});
-  ssh::KeptSessions::Kept kept = o.keep_sessions->take("node1");
-  ASSERT_NE(kept.channel, nullptr);
-  EXPECT_EQ(kept.pending, "HELLO");
-  EXPECT_EQ(kept.command, "/x/ddlrun --probe-agent");
-  EXPECT_FALSE(connector.host("node1").remotes.at(0)->closed());
-}
-
-// The "...\n" line is found wherever the reads (16 KiB each) split it: the search resumes
-// where the last one stopped, a few bytes back.
-TEST(ProbeHostFake, KeepCommandFindsTheInventorysEndAcrossReads) {
-  const std::string yaml = to_yaml(inventory_named("node1"));
-  for (std::size_t end = 16380; end <= 16386; ++end) {  // where the inventory's last \n lies
-    ASSERT_LT(yaml.size() + 3, end);
-    const std::string padded = yaml + "#" + std::string(end - yaml.size() - 1, 'x') + "\n";
-    ASSERT_EQ(padded.size(), end + 1);
-    ssh::FakeConnector connector;
-    connector.host("node1").program = [padded](ssh::FakeRemote& r) {
-      r.print(padded + "...\nHELLO");
-    };
-    SshProbeOptions o = fake_options();
-    o.keep_sessions = std::make_shared<SshSessions>();
-    o.keep_command = "/x/ddlrun --probe-agent";
-    EXPECT_EQ(probe_host_ssh("node1", o, connector), inventory_named("node1")) << end;
-    EXPECT_EQ(o.keep_sessions->take("node1").pending, "HELLO") << end;
-  }
-}
-
-TEST(ProbeHostFake, KeepCommandThatEndsFirstIsJudgedAsAProbe) {
-  ssh::FakeConnector connector;
-  connector.host("node1").program = [](ssh::FakeRemote& r) {
-    r.print("ddlrun: unknown option --probe-agent\n", ssh::Stream::kStderr);
-    r.end(2);
-  };
-  SshProbeOptions o = fake_options();
-  o.keep_sessions = std::make_shared<SshSessions>();
-  o.keep_command = "/x/ddlrun --probe-agent";
-  EXPECT_EQ(fake_reason("node1", o, connector),
-            "'/x/ddlrun --probe-agent' exited with status 2; its stderr:\n"
-            "ddlrun: unknown option --probe-agent");
-  EXPECT_EQ(o.keep_sessions->size(), 0u);
-}
-
 /// This process's threads (/proc/self/status).
 int threads_now() {
   std::ifstream status("/proc/self/status");
@@ -621,7 +554,7 @@ class LateInventories {
 // thread while it is: 48 hosts whose commands print their inventory 1 s after they start are
 // probed at max_parallel 32 in one round of that second (a thread each for the wait would take
 // two), by at most 32 threads more than before (and the sampler's); a refused login and a
-// missing probe fail with probe_host_ssh's texts, and each session is kept for the launcher.
+// missing probe fail with probe_host_ssh's texts.
 TEST(RemoteProberFake, SlowCommandsHoldNoThreadAndAllWaitTogether) {
   ssh::FakeConnector connector;
   LateInventories late(milliseconds(1000));
@@ -639,7 +572,6 @@ TEST(RemoteProberFake, SlowCommandsHoldNoThreadAndAllWaitTogether) {
   hosts.push_back("bare");
   SshProbeOptions o = fake_options();
   o.command_timeout = milliseconds(10'000);
-  o.keep_sessions = std::make_shared<SshSessions>();
   ASSERT_EQ(o.max_parallel, 32);
   const int before = threads_now();
   std::atomic<int> peak{before};
@@ -666,7 +598,6 @@ TEST(RemoteProberFake, SlowCommandsHoldNoThreadAndAllWaitTogether) {
   }
   EXPECT_EQ(r[48].error, "connection refused (10.200.3.2:22)");
   EXPECT_EQ(r[49].error, fake_reason("bare", fake_options(), connector));
-  EXPECT_EQ(o.keep_sessions->size(), 48u);
 }
 
 // The same reading loop keeps probe_host_ssh's deadline: a command that never prints times out

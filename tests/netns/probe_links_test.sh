@@ -8,7 +8,8 @@
 #    --nodes wins over them; nothing is left running on the hosts.
 #  - Three hosts at 1 Gbit/s (netns_up 3): one rack, p:2x3x1x1; also with this host among
 #    them. A real job started with --probe-links runs.
-#  - Five hosts, the agents on --probe-links-port 29555; a capture on node1's link during the
+#  - Five hosts, the agents on --probe-links-port 29555, each inside its host's ddlrun agent (no
+#    `ddlrun --link-agent` command runs); a capture on node1's link during the
 #    measurement finds a challenge opening every test and no secret-sized string twice (the
 #    token, sent in clear on every connection, would be). Then node3's link drops the port
 #    (tc, as a firewall's DROP would): every pair is still measured (node3's from its side),
@@ -146,6 +147,23 @@ if ((capture)); then
 fi
 open_s=$(sed -n 's/^links: .* measured in \([0-9.]*\) s .*/\1/p' "$out/open")
 grep -Eq '^links: +10 of 10 host pairs measured in ' "$out/open" || fail "open: links" "$out/open"
+# Flat as down the launch tree, each link agent runs inside its host's ddlrun agent: while
+# node1's listens, no `ddlrun --link-agent` command runs there.
+"$ddlrun" --ssh-config "$NETNS_SSH_CONFIG" --dry-run --probe-links --probe-links-port 29555 \
+  -H "$hosts5" prog >"$out/inside" 2>"$out/inside.err" &
+job=$!
+seen=0
+for _ in $(seq 600); do
+  if ip netns exec "$(netns_ns 1)" ss -ltnH 'sport = :29555' | grep -q .; then
+    seen=1
+    netns_job_procs 1 | grep -q -- "--link-agent" && fail "inside: node1 runs a --link-agent command"
+    break
+  fi
+  kill -0 "$job" 2>/dev/null || break
+  sleep 0.05
+done
+wait "$job" || fail "inside: ddlrun exited $?" "$out/inside.err"
+((seen)) || fail "inside: node1's link agent was never seen listening" "$out/inside.err"
 # Every TCP segment to node3's port 29555 is dropped on its link, as a firewall's DROP would:
 # an htb class whose queue holds nothing, the segments sent there by a u32 filter (tc actions
 # such as drop need kernel modules that containers may lack; htb, bfifo and u32 are there).

@@ -2,11 +2,14 @@
 # A slow host holds no thread of ddlrun's probe: N namespace hosts (default 40, more
 # than the probe's 32 logins at once), each whose login shell sleeps 3 s before it runs the
 # command (`sleep` in root's .bashrc, noting when each sleep starts and ends in a file every host
-# sees). `ddlrun --dry-run --tree-width 0` probes them all flat over ssh. Checked:
-#   - it exits 0 and every host was probed once (N sleeps);
+# sees). `ddlrun --dry-run --tree-width 0` probes them all flat over ssh, and so does a job
+# (`ddlrun --tree-width 0 true`), whose probe asks each host's agent, which then runs the job.
+# Checked for each:
+#   - it exits 0 and every host was logged in to once (N sleeps);
 #   - more than 32 hosts slept at the same moment: the probe's login threads start each host's
-#     command and move on, one thread reads them all (mapper/probe_ssh.cc). A thread that waits
-#     for its host's probe to end, as main's did, allows at most 32 (its pool);
+#     command and move on, one thread reads them all (mapper/probe_ssh.cc; the agents':
+#     launcher/ssh/tree_start.cc). A thread that waits for its host's answer allows at most 32
+#     (its pool);
 #   - ddlrun never had 64 threads or more.
 # Usage: probe_overlap_test.sh DDLRUN [N]   (77, skipped, without root, ip netns or sshd)
 set -uo pipefail
@@ -31,29 +34,37 @@ printf '%s -\n' "\${EPOCHREALTIME/./}" >>'$sleeps'
 RC
 done
 
-start=$EPOCHREALTIME
-timeout 120 "$ddlrun" --launcher ssh --ssh-config "$NETNS_SSH_CONFIG" --dry-run --tree-width 0 \
-  -H "$NETNS_LIST" true >"$out/plan" 2>"$out/err" &
-job=$!
-most=0  # its most threads (sampled every 10 ms; timeout's child is ddlrun)
-while kill -0 "$job" 2>/dev/null; do
-  for p in $(pgrep -P "$job"); do
-    t=$(awk '/^Threads:/ {print $2}' "/proc/$p/status" 2>/dev/null)
-    ((${t:-0} > most)) && most=$t
+# overlap WHAT ARGS...: ddlrun ARGS on every host, its probe's sleeps and threads checked.
+overlap() {
+  local what=$1 start job most t p rc began together
+  shift
+  : >"$sleeps"
+  start=$EPOCHREALTIME
+  timeout 120 "$ddlrun" --launcher ssh --ssh-config "$NETNS_SSH_CONFIG" --tree-width 0 "$@" \
+    -H "$NETNS_LIST" true >"$out/plan" 2>"$out/err" &
+  job=$!
+  most=0  # its most threads (sampled every 10 ms; timeout's child is ddlrun)
+  while kill -0 "$job" 2>/dev/null; do
+    for p in $(pgrep -P "$job"); do
+      t=$(awk '/^Threads:/ {print $2}' "/proc/$p/status" 2>/dev/null)
+      ((${t:-0} > most)) && most=$t
+    done
+    sleep 0.01
   done
-  sleep 0.01
-done
-wait "$job"
-rc=$?
-echo "  ddlrun --dry-run on $n hosts whose logins sleep 3 s: exit $rc in" \
-  "$(echo "$EPOCHREALTIME - $start" | bc) s, $most threads at most"
-[[ $rc == 0 ]] || fail "exit $rc, not 0" "$out/err"
-began=$(grep -c ' +$' "$sleeps")
-((began == n)) || fail "$began logins slept, not $n (one per host)" "$sleeps"
-together=$(sort -n "$sleeps" | awk '$2 == "+" {now++; if (now > most) most = now}
-  $2 == "-" {now--} END {print most + 0}')
-echo "  at most $together hosts slept at once"
-((together > 32)) || fail "at most $together of $n hosts slept at once: a thread waited for each"
-((most > 0 && most < 64)) || fail "ddlrun had $most threads at most, not 1 to 63"
-
+  wait "$job"
+  rc=$?
+  echo "  ddlrun $what on $n hosts whose logins sleep 3 s: exit $rc in" \
+    "$(echo "$EPOCHREALTIME - $start" | bc) s, $most threads at most"
+  [[ $rc == 0 ]] || fail "$what: exit $rc, not 0" "$out/err"
+  began=$(grep -c ' +$' "$sleeps")
+  ((began == n)) || fail "$what: $began logins slept, not $n (one per host)" "$sleeps"
+  together=$(sort -n "$sleeps" | awk '$2 == "+" {now++; if (now > most) most = now}
+    $2 == "-" {now--} END {print most + 0}')
+  echo "  at most $together hosts slept at once"
+  ((together > 32)) ||
+    fail "$what: at most $together of $n hosts slept at once: a thread waited for each"
+  ((most > 0 && most < 64)) || fail "$what: ddlrun had $most threads at most, not 1 to 63"
+}
+overlap --dry-run --dry-run
+overlap job
 passed_or_exit

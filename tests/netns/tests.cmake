@@ -47,9 +47,10 @@ add_test(NAME netns.write_stall
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/netns/write_stall_test.sh $<TARGET_FILE:ddlrun>)
 set_tests_properties(netns.write_stall PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 60 LABELS "netns")
 # A slow host holds no thread of the probe (pool2): 40 namespace hosts whose login
-# shells sleep 3 s, probed flat by `ddlrun --dry-run --tree-width 0`: more than 32 (the logins
-# at once) sleep at the same moment, as one thread reads every started probe, and ddlrun keeps
-# under 64 threads. main, a thread waiting for each host's probe, lets at most 32 sleep at once.
+# shells sleep 3 s, probed flat by `ddlrun --dry-run --tree-width 0` and by a job (its agents
+# asked): more than 32 (the logins at once) sleep at the same moment, as one thread reads every
+# started probe or agent, and ddlrun keeps under 64 threads. A thread waiting for each host's
+# answer lets at most 32 sleep at once.
 add_test(NAME netns.probe_overlap
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/netns/probe_overlap_test.sh $<TARGET_FILE:ddlrun> 40)
 set_tests_properties(netns.probe_overlap PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120 LABELS "netns")
