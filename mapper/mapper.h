@@ -12,5 +12,5 @@
 #include "mapper/place.h"        // place(): the plan
 #include "mapper/placement.h"    // PlacementError, plural
 #include "mapper/probe_hwloc.h"  // probing this host, hwloc XML
-#include "mapper/probe_ssh.h"    // probing hosts over ssh
+#include "mapper/probe_ssh.h"    // other hosts' probes read, cached
 #include "mapper/racks.h"        // topology.conf: racks and aisles

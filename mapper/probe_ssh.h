@@ -17,14 +17,14 @@
 
 namespace ddl::mapper {
 
-// Learning the hardware of other hosts: ddlrun runs `ddlrun-probe` on each host over ssh (the
-// ssh/ unit: libssh, in parallel) and reads its YAML back into an Inventory. Each failure
-// becomes one line of reason ("connection refused (10.200.3.2:22)"), and all failures are
-// reported together (format_probe_failures), so one run shows every host that needs fixing.
+// Learning the hardware of other hosts: ddlrun's agents (launcher/ssh/tree_start.h, `ddlrun
+// --probe-agent` over ssh) or jsrun bring back what each host's probe printed, read here into an
+// Inventory. Each failure becomes one line of reason ("connection refused (10.200.3.2:22)"), and
+// all failures are reported together (format_probe_failures), so one run shows every host that
+// needs fixing.
 //
-// Results are cached for the run (each distinct host probed once) and, when the caller passes a
-// job id (the LSF or Slurm job), on disk in <cache_dir>/<job_id>/<host>.yaml, so later ddlrun
-// commands of the same job do not probe again.
+// When the caller passes a job id (the LSF or Slurm job), inventories are cached on disk in
+// <cache_dir>/<job_id>/<host>.yaml, so later ddlrun commands of the same job do not probe again.
 
 using HostKeyPolicy = ssh::HostKeyPolicy;
 
@@ -36,13 +36,9 @@ struct RemoteOutput {
   std::string err;
 };
 
-/// How to reach the hosts (ssh::Options) and what to run there.
+/// How to reach the hosts (ssh::Options: the agents' logins) and where their inventories are
+/// cached.
 struct SshProbeOptions : ssh::Options {
-  /// Absolute path of ddlrun-probe, the same on every host (as mpirun assumes): ddlrun passes
-  /// the one installed next to itself.
-  std::string probe_path;
-  /// A shell command line to run instead of probe_path (tests, wrappers); empty: probe_path.
-  std::string remote_command;
   /// The batch job this run belongs to (LSB_JOBID, SLURM_JOB_ID); empty: no disk cache.
   std::string job_id;
   /// Where the disk cache lives; empty: default_probe_cache_dir().
@@ -51,19 +47,6 @@ struct SshProbeOptions : ssh::Options {
   /// the probe's threads: ddlrun's progress lines name the hosts it still waits for.
   std::function<void(const std::string& host)> on_settled;
 };
-
-/// The command run on each host: remote_command, else probe_path (shell-quoted when needed).
-std::string probe_command(const SshProbeOptions& options);
-
-/// Probes one host: connects through `connector` (the config's HostName and Port, its host key
-/// checked, keys only), runs probe_command(options) and reads its output with
-/// inventory_from_probe_output. Throws ProbeError whose what() is the reason alone, without the
-/// host in front: "connection refused (10.200.3.2:22)". Thread-safe; frees every session and
-/// channel on every path.
-Inventory probe_host_ssh(const std::string& host, const SshProbeOptions& options,
-                         ssh::Connector& connector);
-/// The same through ssh::libssh_connector().
-Inventory probe_host_ssh(const std::string& host, const SshProbeOptions& options);
 
 /// The inventory that `command` printed on `host`, parsed with inventory_from_yaml(out,
 /// "inventory of HOST"). Throws ProbeError with the reason: exit status 127 (ddlrun-probe is not
@@ -82,23 +65,14 @@ struct HostProbe {
   bool ok() const { return inventory.has_value(); }
 };
 
-/// Probes one host; throws ProbeError with the reason. probe_host_ssh by default; tests pass
-/// fakes.
+/// Probes one host (jsrun's probe; tests pass fakes); throws ProbeError with the reason.
 using HostProbeFn = std::function<Inventory(const std::string& host)>;
 
-/// Probes the hosts of one run: in parallel (at most max_parallel logins at once), each
-/// distinct host once however often it is asked for, through the job's disk cache when
-/// options.job_id is set. Over ssh a host's command, once started, holds no thread while it is
-/// slow: one thread reads every host's output (probe_ssh.cc, PipelinedProbe), so the threads
-/// stay at most max_parallel + 1 and all hosts' waits overlap.
+/// Probes the hosts of one run with a probe function (jsrun's; a fake, in tests): in parallel
+/// (at most max_parallel at once, each on a thread of a pool), each distinct host once however
+/// often it is asked for, through the job's disk cache when options.job_id is set.
 class RemoteProber {
  public:
-  /// Over ssh::libssh_connector().
-  explicit RemoteProber(SshProbeOptions options);
-  /// Over `connector` (a fake, in tests), which must outlive it.
-  RemoteProber(SshProbeOptions options, ssh::Connector& connector);
-  /// With another way to probe one host (a fake, in tests; jsrun), each probe on a thread of a
-  /// pool of at most max_parallel.
   RemoteProber(SshProbeOptions options, HostProbeFn probe_one);
 
   /// One result per entry of `hosts`, in that order. Never throws for a host that fails.
@@ -108,15 +82,10 @@ class RemoteProber {
 
  private:
   SshProbeOptions options_;
-  ssh::Connector* connector_ = nullptr;  ///< over ssh; null: probe_one_
   HostProbeFn probe_one_;
   std::mutex mutex_;
   std::map<std::string, Inventory, std::less<>> inventories_;
 };
-
-/// RemoteProber(options).probe(hosts).
-std::vector<HostProbe> probe_hosts_ssh(std::span<const std::string> hosts,
-                                       const SshProbeOptions& options);
 
 /// All failures as one message, or "" when every host was probed:
 ///   cannot probe 2 of 18 hosts:

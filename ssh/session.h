@@ -19,9 +19,10 @@
 namespace ddl::ssh {
 
 // Logging in to other hosts and running commands there: the one door through which ddlrun
-// speaks ssh. The prober (mapper/probe_ssh) runs ddlrun-probe through it, the ssh launcher
-// (launcher/ssh) runs `ddlrun --agent`; both see only the interfaces below, so their unit tests
-// pass a recording fake (tests/ssh/fake_ssh.h) and only the namespace tests use libssh.
+// speaks ssh. ddlrun's agents (launcher/ssh: `ddlrun --probe-agent` for the probe, `ddlrun
+// --agent` for the launch) are started through it, seeing only the interfaces below, so their
+// unit tests pass a recording fake (tests/ssh/fake_ssh.h) and only the namespace tests use
+// libssh.
 //
 // libssh_connector() behaves like `ssh -o BatchMode=yes HOST`: keys only (ssh-agent, the
 // default identity files and IdentityFile from the ssh config), never a password or passphrase

@@ -297,12 +297,12 @@ std::vector<std::string> hardware_known_here(const Options& o, JobPlan& plan,
   return remote_hosts;
 }
 
-/// Probes `hosts` with the prober, or over ssh: through ddlrun's agents (probe_tree.h) when the
-/// ssh launcher follows or --probe-links measures through them, each first-level host's kept
-/// in plan.sessions, hearing ddlrun's heartbeat until the launch takes it over; else with the
-/// probe command alone. `fresh` passes by the job's disk cache, so that every host is reached
-/// (a restart's check that it still answers). Beyond --tree-width hosts the agents carry the
-/// probe down the launch tree: for a dry run too, whose agents then exit with the sessions.
+/// Probes `hosts` with the prober, or over ssh through ddlrun's agents (probe_tree.h), each
+/// first-level host's session kept in plan.sessions, hearing ddlrun's heartbeat until the launch
+/// takes it over or the plan closes it (close_unused_agents). `fresh` passes by the job's disk
+/// cache, so that every host is reached (a restart's check that it still answers). When the ssh
+/// launcher follows, beyond --tree-width hosts the agents carry the probe down the launch tree
+/// (for a dry run too); else the first level is every host.
 std::vector<mapper::HostProbe> probe_remote_hosts(const Options& o, JobPlan& plan,
                                                   const RemoteProber& prober,
                                                   const std::vector<std::string>& hosts,
@@ -318,25 +318,22 @@ std::vector<mapper::HostProbe> probe_remote_hosts(const Options& o, JobPlan& pla
     std::fflush(stderr);
   });
   so.on_settled = [&progress](const std::string& host) { progress.settled(host); };
-  const bool tree = probe_goes_down_the_tree(o, plan.hosts.size(), ssh_follows);
-  // The ssh launcher runs the job through the probe's agents, --probe-links measures through
-  // them; else (another launcher follows, or a flat dry run) the probe command runs alone.
-  if (!o.probe_links && (!ssh_follows || (o.dry_run && !tree)))
-    return mapper::probe_hosts_ssh(hosts, so);
   plan.sessions = std::make_shared<ddl::ssh::KeptSessions>();
   launcher::ssh::keep_agents_alive(*plan.sessions);
   std::vector<std::string> all;
   for (const hostfiles::Host& h : plan.hosts.hosts())
     all.push_back(h.name);
-  std::vector<mapper::HostProbe> results =
-      probe_through_tree(o, all, hosts, so, *plan.sessions, plan.probe_tree);
-  // Every agent exits with its session: nothing is left on any host (--probe-links first
-  // measures through them: measure_links).
-  if (o.dry_run && !o.probe_links) {
-    plan.sessions.reset();
-    plan.probe_tree.clear();
-  }
-  return results;
+  return probe_through_tree(o, all, hosts, so, quote_shell_word(self_path()) + " --probe-agent",
+                            ssh_follows ? o.tree_width : 0, *plan.sessions, plan.probe_tree);
+}
+
+/// Closes the agents' sessions when nothing will use them: after a dry run's probe, or when
+/// another launcher than ddlrun's ssh launcher follows; with --probe-links, once it measured
+/// (measure_links). Every agent then exits: nothing is left on any host.
+void close_unused_agents(JobPlan& plan, bool dry_run, bool ssh_follows) {
+  if (!dry_run && ssh_follows) return;
+  plan.sessions.reset();
+  plan.probe_tree.clear();
 }
 
 /// The test hook DDLRUN_TEST_PLAN_DELAY_MS=N (tests/netns/tree_test.sh): planning takes N ms
@@ -525,14 +522,10 @@ void measure_links_now(const Options& o, JobPlan& plan,
 /// --probe-links: measures the links between the hosts with ranks into plan.links
 /// (measure_links_now); in a batch job, once per job (the probe cache's links.cache, for the
 /// same hosts at the same addresses). A measurement that cannot be made is a warning, and the
-/// plan goes on without it. A dry run then drops the probe's sessions: every agent exits.
+/// plan goes on without it.
 void measure_links(const Options& o, JobPlan& plan, const std::vector<std::string>& local_names) {
   if (!o.probe_links) return;
   if (plan.placed.topology_hosts.size() >= 2) measure_links_now(o, plan, local_names);
-  if (o.dry_run) {
-    plan.sessions.reset();
-    plan.probe_tree.clear();
-  }
 }
 
 /// Hosts per rack and racks per aisle in the layout's dimensions (IBM's four fields, after
@@ -704,8 +697,6 @@ std::string self_path() {
 
 mapper::SshProbeOptions ssh_probe_options(const Options& o, const std::string& job_id) {
   mapper::SshProbeOptions s;
-  s.probe_path = self_path();
-  s.remote_command = quote_shell_word(s.probe_path) + " --probe";
   s.ssh_config = o.ssh_config;
   if (o.connect_timeout) {
     s.connect_timeout = std::chrono::milliseconds(static_cast<int64_t>(*o.connect_timeout * 1000));
@@ -735,13 +726,15 @@ JobPlan make_plan(const Options& o, GetEnv getenv_fn, void* env_context, const R
   // This host's names and addresses, read once: which hosts to probe here, and the launcher.
   const std::vector<std::string> local_names = launcher::local_host_names();
   const RemoteProber prober = remote_prober(o, env, plan.job_id, remote);
-  gather_hardware(o, plan, prober, local_names, ssh_launcher_follows(o, env),
-                  replan.drop_unreachable, known);
+  const bool ssh_follows = ssh_launcher_follows(o, env);
+  gather_hardware(o, plan, prober, local_names, ssh_follows, replan.drop_unreachable, known);
+  if (!o.probe_links) close_unused_agents(plan, o.dry_run, ssh_follows);
   launcher::startup_step("planning the job");
   test_plan_delay(env);
   check_distinct_machines(plan, local_names);
   place_ranks(o, rankfile ? &*rankfile : nullptr, replan, plan);
   measure_links(o, plan, local_names);
+  close_unused_agents(plan, o.dry_run, ssh_follows);
   resolve_mode(o, plan);
   choose_launcher(o, env, local_names, plan);
   resolve_exports(o, env, plan);

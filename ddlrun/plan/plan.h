@@ -105,8 +105,8 @@ std::string job_id_of(const Options& options, GetEnv getenv_fn, void* env_contex
 /// and `ddlrun --agent`, and what external launchers run as each rank (`--rank-exec`).
 std::string self_path();
 
-/// The ssh probe options `options` ask for: ddlrun itself (`--probe`) as the remote command,
-/// --ssh-config, --connect-timeout, and the job id for the probe cache.
+/// The ssh probe options `options` ask for: --ssh-config, --connect-timeout, and the job id for
+/// the probe cache.
 mapper::SshProbeOptions ssh_probe_options(const Options& options, const std::string& job_id);
 
 }  // namespace ddl::ddlrun

@@ -14,7 +14,8 @@
 // already running: one login per host. A restart's probe (past the disk cache: every host gets the
 // command) goes the same way, and the tree without the hosts whose probe failed (and those below
 // them, never reached) goes to the launch, which then takes it over as it is
-// (LaunchOptions::probe_tree). A dry run closes the sessions once the outputs came: every agent
+// (LaunchOptions::probe_tree). A dry run, or a plan another launcher runs, closes the sessions
+// once the outputs came (and --probe-links measured): every agent
 // exits.
 // --probe-links then measures through the same agents (link_channels: launcher/ssh/
 // tree_links.h under mapper::probe_links), before the launch takes the tree over.
@@ -32,7 +33,6 @@
 #include <thread>
 
 #include "ddlrun/plan/plan.h"
-#include "ddlrun/shell_words.h"
 #include "launcher/launcher.h"
 
 namespace ddl::ddlrun {
@@ -170,16 +170,10 @@ class TreeLinkChannel : public mapper::LinkChannel {
 
 }  // namespace
 
-bool probe_goes_down_the_tree(const Options& o, std::size_t hosts, bool ssh_follows) {
-  return ssh_follows && o.tree_width > 0 && hosts > static_cast<std::size_t>(o.tree_width);
-}
-
-std::vector<mapper::HostProbe> probe_through_tree(const Options& o,
-                                                  const std::vector<std::string>& all,
-                                                  const std::vector<std::string>& remote,
-                                                  const mapper::SshProbeOptions& so,
-                                                  ddl::ssh::KeptSessions& agents,
-                                                  std::vector<tree::TreeHost>& tree) {
+std::vector<mapper::HostProbe> probe_through_tree(
+    const Options& o, const std::vector<std::string>& all, const std::vector<std::string>& remote,
+    const mapper::SshProbeOptions& so, const std::string& command, int width,
+    ddl::ssh::KeptSessions& agents, std::vector<tree::TreeHost>& tree) {
   TreeProbe probed;
   probed.on_settled = so.on_settled;
   probed.agents = &agents;
@@ -194,9 +188,8 @@ std::vector<mapper::HostProbe> probe_through_tree(const Options& o,
   std::vector<std::pair<int, std::string>> order;
   for (const std::string& h : all)
     order.emplace_back(static_cast<int>(order.size()), h);
-  std::vector<tree::TreeHost> first = tree::launch_tree(order, o.tree_width);
+  std::vector<tree::TreeHost> first = tree::launch_tree(order, width);
   const int levels_below = tree::tree_depth(first) - 1;
-  const std::string command = quote_shell_word(self_path()) + " --probe-agent";
   std::vector<const tree::TreeHost*> log_in;
   const std::set<std::string> listed(remote.begin(), remote.end());
   for (tree::TreeHost& t : first) {

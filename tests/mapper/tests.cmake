@@ -13,11 +13,11 @@ add_test(NAME mapper.golden_plans
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/golden/check_golden.sh $<TARGET_FILE:ddlrun>
                  ${CMAKE_CURRENT_SOURCE_DIR})
 
-# Probing over ssh against real sshd, each in a network namespace of its own (tests/netns/hosts.sh);
-# skipped (77) unless root with ip netns and sshd.
-add_executable(probe_ssh_driver netns/probe_ssh_driver.cc)
-target_link_libraries(probe_ssh_driver PRIVATE ddl_mapper)
+# Probing over ssh through ddlrun's agents against real sshd, each in a network namespace of its
+# own (tests/netns/hosts.sh); skipped (77) unless root with ip netns and sshd.
+add_executable(agent_probe_driver netns/agent_probe_driver.cc)
+target_link_libraries(agent_probe_driver PRIVATE ddlrun_core)
 add_test(NAME mapper.probe_ssh_netns
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/netns/probe_ssh_test.sh
-                 $<TARGET_FILE:probe_ssh_driver> $<TARGET_FILE:ddlrun-probe>)
+                 $<TARGET_FILE:agent_probe_driver> $<TARGET_FILE:ddlrun>)
 set_tests_properties(mapper.probe_ssh_netns PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120)

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Probes fake hosts over ssh (hosts.sh: network namespaces, each with its own hostname and sshd)
-# through mapper/probe_ssh.h, with probe_ssh_driver, and checks what comes back: each host's own
-# hostname, in parallel; a stopped sshd and a silent address among them, reported together;
-# unknown and changed host keys; accept-new; a key the hosts do not take; a missing probe, a
-# failing and a babbling command; the job's disk cache; no ssh session left behind.
+# through ddlrun's agents (ddlrun/plan/probe_tree.h), with agent_probe_driver, and checks what
+# comes back: each host's own hostname, in parallel; a stopped sshd and a silent address among
+# them, reported together; unknown and changed host keys; accept-new; a key the hosts do not
+# take; a missing probe, a failing and a babbling command; the job's disk cache; no ssh session
+# left behind.
 #
-# Usage: probe_ssh_test.sh DRIVER PROBE   (exit 77, skipped, when not root or without ip netns
+# Usage: probe_ssh_test.sh DRIVER DDLRUN  (exit 77, skipped, when not root or without ip netns
 # or sshd)
 set -uo pipefail
 driver=$(realpath "$1")
@@ -62,7 +63,7 @@ grep -Fxq "cannot probe 2 of 5 hosts:" "$out/all.err" || fail "all: no summary" 
 [[ $(hostname) != node1 ]] || fail "this host is called node1 too: the hostname check proves nothing"
 
 # Three hosts whose probe takes a second each answer in about one second, not three.
-run parallel node1 node2 node3 --command "sleep 1; $probe"
+run parallel node1 node2 node3 --command "sleep 1; $probe --probe-agent"
 for k in 1 2 3; do has parallel "node$k: ok hostname=node$k cached=no"; done
 awk '{ exit !($1 < 2.5) }' "$out/parallel.s" || fail "parallel: took $(cat "$out/parallel.s") s"
 
