@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # ddlrun --dry-run against fake hosts (hosts.sh: network namespaces with their own hostname and
-# sshd): ddlrun runs itself (`ddlrun --probe`) on every host over ssh, places the ranks on what
-# came back, writes the topology file, and reports hosts it cannot reach all together.
+# sshd): ddlrun runs its agent (`ddlrun --probe-agent`) on every host over ssh and asks it for
+# the host's inventory, for a dry run and a plan for another launcher too, places the ranks on
+# what came back, writes the topology file, and reports hosts it cannot reach all together.
 #
 # Usage: ddlrun_probe_test.sh DDLRUN   (exit 77, skipped, when not root or without ip netns/sshd)
 set -uo pipefail
@@ -39,6 +40,27 @@ grep -q '^  - {index: 1, name: "node2", address: "node2"' "$out/topo" ||
 run text --dry-run -H node1,node2:2 prog
 [[ $(rc text) == 0 ]] || fail "text: exit $(rc text)" "$out/text.err"
 grep -Eq '^  node2 +2 +1-2 +0 +[0-9]+ +ssh +-H$' "$out/text" || fail "text: node2's row" "$out/text"
+
+# A dry run asks each host's agent for its inventory (one login running `ddlrun --probe-agent`,
+# its session closed once it answered: nothing is left, checked below), and so does a plan that
+# another launcher runs. Each login shell notes its command in the host's own /tmp.
+root_home=$(getent passwd root | cut -d: -f6)
+for k in 1 2; do
+  netns_exec "$k" sh -c "cat >'$root_home/.bashrc'" <<'RC'
+printf '%s\n' "$BASH_EXECUTION_STRING" >>/tmp/login-commands
+RC
+done
+run agents --dry-run -H node1,node2 prog
+run agents_mpirun --dry-run --launcher mpirun -H node1,node2 prog
+for name in agents agents_mpirun; do
+  [[ $(rc $name) == 0 ]] || fail "$name: exit $(rc $name)" "$out/$name.err"
+done
+for k in 1 2; do
+  got=$(netns_exec "$k" sh -c 'cat /tmp/login-commands 2>/dev/null')
+  [[ $got == "$ddlrun --probe-agent"$'\n'"$ddlrun --probe-agent" ]] ||
+    fail "node$k: its logins ran '$got', not ddlrun's agent once for each plan"
+  netns_exec "$k" rm -f "$root_home/.bashrc"
+done
 
 # A stopped sshd and a second one: both reported in one message, nothing planned.
 netns_stop_sshd 3
