@@ -203,7 +203,7 @@ std::vector<mapper::HostProbe> probe_hosts_jsrun(const std::vector<std::string>&
   // One jsrun step for every host that is not cached, run by whichever host asks first.
   std::once_flag once;
   std::map<std::string, mapper::HostProbe> by_host;
-  mapper::SshProbeOptions cache;
+  mapper::HostProbeOptions cache;
   cache.job_id = options.job_id;
   cache.cache_dir = options.cache_dir;
   mapper::RemoteProber prober(cache, [&](const std::string& host) -> mapper::Inventory {

@@ -2,8 +2,8 @@
 //
 // How it works:
 //  1. Every host's agent starts at once, one thread per host: through LinkProbeOptions::open
-//     when it reaches the host (ddlrun's agents), else over ssh in a login of its own, or, for
-//     this host, in a thread of this process over a socket pair; each a LinkChannel. Each says its
+//     (ddlrun's agents), or, for this host, in a thread of this process over a socket pair;
+//     each a LinkChannel. Each says its
 //     port; each gets the run's token.
 //  2. measure_links runs the rounds; a round sends "test ADDRESS PORT" to the first host of
 //     each pair, all pairs at once (a thread each), and waits for their answers. An agent whose
@@ -65,59 +65,6 @@ bool take_line(std::string& buffer, std::string& line) {
   return true;
 }
 
-/// An agent in a channel of an ssh session of its own.
-class SshChannel : public LinkChannel {
- public:
-  SshChannel(std::unique_ptr<ssh::Session> session, std::unique_ptr<ssh::Channel> channel)
-      : session_(std::move(session)), channel_(std::move(channel)) {}
-  ~SshChannel() override {
-    try {
-      send("end");
-    } catch (const LinkError&) {  // gone already
-    }
-    channel_.reset();
-  }
-
-  void send(const std::string& line) override {
-    const std::string text = line + "\n";
-    std::string_view rest = text;
-    const base::Deadline deadline(kTestTimeout);
-    while (!rest.empty()) {
-      const int n = channel_->write(rest);
-      if (n < 0) throw LinkError("cannot write to the link agent: " + session_->error());
-      if (n == 0 && deadline.passed()) throw LinkError("the link agent takes no input");
-      if (n == 0) std::this_thread::sleep_for(milliseconds(1));
-      rest.remove_prefix(static_cast<std::size_t>(n));
-    }
-  }
-
-  std::string line(milliseconds timeout) override {
-    const base::Deadline deadline(timeout);
-    for (std::string line;;) {
-      if (take_line(buffer_, line)) return line;
-      char buf[4096];
-      const int n = channel_->read(buf, sizeof buf, ssh::Stream::kStdout);
-      if (n == ssh::Channel::kEof || n == ssh::Channel::kError) {
-        char err[512];
-        const int e = channel_->read(err, sizeof err, ssh::Stream::kStderr);
-        throw LinkError("the link agent ended" +
-                        (e > 0 ? ": " + std::string(err, static_cast<std::size_t>(e)) : ""));
-      }
-      if (n > 0) {
-        buffer_.append(buf, static_cast<std::size_t>(n));
-        continue;
-      }
-      if (deadline.passed()) throw LinkError("the link agent did not answer in time");
-      channel_->poll(milliseconds(deadline.poll_ms(kSliceMs)));
-    }
-  }
-
- private:
-  std::unique_ptr<ssh::Session> session_;
-  std::unique_ptr<ssh::Channel> channel_;  ///< destroyed before session_
-  std::string buffer_;
-};
-
 /// This host's agent: run_link_agent in a thread, over a socket pair.
 class LocalChannel : public LinkChannel {
  public:
@@ -160,26 +107,14 @@ class LocalChannel : public LinkChannel {
   std::string buffer_;
 };
 
-/// `host`'s agent over ssh, in a login of its own.
-std::unique_ptr<LinkChannel> ssh_channel(const LinkHost& host, const LinkProbeOptions& o) {
-  try {
-    std::unique_ptr<ssh::Session> session = ssh::libssh_connector().connect(host.name, o.ssh);
-    std::unique_ptr<ssh::Channel> channel = session->exec(
-        o.agent_command + (o.agent_port != 0 ? " " + std::to_string(o.agent_port) : ""));
-    return std::make_unique<SshChannel>(std::move(session), std::move(channel));
-  } catch (const ssh::Error& e) {
-    throw LinkError(e.what());
-  }
-}
-
-/// Starts `host`'s agent (in this process, through LinkProbeOptions::open, or over ssh) and
-/// reads its port.
+/// Starts `host`'s agent (in this process, or through LinkProbeOptions::open) and reads its
+/// port.
 std::unique_ptr<Agent> start_agent(const LinkHost& host, const LinkProbeOptions& o) {
   auto agent = std::make_unique<Agent>();
   if (host.local) agent->channel = std::make_unique<LocalChannel>(o.agent_port);
   if (!host.local && o.open) agent->channel = o.open(host, o.agent_port);
-  if (!agent->channel) agent->channel = ssh_channel(host, o);
-  const std::string hello = agent->line(o.ssh.connect_timeout);
+  if (!agent->channel) throw LinkError("no ddlrun agent runs there to start its link agent");
+  const std::string hello = agent->line(o.answer_timeout);
   char client[64] = "";
   if (std::sscanf(hello.c_str(), "ddl-link-agent 2 %d %63s", &agent->port, client) != 2) {
     throw LinkError("'" + o.agent_command + "' printed '" + base::excerpt(hello) +
@@ -227,7 +162,7 @@ std::vector<std::unique_ptr<Agent>> start_agents(const std::vector<LinkHost>& ho
     try {
       agents[i] = start_agent(hosts[i], o);
       agents[i]->send("token " + token);
-      if (const std::string ready = agents[i]->line(o.ssh.connect_timeout); ready != "ready") {
+      if (const std::string ready = agents[i]->line(o.answer_timeout); ready != "ready") {
         throw LinkError("the link agent answered '" + ready + "' to its token");
       }
     } catch (const LinkError& e) {

@@ -8,12 +8,12 @@
 #include <vector>
 
 #include "mapper/links.h"
-#include "ssh/session.h"
 
 namespace ddl::mapper {
 
-// The side effects of --probe-links: a measuring agent on every host (`ddlrun --link-agent`,
-// started over ssh, or in this process for this host) and the LinkTester that drives them.
+// The side effects of --probe-links: a measuring agent on every host (run_link_agent, inside
+// each host's ddlrun agent, or in this process for this host) and the LinkTester that drives
+// them.
 // The agents speak lines on their stdin and stdout; the measurements themselves are TCP
 // between the agents, host to host, at the addresses the ranks will use.
 
@@ -64,9 +64,8 @@ struct LinkHost {
   bool local = false;  ///< this host: its agent runs in this process
 };
 
-/// ddlrun's channel to one host's link agent: the lines of run_link_agent's conversation.
-/// Over ssh (a channel of the host's session) or, beyond the launch tree's fan-out, along the
-/// tree's frames (launcher/ssh/tree_links.h); tests pass their own.
+/// ddlrun's channel to one host's link agent: the lines of run_link_agent's conversation, along
+/// the frames of ddlrun's agents (launcher/ssh/tree_links.h); tests pass their own.
 class LinkChannel {
  public:
   /// Ends the agent's conversation (it returns; nothing of it is left on its host).
@@ -83,18 +82,18 @@ class LinkChannel {
 };
 
 /// Starts `host`'s link agent, listening on TCP port `port` (0: any free one), and returns the
-/// channel to it, its greeting not yet read; null when this way does not reach `host` (it is
-/// then logged in to over ssh). Throws LinkError when it cannot start it.
+/// channel to it, its greeting not yet read. Throws LinkError when it cannot start it.
 using OpenLinkChannel = std::function<std::unique_ptr<LinkChannel>(const LinkHost& host, int port)>;
 
 /// How to reach the hosts and how long to measure.
 struct LinkProbeOptions {
-  ssh::Options ssh;           ///< how to log in to a host that `open` does not reach
-  std::string agent_command;  ///< what runs the agent on a host: "'/path/ddlrun' --link-agent"
+  /// How long an agent may take to greet, and to answer its token.
+  std::chrono::milliseconds answer_timeout{10'000};
+  std::string agent_command;  ///< what the agent is, for messages: "'/path/ddlrun' --link-agent"
   int agent_port = 0;         ///< the agents' TCP port (--probe-links-port); 0: any free one
   double budget_s = 1.5;      ///< for the rounds of transfers (sample_links)
-  /// The remote hosts' agents, when set (the launch tree); null, or a host it returns null
-  /// for: over ssh, as above. This host's agent always runs in this process.
+  /// The remote hosts' agents (null: none; a remote host then fails, as does one it returns
+  /// null for). This host's agent always runs in this process.
   OpenLinkChannel open;
 };
 

@@ -4,7 +4,7 @@
 //
 // Many hosts through one probe function (RemoteProber, as jsrun's probe uses it): the distinct
 // hosts not yet known are looked up in the job's disk cache, the rest are probed on a pool of at
-// most max_parallel threads, and successes go into the run's map and the disk cache.
+// most options.parallel threads, and successes go into the run's map and the disk cache.
 
 #include "mapper/probe_ssh.h"
 
@@ -194,7 +194,7 @@ Inventory inventory_from_probe_output(std::string_view host, std::string_view co
 // ---------------------------------------------------------------------------------------------
 // Many hosts
 
-RemoteProber::RemoteProber(SshProbeOptions options, HostProbeFn probe_one)
+RemoteProber::RemoteProber(HostProbeOptions options, HostProbeFn probe_one)
     : options_(std::move(options)), probe_one_(std::move(probe_one)) {}
 
 namespace {
@@ -210,10 +210,7 @@ using Todo = std::vector<std::pair<const std::string*, Outcome*>>;
 
 /// The reason a probe failed with `e`: its text, unless it is none of the probe's own errors.
 std::string reason_of(const std::exception& e) {
-  if (dynamic_cast<const ProbeError*>(&e) != nullptr ||
-      dynamic_cast<const ssh::Error*>(&e) != nullptr) {
-    return e.what();
-  }
+  if (dynamic_cast<const ProbeError*>(&e) != nullptr) return e.what();
   return std::string("internal error: ") + e.what() + " (please report this)";
 }
 
@@ -280,7 +277,7 @@ std::vector<HostProbe> RemoteProber::probe(std::span<const std::string> hosts) {
       options_.on_settled(host);
     }
   }
-  probe_all(todo, options_.max_parallel, probe_one_, options_.on_settled);
+  probe_all(todo, options_.parallel, probe_one_, options_.on_settled);
   for (const auto& [host, o] : todo) {
     if (o->inventory && !job_dir.empty()) write_cache(cache_file(*host), *o->inventory);
   }
@@ -321,7 +318,7 @@ std::string format_probe_failures(std::span<const HostProbe> results) {
   return out + std::string(kNextStep) + "\n";
 }
 
-std::string job_cache_dir(const SshProbeOptions& options) {
+std::string job_cache_dir(const HostProbeOptions& options) {
   if (options.job_id.empty()) return "";
   const std::string root =
       options.cache_dir.empty() ? default_probe_cache_dir() : options.cache_dir;
@@ -330,13 +327,14 @@ std::string job_cache_dir(const SshProbeOptions& options) {
   return job_dir;
 }
 
-std::optional<Inventory> cached_inventory(const SshProbeOptions& options, const std::string& host) {
+std::optional<Inventory> cached_inventory(const HostProbeOptions& options,
+                                          const std::string& host) {
   const std::string job_dir = job_cache_dir(options);
   if (job_dir.empty()) return std::nullopt;
   return read_cache(job_dir + "/" + escape_component(host) + ".yaml");
 }
 
-void cache_inventory(const SshProbeOptions& options, const std::string& host,
+void cache_inventory(const HostProbeOptions& options, const std::string& host,
                      const Inventory& inventory) {
   const std::string job_dir = job_cache_dir(options);
   if (!job_dir.empty()) write_cache(job_dir + "/" + escape_component(host) + ".yaml", inventory);

@@ -13,7 +13,6 @@
 
 #include "mapper/inventory.h"
 #include "mapper/probe_hwloc.h"
-#include "ssh/session.h"
 
 namespace ddl::mapper {
 
@@ -26,8 +25,6 @@ namespace ddl::mapper {
 // When the caller passes a job id (the LSF or Slurm job), inventories are cached on disk in
 // <cache_dir>/<job_id>/<host>.yaml, so later ddlrun commands of the same job do not probe again.
 
-using HostKeyPolicy = ssh::HostKeyPolicy;
-
 /// What a remote command did.
 struct RemoteOutput {
   int exit_status = 0;  ///< -1: it ended without one (see signal)
@@ -36,9 +33,10 @@ struct RemoteOutput {
   std::string err;
 };
 
-/// How to reach the hosts (ssh::Options: the agents' logins) and where their inventories are
-/// cached.
-struct SshProbeOptions : ssh::Options {
+/// How many hosts are probed at once and where their inventories are cached.
+struct HostProbeOptions {
+  /// Hosts probed at once (RemoteProber's threads).
+  int parallel = 32;
   /// The batch job this run belongs to (LSB_JOBID, SLURM_JOB_ID); empty: no disk cache.
   std::string job_id;
   /// Where the disk cache lives; empty: default_probe_cache_dir().
@@ -69,11 +67,11 @@ struct HostProbe {
 using HostProbeFn = std::function<Inventory(const std::string& host)>;
 
 /// Probes the hosts of one run with a probe function (jsrun's; a fake, in tests): in parallel
-/// (at most max_parallel at once, each on a thread of a pool), each distinct host once however
+/// (at most options.parallel at once, each on a thread of a pool), each distinct host once however
 /// often it is asked for, through the job's disk cache when options.job_id is set.
 class RemoteProber {
  public:
-  RemoteProber(SshProbeOptions options, HostProbeFn probe_one);
+  RemoteProber(HostProbeOptions options, HostProbeFn probe_one);
 
   /// One result per entry of `hosts`, in that order. Never throws for a host that fails.
   /// Successes are written to the disk cache (0600 files in a 0700 directory); a cache that
@@ -81,7 +79,7 @@ class RemoteProber {
   std::vector<HostProbe> probe(std::span<const std::string> hosts);
 
  private:
-  SshProbeOptions options_;
+  HostProbeOptions options_;
   HostProbeFn probe_one_;
   std::mutex mutex_;
   std::map<std::string, Inventory, std::less<>> inventories_;
@@ -97,13 +95,13 @@ std::string format_probe_failures(std::span<const HostProbe> results);
 
 /// The job's directory in the disk cache, <cache_dir>/<job_id>, made private (0700): "" when
 /// options.job_id is empty or the directory cannot be made.
-std::string job_cache_dir(const SshProbeOptions& options);
+std::string job_cache_dir(const HostProbeOptions& options);
 
 /// The inventory of `host` in the job's disk cache (options.job_id), when it has one that
 /// reads; nullopt without a job id.
-std::optional<Inventory> cached_inventory(const SshProbeOptions& options, const std::string& host);
+std::optional<Inventory> cached_inventory(const HostProbeOptions& options, const std::string& host);
 /// Writes the inventory of `host` into the job's disk cache; nothing without a job id.
-void cache_inventory(const SshProbeOptions& options, const std::string& host,
+void cache_inventory(const HostProbeOptions& options, const std::string& host,
                      const Inventory& inventory);
 
 /// The text of a cache file: nullopt unless it is a regular file of ours that can be read.

@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
+#include <memory>
 #include <set>
 #include <stdexcept>
 #include <thread>
@@ -311,7 +313,7 @@ std::vector<mapper::HostProbe> probe_remote_hosts(const Options& o, JobPlan& pla
   launcher::startup_step("probing " + std::to_string(hosts.size()) +
                          (hosts.size() == 1 ? " host" : " hosts") +
                          " over ssh (--no-probe or --host-xml skip it)");
-  mapper::SshProbeOptions so = ssh_probe_options(o, plan.job_id);
+  SshProbeOptions so = ssh_probe_options(o, plan.job_id);
   if (fresh) so.job_id.clear();
   ProbeProgress progress(hosts, kProbeProgressEvery, [](const std::string& line) {
     std::fprintf(stderr, "%s\n", line.c_str());
@@ -327,13 +329,18 @@ std::vector<mapper::HostProbe> probe_remote_hosts(const Options& o, JobPlan& pla
                             ssh_follows ? o.tree_width : 0, *plan.sessions, plan.probe_tree);
 }
 
+/// Closes the agents' sessions: every agent exits, and the launch logs in afresh.
+void drop_agents(JobPlan& plan) {
+  plan.sessions.reset();
+  plan.probe_tree.clear();
+}
+
 /// Closes the agents' sessions when nothing will use them: after a dry run's probe, or when
 /// another launcher than ddlrun's ssh launcher follows; with --probe-links, once it measured
 /// (measure_links). Every agent then exits: nothing is left on any host.
 void close_unused_agents(JobPlan& plan, bool dry_run, bool ssh_follows) {
   if (!dry_run && ssh_follows) return;
-  plan.sessions.reset();
-  plan.probe_tree.clear();
+  drop_agents(plan);
 }
 
 /// The test hook DDLRUN_TEST_PLAN_DELAY_MS=N (tests/netns/tree_test.sh): planning takes N ms
@@ -482,23 +489,45 @@ std::vector<mapper::LinkHost> link_hosts(const JobPlan& plan,
   return hosts;
 }
 
+/// Measures `hosts`' links with `lo` through the agents in plan.sessions along plan.probe_tree
+/// (launcher/ssh/tree_links.h; their sessions go back before this returns), after logging in
+/// to each host they do not reach (reach_hosts).
+mapper::LinkMeasurement measure_through_agents(const Options& o, JobPlan& plan,
+                                               const std::vector<mapper::LinkHost>& hosts,
+                                               mapper::LinkProbeOptions& lo) {
+  const std::map<std::string, std::string> unreached = reach_hosts(
+      hosts, ssh_probe_options(o, plan.job_id), quote_shell_word(self_path()) + " --probe-agent",
+      *plan.sessions, plan.probe_tree);
+  launcher::ssh::TreeLinks tree(
+      *plan.sessions, plan.probe_tree,
+      std::chrono::milliseconds(static_cast<int64_t>(o.heartbeat_timeout * 1000)));
+  lo.open = link_channels(tree, unreached);
+  return mapper::probe_links(hosts, lo, plan.warnings);
+}
+
 /// --probe-links' measurement of `hosts`: through the agents the probe left along the launch
-/// tree, flat or deeper (launcher/ssh/tree_links.h; their sessions go back before this
-/// returns); a host they do not reach over ssh.
+/// tree, flat or deeper, and agents started for it on the hosts they do not reach. When the
+/// probe left none (no host was probed over ssh), those agents exit once it measured: the
+/// launch logs in as it would have.
 mapper::LinkMeasurement measure_through_probe(const Options& o, JobPlan& plan,
                                               const std::vector<mapper::LinkHost>& hosts) {
   mapper::LinkProbeOptions lo;
-  lo.ssh = ssh_probe_options(o, plan.job_id);
+  lo.answer_timeout = ssh_probe_options(o, plan.job_id).connect_timeout;
   lo.agent_command = quote_shell_word(self_path()) + " --link-agent";
   lo.agent_port = o.probe_links_port;
-  std::unique_ptr<launcher::ssh::TreeLinks> tree;
-  if (plan.sessions && !plan.probe_tree.empty()) {
-    tree = std::make_unique<launcher::ssh::TreeLinks>(
-        *plan.sessions, plan.probe_tree,
-        std::chrono::milliseconds(static_cast<int64_t>(o.heartbeat_timeout * 1000)));
-    lo.open = link_channels(*tree);
+  const bool probed = plan.sessions != nullptr;
+  if (!probed) {
+    plan.sessions = std::make_shared<ddl::ssh::KeptSessions>();
+    launcher::ssh::keep_agents_alive(*plan.sessions);
   }
-  return mapper::probe_links(hosts, lo, plan.warnings);
+  try {
+    mapper::LinkMeasurement m = measure_through_agents(o, plan, hosts, lo);
+    if (!probed) drop_agents(plan);
+    return m;
+  } catch (...) {
+    if (!probed) drop_agents(plan);
+    throw;
+  }
 }
 
 /// --probe-links' measurement into plan.links (measure_links): the batch job's cache, else
@@ -695,8 +724,8 @@ std::string self_path() {
   return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string("ddlrun");
 }
 
-mapper::SshProbeOptions ssh_probe_options(const Options& o, const std::string& job_id) {
-  mapper::SshProbeOptions s;
+SshProbeOptions ssh_probe_options(const Options& o, const std::string& job_id) {
+  SshProbeOptions s;
   s.ssh_config = o.ssh_config;
   if (o.connect_timeout) {
     s.connect_timeout = std::chrono::milliseconds(static_cast<int64_t>(*o.connect_timeout * 1000));

@@ -13,6 +13,7 @@
 #include "hostfiles/hostfiles.h"
 #include "launcher/launcher.h"
 #include "mapper/mapper.h"
+#include "ssh/session.h"
 
 namespace ddl::ddlrun {
 
@@ -101,12 +102,17 @@ JobPlan make_plan(const Options& options, GetEnv getenv_fn, void* env_context,
 /// "ddlrun-<pid>".
 std::string job_id_of(const Options& options, GetEnv getenv_fn, void* env_context);
 
-/// This program's absolute path (/proc/self/exe): what other hosts run, as `ddlrun --probe`
-/// and `ddlrun --agent`, and what external launchers run as each rank (`--rank-exec`).
+/// This program's absolute path (/proc/self/exe): what other hosts run, as `ddlrun
+/// --probe-agent` and `ddlrun --agent`, and what external launchers run as each rank
+/// (`--rank-exec`).
 std::string self_path();
+
+/// How ddlrun's probe logs in to the hosts (the agents' ssh logins) and caches what they
+/// answer (mapper::HostProbeOptions).
+struct SshProbeOptions : ddl::ssh::Options, mapper::HostProbeOptions {};
 
 /// The ssh probe options `options` ask for: --ssh-config, --connect-timeout, and the job id for
 /// the probe cache.
-mapper::SshProbeOptions ssh_probe_options(const Options& options, const std::string& job_id);
+SshProbeOptions ssh_probe_options(const Options& options, const std::string& job_id);
 
 }  // namespace ddl::ddlrun

@@ -14,8 +14,8 @@ namespace ddl::ddlrun {
 /// What a long probe is waiting for: while hosts have not answered, every `every` a line such
 /// as "ddlrun: still probing after 10 s: 2 of 40 hosts have not answered: node3, node17"
 /// (the first kShownHosts names, then "and N more") goes to `say`, from a thread of its own.
-/// settled() takes a host off the list (SshProbeOptions::on_settled); the destructor stops the
-/// thread.
+/// settled() takes a host off the list (mapper::HostProbeOptions::on_settled); the destructor stops
+/// the thread.
 class ProbeProgress {
  public:
   /// At most this many host names in a line.

@@ -18,7 +18,10 @@
 // once the outputs came (and --probe-links measured): every agent
 // exits.
 // --probe-links then measures through the same agents (link_channels: launcher/ssh/
-// tree_links.h under mapper::probe_links), before the launch takes the tree over.
+// tree_links.h under mapper::probe_links), before the launch takes the tree over; a host with
+// ranks that no kept agent reaches (its hardware known without a probe: --host-xml, the job's
+// cache, --no-probe, jsrun) is logged in to first, flat, its agent asked as the probe asks
+// (reach_hosts).
 
 #include "ddlrun/plan/probe_tree.h"
 
@@ -45,7 +48,7 @@ namespace tree = launcher::ssh;
 struct TreeProbe {
   std::mutex mutex;
   std::map<std::string, mapper::HostProbe> results;
-  std::function<void(const std::string&)> on_settled;  ///< SshProbeOptions::on_settled
+  std::function<void(const std::string&)> on_settled;  ///< HostProbeOptions::on_settled
   ddl::ssh::KeptSessions* agents = nullptr;            ///< where each first-level agent is kept
 
   void put(mapper::HostProbe r) {
@@ -95,7 +98,7 @@ mapper::HostProbe result_of(const tree::StartedHost& s, const std::string& comma
 /// out.agents): its inventory, and its subtree started through it; its result and those of the
 /// hosts below go into `out`, and its session back into out.agents unless it failed.
 void probe_first(const tree::TreeHost& t, const tree::AgentAnswer& a, const Options& o,
-                 const mapper::SshProbeOptions& so, const std::string& command, int levels_below,
+                 const SshProbeOptions& so, const std::string& command, int levels_below,
                  TreeProbe& out) {
   std::vector<tree::StartedHost> below;
   ddl::ssh::KeptSessions::Kept kept = out.agents->take(t.name);
@@ -137,6 +140,36 @@ void probe_first(const tree::TreeHost& t, const tree::AgentAnswer& a, const Opti
     out.put(result_of(s, command));
 }
 
+/// Whether `agents` keeps a session for `host` (looked at without taking it).
+bool kept_for(ddl::ssh::KeptSessions& agents, const std::string& host) {
+  ddl::ssh::KeptSessions::Kept kept = agents.take(host);
+  const bool has = kept.session != nullptr;
+  if (has || !kept.lost.empty()) agents.put(host, std::move(kept));
+  return has;
+}
+
+/// Adds the names of `t` and every host below it to `names`.
+void add_names(const tree::TreeHost& t, std::set<std::string>& names) {
+  names.insert(t.name);
+  for (const tree::TreeHost& c : t.children)
+    add_names(c, names);
+}
+
+/// The largest index of `t` and the hosts below it.
+int max_index(const tree::TreeHost& t) {
+  int most = t.index;
+  for (const tree::TreeHost& c : t.children)
+    most = std::max(most, max_index(c));
+  return most;
+}
+
+/// Whether `host` is anywhere in `level` or below.
+bool in_tree(const std::vector<tree::TreeHost>& level, const std::string& host) {
+  return std::any_of(level.begin(), level.end(), [&](const tree::TreeHost& t) {
+    return t.name == host || in_tree(t.children, host);
+  });
+}
+
 /// A host's link agent along the launch tree, as mapper::probe_links speaks to it.
 class TreeLinkChannel : public mapper::LinkChannel {
  public:
@@ -172,7 +205,7 @@ class TreeLinkChannel : public mapper::LinkChannel {
 
 std::vector<mapper::HostProbe> probe_through_tree(
     const Options& o, const std::vector<std::string>& all, const std::vector<std::string>& remote,
-    const mapper::SshProbeOptions& so, const std::string& command, int width,
+    const SshProbeOptions& so, const std::string& command, int width,
     ddl::ssh::KeptSessions& agents, std::vector<tree::TreeHost>& tree) {
   TreeProbe probed;
   probed.on_settled = so.on_settled;
@@ -227,16 +260,49 @@ std::vector<mapper::HostProbe> probe_through_tree(
   return results;
 }
 
-mapper::OpenLinkChannel link_channels(tree::TreeLinks& links) {
-  return [&links](const mapper::LinkHost& h, int port) -> std::unique_ptr<mapper::LinkChannel> {
+std::map<std::string, std::string> reach_hosts(const std::vector<mapper::LinkHost>& hosts,
+                                               const SshProbeOptions& so,
+                                               const std::string& command,
+                                               ddl::ssh::KeptSessions& agents,
+                                               std::vector<tree::TreeHost>& tree) {
+  std::set<std::string> reached;
+  int next_index = 0;
+  for (const tree::TreeHost& t : tree) {
+    if (kept_for(agents, t.name)) add_names(t, reached);
+    next_index = std::max(next_index, max_index(t) + 1);
+  }
+  std::vector<std::string> names;
+  for (const mapper::LinkHost& h : hosts)
+    if (!h.local && !reached.contains(h.name)) names.push_back(h.name);
+  std::map<std::string, std::string> unreached;
+  if (names.empty()) return unreached;
+  const std::vector<tree::AgentAnswer> answers =
+      tree::ask_agents(ddl::ssh::libssh_connector(), names, so, command, agents);
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (!kept_for(agents, names[i])) {
+      unreached[names[i]] = answers[i].error.empty() ? "'" + command + "' ended before it answered"
+                                                     : answers[i].error;
+    } else if (!in_tree(tree, names[i])) {
+      tree.push_back({next_index++, names[i], {}, {}});
+    }
+  }
+  return unreached;
+}
+
+mapper::OpenLinkChannel link_channels(tree::TreeLinks& links,
+                                      const std::map<std::string, std::string>& unreached) {
+  return [&links, &unreached](const mapper::LinkHost& h,
+                              int port) -> std::unique_ptr<mapper::LinkChannel> {
     int id = -1;
     try {
       id = links.open(h.name, port);
     } catch (const tree::TreeLinkError& e) {
       throw mapper::LinkError(e.what());
     }
-    if (id < 0) return nullptr;
-    return std::make_unique<TreeLinkChannel>(links, id);
+    if (id >= 0) return std::make_unique<TreeLinkChannel>(links, id);
+    const auto why = unreached.find(h.name);
+    throw mapper::LinkError(why != unreached.end() ? why->second
+                                                   : "not reached by ddlrun's agents");
   };
 }
 

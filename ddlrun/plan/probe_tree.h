@@ -1,10 +1,12 @@
 #pragma once
 
 #include <cstddef>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "ddlrun/options.h"
+#include "ddlrun/plan/plan.h"
 #include "launcher/launcher.h"
 #include "mapper/mapper.h"
 
@@ -25,13 +27,25 @@ namespace ddl::ddlrun {
 /// without the hosts whose probe failed and those below them (LaunchOptions::probe_tree).
 std::vector<mapper::HostProbe> probe_through_tree(
     const Options& o, const std::vector<std::string>& all, const std::vector<std::string>& remote,
-    const mapper::SshProbeOptions& so, const std::string& command, int width,
+    const SshProbeOptions& so, const std::string& command, int width,
     ddl::ssh::KeptSessions& agents, std::vector<launcher::ssh::TreeHost>& tree);
 
+/// Logs in to each remote host of `hosts` (the hosts --probe-links measures) that no agent
+/// kept in `agents` reaches along `tree`, flat, its agent `command` asked as the probe asks it
+/// (launcher/ssh/tree_start.h: ask_agents), so that --probe-links measures through an agent on
+/// every host; its session is kept in `agents`, and a host not yet in `tree` joins its first
+/// level. Returns the reason for each host that could not be reached (ddl::ssh::Error's words).
+std::map<std::string, std::string> reach_hosts(const std::vector<mapper::LinkHost>& hosts,
+                                               const SshProbeOptions& so,
+                                               const std::string& command,
+                                               ddl::ssh::KeptSessions& agents,
+                                               std::vector<launcher::ssh::TreeHost>& tree);
+
 /// --probe-links' channels to the link agents of the hosts `links` reaches along the launch
-/// tree (launcher/ssh/tree_links.h), as mapper::probe_links speaks to them: null for a host
-/// it does not reach (logged in to over ssh instead); TreeLinkError becomes LinkError, its
-/// words unchanged. `links` outlives the channels.
-mapper::OpenLinkChannel link_channels(launcher::ssh::TreeLinks& links);
+/// tree (launcher/ssh/tree_links.h), as mapper::probe_links speaks to them; a host it does not
+/// reach fails with its reason in `unreached` (reach_hosts). TreeLinkError becomes LinkError,
+/// its words unchanged. `links` and `unreached` outlive the channels.
+mapper::OpenLinkChannel link_channels(launcher::ssh::TreeLinks& links,
+                                      const std::map<std::string, std::string>& unreached);
 
 }  // namespace ddl::ddlrun

@@ -239,19 +239,30 @@ std::vector<mapper::LinkHost> chain_hosts() {
   return {{"n1", "127.0.0.1", false}, {"n2", "127.0.0.1", false}, {"n3", "127.0.0.1", false}};
 }
 
+/// The hosts reach_hosts could not reach, and why: none in these tests, but n7.
+const std::map<std::string, std::string> kUnreached = {{"n7", "connection refused (n7:22)"}};
+
 mapper::LinkProbeOptions probe_options(ssh::TreeLinks& tree) {
   mapper::LinkProbeOptions lo;
-  lo.ssh.connect_timeout = milliseconds(3000);
+  lo.answer_timeout = milliseconds(3000);
   lo.agent_command = "'/x/ddlrun' --link-agent";
   lo.budget_s = 0.3;
-  lo.open = ddlrun::link_channels(tree);
+  lo.open = ddlrun::link_channels(tree, kUnreached);
   return lo;
 }
 
-/// The channel to `host`'s link agent along `tree`, as probe_links opens it (null: not
-/// reached that way).
+/// The channel to `host`'s link agent along `tree`, as probe_links opens it.
 std::unique_ptr<mapper::LinkChannel> open(ssh::TreeLinks& tree, const std::string& host) {
-  return ddlrun::link_channels(tree)(mapper::LinkHost{host, "127.0.0.1", false}, 0);
+  return ddlrun::link_channels(tree, kUnreached)(mapper::LinkHost{host, "127.0.0.1", false}, 0);
+}
+
+/// Why opening `host`'s link agent along `tree` fails (its LinkError), or "opened".
+std::string open_error(ssh::TreeLinks& tree, const std::string& host) {
+  try {
+    return open(tree, host) != nullptr ? "opened" : "null";
+  } catch (const mapper::LinkError& e) {
+    return e.what();
+  }
 }
 
 /// What `channel` says when it fails, or "answered: LINE".
@@ -628,7 +639,7 @@ TEST(TreeLinks, ALinkAgentThatNeverAnswersIsNamedInTime) {
   std::vector<std::string> notes;
   ssh::TreeLinks tree(k.sessions, kChain, milliseconds(10'000));
   mapper::LinkProbeOptions lo = probe_options(tree);
-  lo.ssh.connect_timeout = milliseconds(300);
+  lo.answer_timeout = milliseconds(300);
   const Clock::time_point start = Clock::now();
   try {
     mapper::probe_links(chain_hosts(), lo, notes);
@@ -641,17 +652,18 @@ TEST(TreeLinks, ALinkAgentThatNeverAnswersIsNamedInTime) {
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(3));
 }
 
-TEST(TreeLinks, AHostOutsideTheTreeOrItsKeptSessionsIsNotReachedThisWay) {
+TEST(TreeLinks, AHostOutsideTheTreeOrItsKeptSessionsFailsWithWhyItWasNotReached) {
   Kept k;
   // n4 below n1 and n5 under a first-level n6 whose session was not kept.
   const std::vector<TreeHost> tree_hosts = {{0, "n1", {{1, "n2", {{2, "n3", {}, {}}}, {}}}, {}},
                                             {5, "n6", {{4, "n5", {}, {}}}, {}}};
   {
     ssh::TreeLinks tree(k.sessions, tree_hosts, milliseconds(10'000));
-    EXPECT_EQ(open(tree, "n9"), nullptr);
-    EXPECT_EQ(open(tree, "n5"), nullptr);
-    EXPECT_EQ(open(tree, "n6"), nullptr);
-    EXPECT_NE(open(tree, "n3"), nullptr);
+    EXPECT_EQ(open_error(tree, "n9"), "not reached by ddlrun's agents");
+    EXPECT_EQ(open_error(tree, "n5"), "not reached by ddlrun's agents");
+    EXPECT_EQ(open_error(tree, "n6"), "not reached by ddlrun's agents");
+    EXPECT_EQ(open_error(tree, "n7"), "connection refused (n7:22)");
+    EXPECT_EQ(open_error(tree, "n3"), "opened");
   }
   // A first-level host the probe lost (Kept::lost, no session) goes back as it was, for the
   // launch to name it without logging in to it again.

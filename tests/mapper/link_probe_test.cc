@@ -73,16 +73,27 @@ TEST(ProbeLinksTest, AHostWhoseAgentCannotStartIsNamed) {
   const std::vector<LinkHost> hosts = {{"a", "127.0.0.1", true}, {"ghost", "ghost", false}};
   LinkProbeOptions o;
   o.agent_command = "ddlrun --link-agent";
-  o.ssh.ssh_config = "/dev/null";
-  o.ssh.connect_timeout = std::chrono::milliseconds(500);
+  o.answer_timeout = std::chrono::milliseconds(500);
   std::vector<std::string> notes;
   try {
     probe_links(hosts, o, notes);
     FAIL() << "no error";
   } catch (const LinkError& e) {
-    EXPECT_TRUE(std::string(e.what()).starts_with(
-        "cannot start the link agent on 1 of 2 hosts:\n  ghost: "))
-        << e.what();
+    EXPECT_STREQ(e.what(),
+                 "cannot start the link agent on 1 of 2 hosts:\n"
+                 "  ghost: no ddlrun agent runs there to start its link agent");
+  }
+  // Through an opener that cannot reach it: its reason.
+  o.open = [](const LinkHost&, int) -> std::unique_ptr<LinkChannel> {
+    throw LinkError("connection refused (10.0.0.9:22)");
+  };
+  try {
+    probe_links(hosts, o, notes);
+    FAIL() << "no error";
+  } catch (const LinkError& e) {
+    EXPECT_STREQ(e.what(),
+                 "cannot start the link agent on 1 of 2 hosts:\n"
+                 "  ghost: connection refused (10.0.0.9:22)");
   }
 }
 

@@ -203,7 +203,7 @@ TEST(ProbeFailures, NoneIsEmptyAndRepeatsCountOnce) {
 
 TEST(RemoteProber, ProbesEachDistinctHostOnceAndKeepsOrder) {
   std::atomic<int> calls{0};
-  RemoteProber prober(SshProbeOptions{}, [&](const std::string& host) {
+  RemoteProber prober(HostProbeOptions{}, [&](const std::string& host) {
     ++calls;
     if (host == "bad") throw ProbeError("connection refused (10.0.0.9:22)");
     if (host == "weird") throw std::runtime_error("boom");
@@ -233,8 +233,8 @@ TEST(RemoteProber, ProbesEachDistinctHostOnceAndKeepsOrder) {
 }
 
 TEST(RemoteProber, RunsAtMostMaxParallelAtOnce) {
-  SshProbeOptions o;
-  o.max_parallel = 3;
+  HostProbeOptions o;
+  o.parallel = 3;
   std::atomic<int> running{0};
   std::atomic<int> most{0};
   RemoteProber prober(o, [&](const std::string& host) {
@@ -283,7 +283,7 @@ TEST(ProbeCache, DefaultDirFollowsXdg) {
 
 TEST(ProbeCache, WritesPrivateFilesAndReadsThemBack) {
   const TempDir dir;
-  SshProbeOptions o;
+  HostProbeOptions o;
   o.job_id = "4242";
   o.cache_dir = dir.path() + "/cache/ddlrun";
   int calls = 0;
@@ -331,7 +331,7 @@ TEST(ProbeCache, WritesPrivateFilesAndReadsThemBack) {
 
 TEST(ProbeCache, NoJobIdNoFiles) {
   const TempDir dir;
-  SshProbeOptions o;
+  HostProbeOptions o;
   o.cache_dir = dir.path() + "/cache";
   RemoteProber prober(o, [](const std::string& host) { return inventory_named(host); });
   const std::vector<std::string> hosts = {"n1"};
@@ -341,7 +341,7 @@ TEST(ProbeCache, NoJobIdNoFiles) {
 
 TEST(ProbeCache, UnusableCacheDirIsSkipped) {
   const TempDir dir;
-  SshProbeOptions o;
+  HostProbeOptions o;
   o.job_id = "7";
   o.cache_dir = dir.write("a_file", "not a directory");
   RemoteProber prober(o, [](const std::string& host) { return inventory_named(host); });

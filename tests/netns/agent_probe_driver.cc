@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "ddlrun/options.h"
+#include "ddlrun/plan/plan.h"
 #include "ddlrun/plan/probe_tree.h"
 #include "ddlrun/shell_words.h"
 
@@ -23,7 +24,7 @@ namespace {
 
 /// The hosts' probe results through their agents, each session closed before it returns.
 std::vector<ddl::mapper::HostProbe> probe(const std::vector<std::string>& hosts,
-                                          const ddl::mapper::SshProbeOptions& o,
+                                          const ddl::ddlrun::SshProbeOptions& o,
                                           const std::string& command) {
   ddl::ssh::KeptSessions agents;
   std::vector<ddl::launcher::ssh::TreeHost> tree;
@@ -48,7 +49,7 @@ void print(const std::vector<ddl::mapper::HostProbe>& results) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  ddl::mapper::SshProbeOptions o;
+  ddl::ddlrun::SshProbeOptions o;
   std::string ddlrun = "ddlrun";
   std::string command;
   std::vector<std::string> hosts;
@@ -66,7 +67,7 @@ int main(int argc, char** argv) {
     } else if (a == "--known-hosts") {
       o.known_hosts = value();
     } else if (a == "--accept-new") {
-      o.host_key_policy = ddl::mapper::HostKeyPolicy::kAcceptNew;
+      o.host_key_policy = ddl::ssh::HostKeyPolicy::kAcceptNew;
     } else if (a == "--timeout-ms") {
       o.connect_timeout = std::chrono::milliseconds(std::stoi(value()));
     } else if (a == "--probe") {

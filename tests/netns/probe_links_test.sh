@@ -7,7 +7,8 @@
 #    long the measurement took; a batch job's second command reads them from the probe cache;
 #    --nodes wins over them; nothing is left running on the hosts.
 #  - Three hosts at 1 Gbit/s (netns_up 3): one rack, p:2x3x1x1; also with this host among
-#    them. A real job started with --probe-links runs.
+#    them, and with no host probed (--host-xml): one login per host, its ddlrun agent's. A real
+#    job started with --probe-links runs.
 #  - Five hosts, the agents on --probe-links-port 29555, each inside its host's ddlrun agent (no
 #    `ddlrun --link-agent` command runs); a capture on node1's link during the
 #    measurement finds a challenge opening every test and no secret-sized string twice (the
@@ -113,6 +114,23 @@ sed -n '/^links:/,$p' "$out/flat"
 run local --dry-run --probe-links -H localhost:2,node1:2,node2:2 prog
 grep -Eq '^links: +3 of 3 host pairs measured in ' "$out/local" || fail "local: links" "$out/local" "$out/local.err"
 grep -Fxq "  racks:   1 rack of 3 hosts: localhost node1 node2" "$out/local" || fail "local: racks" "$out/local"
+# No host probed (their hardware from --host-xml): each host's agent is started for the
+# measurement alone, one login running `ddlrun --probe-agent` (each login shell notes its
+# command in the host's own /tmp), and exits after it.
+root_home=$(getent passwd root | cut -d: -f6)
+for k in 1 2 3; do
+  netns_exec "$k" sh -c "cat >'$root_home/.bashrc'" <<'RC'
+printf '%s\n' "$BASH_EXECUTION_STRING" >>/tmp/login-commands
+RC
+done
+xml=$(dirname "$0")/../topologies/laptop-1p4c8t.xml
+run xml --dry-run --probe-links --host-xml "node*=$xml" -H node1:2,node2:2,node3:2 prog
+grep -Eq '^links: +3 of 3 host pairs measured in ' "$out/xml" || fail "xml: links" "$out/xml" "$out/xml.err"
+for k in 1 2 3; do
+  got=$(netns_exec "$k" sh -c 'cat /tmp/login-commands 2>/dev/null')
+  [[ $got == "$ddlrun --probe-agent" ]] || fail "xml: node$k's logins ran '$got', not ddlrun's agent once"
+  netns_exec "$k" rm -f "$root_home/.bashrc"
+done
 nothing_left 1 2 3
 
 netns_down
