@@ -81,7 +81,7 @@ struct Replan {
 using GetEnv = hostfiles::GetEnv;
 
 /// Finds out the hardware of hosts that are neither this host nor given by --host-xml: one
-/// result per host, in order. The default runs `ddlrun --probe` on each over ssh, in parallel.
+/// result per host, in order. The default asks ddlrun's agent on each over ssh, in parallel.
 using RemoteProbe = std::function<std::vector<mapper::HostProbe>(const std::vector<std::string>&)>;
 
 /// Hardware already known by host name (per-node mode: every node's probe, from the rendezvous).
