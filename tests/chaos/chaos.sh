@@ -336,18 +336,21 @@ one_run() {
   local args
   mapfile -t args < <(job_args "$launcher")
   args+=(--job-id "$job_id")
-  local env=(-x "CHAOS_DIR=$dir" -x "CHAOS_SECONDS=$seconds" -x "DDL_TIMEOUT=$timeout_s")
+  # In the launch tree the slow reader pauses past the heartbeat deadline (a full channel
+  # starved the interior agents' heartbeats, and healthy hosts were lost). A rank blocked on its
+  # stdout meanwhile makes no progress, so its peers' DDL_TIMEOUT outlasts the pause: what the
+  # fault checks is that ddlrun loses no host and no byte, not the ranks' own timeout.
+  local pause=3 rank_timeout=$timeout_s
+  [[ $launcher == tree ]] && pause=$((lost_s + 2))
+  [[ $kind == slow_reader ]] && rank_timeout=$((timeout_s + pause))
+  local env=(-x "CHAOS_DIR=$dir" -x "CHAOS_SECONDS=$seconds" -x "DDL_TIMEOUT=$rank_timeout")
   case $kind in
     close_stdout) env+=(-x CHAOS_CLOSE_STDOUT=1) ;;
     slow_reader) env+=(-x CHAOS_PRINT_EVERY=1 -x CHAOS_PRINT_BYTES=8000) ;;
   esac
-  export CHAOS_DIR=$dir CHAOS_SECONDS=$seconds DDL_TIMEOUT=$timeout_s TMPDIR=$work/tmp
+  export CHAOS_DIR=$dir CHAOS_SECONDS=$seconds DDL_TIMEOUT=$rank_timeout TMPDIR=$work/tmp
   case $kind in
     slow_reader)
-      # In the launch tree the reader pauses past the heartbeat deadline (a full
-      # channel starved the interior agents' heartbeats, and healthy hosts were lost).
-      local pause=3
-      [[ $launcher == tree ]] && pause=$((lost_s + 2))
       "$ddlrun" "${args[@]}" "${env[@]}" "$loop" 2>"$dir/err" \
         > >(sleep "$pause"; cat >/dev/null) </dev/null &
       ;;
