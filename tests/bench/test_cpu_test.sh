@@ -5,6 +5,8 @@
 # reaches it, and one that leaves a process behind is named, the process killed, status 1.
 # Skipped (77) where no cgroup can be made (not root).
 set -uo pipefail
+# shellcheck source=SCRIPTDIR/../lib/procs.sh
+source "$(dirname "$0")/../lib/procs.sh"
 script=${1:?usage: test_cpu_test.sh BENCH_TEST_CPU_PY}
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
@@ -19,7 +21,6 @@ out=$(python3 "$script" "$dir" --min 0)
 rc=$?
 echo "$out"
 ((rc == 77)) && exit 77
-fail() { echo "bench.test_cpu: $*" >&2; exit 1; }
 ((rc == 1)) || fail "exit status $rc, not 1 (a test left a process)"
 row() { grep -E "^$1 " <<<"$out"; }
 [[ $(head -n 1 <<<"$out") == test*wall\(s\)*cpu\(s\)*share*label*note ]] || fail "no header"
@@ -29,6 +30,5 @@ row sleeps | grep -q "cpu *mostly waits: could be labelled waits$" || fail "slee
 row env | grep -qE " waits *$" || fail "env's row is not a waits test that passed: $(row env)"
 row leaves | grep -q "left 1 processes (killed)" || fail "the leftover is not named"
 pid=$(cat "$dir/leftover.pid")
-alive() { [[ -e /proc/$pid && $(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null) != Z ]]; }
-alive && fail "the leftover sleep ($pid) still runs"
-echo "bench.test_cpu: passed"
+alive "$pid" && fail "the leftover sleep ($pid) still runs"
+passed_or_exit

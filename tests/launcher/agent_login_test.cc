@@ -18,33 +18,15 @@
 #include <vector>
 
 #include "launcher/ssh/tree_start.h"
+#include "tests/lib/temp_dir.h"
 
 namespace ddl::launcher {
 namespace {
 
+using ddl::testing::TempDir;
 using std::chrono::milliseconds;
 
 constexpr const char* kAgent = "/opt/ddlrun/bin/ddlrun --probe-agent";
-
-/// A fresh directory under the test's temporary directory, removed at the end.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl =
-        (std::filesystem::temp_directory_path() / "agent_login_test.XXXXXX").string();
-    path_ = mkdtemp(tmpl.data());
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  const std::string& path() const { return path_; }
-  std::string write(const std::string& name, const std::string& text) const {
-    const std::string p = path_ + "/" + name;
-    std::ofstream(p) << text;
-    return p;
-  }
-
- private:
-  std::string path_;
-};
 
 /// A TCP socket on 127.0.0.1, bound to a free port; listening when asked.
 class LocalPort {

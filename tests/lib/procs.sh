@@ -19,6 +19,21 @@ own_pids() {
   done
 }
 
+# most_threads_of_children PID: until PID ends, samples the thread count of each of its children
+# every 10 ms and prints the most seen (0 if none was seen). A job run under `timeout` has
+# the program as that child.
+most_threads_of_children() {
+  local most=0 p t
+  while kill -0 "$1" 2>/dev/null; do
+    for p in $(pgrep -P "$1"); do
+      t=$(awk '/^Threads:/ {print $2}' "/proc/$p/status" 2>/dev/null)
+      ((${t:-0} > most)) && most=$t
+    done
+    sleep 0.01
+  done
+  echo "$most"
+}
+
 # What every test script counts and prints the same way.
 now_ms() { echo $(($(date +%s%N) / 1000000)); }  # milliseconds since the epoch
 now_us() { echo "${EPOCHREALTIME/./}"; }         # microseconds since the epoch

@@ -13,9 +13,12 @@
 #include <optional>
 #include <thread>
 
+#include "tests/lib/temp_dir.h"
+
 namespace ddl::mapper {
 namespace {
 
+using ddl::testing::TempDir;
 using std::chrono::milliseconds;
 
 /// A small inventory named `hostname`.
@@ -37,25 +40,6 @@ std::string reason_of_output(const RemoteOutput& out,
     return e.what();
   }
 }
-
-/// A fresh directory under the test's temporary directory, removed at the end.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "probe_ssh_test.XXXXXX").string();
-    path_ = mkdtemp(tmpl.data());
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  const std::string& path() const { return path_; }
-  std::string write(const std::string& name, const std::string& text) const {
-    const std::string p = path_ + "/" + name;
-    std::ofstream(p) << text;
-    return p;
-  }
-
- private:
-  std::string path_;
-};
 
 // --- the remote command's output ---------------------------------------------------------------
 

@@ -60,15 +60,7 @@ start=$EPOCHREALTIME
 timeout 120 "$ddlrun" --launcher ssh --no-probe --ssh-config "$NETNS_SSH_CONFIG" \
   --tree-width 0 --tag-output none -H "$NETNS_LIST" true >"$out/job" 2>"$out/job.err" &
 job=$!
-# Its most threads (sampled every 10 ms; timeout's child is ddlrun).
-most=0
-while kill -0 "$job" 2>/dev/null; do
-  for p in $(pgrep -P "$job"); do
-    t=$(awk '/^Threads:/ {print $2}' "/proc/$p/status" 2>/dev/null)
-    ((${t:-0} > most)) && most=$t
-  done
-  sleep 0.01
-done
+most=$(most_threads_of_children "$job")  # timeout's child is ddlrun
 wait "$job"
 rc=$?
 job_s=$(echo "$EPOCHREALTIME - $start" | bc)

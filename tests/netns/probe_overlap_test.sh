@@ -35,21 +35,14 @@ done
 
 # overlap WHAT ARGS...: ddlrun ARGS on every host, its probe's sleeps and threads checked.
 overlap() {
-  local what=$1 start job most t p rc began together
+  local what=$1 start job most rc began together
   shift
   : >"$sleeps"
   start=$EPOCHREALTIME
   timeout 120 "$ddlrun" --launcher ssh --ssh-config "$NETNS_SSH_CONFIG" --tree-width 0 "$@" \
     -H "$NETNS_LIST" true >"$out/plan" 2>"$out/err" &
   job=$!
-  most=0  # its most threads (sampled every 10 ms; timeout's child is ddlrun)
-  while kill -0 "$job" 2>/dev/null; do
-    for p in $(pgrep -P "$job"); do
-      t=$(awk '/^Threads:/ {print $2}' "/proc/$p/status" 2>/dev/null)
-      ((${t:-0} > most)) && most=$t
-    done
-    sleep 0.01
-  done
+  most=$(most_threads_of_children "$job")  # timeout's child is ddlrun
   wait "$job"
   rc=$?
   echo "  ddlrun $what on $n hosts whose logins sleep 3 s: exit $rc in" \
