@@ -35,6 +35,12 @@ KeptSessions::Kept KeptSessions::take(const std::string& host) {
   return kept;
 }
 
+bool KeptSessions::has(const std::string& host) const {
+  const std::lock_guard lock(mutex_);
+  const auto it = kept_.find(host);
+  return it != kept_.end() && it->second.session != nullptr;
+}
+
 std::size_t KeptSessions::size() const {
   const std::lock_guard lock(mutex_);
   return kept_.size();

@@ -186,8 +186,8 @@ class KeptSessions {
   /// One kept session.
   struct Kept {
     std::unique_ptr<Session> session;
-    /// The channel of the probe's keep_command, its agent running (null when the probe command
-    /// ran): and what it sent after the inventory, the start of the agent's first frame.
+    /// The channel its agent runs in (ask_agents: the agent answered the inventory request;
+    /// null where none runs): and what it sent after the answer, the start of its next frame.
     std::unique_ptr<Channel> channel;
     std::string pending;
     std::string command;  ///< what runs on `channel`, for messages
@@ -203,6 +203,8 @@ class KeptSessions {
   void put(const std::string& host, Kept kept);
   /// The session kept for `host`, removed from here; an empty Kept when there is none.
   Kept take(const std::string& host);
+  /// Whether a session is kept for `host` (looked at, not taken).
+  bool has(const std::string& host) const;
   /// How many are kept.
   std::size_t size() const;
   /// From now on, every `interval` on a thread of its own, calls `beat` on each session kept

@@ -140,14 +140,6 @@ void probe_first(const tree::TreeHost& t, const tree::AgentAnswer& a, const Opti
     out.put(result_of(s, command));
 }
 
-/// Whether `agents` keeps a session for `host` (looked at without taking it).
-bool kept_for(ddl::ssh::KeptSessions& agents, const std::string& host) {
-  ddl::ssh::KeptSessions::Kept kept = agents.take(host);
-  const bool has = kept.session != nullptr;
-  if (has || !kept.lost.empty()) agents.put(host, std::move(kept));
-  return has;
-}
-
 /// Adds the names of `t` and every host below it to `names`.
 void add_names(const tree::TreeHost& t, std::set<std::string>& names) {
   names.insert(t.name);
@@ -268,7 +260,7 @@ std::map<std::string, std::string> reach_hosts(const std::vector<mapper::LinkHos
   std::set<std::string> reached;
   int next_index = 0;
   for (const tree::TreeHost& t : tree) {
-    if (kept_for(agents, t.name)) add_names(t, reached);
+    if (agents.has(t.name)) add_names(t, reached);
     next_index = std::max(next_index, max_index(t) + 1);
   }
   std::vector<std::string> names;
@@ -279,7 +271,7 @@ std::map<std::string, std::string> reach_hosts(const std::vector<mapper::LinkHos
   const std::vector<tree::AgentAnswer> answers =
       tree::ask_agents(ddl::ssh::libssh_connector(), names, so, command, agents);
   for (std::size_t i = 0; i < names.size(); ++i) {
-    if (!kept_for(agents, names[i])) {
+    if (!agents.has(names[i])) {
       unreached[names[i]] = answers[i].error.empty() ? "'" + command + "' ended before it answered"
                                                      : answers[i].error;
     } else if (!in_tree(tree, names[i])) {

@@ -69,6 +69,22 @@ TEST(KeptSessions, KeepsOneSessionPerHostUntilTaken) {
   EXPECT_EQ(kept.size(), 1u);
 }
 
+TEST(KeptSessions, HasLooksWithoutTaking) {
+  FakeConnector connector;
+  KeptSessions kept;
+  EXPECT_FALSE(kept.has("node1"));
+  kept.put("node1", KeptSessions::Kept{connector.connect("node1", {}), {}, {}, {}});
+  KeptSessions::Kept lost;
+  lost.lost = "node2's agent is gone";
+  kept.put("node2", std::move(lost));  // kept for its reason, but no session
+  EXPECT_TRUE(kept.has("node1"));
+  EXPECT_TRUE(kept.has("node1"));  // still there
+  EXPECT_FALSE(kept.has("node2"));
+  EXPECT_EQ(kept.take("node2").lost, "node2's agent is gone");
+  ASSERT_NE(kept.take("node1").session, nullptr);
+  EXPECT_FALSE(kept.has("node1"));
+}
+
 TEST(KeptSessions, PutReplacesAndClosesTheOldOne) {
   FakeConnector connector;
   KeptSessions kept;
