@@ -2,14 +2,18 @@
 
 #include <chrono>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "launcher/ssh/tree.h"
 #include "ssh/session.h"
 
 namespace ddl::launcher {
+
+namespace ssh {
+class AgentTree;
+}
 
 /// The address the local backend tells its ranks for ddlrun's rendezvous ($DDL_RENDEZVOUS),
 /// unless LaunchOptions::rendezvous_host names another (per-node mode).
@@ -58,16 +62,11 @@ struct LaunchOptions {
   /// beyond this many hosts ddlrun logs in to this many and their agents start the rest.
   /// 0: flat (ddlrun logs in to every host).
   int tree_width = 50;
-  /// The ssh backend: the launch tree ddlrun's probe went down (ddlrun/plan/probe_tree.h), without
-  /// the hosts whose probe failed, its hosts indexed as the probe's frames named them. When it
-  /// holds exactly the hosts this launch runs, the launch takes that shape and those indices
-  /// for its frames, so that it takes over the subtrees the probe started (a restart whose
-  /// probe left hosts out: one login per host still); else launch_tree of --tree-width.
-  std::vector<ssh::TreeHost> probe_tree;
-  /// The ssh backend: the first level's sessions with the agents ddlrun's probe started
-  /// (ddlrun/plan/probe_tree.h), by host name; the launch takes each over instead of logging in
-  /// again (one login per host). Null: none.
-  std::shared_ptr<ddl::ssh::KeptSessions> agents;
+  /// The ssh backend: the agents ddlrun started (ddlrun/plan/probe_tree.h) and the launch tree
+  /// they were started along, which the launch takes over as it is (one login per host; the
+  /// hosts without ranks get no job), starting the agents it lacks. Null: the launch starts its
+  /// own along launch_tree of --tree-width.
+  std::shared_ptr<ssh::AgentTree> agents;
 };
 
 }  // namespace ddl::launcher

@@ -14,9 +14,9 @@
 #include "launcher/process.h"          // ProcessSet
 #include "launcher/rank_exec.h"        // ddlrun --rank-exec
 #include "launcher/ssh/agent.h"        // run_agent: ddlrun --agent
+#include "launcher/ssh/agent_tree.h"   // start_subtree: ddlrun's probe down the launch tree
 #include "launcher/ssh/ssh.h"          // make_ssh_backend: the ssh launcher
 #include "launcher/ssh/tree.h"         // TreeTooDeep: --tree-width too narrow for the hosts
 #include "launcher/ssh/tree_links.h"   // TreeLinks: --probe-links down the launch tree
-#include "launcher/ssh/tree_start.h"   // start_subtree: ddlrun's probe down the launch tree
 #include "launcher/startup_signals.h"  // SIGINT and such before the job starts
 #include "launcher/supervise.h"        // supervise(): the event loop

@@ -1,5 +1,5 @@
 // Other hosts' inventories: what their probe printed judged (inventory_from_probe_output; ddlrun's
-// agents bring it, launcher/ssh/tree_start.h), the failures reported together, and the job's
+// agents bring it, launcher/ssh/agent_tree.h), the failures reported together, and the job's
 // disk cache.
 //
 // Many hosts through one probe function (RemoteProber, as jsrun's probe uses it): the distinct

@@ -16,7 +16,7 @@
 
 namespace ddl::mapper {
 
-// Learning the hardware of other hosts: ddlrun's agents (launcher/ssh/tree_start.h, `ddlrun
+// Learning the hardware of other hosts: ddlrun's agents (launcher/ssh/agent_tree.h, `ddlrun
 // --probe-agent` over ssh) or jsrun bring back what each host's probe printed, read here into an
 // Inventory. Each failure becomes one line of reason ("connection refused (10.200.3.2:22)"), and
 // all failures are reported together (format_probe_failures), so one run shows every host that

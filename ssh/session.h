@@ -1,16 +1,11 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
-#include <functional>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <vector>
 
 #include "base/check.h"
@@ -40,8 +35,6 @@ enum class HostKeyPolicy {
   kAcceptNew,  ///< add it to known_hosts and go on (StrictHostKeyChecking=accept-new)
 };
 
-class KeptSessions;
-
 /// How to reach the hosts. A changed host key fails under every policy.
 struct Options {
   /// An ssh config file to read instead of ~/.ssh/config and /etc/ssh/ssh_config (ssh -F).
@@ -56,7 +49,7 @@ struct Options {
   /// For a remote command to finish (the probe), or to answer (the launcher's agents).
   std::chrono::milliseconds command_timeout{120'000};
   /// Hosts logged in to at once: the probe's login threads (one more thread reads every started
-  /// probe); the launch's login threads are also at most ssh::kLoginThreads (32). 32 keeps
+  /// probe, and the launch's logins to the agents it starts). 32 keeps
   /// ddlrun under 64 threads, flat or tree.
   int max_parallel = 32;
 };
@@ -176,60 +169,6 @@ class Connector {
 
 /// The real connector (libssh). Lives as long as the program.
 Connector& libssh_connector();
-
-/// Logged-in sessions kept for later, by host name as listed: ddlrun's probe leaves each
-/// first-level host's here, with its agent running, and the ssh launcher takes them
-/// (launcher::LaunchOptions::agents). Thread-safe. Destroying it
-/// closes what was not taken.
-class KeptSessions {
- public:
-  /// One kept session.
-  struct Kept {
-    std::unique_ptr<Session> session;
-    /// The channel its agent runs in (ask_agents: the agent answered the inventory request;
-    /// null where none runs): and what it sent after the answer, the start of its next frame.
-    std::unique_ptr<Channel> channel;
-    std::string pending;
-    std::string command;  ///< what runs on `channel`, for messages
-    /// What the caller already sent down `channel` for the launcher (the payload of the
-    /// launch tree's subtree frame: the hosts below were started through it); empty: nothing.
-    std::string subtree{};
-    /// Why the agent that ran on `channel`, and every agent the caller started below it, is
-    /// gone (the caller's words; the channel and session are then null): the launcher fails
-    /// the host with it, logging in to no host again. Empty: nothing was lost.
-    std::string lost{};
-  };
-  /// Keeps `kept` for `host`, replacing (and closing) one kept before.
-  void put(const std::string& host, Kept kept);
-  /// The session kept for `host`, removed from here; an empty Kept when there is none.
-  Kept take(const std::string& host);
-  /// Whether a session is kept for `host` (looked at, not taken).
-  bool has(const std::string& host) const;
-  /// How many are kept.
-  std::size_t size() const;
-  /// From now on, every `interval` on a thread of its own, calls `beat` on each session kept
-  /// at the time (ddlrun's heartbeat to the agents waiting in the kept channels while it plans
-  /// the job), until this is destroyed. Each call holds the lock, so a take() waits for one
-  /// beat at most; `beat` must not block. A second call replaces `beat`. The thread blocks
-  /// every signal.
-  void keep_alive(std::function<void(Kept&)> beat, std::chrono::milliseconds interval);
-
-  KeptSessions() = default;
-  KeptSessions(const KeptSessions&) = delete;
-  KeptSessions& operator=(const KeptSessions&) = delete;
-  ~KeptSessions();
-
- private:
-  void beat_all();
-
-  mutable std::mutex mutex_;
-  std::map<std::string, Kept, std::less<>> kept_;
-  std::function<void(Kept&)> beat_;
-  std::chrono::milliseconds interval_{1000};
-  bool stopping_ = false;
-  std::condition_variable stop_;
-  std::thread beater_;
-};
 
 /// The reason for a call that failed with `err` EMFILE or ENFILE, naming the limit: "too many
 /// open files (limit 1024): raise ulimit -n" (ENFILE: "the system's open files are exhausted

@@ -299,8 +299,14 @@ std::vector<std::string> hardware_known_here(const Options& o, JobPlan& plan,
   return remote_hosts;
 }
 
+/// What ddlrun runs on each host for its agent (launcher/ssh/agent.h), named so in the hosts'
+/// process lists while it probes.
+std::string agent_command() {
+  return quote_shell_word(self_path()) + " --probe-agent";
+}
+
 /// Probes `hosts` with the prober, or over ssh through ddlrun's agents (probe_tree.h), each
-/// first-level host's session kept in plan.sessions, hearing ddlrun's heartbeat until the launch
+/// first-level host's session kept in plan.agents, hearing ddlrun's heartbeat until the launch
 /// takes it over or the plan closes it (close_unused_agents). `fresh` passes by the job's disk
 /// cache, so that every host is reached (a restart's check that it still answers). When the ssh
 /// launcher follows, beyond --tree-width hosts the agents carry the probe down the launch tree
@@ -320,19 +326,18 @@ std::vector<mapper::HostProbe> probe_remote_hosts(const Options& o, JobPlan& pla
     std::fflush(stderr);
   });
   so.on_settled = [&progress](const std::string& host) { progress.settled(host); };
-  plan.sessions = std::make_shared<ddl::ssh::KeptSessions>();
-  launcher::ssh::keep_agents_alive(*plan.sessions);
+  plan.agents = std::make_shared<launcher::ssh::AgentTree>();
+  launcher::ssh::keep_agents_alive(*plan.agents);
   std::vector<std::string> all;
   for (const hostfiles::Host& h : plan.hosts.hosts())
     all.push_back(h.name);
-  return probe_through_tree(o, all, hosts, so, quote_shell_word(self_path()) + " --probe-agent",
-                            ssh_follows ? o.tree_width : 0, *plan.sessions, plan.probe_tree);
+  return probe_through_tree(o, all, hosts, so, agent_command(), ssh_follows ? o.tree_width : 0,
+                            *plan.agents);
 }
 
 /// Closes the agents' sessions: every agent exits, and the launch logs in afresh.
 void drop_agents(JobPlan& plan) {
-  plan.sessions.reset();
-  plan.probe_tree.clear();
+  plan.agents.reset();
 }
 
 /// Closes the agents' sessions when nothing will use them: after a dry run's probe, or when
@@ -489,18 +494,16 @@ std::vector<mapper::LinkHost> link_hosts(const JobPlan& plan,
   return hosts;
 }
 
-/// Measures `hosts`' links with `lo` through the agents in plan.sessions along plan.probe_tree
+/// Measures `hosts`' links with `lo` through the agents in plan.agents along their tree
 /// (launcher/ssh/tree_links.h; their sessions go back before this returns), after logging in
 /// to each host they do not reach (reach_hosts).
 mapper::LinkMeasurement measure_through_agents(const Options& o, JobPlan& plan,
                                                const std::vector<mapper::LinkHost>& hosts,
-                                               mapper::LinkProbeOptions& lo) {
-  const std::map<std::string, std::string> unreached = reach_hosts(
-      hosts, ssh_probe_options(o, plan.job_id), quote_shell_word(self_path()) + " --probe-agent",
-      *plan.sessions, plan.probe_tree);
+                                               mapper::LinkProbeOptions lo) {
+  const std::map<std::string, std::string> unreached =
+      reach_hosts(hosts, ssh_probe_options(o, plan.job_id), agent_command(), *plan.agents);
   launcher::ssh::TreeLinks tree(
-      *plan.sessions, plan.probe_tree,
-      std::chrono::milliseconds(static_cast<int64_t>(o.heartbeat_timeout * 1000)));
+      *plan.agents, std::chrono::milliseconds(static_cast<int64_t>(o.heartbeat_timeout * 1000)));
   lo.open = link_channels(tree, unreached);
   return mapper::probe_links(hosts, lo, plan.warnings);
 }
@@ -515,10 +518,10 @@ mapper::LinkMeasurement measure_through_probe(const Options& o, JobPlan& plan,
   lo.answer_timeout = ssh_probe_options(o, plan.job_id).connect_timeout;
   lo.agent_command = quote_shell_word(self_path()) + " --link-agent";
   lo.agent_port = o.probe_links_port;
-  const bool probed = plan.sessions != nullptr;
+  const bool probed = plan.agents != nullptr;
   if (!probed) {
-    plan.sessions = std::make_shared<ddl::ssh::KeptSessions>();
-    launcher::ssh::keep_agents_alive(*plan.sessions);
+    plan.agents = std::make_shared<launcher::ssh::AgentTree>();
+    launcher::ssh::keep_agents_alive(*plan.agents);
   }
   try {
     mapper::LinkMeasurement m = measure_through_agents(o, plan, hosts, lo);
@@ -643,7 +646,7 @@ void choose_launcher(const Options& o, const Env& env, const std::vector<std::st
         return h.count == 0 || launcher::is_local_host(h.host, local_names);
       });
   plan.launcher = choose_backend(o.launcher, situation);
-  if (!chosen_backend(plan).keeps_probe_sessions) plan.sessions.reset();  // closes them
+  if (!chosen_backend(plan).keeps_probe_sessions) plan.agents.reset();  // closes them
 }
 
 /// Whether ddlrun sets `name` itself for each rank (launcher/job.cc), so that -x cannot.

@@ -56,13 +56,10 @@ struct JobPlan {
   /// topology.links.
   std::optional<comm::LinkMeasurement> links;
   bool links_cached = false;  ///< links read from the batch job's probe cache
-  /// The first level's sessions with ddlrun's agents, which the ssh probe started
-  /// (probe_tree.h), kept for --probe-links and the ssh launcher (one login per host); null
-  /// when no agent was started, for a dry run, or another launcher.
-  std::shared_ptr<ddl::ssh::KeptSessions> sessions;
-  /// The launch tree the agents' probe went down, flat or deeper, without the hosts whose probe
-  /// failed (LaunchOptions::probe_tree); empty without agents or for a dry run.
-  std::vector<launcher::ssh::TreeHost> probe_tree;
+  /// ddlrun's agents, started for the ssh probe along the launch tree (probe_tree.h) and kept
+  /// for --probe-links and the ssh launcher, which takes the tree over (one login per host);
+  /// null when none was started, for a dry run, or another launcher.
+  std::shared_ptr<launcher::ssh::AgentTree> agents;
   /// Hosts left out because their probe failed (Replan::drop_unreachable): name, reason.
   std::vector<std::pair<std::string, std::string>> unreachable;
 };

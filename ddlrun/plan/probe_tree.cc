@@ -1,4 +1,4 @@
-// ddlrun's probe down the launch tree (probe_tree.h; launcher/ssh/tree_start.h).
+// ddlrun's probe down the launch tree (probe_tree.h; launcher/ssh/agent_tree.h).
 //
 // How it works: the launch tree of the job's hosts is the one the ssh launcher will build
 // (launcher::ssh::launch_tree over the hosts in the job's order, their indices the topology's
@@ -12,11 +12,10 @@
 // by the mapper (inventory_from_probe_output, the same texts as a probe from here, with the tree
 // parent named), and the launch later takes the first level's sessions over with their subtrees
 // already running: one login per host. A restart's probe (past the disk cache: every host gets the
-// command) goes the same way, and the tree without the hosts whose probe failed (and those below
-// them, never reached) goes to the launch, which then takes it over as it is
-// (LaunchOptions::probe_tree). A dry run, or a plan another launcher runs, closes the sessions
-// once the outputs came (and --probe-links measured): every agent
-// exits.
+// command) goes the same way. The tree stays in the AgentTree whole, hosts whose probe failed
+// included: the launch takes it over as it is, giving them no job. A dry run, or a plan another
+// launcher runs, closes the sessions once the outputs came (and --probe-links measured): every
+// agent exits.
 // --probe-links then measures through the same agents (link_channels: launcher/ssh/
 // tree_links.h under mapper::probe_links), before the launch takes the tree over; a host with
 // ranks that no kept agent reaches (its hardware known without a probe: --host-xml, the job's
@@ -49,7 +48,7 @@ struct TreeProbe {
   std::mutex mutex;
   std::map<std::string, mapper::HostProbe> results;
   std::function<void(const std::string&)> on_settled;  ///< HostProbeOptions::on_settled
-  ddl::ssh::KeptSessions* agents = nullptr;            ///< where each first-level agent is kept
+  launcher::ssh::AgentTree* agents = nullptr;          ///< where each first-level agent is kept
 
   void put(mapper::HostProbe r) {
     const std::string host = r.host;
@@ -101,7 +100,7 @@ void probe_first(const tree::TreeHost& t, const tree::AgentAnswer& a, const Opti
                  const SshProbeOptions& so, const std::string& command, int levels_below,
                  TreeProbe& out) {
   std::vector<tree::StartedHost> below;
-  ddl::ssh::KeptSessions::Kept kept = out.agents->take(t.name);
+  launcher::ssh::AgentTree::Kept kept = out.agents->take(t.name);
   try {
     if (!a.output) throw mapper::ProbeError(a.error);
     const tree::CommandOutput& own = *a.output;
@@ -155,13 +154,6 @@ int max_index(const tree::TreeHost& t) {
   return most;
 }
 
-/// Whether `host` is anywhere in `level` or below.
-bool in_tree(const std::vector<tree::TreeHost>& level, const std::string& host) {
-  return std::any_of(level.begin(), level.end(), [&](const tree::TreeHost& t) {
-    return t.name == host || in_tree(t.children, host);
-  });
-}
-
 /// A host's link agent along the launch tree, as mapper::probe_links speaks to it.
 class TreeLinkChannel : public mapper::LinkChannel {
  public:
@@ -195,10 +187,12 @@ class TreeLinkChannel : public mapper::LinkChannel {
 
 }  // namespace
 
-std::vector<mapper::HostProbe> probe_through_tree(
-    const Options& o, const std::vector<std::string>& all, const std::vector<std::string>& remote,
-    const SshProbeOptions& so, const std::string& command, int width,
-    ddl::ssh::KeptSessions& agents, std::vector<tree::TreeHost>& tree) {
+std::vector<mapper::HostProbe> probe_through_tree(const Options& o,
+                                                  const std::vector<std::string>& all,
+                                                  const std::vector<std::string>& remote,
+                                                  const SshProbeOptions& so,
+                                                  const std::string& command, int width,
+                                                  launcher::ssh::AgentTree& agents) {
   TreeProbe probed;
   probed.on_settled = so.on_settled;
   probed.agents = &agents;
@@ -245,18 +239,15 @@ std::vector<mapper::HostProbe> probe_through_tree(
     const mapper::HostProbe& r = probed.results[t->name];
     if (!listed.contains(t->name) && !r.ok()) results.push_back(r);
   }
-  std::set<std::string> failed;
-  for (const mapper::HostProbe& r : results)
-    if (!r.ok()) failed.insert(r.host);
-  tree = tree::prune_tree(first, [&](const tree::TreeHost& h) { return !failed.contains(h.name); });
+  agents.set_tree(std::move(first));
   return results;
 }
 
 std::map<std::string, std::string> reach_hosts(const std::vector<mapper::LinkHost>& hosts,
                                                const SshProbeOptions& so,
                                                const std::string& command,
-                                               ddl::ssh::KeptSessions& agents,
-                                               std::vector<tree::TreeHost>& tree) {
+                                               launcher::ssh::AgentTree& agents) {
+  std::vector<tree::TreeHost> tree = agents.tree();
   std::set<std::string> reached;
   int next_index = 0;
   for (const tree::TreeHost& t : tree) {
@@ -274,10 +265,11 @@ std::map<std::string, std::string> reach_hosts(const std::vector<mapper::LinkHos
     if (!agents.has(names[i])) {
       unreached[names[i]] = answers[i].error.empty() ? "'" + command + "' ended before it answered"
                                                      : answers[i].error;
-    } else if (!in_tree(tree, names[i])) {
+    } else if (!tree::in_tree(tree, names[i])) {
       tree.push_back({next_index++, names[i], {}, {}});
     }
   }
+  agents.set_tree(std::move(tree));
   return unreached;
 }
 

@@ -241,7 +241,7 @@ int launch(const JobPlan& plan, const Options& o, spdlog::logger& log, launcher:
   launcher::LaunchOptions lo;
   lo.ddlrun_path = self_path();
   lo.ssh = ssh_probe_options(o, plan.job_id);
-  lo.agents = plan.sessions;
+  lo.agents = plan.agents;
   lo.mpiargs = plan.mpiargs;
   lo.work_dir = work.path();
   lo.environ = launcher::current_environment();
@@ -249,7 +249,6 @@ int launch(const JobPlan& plan, const Options& o, spdlog::logger& log, launcher:
   lo.heartbeat_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(o.heartbeat_timeout * 1000));
   lo.tree_width = o.tree_width;
-  lo.probe_tree = plan.probe_tree;
   // ddlrun serves the runtime's rendezvous: the bootstrap of its own launchers, and the
   // fallback under external ones whose ranks find no PMIx server (srun --mpi=pmi2). In
   // per-node mode node 0 serves it for every node's ranks.

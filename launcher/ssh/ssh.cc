@@ -1,16 +1,16 @@
 // The ssh backend: ddlrun's own multi-host launcher.
 //
-// How it works: one conversation per host that has ranks (per first-level host in the launch
-// tree, below), on a fixed pool of threads that does not grow with the hosts (tree.h:
-// kLoginThreads, kTalkThreads). A login thread takes the next host, takes the session its
-// probe logged in with (so a host sees one login per job), or logs in through the
-// ssh::Connector (ssh/session.h: ssh config, keys only, strict host keys, connect timeout; at
-// most ssh.max_parallel logins at once), runs `ddlrun --agent` in an exec channel, and hands
-// the conversation to a talk thread (a talker per kHostsPerTalker hosts, host i to talker i mod
-// their number); a slow login holds only its login thread, never a conversation already talking. A
-// talk thread gives each of its conversations a turn (below) that never waits, and waits, when a
-// round read nothing, in one poll() on all their sockets for at most 20 ms; each session stays with
-// one thread at a time. start() waits for every hello: if a host failed, every channel is closed
+// How it works: the job goes down ddlrun's agents (agent_tree.h), one conversation per
+// first-level host of their launch tree (below), on a fixed pool of threads that does not grow
+// with the hosts (tree.h: kTalkThreads). The agents come started, as ddlrun's probe left them
+// (LaunchOptions::agents: one login per host and job); those missing are started first the same
+// way (ask_agents over the ssh::Connector: ssh config, keys only, strict host keys, connect
+// timeout, at most ssh.max_parallel logins at once, each agent hearing ddlrun's heartbeat while
+// the others log in, so a slow login holds up no agent). Each conversation goes to a talk thread
+// (a talker per kHostsPerTalker hosts, host i to talker i mod their number), which gives each of
+// its conversations a turn (below) that never waits, and waits, when a round read nothing, in one
+// poll() on all their sockets for at most 20 ms; each session stays with one thread at a time.
+// start() waits for every hello: if a host failed, every channel is closed
 // (so the agents that did start exit) and one LaunchError lists each failed host with its reason.
 // Then the job goes to every agent with the rendezvous of rank 0's host (the address ddlrun reached
 // it at, and its free ports); each agent checks the program and writes its topology file; only when
@@ -46,17 +46,15 @@
 // so hello/ready/go, output, stdin, signals, exits and PMIx work as they do flat. A host below is
 // timed by its tree parent, which reports it lost (L); a lost host takes the hosts below it along,
 // reported after it as "lost with its tree parent X" (the lost host is the job's reason, and a
-// restart keeps the others). When ddlrun's probe already went down the tree (tree_start.h), a
-// first-level session comes with its subtree started: its W is not sent again, and the hosts'
-// hellos wait in the kept channel's bytes; one whose agent --probe-links lost (KeptSessions::
-// Kept::lost), or whose agent is found gone when the launch takes it (a new agent would log in
-// to the hosts below a second time), fails that host with the hosts below it, logging in to
-// none of them again. When
-// ddlrun passes the probe's tree
-// (LaunchOptions::probe_tree: a restart's probe that left hosts out) and it holds exactly this
-// launch's hosts, the launch takes that shape, and each host's id in the tree's frames (its route)
-// stays the one the probe's W gave it, while its job frame carries its index in this job, whose
-// hosts were numbered again.
+// restart keeps the others). The launch takes the agents' tree over as it is: a first-level
+// session comes with its subtree started by the probe (its W is not sent again, and the hosts'
+// hellos wait in the kept channel's bytes), each host's id in the tree's frames (its route) stays
+// the one the probe gave it while its job frame carries its index in this job (a restart numbers
+// the hosts again), and a host of the tree without ranks (its probe failed, or the plan gave it
+// none) gets no job: nothing is awaited from it, and only its loss counts, when hosts with ranks
+// lie below it. A first-level agent --probe-links lost (AgentTree::Kept::lost), or found gone
+// when the launch takes it (a new agent would log in to the hosts below a second time), fails
+// that host with the hosts below it, logging in to none of them again.
 
 #include "launcher/ssh/ssh.h"
 
@@ -116,10 +114,9 @@ struct HostConn {
   std::string outgoing;      ///< frames to write (signals, PMIx)
   std::string stdin_frames;  ///< stdin to write after `outgoing` (at most kStdinWindow)
   // The launch tree.
-  /// Its id in the tree's frames (T, L, the subtree frames): `index`, or the probe's when the
-  /// launch takes over the probe's tree (LaunchOptions::probe_tree).
+  /// Its id in the tree's frames (T, L, the subtree frames): the agents' tree's (plan_tree).
   int route = 0;
-  bool first_level = true;              ///< ddlrun logs in to it itself
+  bool first_level = true;              ///< ddlrun talks to its agent itself
   std::vector<HostConn*> subtree;       ///< every host below it, at every level
   std::string subtree_frame;            ///< the first level's W frame, when it has hosts below
   std::vector<ssh::TreeHost> children;  ///< the first level's, with their subtrees
@@ -130,10 +127,7 @@ struct HostConn {
 class SshBackend : public Backend {
  public:
   SshBackend(const Job& job, const LaunchOptions& options, ddl::ssh::Connector& connector)
-      : job_(job),
-        options_(options),
-        connector_(connector),
-        logins_(std::max(options.ssh.max_parallel, 1)) {
+      : job_(job), options_(options), connector_(connector) {
     for (const comm::Host& h : job_.topology.hosts) {
       auto c = std::make_unique<HostConn>();
       c->index = h.index;
@@ -155,8 +149,8 @@ class SshBackend : public Backend {
     events_ = &events;
     fences_ = std::make_unique<pmix_server::FenceCombiner>(pmix_server::make_layout(job_.topology),
                                                            default_fence_timeout());
+    take_agents();
     start_pool();
-    drop_kept_sessions();
     // Each level logs in after the one above it said hello.
     const auto connect_limit =
         (options_.ssh.connect_timeout * 4 + std::chrono::seconds(5)) * std::max(depth_, 1);
@@ -244,17 +238,56 @@ class SshBackend : public Backend {
   }
 
  private:
-  /// The launch tree over the hosts with ranks (tree.h): which log in from ddlrun, and the
-  /// subtree frame each of those sends on. The probe's tree when it holds exactly these hosts
-  /// (its ids then each host's route), else launch_tree's.
+  /// The launch tree (tree.h): the agents' (LaunchOptions::agents), each host's id in it its
+  /// route, with the hosts with ranks it lacks on its first level and every host of it without
+  /// ranks a HostConn of its own that gets no job; or, with no agents given, launch_tree's over
+  /// the hosts with ranks. Which hosts ddlrun talks to itself, and the subtree frame each of
+  /// those sends on.
   void plan_tree() {
-    std::vector<ssh::TreeHost> first = adopt_probe_tree();
-    if (first.empty()) {
-      std::vector<std::pair<int, std::string>> order;
-      for (auto& h : hosts_)
-        order.emplace_back(h->index, h->name);
-      first = ssh::launch_tree(order, options_.tree_width);
+    agents_ = options_.agents ? options_.agents : std::make_shared<ssh::AgentTree>();
+    std::vector<ssh::TreeHost> first = agents_->tree();
+    std::map<std::string, HostConn*> by_name;
+    int next_id = 0;
+    for (auto& h : hosts_)
+      by_name[h->name] = h.get();
+    for (const std::string& name : ssh::tree_names(first)) {
+      if (!by_name.contains(name)) by_name[name] = add_rankless(name);
     }
+    const std::function<void(std::vector<ssh::TreeHost>&)> route = [&](auto& level) {
+      for (ssh::TreeHost& t : level) {
+        by_name.at(t.name)->route = t.index;
+        next_id = std::max(next_id, t.index + 1);
+        t.command.clear();  // their probes ran: the launch starts only agents
+        route(t.children);
+      }
+    };
+    route(first);
+    if (first.empty()) next_id = 0;
+    std::vector<std::pair<int, std::string>> missing;
+    for (auto& h : hosts_) {
+      if (!h->ranks.empty() && !ssh::in_tree(first, h->name)) {
+        h->route = first.empty() ? h->index : next_id++;
+        missing.emplace_back(h->route, h->name);
+      }
+    }
+    if (first.empty())
+      first = ssh::launch_tree(missing, options_.tree_width);
+    else
+      for (const auto& [id, name] : missing)
+        first.push_back({id, name, {}, {}});
+    agents_->set_tree(first);
+    shape(first);
+  }
+  /// A host of the agents' tree without ranks: ddlrun talks to it only to reach the hosts below.
+  HostConn* add_rankless(const std::string& name) {
+    auto c = std::make_unique<HostConn>();
+    c->index = -1;
+    c->name = name;
+    hosts_.push_back(std::move(c));
+    return hosts_.back().get();
+  }
+  /// Each host's place in the launch tree `first` (hosts by route).
+  void shape(const std::vector<ssh::TreeHost>& first) {
     std::map<int, HostConn*> by_route;
     for (auto& h : hosts_)
       by_route[h->route] = h.get();
@@ -273,36 +306,12 @@ class SshBackend : public Backend {
                                          options_.heartbeat_timeout, t.children)));
     }
   }
-  /// LaunchOptions::probe_tree, without its commands, when its hosts are this launch's, each
-  /// once (their routes set from it); else nothing.
-  std::vector<ssh::TreeHost> adopt_probe_tree() {
-    std::vector<std::string> names = ssh::tree_names(options_.probe_tree);
-    std::vector<std::string> mine;
-    for (auto& h : hosts_)
-      mine.push_back(h->name);
-    std::sort(names.begin(), names.end());
-    std::sort(mine.begin(), mine.end());
-    if (names.empty() || names != mine) return {};
-    std::map<std::string, HostConn*> by_name;
-    for (auto& h : hosts_)
-      by_name[h->name] = h.get();
-    adopted_tree_ = true;
-    std::vector<ssh::TreeHost> tree = options_.probe_tree;
-    const std::function<void(std::vector<ssh::TreeHost>&)> adopt = [&](auto& level) {
-      for (ssh::TreeHost& t : level) {
-        by_name.at(t.name)->route = t.index;
-        t.command.clear();  // their probes ran: the launch starts only agents
-        adopt(t.children);
-      }
-    };
-    adopt(tree);
-    return tree;
-  }
   /// The job, once down each channel (U), and each host's job frame, which refers to it.
   void set_job_frames(const Rendezvous& rv) {
     std::lock_guard lock(mutex_);
     job_bytes_frame_ = ssh::encode_frame(ssh::FrameType::kJobBytes, 0, encode_job(job_));
     for (auto& h : hosts_) {
+      if (h->ranks.empty()) continue;  // it only relays
       std::string payload;
       base::net::put_str(payload, {});  // the job: the U before
       base::net::put_str(payload, rv.address);
@@ -314,13 +323,71 @@ class SshBackend : public Backend {
       h->job_frame = ssh::encode_frame(ssh::FrameType::kJob, h->index, payload);
     }
   }
-  /// Closes the probe's sessions to the hosts below the first level (their agents, given no
-  /// job, exit): their tree parents log in to them, and ddlrun holds no session per host.
-  void drop_kept_sessions() {
-    if (!options_.agents) return;
+  /// Each first-level host's agent, taken from the agents' tree: those it lacks are started
+  /// now (ask_agents, as the probe starts them, waiting for their hello; at most
+  /// ssh.max_parallel logins at once), but not those with no ranks at or below them; a host
+  /// whose agent could not start fails, with the hosts below it. The sessions kept for hosts
+  /// below the first level are closed (their tree parents start them).
+  void take_agents() {
+    std::vector<std::string> names;
     for (auto& h : hosts_) {
-      if (!h->first_level) options_.agents->take(h->name);
+      if (!h->first_level) agents_->take(h->name);
+      if (!h->first_level || !has_ranks(*h) || agents_->has(h->name)) continue;
+      ssh::AgentTree::Kept lost = agents_->take(h->name);
+      if (lost.lost.empty()) names.push_back(h->name);
+      if (!lost.lost.empty()) agents_->put(h->name, std::move(lost));  // the conversation says why
     }
+    ssh::keep_agents_alive(*agents_);
+    const std::vector<ssh::AgentAnswer> answers = ssh::ask_agents(
+        connector_, names, options_.ssh, agent_command(), *agents_, ssh::Ask::kHello);
+    for (size_t i = 0; i < names.size(); ++i) {
+      HostConn& c = *host_named(names[i]);
+      if (answers[i].output) note_stderr(c, answers[i].output->err);
+      if (!agents_->has(names[i])) start_failed(c, answers[i]);
+    }
+  }
+  /// What `c`'s agent said on stderr before its hello: a note from its host per line.
+  void note_stderr(const HostConn& c, const std::string& err) {
+    for (size_t at = 0; at < err.size();) {
+      const size_t nl = std::min(err.find('\n', at), err.size());
+      events_->push(Event{Event::Type::kOutput,
+                          -1,
+                          c.index,
+                          Stream::kStderr,
+                          c.name + ": " + err.substr(at, nl - at) + "\n",
+                          {}});
+      at = nl + 1;
+    }
+  }
+  std::string agent_command() const { return shell_join({options_.ddlrun_path}) + " --agent"; }
+  /// Whether `c` or a host below it has ranks.
+  static bool has_ranks(const HostConn& c) {
+    return !c.ranks.empty() || std::any_of(c.subtree.begin(), c.subtree.end(),
+                                           [](const HostConn* d) { return !d->ranks.empty(); });
+  }
+  HostConn* host_named(const std::string& name) {
+    for (auto& h : hosts_)
+      if (h->name == name) return h.get();
+    return nullptr;
+  }
+  /// First-level host `c`, whose agent gave `a` instead of its hello, fails: why, in the launch's
+  /// words, and the hosts below it with it.
+  void start_failed(HostConn& c, const ssh::AgentAnswer& a) {
+    std::string why = a.error;
+    if (a.ended) {
+      why = "'" + agent_command() + "' exited before it said hello";
+      const int status = a.output->exit_status;
+      if (status == 127) {
+        why += " (exit status 127: ddlrun is not installed at " + options_.ddlrun_path + " there)";
+      } else if (status >= 0) {
+        why += " (exit status " + std::to_string(status) + ")";
+      }
+    } else if (why.empty()) {
+      why = "protocol error: '" + agent_command() + "' printed what is not the agent's frames";
+    }
+    fail(c, why);
+    for (HostConn* d : c.subtree)
+      fail(*d, ssh::lost_with_parent_text(c.name), 1, true);
   }
   /// Fills in the subtree of `t` and of every host below it (`by_route`: the hosts by route).
   static void note_subtree(const ssh::TreeHost& t, const std::map<int, HostConn*>& by_route) {
@@ -347,7 +414,8 @@ class SshBackend : public Backend {
       bool every = true;
       for (auto& h : hosts_) {
         if (h->phase == Phase::kFailed) return true;
-        every = every && static_cast<int>(h->phase) >= static_cast<int>(phase);
+        every =
+            every && (h->ranks.empty() || static_cast<int>(h->phase) >= static_cast<int>(phase));
       }
       return every;
     });
@@ -357,7 +425,8 @@ class SshBackend : public Backend {
     }
     if (!all) {
       for (auto& h : hosts_) {
-        if (static_cast<int>(h->phase) < static_cast<int>(phase) && h->phase != Phase::kFailed) {
+        if (static_cast<int>(h->phase) < static_cast<int>(phase) && h->phase != Phase::kFailed &&
+            !h->ranks.empty()) {
           h->phase = Phase::kFailed;
           h->error =
               "no answer from its agent after " +
@@ -371,7 +440,8 @@ class SshBackend : public Backend {
       // Give the others a moment to report theirs too, so one message names every host.
       changed_.wait_for(lock, std::chrono::milliseconds(300), [&] {
         for (auto& h : hosts_) {
-          if (h->phase != Phase::kFailed && static_cast<int>(h->phase) < static_cast<int>(phase))
+          if (h->phase != Phase::kFailed && static_cast<int>(h->phase) < static_cast<int>(phase) &&
+              !h->ranks.empty())
             return false;
         }
         return true;
@@ -484,8 +554,10 @@ class SshBackend : public Backend {
       }
     }
     finish();
+    const size_t with_ranks = static_cast<size_t>(std::count_if(
+        hosts_.begin(), hosts_.end(), [](const auto& h) { return !h->ranks.empty(); }));
     const std::string head =
-        what + " " + std::to_string(failed) + " of " + std::to_string(hosts_.size()) + " hosts:";
+        what + " " + std::to_string(failed) + " of " + std::to_string(with_ranks) + " hosts:";
     std::string next;
     if (status == 127) {
       next = "\ninstall the program on those hosts at the same path, or give its full path";
@@ -521,96 +593,22 @@ class SshBackend : public Backend {
     changed_.notify_all();
   }
 
-  /// Host `name`'s session: the one its probe logged in with (LaunchOptions::agents),
-  /// so that each host sees one login; else a new login, at most ssh.max_parallel at once.
-  /// When the probe's channel already runs the agent (`ddlrun --probe-agent`), that too, with
-  /// the bytes the agent sent besides its answer.
-  /// When the probe has also started the hosts below it through that channel (Kept::subtree,
-  /// tree_probe.h), those are taken over too when they are the hosts this launch puts there;
-  /// else the kept session is closed (its hosts below stop) and this one logs in again. One
-  /// whose agent was lost since (Kept::lost, --probe-links' tree_links.h) comes back as it is,
-  /// and so, lost, does one whose agent is found gone after it started those hosts (gone()).
-  ddl::ssh::KeptSessions::Kept open_session(const HostConn& c) {
-    if (options_.agents) {
-      ddl::ssh::KeptSessions::Kept kept = options_.agents->take(c.name);
-      if (!kept.lost.empty()) return kept;  // its agent, and those below, are gone: no login
-      const bool connected = kept.session && kept.session->connected();
-      const bool alive = connected && (!kept.channel || kept.channel->open());
-      const bool here = kept.subtree.empty() || started_here(kept.subtree, c);
-      if (alive && here) return kept;
-      if (kept.session && !kept.subtree.empty() && here) return gone(std::move(kept), connected);
-    }
-    logins_.acquire();
-    struct Release {
-      std::counting_semaphore<>& logins;
-      ~Release() { logins.release(); }
-    } release{logins_};
-    ddl::ssh::KeptSessions::Kept fresh;
-    fresh.session = connector_.connect(c.name, options_.ssh);
-    return fresh;
-  }
-  /// A kept session whose agent died after the probe started the hosts below it through it
-  /// (and --probe-links, if any, gave it back): lost, with why, as Kept::lost. Logging in anew
-  /// would start a second agent on each host below, while the first may still run.
-  static ddl::ssh::KeptSessions::Kept gone(ddl::ssh::KeptSessions::Kept kept, bool connected) {
-    kept.lost = connected ? "the connection to its agent closed"
-                          : "lost the connection to " + kept.session->endpoint();
-    char buf[4096];  // what it sent last, without waiting
-    if (kept.channel) kept.channel->poll(std::chrono::milliseconds(0));
-    for (int n = 0, i = 0; kept.channel && i < 256; ++i) {
-      if ((n = kept.channel->read(buf, sizeof buf, ddl::ssh::Stream::kStdout)) <= 0) break;
-      kept.pending.append(buf, static_cast<size_t>(n));
-    }
-    try {  // the agent said why it gave up (F) before it went
-      ssh::FrameReader reader;
-      reader.feed(kept.pending);
-      while (std::optional<ssh::Frame> f = reader.next())
-        if (f->type == ssh::FrameType::kFailure) kept.lost = f->payload;
-    } catch (const std::exception&) {  // not frames: the channel's end is the reason
-    }
-    kept.session->stop_blocking();  // closing never waits for a host that cannot answer
-    kept.channel.reset();
-    kept.session.reset();
-    return kept;
-  }
-  /// Whether the subtree frame `payload` that the probe sent started the hosts the launch
-  /// puts below `c`: all of them, and no other, but for those whose probe failed there (they
-  /// and the hosts below them run nothing) when the launch took the probe's tree.
-  bool started_here(const std::string& payload, const HostConn& c) const {
-    try {
-      std::vector<ssh::TreeHost> started = ssh::decode_subtree(payload).children;
-      if (adopted_tree_) {
-        std::set<std::string> mine;
-        for (const auto& h : hosts_)
-          mine.insert(h->name);
-        started =
-            ssh::prune_tree(started, [&](const ssh::TreeHost& t) { return mine.contains(t.name); });
-      }
-      return ssh::same_shape(started, c.children);
-    } catch (const std::exception&) {
-      return false;
-    }
-  }
-
   class HostTalk;
   class Conversation;
   class Talker;
-  /// The head's threads: at most kLoginThreads log in to the first level
-  /// and start its agents, and hand each conversation to one of at most kTalkThreads talkers.
+  /// The head's threads: each first-level conversation goes to one of at most kTalkThreads
+  /// talkers.
   void start_pool();
   /// Waits for the pool's threads (after stop_, or once every conversation ended).
   void join_pool();
-  /// A login thread: logs in to the next first-level host not yet taken, until none is left.
-  void log_in_next();
 
   Job job_;
   LaunchOptions options_;
   ddl::ssh::Connector& connector_;
-  std::counting_semaphore<> logins_;  ///< logins in flight, at most ssh.max_parallel
+  std::shared_ptr<ssh::AgentTree> agents_;  ///< the launch tree's agents (plan_tree)
   std::vector<std::unique_ptr<HostConn>> hosts_;
-  int depth_ = 1;              ///< levels of the launch tree
-  size_t output_window_ = 0;   ///< each host's output window (protocol.h: M)
-  bool adopted_tree_ = false;  ///< the launch took the probe's tree (adopt_probe_tree)
+  int depth_ = 1;             ///< levels of the launch tree
+  size_t output_window_ = 0;  ///< each host's output window (protocol.h: M)
   EventQueue* events_ = nullptr;
   std::unique_ptr<pmix_server::FenceCombiner> fences_;  ///< guarded by mutex_
   std::mutex mutex_;
@@ -621,10 +619,7 @@ class SshBackend : public Backend {
   bool killed_ = false;          ///< SIGKILL went out: finish() waits for no more exits
   std::string job_bytes_frame_;  ///< U, once start() has the rendezvous; guarded by mutex_
   // The pool (start_pool).
-  std::vector<HostConn*> first_level_;      ///< the hosts ddlrun logs in to, in the job's order
-  std::atomic<size_t> next_login_{0};       ///< the first of first_level_ no thread took yet
-  std::atomic<size_t> logins_left_{0};      ///< of first_level_, not yet handed on or failed
-  std::vector<std::thread> login_threads_;  ///< at most kLoginThreads
+  std::atomic<bool> handing_{true};               ///< conversations are still being handed out
   std::vector<std::unique_ptr<Talker>> talkers_;  ///< at most kTalkThreads
 };
 
@@ -635,15 +630,17 @@ class SshBackend : public Backend {
 class SshBackend::HostTalk {
  public:
   HostTalk(SshBackend& backend, HostConn& c, bool routed)
-      : b_(backend), c_(c), routed_(routed), unfinished_(c.ranks) {}
+      : b_(backend), c_(c), routed_(routed), passive_(c.ranks.empty()), unfinished_(c.ranks) {}
   /// Its conversation is over: nothing more comes from it, whatever it said.
   ~HostTalk() { quieten(); }
 
   HostConn& conn() { return c_; }
   bool hello() const { return hello_; }
   bool running() const { return running_; }
-  /// Said done, or lost: nothing more comes from it.
-  bool ended() const { return done_ || lost_; }
+  /// Said done, or lost, or has no ranks: nothing more is awaited from it.
+  bool ended() const { return done_ || lost_ || passive_; }
+  /// It has no ranks: it gets no job, and only its loss (with hosts below it) counts.
+  bool passive() const { return passive_; }
   bool done() const { return done_; }
   /// Nothing more to wait for while ddlrun stops the job.
   bool stopped() const { return ended() || !running_ || unfinished_.empty(); }
@@ -730,6 +727,7 @@ class SshBackend::HostTalk {
     if (lost_) return;
     lost_ = true;
     quieten();
+    if (passive_) return relay_lost(why, hosts_below);
     if (!running_) {
       b_.fail(c_, why);
     } else if (!unfinished_.empty() || hosts_below) {
@@ -756,6 +754,18 @@ class SshBackend::HostTalk {
   }
 
  private:
+  /// A host without ranks lost: it matters only to the `hosts_below` it; before the job went, a
+  /// failure to start, after, a lost host.
+  void relay_lost(const std::string& why, bool hosts_below) {
+    if (!hosts_below) return;
+    if (!job_went()) return b_.fail(c_, why);
+    b_.events_->push(Event{Event::Type::kHostFailure, -1, c_.index, Stream::kStdout, why, {}});
+  }
+  bool job_went() {
+    std::lock_guard lock(b_.mutex_);
+    return c_.go;
+  }
+
   void on_hello(const ssh::Frame& f) {
     base::net::Decoder in(f.payload, "hello");
     in.str();  // its host name
@@ -812,6 +822,7 @@ class SshBackend::HostTalk {
   SshBackend& b_;
   HostConn& c_;
   bool routed_;
+  bool passive_;
   std::vector<int> unfinished_;
   bool hello_ = false;
   bool running_ = false;
@@ -821,11 +832,9 @@ class SshBackend::HostTalk {
   bool lost_ = false;
 };
 
-// The conversation over one ssh channel, as a state machine whose states are its phases:
+// The conversation over one ssh channel, its agent taken from the agents' tree (which sent it
+// its subtree, or the conversation does first), as a state machine whose states are its phases:
 //
-//   kLogIn       take the probe's session, or log in              -> kStartAgent, or kEnd (failed)
-//   kStartAgent  take the probe's channel, or run `ddlrun --agent` (and send it its subtree,
-//                when it has hosts below it)                       -> kTalk, or kEnd (failed)
 //   kTalk        turns until every host on the channel said done, the channel's end, silence,
 //                or finish(); each turn sends what is due to each (the job once its agent said
 //                hello, go once start() says so, then signals, PMIx answers and stdin; a
@@ -839,7 +848,7 @@ class SshBackend::HostTalk {
 // are watched by their tree parents, which report a silent child with L.
 class SshBackend::Conversation {
  public:
-  enum class Step { kLogIn, kStartAgent, kTalk, kClose, kEnd };
+  enum class Step { kTalk, kClose, kEnd };
 
   /// While talking: the socket to wait on for what its agent sends (-1: none, poll instead),
   /// and whether the last turn read anything.
@@ -847,28 +856,19 @@ class SshBackend::Conversation {
   /// Frames wait for the socket to take them: wait for POLLOUT too.
   bool socket_full() const { return outbox_.socket_full(); }
   bool heard() const { return heard_; }
-  /// Not logged in, as ddlrun is stopping: the host, and those below it, failed.
-  Step abandon() {
-    lose_subtree();
-    b_.fail(c_, "stopped before the job started");
-    return Step::kEnd;
-  }
-
-  Conversation(SshBackend& backend, HostConn& c) : b_(backend), c_(c) {
+  /// Host `c`'s conversation with the agent `kept` runs for it.
+  Conversation(SshBackend& backend, HostConn& c, ssh::AgentTree::Kept kept) : b_(backend), c_(c) {
     talks_.push_back(std::make_unique<HostTalk>(backend, c, false));
     for (HostConn* h : c.subtree) {
       talks_.push_back(std::make_unique<HostTalk>(backend, *h, true));
       by_index_[h->route] = talks_.back().get();
     }
+    take(std::move(kept));
   }
 
   /// Runs `step`; returns the next.
   Step run(Step step) {
     switch (step) {
-      case Step::kLogIn:
-        return log_in();
-      case Step::kStartAgent:
-        return start_agent();
       case Step::kTalk:
         return talk();
       case Step::kClose:
@@ -882,49 +882,59 @@ class SshBackend::Conversation {
  private:
   HostTalk& own() { return *talks_.front(); }
 
-  Step log_in() {
-    ddl::ssh::KeptSessions::Kept kept;
-    try {
-      kept = b_.open_session(c_);
-    } catch (const std::exception& e) {
-      b_.fail(c_, e.what());
-      return Step::kEnd;
-    }
-    if (!kept.lost.empty()) {  // lost after the probe (--probe-links): so are the hosts below
-      own().lost(ssh::tree_lost_text(kept.lost, static_cast<int>(talks_.size()) - 1));
+  /// Takes over `kept`'s channel, its agent running, and the frames it sent meanwhile; sends it
+  /// its subtree unless the agents' tree did. One lost after the probe (--probe-links) is lost
+  /// at once, with the hosts below it.
+  void take(ssh::AgentTree::Kept kept) {
+    if (kept.lost.empty() && kept.channel && (!kept.session->connected() || !kept.channel->open()))
+      kept.lost = gone(kept);
+    if (!kept.lost.empty() || !kept.channel) {
+      own().lost(ssh::tree_lost_text(kept.lost.empty() ? "its agent is gone" : kept.lost,
+                                     static_cast<int>(talks_.size()) - 1));
       lose_subtree();
-      return Step::kEnd;
+      ended_ = true;
+      return;
     }
     session_ = std::move(kept.session);
-    channel_ = std::move(kept.channel);  // the probe's, its agent running; freed before session_
+    channel_ = std::move(kept.channel);  // freed before session_
     reader_.feed(kept.pending);
-    started_below_ = !kept.subtree.empty();
-    if (started_below_) note_left_out(kept.subtree);
-    command_ = channel_ ? kept.command : shell_join({b_.options_.ddlrun_path}) + " --agent";
-    return Step::kStartAgent;
-  }
-
-  Step start_agent() {
-    if (!channel_) {
-      try {
-        channel_ = session_->exec(command_);
-      } catch (const ddl::ssh::Error&) {
-        b_.fail(c_, "cannot run '" + command_ + "' on " + session_->endpoint() + ": " +
-                        session_->error());
-        return Step::kEnd;
-      }
-    }
-    if (!started_below_) outbox_.add(c_.subtree_frame);  // the hosts below, for its agent to start
+    command_ = kept.command;
+    if (kept.subtree.empty()) outbox_.add(c_.subtree_frame);  // the hosts below, for its agent
     // Heartbeats: a frame a second down the channel from now on; once the agent said hello,
     // silence from it for the deadline loses the host.
     next_beat_ = Clock::now();
     last_heard_ = Clock::now();
     outbox_.excuse();
-    return Step::kTalk;
+  }
+
+  /// Why the agent of `kept`, found gone when the launch takes it, is gone: what it said why
+  /// (F) before it went, or how its channel ended. Its channel and session are closed.
+  static std::string gone(ssh::AgentTree::Kept& kept) {
+    std::string why = kept.session->connected()
+                          ? "the connection to its agent closed"
+                          : "lost the connection to " + kept.session->endpoint();
+    char buf[4096];  // what it sent last, without waiting
+    kept.channel->poll(std::chrono::milliseconds(0));
+    for (int n = 0, i = 0; i < 256; ++i) {
+      if ((n = kept.channel->read(buf, sizeof buf, ddl::ssh::Stream::kStdout)) <= 0) break;
+      kept.pending.append(buf, static_cast<size_t>(n));
+    }
+    try {
+      ssh::FrameReader reader;
+      reader.feed(kept.pending);
+      while (std::optional<ssh::Frame> f = reader.next())
+        if (f->type == ssh::FrameType::kFailure) why = f->payload;
+    } catch (const std::exception&) {  // not frames: the channel's end is the reason
+    }
+    kept.session->stop_blocking();  // closing never waits for a host that cannot answer
+    kept.channel.reset();
+    kept.session.reset();
+    return why;
   }
 
   /// One turn of kTalk (a Talker gives each of its conversations one in turn).
   Step talk() {
+    if (ended_) return Step::kEnd;
     try {
       if (turn()) return Step::kTalk;
     } catch (const std::exception& e) {
@@ -993,10 +1003,6 @@ class SshBackend::Conversation {
   /// A frame on the channel: the channel's own host's, one routed from a host below, or a
   /// host below lost.
   void dispatch(ssh::Frame& f) {
-    // A host the launch left out of the probe's tree (its probe failed) that speaks anyway.
-    if (left_out_.contains(f.id) &&
-        (f.type == ssh::FrameType::kRouted || f.type == ssh::FrameType::kLost))
-      return;
     if (f.type == ssh::FrameType::kRouted) {
       HostTalk& t = talk_of(f.id);
       if (t.ended() && !t.done()) return;  // lost: what still comes from it is stale
@@ -1006,21 +1012,6 @@ class SshBackend::Conversation {
     }
     if (f.type == ssh::FrameType::kLost) return on_lost(talk_of(f.id), f.payload);
     own().on_frame(f);
-  }
-
-  /// The hosts that the probe's subtree frame `payload` started below this one and that this
-  /// launch left out (their probe failed, so they run nothing, or the launch ignores them).
-  void note_left_out(const std::string& payload) {
-    std::function<void(const std::vector<ssh::TreeHost>&)> note = [&](const auto& level) {
-      for (const ssh::TreeHost& t : level) {
-        if (!by_index_.contains(t.index)) left_out_.insert(t.index);
-        note(t.children);
-      }
-    };
-    try {
-      note(ssh::decode_subtree(payload).children);
-    } catch (const std::exception&) {  // then the launch did not take the session over
-    }
   }
 
   HostTalk& talk_of(int index) {
@@ -1143,7 +1134,7 @@ class SshBackend::Conversation {
       own().lost(ssh::tree_lost_text(closed_reason(), below), below_open);
     }
     lose_subtree();
-    if (!own().running()) b_.fail(c_, "stopped before the job started");
+    if (!own().running() && !own().passive()) b_.fail(c_, "stopped before the job started");
     return Step::kEnd;
   }
 
@@ -1171,12 +1162,11 @@ class SshBackend::Conversation {
   HostConn& c_;
   std::vector<std::unique_ptr<HostTalk>> talks_;  ///< c_'s, then those of the hosts below it
   std::map<int, HostTalk*> by_index_;             ///< the hosts below, by route
-  std::set<int> left_out_;                        ///< note_left_out
   std::unique_ptr<ddl::ssh::Session> session_;
   std::unique_ptr<ddl::ssh::Channel> channel_;  ///< destroyed before session_
   std::string command_;                         ///< what runs on channel_, for messages
-  bool started_below_ = false;   ///< the probe started the hosts below through channel_
-  bool job_bytes_sent_ = false;  ///< U went down channel_
+  bool ended_ = false;                          ///< lost before it began (take)
+  bool job_bytes_sent_ = false;                 ///< U went down channel_
   ssh::FrameReader reader_;
   std::string err_line_;  ///< the agent's stderr, up to its next newline
   /// Frames the remote window or the socket could not take yet, and when they last moved:
@@ -1260,7 +1250,7 @@ class SshBackend::Talker {
     for (auto& c : inbox_)
       mine_.push_back(std::move(c));
     inbox_.clear();
-    return !mine_.empty() || b_.logins_left_.load() > 0;
+    return !mine_.empty() || b_.handing_.load();
   }
 
   void idle_wait() {
@@ -1287,47 +1277,28 @@ class SshBackend::Talker {
 };
 
 void SshBackend::start_pool() {
+  std::vector<std::unique_ptr<Conversation>> conversations;
   for (auto& h : hosts_) {
-    if (h->first_level) first_level_.push_back(h.get());
+    if (!h->first_level) continue;
+    ssh::AgentTree::Kept kept = agents_->take(h->name);  // closed unless talked to
+    if (has_ranks(*h) && h->phase != Phase::kFailed)
+      conversations.push_back(std::make_unique<Conversation>(*this, *h, std::move(kept)));
   }
-  const size_t n = first_level_.size();
-  logins_left_ = n;
+  const size_t n = conversations.size();
   const size_t talkers =
       std::min<size_t>((n + ssh::kHostsPerTalker - 1) / ssh::kHostsPerTalker, ssh::kTalkThreads);
   for (size_t i = 0; i < talkers; ++i)
     talkers_.push_back(std::make_unique<Talker>(*this));
-  const size_t logins = std::min<size_t>(
-      {n, ssh::kLoginThreads, static_cast<size_t>(std::max(options_.ssh.max_parallel, 1))});
-  for (size_t i = 0; i < logins; ++i)
-    login_threads_.emplace_back([this] { log_in_next(); });
+  for (size_t i = 0; i < n; ++i)
+    talkers_[i % talkers]->hand(std::move(conversations[i]));
+  handing_ = false;
+  for (auto& t : talkers_)
+    t->wake();  // an idle one may end now
 }
 
 void SshBackend::join_pool() {
-  for (std::thread& t : login_threads_) {
-    if (t.joinable()) t.join();
-  }
   for (auto& t : talkers_)
     t->join();
-}
-
-void SshBackend::log_in_next() {
-  using Step = Conversation::Step;
-  for (size_t i = next_login_++; i < first_level_.size(); i = next_login_++) {
-    auto conversation = std::make_unique<Conversation>(*this, *first_level_[i]);
-    bool stopped;
-    {
-      std::lock_guard lock(mutex_);
-      stopped = stop_;
-    }
-    Step step = stopped ? conversation->abandon() : Step::kLogIn;
-    while (step == Step::kLogIn || step == Step::kStartAgent)
-      step = conversation->run(step);
-    if (step == Step::kTalk) talkers_[i % talkers_.size()]->hand(std::move(conversation));
-    if (--logins_left_ == 0) {
-      for (auto& t : talkers_)
-        t->wake();  // an idle one may end now
-    }
-  }
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 
 #include "launcher/ssh/tree.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <stdexcept>
 
@@ -92,24 +93,10 @@ std::vector<TreeHost> launch_tree(const Hosts& hosts, int width) {
   return tree;
 }
 
-bool same_shape(const std::vector<TreeHost>& a, const std::vector<TreeHost>& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (a[i].index != b[i].index || a[i].name != b[i].name ||
-        !same_shape(a[i].children, b[i].children))
-      return false;
-  }
-  return true;
-}
-
-std::vector<TreeHost> prune_tree(const std::vector<TreeHost>& tree,
-                                 const std::function<bool(const TreeHost&)>& keep) {
-  std::vector<TreeHost> kept;
-  for (const TreeHost& h : tree) {
-    if (!keep(h)) continue;
-    kept.push_back(TreeHost{h.index, h.name, prune_tree(h.children, keep), h.command});
-  }
-  return kept;
+bool in_tree(const std::vector<TreeHost>& level, const std::string& host) {
+  return std::any_of(level.begin(), level.end(), [&](const TreeHost& t) {
+    return t.name == host || in_tree(t.children, host);
+  });
 }
 
 std::vector<std::string> tree_names(const std::vector<TreeHost>& tree) {

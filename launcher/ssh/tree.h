@@ -1,7 +1,6 @@
 #pragma once
 
 #include <chrono>
-#include <functional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -30,17 +29,12 @@ struct TreeHost {
   bool operator==(const TreeHost&) const = default;
 };
 
-/// The same hosts in the same places (commands aside).
-bool same_shape(const std::vector<TreeHost>& a, const std::vector<TreeHost>& b);
-
 /// The default of --tree-width: Slurm's TreeWidth. ddlrun holds a session per first-level
 /// host (and its probe a thread per host it probes, at most as many).
 constexpr int kDefaultTreeWidth = 50;
 /// ddlrun's threads for the launch's conversations, whatever the number of hosts (ssh.cc): at
-/// most kLoginThreads log in to the first level (and no more than ssh.max_parallel, nor than
-/// its hosts), each then handing the conversation on to one of at most kTalkThreads talkers,
-/// one for each kHostsPerTalker hosts, which drive several each. So at most 40 at any count.
-constexpr int kLoginThreads = 32;
+/// most kTalkThreads talkers, one for each kHostsPerTalker first-level hosts, which drive
+/// several each (the agents' logins before them run on at most ssh.max_parallel threads).
 constexpr int kTalkThreads = 8;
 constexpr int kHostsPerTalker = 8;
 /// How deep a subtree frame may nest (a fan-out of 2 reaches 2^32 hosts well before).
@@ -58,10 +52,8 @@ class TreeTooDeep : public std::runtime_error {
 /// (every host on the first level, none below) when `width` is 0 or there are at most `width`
 /// hosts. Throws TreeTooDeep when it would be deeper than kMaxTreeDepth levels.
 std::vector<TreeHost> launch_tree(const std::vector<std::pair<int, std::string>>& hosts, int width);
-/// `tree` without the hosts `keep` refuses, each with its whole subtree (a host below one left
-/// out is not reached); the order, indices and commands of the rest as they were.
-std::vector<TreeHost> prune_tree(const std::vector<TreeHost>& tree,
-                                 const std::function<bool(const TreeHost&)>& keep);
+/// Whether `host` is anywhere in `level` or below.
+bool in_tree(const std::vector<TreeHost>& level, const std::string& host);
 /// The names of every host of `tree`, at every level, in the tree's order.
 std::vector<std::string> tree_names(const std::vector<TreeHost>& tree);
 /// How many hosts lie below `h`, at every level.

@@ -41,7 +41,7 @@ constexpr milliseconds kEndWait{1000};  // for the link agents to say they ended
 struct TreeLinks::Conn {
   std::string name;  ///< the first-level host
   int index = 0;     ///< its index in the tree
-  ddl::ssh::KeptSessions::Kept kept;
+  AgentTree::Kept kept;
   FrameReader reader;
   std::string out;  ///< frames due down, guarded by TreeLinks::mutex_
   /// Frames the remote window or the socket did not take yet (the pump's), and when they last
@@ -86,11 +86,10 @@ std::vector<int> index_tree(const TreeHost& h, const std::string& parent, Conn* 
 
 }  // namespace
 
-TreeLinks::TreeLinks(ddl::ssh::KeptSessions& sessions, const std::vector<TreeHost>& tree,
-                     milliseconds heartbeat_timeout)
+TreeLinks::TreeLinks(AgentTree& sessions, milliseconds heartbeat_timeout)
     : sessions_(sessions), heartbeat_timeout_(heartbeat_timeout) {
-  for (const TreeHost& t : tree) {
-    ddl::ssh::KeptSessions::Kept kept = sessions_.take(t.name);
+  for (const TreeHost& t : sessions_.tree()) {
+    AgentTree::Kept kept = sessions_.take(t.name);
     if (!kept.session || !kept.channel) {  // back as it was: one lost (Kept::lost) stays lost
       if (kept.session || !kept.lost.empty()) sessions_.put(t.name, std::move(kept));
       continue;
@@ -109,7 +108,7 @@ TreeLinks::TreeLinks(ddl::ssh::KeptSessions& sessions, const std::vector<TreeHos
   }
   for (const auto& [i, n] : nodes_)
     by_name_[n.name] = i;
-  // The pump takes no signal (as KeptSessions' heartbeat thread): they stay ddlrun's.
+  // The pump takes no signal (as AgentTree's heartbeat thread): they stay ddlrun's.
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);

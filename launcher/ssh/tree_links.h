@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "base/check.h"
+#include "launcher/ssh/agent_tree.h"
 #include "launcher/ssh/protocol.h"
 #include "launcher/ssh/tree.h"
 #include "ssh/session.h"
@@ -69,22 +70,20 @@ class LinkAgentThread {
   std::atomic<bool> stopped_{false};  ///< stop() was called: no N starts it again
 };
 
-/// ddlrun's side: the lines of the link agents of the hosts of `tree` (the probe's launch
-/// tree, LaunchOptions::probe_tree), through the first level's sessions that `sessions` keeps
-/// with their agents. While it lives it holds those sessions (taken from `sessions`), drives
-/// them on one thread of its own (a heartbeat a second down each, the frames up sorted: N
-/// lines to their hosts, the rest kept in Kept::pending for the launch), and gives each back
-/// when destroyed, once every link agent it started has ended (or a second passed). A host is
-/// lost (TreeLinkError "the link agent ended: WHY") when an L names it or a host above it, its
-/// F comes, its first-level session closes, fails, falls silent for the heartbeat deadline or
-/// takes none of the bytes waiting for it for that deadline (ssh::Outbox, in the launch's
-/// words: "took no data for ..."), or its frames cannot be read; the hosts below a lost one are
-/// "lost with its tree parent P". A first-level session so lost goes back closed, with why in
-/// Kept::lost.
+/// ddlrun's side: the lines of the link agents of the hosts of the agents' tree, through the
+/// first level's sessions that `sessions` keeps with their agents. While it lives it holds those
+/// sessions (taken from `sessions`), drives them on one thread of its own (a heartbeat a second
+/// down each, the frames up sorted: N lines to their hosts, the rest kept in Kept::pending for the
+/// launch), and gives each back when destroyed, once every link agent it started has ended (or a
+/// second passed). A host is lost (TreeLinkError "the link agent ended: WHY") when an L names it or
+/// a host above it, its F comes, its first-level session closes, fails, falls silent for the
+/// heartbeat deadline or takes none of the bytes waiting for it for that deadline (ssh::Outbox, in
+/// the launch's words: "took no data for ..."), or its frames cannot be read; the hosts below a
+/// lost one are "lost with its tree parent P". A first-level session so lost goes back closed, with
+/// why in Kept::lost.
 class TreeLinks {
  public:
-  TreeLinks(ddl::ssh::KeptSessions& sessions, const std::vector<TreeHost>& tree,
-            std::chrono::milliseconds heartbeat_timeout);
+  TreeLinks(AgentTree& sessions, std::chrono::milliseconds heartbeat_timeout);
   ~TreeLinks();
   TreeLinks(const TreeLinks&) = delete;
   TreeLinks& operator=(const TreeLinks&) = delete;
@@ -119,7 +118,7 @@ class TreeLinks {
   void send_frame(int host, const std::string& frame);
   void await_ends();
 
-  ddl::ssh::KeptSessions& sessions_;
+  AgentTree& sessions_;
   std::chrono::milliseconds heartbeat_timeout_;
   std::vector<std::unique_ptr<Conn>> conns_;
   std::map<int, Node> nodes_;           ///< by the tree's index

@@ -211,7 +211,7 @@ struct ChainAgents {
 /// A kept session for n1, its agent played by `agents`, as the probe left it.
 struct Kept {
   FakeConnector connector;
-  ddl::ssh::KeptSessions sessions;
+  ssh::AgentTree sessions;
   ChainAgents agents;
   std::shared_ptr<FakeRemote> remote;
 
@@ -279,7 +279,8 @@ TEST(TreeLinks, MeasuresThroughTheFirstLevelsSessionAndGivesItBack) {
   std::vector<std::string> notes;
   mapper::LinkMeasurement m;
   {
-    ssh::TreeLinks tree(k.sessions, kChain, milliseconds(10'000));
+    k.sessions.set_tree(kChain);
+    ssh::TreeLinks tree(k.sessions, milliseconds(10'000));
     EXPECT_EQ(k.sessions.size(), 0u);  // held while it measures
     m = mapper::probe_links(chain_hosts(), probe_options(tree), notes);
   }
@@ -293,7 +294,7 @@ TEST(TreeLinks, MeasuresThroughTheFirstLevelsSessionAndGivesItBack) {
   }
   // The session goes back with its channel, and the frames that were not the link agents'
   // (the hellos), for the launch.
-  ddl::ssh::KeptSessions::Kept back = k.sessions.take("n1");
+  ssh::AgentTree::Kept back = k.sessions.take("n1");
   ASSERT_TRUE(back.channel != nullptr);
   EXPECT_FALSE(back.subtree.empty());
   EXPECT_EQ(back.pending, hello_frame("n1") + ssh::route(1, hello_frame("n2")) +
@@ -314,7 +315,8 @@ TEST(TreeLinks, AHostLostMidMeasurementIsNamedAndTheRestMeasured) {
   mapper::LinkMeasurement m;
   const Clock::time_point start = Clock::now();
   {
-    ssh::TreeLinks tree(k.sessions, kChain, milliseconds(10'000));
+    k.sessions.set_tree(kChain);
+    ssh::TreeLinks tree(k.sessions, milliseconds(10'000));
     m = mapper::probe_links(chain_hosts(), probe_options(tree), notes);
   }
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(5));
@@ -331,7 +333,7 @@ TEST(TreeLinks, AHostLostMidMeasurementIsNamedAndTheRestMeasured) {
             std::string::npos)
       << all;
   // The L goes on to the launch, which names the host too.
-  const ddl::ssh::KeptSessions::Kept back = k.sessions.take("n1");
+  const ssh::AgentTree::Kept back = k.sessions.take("n1");
   bool lost = false;
   for (const ssh::Frame& f : frames(back.pending))
     lost = lost || (f.type == FrameType::kLost && f.id == 1);
@@ -340,7 +342,8 @@ TEST(TreeLinks, AHostLostMidMeasurementIsNamedAndTheRestMeasured) {
 
 TEST(TreeLinks, ALostParentTakesItsSubtreeWithItInTheFlatPathsWords) {
   Kept k;
-  ssh::TreeLinks tree(k.sessions, kChain, milliseconds(10'000));
+  k.sessions.set_tree(kChain);
+  ssh::TreeLinks tree(k.sessions, milliseconds(10'000));
   std::unique_ptr<mapper::LinkChannel> n2 = open(tree, "n2");
   std::unique_ptr<mapper::LinkChannel> n3 = open(tree, "n3");
   ASSERT_TRUE(n2 && n3);
@@ -365,7 +368,8 @@ TEST(TreeLinks, ALostParentTakesItsSubtreeWithItInTheFlatPathsWords) {
 TEST(TreeLinks, GarbageFromTheFirstLevelLosesItsSubtreeAndItsChannel) {
   Kept k;
   {
-    ssh::TreeLinks tree(k.sessions, kChain, milliseconds(10'000));
+    k.sessions.set_tree(kChain);
+    ssh::TreeLinks tree(k.sessions, milliseconds(10'000));
     std::unique_ptr<mapper::LinkChannel> n1 = open(tree, "n1");
     std::unique_ptr<mapper::LinkChannel> n2 = open(tree, "n2");
     EXPECT_TRUE(n1->line(milliseconds(3000)).starts_with("ddl-link-agent 2 "));
@@ -378,7 +382,7 @@ TEST(TreeLinks, GarbageFromTheFirstLevelLosesItsSubtreeAndItsChannel) {
               "something printing on its stdout, such as a login script?)");
   }
   // Back closed, saying why (the launch fails n1 with it), without anything it sent.
-  const ddl::ssh::KeptSessions::Kept back = k.sessions.take("n1");
+  const ssh::AgentTree::Kept back = k.sessions.take("n1");
   EXPECT_TRUE(back.session == nullptr);
   EXPECT_TRUE(back.channel == nullptr);
   EXPECT_TRUE(back.pending.empty());
@@ -397,8 +401,8 @@ std::string launch_after_links(Kept& k) {
   o.ddlrun_path = "/x/ddlrun";
   o.tree_width = 1;
   o.ssh.command_timeout = milliseconds(2000);
-  o.agents = std::shared_ptr<ddl::ssh::KeptSessions>(std::shared_ptr<void>(), &k.sessions);
-  o.probe_tree = kChain;
+  o.agents = std::shared_ptr<ssh::AgentTree>(std::shared_ptr<void>(), &k.sessions);
+  k.sessions.set_tree(kChain);
   EventQueue events;
   const std::unique_ptr<Backend> backend = make_ssh_backend(chain_job(), o, k.connector);
   std::string error;
@@ -418,7 +422,8 @@ std::string launch_after_links(Kept& k) {
 TEST(TreeLinks, AFirstLevelLostMidMeasurementFailsTheLaunchWithoutANewLogin) {
   Kept k;
   {
-    ssh::TreeLinks tree(k.sessions, kChain, milliseconds(10'000));
+    k.sessions.set_tree(kChain);
+    ssh::TreeLinks tree(k.sessions, milliseconds(10'000));
     std::unique_ptr<mapper::LinkChannel> n2 = open(tree, "n2");
     EXPECT_TRUE(n2->line(milliseconds(3000)).starts_with("ddl-link-agent 2 "));
     k.remote->end(-1);  // the connection to n1 closes
@@ -447,7 +452,8 @@ TEST(TreeLinks, AKeptChannelThatDiesBeforeTheLaunchTakesItFailsTheLaunchWithoutA
   for (const bool said_why : {false, true}) {
     Kept k;
     {
-      ssh::TreeLinks tree(k.sessions, kChain, milliseconds(10'000));
+      k.sessions.set_tree(kChain);
+      ssh::TreeLinks tree(k.sessions, milliseconds(10'000));
       std::unique_ptr<mapper::LinkChannel> n2 = open(tree, "n2");
       EXPECT_TRUE(n2->line(milliseconds(3000)).starts_with("ddl-link-agent 2 "));
       n2->send("end");
@@ -543,7 +549,8 @@ TEST(TreeLinks, AFirstLevelThatTakesNoDataIsLostWithoutStallingTheOthers) {
   milliseconds widest{0}, to_loss{0};
   {
     BesideN1 m1_host(k);
-    ssh::TreeLinks tree(k.sessions, BesideN1::tree(), milliseconds(1000));
+    k.sessions.set_tree(BesideN1::tree());
+    ssh::TreeLinks tree(k.sessions, milliseconds(1000));
     std::unique_ptr<mapper::LinkChannel> n1 = open(tree, "n1");
     std::unique_ptr<mapper::LinkChannel> n2 = open(tree, "n2");
     std::unique_ptr<mapper::LinkChannel> m1 = open(tree, "m1");
@@ -564,7 +571,7 @@ TEST(TreeLinks, AFirstLevelThatTakesNoDataIsLostWithoutStallingTheOthers) {
   EXPECT_GT(to_loss, milliseconds(0));
   EXPECT_LT(to_loss, milliseconds(3500));
   EXPECT_LT(widest, milliseconds(2000));
-  const ddl::ssh::KeptSessions::Kept back = k.sessions.take("n1");
+  const ssh::AgentTree::Kept back = k.sessions.take("n1");
   EXPECT_TRUE(back.session == nullptr);
   EXPECT_EQ(back.lost, n1_failure.substr(std::string("the link agent ended: ").size()));
   EXPECT_TRUE(k.connector.host("n1").stopped_blocking);
@@ -580,7 +587,8 @@ TEST(TreeLinks, AFrameForAHostNotBelowTheFirstLevelLosesItsChannel) {
        {ssh::encode_frame(FrameType::kLost, 7, "no heartbeat for 10 s"),
         ssh::route(7, ssh::encode_frame(FrameType::kHeartbeat, 0, ""))}) {
     Kept k;
-    ssh::TreeLinks tree(k.sessions, kChain, milliseconds(10'000));
+    k.sessions.set_tree(kChain);
+    ssh::TreeLinks tree(k.sessions, milliseconds(10'000));
     std::unique_ptr<mapper::LinkChannel> n1 = open(tree, "n1");
     EXPECT_TRUE(n1->line(milliseconds(3000)).starts_with("ddl-link-agent 2 "));
     k.remote->print(frame);
@@ -594,7 +602,8 @@ TEST(TreeLinks, AFrameForAHostNotBelowTheFirstLevelLosesItsChannel) {
 // rest without a word.
 TEST(TreeLinks, ARoutedFrameEndingInsideAFrameLosesThatHost) {
   Kept k;
-  ssh::TreeLinks tree(k.sessions, kChain, milliseconds(10'000));
+  k.sessions.set_tree(kChain);
+  ssh::TreeLinks tree(k.sessions, milliseconds(10'000));
   std::unique_ptr<mapper::LinkChannel> n2 = open(tree, "n2");
   EXPECT_TRUE(n2->line(milliseconds(3000)).starts_with("ddl-link-agent 2 "));
   const std::string whole = ssh::encode_frame(FrameType::kHeartbeat, 0, "");
@@ -605,7 +614,8 @@ TEST(TreeLinks, ARoutedFrameEndingInsideAFrameLosesThatHost) {
 
 TEST(TreeLinks, GarbageRoutedFromBelowLosesThatHostOnly) {
   Kept k;
-  ssh::TreeLinks tree(k.sessions, kChain, milliseconds(10'000));
+  k.sessions.set_tree(kChain);
+  ssh::TreeLinks tree(k.sessions, milliseconds(10'000));
   std::unique_ptr<mapper::LinkChannel> n2 = open(tree, "n2");
   std::unique_ptr<mapper::LinkChannel> n3 = open(tree, "n3");
   EXPECT_TRUE(n3->line(milliseconds(3000)).starts_with("ddl-link-agent 2 "));
@@ -618,11 +628,12 @@ TEST(TreeLinks, GarbageRoutedFromBelowLosesThatHostOnly) {
 
 TEST(TreeLinks, ASilentFirstLevelIsLostWithinTheHeartbeatDeadline) {
   FakeConnector connector;
-  ddl::ssh::KeptSessions sessions;
+  ssh::AgentTree sessions;
   std::unique_ptr<ddl::ssh::Session> session = connector.connect("n1", {});
   std::unique_ptr<ddl::ssh::Channel> channel = session->exec("/x/ddlrun --probe-agent");
   sessions.put("n1", {std::move(session), std::move(channel), "", "", "w"});
-  ssh::TreeLinks tree(sessions, kChain, milliseconds(300));
+  sessions.set_tree(kChain);
+  ssh::TreeLinks tree(sessions, milliseconds(300));
   std::unique_ptr<mapper::LinkChannel> n3 = open(tree, "n3");
   std::unique_ptr<mapper::LinkChannel> n1 = open(tree, "n1");
   const Clock::time_point start = Clock::now();
@@ -637,7 +648,8 @@ TEST(TreeLinks, ALinkAgentThatNeverAnswersIsNamedInTime) {
   Kept k;
   k.agents.state->deaf.insert(2);
   std::vector<std::string> notes;
-  ssh::TreeLinks tree(k.sessions, kChain, milliseconds(10'000));
+  k.sessions.set_tree(kChain);
+  ssh::TreeLinks tree(k.sessions, milliseconds(10'000));
   mapper::LinkProbeOptions lo = probe_options(tree);
   lo.answer_timeout = milliseconds(300);
   const Clock::time_point start = Clock::now();
@@ -658,7 +670,8 @@ TEST(TreeLinks, AHostOutsideTheTreeOrItsKeptSessionsFailsWithWhyItWasNotReached)
   const std::vector<TreeHost> tree_hosts = {{0, "n1", {{1, "n2", {{2, "n3", {}, {}}}, {}}}, {}},
                                             {5, "n6", {{4, "n5", {}, {}}}, {}}};
   {
-    ssh::TreeLinks tree(k.sessions, tree_hosts, milliseconds(10'000));
+    k.sessions.set_tree(tree_hosts);
+    ssh::TreeLinks tree(k.sessions, milliseconds(10'000));
     EXPECT_EQ(open_error(tree, "n9"), "not reached by ddlrun's agents");
     EXPECT_EQ(open_error(tree, "n5"), "not reached by ddlrun's agents");
     EXPECT_EQ(open_error(tree, "n6"), "not reached by ddlrun's agents");
@@ -667,10 +680,10 @@ TEST(TreeLinks, AHostOutsideTheTreeOrItsKeptSessionsFailsWithWhyItWasNotReached)
   }
   // A first-level host the probe lost (Kept::lost, no session) goes back as it was, for the
   // launch to name it without logging in to it again.
-  ddl::ssh::KeptSessions::Kept lost;
+  ssh::AgentTree::Kept lost;
   lost.lost = "took no data for 10 s (x)";
   k.sessions.put("n6", std::move(lost));
-  { ssh::TreeLinks tree(k.sessions, tree_hosts, milliseconds(10'000)); }
+  { ssh::TreeLinks tree(k.sessions, milliseconds(10'000)); }
   EXPECT_EQ(k.sessions.take("n6").lost, "took no data for 10 s (x)");
 }
 

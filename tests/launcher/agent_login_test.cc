@@ -1,4 +1,4 @@
-// Asking agents whose login fails, through the real ssh client (launcher/ssh/tree_start.h:
+// Asking agents whose login fails, through the real ssh client (launcher/ssh/agent_tree.h:
 // ask_agents over ssh::libssh_connector(), no ssh server needed): a name that does not resolve,
 // a refused connection, the ssh config's HostName and Port and the options that override them, a
 // missing config file, a server that never greets, one that is not ssh (no descriptor leaks), and
@@ -17,7 +17,7 @@
 #include <thread>
 #include <vector>
 
-#include "launcher/ssh/tree_start.h"
+#include "launcher/ssh/agent_tree.h"
 #include "tests/lib/temp_dir.h"
 
 namespace ddl::launcher {
@@ -74,7 +74,7 @@ int open_fds() {
 /// Each host's reason from ask_agents over libssh, checking that none was kept.
 std::vector<std::string> reasons(const std::vector<std::string>& hosts,
                                  const ddl::ssh::Options& o) {
-  ddl::ssh::KeptSessions agents;
+  ssh::AgentTree agents;
   std::vector<std::string> out;
   for (const ssh::AgentAnswer& a :
        ssh::ask_agents(ddl::ssh::libssh_connector(), hosts, o, kAgent, agents)) {

@@ -334,16 +334,16 @@ TEST_F(SshBackendTest, AnAgentThatFallsSilentIsLost) {
 
 TEST_F(SshBackendTest, TakesTheProbesSessionAndAgent) {
   // n1's probe left its session, whose channel already runs the agent (it said hello).
-  auto kept = std::make_shared<ddl::ssh::KeptSessions>();
+  auto kept = std::make_shared<ssh::AgentTree>();
   std::unique_ptr<ddl::ssh::Session> session = connector.connect("n1", {});
   std::unique_ptr<ddl::ssh::Channel> channel = session->exec("/x/ddlrun --probe-agent");
   // The probe already read the hello: it is handed over as pending bytes.
   char buf[4096];
   const int n = channel->read(buf, sizeof buf, ddl::ssh::Stream::kStdout);
   ASSERT_GT(n, 0);
-  kept->put("n1", ddl::ssh::KeptSessions::Kept{std::move(session), std::move(channel),
-                                               std::string(buf, static_cast<size_t>(n)),
-                                               "/x/ddlrun --probe-agent"});
+  kept->put("n1", ssh::AgentTree::Kept{std::move(session), std::move(channel),
+                                       std::string(buf, static_cast<size_t>(n)),
+                                       "/x/ddlrun --probe-agent"});
   LaunchOptions o = options();
   o.agents = kept;
   const std::unique_ptr<Backend> backend = this->backend(o);

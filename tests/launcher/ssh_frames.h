@@ -1,7 +1,7 @@
 #pragma once
 
 // Helpers shared by the ssh launcher's tests (ssh_backend_test, ssh_tree_test,
-// tree_start_test, tree_links_test): an agent's hello as it writes it, a chain of three hosts'
+// agent_tree_test, tree_links_test): an agent's hello as it writes it, a chain of three hosts'
 // job, the frames in a stream of bytes, and the events a backend pushes until its ranks ended.
 
 #include <chrono>

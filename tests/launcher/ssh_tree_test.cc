@@ -17,11 +17,11 @@
 #include <thread>
 
 #include "base/net/codec.h"
+#include "launcher/ssh/agent_tree.h"
 #include "launcher/ssh/protocol.h"
 #include "launcher/ssh/relay.h"
 #include "launcher/ssh/ssh.h"
 #include "launcher/ssh/tree.h"
-#include "launcher/ssh/tree_start.h"
 #include "tests/launcher/ssh_frames.h"
 #include "tests/ssh/fake_ssh.h"
 
@@ -565,62 +565,56 @@ TEST(SshBackendTree, ARoutedFrameEndingInsideAFrameIsAProtocolError) {
   backend->finish();
 }
 
-/// n1's session as ddlrun's probe leaves it when it went down the tree: its agent running
-/// (`ddlrun --probe-agent`), and the subtree `children` started through it (start_subtree).
-std::shared_ptr<ddl::ssh::KeptSessions> probed_tree(FakeConnector& connector,
-                                                    const LaunchOptions& o,
-                                                    std::vector<TreeHost> children) {
-  ddl::ssh::KeptSessions::Kept kept;
+/// ddlrun's agents as its probe leaves them when it went down the tree: n1's agent running
+/// (`ddlrun --probe-agent`), the subtree `children` started through it (start_subtree), and
+/// the tree they were started along.
+std::shared_ptr<ssh::AgentTree> probed_tree(FakeConnector& connector, const LaunchOptions& o,
+                                            std::vector<TreeHost> children) {
+  ssh::AgentTree::Kept kept;
   kept.session = connector.connect("n1", o.ssh);
   kept.channel = kept.session->exec("/opt/ddlrun --probe-agent");
   kept.command = "/opt/ddlrun --probe-agent";
   const ssh::SubtreeFrame w =
-      ssh::subtree_frame(o.ssh, o.ddlrun_path, o.heartbeat_timeout, std::move(children));
+      ssh::subtree_frame(o.ssh, o.ddlrun_path, o.heartbeat_timeout, children);
   EXPECT_TRUE(ssh::start_subtree(kept, "n1", w, milliseconds(1000)).empty());
-  auto sessions = std::make_shared<ddl::ssh::KeptSessions>();
-  sessions->put("n1", std::move(kept));
-  return sessions;
+  auto agents = std::make_shared<ssh::AgentTree>();
+  agents->put("n1", std::move(kept));
+  agents->set_tree({{0, "n1", std::move(children)}});
+  return agents;
 }
 
-TEST(SshBackendTree, TakesOverTheSubtreeTheProbeStartedOrStartsItsOwn) {
-  for (const bool same : {true, false}) {
-    SCOPED_TRACE(same ? "the same tree" : "another tree");
+// The launch takes the agents' tree over as it is, whatever shape --tree-width would give the
+// job's hosts: no second login, no second subtree frame.
+TEST(SshBackendTree, TakesTheAgentsTreeOverAsItIs) {
+  for (const bool chain : {true, false}) {
+    SCOPED_TRACE(chain ? "a chain" : "side by side");
     FakeConnector connector;
     connector.host("n1").program = TreeAgent{};
     LaunchOptions o = tree_options();
-    // The launch puts n2 and n3 below n1 as a chain; the other tree has them side by side.
-    const std::vector<TreeHost> chain = {{1, "n2", {{2, "n3", {}}}}};
-    const std::vector<TreeHost> flat = {{1, "n2", {}}, {2, "n3", {}}};
-    o.agents = probed_tree(connector, o, same ? chain : flat);
+    o.agents = probed_tree(connector, o,
+                           chain ? std::vector<TreeHost>{{1, "n2", {{2, "n3", {}}}}}
+                                 : std::vector<TreeHost>{{1, "n2", {}}, {2, "n3", {}}});
     EventQueue events;
     const std::unique_ptr<Backend> backend = make_ssh_backend(chain_job(), o, connector);
-    EXPECT_EQ(backend->start(events), (std::vector<int>{0, 1, 2})) << same;
+    EXPECT_EQ(backend->start(events), (std::vector<int>{0, 1, 2}));
     for (const Event& e : events_until(events, 3))
       EXPECT_NE(e.type, Event::Type::kHostFailure) << e.data;
     backend->finish();
-    // The same tree: no second login and no second subtree frame; another: the probe's
-    // session closed (its subtree stops) and n1 logged in to again, with the launch's tree.
-    EXPECT_EQ(connector.host("n1").logins, same ? 1 : 2);
-    const std::shared_ptr<FakeRemote> last = connector.host("n1").remotes.back();
+    EXPECT_EQ(connector.host("n1").logins, 1);
     int subtrees = 0;
-    for (const ssh::Frame& f : frames(last->written()))
+    for (const ssh::Frame& f : frames(connector.host("n1").remotes.front()->written()))
       subtrees += f.type == FrameType::kSubtree ? 1 : 0;
-    EXPECT_EQ(subtrees, 1) << same;
-    EXPECT_EQ(connector.host("n1").remotes.front()->closed(), true);
+    EXPECT_EQ(subtrees, 1);
   }
 }
 
-TEST(LaunchTree, PruneTreeDropsAHostWithItsSubtreeAndNamesListEveryHost) {
+TEST(LaunchTree, NamesListEveryHostAndInTreeFindsOneAtAnyLevel) {
   const std::vector<TreeHost> tree = {{0, "a", {{2, "c", {{4, "e", {}}}}, {3, "d", {}, "probe"}}},
                                       {1, "b", {}}};
   EXPECT_EQ(ssh::tree_names(tree), (std::vector<std::string>{"a", "c", "e", "d", "b"}));
-  const auto without = [](std::set<std::string> gone) {
-    return [gone](const TreeHost& h) { return !gone.contains(h.name); };
-  };
-  EXPECT_EQ(ssh::prune_tree(tree, without({"c"})),
-            (std::vector<TreeHost>{{0, "a", {{3, "d", {}, "probe"}}}, {1, "b", {}}}));
-  EXPECT_EQ(ssh::prune_tree(tree, without({"a"})), (std::vector<TreeHost>{{1, "b", {}}}));
-  EXPECT_EQ(ssh::prune_tree(tree, without({})), tree);
+  EXPECT_TRUE(ssh::in_tree(tree, "e"));
+  EXPECT_TRUE(ssh::in_tree(tree, "b"));
+  EXPECT_FALSE(ssh::in_tree(tree, "f"));
 }
 
 /// Plays n1's agent after ddlrun's probe went down the tree (a restart's): the probe's
@@ -668,51 +662,115 @@ struct ProbedTreeAgent {
   }
 };
 
-// A restart whose probe went down the tree and left a host out (nX, which failed, and the
-// hosts below it, never reached): the job's hosts are numbered again (n2 is 1, n3 2), but the
-// agents below n1 know them by the probe's ids (2, 3). Given the probe's tree, the launch
-// takes it over with those ids: one login, no second subtree frame, every rank runs, and
-// each host's job frame travels to its probe id carrying its index in the job. Without it the
-// launch starts its own tree (ids 1 and 2) through a second login.
-TEST(SshBackendTree, ARestartTakesOverTheProbesTreeWithoutTheHostsThatFailed) {
-  for (const bool given : {true, false}) {
-    SCOPED_TRACE(given ? "the probe's tree given" : "no probe tree");
-    FakeConnector connector;
-    connector.host("n1").program = ProbedTreeAgent{"nX"};
-    LaunchOptions o = tree_options();
-    const std::vector<TreeHost> probed = {{1, "nX", {}, "/opt/ddlrun --probe-agent"},
-                                          {2, "n2", {{3, "n3", {}}}}};
-    ddl::ssh::KeptSessions::Kept kept;
-    kept.session = connector.connect("n1", o.ssh);
-    kept.channel = kept.session->exec("/opt/ddlrun --probe-agent");
-    kept.command = "/opt/ddlrun --probe-agent";
-    const std::vector<ssh::StartedHost> started = ssh::start_subtree(
-        kept, "n1", ssh::subtree_frame(o.ssh, o.ddlrun_path, o.heartbeat_timeout, probed),
-        milliseconds(1000));
-    ASSERT_EQ(started.size(), 1u);
-    EXPECT_EQ(started[0].error, "refused");
-    o.agents = std::make_shared<ddl::ssh::KeptSessions>();
-    o.agents->put("n1", std::move(kept));
-    if (given) o.probe_tree = {{0, "n1", {{2, "n2", {{3, "n3", {}}}}}}};
-    EventQueue events;
-    const std::unique_ptr<Backend> backend = make_ssh_backend(chain_job(), o, connector);
-    EXPECT_EQ(backend->start(events), (std::vector<int>{0, 1, 2}));
-    for (const Event& e : events_until(events, 3))
-      EXPECT_NE(e.type, Event::Type::kHostFailure) << e.data;
-    backend->finish();
-    EXPECT_EQ(connector.host("n1").logins, given ? 1 : 2);
-    std::map<int, int> jobs;  // id in the tree -> the job frame's host index
-    int subtrees = 0;
-    for (const ssh::Frame& f : frames(connector.host("n1").remotes.back()->written())) {
-      subtrees += f.type == FrameType::kSubtree ? 1 : 0;
-      if (f.type != FrameType::kRouted) continue;
-      for (const ssh::Frame& g : frames(f.payload))
-        if (g.type == FrameType::kJob) jobs[f.id] = g.id;
-    }
-    EXPECT_EQ(subtrees, 1);  // the probe's, or the launch's own
-    EXPECT_EQ(jobs,
-              given ? (std::map<int, int>{{2, 1}, {3, 2}}) : (std::map<int, int>{{1, 1}, {2, 2}}));
+// A restart whose probe went down the tree and left a host out (nX, which failed, so it has no
+// ranks): the job's hosts are numbered again (n2 is 1, n3 2), but the agents below n1 know them
+// by the probe's ids (2, 3). The launch takes the agents' tree over with those ids: one login,
+// no second subtree frame, nX gets no job and what it still says is passed by, every rank runs,
+// and each host's job frame travels to its probe id carrying its index in the job.
+TEST(SshBackendTree, ARestartTakesOverTheProbesTreeAndGivesAFailedHostNoJob) {
+  FakeConnector connector;
+  connector.host("n1").program = ProbedTreeAgent{"nX"};
+  LaunchOptions o = tree_options();
+  const std::vector<TreeHost> probed = {{1, "nX", {}, "/opt/ddlrun --probe-agent"},
+                                        {2, "n2", {{3, "n3", {}}}}};
+  ssh::AgentTree::Kept kept;
+  kept.session = connector.connect("n1", o.ssh);
+  kept.channel = kept.session->exec("/opt/ddlrun --probe-agent");
+  kept.command = "/opt/ddlrun --probe-agent";
+  const std::vector<ssh::StartedHost> started = ssh::start_subtree(
+      kept, "n1", ssh::subtree_frame(o.ssh, o.ddlrun_path, o.heartbeat_timeout, probed),
+      milliseconds(1000));
+  ASSERT_EQ(started.size(), 1u);
+  EXPECT_EQ(started[0].error, "refused");
+  o.agents = std::make_shared<ssh::AgentTree>();
+  o.agents->put("n1", std::move(kept));
+  o.agents->set_tree({{0, "n1", probed}});
+  EventQueue events;
+  const std::unique_ptr<Backend> backend = make_ssh_backend(chain_job(), o, connector);
+  EXPECT_EQ(backend->start(events), (std::vector<int>{0, 1, 2}));
+  for (const Event& e : events_until(events, 3))
+    EXPECT_NE(e.type, Event::Type::kHostFailure) << e.data;
+  backend->finish();
+  EXPECT_EQ(connector.host("n1").logins, 1);
+  std::map<int, int> jobs;  // id in the tree -> the job frame's host index
+  int subtrees = 0;
+  for (const ssh::Frame& f : frames(connector.host("n1").remotes.back()->written())) {
+    subtrees += f.type == FrameType::kSubtree ? 1 : 0;
+    if (f.type != FrameType::kRouted) continue;
+    for (const ssh::Frame& g : frames(f.payload))
+      if (g.type == FrameType::kJob) jobs[f.id] = g.id;
   }
+  EXPECT_EQ(subtrees, 1);  // the probe's
+  EXPECT_EQ(jobs, (std::map<int, int>{{2, 1}, {3, 2}}));
+}
+
+/// The chain job without n2's rank: n1 (index 0) and n3 (index 1), a rank each.
+Job job_without_n2() {
+  Job job = chain_job();
+  comm::Topology& t = job.topology;
+  t.hosts = {{0, "n1", "10.0.0.1", {}}, {1, "n3", "10.0.0.3", {}}};
+  t.ranks.resize(2);
+  t.mode = comm::parse_mode("p:1x2");
+  t.rings = comm::default_rings({1, 2});
+  return job;
+}
+
+// A host of the agents' tree that the plan gave no ranks (n2, between n1 and n3) relays and
+// gets no job: the launch neither waits for its hello nor counts it, and the job runs.
+TEST(SshBackendTree, AHostWithoutRanksOnlyRelays) {
+  FakeConnector connector;
+  connector.host("n1").program = ProbedTreeAgent{};
+  LaunchOptions o = tree_options();
+  o.agents = std::make_shared<ssh::AgentTree>();
+  o.agents->set_tree({{0, "n1", {{1, "n2", {{2, "n3", {}}}}}}});
+  EventQueue events;
+  const std::unique_ptr<Backend> backend = make_ssh_backend(job_without_n2(), o, connector);
+  EXPECT_EQ(backend->start(events), (std::vector<int>{0, 1}));
+  for (const Event& e : events_until(events, 2))
+    EXPECT_NE(e.type, Event::Type::kHostFailure) << e.data;
+  backend->finish();
+  EXPECT_EQ(connector.connected(), std::vector<std::string>{"n1"});
+  std::map<int, int> jobs;  // id in the tree -> the job frame's host index
+  for (const ssh::Frame& f : frames(connector.host("n1").remotes.back()->written())) {
+    if (f.type != FrameType::kRouted) continue;
+    for (const ssh::Frame& g : frames(f.payload))
+      if (g.type == FrameType::kJob) jobs[f.id] = g.id;
+  }
+  EXPECT_EQ(jobs, (std::map<int, int>{{2, 1}}));
+}
+
+// That host lost before the job started is the launch's failure, named with the host below it
+// that it takes along, and counted among none of the hosts with ranks: "1 of 2 hosts".
+TEST(SshBackendTree, AHostWithoutRanksLostWithRanksBelowItFailsTheStart) {
+  FakeConnector connector;
+  connector.host("n1").program = [](FakeRemote& r) {
+    r.print(hello_frame("n1"));
+    r.on_write(
+        [reader = std::make_shared<ssh::FrameReader>()](FakeRemote& r, std::string_view bytes) {
+          reader->feed(bytes);
+          while (auto f = reader->next()) {
+            if (f->type == FrameType::kSubtree)
+              r.print(ssh::encode_frame(FrameType::kLost, 1, "no heartbeat for 10 s (x)"));
+          }
+        });
+  };
+  LaunchOptions o = tree_options();
+  o.agents = std::make_shared<ssh::AgentTree>();
+  o.agents->set_tree({{0, "n1", {{1, "n2", {{2, "n3", {}}}}}}});
+  EventQueue events;
+  const std::unique_ptr<Backend> backend = make_ssh_backend(job_without_n2(), o, connector);
+  std::string error;
+  try {
+    backend->start(events);
+  } catch (const LaunchError& e) {
+    error = e.what();
+  }
+  EXPECT_EQ(error,
+            "cannot start the job on 1 of 2 hosts:\n"
+            "  n2: no heartbeat for 10 s (x); the 1 host below it in the launch tree is lost "
+            "with it\n"
+            "fix them (each must pass 'ssh -o BatchMode=yes HOST ddlrun --version'), or leave "
+            "them out of the host list");
 }
 
 /// `n` hosts n0, n1, ... (indices 0, 1, ...), a rank each.
@@ -846,7 +904,7 @@ int peak_threads(Fn during) {
 
 // Flat: with --tree-width 0 ddlrun logs in to every host itself (a session
 // each), but its conversations run on a fixed pool of threads: at 128 and 1,024 hosts its
-// threads never exceed kLoginThreads + kTalkThreads more than before the launch (the sampler's
+// threads never exceed ssh.max_parallel + kTalkThreads more than before the launch (the sampler's
 // own thread included in both), and once every host is logged in the talkers alone are left.
 TEST(SshBackendTree, FlatLaunchRunsOnAFixedPoolOfThreads) {
   for (const int n : {128, 1024}) {
@@ -871,7 +929,7 @@ TEST(SshBackendTree, FlatLaunchRunsOnAFixedPoolOfThreads) {
       backend->finish();
     });
     EXPECT_EQ(exits, n);
-    EXPECT_LE(peak, before + 1 + ssh::kLoginThreads + ssh::kTalkThreads) << n << " hosts";
+    EXPECT_LE(peak, before + 1 + o.ssh.max_parallel + ssh::kTalkThreads) << n << " hosts";
     EXPECT_LE(after_start, before + 1 + ssh::kTalkThreads) << n << " hosts";
     EXPECT_EQ(connector.connected().size(), static_cast<size_t>(n)) << n << " hosts";
   }

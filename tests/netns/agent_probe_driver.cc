@@ -26,10 +26,9 @@ namespace {
 std::vector<ddl::mapper::HostProbe> probe(const std::vector<std::string>& hosts,
                                           const ddl::ddlrun::SshProbeOptions& o,
                                           const std::string& command) {
-  ddl::ssh::KeptSessions agents;
-  std::vector<ddl::launcher::ssh::TreeHost> tree;
+  ddl::launcher::ssh::AgentTree agents;
   return ddl::ddlrun::probe_through_tree(ddl::ddlrun::Options{}, hosts, hosts, o, command, 0,
-                                         agents, tree);
+                                         agents);
 }
 
 void print(const std::vector<ddl::mapper::HostProbe>& results) {

@@ -7,7 +7,7 @@
 # Checked for each:
 #   - it exits 0 and every host was logged in to once (N sleeps);
 #   - more than 32 hosts slept at the same moment: the probe's login threads start each host's
-#     agent and move on, one thread reads them all (launcher/ssh/tree_start.cc: ask_agents). A
+#     agent and move on, one thread reads them all (launcher/ssh/agent_tree.cc: ask_agents). A
 #     thread that waits for its host's answer allows at most 32 (its pool);
 #   - ddlrun never had 64 threads or more.
 # Usage: probe_overlap_test.sh DDLRUN [N]   (77, skipped, without root, ip netns or sshd)

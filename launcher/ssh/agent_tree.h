@@ -3,6 +3,11 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <system_error>
@@ -14,14 +19,73 @@
 
 namespace ddl::launcher::ssh {
 
-// Starting the first level's agents before the launch, so that ddlrun's probe travels the
-// launch tree (tree.h), flat or deeper, and each host pays for one login: ddlrun logs in to each
-// first-level host, runs its agent and asks it for the inventory (ask_agents), keeps each session
-// with its agent running (ssh::KeptSessions), and sends it its subtree frame (W) at once, each host
-// below with a command (TreeHost::command: the probe, then the agent). Their outputs come back up
-// (V) and ddlrun reads its inventories from them; the other frames (the agents' hellos) wait in the
-// kept channel for the launch, which takes the hosts below over instead of starting them again
-// (Kept::subtree).
+// ddlrun's agents: the one way it talks to other hosts. Before planning, ddlrun logs in to each
+// first-level host of the launch tree (tree.h), runs its agent and asks it for the inventory
+// (ask_agents), keeps each session with its agent running in an AgentTree, and sends it its
+// subtree frame (W) at once, each host below with a command (TreeHost::command: the agent, asked
+// for its inventory too). Their answers come back up (V, Hw) and ddlrun reads its inventories
+// from them; --probe-links measures through the same agents (tree_links.h); the other frames
+// (the agents' hellos) wait in the kept channels, and the launch (ssh.cc) takes the whole tree
+// over as it is: the job goes down the same channels, and a host of the tree without ranks
+// gets none. A dry run closes them (every agent exits).
+
+/// The agents ddlrun started: the launch tree they were started along, and each first-level
+/// host's session with its agent running, by host name. Thread-safe. Destroying it closes what
+/// was not taken: every agent exits.
+class AgentTree {
+ public:
+  /// One first-level host's session.
+  struct Kept {
+    std::unique_ptr<ddl::ssh::Session> session;
+    /// The channel its agent runs in (null where none runs), and what its agent sent that no
+    /// one read yet (its hello, the start of its next frame).
+    std::unique_ptr<ddl::ssh::Channel> channel;
+    std::string pending;
+    std::string command;  ///< what runs on `channel`, for messages
+    /// The payload of the subtree frame sent down `channel` (the hosts below were started
+    /// through it); empty: none went.
+    std::string subtree{};
+    /// Why its agent, and every agent started below it, is gone (the channel and session are
+    /// then null): the launch fails the host with it, logging in to none of them again.
+    std::string lost{};
+  };
+  /// Keeps `kept` for `host`, replacing (and closing) one kept before; beats it at once when
+  /// keep_alive was called.
+  void put(const std::string& host, Kept kept);
+  /// The session kept for `host`, removed from here; an empty Kept when there is none.
+  Kept take(const std::string& host);
+  /// Whether a session is kept for `host` (looked at, not taken).
+  bool has(const std::string& host) const;
+  /// How many are kept.
+  std::size_t size() const;
+  /// The launch tree the agents were started along (flat or deeper), each host's index the id
+  /// its frames travel under; a host whose agent failed stays, and the launch gives it no job.
+  std::vector<TreeHost> tree() const;
+  void set_tree(std::vector<TreeHost> tree);
+  /// From now on, every `interval` on a thread of its own, calls `beat` on each session kept
+  /// at the time (ddlrun's heartbeat to the agents waiting for their job while it plans: see
+  /// keep_agents_alive), until this is destroyed. Each call holds the lock, so a take() waits
+  /// for one beat at most; `beat` must not block. A second call replaces `beat`. The thread
+  /// blocks every signal.
+  void keep_alive(std::function<void(Kept&)> beat, std::chrono::milliseconds interval);
+
+  AgentTree() = default;
+  AgentTree(const AgentTree&) = delete;
+  AgentTree& operator=(const AgentTree&) = delete;
+  ~AgentTree();
+
+ private:
+  void beat_all();
+
+  mutable std::mutex mutex_;
+  std::map<std::string, Kept, std::less<>> kept_;
+  std::vector<TreeHost> tree_;
+  std::function<void(Kept&)> beat_;
+  std::chrono::milliseconds interval_{1000};
+  bool stopping_ = false;
+  std::condition_variable stop_;
+  std::thread beater_;
+};
 
 /// What became of one host below a first-level host while its subtree started.
 struct StartedHost {
@@ -45,6 +109,14 @@ struct AgentAnswer {
   /// within the command timeout ("timed out after T waiting for 'COMMAND' to print the
   /// inventory").
   std::string error;
+  /// Its command ended before it answered (`output` holds how).
+  bool ended = false;
+};
+
+/// What ask_agents waits for from each agent.
+enum class Ask {
+  kInventory,  ///< its answer to an inventory request (Hw): the probe
+  kHello,      ///< its hello alone, which stays with the frames kept for the launch
 };
 
 /// Logs in to each of `hosts` through `connector` (`options`: the config, keys, timeouts; at
@@ -56,11 +128,12 @@ struct AgentAnswer {
 /// stderr read goes before the answer's own. One answer per host, in order. The session of one
 /// that answered goes into `agents` at once, with the agent's channel and the frames it sent
 /// besides the answer (its hello), for the subtree's start and the launch (and ddlrun's
-/// heartbeat, KeptSessions::keep_alive); the others are closed.
+/// heartbeat, AgentTree::keep_alive); the others are closed. With Ask::kHello nothing is asked:
+/// the answer is the agent's hello (its output empty), for the launch.
 std::vector<AgentAnswer> ask_agents(ddl::ssh::Connector& connector,
                                     const std::vector<std::string>& hosts,
                                     const ddl::ssh::Options& options, const std::string& command,
-                                    ddl::ssh::KeptSessions& agents);
+                                    AgentTree& agents, Ask ask = Ask::kInventory);
 
 /// Runs `job(i)` for i in [0, n) on at most `threads` threads (here when none can be had).
 template <typename Job>
@@ -90,18 +163,18 @@ void on_pool(std::size_t n, int threads, const Job& job) {
 /// heartbeat for ...", "took no data for ..."): kept.lost says why, its channel and session
 /// are closed without waiting, and the hosts still awaited fail as not reached. One
 /// StartedHost per host with a command, in the tree's order.
-std::vector<StartedHost> start_subtree(ddl::ssh::KeptSessions::Kept& kept, const std::string& host,
+std::vector<StartedHost> start_subtree(AgentTree::Kept& kept, const std::string& host,
                                        const SubtreeFrame& w, std::chrono::milliseconds limit);
 
 /// ddlrun's heartbeat to the agent waiting in `kept`'s channel for its job (a beat for
-/// ssh::KeptSessions::keep_alive): a heartbeat frame when the remote window takes it whole,
+/// AgentTree::keep_alive): a heartbeat frame when the remote window takes it whole,
 /// and what the agent sent meanwhile read into kept.pending, without blocking. So an agent
 /// neither times out while ddlrun plans the job after the probe, nor lingers once ddlrun is
 /// gone: its channel then ends, or the heartbeats stop.
-void beat_kept(ddl::ssh::KeptSessions::Kept& kept);
+void beat_kept(AgentTree::Kept& kept);
 /// Beats every session `sessions` keeps a heartbeat interval apart (beat_kept), from now until
 /// it is destroyed; the launch takes each session out of it before its own heartbeats start.
-void keep_agents_alive(ddl::ssh::KeptSessions& sessions);
+void keep_agents_alive(AgentTree& sessions);
 
 /// An agent's answer to an inventory request (Hw, protocol.h: `id`, `payload`) as the output of
 /// the probe command it replaces: the inventory, or a failure (exit status 1) whose stderr says

@@ -1,4 +1,4 @@
-// ddlrun's side of a subtree started before the launch (tree_start.h).
+// ddlrun's side of a subtree started before the launch (agent_tree.h).
 //
 // How it works: the hosts of the subtree frame are indexed (each one's tree parent, the hosts
 // below it, whether its command's output is awaited). The subtree frame goes down the kept
@@ -18,10 +18,17 @@
 // never waits for the socket), and it is lost: its channel and session close without waiting,
 // kept.lost says why (the launch names it, with the hosts below, and logs in to none of them
 // again) and what is left fails as not reached.
+//
+// The agents' keep-alive: one thread, made with every signal blocked, wakes each interval (or at
+// once when the tree is destroyed), lists the hosts kept at that moment, and beats each in turn,
+// taking the lock anew for each one so that a take() waits for one beat at most; a host taken
+// meanwhile is skipped.
 
-#include "launcher/ssh/tree_start.h"
+#include "launcher/ssh/agent_tree.h"
 
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 
 #include <algorithm>
 #include <map>
@@ -42,7 +49,7 @@ constexpr int kPollMs = 20;
 
 class SubtreeStart {
  public:
-  SubtreeStart(ddl::ssh::KeptSessions::Kept& kept, const std::string& host, const SubtreeFrame& w)
+  SubtreeStart(AgentTree::Kept& kept, const std::string& host, const SubtreeFrame& w)
       : kept_(kept), host_(host) {
     for (const TreeHost& c : w.children)
       index(c, host);
@@ -230,7 +237,7 @@ class SubtreeStart {
     return !ch.eof();
   }
 
-  ddl::ssh::KeptSessions::Kept& kept_;
+  AgentTree::Kept& kept_;
   std::string host_;
   std::map<int, Node> nodes_;
   std::vector<int> order_;  ///< the awaited hosts, in the tree's order
@@ -243,7 +250,7 @@ class SubtreeStart {
 };
 
 /// Empties `kept`, closing its channel before its session.
-void drop(ddl::ssh::KeptSessions::Kept& kept) {
+void drop(AgentTree::Kept& kept) {
   kept.channel.reset();
   kept = {};
 }
@@ -256,9 +263,13 @@ class InventoryAsk {
  public:
   static constexpr size_t kMaxStderr = size_t{64} << 10;  ///< kept of what it says on stderr
 
-  /// Asks the agent running on kept.channel.
-  InventoryAsk(ddl::ssh::KeptSessions::Kept& kept, std::chrono::milliseconds timeout)
-      : kept_(kept), timeout_(timeout), deadline_(timeout) {
+  /// Asks the agent running on kept.channel (Ask::kHello: waits for its hello).
+  InventoryAsk(AgentTree::Kept& kept, std::chrono::milliseconds timeout, Ask ask)
+      : kept_(kept), timeout_(timeout), deadline_(timeout), awaited_(FrameType::kInventory) {
+    if (ask == Ask::kHello) {
+      awaited_ = FrameType::kHello;
+      return;
+    }
     // A request the channel does not take (the command ended at once) is no error of its own.
     kept_.channel->write(encode_frame(FrameType::kInventory, 0, {}));
   }
@@ -271,6 +282,9 @@ class InventoryAsk {
     if (std::optional<AgentAnswer> a = answer()) return a;
     if (ended || kept_.channel->eof()) return ended_first();
     if (deadline_.passed()) {
+      if (awaited_ == FrameType::kHello)
+        return AgentAnswer{std::nullopt,
+                           "no answer from its agent after " + base::seconds_text(timeout_)};
       return AgentAnswer{std::nullopt, "timed out after " + base::seconds_text(timeout_) +
                                            " waiting for '" + kept_.command +
                                            "' to print the inventory"};
@@ -306,9 +320,11 @@ class InventoryAsk {
       while (std::optional<Frame> f = reader_.next()) {
         if (f->type != FrameType::kInventory) {
           kept_.pending += encode_frame(f->type, f->id, f->payload);
-          continue;
+          if (f->type != awaited_) continue;
         }
-        CommandOutput o = inventory_answer_output(f->id, f->payload);
+        CommandOutput o = awaited_ == FrameType::kHello
+                              ? CommandOutput{}
+                              : inventory_answer_output(f->id, f->payload);
         o.err = err_ + o.err;
         kept_.pending += reader_.take_rest();
         return AgentAnswer{o, {}};
@@ -324,12 +340,13 @@ class InventoryAsk {
   AgentAnswer ended_first() {
     const CommandOutput o{kept_.channel->exit_status(), kept_.channel->exit_signal(), out_, err_};
     drop(kept_);
-    return {o, {}};
+    return {o, {}, true};
   }
 
-  ddl::ssh::KeptSessions::Kept& kept_;
+  AgentTree::Kept& kept_;
   std::chrono::milliseconds timeout_;
   base::Deadline deadline_;
+  FrameType awaited_;  ///< the answer's frame: Hw, or the hello
   FrameReader reader_;
   std::string out_;  ///< all of stdout, for a command that is not the agent
   std::string err_;
@@ -338,7 +355,7 @@ class InventoryAsk {
 /// One host's login and ask, from a login thread to the reading one.
 struct Asking {
   size_t index = 0;  ///< in ask_agents' hosts
-  ddl::ssh::KeptSessions::Kept kept;
+  AgentTree::Kept kept;
   std::unique_ptr<InventoryAsk> ask;  ///< null: the login failed (its answer says why)
 };
 
@@ -352,7 +369,7 @@ struct Started {
 /// once, until each of `hosts` settled: an answer goes to `answers` and its session into
 /// `agents` at once (their heartbeat comes from there), one that gave none is closed.
 void read_answers(Started& started, const std::vector<std::string>& hosts,
-                  std::vector<AgentAnswer>& answers, ddl::ssh::KeptSessions& agents) {
+                  std::vector<AgentAnswer>& answers, AgentTree& agents) {
   std::vector<std::unique_ptr<Asking>> mine;
   for (size_t settled = 0; settled < hosts.size();) {
     {
@@ -390,10 +407,87 @@ void read_answers(Started& started, const std::vector<std::string>& hosts,
 
 }  // namespace
 
+void AgentTree::put(const std::string& host, Kept kept) {
+  Kept old;  // closed outside the lock
+  const std::lock_guard lock(mutex_);
+  if (auto it = kept_.find(host); it != kept_.end()) old = std::move(it->second);
+  Kept& now = kept_[host] = std::move(kept);
+  if (beat_) beat_(now);  // at once: the agent may have waited through other hosts' logins
+}
+
+AgentTree::Kept AgentTree::take(const std::string& host) {
+  const std::lock_guard lock(mutex_);
+  auto it = kept_.find(host);
+  if (it == kept_.end()) return {};
+  Kept kept = std::move(it->second);
+  kept_.erase(it);
+  return kept;
+}
+
+bool AgentTree::has(const std::string& host) const {
+  const std::lock_guard lock(mutex_);
+  const auto it = kept_.find(host);
+  return it != kept_.end() && it->second.session != nullptr;
+}
+
+std::size_t AgentTree::size() const {
+  const std::lock_guard lock(mutex_);
+  return kept_.size();
+}
+
+std::vector<TreeHost> AgentTree::tree() const {
+  const std::lock_guard lock(mutex_);
+  return tree_;
+}
+
+void AgentTree::set_tree(std::vector<TreeHost> tree) {
+  const std::lock_guard lock(mutex_);
+  tree_ = std::move(tree);
+}
+
+void AgentTree::keep_alive(std::function<void(Kept&)> beat, std::chrono::milliseconds interval) {
+  std::lock_guard lock(mutex_);
+  beat_ = std::move(beat);
+  interval_ = interval;
+  if (beater_.joinable()) return;
+  // Made with every signal blocked, which it keeps: ddlrun takes SIGINT and the like with
+  // sigtimedwait() on threads that block them, and a thread that did not would get them.
+  sigset_t all;
+  sigset_t old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  beater_ = std::thread([this] { beat_all(); });
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
+
+void AgentTree::beat_all() {
+  std::unique_lock lock(mutex_);
+  while (!stop_.wait_for(lock, interval_, [this] { return stopping_; })) {
+    std::vector<std::string> names;
+    for (const auto& [name, kept] : kept_)
+      names.push_back(name);
+    for (const std::string& name : names) {  // the lock taken again for each: take() waits less
+      lock.unlock();
+      lock.lock();
+      if (stopping_) return;
+      if (auto it = kept_.find(name); it != kept_.end()) beat_(it->second);
+    }
+  }
+}
+
+AgentTree::~AgentTree() {
+  {
+    const std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  stop_.notify_all();
+  if (beater_.joinable()) beater_.join();
+}
+
 std::vector<AgentAnswer> ask_agents(ddl::ssh::Connector& connector,
                                     const std::vector<std::string>& hosts,
                                     const ddl::ssh::Options& options, const std::string& command,
-                                    ddl::ssh::KeptSessions& agents) {
+                                    AgentTree& agents, Ask ask) {
   std::vector<AgentAnswer> answers(hosts.size());
   Started started;
   std::jthread logins([&] {
@@ -404,7 +498,7 @@ std::vector<AgentAnswer> ask_agents(ddl::ssh::Connector& connector,
         a->kept.session = connector.connect(hosts[i], options);
         a->kept.channel = a->kept.session->exec(command);
         a->kept.command = command;
-        a->ask = std::make_unique<InventoryAsk>(a->kept, options.command_timeout);
+        a->ask = std::make_unique<InventoryAsk>(a->kept, options.command_timeout, ask);
       } catch (const ddl::ssh::Error& e) {
         drop(a->kept);
         answers[i].error = e.what();
@@ -417,13 +511,13 @@ std::vector<AgentAnswer> ask_agents(ddl::ssh::Connector& connector,
   return answers;
 }
 
-std::vector<StartedHost> start_subtree(ddl::ssh::KeptSessions::Kept& kept, const std::string& host,
+std::vector<StartedHost> start_subtree(AgentTree::Kept& kept, const std::string& host,
                                        const SubtreeFrame& w, std::chrono::milliseconds limit) {
   SubtreeStart start(kept, host, w);
   return start.run(limit);
 }
 
-void beat_kept(ddl::ssh::KeptSessions::Kept& kept) {
+void beat_kept(AgentTree::Kept& kept) {
   if (!kept.channel || !kept.channel->open()) return;
   const std::string beat = encode_frame(FrameType::kHeartbeat, 0, {});
   if (kept.channel->window() >= beat.size() && kept.channel->write(beat) < 0) return;
@@ -436,7 +530,7 @@ void beat_kept(ddl::ssh::KeptSessions::Kept& kept) {
   }
 }
 
-void keep_agents_alive(ddl::ssh::KeptSessions& sessions) {
+void keep_agents_alive(AgentTree& sessions) {
   sessions.keep_alive(beat_kept, kHeartbeatInterval);
 }
 

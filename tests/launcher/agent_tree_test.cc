@@ -1,16 +1,18 @@
-// ddlrun's probe down the launch tree, the launcher's side (launcher/ssh/tree.h, relay.h,
-// tree_start.h): the command output frame (V) and its exact errors, a first-level agent asked
+// ddlrun's agents (launcher/ssh/agent_tree.h, tree.h, relay.h): the kept sessions and their
+// keep-alive, the command output frame (V) and its exact errors, a first-level agent asked
 // for its inventory (ask_agents), each host's command in
 // the subtree frame, an interior agent's relay running a child's command before its agent,
 // and start_subtree collecting the outputs of a first-level host's subtree through the
 // recording ssh double (tests/ssh/fake_ssh.h).
 
-#include "launcher/ssh/tree_start.h"
+#include "launcher/ssh/agent_tree.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <regex>
@@ -46,6 +48,114 @@ std::string output_error(const std::string& payload) {
   return "decoded";
 }
 
+TEST(AgentTree, KeepsOneSessionPerHostUntilTaken) {
+  FakeConnector connector;
+  connector.host("node1").endpoint = "10.0.0.1:22";
+  ssh::AgentTree kept;
+  EXPECT_EQ(kept.take("node1").session, nullptr);
+  kept.put("node1", ssh::AgentTree::Kept{connector.connect("node1", {}), {}, {}, {}});
+  kept.put("node2", ssh::AgentTree::Kept{connector.connect("node2", {}), {}, {}, {}});
+  EXPECT_EQ(kept.size(), 2u);
+  ssh::AgentTree::Kept one = kept.take("node1");
+  ASSERT_NE(one.session, nullptr);
+  EXPECT_EQ(one.session->endpoint(), "10.0.0.1:22");
+  EXPECT_EQ(kept.take("node1").session, nullptr);  // taken once
+  EXPECT_EQ(kept.size(), 1u);
+}
+
+TEST(AgentTree, HasLooksWithoutTaking) {
+  FakeConnector connector;
+  ssh::AgentTree kept;
+  EXPECT_FALSE(kept.has("node1"));
+  kept.put("node1", ssh::AgentTree::Kept{connector.connect("node1", {}), {}, {}, {}});
+  ssh::AgentTree::Kept lost;
+  lost.lost = "node2's agent is gone";
+  kept.put("node2", std::move(lost));  // kept for its reason, but no session
+  EXPECT_TRUE(kept.has("node1"));
+  EXPECT_TRUE(kept.has("node1"));  // still there
+  EXPECT_FALSE(kept.has("node2"));
+  EXPECT_EQ(kept.take("node2").lost, "node2's agent is gone");
+  ASSERT_NE(kept.take("node1").session, nullptr);
+  EXPECT_FALSE(kept.has("node1"));
+}
+
+TEST(AgentTree, PutReplacesAndClosesTheOldOne) {
+  FakeConnector connector;
+  ssh::AgentTree kept;
+  kept.put("node1", ssh::AgentTree::Kept{connector.connect("node1", {}), {}, {}, {}});
+  EXPECT_EQ(connector.host("node1").sessions_open, 1);
+  kept.put("node1", ssh::AgentTree::Kept{connector.connect("node1", {}), {}, {}, {}});
+  EXPECT_EQ(connector.host("node1").sessions_open, 1);
+  EXPECT_EQ(kept.size(), 1u);
+}
+
+TEST(AgentTree, DestroyingClosesWhatWasNotTaken) {
+  FakeConnector connector;
+  connector.host("node1").program = [](FakeRemote&) {};
+  {
+    ssh::AgentTree kept;
+    std::unique_ptr<ddl::ssh::Session> session = connector.connect("node1", {});
+    std::unique_ptr<ddl::ssh::Channel> channel = session->exec("agent");
+    kept.put("node1", ssh::AgentTree::Kept{std::move(session), std::move(channel), "", "agent"});
+  }
+  EXPECT_EQ(connector.host("node1").sessions_open, 0);
+  EXPECT_TRUE(connector.host("node1").remotes.at(0)->closed());
+}
+
+// ddlrun's heartbeat while it plans (keep_agents_alive): every
+// session kept is beaten each interval, one taken is not, and destroying stops the beats.
+TEST(AgentTree, KeepAliveBeatsEachKeptSessionUntilTakenOrDestroyed) {
+  FakeConnector connector;
+  std::mutex mutex;
+  std::map<std::string, int> beats;  // by endpoint ("node1:22")
+  const auto count = [&](const std::string& endpoint) {
+    std::lock_guard lock(mutex);
+    return beats[endpoint];
+  };
+  {
+    ssh::AgentTree kept;
+    kept.put("node1", ssh::AgentTree::Kept{connector.connect("node1", {}), {}, {}, {}});
+    kept.put("node2", ssh::AgentTree::Kept{connector.connect("node2", {}), {}, {}, {}});
+    kept.keep_alive(
+        [&](ssh::AgentTree::Kept& k) {
+          std::lock_guard lock(mutex);
+          ++beats[k.session->endpoint()];
+          k.pending += "b";
+        },
+        std::chrono::milliseconds(10));
+    ssh::AgentTree::Kept one = kept.take("node1");
+    ASSERT_NE(one.session, nullptr);
+    const int one_beats = count("node1:22");
+    for (int i = 0; i < 500 && count("node2:22") < 3; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    EXPECT_GE(count("node2:22"), 3);
+    EXPECT_EQ(count("node1:22"), one_beats);  // taken: no more beats
+    ssh::AgentTree::Kept two = kept.take("node2");
+    EXPECT_GE(two.pending.size(), 3u);  // what a beat read stays with the session
+    kept.put("node2", std::move(two));
+  }
+  const int after = count("node2:22");
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(count("node2:22"), after);  // destroyed: the beats stopped
+}
+
+// ddlrun takes SIGINT and the like with sigtimedwait() on a thread that blocks them: the beat
+// thread, made while they were not blocked, must not take them (a signal's default action
+// there would end ddlrun at once).
+TEST(AgentTree, TheKeepAliveThreadTakesNoSignal) {
+  ssh::AgentTree kept;
+  kept.keep_alive([](ssh::AgentTree::Kept&) {}, std::chrono::milliseconds(10));
+  sigset_t usr1;
+  sigset_t old;
+  sigemptyset(&usr1);
+  sigaddset(&usr1, SIGUSR1);
+  ASSERT_EQ(pthread_sigmask(SIG_BLOCK, &usr1, &old), 0);
+  ASSERT_EQ(kill(getpid(), SIGUSR1), 0);
+  const timespec wait{5, 0};
+  EXPECT_EQ(sigtimedwait(&usr1, nullptr, &wait), SIGUSR1);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
+
 TEST(CommandOutputFrame, RoundTripsAndMalformedOnesAreNamed) {
   const CommandOutput ok{0, "", "version: 1\n", ""};
   EXPECT_EQ(ssh::decode_command_output(ssh::encode(ok)), ok);
@@ -58,15 +168,10 @@ TEST(CommandOutputFrame, RoundTripsAndMalformedOnesAreNamed) {
             "malformed command output frame: exit status -2");
 }
 
-TEST(SubtreeFrame, CarriesEachHostsCommandAndSameShapeIgnoresIt) {
+TEST(SubtreeFrame, CarriesEachHostsCommand) {
   ssh::SubtreeFrame f;
   f.children = {{1, "a", {{3, "c", {}, kProbe}}, {}}, {2, "b", {}, kProbe}};
   EXPECT_EQ(ssh::decode_subtree(ssh::encode(f)).children, f.children);
-  const std::vector<TreeHost> plain = {{1, "a", {{3, "c", {}, {}}}, {}}, {2, "b", {}, {}}};
-  EXPECT_TRUE(ssh::same_shape(f.children, plain));
-  EXPECT_FALSE(ssh::same_shape(f.children, {{1, "a", {}, {}}, {2, "b", {}, {}}}));
-  EXPECT_FALSE(ssh::same_shape(f.children, {{1, "a", {{4, "c", {}, {}}}, {}}, {2, "b", {}, {}}}));
-  EXPECT_FALSE(ssh::same_shape(f.children, {{1, "a", {{3, "d", {}, {}}}, {}}, {2, "b", {}, {}}}));
 }
 
 TEST(TreeTexts, AProbeBelowNamesItsParentOrTheHostAboveThatFailed) {
@@ -172,8 +277,8 @@ ddl::ssh::Options timed(milliseconds timeout) {
 
 /// ask_agents for one host: its answer, `kept` its session when it answered.
 ssh::AgentAnswer ask_one(FakeConnector& connector, const std::string& host,
-                         const ddl::ssh::Options& options, ddl::ssh::KeptSessions::Kept& kept) {
-  ddl::ssh::KeptSessions agents;
+                         const ddl::ssh::Options& options, ssh::AgentTree::Kept& kept) {
+  ssh::AgentTree agents;
   ssh::AgentAnswer a = ssh::ask_agents(connector, {host}, options, kProbe, agents).at(0);
   kept = agents.take(host);
   return a;
@@ -191,7 +296,7 @@ TEST(AskAgent, TakesTheAnswerAndKeepsTheChannelWithTheOtherFrames) {
     asked_agent(connector,
                 hello_frame("n0") + ssh::encode_frame(FrameType::kInventory, 0, big) + beat, piece,
                 "a note\n");
-    ddl::ssh::KeptSessions::Kept kept;
+    ssh::AgentTree::Kept kept;
     const ssh::AgentAnswer a = ask_one(connector, "n0", timed(milliseconds(3000)), kept);
     EXPECT_EQ(a.error, "") << piece;
     EXPECT_EQ(a.output, (CommandOutput{0, "", big, "a note\n"})) << piece;
@@ -212,7 +317,7 @@ TEST(AskAgent, TakesTheAnswerAndKeepsTheChannelWithTheOtherFrames) {
 TEST(AskAgent, AFailedAnswerOrACommandThatIsNoAgentIsJudgedAsAProbe) {
   FakeConnector connector;
   asked_agent(connector, ssh::encode_frame(FrameType::kInventory, 1, "hwloc failed"));
-  ddl::ssh::KeptSessions::Kept kept;
+  ssh::AgentTree::Kept kept;
   EXPECT_EQ(ask_one(connector, "n0", timed(milliseconds(3000)), kept).output,
             (CommandOutput{1, "", "", "ddlrun: error: hwloc failed\n"}));
   connector.host("n1").program = [](FakeRemote& r) {
@@ -235,7 +340,7 @@ TEST(AskAgent, AFailedAnswerOrACommandThatIsNoAgentIsJudgedAsAProbe) {
 TEST(AskAgent, ALoginThatFailsOrNoAnswerSaysWhy) {
   FakeConnector connector;
   connector.host("n0").refuse = "connection refused (10.200.3.2:22)";
-  ddl::ssh::KeptSessions::Kept kept;
+  ssh::AgentTree::Kept kept;
   const ssh::AgentAnswer refused = ask_one(connector, "n0", timed(milliseconds(3000)), kept);
   EXPECT_EQ(refused.output, std::nullopt);
   EXPECT_EQ(refused.error, "connection refused (10.200.3.2:22)");
@@ -290,7 +395,7 @@ TEST(AskAgent, SlowAgentsAreReadTogether) {
   }
   ddl::ssh::Options o = timed(milliseconds(5000));
   o.max_parallel = 4;
-  ddl::ssh::KeptSessions agents;
+  ssh::AgentTree agents;
   const auto t0 = std::chrono::steady_clock::now();
   const std::vector<ssh::AgentAnswer> got = ssh::ask_agents(connector, hosts, o, kProbe, agents);
   EXPECT_LT(std::chrono::steady_clock::now() - t0, milliseconds(1800));
@@ -310,8 +415,8 @@ TEST(AskAgent, AnAnsweredAgentIsKeptAtOnce) {
   asked_agent(connector, inventory_answer());
   connector.host("n1").program = late.program();
   std::atomic<int> beats{0};
-  ddl::ssh::KeptSessions agents;
-  agents.keep_alive([&](ddl::ssh::KeptSessions::Kept&) { ++beats; }, milliseconds(100));
+  ssh::AgentTree agents;
+  agents.keep_alive([&](ssh::AgentTree::Kept&) { ++beats; }, milliseconds(100));
   const std::vector<ssh::AgentAnswer> got =
       ssh::ask_agents(connector, {"n0", "n1"}, timed(milliseconds(5000)), kProbe, agents);
   EXPECT_GE(beats.load(), 5);
@@ -321,14 +426,13 @@ TEST(AskAgent, AnAnsweredAgentIsKeptAtOnce) {
 
 /// A first-level host n0 whose probe left its agent running on a kept channel; `agent` plays
 /// what the hosts below send up once the subtree frame came.
-ddl::ssh::KeptSessions::Kept kept_agent(FakeConnector& connector,
-                                        std::function<void(FakeRemote&)> agent) {
+ssh::AgentTree::Kept kept_agent(FakeConnector& connector, std::function<void(FakeRemote&)> agent) {
   connector.host("n0").program = [agent](FakeRemote& r) {
     r.on_write([agent, sent = false](FakeRemote& remote, std::string_view) mutable {
       if (!std::exchange(sent, true)) agent(remote);
     });
   };
-  ddl::ssh::KeptSessions::Kept kept;
+  ssh::AgentTree::Kept kept;
   kept.session = connector.connect("n0", {});
   kept.channel = kept.session->exec(kProbe);
   kept.pending = hello_frame("n0");
@@ -347,7 +451,7 @@ std::string answer_of(int host) {
 TEST(StartSubtree, CollectsEachOutputKeepsTheRestAndNamesFailures) {
   FakeConnector connector;
   const CommandOutput inv{0, "", kInventory, ""};
-  ddl::ssh::KeptSessions::Kept kept = kept_agent(connector, [&](FakeRemote& r) {
+  ssh::AgentTree::Kept kept = kept_agent(connector, [&](FakeRemote& r) {
     r.print(ssh::route(1, hello_frame("n1")) + answer_of(1) + ssh::route(2, hello_frame("n2")) +
             answer_of(3) +
             ssh::route(4, ssh::encode_frame(FrameType::kFailure, 1,
@@ -396,7 +500,7 @@ TEST(StartSubtree, CollectsEachOutputKeepsTheRestAndNamesFailures) {
 // failed with that on its stderr.
 TEST(StartSubtree, AnAgentThatCannotProbeItsHostIsAFailedProbe) {
   FakeConnector connector;
-  ddl::ssh::KeptSessions::Kept kept = kept_agent(connector, [&](FakeRemote& r) {
+  ssh::AgentTree::Kept kept = kept_agent(connector, [&](FakeRemote& r) {
     r.print(ssh::route(
         1, hello_frame("n1") + ssh::encode_frame(FrameType::kInventory, 1, "hwloc failed")));
   });
@@ -414,7 +518,7 @@ TEST(StartSubtree, AnAgentThatCannotProbeItsHostIsAFailedProbe) {
 // into pending after what was there, without blocking; nothing for a closed or absent channel.
 TEST(BeatKept, SendsAHeartbeatAndKeepsWhatTheAgentSent) {
   FakeConnector connector;
-  ddl::ssh::KeptSessions::Kept kept =
+  ssh::AgentTree::Kept kept =
       kept_agent(connector, [](FakeRemote& r) { r.print(ssh::route(1, hello_frame("n1"))); });
   std::shared_ptr<FakeRemote> remote = connector.host("n0").remotes.at(0);
   ssh::beat_kept(kept);
@@ -434,7 +538,7 @@ TEST(BeatKept, SendsAHeartbeatAndKeepsWhatTheAgentSent) {
   ssh::beat_kept(kept);
   EXPECT_EQ(remote->written(), before);
   // No channel (the probe command ran alone): nothing to do.
-  ddl::ssh::KeptSessions::Kept bare;
+  ssh::AgentTree::Kept bare;
   bare.session = connector.connect("n0", {});
   ssh::beat_kept(bare);
   EXPECT_EQ(bare.pending, "");
@@ -445,7 +549,7 @@ TEST(BeatKept, SendsAHeartbeatAndKeepsWhatTheAgentSent) {
 TEST(StartSubtree, AnInteriorCommandThatFailedLeavesItsSubtreeUnreached) {
   FakeConnector connector;
   const CommandOutput failed{3, "", "", "broken login\n"};
-  ddl::ssh::KeptSessions::Kept kept =
+  ssh::AgentTree::Kept kept =
       kept_agent(connector, [&](FakeRemote& r) { r.print(output_of(1, failed)); });
   ssh::SubtreeFrame w;
   w.children = {{1, "n1", {{2, "n2", {{3, "n3", {}, kProbe}}, kProbe}}, kProbe}};
@@ -464,7 +568,7 @@ TEST(StartSubtree, AnInteriorCommandThatFailedLeavesItsSubtreeUnreached) {
 // agent (ddlrun names that host and leaves its subtree unreached), not a frame dropped.
 TEST(StartSubtree, ARoutedFrameEndingInsideAFrameIsAProtocolError) {
   FakeConnector connector;
-  ddl::ssh::KeptSessions::Kept kept = kept_agent(connector, [&](FakeRemote& r) {
+  ssh::AgentTree::Kept kept = kept_agent(connector, [&](FakeRemote& r) {
     const std::string hello = hello_frame("n1");
     r.print(ssh::route(1, hello + hello.substr(0, hello.size() - 1)));
   });
@@ -483,7 +587,7 @@ TEST(StartSubtree, SilenceAndAClosedChannelFailWhatIsLeft) {
   w.children = {{1, "n1", {{3, "n3", {}, kProbe}}, kProbe}, {2, "n2", {}, kProbe}};
   {
     FakeConnector connector;
-    ddl::ssh::KeptSessions::Kept kept = kept_agent(connector, [](FakeRemote& r) {
+    ssh::AgentTree::Kept kept = kept_agent(connector, [](FakeRemote& r) {
       r.print(output_of(1, {0, "", "x", ""}));
     });
     const std::vector<ssh::StartedHost> got = ssh::start_subtree(kept, "n0", w, milliseconds(300));
@@ -494,7 +598,7 @@ TEST(StartSubtree, SilenceAndAClosedChannelFailWhatIsLeft) {
   }
   {
     FakeConnector connector;
-    ddl::ssh::KeptSessions::Kept kept = kept_agent(connector, [](FakeRemote& r) { r.end(1); });
+    ssh::AgentTree::Kept kept = kept_agent(connector, [](FakeRemote& r) { r.end(1); });
     const std::vector<ssh::StartedHost> got = ssh::start_subtree(kept, "n0", w, milliseconds(3000));
     ASSERT_EQ(got.size(), 3u);
     for (const ssh::StartedHost& s : got)
@@ -508,7 +612,7 @@ TEST(StartSubtree, SilenceAndAClosedChannelFailWhatIsLeft) {
 /// that beats up its channel every 50 ms while it lives, as its agent does.
 struct BeatingAgent {
   FakeConnector connector;
-  ddl::ssh::KeptSessions::Kept kept;
+  ssh::AgentTree::Kept kept;
   std::shared_ptr<FakeRemote> remote;
   std::atomic<bool> done{false};
   std::thread beats;
