@@ -335,17 +335,12 @@ std::vector<mapper::HostProbe> probe_remote_hosts(const Options& o, JobPlan& pla
                             *plan.agents);
 }
 
-/// Closes the agents' sessions: every agent exits, and the launch logs in afresh.
-void drop_agents(JobPlan& plan) {
-  plan.agents.reset();
-}
-
 /// Closes the agents' sessions when nothing will use them: after a dry run's probe, or when
 /// another launcher than ddlrun's ssh launcher follows; with --probe-links, once it measured
 /// (measure_links). Every agent then exits: nothing is left on any host.
 void close_unused_agents(JobPlan& plan, bool dry_run, bool ssh_follows) {
   if (!dry_run && ssh_follows) return;
-  drop_agents(plan);
+  plan.agents.reset();
 }
 
 /// The test hook DDLRUN_TEST_PLAN_DELAY_MS=N (tests/netns/tree_test.sh): planning takes N ms
@@ -509,28 +504,19 @@ mapper::LinkMeasurement measure_through_agents(const Options& o, JobPlan& plan,
 }
 
 /// --probe-links' measurement of `hosts`: through the agents the probe left along the launch
-/// tree, flat or deeper, and agents started for it on the hosts they do not reach. When the
-/// probe left none (no host was probed over ssh), those agents exit once it measured: the
-/// launch logs in as it would have.
+/// tree, flat or deeper, and agents started for it on the hosts they do not reach, which join
+/// the tree (the launch takes them over; close_unused_agents closes them when none follows).
 mapper::LinkMeasurement measure_through_probe(const Options& o, JobPlan& plan,
                                               const std::vector<mapper::LinkHost>& hosts) {
   mapper::LinkProbeOptions lo;
   lo.answer_timeout = ssh_probe_options(o, plan.job_id).connect_timeout;
   lo.agent_command = quote_shell_word(self_path()) + " --link-agent";
   lo.agent_port = o.probe_links_port;
-  const bool probed = plan.agents != nullptr;
-  if (!probed) {
+  if (!plan.agents) {
     plan.agents = std::make_shared<launcher::ssh::AgentTree>();
     launcher::ssh::keep_agents_alive(*plan.agents);
   }
-  try {
-    mapper::LinkMeasurement m = measure_through_agents(o, plan, hosts, lo);
-    if (!probed) drop_agents(plan);
-    return m;
-  } catch (...) {
-    if (!probed) drop_agents(plan);
-    throw;
-  }
+  return measure_through_agents(o, plan, hosts, lo);
 }
 
 /// --probe-links' measurement into plan.links (measure_links): the batch job's cache, else

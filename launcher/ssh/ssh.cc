@@ -262,7 +262,6 @@ class SshBackend : public Backend {
       }
     };
     route(first);
-    if (first.empty()) next_id = 0;
     std::vector<std::pair<int, std::string>> missing;
     for (auto& h : hosts_) {
       if (!h->ranks.empty() && !ssh::in_tree(first, h->name)) {

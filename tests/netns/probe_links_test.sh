@@ -7,8 +7,9 @@
 #    long the measurement took; a batch job's second command reads them from the probe cache;
 #    --nodes wins over them; nothing is left running on the hosts.
 #  - Three hosts at 1 Gbit/s (netns_up 3): one rack, p:2x3x1x1; also with this host among
-#    them, and with no host probed (--host-xml): one login per host, its ddlrun agent's. A real
-#    job started with --probe-links runs.
+#    them, and with no host probed (--host-xml): one login per host, its ddlrun agent's, for a
+#    dry run and for a job, which runs on the agents the measurement started. A real job started
+#    with --probe-links runs.
 #  - Five hosts, the agents on --probe-links-port 29555, each inside its host's ddlrun agent (no
 #    `ddlrun --link-agent` command runs); a capture on node1's link during the
 #    measurement finds a challenge opening every test and no secret-sized string twice (the
@@ -127,8 +128,16 @@ xml=$(dirname "$0")/../topologies/laptop-1p4c8t.xml
 run xml --dry-run --probe-links --host-xml "node*=$xml" -H node1:2,node2:2,node3:2 prog
 grep -Eq '^links: +3 of 3 host pairs measured in ' "$out/xml" || fail "xml: links" "$out/xml" "$out/xml.err"
 for k in 1 2 3; do
-  got=$(netns_exec "$k" sh -c 'cat /tmp/login-commands 2>/dev/null')
+  got=$(netns_exec "$k" sh -c 'cat /tmp/login-commands 2>/dev/null; rm -f /tmp/login-commands')
   [[ $got == "$ddlrun --probe-agent" ]] || fail "xml: node$k's logins ran '$got', not ddlrun's agent once"
+done
+# A job so measured runs on the agents the measurement started: one login per host still (its
+# hosts described by this machine's own hwloc XML, so that the CPUs it binds exist).
+lstopo --of xml "$out/self.xml" || fail "lstopo could not write this host's XML"
+run xml_job --probe-links -q --host-xml "node*=$out/self.xml" -H node1:1,node2:1,node3:1 true
+for k in 1 2 3; do
+  got=$(netns_exec "$k" sh -c 'cat /tmp/login-commands 2>/dev/null')
+  [[ $got == "$ddlrun --probe-agent" ]] || fail "xml_job: node$k's logins ran '$got', not ddlrun's agent once"
   netns_exec "$k" rm -f "$root_home/.bashrc"
 done
 nothing_left 1 2 3
