@@ -85,7 +85,7 @@ class SubtreeStart {
     sort_frames();
     if (!open) {
       fail_awaited([&](const Node&) { return unreached_text(host_); });
-      kept_.channel.reset();  // the launch logs in again
+      kept_.channel.reset();  // the launch runs its agent again
       kept_.subtree.clear();
     }
     kept_.pending = kept_.pending + reader_.take_rest();

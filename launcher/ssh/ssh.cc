@@ -887,6 +887,7 @@ class SshBackend::Conversation {
   void take(ssh::AgentTree::Kept kept) {
     if (kept.lost.empty() && kept.channel && (!kept.session->connected() || !kept.channel->open()))
       kept.lost = gone(kept);
+    if (kept.lost.empty() && kept.session && !kept.channel) run_agent(kept);
     if (!kept.lost.empty() || !kept.channel) {
       own().lost(ssh::tree_lost_text(kept.lost.empty() ? "its agent is gone" : kept.lost,
                                      static_cast<int>(talks_.size()) - 1));
@@ -904,6 +905,18 @@ class SshBackend::Conversation {
     next_beat_ = Clock::now();
     last_heard_ = Clock::now();
     outbox_.excuse();
+  }
+
+  /// A session whose agent's channel ended while the probe started its subtree (no host below
+  /// started): its agent runs again on it, without a new login; else why not, as Kept::lost.
+  void run_agent(ssh::AgentTree::Kept& kept) {
+    kept.command = b_.agent_command();
+    kept.subtree.clear();
+    try {
+      kept.channel = kept.session->exec(kept.command);
+    } catch (const ddl::ssh::Error& e) {
+      kept.lost = e.what();
+    }
   }
 
   /// Why the agent of `kept`, found gone when the launch takes it, is gone: what it said why

@@ -603,7 +603,7 @@ TEST(StartSubtree, SilenceAndAClosedChannelFailWhatIsLeft) {
     ASSERT_EQ(got.size(), 3u);
     for (const ssh::StartedHost& s : got)
       EXPECT_EQ(s.error, "not reached: n0, above it in the launch tree, failed") << s.name;
-    EXPECT_EQ(kept.channel, nullptr);  // the launch logs in again
+    EXPECT_EQ(kept.channel, nullptr);  // the launch runs its agent again
     EXPECT_TRUE(kept.subtree.empty());
   }
 }

@@ -332,6 +332,22 @@ TEST_F(SshBackendTest, AnAgentThatFallsSilentIsLost) {
   EXPECT_TRUE(connector.host("n2").stopped_blocking);  // closing does not wait for it
 }
 
+// A session the probe kept whose agent's channel ended (no host below it started): the launch
+// runs its agent again on it, logging in no second time.
+TEST_F(SshBackendTest, RunsTheAgentAgainOnAKeptSessionWhoseChannelEnded) {
+  auto kept = std::make_shared<ssh::AgentTree>();
+  kept->put("n1", ssh::AgentTree::Kept{connector.connect("n1", {}), {}, {}, {}});
+  LaunchOptions o = options();
+  o.agents = kept;
+  const std::unique_ptr<Backend> backend = this->backend(o);
+  EXPECT_EQ(backend->start(events), (std::vector<int>{0, 1, 2}));
+  events_until(events, 3);
+  backend->finish();
+  EXPECT_EQ(connector.host("n1").logins, 1);
+  EXPECT_EQ(connector.host("n1").commands,
+            std::vector<std::string>{"/opt/ddlrun/bin/ddlrun --agent"});
+}
+
 TEST_F(SshBackendTest, TakesTheProbesSessionAndAgent) {
   // n1's probe left its session, whose channel already runs the agent (it said hello).
   auto kept = std::make_shared<ssh::AgentTree>();
