@@ -332,9 +332,11 @@ class SshBackend : public Backend {
     for (auto& h : hosts_) {
       if (!h->first_level) agents_->take(h->name);
       if (!h->first_level || !has_ranks(*h) || agents_->has(h->name)) continue;
-      ssh::AgentTree::Kept lost = agents_->take(h->name);
-      if (lost.lost.empty()) names.push_back(h->name);
-      if (!lost.lost.empty()) agents_->put(h->name, std::move(lost));  // the conversation says why
+      ssh::AgentTree::Kept kept = agents_->take(h->name);
+      if (kept.lost.empty())
+        names.push_back(h->name);
+      else
+        agents_->put(h->name, std::move(kept));  // lost: its conversation says why
     }
     ssh::keep_agents_alive(*agents_);
     const std::vector<ssh::AgentAnswer> answers = ssh::ask_agents(
