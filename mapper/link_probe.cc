@@ -34,7 +34,7 @@
 #include "base/digest.h"
 #include "base/fd.h"
 #include "base/text.h"
-#include "mapper/probe_ssh.h"
+#include "mapper/probe_remote.h"
 
 namespace ddl::mapper {
 

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "mapper/machine.h"
-#include "mapper/probe_ssh.h"
+#include "mapper/probe_remote.h"
 
 extern char** environ;
 

@@ -6,7 +6,7 @@
 // hosts not yet known are looked up in the job's disk cache, the rest are probed on a pool of at
 // most options.parallel threads, and successes go into the run's map and the disk cache.
 
-#include "mapper/probe_ssh.h"
+#include "mapper/probe_remote.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

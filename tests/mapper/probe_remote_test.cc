@@ -1,4 +1,4 @@
-#include "mapper/probe_ssh.h"
+#include "mapper/probe_remote.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
