@@ -62,7 +62,7 @@ struct LaunchOptions {
   /// beyond this many hosts ddlrun logs in to this many and their agents start the rest.
   /// 0: flat (ddlrun logs in to every host).
   int tree_width = 50;
-  /// The ssh backend: the agents ddlrun started (ddlrun/plan/probe_tree.h) and the launch tree
+  /// The ssh backend: the agents ddlrun started (ddlrun/plan/agents.h) and the launch tree
   /// they were started along, which the launch takes over as it is (one login per host; the
   /// hosts without ranks get no job), starting the agents it lacks. Null: the launch starts its
   /// own along launch_tree of --tree-width.

@@ -18,8 +18,8 @@
 
 #include "base/text.h"
 #include "ddlrun/backends.h"
+#include "ddlrun/plan/agents.h"
 #include "ddlrun/plan/probe_progress.h"
-#include "ddlrun/plan/probe_tree.h"
 #include "ddlrun/shell_words.h"
 #include "hostfiles/hostfiles.h"
 #include "launcher/launcher.h"
@@ -305,7 +305,7 @@ std::string agent_command() {
   return quote_shell_word(self_path()) + " --probe-agent";
 }
 
-/// Probes `hosts` with the prober, or over ssh through ddlrun's agents (probe_tree.h), each
+/// Probes `hosts` with the prober, or over ssh through ddlrun's agents (agents.h), each
 /// first-level host's session kept in plan.agents, hearing ddlrun's heartbeat until the launch
 /// takes it over or the plan closes it (close_unused_agents). `fresh` passes by the job's disk
 /// cache, so that every host is reached (a restart's check that it still answers). When the ssh

@@ -56,7 +56,7 @@ struct JobPlan {
   /// topology.links.
   std::optional<comm::LinkMeasurement> links;
   bool links_cached = false;  ///< links read from the batch job's probe cache
-  /// ddlrun's agents, started for the ssh probe along the launch tree (probe_tree.h) and kept
+  /// ddlrun's agents, started for the ssh probe along the launch tree (agents.h) and kept
   /// for --probe-links and the ssh launcher, which takes the tree over (one login per host);
   /// null when none was started, for a dry run, or another launcher.
   std::shared_ptr<launcher::ssh::AgentTree> agents;

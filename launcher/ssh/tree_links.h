@@ -27,7 +27,7 @@ namespace ddl::launcher::ssh {
 // comes (protocol.h), and passes its lines both ways in N frames, routed (T) like every other
 // frame of that host. On ddlrun's side TreeLinks drives the first level's kept sessions and
 // speaks to each host's link agent in lines; ddlrun wraps it as mapper::LinkChannel
-// (ddlrun/plan/probe_tree.h). The token travels only in those lines, never on a command line.
+// (ddlrun/plan/agents.h). The token travels only in those lines, never on a command line.
 
 /// What runs a host's link agent in the agent's process: speaks its lines on `in_fd` and
 /// `out_fd`, listens on TCP port `port` (0: any free one), greets with `seen_from` as the

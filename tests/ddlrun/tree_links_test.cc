@@ -1,4 +1,4 @@
-// --probe-links down the launch tree (launcher/ssh/tree_links.h, ddlrun/plan/probe_tree.h): the N
+// --probe-links down the launch tree (launcher/ssh/tree_links.h, ddlrun/plan/agents.h): the N
 // frame, an agent's link agent in a thread (LinkAgentThread, the real mapper::run_link_agent),
 // and ddlrun's TreeLinks, as mapper::LinkChannels (link_channels), driving a first-level
 // session kept by the probe through the recording ssh double
@@ -25,7 +25,7 @@
 #include <tuple>
 #include <utility>
 
-#include "ddlrun/plan/probe_tree.h"
+#include "ddlrun/plan/agents.h"
 #include "launcher/launcher.h"
 #include "launcher/ssh/protocol.h"
 #include "launcher/ssh/ssh.h"

@@ -1,4 +1,4 @@
-// agent_probe_driver: probes hosts over ssh through ddlrun's agents (ddlrun/plan/probe_tree.h:
+// agent_probe_driver: probes hosts over ssh through ddlrun's agents (ddlrun/plan/agents.h:
 // each host logged in to, its agent asked for the inventory, flat) for probe_ssh_test.sh.
 //
 //   agent_probe_driver [--config F] [--known-hosts F] [--accept-new] [--timeout-ms N]
@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "ddlrun/options.h"
+#include "ddlrun/plan/agents.h"
 #include "ddlrun/plan/plan.h"
-#include "ddlrun/plan/probe_tree.h"
 #include "ddlrun/shell_words.h"
 
 namespace {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Probes fake hosts over ssh (hosts.sh: network namespaces, each with its own hostname and sshd)
-# through ddlrun's agents (ddlrun/plan/probe_tree.h), with agent_probe_driver, and checks what
+# through ddlrun's agents (ddlrun/plan/agents.h), with agent_probe_driver, and checks what
 # comes back: each host's own hostname, in parallel; a stopped sshd and a silent address among
 # them, reported together; unknown and changed host keys; accept-new; a key the hosts do not
 # take; a missing probe, a failing and a babbling command; the job's disk cache; no ssh session

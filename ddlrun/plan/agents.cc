@@ -1,4 +1,4 @@
-// ddlrun's probe down the launch tree (probe_tree.h; launcher/ssh/agent_tree.h).
+// ddlrun's probe down the launch tree (agents.h; launcher/ssh/agent_tree.h).
 //
 // How it works: the launch tree of the job's hosts is the one the ssh launcher will build
 // (launcher::ssh::launch_tree over the hosts in the job's order, their indices the topology's
@@ -22,7 +22,7 @@
 // cache, --no-probe, jsrun) is logged in to first, flat, its agent asked as the probe asks
 // (reach_hosts).
 
-#include "ddlrun/plan/probe_tree.h"
+#include "ddlrun/plan/agents.h"
 
 #include <algorithm>
 #include <atomic>
