@@ -416,10 +416,6 @@ std::string write_rankfile(const Rankfile& rankfile) {
   return out;
 }
 
-HostList hosts_of(const Rankfile& rankfile, const HostList* allocation) {
-  return hosts_of(rankfile, allocation, "rankfile");
-}
-
 HostList hosts_of(const Rankfile& rankfile, const HostList* allocation, std::string_view source) {
   struct Counted {
     std::string name;

@@ -86,7 +86,6 @@ class Server {
   void local_modex(int rank, DataDone done);
   /// The namespace registered ("ddlrun.<job id>").
   const std::string& nspace() const { return nspace_; }
-  ClientState state(int rank) const;
 
   struct Impl;
 
