@@ -76,7 +76,6 @@ class Communicator {
   /// (DDL_MAX_RING). Empty without a topology.
   std::vector<int> allreduce_dimensions() const;
   int gpu() const { return gpu_; }
-  const CommOptions& options() const { return options_; }
 
   void allreduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op);
   void allreduce_n(void* const* buffers, const size_t* counts, size_t n, DataType type,
