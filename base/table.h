@@ -18,15 +18,4 @@ constexpr std::optional<Value> lookup(const std::pair<Key, Value> (&table)[N], c
   return std::nullopt;
 }
 
-/// The key paired with `value` in `table` (the first such pair), or nullopt: the reverse of
-/// lookup(), for parsing names back.
-template <typename Key, typename Value, std::size_t N>
-constexpr std::optional<Key> reverse_lookup(const std::pair<Key, Value> (&table)[N],
-                                            const Value& value) {
-  for (const auto& [k, v] : table) {
-    if (v == value) return k;
-  }
-  return std::nullopt;
-}
-
 }  // namespace ddl::base

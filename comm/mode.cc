@@ -199,15 +199,6 @@ std::vector<int> ring_factors(int size, int max_ring) {
   return out;
 }
 
-std::vector<int> split_dims(std::span<const int> dims, int max_ring) {
-  std::vector<int> out;
-  for (int d : dims) {
-    const std::vector<int> f = ring_factors(d, max_ring);
-    out.insert(out.end(), f.begin(), f.end());
-  }
-  return out;
-}
-
 size_t pipeline_chunk_elems(size_t count, size_t elem_size, size_t chunk_bytes) {
   if (chunk_bytes == 0 || count == 0) return std::max<size_t>(count, 1);
   return std::max({size_t{1}, chunk_bytes / std::max<size_t>(elem_size, 1),

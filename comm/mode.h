@@ -83,9 +83,6 @@ inline constexpr int kMaxRing = 16;
 /// member's link: 4,608 hosts with max_ring 16 run as 9 x 8 x 8 x 8, 58 steps instead of
 /// 9,214. ring_factors(18, 16) = {6, 3}; ring_factors(34, 16) = {17, 2}; (17, 16) = {17}.
 std::vector<int> ring_factors(int size, int max_ring);
-/// `dims` (innermost first) with each replaced by its ring_factors: the dimensions the
-/// multi-dimensional allreduce runs. split_dims({6, 4608, 1, 1}, 16) = {6, 9, 8, 8, 8, 1, 1}.
-std::vector<int> split_dims(std::span<const int> dims, int max_ring);
 
 /// The elements of each chunk when an allreduce of `count` elements of `elem_size` bytes goes
 /// through in chunks of `chunk_bytes` (0: one chunk of all `count`): at least one, at least

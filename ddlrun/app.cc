@@ -5,14 +5,11 @@
 #include <sys/resource.h>
 
 #include <chrono>
-#include <cstdio>
 #include <cstdlib>
 #include <optional>
 #include <ostream>
 
 #include "base/check.h"
-#include "base/fd.h"
-#include "base/text.h"
 #include "comm/comm.h"
 #include "ddlrun/backends.h"
 #include "ddlrun/options.h"
@@ -61,21 +58,8 @@ launcher::AgentServices agent_services() {
           [] { return mapper::to_yaml(mapper::probe_hwloc(mapper::this_host_cached())); }};
 }
 
-/// `ddlrun --link-agent [PORT]`: the --probe-links agent (mapper::run_link_agent); its status.
-int link_agent(const std::vector<std::string>& args) {
-  int port = 0;
-  if (args.size() > 1 &&
-      (std::sscanf(args[1].c_str(), "%d", &port) != 1 || port < 1 || port > 65535)) {
-    base::write_all(1, "error the link agent's port '" + base::excerpt(args[1]) +
-                           "' is not a port: a whole number, 1 to 65535\n");
-    return 1;
-  }
-  return mapper::run_link_agent(0, 1, port);
-}
-
 /// The roles ddlrun plays on behalf of another ddlrun: agent of the ssh launcher (--agent,
-/// --probe-agent), measuring agent of --probe-links (--link-agent, whose exit status this
-/// returns), keeper (--keeper), and the wrapper of each rank under mpirun, srun, prterun
+/// --probe-agent), keeper (--keeper), and the wrapper of each rank under mpirun, srun, prterun
 /// or jsrun (--rank-exec, whose exit status this returns). Nothing when `args` asks for none;
 /// the other roles never return.
 std::optional<int> run_helper_role(const std::vector<std::string>& args) {
@@ -84,7 +68,6 @@ std::optional<int> run_helper_role(const std::vector<std::string>& args) {
   if (args.front() == "--agent" || args.front() == "--probe-agent") {
     launcher::run_agent(0, 1, agent_services());
   }
-  if (args.front() == "--link-agent") return link_agent(args);
   if (args.front() == "--keeper") launcher::run_keeper(0);
   if (args.front() == "--rank-exec") {
     return launcher::rank_exec_main(std::vector<std::string>(args.begin() + 1, args.end()));

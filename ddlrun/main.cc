@@ -11,8 +11,8 @@ int main(int argc, char** argv) {
   // wrapper's program must not inherit them blocked) takes SIGINT, SIGTERM and SIGHUP from
   // here on, so that none kills it by the default action while it probes and plans.
   const std::string_view role = argc > 1 ? argv[1] : "";
-  const bool helper = role == "--agent" || role == "--probe-agent" || role == "--link-agent" ||
-                      role == "--keeper" || role == "--rank-exec";
+  const bool helper =
+      role == "--agent" || role == "--probe-agent" || role == "--keeper" || role == "--rank-exec";
   if (!helper) ddl::launcher::guard_startup_signals(/*watch=*/false);
   // Before any thread and any other use of hwloc: the plugins it loads for the process (the
   // keeper and the rank wrapper use none).

@@ -385,41 +385,6 @@ Rankfile read_rankfile(const std::string& path) {
   return parse_rankfile(detail::read_input_file(path, Position{path, 0, 0, {}}, "rankfile"), path);
 }
 
-std::string format_slots(const std::vector<SlotSpec>& slots) {
-  std::string out;
-  for (size_t g = 0; g < slots.size(); ++g) {
-    const SlotSpec& spec = slots[g];
-    if (g > 0) out += ';';
-    if (spec.socket) out += std::to_string(*spec.socket) + ":";
-    if (spec.all_cores) {
-      out += '*';
-      continue;
-    }
-    for (size_t i = 0; i < spec.cpus.size(); ++i) {
-      const CpuRange& range = spec.cpus[i];
-      if (i > 0) out += ',';
-      out += std::to_string(range.first);
-      if (range.last != range.first) out += "-" + std::to_string(range.last);
-    }
-  }
-  return out;
-}
-
-std::string write_rankfile(const Rankfile& rankfile) {
-  std::string out;
-  for (const RankfileEntry& entry : rankfile.entries) {
-    out += "rank " + std::to_string(entry.rank) + "=";
-    out += entry.relative_node ? relative_node_text(*entry.relative_node) : entry.host;
-    if (!entry.slots.empty()) out += " slot=" + format_slots(entry.slots);
-    out += '\n';
-  }
-  return out;
-}
-
-HostList hosts_of(const Rankfile& rankfile, const HostList* allocation) {
-  return hosts_of(rankfile, allocation, "rankfile");
-}
-
 HostList hosts_of(const Rankfile& rankfile, const HostList* allocation, std::string_view source) {
   struct Counted {
     std::string name;

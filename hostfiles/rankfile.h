@@ -52,21 +52,11 @@ Rankfile parse_rankfile(std::string_view text, std::string_view source);
 /// Reads and parses a rankfile; an unreadable file throws InputError naming it and strerror.
 Rankfile read_rankfile(const std::string& path);
 
-/// Canonical text of a rankfile, one "rank N=host slot=SPEC" line per entry, which
-/// parse_rankfile reads back to an equal Rankfile.
-std::string write_rankfile(const Rankfile& rankfile);
-
-/// "1:0-2,4", "1:*", "0-3;1:0" as written in a rankfile.
-std::string format_slots(const std::vector<SlotSpec>& slots);
-
 /// The hosts a rankfile names, in order of first appearance, each with one slot per rank.
 /// Relative nodes ("+n1") refer to `allocation` (an error when it has too few hosts).
-/// "First appearance" follows rank order. Errors and origins are positioned as
-/// "rankfile:<line>"; the overload below names the file.
-HostList hosts_of(const Rankfile& rankfile, const HostList* allocation = nullptr);
-
-/// As above, with `source` (the rankfile's path) in errors and in each host's origin
-/// ("ranks.txt:3", the line of the host's first rank).
-HostList hosts_of(const Rankfile& rankfile, const HostList* allocation, std::string_view source);
+/// "First appearance" follows rank order. Errors and each host's origin name `source` (the
+/// rankfile's path) and the line of the host's first rank: "ranks.txt:3".
+HostList hosts_of(const Rankfile& rankfile, const HostList* allocation = nullptr,
+                  std::string_view source = "rankfile");
 
 }  // namespace ddl::hostfiles

@@ -84,8 +84,8 @@ struct Event {
 };
 
 /// A thread-safe queue of events: many producers, one consumer. Output is bounded by the
-/// producers: a producer stops reading its source while output_full() and goes on when room
-/// appears (wait_for_room(), or a waker). Other events are never held back by output: a
+/// producers: a producer stops reading its source while output_full() and goes on when its
+/// waker says room appeared. Other events are never held back by output: a
 /// consumer that cannot take output now takes the others past it (pop(deadline, false)).
 class EventQueue {
  public:
@@ -121,7 +121,6 @@ class EventQueue {
       output_bytes_ -= cost(e);
       if (room_wanted_ && output_bytes_ < kOutputLimit / 2) {
         room_wanted_ = false;
-        room_.notify_all();
         for (auto& [token, waker] : wakers_)
           waker();
       }
@@ -132,11 +131,6 @@ class EventQueue {
   bool output_full() {
     std::lock_guard lock(mutex_);
     return full_locked();
-  }
-  /// Waits until output_full() is false or `deadline`; returns !output_full().
-  bool wait_for_room(std::chrono::steady_clock::time_point deadline) {
-    std::unique_lock lock(mutex_);
-    return room_.wait_until(lock, deadline, [this] { return !full_locked(); });
   }
   /// Calls `waker` (on the consumer's thread, with the queue locked: it must only wake its
   /// producer, e.g. write to a pipe) each time room appears after output_full() said true.
@@ -175,7 +169,6 @@ class EventQueue {
 
   std::mutex mutex_;
   std::condition_variable ready_;
-  std::condition_variable room_;
   std::deque<Queued> output_;
   std::deque<Queued> others_;
   uint64_t next_seq_ = 0;

@@ -1,4 +1,4 @@
-// The link agent (`ddlrun --link-agent`): one per host while --probe-links measures.
+// The link agent (run_link_agent): one per host while --probe-links measures.
 //
 // How it works: the agent listens on a TCP port of every address and tells ddlrun the port on
 // its stdout. ddlrun then sends it lines: a token that other agents must present, and "test

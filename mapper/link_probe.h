@@ -17,7 +17,7 @@ namespace ddl::mapper {
 // The agents speak lines on their stdin and stdout; the measurements themselves are TCP
 // between the agents, host to host, at the addresses the ranks will use.
 
-/// What `ddlrun --link-agent [PORT]` does: listens on TCP port `port` (0: any free one) of
+/// The link agent, run by each host's ddlrun agent: listens on TCP port `port` (0: any free one) of
 /// every address, prints "ddl-link-agent 2 PORT CLIENT" on `out_fd` (CLIENT: `client`, the
 /// address ddlrun's host logged in from; when empty, the first word of $SSH_CONNECTION, "-"
 /// without it), then

@@ -12,12 +12,11 @@
 namespace ddl::comm {
 
 // How ranks find each other before any transport exists: an allgather of short strings (each
-// rank's transport addresses). Three ways, chosen by ddl_init():
+// rank's transport addresses). Two ways, chosen by ddl_init():
 //   pmix        under any PMIx server (mpirun, srun --mpi=pmix, prterun, jsrun): PMIx_Put,
 //               Commit, Fence with data collection, Get of every rank's key;
 //   rendezvous  ddlrun's own server ($DDL_RENDEZVOUS), which admits only clients that present
-//               the job's token ($DDL_JOB_TOKEN);
-//   memory      threads of one process (tests).
+//               the job's token ($DDL_JOB_TOKEN).
 
 /// The other ranks could not be reached, did not come, or said something unexpected. what()
 /// names the missing ranks and the next step.
@@ -26,8 +25,6 @@ using BootstrapError = base::Error<struct BootstrapErrorTag>;
 class Bootstrap {
  public:
   virtual ~Bootstrap() = default;
-  /// "pmix", "rendezvous", "memory".
-  virtual std::string_view kind() const = 0;
   virtual int rank() const = 0;
   virtual int size() const = 0;
   /// Every rank's `value`, indexed by rank; every rank must call it the same number of times.
@@ -49,9 +46,6 @@ std::unique_ptr<Bootstrap> make_rendezvous_bootstrap(const std::string& address,
 /// The PMIx client of this process (PMIx_Init); nullptr when no PMIx server is around
 /// ($PMIX_NAMESPACE unset or PMIx_Init fails). rank() and size() come from PMIx.
 std::unique_ptr<Bootstrap> make_pmix_bootstrap();
-
-/// Threads of one process: `size` bootstraps that share one table (tests).
-std::vector<std::unique_ptr<Bootstrap>> make_memory_bootstraps(int size);
 
 /// ddlrun's side of the rendezvous: listens on `bind_address` (a numeric IPv4 or IPv6 address;
 /// "", the default: every address) and port `port` (0: any free port), admits

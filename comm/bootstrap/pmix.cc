@@ -22,7 +22,6 @@ class PmixBootstrap : public Bootstrap {
  public:
   PmixBootstrap(const pmix_proc_t& me, int size) : me_(me), size_(size) {}
   ~PmixBootstrap() override { PMIx_Finalize(nullptr, 0); }
-  std::string_view kind() const override { return "pmix"; }
   int rank() const override { return static_cast<int>(me_.rank); }
   int size() const override { return size_; }
 

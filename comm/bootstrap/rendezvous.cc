@@ -41,11 +41,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
-#include <condition_variable>
 #include <cstring>
-#include <map>
-#include <mutex>
-#include <optional>
 #include <thread>
 
 #include "base/digest.h"
@@ -165,7 +161,6 @@ class RendezvousClient : public Bootstrap {
   RendezvousClient(int fd, std::string address, int rank, int size)
       : fd_(fd), address_(std::move(address)), rank_(rank), size_(size) {}
   ~RendezvousClient() override { close(fd_); }
-  std::string_view kind() const override { return "rendezvous"; }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
 
@@ -235,52 +230,6 @@ class RendezvousClient : public Bootstrap {
   uint32_t round_ = 0;
 };
 
-// ---------------------------------------------------------------------------------------------
-// Memory
-
-struct MemoryTable {
-  std::mutex mutex;
-  std::condition_variable changed;
-  std::map<uint32_t, std::vector<std::optional<std::string>>> rounds;
-};
-
-class MemoryBootstrap : public Bootstrap {
- public:
-  MemoryBootstrap(std::shared_ptr<MemoryTable> table, int rank, int size)
-      : table_(std::move(table)), rank_(rank), size_(size) {}
-  std::string_view kind() const override { return "memory"; }
-  int rank() const override { return rank_; }
-  int size() const override { return size_; }
-  std::vector<std::string> allgather(const std::string& value,
-                                     std::chrono::milliseconds timeout) override {
-    std::unique_lock lock(table_->mutex);
-    auto& slots = table_->rounds[round_];
-    slots.resize(size_);
-    slots[rank_] = value;
-    table_->changed.notify_all();
-    const bool all = table_->changed.wait_for(lock, timeout, [&] {
-      return std::all_of(slots.begin(), slots.end(), [](const auto& s) { return s.has_value(); });
-    });
-    if (!all) {
-      std::vector<int> missing;
-      for (int r = 0; r < size_; ++r)
-        if (!slots[r]) missing.push_back(r);
-      throw BootstrapError(rank_list(missing) + " did not join within " + seconds_text(timeout));
-    }
-    std::vector<std::string> out;
-    for (const auto& s : slots)
-      out.push_back(*s);
-    ++round_;
-    return out;
-  }
-
- private:
-  std::shared_ptr<MemoryTable> table_;
-  int rank_;
-  int size_;
-  uint32_t round_ = 0;
-};
-
 }  // namespace
 
 std::unique_ptr<Bootstrap> make_rendezvous_bootstrap(const std::string& address,
@@ -337,14 +286,6 @@ std::unique_ptr<Bootstrap> make_rendezvous_bootstrap(const std::string& address,
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-}
-
-std::vector<std::unique_ptr<Bootstrap>> make_memory_bootstraps(int size) {
-  auto table = std::make_shared<MemoryTable>();
-  std::vector<std::unique_ptr<Bootstrap>> out;
-  for (int r = 0; r < size; ++r)
-    out.push_back(std::make_unique<MemoryBootstrap>(table, r, size));
-  return out;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -122,10 +122,6 @@ void ring_allreduce(const Group& g, void* buf, size_t count, DataType type, Redu
 /// counts.
 void recursive_doubling_allreduce(const Group& g, void* buf, size_t count, DataType type,
                                   ReduceOp op, const Signature* sig = nullptr);
-/// The multi-dimensional allreduce of the PowerAI DDL paper over rings, unpipelined:
-/// multi_dim_allreduce (dimension.h) with a RingDimension per group and one chunk.
-void multi_ring_allreduce(std::span<const Group* const> dims, void* buf, size_t count,
-                          DataType type, ReduceOp op);
 /// Ring reduce-scatter: afterwards member i holds the reduced chunk i of partition(count, n)
 /// at its place in `buf` (the rest of `buf` is scratch).
 void ring_reduce_scatter(const Group& g, void* buf, size_t count, DataType type, ReduceOp op);
@@ -139,8 +135,6 @@ void ring_broadcast(const Group& g, void* buf, size_t bytes, int root);
 /// steps, for small messages.
 void recursive_doubling_broadcast(const Group& g, void* buf, size_t bytes, int root,
                                   const Signature& sig);
-/// Returns once every member has entered (dissemination barrier).
-void barrier(const Group& g);
 /// Pairwise exchange (alltoall): member i sends send[j] to member j and receives recv[j] from
 /// it, for every j (its own block is copied); the sizes must agree pairwise (recv[j] on member
 /// i is as long as send[i] on member j). n-1 steps, step s sending to member i+s and receiving

@@ -195,16 +195,4 @@ void multi_dim_allreduce(std::span<Dimension* const> dims, void* buf, size_t cou
   progress.rethrow();
 }
 
-void multi_ring_allreduce(std::span<const Group* const> groups, void* buf, size_t count,
-                          DataType type, ReduceOp op) {
-  std::vector<RingDimension> rings;
-  rings.reserve(groups.size());
-  for (const Group* g : groups)
-    rings.emplace_back(*g);
-  std::vector<Dimension*> dims;
-  for (RingDimension& r : rings)
-    dims.push_back(&r);
-  multi_dim_allreduce(dims, buf, count, type, op, 0);
-}
-
 }  // namespace ddl::comm

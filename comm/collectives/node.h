@@ -75,7 +75,6 @@ class NodeGroup {
 
   int size() const { return static_cast<int>(members_.size()); }
   int rank() const { return self_; }
-  const NodeMember& member(int index) const { return members_[index]; }
   /// Whether large allreduces read the peers' buffers directly (cma_bytes, and every member
   /// may read every other's memory).
   bool reads_peers() const { return cma_; }

@@ -145,14 +145,6 @@ void shared_free(void* p) {
   r.by_data.erase(it);
 }
 
-size_t shared_bytes(const void* p) {
-  Registry& r = registry();
-  std::lock_guard lock(r.mutex);
-  uintptr_t data = 0;
-  const Entry* e = find(r, p, 0, &data);
-  return e == nullptr ? 0 : e->bytes;
-}
-
 SharedPin::SharedPin(const void* p, size_t bytes) {
   Registry& r = registry();
   std::lock_guard lock(r.mutex);

@@ -32,8 +32,6 @@ void* shared_alloc(size_t bytes);
 /// using now. Peers that mapped it keep their mapping until they drop it; its memory goes once
 /// the last mapping does.
 void shared_free(void* p);
-/// The usable bytes of the buffer `p` lies in, 0 when none.
-size_t shared_bytes(const void* p);
 
 /// Holds [p, p + bytes) against shared_free while a collective uses it; ok() only when the
 /// range lies inside one shared buffer.

@@ -56,7 +56,6 @@ namespace {
 /// A job of one rank: the allgather is the value itself.
 class SingleBootstrap : public Bootstrap {
  public:
-  std::string_view kind() const override { return "single"; }
   int rank() const override { return 0; }
   int size() const override { return 1; }
   std::vector<std::string> allgather(const std::string& value, std::chrono::milliseconds) override {
@@ -187,10 +186,7 @@ Identity identity_from_environment() {
 // node group, the dimensions and the GPU runtime.
 Communicator::Communicator(std::unique_ptr<Bootstrap> bootstrap, std::optional<Topology> topology,
                            CommOptions options, std::string token)
-    : rank_(bootstrap->rank()),
-      size_(bootstrap->size()),
-      bootstrap_kind_(bootstrap->kind()),
-      options_(options) {
+    : rank_(bootstrap->rank()), size_(bootstrap->size()), options_(options) {
   const RankPlacement* me = find_self(topology);
   const std::string value = open_devices(topology, me, token);
   const std::vector<int> pids = learn_peers(bootstrap->allgather(value, options_.timeout));

@@ -76,9 +76,6 @@ class Communicator {
   /// (DDL_MAX_RING). Empty without a topology.
   std::vector<int> allreduce_dimensions() const;
   int gpu() const { return gpu_; }
-  const CommOptions& options() const { return options_; }
-  /// "rendezvous", "pmix", "memory", "single".
-  std::string_view bootstrap_kind() const { return bootstrap_kind_; }
 
   void allreduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op);
   void allreduce_n(void* const* buffers, const size_t* counts, size_t n, DataType type,
@@ -181,7 +178,6 @@ class Communicator {
   int local_rank_ = 0;
   int local_size_ = 1;
   int gpu_ = -1;
-  std::string bootstrap_kind_;
   CommOptions options_;
   std::unique_ptr<Bootstrap> bootstrap_;    ///< kept: PMIx finalises with it
   std::vector<std::string> hosts_;          ///< each rank's host name

@@ -92,8 +92,6 @@ void exchange(Link* to, std::span<const std::byte> send, Link* from, std::span<s
 class Device {
  public:
   virtual ~Device() = default;
-  /// "tcp", "shm".
-  virtual std::string_view kind() const = 0;
   /// What peers need to reach this rank, published through the bootstrap before connect().
   virtual std::string address() const = 0;
   /// A Link to `peer`, whose address() is `peer_address`. Both sides call it; the one with the

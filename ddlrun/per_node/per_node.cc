@@ -25,8 +25,6 @@
 #include <sstream>
 
 #include "base/text.h"
-#include "ddlrun/run/launch.h"
-#include "ddlrun/show/report.h"
 #include "hostfiles/hostfiles.h"
 #include "mapper/mapper.h"
 

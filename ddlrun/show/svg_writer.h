@@ -25,7 +25,6 @@ struct Box {
   double right() const { return x + w; }
   double bottom() const { return y + h; }
   double center_x() const { return x + w / 2; }
-  double center_y() const { return y + h / 2; }
   /// True when `inner` lies inside this box (edges may touch).
   bool contains(const Box& inner) const;
   /// True when the two boxes share interior area (touching edges do not count).

@@ -618,12 +618,6 @@ void Server::local_modex(int rank, DataDone done) {
   }
 }
 
-ClientState Server::state(int rank) const {
-  std::lock_guard lock(impl_->mutex);
-  auto it = impl_->states.find(rank);
-  return it == impl_->states.end() ? ClientState::kNotConnected : it->second;
-}
-
 }  // namespace ddl::launcher::pmix_server
 
 namespace ddl::launcher {

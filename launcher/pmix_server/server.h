@@ -84,9 +84,6 @@ class Server {
   /// The data rank `rank` of this host committed (PMIx_server_dmodex_request), for another
   /// host's direct modex; `done` runs on PMIx's thread.
   void local_modex(int rank, DataDone done);
-  /// The namespace registered ("ddlrun.<job id>").
-  const std::string& nspace() const { return nspace_; }
-  ClientState state(int rank) const;
 
   struct Impl;
 

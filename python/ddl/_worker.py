@@ -24,12 +24,11 @@ __all__ = ["Handle", "submit", "drain"]
 class Handle:
     """The pending result of one submitted function."""
 
-    __slots__ = ("_event", "_result", "_error", "started")
+    __slots__ = ("_event", "_result", "_error")
 
     def __init__(self):
         self._event = threading.Event()
         self._result = self._error = None
-        self.started = False  # set by the worker when it begins to run the function
 
     def done(self):
         """True once the function has returned or raised."""
@@ -85,7 +84,6 @@ class _Worker:
                     self._ready.wait()
                 fn, handle = self._queue.popleft()
                 self._running = True
-            handle.started = True
             try:
                 handle._result = fn()
             except BaseException as e:  # noqa: BLE001 (given to the waiter)

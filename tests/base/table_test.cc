@@ -22,11 +22,6 @@ TEST(Table, LooksUpEveryKeyAndMissesAbsentOnes) {
   EXPECT_EQ(lookup(kColours, Colour::kUnnamed).value_or("unknown"), "unknown");
 }
 
-TEST(Table, ReverseLookupParsesNamesBack) {
-  EXPECT_EQ(reverse_lookup(kColours, std::string_view("green")), Colour::kGreen);
-  EXPECT_EQ(reverse_lookup(kColours, std::string_view("purple")), std::nullopt);
-}
-
 TEST(Table, WorksAtCompileTime) {
   static_assert(lookup(kColours, Colour::kGreen) == std::optional<std::string_view>("green"));
   static_assert(!lookup(kColours, Colour::kUnnamed).has_value());

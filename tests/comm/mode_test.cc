@@ -156,9 +156,6 @@ TEST(ModeTest, LongRingsSplitIntoEvenSubRings) {
   EXPECT_EQ(ring_factors(1 << 30, 16), (V{16, 16, 16, 16, 16, 16, 8, 8}));  // 2^(4+4+4+4+4+4+3+3)
   EXPECT_EQ(ring_factors(2147483647, 16), V{2147483647});                   // 2^31 - 1 is prime
   EXPECT_EQ(ring_factors(735134400, 16).size(), 8u);  // 1,344 divisors: still quick
-  EXPECT_EQ(split_dims(V{6, 4608, 1, 1}, 16), (V{6, 9, 8, 8, 8, 1, 1}));
-  EXPECT_EQ(split_dims(V{6, 18, 256, 1}, 16), (V{6, 6, 3, 16, 16, 1}));
-  EXPECT_EQ(split_dims(V{}, 16), V{});
 }
 
 // A member's sub-rings: its position in mixed radix, one digit a sub-ring.

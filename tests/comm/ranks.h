@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "comm/core/communicator.h"
+#include "tests/comm/memory_bootstrap.h"
 
 namespace ddl::comm::test_ranks {
 

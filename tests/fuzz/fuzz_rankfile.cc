@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "hostfiles/rankfile.h"
+#include "tests/hostfiles/rankfile_text.h"
 
 namespace {
 

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/hostfiles/rankfile_text.h"
 #include "tests/hostfiles/test_util.h"
 
 namespace ddl::hostfiles {

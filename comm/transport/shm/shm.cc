@@ -44,7 +44,6 @@ class ShmDevice : public Device {
         job_(safe_job(o.job_id)),
         capacity_(std::bit_ceil(std::max(o.shm_bytes, kMinCapacity))) {}
 
-  std::string_view kind() const override { return "shm"; }
   std::string address() const override { return std::to_string(getpid()); }
 
   std::unique_ptr<Link> connect(int peer, const std::string& peer_name,

@@ -138,7 +138,6 @@ class TcpDevice : public Device {
   TcpDevice(const TcpDevice&) = delete;
   TcpDevice& operator=(const TcpDevice&) = delete;
 
-  std::string_view kind() const override { return "tcp"; }
   std::string address() const override { return address_; }
   std::unique_ptr<Link> connect(int peer, const std::string& peer_name,
                                 const std::string& peer_address,

@@ -1,6 +1,6 @@
-// A standalone `ddlrun --link-agent` (as ssh starts it for --probe-links) with a stranger
-// connected to its port: it still answers ddlrun's `test`, and it ends as soon as
-// its controller goes (stdin closed), with nothing left running.
+// The link agent of --probe-links (run_link_agent) as a process of its own, on pipes, with a
+// stranger connected to its port: it still answers ddlrun's `test`, and it ends as soon as its
+// controller goes (its input closed), with nothing left running.
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -17,27 +17,27 @@
 #include <string>
 #include <thread>
 
+#include "mapper/link_probe.h"
 #include "tests/lib/dial.h"
 
-namespace ddl::ddlrun {
+namespace ddl::mapper {
 namespace {
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-/// `ddlrun --link-agent` with pipes for its stdin and stdout.
+/// run_link_agent in a child process, with pipes for its input and output.
 struct StandaloneAgent {
-  /// `port`: the argument after --link-agent; null: none.
-  explicit StandaloneAgent(const char* port = nullptr) {
+  /// `port`: the port it listens on; 0: any free one.
+  explicit StandaloneAgent(int port = 0) {
     int in[2], out[2];
     EXPECT_EQ(::pipe2(in, O_CLOEXEC), 0);
     EXPECT_EQ(::pipe2(out, O_CLOEXEC), 0);
     pid = ::fork();
     if (pid == 0) {
-      ::dup2(in[0], 0);
-      ::dup2(out[1], 1);
-      ::execl(DDLRUN_BINARY, DDLRUN_BINARY, "--link-agent", port, static_cast<char*>(nullptr));
-      ::_exit(127);
+      ::close(in[1]);  // the parent's ends: the agent's input ends when the parent closes it
+      ::close(out[0]);
+      ::_exit(run_link_agent(in[0], out[1], port));
     }
     ::close(in[0]);
     ::close(out[1]);
@@ -89,7 +89,7 @@ struct StandaloneAgent {
 
 using ddl::testing::dial;
 
-TEST(LinkAgentCli, WithAStrangerConnectedItAnswersTestAndEndsWithItsStdin) {
+TEST(LinkAgentProcess, WithAStrangerConnectedItAnswersTestAndEndsWithItsInput) {
   StandaloneAgent agent;
   int port = 0;
   const std::string greeting = agent.line(5000ms);
@@ -106,28 +106,23 @@ TEST(LinkAgentCli, WithAStrangerConnectedItAnswersTestAndEndsWithItsStdin) {
   std::this_thread::sleep_for(200ms);
   ::close(agent.to);
   agent.to = -1;
-  EXPECT_EQ(agent.ended_within(1000ms), 0) << "the agent outlived its closed stdin";
+  EXPECT_EQ(agent.ended_within(1000ms), 0) << "the agent outlived its closed input";
   ::close(stranger);
   ::close(again);
 }
 
-TEST(LinkAgentCli, ItsPortArgumentIsChecked) {
-  StandaloneAgent bad("0");
-  EXPECT_EQ(bad.line(5000ms),
-            "error the link agent's port '0' is not a port: a whole number, 1 to 65535");
-  EXPECT_EQ(bad.ended_within(2000ms), 1);
-  // A free port asked for is the one it listens on.
+TEST(LinkAgentProcess, ListensOnThePortAskedFor) {
   StandaloneAgent any;
   int free_port = 0;
   ASSERT_EQ(std::sscanf(any.line(5000ms).c_str(), "ddl-link-agent 2 %d", &free_port), 1);
   ::close(any.to);
   any.to = -1;
   ASSERT_EQ(any.ended_within(2000ms), 0);
-  StandaloneAgent fixed(std::to_string(free_port).c_str());
+  StandaloneAgent fixed(free_port);
   int port = 0;
   EXPECT_EQ(std::sscanf(fixed.line(5000ms).c_str(), "ddl-link-agent 2 %d", &port), 1);
   EXPECT_EQ(port, free_port);
 }
 
 }  // namespace
-}  // namespace ddl::ddlrun
+}  // namespace ddl::mapper
