@@ -60,7 +60,7 @@ struct LaunchOptions {
   std::chrono::milliseconds heartbeat_timeout{10000};
   /// The ssh backend: the fan-out of the launch tree (--tree-width; launcher/ssh/tree.h):
   /// beyond this many hosts ddlrun logs in to this many and their agents start the rest.
-  /// 0: flat (ddlrun logs in to every host).
+  /// 0: flat (ddlrun logs in to every host). The default is Slurm's TreeWidth.
   int tree_width = 50;
   /// The ssh backend: the agents ddlrun started (ddlrun/plan/agents.h) and the launch tree
   /// they were started along, which the launch takes over as it is (one login per host; the

@@ -117,7 +117,7 @@ std::unique_ptr<Agent> start_agent(const LinkHost& host, const LinkProbeOptions&
   const std::string hello = agent->line(o.answer_timeout);
   char client[64] = "";
   if (std::sscanf(hello.c_str(), "ddl-link-agent 2 %d %63s", &agent->port, client) != 2) {
-    throw LinkError("'" + o.agent_command + "' printed '" + base::excerpt(hello) +
+    throw LinkError("its link agent printed '" + base::excerpt(hello) +
                     "', not a link agent's greeting; is ddlrun the same version there?");
   }
   agent->address = host.address;

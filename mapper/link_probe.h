@@ -89,9 +89,8 @@ using OpenLinkChannel = std::function<std::unique_ptr<LinkChannel>(const LinkHos
 struct LinkProbeOptions {
   /// How long an agent may take to greet, and to answer its token.
   std::chrono::milliseconds answer_timeout{10'000};
-  std::string agent_command;  ///< what the agent is, for messages: "'/path/ddlrun' --link-agent"
-  int agent_port = 0;         ///< the agents' TCP port (--probe-links-port); 0: any free one
-  double budget_s = 1.5;      ///< for the rounds of transfers (sample_links)
+  int agent_port = 0;     ///< the agents' TCP port (--probe-links-port); 0: any free one
+  double budget_s = 1.5;  ///< for the rounds of transfers (sample_links)
   /// The remote hosts' agents (null: none; a remote host then fails, as does one it returns
   /// null for). This host's agent always runs in this process.
   OpenLinkChannel open;

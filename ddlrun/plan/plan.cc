@@ -510,7 +510,6 @@ mapper::LinkMeasurement measure_through_probe(const Options& o, JobPlan& plan,
                                               const std::vector<mapper::LinkHost>& hosts) {
   mapper::LinkProbeOptions lo;
   lo.answer_timeout = ssh_probe_options(o, plan.job_id).connect_timeout;
-  lo.agent_command = quote_shell_word(self_path()) + " --link-agent";
   lo.agent_port = o.probe_links_port;
   if (!plan.agents) {
     plan.agents = std::make_shared<launcher::ssh::AgentTree>();

@@ -222,19 +222,7 @@ class SubtreeStart {
 
   /// Reads what the agent sent; false once its channel has ended.
   bool read() {
-    ddl::ssh::Channel& ch = *kept_.channel;
-    int avail = ch.poll(std::chrono::milliseconds(kPollMs));
-    if (avail == ddl::ssh::Channel::kError || avail == ddl::ssh::Channel::kEof) return false;
-    char buf[65536];
-    while (avail > 0) {
-      const int n = ch.read(buf, sizeof buf, ddl::ssh::Stream::kStdout);
-      if (n == ddl::ssh::Channel::kError || n == ddl::ssh::Channel::kEof) return false;
-      if (n == 0) break;
-      reader_.feed(std::string_view(buf, static_cast<size_t>(n)));
-      last_heard_ = Clock::now();
-      avail -= n;
-    }
-    return !ch.eof();
+    return read_frames(*kept_.channel, std::chrono::milliseconds(kPollMs), reader_, last_heard_);
   }
 
   AgentTree::Kept& kept_;
@@ -482,6 +470,22 @@ AgentTree::~AgentTree() {
   }
   stop_.notify_all();
   if (beater_.joinable()) beater_.join();
+}
+
+bool read_frames(ddl::ssh::Channel& channel, std::chrono::milliseconds wait, FrameReader& reader,
+                 std::chrono::steady_clock::time_point& last_heard) {
+  int avail = channel.poll(wait);
+  if (avail == ddl::ssh::Channel::kError || avail == ddl::ssh::Channel::kEof) return false;
+  char buf[65536];
+  while (avail > 0) {
+    const int n = channel.read(buf, sizeof buf, ddl::ssh::Stream::kStdout);
+    if (n == ddl::ssh::Channel::kError || n == ddl::ssh::Channel::kEof) return false;
+    if (n == 0) break;
+    reader.feed(std::string_view(buf, static_cast<size_t>(n)));
+    last_heard = std::chrono::steady_clock::now();
+    avail -= n;
+  }
+  return !channel.eof();
 }
 
 std::vector<AgentAnswer> ask_agents(ddl::ssh::Connector& connector,

@@ -1,7 +1,7 @@
 // An agent's link agent for --probe-links down the launch tree (tree_links.h).
 //
 // How it works: the first N frame makes a socket pair and two threads: one runs the link
-// agent (ddlrun's mapper::run_link_agent, the same code as `ddlrun --link-agent`) on its end
+// agent (ddlrun's mapper::run_link_agent, as this host's runs in-process) on its end
 // instead of an ssh channel's stdin and stdout, the other reads the lines it prints and sends
 // each up as an N frame (id 0), then, once it returned and shut its end, that it ended (N, id
 // 1). Each N frame's line is written to our end. stop() shuts our end: the link agent reads

@@ -29,9 +29,6 @@ struct TreeHost {
   bool operator==(const TreeHost&) const = default;
 };
 
-/// The default of --tree-width: Slurm's TreeWidth. ddlrun holds a session per first-level
-/// host (and its probe a thread per host it probes, at most as many).
-constexpr int kDefaultTreeWidth = 50;
 /// ddlrun's threads for the launch's conversations, whatever the number of hosts (ssh.cc): at
 /// most kTalkThreads talkers, one for each kHostsPerTalker first-level hosts, which drive
 /// several each (the agents' logins before them run on at most ssh.max_parallel threads).

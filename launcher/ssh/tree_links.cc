@@ -240,19 +240,7 @@ bool TreeLinks::write(Conn& c) {
 
 /// Reads what came, without waiting; false once the channel has ended.
 bool TreeLinks::read(Conn& c) {
-  ddl::ssh::Channel& ch = *c.kept.channel;
-  int avail = ch.poll(milliseconds(0));
-  if (avail == ddl::ssh::Channel::kError || avail == ddl::ssh::Channel::kEof) return false;
-  char buf[65536];
-  while (avail > 0) {
-    const int n = ch.read(buf, sizeof buf, ddl::ssh::Stream::kStdout);
-    if (n == ddl::ssh::Channel::kError || n == ddl::ssh::Channel::kEof) return false;
-    if (n == 0) break;
-    c.reader.feed(std::string_view(buf, static_cast<size_t>(n)));
-    c.last_heard = Clock::now();
-    avail -= n;
-  }
-  return !ch.eof();
+  return read_frames(*c.kept.channel, milliseconds(0), c.reader, c.last_heard);
 }
 
 void TreeLinks::sort(Conn& c) {

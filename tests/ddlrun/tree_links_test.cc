@@ -245,7 +245,6 @@ const std::map<std::string, std::string> kUnreached = {{"n7", "connection refuse
 mapper::LinkProbeOptions probe_options(ssh::TreeLinks& tree) {
   mapper::LinkProbeOptions lo;
   lo.answer_timeout = milliseconds(3000);
-  lo.agent_command = "'/x/ddlrun' --link-agent";
   lo.budget_s = 0.3;
   lo.open = ddlrun::link_channels(tree, kUnreached);
   return lo;

@@ -72,7 +72,6 @@ TEST(ProbeLinksTest, ThreeLocalHostsAreOneRack) {
 TEST(ProbeLinksTest, AHostWhoseAgentCannotStartIsNamed) {
   const std::vector<LinkHost> hosts = {{"a", "127.0.0.1", true}, {"ghost", "ghost", false}};
   LinkProbeOptions o;
-  o.agent_command = "ddlrun --link-agent";
   o.answer_timeout = std::chrono::milliseconds(500);
   std::vector<std::string> notes;
   try {

@@ -146,7 +146,7 @@ for pid in $(netns_job_procs 3 | awk '/python3/ { print $1 }'); do kill "$pid"; 
 expected="ddlrun: warning: --probe-links: cannot start the link agent on 1 of 12 hosts:"
 for run_name in nolisten_flat nolisten_tree; do
   grep -Fxq "$expected" "$out/$run_name.err" || fail "$run_name: no warning '$expected'" "$out/$run_name.err"
-  grep -Eq "^  node3: '.*' printed 'error cannot listen on TCP port 29555: .*', not a link agent's greeting; is ddlrun the same version there\?; planned without measured links$" \
+  grep -Eq "^  node3: its link agent printed 'error cannot listen on TCP port 29555: .*', not a link agent's greeting; is ddlrun the same version there\?; planned without measured links$" \
     "$out/$run_name.err" || fail "$run_name: node3 not named" "$out/$run_name.err"
 done
 diff <(grep -A1 -- "--probe-links" "$out/nolisten_flat.err") \
