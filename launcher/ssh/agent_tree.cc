@@ -132,8 +132,7 @@ class SubtreeStart {
   bool lost() {
     std::string why;
     if (Clock::now() - last_heard_ > deadline_) {
-      why = "no heartbeat for " + base::seconds_text(deadline_) +
-            " (the host is unreachable, or its agent is stopped or hung)";
+      why = no_heartbeat_text(deadline_);
     } else if (out_.stalled(deadline_)) {
       why = took_no_data_text(deadline_, out_.size());
     } else {

@@ -133,8 +133,7 @@ class Relay::Talk {
     if (prefix_) return end_of_command();
     if (silent_) {
       session_->stop_blocking();
-      return report("no heartbeat for " + base::seconds_text(r_.spec_.heartbeat_timeout) +
-                    " (the host is unreachable, or its agent is stopped or hung)");
+      return report(no_heartbeat_text(r_.spec_.heartbeat_timeout));
     }
     if (stalled_) {
       session_->stop_blocking();

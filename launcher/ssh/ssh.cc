@@ -77,7 +77,6 @@
 #include <thread>
 
 #include "base/net/codec.h"
-#include "base/text.h"
 #include "launcher/external.h"
 #include "launcher/pmix_server/fence.h"
 #include "launcher/pmix_server/server.h"
@@ -91,8 +90,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr int kPollMs = 20;
-
-using base::seconds_text;
 
 /// Where a host's conversation stands.
 enum class Phase { kConnecting, kHello, kReady, kRunning, kDone, kFailed };
@@ -1135,11 +1132,8 @@ class SshBackend::Conversation {
     // Closing must not wait for a host that cannot answer (nor hold up the Talker's others).
     if (silent_ || stalled_ || !channel_->flushed()) session_->stop_blocking();
     if (silent_) {
-      own().lost(
-          ssh::tree_lost_text("no heartbeat for " + seconds_text(b_.options_.heartbeat_timeout) +
-                                  " (the host is unreachable, or its agent is stopped or hung)",
-                              below),
-          below_open);
+      own().lost(ssh::tree_lost_text(ssh::no_heartbeat_text(b_.options_.heartbeat_timeout), below),
+                 below_open);
     } else if (stalled_) {
       own().lost(ssh::tree_lost_text(
                      ssh::took_no_data_text(b_.options_.heartbeat_timeout, outbox_.size()), below),

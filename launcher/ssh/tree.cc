@@ -212,6 +212,11 @@ std::string tree_lost_text(const std::string& why, int below) {
          " below it in the launch tree " + (below == 1 ? "is" : "are") + " lost with it";
 }
 
+std::string no_heartbeat_text(std::chrono::milliseconds deadline) {
+  return "no heartbeat for " + base::seconds_text(deadline) +
+         " (the host is unreachable, or its agent is stopped or hung)";
+}
+
 std::string took_no_data_text(std::chrono::milliseconds deadline, std::size_t waiting) {
   return "took no data for " + base::seconds_text(deadline) + " (" + std::to_string(waiting) +
          " bytes wait for it: the host is unreachable, or its agent is stopped or hung)";

@@ -102,6 +102,9 @@ std::string route(int host, std::string_view frames);
 /// Why a host with `below` hosts under it in the tree was lost: `why`, and, when it has any,
 /// "; the N hosts below it in the launch tree are lost with it".
 std::string tree_lost_text(const std::string& why, int below);
+/// Why a host silent for the heartbeat deadline `deadline` is lost, as ddlrun and a tree parent
+/// say it: "no heartbeat for 10 s (the host is unreachable, or its agent is stopped or hung)".
+std::string no_heartbeat_text(std::chrono::milliseconds deadline);
 /// Why a host whose channel took none of the `waiting` bytes for it for the heartbeat deadline
 /// `deadline` (ssh::Outbox::stalled) is lost, as ddlrun and a tree parent say it: "took no data
 /// for 10 s (N bytes wait for it: the host is unreachable, or its agent is stopped or hung)".

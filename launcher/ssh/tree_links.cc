@@ -26,8 +26,6 @@
 
 #include <deque>
 
-#include "base/text.h"
-
 namespace ddl::launcher::ssh {
 
 using Clock = std::chrono::steady_clock;
@@ -224,8 +222,7 @@ void TreeLinks::turn(Conn& c) {
   }
   if (!open) return lose_conn(c, "the connection to its agent closed");
   if (Clock::now() - c.last_heard > heartbeat_timeout_) {
-    return lose_conn(c, "no heartbeat for " + base::seconds_text(heartbeat_timeout_) +
-                            " (the host is unreachable, or its agent is stopped or hung)");
+    return lose_conn(c, no_heartbeat_text(heartbeat_timeout_));
   }
   if (c.outbox.stalled(heartbeat_timeout_)) {
     lose_conn(c, took_no_data_text(heartbeat_timeout_, c.outbox.size()));
