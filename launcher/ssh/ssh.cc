@@ -271,7 +271,6 @@ class SshBackend : public Backend {
     else
       for (const auto& [id, name] : missing)
         first.push_back({id, name, {}, {}});
-    agents_->set_tree(first);
     shape(first);
   }
   /// A host of the agents' tree without ranks: ddlrun talks to it only to reach the hosts below.
@@ -325,24 +324,36 @@ class SshBackend : public Backend {
   /// whose agent could not start fails, with the hosts below it. The sessions kept for hosts
   /// below the first level are closed (their tree parents start them).
   void take_agents() {
+    std::vector<HostConn*> starting;
     std::vector<std::string> names;
     for (auto& h : hosts_) {
       if (!h->first_level) agents_->take(h->name);
-      if (!h->first_level || !has_ranks(*h) || agents_->has(h->name)) continue;
+      if (!h->first_level || !has_ranks(*h)) continue;
       ssh::AgentTree::Kept kept = agents_->take(h->name);
-      if (kept.lost.empty())
+      if (needs_agent(kept)) {
+        starting.push_back(h.get());
         names.push_back(h->name);
-      else
-        agents_->put(h->name, std::move(kept));  // lost: its conversation says why
+      } else {
+        agents_->put(h->name, std::move(kept));  // its conversation takes it
+      }
     }
+    if (starting.empty()) return;
     ssh::keep_agents_alive(*agents_);
     const std::vector<ssh::AgentAnswer> answers = ssh::ask_agents(
         connector_, names, options_.ssh, agent_command(), *agents_, ssh::Ask::kHello);
-    for (size_t i = 0; i < names.size(); ++i) {
-      HostConn& c = *host_named(names[i]);
-      if (answers[i].output) note_stderr(c, answers[i].output->err);
-      if (!agents_->has(names[i])) start_failed(c, answers[i]);
+    for (size_t i = 0; i < starting.size(); ++i) {
+      if (answers[i].output) note_stderr(*starting[i], answers[i].output->err);
+      if (!agents_->has(names[i])) start_failed(*starting[i], answers[i]);
     }
+  }
+  /// Whether a first-level host whose kept agent is `kept` needs an agent started: none is kept,
+  /// or the one kept is gone and started no host below (a new one logs in to none twice). One
+  /// lost with hosts below, or gone after starting them, fails in its conversation instead.
+  static bool needs_agent(ssh::AgentTree::Kept& kept) {
+    if (!kept.lost.empty()) return false;
+    if (!kept.session) return true;
+    const bool alive = kept.session->connected() && (!kept.channel || kept.channel->open());
+    return !alive && kept.subtree.empty();
   }
   /// What `c`'s agent said on stderr before its hello: a note from its host per line.
   void note_stderr(const HostConn& c, const std::string& err) {
@@ -358,28 +369,27 @@ class SshBackend : public Backend {
     }
   }
   std::string agent_command() const { return shell_join({options_.ddlrun_path}) + " --agent"; }
+  /// Why a host whose agent's `command` ended with `status` (-1: none) before its hello failed.
+  std::string exited_before_hello_text(const std::string& command, int status) const {
+    std::string why = "'" + command + "' exited before it said hello";
+    if (status == 127) {
+      why += " (exit status 127: ddlrun is not installed at " + options_.ddlrun_path + " there)";
+    } else if (status >= 0) {
+      why += " (exit status " + std::to_string(status) + ")";
+    }
+    return why;
+  }
   /// Whether `c` or a host below it has ranks.
   static bool has_ranks(const HostConn& c) {
     return !c.ranks.empty() || std::any_of(c.subtree.begin(), c.subtree.end(),
                                            [](const HostConn* d) { return !d->ranks.empty(); });
-  }
-  HostConn* host_named(const std::string& name) {
-    for (auto& h : hosts_)
-      if (h->name == name) return h.get();
-    return nullptr;
   }
   /// First-level host `c`, whose agent gave `a` instead of its hello, fails: why, in the launch's
   /// words, and the hosts below it with it.
   void start_failed(HostConn& c, const ssh::AgentAnswer& a) {
     std::string why = a.error;
     if (a.ended) {
-      why = "'" + agent_command() + "' exited before it said hello";
-      const int status = a.output->exit_status;
-      if (status == 127) {
-        why += " (exit status 127: ddlrun is not installed at " + options_.ddlrun_path + " there)";
-      } else if (status >= 0) {
-        why += " (exit status " + std::to_string(status) + ")";
-      }
+      why = exited_before_hello_text(agent_command(), a.output->exit_status);
     } else if (why.empty()) {
       why = "protocol error: '" + agent_command() + "' printed what is not the agent's frames";
     }
@@ -407,24 +417,23 @@ class SshBackend : public Backend {
   /// Waits until every host reached `phase` (or went past it) or one failed; false on a
   /// failure or after `limit`, when the failure has been recorded.
   bool wait_for(Phase phase, std::chrono::milliseconds limit) {
+    // A host with ranks that has neither failed nor reached `phase` (one without ranks awaits
+    // nothing).
+    const auto behind = [phase](const HostConn& h) {
+      return !h.ranks.empty() && h.phase != Phase::kFailed &&
+             static_cast<int>(h.phase) < static_cast<int>(phase);
+    };
+    const auto any = [&](const auto& pred) {
+      return std::any_of(hosts_.begin(), hosts_.end(), [&](const auto& h) { return pred(*h); });
+    };
+    const auto failed_one = [](const HostConn& h) { return h.phase == Phase::kFailed; };
     std::unique_lock lock(mutex_);
-    const bool all = changed_.wait_for(lock, limit, [&] {
-      bool every = true;
-      for (auto& h : hosts_) {
-        if (h->phase == Phase::kFailed) return true;
-        every =
-            every && (h->ranks.empty() || static_cast<int>(h->phase) >= static_cast<int>(phase));
-      }
-      return every;
-    });
-    bool failed = false;
-    for (auto& h : hosts_) {
-      if (h->phase == Phase::kFailed) failed = true;
-    }
+    const bool all =
+        changed_.wait_for(lock, limit, [&] { return any(failed_one) || !any(behind); });
+    const bool failed = any(failed_one);
     if (!all) {
       for (auto& h : hosts_) {
-        if (static_cast<int>(h->phase) < static_cast<int>(phase) && h->phase != Phase::kFailed &&
-            !h->ranks.empty()) {
+        if (behind(*h)) {
           h->phase = Phase::kFailed;
           h->error =
               "no answer from its agent after " +
@@ -436,14 +445,7 @@ class SshBackend : public Backend {
     }
     if (failed) {
       // Give the others a moment to report theirs too, so one message names every host.
-      changed_.wait_for(lock, std::chrono::milliseconds(300), [&] {
-        for (auto& h : hosts_) {
-          if (h->phase != Phase::kFailed && static_cast<int>(h->phase) < static_cast<int>(phase) &&
-              !h->ranks.empty())
-            return false;
-        }
-        return true;
-      });
+      changed_.wait_for(lock, std::chrono::milliseconds(300), [&] { return !any(behind); });
     }
     return !failed;
   }
@@ -1153,16 +1155,8 @@ class SshBackend::Conversation {
       why = "lost the connection to " + session_->endpoint() + " (" + write_error_ + ")";
     }
     if (!err_line_.empty()) why += " (" + err_line_ + ")";
-    if (!own().running() && c_.phase == Phase::kConnecting) {
-      why = "'" + command_ + "' exited before it said hello";
-      const int status = channel_->exit_status();
-      if (status == 127) {
-        why +=
-            " (exit status 127: ddlrun is not installed at " + b_.options_.ddlrun_path + " there)";
-      } else if (status >= 0) {
-        why += " (exit status " + std::to_string(status) + ")";
-      }
-    }
+    if (!own().running() && c_.phase == Phase::kConnecting)
+      why = b_.exited_before_hello_text(command_, channel_->exit_status());
     return why;
   }
 

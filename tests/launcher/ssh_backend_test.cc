@@ -348,6 +348,26 @@ TEST_F(SshBackendTest, RunsTheAgentAgainOnAKeptSessionWhoseChannelEnded) {
             std::vector<std::string>{"/opt/ddlrun/bin/ddlrun --agent"});
 }
 
+// A session the probe kept whose agent has ended, having started no host below it: the launch
+// logs in to its host again and starts a new agent there.
+TEST_F(SshBackendTest, LogsInAgainWhereAKeptAgentEndedHavingStartedNothing) {
+  auto kept = std::make_shared<ssh::AgentTree>();
+  std::unique_ptr<ddl::ssh::Session> session = connector.connect("n1", {});
+  std::unique_ptr<ddl::ssh::Channel> channel = session->exec("/x/ddlrun --probe-agent");
+  connector.host("n1").remotes.back()->end(1);
+  kept->put("n1", ssh::AgentTree::Kept{std::move(session), std::move(channel), {}, {}});
+  LaunchOptions o = options();
+  o.agents = kept;
+  const std::unique_ptr<Backend> backend = this->backend(o);
+  EXPECT_EQ(backend->start(events), (std::vector<int>{0, 1, 2}));
+  events_until(events, 3);
+  backend->finish();
+  EXPECT_EQ(connector.host("n1").logins, 2);
+  EXPECT_EQ(
+      connector.host("n1").commands,
+      (std::vector<std::string>{"/x/ddlrun --probe-agent", "/opt/ddlrun/bin/ddlrun --agent"}));
+}
+
 TEST_F(SshBackendTest, TakesTheProbesSessionAndAgent) {
   // n1's probe left its session, whose channel already runs the agent (it said hello).
   auto kept = std::make_shared<ssh::AgentTree>();
