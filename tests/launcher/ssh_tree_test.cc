@@ -565,15 +565,39 @@ TEST(SshBackendTree, ARoutedFrameEndingInsideAFrameIsAProtocolError) {
   backend->finish();
 }
 
-/// ddlrun's agents as its probe leaves them when it went down the tree: n1's agent running
-/// (`ddlrun --probe-agent`), the subtree `children` started through it (start_subtree), and
-/// the tree they were started along.
-std::shared_ptr<ssh::AgentTree> probed_tree(FakeConnector& connector, const LaunchOptions& o,
-                                            std::vector<TreeHost> children) {
+/// n1's session as ddlrun's probe keeps it, its agent running (`ddlrun --probe-agent`).
+ssh::AgentTree::Kept probe_session(FakeConnector& connector, const LaunchOptions& o) {
   ssh::AgentTree::Kept kept;
   kept.session = connector.connect("n1", o.ssh);
   kept.channel = kept.session->exec("/opt/ddlrun --probe-agent");
   kept.command = "/opt/ddlrun --probe-agent";
+  return kept;
+}
+
+/// What `bytes` sent to n1 carry: how many subtree frames, and each routed job frame's host
+/// index by the id in the tree it went to.
+int subtree_frames(const std::string& bytes) {
+  int n = 0;
+  for (const ssh::Frame& f : frames(bytes))
+    n += f.type == FrameType::kSubtree ? 1 : 0;
+  return n;
+}
+std::map<int, int> routed_jobs(const std::string& bytes) {
+  std::map<int, int> jobs;
+  for (const ssh::Frame& f : frames(bytes)) {
+    if (f.type != FrameType::kRouted) continue;
+    for (const ssh::Frame& g : frames(f.payload))
+      if (g.type == FrameType::kJob) jobs[f.id] = g.id;
+  }
+  return jobs;
+}
+
+/// ddlrun's agents as its probe leaves them when it went down the tree: n1's agent running,
+/// the subtree `children` started through it (start_subtree), and the tree they were started
+/// along.
+std::shared_ptr<ssh::AgentTree> probed_tree(FakeConnector& connector, const LaunchOptions& o,
+                                            std::vector<TreeHost> children) {
+  ssh::AgentTree::Kept kept = probe_session(connector, o);
   const ssh::SubtreeFrame w =
       ssh::subtree_frame(o.ssh, o.ddlrun_path, o.heartbeat_timeout, children);
   EXPECT_TRUE(ssh::start_subtree(kept, "n1", w, milliseconds(1000)).empty());
@@ -601,10 +625,7 @@ TEST(SshBackendTree, TakesTheAgentsTreeOverAsItIs) {
       EXPECT_NE(e.type, Event::Type::kHostFailure) << e.data;
     backend->finish();
     EXPECT_EQ(connector.host("n1").logins, 1);
-    int subtrees = 0;
-    for (const ssh::Frame& f : frames(connector.host("n1").remotes.front()->written()))
-      subtrees += f.type == FrameType::kSubtree ? 1 : 0;
-    EXPECT_EQ(subtrees, 1);
+    EXPECT_EQ(subtree_frames(connector.host("n1").remotes.front()->written()), 1);
   }
 }
 
@@ -673,10 +694,7 @@ TEST(SshBackendTree, ARestartTakesOverTheProbesTreeAndGivesAFailedHostNoJob) {
   LaunchOptions o = tree_options();
   const std::vector<TreeHost> probed = {{1, "nX", {}, "/opt/ddlrun --probe-agent"},
                                         {2, "n2", {{3, "n3", {}}}}};
-  ssh::AgentTree::Kept kept;
-  kept.session = connector.connect("n1", o.ssh);
-  kept.channel = kept.session->exec("/opt/ddlrun --probe-agent");
-  kept.command = "/opt/ddlrun --probe-agent";
+  ssh::AgentTree::Kept kept = probe_session(connector, o);
   const std::vector<ssh::StartedHost> started = ssh::start_subtree(
       kept, "n1", ssh::subtree_frame(o.ssh, o.ddlrun_path, o.heartbeat_timeout, probed),
       milliseconds(1000));
@@ -692,15 +710,9 @@ TEST(SshBackendTree, ARestartTakesOverTheProbesTreeAndGivesAFailedHostNoJob) {
     EXPECT_NE(e.type, Event::Type::kHostFailure) << e.data;
   backend->finish();
   EXPECT_EQ(connector.host("n1").logins, 1);
-  std::map<int, int> jobs;  // id in the tree -> the job frame's host index
-  int subtrees = 0;
-  for (const ssh::Frame& f : frames(connector.host("n1").remotes.back()->written())) {
-    subtrees += f.type == FrameType::kSubtree ? 1 : 0;
-    if (f.type != FrameType::kRouted) continue;
-    for (const ssh::Frame& g : frames(f.payload))
-      if (g.type == FrameType::kJob) jobs[f.id] = g.id;
-  }
-  EXPECT_EQ(subtrees, 1);  // the probe's
+  const std::string written = connector.host("n1").remotes.back()->written();
+  EXPECT_EQ(subtree_frames(written), 1);  // the probe's
+  const std::map<int, int> jobs = routed_jobs(written);
   EXPECT_EQ(jobs, (std::map<int, int>{{2, 1}, {3, 2}}));
 }
 
@@ -730,13 +742,8 @@ TEST(SshBackendTree, AHostWithoutRanksOnlyRelays) {
     EXPECT_NE(e.type, Event::Type::kHostFailure) << e.data;
   backend->finish();
   EXPECT_EQ(connector.connected(), std::vector<std::string>{"n1"});
-  std::map<int, int> jobs;  // id in the tree -> the job frame's host index
-  for (const ssh::Frame& f : frames(connector.host("n1").remotes.back()->written())) {
-    if (f.type != FrameType::kRouted) continue;
-    for (const ssh::Frame& g : frames(f.payload))
-      if (g.type == FrameType::kJob) jobs[f.id] = g.id;
-  }
-  EXPECT_EQ(jobs, (std::map<int, int>{{2, 1}}));
+  EXPECT_EQ(routed_jobs(connector.host("n1").remotes.back()->written()),
+            (std::map<int, int>{{2, 1}}));
 }
 
 // That host lost before the job started is the launch's failure, named with the host below it

@@ -73,27 +73,25 @@ TEST(ProbeLinksTest, AHostWhoseAgentCannotStartIsNamed) {
   const std::vector<LinkHost> hosts = {{"a", "127.0.0.1", true}, {"ghost", "ghost", false}};
   LinkProbeOptions o;
   o.answer_timeout = std::chrono::milliseconds(500);
-  std::vector<std::string> notes;
-  try {
-    probe_links(hosts, o, notes);
-    FAIL() << "no error";
-  } catch (const LinkError& e) {
-    EXPECT_STREQ(e.what(),
-                 "cannot start the link agent on 1 of 2 hosts:\n"
-                 "  ghost: no ddlrun agent runs there to start its link agent");
-  }
+  const auto error = [&] {
+    std::vector<std::string> notes;
+    try {
+      probe_links(hosts, o, notes);
+    } catch (const LinkError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(error(),
+            "cannot start the link agent on 1 of 2 hosts:\n"
+            "  ghost: no ddlrun agent runs there to start its link agent");
   // Through an opener that cannot reach it: its reason.
   o.open = [](const LinkHost&, int) -> std::unique_ptr<LinkChannel> {
     throw LinkError("connection refused (10.0.0.9:22)");
   };
-  try {
-    probe_links(hosts, o, notes);
-    FAIL() << "no error";
-  } catch (const LinkError& e) {
-    EXPECT_STREQ(e.what(),
-                 "cannot start the link agent on 1 of 2 hosts:\n"
-                 "  ghost: connection refused (10.0.0.9:22)");
-  }
+  EXPECT_EQ(error(),
+            "cannot start the link agent on 1 of 2 hosts:\n"
+            "  ghost: connection refused (10.0.0.9:22)");
 }
 
 /// A scripted agent's channel: greets, answers its token, and answers every test with
