@@ -38,6 +38,7 @@
 
 #include "base/fd.h"
 #include "base/text.h"
+#include "launcher/ssh/agent_link.h"
 #include "launcher/ssh/protocol.h"
 
 namespace ddl::launcher::ssh {
@@ -50,24 +51,22 @@ constexpr int kPollMs = 20;
 class SubtreeStart {
  public:
   SubtreeStart(AgentTree::Kept& kept, const std::string& host, const SubtreeFrame& w)
-      : kept_(kept), host_(host) {
+      : kept_(kept), host_(host), deadline_(w.heartbeat_timeout) {
     for (const TreeHost& c : w.children)
       index(c, host);
-    out_.add(encode_frame(FrameType::kSubtree, 0, encode(w)));
+    frames_ = encode_frame(FrameType::kSubtree, 0, encode(w));
     for (int i : order_)
-      out_.add(route(i, encode_frame(FrameType::kInventory, 0, {})));
+      frames_ += route(i, encode_frame(FrameType::kInventory, 0, {}));
     kept_.subtree = encode(w);
-    deadline_ = w.heartbeat_timeout;
   }
 
   std::vector<StartedHost> run(std::chrono::milliseconds limit) {
-    reader_.feed(kept_.pending);
-    kept_.pending.clear();
+    if (!kept_.channel) return ended();
+    link_ = std::make_unique<AgentLink>(std::move(kept_));
+    link_->send(frames_);  // the subtree frame goes, in any case
     const Clock::time_point deadline = Clock::now() + limit;
-    Clock::time_point next_beat = Clock::now();
-    bool open = kept_.channel != nullptr;
-    last_heard_ = Clock::now();
-    while (open && (awaited_ > 0 || out_.size() > 0)) {  // the subtree frame goes, in any case
+    bool open = true;
+    while (open && (awaited_ > 0 || link_->waiting() > 0)) {
       sort_frames();
       if (Clock::now() >= deadline) {
         fail_awaited([&](const Node& n) {
@@ -75,21 +74,13 @@ class SubtreeStart {
         });
         break;
       }
-      if (Clock::now() >= next_beat) {
-        out_.add(encode_frame(FrameType::kHeartbeat, 0, {}));
-        next_beat += kHeartbeatInterval;
-      }
-      open = write() && read();
-      if (open && hello_ && lost()) return finish();
+      open = link_->turn(std::chrono::milliseconds(kPollMs)) && !link_->write_failed();
+      if (const std::string why = link_->lost_why(deadline_); open && !why.empty())
+        return lost(why);
     }
     sort_frames();
-    if (!open) {
-      fail_awaited([&](const Node&) { return unreached_text(host_); });
-      kept_.channel.reset();  // the launch runs its agent again
-      kept_.subtree.clear();
-    }
-    kept_.pending = kept_.pending + reader_.take_rest();
-    return finish();
+    kept_ = link_->release(keep_);
+    return open ? finish() : ended();
   }
 
  private:
@@ -127,25 +118,24 @@ class SubtreeStart {
     return out;
   }
 
-  /// Whether the first-level host is lost by the launch's rules (silence, or no data taken):
-  /// then its channel and session are closed, without waiting, and kept.lost says why.
-  bool lost() {
-    std::string why;
-    if (Clock::now() - last_heard_ > deadline_) {
-      why = no_heartbeat_text(deadline_);
-    } else if (out_.stalled(deadline_)) {
-      why = took_no_data_text(deadline_, out_.size());
-    } else {
-      return false;
-    }
-    fail_awaited([&](const Node&) { return unreached_text(host_); });
-    kept_.session->stop_blocking();
-    kept_.channel.reset();
-    kept_.session.reset();
+  /// The first-level host is lost by the launch's rules (silence, or no data taken): its
+  /// channel and session are closed without waiting, and kept.lost says why.
+  std::vector<StartedHost> lost(const std::string& why) {
+    link_->close_now();
+    kept_ = link_->release();
     kept_.subtree.clear();
     kept_.pending.clear();
     kept_.lost = why;
-    return true;
+    return ended();
+  }
+
+  /// Its channel ended (or was gone): what is still awaited was not reached, and the launch
+  /// runs its agent again.
+  std::vector<StartedHost> ended() {
+    fail_awaited([&](const Node&) { return unreached_text(host_); });
+    kept_.channel.reset();
+    kept_.subtree.clear();
+    return finish();
   }
 
   /// Each awaited host fails with why(node).
@@ -178,9 +168,9 @@ class SubtreeStart {
 
   /// Every whole frame read so far: answers taken, the rest kept for the launch.
   void sort_frames() {
-    while (std::optional<Frame> f = reader_.next()) {
-      if (f->type == FrameType::kHello) hello_ = true;  // its agent reads its channel now
-      if (f->type == FrameType::kHeartbeat) continue;   // the launch hears its own
+    while (std::optional<Frame> f = link_->next()) {
+      if (f->type == FrameType::kHello) link_->said_hello();  // its agent reads its channel now
+      if (f->type == FrameType::kHeartbeat) continue;         // the launch hears its own
       const auto it = nodes_.find(f->id);
       if (f->type == FrameType::kLost && it != nodes_.end()) {
         fail(f->id, f->payload);
@@ -188,7 +178,7 @@ class SubtreeStart {
         routed(it->first, it->second, f->payload);
         continue;
       }
-      kept_.pending += encode_frame(f->type, f->id, f->payload);
+      keep_ += encode_frame(f->type, f->id, f->payload);
     }
   }
 
@@ -213,15 +203,7 @@ class SubtreeStart {
         keep += encode_frame(g.type, g.id, g.payload);
       }
     }
-    if (!keep.empty()) kept_.pending += route(i, keep);
-  }
-
-  /// Writes what the remote window and the socket take, never waiting; false on an error.
-  bool write() { return out_.write(*kept_.channel); }
-
-  /// Reads what the agent sent; false once its channel has ended.
-  bool read() {
-    return read_frames(*kept_.channel, std::chrono::milliseconds(kPollMs), reader_, last_heard_);
+    if (!keep.empty()) keep_ += route(i, keep);
   }
 
   AgentTree::Kept& kept_;
@@ -229,11 +211,10 @@ class SubtreeStart {
   std::map<int, Node> nodes_;
   std::vector<int> order_;  ///< the awaited hosts, in the tree's order
   int awaited_ = 0;
-  ddl::ssh::Outbox out_;  ///< frames the remote window or the socket did not take yet
-  FrameReader reader_;
   std::chrono::milliseconds deadline_;  ///< the heartbeat deadline (the subtree frame's)
-  Clock::time_point last_heard_;
-  bool hello_ = false;  ///< the first-level agent's hello came
+  std::string frames_;                  ///< the subtree frame and the inventory requests
+  std::unique_ptr<AgentLink> link_;     ///< kept_'s channel while it runs
+  std::string keep_;                    ///< the frames that are not answers, for the launch
 };
 
 /// Empties `kept`, closing its channel before its session.
@@ -469,22 +450,6 @@ AgentTree::~AgentTree() {
   }
   stop_.notify_all();
   if (beater_.joinable()) beater_.join();
-}
-
-bool read_frames(ddl::ssh::Channel& channel, std::chrono::milliseconds wait, FrameReader& reader,
-                 std::chrono::steady_clock::time_point& last_heard) {
-  int avail = channel.poll(wait);
-  if (avail == ddl::ssh::Channel::kError || avail == ddl::ssh::Channel::kEof) return false;
-  char buf[65536];
-  while (avail > 0) {
-    const int n = channel.read(buf, sizeof buf, ddl::ssh::Stream::kStdout);
-    if (n == ddl::ssh::Channel::kError || n == ddl::ssh::Channel::kEof) return false;
-    if (n == 0) break;
-    reader.feed(std::string_view(buf, static_cast<size_t>(n)));
-    last_heard = std::chrono::steady_clock::now();
-    avail -= n;
-  }
-  return !channel.eof();
 }
 
 std::vector<AgentAnswer> ask_agents(ddl::ssh::Connector& connector,

@@ -182,11 +182,6 @@ void keep_agents_alive(AgentTree& sessions);
 /// why, as ddlrun's own probe words it.
 CommandOutput inventory_answer_output(int id, const std::string& payload);
 
-/// Reads what `channel`'s agent sent (waiting at most `wait` for something) into `reader`,
-/// `last_heard` set when anything came; false once the channel has ended.
-bool read_frames(ddl::ssh::Channel& channel, std::chrono::milliseconds wait, FrameReader& reader,
-                 std::chrono::steady_clock::time_point& last_heard);
-
 /// How long start_subtree waits for `levels` levels of hosts below the first: for each, a
 /// login (connect_timeout 4 times over, plus 5 s) and the command (command_timeout).
 std::chrono::milliseconds subtree_start_limit(const ddl::ssh::Options& ssh, int levels);

@@ -30,6 +30,7 @@
 
 #include "base/text.h"
 #include "launcher/external.h"
+#include "launcher/ssh/agent_link.h"
 #include "launcher/ssh/protocol.h"
 
 namespace ddl::launcher::ssh {
@@ -123,7 +124,7 @@ class Relay::Talk {
   Talk(Relay& r, Child& c) : r_(r), c_(c) {}
 
   void run() {
-    if (!log_in() || !start_agent()) return;
+    if (!start_agent(log_in())) return;
     try {
       while (turn()) {
       }
@@ -131,58 +132,64 @@ class Relay::Talk {
       return report(std::string("protocol error: ") + e.what());
     }
     if (prefix_) return end_of_command();
-    if (silent_) {
-      session_->stop_blocking();
-      return report(no_heartbeat_text(r_.spec_.heartbeat_timeout));
+    if (r_.gone()) return;
+    const std::chrono::milliseconds deadline = r_.spec_.heartbeat_timeout;
+    if (const std::string why = link_->silence(deadline); !why.empty()) {
+      link_->close_now();
+      return report(why);
     }
-    if (stalled_) {
-      session_->stop_blocking();
-      return report(took_no_data_text(r_.spec_.heartbeat_timeout, outbox_.size()) + from());
+    if (const std::string why = link_->stall(deadline); !why.empty()) {
+      link_->close_now();
+      return report(why + from());
     }
     // Done, and then the end of its agent: but an agent leaves after its subtree, so one
     // that did not exit 0 left hosts below it behind.
-    if (!r_.gone() && (!done_ || channel_->exit_status() != 0)) report(closed_reason());
+    if (!done_ || link_->channel().exit_status() != 0)
+      report(link_->closed_reason(r_.spec_.ddlrun_path) + from());
   }
 
  private:
   std::string from() const { return from_parent_text(r_.self_); }
 
-  bool log_in() {
+  std::unique_ptr<ddl::ssh::Session> log_in() {
     r_.logins_.acquire();
+    std::unique_ptr<ddl::ssh::Session> session;
     try {
-      session_ = r_.connector_.connect(c_.host.name, r_.spec_.ssh);
+      session = r_.connector_.connect(c_.host.name, r_.spec_.ssh);
     } catch (const std::exception& e) {
-      r_.logins_.release();
       report(e.what() + from());
-      return false;
     }
     r_.logins_.release();
-    return true;
+    return session;
   }
 
-  bool start_agent() {
-    command_ = c_.host.command.empty()
-                   ? ::ddl::launcher::shell_join({r_.spec_.ddlrun_path}) + " --agent"
-                   : c_.host.command;
+  /// Runs the child's agent (or its command) on `session` and sends it its subtree frame.
+  bool start_agent(std::unique_ptr<ddl::ssh::Session> session) {
+    if (!session) return false;
+    AgentTree::Kept kept;
+    kept.command = c_.host.command.empty()
+                       ? ::ddl::launcher::shell_join({r_.spec_.ddlrun_path}) + " --agent"
+                       : c_.host.command;
     prefix_ = !c_.host.command.empty();
     prefix_deadline_ = Clock::now() + r_.spec_.ssh.command_timeout;
     try {
-      channel_ = session_->exec(command_);
+      kept.channel = session->exec(kept.command);
     } catch (const ddl::ssh::Error&) {
-      report("cannot run '" + command_ + "' on " + session_->endpoint() + ": " + session_->error() +
-             from());
+      report("cannot run '" + kept.command + "' on " + session->endpoint() + ": " +
+             session->error() + from());
       return false;
     }
+    kept.session = std::move(session);
+    link_ = std::make_unique<AgentLink>(std::move(kept));
+    if (prefix_) link_->copy_stdout(&printed_.out, kMaxCommandOut);
     SubtreeFrame mine;
     mine.ssh = r_.spec_.ssh;
     mine.ddlrun_path = r_.spec_.ddlrun_path;
     mine.ddlrun_address = r_.spec_.ddlrun_address;
     mine.heartbeat_timeout = r_.spec_.heartbeat_timeout;
     mine.children = c_.host.children;
-    outbox_.add(encode_frame(FrameType::kSubtree, 0, encode(mine)));
-    outbox_.excuse();
-    last_heard_ = Clock::now();
-    next_beat_ = Clock::now();
+    link_->send(encode_frame(FrameType::kSubtree, 0, encode(mine)));
+    link_->excuse();
     return true;
   }
 
@@ -191,103 +198,56 @@ class Relay::Talk {
     if (r_.gone()) return false;
     {
       std::lock_guard lock(r_.mutex_);
-      outbox_.add(c_.down);
+      link_->send(c_.down);
       c_.down.clear();
     }
-    if (Clock::now() >= next_beat_) {
-      outbox_.add(encode_frame(FrameType::kHeartbeat, 0, {}));
-      next_beat_ = Clock::now() + kHeartbeatInterval;
-    }
-    if (!write_failed_ && !outbox_.write(*channel_)) write_failed_ = true;
-    const bool open = pump();
+    read_stderr();  // first: what a command said goes with its output
+    const bool open = link_->turn(std::chrono::milliseconds(kPollMs));
+    read_stderr();
     forward();
     if (prefix_ && (!open || Clock::now() >= prefix_deadline_)) return false;
-    if (hello_ && Clock::now() - last_heard_ > r_.spec_.heartbeat_timeout) {
-      silent_ = true;
-      return false;
-    }
-    if (hello_ && !write_failed_ && outbox_.stalled(r_.spec_.heartbeat_timeout)) {
-      stalled_ = true;
-      return false;
-    }
-    return open;
+    return open && link_->lost_why(r_.spec_.heartbeat_timeout).empty();
   }
 
-  /// Reads what the child sent (stdout: frames; stderr: lines, passed up as notes); false once
-  /// its channel has ended.
-  bool pump() {
-    int avail = channel_->poll(std::chrono::milliseconds(kPollMs));
-    if (avail == ddl::ssh::Channel::kError) return false;
-    bool eof = avail == ddl::ssh::Channel::kEof;
-    char buf[65536];
-    read_stderr(buf, sizeof buf);  // first: what a command said goes with its output
-    while (avail > 0) {
-      const int n = channel_->read(buf, sizeof buf, ddl::ssh::Stream::kStdout);
-      if (n <= 0) {
-        eof = eof || n == ddl::ssh::Channel::kEof || n == ddl::ssh::Channel::kError;
-        break;
-      }
-      last_heard_ = Clock::now();
-      take(std::string_view(buf, static_cast<size_t>(n)));
+  /// The child's stderr: its command's, kept with its output, then its agent's, passed up a
+  /// line at a time as its notes (R frames of rank -1).
+  void read_stderr() {
+    link_->read_stderr();
+    if (prefix_) {
+      std::string& err = link_->err();
+      printed_.err.append(err, 0, kMaxCommandErr - std::min(kMaxCommandErr, printed_.err.size()));
+      err.clear();
+      return;
     }
-    read_stderr(buf, sizeof buf);
-    return !(eof || channel_->eof());
-  }
-
-  /// The child's stderr: its command's, kept with its output, then its agent's, passed up.
-  void read_stderr(char* buf, size_t size) {
-    for (int n; (n = channel_->read(buf, size, ddl::ssh::Stream::kStderr)) > 0;) {
-      last_heard_ = Clock::now();
-      if (!prefix_) {
-        err_line_.append(buf, static_cast<size_t>(n));
-      } else if (printed_.err.size() < kMaxCommandErr) {
-        printed_.err.append(buf, std::min<size_t>(n, kMaxCommandErr - printed_.err.size()));
-      }
-    }
-    pass_stderr_lines();
-  }
-
-  /// Bytes of the child's stdout: its agent's frames, kept too until its hello while it runs
-  /// a command (its output, should it end first).
-  void take(std::string_view bytes) {
-    if (prefix_ && printed_.out.size() < kMaxCommandOut) {
-      printed_.out.append(bytes.substr(0, kMaxCommandOut - printed_.out.size()));
-    }
-    reader_.feed(bytes);
+    std::string up;
+    for (std::string line; !(line = link_->take_line()).empty();)
+      up += encode_frame(FrameType::kStderr, -1, c_.host.name + ": " + line);
+    if (!up.empty()) send_up(route(c_.host.index, up));
   }
 
   /// The command ended, or said no hello in time, before its agent began: all it printed
   /// and how it ended go up (V), or that it timed out (F).
   void end_of_command() {
     if (r_.gone()) return;
-    if (Clock::now() >= prefix_deadline_ && !channel_->eof()) {
-      session_->stop_blocking();
+    if (Clock::now() >= prefix_deadline_ && !link_->channel().eof()) {
+      link_->close_now();
       return report("timed out after " + base::seconds_text(r_.spec_.ssh.command_timeout) +
-                    " waiting for '" + command_ + "' to print its output" + from());
+                    " waiting for '" + link_->command() + "' to print its output" + from());
     }
-    printed_.exit_status = channel_->exit_status();
-    printed_.signal = channel_->exit_signal();
+    printed_.exit_status = link_->channel().exit_status();
+    printed_.signal = link_->channel().exit_signal();
     send_up(route(c_.host.index, encode_frame(FrameType::kOutput, 0, encode(printed_))));
-  }
-
-  /// The child agent's own stderr, a line at a time, as its notes (R frames of rank -1).
-  void pass_stderr_lines() {
-    std::string up;
-    for (size_t nl; (nl = err_line_.find('\n')) != std::string::npos;) {
-      up += encode_frame(FrameType::kStderr, -1, c_.host.name + ": " + err_line_.substr(0, nl + 1));
-      err_line_.erase(0, nl + 1);
-    }
-    if (!up.empty()) send_up(route(c_.host.index, up));
   }
 
   /// The child's frames, up: its own wrapped as from it, routed ones and L as they are.
   void forward() {
     std::string up;
     std::string own;
-    while (std::optional<Frame> f = reader_.next()) {
+    while (std::optional<Frame> f = link_->next()) {
       if (f->type == FrameType::kHeartbeat) continue;
       if (f->type == FrameType::kHello) {
-        hello_ = true;
+        link_->said_hello();
+        link_->copy_stdout(nullptr, 0);
         prefix_ = false;  // its agent began
         printed_ = {};
       }
@@ -320,30 +280,13 @@ class Relay::Talk {
   void send_up(const std::string& frames) {
     const Clock::time_point start = Clock::now();
     r_.up_(frames);
-    last_heard_ = Clock::now();
-    if (last_heard_ - start > std::chrono::milliseconds(kPollMs)) outbox_.excuse();
-  }
-
-  std::string closed_reason() {
-    std::string why = "the connection to its agent closed";
-    if (write_failed_) why = "lost the connection to " + session_->endpoint();
-    if (!err_line_.empty()) why += " (" + err_line_ + ")";
-    if (!hello_) {
-      why = "'" + command_ + "' exited before it said hello";
-      const int status = channel_->exit_status();
-      if (status == 127) {
-        why += " (exit status 127: ddlrun is not installed at " + r_.spec_.ddlrun_path + " there)";
-      } else if (status >= 0) {
-        why += " (exit status " + std::to_string(status) + ")";
-      }
-    }
-    return why + from();
+    if (link_ && Clock::now() - start > std::chrono::milliseconds(kPollMs)) link_->excuse();
   }
 
   /// What became of the child: before its hello a failure to start it (F, as from it); after,
   /// lost (L).
   void report(const std::string& why) {
-    if (hello_) {
+    if (link_ && link_->hello()) {
       send_up(encode_frame(FrameType::kLost, c_.host.index, why));
     } else {
       send_up(route(c_.host.index, encode_frame(FrameType::kFailure, 1, why)));
@@ -352,20 +295,8 @@ class Relay::Talk {
 
   Relay& r_;
   Child& c_;
-  std::unique_ptr<ddl::ssh::Session> session_;
-  std::unique_ptr<ddl::ssh::Channel> channel_;  ///< destroyed before session_
-  std::string command_;
-  FrameReader reader_;
-  /// Frames the remote window or the socket could not take yet, and when they last moved.
-  ddl::ssh::Outbox outbox_;
-  std::string err_line_;  ///< the child agent's stderr, up to its next newline
-  Clock::time_point last_heard_;
-  Clock::time_point next_beat_;
-  bool hello_ = false;
+  std::unique_ptr<AgentLink> link_;  ///< null until its agent runs
   bool done_ = false;
-  bool silent_ = false;
-  bool stalled_ = false;  ///< took none of outbox_ for the heartbeat deadline
-  bool write_failed_ = false;
   bool prefix_ = false;  ///< its command (TreeHost::command) has not said hello yet
   Clock::time_point prefix_deadline_;
   CommandOutput printed_;  ///< what the command printed so far

@@ -81,6 +81,7 @@
 #include "launcher/pmix_server/fence.h"
 #include "launcher/pmix_server/server.h"
 #include "launcher/process.h"
+#include "launcher/ssh/agent_link.h"
 #include "launcher/ssh/protocol.h"
 #include "launcher/ssh/tree.h"
 
@@ -369,16 +370,6 @@ class SshBackend : public Backend {
     }
   }
   std::string agent_command() const { return shell_join({options_.ddlrun_path}) + " --agent"; }
-  /// Why a host whose agent's `command` ended with `status` (-1: none) before its hello failed.
-  std::string exited_before_hello_text(const std::string& command, int status) const {
-    std::string why = "'" + command + "' exited before it said hello";
-    if (status == 127) {
-      why += " (exit status 127: ddlrun is not installed at " + options_.ddlrun_path + " there)";
-    } else if (status >= 0) {
-      why += " (exit status " + std::to_string(status) + ")";
-    }
-    return why;
-  }
   /// Whether `c` or a host below it has ranks.
   static bool has_ranks(const HostConn& c) {
     return !c.ranks.empty() || std::any_of(c.subtree.begin(), c.subtree.end(),
@@ -389,7 +380,8 @@ class SshBackend : public Backend {
   void start_failed(HostConn& c, const ssh::AgentAnswer& a) {
     std::string why = a.error;
     if (a.ended) {
-      why = exited_before_hello_text(agent_command(), a.output->exit_status);
+      why = ssh::exited_before_hello_text(agent_command(), a.output->exit_status,
+                                          options_.ddlrun_path);
     } else if (why.empty()) {
       why = "protocol error: '" + agent_command() + "' printed what is not the agent's frames";
     }
@@ -852,10 +844,10 @@ class SshBackend::Conversation {
 
   /// While talking: the socket to wait on for what its agent sends (-1: none, poll instead),
   /// and whether the last turn read anything.
-  int fd() { return channel_ ? channel_->fd() : -1; }
+  int fd() { return link_ ? link_->fd() : -1; }
   /// Frames wait for the socket to take them: wait for POLLOUT too.
-  bool socket_full() const { return outbox_.socket_full(); }
-  bool heard() const { return heard_; }
+  bool socket_full() const { return link_ && link_->socket_full(); }
+  bool heard() const { return link_ && link_->heard(); }
   /// Host `c`'s conversation with the agent `kept` runs for it.
   Conversation(SshBackend& backend, HostConn& c, ssh::AgentTree::Kept kept) : b_(backend), c_(c) {
     talks_.push_back(std::make_unique<HostTalk>(backend, c, false));
@@ -896,16 +888,9 @@ class SshBackend::Conversation {
       ended_ = true;
       return;
     }
-    session_ = std::move(kept.session);
-    channel_ = std::move(kept.channel);  // freed before session_
-    reader_.feed(kept.pending);
-    command_ = kept.command;
-    if (kept.subtree.empty()) outbox_.add(c_.subtree_frame);  // the hosts below, for its agent
-    // Heartbeats: a frame a second down the channel from now on; once the agent said hello,
-    // silence from it for the deadline loses the host.
-    next_beat_ = Clock::now();
-    last_heard_ = Clock::now();
-    outbox_.excuse();
+    const bool subtree_sent = !kept.subtree.empty();
+    link_ = std::make_unique<ssh::AgentLink>(std::move(kept));
+    if (!subtree_sent) link_->send(c_.subtree_frame);  // the hosts below, for its agent
   }
 
   /// A session whose agent's channel ended while the probe started its subtree (no host below
@@ -958,29 +943,23 @@ class SshBackend::Conversation {
     return Step::kClose;
   }
 
-  /// One turn of kTalk: false once the conversation is over (open_ and silent_ say why).
+  /// One turn of kTalk: false once the conversation is over (open_ and lost_ say why).
   bool turn() {
     std::string to_send = due_frames();
     if (stopping_ && every([](HostTalk& t) { return t.stopped(); })) return false;
     begin_stop(to_send);
-    const Clock::time_point now = Clock::now();
-    if (now >= stop_deadline_) return false;
-    if (now >= next_beat_) {
-      to_send += ssh::encode_frame(ssh::FrameType::kHeartbeat, 0, {});
-      next_beat_ = now + ssh::kHeartbeatInterval;
-    }
-    send(to_send);
-    receive();
-    if (own().hello() && Clock::now() - last_heard_ > b_.options_.heartbeat_timeout) {
-      silent_ = true;
-      return false;
-    }
-    if (own().hello() && !write_failed_ && outbox_.stalled(b_.options_.heartbeat_timeout)) {
-      stalled_ = true;
-      return false;
-    }
-    while (auto f = reader_.next())
+    if (Clock::now() >= stop_deadline_) return false;
+    // Whatever came, output or not: the output windows (M) bound what the agents send, so the
+    // channel is read even while the supervisor has no room for output, and the heartbeats
+    // and exits behind that output come.
+    link_->send(to_send);
+    open_ = link_->turn(std::chrono::milliseconds(0));
+    relay_stderr();
+    lost_ = link_->lost_why(b_.options_.heartbeat_timeout);
+    if (!lost_.empty()) return false;
+    while (auto f = link_->next())
       dispatch(*f);
+    if (own().hello()) link_->said_hello();  // from now on, silence loses the host
     return open_ && !every([](HostTalk& t) { return t.ended(); });
   }
 
@@ -1064,129 +1043,44 @@ class SshBackend::Conversation {
       to_send += t->wrap(ssh::encode_frame(ssh::FrameType::kSignal, SIGKILL, {}));
   }
 
-  /// Queues `frames` and writes what the remote window and the socket take now, never waiting
-  /// (the rest waits in outbox_, for POLLOUT when the socket is full). A write can fail because
-  /// the agent has already finished (its last frames are still to be read): stop writing, and
-  /// let reading decide whether anything was lost.
-  void send(const std::string& frames) {
-    if (write_failed_) return;
-    outbox_.add(frames);
-    if (!outbox_.write(*channel_)) {
-      write_failed_ = true;
-      write_error_ = session_->error();
-    }
-  }
-
-  /// Whatever came, output or not: the output windows (M) bound what the agents send, so the
-  /// channel is read even while the supervisor has no room for output, and the heartbeats and
-  /// exits behind that output come. Never waits: the Talker waits for all of its conversations
-  /// at once.
-  void receive() {
-    heard_ = false;
-    open_ = pump();
-  }
-
-  /// Reads what the agent has sent, without waiting; returns false when the channel has ended.
-  bool pump() {
-    int avail = channel_->poll(std::chrono::milliseconds(0));
-    if (avail == ddl::ssh::Channel::kError) return false;
-    char buf[65536];
-    bool eof = avail == ddl::ssh::Channel::kEof;
-    while (avail > 0) {
-      const int n = channel_->read(buf, sizeof buf, ddl::ssh::Stream::kStdout);
-      if (n == ddl::ssh::Channel::kError) return false;
-      if (n <= 0) {
-        eof = eof || n == ddl::ssh::Channel::kEof;
-        break;
-      }
-      last_heard_ = Clock::now();
-      heard_ = true;
-      reader_.feed(std::string_view(buf, static_cast<size_t>(n)));
-    }
-    relay_stderr(buf, sizeof buf);
-    return !(eof || channel_->eof());
-  }
-
   /// The agent's own stderr: one note per line.
-  void relay_stderr(char* buf, size_t size) {
-    for (;;) {
-      const int n = channel_->read(buf, size, ddl::ssh::Stream::kStderr);
-      if (n <= 0) break;
-      last_heard_ = Clock::now();
-      heard_ = true;
-      err_line_.append(buf, static_cast<size_t>(n));
-      size_t nl;
-      while ((nl = err_line_.find('\n')) != std::string::npos) {
-        b_.events_->push(Event{Event::Type::kOutput,
-                               -1,
-                               c_.index,
-                               Stream::kStderr,
-                               c_.name + ": " + err_line_.substr(0, nl + 1),
-                               {}});
-        err_line_.erase(0, nl + 1);
-      }
-    }
+  void relay_stderr() {
+    link_->read_stderr();
+    for (std::string line; !(line = link_->take_line()).empty();)
+      b_.events_->push(
+          Event{Event::Type::kOutput, -1, c_.index, Stream::kStderr, c_.name + ": " + line, {}});
   }
 
   Step close() {
     const bool below_open = subtree_open();
     const int below = static_cast<int>(talks_.size()) - 1;
     // Closing must not wait for a host that cannot answer (nor hold up the Talker's others).
-    if (silent_ || stalled_ || !channel_->flushed()) session_->stop_blocking();
-    if (silent_) {
-      own().lost(ssh::tree_lost_text(ssh::no_heartbeat_text(b_.options_.heartbeat_timeout), below),
-                 below_open);
-    } else if (stalled_) {
-      own().lost(ssh::tree_lost_text(
-                     ssh::took_no_data_text(b_.options_.heartbeat_timeout, outbox_.size()), below),
-                 below_open);
+    if (!lost_.empty() || !link_->channel().flushed()) link_->session().stop_blocking();
+    if (!lost_.empty()) {
+      own().lost(ssh::tree_lost_text(lost_, below), below_open);
     } else if (!open_ && (own().has_unfinished() || below_open)) {
-      own().lost(ssh::tree_lost_text(closed_reason(), below), below_open);
+      own().lost(ssh::tree_lost_text(link_->closed_reason(b_.options_.ddlrun_path), below),
+                 below_open);
     }
     lose_subtree();
     if (!own().running() && !own().passive()) b_.fail(c_, "stopped before the job started");
     return Step::kEnd;
   }
 
-  /// Why the channel closed before every rank ended.
-  std::string closed_reason() {
-    std::string why = "the connection to its agent closed";
-    if (write_failed_) {
-      why = "lost the connection to " + session_->endpoint() + " (" + write_error_ + ")";
-    }
-    if (!err_line_.empty()) why += " (" + err_line_ + ")";
-    if (!own().running() && c_.phase == Phase::kConnecting)
-      why = b_.exited_before_hello_text(command_, channel_->exit_status());
-    return why;
-  }
-
   SshBackend& b_;
   HostConn& c_;
   std::vector<std::unique_ptr<HostTalk>> talks_;  ///< c_'s, then those of the hosts below it
   std::map<int, HostTalk*> by_index_;             ///< the hosts below, by route
-  std::unique_ptr<ddl::ssh::Session> session_;
-  std::unique_ptr<ddl::ssh::Channel> channel_;  ///< destroyed before session_
-  std::string command_;                         ///< what runs on channel_, for messages
-  bool ended_ = false;                          ///< lost before it began (take)
-  bool job_bytes_sent_ = false;                 ///< U went down channel_
-  ssh::FrameReader reader_;
-  std::string err_line_;  ///< the agent's stderr, up to its next newline
-  /// Frames the remote window or the socket could not take yet, and when they last moved:
-  /// an agent that reads nothing (stopped, or its host cut off) never blocks this thread, nor
-  /// so the other conversations of its Talker; turn() loses a host that takes nothing for the
-  /// heartbeat deadline, but not one behind a slow link that goes on taking bytes.
-  ddl::ssh::Outbox outbox_;
-  bool write_failed_ = false;
-  std::string write_error_;
-  Clock::time_point next_beat_;
-  Clock::time_point last_heard_;
+  /// Its channel: an agent that reads nothing (stopped, or its host cut off) never blocks this
+  /// thread, nor so the other conversations of its Talker. Null when lost before it began.
+  std::unique_ptr<ssh::AgentLink> link_;
+  bool ended_ = false;           ///< lost before it began (take)
+  bool job_bytes_sent_ = false;  ///< U went down the channel
   Clock::time_point stop_deadline_ = Clock::time_point::max();
   bool stopping_ = false;
   bool killed_ = false;
   bool open_ = true;
-  bool silent_ = false;   ///< no heartbeat for the deadline
-  bool stalled_ = false;  ///< took nothing written for the deadline
-  bool heard_ = false;    ///< the last turn read something
+  std::string lost_;  ///< why it is lost by the launch's rules (AgentLink::lost_why)
 };
 
 // One of the head's talk threads: the conversations the login threads hand it, one turn each

@@ -26,6 +26,8 @@
 
 #include <deque>
 
+#include "launcher/ssh/agent_link.h"
+
 namespace ddl::launcher::ssh {
 
 using Clock = std::chrono::steady_clock;
@@ -37,17 +39,16 @@ constexpr milliseconds kEndWait{1000};  // for the link agents to say they ended
 }  // namespace
 
 struct TreeLinks::Conn {
-  std::string name;  ///< the first-level host
-  int index = 0;     ///< its index in the tree
-  AgentTree::Kept kept;
-  FrameReader reader;
-  std::string out;  ///< frames due down, guarded by TreeLinks::mutex_
-  /// Frames the remote window or the socket did not take yet (the pump's), and when they last
-  /// moved: the launch's rule, "took no data for ...", loses a host that takes none of them.
-  ddl::ssh::Outbox outbox;
-  std::string keep;  ///< frames for the launch, in the order they came (the pump's)
-  Clock::time_point last_heard;
-  Clock::time_point next_beat;
+  Conn(std::string name, int index, AgentTree::Kept kept)
+      : name(std::move(name)), index(index), link(std::move(kept)) {
+    link.said_hello();  // it answered the probe
+  }
+  std::string name;      ///< the first-level host
+  int index = 0;         ///< its index in the tree
+  AgentLink link;        ///< the pump's
+  std::string out;       ///< frames due down, guarded by TreeLinks::mutex_
+  std::string keep;      ///< frames for the launch, in the order they came (the pump's)
+  AgentTree::Kept lost;  ///< once it is gone: what goes back
   bool gone = false;
 };
 
@@ -92,15 +93,9 @@ TreeLinks::TreeLinks(AgentTree& sessions, milliseconds heartbeat_timeout)
       if (kept.session || !kept.lost.empty()) sessions_.put(t.name, std::move(kept));
       continue;
     }
-    auto c = std::make_unique<Conn>();
-    c->name = t.name;
-    c->index = t.index;
-    c->reader.feed(kept.pending);
-    kept.pending.clear();
-    c->kept = std::move(kept);
-    c->last_heard = c->next_beat = Clock::now();
     TreeHost reached = t;
-    if (c->kept.subtree.empty()) reached.children.clear();  // the probe started none below
+    if (kept.subtree.empty()) reached.children.clear();  // the probe started none below
+    auto c = std::make_unique<Conn>(t.name, t.index, std::move(kept));
     index_tree(reached, "", c.get(), nodes_);
     conns_.push_back(std::move(c));
   }
@@ -121,10 +116,8 @@ TreeLinks::~TreeLinks() {
     stopping_ = true;
   }
   pump_.join();
-  for (auto& c : conns_) {
-    c->kept.pending = c->keep + c->reader.take_rest();
-    sessions_.put(c->name, std::move(c->kept));
-  }
+  for (auto& c : conns_)
+    sessions_.put(c->name, c->gone ? std::move(c->lost) : c->link.release(c->keep));
 }
 
 int TreeLinks::open(const std::string& host, int port) {
@@ -191,7 +184,7 @@ void TreeLinks::pump() {
       if (c->gone) continue;
       turn(*c);
       if (c->gone) continue;
-      const int fd = c->kept.channel->fd();
+      const int fd = c->link.fd();
       pollable = pollable && fd >= 0;
       fds.push_back({fd, POLLIN, 0});
     }
@@ -206,42 +199,23 @@ void TreeLinks::pump() {
 void TreeLinks::turn(Conn& c) {
   {
     std::lock_guard lock(mutex_);
-    c.outbox.add(c.out);
+    c.link.send(c.out);
     c.out.clear();
   }
-  if (Clock::now() >= c.next_beat) {
-    c.outbox.add(encode_frame(FrameType::kHeartbeat, 0, {}));
-    c.next_beat = Clock::now() + kHeartbeatInterval;
-  }
-  if (!write(c)) return lose_conn(c, "lost the connection to " + c.kept.session->endpoint());
-  const bool open = read(c);
+  const bool open = c.link.turn(milliseconds(0));
+  if (c.link.write_failed())
+    return lose_conn(c, "lost the connection to " + c.link.session().endpoint());
   try {
     sort(c);
   } catch (const std::exception& e) {
     return lose_conn(c, std::string("protocol error: ") + e.what());
   }
   if (!open) return lose_conn(c, "the connection to its agent closed");
-  if (Clock::now() - c.last_heard > heartbeat_timeout_) {
-    return lose_conn(c, no_heartbeat_text(heartbeat_timeout_));
-  }
-  if (c.outbox.stalled(heartbeat_timeout_)) {
-    lose_conn(c, took_no_data_text(heartbeat_timeout_, c.outbox.size()));
-  }
-}
-
-/// Writes what the remote window and the socket take, never waiting (ssh::Outbox: nothing
-/// while the socket still holds an earlier write's bytes, Channel::flushed); false on an error.
-bool TreeLinks::write(Conn& c) {
-  return c.outbox.write(*c.kept.channel);
-}
-
-/// Reads what came, without waiting; false once the channel has ended.
-bool TreeLinks::read(Conn& c) {
-  return read_frames(*c.kept.channel, milliseconds(0), c.reader, c.last_heard);
+  if (const std::string why = c.link.lost_why(heartbeat_timeout_); !why.empty()) lose_conn(c, why);
 }
 
 void TreeLinks::sort(Conn& c) {
-  while (std::optional<Frame> f = c.reader.next()) {
+  while (std::optional<Frame> f = c.link.next()) {
     switch (f->type) {
       case FrameType::kHeartbeat:
         continue;
@@ -323,13 +297,8 @@ void TreeLinks::lose_conn(Conn& c, const std::string& why) {
   // The session goes back closed, with why (Kept::lost): the launch names the host with the
   // hosts below it and logs in to none of them again, as for a host lost further down (whose
   // L the launch reads in the kept frames). Closing never waits for a host that cannot answer.
-  c.keep.clear();
-  c.reader.take_rest();
-  c.kept.session->stop_blocking();
-  c.kept.channel.reset();
-  c.kept.session.reset();
-  c.kept.subtree.clear();
-  c.kept.lost = why;
+  c.link.close_now();
+  c.lost.lost = why;
 }
 
 }  // namespace ddl::launcher::ssh
