@@ -41,7 +41,7 @@
 #   local  this host, 2 ranks and 4 ranks (two tables): ddl-bench and Gloo under `ddlrun -H
 #          localhost:N`, MPI under `mpirun -np N`. The limits are memory's (copy-limit, and
 #          1pass-limit below it):
-#            memcpy_bench -p N (comm/bench/memcpy_bench.c) forks N processes that copy S bytes
+#            memcpy_bench -p N (bench/comm/memcpy_bench.c) forks N processes that copy S bytes
 #            between two pre-faulted buffers of their own, all at once, and gives one
 #            process's copy rate R (bytes copied / s; it runs in every run beside the others,
 #            and R is the median over the runs of its medians). A direct shared-memory
@@ -92,7 +92,7 @@
 #          The namespace settings sweep up to --net-max (16M) with -w 1 -n 5 (--net-iters):
 #          one 16 MiB allreduce takes 0.2 to several seconds on these links.
 #
-# How it works: each benchmark prints nccl-tests' table (comm/bench/bench_common.h); this
+# How it works: each benchmark prints nccl-tests' table (bench/comm/bench_common.h); this
 # script keeps every run's log in a temporary directory (<setting>/<benchmark>.<run>.<sweep|
 # lat>), and bench/allreduce_table.py joins the rows by size, takes the medians and prints the
 # comparison (python3 on PATH: Debian's or a venv's).
@@ -106,7 +106,7 @@
 #   --quick        this host only, 2 and 4 ranks; sizes 8 (latency), 1K, 32K and 1M; 1 run,
 #                  1 warm-up and 3 timed iterations; of the forced MPI algorithms only 4 (ring);
 #                  a short memcpy_bench (the bench.allreduce_smoke test)
-#   --build DIR    the build directory holding ddlrun and comm/bench (default: build/ of this
+#   --build DIR    the build directory holding ddlrun and bench/comm (default: build/ of this
 #                  checkout)
 #   --baseline DIR a second build directory whose ddl-bench runs as column ddl-base (this
 #                  host only), e.g. /work/main/build: before and after in one run
@@ -208,7 +208,7 @@ if [[ -n $tables_from ]]; then
 fi
 
 ddlrun="$build/ddlrun/ddlrun"
-bin="$build/comm/bench"
+bin="$build/bench/comm"
 for f in "$ddlrun" "$bin/ddl-bench" "$bin/mpi_allreduce_bench" "$bin/memcpy_bench"; do
   if [[ ! -x $f ]]; then
     echo "allreduce_compare: no $f (build it: cmake --build $build, or give --build DIR)" >&2
@@ -224,11 +224,14 @@ bin=$(realpath "$bin")
 gloo="$bin/gloo_allreduce_bench"
 [[ -x $gloo ]] || gloo=""
 if [[ -n $baseline ]]; then
-  if [[ ! -x $baseline/comm/bench/ddl-bench || ! -x $baseline/ddlrun/ddlrun ]]; then
-    echo "allreduce_compare: --baseline $baseline has no ddlrun/ddlrun and comm/bench/ddl-bench" >&2
+  base_bench=$baseline/bench/comm/ddl-bench  # comm/bench/ in a build from before bench/comm
+  [[ -x $base_bench ]] || base_bench=$baseline/comm/bench/ddl-bench
+  if [[ ! -x $base_bench || ! -x $baseline/ddlrun/ddlrun ]]; then
+    echo "allreduce_compare: --baseline $baseline has no ddlrun/ddlrun and bench/comm/ddl-bench" >&2
     exit 2
   fi
   baseline=$(realpath "$baseline")
+  base_bench=$(realpath "$base_bench")
 fi
 # torch-gloo: the given python, else build/venv's, else /opt/ddl-venv's, if it imports torch.
 torch_script="$here/gpu_allreduce_torch.py"
@@ -338,7 +341,7 @@ run_setting() {
       if [[ -n $baseline && ${dir##*/} == local* ]]; then
         # Its own ddlrun too: the runtime it was built with.
         run_bench "$dir/ddlbase.$run.$phase" "$baseline/ddlrun/ddlrun" "${launch[@]:1}" \
-          "$baseline/comm/bench/ddl-bench" "${args[@]}"
+          "$base_bench" "${args[@]}"
       fi
       if [[ -n $torch_python && ${dir##*/} == local* ]]; then
         local targs=("${args[@]:0:10}")  # -b -e -f -w -n (the torch script: float32 sum)

@@ -65,7 +65,7 @@ if [[ -n $bundle ]]; then
 else
   [[ -d $build ]] || { echo "gpu_check: no folder '$build' (--build)" >&2; exit 2; }
   build=$(cd "$build" && pwd)
-  ddlrun=$build/ddlrun/ddlrun bench=$build/comm/bench/ddl-bench pydir=$build/python
+  ddlrun=$build/ddlrun/ddlrun bench=$build/bench/comm/ddl-bench pydir=$build/python
   python=$(sed -n 's/^Python3_EXECUTABLE:[A-Z]*=//p' "$build/CMakeCache.txt" 2>/dev/null)
   python=${python:-python3} want_python=""
 fi

@@ -80,7 +80,7 @@ if ! [[ $ranks =~ ^[0-9]+$ ]] || ((ranks < 2 || ranks > 64)); then
   exit 2
 fi
 ddlrun=$(realpath "$build/ddlrun/ddlrun" 2>/dev/null)
-bench=$(realpath "$build/comm/bench/ddl-bench" 2>/dev/null)
+bench=$(realpath "$build/bench/comm/ddl-bench" 2>/dev/null)
 if [[ ! -x $ddlrun || ! -x $bench ]]; then
   echo "predict_check: no ddlrun or ddl-bench under $build (build it, or give --build DIR)" >&2
   exit 2

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ddl-bench -G (buffers in GPU memory through libcudart, comm/bench/cuda_memory.c) as a real
+# ddl-bench -G (buffers in GPU memory through libcudart, bench/comm/cuda_memory.c) as a real
 # 4-rank job through ddlrun, against the fake libcudart.so.13 and libnccl.so.2 of
 # tests/comm_gpu/fake_cuda_nccl.cc (a TEST DOUBLE: 4 pretend GPUs, collectives through shared
 # memory) first on LD_LIBRARY_PATH: every row is checked (#wrong 0), the header says the buffers

@@ -1,8 +1,8 @@
 /* gloo_allreduce_bench: the ddl-bench table for Gloo's ring allreduce over its TCP transport,
  * the baseline PyTorch's gloo backend gives (bench/allreduce_compare.sh compares).
  *
- *   ddlrun -H localhost:4 build/comm/bench/gloo_allreduce_bench -b 8 -e 256M -i lo
- *   mpirun -np 4 build/comm/bench/gloo_allreduce_bench -s /shared/dir
+ *   ddlrun -H localhost:4 build/bench/comm/gloo_allreduce_bench -b 8 -e 256M -i lo
+ *   mpirun -np 4 build/bench/comm/gloo_allreduce_bench -s /shared/dir
  *
  * How it works: the rank and size come from the launcher (RANK and WORLD_SIZE from ddlrun or
  * torchrun, else OMPI_COMM_WORLD_RANK and _SIZE from Open MPI, else PMI_RANK and PMI_SIZE).

@@ -1,7 +1,7 @@
 /* mpi_allreduce_bench: the ddl-bench table for MPI's collectives, as the baseline ddlrun's
  * allreduce is compared against (bench/allreduce_compare.sh).
  *
- *   mpirun --allow-run-as-root --oversubscribe -np 4 build/comm/bench/mpi_allreduce_bench \
+ *   mpirun --allow-run-as-root --oversubscribe -np 4 build/bench/comm/mpi_allreduce_bench \
  *     -b 8 -e 256M -f 2 -t float32 -o sum -w 5 -n 20
  *
  * How it works: MPI_Init (timed, the "init" line), then bench_run() (bench_common.h) with a

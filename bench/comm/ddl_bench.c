@@ -1,6 +1,6 @@
 /* ddl-bench: libddl's collectives timed and checked, in nccl-tests' layout. Every rank runs it:
  *
- *   ddlrun -H localhost:4 build/comm/bench/ddl-bench -b 8 -e 256M -f 2 -t float32 -o sum \
+ *   ddlrun -H localhost:4 build/bench/comm/ddl-bench -b 8 -e 256M -f 2 -t float32 -o sum \
  *     -w 5 -n 20
  *
  * and rank 0 prints, per message size: size (bytes), count, type, op, time (us, mean of the
