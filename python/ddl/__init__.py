@@ -478,6 +478,17 @@ def new_group(ranks):
     return None if handle is None else Group(handle, list(ranks))
 
 
+def _on_group(function):
+    """A Group method: `function` (a module collective or message) on the group's members."""
+
+    def method(self, *args, **kwargs):
+        return function(*args, group=self, **kwargs)
+
+    method.__name__ = method.__qualname__ = function.__name__
+    method.__doc__ = function.__doc__
+    return method
+
+
 class Group:
     """Some of the job's ranks (new_group): the module's collectives and messages on its
     members only, with group ranks for roots and peers. destroy() (or finalize()) frees it."""
@@ -505,38 +516,10 @@ class Group:
             _ddl.group_destroy(self._handle)
         self._handle = None
 
-    def allreduce(self, x, op="sum", out=None):
-        return allreduce(x, op, out, group=self)
 
-    def allreduce_n(self, tensors, op="sum"):
-        return allreduce_n(tensors, op, group=self)
-
-    def broadcast(self, x, root=0):
-        return broadcast(x, root, group=self)
-
-    def allgather(self, x):
-        return allgather(x, group=self)
-
-    def allgatherv(self, x):
-        return allgatherv(x, group=self)
-
-    def reduce_scatter(self, x, op="sum"):
-        return reduce_scatter(x, op, group=self)
-
-    def barrier(self):
-        barrier(group=self)
-
-    def alltoall(self, x):
-        return alltoall(x, group=self)
-
-    def alltoallv(self, x, send_counts, recv_counts):
-        return alltoallv(x, send_counts, recv_counts, group=self)
-
-    def send(self, x, peer, tag=0):
-        send(x, peer, tag, group=self)
-
-    def recv(self, x, peer, tag=0):
-        return recv(x, peer, tag, group=self)
+for _call in (allreduce, allreduce_n, broadcast, allgather, allgatherv, reduce_scatter, barrier,
+              alltoall, alltoallv, send, recv):
+    setattr(Group, _call.__name__, _on_group(_call))
 
 
 def _imported_by_a_script():

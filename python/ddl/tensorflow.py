@@ -30,7 +30,7 @@ import threading
 
 import tensorflow as tf
 
-from . import _binaries, _negotiate, init, rank, size
+from . import _NUMPY_NAMES, _OPS, _binaries, _negotiate, _op, init, rank, size
 from ._ddl import MismatchError
 
 __all__ = [
@@ -39,7 +39,6 @@ __all__ = [
     "is_tensorflow", "join", "ibm_init", "bcast", "all_reduce_n",
 ]
 
-_OPS = {"sum": 0, "avg": 1, "min": 2, "max": 3, "prod": 4, "band": 5, "bor": 6, "bxor": 7}
 _DTYPES = (tf.float32, tf.float64, tf.float16, tf.bfloat16, tf.int32, tf.int64, tf.uint8,
            tf.int8, tf.int16, tf.uint16, tf.bool)
 _DTYPE_NAMES = ("float32, float64, float16, bfloat16, int32, int64, uint8, int8, int16, uint16, "
@@ -118,12 +117,6 @@ def is_tensorflow(obj):
     return isinstance(obj, (tf.Tensor, tf.Variable, tf.IndexedSlices)) or (
         type(obj).__module__.startswith("keras") and hasattr(obj, "value")
         and hasattr(obj, "assign"))
-
-
-def _op(op):
-    if op not in _OPS:
-        raise ValueError(f"unknown op {op!r}: one of {', '.join(_OPS)}")
-    return _OPS[op]
 
 
 def _tensor(x, what):
@@ -458,10 +451,6 @@ def allreduce_metrics(logs, op="avg"):
     return logs
 
 
-_NUMPY_TYPES = ("float32", "float64", "float16", "int32", "int64", "uint8", "int8", "int16",
-                "uint16", "bool")
-
-
 def _stand_in(sig):
     """A joined rank's part in an allreduce op of signature `sig` (tf_ops.cc: "allreduce",
     dtype, op, shapes): the same libddl call on zeros."""
@@ -470,7 +459,7 @@ def _stand_in(sig):
     from . import allreduce_n as ddl_allreduce_n  # noqa: PLC0415
 
     _, dtype, op, shapes = sig
-    if dtype not in _NUMPY_TYPES:
+    if dtype not in _NUMPY_NAMES.split(", "):
         raise TypeError(f"ddl.tensorflow.join: a joined rank cannot stand in for an allreduce "
                         f"of {dtype}")
     arrays = [np.zeros([int(d) for d in s.strip("[]").split(",") if d], dtype)

@@ -96,61 +96,7 @@ ddl_group_t group_of(std::uintptr_t handle) {
   return handle == 0 ? ddl_group_world() : reinterpret_cast<ddl_group_t>(handle);
 }
 
-/// A reduction from a send to a recv buffer (`Call`: ddl_allreduce or ddl_reduce_scatter) as
-/// `name`, whose count argument is called `count`.
-template <auto Call>
-void def_reduction(py::module_& m, const char* name, const char* count) {
-  m.def(
-      name,
-      [](std::uintptr_t send, std::uintptr_t recv, std::size_t n, int type, int op) {
-        communicate([&] {
-          return Call(as_pointer(send), as_pointer(recv), n, static_cast<ddl_datatype_t>(type),
-                      static_cast<ddl_op_t>(op));
-        });
-      },
-      py::arg("send"), py::arg("recv"), py::arg(count), py::arg("type"), py::arg("op"));
-}
-
-/// allreduce and allreduce_n.
-void def_reductions(py::module_& m) {
-  def_reduction<ddl_allreduce>(m, "allreduce", "count");
-  m.def(
-      "allreduce_n",
-      [](const std::vector<std::uintptr_t>& buffers, const std::vector<std::size_t>& counts,
-         int type, int op) {
-        const std::vector<void*> pointers = pointers_of(buffers, counts);
-        communicate([&] {
-          return ddl_allreduce_n(pointers.data(), counts.data(), pointers.size(),
-                                 static_cast<ddl_datatype_t>(type), static_cast<ddl_op_t>(op));
-        });
-      },
-      py::arg("buffers"), py::arg("counts"), py::arg("type"), py::arg("op"));
-}
-
-/// bcast, allgather, reduce_scatter and barrier.
-void def_other_collectives(py::module_& m) {
-  m.def(
-      "bcast",
-      [](std::uintptr_t buf, std::size_t count, int type, int root) {
-        communicate([&] {
-          return ddl_bcast(as_pointer(buf), count, static_cast<ddl_datatype_t>(type), root);
-        });
-      },
-      py::arg("buf"), py::arg("count"), py::arg("type"), py::arg("root"));
-  m.def(
-      "allgather",
-      [](std::uintptr_t send, std::uintptr_t recv, std::size_t count, int type) {
-        communicate([&] {
-          return ddl_allgather(as_pointer(send), as_pointer(recv), count,
-                               static_cast<ddl_datatype_t>(type));
-        });
-      },
-      py::arg("send"), py::arg("recv"), py::arg("count"), py::arg("type"));
-  def_reduction<ddl_reduce_scatter>(m, "reduce_scatter", "recv_count");
-  m.def("barrier", [] { communicate([] { return ddl_barrier(); }); });
-}
-
-/// Groups: group_create (a handle, None outside the group), group_destroy, their shape.
+/// Groups: group_create (a handle, None outside the group), group_destroy, group_rank.
 void def_groups(py::module_& m) {
   m.def(
       "group_create",
@@ -168,24 +114,28 @@ void def_groups(py::module_& m) {
   m.def(
       "group_rank", [](std::uintptr_t group) { return ddl_group_rank(group_of(group)); },
       py::arg("group"));
+}
+
+/// A reduction from a send to a recv buffer on a group (`Call`: ddl_group_allreduce or
+/// ddl_group_reduce_scatter) as `name`, whose count argument is called `count`.
+template <auto Call>
+void def_group_reduction(py::module_& m, const char* name, const char* count) {
   m.def(
-      "group_size", [](std::uintptr_t group) { return ddl_group_size(group_of(group)); },
-      py::arg("group"));
+      name,
+      [](std::uintptr_t g, std::uintptr_t send, std::uintptr_t recv, std::size_t n, int type,
+         int op) {
+        communicate([&] {
+          return Call(group_of(g), as_pointer(send), as_pointer(recv), n,
+                      static_cast<ddl_datatype_t>(type), static_cast<ddl_op_t>(op));
+        });
+      },
+      py::arg("group"), py::arg("send"), py::arg("recv"), py::arg(count), py::arg("type"),
+      py::arg("op"));
 }
 
 /// The collectives on a group (0: the job): group_allreduce ... group_barrier.
 void def_group_collectives(py::module_& m) {
-  m.def(
-      "group_allreduce",
-      [](std::uintptr_t g, std::uintptr_t send, std::uintptr_t recv, std::size_t count, int type,
-         int op) {
-        communicate([&] {
-          return ddl_group_allreduce(group_of(g), as_pointer(send), as_pointer(recv), count,
-                                     static_cast<ddl_datatype_t>(type), static_cast<ddl_op_t>(op));
-        });
-      },
-      py::arg("group"), py::arg("send"), py::arg("recv"), py::arg("count"), py::arg("type"),
-      py::arg("op"));
+  def_group_reduction<ddl_group_allreduce>(m, "group_allreduce", "count");
   m.def(
       "group_allreduce_n",
       [](std::uintptr_t g, const std::vector<std::uintptr_t>& buffers,
@@ -216,18 +166,7 @@ void def_group_collectives(py::module_& m) {
         });
       },
       py::arg("group"), py::arg("send"), py::arg("recv"), py::arg("count"), py::arg("type"));
-  m.def(
-      "group_reduce_scatter",
-      [](std::uintptr_t g, std::uintptr_t send, std::uintptr_t recv, std::size_t recv_count,
-         int type, int op) {
-        communicate([&] {
-          return ddl_group_reduce_scatter(group_of(g), as_pointer(send), as_pointer(recv),
-                                          recv_count, static_cast<ddl_datatype_t>(type),
-                                          static_cast<ddl_op_t>(op));
-        });
-      },
-      py::arg("group"), py::arg("send"), py::arg("recv"), py::arg("recv_count"), py::arg("type"),
-      py::arg("op"));
+  def_group_reduction<ddl_group_reduce_scatter>(m, "group_reduce_scatter", "recv_count");
   m.def(
       "group_barrier",
       [](std::uintptr_t g) { communicate([&] { return ddl_group_barrier(group_of(g)); }); },
@@ -360,8 +299,6 @@ PYBIND11_MODULE(_ddl, m) {
   m.doc() = "libddl's C API over raw addresses; use the package `ddl`, not this module";
   def_errors(m);
   def_job(m);
-  def_reductions(m);
-  def_other_collectives(m);
   def_groups(m);
   def_group_collectives(m);
   def_exchanges(m);
