@@ -141,6 +141,12 @@ def _assign_back(x, result):
     return result
 
 
+def _check_root(root, what):
+    if not 0 <= int(root) < size():
+        raise ValueError(f"{what}: root {root} is not a rank of this job of {size()} "
+                         f"(0..{size() - 1})")
+
+
 def _node(name):
     """`name` as a valid op name for a graph (None stays None: TensorFlow names the op)."""
     return None if not name else re.sub(r"[^A-Za-z0-9_.\-/]", "_", str(name)).lstrip("_-/.") or None
@@ -176,9 +182,7 @@ def broadcast(x, root=0, name=None, grad_op="sum"):
     Its gradient is the gradients reduced with grad_op (sum; Horovod's is avg) on root, zeros
     elsewhere."""
     value = _tensor(x, "ddl.tensorflow.broadcast")
-    if not 0 <= int(root) < size():
-        raise ValueError(f"ddl.tensorflow.broadcast: root {root} is not a rank of this job of "
-                         f"{size()} (0..{size() - 1})")
+    _check_root(root, "ddl.tensorflow.broadcast")
     return _assign_back(x, _lib.ddl_broadcast(value, root_rank=int(root), name=_node(name),
                                               ddl_name=_named("broadcast", name),
                                               grad_op=_op(grad_op)))
@@ -267,9 +271,7 @@ def broadcast_variables(variables, root=0):
 def broadcast_assigns(variables, root=0):
     """broadcast_variables' assignments (ops or values to depend on, in a graph)."""
     variables = list(variables)
-    if not 0 <= int(root) < size():
-        raise ValueError(f"ddl.tensorflow.broadcast_variables: root {root} is not a rank of "
-                         f"this job of {size()} (0..{size() - 1})")
+    _check_root(root, "ddl.tensorflow.broadcast_variables")
     values = [_tensor(v, f"ddl.tensorflow.broadcast_variables: {getattr(v, 'name', i)}")
               for i, v in enumerate(variables)]
     assigns = []

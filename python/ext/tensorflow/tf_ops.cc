@@ -25,12 +25,14 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <numeric>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "base/table.h"
 #include "ddl/ddl.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
@@ -155,9 +157,7 @@ constexpr std::pair<tf::DataType, ddl_datatype_t> kDdlTypes[] = {
     {tf::DT_BOOL, DDL_BOOL},         {tf::DT_UINT8, DDL_UINT8}};
 
 ddl_datatype_t ddl_type(tf::DataType type) {
-  for (const auto& [tf_type, ddl] : kDdlTypes)
-    if (tf_type == type) return ddl;
-  return DDL_UINT8;
+  return ddl::base::lookup(kDdlTypes, type).value_or(DDL_UINT8);
 }
 
 /// Fails the op unless libddl is initialised (ddl.tensorflow initialises it when it builds
@@ -306,11 +306,7 @@ class BroadcastOp : public NamedOp {
 /// Element offsets of consecutive blocks of `counts` elements.
 std::vector<size_t> offsets_of(const std::vector<size_t>& counts) {
   std::vector<size_t> offsets(counts.size());
-  size_t total = 0;
-  for (size_t r = 0; r < counts.size(); ++r) {
-    offsets[r] = total;
-    total += counts[r];
-  }
+  std::exclusive_scan(counts.begin(), counts.end(), offsets.begin(), size_t{0});
   return offsets;
 }
 

@@ -11,6 +11,7 @@
 #include <tuple>
 #include <utility>
 
+#include "base/table.h"
 #include "ddl/ddl.h"
 #include "ddl/ddl.hpp"
 #include "run_queue.h"
@@ -72,8 +73,7 @@ constexpr std::pair<at::ScalarType, ddl_datatype_t> kTypes[] = {
     {at::kBool, DDL_BOOL}};
 
 ddl_datatype_t datatype_of(const at::Tensor& tensor, const char* what) {
-  for (const auto& [type, ddl_type] : kTypes)
-    if (type == tensor.scalar_type()) return ddl_type;
+  if (const auto type = base::lookup(kTypes, tensor.scalar_type())) return *type;
 #if DDL_TORCH_UINT16
   if (tensor.scalar_type() == at::kUInt16) return DDL_UINT16;
 #endif
@@ -95,8 +95,7 @@ constexpr std::pair<c10d::ReduceOp::RedOpType, ddl_op_t> kOps[] = {
 
 ddl_op_t op_of(const c10d::ReduceOp& op, const char* what) {
   const auto type = static_cast<c10d::ReduceOp::RedOpType>(op);
-  for (const auto& [torch_op, ddl_op] : kOps)
-    if (torch_op == type) return ddl_op;
+  if (const auto ddl_op = base::lookup(kOps, type)) return *ddl_op;
   TORCH_CHECK(type != c10d::ReduceOp::PREMUL_SUM, "ddl backend: ", what, ": reduce op PREMUL_SUM",
               kOpsTaken);
   TORCH_CHECK(false, "ddl backend: ", what, ": reduce op ", static_cast<int>(type), kOpsTaken);
@@ -496,13 +495,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::reduce_scatter(
   const ddl_op_t op = op_of(opts.reduceOp, what);
   return enqueue(c10d::OpType::REDUCE_SCATTER, outputs,
                  [group = group_, output = outputs[0], inputs = inputs[0], op, what]() mutable {
-                   at::Tensor all = concatenated(inputs);
-                   at::Tensor out = contiguous_of(output);
-                   call(what, all, [&] {
-                     return ddl_group_reduce_scatter(group, all.data_ptr(), out.data_ptr(),
-                                                     out.numel(), datatype_of(out, what), op);
-                   });
-                   write_back(output, out);
+                   run_reduce_scatter(group, concatenated(inputs), output, op, what);
                  });
 }
 
