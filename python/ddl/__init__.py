@@ -18,6 +18,7 @@ ddl.torch and horovod.torch) run first: a direct call waits for them (ddl._worke
     print(ddl.rank(), ddl.size(), grad[0])
 """
 
+import itertools
 import math
 import sys
 
@@ -173,6 +174,14 @@ class _View:
         self.obj = obj
 
 
+def _prepared(x, what, writable):
+    """x as libddl sees it (_View), once this rank has joined the job (init()) and the calls
+    queued on ddl's worker thread have run (ddl._worker)."""
+    init()
+    _worker.drain()
+    return _View(x, what, writable)
+
+
 def _is_tf(obj):
     """True for a TensorFlow tensor or variable, or a Keras variable (tested by type name:
     TensorFlow is imported only for them)."""
@@ -284,9 +293,7 @@ def allreduce(x, op="sum", out=None, group=None):
     tensor (a variable is assigned the result): ddl.tensorflow.allreduce."""
     if _is_tf(x):
         return _tf(group, "allreduce").allreduce(x, op)
-    init()
-    _worker.drain()
-    send = _View(x, "allreduce", writable=out is None)
+    send = _prepared(x, "allreduce", writable=out is None)
     recv = send if out is None else _View(out, "allreduce: out", writable=True)
     if recv.type != send.type or recv.count != send.count:
         raise ValueError("allreduce: out must have x's dtype and number of elements")
@@ -320,12 +327,22 @@ def broadcast(x, root=0, group=None):
     A TensorFlow tensor gives a new tensor (a variable is assigned it)."""
     if _is_tf(x):
         return _tf(group, "broadcast").broadcast(x, root)
-    init()
-    _worker.drain()
-    view = _View(x, "broadcast", writable=True)
+    view = _prepared(x, "broadcast", writable=True)
     if view.count:
         _ddl.group_bcast(_handle(group), view.address, view.count, view.type, root)
     return x
+
+
+def _broadcast_bytes(data, root):
+    """Rank root's bytes `data` on every rank (`data` is not read elsewhere): one broadcast of
+    their length, one of the bytes (ddl.torch's and horovod.tensorflow's broadcast_object)."""
+    import numpy
+
+    mine = rank() == root
+    length = broadcast(numpy.array([len(data) if mine else 0], dtype=numpy.int64), root)
+    buffer = numpy.frombuffer(data, dtype=numpy.uint8).copy() if mine else \
+        numpy.empty(int(length[0]), dtype=numpy.uint8)
+    return broadcast(buffer, root).tobytes()
 
 
 def allgather(x, group=None):
@@ -335,15 +352,13 @@ def allgather(x, group=None):
     tensors may differ in their first dimension (as allgatherv)."""
     if _is_tf(x):
         return _tf(group, "allgather").allgather(x)
-    init()
-    _worker.drain()
-    send = _View(x, "allgather", writable=False)
+    send = _prepared(x, "allgather", writable=False)
     n = _size(group)
     shape = tuple(x.shape)
     out = _empty_like(send, (n * shape[0],) + shape[1:] if shape else (n,))
     if send.count:
-        _ddl.group_allgather(_handle(group), send.address, _View(out, "allgather", True).address,
-                             send.count, send.type)
+        _ddl.allgather(send.address, _View(out, "allgather", True).address, send.count,
+                       send.type, _handle(group))
     return out
 
 
@@ -353,22 +368,17 @@ def allgatherv(x, group=None):
     the dtype must be the same everywhere."""
     if _is_tf(x):
         return _tf(group, "allgatherv").allgather(x)
-    init()
-    send = _View(x, "allgatherv", writable=False)
+    send = _prepared(x, "allgatherv", writable=False)
     shape = tuple(x.shape) or (1,)
-    rows = allgather(_numpy_int64([shape[0]]), group=group)
+    import numpy
+
+    rows = allgather(numpy.array([shape[0]], dtype=numpy.int64), group=group)
     per_row = math.prod(shape[1:])
     counts = [int(r) * per_row for r in rows]
     out = _empty_like(send, (sum(int(r) for r in rows),) + shape[1:])
     _ddl.allgatherv(send.address, send.count, _View(out, "allgatherv", True).address, counts,
                     _offsets(counts), send.type, _handle(group))
     return out
-
-
-def _numpy_int64(values):
-    import numpy
-
-    return numpy.array(values, dtype=numpy.int64)
 
 
 def _share_shape(x, count, n, what):
@@ -386,9 +396,7 @@ def reduce_scatter(x, op="sum", group=None):
 
     x's element count must divide by the number of ranks; rank r gets chunk r. Shape
     (n / size, ...) when x's first axis n divides by it, else flat."""
-    init()
-    _worker.drain()
-    send = _View(x, "reduce_scatter", writable=False)
+    send = _prepared(x, "reduce_scatter", writable=False)
     n = _size(group)
     out = _empty_like(send, _share_shape(x, send.count, n, "reduce_scatter"))
     if send.count:
@@ -411,9 +419,7 @@ def alltoall(x, group=None):
     comes from rank j. A TensorFlow tensor: its first axis cut in equal blocks."""
     if _is_tf(x):
         return _tf(group, "alltoall").alltoall(x)
-    init()
-    _worker.drain()
-    send = _View(x, "alltoall", writable=False)
+    send = _prepared(x, "alltoall", writable=False)
     n = _size(group)
     _share_shape(x, send.count, n, "alltoall")
     out = _empty_like(send, tuple(x.shape))
@@ -427,9 +433,7 @@ def alltoallv(x, send_counts, recv_counts, group=None):
     """Rank r sends send_counts[j] elements of x (flat, in rank order) to rank j and gets
     recv_counts[j] from it; returns the received elements, flat, in rank order. Rank r's
     send_counts[j] must equal rank j's recv_counts[r] (else every rank raises MismatchError)."""
-    init()
-    _worker.drain()
-    send = _View(x, "alltoallv", writable=False)
+    send = _prepared(x, "alltoallv", writable=False)
     if sum(send_counts) != send.count:
         raise ValueError(f"alltoallv: send_counts add up to {sum(send_counts)}, x holds "
                          f"{send.count} elements")
@@ -441,28 +445,21 @@ def alltoallv(x, send_counts, recv_counts, group=None):
 
 
 def _offsets(counts):
-    out, total = [], 0
-    for c in counts:
-        out.append(total)
-        total += c
-    return out
+    """Where each of `counts` consecutive blocks starts."""
+    return list(itertools.accumulate(counts, initial=0))[:-1]
 
 
 def send(x, peer, tag=0, group=None):
     """Sends x to rank `peer` (a group rank with `group`) under `tag`; returns once x may be
     reused. The receiver passes the same tag, dtype and number of elements."""
-    init()
-    _worker.drain()
-    view = _View(x, "send", writable=False)
+    view = _prepared(x, "send", writable=False)
     _ddl.send(view.address, view.count, view.type, peer, tag, _handle(group))
 
 
 def recv(x, peer, tag=0, group=None):
     """Receives into x (in place; returns x) the message from rank `peer` under `tag`, which
     must have x's dtype and number of elements (else ddl.MismatchError, naming the sender)."""
-    init()
-    _worker.drain()
-    view = _View(x, "recv", writable=True)
+    view = _prepared(x, "recv", writable=True)
     _ddl.recv(view.address, view.count, view.type, peer, tag, _handle(group))
     return x
 
@@ -476,6 +473,17 @@ def new_group(ranks):
     init()
     handle = _ddl.group_create([int(r) for r in ranks])
     return None if handle is None else Group(handle, list(ranks))
+
+
+def _on_group(function):
+    """A Group method: `function` (a module collective or message) on the group's members."""
+
+    def method(self, *args, **kwargs):
+        return function(*args, group=self, **kwargs)
+
+    method.__name__ = method.__qualname__ = function.__name__
+    method.__doc__ = function.__doc__
+    return method
 
 
 class Group:
@@ -505,38 +513,10 @@ class Group:
             _ddl.group_destroy(self._handle)
         self._handle = None
 
-    def allreduce(self, x, op="sum", out=None):
-        return allreduce(x, op, out, group=self)
 
-    def allreduce_n(self, tensors, op="sum"):
-        return allreduce_n(tensors, op, group=self)
-
-    def broadcast(self, x, root=0):
-        return broadcast(x, root, group=self)
-
-    def allgather(self, x):
-        return allgather(x, group=self)
-
-    def allgatherv(self, x):
-        return allgatherv(x, group=self)
-
-    def reduce_scatter(self, x, op="sum"):
-        return reduce_scatter(x, op, group=self)
-
-    def barrier(self):
-        barrier(group=self)
-
-    def alltoall(self, x):
-        return alltoall(x, group=self)
-
-    def alltoallv(self, x, send_counts, recv_counts):
-        return alltoallv(x, send_counts, recv_counts, group=self)
-
-    def send(self, x, peer, tag=0):
-        send(x, peer, tag, group=self)
-
-    def recv(self, x, peer, tag=0):
-        return recv(x, peer, tag, group=self)
+for _call in (allreduce, allreduce_n, broadcast, allgather, allgatherv, reduce_scatter, barrier,
+              alltoall, alltoallv, send, recv):
+    setattr(Group, _call.__name__, _on_group(_call))
 
 
 def _imported_by_a_script():

@@ -30,7 +30,7 @@ import threading
 
 import tensorflow as tf
 
-from . import _binaries, _negotiate, init, rank, size
+from . import _NUMPY_NAMES, _OPS, _binaries, _negotiate, _op, init, rank, size
 from ._ddl import MismatchError
 
 __all__ = [
@@ -39,7 +39,6 @@ __all__ = [
     "is_tensorflow", "join", "ibm_init", "bcast", "all_reduce_n",
 ]
 
-_OPS = {"sum": 0, "avg": 1, "min": 2, "max": 3, "prod": 4, "band": 5, "bor": 6, "bxor": 7}
 _DTYPES = (tf.float32, tf.float64, tf.float16, tf.bfloat16, tf.int32, tf.int64, tf.uint8,
            tf.int8, tf.int16, tf.uint16, tf.bool)
 _DTYPE_NAMES = ("float32, float64, float16, bfloat16, int32, int64, uint8, int8, int16, uint16, "
@@ -120,12 +119,6 @@ def is_tensorflow(obj):
         and hasattr(obj, "assign"))
 
 
-def _op(op):
-    if op not in _OPS:
-        raise ValueError(f"unknown op {op!r}: one of {', '.join(_OPS)}")
-    return _OPS[op]
-
-
 def _tensor(x, what):
     """x as a tf.Tensor of a dtype libddl reduces; TypeError naming `what` otherwise."""
     if isinstance(x, tf.IndexedSlices):
@@ -146,6 +139,12 @@ def _assign_back(x, result):
         x.assign(result)
         return x
     return result
+
+
+def _check_root(root, what):
+    if not 0 <= int(root) < size():
+        raise ValueError(f"{what}: root {root} is not a rank of this job of {size()} "
+                         f"(0..{size() - 1})")
 
 
 def _node(name):
@@ -183,9 +182,7 @@ def broadcast(x, root=0, name=None, grad_op="sum"):
     Its gradient is the gradients reduced with grad_op (sum; Horovod's is avg) on root, zeros
     elsewhere."""
     value = _tensor(x, "ddl.tensorflow.broadcast")
-    if not 0 <= int(root) < size():
-        raise ValueError(f"ddl.tensorflow.broadcast: root {root} is not a rank of this job of "
-                         f"{size()} (0..{size() - 1})")
+    _check_root(root, "ddl.tensorflow.broadcast")
     return _assign_back(x, _lib.ddl_broadcast(value, root_rank=int(root), name=_node(name),
                                               ddl_name=_named("broadcast", name),
                                               grad_op=_op(grad_op)))
@@ -274,9 +271,7 @@ def broadcast_variables(variables, root=0):
 def broadcast_assigns(variables, root=0):
     """broadcast_variables' assignments (ops or values to depend on, in a graph)."""
     variables = list(variables)
-    if not 0 <= int(root) < size():
-        raise ValueError(f"ddl.tensorflow.broadcast_variables: root {root} is not a rank of "
-                         f"this job of {size()} (0..{size() - 1})")
+    _check_root(root, "ddl.tensorflow.broadcast_variables")
     values = [_tensor(v, f"ddl.tensorflow.broadcast_variables: {getattr(v, 'name', i)}")
               for i, v in enumerate(variables)]
     assigns = []
@@ -458,10 +453,6 @@ def allreduce_metrics(logs, op="avg"):
     return logs
 
 
-_NUMPY_TYPES = ("float32", "float64", "float16", "int32", "int64", "uint8", "int8", "int16",
-                "uint16", "bool")
-
-
 def _stand_in(sig):
     """A joined rank's part in an allreduce op of signature `sig` (tf_ops.cc: "allreduce",
     dtype, op, shapes): the same libddl call on zeros."""
@@ -470,7 +461,7 @@ def _stand_in(sig):
     from . import allreduce_n as ddl_allreduce_n  # noqa: PLC0415
 
     _, dtype, op, shapes = sig
-    if dtype not in _NUMPY_TYPES:
+    if dtype not in _NUMPY_NAMES.split(", "):
         raise TypeError(f"ddl.tensorflow.join: a joined rank cannot stand in for an allreduce "
                         f"of {dtype}")
     arrays = [np.zeros([int(d) for d in s.strip("[]").split(",") if d], dtype)

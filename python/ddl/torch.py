@@ -31,6 +31,7 @@ import torch
 import ddl
 from ddl import _binaries
 from ddl._fusion import GradientReducer
+from ddl._site.sitecustomize import register_backend
 
 __all__ = [
     "DistributedOptimizer", "DistributedSampler", "allreduce_metric", "broadcast_object",
@@ -68,20 +69,11 @@ def broadcast_parameters(params, root_rank=0):
 
 def broadcast_object(obj, root_rank=0):
     """root_rank's obj on every rank (serialised with torch.save, so tensors travel too)."""
+    buffer = io.BytesIO()
     if ddl.rank() == root_rank:
-        buffer = io.BytesIO()
         torch.save(obj, buffer)
-        data = numpy.frombuffer(buffer.getvalue(), dtype=numpy.uint8).copy()
-        length = numpy.array([data.size], dtype=numpy.int64)
-    else:
-        length = numpy.zeros(1, dtype=numpy.int64)
-    ddl.broadcast(length, root_rank)
-    if ddl.rank() != root_rank:
-        data = numpy.empty(int(length[0]), dtype=numpy.uint8)
-    ddl.broadcast(data, root_rank)
-    if ddl.rank() == root_rank:
-        return obj
-    return torch.load(io.BytesIO(data.tobytes()))
+    data = ddl._broadcast_bytes(buffer.getvalue(), root_rank)
+    return obj if ddl.rank() == root_rank else torch.load(io.BytesIO(data))
 
 
 def broadcast_optimizer_state(optimizer, root_rank=0):
@@ -363,17 +355,6 @@ def _register_backend():
     if _torch_monitored_barrier is None:
         _torch_monitored_barrier = dist.monitored_barrier
         dist.monitored_barrier = _monitored_barrier
-
-
-def register_backend(dist, creator):
-    """Registers `creator` as the backend "ddl" of torch.distributed (`dist`): for CPU and CUDA
-    tensors on torch 2.x (whose register_backend takes the devices), as the process group on 1.x."""
-    import inspect
-
-    if "devices" in inspect.signature(dist.Backend.register_backend).parameters:
-        dist.Backend.register_backend("ddl", creator, extended_api=True, devices=["cpu", "cuda"])
-    else:
-        dist.Backend.register_backend("ddl", creator, extended_api=True)
 
 
 _register_backend()

@@ -43,20 +43,27 @@ def _create_process_group(options, pg_options):
 
 def _register(dist):
     """Registers the backend "ddl" with torch.distributed (`dist`), once."""
-    import inspect
-
     try:
         if dist.is_available() and not hasattr(dist.Backend, "DDL"):
-            register = dist.Backend.register_backend
-            if "devices" in inspect.signature(register).parameters:  # torch 2.x
-                register("ddl", _create_process_group, extended_api=True, devices=["cpu", "cuda"])
-            else:
-                register("ddl", _create_process_group, extended_api=True)
+            register_backend(dist, _create_process_group)
     except Exception as e:  # an unknown torch: say so, never break the import
         print(f"ddl: the torch.distributed backend ddl was not registered: "
               f"{type(e).__name__}: {e}", file=sys.stderr)
     if _in_ddlrun_job() and hasattr(dist, "init_process_group"):
         _meet_first(dist)
+
+
+def register_backend(dist, creator):
+    """Registers `creator` as the backend "ddl" of torch.distributed (`dist`): for CPU and CUDA
+    tensors on torch 2.x (whose register_backend takes the devices), as the process group on 1.x
+    (ddl.torch uses it too)."""
+    import inspect
+
+    register = dist.Backend.register_backend
+    if "devices" in inspect.signature(register).parameters:  # torch 2.x
+        register("ddl", creator, extended_api=True, devices=["cpu", "cuda"])
+    else:
+        register("ddl", creator, extended_api=True)
 
 
 def _in_ddlrun_job():

@@ -14,6 +14,7 @@
 #include <pybind11/stl.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -96,61 +97,7 @@ ddl_group_t group_of(std::uintptr_t handle) {
   return handle == 0 ? ddl_group_world() : reinterpret_cast<ddl_group_t>(handle);
 }
 
-/// A reduction from a send to a recv buffer (`Call`: ddl_allreduce or ddl_reduce_scatter) as
-/// `name`, whose count argument is called `count`.
-template <auto Call>
-void def_reduction(py::module_& m, const char* name, const char* count) {
-  m.def(
-      name,
-      [](std::uintptr_t send, std::uintptr_t recv, std::size_t n, int type, int op) {
-        communicate([&] {
-          return Call(as_pointer(send), as_pointer(recv), n, static_cast<ddl_datatype_t>(type),
-                      static_cast<ddl_op_t>(op));
-        });
-      },
-      py::arg("send"), py::arg("recv"), py::arg(count), py::arg("type"), py::arg("op"));
-}
-
-/// allreduce and allreduce_n.
-void def_reductions(py::module_& m) {
-  def_reduction<ddl_allreduce>(m, "allreduce", "count");
-  m.def(
-      "allreduce_n",
-      [](const std::vector<std::uintptr_t>& buffers, const std::vector<std::size_t>& counts,
-         int type, int op) {
-        const std::vector<void*> pointers = pointers_of(buffers, counts);
-        communicate([&] {
-          return ddl_allreduce_n(pointers.data(), counts.data(), pointers.size(),
-                                 static_cast<ddl_datatype_t>(type), static_cast<ddl_op_t>(op));
-        });
-      },
-      py::arg("buffers"), py::arg("counts"), py::arg("type"), py::arg("op"));
-}
-
-/// bcast, allgather, reduce_scatter and barrier.
-void def_other_collectives(py::module_& m) {
-  m.def(
-      "bcast",
-      [](std::uintptr_t buf, std::size_t count, int type, int root) {
-        communicate([&] {
-          return ddl_bcast(as_pointer(buf), count, static_cast<ddl_datatype_t>(type), root);
-        });
-      },
-      py::arg("buf"), py::arg("count"), py::arg("type"), py::arg("root"));
-  m.def(
-      "allgather",
-      [](std::uintptr_t send, std::uintptr_t recv, std::size_t count, int type) {
-        communicate([&] {
-          return ddl_allgather(as_pointer(send), as_pointer(recv), count,
-                               static_cast<ddl_datatype_t>(type));
-        });
-      },
-      py::arg("send"), py::arg("recv"), py::arg("count"), py::arg("type"));
-  def_reduction<ddl_reduce_scatter>(m, "reduce_scatter", "recv_count");
-  m.def("barrier", [] { communicate([] { return ddl_barrier(); }); });
-}
-
-/// Groups: group_create (a handle, None outside the group), group_destroy, their shape.
+/// Groups: group_create (a handle, None outside the group), group_destroy, group_rank.
 void def_groups(py::module_& m) {
   m.def(
       "group_create",
@@ -168,24 +115,29 @@ void def_groups(py::module_& m) {
   m.def(
       "group_rank", [](std::uintptr_t group) { return ddl_group_rank(group_of(group)); },
       py::arg("group"));
-  m.def(
-      "group_size", [](std::uintptr_t group) { return ddl_group_size(group_of(group)); },
-      py::arg("group"));
 }
 
-/// The collectives on a group (0: the job): group_allreduce ... group_barrier.
-void def_group_collectives(py::module_& m) {
+/// A reduction from a send to a recv buffer on a group (`Call`: ddl_group_allreduce or
+/// ddl_group_reduce_scatter) as `name`, whose count argument is called `count`.
+template <auto Call>
+void def_group_reduction(py::module_& m, const char* name, const char* count) {
   m.def(
-      "group_allreduce",
-      [](std::uintptr_t g, std::uintptr_t send, std::uintptr_t recv, std::size_t count, int type,
+      name,
+      [](std::uintptr_t g, std::uintptr_t send, std::uintptr_t recv, std::size_t n, int type,
          int op) {
         communicate([&] {
-          return ddl_group_allreduce(group_of(g), as_pointer(send), as_pointer(recv), count,
-                                     static_cast<ddl_datatype_t>(type), static_cast<ddl_op_t>(op));
+          return Call(group_of(g), as_pointer(send), as_pointer(recv), n,
+                      static_cast<ddl_datatype_t>(type), static_cast<ddl_op_t>(op));
         });
       },
-      py::arg("group"), py::arg("send"), py::arg("recv"), py::arg("count"), py::arg("type"),
+      py::arg("group"), py::arg("send"), py::arg("recv"), py::arg(count), py::arg("type"),
       py::arg("op"));
+}
+
+/// The collectives on a group (0: the job): group_allreduce, group_allreduce_n, group_bcast,
+/// group_reduce_scatter, group_barrier.
+void def_group_collectives(py::module_& m) {
+  def_group_reduction<ddl_group_allreduce>(m, "group_allreduce", "count");
   m.def(
       "group_allreduce_n",
       [](std::uintptr_t g, const std::vector<std::uintptr_t>& buffers,
@@ -207,27 +159,7 @@ void def_group_collectives(py::module_& m) {
         });
       },
       py::arg("group"), py::arg("buf"), py::arg("count"), py::arg("type"), py::arg("root"));
-  m.def(
-      "group_allgather",
-      [](std::uintptr_t g, std::uintptr_t send, std::uintptr_t recv, std::size_t count, int type) {
-        communicate([&] {
-          return ddl_group_allgather(group_of(g), as_pointer(send), as_pointer(recv), count,
-                                     static_cast<ddl_datatype_t>(type));
-        });
-      },
-      py::arg("group"), py::arg("send"), py::arg("recv"), py::arg("count"), py::arg("type"));
-  m.def(
-      "group_reduce_scatter",
-      [](std::uintptr_t g, std::uintptr_t send, std::uintptr_t recv, std::size_t recv_count,
-         int type, int op) {
-        communicate([&] {
-          return ddl_group_reduce_scatter(group_of(g), as_pointer(send), as_pointer(recv),
-                                          recv_count, static_cast<ddl_datatype_t>(type),
-                                          static_cast<ddl_op_t>(op));
-        });
-      },
-      py::arg("group"), py::arg("send"), py::arg("recv"), py::arg("recv_count"), py::arg("type"),
-      py::arg("op"));
+  def_group_reduction<ddl_group_reduce_scatter>(m, "group_reduce_scatter", "recv_count");
   m.def(
       "group_barrier",
       [](std::uintptr_t g) { communicate([&] { return ddl_group_barrier(group_of(g)); }); },
@@ -250,19 +182,38 @@ void def_point_to_point(py::module_& m, const char* name) {
       py::arg("group") = 0);
 }
 
-/// send, recv and alltoall, on the job or a group (`group`, 0: the job).
-void def_exchanges(py::module_& m) {
-  def_point_to_point<ddl_group_send>(m, "send");
-  def_point_to_point<ddl_group_recv>(m, "recv");
+/// allgather or alltoall (`Call`, ddl_group_allgather or ddl_group_alltoall) as `name`: `count`
+/// elements from or to each rank, on the job or a group (`group`, 0: the job).
+template <auto Call>
+void def_exchange(py::module_& m, const char* name) {
   m.def(
-      "alltoall",
+      name,
       [](std::uintptr_t send, std::uintptr_t recv, std::size_t count, int type, std::uintptr_t g) {
         communicate([&] {
-          return ddl_group_alltoall(group_of(g), as_pointer(send), as_pointer(recv), count,
-                                    static_cast<ddl_datatype_t>(type));
+          return Call(group_of(g), as_pointer(send), as_pointer(recv), count,
+                      static_cast<ddl_datatype_t>(type));
         });
       },
       py::arg("send"), py::arg("recv"), py::arg("count"), py::arg("type"), py::arg("group") = 0);
+}
+
+/// send, recv, allgather and alltoall, on the job or a group (`group`, 0: the job).
+void def_exchanges(py::module_& m) {
+  def_point_to_point<ddl_group_send>(m, "send");
+  def_point_to_point<ddl_group_recv>(m, "recv");
+  def_exchange<ddl_group_allgather>(m, "allgather");
+  def_exchange<ddl_group_alltoall>(m, "alltoall");
+}
+
+/// Throws ValueError ("<needs> N entries, one per rank of the group") unless each of `lists`
+/// has one entry per rank of group `g` (none when the group is unknown: the call says why).
+void check_per_rank(std::uintptr_t g, std::initializer_list<const std::vector<std::size_t>*> lists,
+                    const std::string& needs) {
+  const int n = ddl_group_size(group_of(g));
+  for (const auto* v : lists) {
+    if (n >= 0 && v->size() != static_cast<std::size_t>(n))
+      throw py::value_error(needs + std::to_string(n) + " entries, one per rank of the group");
+  }
 }
 
 /// alltoallv and allgatherv (a size per rank), on the job or a group (`group`, 0: the job).
@@ -273,13 +224,8 @@ void def_variable_exchanges(py::module_& m) {
          const std::vector<std::size_t>& send_displs, std::uintptr_t recv,
          const std::vector<std::size_t>& recv_counts, const std::vector<std::size_t>& recv_displs,
          int type, std::uintptr_t g) {
-        const int n = ddl_group_size(group_of(g));  // -1: the call below says why
-        for (const auto* v : {&send_counts, &send_displs, &recv_counts, &recv_displs}) {
-          if (n >= 0 && v->size() != static_cast<std::size_t>(n)) {
-            throw py::value_error("alltoallv: every count and displacement list needs " +
-                                  std::to_string(n) + " entries, one per rank of the group");
-          }
-        }
+        check_per_rank(g, {&send_counts, &send_displs, &recv_counts, &recv_displs},
+                       "alltoallv: every count and displacement list needs ");
         communicate([&] {
           return ddl_group_alltoallv(group_of(g), as_pointer(send), send_counts.data(),
                                      send_displs.data(), as_pointer(recv), recv_counts.data(),
@@ -293,12 +239,8 @@ void def_variable_exchanges(py::module_& m) {
       [](std::uintptr_t send, std::size_t send_count, std::uintptr_t recv,
          const std::vector<std::size_t>& recv_counts, const std::vector<std::size_t>& recv_displs,
          int type, std::uintptr_t g) {
-        const int n = ddl_group_size(group_of(g));  // -1: the call below says why
-        if (n >= 0 && (recv_counts.size() != static_cast<std::size_t>(n) ||
-                       recv_displs.size() != static_cast<std::size_t>(n))) {
-          throw py::value_error("allgatherv: recv_counts and recv_displs need " +
-                                std::to_string(n) + " entries, one per rank of the group");
-        }
+        check_per_rank(g, {&recv_counts, &recv_displs},
+                       "allgatherv: recv_counts and recv_displs need ");
         communicate([&] {
           return ddl_group_allgatherv(group_of(g), as_pointer(send), send_count, as_pointer(recv),
                                       recv_counts.data(), recv_displs.data(),
@@ -360,8 +302,6 @@ PYBIND11_MODULE(_ddl, m) {
   m.doc() = "libddl's C API over raw addresses; use the package `ddl`, not this module";
   def_errors(m);
   def_job(m);
-  def_reductions(m);
-  def_other_collectives(m);
   def_groups(m);
   def_group_collectives(m);
   def_exchanges(m);

@@ -25,12 +25,14 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <numeric>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "base/table.h"
 #include "ddl/ddl.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
@@ -86,17 +88,11 @@ class Requests {
   const char* name(int64_t id) { return find(id).name.c_str(); }
   const char* signature(int64_t id) { return find(id).signature.c_str(); }
 
-  void run(int64_t id) {
+  /// Runs the request's work (or, given `failed`, fails it with that) and calls its done.
+  void finish(int64_t id, const absl::Status* failed = nullptr) {
     Request request = take(id);
     if (!request.done) return;
-    request.context->SetStatus(request.work());
-    request.done();
-  }
-
-  void fail(int64_t id, absl::Status status) {
-    Request request = take(id);
-    if (!request.done) return;
-    request.context->SetStatus(status);
+    request.context->SetStatus(failed != nullptr ? *failed : request.work());
     request.done();
   }
 
@@ -131,64 +127,37 @@ class Requests {
   int64_t next_id_ = 1;
 };
 
-/// The TensorFlow status of a failed libddl call `what`.
-absl::Status failure(const std::string& what, ddl_status_t status) {
+/// The status of a call that Python's negotiation failed, by ddl_tf_fail's codes: 0
+/// FAILED_PRECONDITION, 1 INVALID_ARGUMENT, 2 UNAVAILABLE, anything else INTERNAL.
+absl::Status failure_of(int code, const std::string& message) {
+  constexpr absl::Status (*kKinds[])(absl::string_view) = {
+      absl::FailedPreconditionError, absl::InvalidArgumentError, absl::UnavailableError,
+      absl::InternalError};
+  return kKinds[code >= 0 && code < 3 ? code : 3](message);
+}
+
+/// OK for a libddl call `what` that succeeded, else the TensorFlow status of its failure: the
+/// ranks' calls did not match, a lost peer, a bad argument (failure_of's codes), or INTERNAL.
+absl::Status checked(const std::string& what, ddl_status_t status) {
+  if (status == DDL_SUCCESS) return absl::OkStatus();
   std::string message = ddl_last_error();
   if (message.empty()) message = ddl_error_string(status);
-  message = "ddl " + what + ": " + message;
-  switch (status) {
-    case DDL_ERR_MISMATCH:
-      return failure<absl::FailedPreconditionError>(message);
-    case DDL_ERR_TRANSPORT:
-    case DDL_ERR_BOOTSTRAP:
-      return failure<absl::UnavailableError>(message);
-    case DDL_ERR_ARGUMENT:
-      return failure<absl::InvalidArgumentError>(message);
-    default:
-      return failure<absl::InternalError>(message);
-  }
+  const int code = status == DDL_ERR_MISMATCH                                   ? 0
+                   : status == DDL_ERR_ARGUMENT                                 ? 1
+                   : status == DDL_ERR_TRANSPORT || status == DDL_ERR_BOOTSTRAP ? 2
+                                                                                : 3;
+  return failure_of(code, "ddl " + what + ": " + message);
 }
 
-/// The status of a call that Python's negotiation failed (ddl_tf_fail's codes).
-absl::Status failure_of(int code, const char* message) {
-  switch (code) {
-    case 0:
-      return failure<absl::FailedPreconditionError>(message);
-    case 1:
-      return failure<absl::InvalidArgumentError>(message);
-    case 2:
-      return failure<absl::UnavailableError>(message);
-    default:
-      return failure<absl::InternalError>(message);
-  }
-}
+/// libddl's code of each TensorFlow dtype the ops take (kTypes below allows no other).
+constexpr std::pair<tf::DataType, ddl_datatype_t> kDdlTypes[] = {
+    {tf::DT_FLOAT, DDL_FLOAT32},     {tf::DT_DOUBLE, DDL_FLOAT64}, {tf::DT_HALF, DDL_FLOAT16},
+    {tf::DT_BFLOAT16, DDL_BFLOAT16}, {tf::DT_INT32, DDL_INT32},    {tf::DT_INT64, DDL_INT64},
+    {tf::DT_INT8, DDL_INT8},         {tf::DT_INT16, DDL_INT16},    {tf::DT_UINT16, DDL_UINT16},
+    {tf::DT_BOOL, DDL_BOOL},         {tf::DT_UINT8, DDL_UINT8}};
 
-/// libddl's code for a TensorFlow dtype (the ops' type constraints allow no other).
 ddl_datatype_t ddl_type(tf::DataType type) {
-  switch (type) {
-    case tf::DT_FLOAT:
-      return DDL_FLOAT32;
-    case tf::DT_DOUBLE:
-      return DDL_FLOAT64;
-    case tf::DT_HALF:
-      return DDL_FLOAT16;
-    case tf::DT_BFLOAT16:
-      return DDL_BFLOAT16;
-    case tf::DT_INT32:
-      return DDL_INT32;
-    case tf::DT_INT64:
-      return DDL_INT64;
-    case tf::DT_INT8:
-      return DDL_INT8;
-    case tf::DT_INT16:
-      return DDL_INT16;
-    case tf::DT_UINT16:
-      return DDL_UINT16;
-    case tf::DT_BOOL:
-      return DDL_BOOL;
-    default:
-      return DDL_UINT8;
-  }
+  return ddl::base::lookup(kDdlTypes, type).value_or(DDL_UINT8);
 }
 
 /// Fails the op unless libddl is initialised (ddl.tensorflow initialises it when it builds
@@ -295,9 +264,8 @@ class AllreduceOp : public NamedOp {
     const auto op = static_cast<ddl_op_t>(op_);
     file(context, std::move(done), std::move(signature), [buffers, counts, type, op] {
       if (buffers.empty()) return absl::OkStatus();
-      const ddl_status_t status =
-          ddl_allreduce_n(buffers.data(), counts.data(), buffers.size(), type, op);
-      return status == DDL_SUCCESS ? absl::OkStatus() : failure("allreduce", status);
+      return checked("allreduce",
+                     ddl_allreduce_n(buffers.data(), counts.data(), buffers.size(), type, op));
     });
   }
 
@@ -326,9 +294,8 @@ class BroadcastOp : public NamedOp {
                                          shape_text(out->shape()), "|root ", root);
     file(context, std::move(done), std::move(signature), [out, root] {
       if (out->NumElements() == 0) return absl::OkStatus();
-      const ddl_status_t status = ddl_bcast(out->data(), static_cast<size_t>(out->NumElements()),
-                                            ddl_type(out->dtype()), root);
-      return status == DDL_SUCCESS ? absl::OkStatus() : failure("broadcast", status);
+      return checked("broadcast", ddl_bcast(out->data(), static_cast<size_t>(out->NumElements()),
+                                            ddl_type(out->dtype()), root));
     });
   }
 
@@ -339,11 +306,7 @@ class BroadcastOp : public NamedOp {
 /// Element offsets of consecutive blocks of `counts` elements.
 std::vector<size_t> offsets_of(const std::vector<size_t>& counts) {
   std::vector<size_t> offsets(counts.size());
-  size_t total = 0;
-  for (size_t r = 0; r < counts.size(); ++r) {
-    offsets[r] = total;
-    total += counts[r];
-  }
+  std::exclusive_scan(counts.begin(), counts.end(), offsets.begin(), size_t{0});
   return offsets;
 }
 
@@ -354,8 +317,7 @@ absl::Status allgather(tf::OpKernelContext* context, const tf::Tensor& in) {
   const int64_t rows = in.dims() == 0 ? 1 : in.dim_size(0);
   const int64_t mine[2] = {rows, per_row(in.shape())};
   std::vector<int64_t> all(2 * static_cast<size_t>(size));
-  ddl_status_t status = ddl_allgather(mine, all.data(), 2, DDL_INT64);
-  if (status != DDL_SUCCESS) return failure("allgather", status);
+  TF_RETURN_IF_ERROR(checked("allgather", ddl_allgather(mine, all.data(), 2, DDL_INT64)));
   std::vector<size_t> counts(static_cast<size_t>(size));
   int64_t total_rows = 0;
   for (int r = 0; r < size; ++r) {
@@ -371,9 +333,9 @@ absl::Status allgather(tf::OpKernelContext* context, const tf::Tensor& in) {
   tf::Tensor* out = nullptr;
   TF_RETURN_IF_ERROR(context->allocate_output(0, with_rows(in.shape(), total_rows), &out));
   if (out->NumElements() == 0) return absl::OkStatus();
-  status = ddl_allgatherv(in.data(), static_cast<size_t>(in.NumElements()), out->data(),
-                          counts.data(), offsets_of(counts).data(), ddl_type(in.dtype()));
-  return status == DDL_SUCCESS ? absl::OkStatus() : failure("allgather", status);
+  return checked("allgather",
+                 ddl_allgatherv(in.data(), static_cast<size_t>(in.NumElements()), out->data(),
+                                counts.data(), offsets_of(counts).data(), ddl_type(in.dtype())));
 }
 
 /// DdlAllgather: every rank's tensor, concatenated on the first dimension in rank order.
@@ -431,8 +393,7 @@ absl::Status alltoall(tf::OpKernelContext* context, const tf::Tensor& in,
                       const std::vector<int64_t>& rows) {
   const size_t size = rows.size();
   std::vector<int64_t> received(size);
-  ddl_status_t status = ddl_alltoall(rows.data(), received.data(), 1, DDL_INT64);
-  if (status != DDL_SUCCESS) return failure("alltoall", status);
+  TF_RETURN_IF_ERROR(checked("alltoall", ddl_alltoall(rows.data(), received.data(), 1, DDL_INT64)));
   tf::Tensor* splits_out = nullptr;
   TF_RETURN_IF_ERROR(
       context->allocate_output(1, tf::TensorShape({static_cast<int64_t>(size)}), &splits_out));
@@ -447,9 +408,10 @@ absl::Status alltoall(tf::OpKernelContext* context, const tf::Tensor& in,
   }
   tf::Tensor* out = nullptr;
   TF_RETURN_IF_ERROR(context->allocate_output(0, with_rows(in.shape(), total_rows), &out));
-  status = ddl_alltoallv(in.data(), send_counts.data(), offsets_of(send_counts).data(), out->data(),
-                         recv_counts.data(), offsets_of(recv_counts).data(), ddl_type(in.dtype()));
-  return status == DDL_SUCCESS ? absl::OkStatus() : failure("alltoall", status);
+  return checked(
+      "alltoall",
+      ddl_alltoallv(in.data(), send_counts.data(), offsets_of(send_counts).data(), out->data(),
+                    recv_counts.data(), offsets_of(recv_counts).data(), ddl_type(in.dtype())));
 }
 
 /// DdlAlltoall: splits[j] rows of the tensor to rank j (equal blocks without splits); returns
@@ -558,9 +520,10 @@ __attribute__((visibility("default"))) const char* ddl_tf_signature(int64_t id) 
   return ddl_tf::Requests::instance().signature(id);
 }
 __attribute__((visibility("default"))) void ddl_tf_run(int64_t id) {
-  ddl_tf::Requests::instance().run(id);
+  ddl_tf::Requests::instance().finish(id);
 }
 __attribute__((visibility("default"))) void ddl_tf_fail(int64_t id, int code, const char* message) {
-  ddl_tf::Requests::instance().fail(id, ddl_tf::failure_of(code, message));
+  const absl::Status status = ddl_tf::failure_of(code, message);
+  ddl_tf::Requests::instance().finish(id, &status);
 }
 }

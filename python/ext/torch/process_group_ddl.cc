@@ -11,6 +11,7 @@
 #include <tuple>
 #include <utility>
 
+#include "base/table.h"
 #include "ddl/ddl.h"
 #include "ddl/ddl.hpp"
 #include "run_queue.h"
@@ -64,67 +65,40 @@ constexpr const char* kUint16Taken = ", uint16";
 constexpr const char* kUint16Taken = "";
 #endif
 
+/// libddl's type of each torch dtype the backend takes (and at::kUInt16 where torch has it).
+constexpr std::pair<at::ScalarType, ddl_datatype_t> kTypes[] = {
+    {at::kFloat, DDL_FLOAT32},     {at::kDouble, DDL_FLOAT64}, {at::kHalf, DDL_FLOAT16},
+    {at::kBFloat16, DDL_BFLOAT16}, {at::kInt, DDL_INT32},      {at::kLong, DDL_INT64},
+    {at::kByte, DDL_UINT8},        {at::kChar, DDL_INT8},      {at::kShort, DDL_INT16},
+    {at::kBool, DDL_BOOL}};
+
 ddl_datatype_t datatype_of(const at::Tensor& tensor, const char* what) {
-  switch (tensor.scalar_type()) {
-    case at::kFloat:
-      return DDL_FLOAT32;
-    case at::kDouble:
-      return DDL_FLOAT64;
-    case at::kHalf:
-      return DDL_FLOAT16;
-    case at::kBFloat16:
-      return DDL_BFLOAT16;
-    case at::kInt:
-      return DDL_INT32;
-    case at::kLong:
-      return DDL_INT64;
-    case at::kByte:
-      return DDL_UINT8;
-    case at::kChar:
-      return DDL_INT8;
-    case at::kShort:
-      return DDL_INT16;
-    case at::kBool:
-      return DDL_BOOL;
+  if (const auto type = base::lookup(kTypes, tensor.scalar_type())) return *type;
 #if DDL_TORCH_UINT16
-    case at::kUInt16:
-      return DDL_UINT16;
+  if (tensor.scalar_type() == at::kUInt16) return DDL_UINT16;
 #endif
-    default:
-      TORCH_CHECK(false, "ddl backend: ", what, ": dtype ", tensor.scalar_type(),
-                  " is not supported (it takes float32, float64, float16, bfloat16, int8, int16, "
-                  "int32, int64, uint8",
-                  kUint16Taken, " and bool)");
-  }
+  TORCH_CHECK(false, "ddl backend: ", what, ": dtype ", tensor.scalar_type(),
+              " is not supported (it takes float32, float64, float16, bfloat16, int8, int16, "
+              "int32, int64, uint8",
+              kUint16Taken, " and bool)");
 }
 
 constexpr const char* kOpsTaken =
     " is not supported (it takes SUM, AVG, PRODUCT, MIN, MAX, BAND, BOR and BXOR)";
 
+/// libddl's reduction of each torch reduce op the backend takes.
+constexpr std::pair<c10d::ReduceOp::RedOpType, ddl_op_t> kOps[] = {
+    {c10d::ReduceOp::SUM, DDL_SUM},      {c10d::ReduceOp::AVG, DDL_AVG},
+    {c10d::ReduceOp::PRODUCT, DDL_PROD}, {c10d::ReduceOp::MIN, DDL_MIN},
+    {c10d::ReduceOp::MAX, DDL_MAX},      {c10d::ReduceOp::BAND, DDL_BAND},
+    {c10d::ReduceOp::BOR, DDL_BOR},      {c10d::ReduceOp::BXOR, DDL_BXOR}};
+
 ddl_op_t op_of(const c10d::ReduceOp& op, const char* what) {
-  switch (static_cast<c10d::ReduceOp::RedOpType>(op)) {
-    case c10d::ReduceOp::SUM:
-      return DDL_SUM;
-    case c10d::ReduceOp::AVG:
-      return DDL_AVG;
-    case c10d::ReduceOp::PRODUCT:
-      return DDL_PROD;
-    case c10d::ReduceOp::MIN:
-      return DDL_MIN;
-    case c10d::ReduceOp::MAX:
-      return DDL_MAX;
-    case c10d::ReduceOp::BAND:
-      return DDL_BAND;
-    case c10d::ReduceOp::BOR:
-      return DDL_BOR;
-    case c10d::ReduceOp::BXOR:
-      return DDL_BXOR;
-    case c10d::ReduceOp::PREMUL_SUM:
-      TORCH_CHECK(false, "ddl backend: ", what, ": reduce op PREMUL_SUM", kOpsTaken);
-    default:
-      TORCH_CHECK(false, "ddl backend: ", what, ": reduce op ",
-                  static_cast<int>(static_cast<c10d::ReduceOp::RedOpType>(op)), kOpsTaken);
-  }
+  const auto type = static_cast<c10d::ReduceOp::RedOpType>(op);
+  if (const auto ddl_op = base::lookup(kOps, type)) return *ddl_op;
+  TORCH_CHECK(type != c10d::ReduceOp::PREMUL_SUM, "ddl backend: ", what, ": reduce op PREMUL_SUM",
+              kOpsTaken);
+  TORCH_CHECK(false, "ddl backend: ", what, ": reduce op ", static_cast<int>(type), kOpsTaken);
 }
 
 /// A dense tensor of a supported dtype, on the CPU (or on a GPU when libddl was built with its
@@ -157,6 +131,13 @@ void check_tensor(const at::Tensor& tensor, const char* what, const at::Tensor* 
 /// The single tensor of a one-tensor list.
 void check_one(size_t n, const char* what) {
   TORCH_CHECK(n == 1, "ddl backend: ", what, ": takes one tensor per process, got ", n);
+}
+
+/// The tensor of a one-tensor list, checked (check_tensor).
+const at::Tensor& check_single(const std::vector<at::Tensor>& tensors, const char* what) {
+  check_one(tensors.size(), what);
+  check_tensor(tensors[0], what);
+  return tensors[0];
 }
 
 /// gather's output lists or scatter's input lists (`n` of them, each a list of `kind`s): one on
@@ -194,6 +175,44 @@ void write_back(at::Tensor& tensor, const at::Tensor& contiguous) {
   if (contiguous.is_same(tensor)) return;
   tensor.copy_(contiguous);
   settle(tensor);
+}
+
+/// The elements of `tensors` one after the other, in one new flat tensor.
+at::Tensor concatenated(const std::vector<at::Tensor>& tensors) {
+  std::vector<at::Tensor> flat;
+  for (const at::Tensor& tensor : tensors)
+    flat.push_back(tensor.reshape({-1}));
+  return at::cat(flat);
+}
+
+/// On the worker: one libddl allgather of every group rank's `input` (`size` ranks), rank i's
+/// copied into parts[i] (gather: none kept on a rank whose `parts` is empty).
+void gather_into(ddl_group_t group, int size, const at::Tensor& input,
+                 const std::vector<at::Tensor>& parts, const char* what) {
+  at::Tensor buffer = contiguous_of(input);
+  const int64_t n = buffer.numel();
+  at::Tensor gathered = at::empty({n * size}, buffer.options());
+  call(what, buffer, [&] {
+    return ddl_group_allgather(group, buffer.data_ptr(), gathered.data_ptr(), n,
+                               datatype_of(buffer, what));
+  });
+  for (size_t i = 0; i < parts.size(); ++i) {
+    at::Tensor part = parts[i];
+    part.copy_(gathered.narrow(0, static_cast<int64_t>(i) * n, n).view(part.sizes()));
+  }
+  settle(gathered);
+}
+
+/// On the worker: `libddl_call(data, count, type)` on `tensor`'s elements (a contiguous copy
+/// where it is not contiguous, written back afterwards unless `reads_only`); see call().
+template <typename Call>
+void on_elements(at::Tensor& tensor, const char* what, Call libddl_call, bool reads_only = false) {
+  at::Tensor buffer = contiguous_of(tensor);
+  call(what, buffer, [&] {
+    return libddl_call(buffer.data_ptr(), static_cast<size_t>(buffer.numel()),
+                       datatype_of(buffer, what));
+  });
+  if (!reads_only) write_back(tensor, buffer);
 }
 
 }  // namespace
@@ -270,19 +289,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::enqueue(c10d::OpType type,
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::broadcast(std::vector<at::Tensor>& tensors,
                                                           const c10d::BroadcastOptions& opts) {
-  check_one(tensors.size(), "broadcast");
-  check_tensor(tensors[0], "broadcast");
+  check_single(tensors, "broadcast");
   TORCH_CHECK(opts.rootTensor == 0, "ddl backend: broadcast: root tensor ", opts.rootTensor,
               " of a list of one");
   const int root = static_cast<int>(opts.rootRank);  // libddl checks it is a rank
   return enqueue(c10d::OpType::BROADCAST, tensors,
                  [group = group_, tensor = tensors[0], root]() mutable {
-                   at::Tensor buffer = contiguous_of(tensor);
-                   call("broadcast", buffer, [&] {
-                     return ddl_group_bcast(group, buffer.data_ptr(), buffer.numel(),
-                                            datatype_of(buffer, "broadcast"), root);
+                   on_elements(tensor, "broadcast", [&](void* data, size_t n, ddl_datatype_t type) {
+                     return ddl_group_bcast(group, data, n, type, root);
                    });
-                   write_back(tensor, buffer);
                  });
 }
 
@@ -293,15 +308,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::allreduce(std::vector<at::Tensor
     return allreduce_sparse(tensors[0], opts.reduceOp);
   check_tensor(tensors[0], "allreduce");
   const ddl_op_t op = op_of(opts.reduceOp, "allreduce");
-  return enqueue(
-      c10d::OpType::ALLREDUCE, tensors, [group = group_, tensor = tensors[0], op]() mutable {
-        at::Tensor buffer = contiguous_of(tensor);
-        call("allreduce", buffer, [&] {
-          return ddl_group_allreduce(group, buffer.data_ptr(), buffer.data_ptr(), buffer.numel(),
-                                     datatype_of(buffer, "allreduce"), op);
-        });
-        write_back(tensor, buffer);
-      });
+  return enqueue(c10d::OpType::ALLREDUCE, tensors,
+                 [group = group_, tensor = tensors[0], op]() mutable {
+                   on_elements(tensor, "allreduce", [&](void* data, size_t n, ddl_datatype_t type) {
+                     return ddl_group_allreduce(group, data, data, n, type, op);
+                   });
+                 });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::allreduce_coalesced(
@@ -336,8 +348,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::allreduce_coalesced(
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::reduce(std::vector<at::Tensor>& tensors,
                                                        const c10d::ReduceOptions& opts) {
-  check_one(tensors.size(), "reduce");
-  check_tensor(tensors[0], "reduce");
+  check_single(tensors, "reduce");
   const ddl_op_t op = op_of(opts.reduceOp, "reduce");
   const bool root = opts.rootRank == rank_;
   return enqueue(c10d::OpType::REDUCE, tensors,
@@ -362,46 +373,38 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::allgather(
   const at::Tensor& input = inputs[0];
   check_tensor(input, what);
   check_one_per_rank(outputs[0], "output", input, "input", size_, what);
-  return enqueue(
-      c10d::OpType::ALLGATHER, outputs[0],
-      [group = group_, input, outputs = outputs[0], what]() mutable {
-        at::Tensor buffer = contiguous_of(input);
-        const int64_t n = buffer.numel();
-        at::Tensor gathered =
-            at::empty({n * static_cast<int64_t>(outputs.size())}, buffer.options());
-        call(what, buffer, [&] {
-          return ddl_group_allgather(group, buffer.data_ptr(), gathered.data_ptr(), n,
-                                     datatype_of(buffer, what));
-        });
-        for (size_t i = 0; i < outputs.size(); ++i) {
-          outputs[i].copy_(
-              gathered.narrow(0, static_cast<int64_t>(i) * n, n).view(outputs[i].sizes()));
-        }
-        settle(gathered);
-      });
+  return enqueue(c10d::OpType::ALLGATHER, outputs[0],
+                 [group = group_, size = size_, input, outputs = outputs[0], what] {
+                   gather_into(group, size, input, outputs, what);
+                 });
 }
 
 namespace {
 
-/// all_gather_into_tensor's pair: `output` holds `size` x `input` of its dtype.
-void check_allgather_pair(const at::Tensor& output, const at::Tensor& input, int size,
-                          const char* what) {
+/// all_gather_into_tensor's pair (`output` holds `size` x `input`) or, when `scatters`,
+/// reduce_scatter_tensor's (`input` holds `size` x `output`), of one dtype.
+void check_pair(const at::Tensor& output, const at::Tensor& input, int size, bool scatters,
+                const char* what) {
   check_tensor(input, what);
   check_tensor(output, what, &input);
-  TORCH_CHECK(output.scalar_type() == input.scalar_type() && output.numel() == input.numel() * size,
-              "ddl backend: ", what, ": the output must hold ", size, " x ", input.numel(), " ",
-              input.scalar_type(), ", not ", output.numel(), " ", output.scalar_type());
+  const at::Tensor& whole = scatters ? input : output;
+  const at::Tensor& share = scatters ? output : input;
+  TORCH_CHECK(output.scalar_type() == input.scalar_type() && whole.numel() == share.numel() * size,
+              "ddl backend: ", what, ": the ", scatters ? "input" : "output", " must hold ", size,
+              " x ", share.numel(), " ", share.scalar_type(), ", not ", whole.numel(), " ",
+              whole.scalar_type());
 }
 
-/// reduce_scatter_tensor's pair: `input` holds `size` x `output` of its dtype.
-void check_reduce_scatter_pair(const at::Tensor& output, const at::Tensor& input, int size,
-                               const char* what) {
-  check_tensor(input, what);
-  check_tensor(output, what, &input);
-  TORCH_CHECK(output.scalar_type() == input.scalar_type() && input.numel() == output.numel() * size,
-              "ddl backend: ", what, ": the input must hold ", size, " x ", output.numel(), " ",
-              output.scalar_type(), ", not ", input.numel(), " ", input.scalar_type());
+#if DDL_TORCH2
+/// The pairs of a coalesced all_gather_into_tensor or reduce_scatter_tensor (check_pair).
+void check_pairs(const std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& inputs,
+                 int size, bool scatters, const char* what) {
+  TORCH_CHECK(outputs.size() == inputs.size(), "ddl backend: ", what, ": ", outputs.size(),
+              " outputs for ", inputs.size(), " inputs");
+  for (size_t i = 0; i < inputs.size(); ++i)
+    check_pair(outputs[i], inputs[i], size, scatters, what);
 }
+#endif
 
 /// Runs one all_gather_into_tensor on the worker.
 void run_allgather(ddl_group_t group, const at::Tensor& input, at::Tensor& output,
@@ -433,7 +436,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::_allgather_base(at::Tensor& outp
                                                                 at::Tensor& input,
                                                                 const c10d::AllgatherOptions&) {
   const char* what = "_allgather_base";
-  check_allgather_pair(output, input, size_, what);
+  check_pair(output, input, size_, false, what);
   return enqueue(c10d::OpType::_ALLGATHER_BASE, {output},
                  [group = group_, input, output, what]() mutable {
                    run_allgather(group, input, output, what);
@@ -444,37 +447,22 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::gather(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::GatherOptions& opts) {
   const char* what = "gather";
-  check_one(inputs.size(), what);
-  const at::Tensor& input = inputs[0];
-  check_tensor(input, what);
+  const at::Tensor& input = check_single(inputs, what);
   const bool root = opts.rootRank == rank_;
   check_root_lists(outputs.size(), "output", root, what);
   std::vector<at::Tensor> parts = root ? outputs[0] : std::vector<at::Tensor>();
   if (root) check_one_per_rank(parts, "output", input, "input", size_, what);
   if (!root) settle(input);  // enqueue settles the outputs, which only the root has
-  return enqueue(
-      c10d::OpType::GATHER, parts, [group = group_, size = size_, input, parts, what]() mutable {
-        at::Tensor buffer = contiguous_of(input);
-        const int64_t n = buffer.numel();
-        at::Tensor gathered = at::empty({n * size}, buffer.options());
-        call(what, buffer, [&] {
-          return ddl_group_allgather(group, buffer.data_ptr(), gathered.data_ptr(), n,
-                                     datatype_of(buffer, what));
-        });
-        for (size_t i = 0; i < parts.size(); ++i) {
-          parts[i].copy_(gathered.narrow(0, static_cast<int64_t>(i) * n, n).view(parts[i].sizes()));
-        }
-        settle(gathered);
-      });
+  return enqueue(c10d::OpType::GATHER, parts, [group = group_, size = size_, input, parts, what] {
+    gather_into(group, size, input, parts, what);
+  });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::scatter(
     std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
     const c10d::ScatterOptions& opts) {
   const char* what = "scatter";
-  check_one(outputs.size(), what);
-  const at::Tensor& output = outputs[0];
-  check_tensor(output, what);
+  const at::Tensor& output = check_single(outputs, what);
   const bool root = opts.rootRank == rank_;
   const int root_rank = static_cast<int>(opts.rootRank);
   check_root_lists(inputs.size(), "input", root, what);
@@ -484,15 +472,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::scatter(
   return enqueue(c10d::OpType::SCATTER, outputs,
                  [group = group_, size = size_, output, parts, root_rank, rank, what]() mutable {
                    const int64_t n = output.numel();
-                   at::Tensor all;
-                   if (parts.empty()) {
-                     all = at::empty({n * size}, output.options());
-                   } else {
-                     std::vector<at::Tensor> flat;
-                     for (const at::Tensor& part : parts)
-                       flat.push_back(part.reshape({-1}));
-                     all = at::cat(flat);
-                   }
+                   at::Tensor all = parts.empty() ? at::empty({n * size}, output.options())
+                                                  : concatenated(parts);
                    call(what, all, [&] {
                      return ddl_group_bcast(group, all.data_ptr(), all.numel(),
                                             datatype_of(all, what), root_rank);
@@ -514,23 +495,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::reduce_scatter(
   const ddl_op_t op = op_of(opts.reduceOp, what);
   return enqueue(c10d::OpType::REDUCE_SCATTER, outputs,
                  [group = group_, output = outputs[0], inputs = inputs[0], op, what]() mutable {
-                   std::vector<at::Tensor> flat;
-                   for (const at::Tensor& input : inputs)
-                     flat.push_back(input.reshape({-1}));
-                   at::Tensor all = at::cat(flat);
-                   at::Tensor out = contiguous_of(output);
-                   call(what, all, [&] {
-                     return ddl_group_reduce_scatter(group, all.data_ptr(), out.data_ptr(),
-                                                     out.numel(), datatype_of(out, what), op);
-                   });
-                   write_back(output, out);
+                   run_reduce_scatter(group, concatenated(inputs), output, op, what);
                  });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::_reduce_scatter_base(
     at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
   const char* what = "_reduce_scatter_base";
-  check_reduce_scatter_pair(output, input, size_, what);
+  check_pair(output, input, size_, true, what);
   const ddl_op_t op = op_of(opts.reduceOp, what);
   return enqueue(c10d::OpType::_REDUCE_SCATTER_BASE, {output},
                  [group = group_, input, output, op, what]() mutable {
@@ -543,10 +515,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::allgather_into_tensor_coalesced(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions&) {
   const char* what = "allgather_into_tensor_coalesced";
-  TORCH_CHECK(outputs.size() == inputs.size(), "ddl backend: ", what, ": ", outputs.size(),
-              " outputs for ", inputs.size(), " inputs");
-  for (size_t i = 0; i < inputs.size(); ++i)
-    check_allgather_pair(outputs[i], inputs[i], size_, what);
+  check_pairs(outputs, inputs, size_, false, what);
   return enqueue(c10d::OpType::COALESCED, outputs,
                  [group = group_, inputs, outputs, what]() mutable {
                    for (size_t i = 0; i < inputs.size(); ++i)
@@ -558,10 +527,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::reduce_scatter_tensor_coalesced(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::ReduceScatterOptions& opts) {
   const char* what = "reduce_scatter_tensor_coalesced";
-  TORCH_CHECK(outputs.size() == inputs.size(), "ddl backend: ", what, ": ", outputs.size(),
-              " outputs for ", inputs.size(), " inputs");
-  for (size_t i = 0; i < inputs.size(); ++i)
-    check_reduce_scatter_pair(outputs[i], inputs[i], size_, what);
+  check_pairs(outputs, inputs, size_, true, what);
   const ddl_op_t op = op_of(opts.reduceOp, what);
   return enqueue(c10d::OpType::COALESCED, outputs,
                  [group = group_, inputs, outputs, op, what]() mutable {
@@ -671,10 +637,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::alltoall(std::vector<at::Tensor>
       c10d::OpType::ALLTOALL, outputs,
       [group = group_, inputs, outputs, send_counts, send_offsets, recv_counts, recv_offsets,
        what]() mutable {
-        std::vector<at::Tensor> flat;
-        for (const at::Tensor& input : inputs)
-          flat.push_back(input.reshape({-1}));
-        at::Tensor in = at::cat(flat);
+        at::Tensor in = concatenated(inputs);
         at::Tensor out = at::empty({static_cast<int64_t>(recv_offsets.back() + recv_counts.back())},
                                    in.options());
         call(what, in, [&] {
@@ -691,54 +654,46 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::alltoall(std::vector<at::Tensor>
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::send(std::vector<at::Tensor>& tensors, int dst,
                                                      int tag) {
-  check_one(tensors.size(), "send");
-  check_tensor(tensors[0], "send");
+  check_single(tensors, "send");
   RunQueue& queue = RunQueue::messages(true, job_rank_of(group_, dst, "send"));
   return enqueue(
       c10d::OpType::SEND, tensors,
-      [group = group_, tensor = tensors[0], dst, tag] {
-        at::Tensor buffer = contiguous_of(tensor);
-        call("send", buffer, [&] {
-          return ddl_group_send(group, buffer.data_ptr(), buffer.numel(),
-                                datatype_of(buffer, "send"), dst, tag);
-        });
+      [group = group_, tensor = tensors[0], dst, tag]() mutable {
+        on_elements(
+            tensor, "send",
+            [&](void* data, size_t n, ddl_datatype_t type) {
+              return ddl_group_send(group, data, n, type, dst, tag);
+            },
+            true);
       },
       &queue);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::recv(std::vector<at::Tensor>& tensors, int src,
                                                      int tag) {
-  check_one(tensors.size(), "recv");
-  check_tensor(tensors[0], "recv");
+  check_single(tensors, "recv");
   RunQueue& queue = RunQueue::messages(false, job_rank_of(group_, src, "recv"));
   return enqueue(
       c10d::OpType::RECV, tensors,
       [group = group_, tensor = tensors[0], src, tag]() mutable {
-        at::Tensor buffer = contiguous_of(tensor);
-        call("recv", buffer, [&] {
-          return ddl_group_recv(group, buffer.data_ptr(), buffer.numel(),
-                                datatype_of(buffer, "recv"), src, tag);
+        on_elements(tensor, "recv", [&](void* data, size_t n, ddl_datatype_t type) {
+          return ddl_group_recv(group, data, n, type, src, tag);
         });
-        write_back(tensor, buffer);
       },
       &queue);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDdl::recvAnysource(std::vector<at::Tensor>& tensors,
                                                               int tag) {
-  check_one(tensors.size(), "recv");
-  check_tensor(tensors[0], "recv");
+  check_single(tensors, "recv");
   auto source = std::make_shared<std::atomic<int>>(-1);
   c10::intrusive_ptr<c10d::Work> work = enqueue(
       c10d::OpType::RECVANYSOURCE, tensors,
       [group = group_, tensor = tensors[0], tag, source]() mutable {
-        at::Tensor buffer = contiguous_of(tensor);
         int from = -1;
-        call("recv", buffer, [&] {
-          return ddl_group_recv_any(group, buffer.data_ptr(), buffer.numel(),
-                                    datatype_of(buffer, "recv"), tag, &from);
+        on_elements(tensor, "recv", [&](void* data, size_t n, ddl_datatype_t type) {
+          return ddl_group_recv_any(group, data, n, type, tag, &from);
         });
-        write_back(tensor, buffer);
         source->store(from);
       },
       &RunQueue::messages(false, RunQueue::kAnySource));

@@ -34,7 +34,7 @@ from ddl import _negotiate
 
 from . import timeline
 
-__all__ = ["Handle", "run", "join", "reset", "stand_in"]
+__all__ = ["Handle", "run", "join", "reset", "stand_in", "gather_objects"]
 
 
 class Handle:
@@ -146,7 +146,7 @@ def _failed_with(handle, error):
     return False
 
 
-def _gather_objects(obj):
+def gather_objects(obj):
     """Every rank's picklable obj, by rank (one allgather of sizes, one of the bytes)."""
     data = np.frombuffer(pickle.dumps(obj), dtype=np.uint8)
     sizes = ddl.allgather(np.array([data.size], dtype=np.int64)).tolist()
@@ -168,7 +168,7 @@ def _recover(error):
         name = f"hvd.recover.{_recoveries[0]}"
         _recoveries[0] += 1
         try:
-            everyone = _negotiate.submit(name, lambda: _gather_objects(
+            everyone = _negotiate.submit(name, lambda: gather_objects(
                 [h.kind for h in failed])).wait()
         except RuntimeError:  # some rank is not recovering: the first failure is the one to see
             everyone = []

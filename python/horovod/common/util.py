@@ -31,9 +31,5 @@ def split_list(items, parts):
     if parts < 1:
         raise ValueError(f"split_list: parts must be at least 1, not {parts}")
     step, extra = divmod(len(items), parts)
-    out, start = [], 0
-    for i in range(parts):
-        end = start + step + (1 if i < extra else 0)
-        out.append(items[start:end])
-        start = end
-    return out
+    return [items[i * step + min(i, extra):(i + 1) * step + min(i + 1, extra)]
+            for i in range(parts)]

@@ -29,7 +29,6 @@ set exists here. horovod.tensorflow.keras (and horovod.keras) hold the Keras pie
 
 import pickle
 
-import numpy as np
 import tensorflow as tf
 
 import ddl
@@ -39,6 +38,7 @@ from .compression import Compression
 from .util import _executing_eagerly  # noqa: F401 (Horovod's tests read hvd._executing_eagerly)
 
 from ..common import basics as _basics
+from ..common.controller import gather_objects
 from ..common.basics import (NOT_INITIALIZED, Adasum, Average, Max, Min, Product, Sum, _job,
                              ccl_built, cross_rank, cross_size, cuda_built, ddl_built, gloo_built,
                              gloo_enabled, global_process_set, is_homogeneous, is_initialized,
@@ -199,22 +199,14 @@ def broadcast_object(obj, root_rank=0, session=None, name=None,
     del session, name
     _check_set(process_set, "broadcast_object")
     data = pickle.dumps(obj) if ddl.rank() == root_rank else b""
-    length = ddl.broadcast(np.array([len(data)], dtype=np.int64), root=root_rank)
-    buffer = np.frombuffer(data, dtype=np.uint8).copy() if data else \
-        np.zeros(int(length[0]), dtype=np.uint8)
-    ddl.broadcast(buffer, root=root_rank)
-    return pickle.loads(buffer.tobytes())
+    return pickle.loads(ddl._broadcast_bytes(data, root_rank))
 
 
 def allgather_object(obj, name=None, process_set=global_process_set):
     """Every rank's picklable obj, in rank order."""
     del name
     _check_set(process_set, "allgather_object")
-    data = np.frombuffer(pickle.dumps(obj), dtype=np.uint8).copy()
-    lengths = ddl.allgather(np.array([data.size], dtype=np.int64))
-    joined = ddl.allgatherv(data)
-    ends = np.cumsum(lengths)
-    return [pickle.loads(joined[end - n:end].tobytes()) for n, end in zip(lengths, ends)]
+    return gather_objects(obj)
 
 
 def _reducer(compression, sparse_as_dense, op, gradient_predivide_factor, what):

@@ -9,6 +9,7 @@ gradient is Horovod's: the allgather of the output's gradient (times size() for 
 the pre- and postscale factors). The grouped forms make one named op per tensor (name.i).
 """
 
+import numpy as np
 import tensorflow as tf
 
 import ddl
@@ -104,44 +105,37 @@ def broadcast_(variables, root_rank, name=None, process_set=global_process_set):
     return out
 
 
-def _job_op(read, name):
-    """An int32 scalar that reads the job's shape when the graph runs (read(): an int)."""
-    with tf.name_scope(name or "ddl_job"):
-        value = tf.numpy_function(lambda: _int64(read()), [], tf.int64, stateful=True)
-        return tf.cast(tf.reshape(value, []), tf.int32)
+def _job_op(read, name, join=True):
+    """An int32 scalar that reads the job's shape when the graph runs (read(): an int, after
+    ddl.init() unless join is False)."""
 
-
-def _int64(value):
-    import numpy as np  # noqa: PLC0415
-
-    return np.int64(value)
-
-
-def _joined(read):
     def value():
-        ddl.init()
-        return read()
+        if join:
+            ddl.init()
+        return np.int64(read())
 
-    return value
+    with tf.name_scope(name or "ddl_job"):
+        out = tf.numpy_function(value, [], tf.int64, stateful=True)
+        return tf.cast(tf.reshape(out, []), tf.int32)
 
 
 def rank_op(name=None):
-    return _job_op(_joined(ddl.rank), name)
+    return _job_op(ddl.rank, name)
 
 
 def size_op(process_set_id=0, name=None):
     del process_set_id
-    return _job_op(_joined(ddl.size), name)
+    return _job_op(ddl.size, name)
 
 
 def local_rank_op(name=None):
-    return _job_op(_joined(ddl.local_rank), name)
+    return _job_op(ddl.local_rank, name)
 
 
 def local_size_op(name=None):
-    return _job_op(_joined(ddl.local_size), name)
+    return _job_op(ddl.local_size, name)
 
 
 def process_set_included_op(process_set_id=0, name=None):
     """1: this rank belongs to the process set (the global one, the only one here)."""
-    return _job_op(lambda: 1 if process_set_id == 0 else 0, name)
+    return _job_op(lambda: 1 if process_set_id == 0 else 0, name, join=False)

@@ -17,16 +17,24 @@ from .mpi_ops import Average, Sum, global_process_set
 
 
 class _Allreduce(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, tensor, name, op, pre, post, process_set):
-        ctx.args = (op, pre, post, process_set)
-        return ops.allreduce_(ops._copy(tensor), None, name, op, pre, post, process_set)
+    """allreduce (grouped: grouped_allreduce) of copies of the tensors, and of their gradients."""
 
     @staticmethod
-    def backward(ctx, grad):
-        op, pre, post, ps = ctx.args
-        out = ops.allreduce_(ops._copy(grad), None, None, op, pre, post, ps)
-        return (out,) + (None,) * 5
+    def forward(ctx, grouped, name, op, pre, post, process_set, *tensors):
+        ctx.args = (grouped, op, pre, post, process_set)
+        return _allreduced(grouped, tensors, name, op, pre, post, process_set)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        grouped, op, pre, post, ps = ctx.args
+        return (None,) * 6 + _allreduced(grouped, grads, None, op, pre, post, ps)
+
+
+def _allreduced(grouped, tensors, name, op, pre, post, process_set):
+    copies = [ops._copy(t) for t in tensors]
+    if grouped:
+        return tuple(ops.grouped_allreduce_(copies, None, name, op, pre, post, process_set))
+    return (ops.allreduce_(copies[0], None, name, op, pre, post, process_set),)
 
 
 def allreduce(tensor, average=None, name=None, compression=Compression.none, op=None,
@@ -37,23 +45,9 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none, op=
     op = op if average is None else (Average if average else Sum)
     ops._check([tensor], process_set, "allreduce")
     compressed, cctx = compression.compress(tensor)
-    out = _Allreduce.apply(compressed, name, op, prescale_factor, postscale_factor, process_set)
+    out = _Allreduce.apply(False, name, op, prescale_factor, postscale_factor, process_set,
+                           compressed)[0]
     return compression.decompress(out, cctx)
-
-
-class _GroupedAllreduce(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, name, op, pre, post, process_set, *tensors):
-        ctx.args = (op, pre, post, process_set)
-        return tuple(ops.grouped_allreduce_([ops._copy(t) for t in tensors], None, name, op,
-                                            pre, post, process_set))
-
-    @staticmethod
-    def backward(ctx, *grads):
-        op, pre, post, ps = ctx.args
-        outs = ops.grouped_allreduce_([ops._copy(g) for g in grads], None, None, op, pre, post,
-                                      ps)
-        return (None,) * 5 + tuple(outs)
 
 
 def grouped_allreduce(tensors, average=None, name=None, compression=Compression.none, op=None,
@@ -63,8 +57,8 @@ def grouped_allreduce(tensors, average=None, name=None, compression=Compression.
     ops.resolve_op(op, average, "grouped_allreduce")
     op = op if average is None else (Average if average else Sum)
     packed = [compression.compress(t) for t in tensors]
-    outs = _GroupedAllreduce.apply(name, op, prescale_factor, postscale_factor, process_set,
-                                   *[t for t, _ in packed])
+    outs = _Allreduce.apply(True, name, op, prescale_factor, postscale_factor, process_set,
+                            *[t for t, _ in packed])
     return [compression.decompress(t, c) for t, (_, c) in zip(outs, packed)]
 
 

@@ -139,25 +139,26 @@ def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale
                              postscale_factor=1.0, process_set=global_process_set):
     """Reduces every tensor of the list in place in one fused call; a handle (output: the
     list)."""
-    code = resolve_op(op, average, "grouped_allreduce")
-    tensors = list(tensors)
-    group = _check(tensors, process_set, "grouped_allreduce")
-    for t in tensors:
-        wire.reduce_dtype(t.dtype, "grouped_allreduce")
-    fn = wire.allreduce_fn(tensors, code, prescale_factor, postscale_factor, group)
-    sig = _sig("allreduce", tensors, code, float(prescale_factor), float(postscale_factor))
-    return _submit("grouped_allreduce", name, fn, sig, group)
+    return _allreduce_async("grouped_allreduce", list(tensors), average, name, op,
+                            prescale_factor, postscale_factor, process_set)
 
 
 def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                      postscale_factor=1.0, process_set=global_process_set):
     """Reduces tensor in place over the process set (op: Average by default); a handle."""
-    code = resolve_op(op, average)
-    group = _check([tensor], process_set, "allreduce")
-    wire.reduce_dtype(tensor.dtype, "allreduce")
-    fn = wire.allreduce_fn([tensor], code, prescale_factor, postscale_factor, group)
-    sig = _sig("allreduce", [tensor], code, float(prescale_factor), float(postscale_factor))
-    return _submit("allreduce", name, fn, sig, group, lambda out: out[0])
+    return _allreduce_async("allreduce", [tensor], average, name, op, prescale_factor,
+                            postscale_factor, process_set, lambda out: out[0])
+
+
+def _allreduce_async(kind, tensors, average, name, op, pre, post, process_set, finish=None):
+    """allreduce_async_ (kind "allreduce") or grouped_allreduce_async_ of `tensors`."""
+    code = resolve_op(op, average, kind)
+    group = _check(tensors, process_set, kind)
+    for t in tensors:
+        wire.reduce_dtype(t.dtype, kind)
+    fn = wire.allreduce_fn(tensors, code, pre, post, group)
+    sig = _sig("allreduce", tensors, code, float(pre), float(post))
+    return _submit(kind, name, fn, sig, group, finish)
 
 
 def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0,
@@ -192,31 +193,33 @@ def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
     dimension 0 (first dimensions may differ between ranks)."""
     tensors = [_copy(t) for t in tensors]
     group = _check(tensors, process_set, "grouped_allgather")
-    sig = ("allgather",) + tuple((wire.dtype_name(t.dtype), max(t.dim(), 1), tuple(t.shape[1:]))
-                                 for t in tensors)
+    sig = ("allgather",) + tuple(_rows_sig(t) for t in tensors)
     return _submit("grouped_allgather", name, wire.gather_fn(tensors, group), sig, group,
                    finish=lambda out: [g for g, _ in out])
 
 
 def allgather_async(tensor, name=None, process_set=global_process_set):
     """A handle whose output is every member's tensor concatenated on dimension 0."""
-    tensor = _copy(tensor)
-    group = _check([tensor], process_set, "allgather")
-    sig = ("allgather", wire.dtype_name(tensor.dtype), max(tensor.dim(), 1),
-           tuple(tensor.shape[1:]))
-    return _submit("allgather", name, wire.gather_fn([tensor], group), sig, group,
-                   finish=lambda out: out[0][0])
+    return _allgather_async(tensor, name, process_set, lambda out: out[0][0])
 
 
 def gathered_rows(tensor, name=None, process_set=global_process_set):
     """(every member's tensor concatenated, the members' first dimensions): allgather's
     forward, which its gradient needs."""
+    return _now(_allgather_async, tensor, name, process_set, lambda out: out[0])
+
+
+def _rows_sig(tensor):
+    """What the members' tensors of an allgather agree on: dtype, dimensions, rows' shape."""
+    return wire.dtype_name(tensor.dtype), max(tensor.dim(), 1), tuple(tensor.shape[1:])
+
+
+def _allgather_async(tensor, name, process_set, finish):
+    """The allgather of a copy of `tensor`; a handle whose output is finish([(gathered, rows)])."""
     tensor = _copy(tensor)
     group = _check([tensor], process_set, "allgather")
-    sig = ("allgather", wire.dtype_name(tensor.dtype), max(tensor.dim(), 1),
-           tuple(tensor.shape[1:]))
-    return _now(_submit, "allgather", name, wire.gather_fn([tensor], group), sig, group,
-                finish=lambda out: out[0])
+    return _submit("allgather", name, wire.gather_fn([tensor], group),
+                   ("allgather",) + _rows_sig(tensor), group, finish)
 
 
 def _root(root_rank, process_set, what):
@@ -291,24 +294,25 @@ def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=glob
                                 prescale_factor=1.0, postscale_factor=1.0):
     """A handle whose output is this member's share (dimension 0, by member; the first
     rows % size members get one more row) of each tensor reduced over the set."""
-    tensors = [_copy(t) for t in tensors]
-    code, group = _scatter_args(tensors, op, process_set, "grouped_reducescatter")
-    ps_rank, n = process_set.ranks.index(rank()), len(process_set.ranks)
-    fn = wire.reducescatter_fn(tensors, code, prescale_factor, postscale_factor, group, ps_rank, n)
-    sig = _sig("reducescatter", tensors, code, float(prescale_factor), float(postscale_factor))
-    return _submit("grouped_reducescatter", name, fn, sig, group)
+    return _reducescatter_async("grouped_reducescatter", tensors, name, op, process_set,
+                                prescale_factor, postscale_factor)
 
 
 def reducescatter_async(tensor, name=None, op=Average, process_set=global_process_set,
                         prescale_factor=1.0, postscale_factor=1.0):
     """A handle whose output is this member's share of tensor reduced over the set."""
-    tensor = _copy(tensor)
-    code, group = _scatter_args([tensor], op, process_set, "reducescatter")
+    return _reducescatter_async("reducescatter", [tensor], name, op, process_set,
+                                prescale_factor, postscale_factor, lambda out: out[0])
+
+
+def _reducescatter_async(kind, tensors, name, op, process_set, pre, post, finish=None):
+    """reducescatter_async (kind "reducescatter") or grouped_reducescatter_async on copies."""
+    tensors = [_copy(t) for t in tensors]
+    code, group = _scatter_args(tensors, op, process_set, kind)
     ps_rank, n = process_set.ranks.index(rank()), len(process_set.ranks)
-    fn = wire.reducescatter_fn([tensor], code, prescale_factor, postscale_factor, group, ps_rank,
-                               n)
-    sig = _sig("reducescatter", [tensor], code, float(prescale_factor), float(postscale_factor))
-    return _submit("reducescatter", name, fn, sig, group, finish=lambda out: out[0])
+    fn = wire.reducescatter_fn(tensors, code, pre, post, group, ps_rank, n)
+    sig = _sig("reducescatter", tensors, code, float(pre), float(post))
+    return _submit(kind, name, fn, sig, group, finish)
 
 
 def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
