@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/collectives/algorithms.h"
 #include "comm/core/communicator.h"
 
 namespace ddl::comm {
@@ -21,6 +22,12 @@ namespace ddl::comm {
 void check_reduction(const char* what, DataType type, ReduceOp op) {
   if (std::string why = reduction_error(type, op); !why.empty()) {
     throw ArgumentError(std::string(what) + ": " + why);
+  }
+}
+
+void check_not_null(const char* what, size_t count, const void* send, const void* recv) {
+  if (count > 0 && (send == nullptr || recv == nullptr)) {
+    throw ArgumentError(std::string(what) + ": a null buffer");
   }
 }
 
@@ -84,12 +91,43 @@ void describe_buffers(Signature& sig, const size_t* counts, size_t n, size_t buc
   sig.layout = hash;
 }
 
+void broadcast_call(const Group& g, const Verify& verify, Signature sig, void* buf, size_t count,
+                    DataType type, int root, size_t small_bytes) {
+  const size_t bytes = count * type_size(type);
+  if (g.size() > 1 && count > 0 && bytes < small_bytes) {
+    sig.route = route_of("rd");
+    recursive_doubling_broadcast(g, buf, bytes, root, sig);
+    return;
+  }
+  verify(sig);
+  if (g.size() > 1 && count > 0) ring_broadcast(g, buf, bytes, root);
+}
+
+void allgather_call(const Group& g, const Verify& verify, const Signature& sig, const void* send,
+                    void* recv, size_t count, DataType type) {
+  verify(sig);
+  const size_t bytes = count * type_size(type);
+  std::byte* mine = static_cast<std::byte*>(recv) + bytes * g.rank();
+  if (count > 0 && mine != send) std::memmove(mine, send, bytes);
+  if (g.size() > 1 && count > 0) ring_allgather(g, recv, count * g.size(), type);
+}
+
+void reduce_scatter_call(const Group& g, const Verify& verify, const Signature& sig,
+                         const void* send, void* recv, size_t recv_count, DataType type,
+                         ReduceOp op) {
+  verify(sig);
+  if (recv_count == 0) return;
+  const size_t bytes = recv_count * type_size(type);
+  std::vector<std::byte> scratch(bytes * g.size());
+  std::memcpy(scratch.data(), send, scratch.size());
+  if (g.size() > 1) ring_reduce_scatter(g, scratch.data(), recv_count * g.size(), type, op);
+  std::memcpy(recv, scratch.data() + bytes * g.rank(), bytes);
+}
+
 void alltoall_call(const Group& g, const Verify& verify, const Signature& sig, const void* send,
                    void* recv, size_t count, DataType type) {
   const size_t n = static_cast<size_t>(g.size()), bytes = count * type_size(type);
-  if (count > 0 && (send == nullptr || recv == nullptr)) {
-    throw ArgumentError("alltoall: a null buffer");
-  }
+  check_not_null("alltoall", count, send, recv);
   verify(sig);
   if (count == 0) return;
   std::vector<std::span<const std::byte>> out(n);

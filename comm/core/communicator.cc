@@ -498,12 +498,8 @@ const AllreduceAlgorithm& Communicator::choose_allreduce(size_t bytes) const {
 }
 
 AllreduceSite Communicator::allreduce_site() {
-  return {*flat_,
-          dimension_list_,
-          shm_job() ? node_.get() : nullptr,
-          options_.pipeline_bytes,
-          [this](const Signature& sig) { verify(sig); },
-          node_is_job()};
+  return {*flat_,     dimension_list_, shm_job() ? node_.get() : nullptr, options_.pipeline_bytes,
+          verifier(), node_is_job()};
 }
 
 void Communicator::allreduce_locked(const void* send, void* recv, size_t count, DataType type,
@@ -614,7 +610,7 @@ void Communicator::broadcast(void* buf, size_t count, DataType type, int root) {
       throw ArgumentError("broadcast: root " + std::to_string(root) + " is not a rank (0.." +
                           std::to_string(size_ - 1) + ")");
     }
-    if (count > 0 && buf == nullptr) throw ArgumentError("broadcast: a null buffer");
+    check_not_null("broadcast", count, buf, buf);
     Signature sig = signature(CollectiveKind::kBroadcast, count, type, ReduceOp::kSum, root);
     if (const void* b[] = {buf}; count > 0 && on_device("broadcast", b)) {
       sig.route = kRouteDevice;
@@ -622,29 +618,19 @@ void Communicator::broadcast(void* buf, size_t count, DataType type, int root) {
       device_flat().broadcast(buf, count, type, root);
       return;
     }
-    const size_t bytes = count * type_size(type);
     if (shm_job()) {
       sig.route = route_of("shm");
-      node_->broadcast(buf, bytes, root, &sig);
+      node_->broadcast(buf, count * type_size(type), root, &sig);
       return;
     }
-    if (size_ > 1 && count > 0 && bytes < options_.small_bytes && !node_is_job()) {
-      // Small: the data rides on the check's own messages.
-      sig.route = route_of("rd");
-      recursive_doubling_broadcast(*flat_, buf, bytes, root, sig);
-      return;
-    }
-    verify(sig);
-    if (size_ == 1 || count == 0) return;
-    ring_broadcast(*flat_, buf, bytes, root);
+    broadcast_call(*flat_, verifier(), sig, buf, count, type, root,
+                   node_is_job() ? 0 : options_.small_bytes);
   });
 }
 
 void Communicator::allgather(const void* send, void* recv, size_t count, DataType type) {
   collective([&] {
-    if (count > 0 && (send == nullptr || recv == nullptr)) {
-      throw ArgumentError("allgather: a null buffer");
-    }
+    check_not_null("allgather", count, send, recv);
     Signature sig = signature(CollectiveKind::kAllgather, count, type, ReduceOp::kSum);
     if (const void* b[] = {send, recv}; count > 0 && on_device("allgather", b)) {
       sig.route = kRouteDevice;
@@ -657,21 +643,14 @@ void Communicator::allgather(const void* send, void* recv, size_t count, DataTyp
       node_->allgather(send, recv, count, type, &sig);
       return;
     }
-    verify(sig);
-    const size_t bytes = count * type_size(type);
-    auto* out = static_cast<std::byte*>(recv);
-    if (count > 0 && out + bytes * rank_ != send) std::memmove(out + bytes * rank_, send, bytes);
-    if (size_ == 1 || count == 0) return;
-    ring_allgather(*flat_, recv, count * size_, type);
+    allgather_call(*flat_, verifier(), sig, send, recv, count, type);
   });
 }
 
 void Communicator::reduce_scatter(const void* send, void* recv, size_t recv_count, DataType type,
                                   ReduceOp op) {
   collective([&] {
-    if (recv_count > 0 && (send == nullptr || recv == nullptr)) {
-      throw ArgumentError("reduce_scatter: a null buffer");
-    }
+    check_not_null("reduce_scatter", recv_count, send, recv);
     check_reduction("reduce_scatter", type, op);
     Signature sig = signature(CollectiveKind::kReduceScatter, recv_count, type, op);
     if (const void* b[] = {send, recv}; recv_count > 0 && on_device("reduce_scatter", b)) {
@@ -686,13 +665,7 @@ void Communicator::reduce_scatter(const void* send, void* recv, size_t recv_coun
       node_->reduce_scatter(send, recv, recv_count, type, op, &sig);
       return;
     }
-    verify(sig);
-    if (recv_count == 0) return;
-    const size_t bytes = recv_count * type_size(type);
-    std::vector<std::byte> scratch(bytes * size_);
-    std::memcpy(scratch.data(), send, scratch.size());
-    if (size_ > 1) ring_reduce_scatter(*flat_, scratch.data(), recv_count * size_, type, op);
-    std::memcpy(recv, scratch.data() + bytes * rank_, bytes);
+    reduce_scatter_call(*flat_, verifier(), sig, send, recv, recv_count, type, op);
   });
 }
 
@@ -715,8 +688,7 @@ void Communicator::alltoall(const void* send, void* recv, size_t count, DataType
       throw ArgumentError("alltoall: GPU memory is not supported yet; pass host memory");
     }
     const Signature sig = signature(CollectiveKind::kAlltoall, count, type, ReduceOp::kSum);
-    alltoall_call(
-        *flat_, [this](const Signature& s) { verify(s); }, sig, send, recv, count, type);
+    alltoall_call(*flat_, verifier(), sig, send, recv, count, type);
   });
 }
 
@@ -728,9 +700,8 @@ void Communicator::alltoallv(const void* send, const size_t* send_counts, const 
       throw ArgumentError("alltoallv: GPU memory is not supported yet; pass host memory");
     }
     const Signature sig = signature(CollectiveKind::kAlltoallv, 0, type, ReduceOp::kSum);
-    alltoallv_call(
-        *flat_, [this](const Signature& s) { verify(s); }, sig, send, send_counts, send_displs,
-        recv, recv_counts, recv_displs, type);
+    alltoallv_call(*flat_, verifier(), sig, send, send_counts, send_displs, recv, recv_counts,
+                   recv_displs, type);
   });
 }
 

@@ -16,6 +16,7 @@
 #include "comm/collectives/dimension.h"
 #include "comm/collectives/node.h"
 #include "comm/collectives/signature.h"
+#include "comm/core/calls.h"
 #include "comm/core/mailbox.h"
 #include "comm/core/settings.h"
 #include "comm/core/subgroup.h"
@@ -144,6 +145,10 @@ class Communicator {
                       int root = -1) const;
   /// Compares `sig` across the ranks; throws MismatchError on every rank when it differs.
   void verify(const Signature& sig);
+  /// verify(), as the shared steps of calls.h take it.
+  Verify verifier() {
+    return [this](const Signature& sig) { verify(sig); };
+  }
   /// From `send` into `recv` (the same buffer, or not) on host memory; with `sig`, the call's
   /// signature is checked on the way (at no extra message for recursive doubling), else the
   /// caller has checked it.
