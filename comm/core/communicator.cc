@@ -95,51 +95,6 @@ std::vector<std::string> split(const std::string& s, char sep) {
   }
 }
 
-/// Element `i` of `buf` as a double, for DDL_CHECK.
-double element(const void* buf, size_t i, DataType type) {
-  switch (type) {
-    case DataType::kFloat32:
-      return static_cast<const float*>(buf)[i];
-    case DataType::kFloat64:
-      return static_cast<const double*>(buf)[i];
-    case DataType::kInt32:
-      return static_cast<const int32_t*>(buf)[i];
-    case DataType::kInt64:
-      return static_cast<double>(static_cast<const int64_t*>(buf)[i]);
-    case DataType::kUint8:
-    case DataType::kBool:
-      return static_cast<const uint8_t*>(buf)[i];
-    case DataType::kInt8:
-      return static_cast<const int8_t*>(buf)[i];
-    case DataType::kInt16:
-      return static_cast<const int16_t*>(buf)[i];
-    case DataType::kUint16:
-      return static_cast<const uint16_t*>(buf)[i];
-    case DataType::kFloat16:
-    case DataType::kBFloat16: {
-      // Widen through the runtime's own reduction: 0 + x is exact.
-      float out = 0;
-      uint16_t bits = static_cast<const uint16_t*>(buf)[i];
-      if (type == DataType::kBFloat16) {
-        const uint32_t w = static_cast<uint32_t>(bits) << 16;
-        std::memcpy(&out, &w, sizeof out);
-        return out;
-      }
-      const uint32_t sign = (bits >> 15) & 1, exp = (bits >> 10) & 31, mant = bits & 1023;
-      double v;
-      if (exp == 0) {
-        v = std::ldexp(static_cast<double>(mant), -24);
-      } else if (exp == 31) {
-        v = mant != 0 ? NAN : INFINITY;
-      } else {
-        v = std::ldexp(static_cast<double>(mant | 1024), static_cast<int>(exp) - 25);
-      }
-      return sign ? -v : v;
-    }
-  }
-  return 0;
-}
-
 /// The sub-rings `ring` runs as (ring_factors: none when it runs whole), each a Group of its
 /// members in their order with this rank's place in it.
 std::vector<std::unique_ptr<Group>> sub_rings(const Group& ring, int max_ring,
@@ -562,7 +517,7 @@ void Communicator::compare_with_reference(const void* got_buf, const void* want_
                                           DataType type) const {
   const double tol = *options_.check;
   for (size_t i = 0; i < count; ++i) {
-    const double got = element(got_buf, i, type), want = element(want_buf, i, type);
+    const double got = element_value(got_buf, i, type), want = element_value(want_buf, i, type);
     if (std::isnan(got) && std::isnan(want)) continue;
     if (!(std::fabs(got - want) <= tol * std::max(1.0, std::fabs(want)))) {
       char buf[256];
