@@ -12,6 +12,8 @@
 
 #include <cstring>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "comm/collectives/algorithms.h"
@@ -124,19 +126,32 @@ void reduce_scatter_call(const Group& g, const Verify& verify, const Signature& 
   std::memcpy(recv, scratch.data() + bytes * g.rank(), bytes);
 }
 
+namespace {
+
+/// pairwise_alltoall over `g` of the blocks `blocks(j)` gives for each member j: {what goes to
+/// it, where its block comes in}.
+template <typename Blocks>
+void exchange_blocks(const Group& g, Blocks&& blocks) {
+  const size_t n = static_cast<size_t>(g.size());
+  std::vector<std::span<const std::byte>> out(n);
+  std::vector<std::span<std::byte>> in(n);
+  for (size_t j = 0; j < n; ++j)
+    std::tie(out[j], in[j]) = blocks(j);
+  pairwise_alltoall(g, out, in);
+}
+
+}  // namespace
+
 void alltoall_call(const Group& g, const Verify& verify, const Signature& sig, const void* send,
                    void* recv, size_t count, DataType type) {
-  const size_t n = static_cast<size_t>(g.size()), bytes = count * type_size(type);
+  const size_t bytes = count * type_size(type);
   check_not_null("alltoall", count, send, recv);
   verify(sig);
   if (count == 0) return;
-  std::vector<std::span<const std::byte>> out(n);
-  std::vector<std::span<std::byte>> in(n);
-  for (size_t j = 0; j < n; ++j) {
-    out[j] = {static_cast<const std::byte*>(send) + j * bytes, bytes};
-    in[j] = {static_cast<std::byte*>(recv) + j * bytes, bytes};
-  }
-  pairwise_alltoall(g, out, in);
+  exchange_blocks(g, [&](size_t j) {
+    return std::pair{std::span(static_cast<const std::byte*>(send) + j * bytes, bytes),
+                     std::span(static_cast<std::byte*>(recv) + j * bytes, bytes)};
+  });
 }
 
 namespace {
@@ -152,13 +167,10 @@ std::span<Byte> block(Byte* buf, const size_t* counts, const size_t* displs, siz
 std::vector<uint64_t> incoming_counts(const Group& g, const size_t* send_counts) {
   const size_t n = static_cast<size_t>(g.size());
   std::vector<uint64_t> mine(send_counts, send_counts + n), theirs(n);
-  std::vector<std::span<const std::byte>> out(n);
-  std::vector<std::span<std::byte>> in(n);
-  for (size_t j = 0; j < n; ++j) {
-    out[j] = std::as_bytes(std::span(&mine[j], 1));
-    in[j] = std::as_writable_bytes(std::span(&theirs[j], 1));
-  }
-  pairwise_alltoall(g, out, in);
+  exchange_blocks(g, [&](size_t j) {
+    return std::pair{std::as_bytes(std::span(&mine[j], 1)),
+                     std::as_writable_bytes(std::span(&theirs[j], 1))};
+  });
   return theirs;
 }
 
@@ -191,13 +203,10 @@ void alltoallv_call(const Group& g, const Verify& verify, const Signature& sig, 
     break;
   }
   verify(agreed);
-  std::vector<std::span<const std::byte>> out(n);
-  std::vector<std::span<std::byte>> in(n);
-  for (size_t j = 0; j < n; ++j) {
-    out[j] = block(static_cast<const std::byte*>(send), send_counts, send_displs, j, ts);
-    in[j] = block(static_cast<std::byte*>(recv), recv_counts, recv_displs, j, ts);
-  }
-  pairwise_alltoall(g, out, in);
+  exchange_blocks(g, [&](size_t j) {
+    return std::pair{block(static_cast<const std::byte*>(send), send_counts, send_displs, j, ts),
+                     block(static_cast<std::byte*>(recv), recv_counts, recv_displs, j, ts)};
+  });
 }
 
 }  // namespace ddl::comm
