@@ -380,6 +380,16 @@ bool Communicator::on_device(const char* what, std::span<const void* const> buff
   return on > 0;
 }
 
+bool Communicator::to_device(const char* what, std::span<const void* const> buffers, Signature& sig,
+                             bool reduces) {
+  if (!on_device(what, buffers)) return false;
+  if (reduces)
+    check_device_reduction(what, static_cast<DataType>(sig.type), static_cast<ReduceOp>(sig.op));
+  sig.route = kRouteDevice;
+  verify(sig);
+  return true;
+}
+
 device::Comm& Communicator::device_flat() {
   if (device_flat_) return *device_flat_;
   // The topology's GPU (a host index) as this process's CUDA sees it, else the local rank.
@@ -486,12 +496,8 @@ void Communicator::allreduce(const void* send, void* recv, size_t count, DataTyp
     }
     check_reduction("allreduce", type, op);
     Signature sig = signature(CollectiveKind::kAllreduce, count, type, op);
-    if (const void* b[] = {send, recv}; count > 0 && on_device("allreduce", b)) {
-      check_device_reduction("allreduce", type, op);
-      sig.route = kRouteDevice;
-      verify(sig);
-      device_allreduce(send, recv, count, type, op);
-      return;
+    if (const void* b[] = {send, recv}; count > 0 && to_device("allreduce", b, sig, true)) {
+      return device_allreduce(send, recv, count, type, op);
     }
     const size_t bytes = count * type_size(type);
     std::vector<std::byte> reference;
@@ -540,11 +546,8 @@ void Communicator::allreduce_n(void* const* buffers, const size_t* counts, size_
     Signature sig = signature(CollectiveKind::kAllreduceN, 0, type, op);
     describe_buffers(sig, counts, n, bucket_elems);
     if (n > 0 && device_ &&
-        on_device("allreduce_n", std::vector<const void*>(buffers, buffers + n))) {
+        to_device("allreduce_n", std::vector<const void*>(buffers, buffers + n), sig, true)) {
       // NCCL fuses small operations itself; each buffer is one allreduce, in place.
-      check_device_reduction("allreduce_n", type, op);
-      sig.route = kRouteDevice;
-      verify(sig);
       for (size_t k = 0; k < n; ++k)
         if (counts[k] > 0) device_allreduce(buffers[k], buffers[k], counts[k], type, op);
       return;
@@ -567,11 +570,8 @@ void Communicator::broadcast(void* buf, size_t count, DataType type, int root) {
     }
     check_not_null("broadcast", count, buf, buf);
     Signature sig = signature(CollectiveKind::kBroadcast, count, type, ReduceOp::kSum, root);
-    if (const void* b[] = {buf}; count > 0 && on_device("broadcast", b)) {
-      sig.route = kRouteDevice;
-      verify(sig);
-      device_flat().broadcast(buf, count, type, root);
-      return;
+    if (const void* b[] = {buf}; count > 0 && to_device("broadcast", b, sig, false)) {
+      return device_flat().broadcast(buf, count, type, root);
     }
     if (shm_job()) {
       sig.route = route_of("shm");
@@ -587,11 +587,8 @@ void Communicator::allgather(const void* send, void* recv, size_t count, DataTyp
   collective([&] {
     check_not_null("allgather", count, send, recv);
     Signature sig = signature(CollectiveKind::kAllgather, count, type, ReduceOp::kSum);
-    if (const void* b[] = {send, recv}; count > 0 && on_device("allgather", b)) {
-      sig.route = kRouteDevice;
-      verify(sig);
-      device_flat().allgather(send, recv, count, type);
-      return;
+    if (const void* b[] = {send, recv}; count > 0 && to_device("allgather", b, sig, false)) {
+      return device_flat().allgather(send, recv, count, type);
     }
     if (shm_job()) {
       sig.route = route_of("shm");
@@ -608,12 +605,9 @@ void Communicator::reduce_scatter(const void* send, void* recv, size_t recv_coun
     check_not_null("reduce_scatter", recv_count, send, recv);
     check_reduction("reduce_scatter", type, op);
     Signature sig = signature(CollectiveKind::kReduceScatter, recv_count, type, op);
-    if (const void* b[] = {send, recv}; recv_count > 0 && on_device("reduce_scatter", b)) {
-      check_device_reduction("reduce_scatter", type, op);
-      sig.route = kRouteDevice;
-      verify(sig);
-      device_flat().reduce_scatter(send, recv, recv_count, type, op);
-      return;
+    if (const void* b[] = {send, recv};
+        recv_count > 0 && to_device("reduce_scatter", b, sig, true)) {
+      return device_flat().reduce_scatter(send, recv, recv_count, type, op);
     }
     if (shm_job()) {
       sig.route = route_of("shm");

@@ -172,6 +172,10 @@ class Communicator {
   std::string peer_name(int peer) const;
   /// Whether the buffers are GPU memory; throws ArgumentError when one is and another is not.
   bool on_device(const char* what, std::span<const void* const> buffers);
+  /// Whether the call goes to the GPU (on_device()); then, once NCCL is known to reduce the
+  /// signature's type with its op (when the call `reduces`), `sig` is routed there and verified.
+  bool to_device(const char* what, std::span<const void* const> buffers, Signature& sig,
+                 bool reduces);
   /// The NCCL communicators, made on first use.
   device::Comm& device_flat();
   /// Throws ArgumentError "<what>: <why>" when NCCL cannot reduce `type` with `op`.
