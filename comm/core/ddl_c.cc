@@ -345,14 +345,12 @@ ddl_group_t ddl_group_world(void) {
 
 int ddl_group_rank(ddl_group_t group) {
   const GroupEntry g = find_group(group);
-  if (!g.comm) return -1;
-  return g.sub ? g.sub->rank() : g.comm->rank();
+  return !g.comm ? -1 : g.sub ? g.sub->rank() : g.comm->rank();
 }
 
 int ddl_group_size(ddl_group_t group) {
   const GroupEntry g = find_group(group);
-  if (!g.comm) return -1;
-  return g.sub ? g.sub->size() : g.comm->size();
+  return !g.comm ? -1 : g.sub ? g.sub->size() : g.comm->size();
 }
 
 int ddl_group_global_rank(ddl_group_t group, int group_rank) {
