@@ -238,54 +238,31 @@ static float bf16_to_float(uint16_t b) {
   return float_of((uint32_t)b << 16);
 }
 
+/* The types C has a type for: their bench_type and C type. */
+#define BENCH_C_TYPES(X)   \
+  X(BENCH_FLOAT32, float)  \
+  X(BENCH_FLOAT64, double) \
+  X(BENCH_INT32, int32_t)  \
+  X(BENCH_INT64, int64_t)  \
+  X(BENCH_UINT8, uint8_t)
+
 /* Element i of buf, a t, set to v (integers wrap as C converts them) or read back. */
 static void store(void* buf, bench_type t, size_t i, int64_t v) {
-  switch (t) {
-    case BENCH_FLOAT32:
-      ((float*)buf)[i] = (float)v;
-      break;
-    case BENCH_FLOAT64:
-      ((double*)buf)[i] = (double)v;
-      break;
-    case BENCH_FLOAT16:
-      ((uint16_t*)buf)[i] = float_to_half((float)v);
-      break;
-    case BENCH_BFLOAT16:
-      ((uint16_t*)buf)[i] = float_to_bf16((float)v);
-      break;
-    case BENCH_INT32:
-      ((int32_t*)buf)[i] = (int32_t)v;
-      break;
-    case BENCH_INT64:
-      ((int64_t*)buf)[i] = v;
-      break;
-    case BENCH_UINT8:
-      ((uint8_t*)buf)[i] = (uint8_t)v;
-      break;
-    case BENCH_TYPE_COUNT:
-      break;
-  }
+#define STORE(type, c_type) \
+  if (t == type) ((c_type*)buf)[i] = (c_type)v;
+  BENCH_C_TYPES(STORE)
+#undef STORE
+  if (t == BENCH_FLOAT16) ((uint16_t*)buf)[i] = float_to_half((float)v);
+  if (t == BENCH_BFLOAT16) ((uint16_t*)buf)[i] = float_to_bf16((float)v);
 }
 
 static double load(const void* buf, bench_type t, size_t i) {
-  switch (t) {
-    case BENCH_FLOAT32:
-      return ((const float*)buf)[i];
-    case BENCH_FLOAT64:
-      return ((const double*)buf)[i];
-    case BENCH_FLOAT16:
-      return half_to_float(((const uint16_t*)buf)[i]);
-    case BENCH_BFLOAT16:
-      return bf16_to_float(((const uint16_t*)buf)[i]);
-    case BENCH_INT32:
-      return ((const int32_t*)buf)[i];
-    case BENCH_INT64:
-      return (double)((const int64_t*)buf)[i];
-    case BENCH_UINT8:
-      return ((const uint8_t*)buf)[i];
-    case BENCH_TYPE_COUNT:
-      break;
-  }
+#define LOAD(type, c_type) \
+  if (t == type) return (double)((const c_type*)buf)[i];
+  BENCH_C_TYPES(LOAD)
+#undef LOAD
+  if (t == BENCH_FLOAT16) return half_to_float(((const uint16_t*)buf)[i]);
+  if (t == BENCH_BFLOAT16) return bf16_to_float(((const uint16_t*)buf)[i]);
   return 0;
 }
 
