@@ -238,14 +238,6 @@ static float bf16_to_float(uint16_t b) {
   return float_of((uint32_t)b << 16);
 }
 
-/* The types C has a type for: their bench_type and C type. */
-#define BENCH_C_TYPES(X)   \
-  X(BENCH_FLOAT32, float)  \
-  X(BENCH_FLOAT64, double) \
-  X(BENCH_INT32, int32_t)  \
-  X(BENCH_INT64, int64_t)  \
-  X(BENCH_UINT8, uint8_t)
-
 /* Element i of buf, a t, set to v (integers wrap as C converts them) or read back. */
 static void store(void* buf, bench_type t, size_t i, int64_t v) {
 #define STORE(type, c_type) \
