@@ -192,118 +192,69 @@ int bench_parse_options(int argc, char** argv, const char* prog, bench_options* 
   return 0;
 }
 
-/* float16 and bfloat16 from and to float, rounding to nearest even. */
-static uint16_t float_to_half(float f) {
+/* float16 and bfloat16 from and to float, rounding to nearest even (libddl's conversions,
+ * comm/collectives/reduce.cc). */
+static uint32_t bits_of(float f) {
   uint32_t x;
   memcpy(&x, &f, 4);
+  return x;
+}
+
+static float float_of(uint32_t x) {
+  float f;
+  memcpy(&f, &x, 4);
+  return f;
+}
+
+static uint16_t float_to_half(float f) {
+  uint32_t x = bits_of(f);
   uint32_t sign = (x >> 16) & 0x8000u;
-  int32_t exp = (int32_t)((x >> 23) & 0xffu) - 127 + 15;
-  uint32_t mant = x & 0x7fffffu;
-  if (((x >> 23) & 0xffu) == 0xffu) return (uint16_t)(sign | 0x7c00u | (mant ? 0x200u : 0));
-  if (exp >= 31) return (uint16_t)(sign | 0x7c00u);
-  if (exp <= 0) {
-    if (exp < -10) return (uint16_t)sign;
-    mant |= 0x800000u;
-    uint32_t shift = (uint32_t)(14 - exp);
-    uint32_t half = mant >> shift;
-    uint32_t rest = mant & ((1u << shift) - 1);
-    uint32_t mid = 1u << (shift - 1);
-    if (rest > mid || (rest == mid && (half & 1u))) ++half;
-    return (uint16_t)(sign | half);
-  }
-  uint32_t half = ((uint32_t)exp << 10) | (mant >> 13);
-  uint32_t rest = mant & 0x1fffu;
-  if (rest > 0x1000u || (rest == 0x1000u && (half & 1u))) ++half;
-  return (uint16_t)(sign | half);
+  x &= 0x7fffffffu;
+  if (x > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);  /* NaN: quiet */
+  if (x >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* >= 65520: inf */
+  /* Subnormal or zero: adding 0.5f lines the half's bits up with the float's low bits, and the
+   * float addition rounds them to nearest even. */
+  if (x < 0x38800000u) return (uint16_t)(sign | (bits_of(float_of(x) + 0.5f) - 0x3f000000u));
+  x += ((uint32_t)(15 - 127) << 23) + 0xfffu + ((x >> 13) & 1u);
+  return (uint16_t)(sign | (x >> 13));
 }
 
 static float half_to_float(uint16_t h) {
   uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
   uint32_t exp = (h >> 10) & 0x1fu;
   uint32_t mant = h & 0x3ffu;
-  uint32_t x;
-  if (exp == 0x1fu) {
-    x = sign | 0x7f800000u | (mant << 13);
-  } else if (exp != 0) {
-    x = sign | ((exp - 15 + 127) << 23) | (mant << 13);
-  } else if (mant == 0) {
-    x = sign;
-  } else {
-    int e = -1;
-    do {
-      ++e;
-      mant <<= 1;
-    } while ((mant & 0x400u) == 0);
-    x = sign | ((uint32_t)(127 - 15 - e) << 23) | ((mant & 0x3ffu) << 13);
-  }
-  float f;
-  memcpy(&f, &x, 4);
-  return f;
+  if (exp == 0x1fu) return float_of(sign | 0x7f800000u | (mant << 13));
+  if (exp != 0) return float_of(sign | ((exp + 112) << 23) | (mant << 13));
+  return float_of(sign | bits_of((float)mant * 0x1p-24f)); /* zero or subnormal: exact */
 }
 
 static uint16_t float_to_bf16(float f) {
-  uint32_t x;
-  memcpy(&x, &f, 4);
+  uint32_t x = bits_of(f);
   if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u);
-  x += 0x7fffu + ((x >> 16) & 1u);
-  return (uint16_t)(x >> 16);
+  return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
 }
 
 static float bf16_to_float(uint16_t b) {
-  uint32_t x = (uint32_t)b << 16;
-  float f;
-  memcpy(&f, &x, 4);
-  return f;
+  return float_of((uint32_t)b << 16);
 }
 
 /* Element i of buf, a t, set to v (integers wrap as C converts them) or read back. */
 static void store(void* buf, bench_type t, size_t i, int64_t v) {
-  switch (t) {
-    case BENCH_FLOAT32:
-      ((float*)buf)[i] = (float)v;
-      break;
-    case BENCH_FLOAT64:
-      ((double*)buf)[i] = (double)v;
-      break;
-    case BENCH_FLOAT16:
-      ((uint16_t*)buf)[i] = float_to_half((float)v);
-      break;
-    case BENCH_BFLOAT16:
-      ((uint16_t*)buf)[i] = float_to_bf16((float)v);
-      break;
-    case BENCH_INT32:
-      ((int32_t*)buf)[i] = (int32_t)v;
-      break;
-    case BENCH_INT64:
-      ((int64_t*)buf)[i] = v;
-      break;
-    case BENCH_UINT8:
-      ((uint8_t*)buf)[i] = (uint8_t)v;
-      break;
-    case BENCH_TYPE_COUNT:
-      break;
-  }
+#define STORE(type, c_type) \
+  if (t == type) ((c_type*)buf)[i] = (c_type)v;
+  BENCH_C_TYPES(STORE)
+#undef STORE
+  if (t == BENCH_FLOAT16) ((uint16_t*)buf)[i] = float_to_half((float)v);
+  if (t == BENCH_BFLOAT16) ((uint16_t*)buf)[i] = float_to_bf16((float)v);
 }
 
 static double load(const void* buf, bench_type t, size_t i) {
-  switch (t) {
-    case BENCH_FLOAT32:
-      return ((const float*)buf)[i];
-    case BENCH_FLOAT64:
-      return ((const double*)buf)[i];
-    case BENCH_FLOAT16:
-      return half_to_float(((const uint16_t*)buf)[i]);
-    case BENCH_BFLOAT16:
-      return bf16_to_float(((const uint16_t*)buf)[i]);
-    case BENCH_INT32:
-      return ((const int32_t*)buf)[i];
-    case BENCH_INT64:
-      return (double)((const int64_t*)buf)[i];
-    case BENCH_UINT8:
-      return ((const uint8_t*)buf)[i];
-    case BENCH_TYPE_COUNT:
-      break;
-  }
+#define LOAD(type, c_type) \
+  if (t == type) return (double)((const c_type*)buf)[i];
+  BENCH_C_TYPES(LOAD)
+#undef LOAD
+  if (t == BENCH_FLOAT16) return half_to_float(((const uint16_t*)buf)[i]);
+  if (t == BENCH_BFLOAT16) return bf16_to_float(((const uint16_t*)buf)[i]);
   return 0;
 }
 

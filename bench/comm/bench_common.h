@@ -47,6 +47,14 @@ typedef enum {
   BENCH_TYPE_COUNT = 7
 } bench_type;
 
+/* The types C has a type for: their bench_type and C type, for X(BENCH_..., type) lists. */
+#define BENCH_C_TYPES(X)   \
+  X(BENCH_FLOAT32, float)  \
+  X(BENCH_FLOAT64, double) \
+  X(BENCH_INT32, int32_t)  \
+  X(BENCH_INT64, int64_t)  \
+  X(BENCH_UINT8, uint8_t)
+
 typedef enum {
   BENCH_SUM = 0,
   BENCH_AVG = 1,

@@ -138,23 +138,14 @@ int gloo_run(void* ctx, bench_coll coll, const void* send, void* recv, size_t co
   const auto& context = *static_cast<std::shared_ptr<gloo::Context>*>(ctx);
   try {
     switch (type) {
-      case BENCH_FLOAT32:
-        run_typed<float>(context, coll, send, recv, count, op);
-        break;
-      case BENCH_FLOAT64:
-        run_typed<double>(context, coll, send, recv, count, op);
-        break;
+#define RUN(type_enum, c_type)                               \
+  case type_enum:                                            \
+    run_typed<c_type>(context, coll, send, recv, count, op); \
+    break;
+      BENCH_C_TYPES(RUN)
+#undef RUN
       case BENCH_FLOAT16:
         run_typed<gloo::float16>(context, coll, send, recv, count, op);
-        break;
-      case BENCH_INT32:
-        run_typed<int32_t>(context, coll, send, recv, count, op);
-        break;
-      case BENCH_INT64:
-        run_typed<int64_t>(context, coll, send, recv, count, op);
-        break;
-      case BENCH_UINT8:
-        run_typed<uint8_t>(context, coll, send, recv, count, op);
         break;
       default:
         throw std::runtime_error("type not supported by the gloo backend");

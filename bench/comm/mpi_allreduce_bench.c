@@ -16,36 +16,24 @@
 
 #include "bench_common.h"
 
+/* MPI's type and op for each of bench_common's; the null ones are what MPI lacks, outside the
+ * backend's types and ops: never asked for. */
 static MPI_Datatype mpi_type(bench_type t) {
-  switch (t) {
-    case BENCH_FLOAT32:
-      return MPI_FLOAT;
-    case BENCH_FLOAT64:
-      return MPI_DOUBLE;
-    case BENCH_INT32:
-      return MPI_INT32_T;
-    case BENCH_INT64:
-      return MPI_INT64_T;
-    case BENCH_UINT8:
-      return MPI_UINT8_T;
-    default:
-      return MPI_DATATYPE_NULL; /* not in the backend's types: never asked for */
-  }
+  const MPI_Datatype types[BENCH_TYPE_COUNT] = {
+      [BENCH_FLOAT32] = MPI_FLOAT,         [BENCH_FLOAT64] = MPI_DOUBLE,
+      [BENCH_FLOAT16] = MPI_DATATYPE_NULL, [BENCH_BFLOAT16] = MPI_DATATYPE_NULL,
+      [BENCH_INT32] = MPI_INT32_T,         [BENCH_INT64] = MPI_INT64_T,
+      [BENCH_UINT8] = MPI_UINT8_T};
+  return types[t];
 }
 
 static MPI_Op mpi_op(bench_op op) {
-  switch (op) {
-    case BENCH_SUM:
-      return MPI_SUM;
-    case BENCH_MIN:
-      return MPI_MIN;
-    case BENCH_MAX:
-      return MPI_MAX;
-    case BENCH_PROD:
-      return MPI_PROD;
-    default:
-      return MPI_OP_NULL; /* not in the backend's ops: never asked for */
-  }
+  const MPI_Op ops[BENCH_OP_COUNT] = {[BENCH_SUM] = MPI_SUM,
+                                      [BENCH_AVG] = MPI_OP_NULL,
+                                      [BENCH_MIN] = MPI_MIN,
+                                      [BENCH_MAX] = MPI_MAX,
+                                      [BENCH_PROD] = MPI_PROD};
+  return ops[op];
 }
 
 /* Writes "CALL: MPI's message" into err when rc is not MPI_SUCCESS; returns rc. */

@@ -61,6 +61,8 @@ void reduce_into(void* dst, const void* src, size_t count, DataType type, Reduce
 void reduce_of(void* dst, const void* a, const void* b, size_t count, DataType type, ReduceOp op);
 /// buf[i] /= divisor, for kAvg's last step.
 void divide(void* buf, size_t count, DataType type, int divisor);
+/// Element `i` of `buf` as a double (float16 and bfloat16 widened exactly, bool as its byte).
+double element_value(const void* buf, size_t i, DataType type);
 /// Whether float16 converts through F16C (the CPU has it). set_f16c(false) makes it convert
 /// with the scalar code (the same bits: tests compare the two); returns the previous setting.
 bool uses_f16c();

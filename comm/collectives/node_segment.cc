@@ -11,13 +11,11 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <new>
-#include <thread>
 
 #include "comm/transport/link.h"
 #include "comm/transport/os.h"
@@ -36,31 +34,18 @@ std::string mib(size_t bytes) {
   return buf;
 }
 
-/// The whole segment behind `fd` once its maker has finished it; nullptr before.
-Segment* map_ready(int fd) {
-  struct stat st {};
-  if (fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) < data_offset(1)) return nullptr;
-  const auto size = static_cast<size_t>(st.st_size);
-  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (p == MAP_FAILED) return nullptr;
-  auto* s = static_cast<Segment*>(p);
-  if (s->magic.load(std::memory_order_acquire) != kReady ||
-      segment_bytes(s->members, s->slot_bytes) != size) {
-    munmap(p, size);
-    return nullptr;
-  }
-  return s;
+/// Whether the mapped segment is finished: its magic stored, its size its head's.
+bool ready(const void* p, size_t bytes) {
+  const auto* s = static_cast<const Segment*>(p);
+  return s->magic.load(std::memory_order_acquire) == kReady &&
+         segment_bytes(s->members, s->slot_bytes) == bytes;
 }
 
 }  // namespace
 
 Segment* create_segment(const std::string& name, uint32_t members, size_t slot_bytes,
                         uint32_t small_bytes, uint64_t cma_bytes) {
-  int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
-  if (fd < 0 && errno == EEXIST) {  // left by a crashed process with our pid
-    shm_unlink(name.c_str());
-    fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
-  }
+  const int fd = transport::create_segment_file(name);
   if (fd < 0) {
     throw TransportError("shm_open " + name + ": " + std::strerror(errno) +
                          " (is /dev/shm mounted and writable?)");
@@ -88,27 +73,14 @@ Segment* create_segment(const std::string& name, uint32_t members, size_t slot_b
 
 Segment* attach_segment(const std::string& name, const std::string& maker,
                         std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  auto nap = std::chrono::microseconds(100);
-  for (;;) {
-    const int fd = shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
-    if (fd < 0 && errno != ENOENT) {
-      throw TransportError("shm_open " + name + ": " + std::strerror(errno));
-    }
-    if (fd >= 0) {
-      const std::string foreign = transport::foreign_segment(fd, name);
-      Segment* s = foreign.empty() ? map_ready(fd) : nullptr;
-      close(fd);
-      if (!foreign.empty()) throw TransportError(foreign);
-      if (s != nullptr) return s;
-    }
-    if (std::chrono::steady_clock::now() >= deadline) {
-      throw TransportError(maker + ": no shared-memory segment " + name + " within " +
-                           seconds_text(timeout) + " (is it running on this host?)");
-    }
-    std::this_thread::sleep_for(nap);
-    nap = std::min(nap * 2, std::chrono::microseconds(10'000));
+  Segment* s = transport::retry_until(timeout, std::chrono::microseconds(100), [&] {
+    return static_cast<Segment*>(transport::attach_segment_file(name, "", data_offset(1), ready));
+  });
+  if (s == nullptr) {
+    throw TransportError(maker + ": no shared-memory segment " + name + " within " +
+                         seconds_text(timeout) + " (is it running on this host?)");
   }
+  return s;
 }
 
 }  // namespace ddl::comm::node

@@ -316,17 +316,6 @@ DDL_KERNEL void reduce_typed(void* dst, const void* a, const void* src, size_t c
   }
 }
 
-// Signed integers: sum, product and the bitwise ops are done in the unsigned type of the same
-// width (sums and products wrap: defined behaviour, the bits of two's complement).
-template <typename T>
-DDL_KERNEL void reduce_signed(void* dst, const void* a, const void* src, size_t count,
-                              ReduceOp op) {
-  if (op == ReduceOp::kMin || op == ReduceOp::kMax) {
-    return reduce_typed<T>(dst, a, src, count, op);
-  }
-  reduce_typed<std::make_unsigned_t<T>>(dst, a, src, count, op);
-}
-
 // bool, as bytes: or for sum, max and bor; and for prod, min and band; xor for bxor (avg is
 // refused before any data moves).
 DDL_KERNEL void reduce_bool(void* dst, const void* a, const void* src, size_t count, ReduceOp op) {
@@ -347,10 +336,55 @@ DDL_KERNEL void reduce_bool(void* dst, const void* a, const void* src, size_t co
   DDL_FAIL("reduce: avg of bool got past reduction_error()");
 }
 
-// float16/bfloat16: a block at a time through float (both operands widened before dst's block
-// is written, so dst may be exactly either).
+/// float16 or bfloat16: 16 bits reduced through float, with their conversions.
 template <void (*Widen)(const uint16_t*, float*, size_t),
           void (*Narrow)(const float*, uint16_t*, size_t)>
+struct Narrow16 {
+  static constexpr auto widen = Widen;
+  static constexpr auto narrow = Narrow;
+};
+using Half = Narrow16<widen_half, narrow_half>;
+using BFloat16 = Narrow16<widen_bf16, narrow_bf16>;
+/// bool: a byte, any non-zero value true.
+struct Bool {};
+
+template <typename T>
+constexpr bool kNarrow = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
+
+/// `f(T{})` with T the element type of `type` (Half, BFloat16 and Bool for the types C++ has
+/// no arithmetic type for): the one switch over the data types.
+template <typename F>
+DDL_KERNEL decltype(auto) with_type(DataType type, F&& f) {
+  switch (type) {
+    case DataType::kFloat32:
+      return f(float{});
+    case DataType::kFloat64:
+      return f(double{});
+    case DataType::kFloat16:
+      return f(Half{});
+    case DataType::kBFloat16:
+      return f(BFloat16{});
+    case DataType::kInt32:
+      return f(int32_t{});
+    case DataType::kInt64:
+      return f(int64_t{});
+    case DataType::kUint8:
+      return f(uint8_t{});
+    case DataType::kInt8:
+      return f(int8_t{});
+    case DataType::kInt16:
+      return f(int16_t{});
+    case DataType::kUint16:
+      return f(uint16_t{});
+    case DataType::kBool:
+      return f(Bool{});
+  }
+  DDL_FAIL("unknown data type " + std::to_string(static_cast<int>(type)));
+}
+
+// float16/bfloat16: a block at a time through float (both operands widened before dst's block
+// is written, so dst may be exactly either).
+template <typename N>
 DDL_KERNEL void reduce_narrow(void* dst, const void* left, const void* src, size_t count,
                               ReduceOp op) {
   auto* d = static_cast<uint16_t*>(dst);
@@ -360,10 +394,28 @@ DDL_KERNEL void reduce_narrow(void* dst, const void* left, const void* src, size
   float b[kBlock];
   for (size_t start = 0; start < count; start += kBlock) {
     const size_t n = std::min(kBlock, count - start);
-    Widen(l + start, a, n);
-    Widen(s + start, b, n);
+    N::widen(l + start, a, n);
+    N::widen(s + start, b, n);
     reduce_typed<float>(a, nullptr, b, n, op);
-    Narrow(a, d + start, n);
+    N::narrow(a, d + start, n);
+  }
+}
+
+/// The kernel for elements of T. Signed integers: sum, product and the bitwise ops are done in
+/// the unsigned type of the same width (sums and products wrap: defined behaviour, the bits of
+/// two's complement).
+template <typename T>
+DDL_KERNEL void reduce_as(void* dst, const void* a, const void* src, size_t count, ReduceOp op) {
+  if constexpr (kNarrow<T>) {
+    reduce_narrow<T>(dst, a, src, count, op);
+  } else if constexpr (std::is_same_v<T, Bool>) {
+    reduce_bool(dst, a, src, count, op);
+  } else if constexpr (std::is_signed_v<T> && std::is_integral_v<T>) {
+    if (op == ReduceOp::kMin || op == ReduceOp::kMax)
+      return reduce_typed<T>(dst, a, src, count, op);
+    reduce_typed<std::make_unsigned_t<T>>(dst, a, src, count, op);
+  } else {
+    reduce_typed<T>(dst, a, src, count, op);
   }
 }
 
@@ -381,18 +433,17 @@ void divide_typed(void* buf, size_t count, int divisor) {
   }
 }
 
-template <void (*Widen)(const uint16_t*, float*, size_t),
-          void (*Narrow)(const float*, uint16_t*, size_t)>
+template <typename N>
 void divide_narrow(void* buf, size_t count, int divisor) {
   auto* p = static_cast<uint16_t*>(buf);
   const float by = static_cast<float>(divisor);
   float a[kBlock];
   for (size_t start = 0; start < count; start += kBlock) {
     const size_t n = std::min(kBlock, count - start);
-    Widen(p + start, a, n);
+    N::widen(p + start, a, n);
     for (size_t i = 0; i < n; ++i)
       a[i] /= by;
-    Narrow(a, p + start, n);
+    N::narrow(a, p + start, n);
   }
 }
 
@@ -466,30 +517,9 @@ namespace {
 /// dst = op(a, b), or dst = op(dst, b) when a is null: every type's kernel, for both clones.
 DDL_KERNEL void reduce_any(void* dst, const void* a, const void* src, size_t count, DataType type,
                            ReduceOp op) {
-  switch (type) {
-    case DataType::kFloat32:
-      return reduce_typed<float>(dst, a, src, count, op);
-    case DataType::kFloat64:
-      return reduce_typed<double>(dst, a, src, count, op);
-    case DataType::kFloat16:
-      return reduce_narrow<widen_half, narrow_half>(dst, a, src, count, op);
-    case DataType::kBFloat16:
-      return reduce_narrow<widen_bf16, narrow_bf16>(dst, a, src, count, op);
-    case DataType::kInt32:
-      return reduce_signed<int32_t>(dst, a, src, count, op);
-    case DataType::kInt64:
-      return reduce_signed<int64_t>(dst, a, src, count, op);
-    case DataType::kUint8:
-      return reduce_typed<uint8_t>(dst, a, src, count, op);
-    case DataType::kInt8:
-      return reduce_signed<int8_t>(dst, a, src, count, op);
-    case DataType::kInt16:
-      return reduce_signed<int16_t>(dst, a, src, count, op);
-    case DataType::kUint16:
-      return reduce_typed<uint16_t>(dst, a, src, count, op);
-    case DataType::kBool:
-      return reduce_bool(dst, a, src, count, op);
-  }
+  with_type(
+      type, [&](auto t)
+                __attribute__((always_inline)) { reduce_as<decltype(t)>(dst, a, src, count, op); });
 }
 }  // namespace
 
@@ -505,30 +535,31 @@ DDL_REDUCE_CLONES void reduce_of(void* dst, const void* a, const void* b, size_t
 
 void divide(void* buf, size_t count, DataType type, int divisor) {
   if (divisor == 1) return;
-  switch (type) {
-    case DataType::kFloat32:
-      return divide_typed<float>(buf, count, divisor);
-    case DataType::kFloat64:
-      return divide_typed<double>(buf, count, divisor);
-    case DataType::kFloat16:
-      return divide_narrow<widen_half, narrow_half>(buf, count, divisor);
-    case DataType::kBFloat16:
-      return divide_narrow<widen_bf16, narrow_bf16>(buf, count, divisor);
-    case DataType::kInt32:
-      return divide_typed<int32_t>(buf, count, divisor);
-    case DataType::kInt64:
-      return divide_typed<int64_t>(buf, count, divisor);
-    case DataType::kUint8:
-      return divide_typed<uint8_t>(buf, count, divisor);
-    case DataType::kInt8:
-      return divide_typed<int8_t>(buf, count, divisor);
-    case DataType::kInt16:
-      return divide_typed<int16_t>(buf, count, divisor);
-    case DataType::kUint16:
-      return divide_typed<uint16_t>(buf, count, divisor);
-    case DataType::kBool:
+  with_type(type, [&](auto t) {
+    using T = decltype(t);
+    if constexpr (kNarrow<T>) {
+      divide_narrow<T>(buf, count, divisor);
+    } else if constexpr (std::is_same_v<T, Bool>) {
       DDL_FAIL("divide: avg of bool got past reduction_error()");
-  }
+    } else {
+      divide_typed<T>(buf, count, divisor);
+    }
+  });
+}
+
+double element_value(const void* buf, size_t i, DataType type) {
+  return with_type(type, [&](auto t) -> double {
+    using T = decltype(t);
+    if constexpr (kNarrow<T>) {
+      float f = 0;
+      T::widen(static_cast<const uint16_t*>(buf) + i, &f, 1);
+      return f;
+    } else if constexpr (std::is_same_v<T, Bool>) {
+      return static_cast<const uint8_t*>(buf)[i];
+    } else {
+      return static_cast<double>(static_cast<const T*>(buf)[i]);
+    }
+  });
 }
 
 bool set_f16c(bool on) {

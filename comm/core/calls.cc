@@ -12,8 +12,11 @@
 
 #include <cstring>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
+#include "comm/collectives/algorithms.h"
 #include "comm/core/communicator.h"
 
 namespace ddl::comm {
@@ -21,6 +24,12 @@ namespace ddl::comm {
 void check_reduction(const char* what, DataType type, ReduceOp op) {
   if (std::string why = reduction_error(type, op); !why.empty()) {
     throw ArgumentError(std::string(what) + ": " + why);
+  }
+}
+
+void check_not_null(const char* what, size_t count, const void* send, const void* recv) {
+  if (count > 0 && (send == nullptr || recv == nullptr)) {
+    throw ArgumentError(std::string(what) + ": a null buffer");
   }
 }
 
@@ -84,21 +93,65 @@ void describe_buffers(Signature& sig, const size_t* counts, size_t n, size_t buc
   sig.layout = hash;
 }
 
-void alltoall_call(const Group& g, const Verify& verify, const Signature& sig, const void* send,
-                   void* recv, size_t count, DataType type) {
-  const size_t n = static_cast<size_t>(g.size()), bytes = count * type_size(type);
-  if (count > 0 && (send == nullptr || recv == nullptr)) {
-    throw ArgumentError("alltoall: a null buffer");
+void broadcast_call(const Group& g, const Verify& verify, Signature sig, void* buf, size_t count,
+                    DataType type, int root, size_t small_bytes) {
+  const size_t bytes = count * type_size(type);
+  if (g.size() > 1 && count > 0 && bytes < small_bytes) {
+    sig.route = route_of("rd");
+    recursive_doubling_broadcast(g, buf, bytes, root, sig);
+    return;
   }
   verify(sig);
-  if (count == 0) return;
+  if (g.size() > 1 && count > 0) ring_broadcast(g, buf, bytes, root);
+}
+
+void allgather_call(const Group& g, const Verify& verify, const Signature& sig, const void* send,
+                    void* recv, size_t count, DataType type) {
+  verify(sig);
+  const size_t bytes = count * type_size(type);
+  std::byte* mine = static_cast<std::byte*>(recv) + bytes * g.rank();
+  if (count > 0 && mine != send) std::memmove(mine, send, bytes);
+  if (g.size() > 1 && count > 0) ring_allgather(g, recv, count * g.size(), type);
+}
+
+void reduce_scatter_call(const Group& g, const Verify& verify, const Signature& sig,
+                         const void* send, void* recv, size_t recv_count, DataType type,
+                         ReduceOp op) {
+  verify(sig);
+  if (recv_count == 0) return;
+  const size_t bytes = recv_count * type_size(type);
+  std::vector<std::byte> scratch(bytes * g.size());
+  std::memcpy(scratch.data(), send, scratch.size());
+  if (g.size() > 1) ring_reduce_scatter(g, scratch.data(), recv_count * g.size(), type, op);
+  std::memcpy(recv, scratch.data() + bytes * g.rank(), bytes);
+}
+
+namespace {
+
+/// pairwise_alltoall over `g` of the blocks `blocks(j)` gives for each member j: {what goes to
+/// it, where its block comes in}.
+template <typename Blocks>
+void exchange_blocks(const Group& g, Blocks&& blocks) {
+  const size_t n = static_cast<size_t>(g.size());
   std::vector<std::span<const std::byte>> out(n);
   std::vector<std::span<std::byte>> in(n);
-  for (size_t j = 0; j < n; ++j) {
-    out[j] = {static_cast<const std::byte*>(send) + j * bytes, bytes};
-    in[j] = {static_cast<std::byte*>(recv) + j * bytes, bytes};
-  }
+  for (size_t j = 0; j < n; ++j)
+    std::tie(out[j], in[j]) = blocks(j);
   pairwise_alltoall(g, out, in);
+}
+
+}  // namespace
+
+void alltoall_call(const Group& g, const Verify& verify, const Signature& sig, const void* send,
+                   void* recv, size_t count, DataType type) {
+  const size_t bytes = count * type_size(type);
+  check_not_null("alltoall", count, send, recv);
+  verify(sig);
+  if (count == 0) return;
+  exchange_blocks(g, [&](size_t j) {
+    return std::pair{std::span(static_cast<const std::byte*>(send) + j * bytes, bytes),
+                     std::span(static_cast<std::byte*>(recv) + j * bytes, bytes)};
+  });
 }
 
 namespace {
@@ -114,13 +167,10 @@ std::span<Byte> block(Byte* buf, const size_t* counts, const size_t* displs, siz
 std::vector<uint64_t> incoming_counts(const Group& g, const size_t* send_counts) {
   const size_t n = static_cast<size_t>(g.size());
   std::vector<uint64_t> mine(send_counts, send_counts + n), theirs(n);
-  std::vector<std::span<const std::byte>> out(n);
-  std::vector<std::span<std::byte>> in(n);
-  for (size_t j = 0; j < n; ++j) {
-    out[j] = std::as_bytes(std::span(&mine[j], 1));
-    in[j] = std::as_writable_bytes(std::span(&theirs[j], 1));
-  }
-  pairwise_alltoall(g, out, in);
+  exchange_blocks(g, [&](size_t j) {
+    return std::pair{std::as_bytes(std::span(&mine[j], 1)),
+                     std::as_writable_bytes(std::span(&theirs[j], 1))};
+  });
   return theirs;
 }
 
@@ -153,13 +203,10 @@ void alltoallv_call(const Group& g, const Verify& verify, const Signature& sig, 
     break;
   }
   verify(agreed);
-  std::vector<std::span<const std::byte>> out(n);
-  std::vector<std::span<std::byte>> in(n);
-  for (size_t j = 0; j < n; ++j) {
-    out[j] = block(static_cast<const std::byte*>(send), send_counts, send_displs, j, ts);
-    in[j] = block(static_cast<std::byte*>(recv), recv_counts, recv_displs, j, ts);
-  }
-  pairwise_alltoall(g, out, in);
+  exchange_blocks(g, [&](size_t j) {
+    return std::pair{block(static_cast<const std::byte*>(send), send_counts, send_displs, j, ts),
+                     block(static_cast<std::byte*>(recv), recv_counts, recv_displs, j, ts)};
+  });
 }
 
 }  // namespace ddl::comm

@@ -95,51 +95,6 @@ std::vector<std::string> split(const std::string& s, char sep) {
   }
 }
 
-/// Element `i` of `buf` as a double, for DDL_CHECK.
-double element(const void* buf, size_t i, DataType type) {
-  switch (type) {
-    case DataType::kFloat32:
-      return static_cast<const float*>(buf)[i];
-    case DataType::kFloat64:
-      return static_cast<const double*>(buf)[i];
-    case DataType::kInt32:
-      return static_cast<const int32_t*>(buf)[i];
-    case DataType::kInt64:
-      return static_cast<double>(static_cast<const int64_t*>(buf)[i]);
-    case DataType::kUint8:
-    case DataType::kBool:
-      return static_cast<const uint8_t*>(buf)[i];
-    case DataType::kInt8:
-      return static_cast<const int8_t*>(buf)[i];
-    case DataType::kInt16:
-      return static_cast<const int16_t*>(buf)[i];
-    case DataType::kUint16:
-      return static_cast<const uint16_t*>(buf)[i];
-    case DataType::kFloat16:
-    case DataType::kBFloat16: {
-      // Widen through the runtime's own reduction: 0 + x is exact.
-      float out = 0;
-      uint16_t bits = static_cast<const uint16_t*>(buf)[i];
-      if (type == DataType::kBFloat16) {
-        const uint32_t w = static_cast<uint32_t>(bits) << 16;
-        std::memcpy(&out, &w, sizeof out);
-        return out;
-      }
-      const uint32_t sign = (bits >> 15) & 1, exp = (bits >> 10) & 31, mant = bits & 1023;
-      double v;
-      if (exp == 0) {
-        v = std::ldexp(static_cast<double>(mant), -24);
-      } else if (exp == 31) {
-        v = mant != 0 ? NAN : INFINITY;
-      } else {
-        v = std::ldexp(static_cast<double>(mant | 1024), static_cast<int>(exp) - 25);
-      }
-      return sign ? -v : v;
-    }
-  }
-  return 0;
-}
-
 /// The sub-rings `ring` runs as (ring_factors: none when it runs whole), each a Group of its
 /// members in their order with this rank's place in it.
 std::vector<std::unique_ptr<Group>> sub_rings(const Group& ring, int max_ring,
@@ -425,6 +380,16 @@ bool Communicator::on_device(const char* what, std::span<const void* const> buff
   return on > 0;
 }
 
+bool Communicator::to_device(const char* what, std::span<const void* const> buffers, Signature& sig,
+                             bool reduces) {
+  if (!on_device(what, buffers)) return false;
+  if (reduces)
+    check_device_reduction(what, static_cast<DataType>(sig.type), static_cast<ReduceOp>(sig.op));
+  sig.route = kRouteDevice;
+  verify(sig);
+  return true;
+}
+
 device::Comm& Communicator::device_flat() {
   if (device_flat_) return *device_flat_;
   // The topology's GPU (a host index) as this process's CUDA sees it, else the local rank.
@@ -498,12 +463,8 @@ const AllreduceAlgorithm& Communicator::choose_allreduce(size_t bytes) const {
 }
 
 AllreduceSite Communicator::allreduce_site() {
-  return {*flat_,
-          dimension_list_,
-          shm_job() ? node_.get() : nullptr,
-          options_.pipeline_bytes,
-          [this](const Signature& sig) { verify(sig); },
-          node_is_job()};
+  return {*flat_,     dimension_list_, shm_job() ? node_.get() : nullptr, options_.pipeline_bytes,
+          verifier(), node_is_job()};
 }
 
 void Communicator::allreduce_locked(const void* send, void* recv, size_t count, DataType type,
@@ -535,12 +496,8 @@ void Communicator::allreduce(const void* send, void* recv, size_t count, DataTyp
     }
     check_reduction("allreduce", type, op);
     Signature sig = signature(CollectiveKind::kAllreduce, count, type, op);
-    if (const void* b[] = {send, recv}; count > 0 && on_device("allreduce", b)) {
-      check_device_reduction("allreduce", type, op);
-      sig.route = kRouteDevice;
-      verify(sig);
-      device_allreduce(send, recv, count, type, op);
-      return;
+    if (const void* b[] = {send, recv}; count > 0 && to_device("allreduce", b, sig, true)) {
+      return device_allreduce(send, recv, count, type, op);
     }
     const size_t bytes = count * type_size(type);
     std::vector<std::byte> reference;
@@ -566,7 +523,7 @@ void Communicator::compare_with_reference(const void* got_buf, const void* want_
                                           DataType type) const {
   const double tol = *options_.check;
   for (size_t i = 0; i < count; ++i) {
-    const double got = element(got_buf, i, type), want = element(want_buf, i, type);
+    const double got = element_value(got_buf, i, type), want = element_value(want_buf, i, type);
     if (std::isnan(got) && std::isnan(want)) continue;
     if (!(std::fabs(got - want) <= tol * std::max(1.0, std::fabs(want)))) {
       char buf[256];
@@ -589,11 +546,8 @@ void Communicator::allreduce_n(void* const* buffers, const size_t* counts, size_
     Signature sig = signature(CollectiveKind::kAllreduceN, 0, type, op);
     describe_buffers(sig, counts, n, bucket_elems);
     if (n > 0 && device_ &&
-        on_device("allreduce_n", std::vector<const void*>(buffers, buffers + n))) {
+        to_device("allreduce_n", std::vector<const void*>(buffers, buffers + n), sig, true)) {
       // NCCL fuses small operations itself; each buffer is one allreduce, in place.
-      check_device_reduction("allreduce_n", type, op);
-      sig.route = kRouteDevice;
-      verify(sig);
       for (size_t k = 0; k < n; ++k)
         if (counts[k] > 0) device_allreduce(buffers[k], buffers[k], counts[k], type, op);
       return;
@@ -614,85 +568,53 @@ void Communicator::broadcast(void* buf, size_t count, DataType type, int root) {
       throw ArgumentError("broadcast: root " + std::to_string(root) + " is not a rank (0.." +
                           std::to_string(size_ - 1) + ")");
     }
-    if (count > 0 && buf == nullptr) throw ArgumentError("broadcast: a null buffer");
+    check_not_null("broadcast", count, buf, buf);
     Signature sig = signature(CollectiveKind::kBroadcast, count, type, ReduceOp::kSum, root);
-    if (const void* b[] = {buf}; count > 0 && on_device("broadcast", b)) {
-      sig.route = kRouteDevice;
-      verify(sig);
-      device_flat().broadcast(buf, count, type, root);
-      return;
+    if (const void* b[] = {buf}; count > 0 && to_device("broadcast", b, sig, false)) {
+      return device_flat().broadcast(buf, count, type, root);
     }
-    const size_t bytes = count * type_size(type);
     if (shm_job()) {
       sig.route = route_of("shm");
-      node_->broadcast(buf, bytes, root, &sig);
+      node_->broadcast(buf, count * type_size(type), root, &sig);
       return;
     }
-    if (size_ > 1 && count > 0 && bytes < options_.small_bytes && !node_is_job()) {
-      // Small: the data rides on the check's own messages.
-      sig.route = route_of("rd");
-      recursive_doubling_broadcast(*flat_, buf, bytes, root, sig);
-      return;
-    }
-    verify(sig);
-    if (size_ == 1 || count == 0) return;
-    ring_broadcast(*flat_, buf, bytes, root);
+    broadcast_call(*flat_, verifier(), sig, buf, count, type, root,
+                   node_is_job() ? 0 : options_.small_bytes);
   });
 }
 
 void Communicator::allgather(const void* send, void* recv, size_t count, DataType type) {
   collective([&] {
-    if (count > 0 && (send == nullptr || recv == nullptr)) {
-      throw ArgumentError("allgather: a null buffer");
-    }
+    check_not_null("allgather", count, send, recv);
     Signature sig = signature(CollectiveKind::kAllgather, count, type, ReduceOp::kSum);
-    if (const void* b[] = {send, recv}; count > 0 && on_device("allgather", b)) {
-      sig.route = kRouteDevice;
-      verify(sig);
-      device_flat().allgather(send, recv, count, type);
-      return;
+    if (const void* b[] = {send, recv}; count > 0 && to_device("allgather", b, sig, false)) {
+      return device_flat().allgather(send, recv, count, type);
     }
     if (shm_job()) {
       sig.route = route_of("shm");
       node_->allgather(send, recv, count, type, &sig);
       return;
     }
-    verify(sig);
-    const size_t bytes = count * type_size(type);
-    auto* out = static_cast<std::byte*>(recv);
-    if (count > 0 && out + bytes * rank_ != send) std::memmove(out + bytes * rank_, send, bytes);
-    if (size_ == 1 || count == 0) return;
-    ring_allgather(*flat_, recv, count * size_, type);
+    allgather_call(*flat_, verifier(), sig, send, recv, count, type);
   });
 }
 
 void Communicator::reduce_scatter(const void* send, void* recv, size_t recv_count, DataType type,
                                   ReduceOp op) {
   collective([&] {
-    if (recv_count > 0 && (send == nullptr || recv == nullptr)) {
-      throw ArgumentError("reduce_scatter: a null buffer");
-    }
+    check_not_null("reduce_scatter", recv_count, send, recv);
     check_reduction("reduce_scatter", type, op);
     Signature sig = signature(CollectiveKind::kReduceScatter, recv_count, type, op);
-    if (const void* b[] = {send, recv}; recv_count > 0 && on_device("reduce_scatter", b)) {
-      check_device_reduction("reduce_scatter", type, op);
-      sig.route = kRouteDevice;
-      verify(sig);
-      device_flat().reduce_scatter(send, recv, recv_count, type, op);
-      return;
+    if (const void* b[] = {send, recv};
+        recv_count > 0 && to_device("reduce_scatter", b, sig, true)) {
+      return device_flat().reduce_scatter(send, recv, recv_count, type, op);
     }
     if (shm_job()) {
       sig.route = route_of("shm");
       node_->reduce_scatter(send, recv, recv_count, type, op, &sig);
       return;
     }
-    verify(sig);
-    if (recv_count == 0) return;
-    const size_t bytes = recv_count * type_size(type);
-    std::vector<std::byte> scratch(bytes * size_);
-    std::memcpy(scratch.data(), send, scratch.size());
-    if (size_ > 1) ring_reduce_scatter(*flat_, scratch.data(), recv_count * size_, type, op);
-    std::memcpy(recv, scratch.data() + bytes * rank_, bytes);
+    reduce_scatter_call(*flat_, verifier(), sig, send, recv, recv_count, type, op);
   });
 }
 
@@ -715,8 +637,7 @@ void Communicator::alltoall(const void* send, void* recv, size_t count, DataType
       throw ArgumentError("alltoall: GPU memory is not supported yet; pass host memory");
     }
     const Signature sig = signature(CollectiveKind::kAlltoall, count, type, ReduceOp::kSum);
-    alltoall_call(
-        *flat_, [this](const Signature& s) { verify(s); }, sig, send, recv, count, type);
+    alltoall_call(*flat_, verifier(), sig, send, recv, count, type);
   });
 }
 
@@ -728,9 +649,8 @@ void Communicator::alltoallv(const void* send, const size_t* send_counts, const 
       throw ArgumentError("alltoallv: GPU memory is not supported yet; pass host memory");
     }
     const Signature sig = signature(CollectiveKind::kAlltoallv, 0, type, ReduceOp::kSum);
-    alltoallv_call(
-        *flat_, [this](const Signature& s) { verify(s); }, sig, send, send_counts, send_displs,
-        recv, recv_counts, recv_displs, type);
+    alltoallv_call(*flat_, verifier(), sig, send, send_counts, send_displs, recv, recv_counts,
+                   recv_displs, type);
   });
 }
 

@@ -16,6 +16,7 @@
 #include "comm/collectives/dimension.h"
 #include "comm/collectives/node.h"
 #include "comm/collectives/signature.h"
+#include "comm/core/calls.h"
 #include "comm/core/mailbox.h"
 #include "comm/core/settings.h"
 #include "comm/core/subgroup.h"
@@ -144,6 +145,10 @@ class Communicator {
                       int root = -1) const;
   /// Compares `sig` across the ranks; throws MismatchError on every rank when it differs.
   void verify(const Signature& sig);
+  /// verify(), as the shared steps of calls.h take it.
+  Verify verifier() {
+    return [this](const Signature& sig) { verify(sig); };
+  }
   /// From `send` into `recv` (the same buffer, or not) on host memory; with `sig`, the call's
   /// signature is checked on the way (at no extra message for recursive doubling), else the
   /// caller has checked it.
@@ -167,6 +172,10 @@ class Communicator {
   std::string peer_name(int peer) const;
   /// Whether the buffers are GPU memory; throws ArgumentError when one is and another is not.
   bool on_device(const char* what, std::span<const void* const> buffers);
+  /// Whether the call goes to the GPU (on_device()); then, once NCCL is known to reduce the
+  /// signature's type with its op (when the call `reduces`), `sig` is routed there and verified.
+  bool to_device(const char* what, std::span<const void* const> buffers, Signature& sig,
+                 bool reduces);
   /// The NCCL communicators, made on first use.
   device::Comm& device_flat();
   /// Throws ArgumentError "<what>: <why>" when NCCL cannot reduce `type` with `op`.

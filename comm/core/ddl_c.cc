@@ -18,10 +18,13 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
+#include "base/table.h"
 #include "comm/collectives/shared_buffer.h"
 #include "comm/core/communicator.h"
 #include "ddl/ddl.h"
@@ -92,20 +95,6 @@ ddl_status_t guarded(Fn&& fn) {
   }
 }
 
-/// Runs `fn(comm)` on the current communicator, or fails with DDL_ERR_STATE.
-template <typename Fn>
-ddl_status_t with_comm(const char* what, Fn&& fn) {
-  return guarded([&]() -> ddl_status_t {
-    std::shared_ptr<Communicator> c = current();
-    if (!c) {
-      g_last_error = std::string(what) + ": call ddl_init() first";
-      return DDL_ERR_STATE;
-    }
-    fn(*c);
-    return DDL_SUCCESS;
-  });
-}
-
 /// A copy of `group`'s entry when it is live, else an empty one.
 GroupEntry find_group(ddl_group_t group) {
   std::lock_guard lock(g_mutex);
@@ -158,9 +147,16 @@ bool valid(ddl_op_t o) {
   return o >= DDL_SUM && o <= DDL_BXOR;
 }
 
-ddl_status_t bad_type_or_op(const char* what, bool type_ok) {
-  g_last_error = std::string(what) + (type_ok ? ": unknown reduction" : ": unknown data type");
-  return DDL_ERR_ARGUMENT;
+/// with_group(), after refusing an unknown `type` or (when given) `op` with DDL_ERR_ARGUMENT.
+template <typename Fn>
+ddl_status_t typed(const char* what, ddl_group_t group, ddl_datatype_t type,
+                   std::optional<ddl_op_t> op, Fn&& fn) {
+  if (!valid(type) || (op && !valid(*op))) {
+    g_last_error =
+        std::string(what) + (valid(type) ? ": unknown reduction" : ": unknown data type");
+    return DDL_ERR_ARGUMENT;
+  }
+  return with_group(what, group, std::forward<Fn>(fn));
 }
 
 ddl::comm::DataType type_of(ddl_datatype_t t) {
@@ -169,6 +165,19 @@ ddl::comm::DataType type_of(ddl_datatype_t t) {
 ddl::comm::ReduceOp op_of(ddl_op_t o) {
   return static_cast<ddl::comm::ReduceOp>(o);
 }
+
+/// ddl_error_string()'s text for each status.
+constexpr std::pair<ddl_status_t, const char*> kStatusTexts[] = {
+    {DDL_SUCCESS, "success"},
+    {DDL_ERR_ARGUMENT, "invalid argument"},
+    {DDL_ERR_STATE, "not initialised, or initialised twice"},
+    {DDL_ERR_BOOTSTRAP, "the ranks could not find each other"},
+    {DDL_ERR_TRANSPORT, "a peer failed or timed out"},
+    {DDL_ERR_TOPOLOGY, "the topology file is missing, unreadable or does not match the job"},
+    {DDL_ERR_CHECK, "DDL_CHECK found a wrong result"},
+    {DDL_ERR_INTERNAL, "internal error"},
+    {DDL_ERR_DEVICE, "a GPU collective failed (NCCL or CUDA)"},
+    {DDL_ERR_MISMATCH, "the ranks called different collectives"}};
 
 }  // namespace
 
@@ -227,42 +236,35 @@ int ddl_local_gpu(void) {
 
 ddl_status_t ddl_allreduce(const void* send, void* recv, size_t count, ddl_datatype_t type,
                            ddl_op_t op) {
-  if (!valid(type) || !valid(op)) return bad_type_or_op("ddl_allreduce", valid(type));
-  return with_comm("ddl_allreduce", [&](Communicator& c) {
-    c.allreduce(send, recv, count, type_of(type), op_of(op));
-  });
+  return typed("ddl_allreduce", ddl_group_world(), type, op,
+               [&](auto& g) { g.allreduce(send, recv, count, type_of(type), op_of(op)); });
 }
 
 ddl_status_t ddl_allreduce_n(void* const* buffers, const size_t* counts, size_t n,
                              ddl_datatype_t type, ddl_op_t op) {
-  if (!valid(type) || !valid(op)) return bad_type_or_op("ddl_allreduce_n", valid(type));
-  return with_comm("ddl_allreduce_n", [&](Communicator& c) {
-    c.allreduce_n(buffers, counts, n, type_of(type), op_of(op));
-  });
+  return typed("ddl_allreduce_n", ddl_group_world(), type, op,
+               [&](auto& g) { g.allreduce_n(buffers, counts, n, type_of(type), op_of(op)); });
 }
 
 ddl_status_t ddl_bcast(void* buf, size_t count, ddl_datatype_t type, int root) {
-  if (!valid(type)) return bad_type_or_op("ddl_bcast", false);
-  return with_comm("ddl_bcast",
-                   [&](Communicator& c) { c.broadcast(buf, count, type_of(type), root); });
+  return typed("ddl_bcast", ddl_group_world(), type, {},
+               [&](auto& g) { g.broadcast(buf, count, type_of(type), root); });
 }
 
 ddl_status_t ddl_allgather(const void* send, void* recv, size_t count, ddl_datatype_t type) {
-  if (!valid(type)) return bad_type_or_op("ddl_allgather", false);
-  return with_comm("ddl_allgather",
-                   [&](Communicator& c) { c.allgather(send, recv, count, type_of(type)); });
+  return typed("ddl_allgather", ddl_group_world(), type, {},
+               [&](auto& g) { g.allgather(send, recv, count, type_of(type)); });
 }
 
 ddl_status_t ddl_reduce_scatter(const void* send, void* recv, size_t recv_count,
                                 ddl_datatype_t type, ddl_op_t op) {
-  if (!valid(type) || !valid(op)) return bad_type_or_op("ddl_reduce_scatter", valid(type));
-  return with_comm("ddl_reduce_scatter", [&](Communicator& c) {
-    c.reduce_scatter(send, recv, recv_count, type_of(type), op_of(op));
+  return typed("ddl_reduce_scatter", ddl_group_world(), type, op, [&](auto& g) {
+    g.reduce_scatter(send, recv, recv_count, type_of(type), op_of(op));
   });
 }
 
 ddl_status_t ddl_barrier(void) {
-  return with_comm("ddl_barrier", [&](Communicator& c) { c.barrier(); });
+  return with_group("ddl_barrier", ddl_group_world(), [&](auto& g) { g.barrier(); });
 }
 
 ddl_status_t ddl_send(const void* buf, size_t count, ddl_datatype_t type, int peer, int tag) {
@@ -343,14 +345,12 @@ ddl_group_t ddl_group_world(void) {
 
 int ddl_group_rank(ddl_group_t group) {
   const GroupEntry g = find_group(group);
-  if (!g.comm) return -1;
-  return g.sub ? g.sub->rank() : g.comm->rank();
+  return !g.comm ? -1 : g.sub ? g.sub->rank() : g.comm->rank();
 }
 
 int ddl_group_size(ddl_group_t group) {
   const GroupEntry g = find_group(group);
-  if (!g.comm) return -1;
-  return g.sub ? g.sub->size() : g.comm->size();
+  return !g.comm ? -1 : g.sub ? g.sub->size() : g.comm->size();
 }
 
 int ddl_group_global_rank(ddl_group_t group, int group_rank) {
@@ -381,37 +381,32 @@ ddl_status_t ddl_group_set_timeout(ddl_group_t group, double seconds) {
 
 ddl_status_t ddl_group_allreduce(ddl_group_t group, const void* send, void* recv, size_t count,
                                  ddl_datatype_t type, ddl_op_t op) {
-  if (!valid(type) || !valid(op)) return bad_type_or_op("ddl_group_allreduce", valid(type));
-  return with_group("ddl_group_allreduce", group,
-                    [&](auto& g) { g.allreduce(send, recv, count, type_of(type), op_of(op)); });
+  return typed("ddl_group_allreduce", group, type, op,
+               [&](auto& g) { g.allreduce(send, recv, count, type_of(type), op_of(op)); });
 }
 
 ddl_status_t ddl_group_allreduce_n(ddl_group_t group, void* const* buffers, const size_t* counts,
                                    size_t n, ddl_datatype_t type, ddl_op_t op) {
-  if (!valid(type) || !valid(op)) return bad_type_or_op("ddl_group_allreduce_n", valid(type));
-  return with_group("ddl_group_allreduce_n", group,
-                    [&](auto& g) { g.allreduce_n(buffers, counts, n, type_of(type), op_of(op)); });
+  return typed("ddl_group_allreduce_n", group, type, op,
+               [&](auto& g) { g.allreduce_n(buffers, counts, n, type_of(type), op_of(op)); });
 }
 
 ddl_status_t ddl_group_bcast(ddl_group_t group, void* buf, size_t count, ddl_datatype_t type,
                              int root) {
-  if (!valid(type)) return bad_type_or_op("ddl_group_bcast", false);
-  return with_group("ddl_group_bcast", group,
-                    [&](auto& g) { g.broadcast(buf, count, type_of(type), root); });
+  return typed("ddl_group_bcast", group, type, {},
+               [&](auto& g) { g.broadcast(buf, count, type_of(type), root); });
 }
 
 ddl_status_t ddl_group_allgather(ddl_group_t group, const void* send, void* recv, size_t count,
                                  ddl_datatype_t type) {
-  if (!valid(type)) return bad_type_or_op("ddl_group_allgather", false);
-  return with_group("ddl_group_allgather", group,
-                    [&](auto& g) { g.allgather(send, recv, count, type_of(type)); });
+  return typed("ddl_group_allgather", group, type, {},
+               [&](auto& g) { g.allgather(send, recv, count, type_of(type)); });
 }
 
 ddl_status_t ddl_group_allgatherv(ddl_group_t group, const void* send, size_t send_count,
                                   void* recv, const size_t* recv_counts, const size_t* recv_displs,
                                   ddl_datatype_t type) {
-  if (!valid(type)) return bad_type_or_op("ddl_allgatherv", false);
-  return with_group("ddl_allgatherv", group, [&](auto& g) {
+  return typed("ddl_allgatherv", group, type, {}, [&](auto& g) {
     // alltoallv with the same block for every rank: its count check is allgatherv's.
     const std::vector<size_t> counts(static_cast<size_t>(g.size()), send_count);
     const std::vector<size_t> at_start(counts.size(), 0);
@@ -422,8 +417,7 @@ ddl_status_t ddl_group_allgatherv(ddl_group_t group, const void* send, size_t se
 
 ddl_status_t ddl_group_reduce_scatter(ddl_group_t group, const void* send, void* recv,
                                       size_t recv_count, ddl_datatype_t type, ddl_op_t op) {
-  if (!valid(type) || !valid(op)) return bad_type_or_op("ddl_group_reduce_scatter", valid(type));
-  return with_group("ddl_group_reduce_scatter", group, [&](auto& g) {
+  return typed("ddl_group_reduce_scatter", group, type, op, [&](auto& g) {
     g.reduce_scatter(send, recv, recv_count, type_of(type), op_of(op));
   });
 }
@@ -434,67 +428,40 @@ ddl_status_t ddl_group_barrier(ddl_group_t group) {
 
 ddl_status_t ddl_group_alltoall(ddl_group_t group, const void* send, void* recv, size_t count,
                                 ddl_datatype_t type) {
-  if (!valid(type)) return bad_type_or_op("ddl_alltoall", false);
-  return with_group("ddl_alltoall", group,
-                    [&](auto& g) { g.alltoall(send, recv, count, type_of(type)); });
+  return typed("ddl_alltoall", group, type, {},
+               [&](auto& g) { g.alltoall(send, recv, count, type_of(type)); });
 }
 
 ddl_status_t ddl_group_alltoallv(ddl_group_t group, const void* send, const size_t* send_counts,
                                  const size_t* send_displs, void* recv, const size_t* recv_counts,
                                  const size_t* recv_displs, ddl_datatype_t type) {
-  if (!valid(type)) return bad_type_or_op("ddl_alltoallv", false);
-  return with_group("ddl_alltoallv", group, [&](auto& g) {
+  return typed("ddl_alltoallv", group, type, {}, [&](auto& g) {
     g.alltoallv(send, send_counts, send_displs, recv, recv_counts, recv_displs, type_of(type));
   });
 }
 
 ddl_status_t ddl_group_send(ddl_group_t group, const void* buf, size_t count, ddl_datatype_t type,
                             int peer, int tag) {
-  if (!valid(type)) return bad_type_or_op("ddl_send", false);
-  return with_group("ddl_send", group,
-                    [&](auto& g) { g.send(buf, count, type_of(type), peer, tag); });
+  return typed("ddl_send", group, type, {},
+               [&](auto& g) { g.send(buf, count, type_of(type), peer, tag); });
 }
 
 ddl_status_t ddl_group_recv(ddl_group_t group, void* buf, size_t count, ddl_datatype_t type,
                             int peer, int tag) {
-  if (!valid(type)) return bad_type_or_op("ddl_recv", false);
-  return with_group("ddl_recv", group,
-                    [&](auto& g) { g.recv(buf, count, type_of(type), peer, tag); });
+  return typed("ddl_recv", group, type, {},
+               [&](auto& g) { g.recv(buf, count, type_of(type), peer, tag); });
 }
 
 ddl_status_t ddl_group_recv_any(ddl_group_t group, void* buf, size_t count, ddl_datatype_t type,
                                 int tag, int* source) {
-  if (!valid(type)) return bad_type_or_op("ddl_recv_any", false);
-  return with_group("ddl_recv_any", group, [&](auto& g) {
+  return typed("ddl_recv_any", group, type, {}, [&](auto& g) {
     const int from = g.recv_any(buf, count, type_of(type), tag);
     if (source != nullptr) *source = from;
   });
 }
 
 const char* ddl_error_string(ddl_status_t status) {
-  switch (status) {
-    case DDL_SUCCESS:
-      return "success";
-    case DDL_ERR_ARGUMENT:
-      return "invalid argument";
-    case DDL_ERR_STATE:
-      return "not initialised, or initialised twice";
-    case DDL_ERR_BOOTSTRAP:
-      return "the ranks could not find each other";
-    case DDL_ERR_TRANSPORT:
-      return "a peer failed or timed out";
-    case DDL_ERR_TOPOLOGY:
-      return "the topology file is missing, unreadable or does not match the job";
-    case DDL_ERR_CHECK:
-      return "DDL_CHECK found a wrong result";
-    case DDL_ERR_INTERNAL:
-      return "internal error";
-    case DDL_ERR_DEVICE:
-      return "a GPU collective failed (NCCL or CUDA)";
-    case DDL_ERR_MISMATCH:
-      return "the ranks called different collectives";
-  }
-  return "unknown status";
+  return ddl::base::lookup(kStatusTexts, status).value_or("unknown status");
 }
 
 void* ddl_alloc(size_t bytes) {

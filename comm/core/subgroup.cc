@@ -59,8 +59,7 @@ void Subgroup::allreduce_checked(void* buf, size_t count, DataType type, ReduceO
   AllreduceShape shape;
   shape.bytes = count * type_size(type);
   shape.small_bytes = comm_.options_.small_bytes;
-  const AllreduceSite site{group_, {}, nullptr, 0, [this](const Signature& s) { verify(s); },
-                           false};
+  const AllreduceSite site{group_, {}, nullptr, 0, verifier(), false};
   choose_allreduce(nullptr, shape).run(site, buf, count, type, op, &sig);
 }
 
@@ -87,7 +86,7 @@ void Subgroup::allreduce_n(void* const* buffers, const size_t* counts, size_t n,
     const size_t bucket_elems = std::max<size_t>(1, comm_.options_.bucket_bytes / ts);
     Signature sig = signature(CollectiveKind::kAllreduceN, 0, type, op);
     describe_buffers(sig, counts, n, bucket_elems);
-    if (n == 0 && size() > 1) check_signatures(group_, sig);
+    if (n == 0) verify(sig);
     for_each_bucket(buffers, counts, n, ts, bucket_elems,
                     [&](void* buf, size_t count) { allreduce_checked(buf, count, type, op, sig); });
   });
@@ -99,68 +98,43 @@ void Subgroup::broadcast(void* buf, size_t count, DataType type, int root) {
       throw ArgumentError("broadcast: root " + std::to_string(root) +
                           " is not a rank of the group (0.." + std::to_string(size() - 1) + ")");
     }
-    if (count > 0 && buf == nullptr) throw ArgumentError("broadcast: a null buffer");
+    check_not_null("broadcast", count, buf, buf);
     if (const void* b[] = {buf}; count > 0) host_only("broadcast", b);
-    Signature sig = signature(CollectiveKind::kBroadcast, count, type, ReduceOp::kSum, root);
-    if (size() == 1) return;
-    const size_t bytes = count * type_size(type);
-    if (count > 0 && bytes < comm_.options_.small_bytes) {
-      sig.route = route_of("rd");
-      recursive_doubling_broadcast(group_, buf, bytes, root, sig);
-      return;
-    }
-    check_signatures(group_, sig);
-    if (count > 0) ring_broadcast(group_, buf, bytes, root);
+    const Signature sig = signature(CollectiveKind::kBroadcast, count, type, ReduceOp::kSum, root);
+    broadcast_call(group_, verifier(), sig, buf, count, type, root, comm_.options_.small_bytes);
   });
 }
 
 void Subgroup::allgather(const void* send, void* recv, size_t count, DataType type) {
   collective([&] {
-    if (count > 0 && (send == nullptr || recv == nullptr)) {
-      throw ArgumentError("allgather: a null buffer");
-    }
+    check_not_null("allgather", count, send, recv);
     if (const void* b[] = {send, recv}; count > 0) host_only("allgather", b);
     const Signature sig = signature(CollectiveKind::kAllgather, count, type, ReduceOp::kSum);
-    if (size() > 1) check_signatures(group_, sig);
-    const size_t bytes = count * type_size(type);
-    auto* out = static_cast<std::byte*>(recv);
-    if (count > 0 && out + bytes * rank() != send) std::memmove(out + bytes * rank(), send, bytes);
-    if (size() > 1 && count > 0) ring_allgather(group_, recv, count * size(), type);
+    allgather_call(group_, verifier(), sig, send, recv, count, type);
   });
 }
 
 void Subgroup::reduce_scatter(const void* send, void* recv, size_t recv_count, DataType type,
                               ReduceOp op) {
   collective([&] {
-    if (recv_count > 0 && (send == nullptr || recv == nullptr)) {
-      throw ArgumentError("reduce_scatter: a null buffer");
-    }
+    check_not_null("reduce_scatter", recv_count, send, recv);
     check_reduction("reduce_scatter", type, op);
     if (const void* b[] = {send, recv}; recv_count > 0) host_only("reduce_scatter", b);
     const Signature sig = signature(CollectiveKind::kReduceScatter, recv_count, type, op);
-    if (size() > 1) check_signatures(group_, sig);
-    if (recv_count == 0) return;
-    const size_t bytes = recv_count * type_size(type);
-    std::vector<std::byte> scratch(bytes * size());
-    std::memcpy(scratch.data(), send, scratch.size());
-    if (size() > 1) ring_reduce_scatter(group_, scratch.data(), recv_count * size(), type, op);
-    std::memcpy(recv, scratch.data() + bytes * rank(), bytes);
+    reduce_scatter_call(group_, verifier(), sig, send, recv, recv_count, type, op);
   });
 }
 
 void Subgroup::barrier() {
-  collective([&] {
-    const Signature sig = signature(CollectiveKind::kBarrier, 0, DataType::kUint8, ReduceOp::kSum);
-    if (size() > 1) check_signatures(group_, sig);
-  });
+  collective(
+      [&] { verify(signature(CollectiveKind::kBarrier, 0, DataType::kUint8, ReduceOp::kSum)); });
 }
 
 void Subgroup::alltoall(const void* send, void* recv, size_t count, DataType type) {
   collective([&] {
     if (const void* b[] = {send, recv}; count > 0) host_only("alltoall", b);
     const Signature sig = signature(CollectiveKind::kAlltoall, count, type, ReduceOp::kSum);
-    alltoall_call(
-        group_, [this](const Signature& s) { verify(s); }, sig, send, recv, count, type);
+    alltoall_call(group_, verifier(), sig, send, recv, count, type);
   });
 }
 
@@ -171,9 +145,8 @@ void Subgroup::alltoallv(const void* send, const size_t* send_counts, const size
     const void* b[] = {send, recv};
     host_only("alltoallv", b);
     const Signature sig = signature(CollectiveKind::kAlltoallv, 0, type, ReduceOp::kSum);
-    alltoallv_call(
-        group_, [this](const Signature& s) { verify(s); }, sig, send, send_counts, send_displs,
-        recv, recv_counts, recv_displs, type);
+    alltoallv_call(group_, verifier(), sig, send, send_counts, send_displs, recv, recv_counts,
+                   recv_displs, type);
   });
 }
 

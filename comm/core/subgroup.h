@@ -6,6 +6,7 @@
 
 #include "comm/collectives/collectives.h"
 #include "comm/collectives/signature.h"
+#include "comm/core/calls.h"
 
 namespace ddl::comm {
 
@@ -67,6 +68,10 @@ class Subgroup {
   void allreduce_checked(void* buf, size_t count, DataType type, ReduceOp op, Signature sig);
   /// check_signatures() among the members (none in a group of one).
   void verify(const Signature& sig);
+  /// verify(), as the shared steps of calls.h take it.
+  Verify verifier() {
+    return [this](const Signature& sig) { verify(sig); };
+  }
   /// The job rank of group rank `peer`; throws ArgumentError naming `what` when out of range.
   int peer_rank(const char* what, int peer) const;
 

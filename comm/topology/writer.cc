@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <type_traits>
 
 #include "comm/topology.h"
 #include "comm/topology/internal.h"
@@ -12,8 +13,10 @@ namespace ddl::comm {
 
 namespace {
 
-void put_int(std::string& out, int value) {
-  char buf[16];
+/// An int or a double, as to_chars writes it (a double: the shortest text that reads back).
+template <typename Number>
+void put_number(std::string& out, Number value) {
+  char buf[32];
   const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, value);
   out.append(buf, end);
 }
@@ -46,25 +49,16 @@ void put_quoted(std::string& out, std::string_view s) {
 }
 
 // `key` (with the separator before it), then the value.
-void put_field(std::string& out, std::string_view key, int value) {
+template <typename Number>
+requires std::is_arithmetic_v<Number>
+void put_field(std::string& out, std::string_view key, Number value) {
   out += key;
-  put_int(out, value);
+  put_number(out, value);
 }
 
 void put_field(std::string& out, std::string_view key, std::string_view value) {
   out += key;
   put_quoted(out, value);
-}
-
-void put_double(std::string& out, double value) {
-  char buf[32];
-  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, value);
-  out.append(buf, end);
-}
-
-void put_field(std::string& out, std::string_view key, double value) {
-  out += key;
-  put_double(out, value);
 }
 
 void put_header(std::string& out, const Topology& t) {
@@ -108,7 +102,7 @@ void put_int_list(std::string& out, const std::vector<int>& values) {
   out += '[';
   for (size_t i = 0; i < values.size(); ++i) {
     if (i) out += ", ";
-    put_int(out, values[i]);
+    put_number(out, values[i]);
   }
   out += ']';
 }
@@ -173,7 +167,7 @@ class Chunks {
 
 void put_rings(Chunks& c, int d, const std::vector<Ring>& rings) {
   c.out += "  - dimension: ";
-  put_int(c.out, d);
+  put_number(c.out, d);
   c.out += "\n    rings:";
   c.out += rings.empty() ? " []\n" : "\n";
   for (const Ring& ring : rings) {

@@ -12,6 +12,7 @@
 #include "base/yaml.h"
 #include "comm/topology.h"
 #include "comm/topology/internal.h"
+#include "comm/topology/yaml_fields.h"
 
 namespace ddl::comm {
 
@@ -132,9 +133,9 @@ void refuse_nul(std::string_view text, const std::string& source) {
                       "wrote?");
 }
 
-class GenericReader {
+class GenericReader : topology::YamlFields {
  public:
-  explicit GenericReader(const std::string& source) : source_(source) {}
+  using YamlFields::YamlFields;
 
   Topology read(std::string_view text) {
     // A file of another major version may not even be YAML that this reader understands.
@@ -189,66 +190,15 @@ class GenericReader {
   }
 
  private:
-  std::string at(const YAML::Mark& mark) const { return base::yaml_position(source_, mark) + ": "; }
-
-  static std::string describe(const YAML::Node& node) { return base::yaml_describe(node); }
-
-  [[noreturn]] void fail(const YAML::Node& node, const std::string& field,
-                         const std::string& problem) const {
-    throw TopologyError(at(node.Mark()) + field + ": " + problem);
-  }
-
-  static std::string join(const std::string& where, std::string_view key) {
-    return base::yaml_join(where, key);
-  }
-
   void check_keys(const YAML::Node& map, const std::string& where,
                   std::initializer_list<std::string_view> known) const {
     for (const auto& entry : map) {
       const std::string key = entry.first.IsScalar() ? entry.first.Scalar() : std::string();
       if (std::find(known.begin(), known.end(), key) != known.end() || !strict_) continue;
-      std::string hint;
-      size_t best = 3;
-      for (std::string_view candidate : known) {
-        const size_t distance = base::edit_distance(key, candidate);
-        if (distance < best) {
-          best = distance;
-          hint = " (did you mean '" + std::string(candidate) + "'?)";
-        }
-      }
+      const std::string hint = base::did_you_mean(key, {known.begin(), known.size()});
       throw TopologyError(at(entry.first.Mark()) + (where.empty() ? "" : where + ": ") +
                           "unknown field " + quote(key) + hint);
     }
-  }
-
-  YAML::Node required(const YAML::Node& map, const std::string& where, std::string_view key) const {
-    YAML::Node node = map[std::string(key)];
-    if (!node) fail(map, join(where, key), "missing");
-    return node;
-  }
-
-  YAML::Node mapping(const YAML::Node& node, const std::string& field) const {
-    if (!node.IsMap()) fail(node, field, "expected a mapping, got " + describe(node));
-    return node;
-  }
-
-  YAML::Node sequence(const YAML::Node& node, const std::string& field) const {
-    if (!node.IsSequence()) fail(node, field, "expected a sequence, got " + describe(node));
-    return node;
-  }
-
-  int integer(const YAML::Node& node, const std::string& field) const {
-    int value = 0;
-    if (!node.IsScalar() || !parse_int(node.Scalar(), value)) {
-      fail(node, field, "expected an integer, got " + describe(node));
-    }
-    return value;
-  }
-
-  std::string string(const YAML::Node& node, const std::string& field) const {
-    if (node.IsNull()) return {};
-    if (!node.IsScalar()) fail(node, field, "expected a string, got " + describe(node));
-    return node.Scalar();
   }
 
   std::string optional_string(const YAML::Node& map, const std::string& where,
@@ -332,7 +282,6 @@ class GenericReader {
     return out;
   }
 
-  const std::string& source_;
   bool strict_ = true;
 };
 

@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "base/fd.h"
+#include "comm/transport/link.h"
 
 namespace ddl::comm::transport {
 
@@ -32,6 +33,36 @@ std::string foreign_segment(int fd, const std::string& name) {
          ", not to this rank's uid " + std::to_string(geteuid()) +
          ": another user of this host made a file of that name first; remove /dev/shm" + name +
          " (as that user or root), or give the job another DDL_JOB_ID";
+}
+
+int create_segment_file(const std::string& name) {
+  int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+  if (fd < 0 && errno == EEXIST) {  // left by a crashed process with our pid
+    shm_unlink(name.c_str());
+    fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+  }
+  return fd;
+}
+
+void* attach_segment_file(const std::string& name, const std::string& who, size_t min_bytes,
+                          const SegmentReady& ready) {
+  const int fd = shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
+  if (fd < 0 && errno == ENOENT) return nullptr;
+  if (fd < 0) throw TransportError(who + "shm_open " + name + ": " + std::strerror(errno));
+  const std::string foreign = foreign_segment(fd, name);
+  struct stat st {};
+  size_t bytes = 0;
+  void* p = MAP_FAILED;
+  if (foreign.empty() && fstat(fd, &st) == 0 && static_cast<size_t>(st.st_size) >= min_bytes) {
+    bytes = static_cast<size_t>(st.st_size);
+    p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  }
+  close(fd);
+  if (!foreign.empty()) throw TransportError(who + foreign);
+  if (p == MAP_FAILED) return nullptr;
+  if (ready(p, bytes)) return p;
+  munmap(p, bytes);
+  return nullptr;
 }
 
 int open_pidfd(int pid) {

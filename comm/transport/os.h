@@ -3,9 +3,12 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <string>
+#include <thread>
 
 #include "base/text.h"
 
@@ -31,5 +34,30 @@ int connect_before(int fd, const sockaddr* to, socklen_t length,
 /// this process's user: segment names can be guessed, and another user of the host who made
 /// one first (world-writable, its magic set) would otherwise be joined.
 std::string foreign_segment(int fd, const std::string& name);
+/// shm_open of a new shared-memory file `name` (read-write, mode 0600), replacing one of that
+/// name left by a crashed process with the same pid: the descriptor, or -1 with errno set.
+int create_segment_file(const std::string& name);
+/// Whether a mapped segment of `bytes` is finished: its maker stored its magic, its size is
+/// right.
+using SegmentReady = std::function<bool(const void* segment, size_t bytes)>;
+/// The shared-memory file `name` mapped whole, read and write, once it exists, holds at least
+/// `min_bytes` and `ready` says its maker has finished it; nullptr before. Throws TransportError
+/// "<who>shm_open NAME: why" when it cannot be opened, and "<who>" before foreign_segment()'s
+/// text when it is another user's.
+void* attach_segment_file(const std::string& name, const std::string& who, size_t min_bytes,
+                          const SegmentReady& ready);
+/// `attempt()` until it returns non-null, napping between tries (from `nap`, doubling up to
+/// 10 ms); nullptr once `timeout` has passed.
+template <typename Attempt>
+auto retry_until(std::chrono::milliseconds timeout, std::chrono::microseconds nap,
+                 Attempt&& attempt) -> decltype(attempt()) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    if (auto* got = attempt()) return got;
+    if (std::chrono::steady_clock::now() >= deadline) return nullptr;
+    std::this_thread::sleep_for(nap);
+    nap = std::min(nap * 2, std::chrono::microseconds(10'000));
+  }
+}
 
 }  // namespace ddl::comm::transport

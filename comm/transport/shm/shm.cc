@@ -13,7 +13,6 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <bit>
@@ -22,7 +21,6 @@
 #include <cstring>
 #include <new>
 #include <optional>
-#include <thread>
 
 #include "comm/transport/link.h"
 #include "comm/transport/os.h"
@@ -32,7 +30,6 @@ namespace ddl::comm::transport {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using shm::Segment;
 
 constexpr size_t kMinCapacity = 4096;
@@ -84,11 +81,7 @@ class ShmDevice : public Device {
   }
 
   Segment* create(const std::string& name, const std::string& peer_name, int peer_pid) {
-    int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
-    if (fd < 0 && errno == EEXIST) {  // left by a crashed process with our pid
-      shm_unlink(name.c_str());
-      fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
-    }
+    const int fd = create_segment_file(name);
     if (fd < 0) fail(peer_name, "shm_open " + name, errno);
     const size_t size = shm::segment_size(capacity_);
     void* p = MAP_FAILED;
@@ -112,51 +105,28 @@ class ShmDevice : public Device {
 
   Segment* attach(const std::string& name, const std::string& peer_name,
                   std::chrono::milliseconds timeout) {
-    const auto deadline = Clock::now() + timeout;
-    auto nap = std::chrono::microseconds(200);
-    for (;;) {
-      if (Segment* s = attach_once(name, peer_name)) return s;
-      if (Clock::now() >= deadline) {
-        throw TransportError(peer_name + ": no shared-memory segment from the peer within " +
-                             seconds_text(timeout) + " (is it running on this host?)");
-      }
-      std::this_thread::sleep_for(nap);
-      nap = std::min(nap * 2, std::chrono::microseconds(10'000));
+    Segment* s = retry_until(timeout, std::chrono::microseconds(200),
+                             [&] { return attach_once(name, peer_name); });
+    if (s == nullptr) {
+      throw TransportError(peer_name + ": no shared-memory segment from the peer within " +
+                           seconds_text(timeout) + " (is it running on this host?)");
     }
+    return s;
   }
 
   /// The segment `name` mapped and marked attached when its creator has finished it; nullptr
   /// before.
   Segment* attach_once(const std::string& name, const std::string& peer_name) {
-    const int fd = shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
-    if (fd < 0 && errno != ENOENT) fail(peer_name, "shm_open " + name, errno);
-    if (fd < 0) return nullptr;
-    const std::string foreign = transport::foreign_segment(fd, name);
-    Segment* s = foreign.empty() ? map_ready(fd) : nullptr;
-    close(fd);
-    if (!foreign.empty()) throw TransportError(peer_name + ": " + foreign);
+    auto* s = static_cast<Segment*>(
+        attach_segment_file(name, peer_name + ": ", shm::kDataOffset, [](const void* p, size_t n) {
+          const auto* s = static_cast<const Segment*>(p);
+          return s->magic.load(std::memory_order_acquire) == shm::kReady &&
+                 shm::segment_size(s->capacity) == n;
+        }));
     if (s == nullptr) return nullptr;
     s->ranks[1] = rank_;
     s->attached.store(1, std::memory_order_release);
     shm_unlink(name.c_str());
-    return s;
-  }
-
-  /// The whole segment behind `fd` once its creator has finished it; nullptr before.
-  static Segment* map_ready(int fd) {
-    struct stat st {};
-    if (fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) < shm::kDataOffset) {
-      return nullptr;
-    }
-    void* p =
-        mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (p == MAP_FAILED) return nullptr;
-    auto* s = static_cast<Segment*>(p);
-    if (s->magic.load(std::memory_order_acquire) != shm::kReady ||
-        shm::segment_size(s->capacity) != static_cast<size_t>(st.st_size)) {
-      munmap(p, static_cast<size_t>(st.st_size));
-      return nullptr;
-    }
     return s;
   }
 

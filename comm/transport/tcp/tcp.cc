@@ -141,12 +141,21 @@ class TcpDevice : public Device {
   std::string address() const override { return address_; }
   std::unique_ptr<Link> connect(int peer, const std::string& peer_name,
                                 const std::string& peer_address,
-                                std::chrono::milliseconds timeout) override;
+                                std::chrono::milliseconds timeout) override {
+    return link(peer, peer_name, peer_address, timeout, true);
+  }
   std::unique_ptr<Link> try_connect(int peer, const std::string& peer_name,
                                     const std::string& peer_address,
-                                    std::chrono::milliseconds timeout) override;
+                                    std::chrono::milliseconds timeout) override {
+    return link(peer, peer_name, peer_address, timeout, false);
+  }
 
  private:
+  /// connect() (`wait`: for the peer's connection too, and a refused one is tried again) and
+  /// try_connect().
+  std::unique_ptr<Link> link(int peer, const std::string& peer_name,
+                             const std::string& peer_address, std::chrono::milliseconds timeout,
+                             bool wait);
   /// A connection the acceptor has challenged and waits to hear from.
   struct Incoming {
     int fd;
@@ -168,7 +177,7 @@ class TcpDevice : public Device {
   /// The connections of a link to `peer`, as the initiator; a refused connection is tried
   /// again until the timeout, or (`refused_ends`) fails at once.
   std::vector<int> initiate(int peer, const std::string& name, const std::string& address,
-                            std::chrono::milliseconds timeout, bool refused_ends = false);
+                            std::chrono::milliseconds timeout, bool refused_ends);
   /// Connection `stream` of a link to `peer`, as the initiator.
   int initiate_one(int peer, const std::string& name, const std::string& address,
                    std::chrono::milliseconds timeout, Clock::time_point deadline, int stream,
@@ -390,35 +399,23 @@ bool TcpDevice::read_hello(Incoming& c) {
   return true;
 }
 
-std::unique_ptr<Link> TcpDevice::connect(int peer, const std::string& peer_name,
-                                         const std::string& peer_address,
-                                         std::chrono::milliseconds timeout) {
+std::unique_ptr<Link> TcpDevice::link(int peer, const std::string& peer_name,
+                                      const std::string& peer_address,
+                                      std::chrono::milliseconds timeout, bool wait) {
   if (peer == rank_) throw TransportError(peer_name + ": a rank cannot connect to itself");
   if (peer > rank_) {
-    return std::make_unique<tcp::TcpLink>(initiate(peer, peer_name, peer_address, timeout), peer,
-                                          peer_name);
+    return std::make_unique<tcp::TcpLink>(initiate(peer, peer_name, peer_address, timeout, !wait),
+                                          peer, peer_name);
   }
   std::unique_lock lock(mutex_);
   const auto ready = [&] {
     auto it = accepted_.find(peer);
     return it != accepted_.end() && it->second.complete();
   };
-  if (!arrived_.wait_for(lock, timeout, ready)) {
+  if (wait && !arrived_.wait_for(lock, timeout, ready)) {
     throw TransportError(peer_name + ": no connection from the peer within " +
                          seconds_text(timeout) + " (is it running, with this job's token?)");
   }
-  return claim(peer, peer_name);
-}
-
-std::unique_ptr<Link> TcpDevice::try_connect(int peer, const std::string& peer_name,
-                                             const std::string& peer_address,
-                                             std::chrono::milliseconds timeout) {
-  if (peer == rank_) throw TransportError(peer_name + ": a rank cannot connect to itself");
-  if (peer > rank_) {
-    return std::make_unique<tcp::TcpLink>(initiate(peer, peer_name, peer_address, timeout, true),
-                                          peer, peer_name);
-  }
-  std::lock_guard lock(mutex_);
   return claim(peer, peer_name);
 }
 
