@@ -16,7 +16,6 @@
 #include "launcher/srun/srun.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <cstring>
 #include <iostream>
 #include <map>
@@ -58,24 +57,12 @@ std::map<std::string, int> allocated_cpus(const std::vector<std::string>& enviro
   const std::optional<std::string> cpus = environ_value(environ, "SLURM_JOB_CPUS_PER_NODE");
   if (!list || !cpus) return {};
   std::vector<std::string> nodes;
+  std::vector<int> counts;  // the format of $SLURM_TASKS_PER_NODE
   try {
     nodes = hostfiles::expand_hostlist(*list, {});
+    counts = hostfiles::parse_slurm_tasks_per_node(*cpus);
   } catch (const std::exception&) {
     return {};
-  }
-  std::vector<int> counts;
-  size_t pos = 0;
-  while (pos < cpus->size()) {
-    size_t end = cpus->find(',', pos);
-    if (end == std::string::npos) end = cpus->size();
-    const std::string item = cpus->substr(pos, end - pos);
-    pos = end + 1;
-    int n = 0, times = 1;
-    if (std::sscanf(item.c_str(), "%d(x%d)", &n, &times) < 1 || n <= 0 || times <= 0 ||
-        counts.size() + static_cast<size_t>(times) > nodes.size()) {
-      return {};
-    }
-    counts.insert(counts.end(), static_cast<size_t>(times), n);
   }
   if (counts.size() != nodes.size()) return {};
   std::map<std::string, int> out;
