@@ -31,6 +31,10 @@ std::optional<std::string> closest_match(std::string_view word,
 /// " (did you mean 'x'?)" for closest_match(word, candidates), or "" when there is none.
 std::string did_you_mean(std::string_view word, std::span<const std::string_view> candidates);
 
+/// The whole of `text` as a decimal int (an optional '-', then digits, in range); nullopt
+/// otherwise.
+std::optional<int> parse_int(std::string_view text);
+
 /// "30 s", "0.5 s", "2.25 s": a duration as error messages print it (%g seconds).
 std::string seconds_text(std::chrono::milliseconds duration);
 
