@@ -19,8 +19,10 @@
 #include <cstring>
 #include <iostream>
 #include <map>
+#include <sstream>
 
 #include "base/subprocess.h"
+#include "base/text.h"
 #include "hostfiles/hostfiles.h"
 
 namespace ddl::launcher {
@@ -183,23 +185,15 @@ size_t gpus_per_node(const Tasks& tasks) {
 
 std::vector<std::string> parse_mpi_list(std::string_view output) {
   std::vector<std::string> plugins;
-  size_t pos = 0;
-  while (pos < output.size()) {
-    size_t end = output.find('\n', pos);
-    if (end == std::string_view::npos) end = output.size();
-    std::string_view line = output.substr(pos, end - pos);
-    pos = end + 1;
+  std::istringstream lines{std::string(output)};
+  for (std::string text; std::getline(lines, text);) {
+    std::string_view line = text;
     // Plugin names stand alone on their lines ("\tpmix", or "srun: pmix" in older releases).
-    if (line.rfind("srun: ", 0) == 0) line.remove_prefix(6);
-    while (!line.empty() && (line.front() == ' ' || line.front() == '\t'))
-      line.remove_prefix(1);
-    while (!line.empty() && (line.back() == ' ' || line.back() == '\t' || line.back() == '\r'))
-      line.remove_suffix(1);
-    if (line.empty() || line.find(' ') != std::string_view::npos ||
-        line.find(':') != std::string_view::npos) {
-      continue;
+    if (line.starts_with("srun: ")) line.remove_prefix(6);
+    line = base::trim(line.substr(0, line.find_last_not_of(" \t\r") + 1), " \t");
+    if (!line.empty() && line.find_first_of(" :") == std::string_view::npos) {
+      plugins.emplace_back(line);
     }
-    plugins.emplace_back(line);
   }
   return plugins;
 }
@@ -297,9 +291,7 @@ class Launcher : public ExternalLauncher {
   void check_program(const std::string& path, const LaunchOptions& options) override {
     const auto [list, status] = capture({path, "--mpi=list"}, options.environ);
     if (status != 0) {
-      std::string why = list;
-      while (!why.empty() && why.back() == '\n')
-        why.pop_back();
+      const std::string why = list.substr(0, list.find_last_not_of('\n') + 1);
       throw LaunchError("srun launcher: '" + path + " --mpi=list' failed (status " +
                         std::to_string(status) + "): " + why +
                         " (check $SLURM_CONF and that slurmctld is reachable)");
