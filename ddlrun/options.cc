@@ -110,11 +110,8 @@ CLI::Validator one_of(std::string what, std::vector<std::string_view> names) {
   return CLI::Validator(
       [what, names](std::string& value) -> std::string {
         if (std::find(names.begin(), names.end(), value) != names.end()) return {};
-        std::string list;
-        for (std::string_view n : names)
-          list += (list.empty() ? "" : ", ") + std::string(n);
         return "unknown " + what + " '" + value + "'" + base::did_you_mean(value, names) +
-               "; use one of " + list;
+               "; use one of " + base::join(names, ", ");
       },
       "");
 }

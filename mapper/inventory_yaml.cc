@@ -312,12 +312,10 @@ class Reader {
   [[noreturn]] void throw_unknown(const YAML::Node& key_node, const std::string& path,
                                   const std::string& key,
                                   std::span<const std::string_view> known) const {
-    std::string list;
-    for (std::string_view k : known)
-      list += (list.empty() ? "" : ", ") + std::string(k);
     const std::string hint = base::did_you_mean(key, known);
-    fail(key_node, join(path, key),
-         "unknown field" + (hint.empty() ? " (known here: " + list + ")" : hint));
+    fail(
+        key_node, join(path, key),
+        "unknown field" + (hint.empty() ? " (known here: " + base::join(known, ", ") + ")" : hint));
   }
 
   std::string source_;

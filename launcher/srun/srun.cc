@@ -45,13 +45,6 @@ std::string hex_mask(const comm::CpuSet& cpus) {
   return "0x" + out;
 }
 
-std::string join(const std::vector<std::string>& words, char sep) {
-  std::string out;
-  for (const std::string& w : words)
-    out += (out.empty() ? "" : std::string(1, sep)) + w;
-  return out;
-}
-
 /// The CPUs Slurm gave the job on each node: $SLURM_JOB_CPUS_PER_NODE ("72(x2),36") against
 /// $SLURM_JOB_NODELIST. Empty when either is missing or malformed.
 std::map<std::string, int> allocated_cpus(const std::vector<std::string>& environ) {
@@ -110,7 +103,7 @@ std::pair<std::string, std::string> choose_mpi(const std::vector<std::string>& p
   const bool served = std::any_of(env.set.begin(), env.set.end(),
                                   [](const EnvVar& e) { return e.first == "DDL_RENDEZVOUS"; });
   return {mpi, "this Slurm has no PMIx plugin (srun --mpi=list: " +
-                   (plugins.empty() ? std::string("nothing") : join(plugins, ' ')) +
+                   (plugins.empty() ? std::string("nothing") : base::join(plugins, " ")) +
                    "); starting ranks with --mpi=" + mpi +
                    (served ? " (libddl bootstraps through ddlrun's rendezvous server instead)"
                            : " (libddl bootstraps through PMIx: its ranks will not find each "
@@ -167,7 +160,7 @@ std::string cpu_bind(const Tasks& tasks) {
   std::vector<std::string> items;
   for (const comm::RankPlacement* r : first)
     items.push_back(single ? r->cpus.str() : hex_mask(r->cpus));
-  return (single ? "map_cpu:" : "mask_cpu:") + join(items, ',');
+  return (single ? "map_cpu:" : "mask_cpu:") + base::join(items, ",");
 }
 
 /// The most GPUs the ranks of one host use.
@@ -251,7 +244,7 @@ ExternalCommand srun_command(const Job& job, const LaunchOptions& options,
     a.insert(a.end(), {"--gpus-per-node=" + std::to_string(gpus), "--gpu-bind=none"});
   }
   a.push_back("--kill-on-bad-exit=1");
-  a.push_back("--export=ALL" + (env.names.empty() ? "" : "," + join(env.names, ',')));
+  a.push_back("--export=ALL" + (env.names.empty() ? "" : "," + base::join(env.names, ",")));
   for (const std::string& w : rank_exec_command(options.ddlrun_path, job.argv))
     a.push_back(w);
 
