@@ -373,13 +373,7 @@ JobEnvironment job_environment(const Job& job, const Rendezvous& rendezvous,
                                const std::vector<std::string>& environ) {
   JobEnvironment out;
   auto set = [&out](const std::string& name, const std::string& value) {
-    for (EnvVar& e : out.set) {
-      if (e.first == name) {
-        e.second = value;
-        return;
-      }
-    }
-    out.set.emplace_back(name, value);
+    set_variable(out.set, name, value);
   };
   set("DDL_TOPOLOGY_FILE", job.topology_path);
   set("DDL_JOB_TOKEN", job.token);
