@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cstdio>
 #include <vector>
 
@@ -57,6 +58,13 @@ std::optional<std::string> closest_match(std::string_view word,
 std::string did_you_mean(std::string_view word, std::span<const std::string_view> candidates) {
   auto best = closest_match(word, candidates);
   return best ? " (did you mean '" + *best + "'?)" : "";
+}
+
+std::optional<int> parse_int(std::string_view text) {
+  int value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return value;
 }
 
 std::string seconds_text(std::chrono::milliseconds duration) {

@@ -31,6 +31,20 @@ std::optional<std::string> closest_match(std::string_view word,
 /// " (did you mean 'x'?)" for closest_match(word, candidates), or "" when there is none.
 std::string did_you_mean(std::string_view word, std::span<const std::string_view> candidates);
 
+/// `words` with `separator` between them (none before the first that is not empty):
+/// join({"a", "b"}, ", ") is "a, b".
+template <typename Words>
+std::string join(const Words& words, std::string_view separator) {
+  std::string out;
+  for (const auto& w : words)
+    out += (out.empty() ? std::string() : std::string(separator)) + std::string(w);
+  return out;
+}
+
+/// The whole of `text` as a decimal int (an optional '-', then digits, in range); nullopt
+/// otherwise.
+std::optional<int> parse_int(std::string_view text);
+
 /// "30 s", "0.5 s", "2.25 s": a duration as error messages print it (%g seconds).
 std::string seconds_text(std::chrono::milliseconds duration);
 

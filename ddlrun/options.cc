@@ -5,7 +5,6 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <array>
-#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
@@ -48,19 +47,13 @@ const std::map<std::string, std::string, std::less<>> kAliases = {
     {"--rdzv_id", "--rdzv-id"},
 };
 
-/// `value` as a whole number, or nothing when it is not one (in full).
-std::optional<int> whole_number(std::string_view value) {
-  int n = 0;
-  const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
-  if (ec != std::errc() || end != value.data() + value.size()) return std::nullopt;
-  return n;
-}
+using base::parse_int;
 
 /// Validators whose messages say what is wrong and what is allowed (CLI11 adds "--option: ").
 CLI::Validator at_least(int least) {
   return CLI::Validator(
       [least](std::string& value) -> std::string {
-        const std::optional<int> n = whole_number(value);
+        const std::optional<int> n = parse_int(value);
         if (!n && value.find_first_not_of("0123456789") == std::string::npos && !value.empty()) {
           return "'" + value + "' is too large: at most " +
                  std::to_string(std::numeric_limits<int>::max());
@@ -74,7 +67,7 @@ CLI::Validator at_least(int least) {
 }
 
 std::string port_number(const std::string& value) {
-  const std::optional<int> n = whole_number(value);
+  const std::optional<int> n = parse_int(value);
   if (!n || *n < 1 || *n > 65535)
     return "'" + value + "' is not a port: a whole number, 1 to 65535";
   return {};
@@ -117,11 +110,8 @@ CLI::Validator one_of(std::string what, std::vector<std::string_view> names) {
   return CLI::Validator(
       [what, names](std::string& value) -> std::string {
         if (std::find(names.begin(), names.end(), value) != names.end()) return {};
-        std::string list;
-        for (std::string_view n : names)
-          list += (list.empty() ? "" : ", ") + std::string(n);
         return "unknown " + what + " '" + value + "'" + base::did_you_mean(value, names) +
-               "; use one of " + list;
+               "; use one of " + base::join(names, ", ");
       },
       "");
 }
@@ -572,9 +562,9 @@ ParsedCommandLine parse_command_line(const std::vector<std::string>& args) {
 
 NodeRange parse_node_range(const std::string& value) {
   const size_t colon = value.find(':');
-  const std::optional<int> min = whole_number(std::string_view(value).substr(0, colon));
+  const std::optional<int> min = parse_int(std::string_view(value).substr(0, colon));
   const std::optional<int> max =
-      colon == std::string::npos ? min : whole_number(std::string_view(value).substr(colon + 1));
+      colon == std::string::npos ? min : parse_int(std::string_view(value).substr(colon + 1));
   if (!min || !max) {
     throw UsageError("'" + value + "' is not N or MIN:MAX (whole numbers of hosts, e.g. 3 or 2:4)");
   }

@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 
+#include "launcher/launcher.h"
+
 namespace ddl::ddlrun {
 
 std::vector<std::string> split_shell_words(std::string_view text) {
@@ -54,28 +56,11 @@ std::vector<std::string> split_shell_words(std::string_view text) {
 }
 
 std::string quote_shell_word(std::string_view word) {
-  if (!word.empty() && word.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                              "0123456789@%+=:,./_-") == std::string_view::npos) {
-    return std::string(word);
-  }
-  std::string quoted = "'";
-  for (char c : word) {
-    if (c == '\'') {
-      quoted += "'\\''";
-    } else {
-      quoted += c;
-    }
-  }
-  return quoted + "'";
+  return launcher::shell_join({std::string(word)});
 }
 
 std::string quote_shell_words(const std::vector<std::string>& words) {
-  std::string s;
-  for (size_t i = 0; i < words.size(); ++i) {
-    if (i) s += ' ';
-    s += quote_shell_word(words[i]);
-  }
-  return s;
+  return launcher::shell_join(words);
 }
 
 }  // namespace ddl::ddlrun

@@ -6,9 +6,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <system_error>
 #include <utility>
 
+#include "base/check.h"
 #include "base/table.h"
 #include "hostfiles/parse_util.h"
 
@@ -229,47 +229,27 @@ void check_host_name(std::string_view name, const Position& base, size_t offset)
   }
 }
 
-bool read_text_file(const std::string& path, std::string& text, int& error) {
+std::string read_input_file(const std::string& path, const Position& where, std::string_view what) {
+  const auto fail = [&](int error) {
+    throw InputError(where, "cannot read " + std::string(what) + ": " + base::errno_text(error));
+  };
   errno = 0;
   std::FILE* file = std::fopen(path.c_str(), "rb");
-  if (file == nullptr) {
-    error = errno != 0 ? errno : EIO;
-    return false;
-  }
-  text.clear();
+  if (file == nullptr) fail(errno != 0 ? errno : EIO);
+  std::string text;
   std::vector<char> buffer(size_t{1} << 16);
-  bool ok = true;
-  for (;;) {
-    const size_t n = std::fread(buffer.data(), 1, buffer.size(), file);
+  int error = 0;
+  for (size_t n = buffer.size(); n == buffer.size() && error == 0;) {
+    n = std::fread(buffer.data(), 1, buffer.size(), file);
     text.append(buffer.data(), n);
     if (text.size() > kMaxFileBytes) {
       error = EFBIG;
-      ok = false;
-      break;
-    }
-    if (n < buffer.size()) {
-      if (std::ferror(file)) {
-        error = errno != 0 ? errno : EIO;
-        ok = false;
-      }
-      break;
+    } else if (n < buffer.size() && std::ferror(file)) {
+      error = errno != 0 ? errno : EIO;
     }
   }
   std::fclose(file);
-  if (!ok) text.clear();
-  return ok;
-}
-
-std::string error_text(int error) {
-  return std::generic_category().message(error);
-}
-
-std::string read_input_file(const std::string& path, const Position& where, std::string_view what) {
-  std::string text;
-  int error = 0;
-  if (!read_text_file(path, text, error)) {
-    throw InputError(where, "cannot read " + std::string(what) + ": " + error_text(error));
-  }
+  if (error != 0) fail(error);
   return text;
 }
 

@@ -4,6 +4,8 @@
 #include <cctype>
 #include <vector>
 
+#include "base/text.h"
+
 namespace ddl::hostfiles {
 
 std::string Position::str() const {
@@ -50,31 +52,6 @@ std::string format(const Position& where, const std::string& message, int length
   return text;
 }
 
-/// How many bytes the valid UTF-8 sequence at `i` takes, or 0 when none starts there.
-size_t utf8_length_at(std::string_view text, size_t i) {
-  const auto at = [&](size_t k) {
-    return k < text.size() ? static_cast<unsigned char>(text[k]) : 0;
-  };
-  const auto in = [](unsigned char c, unsigned char low, unsigned char high) {
-    return c >= low && c <= high;
-  };
-  const unsigned char c = at(i);
-  if (c < 0x80) return 1;
-  if (in(c, 0xc2, 0xdf)) return in(at(i + 1), 0x80, 0xbf) ? 2 : 0;
-  if (in(c, 0xe0, 0xef)) {
-    const unsigned char low = c == 0xe0 ? 0xa0 : 0x80;
-    const unsigned char high = c == 0xed ? 0x9f : 0xbf;
-    return in(at(i + 1), low, high) && in(at(i + 2), 0x80, 0xbf) ? 3 : 0;
-  }
-  if (in(c, 0xf0, 0xf4)) {
-    const unsigned char low = c == 0xf0 ? 0x90 : 0x80;
-    const unsigned char high = c == 0xf4 ? 0x8f : 0xbf;
-    return in(at(i + 1), low, high) && in(at(i + 2), 0x80, 0xbf) && in(at(i + 3), 0x80, 0xbf) ? 4
-                                                                                              : 0;
-  }
-  return 0;
-}
-
 /// True when byte `i` (0x80 or above) belongs to a valid UTF-8 sequence: one starting at it, or
 /// at one of the three bytes before it and reaching it.
 bool in_valid_utf8(std::string_view text, size_t i) {
@@ -82,7 +59,7 @@ bool in_valid_utf8(std::string_view text, size_t i) {
     const size_t start = i - back;
     const auto c = static_cast<unsigned char>(text[start]);
     if (c >= 0x80 && c <= 0xbf && back < 3) continue;  // a continuation byte: look further back
-    return start + utf8_length_at(text, start) > i;
+    return start + base::utf8_sequence(text.substr(start)) > i;
   }
   return false;
 }

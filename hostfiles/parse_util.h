@@ -25,7 +25,7 @@ inline constexpr size_t kMaxNames = 1'000'000;
 inline constexpr size_t kMaxNameBytes = size_t{16} << 20;
 /// Longest host name accepted (DNS allows 253).
 inline constexpr size_t kMaxHostNameLength = 255;
-/// Largest file read_text_file reads.
+/// Largest file read_input_file reads.
 inline constexpr size_t kMaxFileBytes = size_t{64} << 20;
 
 inline bool is_space(char c) {
@@ -168,15 +168,8 @@ struct HostSpec {
 /// Parses a host entry written at `offset` right of `base`.
 HostSpec parse_host_spec(std::string_view spec, const Position& base, size_t offset);
 
-/// Reads a whole file (at most kMaxFileBytes). On failure returns false and sets `error` to
-/// the errno value (EFBIG when the file is too large).
-bool read_text_file(const std::string& path, std::string& text, int& error);
-
-/// The text of an errno value, as strerror gives it.
-std::string error_text(int error);
-
-/// The whole file at `path` (read_text_file); throws InputError at `where`, "cannot read
-/// <what>: <reason>", when it cannot be read.
+/// The whole file at `path` (at most kMaxFileBytes); throws InputError at `where`, "cannot
+/// read <what>: <reason>" (strerror; EFBIG when the file is too large), when it cannot be read.
 std::string read_input_file(const std::string& path, const Position& where, std::string_view what);
 
 }  // namespace ddl::hostfiles::detail

@@ -336,14 +336,9 @@ std::string origin_of(std::string_view source, int line) {
 Rankfile parse_rankfile(std::string_view text, std::string_view source) {
   Rankfile rankfile;
   std::unordered_map<int, int> line_of_rank;
-  int number = 0;
-  size_t start = 0;
-  while (start < text.size()) {
-    const size_t newline = std::min(text.find('\n', start), text.size());
-    std::string_view line_text = text.substr(start, newline - start);
-    start = newline + 1;
-    if (number < INT_MAX) ++number;
-    if (!line_text.empty() && line_text.back() == '\r') line_text.remove_suffix(1);
+  detail::LineCursor lines(text);
+  for (std::string_view line_text; lines.next(line_text);) {
+    const int number = lines.number();
     const size_t end = std::min(line_text.find('#'), line_text.size());
     if (std::all_of(line_text.begin(), line_text.begin() + static_cast<ptrdiff_t>(end), is_blank)) {
       continue;

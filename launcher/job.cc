@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -48,25 +49,29 @@ void add_python_path(const Job& job, const Inherited& inherited, std::vector<Env
   if (job.python_dir.empty()) return;
   const std::string ours = job.python_dir + "/ddl/_site" +
                            (is_site_directory(job.python_dir) ? "" : ":" + job.python_dir);
-  EnvVar* exported = nullptr;
-  for (EnvVar& e : env) {
-    if (e.first == "PYTHONPATH") exported = &e;
-  }
-  const std::string rest = exported != nullptr ? exported->second : inherited.python_path;
+  const auto exported =
+      std::find_if(env.begin(), env.end(), [](const EnvVar& e) { return e.first == "PYTHONPATH"; });
+  const std::string rest = exported != env.end() ? exported->second : inherited.python_path;
   std::string value = ours;
   if (rest == ours || rest.rfind(ours + ":", 0) == 0) {
     value = rest;
   } else if (!rest.empty()) {
     value += ":" + rest;
   }
-  if (exported != nullptr) {
-    exported->second = value;
-  } else {
-    env.emplace_back("PYTHONPATH", value);
-  }
+  set_variable(env, "PYTHONPATH", value);
 }
 
 }  // namespace
+
+void set_variable(std::vector<EnvVar>& env, const std::string& name, const std::string& value) {
+  const auto it =
+      std::find_if(env.begin(), env.end(), [&](const EnvVar& e) { return e.first == name; });
+  if (it == env.end()) {
+    env.emplace_back(name, value);
+  } else {
+    it->second = value;
+  }
+}
 
 Inherited inherited_from(const std::vector<std::string>& environ) {
   Inherited in;
@@ -123,16 +128,8 @@ std::vector<EnvVar> rank_environment(const Job& job, int rank, const Rendezvous&
     if (cores <= 0) cores = r->cpus.size();
     env.emplace_back("OMP_NUM_THREADS", std::to_string(cores));
   }
-  for (const EnvVar& e : job.exports) {
-    bool replaced = false;
-    for (EnvVar& have : env) {
-      if (have.first == e.first) {
-        have.second = e.second;
-        replaced = true;
-      }
-    }
-    if (!replaced) env.push_back(e);
-  }
+  for (const EnvVar& e : job.exports)
+    set_variable(env, e.first, e.second);
   add_python_path(job, inherited, env);
   return env;
 }

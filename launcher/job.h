@@ -13,6 +13,9 @@ namespace ddl::launcher {
 /// One environment variable.
 using EnvVar = std::pair<std::string, std::string>;
 
+/// Sets `name` to `value` in `env`: its entry's value replaced, or a new entry at the end.
+void set_variable(std::vector<EnvVar>& env, const std::string& name, const std::string& value);
+
 /// What every backend needs to start a job: where each rank runs, what it runs, and what it
 /// is told. ddlrun builds it from its plan (make_job); the ssh backend sends it to each host's
 /// agent (encode_job/decode_job), which starts that host's ranks from it.

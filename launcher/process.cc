@@ -84,10 +84,8 @@ std::vector<std::string> merge_environment(const std::vector<std::string>& base,
   std::vector<std::string> env;
   for (const std::string& e : base) {
     const std::string name = e.substr(0, e.find('='));
-    bool replaced = false;
-    for (const EnvVar& a : add)
-      replaced = replaced || a.first == name;
-    if (!replaced) env.push_back(e);
+    if (std::none_of(add.begin(), add.end(), [&](const EnvVar& a) { return a.first == name; }))
+      env.push_back(e);
   }
   for (const EnvVar& a : add)
     env.push_back(a.first + "=" + a.second);

@@ -23,8 +23,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
-#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -32,7 +32,9 @@
 #include <memory>
 #include <set>
 
+#include "base/fd.h"
 #include "base/net/listener.h"
+#include "base/text.h"
 #include "comm/comm.h"
 #include "launcher/backend.h"
 #include "launcher/external.h"
@@ -47,13 +49,7 @@ namespace {
 constexpr std::string_view kPassThrough[] = {"PATH", "LD_LIBRARY_PATH", "PYTHONPATH",
                                              "OMP_NUM_THREADS"};
 
-std::optional<int> parse_int(std::string_view text) {
-  int value = 0;
-  const char* end = text.data() + text.size();
-  auto [ptr, ec] = std::from_chars(text.data(), end, value);
-  if (ec != std::errc() || ptr != end) return std::nullopt;
-  return value;
-}
+using base::parse_int;
 
 std::optional<std::string> get(const char* name) {
   const char* v = std::getenv(name);
@@ -377,13 +373,7 @@ JobEnvironment job_environment(const Job& job, const Rendezvous& rendezvous,
                                const std::vector<std::string>& environ) {
   JobEnvironment out;
   auto set = [&out](const std::string& name, const std::string& value) {
-    for (EnvVar& e : out.set) {
-      if (e.first == name) {
-        e.second = value;
-        return;
-      }
-    }
-    out.set.emplace_back(name, value);
+    set_variable(out.set, name, value);
   };
   set("DDL_TOPOLOGY_FILE", job.topology_path);
   set("DDL_JOB_TOKEN", job.token);
@@ -420,9 +410,7 @@ JobEnvironment job_environment(const Job& job, const Rendezvous& rendezvous,
   for (const EnvVar& e : out.set)
     out.names.push_back(e.first);
   for (std::string_view name : kPassThrough) {
-    bool have = false;
-    for (const std::string& n : out.names)
-      have = have || n == name;
+    const bool have = std::find(out.names.begin(), out.names.end(), name) != out.names.end();
     if (!have && environ_value(environ, name)) out.names.emplace_back(name);
   }
   return out;
@@ -452,20 +440,9 @@ std::vector<std::string> rank_exec_command(const std::string& ddlrun_path,
 
 void write_work_file(const std::string& path, const std::string& text, std::string_view launcher) {
   const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  bool ok = fd >= 0;
-  size_t done = 0;
-  while (ok && done < text.size()) {
-    const ssize_t n = write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    ok = n > 0;
-    done += ok ? static_cast<size_t>(n) : 0;
-  }
-  int err = errno;
-  if (fd >= 0 && close(fd) != 0 && ok) {
-    ok = false;
-    err = errno;
-  }
-  if (!ok) {
+  int err = fd < 0 ? errno : base::write_all(fd, text);
+  if (fd >= 0 && close(fd) != 0 && err == 0) err = errno;
+  if (err != 0) {
     const size_t slash = path.rfind('/');
     throw LaunchError(std::string(launcher) + ": cannot write " + path + ": " + std::strerror(err) +
                       " (check the free space and permissions of " +

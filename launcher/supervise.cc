@@ -49,6 +49,7 @@
 #include <set>
 #include <thread>
 
+#include "base/text.h"
 #include "launcher/blame.h"
 #include "launcher/startup_signals.h"
 
@@ -72,12 +73,7 @@ std::string others(size_t n) {
   return n == 1 ? "the other process" : "the other " + std::to_string(n) + " processes";
 }
 
-std::string seconds(std::chrono::milliseconds ms) {
-  const double s = static_cast<double>(ms.count()) / 1000.0;
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g s", s);
-  return buf;
-}
+using base::seconds_text;
 
 /// "exited with status 1", "was killed by SIGKILL".
 std::string describe(const ExitStatus& st) {
@@ -162,8 +158,7 @@ class SideThreads {
       const int s = sigtimedwait(&stop_signals_, nullptr, &slice);
       if (s <= 0 || s == SIGUSR2) continue;
       if (!started_ && (s == SIGINT || s == SIGTERM || s == SIGHUP)) {
-        const std::string note =
-            "ddlrun: got " + signal_name(s) + " while starting the job; leaving now\n";
+        const std::string note = startup_signal_note(s);
         [[maybe_unused]] const ssize_t n = write(2, note.data(), note.size());
         _exit(128 + s);
       }
@@ -344,7 +339,7 @@ class Supervisor {
     if (now >= kill_at_) {
       if (!running_.empty()) {
         sink_.note("ddlrun: " + std::to_string(running_.size()) + " of " + std::to_string(total_) +
-                   " processes still running " + seconds(options_.kill_grace) + " after " +
+                   " processes still running " + seconds_text(options_.kill_grace) + " after " +
                    signal_name(stop_signal_) + "; sending SIGKILL");
         backend_.signal(SIGKILL);
       }
@@ -355,13 +350,13 @@ class Supervisor {
       for (int r : running_)
         if (std::string h = host_of(r); !h.empty()) end_.lost_hosts.insert(h);
       sink_.note("ddlrun: " + std::to_string(running_.size()) + " of " + std::to_string(total_) +
-                 " processes did not report their end " + seconds(options_.give_up) +
+                 " processes did not report their end " + seconds_text(options_.give_up) +
                  " after SIGKILL; leaving without them");
       leave_ = true;
     }
     if (!stopping_ && now >= timeout_at_) {
       sink_.note("ddlrun: the job timed out after " +
-                 seconds(options_.timeout_given.value_or(*options_.timeout)) +
+                 seconds_text(options_.timeout_given.value_or(*options_.timeout)) +
                  " (--timeout); stopping " + processes(running_.size()));
       begin_stop(124);
     }

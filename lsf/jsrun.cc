@@ -32,17 +32,6 @@ using launcher::LaunchError;
 
 namespace {
 
-/// The CPU list in ERF syntax: "0-27" or "0-3,8-11".
-std::string erf_cpus(const comm::CpuSet& cpus) {
-  std::string out;
-  for (const comm::CpuSet::Range& r : cpus.ranges()) {
-    out += out.empty() ? "" : ",";
-    out += std::to_string(r.first);
-    if (r.last != r.first) out += "-" + std::to_string(r.last);
-  }
-  return out;
-}
-
 std::string host_name(const launcher::Job& job, int index) {
   return launcher::host_name_of(job.topology, index);
 }
@@ -223,8 +212,8 @@ std::string erf_text(const launcher::Job& job, const JsrunOptions& options) {
   if (sharing.unbound) out += "oversubscribe_cpu: allow\n";
   for (const comm::RankPlacement* r : launcher::ranks_in_order(job.topology)) {
     const std::string host = host_name(job, r->host);
-    std::string fields = "hostname: " + host + "; cpu: {" +
-                         erf_cpus(erf_rank_cpus(*r, host, options, logical)) + "}";
+    std::string fields =
+        "hostname: " + host + "; cpu: {" + erf_rank_cpus(*r, host, options, logical).str() + "}";
     if (auto g = sharing.top_gpu.find(r->host); g != sharing.top_gpu.end()) {
       fields +=
           "; gpu: {" + std::string(g->second > 0 ? "0-" : "") + std::to_string(g->second) + "}";

@@ -185,38 +185,14 @@ std::array<std::string_view, 3> nic_kind_names() {
 constexpr std::string_view kFix =
     "write inventories with 'ddlrun-probe' of the same ddlrun version";
 
-/// The position of the first byte of `s` that is not well-formed UTF-8 (an overlong form, a
-/// surrogate or a code point above U+10FFFF included), or npos. YAML text is Unicode, but
-/// yaml-cpp passes such bytes through, and its emitter would write them back as U+FFFD.
+/// The position of the first byte of `s` that is not well-formed UTF-8 (base::utf8_sequence),
+/// or npos. YAML text is Unicode, but yaml-cpp passes such bytes through, and its emitter would
+/// write them back as U+FFFD.
 size_t invalid_utf8(std::string_view s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    size_t length = 0;
-    unsigned char low = 0x80, high = 0xbf;  // the range of the second byte
-    if (c >= 0xc2 && c <= 0xdf) {
-      length = 2;
-    } else if (c >= 0xe0 && c <= 0xef) {
-      length = 3;
-      if (c == 0xe0) low = 0xa0;
-      if (c == 0xed) high = 0x9f;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-      length = 4;
-      if (c == 0xf0) low = 0x90;
-      if (c == 0xf4) high = 0x8f;
-    } else {
-      return i;
-    }
-    if (s.size() - i < length) return i;
-    for (size_t k = 1; k < length; ++k) {
-      const auto next = static_cast<unsigned char>(s[i + k]);
-      if (next < (k == 1 ? low : 0x80) || next > (k == 1 ? high : 0xbf)) return i;
-    }
-    i += length;
+  for (size_t i = 0; i < s.size();) {
+    const size_t n = base::utf8_sequence(s.substr(i));
+    if (n == 0) return i;
+    i += n;
   }
   return std::string_view::npos;
 }
@@ -336,12 +312,10 @@ class Reader {
   [[noreturn]] void throw_unknown(const YAML::Node& key_node, const std::string& path,
                                   const std::string& key,
                                   std::span<const std::string_view> known) const {
-    std::string list;
-    for (std::string_view k : known)
-      list += (list.empty() ? "" : ", ") + std::string(k);
     const std::string hint = base::did_you_mean(key, known);
-    fail(key_node, join(path, key),
-         "unknown field" + (hint.empty() ? " (known here: " + list + ")" : hint));
+    fail(
+        key_node, join(path, key),
+        "unknown field" + (hint.empty() ? " (known here: " + base::join(known, ", ") + ")" : hint));
   }
 
   std::string source_;

@@ -21,8 +21,7 @@ std::string first_line(const char* path) {
   std::ifstream in(path);
   std::string line;
   if (!in || !std::getline(in, line)) return "";
-  while (!line.empty() && (line.back() == ' ' || line.back() == '\r' || line.back() == '\t'))
-    line.pop_back();
+  line.erase(line.find_last_not_of(" \r\t") + 1);
   return line;
 }
 

@@ -94,8 +94,7 @@ std::vector<std::string> first_lines(std::string_view text) {
     const std::size_t end = std::min(text.find('\n'), text.size());
     std::string line(text.substr(0, end));
     text.remove_prefix(std::min(end + 1, text.size()));
-    while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t'))
-      line.pop_back();
+    line.erase(line.find_last_not_of("\r \t") + 1);
     if (line.empty()) continue;
     if (line.size() > kStderrLineMax) line = line.substr(0, kStderrLineMax) + "...";
     lines.push_back(std::move(line));

@@ -42,6 +42,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/subprocess.h"
 #include "comm/comm.h"
 #include "hostfiles/hostfiles.h"
 #include "mapper/place.h"
@@ -162,38 +163,19 @@ int child_read(const std::string& path) {
   return 0;
 }
 
-// Runs this program with `args` in a fresh process; its stdout, or nullopt when it failed.
+// Runs this program with `args` in a fresh process, its stderr passed on; its stdout, or
+// nullopt when it failed.
 std::optional<std::string> run_self(const std::vector<std::string>& args) {
   static const std::string exe = self_exe();
-  int fds[2];
-  if (exe.empty() || pipe(fds) != 0) return std::nullopt;
-  std::fflush(stdout);
-  const pid_t pid = fork();
-  if (pid < 0) return std::nullopt;
-  if (pid == 0) {
-    dup2(fds[1], STDOUT_FILENO);
-    close(fds[0]);
-    close(fds[1]);
-    std::vector<char*> argv;
-    argv.push_back(const_cast<char*>(exe.c_str()));
-    for (const std::string& a : args)
-      argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execv(exe.c_str(), argv.data());
-    _exit(127);
-  }
-  close(fds[1]);
-  std::string out;
-  char buf[4096];
-  ssize_t n;
-  while ((n = read(fds[0], buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR)) {
-    if (n > 0) out.append(buf, static_cast<size_t>(n));
-  }
-  close(fds[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return std::nullopt;
-  return out;
+  std::vector<std::string> argv = {exe};
+  argv.insert(argv.end(), args.begin(), args.end());
+  ddl::base::CaptureOptions options;
+  for (char** e = environ; *e != nullptr; ++e)
+    options.environ.emplace_back(*e);
+  const ddl::base::Captured c = ddl::base::run_capture(argv, options);
+  std::fputs(c.err.c_str(), stderr);
+  if (c.exit_status != 0) return std::nullopt;
+  return c.out;
 }
 
 // ---- the peer: Open MPI's mpirun, mapping only ------------------------------------------

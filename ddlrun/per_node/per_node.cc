@@ -17,7 +17,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <charconv>
 #include <climits>
 #include <cstring>
 #include <fstream>
@@ -46,18 +45,11 @@ struct Env {
   }
 };
 
-std::optional<int> whole(std::string_view text) {
-  int n = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
-  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
-  return n;
-}
-
 /// $NAME as a whole number of at least `least`; nullopt when unset.
 std::optional<int> env_number(const Env& env, const char* name, int least) {
   const std::optional<std::string> v = env(name);
   if (!v) return std::nullopt;
-  const std::optional<int> n = whole(*v);
+  const std::optional<int> n = base::parse_int(*v);
   if (!n || *n < least) {
     throw UsageError(std::string("$") + name + " is '" + *v + "', not a whole number of at least " +
                      std::to_string(least));
@@ -136,7 +128,7 @@ std::pair<std::string, int> split_endpoint(const std::string& text, int port,
     port_text = text.substr(colon + 1);
   }
   if (!port_text.empty()) {
-    const std::optional<int> p = whole(port_text);
+    const std::optional<int> p = base::parse_int(port_text);
     if (!p || *p < 1 || *p > 65535) {
       throw UsageError(what + " '" + text + "': the port must be a whole number from 1 to 65535");
     }

@@ -46,13 +46,6 @@ std::vector<std::string> host_names(const JobPlan& plan) {
   return names;
 }
 
-std::string joined(const std::vector<std::string>& names) {
-  std::string s;
-  for (const std::string& n : names)
-    s += (s.empty() ? "" : ", ") + n;
-  return s;
-}
-
 /// The hosts the job's first plan lists must fit the limits; throws UsageError.
 void check_first_hosts(int hosts, const RestartLimits& limits) {
   if (limits.min_hosts && *limits.min_hosts > hosts) {
@@ -88,7 +81,7 @@ std::string restart_line(const launcher::JobEnd& end, const JobPlan& next,
   return end.reason + (said ? "" : " (" + status + ")") + "; " +
          std::to_string(next.placement.ranks) + (next.placement.ranks == 1 ? " rank" : " ranks") +
          " on " + std::to_string(hosts.size()) + (hosts.size() == 1 ? " host" : " hosts") +
-         (without.empty() ? std::string() : " without " + joined(without));
+         (without.empty() ? std::string() : " without " + base::join(without, ", "));
 }
 
 /// The plan of restart `restart` (1 for the first) after `end`, or nothing when the job cannot

@@ -782,8 +782,7 @@ void table(std::ostream& out, const std::vector<std::vector<std::string>>& rows)
       line += row[c];
       if (c + 1 < row.size()) line += std::string(width[c] - row[c].size() + 2, ' ');
     }
-    while (!line.empty() && line.back() == ' ')
-      line.pop_back();
+    line.erase(line.find_last_not_of(' ') + 1);
     out << line << "\n";
   }
 }

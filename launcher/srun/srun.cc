@@ -16,12 +16,13 @@
 #include "launcher/srun/srun.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <cstring>
 #include <iostream>
 #include <map>
+#include <sstream>
 
 #include "base/subprocess.h"
+#include "base/text.h"
 #include "hostfiles/hostfiles.h"
 
 namespace ddl::launcher {
@@ -44,13 +45,6 @@ std::string hex_mask(const comm::CpuSet& cpus) {
   return "0x" + out;
 }
 
-std::string join(const std::vector<std::string>& words, char sep) {
-  std::string out;
-  for (const std::string& w : words)
-    out += (out.empty() ? "" : std::string(1, sep)) + w;
-  return out;
-}
-
 /// The CPUs Slurm gave the job on each node: $SLURM_JOB_CPUS_PER_NODE ("72(x2),36") against
 /// $SLURM_JOB_NODELIST. Empty when either is missing or malformed.
 std::map<std::string, int> allocated_cpus(const std::vector<std::string>& environ) {
@@ -58,24 +52,12 @@ std::map<std::string, int> allocated_cpus(const std::vector<std::string>& enviro
   const std::optional<std::string> cpus = environ_value(environ, "SLURM_JOB_CPUS_PER_NODE");
   if (!list || !cpus) return {};
   std::vector<std::string> nodes;
+  std::vector<int> counts;  // the format of $SLURM_TASKS_PER_NODE
   try {
     nodes = hostfiles::expand_hostlist(*list, {});
+    counts = hostfiles::parse_slurm_tasks_per_node(*cpus);
   } catch (const std::exception&) {
     return {};
-  }
-  std::vector<int> counts;
-  size_t pos = 0;
-  while (pos < cpus->size()) {
-    size_t end = cpus->find(',', pos);
-    if (end == std::string::npos) end = cpus->size();
-    const std::string item = cpus->substr(pos, end - pos);
-    pos = end + 1;
-    int n = 0, times = 1;
-    if (std::sscanf(item.c_str(), "%d(x%d)", &n, &times) < 1 || n <= 0 || times <= 0 ||
-        counts.size() + static_cast<size_t>(times) > nodes.size()) {
-      return {};
-    }
-    counts.insert(counts.end(), static_cast<size_t>(times), n);
   }
   if (counts.size() != nodes.size()) return {};
   std::map<std::string, int> out;
@@ -121,7 +103,7 @@ std::pair<std::string, std::string> choose_mpi(const std::vector<std::string>& p
   const bool served = std::any_of(env.set.begin(), env.set.end(),
                                   [](const EnvVar& e) { return e.first == "DDL_RENDEZVOUS"; });
   return {mpi, "this Slurm has no PMIx plugin (srun --mpi=list: " +
-                   (plugins.empty() ? std::string("nothing") : join(plugins, ' ')) +
+                   (plugins.empty() ? std::string("nothing") : base::join(plugins, " ")) +
                    "); starting ranks with --mpi=" + mpi +
                    (served ? " (libddl bootstraps through ddlrun's rendezvous server instead)"
                            : " (libddl bootstraps through PMIx: its ranks will not find each "
@@ -178,7 +160,7 @@ std::string cpu_bind(const Tasks& tasks) {
   std::vector<std::string> items;
   for (const comm::RankPlacement* r : first)
     items.push_back(single ? r->cpus.str() : hex_mask(r->cpus));
-  return (single ? "map_cpu:" : "mask_cpu:") + join(items, ',');
+  return (single ? "map_cpu:" : "mask_cpu:") + base::join(items, ",");
 }
 
 /// The most GPUs the ranks of one host use.
@@ -196,23 +178,15 @@ size_t gpus_per_node(const Tasks& tasks) {
 
 std::vector<std::string> parse_mpi_list(std::string_view output) {
   std::vector<std::string> plugins;
-  size_t pos = 0;
-  while (pos < output.size()) {
-    size_t end = output.find('\n', pos);
-    if (end == std::string_view::npos) end = output.size();
-    std::string_view line = output.substr(pos, end - pos);
-    pos = end + 1;
+  std::istringstream lines{std::string(output)};
+  for (std::string text; std::getline(lines, text);) {
+    std::string_view line = text;
     // Plugin names stand alone on their lines ("\tpmix", or "srun: pmix" in older releases).
-    if (line.rfind("srun: ", 0) == 0) line.remove_prefix(6);
-    while (!line.empty() && (line.front() == ' ' || line.front() == '\t'))
-      line.remove_prefix(1);
-    while (!line.empty() && (line.back() == ' ' || line.back() == '\t' || line.back() == '\r'))
-      line.remove_suffix(1);
-    if (line.empty() || line.find(' ') != std::string_view::npos ||
-        line.find(':') != std::string_view::npos) {
-      continue;
+    if (line.starts_with("srun: ")) line.remove_prefix(6);
+    line = base::trim(line.substr(0, line.find_last_not_of(" \t\r") + 1), " \t");
+    if (!line.empty() && line.find_first_of(" :") == std::string_view::npos) {
+      plugins.emplace_back(line);
     }
-    plugins.emplace_back(line);
   }
   return plugins;
 }
@@ -270,7 +244,7 @@ ExternalCommand srun_command(const Job& job, const LaunchOptions& options,
     a.insert(a.end(), {"--gpus-per-node=" + std::to_string(gpus), "--gpu-bind=none"});
   }
   a.push_back("--kill-on-bad-exit=1");
-  a.push_back("--export=ALL" + (env.names.empty() ? "" : "," + join(env.names, ',')));
+  a.push_back("--export=ALL" + (env.names.empty() ? "" : "," + base::join(env.names, ",")));
   for (const std::string& w : rank_exec_command(options.ddlrun_path, job.argv))
     a.push_back(w);
 
@@ -310,9 +284,7 @@ class Launcher : public ExternalLauncher {
   void check_program(const std::string& path, const LaunchOptions& options) override {
     const auto [list, status] = capture({path, "--mpi=list"}, options.environ);
     if (status != 0) {
-      std::string why = list;
-      while (!why.empty() && why.back() == '\n')
-        why.pop_back();
+      const std::string why = list.substr(0, list.find_last_not_of('\n') + 1);
       throw LaunchError("srun launcher: '" + path + " --mpi=list' failed (status " +
                         std::to_string(status) + "): " + why +
                         " (check $SLURM_CONF and that slurmctld is reachable)");

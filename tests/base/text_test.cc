@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <string>
+#include <vector>
 
 namespace ddl::base {
 namespace {
@@ -63,6 +65,23 @@ TEST(SameSecret, ComparesByContentAndLength) {
   EXPECT_FALSE(same_secret("abc", "abcd"));
   EXPECT_FALSE(same_secret("", "a"));
   EXPECT_TRUE(same_secret("", ""));
+}
+
+TEST(ParseInt, TakesTheWholeTextOrNothing) {
+  EXPECT_EQ(parse_int("42"), 42);
+  EXPECT_EQ(parse_int("-7"), -7);
+  EXPECT_EQ(parse_int(""), std::nullopt);
+  EXPECT_EQ(parse_int("4x"), std::nullopt);
+  EXPECT_EQ(parse_int(" 4"), std::nullopt);
+  EXPECT_EQ(parse_int("+4"), std::nullopt);
+  EXPECT_EQ(parse_int("99999999999"), std::nullopt);
+}
+
+TEST(Join, PutsTheSeparatorBetweenWords) {
+  EXPECT_EQ(join(std::vector<std::string>{"a", "b", "c"}, ", "), "a, b, c");
+  EXPECT_EQ(join(std::array<std::string_view, 1>{"a"}, ","), "a");
+  EXPECT_EQ(join(std::vector<std::string>{}, ","), "");
+  EXPECT_EQ(join(std::vector<std::string>{"", "b"}, ","), "b");
 }
 
 TEST(SecondsText, WholeAndFractionalSeconds) {
