@@ -28,12 +28,6 @@ namespace ddl::launcher {
 
 namespace {
 
-/// "host:port", with an IPv6 address in brackets.
-std::string host_port(const std::string& host, int port) {
-  const bool v6 = host.find(':') != std::string::npos && host.front() != '[';
-  return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
-}
-
 /// True when `dir` is an environment's site-packages (or Debian's dist-packages), which holds
 /// other packages than ddl: torch, numpy, ...
 bool is_site_directory(const std::string& dir) {
@@ -109,8 +103,9 @@ std::vector<EnvVar> rank_environment(const Job& job, int rank, const Rendezvous&
       {"DDL_JOB_ID", t.job_id},
       {"DDL_TOPOLOGY_FILE", topology_path},
       {"DDL_RENDEZVOUS",
-       host_port(rendezvous.ddl_address.empty() ? rendezvous.address : rendezvous.ddl_address,
-                 rendezvous.ddl_port)},
+       base::net::join_host_port(
+           rendezvous.ddl_address.empty() ? rendezvous.address : rendezvous.ddl_address,
+           rendezvous.ddl_port)},
       {"DDL_JOB_TOKEN", job.token},
       {"DDL_OPTIONS", "-mode " + t.mode.str()},
       {"RANK", std::to_string(rank)},

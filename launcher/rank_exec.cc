@@ -378,11 +378,10 @@ JobEnvironment job_environment(const Job& job, const Rendezvous& rendezvous,
   set("DDL_TOPOLOGY_FILE", job.topology_path);
   set("DDL_JOB_TOKEN", job.token);
   if (rendezvous.ddl_port != 0) {
-    const std::string& host =
-        rendezvous.ddl_address.empty() ? rendezvous.address : rendezvous.ddl_address;
-    const bool v6 = host.find(':') != std::string::npos;
     set("DDL_RENDEZVOUS",
-        (v6 ? "[" + host + "]" : host) + ":" + std::to_string(rendezvous.ddl_port));
+        base::net::join_host_port(
+            rendezvous.ddl_address.empty() ? rendezvous.address : rendezvous.ddl_address,
+            rendezvous.ddl_port));
   }
   set("MASTER_ADDR", rendezvous.address);
   set("MASTER_PORT", std::to_string(rendezvous.master_port));

@@ -40,6 +40,7 @@
 
 #include "base/check.h"
 #include "base/fd.h"
+#include "base/net/listener.h"
 #include "ssh/session.h"
 
 namespace ddl::ssh {
@@ -49,10 +50,7 @@ using base::errno_text;
 using Clock = std::chrono::steady_clock;
 
 /// "10.200.3.2:22", "[fe80::1]:22".
-std::string endpoint_text(std::string_view host, unsigned port) {
-  const bool v6 = host.find(':') != std::string_view::npos;
-  return (v6 ? "[" + std::string(host) + "]" : std::string(host)) + ":" + std::to_string(port);
-}
+constexpr auto endpoint_text = base::net::join_host_port;
 
 // ---------------------------------------------------------------------------------------------
 // libssh ownership

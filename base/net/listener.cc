@@ -101,6 +101,11 @@ Listening listen_tcp(const std::string& address, int port, int backlog) {
   return out;
 }
 
+std::string join_host_port(std::string_view host, unsigned port) {
+  const bool v6 = host.find(':') != std::string_view::npos && !host.starts_with('[');
+  return (v6 ? "[" + std::string(host) + "]" : std::string(host)) + ":" + std::to_string(port);
+}
+
 std::optional<std::pair<std::string, std::string>> split_host_port(std::string_view endpoint) {
   const size_t colon = endpoint.rfind(':');
   if (colon == std::string_view::npos) return std::nullopt;

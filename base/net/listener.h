@@ -47,6 +47,9 @@ std::string peer_address(int fd, bool with_port);
 /// The address `fd` is bound to (accepted at), as peer_address() writes it.
 std::string local_address(int fd, bool with_port);
 
+/// `host` and `port` as "HOST:PORT", an IPv6 address in brackets ("[fe80::1]:22"; one already in
+/// brackets kept as it is): what split_host_port() splits.
+std::string join_host_port(std::string_view host, unsigned port);
 /// "HOST:PORT" ("[v6]:PORT") split into host (without brackets) and port; nullopt when there
 /// is no colon or no host.
 std::optional<std::pair<std::string, std::string>> split_host_port(std::string_view endpoint);

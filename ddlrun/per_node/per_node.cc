@@ -23,6 +23,7 @@
 #include <ostream>
 #include <sstream>
 
+#include "base/net/listener.h"
 #include "base/text.h"
 #include "hostfiles/hostfiles.h"
 #include "mapper/mapper.h"
@@ -225,8 +226,7 @@ void check_per_node(const Options& o, const PerNode& node) {
 }  // namespace
 
 std::string PerNode::endpoint() const {
-  return (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
-         std::to_string(port);
+  return base::net::join_host_port(host, port);
 }
 
 std::optional<PerNode> per_node_settings(const Options& o, GetEnv getenv_fn, void* env_context) {

@@ -202,6 +202,15 @@ TEST(ListenerGuard, ServersShareOneSetOfLimits) {
   EXPECT_EQ(l.max_reports, 10);
 }
 
+TEST(Socket, JoinsHostAndPortWithAnIpv6AddressInBrackets) {
+  EXPECT_EQ(join_host_port("node1", 29500), "node1:29500");
+  EXPECT_EQ(join_host_port("10.200.3.2", 22), "10.200.3.2:22");
+  EXPECT_EQ(join_host_port("fe80::1", 22), "[fe80::1]:22");
+  EXPECT_EQ(join_host_port("[fe80::1]", 22), "[fe80::1]:22");
+  EXPECT_EQ(split_host_port(join_host_port("fe80::1", 5)),
+            std::make_optional(std::pair<std::string, std::string>{"fe80::1", "5"}));
+}
+
 TEST(Socket, SplitsHostAndPortAndRefusesWhatIsNotOne) {
   using Split = std::optional<std::pair<std::string, std::string>>;
   EXPECT_EQ(split_host_port("node1:29500"), Split({"node1", "29500"}));
