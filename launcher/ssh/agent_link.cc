@@ -25,7 +25,7 @@ AgentTree::Kept AgentLink::release(const std::string& keep) {
 
 bool AgentLink::turn(std::chrono::milliseconds wait) {
   if (Clock::now() >= next_beat_) {
-    out_.add(encode_frame(FrameType::kHeartbeat, 0, {}));
+    send(encode_frame(FrameType::kHeartbeat, 0, {}));
     next_beat_ = Clock::now() + kHeartbeatInterval;
   }
   if (!write_failed_ && !out_.write(*kept_.channel)) {

@@ -30,8 +30,11 @@ class AgentLink {
   /// Kept::pending.
   AgentTree::Kept release(const std::string& keep = {});
 
-  /// Queues `frames` to go down after those queued before.
-  void send(std::string_view frames) { out_.add(frames); }
+  /// Queues `frames` to go down after those queued before; none once a write failed (nothing
+  /// more is written, so they would only pile up).
+  void send(std::string_view frames) {
+    if (!write_failed_) out_.add(frames);
+  }
   /// One turn: a heartbeat when one is due; writes what the remote window and the socket take
   /// (none after a write failed: write_failed()); reads what came within `wait` into the
   /// frames (next()). False once the channel has ended.

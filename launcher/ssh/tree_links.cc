@@ -43,12 +43,12 @@ struct TreeLinks::Conn {
       : name(std::move(name)), index(index), link(std::move(kept)) {
     link.said_hello();  // it answered the probe
   }
-  std::string name;      ///< the first-level host
-  int index = 0;         ///< its index in the tree
-  AgentLink link;        ///< the pump's
-  std::string out;       ///< frames due down, guarded by TreeLinks::mutex_
-  std::string keep;      ///< frames for the launch, in the order they came (the pump's)
-  AgentTree::Kept lost;  ///< once it is gone: what goes back
+  std::string name;        ///< the first-level host
+  int index = 0;           ///< its index in the tree
+  AgentLink link;          ///< the pump's
+  std::string out;         ///< frames due down, guarded by TreeLinks::mutex_
+  std::string keep;        ///< frames for the launch, in the order they came (the pump's)
+  AgentTree::Kept closed;  ///< what goes back once it is gone: no session, Kept::lost why
   bool gone = false;
 };
 
@@ -117,7 +117,7 @@ TreeLinks::~TreeLinks() {
   }
   pump_.join();
   for (auto& c : conns_)
-    sessions_.put(c->name, c->gone ? std::move(c->lost) : c->link.release(c->keep));
+    sessions_.put(c->name, c->gone ? std::move(c->closed) : c->link.release(c->keep));
 }
 
 int TreeLinks::open(const std::string& host, int port) {
@@ -298,7 +298,7 @@ void TreeLinks::lose_conn(Conn& c, const std::string& why) {
   // hosts below it and logs in to none of them again, as for a host lost further down (whose
   // L the launch reads in the kept frames). Closing never waits for a host that cannot answer.
   c.link.close_now();
-  c.lost.lost = why;
+  c.closed.lost = why;
 }
 
 }  // namespace ddl::launcher::ssh
