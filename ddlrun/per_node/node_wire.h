@@ -69,7 +69,7 @@ bool node0_proved(const Message& m, const std::string& secret, std::string_view 
 Welcome decode_welcome(const Message& m, const std::string& secret, std::string_view nonce,
                        std::string_view challenge);
 
-/// `text` as a whole number, nullopt when it is not one.
+/// `text` as a whole number (1 to 9 decimal digits, nothing else), nullopt when it is not one.
 std::optional<int> to_int(const std::string& text);
 
 }  // namespace ddl::ddlrun::wire

@@ -42,13 +42,8 @@ std::string ranks_token(const std::string& secret, std::string_view salt) {
 }
 
 std::optional<int> to_int(const std::string& text) {
-  if (text.empty() || text.size() > 9) return std::nullopt;
-  int v = 0;
-  for (char c : text) {
-    if (c < '0' || c > '9') return std::nullopt;
-    v = v * 10 + (c - '0');
-  }
-  return v;
+  if (text.size() > 9 || text.rfind('-', 0) == 0) return std::nullopt;
+  return base::parse_int(text);
 }
 
 }  // namespace wire

@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -64,23 +65,16 @@ struct Conn {
   bool closed = false;
 };
 
-/// The machine identity (mapper/machine.h) an inventory's text holds; "" when none.
+/// The machine identity (mapper/machine.h) an inventory's text holds; "" when none, or when
+/// the text is no YAML (the nodes read the whole inventory and say what is wrong with it).
 std::string identity_of(const std::string& inventory) {
-  size_t at = 0;
-  while (at < inventory.size()) {
-    size_t end = inventory.find('\n', at);
-    if (end == std::string::npos) end = inventory.size();
-    std::string_view line(inventory.data() + at, end - at);
-    if (line.rfind("identity:", 0) == 0) {
-      line = base::trim(line.substr(9));
-      if (line.size() >= 2 && line.front() == '"' && line.back() == '"') {
-        line = line.substr(1, line.size() - 2);
-      }
-      return std::string(line);
-    }
-    at = end + 1;
+  try {
+    const YAML::Node root = YAML::Load(inventory);
+    const YAML::Node identity = root.IsMap() ? root["identity"] : YAML::Node();
+    return identity.IsScalar() ? identity.as<std::string>() : "";
+  } catch (const YAML::Exception&) {
+    return "";
   }
-  return "";
 }
 
 }  // namespace

@@ -119,6 +119,15 @@ std::string header(uint32_t count, uint32_t first_length) {
   return h;
 }
 
+// A number on the wire is 1 to 9 decimal digits and nothing else: no sign, space or overflow.
+TEST(RendezvousWire, NumbersAreOneToNineDigits) {
+  EXPECT_EQ(wire::to_int("0"), 0);
+  EXPECT_EQ(wire::to_int("007"), 7);
+  EXPECT_EQ(wire::to_int("999999999"), 999999999);
+  for (const char* bad : {"", "-1", "+1", " 1", "1 ", "1x", "0x1", "1000000000", "-0"})
+    EXPECT_EQ(wire::to_int(bad), std::nullopt) << bad;
+}
+
 TEST(RendezvousWire, ALengthPrefixOverTheHelloLimitIsRefusedBeforeItsBytes) {
   wire::Reader reader(wire::kMaxHello, wire::kMaxHelloFields);
   reader.add(header(9, 64u << 20));
