@@ -16,6 +16,7 @@ from .process_sets import global_process_set  # noqa: F401 (horovod.tensorflow i
 
 Average, Sum, Adasum, Min, Max, Product = 0, 1, 2, 3, 4, 5
 NOT_INITIALIZED = "Horovod has not been initialized; use hvd.init()."
+DDL_OPS = {Average: "avg", Sum: "sum", Min: "min", Max: "max", Product: "prod"}
 
 _cross = {}  # this rank's place among the ranks of its local_rank: {"rank": ..., "size": ...}
 _state = {"initialized": False}
@@ -43,6 +44,24 @@ start_timeline())."""
     if process_sets not in (None, "dynamic"):
         for ps in process_sets:
             _sets.add_process_set(ps)
+
+
+def resolve_op(op, average, what, framework):
+    """Horovod's op from op= and the deprecated average= (Average when neither), as Horovod's
+    handle_average_backwards_compatibility; Adasum (refused by `framework`, e.g.
+    "horovod.torch": libddl has none) and unknown ops raise, naming hvd.<what>."""
+    if op is not None and average is not None:
+        raise ValueError("The op parameter supersedes average. Please provide only one of them.")
+    if op is None:
+        op = Average if average is None or average else Sum
+    if op == Adasum:
+        raise NotImplementedError(f"hvd.{what}: op Adasum is not supported by {framework} on "
+                                  "libddl (libddl has no Adasum reduction): use hvd.Average or "
+                                  "hvd.Sum")
+    if op not in DDL_OPS:
+        raise ValueError(f"hvd.{what}: unknown op {op!r}: one of hvd.Average, hvd.Sum, hvd.Min, "
+                         "hvd.Max, hvd.Product")
+    return op
 
 
 def shutdown():

@@ -39,34 +39,19 @@ from .util import _executing_eagerly  # noqa: F401 (Horovod's tests read hvd._ex
 
 from ..common import basics as _basics
 from ..common.controller import gather_objects
-from ..common.basics import (NOT_INITIALIZED, Adasum, Average, Max, Min, Product, Sum, _job,
-                             ccl_built, cross_rank, cross_size, cuda_built, ddl_built, gloo_built,
-                             gloo_enabled, global_process_set, is_homogeneous, is_initialized,
-                             local_rank, local_size, mpi_built, mpi_enabled, mpi_threads_supported,
-                             nccl_built, rank, rocm_built, shutdown, size)
+from ..common.basics import (DDL_OPS, NOT_INITIALIZED, Adasum, Average, Max, Min, Product, Sum,
+                             _job, ccl_built, cross_rank, cross_size, cuda_built, ddl_built,
+                             gloo_built, gloo_enabled, global_process_set, is_homogeneous,
+                             is_initialized, local_rank, local_size, mpi_built, mpi_enabled,
+                             mpi_threads_supported, nccl_built, rank, resolve_op, rocm_built,
+                             shutdown, size)
 
-_DDL_OPS = {Average: "avg", Sum: "sum", Min: "min", Max: "max", Product: "prod"}
-ADASUM = ("op Adasum is not supported by horovod.tensorflow on libddl (libddl has no Adasum "
-          "reduction): use hvd.Average or hvd.Sum")
+_API = "horovod.tensorflow"  # the API named in the errors
 
 
 def init(comm=None, process_sets=None):
     """Joins the job ddlrun started (ddl.init()); a second call does nothing."""
-    _basics.init("horovod.tensorflow", comm, process_sets)
-
-
-def resolve_op(op, average, what):
-    """Horovod's op from op= and the old average= (Average by default); Adasum refused."""
-    if op is not None and average is not None:
-        raise ValueError(f"hvd.{what}: pass op= or average=, not both")
-    if op is None:
-        op = Sum if average is False else Average
-    if op == Adasum:
-        raise NotImplementedError(ADASUM)
-    if op not in _DDL_OPS:
-        raise ValueError(f"hvd.{what}: unknown op {op!r}: one of hvd.Average, hvd.Sum, "
-                         "hvd.Min, hvd.Max, hvd.Product")
-    return op
+    _basics.init(_API, comm, process_sets)
 
 
 def _check_set(process_set, what):
@@ -94,7 +79,7 @@ def _reduce_dense(tensors, op, compression, prescale, postscale, what, name=None
     """Dense tensors reduced with Horovod's op: one fused ddl op per dtype."""
     packed = [compression.compress(tf.convert_to_tensor(t)) for t in tensors]
     values = [_scale(t, prescale, what) for t, _ in packed]
-    reduced = _dtf.allreduce_n(values, _DDL_OPS[op], name=name)
+    reduced = _dtf.allreduce_n(values, DDL_OPS[op], name=name)
     return [compression.decompress(_scale(r, postscale, what), ctx)
             for r, (_, ctx) in zip(reduced, packed)]
 
@@ -119,7 +104,7 @@ def grouped_allreduce(tensors, average=None, device_dense="", device_sparse="",
     None, IndexedSlices are allgathered."""
     del device_dense, device_sparse
     _check_set(process_set, "grouped_allreduce")
-    op = resolve_op(op, average, "grouped_allreduce")
+    op = resolve_op(op, average, "grouped_allreduce", _API)
     out = list(tensors)
     dense = [i for i, t in enumerate(out) if t is not None and not isinstance(t, tf.IndexedSlices)]
     reduced = _reduce_dense([out[i] for i in dense], op, compression, prescale_factor,
@@ -211,7 +196,7 @@ def allgather_object(obj, name=None, process_set=global_process_set):
 
 def _reducer(compression, sparse_as_dense, op, gradient_predivide_factor, what):
     """The gradient reduction of DistributedGradientTape and DistributedOptimizer."""
-    op = resolve_op(op, None, what)
+    op = resolve_op(op, None, what, _API)
     if gradient_predivide_factor != 1.0 and op != Average:
         raise ValueError(f"hvd.{what}: gradient_predivide_factor needs op=hvd.Average")
     pre, post, inner = 1.0, 1.0, op

@@ -41,8 +41,7 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none, op=
               prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set):
     """A new tensor: tensor reduced over the process set (differentiable); compression=
     Compression.fp16 sends it as float16."""
-    ops.resolve_op(op, average)
-    op = op if average is None else (Average if average else Sum)
+    op = ops.resolve_op(op, average)
     ops._check([tensor], process_set, "allreduce")
     compressed, cctx = compression.compress(tensor)
     out = _Allreduce.apply(False, name, op, prescale_factor, postscale_factor, process_set,
@@ -54,8 +53,7 @@ def grouped_allreduce(tensors, average=None, name=None, compression=Compression.
                       prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set):
     """New tensors: each of `tensors` reduced over the process set, in one fused call
     (differentiable)."""
-    ops.resolve_op(op, average, "grouped_allreduce")
-    op = op if average is None else (Average if average else Sum)
+    op = ops.resolve_op(op, average, "grouped_allreduce")
     packed = [compression.compress(t) for t in tensors]
     outs = _Allreduce.apply(True, name, op, prescale_factor, postscale_factor, process_set,
                             *[t for t, _ in packed])

@@ -22,8 +22,8 @@ import ddl
 
 from ..common import basics as _basics
 from ..common import controller as _controller
-from ..common.basics import (NOT_INITIALIZED, Adasum, Average, Max, Min, Product, Sum, ccl_built,
-                             cross_rank, cross_size, cuda_built, ddl_built, gloo_built,
+from ..common.basics import (DDL_OPS, NOT_INITIALIZED, Adasum, Average, Max, Min, Product, Sum,
+                             ccl_built, cross_rank, cross_size, cuda_built, ddl_built, gloo_built,
                              gloo_enabled, is_homogeneous, is_initialized, local_rank, local_size,
                              mpi_built, mpi_enabled, mpi_threads_supported, nccl_built, rank,
                              rocm_built, size)
@@ -40,9 +40,7 @@ __all__ = [
     "add_process_set", "global_process_set", "remove_process_set", "NOT_INITIALIZED",
 ]
 
-_DDL_OPS = {Average: "avg", Sum: "sum", Min: "min", Max: "max", Product: "prod"}
-ADASUM = ("op Adasum is not supported by horovod.torch on libddl (libddl has no Adasum "
-          "reduction): use hvd.Average or hvd.Sum")
+_API = "horovod.torch"  # the API named in the errors
 mlsl_built = _basics._no
 _handles = {}  # integer handle -> (controller handle, function of its result)
 _handle_ids = itertools.count(1)
@@ -51,7 +49,7 @@ _here = threading.local()  # .now: the caller of _submit waits for it at once (_
 
 def init(comm=None, process_sets=None):
     """Joins the job ddlrun started (ddl.init()); a second call does nothing."""
-    _basics.init("horovod.torch", comm, process_sets)
+    _basics.init(_API, comm, process_sets)
 
 
 def shutdown():
@@ -61,19 +59,8 @@ def shutdown():
 
 
 def resolve_op(op, average=None, what="allreduce"):
-    """The ddl op for Horovod's op (or the deprecated average=); Average when neither."""
-    if op is not None and average is not None:
-        raise ValueError("The op parameter supersedes average. Please provide only one of them.")
-    if average is not None:
-        op = Average if average else Sum
-    if op is None:
-        op = Average
-    if op == Adasum:
-        raise NotImplementedError(f"hvd.{what}: {ADASUM}")
-    if op not in _DDL_OPS:
-        raise ValueError(f"hvd.{what}: unknown op {op!r}: one of hvd.Average, hvd.Sum, hvd.Min, "
-                         "hvd.Max, hvd.Product")
-    return _DDL_OPS[op]
+    """Horovod's op for op= (or the deprecated average=), Average when neither (basics)."""
+    return _basics.resolve_op(op, average, what, _API)
 
 
 def _check(tensors, process_set, what):
@@ -152,7 +139,7 @@ def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1
 
 def _allreduce_async(kind, tensors, average, name, op, pre, post, process_set, finish=None):
     """allreduce_async_ (kind "allreduce") or grouped_allreduce_async_ of `tensors`."""
-    code = resolve_op(op, average, kind)
+    code = DDL_OPS[resolve_op(op, average, kind)]
     group = _check(tensors, process_set, kind)
     for t in tensors:
         wire.reduce_dtype(t.dtype, kind)
@@ -281,7 +268,7 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
 
 
 def _scatter_args(tensors, op, process_set, what):
-    code = resolve_op(op, None, what)
+    code = DDL_OPS[resolve_op(op, None, what)]
     group = _check(tensors, process_set, what)
     for t in tensors:
         if t.dim() == 0:

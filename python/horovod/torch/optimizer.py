@@ -20,7 +20,7 @@ from ddl._fusion import GradientReducer
 from ..common import controller
 from ..common.process_sets import group_of
 from .compression import Compression
-from .mpi_ops import ADASUM, Adasum, Average, global_process_set, resolve_op
+from .mpi_ops import DDL_OPS, Average, global_process_set, resolve_op
 
 ZERO_GRAD_RACE = ("optimizer.zero_grad() was called after loss.backward() but before "
                   "optimizer.step() or optimizer.synchronize(). This is prohibited as it can "
@@ -76,7 +76,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         member = process_set.included()
         self._reducer = GradientReducer(
             [p for g in self.param_groups for p in g["params"]] if member else [],
-            op=resolve_op(op),
+            op=DDL_OPS[resolve_op(op)],
             passes=backward_passes_per_step, predivide=gradient_predivide_factor,
             compression=compression,
             group=group_of(process_set, "DistributedOptimizer") if member else None,
@@ -132,8 +132,7 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     del num_groups, groups
     if gradient_predivide_factor != 1.0 and op != Average:
         raise ValueError("gradient_predivide_factor not supported with op != Average")
-    if op == Adasum:
-        raise NotImplementedError(f"hvd.DistributedOptimizer: {ADASUM}")
+    resolve_op(op, None, "DistributedOptimizer")
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
                dict(_DistributedOptimizer.__dict__))
     return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step,
