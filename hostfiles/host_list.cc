@@ -145,13 +145,6 @@ std::optional<HostList> allocation_from_environment(GetEnv getenv_fn, void* cont
 
 namespace detail {
 
-std::string show_char(char c) {
-  if (c >= 0x20 && c < 0x7f) return std::string("'") + c + "'";
-  static constexpr char kHex[] = "0123456789abcdef";
-  const auto u = static_cast<unsigned char>(c);
-  return std::string("'\\x") + kHex[u >> 4] + kHex[u & 0xf] + "'";
-}
-
 std::vector<Word> split_words(std::string_view text) {
   std::vector<Word> words;
   size_t i = 0;

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "base/text.h"
+#include "hostfiles/parse_util.h"
 
 namespace ddl::hostfiles {
 
@@ -86,20 +87,23 @@ size_t shown_width(std::string_view text, size_t i) {
 }  // namespace
 
 std::string printable(std::string_view text, bool keep_layout) {
-  static constexpr char kHex[] = "0123456789abcdef";
   std::string out;
   out.reserve(text.size());
   for (size_t i = 0; i < text.size(); ++i) {
-    if (!is_control_at(text, i, !keep_layout)) {
+    if (is_control_at(text, i, !keep_layout)) {
+      out += detail::escaped_char(text[i]);
+    } else {
       out += text[i];
-      continue;
     }
-    const auto u = static_cast<unsigned char>(text[i]);
-    out += "\\x";
-    out += kHex[u >> 4];
-    out += kHex[u & 0xf];
   }
   return out;
+}
+
+std::string detail::escaped_char(char c) {
+  const auto u = static_cast<unsigned char>(c);
+  if (u >= 0x20 && u < 0x7f) return std::string(1, c);
+  static constexpr char kHex[] = "0123456789abcdef";
+  return std::string{'\\', 'x', kHex[u >> 4], kHex[u & 0xf]};
 }
 
 InputError::InputError(Position where, std::string message, int length)

@@ -100,8 +100,13 @@ inline Position shifted(const Position& base, size_t offset) {
   throw InputError(shifted(base, offset), std::move(message), length_of(length));
 }
 
+/// A character as a message shows it: itself when printable ASCII, "\xNN" otherwise.
+std::string escaped_char(char c);
+
 /// A character for a message: 'x' when printable, '\xNN' otherwise.
-std::string show_char(char c);
+inline std::string show_char(char c) {
+  return "'" + escaped_char(c) + "'";
+}
 
 /// A whitespace-separated word and its offset in the text it came from.
 struct Word {

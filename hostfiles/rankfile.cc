@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <charconv>
-#include <climits>
 #include <cstdint>
 #include <unordered_map>
 
@@ -33,28 +32,15 @@ namespace {
 constexpr int kMaxRank = 1048575;
 constexpr int kMaxCpu = 65535;
 
-int clamp_int(size_t n) {
-  return n > static_cast<size_t>(INT_MAX) ? INT_MAX : static_cast<int>(n);
-}
-
 bool is_blank(char c) {
   return c == ' ' || c == '\t';
-}
-
-/// The character as it should appear inside quotes in a message: itself when printable,
-/// "\xNN" otherwise.
-std::string printable(char c) {
-  const auto u = static_cast<unsigned char>(c);
-  if (u >= 0x20 && u < 0x7f) return std::string(1, c);
-  static constexpr char kHex[] = "0123456789abcdef";
-  return std::string{'\\', 'x', kHex[u >> 4], kHex[u & 0xf]};
 }
 
 /// `text` made safe to quote in a message (control bytes escaped).
 std::string printable(std::string_view text) {
   std::string out;
   for (char c : text)
-    out += printable(c);
+    out += detail::escaped_char(c);
   return out;
 }
 
@@ -77,9 +63,7 @@ class Line {
       : source_(source), number_(number), text_(text), end_(end) {}
 
   [[noreturn]] void fail(size_t offset, size_t length, std::string message) const {
-    throw InputError(
-        Position{std::string(source_), number_, clamp_int(offset + 1), std::string(text_)},
-        std::move(message), std::max(1, clamp_int(length)));
+    detail::fail(base(), offset, std::move(message), length);
   }
 
   /// The start of the line, for the detail:: helpers that take a base position and an offset.
