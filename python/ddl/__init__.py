@@ -32,15 +32,13 @@ __all__ = [
     "recv", "new_group", "Group", "DDLCallback", "DDLGlobalVariablesCallback", "shared_zeros",
 ]
 
-# ddl_datatype_t and ddl_op_t (ddl/ddl.h). torch.uint16 exists from torch 2.3 on.
+# ddl_datatype_t (names by value) and ddl_op_t (ddl/ddl.h); torch.uint16 exists from torch 2.3 on.
+_TYPES = ("float32", "float64", "float16", "bfloat16", "int32", "int64", "uint8", "int8", "int16",
+          "uint16", "bool")
 _NUMPY_TYPES = {"f4": 0, "f8": 1, "f2": 2, "i4": 4, "i8": 5, "u1": 6, "i1": 7, "i2": 8, "u2": 9,
                 "b1": 10}
-_NUMPY_NAMES = "float32, float64, float16, int32, int64, uint8, int8, int16, uint16, bool"
-_TORCH_TYPES = {
-    "torch.float32": 0, "torch.float64": 1, "torch.float16": 2, "torch.bfloat16": 3,
-    "torch.int32": 4, "torch.int64": 5, "torch.uint8": 6, "torch.int8": 7, "torch.int16": 8,
-    "torch.uint16": 9, "torch.bool": 10,
-}
+_NUMPY_NAMES = ", ".join(t for t in _TYPES if t != "bfloat16")
+_TORCH_TYPES = {f"torch.{t}": code for code, t in enumerate(_TYPES)}
 _OPS = {"sum": 0, "avg": 1, "min": 2, "max": 3, "prod": 4, "band": 5, "bor": 6, "bxor": 7}
 
 

@@ -30,7 +30,7 @@ import threading
 
 import tensorflow as tf
 
-from . import _NUMPY_NAMES, _OPS, _binaries, _negotiate, _op, init, rank, size
+from . import _NUMPY_NAMES, _OPS, _TYPES, _binaries, _negotiate, _op, init, rank, size
 from ._ddl import MismatchError
 
 __all__ = [
@@ -39,10 +39,8 @@ __all__ = [
     "is_tensorflow", "join", "ibm_init", "bcast", "all_reduce_n",
 ]
 
-_DTYPES = (tf.float32, tf.float64, tf.float16, tf.bfloat16, tf.int32, tf.int64, tf.uint8,
-           tf.int8, tf.int16, tf.uint16, tf.bool)
-_DTYPE_NAMES = ("float32, float64, float16, bfloat16, int32, int64, uint8, int8, int16, uint16, "
-                "bool")
+_DTYPES = tuple(tf.as_dtype(t) for t in _TYPES)  # libddl's, in ddl_datatype_t's order
+_DTYPE_NAMES = ", ".join(_TYPES)
 
 
 def _load():

@@ -15,12 +15,10 @@ import tensorflow as tf
 import ddl
 import ddl.tensorflow as _dtf
 
-from ..common.basics import Average, Sum, global_process_set
+from ..common.basics import DDL_OPS, Average, Sum, global_process_set
 
 __all__ = ["reducescatter", "grouped_reducescatter", "grouped_allgather", "broadcast_",
            "rank_op", "size_op", "local_rank_op", "local_size_op", "process_set_included_op"]
-
-_CODES = {Average: "avg", Sum: "sum"}
 
 
 def _rows(total, size, rank):
@@ -44,7 +42,7 @@ def reducescatter(tensor, device_dense="", compression=None, op=Average, name=No
     from . import _check_set  # noqa: PLC0415 (the package imports this module)
 
     _check_set(process_set, "reducescatter")
-    if op not in _CODES:
+    if op not in (Average, Sum):
         raise NotImplementedError("hvd.reducescatter: only hvd.Average and hvd.Sum are "
                                   "supported")
     tensor = tf.convert_to_tensor(tensor)
@@ -61,7 +59,7 @@ def _reducescatter(tensor, op, name, pre, post):
 
     @tf.custom_gradient
     def scatter(x):
-        reduced = _dtf.allreduce(_factor(x, pre), _CODES[op], name=name)
+        reduced = _dtf.allreduce(_factor(x, pre), DDL_OPS[op], name=name)
         start, count = _rows(int(x.shape[0]) if x.shape[0] is not None else tf.shape(x)[0],
                              size, rank)
         out = _factor(reduced[start:start + count], post)

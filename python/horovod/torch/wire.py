@@ -15,7 +15,7 @@ import torch
 
 import ddl
 
-_REDUCED = [name.replace("torch.", "") for name in ddl._TORCH_TYPES]  # libddl's, by name
+_REDUCED = list(ddl._TYPES)  # libddl's, by name
 
 
 _NAMES = {}  # torch dtype -> its name without "torch." (str() costs a microsecond a call)
