@@ -1,8 +1,9 @@
 """horovod.tensorflow's calls beyond the basic four, on N ranks: join with uneven data,
 reducescatter (even, uneven, scaled, its gradient), grouped_allgather, broadcast_ in place, the
 *_op tensors, broadcast_global_variables in a Session graph, SyncBatchNormalization against one
-batch norm over every rank's rows, and Keras 2 (tf-keras) DistributedOptimizer with
-backward_passes_per_step=2. Each rank prints "rank R of N ok".
+batch norm over every rank's rows, Keras 2 (tf-keras) DistributedOptimizer with
+backward_passes_per_step=2, and the op errors horovod.torch gives too. Each rank prints "rank R
+of N ok".
 
 How it works: rank r contributes values made from r, so every result is known in closed form.
 The script sets TF_USE_LEGACY_KERAS=1 itself (tf.keras is tf-keras here).
@@ -81,6 +82,21 @@ def small_calls():
     check("size_op", hvd.size_op(), n)
 
 
+def op_errors():
+    for kind, text, call in [
+            (ValueError, "The op parameter supersedes average. Please provide only one of them.",
+             lambda: hvd.grouped_allreduce([tf.ones([2])], average=True, op=hvd.Sum)),
+            (NotImplementedError, "hvd.DistributedGradientTape: op Adasum is not supported by "
+             "horovod.tensorflow on libddl (libddl has no Adasum reduction): use hvd.Average or "
+             "hvd.Sum", lambda: hvd.DistributedGradientTape(tf.GradientTape(), op=hvd.Adasum))]:
+        try:
+            call()
+            sys.exit(f"rank {rank}: no {kind.__name__}: {text}")
+        except kind as e:
+            if str(e) != text:
+                sys.exit(f"rank {rank}: got {e}, expected {text}")
+
+
 def graph_broadcast():
     graph = tf.Graph()
     with graph.as_default():
@@ -125,6 +141,7 @@ def keras2_aggregation():
 join()
 reducescatter()
 small_calls()
+op_errors()
 graph_broadcast()
 sync_batch_norm()
 keras2_aggregation()
