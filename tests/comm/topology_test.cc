@@ -393,8 +393,8 @@ ring_orders:
       - [0]
 )";
 
-// Regression (the readers must agree, as fuzz_topology checks): the fast reader took a key with
-// no entries under it for an empty list and failed validation, where yaml-cpp reads null.
+// The readers agree (as fuzz_topology checks) on a key with no entries under it: null to
+// yaml-cpp, so the fast reader gives it up rather than reading an empty list.
 TEST(TopologyFormatTest, AKeyWithoutEntriesIsNotAnEmptyList) {
   ASSERT_NE(parse_topology_fast(kOneRankText, "t.yaml"), std::nullopt);
   const std::string host = "  - {index: 0, name: \"n\", address: \"\", nics: []}\n";
