@@ -3,7 +3,10 @@
 #include "base/net/listener.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -114,6 +117,49 @@ std::optional<std::pair<std::string, std::string>> split_host_port(std::string_v
     host = host.substr(1, host.size() - 2);
   if (host.empty()) return std::nullopt;
   return std::make_pair(std::string(host), std::string(endpoint.substr(colon + 1)));
+}
+
+Dialed dial(const std::string& host, const std::string& port,
+            std::chrono::steady_clock::time_point deadline,
+            const std::function<void(int fd)>& prepare, bool blocking) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  Dialed d;
+  if (d.gai = getaddrinfo(host.c_str(), port.c_str(), &hints, &found); d.gai != 0) return d;
+  for (const addrinfo* a = found; a != nullptr && d.fd < 0; a = a->ai_next) {
+    d.fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
+    if (d.fd < 0) {
+      d.err = errno;
+      continue;
+    }
+    if (prepare) prepare(d.fd);
+    if (d.err = connect_before(d.fd, a->ai_addr, a->ai_addrlen, deadline); d.err != 0) {
+      close(d.fd);
+      d.fd = -1;
+    }
+  }
+  freeaddrinfo(found);
+  if (d.fd < 0) return d;
+  const int one = 1;
+  setsockopt(d.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  if (blocking) fcntl(d.fd, F_SETFL, fcntl(d.fd, F_GETFL) & ~O_NONBLOCK);
+  return d;
+}
+
+int connect_before(int fd, const sockaddr* to, socklen_t length,
+                   std::chrono::steady_clock::time_point deadline) {
+  int err = 0;
+  if (connect(fd, to, length) != 0) err = errno;
+  if (err != EINPROGRESS) return err;
+  pollfd p{fd, POLLOUT, 0};
+  while (poll(&p, 1, Deadline(deadline).poll_ms()) <= 0 &&
+         std::chrono::steady_clock::now() < deadline) {
+  }
+  if (p.revents == 0) return ETIMEDOUT;
+  socklen_t len = sizeof err;
+  getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+  return err;
 }
 
 size_t read_upto(int fd, char* out, size_t n, std::chrono::steady_clock::time_point deadline) {

@@ -17,6 +17,8 @@
 // once: a stranger that keeps trying cannot fill the output. A flood of silent connections
 // thus costs the listener `max_waiting` descriptors.
 
+#include <sys/socket.h>
+
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -53,6 +55,24 @@ std::string join_host_port(std::string_view host, unsigned port);
 /// "HOST:PORT" ("[v6]:PORT") split into host (without brackets) and port; nullopt when there
 /// is no colon or no host.
 std::optional<std::pair<std::string, std::string>> split_host_port(std::string_view endpoint);
+
+/// How dial() ended: a connected socket, or why not.
+struct Dialed {
+  int fd = -1;  ///< connected, close-on-exec, TCP_NODELAY; -1: none connected
+  int gai = 0;  ///< getaddrinfo's error (gai_strerror) when `host` did not resolve
+  int err = 0;  ///< else the errno of the last address tried (ETIMEDOUT at the deadline)
+};
+/// Connects to `host`:`port`: each of its addresses in turn until one connects, each
+/// connect waited for until `deadline` at most (a host that drops the packets is not waited
+/// out). `prepare`, when given, runs on each socket before its connect (buffer sizes). The
+/// socket comes back non-blocking, or blocking when `blocking`.
+Dialed dial(const std::string& host, const std::string& port,
+            std::chrono::steady_clock::time_point deadline,
+            const std::function<void(int fd)>& prepare = {}, bool blocking = false);
+/// connect() of the non-blocking socket `fd` to `to`, waiting for it until `deadline` at most:
+/// 0, or the errno of the failure (ETIMEDOUT at the deadline).
+int connect_before(int fd, const sockaddr* to, socklen_t length,
+                   std::chrono::steady_clock::time_point deadline);
 
 /// Reads up to `n` bytes into `out` before `deadline`: how many came before the end of the
 /// stream, an error or the deadline.

@@ -244,40 +244,26 @@ std::unique_ptr<Bootstrap> make_rendezvous_bootstrap(const std::string& address,
   const Clock::time_point deadline = Clock::now() + timeout;
   std::string last_error = "no address";
   for (;;) {
-    addrinfo hints{};
-    hints.ai_socktype = SOCK_STREAM;
-    addrinfo* list = nullptr;
-    const int gai = getaddrinfo(host.c_str(), port.c_str(), &hints, &list);
-    if (gai != 0) {
+    // Not past the deadline: a host that drops the packets is not waited out.
+    const base::net::Dialed d = base::net::dial(host, port, deadline);
+    if (d.gai != 0) {
       throw BootstrapError("rank " + std::to_string(rank) + ": cannot resolve the rendezvous " +
-                           address + ": " + gai_strerror(gai));
+                           address + ": " + gai_strerror(d.gai));
     }
-    for (addrinfo* a = list; a != nullptr; a = a->ai_next) {
-      const int fd =
-          socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol);
-      if (fd < 0) continue;
-      // Not past the deadline: a host that drops the packets is not waited out.
-      const int err = transport::connect_before(fd, a->ai_addr, a->ai_addrlen, deadline);
-      if (err == 0) {
-        freeaddrinfo(list);
-        const int one = 1;
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        const auto waited =
-            std::max(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()),
-                     kChallengeTime);
-        const std::string why =
-            answer_challenge(fd, token, rank, size, Clock::now() + waited, waited);
-        if (!why.empty()) {
-          close(fd);
-          throw BootstrapError("rank " + std::to_string(rank) + ": the rendezvous at " + address +
-                               " " + why);
-        }
-        return std::make_unique<RendezvousClient>(fd, address, rank, size);
+    if (d.fd >= 0) {
+      const auto waited =
+          std::max(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()),
+                   kChallengeTime);
+      const std::string why =
+          answer_challenge(d.fd, token, rank, size, Clock::now() + waited, waited);
+      if (!why.empty()) {
+        close(d.fd);
+        throw BootstrapError("rank " + std::to_string(rank) + ": the rendezvous at " + address +
+                             " " + why);
       }
-      last_error = std::strerror(err);
-      close(fd);
+      return std::make_unique<RendezvousClient>(d.fd, address, rank, size);
     }
-    freeaddrinfo(list);
+    last_error = std::strerror(d.err);
     if (Clock::now() >= deadline) {
       throw BootstrapError("rank " + std::to_string(rank) + ": cannot reach the rendezvous at " +
                            address + " within " + seconds_text(timeout) + ": " + last_error +

@@ -84,19 +84,4 @@ void* map_reserved(int fd, size_t bytes, int* err) {
   return nullptr;
 }
 
-int connect_before(int fd, const sockaddr* to, socklen_t length,
-                   std::chrono::steady_clock::time_point deadline) {
-  int err = 0;
-  if (::connect(fd, to, length) != 0) err = errno;
-  if (err != EINPROGRESS) return err;
-  pollfd p{fd, POLLOUT, 0};
-  while (::poll(&p, 1, base::Deadline(deadline).poll_ms()) <= 0 &&
-         std::chrono::steady_clock::now() < deadline) {
-  }
-  if (p.revents == 0) return ETIMEDOUT;
-  socklen_t len = sizeof err;
-  getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
-  return err;
-}
-
 }  // namespace ddl::comm::transport

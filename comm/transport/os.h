@@ -25,11 +25,6 @@ int open_pidfd(int pid);
 /// Returns the mapping, or nullptr with *err the errno of the step that failed; `fd` stays
 /// open either way.
 void* map_reserved(int fd, size_t bytes, int* err);
-/// connect() of the non-blocking socket `fd` to `to`, waiting for it until `deadline` at most
-/// (a host that drops the connection's packets is not waited out): 0, or the errno of the
-/// failure (ETIMEDOUT at the deadline).
-int connect_before(int fd, const sockaddr* to, socklen_t length,
-                   std::chrono::steady_clock::time_point deadline);
 /// Why the shared-memory file `fd` (named `name`) must not be joined, or "" when it belongs to
 /// this process's user: segment names can be guessed, and another user of the host who made
 /// one first (world-writable, its magic set) would otherwise be joined.

@@ -62,41 +62,16 @@ std::pair<std::string, std::string> split_endpoint(const std::string& endpoint) 
   return *split;
 }
 
-/// One attempt to connect to `host`:`port`; the socket, or -1 with `why` set.
-int connect_once(const std::string& host, const std::string& port, std::string& why) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  if (const int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &found); rc != 0) {
-    why = std::string("cannot resolve ") + host + ": " + gai_strerror(rc);
-    return -1;
-  }
-  int fd = -1;
-  for (addrinfo* a = found; a != nullptr && fd < 0; a = a->ai_next) {
-    fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
-    if (fd < 0) continue;
-    if (::connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
-      why = base::errno_text(errno);
-      ::close(fd);
-      fd = -1;
-    }
-  }
-  freeaddrinfo(found);
-  if (fd >= 0) {
-    const int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  }
-  return fd;
-}
-
-/// Connects, retrying every 200 ms until `deadline`.
+/// Connects (each connect within `deadline` too: node 0's host may drop the packets), retrying
+/// every 200 ms until `deadline`. The socket is blocking.
 int connect_until(const std::string& endpoint, const base::Deadline& deadline, int node_rank) {
   const auto [host, port] = split_endpoint(endpoint);
   std::string why;
   while (true) {
-    const int fd = connect_once(host, port, why);
-    if (fd >= 0) return fd;
+    const base::net::Dialed d = base::net::dial(host, port, deadline.at(), {}, true);
+    if (d.fd >= 0) return d.fd;
+    why = d.gai != 0 ? "cannot resolve " + host + ": " + gai_strerror(d.gai)
+                     : base::errno_text(d.err);
     if (deadline.passed()) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }

@@ -4,10 +4,12 @@
 #include "ddlrun/per_node/rendezvous.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <future>
 #include <mutex>
 
+#include "base/net/listener.h"
 #include "ddlrun/plan/plan_digest.h"
 
 namespace ddl::ddlrun {
@@ -257,6 +259,31 @@ TEST(Rendezvous, NoServerNamesTheEndpointAndNode0) {
                 " (Connection refused); start node 0 (ddlrun --node-rank 0) on 127.0.0.1, or "
                 "check --rdzv (MASTER_ADDR, MASTER_PORT) and that port " +
                 endpoint.substr(endpoint.rfind(':') + 1) + " is open there");
+}
+
+// Node 0's host drops the connection's packets (here a listener whose queue is full: the
+// kernel drops the next SYN): the node gives up at its rendezvous timeout, not after the
+// kernel's minutes of SYN retries.
+TEST(Rendezvous, ANode0ThatNeverAnswersTheConnectIsNotWaitedPastTheTimeout) {
+  const base::net::Listening full = base::net::listen_tcp("127.0.0.1", 0, 0);
+  ASSERT_GE(full.fd, 0);
+  const std::string endpoint = "127.0.0.1:" + std::to_string(full.port);
+  std::vector<base::net::Dialed> queued;  // what fills the queue, connected or not
+  for (int i = 0; i < 2; ++i)
+    queued.push_back(base::net::dial("127.0.0.1", std::to_string(full.port),
+                                     std::chrono::steady_clock::now() + 200ms));
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(error_of([&] {
+              NodeClient::join(endpoint, "", NodeHello{1, 2, "", "h", ""}, 600ms);
+            }),
+            "node 1 cannot reach the rendezvous at " + endpoint +
+                " (Connection timed out); start node 0 (ddlrun --node-rank 0) on 127.0.0.1, or "
+                "check --rdzv (MASTER_ADDR, MASTER_PORT) and that port " +
+                std::to_string(full.port) + " is open there");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+  for (const base::net::Dialed& d : queued)
+    if (d.fd >= 0) ::close(d.fd);
+  ::close(full.fd);
 }
 
 TEST(Rendezvous, DifferentPlansAreRefusedNamingTheNode) {

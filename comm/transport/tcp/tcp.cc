@@ -112,23 +112,15 @@ void set_buffers(int fd) {
   setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &kSocketBuffer, sizeof kSocketBuffer);
 }
 
-/// The addresses of `address` ("ip:port") of the peer `name`; throws TransportError when it
-/// cannot be resolved.
-std::unique_ptr<addrinfo, void (*)(addrinfo*)> resolve(const std::string& name,
-                                                       const std::string& address) {
-  const auto [host, port] =
-      base::net::split_host_port(address).value_or(std::make_pair(address, std::string()));
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_NUMERICSERV;
-  addrinfo* list = nullptr;
-  const int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &list);
-  if (rc != 0 || port.empty()) {
-    if (rc == 0) freeaddrinfo(list);
-    throw TransportError(name + ": cannot resolve its address '" + address +
-                         "': " + (rc != 0 ? gai_strerror(rc) : "no port"));
+/// The host and port of `address` ("ip:port") of the peer `name`; throws TransportError when
+/// it has no port.
+std::pair<std::string, std::string> endpoint_of(const std::string& name,
+                                                const std::string& address) {
+  auto split = base::net::split_host_port(address);
+  if (!split || split->second.empty()) {
+    throw TransportError(name + ": cannot resolve its address '" + address + "': no port");
   }
-  return {list, freeaddrinfo};
+  return *split;
 }
 
 class TcpDevice : public Device {
@@ -447,43 +439,37 @@ std::vector<int> TcpDevice::initiate(int peer, const std::string& name, const st
 int TcpDevice::initiate_one(int peer, const std::string& name, const std::string& address,
                             std::chrono::milliseconds timeout, Clock::time_point deadline,
                             int stream, bool refused_ends) {
-  const auto owned = resolve(name, address);
-  addrinfo* const list = owned.get();
+  const auto [host, port] = endpoint_of(name, address);
   std::string last = "timed out";
   int unanswered = 0;  // connections closed after the challenge without an answer
   for (;;) {
-    for (addrinfo* a = list; a != nullptr; a = a->ai_next) {
-      const int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-      if (fd < 0) {
-        last = errno_text(errno);
-        continue;
-      }
-      set_buffers(fd);
-      const int err = connect_before(fd, a->ai_addr, a->ai_addrlen, deadline);
-      bool answered = false;
-      try {
-        answered = err == 0 && handshake(fd, peer, name, address, deadline, stream);
-      } catch (...) {
-        ::close(fd);
-        throw;
-      }
-      if (answered) {
-        tcp::tune_socket(fd);
-        return fd;
-      }
-      ::close(fd);
-      if (err == ECONNREFUSED && refused_ends) {
-        throw TransportError(name + ": its listener refuses connections: the rank has ended");
-      }
-      if (err != 0) {
-        last = errno_text(err);
-        continue;
-      }
+    const base::net::Dialed d = base::net::dial(host, port, deadline, set_buffers);
+    if (d.gai != 0) {
+      throw TransportError(name + ": cannot resolve its address '" + address +
+                           "': " + gai_strerror(d.gai));
+    }
+    bool answered = false;
+    try {
+      answered = d.fd >= 0 && handshake(d.fd, peer, name, address, deadline, stream);
+    } catch (...) {
+      ::close(d.fd);
+      throw;
+    }
+    if (answered) {
+      tcp::tune_socket(d.fd);
+      return d.fd;
+    }
+    if (d.fd >= 0) ::close(d.fd);
+    if (d.err == ECONNREFUSED && refused_ends) {
+      throw TransportError(name + ": its listener refuses connections: the rank has ended");
+    }
+    if (d.fd < 0) {
+      last = errno_text(d.err);
+    } else {
       ++unanswered;
       last = "it closed the connection before answering this rank's hello, " +
              std::to_string(unanswered) + (unanswered == 1 ? " time" : " times") +
              " (is a flood of connections reaching it? see libddl(3), TRANSPORTS)";
-      break;  // crowded out: wait before the next try
     }
     // Refused (the peer is not listening yet): every 50 ms. Crowded out: longer each time.
     const Clock::duration pause =
