@@ -183,7 +183,7 @@ std::array<std::string_view, 3> nic_kind_names() {
 }
 
 constexpr std::string_view kFix =
-    "write inventories with 'ddlrun-probe' of the same ddlrun version";
+    "write inventories with 'ddlrun --probe' of the same ddlrun version";
 
 /// The position of the first byte of `s` that is not well-formed UTF-8 (base::utf8_sequence),
 /// or npos. YAML text is Unicode, but yaml-cpp passes such bytes through, and its emitter would

@@ -1,5 +1,5 @@
-// ddlrun-probe: prints this host's inventory (or an hwloc XML recording's) as YAML. ddlrun runs
-// it on each host over ssh and reads the YAML back (mapper/inventory.h).
+// ddlrun-probe: prints this host's inventory (or an hwloc XML recording's) as YAML, as
+// `ddlrun --probe` does; a build-tree tool for looking at recordings (tests/topologies/README.md).
 
 #include <array>
 #include <exception>

@@ -220,7 +220,7 @@ std::string error_of(const std::string& yaml) {
 }
 
 constexpr std::string_view kFix =
-    "; write inventories with 'ddlrun-probe' of the same ddlrun version";
+    "; write inventories with 'ddlrun --probe' of the same ddlrun version";
 
 std::string with(std::string_view from, std::string_view to) {
   std::string text(kSampleYaml);

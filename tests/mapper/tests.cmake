@@ -1,4 +1,4 @@
-# ddlrun-probe, the helper each host runs: live, from a recording, and with a bad file.
+# ddlrun-probe, the build tree's inventory printer: live, from a recording, and with a bad file.
 add_test(NAME mapper.probe_live COMMAND ddlrun-probe)
 set_tests_properties(mapper.probe_live PROPERTIES PASS_REGULAR_EXPRESSION "^version: 1\nhostname: ")
 add_test(NAME mapper.probe_xml
