@@ -5,8 +5,8 @@ others whose calls failed; a duplicate name in flight is refused; join() stands
 in with zeros for a rank with less data and refuses an allgather; process sets; the forms and
 gradients of reducescatter, grouped_allgather, alltoall and grouped_allreduce; sparse
 allreduce and DistributedOptimizer on nn.Embedding(sparse=True); int8 sums and scaled integers;
-broadcast_optimizer_state's zero gradients; the timeline; init -> shutdown -> init; the
-helpers Horovod's suites import. Every value is checked against what one process computes.
+broadcast_optimizer_state's zero gradients; the timeline (readable while on); init -> shutdown -> init;
+the helpers Horovod's suites import (env). Every value is checked against what one process computes.
 """
 
 import json
@@ -18,7 +18,7 @@ import torch
 import ddl
 import horovod.torch as hvd
 from ddl._negotiate import NameMismatch
-from horovod.common.util import is_version_greater_equal_than
+from horovod.common.util import env, is_version_greater_equal_than
 from horovod.runner.util.threads import in_thread
 
 
@@ -153,22 +153,41 @@ def check_optimizer_state(r, n):
     assert frozen.grad is None
 
 
+def check_env():
+    """horovod.common.util.env sets variables for a block and gives back what was there."""
+    os.environ["HVD_CHECK_A"] = "kept"
+    os.environ.pop("HVD_CHECK_B", None)
+    try:
+        with env(HVD_CHECK_A="block", HVD_CHECK_B=2):
+            assert os.environ["HVD_CHECK_A"] == "block" and os.environ["HVD_CHECK_B"] == "2"
+            raise KeyError("leaves the block")
+    except KeyError:
+        pass
+    assert os.environ["HVD_CHECK_A"] == "kept" and "HVD_CHECK_B" not in os.environ
+
+
 def check_timeline(r):
     path = os.path.join(tempfile.mkdtemp(), "timeline.json") if r == 0 else "unused"
     hvd.start_timeline(path, mark_cycles=True)
     hvd.allreduce(torch.ones(1), name="traced")
+    wanted = {"NEGOTIATE_ALLREDUCE", "ALLREDUCE", "CYCLE_START", "allreduce.traced"}
+    if r == 0:  # written as the events come, as Horovod's: readable while the timeline is on
+        with open(path, encoding="utf-8") as f:
+            running = f.read()
+        assert all(w in running for w in wanted), running
     hvd.stop_timeline()
-    if r == 0:
+    if r == 0:  # then closed: one JSON array
         with open(path, encoding="utf-8") as f:
             events = json.load(f)
         names = {e["name"] for e in events} | {e.get("args", {}).get("name") for e in events}
-        assert {"NEGOTIATE_ALLREDUCE", "ALLREDUCE", "CYCLE_START", "allreduce.traced"} <= names
+        assert wanted <= names
 
 
 def main():
     hvd.init()
     r, n = hvd.rank(), hvd.size()
     assert is_version_greater_equal_than("2.13.0+cpu", "2.13") and in_thread(lambda: 0).name
+    check_env()
     assert issubclass(hvd.HorovodInternalError, RuntimeError)
     for check in (check_mismatch_recovers, check_diverged, check_join, check_process_sets, check_forms,
                   check_dtypes, check_sparse, check_optimizer_state):

@@ -6,9 +6,11 @@ init), horovod.common.controller wraps each collective it submits: the wrapper r
 the call was submitted, when the negotiator ran it (the end of its NEGOTIATE_<KIND> phase and
 the start of <KIND>) and when it returned. Each call name is one row ("process" of the trace,
 named after the call, e.g. allreduce.loss); with mark_cycles, a CYCLE_START instant marks the
-moment the negotiator let each call run (the cycle that agreed on it). stop_timeline()
-(or a new start_timeline) writes the events as one JSON array, with the wall-clock start of the
-trace in its metadata (start_time_since_epoch_in_micros). Only rank 0 writes.
+moment the negotiator let each call run (the cycle that agreed on it). As Horovod's, the file
+is written while the job runs, each event as it happens: "[", the metadata (the wall-clock start
+of the trace, start_time_since_epoch_in_micros), then ",EVENT" lines, flushed, so a trace can be
+read during a run and survives a crash (Chrome and Perfetto read the array unterminated);
+stop_timeline() (or a new start_timeline) closes the array. Only rank 0 writes.
 """
 
 import json
@@ -20,34 +22,42 @@ import ddl
 __all__ = ["start_timeline", "stop_timeline", "wrap"]
 
 _lock = threading.Lock()
-_state = {"path": None, "cycles": False, "events": [], "rows": {}, "origin": 0.0}
+_state = {"file": None, "cycles": False, "rows": {}, "origin": 0.0}
 
 
 def _now_us():
     return (time.time() - _state["origin"]) * 1e6
 
 
+def _write(record):
+    """Appends one trace record to the open file, flushed."""
+    _state["file"].write(",\n" + json.dumps(record))
+    _state["file"].flush()
+
+
 def start_timeline(file_path, mark_cycles=False):
-    """Starts recording into file_path (written by stop_timeline); a timeline already on is
-    written first."""
-    if _state["path"] is not None:
-        stop_timeline()
+    """Starts recording into file_path (rank 0 writes it as the events come); a timeline
+    already on is closed first."""
+    stop_timeline()
+    origin = time.time()
+    out = None
+    if ddl.rank() == 0:
+        out = open(file_path, "w", encoding="utf-8")
+        out.write("[\n" + json.dumps({"name": "trace", "ph": "M", "pid": 0, "args": {
+            "start_time_since_epoch_in_micros": int(origin * 1e6)}}))
+        out.flush()
     with _lock:
-        _state.update(path=str(file_path), cycles=bool(mark_cycles), events=[], rows={},
-                      origin=time.time())
+        _state.update(file=out, cycles=bool(mark_cycles), rows={}, origin=origin)
 
 
 def stop_timeline():
-    """Stops recording and writes the trace (on rank 0); nothing when no timeline is on."""
+    """Stops recording and closes the trace's array; nothing when no timeline is on."""
     with _lock:
-        path, events = _state["path"], _state["events"]
-        _state.update(path=None, events=[], rows={})
-    if path is None or ddl.rank() != 0:
-        return
-    meta = {"name": "trace", "ph": "M", "pid": 0,
-            "args": {"start_time_since_epoch_in_micros": int(_state["origin"] * 1e6)}}
-    with open(path, "w", encoding="utf-8") as out:
-        json.dump([meta] + events, out, indent=0)
+        out = _state["file"]
+        _state.update(file=None, rows={})
+    if out is not None:
+        out.write("\n]\n")
+        out.close()
 
 
 def _row(name):
@@ -55,22 +65,21 @@ def _row(name):
     rows = _state["rows"]
     if name not in rows:
         rows[name] = len(rows) + 1
-        _state["events"].append({"name": "process_name", "ph": "M", "pid": rows[name],
-                                 "args": {"name": name}})
+        _write({"name": "process_name", "ph": "M", "pid": rows[name], "args": {"name": name}})
     return rows[name]
 
 
 def _event(name, phase, what, at):
     with _lock:
-        if _state["path"] is None:
+        if _state["file"] is None:
             return
-        _state["events"].append({"name": what, "ph": phase, "ts": at, "pid": _row(name),
-                                 "tid": 0})
+        _write({"name": what, "ph": phase, "ts": at, "pid": _row(name), "tid": 0})
 
 
 def wrap(kind, name, fn):
-    """fn, recording its negotiation and run when a timeline is on (fn itself otherwise)."""
-    if _state["path"] is None:
+    """fn, recording its negotiation and run when this rank writes a timeline (fn itself
+    otherwise)."""
+    if _state["file"] is None:
         return fn
     label = kind.upper()
     _event(name, "B", f"NEGOTIATE_{label}", _now_us())

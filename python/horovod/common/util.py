@@ -1,13 +1,15 @@
 """horovod.common.util: the helpers of Horovod's horovod.common.util that programs and test
-suites import: version comparison, list splitting, and what was built (on libddl: no MPI,
-Gloo, NCCL, CUDA or ROCm; ddl)."""
+suites import: version comparison, list splitting, environment variables set for a block, and
+what was built (on libddl: no MPI, Gloo, NCCL, CUDA or ROCm; ddl)."""
 
+import contextlib
+import os
 import re
 
 from .basics import (ccl_built, cuda_built, ddl_built, gloo_built, mpi_built, nccl_built,
                      rocm_built)
 
-__all__ = ["is_version_greater_equal_than", "split_list", "ccl_built", "cuda_built",
+__all__ = ["is_version_greater_equal_than", "split_list", "env", "ccl_built", "cuda_built",
            "ddl_built", "gloo_built", "mpi_built", "nccl_built", "rocm_built"]
 
 
@@ -33,3 +35,19 @@ def split_list(items, parts):
     step, extra = divmod(len(items), parts)
     return [items[i * step + min(i, extra):(i + 1) * step + min(i + 1, extra)]
             for i in range(parts)]
+
+
+@contextlib.contextmanager
+def env(**variables):
+    """Sets the environment variables `variables` (names to string values) for the block, then
+    gives each back its value from before (or unsets it), whatever the block raised."""
+    before = {name: os.environ.get(name) for name in variables}
+    os.environ.update({name: str(value) for name, value in variables.items()})
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
