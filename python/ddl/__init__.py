@@ -186,11 +186,8 @@ def _is_tf(obj):
     return type(obj).__module__.partition(".")[0] in ("tensorflow", "keras")
 
 
-def _tf(group, what):
-    """ddl.tensorflow, for a call on TensorFlow tensors (which take the whole job only)."""
-    if group is not None:
-        raise ValueError(f"{what}: groups take numpy arrays and torch tensors; TensorFlow "
-                         "tensors are reduced over the whole job")
+def _tf():
+    """ddl.tensorflow, for a call on TensorFlow tensors."""
     from . import tensorflow
 
     return tensorflow
@@ -290,7 +287,7 @@ def allreduce(x, op="sum", out=None, group=None):
     number of elements) receives the result and is returned. A TensorFlow tensor gives a new
     tensor (a variable is assigned the result): ddl.tensorflow.allreduce."""
     if _is_tf(x):
-        return _tf(group, "allreduce").allreduce(x, op)
+        return _tf().allreduce(x, op, group=group)
     send = _prepared(x, "allreduce", writable=out is None)
     recv = send if out is None else _View(out, "allreduce: out", writable=True)
     if recv.type != send.type or recv.count != send.count:
@@ -307,7 +304,7 @@ def allreduce_n(tensors, op="sum", group=None):
     Mixed dtypes are reduced one dtype at a time, in ddl type order. Returns the list (of new
     tensors for TensorFlow tensors: ddl.tensorflow.allreduce_n)."""
     if tensors and _is_tf(tensors[0]):
-        return _tf(group, "allreduce_n").allreduce_n(tensors, op)
+        return _tf().allreduce_n(tensors, op, group=group)
     init()
     _worker.drain()
     views = [_View(t, f"allreduce_n: item {i}", writable=True) for i, t in enumerate(tensors)]
@@ -324,23 +321,24 @@ def broadcast(x, root=0, group=None):
     """Copies root's x into every rank's x (in place); returns x. root is a group rank.
     A TensorFlow tensor gives a new tensor (a variable is assigned it)."""
     if _is_tf(x):
-        return _tf(group, "broadcast").broadcast(x, root)
+        return _tf().broadcast(x, root, group=group)
     view = _prepared(x, "broadcast", writable=True)
     if view.count:
         _ddl.group_bcast(_handle(group), view.address, view.count, view.type, root)
     return x
 
 
-def _broadcast_bytes(data, root):
-    """Rank root's bytes `data` on every rank (`data` is not read elsewhere): one broadcast of
-    their length, one of the bytes (ddl.torch's and horovod.tensorflow's broadcast_object)."""
+def _broadcast_bytes(data, root, group=None):
+    """Rank root's (a group rank with `group`) bytes `data` on every rank of the job or group
+    (`data` is not read elsewhere): one broadcast of their length, one of the bytes (ddl.torch's
+    and horovod.tensorflow's broadcast_object)."""
     import numpy
 
-    mine = rank() == root
-    length = broadcast(numpy.array([len(data) if mine else 0], dtype=numpy.int64), root)
+    mine = (rank() if group is None else group.rank()) == root
+    length = broadcast(numpy.array([len(data) if mine else 0], dtype=numpy.int64), root, group)
     buffer = numpy.frombuffer(data, dtype=numpy.uint8).copy() if mine else \
         numpy.empty(int(length[0]), dtype=numpy.uint8)
-    return broadcast(buffer, root).tobytes()
+    return broadcast(buffer, root, group).tobytes()
 
 
 def allgather(x, group=None):
@@ -349,7 +347,7 @@ def allgather(x, group=None):
     Shape (size * n, ...) for x of shape (n, ...); (size,) for a scalar array. TensorFlow
     tensors may differ in their first dimension (as allgatherv)."""
     if _is_tf(x):
-        return _tf(group, "allgather").allgather(x)
+        return _tf().allgather(x, group=group)
     send = _prepared(x, "allgather", writable=False)
     n = _size(group)
     shape = tuple(x.shape)
@@ -365,7 +363,7 @@ def allgatherv(x, group=None):
     new array of every rank's x concatenated on the first axis, by rank. The other axes and
     the dtype must be the same everywhere."""
     if _is_tf(x):
-        return _tf(group, "allgatherv").allgather(x)
+        return _tf().allgather(x, group=group)
     send = _prepared(x, "allgatherv", writable=False)
     shape = tuple(x.shape) or (1,)
     import numpy
@@ -416,7 +414,7 @@ def alltoall(x, group=None):
     the flat elements when it does not divide) goes to rank j, and block j of the result
     comes from rank j. A TensorFlow tensor: its first axis cut in equal blocks."""
     if _is_tf(x):
-        return _tf(group, "alltoall").alltoall(x)
+        return _tf().alltoall(x, group=group)
     send = _prepared(x, "alltoall", writable=False)
     n = _size(group)
     _share_shape(x, send.count, n, "alltoall")

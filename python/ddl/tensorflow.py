@@ -10,7 +10,11 @@ TensorFlow 2 and Keras 3 (IBM's `import ddl` recipe; horovod.tensorflow is built
 How it works: the ops come from ddl/_tf_ops.so (python/ext/tensorflow/tf_ops.cc, built against the
 TensorFlow the package was built for): DdlAllreduce reduces a list of tensors of one dtype with
 one fused libddl call (allreduce_n), DdlAllgather (first dimensions may differ), DdlBroadcast
-and DdlAlltoall. They run asynchronously on a worker thread, and they are stateful, so inside a
+and DdlAlltoall. Each function takes group= (a ddl.Group, as ddl's numpy and torch functions
+do; None: the whole job): the op's `group` attr is the group's libddl handle, its roots and
+sizes are group ranks and sizes, and the request thread hands its calls to ddl._negotiate with
+that group, so they are matched among its members only. They run asynchronously on a worker
+thread, and they are stateful, so inside a
 tf.function they keep program order, the same on every rank. Each function here checks the
 dtype, joins the job (ddl.init()) when it builds the op, and returns new tensors (a tf.Variable
 is assigned the result as well, so allreduce and broadcast work on variables "in place").
@@ -66,6 +70,7 @@ class _Bridge:
     def __init__(self):
         c = ctypes.CDLL(_binaries.tf_ops_path(tf.__version__))
         c.ddl_tf_next.restype = ctypes.c_int64
+        c.ddl_tf_group.restype, c.ddl_tf_group.argtypes = ctypes.c_int64, [ctypes.c_int64]
         for f in (c.ddl_tf_name, c.ddl_tf_signature):
             f.restype, f.argtypes = ctypes.c_char_p, [ctypes.c_int64]
         c.ddl_tf_run.argtypes = [ctypes.c_int64]
@@ -79,9 +84,15 @@ class _Bridge:
             rid = c.ddl_tf_next()
             name = c.ddl_tf_name(rid).decode(errors="replace")
             sig = tuple(c.ddl_tf_signature(rid).decode(errors="replace").split("|"))
+            handle = c.ddl_tf_group(rid)
+            group = _groups.get(handle)
+            if handle and group is None:
+                c.ddl_tf_fail(rid, 1, b"ddl: the op's group was destroyed (or was never made by "
+                                      b"ddl.new_group in this process)")
+                continue
             try:
                 _negotiate.submit(name, functools.partial(c.ddl_tf_run, rid), sig=sig,
-                                  failed=functools.partial(self._failed, rid))
+                                  group=group, failed=functools.partial(self._failed, rid))
             except ValueError as e:  # a name still pending
                 c.ddl_tf_fail(rid, 1, f"ddl: {e}".encode())
 
@@ -92,6 +103,26 @@ class _Bridge:
 
 _bridge = None
 _bridge_lock = threading.Lock()
+_groups = {}  # libddl group handle -> the ddl.Group whose ops carry it (the bridge's lookup)
+
+
+def _group_attr(group):
+    """The `group` attr of an op on `group` (a ddl.Group; None: the job, 0)."""
+    if group is None:
+        return 0
+    handle = group._live_handle()
+    _groups[handle] = group
+    return handle
+
+
+def _group_of(op):
+    """The ddl.Group (None: the job) of a ddl op (a gradient's forward op)."""
+    return _groups.get(op.get_attr("group"))
+
+
+def _members(group):
+    """(this rank's rank in group, its size); the job's for None."""
+    return (rank(), size()) if group is None else (group.rank(), group.size())
 
 
 def _named(kind, name=None):
@@ -139,21 +170,26 @@ def _assign_back(x, result):
     return result
 
 
-def _check_root(root, what):
-    if not 0 <= int(root) < size():
-        raise ValueError(f"{what}: root {root} is not a rank of this job of {size()} "
-                         f"(0..{size() - 1})")
+def _check_root(root, what, group=None):
+    n = size() if group is None else group.size()
+    if not 0 <= int(root) < n:
+        where = "this job" if group is None else "this group"
+        raise ValueError(f"{what}: root {root} is not a rank of {where} of {n} (0..{n - 1})")
 
 
-def _node(name):
-    """`name` as a valid op name for a graph (None stays None: TensorFlow names the op)."""
+def _node(name, kind=None, group=None):
+    """`name` as a valid op name for a graph (None: TensorFlow names the op, after `kind` and
+    the group's ranks for an op of a group, so that the ops of a group are numbered apart from
+    the others: ranks outside it do not build them)."""
+    if not name and group is not None:
+        name = f"ddl_{kind}_group_" + "_".join(str(r) for r in group.ranks)
     return None if not name else re.sub(r"[^A-Za-z0-9_.\-/]", "_", str(name)).lstrip("_-/.") or None
 
 
-def allreduce_n(tensors, op="sum", name=None):
-    """op over every rank's tensors (sum, avg, min, max, prod): a list of new tensors, one
-    fused op per dtype (in a fixed dtype order). The ops are matched across ranks by name
-    (`name`, else the op's name in a graph, else the eager call's number)."""
+def allreduce_n(tensors, op="sum", name=None, group=None):
+    """op over every rank's (of `group`) tensors (sum, avg, min, max, prod): a list of new
+    tensors, one fused op per dtype (in a fixed dtype order). The ops are matched across ranks
+    by name (`name`, else the op's name in a graph, else the eager call's kind)."""
     code = _op(op)
     values = [_tensor(t, f"ddl.tensorflow.allreduce_n: item {i}") for i, t in enumerate(tensors)]
     init()
@@ -163,48 +199,56 @@ def allreduce_n(tensors, op="sum", name=None):
         places = [i for i, v in enumerate(values) if v.dtype == dtype]
         each = name if not name or len(dtypes) == 1 else f"{name}.{dtype.name}"
         reduced = _lib.ddl_allreduce([values[i] for i in places], reduce_op=code,
-                                     ddl_name=_named("allreduce", each), name=_node(each))
+                                     ddl_name=_named("allreduce", each),
+                                     name=_node(each, "allreduce", group),
+                                     group=_group_attr(group))
         for i, r in zip(places, reduced):
             out[i] = r
     return out
 
 
-def allreduce(x, op="sum", name=None):
-    """op over every rank's x (sum, avg, min, max, prod): a new tensor; a variable is assigned
-    the result (and returned)."""
-    return _assign_back(x, allreduce_n([_tensor(x, "ddl.tensorflow.allreduce")], op, name)[0])
+def allreduce(x, op="sum", name=None, group=None):
+    """op over every rank's (of `group`) x (sum, avg, min, max, prod): a new tensor; a
+    variable is assigned the result (and returned)."""
+    return _assign_back(x, allreduce_n([_tensor(x, "ddl.tensorflow.allreduce")], op, name,
+                                       group)[0])
 
 
-def broadcast(x, root=0, name=None, grad_op="sum"):
-    """Rank root's x on every rank: a new tensor; a variable is assigned it (and returned).
-    Its gradient is the gradients reduced with grad_op (sum; Horovod's is avg) on root, zeros
-    elsewhere."""
+def broadcast(x, root=0, name=None, grad_op="sum", group=None):
+    """Rank root's (a group rank with `group`) x on every rank of the job or group: a new
+    tensor; a variable is assigned it (and returned). Its gradient is the gradients reduced
+    with grad_op (sum; Horovod's is avg) on root, zeros elsewhere."""
     value = _tensor(x, "ddl.tensorflow.broadcast")
-    _check_root(root, "ddl.tensorflow.broadcast")
-    return _assign_back(x, _lib.ddl_broadcast(value, root_rank=int(root), name=_node(name),
+    init()
+    _check_root(root, "ddl.tensorflow.broadcast", group)
+    return _assign_back(x, _lib.ddl_broadcast(value, root_rank=int(root),
+                                              name=_node(name, "broadcast", group),
                                               ddl_name=_named("broadcast", name),
-                                              grad_op=_op(grad_op)))
+                                              grad_op=_op(grad_op), group=_group_attr(group)))
 
 
-def allgather(x, name=None, grad_op="sum"):
-    """Every rank's x concatenated on the first axis, by rank (the first dimension may differ
-    between ranks; the others must match); a scalar counts as a vector of one. Its gradient is
-    this rank's rows of the gradients reduced with grad_op (sum; Horovod's is avg)."""
+def allgather(x, name=None, grad_op="sum", group=None):
+    """Every rank's (of `group`) x concatenated on the first axis, by rank (the first
+    dimension may differ between ranks; the others must match); a scalar counts as a vector of
+    one. Its gradient is this rank's rows of the gradients reduced with grad_op (sum; Horovod's
+    is avg)."""
     value = _tensor(x, "ddl.tensorflow.allgather")
     init()
-    return _lib.ddl_allgather(value, name=_node(name), ddl_name=_named("allgather", name),
-                              grad_op=_op(grad_op))
+    return _lib.ddl_allgather(value, name=_node(name, "allgather", group),
+                              ddl_name=_named("allgather", name), grad_op=_op(grad_op),
+                              group=_group_attr(group))
 
 
-def alltoall(x, splits=None, with_splits=False, name=None):
-    """splits[j] rows (first-axis slices) of x to rank j, in order (equal blocks when splits is
-    None); returns what every rank sent here concatenated by rank, and with with_splits=True
-    also the rows received from each rank (an int64 vector)."""
+def alltoall(x, splits=None, with_splits=False, name=None, group=None):
+    """splits[j] rows (first-axis slices) of x to rank j (of `group`), in order (equal blocks
+    when splits is None); returns what every rank sent here concatenated by rank, and with
+    with_splits=True also the rows received from each rank (an int64 vector)."""
     value = _tensor(x, "ddl.tensorflow.alltoall")
     init()
     splits = tf.zeros([0], tf.int64) if splits is None else tf.cast(splits, tf.int64)
-    out, received = _lib.ddl_alltoall(value, splits, name=_node(name),
-                                      ddl_name=_named("alltoall", name))
+    out, received = _lib.ddl_alltoall(value, splits, name=_node(name, "alltoall", group),
+                                      ddl_name=_named("alltoall", name),
+                                      group=_group_attr(group))
     return (out, received) if with_splits else out
 
 
@@ -216,67 +260,75 @@ def _allreduce_grad(op, *grads):
         raise LookupError(f"ddl.tensorflow: an allreduce with op {name!r} has no gradient "
                           "(sum and avg have)")
     grads = [tf.zeros_like(out) if g is None else g for g, out in zip(grads, op.outputs)]
-    return _lib.ddl_allreduce(grads, reduce_op=code, ddl_name=_named("allreduce"))
+    return _lib.ddl_allreduce(grads, reduce_op=code, ddl_name=_named("allreduce"),
+                              group=op.get_attr("group"))
 
 
 @tf.RegisterGradient("DdlBroadcast")
 def _broadcast_grad(op, grad):
     reduced = _lib.ddl_allreduce([grad], reduce_op=op.get_attr("grad_op"),
-                                 ddl_name=_named("allreduce"))[0]
-    return reduced if rank() == op.get_attr("root_rank") else reduced * 0
+                                 ddl_name=_named("allreduce"), group=op.get_attr("group"))[0]
+    me, _ = _members(_group_of(op))
+    return reduced if me == op.get_attr("root_rank") else reduced * 0
 
 
 @tf.RegisterGradient("DdlAllgather")
 def _allgather_grad(op, grad):
+    group = op.get_attr("group")
     reduced = _lib.ddl_allreduce([grad], reduce_op=op.get_attr("grad_op"),
-                                 ddl_name=_named("allreduce"))[0]
+                                 ddl_name=_named("allreduce"), group=group)[0]
     x = op.inputs[0]
     rows = tf.reshape(tf.size(x, out_type=tf.int64), [1]) if x.shape.rank == 0 else \
         tf.shape(x, out_type=tf.int64)[:1]
-    every = _lib.ddl_allgather(rows, ddl_name=_named("allgather"))
-    start = tf.reduce_sum(every[:rank()])
-    mine = reduced[start:start + every[rank()]]
+    every = _lib.ddl_allgather(rows, ddl_name=_named("allgather"), group=group)
+    me, _ = _members(_group_of(op))
+    start = tf.reduce_sum(every[:me])
+    mine = reduced[start:start + every[me]]
     return tf.reshape(mine, tf.shape(x))
 
 
 @tf.RegisterGradient("DdlAlltoall")
 def _alltoall_grad(op, grad, unused_splits_grad):
     del unused_splits_grad
-    back, _ = _lib.ddl_alltoall(grad, op.outputs[1], ddl_name=_named("alltoall"))
+    back, _ = _lib.ddl_alltoall(grad, op.outputs[1], ddl_name=_named("alltoall"),
+                                group=op.get_attr("group"))
     return [tf.reshape(back, tf.shape(op.inputs[0])), None]
 
 
-def reduce_gradients(grads, op="avg"):
+def reduce_gradients(grads, op="avg", group=None):
     """The gradients (a list; None entries stay None, IndexedSlices become dense) reduced over
-    every rank with op, one fused allreduce per dtype."""
+    every rank (of `group`) with op, one fused allreduce per dtype."""
     grads = list(grads)
     places = [i for i, g in enumerate(grads) if g is not None]
-    reduced = allreduce_n([grads[i] for i in places], op) if places else []
+    reduced = allreduce_n([grads[i] for i in places], op, group=group) if places else []
     out = list(grads)
     for i, r in zip(places, reduced):
         out[i] = r
     return out
 
 
-def broadcast_variables(variables, root=0):
-    """Assigns rank root's values to the variables (tf or Keras) on every rank: one broadcast
-    per dtype of all the variables packed flat. In a tf.compat.v1 graph, returns the op that
-    does it."""
-    assigns = broadcast_assigns(variables, root)
+def broadcast_variables(variables, root=0, group=None):
+    """Assigns rank root's (a group rank with `group`) values to the variables (tf or Keras)
+    on every rank of the job or group: one broadcast per dtype of all the variables packed
+    flat. In a tf.compat.v1 graph, returns the op that does it."""
+    assigns = broadcast_assigns(variables, root, group)
     return None if tf.executing_eagerly() or tf.inside_function() else tf.group(*assigns)
 
 
-def broadcast_assigns(variables, root=0):
+def broadcast_assigns(variables, root=0, group=None):
     """broadcast_variables' assignments (ops or values to depend on, in a graph)."""
     variables = list(variables)
-    _check_root(root, "ddl.tensorflow.broadcast_variables")
+    init()
+    _check_root(root, "ddl.tensorflow.broadcast_variables", group)
     values = [_tensor(v, f"ddl.tensorflow.broadcast_variables: {getattr(v, 'name', i)}")
               for i, v in enumerate(variables)]
     assigns = []
     for dtype in sorted({v.dtype for v in values}, key=_DTYPES.index):
         places = [i for i, v in enumerate(values) if v.dtype == dtype]
         flat = tf.concat([tf.reshape(values[i], [-1]) for i in places], 0)
-        flat = _lib.ddl_broadcast(flat, root_rank=int(root), ddl_name=_named("broadcast"))
+        flat = _lib.ddl_broadcast(flat, root_rank=int(root), ddl_name=_named("broadcast"),
+                                  name=_node(None, "broadcast", group),
+                                  group=_group_attr(group))
         sizes = [int(values[i].shape.num_elements()) for i in places]
         for i, part in zip(places, tf.split(flat, sizes)):
             assigns.append(variables[i].assign(tf.reshape(part, values[i].shape)))

@@ -2,10 +2,13 @@
 reducescatter (even, uneven, scaled, its gradient), grouped_allgather, broadcast_ in place, the
 *_op tensors, broadcast_global_variables in a Session graph, SyncBatchNormalization against one
 batch norm over every rank's rows, Keras 2 (tf-keras) DistributedOptimizer with
-backward_passes_per_step=2, and the op errors horovod.torch gives too. Each rank prints "rank R
-of N ok".
+backward_passes_per_step=2, the op errors horovod.torch gives too, and process sets (two
+overlapping sets: the collectives, their gradients, DistributedGradientTape, the objects and the
+*_op tensors, eagerly and in tf.function, a mismatch inside a set failing on its members only,
+a call outside a set refused). Each rank prints "rank R of N ok".
 
-How it works: rank r contributes values made from r, so every result is known in closed form.
+How it works: rank r contributes values made from r, so every result is known in closed form;
+a process set's results are computed by numpy in this one process from its members' values.
 The script sets TF_USE_LEGACY_KERAS=1 itself (tf.keras is tf-keras here).
 """
 
@@ -18,6 +21,7 @@ os.environ["TF_USE_LEGACY_KERAS"] = "1"
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+import ddl  # noqa: E402
 import horovod.tensorflow as hvd  # noqa: E402
 import horovod.tensorflow.keras as hvd_keras  # noqa: E402
 
@@ -138,6 +142,137 @@ def keras2_aggregation():
     check("iterations", opt.iterations, 5)
 
 
+def value(r, shape=(3,)):
+    """Rank r's contribution: a float32 array made from r."""
+    return (np.arange(np.prod(shape), dtype=np.float32).reshape(shape) + 1) * (r + 1)
+
+
+def set_collectives(ps, mode):
+    """The collectives on ps (this rank is a member), checked against numpy over its members'
+    values; in a tf.function for mode "graph"."""
+    members, me = ps.ranks, ps.rank()
+    splits = [1 + m % 2 for m in range(len(members))]
+
+    def calls(x):
+        return [hvd.allreduce(x, op=hvd.Sum, process_set=ps),
+                hvd.allreduce(x, process_set=ps),
+                hvd.allgather(tf.fill([rank + 1], float(rank)), process_set=ps),
+                hvd.broadcast(x, root_rank=members[-1], process_set=ps),
+                hvd.alltoall(tf.fill([sum(splits)], float(rank)), splits=splits,
+                             process_set=ps)[0],
+                hvd.reducescatter(tf.reshape(tf.tile(x, [2 * len(members)]), [-1, 3]),
+                                  op=hvd.Sum, process_set=ps)]
+
+    run = tf.function(calls) if mode == "graph" else calls
+    got = run(tf.constant(value(rank)))
+    every = np.stack([value(m) for m in members])
+    rows = 2 * len(members) // len(members)
+    expected = [every.sum(0), every.mean(0),
+                [float(m) for m in members for _ in range(m + 1)], value(members[-1]),
+                [float(m) for m in members for _ in range(splits[me])],
+                np.tile(every.sum(0), [rows, 1])]
+    for what, g, e in zip(["allreduce sum", "allreduce average", "allgather", "broadcast",
+                           "alltoall", "reducescatter"], got, expected):
+        check(f"{mode}: set {members}: {what}", g, np.asarray(e, dtype=np.float64), tol=1e-5)
+
+
+def sets_beside_global(sets):
+    """One tf.function that every rank runs: an allreduce on each set this rank is in, then a
+    global one (the ranks outside a set build no op of it, so the global op's name must not
+    depend on them)."""
+
+    @tf.function
+    def step(x):
+        mine = [hvd.allreduce(x, op=hvd.Sum, process_set=ps) for ps in sets if rank in ps.ranks]
+        return mine + [hvd.allreduce(x, op=hvd.Sum)]
+
+    got = step(tf.constant(value(rank)))
+    expected = [np.stack([value(m) for m in ps.ranks]).sum(0) for ps in sets
+                if rank in ps.ranks] + [np.stack([value(r) for r in range(n)]).sum(0)]
+    for g, e in zip(got, expected):
+        check("graph: set allreduces beside a global one", g, e)
+
+
+def set_gradients(ps, mode):
+    """DistributedGradientTape and the gradients of allgather and broadcast on ps."""
+    members = ps.ranks
+    w = tf.Variable(value(rank))
+
+    def grads():
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(w * float(rank + 1))
+        averaged = hvd.DistributedGradientTape(tape, process_set=ps).gradient(loss, [w])[0]
+        with tf.GradientTape(persistent=True) as tape:
+            gathered = hvd.allgather(w * 1.0, process_set=ps)
+            sent = hvd.broadcast(w * 1.0, root_rank=members[0], process_set=ps)
+            loss_g = tf.reduce_sum(gathered * float(rank + 1))
+            loss_b = tf.reduce_sum(sent * float(rank + 1))
+        return averaged, tape.gradient(loss_g, w), tape.gradient(loss_b, w)
+
+    averaged, gather_grad, bcast_grad = tf.function(grads)() if mode == "graph" else grads()
+    mean = np.mean([m + 1.0 for m in members])
+    check(f"{mode}: set {members}: DistributedGradientTape", averaged, np.full(3, mean))
+    check(f"{mode}: set {members}: allgather gradient", gather_grad, np.full(3, mean))
+    check(f"{mode}: set {members}: broadcast gradient", bcast_grad,
+          np.full(3, mean if rank == members[0] else 0.0))
+
+
+def set_mismatch(ps):
+    """Members call a collective of one name with different shapes: it fails on each, and
+    the set's next call runs."""
+    try:
+        hvd.allreduce(tf.ones([2 + ps.rank()]), name="mismatched", process_set=ps)
+        sys.exit(f"rank {rank}: a mismatch inside set {ps.ranks} did not raise")
+    except tf.errors.FailedPreconditionError as e:
+        if "mismatched" not in str(e):
+            sys.exit(f"rank {rank}: the mismatch error does not name the call: {e}")
+    check("after the mismatch", hvd.allreduce(tf.ones([2]), op=hvd.Sum, process_set=ps),
+          np.full(2, len(ps.ranks)))
+
+
+def set_objects_and_ops(ps):
+    members = ps.ranks
+    check("allgather_object", np.array(hvd.allgather_object(rank * 10, process_set=ps)),
+          np.array([m * 10 for m in members]))
+    obj = hvd.broadcast_object({"from": rank}, root_rank=members[-1], process_set=ps)
+    if obj != {"from": members[-1]}:
+        sys.exit(f"rank {rank}: broadcast_object on set {members}: {obj}")
+    variables = [tf.Variable(value(rank))]
+    hvd.broadcast_variables(variables, root_rank=members[0], process_set=ps)
+    check("broadcast_variables", variables[0], value(members[0]))
+    check("size_op", hvd.size_op(process_set_id=ps.process_set_id), len(members))
+    check("ddl.allreduce with group", ddl.allreduce(tf.constant(value(rank)), group=ps.group),
+          np.stack([value(m) for m in members]).sum(0))
+
+
+def process_sets():
+    """Sets [0, n-1] and [1, n-1] (overlapping at rank n-1); each member runs its sets'
+    calls, the others go on; a call outside a set is refused."""
+    sets = [hvd.add_process_set([0, n - 1]), hvd.add_process_set(range(1, n))]
+    sets_beside_global(sets)
+    for ps in sets:
+        included = hvd.process_set_included_op(process_set_id=ps.process_set_id)
+        check(f"process_set_included_op {ps.ranks}", included, int(rank in ps.ranks))
+        if rank not in ps.ranks:
+            text = (f"hvd.allgather: this rank ({rank}) is not in {ps!r}: call it on the "
+                    "set's members only")
+            try:
+                hvd.allgather(tf.ones([1]), process_set=ps)
+                sys.exit(f"rank {rank}: a call outside {ps!r} did not raise")
+            except ValueError as e:
+                if str(e) != text:
+                    sys.exit(f"rank {rank}: got {e}, expected {text}")
+            continue
+        for mode in ("eager", "graph"):
+            set_collectives(ps, mode)
+            set_gradients(ps, mode)
+        set_mismatch(ps)
+        set_objects_and_ops(ps)
+    hvd.allreduce(tf.zeros([1]), name="process_sets_done")
+    for ps in sets:
+        hvd.remove_process_set(ps)
+
+
 join()
 reducescatter()
 small_calls()
@@ -145,4 +280,5 @@ op_errors()
 graph_broadcast()
 sync_batch_norm()
 keras2_aggregation()
+process_sets()
 print(f"rank {rank} of {n} ok", flush=True)

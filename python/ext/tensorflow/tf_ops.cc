@@ -3,23 +3,25 @@
 // How it works: four ops, DdlAllreduce (a list of tensors of one dtype, reduced by one
 // ddl_allreduce_n call, which fuses them into large buckets), DdlAllgather (first dimensions
 // may differ between ranks), DdlBroadcast and DdlAlltoall (optional splits), each an
-// AsyncOpKernel. ComputeAsync checks its inputs and files a Request: the op's name (the
-// `ddl_name` attr, else the node's name, which a graph gives every rank alike), its signature
-// (what every rank's op of that name must agree on: kind, dtype, shapes, op, root) and the work
-// to do; then it returns, so TensorFlow's executor threads never block on the network. The
-// requests are matched across ranks by name, not by the order each rank's executor happens to
-// start them (a tf.compat.v1 graph starts independent ops in any order): Python's ddl.tensorflow
-// runs a thread that takes each request (ddl_tf_next), hands it to ddl._negotiate, which agrees
-// on the calls every rank has made, in one order, and checks their signatures before any data
-// moves, and then runs the agreed ones on ddl's worker thread (ddl_tf_run: the work, then the
-// op's done callback) or fails them on every rank (ddl_tf_fail: FAILED_PRECONDITION when the
-// ranks' calls differ, and the job goes on). Outputs are new tensors (an input TensorFlow no
-// longer needs is reused in place). Shapes that only the peers know (allgather's and alltoall's
-// first dimension) are exchanged first with a small ddl_allgather/ddl_alltoall of int64s; then
-// the output is allocated and filled by ddl_allgatherv/ddl_alltoallv. A failed libddl call sets
-// the op's status to the runtime's message (ddl_last_error()): FAILED_PRECONDITION when the
-// ranks' calls did not match (DDL_ERR_MISMATCH), UNAVAILABLE for a lost peer, INVALID_ARGUMENT
-// for a bad argument, INTERNAL otherwise.
+// AsyncOpKernel, on the libddl group of its `group` attr (a handle of ddl._ddl.group_create,
+// 0: the whole job; roots and sizes are group ranks and sizes). ComputeAsync checks its inputs
+// and files a Request: the op's group, its name (the `ddl_name` attr, else the node's name,
+// which a graph gives every rank alike), its signature (what every rank's op of that name must
+// agree on: kind, dtype, shapes, op, root) and the work to do; then it returns, so TensorFlow's
+// executor threads never block on the network. The requests are matched across ranks by name, not
+// by the order each rank's executor happens to start them (a tf.compat.v1 graph starts independent
+// ops in any order): Python's ddl.tensorflow runs a thread that takes each request (ddl_tf_next),
+// hands it to ddl._negotiate with its group (ddl_tf_group), which agrees on the calls every member
+// of the group has made, in one order, and checks their signatures before any data moves, and then
+// runs the agreed ones on ddl's worker thread (ddl_tf_run: the work, then the op's done callback)
+// or fails them on every rank (ddl_tf_fail: FAILED_PRECONDITION when the ranks' calls differ, and
+// the job goes on). Outputs are new tensors (an input TensorFlow no longer needs is reused in
+// place). Shapes that only the peers know (allgather's and alltoall's first dimension) are
+// exchanged first with a small ddl_allgather/ddl_alltoall of int64s; then the output is allocated
+// and filled by ddl_allgatherv/ddl_alltoallv. A failed libddl call sets the op's status to the
+// runtime's message (ddl_last_error()): FAILED_PRECONDITION when the ranks' calls did not match
+// (DDL_ERR_MISMATCH), UNAVAILABLE for a lost peer, INVALID_ARGUMENT for a bad argument, INTERNAL
+// otherwise.
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -63,13 +65,14 @@ class Requests {
 
   /// Files the op's collective: `work` runs (on ddl's worker thread) once every rank has filed
   /// one of that name and signature; `done` is called after it, or after a failure.
-  void add(std::string name, std::string signature, tf::OpKernelContext* context,
+  /// `group` is the op's group attr (0: the job).
+  void add(int64_t group, std::string name, std::string signature, tf::OpKernelContext* context,
            tf::AsyncOpKernel::DoneCallback done, Work work) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       const int64_t id = next_id_++;
-      table_.emplace(id, Request{std::move(name), std::move(signature), context, std::move(done),
-                                 std::move(work)});
+      table_.emplace(id, Request{group, std::move(name), std::move(signature), context,
+                                 std::move(done), std::move(work)});
       ready_ids_.push_back(id);
     }
     ready_.notify_one();
@@ -87,6 +90,7 @@ class Requests {
 
   const char* name(int64_t id) { return find(id).name.c_str(); }
   const char* signature(int64_t id) { return find(id).signature.c_str(); }
+  int64_t group(int64_t id) { return find(id).group; }
 
   /// Runs the request's work (or, given `failed`, fails it with that) and calls its done.
   void finish(int64_t id, const absl::Status* failed = nullptr) {
@@ -98,6 +102,7 @@ class Requests {
 
  private:
   struct Request {
+    int64_t group = 0;
     std::string name, signature;
     tf::OpKernelContext* context = nullptr;
     tf::AsyncOpKernel::DoneCallback done;
@@ -224,19 +229,27 @@ class NamedOp : public tf::AsyncOpKernel {
  public:
   explicit NamedOp(tf::OpKernelConstruction* context) : AsyncOpKernel(context) {
     OP_REQUIRES_OK(context, context->GetAttr("ddl_name", &name_));
+    OP_REQUIRES_OK(context, context->GetAttr("group", &handle_));
     if (name_.empty()) name_ = name();
   }
 
  protected:
-  /// Files `work` under this op's name with `signature` ("kind|field|..."): Requests.
+  /// The libddl group the op runs on (its `group` attr; 0: the whole job).
+  ddl_group_t group() const {
+    return handle_ == 0 ? ddl_group_world() : reinterpret_cast<ddl_group_t>(handle_);
+  }
+
+  /// Files `work` under this op's name and group with `signature` ("kind|field|..."):
+  /// Requests.
   void file(tf::OpKernelContext* context, DoneCallback done, std::string signature,
             Requests::Work work) {
-    Requests::instance().add(name_, std::move(signature), context, std::move(done),
+    Requests::instance().add(handle_, name_, std::move(signature), context, std::move(done),
                              std::move(work));
   }
 
  private:
   std::string name_;
+  int64_t handle_ = 0;
 };
 
 /// DdlAllreduce: op (a ddl_op_t) over every rank's tensors, all in one ddl_allreduce_n.
@@ -262,18 +275,19 @@ class AllreduceOp : public NamedOp {
     }
     const ddl_datatype_t type = ddl_type(context->input(0).dtype());
     const auto op = static_cast<ddl_op_t>(op_);
-    file(context, std::move(done), std::move(signature), [buffers, counts, type, op] {
-      if (buffers.empty()) return absl::OkStatus();
-      return checked("allreduce",
-                     ddl_allreduce_n(buffers.data(), counts.data(), buffers.size(), type, op));
-    });
+    file(context, std::move(done), std::move(signature),
+         [group = group(), buffers, counts, type, op] {
+           if (buffers.empty()) return absl::OkStatus();
+           return checked("allreduce", ddl_group_allreduce_n(group, buffers.data(), counts.data(),
+                                                             buffers.size(), type, op));
+         });
   }
 
  private:
   int op_ = DDL_SUM;
 };
 
-/// DdlBroadcast: root_rank's tensor on every rank.
+/// DdlBroadcast: root_rank's (a group rank) tensor on every member.
 class BroadcastOp : public NamedOp {
  public:
   explicit BroadcastOp(tf::OpKernelConstruction* context) : NamedOp(context) {
@@ -282,20 +296,22 @@ class BroadcastOp : public NamedOp {
 
   void ComputeAsync(tf::OpKernelContext* context, DoneCallback done) override {
     if (!joined(context)) return done();
-    OP_REQUIRES_ASYNC(
-        context, root_ >= 0 && root_ < ddl_size(),
-        failure<absl::InvalidArgumentError>("ddl broadcast: root_rank ", root_,
-                                            " is not a rank of this job of ", ddl_size()),
-        done);
+    const int size = ddl_group_size(group());
+    OP_REQUIRES_ASYNC(context, root_ >= 0 && root_ < size,
+                      failure<absl::InvalidArgumentError>(
+                          "ddl broadcast: root_rank ", root_, " is not a rank of this ",
+                          group() == ddl_group_world() ? "job" : "group", " of ", size),
+                      done);
     tf::Tensor* out = nullptr;
     OP_REQUIRES_OK_ASYNC(context, copy_to_output(context, 0, &out), done);
     const int root = root_;
     std::string signature = absl::StrCat("broadcast|", type_name(out->dtype()), "|",
                                          shape_text(out->shape()), "|root ", root);
-    file(context, std::move(done), std::move(signature), [out, root] {
+    file(context, std::move(done), std::move(signature), [group = group(), out, root] {
       if (out->NumElements() == 0) return absl::OkStatus();
-      return checked("broadcast", ddl_bcast(out->data(), static_cast<size_t>(out->NumElements()),
-                                            ddl_type(out->dtype()), root));
+      return checked("broadcast",
+                     ddl_group_bcast(group, out->data(), static_cast<size_t>(out->NumElements()),
+                                     ddl_type(out->dtype()), root));
     });
   }
 
@@ -310,14 +326,15 @@ std::vector<size_t> offsets_of(const std::vector<size_t>& counts) {
   return offsets;
 }
 
-/// On the worker: allgather of `in` (its first dimension may differ between ranks) into a
-/// new output 0.
-absl::Status allgather(tf::OpKernelContext* context, const tf::Tensor& in) {
-  const int size = ddl_size();
+/// On the worker: allgather of `in` among `group`'s members (its first dimension may differ
+/// between them) into a new output 0.
+absl::Status allgather(tf::OpKernelContext* context, const tf::Tensor& in, ddl_group_t group) {
+  const int size = ddl_group_size(group);
   const int64_t rows = in.dims() == 0 ? 1 : in.dim_size(0);
   const int64_t mine[2] = {rows, per_row(in.shape())};
   std::vector<int64_t> all(2 * static_cast<size_t>(size));
-  TF_RETURN_IF_ERROR(checked("allgather", ddl_allgather(mine, all.data(), 2, DDL_INT64)));
+  TF_RETURN_IF_ERROR(
+      checked("allgather", ddl_group_allgather(group, mine, all.data(), 2, DDL_INT64)));
   std::vector<size_t> counts(static_cast<size_t>(size));
   int64_t total_rows = 0;
   for (int r = 0; r < size; ++r) {
@@ -333,12 +350,13 @@ absl::Status allgather(tf::OpKernelContext* context, const tf::Tensor& in) {
   tf::Tensor* out = nullptr;
   TF_RETURN_IF_ERROR(context->allocate_output(0, with_rows(in.shape(), total_rows), &out));
   if (out->NumElements() == 0) return absl::OkStatus();
-  return checked("allgather",
-                 ddl_allgatherv(in.data(), static_cast<size_t>(in.NumElements()), out->data(),
-                                counts.data(), offsets_of(counts).data(), ddl_type(in.dtype())));
+  return checked(
+      "allgather",
+      ddl_group_allgatherv(group, in.data(), static_cast<size_t>(in.NumElements()), out->data(),
+                           counts.data(), offsets_of(counts).data(), ddl_type(in.dtype())));
 }
 
-/// DdlAllgather: every rank's tensor, concatenated on the first dimension in rank order.
+/// DdlAllgather: every member's tensor, concatenated on the first dimension in rank order.
 class AllgatherOp : public NamedOp {
  public:
   using NamedOp::NamedOp;
@@ -349,14 +367,14 @@ class AllgatherOp : public NamedOp {
     std::string signature =
         absl::StrCat("allgather|", type_name(in.dtype()), "|rows of ", shape_text(in.shape(), 1));
     file(context, std::move(done), std::move(signature),
-         [context] { return allgather(context, context->input(0)); });
+         [context, group = group()] { return allgather(context, context->input(0), group); });
   }
 };
 
-/// The rows `in` sends to each rank: `splits` (a vector of size() counts adding up to the
-/// first dimension), or equal blocks when splits is empty.
-absl::Status send_rows(const tf::Tensor& in, const tf::Tensor& splits, std::vector<int64_t>* rows) {
-  const int size = ddl_size();
+/// The rows `in` sends to each of `size` ranks: `splits` (a vector of size counts adding up
+/// to the first dimension), or equal blocks when splits is empty.
+absl::Status send_rows(const tf::Tensor& in, const tf::Tensor& splits, int size,
+                       std::vector<int64_t>* rows) {
   const int64_t first = in.dims() == 0 ? 1 : in.dim_size(0);
   if (splits.NumElements() == 0) {
     if (first % size != 0) {
@@ -387,13 +405,15 @@ absl::Status send_rows(const tf::Tensor& in, const tf::Tensor& splits, std::vect
   return absl::OkStatus();
 }
 
-/// On the worker: alltoall of `in` by `rows` (first-dimension rows per rank) into outputs 0
+/// On the worker: alltoall of `in` among `group`'s members by `rows` (first-dimension rows per
+/// member) into outputs 0
 /// (what every rank sent here, in rank order) and 1 (the rows from each rank).
 absl::Status alltoall(tf::OpKernelContext* context, const tf::Tensor& in,
-                      const std::vector<int64_t>& rows) {
+                      const std::vector<int64_t>& rows, ddl_group_t group) {
   const size_t size = rows.size();
   std::vector<int64_t> received(size);
-  TF_RETURN_IF_ERROR(checked("alltoall", ddl_alltoall(rows.data(), received.data(), 1, DDL_INT64)));
+  TF_RETURN_IF_ERROR(
+      checked("alltoall", ddl_group_alltoall(group, rows.data(), received.data(), 1, DDL_INT64)));
   tf::Tensor* splits_out = nullptr;
   TF_RETURN_IF_ERROR(
       context->allocate_output(1, tf::TensorShape({static_cast<int64_t>(size)}), &splits_out));
@@ -408,10 +428,10 @@ absl::Status alltoall(tf::OpKernelContext* context, const tf::Tensor& in,
   }
   tf::Tensor* out = nullptr;
   TF_RETURN_IF_ERROR(context->allocate_output(0, with_rows(in.shape(), total_rows), &out));
-  return checked(
-      "alltoall",
-      ddl_alltoallv(in.data(), send_counts.data(), offsets_of(send_counts).data(), out->data(),
-                    recv_counts.data(), offsets_of(recv_counts).data(), ddl_type(in.dtype())));
+  return checked("alltoall", ddl_group_alltoallv(group, in.data(), send_counts.data(),
+                                                 offsets_of(send_counts).data(), out->data(),
+                                                 recv_counts.data(), offsets_of(recv_counts).data(),
+                                                 ddl_type(in.dtype())));
 }
 
 /// DdlAlltoall: splits[j] rows of the tensor to rank j (equal blocks without splits); returns
@@ -423,12 +443,15 @@ class AlltoallOp : public NamedOp {
   void ComputeAsync(tf::OpKernelContext* context, DoneCallback done) override {
     if (!joined(context)) return done();
     std::vector<int64_t> rows;
-    OP_REQUIRES_OK_ASYNC(context, send_rows(context->input(0), context->input(1), &rows), done);
+    OP_REQUIRES_OK_ASYNC(
+        context, send_rows(context->input(0), context->input(1), ddl_group_size(group()), &rows),
+        done);
     const tf::Tensor& in = context->input(0);
     std::string signature =
         absl::StrCat("alltoall|", type_name(in.dtype()), "|rows of ", shape_text(in.shape(), 1));
-    file(context, std::move(done), std::move(signature),
-         [context, rows] { return alltoall(context, context->input(0), rows); });
+    file(context, std::move(done), std::move(signature), [context, rows, group = group()] {
+      return alltoall(context, context->input(0), rows, group);
+    });
   }
 };
 
@@ -456,6 +479,7 @@ REGISTER_OP("DdlAllreduce")
     .Attr("N: int >= 1")
     .Attr("reduce_op: int")
     .Attr("ddl_name: string = ''")
+    .Attr("group: int = 0")
     .SetIsStateful()
     .SetShapeFn([](ShapeContext* c) {
       for (int i = 0; i < c->num_inputs(); ++i)
@@ -469,6 +493,7 @@ REGISTER_OP("DdlBroadcast")
     .Attr(kTypes)
     .Attr("root_rank: int")
     .Attr("ddl_name: string = ''")
+    .Attr("group: int = 0")
     .Attr("grad_op: int = 0")
     .SetIsStateful()
     .SetShapeFn([](ShapeContext* c) {
@@ -481,6 +506,7 @@ REGISTER_OP("DdlAllgather")
     .Output("gathered: T")
     .Attr(kTypes)
     .Attr("ddl_name: string = ''")
+    .Attr("group: int = 0")
     .Attr("grad_op: int = 0")
     .SetIsStateful()
     .SetShapeFn([](ShapeContext* c) { return unknown_rows(c, 0); });
@@ -492,6 +518,7 @@ REGISTER_OP("DdlAlltoall")
     .Output("received_splits: int64")
     .Attr(kTypes)
     .Attr("ddl_name: string = ''")
+    .Attr("group: int = 0")
     .SetIsStateful()
     .SetShapeFn([](ShapeContext* c) {
       c->set_output(1, c->Vector(c->UnknownDim()));
@@ -507,8 +534,9 @@ REGISTER_KERNEL_BUILDER(Name("DdlAlltoall").Device(tf::DEVICE_CPU), AlltoallOp);
 }  // namespace ddl_tf
 
 // The negotiation thread's side (ddl/tensorflow.py, through ctypes): take the next request
-// (blocking), read its name and signature, then run it or fail it. `code` of a failure: 0
-// FAILED_PRECONDITION (the ranks' calls differ), 1 INVALID_ARGUMENT, 2 UNAVAILABLE, 3 INTERNAL.
+// (blocking), read its name, signature and group (0: the job), then run it or fail it. `code` of a
+// failure: 0 FAILED_PRECONDITION (the ranks' calls differ), 1 INVALID_ARGUMENT, 2 UNAVAILABLE, 3
+// INTERNAL.
 extern "C" {
 __attribute__((visibility("default"))) int64_t ddl_tf_next() {
   return ddl_tf::Requests::instance().next();
@@ -518,6 +546,9 @@ __attribute__((visibility("default"))) const char* ddl_tf_name(int64_t id) {
 }
 __attribute__((visibility("default"))) const char* ddl_tf_signature(int64_t id) {
   return ddl_tf::Requests::instance().signature(id);
+}
+__attribute__((visibility("default"))) int64_t ddl_tf_group(int64_t id) {
+  return ddl_tf::Requests::instance().group(id);
 }
 __attribute__((visibility("default"))) void ddl_tf_run(int64_t id) {
   ddl_tf::Requests::instance().finish(id);

@@ -42,8 +42,12 @@ start_timeline())."""
     if path and path != "DYNAMIC":
         timeline.start_timeline(path, os.environ.get("HOROVOD_TIMELINE_MARK_CYCLES", "0") == "1")
     if process_sets not in (None, "dynamic"):
-        for ps in process_sets:
-            _sets.add_process_set(ps)
+        _sets.add_process_sets(process_sets)
+
+
+def _get_process_set_ids_and_ranks():
+    """{id: ranks} of every registered process set (Horovod's internal, read by its tests)."""
+    return _sets.ids_and_ranks()
 
 
 def resolve_op(op, average, what, framework):

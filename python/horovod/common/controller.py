@@ -146,13 +146,14 @@ def _failed_with(handle, error):
     return False
 
 
-def gather_objects(obj):
-    """Every rank's picklable obj, by rank (one allgather of sizes, one of the bytes)."""
+def gather_objects(obj, group=None):
+    """Every rank's (of `group`, a ddl.Group) picklable obj, by rank (one allgather of sizes,
+    one of the bytes)."""
     data = np.frombuffer(pickle.dumps(obj), dtype=np.uint8)
-    sizes = ddl.allgather(np.array([data.size], dtype=np.int64)).tolist()
+    sizes = ddl.allgather(np.array([data.size], dtype=np.int64), group=group).tolist()
     padded = np.zeros(max(sizes), dtype=np.uint8)
     padded[:data.size] = data
-    rows = ddl.allgather(padded[np.newaxis]).reshape(len(sizes), -1)
+    rows = ddl.allgather(padded[np.newaxis], group=group).reshape(len(sizes), -1)
     return [pickle.loads(rows[r, :n].tobytes()) for r, n in enumerate(sizes)]
 
 

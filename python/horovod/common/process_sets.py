@@ -69,6 +69,24 @@ _registered = {0: global_process_set}  # id -> ProcessSet
 _next_id = [1]
 
 
+def add_process_sets(process_sets):
+    """Registers each of process_sets (hvd.init(process_sets=...)); ValueError, with none
+    registered, when two of them, or one and a registered set, have the same ranks."""
+    sets = [ps if isinstance(ps, ProcessSet) else ProcessSet(ps) for ps in process_sets]
+    seen = {tuple(p.ranks) for p in _registered.values()}
+    for ps in sets:
+        if tuple(ps.ranks) in seen:
+            raise ValueError(f"hvd.init: process sets of ranks {ps.ranks} are given twice (or "
+                             "one exists already): give each set of ranks once")
+        seen.add(tuple(ps.ranks))
+    return [add_process_set(ps) for ps in sets]
+
+
+def ids_and_ranks():
+    """{id: ranks} of every registered set."""
+    return {i: list(ps.ranks) for i, ps in sorted(_registered.items())}
+
+
 def add_process_set(process_set):
     """Registers a ProcessSet (or a list of ranks) on every rank and returns it; every rank of
     the job calls it with the same ranks. ValueError for a set of these ranks that exists."""
@@ -119,6 +137,27 @@ def group_of(process_set, what):
         raise ValueError(f"hvd.{what}: this rank ({ddl.rank()}) is not in {process_set!r}: "
                          "call it on the set's members only")
     return process_set.group
+
+
+def root_of(root_rank, process_set, what):
+    """The group rank of job rank root_rank in process_set; ValueError when it is not in it."""
+    ranks = process_set.ranks
+    if process_set is global_process_set and root_rank not in ranks:
+        raise ValueError(f"hvd.{what}: root_rank {root_rank} is not a rank of this job "
+                         f"(0..{len(ranks) - 1})")
+    if root_rank not in ranks:
+        raise ValueError(f"hvd.{what}: root_rank {root_rank} is not a rank of {process_set!r} "
+                         f"(ranks {ranks})")
+    return ranks.index(root_rank)
+
+
+def by_id(process_set_id, what):
+    """The registered set of that id; ValueError naming `what` otherwise."""
+    ps = _registered.get(int(process_set_id))
+    if ps is None:
+        raise ValueError(f"hvd.{what}: no process set has id {process_set_id}: add it with "
+                         "hvd.add_process_set(ranks) first")
+    return ps
 
 
 def reset():

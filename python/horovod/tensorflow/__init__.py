@@ -22,8 +22,11 @@ DistributedOptimizer) is one fused op per dtype. Ops map to libddl's (Average: a
 Max, Product); Adasum is refused. prescale_factor/postscale_factor scale as Horovod does
 (integers in float64, float16 in float32). An IndexedSlices gradient is allgathered (values and
 indices, values divided by size() for Average) unless sparse_as_dense. join() serves uneven
-data (a joined rank stands in with zeros in the others' allreduces). Only the global process
-set exists here. horovod.tensorflow.keras (and horovod.keras) hold the Keras pieces, for Keras
+data (a joined rank stands in with zeros in the others' allreduces). Process sets
+(add_process_set, horovod.common.process_sets) are libddl groups: a collective given
+process_set= runs the ops on the set's group, matched by name among its members only, with
+roots mapped to set ranks and Average, gradient scaling and reducescatter's rows by the set's
+size. horovod.tensorflow.keras (and horovod.keras) hold the Keras pieces, for Keras
 3 and tf-keras.
 """
 
@@ -39,6 +42,8 @@ from .util import _executing_eagerly  # noqa: F401 (Horovod's tests read hvd._ex
 
 from ..common import basics as _basics
 from ..common.controller import gather_objects
+from ..common.process_sets import (ProcessSet, add_process_set, group_of,  # noqa: F401
+                                   remove_process_set, root_of)
 from ..common.basics import (DDL_OPS, NOT_INITIALIZED, Adasum, Average, Max, Min, Product, Sum,
                              _job, ccl_built, cross_rank, cross_size, cuda_built, ddl_built,
                              gloo_built, gloo_enabled, global_process_set, is_homogeneous,
@@ -54,11 +59,15 @@ def init(comm=None, process_sets=None):
     _basics.init(_API, comm, process_sets)
 
 
-def _check_set(process_set, what):
+def _group(process_set, what):
+    """The ddl group of a call on process_set (None: the job); ValueError naming `what` when
+    the set is not registered or this rank is not in it."""
     _job(lambda: None)
-    if process_set is not global_process_set:
-        raise ValueError(f"hvd.{what}: horovod.tensorflow on libddl has only the global "
-                         "process set")
+    return group_of(process_set, what)
+
+
+def _size_of(group):
+    return ddl.size() if group is None else group.size()
 
 
 def _scale(tensor, factor, what=None):
@@ -75,40 +84,44 @@ def _scale(tensor, factor, what=None):
     return tf.cast(tf.cast(tensor, wide) * factor, dtype)
 
 
-def _reduce_dense(tensors, op, compression, prescale, postscale, what, name=None):
-    """Dense tensors reduced with Horovod's op: one fused ddl op per dtype."""
+def _reduce_dense(tensors, op, compression, prescale, postscale, what, name=None, group=None):
+    """Dense tensors reduced with Horovod's op over group's members: one fused ddl op per
+    dtype."""
     packed = [compression.compress(tf.convert_to_tensor(t)) for t in tensors]
     values = [_scale(t, prescale, what) for t, _ in packed]
-    reduced = _dtf.allreduce_n(values, DDL_OPS[op], name=name)
+    reduced = _dtf.allreduce_n(values, DDL_OPS[op], name=name, group=group)
     return [compression.decompress(_scale(r, postscale, what), ctx)
             for r, (_, ctx) in zip(reduced, packed)]
 
 
-def _reduce_sparse(slices, op, name=None):
+def _reduce_sparse(slices, op, name=None, group=None):
     """An IndexedSlices reduced as Horovod does: values and indices allgathered (values
-    divided by size() for Average), each op matched across ranks by its own name."""
+    divided by the members' number for Average), each op matched across ranks by its own
+    name."""
     if op not in (Average, Sum):
         raise NotImplementedError("hvd.allreduce: IndexedSlices are reduced with Average or Sum "
                                   "only (they are allgathered)")
-    values = _dtf.allgather(slices.values, name=name and f"{name}.values", grad_op="avg")
+    values = _dtf.allgather(slices.values, name=name and f"{name}.values", grad_op="avg",
+                            group=group)
     if op == Average:
-        values = values / tf.cast(ddl.size(), values.dtype)
-    indices = _dtf.allgather(slices.indices, name=name and f"{name}.indices", grad_op="avg")
+        values = values / tf.cast(_size_of(group), values.dtype)
+    indices = _dtf.allgather(slices.indices, name=name and f"{name}.indices", grad_op="avg",
+                             group=group)
     return tf.IndexedSlices(values, indices, slices.dense_shape)
 
 
 def grouped_allreduce(tensors, average=None, device_dense="", device_sparse="",
                       compression=Compression.none, op=None, prescale_factor=1.0,
                       postscale_factor=1.0, process_set=global_process_set, name=None):
-    """Every tensor of the list reduced over every rank (one fused op per dtype); None stays
-    None, IndexedSlices are allgathered."""
+    """Every tensor of the list reduced over every rank of process_set (one fused op per
+    dtype); None stays None, IndexedSlices are allgathered."""
     del device_dense, device_sparse
-    _check_set(process_set, "grouped_allreduce")
+    group = _group(process_set, "grouped_allreduce")
     op = resolve_op(op, average, "grouped_allreduce", _API)
     out = list(tensors)
     dense = [i for i, t in enumerate(out) if t is not None and not isinstance(t, tf.IndexedSlices)]
     reduced = _reduce_dense([out[i] for i in dense], op, compression, prescale_factor,
-                            postscale_factor, "grouped_allreduce", name) if dense else []
+                            postscale_factor, "grouped_allreduce", name, group) if dense else []
     for i, r in zip(dense, reduced):
         out[i] = r
     for i, t in enumerate(out):
@@ -116,51 +129,57 @@ def grouped_allreduce(tensors, average=None, device_dense="", device_sparse="",
             if prescale_factor != 1.0 or postscale_factor != 1.0:
                 raise NotImplementedError("hvd.allreduce: prescale_factor/postscale_factor are "
                                           "not supported with IndexedSlices")
-            out[i] = _reduce_sparse(t, op, name and f"{name}.{i}")
+            out[i] = _reduce_sparse(t, op, name and f"{name}.{i}", group)
     return out
 
 
 def allreduce(tensor, average=None, device_dense="", device_sparse="",
               compression=Compression.none, op=None, prescale_factor=1.0, postscale_factor=1.0,
               name=None, process_set=global_process_set, ignore_name_scope=False):
-    """tensor reduced over every rank with op (Average by default): a new tensor."""
+    """tensor reduced over every rank of process_set with op (Average by default): a new
+    tensor."""
     del ignore_name_scope
     return grouped_allreduce([tensor], average, device_dense, device_sparse, compression, op,
                              prescale_factor, postscale_factor, process_set, name)[0]
 
 
 def allgather(tensor, name=None, ignore_name_scope=False, process_set=global_process_set):
-    """Every rank's tensor concatenated on dimension 0 by rank (first dimensions may differ)."""
+    """Every rank's (of process_set) tensor concatenated on dimension 0 by rank (first
+    dimensions may differ)."""
     del ignore_name_scope
-    _check_set(process_set, "allgather")
-    return _dtf.allgather(tensor, name=name, grad_op="avg")
+    group = _group(process_set, "allgather")
+    return _dtf.allgather(tensor, name=name, grad_op="avg", group=group)
 
 
 def broadcast(tensor, root_rank, name=None, ignore_name_scope=False,
               process_set=global_process_set):
-    """root_rank's tensor on every rank: a new tensor."""
+    """root_rank's (a job rank in process_set) tensor on every rank of the set: a new
+    tensor."""
     del ignore_name_scope
-    _check_set(process_set, "broadcast")
-    return _dtf.broadcast(tf.convert_to_tensor(tensor), root_rank, name=name, grad_op="avg")
+    group = _group(process_set, "broadcast")
+    root = root_of(root_rank, process_set, "broadcast")
+    return _dtf.broadcast(tf.convert_to_tensor(tensor), root, name=name, grad_op="avg",
+                          group=group)
 
 
 def alltoall(tensor, splits=None, name=None, ignore_name_scope=False,
              process_set=global_process_set):
-    """splits[r] rows of tensor (dimension 0, in order; equal blocks without splits) to rank r;
-    returns the rows received from every rank, by rank, and when splits is given the counts
-    received too."""
+    """splits[r] rows of tensor (dimension 0, in order; equal blocks without splits) to rank r
+    of process_set; returns the rows received from every rank, by rank, and when splits is
+    given the counts received too."""
     del ignore_name_scope
-    _check_set(process_set, "alltoall")
-    output, received = _dtf.alltoall(tensor, splits, with_splits=True, name=name)
+    group = _group(process_set, "alltoall")
+    output, received = _dtf.alltoall(tensor, splits, with_splits=True, name=name, group=group)
     return output if splits is None else (output, received)
 
 
 def broadcast_variables(variables, root_rank, process_set=global_process_set, inplace=False):
-    """Assigns root_rank's values to the variables on every rank (one op per dtype); in a
-    graph, returns the op that does it."""
+    """Assigns root_rank's values to the variables on every rank of process_set (one op per
+    dtype); in a graph, returns the op that does it."""
     del inplace
-    _check_set(process_set, "broadcast_variables")
-    return _dtf.broadcast_variables(variables, root_rank)
+    group = _group(process_set, "broadcast_variables")
+    root = root_of(root_rank, process_set, "broadcast_variables")
+    return _dtf.broadcast_variables(variables, root, group)
 
 
 def broadcast_global_variables(root_rank):
@@ -180,36 +199,40 @@ def broadcast_object_fn(root_rank=0, session=None, name=None, process_set=global
 
 def broadcast_object(obj, root_rank=0, session=None, name=None,
                      process_set=global_process_set):
-    """root_rank's picklable obj on every rank."""
+    """root_rank's picklable obj on every rank of process_set."""
     del session, name
-    _check_set(process_set, "broadcast_object")
+    group = _group(process_set, "broadcast_object")
+    root = root_of(root_rank, process_set, "broadcast_object")
     data = pickle.dumps(obj) if ddl.rank() == root_rank else b""
-    return pickle.loads(ddl._broadcast_bytes(data, root_rank))
+    return pickle.loads(ddl._broadcast_bytes(data, root, group))
 
 
 def allgather_object(obj, name=None, process_set=global_process_set):
-    """Every rank's picklable obj, in rank order."""
+    """Every rank's (of process_set) picklable obj, in rank order."""
     del name
-    _check_set(process_set, "allgather_object")
-    return gather_objects(obj)
+    return gather_objects(obj, _group(process_set, "allgather_object"))
 
 
-def _reducer(compression, sparse_as_dense, op, gradient_predivide_factor, what):
-    """The gradient reduction of DistributedGradientTape and DistributedOptimizer."""
+def _reducer(compression, sparse_as_dense, op, gradient_predivide_factor, what,
+             process_set=global_process_set):
+    """The gradient reduction of DistributedGradientTape and DistributedOptimizer over
+    process_set."""
     op = resolve_op(op, None, what, _API)
+    group = _group(process_set, what)
     if gradient_predivide_factor != 1.0 and op != Average:
         raise ValueError(f"hvd.{what}: gradient_predivide_factor needs op=hvd.Average")
     pre, post, inner = 1.0, 1.0, op
     if gradient_predivide_factor != 1.0:
         pre, inner = 1.0 / gradient_predivide_factor, Sum
-        post = gradient_predivide_factor / ddl.size()
+        post = gradient_predivide_factor / _size_of(group)
 
     def reduce(grads):
         if sparse_as_dense:
             grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g
                      for g in grads]
         return grouped_allreduce(grads, compression=compression, op=inner,
-                                 prescale_factor=pre, postscale_factor=post)
+                                 prescale_factor=pre, postscale_factor=post,
+                                 process_set=process_set)
 
     return reduce
 
@@ -218,12 +241,12 @@ def DistributedGradientTape(gradtape, device_dense="", device_sparse="",  # noqa
                             compression=Compression.none, sparse_as_dense=False, op=Average,
                             gradient_predivide_factor=1.0, num_groups=0, groups=None,
                             process_set=global_process_set, scale_local_gradients=True):
-    """A tape whose gradient() returns gradients reduced (op) over every rank."""
+    """A tape whose gradient() returns gradients reduced (op) over every rank of process_set."""
     del device_dense, device_sparse, num_groups, groups
-    _check_set(process_set, "DistributedGradientTape")
     reduce = _reducer(compression, sparse_as_dense, op, gradient_predivide_factor,
-                      "DistributedGradientTape")
-    return _PartialTape(gradtape, reduce, [], scale_local_gradients)
+                      "DistributedGradientTape", process_set)
+    return _PartialTape(gradtape, reduce, [], scale_local_gradients,
+                        _size_of(_group(process_set, "DistributedGradientTape")))
 
 
 def DistributedOptimizer(optimizer, name=None, use_locking=False,  # noqa: N802
@@ -260,11 +283,11 @@ class HorovodInternalError(RuntimeError):
 
 class _PartialTape(_dtf.DistributedGradientTape):
     """A DistributedGradientTape that leaves the gradients of some variables (local sources)
-    unreduced, divided by size() when scale_local_gradients."""
+    unreduced, divided by the set's size (`members`) when scale_local_gradients."""
 
-    def __init__(self, tape, reduce, local_sources, scale):
+    def __init__(self, tape, reduce, local_sources, scale, members):
         super().__init__(tape, reduce=lambda grads: grads)
-        self._hvd_reduce, self._hvd_scale = reduce, scale
+        self._hvd_reduce, self._hvd_scale, self._hvd_members = reduce, scale, members
         self._hvd_local = {id(v) for v in local_sources}
 
     def register_local_source(self, var):
@@ -274,7 +297,8 @@ class _PartialTape(_dtf.DistributedGradientTape):
     def gradient(self, target, sources, output_gradients=None, **kwargs):
         grads = super().gradient(target, sources, output_gradients, **kwargs)
         flat = reduce_but_local(lambda g, v: self._hvd_reduce(g), tf.nest.flatten(grads),
-                                tf.nest.flatten(sources), self._hvd_local, self._hvd_scale)
+                                tf.nest.flatten(sources), self._hvd_local, self._hvd_scale,
+                                self._hvd_members)
         return tf.nest.pack_sequence_as(grads, _dtf.mark_reduced(flat))
 
     def get_local_and_global_gradients(self, target, sources, output_gradients=None):
@@ -285,15 +309,17 @@ class _PartialTape(_dtf.DistributedGradientTape):
                 [p for p in pairs if id(p[0]) not in self._hvd_local])
 
 
-def reduce_but_local(reduce, grads, variables, local, scale):
+def reduce_but_local(reduce, grads, variables, local, scale, members=None):
     """grads, those of the variables whose ids are not in `local` reduced by reduce(grads,
-    variables); the local ones this rank's own, divided by size() when scale (Horovod's
-    scale_local_gradients). Partial tapes and optimizers, Keras 2 and 3, share it."""
+    variables); the local ones this rank's own, divided by `members` (the process set's size;
+    None: size()) when scale (Horovod's scale_local_gradients). Partial tapes and optimizers,
+    Keras 2 and 3, share it."""
     shared = [i for i, v in enumerate(variables) if id(v) not in local]
     out = list(grads)
     for i, g in zip(shared, reduce([grads[i] for i in shared], [variables[i] for i in shared])):
         out[i] = g
-    return [_divided(g, ddl.size()) if scale and id(v) in local and g is not None else g
+    members = ddl.size() if members is None else members
+    return [_divided(g, members) if scale and id(v) in local and g is not None else g
             for g, v in zip(out, variables)]
 
 
@@ -314,11 +340,11 @@ def PartialDistributedGradientTape(gradtape, device_dense="", device_sparse="", 
     del device_dense, device_sparse
     layers = [] if local_layers is None else (
         list(local_layers) if isinstance(local_layers, (list, tuple)) else [local_layers])
-    _check_set(process_set, "PartialDistributedGradientTape")
+    group = _group(process_set, "PartialDistributedGradientTape")
     reduce = _reducer(compression, sparse_as_dense, op, gradient_predivide_factor,
-                      "PartialDistributedGradientTape")
+                      "PartialDistributedGradientTape", process_set)
     return _PartialTape(gradtape, reduce, [v for layer in layers for v in layer.trainable_weights],
-                        scale_local_gradients)
+                        scale_local_gradients, _size_of(group))
 
 
 from .mpi_ops import (broadcast_, grouped_allgather, grouped_reducescatter,  # noqa: E402

@@ -4,7 +4,8 @@ place), and the ops that read the job's shape when the graph runs (rank_op, size
 
 How it works: reducescatter is an allreduce of the whole tensor (ddl's op, matched across ranks
 by name like every other) followed by this rank's rows: the first dimension is split among
-the ranks, the first (rows % size) ranks taking one row more, as Horovod splits it. Its
+the ranks (of the process set), the first (rows % size) ranks taking one row more, as Horovod
+splits it. Its
 gradient is Horovod's: the allgather of the output's gradient (times size() for Sum, times
 the pre- and postscale factors). The grouped forms make one named op per tensor (name.i).
 """
@@ -15,6 +16,8 @@ import tensorflow as tf
 import ddl
 import ddl.tensorflow as _dtf
 
+from ..common import basics as _basics  # noqa: F401 (Horovod's tests read mpi_ops._basics)
+from ..common import process_sets as _sets
 from ..common.basics import DDL_OPS, Average, Sum, global_process_set
 
 __all__ = ["reducescatter", "grouped_reducescatter", "grouped_allgather", "broadcast_",
@@ -36,12 +39,12 @@ def _factor(tensor, factor):
 def reducescatter(tensor, device_dense="", compression=None, op=Average, name=None,
                   process_set=global_process_set, ignore_name_scope=False,
                   prescale_factor=1.0, postscale_factor=1.0):
-    """This rank's rows (dimension 0, split by rank) of tensor reduced over every rank with op
-    (Average or Sum)."""
+    """This rank's rows (dimension 0, split by rank) of tensor reduced over every rank of
+    process_set with op (Average or Sum)."""
     del device_dense, ignore_name_scope
-    from . import _check_set  # noqa: PLC0415 (the package imports this module)
+    from . import _group  # noqa: PLC0415 (the package imports this module)
 
-    _check_set(process_set, "reducescatter")
+    group = _group(process_set, "reducescatter")
     if op not in (Average, Sum):
         raise NotImplementedError("hvd.reducescatter: only hvd.Average and hvd.Sum are "
                                   "supported")
@@ -50,23 +53,23 @@ def reducescatter(tensor, device_dense="", compression=None, op=Average, name=No
         raise ValueError("hvd.reducescatter: a scalar cannot be scattered: give a tensor of at "
                          "least one dimension")
     compressed, ctx = (tensor, None) if compression is None else compression.compress(tensor)
-    out = _reducescatter(compressed, op, name, prescale_factor, postscale_factor)
+    out = _reducescatter(compressed, op, name, prescale_factor, postscale_factor, group)
     return out if compression is None else compression.decompress(out, ctx)
 
 
-def _reducescatter(tensor, op, name, pre, post):
-    size, rank = ddl.size(), ddl.rank()
+def _reducescatter(tensor, op, name, pre, post, group):
+    size, rank = (ddl.size(), ddl.rank()) if group is None else (group.size(), group.rank())
 
     @tf.custom_gradient
     def scatter(x):
-        reduced = _dtf.allreduce(_factor(x, pre), DDL_OPS[op], name=name)
+        reduced = _dtf.allreduce(_factor(x, pre), DDL_OPS[op], name=name, group=group)
         start, count = _rows(int(x.shape[0]) if x.shape[0] is not None else tf.shape(x)[0],
                              size, rank)
         out = _factor(reduced[start:start + count], post)
 
         def grad(upstream):
             scale = (size if op == Sum else 1.0) * pre * post
-            return _dtf.allgather(_factor(upstream, scale), grad_op="avg")
+            return _dtf.allgather(_factor(upstream, scale), grad_op="avg", group=group)
 
         return out, grad
 
@@ -122,8 +125,9 @@ def rank_op(name=None):
 
 
 def size_op(process_set_id=0, name=None):
-    del process_set_id
-    return _job_op(ddl.size, name)
+    """The number of ranks of the process set of that id (0: the job)."""
+    ps = _sets.by_id(process_set_id, "size_op")
+    return _job_op(lambda: len(ps.ranks), name)
 
 
 def local_rank_op(name=None):
@@ -135,5 +139,7 @@ def local_size_op(name=None):
 
 
 def process_set_included_op(process_set_id=0, name=None):
-    """1: this rank belongs to the process set (the global one, the only one here)."""
-    return _job_op(lambda: 1 if process_set_id == 0 else 0, name, join=False)
+    """1: this rank belongs to the process set of that id, else 0."""
+    ps = _sets.by_id(process_set_id, "process_set_included_op")
+    return _job_op(lambda: 1 if ps is _sets.global_process_set or ps.included() else 0, name,
+                   join=False)

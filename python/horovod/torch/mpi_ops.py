@@ -29,7 +29,7 @@ from ..common.basics import (DDL_OPS, NOT_INITIALIZED, Adasum, Average, Max, Min
                              rocm_built, size)
 from ..common.exceptions import HorovodInternalError
 from ..common.process_sets import (ProcessSet, add_process_set, global_process_set, group_of,
-                                   remove_process_set)
+                                   remove_process_set, root_of)
 from . import wire
 
 __all__ = [
@@ -209,16 +209,7 @@ def _allgather_async(tensor, name, process_set, finish):
                    ("allgather",) + _rows_sig(tensor), group, finish)
 
 
-def _root(root_rank, process_set, what):
-    """The group rank of job rank root_rank; ValueError when it is not in the set."""
-    ranks = process_set.ranks
-    if process_set is global_process_set and root_rank not in ranks:
-        raise ValueError(f"hvd.{what}: root_rank {root_rank} is not a rank of this job "
-                         f"(0..{len(ranks) - 1})")
-    if root_rank not in ranks:
-        raise ValueError(f"hvd.{what}: root_rank {root_rank} is not a rank of {process_set!r} "
-                         f"(ranks {ranks})")
-    return ranks.index(root_rank)
+_root = root_of  # the group rank of job rank root_rank; ValueError when it is not in the set
 
 
 def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_set):

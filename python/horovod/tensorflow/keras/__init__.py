@@ -27,8 +27,8 @@ from .. import (Adasum, Average, Compression, Max, Min, Product, Sum, allgather,
                 allgather_object, allreduce, alltoall, broadcast, broadcast_object,
                 broadcast_variables, cross_rank, cross_size, ddl_built, global_process_set,
                 grouped_allreduce, init, is_initialized, local_rank, local_size, rank, shutdown,
-                size)
-from .. import _check_set, _reducer, reduce_but_local
+                size, ProcessSet, add_process_set, remove_process_set)
+from .. import _group, _reducer, _size_of, reduce_but_local
 from . import callbacks, elastic
 
 __all__ = [
@@ -36,7 +36,8 @@ __all__ = [
     "allgather_object", "allreduce", "alltoall", "broadcast", "broadcast_object",
     "broadcast_variables", "cross_rank", "cross_size", "ddl_built", "global_process_set",
     "grouped_allreduce", "init", "is_initialized", "local_rank", "local_size", "rank",
-    "shutdown", "size", "callbacks", "elastic", "DistributedOptimizer",
+    "shutdown", "size", "callbacks", "elastic", "DistributedOptimizer", "ProcessSet",
+    "add_process_set", "remove_process_set",
     "PartialDistributedOptimizer", "broadcast_global_variables",
 ]
 
@@ -47,11 +48,10 @@ def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse=""
                          average_aggregated_gradients=False, num_groups=0, groups=None,
                          process_set=global_process_set, scale_local_gradients=True):
     """The Keras optimizer (Keras 3, or tf-keras), made to reduce (op) its gradients over
-    every rank before it applies them; returns it."""
+    every rank of process_set before it applies them; returns it."""
     del name, device_dense, device_sparse, num_groups, groups, scale_local_gradients
-    _check_set(process_set, "DistributedOptimizer")
     reduce = _reducer(compression, sparse_as_dense, op, gradient_predivide_factor,
-                      "DistributedOptimizer")
+                      "DistributedOptimizer", process_set)
     return _distribute(optimizer, lambda grads, variables: reduce(grads),
                        backward_passes_per_step, average_aggregated_gradients)
 
@@ -94,15 +94,15 @@ def PartialDistributedOptimizer(optimizer, name=None, device_dense="",  # noqa: 
     layers = [] if local_layers is None else (
         list(local_layers) if isinstance(local_layers, (list, tuple)) else [local_layers])
     local = {id(v) for layer in layers for v in layer.trainable_weights}
-    _check_set(process_set, "PartialDistributedOptimizer")
+    members = _size_of(_group(process_set, "PartialDistributedOptimizer"))
     reduce = _reducer(compression, sparse_as_dense, op, gradient_predivide_factor,
-                      "PartialDistributedOptimizer")
+                      "PartialDistributedOptimizer", process_set)
     del name, device_dense, device_sparse, groups
-    return _distribute(optimizer, _partial(reduce, local, scale_local_gradients),
+    return _distribute(optimizer, _partial(reduce, local, scale_local_gradients, members),
                        backward_passes_per_step, average_aggregated_gradients)
 
 
-def _partial(reduce, local, scale):
+def _partial(reduce, local, scale, members):
     """A reduction of (gradient, variable) lists that leaves the local variables' own."""
     return lambda grads, variables: reduce_but_local(lambda g, v: reduce(g), grads, variables,
-                                                     local, scale)
+                                                     local, scale, members)
