@@ -1,0 +1,1 @@
+"""horovod.runner.common.util: env (a rank's place from the launcher's variables)."""
