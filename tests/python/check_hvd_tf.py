@@ -245,6 +245,19 @@ def set_objects_and_ops(ps):
           np.stack([value(m) for m in members]).sum(0))
 
 
+def outside_tape(ps):
+    """On a rank outside ps, DistributedGradientTape and DistributedOptimizer on ps leave the
+    gradients this rank's own (Horovod's)."""
+    w = tf.Variable([1.0])
+    with tf.GradientTape() as tape:
+        loss = w * float(rank + 1)
+    check("DistributedGradientTape outside the set",
+          hvd.DistributedGradientTape(tape, process_set=ps).gradient(loss, [w])[0], [rank + 1.0])
+    opt = hvd_keras.DistributedOptimizer(tf.keras.optimizers.SGD(1.0), process_set=ps)
+    opt.apply_gradients([(tf.constant([float(rank)]), w)])
+    check("DistributedOptimizer outside the set", w, [1.0 - rank])
+
+
 def process_sets():
     """Sets [0, n-1] and [1, n-1] (overlapping at rank n-1); each member runs its sets'
     calls, the others go on; a call outside a set is refused."""
@@ -254,13 +267,14 @@ def process_sets():
         included = hvd.process_set_included_op(process_set_id=ps.process_set_id)
         check(f"process_set_included_op {ps.ranks}", included, int(rank in ps.ranks))
         if rank not in ps.ranks:
+            outside_tape(ps)
             text = (f"hvd.allgather: this rank ({rank}) is not in {ps!r}: call it on the "
                     "set's members only")
             try:
                 hvd.allgather(tf.ones([1]), process_set=ps)
                 sys.exit(f"rank {rank}: a call outside {ps!r} did not raise")
-            except ValueError as e:
-                if str(e) != text:
+            except tf.errors.InvalidArgumentError as e:
+                if e.message != text:
                     sys.exit(f"rank {rank}: got {e}, expected {text}")
             continue
         for mode in ("eager", "graph"):

@@ -122,6 +122,12 @@ def remove_process_set(process_set):
     return True
 
 
+def outside(process_set):
+    """True when process_set is registered and this rank is not one of its members."""
+    registered = _registered.get(getattr(process_set, "process_set_id", None)) is process_set
+    return registered and process_set is not global_process_set and process_set.group is None
+
+
 def group_of(process_set, what):
     """The ddl group (None: the job) of a registered set this rank belongs to; ValueError
     naming `what` (the call) otherwise."""

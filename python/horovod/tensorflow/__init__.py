@@ -43,7 +43,7 @@ from .util import _executing_eagerly  # noqa: F401 (Horovod's tests read hvd._ex
 from ..common import basics as _basics
 from ..common.controller import gather_objects
 from ..common.process_sets import (ProcessSet, add_process_set, group_of,  # noqa: F401
-                                   remove_process_set, root_of)
+                                   outside, remove_process_set, root_of)
 from ..common.basics import (DDL_OPS, NOT_INITIALIZED, Adasum, Average, Max, Min, Product, Sum,
                              _job, ccl_built, cross_rank, cross_size, cuda_built, ddl_built,
                              gloo_built, gloo_enabled, global_process_set, is_homogeneous,
@@ -60,9 +60,14 @@ def init(comm=None, process_sets=None):
 
 
 def _group(process_set, what):
-    """The ddl group of a call on process_set (None: the job); ValueError naming `what` when
-    the set is not registered or this rank is not in it."""
+    """The ddl group of a call on process_set (None: the job); naming `what`,
+    tf.errors.InvalidArgumentError (as Horovod's ops) when this rank is not in the set,
+    ValueError when the set is not registered."""
     _job(lambda: None)
+    if outside(process_set):
+        raise tf.errors.InvalidArgumentError(
+            None, None, f"hvd.{what}: this rank ({ddl.rank()}) is not in {process_set!r}: call "
+            "it on the set's members only")
     return group_of(process_set, what)
 
 
@@ -218,6 +223,9 @@ def _reducer(compression, sparse_as_dense, op, gradient_predivide_factor, what,
     """The gradient reduction of DistributedGradientTape and DistributedOptimizer over
     process_set."""
     op = resolve_op(op, None, what, _API)
+    _job(lambda: None)
+    if outside(process_set):  # Horovod's: a rank outside the set keeps its own gradients
+        return list
     group = _group(process_set, what)
     if gradient_predivide_factor != 1.0 and op != Average:
         raise ValueError(f"hvd.{what}: gradient_predivide_factor needs op=hvd.Average")
@@ -245,8 +253,7 @@ def DistributedGradientTape(gradtape, device_dense="", device_sparse="",  # noqa
     del device_dense, device_sparse, num_groups, groups
     reduce = _reducer(compression, sparse_as_dense, op, gradient_predivide_factor,
                       "DistributedGradientTape", process_set)
-    return _PartialTape(gradtape, reduce, [], scale_local_gradients,
-                        _size_of(_group(process_set, "DistributedGradientTape")))
+    return _PartialTape(gradtape, reduce, [], scale_local_gradients, len(process_set.ranks))
 
 
 def DistributedOptimizer(optimizer, name=None, use_locking=False,  # noqa: N802
@@ -260,6 +267,8 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False,  # noqa: N802
     from . import keras
 
     del name, use_locking
+    if isinstance(optimizer, tf.compat.v1.train.Optimizer):
+        optimizer._optimizer = optimizer  # Horovod's wrapper's name for the optimizer it wraps
     return keras.DistributedOptimizer(
         optimizer, device_dense=device_dense, device_sparse=device_sparse,
         compression=compression, sparse_as_dense=sparse_as_dense,
@@ -340,11 +349,10 @@ def PartialDistributedGradientTape(gradtape, device_dense="", device_sparse="", 
     del device_dense, device_sparse
     layers = [] if local_layers is None else (
         list(local_layers) if isinstance(local_layers, (list, tuple)) else [local_layers])
-    group = _group(process_set, "PartialDistributedGradientTape")
     reduce = _reducer(compression, sparse_as_dense, op, gradient_predivide_factor,
                       "PartialDistributedGradientTape", process_set)
     return _PartialTape(gradtape, reduce, [v for layer in layers for v in layer.trainable_weights],
-                        scale_local_gradients, _size_of(group))
+                        scale_local_gradients, len(process_set.ranks))
 
 
 from .mpi_ops import (broadcast_, grouped_allgather, grouped_reducescatter,  # noqa: E402

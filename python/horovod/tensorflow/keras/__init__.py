@@ -28,7 +28,7 @@ from .. import (Adasum, Average, Compression, Max, Min, Product, Sum, allgather,
                 broadcast_variables, cross_rank, cross_size, ddl_built, global_process_set,
                 grouped_allreduce, init, is_initialized, local_rank, local_size, rank, shutdown,
                 size, ProcessSet, add_process_set, remove_process_set)
-from .. import _group, _reducer, _size_of, reduce_but_local
+from .. import _reducer, reduce_but_local
 from . import callbacks, elastic
 
 __all__ = [
@@ -94,7 +94,7 @@ def PartialDistributedOptimizer(optimizer, name=None, device_dense="",  # noqa: 
     layers = [] if local_layers is None else (
         list(local_layers) if isinstance(local_layers, (list, tuple)) else [local_layers])
     local = {id(v) for layer in layers for v in layer.trainable_weights}
-    members = _size_of(_group(process_set, "PartialDistributedOptimizer"))
+    members = len(process_set.ranks)
     reduce = _reducer(compression, sparse_as_dense, op, gradient_predivide_factor,
                       "PartialDistributedOptimizer", process_set)
     del name, device_dense, device_sparse, groups
