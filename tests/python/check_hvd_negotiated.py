@@ -19,6 +19,7 @@ import ddl
 import horovod.torch as hvd
 from ddl._negotiate import NameMismatch
 from horovod.common.util import env, is_version_greater_equal_than
+from horovod.runner.common.util.env import get_env_rank_and_size
 from horovod.runner.util.threads import in_thread
 
 
@@ -166,6 +167,20 @@ def check_env():
     assert os.environ["HVD_CHECK_A"] == "kept" and "HVD_CHECK_B" not in os.environ
 
 
+def check_env_rank(r, n):
+    """get_env_rank_and_size: Horovod's variables first, else the ones libddl reads (DDL_RANK
+    under ddlrun); a launcher's rank without its size is refused."""
+    saved = {v: os.environ.pop(v, None) for v in ("HOROVOD_RANK", "HOROVOD_SIZE")}
+    try:
+        assert get_env_rank_and_size() == (r, n)
+        with env(HOROVOD_RANK="5", HOROVOD_SIZE="9"):
+            assert get_env_rank_and_size() == (5, 9)
+        with env(HOROVOD_RANK="5"):
+            expect_raise(RuntimeError, get_env_rank_and_size, "HOROVOD_SIZE is None")
+    finally:
+        os.environ.update({v: val for v, val in saved.items() if val is not None})
+
+
 def check_timeline(r):
     path = os.path.join(tempfile.mkdtemp(), "timeline.json") if r == 0 else "unused"
     hvd.start_timeline(path, mark_cycles=True)
@@ -188,6 +203,7 @@ def main():
     r, n = hvd.rank(), hvd.size()
     assert is_version_greater_equal_than("2.13.0+cpu", "2.13") and in_thread(lambda: 0).name
     check_env()
+    check_env_rank(r, n)
     assert issubclass(hvd.HorovodInternalError, RuntimeError)
     for check in (check_mismatch_recovers, check_diverged, check_join, check_process_sets, check_forms,
                   check_dtypes, check_sparse, check_optimizer_state):

@@ -267,6 +267,13 @@ void def_rendezvous(py::module_& m) {
     names.emplace_back(ddl::comm::kPmixNamespaceVariable);
     return names;
   });
+  // The same rows' (rank, size) variable pairs, in the order ddl_init() asks them.
+  m.def("rank_variables", [] {
+    std::vector<std::pair<std::string, std::string>> pairs;
+    for (const auto* v : ddl::comm::rank_variables_of(&ddl::comm::RankVariable::identity))
+      pairs.emplace_back(v->rank, v->size);
+    return pairs;
+  });
 }
 
 /// A ddl_alloc buffer (shared memory the host's ranks map), freed when the last array or

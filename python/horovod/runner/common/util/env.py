@@ -1,18 +1,22 @@
 """A rank's place in the job read from the variables its launcher set, as Horovod's suites read
-it before hvd.init(): ddlrun's ranks carry HOROVOD_RANK/HOROVOD_SIZE when started for Horovod
-(bench/horovod_suite.sh), and Open MPI's or a PMI launcher's otherwise."""
+it before hvd.init(): Horovod's own HOROVOD_RANK/HOROVOD_SIZE (ddlrun's ranks carry them when
+started for Horovod, bench/horovod_suite.sh), else the launchers' variables libddl itself reads
+(ddl._ddl.rank_variables: comm/bootstrap/rank_variables.h, the one table of them)."""
 
 import os
 
-# (rank variable, size variable) of each launcher, in the order they are looked for.
-_LAUNCHERS = (("HOROVOD_RANK", "HOROVOD_SIZE"), ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
-              ("PMI_RANK", "PMI_SIZE"))
+from ddl import _ddl
+
+
+def _launchers():
+    """(rank variable, size variable) of each launcher, in the order they are looked for."""
+    return [("HOROVOD_RANK", "HOROVOD_SIZE")] + [tuple(p) for p in _ddl.rank_variables()]
 
 
 def get_env_rank_and_size():
     """(rank, size) from the first launcher whose two variables are set; None when none is.
     RuntimeError when only one of a launcher's two is set."""
-    for rank_var, size_var in _LAUNCHERS:
+    for rank_var, size_var in _launchers():
         rank, size = os.environ.get(rank_var), os.environ.get(size_var)
         if rank is not None and size is not None:
             return int(rank), int(size)
