@@ -86,7 +86,7 @@ class _Bridge:
             sig = tuple(c.ddl_tf_signature(rid).decode(errors="replace").split("|"))
             handle = c.ddl_tf_group(rid)
             group = _groups.get(handle)
-            if handle and group is None:
+            if handle and (group is None or group._handle is None):
                 c.ddl_tf_fail(rid, 1, b"ddl: the op's group was destroyed (or was never made by "
                                       b"ddl.new_group in this process)")
                 continue
@@ -171,7 +171,7 @@ def _assign_back(x, result):
 
 
 def _check_root(root, what, group=None):
-    n = size() if group is None else group.size()
+    _, n = _members(group)
     if not 0 <= int(root) < n:
         where = "this job" if group is None else "this group"
         raise ValueError(f"{what}: root {root} is not a rank of {where} of {n} (0..{n - 1})")

@@ -71,10 +71,6 @@ def _group(process_set, what):
     return group_of(process_set, what)
 
 
-def _size_of(group):
-    return ddl.size() if group is None else group.size()
-
-
 def _scale(tensor, factor, what=None):
     """tensor * factor in tensor's dtype, computed as Horovod does: in float64 for integers
     (truncated back), float32 for float16."""
@@ -109,7 +105,7 @@ def _reduce_sparse(slices, op, name=None, group=None):
     values = _dtf.allgather(slices.values, name=name and f"{name}.values", grad_op="avg",
                             group=group)
     if op == Average:
-        values = values / tf.cast(_size_of(group), values.dtype)
+        values = values / tf.cast(ddl._size(group), values.dtype)
     indices = _dtf.allgather(slices.indices, name=name and f"{name}.indices", grad_op="avg",
                              group=group)
     return tf.IndexedSlices(values, indices, slices.dense_shape)
@@ -223,7 +219,6 @@ def _reducer(compression, sparse_as_dense, op, gradient_predivide_factor, what,
     """The gradient reduction of DistributedGradientTape and DistributedOptimizer over
     process_set."""
     op = resolve_op(op, None, what, _API)
-    _job(lambda: None)
     if outside(process_set):  # Horovod's: a rank outside the set keeps its own gradients
         return list
     group = _group(process_set, what)
@@ -232,7 +227,7 @@ def _reducer(compression, sparse_as_dense, op, gradient_predivide_factor, what,
     pre, post, inner = 1.0, 1.0, op
     if gradient_predivide_factor != 1.0:
         pre, inner = 1.0 / gradient_predivide_factor, Sum
-        post = gradient_predivide_factor / _size_of(group)
+        post = gradient_predivide_factor / ddl._size(group)
 
     def reduce(grads):
         if sparse_as_dense:

@@ -58,7 +58,7 @@ def reducescatter(tensor, device_dense="", compression=None, op=Average, name=No
 
 
 def _reducescatter(tensor, op, name, pre, post, group):
-    size, rank = (ddl.size(), ddl.rank()) if group is None else (group.size(), group.rank())
+    rank, size = _dtf._members(group)
 
     @tf.custom_gradient
     def scatter(x):

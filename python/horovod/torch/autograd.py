@@ -12,6 +12,7 @@ counts received; of a reducescatter the allgather of the gradient, times the set
 import torch
 
 from . import mpi_ops as ops
+from ..common.process_sets import root_of
 from .compression import Compression
 from .mpi_ops import Average, Sum, global_process_set
 
@@ -117,7 +118,7 @@ class _Broadcast(torch.autograd.Function):
 def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
     """A new tensor holding root_rank's tensor (differentiable)."""
     ops._check([tensor], process_set, "broadcast")
-    ops._root(root_rank, process_set, "broadcast")
+    root_of(root_rank, process_set, "broadcast")
     return _Broadcast.apply(tensor, root_rank, name, process_set)
 
 

@@ -209,13 +209,10 @@ def _allgather_async(tensor, name, process_set, finish):
                    ("allgather",) + _rows_sig(tensor), group, finish)
 
 
-_root = root_of  # the group rank of job rank root_rank; ValueError when it is not in the set
-
-
 def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_set):
     """Copies root_rank's tensor into every member's, in place; a handle."""
     group = _check([tensor], process_set, "broadcast")
-    root = _root(root_rank, process_set, "broadcast")
+    root = root_of(root_rank, process_set, "broadcast")
     sig = ("broadcast", wire.dtype_name(tensor.dtype), tuple(tensor.shape), root_rank)
     return _submit("broadcast", name, wire.broadcast_fn(tensor, root, group), sig, group)
 
